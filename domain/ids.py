@@ -1,0 +1,21 @@
+"""Deterministic ids: a re-run after a crash collides with what was stored instead of duplicating it."""
+
+from __future__ import annotations
+
+from uuid import NAMESPACE_URL, UUID, uuid5
+
+CHRONICLE_NS = uuid5(NAMESPACE_URL, "https://chronicle.invalid/ids")
+SESSION_INDEX_ID = uuid5(CHRONICLE_NS, "/sessions")
+INPUT_INDEX_ID = uuid5(CHRONICLE_NS, "/inputs")
+
+
+def turn_id(session_id: UUID, input_id: str) -> UUID:
+    return uuid5(session_id, f"turn/{input_id}")
+
+
+def tool_call_id(turn_id_: UUID, step: int, tool_use_id: str) -> UUID:
+    return uuid5(turn_id_, f"tool/{step}/{tool_use_id}")
+
+
+def child_session_id(parent_tool_call_id: UUID, index: int) -> UUID:
+    return uuid5(parent_tool_call_id, f"child/{index}")

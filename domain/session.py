@@ -1,0 +1,186 @@
+"""The Session aggregate: one conversation of one agent, its durable input queue and active branch.
+
+The head is the list of turn ids on the active branch; undo moves turns from the head onto a
+redo stack and never deletes anything. A fork starts with a head that references its parent's
+turns, so forking copies no history.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+from eventsourcing.domain import Aggregate, event
+
+from .agent_spec import AgentSpec
+from .errors import DomainError
+from .lifecycle import Edge, Lifecycle
+
+SESSION_LIFECYCLE = Lifecycle(
+    "Session",
+    states=["idle", "busy"],
+    initial="idle",
+    edges=[
+        Edge("start_turn", ("idle",), "busy"),
+        Edge("end_turn", ("busy",), "idle"),
+    ],
+    terminal=set(),
+)
+
+
+class Session(Aggregate):
+    class Started(Aggregate.Created):
+        spec: dict[str, Any]
+        parent_session_id: UUID | None
+        parent_tool_call_id: UUID | None
+        forked_from: dict[str, Any] | None
+        head: list[UUID]
+
+    @event(Started)
+    def __init__(
+        self,
+        id: UUID,
+        spec: dict[str, Any],
+        parent_session_id: UUID | None,
+        parent_tool_call_id: UUID | None,
+        forked_from: dict[str, Any] | None,
+        head: list[UUID],
+        timestamp: datetime,
+    ) -> None:
+        self.spec_data = spec
+        self.parent_session_id = parent_session_id
+        self.parent_tool_call_id = parent_tool_call_id
+        self.forked_from = forked_from
+        self.status = "idle"
+        self.head: list[UUID] = list(head)
+        self.turns: list[UUID] = []
+        self.redo_stack: list[list[UUID]] = []
+        self.queue: list[dict[str, Any]] = []
+        self.active_turn_id: UUID | None = None
+        self.title: str | None = None
+        self.compaction: dict[str, Any] | None = None
+        self.always_allowed: list[str] = []
+        self.created_at = timestamp
+
+    @classmethod
+    def start(
+        cls,
+        session_id: UUID,
+        spec: AgentSpec,
+        now: datetime,
+        parent_session_id: UUID | None = None,
+        parent_tool_call_id: UUID | None = None,
+        forked_from: dict[str, Any] | None = None,
+        head: list[UUID] | None = None,
+    ) -> "Session":
+        return cls(
+            id=session_id,
+            spec=spec.model_dump(mode="json"),
+            parent_session_id=parent_session_id,
+            parent_tool_call_id=parent_tool_call_id,
+            forked_from=forked_from,
+            head=list(head or []),
+            timestamp=now,
+        )
+
+    @property
+    def spec(self) -> AgentSpec:
+        return AgentSpec.model_validate(self.spec_data)
+
+    # -- the durable input queue -------------------------------------------------------------
+
+    def queue_input(self, input_id: str, text: str, now: datetime, kind: str = "prompt") -> None:
+        if any(item["input_id"] == input_id for item in self.queue):
+            raise DomainError(f"input {input_id} is already queued on session {self.id}")
+        self._input_queued(input_id=input_id, text=text, kind=kind, timestamp=now)
+
+    @event("InputQueued")
+    def _input_queued(self, input_id: str, text: str, kind: str, timestamp: datetime) -> None:
+        self.queue.append({"input_id": input_id, "text": text, "kind": kind, "queued_at": timestamp.isoformat()})
+
+    @property
+    def next_input(self) -> dict[str, Any] | None:
+        return self.queue[0] if self.queue else None
+
+    # -- turns ---------------------------------------------------------------------------------
+
+    def start_turn(self, turn_id: UUID, now: datetime) -> dict[str, Any]:
+        """Take the oldest queued input (FIFO) and make it the running turn."""
+        SESSION_LIFECYCLE.next_state("start_turn", self.status, self.id)
+        if not self.queue:
+            raise DomainError(f"session {self.id} has no queued input to start a turn from")
+        item = self.queue[0]
+        self._turn_started(turn_id=turn_id, input_id=item["input_id"], timestamp=now)
+        return item
+
+    @event("TurnStarted")
+    def _turn_started(self, turn_id: UUID, input_id: str, timestamp: datetime) -> None:
+        self.queue = [q for q in self.queue if q["input_id"] != input_id]
+        self.status = "busy"
+        self.active_turn_id = turn_id
+        self.turns.append(turn_id)
+        self.head.append(turn_id)
+        self.redo_stack = []
+
+    def end_turn(self, turn_id: UUID, status: str, now: datetime) -> None:
+        SESSION_LIFECYCLE.next_state("end_turn", self.status, self.id)
+        if turn_id != self.active_turn_id:
+            raise DomainError(f"turn {turn_id} is not the running turn of session {self.id}")
+        self._turn_ended(turn_id=turn_id, status=status, timestamp=now)
+
+    @event("TurnEnded")
+    def _turn_ended(self, turn_id: UUID, status: str, timestamp: datetime) -> None:
+        self.status = "idle"
+        self.active_turn_id = None
+
+    # -- time travel ---------------------------------------------------------------------------
+
+    def undo(self, count: int, now: datetime) -> list[UUID]:
+        if self.status != "idle":
+            raise DomainError(f"session {self.id} is busy; cancel or wait for the running turn before undo")
+        if count < 1:
+            raise DomainError("undo needs a count of at least 1")
+        if count > len(self.head):
+            raise DomainError(f"session {self.id} has {len(self.head)} turn(s) on its branch; cannot undo {count}")
+        undone = self.head[-count:]
+        self._turns_undone(turn_ids=undone, timestamp=now)
+        return undone
+
+    @event("TurnsUndone")
+    def _turns_undone(self, turn_ids: list[UUID], timestamp: datetime) -> None:
+        self.head = self.head[: len(self.head) - len(turn_ids)]
+        self.redo_stack.append(list(turn_ids))
+
+    def redo(self, now: datetime) -> list[UUID]:
+        if self.status != "idle":
+            raise DomainError(f"session {self.id} is busy; wait for the running turn before redo")
+        if not self.redo_stack:
+            raise DomainError(f"session {self.id} has nothing to redo")
+        turn_ids = self.redo_stack[-1]
+        self._turns_redone(turn_ids=turn_ids, timestamp=now)
+        return turn_ids
+
+    @event("TurnsRedone")
+    def _turns_redone(self, turn_ids: list[UUID], timestamp: datetime) -> None:
+        self.redo_stack.pop()
+        self.head.extend(turn_ids)
+
+    # -- descriptive facts ---------------------------------------------------------------------
+
+    def set_title(self, title: str, now: datetime, usage: dict[str, Any] | None = None, model: str = "") -> None:
+        if self.title is not None:
+            raise DomainError(f"session {self.id} already has a title")
+        self._title_set(title=title, usage=usage or {}, model=model, timestamp=now)
+
+    @event("TitleSet")
+    def _title_set(self, title: str, usage: dict[str, Any], model: str, timestamp: datetime) -> None:
+        self.title = title
+
+    def allow_always(self, tool_name: str, now: datetime) -> None:
+        if tool_name not in self.always_allowed:
+            self._tool_always_allowed(tool_name=tool_name, timestamp=now)
+
+    @event("ToolAlwaysAllowed")
+    def _tool_always_allowed(self, tool_name: str, timestamp: datetime) -> None:
+        self.always_allowed.append(tool_name)

@@ -1,0 +1,239 @@
+"""The Turn aggregate: one input through to the final answer.
+
+A turn is a list of steps; a step is one model response, verbatim, followed by the
+tool_result blocks exactly as the model will read them. Recording the results on the turn
+(the ToolCall aggregates keep the full lifecycle) lets the context be rebuilt from turns alone.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+from eventsourcing.domain import Aggregate, event
+
+from .content import ModelResponse, ToolResultBlock, dump_blocks
+from .errors import DomainError
+from .lifecycle import Edge, Lifecycle
+
+LIVE = ("pending", "running", "awaiting_approval", "interrupted")
+TURN_LIFECYCLE = Lifecycle(
+    "Turn",
+    states=["pending", "running", "awaiting_approval", "completed", "failed", "cancelled", "interrupted"],
+    initial="pending",
+    edges=[
+        Edge("start", ("pending",), "running"),
+        Edge("await_approval", ("running",), "awaiting_approval"),
+        Edge("resume", ("awaiting_approval", "interrupted"), "running"),
+        Edge("complete", ("running",), "completed"),
+        Edge("fail", LIVE, "failed"),
+        Edge("cancel", LIVE, "cancelled"),
+        Edge("interrupt", ("running", "pending"), "interrupted"),
+    ],
+    terminal={"completed", "failed", "cancelled"},
+)
+
+
+class Turn(Aggregate):
+    class Created(Aggregate.Created):
+        session_id: UUID
+        input_id: str
+        number: int
+        input_text: str
+        agent: str
+
+    @event(Created)
+    def __init__(
+        self, id: UUID, session_id: UUID, input_id: str, number: int, input_text: str, agent: str, timestamp: datetime
+    ) -> None:
+        self.session_id = session_id
+        self.input_id = input_id
+        self.number = number
+        self.input_text = input_text
+        self.agent = agent
+        self.status = "pending"
+        self.steps: list[dict[str, Any]] = []
+        self.retries: list[dict[str, Any]] = []
+        self.final_text: str | None = None
+        self.reason: str | None = None
+        self.error: dict[str, Any] | None = None
+        self.awaiting: list[UUID] = []
+        self.started_at = timestamp
+        self.ended_at: datetime | None = None
+
+    def _next(self, trigger: str) -> str:
+        return TURN_LIFECYCLE.next_state(trigger, self.status, self.id)
+
+    @property
+    def finished(self) -> bool:
+        return self.status in TURN_LIFECYCLE.terminal
+
+    @property
+    def open_step(self) -> dict[str, Any] | None:
+        """The last step if its tool calls still wait for results."""
+        if self.steps and self.steps[-1]["results"] is None:
+            return self.steps[-1]
+        return None
+
+    # -- lifecycle -----------------------------------------------------------------------------
+
+    def start(self, now: datetime) -> None:
+        self._next("start")
+        self._started(timestamp=now)
+
+    @event("Started")
+    def _started(self, timestamp: datetime) -> None:
+        self.status = "running"
+
+    def await_approval(self, tool_call_ids: list[UUID], now: datetime) -> None:
+        self._next("await_approval")
+        if not tool_call_ids:
+            raise DomainError("awaiting approval needs at least one tool call")
+        self._approval_requested(tool_call_ids=tool_call_ids, timestamp=now)
+
+    @event("ApprovalRequested")
+    def _approval_requested(self, tool_call_ids: list[UUID], timestamp: datetime) -> None:
+        self.status = "awaiting_approval"
+        self.awaiting = list(tool_call_ids)
+
+    def resume(self, reason: str, now: datetime) -> None:
+        self._next("resume")
+        self._resumed(reason=reason, timestamp=now)
+
+    @event("Resumed")
+    def _resumed(self, reason: str, timestamp: datetime) -> None:
+        self.status = "running"
+        self.awaiting = []
+
+    def complete(self, now: datetime) -> None:
+        self._next("complete")
+        if self.open_step is not None:
+            raise DomainError(f"turn {self.id} cannot complete: step {self.open_step['step']} has unanswered tool calls")
+        last = self.last_response
+        self._completed(final_text=last.text if last else "", timestamp=now)
+
+    @event("Completed")
+    def _completed(self, final_text: str, timestamp: datetime) -> None:
+        self.status = "completed"
+        self.final_text = final_text
+        self.ended_at = timestamp
+
+    def fail(self, reason: str, now: datetime, error: dict[str, Any] | None = None) -> None:
+        self._next("fail")
+        self._failed(reason=reason, error=error, timestamp=now)
+
+    @event("Failed")
+    def _failed(self, reason: str, error: dict[str, Any] | None, timestamp: datetime) -> None:
+        self.status = "failed"
+        self.reason = reason
+        self.error = error
+        self.ended_at = timestamp
+
+    def cancel(self, reason: str, now: datetime) -> None:
+        self._next("cancel")
+        self._cancelled(reason=reason, timestamp=now)
+
+    @event("Cancelled")
+    def _cancelled(self, reason: str, timestamp: datetime) -> None:
+        self.status = "cancelled"
+        self.reason = reason
+        self.ended_at = timestamp
+
+    def interrupt(self, reason: str, now: datetime) -> None:
+        self._next("interrupt")
+        self._interrupted(reason=reason, timestamp=now)
+
+    @event("Interrupted")
+    def _interrupted(self, reason: str, timestamp: datetime) -> None:
+        self.status = "interrupted"
+        self.reason = reason
+
+    # -- model calls and tool results ----------------------------------------------------------
+
+    def record_response(
+        self,
+        response: ModelResponse,
+        now: datetime,
+        fingerprint: str = "",
+        request_delta: dict[str, Any] | None = None,
+        latency_ms: float = 0.0,
+        attempts: int = 1,
+    ) -> int:
+        if self.status != "running":
+            raise DomainError(f"turn {self.id} is {self.status}; a model response can only be recorded while running")
+        if self.open_step is not None:
+            raise DomainError(f"turn {self.id}: step {self.open_step['step']} still waits for tool results")
+        step = len(self.steps)
+        self._model_responded(
+            step=step,
+            response=response.model_dump(mode="json"),
+            fingerprint=fingerprint,
+            request_delta=request_delta or {},
+            latency_ms=latency_ms,
+            attempts=attempts,
+            timestamp=now,
+        )
+        return step
+
+    @event("ModelResponded")
+    def _model_responded(
+        self,
+        step: int,
+        response: dict[str, Any],
+        fingerprint: str,
+        request_delta: dict[str, Any],
+        latency_ms: float,
+        attempts: int,
+        timestamp: datetime,
+    ) -> None:
+        has_tools = any(b.get("type") == "tool_use" for b in response.get("content", []))
+        finished = response.get("stop_reason") not in ("error", "aborted")
+        self.steps.append(
+            {
+                "step": step,
+                "response": response,
+                "fingerprint": fingerprint,
+                "message_count": request_delta.get("message_count", 0),
+                "results": None if (has_tools and finished) else [],
+            }
+        )
+
+    def record_retry(self, attempt: int, reason: str, delay_s: float, now: datetime) -> None:
+        if self.status != "running":
+            raise DomainError(f"turn {self.id} is {self.status}; retries are recorded while running")
+        self._model_call_retried(step=len(self.steps), attempt=attempt, reason=reason, delay_s=delay_s, timestamp=now)
+
+    @event("ModelCallRetried")
+    def _model_call_retried(self, step: int, attempt: int, reason: str, delay_s: float, timestamp: datetime) -> None:
+        self.retries.append({"step": step, "attempt": attempt, "reason": reason, "delay_s": delay_s})
+
+    def record_tool_results(self, results: list[ToolResultBlock], now: datetime, extra: list[Any] = ()) -> None:
+        """Close the open step with exactly one result per tool_use, in the model's order.
+
+        ``extra`` blocks (steering text) follow the results in the same user message.
+        """
+        step = self.open_step
+        if step is None:
+            raise DomainError(f"turn {self.id} has no step waiting for tool results")
+        wanted = [b["id"] for b in step["response"]["content"] if b.get("type") == "tool_use"]
+        got = [r.tool_use_id for r in results]
+        if got != wanted:
+            raise DomainError(f"turn {self.id} step {step['step']}: results {got} do not answer tool uses {wanted}")
+        self._tool_results_recorded(
+            step=step["step"], blocks=dump_blocks(list(results)) + dump_blocks(list(extra)), timestamp=now
+        )
+
+    @event("ToolResultsRecorded")
+    def _tool_results_recorded(self, step: int, blocks: list[dict[str, Any]], timestamp: datetime) -> None:
+        self.steps[step]["results"] = blocks
+
+    # -- reading -------------------------------------------------------------------------------
+
+    @property
+    def last_response(self) -> ModelResponse | None:
+        return ModelResponse.model_validate(self.steps[-1]["response"]) if self.steps else None
+
+    @property
+    def model_calls(self) -> int:
+        return len(self.steps)

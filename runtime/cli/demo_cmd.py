@@ -1,0 +1,106 @@
+"""`chronicle demo`: an offline, scripted walk-through on a throwaway SQLite file."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import tempfile
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.panel import Panel
+
+from chronicle.domain.agent_spec import AgentSpec
+from chronicle.runtime.loop import LoopOptions
+from chronicle.runtime.sessions import start_session, submit_input
+from chronicle.runtime.store import ChronicleStore
+from chronicle.runtime.tools import DEFAULT_TOOLS
+
+from .common import cli_errors, fail, out_console
+from .inspect_cmd import history, log
+from .render import HumanRenderer
+from .run_cmd import build_loop, drive_session
+
+
+def _tool(id_: str, name: str, **args: object) -> dict:
+    return {"type": "tool_use", "id": id_, "name": name, "input": args}
+
+
+def _usage(i: int, o: int) -> dict:
+    return {"input_tokens": i, "output_tokens": o}
+
+
+DEMO_SCRIPT = {
+    "agents": {
+        "main": [
+            [
+                {"content": [{"type": "text", "text": "Let me look at the project first."}, _tool("tu_1", "list_dir", path=".")],
+                 "stop_reason": "tool_use", "usage": _usage(420, 38)},
+                {"content": [_tool("tu_2", "read_file", path="notes.txt"), _tool("tu_3", "grep", pattern="TODO")],
+                 "stop_reason": "tool_use", "usage": _usage(510, 52)},
+                {"content": [_tool("tu_4", "write_file", path="SUMMARY.md",
+                                   content="# Summary\n\n- greet() needs a name parameter (TODO in app.py)\n")],
+                 "stop_reason": "tool_use", "usage": _usage(640, 71)},
+                {"content": [{"type": "text", "text": "The project is one module, app.py, with a TODO: greet() should take a name. "
+                                                      "I wrote SUMMARY.md with that finding."}],
+                 "stop_reason": "end_turn", "usage": _usage(700, 40)},
+            ],
+            [
+                {"content": [{"type": "thinking", "thinking": "Edit greet() and check the result.", "signature": "demo-signature"},
+                             _tool("tu_5", "edit_file", path="app.py", old='def greet():\n    return "hello"  # TODO: take a name',
+                                   new='def greet(name):\n    return f"hello {name}"')],
+                 "stop_reason": "tool_use", "usage": _usage(800, 90)},
+                {"content": [_tool("tu_6", "read_file", file="app.py")], "stop_reason": "tool_use", "usage": _usage(900, 20)},
+                {"content": [_tool("tu_7", "read_file", path="app.py")], "stop_reason": "tool_use", "usage": _usage(950, 20)},
+                {"content": [{"type": "text", "text": "Done: greet(name) now returns a personal greeting. "
+                                                      "(My first read used a wrong argument name; the error came back as a tool result and I retried.)"}],
+                 "stop_reason": "end_turn", "usage": _usage(1000, 45)},
+            ],
+        ]
+    },
+    "title": ["Tidy up the greeting module"],
+}
+
+WORKSPACE_FILES = {
+    "app.py": 'def greet():\n    return "hello"  # TODO: take a name\n',
+    "notes.txt": "Chronicle demo project.\nEverything the agent does here is recorded as events.\n",
+}
+
+
+def demo(
+    keep: Annotated[Optional[Path], typer.Option("--dir", help="Keep the demo's database and workspace in this directory")] = None,
+) -> None:
+    """Run an offline scripted session with tools, then show how to inspect it. No API key needed."""
+    with cli_errors():
+        root = (keep or Path(tempfile.mkdtemp(prefix="chronicle-demo-"))).resolve()
+        workspace = root / "workspace"
+        workspace.mkdir(parents=True, exist_ok=True)
+        for name, text in WORKSPACE_FILES.items():
+            (workspace / name).write_text(text, encoding="utf-8")
+        script = root / "demo-script.json"
+        script.write_text(json.dumps(DEMO_SCRIPT, indent=2), encoding="utf-8")
+        db_url = f"sqlite:///{root / 'chronicle.db'}"
+        store = ChronicleStore(db_url)
+        provider = f"scripted:{script}"
+        spec = AgentSpec(name="main", provider=provider, model="scripted", tools=DEFAULT_TOOLS, workspace=str(workspace))
+        out_console.print(Panel.fit(f"Chronicle demo — database {db_url}\nworkspace {workspace}", style="bold"))
+
+        loop = build_loop(store, spec, provider, None, workspace, LoopOptions(), HumanRenderer(out_console))
+        prompts = ["Look around this project and write down what needs doing.", "Fix the TODO in app.py."]
+        session, _ = start_session(store, spec, prompts[0])
+        for index, prompt in enumerate(prompts):
+            if index:
+                submit_input(store, session.id, prompt)
+            out_console.print(f"\n[bold green]you ›[/] {prompt}")
+            outcome = asyncio.run(drive_session(loop, session.id))
+            if outcome is None or outcome.status != "completed":
+                fail(f"demo turn {index + 1} ended {outcome.status if outcome else 'idle'}: {outcome.reason if outcome else ''}")
+
+        out_console.print("\n[bold]The event log[/] (every transition, in commit order):")
+        log(str(session.id), as_json=False, db=db_url)
+        out_console.print("\n[bold]What the model will see next[/]:")
+        history(str(session.id), as_json=False, db=db_url)
+        out_console.print("\n[bold]Inspect it yourself[/] (copy and paste):")
+        for command in (f"log {session.id}", f"log {session.id} --json", f"history {session.id} --json", "sessions"):
+            out_console.print(f"  chronicle {command} --db {db_url}", soft_wrap=True)

@@ -1,0 +1,76 @@
+"""Renderers subscribe to live events: human (rich) for people, JSON lines for machines."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+from rich.console import Console
+from rich.markup import escape
+
+from chronicle.runtime.live import LIVE_EVENTS
+
+
+def short(value: Any, limit: int = 80) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    text = text.replace("\n", " ⏎ ")
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+class JsonLinesRenderer:
+    def __init__(self, stream: Any = None) -> None:
+        self.stream = stream or sys.stdout
+
+    def __call__(self, event: Any) -> None:
+        self.stream.write(LIVE_EVENTS.dump_json(event).decode() + "\n")
+        self.stream.flush()
+
+
+class HumanRenderer:
+    """Streams text as it arrives and shows each tool call as it runs."""
+
+    def __init__(self, console: Console | None = None, show_thinking: bool = False) -> None:
+        self.console = console or Console(highlight=False)
+        self.show_thinking = show_thinking
+        self._in_text = False
+
+    def _end_text(self) -> None:
+        if self._in_text:
+            self.console.print()
+            self._in_text = False
+
+    def __call__(self, event: Any) -> None:
+        kind = event.type
+        if kind == "message_update":
+            delta = event.delta
+            if delta.get("type") == "text":
+                self.console.print(escape(delta.get("text", "")), end="", soft_wrap=True)
+                self._in_text = True
+            elif delta.get("type") == "thinking" and self.show_thinking:
+                self.console.print(f"[dim italic]{escape(delta.get('thinking', ''))}[/]", end="")
+        elif kind == "tool_start":
+            self._end_text()
+            self.console.print(f"[cyan]⚙ {event.name}[/] [dim]{escape(short(event.input))}[/]")
+        elif kind == "tool_end":
+            self._end_text()
+            mark = "[red]✗[/]" if event.is_error else "[green]✓[/]"
+            took = f" [dim]{event.duration_ms:.0f} ms[/]" if event.duration_ms is not None else ""
+            self.console.print(f"  {mark} {event.name} [dim]{event.status}[/]{took}  [dim]{escape(short(event.output, 100))}[/]")
+        elif kind == "status_change" and event.status == "retry":
+            self._end_text()
+            self.console.print(f"[yellow]↻ retrying (attempt {event.attempt}) at {event.next_attempt_at}: {escape(event.reason or '')}[/]")
+        elif kind == "approval_needed":
+            self._end_text()
+            self.console.print(f"[yellow]? {event.name} needs approval[/] [dim]{escape(short(event.input))}[/]")
+        elif kind == "error":
+            self._end_text()
+            self.console.print(f"[red]error:[/] {escape(event.message)}")
+        elif kind == "agent_start" and event.parent_session_id:
+            self._end_text()
+            self.console.print(f"[magenta]↳ sub-agent {event.agent} started[/] [dim]{event.session_id}[/]")
+        elif kind == "agent_end" and event.parent_session_id:
+            self._end_text()
+            self.console.print(f"[magenta]↳ sub-agent {event.agent} {event.status}[/]")
+        elif kind == "turn_end":
+            self._end_text()

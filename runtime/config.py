@@ -1,0 +1,65 @@
+"""Database URLs to eventsourcing environments, and where things live by default."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from urllib.parse import parse_qs, unquote, urlparse
+
+DEFAULT_DB_RELATIVE = Path(".chronicle") / "chronicle.db"
+
+
+class ConfigError(ValueError):
+    """A setting that cannot work; the message says what to do instead."""
+
+
+def default_db_url(cwd: Path | None = None) -> str:
+    path = ((cwd or Path.cwd()) / DEFAULT_DB_RELATIVE).resolve()
+    return f"sqlite:///{path}"
+
+
+def resolve_db_url(explicit: str | None) -> str:
+    return explicit or os.environ.get("CHRONICLE_DB") or default_db_url()
+
+
+def eventsourcing_env(url: str) -> dict[str, str]:
+    parsed = urlparse(url)
+    env = {"AGGREGATE_CACHE_MAXSIZE": "2000", "CREATE_TABLE": "y"}
+    if parsed.scheme == "sqlite":
+        raw = unquote(url[len("sqlite://"):])
+        if not raw.startswith("/"):
+            raise ConfigError(f"SQLite URL needs an absolute path, like sqlite:///ABS/PATH.db (got {url!r})")
+        path = Path(raw)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        env.update(PERSISTENCE_MODULE="eventsourcing.sqlite", SQLITE_DBNAME=str(path), SQLITE_LOCK_TIMEOUT="30")
+        return env
+    if parsed.scheme in ("postgresql", "postgres", "postgresql+psycopg"):
+        dbname = (parsed.path or "/").lstrip("/")
+        if not dbname:
+            raise ConfigError(f"PostgreSQL URL needs a database name, like postgresql://user@host:5432/db (got {redact(url)!r})")
+        env.update(
+            PERSISTENCE_MODULE="eventsourcing.postgres",
+            POSTGRES_DBNAME=dbname,
+            POSTGRES_HOST=parsed.hostname or "127.0.0.1",
+            POSTGRES_PORT=str(parsed.port or 5432),
+            POSTGRES_USER=unquote(parsed.username or "postgres"),
+            POSTGRES_PASSWORD=unquote(parsed.password or ""),
+            POSTGRES_CONNECT_TIMEOUT="5",
+            POSTGRES_POOL_SIZE="4",
+            POSTGRES_MAX_OVERFLOW="4",
+            POSTGRES_PRE_PING="y",
+        )
+        schema = parse_qs(parsed.query).get("schema")
+        if schema:
+            env["POSTGRES_SCHEMA"] = schema[0]
+        return env
+    raise ConfigError(f"unsupported database URL {redact(url)!r}: use sqlite:///ABS/PATH.db or postgresql://...")
+
+
+def redact(url: str) -> str:
+    """A URL fit for messages and logs: the password never leaves the process."""
+    parsed = urlparse(url)
+    if parsed.password:
+        netloc = parsed.netloc.replace(f":{parsed.password}@", ":***@")
+        return parsed._replace(netloc=netloc).geturl()
+    return url

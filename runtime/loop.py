@@ -1,0 +1,273 @@
+"""The agent loop over the event store: model call, tool calls, repeat, every step an event.
+
+`run_next` either continues the session's turn in flight (after a crash, an approval, a
+restart) or starts its oldest queued input. All that the model reads is rebuilt from the
+turns recorded for the session, so a fresh process continues exactly where a dead one stopped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from uuid import UUID
+
+from chronicle.domain.content import Message
+from chronicle.domain.context import build_context
+from chronicle.domain.ids import tool_call_id, turn_id as make_turn_id
+from chronicle.domain.session import Session
+from chronicle.domain.tool_call import ToolCall
+from chronicle.domain.turn import Turn
+
+from .clock import SYSTEM_CLOCK, Clock
+from .live import Broker, ErrorEvent, StatusChange, TurnEnd, TurnStart, UsageEvent
+from .model_call import ModelCaller, build_messages, fingerprint, request_delta
+from .providers.base import ModelRequest, Provider
+from .retry import RetryPolicy
+from .store import ChronicleStore
+from .tool_runner import CUT_AT_MAX_TOKENS, ApprovalWait, Approver, ToolRunner
+from .tools.base import Toolbox
+
+EXIT_CODES = {"completed": 0, "failed": 1, "awaiting_approval": 3, "stopped": 4, "cancelled": 130}
+
+
+@dataclass
+class LoopOptions:
+    max_iterations: int | None = None
+    auto_approve: bool = False
+    tool_timeout_s: float = 180.0
+    max_tokens: int = 8192
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+
+
+@dataclass
+class TurnOutcome:
+    session_id: UUID
+    turn_id: UUID | None
+    status: str
+    text: str = ""
+    reason: str | None = None
+
+    @property
+    def exit_code(self) -> int:
+        return EXIT_CODES.get(self.status, 1)
+
+
+class AgentLoop:
+    def __init__(
+        self,
+        store: ChronicleStore,
+        provider: Provider,
+        toolbox: Toolbox,
+        workspace: Path,
+        broker: Broker | None = None,
+        options: LoopOptions | None = None,
+        clock: Clock = SYSTEM_CLOCK,
+        approver: Approver | None = None,
+    ) -> None:
+        self.store = store
+        self.provider = provider
+        self.toolbox = toolbox
+        self.workspace = workspace
+        self.broker = broker or Broker()
+        self.options = options or LoopOptions()
+        self.clock = clock
+        self.approver = approver
+        self.caller = ModelCaller(self)
+        self.tools = ToolRunner(self)
+
+    async def emit(self, event: Any) -> None:
+        await self.broker.emit(event)
+
+    def save(self, *aggregates: Any) -> None:
+        self.store.save(*aggregates)
+
+    # -- entry points --------------------------------------------------------------------------
+
+    async def run_next(self, session_id: UUID) -> TurnOutcome | None:
+        """Continue the turn in flight, or start the oldest queued input; None when idle and empty."""
+        session = self.store.session(session_id)
+        if session.active_turn_id is not None:
+            turn = self.store.turn(session.active_turn_id)
+            self._reopen(turn)
+        elif session.next_input is not None:
+            turn = self._start_turn(session)
+        else:
+            return None
+        await self.emit(TurnStart(session_id=str(session.id), turn_id=str(turn.id), number=turn.number, input=turn.input_text))
+        await self.emit(StatusChange(session_id=str(session.id), status="busy"))
+        try:
+            outcome = await self._drive(session, turn)
+        except asyncio.CancelledError:
+            outcome = await self._cancel(session, turn, "cancelled by the user")
+        except Exception as exc:
+            outcome = await self._crash(session, turn, exc)
+        await self.emit(
+            TurnEnd(session_id=str(session.id), turn_id=str(turn.id), status=outcome.status, text=outcome.text or None, reason=outcome.reason)
+        )
+        await self.emit(StatusChange(session_id=str(session.id), status="idle"))
+        return outcome
+
+    def _start_turn(self, session: Session) -> Turn:
+        now = self.clock.now()
+        item = session.next_input
+        assert item is not None
+        tid = make_turn_id(session.id, item["input_id"])
+        session.start_turn(tid, now)
+        turn = Turn(
+            id=tid, session_id=session.id, input_id=item["input_id"], number=len(session.turns),
+            input_text=item["text"], agent=session.spec.name, timestamp=now,
+        )
+        turn.start(now)
+        self.save(session, turn)
+        return turn
+
+    def _reopen(self, turn: Turn) -> None:
+        """A turn found in flight: record that it was interrupted, then continue it."""
+        now = self.clock.now()
+        if turn.status == "running":
+            turn.interrupt("found in flight: the process running it stopped", now)
+        if turn.status == "pending":
+            turn.start(now)
+        elif turn.status in ("interrupted", "awaiting_approval"):
+            turn.resume("resumed", now)
+        self.save(turn)
+
+    # -- the loop ------------------------------------------------------------------------------
+
+    async def _drive(self, session: Session, turn: Turn) -> TurnOutcome:
+        spec = session.spec
+        prior = self._prior_context(session, turn)
+        self._prior_count = len(prior)
+        max_iterations = self.options.max_iterations or spec.max_iterations
+        while True:
+            if turn.open_step is not None:
+                waiting = await self._resolve_step(session, turn)
+                if waiting is not None:
+                    return waiting
+                continue
+            last = turn.last_response
+            if last is not None and not last.tool_uses and last.finished:
+                return self._finish(session, turn, "completed")
+            if turn.model_calls >= max_iterations:
+                reason = f"max_iterations reached: {turn.model_calls} model call(s) without a final answer"
+                return self._finish(session, turn, "failed", reason)
+            request = ModelRequest(
+                model=spec.model, system=spec.instructions, messages=build_messages(prior, turn),
+                tools=self.toolbox.schemas(), max_tokens=self.options.max_tokens, agent=spec.name,
+                session_id=str(session.id), turn_number=turn.number, call_index=turn.model_calls,
+            )
+            try:
+                response, attempts, latency_ms = await self.caller.call(turn, request)
+            except asyncio.CancelledError:
+                self._record_response(turn, self.caller.aborted_response(spec.model), request, 1, 0.0)
+                raise
+            step = self._record_response(turn, response, request, attempts, latency_ms)
+            await self.emit(
+                UsageEvent(session_id=str(session.id), turn_id=str(turn.id), step=step, model=response.model or spec.model, usage=response.usage.model_dump())
+            )
+            if response.stop_reason == "error":
+                error = response.error
+                message = f"model call failed: {error.message if error else 'unknown error'}"
+                await self.emit(ErrorEvent(session_id=str(session.id), turn_id=str(turn.id), message=message, kind=error.kind if error else "error"))
+                return self._finish(session, turn, "failed", message, error=error.model_dump() if error else None)
+
+    def _record_response(self, turn: Turn, response: Any, request: ModelRequest, attempts: int, latency_ms: float) -> int:
+        """Record the response and open its tool calls in one transaction."""
+        now = self.clock.now()
+        previous = turn.steps[-1].get("message_count", 0) if turn.steps else self._prior_count
+        step = turn.record_response(
+            response, now, fingerprint=fingerprint(request), request_delta=request_delta(request, previous),
+            latency_ms=round(latency_ms, 3), attempts=attempts,
+        )
+        calls = []
+        if turn.open_step is not None:
+            for block in response.tool_uses:
+                tool = self.toolbox.get(block.name)
+                call = ToolCall(
+                    id=tool_call_id(turn.id, step, block.id), session_id=turn.session_id, turn_id=turn.id, step=step,
+                    tool_use_id=block.id, name=block.name, input=block.input,
+                    flags=tool.flags() if tool else {}, timestamp=now,
+                )
+                if response.stop_reason == "max_tokens":
+                    call.fail(CUT_AT_MAX_TOKENS, now)
+                calls.append(call)
+            if response.stop_reason == "max_tokens":
+                turn.record_tool_results([c.result_block() for c in calls], now)
+        self.save(turn, *calls)
+        return step
+
+    async def _resolve_step(self, session: Session, turn: Turn) -> TurnOutcome | None:
+        step = turn.open_step
+        assert step is not None
+        calls = [
+            self.store.tool_call(tool_call_id(turn.id, step["step"], b["id"]))
+            for b in step["response"]["content"] if b.get("type") == "tool_use"
+        ]
+        now = self.clock.now()
+        for call in calls:
+            if call.status == "running":
+                call.interrupt("found running after the process stopped", now)
+        try:
+            await self.tools.run_step(session, calls)
+        except ApprovalWait as wait:
+            turn.await_approval([c.id for c in wait.calls], self.clock.now())
+            self.save(session, turn, *calls)
+            from .live import ApprovalNeeded
+
+            for call in wait.calls:
+                await self.emit(
+                    ApprovalNeeded(session_id=str(session.id), turn_id=str(turn.id), tool_call_id=str(call.id), name=call.name, input=call.input)
+                )
+            names = ", ".join(sorted({c.name for c in wait.calls}))
+            return TurnOutcome(session.id, turn.id, "awaiting_approval", reason=f"awaiting approval: {names}")
+        except asyncio.CancelledError:
+            self._cancel_calls(calls, "cancelled by the user")
+            turn.record_tool_results([c.result_block() for c in calls], self.clock.now())
+            self.save(*calls, turn, session)
+            raise
+        turn.record_tool_results([c.result_block() for c in calls], self.clock.now())
+        self.save(*calls, turn, session)
+        return None
+
+    def _cancel_calls(self, calls: list[ToolCall], reason: str) -> None:
+        now = self.clock.now()
+        for call in calls:
+            if call.status in ("pending", "awaiting_approval", "approved", "running"):
+                call.cancel(reason, now)
+
+    def _finish(self, session: Session, turn: Turn, status: str, reason: str | None = None, error: dict | None = None) -> TurnOutcome:
+        now = self.clock.now()
+        if status == "completed":
+            turn.complete(now)
+        elif status == "cancelled":
+            turn.cancel(reason or "cancelled", now)
+        else:
+            turn.fail(reason or "failed", now, error=error)
+        session.end_turn(turn.id, turn.status, now)
+        self.save(session, turn)
+        return TurnOutcome(session.id, turn.id, turn.status, text=turn.final_text or "", reason=reason)
+
+    async def _cancel(self, session: Session, turn: Turn, reason: str) -> TurnOutcome:
+        session = self.store.session(session.id)
+        turn = self.store.turn(turn.id)
+        return self._finish(session, turn, "cancelled", reason)
+
+    async def _crash(self, session: Session, turn: Turn, exc: Exception) -> TurnOutcome:
+        """An unexpected error: record it as the turn's failure if the store still answers."""
+        reason = f"internal error: {type(exc).__name__}: {exc}"
+        await self.emit(ErrorEvent(session_id=str(session.id), turn_id=str(turn.id), message=reason, kind="internal"))
+        try:
+            session = self.store.session(session.id)
+            turn = self.store.turn(turn.id)
+            if not turn.finished:
+                return self._finish(session, turn, "failed", reason)
+        except Exception:  # noqa: BLE001 - the store is gone too; resume will find the turn in flight
+            pass
+        return TurnOutcome(session.id, turn.id, "failed", reason=reason)
+
+    def _prior_context(self, session: Session, turn: Turn) -> list[Message]:
+        prior_ids = [t for t in session.head if t != turn.id]
+        summary = session.compaction["summary"] if session.compaction else None
+        return build_context((self.store.turn(t) for t in prior_ids), summary=summary)

@@ -1,0 +1,46 @@
+"""Providers by name: `scripted:PATH` for scripts, `anthropic` for Claude."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from .base import ModelRequest, Provider
+from .scripted import ScriptedProvider, ScriptError
+
+DEFAULT_MODEL = "claude-sonnet-4-5"
+
+
+class ProviderConfigError(ValueError):
+    """No usable provider; the message says how to get one."""
+
+
+def default_provider_name() -> str | None:
+    return "anthropic" if os.environ.get("ANTHROPIC_API_KEY") else None
+
+
+def default_model() -> str:
+    return os.environ.get("CHRONICLE_MODEL") or DEFAULT_MODEL
+
+
+def make_provider(name: str | None, model: str | None = None) -> Provider:
+    name = name or default_provider_name()
+    if name is None:
+        raise ProviderConfigError(
+            "no model provider: set ANTHROPIC_API_KEY to use Claude, or pass --provider scripted:PATH for a scripted run"
+        )
+    if name.startswith("scripted:"):
+        path = Path(name[len("scripted:"):]).expanduser()
+        return ScriptedProvider(path.resolve(), model=model or "scripted")
+    if name == "anthropic":
+        try:
+            from .anthropic_provider import AnthropicProvider
+        except ImportError as exc:  # pragma: no cover - the provider module ships with the package
+            raise ProviderConfigError(f"the anthropic provider is unavailable: {exc}") from None
+        if not os.environ.get("ANTHROPIC_API_KEY"):
+            raise ProviderConfigError("--provider anthropic needs ANTHROPIC_API_KEY in the environment")
+        return AnthropicProvider(model=model or default_model())
+    raise ProviderConfigError(f"unknown provider {name!r}: use anthropic or scripted:PATH")
+
+
+__all__ = ["ModelRequest", "Provider", "ScriptedProvider", "ScriptError", "make_provider", "ProviderConfigError"]

@@ -1,0 +1,41 @@
+"""The provider seam: a request in, deltas out to a callback, one finished response back.
+
+Failures are data: a provider returns a response whose stop_reason is "error" (with a
+ProviderError saying whether a retry could help) instead of raising into the loop.
+Cancellation is the one exception: asyncio.CancelledError propagates so the stream closes.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Awaitable, Callable, Literal, Protocol
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from chronicle.domain.content import Message, ModelResponse
+
+DeltaSink = Callable[[dict[str, Any]], Awaitable[None]]
+
+
+class ModelRequest(BaseModel):
+    model_config = ConfigDict(frozen=True)
+    model: str
+    system: str = ""
+    messages: list[Message] = Field(default_factory=list)
+    tools: list[dict[str, Any]] = Field(default_factory=list)
+    max_tokens: int = 8192
+    #: Which agent, session and call this is; the scripted provider answers by these.
+    agent: str = "main"
+    session_id: str = ""
+    turn_number: int = 1
+    call_index: int = 0
+    auxiliary: Literal["title", "summary"] | None = None
+
+
+class Provider(Protocol):
+    name: str
+
+    async def stream(self, request: ModelRequest, on_delta: DeltaSink) -> ModelResponse: ...
+
+
+async def ignore_deltas(_: dict[str, Any]) -> None:
+    return None

@@ -1,0 +1,125 @@
+"""A provider that answers from a JSON script: for tests, demos, and offline replays.
+
+The k-th response of an agent answers that agent's k-th model call in the current turn of a
+session; k comes from the event log (the request's call_index), so a resumed process picks up
+where a dead one stopped. An agent's list may instead be a list of lists, one per turn.
+Auxiliary calls (titles, summaries) never consume the agent's responses.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from chronicle.domain.content import ContentBlock, ModelResponse, ProviderError, TextBlock, Usage
+
+from .base import DeltaSink, ModelRequest
+
+
+class ScriptError(ValueError):
+    """The script file cannot be used; the message names the file and what is wrong."""
+
+
+class ScriptedResponse(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    content: list[ContentBlock] = Field(default_factory=list)
+    stop_reason: str = "end_turn"
+    usage: Usage = Field(default_factory=Usage)
+    delay_s: float = 0.0
+    error: ProviderError | None = None
+
+
+class Script(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    agents: dict[str, list[ScriptedResponse] | list[list[ScriptedResponse]]]
+    title: list[str | ScriptedResponse] = Field(default_factory=list)
+    summary: list[str | ScriptedResponse] = Field(default_factory=list)
+
+
+class ScriptedProvider:
+    def __init__(self, path: Path | str, model: str = "scripted") -> None:
+        self.path = Path(path)
+        self.name = f"scripted:{self.path}"
+        self.model = model
+        self.script = load_script(self.path)
+
+    async def stream(self, request: ModelRequest, on_delta: DeltaSink) -> ModelResponse:
+        try:
+            scripted = self._pick(request)
+        except ScriptError as exc:
+            return ModelResponse(
+                stop_reason="error", model=request.model,
+                error=ProviderError(kind="script_exhausted", message=str(exc), retryable=False),
+            )
+        if scripted is None:
+            return ModelResponse(content=[TextBlock(text=self._stand_in(request))], stop_reason="end_turn", model=request.model)
+        if scripted.delay_s:
+            await asyncio.sleep(scripted.delay_s)
+        if scripted.error is not None:
+            return ModelResponse(stop_reason="error", error=scripted.error, model=request.model)
+        for index, block in enumerate(scripted.content):
+            await on_delta({"type": "block_start", "index": index, "block": block.model_dump(mode="json")})
+            if block.type == "text":
+                await on_delta({"type": "text", "index": index, "text": block.text})
+            elif block.type == "thinking":
+                await on_delta({"type": "thinking", "index": index, "thinking": block.thinking})
+            elif block.type == "tool_use":
+                await on_delta({"type": "input_json", "index": index, "partial_json": json.dumps(block.input)})
+        return ModelResponse(
+            content=scripted.content,
+            stop_reason=scripted.stop_reason,  # type: ignore[arg-type]
+            usage=scripted.usage,
+            model=request.model,
+        )
+
+    def _pick(self, request: ModelRequest) -> ScriptedResponse | None:
+        if request.auxiliary is not None:
+            pool = self.script.title if request.auxiliary == "title" else self.script.summary
+            index = 0 if request.auxiliary == "title" else request.call_index
+            if index >= len(pool):
+                return None
+            item = pool[index]
+            return ScriptedResponse(content=[TextBlock(text=item)]) if isinstance(item, str) else item
+        responses = self.script.agents.get(request.agent)
+        if responses is None:
+            raise ScriptError(f"{self.path}: no responses for agent {request.agent!r} (agents: {', '.join(self.script.agents)})")
+        if responses and isinstance(responses[0], list):
+            turn_index = request.turn_number - 1
+            if turn_index >= len(responses):
+                raise ScriptError(
+                    f"{self.path}: agent {request.agent!r} has responses for {len(responses)} turn(s); turn {request.turn_number} has none"
+                )
+            responses = responses[turn_index]
+        if request.call_index >= len(responses):
+            raise ScriptError(
+                f"{self.path}: agent {request.agent!r} ran out of responses: model call {request.call_index + 1} "
+                f"of turn {request.turn_number}, but the script has {len(responses)}"
+            )
+        return responses[request.call_index]  # type: ignore[return-value]
+
+    @staticmethod
+    def _stand_in(request: ModelRequest) -> str:
+        first = next((b.text for m in request.messages for b in m.content if isinstance(b, TextBlock)), "")
+        if request.auxiliary == "title":
+            words = first.split()
+            return " ".join(words[:6]) + ("…" if len(words) > 6 else "") or "Untitled session"
+        return f"Summary of {len(request.messages)} earlier message(s)."
+
+
+def load_script(path: Path) -> Script:
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ScriptError(f"script file not found: {path}") from None
+    except json.JSONDecodeError as exc:
+        raise ScriptError(f"{path} is not valid JSON: {exc}") from None
+    try:
+        return Script.model_validate(raw)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise ScriptError(f"{path}: {where}: {first['msg']}") from None

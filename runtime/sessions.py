@@ -1,0 +1,31 @@
+"""Starting sessions and recording inputs: an input is durable before it is acknowledged."""
+
+from __future__ import annotations
+
+from uuid import UUID, uuid4
+
+from chronicle.domain.agent_spec import AgentSpec
+from chronicle.domain.session import Session
+
+from .clock import SYSTEM_CLOCK, Clock
+from .store import ChronicleStore
+
+
+def start_session(store: ChronicleStore, spec: AgentSpec, first_input: str | None = None, clock: Clock = SYSTEM_CLOCK,
+                  session_id: UUID | None = None) -> tuple[Session, str | None]:
+    now = clock.now()
+    session = Session.start(session_id or uuid4(), spec, now)
+    input_id = None
+    if first_input is not None:
+        input_id = uuid4().hex
+        session.queue_input(input_id, first_input, now)
+    store.create_session(session)
+    return session, input_id
+
+
+def submit_input(store: ChronicleStore, session_id: UUID, text: str, clock: Clock = SYSTEM_CLOCK, kind: str = "prompt") -> str:
+    session = store.session(session_id)
+    input_id = uuid4().hex
+    session.queue_input(input_id, text, clock.now(), kind=kind)
+    store.save(session)
+    return input_id

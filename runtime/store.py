@@ -1,0 +1,171 @@
+"""The event store: one eventsourcing Application over SQLite or PostgreSQL, picked by URL.
+
+Sessions are found through an event-sourced index log (the repository cannot list
+aggregates). Reading a session's events in commit order uses the backend's notification id
+directly, so `log` costs one indexed query rather than a scan of the whole store.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable, Iterator
+from uuid import UUID
+
+from eventsourcing.application import AggregateNotFoundError, Application, EventSourcedLog
+from eventsourcing.domain import DomainEvent
+from eventsourcing.persistence import IntegrityError, StoredEvent
+
+from chronicle.domain.ids import SESSION_INDEX_ID, tool_call_id
+from chronicle.domain.session import Session
+from chronicle.domain.tool_call import ToolCall
+from chronicle.domain.turn import Turn
+
+from .config import eventsourcing_env, redact
+
+
+class SessionLogged(DomainEvent):
+    session_id: UUID
+
+
+class NotFound(LookupError):
+    """An id that names nothing in this store."""
+
+
+class ChronicleStore(Application[UUID]):
+    name = "chronicle"
+    snapshotting_intervals = {Session: 100, Turn: 100}
+
+    def __init__(self, url: str, env: dict[str, str] | None = None) -> None:
+        self.url = url
+        super().__init__(env={**eventsourcing_env(url), **(env or {})})
+        self.session_index = EventSourcedLog(self.events, SESSION_INDEX_ID, SessionLogged)
+
+    @property
+    def backend(self) -> str:
+        return "postgresql" if "postgres" in type(self.recorder).__module__ else "sqlite"
+
+    def describe(self) -> str:
+        return redact(self.url)
+
+    # -- writing -------------------------------------------------------------------------------
+
+    def create_session(self, session: Session, *others: Any) -> None:
+        """Save a new session and its index entry together; retry the index slot on a race."""
+        for _ in range(50):
+            logged = self.session_index.trigger_event(session_id=session.id)
+            try:
+                self.save(session, *others, logged)
+                return
+            except IntegrityError:
+                if self._exists(session.id):
+                    raise
+        raise RuntimeError("could not index the new session after 50 attempts")
+
+    def _exists(self, aggregate_id: UUID) -> bool:
+        try:
+            self.repository.get(aggregate_id)
+            return True
+        except AggregateNotFoundError:
+            return False
+
+    # -- reading -------------------------------------------------------------------------------
+
+    def session(self, session_id: UUID, version: int | None = None) -> Session:
+        return self._get(session_id, Session, version)
+
+    def turn(self, turn_id: UUID, version: int | None = None) -> Turn:
+        return self._get(turn_id, Turn, version)
+
+    def tool_call(self, call_id: UUID) -> ToolCall:
+        return self._get(call_id, ToolCall)
+
+    def find_tool_call(self, call_id: UUID) -> ToolCall | None:
+        try:
+            return self.tool_call(call_id)
+        except NotFound:
+            return None
+
+    def _get(self, aggregate_id: UUID, cls: type, version: int | None = None) -> Any:
+        try:
+            aggregate = self.repository.get(aggregate_id, version=version)
+        except AggregateNotFoundError:
+            raise NotFound(f"no {cls.__name__.lower()} with id {aggregate_id}") from None
+        if not isinstance(aggregate, cls):
+            raise NotFound(f"{aggregate_id} is a {type(aggregate).__name__}, not a {cls.__name__}")
+        return aggregate
+
+    def session_ids(self) -> list[UUID]:
+        return [e.session_id for e in self.session_index.get()]
+
+    def resolve_session_id(self, text: str) -> UUID:
+        """Accept a full id or an unambiguous prefix, as people type them."""
+        try:
+            return UUID(text)
+        except ValueError:
+            pass
+        matches = [sid for sid in self.session_ids() if str(sid).startswith(text.lower())]
+        if len(matches) == 1:
+            return matches[0]
+        if not matches:
+            raise NotFound(f"no session matches {text!r}; `chronicle sessions` lists them")
+        raise NotFound(f"{text!r} matches {len(matches)} sessions; give more of the id")
+
+    def head_turns(self, session: Session) -> list[Turn]:
+        return [self.turn(t) for t in session.head]
+
+    def tool_calls_of(self, turn: Turn) -> list[ToolCall]:
+        calls = []
+        for step in turn.steps:
+            for block in step["response"].get("content", []):
+                if block.get("type") == "tool_use":
+                    call = self.find_tool_call(tool_call_id(turn.id, step["step"], block["id"]))
+                    if call is not None:
+                        calls.append(call)
+        return calls
+
+    def aggregate_ids_of(self, session: Session) -> list[UUID]:
+        ids: list[UUID] = [session.id]
+        for turn_id in session.turns:
+            turn = self.turn(turn_id)
+            ids.append(turn_id)
+            ids.extend(call.id for call in self.tool_calls_of(turn))
+        return ids
+
+    def events_with_positions(self, originator_ids: Iterable[UUID]) -> Iterator[tuple[int, DomainEvent]]:
+        """Events of the given aggregates in commit order, each with its position in the log."""
+        ids = list(originator_ids)
+        if not ids:
+            return
+        rows = self._select_rows(ids)
+        for position, originator_id, version, topic, state in rows:
+            stored = StoredEvent(
+                originator_id=UUID(str(originator_id)),
+                originator_version=version,
+                topic=topic,
+                state=bytes(state),
+            )
+            yield position, self.mapper.to_domain_event(stored)
+
+    def _select_rows(self, ids: list[UUID]) -> list[tuple]:
+        recorder: Any = self.recorder
+        table = recorder.events_table_name
+        if self.backend == "sqlite":
+            marks = ",".join("?" * len(ids))
+            sql = (
+                f"SELECT rowid, originator_id, originator_version, topic, state FROM {table} "
+                f"WHERE originator_id IN ({marks}) ORDER BY rowid"
+            )
+            with recorder.datastore.transaction(commit=False) as cursor:
+                cursor.execute(sql, [i.hex for i in ids])
+                return [tuple(r) for r in cursor.fetchall()]
+        from psycopg import sql as pgsql
+
+        statement = pgsql.SQL(
+            "SELECT notification_id, originator_id, originator_version, topic, state FROM {}.{} "
+            "WHERE originator_id = ANY(%s) ORDER BY notification_id"
+        ).format(pgsql.Identifier(recorder.datastore.schema or "public"), pgsql.Identifier(table))
+        with recorder.datastore.transaction(commit=False) as cursor:
+            cursor.execute(statement, (ids,))
+            return [(r["notification_id"], r["originator_id"], r["originator_version"], r["topic"], r["state"]) for r in cursor.fetchall()]
+
+    def max_position(self) -> int:
+        return self.recorder.max_notification_id() or 0

@@ -1,0 +1,161 @@
+"""Runs the tool calls of one step: approvals, at-most-once execution, exactly one result each.
+
+A non-idempotent tool has its `running` state committed before it runs; that commit is what
+makes at-most-once possible after a crash. Read-only and idempotent tools skip it: running
+them again is harmless, and one commit fewer per step is the main lever on speed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from time import monotonic
+from typing import Any, Awaitable, Callable, Literal
+
+from chronicle.domain.tool_call import ToolCall
+
+from .live import ApprovalNeeded, ToolEnd, ToolStart
+from .tools.base import ToolContext, ToolError
+
+Decision = Literal["approve", "deny", "always"]
+Approver = Callable[[ToolCall], Awaitable[Decision | None]]
+
+CUT_AT_MAX_TOKENS = "the response was cut at max_tokens; this tool call's arguments may be truncated, so it was not run"
+
+
+class ApprovalWait(Exception):
+    """The step cannot go on until a person answers; carries the calls that wait."""
+
+    def __init__(self, calls: list[ToolCall]) -> None:
+        self.calls = calls
+        super().__init__(f"{len(calls)} tool call(s) await approval")
+
+
+class ToolRunner:
+    def __init__(self, loop: Any) -> None:
+        self.loop = loop
+
+    def needs_approval(self, call: ToolCall, always_allowed: list[str]) -> bool:
+        tool = self.loop.toolbox.get(call.name)
+        return bool(tool and tool.requires_approval and call.name not in always_allowed)
+
+    async def run_step(self, session: Any, calls: list[ToolCall]) -> None:
+        """Resolve every call of the step, in order; raise ApprovalWait to pause."""
+        loop = self.loop
+        batch: list[ToolCall] = []
+        for index, call in enumerate(calls):
+            if call.resolved and call.status != "interrupted":
+                continue
+            if call.status == "interrupted":
+                if not (call.idempotent and loop.toolbox.get(call.name)):
+                    continue
+            if call.status == "pending" and self.needs_approval(call, session.always_allowed):
+                call.request_approval(loop.clock.now())
+            if call.status == "awaiting_approval":
+                await self._flush_batch(batch)
+                decided = await self._decide(session, call)
+                if not decided:
+                    waiting = [call] + self._queue_approvals(session, calls[index + 1:])
+                    raise ApprovalWait(waiting)
+            if call.status == "denied":
+                continue
+            tool = loop.toolbox.get(call.name)
+            if tool is not None and tool.parallel_safe and call.status == "pending":
+                batch.append(call)
+                continue
+            await self._flush_batch(batch)
+            await self.execute(call)
+        await self._flush_batch(batch)
+
+    def _queue_approvals(self, session: Any, rest: list[ToolCall]) -> list[ToolCall]:
+        waiting = []
+        for call in rest:
+            if call.status == "pending" and self.needs_approval(call, session.always_allowed):
+                call.request_approval(self.loop.clock.now())
+            if call.status == "awaiting_approval":
+                waiting.append(call)
+        return waiting
+
+    async def _decide(self, session: Any, call: ToolCall) -> bool:
+        loop = self.loop
+        now = loop.clock.now()
+        if loop.options.auto_approve:
+            call.approve(now, by="--yes")
+            return True
+        if call.name in session.always_allowed:
+            call.approve(now, by="always")
+            return True
+        if loop.approver is None:
+            return False
+        await loop.emit(
+            ApprovalNeeded(session_id=str(session.id), turn_id=str(call.turn_id), tool_call_id=str(call.id), name=call.name, input=call.input)
+        )
+        decision = await loop.approver(call)
+        now = loop.clock.now()
+        if decision is None:
+            return False
+        if decision == "deny":
+            call.deny(now)
+        else:
+            call.approve(now, by="user", always=decision == "always")
+            if decision == "always":
+                session.allow_always(call.name, now)
+        return True
+
+    async def _flush_batch(self, batch: list[ToolCall]) -> None:
+        if not batch:
+            return
+        calls = list(batch)
+        batch.clear()
+        if len(calls) == 1:
+            await self.execute(calls[0])
+            return
+        await asyncio.gather(*(self.execute(c) for c in calls))
+
+    async def execute(self, call: ToolCall) -> None:
+        loop = self.loop
+        sid = str(call.session_id)
+        tool = loop.toolbox.get(call.name)
+        if tool is None:
+            call.fail(f"unknown tool: {call.name}", loop.clock.now())
+            await self._ended(call)
+            return
+        try:
+            args = tool.parse(call.input)
+        except ToolError as exc:
+            call.fail(str(exc), loop.clock.now())
+            await self._ended(call)
+            return
+        call.start(loop.clock.now())
+        if not call.idempotent:
+            loop.save(call)
+        await loop.emit(ToolStart(session_id=sid, tool_call_id=str(call.id), tool_use_id=call.tool_use_id, name=call.name, input=call.input))
+        ctx = ToolContext(
+            workspace=loop.workspace, timeout_s=loop.options.tool_timeout_s, session_id=sid, tool_call_id=str(call.id)
+        )
+        started = monotonic()
+        try:
+            output = await asyncio.wait_for(tool.run(args, ctx), timeout=loop.options.tool_timeout_s)
+        except ToolError as exc:
+            call.fail(str(exc), loop.clock.now(), duration_ms=_ms(started))
+        except asyncio.TimeoutError:
+            call.fail(f"{call.name} timed out after {loop.options.tool_timeout_s:g} s", loop.clock.now(), duration_ms=_ms(started))
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - a tool's bug becomes an error result the model reads
+            call.fail(f"{call.name} raised {type(exc).__name__}: {exc}", loop.clock.now(), duration_ms=_ms(started))
+        else:
+            call.complete(output.content, loop.clock.now(), is_error=output.is_error, duration_ms=_ms(started), effects=output.effects)
+        await self._ended(call)
+
+    async def _ended(self, call: ToolCall) -> None:
+        block = call.result_block()
+        await self.loop.emit(
+            ToolEnd(
+                session_id=str(call.session_id), tool_call_id=str(call.id), tool_use_id=call.tool_use_id, name=call.name,
+                status=call.status, output=block.content, is_error=block.is_error, duration_ms=call.duration_ms,
+            )
+        )
+
+
+def _ms(started: float) -> float:
+    return round((monotonic() - started) * 1000, 3)

@@ -1,0 +1,20 @@
+"""Built-in tools and the registry that maps names to them."""
+
+from __future__ import annotations
+
+from .base import Tool, Toolbox
+from .files import EditFile, Glob, Grep, ListDir, ReadFile, WriteFile
+from .shell import Bash
+
+BUILTIN_TOOLS: dict[str, type[Tool]] = {
+    cls.name: cls for cls in (ReadFile, ListDir, Glob, Grep, WriteFile, EditFile, Bash)
+}
+DEFAULT_TOOLS = tuple(BUILTIN_TOOLS)
+READ_ONLY_TOOLS = tuple(name for name, cls in BUILTIN_TOOLS.items() if cls.read_only)
+
+
+def toolbox_for(names: tuple[str, ...] | list[str]) -> Toolbox:
+    unknown = [n for n in names if n not in BUILTIN_TOOLS]
+    if unknown:
+        raise ValueError(f"unknown tool(s): {', '.join(unknown)}; built-in tools are {', '.join(BUILTIN_TOOLS)}")
+    return Toolbox([BUILTIN_TOOLS[n]() for n in names])

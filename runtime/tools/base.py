@@ -1,0 +1,107 @@
+"""Typed tools: a pydantic input model (its JSON schema is what the model sees) and flags.
+
+Flags say what the runtime may do: `read_only` tools are safe in sub-agents and re-run by
+replay; `idempotent` ones may run again after a crash; `parallel_safe` ones run concurrently;
+`requires_approval` ones wait for a person (or --yes).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+from pydantic import BaseModel, ValidationError
+
+MAX_OUTPUT_CHARS = 30_000
+
+
+class ToolError(Exception):
+    """A tool refusing its input; the message becomes an error result the model reads."""
+
+
+@dataclass
+class ToolOutput:
+    content: str
+    is_error: bool = False
+    effects: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass
+class ToolContext:
+    workspace: Path
+    timeout_s: float = 180.0
+    session_id: str = ""
+    tool_call_id: str = ""
+    extras: dict[str, Any] = field(default_factory=dict)
+
+
+class Tool:
+    name: ClassVar[str]
+    description: ClassVar[str]
+    Input: ClassVar[type[BaseModel]]
+    read_only: ClassVar[bool] = False
+    requires_approval: ClassVar[bool] = False
+    idempotent: ClassVar[bool] = False
+    parallel_safe: ClassVar[bool] = False
+
+    async def run(self, args: Any, ctx: ToolContext) -> ToolOutput:
+        raise NotImplementedError
+
+    @classmethod
+    def flags(cls) -> dict[str, bool]:
+        return {
+            "read_only": cls.read_only,
+            "requires_approval": cls.requires_approval,
+            "idempotent": cls.idempotent,
+            "parallel_safe": cls.parallel_safe,
+        }
+
+    @classmethod
+    def schema(cls) -> dict[str, Any]:
+        schema = cls.Input.model_json_schema()
+        schema.pop("title", None)
+        return {"name": cls.name, "description": cls.description, "input_schema": schema}
+
+    @classmethod
+    def parse(cls, raw: dict[str, Any]) -> BaseModel:
+        try:
+            return cls.Input.model_validate(raw)
+        except ValidationError as exc:
+            problems = "; ".join(
+                f"{'.'.join(str(p) for p in e['loc']) or 'input'}: {e['msg']}" for e in exc.errors()
+            )
+            raise ToolError(f"invalid arguments for {cls.name}: {problems}") from None
+
+
+def truncate(text: str, limit: int = MAX_OUTPUT_CHARS) -> str:
+    if len(text) <= limit:
+        return text
+    return text[:limit] + f"\n[truncated: {len(text) - limit} more characters not shown]"
+
+
+def confine(workspace: Path, relative: str) -> Path:
+    """Resolve a path inside the workspace; refuse anything that escapes it (.., absolute, symlinks)."""
+    if Path(relative).is_absolute():
+        raise ToolError(f"path {relative!r} is absolute; use a path relative to the workspace")
+    root = workspace.resolve()
+    target = (root / relative).resolve()
+    if target != root and not target.is_relative_to(root):
+        raise ToolError(f"path {relative!r} resolves outside the workspace; access refused")
+    return target
+
+
+class Toolbox:
+    """The tools one agent may call, by name."""
+
+    def __init__(self, tools: list[Tool]) -> None:
+        self.tools = {t.name: t for t in tools}
+
+    def get(self, name: str) -> Tool | None:
+        return self.tools.get(name)
+
+    def schemas(self) -> list[dict[str, Any]]:
+        return [t.schema() for t in self.tools.values()]
+
+    def names(self) -> list[str]:
+        return list(self.tools)

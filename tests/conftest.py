@@ -1,0 +1,90 @@
+"""Real stores for every test: an SQLite file, and a fresh PostgreSQL database per test run.
+
+PostgreSQL comes from the admin DSN in CHRONICLE_TEST_PG. If it cannot be reached the
+PostgreSQL variants skip with a loud reason, unless CHRONICLE_REQUIRE_PG=1 (CI) makes them fail.
+Each test gets its own schema, so tests never see each other's events.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import uuid
+from urllib.parse import urlparse, urlunparse
+
+import pytest
+
+ADMIN_DSN = os.environ.get("CHRONICLE_TEST_PG", "postgresql://postgres@127.0.0.1:5432/postgres")
+REQUIRE_PG = os.environ.get("CHRONICLE_REQUIRE_PG") == "1"
+LOOPBACK = ("127.", "::1", "localhost", "/")
+
+
+@pytest.fixture(autouse=True)
+def no_network(monkeypatch):
+    """No test reaches the internet: only loopback addresses and unix sockets may be dialled."""
+    real_connect = socket.socket.connect
+
+    def guarded(self, address):  # type: ignore[no-untyped-def]
+        host = address[0] if isinstance(address, tuple) else str(address)
+        if not str(host).startswith(LOOPBACK):
+            raise RuntimeError(f"test tried to reach {host!r}; tests may only use loopback")
+        return real_connect(self, address)
+
+    monkeypatch.setattr(socket.socket, "connect", guarded)
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    monkeypatch.delenv("CHRONICLE_DB", raising=False)
+
+
+def _with_db(dsn: str, dbname: str) -> str:
+    parsed = urlparse(dsn)
+    return urlunparse(parsed._replace(path=f"/{dbname}"))
+
+
+@pytest.fixture(scope="session")
+def pg_database():
+    import psycopg
+
+    try:
+        admin = psycopg.connect(ADMIN_DSN, autocommit=True, connect_timeout=3)
+    except Exception as exc:  # noqa: BLE001
+        message = f"PostgreSQL unreachable at {ADMIN_DSN}: {exc}"
+        if REQUIRE_PG:
+            pytest.fail(f"CHRONICLE_REQUIRE_PG=1 but {message}", pytrace=False)
+        pytest.skip(f"!!! SKIPPING POSTGRESQL TESTS: {message} (set CHRONICLE_TEST_PG)")
+    name = f"chronicle_test_{uuid.uuid4().hex[:12]}"
+    admin.execute(f'CREATE DATABASE "{name}"')
+    try:
+        yield _with_db(ADMIN_DSN, name)
+    finally:
+        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        admin.close()
+
+
+def fresh_pg_url(base: str) -> str:
+    import psycopg
+
+    schema = f"t_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(base, autocommit=True) as conn:
+        conn.execute(f'CREATE SCHEMA "{schema}"')
+    return f"{base}?schema={schema}"
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def db_url(request, tmp_path) -> str:
+    """One test, both backends."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'chronicle.db'}"
+    return fresh_pg_url(request.getfixturevalue("pg_database"))
+
+
+@pytest.fixture
+def sqlite_url(tmp_path) -> str:
+    return f"sqlite:///{tmp_path / 'chronicle.db'}"
+
+
+@pytest.fixture
+def workspace(tmp_path):
+    root = tmp_path / "workspace"
+    root.mkdir()
+    (root / "hello.txt").write_text("hello world\nsecond line\n", encoding="utf-8")
+    return root

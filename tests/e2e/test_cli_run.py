@@ -1,0 +1,69 @@
+"""The CLI contract of the core issue, checked from outside through a real subprocess."""
+
+from __future__ import annotations
+
+from tests.helpers import cli, json_lines, response, text, tool_use, write_script
+
+
+def test_a_multi_step_run_records_every_tool_transition_and_a_consistent_history(db_url, workspace, tmp_path):
+    script = write_script(
+        tmp_path / "s.json",
+        [
+            response(text("Reading."), tool_use("tu_1", "read_file", path="hello.txt")),
+            response(tool_use("tu_2", "write_file", path="out.txt", content="done")),
+            response(text("All done.")),
+        ],
+    )
+    run = cli("run", "do it", "--provider", f"scripted:{script}", "--workspace", str(workspace), "--json", db=db_url)
+    assert run.returncode == 0, run.stderr
+    events = json_lines(run.stdout)
+    assert events[-1]["type"] == "agent_end" and events[-1]["status"] == "completed"
+    assert all("session_id" in e and "type" in e for e in events)
+    session_id = events[0]["session_id"]
+    assert (workspace / "out.txt").read_text() == "done"
+
+    log = json_lines(cli("log", session_id, "--json", db=db_url).stdout)
+    positions = [e["position"] for e in log]
+    assert positions == sorted(positions)
+    for tu in ("tu_1", "tu_2"):
+        transitions = [e["event"] for e in log if e["aggregate"] == "tool_call" and e["data"]["tool_use_id"] == tu]
+        assert transitions == ["Requested", "Started", "Completed"]
+    completed = [e for e in log if e["aggregate"] == "tool_call" and e["event"] == "Completed"]
+    assert completed[0]["data"]["output"].startswith("hello world") and completed[0]["data"]["is_error"] is False
+
+    history = json_lines(cli("history", session_id, "--json", db=db_url).stdout)
+    assert [m["role"] for m in history] == ["user", "assistant", "user", "assistant", "user", "assistant"]
+    uses = [b["id"] for m in history for b in m["content"] if b["type"] == "tool_use"]
+    results = [b["tool_use_id"] for m in history for b in m["content"] if b["type"] == "tool_result"]
+    assert uses == results == ["tu_1", "tu_2"]
+
+    sessions = json_lines(cli("sessions", "--json", db=db_url).stdout)
+    assert [s["session_id"] for s in sessions] == [session_id]
+    assert sessions[0]["status"] == "idle" and sessions[0]["turns"] == 1
+
+
+def test_bash_without_yes_pauses_the_turn_with_exit_3(sqlite_url, workspace, tmp_path):
+    script = write_script(tmp_path / "s.json", [response(tool_use("tu_1", "bash", command="echo hi")), response(text("ok"))])
+    run = cli("run", "shell please", "--provider", f"scripted:{script}", "--workspace", str(workspace), db=sqlite_url)
+    assert run.returncode == 3, run.stderr
+    assert "approve" in run.stderr
+
+
+def test_bash_with_yes_runs_and_the_model_sees_its_output(sqlite_url, workspace, tmp_path):
+    script = write_script(tmp_path / "s.json", [response(tool_use("tu_1", "bash", command="echo hi")), response(text("ok"))])
+    run = cli("run", "shell please", "--provider", f"scripted:{script}", "--workspace", str(workspace), "--yes", "--json", db=sqlite_url)
+    assert run.returncode == 0, run.stderr
+    ends = [e for e in json_lines(run.stdout) if e["type"] == "tool_end"]
+    assert ends[0]["output"].startswith("hi") and "[exit code 0]" in ends[0]["output"]
+
+
+def test_no_provider_and_no_key_is_a_usage_error_with_advice(sqlite_url, workspace):
+    run = cli("run", "hello", "--workspace", str(workspace), db=sqlite_url)
+    assert run.returncode == 2
+    assert "ANTHROPIC_API_KEY" in run.stderr and "scripted:" in run.stderr
+
+
+def test_demo_runs_offline(tmp_path):
+    run = cli("demo", "--dir", str(tmp_path / "demo"))
+    assert run.returncode == 0, run.stderr
+    assert "chronicle log" in run.stdout

@@ -1,0 +1,51 @@
+"""Builders for scripts and a way to run the real CLI in a subprocess."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+
+def text(value: str) -> dict[str, Any]:
+    return {"type": "text", "text": value}
+
+
+def tool_use(id_: str, name: str, **args: Any) -> dict[str, Any]:
+    return {"type": "tool_use", "id": id_, "name": name, "input": args}
+
+
+def response(*blocks: dict[str, Any], stop: str | None = None, usage: tuple[int, int] = (10, 5), **extra: Any) -> dict[str, Any]:
+    has_tools = any(b["type"] == "tool_use" for b in blocks)
+    return {
+        "content": list(blocks),
+        "stop_reason": stop or ("tool_use" if has_tools else "end_turn"),
+        "usage": {"input_tokens": usage[0], "output_tokens": usage[1]},
+        **extra,
+    }
+
+
+def write_script(path: Path, main: list[Any], **agents: list[Any]) -> Path:
+    path.write_text(json.dumps({"agents": {"main": main, **agents}}), encoding="utf-8")
+    return path
+
+
+def cli(*args: str, db: str | None = None, cwd: Path | None = None, env: dict[str, str] | None = None,
+        timeout: float = 60, input: str | None = None) -> subprocess.CompletedProcess[str]:
+    """Run `chronicle ARGS` as a user would, in a fresh process."""
+    full_env = {k: v for k, v in os.environ.items() if k not in ("ANTHROPIC_API_KEY", "CHRONICLE_DB")}
+    full_env["COLUMNS"] = "200"
+    if db:
+        full_env["CHRONICLE_DB"] = db
+    full_env.update(env or {})
+    return subprocess.run(
+        [sys.executable, "-m", "chronicle.runtime.cli", *args],
+        cwd=cwd, env=full_env, capture_output=True, text=True, timeout=timeout, input=input,
+    )
+
+
+def json_lines(stdout: str) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in stdout.splitlines() if line.strip()]
