@@ -20,7 +20,7 @@ from .lifecycle import Edge, Lifecycle
 LIVE = ("pending", "running", "awaiting_approval", "interrupted")
 TURN_LIFECYCLE = Lifecycle(
     "Turn",
-    states=["pending", "running", "awaiting_approval", "completed", "failed", "cancelled", "interrupted"],
+    states=["pending", "running", "awaiting_approval", "completed", "failed", "cancelled", "stopped", "interrupted"],
     initial="pending",
     edges=[
         Edge("start", ("pending",), "running"),
@@ -29,9 +29,10 @@ TURN_LIFECYCLE = Lifecycle(
         Edge("complete", ("running",), "completed"),
         Edge("fail", LIVE, "failed"),
         Edge("cancel", LIVE, "cancelled"),
+        Edge("stop", LIVE, "stopped"),
         Edge("interrupt", ("running", "pending"), "interrupted"),
     ],
-    terminal={"completed", "failed", "cancelled"},
+    terminal={"completed", "failed", "cancelled", "stopped"},
 )
 
 
@@ -138,6 +139,18 @@ class Turn(Aggregate):
     def _cancelled(self, reason: str, timestamp: datetime) -> None:
         self.status = "cancelled"
         self.reason = reason
+        self.ended_at = timestamp
+
+    def stop(self, guard: str, reason: str, now: datetime) -> None:
+        """A guard (budget, rate, doom loop, tool-call limit) ended the turn."""
+        self._next("stop")
+        self._stopped(guard=guard, reason=reason, timestamp=now)
+
+    @event("Stopped")
+    def _stopped(self, guard: str, reason: str, timestamp: datetime) -> None:
+        self.status = "stopped"
+        self.reason = reason
+        self.error = {"kind": "guard", "guard": guard}
         self.ended_at = timestamp
 
     def interrupt(self, reason: str, now: datetime) -> None:

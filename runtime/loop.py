@@ -21,12 +21,13 @@ from chronicle.domain.tool_call import ToolCall
 from chronicle.domain.turn import Turn
 
 from .clock import SYSTEM_CLOCK, Clock
+from .hooks import Hooks, Stop
 from .live import Broker, ErrorEvent, StatusChange, TurnEnd, TurnStart, UsageEvent
 from .model_call import ModelCaller, build_messages, fingerprint, request_delta
 from .providers.base import ModelRequest, Provider
 from .retry import RetryPolicy
 from .store import ChronicleStore
-from .tool_runner import CUT_AT_MAX_TOKENS, ApprovalWait, Approver, ToolRunner
+from .tool_runner import CUT_AT_MAX_TOKENS, ApprovalWait, Approver, GuardStop, ToolRunner
 from .tools.base import Toolbox
 
 EXIT_CODES = {"completed": 0, "failed": 1, "awaiting_approval": 3, "stopped": 4, "cancelled": 130}
@@ -65,6 +66,7 @@ class AgentLoop:
         options: LoopOptions | None = None,
         clock: Clock = SYSTEM_CLOCK,
         approver: Approver | None = None,
+        hooks: Hooks | None = None,
     ) -> None:
         self.store = store
         self.provider = provider
@@ -74,11 +76,13 @@ class AgentLoop:
         self.options = options or LoopOptions()
         self.clock = clock
         self.approver = approver
+        self.hooks = hooks or Hooks()
         self.caller = ModelCaller(self)
         self.tools = ToolRunner(self)
 
     async def emit(self, event: Any) -> None:
         await self.broker.emit(event)
+        await self.hooks.on_event(event)
 
     def save(self, *aggregates: Any) -> None:
         self.store.save(*aggregates)
@@ -158,12 +162,16 @@ class AgentLoop:
                 tools=self.toolbox.schemas(), max_tokens=self.options.max_tokens, agent=spec.name,
                 session_id=str(session.id), turn_number=turn.number, call_index=turn.model_calls,
             )
+            verdict = await self.hooks.before_model_call(session, turn, request)
+            if verdict is not None:
+                return await self._stop(session, turn, verdict)
             try:
                 response, attempts, latency_ms = await self.caller.call(turn, request)
             except asyncio.CancelledError:
                 self._record_response(turn, self.caller.aborted_response(spec.model), request, 1, 0.0)
                 raise
             step = self._record_response(turn, response, request, attempts, latency_ms)
+            await self.hooks.after_model_call(session, turn, response)
             await self.emit(
                 UsageEvent(session_id=str(session.id), turn_id=str(turn.id), step=step, model=response.model or spec.model, usage=response.usage.model_dump())
             )
@@ -210,7 +218,15 @@ class AgentLoop:
             if call.status == "running":
                 call.interrupt("found running after the process stopped", now)
         try:
-            await self.tools.run_step(session, calls)
+            await self.tools.run_step(session, turn, calls)
+        except GuardStop as guard:
+            now = self.clock.now()
+            for call in calls:
+                if call.status in ("pending", "awaiting_approval", "approved"):
+                    call.skip(f"not run: {guard.stop.reason}", now)
+            turn.record_tool_results([c.result_block() for c in calls], now)
+            self.save(*calls, turn, session)
+            return await self._stop(session, turn, guard.stop)
         except ApprovalWait as wait:
             turn.await_approval([c.id for c in wait.calls], self.clock.now())
             self.save(session, turn, *calls)
@@ -237,12 +253,18 @@ class AgentLoop:
             if call.status in ("pending", "awaiting_approval", "approved", "running"):
                 call.cancel(reason, now)
 
+    async def _stop(self, session: Session, turn: Turn, stop: Stop) -> TurnOutcome:
+        await self.emit(ErrorEvent(session_id=str(session.id), turn_id=str(turn.id), message=stop.reason, kind=f"guard:{stop.guard}"))
+        return self._finish(session, turn, "stopped", stop.reason, error={"guard": stop.guard})
+
     def _finish(self, session: Session, turn: Turn, status: str, reason: str | None = None, error: dict | None = None) -> TurnOutcome:
         now = self.clock.now()
         if status == "completed":
             turn.complete(now)
         elif status == "cancelled":
             turn.cancel(reason or "cancelled", now)
+        elif status == "stopped":
+            turn.stop((error or {}).get("guard", "guard"), reason or "stopped by a guard", now)
         else:
             turn.fail(reason or "failed", now, error=error)
         session.end_turn(turn.id, turn.status, now)

@@ -13,6 +13,7 @@ from typing import Any, Awaitable, Callable, Literal
 
 from chronicle.domain.tool_call import ToolCall
 
+from .hooks import NeedApproval, Stop
 from .live import ApprovalNeeded, ToolEnd, ToolStart
 from .tools.base import ToolContext, ToolError
 
@@ -30,6 +31,14 @@ class ApprovalWait(Exception):
         super().__init__(f"{len(calls)} tool call(s) await approval")
 
 
+class GuardStop(Exception):
+    """A before_tool_call hook stopped the turn."""
+
+    def __init__(self, stop: Stop) -> None:
+        self.stop = stop
+        super().__init__(stop.reason)
+
+
 class ToolRunner:
     def __init__(self, loop: Any) -> None:
         self.loop = loop
@@ -38,9 +47,10 @@ class ToolRunner:
         tool = self.loop.toolbox.get(call.name)
         return bool(tool and tool.requires_approval and call.name not in always_allowed)
 
-    async def run_step(self, session: Any, calls: list[ToolCall]) -> None:
-        """Resolve every call of the step, in order; raise ApprovalWait to pause."""
+    async def run_step(self, session: Any, turn: Any, calls: list[ToolCall]) -> None:
+        """Resolve every call of the step, in order; raise ApprovalWait to pause, GuardStop to stop."""
         loop = self.loop
+        self.session, self.turn = session, turn
         batch: list[ToolCall] = []
         for index, call in enumerate(calls):
             if call.resolved and call.status != "interrupted":
@@ -48,8 +58,13 @@ class ToolRunner:
             if call.status == "interrupted":
                 if not (call.idempotent and loop.toolbox.get(call.name)):
                     continue
-            if call.status == "pending" and self.needs_approval(call, session.always_allowed):
-                call.request_approval(loop.clock.now())
+            if call.status == "pending":
+                verdict = await loop.hooks.before_tool_call(session, turn, call)
+                if isinstance(verdict, Stop):
+                    await self._flush_batch(batch)
+                    raise GuardStop(verdict)
+                if isinstance(verdict, NeedApproval) or self.needs_approval(call, session.always_allowed):
+                    call.request_approval(loop.clock.now())
             if call.status == "awaiting_approval":
                 await self._flush_batch(batch)
                 decided = await self._decide(session, call)
@@ -130,7 +145,7 @@ class ToolRunner:
             loop.save(call)
         await loop.emit(ToolStart(session_id=sid, tool_call_id=str(call.id), tool_use_id=call.tool_use_id, name=call.name, input=call.input))
         ctx = ToolContext(
-            workspace=loop.workspace, timeout_s=loop.options.tool_timeout_s, session_id=sid, tool_call_id=str(call.id)
+            workspace=loop.workspace, timeout_s=loop.options.tool_timeout_s, session_id=sid, tool_call_id=str(call.id), loop=loop
         )
         started = monotonic()
         try:
@@ -148,6 +163,7 @@ class ToolRunner:
         await self._ended(call)
 
     async def _ended(self, call: ToolCall) -> None:
+        await self.loop.hooks.after_tool_call(self.session, self.turn, call)
         block = call.result_block()
         await self.loop.emit(
             ToolEnd(

@@ -33,6 +33,8 @@ class ToolContext:
     timeout_s: float = 180.0
     session_id: str = ""
     tool_call_id: str = ""
+    #: The running AgentLoop, for tools that act on the runtime itself (delegate, list_agents).
+    loop: Any = None
     extras: dict[str, Any] = field(default_factory=dict)
 
 

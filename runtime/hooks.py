@@ -1,0 +1,95 @@
+"""A small typed plugin interface around the loop; guards are written on it.
+
+Hooks see the loop at its safe points. `before_model_call` and `before_tool_call` may stop
+the turn (a guard) by returning a Stop; `before_tool_call` may also ask for approval. The
+other hooks observe. Hook methods are async so a hook may ask a person or a store.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:
+    from chronicle.domain.content import ModelResponse
+    from chronicle.domain.session import Session
+    from chronicle.domain.tool_call import ToolCall
+    from chronicle.domain.turn import Turn
+
+    from .providers.base import ModelRequest
+
+
+@dataclass(frozen=True)
+class Stop:
+    """A guard's verdict: end the turn as `stopped` (exit 4) with this reason."""
+
+    guard: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class NeedApproval:
+    """Pause this tool call for a person, even if its tool does not require approval."""
+
+    reason: str
+
+
+ToolVerdict = Stop | NeedApproval | None
+
+
+class Hook:
+    """Override what you need; every method defaults to doing nothing."""
+
+    async def before_model_call(self, session: "Session", turn: "Turn", request: "ModelRequest") -> Stop | None:
+        return None
+
+    async def after_model_call(self, session: "Session", turn: "Turn", response: "ModelResponse") -> None:
+        return None
+
+    async def before_tool_call(self, session: "Session", turn: "Turn", call: "ToolCall") -> ToolVerdict:
+        return None
+
+    async def after_tool_call(self, session: "Session", turn: "Turn", call: "ToolCall") -> None:
+        return None
+
+    async def on_event(self, event: Any) -> None:
+        return None
+
+
+class Hooks:
+    """Runs hooks in order; the first Stop or NeedApproval wins."""
+
+    def __init__(self, hooks: list[Hook] | None = None) -> None:
+        self.hooks = list(hooks or [])
+
+    def add(self, hook: Hook) -> None:
+        self.hooks.append(hook)
+
+    async def before_model_call(self, *args: Any) -> Stop | None:
+        for hook in self.hooks:
+            verdict = await hook.before_model_call(*args)
+            if verdict is not None:
+                return verdict
+        return None
+
+    async def after_model_call(self, *args: Any) -> None:
+        for hook in self.hooks:
+            await hook.after_model_call(*args)
+
+    async def before_tool_call(self, *args: Any) -> ToolVerdict:
+        for hook in self.hooks:
+            verdict = await hook.before_tool_call(*args)
+            if verdict is not None:
+                return verdict
+        return None
+
+    async def after_tool_call(self, *args: Any) -> None:
+        for hook in self.hooks:
+            await hook.after_tool_call(*args)
+
+    async def on_event(self, event: Any) -> None:
+        for hook in self.hooks:
+            await hook.on_event(event)
+
+
+Kind = Literal["before_model_call", "after_model_call", "before_tool_call", "after_tool_call", "on_event"]
