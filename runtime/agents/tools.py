@@ -72,7 +72,7 @@ class Delegate(Tool):
             for index, (task, child) in enumerate(zip(args.tasks, specs))
         ]
         results: list[ChildResult] = await asyncio.gather(*(run_child(loop, c) for c in children))
-        return ToolOutput(json.dumps({"results": [r.model_dump() for r in results]}, indent=2, ensure_ascii=False))
+        return ToolOutput(json.dumps({"results": [r.model_dump() for r in results]}, ensure_ascii=False))
 
 
 class ListAgents(Tool):
