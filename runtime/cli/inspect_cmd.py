@@ -131,7 +131,11 @@ def log(
             for entry in entries:
                 print_json(entry)
             return
-        table = Table("pos", "time", *(("agent",) if tree else ()), "aggregate", "event", "status", "detail")
+        table = Table(box=None, pad_edge=False, header_style="bold")
+        columns = (("pos", 5), ("time", 12), *((("agent", 12),) if tree else ()), ("aggregate", 18), ("event", 19), ("status", 17))
+        for name, width in columns:
+            table.add_column(name, min_width=width, no_wrap=True)
+        table.add_column("detail", no_wrap=True, overflow="ellipsis", max_width=max(16, out_console.width - 84 - (14 if tree else 0)))
         for e in entries:
             who = (f"{'  ' * e['depth']}{e['agent']}",) if tree else ()
             table.add_row(
