@@ -29,7 +29,7 @@ ProviderOption = Annotated[
 ModelOption = Annotated[Optional[str], typer.Option("--model", envvar="CHRONICLE_MODEL", help="Model name", show_default=False)]
 AgentsOption = Annotated[
     Optional[Path],
-    typer.Option("--agents", help="Agent registry (TOML, [agents.NAME] tables) [default: chronicle.toml in the workspace, if present]",
+    typer.Option("--agents", help="Agent registry: a TOML file with one agents.NAME table per agent (default: chronicle.toml in the workspace, if present)",
                  show_default=False),
 ]
 
@@ -107,7 +107,7 @@ def run(
     model: ModelOption = None,
     workspace: WorkspaceOption = None,
     max_iterations: Annotated[
-        Optional[int], typer.Option("--max-iterations", min=1, help="Model calls allowed in one turn [default: the agent's, 20]", show_default=False)
+        Optional[int], typer.Option("--max-iterations", min=1, help="Model calls allowed in one turn (default: the agent's max_iterations, 20)", show_default=False)
     ] = None,
     agents: AgentsOption = None,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Approve tools that require approval (bash)")] = False,

@@ -153,3 +153,16 @@ def test_cancelling_the_parent_cancels_its_running_children(db_url, workspace, t
     assert store.turn(child.turns[0]).status == "cancelled" and child.status == "idle"
     end = next(e for e in events if e.type == "agent_end" and e.session_id == str(child_id))
     assert end.status == "failed" and "cancelled" in end.reason
+
+
+def test_a_child_paused_for_approval_gives_the_parent_a_failed_result_it_can_act_on(db_url, workspace, tmp_path):
+    shell = AgentSpec(name="operator", description="runs commands", tools=("bash",))
+    store, loop, session, _ = setup(db_url, workspace, tmp_path, {
+        "main": [response(tool_use("d1", "delegate", tasks=[{"agent": "operator", "task": "run ls"}])), response(text("ok"))],
+        "operator": [response(tool_use("b1", "bash", command="ls")), response(text("listed"))],
+    }, agents=(shell,))
+    assert asyncio.run(loop.run_next(session.id)).status == "completed"
+    result = json.loads(tool_output(store, session.id, "delegate").output)["results"][0]
+    assert result["agent"] == "operator" and result["status"] == "failed"
+    assert "waiting for a tool approval" in result["summary"]
+    assert store.turn(store.session(UUID(result["session_id"])).turns[0]).status == "awaiting_approval"
