@@ -13,7 +13,7 @@ from uuid import UUID
 
 from chronicle.domain.ids import turn_id
 from chronicle.runtime.agents.children import TASK_INPUT_ID
-from chronicle.runtime.store import ChronicleStore
+from chronicle.runtime.store import ChronicleStore, NotFound
 from tests.e2e.test_cli_subagents import REGISTRY, complete, delegate
 from tests.helpers import cli, json_lines, response, text, tool_use
 
@@ -60,8 +60,11 @@ def test_a_parent_killed_mid_delegation_resumes_its_children_without_duplicates(
             children = {s.spec.name: s for s in sessions if s.parent_session_id}
             if set(children) != {"researcher", "auditor"}:
                 return None
-            auditor = store.turn(turn_id(children["auditor"].id, TASK_INPUT_ID))
-            researcher = store.turn(turn_id(children["researcher"].id, TASK_INPUT_ID))
+            try:
+                auditor = store.turn(turn_id(children["auditor"].id, TASK_INPUT_ID))
+                researcher = store.turn(turn_id(children["researcher"].id, TASK_INPUT_ID))
+            except NotFound:  # created, but its turn has not started yet
+                return None
             if auditor.status == "completed" and researcher.steps and researcher.steps[0]["results"]:
                 return children
             return None
