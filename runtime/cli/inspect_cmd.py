@@ -103,7 +103,10 @@ def log(
             for entry in entries:
                 print_json(entry)
             return
-        table = Table("pos", "time", "aggregate", "event", "status", "detail")
+        table = Table(box=None, pad_edge=False, header_style="bold")
+        for name, width in (("pos", 5), ("time", 12), ("aggregate", 18), ("event", 19), ("status", 17)):
+            table.add_column(name, min_width=width, no_wrap=True)
+        table.add_column("detail", no_wrap=True, overflow="ellipsis", max_width=max(16, out_console.width - 84))
         for e in entries:
             table.add_row(
                 str(e["position"]), e["timestamp"][11:23], f"{e['aggregate']} {e['aggregate_id'][:8]}",
