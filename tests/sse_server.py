@@ -159,7 +159,7 @@ class SSEServer:
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.httpd.daemon_threads = True
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
 
     @property
     def url(self) -> str:
@@ -227,3 +227,16 @@ class SSEServer:
                     time.sleep(behaviour.delay_s)
         except (BrokenPipeError, ConnectionResetError, OSError):
             record.closed_early = True
+
+
+try:
+    import pytest
+
+    @pytest.fixture
+    def sse():
+        """A running SSEServer for one test; import this fixture into a test module to use it."""
+        server = SSEServer().start()
+        yield server
+        server.stop()
+except ImportError:  # pragma: no cover - usable without pytest too
+    pass
