@@ -15,6 +15,7 @@ from chronicle.runtime.agents.registry import RegistryError, find_registry
 from chronicle.runtime.live import AgentEnd, AgentStart, Broker
 from chronicle.runtime.loop import AgentLoop, LoopOptions, TurnOutcome
 from chronicle.runtime.providers import ProviderConfigError, default_model, default_provider_name, make_provider
+from chronicle.runtime.retry import RetryPolicy, RetrySettingError
 from chronicle.runtime.sessions import start_session, submit_input
 from chronicle.runtime.store import ChronicleStore
 from chronicle.runtime.tools import toolbox_for
@@ -32,6 +33,18 @@ AgentsOption = Annotated[
     typer.Option("--agents", help="Agent registry: a TOML file with one agents.NAME table per agent (default: chronicle.toml in the workspace, if present)",
                  show_default=False),
 ]
+MaxAttemptsOption = Annotated[
+    Optional[int],
+    typer.Option("--max-attempts", envvar="CHRONICLE_MAX_ATTEMPTS", min=1, show_default=False,
+                 help="Tries per model call, the first included, for rate limits, overloads and network errors [default: 8]"),
+]
+
+
+def retry_policy(max_attempts: int | None) -> RetryPolicy:
+    try:
+        return RetryPolicy.from_env(max_attempts)
+    except RetrySettingError as exc:
+        fail(str(exc), 2)
 
 
 def resolve_workspace(workspace: Path | None) -> Path:
@@ -113,6 +126,7 @@ def run(
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Approve tools that require approval (bash)")] = False,
     as_json: JsonOption = False,
     db: DbOption = None,
+    max_attempts: MaxAttemptsOption = None,
 ) -> None:
     """Run one turn: record PROMPT, let the agent work, print the answer as it streams."""
     with cli_errors():
@@ -129,7 +143,7 @@ def run(
             if agents is not None:
                 err_console.print(f"[dim]note: --agents ignored; session {sid} keeps the agents recorded when it started[/]")
             provider_name = provider or spec.provider or default_provider_name()
-            loop = build_loop(store, spec, provider_name, model, ws, LoopOptions(max_iterations=max_iterations, auto_approve=yes),
+            loop = build_loop(store, spec, provider_name, model, ws, LoopOptions(max_iterations=max_iterations, auto_approve=yes, retry=retry_policy(max_attempts)),
                               JsonLinesRenderer() if as_json else HumanRenderer())
             submit_input(store, sid, prompt)
         else:
@@ -142,7 +156,7 @@ def run(
                 provider=provider_name or "", workspace=str(ws), max_iterations=max_iterations,
                 model=model or registry.main.model or ("scripted" if (provider_name or "").startswith("scripted:") else default_model()),
             )
-            loop = build_loop(store, spec, provider_name, model, ws, LoopOptions(max_iterations=max_iterations, auto_approve=yes),
+            loop = build_loop(store, spec, provider_name, model, ws, LoopOptions(max_iterations=max_iterations, auto_approve=yes, retry=retry_policy(max_attempts)),
                               JsonLinesRenderer() if as_json else HumanRenderer())
             created, _ = start_session(store, spec, prompt)
             sid = created.id
