@@ -142,12 +142,12 @@ def run(
         if not prompt.strip():
             fail("the prompt is empty; say what the agent should do", 2)
         store = open_store(db)
-        ws = resolve_workspace(workspace)
+        sid = store.resolve_session_id(session) if session else None
+        spec = store.session(sid).spec if sid else None
+        ws = resolve_workspace(workspace or session_workspace(spec))
         settings = resolve_limits(limits, ws)
         renderer = JsonLinesRenderer() if as_json else HumanRenderer()
-        if session:
-            sid = store.resolve_session_id(session)
-            spec = store.session(sid).spec
+        if sid and spec:
             provider_name = provider or spec.provider or default_provider_name()
             loop = build_loop(store, spec, provider_name, model, ws, LoopOptions(max_iterations=max_iterations, auto_approve=yes),
                               renderer, settings)
@@ -167,6 +167,13 @@ def run(
             sid = created.id
         outcome = asyncio.run(drive_session(loop, sid))
         raise typer.Exit(report(outcome, as_json))
+
+
+def session_workspace(spec: AgentSpec | None) -> Path | None:
+    """A continued session works where it was started, unless --workspace says otherwise."""
+    if spec is not None and spec.workspace and Path(spec.workspace).is_dir():
+        return Path(spec.workspace)
+    return None
 
 
 def running_elsewhere(store: ChronicleStore, session_id: UUID) -> UUID | None:
