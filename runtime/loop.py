@@ -335,5 +335,6 @@ class AgentLoop:
             return False
         turn.record_retry(attempt=attempts, reason="prompt_too_long: compacting older turns and retrying once", delay_s=0.0, now=self.clock.now())
         self.save(turn)
-        result = await self.compactor.compact(self, session.id, strategy="summary")
+        # The request did not fit: summarise every earlier turn; the running turn stays verbatim.
+        result = await self.compactor.compact(self, session.id, strategy="summary", keep_recent=0)
         return bool(result.ok)
