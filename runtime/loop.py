@@ -105,7 +105,8 @@ class AgentLoop:
             if self.compactor is not None:
                 await self.compactor.maybe_compact(self, session)
             try:
-                session, turn = self._start_turn(self.store.session(session_id))
+                turn = self._start_turn(self.store.session(session_id))
+                session = self.store.session(session_id)
             except IllegalTransition:
                 return None  # another process started a turn first; it drains the queue
         else:
@@ -135,7 +136,7 @@ class AgentLoop:
         await self.emit(StatusChange(session_id=str(session.id), status="idle"))
         return outcome
 
-    def _start_turn(self, session: Session) -> tuple[Session, Turn]:
+    def _start_turn(self, session: Session) -> Turn:
         now = self.clock.now()
         item = session.next_input
         assert item is not None
@@ -145,8 +146,8 @@ class AgentLoop:
             input_text=item["text"], agent=session.spec.name, timestamp=now,
         )
         turn.start(now)
-        session = self.store.update_session(session.id, lambda s: s.start_turn(tid, now), turn)
-        return session, turn
+        self.store.update_session(session.id, lambda s: s.start_turn(tid, now), turn)
+        return turn
 
     def _reopen(self, turn: Turn) -> None:
         """A turn found in flight: record that it was interrupted, then continue it."""
