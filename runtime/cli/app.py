@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from . import demo_cmd, inspect_cmd, run_cmd
+from . import audit_cmd, cost_cmd, demo_cmd, inspect_cmd, projections_cmd, run_cmd
 
 app = typer.Typer(
     name="chronicle",
@@ -19,6 +19,9 @@ app.command()(inspect_cmd.sessions)
 app.command()(inspect_cmd.log)
 app.command()(inspect_cmd.history)
 app.command()(demo_cmd.demo)
+app.command()(cost_cmd.cost)
+app.command()(audit_cmd.audit)
+app.add_typer(projections_cmd.app, name="projections")
 
 
 def main() -> None:
