@@ -30,6 +30,13 @@ SESSION_LIFECYCLE = Lifecycle(
 
 
 class Session(Aggregate):
+    #: v2 added `title_error` (a failed title call is recorded); snapshots upcast below.
+    class_version = 2
+
+    @staticmethod
+    def upcast_v1_v2(state: dict[str, Any]) -> None:
+        state["title_error"] = None
+
     class Started(Aggregate.Created):
         spec: dict[str, Any]
         parent_session_id: UUID | None
@@ -59,6 +66,7 @@ class Session(Aggregate):
         self.queue: list[dict[str, Any]] = []
         self.active_turn_id: UUID | None = None
         self.title: str | None = None
+        self.title_error: str | None = None
         self.compaction: dict[str, Any] | None = None
         self.always_allowed: list[str] = []
         self.created_at = timestamp
@@ -176,6 +184,16 @@ class Session(Aggregate):
     @event("TitleSet")
     def _title_set(self, title: str, usage: dict[str, Any], model: str, timestamp: datetime) -> None:
         self.title = title
+
+    def fail_title(self, reason: str, now: datetime, usage: dict[str, Any] | None = None, model: str = "") -> None:
+        """The title call failed; recorded (with any usage it cost) so it is not retried blindly."""
+        if self.title is not None:
+            raise DomainError(f"session {self.id} already has a title")
+        self._title_failed(reason=reason, usage=usage or {}, model=model, timestamp=now)
+
+    @event("TitleFailed")
+    def _title_failed(self, reason: str, usage: dict[str, Any], model: str, timestamp: datetime) -> None:
+        self.title_error = reason
 
     def allow_always(self, tool_name: str, now: datetime) -> None:
         if tool_name not in self.always_allowed:

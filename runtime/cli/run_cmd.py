@@ -16,6 +16,7 @@ from chronicle.runtime.loop import AgentLoop, LoopOptions, TurnOutcome
 from chronicle.runtime.providers import ProviderConfigError, default_model, default_provider_name, make_provider
 from chronicle.runtime.sessions import start_session, submit_input
 from chronicle.runtime.store import ChronicleStore
+from chronicle.runtime.titles import TitleHook
 from chronicle.runtime.tools import DEFAULT_TOOLS, toolbox_for
 
 from .common import DbOption, JsonOption, WorkspaceOption, cli_errors, err_console, fail, open_store
@@ -72,7 +73,9 @@ def build_loop(store: ChronicleStore, spec: AgentSpec, provider_name: str | None
         fail(str(exc), 2)
     broker = Broker()
     broker.subscribe(renderer)
-    return AgentLoop(store, provider, toolbox_for(spec.tools), workspace, broker=broker, options=options)
+    loop = AgentLoop(store, provider, toolbox_for(spec.tools), workspace, broker=broker, options=options)
+    loop.hooks.add(TitleHook(provider, loop.clock))
+    return loop
 
 
 def report(outcome: TurnOutcome | None, as_json: bool) -> int:
