@@ -24,7 +24,7 @@ EVENT_VERSIONS = {
     "Turn.Created": 1, "Turn.Started": 1, "Turn.ApprovalRequested": 1, "Turn.Resumed": 1, "Turn.Completed": 1,
     "Turn.Failed": 1, "Turn.Cancelled": 1, "Turn.Stopped": 1, "Turn.Interrupted": 1, "Turn.ModelResponded": 1,
     "Turn.ModelCallRetried": 2, "Turn.ToolResultsRecorded": 1,
-    "ToolCall.Requested": 1, "ToolCall.ApprovalRequested": 1, "ToolCall.Approved": 1, "ToolCall.Denied": 1,
+    "ToolCall.Created": 1, "ToolCall.Requested": 1, "ToolCall.ApprovalRequested": 1, "ToolCall.Approved": 1, "ToolCall.Denied": 1,
     "ToolCall.Started": 1, "ToolCall.Completed": 1, "ToolCall.Failed": 1, "ToolCall.Skipped": 1,
     "ToolCall.Cancelled": 1, "ToolCall.Interrupted": 1,
 }
