@@ -14,13 +14,18 @@ from chronicle.runtime.store import ChronicleStore
 from .projection_run import MixedRun
 
 
-@pytest.fixture
-def mixed(db_url, tmp_path, workspace):
-    store = ChronicleStore(db_url)
+def mixed_run(url, tmp_path, workspace):  # type: ignore[no-untyped-def]
+    store = ChronicleStore(url)
     # A small batch size makes batch boundaries fall inside turns and saves.
     engine = ProjectionEngine(store, all_projections(pricer=price), batch_size=7)
     run = MixedRun(store, tmp_path, workspace, after_each=engine.catch_up)
     asyncio.run(run.run())
+    return store, engine, run
+
+
+@pytest.fixture
+def mixed(db_url, tmp_path, workspace):
+    store, engine, run = mixed_run(db_url, tmp_path, workspace)
     yield store, engine, run
     store.close()
 
@@ -37,9 +42,7 @@ def test_rebuilding_every_projection_from_zero_gives_the_incremental_rows(mixed)
     assert [(s.name, s.lag) for s in engine.status()] == [(n, 0) for n in engine.projections]
     assert {s.position for s in engine.status()} == {store.max_position()}
 
-
-def test_a_second_engine_over_the_same_store_never_applies_an_event_twice(mixed):
-    store, engine, run = mixed
+    # a second engine (another process, say) over the same store never applies an event twice
     other = ProjectionEngine(ChronicleStore(store.url), all_projections(pricer=price), batch_size=5)
     engine.rebuild(["audit"])
     before = engine.dump("audit")
@@ -47,8 +50,8 @@ def test_a_second_engine_over_the_same_store_never_applies_an_event_twice(mixed)
     assert other.dump("audit") == before
 
 
-def test_sub_agent_cost_rolls_up_into_every_ancestor(mixed):
-    store, engine, run = mixed
+def test_sub_agent_cost_rolls_up_into_every_ancestor(sqlite_url, tmp_path, workspace):
+    store, engine, run = mixed_run(sqlite_url, tmp_path, workspace)
     with engine.read() as tx:
         report = CostReport(tx)
     s = {k: str(v) for k, v in run.sessions.items()}
