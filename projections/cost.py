@@ -95,8 +95,7 @@ def _add(into: dict[str, Any], row: Mapping[str, Any]) -> None:
 
 def _finish(figures: dict[str, Any]) -> dict[str, Any]:
     out = dict(figures)
-    priced = out["calls"] - out["unpriced_calls"]
-    out["usd"] = None if out["calls"] and not priced else round(out["usd"], 6)
+    out["usd"] = None if out["unpriced_calls"] else round(out["usd"], 6)
     return out
 
 

@@ -19,7 +19,7 @@ def cost(
     as_json: JsonOption = False,
     db: DbOption = None,
 ) -> None:
-    """Tokens (input, output, cache write, cache read) and USD.
+    """Tokens (input, output, cache write, cache read) and USD (null if any call has no known price).
 
     For SESSION: its own figures (scope "self"), its total with every sub-agent below it
     ("total"), and one object per direct child ("child", that child's own total). Without
@@ -48,9 +48,7 @@ def render(objects: list[dict[str, Any]], by: str | None) -> None:
     columns = ["scope", "session", "agent", *([by] if by else []), "input", "output", "cache write", "cache read", "USD"]
     table = Table(*columns)
     for o in objects:
-        usd = "?" if o["usd"] is None else f"{o['usd']:.6f}"
-        if o.get("unpriced_calls") and o["usd"] is not None:
-            usd += f" (+{o['unpriced_calls']} unpriced)"
+        usd = f"? ({o['unpriced_calls']} call(s) unpriced)" if o["usd"] is None else f"{o['usd']:.6f}"
         table.add_row(
             o["scope"], o["session_id"][:8], o.get("agent") or "", *([str(o.get(by) or "")] if by else []),
             str(o["input_tokens"]), str(o["output_tokens"]), str(o["cache_creation_input_tokens"]),

@@ -115,7 +115,10 @@ def log(
             for entry in entries:
                 print_json(entry)
             return
-        table = Table("pos", "time", "aggregate", "event", "status", "detail")
+        table = Table(box=None, pad_edge=False, header_style="bold")
+        for name, width in (("pos", 5), ("time", 12), ("aggregate", 18), ("event", 19), ("status", 17)):
+            table.add_column(name, min_width=width, no_wrap=True)
+        table.add_column("detail", no_wrap=True, overflow="ellipsis", max_width=max(16, out_console.width - 84))
         for e in entries:
             table.add_row(
                 str(e["position"]), e["timestamp"][11:23], f"{e['aggregate']} {e['aggregate_id'][:8]}",
@@ -135,6 +138,8 @@ def describe(entry: dict[str, Any]) -> str:
         response = data["response"]
         kinds = ",".join(b["type"] for b in response.get("content", []))
         return f"step {data['step']}: {response.get('stop_reason')} [{kinds}]"
+    if event == "ModelCallRetried":
+        return short(f"attempt {data['attempt']} failed, retry in {data['delay_s']:.2f}s: {data['reason']}", 70)
     if event in ("Created", "InputQueued"):
         return short(data.get("input_text") or data.get("text") or "", 70)
     return short(data.get("reason") or data.get("final_text") or "", 70)
