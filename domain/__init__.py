@@ -3,3 +3,5 @@
 Pure by rule: standard library, pydantic, ``eventsourcing.domain`` and ``transitions`` only.
 No clock is read and no id is invented here; both are handed in by the runtime.
 """
+
+from . import schema as _schema  # noqa: E402,F401 - declares every event's class_version on import

@@ -30,6 +30,18 @@ SESSION_LIFECYCLE = Lifecycle(
 
 
 class Session(Aggregate):
+    #: v2 added `title_error` (a failed title call is recorded), steering, cancel requests,
+    #: compaction attempts and auxiliary calls; v1 snapshots gain them empty below.
+    class_version = 2
+
+    @staticmethod
+    def upcast_v1_v2(state: dict[str, Any]) -> None:
+        state.setdefault("title_error", None)
+        state.setdefault("steering", [])
+        state.setdefault("cancel_requested", None)
+        state.setdefault("compaction_attempts", 0)
+        state.setdefault("aux_calls", [])
+
     class Started(Aggregate.Created):
         spec: dict[str, Any]
         parent_session_id: UUID | None
@@ -59,6 +71,7 @@ class Session(Aggregate):
         self.queue: list[dict[str, Any]] = []
         self.active_turn_id: UUID | None = None
         self.title: str | None = None
+        self.title_error: str | None = None
         self.compaction: dict[str, Any] | None = None
         self.always_allowed: list[str] = []
         self.steering: list[dict[str, Any]] = []
@@ -186,6 +199,16 @@ class Session(Aggregate):
     def _title_set(self, title: str, usage: dict[str, Any], model: str, timestamp: datetime) -> None:
         self.title = title
         self.aux_calls.append({"kind": "title", "model": model, "usage": usage, "at": timestamp.isoformat()})
+
+    def fail_title(self, reason: str, now: datetime, usage: dict[str, Any] | None = None, model: str = "") -> None:
+        """The title call failed; recorded (with any usage it cost) so it is not retried blindly."""
+        if self.title is not None:
+            raise DomainError(f"session {self.id} already has a title")
+        self._title_failed(reason=reason, usage=usage or {}, model=model, timestamp=now)
+
+    @event("TitleFailed")
+    def _title_failed(self, reason: str, usage: dict[str, Any], model: str, timestamp: datetime) -> None:
+        self.title_error = reason
 
     def allow_always(self, tool_name: str, now: datetime) -> None:
         if tool_name not in self.always_allowed:

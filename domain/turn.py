@@ -36,7 +36,26 @@ TURN_LIFECYCLE = Lifecycle(
 )
 
 
+def error_from_reason(reason: str) -> dict[str, Any]:
+    """A provider error as data, recovered from a v1 retry's "kind: message" text."""
+    kind, sep, message = reason.partition(": ")
+    if not sep:
+        kind, message = "error", reason
+    return {"kind": kind, "message": message, "status": None, "retry_after_s": None}
+
+
 class Turn(Aggregate):
+    #: v2: each entry of `retries` carries `error` (see ModelCallRetried v2), and each step its
+    #: time `at`; snapshots upcast below. A v1 snapshot never recorded step times, so they come
+    #: back as None (readers such as the rate guard fall back to the turn's start).
+    class_version = 2
+
+    @staticmethod
+    def upcast_v1_v2(state: dict[str, Any]) -> None:
+        state["retries"] = [{**r, "error": r.get("error") or error_from_reason(r.get("reason", ""))} for r in state["retries"]]
+        if "steps" in state:
+            state["steps"] = [{"at": None, **step} for step in state["steps"]]
+
     class Created(Aggregate.Created):
         session_id: UUID
         input_id: str
@@ -213,14 +232,33 @@ class Turn(Aggregate):
             }
         )
 
-    def record_retry(self, attempt: int, reason: str, delay_s: float, now: datetime) -> None:
+    def record_retry(self, attempt: int, reason: str, delay_s: float, now: datetime, error: dict[str, Any] | None = None) -> None:
         if self.status != "running":
             raise DomainError(f"turn {self.id} is {self.status}; retries are recorded while running")
-        self._model_call_retried(step=len(self.steps), attempt=attempt, reason=reason, delay_s=delay_s, timestamp=now)
+        self._model_call_retried(
+            step=len(self.steps), attempt=attempt, reason=reason, delay_s=delay_s,
+            error=dict(error) if error else error_from_reason(reason), timestamp=now,
+        )
 
-    @event("ModelCallRetried")
-    def _model_call_retried(self, step: int, attempt: int, reason: str, delay_s: float, timestamp: datetime) -> None:
-        self.retries.append({"step": step, "attempt": attempt, "reason": reason, "delay_s": delay_s})
+    class ModelCallRetried(Aggregate.Event):
+        """v2 added `error`: the provider's error as data (kind, message, status, retry_after_s)."""
+
+        class_version = 2
+        step: int
+        attempt: int
+        reason: str
+        delay_s: float
+        error: dict[str, Any]
+
+        @staticmethod
+        def upcast_v1_v2(state: dict[str, Any]) -> None:
+            state["error"] = error_from_reason(state.get("reason", ""))
+
+    @event(ModelCallRetried)
+    def _model_call_retried(
+        self, step: int, attempt: int, reason: str, delay_s: float, error: dict[str, Any], timestamp: datetime
+    ) -> None:
+        self.retries.append({"step": step, "attempt": attempt, "reason": reason, "delay_s": delay_s, "error": error})
 
     def record_tool_results(self, results: list[ToolResultBlock], now: datetime, extra: list[Any] = ()) -> None:
         """Close the open step with exactly one result per tool_use, in the model's order.

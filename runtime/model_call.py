@@ -86,7 +86,10 @@ class ModelCaller:
             if response.stop_reason == "error" and error and error.retryable and attempt < loop.options.retry.max_attempts:
                 delay = loop.options.retry.delay(attempt, error.retry_after_s)
                 now = loop.clock.now()
-                turn.record_retry(attempt=attempt, reason=f"{error.kind}: {error.message}", delay_s=delay, now=now)
+                turn.record_retry(
+                    attempt=attempt, reason=f"{error.kind}: {error.message}", delay_s=delay, now=now,
+                    error=error.model_dump(mode="json", include={"kind", "message", "status", "retry_after_s"}),
+                )
                 loop.store.save(turn)
                 self.partial_text = []  # a cancel during the wait records nothing of the failed attempt
                 await loop.emit(

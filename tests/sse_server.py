@@ -124,6 +124,11 @@ def overloaded_in_stream(after_text: str = "") -> Stream:
 # -- the server ----------------------------------------------------------------------------------
 
 
+def is_title_request(body: dict[str, Any]) -> bool:
+    """The auxiliary title call (runtime/titles.py): no tools, the title instruction as system prompt."""
+    return not body.get("tools") and "Write a short title" in json.dumps(body.get("system", ""))
+
+
 @dataclass
 class Recorded:
     path: str
@@ -137,6 +142,7 @@ class SSEServer:
     def __init__(self) -> None:
         self.behaviours: "queue.Queue[Any]" = queue.Queue()
         self.requests: list[Recorded] = []
+        self.title_requests: list[Recorded] = []
         self.release = threading.Event()
         server = self
 
@@ -150,6 +156,12 @@ class SSEServer:
                 length = int(self.headers.get("content-length") or 0)
                 raw = self.rfile.read(length)
                 record = Recorded(self.path, {k.lower(): v for k, v in self.headers.items()}, json.loads(raw or b"{}"), raw)
+                if is_title_request(record.body):
+                    # Session titles are auxiliary calls made alongside the first turn; they get a
+                    # canned answer so that the scripted behaviours stay the agent's own.
+                    server.title_requests.append(record)
+                    server._answer(self, reply([{"type": "text", "text": "A title"}], usage={"input_tokens": 0, "output_tokens": 0}), record)
+                    return
                 server.requests.append(record)
                 try:
                     behaviour = server.behaviours.get_nowait()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from . import chat_cmd, controls_cmd, demo_cmd, inspect_cmd, run_cmd
+from . import audit_cmd, chat_cmd, controls_cmd, cost_cmd, demo_cmd, inspect_cmd, projections_cmd, run_cmd
 
 app = typer.Typer(
     name="chronicle",
@@ -23,6 +23,9 @@ app.command()(controls_cmd.steer)
 app.command()(controls_cmd.cancel)
 app.command()(controls_cmd.compact)
 app.command()(chat_cmd.chat)
+app.command()(cost_cmd.cost)
+app.command()(audit_cmd.audit)
+app.add_typer(projections_cmd.app, name="projections")
 
 
 def main() -> None:

@@ -13,8 +13,10 @@ from chronicle.domain.context import build_context
 from chronicle.domain.session import Session
 from chronicle.domain.tool_call import ToolCall
 from chronicle.domain.turn import Turn
+from chronicle.projections.cost import CostReport
+from chronicle.projections.summaries import summaries
 from chronicle.runtime.agents.tree import TreeNode, walk
-from chronicle.runtime.session_cost import session_usd
+from chronicle.runtime.read_models import caught_up
 from chronicle.runtime.store import ChronicleStore
 
 from .common import DbOption, JsonOption, cli_errors, open_store, out_console, print_json
@@ -24,13 +26,15 @@ AGGREGATE_KINDS = {Session: "session", Turn: "turn", ToolCall: "tool_call"}
 SKIP_FIELDS = {"originator_id", "originator_version", "timestamp", "originator_topic"}
 
 
-def session_row(store: ChronicleStore, session: Session) -> dict[str, Any]:
+def session_row(store: ChronicleStore, session: Session, summary: dict[str, Any] | None = None,
+                cost: float | None = None) -> dict[str, Any]:
+    """`summary` and `cost` come from the projections (title, USD with sub-agents rolled up)."""
     status = session.status
     if session.active_turn_id is not None:
         status = store.turn(session.active_turn_id).status
     return {
         "session_id": str(session.id),
-        "title": session.title,
+        "title": session.title or (summary or {}).get("title"),
         "status": status,
         "agent": session.spec.name,
         "created_at": session.created_at.isoformat(),
@@ -38,7 +42,7 @@ def session_row(store: ChronicleStore, session: Session) -> dict[str, Any]:
         "forked_from": session.forked_from,
         "turns": len(session.head),
         "queued": len(session.queue),
-        "cost": session_usd(store, session),
+        "cost": cost,
     }
 
 
@@ -46,7 +50,14 @@ def sessions(as_json: JsonOption = False, db: DbOption = None) -> None:
     """List sessions, oldest first."""
     with cli_errors():
         store = open_store(db)
-        rows = [session_row(store, store.session(sid)) for sid in store.session_ids()]
+        engine = caught_up(store)
+        with engine.read() as tx:
+            titles = summaries(tx)
+            costs = CostReport(tx)
+        rows = [
+            session_row(store, store.session(sid), titles.get(str(sid)), costs.total_usd(str(sid)))
+            for sid in store.session_ids()
+        ]
         if as_json:
             for row in rows:
                 print_json(row)
@@ -54,10 +65,11 @@ def sessions(as_json: JsonOption = False, db: DbOption = None) -> None:
         if not rows:
             out_console.print("no sessions yet; start one with `chronicle run PROMPT` or try `chronicle demo`")
             return
-        table = Table("session", "agent", "title", "status", "turns", "created")
+        table = Table("session", "agent", "title", "status", "turns", "USD", "created")
         for row, depth in tree_order(rows):
             agent = f"{'  ' * (depth - 1)}↳ {row['agent']}" if depth else row["agent"]
-            table.add_row(row["session_id"], agent, row["title"] or "", row["status"], str(row["turns"]), row["created_at"][:19])
+            usd = "" if row["cost"] is None else f"{row['cost']:.4f}"
+            table.add_row(row["session_id"], agent, row["title"] or "", row["status"], str(row["turns"]), usd, row["created_at"][:19])
         out_console.print(table)
 
 

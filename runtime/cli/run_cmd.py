@@ -19,6 +19,7 @@ from chronicle.runtime.providers import ProviderConfigError, default_model, defa
 from chronicle.runtime.retry import RetryPolicy, RetrySettingError
 from chronicle.runtime.sessions import start_session, submit_input
 from chronicle.runtime.store import ChronicleStore
+from chronicle.runtime.titles import TitleHook
 from chronicle.runtime.tools import toolbox_for
 
 from .common import DbOption, JsonOption, WorkspaceOption, cli_errors, err_console, fail, open_store
@@ -113,10 +114,12 @@ def build_loop(store: ChronicleStore, spec: AgentSpec, provider_name: str | None
     broker.subscribe(renderer)
     settings = settings or Settings()
     options.tool_timeout_s = settings.tool_timeout_s
-    return AgentLoop(
+    loop = AgentLoop(
         store, provider, toolbox_for(spec.tools), workspace, broker=broker, options=options, approver=approver,
         hooks=Hooks(settings.hooks(store, interactive=interactive)), compactor=settings.compactor(),
     )
+    loop.hooks.add(TitleHook(provider, store, loop.clock))
+    return loop
 
 
 def report(outcome: TurnOutcome | None, as_json: bool) -> int:

@@ -58,8 +58,10 @@ def test_a_multi_step_tool_session_runs_through_retries_and_the_log_shows_every_
     expected = 3 * price(MODEL, Usage(**usage), at=started)
     assert sessions[0]["cost"] == pytest.approx(expected, rel=1e-6)
 
-    assert all(KEY not in r.raw.decode("utf-8") for r in sse.requests)
+    assert all(KEY not in r.raw.decode("utf-8") for r in sse.requests + sse.title_requests)
     assert KEY not in run.stdout + run.stderr
+    assert len(sse.title_requests) == 1 and sse.title_requests[0].body["messages"][0]["content"][0]["text"] == "copy hello"
+    assert sessions[0]["title"] == "A title"
 
 
 def test_max_attempts_limits_the_retries_and_the_failure_says_why(sqlite_url, workspace, sse):

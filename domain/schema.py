@@ -1,0 +1,51 @@
+"""Schema versions: every event class and every snapshotted aggregate declares its class_version.
+
+To change an event's fields: bump its version here AND on the class, add
+`upcast_v{N}_v{N+1}(state)` to it, and — if the aggregate's state changes — bump the
+aggregate's class_version with its own upcaster for snapshots (forgetting that one silently
+drops fields on snapshot loads). tests/unit/test_schema_versions.py fails for an event class
+missing from this table; tests/fixtures/v1_store.db holds events and snapshots of version 1.
+"""
+
+from __future__ import annotations
+
+from eventsourcing.domain import DomainEvent
+
+from .session import Session
+from .tool_call import ToolCall
+from .turn import Turn
+
+AGGREGATES = (Session, Turn, ToolCall)
+AGGREGATE_VERSIONS = {"Session": 2, "Turn": 2, "ToolCall": 1}
+EVENT_VERSIONS = {
+    "Session.Created": 1, "Session.Started": 1, "Session.InputQueued": 1, "Session.TurnStarted": 1,
+    "Session.TurnEnded": 1, "Session.TurnsUndone": 1, "Session.TurnsRedone": 1, "Session.TitleSet": 1,
+    "Session.TitleFailed": 1, "Session.ToolAlwaysAllowed": 1, "Session.SteeringQueued": 1,
+    "Session.SteeringDelivered": 1, "Session.SteeringRequeued": 1, "Session.CancelRequested": 1,
+    "Session.Compacted": 1, "Session.CompactionFailed": 1,
+    "Turn.Created": 1, "Turn.Started": 1, "Turn.ApprovalRequested": 1, "Turn.Resumed": 1, "Turn.Completed": 1,
+    "Turn.Failed": 1, "Turn.Cancelled": 1, "Turn.Stopped": 1, "Turn.Interrupted": 1, "Turn.ModelResponded": 1,
+    "Turn.ModelCallRetried": 2, "Turn.ToolResultsRecorded": 1,
+    "ToolCall.Created": 1, "ToolCall.Requested": 1, "ToolCall.ApprovalRequested": 1, "ToolCall.Approved": 1, "ToolCall.Denied": 1,
+    "ToolCall.Started": 1, "ToolCall.Completed": 1, "ToolCall.Failed": 1, "ToolCall.Skipped": 1,
+    "ToolCall.Cancelled": 1, "ToolCall.Interrupted": 1,
+}
+
+
+def event_classes(aggregate: type) -> dict[str, type]:
+    """The aggregate's event classes by qualified name (the shared `Event` base left out)."""
+    return {
+        value.__qualname__: value for name, value in vars(aggregate).items()
+        if isinstance(value, type) and issubclass(value, DomainEvent) and name != "Event"
+    }
+
+
+def declare_versions() -> None:
+    """Write each event's version onto its class (the mapper reads `class_version`, default 1)."""
+    for aggregate in AGGREGATES:
+        for qualname, cls in event_classes(aggregate).items():
+            if "class_version" not in vars(cls):
+                cls.class_version = EVENT_VERSIONS.get(qualname, 1)  # type: ignore[attr-defined]
+
+
+declare_versions()

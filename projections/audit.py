@@ -1,0 +1,231 @@
+"""Audit: one row per decision — model call, tool call with its input and result, approval,
+retry, undo, redo, fork, sub-agent start, failure — with time, session, turn and links.
+
+The row's key is the event's log position, so the trail is in commit order and a rebuild
+reproduces it exactly. Session, Turn and ToolCall events without a dedicated handler still
+get a row (kind = their event name), so a decision recorded by a newer feature is never
+silently missing from the trail.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from .base import Projection, on
+from .sql import Tx, dumps, iso
+
+TOOL_END = {
+    "ToolCall.Completed": "completed", "ToolCall.Failed": "failed", "ToolCall.Skipped": "skipped",
+    "ToolCall.Cancelled": "cancelled", "ToolCall.Interrupted": "interrupted",
+}
+TURN_END = {
+    "Turn.Completed": ("turn_end", "completed", False), "Turn.Failed": ("failure", "failed", True),
+    "Turn.Cancelled": ("cancel", "cancelled", False), "Turn.Stopped": ("guard_stop", "stopped", True),
+    "Turn.Interrupted": ("interrupted", "interrupted", True),
+}
+SKIP = {"Turn.Started", "Turn.ApprovalRequested", "Turn.ToolResultsRecorded", "ToolCall.Started", "Session.TurnStarted",
+        "Session.TurnEnded", "ToolCall.Requested"}
+
+
+class AuditProjection(Projection):
+    name = "audit"
+    tables = {
+        "proj_audit_sessions": "session_id TEXT PRIMARY KEY, parent_session_id TEXT, parent_tool_call_id TEXT",
+        "proj_audit_turns": "turn_id TEXT PRIMARY KEY, session_id TEXT, number BIGINT",
+        "proj_audit_calls": "tool_call_id TEXT PRIMARY KEY, session_id TEXT, turn_id TEXT, tool_use_id TEXT, name TEXT, input TEXT",
+        "proj_audit": "position BIGINT PRIMARY KEY, at TEXT, session_id TEXT, turn_id TEXT, turn BIGINT, tool_call_id TEXT, "
+                      "kind TEXT, name TEXT, status TEXT, is_error BIGINT, detail TEXT, links TEXT",
+    }
+    indexes = (
+        "CREATE INDEX IF NOT EXISTS proj_audit_by_session ON proj_audit (session_id, position)",
+        "CREATE INDEX IF NOT EXISTS proj_audit_by_time ON proj_audit (at)",
+    )
+
+    def _row(self, tx: Tx, e: Any, position: int, kind: str, session_id: str | None, *, turn_id: str | None = None,
+             tool_call_id: str | None = None, name: str | None = None, status: str | None = None, is_error: bool = False,
+             detail: dict[str, Any] | None = None, links: dict[str, Any] | None = None) -> None:
+        number = tx.value("SELECT number FROM proj_audit_turns WHERE turn_id = %s", (turn_id,)) if turn_id else None
+        parents = tx.one("SELECT parent_session_id, parent_tool_call_id FROM proj_audit_sessions WHERE session_id = %s", (session_id,))
+        all_links = {k: v for k, v in {
+            "parent_session_id": parents[0] if parents else None,
+            "parent_tool_call_id": parents[1] if parents else None,
+            **(links or {}),
+        }.items() if v is not None}
+        tx.execute(
+            "INSERT INTO proj_audit VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+            (position, iso(e.timestamp), session_id, turn_id, number, tool_call_id, kind, name, status, int(is_error),
+             dumps(detail or {}), dumps(all_links)),
+        )
+
+    # -- sessions ------------------------------------------------------------------------------
+
+    @on("Session.Started")
+    def _started(self, tx: Tx, e: Any, position: int) -> None:
+        sid = str(e.originator_id)
+        parent, call = _s(e.parent_session_id), _s(e.parent_tool_call_id)
+        tx.execute("INSERT INTO proj_audit_sessions VALUES (%s, %s, %s)", (sid, parent, call))
+        kind = "fork" if e.forked_from else ("subagent_start" if parent else "session_start")
+        spec = e.spec or {}
+        self._row(tx, e, position, kind, sid, name=spec.get("name"),
+                  detail={"agent": spec.get("name"), "model": spec.get("model"), "tools": spec.get("tools"),
+                          "depth": spec.get("depth"), "head_turns": len(e.head)},
+                  links={"forked_from": e.forked_from} if e.forked_from else None)
+
+    @on("Session.InputQueued")
+    def _input(self, tx: Tx, e: Any, position: int) -> None:
+        self._row(tx, e, position, "input", str(e.originator_id), status=e.kind, detail={"input_id": e.input_id, "text": e.text})
+
+    @on("Session.TurnsUndone", "Session.TurnsRedone")
+    def _undo(self, tx: Tx, e: Any, position: int) -> None:
+        kind = "undo" if type(e).__qualname__.endswith("Undone") else "redo"
+        self._row(tx, e, position, kind, str(e.originator_id), detail={"turn_ids": [str(t) for t in e.turn_ids]})
+
+    @on("Session.TitleSet")
+    def _title(self, tx: Tx, e: Any, position: int) -> None:
+        self._row(tx, e, position, "title", str(e.originator_id), name=e.model or None, detail={"title": e.title, "usage": e.usage})
+
+    @on("Session.TitleFailed")
+    def _title_failed(self, tx: Tx, e: Any, position: int) -> None:
+        self._row(tx, e, position, "title", str(e.originator_id), name=e.model or None, status="failed", is_error=True,
+                  detail={"reason": e.reason, "usage": e.usage})
+
+    @on("Session.ToolAlwaysAllowed")
+    def _always(self, tx: Tx, e: Any, position: int) -> None:
+        self._row(tx, e, position, "always_allow", str(e.originator_id), name=e.tool_name)
+
+    # -- turns ---------------------------------------------------------------------------------
+
+    @on("Turn.Created")
+    def _turn(self, tx: Tx, e: Any, position: int) -> None:
+        tid, sid = str(e.originator_id), str(e.session_id)
+        tx.execute("INSERT INTO proj_audit_turns VALUES (%s, %s, %s)", (tid, sid, e.number))
+        self._row(tx, e, position, "turn_start", sid, turn_id=tid, name=e.agent, detail={"input_id": e.input_id, "input": e.input_text})
+
+    @on("Turn.ModelResponded")
+    def _responded(self, tx: Tx, e: Any, position: int) -> None:
+        tid = str(e.originator_id)
+        response = e.response
+        content = response.get("content", [])
+        error = response.get("error")
+        detail = {
+            "step": e.step, "usage": response.get("usage"), "latency_ms": e.latency_ms, "attempts": e.attempts,
+            "fingerprint": e.fingerprint, "tool_uses": [b.get("name") for b in content if b.get("type") == "tool_use"],
+            "text": "".join(b.get("text", "") for b in content if b.get("type") == "text"),
+        }
+        if error:
+            detail["error"] = error
+        self._row(tx, e, position, "model_call", self._session_of(tx, tid), turn_id=tid, name=response.get("model") or None,
+                  status=response.get("stop_reason"), is_error=response.get("stop_reason") == "error", detail=detail)
+
+    @on("Turn.ModelCallRetried")
+    def _retry(self, tx: Tx, e: Any, position: int) -> None:
+        tid = str(e.originator_id)
+        error = getattr(e, "error", None) or {}
+        self._row(tx, e, position, "retry", self._session_of(tx, tid), turn_id=tid, name=error.get("kind"), status=f"attempt {e.attempt}",
+                  is_error=True, detail={"step": e.step, "attempt": e.attempt, "reason": e.reason, "delay_s": e.delay_s, "error": error})
+
+    @on("Turn.Resumed")
+    def _resumed(self, tx: Tx, e: Any, position: int) -> None:
+        tid = str(e.originator_id)
+        self._row(tx, e, position, "resume", self._session_of(tx, tid), turn_id=tid, detail={"reason": e.reason})
+
+    @on(*TURN_END)
+    def _turn_end(self, tx: Tx, e: Any, position: int) -> None:
+        tid = str(e.originator_id)
+        kind, status, is_error = TURN_END[type(e).__qualname__]
+        detail = {k: v for k, v in {"final_text": getattr(e, "final_text", None), "reason": getattr(e, "reason", None),
+                                    "error": getattr(e, "error", None), "guard": getattr(e, "guard", None)}.items() if v is not None}
+        self._row(tx, e, position, kind, self._session_of(tx, tid), turn_id=tid, status=status, is_error=is_error, detail=detail)
+
+    def _session_of(self, tx: Tx, turn_id: str) -> str | None:
+        return tx.value("SELECT session_id FROM proj_audit_turns WHERE turn_id = %s", (turn_id,))
+
+    # -- tool calls ----------------------------------------------------------------------------
+
+    @on("ToolCall.Requested")
+    def _requested(self, tx: Tx, e: Any, position: int) -> None:
+        tx.execute("INSERT INTO proj_audit_calls VALUES (%s, %s, %s, %s, %s, %s)",
+                   (str(e.originator_id), str(e.session_id), str(e.turn_id), e.tool_use_id, e.name, dumps(e.input)))
+
+    def _call(self, tx: Tx, call_id: str) -> dict[str, Any]:
+        row = tx.one("SELECT session_id, turn_id, tool_use_id, name, input FROM proj_audit_calls WHERE tool_call_id = %s", (call_id,))
+        if row is None:
+            return {"session_id": None, "turn_id": None, "tool_use_id": None, "name": None, "input": None}
+        import json
+
+        return {"session_id": row[0], "turn_id": row[1], "tool_use_id": row[2], "name": row[3], "input": json.loads(row[4])}
+
+    @on("ToolCall.ApprovalRequested")
+    def _approval_requested(self, tx: Tx, e: Any, position: int) -> None:
+        self._tool_row(tx, e, position, "approval_requested", "awaiting_approval", False, {})
+
+    @on("ToolCall.Approved")
+    def _approved(self, tx: Tx, e: Any, position: int) -> None:
+        self._tool_row(tx, e, position, "approval", "approved", False, {"by": e.by, "always": e.always})
+
+    @on("ToolCall.Denied")
+    def _denied(self, tx: Tx, e: Any, position: int) -> None:
+        self._tool_row(tx, e, position, "approval", "denied", False, {"by": e.by, "reason": e.reason})
+
+    @on(*TOOL_END)
+    def _tool_end(self, tx: Tx, e: Any, position: int) -> None:
+        status = TOOL_END[type(e).__qualname__]
+        output = getattr(e, "output", None) if status == "completed" else getattr(e, "error", None)
+        is_error = bool(getattr(e, "is_error", False)) if status == "completed" else status in ("failed", "interrupted")
+        detail = {k: v for k, v in {"output": output, "reason": getattr(e, "reason", None), "duration_ms": getattr(e, "duration_ms", None),
+                                    "effects": getattr(e, "effects", None) or None, "error_kind": getattr(e, "error_kind", None)}.items()
+                  if v is not None}
+        self._tool_row(tx, e, position, "tool_call", status, is_error, detail)
+
+    def _tool_row(self, tx: Tx, e: Any, position: int, kind: str, status: str, is_error: bool, extra: dict[str, Any]) -> None:
+        cid = str(e.originator_id)
+        call = self._call(tx, cid)
+        self._row(tx, e, position, kind, call["session_id"], turn_id=call["turn_id"], tool_call_id=cid, name=call["name"],
+                  status=status, is_error=is_error, detail={"input": call["input"], **extra},
+                  links={"tool_use_id": call["tool_use_id"]})
+
+    # -- anything newer ------------------------------------------------------------------------
+
+    def unhandled(self, tx: Tx, e: Any, position: int) -> None:
+        name = type(e).__qualname__
+        owner, _, event = name.partition(".")
+        if owner not in ("Session", "Turn", "ToolCall") or name in SKIP:
+            return
+        fields = {k: v for k, v in vars(e).items() if k not in ("originator_id", "originator_version", "timestamp", "originator_topic")}
+        oid = str(e.originator_id)
+        if owner == "Session":
+            self._row(tx, e, position, _snake(event), oid, detail=fields)
+        elif owner == "Turn":
+            self._row(tx, e, position, _snake(event), self._session_of(tx, oid), turn_id=oid, detail=fields)
+        else:
+            self._tool_row(tx, e, position, _snake(event), _snake(event), False, fields)
+
+
+def _snake(name: str) -> str:
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
+
+
+def _s(value: Any) -> str | None:
+    return str(value) if value is not None else None
+
+
+def query(tx: Tx, session: str | None = None, tool: str | None = None, errors: bool = False,
+          since: str | None = None, limit: int | None = None) -> list[dict[str, Any]]:
+    """The trail in commit order, filtered; `since` is an ISO time in the stored format."""
+    where, params = [], []
+    if session:
+        where.append("session_id = %s")
+        params.append(session)
+    if tool:
+        where.append("tool_call_id IS NOT NULL AND name = %s")
+        params.append(tool)
+    if errors:
+        where.append("is_error = 1")
+    if since:
+        where.append("at >= %s")
+        params.append(since)
+    sql = "SELECT * FROM proj_audit" + (" WHERE " + " AND ".join(where) if where else "") + " ORDER BY position"
+    if limit:
+        sql += f" LIMIT {int(limit)}"
+    return tx.dicts(sql, params)

@@ -1,0 +1,160 @@
+"""Keeps projections current: read the log after each one's position, apply, track, commit.
+
+eventsourcing's ProjectionRunner needs a recorder that supports subscriptions, which SQLite's
+does not; this engine polls `select_notifications` instead, on both backends, and applies
+events in batches: one transaction per batch holds the rows and the new position, so a
+crash loses nothing and repeats nothing. Catch-up is cheap when nothing is new (one query per
+projection), so read commands call it before answering and are never stale.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable
+
+from eventsourcing.persistence import IntegrityError
+
+from .base import Projection
+from .sql import Database
+
+Progress = Callable[[str, int, int], None]  # (projection name, position, head)
+
+
+@dataclass(frozen=True)
+class Status:
+    name: str
+    position: int
+    lag: int
+    head: int
+
+
+class UnknownProjection(LookupError):
+    pass
+
+
+class ProjectionEngine:
+    def __init__(self, app: Any, projections: Iterable[Projection], batch_size: int = 500) -> None:
+        """`app` is the store's eventsourcing Application: its recorder, mapper and factory."""
+        self.app = app
+        self.recorder = app.recorder
+        self.mapper = app.mapper
+        self.db = Database(app.factory.tracking_recorder(), app.recorder.events_table_name)
+        self.projections = {p.name: p for p in projections}
+        self.batch_size = batch_size
+        self.ensure()
+
+    # -- set-up --------------------------------------------------------------------------------
+
+    def select(self, names: Iterable[str] | None = None) -> list[Projection]:
+        if names is None:
+            return list(self.projections.values())
+        chosen = []
+        for name in names:
+            if name not in self.projections:
+                known = ", ".join(self.projections)
+                raise UnknownProjection(f"no projection named {name!r}; known: {known}")
+            chosen.append(self.projections[name])
+        return chosen
+
+    def ensure(self) -> None:
+        """Create missing tables; a projection never tracked (or of a new version) starts from zero."""
+        for projection in self.projections.values():
+            for attempt in range(3):
+                try:
+                    if self.db.position(projection.key) is None:
+                        with self.db.transaction() as tx:
+                            projection.drop(tx)
+                            projection.create(tx)
+                            self.db.reset(tx, projection.key)
+                    else:
+                        with self.db.transaction() as tx:
+                            projection.create(tx)
+                    break
+                except Exception:  # noqa: BLE001 - another process set it up at the same moment
+                    if attempt == 2:
+                        raise
+
+    # -- reading the positions -----------------------------------------------------------------
+
+    def head(self) -> int:
+        return self.recorder.max_notification_id() or 0
+
+    def position(self, name: str) -> int:
+        return self.db.position(self.projections[name].key) or 0
+
+    def status(self) -> list[Status]:
+        head = self.head()
+        result = []
+        for projection in self.projections.values():
+            position = self.position(projection.name)
+            lag = self.db.count_after(position) if position < head else 0
+            result.append(Status(projection.name, position, lag, head))
+        return result
+
+    # -- applying events -----------------------------------------------------------------------
+
+    def catch_up(self, names: Iterable[str] | None = None, progress: Progress | None = None) -> int:
+        """Apply every event after each projection's position; return how many were applied."""
+        applied = 0
+        for projection in self.select(names):
+            applied += self._catch_up_one(projection, progress)
+        return applied
+
+    def _catch_up_one(self, projection: Projection, progress: Progress | None) -> int:
+        applied = 0
+        position = self.position(projection.name)
+        head = self.head()
+        while True:
+            notifications = self.recorder.select_notifications(
+                start=position, limit=self.batch_size, inclusive_of_start=False
+            )
+            if not notifications:
+                return applied
+            try:
+                with self.db.transaction() as tx:
+                    current = self.db.lock_position(tx, projection.key) or 0
+                    if current != position:
+                        raise _Moved(current)
+                    self.db.advance(tx, projection.key, notifications[-1].id)
+                    for notification in notifications:
+                        projection.process(tx, self.mapper.to_domain_event(notification), notification.id)
+            except _Moved as moved:
+                position = moved.position  # another process applied this batch; continue after it
+                continue
+            except IntegrityError:
+                position = self.position(projection.name)
+                continue
+            applied += len(notifications)
+            position = notifications[-1].id
+            if progress is not None:
+                progress(projection.name, position, max(head, position))
+
+    def rebuild(self, names: Iterable[str] | None = None, progress: Progress | None = None) -> int:
+        """Drop the projections' tables and replay the whole log into them."""
+        chosen = self.select(names)
+        for projection in chosen:
+            with self.db.transaction() as tx:
+                self.db.lock_position(tx, projection.key)
+                projection.drop(tx)
+                projection.create(tx)
+                self.db.reset(tx, projection.key)
+            if progress is not None:
+                progress(projection.name, 0, self.head())
+        return self.catch_up([p.name for p in chosen], progress)
+
+    # -- inspection ----------------------------------------------------------------------------
+
+    def dump(self, name: str) -> dict[str, list[tuple[Any, ...]]]:
+        """Every row of the projection's tables, sorted: what 'identical tables' compares."""
+        projection = self.projections[name]
+        with self.db.transaction(commit=False) as tx:
+            return {table: sorted(tx.rows(f"SELECT * FROM {table}"), key=repr) for table in projection.tables}
+
+    def read(self) -> Any:
+        """A read-only transaction for queries over the projection tables."""
+        return self.db.transaction(commit=False)
+
+
+class _Moved(Exception):
+    def __init__(self, position: int) -> None:
+        self.position = position

@@ -1,0 +1,118 @@
+"""History: each session's conversation on its active branch, as a UI shows it.
+
+Turns own their messages (the user's input, each model response verbatim — failed ones too,
+marked by their stop reason — and the tool results); a session's branch is the ordered list
+of turn ids on its head. Undo shortens the branch and redo extends it, without touching
+messages; a fork starts with a branch that names its parent's turns, copying nothing.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .base import Projection, on
+from .sql import Tx, dumps, iso
+
+END_STATES = {
+    "Turn.Completed": "completed", "Turn.Failed": "failed", "Turn.Cancelled": "cancelled",
+    "Turn.Stopped": "stopped", "Turn.Interrupted": "interrupted",
+}
+
+
+class HistoryProjection(Projection):
+    name = "history"
+    tables = {
+        "proj_history_sessions": "session_id TEXT PRIMARY KEY, agent TEXT, parent_session_id TEXT, "
+                                 "forked_from TEXT, created_at TEXT",
+        "proj_history_branch": "session_id TEXT NOT NULL, idx BIGINT NOT NULL, turn_id TEXT NOT NULL, "
+                               "PRIMARY KEY (session_id, idx)",
+        "proj_history_turns": "turn_id TEXT PRIMARY KEY, session_id TEXT, number BIGINT, input_text TEXT, status TEXT, "
+                              "final_text TEXT, reason TEXT, started_at TEXT, ended_at TEXT",
+        "proj_history_messages": "turn_id TEXT NOT NULL, seq BIGINT NOT NULL, step BIGINT, role TEXT, content TEXT, "
+                                 "stop_reason TEXT, at TEXT, PRIMARY KEY (turn_id, seq)",
+    }
+
+    @on("Session.Started")
+    def _started(self, tx: Tx, e: Any, position: int) -> None:
+        tx.execute(
+            "INSERT INTO proj_history_sessions VALUES (%s, %s, %s, %s, %s)",
+            (str(e.originator_id), (e.spec or {}).get("name"), _s(e.parent_session_id),
+             dumps(e.forked_from) if e.forked_from else None, iso(e.timestamp)),
+        )
+        self._append(tx, str(e.originator_id), [str(t) for t in e.head])
+
+    @on("Session.TurnStarted")
+    def _turn_started(self, tx: Tx, e: Any, position: int) -> None:
+        self._append(tx, str(e.originator_id), [str(e.turn_id)])
+
+    @on("Session.TurnsRedone")
+    def _redone(self, tx: Tx, e: Any, position: int) -> None:
+        self._append(tx, str(e.originator_id), [str(t) for t in e.turn_ids])
+
+    @on("Session.TurnsUndone")
+    def _undone(self, tx: Tx, e: Any, position: int) -> None:
+        sid = str(e.originator_id)
+        length = tx.value("SELECT COUNT(*) FROM proj_history_branch WHERE session_id = %s", (sid,))
+        tx.execute("DELETE FROM proj_history_branch WHERE session_id = %s AND idx >= %s", (sid, length - len(e.turn_ids)))
+
+    def _append(self, tx: Tx, sid: str, turn_ids: list[str]) -> None:
+        start = tx.value("SELECT COUNT(*) FROM proj_history_branch WHERE session_id = %s", (sid,))
+        for offset, turn_id in enumerate(turn_ids):
+            tx.execute("INSERT INTO proj_history_branch VALUES (%s, %s, %s)", (sid, start + offset, turn_id))
+
+    @on("Turn.Created")
+    def _turn_created(self, tx: Tx, e: Any, position: int) -> None:
+        tid = str(e.originator_id)
+        tx.execute(
+            "INSERT INTO proj_history_turns VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)",
+            (tid, str(e.session_id), e.number, e.input_text, "pending", None, None, iso(e.timestamp), None),
+        )
+        self._message(tx, tid, None, "user", [{"type": "text", "text": e.input_text}], None, e.timestamp)
+
+    @on("Turn.ModelResponded")
+    def _responded(self, tx: Tx, e: Any, position: int) -> None:
+        response = e.response
+        self._message(tx, str(e.originator_id), e.step, "assistant", response.get("content", []),
+                      response.get("stop_reason"), e.timestamp)
+
+    @on("Turn.ToolResultsRecorded")
+    def _results(self, tx: Tx, e: Any, position: int) -> None:
+        self._message(tx, str(e.originator_id), e.step, "user", e.blocks, None, e.timestamp)
+
+    def _message(self, tx: Tx, tid: str, step: int | None, role: str, content: list, stop: str | None, at: Any) -> None:
+        seq = tx.value("SELECT COUNT(*) FROM proj_history_messages WHERE turn_id = %s", (tid,))
+        tx.execute("INSERT INTO proj_history_messages VALUES (%s, %s, %s, %s, %s, %s, %s)",
+                   (tid, seq, step, role, dumps(content), stop, iso(at)))
+
+    @on("Turn.Started", "Turn.Resumed")
+    def _running(self, tx: Tx, e: Any, position: int) -> None:
+        tx.execute("UPDATE proj_history_turns SET status = 'running' WHERE turn_id = %s", (str(e.originator_id),))
+
+    @on("Turn.ApprovalRequested")
+    def _awaiting(self, tx: Tx, e: Any, position: int) -> None:
+        tx.execute("UPDATE proj_history_turns SET status = 'awaiting_approval' WHERE turn_id = %s", (str(e.originator_id),))
+
+    @on(*END_STATES)
+    def _ended(self, tx: Tx, e: Any, position: int) -> None:
+        status = END_STATES[type(e).__qualname__]
+        ended = None if status == "interrupted" else iso(e.timestamp)
+        tx.execute(
+            "UPDATE proj_history_turns SET status = %s, final_text = %s, reason = %s, ended_at = %s WHERE turn_id = %s",
+            (status, getattr(e, "final_text", None), getattr(e, "reason", None), ended, str(e.originator_id)),
+        )
+
+
+def conversation(tx: Tx, session_id: str) -> list[dict[str, Any]]:
+    """The session's active branch, message by message, oldest first."""
+    return tx.dicts(
+        "SELECT b.idx AS branch_index, t.turn_id, t.number AS turn, t.status AS turn_status, m.seq, m.step, m.role, "
+        "m.content, m.stop_reason, m.at FROM proj_history_branch b "
+        "JOIN proj_history_turns t ON t.turn_id = b.turn_id "
+        "JOIN proj_history_messages m ON m.turn_id = b.turn_id "
+        "WHERE b.session_id = %s ORDER BY b.idx, m.seq",
+        (session_id,),
+    )
+
+
+def _s(value: Any) -> str | None:
+    return str(value) if value is not None else None

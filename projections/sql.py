@@ -1,0 +1,120 @@
+"""One SQL surface over the store's own database, SQLite file or PostgreSQL schema.
+
+Projections live in the same database as the events so that a projection's rows and its
+tracking position commit in one transaction. The positions are kept by eventsourcing's own
+tracking recorder (single-row tracking: one row per name, only ever moved forward), keyed by
+projection name rather than application name — SQLite's `tracking` table is shared by every
+tracker in the file, so the key is what keeps them apart.
+
+Projection SQL is written once with `%s` placeholders and portable types (TEXT, BIGINT,
+DOUBLE PRECISION); on SQLite the placeholders become `?`, on PostgreSQL each transaction
+sets its search_path to the store's schema.
+"""
+
+from __future__ import annotations
+
+import json
+from contextlib import contextmanager
+from datetime import datetime, timezone
+from typing import Any, Iterator, Sequence
+
+from eventsourcing.persistence import Tracking, TrackingRecorder
+
+
+def iso(value: datetime) -> str:
+    """A fixed-width UTC timestamp, so that text comparison is time comparison."""
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=timezone.utc)
+    return value.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def dumps(value: Any) -> str:
+    """Deterministic JSON for stored columns: the same input always gives the same text."""
+    return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str)
+
+
+class Tx:
+    """A cursor inside one transaction, with the placeholder style of its backend."""
+
+    def __init__(self, cursor: Any, db: "Database") -> None:
+        self.cursor = cursor
+        self.db = db
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> None:
+        if self.db.backend == "sqlite":
+            sql = sql.replace("%s", "?")
+        self.cursor.execute(sql, tuple(params))
+
+    def rows(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        self.execute(sql, params)
+        fetched = self.cursor.fetchall()
+        if self.db.backend == "sqlite":
+            return [tuple(r) for r in fetched]
+        return [tuple(r.values()) if isinstance(r, dict) else tuple(r) for r in fetched]
+
+    def one(self, sql: str, params: Sequence[Any] = ()) -> tuple[Any, ...] | None:
+        found = self.rows(sql, params)
+        return found[0] if found else None
+
+    def value(self, sql: str, params: Sequence[Any] = ()) -> Any:
+        row = self.one(sql, params)
+        return row[0] if row else None
+
+    def dicts(self, sql: str, params: Sequence[Any] = ()) -> list[dict[str, Any]]:
+        self.execute(sql, params)
+        fetched = self.cursor.fetchall()
+        if self.db.backend == "sqlite":
+            return [{k: r[k] for k in r.keys()} for r in fetched]  # sqlite3.Row
+        return [dict(r) for r in fetched]  # psycopg dict_row
+
+
+class Database:
+    """The store's database seen through its tracking recorder's datastore."""
+
+    def __init__(self, tracking: TrackingRecorder, events_table: str) -> None:
+        self.tracking = tracking
+        self.datastore: Any = tracking.datastore  # type: ignore[attr-defined]
+        self.backend = "postgresql" if "postgres" in type(tracking).__module__ else "sqlite"
+        self.schema = getattr(self.datastore, "schema", None) or "public"
+        self.tracking_table = "tracking" if self.backend == "sqlite" else tracking.tracking_table_name  # type: ignore[attr-defined]
+        self.events_table = events_table
+        self.position_column = "rowid" if self.backend == "sqlite" else "notification_id"
+
+    @contextmanager
+    def transaction(self, commit: bool = True) -> Iterator[Tx]:
+        with self.datastore.transaction(commit=commit) as cursor:
+            tx = Tx(cursor, self)
+            if self.backend == "postgresql":
+                from psycopg import sql as pgsql
+
+                cursor.execute(pgsql.SQL("SET LOCAL search_path TO {}").format(pgsql.Identifier(self.schema)))
+            yield tx
+
+    # -- positions -----------------------------------------------------------------------------
+
+    def position(self, key: str) -> int | None:
+        """The last log position applied under `key`, 0 if reset, None if never tracked."""
+        return self.tracking.max_tracking_id(key)
+
+    def lock_position(self, tx: Tx, key: str) -> int | None:
+        """Take the write lock on `key`'s tracking row, then read it.
+
+        A write as the transaction's first statement makes SQLite take its write lock before
+        any read snapshot exists (so it waits instead of failing), and makes PostgreSQL lock
+        the row, so two catch-ups never apply the same events twice.
+        """
+        tx.execute(f"UPDATE {self.tracking_table} SET notification_id = notification_id WHERE application_name = %s", (key,))
+        return tx.value(f"SELECT notification_id FROM {self.tracking_table} WHERE application_name = %s", (key,))
+
+    def advance(self, tx: Tx, key: str, position: int) -> None:
+        """Move `key` forward in the same transaction as the rows; a replay raises IntegrityError."""
+        self.tracking._insert_tracking(tx.cursor, Tracking(key, position))  # type: ignore[attr-defined]
+
+    def reset(self, tx: Tx, key: str) -> None:
+        tx.execute(f"DELETE FROM {self.tracking_table} WHERE application_name = %s", (key,))
+        self.advance(tx, key, 0)
+
+    def count_after(self, position: int) -> int:
+        """Events in the log after `position`: a projection's lag."""
+        with self.transaction(commit=False) as tx:
+            return int(tx.value(f"SELECT COUNT(*) FROM {self.events_table} WHERE {self.position_column} > %s", (position,)) or 0)

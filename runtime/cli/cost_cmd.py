@@ -1,0 +1,57 @@
+"""`chronicle cost [SESSION] [--by model|day]`: tokens by kind and USD, sub-agents rolled up."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Optional
+
+import typer
+from rich.table import Table
+
+from chronicle.projections.cost import CostReport
+from chronicle.runtime.read_models import caught_up
+
+from .common import DbOption, JsonOption, cli_errors, fail, open_store, out_console, print_json
+
+
+def cost(
+    session: Annotated[Optional[str], typer.Argument(help="Session id or unique prefix; all sessions if omitted")] = None,
+    by: Annotated[Optional[str], typer.Option("--by", help="Split the figures by model or by day (UTC)")] = None,
+    as_json: JsonOption = False,
+    db: DbOption = None,
+) -> None:
+    """Tokens (input, output, cache write, cache read) and USD (null if any call has no known price).
+
+    For SESSION: its own figures (scope "self"), its total with every sub-agent below it
+    ("total"), and one object per direct child ("child", that child's own total). Without
+    SESSION: one object per session, scope "total" (sum the roots for a grand total).
+    """
+    with cli_errors():
+        if by not in (None, "model", "day"):
+            fail(f"--by takes model or day, not {by!r}", 2)
+        store = open_store(db)
+        sid = str(store.resolve_session_id(session)) if session else None
+        engine = caught_up(store)
+        with engine.read() as tx:
+            report = CostReport(tx, by=by)
+            objects = report.for_session(sid) if sid else report.all_sessions()
+        if as_json:
+            for obj in objects:
+                print_json(obj)
+            return
+        render(objects, by)
+
+
+def render(objects: list[dict[str, Any]], by: str | None) -> None:
+    if not objects:
+        out_console.print("no sessions yet; start one with `chronicle run PROMPT`")
+        return
+    columns = ["scope", "session", "agent", *([by] if by else []), "input", "output", "cache write", "cache read", "USD"]
+    table = Table(*columns)
+    for o in objects:
+        usd = f"? ({o['unpriced_calls']} call(s) unpriced)" if o["usd"] is None else f"{o['usd']:.6f}"
+        table.add_row(
+            o["scope"], o["session_id"][:8], o.get("agent") or "", *([str(o.get(by) or "")] if by else []),
+            str(o["input_tokens"]), str(o["output_tokens"]), str(o["cache_creation_input_tokens"]),
+            str(o["cache_read_input_tokens"]), usd,
+        )
+    out_console.print(table)

@@ -1,0 +1,132 @@
+"""`chronicle projections status | rebuild | run`: see, rebuild and keep the read models current."""
+
+from __future__ import annotations
+
+import signal
+import threading
+from contextlib import contextmanager
+from typing import Annotated, Any, Iterator, Optional
+
+import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from chronicle.projections import ProjectionEngine, UnknownProjection
+from chronicle.runtime.read_models import projection_engine
+
+from .common import DbOption, JsonOption, cli_errors, err_console, fail, open_store, out_console, print_json
+
+app = typer.Typer(
+    name="projections",
+    help="Read models (history, summaries, cost, audit) built from the event log: status, rebuild, run.",
+    no_args_is_help=True,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+
+def _engine(db: str | None) -> ProjectionEngine:
+    return projection_engine(open_store(db))
+
+
+@app.command()
+def status(as_json: JsonOption = False, db: DbOption = None) -> None:
+    """One line per projection: its position in the log and how many events it is behind."""
+    with cli_errors():
+        engine = _engine(db)
+        rows = [{"name": s.name, "position": s.position, "lag": s.lag, "head": s.head} for s in engine.status()]
+        if as_json:
+            for row in rows:
+                print_json(row)
+            return
+        table = Table("projection", "position", "lag", "log head")
+        for row in rows:
+            lag = f"[green]{row['lag']}[/]" if row["lag"] == 0 else f"[yellow]{row['lag']}[/]"
+            table.add_row(row["name"], str(row["position"]), lag, str(row["head"]))
+        out_console.print(table)
+
+
+@app.command()
+def rebuild(
+    name: Annotated[Optional[str], typer.Argument(help="One projection (history, summaries, cost, audit); all if omitted")] = None,
+    db: DbOption = None,
+) -> None:
+    """Drop a projection's tables (all of them without NAME) and replay the log from zero."""
+    with cli_errors():
+        engine = _engine(db)
+        names = [name] if name else None
+        try:
+            chosen = engine.select(names)
+        except UnknownProjection as exc:
+            fail(f"{exc}", 2)
+        with _progress(engine, [p.name for p in chosen]) as report:
+            engine.rebuild(names, progress=report)
+        for s in engine.status():
+            if s.name in {p.name for p in chosen}:
+                err_console.print(f"rebuilt [bold]{s.name}[/] to position {s.position} (lag {s.lag})")
+
+
+@contextmanager
+def _progress(engine: ProjectionEngine, names: list[str]) -> Iterator[Any]:
+    head = engine.head()
+    with Progress(
+        TextColumn("{task.description:<10}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+        console=err_console, transient=False,
+    ) as progress:
+        tasks = {n: progress.add_task(n, total=max(head, 1)) for n in names}
+
+        def report(name: str, position: int, top: int) -> None:
+            progress.update(tasks[name], completed=position, total=max(top, 1))
+
+        yield report
+        for n in names:
+            progress.update(tasks[n], completed=progress.tasks[tasks[n]].total)
+
+
+@app.command()
+def run(
+    follow: Annotated[bool, typer.Option("--follow", help="Keep running: apply new events as they are committed")] = False,
+    poll: Annotated[float, typer.Option("--poll", min=0.01, help="Seconds between polls (SQLite), or the LISTEN timeout (PostgreSQL)")] = 0.5,
+    db: DbOption = None,
+) -> None:
+    """Bring every projection up to date; with --follow, keep them current until SIGINT/SIGTERM."""
+    with cli_errors():
+        store = open_store(db)
+        engine = projection_engine(store)
+        applied = engine.catch_up()
+        if not follow:
+            err_console.print(f"applied {applied} event(s); projections at position {engine.head()}")
+            return
+        stop = threading.Event()
+        previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGINT, signal.SIGTERM)}
+        err_console.print(f"following {store.describe()} ({'LISTEN/NOTIFY' if store.backend == 'postgresql' else f'poll every {poll:g} s'})")
+        try:
+            with _waiter(store, poll, stop) as wait:
+                while not stop.is_set():
+                    applied = engine.catch_up()
+                    if applied:
+                        err_console.print(f"applied {applied} event(s); position {engine.head()}")
+                    wait()
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+        err_console.print("stopped; every applied batch is committed with its position")
+
+
+@contextmanager
+def _waiter(store: Any, poll: float, stop: threading.Event) -> Iterator[Any]:
+    """A function that returns when new events may be there: NOTIFY on PostgreSQL, a timer on SQLite."""
+    if store.backend != "postgresql":
+        yield lambda: stop.wait(poll)
+        return
+    from psycopg import sql as pgsql
+
+    recorder = store.recorder
+    with recorder.datastore.get_connection() as conn:
+        conn.execute(pgsql.SQL("LISTEN {}").format(pgsql.Identifier(recorder.channel_name)))
+        conn.commit()
+
+        def wait() -> None:
+            for _ in conn.notifies(timeout=poll, stop_after=1):
+                pass
+
+        yield wait

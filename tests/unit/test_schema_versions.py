@@ -1,0 +1,33 @@
+"""Every event class declares its version, and every version step has its upcaster."""
+
+from __future__ import annotations
+
+from chronicle.domain.schema import AGGREGATE_VERSIONS, AGGREGATES, EVENT_VERSIONS, event_classes
+from chronicle.domain.turn import Turn, error_from_reason
+
+
+def test_every_event_class_is_in_the_version_table_with_its_class_version():
+    found = {name: cls for aggregate in AGGREGATES for name, cls in event_classes(aggregate).items()}
+    assert sorted(found) == sorted(EVENT_VERSIONS), "add new event classes to domain/schema.py EVENT_VERSIONS"
+    for name, cls in found.items():
+        assert "class_version" in vars(cls) and cls.class_version == EVENT_VERSIONS[name], name
+        for step in range(1, cls.class_version):
+            assert callable(getattr(cls, f"upcast_v{step}_v{step + 1}")), f"{name} lacks upcast_v{step}_v{step + 1}"
+
+
+def test_every_aggregate_that_changed_upcasts_its_snapshots():
+    for aggregate in AGGREGATES:
+        version = getattr(aggregate, "class_version", 1)
+        assert version == AGGREGATE_VERSIONS[aggregate.__name__]
+        for step in range(1, version):
+            assert callable(getattr(aggregate, f"upcast_v{step}_v{step + 1}"))
+
+
+def test_a_v1_turn_snapshot_gains_structured_errors_for_its_retries():
+    state = {"retries": [{"step": 0, "attempt": 1, "reason": "rate_limit_error: slow down", "delay_s": 2.0}]}
+    Turn.upcast_v1_v2(state)
+    assert state["retries"][0]["error"] == {"kind": "rate_limit_error", "message": "slow down", "status": None, "retry_after_s": None}
+
+
+def test_a_reason_without_a_kind_becomes_a_generic_error():
+    assert error_from_reason("boom")["kind"] == "error" and error_from_reason("boom")["message"] == "boom"
