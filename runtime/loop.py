@@ -13,6 +13,8 @@ from pathlib import Path
 from typing import Any
 from uuid import UUID
 
+from eventsourcing.persistence import IntegrityError, PersistenceError
+
 from chronicle.domain.content import Message
 from chronicle.domain.context import build_context
 from chronicle.domain.ids import tool_call_id, turn_id as make_turn_id
@@ -40,6 +42,8 @@ class LoopOptions:
     tool_timeout_s: float = 180.0
     max_tokens: int = 8192
     retry: RetryPolicy = field(default_factory=RetryPolicy)
+    #: Ask this model instead of the one recorded on the session (`resume --model`).
+    model: str | None = None
 
 
 @dataclass
@@ -94,6 +98,11 @@ class AgentLoop:
         session = self.store.session(session_id)
         if session.active_turn_id is not None:
             turn = self.store.turn(session.active_turn_id)
+            if turn.finished:
+                # Finished by another writer (cancel, guard) before the session heard of it.
+                session.end_turn(turn.id, turn.status, self.clock.now())
+                self.save(session)
+                return TurnOutcome(session.id, turn.id, turn.status, text=turn.final_text or "", reason=turn.reason)
             self._reopen(turn)
         elif session.next_input is not None:
             turn = self._start_turn(session)
@@ -114,6 +123,17 @@ class AgentLoop:
         return outcome
 
     def _start_turn(self, session: Session) -> Turn:
+        """Start the oldest input; a concurrent `submit` on the session only costs a reload."""
+        for _ in range(20):
+            try:
+                return self._try_start_turn(session)
+            except IntegrityError:
+                session = self.store.session(session.id)
+                if session.active_turn_id is not None or session.next_input is None:
+                    raise
+        raise IntegrityError(f"session {session.id}: could not start a turn after 20 conflicting writes")
+
+    def _try_start_turn(self, session: Session) -> Turn:
         now = self.clock.now()
         item = session.next_input
         assert item is not None
@@ -158,7 +178,7 @@ class AgentLoop:
                 reason = f"max_iterations reached: {turn.model_calls} model call(s) without a final answer"
                 return self._finish(session, turn, "failed", reason)
             request = ModelRequest(
-                model=spec.model, system=spec.instructions, messages=build_messages(prior, turn),
+                model=self.options.model or spec.model, system=spec.instructions, messages=build_messages(prior, turn),
                 tools=self.toolbox.schemas(), max_tokens=self.options.max_tokens, agent=spec.name,
                 session_id=str(session.id), turn_number=turn.number, call_index=turn.model_calls,
             )
@@ -258,6 +278,23 @@ class AgentLoop:
         return self._finish(session, turn, "stopped", stop.reason, error={"guard": stop.guard})
 
     def _finish(self, session: Session, turn: Turn, status: str, reason: str | None = None, error: dict | None = None) -> TurnOutcome:
+        """End the turn and free the session in one transaction.
+
+        A version conflict on the session alone (an input submitted meanwhile) is retried on a
+        fresh copy; a conflict on the turn means someone else advanced it, and is raised.
+        """
+        for _ in range(20):
+            base = turn.version
+            try:
+                return self._try_finish(session, turn, status, reason, error)
+            except IntegrityError:
+                fresh = self.store.turn(turn.id)
+                if fresh.version != base:
+                    raise
+                session, turn = self.store.session(session.id), fresh
+        raise IntegrityError(f"session {session.id}: could not end turn {turn.id} after 20 conflicting writes")
+
+    def _try_finish(self, session: Session, turn: Turn, status: str, reason: str | None, error: dict | None) -> TurnOutcome:
         now = self.clock.now()
         if status == "completed":
             turn.complete(now)
@@ -277,7 +314,24 @@ class AgentLoop:
         return self._finish(session, turn, "cancelled", reason)
 
     async def _crash(self, session: Session, turn: Turn, exc: Exception) -> TurnOutcome:
-        """An unexpected error: record it as the turn's failure if the store still answers."""
+        """An unexpected error: record it as the turn's failure if the store still answers.
+
+        Two errors are not the turn's fault and leave it in flight instead: a version conflict
+        (another process advanced the session; it owns the turn now) and a lost connection to
+        the store (nothing half-written survives a failed transaction, so `resume` continues).
+        """
+        if isinstance(exc, IntegrityError):
+            reason = f"another process advanced session {session.id} at the same time; this process left the turn to it"
+            await self.emit(ErrorEvent(session_id=str(session.id), turn_id=str(turn.id), message=reason, kind="conflict"))
+            return TurnOutcome(session.id, turn.id, "conflict", reason=reason)
+        if isinstance(exc, PersistenceError):
+            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            reason = (
+                f"lost the event store ({type(exc).__name__}: {first}); the turn is still in flight and "
+                f"`chronicle resume {session.id}` continues it"
+            )
+            await self.emit(ErrorEvent(session_id=str(session.id), turn_id=str(turn.id), message=reason, kind="store"))
+            return TurnOutcome(session.id, turn.id, "interrupted", reason=reason)
         reason = f"internal error: {type(exc).__name__}: {exc}"
         await self.emit(ErrorEvent(session_id=str(session.id), turn_id=str(turn.id), message=reason, kind="internal"))
         try:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from . import demo_cmd, inspect_cmd, run_cmd
+from . import demo_cmd, inspect_cmd, run_cmd, timetravel_cmd, worker_cmd
 
 app = typer.Typer(
     name="chronicle",
@@ -19,6 +19,9 @@ app.command()(inspect_cmd.sessions)
 app.command()(inspect_cmd.log)
 app.command()(inspect_cmd.history)
 app.command()(demo_cmd.demo)
+for _command in (timetravel_cmd.undo, timetravel_cmd.redo, timetravel_cmd.fork, timetravel_cmd.replay,
+                 worker_cmd.resume, worker_cmd.approve, worker_cmd.deny, worker_cmd.submit, worker_cmd.worker):
+    app.command()(_command)
 
 
 def main() -> None:

@@ -15,7 +15,7 @@ from chronicle.domain.tool_call import ToolCall
 from chronicle.domain.turn import Turn
 from chronicle.runtime.store import ChronicleStore
 
-from .common import DbOption, JsonOption, cli_errors, open_store, out_console, print_json
+from .common import DbOption, JsonOption, cli_errors, fail, open_store, out_console, print_json
 from .render import short
 
 AGGREGATE_KINDS = {Session: "session", Turn: "turn", ToolCall: "tool_call"}
@@ -129,15 +129,32 @@ def describe(entry: dict[str, Any]) -> str:
 
 def history(
     session: Annotated[str, typer.Argument(help="Session id or unique prefix")],
+    at: Annotated[Optional[int], typer.Option("--at", min=1, help="As it was when turn TURN (from 1) had completed")] = None,
+    version: Annotated[Optional[int], typer.Option("--version", min=1, help="As of the session's N-th event")] = None,
     as_json: JsonOption = False,
     db: DbOption = None,
 ) -> None:
-    """Show the messages the model will see next (the active branch), in Anthropic format."""
+    """Show the messages the model will see next (the active branch), in Anthropic format; or as they were."""
+    from chronicle.runtime.timetravel import TimeTravelError, as_of_turn, as_of_version
+
     with cli_errors():
         store = open_store(db)
-        record = store.session(store.resolve_session_id(session))
+        sid = store.resolve_session_id(session)
+        if at is not None and version is not None:
+            fail("--at and --version pick a moment each; give one of them", 2)
+        record = store.session(sid)
+        turns = None
+        try:
+            if at is not None:
+                past = as_of_turn(store, sid, at)
+                record, turns = past.session, past.turns
+            elif version is not None:
+                past = as_of_version(store, sid, version)
+                record, turns = past.session, past.turns
+        except TimeTravelError as exc:
+            fail(str(exc))
         summary = record.compaction["summary"] if record.compaction else None
-        messages = build_context(store.head_turns(record), summary=summary)
+        messages = build_context(turns if turns is not None else store.head_turns(record), summary=summary)
         if as_json:
             for message in messages:
                 print_json(message.wire())

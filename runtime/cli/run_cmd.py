@@ -17,6 +17,7 @@ from chronicle.runtime.providers import ProviderConfigError, default_model, defa
 from chronicle.runtime.sessions import start_session, submit_input
 from chronicle.runtime.store import ChronicleStore
 from chronicle.runtime.tools import DEFAULT_TOOLS, toolbox_for
+from chronicle.runtime.worker import normalise_provider
 
 from .common import DbOption, JsonOption, WorkspaceOption, cli_errors, err_console, fail, open_store
 from .render import HumanRenderer, JsonLinesRenderer
@@ -89,6 +90,8 @@ def report(outcome: TurnOutcome | None, as_json: bool) -> int:
         err_console.print(f"[yellow]cancelled:[/] {outcome.reason}")
     elif outcome.status == "stopped":
         err_console.print(f"[red]stopped:[/] {outcome.reason}")
+    elif outcome.status in ("interrupted", "conflict"):
+        err_console.print(f"[red]error:[/] {outcome.reason}")
     elif not as_json:
         err_console.print(f"[dim]session {outcome.session_id}[/]")
     return outcome.exit_code
@@ -122,7 +125,7 @@ def run(
                               JsonLinesRenderer() if as_json else HumanRenderer())
             submit_input(store, sid, prompt)
         else:
-            provider_name = provider or default_provider_name()
+            provider_name = normalise_provider(provider) or default_provider_name()  # absolute script path: resume finds it
             spec = AgentSpec(
                 name="main", provider=provider_name or "", model=model or ("scripted" if (provider_name or "").startswith("scripted:") else default_model()),
                 tools=DEFAULT_TOOLS, max_iterations=max_iterations, workspace=str(ws),
