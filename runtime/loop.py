@@ -95,19 +95,25 @@ class AgentLoop:
 
     async def run_next(self, session_id: UUID) -> TurnOutcome | None:
         """Continue the turn in flight, or start the oldest queued input; None when idle and empty."""
-        session = self.store.session(session_id)
-        if session.active_turn_id is not None:
-            turn = self.store.turn(session.active_turn_id)
-            if turn.finished:
-                # Finished by another writer (cancel, guard) before the session heard of it.
-                session.end_turn(turn.id, turn.status, self.clock.now())
-                self.save(session)
-                return TurnOutcome(session.id, turn.id, turn.status, text=turn.final_text or "", reason=turn.reason)
-            self._reopen(turn)
-        elif session.next_input is not None:
-            turn = self._start_turn(session)
-        else:
-            return None
+        try:
+            session = self.store.session(session_id)
+            if session.active_turn_id is not None:
+                turn = self.store.turn(session.active_turn_id)
+                if turn.finished:
+                    # Finished by another writer (cancel, guard) before the session heard of it.
+                    session.end_turn(turn.id, turn.status, self.clock.now())
+                    self.save(session)
+                    return TurnOutcome(session.id, turn.id, turn.status, text=turn.final_text or "", reason=turn.reason)
+                self._reopen(turn)
+            elif session.next_input is not None:
+                turn = self._start_turn(session)
+            else:
+                return None
+        except PersistenceError as exc:
+            # The commit may even have happened with only its acknowledgement lost: resume sorts it out.
+            outcome = self._left_in_flight(session_id, None, exc)
+            await self.emit(ErrorEvent(session_id=str(session_id), message=outcome.reason or "", kind=outcome.status))
+            return outcome
         await self.emit(TurnStart(session_id=str(session.id), turn_id=str(turn.id), number=turn.number, input=turn.input_text))
         await self.emit(StatusChange(session_id=str(session.id), status="busy"))
         try:
@@ -320,18 +326,11 @@ class AgentLoop:
         (another process advanced the session; it owns the turn now) and a lost connection to
         the store (nothing half-written survives a failed transaction, so `resume` continues).
         """
-        if isinstance(exc, IntegrityError):
-            reason = f"another process advanced session {session.id} at the same time; this process left the turn to it"
-            await self.emit(ErrorEvent(session_id=str(session.id), turn_id=str(turn.id), message=reason, kind="conflict"))
-            return TurnOutcome(session.id, turn.id, "conflict", reason=reason)
         if isinstance(exc, PersistenceError):
-            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-            reason = (
-                f"lost the event store ({type(exc).__name__}: {first}); the turn is still in flight and "
-                f"`chronicle resume {session.id}` continues it"
-            )
-            await self.emit(ErrorEvent(session_id=str(session.id), turn_id=str(turn.id), message=reason, kind="store"))
-            return TurnOutcome(session.id, turn.id, "interrupted", reason=reason)
+            outcome = self._left_in_flight(session.id, turn.id, exc)
+            kind = "conflict" if outcome.status == "conflict" else "store"
+            await self.emit(ErrorEvent(session_id=str(session.id), turn_id=str(turn.id), message=outcome.reason or "", kind=kind))
+            return outcome
         reason = f"internal error: {type(exc).__name__}: {exc}"
         await self.emit(ErrorEvent(session_id=str(session.id), turn_id=str(turn.id), message=reason, kind="internal"))
         try:
@@ -342,6 +341,18 @@ class AgentLoop:
         except Exception:  # noqa: BLE001 - the store is gone too; resume will find the turn in flight
             pass
         return TurnOutcome(session.id, turn.id, "failed", reason=reason)
+
+    @staticmethod
+    def _left_in_flight(session_id: UUID, turn_id: UUID | None, exc: Exception) -> TurnOutcome:
+        if isinstance(exc, IntegrityError):
+            reason = f"another process advanced session {session_id} at the same time; this process left the turn to it"
+            return TurnOutcome(session_id, turn_id, "conflict", reason=reason)
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        reason = (
+            f"lost the event store ({type(exc).__name__}: {first}); the turn is still in flight and "
+            f"`chronicle resume {session_id}` continues it"
+        )
+        return TurnOutcome(session_id, turn_id, "interrupted", reason=reason)
 
     def _prior_context(self, session: Session, turn: Turn) -> list[Message]:
         prior_ids = [t for t in session.head if t != turn.id]
