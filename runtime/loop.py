@@ -26,6 +26,7 @@ from .clock import SYSTEM_CLOCK, Clock
 from .hooks import Hooks, Stop
 from .live import Broker, ErrorEvent, StatusChange, TurnEnd, TurnStart, UsageEvent
 from .model_call import ModelCaller, build_messages, fingerprint, request_delta
+from .pricing import price
 from .providers.base import ModelRequest, Provider
 from .retry import RetryPolicy
 from .store import ChronicleStore
@@ -41,7 +42,7 @@ class LoopOptions:
     auto_approve: bool = False
     tool_timeout_s: float = 180.0
     max_tokens: int = 8192
-    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    retry: RetryPolicy = field(default_factory=RetryPolicy.from_env)
     #: Ask this model instead of the one recorded on the session (`resume --model`).
     model: str | None = None
 
@@ -180,6 +181,8 @@ class AgentLoop:
             last = turn.last_response
             if last is not None and not last.tool_uses and last.finished:
                 return self._finish(session, turn, "completed")
+            if last is not None and self._ended_by_tool(turn):
+                return self._finish(session, turn, "completed")
             if turn.model_calls >= max_iterations:
                 reason = f"max_iterations reached: {turn.model_calls} model call(s) without a final answer"
                 return self._finish(session, turn, "failed", reason)
@@ -198,14 +201,27 @@ class AgentLoop:
                 raise
             step = self._record_response(turn, response, request, attempts, latency_ms)
             await self.hooks.after_model_call(session, turn, response)
+            model = response.model or spec.model
             await self.emit(
-                UsageEvent(session_id=str(session.id), turn_id=str(turn.id), step=step, model=response.model or spec.model, usage=response.usage.model_dump())
+                UsageEvent(session_id=str(session.id), turn_id=str(turn.id), step=step, model=model, usage=response.usage.model_dump(),
+                           usd=price(model, response.usage, at=self.clock.now()))
             )
             if response.stop_reason == "error":
                 error = response.error
                 message = f"model call failed: {error.message if error else 'unknown error'}"
                 await self.emit(ErrorEvent(session_id=str(session.id), turn_id=str(turn.id), message=message, kind=error.kind if error else "error"))
                 return self._finish(session, turn, "failed", message, error=error.model_dump() if error else None)
+
+    def _ended_by_tool(self, turn: Turn) -> bool:
+        """Did a tool of the last step (task_complete) finish the turn? Read from the recorded calls,
+        so a process resumed after that result was stored ends the turn without another model call."""
+        step = turn.steps[-1]
+        uses = [b for b in step["response"].get("content", []) if b.get("type") == "tool_use"]
+        candidates = [b for b in uses if getattr(self.toolbox.get(b["name"]), "may_end_turn", False)]
+        return any(
+            call is not None and call.status == "completed" and call.ends_turn
+            for call in (self.store.find_tool_call(tool_call_id(turn.id, step["step"], b["id"])) for b in candidates)
+        )
 
     def _record_response(self, turn: Turn, response: Any, request: ModelRequest, attempts: int, latency_ms: float) -> int:
         """Record the response and open its tool calls in one transaction."""

@@ -120,7 +120,10 @@ class Replayer:
 
             return type(f"Replay{cls.__name__}", (cls,), {"run": run})()
 
-        return Toolbox([wrap(BUILTIN_TOOLS[name]) for name in self.session.spec.tools if name in BUILTIN_TOOLS])
+        from .agents.tools import ORCHESTRATION_TOOLS  # delegate & co. answer from the recording like any writer
+
+        known = {**BUILTIN_TOOLS, **ORCHESTRATION_TOOLS}
+        return Toolbox([wrap(known[name]) for name in self.session.spec.tools if name in known])
 
     async def run_tool(self, cls: type[Tool], tool: Tool, args: Any, ctx: ToolContext) -> ToolOutput:
         replay_store: ChronicleStore = ctx.loop.store
