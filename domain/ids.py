@@ -19,3 +19,7 @@ def tool_call_id(turn_id_: UUID, step: int, tool_use_id: str) -> UUID:
 
 def child_session_id(parent_tool_call_id: UUID, index: int) -> UUID:
     return uuid5(parent_tool_call_id, f"child/{index}")
+
+
+def lease_id(session_id: UUID) -> UUID:
+    return uuid5(session_id, "lease")

@@ -188,6 +188,16 @@ class Session(Aggregate):
         self.redo_stack.pop()
         self.head.extend(turn_ids)
 
+    def record_files_restored(self, turn_ids: list[UUID], files: list[dict[str, Any]], now: datetime) -> None:
+        """The workspace files that undone turns changed were put back as they were before them."""
+        if not files:
+            raise DomainError("a file restoration needs at least one file")
+        self._files_restored(turn_ids=list(turn_ids), files=list(files), timestamp=now)
+
+    @event("FilesRestored")
+    def _files_restored(self, turn_ids: list[UUID], files: list[dict[str, Any]], timestamp: datetime) -> None:
+        pass
+
     # -- descriptive facts ---------------------------------------------------------------------
 
     def set_title(self, title: str, now: datetime, usage: dict[str, Any] | None = None, model: str = "") -> None:

@@ -44,7 +44,9 @@ def eventsourcing_env(url: str) -> dict[str, str]:
             POSTGRES_PORT=str(parsed.port or 5432),
             POSTGRES_USER=unquote(parsed.username or "postgres"),
             POSTGRES_PASSWORD=unquote(parsed.password or ""),
-            POSTGRES_CONNECT_TIMEOUT="5",
+            # eventsourcing retries a lost connection 10 times, so an outage shorter than about
+            # 10 x this timeout is ridden out; a longer one fails the operation with a clear error.
+            POSTGRES_CONNECT_TIMEOUT=os.environ.get("CHRONICLE_PG_CONNECT_TIMEOUT", "5"),
             POSTGRES_POOL_SIZE="4",
             POSTGRES_MAX_OVERFLOW="4",
             POSTGRES_PRE_PING="y",

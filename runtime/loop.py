@@ -13,9 +13,11 @@ from pathlib import Path
 from typing import Any
 from uuid import UUID
 
+from eventsourcing.persistence import IntegrityError, PersistenceError
+
 from chronicle.domain.content import Message
 from chronicle.domain.context import build_context
-from chronicle.domain.errors import IllegalTransition
+from chronicle.domain.errors import DomainError
 from chronicle.domain.ids import tool_call_id, turn_id as make_turn_id
 from chronicle.domain.session import Session
 from chronicle.domain.tool_call import ToolCall
@@ -43,6 +45,8 @@ class LoopOptions:
     tool_timeout_s: float = 180.0
     max_tokens: int = 8192
     retry: RetryPolicy = field(default_factory=RetryPolicy.from_env)
+    #: Ask this model instead of the one recorded on the session (`resume --model`).
+    model: str | None = None
 
 
 @dataclass
@@ -97,20 +101,31 @@ class AgentLoop:
 
     async def run_next(self, session_id: UUID) -> TurnOutcome | None:
         """Continue the turn in flight, or start the oldest queued input; None when idle and empty."""
-        session = self.store.session(session_id)
-        if session.active_turn_id is not None:
-            turn = self.store.turn(session.active_turn_id)
-            self._reopen(turn)
-        elif session.next_input is not None:
-            if self.compactor is not None:
-                await self.compactor.maybe_compact(self, session)
-            try:
-                turn = self._start_turn(self.store.session(session_id))
+        try:
+            session = self.store.session(session_id)
+            if session.active_turn_id is not None:
+                turn = self.store.turn(session.active_turn_id)
+                if turn.finished:
+                    # Finished by another writer (cancel, guard) before the session heard of it.
+                    now = self.clock.now()
+                    self.store.update_session(session.id, lambda s: s.end_turn(turn.id, turn.status, now))
+                    return TurnOutcome(session.id, turn.id, turn.status, text=turn.final_text or "", reason=turn.reason)
+                self._reopen(turn)
+            elif session.next_input is not None:
+                if self.compactor is not None:
+                    await self.compactor.maybe_compact(self, session)
+                try:
+                    turn = self._start_turn(self.store.session(session_id))
+                except DomainError:
+                    return None  # another process started that input first; it drains the queue
                 session = self.store.session(session_id)
-            except IllegalTransition:
-                return None  # another process started a turn first; it drains the queue
-        else:
-            return None
+            else:
+                return None
+        except PersistenceError as exc:
+            # The commit may even have happened with only its acknowledgement lost: resume sorts it out.
+            outcome = self._left_in_flight(session_id, None, exc)
+            await self.emit(ErrorEvent(session_id=str(session_id), message=outcome.reason or "", kind=outcome.status))
+            return outcome
         await self.emit(TurnStart(session_id=str(session.id), turn_id=str(turn.id), number=turn.number, input=turn.input_text))
         await self.emit(StatusChange(session_id=str(session.id), status="busy"))
         task = asyncio.current_task()
@@ -137,6 +152,7 @@ class AgentLoop:
         return outcome
 
     def _start_turn(self, session: Session) -> Turn:
+        """Start the oldest queued input; the session write is retried on a fresh copy if it races."""
         now = self.clock.now()
         item = session.next_input
         assert item is not None
@@ -146,7 +162,13 @@ class AgentLoop:
             input_text=item["text"], agent=session.spec.name, timestamp=now,
         )
         turn.start(now)
-        self.store.update_session(session.id, lambda s: s.start_turn(tid, now), turn)
+
+        def start(fresh: Session) -> None:
+            if fresh.next_input is None or fresh.next_input["input_id"] != item["input_id"]:
+                raise DomainError(f"input {item['input_id']} was started by another process")
+            fresh.start_turn(tid, now)
+
+        self.store.update_session(session.id, start, turn)
         return turn
 
     def _reopen(self, turn: Turn) -> None:
@@ -182,7 +204,7 @@ class AgentLoop:
                 reason = f"max_iterations reached: {turn.model_calls} model call(s) without a final answer"
                 return self._finish(session, turn, "failed", reason)
             request = ModelRequest(
-                model=spec.model, system=spec.instructions, messages=build_messages(prior, turn),
+                model=self.options.model or spec.model, system=spec.instructions, messages=build_messages(prior, turn),
                 tools=self.toolbox.schemas(), max_tokens=self.options.max_tokens, agent=spec.name,
                 session_id=str(session.id), turn_number=turn.number, call_index=turn.model_calls,
             )
@@ -307,6 +329,12 @@ class AgentLoop:
         return self._finish(session, turn, "stopped", stop.reason, error={"guard": stop.guard})
 
     def _finish(self, session: Session, turn: Turn, status: str, reason: str | None = None, error: dict | None = None) -> TurnOutcome:
+        """End the turn and free the session in one transaction.
+
+        A version conflict on the session alone (an input submitted meanwhile) is retried on a
+        fresh copy by update_session; a conflict on the turn means someone else advanced it, and
+        is raised.
+        """
         now = self.clock.now()
         if status == "completed":
             turn.complete(now)
@@ -326,7 +354,17 @@ class AgentLoop:
         return self._finish(session, turn, "cancelled", reason)
 
     async def _crash(self, session: Session, turn: Turn, exc: Exception) -> TurnOutcome:
-        """An unexpected error: record it as the turn's failure if the store still answers."""
+        """An unexpected error: record it as the turn's failure if the store still answers.
+
+        Two errors are not the turn's fault and leave it in flight instead: a version conflict
+        (another process advanced the session; it owns the turn now) and a lost connection to
+        the store (nothing half-written survives a failed transaction, so `resume` continues).
+        """
+        if isinstance(exc, PersistenceError):
+            outcome = self._left_in_flight(session.id, turn.id, exc)
+            kind = "conflict" if outcome.status == "conflict" else "store"
+            await self.emit(ErrorEvent(session_id=str(session.id), turn_id=str(turn.id), message=outcome.reason or "", kind=kind))
+            return outcome
         reason = f"internal error: {type(exc).__name__}: {exc}"
         await self.emit(ErrorEvent(session_id=str(session.id), turn_id=str(turn.id), message=reason, kind="internal"))
         try:
@@ -337,6 +375,18 @@ class AgentLoop:
         except Exception:  # noqa: BLE001 - the store is gone too; resume will find the turn in flight
             pass
         return TurnOutcome(session.id, turn.id, "failed", reason=reason)
+
+    @staticmethod
+    def _left_in_flight(session_id: UUID, turn_id: UUID | None, exc: Exception) -> TurnOutcome:
+        if isinstance(exc, IntegrityError):
+            reason = f"another process advanced session {session_id} at the same time; this process left the turn to it"
+            return TurnOutcome(session_id, turn_id, "conflict", reason=reason)
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        reason = (
+            f"lost the event store ({type(exc).__name__}: {first}); the turn is still in flight and "
+            f"`chronicle resume {session_id}` continues it"
+        )
+        return TurnOutcome(session_id, turn_id, "interrupted", reason=reason)
 
     def _prior_context(self, session: Session, turn: Turn) -> list[Message]:
         summary, view = session.context_view()

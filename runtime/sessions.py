@@ -10,7 +10,6 @@ from chronicle.domain.session import Session
 from .clock import SYSTEM_CLOCK, Clock
 from .store import ChronicleStore
 
-
 def start_session(store: ChronicleStore, spec: AgentSpec, first_input: str | None = None, clock: Clock = SYSTEM_CLOCK,
                   session_id: UUID | None = None) -> tuple[Session, str | None]:
     now = clock.now()

@@ -76,8 +76,20 @@ class ChronicleStore(Application[UUID]):
                 self.save(session, *events)
                 return session
             except IntegrityError:
+                if self._already_taken(events):
+                    raise  # another writer advanced one of the others: retrying cannot help
                 continue
         raise RuntimeError(f"session {session_id} kept changing under {attempts} attempts to save it")
+
+    def _already_taken(self, events: list[Any]) -> bool:
+        """Whether the store already holds a version that one of these events claims."""
+        firsts: dict[UUID, int] = {}
+        for event in events:
+            firsts.setdefault(event.originator_id, event.originator_version)
+        return any(
+            self.recorder.select_events(originator_id, gt=version - 1, limit=1)
+            for originator_id, version in firsts.items()
+        )
 
     def _exists(self, aggregate_id: UUID) -> bool:
         try:

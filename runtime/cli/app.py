@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from . import audit_cmd, chat_cmd, controls_cmd, cost_cmd, demo_cmd, inspect_cmd, projections_cmd, run_cmd
+from . import audit_cmd, chat_cmd, controls_cmd, cost_cmd, demo_cmd, inspect_cmd, projections_cmd, run_cmd, timetravel_cmd, worker_cmd
 
 app = typer.Typer(
     name="chronicle",
@@ -26,6 +26,9 @@ app.command()(chat_cmd.chat)
 app.command()(cost_cmd.cost)
 app.command()(audit_cmd.audit)
 app.add_typer(projections_cmd.app, name="projections")
+for _command in (timetravel_cmd.undo, timetravel_cmd.redo, timetravel_cmd.fork, timetravel_cmd.replay,
+                 worker_cmd.resume, worker_cmd.approve, worker_cmd.deny, worker_cmd.submit, worker_cmd.worker):
+    app.command()(_command)
 
 
 def main() -> None:

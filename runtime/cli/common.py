@@ -42,13 +42,27 @@ def fail(message: str, code: int = 1) -> NoReturn:
 def open_store(db: str | None) -> ChronicleStore:
     url = resolve_db_url(db)
     try:
-        return ChronicleStore(url)
+        return _open_racing_others(url)
     except ConfigError as exc:
         fail(str(exc), 2)
     except Exception as exc:  # noqa: BLE001 - the driver's own words, on one line
         from chronicle.runtime.config import redact
 
         fail(f"cannot open the database {redact(url)}: {first_line(exc)}. Check --db / CHRONICLE_DB and that the server is running.")
+
+
+def _open_racing_others(url: str, attempts: int = 5) -> ChronicleStore:
+    """Several processes starting on a fresh PostgreSQL schema race to create its tables; retry that."""
+    import time
+
+    for attempt in range(attempts):
+        try:
+            return ChronicleStore(url)
+        except Exception as exc:  # noqa: BLE001 - only the catalogue race is retried
+            if attempt + 1 == attempts or not any(t in str(exc) for t in ("concurrently updated", "already exists")):
+                raise
+            time.sleep(0.05 * (attempt + 1))
+    raise AssertionError("unreachable")
 
 
 def first_line(exc: BaseException) -> str:

@@ -19,7 +19,7 @@ from chronicle.runtime.agents.tree import TreeNode, walk
 from chronicle.runtime.read_models import caught_up
 from chronicle.runtime.store import ChronicleStore
 
-from .common import DbOption, JsonOption, cli_errors, open_store, out_console, print_json
+from .common import DbOption, JsonOption, cli_errors, fail, open_store, out_console, print_json
 from .render import short
 
 AGGREGATE_KINDS = {Session: "session", Turn: "turn", ToolCall: "tool_call"}
@@ -178,15 +178,36 @@ def describe(entry: dict[str, Any]) -> str:
 
 def history(
     session: Annotated[str, typer.Argument(help="Session id or unique prefix")],
+    at: Annotated[Optional[int], typer.Option("--at", min=1, help="As it was when turn TURN (from 1) had completed")] = None,
+    version: Annotated[Optional[int], typer.Option("--version", min=1, help="As of the session's N-th event")] = None,
     as_json: JsonOption = False,
     db: DbOption = None,
 ) -> None:
-    """Show the messages the model will see next (the active branch), in Anthropic format."""
+    """Show the messages the model will see next (the active branch), in Anthropic format; or as they were."""
+    from chronicle.runtime.timetravel import TimeTravelError, as_of_turn, as_of_version
+
     with cli_errors():
         store = open_store(db)
-        record = store.session(store.resolve_session_id(session))
+        sid = store.resolve_session_id(session)
+        if at is not None and version is not None:
+            fail("--at and --version pick a moment each; give one of them", 2)
+        record = store.session(sid)
+        past_turns = None
+        try:
+            if at is not None:
+                past = as_of_turn(store, sid, at)
+                record, past_turns = past.session, past.turns
+            elif version is not None:
+                past = as_of_version(store, sid, version)
+                record, past_turns = past.session, past.turns
+        except TimeTravelError as exc:
+            fail(str(exc))
         summary, view = record.context_view()
-        messages = build_context([store.turn(t) for t in view], summary=summary)
+        if past_turns is not None:
+            as_of = {turn.id: turn for turn in past_turns}
+            messages = build_context([as_of[t] for t in view], summary=summary)
+        else:
+            messages = build_context([store.turn(t) for t in view], summary=summary)
         if as_json:
             for message in messages:
                 print_json(message.wire())

@@ -21,6 +21,7 @@ from chronicle.runtime.sessions import start_session, submit_input
 from chronicle.runtime.store import ChronicleStore
 from chronicle.runtime.titles import TitleHook
 from chronicle.runtime.tools import toolbox_for
+from chronicle.runtime.worker import normalise_provider
 
 from .common import DbOption, JsonOption, WorkspaceOption, cli_errors, err_console, fail, open_store
 from .limits import LimitFlags, Settings, limit_options, resolve_limits
@@ -136,6 +137,8 @@ def report(outcome: TurnOutcome | None, as_json: bool) -> int:
         err_console.print(f"[yellow]cancelled:[/] {outcome.reason}")
     elif outcome.status == "stopped":
         err_console.print(f"[red]stopped:[/] {outcome.reason}")
+    elif outcome.status in ("interrupted", "conflict"):
+        err_console.print(f"[red]error:[/] {outcome.reason}")
     elif not as_json:
         err_console.print(f"[dim]session {outcome.session_id}[/]")
     return outcome.exit_code
@@ -185,7 +188,7 @@ def run(
             if runner is not None:
                 raise typer.Exit(report_queued(loop, sid, input_id, runner, renderer, as_json))
         else:
-            provider_name = provider or default_provider_name()
+            provider_name = normalise_provider(provider) or default_provider_name()  # absolute script path: resume finds it
             try:
                 registry = find_registry(agents, ws)
             except RegistryError as exc:

@@ -1,0 +1,102 @@
+"""Time travel from the command line: undo, redo, fork, replay.
+
+Nothing is ever deleted: undo and redo are events that move turns off and back onto the
+active branch, a fork references its parent's turns, and a replay runs in a throwaway store.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Annotated
+
+import typer
+
+from chronicle.runtime.replay import replay as run_replay
+from chronicle.runtime.timetravel import TimeTravelError, fork as fork_session, redo as redo_turns, undo as undo_turns
+
+from .common import DbOption, JsonOption, WorkspaceOption, cli_errors, fail, open_store, out_console, print_json
+
+SessionArg = Annotated[str, typer.Argument(help="Session id or unique prefix")]
+
+
+def undo(
+    session: SessionArg,
+    turns: Annotated[int, typer.Option("--turns", min=1, help="How many turns to take off the active branch")] = 1,
+    files: Annotated[bool, typer.Option("--files", help="Also put back the workspace files those turns changed")] = False,
+    workspace: WorkspaceOption = None,
+    as_json: JsonOption = False,
+    db: DbOption = None,
+) -> None:
+    """Take the last turns off the active branch (they stay in `log`); `redo` puts them back."""
+    with cli_errors():
+        store = open_store(db)
+        sid = store.resolve_session_id(session)
+        try:
+            result = undo_turns(store, sid, turns, files=files, workspace=workspace)
+        except TimeTravelError as exc:
+            fail(str(exc))
+        restored = [{"path": f.path, "action": f.action} for f in result.files]
+        if as_json:
+            print_json({"session_id": str(sid), "undone": [str(t) for t in result.turn_ids], "files": restored})
+            return
+        out_console.print(f"undid {len(result.turn_ids)} turn(s) of session {sid}; `chronicle redo {sid}` puts them back")
+        for item in restored:
+            out_console.print(f"  {item['action']}: {item['path']}")
+
+
+def redo(session: SessionArg, as_json: JsonOption = False, db: DbOption = None) -> None:
+    """Put the most recently undone turns back on the active branch."""
+    with cli_errors():
+        store = open_store(db)
+        sid = store.resolve_session_id(session)
+        try:
+            turn_ids = redo_turns(store, sid)
+        except TimeTravelError as exc:
+            fail(str(exc))
+        if as_json:
+            print_json({"session_id": str(sid), "redone": [str(t) for t in turn_ids]})
+            return
+        out_console.print(f"redid {len(turn_ids)} turn(s) of session {sid}")
+
+
+def fork(
+    session: SessionArg,
+    at: Annotated[int, typer.Option("--at", min=1, help="The new session continues from the end of this turn (from 1)")],
+    as_json: JsonOption = False,
+    db: DbOption = None,
+) -> None:
+    """Start a new session from the conversation as it was when turn TURN had completed; prints its id."""
+    with cli_errors():
+        store = open_store(db)
+        sid = store.resolve_session_id(session)
+        try:
+            child = fork_session(store, sid, at)
+        except TimeTravelError as exc:
+            fail(str(exc))
+        if as_json:
+            print_json({"session_id": str(child.id), "forked_from": child.forked_from})
+            return
+        print(child.id)
+
+
+def replay(
+    session: SessionArg,
+    workspace: WorkspaceOption = None,
+    as_json: JsonOption = False,
+    db: DbOption = None,
+) -> None:
+    """Run the session's active branch again against its recorded model responses; exit 1 at the first divergence."""
+    with cli_errors():
+        store = open_store(db)
+        sid = store.resolve_session_id(session)
+        report = asyncio.run(run_replay(store, sid, workspace))
+        if as_json:
+            d = report.divergence
+            print_json({
+                "session_id": str(sid), "identical": report.identical, "verdict": report.verdict(),
+                "turns": report.turns, "model_calls": report.model_calls, "rechecked": report.rechecked, "reused": report.reused,
+                "divergence": None if d is None else {"turn": d.turn, "step": d.step, "kind": d.kind, "detail": d.detail},
+            })
+        else:
+            print(report.verdict())
+        raise typer.Exit(0 if report.identical else 1)

@@ -1,0 +1,253 @@
+"""Continuing work across processes: resume, approve, deny, submit, worker.
+
+A turn survives its process: whatever was in flight when a process died, paused for an
+approval, or was queued and never started is found in the store and continued, under the
+session's lease so that two processes never advance one session together.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+from typing import Annotated, Callable, Optional
+
+import typer
+from eventsourcing.persistence import IntegrityError
+
+from chronicle.domain.agent_spec import AgentSpec
+from chronicle.domain.errors import DomainError
+from chronicle.domain.tool_call import ToolCall
+from chronicle.runtime.leases import DEFAULT_LEASE_S, current_lease
+from chronicle.runtime.live import Broker
+from chronicle.runtime.loop import LoopOptions
+from chronicle.runtime.providers import default_model, default_provider_name
+from chronicle.runtime.sessions import start_session, submit_input
+from chronicle.runtime.store import ChronicleStore
+from chronicle.runtime.tools import DEFAULT_TOOLS
+from chronicle.runtime.worker import (
+    Overrides, ResumeError, Worker, WorkerOptions, advance_session, loop_for_session, needs_work, normalise_provider,
+    pending_approvals, sessions_needing_work, worker_name,
+)
+
+from .common import DbOption, JsonOption, WorkspaceOption, cli_errors, err_console, fail, open_store, out_console, print_json
+from .render import HumanRenderer, JsonLinesRenderer
+from .run_cmd import ModelOption, ProviderOption, report, resolve_workspace
+
+LeaseOption = Annotated[float, typer.Option("--lease-s", min=0.5, help="Seconds a session stays claimed without renewal")]
+YesOption = Annotated[bool, typer.Option("--yes", "-y", help="Approve tools that require approval (bash)")]
+
+
+def resume(
+    session: Annotated[Optional[str], typer.Argument(help="Session id or unique prefix", show_default=False)] = None,
+    all_sessions: Annotated[bool, typer.Option("--all", help="Every session with a turn in flight or queued input")] = False,
+    yes: YesOption = False,
+    provider: ProviderOption = None,
+    model: ModelOption = None,
+    workspace: WorkspaceOption = None,
+    lease_s: LeaseOption = DEFAULT_LEASE_S,
+    as_json: JsonOption = False,
+    db: DbOption = None,
+) -> None:
+    """Continue turns found in flight and run recorded inputs that never started."""
+    with cli_errors():
+        if not session and not all_sessions:
+            fail("name a SESSION to resume, or pass --all", 2)
+        store = open_store(db)
+        if session:
+            sid = store.resolve_session_id(session)
+            record = store.session(sid)
+            if needs_work(store, record, yes) is None:
+                waiting = pending_approvals(store, record)
+                if waiting:
+                    names = ", ".join(sorted({c.name for c in waiting}))
+                    err_console.print(f"[yellow]paused:[/] session {sid} awaits approval of {names}: "
+                                      f"`chronicle approve {sid}` or `chronicle deny {sid}` first, or resume with --yes")
+                    raise typer.Exit(3)
+                out_console.print(f"nothing to resume: session {sid} has no turn in flight and no queued input")
+                return
+            targets = [sid]
+        else:
+            targets = sessions_needing_work(store, yes)
+            if not targets:
+                out_console.print("nothing to resume: no session has a turn in flight or a queued input")
+                return
+        broker = Broker()
+        broker.subscribe(JsonLinesRenderer() if as_json else HumanRenderer())
+        overrides = Overrides(
+            provider=normalise_provider(provider), model=model,
+            workspace=resolve_workspace(workspace) if workspace else None, options=LoopOptions(auto_approve=yes),
+        )
+        holder = worker_name()
+        code = 0
+        for sid in targets:
+            try:
+                outcomes = asyncio.run(advance_session(
+                    store, sid, lambda s: loop_for_session(store, s, overrides, broker), holder, lease_s, auto_approve=yes,
+                ))
+            except ResumeError as exc:
+                fail(str(exc), 2)
+            if outcomes is None:
+                lease = current_lease(store, sid)
+                until = lease.expires_at.isoformat() if lease and lease.expires_at else "?"
+                err_console.print(f"[yellow]busy:[/] session {sid} is being advanced by {lease.holder if lease else 'another process'} "
+                                  f"(lease until {until}); try again later")
+                code = code or 1
+                continue
+            for outcome in outcomes:
+                code = code or report(outcome, as_json)
+        raise typer.Exit(code)
+
+
+def _decide(store: ChronicleStore, session: str, tool_call: str | None, decide: Callable[[ToolCall, object], None],
+            always: bool = False) -> tuple[object, list[ToolCall]]:
+    """Apply a decision to the chosen waiting calls (and the session) in one transaction."""
+    from chronicle.runtime.clock import SYSTEM_CLOCK
+
+    sid = store.resolve_session_id(session)
+    for _ in range(20):
+        record = store.session(sid)
+        waiting = pending_approvals(store, record)
+        if not waiting:
+            fail(f"session {sid} has no tool call awaiting approval; `chronicle history {sid}` shows where it stands")
+        chosen = waiting
+        if tool_call:
+            chosen = [c for c in waiting if str(c.id).startswith(tool_call.lower()) or c.tool_use_id == tool_call]
+            if len(chosen) != 1:
+                listed = ", ".join(f"{c.id} ({c.name}, {c.tool_use_id})" for c in waiting)
+                fail(f"{'no' if not chosen else 'more than one'} tool call awaiting approval matches {tool_call!r}; awaiting: {listed}")
+        now = SYSTEM_CLOCK.now()
+        try:
+            for call in chosen:
+                decide(call, now)
+                if always:
+                    record.allow_always(call.name, now)
+        except DomainError as exc:
+            fail(str(exc))
+        try:
+            store.save(*chosen, record)
+            return sid, chosen
+        except IntegrityError:
+            continue
+    fail(f"session {sid} kept changing while recording the decision; try again")
+
+
+def approve(
+    session: Annotated[str, typer.Argument(help="Session id or unique prefix")],
+    tool_call: Annotated[Optional[str], typer.Option("--tool-call", help="Only this tool call (id, id prefix or tool_use id)")] = None,
+    always: Annotated[bool, typer.Option("--always", help="Also allow this tool without asking for the rest of the session")] = False,
+    as_json: JsonOption = False,
+    db: DbOption = None,
+) -> None:
+    """Approve tool calls of a paused turn (all of them unless --tool-call); then `resume` continues it."""
+    with cli_errors():
+        store = open_store(db)
+        sid, chosen = _decide(store, session, tool_call, lambda c, now: c.approve(now, by="user", always=always), always)
+        _decided(sid, chosen, "approved", as_json)
+
+
+def deny(
+    session: Annotated[str, typer.Argument(help="Session id or unique prefix")],
+    tool_call: Annotated[Optional[str], typer.Option("--tool-call", help="Only this tool call (id, id prefix or tool_use id)")] = None,
+    reason: Annotated[str, typer.Option("--reason", help="What the model is told")] = "denied by the user",
+    as_json: JsonOption = False,
+    db: DbOption = None,
+) -> None:
+    """Deny tool calls of a paused turn; the model reads the denial when `resume` continues the turn."""
+    with cli_errors():
+        store = open_store(db)
+        sid, chosen = _decide(store, session, tool_call, lambda c, now: c.deny(now, reason=reason))
+        _decided(sid, chosen, "denied", as_json)
+
+
+def _decided(sid: object, chosen: list[ToolCall], verb: str, as_json: bool) -> None:
+    if as_json:
+        for call in chosen:
+            print_json({"session_id": str(sid), "tool_call_id": str(call.id), "tool_use_id": call.tool_use_id, "name": call.name, "status": call.status})
+        return
+    for call in chosen:
+        out_console.print(f"{verb} {call.name} ({call.id})")
+    out_console.print(f"continue the turn with `chronicle resume {sid}`")
+
+
+def submit(
+    prompt: Annotated[str, typer.Argument(help="What to ask the agent")],
+    session: Annotated[Optional[str], typer.Option("--session", help="Queue on this session (id or unique prefix)")] = None,
+    provider: ProviderOption = None,
+    model: ModelOption = None,
+    workspace: WorkspaceOption = None,
+    max_iterations: Annotated[int, typer.Option("--max-iterations", min=1, help="Model calls allowed in one turn")] = 20,
+    as_json: JsonOption = False,
+    db: DbOption = None,
+) -> None:
+    """Record PROMPT durably for a worker to run, and print the session id."""
+    with cli_errors():
+        if not prompt.strip():
+            fail("the prompt is empty; say what the agent should do", 2)
+        store = open_store(db)
+        if session:
+            if provider or model or workspace:
+                fail("--provider/--model/--workspace apply to new sessions; a session keeps what it recorded", 2)
+            sid = store.resolve_session_id(session)
+            input_id = submit_input(store, sid, prompt)
+        else:
+            provider_name = normalise_provider(provider or default_provider_name())
+            if not provider_name:
+                fail("no model provider: set ANTHROPIC_API_KEY to use Claude, or pass --provider scripted:PATH", 2)
+            ws = resolve_workspace(workspace)
+            spec = AgentSpec(
+                name="main", provider=provider_name, tools=DEFAULT_TOOLS, max_iterations=max_iterations, workspace=str(ws),
+                model=model or ("scripted" if provider_name.startswith("scripted:") else default_model()),
+            )
+            created, input_id = start_session(store, spec, prompt)
+            sid = created.id
+        if as_json:
+            print_json({"session_id": str(sid), "input_id": input_id})
+        else:
+            print(sid)
+
+
+def worker(
+    concurrency: Annotated[int, typer.Option("--concurrency", min=1, help="Sessions advanced at once")] = 4,
+    once: Annotated[bool, typer.Option("--once", help="Exit as soon as no session needs work")] = False,
+    idle_exit: Annotated[Optional[float], typer.Option("--idle-exit", min=0, help="Exit after this many idle seconds")] = None,
+    poll: Annotated[float, typer.Option("--poll", min=0.05, help="Seconds between looks for new work")] = 0.5,
+    lease_s: LeaseOption = DEFAULT_LEASE_S,
+    yes: YesOption = False,
+    provider: ProviderOption = None,
+    model: ModelOption = None,
+    workspace: WorkspaceOption = None,
+    db: DbOption = None,
+) -> None:
+    """Process queued inputs (FIFO per session) and turns left in flight, alongside other workers.
+
+    SIGTERM or Ctrl-C: finish the turns in hand, then exit; a second one exits at once (the
+    turns stay in flight and another worker takes them over when the lease runs out).
+    """
+    with cli_errors():
+        store = open_store(db)
+        overrides = Overrides(
+            provider=normalise_provider(provider), model=model,
+            workspace=resolve_workspace(workspace) if workspace else None, options=LoopOptions(auto_approve=yes),
+        )
+        w = Worker(store, overrides, WorkerOptions(concurrency, poll, lease_s, idle_exit, once),
+                   log=lambda m: err_console.print(m, markup=False, highlight=False))
+
+        async def main() -> int:
+            event_loop = asyncio.get_running_loop()
+            signals = {"count": 0}
+
+            def on_signal() -> None:
+                signals["count"] += 1
+                if signals["count"] > 1:
+                    os._exit(143)
+                w.drain()
+
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                try:
+                    event_loop.add_signal_handler(sig, on_signal)
+                except (NotImplementedError, RuntimeError):
+                    pass
+            return await w.run()
+
+        raise typer.Exit(asyncio.run(main()))

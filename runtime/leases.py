@@ -1,0 +1,107 @@
+"""Session leases in the store: who may advance a session now, renewed while it works.
+
+Acquiring is a versioned write, so of two workers racing for one session exactly one wins.
+A worker renews its lease every third of its lifetime; if it dies, the lease runs out and
+another worker takes the session over. Leases keep workers from wasting work on the same
+session; what makes double execution impossible is the version check on every write.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from datetime import timedelta
+from typing import AsyncIterator
+from uuid import UUID
+
+from eventsourcing.application import AggregateNotFoundError
+from eventsourcing.persistence import IntegrityError, PersistenceError
+
+from chronicle.domain.ids import lease_id
+from chronicle.domain.lease import LeaseHeld, SessionLease
+
+from .clock import SYSTEM_CLOCK, Clock
+from .store import ChronicleStore
+
+DEFAULT_LEASE_S = 30.0
+
+
+def current_lease(store: ChronicleStore, session_id: UUID) -> SessionLease | None:
+    try:
+        lease = store.repository.get(lease_id(session_id))
+    except AggregateNotFoundError:
+        return None
+    return lease if isinstance(lease, SessionLease) else None
+
+
+def acquire(store: ChronicleStore, session_id: UUID, holder: str, ttl_s: float, clock: Clock = SYSTEM_CLOCK) -> bool:
+    """True if `holder` now holds the session's lease; False if someone else does."""
+    now = clock.now()
+    lease = current_lease(store, session_id) or SessionLease(id=lease_id(session_id), session_id=session_id, timestamp=now)
+    try:
+        lease.acquire(holder, now, now + timedelta(seconds=ttl_s))
+        store.save(lease)
+    except (LeaseHeld, IntegrityError):
+        return False
+    return True
+
+
+def renew(store: ChronicleStore, session_id: UUID, holder: str, ttl_s: float, clock: Clock = SYSTEM_CLOCK) -> bool:
+    now = clock.now()
+    lease = current_lease(store, session_id)
+    if lease is None or lease.status != "held" or lease.holder != holder:
+        return False
+    try:
+        lease.renew(holder, now, now + timedelta(seconds=ttl_s))
+        store.save(lease)
+    except (LeaseHeld, IntegrityError):
+        return False
+    return True
+
+
+def release(store: ChronicleStore, session_id: UUID, holder: str, clock: Clock = SYSTEM_CLOCK) -> None:
+    """Best effort: a lease we cannot release simply runs out."""
+    try:
+        lease = current_lease(store, session_id)
+        if lease is not None and lease.status == "held" and lease.holder == holder:
+            lease.release(holder, clock.now())
+            store.save(lease)
+    except (LeaseHeld, IntegrityError, PersistenceError):
+        pass
+
+
+class LeaseKeeper:
+    """Renews a held lease in the background; `lost` turns true if renewal is refused."""
+
+    def __init__(self, store: ChronicleStore, session_id: UUID, holder: str, ttl_s: float, clock: Clock = SYSTEM_CLOCK) -> None:
+        self.store, self.session_id, self.holder, self.ttl_s, self.clock = store, session_id, holder, ttl_s, clock
+        self.lost = False
+
+    async def _renew_forever(self) -> None:
+        while True:
+            await asyncio.sleep(self.ttl_s / 3)
+            try:
+                ok = renew(self.store, self.session_id, self.holder, self.ttl_s, self.clock)
+            except PersistenceError:
+                continue  # the store is away; the next attempt may reach it before the lease runs out
+            if not ok:
+                self.lost = True
+                return
+
+
+@contextlib.asynccontextmanager
+async def leased(store: ChronicleStore, session_id: UUID, holder: str, ttl_s: float,
+                 clock: Clock = SYSTEM_CLOCK) -> AsyncIterator[LeaseKeeper | None]:
+    """Hold the session's lease for the block (None if another holder has it), then release it."""
+    if not acquire(store, session_id, holder, ttl_s, clock):
+        yield None
+        return
+    keeper = LeaseKeeper(store, session_id, holder, ttl_s, clock)
+    task = asyncio.ensure_future(keeper._renew_forever())
+    try:
+        yield keeper
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await task
+        release(store, session_id, holder, clock)

@@ -1,0 +1,191 @@
+"""Replay: run the loop again against the recorded model responses and compare.
+
+The replay runs in a throwaway store, never in the real one. A replay provider answers the
+k-th model call of the n-th turn with what was recorded, after checking that the request the
+loop built has the recorded fingerprint. Read-only tools run again (they cannot change
+anything) and their results are compared; every other tool answers with its recorded result.
+The first difference is reported: that is how a code or schema change is shown to leave
+behaviour intact.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from uuid import UUID
+
+from chronicle.domain.content import ModelResponse
+from chronicle.domain.ids import tool_call_id
+from chronicle.domain.session import Session
+from chronicle.domain.turn import Turn
+
+from .clock import SYSTEM_CLOCK, Clock
+from .loop import AgentLoop, LoopOptions
+from .model_call import fingerprint
+from .providers.base import DeltaSink, ModelRequest
+from .store import ChronicleStore
+from .tools import BUILTIN_TOOLS
+from .tools.base import Tool, ToolContext, ToolError, ToolOutput, Toolbox
+
+
+@dataclass
+class Divergence:
+    turn: int
+    step: int | None
+    kind: str  # "request fingerprint" | "tool result" | "model calls" | "outcome"
+    detail: str
+
+    def describe(self) -> str:
+        where = f"turn {self.turn}" + (f", step {self.step}" if self.step is not None else "")
+        return f"diverged at {where}: {self.kind}: {self.detail}"
+
+
+@dataclass
+class ReplayReport:
+    turns: int = 0
+    model_calls: int = 0
+    rechecked: int = 0
+    reused: int = 0
+    divergence: Divergence | None = None
+
+    @property
+    def identical(self) -> bool:
+        return self.divergence is None
+
+    def verdict(self) -> str:
+        if self.divergence is not None:
+            return self.divergence.describe()
+        return (
+            f"identical: {self.turns} turn(s), {self.model_calls} model call(s) with matching request fingerprints, "
+            f"{self.rechecked} read-only tool result(s) re-run and equal, {self.reused} recorded result(s) reused"
+        )
+
+
+class StopReplay(Exception):
+    """Raised inside the replayed loop at the first divergence or at the end of the recording."""
+
+
+def _short(text: str, limit: int = 60) -> str:
+    text = text.replace("\n", "⏎")
+    return repr(text if len(text) <= limit else text[: limit - 1] + "…")
+
+
+class Replayer:
+    def __init__(self, store: ChronicleStore, session_id: UUID, workspace: Path | None = None) -> None:
+        self.store = store
+        self.session = store.session(session_id)
+        self.turns: list[Turn] = store.head_turns(self.session)
+        spec = self.session.spec
+        self.workspace = (workspace or Path(spec.workspace or ".")).expanduser().resolve()
+        self.report = ReplayReport()
+        self.name = "replay"
+
+    def diverge(self, turn: int, step: int | None, kind: str, detail: str) -> None:
+        if self.report.divergence is None:
+            self.report.divergence = Divergence(turn, step, kind, detail)
+        raise StopReplay(self.report.divergence.describe())
+
+    # -- the provider side ---------------------------------------------------------------------
+
+    async def stream(self, request: ModelRequest, on_delta: DeltaSink) -> ModelResponse:
+        number, step = request.turn_number, request.call_index
+        if self.report.divergence is not None:
+            raise StopReplay(self.report.divergence.describe())
+        original = self.turns[number - 1]
+        if step >= len(original.steps):
+            if original.status == "completed":
+                self.diverge(number, step, "model calls", f"the loop asks for model call {step + 1}; the recording has {len(original.steps)}")
+            raise StopReplay("end of the recording")
+        recorded = original.steps[step]
+        now = fingerprint(request)
+        if recorded.get("fingerprint") and now != recorded["fingerprint"]:
+            self.diverge(
+                number, step, "request fingerprint",
+                f"recorded {recorded['fingerprint'][:12]}… ({recorded.get('message_count', '?')} message(s)), "
+                f"now {now[:12]}… ({len(request.messages)} message(s))",
+            )
+        self.report.model_calls += 1
+        return ModelResponse.model_validate(recorded["response"])
+
+    # -- the tool side -------------------------------------------------------------------------
+
+    def toolbox(self) -> Toolbox:
+        replayer = self
+
+        def wrap(cls: type[Tool]) -> Tool:
+            async def run(self: Tool, args: Any, ctx: ToolContext) -> ToolOutput:
+                return await replayer.run_tool(cls, self, args, ctx)
+
+            return type(f"Replay{cls.__name__}", (cls,), {"run": run})()
+
+        from .agents.tools import ORCHESTRATION_TOOLS  # delegate & co. answer from the recording like any writer
+
+        known = {**BUILTIN_TOOLS, **ORCHESTRATION_TOOLS}
+        return Toolbox([wrap(known[name]) for name in self.session.spec.tools if name in known])
+
+    async def run_tool(self, cls: type[Tool], tool: Tool, args: Any, ctx: ToolContext) -> ToolOutput:
+        replay_store: ChronicleStore = ctx.loop.store
+        call = replay_store.tool_call(UUID(ctx.tool_call_id))
+        number = replay_store.turn(call.turn_id).number
+        original_turn = self.turns[number - 1]
+        original = self.store.find_tool_call(tool_call_id(original_turn.id, call.step, call.tool_use_id))
+        if original is None or not original.resolved:
+            self.diverge(number, call.step, "tool result", f"{call.name} ({call.tool_use_id}) has no recorded result")
+        assert original is not None
+        recorded = original.result_block()
+        if not (cls.read_only and original.status in ("completed", "failed")):
+            self.report.reused += 1
+            return ToolOutput(recorded.content if isinstance(recorded.content, str) else str(recorded.content),
+                              is_error=recorded.is_error, effects=list(original.effects))
+        try:
+            output = await super(type(tool), tool).run(args, ctx)
+            got, got_error = output.content, output.is_error
+        except ToolError as exc:
+            output, got, got_error = None, str(exc), True
+        if (got, got_error) != (recorded.content, recorded.is_error):
+            self.diverge(number, call.step, "tool result",
+                         f"{call.name} ({call.tool_use_id}) returned {_short(got)}, recorded {_short(str(recorded.content))}")
+        self.report.rechecked += 1
+        if output is None:
+            raise ToolError(got)
+        return output
+
+    # -- driving -------------------------------------------------------------------------------
+
+    async def run(self, clock: Clock = SYSTEM_CLOCK) -> ReplayReport:
+        with tempfile.TemporaryDirectory(prefix="chronicle-replay-") as tmp:
+            scratch = ChronicleStore(f"sqlite:///{Path(tmp) / 'replay.db'}")
+            spec = self.session.spec
+            copy = Session.start(self.session.id, spec, clock.now())
+            scratch.create_session(copy)
+            loop = AgentLoop(scratch, self, self.toolbox(), self.workspace,
+                             options=LoopOptions(auto_approve=True, max_iterations=spec.max_iterations), clock=clock)
+            for number, original in enumerate(self.turns, 1):
+                session = scratch.session(copy.id)
+                session.queue_input(original.input_id, original.input_text, clock.now())
+                scratch.save(session)
+                outcome = await loop.run_next(copy.id)
+                if self.report.divergence is not None:
+                    break
+                self.report.turns += 1
+                replayed = scratch.turn(outcome.turn_id) if outcome and outcome.turn_id else None
+                if original.status == "completed":
+                    if replayed is None or replayed.status != "completed":
+                        status = replayed.status if replayed else "not run"
+                        reason = f" ({outcome.reason})" if outcome and outcome.reason else ""
+                        self.report.divergence = Divergence(number, None, "outcome", f"recorded completed, replay {status}{reason}")
+                        break
+                    if replayed.model_calls != original.model_calls:
+                        self.report.divergence = Divergence(
+                            number, replayed.model_calls, "model calls",
+                            f"replay ended after {replayed.model_calls} model call(s); the recording has {original.model_calls}",
+                        )
+                        break
+            scratch.close()
+        return self.report
+
+
+async def replay(store: ChronicleStore, session_id: UUID, workspace: Path | None = None) -> ReplayReport:
+    return await Replayer(store, session_id, workspace).run()

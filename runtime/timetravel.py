@@ -1,0 +1,197 @@
+"""Reading the past, forking it, and undoing turns together with the files they changed.
+
+The repository can load an aggregate as of a version but knows no "as of time", so a point
+in a session's past is mapped to a position in the log: the commit of the session's N-th event
+(or of the event that ended turn TURN). Turns are then rebuilt from their events up to that
+point. Events written in the same transaction carry the same `now`, so "up to that point"
+also takes events stamped no later than the cut, which keeps a transaction whole.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+from uuid import UUID, uuid4
+
+from chronicle.domain.errors import DomainError
+from chronicle.domain.session import Session
+from chronicle.domain.turn import Turn
+
+from .clock import SYSTEM_CLOCK, Clock
+from .store import ChronicleStore
+from .tools.base import ToolError, confine
+
+
+class TimeTravelError(ValueError):
+    """A point in the past that does not exist, or an undo that would lose someone's work."""
+
+
+@dataclass
+class PastView:
+    session: Session
+    turns: list[Turn]
+    position: int
+    version: int
+
+
+def _cut_of_event(store: ChronicleStore, session_id: UUID, version: int) -> tuple[int, datetime]:
+    for position, event in store.events_with_positions([session_id]):
+        if event.originator_version == version:
+            return position, event.timestamp
+    raise TimeTravelError(f"session {session_id} has no event number {version}")
+
+
+def turns_as_of(store: ChronicleStore, turn_ids: list[UUID], position: int, timestamp: datetime) -> list[Turn]:
+    """Rebuild each turn from its events committed at or before the cut."""
+    states: dict[UUID, Any] = {}
+    for pos, event in store.events_with_positions(turn_ids):
+        if pos <= position or event.timestamp <= timestamp:
+            states[event.originator_id] = event.mutate(states.get(event.originator_id))
+    return [states[t] for t in turn_ids if t in states]
+
+
+def as_of_version(store: ChronicleStore, session_id: UUID, version: int) -> PastView:
+    """The session and its active branch as they were when its `version`-th event was recorded."""
+    latest = store.session(session_id)
+    if version < 1 or version > latest.version:
+        raise TimeTravelError(f"session {session_id} has {latest.version} event(s); --version must be 1..{latest.version}")
+    position, timestamp = _cut_of_event(store, session_id, version)
+    session = store.session(session_id, version=version)
+    return PastView(session, turns_as_of(store, session.head, position, timestamp), position, version)
+
+
+def turn_end_version(store: ChronicleStore, session: Session, number: int) -> int:
+    """The session's version at which its turn `number` (counted from 1) ended."""
+    if number < 1 or number > len(session.turns):
+        raise TimeTravelError(f"session {session.id} has run {len(session.turns)} turn(s); TURN must be 1..{len(session.turns)}")
+    wanted = session.turns[number - 1]
+    for _, event in store.events_with_positions([session.id]):
+        if type(event).__name__ == "TurnEnded" and getattr(event, "turn_id", None) == wanted:
+            return event.originator_version
+    raise TimeTravelError(f"turn {number} of session {session.id} has not ended yet; `chronicle resume` may finish it")
+
+
+def as_of_turn(store: ChronicleStore, session_id: UUID, number: int) -> PastView:
+    """The conversation exactly as it was when turn `number` had completed."""
+    session = store.session(session_id)
+    return as_of_version(store, session_id, turn_end_version(store, session, number))
+
+
+def fork(store: ChronicleStore, session_id: UUID, number: int, clock: Clock = SYSTEM_CLOCK) -> Session:
+    """A new session whose context is the parent's conversation as of turn `number`; no copying."""
+    past = as_of_turn(store, session_id, number)
+    parent = store.session(session_id)
+    child = Session.start(
+        uuid4(), parent.spec, clock.now(),
+        forked_from={"session_id": str(session_id), "turn": number}, head=list(past.session.head),
+    )
+    store.create_session(child)
+    return child
+
+
+# -- undo / redo -----------------------------------------------------------------------------
+
+
+@dataclass
+class FileRestore:
+    path: str
+    before: str | None
+    after: str | None
+    turn_number: int
+    action: str = ""
+
+
+@dataclass
+class UndoResult:
+    turn_ids: list[UUID]
+    files: list[FileRestore] = field(default_factory=list)
+
+
+def restoration_plan(store: ChronicleStore, turn_ids: list[UUID]) -> list[FileRestore]:
+    """Per file: its content before the first of these turns touched it, and after the last."""
+    plan: dict[str, FileRestore] = {}
+    for tid in turn_ids:
+        turn = store.turn(tid)
+        for call in store.tool_calls_of(turn):
+            for effect in call.effects if call.status == "completed" else []:
+                if effect.get("kind") != "file":
+                    continue
+                path = effect["path"]
+                if path in plan:
+                    plan[path].after = effect.get("after")
+                else:
+                    plan[path] = FileRestore(path, effect.get("before"), effect.get("after"), turn.number)
+    return list(plan.values())
+
+
+def _read(target: Path) -> str | None:
+    return target.read_text(encoding="utf-8") if target.is_file() else None
+
+
+def restore_files(workspace: Path, plan: list[FileRestore]) -> list[FileRestore]:
+    """Check every file first, then write: refuse, naming the file, if anyone changed it since."""
+    targets = []
+    for item in plan:
+        try:
+            target = confine(workspace, item.path)
+        except ToolError as exc:
+            raise TimeTravelError(f"cannot restore {item.path}: {exc}") from None
+        current = _read(target)
+        if current == item.after:
+            item.action = "deleted" if item.before is None else "restored"
+        elif current == item.before:
+            item.action = "unchanged"  # already as before (an earlier undo was interrupted after writing)
+        else:
+            raise TimeTravelError(
+                f"{item.path} was changed after turn {item.turn_number} wrote it; undo --files refuses to overwrite it. "
+                f"Put it back by hand, or undo without --files"
+            )
+        targets.append((target, item))
+    for target, item in targets:
+        if item.action == "deleted":
+            target.unlink(missing_ok=True)
+        elif item.action == "restored":
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(item.before or "", encoding="utf-8")
+    return plan
+
+
+def undo(store: ChronicleStore, session_id: UUID, count: int, files: bool = False, workspace: Path | None = None,
+         clock: Clock = SYSTEM_CLOCK) -> UndoResult:
+    """Move the last `count` turns off the active branch; with `files`, put their files back first.
+
+    Files are written before the events are recorded: if the process dies in between, running
+    the same undo again finds the files already restored and records it then.
+    """
+    session = store.session(session_id)
+    try:
+        store.session(session_id).undo(count, clock.now())  # validates on a copy that is never saved
+    except DomainError as exc:
+        raise TimeTravelError(str(exc)) from None
+    undone = list(session.head[-count:])
+    plan: list[FileRestore] = []
+    if files:
+        root = (workspace or Path(session.spec.workspace or ".")).expanduser().resolve()
+        plan = restore_files(root, restoration_plan(store, undone))
+
+    def change(s: Session) -> None:
+        if list(s.head[-count:]) != undone:
+            raise TimeTravelError(f"session {session_id} changed while undoing; run undo again")
+        now = clock.now()
+        s.undo(count, now)
+        if plan:
+            s.record_files_restored(undone, [{"path": p.path, "action": p.action} for p in plan], now)
+
+    store.update_session(session_id, change)
+    return UndoResult(undone, plan)
+
+
+def redo(store: ChronicleStore, session_id: UUID, clock: Clock = SYSTEM_CLOCK) -> list[UUID]:
+    try:
+        before = len(store.session(session_id).head)
+        after = store.update_session(session_id, lambda s: s.redo(clock.now()))
+        return list(after.head[before:])
+    except DomainError as exc:
+        raise TimeTravelError(str(exc)) from None

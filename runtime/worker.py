@@ -1,0 +1,213 @@
+"""Continuing sessions without a person: `resume` once, or `worker` processes that poll.
+
+Work is found through the store's session index: a session needs work when it has a turn in
+flight (a crash, a lost connection, an approval that was answered) or queued inputs. Each
+session is advanced under its lease (runtime/leases.py), one turn after another, oldest input
+first, so inputs of one session run FIFO while different sessions run concurrently.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Callable
+from uuid import UUID, uuid4
+
+from eventsourcing.persistence import IntegrityError, PersistenceError
+
+from chronicle.domain.session import Session
+from chronicle.domain.tool_call import ToolCall
+
+from .leases import DEFAULT_LEASE_S, leased
+from .live import Broker
+from .loop import AgentLoop, LoopOptions, TurnOutcome
+from .providers import ProviderConfigError, make_provider
+from .store import ChronicleStore
+from .tools import toolbox_for
+
+#: Outcomes after which a session is left alone until something changes.
+PAUSING = ("awaiting_approval", "interrupted", "conflict")
+
+
+class ResumeError(ValueError):
+    """A session that cannot be continued as recorded; the message says what to pass."""
+
+
+def worker_name() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid4().hex[:6]}"
+
+
+def normalise_provider(name: str | None) -> str | None:
+    """Record `scripted:` paths absolute, so a resume from another directory finds the script."""
+    if name and name.startswith("scripted:"):
+        return "scripted:" + str(Path(name[len("scripted:"):]).expanduser().resolve())
+    return name
+
+
+def pending_approvals(store: ChronicleStore, session: Session) -> list[ToolCall]:
+    """Tool calls of the session's paused turn that still wait for a person."""
+    if session.active_turn_id is None:
+        return []
+    turn = store.turn(session.active_turn_id)
+    if turn.status != "awaiting_approval":
+        return []
+    calls = [store.find_tool_call(cid) for cid in turn.awaiting]
+    return [c for c in calls if c is not None and c.status == "awaiting_approval"]
+
+
+def needs_work(store: ChronicleStore, session: Session, auto_approve: bool = False) -> str | None:
+    """Why the session should be advanced now, or None."""
+    if session.active_turn_id is not None:
+        turn = store.turn(session.active_turn_id)
+        if turn.status == "awaiting_approval" and not auto_approve and pending_approvals(store, session):
+            return None
+        return "in_flight"
+    if session.queue:
+        return "queued"
+    return None
+
+
+def sessions_needing_work(store: ChronicleStore, auto_approve: bool = False) -> list[UUID]:
+    """Top-level sessions with something to do, oldest first (sub-agents are driven by parents)."""
+    found = []
+    for sid in store.session_ids():
+        session = store.session(sid)
+        if session.parent_session_id is None and needs_work(store, session, auto_approve):
+            found.append(sid)
+    return found
+
+
+@dataclass
+class Overrides:
+    provider: str | None = None
+    model: str | None = None
+    workspace: Path | None = None
+    options: LoopOptions = field(default_factory=LoopOptions)
+
+
+def loop_for_session(store: ChronicleStore, session: Session, overrides: Overrides, broker: Broker | None = None) -> AgentLoop:
+    """A loop with the provider, model and workspace recorded for the session, unless overridden."""
+    spec = session.spec
+    provider_name = overrides.provider or spec.provider or None
+    if not provider_name:
+        raise ResumeError(f"session {session.id} has no recorded provider; pass --provider anthropic or scripted:PATH")
+    model = overrides.model or spec.model or None
+    try:
+        provider = make_provider(provider_name, model)
+    except (ProviderConfigError, ValueError) as exc:
+        raise ResumeError(f"session {session.id}: {exc}") from None
+    workspace = (overrides.workspace or Path(spec.workspace or ".")).expanduser().resolve()
+    if not workspace.is_dir():
+        raise ResumeError(f"session {session.id}: workspace {workspace} is gone; pass --workspace DIR")
+    options = overrides.options
+    if overrides.model:
+        options = replace(options, model=overrides.model)
+    loop = AgentLoop(store, provider, toolbox_for(spec.tools), workspace, broker=broker, options=options)
+    return loop
+
+
+async def advance_session(
+    store: ChronicleStore, session_id: UUID, make_loop: Callable[[Session], AgentLoop], holder: str,
+    lease_s: float = DEFAULT_LEASE_S, should_stop: Callable[[], bool] = lambda: False, auto_approve: bool = False,
+) -> list[TurnOutcome] | None:
+    """Run the session's turns until nothing is left or it pauses; None if another holder has it."""
+    outcomes: list[TurnOutcome] = []
+    async with leased(store, session_id, holder, lease_s) as keeper:
+        if keeper is None:
+            return None
+        loop: AgentLoop | None = None
+        while not should_stop() and not keeper.lost:
+            session = store.session(session_id)
+            if needs_work(store, session, auto_approve) is None:
+                break
+            loop = loop or make_loop(session)
+            try:
+                outcome = await loop.run_next(session_id)
+            except IntegrityError:
+                break  # someone else wrote first; whoever holds the session continues it
+            if outcome is None:
+                break
+            outcomes.append(outcome)
+            if outcome.status in PAUSING:
+                break
+    return outcomes
+
+
+@dataclass
+class WorkerOptions:
+    concurrency: int = 4
+    poll_s: float = 0.5
+    lease_s: float = DEFAULT_LEASE_S
+    idle_exit_s: float | None = None
+    once: bool = False
+
+
+class Worker:
+    """Polls for sessions needing work and advances up to `concurrency` of them at a time."""
+
+    def __init__(self, store: ChronicleStore, overrides: Overrides, options: WorkerOptions,
+                 log: Callable[[str], Any] = print, name: str | None = None) -> None:
+        self.store, self.overrides, self.options, self.log = store, overrides, options, log
+        self.name = name or worker_name()
+        self.draining = False
+        self.tasks: dict[UUID, asyncio.Task] = {}
+        self.outcomes: list[TurnOutcome] = []
+        self.failed_sessions: set[UUID] = set()
+
+    def drain(self) -> None:
+        """Finish the turns in hand, take no new ones, then exit."""
+        if not self.draining:
+            self.log(f"worker {self.name}: draining (finishing {len(self.tasks)} session(s) in hand)")
+        self.draining = True
+
+    async def _advance(self, sid: UUID) -> None:
+        try:
+            outcomes = await advance_session(
+                self.store, sid, lambda s: loop_for_session(self.store, s, self.overrides), self.name,
+                self.options.lease_s, should_stop=lambda: self.draining, auto_approve=self.overrides.options.auto_approve,
+            )
+        except ResumeError as exc:
+            self.failed_sessions.add(sid)
+            self.log(f"worker {self.name}: skipping session {sid}: {exc}")
+            return
+        except PersistenceError as exc:
+            self.log(f"worker {self.name}: store unavailable while advancing {sid}: {exc}; will retry")
+            await asyncio.sleep(self.options.poll_s)
+            return
+        for outcome in outcomes or []:
+            self.outcomes.append(outcome)
+            self.log(f"worker {self.name}: session {sid} turn {outcome.turn_id} {outcome.status}"
+                     + (f": {outcome.reason}" if outcome.reason else ""))
+
+    async def run(self) -> int:
+        loop = asyncio.get_running_loop()
+        idle_since = loop.time()
+        self.log(f"worker {self.name}: started (concurrency {self.options.concurrency}, lease {self.options.lease_s:g} s)")
+        while True:
+            for sid, task in list(self.tasks.items()):
+                if task.done():
+                    del self.tasks[sid]
+            found: list[UUID] = []
+            if not self.draining:
+                try:
+                    found = [s for s in sessions_needing_work(self.store, self.overrides.options.auto_approve)
+                             if s not in self.tasks and s not in self.failed_sessions]
+                except PersistenceError as exc:
+                    self.log(f"worker {self.name}: store unavailable: {exc}; retrying")
+                for sid in found[: max(0, self.options.concurrency - len(self.tasks))]:
+                    self.tasks[sid] = asyncio.ensure_future(self._advance(sid))
+            if self.tasks or found:
+                idle_since = loop.time()
+            elif self.draining or self.options.once:
+                break
+            elif self.options.idle_exit_s is not None and loop.time() - idle_since >= self.options.idle_exit_s:
+                break
+            if self.tasks:
+                await asyncio.wait(list(self.tasks.values()), timeout=self.options.poll_s, return_when=asyncio.FIRST_COMPLETED)
+            else:
+                await asyncio.sleep(self.options.poll_s)
+        self.log(f"worker {self.name}: stopped after {len(self.outcomes)} turn(s)")
+        return 0

@@ -1,0 +1,156 @@
+"""Undo, redo, history as of the past, fork and replay, driven through the real CLI on both backends."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tests.helpers import cli, json_lines, response, text, tool_use
+
+
+def turns_script(path: Path, turns: list[list[dict]]) -> Path:
+    path.write_text(json.dumps({"agents": {"main": turns}}), encoding="utf-8")
+    return path
+
+
+def three_turns(tmp_path: Path) -> Path:
+    return turns_script(tmp_path / "s.json", [
+        [response(tool_use("r1", "read_file", path="hello.txt")), response(tool_use("w1", "write_file", path="notes.txt", content="v1")),
+         response(text("turn one done"))],
+        [response(tool_use("e2", "edit_file", path="notes.txt", old="v1", new="v2")), response(text("turn two done"))],
+        [response(text("turn three done"))],
+        [response(text("turn four done"))],
+    ])
+
+
+def run_turns(db: str, workspace: Path, script: Path, prompts: list[str]) -> str:
+    first = cli("run", prompts[0], "--provider", f"scripted:{script}", "--workspace", str(workspace), "--json", db=db)
+    assert first.returncode == 0, first.stderr
+    sid = json_lines(first.stdout)[0]["session_id"]
+    for prompt in prompts[1:]:
+        more = cli("run", prompt, "--session", sid, "--workspace", str(workspace), db=db)
+        assert more.returncode == 0, more.stderr
+    return sid
+
+
+def user_texts(messages: list[dict]) -> list[str]:
+    return [b["text"] for m in messages if m["role"] == "user" for b in m["content"] if b["type"] == "text"]
+
+
+def history(db: str, sid: str, *extra: str) -> list[dict]:
+    result = cli("history", sid, "--json", *extra, db=db)
+    assert result.returncode == 0, result.stderr
+    return json_lines(result.stdout)
+
+
+def test_undo_hides_turns_from_history_redo_restores_them_and_a_new_input_starts_a_branch(db_url, workspace, tmp_path):
+    sid = run_turns(db_url, workspace, three_turns(tmp_path), ["one", "two", "three"])
+    undone = cli("undo", sid, "--turns", "2", "--json", db=db_url)
+    assert undone.returncode == 0, undone.stderr
+    assert len(json_lines(undone.stdout)[0]["undone"]) == 2
+    assert user_texts(history(db_url, sid)) == ["one"]
+
+    assert cli("redo", sid, db=db_url).returncode == 0
+    assert user_texts(history(db_url, sid)) == ["one", "two", "three"]
+
+    assert cli("undo", sid, db=db_url).returncode == 0
+    branch = cli("run", "four", "--session", sid, "--workspace", str(workspace), db=db_url)
+    assert branch.returncode == 0, branch.stderr
+    assert user_texts(history(db_url, sid)) == ["one", "two", "four"]
+    nothing = cli("redo", sid, db=db_url)
+    assert nothing.returncode == 1 and "nothing to redo" in nothing.stderr
+
+    log = json_lines(cli("log", sid, "--json", db=db_url).stdout)
+    inputs = [e["data"]["input_text"] for e in log if e["aggregate"] == "turn" and e["event"] == "Created"]
+    assert inputs == ["one", "two", "three", "four"]
+    assert [e["event"] for e in log if e["event"] in ("TurnsUndone", "TurnsRedone")] == ["TurnsUndone", "TurnsRedone", "TurnsUndone"]
+
+
+def test_undo_files_restores_what_the_undone_turns_wrote_and_records_it(db_url, workspace, tmp_path):
+    sid = run_turns(db_url, workspace, three_turns(tmp_path), ["one", "two"])
+    assert (workspace / "notes.txt").read_text() == "v2"
+    one = cli("undo", sid, "--files", db=db_url)
+    assert one.returncode == 0, one.stderr
+    assert (workspace / "notes.txt").read_text() == "v1"
+    assert cli("redo", sid, db=db_url).returncode == 0
+    (workspace / "notes.txt").write_text("v2")
+    both = cli("undo", sid, "--turns", "2", "--files", db=db_url)
+    assert both.returncode == 0, both.stderr
+    assert not (workspace / "notes.txt").exists()  # turn one created it
+    restored = [e for e in json_lines(cli("log", sid, "--json", db=db_url).stdout) if e["event"] == "FilesRestored"]
+    assert [r["data"]["files"] for r in restored] == [[{"path": "notes.txt", "action": "restored"}], [{"path": "notes.txt", "action": "deleted"}]]
+
+
+def test_undo_files_refuses_naming_a_file_someone_changed_since_and_records_nothing(db_url, workspace, tmp_path):
+    sid = run_turns(db_url, workspace, three_turns(tmp_path), ["one", "two"])
+    (workspace / "notes.txt").write_text("edited by a person")
+    refused = cli("undo", sid, "--files", db=db_url)
+    assert refused.returncode == 1
+    assert "notes.txt" in refused.stderr
+    assert (workspace / "notes.txt").read_text() == "edited by a person"
+    assert user_texts(history(db_url, sid)) == ["one", "two"]
+    assert not [e for e in json_lines(cli("log", sid, "--json", db=db_url).stdout) if e["event"] == "TurnsUndone"]
+
+
+def test_history_at_a_turn_and_at_a_version_shows_the_conversation_as_it_was(db_url, workspace, tmp_path):
+    sid = run_turns(db_url, workspace, three_turns(tmp_path), ["one", "two", "three"])
+    assert cli("undo", sid, "--turns", "2", db=db_url).returncode == 0
+    at_two = history(db_url, sid, "--at", "2")
+    assert user_texts(at_two) == ["one", "two"]
+    assert at_two[-1] == {"role": "assistant", "content": [{"type": "text", "text": "turn two done"}]}
+    assert user_texts(history(db_url, sid, "--at", "1")) == ["one"]
+
+    session_events = [e for e in json_lines(cli("log", sid, "--json", db=db_url).stdout) if e["aggregate"] == "session"]
+    started_two = next(e["version"] for e in session_events if e["event"] == "TurnStarted" and e["data"]["input_id"]
+                       and e["version"] > 3)
+    as_started = history(db_url, sid, "--version", str(started_two))
+    assert user_texts(as_started) == ["one", "two"]
+    assert as_started[-1]["role"] == "user"  # turn two had only its input then
+    assert user_texts(history(db_url, sid, "--version", "1")) == []
+    bad = cli("history", sid, "--at", "9", db=db_url)
+    assert bad.returncode == 1 and "1..3" in bad.stderr
+
+
+def test_fork_starts_a_session_from_a_past_turn_that_can_run_on_its_own(db_url, workspace, tmp_path):
+    sid = run_turns(db_url, workspace, three_turns(tmp_path), ["one", "two"])
+    forked = cli("fork", sid, "--at", "1", db=db_url)
+    assert forked.returncode == 0, forked.stderr
+    child = forked.stdout.strip()
+    rows = {r["session_id"]: r for r in json_lines(cli("sessions", "--json", db=db_url).stdout)}
+    assert rows[child]["forked_from"] == {"session_id": sid, "turn": 1}
+    assert user_texts(history(db_url, child)) == ["one"]
+    script = turns_script(tmp_path / "fork.json", [[response(text("fork answer"))]])
+    ran = cli("run", "on the fork", "--session", child, "--provider", f"scripted:{script}", "--workspace", str(workspace), db=db_url)
+    assert ran.returncode == 0, ran.stderr
+    assert user_texts(history(db_url, child)) == ["one", "on the fork"]
+    assert user_texts(history(db_url, sid)) == ["one", "two"]
+
+
+def test_replay_of_an_unchanged_session_is_identical_and_a_changed_read_only_result_is_named(db_url, workspace, tmp_path):
+    sid = run_turns(db_url, workspace, three_turns(tmp_path), ["one", "two"])
+    before = json_lines(cli("log", sid, "--json", db=db_url).stdout)
+    same = cli("replay", sid, db=db_url)
+    assert same.returncode == 0, same.stderr
+    assert same.stdout.startswith("identical") and len(same.stdout.strip().splitlines()) == 1
+    assert json_lines(cli("log", sid, "--json", db=db_url).stdout) == before  # replay writes nothing
+
+    (workspace / "hello.txt").write_text("somebody changed this\n")
+    changed = cli("replay", sid, "--json", db=db_url)
+    assert changed.returncode == 1
+    verdict = json_lines(changed.stdout)[0]
+    assert verdict["divergence"]["turn"] == 1 and verdict["divergence"]["step"] == 0
+    assert verdict["divergence"]["kind"] == "tool result" and "read_file" in verdict["divergence"]["detail"]
+
+
+def test_replay_detects_a_request_that_no_longer_matches_its_fingerprint(sqlite_url, workspace, tmp_path):
+    sid = run_turns(sqlite_url, workspace, three_turns(tmp_path), ["one"])
+    import sqlite3
+
+    path = sqlite_url[len("sqlite://"):]
+    with sqlite3.connect(path) as conn:  # tamper with a recorded input, as a schema change might
+        rows = conn.execute("SELECT rowid, state FROM stored_events WHERE topic LIKE '%Turn.Created'").fetchall()
+        rowid, state = rows[0]
+        conn.execute("UPDATE stored_events SET state = ? WHERE rowid = ?", (bytes(state).replace(b'"one"', b'"uno"'), rowid))
+    diverged = cli("replay", sid, db=sqlite_url)
+    assert diverged.returncode == 1
+    assert "turn 1, step 0: request fingerprint" in diverged.stdout
