@@ -90,6 +90,9 @@ class ModelResponse(BaseModel):
     usage: Usage = Field(default_factory=Usage)
     model: str = ""
     error: ProviderError | None = None
+    #: The provider's message id and the stop sequence that ended it, when there was one.
+    id: str = ""
+    stop_sequence: str | None = None
 
     @property
     def tool_uses(self) -> list[ToolUseBlock]:

@@ -24,6 +24,7 @@ from .clock import SYSTEM_CLOCK, Clock
 from .hooks import Hooks, Stop
 from .live import Broker, ErrorEvent, StatusChange, TurnEnd, TurnStart, UsageEvent
 from .model_call import ModelCaller, request_delta
+from .pricing import price
 from .providers.base import ModelRequest, Provider
 from .request_context import RequestContext
 from .retry import RetryPolicy
@@ -40,7 +41,7 @@ class LoopOptions:
     auto_approve: bool = False
     tool_timeout_s: float = 180.0
     max_tokens: int = 8192
-    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    retry: RetryPolicy = field(default_factory=RetryPolicy.from_env)
 
 
 @dataclass
@@ -177,8 +178,10 @@ class AgentLoop:
                 raise
             step = self._record_response(turn, response, request, attempts, latency_ms)
             await self.hooks.after_model_call(session, turn, response)
+            model = response.model or spec.model
             await self.emit(
-                UsageEvent(session_id=str(session.id), turn_id=str(turn.id), step=step, model=response.model or spec.model, usage=response.usage.model_dump())
+                UsageEvent(session_id=str(session.id), turn_id=str(turn.id), step=step, model=model, usage=response.usage.model_dump(),
+                           usd=price(model, response.usage, at=self.clock.now()))
             )
             if response.stop_reason == "error":
                 error = response.error

@@ -39,8 +39,15 @@ def fingerprint(request: ModelRequest) -> str:
 
 
 def request_delta(request: ModelRequest, previous_count: int) -> dict[str, Any]:
+    """What this call adds to the previous one, by reference: every message is already an event.
+
+    The request is rebuilt as the first `message_count` messages of the session's context
+    (inputs, recorded responses, tool results), so a count and hashes suffice; the system
+    prompt is on the session's AgentSpec and the hashes show whether it or the tools changed.
+    """
     return {
         "model": request.model,
+        "max_tokens": request.max_tokens,
         "system_sha256": _sha(request.system),
         "tools_sha256": _sha(request.tools),
         "message_count": len(request.messages),
@@ -81,6 +88,7 @@ class ModelCaller:
                 now = loop.clock.now()
                 turn.record_retry(attempt=attempt, reason=f"{error.kind}: {error.message}", delay_s=delay, now=now)
                 loop.store.save(turn)
+                self.partial_text = []  # a cancel during the wait records nothing of the failed attempt
                 await loop.emit(
                     StatusChange(
                         session_id=sid, status="retry", attempt=attempt + 1,

@@ -1,9 +1,19 @@
-"""Our retry policy for model calls: exponential backoff with jitter, honouring retry-after."""
+"""Our retry policy for model calls: exponential backoff with jitter, honouring retry-after.
+
+2 s · 2^(n-1) with ±20 % jitter, capped at 30 s, 8 attempts in all by default. The environment
+can change it for a whole process (CHRONICLE_MAX_ATTEMPTS, CHRONICLE_RETRY_BASE_S,
+CHRONICLE_RETRY_CAP_S): operators tune it without code, and tests run it with a tiny base.
+"""
 
 from __future__ import annotations
 
+import os
 import random
 from dataclasses import dataclass, field
+
+
+class RetrySettingError(ValueError):
+    """A retry setting that cannot work; the message names it and what it accepts."""
 
 
 @dataclass(frozen=True)
@@ -21,3 +31,28 @@ class RetryPolicy:
         raw = min(self.base_s * 2 ** (attempt - 1), self.cap_s)
         spread = raw * self.jitter
         return max(0.0, min(self.cap_s, raw + self.rng.uniform(-spread, spread)))
+
+    @classmethod
+    def from_env(cls, max_attempts: int | None = None) -> "RetryPolicy":
+        """The default policy, adjusted by the environment; an explicit max_attempts wins."""
+        attempts = max_attempts if max_attempts is not None else _number("CHRONICLE_MAX_ATTEMPTS", int, cls.max_attempts)
+        if attempts < 1:
+            raise RetrySettingError(f"max attempts must be at least 1 (got {attempts}); 1 means no retries")
+        return cls(
+            max_attempts=attempts,
+            base_s=_number("CHRONICLE_RETRY_BASE_S", float, cls.base_s),
+            cap_s=_number("CHRONICLE_RETRY_CAP_S", float, cls.cap_s),
+        )
+
+
+def _number(name: str, kind: type, default: float) -> float:
+    raw = os.environ.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    try:
+        value = kind(raw)
+    except ValueError:
+        raise RetrySettingError(f"{name}={raw!r} is not a{'n integer' if kind is int else ' number'}") from None
+    if value < 0:
+        raise RetrySettingError(f"{name}={raw!r} must not be negative")
+    return value

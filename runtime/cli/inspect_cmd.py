@@ -13,6 +13,7 @@ from chronicle.domain.context import build_context
 from chronicle.domain.session import Session
 from chronicle.domain.tool_call import ToolCall
 from chronicle.domain.turn import Turn
+from chronicle.runtime.session_cost import session_usd
 from chronicle.runtime.store import ChronicleStore
 
 from .common import DbOption, JsonOption, cli_errors, open_store, out_console, print_json
@@ -36,7 +37,7 @@ def session_row(store: ChronicleStore, session: Session) -> dict[str, Any]:
         "forked_from": session.forked_from,
         "turns": len(session.head),
         "queued": len(session.queue),
-        "cost": None,
+        "cost": session_usd(store, session),
     }
 
 
@@ -125,6 +126,8 @@ def describe(entry: dict[str, Any]) -> str:
         response = data["response"]
         kinds = ",".join(b["type"] for b in response.get("content", []))
         return f"step {data['step']}: {response.get('stop_reason')} [{kinds}]"
+    if event == "ModelCallRetried":
+        return short(f"attempt {data['attempt']} failed, retry in {data['delay_s']:.2f}s: {data['reason']}", 70)
     if event in ("Created", "InputQueued"):
         return short(data.get("input_text") or data.get("text") or "", 70)
     return short(data.get("reason") or data.get("final_text") or "", 70)

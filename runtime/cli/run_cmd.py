@@ -14,6 +14,7 @@ from chronicle.domain.agent_spec import AgentSpec
 from chronicle.runtime.live import AgentEnd, AgentStart, Broker
 from chronicle.runtime.loop import AgentLoop, LoopOptions, TurnOutcome
 from chronicle.runtime.providers import ProviderConfigError, default_model, default_provider_name, make_provider
+from chronicle.runtime.retry import RetryPolicy, RetrySettingError
 from chronicle.runtime.sessions import start_session, submit_input
 from chronicle.runtime.store import ChronicleStore
 from chronicle.runtime.tools import DEFAULT_TOOLS, toolbox_for
@@ -26,6 +27,18 @@ ProviderOption = Annotated[
     typer.Option("--provider", help="anthropic | scripted:PATH [default: anthropic when ANTHROPIC_API_KEY is set]", show_default=False),
 ]
 ModelOption = Annotated[Optional[str], typer.Option("--model", envvar="CHRONICLE_MODEL", help="Model name", show_default=False)]
+MaxAttemptsOption = Annotated[
+    Optional[int],
+    typer.Option("--max-attempts", envvar="CHRONICLE_MAX_ATTEMPTS", min=1, show_default=False,
+                 help="Tries per model call, the first included, for rate limits, overloads and network errors [default: 8]"),
+]
+
+
+def retry_policy(max_attempts: int | None) -> RetryPolicy:
+    try:
+        return RetryPolicy.from_env(max_attempts)
+    except RetrySettingError as exc:
+        fail(str(exc), 2)
 
 
 def resolve_workspace(workspace: Path | None) -> Path:
@@ -104,6 +117,7 @@ def run(
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Approve tools that require approval (bash)")] = False,
     as_json: JsonOption = False,
     db: DbOption = None,
+    max_attempts: MaxAttemptsOption = None,
 ) -> None:
     """Run one turn: record PROMPT, let the agent work, print the answer as it streams."""
     with cli_errors():
@@ -118,7 +132,7 @@ def run(
                 fail(f"session {sid} has a turn in flight; continue it with `chronicle resume {sid}`", 1)
             spec = existing.spec
             provider_name = provider or spec.provider or default_provider_name()
-            loop = build_loop(store, spec, provider_name, model, ws, LoopOptions(max_iterations=max_iterations, auto_approve=yes),
+            loop = build_loop(store, spec, provider_name, model, ws, LoopOptions(max_iterations=max_iterations, auto_approve=yes, retry=retry_policy(max_attempts)),
                               JsonLinesRenderer() if as_json else HumanRenderer())
             submit_input(store, sid, prompt)
         else:
@@ -127,7 +141,7 @@ def run(
                 name="main", provider=provider_name or "", model=model or ("scripted" if (provider_name or "").startswith("scripted:") else default_model()),
                 tools=DEFAULT_TOOLS, max_iterations=max_iterations, workspace=str(ws),
             )
-            loop = build_loop(store, spec, provider_name, model, ws, LoopOptions(max_iterations=max_iterations, auto_approve=yes),
+            loop = build_loop(store, spec, provider_name, model, ws, LoopOptions(max_iterations=max_iterations, auto_approve=yes, retry=retry_policy(max_attempts)),
                               JsonLinesRenderer() if as_json else HumanRenderer())
             created, _ = start_session(store, spec, prompt)
             sid = created.id

@@ -8,7 +8,9 @@ from pathlib import Path
 from .base import ModelRequest, Provider
 from .scripted import ScriptedProvider, ScriptError
 
-DEFAULT_MODEL = "claude-sonnet-4-5"
+#: The newest Sonnet the installed SDK lists; claude-sonnet-4-5 is deprecated (end of life
+#: 2026-11-30 per the SDK's deprecation table). Override with --model / CHRONICLE_MODEL.
+DEFAULT_MODEL = "claude-sonnet-5-5"
 
 
 class ProviderConfigError(ValueError):

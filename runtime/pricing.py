@@ -1,0 +1,174 @@
+"""USD from recorded usage: `price(model, usage, at=date) -> float | None`.
+
+Events hold raw token counts; money is computed from them, so re-pricing never rewrites history.
+
+Where prices come from, in order:
+1. An override file named by `CHRONICLE_PRICES` (JSON, our format below): for negotiated rates,
+   models the bundled table does not know yet, or corrections. Each model has dated entries;
+   the one in force at the call's date applies.
+2. The `genai-prices` package's bundled snapshot (the pydantic team's dated, data-driven price
+   tables, also used by pydantic-ai). Checked: it prices from its bundled data with no network
+   access (we never start its updater), knows dated model ids such as
+   `claude-sonnet-4-5-20250929`, cache write/read prices, and long-context tiers. Maintaining
+   that table by hand here would only make it go stale faster.
+
+An unknown model prices as None with one warning per model and process — never an exception.
+Anthropic's `input_tokens` excludes cached tokens, so the total input handed to genai-prices
+is input + cache writes + cache reads.
+
+Override file format:
+    {"models": {"claude-x": [{"from": "2026-01-01", "input_mtok": 3, "output_mtok": 15,
+                              "cache_write_mtok": 3.75, "cache_read_mtok": 0.3}]}}
+Prices are USD per million tokens; a model id with a `-YYYYMMDD` suffix also matches its base.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+from datetime import date, datetime, timezone
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from chronicle.domain.content import Usage
+
+log = logging.getLogger("chronicle.pricing")
+#: Models that are not priced and need no warning about it.
+UNPRICED_QUIETLY = frozenset({"", "scripted"})
+DATE_SUFFIX = re.compile(r"-\d{8}$")
+_warned: set[str] = set()
+
+
+class PriceTableError(ValueError):
+    """The override price file cannot be used; the message names the file and the problem."""
+
+
+def price(model: str, usage: Usage | dict[str, Any], at: datetime | date | None = None) -> float | None:
+    """USD for one model call, or None when the model has no known price."""
+    if isinstance(usage, dict):
+        usage = Usage(**{k: v for k, v in usage.items() if k in Usage.model_fields})
+    when = _as_datetime(at)
+    try:
+        override = _override_price(model, usage, when)
+    except PriceTableError as exc:
+        _warn_once(str(exc))
+        override = None
+    if override is not None:
+        return override
+    bundled = _bundled_price(model, usage, when)
+    if bundled is not None:
+        return bundled
+    if model not in UNPRICED_QUIETLY:
+        _warn_once(f"no price known for model {model!r}: its cost shows as null (add it to a CHRONICLE_PRICES file)")
+    return None
+
+
+def _warn_once(message: str) -> None:
+    if message not in _warned:
+        _warned.add(message)
+        log.warning("%s", message)
+
+
+def total(calls: list[tuple[str, Usage | dict[str, Any], datetime | date | None]]) -> float | None:
+    """Sum of several calls; None if any call that used tokens could not be priced."""
+    usd = 0.0
+    for model, usage, at in calls:
+        value = price(model, usage, at)
+        if value is None:
+            tokens = usage if isinstance(usage, dict) else usage.model_dump()
+            if any(tokens.values()):
+                return None
+            continue
+        usd += value
+    return round(usd, 6)
+
+
+def _as_datetime(at: datetime | date | None) -> datetime:
+    if at is None:
+        return datetime.now(timezone.utc)
+    if not isinstance(at, datetime):
+        return datetime(at.year, at.month, at.day, tzinfo=timezone.utc)
+    return at if at.tzinfo else at.replace(tzinfo=timezone.utc)
+
+
+# -- the override file ---------------------------------------------------------------------------
+
+
+def _override_price(model: str, usage: Usage, when: datetime) -> float | None:
+    path = os.environ.get("CHRONICLE_PRICES")
+    if not path:
+        return None
+    table = load_override(path)
+    entries = table.get(model) or table.get(DATE_SUFFIX.sub("", model))
+    if not entries:
+        return None
+    day = when.date().isoformat()
+    current = [e for e in entries if e.get("from", "0000-00-00") <= day]
+    if not current:
+        return None
+    entry = max(current, key=lambda e: e.get("from", ""))
+    usd = (
+        usage.input_tokens * entry.get("input_mtok", 0.0)
+        + usage.output_tokens * entry.get("output_mtok", 0.0)
+        + usage.cache_creation_input_tokens * entry.get("cache_write_mtok", entry.get("input_mtok", 0.0) * 1.25)
+        + usage.cache_read_input_tokens * entry.get("cache_read_mtok", entry.get("input_mtok", 0.0) * 0.1)
+    ) / 1_000_000
+    return round(usd, 9)
+
+
+@lru_cache(maxsize=8)
+def _read_override(path: str, mtime: float) -> dict[str, list[dict[str, Any]]]:
+    try:
+        raw = json.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise PriceTableError(f"CHRONICLE_PRICES names {path}, which does not exist") from None
+    except json.JSONDecodeError as exc:
+        raise PriceTableError(f"CHRONICLE_PRICES file {path} is not valid JSON: {exc}") from None
+    models = raw.get("models") if isinstance(raw, dict) else None
+    if not isinstance(models, dict):
+        raise PriceTableError(f"CHRONICLE_PRICES file {path} needs a top-level \"models\" object")
+    table: dict[str, list[dict[str, Any]]] = {}
+    for name, entries in models.items():
+        entries = entries if isinstance(entries, list) else [entries]
+        for entry in entries:
+            bad = [k for k, v in entry.items() if k != "from" and not isinstance(v, (int, float))]
+            if bad:
+                raise PriceTableError(f"CHRONICLE_PRICES file {path}: {name}: {', '.join(bad)} must be numbers (USD per million tokens)")
+        table[name] = entries
+    return table
+
+
+def load_override(path: str) -> dict[str, list[dict[str, Any]]]:
+    try:
+        mtime = os.stat(path).st_mtime
+    except OSError:
+        mtime = 0.0
+    return _read_override(path, mtime)
+
+
+# -- the bundled table ---------------------------------------------------------------------------
+
+
+def _bundled_price(model: str, usage: Usage, when: datetime) -> float | None:
+    try:
+        from genai_prices import Usage as GUsage, calc_price
+    except ImportError:  # pragma: no cover - a declared dependency; an override file still works
+        return None
+    cache_write, cache_read = usage.cache_creation_input_tokens, usage.cache_read_input_tokens
+    try:
+        result = calc_price(
+            GUsage(
+                input_tokens=usage.input_tokens + cache_write + cache_read, output_tokens=usage.output_tokens,
+                cache_write_tokens=cache_write, cache_read_tokens=cache_read,
+            ),
+            model_ref=model, provider_id="anthropic", genai_request_timestamp=when,
+        )
+    except LookupError:
+        return None
+    except Exception as exc:  # noqa: BLE001 - a pricing bug must never fail a turn
+        log.warning("pricing %r failed: %s", model, exc)
+        return None
+    return float(result.total_price)

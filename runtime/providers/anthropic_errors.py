@@ -1,0 +1,117 @@
+"""Anthropic SDK exceptions turned into ProviderError data: what happened, may we retry, when.
+
+Retryable: 408 (a timeout), 429, 500–504, 529, connection errors, timeouts, and an `overloaded_error`
+or `api_error` that arrives as an SSE `error` event inside an HTTP 200 stream (the SDK raises
+those with status 200). Not retryable: 400, 401, 403, 404, 413 and the rest — the turn fails
+with the API's own message. A 400 saying the prompt is too long gets its own kind,
+`prompt_too_long`, so the loop can compact and retry once where compaction exists.
+
+Messages never carry the API key: the SDK's messages are built from response bodies, and
+`redact` removes the key anyway in case a server echoes it back.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from email.utils import parsedate_to_datetime
+from typing import Any, Mapping
+
+from chronicle.domain.content import ProviderError
+
+RETRYABLE_STATUS = frozenset({408, 429, 500, 501, 502, 503, 504, 529})
+#: Error types that mean "try again later" whatever the HTTP status says (SSE errors come as 200).
+RETRYABLE_TYPES = frozenset({"overloaded_error", "api_error", "rate_limit_error", "timeout_error"})
+PROMPT_TOO_LONG = re.compile(r"prompt is too long|context.{0,20}(window|length).{0,40}exceed|too many (input )?tokens", re.I)
+
+
+def redact(text: str, secrets: tuple[str | None, ...] = ()) -> str:
+    for secret in (*secrets, os.environ.get("ANTHROPIC_API_KEY"), os.environ.get("ANTHROPIC_AUTH_TOKEN")):
+        if secret and len(secret) >= 6:
+            text = text.replace(secret, "***")
+    return text
+
+
+def retry_after_seconds(headers: Mapping[str, str] | None, now: float | None = None) -> float | None:
+    """`retry-after-ms` (milliseconds) wins over `retry-after` (seconds or an HTTP date)."""
+    if not headers:
+        return None
+    raw_ms = headers.get("retry-after-ms")
+    if raw_ms:
+        try:
+            return max(0.0, float(raw_ms) / 1000.0)
+        except ValueError:
+            pass
+    raw = headers.get("retry-after")
+    if not raw:
+        return None
+    try:
+        return max(0.0, float(raw))
+    except ValueError:
+        pass
+    try:
+        when = parsedate_to_datetime(raw)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - (now if now is not None else time.time()))
+
+
+def _body_error(body: Any) -> tuple[str | None, str | None]:
+    if isinstance(body, dict):
+        error = body.get("error")
+        if isinstance(error, dict):
+            return error.get("type"), error.get("message")
+    return None, None
+
+
+def provider_error(exc: BaseException, secrets: tuple[str | None, ...] = ()) -> ProviderError:
+    """Classify any exception raised while calling or streaming; never raises itself."""
+    import anthropic
+
+    if isinstance(exc, anthropic.APIStatusError):
+        status = exc.status_code
+        error_type, api_message = _body_error(exc.body)
+        error_type = error_type or getattr(exc, "type", None)
+        api_message = api_message or getattr(exc, "api_message", None) or str(exc)
+        headers = exc.response.headers if exc.response is not None else None
+        in_stream = status == 200
+        retryable = (error_type in RETRYABLE_TYPES) if in_stream else (status in RETRYABLE_STATUS)
+        if not in_stream and error_type in RETRYABLE_TYPES and status >= 500:
+            retryable = True
+        kind = error_type or f"http_{status}"
+        if status == 400 and PROMPT_TOO_LONG.search(api_message or ""):
+            kind, retryable = "prompt_too_long", False
+        where = "in the response stream" if in_stream else f"HTTP {status}"
+        return ProviderError(
+            kind=kind,
+            message=redact(f"{api_message} ({where})", secrets),
+            status=status,
+            retryable=retryable,
+            retry_after_s=retry_after_seconds(headers) if retryable and not in_stream else None,
+        )
+    if isinstance(exc, anthropic.APITimeoutError):
+        return ProviderError(kind="timeout", message="the request to the model timed out", retryable=True)
+    if isinstance(exc, anthropic.APIConnectionError):
+        cause = exc.__cause__ or exc.__context__
+        detail = f": {type(cause).__name__}" if cause is not None else ""
+        return ProviderError(kind="connection_error", message=redact(f"cannot reach the model API{detail}", secrets), retryable=True)
+    if _is_transport_error(exc):
+        return ProviderError(
+            kind="connection_error", message=redact(f"the connection broke while streaming: {type(exc).__name__}", secrets), retryable=True
+        )
+    if isinstance(exc, anthropic.APIResponseValidationError):
+        return ProviderError(kind="bad_response", message=redact(f"the API answered something unexpected: {exc.message}", secrets))
+    return ProviderError(kind="provider_error", message=redact(f"{type(exc).__name__}: {exc}", secrets))
+
+
+def _is_transport_error(exc: BaseException) -> bool:
+    """Network errors the SDK does not wrap: they surface raw while a stream is being read."""
+    for module in ("httpx2", "httpx"):
+        try:
+            lib = __import__(module)
+        except ImportError:
+            continue
+        if isinstance(exc, (lib.TransportError, lib.StreamError)):
+            return True
+    return False

@@ -1,0 +1,82 @@
+"""`chronicle run --provider anthropic` as a user runs it, against a loopback Messages API."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import pytest
+
+from chronicle.domain.content import Usage
+from chronicle.runtime.pricing import price
+from tests.helpers import cli, json_lines
+from tests.sse_server import HttpError, overloaded_in_stream, reply, sse  # noqa: F401
+
+KEY = "sk-ant-e2e-dummy-key-987654"
+MODEL = "claude-sonnet-4-6"
+
+
+def env_for(server, **extra: str) -> dict[str, str]:
+    return {"ANTHROPIC_BASE_URL": server.url, "ANTHROPIC_API_KEY": KEY, "CHRONICLE_RETRY_BASE_S": "0.01", **extra}
+
+
+def test_a_multi_step_tool_session_runs_through_retries_and_the_log_shows_every_retry(db_url, workspace, sse):
+    usage = {"input_tokens": 1000, "output_tokens": 100, "cache_read_input_tokens": 2000}
+    sse.script(
+        reply([{"type": "text", "text": "Let me read it."},
+               {"type": "tool_use", "id": "tu_1", "name": "read_file", "input": {"path": "hello.txt"}}], usage=usage, model=MODEL),
+        HttpError(429, "rate_limit_error", "Number of requests has exceeded your rate limit", {"retry-after-ms": "20"}),
+        reply([{"type": "tool_use", "id": "tu_2", "name": "write_file", "input": {"path": "out.txt", "content": "héllo ✓"}}],
+              usage=usage, model=MODEL),
+        overloaded_in_stream("Half an answ"),
+        HttpError(529, "overloaded_error", "Overloaded"),
+        reply([{"type": "text", "text": "Wrote out.txt."}], usage=usage, model=MODEL),
+    )
+    run = cli("run", "copy hello", "--provider", "anthropic", "--model", MODEL, "--workspace", str(workspace), "--json",
+              db=db_url, env=env_for(sse))
+    assert run.returncode == 0, run.stderr
+    events = json_lines(run.stdout)
+    assert events[-1]["type"] == "agent_end" and events[-1]["status"] == "completed"
+    assert (workspace / "out.txt").read_text(encoding="utf-8") == "héllo ✓"
+    retry_status = [e for e in events if e["type"] == "status_change" and e["status"] == "retry"]
+    assert len(retry_status) == 3
+    usd_live = [e["usd"] for e in events if e["type"] == "usage"]
+    assert len(usd_live) == 3 and all(u and u > 0 for u in usd_live)
+    session_id = events[0]["session_id"]
+
+    log = json_lines(cli("log", session_id, "--json", db=db_url).stdout)
+    retries = [e for e in log if e["event"] == "ModelCallRetried"]
+    assert [(r["data"]["step"], r["data"]["attempt"]) for r in retries] == [(1, 1), (2, 1), (2, 2)]
+    assert retries[0]["data"]["reason"].startswith("rate_limit_error") and retries[0]["data"]["delay_s"] == 0.02
+    assert retries[1]["data"]["reason"].startswith("overloaded_error") and "in the response stream" in retries[1]["data"]["reason"]
+    responded = [e for e in log if e["event"] == "ModelResponded"]
+    assert [e["data"]["attempts"] for e in responded] == [1, 2, 3]
+    human = cli("log", session_id, db=db_url).stdout
+    assert human.count("ModelCallRetried") == 3 and "retry in" in human
+
+    sessions = json_lines(cli("sessions", "--json", db=db_url).stdout)
+    started = datetime.fromisoformat(sessions[0]["created_at"])
+    expected = 3 * price(MODEL, Usage(**usage), at=started)
+    assert sessions[0]["cost"] == pytest.approx(expected, rel=1e-6)
+
+    assert all(KEY not in r.raw.decode("utf-8") for r in sse.requests)
+    assert KEY not in run.stdout + run.stderr
+
+
+def test_max_attempts_limits_the_retries_and_the_failure_says_why(sqlite_url, workspace, sse):
+    sse.script(*[HttpError(529, "overloaded_error", "Overloaded")] * 2)
+    run = cli("run", "hi", "--provider", "anthropic", "--max-attempts", "2", "--workspace", str(workspace), db=sqlite_url, env=env_for(sse))
+    assert run.returncode == 1
+    assert "Overloaded" in run.stderr and len(sse.requests) == 2
+
+
+def test_an_invalid_key_fails_at_once_with_the_api_message_and_exit_1(sqlite_url, workspace, sse):
+    sse.script(HttpError(401, "authentication_error", "invalid x-api-key"))
+    run = cli("run", "hi", "--workspace", str(workspace), db=sqlite_url, env=env_for(sse))  # anthropic is the default with a key
+    assert run.returncode == 1
+    assert "invalid x-api-key" in run.stderr and "HTTP 401" in run.stderr
+    assert len(sse.requests) == 1 and KEY not in run.stderr
+
+
+def test_a_bad_max_attempts_setting_is_a_usage_error(sqlite_url, workspace, sse):
+    run = cli("run", "hi", "--workspace", str(workspace), db=sqlite_url, env=env_for(sse, CHRONICLE_MAX_ATTEMPTS="0"))
+    assert run.returncode == 2

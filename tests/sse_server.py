@@ -1,0 +1,242 @@
+"""A loopback HTTP server that speaks the Messages API's SSE format, from a queue of behaviours.
+
+Tests point the real `anthropic` SDK at it (base_url / ANTHROPIC_BASE_URL) and script what
+each request gets: a normal stream, an HTTP error with or without retry-after, an overload
+inside a 200 stream, a slow stream to cancel, a dropped connection. Every request is recorded
+(path, headers, JSON body) so tests can check what the client sent; a stream the client
+closed early is noted on its record. Runs in a thread on 127.0.0.1 with a random port.
+"""
+
+from __future__ import annotations
+
+import json
+import queue
+import threading
+import time
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Callable
+
+
+# -- building SSE event lists --------------------------------------------------------------------
+
+
+def _chunks(text: str, splits: list[int] | int | None) -> list[str]:
+    """Cut text at the given offsets (or into pieces of N characters)."""
+    if splits is None:
+        return [text] if text else []
+    if isinstance(splits, int):
+        return [text[i:i + splits] for i in range(0, len(text), splits)] or [""]
+    cuts = sorted({0, *[s for s in splits if 0 < s < len(text)], len(text)})
+    return [text[a:b] for a, b in zip(cuts, cuts[1:])]
+
+
+def message_events(
+    content: list[dict[str, Any]],
+    stop_reason: str = "end_turn",
+    usage: dict[str, int] | None = None,
+    model: str = "claude-sonnet-4-5",
+    split: list[int] | int | None = 7,
+    stop_sequence: str | None = None,
+    msg_id: str = "msg_test",
+) -> list[tuple[str, dict[str, Any]]]:
+    """The events the API sends for one message: text, thinking and tool input split into deltas."""
+    usage = {"input_tokens": 10, "output_tokens": 5, **(usage or {})}
+    start_usage = {k: v for k, v in usage.items() if k != "output_tokens"} | {"output_tokens": 1}
+    events: list[tuple[str, dict[str, Any]]] = [
+        ("message_start", {"type": "message_start", "message": {
+            "id": msg_id, "type": "message", "role": "assistant", "model": model, "content": [],
+            "stop_reason": None, "stop_sequence": None, "usage": start_usage}}),
+        ("ping", {"type": "ping"}),
+    ]
+    for index, block in enumerate(content):
+        kind = block["type"]
+        if kind == "text":
+            start = {"type": "text", "text": ""}
+            deltas = [{"type": "text_delta", "text": c} for c in _chunks(block["text"], split)]
+        elif kind == "thinking":
+            start = {"type": "thinking", "thinking": "", "signature": ""}
+            deltas = [{"type": "thinking_delta", "thinking": c} for c in _chunks(block["thinking"], split)]
+            deltas.append({"type": "signature_delta", "signature": block["signature"]})
+        elif kind == "redacted_thinking":
+            start, deltas = dict(block), []
+        elif kind == "tool_use":
+            start = {"type": "tool_use", "id": block["id"], "name": block["name"], "input": {}}
+            raw = block.get("raw_json", json.dumps(block["input"], ensure_ascii=False))
+            deltas = [{"type": "input_json_delta", "partial_json": c} for c in _chunks(raw, block.get("split", split))]
+        else:
+            raise ValueError(f"sse_server cannot stream a {kind} block")
+        events.append(("content_block_start", {"type": "content_block_start", "index": index, "content_block": start}))
+        for delta in deltas:
+            events.append(("content_block_delta", {"type": "content_block_delta", "index": index, "delta": delta}))
+        events.append(("content_block_stop", {"type": "content_block_stop", "index": index}))
+        if index == 0:
+            events.append(("ping", {"type": "ping"}))
+    events.append(("message_delta", {"type": "message_delta", "delta": {"stop_reason": stop_reason, "stop_sequence": stop_sequence},
+                                     "usage": {"output_tokens": usage["output_tokens"]}}))
+    events.append(("message_stop", {"type": "message_stop"}))
+    return events
+
+
+def error_event(error_type: str = "overloaded_error", message: str = "Overloaded") -> tuple[str, dict[str, Any]]:
+    return ("error", {"type": "error", "error": {"type": error_type, "message": message}})
+
+
+# -- behaviours ----------------------------------------------------------------------------------
+
+
+@dataclass
+class Stream:
+    """HTTP 200 with these SSE events; `delay_s` between events; `hang_after` events then wait."""
+
+    events: list[tuple[str, dict[str, Any]]]
+    delay_s: float = 0.0
+    hang_after: int | None = None
+    drop_after: int | None = None
+
+
+@dataclass
+class HttpError:
+    status: int
+    error_type: str
+    message: str
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class DropConnection:
+    """Close the socket without answering."""
+
+
+def reply(content: list[dict[str, Any]], **kwargs: Any) -> Stream:
+    has_tools = any(b["type"] == "tool_use" for b in content)
+    kwargs.setdefault("stop_reason", "tool_use" if has_tools else "end_turn")
+    delay = kwargs.pop("delay_s", 0.0)
+    return Stream(message_events(content, **kwargs), delay_s=delay)
+
+
+def overloaded_in_stream(after_text: str = "") -> Stream:
+    events = message_events([{"type": "text", "text": after_text}] if after_text else [])[:-2]
+    events = [e for e in events if e[0] not in ("message_delta", "message_stop")]
+    return Stream(events + [error_event()])
+
+
+# -- the server ----------------------------------------------------------------------------------
+
+
+@dataclass
+class Recorded:
+    path: str
+    headers: dict[str, str]
+    body: dict[str, Any]
+    raw: bytes
+    closed_early: bool = False
+
+
+class SSEServer:
+    def __init__(self) -> None:
+        self.behaviours: "queue.Queue[Any]" = queue.Queue()
+        self.requests: list[Recorded] = []
+        self.release = threading.Event()
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: Any) -> None:  # quiet
+                pass
+
+            def do_POST(self) -> None:  # noqa: N802
+                length = int(self.headers.get("content-length") or 0)
+                raw = self.rfile.read(length)
+                record = Recorded(self.path, {k.lower(): v for k, v in self.headers.items()}, json.loads(raw or b"{}"), raw)
+                server.requests.append(record)
+                try:
+                    behaviour = server.behaviours.get_nowait()
+                except queue.Empty:
+                    behaviour = HttpError(400, "invalid_request_error", "sse_server: no scripted behaviour left for this request")
+                server._answer(self, behaviour, record)
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
+
+    @property
+    def url(self) -> str:
+        host, port = self.httpd.server_address[:2]
+        return f"http://{host}:{port}"
+
+    def script(self, *behaviours: Any) -> "SSEServer":
+        for behaviour in behaviours:
+            self.behaviours.put(behaviour)
+        return self
+
+    def start(self) -> "SSEServer":
+        self.thread.start()
+        return self
+
+    def stop(self) -> None:
+        self.release.set()
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+    def wait_for(self, predicate: Callable[[], bool], timeout: float = 5.0) -> bool:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if predicate():
+                return True
+            time.sleep(0.01)
+        return predicate()
+
+    def _answer(self, handler: BaseHTTPRequestHandler, behaviour: Any, record: Recorded) -> None:
+        if isinstance(behaviour, DropConnection):
+            handler.close_connection = True
+            handler.connection.shutdown(2)
+            return
+        if isinstance(behaviour, HttpError):
+            body = json.dumps({"type": "error", "error": {"type": behaviour.error_type, "message": behaviour.message}}).encode()
+            handler.send_response(behaviour.status)
+            handler.send_header("content-type", "application/json")
+            handler.send_header("content-length", str(len(body)))
+            handler.send_header("request-id", "req_test")
+            for key, value in behaviour.headers.items():
+                handler.send_header(key, value)
+            handler.end_headers()
+            handler.wfile.write(body)
+            return
+        handler.send_response(200)
+        handler.send_header("content-type", "text/event-stream")
+        handler.send_header("cache-control", "no-cache")
+        handler.send_header("connection", "close")
+        handler.end_headers()
+        handler.close_connection = True
+        try:
+            for number, (name, data) in enumerate(behaviour.events):
+                if behaviour.drop_after is not None and number >= behaviour.drop_after:
+                    handler.wfile.flush()
+                    handler.connection.shutdown(2)
+                    return
+                handler.wfile.write(f"event: {name}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n".encode())
+                handler.wfile.flush()
+                if behaviour.hang_after is not None and number + 1 >= behaviour.hang_after:
+                    # Wait for the client to go away (or the test to end), probing the socket.
+                    while not self.release.wait(0.02):
+                        handler.wfile.write(b": keep-alive\n\n")
+                        handler.wfile.flush()
+                if behaviour.delay_s:
+                    time.sleep(behaviour.delay_s)
+        except (BrokenPipeError, ConnectionResetError, OSError):
+            record.closed_early = True
+
+
+try:
+    import pytest
+
+    @pytest.fixture
+    def sse():
+        """A running SSEServer for one test; import this fixture into a test module to use it."""
+        server = SSEServer().start()
+        yield server
+        server.stop()
+except ImportError:  # pragma: no cover - usable without pytest too
+    pass

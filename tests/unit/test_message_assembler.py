@@ -1,0 +1,92 @@
+"""The stream assembler rebuilds exactly what the API sent, however the deltas are cut."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from chronicle.runtime.providers.assembler import MessageAssembler, StreamIncomplete
+from tests.sse_server import message_events
+
+NASTY_TEXT = st.text(alphabet=st.sampled_from(list("aé日本👋\u0301\"\\\n{}:, ")), max_size=40)
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers(-10**6, 10**6) | NASTY_TEXT,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(NASTY_TEXT, inner, max_size=3),
+    max_leaves=8,
+)
+
+
+def assemble(events):
+    assembler = MessageAssembler("m")
+    deltas = []
+    for _, event in events:
+        deltas.extend(assembler.feed(event))
+    return assembler, deltas
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    text=NASTY_TEXT,
+    tool_input=st.dictionaries(NASTY_TEXT, JSON_VALUES, max_size=4),
+    ascii_escapes=st.booleans(),
+    cuts=st.lists(st.integers(0, 400), max_size=12),
+)
+def test_text_and_tool_input_survive_any_split_of_their_deltas(text, tool_input, ascii_escapes, cuts):
+    raw = json.dumps(tool_input, ensure_ascii=ascii_escapes)
+    content = [{"type": "text", "text": text}, {"type": "tool_use", "id": "tu_1", "name": "t", "input": tool_input, "raw_json": raw}]
+    assembler, deltas = assemble(message_events(content, stop_reason="tool_use", split=cuts))
+    response = assembler.response()
+    assert response.content[0].text == text
+    assert response.content[1].input == tool_input
+    assert "".join(d["text"] for d in deltas if d["type"] == "text") == text
+    assert "".join(d["partial_json"] for d in deltas if d["type"] == "input_json") == raw
+
+
+def test_thinking_keeps_its_signature_and_redacted_thinking_its_data():
+    content = [
+        {"type": "thinking", "thinking": "Let me think… 日本", "signature": "EqQBCkYIARgCIkDn+/sig=="},
+        {"type": "redacted_thinking", "data": "EmwKAhgBEgy3va3pzix/LafPsn4aDFIT"},
+        {"type": "text", "text": "Answer."},
+    ]
+    assembler, deltas = assemble(message_events(content, split=3))
+    dumped = [b.model_dump(mode="json") for b in assembler.response().content]
+    assert dumped == content
+    assert [d["type"] for d in deltas if d["type"] in ("block_start",)] == ["block_start"] * 3
+
+
+@pytest.mark.parametrize("stop", ["end_turn", "tool_use", "max_tokens", "stop_sequence", "pause_turn", "refusal"])
+def test_every_stop_reason_of_the_api_is_recorded_as_sent(stop):
+    assembler, _ = assemble(message_events([{"type": "text", "text": "x"}], stop_reason=stop, stop_sequence="END" if stop == "stop_sequence" else None))
+    response = assembler.response()
+    assert response.stop_reason == stop
+    assert response.stop_sequence == ("END" if stop == "stop_sequence" else None)
+
+
+def test_a_newer_context_window_stop_reason_counts_as_max_tokens():
+    assembler, _ = assemble(message_events([{"type": "text", "text": "x"}], stop_reason="model_context_window_exceeded"))
+    assert assembler.response().stop_reason == "max_tokens"
+
+
+def test_usage_keeps_cache_tokens_from_message_start_and_output_from_message_delta():
+    events = message_events(
+        [{"type": "text", "text": "hi"}],
+        usage={"input_tokens": 12, "output_tokens": 34, "cache_creation_input_tokens": 500, "cache_read_input_tokens": 9000},
+    )
+    usage = assemble(events)[0].response().usage
+    assert (usage.input_tokens, usage.output_tokens, usage.cache_creation_input_tokens, usage.cache_read_input_tokens) == (12, 34, 500, 9000)
+
+
+def test_a_stream_without_message_stop_is_not_a_finished_response():
+    events = message_events([{"type": "text", "text": "hi"}])[:-1]
+    with pytest.raises(StreamIncomplete):
+        assemble(events)[0].response()
+
+
+def test_tool_input_cut_at_max_tokens_keeps_what_parses():
+    content = [{"type": "tool_use", "id": "tu_1", "name": "write_file", "input": {}, "raw_json": '{"path": "a.txt", "content": "hel'}]
+    events = [e for e in message_events(content, stop_reason="max_tokens") if e[0] != "content_block_stop"]
+    response = assemble(events)[0].response()
+    assert response.stop_reason == "max_tokens"
+    assert response.content[0].input["path"] == "a.txt"

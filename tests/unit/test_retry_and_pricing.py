@@ -1,0 +1,97 @@
+"""Retry settings, retry-after parsing, and prices from recorded usage."""
+
+from __future__ import annotations
+
+import json
+import logging
+from datetime import date, datetime, timezone
+from email.utils import format_datetime
+
+import pytest
+
+from chronicle.domain.content import Usage
+from chronicle.runtime import pricing
+from chronicle.runtime.providers.anthropic_errors import redact, retry_after_seconds
+from chronicle.runtime.retry import RetryPolicy, RetrySettingError
+
+
+def test_retry_after_ms_wins_over_retry_after_seconds():
+    assert retry_after_seconds({"retry-after-ms": "50", "retry-after": "7"}) == 0.05
+    assert retry_after_seconds({"retry-after": "7"}) == 7.0
+    assert retry_after_seconds({}) is None
+    assert retry_after_seconds({"retry-after": "soon"}) is None
+
+
+def test_retry_after_as_an_http_date_counts_from_now():
+    now = datetime(2026, 11, 1, 12, 0, 0, tzinfo=timezone.utc)
+    header = format_datetime(datetime(2026, 11, 1, 12, 0, 9, tzinfo=timezone.utc), usegmt=True)
+    assert retry_after_seconds({"retry-after": header}, now=now.timestamp()) == 9.0
+
+
+def test_backoff_doubles_within_twenty_percent_and_stops_at_the_cap():
+    policy = RetryPolicy()
+    for attempt, nominal in [(1, 2.0), (2, 4.0), (3, 8.0), (4, 16.0)]:
+        assert nominal * 0.8 <= policy.delay(attempt) <= nominal * 1.2
+    assert policy.delay(9) <= 30.0
+    assert policy.delay(1, retry_after_s=3.5) == 3.5
+    assert policy.delay(1, retry_after_s=500) == 30.0
+
+
+def test_the_environment_configures_attempts_and_backoff(monkeypatch):
+    monkeypatch.setenv("CHRONICLE_MAX_ATTEMPTS", "3")
+    monkeypatch.setenv("CHRONICLE_RETRY_BASE_S", "0.01")
+    policy = RetryPolicy.from_env()
+    assert (policy.max_attempts, policy.base_s, policy.cap_s) == (3, 0.01, 30.0)
+    assert RetryPolicy.from_env(max_attempts=5).max_attempts == 5
+
+
+@pytest.mark.parametrize("name,value", [("CHRONICLE_MAX_ATTEMPTS", "many"), ("CHRONICLE_MAX_ATTEMPTS", "0"), ("CHRONICLE_RETRY_BASE_S", "-1")])
+def test_a_bad_retry_setting_is_refused_with_its_name(monkeypatch, name, value):
+    monkeypatch.setenv(name, value)
+    with pytest.raises(RetrySettingError, match="CHRONICLE_|at least 1"):
+        RetryPolicy.from_env()
+
+
+def test_the_key_is_redacted_from_any_message(monkeypatch):
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-very-secret")
+    assert redact("bad key sk-ant-very-secret given") == "bad key *** given"
+
+
+def test_a_known_model_is_priced_with_cache_writes_and_reads():
+    usage = Usage(input_tokens=1_000, output_tokens=1_000, cache_creation_input_tokens=1_000, cache_read_input_tokens=1_000)
+    # claude-sonnet-4-5: $3 input, $15 output, $3.75 cache write, $0.30 cache read per million tokens.
+    assert pricing.price("claude-sonnet-4-5", usage, at=date(2026, 1, 1)) == pytest.approx(0.02205)
+    assert pricing.price("claude-sonnet-4-5-20250929", usage, at=date(2026, 1, 1)) == pytest.approx(0.02205)
+    cheaper = Usage(input_tokens=1_000, output_tokens=1_000, cache_read_input_tokens=2_000)
+    assert pricing.price("claude-sonnet-4-5", cheaper, at=date(2026, 1, 1)) < pricing.price("claude-sonnet-4-5", usage, at=date(2026, 1, 1))
+
+
+def test_an_unknown_model_costs_null_with_a_warning_and_never_raises(caplog):
+    with caplog.at_level(logging.WARNING, logger="chronicle.pricing"):
+        assert pricing.price("claude-imaginary-9", Usage(input_tokens=10)) is None
+    assert "claude-imaginary-9" in caplog.text
+    assert pricing.total([("claude-imaginary-9", Usage(input_tokens=10), None)]) is None
+    assert pricing.total([("claude-imaginary-9", Usage(), None)]) == 0.0
+
+
+def test_an_override_file_prices_by_the_entry_in_force_at_the_call_date(tmp_path, monkeypatch):
+    table = {"models": {"claude-sonnet-4-5": [
+        {"from": "2025-01-01", "input_mtok": 1, "output_mtok": 2, "cache_write_mtok": 0, "cache_read_mtok": 0},
+        {"from": "2026-06-01", "input_mtok": 10, "output_mtok": 20, "cache_write_mtok": 0, "cache_read_mtok": 0},
+    ], "in-house-model": {"from": "2020-01-01", "input_mtok": 5, "output_mtok": 5}}}
+    path = tmp_path / "prices.json"
+    path.write_text(json.dumps(table))
+    monkeypatch.setenv("CHRONICLE_PRICES", str(path))
+    usage = Usage(input_tokens=1_000_000, output_tokens=1_000_000)
+    assert pricing.price("claude-sonnet-4-5", usage, at=date(2026, 1, 1)) == 3.0
+    assert pricing.price("claude-sonnet-4-5-20250929", usage, at=date(2026, 7, 1)) == 30.0
+    assert pricing.price("in-house-model", usage, at=date(2026, 7, 1)) == 10.0
+
+
+def test_a_broken_override_file_warns_and_falls_back_to_the_bundled_table(tmp_path, monkeypatch, caplog):
+    path = tmp_path / "prices.json"
+    path.write_text("{not json")
+    monkeypatch.setenv("CHRONICLE_PRICES", str(path))
+    with caplog.at_level(logging.WARNING, logger="chronicle.pricing"):
+        assert pricing.price("claude-sonnet-4-5", Usage(input_tokens=100_000), at=date(2026, 1, 1)) == pytest.approx(0.3)
+    assert "not valid JSON" in caplog.text
