@@ -9,6 +9,7 @@ opens, reads included).
 from __future__ import annotations
 
 import shutil
+import time
 import uuid
 from pathlib import Path
 from typing import Any, Callable
@@ -58,16 +59,21 @@ def one_run(ctx: Context, backend: str, system: str, steps: int, measure_bytes: 
     slot = Slot(ctx, backend)
     try:
         out: dict[str, Any] = {}
+        cpu0 = time.process_time()
         if system == "chronicle":
             store = slot.chronicle_store()
             loop, sid = cs.prepare(store, steps, slot.dir / "ws")
+            cpu0 = time.process_time()
             out["seconds"] = cs.drive(loop, sid)
+            out["cpu"] = time.process_time() - cpu0
             if measure_bytes:
                 out["raw"] = cs.message_bytes(store, sid)
             store.close()
         else:
             with slot.lg_saver() as saver:
+                cpu0 = time.process_time()
                 out["seconds"], _, _ = lg.run_thread(saver, steps, delta=system == "lg_delta")
+                out["cpu"] = time.process_time() - cpu0
         if measure_bytes:
             out["disk"], out["payload"] = slot.bytes(system)
         return out
@@ -134,13 +140,14 @@ def run(ctx: Context, log: Callable[[str], None]) -> list[Section]:
         for steps in plan.steps:
             for system in systems:
                 reps = plan.repeats[steps]
-                times, first = [], {}
+                times, cpus, first = [], [], {}
                 for i in range(reps):
                     out = one_run(ctx, backend, system, steps, measure_bytes=i == 0)
                     times.append(out["seconds"] * 1000 / (steps + 1))
+                    cpus.append(out["cpu"] * 1000 / (steps + 1))
                     if i == 0:
                         first = out
-                r["runs"][(system, steps)] = {"ms": median(times), "all_ms": times, **{k: v for k, v in first.items() if k != "seconds"}}
+                r["runs"][(system, steps)] = {"ms": median(times), "all_ms": times, "cpu_ms": median(cpus), **{k: v for k, v in first.items() if k != "seconds"}}
                 log(f"  {backend} {system} {steps}: {median(times):.3f} ms/step ({', '.join(f'{t:.2f}' for t in times)})")
         results[backend] = r
     _write_loop(loop_s, results, systems, plan.steps)
@@ -158,6 +165,14 @@ def _write_loop(s: Section, results: dict, systems: list[str], steps: tuple[int,
             ms = {x: r["runs"][(x, n)]["ms"] for x in systems}
             rows.append([backend, n] + [ms[x] for x in systems] + [r["floor_ms"]] + [ratio(ms["chronicle"], ms[x]) for x in systems if x != "chronicle"])
     s.table(header, rows)
+    rows = []
+    for backend, r in results.items():
+        for n in steps:
+            cpu = {x: r["runs"][(x, n)]["cpu_ms"] for x in systems}
+            rows.append([backend, n] + [cpu[x] for x in systems] + [ratio(cpu["chronicle"], cpu[x]) for x in systems if x != "chronicle"])
+    s.note("CPU ms per LLM step in the benchmark process (excludes fsync waits and the PostgreSQL server's own work; "
+           "less sensitive to the shared machine's I/O load than wall time):")
+    s.table(["backend", "steps"] + [LABEL[x] for x in systems] + [f"Chronicle ÷ {LABEL[x]}" for x in systems if x != "chronicle"], rows)
     rows = []
     for backend, r in results.items():
         for x in systems:
