@@ -1,4 +1,9 @@
-"""What an agent is: recorded on its Session so that resume, replay and audit know it exactly."""
+"""What an agent is: recorded on its Session so that resume, replay and audit know it exactly.
+
+A sub-agent's spec is resolved when it is spawned (depth, limits, tools) and recorded whole on
+its own Session; `registry` carries the sub-agent definitions a session may delegate to, so a
+resumed session never needs the registry file it started from.
+"""
 
 from __future__ import annotations
 
@@ -18,7 +23,17 @@ class AgentSpec(BaseModel):
     max_depth: int = 1
     depth: int = 0
     workspace: str = ""
+    #: Sub-agent definitions known when this session started (see runtime/agents/registry.py).
+    registry: tuple["AgentSpec", ...] = ()
+
+    @property
+    def may_delegate(self) -> bool:
+        """Delegation is allowed above the depth limit only: a child sits at depth + 1."""
+        return self.depth < self.max_depth
 
     @property
     def system_prompt(self) -> str:
         return self.instructions
+
+
+AgentSpec.model_rebuild()

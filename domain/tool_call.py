@@ -81,6 +81,7 @@ class ToolCall(Aggregate):
         self.duration_ms: float | None = None
         self.effects: list[dict[str, Any]] = []
         self.attempts = 0
+        self.ends_turn = False
 
     def _next(self, trigger: str) -> str:
         return TOOL_CALL_LIFECYCLE.next_state(trigger, self.status, self.id)
@@ -135,20 +136,26 @@ class ToolCall(Aggregate):
 
     def complete(
         self, output: str, now: datetime, is_error: bool = False, duration_ms: float = 0.0,
-        effects: list[dict[str, Any]] | None = None,
+        effects: list[dict[str, Any]] | None = None, ends_turn: bool = False,
     ) -> None:
+        """`ends_turn` records that this result finishes the turn (task_complete), so resume sees it."""
         self._next("complete")
-        self._completed(output=output, is_error=is_error, duration_ms=duration_ms, effects=effects or [], timestamp=now)
+        self._completed(
+            output=output, is_error=is_error, duration_ms=duration_ms, effects=effects or [], timestamp=now,
+            ends_turn=ends_turn and not is_error,
+        )
 
     @event("Completed")
     def _completed(
-        self, output: str, is_error: bool, duration_ms: float, effects: list[dict[str, Any]], timestamp: datetime
+        self, output: str, is_error: bool, duration_ms: float, effects: list[dict[str, Any]], timestamp: datetime,
+        ends_turn: bool = False,  # absent from events recorded before sub-agents: the default replays them
     ) -> None:
         self.status = "completed"
         self.output = output
         self.is_error = is_error
         self.duration_ms = duration_ms
         self.effects = effects
+        self.ends_turn = ends_turn
 
     def fail(self, error: str, now: datetime, duration_ms: float = 0.0) -> None:
         self._next("fail")

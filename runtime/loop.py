@@ -160,6 +160,8 @@ class AgentLoop:
             last = turn.last_response
             if last is not None and not last.tool_uses and last.finished:
                 return self._finish(session, turn, "completed")
+            if last is not None and self._ended_by_tool(turn):
+                return self._finish(session, turn, "completed")
             if turn.model_calls >= max_iterations:
                 reason = f"max_iterations reached: {turn.model_calls} model call(s) without a final answer"
                 return self._finish(session, turn, "failed", reason)
@@ -188,6 +190,17 @@ class AgentLoop:
                 message = f"model call failed: {error.message if error else 'unknown error'}"
                 await self.emit(ErrorEvent(session_id=str(session.id), turn_id=str(turn.id), message=message, kind=error.kind if error else "error"))
                 return self._finish(session, turn, "failed", message, error=error.model_dump() if error else None)
+
+    def _ended_by_tool(self, turn: Turn) -> bool:
+        """Did a tool of the last step (task_complete) finish the turn? Read from the recorded calls,
+        so a process resumed after that result was stored ends the turn without another model call."""
+        step = turn.steps[-1]
+        uses = [b for b in step["response"].get("content", []) if b.get("type") == "tool_use"]
+        candidates = [b for b in uses if getattr(self.toolbox.get(b["name"]), "may_end_turn", False)]
+        return any(
+            call is not None and call.status == "completed" and call.ends_turn
+            for call in (self.store.find_tool_call(tool_call_id(turn.id, step["step"], b["id"])) for b in candidates)
+        )
 
     def _record_response(self, turn: Turn, response: Any, request: ModelRequest, attempts: int, latency_ms: float) -> int:
         """Record the response and open its tool calls in one transaction."""

@@ -149,7 +149,7 @@ class ToolRunner:
         )
         started = monotonic()
         try:
-            output = await asyncio.wait_for(tool.run(args, ctx), timeout=loop.options.tool_timeout_s)
+            output = await asyncio.wait_for(tool.run(args, ctx), timeout=None if tool.unbounded else loop.options.tool_timeout_s)
         except ToolError as exc:
             call.fail(str(exc), loop.clock.now(), duration_ms=_ms(started))
         except asyncio.TimeoutError:
@@ -159,7 +159,10 @@ class ToolRunner:
         except Exception as exc:  # noqa: BLE001 - a tool's bug becomes an error result the model reads
             call.fail(f"{call.name} raised {type(exc).__name__}: {exc}", loop.clock.now(), duration_ms=_ms(started))
         else:
-            call.complete(output.content, loop.clock.now(), is_error=output.is_error, duration_ms=_ms(started), effects=output.effects)
+            call.complete(
+                output.content, loop.clock.now(), is_error=output.is_error, duration_ms=_ms(started), effects=output.effects,
+                ends_turn=output.ends_turn and tool.may_end_turn,
+            )
         await self._ended(call)
 
     async def _ended(self, call: ToolCall) -> None:

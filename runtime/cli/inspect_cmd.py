@@ -13,6 +13,7 @@ from chronicle.domain.context import build_context
 from chronicle.domain.session import Session
 from chronicle.domain.tool_call import ToolCall
 from chronicle.domain.turn import Turn
+from chronicle.runtime.agents.tree import TreeNode, walk
 from chronicle.runtime.session_cost import session_usd
 from chronicle.runtime.store import ChronicleStore
 
@@ -54,16 +55,42 @@ def sessions(as_json: JsonOption = False, db: DbOption = None) -> None:
             out_console.print("no sessions yet; start one with `chronicle run PROMPT` or try `chronicle demo`")
             return
         table = Table("session", "agent", "title", "status", "turns", "created")
-        for row in rows:
-            table.add_row(row["session_id"], row["agent"], row["title"] or "", row["status"], str(row["turns"]), row["created_at"][:19])
+        for row, depth in tree_order(rows):
+            agent = f"{'  ' * (depth - 1)}↳ {row['agent']}" if depth else row["agent"]
+            table.add_row(row["session_id"], agent, row["title"] or "", row["status"], str(row["turns"]), row["created_at"][:19])
         out_console.print(table)
 
 
-def log_entries(store: ChronicleStore, session: Session) -> list[dict[str, Any]]:
-    """Every stored event of the session, its turns and tool calls, in commit order."""
+def tree_order(rows: list[dict[str, Any]]) -> list[tuple[dict[str, Any], int]]:
+    """Sub-agent sessions right under their parent, oldest first at every level."""
+    ids = {row["session_id"] for row in rows}
+    children: dict[str | None, list[dict[str, Any]]] = {}
+    for row in rows:
+        parent = row["parent_session_id"] if row["parent_session_id"] in ids else None
+        children.setdefault(parent, []).append(row)
+    ordered: list[tuple[dict[str, Any], int]] = []
+
+    def visit(parent: str | None, depth: int) -> None:
+        for row in children.get(parent, []):
+            ordered.append((row, depth))
+            visit(row["session_id"], depth + 1)
+
+    visit(None, 0)
+    return ordered
+
+
+def log_entries(store: ChronicleStore, session: Session, tree: bool = False) -> list[dict[str, Any]]:
+    """Every stored event of the session, its turns and tool calls, in commit order.
+
+    With `tree`, its sub-agents' events too, interleaved by position, each entry saying whose
+    it is (session_id, agent, depth)."""
+    owners: dict[UUID, dict[str, Any]] = {}
+    for node in (walk(store, session) if tree else [TreeNode(session, 0)]):
+        owner = {"session_id": str(node.session.id), "agent": node.session.spec.name, "depth": node.depth}
+        owners.update({aid: owner for aid in store.aggregate_ids_of(node.session)})
     states: dict[UUID, Any] = {}
     entries = []
-    for position, event in store.events_with_positions(store.aggregate_ids_of(session)):
+    for position, event in store.events_with_positions(owners):
         aggregate = event.mutate(states.get(event.originator_id))
         states[event.originator_id] = aggregate
         data = {k: v for k, v in event.__dict__.items() if k not in SKIP_FIELDS}
@@ -84,6 +111,7 @@ def log_entries(store: ChronicleStore, session: Session) -> list[dict[str, Any]]
                 "event": type(event).__name__,
                 "status": getattr(aggregate, "status", None),
                 "data": to_jsonable_python(data),
+                **(owners[event.originator_id] if tree else {}),
             }
         )
     return entries
@@ -92,24 +120,27 @@ def log_entries(store: ChronicleStore, session: Session) -> list[dict[str, Any]]
 def log(
     session: Annotated[str, typer.Argument(help="Session id or unique prefix")],
     as_json: JsonOption = False,
+    tree: Annotated[bool, typer.Option("--tree", help="Interleave the events of its sub-agent sessions, by position")] = False,
     db: DbOption = None,
 ) -> None:
     """Show every stored event of a session, its turns and tool calls, in commit order."""
     with cli_errors():
         store = open_store(db)
         record = store.session(store.resolve_session_id(session))
-        entries = log_entries(store, record)
+        entries = log_entries(store, record, tree=tree)
         if as_json:
             for entry in entries:
                 print_json(entry)
             return
         table = Table(box=None, pad_edge=False, header_style="bold")
-        for name, width in (("pos", 5), ("time", 12), ("aggregate", 18), ("event", 19), ("status", 17)):
+        columns = (("pos", 5), ("time", 12), *((("agent", 12),) if tree else ()), ("aggregate", 18), ("event", 19), ("status", 17))
+        for name, width in columns:
             table.add_column(name, min_width=width, no_wrap=True)
-        table.add_column("detail", no_wrap=True, overflow="ellipsis", max_width=max(16, out_console.width - 84))
+        table.add_column("detail", no_wrap=True, overflow="ellipsis", max_width=max(16, out_console.width - 84 - (14 if tree else 0)))
         for e in entries:
+            who = (f"{'  ' * e['depth']}{e['agent']}",) if tree else ()
             table.add_row(
-                str(e["position"]), e["timestamp"][11:23], f"{e['aggregate']} {e['aggregate_id'][:8]}",
+                str(e["position"]), e["timestamp"][11:23], *who, f"{e['aggregate']} {e['aggregate_id'][:8]}",
                 e["event"], e["status"] or "", describe(e),
             )
         out_console.print(table)

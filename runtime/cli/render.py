@@ -28,12 +28,21 @@ class JsonLinesRenderer:
 
 
 class HumanRenderer:
-    """Streams text as it arrives and shows each tool call as it runs."""
+    """Streams text as it arrives and shows each tool call as it runs.
+
+    Sub-agents run concurrently, so their streamed text would interleave into nonsense: for
+    them only tool calls and start/end lines are shown, indented and named; `log --tree` has the rest.
+    """
 
     def __init__(self, console: Console | None = None, show_thinking: bool = False) -> None:
         self.console = console or Console(highlight=False)
         self.show_thinking = show_thinking
         self._in_text = False
+        self._children: dict[str, str] = {}
+
+    def _who(self, event: Any) -> str:
+        label = self._children.get(event.session_id)
+        return f"  [magenta]{escape(label)}[/] " if label else ""
 
     def _end_text(self) -> None:
         if self._in_text:
@@ -42,6 +51,10 @@ class HumanRenderer:
 
     def __call__(self, event: Any) -> None:
         kind = event.type
+        if kind == "agent_start" and event.parent_session_id:
+            self._children[event.session_id] = f"{'  ' * (event.depth - 1)}[{event.agent}]"
+        if event.session_id in self._children and kind in ("message_update", "turn_end"):
+            return
         if kind == "message_update":
             delta = event.delta
             if delta.get("type") == "text":
@@ -51,12 +64,12 @@ class HumanRenderer:
                 self.console.print(f"[dim italic]{escape(delta.get('thinking', ''))}[/]", end="")
         elif kind == "tool_start":
             self._end_text()
-            self.console.print(f"[cyan]⚙ {event.name}[/] [dim]{escape(short(event.input))}[/]")
+            self.console.print(f"{self._who(event)}[cyan]⚙ {event.name}[/] [dim]{escape(short(event.input))}[/]")
         elif kind == "tool_end":
             self._end_text()
             mark = "[red]✗[/]" if event.is_error else "[green]✓[/]"
             took = f" [dim]{event.duration_ms:.0f} ms[/]" if event.duration_ms is not None else ""
-            self.console.print(f"  {mark} {event.name} [dim]{event.status}[/]{took}  [dim]{escape(short(event.output, 100))}[/]")
+            self.console.print(f"{self._who(event)}  {mark} {event.name} [dim]{event.status}[/]{took}  [dim]{escape(short(event.output, 100))}[/]")
         elif kind == "status_change" and event.status == "retry":
             self._end_text()
             self.console.print(f"[yellow]↻ retrying (attempt {event.attempt}) at {event.next_attempt_at}: {escape(event.reason or '')}[/]")
@@ -65,12 +78,13 @@ class HumanRenderer:
             self.console.print(f"[yellow]? {event.name} needs approval[/] [dim]{escape(short(event.input))}[/]")
         elif kind == "error":
             self._end_text()
-            self.console.print(f"[red]error:[/] {escape(event.message)}")
+            self.console.print(f"{self._who(event)}[red]error:[/] {escape(event.message)}")
         elif kind == "agent_start" and event.parent_session_id:
             self._end_text()
-            self.console.print(f"[magenta]↳ sub-agent {event.agent} started[/] [dim]{event.session_id}[/]")
+            self.console.print(f"{self._who(event)}[magenta]↳ sub-agent {event.agent} started[/] [dim]{event.session_id}[/]")
         elif kind == "agent_end" and event.parent_session_id:
             self._end_text()
-            self.console.print(f"[magenta]↳ sub-agent {event.agent} {event.status}[/]")
+            reason = f" [dim]{escape(short(event.reason, 100))}[/]" if event.reason else ""
+            self.console.print(f"{self._who(event)}[magenta]↳ sub-agent {event.agent} {event.status}[/]{reason}")
         elif kind == "turn_end":
             self._end_text()

@@ -11,13 +11,14 @@ from uuid import UUID
 import typer
 
 from chronicle.domain.agent_spec import AgentSpec
+from chronicle.runtime.agents.registry import RegistryError, find_registry
 from chronicle.runtime.live import AgentEnd, AgentStart, Broker
 from chronicle.runtime.loop import AgentLoop, LoopOptions, TurnOutcome
 from chronicle.runtime.providers import ProviderConfigError, default_model, default_provider_name, make_provider
 from chronicle.runtime.retry import RetryPolicy, RetrySettingError
 from chronicle.runtime.sessions import start_session, submit_input
 from chronicle.runtime.store import ChronicleStore
-from chronicle.runtime.tools import DEFAULT_TOOLS, toolbox_for
+from chronicle.runtime.tools import toolbox_for
 
 from .common import DbOption, JsonOption, WorkspaceOption, cli_errors, err_console, fail, open_store
 from .render import HumanRenderer, JsonLinesRenderer
@@ -27,6 +28,11 @@ ProviderOption = Annotated[
     typer.Option("--provider", help="anthropic | scripted:PATH [default: anthropic when ANTHROPIC_API_KEY is set]", show_default=False),
 ]
 ModelOption = Annotated[Optional[str], typer.Option("--model", envvar="CHRONICLE_MODEL", help="Model name", show_default=False)]
+AgentsOption = Annotated[
+    Optional[Path],
+    typer.Option("--agents", help="Agent registry: a TOML file with one agents.NAME table per agent (default: chronicle.toml in the workspace, if present)",
+                 show_default=False),
+]
 MaxAttemptsOption = Annotated[
     Optional[int],
     typer.Option("--max-attempts", envvar="CHRONICLE_MAX_ATTEMPTS", min=1, show_default=False,
@@ -113,7 +119,10 @@ def run(
     provider: ProviderOption = None,
     model: ModelOption = None,
     workspace: WorkspaceOption = None,
-    max_iterations: Annotated[int, typer.Option("--max-iterations", min=1, help="Model calls allowed in one turn")] = 20,
+    max_iterations: Annotated[
+        Optional[int], typer.Option("--max-iterations", min=1, help="Model calls allowed in one turn (default: the agent's max_iterations, 20)", show_default=False)
+    ] = None,
+    agents: AgentsOption = None,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Approve tools that require approval (bash)")] = False,
     as_json: JsonOption = False,
     db: DbOption = None,
@@ -131,15 +140,21 @@ def run(
             if existing.status != "idle":
                 fail(f"session {sid} has a turn in flight; continue it with `chronicle resume {sid}`", 1)
             spec = existing.spec
+            if agents is not None:
+                err_console.print(f"[dim]note: --agents ignored; session {sid} keeps the agents recorded when it started[/]")
             provider_name = provider or spec.provider or default_provider_name()
             loop = build_loop(store, spec, provider_name, model, ws, LoopOptions(max_iterations=max_iterations, auto_approve=yes, retry=retry_policy(max_attempts)),
                               JsonLinesRenderer() if as_json else HumanRenderer())
             submit_input(store, sid, prompt)
         else:
             provider_name = provider or default_provider_name()
-            spec = AgentSpec(
-                name="main", provider=provider_name or "", model=model or ("scripted" if (provider_name or "").startswith("scripted:") else default_model()),
-                tools=DEFAULT_TOOLS, max_iterations=max_iterations, workspace=str(ws),
+            try:
+                registry = find_registry(agents, ws)
+            except RegistryError as exc:
+                fail(str(exc), 2)
+            spec = registry.main_spec(
+                provider=provider_name or "", workspace=str(ws), max_iterations=max_iterations,
+                model=model or registry.main.model or ("scripted" if (provider_name or "").startswith("scripted:") else default_model()),
             )
             loop = build_loop(store, spec, provider_name, model, ws, LoopOptions(max_iterations=max_iterations, auto_approve=yes, retry=retry_policy(max_attempts)),
                               JsonLinesRenderer() if as_json else HumanRenderer())

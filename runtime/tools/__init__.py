@@ -14,7 +14,10 @@ READ_ONLY_TOOLS = tuple(name for name, cls in BUILTIN_TOOLS.items() if cls.read_
 
 
 def toolbox_for(names: tuple[str, ...] | list[str]) -> Toolbox:
-    unknown = [n for n in names if n not in BUILTIN_TOOLS]
+    from chronicle.runtime.agents.tools import ORCHESTRATION_TOOLS  # imported late: it drives AgentLoop
+
+    known = {**BUILTIN_TOOLS, **ORCHESTRATION_TOOLS}
+    unknown = [n for n in names if n not in known]
     if unknown:
         raise ValueError(f"unknown tool(s): {', '.join(unknown)}; built-in tools are {', '.join(BUILTIN_TOOLS)}")
-    return Toolbox([BUILTIN_TOOLS[n]() for n in names])
+    return Toolbox([known[n]() for n in names])

@@ -2,7 +2,9 @@
 
 Flags say what the runtime may do: `read_only` tools are safe in sub-agents and re-run by
 replay; `idempotent` ones may run again after a crash; `parallel_safe` ones run concurrently;
-`requires_approval` ones wait for a person (or --yes).
+`requires_approval` ones wait for a person (or --yes); `may_end_turn` ones (task_complete) can
+finish the turn with their result; `unbounded` ones (delegate) run as long as the work they
+drive, which has its own limits, instead of the per-tool timeout.
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ class ToolOutput:
     content: str
     is_error: bool = False
     effects: list[dict[str, Any]] = field(default_factory=list)
+    #: This result finishes the turn: the loop makes no further model call (task_complete).
+    ends_turn: bool = False
 
 
 @dataclass
@@ -46,6 +50,8 @@ class Tool:
     requires_approval: ClassVar[bool] = False
     idempotent: ClassVar[bool] = False
     parallel_safe: ClassVar[bool] = False
+    may_end_turn: ClassVar[bool] = False
+    unbounded: ClassVar[bool] = False
 
     async def run(self, args: Any, ctx: ToolContext) -> ToolOutput:
         raise NotImplementedError

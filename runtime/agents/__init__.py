@@ -1,0 +1,1 @@
+"""Sub-agents: the registry file, the delegation tools, and running children as sessions."""

@@ -1,0 +1,127 @@
+"""Running one child: its own Session and AgentLoop over the parent's store, provider and broker.
+
+A child's session id is derived from the parent's tool call and the task's index, so a parent
+that re-runs its delegate call after a crash finds the children it already started and
+continues them instead of spawning new ones. Whatever happens to the child, the parent gets one
+result for it: task_complete's own report, or a synthetic one saying why there is none.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+from uuid import UUID
+
+from eventsourcing.persistence import IntegrityError
+from pydantic import BaseModel, Field
+
+from chronicle.domain.agent_spec import AgentSpec
+from chronicle.domain.ids import child_session_id, turn_id
+from chronicle.domain.session import Session
+from chronicle.runtime.live import AgentEnd, AgentStart
+from chronicle.runtime.store import ChronicleStore, NotFound
+
+TASK_INPUT_ID = "delegated-task"
+
+
+class ChildResult(BaseModel):
+    """What the parent reads about one child, in the one delegate result."""
+
+    agent: str
+    session_id: str
+    status: Literal["completed", "failed"]
+    summary: str
+    files_modified: list[str] = Field(default_factory=list)
+    caveats: str | None = None
+
+
+def task_text(task: str, context: str) -> str:
+    if not context.strip():
+        return task
+    return f"<delegation_context>\n{context.strip()}\n</delegation_context>\n\n{task}"
+
+
+def find_session(store: ChronicleStore, session_id: UUID) -> Session | None:
+    try:
+        return store.session(session_id)
+    except NotFound:
+        return None
+
+
+def open_child(parent_loop: Any, parent: Session, parent_call_id: UUID, index: int, spec: AgentSpec, text: str) -> Session:
+    """The child session for task `index` of this call: the stored one if it exists, else a new one."""
+    store: ChronicleStore = parent_loop.store
+    sid = child_session_id(parent_call_id, index)
+    existing = find_session(store, sid)
+    if existing is not None:
+        return existing
+    now = parent_loop.clock.now()
+    child = Session.start(sid, spec, now, parent_session_id=parent.id, parent_tool_call_id=parent_call_id)
+    child.queue_input(TASK_INPUT_ID, text, now, kind="task")
+    try:
+        store.create_session(child)
+    except IntegrityError:  # another process created it a moment ago: continue that one
+        return store.session(sid)
+    return child
+
+
+async def run_child(parent_loop: Any, child: Session) -> ChildResult:
+    """Drive the child's task turn to its end (starting or continuing it) and report on it."""
+    from chronicle.runtime.loop import AgentLoop, LoopOptions  # late: the loop imports the toolbox that imports us
+    from chronicle.runtime.tools import toolbox_for
+
+    spec = child.spec
+    options = parent_loop.options
+    loop = AgentLoop(
+        parent_loop.store, parent_loop.provider, toolbox_for(spec.tools), parent_loop.workspace,
+        broker=parent_loop.broker, clock=parent_loop.clock, approver=parent_loop.approver, hooks=parent_loop.hooks,
+        options=LoopOptions(
+            max_iterations=None, auto_approve=options.auto_approve, tool_timeout_s=options.tool_timeout_s,
+            max_tokens=options.max_tokens, retry=options.retry,
+        ),
+    )
+    links = {"parent_session_id": str(child.parent_session_id), "parent_tool_call_id": str(child.parent_tool_call_id)}
+    await loop.emit(AgentStart(session_id=str(child.id), agent=spec.name, depth=spec.depth, **links))
+    try:
+        await loop.run_next(child.id)
+        result = child_result(parent_loop.store, child.id)
+    except Exception as exc:  # noqa: BLE001 - one child's crash is that child's failed result, not the parent's
+        result = ChildResult(agent=spec.name, session_id=str(child.id), status="failed",
+                             summary=f"the sub-agent could not run: {type(exc).__name__}: {exc}")
+    await loop.emit(
+        AgentEnd(session_id=str(child.id), agent=spec.name, status=result.status,
+                 reason=None if result.status == "completed" else result.summary, **links)
+    )
+    return result
+
+
+def child_result(store: ChronicleStore, child_id: UUID) -> ChildResult:
+    """Read the child's outcome from its recorded task turn."""
+    session = store.session(child_id)
+    base = {"agent": session.spec.name, "session_id": str(child_id)}
+    try:
+        turn = store.turn(turn_id(child_id, TASK_INPUT_ID))
+    except NotFound:
+        return ChildResult(**base, status="failed", summary="the sub-agent never started its task")
+    if turn.status == "completed":
+        report = next(
+            (c for c in store.tool_calls_of(turn) if c.name == "task_complete" and c.status == "completed" and c.ends_turn),
+            None,
+        )
+        if report is not None:
+            data = report.input
+            return ChildResult(
+                **base, status="failed" if data.get("status") == "failed" else "completed",
+                summary=str(data.get("summary", "")), files_modified=list(data.get("files_modified") or []),
+                caveats=data.get("caveats"),
+            )
+        return ChildResult(
+            **base, status="completed", summary=turn.final_text or "(the sub-agent gave no answer)",
+            caveats="the sub-agent ended without calling task_complete; its final text is the summary",
+        )
+    if turn.status == "awaiting_approval":
+        summary = "the sub-agent is paused waiting for a tool approval (approve it on its session, then resume)"
+    elif turn.status in ("failed", "stopped", "cancelled"):
+        summary = f"the sub-agent {turn.status}: {turn.reason or 'no reason recorded'}"
+    else:
+        summary = f"the sub-agent did not finish: its turn is {turn.status}"
+    return ChildResult(**base, status="failed", summary=summary)

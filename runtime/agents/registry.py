@@ -1,0 +1,165 @@
+"""The agent registry: named agent specs in a TOML file, resolved into recorded AgentSpecs.
+
+The file is read once, when a top-level session starts; what it said is then recorded on the
+session (the main spec and, in `registry`, every sub-agent definition), so resume and replay
+never depend on the file still being there or unchanged.
+
+    [agents.main]                       # optional: the top-level agent
+    instructions = "You lead; delegate research."
+    max_depth = 1                       # main at depth 0 may spawn children at depth 1
+
+    [agents.researcher]
+    description = "Reads code and reports findings"
+    instructions = "Answer from the files; call task_complete when done."
+    tools = ["read_file", "grep"]      # default: read_file, list_dir, glob, grep
+    max_iterations = 10
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from chronicle.domain.agent_spec import AgentSpec
+from chronicle.runtime.tools import BUILTIN_TOOLS, DEFAULT_TOOLS, READ_ONLY_TOOLS
+
+DEFAULT_FILE = "chronicle.toml"
+MAIN = "main"
+DELEGATION_TOOLS = ("list_agents", "delegate")
+COMPLETION_TOOL = "task_complete"
+ORCHESTRATION_NAMES = (*DELEGATION_TOOLS, COMPLETION_TOOL)
+NAME_PATTERN = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,63}$")
+
+
+class RegistryError(ValueError):
+    """The registry file cannot be used; the message names the file and the key."""
+
+
+class AgentEntry(BaseModel):
+    """One `[agents.NAME]` table, as written in the file."""
+
+    model_config = ConfigDict(extra="forbid")
+    description: str = ""
+    instructions: str = ""
+    model: str = ""
+    tools: list[str] | None = None
+    max_iterations: int = Field(20, ge=1)
+    max_depth: int = Field(1, ge=0)
+
+    @field_validator("tools")
+    @classmethod
+    def _known_tools(cls, names: list[str] | None) -> list[str] | None:
+        for name in names or []:
+            if name in ORCHESTRATION_NAMES:
+                raise ValueError(f"{name!r} is added by Chronicle when the agent may use it; remove it from the list")
+            if name not in BUILTIN_TOOLS:
+                raise ValueError(f"unknown tool {name!r}; tools are {', '.join(BUILTIN_TOOLS)}")
+        return names
+
+
+class RegistryFile(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    agents: dict[str, AgentEntry] = Field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class AgentRegistry:
+    """The main agent's definition and the sub-agents it may delegate to."""
+
+    main: AgentSpec = field(default_factory=lambda: AgentSpec(name=MAIN, tools=DEFAULT_TOOLS))
+    agents: tuple[AgentSpec, ...] = ()
+    source: Path | None = None
+
+    def main_spec(self, provider: str, model: str, workspace: str, max_iterations: int | None = None) -> AgentSpec:
+        """The top-level spec as recorded: CLI values win over the file's; delegation tools if useful."""
+        spec = self.main.model_copy(
+            update={
+                "provider": provider, "model": model, "workspace": workspace, "depth": 0, "registry": self.agents,
+                "max_iterations": max_iterations or self.main.max_iterations,
+            }
+        )
+        return with_orchestration_tools(spec)
+
+
+def targets(spec: AgentSpec) -> list[AgentSpec]:
+    """Who this agent may delegate to: every sub-agent but itself (and never `main`)."""
+    me = spec.name.casefold()
+    return [a for a in spec.registry if a.name.casefold() not in (me, MAIN)]
+
+
+def with_orchestration_tools(spec: AgentSpec) -> AgentSpec:
+    """Sub-agents get task_complete; an agent above its depth limit with someone to delegate to
+    gets list_agents and delegate. Everything else is exactly the tools the file names."""
+    tools = [t for t in spec.tools if t not in ORCHESTRATION_NAMES]
+    if spec.depth > 0:
+        tools.append(COMPLETION_TOOL)
+    if spec.may_delegate and targets(spec):
+        tools.extend(DELEGATION_TOOLS)
+    return spec.model_copy(update={"tools": tuple(tools)})
+
+
+def child_spec(parent: AgentSpec, definition: AgentSpec) -> AgentSpec:
+    """A child one level down: the definition's own tools and limits, never a deeper limit than its parent's."""
+    depth = parent.depth + 1
+    max_depth = min(definition.max_depth, parent.max_depth)
+    spec = definition.model_copy(
+        update={
+            "depth": depth, "max_depth": max_depth, "provider": parent.provider,
+            "model": definition.model or parent.model, "workspace": parent.workspace,
+            "registry": parent.registry if depth < max_depth else (),
+        }
+    )
+    return with_orchestration_tools(spec)
+
+
+def load_registry(path: Path) -> AgentRegistry:
+    try:
+        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise RegistryError(f"agents file not found: {path}; pass an existing file with --agents") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise RegistryError(f"cannot read agents file {path}: {exc}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise RegistryError(f"{path} is not valid TOML: {exc}") from None
+    try:
+        parsed = RegistryFile.model_validate(raw)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "(top level)"
+        message = "unknown key (allowed: description, instructions, model, tools, max_iterations, max_depth)" \
+            if first["type"] == "extra_forbidden" and len(first["loc"]) == 3 else first["msg"]
+        if first["type"] == "extra_forbidden" and len(first["loc"]) == 1:
+            message = "unknown top-level key; agents are defined under [agents.NAME]"
+        raise RegistryError(f"{path}: {where}: {message.removeprefix('Value error, ')}") from None
+    main = AgentSpec(name=MAIN, tools=DEFAULT_TOOLS)
+    agents: list[AgentSpec] = []
+    for name, entry in parsed.agents.items():
+        if not NAME_PATTERN.match(name):
+            raise RegistryError(f"{path}: agents.{name}: agent names start with a letter and use letters, digits, - and _")
+        is_main = name == MAIN
+        tools = tuple(entry.tools) if entry.tools is not None else (DEFAULT_TOOLS if is_main else READ_ONLY_TOOLS)
+        spec = AgentSpec(
+            name=name, description=entry.description, instructions=entry.instructions, model=entry.model,
+            tools=tools, max_iterations=entry.max_iterations, max_depth=entry.max_depth,
+        )
+        if is_main:
+            main = spec
+        else:
+            agents.append(spec)
+    folded = [a.name.casefold() for a in agents]
+    clash = next((a.name for a in agents if folded.count(a.name.casefold()) > 1), None)
+    if clash:
+        raise RegistryError(f"{path}: agents.{clash}: another agent has the same name in a different case")
+    return AgentRegistry(main=main, agents=tuple(agents), source=path)
+
+
+def find_registry(explicit: Path | None, workspace: Path) -> AgentRegistry:
+    """`--agents PATH` if given (it must exist); else `chronicle.toml` in the workspace if present."""
+    if explicit is not None:
+        return load_registry(explicit.expanduser().resolve())
+    default = workspace / DEFAULT_FILE
+    return load_registry(default) if default.is_file() else AgentRegistry()

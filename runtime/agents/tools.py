@@ -1,0 +1,119 @@
+"""The orchestration tools: delegate, list_agents (for agents that may delegate), task_complete (children).
+
+They act on the runtime itself, so they reach the running AgentLoop through ToolContext.loop
+and read the calling session's recorded spec (never a registry file) to know who may be asked.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Literal
+from uuid import UUID
+
+from pydantic import BaseModel, Field
+
+from chronicle.runtime.tools.base import Tool, ToolContext, ToolError, ToolOutput
+
+from .children import ChildResult, open_child, run_child, task_text
+from .registry import child_spec, targets
+
+
+class DelegatedTask(BaseModel):
+    agent: str = Field(description="Name of the agent to ask (see list_agents)")
+    task: str = Field(min_length=1, description="What the agent should do")
+    context: str = Field("", description="What it needs to know that it cannot find itself")
+
+
+class Delegate(Tool):
+    """Run sub-agents concurrently, each in its own child session, and return all their results at once.
+
+    Marked idempotent although it starts work: each child's session id is derived from this tool
+    call's id and the task's index, so running the call again (a parent resumed after a crash)
+    finds the children already started and continues them instead of spawning duplicates, and a
+    finished child just reports its recorded result again. Unbounded: each child has its own
+    iteration limit, so the per-tool timeout would only cut children off half-way.
+    """
+
+    name = "delegate"
+    description = (
+        "Delegate one or more tasks to other agents (see list_agents). All tasks run concurrently, each agent "
+        "in its own session with its own tools; you get one result listing every agent's status and summary."
+    )
+    idempotent = True
+    unbounded = True
+
+    class Input(BaseModel):
+        tasks: list[DelegatedTask] = Field(min_length=1, max_length=16)
+
+    async def run(self, args: Input, ctx: ToolContext) -> ToolOutput:
+        loop = ctx.loop
+        if loop is None:
+            raise ToolError("delegate needs the running agent loop")
+        parent = loop.store.session(UUID(ctx.session_id))
+        spec = parent.spec
+        if not spec.may_delegate:
+            raise ToolError(
+                f"delegation refused: agent {spec.name!r} is at depth {spec.depth}, the limit is {spec.max_depth}; do the work yourself"
+            )
+        known = {a.name.casefold(): a for a in targets(spec)}
+        specs = []
+        for task in args.tasks:
+            if task.agent.casefold() == spec.name.casefold():
+                raise ToolError(f"delegation refused: {spec.name!r} cannot delegate to itself; pick another agent or do it yourself")
+            definition = known.get(task.agent.casefold())
+            if definition is None:
+                names = ", ".join(sorted(a.name for a in known.values())) or "none"
+                raise ToolError(f"delegation refused: no agent named {task.agent!r}; available: {names}")
+            specs.append(child_spec(spec, definition))
+        call_id = UUID(ctx.tool_call_id)
+        children = [
+            open_child(loop, parent, call_id, index, child, task_text(task.task, task.context))
+            for index, (task, child) in enumerate(zip(args.tasks, specs))
+        ]
+        results: list[ChildResult] = await asyncio.gather(*(run_child(loop, c) for c in children))
+        return ToolOutput(json.dumps({"results": [r.model_dump() for r in results]}, ensure_ascii=False))
+
+
+class ListAgents(Tool):
+    name = "list_agents"
+    description = "List the agents you may delegate to with `delegate`: name, what they do, their tools."
+    read_only = idempotent = parallel_safe = True
+
+    class Input(BaseModel):
+        pass
+
+    async def run(self, args: Input, ctx: ToolContext) -> ToolOutput:
+        spec = ctx.loop.store.session(UUID(ctx.session_id)).spec
+        if not spec.may_delegate:
+            return ToolOutput(f"none: agent {spec.name!r} is at its delegation depth limit ({spec.max_depth})")
+        lines = [
+            f"- {a.name}: {a.description or '(no description)'} [tools: {', '.join(a.tools) or 'none'}]"
+            for a in targets(spec)
+        ]
+        return ToolOutput("\n".join(lines) if lines else "none: no other agents are defined")
+
+
+class TaskComplete(Tool):
+    """Ends the sub-agent's turn with a structured report; recorded with `ends_turn` so that a
+    resumed process also ends the turn there instead of asking the model again."""
+
+    name = "task_complete"
+    description = (
+        "Finish your delegated task and report back to the agent that asked. Call it once, last: your turn ends "
+        "with it. status is 'completed' or 'failed'; summary says what you found or did, or why it failed."
+    )
+    read_only = idempotent = True
+    may_end_turn = True
+
+    class Input(BaseModel):
+        status: Literal["completed", "failed"]
+        summary: str = Field(min_length=1)
+        files_modified: list[str] = Field(default_factory=list)
+        caveats: str | None = None
+
+    async def run(self, args: Input, ctx: ToolContext) -> ToolOutput:
+        return ToolOutput(f"reported {args.status} to the parent agent; your turn ends here", ends_turn=True)
+
+
+ORCHESTRATION_TOOLS: dict[str, type[Tool]] = {cls.name: cls for cls in (Delegate, ListAgents, TaskComplete)}

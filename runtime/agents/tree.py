@@ -1,0 +1,61 @@
+"""A session's sub-agent tree, found through the store alone.
+
+Children are found from the parent's own events: each delegate call's children have ids
+derived from the call's id and the task index, so walking a tree costs a few aggregate reads
+per delegate call rather than a scan of every session.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterator
+
+from chronicle.domain.content import Usage
+from chronicle.domain.ids import child_session_id
+from chronicle.domain.session import Session
+from chronicle.runtime.store import ChronicleStore
+
+from .children import find_session
+
+
+@dataclass(frozen=True)
+class TreeNode:
+    session: Session
+    depth: int
+
+
+def children_of(store: ChronicleStore, session: Session) -> list[Session]:
+    found = []
+    for tid in session.turns:
+        for call in store.tool_calls_of(store.turn(tid)):
+            if call.name != "delegate":
+                continue
+            for index in range(len(call.input.get("tasks") or [])):
+                child = find_session(store, child_session_id(call.id, index))
+                if child is not None:
+                    found.append(child)
+    return found
+
+
+def walk(store: ChronicleStore, root: Session, depth: int = 0) -> Iterator[TreeNode]:
+    """The session, then each child's subtree, depth-first in delegation order."""
+    yield TreeNode(root, depth)
+    for child in children_of(store, root):
+        yield from walk(store, child, depth + 1)
+
+
+def own_usage(store: ChronicleStore, session: Session) -> Usage:
+    """Tokens of every model response recorded on the session's turns (children not included)."""
+    total = Usage()
+    for tid in session.turns:
+        for step in store.turn(tid).steps:
+            total = total + Usage.model_validate(step["response"].get("usage") or {})
+    return total
+
+
+def tree_usage(store: ChronicleStore, root: Session) -> Usage:
+    """The session's usage with all its descendants' rolled up into it."""
+    total = Usage()
+    for node in walk(store, root):
+        total = total + own_usage(store, node.session)
+    return total
