@@ -61,6 +61,11 @@ class Session(Aggregate):
         self.title: str | None = None
         self.compaction: dict[str, Any] | None = None
         self.always_allowed: list[str] = []
+        self.steering: list[dict[str, Any]] = []
+        self.cancel_requested: dict[str, Any] | None = None
+        self.compaction_attempts = 0
+        #: Model calls made for the session but outside its turns (titles, summaries): cost counts them.
+        self.aux_calls: list[dict[str, Any]] = []
         self.created_at = timestamp
 
     @classmethod
@@ -128,11 +133,15 @@ class Session(Aggregate):
         if turn_id != self.active_turn_id:
             raise DomainError(f"turn {turn_id} is not the running turn of session {self.id}")
         self._turn_ended(turn_id=turn_id, status=status, timestamp=now)
+        if self.steering:
+            # Steering that no safe point delivered is not lost: it becomes the next input.
+            self._steering_requeued(steer_ids=[s["steer_id"] for s in self.steering], timestamp=now)
 
     @event("TurnEnded")
     def _turn_ended(self, turn_id: UUID, status: str, timestamp: datetime) -> None:
         self.status = "idle"
         self.active_turn_id = None
+        self.cancel_requested = None
 
     # -- time travel ---------------------------------------------------------------------------
 
@@ -176,6 +185,7 @@ class Session(Aggregate):
     @event("TitleSet")
     def _title_set(self, title: str, usage: dict[str, Any], model: str, timestamp: datetime) -> None:
         self.title = title
+        self.aux_calls.append({"kind": "title", "model": model, "usage": usage, "at": timestamp.isoformat()})
 
     def allow_always(self, tool_name: str, now: datetime) -> None:
         if tool_name not in self.always_allowed:
@@ -184,3 +194,108 @@ class Session(Aggregate):
     @event("ToolAlwaysAllowed")
     def _tool_always_allowed(self, tool_name: str, timestamp: datetime) -> None:
         self.always_allowed.append(tool_name)
+
+    # -- steering and cancel requests (they may come from another process) ----------------------
+
+    def steer(self, steer_id: str, text: str, now: datetime, wait_batch: bool = False) -> str:
+        """Steer the running turn; with no turn running, the text becomes a normal queued input.
+
+        Returns "steering" or "queued", so the caller can say which happened.
+        """
+        if not text.strip():
+            raise DomainError("the steering message is empty")
+        if self.active_turn_id is None:
+            self.queue_input(steer_id, text, now, kind="prompt")
+            return "queued"
+        self._steering_queued(
+            steer_id=steer_id, text=text, turn_id=self.active_turn_id, wait_batch=wait_batch, timestamp=now
+        )
+        return "steering"
+
+    @event("SteeringQueued")
+    def _steering_queued(self, steer_id: str, text: str, turn_id: UUID, wait_batch: bool, timestamp: datetime) -> None:
+        self.steering.append({"steer_id": steer_id, "text": text, "turn_id": turn_id, "wait_batch": wait_batch})
+
+    def deliver_steering(self, steer_ids: list[str], turn_id: UUID, step: int, now: datetime) -> None:
+        pending = {s["steer_id"] for s in self.steering}
+        missing = [i for i in steer_ids if i not in pending]
+        if missing:
+            raise DomainError(f"steering {', '.join(missing)} is not pending on session {self.id}")
+        self._steering_delivered(steer_ids=steer_ids, turn_id=turn_id, step=step, timestamp=now)
+
+    @event("SteeringDelivered")
+    def _steering_delivered(self, steer_ids: list[str], turn_id: UUID, step: int, timestamp: datetime) -> None:
+        self.steering = [s for s in self.steering if s["steer_id"] not in steer_ids]
+
+    @event("SteeringRequeued")
+    def _steering_requeued(self, steer_ids: list[str], timestamp: datetime) -> None:
+        for item in [s for s in self.steering if s["steer_id"] in steer_ids]:
+            self.queue.append(
+                {"input_id": item["steer_id"], "text": item["text"], "kind": "steering", "queued_at": timestamp.isoformat()}
+            )
+        self.steering = [s for s in self.steering if s["steer_id"] not in steer_ids]
+
+    def request_cancel(self, reason: str, now: datetime) -> UUID:
+        """Ask whichever process runs the active turn to cancel it; it polls for this."""
+        if self.active_turn_id is None:
+            raise DomainError(f"session {self.id} has no turn running; nothing to cancel")
+        self._cancel_requested(turn_id=self.active_turn_id, reason=reason, timestamp=now)
+        return self.active_turn_id
+
+    @event("CancelRequested")
+    def _cancel_requested(self, turn_id: UUID, reason: str, timestamp: datetime) -> None:
+        self.cancel_requested = {"turn_id": turn_id, "reason": reason}
+
+    # -- compaction ----------------------------------------------------------------------------
+
+    def context_view(self) -> tuple[str | None, list[UUID]]:
+        """What the model reads: (summary, turn ids). The full record stays in the log.
+
+        A compaction covers a prefix of the head. If undo has since cut into that prefix, the
+        compaction no longer describes the branch and the whole head is used again.
+        """
+        compacted = list(self.compaction["compacted_turn_ids"]) if self.compaction else []
+        if compacted and self.head[: len(compacted)] == compacted:
+            return self.compaction["summary"], self.head[len(compacted):]  # type: ignore[index]
+        return None, list(self.head)
+
+    def compact(
+        self, turn_ids: list[UUID], summary: str | None, strategy: str, now: datetime,
+        usage: dict[str, Any] | None = None, model: str = "",
+    ) -> None:
+        """Record that ``turn_ids`` (a prefix of the head) are replaced by ``summary`` in context."""
+        if self.active_turn_id is not None and self.active_turn_id in turn_ids:
+            raise DomainError(f"session {self.id}: the running turn cannot be compacted")
+        if not turn_ids:
+            raise DomainError(f"session {self.id}: nothing to compact")
+        if self.head[: len(turn_ids)] != list(turn_ids):
+            raise DomainError(f"session {self.id}: compacted turns must be the oldest turns on the branch")
+        first_kept = self.head[len(turn_ids)] if len(self.head) > len(turn_ids) else None
+        self._compacted(
+            turn_ids=list(turn_ids), first_kept_turn_id=first_kept, summary=summary, strategy=strategy,
+            usage=usage or {}, model=model, timestamp=now,
+        )
+
+    @event("Compacted")
+    def _compacted(
+        self, turn_ids: list[UUID], first_kept_turn_id: UUID | None, summary: str | None, strategy: str,
+        usage: dict[str, Any], model: str, timestamp: datetime,
+    ) -> None:
+        self.compaction = {
+            "summary": summary, "compacted_turn_ids": list(turn_ids), "first_kept_turn_id": first_kept_turn_id,
+            "strategy": strategy, "at": timestamp.isoformat(),
+        }
+        self.compaction_attempts += 1
+        self.aux_calls.append({"kind": "summary", "model": model, "usage": usage, "at": timestamp.isoformat()})
+
+    def record_compaction_failure(
+        self, reason: str, strategy: str, now: datetime, usage: dict[str, Any] | None = None, model: str = ""
+    ) -> None:
+        """A summary that failed changes nothing in the history, but it is a recorded fact."""
+        self._compaction_failed(reason=reason, strategy=strategy, usage=usage or {}, model=model, timestamp=now)
+
+    @event("CompactionFailed")
+    def _compaction_failed(self, reason: str, strategy: str, usage: dict[str, Any], model: str, timestamp: datetime) -> None:
+        self.compaction_attempts += 1
+        if usage:
+            self.aux_calls.append({"kind": "summary", "model": model, "usage": usage, "at": timestamp.isoformat()})

@@ -208,6 +208,7 @@ class Turn(Aggregate):
                 "response": response,
                 "fingerprint": fingerprint,
                 "message_count": request_delta.get("message_count", 0),
+                "at": timestamp.isoformat(),
                 "results": None if (has_tools and finished) else [],
             }
         )

@@ -15,12 +15,14 @@ from uuid import UUID
 
 from chronicle.domain.content import Message
 from chronicle.domain.context import build_context
+from chronicle.domain.errors import IllegalTransition
 from chronicle.domain.ids import tool_call_id, turn_id as make_turn_id
 from chronicle.domain.session import Session
 from chronicle.domain.tool_call import ToolCall
 from chronicle.domain.turn import Turn
 
 from .clock import SYSTEM_CLOCK, Clock
+from .controls import CancelWatcher, pending_steering
 from .hooks import Hooks, Stop
 from .live import Broker, ErrorEvent, StatusChange, TurnEnd, TurnStart, UsageEvent
 from .model_call import ModelCaller, request_delta
@@ -69,6 +71,7 @@ class AgentLoop:
         clock: Clock = SYSTEM_CLOCK,
         approver: Approver | None = None,
         hooks: Hooks | None = None,
+        compactor: Any = None,
     ) -> None:
         self.store = store
         self.provider = provider
@@ -79,6 +82,8 @@ class AgentLoop:
         self.clock = clock
         self.approver = approver
         self.hooks = hooks or Hooks()
+        #: A runtime.compaction.Compactor, or None for no automatic compaction.
+        self.compactor = compactor
         self.caller = ModelCaller(self)
         self.tools = ToolRunner(self)
         self._context = RequestContext([])
@@ -100,15 +105,32 @@ class AgentLoop:
             turn = self.store.turn(session.active_turn_id)
             self._reopen(turn)
         elif session.next_input is not None:
-            turn = self._start_turn(session)
+            if self.compactor is not None:
+                await self.compactor.maybe_compact(self, session)
+            try:
+                turn = self._start_turn(self.store.session(session_id))
+                session = self.store.session(session_id)
+            except IllegalTransition:
+                return None  # another process started a turn first; it drains the queue
         else:
             return None
         await self.emit(TurnStart(session_id=str(session.id), turn_id=str(turn.id), number=turn.number, input=turn.input_text))
         await self.emit(StatusChange(session_id=str(session.id), status="busy"))
+        task = asyncio.current_task()
+        watcher = CancelWatcher(self.store, session.id, turn.id, task) if task is not None else None
+        if watcher is not None:
+            watcher.start()
         try:
-            outcome = await self._drive(session, turn)
+            try:
+                outcome = await self._drive(session, turn)
+            finally:
+                if watcher is not None:
+                    await watcher.stop()
         except asyncio.CancelledError:
-            outcome = await self._cancel(session, turn, "cancelled by the user")
+            if task is not None:
+                task.uncancel()
+            reason = (watcher.reason if watcher else None) or "cancelled by the user"
+            outcome = await self._cancel(session, turn, reason)
         except Exception as exc:
             outcome = await self._crash(session, turn, exc)
         await self.emit(
@@ -122,13 +144,12 @@ class AgentLoop:
         item = session.next_input
         assert item is not None
         tid = make_turn_id(session.id, item["input_id"])
-        session.start_turn(tid, now)
         turn = Turn(
-            id=tid, session_id=session.id, input_id=item["input_id"], number=len(session.turns),
+            id=tid, session_id=session.id, input_id=item["input_id"], number=len(session.turns) + 1,
             input_text=item["text"], agent=session.spec.name, timestamp=now,
         )
         turn.start(now)
-        self.save(session, turn)
+        self.store.update_session(session.id, lambda s: s.start_turn(tid, now), turn)
         return turn
 
     def _reopen(self, turn: Turn) -> None:
@@ -178,6 +199,11 @@ class AgentLoop:
             except asyncio.CancelledError:
                 self._record_response(turn, self.caller.aborted_response(spec.model), request, 1, 0.0)
                 raise
+            if await self._compacted_for_retry(session, turn, response, attempts):
+                session = self.store.session(session.id)
+                prior = self._prior_context(session, turn)
+                self._prior_count = len(prior)
+                continue
             step = self._record_response(turn, response, request, attempts, latency_ms)
             await self.hooks.after_model_call(session, turn, response)
             model = response.model or spec.model
@@ -247,11 +273,11 @@ class AgentLoop:
                 if call.status in ("pending", "awaiting_approval", "approved"):
                     call.skip(f"not run: {guard.stop.reason}", now)
             turn.record_tool_results([c.result_block() for c in calls], now)
-            self.save(*calls, turn, session)
+            self.save(*calls, turn)
             return await self._stop(session, turn, guard.stop)
         except ApprovalWait as wait:
             turn.await_approval([c.id for c in wait.calls], self.clock.now())
-            self.save(session, turn, *calls)
+            self.save(turn, *calls)
             from .live import ApprovalNeeded
 
             for call in wait.calls:
@@ -263,10 +289,17 @@ class AgentLoop:
         except asyncio.CancelledError:
             self._cancel_calls(calls, "cancelled by the user")
             turn.record_tool_results([c.result_block() for c in calls], self.clock.now())
-            self.save(*calls, turn, session)
+            self.save(*calls, turn)
             raise
-        turn.record_tool_results([c.result_block() for c in calls], self.clock.now())
-        self.save(*calls, turn, session)
+        # The safe point after the batch: steering goes into the same user message as the results.
+        steering = pending_steering(self.store, session.id, turn.id)
+        now = self.clock.now()
+        turn.record_tool_results([c.result_block() for c in calls], now, extra=steering.blocks() if steering else ())
+        if steering is None:
+            self.save(*calls, turn)
+        else:
+            ids, number = steering.steer_ids, step["step"]
+            self.store.update_session(session.id, lambda s: s.deliver_steering(ids, turn.id, number, now), *calls, turn)
         return None
 
     def _cancel_calls(self, calls: list[ToolCall], reason: str) -> None:
@@ -289,8 +322,8 @@ class AgentLoop:
             turn.stop((error or {}).get("guard", "guard"), reason or "stopped by a guard", now)
         else:
             turn.fail(reason or "failed", now, error=error)
-        session.end_turn(turn.id, turn.status, now)
-        self.save(session, turn)
+        status = turn.status
+        self.store.update_session(session.id, lambda s: s.end_turn(turn.id, status, now), turn)
         return TurnOutcome(session.id, turn.id, turn.status, text=turn.final_text or "", reason=reason)
 
     async def _cancel(self, session: Session, turn: Turn, reason: str) -> TurnOutcome:
@@ -312,6 +345,19 @@ class AgentLoop:
         return TurnOutcome(session.id, turn.id, "failed", reason=reason)
 
     def _prior_context(self, session: Session, turn: Turn) -> list[Message]:
-        prior_ids = [t for t in session.head if t != turn.id]
-        summary = session.compaction["summary"] if session.compaction else None
+        summary, view = session.context_view()
+        prior_ids = [t for t in view if t != turn.id]
         return build_context((self.store.turn(t) for t in prior_ids), summary=summary)
+
+    async def _compacted_for_retry(self, session: Session, turn: Turn, response: Any, attempts: int) -> bool:
+        """The seam for "prompt too long": compact older turns, then retry the call once."""
+        error = response.error
+        if response.stop_reason != "error" or error is None or error.kind != "prompt_too_long" or self.compactor is None:
+            return False
+        if any(r["reason"].startswith("prompt_too_long") for r in turn.retries if r["step"] == turn.model_calls):
+            return False
+        turn.record_retry(attempt=attempts, reason="prompt_too_long: compacting older turns and retrying once", delay_s=0.0, now=self.clock.now())
+        self.save(turn)
+        # The request did not fit: summarise every earlier turn; the running turn stays verbatim.
+        result = await self.compactor.compact(self, session.id, strategy="summary", keep_recent=0)
+        return bool(result.ok)

@@ -24,8 +24,7 @@ def start_session(store: ChronicleStore, spec: AgentSpec, first_input: str | Non
 
 
 def submit_input(store: ChronicleStore, session_id: UUID, text: str, clock: Clock = SYSTEM_CLOCK, kind: str = "prompt") -> str:
-    session = store.session(session_id)
     input_id = uuid4().hex
-    session.queue_input(input_id, text, clock.now(), kind=kind)
-    store.save(session)
+    now = clock.now()
+    store.update_session(session_id, lambda session: session.queue_input(input_id, text, now, kind=kind))
     return input_id

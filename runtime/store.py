@@ -60,6 +60,25 @@ class ChronicleStore(Application[UUID]):
                     raise
         raise RuntimeError("could not index the new session after 50 attempts")
 
+    def update_session(self, session_id: UUID, command: Any, *others: Any, attempts: int = 20) -> Session:
+        """Apply ``command(session)`` to a fresh copy of the session and save it with ``others``.
+
+        Other processes write to a busy session too (queued inputs, steering, cancel requests),
+        so a copy held across a turn is stale: saving it would conflict. The pending events of
+        ``others`` are collected once and saved with the session in one transaction; on a
+        version conflict the command is applied again to a fresh copy.
+        """
+        events = [e for aggregate in others for e in aggregate.collect_events()]
+        for _ in range(attempts):
+            session = self.session(session_id)
+            command(session)
+            try:
+                self.save(session, *events)
+                return session
+            except IntegrityError:
+                continue
+        raise RuntimeError(f"session {session_id} kept changing under {attempts} attempts to save it")
+
     def _exists(self, aggregate_id: UUID) -> bool:
         try:
             self.repository.get(aggregate_id)

@@ -13,6 +13,7 @@ from typing import Any, Awaitable, Callable, Literal
 
 from chronicle.domain.tool_call import ToolCall
 
+from .controls import STEERING_SKIP_REASON, pending_steering
 from .hooks import NeedApproval, Stop
 from .live import ApprovalNeeded, ToolEnd, ToolStart
 from .tools.base import ToolContext, ToolError
@@ -43,7 +44,7 @@ class ToolRunner:
     def __init__(self, loop: Any) -> None:
         self.loop = loop
 
-    def needs_approval(self, call: ToolCall, always_allowed: list[str]) -> bool:
+    def needs_approval(self, call: ToolCall, always_allowed: Any) -> bool:
         tool = self.loop.toolbox.get(call.name)
         return bool(tool and tool.requires_approval and call.name not in always_allowed)
 
@@ -51,6 +52,10 @@ class ToolRunner:
         """Resolve every call of the step, in order; raise ApprovalWait to pause, GuardStop to stop."""
         loop = self.loop
         self.session, self.turn = session, turn
+        self.always = set(session.always_allowed)
+        #: Calls a hook asked a person about (doom loop): never approved by --yes or "always".
+        self.flagged: dict[Any, str] = {}
+        self.steered = False
         batch: list[ToolCall] = []
         for index, call in enumerate(calls):
             if call.resolved and call.status != "interrupted":
@@ -58,12 +63,18 @@ class ToolRunner:
             if call.status == "interrupted":
                 if not (call.idempotent and loop.toolbox.get(call.name)):
                     continue
+            if call.status in ("pending", "awaiting_approval", "approved") and self._steering_arrived():
+                await self._skip_unstarted([*batch, call])
+                batch.clear()
+                continue
             if call.status == "pending":
                 verdict = await loop.hooks.before_tool_call(session, turn, call)
                 if isinstance(verdict, Stop):
                     await self._flush_batch(batch)
                     raise GuardStop(verdict)
-                if isinstance(verdict, NeedApproval) or self.needs_approval(call, session.always_allowed):
+                if isinstance(verdict, NeedApproval):
+                    self.flagged[call.id] = verdict.reason
+                if isinstance(verdict, NeedApproval) or self.needs_approval(call, self.always):
                     call.request_approval(loop.clock.now())
             if call.status == "awaiting_approval":
                 await self._flush_batch(batch)
@@ -84,7 +95,7 @@ class ToolRunner:
     def _queue_approvals(self, session: Any, rest: list[ToolCall]) -> list[ToolCall]:
         waiting = []
         for call in rest:
-            if call.status == "pending" and self.needs_approval(call, session.always_allowed):
+            if call.status == "pending" and self.needs_approval(call, self.always):
                 call.request_approval(self.loop.clock.now())
             if call.status == "awaiting_approval":
                 waiting.append(call)
@@ -93,16 +104,20 @@ class ToolRunner:
     async def _decide(self, session: Any, call: ToolCall) -> bool:
         loop = self.loop
         now = loop.clock.now()
-        if loop.options.auto_approve:
+        flagged = self.flagged.get(call.id)
+        if loop.options.auto_approve and not flagged:
             call.approve(now, by="--yes")
             return True
-        if call.name in session.always_allowed:
+        if call.name in self.always and not flagged:
             call.approve(now, by="always")
             return True
         if loop.approver is None:
             return False
         await loop.emit(
-            ApprovalNeeded(session_id=str(session.id), turn_id=str(call.turn_id), tool_call_id=str(call.id), name=call.name, input=call.input)
+            ApprovalNeeded(
+                session_id=str(session.id), turn_id=str(call.turn_id), tool_call_id=str(call.id), name=call.name,
+                input=call.input, reason=flagged or "requires approval",
+            )
         )
         decision = await loop.approver(call)
         now = loop.clock.now()
@@ -112,15 +127,32 @@ class ToolRunner:
             call.deny(now)
         else:
             call.approve(now, by="user", always=decision == "always")
-            if decision == "always":
-                session.allow_always(call.name, now)
+            if decision == "always" and call.name not in self.always:
+                self.always.add(call.name)
+                loop.store.update_session(session.id, lambda s: s.allow_always(call.name, now))
         return True
+
+    def _steering_arrived(self) -> bool:
+        """A safe point: has the user steered this turn (and not asked to wait for the batch)?"""
+        if not self.steered:
+            steering = pending_steering(self.loop.store, self.session.id, self.turn.id)
+            self.steered = bool(steering and steering.skip_unstarted)
+        return self.steered
+
+    async def _skip_unstarted(self, calls: list[ToolCall]) -> None:
+        now = self.loop.clock.now()
+        for call in calls:
+            call.skip(STEERING_SKIP_REASON, now)
+            await self._ended(call)
 
     async def _flush_batch(self, batch: list[ToolCall]) -> None:
         if not batch:
             return
         calls = list(batch)
         batch.clear()
+        if self._steering_arrived():
+            await self._skip_unstarted(calls)
+            return
         if len(calls) == 1:
             await self.execute(calls[0])
             return

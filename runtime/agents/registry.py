@@ -22,6 +22,8 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from typing import Any
+
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from chronicle.domain.agent_spec import AgentSpec
@@ -62,8 +64,12 @@ class AgentEntry(BaseModel):
 
 
 class RegistryFile(BaseModel):
+    """chronicle.toml as the registry sees it; [limits] and [compaction] belong to runtime/cli/limits.py."""
+
     model_config = ConfigDict(extra="forbid")
     agents: dict[str, AgentEntry] = Field(default_factory=dict)
+    limits: dict[str, Any] = Field(default_factory=dict)
+    compaction: dict[str, Any] = Field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -133,7 +139,7 @@ def load_registry(path: Path) -> AgentRegistry:
         message = "unknown key (allowed: description, instructions, model, tools, max_iterations, max_depth)" \
             if first["type"] == "extra_forbidden" and len(first["loc"]) == 3 else first["msg"]
         if first["type"] == "extra_forbidden" and len(first["loc"]) == 1:
-            message = "unknown top-level key; agents are defined under [agents.NAME]"
+            message = "unknown top-level key; chronicle.toml holds [agents.NAME], [limits] and [compaction] tables"
         raise RegistryError(f"{path}: {where}: {message.removeprefix('Value error, ')}") from None
     main = AgentSpec(name=MAIN, tools=DEFAULT_TOOLS)
     agents: list[AgentSpec] = []

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from . import demo_cmd, inspect_cmd, run_cmd
+from . import chat_cmd, controls_cmd, demo_cmd, inspect_cmd, run_cmd
 
 app = typer.Typer(
     name="chronicle",
@@ -19,6 +19,10 @@ app.command()(inspect_cmd.sessions)
 app.command()(inspect_cmd.log)
 app.command()(inspect_cmd.history)
 app.command()(demo_cmd.demo)
+app.command()(controls_cmd.steer)
+app.command()(controls_cmd.cancel)
+app.command()(controls_cmd.compact)
+app.command()(chat_cmd.chat)
 
 
 def main() -> None:

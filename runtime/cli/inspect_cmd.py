@@ -173,8 +173,8 @@ def history(
     with cli_errors():
         store = open_store(db)
         record = store.session(store.resolve_session_id(session))
-        summary = record.compaction["summary"] if record.compaction else None
-        messages = build_context(store.head_turns(record), summary=summary)
+        summary, view = record.context_view()
+        messages = build_context([store.turn(t) for t in view], summary=summary)
         if as_json:
             for message in messages:
                 print_json(message.wire())

@@ -12,6 +12,7 @@ import typer
 
 from chronicle.domain.agent_spec import AgentSpec
 from chronicle.runtime.agents.registry import RegistryError, find_registry
+from chronicle.runtime.hooks import Hooks
 from chronicle.runtime.live import AgentEnd, AgentStart, Broker
 from chronicle.runtime.loop import AgentLoop, LoopOptions, TurnOutcome
 from chronicle.runtime.providers import ProviderConfigError, default_model, default_provider_name, make_provider
@@ -21,6 +22,7 @@ from chronicle.runtime.store import ChronicleStore
 from chronicle.runtime.tools import toolbox_for
 
 from .common import DbOption, JsonOption, WorkspaceOption, cli_errors, err_console, fail, open_store
+from .limits import LimitFlags, Settings, limit_options, resolve_limits
 from .render import HumanRenderer, JsonLinesRenderer
 
 ProviderOption = Annotated[
@@ -54,8 +56,12 @@ def resolve_workspace(workspace: Path | None) -> Path:
     return path
 
 
-async def drive_session(loop: AgentLoop, session_id: UUID) -> TurnOutcome | None:
-    """Run the session's next turn with agent_start/agent_end around it; Ctrl-C cancels the turn."""
+async def drive_session(loop: AgentLoop, session_id: UUID, drain: bool = True) -> TurnOutcome | None:
+    """Run the session's turns with agent_start/agent_end around them; Ctrl-C cancels the turn.
+
+    With ``drain`` the session's queue is emptied: inputs queued by other processes while this
+    one was busy run next, in order, as long as each turn completes.
+    """
     session = loop.store.session(session_id)
     spec = session.spec
     links = {
@@ -63,6 +69,21 @@ async def drive_session(loop: AgentLoop, session_id: UUID) -> TurnOutcome | None
         "parent_tool_call_id": str(session.parent_tool_call_id) if session.parent_tool_call_id else None,
     }
     await loop.emit(AgentStart(session_id=str(session_id), agent=spec.name, depth=spec.depth, **links))
+    outcome: TurnOutcome | None = None
+    while True:
+        latest = await run_one(loop, session_id)
+        if latest is None:
+            break
+        outcome = latest
+        if not drain or latest.status != "completed":
+            break
+    status = outcome.status if outcome else "idle"
+    await loop.emit(AgentEnd(session_id=str(session_id), agent=spec.name, status=status, reason=outcome.reason if outcome else None, **links))
+    return outcome
+
+
+async def run_one(loop: AgentLoop, session_id: UUID) -> TurnOutcome | None:
+    """One turn in its own task, so that SIGINT/SIGTERM cancel the turn and not the process."""
     task = asyncio.ensure_future(loop.run_next(session_id))
     event_loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -78,20 +99,24 @@ async def drive_session(loop: AgentLoop, session_id: UUID) -> TurnOutcome | None
                 event_loop.remove_signal_handler(sig)
             except (NotImplementedError, RuntimeError):
                 pass
-    status = outcome.status if outcome else "idle"
-    await loop.emit(AgentEnd(session_id=str(session_id), agent=spec.name, status=status, reason=outcome.reason if outcome else None, **links))
     return outcome
 
 
 def build_loop(store: ChronicleStore, spec: AgentSpec, provider_name: str | None, model: str | None, workspace: Path,
-               options: LoopOptions, renderer: Any) -> AgentLoop:
+               options: LoopOptions, renderer: Any, settings: Settings | None = None, interactive: bool = False,
+               approver: Any = None) -> AgentLoop:
     try:
         provider = make_provider(provider_name, model or spec.model or None)
     except ProviderConfigError as exc:
         fail(str(exc), 2)
     broker = Broker()
     broker.subscribe(renderer)
-    return AgentLoop(store, provider, toolbox_for(spec.tools), workspace, broker=broker, options=options)
+    settings = settings or Settings()
+    options.tool_timeout_s = settings.tool_timeout_s
+    return AgentLoop(
+        store, provider, toolbox_for(spec.tools), workspace, broker=broker, options=options, approver=approver,
+        hooks=Hooks(settings.hooks(store, interactive=interactive)), compactor=settings.compactor(),
+    )
 
 
 def report(outcome: TurnOutcome | None, as_json: bool) -> int:
@@ -113,6 +138,7 @@ def report(outcome: TurnOutcome | None, as_json: bool) -> int:
     return outcome.exit_code
 
 
+@limit_options
 def run(
     prompt: Annotated[str, typer.Argument(help="What to ask the agent")],
     session: Annotated[Optional[str], typer.Option("--session", help="Continue this session (id or unique prefix)")] = None,
@@ -127,25 +153,34 @@ def run(
     as_json: JsonOption = False,
     db: DbOption = None,
     max_attempts: MaxAttemptsOption = None,
+    limits: LimitFlags = LimitFlags(),
 ) -> None:
-    """Run one turn: record PROMPT, let the agent work, print the answer as it streams."""
+    """Run one turn: record PROMPT, let the agent work, print the answer as it streams.
+
+    On a busy session the prompt is queued (durably, before anything else) and runs after the
+    turn in flight; if another process is running that turn, this one exits and that process
+    picks the prompt up. Inputs queued while this process works run before it exits.
+    """
     with cli_errors():
         if not prompt.strip():
             fail("the prompt is empty; say what the agent should do", 2)
         store = open_store(db)
-        ws = resolve_workspace(workspace)
-        if session:
-            sid = store.resolve_session_id(session)
-            existing = store.session(sid)
-            if existing.status != "idle":
-                fail(f"session {sid} has a turn in flight; continue it with `chronicle resume {sid}`", 1)
-            spec = existing.spec
+        sid = store.resolve_session_id(session) if session else None
+        spec = store.session(sid).spec if sid else None
+        ws = resolve_workspace(workspace or session_workspace(spec))
+        settings = resolve_limits(limits, ws)
+        renderer = JsonLinesRenderer() if as_json else HumanRenderer()
+        if sid and spec:
             if agents is not None:
                 err_console.print(f"[dim]note: --agents ignored; session {sid} keeps the agents recorded when it started[/]")
             provider_name = provider or spec.provider or default_provider_name()
-            loop = build_loop(store, spec, provider_name, model, ws, LoopOptions(max_iterations=max_iterations, auto_approve=yes, retry=retry_policy(max_attempts)),
-                              JsonLinesRenderer() if as_json else HumanRenderer())
-            submit_input(store, sid, prompt)
+            loop = build_loop(store, spec, provider_name, model, ws,
+                              LoopOptions(max_iterations=max_iterations, auto_approve=yes, retry=retry_policy(max_attempts)),
+                              renderer, settings)
+            input_id = submit_input(store, sid, prompt)
+            runner = running_elsewhere(store, sid)
+            if runner is not None:
+                raise typer.Exit(report_queued(loop, sid, input_id, runner, renderer, as_json))
         else:
             provider_name = provider or default_provider_name()
             try:
@@ -156,9 +191,45 @@ def run(
                 provider=provider_name or "", workspace=str(ws), max_iterations=max_iterations,
                 model=model or registry.main.model or ("scripted" if (provider_name or "").startswith("scripted:") else default_model()),
             )
-            loop = build_loop(store, spec, provider_name, model, ws, LoopOptions(max_iterations=max_iterations, auto_approve=yes, retry=retry_policy(max_attempts)),
-                              JsonLinesRenderer() if as_json else HumanRenderer())
+            loop = build_loop(store, spec, provider_name, model, ws,
+                              LoopOptions(max_iterations=max_iterations, auto_approve=yes, retry=retry_policy(max_attempts)),
+                              renderer, settings)
             created, _ = start_session(store, spec, prompt)
             sid = created.id
         outcome = asyncio.run(drive_session(loop, sid))
         raise typer.Exit(report(outcome, as_json))
+
+
+def session_workspace(spec: AgentSpec | None) -> Path | None:
+    """A continued session works where it was started, unless --workspace says otherwise."""
+    if spec is not None and spec.workspace and Path(spec.workspace).is_dir():
+        return Path(spec.workspace)
+    return None
+
+
+def running_elsewhere(store: ChronicleStore, session_id: UUID) -> UUID | None:
+    """The turn another process is running on this session, if any.
+
+    A turn that is `running` (or `pending`) belongs to a live process, as far as the store can
+    tell; a turn waiting for approval or found interrupted has no process and is continued here.
+    """
+    session = store.session(session_id)
+    if session.active_turn_id is None:
+        return None
+    turn = store.turn(session.active_turn_id)
+    return turn.id if turn.status in ("running", "pending") else None
+
+
+def report_queued(loop: AgentLoop, session_id: UUID, input_id: str, turn_id: UUID, renderer: Any, as_json: bool) -> int:
+    session = loop.store.session(session_id)
+    position = next((i + 1 for i, item in enumerate(session.queue) if item["input_id"] == input_id), len(session.queue))
+    reason = (
+        f"queued as input {position} of {len(session.queue)}: turn {turn_id} is running in another process, "
+        f"which runs this input after it"
+    )
+    if as_json:
+        renderer(AgentEnd(session_id=str(session_id), agent=session.spec.name, status="queued", reason=reason))
+    else:
+        err_console.print(f"[yellow]queued:[/] {reason}. Session {session_id}. If no process is running it any more, "
+                          f"continue it with `chronicle resume {session_id}`.")
+    return 0

@@ -1,0 +1,136 @@
+"""Slash commands of `chronicle chat`: each acts on the recorded session, never on screen state."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, Callable
+from uuid import uuid4
+
+from rich.markup import escape
+from rich.table import Table
+
+from chronicle.domain.errors import DomainError
+from chronicle.domain.session import Session
+from chronicle.runtime.clock import SYSTEM_CLOCK
+from chronicle.runtime.guards import session_calls, spend
+
+HELP = [
+    ("/undo [N]", "take the last N turns (default 1) off the branch; the log keeps them"),
+    ("/redo", "put the last undone turns back"),
+    ("/fork", "continue in a new session that shares this one's history"),
+    ("/compact [N]", "summarise older turns, keeping the N most recent (default from settings)"),
+    ("/cost", "tokens and USD spent by this session"),
+    ("/tools", "the tools the agent may call"),
+    ("/status", "session, branch, queue and limits"),
+    ("/help", "this list"),
+    ("/quit", "leave (the session stays; continue with --session)"),
+]
+
+
+def handle(chat: Any, line: str) -> str | None:
+    name, _, arg = line.partition(" ")
+    command = COMMANDS.get(name.lower())
+    if command is None:
+        chat.console.print(f"[red]unknown command {escape(name)}[/]; /help lists them")
+        return None
+    try:
+        return command(chat, arg.strip())
+    except DomainError as exc:
+        chat.console.print(f"[red]error:[/] {escape(str(exc))}")
+        return None
+
+
+def _count(arg: str, default: int | None) -> int | None:
+    if not arg:
+        return default
+    if not arg.isdigit():
+        raise DomainError(f"expected a number, got {arg!r}")
+    return int(arg)
+
+
+def undo(chat: Any, arg: str) -> None:
+    count = _count(arg, 1) or 1
+    now = SYSTEM_CLOCK.now()
+    undone: list = []
+    chat.store.update_session(chat.session_id, lambda s: undone.extend(s.undo(count, now)))
+    inputs = ", ".join(repr(chat.store.turn(t).input_text[:40]) for t in undone)
+    chat.console.print(f"undid {len(undone)} turn(s): {escape(inputs)}")
+
+
+def redo(chat: Any, arg: str) -> None:
+    now = SYSTEM_CLOCK.now()
+    redone: list = []
+    chat.store.update_session(chat.session_id, lambda s: redone.extend(s.redo(now)))
+    chat.console.print(f"redid {len(redone)} turn(s)")
+
+
+def fork(chat: Any, arg: str) -> None:
+    parent = chat.store.session(chat.session_id)
+    if parent.status != "idle":
+        raise DomainError("the session is busy; fork it when the running turn has ended")
+    now = SYSTEM_CLOCK.now()
+    forked_from = {"session_id": str(parent.id), "turn_id": str(parent.head[-1]) if parent.head else None}
+    child = Session.start(uuid4(), parent.spec, now, forked_from=forked_from, head=list(parent.head))
+    chat.store.create_session(child)
+    chat.session_id = child.id
+    chat.console.print(f"forked session {parent.id} → {child.id} ({len(child.head)} turn(s) shared); now chatting in the fork")
+
+
+def compact(chat: Any, arg: str) -> None:
+    keep = _count(arg, chat.settings.compaction.keep_recent)
+    result = asyncio.run(chat.loop.compactor.compact(chat.loop, chat.session_id, strategy="summary", keep_recent=keep))
+    if result.ok:
+        chat.console.print(f"compacted {result.turns_compacted} turn(s); the model now reads a summary of them")
+    else:
+        chat.console.print(f"[yellow]not compacted:[/] {escape(result.reason)}")
+
+
+def cost(chat: Any, arg: str) -> None:
+    session = chat.store.session(chat.session_id)
+    calls = list(session_calls(chat.store, session))
+    usd, unknown = spend(calls)
+    tokens_in = sum(int(c.usage.get("input_tokens") or 0) for c in calls)
+    tokens_out = sum(int(c.usage.get("output_tokens") or 0) for c in calls)
+    note = f" ({unknown} call(s) of unpriced models count as $0)" if unknown else ""
+    chat.console.print(f"cost: ${usd:.4f} — {len(calls)} model call(s), {tokens_in} input / {tokens_out} output tokens{note}")
+
+
+def tools(chat: Any, arg: str) -> None:
+    session = chat.store.session(chat.session_id)
+    table = Table("tool", "flags", "description")
+    for tool in chat.loop.toolbox.tools.values():
+        flags = [name for name, on in tool.flags().items() if on]
+        if tool.name in session.always_allowed:
+            flags.append("always allowed")
+        table.add_row(tool.name, ", ".join(flags), tool.description)
+    chat.console.print(table)
+
+
+def status(chat: Any, arg: str) -> None:
+    session = chat.store.session(chat.session_id)
+    summary, view = session.context_view()
+    spec = session.spec
+    lines = [
+        f"session {session.id}  agent {spec.name}  model {spec.model}",
+        f"status {session.status}  turns on branch {len(session.head)}  queued {len(session.queue)}  redo {len(session.redo_stack)}",
+        f"context: {len(view)} turn(s)" + (f" + a summary of {len(session.head) - len(view)}" if summary is not None else ""),
+        "limits: " + ", ".join(f"{k}={v}" for k, v in chat.settings.describe().items() if v is not None),
+    ]
+    if session.forked_from:
+        lines.append(f"forked from {session.forked_from['session_id']}")
+    chat.console.print("\n".join(escape(line) for line in lines))
+
+
+def show_help(chat: Any, arg: str) -> None:
+    for name, text in HELP:
+        chat.console.print(f"  [bold]{escape(name)}[/]  {text}")
+
+
+def quit_chat(chat: Any, arg: str) -> str:
+    return "quit"
+
+
+COMMANDS: dict[str, Callable[[Any, str], str | None]] = {
+    "/undo": undo, "/redo": redo, "/fork": fork, "/compact": compact, "/cost": cost, "/tools": tools,
+    "/status": status, "/help": show_help, "/?": show_help, "/quit": quit_chat, "/exit": quit_chat,
+}

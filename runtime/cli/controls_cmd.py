@@ -1,0 +1,144 @@
+"""`chronicle steer`, `chronicle cancel`, `chronicle compact`: control a session from outside.
+
+Steer and cancel usually run in another process than the turn they act on; they record a
+request on the Session and the running loop acts on it (see runtime/controls.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Annotated, Optional
+
+import typer
+
+from chronicle.runtime import controls
+from chronicle.runtime.compaction import CompactionSettings, Compactor
+from chronicle.runtime.live import Broker
+from chronicle.runtime.loop import AgentLoop
+from chronicle.runtime.providers import ProviderConfigError, default_provider_name, make_provider
+from chronicle.runtime.store import ChronicleStore
+from chronicle.runtime.tools import toolbox_for
+
+from .common import DbOption, JsonOption, cli_errors, err_console, fail, open_store, out_console, print_json
+
+SessionArg = Annotated[str, typer.Argument(help="Session id or unique prefix")]
+
+
+def steer(
+    session: SessionArg,
+    message: Annotated[str, typer.Argument(help="What the agent should know or do instead")],
+    wait_batch: Annotated[bool, typer.Option("--wait-batch", help="Let every tool of the current step run before the message is delivered")] = False,
+    as_json: JsonOption = False,
+    db: DbOption = None,
+) -> None:
+    """Steer the running turn: MESSAGE reaches the model at the next safe point (between tool calls).
+
+    Tools the model asked for that have not started yet are skipped, with a result saying so;
+    a tool that has started is never stopped by steering. With no turn running, MESSAGE is
+    queued as the session's next input.
+    """
+    with cli_errors():
+        if not message.strip():
+            fail("the steering message is empty; say what the agent should do", 2)
+        store = open_store(db)
+        sid = store.resolve_session_id(session)
+        result = controls.steer(store, sid, message, wait_batch=wait_batch)
+        if as_json:
+            print_json({"session_id": str(sid), "steer_id": result.steer_id, "outcome": result.outcome,
+                        "turn_id": str(result.turn_id) if result.turn_id else None})
+        elif result.outcome == "steering":
+            out_console.print(f"steering recorded for turn {result.turn_id} of session {sid}; "
+                              "it reaches the model at the next safe point")
+        else:
+            out_console.print(f"no turn is running on session {sid}: the message was queued as its next input. "
+                              f"Run it with `chronicle run --session {sid} ...` or `chronicle chat --session {sid}`.")
+
+
+def cancel(
+    session: SessionArg,
+    wait: Annotated[float, typer.Option("--wait", min=0, help="Seconds to wait for the running process to confirm")] = 10.0,
+    as_json: JsonOption = False,
+    db: DbOption = None,
+) -> None:
+    """Cancel the running turn: the running tool is stopped, the rest get `cancelled` results.
+
+    The session stays usable: its next input continues it normally. Exit 0 also when nothing runs.
+    """
+    with cli_errors():
+        store = open_store(db)
+        sid = store.resolve_session_id(session)
+        record = store.session(sid)
+        if record.active_turn_id is None:
+            emit(as_json, {"session_id": str(sid), "turn_id": None, "status": "idle"}, f"nothing is running on session {sid}; nothing to cancel")
+            return
+        reason = "cancelled by request (chronicle cancel)"
+        paused = controls.cancel_paused_turn(store, sid, reason)
+        if paused is not None:
+            emit(as_json, {"session_id": str(sid), "turn_id": str(paused), "status": "cancelled"},
+                 f"cancelled turn {paused} of session {sid} (it was waiting for approval)")
+            return
+        turn_id = controls.request_cancel(store, sid, reason)
+        if wait_until_ended(store, sid, turn_id, wait):
+            status = store.turn(turn_id).status
+            emit(as_json, {"session_id": str(sid), "turn_id": str(turn_id), "status": status}, f"turn {turn_id} of session {sid}: {status}")
+            return
+        emit(as_json, {"session_id": str(sid), "turn_id": str(turn_id), "status": "requested"},
+             f"cancel requested for turn {turn_id}; no process confirmed within {wait:g} s. If the process running it "
+             f"died, `chronicle resume {sid}` will honour the request.")
+
+
+def wait_until_ended(store: ChronicleStore, sid, turn_id, seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while True:
+        if store.session(sid).active_turn_id != turn_id:
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.1)
+
+
+def emit(as_json: bool, row: dict, text: str) -> None:
+    if as_json:
+        print_json(row)
+    else:
+        out_console.print(text)
+
+
+def compact(
+    session: SessionArg,
+    keep: Annotated[int, typer.Option("--keep", min=0, help="Most recent turns kept verbatim")] = 2,
+    strategy: Annotated[str, typer.Option("--strategy", help="summary (a model call) | truncate (drop older turns)")] = "summary",
+    provider: Annotated[Optional[str], typer.Option("--provider", help="Provider for the summary [default: the session's]", show_default=False)] = None,
+    as_json: JsonOption = False,
+    db: DbOption = None,
+) -> None:
+    """Compact a session's history: older turns are replaced in context by a summary; the log keeps them."""
+    with cli_errors():
+        if strategy not in ("summary", "truncate"):
+            fail(f"unknown strategy {strategy!r}: use summary or truncate", 2)
+        store = open_store(db)
+        sid = store.resolve_session_id(session)
+        result = asyncio.run(compact_session(store, sid, strategy, keep, provider))
+        if as_json:
+            print_json({"session_id": str(sid), "ok": result.ok, "strategy": result.strategy,
+                        "turns_compacted": result.turns_compacted, "summary": result.summary, "reason": result.reason or None})
+        elif result.ok:
+            out_console.print(f"compacted {result.turns_compacted} turn(s) of session {sid} ({result.strategy})")
+        else:
+            err_console.print(f"[yellow]not compacted:[/] {result.reason}")
+        if not result.ok and result.reason.startswith("summary failed"):
+            raise typer.Exit(1)
+
+
+async def compact_session(store: ChronicleStore, sid, strategy: str, keep: int, provider_name: str | None = None, loop: AgentLoop | None = None):
+    if loop is None:
+        spec = store.session(sid).spec
+        try:
+            provider = make_provider(provider_name or spec.provider or default_provider_name(), spec.model or None)
+        except ProviderConfigError as exc:
+            fail(str(exc), 2)
+        from pathlib import Path
+
+        loop = AgentLoop(store, provider, toolbox_for(spec.tools), Path(spec.workspace or "."), broker=Broker())
+    return await Compactor(CompactionSettings(keep_recent=keep)).compact(loop, sid, strategy=strategy, keep_recent=keep)

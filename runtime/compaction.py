@@ -1,0 +1,150 @@
+"""Compaction: keep what the model reads inside its context window; keep the log whole.
+
+A context monitor estimates the tokens of the next request (chars / 4, or the usage the
+last response reported, whichever is larger). At the summary threshold the older turns are
+summarised by an auxiliary model call; at the critical threshold they are truncated (no model
+call, nothing more to fail). Either way a `Compacted` event on the Session says which turns
+the summary replaces; the turns themselves stay in the log. A summary that fails records
+`CompactionFailed` and changes nothing.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+from uuid import UUID
+
+from chronicle.domain.content import Message, TextBlock
+from chronicle.domain.context import build_context, merge_roles
+
+from .live import CompactionEvent, ErrorEvent
+from .providers.base import ModelRequest, ignore_deltas
+
+DEFAULT_WINDOW = 100_000
+CONTEXT_WINDOWS = {"claude": 200_000}
+
+SUMMARY_SYSTEM = "You write summaries of conversations between a user and a coding agent, for the agent to continue from."
+SUMMARY_PROMPT = (
+    "Summarise the conversation above so that you can continue the work from the summary alone: the user's "
+    "goals, decisions made, files touched and what was learnt from tools, and what remains to do. Be concise."
+)
+
+
+@dataclass(frozen=True)
+class CompactionSettings:
+    threshold: float = 0.80
+    critical: float = 0.95
+    keep_recent: int = 2
+    context_window: int | None = None
+    auto: bool = True
+
+
+@dataclass(frozen=True)
+class CompactionResult:
+    ok: bool
+    strategy: str
+    turns_compacted: int = 0
+    summary: str | None = None
+    reason: str = ""
+
+
+def estimate_tokens(messages: list[Message], system: str = "") -> int:
+    chars = len(system) + sum(len(json.dumps(m.wire(), ensure_ascii=False)) for m in messages)
+    return chars // 4
+
+
+class ContextMonitor:
+    def __init__(self, settings: CompactionSettings) -> None:
+        self.settings = settings
+
+    def window(self, model: str) -> int:
+        if self.settings.context_window:
+            return self.settings.context_window
+        for prefix, size in CONTEXT_WINDOWS.items():
+            if model.startswith(prefix):
+                return size
+        return DEFAULT_WINDOW
+
+    def suggest(self, tokens: int, model: str) -> str | None:
+        ratio = tokens / self.window(model)
+        if ratio >= self.settings.critical:
+            return "truncate"
+        if ratio >= self.settings.threshold:
+            return "summary"
+        return None
+
+
+class Compactor:
+    def __init__(self, settings: CompactionSettings | None = None) -> None:
+        self.settings = settings or CompactionSettings()
+        self.monitor = ContextMonitor(self.settings)
+
+    def estimate(self, loop: Any, session: Any, extra_text: str = "") -> int:
+        summary, view = session.context_view()
+        turns = [loop.store.turn(t) for t in view]
+        messages = build_context(turns, summary=summary)
+        if extra_text:
+            messages.append(Message(role="user", content=[TextBlock(text=extra_text)]))
+        estimate = estimate_tokens(messages, session.spec.instructions)
+        reported = 0
+        for turn in reversed(turns):
+            if turn.steps:
+                usage = turn.steps[-1]["response"].get("usage") or {}
+                reported = sum(int(usage.get(k) or 0) for k in (
+                    "input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"))
+                break
+        return max(estimate, reported)
+
+    async def maybe_compact(self, loop: Any, session: Any) -> CompactionResult | None:
+        """Before a turn starts: compact if the next request would be near the window."""
+        if not self.settings.auto:
+            return None
+        item = session.next_input
+        tokens = self.estimate(loop, session, item["text"] if item else "")
+        strategy = self.monitor.suggest(tokens, session.spec.model)
+        if strategy is None:
+            return None
+        return await self.compact(loop, session.id, strategy=strategy)
+
+    async def compact(
+        self, loop: Any, session_id: UUID, strategy: str = "summary", keep_recent: int | None = None
+    ) -> CompactionResult:
+        store = loop.store
+        session = store.session(session_id)
+        summary, view = session.context_view()
+        view = [t for t in view if t != session.active_turn_id]
+        keep = self.settings.keep_recent if keep_recent is None else keep_recent
+        chosen = view[: max(0, len(view) - keep)]
+        if not chosen:
+            return CompactionResult(False, strategy, reason=f"nothing to compact: {len(view)} turn(s) in context, keeping {keep}")
+        already = session.head[: len(session.head) - len(session.context_view()[1])]
+        spec = session.spec
+        usage: dict[str, Any] = {}
+        text = summary
+        if strategy == "summary":
+            messages = build_context([store.turn(t) for t in chosen], summary=summary)
+            messages.append(Message(role="user", content=[TextBlock(text=SUMMARY_PROMPT)]))
+            request = ModelRequest(
+                model=spec.model, system=SUMMARY_SYSTEM, messages=merge_roles(messages), tools=[], max_tokens=2048,
+                agent=spec.name, session_id=str(session_id), call_index=session.compaction_attempts, auxiliary="summary",
+            )
+            response = await loop.provider.stream(request, ignore_deltas)
+            usage = response.usage.model_dump()
+            if response.stop_reason == "error" or not response.text.strip():
+                reason = f"summary failed: {response.error.message if response.error else 'the model returned no text'}"
+                now = loop.clock.now()
+                store.update_session(
+                    session_id, lambda s: s.record_compaction_failure(reason, strategy, now, usage=usage, model=response.model or spec.model)
+                )
+                await loop.emit(ErrorEvent(session_id=str(session_id), message=f"compaction {reason}; history left unchanged", kind="compaction"))
+                return CompactionResult(False, strategy, reason=reason)
+            text = response.text.strip()
+        elif strategy != "truncate":
+            raise ValueError(f"unknown compaction strategy {strategy!r}: use summary or truncate")
+        now = loop.clock.now()
+        turn_ids = [*already, *chosen]
+        model = spec.model
+        store.update_session(session_id, lambda s: s.compact(turn_ids, text, strategy, now, usage=usage, model=model))
+        await loop.emit(CompactionEvent(session_id=str(session_id), strategy=strategy, turns_compacted=len(chosen), summary=text))
+        return CompactionResult(True, strategy, turns_compacted=len(chosen), summary=text)

@@ -1,0 +1,128 @@
+"""`chronicle chat` in a real terminal (tmux), typed into and read back as a person would."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+import uuid
+
+import pytest
+
+from tests.e2e.controls_helpers import log_of
+from tests.helpers import cli, json_lines, response, text, tool_use
+
+pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
+
+
+class Terminal:
+    def __init__(self, command: str) -> None:
+        self.socket = f"chronicle-test-{uuid.uuid4().hex[:8]}"
+        # The shell traps (not ignores) SIGINT so that Ctrl-C reaches only the chat, which survives it.
+        wrapped = f"trap 'true' INT; {command}; echo EXITED=$?; sleep 60"
+        self.tmux("new-session", "-d", "-s", "chat", "-x", "180", "-y", "60", f"sh -c {shlex.quote(wrapped)}")
+
+    def tmux(self, *args: str) -> str:
+        done = subprocess.run(["tmux", "-L", self.socket, *args], capture_output=True, text=True)
+        assert done.returncode == 0, f"tmux {args[0]} failed: {done.stderr}"
+        return done.stdout
+
+    def screen(self) -> str:
+        return self.tmux("capture-pane", "-p", "-J", "-S", "-500", "-t", "chat")
+
+    def type(self, line: str) -> None:
+        self.tmux("send-keys", "-t", "chat", "-l", line)
+        self.tmux("send-keys", "-t", "chat", "Enter")
+
+    def key(self, key: str) -> None:
+        self.tmux("send-keys", "-t", "chat", key)
+
+    def wait_for(self, needle: str, count: int = 1, timeout: float = 30) -> str:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            screen = self.screen()
+            if screen.count(needle) >= count:
+                return screen
+            time.sleep(0.1)
+        raise AssertionError(f"{needle!r} (x{count}) never appeared; the screen shows:\n{self.screen()}")
+
+    def close(self) -> None:
+        subprocess.run(["tmux", "-L", self.socket, "kill-server"], capture_output=True)
+
+
+def test_a_chat_session_streams_answers_asks_approval_inline_cancels_on_ctrl_c_and_runs_slash_commands(sqlite_url, workspace, tmp_path):
+    marker = f"{30 + uuid.uuid4().int % 1000 / 1000:.3f}"
+    script = tmp_path / "s.json"
+    script.write_text(json.dumps({
+        "agents": {"main": [
+            [response(text("Hello from the agent"))],
+            [response(tool_use("tu_1", "bash", command="echo approved-output")), response(text("ran it"))],
+            [response(tool_use("tu_2", "bash", command=f"sleep {marker}")), response(text("never"))],
+        ]},
+        "summary": ["CHAT SUMMARY"],
+    }), encoding="utf-8")
+    command = " ".join(shlex.quote(part) for part in [
+        "env", f"CHRONICLE_DB={sqlite_url}", "COLUMNS=180", sys.executable, "-m", "chronicle.runtime.cli", "chat",
+        "--provider", f"scripted:{script}", "--workspace", str(workspace),
+    ])
+    term = Terminal(command)
+    try:
+        term.wait_for("you> ")
+        term.type("hi")
+        term.wait_for("Hello from the agent")
+
+        term.type("run it")
+        term.wait_for("approve? [y]es / [n]o / [a]lways:")
+        term.type("y")
+        term.wait_for("ran it")
+        assert "approved-output" in term.screen()
+
+        term.type("sleep please")
+        term.wait_for("approve? [y]es", count=2)
+        term.type("y")
+        term.wait_for("⚙ bash")
+        term.wait_for(f"sleep {marker}")
+        time.sleep(0.3)
+        term.key("C-c")
+        term.wait_for("cancelled:")
+        survivors = subprocess.run(["pgrep", "-f", f"sleep {marker}"], capture_output=True, text=True)
+        assert survivors.stdout.strip() == ""
+
+        term.type("/cost")
+        term.wait_for("cost: $")
+        term.type("/tools")
+        term.wait_for("requires_approval")
+        term.type("/status")
+        screen = term.wait_for("turns on branch 3")
+        term.type("/undo")
+        term.wait_for("undid 1 turn(s)")
+        term.type("/redo")
+        term.wait_for("redid 1 turn(s)")
+        term.type("/compact 1")
+        term.wait_for("compacted 2 turn(s)")
+        term.type("/bogus")
+        term.wait_for("unknown command /bogus")
+        term.type("/help")
+        term.wait_for("/fork")
+        term.type("/fork")
+        screen = term.wait_for("now chatting in the fork")
+        term.type("/quit")
+        screen = term.wait_for("EXITED=0")
+    finally:
+        term.close()
+
+    assert "Traceback" not in screen
+    sessions = json_lines(cli("sessions", "--json", db=sqlite_url).stdout)
+    assert len(sessions) == 2
+    original, fork = sessions
+    assert fork["forked_from"]["session_id"] == original["session_id"] and fork["turns"] == 3
+    log = log_of(original["session_id"], sqlite_url)
+    events = [e["event"] for e in log if e["aggregate"] == "session"]
+    assert {"TurnsUndone", "TurnsRedone", "Compacted"} <= set(events)
+    turn_ends = [e["event"] for e in log if e["aggregate"] == "turn" and e["event"] in ("Completed", "Cancelled")]
+    assert turn_ends == ["Completed", "Completed", "Cancelled"]
+    approved = [e for e in log if e["aggregate"] == "tool_call" and e["event"] == "Approved"]
+    assert [e["data"]["by"] for e in approved] == ["user", "user"]

@@ -1,0 +1,167 @@
+"""Queue, steering and cancel driven from a second process, as a person would from a second shell."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import uuid
+
+from tests.e2e.controls_helpers import Background, history_of, log_of, tool_events
+from tests.helpers import cli, json_lines, response, text, tool_use
+
+
+GATE = "while [ ! -f go ]; do sleep 0.05; done"
+
+
+def script(path, turns):
+    path.write_text(json.dumps({"agents": {"main": turns}}), encoding="utf-8")
+    return f"scripted:{path}"
+
+
+def test_inputs_sent_to_a_busy_session_are_queued_and_run_in_order_by_the_running_process(db_url, workspace, tmp_path):
+    provider = script(tmp_path / "s.json", [
+        [response(tool_use("tu_1", "bash", command=GATE)), response(text("one"))],
+        [response(text("two"))], [response(text("three"))],
+    ])
+    first = Background("run", "first", "--provider", provider, "--workspace", str(workspace), "--yes", "--json", db=db_url)
+    sid = first.wait_for(lambda e: e["type"] == "tool_start")["session_id"]
+
+    for prompt in ("second", "third"):
+        queued = cli("run", prompt, "--session", sid, "--json", db=db_url)
+        assert queued.returncode == 0, queued.stderr
+        end = json_lines(queued.stdout)[-1]
+        assert end["type"] == "agent_end" and end["status"] == "queued" and "another process" in end["reason"]
+    (workspace / "go").touch()
+
+    assert first.finish() == 0, first.stderr
+    ends = [e for e in first.events if e["type"] == "turn_end"]
+    assert [(e["status"], e["text"]) for e in ends] == [("completed", "one"), ("completed", "two"), ("completed", "three")]
+    assert first.events[-1]["type"] == "agent_end"
+    inputs = [e["data"]["input_text"] for e in log_of(sid, db_url) if e["aggregate"] == "turn" and e["event"] == "Created"]
+    assert inputs == ["first", "second", "third"]
+
+
+def test_steering_skips_tools_not_yet_started_and_reaches_the_model_with_the_results(db_url, workspace, tmp_path):
+    provider = script(tmp_path / "s.json", [
+        response(
+            tool_use("tu_1", "bash", command=f"{GATE}; echo first-done"),
+            tool_use("tu_2", "bash", command="echo second > second.txt"),
+            tool_use("tu_3", "read_file", path="hello.txt"),
+        ),
+        response(text("Changed course.")),
+    ])
+    run = Background("run", "work", "--provider", provider, "--workspace", str(workspace), "--yes", "--json", db=db_url)
+    sid = run.wait_for(lambda e: e["type"] == "tool_start" and e["tool_use_id"] == "tu_1")["session_id"]
+
+    steer = cli("steer", sid, "forget the rest, just say hi", db=db_url)
+    assert steer.returncode == 0, steer.stderr
+    assert "steering recorded" in steer.stdout
+    (workspace / "go").touch()
+
+    assert run.finish() == 0, run.stderr
+    log = log_of(sid, db_url)
+    assert tool_events(log, "tu_1")[-2:] == ["Started", "Completed"]
+    assert tool_events(log, "tu_2")[-1] == "Skipped" and "Started" not in tool_events(log, "tu_2")
+    assert tool_events(log, "tu_3") == ["Requested", "Skipped"]
+    assert not (workspace / "second.txt").exists()
+    assert any(e["event"] == "SteeringDelivered" for e in log)
+
+    history = history_of(sid, db_url)
+    results_message = next(m for m in history if m["role"] == "user" and any(b["type"] == "tool_result" for b in m["content"]))
+    kinds = [b["type"] for b in results_message["content"]]
+    assert kinds == ["tool_result", "tool_result", "tool_result", "text"]
+    assert "first-done" in results_message["content"][0]["content"]
+    assert "steering message" in results_message["content"][1]["content"]
+    assert results_message["content"][3]["text"] == "forget the rest, just say hi"
+
+
+def test_steering_in_wait_for_batch_mode_lets_every_tool_of_the_step_run(sqlite_url, workspace, tmp_path):
+    provider = script(tmp_path / "s.json", [
+        response(tool_use("tu_1", "bash", command=f"{GATE}; echo a"), tool_use("tu_2", "bash", command="echo b > b.txt")),
+        response(text("ok")),
+    ])
+    run = Background("run", "work", "--provider", provider, "--workspace", str(workspace), "--yes", "--json", db=sqlite_url)
+    sid = run.wait_for(lambda e: e["type"] == "tool_start" and e["tool_use_id"] == "tu_1")["session_id"]
+    assert cli("steer", sid, "also check c", "--wait-batch", db=sqlite_url).returncode == 0
+    (workspace / "go").touch()
+    assert run.finish() == 0, run.stderr
+    assert (workspace / "b.txt").read_text().strip() == "b"
+    results = next(m for m in history_of(sid, sqlite_url) if any(b["type"] == "tool_result" for b in m["content"]))
+    assert [b["type"] for b in results["content"]] == ["tool_result", "tool_result", "text"]
+
+
+def test_steering_with_no_turn_running_becomes_the_next_queued_input(sqlite_url, workspace, tmp_path):
+    provider = script(tmp_path / "s.json", [[response(text("one"))], [response(text("two"))], [response(text("three"))]])
+    sid = json_lines(cli("run", "first", "--provider", provider, "--workspace", str(workspace), "--json", db=sqlite_url).stdout)[0]["session_id"]
+    steer = cli("steer", sid, "later please", "--json", db=sqlite_url)
+    assert json_lines(steer.stdout)[0]["outcome"] == "queued"
+    run = cli("run", "third", "--session", sid, "--json", db=sqlite_url)
+    assert run.returncode == 0, run.stderr
+    assert [e["input"] for e in json_lines(run.stdout) if e["type"] == "turn_start"] == ["later please", "third"]
+
+
+def test_cancel_from_another_process_kills_the_running_tool_and_the_session_continues(db_url, workspace, tmp_path):
+    marker = f"{30 + uuid.uuid4().int % 1000 / 1000:.3f}"
+    provider = script(tmp_path / "s.json", [
+        [response(tool_use("tu_1", "bash", command=f"sleep {marker}"), tool_use("tu_2", "bash", command="echo never > never.txt"))],
+        [response(text("fresh start"))],
+    ])
+    run = Background("run", "slow", "--provider", provider, "--workspace", str(workspace), "--yes", "--json", db=db_url)
+    sid = run.wait_for(lambda e: e["type"] == "tool_start" and e["tool_use_id"] == "tu_1")["session_id"]
+
+    cancel = cli("cancel", sid, "--json", db=db_url)
+    assert cancel.returncode == 0, cancel.stderr
+    assert json_lines(cancel.stdout)[0]["status"] == "cancelled"
+    assert run.finish(timeout=20) == 130
+    assert run.events[-1]["type"] == "agent_end" and run.events[-1]["status"] == "cancelled"
+
+    survivors = subprocess.run(["pgrep", "-f", f"sleep {marker}"], capture_output=True, text=True)
+    assert survivors.stdout.strip() == ""
+    assert not (workspace / "never.txt").exists()
+    log = log_of(sid, db_url)
+    assert tool_events(log, "tu_1")[-1] == "Cancelled" and tool_events(log, "tu_2")[-1] == "Cancelled"
+    assert [e["event"] for e in log if e["aggregate"] == "turn"][-1] == "Cancelled"
+
+    again = cli("run", "go on", "--session", sid, "--json", db=db_url)
+    assert again.returncode == 0, again.stderr
+    assert json_lines(again.stdout)[-1]["status"] == "completed"
+    uses = [b["id"] for m in history_of(sid, db_url) for b in m["content"] if b["type"] == "tool_use"]
+    results = [b["tool_use_id"] for m in history_of(sid, db_url) for b in m["content"] if b["type"] == "tool_result"]
+    assert uses == results == ["tu_1", "tu_2"]
+
+
+def test_cancel_with_nothing_running_says_so_and_succeeds(sqlite_url, workspace, tmp_path):
+    provider = script(tmp_path / "s.json", [response(text("done"))])
+    sid = json_lines(cli("run", "hi", "--provider", provider, "--workspace", str(workspace), "--json", db=sqlite_url).stdout)[0]["session_id"]
+    cancel = cli("cancel", sid, db=sqlite_url)
+    assert cancel.returncode == 0
+    assert "nothing is running" in cancel.stdout
+
+
+def test_a_turn_paused_for_approval_resumes_with_a_second_run_and_then_runs_the_new_input(db_url, workspace, tmp_path):
+    provider = script(tmp_path / "s.json", [
+        [response(tool_use("tu_1", "bash", command="echo approved > a.txt")), response(text("first done"))],
+        [response(text("second done"))],
+    ])
+    paused = cli("run", "shell", "--provider", provider, "--workspace", str(workspace), "--json", db=db_url)
+    assert paused.returncode == 3
+    events = json_lines(paused.stdout)
+    sid = events[0]["session_id"]
+    assert any(e["type"] == "approval_needed" for e in events)
+
+    resumed = cli("run", "next", "--session", sid, "--yes", "--json", db=db_url)
+    assert resumed.returncode == 0, resumed.stderr
+    ends = [(e["status"], e["text"]) for e in json_lines(resumed.stdout) if e["type"] == "turn_end"]
+    assert ends == [("completed", "first done"), ("completed", "second done")]
+    assert (workspace / "a.txt").read_text().strip() == "approved"
+    assert tool_events(log_of(sid, db_url), "tu_1") == ["Requested", "ApprovalRequested", "Approved", "Started", "Completed"]
+
+
+def test_cancel_of_a_turn_waiting_for_approval_answers_its_tool_calls(sqlite_url, workspace, tmp_path):
+    provider = script(tmp_path / "s.json", [[response(tool_use("tu_1", "bash", command="echo x"))], [response(text("after"))]])
+    sid = json_lines(cli("run", "shell", "--provider", provider, "--workspace", str(workspace), "--json", db=sqlite_url).stdout)[0]["session_id"]
+    cancel = cli("cancel", sid, db=sqlite_url)
+    assert cancel.returncode == 0 and "waiting for approval" in cancel.stdout
+    after = cli("run", "again", "--session", sid, "--json", db=sqlite_url)
+    assert after.returncode == 0, after.stderr
+    assert tool_events(log_of(sid, sqlite_url), "tu_1")[-1] == "Cancelled"

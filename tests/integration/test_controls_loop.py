@@ -1,0 +1,108 @@
+"""The loop with its controls, on both backends: doom loop in chat, prompt-too-long, steering requeue."""
+
+from __future__ import annotations
+
+import asyncio
+
+from chronicle.domain.agent_spec import AgentSpec
+from chronicle.domain.content import ModelResponse, ProviderError, TextBlock, ToolUseBlock
+from chronicle.runtime.compaction import Compactor
+from chronicle.runtime.controls import steer
+from chronicle.runtime.guards import guard_hooks
+from chronicle.runtime.hooks import Hooks
+from chronicle.runtime.loop import AgentLoop
+from chronicle.runtime.sessions import start_session, submit_input
+from chronicle.runtime.store import ChronicleStore
+from chronicle.runtime.tools import toolbox_for
+
+
+class ListProvider:
+    """Answers from a list in call order; summaries get a fixed text."""
+
+    name = "list"
+
+    def __init__(self, responses: list[ModelResponse]) -> None:
+        self.responses = list(responses)
+        self.requests: list = []
+
+    async def stream(self, request, on_delta):
+        self.requests.append(request)
+        if request.auxiliary == "summary":
+            return ModelResponse(content=[TextBlock(text="short summary")])
+        return self.responses.pop(0)
+
+
+def read_hello(i: int) -> ModelResponse:
+    return ModelResponse(content=[ToolUseBlock(id=f"tu_{i}", name="read_file", input={"path": "hello.txt"})], stop_reason="tool_use")
+
+
+def make_loop(db_url, workspace, provider, **kwargs) -> tuple[AgentLoop, ChronicleStore]:
+    store = ChronicleStore(db_url)
+    loop = AgentLoop(store, provider, toolbox_for(["read_file"]), workspace, **kwargs)
+    return loop, store
+
+
+def test_the_doom_loop_asks_a_person_in_chat_and_goes_on_when_approved(db_url, workspace):
+    provider = ListProvider([read_hello(1), read_hello(2), read_hello(3), ModelResponse(content=[TextBlock(text="done")])])
+    asked = []
+
+    async def approver(call):
+        asked.append(call.tool_use_id)
+        return "approve"
+
+    loop, store = make_loop(db_url, workspace, provider, approver=approver)
+    loop.hooks = Hooks(guard_hooks(store, interactive=True))
+    session, _ = start_session(store, AgentSpec(tools=("read_file",)), "go")
+    outcome = asyncio.run(loop.run_next(session.id))
+    assert outcome.status == "completed"
+    assert asked == ["tu_3"]
+
+
+def test_prompt_too_long_compacts_older_turns_and_retries_the_call_once(db_url, workspace):
+    too_long = ModelResponse(stop_reason="error", error=ProviderError(kind="prompt_too_long", message="prompt is too long"))
+    provider = ListProvider([
+        ModelResponse(content=[TextBlock(text="one")]), ModelResponse(content=[TextBlock(text="two")]),
+        too_long, ModelResponse(content=[TextBlock(text="three")]),
+    ])
+    loop, store = make_loop(db_url, workspace, provider, compactor=Compactor())
+    session, _ = start_session(store, AgentSpec(tools=("read_file",)), "first")
+    asyncio.run(loop.run_next(session.id))
+    for prompt in ("second", "third"):
+        submit_input(store, session.id, prompt)
+        outcome = asyncio.run(loop.run_next(session.id))
+    assert outcome.status == "completed" and outcome.text == "three"
+    record = store.session(session.id)
+    summary, view = record.context_view()
+    assert summary == "short summary" and len(view) == 1 and len(record.head) == 3
+    turn = store.turn(record.head[-1])
+    assert [r["reason"].split(":")[0] for r in turn.retries] == ["prompt_too_long"]
+    retried = provider.requests[-1]
+    assert "short summary" in retried.messages[0].content[0].text
+
+
+def test_steering_that_no_safe_point_delivered_becomes_the_next_input(db_url, workspace):
+    started = asyncio.Event()
+
+    class SlowProvider(ListProvider):
+        async def stream(self, request, on_delta):
+            started.set()
+            await asyncio.sleep(0.3)
+            return await super().stream(request, on_delta)
+
+    provider = SlowProvider([ModelResponse(content=[TextBlock(text="first answer")]), ModelResponse(content=[TextBlock(text="steered")])])
+    loop, store = make_loop(db_url, workspace, provider)
+    session, _ = start_session(store, AgentSpec(tools=("read_file",)), "go")
+
+    async def scenario():
+        running = asyncio.ensure_future(loop.run_next(session.id))
+        await started.wait()
+        result = steer(store, session.id, "also this")
+        first = await running
+        second = await loop.run_next(session.id)
+        return result, first, second
+
+    result, first, second = asyncio.run(scenario())
+    assert result.outcome == "steering"
+    assert first.text == "first answer" and second.text == "steered"
+    assert store.turn(second.turn_id).input_text == "also this"
+    assert store.session(session.id).steering == []
