@@ -203,6 +203,7 @@ class AgentLoop:
                 session = self.store.session(session.id)
                 prior = self._prior_context(session, turn)
                 self._prior_count = len(prior)
+                self._context = RequestContext(prior)
                 continue
             step = self._record_response(turn, response, request, attempts, latency_ms)
             await self.hooks.after_model_call(session, turn, response)
