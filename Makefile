@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test diagrams clean
+.PHONY: demo test diagrams clean bench bench-quick
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -17,6 +17,18 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -n 2 --dist loadfile -q
+
+# Benchmarks against LangGraph (ops/bench/, writes ops/bench/RESULTS.md); never part of `make test`.
+BENCH_STAMP := $(VENV)/.bench-installed
+$(BENCH_STAMP): $(STAMP)
+	$(BIN)/pip install --quiet -e '.[dev,bench]'
+	touch $(BENCH_STAMP)
+
+bench: $(BENCH_STAMP)
+	$(BIN)/python ops/bench/run.py
+
+bench-quick: $(BENCH_STAMP)
+	$(BIN)/python ops/bench/run.py --quick
 
 diagrams: $(STAMP)
 	$(BIN)/python ops/diagrams.py --write

@@ -17,12 +17,18 @@ def turn_messages(turn: Any, include_input: bool = True) -> list[Message]:
     if include_input:
         messages.append(Message(role="user", content=[TextBlock(text=turn.input_text)]))
     for step in turn.steps:
-        response = step["response"]
-        if response.get("stop_reason") not in FINISHED_STOP_REASONS or not response.get("content"):
-            continue
-        messages.append(Message(role="assistant", content=load_blocks(response["content"])))
-        if step["results"]:
-            messages.append(Message(role="user", content=load_blocks(step["results"])))
+        messages.extend(step_messages(step))
+    return messages
+
+
+def step_messages(step: dict[str, Any]) -> list[Message]:
+    """One recorded step as messages: the response (if it finished) and its tool results."""
+    response = step["response"]
+    if response.get("stop_reason") not in FINISHED_STOP_REASONS or not response.get("content"):
+        return []
+    messages = [Message(role="assistant", content=load_blocks(response["content"]))]
+    if step["results"]:
+        messages.append(Message(role="user", content=load_blocks(step["results"])))
     return messages
 
 

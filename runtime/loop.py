@@ -27,9 +27,10 @@ from .clock import SYSTEM_CLOCK, Clock
 from .controls import CancelWatcher, pending_steering
 from .hooks import Hooks, Stop
 from .live import Broker, ErrorEvent, StatusChange, TurnEnd, TurnStart, UsageEvent
-from .model_call import ModelCaller, build_messages, fingerprint, request_delta
+from .model_call import ModelCaller, request_delta
 from .pricing import price
 from .providers.base import ModelRequest, Provider
+from .request_context import RequestContext
 from .retry import RetryPolicy
 from .store import ChronicleStore
 from .tool_runner import CUT_AT_MAX_TOKENS, ApprovalWait, Approver, GuardStop, ToolRunner
@@ -89,6 +90,8 @@ class AgentLoop:
         self.compactor = compactor
         self.caller = ModelCaller(self)
         self.tools = ToolRunner(self)
+        self._context = RequestContext([])
+        self._opened: dict[UUID, ToolCall] = {}
 
     async def emit(self, event: Any) -> None:
         await self.broker.emit(event)
@@ -188,6 +191,8 @@ class AgentLoop:
         spec = session.spec
         prior = self._prior_context(session, turn)
         self._prior_count = len(prior)
+        self._context = RequestContext(prior)
+        self._opened = {}
         max_iterations = self.options.max_iterations or spec.max_iterations
         while True:
             if turn.open_step is not None:
@@ -204,7 +209,7 @@ class AgentLoop:
                 reason = f"max_iterations reached: {turn.model_calls} model call(s) without a final answer"
                 return self._finish(session, turn, "failed", reason)
             request = ModelRequest(
-                model=self.options.model or spec.model, system=spec.instructions, messages=build_messages(prior, turn),
+                model=self.options.model or spec.model, system=spec.instructions, messages=self._context.messages(turn),
                 tools=self.toolbox.schemas(), max_tokens=self.options.max_tokens, agent=spec.name,
                 session_id=str(session.id), turn_number=turn.number, call_index=turn.model_calls,
             )
@@ -220,6 +225,7 @@ class AgentLoop:
                 session = self.store.session(session.id)
                 prior = self._prior_context(session, turn)
                 self._prior_count = len(prior)
+                self._context = RequestContext(prior)
                 continue
             step = self._record_response(turn, response, request, attempts, latency_ms)
             await self.hooks.after_model_call(session, turn, response)
@@ -250,7 +256,7 @@ class AgentLoop:
         now = self.clock.now()
         previous = turn.steps[-1].get("message_count", 0) if turn.steps else self._prior_count
         step = turn.record_response(
-            response, now, fingerprint=fingerprint(request), request_delta=request_delta(request, previous),
+            response, now, fingerprint=self._context.fingerprint_of(request), request_delta=request_delta(request, previous),
             latency_ms=round(latency_ms, 3), attempts=attempts,
         )
         calls = []
@@ -268,15 +274,16 @@ class AgentLoop:
             if response.stop_reason == "max_tokens":
                 turn.record_tool_results([c.result_block() for c in calls], now)
         self.save(turn, *calls)
+        # Saved: the step's tool calls are exactly as a reload would give them, so skip the reload.
+        self._opened = {call.id: call for call in calls}
         return step
 
     async def _resolve_step(self, session: Session, turn: Turn) -> TurnOutcome | None:
         step = turn.open_step
         assert step is not None
-        calls = [
-            self.store.tool_call(tool_call_id(turn.id, step["step"], b["id"]))
-            for b in step["response"]["content"] if b.get("type") == "tool_use"
-        ]
+        ids = [tool_call_id(turn.id, step["step"], b["id"]) for b in step["response"]["content"] if b.get("type") == "tool_use"]
+        opened, self._opened = self._opened, {}
+        calls = [opened.get(cid) or self.store.tool_call(cid) for cid in ids]
         now = self.clock.now()
         for call in calls:
             if call.status == "running":

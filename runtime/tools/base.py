@@ -104,12 +104,16 @@ class Toolbox:
 
     def __init__(self, tools: list[Tool]) -> None:
         self.tools = {t.name: t for t in tools}
+        self._schemas: list[dict[str, Any]] | None = None
 
     def get(self, name: str) -> Tool | None:
         return self.tools.get(name)
 
     def schemas(self) -> list[dict[str, Any]]:
-        return [t.schema() for t in self.tools.values()]
+        """Generated once per toolbox (pydantic regenerates a JSON schema on every call, ~1 ms a step)."""
+        if self._schemas is None:
+            self._schemas = [t.schema() for t in self.tools.values()]
+        return [dict(s) for s in self._schemas]
 
     def names(self) -> list[str]:
         return list(self.tools)

@@ -1,0 +1,100 @@
+"""Section 4: resume — load a session of 1k / 10k / 100k events in a fresh process state and continue it.
+
+The session is written directly through the domain (no loop, batched saves) as turns of 50
+tool steps each, so that building 100k events takes seconds; the store's snapshot intervals
+apply as in production. Then a new ChronicleStore (empty cache, as after a restart) loads the
+session and runs one more turn of one tool step with the instant provider.
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import datetime, timedelta, timezone
+from typing import Any, Callable
+from uuid import uuid4
+
+import chronicle_side as cs
+from common import Context, Section, median
+from workload import FINAL, PROMPT, THOUGHT, TOOL_TEXT, tool_input
+
+STEPS_PER_TURN = 50
+
+
+def build_session(store: Any, events: int, workspace: Any) -> tuple[Any, int]:
+    from chronicle.domain.agent_spec import AgentSpec
+    from chronicle.domain.content import ModelResponse, TextBlock, ToolResultBlock, ToolUseBlock
+    from chronicle.domain.ids import turn_id as make_turn_id
+    from chronicle.domain.session import Session
+    from chronicle.domain.turn import Turn
+
+    now = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    spec = AgentSpec(name="main", provider="bench", model="bench-instant", tools=("lookup",), workspace=str(workspace))
+    session = Session.start(uuid4(), spec, now)
+    store.create_session(session)
+    written, batch, number = 1, [], 0
+    while written < events:
+        number += 1
+        now += timedelta(seconds=1)
+        input_id = uuid4().hex
+        session.queue_input(input_id, PROMPT, now)
+        tid = make_turn_id(session.id, input_id)
+        session.start_turn(tid, now)
+        turn = Turn(id=tid, session_id=session.id, input_id=input_id, number=number, input_text=PROMPT, agent="main", timestamp=now)
+        turn.start(now)
+        for k in range(STEPS_PER_TURN):
+            use = ToolUseBlock(id=f"toolu_{number}_{k}", name="lookup", input=tool_input(k))
+            turn.record_response(ModelResponse(content=[TextBlock(text=THOUGHT), use], stop_reason="tool_use"), now)
+            turn.record_tool_results([ToolResultBlock(tool_use_id=use.id, content=TOOL_TEXT)], now)
+        turn.record_response(ModelResponse(content=[TextBlock(text=FINAL)], stop_reason="end_turn"), now)
+        turn.complete(now)
+        session.end_turn(tid, "completed", now)
+        written += 3 + len(turn.pending_events)
+        batch.append(turn)
+        if len(batch) >= 20:
+            store.save(session, *batch)
+            batch = []
+    store.save(session, *batch)
+    return session.id, written
+
+
+def run(ctx: Context, log: Callable[[str], None]) -> list[Section]:
+    s = Section("resume", "4. Resume: load and continue a session (fresh store, empty cache)")
+    rows = []
+    for backend in ctx.plan.backends:
+        if backend == "postgres" and ctx.pg is None:
+            s.note(f"PostgreSQL: not available: {ctx.pg_missing}")
+            continue
+        for size in ctx.plan.resume_sizes:
+            d = ctx.scratch / f"resume-{backend}-{size}"
+            d.mkdir()
+            (d / "ws").mkdir()
+            schema = ctx.pg.new_schema() if backend == "postgres" else None
+            store = cs.store_for(backend, d, ctx.pg, schema)
+            t0 = time.perf_counter()
+            sid, written = build_session(store, size, d / "ws")
+            built = time.perf_counter() - t0
+            turns = len(store.session(sid).turns)
+            store.close()
+            loads, continues = [], []
+            for _ in range(3):
+                fresh = cs.store_for(backend, d, ctx.pg, schema)
+                t1 = time.perf_counter()
+                fresh.session(sid)
+                loads.append((time.perf_counter() - t1) * 1000)
+                fresh.close()
+                fresh = cs.store_for(backend, d, ctx.pg, schema)
+                loop, _ = cs.prepare(fresh, 1, d / "ws", session_id=sid)
+                fresh.close()
+                fresh = cs.store_for(backend, d, ctx.pg, schema)  # cold again: the input is queued, nothing cached
+                loop.store = fresh
+                continues.append(cs.drive(loop, sid) * 1000)
+                fresh.close()
+            rows.append([backend, written, turns, median(loads), median(continues)])
+            log(f"  {backend} {written} events ({turns} turns, built in {built:.1f} s): load {median(loads):.1f} ms, "
+                f"load + one-step turn {median(continues):.1f} ms")
+    s.note(f"Turns of {STEPS_PER_TURN} tool steps (~{2 * STEPS_PER_TURN + 7} events each); snapshots every 100 events "
+           "of a Session or Turn. 'Continue' = run_next of one more turn with one tool step, from a cold store: it loads "
+           "the session, rebuilds the model's context from every turn on the branch, and commits the new steps.")
+    s.table(["backend", "events", "turns", "load session (ms)", "load + continue one turn (ms)"], rows)
+    s.data = {"rows": rows}
+    return [s]
