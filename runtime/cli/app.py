@@ -51,4 +51,18 @@ def _root(
 
 
 def main() -> None:
-    app()
+    """Run the CLI; an unexpected error is one line (CHRONICLE_DEBUG=1 shows the traceback)."""
+    import os
+    import sys
+
+    try:
+        app()
+    except Exception as exc:  # noqa: BLE001 - the last line of defence for a person at a terminal
+        if os.environ.get("CHRONICLE_DEBUG"):
+            raise
+        first = (str(exc).strip().splitlines() or [""])[0]
+        sys.stderr.write(
+            f"chronicle: internal error: {type(exc).__name__}: {first}\n"
+            "Nothing recorded was lost; set CHRONICLE_DEBUG=1 to see the traceback, and please report it.\n"
+        )
+        raise SystemExit(1) from None
