@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any, Iterable, Iterator
 from uuid import UUID
 
-from eventsourcing.application import AggregateNotFoundError, Application, EventSourcedLog
+from eventsourcing.application import AggregateNotFoundError, Application, EventSourcedLog, project_aggregate
 from eventsourcing.domain import DomainEvent
 from eventsourcing.persistence import IntegrityError, StoredEvent
 
@@ -97,6 +97,41 @@ class ChronicleStore(Application[UUID]):
             return True
         except AggregateNotFoundError:
             return False
+
+    # -- snapshots -----------------------------------------------------------------------------
+
+    def take_snapshot(self, aggregate_id: UUID, version: int | None = None, projector_func: Any = project_aggregate) -> None:
+        """Snapshot as eventsourcing does; for a Turn, then delete its older snapshots.
+
+        A Turn snapshot holds the whole turn, so keeping one per 100 events made a long turn's
+        snapshots grow quadratically (a 1,000-step turn: 9.6 MB of snapshots for 1 MB of
+        events). Only the newest one speeds up loading it; the events keep every older state
+        (time travel rebuilds turns from events, not from their snapshots). Session snapshots
+        stay: `session(id, version=N)` uses them, and a session's state is small.
+        """
+        assert self.snapshots is not None
+        aggregate = self.repository.get(aggregate_id, version=version, projector_func=projector_func)
+        snapshot = getattr(type(aggregate), "Snapshot", type(self).snapshot_class).take(aggregate)
+        self.snapshots.put([snapshot])
+        if isinstance(aggregate, Turn):
+            self._prune_snapshots(aggregate_id, snapshot.originator_version)
+
+    def _prune_snapshots(self, aggregate_id: UUID, keep_version: int) -> None:
+        recorder: Any = self.snapshots.recorder  # type: ignore[union-attr]
+        table = recorder.events_table_name
+        if self.backend == "sqlite":
+            with recorder.datastore.transaction(commit=True) as cursor:
+                cursor.execute(
+                    f"DELETE FROM {table} WHERE originator_id = ? AND originator_version < ?", (aggregate_id.hex, keep_version)
+                )
+            return
+        from psycopg import sql as pgsql
+
+        statement = pgsql.SQL("DELETE FROM {}.{} WHERE originator_id = %s AND originator_version < %s").format(
+            pgsql.Identifier(recorder.datastore.schema or "public"), pgsql.Identifier(table)
+        )
+        with recorder.datastore.transaction(commit=True) as cursor:
+            cursor.execute(statement, (aggregate_id, keep_version))
 
     # -- reading -------------------------------------------------------------------------------
 
