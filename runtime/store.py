@@ -196,12 +196,17 @@ class ChronicleStore(Application[UUID]):
             ids.extend(call.id for call in self.tool_calls_of(turn))
         return ids
 
-    def events_with_positions(self, originator_ids: Iterable[UUID]) -> Iterator[tuple[int, DomainEvent]]:
-        """Events of the given aggregates in commit order, each with its position in the log."""
+    def events_with_positions(
+        self, originator_ids: Iterable[UUID], topic_suffix: str | None = None, version: int | None = None,
+    ) -> Iterator[tuple[int, DomainEvent]]:
+        """Events of the given aggregates in commit order, each with its position in the log.
+
+        `topic_suffix` (e.g. ".TurnEnded") and `version` narrow the query in SQL, so that time
+        travel decodes the few events it looks for rather than every event of a long session."""
         ids = list(originator_ids)
         if not ids:
             return
-        rows = self._select_rows(ids)
+        rows = self._select_rows(ids, topic_suffix, version)
         for position, originator_id, version, topic, state in rows:
             stored = StoredEvent(
                 originator_id=UUID(str(originator_id)),
@@ -211,26 +216,33 @@ class ChronicleStore(Application[UUID]):
             )
             yield position, self.mapper.to_domain_event(stored)
 
-    def _select_rows(self, ids: list[UUID]) -> list[tuple]:
+    def _select_rows(self, ids: list[UUID], topic_suffix: str | None = None, version: int | None = None) -> list[tuple]:
         recorder: Any = self.recorder
         table = recorder.events_table_name
+        extra, params = "", []
+        if topic_suffix is not None:
+            extra += " AND topic LIKE {mark}"
+            params.append("%" + topic_suffix)
+        if version is not None:
+            extra += " AND originator_version = {mark}"
+            params.append(version)
         if self.backend == "sqlite":
             marks = ",".join("?" * len(ids))
             sql = (
                 f"SELECT rowid, originator_id, originator_version, topic, state FROM {table} "
-                f"WHERE originator_id IN ({marks}) ORDER BY rowid"
+                f"WHERE originator_id IN ({marks}){extra.format(mark='?')} ORDER BY rowid"
             )
             with recorder.datastore.transaction(commit=False) as cursor:
-                cursor.execute(sql, [i.hex for i in ids])
+                cursor.execute(sql, [i.hex for i in ids] + params)
                 return [tuple(r) for r in cursor.fetchall()]
         from psycopg import sql as pgsql
 
         statement = pgsql.SQL(
             "SELECT notification_id, originator_id, originator_version, topic, state FROM {}.{} "
-            "WHERE originator_id = ANY(%s) ORDER BY notification_id"
+            "WHERE originator_id = ANY(%s)" + extra.format(mark="%s") + " ORDER BY notification_id"
         ).format(pgsql.Identifier(recorder.datastore.schema or "public"), pgsql.Identifier(table))
         with recorder.datastore.transaction(commit=False) as cursor:
-            cursor.execute(statement, (ids,))
+            cursor.execute(statement, (ids, *params))
             return [(r["notification_id"], r["originator_id"], r["originator_version"], r["topic"], r["state"]) for r in cursor.fetchall()]
 
     def max_position(self) -> int:

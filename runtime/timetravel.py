@@ -37,9 +37,8 @@ class PastView:
 
 
 def _cut_of_event(store: ChronicleStore, session_id: UUID, version: int) -> tuple[int, datetime]:
-    for position, event in store.events_with_positions([session_id]):
-        if event.originator_version == version:
-            return position, event.timestamp
+    for position, event in store.events_with_positions([session_id], version=version):
+        return position, event.timestamp
     raise TimeTravelError(f"session {session_id} has no event number {version}")
 
 
@@ -67,7 +66,7 @@ def turn_end_version(store: ChronicleStore, session: Session, number: int) -> in
     if number < 1 or number > len(session.turns):
         raise TimeTravelError(f"session {session.id} has run {len(session.turns)} turn(s); TURN must be 1..{len(session.turns)}")
     wanted = session.turns[number - 1]
-    for _, event in store.events_with_positions([session.id]):
+    for _, event in store.events_with_positions([session.id], topic_suffix=".TurnEnded"):
         if type(event).__name__ == "TurnEnded" and getattr(event, "turn_id", None) == wanted:
             return event.originator_version
     raise TimeTravelError(f"turn {number} of session {session.id} has not ended yet; `chronicle resume` may finish it")
