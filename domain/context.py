@@ -43,11 +43,16 @@ def merge_roles(messages: Iterable[Message]) -> list[Message]:
 
 
 def build_context(turns: Iterable[Any], summary: str | None = None) -> list[Message]:
+    return assemble_context((turn_messages(turn) for turn in turns), summary=summary)
+
+
+def assemble_context(per_turn: Iterable[list[Message]], summary: str | None = None) -> list[Message]:
+    """`build_context` from each turn's `turn_messages`, for callers that keep those per turn."""
     messages: list[Message] = []
     if summary:
         messages.append(
             Message(role="user", content=[TextBlock(text=f"Summary of the conversation so far:\n{summary}")])
         )
-    for turn in turns:
-        messages.extend(turn_messages(turn))
+    for part in per_turn:
+        messages.extend(part)
     return merge_roles(messages)

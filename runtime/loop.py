@@ -16,7 +16,6 @@ from uuid import UUID
 from eventsourcing.persistence import IntegrityError, PersistenceError
 
 from chronicle.domain.content import Message
-from chronicle.domain.context import build_context
 from chronicle.domain.errors import DomainError
 from chronicle.domain.ids import tool_call_id, turn_id as make_turn_id
 from chronicle.domain.session import Session
@@ -35,6 +34,7 @@ from .retry import RetryPolicy
 from .store import ChronicleStore
 from .tool_runner import CUT_AT_MAX_TOKENS, ApprovalWait, Approver, GuardStop, ToolRunner
 from .tools.base import Toolbox
+from .turn_messages import context_of
 
 EXIT_CODES = {"completed": 0, "failed": 1, "awaiting_approval": 3, "stopped": 4, "cancelled": 130}
 
@@ -398,7 +398,7 @@ class AgentLoop:
     def _prior_context(self, session: Session, turn: Turn) -> list[Message]:
         summary, view = session.context_view()
         prior_ids = [t for t in view if t != turn.id]
-        return build_context((self.store.turn(t) for t in prior_ids), summary=summary)
+        return context_of(self.store, prior_ids, summary=summary)
 
     async def _compacted_for_retry(self, session: Session, turn: Turn, response: Any, attempts: int) -> bool:
         """The seam for "prompt too long": compact older turns, then retry the call once."""

@@ -37,9 +37,8 @@ class PastView:
 
 
 def _cut_of_event(store: ChronicleStore, session_id: UUID, version: int) -> tuple[int, datetime]:
-    for position, event in store.events_with_positions([session_id]):
-        if event.originator_version == version:
-            return position, event.timestamp
+    for position, event in store.events_with_positions([session_id], version=version):
+        return position, event.timestamp
     raise TimeTravelError(f"session {session_id} has no event number {version}")
 
 
@@ -65,7 +64,7 @@ def as_of_version(store: ChronicleStore, session_id: UUID, version: int) -> Past
 def turn_end_version(store: ChronicleStore, session: Session, own_number: int, shown_as: int | None = None) -> int:
     """The session's version at which its own turn `own_number` (counted from 1) ended."""
     wanted = session.turns[own_number - 1]
-    for _, event in store.events_with_positions([session.id]):
+    for _, event in store.events_with_positions([session.id], topic_suffix=".TurnEnded"):
         if type(event).__name__ == "TurnEnded" and getattr(event, "turn_id", None) == wanted:
             return event.originator_version
     raise TimeTravelError(

@@ -17,7 +17,7 @@ from workload import FINAL, PROMPT, THOUGHT, TOOL_TEXT, tool_input
 
 try:
     from langchain_core.language_models.chat_models import BaseChatModel
-    from langchain_core.messages import AIMessage, BaseMessage
+    from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
     from langchain_core.outputs import ChatGeneration, ChatResult
     from langchain_core.tools import tool
     from langgraph.graph import END, START, StateGraph
@@ -46,7 +46,8 @@ if AVAILABLE:
         return TOOL_TEXT
 
     class InstantChatModel(BaseChatModel):
-        """Answers at once: one tool call while fewer than `steps` AI messages exist, then the final text."""
+        """Answers at once: one tool call while the current turn (since the last user message) has fewer
+        than `steps` AI messages, then the final text."""
 
         steps: int
 
@@ -55,7 +56,8 @@ if AVAILABLE:
             return "bench-instant"
 
         def _generate(self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kw: Any) -> ChatResult:
-            k = sum(1 for m in messages if isinstance(m, AIMessage))
+            since = max((i for i, m in enumerate(messages) if isinstance(m, HumanMessage)), default=-1)
+            k = sum(1 for m in messages[since + 1:] if isinstance(m, AIMessage))
             if k < self.steps:
                 message = AIMessage(
                     content=THOUGHT,
@@ -129,3 +131,16 @@ def run_thread(checkpointer: Any, steps: int, delta: bool, thread_id: str = "ben
     if result["messages"][-1].content != FINAL:
         raise RuntimeError("langgraph bench thread did not finish with the final answer")
     return elapsed, graph, config
+
+
+def run_turns(checkpointer: Any, turns: int, delta: bool, thread_id: str = "bench") -> tuple[Any, dict, list[dict]]:
+    """`turns` invokes of one tool step plus the final answer on one thread (untimed set-up).
+
+    Returns (graph, config, the checkpoint config at the end of each turn)."""
+    graph = build_graph(1, delta, checkpointer)
+    config = {"configurable": {"thread_id": thread_id}, "recursion_limit": 20}
+    ends = []
+    for _ in range(turns):
+        graph.invoke({"messages": [("user", PROMPT)]}, config)
+        ends.append(graph.get_state(config).config)
+    return graph, config, ends

@@ -1,17 +1,206 @@
-"""Section 3: waits for time travel / fork (issue 5); says so instead of printing numbers."""
+"""Section 3: time travel — the conversation as of a turn, the history of states, a fork.
+
+Workload: a session of S LLM steps made of S/2 turns, each one tool step plus the final answer
+(Chronicle's `history --at TURN` and `fork --at TURN` address turns), run through the real
+loop (Chronicle) and one `invoke` per turn (LangGraph). Timed from a cold store (a new
+ChronicleStore per read, as each CLI command opens one); LangGraph reads a checkpoint id that
+was noted after each turn, which is the most favourable way to address its past.
+
+- as of turn: Chronicle `as_of_turn` + the messages (what `history --at` prints);
+  LangGraph `get_state(config at the end of that turn)`.
+- history of states: Chronicle `log` entries (every event of the session, its turns and tool
+  calls, with its state); LangGraph `list(get_state_history(config))`.
+- fork + one step: Chronicle `fork --at middle` then one more turn (one tool step + answer)
+  on the fork; LangGraph `invoke` from the middle turn's checkpoint with a new input.
+- in one long turn (S steps in one turn): Chronicle `store.turn(id, version=v)`; LangGraph
+  `get_state(checkpoint k)`.
+
+LangGraph (both savers) is run up to 200 steps only: the default saver stores the whole message
+list at every checkpoint (quadratic), and listing DeltaChannel's history replays writes per state.
+bench-quick runs 50 and 100 steps here.
+"""
 
 from __future__ import annotations
 
-from typing import Callable
+import time
+import uuid
+from typing import Any, Callable
 
-from common import Context, Section
-from pending import missing
+import chronicle_side as cs
+import langgraph_side as lg
+from common import Context, Section, median
+from sec_loop import LABEL, Slot
+
+READS = 5
+#: LangGraph runs (both savers) stop here: the default saver's checkpoints hold the whole message list
+#: (quadratic), and DeltaChannel's get_state_history replays writes per listed state (4.5 s for 500 states).
+LG_MAX_STEPS = 200
+QUICK_STEPS = (50, 100)
+
+
+def _ms(fn: Callable[[], Any]) -> tuple[float, Any]:
+    t0 = time.perf_counter()
+    out = fn()
+    return (time.perf_counter() - t0) * 1000, out
+
+
+def chronicle_runs(ctx: Context, backend: str, steps: int) -> dict[str, Any]:
+    from chronicle.domain.context import build_context
+    from chronicle.runtime.cli.inspect_cmd import log_entries
+    from chronicle.runtime.timetravel import as_of_turn, fork
+
+    slot = Slot(ctx, backend)
+    try:
+        turns = max(2, steps // 2)
+        store = slot.chronicle_store()
+        sid = None
+        for _ in range(turns):
+            sid, _ = cs.run_turn(store, 1, slot.dir / "ws", session_id=sid)
+        store.close()
+        out: dict[str, Any] = {"turns": turns}
+        for label, number in (("early", 1), ("middle", turns // 2), ("late", turns)):
+            times = []
+            for _ in range(READS):
+                cold = slot.chronicle_store()
+
+                def read() -> int:
+                    past = as_of_turn(cold, sid, number)
+                    summary, view = past.session.context_view()
+                    by_id = {t.id: t for t in past.turns}
+                    return len(build_context([by_id[t] for t in view], summary=summary))
+
+                ms, count = _ms(read)
+                times.append(ms)
+                cold.close()
+            out[label] = median(times)
+            out[f"{label}_messages"] = count
+        times = []
+        for _ in range(3):
+            cold = slot.chronicle_store()
+            ms, entries = _ms(lambda: log_entries(cold, cold.session(sid)))
+            times.append(ms)
+            cold.close()
+        out["history"], out["states"] = median(times), len(entries)
+        times = []
+        for _ in range(3):
+            cold = slot.chronicle_store()
+
+            def fork_and_step() -> None:
+                child = fork(cold, sid, turns // 2)
+                cs.run_turn(cold, 1, slot.dir / "ws", session_id=child.id)
+
+            times.append(_ms(fork_and_step)[0])
+            cold.close()
+        out["fork"] = median(times)
+        return out
+    finally:
+        slot.drop()
+
+
+def chronicle_in_turn(ctx: Context, backend: str, steps: int) -> dict[str, Any]:
+    from chronicle.domain.context import build_context
+
+    slot = Slot(ctx, backend)
+    try:
+        store = slot.chronicle_store()
+        sid, _ = cs.run_turn(store, steps, slot.dir / "ws")
+        tid = store.session(sid).turns[0]
+        last = store.turn(tid).version
+        store.close()
+        out = {}
+        for label, version in (("early", max(2, last // 10)), ("middle", last // 2), ("late", last)):
+            times = []
+            for _ in range(READS):
+                cold = slot.chronicle_store()
+                times.append(_ms(lambda: len(build_context([cold.turn(tid, version=version)])))[0])
+                cold.close()
+            out[label] = median(times)
+        return out
+    finally:
+        slot.drop()
+
+
+def langgraph_runs(ctx: Context, backend: str, steps: int, delta: bool) -> dict[str, Any]:
+    slot = Slot(ctx, backend)
+    try:
+        turns = max(2, steps // 2)
+        with slot.lg_saver() as saver:
+            graph, config, ends = lg.run_turns(saver, turns, delta)
+            out: dict[str, Any] = {"turns": turns}
+            for label, number in (("early", 1), ("middle", turns // 2), ("late", turns)):
+                at = ends[number - 1]
+                times = []
+                for _ in range(READS):
+                    ms, state = _ms(lambda: graph.get_state(at))
+                    times.append(ms)
+                out[label] = median(times)
+                out[f"{label}_messages"] = len(state.values["messages"])
+            times = []
+            for _ in range(3):
+                ms, states = _ms(lambda: list(graph.get_state_history(config)))
+                times.append(ms)
+            out["history"], out["states"] = median(times), len(states)
+            mid = ends[turns // 2 - 1]
+            times = []
+            for _ in range(3):
+                fork_config = {**mid, "recursion_limit": 20}
+                times.append(_ms(lambda: graph.invoke({"messages": [("user", lg.PROMPT)]}, fork_config))[0])
+            out["fork"] = median(times)
+        return out
+    finally:
+        slot.drop()
+
+
+def langgraph_in_turn(ctx: Context, backend: str, steps: int, delta: bool) -> dict[str, Any]:
+    slot = Slot(ctx, backend)
+    try:
+        with slot.lg_saver() as saver:
+            _, graph, config = lg.run_thread(saver, steps, delta, thread_id=uuid.uuid4().hex)
+            history = list(reversed(list(graph.get_state_history(config))))  # oldest first
+            out = {}
+            n = len(history)
+            for label, index in (("early", n // 10), ("middle", n // 2), ("late", n - 1)):
+                at = history[index].config
+                out[label] = median([_ms(lambda: graph.get_state(at))[0] for _ in range(READS)])
+        return out
+    finally:
+        slot.drop()
 
 
 def run(ctx: Context, log: Callable[[str], None]) -> list[Section]:
     s = Section("timetravel", "3. Time travel: conversation as of a turn, history of states, fork")
-    gap = missing(s, "chronicle.runtime.timetravel", "time travel / fork (issue 5)")
-    if gap is not None:
-        log(f"  {s.data['unavailable']}")
-        return [gap]
-    return [s.unavailable("the feature has landed but this section's measurement is not written yet")]
+    systems = ["chronicle"] + (["lg_default"] if lg.AVAILABLE else []) + (["lg_delta"] if lg.AVAILABLE and lg.DELTA else [])
+    rows, inturn_rows, data = [], [], {}
+    for backend in ctx.plan.backends:
+        if backend == "postgres" and ctx.pg is None:
+            s.note(f"PostgreSQL: not available: {ctx.pg_missing}")
+            continue
+        for steps in QUICK_STEPS if ctx.plan.quick else ctx.plan.steps:
+            for system in systems:
+                if system != "chronicle" and steps > LG_MAX_STEPS:
+                    continue
+                t0 = time.perf_counter()
+                if system == "chronicle":
+                    r, t = chronicle_runs(ctx, backend, steps), chronicle_in_turn(ctx, backend, steps)
+                else:
+                    r = langgraph_runs(ctx, backend, steps, delta=system == "lg_delta")
+                    t = langgraph_in_turn(ctx, backend, steps, delta=system == "lg_delta")
+                data[f"{backend}/{system}/{steps}"] = {"turns": r, "in_turn": t}
+                rows.append([backend, steps, r["turns"], LABEL[system], r["early"], r["middle"], r["late"], r["late_messages"],
+                             r["history"], r["states"], r["fork"]])
+                inturn_rows.append([backend, steps, LABEL[system], t["early"], t["middle"], t["late"]])
+                log(f"  {backend} {system} {steps}: as of turn {r['early']:.1f}/{r['middle']:.1f}/{r['late']:.1f} ms, "
+                    f"history {r['history']:.0f} ms ({r['states']} states), fork+step {r['fork']:.1f} ms; "
+                    f"in one turn {t['early']:.1f}/{t['middle']:.1f}/{t['late']:.1f} ms ({time.perf_counter() - t0:.1f} s)")
+    s.note("A session of S LLM steps = S/2 turns of one tool step + the final answer. Reads from a cold store "
+           f"(Chronicle) or by the checkpoint id noted after each turn (LangGraph); medians of {READS} reads, ms. "
+           f"LangGraph (both savers) is run up to {LG_MAX_STEPS} steps only: the default saver stores the whole message "
+           "list at every checkpoint, and listing DeltaChannel's history took 4.5 s for 500 states already. History = listing every state: Chronicle's `log` entries, LangGraph's `get_state_history`.")
+    s.table(["backend", "steps", "turns", "system", "as of turn 1", "as of middle turn", "as of last turn",
+             "messages at last turn", "history of states", "states listed", "fork at middle + one step"], rows)
+    s.note("Inside one long turn of S steps: Chronicle `store.turn(id, version=v)` (early = 10 %, middle, late = last "
+           "version; the turn's newest snapshot serves late reads, earlier ones replay its events), LangGraph "
+           "`get_state` of the checkpoint at the same share of its history; ms.")
+    s.table(["backend", "steps", "system", "early", "middle", "late"], inturn_rows)
+    s.data = data
+    return [s]
