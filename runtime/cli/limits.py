@@ -35,7 +35,7 @@ _OPTIONS: dict[str, Any] = {
     "max_tool_calls": Annotated[Optional[int], typer.Option(
         "--max-tool-calls", min=1, help="Stop (exit 4) before a turn's tool call beyond this many", show_default=False)],
     "tool_timeout_s": Annotated[Optional[float], typer.Option(
-        "--tool-timeout", min=0.001, help="Seconds before a running tool is stopped [default: 180]", show_default=False)],
+        "--tool-timeout", min=0.001, help="Seconds before a running tool is stopped (default: 180)", show_default=False)],
 }
 
 

@@ -27,7 +27,7 @@ from .render import HumanRenderer, JsonLinesRenderer
 
 ProviderOption = Annotated[
     Optional[str],
-    typer.Option("--provider", help="anthropic | scripted:PATH [default: anthropic when ANTHROPIC_API_KEY is set]", show_default=False),
+    typer.Option("--provider", help="anthropic | scripted:PATH (default: anthropic when ANTHROPIC_API_KEY is set)", show_default=False),
 ]
 ModelOption = Annotated[Optional[str], typer.Option("--model", envvar="CHRONICLE_MODEL", help="Model name", show_default=False)]
 AgentsOption = Annotated[
@@ -38,7 +38,7 @@ AgentsOption = Annotated[
 MaxAttemptsOption = Annotated[
     Optional[int],
     typer.Option("--max-attempts", envvar="CHRONICLE_MAX_ATTEMPTS", min=1, show_default=False,
-                 help="Tries per model call, the first included, for rate limits, overloads and network errors [default: 8]"),
+                 help="Tries per model call, the first included, for rate limits, overloads and network errors (default: 8)"),
 ]
 
 

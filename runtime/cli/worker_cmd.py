@@ -54,7 +54,7 @@ def resume(
 ) -> None:
     """Continue turns found in flight and run recorded inputs that never started.
 
-    Limits apply as in `run` (flags first, then [limits] in the session workspace's chronicle.toml);
+    Limits apply as in `run` (flags first, then the limits table in the session workspace's chronicle.toml);
     a guard stop exits 4.
     """
     with cli_errors():
