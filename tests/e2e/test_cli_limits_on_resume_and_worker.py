@@ -1,4 +1,4 @@
-"""Limits hold whichever command runs the turn: `resume` and `worker` get the guards `run` has."""
+"""Limits hold whichever command runs the turn: `resume` and `worker` get the guards (and title) `run` has."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from tests.helpers import cli, json_lines, response, text, tool_use
 from tests.recovery import wait_for
 
 
-def script(path, main):
-    path.write_text(json.dumps({"agents": {"main": main}}), encoding="utf-8")
+def script(path, main, titles=()):
+    path.write_text(json.dumps({"agents": {"main": main}, "title": list(titles)}), encoding="utf-8")
     return f"scripted:{path}"
 
 
@@ -56,7 +56,7 @@ def test_a_worker_with_max_tool_calls_1_stops_the_turn_and_audit_shows_the_guard
     provider = script(tmp_path / "s.json", [
         response(tool_use("tu_1", "read_file", path="hello.txt"), tool_use("tu_2", "list_dir", path=".")),
         response(text("never reached")),
-    ])
+    ], titles=["Two tools at once"])
     submitted = cli("submit", "two tools", "--provider", provider, "--workspace", str(workspace), "--json", db=db_url)
     assert submitted.returncode == 0, submitted.stderr
     sid = json.loads(submitted.stdout)["session_id"]
@@ -70,3 +70,6 @@ def test_a_worker_with_max_tool_calls_1_stops_the_turn_and_audit_shows_the_guard
     assert len(stops) == 1 and "tool-call limit reached" in json.dumps(stops[0])
     calls = {row["links"]["tool_use_id"]: row["status"] for row in audit if row["kind"] == "tool_call"}
     assert calls == {"tu_1": "completed", "tu_2": "skipped"}
+    # the worker's loop comes from the same factory as run's: it made the session's title too
+    sessions = json_lines(cli("sessions", "--json", db=db_url).stdout)
+    assert [s["title"] for s in sessions if s["session_id"] == sid] == ["Two tools at once"]
