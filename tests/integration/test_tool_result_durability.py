@@ -25,13 +25,14 @@ SCRIPT = [
 ]
 
 
-def write_file_completed(store: ChronicleStore):
+def write_file_completed_and_bash_running(store: ChronicleStore):
     for sid in store.session_ids():
         session = store.session(sid)
         if session.active_turn_id is None:
             continue
-        call = store.find_tool_call(tool_call_id(session.active_turn_id, 0, "w1"))
-        if call is not None and call.status == "completed":
+        write = store.find_tool_call(tool_call_id(session.active_turn_id, 0, "w1"))
+        bash = store.find_tool_call(tool_call_id(session.active_turn_id, 0, "b1"))
+        if write is not None and write.status == "completed" and bash is not None and bash.status == "running":
             return sid
     return None
 
@@ -49,8 +50,8 @@ def test_a_write_file_finished_before_a_crash_keeps_its_output_and_its_undo_afte
     )
     store = ChronicleStore(db_url)
     try:
-        sid = wait_for(lambda: write_file_completed(store) or process.poll() is not None, timeout=30, interval=0.005)
-        os.killpg(process.pid, signal.SIGKILL)  # the process and its sleeping bash
+        sid = wait_for(lambda: write_file_completed_and_bash_running(store) or process.poll() is not None, timeout=30, interval=0.005)
+        os.killpg(process.pid, signal.SIGKILL)
     finally:
         process.wait(timeout=10)
     assert process.returncode == -signal.SIGKILL, "the run finished before the kill; bash should still be sleeping"
