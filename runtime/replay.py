@@ -49,6 +49,8 @@ class ReplayReport:
     rechecked: int = 0
     reused: int = 0
     divergence: Divergence | None = None
+    #: (turn number, status) of a turn still in flight at the end of the branch: not replayed.
+    in_flight: tuple[int, str] | None = None
 
     @property
     def identical(self) -> bool:
@@ -57,9 +59,13 @@ class ReplayReport:
     def verdict(self) -> str:
         if self.divergence is not None:
             return self.divergence.describe()
+        tail = ""
+        if self.in_flight is not None:
+            number, status = self.in_flight
+            tail = f"; turn {number} is still {status} and was not replayed (finish it with `chronicle resume`)"
         return (
             f"identical: {self.turns} turn(s), {self.model_calls} model call(s) with matching request fingerprints, "
-            f"{self.rechecked} read-only tool result(s) re-run and equal, {self.reused} recorded result(s) reused"
+            f"{self.rechecked} read-only tool result(s) re-run and equal, {self.reused} recorded result(s) reused{tail}"
         )
 
 
@@ -163,6 +169,10 @@ class Replayer:
             loop = AgentLoop(scratch, self, self.toolbox(), self.workspace,
                              options=LoopOptions(auto_approve=True, max_iterations=spec.max_iterations), clock=clock)
             for number, original in enumerate(self.turns, 1):
+                if not original.finished:
+                    # Only what was decided can be compared: a turn in flight has no outcome yet.
+                    self.report.in_flight = (number, original.status)
+                    break
                 session = scratch.session(copy.id)
                 session.queue_input(original.input_id, original.input_text, clock.now())
                 scratch.save(session)

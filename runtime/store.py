@@ -26,6 +26,19 @@ class SessionLogged(DomainEvent):
     session_id: UUID
 
 
+def ensure_schema(settings: dict[str, str]) -> None:
+    """`?schema=NAME` names a schema of our own: create it on first use, as the tables are."""
+    import psycopg
+    from psycopg import sql
+
+    with psycopg.connect(
+        dbname=settings["POSTGRES_DBNAME"], host=settings["POSTGRES_HOST"], port=settings["POSTGRES_PORT"],
+        user=settings["POSTGRES_USER"], password=settings["POSTGRES_PASSWORD"] or None,
+        connect_timeout=int(float(settings.get("POSTGRES_CONNECT_TIMEOUT", "5"))), autocommit=True,
+    ) as conn:
+        conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(settings["POSTGRES_SCHEMA"])))
+
+
 class NotFound(LookupError):
     """An id that names nothing in this store."""
 
@@ -36,7 +49,10 @@ class ChronicleStore(Application[UUID]):
 
     def __init__(self, url: str, env: dict[str, str] | None = None) -> None:
         self.url = url
-        super().__init__(env={**eventsourcing_env(url), **(env or {})})
+        settings = {**eventsourcing_env(url), **(env or {})}
+        if settings.get("POSTGRES_SCHEMA"):
+            ensure_schema(settings)
+        super().__init__(env=settings)
         self.session_index = EventSourcedLog(self.events, SESSION_INDEX_ID, SessionLogged)
 
     @property

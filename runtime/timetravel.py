@@ -62,21 +62,42 @@ def as_of_version(store: ChronicleStore, session_id: UUID, version: int) -> Past
     return PastView(session, turns_as_of(store, session.head, position, timestamp), position, version)
 
 
-def turn_end_version(store: ChronicleStore, session: Session, number: int) -> int:
-    """The session's version at which its turn `number` (counted from 1) ended."""
-    if number < 1 or number > len(session.turns):
-        raise TimeTravelError(f"session {session.id} has run {len(session.turns)} turn(s); TURN must be 1..{len(session.turns)}")
-    wanted = session.turns[number - 1]
+def turn_end_version(store: ChronicleStore, session: Session, own_number: int, shown_as: int | None = None) -> int:
+    """The session's version at which its own turn `own_number` (counted from 1) ended."""
+    wanted = session.turns[own_number - 1]
     for _, event in store.events_with_positions([session.id]):
         if type(event).__name__ == "TurnEnded" and getattr(event, "turn_id", None) == wanted:
             return event.originator_version
-    raise TimeTravelError(f"turn {number} of session {session.id} has not ended yet; `chronicle resume` may finish it")
+    raise TimeTravelError(
+        f"turn {shown_as or own_number} of session {session.id} has not ended yet; `chronicle resume` may finish it"
+    )
+
+
+def inherited_turns(store: ChronicleStore, session: Session) -> list[UUID]:
+    """The turns a fork started with (its parent's, by reference); none for other sessions."""
+    return list(store.session(session.id, version=1).head) if session.forked_from else []
 
 
 def as_of_turn(store: ChronicleStore, session_id: UUID, number: int) -> PastView:
-    """The conversation exactly as it was when turn `number` had completed."""
+    """The conversation exactly as it was when turn `number` had completed.
+
+    Turns are numbered as the conversation shows them: on a fork, the turns inherited from its
+    parent come first, then its own, so `history --at`, `fork --at` and `sessions` agree.
+    """
     session = store.session(session_id)
-    return as_of_version(store, session_id, turn_end_version(store, session, number))
+    inherited = inherited_turns(store, session)
+    total = len(inherited) + len(session.turns)
+    if number < 1 or number > total:
+        from_fork = f" ({len(inherited)} inherited from the session it was forked from)" if inherited else ""
+        raise TimeTravelError(f"session {session_id} has {total} turn(s){from_fork}; TURN must be 1..{total}")
+    if number <= len(inherited):
+        # Inherited turns had all completed before the fork, so they are as they were then.
+        start = store.session(session_id, version=1)
+        start.head = inherited[:number]
+        position, _ = _cut_of_event(store, session_id, 1)
+        return PastView(start, [store.turn(t) for t in start.head], position, 1)
+    own = number - len(inherited)
+    return as_of_version(store, session_id, turn_end_version(store, session, own, shown_as=number))
 
 
 def fork(store: ChronicleStore, session_id: UUID, number: int, clock: Clock = SYSTEM_CLOCK) -> Session:

@@ -47,6 +47,10 @@ class GuardStop(Exception):
 class ToolRunner:
     def __init__(self, loop: Any) -> None:
         self.loop = loop
+        #: "Always" answers given while this loop runs, per session: the loop's Session object is
+        #: not reloaded between steps, so an answer recorded through update_session must be
+        #: remembered here to cover the same tool later in the same turn.
+        self._answered_always: dict[Any, set[str]] = {}
 
     def needs_approval(self, call: ToolCall, always_allowed: Any) -> bool:
         tool = self.loop.toolbox.get(call.name)
@@ -56,7 +60,8 @@ class ToolRunner:
         """Resolve every call of the step, in order; raise ApprovalWait to pause, GuardStop to stop."""
         loop = self.loop
         self.session, self.turn = session, turn
-        self.always = set(session.always_allowed)
+        self.always = self._answered_always.setdefault(session.id, set())
+        self.always.update(session.always_allowed)
         #: Calls a hook asked a person about (doom loop): never approved by --yes or "always".
         self.flagged: dict[Any, str] = {}
         self.steered = False

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from importlib.metadata import PackageNotFoundError, version
+from typing import Annotated, Optional
+
 import typer
 
 from . import audit_cmd, chat_cmd, controls_cmd, cost_cmd, demo_cmd, inspect_cmd, projections_cmd, run_cmd, timetravel_cmd, worker_cmd
@@ -14,22 +17,52 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
-app.command()(run_cmd.run)
-app.command()(inspect_cmd.sessions)
-app.command()(inspect_cmd.log)
-app.command()(inspect_cmd.history)
-app.command()(demo_cmd.demo)
-app.command()(controls_cmd.steer)
-app.command()(controls_cmd.cancel)
-app.command()(controls_cmd.compact)
-app.command()(chat_cmd.chat)
-app.command()(cost_cmd.cost)
-app.command()(audit_cmd.audit)
-app.add_typer(projections_cmd.app, name="projections")
-for _command in (timetravel_cmd.undo, timetravel_cmd.redo, timetravel_cmd.fork, timetravel_cmd.replay,
-                 worker_cmd.resume, worker_cmd.approve, worker_cmd.deny, worker_cmd.submit, worker_cmd.worker):
-    app.command()(_command)
+
+# Commands grouped by what a person is doing, in the order they usually need them.
+PANELS = {
+    "Run an agent": (run_cmd.run, chat_cmd.chat, demo_cmd.demo),
+    "Inspect": (inspect_cmd.sessions, inspect_cmd.log, inspect_cmd.history, cost_cmd.cost, audit_cmd.audit),
+    "Steer a running session": (controls_cmd.steer, controls_cmd.cancel, worker_cmd.approve, worker_cmd.deny, controls_cmd.compact),
+    "Time travel": (timetravel_cmd.undo, timetravel_cmd.redo, timetravel_cmd.fork, timetravel_cmd.replay),
+    "Recover and operate": (worker_cmd.resume, worker_cmd.submit, worker_cmd.worker),
+}
+for panel, commands in PANELS.items():
+    for command in commands:
+        app.command(rich_help_panel=panel)(command)
+app.add_typer(projections_cmd.app, name="projections", rich_help_panel="Recover and operate")
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        try:
+            typer.echo(f"chronicle {version('chronicle-agent')}")
+        except PackageNotFoundError:  # pragma: no cover - running from a bare checkout
+            typer.echo("chronicle (not installed)")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    show_version: Annotated[
+        Optional[bool], typer.Option("--version", callback=_print_version, is_eager=True, help="Print the version and exit.")
+    ] = None,
+) -> None:
+    """Chronicle: an event-sourced runtime for LLM agents. Every decision is an event you can audit, undo, replay and resume."""
 
 
 def main() -> None:
-    app()
+    """Run the CLI; an unexpected error is one line (CHRONICLE_DEBUG=1 shows the traceback)."""
+    import os
+    import sys
+
+    try:
+        app()
+    except Exception as exc:  # noqa: BLE001 - the last line of defence for a person at a terminal
+        if os.environ.get("CHRONICLE_DEBUG"):
+            raise
+        first = (str(exc).strip().splitlines() or [""])[0]
+        sys.stderr.write(
+            f"chronicle: internal error: {type(exc).__name__}: {first}\n"
+            "Nothing recorded was lost; set CHRONICLE_DEBUG=1 to see the traceback, and please report it.\n"
+        )
+        raise SystemExit(1) from None

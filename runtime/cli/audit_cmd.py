@@ -9,7 +9,6 @@ from typing import Annotated, Any, Optional
 
 import typer
 from rich.markup import escape
-from rich.table import Table
 
 from chronicle.projections import audit as audit_projection
 from chronicle.projections.sql import iso
@@ -17,6 +16,7 @@ from chronicle.runtime.read_models import caught_up
 
 from .common import DbOption, JsonOption, cli_errors, fail, open_store, out_console, print_json
 from .render import short
+from .tables import Column, fit_table
 
 RELATIVE = re.compile(r"^(\d+)([smhd])$")
 UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
@@ -71,13 +71,20 @@ def audit(
         if not entries:
             out_console.print("no matching decisions")
             return
-        table = Table("pos", "time", "session", "turn", "kind", "name", "status", "detail")
-        for e in entries:
-            status = f"[red]{e['status'] or 'error'}[/]" if e["is_error"] else (e["status"] or "")
-            table.add_row(
-                str(e["position"]), e["time"][5:19].replace("T", " "), (e["session_id"] or "")[:8], str(e["turn"] or ""),
-                e["kind"], escape(e["name"] or ""), status, escape(short(_brief(e), 70)),
-            )
+        columns = [
+            Column("pos", justify="right"), Column("time", optional=True), Column("session"), Column("turn", justify="right"),
+            Column("kind"), Column("name"), Column("status", optional=True), Column("detail", flex=True),
+        ]
+        rows = [
+            {
+                "pos": e["position"], "time": e["time"][5:19].replace("T", " "), "session": (e["session_id"] or "")[:8],
+                "turn": e["turn"] or "", "kind": e["kind"], "name": escape(e["name"] or ""),
+                "status": f"[red]{e['status'] or 'error'}[/]" if e["is_error"] else (e["status"] or ""),
+                "detail": escape(short(_brief(e), 200)),
+            }
+            for e in entries
+        ]
+        table = fit_table(columns, rows, out_console.width)
         out_console.print(table)
 
 

@@ -11,11 +11,13 @@ from typing import Annotated, Any, Iterator, NoReturn, Optional
 import typer
 from pydantic_core import to_jsonable_python
 from rich.console import Console
+from rich.markup import escape
 
 from chronicle.runtime.config import ConfigError, resolve_db_url
 from chronicle.runtime.store import ChronicleStore, NotFound
 
-err_console = Console(stderr=True, highlight=False)
+# soft_wrap: an error is one line on stderr, however narrow the terminal or pipe.
+err_console = Console(stderr=True, highlight=False, soft_wrap=True)
 out_console = Console(highlight=False)
 
 DbOption = Annotated[
@@ -48,7 +50,30 @@ def open_store(db: str | None) -> ChronicleStore:
     except Exception as exc:  # noqa: BLE001 - the driver's own words, on one line
         from chronicle.runtime.config import redact
 
-        fail(f"cannot open the database {redact(url)}: {first_line(exc)}. Check --db / CHRONICLE_DB and that the server is running.")
+        if url.startswith("sqlite:"):
+            fail(f"cannot open the database {redact(url)}: {first_line(exc)}. Check --db / CHRONICLE_DB.")
+        fail(f"cannot open the database {redact(url)}: {postgres_cause(url, exc)}. "
+             "Check --db / CHRONICLE_DB and that the server is running.")
+
+
+def postgres_cause(url: str, exc: BaseException) -> str:
+    """The pool says only that it got no connection in time; one direct attempt says why."""
+    text = first_line(exc)
+    if "couldn't get a connection" not in text:
+        return text
+    import psycopg
+
+    from chronicle.runtime.config import eventsourcing_env
+
+    env = eventsourcing_env(url)
+    try:
+        psycopg.connect(
+            dbname=env["POSTGRES_DBNAME"], host=env["POSTGRES_HOST"], port=env["POSTGRES_PORT"],
+            user=env["POSTGRES_USER"], password=env["POSTGRES_PASSWORD"] or None, connect_timeout=3,
+        ).close()
+    except Exception as direct:  # noqa: BLE001 - this is the cause we are looking for
+        return first_line(direct)
+    return text
 
 
 def _open_racing_others(url: str, attempts: int = 5) -> ChronicleStore:
@@ -80,8 +105,8 @@ def cli_errors() -> Iterator[None]:
     try:
         yield
     except CliError as exc:
-        err_console.print(f"[red]error:[/] {exc}")
+        err_console.print(f"[red]error:[/] {escape(str(exc))}")
         raise typer.Exit(exc.code) from None
     except NotFound as exc:
-        err_console.print(f"[red]error:[/] {exc}")
+        err_console.print(f"[red]error:[/] {escape(str(exc))}")
         raise typer.Exit(1) from None

@@ -5,12 +5,12 @@ from __future__ import annotations
 from typing import Annotated, Any, Optional
 
 import typer
-from rich.table import Table
 
 from chronicle.projections.cost import CostReport
 from chronicle.runtime.read_models import caught_up
 
 from .common import DbOption, JsonOption, cli_errors, fail, open_store, out_console, print_json
+from .tables import Column, fit_table
 
 
 def cost(
@@ -45,13 +45,19 @@ def render(objects: list[dict[str, Any]], by: str | None) -> None:
     if not objects:
         out_console.print("no sessions yet; start one with `chronicle run PROMPT`")
         return
-    columns = ["scope", "session", "agent", *([by] if by else []), "input", "output", "cache write", "cache read", "USD"]
-    table = Table(*columns)
-    for o in objects:
-        usd = f"? ({o['unpriced_calls']} call(s) unpriced)" if o["usd"] is None else f"{o['usd']:.6f}"
-        table.add_row(
-            o["scope"], o["session_id"][:8], o.get("agent") or "", *([str(o.get(by) or "")] if by else []),
-            str(o["input_tokens"]), str(o["output_tokens"]), str(o["cache_creation_input_tokens"]),
-            str(o["cache_read_input_tokens"]), usd,
-        )
+    columns = [
+        Column("scope"), Column("session"), Column("agent", optional=True), *([Column(by)] if by else []),
+        Column("input", justify="right"), Column("output", justify="right"), Column("cache write", optional=True, justify="right"),
+        Column("cache read", optional=True, justify="right"), Column("USD", justify="right"),
+    ]
+    rows = [
+        {
+            "scope": o["scope"], "session": o["session_id"][:8], "agent": o.get("agent") or "", **({by: o.get(by) or ""} if by else {}),
+            "input": o["input_tokens"], "output": o["output_tokens"], "cache write": o["cache_creation_input_tokens"],
+            "cache read": o["cache_read_input_tokens"],
+            "USD": f"? ({o['unpriced_calls']} unpriced)" if o["usd"] is None else f"{o['usd']:.6f}",
+        }
+        for o in objects
+    ]
+    table = fit_table(columns, rows, out_console.width)
     out_console.print(table)

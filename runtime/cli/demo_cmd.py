@@ -72,6 +72,8 @@ def demo(
 ) -> None:
     """Run an offline scripted session with tools, then show how to inspect it. No API key needed."""
     with cli_errors():
+        if keep is not None and keep.exists() and not keep.is_dir():
+            fail(f"--dir {keep} is a file; give a directory (it is created if missing)", 2)
         root = (keep or Path(tempfile.mkdtemp(prefix="chronicle-demo-"))).resolve()
         workspace = root / "workspace"
         workspace.mkdir(parents=True, exist_ok=True)

@@ -7,7 +7,7 @@ from uuid import UUID
 
 import typer
 from pydantic_core import to_jsonable_python
-from rich.table import Table
+from rich.markup import escape
 
 from chronicle.domain.context import build_context
 from chronicle.domain.session import Session
@@ -21,6 +21,7 @@ from chronicle.runtime.store import ChronicleStore
 
 from .common import DbOption, JsonOption, cli_errors, fail, open_store, out_console, print_json
 from .render import short
+from .tables import Column, fit_table
 
 AGGREGATE_KINDS = {Session: "session", Turn: "turn", ToolCall: "tool_call"}
 SKIP_FIELDS = {"originator_id", "originator_version", "timestamp", "originator_topic"}
@@ -65,12 +66,19 @@ def sessions(as_json: JsonOption = False, db: DbOption = None) -> None:
         if not rows:
             out_console.print("no sessions yet; start one with `chronicle run PROMPT` or try `chronicle demo`")
             return
-        table = Table("session", "agent", "title", "status", "turns", "USD", "created")
-        for row, depth in tree_order(rows):
-            agent = f"{'  ' * (depth - 1)}↳ {row['agent']}" if depth else row["agent"]
-            usd = "" if row["cost"] is None else f"{row['cost']:.4f}"
-            table.add_row(row["session_id"], agent, row["title"] or "", row["status"], str(row["turns"]), usd, row["created_at"][:19])
-        out_console.print(table)
+        columns = [
+            Column("session"), Column("agent"), Column("status"), Column("turns", justify="right"),
+            Column("USD", optional=True, justify="right"), Column("created", optional=True), Column("title", flex=True),
+        ]
+        shown = [
+            {
+                "session": row["session_id"], "agent": f"{'  ' * (depth - 1)}↳ {row['agent']}" if depth else row["agent"],
+                "status": row["status"], "turns": row["turns"], "USD": "" if row["cost"] is None else f"{row['cost']:.4f}",
+                "created": row["created_at"][:19].replace("T", " "), "title": escape(row["title"] or ""),
+            }
+            for row, depth in tree_order(rows)
+        ]
+        out_console.print(fit_table(columns, shown, out_console.width))
 
 
 def tree_order(rows: list[dict[str, Any]]) -> list[tuple[dict[str, Any], int]]:
@@ -144,17 +152,19 @@ def log(
             for entry in entries:
                 print_json(entry)
             return
-        table = Table(box=None, pad_edge=False, header_style="bold")
-        columns = (("pos", 5), ("time", 12), *((("agent", 12),) if tree else ()), ("aggregate", 18), ("event", 19), ("status", 17))
-        for name, width in columns:
-            table.add_column(name, min_width=width, no_wrap=True)
-        table.add_column("detail", no_wrap=True, overflow="ellipsis", max_width=max(16, out_console.width - 84 - (14 if tree else 0)))
-        for e in entries:
-            who = (f"{'  ' * e['depth']}{e['agent']}",) if tree else ()
-            table.add_row(
-                str(e["position"]), e["timestamp"][11:23], *who, f"{e['aggregate']} {e['aggregate_id'][:8]}",
-                e["event"], e["status"] or "", describe(e),
-            )
+        columns = [
+            Column("pos", justify="right"), Column("time", optional=True), *([Column("agent")] if tree else []),
+            Column("aggregate"), Column("event"), Column("status", optional=True), Column("detail", flex=True),
+        ]
+        rows = [
+            {
+                "pos": e["position"], "time": e["timestamp"][11:23], "agent": f"{'  ' * e['depth']}{e['agent']}" if tree else "",
+                "aggregate": f"{e['aggregate']} {e['aggregate_id'][:8]}", "event": e["event"], "status": e["status"] or "",
+                "detail": escape(describe(e)),
+            }
+            for e in entries
+        ]
+        table = fit_table(columns, rows, out_console.width)
         out_console.print(table)
 
 

@@ -27,6 +27,16 @@ class JsonLinesRenderer:
         self.stream.flush()
 
 
+def retry_when(next_attempt_at: str | None) -> str:
+    """'in 2.1 s' from the event's timestamp, as a person reads a countdown."""
+    if not next_attempt_at:
+        return "now"
+    from datetime import datetime, timezone
+
+    seconds = (datetime.fromisoformat(next_attempt_at) - datetime.now(timezone.utc)).total_seconds()
+    return f"in {max(seconds, 0):.1f} s"
+
+
 class HumanRenderer:
     """Streams text as it arrives and shows each tool call as it runs.
 
@@ -39,6 +49,7 @@ class HumanRenderer:
         self.show_thinking = show_thinking
         self._in_text = False
         self._children: dict[str, str] = {}
+        self._started: set[str] = set()
 
     def _who(self, event: Any) -> str:
         label = self._children.get(event.session_id)
@@ -64,15 +75,20 @@ class HumanRenderer:
                 self.console.print(f"[dim italic]{escape(delta.get('thinking', ''))}[/]", end="")
         elif kind == "tool_start":
             self._end_text()
+            self._started.add(event.tool_call_id)
             self.console.print(f"{self._who(event)}[cyan]⚙ {event.name}[/] [dim]{escape(short(event.input))}[/]")
         elif kind == "tool_end":
             self._end_text()
+            if event.tool_call_id not in self._started:  # refused before it ran: unknown tool, bad arguments
+                self.console.print(f"{self._who(event)}[cyan]⚙ {escape(event.name)}[/] [dim](not run)[/]")
             mark = "[red]✗[/]" if event.is_error else "[green]✓[/]"
             took = f" [dim]{event.duration_ms:.0f} ms[/]" if event.duration_ms is not None else ""
             self.console.print(f"{self._who(event)}  {mark} {event.name} [dim]{event.status}[/]{took}  [dim]{escape(short(event.output, 100))}[/]")
         elif kind == "status_change" and event.status == "retry":
-            self._end_text()
-            self.console.print(f"[yellow]↻ retrying (attempt {event.attempt}) at {event.next_attempt_at}: {escape(event.reason or '')}[/]")
+            if self._in_text:
+                self.console.print(" [dim](this attempt failed; its text is discarded)[/]")
+                self._in_text = False
+            self.console.print(f"[yellow]↻ {escape(event.reason or 'model call failed')}; attempt {event.attempt} {retry_when(event.next_attempt_at)}[/]")
         elif kind == "approval_needed":
             self._end_text()
             self.console.print(f"[yellow]? {event.name} needs approval[/] [dim]{escape(short(event.input))}[/]")

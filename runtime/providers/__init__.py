@@ -32,8 +32,16 @@ def make_provider(name: str | None, model: str | None = None) -> Provider:
             "no model provider: set ANTHROPIC_API_KEY to use Claude, or pass --provider scripted:PATH for a scripted run"
         )
     if name.startswith("scripted:"):
-        path = Path(name[len("scripted:"):]).expanduser()
-        return ScriptedProvider(path.resolve(), model=model or "scripted")
+        raw = name[len("scripted:"):]
+        if not raw.strip():
+            raise ProviderConfigError("the scripted provider needs a file: --provider scripted:PATH")
+        path = Path(raw).expanduser().resolve()
+        try:
+            return ScriptedProvider(path, model=model or "scripted")
+        except ScriptError as exc:
+            raise ProviderConfigError(str(exc)) from None
+        except OSError as exc:
+            raise ProviderConfigError(f"cannot read script {path}: {exc.strerror or exc}") from None
     if name == "anthropic":
         try:
             from .anthropic_provider import AnthropicProvider

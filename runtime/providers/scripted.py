@@ -121,5 +121,5 @@ def load_script(path: Path) -> Script:
         return Script.model_validate(raw)
     except ValidationError as exc:
         first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
+        where = ".".join(str(p) for p in first["loc"] if "[" not in str(p))  # drop union-branch labels
         raise ScriptError(f"{path}: {where}: {first['msg']}") from None

@@ -67,3 +67,39 @@ def test_demo_runs_offline(tmp_path):
     run = cli("demo", "--dir", str(tmp_path / "demo"))
     assert run.returncode == 0, run.stderr
     assert "chronicle log" in run.stdout
+
+
+def test_a_bad_script_file_is_a_one_line_usage_error_and_records_nothing(sqlite_url, workspace, tmp_path):
+    bad = tmp_path / "bad.json"
+    cases = {
+        "not json": "is not valid JSON",
+        '{"agents": {"main": [{"content": "hi"}]}}': "agents.main.0.content",
+        '{"agent": {}}': "agents",
+    }
+    for body, expected in cases.items():
+        bad.write_text(body)
+        run = cli("run", "hi", "--provider", f"scripted:{bad}", "--workspace", str(workspace), db=sqlite_url)
+        assert run.returncode == 2, run.stderr
+        assert expected in run.stderr and "Traceback" not in run.stderr
+        assert len(run.stderr.strip().splitlines()) == 1
+    for target in (tmp_path / "missing.json", tmp_path):
+        run = cli("run", "hi", "--provider", f"scripted:{target}", "--workspace", str(workspace), db=sqlite_url)
+        assert run.returncode == 2 and "Traceback" not in run.stderr, run.stderr
+    assert cli("sessions", "--json", db=sqlite_url).stdout == ""
+
+
+def test_version_and_a_demo_dir_that_is_a_file(tmp_path):
+    version = cli("--version")
+    assert version.returncode == 0 and version.stdout.startswith("chronicle ")
+    afile = tmp_path / "file.txt"
+    afile.write_text("x")
+    demo = cli("demo", "--dir", str(afile))
+    assert demo.returncode == 2 and "is a file" in demo.stderr and "Traceback" not in demo.stderr
+
+
+def test_errors_stay_on_one_line_however_long(sqlite_url, workspace, tmp_path):
+    script = write_script(tmp_path / "s.json", [response(tool_use("a", "list_dir", path="."))])
+    run = cli("run", "x", "--provider", f"scripted:{script}", "--workspace", str(workspace), db=sqlite_url, env={"COLUMNS": "60"})
+    assert run.returncode == 1
+    [line] = [ln for ln in run.stderr.splitlines() if "ran out of responses" in ln]
+    assert len(line) > 60

@@ -106,3 +106,22 @@ def test_steering_that_no_safe_point_delivered_becomes_the_next_input(db_url, wo
     assert first.text == "first answer" and second.text == "steered"
     assert store.turn(second.turn_id).input_text == "also this"
     assert store.session(session.id).steering == []
+
+
+def test_always_covers_the_same_tool_in_later_steps_of_the_same_turn(db_url, workspace):
+    def bash(i: int) -> ModelResponse:
+        return ModelResponse(content=[ToolUseBlock(id=f"b{i}", name="bash", input={"command": f"echo {i}"})], stop_reason="tool_use")
+
+    provider = ListProvider([bash(1), bash(2), ModelResponse(content=[TextBlock(text="done")])])
+    asked = []
+
+    async def approver(call):
+        asked.append(call.tool_use_id)
+        return "always"
+
+    store = ChronicleStore(db_url)
+    loop = AgentLoop(store, provider, toolbox_for(["bash"]), workspace, approver=approver)
+    session, _ = start_session(store, AgentSpec(tools=("bash",)), "go")
+    assert asyncio.run(loop.run_next(session.id)).status == "completed"
+    assert asked == ["b1"]
+    assert store.session(session.id).always_allowed == ["bash"]

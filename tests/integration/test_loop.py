@@ -199,3 +199,18 @@ def test_a_crashed_turn_resumes_without_running_a_non_idempotent_tool_twice(db_u
     turn = h.store.turn(turn.id)
     log_statuses = [type(e).__name__ for e in h.store.events.get(turn.id)]
     assert "Interrupted" in log_statuses and "Resumed" in log_statuses
+
+
+def test_a_postgresql_schema_named_in_the_url_is_created_on_first_use(pg_database):
+    import uuid
+
+    import psycopg
+
+    from chronicle.runtime.store import ChronicleStore
+
+    schema = f"fresh_{uuid.uuid4().hex[:8]}"
+    store = ChronicleStore(f"{pg_database}?schema={schema}")
+    assert store.session_ids() == []
+    with psycopg.connect(pg_database) as conn:
+        found = conn.execute("SELECT 1 FROM information_schema.schemata WHERE schema_name = %s", (schema,)).fetchone()
+    assert found is not None

@@ -1,0 +1,38 @@
+"""On a fork, turns are numbered as its conversation shows them: inherited ones first, then its own."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from chronicle.domain.context import build_context
+from chronicle.runtime.sessions import submit_input
+from chronicle.runtime.timetravel import TimeTravelError, as_of_turn, fork
+
+from tests.helpers import response, text
+
+from .loop_harness import Harness
+
+
+def said(view) -> list[str]:  # type: ignore[no-untyped-def]
+    return [b.text for m in build_context(view.turns) for b in m.content if b.type == "text"]
+
+
+def test_history_and_fork_at_a_turn_of_a_fork_count_the_inherited_turns_first(db_url, workspace, tmp_path):
+    h = Harness(db_url, workspace, tmp_path, [[response(text("one"))], [response(text("two"))], [response(text("three"))]])
+    h.run("first")
+    h.run("second")
+    child = fork(h.store, h.session_id, 2)
+    submit_input(h.store, child.id, "third")
+    assert asyncio.run(h.loop.run_next(child.id)).status == "completed"
+
+    assert said(as_of_turn(h.store, child.id, 1)) == ["first", "one"]
+    assert said(as_of_turn(h.store, child.id, 2)) == ["first", "one", "second", "two"]
+    assert said(as_of_turn(h.store, child.id, 3)) == ["first", "one", "second", "two", "third", "one"]
+    with pytest.raises(TimeTravelError, match=r"has 3 turn\(s\) \(2 inherited"):
+        as_of_turn(h.store, child.id, 4)
+
+    grandchild = fork(h.store, child.id, 1)
+    assert said(as_of_turn(h.store, grandchild.id, 1)) == ["first", "one"]
+    assert grandchild.forked_from == {"session_id": str(child.id), "turn": 1}
