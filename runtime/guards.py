@@ -14,9 +14,12 @@ from datetime import datetime, timedelta
 from typing import Any, Iterator
 from uuid import UUID
 
+from chronicle.projections.sql import iso
+
 from .clock import SYSTEM_CLOCK, Clock
 from .hooks import Hook, NeedApproval, Stop, ToolVerdict
 from .pricing import price
+from .read_models import projection_engine
 
 DOOM_LOOP_THRESHOLD = 3
 
@@ -73,8 +76,13 @@ def spend(calls: Iterator[CallRecord] | list[CallRecord]) -> tuple[float, int]:
 class CostGuard(Hook):
     """Per-session and daily USD budgets and an hourly model-call rate, checked before each call.
 
+    Spend is read from the cost projection (the same rows `chronicle cost` reports), caught up
+    first so it includes every call committed so far: one query per figure instead of loading
+    every session's turns on every model call. A session budget covers the whole tree the
+    session belongs to: its top-level session and every sub-agent below it, as `cost`'s
+    "total" shows it — a budget given to `run` bounds what the run spends, children included.
     The daily budget and the hourly rate count every session in the store (one store, one
-    bill). Finished turns are cached: their usage can no longer change.
+    bill); the rate counts the calls that used tokens (model calls and auxiliary calls).
     """
 
     def __init__(
@@ -86,32 +94,50 @@ class CostGuard(Hook):
         self.daily_budget_usd = daily_budget_usd
         self.max_calls_per_hour = max_calls_per_hour
         self.clock = clock
-        self._finished: dict[UUID, list[CallRecord]] = {}
 
     async def before_model_call(self, session: Any, turn: Any, request: Any) -> Stop | None:
         now = self.clock.now()
-        if self.budget_usd is not None:
-            spent, _ = spend(session_calls(self.store, self.store.session(session.id), self._finished))
-            if spent >= self.budget_usd:
-                return Stop("budget", f"session budget reached: ${spent:.4f} spent of ${self.budget_usd:g} (--budget-usd)")
-        if self.daily_budget_usd is None and self.max_calls_per_hour is None:
-            return None
-        every = [c for sid in self.store.session_ids() for c in session_calls(self.store, self.store.session(sid), self._finished)]
-        if self.daily_budget_usd is not None:
-            spent, _ = spend(c for c in every if c.at.date() == now.date())
-            if spent >= self.daily_budget_usd:
-                return Stop(
-                    "daily_budget",
-                    f"daily budget reached: ${spent:.4f} spent today (UTC) of ${self.daily_budget_usd:g} (--daily-budget-usd)",
-                )
-        if self.max_calls_per_hour is not None:
-            recent = sum(1 for c in every if c.at > now - timedelta(hours=1))
-            if recent >= self.max_calls_per_hour:
-                return Stop(
-                    "rate",
-                    f"model-call rate reached: {recent} call(s) in the last hour, limit {self.max_calls_per_hour} (--max-calls-per-hour)",
-                )
+        engine = projection_engine(self.store)
+        engine.catch_up(["cost"])
+        with engine.read() as tx:
+            if self.budget_usd is not None:
+                spent = tree_spend(tx, str(session.id))
+                if spent >= self.budget_usd:
+                    return Stop("budget", f"session budget reached: ${spent:.4f} spent of ${self.budget_usd:g} (--budget-usd)")
+            if self.daily_budget_usd is not None:
+                spent = float(tx.value("SELECT SUM(COALESCE(usd, 0)) FROM proj_cost_calls WHERE day = %s", (iso(now)[:10],)) or 0)
+                if spent >= self.daily_budget_usd:
+                    return Stop(
+                        "daily_budget",
+                        f"daily budget reached: ${spent:.4f} spent today (UTC) of ${self.daily_budget_usd:g} (--daily-budget-usd)",
+                    )
+            if self.max_calls_per_hour is not None:
+                recent = int(tx.value("SELECT COUNT(*) FROM proj_cost_calls WHERE at > %s", (iso(now - timedelta(hours=1)),)) or 0)
+                if recent >= self.max_calls_per_hour:
+                    return Stop(
+                        "rate",
+                        f"model-call rate reached: {recent} call(s) in the last hour, limit {self.max_calls_per_hour} (--max-calls-per-hour)",
+                    )
         return None
+
+
+def tree_spend(tx: Any, session_id: str) -> float:
+    """USD of the session's whole tree: its top-level ancestor and every sub-agent below it."""
+    root, seen = session_id, {session_id}
+    while True:
+        parent = tx.value("SELECT parent_session_id FROM proj_cost_sessions WHERE session_id = %s", (root,))
+        if not parent or parent in seen:
+            break
+        root = parent
+        seen.add(parent)
+    tree, frontier = [root], [root]
+    while frontier:
+        marks = ", ".join(["%s"] * len(frontier))
+        children = [r[0] for r in tx.rows(f"SELECT session_id FROM proj_cost_sessions WHERE parent_session_id IN ({marks})", frontier)]
+        frontier = [c for c in children if c not in tree]
+        tree += frontier
+    marks = ", ".join(["%s"] * len(tree))
+    return float(tx.value(f"SELECT SUM(COALESCE(usd, 0)) FROM proj_cost_calls WHERE session_id IN ({marks})", tree) or 0)
 
 
 def _tool_uses_before(turn: Any, call: Any) -> list[tuple[str, str]]:

@@ -1,8 +1,12 @@
 """Runs the tool calls of one step: approvals, at-most-once execution, exactly one result each.
 
 A non-idempotent tool has its `running` state committed before it runs; that commit is what
-makes at-most-once possible after a crash. Read-only and idempotent tools skip it: running
-them again is harmless, and one commit fewer per step is the main lever on speed.
+makes at-most-once possible after a crash. Its outcome (output, file effects) is committed as
+soon as it finishes, too: a crash before the step's results are stored must not turn a tool
+that did run into an "interrupted" one whose effects `undo --files` cannot put back. Unbounded
+tools (delegate) get both commits as well, so the log shows the call started before its
+children's events. Read-only and idempotent tools skip them: running them again is harmless,
+and commits saved per step are the main lever on speed.
 """
 
 from __future__ import annotations
@@ -178,7 +182,8 @@ class ToolRunner:
             await self._ended(call)
             return
         call.start(loop.clock.now())
-        if not call.idempotent:
+        durable = not call.idempotent or tool.unbounded
+        if durable:
             loop.save(call)
         await loop.emit(ToolStart(session_id=sid, tool_call_id=str(call.id), tool_use_id=call.tool_use_id, name=call.name, input=call.input))
         ctx = ToolContext(
@@ -200,6 +205,8 @@ class ToolRunner:
                 output.content, loop.clock.now(), is_error=output.is_error, duration_ms=_ms(started), effects=output.effects,
                 ends_turn=output.ends_turn and tool.may_end_turn,
             )
+        if durable:
+            loop.save(call)
         await self._ended(call)
 
     async def _ended(self, call: ToolCall) -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import os
 import socket
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 from uuid import UUID, uuid4
@@ -21,19 +21,19 @@ from eventsourcing.persistence import IntegrityError, PersistenceError
 from chronicle.domain.session import Session
 from chronicle.domain.tool_call import ToolCall
 
+from .assembly import LoopSetupError, build_loop
 from .leases import DEFAULT_LEASE_S, leased
 from .live import Broker
 from .loop import AgentLoop, LoopOptions, TurnOutcome
-from .providers import ProviderConfigError, make_provider
+from .settings import LimitFlags
 from .store import ChronicleStore
-from .tools import toolbox_for
 
 #: Outcomes after which a session is left alone until something changes.
 PAUSING = ("awaiting_approval", "interrupted", "conflict")
 
 
-class ResumeError(ValueError):
-    """A session that cannot be continued as recorded; the message says what to pass."""
+#: A session that cannot be continued as recorded; the message says what to pass.
+ResumeError = LoopSetupError
 
 
 def worker_name() -> str:
@@ -86,27 +86,16 @@ class Overrides:
     model: str | None = None
     workspace: Path | None = None
     options: LoopOptions = field(default_factory=LoopOptions)
+    limits: LimitFlags = field(default_factory=LimitFlags)
 
 
 def loop_for_session(store: ChronicleStore, session: Session, overrides: Overrides, broker: Broker | None = None) -> AgentLoop:
-    """A loop with the provider, model and workspace recorded for the session, unless overridden."""
-    spec = session.spec
-    provider_name = overrides.provider or spec.provider or None
-    if not provider_name:
-        raise ResumeError(f"session {session.id} has no recorded provider; pass --provider anthropic or scripted:PATH")
-    model = overrides.model or spec.model or None
-    try:
-        provider = make_provider(provider_name, model)
-    except (ProviderConfigError, ValueError) as exc:
-        raise ResumeError(f"session {session.id}: {exc}") from None
-    workspace = (overrides.workspace or Path(spec.workspace or ".")).expanduser().resolve()
-    if not workspace.is_dir():
-        raise ResumeError(f"session {session.id}: workspace {workspace} is gone; pass --workspace DIR")
-    options = overrides.options
-    if overrides.model:
-        options = replace(options, model=overrides.model)
-    loop = AgentLoop(store, provider, toolbox_for(spec.tools), workspace, broker=broker, options=options)
-    return loop
+    """The loop for a stored session: what it recorded (provider, model, workspace) unless overridden,
+    with the same guards and compaction as `run` (limits from the flags, then the workspace's chronicle.toml)."""
+    return build_loop(
+        store, session, provider_name=overrides.provider, model=overrides.model, workspace=overrides.workspace,
+        options=overrides.options, limits=overrides.limits, broker=broker,
+    )
 
 
 async def advance_session(

@@ -1,4 +1,4 @@
-"""Running one child: its own Session and AgentLoop over the parent's store, provider and broker.
+"""Running one child: its own Session and AgentLoop over the parent's store, provider, broker and guards.
 
 A child's session id is derived from the parent's tool call and the task's index, so a parent
 that re-runs its delegate call after a crash finds the children it already started and
@@ -66,19 +66,10 @@ def open_child(parent_loop: Any, parent: Session, parent_call_id: UUID, index: i
 
 async def run_child(parent_loop: Any, child: Session) -> ChildResult:
     """Drive the child's task turn to its end (starting or continuing it) and report on it."""
-    from chronicle.runtime.loop import AgentLoop, LoopOptions  # late: the loop imports the toolbox that imports us
-    from chronicle.runtime.tools import toolbox_for
+    from chronicle.runtime.assembly import child_loop  # late: the loop imports the toolbox that imports us
 
     spec = child.spec
-    options = parent_loop.options
-    loop = AgentLoop(
-        parent_loop.store, parent_loop.provider, toolbox_for(spec.tools), parent_loop.workspace,
-        broker=parent_loop.broker, clock=parent_loop.clock, approver=parent_loop.approver, hooks=parent_loop.hooks,
-        options=LoopOptions(
-            max_iterations=None, auto_approve=options.auto_approve, tool_timeout_s=options.tool_timeout_s,
-            max_tokens=options.max_tokens, retry=options.retry,
-        ),
-    )
+    loop = child_loop(parent_loop, spec)
     links = {"parent_session_id": str(child.parent_session_id), "parent_tool_call_id": str(child.parent_tool_call_id)}
     await loop.emit(AgentStart(session_id=str(child.id), agent=spec.name, depth=spec.depth, **links))
     try:

@@ -27,7 +27,7 @@ from .common import DbOption, WorkspaceOption, cli_errors, open_store
 from .limits import LimitFlags, limit_options, resolve_limits
 from .render import HumanRenderer, short
 from .run_cmd import (
-    ModelOption, ProviderOption, build_loop, drive_session, resolve_workspace, running_elsewhere, session_workspace,
+    ModelOption, ProviderOption, cli_loop, drive_session, resolve_workspace, running_elsewhere, session_workspace,
 )
 
 PROMPT = "you> "
@@ -155,8 +155,8 @@ def chat(
                 model=model or ("scripted" if (provider_name or "").startswith("scripted:") else default_model()),
                 tools=DEFAULT_TOOLS, max_iterations=max_iterations, workspace=str(ws),
             )
-        loop = build_loop(store, spec, provider_name, model, ws, LoopOptions(max_iterations=max_iterations, auto_approve=yes),
-                          ChatRenderer(console), settings, interactive=True)
+        loop = cli_loop(store, spec, ChatRenderer(console), provider_name=provider_name, model=model, workspace=ws,
+                        options=LoopOptions(max_iterations=max_iterations, auto_approve=yes), settings=settings, interactive=True)
         if sid is None:
             created, _ = start_session(store, spec)
             sid = created.id

@@ -23,11 +23,11 @@ out_console = Console(highlight=False)
 DbOption = Annotated[
     Optional[str],
     typer.Option("--db", envvar="CHRONICLE_DB", help="Database URL: sqlite:///ABS/PATH.db or postgresql://... "
-                 "[default: sqlite under ./.chronicle/]", show_default=False),
+                 "(default: sqlite under ./.chronicle/)", show_default=False),
 ]
 JsonOption = Annotated[bool, typer.Option("--json", help="Machine-readable output: one JSON object per line.")]
 WorkspaceOption = Annotated[
-    Optional[Path], typer.Option("--workspace", help="Directory the tools may touch [default: current directory]", show_default=False)
+    Optional[Path], typer.Option("--workspace", help="Directory the tools may touch (default: current directory)", show_default=False)
 ]
 
 

@@ -109,7 +109,7 @@ def compact(
     session: SessionArg,
     keep: Annotated[int, typer.Option("--keep", min=0, help="Most recent turns kept verbatim")] = 2,
     strategy: Annotated[str, typer.Option("--strategy", help="summary (a model call) | truncate (drop older turns)")] = "summary",
-    provider: Annotated[Optional[str], typer.Option("--provider", help="Provider for the summary [default: the session's]", show_default=False)] = None,
+    provider: Annotated[Optional[str], typer.Option("--provider", help="Provider for the summary (default: the session's)", show_default=False)] = None,
     as_json: JsonOption = False,
     db: DbOption = None,
 ) -> None:

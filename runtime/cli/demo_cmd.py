@@ -12,7 +12,6 @@ import typer
 from rich.panel import Panel
 
 from chronicle.domain.agent_spec import AgentSpec
-from chronicle.runtime.loop import LoopOptions
 from chronicle.runtime.sessions import start_session, submit_input
 from chronicle.runtime.store import ChronicleStore
 from chronicle.runtime.tools import DEFAULT_TOOLS
@@ -20,7 +19,7 @@ from chronicle.runtime.tools import DEFAULT_TOOLS
 from .common import cli_errors, fail, out_console
 from .inspect_cmd import history, log
 from .render import HumanRenderer
-from .run_cmd import build_loop, drive_session
+from .run_cmd import cli_loop, drive_session
 
 
 def _tool(id_: str, name: str, **args: object) -> dict:
@@ -88,7 +87,7 @@ def demo(
         spec = AgentSpec(name="main", provider=provider, model="scripted", tools=DEFAULT_TOOLS, workspace=str(workspace))
         out_console.print(Panel.fit(f"Chronicle demo — database {db_url}\nworkspace {workspace}", style="bold"))
 
-        loop = build_loop(store, spec, provider, None, workspace, LoopOptions(), HumanRenderer(out_console))
+        loop = cli_loop(store, spec, HumanRenderer(out_console), provider_name=provider, workspace=workspace)
         prompts = ["Look around this project and write down what needs doing.", "Fix the TODO in app.py."]
         session, _ = start_session(store, spec, prompts[0])
         for index, prompt in enumerate(prompts):

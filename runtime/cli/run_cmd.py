@@ -12,24 +12,22 @@ import typer
 
 from chronicle.domain.agent_spec import AgentSpec
 from chronicle.runtime.agents.registry import RegistryError, find_registry
-from chronicle.runtime.hooks import Hooks
+from chronicle.runtime.assembly import LoopSetupError, build_loop
 from chronicle.runtime.live import AgentEnd, AgentStart, Broker
 from chronicle.runtime.loop import AgentLoop, LoopOptions, TurnOutcome
-from chronicle.runtime.providers import ProviderConfigError, default_model, default_provider_name, make_provider
+from chronicle.runtime.providers import default_model, default_provider_name
 from chronicle.runtime.retry import RetryPolicy, RetrySettingError
 from chronicle.runtime.sessions import start_session, submit_input
 from chronicle.runtime.store import ChronicleStore
-from chronicle.runtime.titles import TitleHook
-from chronicle.runtime.tools import toolbox_for
 from chronicle.runtime.worker import normalise_provider
 
 from .common import DbOption, JsonOption, WorkspaceOption, cli_errors, err_console, fail, open_store
-from .limits import LimitFlags, Settings, limit_options, resolve_limits
+from .limits import LimitFlags, limit_options, resolve_limits
 from .render import HumanRenderer, JsonLinesRenderer
 
 ProviderOption = Annotated[
     Optional[str],
-    typer.Option("--provider", help="anthropic | scripted:PATH [default: anthropic when ANTHROPIC_API_KEY is set]", show_default=False),
+    typer.Option("--provider", help="anthropic | scripted:PATH (default: anthropic when ANTHROPIC_API_KEY is set)", show_default=False),
 ]
 ModelOption = Annotated[Optional[str], typer.Option("--model", envvar="CHRONICLE_MODEL", help="Model name", show_default=False)]
 AgentsOption = Annotated[
@@ -40,7 +38,7 @@ AgentsOption = Annotated[
 MaxAttemptsOption = Annotated[
     Optional[int],
     typer.Option("--max-attempts", envvar="CHRONICLE_MAX_ATTEMPTS", min=1, show_default=False,
-                 help="Tries per model call, the first included, for rate limits, overloads and network errors [default: 8]"),
+                 help="Tries per model call, the first included, for rate limits, overloads and network errors (default: 8)"),
 ]
 
 
@@ -104,23 +102,14 @@ async def run_one(loop: AgentLoop, session_id: UUID) -> TurnOutcome | None:
     return outcome
 
 
-def build_loop(store: ChronicleStore, spec: AgentSpec, provider_name: str | None, model: str | None, workspace: Path,
-               options: LoopOptions, renderer: Any, settings: Settings | None = None, interactive: bool = False,
-               approver: Any = None) -> AgentLoop:
-    try:
-        provider = make_provider(provider_name, model or spec.model or None)
-    except ProviderConfigError as exc:
-        fail(str(exc), 2)
+def cli_loop(store: ChronicleStore, target: Any, renderer: Any, **kwargs: Any) -> AgentLoop:
+    """runtime.assembly.build_loop with the renderer subscribed; a setup error is a one-line error, exit 2."""
     broker = Broker()
     broker.subscribe(renderer)
-    settings = settings or Settings()
-    options.tool_timeout_s = settings.tool_timeout_s
-    loop = AgentLoop(
-        store, provider, toolbox_for(spec.tools), workspace, broker=broker, options=options, approver=approver,
-        hooks=Hooks(settings.hooks(store, interactive=interactive)), compactor=settings.compactor(),
-    )
-    loop.hooks.add(TitleHook(provider, store, loop.clock))
-    return loop
+    try:
+        return build_loop(store, target, broker=broker, **kwargs)
+    except LoopSetupError as exc:
+        fail(str(exc), 2)
 
 
 def report(outcome: TurnOutcome | None, as_json: bool) -> int:
@@ -180,9 +169,8 @@ def run(
             if agents is not None:
                 err_console.print(f"[dim]note: --agents ignored; session {sid} keeps the agents recorded when it started[/]")
             provider_name = provider or spec.provider or default_provider_name()
-            loop = build_loop(store, spec, provider_name, model, ws,
-                              LoopOptions(max_iterations=max_iterations, auto_approve=yes, retry=retry_policy(max_attempts)),
-                              renderer, settings)
+            loop = cli_loop(store, spec, renderer, provider_name=provider_name, model=model, workspace=ws, settings=settings,
+                            options=LoopOptions(max_iterations=max_iterations, auto_approve=yes, retry=retry_policy(max_attempts)))
             input_id = submit_input(store, sid, prompt)
             runner = running_elsewhere(store, sid)
             if runner is not None:
@@ -197,9 +185,8 @@ def run(
                 provider=provider_name or "", workspace=str(ws), max_iterations=max_iterations,
                 model=model or registry.main.model or ("scripted" if (provider_name or "").startswith("scripted:") else default_model()),
             )
-            loop = build_loop(store, spec, provider_name, model, ws,
-                              LoopOptions(max_iterations=max_iterations, auto_approve=yes, retry=retry_policy(max_attempts)),
-                              renderer, settings)
+            loop = cli_loop(store, spec, renderer, provider_name=provider_name, model=model, workspace=ws, settings=settings,
+                            options=LoopOptions(max_iterations=max_iterations, auto_approve=yes, retry=retry_policy(max_attempts)))
             created, _ = start_session(store, spec, prompt)
             sid = created.id
         outcome = asyncio.run(drive_session(loop, sid))

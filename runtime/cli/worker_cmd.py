@@ -31,6 +31,7 @@ from chronicle.runtime.worker import (
 )
 
 from .common import DbOption, JsonOption, WorkspaceOption, cli_errors, err_console, fail, open_store, out_console, print_json
+from .limits import LimitFlags, limit_options
 from .render import HumanRenderer, JsonLinesRenderer
 from .run_cmd import ModelOption, ProviderOption, report, resolve_workspace
 
@@ -38,6 +39,7 @@ LeaseOption = Annotated[float, typer.Option("--lease-s", min=0.5, help="Seconds 
 YesOption = Annotated[bool, typer.Option("--yes", "-y", help="Approve tools that require approval (bash)")]
 
 
+@limit_options
 def resume(
     session: Annotated[Optional[str], typer.Argument(help="Session id or unique prefix", show_default=False)] = None,
     all_sessions: Annotated[bool, typer.Option("--all", help="Every session with a turn in flight or queued input")] = False,
@@ -48,8 +50,13 @@ def resume(
     lease_s: LeaseOption = DEFAULT_LEASE_S,
     as_json: JsonOption = False,
     db: DbOption = None,
+    limits: LimitFlags = LimitFlags(),
 ) -> None:
-    """Continue turns found in flight and run recorded inputs that never started."""
+    """Continue turns found in flight and run recorded inputs that never started.
+
+    Limits apply as in `run` (flags first, then the limits table in the session workspace's chronicle.toml);
+    a guard stop exits 4.
+    """
     with cli_errors():
         if not session and not all_sessions:
             fail("name a SESSION to resume, or pass --all", 2)
@@ -76,7 +83,7 @@ def resume(
         broker.subscribe(JsonLinesRenderer() if as_json else HumanRenderer())
         overrides = Overrides(
             provider=normalise_provider(provider), model=model,
-            workspace=resolve_workspace(workspace) if workspace else None, options=LoopOptions(auto_approve=yes),
+            workspace=resolve_workspace(workspace) if workspace else None, options=LoopOptions(auto_approve=yes), limits=limits,
         )
         holder = worker_name()
         code = 0
@@ -207,6 +214,7 @@ def submit(
             print(sid)
 
 
+@limit_options
 def worker(
     concurrency: Annotated[int, typer.Option("--concurrency", min=1, help="Sessions advanced at once")] = 4,
     once: Annotated[bool, typer.Option("--once", help="Exit as soon as no session needs work")] = False,
@@ -218,6 +226,7 @@ def worker(
     model: ModelOption = None,
     workspace: WorkspaceOption = None,
     db: DbOption = None,
+    limits: LimitFlags = LimitFlags(),
 ) -> None:
     """Process queued inputs (FIFO per session) and turns left in flight, alongside other workers.
 
@@ -228,7 +237,7 @@ def worker(
         store = open_store(db)
         overrides = Overrides(
             provider=normalise_provider(provider), model=model,
-            workspace=resolve_workspace(workspace) if workspace else None, options=LoopOptions(auto_approve=yes),
+            workspace=resolve_workspace(workspace) if workspace else None, options=LoopOptions(auto_approve=yes), limits=limits,
         )
         w = Worker(store, overrides, WorkerOptions(concurrency, poll, lease_s, idle_exit, once),
                    log=lambda m: err_console.print(m, markup=False, highlight=False))

@@ -1,4 +1,4 @@
-"""A parent killed while its children run: resuming it continues the same children, none twice."""
+"""A parent killed while its children run: `chronicle resume` continues the same children, none twice."""
 
 from __future__ import annotations
 
@@ -8,7 +8,6 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 from uuid import UUID
 
 from chronicle.domain.ids import turn_id
@@ -16,9 +15,6 @@ from chronicle.runtime.agents.children import TASK_INPUT_ID
 from chronicle.runtime.store import ChronicleStore, NotFound
 from tests.e2e.test_cli_subagents import REGISTRY, complete, delegate
 from tests.helpers import cli, json_lines, response, text, tool_use
-
-REPO = Path(__file__).resolve().parents[2]
-
 
 def script(slow_s: float) -> dict:
     return {
@@ -77,13 +73,11 @@ def test_a_parent_killed_mid_delegation_resumes_its_children_without_duplicates(
     assert store.session(parent_id).status == "busy", "the parent must have died mid-turn"
 
     path.write_text(json.dumps(script(slow_s=0)), encoding="utf-8")
-    resumed = subprocess.run(
-        [sys.executable, "-m", "tests.e2e.resume_helper", db_url, str(parent_id)],
-        cwd=REPO, env=env, capture_output=True, text=True, timeout=60,
-    )
+    resumed = cli("resume", str(parent_id), "--json", db=db_url)
     assert resumed.returncode == 0, resumed.stderr
     events = json_lines(resumed.stdout)
-    assert events[-1]["type"] == "agent_end" and events[-1]["status"] == "completed"
+    ends = [e for e in events if e["type"] == "turn_end" and e["session_id"] == str(parent_id)]
+    assert [e["status"] for e in ends] == ["completed"]
     results = {r["agent"]: r for r in json.loads(next(e for e in events if e["type"] == "tool_end" and e["name"] == "delegate")["output"])["results"]}
     assert results["researcher"] == {**results["researcher"], "status": "completed", "summary": "it says hello world",
                                      "session_id": str(children["researcher"].id)}
