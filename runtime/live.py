@@ -32,6 +32,7 @@ class AgentEnd(_Live):
     parent_session_id: str | None = None
     parent_tool_call_id: str | None = None
     reason: str | None = None
+    depth: int = 0
 
 
 class TurnStart(_Live):

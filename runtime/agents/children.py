@@ -80,7 +80,7 @@ async def run_child(parent_loop: Any, child: Session) -> ChildResult:
                              summary=f"the sub-agent could not run: {type(exc).__name__}: {exc}")
     await loop.emit(
         AgentEnd(session_id=str(child.id), agent=spec.name, status=result.status,
-                 reason=None if result.status == "completed" else result.summary, **links)
+                 reason=None if result.status == "completed" else result.summary, depth=spec.depth, **links)
     )
     return result
 

@@ -78,7 +78,8 @@ async def drive_session(loop: AgentLoop, session_id: UUID, drain: bool = True) -
         if not drain or latest.status != "completed":
             break
     status = outcome.status if outcome else "idle"
-    await loop.emit(AgentEnd(session_id=str(session_id), agent=spec.name, status=status, reason=outcome.reason if outcome else None, **links))
+    await loop.emit(AgentEnd(session_id=str(session_id), agent=spec.name, status=status, reason=outcome.reason if outcome else None,
+                            depth=spec.depth, **links))
     return outcome
 
 
@@ -221,7 +222,8 @@ def report_queued(loop: AgentLoop, session_id: UUID, input_id: str, turn_id: UUI
         f"which runs this input after it"
     )
     if as_json:
-        renderer(AgentEnd(session_id=str(session_id), agent=session.spec.name, status="queued", reason=reason))
+        renderer(AgentEnd(session_id=str(session_id), agent=session.spec.name, status="queued", reason=reason,
+                          depth=session.spec.depth))
     else:
         err_console.print(f"[yellow]queued:[/] {reason}. Session {session_id}. If no process is running it any more, "
                           f"continue it with `chronicle resume {session_id}`.")

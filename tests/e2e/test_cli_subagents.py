@@ -57,7 +57,7 @@ def test_two_children_run_concurrently_and_their_reports_come_back_in_one_result
     assert run.returncode == 0, run.stderr
     events = json_lines(run.stdout)
     parent_id = events[0]["session_id"]
-    assert events[-1] == {**events[-1], "type": "agent_end", "session_id": parent_id, "status": "completed"}
+    assert events[-1] == {**events[-1], "type": "agent_end", "session_id": parent_id, "status": "completed", "depth": 0}
 
     starts = [i for i, e in enumerate(events) if e["type"] == "agent_start" and e["parent_session_id"]]
     ends = [i for i, e in enumerate(events) if e["type"] == "agent_end" and e["parent_session_id"]]
@@ -67,6 +67,7 @@ def test_two_children_run_concurrently_and_their_reports_come_back_in_one_result
     call_id = next(e for e in events if e["type"] == "tool_start" and e["name"] == "delegate")["tool_call_id"]
     for child in children.values():
         assert child["parent_session_id"] == parent_id and child["parent_tool_call_id"] == call_id and child["depth"] == 1
+    assert all(events[i]["depth"] == 1 for i in ends), "agent_end carries the same depth as its agent_start"
 
     results = delegate_result(events)
     assert results["researcher"]["status"] == "completed"
