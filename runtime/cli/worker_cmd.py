@@ -11,16 +11,18 @@ import asyncio
 import os
 import signal
 from typing import Annotated, Callable, Optional
+from uuid import UUID
 
 import typer
 from eventsourcing.persistence import IntegrityError
+from rich.markup import escape
 
 from chronicle.domain.agent_spec import AgentSpec
 from chronicle.domain.errors import DomainError
 from chronicle.domain.tool_call import ToolCall
 from chronicle.runtime.leases import DEFAULT_LEASE_S, current_lease
-from chronicle.runtime.live import Broker
-from chronicle.runtime.loop import LoopOptions
+from chronicle.runtime.live import AgentEnd, AgentStart, Broker
+from chronicle.runtime.loop import LoopOptions, TurnOutcome
 from chronicle.runtime.providers import default_model, default_provider_name
 from chronicle.runtime.sessions import start_session, submit_input
 from chronicle.runtime.store import ChronicleStore
@@ -71,13 +73,13 @@ def resume(
                     err_console.print(f"[yellow]paused:[/] session {sid} awaits approval of {names}: "
                                       f"`chronicle approve {sid}` or `chronicle deny {sid}` first, or resume with --yes")
                     raise typer.Exit(3)
-                out_console.print(f"nothing to resume: session {sid} has no turn in flight and no queued input")
+                nothing(sid, f"session {sid} has no turn in flight and no queued input", as_json)
                 return
             targets = [sid]
         else:
             targets = sessions_needing_work(store, yes)
             if not targets:
-                out_console.print("nothing to resume: no session has a turn in flight or a queued input")
+                nothing(None, "no session has a turn in flight or a queued input", as_json)
                 return
         broker = Broker()
         broker.subscribe(JsonLinesRenderer() if as_json else HumanRenderer())
@@ -86,14 +88,18 @@ def resume(
             workspace=resolve_workspace(workspace) if workspace else None, options=LoopOptions(auto_approve=yes), limits=limits,
         )
         holder = worker_name()
-        code = 0
+        code, setup_failed = 0, False
         for sid in targets:
             try:
-                outcomes = asyncio.run(advance_session(
-                    store, sid, lambda s: loop_for_session(store, s, overrides, broker), holder, lease_s, auto_approve=yes,
-                ))
+                outcomes = asyncio.run(resume_one(store, sid, overrides, broker, holder, lease_s, yes))
             except ResumeError as exc:
-                fail(str(exc), 2)
+                # One session that cannot be resumed (its script or workspace is gone) must not
+                # hold back the others: say why on one line and go on, as the worker does.
+                if len(targets) == 1:
+                    fail(str(exc), 2)
+                err_console.print(f"[red]error:[/] {escape(str(exc))}")
+                setup_failed = True
+                continue
             if outcomes is None:
                 lease = current_lease(store, sid)
                 until = lease.expires_at.isoformat() if lease and lease.expires_at else "?"
@@ -103,7 +109,42 @@ def resume(
                 continue
             for outcome in outcomes:
                 code = code or report(outcome, as_json)
-        raise typer.Exit(code)
+        raise typer.Exit(code or (2 if setup_failed else 0))
+
+
+def nothing(sid: object, message: str, as_json: bool) -> None:
+    """Nothing to resume is an answer, not an error: exit 0, as JSON too when asked."""
+    if as_json:
+        print_json({"session_id": str(sid) if sid else None, "status": "nothing_to_resume", "message": message})
+    else:
+        out_console.print(f"nothing to resume: {message}", soft_wrap=True)
+
+
+async def resume_one(store: ChronicleStore, sid: UUID, overrides: Overrides, broker: Broker, holder: str,
+                     lease_s: float, yes: bool) -> list[TurnOutcome] | None:
+    """Advance one session under its lease, with agent_start/agent_end around it as `run` emits them.
+
+    The loop is built before agent_start, so a session that cannot be resumed raises ResumeError
+    without a dangling start event.
+    """
+    record = store.session(sid)
+    spec = record.spec
+    links = {
+        "parent_session_id": str(record.parent_session_id) if record.parent_session_id else None,
+        "parent_tool_call_id": str(record.parent_tool_call_id) if record.parent_tool_call_id else None,
+        "depth": spec.depth,
+    }
+    loop = loop_for_session(store, record, overrides, broker)
+    await broker.emit(AgentStart(session_id=str(sid), agent=spec.name, **links))
+    outcomes = await advance_session(store, sid, lambda s: loop, holder, lease_s, auto_approve=yes)
+    if outcomes is None:
+        status, reason = "busy", "another process holds the session"
+    elif outcomes:
+        status, reason = outcomes[-1].status, outcomes[-1].reason
+    else:
+        status, reason = "idle", None
+    await broker.emit(AgentEnd(session_id=str(sid), agent=spec.name, status=status, reason=reason, **links))
+    return outcomes
 
 
 def _decide(store: ChronicleStore, session: str, tool_call: str | None, decide: Callable[[ToolCall, object], None],
