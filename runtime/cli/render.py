@@ -42,6 +42,7 @@ class HumanRenderer:
 
     Sub-agents run concurrently, so their streamed text would interleave into nonsense: for
     them only tool calls and start/end lines are shown, indented and named; `log --tree` has the rest.
+    An error that ends the top-level turn is not shown: the command reports the outcome once.
     """
 
     def __init__(self, console: Console | None = None, show_thinking: bool = False) -> None:
@@ -94,6 +95,8 @@ class HumanRenderer:
             self.console.print(f"[yellow]? {event.name} needs approval[/] [dim]{escape(short(event.input))}[/]")
         elif kind == "error":
             self._end_text()
+            if event.session_id not in self._children and event.kind != "compaction":
+                return  # ends the turn: the command reports it once, with the session id (run_cmd.report)
             self.console.print(f"{self._who(event)}[red]error:[/] {escape(event.message)}")
         elif kind == "agent_start" and event.parent_session_id:
             self._end_text()

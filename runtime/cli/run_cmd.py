@@ -9,6 +9,7 @@ from typing import Annotated, Any, Optional
 from uuid import UUID
 
 import typer
+from rich.markup import escape
 
 from chronicle.domain.agent_spec import AgentSpec
 from chronicle.runtime.agents.registry import RegistryError, find_registry
@@ -114,23 +115,31 @@ def cli_loop(store: ChronicleStore, target: Any, renderer: Any, **kwargs: Any) -
 
 
 def report(outcome: TurnOutcome | None, as_json: bool) -> int:
+    """The outcome on one stderr line, always naming the session so a person knows what to `log` or `resume`.
+
+    The live `error` event of the top-level turn is not rendered (HumanRenderer), so this is the
+    one place a failure is told; every status that is not `completed` gets its line here.
+    """
     if outcome is None:
         return 0
+    sid = outcome.session_id
+    reason = escape(outcome.reason or outcome.status)
+    see = f"(session {sid}; see `chronicle log {sid}`)"
     if outcome.status == "failed":
-        err_console.print(f"[red]error:[/] turn failed: {outcome.reason}")
+        err_console.print(f"[red]error:[/] turn failed: {reason} {see}")
     elif outcome.status == "awaiting_approval":
         err_console.print(
-            f"[yellow]paused:[/] {outcome.reason}. Approve with `chronicle approve {outcome.session_id}` "
-            f"(or deny), then `chronicle resume {outcome.session_id}`; or re-run with --yes."
+            f"[yellow]paused:[/] {reason}. Approve with `chronicle approve {sid}` "
+            f"(or deny), then `chronicle resume {sid}`; or re-run with --yes."
         )
     elif outcome.status == "cancelled":
-        err_console.print(f"[yellow]cancelled:[/] {outcome.reason}")
+        err_console.print(f"[yellow]cancelled:[/] {reason} {see}")
     elif outcome.status == "stopped":
-        err_console.print(f"[red]stopped:[/] {outcome.reason}")
-    elif outcome.status in ("interrupted", "conflict"):
-        err_console.print(f"[red]error:[/] {outcome.reason}")
+        err_console.print(f"[red]stopped:[/] {reason} {see}")
+    elif outcome.status != "completed":  # interrupted (store lost), conflict, or anything new: the reason says what to do
+        err_console.print(f"[red]error:[/] {reason} (session {sid})")
     elif not as_json:
-        err_console.print(f"[dim]session {outcome.session_id}[/]")
+        err_console.print(f"[dim]session {sid}[/]")
     return outcome.exit_code
 
 
