@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+from pathlib import Path
 from typing import Annotated, Callable, Optional
 from uuid import UUID
 
@@ -20,13 +21,14 @@ from rich.markup import escape
 from chronicle.domain.agent_spec import AgentSpec
 from chronicle.domain.errors import DomainError
 from chronicle.domain.tool_call import ToolCall
+from chronicle.runtime.agents.registry import RegistryError, find_registry
+from chronicle.runtime.assembly import LoopSetupError, build_loop
 from chronicle.runtime.leases import DEFAULT_LEASE_S, current_lease
 from chronicle.runtime.live import AgentEnd, AgentStart, Broker
 from chronicle.runtime.loop import LoopOptions, TurnOutcome
 from chronicle.runtime.providers import default_model, default_provider_name
 from chronicle.runtime.sessions import start_session, submit_input
 from chronicle.runtime.store import ChronicleStore
-from chronicle.runtime.tools import DEFAULT_TOOLS
 from chronicle.runtime.worker import (
     Overrides, ResumeError, Worker, WorkerOptions, advance_session, loop_for_session, needs_work, normalise_provider,
     pending_approvals, sessions_needing_work, worker_name,
@@ -243,16 +245,34 @@ def submit(
             if not provider_name:
                 fail("no model provider: set ANTHROPIC_API_KEY to use Claude, or pass --provider scripted:PATH", 2)
             ws = resolve_workspace(workspace)
-            spec = AgentSpec(
-                name="main", provider=provider_name, tools=DEFAULT_TOOLS, max_iterations=max_iterations, workspace=str(ws),
-                model=model or ("scripted" if provider_name.startswith("scripted:") else default_model()),
-            )
+            spec = checked_spec(store, provider_name, model, ws, max_iterations)
             created, input_id = start_session(store, spec, prompt)
             sid = created.id
         if as_json:
             print_json({"session_id": str(sid), "input_id": input_id})
         else:
             print(sid)
+
+
+def checked_spec(store: ChronicleStore, provider_name: str, model: str | None, ws: Path, max_iterations: int) -> AgentSpec:
+    """The spec `run` would record, checked as `run` checks it before anything is recorded.
+
+    A worker runs the input later, elsewhere: an unknown provider, a missing script or a bad
+    chronicle.toml found then would leave a queued input nobody can run, so they exit 2 now.
+    """
+    try:
+        registry = find_registry(None, ws)
+    except RegistryError as exc:
+        fail(str(exc), 2)
+    spec = registry.main_spec(
+        provider=provider_name, workspace=str(ws), max_iterations=max_iterations,
+        model=model or registry.main.model or ("scripted" if provider_name.startswith("scripted:") else default_model()),
+    )
+    try:
+        build_loop(store, spec, provider_name=provider_name, model=model, workspace=ws)
+    except LoopSetupError as exc:
+        fail(str(exc), 2)
+    return spec
 
 
 @limit_options

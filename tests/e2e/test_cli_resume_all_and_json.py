@@ -50,3 +50,20 @@ def test_resume_json_with_nothing_to_do_prints_one_json_object(sqlite_url, works
     assert answer["session_id"] == sid and answer["status"] == "nothing_to_resume" and "no turn in flight" in answer["message"]
     [everyone] = json_lines(cli("resume", "--all", "--json", db=sqlite_url).stdout)
     assert everyone["session_id"] is None and everyone["status"] == "nothing_to_resume"
+
+
+def test_submit_refuses_a_setup_run_would_refuse_with_exit_2_and_records_nothing(sqlite_url, workspace, tmp_path):
+    script = write_script(tmp_path / "ok.json", [response(text("fine"))])
+    bad_toml = tmp_path / "bad-ws"
+    bad_toml.mkdir()
+    (bad_toml / "chronicle.toml").write_text("[limits\nbudget_usd = ", encoding="utf-8")
+    attempts = [
+        ("--provider", "foo", "--workspace", str(workspace)),
+        ("--provider", f"scripted:{tmp_path / 'missing.json'}", "--workspace", str(workspace)),
+        ("--provider", f"scripted:{script}", "--workspace", str(bad_toml)),
+    ]
+    for flags in attempts:
+        out = cli("submit", "do it", *flags, db=sqlite_url)
+        assert out.returncode == 2, (flags, out.stdout, out.stderr)
+        assert len(out.stderr.strip().splitlines()) == 1 and out.stderr.startswith("error:"), out.stderr
+    assert json_lines(cli("sessions", "--json", db=sqlite_url).stdout) == []
