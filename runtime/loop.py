@@ -25,7 +25,7 @@ from chronicle.domain.turn import Turn
 from .clock import SYSTEM_CLOCK, Clock
 from .controls import CancelWatcher, pending_steering
 from .hooks import Hooks, Stop
-from .live import Broker, ErrorEvent, StatusChange, TurnEnd, TurnStart, UsageEvent
+from .live import Broker, ErrorEvent, StatusChange, ToolEnd, TurnEnd, TurnStart, UsageEvent
 from .model_call import ModelCaller, request_delta
 from .pricing import price
 from .providers.base import ModelRequest, Provider
@@ -292,11 +292,12 @@ class AgentLoop:
             await self.tools.run_step(session, turn, calls)
         except GuardStop as guard:
             now = self.clock.now()
-            for call in calls:
-                if call.status in ("pending", "awaiting_approval", "approved"):
-                    call.skip(f"not run: {guard.stop.reason}", now)
+            skipped = [c for c in calls if c.status in ("pending", "awaiting_approval", "approved")]
+            for call in skipped:
+                call.skip(f"not run: {guard.stop.reason}", now)
             turn.record_tool_results([c.result_block() for c in calls], now)
             self.save(*calls, turn)
+            await self._tools_ended(skipped)
             return await self._stop(session, turn, guard.stop)
         except ApprovalWait as wait:
             turn.await_approval([c.id for c in wait.calls], self.clock.now())
@@ -310,9 +311,10 @@ class AgentLoop:
             names = ", ".join(sorted({c.name for c in wait.calls}))
             return TurnOutcome(session.id, turn.id, "awaiting_approval", reason=f"awaiting approval: {names}")
         except asyncio.CancelledError:
-            self._cancel_calls(calls, "cancelled by the user")
+            cancelled = self._cancel_calls(calls, "cancelled by the user")
             turn.record_tool_results([c.result_block() for c in calls], self.clock.now())
             self.save(*calls, turn)
+            await self._tools_ended(cancelled)
             raise
         # The safe point after the batch: steering goes into the same user message as the results.
         steering = pending_steering(self.store, session.id, turn.id)
@@ -325,11 +327,22 @@ class AgentLoop:
             self.store.update_session(session.id, lambda s: s.deliver_steering(ids, turn.id, number, now), *calls, turn)
         return None
 
-    def _cancel_calls(self, calls: list[ToolCall], reason: str) -> None:
+    def _cancel_calls(self, calls: list[ToolCall], reason: str) -> list[ToolCall]:
         now = self.clock.now()
+        cancelled = [c for c in calls if c.status in ("pending", "awaiting_approval", "approved", "running")]
+        for call in cancelled:
+            call.cancel(reason, now)
+        return cancelled
+
+    async def _tools_ended(self, calls: list[ToolCall]) -> None:
+        """tool_end for calls resolved without running to the end (cancelled, skipped), once stored:
+        every tool_start, and every call the model asked for, gets its end line."""
         for call in calls:
-            if call.status in ("pending", "awaiting_approval", "approved", "running"):
-                call.cancel(reason, now)
+            block = call.result_block()
+            await self.emit(ToolEnd(
+                session_id=str(call.session_id), tool_call_id=str(call.id), tool_use_id=call.tool_use_id, name=call.name,
+                status=call.status, output=block.content, is_error=block.is_error, duration_ms=call.duration_ms,
+            ))
 
     async def _stop(self, session: Session, turn: Turn, stop: Stop) -> TurnOutcome:
         await self.emit(ErrorEvent(session_id=str(session.id), turn_id=str(turn.id), message=stop.reason, kind=f"guard:{stop.guard}"))

@@ -25,3 +25,19 @@ def test_a_completed_run_still_names_its_session(sqlite_url, workspace, tmp_path
     run = cli("run", "hi", "--provider", f"scripted:{script}", "--workspace", str(workspace), db=sqlite_url)
     assert run.returncode == 0, run.stderr
     assert "fine" in run.stdout and run.stderr.strip().startswith("session ")
+
+
+def test_calls_skipped_by_a_guard_get_a_tool_end_line(sqlite_url, workspace, tmp_path):
+    from tests.helpers import json_lines, tool_use
+
+    script = write_script(tmp_path / "s.json", [
+        response(tool_use("t1", "read_file", path="hello.txt"), tool_use("t2", "list_dir", path=".")), response(text("ok")),
+    ])
+    run = cli("run", "look", "--provider", f"scripted:{script}", "--workspace", str(workspace), "--max-tool-calls", "1",
+              "--json", db=sqlite_url)
+    assert run.returncode == 4, run.stderr
+    ends = {e["tool_use_id"]: e for e in json_lines(run.stdout) if e["type"] == "tool_end"}
+    assert ends["t1"]["status"] == "completed"
+    assert ends["t2"]["status"] == "skipped" and ends["t2"]["is_error"] and ends["t2"]["output"].startswith("skipped: not run")
+    human = cli("run", "look", "--provider", f"scripted:{script}", "--workspace", str(workspace), "--max-tool-calls", "1", db=sqlite_url)
+    assert "✗ list_dir skipped" in human.stdout, human.stdout

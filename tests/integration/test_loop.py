@@ -125,6 +125,9 @@ def test_cancelling_a_turn_kills_the_running_tool_and_answers_every_tool_use(db_
     results = h.results()
     assert [(r.tool_use_id, r.is_error) for r in results] == [("a", True), ("b", True)]
     assert all(r.content.startswith("cancelled") for r in results)
+    ends = {e.tool_use_id: e for e in h.events if e.type == "tool_end"}
+    assert {k: (e.status, e.is_error) for k, e in ends.items()} == {"a": ("cancelled", True), "b": ("cancelled", True)}
+    assert ends["a"].output.startswith("cancelled")
     assert h.run("again").status == "completed"
 
 
