@@ -27,6 +27,15 @@ from .tools.base import ToolError, confine
 class TimeTravelError(ValueError):
     """A point in the past that does not exist, or an undo that would lose someone's work."""
 
+    #: CLI exit code: 1 for a state problem (a turn not ended yet, a file changed since).
+    exit_code = 1
+
+
+class MomentOutOfRange(TimeTravelError):
+    """The argument names a turn, event or count that does not exist: a usage error (exit 2)."""
+
+    exit_code = 2
+
 
 @dataclass
 class PastView:
@@ -39,7 +48,7 @@ class PastView:
 def _cut_of_event(store: ChronicleStore, session_id: UUID, version: int) -> tuple[int, datetime]:
     for position, event in store.events_with_positions([session_id], version=version):
         return position, event.timestamp
-    raise TimeTravelError(f"session {session_id} has no event number {version}")
+    raise MomentOutOfRange(f"session {session_id} has no event number {version}")
 
 
 def turns_as_of(store: ChronicleStore, turn_ids: list[UUID], position: int, timestamp: datetime) -> list[Turn]:
@@ -55,7 +64,7 @@ def as_of_version(store: ChronicleStore, session_id: UUID, version: int) -> Past
     """The session and its active branch as they were when its `version`-th event was recorded."""
     latest = store.session(session_id)
     if version < 1 or version > latest.version:
-        raise TimeTravelError(f"session {session_id} has {latest.version} event(s); --version must be 1..{latest.version}")
+        raise MomentOutOfRange(f"session {session_id} has {latest.version} event(s); --version must be 1..{latest.version}")
     position, timestamp = _cut_of_event(store, session_id, version)
     session = store.session(session_id, version=version)
     return PastView(session, turns_as_of(store, session.head, position, timestamp), position, version)
@@ -88,7 +97,7 @@ def as_of_turn(store: ChronicleStore, session_id: UUID, number: int) -> PastView
     total = len(inherited) + len(session.turns)
     if number < 1 or number > total:
         from_fork = f" ({len(inherited)} inherited from the session it was forked from)" if inherited else ""
-        raise TimeTravelError(f"session {session_id} has {total} turn(s){from_fork}; TURN must be 1..{total}")
+        raise MomentOutOfRange(f"session {session_id} has {total} turn(s){from_fork}; TURN must be 1..{total}")
     if number <= len(inherited):
         # Inherited turns had all completed before the fork, so they are as they were then.
         start = store.session(session_id, version=1)
@@ -186,6 +195,8 @@ def undo(store: ChronicleStore, session_id: UUID, count: int, files: bool = Fals
     the same undo again finds the files already restored and records it then.
     """
     session = store.session(session_id)
+    if count > len(session.head):
+        raise MomentOutOfRange(f"session {session_id} has {len(session.head)} turn(s) on its branch; cannot undo {count}")
     try:
         store.session(session_id).undo(count, clock.now())  # validates on a copy that is never saved
     except DomainError as exc:

@@ -211,7 +211,7 @@ def history(
                 past = as_of_version(store, sid, version)
                 record, past_turns = past.session, past.turns
         except TimeTravelError as exc:
-            fail(str(exc))
+            fail(str(exc), exc.exit_code)
         summary, view = record.context_view()
         if past_turns is not None:
             as_of = {turn.id: turn for turn in past_turns}

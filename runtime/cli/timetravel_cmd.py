@@ -34,7 +34,7 @@ def undo(
         try:
             result = undo_turns(store, sid, turns, files=files, workspace=workspace)
         except TimeTravelError as exc:
-            fail(str(exc))
+            fail(str(exc), exc.exit_code)
         restored = [{"path": f.path, "action": f.action} for f in result.files]
         if as_json:
             print_json({"session_id": str(sid), "undone": [str(t) for t in result.turn_ids], "files": restored})
@@ -52,7 +52,7 @@ def redo(session: SessionArg, as_json: JsonOption = False, db: DbOption = None) 
         try:
             turn_ids = redo_turns(store, sid)
         except TimeTravelError as exc:
-            fail(str(exc))
+            fail(str(exc), exc.exit_code)
         if as_json:
             print_json({"session_id": str(sid), "redone": [str(t) for t in turn_ids]})
             return
@@ -72,7 +72,7 @@ def fork(
         try:
             child = fork_session(store, sid, at)
         except TimeTravelError as exc:
-            fail(str(exc))
+            fail(str(exc), exc.exit_code)
         if as_json:
             print_json({"session_id": str(child.id), "forked_from": child.forked_from})
             return

@@ -108,7 +108,11 @@ def test_history_at_a_turn_and_at_a_version_shows_the_conversation_as_it_was(db_
     assert as_started[-1]["role"] == "user"  # turn two had only its input then
     assert user_texts(history(db_url, sid, "--version", "1")) == []
     bad = cli("history", sid, "--at", "9", db=db_url)
-    assert bad.returncode == 1 and "1..3" in bad.stderr
+    assert bad.returncode == 2 and "1..3" in bad.stderr, "a moment that does not exist is a usage error"
+    assert cli("history", sid, "--version", "999", db=db_url).returncode == 2
+    assert cli("fork", sid, "--at", "9", db=db_url).returncode == 2
+    too_many = cli("undo", sid, "--turns", "9", db=db_url)
+    assert too_many.returncode == 2 and "cannot undo 9" in too_many.stderr
 
 
 def test_fork_starts_a_session_from_a_past_turn_that_can_run_on_its_own(db_url, workspace, tmp_path):
