@@ -5,6 +5,7 @@ from __future__ import annotations
 import signal
 import threading
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Annotated, Any, Iterator, Optional
 
 import typer
@@ -82,6 +83,31 @@ def _progress(engine: ProjectionEngine, names: list[str]) -> Iterator[Any]:
             progress.update(tasks[n], completed=progress.tasks[tasks[n]].total)
 
 
+@dataclass
+class CatchUpStep:
+    """One catch-up: distinct log events applied, and the applications (one per projection that took each)."""
+
+    before: int
+    after: int
+    events: int
+    applications: int
+    projections: int
+
+    def line(self) -> str:
+        return (f"applied {self.events} new event(s) (positions {self.before + 1}..{self.after}) "
+                f"to {self.projections} projection(s), {self.applications} application(s) in all")
+
+
+def catch_up_step(engine: Any) -> CatchUpStep:
+    """Catch up and count what moved: engine.catch_up() sums applications over projections, which
+    is not the number of events a person watching the log saw arrive."""
+    before = min((engine.position(p.name) for p in engine.select()), default=engine.head())
+    applications = engine.catch_up()
+    after = engine.head()
+    events = engine.db.count_after(before) - engine.db.count_after(after) if after > before else 0
+    return CatchUpStep(before, after, events, applications, len(engine.select()))
+
+
 @app.command()
 def run(
     follow: Annotated[bool, typer.Option("--follow", help="Keep running: apply new events as they are committed")] = False,
@@ -92,9 +118,9 @@ def run(
     with cli_errors():
         store = open_store(db)
         engine = projection_engine(store)
-        applied = engine.catch_up()
+        step = catch_up_step(engine)
         if not follow:
-            err_console.print(f"applied {applied} event(s); projections at position {engine.head()}")
+            err_console.print(step.line() if step.events else f"nothing new; projections at position {step.after}")
             return
         stop = threading.Event()
         previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGINT, signal.SIGTERM)}
@@ -102,9 +128,9 @@ def run(
         try:
             with _waiter(store, poll, stop) as wait:
                 while not stop.is_set():
-                    applied = engine.catch_up()
-                    if applied:
-                        err_console.print(f"applied {applied} event(s); position {engine.head()}")
+                    step = catch_up_step(engine)
+                    if step.events:
+                        err_console.print(step.line())
                     wait()
         finally:
             for sig, handler in previous.items():

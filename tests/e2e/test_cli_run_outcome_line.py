@@ -41,3 +41,20 @@ def test_calls_skipped_by_a_guard_get_a_tool_end_line(sqlite_url, workspace, tmp
     assert ends["t2"]["status"] == "skipped" and ends["t2"]["is_error"] and ends["t2"]["output"].startswith("skipped: not run")
     human = cli("run", "look", "--provider", f"scripted:{script}", "--workspace", str(workspace), "--max-tool-calls", "1", db=sqlite_url)
     assert "✗ list_dir skipped" in human.stdout, human.stdout
+
+
+def test_projections_run_counts_new_events_not_applications_per_projection(sqlite_url, workspace, tmp_path):
+    script = write_script(tmp_path / "s.json", [response(text("fine"))])
+    assert cli("projections", "run", db=sqlite_url).returncode == 0
+    run = cli("run", "hi", "--provider", f"scripted:{script}", "--workspace", str(workspace), "--json", db=sqlite_url)
+    assert run.returncode == 0, run.stderr
+    from tests.helpers import json_lines
+
+    head = json_lines(cli("projections", "status", "--json", db=sqlite_url).stdout)[0]["head"]
+    caught = cli("projections", "run", db=sqlite_url)
+    assert caught.returncode == 0, caught.stderr
+    found = re.search(r"applied (\d+) new event\(s\) \(positions (\d+)\.\.(\d+)\) to (\d+) projection", caught.stderr)
+    assert found, caught.stderr
+    events, first, last, projections = map(int, found.groups())
+    assert (events, first, last) == (head, 1, head), "SQLite positions have no gaps: one event per position"
+    assert projections > 1 and f"{events * projections} application(s)" in caught.stderr
