@@ -73,7 +73,8 @@ def fork(chat: Any, arg: str) -> None:
     child = Session.start(uuid4(), parent.spec, now, forked_from=forked_from, head=list(parent.head))
     chat.store.create_session(child)
     chat.session_id = child.id
-    chat.console.print(f"forked session {parent.id} → {child.id} ({len(child.head)} turn(s) shared); now chatting in the fork")
+    chat.console.print(f"forked session {parent.id} → {child.id} ({len(child.head)} turn(s) shared); now chatting in the fork", soft_wrap=True)
+    chat.console.print(f"new session {child.id}; open it later with `chronicle chat --session {child.id}`", soft_wrap=True)
 
 
 def compact(chat: Any, arg: str) -> None:

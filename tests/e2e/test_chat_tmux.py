@@ -108,7 +108,7 @@ def test_a_chat_session_streams_answers_asks_approval_inline_cancels_on_ctrl_c_a
         term.type("/help")
         term.wait_for("/fork")
         term.type("/fork")
-        screen = term.wait_for("now chatting in the fork")
+        forked_screen = term.wait_for("open it later with")
         term.type("/quit")
         screen = term.wait_for("EXITED=0")
     finally:
@@ -119,6 +119,7 @@ def test_a_chat_session_streams_answers_asks_approval_inline_cancels_on_ctrl_c_a
     assert len(sessions) == 2
     original, fork = sessions
     assert fork["forked_from"]["session_id"] == original["session_id"] and fork["turns"] == 3
+    assert "chronicle chat --session" in forked_screen and fork["session_id"][:8] in forked_screen
     log = log_of(original["session_id"], sqlite_url)
     events = [e["event"] for e in log if e["aggregate"] == "session"]
     assert {"TurnsUndone", "TurnsRedone", "Compacted"} <= set(events)
