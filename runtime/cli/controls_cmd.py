@@ -34,9 +34,7 @@ def steer(
 ) -> None:
     """Steer the running turn: MESSAGE reaches the model at the next safe point (between tool calls).
 
-    Tools the model asked for that have not started yet are skipped, with a result saying so;
-    a tool that has started is never stopped by steering. With no turn running, MESSAGE is
-    queued as the session's next input.
+    Tools the model asked for that have not started yet are skipped, with a result saying so; a tool that has started is never stopped by steering. With no turn running, MESSAGE is queued as the session's next input.
     """
     with cli_errors():
         if not message.strip():

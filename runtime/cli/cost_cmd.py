@@ -21,9 +21,7 @@ def cost(
 ) -> None:
     """Tokens (input, output, cache write, cache read) and USD (null if any call has no known price).
 
-    For SESSION: its own figures (scope "self"), its total with every sub-agent below it
-    ("total"), and one object per direct child ("child", that child's own total). Without
-    SESSION: one object per session, scope "total" (sum the roots for a grand total).
+    For SESSION: its own figures (scope "self"), its total with every sub-agent below it ("total"), and one object per direct child ("child", that child's own total). Without SESSION: one object per session, scope "total" (sum the roots for a grand total).
     """
     with cli_errors():
         if by not in (None, "model", "day"):

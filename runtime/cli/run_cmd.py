@@ -162,9 +162,7 @@ def run(
 ) -> None:
     """Run one turn: record PROMPT, let the agent work, print the answer as it streams.
 
-    On a busy session the prompt is queued (durably, before anything else) and runs after the
-    turn in flight; if another process is running that turn, this one exits and that process
-    picks the prompt up. Inputs queued while this process works run before it exits.
+    On a busy session the prompt is queued (durably, before anything else) and runs after the turn in flight; if another process is running that turn, this one exits and that process picks the prompt up. Inputs queued while this process works run before it exits.
     """
     with cli_errors():
         if not prompt.strip():

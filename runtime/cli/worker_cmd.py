@@ -58,8 +58,7 @@ def resume(
 ) -> None:
     """Continue turns found in flight and run recorded inputs that never started.
 
-    Limits apply as in `run` (flags first, then the limits table in the session workspace's chronicle.toml);
-    a guard stop exits 4.
+    Limits apply as in `run` (flags first, then the limits table in the session workspace's chronicle.toml); a guard stop exits 4.
     """
     with cli_errors():
         if not session and not all_sessions:
@@ -291,8 +290,7 @@ def worker(
 ) -> None:
     """Process queued inputs (FIFO per session) and turns left in flight, alongside other workers.
 
-    SIGTERM or Ctrl-C: finish the turns in hand, then exit; a second one exits at once (the
-    turns stay in flight and another worker takes them over when the lease runs out).
+    SIGTERM or Ctrl-C: finish the turns in hand, then exit; a second one exits at once (the turns stay in flight and another worker takes them over when the lease runs out).
     """
     with cli_errors():
         store = open_store(db)

@@ -51,3 +51,12 @@ def test_the_installed_command_shows_the_tool_timeout_default():
     result = cli("run", "--help")
     assert result.returncode == 0
     assert "(default: 180)" in flat(result.stdout) and "(default: 8)" in flat(result.stdout)
+
+
+def test_command_help_is_paragraphs_without_hard_line_breaks_that_rich_would_print_ragged():
+    import inspect
+
+    for path, command in every_command():
+        text = inspect.cleandoc(command.help or "")
+        broken = [line for line in re.split(r"\n\n+", text) if "\n" in line]
+        assert not broken, f"chronicle {' '.join(path)}: join these lines into one paragraph: {broken}"
