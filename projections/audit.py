@@ -9,6 +9,7 @@ silently missing from the trail.
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -45,14 +46,14 @@ class AuditProjection(Projection):
     def _row(self, tx: Tx, e: Any, position: int, kind: str, session_id: str | None, *, turn_id: str | None = None,
              tool_call_id: str | None = None, name: str | None = None, status: str | None = None, is_error: bool = False,
              detail: dict[str, Any] | None = None, links: dict[str, Any] | None = None) -> None:
-        number = tx.value("SELECT number FROM proj_audit_turns WHERE turn_id = %s", (turn_id,)) if turn_id else None
-        parents = tx.one("SELECT parent_session_id, parent_tool_call_id FROM proj_audit_sessions WHERE session_id = %s", (session_id,))
+        number = self._turn(tx, turn_id)[1] if turn_id else None
+        parents = self._parents(tx, session_id)
         all_links = {k: v for k, v in {
             "parent_session_id": parents[0] if parents else None,
             "parent_tool_call_id": parents[1] if parents else None,
             **(links or {}),
         }.items() if v is not None}
-        tx.execute(
+        tx.insert_later(  # no handler reads proj_audit back
             "INSERT INTO proj_audit VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
             (position, iso(e.timestamp), session_id, turn_id, number, tool_call_id, kind, name, status, int(is_error),
              dumps(detail or {}), dumps(all_links)),
@@ -65,6 +66,7 @@ class AuditProjection(Projection):
         sid = str(e.originator_id)
         parent, call = _s(e.parent_session_id), _s(e.parent_tool_call_id)
         tx.execute("INSERT INTO proj_audit_sessions VALUES (%s, %s, %s)", (sid, parent, call))
+        tx.memo[("audit.session", sid)] = (parent, call)
         kind = "fork" if e.forked_from else ("subagent_start" if parent else "session_start")
         spec = e.spec or {}
         self._row(tx, e, position, kind, sid, name=spec.get("name"),
@@ -97,9 +99,10 @@ class AuditProjection(Projection):
     # -- turns ---------------------------------------------------------------------------------
 
     @on("Turn.Created")
-    def _turn(self, tx: Tx, e: Any, position: int) -> None:
+    def _turn_created(self, tx: Tx, e: Any, position: int) -> None:
         tid, sid = str(e.originator_id), str(e.session_id)
         tx.execute("INSERT INTO proj_audit_turns VALUES (%s, %s, %s)", (tid, sid, e.number))
+        tx.memo[("audit.turn", tid)] = (sid, e.number)
         self._row(tx, e, position, "turn_start", sid, turn_id=tid, name=e.agent, detail={"input_id": e.input_id, "input": e.input_text})
 
     @on("Turn.ModelResponded")
@@ -139,22 +142,39 @@ class AuditProjection(Projection):
         self._row(tx, e, position, kind, self._session_of(tx, tid), turn_id=tid, status=status, is_error=is_error, detail=detail)
 
     def _session_of(self, tx: Tx, turn_id: str) -> str | None:
-        return tx.value("SELECT session_id FROM proj_audit_turns WHERE turn_id = %s", (turn_id,))
+        return self._turn(tx, turn_id)[0]
+
+    # Lookups of rows that never change once written, kept per transaction (see Tx.memo).
+
+    def _turn(self, tx: Tx, turn_id: str) -> tuple[str | None, int | None]:
+        key = ("audit.turn", turn_id)
+        if key not in tx.memo:
+            row = tx.one("SELECT session_id, number FROM proj_audit_turns WHERE turn_id = %s", (turn_id,))
+            tx.memo[key] = (row[0], row[1]) if row else (None, None)
+        return tx.memo[key]
+
+    def _parents(self, tx: Tx, session_id: str | None) -> tuple[str | None, str | None] | None:
+        key = ("audit.session", session_id)
+        if key not in tx.memo:
+            row = tx.one("SELECT parent_session_id, parent_tool_call_id FROM proj_audit_sessions WHERE session_id = %s",
+                         (session_id,))
+            tx.memo[key] = (row[0], row[1]) if row else None
+        return tx.memo[key]
 
     # -- tool calls ----------------------------------------------------------------------------
 
     @on("ToolCall.Requested")
     def _requested(self, tx: Tx, e: Any, position: int) -> None:
-        tx.execute("INSERT INTO proj_audit_calls VALUES (%s, %s, %s, %s, %s, %s)",
-                   (str(e.originator_id), str(e.session_id), str(e.turn_id), e.tool_use_id, e.name, dumps(e.input)))
+        row = (str(e.originator_id), str(e.session_id), str(e.turn_id), e.tool_use_id, e.name, dumps(e.input))
+        tx.execute("INSERT INTO proj_audit_calls VALUES (%s, %s, %s, %s, %s, %s)", row)
+        tx.memo[("audit.call", row[0])] = _call_of(row[1:])  # exactly what reading the row back gives
 
     def _call(self, tx: Tx, call_id: str) -> dict[str, Any]:
-        row = tx.one("SELECT session_id, turn_id, tool_use_id, name, input FROM proj_audit_calls WHERE tool_call_id = %s", (call_id,))
-        if row is None:
-            return {"session_id": None, "turn_id": None, "tool_use_id": None, "name": None, "input": None}
-        import json
-
-        return {"session_id": row[0], "turn_id": row[1], "tool_use_id": row[2], "name": row[3], "input": json.loads(row[4])}
+        key = ("audit.call", call_id)
+        if key not in tx.memo:
+            row = tx.one("SELECT session_id, turn_id, tool_use_id, name, input FROM proj_audit_calls WHERE tool_call_id = %s", (call_id,))
+            tx.memo[key] = _call_of(row) if row else {"session_id": None, "turn_id": None, "tool_use_id": None, "name": None, "input": None}
+        return tx.memo[key]
 
     @on("ToolCall.ApprovalRequested")
     def _approval_requested(self, tx: Tx, e: Any, position: int) -> None:
@@ -200,6 +220,10 @@ class AuditProjection(Projection):
             self._row(tx, e, position, _snake(event), self._session_of(tx, oid), turn_id=oid, detail=fields)
         else:
             self._tool_row(tx, e, position, _snake(event), _snake(event), False, fields)
+
+
+def _call_of(row: tuple[Any, ...]) -> dict[str, Any]:
+    return {"session_id": row[0], "turn_id": row[1], "tool_use_id": row[2], "name": row[3], "input": json.loads(row[4])}
 
 
 def _snake(name: str) -> str:

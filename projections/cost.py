@@ -47,11 +47,15 @@ class CostProjection(Projection):
     @on("Turn.Created")
     def _turn(self, tx: Tx, e: Any, position: int) -> None:
         tx.execute("INSERT INTO proj_cost_turns VALUES (%s, %s)", (str(e.originator_id), str(e.session_id)))
+        tx.memo[("cost.turn", str(e.originator_id))] = str(e.session_id)
 
     @on("Turn.ModelResponded")
     def _responded(self, tx: Tx, e: Any, position: int) -> None:
         tid = str(e.originator_id)
-        sid = tx.value("SELECT session_id FROM proj_cost_turns WHERE turn_id = %s", (tid,))
+        key = ("cost.turn", tid)
+        if key not in tx.memo:
+            tx.memo[key] = tx.value("SELECT session_id FROM proj_cost_turns WHERE turn_id = %s", (tid,))
+        sid = tx.memo[key]
         self._record(tx, e, sid, tid, "model_call", e.response.get("model") or "", e.response.get("usage") or {})
 
     @on("Session.TitleSet", "Session.TitleFailed")
@@ -71,7 +75,7 @@ class CostProjection(Projection):
             model = tx.value("SELECT model FROM proj_cost_sessions WHERE session_id = %s", (sid,)) or ""
         at = e.timestamp
         usd = self.pricer(model, tokens, at.date())
-        tx.execute(
+        tx.insert_later(  # no handler reads proj_cost_calls
             "INSERT INTO proj_cost_calls VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
             (f"{e.originator_id}/{e.originator_version}", sid, tid, source, model, iso(at)[:10], iso(at),
              *(tokens[k] for k in TOKEN_KINDS), usd),

@@ -94,40 +94,50 @@ class ProjectionEngine:
     # -- applying events -----------------------------------------------------------------------
 
     def catch_up(self, names: Iterable[str] | None = None, progress: Progress | None = None) -> int:
-        """Apply every event after each projection's position; return how many were applied."""
-        applied = 0
-        for projection in self.select(names):
-            applied += self._catch_up_one(projection, progress)
-        return applied
+        """Apply every event after each projection's position; return how many were applied.
 
-    def _catch_up_one(self, projection: Projection, progress: Progress | None) -> int:
-        applied = 0
-        position = self.position(projection.name)
+        Projections at the same position share each batch: it is read and decoded once, and
+        applied to all of them in one transaction that also moves each one's position (a
+        rebuild, where all start at 0, reads the log once). Projections at different positions
+        catch up lowest first until they meet, so one behind never holds the others back.
+        """
+        chosen = self.select(names)
+        positions = {p.name: self.position(p.name) for p in chosen}
+        done: set[str] = set()
         head = self.head()
-        while True:
-            notifications = self.recorder.select_notifications(
-                start=position, limit=self.batch_size, inclusive_of_start=False
-            )
+        applied = 0
+        while len(done) < len(chosen):
+            low = min(positions[p.name] for p in chosen if p.name not in done)
+            group = [p for p in chosen if p.name not in done and positions[p.name] == low]
+            notifications = self.recorder.select_notifications(start=low, limit=self.batch_size, inclusive_of_start=False)
             if not notifications:
-                return applied
+                done.update(p.name for p in group)
+                continue
+            events = [(self.mapper.to_domain_event(n), n.id) for n in notifications]
             try:
                 with self.db.transaction() as tx:
-                    current = self.db.lock_position(tx, projection.key) or 0
-                    if current != position:
-                        raise _Moved(current)
-                    self.db.advance(tx, projection.key, notifications[-1].id)
-                    for notification in notifications:
-                        projection.process(tx, self.mapper.to_domain_event(notification), notification.id)
+                    for projection in sorted(group, key=lambda p: p.key):  # one lock order: no deadlock
+                        current = self.db.lock_position(tx, projection.key) or 0
+                        if current != low:
+                            raise _Moved(current, projection.name)
+                        self.db.advance(tx, projection.key, notifications[-1].id)
+                    for projection in group:
+                        for event, position in events:
+                            projection.process(tx, event, position)
             except _Moved as moved:
-                position = moved.position  # another process applied this batch; continue after it
+                positions[moved.name] = moved.position  # another process applied this batch; continue after it
                 continue
             except IntegrityError:
-                position = self.position(projection.name)
+                for projection in group:
+                    positions[projection.name] = self.position(projection.name)
                 continue
-            applied += len(notifications)
-            position = notifications[-1].id
-            if progress is not None:
-                progress(projection.name, position, max(head, position))
+            end_position = notifications[-1].id
+            for projection in group:
+                applied += len(notifications)
+                positions[projection.name] = end_position
+                if progress is not None:
+                    progress(projection.name, end_position, max(head, end_position))
+        return applied
 
     def rebuild(self, names: Iterable[str] | None = None, progress: Progress | None = None) -> int:
         """Drop the projections' tables and replay the whole log into them."""
@@ -156,5 +166,6 @@ class ProjectionEngine:
 
 
 class _Moved(Exception):
-    def __init__(self, position: int) -> None:
+    def __init__(self, position: int, name: str) -> None:
         self.position = position
+        self.name = name

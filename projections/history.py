@@ -52,13 +52,22 @@ class HistoryProjection(Projection):
     @on("Session.TurnsUndone")
     def _undone(self, tx: Tx, e: Any, position: int) -> None:
         sid = str(e.originator_id)
-        length = tx.value("SELECT COUNT(*) FROM proj_history_branch WHERE session_id = %s", (sid,))
-        tx.execute("DELETE FROM proj_history_branch WHERE session_id = %s AND idx >= %s", (sid, length - len(e.turn_ids)))
+        length = self._branch_length(tx, sid) - len(e.turn_ids)
+        tx.execute("DELETE FROM proj_history_branch WHERE session_id = %s AND idx >= %s", (sid, length))
+        tx.memo[("history.branch", sid)] = length
 
     def _append(self, tx: Tx, sid: str, turn_ids: list[str]) -> None:
-        start = tx.value("SELECT COUNT(*) FROM proj_history_branch WHERE session_id = %s", (sid,))
+        start = self._branch_length(tx, sid)
         for offset, turn_id in enumerate(turn_ids):
             tx.execute("INSERT INTO proj_history_branch VALUES (%s, %s, %s)", (sid, start + offset, turn_id))
+        tx.memo[("history.branch", sid)] = start + len(turn_ids)
+
+    def _branch_length(self, tx: Tx, sid: str) -> int:
+        """Counted once per transaction, then kept in memory: a batch counts each session once."""
+        key = ("history.branch", sid)
+        if key not in tx.memo:
+            tx.memo[key] = int(tx.value("SELECT COUNT(*) FROM proj_history_branch WHERE session_id = %s", (sid,)) or 0)
+        return tx.memo[key]
 
     @on("Turn.Created")
     def _turn_created(self, tx: Tx, e: Any, position: int) -> None:
@@ -67,6 +76,7 @@ class HistoryProjection(Projection):
             "INSERT INTO proj_history_turns VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)",
             (tid, str(e.session_id), e.number, e.input_text, "pending", None, None, iso(e.timestamp), None),
         )
+        tx.memo[("history.seq", tid)] = 0  # a new turn has no messages yet
         self._message(tx, tid, None, "user", [{"type": "text", "text": e.input_text}], None, e.timestamp)
 
     @on("Turn.ModelResponded")
@@ -80,9 +90,16 @@ class HistoryProjection(Projection):
         self._message(tx, str(e.originator_id), e.step, "user", e.blocks, None, e.timestamp)
 
     def _message(self, tx: Tx, tid: str, step: int | None, role: str, content: list, stop: str | None, at: Any) -> None:
-        seq = tx.value("SELECT COUNT(*) FROM proj_history_messages WHERE turn_id = %s", (tid,))
-        tx.execute("INSERT INTO proj_history_messages VALUES (%s, %s, %s, %s, %s, %s, %s)",
-                   (tid, seq, step, role, dumps(content), stop, iso(at)))
+        # Messages are numbered in memory within a transaction: counted from the table once per
+        # turn (its rows from earlier batches), then incremented. Rows are only ever counted
+        # here, so they can be inserted together at the commit.
+        key = ("history.seq", tid)
+        if key not in tx.memo:
+            tx.memo[key] = int(tx.value("SELECT COUNT(*) FROM proj_history_messages WHERE turn_id = %s", (tid,)) or 0)
+        seq = tx.memo[key]
+        tx.memo[key] = seq + 1
+        tx.insert_later("INSERT INTO proj_history_messages VALUES (%s, %s, %s, %s, %s, %s, %s)",
+                        (tid, seq, step, role, dumps(content), stop, iso(at)))
 
     @on("Turn.Started", "Turn.Resumed")
     def _running(self, tx: Tx, e: Any, position: int) -> None:

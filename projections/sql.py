@@ -39,11 +39,28 @@ class Tx:
     def __init__(self, cursor: Any, db: "Database") -> None:
         self.cursor = cursor
         self.db = db
+        #: Facts a projection already read or wrote in this transaction (a turn's next message
+        #: number, a session's parents). Scoped to the transaction, so a rollback forgets them.
+        self.memo: dict[Any, Any] = {}
+        self._deferred: dict[str, list[tuple[Any, ...]]] = {}
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> None:
         if self.db.backend == "sqlite":
             sql = sql.replace("%s", "?")
         self.cursor.execute(sql, tuple(params))
+
+    def insert_later(self, sql: str, params: Sequence[Any]) -> None:
+        """An INSERT into a table no handler reads back in this transaction: sent in one
+        `executemany` per statement just before the commit (one round trip instead of one per
+        row on PostgreSQL, no per-call overhead on SQLite)."""
+        self._deferred.setdefault(sql, []).append(tuple(params))
+
+    def flush(self) -> None:
+        deferred, self._deferred = self._deferred, {}
+        for sql, rows in deferred.items():
+            if self.db.backend == "sqlite":
+                sql = sql.replace("%s", "?")
+            self.cursor.executemany(sql, rows)
 
     def rows(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         self.execute(sql, params)
@@ -89,6 +106,7 @@ class Database:
 
                 cursor.execute(pgsql.SQL("SET LOCAL search_path TO {}").format(pgsql.Identifier(self.schema)))
             yield tx
+            tx.flush()
 
     # -- positions -----------------------------------------------------------------------------
 

@@ -2,8 +2,9 @@
 
 The log is written directly through the domain (turns of 50 tool steps, as in section 4), then
 `ProjectionEngine.rebuild()` drops the four projections (history, summaries, cost, audit) and
-replays the log into each of them, as `chronicle projections rebuild` does. Events/s = events
-in the log ÷ wall seconds for all four (each projection reads and applies the whole log).
+replays the log into all of them, as `chronicle projections rebuild` does: each batch of the log
+is read and decoded once and applied to the four in one transaction. Events/s = events in the
+log ÷ wall seconds for all four; then each projection is rebuilt alone (its own read of the log).
 """
 
 from __future__ import annotations
@@ -37,21 +38,23 @@ def run(ctx: Context, log: Callable[[str], None]) -> list[Section]:
             written += n
         head = store.max_position()
         engine = projection_engine(store)
-        per = {}
         t0 = time.perf_counter()
+        engine.rebuild()  # all four together, as `chronicle projections rebuild` does
+        total = time.perf_counter() - t0
+        per = {}
         for projection in engine.select():
             t1 = time.perf_counter()
             engine.rebuild([projection.name])
             per[projection.name] = time.perf_counter() - t1
-        total = time.perf_counter() - t0
         store.close()
         rows.append([backend, head, total, head / total, *(head / per[n] for n in per)])
         log(f"  {backend}: {head} events rebuilt in {total:.1f} s = {head / total:,.0f} events/s "
             f"({', '.join(f'{n} {head / t:,.0f}/s' for n, t in per.items())})")
         names = list(per)
     if rows:
-        s.note("All four projections rebuilt from position 0 (one after another, each reading the whole log); "
-               "events/s = log events ÷ seconds. Per projection: log events ÷ its own seconds.")
+        s.note("All four projections rebuilt together from position 0 (each batch of the log read and decoded once, "
+               "applied to the four in one transaction); events/s = log events ÷ seconds. Per projection: that "
+               "projection rebuilt alone, log events ÷ its own seconds.")
         s.table(["backend", "events", "seconds (all)", "events/s (all four)", *(f"{n} events/s" for n in names)], rows)
     s.data = {"rows": rows}
     return [s]

@@ -67,3 +67,22 @@ def test_sub_agent_cost_rolls_up_into_every_ancestor(sqlite_url, tmp_path, works
     # an unknown model has no price rather than a guessed one
     unpriced = report.for_session(s["f"])[0]
     assert unpriced["usd"] is None and unpriced["unpriced_calls"] == 1
+
+
+def test_projections_at_different_positions_catch_up_together_to_the_rows_a_rebuild_gives(db_url, tmp_path, workspace):
+    # Only the cost projection is kept current during the run (as the cost guard does); the
+    # others then start far behind it and share batches with it once they reach its position.
+    store = ChronicleStore(db_url)
+    engine = ProjectionEngine(store, all_projections(pricer=price), batch_size=6)
+    run = MixedRun(store, tmp_path, workspace, after_each=lambda: engine.catch_up(["cost"]))
+    asyncio.run(run.run())
+    head = store.max_position()
+    assert engine.position("cost") == head
+    assert engine.position("history") == 0 and engine.position("audit") == 0
+    applied = engine.catch_up()
+    assert applied == 3 * engine.db.count_after(0)  # every event once into each projection that was behind, none twice
+    caught_up = {name: engine.dump(name) for name in engine.projections}
+    engine.rebuild()
+    assert {name: engine.dump(name) for name in engine.projections} == caught_up
+    assert {s.position for s in engine.status()} == {head}
+    store.close()
