@@ -56,6 +56,8 @@ def request_delta(request: ModelRequest, previous_count: int) -> dict[str, Any]:
 
 
 def build_messages(prior: list[Message], turn: Turn) -> list[Message]:
+    """The request's messages built from scratch: the specification that RequestContext's
+    incremental build is tested against (the loop itself uses RequestContext)."""
     return merge_roles([*prior, *turn_messages(turn)])
 
 
