@@ -41,6 +41,8 @@ class ProjectionEngine:
         self.db = Database(app.factory.tracking_recorder(), app.recorder.events_table_name)
         self.projections = {p.name: p for p in projections}
         self.batch_size = batch_size
+        #: Positions of events that could not be decoded and were passed over, with why.
+        self.unreadable: dict[int, str] = {}
         self.ensure()
 
     # -- set-up --------------------------------------------------------------------------------
@@ -113,7 +115,7 @@ class ProjectionEngine:
             if not notifications:
                 done.update(p.name for p in group)
                 continue
-            events = [(self.mapper.to_domain_event(n), n.id) for n in notifications]
+            events = self._decode(notifications)
             try:
                 with self.db.transaction() as tx:
                     for projection in sorted(group, key=lambda p: p.key):  # one lock order: no deadlock
@@ -138,6 +140,19 @@ class ProjectionEngine:
                 if progress is not None:
                     progress(projection.name, end_position, max(head, end_position))
         return applied
+
+    def _decode(self, notifications: list[Any]) -> list[tuple[Any, int]]:
+        """Decode each event on its own: one damaged row is passed over and reported (in
+        `unreadable`), never a wall that stops every projection and every listing behind it.
+        Once the row is repaired, `projections rebuild` brings its facts in."""
+        events = []
+        for notification in notifications:
+            try:
+                events.append((self.mapper.to_domain_event(notification), notification.id))
+            except Exception as exc:  # noqa: BLE001 - what cannot be decoded is reported, not fatal
+                first = str(exc).splitlines()[0] if str(exc) else ""
+                self.unreadable[notification.id] = f"{notification.topic}: {type(exc).__name__}: {first}"
+        return events
 
     def rebuild(self, names: Iterable[str] | None = None, progress: Progress | None = None) -> int:
         """Drop the projections' tables and replay the whole log into them."""

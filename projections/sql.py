@@ -33,6 +33,26 @@ def dumps(value: Any) -> str:
     return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str)
 
 
+#: PostgreSQL text cannot hold NUL, which model text and titles can. On PostgreSQL every string
+#: parameter with a NUL (or with this escape character) is escaped, and read back unescaped, so
+#: a projection stores exactly the text the log holds. Code point U+E000 is private-use.
+NUL_ESCAPE = "\ue000"
+_NUL_CODES = {"0": "\x00", "e": NUL_ESCAPE}
+
+
+def escape_nul(value: Any) -> Any:
+    if isinstance(value, str) and ("\x00" in value or NUL_ESCAPE in value):
+        return value.replace(NUL_ESCAPE, NUL_ESCAPE + "e").replace("\x00", NUL_ESCAPE + "0")
+    return value
+
+
+def unescape_nul(value: Any) -> Any:
+    if isinstance(value, str) and NUL_ESCAPE in value:
+        parts = value.split(NUL_ESCAPE)
+        return parts[0] + "".join(_NUL_CODES.get(part[:1], part[:1]) + part[1:] for part in parts[1:])
+    return value
+
+
 class Tx:
     """A cursor inside one transaction, with the placeholder style of its backend."""
 
@@ -46,8 +66,9 @@ class Tx:
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> None:
         if self.db.backend == "sqlite":
-            sql = sql.replace("%s", "?")
-        self.cursor.execute(sql, tuple(params))
+            self.cursor.execute(sql.replace("%s", "?"), tuple(params))
+        else:
+            self.cursor.execute(sql, tuple(escape_nul(p) for p in params))
 
     def insert_later(self, sql: str, params: Sequence[Any]) -> None:
         """An INSERT into a table no handler reads back in this transaction: sent in one
@@ -59,15 +80,16 @@ class Tx:
         deferred, self._deferred = self._deferred, {}
         for sql, rows in deferred.items():
             if self.db.backend == "sqlite":
-                sql = sql.replace("%s", "?")
-            self.cursor.executemany(sql, rows)
+                self.cursor.executemany(sql.replace("%s", "?"), rows)
+            else:
+                self.cursor.executemany(sql, [tuple(escape_nul(p) for p in row) for row in rows])
 
     def rows(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         self.execute(sql, params)
         fetched = self.cursor.fetchall()
         if self.db.backend == "sqlite":
             return [tuple(r) for r in fetched]
-        return [tuple(r.values()) if isinstance(r, dict) else tuple(r) for r in fetched]
+        return [tuple(unescape_nul(v) for v in (r.values() if isinstance(r, dict) else r)) for r in fetched]
 
     def one(self, sql: str, params: Sequence[Any] = ()) -> tuple[Any, ...] | None:
         found = self.rows(sql, params)
@@ -82,7 +104,7 @@ class Tx:
         fetched = self.cursor.fetchall()
         if self.db.backend == "sqlite":
             return [{k: r[k] for k in r.keys()} for r in fetched]  # sqlite3.Row
-        return [dict(r) for r in fetched]  # psycopg dict_row
+        return [{k: unescape_nul(v) for k, v in r.items()} for r in fetched]  # psycopg dict_row
 
 
 class Database:

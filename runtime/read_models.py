@@ -6,10 +6,14 @@ event committed before they started, however the projections are otherwise kept 
 
 from __future__ import annotations
 
+import logging
+
 from chronicle.projections import ProjectionEngine, all_projections
 
 from .pricing import price
 from .store import ChronicleStore
+
+log = logging.getLogger("chronicle")
 
 
 def projection_engine(store: ChronicleStore) -> ProjectionEngine:
@@ -22,5 +26,9 @@ def projection_engine(store: ChronicleStore) -> ProjectionEngine:
 
 def caught_up(store: ChronicleStore) -> ProjectionEngine:
     engine = projection_engine(store)
+    known = set(engine.unreadable)
     engine.catch_up()
+    for position in sorted(set(engine.unreadable) - known):
+        log.warning("event at position %d cannot be decoded (%s); the read models passed over it. "
+                    "`chronicle doctor` lists every such event", position, engine.unreadable[position])
     return engine

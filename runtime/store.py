@@ -7,6 +7,8 @@ directly, so `log` costs one indexed query rather than a scan of the whole store
 
 from __future__ import annotations
 
+import random
+import time
 from typing import Any, Iterable, Iterator
 from uuid import UUID
 
@@ -20,10 +22,21 @@ from chronicle.domain.tool_call import ToolCall
 from chronicle.domain.turn import Turn
 
 from .config import eventsourcing_env, redact
+from .store_identity import check_store
 
 
 class SessionLogged(DomainEvent):
     session_id: UUID
+
+
+class SessionUnlisted(DomainEvent):
+    """An index entry withdrawn by `chronicle doctor --repair`: it named a session with no events.
+
+    The index is append-only like everything else, so a repair is one more entry saying which
+    earlier entry no longer counts and why, never a deleted row."""
+
+    session_id: UUID
+    reason: str
 
 
 def ensure_schema(settings: dict[str, str]) -> None:
@@ -43,6 +56,11 @@ class NotFound(LookupError):
     """An id that names nothing in this store."""
 
 
+class UnreadableEvent(Exception):
+    """A stored event this code cannot decode: named by aggregate, version and topic, so that
+    one damaged row is reported as itself instead of failing whatever happened to read it."""
+
+
 class ChronicleStore(Application[UUID]):
     name = "chronicle"
     snapshotting_intervals = {Session: 100, Turn: 100}
@@ -52,6 +70,7 @@ class ChronicleStore(Application[UUID]):
         settings = {**eventsourcing_env(url), **(env or {})}
         if settings.get("POSTGRES_SCHEMA"):
             ensure_schema(settings)
+        check_store(settings, self.name)
         super().__init__(env=settings)
         self.session_index = EventSourcedLog(self.events, SESSION_INDEX_ID, SessionLogged)
 
@@ -65,16 +84,28 @@ class ChronicleStore(Application[UUID]):
     # -- writing -------------------------------------------------------------------------------
 
     def create_session(self, session: Session, *others: Any) -> None:
-        """Save a new session and its index entry together; retry the index slot on a race."""
-        for _ in range(50):
+        """Save a new session, its index entry and ``others`` in one transaction.
+
+        Concurrent creators race for the same next slot of the index log; the loser retries with
+        the next slot. The pending events are collected once, before the first attempt: saving
+        the aggregate again on a retry would find nothing pending and store the index entry
+        alone, acknowledging a session that was never written. If the session itself already
+        exists (a deterministic id created by another process), IntegrityError is raised for
+        the caller to continue that one.
+        """
+        events = [e for aggregate in (session, *others) for e in aggregate.collect_events()]
+        for attempt in range(200):
             logged = self.session_index.trigger_event(session_id=session.id)
             try:
-                self.save(session, *others, logged)
+                self.save(*events, logged)
                 return
             except IntegrityError:
-                if self._exists(session.id):
+                if self._already_taken(events):
                     raise
-        raise RuntimeError("could not index the new session after 50 attempts")
+                # Lost the index slot to another creator: back off a little, with jitter, so
+                # many creators at once spread out instead of colliding in lockstep.
+                time.sleep(random.uniform(0, min(0.05, 0.002 * (attempt + 1))))
+        raise RuntimeError(f"could not index new session {session.id}: the session index kept changing")
 
     def update_session(self, session_id: UUID, command: Any, *others: Any, attempts: int = 20) -> Session:
         """Apply ``command(session)`` to a fresh copy of the session and save it with ``others``.
@@ -106,13 +137,6 @@ class ChronicleStore(Application[UUID]):
             self.recorder.select_events(originator_id, gt=version - 1, limit=1)
             for originator_id, version in firsts.items()
         )
-
-    def _exists(self, aggregate_id: UUID) -> bool:
-        try:
-            self.repository.get(aggregate_id)
-            return True
-        except AggregateNotFoundError:
-            return False
 
     # -- snapshots -----------------------------------------------------------------------------
 
@@ -171,15 +195,68 @@ class ChronicleStore(Application[UUID]):
             aggregate = self.repository.get(aggregate_id, version=version)
         except AggregateNotFoundError:
             raise NotFound(f"no {cls.__name__.lower()} with id {aggregate_id}") from None
+        except Exception as exc:  # noqa: BLE001 - find the row that does not decode, and name it
+            raise self._unreadable(aggregate_id, cls, exc) from exc
         if not isinstance(aggregate, cls):
             raise NotFound(f"{aggregate_id} is a {type(aggregate).__name__}, not a {cls.__name__}")
         return aggregate
 
+    def _unreadable(self, aggregate_id: UUID, cls: type, exc: Exception) -> Exception:
+        for stored in self.recorder.select_events(aggregate_id):
+            try:
+                self.mapper.to_domain_event(stored)
+            except Exception as bad:  # noqa: BLE001
+                return UnreadableEvent(
+                    f"{cls.__name__.lower()} {aggregate_id}: event {stored.originator_version} ({stored.topic}) "
+                    f"cannot be decoded: {type(bad).__name__}: {str(bad).splitlines()[0] if str(bad) else ''}; "
+                    "`chronicle doctor` lists every such event"
+                )
+        return exc  # every event decodes: the failure is elsewhere, keep it as it was
+
     def session_ids(self) -> list[UUID]:
-        return [e.session_id for e in self.session_index.get()]
+        """Every indexed session, oldest first, less the entries a repair withdrew."""
+        listed: dict[UUID, None] = {}
+        for entry in self.session_index.get():
+            if isinstance(entry, SessionUnlisted):
+                listed.pop(entry.session_id, None)
+            else:
+                listed[entry.session_id] = None
+        return list(listed)
+
+    def sessions(self, on_error: Any = None) -> Iterator[Session]:
+        """The indexed sessions that load; one that does not is skipped, not fatal.
+
+        Stores written before creation was made atomic can hold index entries naming no
+        session, and a damaged row can make one session unreadable (see `doctor`): neither may
+        make every listing, worker poll and `resume --all` fail. `on_error(session_id, error)`
+        hears of each session skipped."""
+        for sid in self.session_ids():
+            try:
+                yield self.session(sid)
+            except (NotFound, UnreadableEvent) as exc:
+                if on_error is not None:
+                    on_error(sid, exc)
+
+    def unlist_session(self, session_id: UUID, reason: str) -> None:
+        self._append_to_index(SessionUnlisted, session_id=session_id, reason=reason)
+
+    def index_session(self, session_id: UUID) -> None:
+        self._append_to_index(SessionLogged, session_id=session_id)
+
+    def _append_to_index(self, cls: type, **fields: Any) -> None:
+        for attempt in range(200):
+            entry = self.session_index._trigger_event(cls, **fields)
+            try:
+                self.save(entry)
+                return
+            except IntegrityError:
+                time.sleep(random.uniform(0, min(0.05, 0.002 * (attempt + 1))))
+        raise RuntimeError("could not write to the session index: it kept changing")
 
     def resolve_session_id(self, text: str) -> UUID:
         """Accept a full id or an unambiguous prefix, as people type them."""
+        if not text.strip():
+            raise NotFound("an empty session id names no session; `chronicle sessions` lists them")
         try:
             return UUID(text)
         except ValueError:
@@ -263,3 +340,16 @@ class ChronicleStore(Application[UUID]):
 
     def max_position(self) -> int:
         return self.recorder.max_notification_id() or 0
+
+
+def open_store_at(url: str, attempts: int = 5) -> ChronicleStore:
+    """Open the store, riding out the catalogue race of several processes that start at once
+    on a fresh PostgreSQL schema (both create its tables; one sees "tuple concurrently updated")."""
+    for attempt in range(attempts):
+        try:
+            return ChronicleStore(url)
+        except Exception as exc:  # noqa: BLE001 - only the catalogue race is retried
+            if attempt + 1 == attempts or not any(t in str(exc) for t in ("concurrently updated", "already exists")):
+                raise
+            time.sleep(0.05 * (attempt + 1))
+    raise AssertionError("unreachable")

@@ -73,10 +73,9 @@ def needs_work(store: ChronicleStore, session: Session, auto_approve: bool = Fal
 def sessions_needing_work(store: ChronicleStore, auto_approve: bool = False) -> list[UUID]:
     """Top-level sessions with something to do, oldest first (sub-agents are driven by parents)."""
     found = []
-    for sid in store.session_ids():
-        session = store.session(sid)
+    for session in store.sessions():
         if session.parent_session_id is None and needs_work(store, session, auto_approve):
-            found.append(sid)
+            found.append(session.id)
     return found
 
 

@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from . import audit_cmd, chat_cmd, controls_cmd, cost_cmd, demo_cmd, inspect_cmd, projections_cmd, run_cmd, timetravel_cmd, worker_cmd
+from . import audit_cmd, chat_cmd, controls_cmd, cost_cmd, demo_cmd, doctor_cmd, inspect_cmd, projections_cmd, run_cmd, timetravel_cmd, worker_cmd
 
 app = typer.Typer(
     name="chronicle",
@@ -24,7 +24,7 @@ PANELS = {
     "Inspect": (inspect_cmd.sessions, inspect_cmd.log, inspect_cmd.history, cost_cmd.cost, audit_cmd.audit),
     "Steer a running session": (controls_cmd.steer, controls_cmd.cancel, worker_cmd.approve, worker_cmd.deny, controls_cmd.compact),
     "Time travel": (timetravel_cmd.undo, timetravel_cmd.redo, timetravel_cmd.fork, timetravel_cmd.replay),
-    "Recover and operate": (worker_cmd.resume, worker_cmd.submit, worker_cmd.worker),
+    "Recover and operate": (worker_cmd.resume, worker_cmd.submit, worker_cmd.worker, doctor_cmd.doctor),
 }
 for panel, commands in PANELS.items():
     for command in commands:
@@ -55,6 +55,9 @@ def main() -> None:
     import os
     import sys
 
+    import logging
+
+    logging.basicConfig(format="chronicle: warning: %(message)s", level=logging.WARNING)
     try:
         app()
     except Exception as exc:  # noqa: BLE001 - the last line of defence for a person at a terminal

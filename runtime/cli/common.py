@@ -14,7 +14,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from chronicle.runtime.config import ConfigError, resolve_db_url
-from chronicle.runtime.store import ChronicleStore, NotFound
+from chronicle.runtime.store import ChronicleStore, NotFound, UnreadableEvent, open_store_at
 
 # soft_wrap: an error is one line on stderr, however narrow the terminal or pipe.
 err_console = Console(stderr=True, highlight=False, soft_wrap=True)
@@ -44,7 +44,7 @@ def fail(message: str, code: int = 1) -> NoReturn:
 def open_store(db: str | None) -> ChronicleStore:
     url = resolve_db_url(db)
     try:
-        return _open_racing_others(url)
+        return open_store_at(url)
     except ConfigError as exc:
         fail(str(exc), 2)
     except Exception as exc:  # noqa: BLE001 - the driver's own words, on one line
@@ -76,20 +76,6 @@ def postgres_cause(url: str, exc: BaseException) -> str:
     return text
 
 
-def _open_racing_others(url: str, attempts: int = 5) -> ChronicleStore:
-    """Several processes starting on a fresh PostgreSQL schema race to create its tables; retry that."""
-    import time
-
-    for attempt in range(attempts):
-        try:
-            return ChronicleStore(url)
-        except Exception as exc:  # noqa: BLE001 - only the catalogue race is retried
-            if attempt + 1 == attempts or not any(t in str(exc) for t in ("concurrently updated", "already exists")):
-                raise
-            time.sleep(0.05 * (attempt + 1))
-    raise AssertionError("unreachable")
-
-
 def first_line(exc: BaseException) -> str:
     text = str(exc).strip() or type(exc).__name__
     return text.splitlines()[0]
@@ -107,6 +93,6 @@ def cli_errors() -> Iterator[None]:
     except CliError as exc:
         err_console.print(f"[red]error:[/] {escape(str(exc))}")
         raise typer.Exit(exc.code) from None
-    except NotFound as exc:
+    except (NotFound, UnreadableEvent) as exc:
         err_console.print(f"[red]error:[/] {escape(str(exc))}")
         raise typer.Exit(1) from None

@@ -56,8 +56,8 @@ def sessions(as_json: JsonOption = False, db: DbOption = None) -> None:
             titles = summaries(tx)
             costs = CostReport(tx)
         rows = [
-            session_row(store, store.session(sid), titles.get(str(sid)), costs.total_usd(str(sid)))
-            for sid in store.session_ids()
+            session_row(store, session, titles.get(str(session.id)), costs.total_usd(str(session.id)))
+            for session in store.sessions()
         ]
         if as_json:
             for row in rows:

@@ -1,0 +1,53 @@
+"""`chronicle doctor`: find (and with --repair, mend) damage that would trip up other commands."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+from chronicle.runtime.doctor import examine
+
+from .common import DbOption, JsonOption, cli_errors, err_console, open_store, out_console, print_json
+
+REMEDY = {
+    "dangling_index_entry": "run `chronicle doctor --repair` to withdraw the entry",
+    "unindexed_session": "run `chronicle doctor --repair` to list it again",
+    "unreadable_event": "restore the row from a backup, then `chronicle projections rebuild`",
+}
+
+
+def doctor(
+    repair: Annotated[bool, typer.Option("--repair", help="Mend what can be mended: withdraw index entries naming no "
+                                         "session, index sessions no listing shows. Each repair is one more event.")] = False,
+    as_json: JsonOption = False,
+    db: DbOption = None,
+) -> None:
+    """Check the store: the session index against the sessions, and that every event decodes.
+
+    Exit 0 when nothing is wrong (or everything found was repaired), 1 when a problem remains.
+    """
+    with cli_errors():
+        store = open_store(db)
+        if as_json or not err_console.is_terminal:
+            findings = examine(store, repair=repair)
+        else:
+            with Progress(TextColumn("checking the log"), BarColumn(), MofNCompleteColumn(), console=err_console,
+                          transient=True) as bar:
+                task = bar.add_task("log", total=store.max_position() or 1)
+                findings = examine(store, repair=repair, progress=lambda done, head: bar.update(task, completed=done, total=head))
+        remaining = [f for f in findings if not f.repaired]
+        if as_json:
+            for finding in findings:
+                print_json(finding.as_json())
+        else:
+            for f in findings:
+                where = f"position {f.position}" if f.position is not None else f"session {f.session_id}"
+                state = "[green]repaired[/]" if f.repaired else f"[yellow]{REMEDY[f.check]}[/]"
+                out_console.print(f"{f.check}: {where}: {escape(f.detail)} — {state}", soft_wrap=True)
+            verdict = "no problems found" if not findings else f"{len(findings) - len(remaining)} repaired, {len(remaining)} remaining"
+            out_console.print(f"{store.describe()}: {store.max_position()} events checked; {verdict}", soft_wrap=True)
+        if remaining:
+            raise typer.Exit(1)

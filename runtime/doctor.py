@@ -1,0 +1,81 @@
+"""Checks a store for damage that no command should trip over, and repairs what can be repaired.
+
+What it looks for, in one pass over the log:
+- index entries naming a session that has no events (left by creators that raced before
+  creation was made atomic): repaired by withdrawing the entry, as one more index event;
+- sessions with events but no index entry: repaired by indexing them;
+- events that cannot be decoded: reported by position, aggregate and topic (they cannot be
+  repaired from here: restore the row from a backup, then `projections rebuild`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any, Callable, Iterator
+from uuid import UUID
+
+from .store import ChronicleStore
+
+SESSION_STARTED = "chronicle.domain.session:Session.Started"
+
+
+@dataclass
+class Finding:
+    check: str  # dangling_index_entry | unindexed_session | unreadable_event
+    detail: str
+    session_id: str | None = None
+    position: int | None = None
+    aggregate_id: str | None = None
+    repaired: bool = False
+
+    def as_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def scan_log(store: ChronicleStore, batch: int = 1000, progress: Callable[[int, int], None] | None = None) -> Iterator[tuple[int, Any, Exception | None]]:
+    """Every stored event with its position and, if it does not decode, why."""
+    head = store.max_position()
+    position = 0
+    while True:
+        rows = store.recorder.select_notifications(start=position, limit=batch, inclusive_of_start=False)
+        if not rows:
+            return
+        for row in rows:
+            try:
+                store.mapper.to_domain_event(row)
+                yield row.id, row, None
+            except Exception as exc:  # noqa: BLE001 - reporting what does not decode is the point
+                yield row.id, row, exc
+        position = rows[-1].id
+        if progress is not None:
+            progress(position, head)
+
+
+def examine(store: ChronicleStore, repair: bool = False, progress: Callable[[int, int], None] | None = None) -> list[Finding]:
+    findings: list[Finding] = []
+    started: set[UUID] = set()
+    for position, row, error in scan_log(store, progress=progress):
+        if row.topic == SESSION_STARTED:
+            started.add(UUID(str(row.originator_id)))
+        if error is not None:
+            first = str(error).splitlines()[0] if str(error) else ""
+            findings.append(Finding(
+                "unreadable_event", f"{row.topic} version {row.originator_version} cannot be decoded: {type(error).__name__}: {first}",
+                position=position, aggregate_id=str(row.originator_id),
+            ))
+    indexed = store.session_ids()
+    for sid in indexed:
+        if sid not in started:
+            finding = Finding("dangling_index_entry", "the session index names a session that has no events (lost at creation)",
+                              session_id=str(sid))
+            if repair:
+                store.unlist_session(sid, "no events: lost at creation by a racing creator")
+                finding.repaired = True
+            findings.append(finding)
+    for sid in sorted(started - set(indexed), key=str):
+        finding = Finding("unindexed_session", "a session with events that no listing shows", session_id=str(sid))
+        if repair:
+            store.index_session(sid)
+            finding.repaired = True
+        findings.append(finding)
+    return findings

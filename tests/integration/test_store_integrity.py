@@ -1,0 +1,187 @@
+"""Data loss and wedged stores: creation under concurrency, damaged rows, foreign databases."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import sqlite3
+from uuid import uuid4
+
+import pytest
+
+from chronicle.domain.agent_spec import AgentSpec
+from chronicle.runtime.read_models import caught_up
+from chronicle.runtime.sessions import start_session
+from chronicle.runtime.store import ChronicleStore, NotFound, UnreadableEvent, open_store_at
+from tests.helpers import cli, json_lines, response, text, write_script
+
+CREATORS = 8
+SESSIONS_EACH = 6
+
+
+def _create_many(url: str, out: "multiprocessing.Queue[list[str]]") -> None:
+    store = open_store_at(url)
+    made = []
+    for i in range(SESSIONS_EACH):
+        session, _ = start_session(store, AgentSpec(name="main"), f"prompt {i}")
+        made.append(str(session.id))  # acknowledged: the caller would print this id and exit 0
+    out.put(made)
+
+
+def test_every_acknowledged_session_survives_many_concurrent_creators(db_url):
+    ChronicleStore(db_url)  # tables exist before the race, as after any first command
+    ctx = multiprocessing.get_context("fork")
+    out: multiprocessing.Queue[list[str]] = ctx.Queue()
+    procs = [ctx.Process(target=_create_many, args=(db_url, out)) for _ in range(CREATORS)]
+    for p in procs:
+        p.start()
+    acknowledged = [sid for _ in procs for sid in out.get(timeout=120)]
+    for p in procs:
+        p.join(timeout=60)
+        assert p.exitcode == 0
+    store = ChronicleStore(db_url)
+    assert len(acknowledged) == CREATORS * SESSIONS_EACH
+    assert sorted(map(str, store.session_ids())) == sorted(acknowledged)
+    for sid in acknowledged:
+        session = store.session(store.resolve_session_id(sid))
+        assert session.queue and session.queue[0]["text"].startswith("prompt ")
+    listed = json_lines(cli("sessions", "--json", db=db_url).stdout)
+    assert len(listed) == len(acknowledged)
+
+
+def test_an_index_entry_without_a_session_is_skipped_and_doctor_repairs_it(db_url, tmp_path):
+    store = ChronicleStore(db_url)
+    kept, _ = start_session(store, AgentSpec(name="main"), "hello")
+    lost = uuid4()
+    store.save(store.session_index.trigger_event(session_id=lost))  # what the old race left behind
+
+    assert [s.id for s in store.sessions()] == [kept.id]
+    listed = cli("sessions", "--json", db=db_url)
+    assert listed.returncode == 0, listed.stderr
+    assert [r["session_id"] for r in json_lines(listed.stdout)] == [str(kept.id)]
+    work = cli("resume", "--all", "--json", db=db_url)
+    assert "internal error" not in work.stderr
+
+    check = cli("doctor", "--json", db=db_url)
+    assert check.returncode == 1
+    findings = json_lines(check.stdout)
+    assert [(f["check"], f["session_id"], f["repaired"]) for f in findings] == [("dangling_index_entry", str(lost), False)]
+
+    fixed = cli("doctor", "--repair", "--json", db=db_url)
+    assert fixed.returncode == 0, fixed.stdout + fixed.stderr
+    assert json_lines(fixed.stdout)[0]["repaired"] is True
+    assert cli("doctor", db=db_url).returncode == 0
+    assert ChronicleStore(db_url).session_ids() == [kept.id]
+
+
+def test_an_empty_session_id_names_no_session(db_url):
+    store = ChronicleStore(db_url)
+    start_session(store, AgentSpec(name="main"), "only one")
+    with pytest.raises(NotFound):
+        store.resolve_session_id("")
+    assert cli("undo", "", db=db_url).returncode != 0
+
+
+def _completed_run(db_url, tmp_path, answer: str) -> str:
+    script = write_script(tmp_path / f"s{uuid4().hex[:6]}.json", [response(text(answer))])
+    run = cli("run", "say it", "--provider", f"scripted:{script}", "--json", "--workspace", str(tmp_path), db=db_url)
+    assert run.returncode == 0, run.stderr
+    return json_lines(run.stdout)[0]["session_id"]
+
+
+def test_text_with_nul_characters_is_stored_by_every_projection(db_url, tmp_path):
+    sid = _completed_run(db_url, tmp_path, "before\x00after")
+    for command in (["sessions", "--json"], ["audit", "--json"], ["cost", "--json"], ["history", sid, "--json"]):
+        result = cli(*command, db=db_url)
+        assert result.returncode == 0, (command, result.stderr)
+    history = json_lines(cli("history", sid, "--json", db=db_url).stdout)
+    assert history[-1]["content"][0]["text"] == "before\x00after"
+    assert cli("projections", "rebuild", db=db_url).returncode == 0
+    engine = caught_up(ChronicleStore(db_url))
+    tricky = ["a\x00b", "\ue000", "\ue000e\x00\ue0000", "plain"]
+    with engine.db.transaction() as tx:
+        tx.execute("CREATE TABLE IF NOT EXISTS nul_probe (k BIGINT, v TEXT)")
+        for i, value in enumerate(tricky):
+            tx.execute("INSERT INTO nul_probe VALUES (%s, %s)", (i, value))
+    with engine.read() as tx:
+        assert [r[0] for r in tx.rows("SELECT v FROM nul_probe ORDER BY k")] == tricky
+        assert [r["v"] for r in tx.dicts("SELECT v FROM nul_probe ORDER BY k")] == tricky
+
+
+def _corrupt_one_event(db_url: str, store: ChronicleStore, session_id: str) -> None:
+    """Overwrite the state of the session's second event with bytes no decoder accepts."""
+    table = store.recorder.events_table_name
+    if db_url.startswith("sqlite"):
+        with sqlite3.connect(db_url[len("sqlite:///") - 1:]) as conn:
+            conn.execute(f"UPDATE {table} SET state = x'ff00ff' WHERE originator_id = ? AND originator_version = 2",
+                         (session_id.replace("-", ""),))
+        return
+    import psycopg
+
+    base, schema = db_url.split("?schema=")
+    with psycopg.connect(base, autocommit=True) as conn:
+        conn.execute(f'UPDATE "{schema}".{table} SET state = %s WHERE originator_id = %s AND originator_version = 2',
+                     (b"\xff\x00\xff", session_id))
+
+
+def test_one_undecodable_event_is_reported_as_itself_and_breaks_no_listing(db_url, tmp_path):
+    good = _completed_run(db_url, tmp_path, "fine")
+    bad = _completed_run(db_url, tmp_path, "to be damaged")
+    store = ChronicleStore(db_url)
+    _corrupt_one_event(db_url, store, bad)
+
+    fresh = ChronicleStore(db_url)
+    with pytest.raises(UnreadableEvent, match="event 2"):
+        fresh.session(fresh.resolve_session_id(bad))
+    listed = cli("sessions", "--json", db=db_url)
+    assert listed.returncode == 0, listed.stderr
+    assert [r["session_id"] for r in json_lines(listed.stdout)] == [good]
+    assert "cannot be decoded" in listed.stderr
+    assert cli("audit", "--json", db=db_url).returncode == 0
+    shown = cli("history", bad, db=db_url)
+    assert shown.returncode != 0 and "cannot be decoded" in shown.stderr and "internal error" not in shown.stderr
+
+    check = cli("doctor", "--json", db=db_url)
+    assert check.returncode == 1
+    (finding,) = [f for f in json_lines(check.stdout) if f["check"] == "unreadable_event"]
+    assert finding["aggregate_id"].replace("-", "") == bad.replace("-", "")
+
+
+def test_a_sqlite_file_of_another_application_is_refused_and_left_unchanged(tmp_path):
+    path = tmp_path / "other.db"
+    with sqlite3.connect(path) as conn:
+        conn.execute("CREATE TABLE stored_events (id INTEGER PRIMARY KEY, payload TEXT)")
+        conn.execute("INSERT INTO stored_events (payload) VALUES ('theirs')")
+    result = cli("sessions", db=f"sqlite:///{path}")
+    assert result.returncode != 0
+    assert "not a Chronicle events table" in result.stderr and "internal error" not in result.stderr
+    with sqlite3.connect(path) as conn:
+        assert {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")} == {"stored_events"}
+
+    app_db = tmp_path / "app.db"
+    with sqlite3.connect(app_db) as conn:
+        conn.execute("CREATE TABLE customers (id INTEGER PRIMARY KEY)")
+    refused = cli("run", "hi", "--provider", "scripted:/nonexistent.json", db=f"sqlite:///{app_db}")
+    assert refused.returncode != 0 and "another application" in refused.stderr
+
+
+@pytest.mark.postgres
+def test_a_postgresql_schema_of_another_application_is_refused(pg_database):
+    import psycopg
+
+    from tests.conftest import fresh_pg_url
+
+    url = fresh_pg_url(pg_database)
+    base, schema = url.split("?schema=")
+    with psycopg.connect(base, autocommit=True) as conn:
+        conn.execute(f'CREATE TABLE "{schema}".orders (id int)')
+    result = cli("sessions", db=url)
+    assert result.returncode != 0 and "another application" in result.stderr and "?schema=chronicle" in result.stderr
+    with psycopg.connect(base, autocommit=True) as conn:
+        tables = conn.execute("SELECT table_name FROM information_schema.tables WHERE table_schema = %s", (schema,)).fetchall()
+    assert [t[0] for t in tables] == ["orders"]
+
+
+def test_a_real_chronicle_store_with_events_still_opens(db_url, tmp_path):
+    sid = _completed_run(db_url, tmp_path, "ok")
+    assert json.loads(cli("sessions", "--json", db=db_url).stdout.splitlines()[0])["session_id"] == sid
