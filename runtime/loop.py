@@ -30,6 +30,7 @@ from .model_call import ModelCaller, request_delta
 from .pricing import price
 from .providers.base import ModelRequest, Provider
 from .request_context import RequestContext
+from .response_checks import as_failure, unrecordable
 from .retry import RetryPolicy
 from .store import ChronicleStore
 from .tool_runner import CUT_AT_MAX_TOKENS, ApprovalWait, Approver, GuardStop, ToolRunner
@@ -221,6 +222,9 @@ class AgentLoop:
             except asyncio.CancelledError:
                 self._record_response(turn, self.caller.aborted_response(spec.model), request, 1, 0.0)
                 raise
+            problem = unrecordable(response)
+            if problem is not None:
+                response = as_failure(response, problem)
             if await self._compacted_for_retry(session, turn, response, attempts):
                 session = self.store.session(session.id)
                 prior = self._prior_context(session, turn)
