@@ -11,16 +11,16 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Mapping
+from collections.abc import Mapping
 from urllib.parse import unquote
 
 MASK = "***"
-SECRET_NAME = re.compile(r"(^|_)(API)?KEYS?($|_)|TOKEN|SECRET|PASSW(OR)?D|CREDENTIAL", re.I)
+SECRET_NAME = re.compile(r"(^|_)(API)?KEYS?($|_)|TOKEN|SECRET|PASSW(OR)?D|CREDENTIAL", re.IGNORECASE)
 #: The runtime's own credentials: never handed to a tool, whatever the configuration says.
 RUNTIME_SECRETS = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CHRONICLE_DB", "CHRONICLE_TEST_PG", "DATABASE_URL")
 #: A URL's userinfo password: everything between "user:" and the LAST "@" before the host, so an
 #: unencoded "/", "#", "?" or "@" in the password does not end the match early.
-URL_PASSWORD = re.compile(r"(?P<head>\b[a-z][a-z0-9+.-]*://[^:/?#@\s]*:)(?P<password>[^\s]*)(?P<tail>@[^@\s]*)", re.I)
+URL_PASSWORD = re.compile(r"(?P<head>\b[a-z][a-z0-9+.-]*://[^:/?#@\s]*:)(?P<password>[^\s]*)(?P<tail>@[^@\s]*)", re.IGNORECASE)
 SHAPES = (
     re.compile(r"sk-ant-[A-Za-z0-9_-]{8,}"),
     re.compile(r"(?<=Bearer )[A-Za-z0-9._~+/=-]{12,}"),

@@ -20,7 +20,7 @@ from .fileio import read_exact, read_for_display, write_exact
 from .sandbox import SKIP_DIRS, display
 from .search import Glob, Grep
 
-__all__ = ["ReadFile", "ListDir", "Glob", "Grep", "WriteFile", "EditFile"]
+__all__ = ["EditFile", "Glob", "Grep", "ListDir", "ReadFile", "WriteFile"]
 
 
 class ReadFile(Tool):

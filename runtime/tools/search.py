@@ -86,7 +86,7 @@ class Glob(Tool):
 
         def matches() -> list[str]:
             shown = (Path(p).relative_to(sandbox.workspace).as_posix() for p in sandbox.walk(sandbox.workspace))
-            return [s for s in (_display_posix(s) for s in shown) if regex.match(s)]
+            return sorted(s for s in (_display_posix(s) for s in shown) if regex.match(s))
 
         found = await asyncio.to_thread(matches)
         return ToolOutput(truncate("\n".join(found)) if found else "no files match")
@@ -113,7 +113,7 @@ class Grep(Tool):
 
         def files() -> list[list[str]]:
             paths = [target] if target.is_file() else list(sandbox.walk(target))
-            return [[sandbox.rel(p), os.fsencode(p).decode("latin-1")] for p in paths]
+            return sorted([sandbox.rel(p), os.fsencode(p).decode("latin-1")] for p in paths)
 
         request = {"pattern": args.pattern, "files": await asyncio.to_thread(files), "max_hits": MAX_HITS}
         timeout = min(ctx.timeout_s, GREP_TIMEOUT_S)
@@ -137,7 +137,7 @@ async def _run_worker(request: bytes, timeout: float, pattern: str) -> tuple[byt
     )
     try:
         out, err = await asyncio.wait_for(process.communicate(request), timeout=timeout)
-    except asyncio.TimeoutError:
+    except TimeoutError:
         process.kill()
         await process.wait()
         raise ToolError(

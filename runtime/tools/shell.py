@@ -17,11 +17,12 @@ import subprocess
 
 from pydantic import BaseModel, Field
 
-from .base import MAX_OUTPUT_CHARS, Tool, ToolContext, ToolOutput, truncate
+from .base import MAX_OUTPUT_CHARS, Tool, ToolContext, ToolOutput
 from .tool_env import tool_env
 
 #: Bytes kept from the start and from the end of the output; the middle is counted, not kept.
-KEEP_BYTES = MAX_OUTPUT_CHARS * 2
+#: Together they fit the result limit, so the end of the output (where errors are) is shown too.
+KEEP_BYTES = MAX_OUTPUT_CHARS // 2
 READ_CHUNK = 1 << 16
 #: How long output still open after the shell exited (a background child) is read.
 LINGER_S = 0.5
@@ -75,7 +76,7 @@ class Bash(Tool):
         output = OutputTail()
         read_fd, write_fd = os.pipe()
         try:
-            process = subprocess.Popen(
+            process = subprocess.Popen(  # noqa: ASYNC220 - fork+exec returns at once; the wait is async below
                 args.command, shell=True, cwd=ctx.workspace, env=env, stdin=subprocess.DEVNULL,
                 stdout=write_fd, stderr=write_fd, start_new_session=True,
             )
@@ -84,10 +85,10 @@ class Bash(Tool):
         timed_out = await _supervise(process, read_fd, output, timeout)
         text = _clean(output.text())
         if timed_out:
-            shown = f"; output so far:\n{truncate(text)}" if text else ""
+            shown = f"; output so far:\n{text}" if text else ""
             return ToolOutput(f"command timed out after {timeout:g} s and was killed{shown}", is_error=True)
         code = process.returncode
-        body = truncate(text) if text else "(no output)"
+        body = text or "(no output)"
         return ToolOutput(f"{body}\n[exit code {code}]", is_error=code != 0)
 
 
@@ -122,7 +123,7 @@ async def _supervise(process: subprocess.Popen[bytes], read_fd: int, output: Out
             pause = min(pause * 1.5, 0.1)
         try:
             await asyncio.wait_for(eof.wait(), timeout=min(LINGER_S, max(deadline - loop.time(), 0.01)))
-        except asyncio.TimeoutError:
+        except TimeoutError:
             pass
         return False
     finally:

@@ -14,7 +14,7 @@ import os
 import re
 import tomllib
 from pathlib import Path
-from typing import Mapping
+from collections.abc import Mapping
 
 from chronicle.runtime.redaction import RUNTIME_SECRETS
 
