@@ -29,7 +29,8 @@ MIN_SECRET_LEN = 6
 
 
 def is_secret_name(name: str) -> bool:
-    return bool(SECRET_NAME.search(name)) or name in RUNTIME_SECRETS
+    """Named as a secret: its whole value is hidden. A database URL (CHRONICLE_DB) loses only its password."""
+    return bool(SECRET_NAME.search(name))
 
 
 def secret_values(environ: Mapping[str, str] | None = None) -> list[str]:
