@@ -60,8 +60,6 @@ def eventsourcing_env(url: str) -> dict[str, str]:
 
 def redact(url: str) -> str:
     """A URL fit for messages and logs: the password never leaves the process."""
-    parsed = urlparse(url)
-    if parsed.password:
-        netloc = parsed.netloc.replace(f":{parsed.password}@", ":***@")
-        return parsed._replace(netloc=netloc).geturl()
-    return url
+    from .redaction import redact_secrets  # also a password holding an unencoded "/", "#" or "?"
+
+    return redact_secrets(url)

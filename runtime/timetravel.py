@@ -9,6 +9,8 @@ also takes events stamped no later than the cut, which keeps a transaction whole
 
 from __future__ import annotations
 
+import os
+import stat
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -21,7 +23,9 @@ from chronicle.domain.turn import Turn
 
 from .clock import SYSTEM_CLOCK, Clock
 from .store import ChronicleStore
-from .tools.base import ToolError, confine
+from .tools.base import ToolError
+from .tools.fileio import current_text, write_exact
+from .tools.sandbox import Sandbox
 
 
 class TimeTravelError(ValueError):
@@ -158,19 +162,35 @@ def restoration_plan(store: ChronicleStore, turn_ids: list[UUID]) -> list[FileRe
     return list(plan.values())
 
 
-def _read(target: Path) -> str | None:
-    return target.read_text(encoding="utf-8") if target.is_file() else None
+def _current(target: Path, shown: str) -> str | None:
+    """The file's exact text, None if absent; a link or a non-file in its place is refused, not followed."""
+    try:
+        mode = os.lstat(target).st_mode
+    except FileNotFoundError:
+        return None
+    if stat.S_ISLNK(mode) or not stat.S_ISREG(mode):
+        kind = "a symbolic link" if stat.S_ISLNK(mode) else "not a regular file"
+        raise TimeTravelError(
+            f"{shown} is now {kind}; undo --files acts on the path itself and will not write or delete through it. "
+            "Put it back by hand, or undo without --files"
+        )
+    return current_text(target)
 
 
-def restore_files(workspace: Path, plan: list[FileRestore]) -> list[FileRestore]:
-    """Check every file first, then write: refuse, naming the file, if anyone changed it since."""
+def restore_files(workspace: Path, plan: list[FileRestore], store_url: str | None = None) -> list[FileRestore]:
+    """Check every file first, then write: refuse, naming the file, if anyone changed it since.
+
+    Each file is acted on by its own path, under the tools' confinement: never through a link
+    that replaced it (a symlink is refused; a hard link keeps its content, because the restored
+    file is a new one renamed into place), never in the event store."""
+    sandbox = Sandbox.of(workspace, store_url)
     targets = []
     for item in plan:
         try:
-            target = confine(workspace, item.path)
+            target = sandbox.lexical(item.path)
         except ToolError as exc:
             raise TimeTravelError(f"cannot restore {item.path}: {exc}") from None
-        current = _read(target)
+        current = _current(target, item.path)
         if current == item.after:
             item.action = "deleted" if item.before is None else "restored"
         elif current == item.before:
@@ -185,8 +205,7 @@ def restore_files(workspace: Path, plan: list[FileRestore]) -> list[FileRestore]
         if item.action == "deleted":
             target.unlink(missing_ok=True)
         elif item.action == "restored":
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_text(item.before or "", encoding="utf-8")
+            write_exact(target, item.before or "")
     return plan
 
 
@@ -208,7 +227,7 @@ def undo(store: ChronicleStore, session_id: UUID, count: int, files: bool = Fals
     plan: list[FileRestore] = []
     if files:
         root = (workspace or Path(session.spec.workspace or ".")).expanduser().resolve()
-        plan = restore_files(root, restoration_plan(store, undone))
+        plan = restore_files(root, restoration_plan(store, undone), store_url=store.url)
 
     def change(s: Session) -> None:
         if list(s.head[-count:]) != undone:

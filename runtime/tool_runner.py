@@ -20,7 +20,7 @@ from chronicle.domain.tool_call import ToolCall
 from .controls import STEERING_SKIP_REASON, pending_steering
 from .hooks import NeedApproval, Stop
 from .live import ApprovalNeeded, ToolEnd, ToolStart
-from .tools.base import ToolContext, ToolError
+from .tools.base import ToolContext, ToolError, safe_error, safe_output
 
 Decision = Literal["approve", "deny", "always"]
 Approver = Callable[[ToolCall], Awaitable[Decision | None]]
@@ -187,23 +187,25 @@ class ToolRunner:
             loop.save(call)
         await loop.emit(ToolStart(session_id=sid, tool_call_id=str(call.id), tool_use_id=call.tool_use_id, name=call.name, input=call.input))
         ctx = ToolContext(
-            workspace=loop.workspace, timeout_s=loop.options.tool_timeout_s, session_id=sid, tool_call_id=str(call.id), loop=loop
+            workspace=loop.workspace, timeout_s=loop.options.tool_timeout_s, session_id=sid, tool_call_id=str(call.id), loop=loop,
+            store_url=getattr(loop.store, "url", None),
         )
         started = monotonic()
         try:
             output = await asyncio.wait_for(tool.run(args, ctx), timeout=None if tool.unbounded else loop.options.tool_timeout_s)
         except ToolError as exc:
-            call.fail(str(exc), loop.clock.now(), duration_ms=_ms(started))
+            call.fail(safe_error(ctx, str(exc)), loop.clock.now(), duration_ms=_ms(started))
         except asyncio.TimeoutError:
             call.fail(f"{call.name} timed out after {loop.options.tool_timeout_s:g} s", loop.clock.now(), duration_ms=_ms(started))
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # noqa: BLE001 - a tool's bug becomes an error result the model reads
-            call.fail(f"{call.name} raised {type(exc).__name__}: {exc}", loop.clock.now(), duration_ms=_ms(started))
+            call.fail(safe_error(ctx, f"{call.name} raised {type(exc).__name__}: {exc}"), loop.clock.now(), duration_ms=_ms(started))
         else:
+            content = safe_output(output.content)
             call.complete(
-                output.content, loop.clock.now(), is_error=output.is_error, duration_ms=_ms(started), effects=output.effects,
-                ends_turn=output.ends_turn and tool.may_end_turn,
+                safe_error(ctx, content) if output.is_error else content, loop.clock.now(), is_error=output.is_error,
+                duration_ms=_ms(started), effects=output.effects, ends_turn=output.ends_turn and tool.may_end_turn,
             )
         if durable:
             loop.save(call)

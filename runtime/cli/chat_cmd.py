@@ -25,7 +25,7 @@ from chronicle.runtime.tools import DEFAULT_TOOLS
 from . import chat_slash
 from .common import DbOption, WorkspaceOption, cli_errors, open_store
 from .limits import LimitFlags, limit_options, resolve_limits
-from .render import HumanRenderer, short
+from .render import HumanRenderer, printable, short, whole_input
 from .run_cmd import (
     ModelOption, ProviderOption, cli_loop, drive_session, resolve_workspace, running_elsewhere, session_workspace,
 )
@@ -41,8 +41,9 @@ class ChatRenderer(HumanRenderer):
         kind = event.type
         if kind == "approval_needed":
             self._end_text()
-            why = "" if event.reason == "requires approval" else f" ({escape(event.reason)})"
-            self.console.print(f"[yellow]? {event.name} needs approval{why}[/] [dim]{escape(short(event.input, 120))}[/]")
+            why = "" if event.reason == "requires approval" else f" ({escape(printable(event.reason))})"
+            self.console.print(f"[yellow]? {escape(short(event.name))} needs approval{why}[/]")
+            self.console.print(escape(whole_input(event.input)), style="dim")
             return
         if kind == "compaction":
             self._end_text()
@@ -124,7 +125,7 @@ class Chat:
         if outcome is None or outcome.status == "completed":
             return
         colour = {"cancelled": "yellow", "awaiting_approval": "yellow"}.get(outcome.status, "red")
-        self.console.print(f"[{colour}]{outcome.status}:[/] {escape(outcome.reason or '')}")
+        self.console.print(f"[{colour}]{outcome.status}:[/] {escape(printable(outcome.reason or ''))}")
 
 
 @limit_options

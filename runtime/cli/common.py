@@ -14,6 +14,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from chronicle.runtime.config import ConfigError, resolve_db_url
+from chronicle.runtime.redaction import redact_secrets
 from chronicle.runtime.store import ChronicleStore, NotFound, UnreadableEvent, open_store_at
 
 # soft_wrap: an error is one line on stderr, however narrow the terminal or pipe.
@@ -91,8 +92,8 @@ def cli_errors() -> Iterator[None]:
     try:
         yield
     except CliError as exc:
-        err_console.print(f"[red]error:[/] {escape(str(exc))}")
+        err_console.print(f"[red]error:[/] {escape(redact_secrets(str(exc)))}")
         raise typer.Exit(exc.code) from None
     except (NotFound, UnreadableEvent) as exc:
-        err_console.print(f"[red]error:[/] {escape(str(exc))}")
+        err_console.print(f"[red]error:[/] {escape(redact_secrets(str(exc)))}")
         raise typer.Exit(1) from None

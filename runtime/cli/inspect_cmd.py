@@ -232,10 +232,12 @@ def history(
 def render_block(block: Any) -> str:
     from rich.markup import escape
 
+    from .render import printable
+
     if block.type == "text":
-        return escape(block.text)
+        return escape(printable(block.text))
     if block.type == "thinking":
-        return f"[dim italic]{escape(block.thinking)}[/]"
+        return f"[dim italic]{escape(printable(block.thinking))}[/]"
     if block.type == "tool_use":
         return f"[cyan]⚙ {block.name}[/] {escape(short(block.input, 200))} [dim]({block.id})[/]"
     if block.type == "tool_result":

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import sys
 from typing import Any
 
@@ -12,10 +13,29 @@ from rich.markup import escape
 from chronicle.runtime.live import LIVE_EVENTS
 
 
+#: What a terminal would act on instead of showing: C0/C1 controls (ESC starts OSC 52 clipboard
+#: writes, hidden text, title changes; CR overwrites a line) and the bidi overrides that reorder it.
+CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def printable(text: str) -> str:
+    """Text from the model or a tool, safe to print: every control character shown as \\xNN, not obeyed.
+
+    Newlines and tabs stay. Every human renderer (run, chat, history, log, audit, tables) uses this."""
+    return CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100 else f"\\u{ord(m.group()):04x}", text)
+
+
 def short(value: Any, limit: int = 80) -> str:
     text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-    text = text.replace("\n", " ⏎ ")
+    text = printable(text.replace("\n", " ⏎ "))
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def whole_input(value: Any) -> str:
+    """A tool call's input in full, for a person deciding whether to run it: never cut, wrapped by
+    the terminal, every character visible (a command cut at 120 characters hid `…; touch PAYLOAD`)."""
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, indent=2)
+    return printable(text)
 
 
 class JsonLinesRenderer:
@@ -70,14 +90,14 @@ class HumanRenderer:
         if kind == "message_update":
             delta = event.delta
             if delta.get("type") == "text":
-                self.console.print(escape(delta.get("text", "")), end="", soft_wrap=True)
+                self.console.print(escape(printable(delta.get("text", ""))), end="", soft_wrap=True)
                 self._in_text = True
             elif delta.get("type") == "thinking" and self.show_thinking:
-                self.console.print(f"[dim italic]{escape(delta.get('thinking', ''))}[/]", end="")
+                self.console.print(f"[dim italic]{escape(printable(delta.get('thinking', '')))}[/]", end="")
         elif kind == "tool_start":
             self._end_text()
             self._started.add(event.tool_call_id)
-            self.console.print(f"{self._who(event)}[cyan]⚙ {event.name}[/] [dim]{escape(short(event.input))}[/]")
+            self.console.print(f"{self._who(event)}[cyan]⚙ {escape(short(event.name))}[/] [dim]{escape(short(event.input))}[/]")
         elif kind == "tool_end":
             self._end_text()
             if event.tool_call_id not in self._started:  # refused before it ran: unknown tool, bad arguments
@@ -92,12 +112,13 @@ class HumanRenderer:
             self.console.print(f"[yellow]↻ {escape(event.reason or 'model call failed')}; attempt {event.attempt} {retry_when(event.next_attempt_at)}[/]")
         elif kind == "approval_needed":
             self._end_text()
-            self.console.print(f"[yellow]? {event.name} needs approval[/] [dim]{escape(short(event.input))}[/]")
+            self.console.print(f"[yellow]? {escape(short(event.name))} needs approval[/]")
+            self.console.print(escape(whole_input(event.input)), style="dim")
         elif kind == "error":
             self._end_text()
             if event.session_id not in self._children and event.kind != "compaction":
                 return  # ends the turn: the command reports it once, with the session id (run_cmd.report)
-            self.console.print(f"{self._who(event)}[red]error:[/] {escape(event.message)}")
+            self.console.print(f"{self._who(event)}[red]error:[/] {escape(printable(event.message))}")
         elif kind == "agent_start" and event.parent_session_id:
             self._end_text()
             self.console.print(f"{self._who(event)}[magenta]↳ sub-agent {event.agent} started[/] [dim]{event.session_id}[/]")

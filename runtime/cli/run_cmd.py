@@ -24,7 +24,7 @@ from chronicle.runtime.worker import normalise_provider
 
 from .common import DbOption, JsonOption, WorkspaceOption, cli_errors, err_console, fail, open_store
 from .limits import LimitFlags, limit_options, resolve_limits
-from .render import HumanRenderer, JsonLinesRenderer
+from .render import HumanRenderer, JsonLinesRenderer, printable
 
 ProviderOption = Annotated[
     Optional[str],
@@ -123,7 +123,7 @@ def report(outcome: TurnOutcome | None, as_json: bool) -> int:
     if outcome is None:
         return 0
     sid = outcome.session_id
-    reason = escape(outcome.reason or outcome.status)
+    reason = escape(printable(outcome.reason or outcome.status))
     see = f"(session {sid}; see `chronicle log {sid}`)"
     if outcome.status == "failed":
         err_console.print(f"[red]error:[/] turn failed: {reason} {see}")

@@ -25,7 +25,9 @@ class Column:
 
 
 def fit_table(columns: list[Column], rows: Iterable[dict[str, Any]], width: int) -> Table:
-    rows = [{k: "" if v is None else str(v) for k, v in row.items()} for row in rows]
+    from .render import printable  # a cell may hold model or tool text: no terminal control gets through
+
+    rows = [{k: "" if v is None else printable(str(v)) for k, v in row.items()} for row in rows]
 
     def natural(column: Column) -> int:
         return max([len(column.name), *(len(_plain(row.get(column.name, ""))) for row in rows)])

@@ -214,8 +214,11 @@ def _decided(sid: object, chosen: list[ToolCall], verb: str, as_json: bool) -> N
         for call in chosen:
             print_json({"session_id": str(sid), "tool_call_id": str(call.id), "tool_use_id": call.tool_use_id, "name": call.name, "status": call.status})
         return
+    from .render import short, whole_input
+
     for call in chosen:
-        out_console.print(f"{verb} {call.name} ({call.id})")
+        out_console.print(f"{verb} {escape(short(call.name))} ({call.id}):")
+        out_console.print(escape(whole_input(call.input)), style="dim")
     out_console.print(f"continue the turn with `chronicle resume {sid}`")
 
 

@@ -12,7 +12,6 @@ Messages never carry the API key: the SDK's messages are built from response bod
 
 from __future__ import annotations
 
-import os
 import re
 import time
 from email.utils import parsedate_to_datetime
@@ -27,10 +26,10 @@ PROMPT_TOO_LONG = re.compile(r"prompt is too long|context.{0,20}(window|length).
 
 
 def redact(text: str, secrets: tuple[str | None, ...] = ()) -> str:
-    for secret in (*secrets, os.environ.get("ANTHROPIC_API_KEY"), os.environ.get("ANTHROPIC_AUTH_TOKEN")):
-        if secret and len(secret) >= 6:
-            text = text.replace(secret, "***")
-    return text
+    """The given secrets and every secret the process holds or that looks like one (runtime/redaction.py)."""
+    from chronicle.runtime.redaction import redact_secrets
+
+    return redact_secrets(text, extra=secrets)
 
 
 def retry_after_seconds(headers: Mapping[str, str] | None, now: float | None = None) -> float | None:

@@ -10,6 +10,7 @@ drive, which has its own limits, instead of the per-tool timeout.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -40,6 +41,15 @@ class ToolContext:
     #: The running AgentLoop, for tools that act on the runtime itself (delegate, list_agents).
     loop: Any = None
     extras: dict[str, Any] = field(default_factory=dict)
+    #: The event store's URL: its files are out of every tool's reach (see sandbox.py).
+    store_url: str | None = None
+
+    @cached_property
+    def sandbox(self) -> Any:
+        """The workspace confinement every file tool and walk applies (a sandbox.Sandbox)."""
+        from .sandbox import Sandbox
+
+        return Sandbox.of(self.workspace, self.store_url)
 
 
 class Tool:
@@ -82,21 +92,35 @@ class Tool:
             raise ToolError(f"invalid arguments for {cls.name}: {problems}") from None
 
 
+def safe_output(text: str) -> str:
+    """A result fit for the log and the model: no secrets, no NUL, no undecodable surrogates."""
+    from chronicle.runtime.redaction import redact_secrets
+
+    text = text.encode("utf-8", errors="backslashreplace").decode("utf-8").replace("\x00", "\\0")
+    return redact_secrets(text)
+
+
+def safe_error(ctx: ToolContext, message: str) -> str:
+    """An error result names paths relative to the workspace: its absolute location is not the model's business."""
+    message = safe_output(message)
+    for root in dict.fromkeys((str(ctx.workspace.expanduser().resolve()), str(ctx.workspace))):
+        if root not in ("", ".", "/"):
+            message = message.replace(root + "/", "").replace(root, ".")
+    return message
+
+
 def truncate(text: str, limit: int = MAX_OUTPUT_CHARS) -> str:
     if len(text) <= limit:
         return text
     return text[:limit] + f"\n[truncated: {len(text) - limit} more characters not shown]"
 
 
-def confine(workspace: Path, relative: str) -> Path:
-    """Resolve a path inside the workspace; refuse anything that escapes it (.., absolute, symlinks)."""
-    if Path(relative).is_absolute():
-        raise ToolError(f"path {relative!r} is absolute; use a path relative to the workspace")
-    root = workspace.resolve()
-    target = (root / relative).resolve()
-    if target != root and not target.is_relative_to(root):
-        raise ToolError(f"path {relative!r} resolves outside the workspace; access refused")
-    return target
+def confine(workspace: Path, relative: str, store_url: str | None = None) -> Path:
+    """Resolve a path inside the workspace; refuse anything that escapes it (.., absolute, symlinks)
+    or that is the event store's (the `.chronicle/` directory, the SQLite files of `store_url`)."""
+    from .sandbox import Sandbox
+
+    return Sandbox.of(workspace, store_url).confine(relative)
 
 
 class Toolbox:

@@ -1,32 +1,26 @@
-"""File tools confined to the workspace. Writers record before/after content so undo can restore it."""
+"""File tools confined to the workspace. Writers record before/after content so undo can restore it.
+
+Every path goes through the context's Sandbox (sandbox.py): the same confinement for a direct
+read, a walk, a write and undo. Contents are exact bytes (fileio.py), so the recorded
+before/after are the files as they were.
+"""
 
 from __future__ import annotations
 
 import asyncio
-import fnmatch
-import re
+import os
+import stat
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, Field
 
-from .base import Tool, ToolContext, ToolError, ToolOutput, confine, truncate
+from .base import Tool, ToolContext, ToolError, ToolOutput, truncate
+from .fileio import read_exact, read_for_display, write_exact
+from .sandbox import SKIP_DIRS, display
+from .search import Glob, Grep
 
-SKIP_DIRS = {".git", ".chronicle", ".venv", "__pycache__", "node_modules"}
-
-
-def _rel(ctx: ToolContext, path: Path) -> str:
-    return str(path.relative_to(ctx.workspace.resolve())) or "."
-
-
-def _walk(root: Path) -> list[Path]:
-    found: list[Path] = []
-    for path in sorted(root.rglob("*")):
-        if any(part in SKIP_DIRS for part in path.relative_to(root).parts):
-            continue
-        if path.is_file():
-            found.append(path)
-    return found
+__all__ = ["EditFile", "Glob", "Grep", "ListDir", "ReadFile", "WriteFile"]
 
 
 class ReadFile(Tool):
@@ -40,10 +34,10 @@ class ReadFile(Tool):
         limit: int | None = Field(None, ge=1, description="How many lines to return")
 
     async def run(self, args: Input, ctx: ToolContext) -> ToolOutput:
-        target = confine(ctx.workspace, args.path)
+        target = ctx.sandbox.confine(args.path)
         if not target.is_file():
             raise ToolError(f"no such file: {args.path}")
-        text = await asyncio.to_thread(target.read_text, encoding="utf-8", errors="replace")
+        text = await asyncio.to_thread(read_for_display, target, args.path)
         lines = text.splitlines()
         end = len(lines) if args.limit is None else args.offset + args.limit
         selected = lines[args.offset:end]
@@ -52,99 +46,64 @@ class ReadFile(Tool):
 
 class ListDir(Tool):
     name = "list_dir"
-    description = "List a directory in the workspace; directories end with '/'."
+    description = "List a directory in the workspace; directories end with '/', symbolic links with '@'."
     read_only = idempotent = parallel_safe = True
 
     class Input(BaseModel):
         path: str = Field(".", description="Directory relative to the workspace")
 
     async def run(self, args: Input, ctx: ToolContext) -> ToolOutput:
-        target = confine(ctx.workspace, args.path)
+        target = ctx.sandbox.confine(args.path)
         if not target.is_dir():
             raise ToolError(f"no such directory: {args.path}")
-        entries = sorted(p.name + ("/" if p.is_dir() else "") for p in target.iterdir() if p.name not in SKIP_DIRS)
+        entries = await asyncio.to_thread(_entries, ctx, target)
         return ToolOutput(truncate("\n".join(entries)) if entries else "(empty directory)")
 
 
-class Glob(Tool):
-    name = "glob"
-    description = "Find workspace files whose relative path matches a glob pattern such as '**/*.py'."
-    read_only = idempotent = parallel_safe = True
-
-    class Input(BaseModel):
-        pattern: str
-
-    async def run(self, args: Input, ctx: ToolContext) -> ToolOutput:
-        if Path(args.pattern).is_absolute() or ".." in Path(args.pattern).parts:
-            raise ToolError(f"pattern {args.pattern!r} reaches outside the workspace")
-        root = ctx.workspace.resolve()
-        files = await asyncio.to_thread(_walk, root)
-        matches = [_rel(ctx, p) for p in files if fnmatch.fnmatch(_rel(ctx, p), args.pattern)
-                   or Path(_rel(ctx, p)).match(args.pattern)]
-        return ToolOutput(truncate("\n".join(matches)) if matches else "no files match")
-
-
-class Grep(Tool):
-    name = "grep"
-    description = "Search workspace files for a regular expression; prints path:line:text."
-    read_only = idempotent = parallel_safe = True
-
-    class Input(BaseModel):
-        pattern: str
-        path: str = Field(".", description="File or directory to search, relative to the workspace")
-
-    async def run(self, args: Input, ctx: ToolContext) -> ToolOutput:
+def _entries(ctx: ToolContext, directory: Path) -> list[str]:
+    """Names as the directory holds them, links not followed; the store's files are left out."""
+    shown = []
+    for entry in os.scandir(directory):
+        path = Path(entry.path)
+        if entry.name in SKIP_DIRS or ctx.sandbox.is_protected(path):
+            continue
         try:
-            regex = re.compile(args.pattern)
-        except re.error as exc:
-            raise ToolError(f"invalid regular expression {args.pattern!r}: {exc}") from None
-        target = confine(ctx.workspace, args.path)
-        if not target.exists():
-            raise ToolError(f"no such file or directory: {args.path}")
-
-        def search() -> list[str]:
-            files = [target] if target.is_file() else _walk(target)
-            hits = []
-            for path in files:
-                try:
-                    text = path.read_text(encoding="utf-8")
-                except (UnicodeDecodeError, OSError):
-                    continue
-                for number, line in enumerate(text.splitlines(), 1):
-                    if regex.search(line):
-                        hits.append(f"{_rel(ctx, path)}:{number}:{line}")
-            return hits
-
-        hits = await asyncio.to_thread(search)
-        return ToolOutput(truncate("\n".join(hits)) if hits else "no matches")
+            mode = entry.stat(follow_symlinks=False).st_mode
+        except OSError:
+            continue
+        suffix = "@" if stat.S_ISLNK(mode) else "/" if stat.S_ISDIR(mode) else ""
+        shown.append(display(entry.name) + suffix)
+    return sorted(shown)
 
 
 def _effect(ctx: ToolContext, target: Path, before: str | None, after: str) -> dict[str, Any]:
-    return {"kind": "file", "path": _rel(ctx, target), "before": before, "after": after}
+    return {"kind": "file", "path": ctx.sandbox.rel(target), "before": before, "after": after}
 
 
 class WriteFile(Tool):
     name = "write_file"
-    description = "Create or overwrite a text file in the workspace."
+    description = "Create or overwrite a text file (UTF-8) in the workspace with exactly the given content."
 
     class Input(BaseModel):
         path: str
         content: str
 
     async def run(self, args: Input, ctx: ToolContext) -> ToolOutput:
-        target = confine(ctx.workspace, args.path)
+        target = ctx.sandbox.confine_for_write(args.path)
         if target.is_dir():
             raise ToolError(f"{args.path} is a directory")
-        before = target.read_text(encoding="utf-8") if target.exists() else None
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(args.content, encoding="utf-8")
+        before = read_exact(target, args.path, "write_file") if target.exists() else None
+        await asyncio.to_thread(write_exact, target, args.content)
         verb = "created" if before is None else "overwrote"
         return ToolOutput(f"{verb} {args.path} ({len(args.content)} characters)", effects=[_effect(ctx, target, before, args.content)])
 
 
 class EditFile(Tool):
     name = "edit_file"
-    description = "Replace one exact occurrence of `old` with `new` in a workspace file."
+    description = (
+        "Replace one exact occurrence of `old` with `new` in a workspace text file. "
+        "The file's line endings (LF or CRLF) and final newline are kept."
+    )
 
     class Input(BaseModel):
         path: str
@@ -152,15 +111,23 @@ class EditFile(Tool):
         new: str
 
     async def run(self, args: Input, ctx: ToolContext) -> ToolOutput:
-        target = confine(ctx.workspace, args.path)
+        target = ctx.sandbox.confine_for_write(args.path)
         if not target.is_file():
             raise ToolError(f"no such file: {args.path}")
-        before = target.read_text(encoding="utf-8")
-        count = before.count(args.old)
+        before = read_exact(target, args.path, "edit_file")
+        old, new = args.old, args.new
+        if before.count(old) == 0 and "\r\n" in before and "\n" in old:
+            # The model sees lines, not their endings: in a CRLF file, match and write CRLF.
+            old, new = _crlf(old), _crlf(new)
+        count = before.count(old)
         if count == 0:
             raise ToolError(f"`old` text not found in {args.path}")
         if count > 1:
             raise ToolError(f"`old` text occurs {count} times in {args.path}; include more context to make it unique")
-        after = before.replace(args.old, args.new, 1)
-        target.write_text(after, encoding="utf-8")
+        after = before.replace(old, new, 1)
+        await asyncio.to_thread(write_exact, target, after)
         return ToolOutput(f"edited {args.path}", effects=[_effect(ctx, target, before, after)])
+
+
+def _crlf(text: str) -> str:
+    return text.replace("\r\n", "\n").replace("\n", "\r\n")

@@ -1,19 +1,69 @@
-"""The bash tool: runs in its own process group so cancel and timeout kill every child."""
+"""The bash tool: its own process group, a scrubbed environment, bounded output, a hard deadline.
+
+The command runs in a new session (process group) so a timeout or a cancel kills every child
+it started. Its output is read as it comes, into a bounded head and tail: a command printing
+gigabytes costs a few hundred kilobytes of memory, and its output keeps being drained (and
+counted) so the command is never blocked on a full pipe. The deadline is checked while output
+streams, so `yes` or `cat /dev/zero` end at the timeout like any other command. Once the shell
+exits, output still held open by a background child is read for a moment, then left.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import os
 import signal
+import subprocess
 
 from pydantic import BaseModel, Field
 
-from .base import Tool, ToolContext, ToolOutput, truncate
+from .base import MAX_OUTPUT_CHARS, Tool, ToolContext, ToolOutput
+from .tool_env import tool_env
+
+#: Bytes kept from the start and from the end of the output; the middle is counted, not kept.
+#: Together they fit the result limit, so the end of the output (where errors are) is shown too.
+KEEP_BYTES = MAX_OUTPUT_CHARS // 2
+READ_CHUNK = 1 << 16
+#: How long output still open after the shell exited (a background child) is read.
+LINGER_S = 0.5
+
+
+class OutputTail:
+    """The first and last KEEP_BYTES of a stream, and how much was skipped between them."""
+
+    def __init__(self, keep: int = KEEP_BYTES) -> None:
+        self.keep = keep
+        self.head = bytearray()
+        self.tail = bytearray()
+        self.total = 0
+
+    def add(self, chunk: bytes) -> None:
+        self.total += len(chunk)
+        room = self.keep - len(self.head)
+        if room > 0:
+            self.head += chunk[:room]
+            chunk = chunk[room:]
+        if chunk:
+            self.tail += chunk
+            if len(self.tail) > 2 * self.keep:
+                del self.tail[: len(self.tail) - self.keep]
+
+    def text(self) -> str:
+        tail = bytes(self.tail[-self.keep:])
+        skipped = self.total - len(self.head) - len(tail)
+        head = self.head.decode("utf-8", errors="replace")
+        if not tail:
+            return head
+        middle = f"\n[… {skipped} bytes of output not shown …]\n" if skipped else ""
+        return head + middle + tail.decode("utf-8", errors="replace")
 
 
 class Bash(Tool):
     name = "bash"
-    description = "Run a shell command in the workspace directory; returns its output and exit code."
+    description = (
+        "Run a shell command in the workspace directory; returns its output and exit code. "
+        "The environment holds PATH, HOME, locale and terminal settings only, plus variables the operator allows."
+    )
     requires_approval = True
 
     class Input(BaseModel):
@@ -22,32 +72,75 @@ class Bash(Tool):
 
     async def run(self, args: Input, ctx: ToolContext) -> ToolOutput:
         timeout = min(args.timeout_s or ctx.timeout_s, ctx.timeout_s)
-        process = await asyncio.create_subprocess_shell(
-            args.command,
-            cwd=ctx.workspace,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.STDOUT,
-            stdin=asyncio.subprocess.DEVNULL,
-            start_new_session=True,
-        )
+        env = tool_env(ctx.workspace.resolve())
+        output = OutputTail()
+        read_fd, write_fd = os.pipe()
         try:
-            out, _ = await asyncio.wait_for(process.communicate(), timeout=timeout)
-        except asyncio.TimeoutError:
-            _kill_group(process)
-            await process.wait()
-            return ToolOutput(f"command timed out after {timeout:g} s and was killed", is_error=True)
-        except asyncio.CancelledError:
-            _kill_group(process)
-            await process.wait()
-            raise
-        text = out.decode("utf-8", errors="replace")
+            process = subprocess.Popen(  # noqa: ASYNC220 - fork+exec returns at once; the wait is async below
+                args.command, shell=True, cwd=ctx.workspace, env=env, stdin=subprocess.DEVNULL,
+                stdout=write_fd, stderr=write_fd, start_new_session=True,
+            )
+        finally:
+            os.close(write_fd)
+        timed_out = await _supervise(process, read_fd, output, timeout)
+        text = _clean(output.text())
+        if timed_out:
+            shown = f"; output so far:\n{text}" if text else ""
+            return ToolOutput(f"command timed out after {timeout:g} s and was killed{shown}", is_error=True)
         code = process.returncode
-        body = truncate(text) if text else "(no output)"
+        body = text or "(no output)"
         return ToolOutput(f"{body}\n[exit code {code}]", is_error=code != 0)
 
 
-def _kill_group(process: asyncio.subprocess.Process) -> None:
+async def _supervise(process: subprocess.Popen[bytes], read_fd: int, output: OutputTail, timeout: float) -> bool:
+    """Read output until the command ends or the deadline passes; True if it was killed for time."""
+    loop = asyncio.get_running_loop()
+    eof = asyncio.Event()
+
+    def readable() -> None:
+        try:
+            chunk = os.read(read_fd, READ_CHUNK)
+        except BlockingIOError:
+            return
+        except OSError:
+            chunk = b""
+        if chunk:
+            output.add(chunk)
+        else:
+            loop.remove_reader(read_fd)
+            eof.set()
+
+    os.set_blocking(read_fd, False)
+    loop.add_reader(read_fd, readable)
+    deadline = loop.time() + timeout
+    pause = 0.005
+    try:
+        while process.poll() is None:
+            if loop.time() >= deadline:
+                _kill_group(process)
+                return True
+            await asyncio.sleep(min(pause, max(deadline - loop.time(), 0)))
+            pause = min(pause * 1.5, 0.1)
+        try:
+            await asyncio.wait_for(eof.wait(), timeout=min(LINGER_S, max(deadline - loop.time(), 0.01)))
+        except TimeoutError:
+            pass
+        return False
+    finally:
+        loop.remove_reader(read_fd)
+        os.close(read_fd)
+        if process.poll() is None:  # cancelled or timed out: nothing it started may outlive the call
+            _kill_group(process)
+        await asyncio.to_thread(process.wait)
+
+
+def _kill_group(process: subprocess.Popen[bytes]) -> None:
     try:
         os.killpg(process.pid, signal.SIGKILL)
-    except ProcessLookupError:
+    except (ProcessLookupError, PermissionError):
         pass
+
+
+def _clean(text: str) -> str:
+    """NUL cannot be stored by PostgreSQL or shown; the rest of the output is kept as is."""
+    return text.replace("\x00", "\\0")

@@ -1,0 +1,58 @@
+"""Secrets out of text before it is stored, logged or shown: by value, by name and by shape.
+
+Matching only the exact ANTHROPIC_API_KEY missed every other credential a process holds, so
+three nets are cast: the values of environment variables whose names say they are secret
+(`*_KEY`, `*TOKEN*`, `*SECRET*`, `*PASSWORD*`, `*PASSWD*`, `*CREDENTIAL*`), the passwords of every
+database URL in the environment (decoded and as written), and anything shaped like a credential
+wherever it came from (`scheme://user:password@host`, `sk-ant-…`, `Bearer …`).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from urllib.parse import unquote
+
+MASK = "***"
+SECRET_NAME = re.compile(r"(^|_)(API)?KEYS?($|_)|TOKEN|SECRET|PASSW(OR)?D|CREDENTIAL", re.IGNORECASE)
+#: The runtime's own credentials: never handed to a tool, whatever the configuration says.
+RUNTIME_SECRETS = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CHRONICLE_DB", "CHRONICLE_TEST_PG", "DATABASE_URL")
+#: A URL's userinfo password: everything between "user:" and the LAST "@" before the host, so an
+#: unencoded "/", "#", "?" or "@" in the password does not end the match early.
+URL_PASSWORD = re.compile(r"(?P<head>\b[a-z][a-z0-9+.-]*://[^:/?#@\s]*:)(?P<password>[^\s]*)(?P<tail>@[^@\s]*)", re.IGNORECASE)
+SHAPES = (
+    re.compile(r"sk-ant-[A-Za-z0-9_-]{8,}"),
+    re.compile(r"(?<=Bearer )[A-Za-z0-9._~+/=-]{12,}"),
+)
+MIN_SECRET_LEN = 6
+
+
+def is_secret_name(name: str) -> bool:
+    """Named as a secret: its whole value is hidden. A database URL (CHRONICLE_DB) loses only its password."""
+    return bool(SECRET_NAME.search(name))
+
+
+def secret_values(environ: Mapping[str, str] | None = None) -> list[str]:
+    """Every value worth hiding that this process holds, longest first (so no part is left over)."""
+    env = os.environ if environ is None else environ
+    values: set[str] = set()
+    for name, value in env.items():
+        if is_secret_name(name) and len(value) >= MIN_SECRET_LEN:
+            values.add(value)
+        for match in URL_PASSWORD.finditer(value):
+            password = match.group("password")
+            values.update(p for p in (password, unquote(password)) if len(p) >= 3)
+    return sorted(values, key=len, reverse=True)
+
+
+def redact_secrets(text: str, extra: tuple[str | None, ...] = (), environ: Mapping[str, str] | None = None) -> str:
+    if not text:
+        return text
+    for secret in (*(s for s in extra if s and len(s) >= MIN_SECRET_LEN), *secret_values(environ)):
+        if secret in text:
+            text = text.replace(secret, MASK)
+    text = URL_PASSWORD.sub(lambda m: f"{m.group('head')}{MASK}{m.group('tail')}" if m.group("password") != MASK else m.group(0), text)
+    for shape in SHAPES:
+        text = shape.sub(MASK, text)
+    return text

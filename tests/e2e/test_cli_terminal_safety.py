@@ -1,0 +1,40 @@
+"""Model and tool text cannot drive the terminal, and a person approving sees the whole command (issue 17)."""
+
+from __future__ import annotations
+
+import re
+
+from tests.helpers import cli, response, text, tool_use, write_script
+
+OSC52 = "\x1b]52;c;dG91Y2ggUEFZTE9BRA==\x07"
+HIDDEN = "\x1b[8mhidden\x1b[0m"
+LONG_COMMAND = "echo " + "harmless " * 20 + "; touch PAYLOAD"
+SESSION = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+
+
+def test_run_and_history_show_escapes_instead_of_obeying_them(sqlite_url, workspace, tmp_path):
+    script = write_script(tmp_path / "s.json", [
+        response(text(f"hi {OSC52} there {HIDDEN}"), tool_use("t1", "bash", command=f"printf '{HIDDEN}'")),
+        response(text(f"bye {OSC52}")),
+    ])
+    run = cli("run", f"prompt {OSC52}", "--provider", f"scripted:{script}", "--workspace", str(workspace), "--yes", db=sqlite_url)
+    assert run.returncode == 0, run.stderr
+    assert "\x1b" not in run.stdout + run.stderr and "\x07" not in run.stdout + run.stderr
+    assert "\\x1b]52;c;" in run.stdout  # shown, visibly
+    sid = SESSION.search(run.stderr + run.stdout).group(0)
+    for command in (("history", sid), ("log", sid), ("audit",)):
+        shown = cli(*command, db=sqlite_url, env={"COLUMNS": "400"})
+        assert shown.returncode == 0, shown.stderr
+        assert "\x1b" not in shown.stdout and "\x07" not in shown.stdout, command
+    assert "\\x1b[8mhidden" in cli("history", sid, db=sqlite_url).stdout
+
+
+def test_approve_lists_the_whole_input_of_what_it_approves(sqlite_url, workspace, tmp_path):
+    script = write_script(tmp_path / "s.json", [response(tool_use("t1", "bash", command=LONG_COMMAND)), response(text("ok"))])
+    run = cli("run", "go", "--provider", f"scripted:{script}", "--workspace", str(workspace), db=sqlite_url)
+    assert run.returncode == 3, run.stderr
+    sid = SESSION.search(run.stderr).group(0)
+    approved = cli("approve", sid, db=sqlite_url, env={"COLUMNS": "60"})
+    assert approved.returncode == 0, approved.stderr
+    assert "touch PAYLOAD" in approved.stdout
+    assert "harmless " * 20 in approved.stdout.replace("\n", "")

@@ -1,0 +1,39 @@
+"""Secrets are hidden by name, by value and by shape, not only when they are exactly the API key (issue 17)."""
+
+from __future__ import annotations
+
+from chronicle.runtime.config import redact
+from chronicle.runtime.redaction import redact_secrets
+
+ENV = {
+    "ANTHROPIC_API_KEY": "sk-ant-api03-abcdefghijklmnop",
+    "GITHUB_TOKEN": "ghp_1234567890abcdef",
+    "MY_DB_PASSWORD": "correct-horse",
+    "CHRONICLE_DB": "postgresql://app:s3cr%2Fet@db.internal:5432/chronicle",
+    "KEYBOARD_LAYOUT": "dvorak-intl",
+    "HOME": "/home/someone",
+}
+
+
+def test_values_of_secret_named_variables_and_dsn_passwords_are_hidden_anywhere_in_text():
+    text = (
+        "key sk-ant-api03-abcdefghijklmnop token=ghp_1234567890abcdef pw correct-horse "
+        "dsn password s3cr/et or s3cr%2Fet; layout dvorak-intl in /home/someone"
+    )
+    out = redact_secrets(text, environ=ENV)
+    for secret in ("sk-ant-api03-abcdefghijklmnop", "ghp_1234567890abcdef", "correct-horse", "s3cr/et", "s3cr%2Fet"):
+        assert secret not in out
+    assert "dvorak-intl" in out and "/home/someone" in out  # not secrets: kept
+
+
+def test_credentials_are_hidden_by_shape_even_when_the_process_does_not_hold_them():
+    out = redact_secrets("use sk-ant-api03-XYZXYZXYZXYZXYZ and Authorization: Bearer abcdefghijklmnopqrstuvwxyz", environ={})
+    assert "XYZXYZ" not in out and "abcdefghijklmnop" not in out
+
+
+def test_a_dsn_password_with_unencoded_reserved_characters_is_redacted_whole():
+    for password in ("pa/ss", "pa#ss", "pa?ss", "p@ss/w#rd?x"):
+        url = f"postgresql://user:{password}@127.0.0.1:5432/db?schema=s"
+        shown = redact(url)
+        assert password not in shown and shown.startswith("postgresql://user:***@") and shown.endswith("5432/db?schema=s")
+    assert redact("postgresql://postgres@127.0.0.1:5432/db") == "postgresql://postgres@127.0.0.1:5432/db"
