@@ -84,9 +84,21 @@ def test_a_stream_without_message_stop_is_not_a_finished_response():
         assemble(events)[0].response()
 
 
-def test_tool_input_cut_at_max_tokens_keeps_what_parses():
-    content = [{"type": "tool_use", "id": "tu_1", "name": "write_file", "input": {}, "raw_json": '{"path": "a.txt", "content": "hel'}]
-    events = [e for e in message_events(content, stop_reason="max_tokens") if e[0] != "content_block_stop"]
+@pytest.mark.parametrize("with_block_stop", [True, False], ids=["block_stop_sent", "stream_ends_in_block"])
+def test_tool_input_cut_at_max_tokens_is_kept_raw_and_never_completed(with_block_stop):
+    raw = '{"path": "a.txt", "content": "hel'
+    content = [{"type": "tool_use", "id": "tu_1", "name": "write_file", "input": {}, "raw_json": raw}]
+    events = [e for e in message_events(content, stop_reason="max_tokens") if with_block_stop or e[0] != "content_block_stop"]
     response = assemble(events)[0].response()
     assert response.stop_reason == "max_tokens"
-    assert response.content[0].input["path"] == "a.txt"
+    block = response.content[0]
+    assert block.input == {} and block.cut and block.partial_input_json == raw
+    stored = response.model_dump(mode="json")["content"][0]
+    assert stored["input"] == {} and stored["partial_input_json"] == raw  # nothing the model never wrote
+    assert response.cut_tool_uses == [block]
+
+
+def test_a_complete_tool_input_is_not_marked_cut():
+    content = [{"type": "tool_use", "id": "tu_1", "name": "read_file", "input": {"path": "a"}}]
+    response = assemble(message_events(content, stop_reason="max_tokens"))[0].response()
+    assert response.content[0].input == {"path": "a"} and not response.content[0].cut
