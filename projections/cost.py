@@ -86,7 +86,9 @@ class CostProjection(Projection):
         if type(e).__qualname__.startswith("Session.") and isinstance(usage, dict):
             self._record(tx, e, str(e.originator_id), None, "auxiliary", getattr(e, "model", "") or "", usage)
 
-    def _record(self, tx: Tx, e: Any, sid: str | None, tid: str | None, source: str, model: str, usage: Mapping[str, Any]) -> None:
+    def _record(
+        self, tx: Tx, e: Any, sid: str | None, tid: str | None, source: str, model: str, usage: Mapping[str, Any]
+    ) -> None:
         counts = {k: _int(usage.get(k)) for k in TOKEN_KINDS}
         server = usage.get("server_tool_use")
         counts["web_search_requests"] = _int(server.get("web_search_requests")) if isinstance(server, dict) else 0

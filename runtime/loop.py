@@ -201,7 +201,8 @@ class AgentLoop:
                     return waiting
                 continue
             last = turn.last_response
-            if last is not None and not last.tool_uses and last.finished:
+            if last is not None and not last.tool_uses and last.finished and last.stop_reason != "pause_turn":
+                # pause_turn: a long server-side tool paused the answer; sending it back continues it.
                 return self._finish(session, turn, "completed", completion_note(last))
             if last is not None and self._ended_by_tool(turn):
                 return self._finish(session, turn, "completed")

@@ -133,10 +133,14 @@ def refusal(text: str = "") -> Stream:
     ))
 
 
-def cut_tool_input(raw: str = '{"path": "notes.txt", "content": "The first line\\nand the sec', text: str = "Writing it.") -> Stream:
+CUT_JSON = '{"path": "notes.txt", "content": "The first line\\nand the sec'
+
+
+def cut_tool_input(raw: str = CUT_JSON, text: str = "Writing it.") -> Stream:
     """max_tokens hit inside a tool_use's input: the JSON never closes, yet content_block_stop comes."""
+    cut = {"type": "tool_use", "id": "toolu_cut", "name": "write_file", "input": {}, "raw_json": raw}
     return Stream(message_events(
-        [{"type": "text", "text": text}, {"type": "tool_use", "id": "toolu_cut", "name": "write_file", "input": {}, "raw_json": raw}],
+        [{"type": "text", "text": text}, cut],
         stop_reason="max_tokens",
     ))
 

@@ -101,3 +101,19 @@ def test_a_bad_provider_setting_is_one_line_naming_it_exit_2_and_no_request(sqli
     lines = [ln for ln in run.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1 and f"{setting}=" in lines[0] and "expected" in lines[0]
     assert sse.requests == [] and sse.title_requests == []
+
+
+def test_cost_counts_a_web_search_response_with_all_of_its_usage(db_url, workspace, sse):
+    from tests.sse_server import FULL_USAGE, web_search_blocks
+
+    answering = "claude-sonnet-4-5-20250929"
+    sse.script(reply(web_search_blocks(), usage=FULL_USAGE, model=answering))
+    run = cli("run", "search it", "--model", MODEL, "--workspace", str(workspace), "--json", db=db_url, env=env_for(sse))
+    assert run.returncode == 0, run.stderr
+    session_id = json_lines(run.stdout)[0]["session_id"]
+    report = json_lines(cli("cost", session_id, "--json", db=db_url).stdout)
+    own = next(o for o in report if o["scope"] == "self")
+    assert own["input_tokens"] == 1200 and own["cache_creation_input_tokens"] == 900 and own["web_search_requests"] == 2
+    started = datetime.fromisoformat(json_lines(cli("sessions", "--json", db=db_url).stdout)[0]["created_at"])
+    assert own["usd"] == pytest.approx(price(answering, FULL_USAGE, at=started), rel=1e-6)
+    assert own["usd"] > price(answering, {k: v for k, v in FULL_USAGE.items() if k != "server_tool_use"}, at=started)

@@ -119,7 +119,8 @@ def test_a_retried_broken_stream_keeps_its_usage_on_the_retry_event(db_url, work
 
 
 def test_a_cancelled_stream_keeps_the_input_tokens_and_the_answering_model(db_url, workspace, sse):
-    events = message_events([text("The first words, then a very long pause")], usage={"input_tokens": 512}, model=ANSWERING, split=16)
+    words = text("The first words, then a very long pause")
+    events = message_events([words], usage={"input_tokens": 512}, model=ANSWERING, split=16)
     sse.script(Stream(events, hang_after=4))
 
     async def scenario():
@@ -158,3 +159,13 @@ def test_thinking_is_sent_on_the_agents_calls_and_never_on_auxiliary_calls(db_ur
     assert sse.requests[0].body["thinking"] == {"type": "enabled", "budget_tokens": 2048}
     assert sse.requests[0].body["max_tokens"] > 2048
     assert len(sse.title_requests) == 1 and "thinking" not in sse.title_requests[0].body
+
+
+def test_a_paused_server_tool_turn_is_continued_by_sending_the_response_back(db_url, workspace, sse):
+    blocks = web_search_blocks()[:2]  # the search started, then the API paused the turn
+    sse.script(reply(blocks, stop_reason="pause_turn"), reply([text("Found it.")]))
+    harness = AnthropicHarness(db_url, workspace, sse)
+    outcome = harness.run("search")
+    assert outcome.status == "completed" and outcome.text == "Found it."
+    sent = sse.requests[1].body["messages"]
+    assert sent[-1]["role"] == "assistant" and [b["type"] for b in sent[-1]["content"]] == ["text", "server_tool_use"]
