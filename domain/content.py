@@ -2,14 +2,23 @@
 
 Blocks allow extra fields so that a response is recorded verbatim, including fields this
 version does not know yet (citations, cache hints); thinking blocks keep their signature
-because the API requires them back unchanged during tool use.
+because the API requires them back unchanged during tool use. A block of a type we do not
+model (`server_tool_use`, `web_search_tool_result`, whatever the API adds next) is an
+`OtherBlock`: kept and sent back as it came, never a reason to reject a good response.
 """
 
 from __future__ import annotations
 
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic import (
+    BaseModel, ConfigDict, Discriminator, Field, Tag, TypeAdapter, ValidationError, field_validator, model_serializer,
+)
+
+
+#: Set by the stream assembler on a tool_use whose input JSON never completed: the raw text the
+#: model produced, kept instead of a guessed completion. Such a block is never sent back.
+PARTIAL_INPUT_KEY = "partial_input_json"
 
 
 class _Block(BaseModel):
@@ -38,6 +47,15 @@ class ToolUseBlock(_Block):
     name: str
     input: dict[str, Any] = Field(default_factory=dict)
 
+    @property
+    def cut(self) -> bool:
+        """The stream ended (max_tokens, a break) inside this call's input: `input` is not the model's."""
+        return PARTIAL_INPUT_KEY in (self.model_extra or {})
+
+    @property
+    def partial_input_json(self) -> str | None:
+        return (self.model_extra or {}).get(PARTIAL_INPUT_KEY)
+
 
 class ToolResultBlock(_Block):
     type: Literal["tool_result"] = "tool_result"
@@ -46,11 +64,50 @@ class ToolResultBlock(_Block):
     is_error: bool = False
 
 
+class OtherBlock(_Block):
+    """Any block type this version does not model, with every field the API sent."""
+
+    type: str
+
+
+KNOWN_BLOCK_TYPES = frozenset({"text", "thinking", "redacted_thinking", "tool_use", "tool_result"})
+
+
+def _block_tag(value: Any) -> str:
+    kind = value.get("type") if isinstance(value, dict) else getattr(value, "type", None)
+    return kind if kind in KNOWN_BLOCK_TYPES and not isinstance(value, OtherBlock) else "other"
+
+
 ContentBlock = Annotated[
-    Union[TextBlock, ThinkingBlock, RedactedThinkingBlock, ToolUseBlock, ToolResultBlock],
-    Field(discriminator="type"),
+    Union[
+        Annotated[TextBlock, Tag("text")], Annotated[ThinkingBlock, Tag("thinking")],
+        Annotated[RedactedThinkingBlock, Tag("redacted_thinking")], Annotated[ToolUseBlock, Tag("tool_use")],
+        Annotated[ToolResultBlock, Tag("tool_result")], Annotated[OtherBlock, Tag("other")],
+    ],
+    Discriminator(_block_tag),
 ]
 BLOCKS = TypeAdapter(list[ContentBlock])
+_MODELS: dict[str, type[_Block]] = {
+    "text": TextBlock, "thinking": ThinkingBlock, "redacted_thinking": RedactedThinkingBlock,
+    "tool_use": ToolUseBlock, "tool_result": ToolResultBlock,
+}
+
+
+def lenient_blocks(items: Any) -> Any:
+    """Each block validated on its own; one that does not fit our model of its type (a field the
+    API changed) is kept verbatim as an OtherBlock instead of failing the whole response or record."""
+    if not isinstance(items, list):
+        return items
+    out: list[Any] = []
+    for item in items:
+        if isinstance(item, dict):
+            model = _MODELS.get(item.get("type"), OtherBlock)  # type: ignore[arg-type]
+            try:
+                item = model.model_validate(item)
+            except ValidationError:
+                item = OtherBlock.model_validate({"type": "unknown", **item})
+        out.append(item)
+    return out
 
 StopReason = Literal[
     "end_turn", "tool_use", "max_tokens", "stop_sequence", "pause_turn", "refusal", "error", "aborted"
@@ -61,15 +118,57 @@ FINISHED_STOP_REASONS = frozenset(
 )
 
 
+TOKEN_FIELDS = ("input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
+
+
 class Usage(BaseModel):
-    model_config = ConfigDict(frozen=True)
+    """Usage as the API reported it: the four token counts, and every other field it sent.
+
+    `cache_creation` splits cache writes by lifetime (`ephemeral_5m_input_tokens`,
+    `ephemeral_1h_input_tokens`, priced differently), `server_tool_use` counts server-side tool
+    requests (`web_search_requests`, billed per request), `service_tier` and `inference_geo`
+    select price variants. Unknown fields are kept too. Absent fields are not dumped, so a
+    recorded usage holds exactly what was reported.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="allow")
     input_tokens: int = 0
     output_tokens: int = 0
     cache_creation_input_tokens: int = 0
     cache_read_input_tokens: int = 0
+    cache_creation: dict[str, Any] | None = None
+    server_tool_use: dict[str, Any] | None = None
+    service_tier: str | None = None
+    inference_geo: str | None = None
+
+    @model_serializer(mode="wrap")
+    def _without_absent(self, handler: Any) -> dict[str, Any]:
+        return {k: v for k, v in handler(self).items() if v is not None}
+
+    @property
+    def tokens(self) -> dict[str, int]:
+        return {k: getattr(self, k) for k in TOKEN_FIELDS}
+
+    @property
+    def used(self) -> bool:
+        """Did the call cost anything: tokens or a server-side tool request."""
+        return any(self.tokens.values()) or any(_counts(self.server_tool_use).values())
 
     def __add__(self, other: "Usage") -> "Usage":
-        return Usage(**{k: getattr(self, k) + getattr(other, k) for k in Usage.model_fields})
+        summed: dict[str, Any] = {k: getattr(self, k) + getattr(other, k) for k in TOKEN_FIELDS}
+        for key in ("cache_creation", "server_tool_use"):
+            mine, theirs = getattr(self, key), getattr(other, key)
+            if mine is not None or theirs is not None:
+                merged = _counts(mine)
+                for name, value in _counts(theirs).items():
+                    merged[name] = merged.get(name, 0) + value
+                summed[key] = merged
+        return Usage(**summed)
+
+
+def _counts(values: dict[str, Any] | None) -> dict[str, int]:
+    """The integer entries of a nested usage object (the API may add non-count fields)."""
+    return {k: v for k, v in (values or {}).items() if isinstance(v, int) and not isinstance(v, bool)}
 
 
 class ProviderError(BaseModel):
@@ -87,12 +186,16 @@ class ModelResponse(BaseModel):
     model_config = ConfigDict(frozen=True)
     content: list[ContentBlock] = Field(default_factory=list)
     stop_reason: StopReason = "end_turn"
+
+    _lenient = field_validator("content", mode="before")(lenient_blocks)
     usage: Usage = Field(default_factory=Usage)
     model: str = ""
     error: ProviderError | None = None
     #: The provider's message id and the stop sequence that ended it, when there was one.
     id: str = ""
     stop_sequence: str | None = None
+    #: Why the model stopped, in detail, as the API sent it (a refusal's category and explanation).
+    stop_details: dict[str, Any] | None = None
 
     @property
     def tool_uses(self) -> list[ToolUseBlock]:
@@ -106,14 +209,26 @@ class ModelResponse(BaseModel):
     def finished(self) -> bool:
         return self.stop_reason in FINISHED_STOP_REASONS
 
+    @property
+    def cut_tool_uses(self) -> list[ToolUseBlock]:
+        return [b for b in self.tool_uses if b.cut]
+
 
 class Message(BaseModel):
     model_config = ConfigDict(frozen=True)
     role: Literal["user", "assistant"]
     content: list[ContentBlock]
 
+    _lenient = field_validator("content", mode="before")(lenient_blocks)
+
     def wire(self) -> dict[str, Any]:
         return self.model_dump(mode="json")
+
+
+def sendable(blocks: list[Any]) -> list[Any]:
+    """The blocks the API accepts back: it rejects text blocks that are empty or only whitespace
+    (a refusal may come with one), so those are left out of every request; the record keeps them."""
+    return [b for b in blocks if not (isinstance(b, TextBlock) and not b.text.strip())]
 
 
 def dump_blocks(blocks: list[Any]) -> list[dict[str, Any]]:
@@ -121,4 +236,4 @@ def dump_blocks(blocks: list[Any]) -> list[dict[str, Any]]:
 
 
 def load_blocks(data: list[dict[str, Any]]) -> list[Any]:
-    return BLOCKS.validate_python(data)
+    return BLOCKS.validate_python(lenient_blocks(data))

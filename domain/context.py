@@ -1,19 +1,30 @@
 """What the model reads next, built from recorded turns only (never from a read model).
 
 Responses that did not finish (provider error, abort) are left out: their tool_use blocks may
-be truncated and would have no results. Consecutive messages of one role are merged, which is
-what the Messages API does with them anyway, so a failed turn never breaks the alternation.
+be truncated and would have no results. So is a response whose tool input was cut (max_tokens
+inside a tool_use): its input would have to be invented to be sent back. A turn the model
+refused (`stop_reason: "refusal"`) is left out whole, input included, as the API documentation
+asks: the refused exchange must not be sent again. Empty text blocks, which the API rejects,
+are never sent. Everything left out stays recorded. Consecutive messages of one role are
+merged, which is what the Messages API does with them anyway, so a failed turn never breaks
+the alternation.
 """
 
 from __future__ import annotations
 
 from typing import Any, Iterable
 
-from .content import FINISHED_STOP_REASONS, Message, TextBlock, load_blocks
+from .content import FINISHED_STOP_REASONS, PARTIAL_INPUT_KEY, Message, TextBlock, load_blocks, sendable
+
+
+def refused(turn: Any) -> bool:
+    return any(step["response"].get("stop_reason") == "refusal" for step in turn.steps)
 
 
 def turn_messages(turn: Any, include_input: bool = True) -> list[Message]:
     messages: list[Message] = []
+    if refused(turn):
+        return messages
     if include_input:
         messages.append(Message(role="user", content=[TextBlock(text=turn.input_text)]))
     for step in turn.steps:
@@ -24,9 +35,15 @@ def turn_messages(turn: Any, include_input: bool = True) -> list[Message]:
 def step_messages(step: dict[str, Any]) -> list[Message]:
     """One recorded step as messages: the response (if it finished) and its tool results."""
     response = step["response"]
-    if response.get("stop_reason") not in FINISHED_STOP_REASONS or not response.get("content"):
+    content = response.get("content") or []
+    if response.get("stop_reason") not in FINISHED_STOP_REASONS or response.get("stop_reason") == "refusal":
         return []
-    messages = [Message(role="assistant", content=load_blocks(response["content"]))]
+    if any(PARTIAL_INPUT_KEY in block for block in content if block.get("type") == "tool_use"):
+        return []
+    messages = []
+    blocks = sendable(load_blocks(content))
+    if blocks:
+        messages.append(Message(role="assistant", content=blocks))
     if step["results"]:
         messages.append(Message(role="user", content=load_blocks(step["results"])))
     return messages

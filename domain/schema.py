@@ -17,7 +17,7 @@ from .tool_call import ToolCall
 from .turn import Turn
 
 AGGREGATES = (Session, Turn, ToolCall, SessionLease)
-AGGREGATE_VERSIONS = {"Session": 2, "Turn": 2, "ToolCall": 1, "SessionLease": 1}
+AGGREGATE_VERSIONS = {"Session": 2, "Turn": 3, "ToolCall": 1, "SessionLease": 1}
 EVENT_VERSIONS = {
     "Session.Created": 1, "Session.Started": 1, "Session.InputQueued": 1, "Session.TurnStarted": 1,
     "Session.TurnEnded": 1, "Session.TurnsUndone": 1, "Session.TurnsRedone": 1, "Session.TitleSet": 1,
@@ -25,7 +25,7 @@ EVENT_VERSIONS = {
     "Session.SteeringDelivered": 1, "Session.SteeringRequeued": 1, "Session.CancelRequested": 1,
     "Session.Compacted": 1, "Session.CompactionFailed": 1, "Session.FilesRestored": 1,
     "Turn.Created": 1, "Turn.Started": 1, "Turn.ApprovalRequested": 1, "Turn.Resumed": 1, "Turn.Completed": 1,
-    "Turn.Failed": 1, "Turn.Cancelled": 1, "Turn.Stopped": 1, "Turn.Interrupted": 1, "Turn.ModelResponded": 1,
+    "Turn.Failed": 1, "Turn.Cancelled": 1, "Turn.Stopped": 1, "Turn.Interrupted": 1, "Turn.ModelResponded": 2,
     "Turn.ModelCallRetried": 2, "Turn.ToolResultsRecorded": 1,
     "ToolCall.Created": 1, "ToolCall.Requested": 1, "ToolCall.ApprovalRequested": 1, "ToolCall.Approved": 1, "ToolCall.Denied": 1,
     "ToolCall.Started": 1, "ToolCall.Completed": 1, "ToolCall.Failed": 1, "ToolCall.Skipped": 1,

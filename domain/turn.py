@@ -44,17 +44,27 @@ def error_from_reason(reason: str) -> dict[str, Any]:
     return {"kind": kind, "message": message, "status": None, "retry_after_s": None}
 
 
+def response_v2(response: dict[str, Any]) -> dict[str, Any]:
+    return {**response, "stop_details": response.get("stop_details")}
+
+
 class Turn(Aggregate):
     #: v2: each entry of `retries` carries `error` (see ModelCallRetried v2), and each step its
     #: time `at`; snapshots upcast below. A v1 snapshot never recorded step times, so they come
     #: back as None (readers such as the rate guard fall back to the turn's start).
-    class_version = 2
+    #: v3: each step's response carries `stop_details` (see ModelResponded v2).
+    class_version = 3
 
     @staticmethod
     def upcast_v1_v2(state: dict[str, Any]) -> None:
         state["retries"] = [{**r, "error": r.get("error") or error_from_reason(r.get("reason", ""))} for r in state["retries"]]
         if "steps" in state:
             state["steps"] = [{"at": None, **step} for step in state["steps"]]
+
+    @staticmethod
+    def upcast_v2_v3(state: dict[str, Any]) -> None:
+        for step in state.get("steps", []):
+            step["response"] = response_v2(step["response"])
 
     class Created(Aggregate.Created):
         session_id: UUID
@@ -208,7 +218,24 @@ class Turn(Aggregate):
         )
         return step
 
-    @event("ModelResponded")
+    class ModelResponded(Aggregate.Event):
+        """v2: the response records every block and usage field the API sent, and `stop_details`
+        (a refusal's category and explanation); a v1 response gets `stop_details: None`. Blocks and
+        usage needed no change of shape: a v1 record is a valid v2 record without the new fields."""
+
+        class_version = 2
+        step: int
+        response: dict[str, Any]
+        fingerprint: str
+        request_delta: dict[str, Any]
+        latency_ms: float
+        attempts: int
+
+        @staticmethod
+        def upcast_v1_v2(state: dict[str, Any]) -> None:
+            state["response"] = response_v2(state["response"])
+
+    @event(ModelResponded)
     def _model_responded(
         self,
         step: int,

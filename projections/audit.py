@@ -114,7 +114,7 @@ class AuditProjection(Projection):
         detail = {
             "step": e.step, "usage": response.get("usage"), "latency_ms": e.latency_ms, "attempts": e.attempts,
             "fingerprint": e.fingerprint, "tool_uses": [b.get("name") for b in content if b.get("type") == "tool_use"],
-            "text": "".join(b.get("text", "") for b in content if b.get("type") == "text"),
+            "text": "".join(b.get("text") or "" for b in content if b.get("type") == "text"),
         }
         if error:
             detail["error"] = error

@@ -2,7 +2,10 @@
 
 Rows keep the raw token counts of each call; USD is computed when the row is written from a
 dated price table handed in as `pricer` (priced at the call's own date), so re-pricing is a
-rebuild. Sub-agent sessions are linked to their parent by `parent_session_id`; totals roll a
+rebuild. The pricer gets the usage exactly as recorded (the 5m/1h cache-write split, server
+tool requests, service tier), so all of it is priced; a retried attempt whose stream broke
+after message_start was billed too, and its usage (kept on the retry event) is a row of its own.
+Sub-agent sessions are linked to their parent by `parent_session_id`; totals roll a
 session's descendants up into it when the report is asked for, so a late child is never missed.
 """
 
@@ -16,21 +19,26 @@ from .base import Projection, on
 from .sql import Tx, iso
 
 TOKEN_KINDS = ("input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
-Pricer = Callable[[str, Mapping[str, int], date], "float | None"]
+#: Counted and reported beside the tokens: server-side tool requests, billed per request.
+REQUEST_KINDS = ("web_search_requests",)
+COUNTS = (*TOKEN_KINDS, *REQUEST_KINDS)
+Pricer = Callable[[str, Mapping[str, Any], date], "float | None"]
 
 
-def no_prices(model: str, usage: Mapping[str, int], at: date) -> float | None:
+def no_prices(model: str, usage: Mapping[str, Any], at: date) -> float | None:
     return None
 
 
 class CostProjection(Projection):
     name = "cost"
+    #: v2: web_search_requests column, full usage priced, retried attempts' usage counted.
+    version = 2
     tables = {
         "proj_cost_sessions": "session_id TEXT PRIMARY KEY, parent_session_id TEXT, agent TEXT, model TEXT, created_at TEXT",
         "proj_cost_turns": "turn_id TEXT PRIMARY KEY, session_id TEXT",
         "proj_cost_calls": "call_key TEXT PRIMARY KEY, session_id TEXT, turn_id TEXT, source TEXT, model TEXT, day TEXT, "
                            "at TEXT, input_tokens BIGINT, output_tokens BIGINT, cache_creation_input_tokens BIGINT, "
-                           "cache_read_input_tokens BIGINT, usd DOUBLE PRECISION",
+                           "cache_read_input_tokens BIGINT, web_search_requests BIGINT, usd DOUBLE PRECISION",
     }
 
     def __init__(self, pricer: Pricer = no_prices) -> None:
@@ -58,6 +66,17 @@ class CostProjection(Projection):
         sid = tx.memo[key]
         self._record(tx, e, sid, tid, "model_call", e.response.get("model") or "", e.response.get("usage") or {})
 
+    @on("Turn.ModelCallRetried")
+    def _retried(self, tx: Tx, e: Any, position: int) -> None:
+        error = e.error or {}
+        if not isinstance(error.get("usage"), dict):
+            return
+        tid = str(e.originator_id)
+        key = ("cost.turn", tid)
+        if key not in tx.memo:
+            tx.memo[key] = tx.value("SELECT session_id FROM proj_cost_turns WHERE turn_id = %s", (tid,))
+        self._record(tx, e, tx.memo[key], tid, "failed_attempt", error.get("model") or "", error["usage"])
+
     @on("Session.TitleSet", "Session.TitleFailed")
     def _title(self, tx: Tx, e: Any, position: int) -> None:
         self._record(tx, e, str(e.originator_id), None, "title", e.model or "", e.usage or {})
@@ -67,30 +86,38 @@ class CostProjection(Projection):
         if type(e).__qualname__.startswith("Session.") and isinstance(usage, dict):
             self._record(tx, e, str(e.originator_id), None, "auxiliary", getattr(e, "model", "") or "", usage)
 
-    def _record(self, tx: Tx, e: Any, sid: str | None, tid: str | None, source: str, model: str, usage: Mapping[str, Any]) -> None:
-        tokens = {k: int(usage.get(k) or 0) for k in TOKEN_KINDS}
-        if sid is None or not any(tokens.values()):
+    def _record(
+        self, tx: Tx, e: Any, sid: str | None, tid: str | None, source: str, model: str, usage: Mapping[str, Any]
+    ) -> None:
+        counts = {k: _int(usage.get(k)) for k in TOKEN_KINDS}
+        server = usage.get("server_tool_use")
+        counts["web_search_requests"] = _int(server.get("web_search_requests")) if isinstance(server, dict) else 0
+        if sid is None or not any(counts.values()):
             return
         if not model:
             model = tx.value("SELECT model FROM proj_cost_sessions WHERE session_id = %s", (sid,)) or ""
         at = e.timestamp
-        usd = self.pricer(model, tokens, at.date())
+        usd = self.pricer(model, usage, at.date())
         tx.insert_later(  # no handler reads proj_cost_calls
-            "INSERT INTO proj_cost_calls VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+            "INSERT INTO proj_cost_calls VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
             (f"{e.originator_id}/{e.originator_version}", sid, tid, source, model, iso(at)[:10], iso(at),
-             *(tokens[k] for k in TOKEN_KINDS), usd),
+             *(counts[k] for k in COUNTS), usd),
         )
+
+
+def _int(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
 # -- reports -------------------------------------------------------------------------------------
 
 
 def _blank() -> dict[str, Any]:
-    return {**{k: 0 for k in TOKEN_KINDS}, "usd": 0.0, "calls": 0, "unpriced_calls": 0}
+    return {**{k: 0 for k in COUNTS}, "usd": 0.0, "calls": 0, "unpriced_calls": 0}
 
 
 def _add(into: dict[str, Any], row: Mapping[str, Any]) -> None:
-    for k in TOKEN_KINDS:
+    for k in COUNTS:
         into[k] += row[k]
     into["usd"] += row["usd"]
     into["calls"] += row["calls"]
@@ -121,14 +148,15 @@ class CostReport:
         rows = tx.dicts(
             f"SELECT session_id{group}, SUM(input_tokens) AS input_tokens, SUM(output_tokens) AS output_tokens, "
             "SUM(cache_creation_input_tokens) AS cache_creation_input_tokens, "
-            "SUM(cache_read_input_tokens) AS cache_read_input_tokens, SUM(COALESCE(usd, 0)) AS usd, COUNT(*) AS calls, "
+            "SUM(cache_read_input_tokens) AS cache_read_input_tokens, SUM(web_search_requests) AS web_search_requests, "
+            "SUM(COALESCE(usd, 0)) AS usd, COUNT(*) AS calls, "
             f"SUM(CASE WHEN usd IS NULL THEN 1 ELSE 0 END) AS unpriced_calls FROM proj_cost_calls GROUP BY session_id{group}"
         )
         self.own: dict[str, dict[Any, dict[str, Any]]] = defaultdict(dict)
         for row in rows:
             key = row.get(by) if by else None
             figures = _blank()
-            _add(figures, {k: (int(row[k] or 0) if k != "usd" else float(row[k] or 0)) for k in (*TOKEN_KINDS, "usd", "calls", "unpriced_calls")})
+            _add(figures, {k: (int(row[k] or 0) if k != "usd" else float(row[k] or 0)) for k in (*COUNTS, "usd", "calls", "unpriced_calls")})
             self.own[row["session_id"]][key] = figures
 
     def descendants(self, sid: str) -> list[str]:

@@ -111,7 +111,7 @@ class UsageEvent(_Live):
     turn_id: str
     step: int
     model: str
-    usage: dict[str, int]
+    usage: dict[str, Any]
     usd: float | None = None
 
 

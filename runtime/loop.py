@@ -26,14 +26,14 @@ from .clock import SYSTEM_CLOCK, Clock
 from .controls import CancelWatcher, pending_steering
 from .hooks import Hooks, Stop
 from .live import Broker, ErrorEvent, StatusChange, ToolEnd, TurnEnd, TurnStart, UsageEvent
-from .model_call import ModelCaller, request_delta
+from .model_call import ModelCaller, completion_note, not_run_reason, request_delta, runs_no_tools, unfinished_outcome
 from .pricing import price
 from .providers.base import ModelRequest, Provider
 from .request_context import RequestContext
 from .response_checks import as_failure, unrecordable
 from .retry import RetryPolicy
 from .store import ChronicleStore
-from .tool_runner import CUT_AT_MAX_TOKENS, ApprovalWait, Approver, GuardStop, ToolRunner
+from .tool_runner import ApprovalWait, Approver, GuardStop, ToolRunner
 from .tools.base import Toolbox
 from .turn_messages import context_of
 
@@ -202,8 +202,9 @@ class AgentLoop:
                     return waiting
                 continue
             last = turn.last_response
-            if last is not None and not last.tool_uses and last.finished:
-                return self._finish(session, turn, "completed")
+            if last is not None and not last.tool_uses and last.finished and last.stop_reason != "pause_turn":
+                # pause_turn: a long server-side tool paused the answer; sending it back continues it.
+                return self._finish(session, turn, "completed", completion_note(last))
             if last is not None and self._ended_by_tool(turn):
                 return self._finish(session, turn, "completed")
             if turn.model_calls >= max_iterations:
@@ -243,6 +244,11 @@ class AgentLoop:
                 message = f"model call failed: {error.message if error else 'unknown error'}"
                 await self.emit(ErrorEvent(session_id=str(session.id), turn_id=str(turn.id), message=message, kind=error.kind if error else "error"))
                 return self._finish(session, turn, "failed", message, error=error.model_dump() if error else None)
+            unfinished = unfinished_outcome(response)
+            if unfinished is not None:
+                reason, error_data = unfinished
+                await self.emit(ErrorEvent(session_id=str(session.id), turn_id=str(turn.id), message=reason, kind=error_data["kind"]))
+                return self._finish(session, turn, "failed", reason, error=error_data)
 
     def _ended_by_tool(self, turn: Turn) -> bool:
         """Did a tool of the last step (task_complete) finish the turn? Read from the recorded calls,
@@ -272,10 +278,11 @@ class AgentLoop:
                     tool_use_id=block.id, name=block.name, input=block.input,
                     flags=tool.flags() if tool else {}, timestamp=now,
                 )
-                if response.stop_reason == "max_tokens":
-                    call.fail(CUT_AT_MAX_TOKENS, now)
+                not_run = not_run_reason(response, block)
+                if not_run is not None:
+                    call.fail(not_run, now)
                 calls.append(call)
-            if response.stop_reason == "max_tokens":
+            if runs_no_tools(response):
                 turn.record_tool_results([c.result_block() for c in calls], now)
         self.save(turn, *calls)
         # Saved: the step's tool calls are exactly as a reload would give them, so skip the reload.

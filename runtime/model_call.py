@@ -14,12 +14,13 @@ from datetime import timedelta
 from time import monotonic
 from typing import Any
 
-from chronicle.domain.content import Message, ModelResponse, TextBlock
+from chronicle.domain.content import Message, ModelResponse, TextBlock, ToolUseBlock
 from chronicle.domain.context import merge_roles, turn_messages
 from chronicle.domain.turn import Turn
 
 from .live import MessageEnd, MessageStart, MessageUpdate, StatusChange
-from .providers.base import ModelRequest
+from .providers.base import ModelRequest, partial_of
+from .tool_runner import CUT_AT_MAX_TOKENS
 
 
 def _sha(value: Any) -> str:
@@ -55,6 +56,61 @@ def request_delta(request: ModelRequest, previous_count: int) -> dict[str, Any]:
     }
 
 
+#: A response that stopped like this never has its tool calls run.
+NOT_RUN_STOP_REASONS = frozenset({"max_tokens", "refusal"})
+
+
+def runs_no_tools(response: ModelResponse) -> bool:
+    return response.stop_reason in NOT_RUN_STOP_REASONS or bool(response.cut_tool_uses)
+
+
+def not_run_reason(response: ModelResponse, block: ToolUseBlock) -> str | None:
+    """Why a tool call of this response is recorded as failed without running, or None to run it."""
+    if block.cut:
+        return (
+            f"the response was cut at max_tokens inside this call's input, so it was not run; the partial input "
+            f"({len(block.partial_input_json or '')} characters) is kept on the recorded response, never completed by guessing"
+        )
+    if response.stop_reason == "max_tokens" or response.cut_tool_uses:
+        return CUT_AT_MAX_TOKENS
+    if response.stop_reason == "refusal":
+        return "not run: the model refused this request"
+    return None
+
+
+def unfinished_outcome(response: ModelResponse) -> tuple[str, dict[str, Any]] | None:
+    """A recorded response that ends the turn as failed although the call itself worked.
+
+    A refusal: the turn is left out of every later request (domain/context.py), as the API
+    documentation asks. A tool input cut by max_tokens: the call cannot be run or sent back
+    without inventing input, so the turn stops and says so.
+    """
+    if response.stop_reason == "refusal":
+        details = response.stop_details or {}
+        said = "; ".join(f"{k}: {v}" for k, v in details.items() if k != "type" and v)
+        reason = (
+            f"the model refused this request{f' ({said})' if said else ''}; the refused exchange is recorded "
+            "and left out of later context"
+        )
+        return reason, {"kind": "refusal", "stop_details": response.stop_details}
+    cut = response.cut_tool_uses
+    if cut:
+        names = ", ".join(dict.fromkeys(b.name for b in cut))
+        reason = (
+            f"the response was cut at max_tokens while writing the input of {names}; the call was not run "
+            "and nothing was invented: ask for smaller steps, or raise max_tokens"
+        )
+        return reason, {"kind": "max_tokens_tool_input", "tool_use_ids": [b.id for b in cut]}
+    return None
+
+
+def completion_note(response: ModelResponse) -> str | None:
+    """Said with a completed turn whose final answer is not whole."""
+    if response.stop_reason == "max_tokens":
+        return "the answer was cut at max_tokens: it may be incomplete"
+    return None
+
+
 def build_messages(prior: list[Message], turn: Turn) -> list[Message]:
     """The request's messages built from scratch: the specification that RequestContext's
     incremental build is tested against (the loop itself uses RequestContext)."""
@@ -67,6 +123,8 @@ class ModelCaller:
     def __init__(self, loop: Any) -> None:
         self.loop = loop
         self.partial_text: list[str] = []
+        #: What the provider had received when the call was cancelled (usage, model, blocks), if it says.
+        self.partial: ModelResponse | None = None
 
     async def call(self, turn: Turn, request: ModelRequest) -> tuple[ModelResponse, int, float]:
         loop = self.loop
@@ -76,6 +134,7 @@ class ModelCaller:
         started = monotonic()
         while True:
             self.partial_text = []
+            self.partial = None
             await loop.emit(MessageStart(session_id=sid, turn_id=str(turn.id), step=step, model=request.model))
 
             async def on_delta(delta: dict[str, Any]) -> None:
@@ -83,14 +142,18 @@ class ModelCaller:
                     self.partial_text.append(delta.get("text", ""))
                 await loop.emit(MessageUpdate(session_id=sid, turn_id=str(turn.id), step=step, delta=delta))
 
-            response = await loop.provider.stream(request, on_delta)
+            try:
+                response = await loop.provider.stream(request, on_delta)
+            except asyncio.CancelledError as exc:
+                self.partial = partial_of(exc)
+                raise
             error = response.error
             if response.stop_reason == "error" and error and error.retryable and attempt < loop.options.retry.max_attempts:
                 delay = loop.options.retry.delay(attempt, error.retry_after_s)
                 now = loop.clock.now()
                 turn.record_retry(
                     attempt=attempt, reason=f"{error.kind}: {error.message}", delay_s=delay, now=now,
-                    error=error.model_dump(mode="json", include={"kind", "message", "status", "retry_after_s"}),
+                    error=retry_error(response),
                 )
                 loop.store.save(turn)
                 self.partial_text = []  # a cancel during the wait records nothing of the failed attempt
@@ -113,5 +176,23 @@ class ModelCaller:
             return response, attempt, (monotonic() - started) * 1000
 
     def aborted_response(self, model: str) -> ModelResponse:
+        """The cancelled call as recorded: what the provider had received (the answering model, the
+        input tokens message_start reported, the blocks streamed), or else the streamed text."""
+        if self.partial is not None:
+            return self.partial.model_copy(update={"stop_reason": "aborted", "error": None})
         text = "".join(self.partial_text)
         return ModelResponse(content=[TextBlock(text=text)] if text else [], stop_reason="aborted", model=model)
+
+
+def retry_error(response: ModelResponse) -> dict[str, Any]:
+    """The failed attempt as recorded on its retry event: the error, and what the attempt cost.
+
+    A stream that broke after message_start was billed for its input (and any output already
+    streamed); the usage and answering model go with the retry, so `chronicle cost` counts them.
+    """
+    assert response.error is not None
+    error = response.error.model_dump(mode="json", include={"kind", "message", "status", "retry_after_s"})
+    if response.usage.used:
+        error["usage"] = response.usage.model_dump(mode="json")
+        error["model"] = response.model
+    return error

@@ -13,13 +13,18 @@ Where prices come from, in order:
    that table by hand here would only make it go stale faster.
 
 An unknown model prices as None with one warning per model and process — never an exception.
-Anthropic's `input_tokens` excludes cached tokens, so the total input handed to genai-prices
-is input + cache writes + cache reads.
+The bundled table is applied through genai-prices' own Anthropic usage extractor, which reads
+the usage exactly as the API reports it: `input_tokens` excludes cached tokens, cache writes
+split into 5-minute and 1-hour lifetimes (1-hour writes cost more), `server_tool_use`
+web searches are billed per request, and `service_tier` selects a price variant.
 
 Override file format:
     {"models": {"claude-x": [{"from": "2026-01-01", "input_mtok": 3, "output_mtok": 15,
-                              "cache_write_mtok": 3.75, "cache_read_mtok": 0.3}]}}
-Prices are USD per million tokens; a model id with a `-YYYYMMDD` suffix also matches its base.
+                              "cache_write_mtok": 3.75, "cache_write_1h_mtok": 6, "cache_read_mtok": 0.3,
+                              "web_search_per_1k": 10}]}}
+Prices are USD per million tokens (web searches per thousand requests); a model id with a
+`-YYYYMMDD` suffix also matches its base. Omitted cache prices follow Anthropic's multipliers
+(5-minute write 1.25×, 1-hour write 2×, read 0.1× the input price).
 """
 
 from __future__ import annotations
@@ -33,7 +38,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from chronicle.domain.content import Usage
+from chronicle.domain.content import TOKEN_FIELDS, Usage
 
 log = logging.getLogger("chronicle.pricing")
 #: Models that are not priced and need no warning about it.
@@ -49,7 +54,7 @@ class PriceTableError(ValueError):
 def price(model: str, usage: Usage | dict[str, Any], at: datetime | date | None = None) -> float | None:
     """USD for one model call, or None when the model has no known price."""
     if isinstance(usage, dict):
-        usage = Usage(**{k: v for k, v in usage.items() if k in Usage.model_fields})
+        usage = as_usage(usage)
     when = _as_datetime(at)
     try:
         override = _override_price(model, usage, when)
@@ -66,6 +71,14 @@ def price(model: str, usage: Usage | dict[str, Any], at: datetime | date | None 
     return None
 
 
+def as_usage(raw: dict[str, Any]) -> Usage:
+    """A recorded usage dict as Usage, whatever shape a field has (older or newer records)."""
+    try:
+        return Usage.model_validate(raw)
+    except ValueError:
+        return Usage(**{k: v for k, v in raw.items() if k in TOKEN_FIELDS and isinstance(v, int)})
+
+
 def _warn_once(message: str) -> None:
     if message not in _warned:
         _warned.add(message)
@@ -78,8 +91,7 @@ def total(calls: list[tuple[str, Usage | dict[str, Any], datetime | date | None]
     for model, usage, at in calls:
         value = price(model, usage, at)
         if value is None:
-            tokens = usage if isinstance(usage, dict) else usage.model_dump()
-            if any(tokens.values()):
+            if (as_usage(usage) if isinstance(usage, dict) else usage).used:
                 return None
             continue
         usd += value
@@ -110,12 +122,18 @@ def _override_price(model: str, usage: Usage, when: datetime) -> float | None:
     if not current:
         return None
     entry = max(current, key=lambda e: e.get("from", ""))
+    base = entry.get("input_mtok", 0.0)
+    split = usage.cache_creation or {}
+    write_1h = int(split.get("ephemeral_1h_input_tokens") or 0)
+    write_5m = usage.cache_creation_input_tokens - write_1h
+    searches = int((usage.server_tool_use or {}).get("web_search_requests") or 0)
     usd = (
-        usage.input_tokens * entry.get("input_mtok", 0.0)
+        usage.input_tokens * base
         + usage.output_tokens * entry.get("output_mtok", 0.0)
-        + usage.cache_creation_input_tokens * entry.get("cache_write_mtok", entry.get("input_mtok", 0.0) * 1.25)
-        + usage.cache_read_input_tokens * entry.get("cache_read_mtok", entry.get("input_mtok", 0.0) * 0.1)
-    ) / 1_000_000
+        + write_5m * entry.get("cache_write_mtok", base * 1.25)
+        + write_1h * entry.get("cache_write_1h_mtok", base * 2)
+        + usage.cache_read_input_tokens * entry.get("cache_read_mtok", base * 0.1)
+    ) / 1_000_000 + searches * entry.get("web_search_per_1k", 10.0) / 1000
     return round(usd, 9)
 
 
@@ -154,18 +172,18 @@ def load_override(path: str) -> dict[str, list[dict[str, Any]]]:
 
 def _bundled_price(model: str, usage: Usage, when: datetime) -> float | None:
     try:
-        from genai_prices import Usage as GUsage, calc_price
+        from genai_prices import extract_usage
     except ImportError:  # pragma: no cover - a declared dependency; an override file still works
         return None
-    cache_write, cache_read = usage.cache_creation_input_tokens, usage.cache_read_input_tokens
+    reported = usage.model_dump(mode="json")
+    context = {"service_tier": usage.service_tier} if usage.service_tier else None
+    if usage.service_tier == "batch":
+        context = {**(context or {}), "processing": "batch"}
     try:
-        result = calc_price(
-            GUsage(
-                input_tokens=usage.input_tokens + cache_write + cache_read, output_tokens=usage.output_tokens,
-                cache_write_tokens=cache_write, cache_read_tokens=cache_read,
-            ),
-            model_ref=model, provider_id="anthropic", genai_request_timestamp=when,
-        )
+        extracted = extract_usage({"model": model, "usage": reported}, provider_id="anthropic")
+        if extracted.model is None:
+            return None
+        result = extracted.calc_price(genai_request_timestamp=when, price_context=context)
     except LookupError:
         return None
     except Exception as exc:  # noqa: BLE001 - a pricing bug must never fail a turn

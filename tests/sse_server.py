@@ -34,15 +34,24 @@ def _chunks(text: str, splits: list[int] | int | None) -> list[str]:
 def message_events(
     content: list[dict[str, Any]],
     stop_reason: str = "end_turn",
-    usage: dict[str, int] | None = None,
+    usage: dict[str, Any] | None = None,
     model: str = "claude-sonnet-4-5",
     split: list[int] | int | None = 7,
     stop_sequence: str | None = None,
     msg_id: str = "msg_test",
+    stop_details: dict[str, Any] | None = None,
+    final_usage: dict[str, Any] | None = None,
 ) -> list[tuple[str, dict[str, Any]]]:
-    """The events the API sends for one message: text, thinking and tool input split into deltas."""
+    """The events the API sends for one message: text (with citations), thinking, tool input and
+    server tool input split into deltas; any other block type (web_search_tool_result, …) is sent
+    whole in its content_block_start, as the API does.
+
+    `usage` is what message_start reports (output_tokens there is 1, as in real streams); the
+    final message_delta carries `final_usage` if given, else the real API's cumulative shape: the
+    output tokens plus every count reported so far, and `server_tool_use` when present.
+    """
     usage = {"input_tokens": 10, "output_tokens": 5, **(usage or {})}
-    start_usage = {k: v for k, v in usage.items() if k != "output_tokens"} | {"output_tokens": 1}
+    start_usage = {k: v for k, v in usage.items() if k not in ("output_tokens", "server_tool_use")} | {"output_tokens": 1}
     events: list[tuple[str, dict[str, Any]]] = [
         ("message_start", {"type": "message_start", "message": {
             "id": msg_id, "type": "message", "role": "assistant", "model": model, "content": [],
@@ -54,28 +63,86 @@ def message_events(
         if kind == "text":
             start = {"type": "text", "text": ""}
             deltas = [{"type": "text_delta", "text": c} for c in _chunks(block["text"], split)]
+            if "citations" in block:
+                # Real streams open a cited text block with "citations": [] and send each citation
+                # as its own citations_delta before the text it supports.
+                start["citations"] = []
+                deltas = [{"type": "citations_delta", "citation": c} for c in block["citations"] or []] + deltas
         elif kind == "thinking":
             start = {"type": "thinking", "thinking": "", "signature": ""}
             deltas = [{"type": "thinking_delta", "thinking": c} for c in _chunks(block["thinking"], split)]
             deltas.append({"type": "signature_delta", "signature": block["signature"]})
         elif kind == "redacted_thinking":
             start, deltas = dict(block), []
-        elif kind == "tool_use":
-            start = {"type": "tool_use", "id": block["id"], "name": block["name"], "input": {}}
+        elif kind in ("tool_use", "server_tool_use"):
+            start = {k: v for k, v in block.items() if k not in ("input", "raw_json", "split")} | {"input": {}}
             raw = block.get("raw_json", json.dumps(block["input"], ensure_ascii=False))
             deltas = [{"type": "input_json_delta", "partial_json": c} for c in _chunks(raw, block.get("split", split))]
         else:
-            raise ValueError(f"sse_server cannot stream a {kind} block")
+            start, deltas = dict(block), []
         events.append(("content_block_start", {"type": "content_block_start", "index": index, "content_block": start}))
         for delta in deltas:
             events.append(("content_block_delta", {"type": "content_block_delta", "index": index, "delta": delta}))
         events.append(("content_block_stop", {"type": "content_block_stop", "index": index}))
         if index == 0:
             events.append(("ping", {"type": "ping"}))
-    events.append(("message_delta", {"type": "message_delta", "delta": {"stop_reason": stop_reason, "stop_sequence": stop_sequence},
-                                     "usage": {"output_tokens": usage["output_tokens"]}}))
+    if final_usage is None:
+        final_usage = {k: v for k, v in usage.items() if k in (
+            "input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens", "output_tokens", "server_tool_use")}
+    delta: dict[str, Any] = {"stop_reason": stop_reason, "stop_sequence": stop_sequence}
+    if stop_details is not None:
+        delta["stop_details"] = stop_details
+    events.append(("message_delta", {"type": "message_delta", "delta": delta, "usage": final_usage}))
     events.append(("message_stop", {"type": "message_stop"}))
     return events
+
+
+#: Usage as real responses report it (2026): the 5m/1h split of cache writes, the service tier,
+#: where inference ran, and the server-side tool requests.
+FULL_USAGE: dict[str, Any] = {
+    "input_tokens": 1200, "output_tokens": 310, "cache_creation_input_tokens": 900, "cache_read_input_tokens": 4000,
+    "cache_creation": {"ephemeral_5m_input_tokens": 600, "ephemeral_1h_input_tokens": 300},
+    "server_tool_use": {"web_search_requests": 2, "web_fetch_requests": 0},
+    "service_tier": "standard", "inference_geo": "us",
+}
+
+
+def web_search_blocks(query: str = "chronicle event sourcing") -> list[dict[str, Any]]:
+    """A server-side web search as the API streams it: the call, its encrypted results, and an
+    answer whose text cites them (with unknown fields a newer API might add)."""
+    return [
+        {"type": "text", "text": "Let me search."},
+        {"type": "server_tool_use", "id": "srvtoolu_01", "name": "web_search", "input": {"query": query},
+         "caller": {"type": "direct"}},
+        {"type": "web_search_tool_result", "tool_use_id": "srvtoolu_01", "caller": {"type": "direct"}, "content": [
+            {"type": "web_search_result", "url": "https://example.org/es", "title": "Event sourcing",
+             "encrypted_content": "EqwBCioIAhgBIiQ0ZmQ5…", "page_age": "2 days ago"},
+        ]},
+        {"type": "text", "text": "Event sourcing records every change.", "citations": [
+            {"type": "web_search_result_location", "url": "https://example.org/es", "title": "Event sourcing",
+             "encrypted_index": "Eo8BCioIAhgB…", "cited_text": "records every change"},
+        ]},
+    ]
+
+
+def refusal(text: str = "") -> Stream:
+    """A streaming refusal: what was said before it (possibly an empty text block) and stop_details."""
+    return Stream(message_events(
+        [{"type": "text", "text": text}], stop_reason="refusal",
+        stop_details={"type": "refusal", "category": "cyber", "explanation": "This request asks for malware."},
+    ))
+
+
+CUT_JSON = '{"path": "notes.txt", "content": "The first line\\nand the sec'
+
+
+def cut_tool_input(raw: str = CUT_JSON, text: str = "Writing it.") -> Stream:
+    """max_tokens hit inside a tool_use's input: the JSON never closes, yet content_block_stop comes."""
+    cut = {"type": "tool_use", "id": "toolu_cut", "name": "write_file", "input": {}, "raw_json": raw}
+    return Stream(message_events(
+        [{"type": "text", "text": text}, cut],
+        stop_reason="max_tokens",
+    ))
 
 
 def error_event(error_type: str = "overloaded_error", message: str = "Overloaded") -> tuple[str, dict[str, Any]]:

@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 
 from .base import ModelRequest, Provider
+from .env_settings import SettingError
 from .scripted import ScriptedProvider, ScriptError
 
 #: The newest Sonnet the installed SDK lists; claude-sonnet-4-5 is deprecated (end of life
@@ -49,7 +50,10 @@ def make_provider(name: str | None, model: str | None = None) -> Provider:
             raise ProviderConfigError(f"the anthropic provider is unavailable: {exc}") from None
         if not os.environ.get("ANTHROPIC_API_KEY"):
             raise ProviderConfigError("--provider anthropic needs ANTHROPIC_API_KEY in the environment")
-        return AnthropicProvider(model=model or default_model())
+        try:
+            return AnthropicProvider(model=model or default_model())
+        except SettingError as exc:
+            raise ProviderConfigError(str(exc)) from None
     raise ProviderConfigError(f"unknown provider {name!r}: use anthropic or scripted:PATH")
 
 

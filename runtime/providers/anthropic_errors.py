@@ -94,6 +94,9 @@ def provider_error(exc: BaseException, secrets: tuple[str | None, ...] = ()) -> 
     if isinstance(exc, anthropic.APIConnectionError):
         cause = exc.__cause__ or exc.__context__
         detail = f": {type(cause).__name__}" if cause is not None else ""
+        if cause is not None and _is_bad_url(cause):
+            # No retry can fix the address itself (`ANTHROPIC_BASE_URL=notaurl`): fail at once.
+            return ProviderError(kind="bad_url", message=redact(f"the model API address is not usable{detail}: {cause}", secrets))
         return ProviderError(kind="connection_error", message=redact(f"cannot reach the model API{detail}", secrets), retryable=True)
     if _is_transport_error(exc):
         return ProviderError(
@@ -102,6 +105,17 @@ def provider_error(exc: BaseException, secrets: tuple[str | None, ...] = ()) -> 
     if isinstance(exc, anthropic.APIResponseValidationError):
         return ProviderError(kind="bad_response", message=redact(f"the API answered something unexpected: {exc.message}", secrets))
     return ProviderError(kind="provider_error", message=redact(f"{type(exc).__name__}: {exc}", secrets))
+
+
+def _is_bad_url(exc: BaseException) -> bool:
+    for module in ("httpx2", "httpx"):
+        try:
+            lib = __import__(module)
+        except ImportError:
+            continue
+        if isinstance(exc, (lib.UnsupportedProtocol, lib.InvalidURL)):
+            return True
+    return False
 
 
 def _is_transport_error(exc: BaseException) -> bool:

@@ -3,7 +3,17 @@
 The SDK's own retries are off (`max_retries=0`): the loop's RetryPolicy retries, so every retry
 is an event and a live status change. Raw stream events are assembled here (assembler.py)
 rather than by the SDK's helper so that the recorded response is exactly what the API sent.
-Cancellation closes the HTTP stream (`async with`) and lets CancelledError through.
+Cancellation closes the HTTP stream (`async with`) and lets CancelledError through, carrying
+what had arrived (see base.attach_partial).
+
+The stream is read through the SDK's own client (auth, headers, SSE decoding, its errors) but
+as the plain JSON the API sent (`cast_to=object`), not the SDK's typed models: those know only
+the block types of this SDK version and warn about, or reshape, anything newer. What is
+recorded is then exactly the wire: `server_tool_use`, `web_search_tool_result`, citations,
+every usage field, `stop_details`.
+
+Extended thinking (`CHRONICLE_THINKING_TOKENS`) applies to the agent's own calls only; the
+auxiliary calls (titles, compaction summaries) are small and never think.
 
 Prompt caching: the system prompt, the last tool definition and the newest message carry
 `cache_control`, so each call reads the previous call's prefix from the cache (three of the
@@ -17,14 +27,14 @@ import asyncio
 import os
 from typing import Any
 
-from chronicle.domain.content import Message, ModelResponse, ProviderError
+from chronicle.domain.content import Message, ModelResponse, ProviderError, dump_blocks, sendable
 
 from .anthropic_errors import provider_error
 from .assembler import MessageAssembler, StreamIncomplete
-from .base import DeltaSink, ModelRequest
+from .base import DEFAULT_MAX_TOKENS, DeltaSink, ModelRequest, attach_partial
+from .env_settings import base_url as checked_base_url, http_timeout_s, thinking_budget as checked_thinking
 
 CACHE = {"type": "ephemeral"}
-DEFAULT_TIMEOUT_S = 600.0
 
 
 class AnthropicProvider:
@@ -39,13 +49,18 @@ class AnthropicProvider:
         timeout_s: float | None = None,
         thinking_budget: int | None = None,
     ) -> None:
-        """`api_key` and `base_url` default to the SDK's own ANTHROPIC_API_KEY / ANTHROPIC_BASE_URL."""
+        """`api_key` and `base_url` default to the SDK's own ANTHROPIC_API_KEY / ANTHROPIC_BASE_URL.
+
+        Settings from the environment are checked here (env_settings.py): a bad one raises a
+        ValueError naming it, before any request is made.
+        """
         self.model = model
         self._api_key = api_key
-        self.base_url = base_url
-        self.timeout_s = timeout_s if timeout_s is not None else float(os.environ.get("CHRONICLE_HTTP_TIMEOUT_S") or DEFAULT_TIMEOUT_S)
-        budget = thinking_budget if thinking_budget is not None else os.environ.get("CHRONICLE_THINKING_TOKENS")
-        self.thinking_budget = int(budget) if budget else None
+        self.base_url = base_url if base_url is not None else checked_base_url(os.environ.get("ANTHROPIC_BASE_URL"))
+        self.timeout_s = timeout_s if timeout_s is not None else http_timeout_s(os.environ.get("CHRONICLE_HTTP_TIMEOUT_S"))
+        if thinking_budget is None:
+            thinking_budget = checked_thinking(os.environ.get("CHRONICLE_THINKING_TOKENS"), DEFAULT_MAX_TOKENS)
+        self.thinking_budget = thinking_budget
         self._clients: dict[int, Any] = {}
 
     def __repr__(self) -> str:  # never show the key
@@ -80,35 +95,45 @@ class AnthropicProvider:
             tools = [dict(t) for t in request.tools]
             tools[-1] = {**tools[-1], "cache_control": CACHE}
             params["tools"] = tools
-        if self.thinking_budget:
+        if self.thinking_budget and request.auxiliary is None and self.thinking_budget < request.max_tokens:
             params["thinking"] = {"type": "enabled", "budget_tokens": self.thinking_budget}
-            params["max_tokens"] = max(request.max_tokens, self.thinking_budget + 1024)
         return params
 
     async def stream(self, request: ModelRequest, on_delta: DeltaSink) -> ModelResponse:
-        model = request.model or self.model
-        assembler = MessageAssembler(model)
+        """The finished response, or on failure what had arrived: the answering model, the usage
+        reported so far (message_start's input tokens) and the blocks already streamed."""
+        from anthropic import AsyncStream
+
+        assembler = MessageAssembler(request.model or self.model)
         try:
             client = self._client()
-            stream = await client.messages.create(**self.request_params(request), stream=True)
+            stream = await client.post(
+                "/v1/messages", body={**self.request_params(request), "stream": True}, cast_to=object,
+                stream=True, stream_cls=AsyncStream[object],
+            )
             async with stream:
                 async for event in stream:
-                    for delta in assembler.feed(event.to_dict(mode="json")):
-                        await on_delta(delta)
+                    if isinstance(event, dict):
+                        for delta in assembler.feed(event):
+                            await on_delta(delta)
             return assembler.response()
+        except asyncio.CancelledError as exc:
+            attach_partial(exc, assembler.partial("aborted"))
+            raise
         except StreamIncomplete as exc:
-            return self._failed(model, ProviderError(kind="connection_error", message=str(exc), retryable=True))
+            return assembler.partial("error", ProviderError(kind="connection_error", message=str(exc), retryable=True))
         except Exception as exc:  # noqa: BLE001 - provider failures are data; CancelledError passes
-            return self._failed(model, provider_error(exc, secrets=(self._api_key,)))
-
-    @staticmethod
-    def _failed(model: str, error: ProviderError) -> ModelResponse:
-        return ModelResponse(stop_reason="error", error=error, model=model)
+            return assembler.partial("error", provider_error(exc, secrets=(self._api_key,)))
 
 
 def wire_messages(messages: list[Message]) -> list[dict[str, Any]]:
-    """Messages as the API wants them; the newest message's last block marks the cache point."""
-    wire = [m.wire() for m in messages]
+    """Messages as the API wants them; the newest message's last block marks the cache point.
+
+    Empty text blocks are left out (the API rejects them), and so is a message left with nothing.
+    """
+    wire = [
+        {"role": m.role, "content": dump_blocks(blocks)} for m in messages if (blocks := sendable(m.content))
+    ]
     if wire and wire[-1]["content"]:
         last = wire[-1]["content"][-1]
         if last.get("type") in ("text", "tool_result") and (last.get("text") != ""):

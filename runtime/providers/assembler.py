@@ -12,13 +12,14 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from chronicle.domain.content import ModelResponse, Usage
+from pydantic import ValidationError
+
+from chronicle.domain.content import PARTIAL_INPUT_KEY, ModelResponse, ProviderError, Usage
 
 #: Stop reasons our domain knows; anything newer is mapped by `_stop_reason`.
 KNOWN_STOP_REASONS = {"end_turn", "tool_use", "max_tokens", "stop_sequence", "pause_turn", "refusal"}
 #: Newer API stop reasons with a known meaning in our terms.
 STOP_REASON_ALIASES = {"model_context_window_exceeded": "max_tokens"}
-USAGE_FIELDS = ("input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
 
 
 class StreamIncomplete(Exception):
@@ -35,7 +36,8 @@ class MessageAssembler:
         self.json_parts: dict[int, list[str]] = {}
         self.stop_reason: str | None = None
         self.stop_sequence: str | None = None
-        self.usage: dict[str, int] = {}
+        self.stop_details: dict[str, Any] | None = None
+        self.usage: dict[str, Any] = {}
         self.started = False
         self.stopped = False
 
@@ -59,20 +61,21 @@ class MessageAssembler:
             return self._delta(int(event["index"]), event.get("delta") or {})
         if kind == "content_block_stop":
             index = int(event["index"])
-            self._close_tool_input(index, strict=True)
+            self._close_tool_input(index)
             return [{"type": "block_stop", "index": index}]
         if kind == "message_delta":
             delta = event.get("delta") or {}
             if delta.get("stop_reason") is not None:
                 self.stop_reason = delta["stop_reason"]
             self.stop_sequence = delta.get("stop_sequence", self.stop_sequence)
+            if delta.get("stop_details") is not None:
+                self.stop_details = delta["stop_details"]
             self._merge_usage(event.get("usage"))
             return []
         if kind == "message_stop":
             self.stopped = True
             return []
         return []  # ping and event types this version does not know
-
     def _delta(self, index: int, delta: dict[str, Any]) -> list[dict[str, Any]]:
         block = self.blocks.setdefault(index, {"type": "text", "text": ""})
         kind = delta.get("type")
@@ -96,7 +99,10 @@ class MessageAssembler:
             return [{"type": "citation", "index": index, "citation": delta.get("citation")}]
         return []
 
-    def _close_tool_input(self, index: int, strict: bool) -> None:
+    def _close_tool_input(self, index: int) -> None:
+        """Parse a block's streamed input JSON. Input that does not parse (cut by max_tokens or a
+        broken stream) is never completed by guessing: the raw text is kept beside the `input`
+        the block started with, which marks the call as cut."""
         parts = self.json_parts.pop(index, None)
         if parts is None:
             return
@@ -106,22 +112,28 @@ class MessageAssembler:
             block["input"] = block.get("input") or {}
             return
         try:
-            block["input"] = json.loads(raw)
+            value = json.loads(raw)
         except json.JSONDecodeError:
-            if strict:
-                raise
-            block["input"] = _partial_json(raw)
+            value = None
+        if isinstance(value, dict):
+            block["input"] = value
+        else:
+            block["input"] = block.get("input") or {}
+            block[PARTIAL_INPUT_KEY] = raw
 
     def _merge_usage(self, usage: dict[str, Any] | None) -> None:
-        """message_delta usage is cumulative: a present value overwrites, an absent one stays."""
-        for key in USAGE_FIELDS:
-            value = (usage or {}).get(key)
+        """Usage is cumulative: message_start reports the input, message_delta the running totals.
+
+        Every field is kept (service_tier, cache_creation, server_tool_use, inference_geo and any
+        newer one); a present value overwrites, an absent or null one leaves the earlier value.
+        """
+        for key, value in (usage or {}).items():
             if value is not None:
-                self.usage[key] = int(value)
+                self.usage[key] = value
 
     def content(self) -> list[dict[str, Any]]:
         for index in list(self.json_parts):
-            self._close_tool_input(index, strict=False)
+            self._close_tool_input(index)
         return [self.blocks[i] for i in sorted(self.blocks)]
 
     def response(self) -> ModelResponse:
@@ -129,16 +141,33 @@ class MessageAssembler:
         if not self.started or not self.stopped:
             raise StreamIncomplete("the stream ended before message_stop")
         content = self.content()
-        return ModelResponse.model_validate(
-            {
-                "id": self.id,
-                "content": content,
-                "stop_reason": _stop_reason(self.stop_reason, content),
-                "stop_sequence": self.stop_sequence,
-                "usage": Usage(**self.usage),
-                "model": self.model,
-            }
+        return self._build(content, _stop_reason(self.stop_reason, content))
+
+    def partial(self, stop_reason: str, error: ProviderError | None = None) -> ModelResponse:
+        """What arrived before a cancel or a failure: the answering model, the usage reported so far
+        (message_start's input tokens are billed), and the blocks already streamed."""
+        return self._build(self.content(), stop_reason, error)
+
+    def _build(self, content: list[dict[str, Any]], stop_reason: str, error: ProviderError | None = None) -> ModelResponse:
+        return ModelResponse(
+            id=self.id,
+            content=content,  # type: ignore[arg-type]
+            stop_reason=stop_reason,  # type: ignore[arg-type]
+            stop_sequence=self.stop_sequence,
+            stop_details=self.stop_details,
+            usage=_usage(self.usage),
+            model=self.model,
+            error=error,
         )
+
+
+def _usage(raw: dict[str, Any]) -> Usage:
+    try:
+        return Usage.model_validate(raw)
+    except ValidationError:
+        # A field of a shape we do not expect: keep the token counts that parse, drop nothing else silently.
+        counts = {k: v for k, v in raw.items() if isinstance(v, int) and not isinstance(v, bool)}
+        return Usage.model_validate({**counts, "unparsed": raw})
 
 
 def _stop_reason(raw: str | None, content: list[dict[str, Any]]) -> str:
@@ -147,14 +176,3 @@ def _stop_reason(raw: str | None, content: list[dict[str, Any]]) -> str:
     if raw in STOP_REASON_ALIASES:
         return STOP_REASON_ALIASES[raw]
     return "tool_use" if any(b.get("type") == "tool_use" for b in content) else "end_turn"
-
-
-def _partial_json(raw: str) -> dict[str, Any]:
-    """Tool input cut off (max_tokens): keep what parses, so the record shows what was meant."""
-    try:
-        from jiter import from_json  # the SDK's own dependency
-
-        value = from_json(raw.encode("utf-8"), partial_mode="trailing-strings")
-    except Exception:  # noqa: BLE001 - nothing usable; the loop refuses to run a cut-off call anyway
-        return {}
-    return value if isinstance(value, dict) else {}

@@ -14,6 +14,21 @@ from pydantic import BaseModel, ConfigDict, Field
 from chronicle.domain.content import Message, ModelResponse
 
 DeltaSink = Callable[[dict[str, Any]], Awaitable[None]]
+#: max_tokens of the agent's own model calls unless a caller says otherwise.
+DEFAULT_MAX_TOKENS = 8192
+_PARTIAL = "chronicle_partial_response"
+
+
+def attach_partial(exc: BaseException, response: ModelResponse) -> None:
+    """Hand what a cancelled stream had received to the caller on the CancelledError itself:
+    cancellation must propagate, and a provider is shared by concurrent calls, so the
+    exception is the one place that belongs to this call alone."""
+    setattr(exc, _PARTIAL, response)
+
+
+def partial_of(exc: BaseException) -> ModelResponse | None:
+    value = getattr(exc, _PARTIAL, None)
+    return value if isinstance(value, ModelResponse) else None
 
 
 class ModelRequest(BaseModel):
@@ -22,7 +37,7 @@ class ModelRequest(BaseModel):
     system: str = ""
     messages: list[Message] = Field(default_factory=list)
     tools: list[dict[str, Any]] = Field(default_factory=list)
-    max_tokens: int = 8192
+    max_tokens: int = DEFAULT_MAX_TOKENS
     #: Which agent, session and call this is; the scripted provider answers by these.
     agent: str = "main"
     session_id: str = ""

@@ -55,7 +55,9 @@ def test_a_multi_step_tool_session_runs_through_retries_and_the_log_shows_every_
 
     sessions = json_lines(cli("sessions", "--json", db=db_url).stdout)
     started = datetime.fromisoformat(sessions[0]["created_at"])
-    expected = 3 * price(MODEL, Usage(**usage), at=started)
+    # The stream that broke after message_start was billed for its input too (its retry event keeps the usage).
+    broken = price("claude-sonnet-4-5", Usage(input_tokens=10, output_tokens=1), at=started)
+    expected = 3 * price(MODEL, Usage(**usage), at=started) + broken
     assert sessions[0]["cost"] == pytest.approx(expected, rel=1e-6)
 
     assert all(KEY not in r.raw.decode("utf-8") for r in sse.requests + sse.title_requests)
@@ -82,3 +84,36 @@ def test_an_invalid_key_fails_at_once_with_the_api_message_and_exit_1(sqlite_url
 def test_a_bad_max_attempts_setting_is_a_usage_error(sqlite_url, workspace, sse):
     run = cli("run", "hi", "--workspace", str(workspace), db=sqlite_url, env=env_for(sse, CHRONICLE_MAX_ATTEMPTS="0"))
     assert run.returncode == 2
+
+
+@pytest.mark.parametrize("setting, value", [
+    ("ANTHROPIC_BASE_URL", "notaurl"),
+    ("ANTHROPIC_BASE_URL", "ftp://example.org"),
+    ("CHRONICLE_HTTP_TIMEOUT_S", "abc"),
+    ("CHRONICLE_HTTP_TIMEOUT_S", "-5"),
+    ("CHRONICLE_THINKING_TOKENS", "500"),
+    ("CHRONICLE_THINKING_TOKENS", "8192"),
+    ("CHRONICLE_THINKING_TOKENS", "lots"),
+])
+def test_a_bad_provider_setting_is_one_line_naming_it_exit_2_and_no_request(sqlite_url, workspace, sse, setting, value):
+    run = cli("run", "hi", "--workspace", str(workspace), db=sqlite_url, env=env_for(sse, **{setting: value}))
+    assert run.returncode == 2, run.stderr
+    lines = [ln for ln in run.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and f"{setting}=" in lines[0] and "expected" in lines[0]
+    assert sse.requests == [] and sse.title_requests == []
+
+
+def test_cost_counts_a_web_search_response_with_all_of_its_usage(db_url, workspace, sse):
+    from tests.sse_server import FULL_USAGE, web_search_blocks
+
+    answering = "claude-sonnet-4-5-20250929"
+    sse.script(reply(web_search_blocks(), usage=FULL_USAGE, model=answering))
+    run = cli("run", "search it", "--model", MODEL, "--workspace", str(workspace), "--json", db=db_url, env=env_for(sse))
+    assert run.returncode == 0, run.stderr
+    session_id = json_lines(run.stdout)[0]["session_id"]
+    report = json_lines(cli("cost", session_id, "--json", db=db_url).stdout)
+    own = next(o for o in report if o["scope"] == "self")
+    assert own["input_tokens"] == 1200 and own["cache_creation_input_tokens"] == 900 and own["web_search_requests"] == 2
+    started = datetime.fromisoformat(json_lines(cli("sessions", "--json", db=db_url).stdout)[0]["created_at"])
+    assert own["usd"] == pytest.approx(price(answering, FULL_USAGE, at=started), rel=1e-6)
+    assert own["usd"] > price(answering, {k: v for k, v in FULL_USAGE.items() if k != "server_tool_use"}, at=started)

@@ -84,9 +84,65 @@ def test_a_stream_without_message_stop_is_not_a_finished_response():
         assemble(events)[0].response()
 
 
-def test_tool_input_cut_at_max_tokens_keeps_what_parses():
-    content = [{"type": "tool_use", "id": "tu_1", "name": "write_file", "input": {}, "raw_json": '{"path": "a.txt", "content": "hel'}]
-    events = [e for e in message_events(content, stop_reason="max_tokens") if e[0] != "content_block_stop"]
+@pytest.mark.parametrize("with_block_stop", [True, False], ids=["block_stop_sent", "stream_ends_in_block"])
+def test_tool_input_cut_at_max_tokens_is_kept_raw_and_never_completed(with_block_stop):
+    raw = '{"path": "a.txt", "content": "hel'
+    content = [{"type": "tool_use", "id": "tu_1", "name": "write_file", "input": {}, "raw_json": raw}]
+    events = [e for e in message_events(content, stop_reason="max_tokens") if with_block_stop or e[0] != "content_block_stop"]
     response = assemble(events)[0].response()
     assert response.stop_reason == "max_tokens"
-    assert response.content[0].input["path"] == "a.txt"
+    block = response.content[0]
+    assert block.input == {} and block.cut and block.partial_input_json == raw
+    stored = response.model_dump(mode="json")["content"][0]
+    assert stored["input"] == {} and stored["partial_input_json"] == raw  # nothing the model never wrote
+    assert response.cut_tool_uses == [block]
+
+
+def test_a_complete_tool_input_is_not_marked_cut():
+    content = [{"type": "tool_use", "id": "tu_1", "name": "read_file", "input": {"path": "a"}}]
+    response = assemble(message_events(content, stop_reason="max_tokens"))[0].response()
+    assert response.content[0].input == {"path": "a"} and not response.content[0].cut
+
+
+def test_unknown_blocks_events_and_fields_are_kept_and_never_fail_the_response():
+    from tests.sse_server import FULL_USAGE, web_search_blocks
+
+    blocks = [*web_search_blocks(), {"type": "brand_new_block", "data": [1, {"x": None}]}]
+    events = message_events(blocks, usage=FULL_USAGE, model="claude-x-20261101")
+    events.insert(3, ("brand_new_event", {"type": "brand_new_event", "whatever": 1}))
+    response = assemble(events)[0].response()
+    assert response.model_dump(mode="json")["content"] == blocks
+    assert response.model == "claude-x-20261101" and response.usage.model_dump(mode="json") == FULL_USAGE
+    assert response.text == "Let me search.Event sourcing records every change."
+
+
+def test_usage_fields_absent_or_null_in_message_delta_keep_message_start_values():
+    events = message_events([{"type": "text", "text": "hi"}], usage={"input_tokens": 50, "service_tier": "priority"},
+                            final_usage={"output_tokens": 9, "input_tokens": None, "server_tool_use": {"web_search_requests": 1}})
+    usage = assemble(events)[0].response().usage
+    assert (usage.input_tokens, usage.output_tokens, usage.service_tier) == (50, 9, "priority")
+    assert usage.server_tool_use == {"web_search_requests": 1}
+
+
+def test_stop_details_of_a_refusal_are_recorded():
+    details = {"type": "refusal", "category": "cyber", "explanation": "no"}
+    events = message_events([{"type": "text", "text": ""}], stop_reason="refusal", stop_details=details)
+    response = assemble(events)[0].response()
+    assert response.stop_reason == "refusal" and response.stop_details == details
+
+
+def test_a_partial_response_keeps_model_usage_and_the_blocks_streamed_so_far():
+    content = [{"type": "text", "text": "Half an answer"}, {"type": "tool_use", "id": "t", "name": "w", "input": {"a": "long"}}]
+    events = message_events(content, usage={"input_tokens": 77}, model="claude-y", split=5)
+    assembler, _ = assemble([e for e in events if e[0] != "message_stop"][:-4])  # stops inside the tool input
+    with pytest.raises(StreamIncomplete):
+        assembler.response()
+    partial = assembler.partial("aborted")
+    assert partial.stop_reason == "aborted" and partial.model == "claude-y" and partial.usage.input_tokens == 77
+    assert partial.content[0].text == "Half an answer" and partial.content[1].cut and partial.content[1].input == {}
+
+
+def test_duplicate_tool_use_ids_are_passed_through_not_deduplicated():
+    content = [{"type": "tool_use", "id": "dup", "name": "a", "input": {}}, {"type": "tool_use", "id": "dup", "name": "b", "input": {}}]
+    response = assemble(message_events(content, stop_reason="tool_use"))[0].response()
+    assert [(b.id, b.name) for b in response.tool_uses] == [("dup", "a"), ("dup", "b")]

@@ -95,3 +95,31 @@ def test_a_broken_override_file_warns_and_falls_back_to_the_bundled_table(tmp_pa
     with caplog.at_level(logging.WARNING, logger="chronicle.pricing"):
         assert pricing.price("claude-sonnet-4-5", Usage(input_tokens=100_000), at=date(2026, 1, 1)) == pytest.approx(0.3)
     assert "not valid JSON" in caplog.text
+
+
+def test_one_hour_cache_writes_and_web_searches_are_priced_as_reported():
+    at = date(2026, 11, 1)
+    base = {"input_tokens": 1000, "output_tokens": 100, "cache_creation_input_tokens": 300}
+    five_min = pricing.price("claude-sonnet-4-5", {**base, "cache_creation": {"ephemeral_5m_input_tokens": 300}}, at)
+    one_hour = pricing.price("claude-sonnet-4-5", {**base, "cache_creation": {"ephemeral_1h_input_tokens": 300}}, at)
+    searched = pricing.price("claude-sonnet-4-5", {**base, "server_tool_use": {"web_search_requests": 2}}, at)
+    plain = pricing.price("claude-sonnet-4-5", base, at)
+    assert five_min == pytest.approx(plain)
+    assert one_hour == pytest.approx(plain + 300 * (6.0 - 3.75) / 1e6)  # 1h writes 2x input, 5m 1.25x
+    assert searched == pytest.approx(plain + 2 * 10 / 1000)  # $10 per 1,000 searches
+
+
+def test_an_override_entry_prices_one_hour_writes_and_searches(tmp_path, monkeypatch):
+    table = {"models": {"claude-z": [{"from": "2026-01-01", "input_mtok": 1, "output_mtok": 2, "cache_write_1h_mtok": 4,
+                                      "web_search_per_1k": 5}]}}
+    path = tmp_path / "prices.json"
+    path.write_text(json.dumps(table))
+    monkeypatch.setenv("CHRONICLE_PRICES", str(path))
+    usage = {"input_tokens": 1_000_000, "cache_creation_input_tokens": 1_000_000,
+             "cache_creation": {"ephemeral_1h_input_tokens": 1_000_000}, "server_tool_use": {"web_search_requests": 4}}
+    assert pricing.price("claude-z", usage, date(2026, 6, 1)) == pytest.approx(1 + 4 + 4 * 5 / 1000)
+
+
+def test_a_call_that_only_searched_is_not_free():
+    assert Usage(server_tool_use={"web_search_requests": 1}).used
+    assert not Usage(service_tier="standard", inference_geo="us").used
