@@ -28,9 +28,12 @@ def iso(value: datetime) -> str:
     return value.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
-def dumps(value: Any) -> str:
-    """Deterministic JSON for stored columns: the same input always gives the same text."""
-    return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str)
+def dumps(value: Any, sort_keys: bool = True) -> str:
+    """Deterministic JSON for stored columns: the same input always gives the same text.
+
+    `sort_keys=False` keeps the order the event holds (message content, whose tool inputs are
+    shown in the model's order), which is just as deterministic."""
+    return json.dumps(value, sort_keys=sort_keys, ensure_ascii=False, separators=(",", ":"), default=str)
 
 
 class Tx:

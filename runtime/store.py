@@ -214,15 +214,17 @@ class ChronicleStore(Application[UUID]):
 
     def events_with_positions(
         self, originator_ids: Iterable[UUID], topic_suffix: str | None = None, version: int | None = None,
+        offset: int = 0, limit: int | None = None,
     ) -> Iterator[tuple[int, DomainEvent]]:
         """Events of the given aggregates in commit order, each with its position in the log.
 
         `topic_suffix` (e.g. ".TurnEnded") and `version` narrow the query in SQL, so that time
-        travel decodes the few events it looks for rather than every event of a long session."""
+        travel decodes the few events it looks for rather than every event of a long session;
+        `offset`/`limit` page through what they select."""
         ids = list(originator_ids)
         if not ids:
             return
-        rows = self._select_rows(ids, topic_suffix, version)
+        rows = self._select_rows(ids, topic_suffix, version, offset, limit)
         for position, originator_id, version, topic, state in rows:
             stored = StoredEvent(
                 originator_id=UUID(str(originator_id)),
@@ -232,7 +234,9 @@ class ChronicleStore(Application[UUID]):
             )
             yield position, self.mapper.to_domain_event(stored)
 
-    def _select_rows(self, ids: list[UUID], topic_suffix: str | None = None, version: int | None = None) -> list[tuple]:
+    def _select_rows(
+        self, ids: list[UUID], topic_suffix: str | None = None, version: int | None = None, offset: int = 0, limit: int | None = None,
+    ) -> list[tuple]:
         recorder: Any = self.recorder
         table = recorder.events_table_name
         extra, params = "", []
@@ -242,11 +246,13 @@ class ChronicleStore(Application[UUID]):
         if version is not None:
             extra += " AND originator_version = {mark}"
             params.append(version)
+        every = "-1" if self.backend == "sqlite" else "ALL"
+        page = f" LIMIT {every if limit is None else int(limit)} OFFSET {int(offset)}" if limit is not None or offset else ""
         if self.backend == "sqlite":
             marks = ",".join("?" * len(ids))
             sql = (
                 f"SELECT rowid, originator_id, originator_version, topic, state FROM {table} "
-                f"WHERE originator_id IN ({marks}){extra.format(mark='?')} ORDER BY rowid"
+                f"WHERE originator_id IN ({marks}){extra.format(mark='?')} ORDER BY rowid{page}"
             )
             with recorder.datastore.transaction(commit=False) as cursor:
                 cursor.execute(sql, [i.hex for i in ids] + params)
@@ -255,7 +261,7 @@ class ChronicleStore(Application[UUID]):
 
         statement = pgsql.SQL(
             "SELECT notification_id, originator_id, originator_version, topic, state FROM {}.{} "
-            "WHERE originator_id = ANY(%s)" + extra.format(mark="%s") + " ORDER BY notification_id"
+            "WHERE originator_id = ANY(%s)" + extra.format(mark="%s") + " ORDER BY notification_id" + page
         ).format(pgsql.Identifier(recorder.datastore.schema or "public"), pgsql.Identifier(table))
         with recorder.datastore.transaction(commit=False) as cursor:
             cursor.execute(statement, (ids, *params))
