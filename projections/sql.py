@@ -135,6 +135,15 @@ class Database:
         tx.execute(f"DELETE FROM {self.tracking_table} WHERE application_name = %s", (key,))
         self.advance(tx, key, 0)
 
+    def originators_after(self, position: int, limit: int) -> list[str] | None:
+        """The aggregate ids (as text) of the events after `position`, or None if more than `limit`."""
+        with self.transaction(commit=False) as tx:
+            found = tx.rows(
+                f"SELECT originator_id FROM {self.events_table} WHERE {self.position_column} > %s "
+                f"ORDER BY {self.position_column} LIMIT %s", (position, limit + 1),
+            )
+        return None if len(found) > limit else [str(r[0]).replace("-", "") for r in found]
+
     def count_after(self, position: int) -> int:
         """Events in the log after `position`: a projection's lag."""
         with self.transaction(commit=False) as tx:

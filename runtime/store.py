@@ -151,8 +151,10 @@ class ChronicleStore(Application[UUID]):
 
     # -- reading -------------------------------------------------------------------------------
 
-    def session(self, session_id: UUID, version: int | None = None) -> Session:
-        return self._get(session_id, Session, version)
+    def session(self, session_id: UUID, version: int | None = None, copy: bool = True) -> Session:
+        """`copy=False` hands out the cached aggregate itself, for readers that never change it:
+        the deep copy of a long session (every turn id, input and spec) costs ms per get."""
+        return self._get(session_id, Session, version, copy)
 
     def turn(self, turn_id: UUID, version: int | None = None) -> Turn:
         return self._get(turn_id, Turn, version)
@@ -166,9 +168,9 @@ class ChronicleStore(Application[UUID]):
         except NotFound:
             return None
 
-    def _get(self, aggregate_id: UUID, cls: type, version: int | None = None) -> Any:
+    def _get(self, aggregate_id: UUID, cls: type, version: int | None = None, copy: bool = True) -> Any:
         try:
-            aggregate = self.repository.get(aggregate_id, version=version)
+            aggregate = self.repository.get(aggregate_id, version=version, deepcopy_from_cache=copy)
         except AggregateNotFoundError:
             raise NotFound(f"no {cls.__name__.lower()} with id {aggregate_id}") from None
         if not isinstance(aggregate, cls):

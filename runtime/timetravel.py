@@ -84,7 +84,7 @@ def cut_at_version(store: ChronicleStore, session_id: UUID, version: int, latest
 
     `latest` is the session as loaded now, when the caller has it: a get of a long session
     deep-copies every turn id it holds (≈ 15 ms at 500 turns), so it is not loaded twice."""
-    latest = latest if latest is not None else store.session(session_id)
+    latest = latest if latest is not None else store.session(session_id, copy=False)
     if version < 1 or version > latest.version:
         raise MomentOutOfRange(f"session {session_id} has {latest.version} event(s); --version must be 1..{latest.version}")
     position, timestamp = _cut_of_event(store, session_id, version)
@@ -119,11 +119,31 @@ def inherited_turns(store: ChronicleStore, session: Session) -> list[UUID]:
     return list(store.session(session.id, version=1).head) if session.forked_from else []
 
 
+def _nth_event(store: ChronicleStore, session_id: UUID, topic_suffix: str, n: int) -> Any:
+    for _, event in store.events_with_positions([session_id], topic_suffix=topic_suffix, offset=n - 1, limit=1):
+        return event
+    return None
+
+
 def cut_at_turn(store: ChronicleStore, session_id: UUID, number: int) -> Cut:
     """The cut at the end of turn `number`, counted as the conversation shows turns: on a fork,
     the turns inherited from its parent come first, then its own, so `history --at`,
-    `fork --at` and `sessions` agree."""
-    session = store.session(session_id)
+    `fork --at` and `sessions` agree.
+
+    The session's own N-th turn is the one its N-th TurnStarted names; when its N-th TurnEnded
+    names the same turn, that is the cut, found with two one-row queries and no load of the
+    whole session as it is now (a long session's snapshot is most of such a read)."""
+    start = store.session(session_id, version=1)
+    inherited = list(start.head) if start.forked_from else []
+    own = number - len(inherited)
+    if own >= 1:
+        started = _nth_event(store, session_id, ".TurnStarted", own)
+        ended = _nth_event(store, session_id, ".TurnEnded", own) if started is not None else None
+        if ended is not None and getattr(ended, "turn_id", None) == started.turn_id:
+            version = ended.originator_version
+            position, timestamp = _cut_of_event(store, session_id, version)
+            return Cut(store.session(session_id, version=version), position, timestamp, version)
+    session = store.session(session_id, copy=False)  # only read here
     inherited = inherited_turns(store, session)
     total = len(inherited) + len(session.turns)
     if number < 1 or number > total:
