@@ -21,6 +21,9 @@ END_STATES = {
 
 class HistoryProjection(Projection):
     name = "history"
+    #: v2: each message carries the log position of the event that recorded it, so the
+    #: conversation as of a point in the log is one indexed query (`history --at`, fork).
+    version = 2
     tables = {
         "proj_history_sessions": "session_id TEXT PRIMARY KEY, agent TEXT, parent_session_id TEXT, "
                                  "forked_from TEXT, created_at TEXT",
@@ -29,7 +32,7 @@ class HistoryProjection(Projection):
         "proj_history_turns": "turn_id TEXT PRIMARY KEY, session_id TEXT, number BIGINT, input_text TEXT, status TEXT, "
                               "final_text TEXT, reason TEXT, started_at TEXT, ended_at TEXT",
         "proj_history_messages": "turn_id TEXT NOT NULL, seq BIGINT NOT NULL, step BIGINT, role TEXT, content TEXT, "
-                                 "stop_reason TEXT, at TEXT, PRIMARY KEY (turn_id, seq)",
+                                 "stop_reason TEXT, at TEXT, position BIGINT, PRIMARY KEY (turn_id, seq)",
     }
 
     @on("Session.Started")
@@ -77,19 +80,21 @@ class HistoryProjection(Projection):
             (tid, str(e.session_id), e.number, e.input_text, "pending", None, None, iso(e.timestamp), None),
         )
         tx.memo[("history.seq", tid)] = 0  # a new turn has no messages yet
-        self._message(tx, tid, None, "user", [{"type": "text", "text": e.input_text}], None, e.timestamp)
+        self._message(tx, tid, None, "user", [{"type": "text", "text": e.input_text}], None, e.timestamp, position)
 
     @on("Turn.ModelResponded")
     def _responded(self, tx: Tx, e: Any, position: int) -> None:
         response = e.response
         self._message(tx, str(e.originator_id), e.step, "assistant", response.get("content", []),
-                      response.get("stop_reason"), e.timestamp)
+                      response.get("stop_reason"), e.timestamp, position)
 
     @on("Turn.ToolResultsRecorded")
     def _results(self, tx: Tx, e: Any, position: int) -> None:
-        self._message(tx, str(e.originator_id), e.step, "user", e.blocks, None, e.timestamp)
+        self._message(tx, str(e.originator_id), e.step, "user", e.blocks, None, e.timestamp, position)
 
-    def _message(self, tx: Tx, tid: str, step: int | None, role: str, content: list, stop: str | None, at: Any) -> None:
+    def _message(
+        self, tx: Tx, tid: str, step: int | None, role: str, content: list, stop: str | None, at: Any, position: int,
+    ) -> None:
         # Messages are numbered in memory within a transaction: counted from the table once per
         # turn (its rows from earlier batches), then incremented. Rows are only ever counted
         # here, so they can be inserted together at the commit.
@@ -98,8 +103,8 @@ class HistoryProjection(Projection):
             tx.memo[key] = int(tx.value("SELECT COUNT(*) FROM proj_history_messages WHERE turn_id = %s", (tid,)) or 0)
         seq = tx.memo[key]
         tx.memo[key] = seq + 1
-        tx.insert_later("INSERT INTO proj_history_messages VALUES (%s, %s, %s, %s, %s, %s, %s)",
-                        (tid, seq, step, role, dumps(content), stop, iso(at)))
+        tx.insert_later("INSERT INTO proj_history_messages VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
+                        (tid, seq, step, role, dumps(content, sort_keys=False), stop, iso(at), position))
 
     @on("Turn.Started", "Turn.Resumed")
     def _running(self, tx: Tx, e: Any, position: int) -> None:

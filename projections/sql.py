@@ -28,9 +28,12 @@ def iso(value: datetime) -> str:
     return value.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
-def dumps(value: Any) -> str:
-    """Deterministic JSON for stored columns: the same input always gives the same text."""
-    return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str)
+def dumps(value: Any, sort_keys: bool = True) -> str:
+    """Deterministic JSON for stored columns: the same input always gives the same text.
+
+    `sort_keys=False` keeps the order the event holds (message content, whose tool inputs are
+    shown in the model's order), which is just as deterministic."""
+    return json.dumps(value, sort_keys=sort_keys, ensure_ascii=False, separators=(",", ":"), default=str)
 
 
 #: PostgreSQL text cannot hold NUL, which model text and titles can. On PostgreSQL every string
@@ -153,6 +156,15 @@ class Database:
     def reset(self, tx: Tx, key: str) -> None:
         tx.execute(f"DELETE FROM {self.tracking_table} WHERE application_name = %s", (key,))
         self.advance(tx, key, 0)
+
+    def originators_after(self, position: int, limit: int) -> list[str] | None:
+        """The aggregate ids (as text) of the events after `position`, or None if more than `limit`."""
+        with self.transaction(commit=False) as tx:
+            found = tx.rows(
+                f"SELECT originator_id FROM {self.events_table} WHERE {self.position_column} > %s "
+                f"ORDER BY {self.position_column} LIMIT %s", (position, limit + 1),
+            )
+        return None if len(found) > limit else [str(r[0]).replace("-", "") for r in found]
 
     def count_after(self, position: int) -> int:
         """Events in the log after `position`: a projection's lag."""

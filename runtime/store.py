@@ -175,8 +175,10 @@ class ChronicleStore(Application[UUID]):
 
     # -- reading -------------------------------------------------------------------------------
 
-    def session(self, session_id: UUID, version: int | None = None) -> Session:
-        return self._get(session_id, Session, version)
+    def session(self, session_id: UUID, version: int | None = None, copy: bool = True) -> Session:
+        """`copy=False` hands out the cached aggregate itself, for readers that never change it:
+        the deep copy of a long session (every turn id, input and spec) costs ms per get."""
+        return self._get(session_id, Session, version, copy)
 
     def turn(self, turn_id: UUID, version: int | None = None) -> Turn:
         return self._get(turn_id, Turn, version)
@@ -190,9 +192,9 @@ class ChronicleStore(Application[UUID]):
         except NotFound:
             return None
 
-    def _get(self, aggregate_id: UUID, cls: type, version: int | None = None) -> Any:
+    def _get(self, aggregate_id: UUID, cls: type, version: int | None = None, copy: bool = True) -> Any:
         try:
-            aggregate = self.repository.get(aggregate_id, version=version)
+            aggregate = self.repository.get(aggregate_id, version=version, deepcopy_from_cache=copy)
         except AggregateNotFoundError:
             raise NotFound(f"no {cls.__name__.lower()} with id {aggregate_id}") from None
         except Exception as exc:  # noqa: BLE001 - find the row that does not decode, and name it
@@ -291,15 +293,17 @@ class ChronicleStore(Application[UUID]):
 
     def events_with_positions(
         self, originator_ids: Iterable[UUID], topic_suffix: str | None = None, version: int | None = None,
+        offset: int = 0, limit: int | None = None,
     ) -> Iterator[tuple[int, DomainEvent]]:
         """Events of the given aggregates in commit order, each with its position in the log.
 
         `topic_suffix` (e.g. ".TurnEnded") and `version` narrow the query in SQL, so that time
-        travel decodes the few events it looks for rather than every event of a long session."""
+        travel decodes the few events it looks for rather than every event of a long session;
+        `offset`/`limit` page through what they select."""
         ids = list(originator_ids)
         if not ids:
             return
-        rows = self._select_rows(ids, topic_suffix, version)
+        rows = self._select_rows(ids, topic_suffix, version, offset, limit)
         for position, originator_id, version, topic, state in rows:
             stored = StoredEvent(
                 originator_id=UUID(str(originator_id)),
@@ -309,7 +313,9 @@ class ChronicleStore(Application[UUID]):
             )
             yield position, self.mapper.to_domain_event(stored)
 
-    def _select_rows(self, ids: list[UUID], topic_suffix: str | None = None, version: int | None = None) -> list[tuple]:
+    def _select_rows(
+        self, ids: list[UUID], topic_suffix: str | None = None, version: int | None = None, offset: int = 0, limit: int | None = None,
+    ) -> list[tuple]:
         recorder: Any = self.recorder
         table = recorder.events_table_name
         extra, params = "", []
@@ -319,11 +325,13 @@ class ChronicleStore(Application[UUID]):
         if version is not None:
             extra += " AND originator_version = {mark}"
             params.append(version)
+        every = "-1" if self.backend == "sqlite" else "ALL"
+        page = f" LIMIT {every if limit is None else int(limit)} OFFSET {int(offset)}" if limit is not None or offset else ""
         if self.backend == "sqlite":
             marks = ",".join("?" * len(ids))
             sql = (
                 f"SELECT rowid, originator_id, originator_version, topic, state FROM {table} "
-                f"WHERE originator_id IN ({marks}){extra.format(mark='?')} ORDER BY rowid"
+                f"WHERE originator_id IN ({marks}){extra.format(mark='?')} ORDER BY rowid{page}"
             )
             with recorder.datastore.transaction(commit=False) as cursor:
                 cursor.execute(sql, [i.hex for i in ids] + params)
@@ -332,7 +340,7 @@ class ChronicleStore(Application[UUID]):
 
         statement = pgsql.SQL(
             "SELECT notification_id, originator_id, originator_version, topic, state FROM {}.{} "
-            "WHERE originator_id = ANY(%s)" + extra.format(mark="%s") + " ORDER BY notification_id"
+            "WHERE originator_id = ANY(%s)" + extra.format(mark="%s") + " ORDER BY notification_id" + page
         ).format(pgsql.Identifier(recorder.datastore.schema or "public"), pgsql.Identifier(table))
         with recorder.datastore.transaction(commit=False) as cursor:
             cursor.execute(statement, (ids, *params))

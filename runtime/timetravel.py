@@ -64,25 +64,55 @@ def turns_as_of(store: ChronicleStore, turn_ids: list[UUID], position: int, time
     return [states[t] for t in turn_ids if t in states]
 
 
-def as_of_version(store: ChronicleStore, session_id: UUID, version: int, latest: Session | None = None) -> PastView:
-    """The session and its active branch as they were when its `version`-th event was recorded.
+@dataclass
+class Cut:
+    """A point in a session's past: the session as it was then, and where that is in the log.
+
+    `timestamp` is None when no turn on the branch was cut (the turns a fork inherited had all
+    completed before it), so every event of those turns counts."""
+
+    session: Session
+    position: int
+    timestamp: datetime | None
+    version: int
+
+
+def turns_at(store: ChronicleStore, cut: Cut) -> list[Turn]:
+    if cut.timestamp is None:
+        return [store.turn(t) for t in cut.session.head]
+    return turns_as_of(store, cut.session.head, cut.position, cut.timestamp)
+
+
+def cut_at_version(store: ChronicleStore, session_id: UUID, version: int, latest: Session | None = None) -> Cut:
+    """The cut at the session's `version`-th event.
 
     `latest` is the session as loaded now, when the caller has it: a get of a long session
     deep-copies every turn id it holds (≈ 15 ms at 500 turns), so it is not loaded twice."""
-    latest = latest if latest is not None else store.session(session_id)
+    latest = latest if latest is not None else store.session(session_id, copy=False)
     if version < 1 or version > latest.version:
         raise MomentOutOfRange(f"session {session_id} has {latest.version} event(s); --version must be 1..{latest.version}")
     position, timestamp = _cut_of_event(store, session_id, version)
-    session = store.session(session_id, version=version)
-    return PastView(session, turns_as_of(store, session.head, position, timestamp), position, version)
+    return Cut(store.session(session_id, version=version), position, timestamp, version)
+
+
+def as_of_version(store: ChronicleStore, session_id: UUID, version: int, latest: Session | None = None) -> PastView:
+    """The session and its active branch as they were when its `version`-th event was recorded."""
+    cut = cut_at_version(store, session_id, version, latest)
+    return PastView(cut.session, turns_at(store, cut), cut.position, cut.version)
 
 
 def turn_end_version(store: ChronicleStore, session: Session, own_number: int, shown_as: int | None = None) -> int:
-    """The session's version at which its own turn `own_number` (counted from 1) ended."""
+    """The session's version at which its own turn `own_number` (counted from 1) ended.
+
+    A session runs one turn at a time, so its N-th TurnEnded is normally its N-th turn's: that
+    one event is read first (one indexed query, one decode); every TurnEnded is scanned only
+    if it names another turn."""
     wanted = session.turns[own_number - 1]
-    for _, event in store.events_with_positions([session.id], topic_suffix=".TurnEnded"):
-        if type(event).__name__ == "TurnEnded" and getattr(event, "turn_id", None) == wanted:
-            return event.originator_version
+    guess = store.events_with_positions([session.id], topic_suffix=".TurnEnded", offset=own_number - 1, limit=1)
+    for candidates in (guess, store.events_with_positions([session.id], topic_suffix=".TurnEnded")):
+        for _, event in candidates:
+            if type(event).__name__ == "TurnEnded" and getattr(event, "turn_id", None) == wanted:
+                return event.originator_version
     raise TimeTravelError(
         f"turn {shown_as or own_number} of session {session.id} has not ended yet; `chronicle resume` may finish it"
     )
@@ -93,13 +123,31 @@ def inherited_turns(store: ChronicleStore, session: Session) -> list[UUID]:
     return list(store.session(session.id, version=1).head) if session.forked_from else []
 
 
-def as_of_turn(store: ChronicleStore, session_id: UUID, number: int) -> PastView:
-    """The conversation exactly as it was when turn `number` had completed.
+def _nth_event(store: ChronicleStore, session_id: UUID, topic_suffix: str, n: int) -> Any:
+    for _, event in store.events_with_positions([session_id], topic_suffix=topic_suffix, offset=n - 1, limit=1):
+        return event
+    return None
 
-    Turns are numbered as the conversation shows them: on a fork, the turns inherited from its
-    parent come first, then its own, so `history --at`, `fork --at` and `sessions` agree.
-    """
-    session = store.session(session_id)
+
+def cut_at_turn(store: ChronicleStore, session_id: UUID, number: int) -> Cut:
+    """The cut at the end of turn `number`, counted as the conversation shows turns: on a fork,
+    the turns inherited from its parent come first, then its own, so `history --at`,
+    `fork --at` and `sessions` agree.
+
+    The session's own N-th turn is the one its N-th TurnStarted names; when its N-th TurnEnded
+    names the same turn, that is the cut, found with two one-row queries and no load of the
+    whole session as it is now (a long session's snapshot is most of such a read)."""
+    start = store.session(session_id, version=1)
+    inherited = list(start.head) if start.forked_from else []
+    own = number - len(inherited)
+    if own >= 1:
+        started = _nth_event(store, session_id, ".TurnStarted", own)
+        ended = _nth_event(store, session_id, ".TurnEnded", own) if started is not None else None
+        if ended is not None and getattr(ended, "turn_id", None) == started.turn_id:
+            version = ended.originator_version
+            position, timestamp = _cut_of_event(store, session_id, version)
+            return Cut(store.session(session_id, version=version), position, timestamp, version)
+    session = store.session(session_id, copy=False)  # only read here
     inherited = inherited_turns(store, session)
     total = len(inherited) + len(session.turns)
     if number < 1 or number > total:
@@ -110,18 +158,24 @@ def as_of_turn(store: ChronicleStore, session_id: UUID, number: int) -> PastView
         start = store.session(session_id, version=1)
         start.head = inherited[:number]
         position, _ = _cut_of_event(store, session_id, 1)
-        return PastView(start, [store.turn(t) for t in start.head], position, 1)
+        return Cut(start, position, None, 1)
     own = number - len(inherited)
-    return as_of_version(store, session_id, turn_end_version(store, session, own, shown_as=number), latest=session)
+    return cut_at_version(store, session_id, turn_end_version(store, session, own, shown_as=number), latest=session)
+
+
+def as_of_turn(store: ChronicleStore, session_id: UUID, number: int) -> PastView:
+    """The conversation exactly as it was when turn `number` had completed, rebuilt from events."""
+    cut = cut_at_turn(store, session_id, number)
+    return PastView(cut.session, turns_at(store, cut), cut.position, cut.version)
 
 
 def fork(store: ChronicleStore, session_id: UUID, number: int, clock: Clock = SYSTEM_CLOCK) -> Session:
     """A new session whose context is the parent's conversation as of turn `number`; no copying."""
-    past = as_of_turn(store, session_id, number)
+    cut = cut_at_turn(store, session_id, number)  # the branch is all a fork needs: no turn is read
     parent = store.session(session_id)
     child = Session.start(
         uuid4(), parent.spec, clock.now(),
-        forked_from={"session_id": str(session_id), "turn": number}, head=list(past.session.head),
+        forked_from={"session_id": str(session_id), "turn": number}, head=list(cut.session.head),
     )
     store.create_session(child)
     return child

@@ -6,7 +6,9 @@ loop (Chronicle) and one `invoke` per turn (LangGraph). Timed from a cold store 
 ChronicleStore per read, as each CLI command opens one); LangGraph reads a checkpoint id that
 was noted after each turn, which is the most favourable way to address its past.
 
-- as of turn: Chronicle `as_of_turn` + the messages (what `history --at` prints);
+- as of turn: Chronicle `cut_at_turn` + `context_at` (what `history --at` prints: the history
+  projection's rows up to the cut's log position; the projection is caught up once after the
+  run, as any read command or `projections run` does, and each cold read checks it is current);
   LangGraph `get_state(config at the end of that turn)`.
 - history of states: Chronicle `log` entries (every event of the session, its turns and tool
   calls, with its state); LangGraph `list(get_state_history(config))`.
@@ -45,9 +47,9 @@ def _ms(fn: Callable[[], Any]) -> tuple[float, Any]:
 
 
 def chronicle_runs(ctx: Context, backend: str, steps: int) -> dict[str, Any]:
-    from chronicle.domain.context import build_context
     from chronicle.runtime.cli.inspect_cmd import log_entries
-    from chronicle.runtime.timetravel import as_of_turn, fork
+    from chronicle.runtime.past_context import context_at, history_engine
+    from chronicle.runtime.timetravel import cut_at_turn, fork
 
     slot = Slot(ctx, backend)
     try:
@@ -56,6 +58,7 @@ def chronicle_runs(ctx: Context, backend: str, steps: int) -> dict[str, Any]:
         sid = None
         for _ in range(turns):
             sid, _ = cs.run_turn(store, 1, slot.dir / "ws", session_id=sid)
+        history_engine(store).catch_up()
         store.close()
         out: dict[str, Any] = {"turns": turns}
         for label, number in (("early", 1), ("middle", turns // 2), ("late", turns)):
@@ -64,10 +67,7 @@ def chronicle_runs(ctx: Context, backend: str, steps: int) -> dict[str, Any]:
                 cold = slot.chronicle_store()
 
                 def read() -> int:
-                    past = as_of_turn(cold, sid, number)
-                    summary, view = past.session.context_view()
-                    by_id = {t.id: t for t in past.turns}
-                    return len(build_context([by_id[t] for t in view], summary=summary))
+                    return len(context_at(cold, cut_at_turn(cold, sid, number), history_engine(cold)))
 
                 ms, count = _ms(read)
                 times.append(ms)

@@ -194,30 +194,28 @@ def history(
     db: DbOption = None,
 ) -> None:
     """Show the messages the model will see next (the active branch), in Anthropic format; or as they were."""
-    from chronicle.runtime.timetravel import TimeTravelError, as_of_turn, as_of_version
+    from chronicle.runtime.past_context import context_at, history_engine
+    from chronicle.runtime.timetravel import TimeTravelError, cut_at_turn, cut_at_version
 
     with cli_errors():
         store = open_store(db)
         sid = store.resolve_session_id(session)
         if at is not None and version is not None:
             fail("--at and --version pick a moment each; give one of them", 2)
-        record = store.session(sid)
-        past_turns = None
-        try:
-            if at is not None:
-                past = as_of_turn(store, sid, at)
-                record, past_turns = past.session, past.turns
-            elif version is not None:
-                past = as_of_version(store, sid, version)
-                record, past_turns = past.session, past.turns
-        except TimeTravelError as exc:
-            fail(str(exc), exc.exit_code)
-        summary, view = record.context_view()
-        if past_turns is not None:
-            as_of = {turn.id: turn for turn in past_turns}
-            messages = build_context([as_of[t] for t in view], summary=summary)
-        else:
+        if at is None and version is None:
+            # What the model reads next is built from events, as the loop builds it.
+            summary, view = store.session(sid).context_view()
             messages = build_context([store.turn(t) for t in view], summary=summary)
+        else:
+            try:
+                cut = cut_at_turn(store, sid, at) if at is not None else cut_at_version(store, sid, version or 0)
+            except TimeTravelError as exc:
+                fail(str(exc), exc.exit_code)
+            # The past is read from the history projection by log position once it is current;
+            # `context_at` rebuilds it from events if it is not.
+            engine = history_engine(store)
+            engine.catch_up()
+            messages = context_at(store, cut, engine)
         if as_json:
             for message in messages:
                 print_json(message.wire())
