@@ -70,11 +70,17 @@ def build_loop(
             settings = load_settings(limits or LimitFlags(), path)
         except SettingsError as exc:
             raise LoopSetupError(f"{where}{exc}") from None
+    try:
+        toolbox = toolbox_for(spec.tools, path)
+        for sub_agent in spec.registry:  # a sub-agent's tools fail now, before anything is recorded, not when it is asked
+            toolbox_for(sub_agent.tools, path)
+    except ValueError as exc:
+        raise LoopSetupError(f"{where}{exc}") from None
     options = replace(options or LoopOptions(), tool_timeout_s=settings.tool_timeout_s)
     if model:
         options = replace(options, model=model)
     loop = AgentLoop(
-        store, provider, toolbox_for(spec.tools), path, broker=broker, options=options, clock=clock, approver=approver,
+        store, provider, toolbox, path, broker=broker, options=options, clock=clock, approver=approver,
         hooks=Hooks(settings.hooks(store, interactive=interactive)), compactor=settings.compactor(),
     )
     loop.hooks.add(TitleHook(provider, store, loop.clock))
@@ -86,7 +92,7 @@ def child_loop(parent: AgentLoop, spec: AgentSpec) -> AgentLoop:
     (guards included) and compactor; its own toolbox and max_iterations from its spec."""
     options = parent.options
     return AgentLoop(
-        parent.store, parent.provider, toolbox_for(spec.tools), parent.workspace,
+        parent.store, parent.provider, toolbox_for(spec.tools, parent.workspace), parent.workspace,
         broker=parent.broker, clock=parent.clock, approver=parent.approver, hooks=parent.hooks, compactor=parent.compactor,
         options=LoopOptions(
             max_iterations=None, auto_approve=options.auto_approve, tool_timeout_s=options.tool_timeout_s,

@@ -26,7 +26,7 @@ from .loop import AgentLoop, LoopOptions
 from .model_call import fingerprint
 from .providers.base import DeltaSink, ModelRequest
 from .store import ChronicleStore
-from .tools import BUILTIN_TOOLS
+from .tools import resolve_tools
 from .tools.base import Tool, ToolContext, ToolError, ToolOutput, Toolbox
 
 
@@ -126,10 +126,8 @@ class Replayer:
 
             return type(f"Replay{cls.__name__}", (cls,), {"run": run})()
 
-        from .agents.tools import ORCHESTRATION_TOOLS  # delegate & co. answer from the recording like any writer
-
-        known = {**BUILTIN_TOOLS, **ORCHESTRATION_TOOLS}
-        return Toolbox([wrap(known[name]) for name in self.session.spec.tools if name in known])
+        # delegate & co. answer from the recording like any writer; the user's tools load by import path
+        return Toolbox([wrap(type(t)) for t in resolve_tools(self.session.spec.tools, self.workspace)])
 
     async def run_tool(self, cls: type[Tool], tool: Tool, args: Any, ctx: ToolContext) -> ToolOutput:
         replay_store: ChronicleStore = ctx.loop.store

@@ -191,12 +191,13 @@ class ToolRunner:
             store_url=getattr(loop.store, "url", None),
         )
         started = monotonic()
+        limit = tool.timeout_s or loop.options.tool_timeout_s
         try:
-            output = await asyncio.wait_for(tool.run(args, ctx), timeout=None if tool.unbounded else loop.options.tool_timeout_s)
+            output = await asyncio.wait_for(tool.run(args, ctx), timeout=None if tool.unbounded else limit)
         except ToolError as exc:
             call.fail(safe_error(ctx, str(exc)), loop.clock.now(), duration_ms=_ms(started))
         except asyncio.TimeoutError:
-            call.fail(f"{call.name} timed out after {loop.options.tool_timeout_s:g} s", loop.clock.now(), duration_ms=_ms(started))
+            call.fail(f"{call.name} timed out after {limit:g} s", loop.clock.now(), duration_ms=_ms(started))
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # noqa: BLE001 - a tool's bug becomes an error result the model reads

@@ -12,6 +12,7 @@ from typing import Annotated
 import typer
 
 from chronicle.runtime.replay import replay as run_replay
+from chronicle.runtime.tools.imports import ToolLoadError
 from chronicle.runtime.timetravel import TimeTravelError, fork as fork_session, redo as redo_turns, undo as undo_turns
 
 from .common import DbOption, JsonOption, WorkspaceOption, cli_errors, fail, open_store, out_console, print_json
@@ -89,7 +90,10 @@ def replay(
     with cli_errors():
         store = open_store(db)
         sid = store.resolve_session_id(session)
-        report = asyncio.run(run_replay(store, sid, workspace))
+        try:
+            report = asyncio.run(run_replay(store, sid, workspace))
+        except ToolLoadError as exc:  # a tool the session recorded that this process cannot load
+            fail(f"session {sid}: {exc}", 2)
         if as_json:
             d = report.divergence
             print_json({

@@ -62,6 +62,8 @@ class Tool:
     parallel_safe: ClassVar[bool] = False
     may_end_turn: ClassVar[bool] = False
     unbounded: ClassVar[bool] = False
+    #: Seconds this tool may run, instead of the loop's per-tool timeout (None: that default).
+    timeout_s: ClassVar[float | None] = None
 
     async def run(self, args: Any, ctx: ToolContext) -> ToolOutput:
         raise NotImplementedError

@@ -1,0 +1,104 @@
+"""`Agent`: an agent defined in code, turned into the AgentSpec a session records.
+
+An Agent holds live objects (tool functions, sub-agents); a session records names only —
+built-in tools by name, the user's tools by import path — so that `chronicle resume` and a
+worker in another process can rebuild the same toolbox. Sub-agents become the spec's registry,
+exactly as `[agents.NAME]` tables in chronicle.toml do.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from chronicle.domain.agent_spec import AgentSpec
+from chronicle.runtime.agents.registry import MAIN, NAME_PATTERN, ORCHESTRATION_NAMES, AgentRegistry
+from chronicle.runtime.tools import BUILTIN_TOOLS, DEFAULT_TOOLS, READ_ONLY_TOOLS
+from chronicle.runtime.tools.base import Tool
+from chronicle.runtime.tools.imports import is_import_path, remember
+
+
+@dataclass
+class Agent:
+    """An agent: its instructions, tools (your @tool functions and built-ins by name), provider and sub-agents.
+
+    `tools=None` gives the built-in defaults (every built-in for a top-level agent, the read-only
+    ones for a sub-agent), as chronicle.toml does. `provider` is "anthropic" or "scripted:PATH";
+    None means anthropic when ANTHROPIC_API_KEY is set.
+    """
+
+    name: str = MAIN
+    instructions: str = ""
+    tools: Sequence[Any] | None = None
+    provider: str | None = None
+    model: str | None = None
+    agents: Sequence[Agent] = ()
+    description: str = ""
+    max_iterations: int = 20
+    max_depth: int = 1
+    _entries: tuple[str, ...] = field(default=(), init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if not NAME_PATTERN.match(self.name):
+            raise ValueError(f"agent name {self.name!r}: names start with a letter and use letters, digits, - and _")
+        if self.max_iterations < 1:
+            raise ValueError(f"agent {self.name}: max_iterations must be at least 1")
+        if self.max_depth < 0:
+            raise ValueError(f"agent {self.name}: max_depth cannot be negative")
+        self._entries = tuple(tool_entry(t, self.name) for t in self.tools) if self.tools is not None else ()
+
+    def tool_names(self, top_level: bool) -> tuple[str, ...]:
+        """What the spec records: built-in names and import paths."""
+        if self.tools is None:
+            return DEFAULT_TOOLS if top_level else READ_ONLY_TOOLS
+        return self._entries
+
+    def definition(self, top_level: bool) -> AgentSpec:
+        return AgentSpec(
+            name=self.name, description=self.description, instructions=self.instructions, model=self.model or "",
+            tools=self.tool_names(top_level), max_iterations=self.max_iterations, max_depth=self.max_depth,
+        )
+
+    def descendants(self) -> list[Agent]:
+        """Every sub-agent below this one, each once (the registry is flat, as in chronicle.toml)."""
+        found: dict[str, Agent] = {}
+
+        def visit(agent: Agent) -> None:
+            for child in agent.agents:
+                if not isinstance(child, Agent):
+                    raise TypeError(f"agent {agent.name}: agents= takes Agent objects, not {type(child).__name__}")
+                known = found.get(child.name.casefold())
+                if known is not None and known is not child:
+                    raise ValueError(f"two sub-agents are named {child.name!r}; give each its own name")
+                if known is None and child.name.casefold() != self.name.casefold():
+                    found[child.name.casefold()] = child
+                    visit(child)
+
+        visit(self)
+        return list(found.values())
+
+    def spec(self, provider: str, model: str, workspace: str, max_iterations: int | None = None) -> AgentSpec:
+        """The top-level spec a new session records (the registry adds delegate/list_agents when useful)."""
+        registry = AgentRegistry(main=self.definition(True), agents=tuple(a.definition(False) for a in self.descendants()))
+        return registry.main_spec(provider=provider, model=model, workspace=workspace, max_iterations=max_iterations)
+
+
+def tool_entry(item: Any, agent: str) -> str:
+    """A tools= item as the spec records it; anything else is a TypeError naming it."""
+    if isinstance(item, str):
+        if item in ORCHESTRATION_NAMES:
+            raise ValueError(f"agent {agent}: {item!r} is added by Chronicle when the agent may use it; remove it from tools")
+        if is_import_path(item):
+            return item  # loaded when a session is set up (the workspace may be where it lives), before anything is recorded
+        if item not in BUILTIN_TOOLS:
+            raise ValueError(f"agent {agent}: unknown tool {item!r}; built-in tools are {', '.join(BUILTIN_TOOLS)}, "
+                             "your own are @tool functions or import paths (package.module:attribute)")
+        return item
+    if isinstance(item, Tool):
+        return remember(item)
+    if inspect.isclass(item) and issubclass(item, Tool):
+        return remember(item(), f"{item.__module__}:{item.__qualname__}")
+    what = "a function not decorated with @tool" if callable(item) else type(item).__name__
+    raise TypeError(f"agent {agent}: tools= takes @tool functions, Tool classes and built-in names; got {what}")

@@ -1,0 +1,188 @@
+"""`@tool`: a plain Python function becomes a Tool the model can call.
+
+The JSON schema comes from the signature, the type hints and the docstring's `Args:` section
+(Google, NumPy or reST, parsed by `docstring_parser`, the parser the anthropic SDK's
+`beta_tool` uses); the arguments are validated by a pydantic model built from the same
+signature before the function runs, so a bad argument is an error result the model reads and
+the log records, never a crash. Each decorated function gets its own Tool subclass, so the
+durability flags are class attributes exactly as on the built-ins, and `replay` can wrap it
+the way it wraps them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar, get_type_hints
+
+import docstring_parser
+from pydantic import BaseModel, ConfigDict, Field, create_model
+from pydantic_core import to_jsonable_python
+
+from .base import Tool, ToolOutput, truncate
+from .base import ToolContext as RuntimeContext
+
+
+@dataclass(frozen=True)
+class ToolContext:
+    """What a tool function may ask for by annotating a parameter with this type."""
+
+    workspace: Path
+    session_id: str
+    tool_call_id: str
+
+
+class FunctionTool(Tool):
+    """A Tool whose work is a user function; one subclass per function (see `tool`)."""
+
+    func: ClassVar[Callable[..., Any]]
+    context_param: ClassVar[str | None] = None
+    #: "module:qualname": how another process finds this tool again (runtime/tools/imports.py).
+    import_path: ClassVar[str] = ""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """The decorated function still works as a function."""
+        return type(self).func(*args, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"<tool {self.name} ({self.import_path})>"
+
+    @classmethod
+    def schema(cls) -> dict[str, Any]:
+        """Property titles ('Order Id') say nothing the name does not; they are left out of what the model reads."""
+        described = super().schema()
+        for prop in described["input_schema"].get("properties", {}).values():
+            if isinstance(prop, dict):
+                prop.pop("title", None)
+        return described
+
+    async def run(self, args: Any, ctx: RuntimeContext) -> ToolOutput:
+        cls = type(self)
+        kwargs = {name: getattr(args, name) for name in type(args).model_fields}
+        if cls.context_param:
+            kwargs[cls.context_param] = ToolContext(ctx.workspace, ctx.session_id, ctx.tool_call_id)
+        if inspect.iscoroutinefunction(cls.func):
+            result = await cls.func(**kwargs)
+        else:
+            result = await asyncio.to_thread(cls.func, **kwargs)
+        if inspect.isawaitable(result):
+            result = await result
+        if isinstance(result, ToolOutput):
+            return result
+        return ToolOutput(truncate(as_text(result)))
+
+
+def as_text(result: Any) -> str:
+    """What the model reads: text as is; a model, dict or list as JSON; text blocks joined."""
+    if result is None:
+        return ""
+    if isinstance(result, str):
+        return result
+    if isinstance(result, BaseModel):
+        return result.model_dump_json()
+    if isinstance(result, list) and result and all(_is_text_block(b) for b in result):
+        return "\n".join(b["text"] if isinstance(b, dict) else b.text for b in result)
+    return json.dumps(to_jsonable_python(result), ensure_ascii=False)
+
+
+def _is_text_block(block: Any) -> bool:
+    if isinstance(block, dict):
+        return block.get("type") == "text" and isinstance(block.get("text"), str)
+    return getattr(block, "type", None) == "text" and isinstance(getattr(block, "text", None), str)
+
+
+def tool(
+    func: Callable[..., Any] | None = None,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    read_only: bool = False,
+    idempotent: bool = False,
+    parallel_safe: bool = False,
+    requires_approval: bool = False,
+    timeout_s: float | None = None,
+) -> Any:
+    """Make a function a tool: `@tool` or `@tool(read_only=True, ...)`.
+
+    `read_only` tools are re-run by replay and allowed in read-only sub-agents; a tool that is
+    neither read_only nor idempotent runs at most once across crashes; `requires_approval`
+    pauses the turn until someone approves; `timeout_s` replaces the per-tool default.
+    """
+
+    def build(fn: Callable[..., Any]) -> FunctionTool:
+        return make_tool(fn, name=name, description=description, read_only=read_only, idempotent=idempotent,
+                         parallel_safe=parallel_safe, requires_approval=requires_approval, timeout_s=timeout_s)
+
+    return build(func) if func is not None else build
+
+
+def make_tool(fn: Callable[..., Any], *, name: str | None = None, description: str | None = None, read_only: bool = False,
+              idempotent: bool = False, parallel_safe: bool = False, requires_approval: bool = False,
+              timeout_s: float | None = None) -> FunctionTool:
+    if not callable(fn):
+        raise TypeError(f"@tool decorates a function, not {type(fn).__name__}")
+    if timeout_s is not None and timeout_s <= 0:
+        raise ValueError("timeout_s must be positive")
+    doc = docstring_parser.parse(inspect.getdoc(fn) or "")
+    input_model, context_param = input_model_for(fn, doc)
+    tool_name = name or fn.__name__
+    text = description or "\n\n".join(p for p in (doc.short_description, doc.long_description) if p) or tool_name
+    attrs: dict[str, Any] = {
+        "name": tool_name, "description": text, "Input": input_model, "func": staticmethod(fn),
+        "context_param": context_param, "import_path": import_path_of(fn),
+        "read_only": read_only, "idempotent": idempotent, "parallel_safe": parallel_safe,
+        "requires_approval": requires_approval, "timeout_s": timeout_s,
+        "__module__": getattr(fn, "__module__", __name__), "__doc__": fn.__doc__,
+    }
+    cls = type(f"{tool_name}_tool", (FunctionTool,), attrs)
+    cls.func = fn  # staticmethod above keeps it unbound on instances; the class attribute stays the function
+    instance = cls()
+    from .imports import remember
+
+    remember(instance)
+    return instance
+
+
+def input_model_for(fn: Callable[..., Any], doc: docstring_parser.Docstring) -> tuple[type[BaseModel], str | None]:
+    """A pydantic model of the function's parameters (minus a ToolContext one), with docstring descriptions."""
+    signature = inspect.signature(fn)
+    try:
+        hints = get_type_hints(fn)
+    except (NameError, TypeError):
+        hints = {}
+    described = {p.arg_name: p.description for p in doc.params if p.description}
+    fields: dict[str, Any] = {}
+    context_param = None
+    for param in signature.parameters.values():
+        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+            raise TypeError(f"tool {fn.__name__}: *args/**kwargs cannot be described to the model; name the parameters")
+        annotation = hints.get(param.name, param.annotation)
+        if annotation is ToolContext or annotation is RuntimeContext:
+            context_param = param.name
+            continue
+        if annotation is inspect.Parameter.empty:
+            annotation = Any
+        default = ... if param.default is inspect.Parameter.empty else param.default
+        fields[param.name] = (annotation, Field(default, description=described.get(param.name)))
+    model = create_model(  # type: ignore[call-overload]
+        f"{fn.__name__}_input", __config__=ConfigDict(extra="forbid", arbitrary_types_allowed=False), **fields,
+    )
+    return model, context_param
+
+
+def import_path_of(obj: Any) -> str:
+    """Where another process can import this from; `__main__` becomes the module run with `python -m`."""
+    module = getattr(obj, "__module__", None) or "__main__"
+    if module == "__main__":
+        import sys
+
+        spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+        if spec is not None and spec.name:
+            module = spec.name
+    return f"{module}:{getattr(obj, '__qualname__', getattr(obj, '__name__', '?'))}"
+
+
