@@ -21,6 +21,7 @@ from chronicle.domain.session import Session
 from chronicle.domain.tool_call import ToolCall
 from chronicle.domain.turn import Turn
 
+from .chain import chained_recorder_topic
 from .config import eventsourcing_env, redact
 from .store_identity import check_store
 
@@ -68,6 +69,9 @@ class ChronicleStore(Application[UUID]):
     def __init__(self, url: str, env: dict[str, str] | None = None) -> None:
         self.url = url
         settings = {**eventsourcing_env(url), **(env or {})}
+        # Hash chain (runtime/chain.py): the recorder writes each event's link in the event's own
+        # transaction. The only change to how events are stored; `chronicle verify` reads the links.
+        settings.setdefault("APPLICATION_RECORDER_TOPIC", chained_recorder_topic(settings["PERSISTENCE_MODULE"]))
         if settings.get("POSTGRES_SCHEMA"):
             ensure_schema(settings)
         check_store(settings, self.name)
@@ -76,7 +80,8 @@ class ChronicleStore(Application[UUID]):
 
     @property
     def backend(self) -> str:
-        return "postgresql" if "postgres" in type(self.recorder).__module__ else "sqlite"
+        # Through the class's bases: the chained recorders subclass eventsourcing's (runtime/chain.py).
+        return "postgresql" if any("postgres" in c.__module__ for c in type(self.recorder).__mro__) else "sqlite"
 
     def describe(self) -> str:
         return redact(self.url)

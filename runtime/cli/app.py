@@ -7,7 +7,10 @@ from typing import Annotated, Optional
 
 import typer
 
-from . import audit_cmd, chat_cmd, controls_cmd, cost_cmd, demo_cmd, doctor_cmd, inspect_cmd, projections_cmd, run_cmd, timetravel_cmd, worker_cmd
+from . import (
+    audit_cmd, chat_cmd, controls_cmd, cost_cmd, demo_cmd, doctor_cmd, inspect_cmd, projections_cmd, run_cmd, timetravel_cmd,
+    verify_cmd, worker_cmd,
+)
 
 app = typer.Typer(
     name="chronicle",
@@ -24,6 +27,7 @@ PANELS = {
     "Inspect": (inspect_cmd.sessions, inspect_cmd.log, inspect_cmd.history, cost_cmd.cost, audit_cmd.audit),
     "Steer a running session": (controls_cmd.steer, controls_cmd.cancel, worker_cmd.approve, worker_cmd.deny, controls_cmd.compact),
     "Time travel": (timetravel_cmd.undo, timetravel_cmd.redo, timetravel_cmd.fork, timetravel_cmd.replay),
+    "Prove and move": (verify_cmd.verify,),
     "Recover and operate": (worker_cmd.resume, worker_cmd.submit, worker_cmd.worker, doctor_cmd.doctor),
 }
 for panel, commands in PANELS.items():

@@ -1,0 +1,169 @@
+"""The hash chain: every stored event gets a link whose digest covers it and the link before it.
+
+Why one chain over the whole log rather than one per session tree: a chain per tree cannot
+notice a whole tree (or the session index entry naming it) being deleted, the recorder would
+have to decode each event to learn which tree a Turn or ToolCall belongs to, and an auditor
+would need one anchor per session. One chain gives one head digest for the whole store.
+
+Why it costs no new serialisation: eventsourcing's PostgreSQL recorder already takes
+`LOCK TABLE … IN EXCLUSIVE MODE` on the events table for every insert (commit order =
+notification order) and SQLite has a single writer, so appending the links inside that same
+transaction just reads the head and writes one row per event while the lock is held anyway.
+The links live in their own table, keyed by a gap-free sequence number `seq` (PostgreSQL's
+notification ids have gaps after a rolled-back insert), each naming the `position` (the
+notification id) and the (aggregate, version) it vouches for. A deleted link is a gap in
+`seq`, a moved event no longer matches the link at its position, and a forged event has no link.
+The chain takes its own lock too, so it stays correct if the events-table lock is ever relaxed.
+
+    digest(n) = sha256("chronicle-chain-v1" | digest(n-1) | seq | position |
+                       originator id | version | topic | state bytes)
+
+with digest(0) = 32 zero bytes. Snapshots are not chained: they are caches of what the events
+say, taken after the events commit.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import struct
+from dataclasses import dataclass
+from typing import Any, Sequence
+from uuid import UUID
+
+from eventsourcing.persistence import InterfaceError, OperationalError, StoredEvent
+from eventsourcing.postgres import PostgresApplicationRecorder, PostgresDatastore
+from eventsourcing.sqlite import SQLiteApplicationRecorder, SQLiteCursor, SQLiteDatastore
+from eventsourcing.utils import retry
+
+CHAIN_TABLE = "chronicle_chain"
+GENESIS = bytes(32)
+_DOMAIN = b"chronicle-chain-v1\x00"
+
+
+def link_digest(prev: bytes, seq: int, position: int, originator_id: UUID | str, version: int, topic: str, state: bytes) -> bytes:
+    """The digest of one link; every field is length-fixed or length-prefixed, so no two inputs collide."""
+    oid = originator_id if isinstance(originator_id, UUID) else UUID(str(originator_id))
+    topic_bytes = topic.encode()
+    h = hashlib.sha256(_DOMAIN)
+    h.update(prev)
+    h.update(struct.pack(">qq", seq, position))
+    h.update(oid.bytes)
+    h.update(struct.pack(">qI", version, len(topic_bytes)))
+    h.update(topic_bytes)
+    h.update(struct.pack(">Q", len(state)))
+    h.update(state)
+    return h.digest()
+
+
+@dataclass(frozen=True)
+class Link:
+    seq: int
+    position: int
+    originator_id: UUID
+    version: int
+    digest: bytes
+
+
+def new_links(head: tuple[int, bytes] | None, events: Sequence[StoredEvent], positions: Sequence[int]) -> list[Link]:
+    seq, prev = head if head is not None else (0, GENESIS)
+    links = []
+    for event, position in zip(events, positions, strict=True):
+        seq += 1
+        oid = event.originator_id if isinstance(event.originator_id, UUID) else UUID(str(event.originator_id))
+        prev = link_digest(prev, seq, position, oid, event.originator_version, event.topic, event.state)
+        links.append(Link(seq, position, oid, event.originator_version, prev))
+    return links
+
+
+class ChainedSQLiteRecorder(SQLiteApplicationRecorder):
+    """Stored events plus their links, in the transaction eventsourcing opens for the insert."""
+
+    def __init__(self, datastore: SQLiteDatastore, events_table_name: str = "stored_events") -> None:
+        super().__init__(datastore, events_table_name)
+
+    def construct_create_table_statements(self) -> list[str]:
+        return [
+            *super().construct_create_table_statements(),
+            f"CREATE TABLE IF NOT EXISTS {CHAIN_TABLE} (seq INTEGER PRIMARY KEY, position INTEGER NOT NULL, "
+            "originator_id TEXT NOT NULL, originator_version INTEGER NOT NULL, digest BLOB NOT NULL)",
+            f"CREATE INDEX IF NOT EXISTS {CHAIN_TABLE}_position ON {CHAIN_TABLE} (position)",
+            f"CREATE INDEX IF NOT EXISTS {CHAIN_TABLE}_originator ON {CHAIN_TABLE} (originator_id)",
+        ]
+
+    def _insert_events(self, c: SQLiteCursor, stored_events: Sequence[StoredEvent], **kwargs: Any) -> Sequence[int] | None:
+        positions = super()._insert_events(c, stored_events, **kwargs)
+        if not stored_events:
+            return positions
+        assert positions is not None
+        # The INSERT above holds SQLite's write lock, so this head is the latest one.
+        c.execute(f"SELECT seq, digest FROM {CHAIN_TABLE} ORDER BY seq DESC LIMIT 1")
+        row = c.fetchone()
+        head = (row[0], bytes(row[1])) if row else None
+        c.executemany(
+            f"INSERT INTO {CHAIN_TABLE} VALUES (?,?,?,?,?)",
+            [(k.seq, k.position, k.originator_id.hex, k.version, k.digest) for k in new_links(head, stored_events, positions)],
+        )
+        return positions
+
+
+class ChainedPostgresRecorder(PostgresApplicationRecorder):
+    """eventsourcing's pipelined insert, plus the links, committed or rolled back together.
+
+    `insert_events` is eventsourcing 9.5.6's own (non-function) path, except that a failure is
+    re-raised inside the transaction, so events never commit without their links. The stored
+    function path (POSTGRES_ENABLE_DB_FUNCTIONS) is not used: it would store events unchained.
+    """
+
+    def __init__(self, datastore: PostgresDatastore, *, events_table_name: str = "stored_events") -> None:
+        from psycopg.sql import SQL, Identifier
+
+        super().__init__(datastore, events_table_name=events_table_name)
+        table = Identifier(self.datastore.schema or "public"), Identifier(CHAIN_TABLE)
+        self.sql_create_statements.append(SQL(
+            "CREATE TABLE IF NOT EXISTS {}.{} (seq bigint PRIMARY KEY, position bigint NOT NULL, "
+            "originator_id uuid NOT NULL, originator_version bigint NOT NULL, digest bytea NOT NULL)"
+        ).format(*table))
+        self.sql_create_statements.append(
+            SQL("CREATE INDEX IF NOT EXISTS {} ON {}.{} (position)").format(Identifier(f"{CHAIN_TABLE}_position"), *table)
+        )
+        self.sql_create_statements.append(
+            SQL("CREATE INDEX IF NOT EXISTS {} ON {}.{} (originator_id)").format(Identifier(f"{CHAIN_TABLE}_originator"), *table)
+        )
+        self._chain_lock = SQL("LOCK TABLE {}.{} IN EXCLUSIVE MODE").format(*table)
+        self._chain_head = SQL("SELECT seq, digest FROM {}.{} ORDER BY seq DESC LIMIT 1").format(*table)
+        self._chain_insert = SQL("INSERT INTO {}.{} VALUES (%s, %s, %s, %s, %s)").format(*table)
+
+    @retry((InterfaceError, OperationalError), max_attempts=10, wait=0.2)
+    def insert_events(self, stored_events: Sequence[StoredEvent], **kwargs: Any) -> Sequence[int] | None:
+        exc: Exception | None = None
+        positions: Sequence[int] | None = None
+        with self.datastore.get_connection() as conn, conn.transaction():
+            with conn.pipeline() as pipeline:
+                with conn.cursor() as curs:
+                    self._insert_events(curs, stored_events, **kwargs)
+                if stored_events:
+                    with conn.cursor() as curs, conn.cursor() as head_curs:
+                        try:
+                            self._insert_stored_events(curs, stored_events, **kwargs)  # locks, notifies, inserts
+                            head_curs.execute(self._chain_lock)
+                            head_curs.execute(self._chain_head)
+                            pipeline.sync()  # a version conflict raises IntegrityError here
+                            positions = self._fetch_ids_after_insert_events(curs, stored_events, **kwargs)
+                            row = head_curs.fetchone()
+                            head = (row["seq"], bytes(row["digest"])) if row else None
+                            links = new_links(head, stored_events, positions or [])
+                            head_curs.executemany(
+                                self._chain_insert, [(k.seq, k.position, k.originator_id, k.version, k.digest) for k in links]
+                            )
+                            pipeline.sync()
+                        except Exception as e:  # noqa: BLE001 - re-raised below, outside the pipeline
+                            exc = e
+            if exc:
+                raise exc  # inside the transaction: nothing of this insert is committed
+        return positions
+
+
+def chained_recorder_topic(persistence_module: str) -> str:
+    """The APPLICATION_RECORDER_TOPIC that makes eventsourcing's factory build a chained recorder."""
+    cls = ChainedPostgresRecorder if "postgres" in persistence_module else ChainedSQLiteRecorder
+    return f"{cls.__module__}:{cls.__qualname__}"

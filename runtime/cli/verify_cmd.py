@@ -1,0 +1,56 @@
+"""`chronicle verify`: re-compute the hash chain, print the head digest, check or write an anchor."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.markup import escape
+
+from chronicle.runtime.verify import Verifier, read_anchor, write_anchor
+
+from .common import DbOption, JsonOption, cli_errors, err_console, fail, open_store, out_console, print_json
+
+
+def verify(
+    session: Annotated[Optional[str], typer.Argument(help="Session id or unique prefix: only its tree (sub-agents included)")] = None,
+    all_: Annotated[bool, typer.Option("--all", help="The whole log (the default without SESSION)")] = False,
+    anchor: Annotated[Optional[Path], typer.Option("--anchor", help="Write the head (position and digest) to this anchor file")] = None,
+    against: Annotated[Optional[Path], typer.Option("--against", help="Also check that the chain still holds this anchor file's head")] = None,
+    as_json: JsonOption = False,
+    db: DbOption = None,
+) -> None:
+    """Re-compute the hash chain: exit 0 with a one-line verdict and counts, or exit 1 naming the first broken link
+    (position, aggregate, event, and whether a row was edited, missing, reordered or inserted)."""
+    with cli_errors():
+        if session and all_:
+            fail("give SESSION or --all, not both", 2)
+        expected = None
+        if against is not None:
+            try:
+                expected = read_anchor(against)
+            except ValueError as exc:
+                fail(str(exc), 2)
+        store = open_store(db)
+        verifier = Verifier(store)
+        if session:
+            sid = store.resolve_session_id(session)
+            verdict = verifier.verify_session(sid, expected)
+            for note in verdict.notes:
+                err_console.print(escape(note), soft_wrap=True)
+        else:
+            verdict = verifier.verify_all(expected)
+        if anchor is not None and verdict.ok:
+            try:
+                write_anchor(anchor, verdict, datetime.now(timezone.utc).isoformat())
+            except (OSError, ValueError) as exc:
+                fail(f"cannot write the anchor {anchor}: {exc}")
+        if as_json:
+            print_json(verdict.as_json())
+        else:
+            style = "green" if verdict.ok else "red"
+            out_console.print(f"[{style}]{escape(verdict.line())}[/]", soft_wrap=True)
+        if not verdict.ok:
+            raise typer.Exit(1)

@@ -1,0 +1,161 @@
+"""The hash chain catches every kind of tampering, on both backends, and says where."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from uuid import UUID
+
+import pytest
+from eventsourcing.persistence import IntegrityError
+
+from chronicle.runtime.chain import link_digest
+from chronicle.runtime.store import ChronicleStore
+from chronicle.runtime.verify import Verifier
+from tests.helpers import cli, json_lines, response, text, tool_use, write_script
+from tests.tamper import Tamper
+
+FIXTURE = Path(__file__).resolve().parent.parent / "fixtures" / "v1_store.db"
+
+
+def recorded_session(db_url: str, workspace: Path, tmp_path: Path) -> str:
+    script = write_script(tmp_path / "s.json", [
+        response(text("Reading."), tool_use("tu_1", "read_file", path="hello.txt")),
+        response(text("It says hello.")),
+    ])
+    run = cli("run", "what is in hello.txt?", "--provider", f"scripted:{script}", "--workspace", str(workspace), "--json", db=db_url)
+    assert run.returncode == 0, run.stderr
+    return json_lines(run.stdout)[0]["session_id"]
+
+
+def verify(db_url: str, session: str | None = None):  # type: ignore[no-untyped-def]
+    store = ChronicleStore(db_url)
+    verifier = Verifier(store)
+    if session is None:
+        return verifier.verify_all()
+    return verifier.verify_session(UUID(session))
+
+
+@pytest.fixture
+def recorded(db_url, workspace, tmp_path):  # type: ignore[no-untyped-def]
+    session = recorded_session(db_url, workspace, tmp_path)
+    return db_url, session, Tamper(db_url)
+
+
+def test_an_untouched_store_verifies_with_counts_and_a_head(recorded):
+    db_url, session, tamper = recorded
+    result = cli("verify", "--json", db=db_url)
+    assert result.returncode == 0, result.stdout + result.stderr
+    verdict = json.loads(result.stdout)
+    positions = tamper.positions()
+    assert verdict["ok"] and verdict["events"] == verdict["chained"] == len(positions) and verdict["unchained"] == 0
+    assert verdict["head"]["position"] == positions[-1] and verdict["head"]["digest"] == tamper.links()[-1][2].hex()
+    one = cli("verify", session[:8], db=db_url)
+    assert one.returncode == 0 and one.stdout.startswith(f"verified session tree {session[:8]}"), one.stdout
+    assert f"head {positions[-1]}:" in one.stdout
+
+
+def test_an_edited_payload_is_named_with_its_position_and_event(recorded):
+    db_url, session, tamper = recorded
+    target = next(p for p in tamper.positions() if b"hello world" in tamper.event(p)[3])
+    oid, version, _topic, state = tamper.event(target)
+    tamper.set_state(target, state.replace(b"hello world", b"HELLO WORLD"))
+    for scope in (None, session):
+        broken = verify(db_url, scope).broken
+        assert broken is not None and broken.kind == "edited" and broken.position == target, broken
+        assert broken.aggregate_id == str(oid) and broken.version == version and "content" in broken.detail
+    result = cli("verify", db=db_url)
+    assert result.returncode == 1 and f"broken at position {target} " in result.stdout and "edited" in result.stdout
+
+
+def test_a_deleted_row_is_reported_missing_where_it_was(recorded):
+    db_url, session, tamper = recorded
+    target = tamper.positions()[3]
+    oid, version, _, _ = tamper.event(target)
+    tamper.delete(target)
+    for scope in (None, session):
+        broken = verify(db_url, scope).broken
+        assert broken is not None and broken.kind == "missing" and broken.position == target, broken
+        assert broken.aggregate_id == str(oid) and broken.version == version
+
+
+def test_two_swapped_rows_are_reported_reordered(recorded):
+    db_url, session, tamper = recorded
+    positions = tamper.positions()
+    a, b = positions[2], positions[5]
+    tamper.swap(a, b)
+    for scope in (None, session):
+        broken = verify(db_url, scope).broken
+        assert broken is not None and broken.kind == "reordered" and broken.position == a, broken
+        assert f"position {b}" in broken.detail
+
+
+def test_a_forged_row_is_reported_inserted(recorded):
+    db_url, session, tamper = recorded
+    sid = UUID(session)
+    last_version = max(v for p in tamper.positions() for (o, v, _, _) in [tamper.event(p)] if o == sid)
+    _, _, topic, state = next(tamper.event(p) for p in reversed(tamper.positions()) if tamper.event(p)[0] == sid)
+    forged = tamper.insert(sid, last_version + 1, topic, state)
+    for scope in (None, session):
+        broken = verify(db_url, scope).broken
+        assert broken is not None and broken.kind == "inserted" and broken.position == forged, broken
+        assert broken.aggregate_id == session and broken.version == last_version + 1
+
+
+def test_an_edited_digest_is_told_apart_from_an_edited_payload(recorded):
+    db_url, session, tamper = recorded
+    position, digest = tamper.link(4)
+    tamper.set_digest(4, bytes(32))
+    broken = verify(db_url).broken
+    assert broken is not None and broken.kind == "edited" and broken.position == position and broken.seq == 4
+    assert "stored digest was changed" in broken.detail
+
+
+def test_a_rewritten_chain_passes_alone_but_not_against_an_earlier_anchor(recorded, tmp_path):
+    db_url, _session, tamper = recorded
+    anchor = tmp_path / "anchor.json"
+    assert cli("verify", "--anchor", str(anchor), db=db_url).returncode == 0
+    assert json.loads(anchor.read_text())["digest"] == tamper.links()[-1][2].hex()
+    # Edit an early payload, then recompute every digest from there on, as a careful forger would.
+    links = tamper.links()
+    target = links[2][1]
+    tamper.set_state(target, tamper.event(target)[3] + b" ")
+    prev = links[1][2]
+    for seq, position, _ in links[2:]:
+        oid, version, topic, state = tamper.event(position)
+        prev = link_digest(prev, seq, position, oid, version, topic, state)
+        tamper.set_digest(seq, prev)
+    assert cli("verify", db=db_url).returncode == 0
+    result = cli("verify", "--against", str(anchor), "--json", db=db_url)
+    assert result.returncode == 1
+    broken = json.loads(result.stdout)["broken"]
+    assert broken["kind"] == "rewritten" and broken["position"] == links[-1][1]
+
+
+def test_a_conflicting_save_leaves_no_link_behind(db_url):
+    from chronicle.domain.lease import SessionLease  # any aggregate will do
+    from datetime import datetime, timezone
+    from uuid import uuid4
+
+    store = ChronicleStore(db_url)
+    lease = SessionLease(id=uuid4(), session_id=uuid4(), timestamp=datetime.now(timezone.utc))
+    store.save(lease)
+    twin = SessionLease(id=lease.id, session_id=lease.session_id, timestamp=datetime.now(timezone.utc))
+    with pytest.raises(IntegrityError):
+        store.save(twin)
+    verdict = Verifier(ChronicleStore(db_url)).verify_all()
+    assert verdict.ok and verdict.chained == verdict.events == 1
+
+
+def test_the_v1_store_verifies_as_unchained_before_its_first_new_event(tmp_path, workspace):
+    db = tmp_path / "old.db"
+    shutil.copy(FIXTURE, db)
+    url = f"sqlite:///{db}"
+    result = cli("verify", db=url)
+    assert result.returncode == 0 and "0 events chained" in result.stdout and "unchained before position" in result.stdout
+    count = len(Tamper(url).positions())
+    recorded_session(url, workspace, tmp_path)
+    verdict = json.loads(cli("verify", "--json", db=url).stdout)
+    assert verdict["ok"] and verdict["unchained"] == count and verdict["unchained_before"] == count + 1
+    assert verdict["chained"] == verdict["events"] - count > 0
