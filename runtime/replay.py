@@ -127,8 +127,9 @@ class Replayer:
             return type(f"Replay{cls.__name__}", (cls,), {"run": run})()
 
         from .agents.tools import ORCHESTRATION_TOOLS  # delegate & co. answer from the recording like any writer
+        from .skills import LoadSkill  # re-run: it reads the skill recorded on the spec, never the file
 
-        known = {**BUILTIN_TOOLS, **ORCHESTRATION_TOOLS}
+        known = {**BUILTIN_TOOLS, **ORCHESTRATION_TOOLS, LoadSkill.name: LoadSkill}
         return Toolbox([wrap(known[name]) for name in self.session.spec.tools if name in known])
 
     async def run_tool(self, cls: type[Tool], tool: Tool, args: Any, ctx: ToolContext) -> ToolOutput:

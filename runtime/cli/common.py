@@ -14,6 +14,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from chronicle.runtime.config import ConfigError, resolve_db_url
+from chronicle.runtime.skills import SkillError
 from chronicle.runtime.store import ChronicleStore, NotFound
 
 # soft_wrap: an error is one line on stderr, however narrow the terminal or pipe.
@@ -110,3 +111,6 @@ def cli_errors() -> Iterator[None]:
     except NotFound as exc:
         err_console.print(f"[red]error:[/] {escape(str(exc))}")
         raise typer.Exit(1) from None
+    except SkillError as exc:
+        err_console.print(f"[red]error:[/] {escape(str(exc))}")
+        raise typer.Exit(2) from None

@@ -15,8 +15,9 @@ READ_ONLY_TOOLS = tuple(name for name, cls in BUILTIN_TOOLS.items() if cls.read_
 
 def toolbox_for(names: tuple[str, ...] | list[str]) -> Toolbox:
     from chronicle.runtime.agents.tools import ORCHESTRATION_TOOLS  # imported late: it drives AgentLoop
+    from chronicle.runtime.skills import LoadSkill
 
-    known = {**BUILTIN_TOOLS, **ORCHESTRATION_TOOLS}
+    known = {**BUILTIN_TOOLS, **ORCHESTRATION_TOOLS, LoadSkill.name: LoadSkill}
     unknown = [n for n in names if n not in known]
     if unknown:
         raise ValueError(f"unknown tool(s): {', '.join(unknown)}; built-in tools are {', '.join(BUILTIN_TOOLS)}")
