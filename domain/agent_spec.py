@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict
 
+from .skill import SkillRecord, skills_prompt
+
 
 class AgentSpec(BaseModel):
     model_config = ConfigDict(frozen=True)
@@ -25,6 +27,8 @@ class AgentSpec(BaseModel):
     workspace: str = ""
     #: Sub-agent definitions known when this session started (see runtime/agents/registry.py).
     registry: tuple["AgentSpec", ...] = ()
+    #: Skills found when the session started, recorded whole (runtime/skills.py); () for older sessions.
+    skills: tuple[SkillRecord, ...] = ()
 
     @property
     def may_delegate(self) -> bool:
@@ -33,7 +37,12 @@ class AgentSpec(BaseModel):
 
     @property
     def system_prompt(self) -> str:
-        return self.instructions
+        """The instructions, then the recorded skills; exactly the instructions when there are none,
+        so sessions recorded before skills existed keep their request fingerprints."""
+        section = skills_prompt(self.skills)
+        if not section:
+            return self.instructions
+        return f"{self.instructions}\n\n{section}" if self.instructions else section
 
 
 AgentSpec.model_rebuild()

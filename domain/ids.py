@@ -23,3 +23,11 @@ def child_session_id(parent_tool_call_id: UUID, index: int) -> UUID:
 
 def lease_id(session_id: UUID) -> UUID:
     return uuid5(session_id, "lease")
+
+
+REFLECTION_INDEX_ID = uuid5(CHRONICLE_NS, "/reflections")
+
+
+def task_id(child_session_id_: UUID) -> UUID:
+    """The task board entry of a delegated child: one per child session."""
+    return uuid5(child_session_id_, "task")

@@ -29,11 +29,17 @@ SKIP = {"Turn.Started", "Turn.ApprovalRequested", "Turn.ToolResultsRecorded", "T
         "Session.TurnEnded", "ToolCall.Requested"}
 
 
+TASK_STATUS = {"DelegatedTask.Claimed": "in_progress", "DelegatedTask.Completed": "completed", "DelegatedTask.Failed": "failed"}
+
+
 class AuditProjection(Projection):
     name = "audit"
+    #: v2: delegated tasks and failure reflections (proj_audit_tasks), skills on session_start.
+    version = 2
     tables = {
         "proj_audit_sessions": "session_id TEXT PRIMARY KEY, parent_session_id TEXT, parent_tool_call_id TEXT",
         "proj_audit_turns": "turn_id TEXT PRIMARY KEY, session_id TEXT, number BIGINT",
+        "proj_audit_tasks": "task_id TEXT PRIMARY KEY, parent_session_id TEXT, child_session_id TEXT, agent TEXT",
         "proj_audit_calls": "tool_call_id TEXT PRIMARY KEY, session_id TEXT, turn_id TEXT, tool_use_id TEXT, name TEXT, input TEXT",
         "proj_audit": "position BIGINT PRIMARY KEY, at TEXT, session_id TEXT, turn_id TEXT, turn BIGINT, tool_call_id TEXT, "
                       "kind TEXT, name TEXT, status TEXT, is_error BIGINT, detail TEXT, links TEXT",
@@ -71,7 +77,9 @@ class AuditProjection(Projection):
         spec = e.spec or {}
         self._row(tx, e, position, kind, sid, name=spec.get("name"),
                   detail={"agent": spec.get("name"), "model": spec.get("model"), "tools": spec.get("tools"),
-                          "depth": spec.get("depth"), "head_turns": len(e.head)},
+                          "depth": spec.get("depth"), "head_turns": len(e.head),
+                          **({"skills": [{k: s.get(k) for k in ("name", "mode", "version", "sha256")} for s in spec["skills"]]}
+                             if spec.get("skills") else {})},
                   links={"forked_from": e.forked_from} if e.forked_from else None)
 
     @on("Session.InputQueued")
@@ -204,6 +212,40 @@ class AuditProjection(Projection):
         self._row(tx, e, position, kind, call["session_id"], turn_id=call["turn_id"], tool_call_id=cid, name=call["name"],
                   status=status, is_error=is_error, detail={"input": call["input"], **extra},
                   links={"tool_use_id": call["tool_use_id"]})
+
+    # -- the task board and failure reflections ------------------------------------------------
+
+    @on("DelegatedTask.Opened")
+    def _task_opened(self, tx: Tx, e: Any, position: int) -> None:
+        row = (str(e.originator_id), str(e.parent_session_id), str(e.child_session_id), e.agent)
+        tx.execute("INSERT INTO proj_audit_tasks VALUES (%s, %s, %s, %s)", row)
+        tx.memo[("audit.task", row[0])] = row[1:]
+        self._row(tx, e, position, "task", row[1], name=e.agent, status="pending",
+                  detail={"task": e.task, "index": e.index, "task_id": row[0]},
+                  links={"child_session_id": row[2], "parent_tool_call_id": str(e.parent_tool_call_id)})
+
+    @on(*TASK_STATUS)
+    def _task_status(self, tx: Tx, e: Any, position: int) -> None:
+        parent, child, agent = self._task(tx, str(e.originator_id))
+        status = TASK_STATUS[type(e).__qualname__]
+        detail = {"task_id": str(e.originator_id), **({"summary": e.summary} if hasattr(e, "summary") else {"claimed_by": e.agent})}
+        self._row(tx, e, position, "task", parent, name=agent, status=status, is_error=status == "failed", detail=detail,
+                  links={"child_session_id": child})
+
+    @on("DelegatedTask.ReflectionRecorded")
+    def _reflection(self, tx: Tx, e: Any, position: int) -> None:
+        parent, child, agent = self._task(tx, str(e.originator_id))
+        self._row(tx, e, position, "reflection", parent, name=agent,
+                  detail={"task_id": str(e.originator_id), "task": e.task, "what_happened": e.what_happened,
+                          "reason": e.failure, "keywords": e.keywords},
+                  links={"child_session_id": child})
+
+    def _task(self, tx: Tx, task_id: str) -> tuple[str | None, str | None, str | None]:
+        key = ("audit.task", task_id)
+        if key not in tx.memo:
+            row = tx.one("SELECT parent_session_id, child_session_id, agent FROM proj_audit_tasks WHERE task_id = %s", (task_id,))
+            tx.memo[key] = (row[0], row[1], row[2]) if row else (None, None, None)
+        return tx.memo[key]
 
     # -- anything newer ------------------------------------------------------------------------
 

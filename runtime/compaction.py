@@ -86,7 +86,7 @@ class Compactor:
         messages = build_context(turns, summary=summary)
         if extra_text:
             messages.append(Message(role="user", content=[TextBlock(text=extra_text)]))
-        estimate = estimate_tokens(messages, session.spec.instructions)
+        estimate = estimate_tokens(messages, session.spec.system_prompt)
         reported = 0
         for turn in reversed(turns):
             if turn.steps:

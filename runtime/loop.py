@@ -211,7 +211,7 @@ class AgentLoop:
                 reason = f"max_iterations reached: {turn.model_calls} model call(s) without a final answer"
                 return self._finish(session, turn, "failed", reason)
             request = ModelRequest(
-                model=self.options.model or spec.model, system=spec.instructions, messages=self._context.messages(turn),
+                model=self.options.model or spec.model, system=spec.system_prompt, messages=self._context.messages(turn),
                 tools=self.toolbox.schemas(), max_tokens=self.options.max_tokens, agent=spec.name,
                 session_id=str(session.id), turn_number=turn.number, call_index=turn.model_calls,
             )

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any, Literal
 from uuid import UUID
 
-from eventsourcing.persistence import IntegrityError
+from eventsourcing.persistence import IntegrityError, PersistenceError
 from pydantic import BaseModel, Field
 
 from chronicle.domain.agent_spec import AgentSpec
@@ -19,6 +19,7 @@ from chronicle.domain.ids import child_session_id, turn_id
 from chronicle.domain.session import Session
 from chronicle.runtime.live import AgentEnd, AgentStart
 from chronicle.runtime.store import ChronicleStore, NotFound
+from chronicle.runtime.task_board import claim_task, open_task, settle_task
 
 TASK_INPUT_ID = "delegated-task"
 
@@ -47,8 +48,11 @@ def find_session(store: ChronicleStore, session_id: UUID) -> Session | None:
         return None
 
 
-def open_child(parent_loop: Any, parent: Session, parent_call_id: UUID, index: int, spec: AgentSpec, text: str) -> Session:
-    """The child session for task `index` of this call: the stored one if it exists, else a new one."""
+def open_child(
+    parent_loop: Any, parent: Session, parent_call_id: UUID, index: int, spec: AgentSpec, text: str, task: str = "",
+) -> Session:
+    """The child session for task `index` of this call: the stored one if it exists, else a new one,
+    opened together with its task-board entry (`task` is the request as the model wrote it)."""
     store: ChronicleStore = parent_loop.store
     sid = child_session_id(parent_call_id, index)
     existing = find_session(store, sid)
@@ -58,7 +62,7 @@ def open_child(parent_loop: Any, parent: Session, parent_call_id: UUID, index: i
     child = Session.start(sid, spec, now, parent_session_id=parent.id, parent_tool_call_id=parent_call_id)
     child.queue_input(TASK_INPUT_ID, text, now, kind="task")
     try:
-        store.create_session(child)
+        store.create_session(child, open_task(parent, parent_call_id, index, child, task or text))
     except IntegrityError:  # another process created it a moment ago: continue that one
         return store.session(sid)
     return child
@@ -72,12 +76,19 @@ async def run_child(parent_loop: Any, child: Session) -> ChildResult:
     loop = child_loop(parent_loop, spec)
     links = {"parent_session_id": str(child.parent_session_id), "parent_tool_call_id": str(child.parent_tool_call_id)}
     await loop.emit(AgentStart(session_id=str(child.id), agent=spec.name, depth=spec.depth, **links))
+    crashed = False
     try:
+        claim_task(parent_loop.store, child, loop.clock.now())
         await loop.run_next(child.id)
         result = child_result(parent_loop.store, child.id)
     except Exception as exc:  # noqa: BLE001 - one child's crash is that child's failed result, not the parent's
+        crashed = True
         result = ChildResult(agent=spec.name, session_id=str(child.id), status="failed",
                              summary=f"the sub-agent could not run: {type(exc).__name__}: {exc}")
+    try:
+        settle_task(parent_loop.store, child.id, result.status, result.summary, loop.clock.now(), crashed=crashed)
+    except PersistenceError:
+        pass  # the store is gone: the task stays in_progress and a resumed parent settles it
     await loop.emit(
         AgentEnd(session_id=str(child.id), agent=spec.name, status=result.status,
                  reason=None if result.status == "completed" else result.summary, depth=spec.depth, **links)

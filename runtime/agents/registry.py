@@ -27,6 +27,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from chronicle.domain.agent_spec import AgentSpec
+from chronicle.runtime.skills import SkillError, configured_dirs, discover as discover_skills, with_skills
 from chronicle.runtime.tools import BUILTIN_TOOLS, DEFAULT_TOOLS, READ_ONLY_TOOLS
 
 DEFAULT_FILE = "chronicle.toml"
@@ -70,6 +71,8 @@ class RegistryFile(BaseModel):
     agents: dict[str, AgentEntry] = Field(default_factory=dict)
     limits: dict[str, Any] = Field(default_factory=dict)
     compaction: dict[str, Any] = Field(default_factory=dict)
+    skills: dict[str, Any] = Field(default_factory=dict)
+    routines: dict[str, Any] = Field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -79,6 +82,8 @@ class AgentRegistry:
     main: AgentSpec = field(default_factory=lambda: AgentSpec(name=MAIN, tools=DEFAULT_TOOLS))
     agents: tuple[AgentSpec, ...] = ()
     source: Path | None = None
+    #: `[skills] dirs` from the file (runtime/skills.py); the workspace's skills/ is always looked at.
+    skill_dirs: tuple[str, ...] = ()
 
     def main_spec(self, provider: str, model: str, workspace: str, max_iterations: int | None = None) -> AgentSpec:
         """The top-level spec as recorded: CLI values win over the file's; delegation tools if useful."""
@@ -88,7 +93,7 @@ class AgentRegistry:
                 "max_iterations": max_iterations or self.main.max_iterations,
             }
         )
-        return with_orchestration_tools(spec)
+        return with_orchestration_tools(with_skills(spec, discover_skills(Path(workspace or "."), self.skill_dirs)))
 
 
 def targets(spec: AgentSpec) -> list[AgentSpec]:
@@ -119,7 +124,7 @@ def child_spec(parent: AgentSpec, definition: AgentSpec) -> AgentSpec:
             "registry": parent.registry if depth < max_depth else (),
         }
     )
-    return with_orchestration_tools(spec)
+    return with_orchestration_tools(with_skills(spec, parent.skills))
 
 
 def load_registry(path: Path) -> AgentRegistry:
@@ -139,7 +144,7 @@ def load_registry(path: Path) -> AgentRegistry:
         message = "unknown key (allowed: description, instructions, model, tools, max_iterations, max_depth)" \
             if first["type"] == "extra_forbidden" and len(first["loc"]) == 3 else first["msg"]
         if first["type"] == "extra_forbidden" and len(first["loc"]) == 1:
-            message = "unknown top-level key; chronicle.toml holds [agents.NAME], [limits] and [compaction] tables"
+            message = "unknown top-level key; chronicle.toml holds [agents.NAME], [limits], [compaction], [skills] and [routines.NAME] tables"
         raise RegistryError(f"{path}: {where}: {message.removeprefix('Value error, ')}") from None
     main = AgentSpec(name=MAIN, tools=DEFAULT_TOOLS)
     agents: list[AgentSpec] = []
@@ -160,7 +165,11 @@ def load_registry(path: Path) -> AgentRegistry:
     clash = next((a.name for a in agents if folded.count(a.name.casefold()) > 1), None)
     if clash:
         raise RegistryError(f"{path}: agents.{clash}: another agent has the same name in a different case")
-    return AgentRegistry(main=main, agents=tuple(agents), source=path)
+    try:
+        dirs = configured_dirs(raw, str(path))
+    except SkillError as exc:
+        raise RegistryError(str(exc)) from None
+    return AgentRegistry(main=main, agents=tuple(agents), source=path, skill_dirs=tuple(dirs))
 
 
 def find_registry(explicit: Path | None, workspace: Path) -> AgentRegistry:

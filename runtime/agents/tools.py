@@ -15,6 +15,8 @@ from pydantic import BaseModel, Field
 
 from chronicle.runtime.tools.base import Tool, ToolContext, ToolError, ToolOutput
 
+from chronicle.runtime.task_board import with_prior_reflections
+
 from .children import ChildResult, open_child, run_child, task_text
 from .registry import child_spec, targets
 
@@ -68,7 +70,8 @@ class Delegate(Tool):
             specs.append(child_spec(spec, definition))
         call_id = UUID(ctx.tool_call_id)
         children = [
-            open_child(loop, parent, call_id, index, child, task_text(task.task, task.context))
+            open_child(loop, parent, call_id, index, child,
+                       with_prior_reflections(loop.store, task.task, task_text(task.task, task.context)), task.task)
             for index, (task, child) in enumerate(zip(args.tasks, specs))
         ]
         results: list[ChildResult] = await asyncio.gather(*(run_child(loop, c) for c in children))

@@ -90,7 +90,7 @@ def audit(
 
 def _brief(e: dict[str, Any]) -> str:
     d = e["detail"]
-    for key in ("output", "reason", "text", "input", "title", "final_text"):
+    for key in ("output", "reason", "text", "input", "title", "final_text", "summary", "task"):
         if d.get(key):
             return d[key] if isinstance(d[key], str) else json.dumps(d[key], ensure_ascii=False)
     return ""

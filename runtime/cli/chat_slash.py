@@ -21,6 +21,7 @@ HELP = [
     ("/compact [N]", "summarise older turns, keeping the N most recent (default from settings)"),
     ("/cost", "tokens and USD spent by this session"),
     ("/tools", "the tools the agent may call"),
+    ("/skills", "the skills recorded for this session (inline ones are in the system prompt)"),
     ("/status", "session, branch, queue and limits"),
     ("/help", "this list"),
     ("/quit", "leave (the session stays; continue with --session)"),
@@ -107,6 +108,17 @@ def tools(chat: Any, arg: str) -> None:
     chat.console.print(table)
 
 
+def skills(chat: Any, arg: str) -> None:
+    recorded = chat.store.session(chat.session_id).spec.skills
+    if not recorded:
+        chat.console.print("no skills: add skills/NAME/SKILL.md to the workspace (or [skills] dirs in chronicle.toml)")
+        return
+    table = Table("skill", "mode", "description", "sha256")
+    for skill in recorded:
+        table.add_row(escape(skill.name), skill.mode, escape(skill.description), skill.sha256[:12])
+    chat.console.print(table)
+
+
 def status(chat: Any, arg: str) -> None:
     session = chat.store.session(chat.session_id)
     summary, view = session.context_view()
@@ -132,6 +144,6 @@ def quit_chat(chat: Any, arg: str) -> str:
 
 
 COMMANDS: dict[str, Callable[[Any, str], str | None]] = {
-    "/undo": undo, "/redo": redo, "/fork": fork, "/compact": compact, "/cost": cost, "/tools": tools,
+    "/undo": undo, "/redo": redo, "/fork": fork, "/compact": compact, "/cost": cost, "/tools": tools, "/skills": skills,
     "/status": status, "/help": show_help, "/?": show_help, "/quit": quit_chat, "/exit": quit_chat,
 }

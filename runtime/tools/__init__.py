@@ -22,10 +22,11 @@ def toolbox_for(names: tuple[str, ...] | list[str], workspace: Path | None = Non
 
 def resolve_tools(names: tuple[str, ...] | list[str], workspace: Path | None = None) -> list[Tool]:
     from chronicle.runtime.agents.tools import ORCHESTRATION_TOOLS  # imported late: it drives AgentLoop
+    from chronicle.runtime.skills import LoadSkill
 
     from .imports import ToolLoadError, is_import_path, load_tools
 
-    known = {**BUILTIN_TOOLS, **ORCHESTRATION_TOOLS}
+    known = {**BUILTIN_TOOLS, **ORCHESTRATION_TOOLS, LoadSkill.name: LoadSkill}
     unknown = [n for n in names if n not in known and not is_import_path(n)]
     if unknown:
         raise ToolLoadError(f"unknown tool(s): {', '.join(unknown)}; built-in tools are {', '.join(BUILTIN_TOOLS)}, "

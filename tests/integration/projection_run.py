@@ -14,8 +14,9 @@ from typing import Any, Callable
 from uuid import UUID, uuid4
 
 from chronicle.domain.agent_spec import AgentSpec
-from chronicle.domain.ids import tool_call_id
+from chronicle.domain.ids import task_id, tool_call_id
 from chronicle.domain.session import Session
+from chronicle.domain.task_board import DelegatedTask
 from chronicle.runtime.loop import AgentLoop, LoopOptions
 from chronicle.runtime.providers.scripted import ScriptedProvider
 from chronicle.runtime.retry import RetryPolicy
@@ -96,6 +97,22 @@ class MixedRun:
     def _hooks(self, loop: AgentLoop) -> None:
         """Room for tests to add hooks to every loop (the title hook, for instance)."""
 
+    def _task_board(self, parent: str, children: list[str]) -> None:
+        """The parent's delegated tasks as the delegate tool records them: one completed, one failed with its reflection."""
+        for index, label in enumerate(children):
+            child = self.store.session(self.sessions[label])
+            task = DelegatedTask(
+                id=task_id(child.id), parent_session_id=self.sessions[parent], parent_tool_call_id=self.first_call(parent),
+                child_session_id=child.id, index=index, agent=child.spec.name, task=f"task for {label}", timestamp=self.clock.now(),
+            )
+            task.claim(child.spec.name, self.clock.now())
+            if index == 0:
+                task.complete("done", self.clock.now())
+            else:
+                task.fail("it broke", self.clock.now())
+                task.reflect("turn failed after 1 model call(s)", "it broke", self.clock.now())
+            self.store.save(task)
+
     def first_call(self, label: str) -> UUID:
         sid = self.sessions[label]
         first = self.store.session(sid).turns[0]
@@ -110,6 +127,7 @@ class MixedRun:
         await self.session("a2", "write", ["write it"], agent="writer", model="claude-haiku-4-5", parent="a", parent_call=self.first_call("a"))
         await self.session("a2x", "plain", ["grandchild"], agent="helper", model="claude-haiku-4-5", parent="a2",
                            parent_call=self.first_call("a2"))
+        self._task_board("a", ["a1", "a2"])
         await self.session("c", "retry_then_fail", ["this fails"])
         await self.session("d", "fatal", ["this fails at once"])
         await self.session("e", "approval", ["shell"], auto_approve=False)

@@ -1,0 +1,30 @@
+"""`chronicle skills`: the skills a session started in this workspace would record, as discovery finds them."""
+
+from __future__ import annotations
+
+from rich.markup import escape
+
+from chronicle.runtime.skills import skill_row, workspace_skills
+
+from .common import JsonOption, WorkspaceOption, cli_errors, out_console, print_json
+from .run_cmd import resolve_workspace
+from .tables import Column, fit_table
+
+
+def skills(workspace: WorkspaceOption = None, as_json: JsonOption = False) -> None:
+    """List the skills found in the workspace's skills/NAME/SKILL.md and in chronicle.toml's [skills] dirs, in the
+    order a new session records them. Inline skills go into the system prompt; on-demand ones are listed there and
+    loaded with the load_skill tool."""
+    with cli_errors():
+        ws = resolve_workspace(workspace)
+        rows = [skill_row(s) for s in workspace_skills(ws)]
+        if as_json:
+            for row in rows:
+                print_json(row)
+            return
+        if not rows:
+            out_console.print(f"no skills in {ws}: add skills/NAME/SKILL.md (front matter: name, description, mode)")
+            return
+        columns = [Column("name"), Column("mode"), Column("description", flex=True), Column("path", optional=True)]
+        table = [{k: escape(str(r[k])) for k in ("name", "mode", "description", "path")} for r in rows]
+        out_console.print(fit_table(columns, table, out_console.width))
