@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, model_serializer
 
 
 class _Block(BaseModel):
@@ -93,6 +93,16 @@ class ModelResponse(BaseModel):
     #: The provider's message id and the stop sequence that ended it, when there was one.
     id: str = ""
     stop_sequence: str | None = None
+    #: The provider's own message when its shape is not ours (chat-completions), kept as it came.
+    #: Left out of the dump when absent, so responses recorded before it existed look the same.
+    raw: dict[str, Any] | None = None
+
+    @model_serializer(mode="wrap")
+    def _without_absent_raw(self, handler: Any) -> dict[str, Any]:
+        data = handler(self)
+        if isinstance(data, dict) and data.get("raw") is None:
+            data.pop("raw", None)
+        return data
 
     @property
     def tool_uses(self) -> list[ToolUseBlock]:

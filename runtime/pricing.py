@@ -158,17 +158,18 @@ def _bundled_price(model: str, usage: Usage, when: datetime) -> float | None:
     except ImportError:  # pragma: no cover - a declared dependency; an override file still works
         return None
     cache_write, cache_read = usage.cache_creation_input_tokens, usage.cache_read_input_tokens
-    try:
-        result = calc_price(
-            GUsage(
-                input_tokens=usage.input_tokens + cache_write + cache_read, output_tokens=usage.output_tokens,
-                cache_write_tokens=cache_write, cache_read_tokens=cache_read,
-            ),
-            model_ref=model, provider_id="anthropic", genai_request_timestamp=when,
-        )
-    except LookupError:
-        return None
-    except Exception as exc:  # noqa: BLE001 - a pricing bug must never fail a turn
-        log.warning("pricing %r failed: %s", model, exc)
-        return None
-    return float(result.total_price)
+    tokens = GUsage(
+        input_tokens=usage.input_tokens + cache_write + cache_read, output_tokens=usage.output_tokens,
+        cache_write_tokens=cache_write, cache_read_tokens=cache_read,
+    )
+    # Claude first; then any provider genai-prices knows the model under (openai-compatible servers).
+    for provider_id in ("anthropic", None):
+        try:
+            result = calc_price(tokens, model_ref=model, provider_id=provider_id, genai_request_timestamp=when)
+        except LookupError:
+            continue
+        except Exception as exc:  # noqa: BLE001 - a pricing bug must never fail a turn
+            log.warning("pricing %r failed: %s", model, exc)
+            return None
+        return float(result.total_price)
+    return None
