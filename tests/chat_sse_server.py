@@ -14,10 +14,16 @@ from typing import Any
 from tests.sse_server import SSEServer, Stream, _chunks
 
 
-def _chunk(delta: dict[str, Any], finish: str | None = None, msg_id: str = "chatcmpl-test", model: str = "local-model") -> dict[str, Any]:
+def _chunk(
+    delta: dict[str, Any], finish: str | None = None, msg_id: str = "chatcmpl-test", model: str = "local-model"
+) -> dict[str, Any]:
     return {
-        "id": msg_id, "object": "chat.completion.chunk", "created": 1_700_000_000, "model": model,
-        "system_fingerprint": "fp_test", "choices": [{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}],
+        "id": msg_id,
+        "object": "chat.completion.chunk",
+        "created": 1_700_000_000,
+        "model": model,
+        "system_fingerprint": "fp_test",
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}],
     }
 
 
@@ -36,7 +42,9 @@ def chat_events(
     calls = 0
     for block in content:
         if block["type"] == "reasoning":
-            events += [(None, _chunk({"reasoning_content": c}, msg_id=msg_id, model=model)) for c in _chunks(block["text"], split)]
+            events += [
+                (None, _chunk({"reasoning_content": c}, msg_id=msg_id, model=model)) for c in _chunks(block["text"], split)
+            ]
         elif block["type"] == "text":
             events += [(None, _chunk({"content": c}, msg_id=msg_id, model=model)) for c in _chunks(block["text"], split)]
         elif block["type"] == "tool_use":
@@ -44,13 +52,29 @@ def chat_events(
             first = {"index": calls, "id": block["id"], "type": "function", "function": {"name": block["name"], "arguments": ""}}
             events.append((None, _chunk({"tool_calls": [first]}, msg_id=msg_id, model=model)))
             for piece in _chunks(raw, split):
-                events.append((None, _chunk({"tool_calls": [{"index": calls, "function": {"arguments": piece}}]}, msg_id=msg_id, model=model)))
+                events.append(
+                    (
+                        None,
+                        _chunk({"tool_calls": [{"index": calls, "function": {"arguments": piece}}]}, msg_id=msg_id, model=model),
+                    )
+                )
             calls += 1
     events.append((None, _chunk({}, finish_reason, msg_id=msg_id, model=model)))
     tokens = {"prompt_tokens": 20, "completion_tokens": 7, **(usage or {})}
     tokens["total_tokens"] = tokens["prompt_tokens"] + tokens["completion_tokens"]
-    events.append((None, {"id": msg_id, "object": "chat.completion.chunk", "created": 1_700_000_000, "model": model, "choices": [],
-                          "usage": tokens}))
+    events.append(
+        (
+            None,
+            {
+                "id": msg_id,
+                "object": "chat.completion.chunk",
+                "created": 1_700_000_000,
+                "model": model,
+                "choices": [],
+                "usage": tokens,
+            },
+        )
+    )
     events.append((None, "[DONE]"))
     return events
 

@@ -148,9 +148,18 @@ class ChunkAssembler:
             call = self.calls.get(index)
             function = part.get("function") or {}
             if call is None:
-                call = self.calls[index] = {"id": part.get("id") or "", "type": "function", "function": {"name": "", "arguments": ""}}
-                out.append({"type": "block_start", "index": 2 + index, "block": {"type": "tool_use", "id": call["id"],
-                            "name": function.get("name") or "", "input": {}}})
+                call = self.calls[index] = {
+                    "id": part.get("id") or "",
+                    "type": "function",
+                    "function": {"name": "", "arguments": ""},
+                }
+                out.append(
+                    {
+                        "type": "block_start",
+                        "index": 2 + index,
+                        "block": {"type": "tool_use", "id": call["id"], "name": function.get("name") or "", "input": {}},
+                    }
+                )
             if part.get("id"):
                 call["id"] = part["id"]
             called = function.get("name")
@@ -172,7 +181,9 @@ class ChunkAssembler:
         if self.calls:
             message["tool_calls"] = [self.calls[i] for i in sorted(self.calls)]
         raw: dict[str, Any] = {
-            "id": self.id, "object": "chat.completion", "model": self.model,
+            "id": self.id,
+            "object": "chat.completion",
+            "model": self.model,
             "choices": [{"index": 0, "message": message, "finish_reason": self.finish_reason}],
         }
         if self.created is not None:
@@ -196,17 +207,27 @@ class ChunkAssembler:
             content.append({"type": "text", "text": self.refusal})
         for number, index in enumerate(sorted(self.calls)):
             call = self.calls[index]
-            content.append({
-                "type": "tool_use", "id": call["id"] or f"call_{self.id or 'x'}_{number}", "name": call["function"]["name"],
-                "input": _arguments(call["function"]["arguments"]),
-            })
+            content.append(
+                {
+                    "type": "tool_use",
+                    "id": call["id"] or f"call_{self.id or 'x'}_{number}",
+                    "name": call["function"]["name"],
+                    "input": _arguments(call["function"]["arguments"]),
+                }
+            )
         stop = FINISH_REASONS.get(self.finish_reason, "end_turn")
         if self.calls and stop == "end_turn":
             stop = "tool_use"  # some local servers say "stop" after tool calls
-        return ModelResponse.model_validate({
-            "id": self.id, "content": content, "stop_reason": stop, "usage": usage_of(self.usage),
-            "model": self.model, "raw": self.raw_message(),
-        })
+        return ModelResponse.model_validate(
+            {
+                "id": self.id,
+                "content": content,
+                "stop_reason": stop,
+                "usage": usage_of(self.usage),
+                "model": self.model,
+                "raw": self.raw_message(),
+            }
+        )
 
 
 def usage_of(usage: dict[str, Any] | None) -> Usage:
@@ -215,7 +236,9 @@ def usage_of(usage: dict[str, Any] | None) -> Usage:
     cached = int(((usage.get("prompt_tokens_details") or {}).get("cached_tokens")) or 0)
     prompt = int(usage.get("prompt_tokens") or 0)
     return Usage(
-        input_tokens=max(0, prompt - cached), output_tokens=int(usage.get("completion_tokens") or 0), cache_read_input_tokens=cached,
+        input_tokens=max(0, prompt - cached),
+        output_tokens=int(usage.get("completion_tokens") or 0),
+        cache_read_input_tokens=cached,
     )
 
 

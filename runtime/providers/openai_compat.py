@@ -24,17 +24,23 @@ from .openai_chat import ChunkAssembler, ChunkStreamIncomplete, wire_messages, w
 
 DEFAULT_TIMEOUT_S = 600.0
 #: Error types or codes inside a 200 stream that mean "try again later".
-RETRYABLE_STREAM_ERRORS = frozenset({"server_error", "overloaded_error", "api_error", "rate_limit_error", "rate_limit_exceeded", "timeout"})
+RETRYABLE_STREAM_ERRORS = frozenset(
+    {"server_error", "overloaded_error", "api_error", "rate_limit_error", "rate_limit_exceeded", "timeout"}
+)
 
 
 class OpenAICompatProvider:
     name = "openai-compatible"
 
-    def __init__(self, model: str, *, api_key: str | None = None, base_url: str | None = None, timeout_s: float | None = None) -> None:
+    def __init__(
+        self, model: str, *, api_key: str | None = None, base_url: str | None = None, timeout_s: float | None = None
+    ) -> None:
         self.model = model
         self._api_key = api_key
         self.base_url = base_url
-        self.timeout_s = timeout_s if timeout_s is not None else float(os.environ.get("CHRONICLE_HTTP_TIMEOUT_S") or DEFAULT_TIMEOUT_S)
+        self.timeout_s = (
+            timeout_s if timeout_s is not None else float(os.environ.get("CHRONICLE_HTTP_TIMEOUT_S") or DEFAULT_TIMEOUT_S)
+        )
         self._clients: dict[int, Any] = {}
 
     def __repr__(self) -> str:  # never show the key
@@ -108,7 +114,10 @@ def openai_error(exc: BaseException, secrets: tuple[str | None, ...] = ()) -> Pr
         if status == 400 and PROMPT_TOO_LONG.search(message):
             kind, retryable = "prompt_too_long", False
         return ProviderError(
-            kind=kind or f"http_{status}", message=redact(f"{message} (HTTP {status})", secrets), status=status, retryable=retryable,
+            kind=kind or f"http_{status}",
+            message=redact(f"{message} (HTTP {status})", secrets),
+            status=status,
+            retryable=retryable,
             retry_after_s=retry_after_seconds(exc.response.headers) if retryable else None,
         )
     if isinstance(exc, openai.APITimeoutError):
@@ -116,17 +125,23 @@ def openai_error(exc: BaseException, secrets: tuple[str | None, ...] = ()) -> Pr
     if isinstance(exc, openai.APIConnectionError):
         cause = exc.__cause__ or exc.__context__
         detail = f": {type(cause).__name__}" if cause is not None else ""
-        return ProviderError(kind="connection_error", message=redact(f"cannot reach the model API{detail}", secrets), retryable=True)
+        return ProviderError(
+            kind="connection_error", message=redact(f"cannot reach the model API{detail}", secrets), retryable=True
+        )
     if isinstance(exc, openai.APIError):
         # An `error` object inside a 200 stream: the SDK raises it without a status.
         kind, message = _error_fields(exc.body)
         message = message or exc.message
         return ProviderError(
-            kind=kind or "stream_error", message=redact(f"{message} (in the response stream)", secrets), status=200,
+            kind=kind or "stream_error",
+            message=redact(f"{message} (in the response stream)", secrets),
+            status=200,
             retryable=(kind in RETRYABLE_STREAM_ERRORS) if kind else True,
         )
     if _is_transport_error(exc):
         return ProviderError(
-            kind="connection_error", message=redact(f"the connection broke while streaming: {type(exc).__name__}", secrets), retryable=True
+            kind="connection_error",
+            message=redact(f"the connection broke while streaming: {type(exc).__name__}", secrets),
+            retryable=True,
         )
     return ProviderError(kind="provider_error", message=redact(f"{type(exc).__name__}: {exc}", secrets))

@@ -41,8 +41,14 @@ class Harness:
         self.provider = OpenAICompatProvider(model, api_key=KEY, base_url=server.url + "/v1")
         options = LoopOptions(retry=RetryPolicy(max_attempts=max_attempts, base_s=0.01, cap_s=0.05))
         self.loop = AgentLoop(self.store, self.provider, toolbox_for(DEFAULT_TOOLS), workspace, broker=broker, options=options)
-        self.spec = AgentSpec(name="main", provider="openai-compatible", model=model, tools=DEFAULT_TOOLS,
-                              instructions="You are careful.", workspace=str(workspace))
+        self.spec = AgentSpec(
+            name="main",
+            provider="openai-compatible",
+            model=model,
+            tools=DEFAULT_TOOLS,
+            instructions="You are careful.",
+            workspace=str(workspace),
+        )
 
     def run(self, prompt: str):
         session, _ = start_session(self.store, self.spec, prompt)
@@ -56,8 +62,14 @@ class Harness:
 def test_tool_calls_stream_in_pieces_and_go_back_as_tool_messages_after_the_assistant_message(db_url, workspace, chat_sse):
     (workspace / "b.txt").write_text("bee")
     chat_sse.script(
-        chat_reply([text("Reading two."), tool("call_a", "read_file", path="hello.txt"), tool("call_b", "read_file", path="missing.txt")],
-                   usage={"prompt_tokens": 120, "completion_tokens": 30, "prompt_tokens_details": {"cached_tokens": 100}}),
+        chat_reply(
+            [
+                text("Reading two."),
+                tool("call_a", "read_file", path="hello.txt"),
+                tool("call_b", "read_file", path="missing.txt"),
+            ],
+            usage={"prompt_tokens": 120, "completion_tokens": 30, "prompt_tokens_details": {"cached_tokens": 100}},
+        ),
         chat_reply([text("Done: hello world.")]),
     )
     harness = Harness(db_url, workspace, chat_sse)
@@ -84,7 +96,12 @@ def test_tool_calls_stream_in_pieces_and_go_back_as_tool_messages_after_the_assi
     assert step["content"][1]["input"] == {"path": "hello.txt"}
     assert step["stop_reason"] == "tool_use" and step["id"] == "chatcmpl-test"
     # Cached prompt tokens move out of input, as the Anthropic convention that pricing uses.
-    assert step["usage"] == {"input_tokens": 20, "output_tokens": 30, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 100}
+    assert step["usage"] == {
+        "input_tokens": 20,
+        "output_tokens": 30,
+        "cache_creation_input_tokens": 0,
+        "cache_read_input_tokens": 100,
+    }
     raw = step["raw"]
     assert raw["choices"][0]["finish_reason"] == "tool_calls"
     assert raw["choices"][0]["message"]["tool_calls"][1]["function"]["arguments"] == '{"path": "missing.txt"}'
@@ -125,8 +142,11 @@ def test_a_bad_request_fails_the_turn_once_with_the_servers_message_and_no_key(d
 
 def test_reasoning_is_kept_as_thinking_but_not_sent_back_and_usage_is_priced_when_known(db_url, workspace, chat_sse):
     chat_sse.script(
-        chat_reply([{"type": "reasoning", "text": "Think first."}, text("Answer.")], model="gpt-4o-2024-08-06",
-                   usage={"prompt_tokens": 1000, "completion_tokens": 1000}),
+        chat_reply(
+            [{"type": "reasoning", "text": "Think first."}, text("Answer.")],
+            model="gpt-4o-2024-08-06",
+            usage={"prompt_tokens": 1000, "completion_tokens": 1000},
+        ),
     )
     harness = Harness(db_url, workspace, chat_sse, model="gpt-4o-2024-08-06")
     outcome = harness.run("hi")
@@ -152,14 +172,33 @@ def test_chronicle_run_with_openai_compatible_records_the_provider_and_resumes_w
 
     chat_sse.script(chat_reply([text("Hi from a local model.")]), chat_reply([text("Second answer.")]))
     env = {"OPENAI_BASE_URL": chat_sse.url + "/v1", "OPENAI_API_KEY": KEY, "CHRONICLE_RETRY_BASE_S": "0.01"}
-    run = cli("run", "hello", "--provider", "openai-compatible", "--model", "qwen3", "--workspace", str(workspace), "--json",
-              db=db_url, env=env)
+    run = cli(
+        "run",
+        "hello",
+        "--provider",
+        "openai-compatible",
+        "--model",
+        "qwen3",
+        "--workspace",
+        str(workspace),
+        "--json",
+        db=db_url,
+        env=env,
+    )
     assert run.returncode == 0, run.stderr
     events = json_lines(run.stdout)
     assert events[-1]["status"] == "completed" and chat_sse.requests[0].body["model"] == "qwen3"
     again = cli("run", "more", "--session", events[0]["session_id"], "--json", db=db_url, env=env)
     assert again.returncode == 0, again.stderr
     assert [m["role"] for m in chat_sse.requests[1].body["messages"] if m["role"] != "system"] == ["user", "assistant", "user"]
-    missing = cli("run", "hello", "--provider", "openai-compatible", "--workspace", str(workspace), db=db_url,
-                  env={**env, "OPENAI_MODEL": "", "CHRONICLE_MODEL": ""})
+    missing = cli(
+        "run",
+        "hello",
+        "--provider",
+        "openai-compatible",
+        "--workspace",
+        str(workspace),
+        db=db_url,
+        env={**env, "OPENAI_MODEL": "", "CHRONICLE_MODEL": ""},
+    )
     assert missing.returncode == 2 and "needs a model" in missing.stderr

@@ -38,6 +38,9 @@ def test_steering_text_sent_with_tool_results_follows_the_tool_messages():
     ]
     wire = wire_messages("", messages)
     assert [m["role"] for m in wire] == ["user", "assistant", "tool", "user"]
-    assert wire[1] == {"role": "assistant", "content": None,
-                       "tool_calls": [{"id": "t1", "type": "function", "function": {"name": "ls", "arguments": "{}"}}]}
+    assert wire[1] == {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [{"id": "t1", "type": "function", "function": {"name": "ls", "arguments": "{}"}}],
+    }
     assert wire[3]["content"] == "also check c"
