@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev]'
+	$(BIN)/pip install --quiet -e '.[dev,otel]'
 	touch $(STAMP)
 
 demo: $(STAMP)
@@ -21,7 +21,7 @@ test: $(STAMP)
 # Benchmarks against LangGraph (ops/bench/, writes ops/bench/RESULTS.md); never part of `make test`.
 BENCH_STAMP := $(VENV)/.bench-installed
 $(BENCH_STAMP): $(STAMP)
-	$(BIN)/pip install --quiet -e '.[dev,bench]'
+	$(BIN)/pip install --quiet -e '.[dev,otel,bench]'
 	touch $(BENCH_STAMP)
 
 bench: $(BENCH_STAMP)

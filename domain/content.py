@@ -196,6 +196,16 @@ class ModelResponse(BaseModel):
     stop_sequence: str | None = None
     #: Why the model stopped, in detail, as the API sent it (a refusal's category and explanation).
     stop_details: dict[str, Any] | None = None
+    #: The provider's own message when its shape is not ours (chat-completions), kept as it came.
+    #: Left out of the dump when absent, so responses recorded before it existed look the same.
+    raw: dict[str, Any] | None = None
+
+    @model_serializer(mode="wrap")
+    def _without_absent_raw(self, handler: Any) -> dict[str, Any]:
+        data = handler(self)
+        if isinstance(data, dict) and data.get("raw") is None:
+            data.pop("raw", None)
+        return data
 
     @property
     def tool_uses(self) -> list[ToolUseBlock]:

@@ -23,6 +23,7 @@ from .loop import AgentLoop, LoopOptions
 from .providers import ProviderConfigError, default_provider_name, make_provider
 from .settings import LimitFlags, Settings, SettingsError, load_settings
 from .store import ChronicleStore
+from .telemetry import live_tracing
 from .titles import TitleHook
 from .tools import toolbox_for
 
@@ -84,6 +85,9 @@ def build_loop(
         hooks=Hooks(settings.hooks(store, interactive=interactive)), compactor=settings.compactor(),
     )
     loop.hooks.add(TitleHook(provider, store, loop.clock))
+    tracer = live_tracing(store)
+    if tracer is not None:
+        loop.hooks.add(tracer)
     return loop
 
 

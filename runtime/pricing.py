@@ -182,8 +182,27 @@ def _bundled_price(model: str, usage: Usage, when: datetime) -> float | None:
     try:
         extracted = extract_usage({"model": model, "usage": reported}, provider_id="anthropic")
         if extracted.model is None:
-            return None
+            return _other_provider_price(model, usage, when)
         result = extracted.calc_price(genai_request_timestamp=when, price_context=context)
+    except LookupError:
+        return _other_provider_price(model, usage, when)
+    except Exception as exc:  # noqa: BLE001 - a pricing bug must never fail a turn
+        log.warning("pricing %r failed: %s", model, exc)
+        return None
+    return float(result.total_price)
+
+
+def _other_provider_price(model: str, usage: Usage, when: datetime) -> float | None:
+    """A model genai-prices knows under another provider (openai-compatible servers)."""
+    from genai_prices import Usage as GUsage, calc_price
+
+    cache_write, cache_read = usage.cache_creation_input_tokens, usage.cache_read_input_tokens
+    tokens = GUsage(
+        input_tokens=usage.input_tokens + cache_write + cache_read, output_tokens=usage.output_tokens,
+        cache_write_tokens=cache_write, cache_read_tokens=cache_read,
+    )
+    try:
+        result = calc_price(tokens, model_ref=model, genai_request_timestamp=when)
     except LookupError:
         return None
     except Exception as exc:  # noqa: BLE001 - a pricing bug must never fail a turn

@@ -193,7 +193,8 @@ def overloaded_in_stream(after_text: str = "") -> Stream:
 
 def is_title_request(body: dict[str, Any]) -> bool:
     """The auxiliary title call (runtime/titles.py): no tools, the title instruction as system prompt."""
-    return not body.get("tools") and "Write a short title" in json.dumps(body.get("system", ""))
+    system = body.get("system") or [m for m in body.get("messages", []) if m.get("role") == "system"]  # Messages API or chat
+    return not body.get("tools") and "Write a short title" in json.dumps(system)
 
 
 @dataclass
@@ -227,7 +228,7 @@ class SSEServer:
                     # Session titles are auxiliary calls made alongside the first turn; they get a
                     # canned answer so that the scripted behaviours stay the agent's own.
                     server.title_requests.append(record)
-                    server._answer(self, reply([{"type": "text", "text": "A title"}], usage={"input_tokens": 0, "output_tokens": 0}), record)
+                    server._answer(self, server.title_reply(), record)
                     return
                 server.requests.append(record)
                 try:
@@ -267,6 +268,14 @@ class SSEServer:
             time.sleep(0.01)
         return predicate()
 
+    def title_reply(self) -> Any:
+        return reply([{"type": "text", "text": "A title"}], usage={"input_tokens": 0, "output_tokens": 0})
+
+    @staticmethod
+    def sse_frame(name: str | None, data: Any) -> bytes:
+        head = f"event: {name}\n" if name else ""
+        return f"{head}data: {data if isinstance(data, str) else json.dumps(data, ensure_ascii=False)}\n\n".encode()
+
     def _answer(self, handler: BaseHTTPRequestHandler, behaviour: Any, record: Recorded) -> None:
         if isinstance(behaviour, DropConnection):
             handler.close_connection = True
@@ -295,7 +304,7 @@ class SSEServer:
                     handler.wfile.flush()
                     handler.connection.shutdown(2)
                     return
-                handler.wfile.write(f"event: {name}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n".encode())
+                handler.wfile.write(self.sse_frame(name, data))
                 handler.wfile.flush()
                 if behaviour.hang_after is not None and number + 1 >= behaviour.hang_after:
                     # Wait for the client to go away (or the test to end), probing the socket.

@@ -7,9 +7,22 @@ from typing import Annotated, Optional
 
 import typer
 
-from . import (
-    audit_cmd, chat_cmd, controls_cmd, cost_cmd, demo_cmd, doctor_cmd, inspect_cmd, projections_cmd, run_cmd, skills_cmd,
-    tasks_cmd, timetravel_cmd, verify_cmd, worker_cmd,
+from . import (  # one per line: commands are added often, by several people at once
+    audit_cmd,
+    chat_cmd,
+    controls_cmd,
+    cost_cmd,
+    demo_cmd,
+    doctor_cmd,
+    inspect_cmd,
+    projections_cmd,
+    run_cmd,
+    skills_cmd,
+    tasks_cmd,
+    timetravel_cmd,
+    traces_cmd,
+    verify_cmd,
+    worker_cmd,
 )
 
 app = typer.Typer(
@@ -23,12 +36,43 @@ app = typer.Typer(
 
 # Commands grouped by what a person is doing, in the order they usually need them.
 PANELS = {
-    "Run an agent": (run_cmd.run, chat_cmd.chat, demo_cmd.demo),
-    "Inspect": (inspect_cmd.sessions, inspect_cmd.log, inspect_cmd.history, cost_cmd.cost, audit_cmd.audit, tasks_cmd.tasks, skills_cmd.skills),
-    "Steer a running session": (controls_cmd.steer, controls_cmd.cancel, worker_cmd.approve, worker_cmd.deny, controls_cmd.compact),
-    "Time travel": (timetravel_cmd.undo, timetravel_cmd.redo, timetravel_cmd.fork, timetravel_cmd.replay),
-    "Prove and move": (verify_cmd.verify,),
-    "Recover and operate": (worker_cmd.resume, worker_cmd.submit, worker_cmd.worker, doctor_cmd.doctor),
+    "Run an agent": (
+        run_cmd.run,
+        chat_cmd.chat,
+        demo_cmd.demo,
+    ),
+    "Inspect": (
+        inspect_cmd.sessions,
+        inspect_cmd.log,
+        inspect_cmd.history,
+        cost_cmd.cost,
+        audit_cmd.audit,
+        tasks_cmd.tasks,
+        skills_cmd.skills,
+        traces_cmd.export_traces,
+    ),
+    "Steer a running session": (
+        controls_cmd.steer,
+        controls_cmd.cancel,
+        worker_cmd.approve,
+        worker_cmd.deny,
+        controls_cmd.compact,
+    ),
+    "Time travel": (
+        timetravel_cmd.undo,
+        timetravel_cmd.redo,
+        timetravel_cmd.fork,
+        timetravel_cmd.replay,
+    ),
+    "Prove and move": (
+        verify_cmd.verify,
+    ),
+    "Recover and operate": (
+        worker_cmd.resume,
+        worker_cmd.submit,
+        worker_cmd.worker,
+        doctor_cmd.doctor,
+    ),
 }
 for panel, commands in PANELS.items():
     for command in commands:

@@ -154,7 +154,7 @@ def chat(
             provider_name = provider or default_provider_name()
             spec = with_skills(AgentSpec(
                 name="main", provider=provider_name or "",
-                model=model or ("scripted" if (provider_name or "").startswith("scripted:") else default_model()),
+                model=model or ("scripted" if (provider_name or "").startswith("scripted:") else default_model(provider_name)),
                 tools=DEFAULT_TOOLS, max_iterations=max_iterations, workspace=str(ws),
             ), workspace_skills(ws))
         loop = cli_loop(store, spec, ChatRenderer(console), provider_name=provider_name, model=model, workspace=ws,

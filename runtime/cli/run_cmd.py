@@ -28,7 +28,7 @@ from .render import HumanRenderer, JsonLinesRenderer, printable
 
 ProviderOption = Annotated[
     Optional[str],
-    typer.Option("--provider", help="anthropic | scripted:PATH (default: anthropic when ANTHROPIC_API_KEY is set)", show_default=False),
+    typer.Option("--provider", help="anthropic | openai-compatible | scripted:PATH (default: anthropic when ANTHROPIC_API_KEY is set)", show_default=False),
 ]
 ModelOption = Annotated[Optional[str], typer.Option("--model", envvar="CHRONICLE_MODEL", help="Model name", show_default=False)]
 AgentsOption = Annotated[
@@ -191,7 +191,7 @@ def run(
                 fail(str(exc), 2)
             spec = registry.main_spec(
                 provider=provider_name or "", workspace=str(ws), max_iterations=max_iterations,
-                model=model or registry.main.model or ("scripted" if (provider_name or "").startswith("scripted:") else default_model()),
+                model=model or registry.main.model or ("scripted" if (provider_name or "").startswith("scripted:") else default_model(provider_name)),
             )
             loop = cli_loop(store, spec, renderer, provider_name=provider_name, model=model, workspace=ws, settings=settings,
                             options=LoopOptions(max_iterations=max_iterations, auto_approve=yes, retry=retry_policy(max_attempts)))

@@ -1,4 +1,4 @@
-"""Providers by name: `scripted:PATH` for scripts, `anthropic` for Claude."""
+"""Providers by name: `scripted:PATH` for scripts, `anthropic` for Claude, `openai-compatible` for chat-completions servers."""
 
 from __future__ import annotations
 
@@ -22,7 +22,10 @@ def default_provider_name() -> str | None:
     return "anthropic" if os.environ.get("ANTHROPIC_API_KEY") else None
 
 
-def default_model() -> str:
+def default_model(provider: str | None = None) -> str:
+    """The model when none is given; a chat-completions server has no default we could guess."""
+    if provider == "openai-compatible":
+        return os.environ.get("CHRONICLE_MODEL") or os.environ.get("OPENAI_MODEL") or ""
     return os.environ.get("CHRONICLE_MODEL") or DEFAULT_MODEL
 
 
@@ -54,7 +57,14 @@ def make_provider(name: str | None, model: str | None = None) -> Provider:
             return AnthropicProvider(model=model or default_model())
         except SettingError as exc:
             raise ProviderConfigError(str(exc)) from None
-    raise ProviderConfigError(f"unknown provider {name!r}: use anthropic or scripted:PATH")
+    if name == "openai-compatible":
+        from .openai_compat import OpenAICompatProvider
+
+        chosen = model or os.environ.get("OPENAI_MODEL")
+        if not chosen or chosen == DEFAULT_MODEL:
+            raise ProviderConfigError("--provider openai-compatible needs a model: pass --model NAME (or set OPENAI_MODEL)")
+        return OpenAICompatProvider(model=chosen, base_url=os.environ.get("OPENAI_BASE_URL") or None)
+    raise ProviderConfigError(f"unknown provider {name!r}: use anthropic, openai-compatible or scripted:PATH")
 
 
 __all__ = ["ModelRequest", "Provider", "ScriptedProvider", "ScriptError", "make_provider", "ProviderConfigError"]

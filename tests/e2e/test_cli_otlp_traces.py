@@ -1,0 +1,106 @@
+"""Tracing as an operator turns it on: OTEL_EXPORTER_OTLP_ENDPOINT, a real `chronicle run`, OTLP over
+HTTP/protobuf to a loopback collector written here; then `chronicle export-traces` sends the same spans."""
+
+from __future__ import annotations
+
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest, ExportTraceServiceResponse
+
+from tests.helpers import cli, json_lines, response, text, tool_use, write_script
+
+
+class Collector:
+    """Accepts OTLP/HTTP protobuf trace exports on 127.0.0.1 and keeps every span it was sent."""
+
+    def __init__(self) -> None:
+        self.spans: list[dict[str, Any]] = []
+        self.paths: list[str] = []
+        collector = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def do_POST(self) -> None:  # noqa: N802
+                body = self.rfile.read(int(self.headers.get("content-length") or 0))
+                collector.paths.append(self.path)
+                request = ExportTraceServiceRequest.FromString(body)
+                for resource_spans in request.resource_spans:
+                    resource = {a.key: a.value.string_value for a in resource_spans.resource.attributes}
+                    for scope_spans in resource_spans.scope_spans:
+                        for span in scope_spans.spans:
+                            collector.spans.append(
+                                {
+                                    "name": span.name,
+                                    "trace_id": span.trace_id.hex(),
+                                    "span_id": span.span_id.hex(),
+                                    "parent": span.parent_span_id.hex() or None,
+                                    "resource": resource,
+                                    "attributes": {a.key: _value(a.value) for a in span.attributes},
+                                }
+                            )
+                answer = ExportTraceServiceResponse().SerializeToString()
+                self.send_response(200)
+                self.send_header("content-type", "application/x-protobuf")
+                self.send_header("content-length", str(len(answer)))
+                self.end_headers()
+                self.wfile.write(answer)
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True).start()
+
+    @property
+    def url(self) -> str:
+        host, port = self.httpd.server_address[:2]
+        return f"http://{host}:{port}"
+
+
+def _value(value: Any) -> Any:
+    kind = value.WhichOneof("value")
+    if kind == "array_value":
+        return [_value(v) for v in value.array_value.values]
+    return getattr(value, kind) if kind else None
+
+
+@pytest.fixture
+def collector():
+    server = Collector()
+    yield server
+    server.httpd.shutdown()
+    server.httpd.server_close()
+
+
+def test_a_run_sends_its_spans_over_otlp_http_and_export_traces_sends_the_same_ones(db_url, workspace, tmp_path, collector):
+    script = write_script(
+        tmp_path / "s.json", [response(tool_use("r1", "read_file", path="hello.txt")), response(text("it says hello"))]
+    )
+    env = {"OTEL_EXPORTER_OTLP_ENDPOINT": collector.url, "OTEL_SERVICE_NAME": "chronicle-test"}
+    run = cli("run", "read it", "--provider", f"scripted:{script}", "--workspace", str(workspace), "--json", db=db_url, env=env)
+    assert run.returncode == 0, run.stderr
+    session_id = json_lines(run.stdout)[0]["session_id"]
+    assert collector.paths and set(collector.paths) == {"/v1/traces"}
+    live = {s["span_id"]: s for s in collector.spans}
+    names = sorted(s["name"] for s in live.values())
+    assert names == ["chat scripted", "chat scripted", "execute_tool read_file", "invoke_agent main"]
+    agent = next(s for s in live.values() if s["name"] == "invoke_agent main")
+    assert agent["parent"] is None and agent["resource"]["service.name"] == "chronicle-test"
+    assert agent["attributes"]["gen_ai.conversation.id"] == session_id
+    assert all(s["parent"] == agent["span_id"] for s in live.values() if s is not agent)
+    assert len({s["trace_id"] for s in live.values()}) == 1
+
+    collector.spans.clear()
+    exported = cli("export-traces", session_id[:8], db=db_url, env=env)
+    assert exported.returncode == 0, exported.stderr
+    assert "exported 4 span(s) in 1 trace(s)" in exported.stderr
+    again = {s["span_id"]: s for s in collector.spans}
+    assert again.keys() == live.keys()
+    assert all(again[k]["attributes"] == live[k]["attributes"] and again[k]["parent"] == live[k]["parent"] for k in live)
+
+    printed = json_lines(cli("export-traces", session_id, "--json", db=db_url).stdout)
+    assert {p["span_id"] for p in printed} == live.keys()
+    nowhere = cli("export-traces", session_id, db=db_url)
+    assert nowhere.returncode == 2 and "OTEL_EXPORTER_OTLP_ENDPOINT" in nowhere.stderr
