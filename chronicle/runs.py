@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 from uuid import UUID
 
+from chronicle.runtime.attachments import AttachmentError, store_attachments
 from chronicle.runtime.assembly import LoopSetupError, build_loop
 from chronicle.runtime.cli.run_cmd import drive_session
 from chronicle.runtime.live import Broker
@@ -38,20 +39,18 @@ def prepare(store: ChronicleStore, agent: Agent, prompt: str, session_id: UUID |
         raise TypeError(f"expected an Agent, got {type(agent).__name__}")
     if not prompt.strip():
         raise ChronicleError("the prompt is empty; say what the agent should do", 2)
-    if attachments:
-        raise ChronicleError("attachments are not supported yet", 2)
     if session_id is not None:
         spec = store.session(session_id).spec
         ws = workspace_of(workspace, spec.workspace if spec.workspace and Path(spec.workspace).is_dir() else "")
         loop = _loop(store, spec, broker, options, ws, provider=normalise_provider(agent.provider), model=agent.model)
-        submit_input(store, session_id, prompt)
+        submit_input(store, session_id, prompt, attachments=_stored(store, attachments))
         return loop, session_id
     ws = workspace_of(workspace)
     provider = normalise_provider(agent.provider) or default_provider_name() or ""
     model = agent.model or ("scripted" if provider.startswith("scripted:") else default_model())
     spec = agent.spec(provider=provider, model=model, workspace=str(ws), max_iterations=options.max_iterations)
     loop = _loop(store, spec, broker, options, ws)
-    created, _ = start_session(store, spec, prompt)
+    created, _ = start_session(store, spec, prompt, attachments=_stored(store, attachments))
     return loop, created.id
 
 
@@ -60,6 +59,13 @@ def _loop(store: ChronicleStore, target: Any, broker: Broker, options: LoopOptio
     try:
         return build_loop(store, target, provider_name=provider, model=model, workspace=workspace, options=options, broker=broker)
     except LoopSetupError as exc:
+        raise ChronicleError(str(exc), 2) from None
+
+
+def _stored(store: ChronicleStore, attachments: Sequence[Any] | None) -> list[dict[str, Any]] | None:
+    try:
+        return store_attachments(store, attachments) or None
+    except AttachmentError as exc:
         raise ChronicleError(str(exc), 2) from None
 
 

@@ -108,10 +108,22 @@ class Session(Aggregate):
 
     # -- the durable input queue -------------------------------------------------------------
 
-    def queue_input(self, input_id: str, text: str, now: datetime, kind: str = "prompt") -> None:
+    def queue_input(self, input_id: str, text: str, now: datetime, kind: str = "prompt",
+                    attachments: list[dict[str, Any]] | None = None) -> None:
+        """`attachments`: reference blocks (domain/attachment.py), recorded with the input they came with."""
         if any(item["input_id"] == input_id for item in self.queue):
             raise DomainError(f"input {input_id} is already queued on session {self.id}")
-        self._input_queued(input_id=input_id, text=text, kind=kind, timestamp=now)
+        if attachments:
+            self._input_with_attachments_queued(input_id=input_id, text=text, kind=kind, attachments=list(attachments),
+                                                timestamp=now)
+        else:
+            self._input_queued(input_id=input_id, text=text, kind=kind, timestamp=now)
+
+    @event("InputWithAttachmentsQueued")
+    def _input_with_attachments_queued(self, input_id: str, text: str, kind: str, attachments: list[dict[str, Any]],
+                                       timestamp: datetime) -> None:
+        self.queue.append({"input_id": input_id, "text": text, "kind": kind, "queued_at": timestamp.isoformat(),
+                           "attachments": attachments})
 
     @event("InputQueued")
     def _input_queued(self, input_id: str, text: str, kind: str, timestamp: datetime) -> None:

@@ -92,6 +92,20 @@ class Turn(Aggregate):
         self.started_at = timestamp
         self.ended_at: datetime | None = None
 
+    #: Reference blocks of the images and documents sent with the input (domain/attachment.py);
+    #: a class default, so turns and snapshots from before attachments existed have none.
+    attachments: tuple[dict[str, Any], ...] | list[dict[str, Any]] = ()
+
+    def reference_attachments(self, blocks: list[dict[str, Any]], now: datetime) -> None:
+        """Record the input's attachments on the turn, before it starts; its first message carries them."""
+        if self.status != "pending":
+            raise DomainError(f"turn {self.id} is {self.status}; attachments come with its input, before it starts")
+        self._attachments_referenced(blocks=list(blocks), timestamp=now)
+
+    @event("AttachmentsReferenced")
+    def _attachments_referenced(self, blocks: list[dict[str, Any]], timestamp: datetime) -> None:
+        self.attachments = blocks
+
     def _next(self, trigger: str) -> str:
         return TURN_LIFECYCLE.next_state(trigger, self.status, self.id)
 

@@ -165,6 +165,8 @@ class AgentLoop:
             id=tid, session_id=session.id, input_id=item["input_id"], number=len(session.turns) + 1,
             input_text=item["text"], agent=session.spec.name, timestamp=now,
         )
+        if item.get("attachments"):
+            turn.reference_attachments(item["attachments"], now)
         turn.start(now)
 
         def start(fresh: Session) -> None:

@@ -18,6 +18,7 @@ from chronicle.domain.content import Message, ModelResponse, TextBlock, ToolUseB
 from chronicle.domain.context import merge_roles, turn_messages
 from chronicle.domain.turn import Turn
 
+from .attachments import with_attachment_data
 from .live import MessageEnd, MessageStart, MessageUpdate, StatusChange
 from .providers.base import ModelRequest, partial_of
 from .tool_runner import CUT_AT_MAX_TOKENS
@@ -132,6 +133,8 @@ class ModelCaller:
         step = turn.model_calls
         attempt = 1
         started = monotonic()
+        # Attachments' bytes go in only now, for a provider that sends them: events and fingerprints hold references.
+        sent = with_attachment_data(request, loop.store) if getattr(loop.provider, "sends_attachment_bytes", False) else request
         while True:
             self.partial_text = []
             self.partial = None
@@ -143,7 +146,7 @@ class ModelCaller:
                 await loop.emit(MessageUpdate(session_id=sid, turn_id=str(turn.id), step=step, delta=delta))
 
             try:
-                response = await loop.provider.stream(request, on_delta)
+                response = await loop.provider.stream(sent, on_delta)
             except asyncio.CancelledError as exc:
                 self.partial = partial_of(exc)
                 raise

@@ -172,7 +172,7 @@ class Replayer:
                     self.report.in_flight = (number, original.status)
                     break
                 session = scratch.session(copy.id)
-                session.queue_input(original.input_id, original.input_text, clock.now())
+                session.queue_input(original.input_id, original.input_text, clock.now(), attachments=list(original.attachments) or None)
                 scratch.save(session)
                 outcome = await loop.run_next(copy.id)
                 if self.report.divergence is not None:
