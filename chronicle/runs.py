@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 from uuid import UUID
 
-from chronicle.runtime.attachments import AttachmentError, store_attachments
 from chronicle.runtime.assembly import LoopSetupError, build_loop
+from chronicle.runtime.attachments import AttachmentError, store_attachments
 from chronicle.runtime.cli.run_cmd import drive_session
 from chronicle.runtime.live import Broker
 from chronicle.runtime.loop import AgentLoop, LoopOptions, TurnOutcome

@@ -16,10 +16,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from eventsourcing.persistence import IntegrityError
+
 from chronicle.domain.attachment import IMAGE_TYPES, Attachment, block_type, reference_block
 from chronicle.domain.content import DocumentBlock, ImageBlock, Message
 from chronicle.domain.ids import attachment_id
-from eventsourcing.persistence import IntegrityError
 
 from .clock import SYSTEM_CLOCK, Clock
 from .providers.base import ModelRequest
