@@ -21,13 +21,13 @@ import re
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
-
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from chronicle.domain.agent_spec import AgentSpec
-from chronicle.runtime.skills import SkillError, configured_dirs, discover as discover_skills, with_skills
+from chronicle.runtime.skills import SkillError, configured_dirs, with_skills
+from chronicle.runtime.skills import discover as discover_skills
 from chronicle.runtime.tools import BUILTIN_TOOLS, DEFAULT_TOOLS, READ_ONLY_TOOLS
 
 DEFAULT_FILE = "chronicle.toml"
@@ -59,8 +59,11 @@ class AgentEntry(BaseModel):
         for name in names or []:
             if name in ORCHESTRATION_NAMES:
                 raise ValueError(f"{name!r} is added by Chronicle when the agent may use it; remove it from the list")
+            if ":" in name:
+                continue  # the user's own tool by import path: loaded (and checked) when a loop is built, before recording
             if name not in BUILTIN_TOOLS:
-                raise ValueError(f"unknown tool {name!r}; tools are {', '.join(BUILTIN_TOOLS)}")
+                raise ValueError(f"unknown tool {name!r}; tools are {', '.join(BUILTIN_TOOLS)}, "
+                                 "or your own by import path (package.module:attribute)")
         return names
 
 
