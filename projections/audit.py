@@ -82,9 +82,12 @@ class AuditProjection(Projection):
                              if spec.get("skills") else {})},
                   links={"forked_from": e.forked_from} if e.forked_from else None)
 
-    @on("Session.InputQueued")
+    @on("Session.InputQueued", "Session.InputWithAttachmentsQueued")
     def _input(self, tx: Tx, e: Any, position: int) -> None:
-        self._row(tx, e, position, "input", str(e.originator_id), status=e.kind, detail={"input_id": e.input_id, "text": e.text})
+        detail = {"input_id": e.input_id, "text": e.text}
+        if getattr(e, "attachments", None):
+            detail["attachments"] = [b["source"] for b in e.attachments]  # references (hash, type, size, name), never bytes
+        self._row(tx, e, position, "input", str(e.originator_id), status=e.kind, detail=detail)
 
     @on("Session.TurnsUndone", "Session.TurnsRedone")
     def _undo(self, tx: Tx, e: Any, position: int) -> None:

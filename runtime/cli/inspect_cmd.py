@@ -181,7 +181,7 @@ def describe(entry: dict[str, Any]) -> str:
         return f"step {data['step']}: {response.get('stop_reason')} [{kinds}]"
     if event == "ModelCallRetried":
         return short(f"attempt {data['attempt']} failed, retry in {data['delay_s']:.2f}s: {data['reason']}", 70)
-    if event in ("Created", "InputQueued"):
+    if event in ("Created", "InputQueued", "InputWithAttachmentsQueued"):
         return short(data.get("input_text") or data.get("text") or "", 70)
     return short(data.get("reason") or data.get("final_text") or "", 70)
 
