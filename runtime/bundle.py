@@ -214,7 +214,7 @@ def import_bundle(store: Any, checked: Checked) -> int:
     if present:
         raise BundleError(f"this store already holds aggregate {present[0]}: the session was imported or recorded here before")
     for _ in range(50):
-        index_events = []
+        index_events: list[Any] = []
         for sid in checked.manifest.get("indexed_sessions", []):
             following = index_events[-1].originator_version + 1 if index_events else None
             index_events.append(store.session_index.trigger_event(following, session_id=UUID(sid)))

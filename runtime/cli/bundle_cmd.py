@@ -10,7 +10,8 @@ from typing import Annotated, Optional
 import typer
 from rich.markup import escape
 
-from chronicle.runtime.bundle import BundleError, check_bundle, export_bundle, import_bundle, keygen as make_keys, public_key_hex
+from chronicle.runtime.bundle import BundleError, check_bundle, export_bundle, import_bundle, public_key_hex
+from chronicle.runtime.bundle import keygen as make_keys
 
 from .common import DbOption, JsonOption, cli_errors, fail, open_store, out_console, print_json
 

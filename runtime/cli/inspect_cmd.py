@@ -228,7 +228,7 @@ def history(
             render = {"md": transcript.markdown, "markdown": transcript.markdown, "html": transcript.html}.get(fmt)
             if render is None:
                 fail(f"--format takes text, md or html (got {fmt!r})", 2)
-            sys.stdout.write(render(str(sid), record.title, messages))
+            sys.stdout.write(render(str(sid), store.session(sid).title, messages))
             return
         for message in messages:
             colour = "green" if message.role == "user" else "cyan"
