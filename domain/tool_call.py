@@ -104,20 +104,45 @@ class ToolCall(Aggregate):
     def _approval_requested(self, timestamp: datetime) -> None:
         self.status = "awaiting_approval"
 
-    def approve(self, now: datetime, by: str = "user", always: bool = False) -> None:
+    def approve(self, now: datetime, by: str = "user", always: bool = False, actor: str | None = None) -> None:
+        """`by` is the mechanism (user, --yes, always, policy); `actor` is who: a person or an API caller."""
         self._next("approve")
-        self._approved(by=by, always=always, timestamp=now)
+        self._approved(by=by, always=always, actor=actor, timestamp=now)
 
-    @event("Approved")
-    def _approved(self, by: str, always: bool, timestamp: datetime) -> None:
+    class Approved(Aggregate.Event):
+        """v2 added `actor`: who decided (user@host from the CLI, the caller's identity from the API); None before."""
+
+        class_version = 2
+        by: str
+        always: bool
+        actor: str | None
+
+        @staticmethod
+        def upcast_v1_v2(state: dict[str, Any]) -> None:
+            state["actor"] = None
+
+    @event(Approved)
+    def _approved(self, by: str, always: bool, actor: str | None, timestamp: datetime) -> None:
         self.status = "approved"
 
-    def deny(self, now: datetime, reason: str = "denied by the user", by: str = "user") -> None:
+    def deny(self, now: datetime, reason: str = "denied by the user", by: str = "user", actor: str | None = None) -> None:
         self._next("deny")
-        self._denied(reason=reason, by=by, timestamp=now)
+        self._denied(reason=reason, by=by, actor=actor, timestamp=now)
 
-    @event("Denied")
-    def _denied(self, reason: str, by: str, timestamp: datetime) -> None:
+    class Denied(Aggregate.Event):
+        """v2 added `actor`: who decided (user@host from the CLI, the caller's identity from the API); None before."""
+
+        class_version = 2
+        reason: str
+        by: str
+        actor: str | None
+
+        @staticmethod
+        def upcast_v1_v2(state: dict[str, Any]) -> None:
+            state["actor"] = None
+
+    @event(Denied)
+    def _denied(self, reason: str, by: str, actor: str | None, timestamp: datetime) -> None:
         self.status = "denied"
         self.reason = reason
 

@@ -141,12 +141,23 @@ class Turn(Aggregate):
         self.status = "awaiting_approval"
         self.awaiting = list(tool_call_ids)
 
-    def resume(self, reason: str, now: datetime) -> None:
+    def resume(self, reason: str, now: datetime, actor: str | None = None) -> None:
         self._next("resume")
-        self._resumed(reason=reason, timestamp=now)
+        self._resumed(reason=reason, actor=actor, timestamp=now)
 
-    @event("Resumed")
-    def _resumed(self, reason: str, timestamp: datetime) -> None:
+    class Resumed(Aggregate.Event):
+        """v2 added `actor`: who decided (user@host from the CLI, the caller's identity from the API); None before."""
+
+        class_version = 2
+        reason: str
+        actor: str | None
+
+        @staticmethod
+        def upcast_v1_v2(state: dict[str, Any]) -> None:
+            state["actor"] = None
+
+    @event(Resumed)
+    def _resumed(self, reason: str, actor: str | None, timestamp: datetime) -> None:
         self.status = "running"
         self.awaiting = []
 
@@ -174,12 +185,23 @@ class Turn(Aggregate):
         self.error = error
         self.ended_at = timestamp
 
-    def cancel(self, reason: str, now: datetime) -> None:
+    def cancel(self, reason: str, now: datetime, actor: str | None = None) -> None:
         self._next("cancel")
-        self._cancelled(reason=reason, timestamp=now)
+        self._cancelled(reason=reason, actor=actor, timestamp=now)
 
-    @event("Cancelled")
-    def _cancelled(self, reason: str, timestamp: datetime) -> None:
+    class Cancelled(Aggregate.Event):
+        """v2 added `actor`: who decided (user@host from the CLI, the caller's identity from the API); None before."""
+
+        class_version = 2
+        reason: str
+        actor: str | None
+
+        @staticmethod
+        def upcast_v1_v2(state: dict[str, Any]) -> None:
+            state["actor"] = None
+
+    @event(Cancelled)
+    def _cancelled(self, reason: str, actor: str | None, timestamp: datetime) -> None:
         self.status = "cancelled"
         self.reason = reason
         self.ended_at = timestamp

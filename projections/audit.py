@@ -92,7 +92,7 @@ class AuditProjection(Projection):
     @on("Session.TurnsUndone", "Session.TurnsRedone")
     def _undo(self, tx: Tx, e: Any, position: int) -> None:
         kind = "undo" if type(e).__qualname__.endswith("Undone") else "redo"
-        self._row(tx, e, position, kind, str(e.originator_id), detail={"turn_ids": [str(t) for t in e.turn_ids]})
+        self._row(tx, e, position, kind, str(e.originator_id), detail={"turn_ids": [str(t) for t in e.turn_ids], "actor": getattr(e, "actor", None)})
 
     @on("Session.TitleSet")
     def _title(self, tx: Tx, e: Any, position: int) -> None:
@@ -142,14 +142,15 @@ class AuditProjection(Projection):
     @on("Turn.Resumed")
     def _resumed(self, tx: Tx, e: Any, position: int) -> None:
         tid = str(e.originator_id)
-        self._row(tx, e, position, "resume", self._session_of(tx, tid), turn_id=tid, detail={"reason": e.reason})
+        self._row(tx, e, position, "resume", self._session_of(tx, tid), turn_id=tid, detail={"reason": e.reason, "actor": getattr(e, "actor", None)})
 
     @on(*TURN_END)
     def _turn_end(self, tx: Tx, e: Any, position: int) -> None:
         tid = str(e.originator_id)
         kind, status, is_error = TURN_END[type(e).__qualname__]
         detail = {k: v for k, v in {"final_text": getattr(e, "final_text", None), "reason": getattr(e, "reason", None),
-                                    "error": getattr(e, "error", None), "guard": getattr(e, "guard", None)}.items() if v is not None}
+                                    "error": getattr(e, "error", None), "guard": getattr(e, "guard", None),
+                                    "actor": getattr(e, "actor", None)}.items() if v is not None}
         self._row(tx, e, position, kind, self._session_of(tx, tid), turn_id=tid, status=status, is_error=is_error, detail=detail)
 
     def _session_of(self, tx: Tx, turn_id: str) -> str | None:
@@ -193,11 +194,11 @@ class AuditProjection(Projection):
 
     @on("ToolCall.Approved")
     def _approved(self, tx: Tx, e: Any, position: int) -> None:
-        self._tool_row(tx, e, position, "approval", "approved", False, {"by": e.by, "always": e.always})
+        self._tool_row(tx, e, position, "approval", "approved", False, {"by": e.by, "always": e.always, "actor": getattr(e, "actor", None)})
 
     @on("ToolCall.Denied")
     def _denied(self, tx: Tx, e: Any, position: int) -> None:
-        self._tool_row(tx, e, position, "approval", "denied", False, {"by": e.by, "reason": e.reason})
+        self._tool_row(tx, e, position, "approval", "denied", False, {"by": e.by, "reason": e.reason, "actor": getattr(e, "actor", None)})
 
     @on(*TOOL_END)
     def _tool_end(self, tx: Tx, e: Any, position: int) -> None:

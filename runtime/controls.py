@@ -17,6 +17,7 @@ from uuid import UUID, uuid4
 from chronicle.domain.content import TextBlock
 from chronicle.domain.session import Session
 
+from .actor import process_actor
 from .clock import SYSTEM_CLOCK, Clock
 from .store import ChronicleStore
 
@@ -100,31 +101,37 @@ class SteerResult:
     steer_id: str
 
 
-def steer(store: ChronicleStore, session_id: UUID, text: str, wait_batch: bool = False, clock: Clock = SYSTEM_CLOCK) -> SteerResult:
+def steer(store: ChronicleStore, session_id: UUID, text: str, wait_batch: bool = False, clock: Clock = SYSTEM_CLOCK,
+          actor: str | None = None) -> SteerResult:
+    """`actor`: who steers (default: this process's user@host; a server passes its caller)."""
     steer_id = uuid4().hex
+    actor = actor or process_actor()
     now = clock.now()
     seen: dict[str, Any] = {}
 
     def command(session: Session) -> None:
-        seen["outcome"] = session.steer(steer_id, text, now, wait_batch=wait_batch)
+        seen["outcome"] = session.steer(steer_id, text, now, wait_batch=wait_batch, actor=actor)
         seen["turn_id"] = session.active_turn_id
 
     store.update_session(session_id, command)
     return SteerResult(seen["outcome"], session_id, seen["turn_id"], steer_id)
 
 
-def request_cancel(store: ChronicleStore, session_id: UUID, reason: str, clock: Clock = SYSTEM_CLOCK) -> UUID:
+def request_cancel(store: ChronicleStore, session_id: UUID, reason: str, clock: Clock = SYSTEM_CLOCK,
+                   actor: str | None = None) -> UUID:
     now = clock.now()
+    actor = actor or process_actor()
     seen: dict[str, UUID] = {}
 
     def command(session: Session) -> None:
-        seen["turn_id"] = session.request_cancel(reason, now)
+        seen["turn_id"] = session.request_cancel(reason, now, actor=actor)
 
     store.update_session(session_id, command)
     return seen["turn_id"]
 
 
-def cancel_paused_turn(store: ChronicleStore, session_id: UUID, reason: str, clock: Clock = SYSTEM_CLOCK) -> UUID | None:
+def cancel_paused_turn(store: ChronicleStore, session_id: UUID, reason: str, clock: Clock = SYSTEM_CLOCK,
+                       actor: str | None = None) -> UUID | None:
     """A turn waiting for approval has no process running it: cancel it here and now.
 
     Every unresolved tool call of the open step gets a `cancelled` result, so the model never
@@ -150,6 +157,6 @@ def cancel_paused_turn(store: ChronicleStore, session_id: UUID, reason: str, clo
                 call.cancel(reason, now)
             calls.append(call)
         turn.record_tool_results([c.result_block() for c in calls], now)
-    turn.cancel(reason, now)
+    turn.cancel(reason, now, actor=actor or process_actor())
     store.update_session(session_id, lambda s: s.end_turn(turn.id, "cancelled", now), turn, *calls)
     return turn.id

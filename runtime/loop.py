@@ -22,6 +22,7 @@ from chronicle.domain.session import Session
 from chronicle.domain.tool_call import ToolCall
 from chronicle.domain.turn import Turn
 
+from .actor import process_actor
 from .clock import SYSTEM_CLOCK, Clock
 from .controls import CancelWatcher, pending_steering
 from .hooks import Hooks, Stop
@@ -185,7 +186,7 @@ class AgentLoop:
         if turn.status == "pending":
             turn.start(now)
         elif turn.status in ("interrupted", "awaiting_approval"):
-            turn.resume("resumed", now)
+            turn.resume("resumed", now, actor=process_actor())
         self.save(turn)
 
     # -- the loop ------------------------------------------------------------------------------
@@ -372,7 +373,7 @@ class AgentLoop:
         if status == "completed":
             turn.complete(now)
         elif status == "cancelled":
-            turn.cancel(reason or "cancelled", now)
+            turn.cancel(reason or "cancelled", now, actor=process_actor())
         elif status == "stopped":
             turn.stop((error or {}).get("guard", "guard"), reason or "stopped by a guard", now)
         else:

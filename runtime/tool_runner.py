@@ -17,6 +17,7 @@ from typing import Any, Awaitable, Callable, Literal
 
 from chronicle.domain.tool_call import ToolCall
 
+from .actor import process_actor
 from .controls import STEERING_SKIP_REASON, pending_steering
 from .hooks import NeedApproval, Stop
 from .live import ApprovalNeeded, ToolEnd, ToolStart
@@ -115,10 +116,10 @@ class ToolRunner:
         now = loop.clock.now()
         flagged = self.flagged.get(call.id)
         if loop.options.auto_approve and not flagged:
-            call.approve(now, by="--yes")
+            call.approve(now, by="--yes", actor=process_actor())
             return True
         if call.name in self.always and not flagged:
-            call.approve(now, by="always")
+            call.approve(now, by="always", actor=process_actor())
             return True
         if loop.approver is None:
             return False
@@ -133,9 +134,9 @@ class ToolRunner:
         if decision is None:
             return False
         if decision == "deny":
-            call.deny(now)
+            call.deny(now, actor=process_actor())
         else:
-            call.approve(now, by="user", always=decision == "always")
+            call.approve(now, by="user", always=decision == "always", actor=process_actor())
             if decision == "always" and call.name not in self.always:
                 self.always.add(call.name)
                 loop.store.update_session(session.id, lambda s: s.allow_always(call.name, now))

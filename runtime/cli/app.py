@@ -9,6 +9,7 @@ import typer
 
 from . import (  # one per line: commands are added often, by several people at once
     audit_cmd,
+    bundle_cmd,
     chat_cmd,
     controls_cmd,
     cost_cmd,
@@ -66,6 +67,8 @@ PANELS = {
     ),
     "Prove and move": (
         verify_cmd.verify,
+        bundle_cmd.export,
+        bundle_cmd.keygen,
     ),
     "Recover and operate": (
         worker_cmd.resume,
@@ -77,6 +80,7 @@ PANELS = {
 for panel, commands in PANELS.items():
     for command in commands:
         app.command(rich_help_panel=panel)(command)
+app.command(name="import", rich_help_panel="Prove and move")(bundle_cmd.import_)
 app.add_typer(projections_cmd.app, name="projections", rich_help_panel="Recover and operate")
 
 

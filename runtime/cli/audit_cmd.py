@@ -90,7 +90,10 @@ def audit(
 
 def _brief(e: dict[str, Any]) -> str:
     d = e["detail"]
+    # Who decided, and how when not in person: "by alice@laptop (--yes): ..."
+    who = f"by {d['actor']}" + (f" ({d['by']})" if d.get("by") not in (None, "user") else "") if d.get("actor") else ""
     for key in ("output", "reason", "text", "input", "title", "final_text", "summary", "task"):
         if d.get(key):
-            return d[key] if isinstance(d[key], str) else json.dumps(d[key], ensure_ascii=False)
-    return ""
+            text = d[key] if isinstance(d[key], str) else json.dumps(d[key], ensure_ascii=False)
+            return f"{who}: {text}" if who else text
+    return who

@@ -11,6 +11,7 @@ from rich.table import Table
 
 from chronicle.domain.errors import DomainError
 from chronicle.domain.session import Session
+from chronicle.runtime.actor import process_actor
 from chronicle.runtime.clock import SYSTEM_CLOCK
 from chronicle.runtime.guards import session_calls, spend
 
@@ -53,7 +54,7 @@ def undo(chat: Any, arg: str) -> None:
     count = _count(arg, 1) or 1
     now = SYSTEM_CLOCK.now()
     undone: list = []
-    chat.store.update_session(chat.session_id, lambda s: undone.extend(s.undo(count, now)))
+    chat.store.update_session(chat.session_id, lambda s: undone.extend(s.undo(count, now, actor=process_actor())))
     inputs = ", ".join(repr(chat.store.turn(t).input_text[:40]) for t in undone)
     chat.console.print(f"undid {len(undone)} turn(s): {escape(inputs)}")
 
@@ -61,7 +62,7 @@ def undo(chat: Any, arg: str) -> None:
 def redo(chat: Any, arg: str) -> None:
     now = SYSTEM_CLOCK.now()
     redone: list = []
-    chat.store.update_session(chat.session_id, lambda s: redone.extend(s.redo(now)))
+    chat.store.update_session(chat.session_id, lambda s: redone.extend(s.redo(now, actor=process_actor())))
     chat.console.print(f"redid {len(redone)} turn(s)")
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from typing import Annotated, Any, Optional
 from uuid import UUID
 
@@ -191,6 +192,7 @@ def history(
     at: Annotated[Optional[int], typer.Option("--at", min=1, help="As it was when turn TURN (from 1) had completed")] = None,
     version: Annotated[Optional[int], typer.Option("--version", min=1, help="As of the session's N-th event")] = None,
     as_json: JsonOption = False,
+    fmt: Annotated[str, typer.Option("--format", help="text (default), md (Markdown) or html: a transcript to read or hand on")] = "text",
     db: DbOption = None,
 ) -> None:
     """Show the messages the model will see next (the active branch), in Anthropic format; or as they were."""
@@ -219,6 +221,14 @@ def history(
         if as_json:
             for message in messages:
                 print_json(message.wire())
+            return
+        if fmt != "text":
+            from . import transcript
+
+            render = {"md": transcript.markdown, "markdown": transcript.markdown, "html": transcript.html}.get(fmt)
+            if render is None:
+                fail(f"--format takes text, md or html (got {fmt!r})", 2)
+            sys.stdout.write(render(str(sid), store.session(sid).title, messages))
             return
         for message in messages:
             colour = "green" if message.role == "user" else "cyan"

@@ -21,6 +21,7 @@ from rich.markup import escape
 from chronicle.domain.agent_spec import AgentSpec
 from chronicle.domain.errors import DomainError
 from chronicle.domain.tool_call import ToolCall
+from chronicle.runtime.actor import process_actor
 from chronicle.runtime.agents.registry import RegistryError, find_registry
 from chronicle.runtime.assembly import LoopSetupError, build_loop
 from chronicle.runtime.leases import DEFAULT_LEASE_S, current_lease
@@ -191,7 +192,8 @@ def approve(
     """Approve tool calls of a paused turn (all of them unless --tool-call); then `resume` continues it."""
     with cli_errors():
         store = open_store(db)
-        sid, chosen = _decide(store, session, tool_call, lambda c, now: c.approve(now, by="user", always=always), always)
+        actor = process_actor()
+        sid, chosen = _decide(store, session, tool_call, lambda c, now: c.approve(now, by="user", always=always, actor=actor), always)
         _decided(sid, chosen, "approved", as_json)
 
 
@@ -205,7 +207,7 @@ def deny(
     """Deny tool calls of a paused turn; the model reads the denial when `resume` continues the turn."""
     with cli_errors():
         store = open_store(db)
-        sid, chosen = _decide(store, session, tool_call, lambda c, now: c.deny(now, reason=reason))
+        sid, chosen = _decide(store, session, tool_call, lambda c, now: c.deny(now, reason=reason, actor=process_actor()))
         _decided(sid, chosen, "denied", as_json)
 
 
