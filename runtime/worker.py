@@ -27,10 +27,14 @@ from .live import Broker
 from .loop import AgentLoop, LoopOptions, TurnOutcome
 from .settings import LimitFlags
 from .store import ChronicleStore
+from .work_index import WorkIndex
 
 #: Outcomes after which a session is left alone until something changes.
 PAUSING = ("awaiting_approval", "interrupted", "conflict")
 
+
+#: Seconds before a worker tries again a session whose lease another worker held.
+HELD_RETRY_S = 1.0
 
 #: A session that cannot be continued as recorded; the message says what to pass.
 ResumeError = LoopSetupError
@@ -144,6 +148,10 @@ class Worker:
         self.tasks: dict[UUID, asyncio.Task] = {}
         self.outcomes: list[TurnOutcome] = []
         self.failed_sessions: set[UUID] = set()
+        self.index = WorkIndex(store, overrides.options.auto_approve)
+        #: Sessions whose lease another worker held when this one tried, and when: not retried
+        #: at every poll (each try is a lease read and a losing write).
+        self.held_elsewhere: dict[UUID, float] = {}
 
     def drain(self) -> None:
         """Finish the turns in hand, take no new ones, then exit."""
@@ -165,6 +173,8 @@ class Worker:
             self.log(f"worker {self.name}: store unavailable while advancing {sid}: {exc}; will retry")
             await asyncio.sleep(self.options.poll_s)
             return
+        if outcomes is None:
+            self.held_elsewhere[sid] = asyncio.get_running_loop().time()
         for outcome in outcomes or []:
             self.outcomes.append(outcome)
             self.log(f"worker {self.name}: session {sid} turn {outcome.turn_id} {outcome.status}"
@@ -181,8 +191,10 @@ class Worker:
             found: list[UUID] = []
             if not self.draining:
                 try:
-                    found = [s for s in sessions_needing_work(self.store, self.overrides.options.auto_approve)
-                             if s not in self.tasks and s not in self.failed_sessions]
+                    now = loop.time()
+                    busy = {s for s, at in self.held_elsewhere.items() if now - at < HELD_RETRY_S}
+                    found = [s for s in self.index.spread(self.index.sessions(), self.name)
+                             if s not in self.tasks and s not in self.failed_sessions and s not in busy]
                 except PersistenceError as exc:
                     self.log(f"worker {self.name}: store unavailable: {exc}; retrying")
                 for sid in found[: max(0, self.options.concurrency - len(self.tasks))]:
