@@ -15,6 +15,7 @@ from . import (  # one per line: commands are added often, by several people at 
     demo_cmd,
     doctor_cmd,
     inspect_cmd,
+    mcp_cmd,
     projections_cmd,
     run_cmd,
     skills_cmd,
@@ -78,6 +79,7 @@ for panel, commands in PANELS.items():
     for command in commands:
         app.command(rich_help_panel=panel)(command)
 app.add_typer(projections_cmd.app, name="projections", rich_help_panel="Recover and operate")
+app.add_typer(mcp_cmd.app, name="mcp", rich_help_panel="Inspect")
 
 
 def _print_version(value: bool) -> None:
