@@ -188,7 +188,8 @@ def load_registry(path: Path) -> AgentRegistry:
     for server in servers.values():
         stranger = next((a for a in server.agents if a not in known), None)
         if stranger is not None:
-            raise RegistryError(f"{path}: mcp.{server.name}.agents: no agent named {stranger!r} (agents: {', '.join(sorted(known))})")
+            names = ", ".join(sorted(known))
+            raise RegistryError(f"{path}: mcp.{server.name}.agents: no agent named {stranger!r} (agents: {names})")
     folded = [a.name.casefold() for a in agents]
     clash = next((a.name for a in agents if folded.count(a.name.casefold()) > 1), None)
     if clash:

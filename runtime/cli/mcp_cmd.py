@@ -45,17 +45,29 @@ def list_servers(
         servers = registry.mcp
         if server is not None:
             if server not in servers:
-                fail(f"no MCP server named {server!r} in {registry.source or ws / 'chronicle.toml'}"
-                     f"{' (servers: ' + ', '.join(servers) + ')' if servers else ''}", 2)
+                fail(
+                    f"no MCP server named {server!r} in {registry.source or ws / 'chronicle.toml'}"
+                    f"{' (servers: ' + ', '.join(servers) + ')' if servers else ''}",
+                    2,
+                )
             servers = {server: servers[server]}
         rows: list[dict[str, Any]] = []
         failed = False
         for config in servers.values():
             try:
                 for entry in list_server_tools(config):
-                    rows.append({"server": config.name, "transport": config.transport, "name": entry["name"], "tool": entry["tool"],
-                                 "description": entry["description"], **entry["flags"], "agents": list(config.agents),
-                                 "input_schema": entry["input_schema"]})
+                    rows.append(
+                        {
+                            "server": config.name,
+                            "transport": config.transport,
+                            "name": entry["name"],
+                            "tool": entry["tool"],
+                            "description": entry["description"],
+                            **entry["flags"],
+                            "agents": list(config.agents),
+                            "input_schema": entry["input_schema"],
+                        }
+                    )
             except McpConfigError as exc:
                 failed = True
                 rows.append({"server": config.name, "transport": config.transport, "error": str(exc)})
@@ -79,5 +91,7 @@ def _table(rows: list[dict[str, Any]], source: Path) -> None:
             table.add_row(row["server"], "[red]unavailable[/]", "", "", escape(row["error"]))
             continue
         flags = ", ".join(f for f in ("read_only", "idempotent", "requires_approval") if row[f]) or "-"
-        table.add_row(row["server"], escape(row["name"]), flags, ", ".join(row["agents"]), escape(row["description"].split("\n")[0]))
+        table.add_row(
+            row["server"], escape(row["name"]), flags, ", ".join(row["agents"]), escape(row["description"].split("\n")[0])
+        )
     out_console.print(table)

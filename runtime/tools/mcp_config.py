@@ -75,8 +75,16 @@ class McpServerConfig(BaseModel):
 
     def identity(self) -> tuple[Any, ...]:
         """What makes two configs the same server process (a changed file means a new connection)."""
-        return (self.name, self.source, self.command, tuple(self.args), tuple(sorted(self.env.items())), self.cwd,
-                self.url, tuple(sorted(self.headers.items())))
+        return (
+            self.name,
+            self.source,
+            self.command,
+            tuple(self.args),
+            tuple(sorted(self.env.items())),
+            self.cwd,
+            self.url,
+            tuple(sorted(self.headers.items())),
+        )
 
     def resolved_env(self) -> dict[str, str]:
         return {k: expand(v, f"[mcp.{self.name}] env.{k}") for k, v in self.env.items()}
@@ -106,8 +114,10 @@ def parse_servers(raw: Any, source: Path) -> dict[str, McpServerConfig]:
     servers: dict[str, McpServerConfig] = {}
     for name, table in raw.items():
         if not SERVER_NAME.match(name) or SEPARATOR in name:
-            raise McpConfigError(f"{source}: mcp.{name}: server names start with a letter, use letters, digits, - and _ "
-                                 f"(no '{SEPARATOR}'), at most 32 characters")
+            raise McpConfigError(
+                f"{source}: mcp.{name}: server names start with a letter, use letters, digits, - and _ "
+                f"(no '{SEPARATOR}'), at most 32 characters"
+            )
         if not isinstance(table, dict):
             raise McpConfigError(f"{source}: mcp.{name} must be a table")
         try:

@@ -70,7 +70,9 @@ class _Connection:
 
         config = self.config
         if config.command is not None:
-            params = StdioServerParameters(command=config.command, args=config.args, env=config.resolved_env() or None, cwd=config.cwd)
+            params = StdioServerParameters(
+                command=config.command, args=config.args, env=config.resolved_env() or None, cwd=config.cwd
+            )
             errlog = open(stderr_log(config), "a", encoding="utf-8")  # noqa: SIM115 - closed with the connection
             self._errlog = errlog
             return stdio_client(params, errlog=errlog)
@@ -87,9 +89,13 @@ class _Connection:
                 await asyncio.wait_for(self.ready.wait(), self.config.startup_timeout_s)
             except asyncio.TimeoutError:
                 await self.close()
-                raise McpUnavailable(f"MCP server {self.config.name!r} did not start within {self.config.startup_timeout_s:g} s") from None
+                raise McpUnavailable(
+                    f"MCP server {self.config.name!r} did not start within {self.config.startup_timeout_s:g} s"
+                ) from None
             if not self.alive:
-                raise McpUnavailable(f"MCP server {self.config.name!r} is unavailable: {_describe(self.error) if self.error else 'closed'}")
+                raise McpUnavailable(
+                    f"MCP server {self.config.name!r} is unavailable: {_describe(self.error) if self.error else 'closed'}"
+                )
             return self.client
 
     async def _run(self) -> None:
@@ -157,6 +163,7 @@ class McpHub:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._connections: dict[tuple[Any, ...], _Connection] = {}
+        self._registered = False
 
     def _ensure_loop(self) -> asyncio.AbstractEventLoop:
         with self._lock:
@@ -164,8 +171,10 @@ class McpHub:
                 loop = asyncio.new_event_loop()
                 thread = threading.Thread(target=loop.run_forever, name="chronicle-mcp", daemon=True)
                 thread.start()
+                if not self._registered:
+                    atexit.register(self.close)
+                    self._registered = True
                 self._loop, self._thread = loop, thread
-                atexit.register(self.close)
             return self._loop
 
     def _submit(self, coro: Coroutine[Any, Any, T]) -> "concurrent.futures.Future[T]":
@@ -212,6 +221,10 @@ class McpHub:
             pass
         self._connections.clear()
         loop.call_soon_threadsafe(loop.stop)
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        with self._lock:
+            self._loop, self._thread = None, None  # a later use starts afresh (tests, long-lived hosts)
 
 
 HUB = McpHub()

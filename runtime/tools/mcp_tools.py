@@ -79,7 +79,7 @@ def public_name(server: str, tool: str) -> str:
     name = f"{server}{SEPARATOR}{TOOL_NAME.sub('_', tool)}"
     if len(name) > MAX_NAME:
         digest = hashlib.sha256(tool.encode()).hexdigest()[:8]
-        name = f"{name[:MAX_NAME - 9]}_{digest}"
+        name = f"{name[: MAX_NAME - 9]}_{digest}"
     return name
 
 
@@ -103,11 +103,17 @@ def describe_tools(config: McpServerConfig, tools: list[Any]) -> list[dict[str, 
     """What gets recorded on a session for each tool of a server."""
     entries = []
     for tool in tools:
-        entries.append({
-            "name": public_name(config.name, tool.name), "server": config.name, "tool": tool.name,
-            "description": tool.description or tool.title or "", "input_schema": tool.input_schema or {"type": "object"},
-            "flags": flags_for(config, tool), "config": config.source,
-        })
+        entries.append(
+            {
+                "name": public_name(config.name, tool.name),
+                "server": config.name,
+                "tool": tool.name,
+                "description": tool.description or tool.title or "",
+                "input_schema": tool.input_schema or {"type": "object"},
+                "flags": flags_for(config, tool),
+                "config": config.source,
+            }
+        )
     return entries
 
 
@@ -131,13 +137,22 @@ def tools_for_agent(agent: str, servers: dict[str, McpServerConfig]) -> tuple[di
 
 def tool_class(entry: dict[str, Any]) -> type[McpTool]:
     flags = entry.get("flags") or {}
-    return type(f"Mcp_{entry['name']}", (McpTool,), {
-        "name": entry["name"], "description": entry.get("description", ""), "server": entry["server"],
-        "remote_name": entry["tool"], "input_schema": entry.get("input_schema") or {"type": "object"},
-        "config_path": entry.get("config", ""),
-        "read_only": bool(flags.get("read_only")), "idempotent": bool(flags.get("idempotent")),
-        "requires_approval": bool(flags.get("requires_approval", True)), "parallel_safe": bool(flags.get("parallel_safe")),
-    })
+    return type(
+        f"Mcp_{entry['name']}",
+        (McpTool,),
+        {
+            "name": entry["name"],
+            "description": entry.get("description", ""),
+            "server": entry["server"],
+            "remote_name": entry["tool"],
+            "input_schema": entry.get("input_schema") or {"type": "object"},
+            "config_path": entry.get("config", ""),
+            "read_only": bool(flags.get("read_only")),
+            "idempotent": bool(flags.get("idempotent")),
+            "requires_approval": bool(flags.get("requires_approval", True)),
+            "parallel_safe": bool(flags.get("parallel_safe")),
+        },
+    )
 
 
 def mcp_tools(entries: tuple[dict[str, Any], ...] | list[dict[str, Any]]) -> list[Tool]:
