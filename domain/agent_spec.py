@@ -7,7 +7,9 @@ resumed session never needs the registry file it started from.
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, model_serializer
 
 from .skill import SkillRecord, skills_prompt
 
@@ -29,6 +31,17 @@ class AgentSpec(BaseModel):
     registry: tuple["AgentSpec", ...] = ()
     #: Skills found when the session started, recorded whole (runtime/skills.py); () for older sessions.
     skills: tuple[SkillRecord, ...] = ()
+    #: MCP tools as the servers listed them when this session started (runtime/tools/mcp_tools.py):
+    #: name, server, tool, description, input_schema, flags, config file. Left out of the dump
+    #: when empty, so specs recorded before MCP look the same.
+    mcp_tools: tuple[dict[str, Any], ...] = ()
+
+    @model_serializer(mode="wrap")
+    def _without_empty_mcp(self, handler: Any) -> dict[str, Any]:
+        data = handler(self)
+        if isinstance(data, dict) and not data.get("mcp_tools"):
+            data.pop("mcp_tools", None)
+        return data
 
     @property
     def may_delegate(self) -> bool:

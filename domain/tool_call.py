@@ -82,6 +82,7 @@ class ToolCall(Aggregate):
         self.effects: list[dict[str, Any]] = []
         self.attempts = 0
         self.ends_turn = False
+        self.blocks: list[dict[str, Any]] | None = None
 
     def _next(self, trigger: str) -> str:
         return TOOL_CALL_LIFECYCLE.next_state(trigger, self.status, self.id)
@@ -161,19 +162,22 @@ class ToolCall(Aggregate):
 
     def complete(
         self, output: str, now: datetime, is_error: bool = False, duration_ms: float = 0.0,
-        effects: list[dict[str, Any]] | None = None, ends_turn: bool = False,
+        effects: list[dict[str, Any]] | None = None, ends_turn: bool = False, blocks: list[dict[str, Any]] | None = None,
     ) -> None:
-        """`ends_turn` records that this result finishes the turn (task_complete), so resume sees it."""
+        """`ends_turn` records that this result finishes the turn (task_complete), so resume sees it;
+        `blocks` keeps a result richer than text (an MCP tool's images, structured content) whole."""
         self._next("complete")
+        extra: dict[str, Any] = {"blocks": blocks} if blocks else {}
         self._completed(
             output=output, is_error=is_error, duration_ms=duration_ms, effects=effects or [], timestamp=now,
-            ends_turn=ends_turn and not is_error,
+            ends_turn=ends_turn and not is_error, **extra,
         )
 
     @event("Completed")
     def _completed(
         self, output: str, is_error: bool, duration_ms: float, effects: list[dict[str, Any]], timestamp: datetime,
         ends_turn: bool = False,  # absent from events recorded before sub-agents: the default replays them
+        blocks: list[dict[str, Any]] | None = None,  # absent before MCP tools, and for plain-text results
     ) -> None:
         self.status = "completed"
         self.output = output
@@ -181,6 +185,7 @@ class ToolCall(Aggregate):
         self.duration_ms = duration_ms
         self.effects = effects
         self.ends_turn = ends_turn
+        self.blocks = blocks
 
     def fail(self, error: str, now: datetime, duration_ms: float = 0.0) -> None:
         self._next("fail")

@@ -26,6 +26,7 @@ from .store import ChronicleStore
 from .telemetry import live_tracing
 from .titles import TitleHook
 from .tools import toolbox_for
+from .tools.base import Toolbox
 
 
 class LoopSetupError(ValueError):
@@ -72,7 +73,7 @@ def build_loop(
         except SettingsError as exc:
             raise LoopSetupError(f"{where}{exc}") from None
     try:
-        toolbox = toolbox_for(spec.tools, path)
+        toolbox = agent_toolbox(spec, path)
         for sub_agent in spec.registry:  # a sub-agent's tools fail now, before anything is recorded, not when it is asked
             toolbox_for(sub_agent.tools, path)
     except ValueError as exc:
@@ -96,10 +97,20 @@ def child_loop(parent: AgentLoop, spec: AgentSpec) -> AgentLoop:
     (guards included) and compactor; its own toolbox and max_iterations from its spec."""
     options = parent.options
     return AgentLoop(
-        parent.store, parent.provider, toolbox_for(spec.tools, parent.workspace), parent.workspace,
+        parent.store, parent.provider, agent_toolbox(spec, parent.workspace), parent.workspace,
         broker=parent.broker, clock=parent.clock, approver=parent.approver, hooks=parent.hooks, compactor=parent.compactor,
         options=LoopOptions(
             max_iterations=None, auto_approve=options.auto_approve, tool_timeout_s=options.tool_timeout_s,
             max_tokens=options.max_tokens, retry=options.retry,
         ),
     )
+
+
+def agent_toolbox(spec: AgentSpec, workspace: Path | None = None) -> Toolbox:
+    """The spec's tools by name, and the MCP tools recorded on it (runtime/tools/mcp_tools.py)."""
+    box = toolbox_for(spec.tools, workspace)
+    if not spec.mcp_tools:
+        return box
+    from .tools.mcp_tools import mcp_tools
+
+    return Toolbox([*box.tools.values(), *mcp_tools(spec.mcp_tools)])

@@ -120,14 +120,19 @@ class Replayer:
     def toolbox(self) -> Toolbox:
         replayer = self
 
-        def wrap(cls: type[Tool]) -> Tool:
+        def wrap(cls: type[Tool], reuse: bool = False) -> Tool:
             async def run(self: Tool, args: Any, ctx: ToolContext) -> ToolOutput:
-                return await replayer.run_tool(cls, self, args, ctx)
+                return await replayer.run_tool(type(self) if reuse else cls, self, args, ctx)
 
-            return type(f"Replay{cls.__name__}", (cls,), {"run": run})()
+            extra: dict[str, Any] = {"read_only": False} if reuse else {}
+            return type(f"Replay{cls.__name__}", (cls,), {"run": run, **extra})()
 
+        from .tools.mcp_tools import tool_class
+
+        # MCP tools answer from the recording too: a replay must not depend on a server being up or unchanged.
+        mcp = [wrap(tool_class(entry), reuse=True) for entry in self.session.spec.mcp_tools]
         # delegate & co. answer from the recording like any writer; the user's tools load by import path
-        return Toolbox([wrap(type(t)) for t in resolve_tools(self.session.spec.tools, self.workspace)])
+        return Toolbox([wrap(type(t)) for t in resolve_tools(self.session.spec.tools, self.workspace)] + mcp)
 
     async def run_tool(self, cls: type[Tool], tool: Tool, args: Any, ctx: ToolContext) -> ToolOutput:
         replay_store: ChronicleStore = ctx.loop.store

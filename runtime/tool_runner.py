@@ -207,7 +207,7 @@ class ToolRunner:
             content = safe_output(output.content)
             call.complete(
                 safe_error(ctx, content) if output.is_error else content, loop.clock.now(), is_error=output.is_error,
-                duration_ms=_ms(started), effects=output.effects, ends_turn=output.ends_turn and tool.may_end_turn,
+                duration_ms=_ms(started), effects=output.effects, ends_turn=output.ends_turn and tool.may_end_turn, blocks=output.blocks,
             )
         if durable:
             loop.save(call)

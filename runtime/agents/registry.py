@@ -76,6 +76,7 @@ class RegistryFile(BaseModel):
     compaction: dict[str, Any] = Field(default_factory=dict)
     skills: dict[str, Any] = Field(default_factory=dict)
     routines: dict[str, Any] = Field(default_factory=dict)
+    mcp: dict[str, Any] = Field(default_factory=dict)  # checked by runtime/tools/mcp_config.py
 
 
 @dataclass(frozen=True)
@@ -87,12 +88,28 @@ class AgentRegistry:
     source: Path | None = None
     #: `[skills] dirs` from the file (runtime/skills.py); the workspace's skills/ is always looked at.
     skill_dirs: tuple[str, ...] = ()
+    #: `[mcp.NAME]` servers of the file (runtime/tools/mcp_config.py).
+    mcp: dict[str, Any] = field(default_factory=dict)
 
     def main_spec(self, provider: str, model: str, workspace: str, max_iterations: int | None = None) -> AgentSpec:
-        """The top-level spec as recorded: CLI values win over the file's; delegation tools if useful."""
-        spec = self.main.model_copy(
+        """The top-level spec as recorded: CLI values win over the file's; delegation tools if useful.
+
+        With MCP servers configured, this is when they are asked for their tools (starting them
+        if need be): the lists are recorded with the spec, for the main agent and each sub-agent."""
+        agents = self.agents
+        main = self.main
+        if self.mcp:
+            from chronicle.runtime.tools.mcp_config import McpConfigError
+            from chronicle.runtime.tools.mcp_tools import tools_for_agent
+
+            try:
+                agents = tuple(a.model_copy(update={"mcp_tools": tools_for_agent(a.name, self.mcp)}) for a in agents)
+                main = main.model_copy(update={"mcp_tools": tools_for_agent(main.name, self.mcp)})
+            except McpConfigError as exc:
+                raise RegistryError(str(exc)) from None
+        spec = main.model_copy(
             update={
-                "provider": provider, "model": model, "workspace": workspace, "depth": 0, "registry": self.agents,
+                "provider": provider, "model": model, "workspace": workspace, "depth": 0, "registry": agents,
                 "max_iterations": max_iterations or self.main.max_iterations,
             }
         )
@@ -147,7 +164,7 @@ def load_registry(path: Path) -> AgentRegistry:
         message = "unknown key (allowed: description, instructions, model, tools, max_iterations, max_depth)" \
             if first["type"] == "extra_forbidden" and len(first["loc"]) == 3 else first["msg"]
         if first["type"] == "extra_forbidden" and len(first["loc"]) == 1:
-            message = "unknown top-level key; chronicle.toml holds [agents.NAME], [limits], [compaction], [skills] and [routines.NAME] tables"
+            message = "unknown top-level key; chronicle.toml holds [agents.NAME], [mcp.NAME], [limits], [compaction], [skills] and [routines.NAME] tables"
         raise RegistryError(f"{path}: {where}: {message.removeprefix('Value error, ')}") from None
     main = AgentSpec(name=MAIN, tools=DEFAULT_TOOLS)
     agents: list[AgentSpec] = []
@@ -164,6 +181,18 @@ def load_registry(path: Path) -> AgentRegistry:
             main = spec
         else:
             agents.append(spec)
+    try:
+        from chronicle.runtime.tools.mcp_config import McpConfigError, parse_servers
+
+        servers = parse_servers(parsed.mcp, path.resolve())
+    except McpConfigError as exc:
+        raise RegistryError(str(exc)) from None
+    known = {MAIN, *parsed.agents}
+    for server in servers.values():
+        stranger = next((a for a in server.agents if a not in known), None)
+        if stranger is not None:
+            names = ", ".join(sorted(known))
+            raise RegistryError(f"{path}: mcp.{server.name}.agents: no agent named {stranger!r} (agents: {names})")
     folded = [a.name.casefold() for a in agents]
     clash = next((a.name for a in agents if folded.count(a.name.casefold()) > 1), None)
     if clash:
@@ -172,7 +201,7 @@ def load_registry(path: Path) -> AgentRegistry:
         dirs = configured_dirs(raw, str(path))
     except SkillError as exc:
         raise RegistryError(str(exc)) from None
-    return AgentRegistry(main=main, agents=tuple(agents), source=path, skill_dirs=tuple(dirs))
+    return AgentRegistry(main=main, agents=tuple(agents), source=path, skill_dirs=tuple(dirs), mcp=servers)
 
 
 def find_registry(explicit: Path | None, workspace: Path) -> AgentRegistry:

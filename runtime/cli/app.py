@@ -16,6 +16,7 @@ from . import (  # one per line: commands are added often, by several people at 
     demo_cmd,
     doctor_cmd,
     inspect_cmd,
+    mcp_cmd,
     projections_cmd,
     run_cmd,
     skills_cmd,
@@ -82,6 +83,7 @@ for panel, commands in PANELS.items():
         app.command(rich_help_panel=panel)(command)
 app.command(name="import", rich_help_panel="Prove and move")(bundle_cmd.import_)
 app.add_typer(projections_cmd.app, name="projections", rich_help_panel="Recover and operate")
+app.add_typer(mcp_cmd.app, name="mcp", rich_help_panel="Inspect")
 
 
 def _print_version(value: bool) -> None:

@@ -187,12 +187,12 @@ def run(
             provider_name = normalise_provider(provider) or default_provider_name()  # absolute script path: resume finds it
             try:
                 registry = find_registry(agents, ws)
+                spec = registry.main_spec(  # starts the MCP servers it names, to record their tools
+                    provider=provider_name or "", workspace=str(ws), max_iterations=max_iterations,
+                    model=model or registry.main.model or ("scripted" if (provider_name or "").startswith("scripted:") else default_model(provider_name)),
+                )
             except RegistryError as exc:
                 fail(str(exc), 2)
-            spec = registry.main_spec(
-                provider=provider_name or "", workspace=str(ws), max_iterations=max_iterations,
-                model=model or registry.main.model or ("scripted" if (provider_name or "").startswith("scripted:") else default_model(provider_name)),
-            )
             loop = cli_loop(store, spec, renderer, provider_name=provider_name, model=model, workspace=ws, settings=settings,
                             options=LoopOptions(max_iterations=max_iterations, auto_approve=yes, retry=retry_policy(max_attempts)))
             created, _ = start_session(store, spec, prompt)

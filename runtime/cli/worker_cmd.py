@@ -266,12 +266,12 @@ def checked_spec(store: ChronicleStore, provider_name: str, model: str | None, w
     """
     try:
         registry = find_registry(None, ws)
+        spec = registry.main_spec(
+            provider=provider_name, workspace=str(ws), max_iterations=max_iterations,
+            model=model or registry.main.model or ("scripted" if provider_name.startswith("scripted:") else default_model(provider_name)),
+        )
     except RegistryError as exc:
         fail(str(exc), 2)
-    spec = registry.main_spec(
-        provider=provider_name, workspace=str(ws), max_iterations=max_iterations,
-        model=model or registry.main.model or ("scripted" if provider_name.startswith("scripted:") else default_model(provider_name)),
-    )
     try:
         build_loop(store, spec, provider_name=provider_name, model=model, workspace=ws)
     except LoopSetupError as exc:

@@ -30,6 +30,9 @@ class ToolOutput:
     effects: list[dict[str, Any]] = field(default_factory=list)
     #: This result finishes the turn: the loop makes no further model call (task_complete).
     ends_turn: bool = False
+    #: The result as content blocks when it is more than text (an MCP tool's images, structured
+    #: content): recorded on the tool call in full; the model reads `content`.
+    blocks: list[dict[str, Any]] | None = None
 
 
 @dataclass
