@@ -16,6 +16,7 @@ import time
 from typing import Any
 from uuid import UUID
 
+from .session_work import needs_work, pending_approvals
 from .store import ChronicleStore, NotFound
 
 #: Seconds between full rescans (a safety net; the log normally says everything).
@@ -76,8 +77,6 @@ class WorkIndex:
             self._check(sid)
 
     def _check(self, sid: UUID) -> None:
-        from .worker import needs_work, pending_approvals
-
         try:
             session = self.store.session(sid, copy=False)
         except NotFound:

@@ -13,6 +13,7 @@ from pydantic_core import to_jsonable_python
 from rich.console import Console
 from rich.markup import escape
 
+from chronicle.runtime.app.errors import AppError
 from chronicle.runtime.config import ConfigError, resolve_db_url
 from chronicle.runtime.redaction import redact_secrets
 from chronicle.runtime.skills import SkillError
@@ -92,7 +93,7 @@ def cli_errors() -> Iterator[None]:
     """Turn expected failures into one clear line on stderr and an exit code."""
     try:
         yield
-    except CliError as exc:
+    except (CliError, AppError) as exc:
         err_console.print(f"[red]error:[/] {escape(redact_secrets(str(exc)))}")
         raise typer.Exit(exc.code) from None
     except (NotFound, UnreadableEvent) as exc:

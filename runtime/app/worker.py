@@ -9,25 +9,23 @@ first, so inputs of one session run FIFO while different sessions run concurrent
 from __future__ import annotations
 
 import asyncio
-import os
-import socket
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
-from uuid import UUID, uuid4
+from uuid import UUID
 
 from eventsourcing.persistence import IntegrityError, PersistenceError
 
 from chronicle.domain.session import Session
-from chronicle.domain.tool_call import ToolCall
 
-from .assembly import LoopSetupError, build_loop
-from .leases import DEFAULT_LEASE_S, leased
-from .live import Broker
-from .loop import AgentLoop, LoopOptions, TurnOutcome
-from .settings import LimitFlags
-from .store import ChronicleStore
-from .work_index import WorkIndex
+from ..leases import DEFAULT_LEASE_S, holder_name, leased
+from ..live import Broker
+from ..loop import AgentLoop, LoopOptions, TurnOutcome
+from ..settings import LimitFlags
+from ..session_work import needs_work
+from ..store import ChronicleStore
+from ..work_index import WorkIndex
+from .loops import LoopSetupError, build_loop
 
 #: Outcomes after which a session is left alone until something changes.
 PAUSING = ("awaiting_approval", "interrupted", "conflict")
@@ -41,37 +39,7 @@ ResumeError = LoopSetupError
 
 
 def worker_name() -> str:
-    return f"{socket.gethostname()}:{os.getpid()}:{uuid4().hex[:6]}"
-
-
-def normalise_provider(name: str | None) -> str | None:
-    """Record `scripted:` paths absolute, so a resume from another directory finds the script."""
-    if name and name.startswith("scripted:"):
-        return "scripted:" + str(Path(name[len("scripted:"):]).expanduser().resolve())
-    return name
-
-
-def pending_approvals(store: ChronicleStore, session: Session) -> list[ToolCall]:
-    """Tool calls of the session's paused turn that still wait for a person."""
-    if session.active_turn_id is None:
-        return []
-    turn = store.turn(session.active_turn_id)
-    if turn.status != "awaiting_approval":
-        return []
-    calls = [store.find_tool_call(cid) for cid in turn.awaiting]
-    return [c for c in calls if c is not None and c.status == "awaiting_approval"]
-
-
-def needs_work(store: ChronicleStore, session: Session, auto_approve: bool = False) -> str | None:
-    """Why the session should be advanced now, or None."""
-    if session.active_turn_id is not None:
-        turn = store.turn(session.active_turn_id)
-        if turn.status == "awaiting_approval" and not auto_approve and pending_approvals(store, session):
-            return None
-        return "in_flight"
-    if session.queue:
-        return "queued"
-    return None
+    return holder_name()
 
 
 def sessions_needing_work(store: ChronicleStore, auto_approve: bool = False) -> list[UUID]:

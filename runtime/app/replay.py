@@ -21,13 +21,14 @@ from chronicle.domain.ids import tool_call_id
 from chronicle.domain.session import Session
 from chronicle.domain.turn import Turn
 
-from .clock import SYSTEM_CLOCK, Clock
-from .loop import AgentLoop, LoopOptions
-from .model_call import fingerprint
-from .providers.base import DeltaSink, ModelRequest
-from .store import ChronicleStore
-from .tools import resolve_tools
-from .tools.base import Tool, ToolContext, ToolError, ToolOutput, Toolbox
+from ..clock import SYSTEM_CLOCK, Clock
+from ..loop import LoopOptions
+from ..model_call import fingerprint
+from ..providers.base import DeltaSink, ModelRequest
+from ..store import ChronicleStore
+from ..tools import resolve_tools
+from ..tools.base import Tool, ToolContext, ToolError, ToolOutput, Toolbox
+from .loops import assemble
 
 
 @dataclass
@@ -127,7 +128,7 @@ class Replayer:
             extra: dict[str, Any] = {"read_only": False} if reuse else {}
             return type(f"Replay{cls.__name__}", (cls,), {"run": run, **extra})()
 
-        from .tools.mcp_tools import tool_class
+        from ..tools.mcp_tools import tool_class
 
         # MCP tools answer from the recording too: a replay must not depend on a server being up or unchanged.
         mcp = [wrap(tool_class(entry), reuse=True) for entry in self.session.spec.mcp_tools]
@@ -169,8 +170,9 @@ class Replayer:
             spec = self.session.spec
             copy = Session.start(self.session.id, spec, clock.now())
             scratch.create_session(copy)
-            loop = AgentLoop(scratch, self, self.toolbox(), self.workspace,
-                             options=LoopOptions(auto_approve=True, max_iterations=spec.max_iterations), clock=clock)
+            # No guards, no title call, no compaction: the replay re-asks exactly what was recorded.
+            loop = assemble(scratch, self, self.toolbox(), self.workspace,
+                            LoopOptions(auto_approve=True, max_iterations=spec.max_iterations), clock=clock)
             for number, original in enumerate(self.turns, 1):
                 if not original.finished:
                     # Only what was decided can be compared: a turn in flight has no outcome yet.

@@ -1,0 +1,220 @@
+"""Start or continue a session and run its turns in this process: `run`, `chat`, `demo` and the API.
+
+A process that runs turns holds the session's lease while it does, exactly as a worker does, so
+`resume` and `worker` leave a live `run` or `chat` alone (and name the process holding it). An
+input that arrives while another live process holds the session is queued for that process,
+which drains the queue before it lets go. A holder that died is detected — its lease ran out, or
+it was a process of this machine that no longer exists — and its turn in flight is continued
+here, recorded as interrupted first, as `resume` would.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable
+from uuid import UUID
+
+from chronicle.domain.agent_spec import AgentSpec
+
+from ..leases import DEFAULT_LEASE_S, current_lease, holder_name, leased
+from ..live import AgentEnd, AgentStart, Broker
+from ..loop import AgentLoop, LoopOptions, TurnOutcome
+from ..retry import RetryPolicy, RetrySettingError
+from ..sessions import start_session, submit_input
+from ..settings import LimitFlags, Settings, SettingsError, load_settings
+from ..store import ChronicleStore
+from .errors import AppError
+from .loops import LoopSetupError, build_loop
+from .queries import session_id
+from .specs import new_spec, resolve_workspace, session_workspace
+
+
+@dataclass
+class RunOptions:
+    """What a client may choose for the turns it runs; None means the recorded value or the default."""
+
+    provider: str | None = None
+    model: str | None = None
+    workspace: Path | None = None
+    max_iterations: int | None = None
+    #: A registry file for a new session (default: chronicle.toml in the workspace).
+    agents: Path | None = None
+    auto_approve: bool = False
+    max_attempts: int | None = None
+    limits: LimitFlags = field(default_factory=LimitFlags)
+    #: A person answers approvals and doom-loop questions (chat).
+    interactive: bool = False
+    lease_s: float = DEFAULT_LEASE_S
+
+
+@dataclass(frozen=True)
+class Queued:
+    """The input waits for another live process, which runs it after its turn."""
+
+    session_id: UUID
+    holder: str
+    until: str
+    position: int
+    total: int
+
+    @property
+    def reason(self) -> str:
+        return (f"queued as input {self.position} of {self.total}: another process ({self.holder}) is running this session "
+                f"and runs this input after its turn")
+
+
+@dataclass
+class Driven:
+    outcome: TurnOutcome | None
+    queued: Queued | None = None
+
+
+def retry_policy(max_attempts: int | None) -> RetryPolicy:
+    try:
+        return RetryPolicy.from_env(max_attempts)
+    except RetrySettingError as exc:
+        raise AppError(str(exc), 2) from None
+
+
+def settings_for(options: RunOptions, workspace: Path) -> Settings:
+    try:
+        return load_settings(options.limits, workspace)
+    except SettingsError as exc:
+        raise AppError(str(exc), 2) from None
+
+
+class Conversation:
+    """One session opened for running turns here; `submit` records inputs, `drive` runs them."""
+
+    def __init__(self, store: ChronicleStore, sid: UUID, loop: AgentLoop, settings: Settings, options: RunOptions,
+                 notes: list[str] | None = None) -> None:
+        self.store, self.session_id, self.loop, self.settings, self.options = store, sid, loop, settings, options
+        #: Things the client should tell the person (an ignored flag), one line each.
+        self.notes = notes or []
+        self.holder = holder_name()
+
+    @classmethod
+    def open(cls, store: ChronicleStore, session: str | UUID | None = None, options: RunOptions | None = None,
+             subscribers: Iterable[Callable[[Any], Any]] = (), approver: Any = None, first_input: str | None = None) -> "Conversation":
+        """Continue `session`, or start a new one (recording `first_input` with it, atomically).
+
+        Everything that could make the turn impossible (provider, workspace, chronicle.toml, the
+        registry) is checked by building the loop before anything is recorded."""
+        options = options or RunOptions()
+        if first_input is not None and not first_input.strip():
+            raise AppError("the prompt is empty; say what the agent should do", 2)
+        sid = session_id(store, session) if session else None
+        recorded = store.session(sid).spec if sid else None
+        workspace = resolve_workspace(options.workspace or session_workspace(recorded))
+        settings = settings_for(options, workspace)
+        notes = []
+        if recorded is not None:
+            spec: AgentSpec = recorded
+            provider = options.provider or recorded.provider or None
+            if options.agents is not None:
+                notes.append(f"note: --agents ignored; session {sid} keeps the agents recorded when it started")
+        else:
+            spec = new_spec(workspace, options.provider, options.model, options.max_iterations, options.agents)
+            provider = spec.provider or None
+        broker = Broker()
+        for subscriber in subscribers:
+            broker.subscribe(subscriber)
+        loop_options = LoopOptions(max_iterations=options.max_iterations, auto_approve=options.auto_approve,
+                                   retry=retry_policy(options.max_attempts))
+        try:
+            loop = build_loop(store, spec, provider_name=provider, model=options.model, workspace=workspace, settings=settings,
+                              options=loop_options, broker=broker, approver=approver, interactive=options.interactive)
+        except LoopSetupError as exc:
+            raise AppError(str(exc), 2) from None
+        if sid is None:
+            created, _ = start_session(store, spec, first_input)
+            sid = created.id
+        elif first_input is not None:
+            submit_input(store, sid, first_input)
+        return cls(store, sid, loop, settings, options, notes)
+
+    def submit(self, text: str) -> str:
+        """Record an input durably (before anything runs); it runs in order after those queued before it."""
+        if not text.strip():
+            raise AppError("the prompt is empty; say what the agent should do", 2)
+        return submit_input(self.store, self.session_id, text)
+
+    def switch(self, sid: UUID) -> None:
+        """Go on in another session of the same agent (chat's /fork)."""
+        self.session_id = sid
+
+    async def drive(self, drain: bool = True, handle_signals: bool = True) -> Driven:
+        """Run the session's turns under its lease, with agent_start/agent_end around them.
+
+        With `drain`, inputs queued while this process works run too, in order, as long as each
+        turn completes. SIGINT/SIGTERM cancel the running turn (not the process) when
+        `handle_signals`."""
+        store, sid, loop = self.store, self.session_id, self.loop
+        session = store.session(sid)
+        spec = session.spec
+        links = {
+            "parent_session_id": str(session.parent_session_id) if session.parent_session_id else None,
+            "parent_tool_call_id": str(session.parent_tool_call_id) if session.parent_tool_call_id else None,
+        }
+        await loop.emit(AgentStart(session_id=str(sid), agent=spec.name, depth=spec.depth, **links))
+        outcome: TurnOutcome | None = None
+        queued: Queued | None = None
+        while True:
+            async with leased(store, sid, self.holder, self.options.lease_s, loop.clock) as keeper:
+                if keeper is None:
+                    queued = self._queued() if outcome is None else None
+                    break
+                while not keeper.lost:
+                    latest = await run_one(loop, sid, handle_signals)
+                    if latest is None:
+                        break
+                    outcome = latest
+                    if not drain or latest.status != "completed":
+                        break
+            # Released: an input queued by a process that found the lease taken just before we let
+            # go would wait for nobody, so look once more and take the lease again for it.
+            if not drain or (outcome is not None and outcome.status != "completed") or not store.session(sid).queue:
+                break
+        if queued is not None:
+            status, reason = "queued", queued.reason
+        else:
+            status, reason = (outcome.status, outcome.reason) if outcome else ("idle", None)
+        await loop.emit(AgentEnd(session_id=str(sid), agent=spec.name, status=status, reason=reason, depth=spec.depth, **links))
+        return Driven(outcome, queued)
+
+    def _queued(self) -> Queued:
+        session = self.store.session(self.session_id)
+        lease = current_lease(self.store, self.session_id)
+        until = lease.expires_at.isoformat() if lease and lease.expires_at else "?"
+        total = len(session.queue)
+        return Queued(self.session_id, lease.holder if lease and lease.holder else "?", until, total, total)
+
+
+async def run_one(loop: AgentLoop, sid: UUID, handle_signals: bool = True) -> TurnOutcome | None:
+    """One turn in its own task, so that SIGINT/SIGTERM cancel the turn and not the process."""
+    task = asyncio.ensure_future(loop.run_next(sid))
+    event_loop = asyncio.get_running_loop()
+    signals = (signal.SIGINT, signal.SIGTERM) if handle_signals else ()
+    for sig in signals:
+        try:
+            event_loop.add_signal_handler(sig, task.cancel)
+        except (NotImplementedError, RuntimeError):
+            pass
+    try:
+        return await task
+    finally:
+        for sig in signals:
+            try:
+                event_loop.remove_signal_handler(sig)
+            except (NotImplementedError, RuntimeError):
+                pass
+
+
+async def run(store: ChronicleStore, prompt: str, session: str | UUID | None = None, options: RunOptions | None = None,
+              subscribers: Iterable[Callable[[Any], Any]] = (), approver: Any = None, handle_signals: bool = False) -> Driven:
+    """`chronicle run` as one call: record the prompt (new session or continued), run until it ends or pauses."""
+    conversation = Conversation.open(store, session, options, subscribers, approver, first_input=prompt)
+    return await conversation.drive(handle_signals=handle_signals)
