@@ -18,9 +18,9 @@ from .tool_call import ToolCall
 from .turn import Turn
 
 AGGREGATES = (Session, Turn, ToolCall, SessionLease, Attachment)
-AGGREGATE_VERSIONS = {"Session": 2, "Turn": 3, "ToolCall": 1, "SessionLease": 1, "Attachment": 1}
+AGGREGATE_VERSIONS = {"Session": 3, "Turn": 3, "ToolCall": 1, "SessionLease": 1, "Attachment": 1}
 EVENT_VERSIONS = {
-    "Session.Created": 1, "Session.Started": 1, "Session.InputQueued": 1, "Session.TurnStarted": 1,
+    "Session.Created": 1, "Session.Started": 2, "Session.InputQueued": 1, "Session.TurnStarted": 1,
     "Session.TurnEnded": 1, "Session.TurnsUndone": 1, "Session.TurnsRedone": 1, "Session.TitleSet": 1,
     "Session.TitleFailed": 1, "Session.ToolAlwaysAllowed": 1, "Session.SteeringQueued": 1,
     "Session.SteeringDelivered": 1, "Session.SteeringRequeued": 1, "Session.CancelRequested": 1,
