@@ -29,6 +29,9 @@ class AgentSpec(BaseModel):
     workspace: str = ""
     #: Sub-agent definitions known when this session started (see runtime/agents/registry.py).
     registry: tuple["AgentSpec", ...] = ()
+    #: The limits the session started under (budget, rates, tool calls, tool timeout). A file the
+    #: agent can write may only tighten them later; None for sessions recorded before they were.
+    limits: dict[str, float | int | None] | None = None
     #: Skills found when the session started, recorded whole (runtime/skills.py); () for older sessions.
     skills: tuple[SkillRecord, ...] = ()
     #: MCP tools as the servers listed them when this session started (runtime/tools/mcp_tools.py):

@@ -38,6 +38,7 @@ from .tool_runner import ApprovalWait, Approver, GuardStop, ToolRunner
 from .tools.base import Toolbox
 from .turn_messages import context_of
 
+DEFAULT_MAX_TOKENS = 8192
 EXIT_CODES = {"completed": 0, "failed": 1, "awaiting_approval": 3, "stopped": 4, "cancelled": 130}
 
 
@@ -46,7 +47,8 @@ class LoopOptions:
     max_iterations: int | None = None
     auto_approve: bool = False
     tool_timeout_s: float = 180.0
-    max_tokens: int = 8192
+    #: Output tokens per model call; None: the application's default (CHRONICLE_MAX_TOKENS, else 8192).
+    max_tokens: int | None = None
     retry: RetryPolicy = field(default_factory=RetryPolicy.from_env)
     #: Ask this model instead of the one recorded on the session (`resume --model`).
     model: str | None = None
@@ -215,7 +217,7 @@ class AgentLoop:
                 return self._finish(session, turn, "failed", reason)
             request = ModelRequest(
                 model=self.options.model or spec.model, system=spec.system_prompt, messages=self._context.messages(turn),
-                tools=self.toolbox.schemas(), max_tokens=self.options.max_tokens, agent=spec.name,
+                tools=self.toolbox.schemas(), max_tokens=self.options.max_tokens or DEFAULT_MAX_TOKENS, agent=spec.name,
                 session_id=str(session.id), turn_number=turn.number, call_index=turn.model_calls,
             )
             verdict = await self.hooks.before_model_call(session, turn, request)

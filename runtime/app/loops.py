@@ -19,6 +19,7 @@ from chronicle.domain.session import Session
 
 from ..clock import SYSTEM_CLOCK, Clock
 from ..compaction import Compactor
+from ..environment import EnvironmentSettingError, environment
 from ..hooks import Hooks
 from ..live import Broker
 from ..loop import AgentLoop, LoopOptions
@@ -77,7 +78,7 @@ def build_loop(
         raise LoopSetupError(f"{where}workspace {path} is gone; pass --workspace DIR")
     if settings is None:
         try:
-            settings = load_settings(limits or LimitFlags(), path)
+            settings = load_settings(limits or LimitFlags(), path, spec.limits)
         except SettingsError as exc:
             raise LoopSetupError(f"{where}{exc}") from None
     try:
@@ -86,7 +87,12 @@ def build_loop(
             toolbox_for(sub_agent.tools, path)
     except ValueError as exc:
         raise LoopSetupError(f"{where}{exc}") from None
-    options = replace(options or LoopOptions(), tool_timeout_s=settings.tool_timeout_s)
+    try:
+        env = environment()
+    except EnvironmentSettingError as exc:
+        raise LoopSetupError(str(exc)) from None
+    options = options or LoopOptions()
+    options = replace(options, tool_timeout_s=settings.tool_timeout_s, max_tokens=options.max_tokens or env.max_tokens)
     if model:
         options = replace(options, model=model)
     hooks = Hooks(settings.hooks(store, interactive=interactive))

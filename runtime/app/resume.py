@@ -16,6 +16,7 @@ from ..leases import DEFAULT_LEASE_S, current_lease
 from ..live import AgentEnd, AgentStart, Broker
 from ..loop import TurnOutcome
 from ..sessions import start_session, submit_input
+from ..settings import LimitFlags, SettingsError, load_settings
 from ..store import ChronicleStore
 from .errors import AppError
 from .loops import LoopSetupError, build_loop
@@ -103,7 +104,10 @@ def checked_spec(store: ChronicleStore, provider: str | None, model: str | None,
     if not spec.provider:
         raise AppError("no model provider: set ANTHROPIC_API_KEY to use Claude, or pass --provider scripted:PATH", 2)
     try:
-        build_loop(store, spec, provider_name=spec.provider, model=model, workspace=workspace)
+        settings = load_settings(LimitFlags(), workspace)
+        build_loop(store, spec, provider_name=spec.provider, model=model, workspace=workspace, settings=settings)
+    except SettingsError as exc:
+        raise AppError(str(exc), 2) from None
     except LoopSetupError as exc:
         raise AppError(str(exc), 2) from None
-    return spec
+    return spec.model_copy(update={"limits": settings.limits()})

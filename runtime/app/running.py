@@ -19,6 +19,7 @@ from uuid import UUID
 
 from chronicle.domain.agent_spec import AgentSpec
 
+from ..environment import EnvironmentSettingError, environment
 from ..leases import DEFAULT_LEASE_S, current_lease, holder_name, leased
 from ..live import AgentEnd, AgentStart, Broker
 from ..loop import AgentLoop, LoopOptions, TurnOutcome
@@ -48,6 +49,8 @@ class RunOptions:
     #: A person answers approvals and doom-loop questions (chat).
     interactive: bool = False
     lease_s: float = DEFAULT_LEASE_S
+    #: Output tokens per model call (default: CHRONICLE_MAX_TOKENS, else 8192).
+    max_tokens: int | None = None
 
 
 @dataclass(frozen=True)
@@ -79,9 +82,9 @@ def retry_policy(max_attempts: int | None) -> RetryPolicy:
         raise AppError(str(exc), 2) from None
 
 
-def settings_for(options: RunOptions, workspace: Path) -> Settings:
+def settings_for(options: RunOptions, workspace: Path, recorded: AgentSpec | None = None) -> Settings:
     try:
-        return load_settings(options.limits, workspace)
+        return load_settings(options.limits, workspace, recorded.limits if recorded is not None else None)
     except SettingsError as exc:
         raise AppError(str(exc), 2) from None
 
@@ -106,10 +109,14 @@ class Conversation:
         options = options or RunOptions()
         if first_input is not None and not first_input.strip():
             raise AppError("the prompt is empty; say what the agent should do", 2)
+        try:
+            env = environment()
+        except EnvironmentSettingError as exc:
+            raise AppError(str(exc), 2) from None
         sid = session_id(store, session) if session else None
         recorded = store.session(sid).spec if sid else None
         workspace = resolve_workspace(options.workspace or session_workspace(recorded))
-        settings = settings_for(options, workspace)
+        settings = settings_for(options, workspace, recorded)
         notes = []
         if recorded is not None:
             spec: AgentSpec = recorded
@@ -118,12 +125,13 @@ class Conversation:
                 notes.append(f"note: --agents ignored; session {sid} keeps the agents recorded when it started")
         else:
             spec = new_spec(workspace, options.provider, options.model, options.max_iterations, options.agents)
+            spec = spec.model_copy(update={"limits": settings.limits()})
             provider = spec.provider or None
         broker = Broker()
         for subscriber in subscribers:
             broker.subscribe(subscriber)
         loop_options = LoopOptions(max_iterations=options.max_iterations, auto_approve=options.auto_approve,
-                                   retry=retry_policy(options.max_attempts))
+                                   retry=retry_policy(options.max_attempts), max_tokens=options.max_tokens or env.max_tokens)
         try:
             loop = build_loop(store, spec, provider_name=provider, model=options.model, workspace=workspace, settings=settings,
                               options=loop_options, broker=broker, approver=approver, interactive=options.interactive)

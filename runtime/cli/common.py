@@ -15,6 +15,7 @@ from rich.markup import escape
 
 from chronicle.runtime.app.errors import AppError
 from chronicle.runtime.config import ConfigError, resolve_db_url
+from chronicle.runtime.environment import EnvironmentSettingError, environment
 from chronicle.runtime.redaction import redact_secrets
 from chronicle.runtime.skills import SkillError
 from chronicle.runtime.store import ChronicleStore, NotFound, UnreadableEvent, open_store_at
@@ -45,6 +46,11 @@ def fail(message: str, code: int = 1) -> NoReturn:
 
 
 def open_store(db: str | None) -> ChronicleStore:
+    """The store, after the environment is validated once for every command (a bad CHRONICLE_* value exits 2)."""
+    try:
+        environment()
+    except EnvironmentSettingError as exc:
+        fail(str(exc), 2)
     url = resolve_db_url(db)
     try:
         return open_store_at(url)
