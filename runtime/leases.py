@@ -60,6 +60,14 @@ def current_lease(store: ChronicleStore, session_id: UUID) -> SessionLease | Non
     return lease if isinstance(lease, SessionLease) else None
 
 
+def held_elsewhere(store: ChronicleStore, session_id: UUID, holder: str, clock: Clock = SYSTEM_CLOCK) -> SessionLease | None:
+    """The lease if a live process other than `holder` holds it now (a `run`, `chat` or worker); else None."""
+    lease = current_lease(store, session_id)
+    if lease is None or not lease.held_by_other(holder, clock.now()) or holder_gone(lease.holder):
+        return None
+    return lease
+
+
 def acquire(store: ChronicleStore, session_id: UUID, holder: str, ttl_s: float, clock: Clock = SYSTEM_CLOCK) -> bool:
     """True if `holder` now holds the session's lease; False if someone else does."""
     now = clock.now()

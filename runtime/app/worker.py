@@ -18,7 +18,7 @@ from eventsourcing.persistence import IntegrityError, PersistenceError
 
 from chronicle.domain.session import Session
 
-from ..leases import DEFAULT_LEASE_S, holder_name, leased
+from ..leases import DEFAULT_LEASE_S, held_elsewhere, holder_name, leased
 from ..live import Broker
 from ..loop import AgentLoop, LoopOptions, TurnOutcome
 from ..settings import LimitFlags
@@ -120,6 +120,7 @@ class Worker:
         #: Sessions whose lease another worker held when this one tried, and when: not retried
         #: at every poll (each try is a lease read and a losing write).
         self.held_elsewhere: dict[UUID, float] = {}
+        self.left_alone: set[UUID] = set()
 
     def drain(self) -> None:
         """Finish the turns in hand, take no new ones, then exit."""
@@ -148,6 +149,17 @@ class Worker:
             self.log(f"worker {self.name}: session {sid} turn {outcome.turn_id} {outcome.status}"
                      + (f": {outcome.reason}" if outcome.reason else ""))
 
+    def _held_by_live(self, sid: UUID) -> bool:
+        """A live `run`, `chat` or worker holds the session: leave it alone (say so once)."""
+        lease = held_elsewhere(self.store, sid, self.name)
+        if lease is None:
+            self.left_alone.discard(sid)
+            return False
+        if sid not in self.left_alone:
+            self.left_alone.add(sid)
+            self.log(f"worker {self.name}: leaving session {sid} alone: {lease.holder} holds it")
+        return True
+
     async def run(self) -> int:
         loop = asyncio.get_running_loop()
         idle_since = loop.time()
@@ -162,7 +174,8 @@ class Worker:
                     now = loop.time()
                     busy = {s for s, at in self.held_elsewhere.items() if now - at < HELD_RETRY_S}
                     found = [s for s in self.index.spread(self.index.sessions(), self.name)
-                             if s not in self.tasks and s not in self.failed_sessions and s not in busy]
+                             if s not in self.tasks and s not in self.failed_sessions and s not in busy
+                             and not self._held_by_live(s)]
                 except PersistenceError as exc:
                     self.log(f"worker {self.name}: store unavailable: {exc}; retrying")
                 for sid in found[: max(0, self.options.concurrency - len(self.tasks))]:
