@@ -32,6 +32,10 @@ class AgentSpec(BaseModel):
     #: The limits the session started under (budget, rates, tool calls, tool timeout). A file the
     #: agent can write may only tighten them later; None for sessions recorded before they were.
     limits: dict[str, float | int | None] | None = None
+    #: The default system prompt a new top-level session was given (workspace, date, tools), recorded
+    #: so that every later request — and a replay — asks with exactly the same one. "" for sub-agents
+    #: and sessions recorded before it existed.
+    preamble: str = ""
     #: Skills found when the session started, recorded whole (runtime/skills.py); () for older sessions.
     skills: tuple[SkillRecord, ...] = ()
     #: MCP tools as the servers listed them when this session started (runtime/tools/mcp_tools.py):
@@ -53,12 +57,10 @@ class AgentSpec(BaseModel):
 
     @property
     def system_prompt(self) -> str:
-        """The instructions, then the recorded skills; exactly the instructions when there are none,
-        so sessions recorded before skills existed keep their request fingerprints."""
-        section = skills_prompt(self.skills)
-        if not section:
-            return self.instructions
-        return f"{self.instructions}\n\n{section}" if self.instructions else section
+        """What the model is told as system: the preamble (a new top-level session's default prompt), the
+        agent's instructions, then the recorded skills. Sessions recorded before the preamble or skills
+        existed get exactly their instructions, so their request fingerprints stay the same."""
+        return "\n\n".join(part for part in (self.preamble, self.instructions, skills_prompt(self.skills)) if part)
 
 
 AgentSpec.model_rebuild()

@@ -8,6 +8,7 @@ building its loop once before anything is recorded.
 
 from __future__ import annotations
 
+from datetime import date, datetime, timezone
 from pathlib import Path
 
 from chronicle.domain.agent_spec import AgentSpec
@@ -38,16 +39,32 @@ def session_workspace(spec: AgentSpec | None) -> Path | None:
     return None
 
 
+def default_preamble(workspace: Path, tools: tuple[str, ...], today: date) -> str:
+    """The main agent's default system prompt; the agent's `instructions` extend it."""
+    listed = ", ".join(tools) if tools else "none"
+    return (
+        "You are an agent that works in a workspace through tools, and every step you take is recorded.\n"
+        f"- Workspace: {workspace}. Paths you give tools are relative to it (write `src/app.py`, not an absolute path); "
+        "nothing outside it can be read or changed.\n"
+        f"- Today's date: {today.isoformat()}.\n"
+        f"- Your tools: {listed}. Look before you answer: read files rather than guess, and read a file before you edit it.\n"
+        "- A tool may fail or be denied; read its error result and adapt instead of repeating the same call.\n"
+        "- When the task is done, answer with a short summary of what you did and what you found."
+    )
+
+
 def new_spec(workspace: Path, provider: str | None = None, model: str | None = None, max_iterations: int | None = None,
-             agents: Path | None = None) -> AgentSpec:
+             agents: Path | None = None, today: date | None = None) -> AgentSpec:
     """The top-level spec a new session records: flags first, then `[agents.main]` of the registry file
-    (`agents`, else chronicle.toml in the workspace), then the defaults."""
+    (`agents`, else chronicle.toml in the workspace), then the defaults; with the default system prompt."""
     provider_name = normalise_provider(provider) or default_provider_name() or ""
     try:
         registry = find_registry(agents, workspace)
-        return registry.main_spec(  # starts the MCP servers it names, to record their tools
+        spec = registry.main_spec(  # starts the MCP servers it names, to record their tools
             provider=provider_name, workspace=str(workspace), max_iterations=max_iterations,
             model=model or registry.main.model or ("scripted" if provider_name.startswith("scripted:") else default_model(provider_name)),
         )
     except RegistryError as exc:
         raise AppError(str(exc), 2) from None
+    day = today or datetime.now(timezone.utc).date()
+    return spec.model_copy(update={"preamble": default_preamble(workspace, spec.tools, day)})
