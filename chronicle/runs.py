@@ -12,15 +12,15 @@ from pathlib import Path
 from typing import Any
 from uuid import UUID
 
-from chronicle.runtime.assembly import LoopSetupError, build_loop
+from chronicle.runtime.app.loops import LoopSetupError, build_loop
+from chronicle.runtime.app.running import drive_session
+from chronicle.runtime.app.specs import normalise_provider
 from chronicle.runtime.attachments import AttachmentError, store_attachments
-from chronicle.runtime.cli.run_cmd import drive_session
 from chronicle.runtime.live import Broker
 from chronicle.runtime.loop import AgentLoop, LoopOptions, TurnOutcome
 from chronicle.runtime.providers import default_model, default_provider_name
 from chronicle.runtime.sessions import start_session, submit_input
 from chronicle.runtime.store import ChronicleStore
-from chronicle.runtime.worker import normalise_provider
 
 from .agent import Agent
 from .errors import ChronicleError

@@ -20,6 +20,7 @@ from chronicle.domain.turn import Turn
 
 from .attachments import with_attachment_data
 from .live import MessageEnd, MessageStart, MessageUpdate, StatusChange
+from .loop_io import LoopIO
 from .providers.base import ModelRequest, partial_of
 from .tool_runner import CUT_AT_MAX_TOKENS
 
@@ -121,14 +122,14 @@ def build_messages(prior: list[Message], turn: Turn) -> list[Message]:
 class ModelCaller:
     """Streams one response, forwarding deltas to live subscribers and retrying by policy."""
 
-    def __init__(self, loop: Any) -> None:
-        self.loop = loop
+    def __init__(self, io: LoopIO) -> None:
+        self.io = io
         self.partial_text: list[str] = []
         #: What the provider had received when the call was cancelled (usage, model, blocks), if it says.
         self.partial: ModelResponse | None = None
 
     async def call(self, turn: Turn, request: ModelRequest) -> tuple[ModelResponse, int, float]:
-        loop = self.loop
+        loop = self.io
         sid = str(turn.session_id)
         step = turn.model_calls
         attempt = 1

@@ -24,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError, 
 from .compaction import CompactionSettings, Compactor
 from .guards import guard_hooks
 from .hooks import Hook
+from .validation import explain
 
 CONFIG_FILE = "chronicle.toml"
 DEFAULT_TOOL_TIMEOUT_S = 180.0
@@ -64,27 +65,6 @@ class CompactionValues(BaseModel):
     keep_recent: int = Field(CompactionSettings.keep_recent, ge=0)
     context_window: int | None = Field(None, ge=1)
     auto: StrictBool = True
-
-
-EXPECTED = {
-    "float_type": "a number", "float_parsing": "a number", "int_type": "a whole number", "int_parsing": "a whole number",
-    "int_from_float": "a whole number", "bool_type": "true or false", "finite_number": "a finite number",
-    "greater_than_equal": "a number ≥ {ge}", "greater_than": "a number > {gt}", "less_than_equal": "a number ≤ {le}",
-    "extra_forbidden": "no such key",
-}
-
-
-def explain(exc: ValidationError, where: str, names: dict[str, str] | None = None) -> str:
-    """One line for the first problem: the setting, what it must be, what it was."""
-    first = exc.errors()[0]
-    key = ".".join(str(p) for p in first["loc"])
-    template = EXPECTED.get(first["type"])
-    expected = template.format(**(first.get("ctx") or {})) if template else first["msg"]
-    got = first.get("input")
-    setting = (names or {}).get(key) or f"{where}{key}"
-    if first["type"] == "extra_forbidden":
-        return f"{setting}: unknown key"
-    return f"{setting}: expected {expected}, got {got!r}"
 
 
 @dataclass(frozen=True)
@@ -143,7 +123,7 @@ def _table(config: dict[str, Any], name: str, model: type[BaseModel], path: Path
     try:
         return model.model_validate(table)
     except ValidationError as exc:
-        raise SettingsError(explain(exc, f"{path}: [{name}] ")) from None
+        raise SettingsError(explain(exc, f"{path}: [{name}] ", allowed=sorted(model.model_fields))) from None
 
 
 def _tighter(name: str, recorded: Any, current: Any) -> Any:

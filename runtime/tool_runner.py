@@ -18,9 +18,10 @@ from typing import Any, Awaitable, Callable, Literal
 from chronicle.domain.tool_call import ToolCall
 
 from .actor import process_actor
-from .controls import STEERING_SKIP_REASON, pending_steering
+from .controls import STEERING_SKIP_REASON
 from .hooks import NeedApproval, Stop
 from .live import ApprovalNeeded, ToolEnd, ToolStart
+from .loop_io import LoopIO
 from .tools.base import ToolContext, ToolError, safe_error, safe_output
 
 Decision = Literal["approve", "deny", "always"]
@@ -46,8 +47,8 @@ class GuardStop(Exception):
 
 
 class ToolRunner:
-    def __init__(self, loop: Any) -> None:
-        self.loop = loop
+    def __init__(self, io: LoopIO) -> None:
+        self.loop = io
         #: "Always" answers given while this loop runs, per session: the loop's Session object is
         #: not reloaded between steps, so an answer recorded through update_session must be
         #: remembered here to cover the same tool later in the same turn.
@@ -145,7 +146,7 @@ class ToolRunner:
     def _steering_arrived(self) -> bool:
         """A safe point: has the user steered this turn (and not asked to wait for the batch)?"""
         if not self.steered:
-            steering = pending_steering(self.loop.store, self.session.id, self.turn.id)
+            steering = self.loop.controls.pending_steering(self.session.id, self.turn.id)
             self.steered = bool(steering and steering.skip_unstarted)
         return self.steered
 
@@ -188,7 +189,7 @@ class ToolRunner:
             loop.save(call)
         await loop.emit(ToolStart(session_id=sid, tool_call_id=str(call.id), tool_use_id=call.tool_use_id, name=call.name, input=call.input))
         ctx = ToolContext(
-            workspace=loop.workspace, timeout_s=loop.options.tool_timeout_s, session_id=sid, tool_call_id=str(call.id), loop=loop,
+            workspace=loop.workspace, timeout_s=loop.options.tool_timeout_s, session_id=sid, tool_call_id=str(call.id), io=loop,
             store_url=getattr(loop.store, "url", None),
         )
         started = monotonic()

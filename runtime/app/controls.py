@@ -75,4 +75,4 @@ async def compact(store: ChronicleStore, ref: str | UUID, strategy: str = "summa
     compactor = loop.compactor or Compactor(CompactionSettings())
     if keep is None:
         keep = compactor.settings.keep_recent
-    return await compactor.compact(loop, sid, strategy=strategy, keep_recent=keep)
+    return await compactor.compact(loop.io, sid, strategy=strategy, keep_recent=keep)

@@ -5,7 +5,7 @@ turn gets the same guards (budgets, rates, tool-call limit, doom loop), the same
 compaction and the same title call whichever client happens to run it — a session resumed by a
 worker must not escape the budget it was started under. Settings and titles are application
 policy, composed here; the loop (runtime/loop.py) only runs what it is handed. Sub-agents get
-runtime.assembly.child_loop: their parent's I/O with their own toolbox.
+the spawn of their parent's I/O bundle (runtime/loop_io.py), with their own toolbox.
 """
 
 from __future__ import annotations
@@ -29,8 +29,7 @@ from ..settings import LimitFlags, Settings, SettingsError, load_settings
 from ..store import ChronicleStore
 from ..telemetry import live_tracing
 from ..titles import TitleHook
-from ..assembly import agent_toolbox
-from ..tools import toolbox_for
+from ..toolsets import agent_toolbox, toolbox_for
 from ..tools.base import Toolbox
 
 

@@ -26,7 +26,7 @@ from ..loop import LoopOptions
 from ..model_call import fingerprint
 from ..providers.base import DeltaSink, ModelRequest
 from ..store import ChronicleStore
-from ..tools import resolve_tools
+from ..toolsets import resolve_tools
 from ..tools.base import Tool, ToolContext, ToolError, ToolOutput, Toolbox
 from .loops import assemble
 
@@ -136,7 +136,7 @@ class Replayer:
         return Toolbox([wrap(type(t)) for t in resolve_tools(self.session.spec.tools, self.workspace)] + mcp)
 
     async def run_tool(self, cls: type[Tool], tool: Tool, args: Any, ctx: ToolContext) -> ToolOutput:
-        replay_store: ChronicleStore = ctx.loop.store
+        replay_store: ChronicleStore = ctx.io.store
         call = replay_store.tool_call(UUID(ctx.tool_call_id))
         number = replay_store.turn(call.turn_id).number
         original_turn = self.turns[number - 1]

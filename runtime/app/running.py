@@ -155,50 +155,64 @@ class Conversation:
         self.session_id = sid
 
     async def drive(self, drain: bool = True, handle_signals: bool = True) -> Driven:
-        """Run the session's turns under its lease, with agent_start/agent_end around them.
+        """Run the session's turns under its lease, with agent_start/agent_end around them (see `drive`)."""
+        return await drive(self.loop, self.session_id, holder=self.holder, lease_s=self.options.lease_s, drain=drain,
+                           handle_signals=handle_signals)
 
-        With `drain`, inputs queued while this process works run too, in order, as long as each
-        turn completes. SIGINT/SIGTERM cancel the running turn (not the process) when
-        `handle_signals`."""
-        store, sid, loop = self.store, self.session_id, self.loop
-        session = store.session(sid)
-        spec = session.spec
-        links = {
-            "parent_session_id": str(session.parent_session_id) if session.parent_session_id else None,
-            "parent_tool_call_id": str(session.parent_tool_call_id) if session.parent_tool_call_id else None,
-        }
-        await loop.emit(AgentStart(session_id=str(sid), agent=spec.name, depth=spec.depth, **links))
-        outcome: TurnOutcome | None = None
-        queued: Queued | None = None
-        while True:
-            async with leased(store, sid, self.holder, self.options.lease_s, loop.clock) as keeper:
-                if keeper is None:
-                    queued = self._queued() if outcome is None else None
-                    break
-                while not keeper.lost:
-                    latest = await run_one(loop, sid, handle_signals)
-                    if latest is None:
-                        break
-                    outcome = latest
-                    if not drain or latest.status != "completed":
-                        break
-            # Released: an input queued by a process that found the lease taken just before we let
-            # go would wait for nobody, so look once more and take the lease again for it.
-            if not drain or (outcome is not None and outcome.status != "completed") or not store.session(sid).queue:
+
+async def drive(loop: AgentLoop, sid: UUID, *, holder: str | None = None, lease_s: float = DEFAULT_LEASE_S, drain: bool = True,
+                handle_signals: bool = True) -> Driven:
+    """Run the session's turns under its lease, with agent_start/agent_end around them.
+
+    With `drain`, inputs queued while this process works run too, in order, as long as each
+    turn completes. SIGINT/SIGTERM cancel the running turn (not the process) when
+    `handle_signals`. If a live process holds the session, nothing runs here: Driven.queued says who."""
+    store = loop.store
+    holder = holder or holder_name()
+    session = store.session(sid)
+    spec = session.spec
+    links = {
+        "parent_session_id": str(session.parent_session_id) if session.parent_session_id else None,
+        "parent_tool_call_id": str(session.parent_tool_call_id) if session.parent_tool_call_id else None,
+    }
+    await loop.emit(AgentStart(session_id=str(sid), agent=spec.name, depth=spec.depth, **links))
+    outcome: TurnOutcome | None = None
+    queued: Queued | None = None
+    while True:
+        async with leased(store, sid, holder, lease_s, loop.clock) as keeper:
+            if keeper is None:
+                queued = _queued(store, sid) if outcome is None else None
                 break
-        if queued is not None:
-            status, reason = "queued", queued.reason
-        else:
-            status, reason = (outcome.status, outcome.reason) if outcome else ("idle", None)
-        await loop.emit(AgentEnd(session_id=str(sid), agent=spec.name, status=status, reason=reason, depth=spec.depth, **links))
-        return Driven(outcome, queued)
+            while not keeper.lost:
+                latest = await run_one(loop, sid, handle_signals)
+                if latest is None:
+                    break
+                outcome = latest
+                if not drain or latest.status != "completed":
+                    break
+        # Released: an input queued by a process that found the lease taken just before we let
+        # go would wait for nobody, so look once more and take the lease again for it.
+        if not drain or (outcome is not None and outcome.status != "completed") or not store.session(sid).queue:
+            break
+    if queued is not None:
+        status, reason = "queued", queued.reason
+    else:
+        status, reason = (outcome.status, outcome.reason) if outcome else ("idle", None)
+    await loop.emit(AgentEnd(session_id=str(sid), agent=spec.name, status=status, reason=reason, depth=spec.depth, **links))
+    return Driven(outcome, queued)
 
-    def _queued(self) -> Queued:
-        session = self.store.session(self.session_id)
-        lease = current_lease(self.store, self.session_id)
-        until = lease.expires_at.isoformat() if lease and lease.expires_at else "?"
-        total = len(session.queue)
-        return Queued(self.session_id, lease.holder if lease and lease.holder else "?", until, total, total)
+
+async def drive_session(loop: AgentLoop, sid: UUID, drain: bool = True, handle_signals: bool = False) -> TurnOutcome | None:
+    """`drive`, for callers that only want the last outcome (None: nothing ran, or another live process holds the session)."""
+    return (await drive(loop, sid, drain=drain, handle_signals=handle_signals)).outcome
+
+
+def _queued(store: ChronicleStore, sid: UUID) -> Queued:
+    session = store.session(sid)
+    lease = current_lease(store, sid)
+    until = lease.expires_at.isoformat() if lease and lease.expires_at else "?"
+    total = len(session.queue)
+    return Queued(sid, lease.holder if lease and lease.holder else "?", until, total, total)
 
 
 async def run_one(loop: AgentLoop, sid: UUID, handle_signals: bool = True) -> TurnOutcome | None:

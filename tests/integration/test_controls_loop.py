@@ -13,7 +13,7 @@ from chronicle.runtime.hooks import Hooks
 from chronicle.runtime.loop import AgentLoop
 from chronicle.runtime.sessions import start_session, submit_input
 from chronicle.runtime.store import ChronicleStore
-from chronicle.runtime.tools import toolbox_for
+from chronicle.runtime.toolsets import toolbox_for
 
 
 class ListProvider:
