@@ -22,7 +22,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError, field_validator
 
 from .compaction import CompactionSettings, Compactor
-from .guards import guard_hooks
+from .guards import SpendReader, guard_hooks
 from .hooks import Hook
 from .validation import explain
 
@@ -89,9 +89,9 @@ class Settings:
     tool_timeout_s: float = DEFAULT_TOOL_TIMEOUT_S
     compaction: CompactionSettings = CompactionSettings()
 
-    def hooks(self, store: Any, interactive: bool) -> list[Hook]:
+    def hooks(self, reader: SpendReader | None, interactive: bool) -> list[Hook]:
         return guard_hooks(
-            store, interactive=interactive, budget_usd=self.budget_usd, daily_budget_usd=self.daily_budget_usd,
+            reader, interactive=interactive, budget_usd=self.budget_usd, daily_budget_usd=self.daily_budget_usd,
             max_calls_per_hour=self.max_calls_per_hour, max_tool_calls=self.max_tool_calls,
         )
 

@@ -19,6 +19,7 @@ from chronicle.domain.session import Session
 
 from ..clock import SYSTEM_CLOCK, Clock
 from ..compaction import Compactor
+from ..control_port import StoreControls
 from ..environment import EnvironmentSettingError, environment
 from ..hooks import Hooks
 from ..live import Broker
@@ -31,6 +32,7 @@ from ..telemetry import live_tracing
 from ..titles import TitleHook
 from ..toolsets import agent_toolbox, toolbox_for
 from ..tools.base import Toolbox
+from .spend import ProjectionSpend
 
 
 class LoopSetupError(ValueError):
@@ -94,7 +96,7 @@ def build_loop(
     options = replace(options, tool_timeout_s=settings.tool_timeout_s, max_tokens=options.max_tokens or env.max_tokens)
     if model:
         options = replace(options, model=model)
-    hooks = Hooks(settings.hooks(store, interactive=interactive))
+    hooks = Hooks(settings.hooks(ProjectionSpend(store), interactive=interactive))
     hooks.add(TitleHook(provider, store, clock))
     tracer = live_tracing(store)
     if tracer is not None:
@@ -109,7 +111,7 @@ def assemble(store: ChronicleStore, provider: Provider, toolbox: Toolbox, worksp
     """The loop from parts already decided: build_loop's last step, and replay's whole one
     (a scratch store, the recording as provider, no guards or titles)."""
     return AgentLoop(store, provider, toolbox, workspace, broker=broker, options=options, clock=clock, approver=approver,
-                     hooks=hooks, compactor=compactor)
+                     hooks=hooks, compactor=compactor, controls=StoreControls(store))
 
 
 def compaction_loop(store: ChronicleStore, session: Session, provider_name: str | None = None, broker: Broker | None = None,
