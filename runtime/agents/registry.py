@@ -91,13 +91,18 @@ class AgentRegistry:
     #: `[mcp.NAME]` servers of the file (runtime/tools/mcp_config.py).
     mcp: dict[str, Any] = field(default_factory=dict)
 
-    def main_spec(self, provider: str, model: str, workspace: str, max_iterations: int | None = None) -> AgentSpec:
+    def main_spec(self, provider: str, model: str, workspace: str, max_iterations: int | None = None,
+                  extra_tools: tuple[str, ...] = ()) -> AgentSpec:
         """The top-level spec as recorded: CLI values win over the file's; delegation tools if useful.
+
+        `extra_tools` (`--tools module:attr`) are added to the main agent's own tools.
 
         With MCP servers configured, this is when they are asked for their tools (starting them
         if need be): the lists are recorded with the spec, for the main agent and each sub-agent."""
         agents = self.agents
         main = self.main
+        if extra_tools:
+            main = main.model_copy(update={"tools": (*main.tools, *(t for t in extra_tools if t not in main.tools))})
         if self.mcp:
             from chronicle.runtime.tools.mcp_config import McpConfigError
             from chronicle.runtime.tools.mcp_tools import tools_for_agent

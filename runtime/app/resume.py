@@ -8,10 +8,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Sequence
 from uuid import UUID
 
 from chronicle.domain.agent_spec import AgentSpec
 
+from ..agents.registry import AgentRegistry
 from ..leases import DEFAULT_LEASE_S, current_lease
 from ..live import AgentEnd, AgentStart, Broker
 from ..loop import TurnOutcome
@@ -21,6 +23,7 @@ from ..store import ChronicleStore
 from .errors import AppError
 from .loops import LoopSetupError, build_loop
 from .queries import session_id
+from .running import stored_attachments
 from .specs import new_spec, normalise_provider, resolve_workspace
 from .worker import Overrides, advance_session, loop_for_session
 
@@ -79,7 +82,8 @@ class Submitted:
 
 def submit(store: ChronicleStore, prompt: str, session: str | UUID | None = None, provider: str | None = None,
            model: str | None = None, workspace: Path | None = None, max_iterations: int | None = None,
-           agents: Path | None = None) -> Submitted:
+           agents: Path | None = None, registry: AgentRegistry | None = None, tools: tuple[str, ...] = (),
+           attachments: Sequence[Any] | None = None) -> Submitted:
     """Record PROMPT durably for a worker: on `session`, or on a new session specified as `run` would.
 
     A worker runs it later, elsewhere: an unknown provider, a missing script or a bad chronicle.toml
@@ -87,20 +91,21 @@ def submit(store: ChronicleStore, prompt: str, session: str | UUID | None = None
     if not prompt.strip():
         raise AppError("the prompt is empty; say what the agent should do", 2)
     if session:
-        if provider or model or workspace:
-            raise AppError("--provider/--model/--workspace apply to new sessions; a session keeps what it recorded", 2)
+        if provider or model or workspace or tools:
+            raise AppError("--provider/--model/--workspace/--tools apply to new sessions; a session keeps what it recorded", 2)
         sid = session_id(store, session)
-        return Submitted(sid, submit_input(store, sid, prompt))
-    spec = checked_spec(store, provider, model, resolve_workspace(workspace), max_iterations, agents)
-    created, input_id = start_session(store, spec, prompt)
+        return Submitted(sid, submit_input(store, sid, prompt, attachments=stored_attachments(store, attachments)))
+    spec = checked_spec(store, provider, model, resolve_workspace(workspace), max_iterations, agents, registry, tools)
+    created, input_id = start_session(store, spec, prompt, attachments=stored_attachments(store, attachments))
     assert input_id is not None
     return Submitted(created.id, input_id)
 
 
 def checked_spec(store: ChronicleStore, provider: str | None, model: str | None, workspace: Path,
-                 max_iterations: int | None = None, agents: Path | None = None) -> AgentSpec:
+                 max_iterations: int | None = None, agents: Path | None = None, registry: AgentRegistry | None = None,
+                 tools: tuple[str, ...] = ()) -> AgentSpec:
     """The spec `run` would record, checked as `run` checks it before anything is recorded."""
-    spec = new_spec(workspace, normalise_provider(provider), model, max_iterations, agents)
+    spec = new_spec(workspace, normalise_provider(provider), model, max_iterations, agents, registry=registry, extra_tools=tools)
     if not spec.provider:
         raise AppError("no model provider: set ANTHROPIC_API_KEY to use Claude, or pass --provider scripted:PATH", 2)
     try:

@@ -14,12 +14,14 @@ import asyncio
 import signal
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Sequence
 from uuid import UUID
 
 from chronicle.domain.agent_spec import AgentSpec
 
 from ..environment import EnvironmentSettingError, environment
+from ..agents.registry import AgentRegistry
+from ..attachments import AttachmentError, store_attachments
 from ..leases import DEFAULT_LEASE_S, current_lease, holder_name, leased
 from ..live import AgentEnd, AgentStart, Broker
 from ..loop import AgentLoop, LoopOptions, TurnOutcome
@@ -51,6 +53,10 @@ class RunOptions:
     lease_s: float = DEFAULT_LEASE_S
     #: Output tokens per model call (default: CHRONICLE_MAX_TOKENS, else 8192).
     max_tokens: int | None = None
+    #: A new session's agents given in code (the public API's Agent) instead of a registry file.
+    registry: AgentRegistry | None = None
+    #: The user's own tools by import path, added to a new session's main agent (`--tools`).
+    tools: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -73,6 +79,14 @@ class Queued:
 class Driven:
     outcome: TurnOutcome | None
     queued: Queued | None = None
+
+
+def stored_attachments(store: ChronicleStore, items: Sequence[Any] | None) -> list[dict[str, Any]] | None:
+    """Every attachment checked before any is stored; the reference blocks an input records (None: none)."""
+    try:
+        return store_attachments(store, items) or None
+    except AttachmentError as exc:
+        raise AppError(str(exc), 2) from None
 
 
 def retry_policy(max_attempts: int | None) -> RetryPolicy:
@@ -101,8 +115,12 @@ class Conversation:
 
     @classmethod
     def open(cls, store: ChronicleStore, session: str | UUID | None = None, options: RunOptions | None = None,
-             subscribers: Iterable[Callable[[Any], Any]] = (), approver: Any = None, first_input: str | None = None) -> "Conversation":
+             subscribers: Iterable[Callable[[Any], Any]] = (), approver: Any = None, first_input: str | None = None,
+             attachments: Sequence[Any] | None = None) -> "Conversation":
         """Continue `session`, or start a new one (recording `first_input` with it, atomically).
+
+        `attachments` (paths, or (bytes, media type) pairs) go with `first_input`: checked, then stored
+        once by content, before the input that refers to them is recorded.
 
         Everything that could make the turn impossible (provider, workspace, chronicle.toml, the
         registry) is checked by building the loop before anything is recorded."""
@@ -123,8 +141,11 @@ class Conversation:
             provider = options.provider or recorded.provider or None
             if options.agents is not None:
                 notes.append(f"note: --agents ignored; session {sid} keeps the agents recorded when it started")
+            if options.tools:
+                notes.append(f"note: --tools ignored; session {sid} keeps the tools recorded when it started")
         else:
-            spec = new_spec(workspace, options.provider, options.model, options.max_iterations, options.agents)
+            spec = new_spec(workspace, options.provider, options.model, options.max_iterations, options.agents,
+                            registry=options.registry, extra_tools=options.tools)
             spec = spec.model_copy(update={"limits": settings.limits()})
             provider = spec.provider or None
         broker = Broker()
@@ -137,11 +158,12 @@ class Conversation:
                               options=loop_options, broker=broker, approver=approver, interactive=options.interactive)
         except LoopSetupError as exc:
             raise AppError(str(exc), 2) from None
+        blocks = stored_attachments(store, attachments)
         if sid is None:
-            created, _ = start_session(store, spec, first_input)
+            created, _ = start_session(store, spec, first_input, attachments=blocks)
             sid = created.id
         elif first_input is not None:
-            submit_input(store, sid, first_input)
+            submit_input(store, sid, first_input, attachments=blocks)
         return cls(store, sid, loop, settings, options, notes)
 
     def submit(self, text: str) -> str:

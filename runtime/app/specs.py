@@ -13,7 +13,7 @@ from pathlib import Path
 
 from chronicle.domain.agent_spec import AgentSpec
 
-from ..agents.registry import RegistryError, find_registry
+from ..agents.registry import AgentRegistry, RegistryError, find_registry
 from ..providers import default_model, default_provider_name
 from .errors import AppError
 
@@ -54,14 +54,16 @@ def default_preamble(workspace: Path, tools: tuple[str, ...], today: date) -> st
 
 
 def new_spec(workspace: Path, provider: str | None = None, model: str | None = None, max_iterations: int | None = None,
-             agents: Path | None = None, today: date | None = None) -> AgentSpec:
+             agents: Path | None = None, today: date | None = None, registry: AgentRegistry | None = None,
+             extra_tools: tuple[str, ...] = ()) -> AgentSpec:
     """The top-level spec a new session records: flags first, then `[agents.main]` of the registry file
-    (`agents`, else chronicle.toml in the workspace), then the defaults; with the default system prompt."""
+    (`agents`, else chronicle.toml in the workspace) or of `registry` (an Agent of the public API), then
+    the defaults; with the default system prompt. `extra_tools`: `--tools module:attr` entries."""
     provider_name = normalise_provider(provider) or default_provider_name() or ""
     try:
-        registry = find_registry(agents, workspace)
+        registry = registry or find_registry(agents, workspace)
         spec = registry.main_spec(  # starts the MCP servers it names, to record their tools
-            provider=provider_name, workspace=str(workspace), max_iterations=max_iterations,
+            provider=provider_name, workspace=str(workspace), max_iterations=max_iterations, extra_tools=extra_tools,
             model=model or registry.main.model or ("scripted" if provider_name.startswith("scripted:") else default_model(provider_name)),
         )
     except RegistryError as exc:

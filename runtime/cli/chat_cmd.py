@@ -22,7 +22,7 @@ from . import chat_slash
 from .common import DbOption, WorkspaceOption, cli_errors, open_store
 from .limits import LimitFlags, limit_options
 from .render import HumanRenderer, printable, short, whole_input
-from .run_cmd import AgentsOption, ModelOption, ProviderOption
+from .run_cmd import AgentsOption, ModelOption, ProviderOption, ToolsOption
 
 PROMPT = "you> "
 ANSWERS = {"y": "approve", "yes": "approve", "n": "deny", "no": "deny", "a": "always", "always": "always"}
@@ -138,6 +138,7 @@ def chat(
     agents: AgentsOption = None,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Approve tools that require approval without asking")] = False,
     db: DbOption = None,
+    tools: ToolsOption = None,
     limits: LimitFlags = LimitFlags(),
 ) -> None:
     """Talk with an agent: streamed answers, tools shown as they run, approvals asked inline (y/n/a).
@@ -148,7 +149,7 @@ def chat(
         store = open_store(db)
         console = Console(highlight=False)
         options = RunOptions(provider=provider, model=model, workspace=workspace, max_iterations=max_iterations, agents=agents,
-                             auto_approve=yes, limits=limits, interactive=True)
+                             auto_approve=yes, limits=limits, interactive=True, tools=tuple(tools or ()))
         holder: dict[str, Chat] = {}
 
         async def approve(call: Any) -> str | None:

@@ -26,6 +26,15 @@ AgentsOption = Annotated[
     typer.Option("--agents", help="Agent registry: a TOML file with one agents.NAME table per agent (default: chronicle.toml in the workspace, if present)",
                  show_default=False),
 ]
+ToolsOption = Annotated[
+    Optional[list[str]],
+    typer.Option("--tools", help="Your own tools by import path, module:attribute (a @tool function, a Tool class or a list of them); "
+                 "repeatable; the workspace is importable. New sessions only", show_default=False),
+]
+AttachOption = Annotated[
+    Optional[list[Path]],
+    typer.Option("--attach", help="Send this file with the prompt: a png, jpeg, gif or webp image, or a PDF; repeatable", show_default=False),
+]
 MaxAttemptsOption = Annotated[
     Optional[int],
     typer.Option("--max-attempts", envvar="CHRONICLE_MAX_ATTEMPTS", min=1, show_default=False,
@@ -77,6 +86,8 @@ def run(
     as_json: JsonOption = False,
     db: DbOption = None,
     max_attempts: MaxAttemptsOption = None,
+    tools: ToolsOption = None,
+    attach: AttachOption = None,
     limits: LimitFlags = LimitFlags(),
 ) -> None:
     """Run one turn: record PROMPT, let the agent work, print the answer as it streams.
@@ -89,8 +100,8 @@ def run(
         store = open_store(db)
         renderer = JsonLinesRenderer() if as_json else HumanRenderer()
         options = RunOptions(provider=provider, model=model, workspace=workspace, max_iterations=max_iterations, agents=agents,
-                             auto_approve=yes, max_attempts=max_attempts, limits=limits)
-        conversation = Conversation.open(store, session, options, [renderer], first_input=prompt)
+                             auto_approve=yes, max_attempts=max_attempts, limits=limits, tools=tuple(tools or ()))
+        conversation = Conversation.open(store, session, options, [renderer], first_input=prompt, attachments=attach)
         for note in conversation.notes:
             err_console.print(f"[dim]{escape(note)}[/]")
         driven = asyncio.run(conversation.drive())

@@ -29,7 +29,7 @@ from chronicle.runtime.loop import LoopOptions
 from .common import DbOption, JsonOption, WorkspaceOption, cli_errors, err_console, fail, open_store, out_console, print_json
 from .limits import LimitFlags, limit_options
 from .render import HumanRenderer, JsonLinesRenderer
-from .run_cmd import AgentsOption, ModelOption, ProviderOption, report
+from .run_cmd import AgentsOption, AttachOption, ModelOption, ProviderOption, ToolsOption, report
 
 LeaseOption = Annotated[float, typer.Option("--lease-s", min=0.5, help="Seconds a session stays claimed without renewal")]
 YesOption = Annotated[bool, typer.Option("--yes", "-y", help="Approve tools that require approval (bash)")]
@@ -160,6 +160,8 @@ def submit(
         Optional[int], typer.Option("--max-iterations", min=1, help="Model calls allowed in one turn (default: the agent's max_iterations, 20)", show_default=False)
     ] = None,
     agents: AgentsOption = None,
+    tools: ToolsOption = None,
+    attach: AttachOption = None,
     as_json: JsonOption = False,
     db: DbOption = None,
 ) -> None:
@@ -170,7 +172,8 @@ def submit(
         if not prompt.strip():
             fail("the prompt is empty; say what the agent should do", 2)
         submitted = submit_input(open_store(db), prompt, session=session, provider=provider, model=model,
-                                 workspace=workspace, max_iterations=max_iterations, agents=agents)
+                                 workspace=workspace, max_iterations=max_iterations, agents=agents, tools=tuple(tools or ()),
+                                 attachments=attach)
         if as_json:
             print_json({"session_id": str(submitted.session_id), "input_id": submitted.input_id})
         else:

@@ -64,3 +64,22 @@ def test_a_file_chronicle_cannot_send_records_nothing(db_url, workspace, tmp_pat
         assert caught.value.code == 2 and "\n" not in str(caught.value)
     assert json_lines(cli("sessions", "--json", db=db_url).stdout) == []
     app.close()
+
+
+def test_run_attach_sends_the_files_and_a_bad_one_exits_2_recording_nothing(sqlite_url, workspace, sse, monkeypatch):
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test-attachments")
+    (workspace / "chart.png").write_bytes(PNG)
+    (workspace / "report.pdf").write_bytes(PDF)
+    (workspace / "notes.txt").write_text("text", encoding="utf-8")
+    sse.script(reply([{"type": "text", "text": "seen"}]))
+    env = {"ANTHROPIC_API_KEY": "sk-ant-test-attachments", "ANTHROPIC_BASE_URL": sse.url}
+    bad = cli("run", "look", "--provider", "anthropic", "--workspace", str(workspace), "--attach", str(workspace / "notes.txt"),
+              db=sqlite_url, env=env)
+    assert bad.returncode == 2 and "notes.txt" in bad.stderr
+    assert json_lines(cli("sessions", "--json", db=sqlite_url).stdout) == []
+    run = cli("run", "look", "--provider", "anthropic", "--workspace", str(workspace), "--attach", str(workspace / "chart.png"),
+              "--attach", str(workspace / "report.pdf"), db=sqlite_url, env=env)
+    assert run.returncode == 0, run.stderr
+    blocks = sse.requests[0].body["messages"][0]["content"]
+    assert [b["type"] for b in blocks] == ["image", "document", "text"]
+    assert blocks[1]["source"]["data"] == base64.b64encode(PDF).decode()

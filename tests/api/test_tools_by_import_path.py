@@ -83,3 +83,19 @@ def test_a_session_whose_tool_cannot_be_loaded_any_more_refuses_to_resume_with_t
     assert "shop_tools:lookup_order" in resumed.stderr and "No module named 'shop_tools'" in resumed.stderr
     log = json_lines(cli("log", sid, "--json", db=sqlite_url).stdout)
     assert not [e for e in log if e["aggregate"] == "turn"]  # nothing ran, nothing half-recorded
+
+
+def test_run_takes_tools_by_import_path_on_the_command_line_repeatable(db_url, workspace, tmp_path):
+    shop(workspace, ["read_file"])
+    script = write_script(tmp_path / "s.json", [
+        response(tool_use("tu_1", "lookup_order", order_id="B-1"), tool_use("tu_2", "refund", order_id="A-1", amount=1)),
+        response(text("ok")),
+    ])
+    run = cli("run", "go", "--provider", f"scripted:{script}", "--workspace", str(workspace), "--json",
+              "--tools", "shop_tools:lookup_order", "--tools", "shop_tools:refund", db=db_url)
+    assert run.returncode == 0, run.stderr
+    ends = {e["tool_use_id"]: e for e in json_lines(run.stdout) if e["type"] == "tool_end"}
+    assert ends["tu_1"]["is_error"] and ends["tu_1"]["output"] == "no order B-1"
+    assert json.loads(ends["tu_2"]["output"]) == {"order_id": "A-1", "refunded": 1.0}
+    bad = cli("run", "go", "--provider", f"scripted:{script}", "--workspace", str(workspace), "--tools", "shop_tools", db=db_url)
+    assert bad.returncode == 2 and "shop_tools" in bad.stderr and "package.module:attribute" in bad.stderr
