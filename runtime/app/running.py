@@ -19,9 +19,9 @@ from uuid import UUID
 
 from chronicle.domain.agent_spec import AgentSpec
 
-from ..environment import EnvironmentSettingError, environment
 from ..agents.registry import AgentRegistry
 from ..attachments import AttachmentError, store_attachments
+from ..environment import EnvironmentSettingError, environment
 from ..leases import DEFAULT_LEASE_S, current_lease, holder_name, leased
 from ..live import AgentEnd, AgentStart, Broker
 from ..loop import AgentLoop, LoopOptions, TurnOutcome
