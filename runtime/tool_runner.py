@@ -205,10 +205,9 @@ class ToolRunner:
         except Exception as exc:  # noqa: BLE001 - a tool's bug becomes an error result the model reads
             call.fail(safe_error(ctx, f"{call.name} raised {type(exc).__name__}: {exc}"), loop.clock.now(), duration_ms=_ms(started))
         else:
-            content = safe_output(output.content)
-            call.complete(
-                safe_error(ctx, content) if output.is_error else content, loop.clock.now(), is_error=output.is_error,
-                duration_ms=_ms(started), effects=output.effects, ends_turn=output.ends_turn and tool.may_end_turn, blocks=output.blocks,
+            call.complete(  # a command's own output is kept as printed, secrets aside
+                safe_output(output.content), loop.clock.now(), is_error=output.is_error, duration_ms=_ms(started),
+                effects=output.effects, ends_turn=output.ends_turn and tool.may_end_turn, blocks=output.blocks,
             )
         if durable:
             loop.save(call)
