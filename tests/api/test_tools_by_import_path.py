@@ -81,6 +81,8 @@ def test_a_session_whose_tool_cannot_be_loaded_any_more_refuses_to_resume_with_t
     resumed = cli("resume", sid, db=sqlite_url)
     assert resumed.returncode == 2
     assert "shop_tools:lookup_order" in resumed.stderr and "No module named 'shop_tools'" in resumed.stderr
+    worker = cli("worker", "--once", db=sqlite_url, cwd=tmp_path)
+    assert "shop_tools:lookup_order" in worker.stdout + worker.stderr  # the worker skips it, saying why
     log = json_lines(cli("log", sid, "--json", db=sqlite_url).stdout)
     assert not [e for e in log if e["aggregate"] == "turn"]  # nothing ran, nothing half-recorded
 
