@@ -15,13 +15,12 @@ from __future__ import annotations
 from typing import Any
 from uuid import UUID
 
-from eventsourcing.application import AggregateNotFoundError, EventSourcedLog
-from eventsourcing.domain import DomainEvent
-from eventsourcing.persistence import IntegrityError
-
 from chronicle.domain.ids import REFLECTION_INDEX_ID, child_session_id, task_id
 from chronicle.domain.session import Session
 from chronicle.domain.task_board import DelegatedTask, keywords
+from eventsourcing.application import AggregateNotFoundError, EventSourcedLog
+from eventsourcing.domain import DomainEvent
+from eventsourcing.persistence import IntegrityError
 
 from .store import ChronicleStore, NotFound
 
@@ -99,8 +98,8 @@ def _save(store: ChronicleStore, task: DelegatedTask) -> None:
 
 
 def _child_open(store: ChronicleStore, child_id: UUID) -> bool:
-    from chronicle.runtime.agents.children import TASK_INPUT_ID
     from chronicle.domain.ids import turn_id
+    from chronicle.runtime.agents.children import TASK_INPUT_ID
 
     try:
         turn = store.turn(turn_id(child_id, TASK_INPUT_ID))
@@ -110,8 +109,8 @@ def _child_open(store: ChronicleStore, child_id: UUID) -> bool:
 
 
 def _what_happened(store: ChronicleStore, child_id: UUID, crashed: bool) -> str:
-    from chronicle.runtime.agents.children import TASK_INPUT_ID
     from chronicle.domain.ids import turn_id
+    from chronicle.runtime.agents.children import TASK_INPUT_ID
 
     try:
         turn = store.turn(turn_id(child_id, TASK_INPUT_ID))

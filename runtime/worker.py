@@ -137,8 +137,10 @@ class Worker:
     """Polls for sessions needing work and advances up to `concurrency` of them at a time."""
 
     def __init__(self, store: ChronicleStore, overrides: Overrides, options: WorkerOptions,
-                 log: Callable[[str], Any] = print, name: str | None = None) -> None:
+                 log: Callable[[str], Any] = print, name: str | None = None, routines: Any = None) -> None:
         self.store, self.overrides, self.options, self.log = store, overrides, options, log
+        #: A runtime.routine_engine.RoutineEngine: due routines queue their inputs before each look for work.
+        self.routines = routines
         self.name = name or worker_name()
         self.draining = False
         self.tasks: dict[UUID, asyncio.Task] = {}
@@ -170,6 +172,14 @@ class Worker:
             self.log(f"worker {self.name}: session {sid} turn {outcome.turn_id} {outcome.status}"
                      + (f": {outcome.reason}" if outcome.reason else ""))
 
+    def _fire_routines(self) -> None:
+        try:
+            for run in self.routines.tick():
+                self.log(f"worker {self.name}: routine {run.routine} fired for {run.due}: {run.status}"
+                         + (f" ({run.reason})" if run.reason else f", session {run.session_id}"))
+        except PersistenceError as exc:
+            self.log(f"worker {self.name}: store unavailable while firing routines: {exc}; will retry")
+
     async def run(self) -> int:
         loop = asyncio.get_running_loop()
         idle_since = loop.time()
@@ -179,6 +189,8 @@ class Worker:
                 if task.done():
                     del self.tasks[sid]
             found: list[UUID] = []
+            if not self.draining and self.routines is not None:
+                self._fire_routines()
             if not self.draining:
                 try:
                     found = [s for s in sessions_needing_work(self.store, self.overrides.options.auto_approve)

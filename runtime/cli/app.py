@@ -16,6 +16,7 @@ from . import (  # one per line: commands are added often, by several people at 
     doctor_cmd,
     inspect_cmd,
     projections_cmd,
+    routines_cmd,
     run_cmd,
     skills_cmd,
     tasks_cmd,
@@ -78,6 +79,7 @@ for panel, commands in PANELS.items():
     for command in commands:
         app.command(rich_help_panel=panel)(command)
 app.add_typer(projections_cmd.app, name="projections", rich_help_panel="Recover and operate")
+app.add_typer(routines_cmd.app, name="routines", rich_help_panel="Recover and operate")
 
 
 def _print_version(value: bool) -> None:

@@ -15,6 +15,7 @@ from rich.markup import escape
 
 from chronicle.runtime.config import ConfigError, resolve_db_url
 from chronicle.runtime.redaction import redact_secrets
+from chronicle.runtime.settings import SettingsError
 from chronicle.runtime.skills import SkillError
 from chronicle.runtime.store import ChronicleStore, NotFound, UnreadableEvent, open_store_at
 
@@ -98,6 +99,6 @@ def cli_errors() -> Iterator[None]:
     except (NotFound, UnreadableEvent) as exc:
         err_console.print(f"[red]error:[/] {escape(redact_secrets(str(exc)))}")
         raise typer.Exit(1) from None
-    except SkillError as exc:
+    except (SkillError, SettingsError) as exc:
         err_console.print(f"[red]error:[/] {escape(str(exc))}")
         raise typer.Exit(2) from None

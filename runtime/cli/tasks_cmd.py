@@ -5,11 +5,17 @@ from __future__ import annotations
 from typing import Annotated
 
 import typer
+from chronicle.runtime.task_board import task_row, tasks_of
 from rich.markup import escape
 
-from chronicle.runtime.task_board import task_row, tasks_of
-
-from .common import DbOption, JsonOption, cli_errors, open_store, out_console, print_json
+from .common import (
+    DbOption,
+    JsonOption,
+    cli_errors,
+    open_store,
+    out_console,
+    print_json,
+)
 from .render import short
 from .tables import Column, fit_table
 

@@ -11,7 +11,7 @@ import asyncio
 import os
 import signal
 from pathlib import Path
-from typing import Annotated, Callable, Optional
+from typing import Annotated, Any, Callable, Optional
 from uuid import UUID
 
 import typer
@@ -277,6 +277,20 @@ def checked_spec(store: ChronicleStore, provider_name: str, model: str | None, w
     return spec
 
 
+def worker_routines(store: ChronicleStore, overrides: Overrides, holder: str) -> Any:
+    """The routines of the worker's workspace (--workspace, else the current directory), or None if it declares none."""
+    from chronicle.runtime.routines import load_routines
+
+    ws = overrides.workspace or resolve_workspace(None)
+    if not load_routines(ws):
+        return None
+    from .routines_cmd import engine_for
+
+    engine = engine_for(store, ws, overrides.provider, overrides.model)
+    engine.holder = holder
+    return engine
+
+
 @limit_options
 def worker(
     concurrency: Annotated[int, typer.Option("--concurrency", min=1, help="Sessions advanced at once")] = 4,
@@ -303,6 +317,7 @@ def worker(
         )
         w = Worker(store, overrides, WorkerOptions(concurrency, poll, lease_s, idle_exit, once),
                    log=lambda m: err_console.print(m, markup=False, highlight=False))
+        w.routines = worker_routines(store, overrides, w.name)
 
         async def main() -> int:
             event_loop = asyncio.get_running_loop()
