@@ -88,7 +88,7 @@ def test_a_job_routine_is_queued_as_its_own_session_and_a_worker_runs_it(db_url,
 
 def test_the_heartbeat_reads_heartbeat_md_and_is_skipped_while_it_has_nothing_to_check(db_url, workspace, tmp_path):
     (workspace / "chronicle.toml").write_text(ROUTINES, encoding="utf-8")
-    provider = script(tmp_path, **{"routine-heartbeat": [[response(text("HEARTBEAT_OK"))]]})
+    provider = script(tmp_path, **{"routine-heartbeat": [[response(text("HEARTBEAT_OK"))], [response(text("The build is red."))]]})
     (workspace / "HEARTBEAT.md").write_text("# Checklist\n\n", encoding="utf-8")
     empty = cli("routines", "run", "heartbeat", "--provider", provider, "--workspace", str(workspace), "--json", db=db_url)
     assert empty.returncode == 4 and "HEARTBEAT.md" in json_lines(empty.stdout)[0]["reason"]
@@ -100,6 +100,12 @@ def test_the_heartbeat_reads_heartbeat_md_and_is_skipped_while_it_has_nothing_to
     audit = json_lines(cli("audit", "--session", row["session_id"], "--json", db=db_url).stdout)
     prompt = next(e for e in audit if e["kind"] == "input")["detail"]["text"]
     assert "<heartbeat_checklist>" in prompt and "is the build green?" in prompt
+
+    again = cli("routines", "run", "heartbeat", "--provider", provider, "--workspace", str(workspace), "--json", db=db_url)
+    assert again.returncode == 0, again.stderr
+    second = json_lines(again.stdout)[0]
+    assert second["session_id"] == row["session_id"], "a lightweight routine reports to its one session"
+    assert second["summary"] == "The build is red."
 
 
 def test_two_worker_processes_fire_each_cron_slot_at_most_once(db_url, workspace, tmp_path):
