@@ -141,6 +141,10 @@ class Worker:
         self.store, self.overrides, self.options, self.log = store, overrides, options, log
         #: A runtime.routine_engine.RoutineEngine: due routines queue their inputs before each look for work.
         self.routines = routines
+        #: A runtime.self_repair.SelfRepair, run every `repair_every_s`; sessions it marks manual_required are left alone.
+        self.repair: Any = None
+        self.repair_every_s = 10.0
+        self._repaired_at: float | None = None
         self.name = name or worker_name()
         self.draining = False
         self.tasks: dict[UUID, asyncio.Task] = {}
@@ -180,6 +184,17 @@ class Worker:
         except PersistenceError as exc:
             self.log(f"worker {self.name}: store unavailable while firing routines: {exc}; will retry")
 
+    def _self_repair(self, at: float) -> None:
+        if self._repaired_at is not None and at - self._repaired_at < self.repair_every_s:
+            return
+        self._repaired_at = at
+        try:
+            for repair in self.repair.check():
+                last = repair.attempts[-1]
+                self.log(f"worker {self.name}: self-repair {repair.kind} {repair.target}: {last['result']}: {last['detail']}")
+        except PersistenceError as exc:
+            self.log(f"worker {self.name}: store unavailable during self-repair: {exc}; will retry")
+
     async def run(self) -> int:
         loop = asyncio.get_running_loop()
         idle_since = loop.time()
@@ -191,10 +206,13 @@ class Worker:
             found: list[UUID] = []
             if not self.draining and self.routines is not None:
                 self._fire_routines()
+            if not self.draining and self.repair is not None:
+                self._self_repair(loop.time())
             if not self.draining:
                 try:
                     found = [s for s in sessions_needing_work(self.store, self.overrides.options.auto_approve)
-                             if s not in self.tasks and s not in self.failed_sessions]
+                             if s not in self.tasks and s not in self.failed_sessions
+                             and not (self.repair is not None and self.repair.blocked(s))]
                 except PersistenceError as exc:
                     self.log(f"worker {self.name}: store unavailable: {exc}; retrying")
                 for sid in found[: max(0, self.options.concurrency - len(self.tasks))]:

@@ -16,6 +16,7 @@ from . import (  # one per line: commands are added often, by several people at 
     doctor_cmd,
     inspect_cmd,
     projections_cmd,
+    repairs_cmd,
     routines_cmd,
     run_cmd,
     skills_cmd,
@@ -72,6 +73,7 @@ PANELS = {
         worker_cmd.resume,
         worker_cmd.submit,
         worker_cmd.worker,
+        repairs_cmd.repairs,
         doctor_cmd.doctor,
     ),
 }

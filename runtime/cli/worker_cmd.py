@@ -37,6 +37,9 @@ from chronicle.runtime.worker import (
 from .common import DbOption, JsonOption, WorkspaceOption, cli_errors, err_console, fail, open_store, out_console, print_json
 from .limits import LimitFlags, limit_options
 from .render import HumanRenderer, JsonLinesRenderer
+from chronicle.runtime.self_repair import DEFAULT_STUCK_AFTER_S, DEFAULT_TOOL_FAILURES, SelfRepair
+
+from .repairs_cmd import FailuresOption, StuckOption
 from .run_cmd import ModelOption, ProviderOption, report, resolve_workspace
 
 LeaseOption = Annotated[float, typer.Option("--lease-s", min=0.5, help="Seconds a session stays claimed without renewal")]
@@ -302,6 +305,8 @@ def worker(
     provider: ProviderOption = None,
     model: ModelOption = None,
     workspace: WorkspaceOption = None,
+    stuck_after: StuckOption = DEFAULT_STUCK_AFTER_S,
+    tool_failures: FailuresOption = DEFAULT_TOOL_FAILURES,
     db: DbOption = None,
     limits: LimitFlags = LimitFlags(),
 ) -> None:
@@ -318,6 +323,7 @@ def worker(
         w = Worker(store, overrides, WorkerOptions(concurrency, poll, lease_s, idle_exit, once),
                    log=lambda m: err_console.print(m, markup=False, highlight=False))
         w.routines = worker_routines(store, overrides, w.name)
+        w.repair = SelfRepair(store, stuck_after_s=stuck_after, tool_failures=tool_failures, cursor=store.max_position())
 
         async def main() -> int:
             event_loop = asyncio.get_running_loop()

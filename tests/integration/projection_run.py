@@ -15,6 +15,7 @@ from uuid import UUID, uuid4
 
 from chronicle.domain.agent_spec import AgentSpec
 from chronicle.domain.ids import task_id, tool_call_id
+from chronicle.domain.repair import Repair
 from chronicle.domain.routine_run import RoutineRun
 from chronicle.domain.session import Session
 from chronicle.domain.task_board import DelegatedTask
@@ -142,6 +143,11 @@ class MixedRun:
                            parent_call=self.first_call("a2"))
         self._task_board("a", ["a1", "a2"])
         self._routine_runs("b")
+        repair = Repair(id=uuid4(), kind="stuck_turn", target=str(self.store.session(self.sessions["b"]).turns[0]),
+                        session_id=self.sessions["b"], detail="silent for 700 s", timestamp=self.clock.now())
+        repair.attempt("retry", "marked interrupted", self.clock.now())
+        repair.attempt("success", "moved again", self.clock.now())
+        self.store.save(repair)
         await self.session("c", "retry_then_fail", ["this fails"])
         await self.session("d", "fatal", ["this fails at once"])
         await self.session("e", "approval", ["shell"], auto_approve=False)
