@@ -17,6 +17,7 @@ from chronicle.domain.agent_spec import AgentSpec
 from chronicle.domain.session import Session
 
 from .clock import SYSTEM_CLOCK, Clock
+from .guardrails import GuardrailHook, load_guardrails
 from .hooks import Hooks
 from .live import Broker
 from .loop import AgentLoop, LoopOptions
@@ -84,6 +85,12 @@ def build_loop(
         store, provider, toolbox, path, broker=broker, options=options, clock=clock, approver=approver,
         hooks=Hooks(settings.hooks(store, interactive=interactive)), compactor=settings.compactor(),
     )
+    try:
+        guardrails = load_guardrails(path)
+    except SettingsError as exc:
+        raise LoopSetupError(f"{where}{exc}") from None
+    if guardrails:
+        loop.hooks.add(GuardrailHook(guardrails))
     loop.hooks.add(TitleHook(provider, store, loop.clock))
     tracer = live_tracing(store)
     if tracer is not None:

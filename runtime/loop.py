@@ -204,6 +204,9 @@ class AgentLoop:
             last = turn.last_response
             if last is not None and not last.tool_uses and last.finished and last.stop_reason != "pause_turn":
                 # pause_turn: a long server-side tool paused the answer; sending it back continues it.
+                rejected = await self.hooks.before_finish(session, turn, last)
+                if rejected is not None:  # an output guardrail: the turn fails with the check's message
+                    return self._finish(session, turn, "failed", rejected.reason, error={"guardrail": rejected.guard})
                 return self._finish(session, turn, "completed", completion_note(last))
             if last is not None and self._ended_by_tool(turn):
                 return self._finish(session, turn, "completed")

@@ -164,8 +164,13 @@ class Replayer:
             spec = self.session.spec
             copy = Session.start(self.session.id, spec, clock.now())
             scratch.create_session(copy)
+            from .guardrails import GuardrailHook, load_guardrails  # the workspace's checks shaped what was recorded
+            from .hooks import Hooks
+
+            guardrails = load_guardrails(self.workspace)
             loop = AgentLoop(scratch, self, self.toolbox(), self.workspace,
-                             options=LoopOptions(auto_approve=True, max_iterations=spec.max_iterations), clock=clock)
+                             options=LoopOptions(auto_approve=True, max_iterations=spec.max_iterations), clock=clock,
+                             hooks=Hooks([GuardrailHook(guardrails)] if guardrails else []))
             for number, original in enumerate(self.turns, 1):
                 if not original.finished:
                     # Only what was decided can be compared: a turn in flight has no outcome yet.

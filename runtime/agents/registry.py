@@ -73,6 +73,7 @@ class RegistryFile(BaseModel):
     compaction: dict[str, Any] = Field(default_factory=dict)
     skills: dict[str, Any] = Field(default_factory=dict)
     routines: dict[str, Any] = Field(default_factory=dict)
+    guardrails: dict[str, Any] = Field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -144,7 +145,7 @@ def load_registry(path: Path) -> AgentRegistry:
         message = "unknown key (allowed: description, instructions, model, tools, max_iterations, max_depth)" \
             if first["type"] == "extra_forbidden" and len(first["loc"]) == 3 else first["msg"]
         if first["type"] == "extra_forbidden" and len(first["loc"]) == 1:
-            message = "unknown top-level key; chronicle.toml holds [agents.NAME], [limits], [compaction], [skills] and [routines.NAME] tables"
+            message = "unknown top-level key; chronicle.toml holds [agents.NAME], [limits], [compaction], [skills], [routines.NAME] and [guardrails.NAME] tables"
         raise RegistryError(f"{path}: {where}: {message.removeprefix('Value error, ')}") from None
     main = AgentSpec(name=MAIN, tools=DEFAULT_TOOLS)
     agents: list[AgentSpec] = []
