@@ -21,9 +21,10 @@ from __future__ import annotations
 
 import importlib
 import inspect
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 from .hooks import Hook, Stop
 from .settings import CONFIG_FILE, SettingsError, load_config
@@ -82,7 +83,7 @@ class GuardrailHook(Hook):
     def at(self, where: str) -> list[Guardrail]:
         return [g for g in self.guardrails if where in g.on]
 
-    async def before_model_call(self, session: "Session", turn: "Turn", request: "ModelRequest") -> Stop | None:
+    async def before_model_call(self, session: Session, turn: Turn, request: ModelRequest) -> Stop | None:
         if turn.model_calls or turn.steps:
             return None  # only before the turn's first model call: that is when the input arrives
         for guardrail in self.at("inbound"):
@@ -91,7 +92,7 @@ class GuardrailHook(Hook):
                 return Stop(f"guardrail:{guardrail.name}", f"guardrail {guardrail.name} rejected the input: {rejected}")
         return None
 
-    async def tool_output(self, call: "ToolCall", output: ToolOutput) -> ToolOutput:
+    async def tool_output(self, call: ToolCall, output: ToolOutput) -> ToolOutput:
         for guardrail in self.at("tool_result"):
             replacement, rejected, error = await guardrail.run(output.content, "tool_result")
             if rejected is not None:
@@ -103,7 +104,7 @@ class GuardrailHook(Hook):
                                  effects=[*output.effects, {"guardrail": guardrail.name, "action": "modified"}])
         return output
 
-    async def before_finish(self, session: "Session", turn: "Turn", response: "ModelResponse") -> Stop | None:
+    async def before_finish(self, session: Session, turn: Turn, response: ModelResponse) -> Stop | None:
         text = "".join(getattr(b, "text", "") for b in response.content if getattr(b, "type", "") == "text")
         for guardrail in self.at("final"):
             _, rejected, _ = await guardrail.run(text, "final")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 from chronicle.domain.agent_spec import AgentSpec
 from chronicle.domain.ids import turn_id
@@ -16,10 +16,11 @@ from chronicle.runtime.self_repair import SelfRepair, repair_row
 from chronicle.runtime.sessions import start_session
 from chronicle.runtime.store import ChronicleStore
 from chronicle.runtime.tools import toolbox_for
+
 from tests.helpers import cli, json_lines, response, text, tool_use
 from tests.integration.loop_harness import Harness
 
-T0 = datetime(2026, 3, 2, 9, 0, tzinfo=timezone.utc)
+T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
 
 
 class Clock:
@@ -58,7 +59,7 @@ def test_a_stuck_turn_is_handed_to_resume_and_the_repair_records_success_when_it
     loop = AgentLoop(store, ScriptedProvider(script), toolbox_for(()), workspace, options=LoopOptions())
     outcome = asyncio.run(loop.run_next(turn.session_id))
     assert outcome is not None and outcome.status == "completed"
-    clock.at = datetime.now(timezone.utc) + timedelta(seconds=1)
+    clock.at = datetime.now(UTC) + timedelta(seconds=1)
     [healed] = monitor.check_turns()
     assert [a["result"] for a in healed.attempts] == ["retry", "success"]
 
