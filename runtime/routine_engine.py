@@ -22,13 +22,14 @@ from pathlib import Path
 from typing import Any
 from uuid import UUID, uuid5
 
+from eventsourcing.application import AggregateNotFoundError, EventSourcedLog
+from eventsourcing.domain import DomainEvent
+from eventsourcing.persistence import IntegrityError
+
 from chronicle.domain.agent_spec import AgentSpec
 from chronicle.domain.ids import CHRONICLE_NS, turn_id
 from chronicle.domain.routine_run import RoutineRun
 from chronicle.domain.session import Session
-from eventsourcing.application import AggregateNotFoundError, EventSourcedLog
-from eventsourcing.domain import DomainEvent
-from eventsourcing.persistence import IntegrityError
 
 from .clock import SYSTEM_CLOCK, Clock
 from .guards import spend, turn_calls

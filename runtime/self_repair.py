@@ -22,13 +22,14 @@ from datetime import datetime
 from typing import Any
 from uuid import UUID, uuid5
 
+from eventsourcing.application import AggregateNotFoundError, EventSourcedLog
+from eventsourcing.domain import DomainEvent
+from eventsourcing.persistence import IntegrityError
+
 from chronicle.domain.errors import DomainError
 from chronicle.domain.ids import CHRONICLE_NS, tool_call_id
 from chronicle.domain.repair import Repair
 from chronicle.domain.turn import Turn
-from eventsourcing.application import AggregateNotFoundError, EventSourcedLog
-from eventsourcing.domain import DomainEvent
-from eventsourcing.persistence import IntegrityError
 
 from .clock import SYSTEM_CLOCK, Clock
 from .store import ChronicleStore, NotFound

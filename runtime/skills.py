@@ -30,9 +30,10 @@ from pathlib import Path
 from typing import Any
 from uuid import UUID
 
+from pydantic import BaseModel, Field
+
 from chronicle.domain.agent_spec import AgentSpec
 from chronicle.domain.skill import SkillRecord
-from pydantic import BaseModel, Field
 
 from .tools.base import Tool, ToolContext, ToolError, ToolOutput
 

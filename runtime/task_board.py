@@ -15,12 +15,13 @@ from __future__ import annotations
 from typing import Any
 from uuid import UUID
 
-from chronicle.domain.ids import REFLECTION_INDEX_ID, child_session_id, task_id
-from chronicle.domain.session import Session
-from chronicle.domain.task_board import DelegatedTask, keywords
 from eventsourcing.application import AggregateNotFoundError, EventSourcedLog
 from eventsourcing.domain import DomainEvent
 from eventsourcing.persistence import IntegrityError
+
+from chronicle.domain.ids import REFLECTION_INDEX_ID, child_session_id, task_id
+from chronicle.domain.session import Session
+from chronicle.domain.task_board import DelegatedTask, keywords
 
 from .store import ChronicleStore, NotFound
 

@@ -21,13 +21,13 @@ import re
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
-
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from chronicle.domain.agent_spec import AgentSpec
-from chronicle.runtime.skills import SkillError, configured_dirs, discover as discover_skills, with_skills
+from chronicle.runtime.skills import SkillError, configured_dirs, with_skills
+from chronicle.runtime.skills import discover as discover_skills
 from chronicle.runtime.tools import BUILTIN_TOOLS, DEFAULT_TOOLS, READ_ONLY_TOOLS
 
 DEFAULT_FILE = "chronicle.toml"
@@ -145,7 +145,8 @@ def load_registry(path: Path) -> AgentRegistry:
         message = "unknown key (allowed: description, instructions, model, tools, max_iterations, max_depth)" \
             if first["type"] == "extra_forbidden" and len(first["loc"]) == 3 else first["msg"]
         if first["type"] == "extra_forbidden" and len(first["loc"]) == 1:
-            message = "unknown top-level key; chronicle.toml holds [agents.NAME], [limits], [compaction], [skills], [routines.NAME] and [guardrails.NAME] tables"
+            message = ("unknown top-level key; chronicle.toml holds [agents.NAME], [limits], [compaction], [skills], "
+                       "[routines.NAME] and [guardrails.NAME] tables")
         raise RegistryError(f"{path}: {where}: {message.removeprefix('Value error, ')}") from None
     main = AgentSpec(name=MAIN, tools=DEFAULT_TOOLS)
     agents: list[AgentSpec] = []

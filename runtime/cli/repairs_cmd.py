@@ -5,13 +5,14 @@ from __future__ import annotations
 from typing import Annotated
 
 import typer
+from rich.markup import escape
+
 from chronicle.runtime.self_repair import (
     DEFAULT_STUCK_AFTER_S,
     DEFAULT_TOOL_FAILURES,
     SelfRepair,
     repair_row,
 )
-from rich.markup import escape
 
 from .common import (
     DbOption,
@@ -35,7 +36,7 @@ def repairs(
     as_json: JsonOption = False,
     db: DbOption = None,
 ) -> None:
-    """Self-repair: stuck turns (in flight with no event for --stuck-after seconds) handed to resume, and broken tools (--tool-failures failed runs in a row). JSON per repair: `repair_id`, `kind` (stuck_turn, broken_tool), `target`, `session_id`, `status` (retrying, resolved, failed, manual_required), `result` (retry, success, failed, manual_required), `detail`, `attempts`, `detected_at`."""
+    """Self-repair: stuck turns (in flight with no event for --stuck-after seconds) handed to resume, and broken tools (--tool-failures failed runs in a row). JSON per repair: `repair_id`, `kind` (stuck_turn, broken_tool), `target`, `session_id`, `status` (retrying, resolved, failed, manual_required), `result` (retry, success, failed, manual_required), `detail`, `attempts`, `detected_at`."""  # noqa: E501
     with cli_errors():
         store = open_store(db)
         monitor = SelfRepair(store, stuck_after_s=stuck_after, tool_failures=tool_failures)

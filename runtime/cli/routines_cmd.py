@@ -8,6 +8,8 @@ from typing import Annotated, Any
 from uuid import uuid4
 
 import typer
+from rich.markup import escape
+
 from chronicle.runtime.agents.registry import RegistryError, find_registry
 from chronicle.runtime.assembly import LoopSetupError, build_loop
 from chronicle.runtime.clock import SYSTEM_CLOCK
@@ -16,7 +18,6 @@ from chronicle.runtime.routine_engine import RoutineEngine, run_row
 from chronicle.runtime.routines import find_routine, load_routines
 from chronicle.runtime.store import ChronicleStore
 from chronicle.runtime.worker import advance_session, normalise_provider, worker_name
-from rich.markup import escape
 
 from .common import (
     DbOption,
@@ -76,14 +77,16 @@ def list_routines(workspace: WorkspaceOption = None, as_json: JsonOption = False
 @app.command("run")
 def run_routine(
     name: Annotated[str, typer.Argument(help="The routine (a [routines.NAME] table)")],
-    provider: Annotated[str | None, typer.Option("--provider", help="anthropic or scripted:PATH (default: anthropic when ANTHROPIC_API_KEY is set)")] = None,
+    provider: Annotated[
+        str | None, typer.Option("--provider", help="anthropic or scripted:PATH (default: anthropic when ANTHROPIC_API_KEY is set)")
+    ] = None,
     model: Annotated[str | None, typer.Option("--model", help="Model for the routine's session")] = None,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Approve tools that require approval without asking")] = False,
     workspace: WorkspaceOption = None,
     as_json: JsonOption = False,
     db: DbOption = None,
 ) -> None:
-    """Fire the routine now, guardrails applied. A lightweight routine runs here, in its own session; a job is queued as a new session for a worker. JSON: `routine`, `session_id`, `status` (completed, failed, queued, skipped with the guardrail's `reason`). Exit 0 completed or queued, 1 failed, 4 skipped by a guardrail."""
+    """Fire the routine now, guardrails applied. A lightweight routine runs here, in its own session; a job is queued as a new session for a worker. JSON: `routine`, `session_id`, `status` (completed, failed, queued, skipped with the guardrail's `reason`). Exit 0 completed or queued, 1 failed, 4 skipped by a guardrail."""  # noqa: E501
     with cli_errors():
         ws = resolve_workspace(workspace)
         routine = find_routine(ws, name)
@@ -122,7 +125,7 @@ def history(
     as_json: JsonOption = False,
     db: DbOption = None,
 ) -> None:
-    """Every firing of the workspace's routines, oldest first: `routine`, `run_id`, `session_id`, `status` (queued, running, completed, failed, skipped), `trigger`, `due`, `action`, `fired_at`, `holder`, `reason`, `summary`, `usd`."""
+    """Every firing of the workspace's routines, oldest first: `routine`, `run_id`, `session_id`, `status` (queued, running, completed, failed, skipped), `trigger`, `due`, `action`, `fired_at`, `holder`, `reason`, `summary`, `usd`."""  # noqa: E501
     with cli_errors():
         ws = resolve_workspace(workspace)
         store = open_store(db)

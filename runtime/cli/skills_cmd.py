@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from chronicle.runtime.skills import skill_row, workspace_skills
 from rich.markup import escape
+
+from chronicle.runtime.skills import skill_row, workspace_skills
 
 from .common import JsonOption, WorkspaceOption, cli_errors, out_console, print_json
 from .run_cmd import resolve_workspace

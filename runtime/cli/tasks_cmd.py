@@ -5,8 +5,9 @@ from __future__ import annotations
 from typing import Annotated
 
 import typer
-from chronicle.runtime.task_board import task_row, tasks_of
 from rich.markup import escape
+
+from chronicle.runtime.task_board import task_row, tasks_of
 
 from .common import (
     DbOption,

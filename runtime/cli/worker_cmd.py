@@ -27,6 +27,7 @@ from chronicle.runtime.leases import DEFAULT_LEASE_S, current_lease
 from chronicle.runtime.live import AgentEnd, AgentStart, Broker
 from chronicle.runtime.loop import LoopOptions, TurnOutcome
 from chronicle.runtime.providers import default_model, default_provider_name
+from chronicle.runtime.self_repair import DEFAULT_STUCK_AFTER_S, DEFAULT_TOOL_FAILURES, SelfRepair
 from chronicle.runtime.sessions import start_session, submit_input
 from chronicle.runtime.store import ChronicleStore
 from chronicle.runtime.worker import (
@@ -37,8 +38,6 @@ from chronicle.runtime.worker import (
 from .common import DbOption, JsonOption, WorkspaceOption, cli_errors, err_console, fail, open_store, out_console, print_json
 from .limits import LimitFlags, limit_options
 from .render import HumanRenderer, JsonLinesRenderer
-from chronicle.runtime.self_repair import DEFAULT_STUCK_AFTER_S, DEFAULT_TOOL_FAILURES, SelfRepair
-
 from .repairs_cmd import FailuresOption, StuckOption
 from .run_cmd import ModelOption, ProviderOption, report, resolve_workspace
 

@@ -24,7 +24,6 @@ from chronicle.runtime.providers.scripted import ScriptedProvider
 from chronicle.runtime.retry import RetryPolicy
 from chronicle.runtime.store import ChronicleStore
 from chronicle.runtime.tools import DEFAULT_TOOLS, toolbox_for
-
 from tests.helpers import text, tool_use
 
 

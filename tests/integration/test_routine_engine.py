@@ -14,7 +14,6 @@ from chronicle.runtime.routine_engine import RoutineEngine
 from chronicle.runtime.sessions import start_session
 from chronicle.runtime.store import ChronicleStore
 from chronicle.runtime.tools import toolbox_for
-
 from tests.helpers import response, text
 
 

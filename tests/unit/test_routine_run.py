@@ -6,6 +6,7 @@ from datetime import UTC, datetime
 from uuid import uuid4
 
 import pytest
+
 from chronicle.domain.errors import IllegalTransition
 from chronicle.domain.routine_run import RoutineRun
 from chronicle.runtime.routines import RoutineError, parse_routine

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
 from chronicle.domain.agent_spec import AgentSpec
 from chronicle.domain.skill import SkillRecord
 from chronicle.runtime.skills import SkillError, parse_front_matter, with_skills

@@ -6,6 +6,7 @@ from datetime import UTC, datetime
 from uuid import uuid4
 
 import pytest
+
 from chronicle.domain.errors import IllegalTransition
 from chronicle.domain.task_board import DelegatedTask, keywords
 
