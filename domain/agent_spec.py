@@ -29,6 +29,8 @@ class AgentSpec(BaseModel):
     registry: tuple["AgentSpec", ...] = ()
     #: Skills found when the session started, recorded whole (runtime/skills.py); () for older sessions.
     skills: tuple[SkillRecord, ...] = ()
+    #: MEMORY.md of the workspace as it read when the session started (runtime/memory.py); "" for none.
+    memory: str = ""
 
     @property
     def may_delegate(self) -> bool:
@@ -37,12 +39,15 @@ class AgentSpec(BaseModel):
 
     @property
     def system_prompt(self) -> str:
-        """The instructions, then the recorded skills; exactly the instructions when there are none,
-        so sessions recorded before skills existed keep their request fingerprints."""
+        """The instructions, then MEMORY.md and the skills as recorded; exactly the instructions when there
+        are none, so sessions recorded before memory and skills existed keep their request fingerprints."""
+        parts = [self.instructions] if self.instructions else []
+        if self.memory:
+            parts.append(f"<memory>\n{self.memory.strip()}\n</memory>")
         section = skills_prompt(self.skills)
-        if not section:
-            return self.instructions
-        return f"{self.instructions}\n\n{section}" if self.instructions else section
+        if section:
+            parts.append(section)
+        return "\n\n".join(parts)
 
 
 AgentSpec.model_rebuild()

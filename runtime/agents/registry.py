@@ -26,7 +26,9 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from chronicle.domain.agent_spec import AgentSpec
+from chronicle.runtime.memory import with_memory
 from chronicle.runtime.skills import SkillError, configured_dirs, with_skills
+from chronicle.runtime.memory import with_memory
 from chronicle.runtime.skills import discover as discover_skills
 from chronicle.runtime.tools import BUILTIN_TOOLS, DEFAULT_TOOLS, READ_ONLY_TOOLS
 
@@ -94,7 +96,8 @@ class AgentRegistry:
                 "max_iterations": max_iterations or self.main.max_iterations,
             }
         )
-        return with_orchestration_tools(with_skills(spec, discover_skills(Path(workspace or "."), self.skill_dirs)))
+        where = Path(workspace or ".")
+        return with_orchestration_tools(with_memory(with_skills(spec, discover_skills(where, self.skill_dirs)), where))
 
 
 def targets(spec: AgentSpec) -> list[AgentSpec]:
