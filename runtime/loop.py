@@ -25,9 +25,10 @@ from chronicle.domain.turn import Turn
 from .clock import SYSTEM_CLOCK, Clock
 from .controls import CancelWatcher, pending_steering
 from .hooks import Hooks, Stop
-from .live import Broker, ErrorEvent, StatusChange, ToolEnd, TurnEnd, TurnStart, UsageEvent
+from .live import Broker, ErrorEvent, ProgressEvent, StatusChange, ToolEnd, TurnEnd, TurnStart, UsageEvent
 from .model_call import ModelCaller, completion_note, not_run_reason, request_delta, runs_no_tools, unfinished_outcome
 from .pricing import price
+from .progress import progress_of
 from .providers.base import ModelRequest, Provider
 from .request_context import RequestContext
 from .response_checks import as_failure, unrecordable
@@ -242,6 +243,7 @@ class AgentLoop:
                 UsageEvent(session_id=str(session.id), turn_id=str(turn.id), step=step, model=model, usage=response.usage.model_dump(),
                            usd=price(model, response.usage, at=self.clock.now()))
             )
+            await self.emit(ProgressEvent(session_id=str(session.id), **progress_of(turn, max_iterations)))
             if response.stop_reason == "error":
                 error = response.error
                 message = f"model call failed: {error.message if error else 'unknown error'}"

@@ -22,6 +22,7 @@ HELP = [
     ("/cost", "tokens and USD spent by this session"),
     ("/tools", "the tools the agent may call"),
     ("/skills", "the skills recorded for this session (inline ones are in the system prompt)"),
+    ("/progress", "the running (or last) turn: iterations, tokens, tools run, time"),
     ("/status", "session, branch, queue and limits"),
     ("/help", "this list"),
     ("/quit", "leave (the session stays; continue with --session)"),
@@ -119,6 +120,21 @@ def skills(chat: Any, arg: str) -> None:
     chat.console.print(table)
 
 
+def progress(chat: Any, arg: str) -> None:
+    from chronicle.runtime.progress import progress_of
+
+    session = chat.store.session(chat.session_id)
+    turn_id = session.active_turn_id or (session.turns[-1] if session.turns else None)
+    if turn_id is None:
+        chat.console.print("no turn yet")
+        return
+    p = progress_of(chat.store.turn(turn_id), session.spec.max_iterations)
+    chat.console.print(
+        f"turn {p['turn']} {p['status']}: {p['iteration']}/{p['max_iterations']} model call(s), "
+        f"{p['input_tokens']} input / {p['output_tokens']} output tokens, {p['tools_run']} tool call(s), {p['elapsed_s'] or 0:.1f} s"
+    )
+
+
 def status(chat: Any, arg: str) -> None:
     session = chat.store.session(chat.session_id)
     summary, view = session.context_view()
@@ -144,6 +160,6 @@ def quit_chat(chat: Any, arg: str) -> str:
 
 
 COMMANDS: dict[str, Callable[[Any, str], str | None]] = {
-    "/undo": undo, "/redo": redo, "/fork": fork, "/compact": compact, "/cost": cost, "/tools": tools, "/skills": skills,
+    "/undo": undo, "/redo": redo, "/fork": fork, "/compact": compact, "/cost": cost, "/tools": tools, "/skills": skills, "/progress": progress,
     "/status": status, "/help": show_help, "/?": show_help, "/quit": quit_chat, "/exit": quit_chat,
 }

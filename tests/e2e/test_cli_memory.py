@@ -49,3 +49,15 @@ def test_workspace_compaction_moves_older_turns_to_a_dated_file_and_leaves_a_poi
     assert f"memory/{log_file.name}" in history[0]["content"][0]["text"] and "read hello" not in str(history)
     assert any(e["event"] == "Compacted" and e["data"]["strategy"] == "workspace" for e in json_lines(cli("log", sid, "--json", db=db_url).stdout))
     assert Path(log_file).parent.name == "memory"
+
+
+def test_each_model_call_is_followed_by_a_progress_event_counted_from_the_stored_turn(sqlite_url, workspace, tmp_path):
+    script = write_script(tmp_path / "p.json", [
+        response(tool_use("t1", "read_file", path="hello.txt"), tool_use("t2", "list_dir", path="."), usage=(100, 10)),
+        response(text("done"), usage=(150, 5)),
+    ])
+    run = cli("run", "look", "--provider", f"scripted:{script}", "--workspace", str(workspace), "--json", db=sqlite_url)
+    assert run.returncode == 0, run.stderr
+    progress = [e for e in json_lines(run.stdout) if e["type"] == "progress"]
+    assert [(p["iteration"], p["tools_run"], p["input_tokens"], p["output_tokens"]) for p in progress] == [(1, 0, 100, 10), (2, 2, 250, 15)]
+    assert progress[0]["max_iterations"] == 20 and progress[-1]["turn"] == 1
