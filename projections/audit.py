@@ -274,6 +274,14 @@ class AuditProjection(Projection):
                                     "summary": getattr(e, "summary", None), "usd": getattr(e, "usd", None)}.items() if v is not None}
         self._row(tx, e, position, "routine", session_id, name=routine, status=status, is_error=status == "failed", detail=detail)
 
+    # -- background jobs -----------------------------------------------------------------------
+
+    @on("Job.Submitted", "Job.Cancelled")
+    def _job(self, tx: Tx, e: Any, position: int) -> None:
+        submitted = type(e).__qualname__ == "Job.Submitted"
+        detail = {"prompt": e.prompt, "origin": e.origin} if submitted else {"reason": e.reason}
+        self._row(tx, e, position, "job", str(e.session_id), status="submitted" if submitted else "cancelled", detail=detail)
+
     # -- self-repair ---------------------------------------------------------------------------
 
     @on("Repair.Detected")

@@ -33,6 +33,7 @@ from chronicle.domain.session import Session
 
 from .clock import SYSTEM_CLOCK, Clock
 from .guards import spend, turn_calls
+from .pending import Pending
 from .routines import HEARTBEAT_OK, Routine, heartbeat_prompt, load_routines
 from .store import ChronicleStore, NotFound
 
@@ -40,16 +41,6 @@ ROUTINES_NS = uuid5(CHRONICLE_NS, "/routines")
 ROUTINE_RUN_INDEX_ID = uuid5(CHRONICLE_NS, "/routine-runs")
 GRACE_S = 60.0
 SESSION_PREFIX = "routine-"
-
-
-class _Pending:
-    """Events handed to the store's session writes, which take aggregates and collect their pending events."""
-
-    def __init__(self, *events: Any) -> None:
-        self.events = list(events)
-
-    def collect_events(self) -> list[Any]:
-        return self.events
 
 
 class RoutineRunLogged(DomainEvent):
@@ -169,11 +160,11 @@ class RoutineEngine:
                     self.store.save(run, logged)
                 elif self._session_exists(sid):
                     queue = functools.partial(Session.queue_input, input_id=input_id, text=prompt or "", now=now, kind="routine")
-                    self.store.update_session(sid, queue, run, _Pending(logged))
+                    self.store.update_session(sid, queue, run, Pending(logged))
                 else:
                     session = Session.start(sid, self._spec(routine), now)
                     session.queue_input(input_id, prompt or "", now, kind="routine")
-                    self.store.create_session(session, run, _Pending(logged))
+                    self.store.create_session(session, run, Pending(logged))
                 return run
             except IntegrityError:
                 continue  # the run was fired by someone else (checked above), or an index slot was taken: look again

@@ -22,6 +22,7 @@ from chronicle.domain.session import Session
 from chronicle.domain.tool_call import ToolCall
 
 from .assembly import LoopSetupError, build_loop
+from .jobs import cancelled as job_cancelled
 from .leases import DEFAULT_LEASE_S, leased
 from .live import Broker
 from .loop import AgentLoop, LoopOptions, TurnOutcome
@@ -212,7 +213,7 @@ class Worker:
                 try:
                     found = [s for s in sessions_needing_work(self.store, self.overrides.options.auto_approve)
                              if s not in self.tasks and s not in self.failed_sessions
-                             and not (self.repair is not None and self.repair.blocked(s))]
+                             and not (self.repair is not None and self.repair.blocked(s)) and not job_cancelled(self.store, s)]
                 except PersistenceError as exc:
                     self.log(f"worker {self.name}: store unavailable: {exc}; retrying")
                 for sid in found[: max(0, self.options.concurrency - len(self.tasks))]:

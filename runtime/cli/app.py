@@ -15,6 +15,7 @@ from . import (  # one per line: commands are added often, by several people at 
     demo_cmd,
     doctor_cmd,
     inspect_cmd,
+    jobs_cmd,
     projections_cmd,
     repairs_cmd,
     routines_cmd,
@@ -82,6 +83,7 @@ for panel, commands in PANELS.items():
         app.command(rich_help_panel=panel)(command)
 app.add_typer(projections_cmd.app, name="projections", rich_help_panel="Recover and operate")
 app.add_typer(routines_cmd.app, name="routines", rich_help_panel="Recover and operate")
+app.add_typer(jobs_cmd.app, name="jobs", rich_help_panel="Recover and operate")
 
 
 def _print_version(value: bool) -> None:
