@@ -31,6 +31,9 @@ class AgentSpec(BaseModel):
     skills: tuple[SkillRecord, ...] = ()
     #: MEMORY.md of the workspace as it read when the session started (runtime/memory.py); "" for none.
     memory: str = ""
+    #: Effects (runtime/effects.py): tool results of turns this many turns old are trimmed in the context; 0 = never.
+    trim_tool_results_after_turns: int = 0
+    trim_tool_results_to_chars: int = 200
 
     @property
     def may_delegate(self) -> bool:

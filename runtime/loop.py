@@ -24,6 +24,7 @@ from chronicle.domain.turn import Turn
 
 from .clock import SYSTEM_CLOCK, Clock
 from .controls import CancelWatcher, pending_steering
+from .effects import prior_context
 from .hooks import Hooks, Stop
 from .live import Broker, ErrorEvent, ProgressEvent, StatusChange, ToolEnd, TurnEnd, TurnStart, UsageEvent
 from .model_call import ModelCaller, completion_note, not_run_reason, request_delta, runs_no_tools, unfinished_outcome
@@ -427,6 +428,8 @@ class AgentLoop:
     def _prior_context(self, session: Session, turn: Turn) -> list[Message]:
         summary, view = session.context_view()
         prior_ids = [t for t in view if t != turn.id]
+        if session.spec.trim_tool_results_after_turns:
+            return prior_context(self.store, session.spec, prior_ids, summary)  # older tool results trimmed (effects)
         return context_of(self.store, prior_ids, summary=summary)
 
     async def _compacted_for_retry(self, session: Session, turn: Turn, response: Any, attempts: int) -> bool:

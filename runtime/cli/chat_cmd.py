@@ -17,10 +17,12 @@ from rich.console import Console
 from rich.markup import escape
 
 from chronicle.domain.agent_spec import AgentSpec
+from chronicle.runtime.effects import with_effects
 from chronicle.runtime.loop import LoopOptions, TurnOutcome
+from chronicle.runtime.memory import with_memory
 from chronicle.runtime.providers import default_model, default_provider_name
 from chronicle.runtime.sessions import start_session, submit_input
-from chronicle.runtime.memory import with_memory
+from chronicle.runtime.settings import load_config
 from chronicle.runtime.skills import with_skills, workspace_skills
 from chronicle.runtime.tools import DEFAULT_TOOLS
 
@@ -158,7 +160,7 @@ def chat(
                 model=model or ("scripted" if (provider_name or "").startswith("scripted:") else default_model(provider_name)),
                 tools=DEFAULT_TOOLS, max_iterations=max_iterations, workspace=str(ws),
             ), workspace_skills(ws))
-            spec = with_memory(spec, ws)
+            spec = with_effects(with_memory(spec, ws), load_config(ws))
         loop = cli_loop(store, spec, ChatRenderer(console), provider_name=provider_name, model=model, workspace=ws,
                         options=LoopOptions(max_iterations=max_iterations, auto_approve=yes), settings=settings, interactive=True)
         if sid is None:
