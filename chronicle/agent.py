@@ -79,10 +79,9 @@ class Agent:
         visit(self)
         return list(found.values())
 
-    def spec(self, provider: str, model: str, workspace: str, max_iterations: int | None = None) -> AgentSpec:
-        """The top-level spec a new session records (the registry adds delegate/list_agents when useful)."""
-        registry = AgentRegistry(main=self.definition(True), agents=tuple(a.definition(False) for a in self.descendants()))
-        return registry.main_spec(provider=provider, model=model, workspace=workspace, max_iterations=max_iterations)
+    def registry(self) -> AgentRegistry:
+        """This agent as the main one and its sub-agents, as chronicle.toml's [agents] tables would give them."""
+        return AgentRegistry(main=self.definition(True), agents=tuple(a.definition(False) for a in self.descendants()))
 
 
 def tool_entry(item: Any, agent: str) -> str:

@@ -1,22 +1,27 @@
 """`Chronicle`: one event store, and every use case the CLI offers, as methods.
 
-Each method hands over to the function the CLI command calls and returns what its `--json`
-prints (dicts, lists of dicts), so a program and a person at a terminal see the same facts.
-Failures the CLI would report with an exit code raise `ChronicleError` with that code.
+Each method hands over to the use case in runtime/app that the CLI command calls, and returns
+what that command's `--json` prints (dicts, lists of dicts), so a program and a person at a
+terminal see the same facts. A failure the CLI reports with an exit code raises
+`ChronicleError` (runtime.app's AppError) with that code.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, AsyncIterator, Callable, Iterator, Sequence
 from uuid import UUID
 
+from chronicle.runtime.app import approvals, controls, queries, timetravel
+from chronicle.runtime.app import resume as resuming
+from chronicle.runtime.app.loops import LoopSetupError
+from chronicle.runtime.app.worker import Overrides, worker_name
 from chronicle.runtime.config import resolve_db_url
 from chronicle.runtime.live import Broker
-from chronicle.runtime.loop import AgentLoop, LoopOptions, TurnOutcome
+from chronicle.runtime.loop import LoopOptions, TurnOutcome
 from chronicle.runtime.store import ChronicleStore, NotFound
 
 from . import runs
@@ -26,7 +31,8 @@ from .errors import ChronicleError
 
 @dataclass(frozen=True)
 class RunResult:
-    """How a run ended, as `chronicle run` reports it (status and exit code alike)."""
+    """How a run ended, as `chronicle run` reports it: status completed | failed | awaiting_approval | stopped |
+    cancelled (or queued, idle, busy), and the exit code the command would give."""
 
     session_id: str
     status: str
@@ -36,11 +42,22 @@ class RunResult:
     turn_id: str | None = None
 
     @classmethod
-    def of(cls, session_id: UUID, outcome: TurnOutcome | None) -> RunResult:
+    def of(cls, session_id: UUID, outcome: TurnOutcome | None, status: str = "idle", reason: str | None = None) -> "RunResult":
         if outcome is None:
-            return cls(str(session_id), "idle", "", 0)
+            return cls(str(session_id), status, "", 0 if status in ("idle", "queued") else 1, reason)
         return cls(str(session_id), outcome.status, outcome.text, outcome.exit_code, outcome.reason,
                    str(outcome.turn_id) if outcome.turn_id else None)
+
+
+@contextmanager
+def _as_chronicle_errors() -> Iterator[None]:
+    """An unknown id is exit 1 in the CLI (NotFound); everything else already is an AppError with its code."""
+    try:
+        yield
+    except NotFound as exc:
+        raise ChronicleError(str(exc), 1) from None
+    except LoopSetupError as exc:
+        raise ChronicleError(str(exc), 2) from None
 
 
 class Chronicle:
@@ -67,38 +84,26 @@ class Chronicle:
             self._store.close()
             self._store = None
 
-    def __enter__(self) -> Chronicle:
+    def __enter__(self) -> "Chronicle":
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def session_id(self, ref: str | UUID) -> UUID:
-        if isinstance(ref, UUID):
-            return ref
-        try:
-            return self.store.resolve_session_id(ref)
-        except NotFound as exc:
-            raise ChronicleError(str(exc), 2) from None
-
     # -- running agents ------------------------------------------------------------------------
 
-    def _prepare(self, agent: Agent, prompt: str, session: str | None, workspace: str | Path | None,
-                 attachments: Sequence[Any] | None, auto_approve: bool, max_iterations: int | None,
-                 broker: Broker) -> tuple[AgentLoop, UUID]:
-        sid = self.session_id(session) if session else None
-        return runs.prepare(
-            self.store, agent, prompt, sid, workspace, broker,
-            LoopOptions(max_iterations=max_iterations, auto_approve=auto_approve), attachments=attachments,
-        )
-
     async def run(self, agent: Agent, prompt: str, *, session: str | None = None, workspace: str | Path | None = None,
-                  attachments: Sequence[Any] | None = None, auto_approve: bool = False,
-                  max_iterations: int | None = None) -> RunResult:
-        """Record the prompt and run the agent until the turn ends, pauses or fails (async `run_sync`)."""
-        loop, sid = self._prepare(agent, prompt, session, workspace, attachments, auto_approve, max_iterations, Broker())
-        outcome = await runs.drive(loop, sid)
-        return RunResult.of(sid, outcome)
+                  attachments: Sequence[Any] | None = None, auto_approve: bool = False, max_iterations: int | None = None,
+                  on_event: Callable[[Any], Any] | None = None) -> RunResult:
+        """Record the prompt (a new session, or `session` continued) and run until the turn ends, pauses or fails."""
+        with _as_chronicle_errors():
+            conversation = runs.open_conversation(self.store, agent, prompt, session, workspace, attachments, auto_approve,
+                                                  max_iterations, [on_event] if on_event else [])
+            driven = await conversation.drive(handle_signals=False)
+        sid = conversation.session_id
+        if driven.queued is not None:
+            return RunResult.of(sid, None, "queued", driven.queued.reason)
+        return RunResult.of(sid, driven.outcome)
 
     def run_sync(self, agent: Agent, prompt: str, *, session: str | None = None, workspace: str | Path | None = None,
                  attachments: Sequence[Any] | None = None, auto_approve: bool = False,
@@ -112,10 +117,9 @@ class Chronicle:
                      max_iterations: int | None = None) -> AsyncIterator[Any]:
         """The live events of `run --json`, as pydantic models (`event.model_dump()` is the JSON line)."""
         queue: asyncio.Queue[Any] = asyncio.Queue()
-        broker = Broker()
-        broker.subscribe(queue.put_nowait)
-        loop, sid = self._prepare(agent, prompt, session, workspace, attachments, auto_approve, max_iterations, broker)
-        task = asyncio.ensure_future(runs.drive(loop, sid))
+        task = asyncio.ensure_future(self.run(agent, prompt, session=session, workspace=workspace, attachments=attachments,
+                                              auto_approve=auto_approve, max_iterations=max_iterations,
+                                              on_event=queue.put_nowait))
         try:
             while not (task.done() and queue.empty()):
                 getter = asyncio.ensure_future(queue.get())
@@ -129,3 +133,92 @@ class Chronicle:
             if not task.done():
                 task.cancel()
                 await asyncio.gather(task, return_exceptions=True)
+
+    def submit(self, agent: Agent, prompt: str, *, session: str | None = None, workspace: str | Path | None = None,
+               attachments: Sequence[Any] | None = None) -> dict[str, Any]:
+        """Record the prompt for a worker (`chronicle worker`) to run: `submit --json`'s {"session_id", "input_id"}."""
+        with _as_chronicle_errors():
+            return runs.submit(self.store, agent, prompt, session, workspace, attachments)
+
+    def resume(self, session: str, *, auto_approve: bool = False, workspace: str | Path | None = None) -> RunResult:
+        """Continue a session left in flight (a crash, an answered approval) or with queued input, as `chronicle resume`."""
+        with _as_chronicle_errors():
+            sid = queries.session_id(self.store, session)
+            overrides = Overrides(workspace=Path(workspace) if workspace else None, options=LoopOptions(auto_approve=auto_approve))
+            done = asyncio.run(resuming.resume_one(self.store, sid, overrides, Broker(), worker_name(), auto_approve=auto_approve))
+        if isinstance(done, resuming.Busy):
+            return RunResult.of(sid, None, "busy", done.message)
+        return RunResult.of(sid, done[-1] if done else None)
+
+    # -- controls --------------------------------------------------------------------------------
+
+    def approve(self, session: str, tool_call: str | None = None, always: bool = False) -> list[dict[str, Any]]:
+        with _as_chronicle_errors():
+            return approvals.approve(self.store, session, tool_call=tool_call, always=always).rows()
+
+    def deny(self, session: str, reason: str | None = None, tool_call: str | None = None) -> list[dict[str, Any]]:
+        with _as_chronicle_errors():
+            return approvals.deny(self.store, session, tool_call=tool_call, reason=reason).rows()
+
+    def steer(self, session: str, message: str, wait_batch: bool = False) -> dict[str, Any]:
+        with _as_chronicle_errors():
+            result = controls.steer(self.store, session, message, wait_batch=wait_batch)
+        return {"session_id": str(result.session_id), "steer_id": result.steer_id, "outcome": result.outcome,
+                "turn_id": str(result.turn_id) if result.turn_id else None}
+
+    def cancel(self, session: str, wait_s: float = 10.0) -> dict[str, Any]:
+        with _as_chronicle_errors():
+            return controls.cancel(self.store, session, wait_s=wait_s).row()
+
+    def compact(self, session: str, strategy: str = "summary", keep: int | None = None) -> dict[str, Any]:
+        with _as_chronicle_errors():
+            sid = queries.session_id(self.store, session)
+            result = asyncio.run(controls.compact(self.store, sid, strategy, keep))
+        return {"session_id": str(sid), "ok": result.ok, "strategy": result.strategy, "turns_compacted": result.turns_compacted,
+                "summary": result.summary, "reason": result.reason or None}
+
+    # -- time travel -----------------------------------------------------------------------------
+
+    def undo(self, session: str, turns: int = 1, files: bool = False) -> dict[str, Any]:
+        with _as_chronicle_errors():
+            return timetravel.undo(self.store, session, turns, files=files).row()
+
+    def redo(self, session: str) -> dict[str, Any]:
+        with _as_chronicle_errors():
+            sid = queries.session_id(self.store, session)
+            return {"session_id": str(sid), "redone": [str(t) for t in timetravel.redo(self.store, sid)]}
+
+    def fork(self, session: str, at: int | None = None) -> str:
+        """A new session continuing from turn `at` (default: the end of the branch); its id."""
+        with _as_chronicle_errors():
+            return str(timetravel.fork(self.store, session, at).id)
+
+    def replay(self, session: str, workspace: str | Path | None = None) -> dict[str, Any]:
+        """`replay --json`: whether the session runs again exactly as recorded, and the first divergence if not."""
+        with _as_chronicle_errors():
+            sid = queries.session_id(self.store, session)
+            report = asyncio.run(timetravel.replay(self.store, sid, Path(workspace) if workspace else None))
+        return timetravel.replay_row(sid, report)
+
+    # -- queries ---------------------------------------------------------------------------------
+
+    def sessions(self) -> list[dict[str, Any]]:
+        with _as_chronicle_errors():
+            return queries.sessions(self.store)
+
+    def log(self, session: str, tree: bool = False) -> list[dict[str, Any]]:
+        with _as_chronicle_errors():
+            return queries.log(self.store, session, tree=tree)
+
+    def history(self, session: str, at: int | None = None, version: int | None = None) -> list[dict[str, Any]]:
+        with _as_chronicle_errors():
+            return queries.history(self.store, session, at=at, version=version)
+
+    def cost(self, session: str | None = None, by: str | None = None) -> list[dict[str, Any]]:
+        with _as_chronicle_errors():
+            return queries.cost(self.store, session, by=by)
+
+    def audit(self, session: str | None = None, tool: str | None = None, errors: bool = False, since: str | None = None,
+              limit: int | None = None) -> list[dict[str, Any]]:
+        with _as_chronicle_errors():
+            return queries.audit(self.store, session=session, tool=tool, errors=errors, since=since, limit=limit)

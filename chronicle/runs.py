@@ -1,67 +1,46 @@
-"""Starting or continuing a session for the public API, through the runtime functions `chronicle run` uses.
+"""An Agent handed to the use cases that start sessions: `run` (Conversation) and `submit`.
 
-`prepare` does what `run` does before its first turn (a spec from the Agent, the loop from the
-one factory, the prompt recorded durably) and `drive` runs the session's turns. Any setup
-failure raises ChronicleError before anything is recorded.
+The use cases specify a new session from flags and chronicle.toml; the public API hands them
+the Agent as the registry instead, and everything else — the default system prompt, the checks
+before anything is recorded, the session's lease, the loop factory — is theirs.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
-from uuid import UUID
+from typing import Any, Callable, Sequence
 
-from chronicle.runtime.assembly import LoopSetupError, build_loop
-from chronicle.runtime.cli.run_cmd import drive_session
-from chronicle.runtime.live import Broker
-from chronicle.runtime.loop import AgentLoop, LoopOptions, TurnOutcome
-from chronicle.runtime.providers import default_model, default_provider_name
-from chronicle.runtime.sessions import start_session, submit_input
+from chronicle.runtime.app import resume as resuming
+from chronicle.runtime.app.running import Conversation, RunOptions
 from chronicle.runtime.store import ChronicleStore
-from chronicle.runtime.worker import normalise_provider
 
 from .agent import Agent
-from .errors import ChronicleError
 
 
-def workspace_of(workspace: str | Path | None, recorded: str = "") -> Path:
-    path = Path(workspace or recorded or Path.cwd()).expanduser().resolve()
-    if not path.is_dir():
-        raise ChronicleError(f"workspace {path} is not a directory; pass an existing one", 2)
-    return path
-
-
-def prepare(store: ChronicleStore, agent: Agent, prompt: str, session_id: UUID | None, workspace: str | Path | None,
-            broker: Broker, options: LoopOptions, attachments: Sequence[Any] | None = None) -> tuple[AgentLoop, UUID]:
+def _checked(agent: Agent) -> Agent:
     if not isinstance(agent, Agent):
         raise TypeError(f"expected an Agent, got {type(agent).__name__}")
-    if not prompt.strip():
-        raise ChronicleError("the prompt is empty; say what the agent should do", 2)
-    if attachments:
-        raise ChronicleError("attachments are not supported yet", 2)
-    if session_id is not None:
-        spec = store.session(session_id).spec
-        ws = workspace_of(workspace, spec.workspace if spec.workspace and Path(spec.workspace).is_dir() else "")
-        loop = _loop(store, spec, broker, options, ws, provider=normalise_provider(agent.provider), model=agent.model)
-        submit_input(store, session_id, prompt)
-        return loop, session_id
-    ws = workspace_of(workspace)
-    provider = normalise_provider(agent.provider) or default_provider_name() or ""
-    model = agent.model or ("scripted" if provider.startswith("scripted:") else default_model())
-    spec = agent.spec(provider=provider, model=model, workspace=str(ws), max_iterations=options.max_iterations)
-    loop = _loop(store, spec, broker, options, ws)
-    created, _ = start_session(store, spec, prompt)
-    return loop, created.id
+    return agent
 
 
-def _loop(store: ChronicleStore, target: Any, broker: Broker, options: LoopOptions, workspace: Path,
-          provider: str | None = None, model: str | None = None) -> AgentLoop:
-    try:
-        return build_loop(store, target, provider_name=provider, model=model, workspace=workspace, options=options, broker=broker)
-    except LoopSetupError as exc:
-        raise ChronicleError(str(exc), 2) from None
+def open_conversation(store: ChronicleStore, agent: Agent, prompt: str, session: str | None, workspace: str | Path | None,
+                      attachments: Sequence[Any] | None, auto_approve: bool, max_iterations: int | None,
+                      subscribers: list[Callable[[Any], Any]]) -> Conversation:
+    """`session` continues with what it recorded; the agent's provider and model still apply, like --provider/--model."""
+    _checked(agent)
+    options = RunOptions(provider=agent.provider, model=agent.model, workspace=Path(workspace) if workspace else None,
+                         max_iterations=max_iterations, auto_approve=auto_approve, registry=agent.registry())
+    return Conversation.open(store, session, options, subscribers, first_input=prompt, attachments=attachments)
 
 
-async def drive(loop: AgentLoop, session_id: UUID) -> TurnOutcome | None:
-    return await drive_session(loop, session_id)
+def submit(store: ChronicleStore, agent: Agent, prompt: str, session: str | None, workspace: str | Path | None,
+           attachments: Sequence[Any] | None) -> dict[str, Any]:
+    """`submit --json`'s object; a new session is specified by the agent and checked before it is recorded."""
+    _checked(agent)
+    if session:
+        submitted = resuming.submit(store, prompt, session=session, attachments=attachments)
+    else:
+        submitted = resuming.submit(store, prompt, provider=agent.provider, model=agent.model,
+                                    workspace=Path(workspace) if workspace else None, registry=agent.registry(),
+                                    attachments=attachments)
+    return {"session_id": str(submitted.session_id), "input_id": submitted.input_id}

@@ -7,7 +7,9 @@ resumed session never needs the registry file it started from.
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, model_serializer
 
 from .skill import SkillRecord, skills_prompt
 
@@ -27,6 +29,13 @@ class AgentSpec(BaseModel):
     workspace: str = ""
     #: Sub-agent definitions known when this session started (see runtime/agents/registry.py).
     registry: tuple["AgentSpec", ...] = ()
+    #: The limits the session started under (budget, rates, tool calls, tool timeout). A file the
+    #: agent can write may only tighten them later; None for sessions recorded before they were.
+    limits: dict[str, float | int | None] | None = None
+    #: The default system prompt a new top-level session was given (workspace, date, tools), recorded
+    #: so that every later request — and a replay — asks with exactly the same one. "" for sub-agents
+    #: and sessions recorded before it existed.
+    preamble: str = ""
     #: Skills found when the session started, recorded whole (runtime/skills.py); () for older sessions.
     skills: tuple[SkillRecord, ...] = ()
     #: MEMORY.md of the workspace as it read when the session started (runtime/memory.py); "" for none.
@@ -34,6 +43,17 @@ class AgentSpec(BaseModel):
     #: Effects (runtime/effects.py): tool results of turns this many turns old are trimmed in the context; 0 = never.
     trim_tool_results_after_turns: int = 0
     trim_tool_results_to_chars: int = 200
+    #: MCP tools as the servers listed them when this session started (runtime/tools/mcp_tools.py):
+    #: name, server, tool, description, input_schema, flags, config file. Left out of the dump
+    #: when empty, so specs recorded before MCP look the same.
+    mcp_tools: tuple[dict[str, Any], ...] = ()
+
+    @model_serializer(mode="wrap")
+    def _without_empty_mcp(self, handler: Any) -> dict[str, Any]:
+        data = handler(self)
+        if isinstance(data, dict) and not data.get("mcp_tools"):
+            data.pop("mcp_tools", None)
+        return data
 
     @property
     def may_delegate(self) -> bool:
@@ -42,15 +62,11 @@ class AgentSpec(BaseModel):
 
     @property
     def system_prompt(self) -> str:
-        """The instructions, then MEMORY.md and the skills as recorded; exactly the instructions when there
-        are none, so sessions recorded before memory and skills existed keep their request fingerprints."""
-        parts = [self.instructions] if self.instructions else []
-        if self.memory:
-            parts.append(f"<memory>\n{self.memory.strip()}\n</memory>")
-        section = skills_prompt(self.skills)
-        if section:
-            parts.append(section)
-        return "\n\n".join(parts)
+        """What the model is told as system: the preamble (a new top-level session's default prompt), the
+        agent's instructions, MEMORY.md as recorded, then the recorded skills. Sessions recorded before the
+        preamble, memory or skills existed get exactly their instructions, so their request fingerprints stay the same."""
+        memory = f"<memory>\n{self.memory.strip()}\n</memory>" if self.memory else ""
+        return "\n\n".join(part for part in (self.preamble, self.instructions, memory, skills_prompt(self.skills)) if part)
 
 
 AgentSpec.model_rebuild()

@@ -64,13 +64,27 @@ class ToolResultBlock(_Block):
     is_error: bool = False
 
 
+class ImageBlock(_Block):
+    """An image the user sent; its `source` names stored bytes until the request is sent (domain/attachment.py)."""
+
+    type: Literal["image"] = "image"
+    source: dict[str, Any]
+
+
+class DocumentBlock(_Block):
+    """A PDF the user sent; stored and referenced like an image."""
+
+    type: Literal["document"] = "document"
+    source: dict[str, Any]
+
+
 class OtherBlock(_Block):
     """Any block type this version does not model, with every field the API sent."""
 
     type: str
 
 
-KNOWN_BLOCK_TYPES = frozenset({"text", "thinking", "redacted_thinking", "tool_use", "tool_result"})
+KNOWN_BLOCK_TYPES = frozenset({"text", "thinking", "redacted_thinking", "tool_use", "tool_result", "image", "document"})
 
 
 def _block_tag(value: Any) -> str:
@@ -82,14 +96,15 @@ ContentBlock = Annotated[
     Union[
         Annotated[TextBlock, Tag("text")], Annotated[ThinkingBlock, Tag("thinking")],
         Annotated[RedactedThinkingBlock, Tag("redacted_thinking")], Annotated[ToolUseBlock, Tag("tool_use")],
-        Annotated[ToolResultBlock, Tag("tool_result")], Annotated[OtherBlock, Tag("other")],
+        Annotated[ToolResultBlock, Tag("tool_result")], Annotated[ImageBlock, Tag("image")],
+        Annotated[DocumentBlock, Tag("document")], Annotated[OtherBlock, Tag("other")],
     ],
     Discriminator(_block_tag),
 ]
 BLOCKS = TypeAdapter(list[ContentBlock])
 _MODELS: dict[str, type[_Block]] = {
     "text": TextBlock, "thinking": ThinkingBlock, "redacted_thinking": RedactedThinkingBlock,
-    "tool_use": ToolUseBlock, "tool_result": ToolResultBlock,
+    "tool_use": ToolUseBlock, "tool_result": ToolResultBlock, "image": ImageBlock, "document": DocumentBlock,
 }
 
 

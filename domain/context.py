@@ -12,7 +12,8 @@ the alternation.
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from .content import FINISHED_STOP_REASONS, PARTIAL_INPUT_KEY, Message, TextBlock, load_blocks, sendable
 
@@ -21,12 +22,18 @@ def refused(turn: Any) -> bool:
     return any(step["response"].get("stop_reason") == "refusal" for step in turn.steps)
 
 
+def input_message(turn: Any) -> Message:
+    """The user's input: its attachments' blocks (references to stored bytes) first, then the text."""
+    attached = load_blocks(list(turn.attachments)) if getattr(turn, "attachments", None) else []
+    return Message(role="user", content=[*attached, TextBlock(text=turn.input_text)])
+
+
 def turn_messages(turn: Any, include_input: bool = True) -> list[Message]:
     messages: list[Message] = []
     if refused(turn):
         return messages
     if include_input:
-        messages.append(Message(role="user", content=[TextBlock(text=turn.input_text)]))
+        messages.append(input_message(turn))
     for step in turn.steps:
         messages.extend(step_messages(step))
     return messages

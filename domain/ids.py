@@ -31,3 +31,8 @@ REFLECTION_INDEX_ID = uuid5(CHRONICLE_NS, "/reflections")
 def task_id(child_session_id_: UUID) -> UUID:
     """The task board entry of a delegated child: one per child session."""
     return uuid5(child_session_id_, "task")
+
+
+def attachment_id(sha256: str) -> UUID:
+    """Content-addressed: the same bytes always get the same id, so they are stored once."""
+    return uuid5(CHRONICLE_NS, f"/attachments/{sha256}")

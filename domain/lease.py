@@ -51,9 +51,10 @@ class SessionLease(Aggregate):
     def held_by_other(self, holder: str, now: datetime) -> bool:
         return self.status == "held" and self.holder != holder and self.expires_at is not None and self.expires_at > now
 
-    def acquire(self, holder: str, now: datetime, expires_at: datetime) -> None:
-        """Take a free lease, extend one's own, or take over one whose holder let it expire."""
-        if self.held_by_other(holder, now):
+    def acquire(self, holder: str, now: datetime, expires_at: datetime, holder_gone: bool = False) -> None:
+        """Take a free lease, extend one's own, or take over one whose holder let it expire —
+        or is known to be gone (`holder_gone`: a process on this machine that no longer exists)."""
+        if self.held_by_other(holder, now) and not holder_gone:
             raise LeaseHeld(f"session {self.session_id} is leased by {self.holder} until {self.expires_at.isoformat()}")  # type: ignore[union-attr]
         if self.status == "free":
             LEASE_LIFECYCLE.next_state("acquire", self.status, self.id)

@@ -11,26 +11,28 @@ from __future__ import annotations
 
 from eventsourcing.domain import DomainEvent
 
+from .attachment import Attachment
 from .lease import SessionLease
 from .session import Session
 from .tool_call import ToolCall
 from .turn import Turn
 
-AGGREGATES = (Session, Turn, ToolCall, SessionLease)
-AGGREGATE_VERSIONS = {"Session": 2, "Turn": 3, "ToolCall": 1, "SessionLease": 1}
+AGGREGATES = (Session, Turn, ToolCall, SessionLease, Attachment)
+AGGREGATE_VERSIONS = {"Session": 3, "Turn": 3, "ToolCall": 1, "SessionLease": 1, "Attachment": 1}
 EVENT_VERSIONS = {
-    "Session.Created": 1, "Session.Started": 1, "Session.InputQueued": 1, "Session.TurnStarted": 1,
+    "Session.Created": 1, "Session.Started": 2, "Session.InputQueued": 1, "Session.TurnStarted": 1,
     "Session.TurnEnded": 1, "Session.TurnsUndone": 1, "Session.TurnsRedone": 1, "Session.TitleSet": 1,
     "Session.TitleFailed": 1, "Session.ToolAlwaysAllowed": 1, "Session.SteeringQueued": 1,
     "Session.SteeringDelivered": 1, "Session.SteeringRequeued": 1, "Session.CancelRequested": 1,
-    "Session.Compacted": 1, "Session.CompactionFailed": 1, "Session.FilesRestored": 1,
+    "Session.Compacted": 1, "Session.CompactionFailed": 1, "Session.FilesRestored": 1, "Session.InputWithAttachmentsQueued": 1,
     "Turn.Created": 1, "Turn.Started": 1, "Turn.ApprovalRequested": 1, "Turn.Resumed": 1, "Turn.Completed": 1,
     "Turn.Failed": 1, "Turn.Cancelled": 1, "Turn.Stopped": 1, "Turn.Interrupted": 1, "Turn.ModelResponded": 2,
-    "Turn.ModelCallRetried": 2, "Turn.ToolResultsRecorded": 1,
+    "Turn.ModelCallRetried": 2, "Turn.ToolResultsRecorded": 1, "Turn.AttachmentsReferenced": 1,
     "ToolCall.Created": 1, "ToolCall.Requested": 1, "ToolCall.ApprovalRequested": 1, "ToolCall.Approved": 1, "ToolCall.Denied": 1,
     "ToolCall.Started": 1, "ToolCall.Completed": 1, "ToolCall.Failed": 1, "ToolCall.Skipped": 1,
     "ToolCall.Cancelled": 1, "ToolCall.Interrupted": 1,
     "SessionLease.Created": 1, "SessionLease.Acquired": 1, "SessionLease.Renewed": 1, "SessionLease.Released": 1,
+    "Attachment.Created": 1,
 }
 
 

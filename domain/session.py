@@ -29,10 +29,21 @@ SESSION_LIFECYCLE = Lifecycle(
 )
 
 
+def fork_origin(forked_from: dict[str, Any] | None, inherited: int) -> dict[str, Any] | None:
+    """The one shape of a fork's origin: {"session_id", "turn"}, the turn numbered as the conversation shows it.
+
+    Chat's /fork once recorded {"session_id", "turn_id"} (the parent's last turn on the branch);
+    it forked at the end of the branch, so its turn number is the count of turns it inherited."""
+    if not forked_from or "turn" in forked_from:
+        return forked_from
+    return {"session_id": forked_from.get("session_id"), "turn": inherited}
+
+
 class Session(Aggregate):
     #: v2 added `title_error` (a failed title call is recorded), steering, cancel requests,
     #: compaction attempts and auxiliary calls; v1 snapshots gain them empty below.
-    class_version = 2
+    #: v3: `forked_from` has one shape, {"session_id", "turn"} (see fork_origin).
+    class_version = 3
 
     @staticmethod
     def upcast_v1_v2(state: dict[str, Any]) -> None:
@@ -42,12 +53,26 @@ class Session(Aggregate):
         state.setdefault("compaction_attempts", 0)
         state.setdefault("aux_calls", [])
 
+    @staticmethod
+    def upcast_v2_v3(state: dict[str, Any]) -> None:
+        # A snapshot knows the head now, not at the fork: inherited turns are those on it that are not its own.
+        own = set(state.get("turns") or [])
+        inherited = [t for t in state.get("head") or [] if t not in own]
+        state["forked_from"] = fork_origin(state.get("forked_from"), len(inherited))
+
     class Started(Aggregate.Created):
+        """v2: `forked_from` is {"session_id", "turn"}; v1 events of chat's /fork held "turn_id"."""
+
+        class_version = 2
         spec: dict[str, Any]
         parent_session_id: UUID | None
         parent_tool_call_id: UUID | None
         forked_from: dict[str, Any] | None
         head: list[UUID]
+
+        @staticmethod
+        def upcast_v1_v2(state: dict[str, Any]) -> None:
+            state["forked_from"] = fork_origin(state.get("forked_from"), len(state.get("head") or []))
 
     @event(Started)
     def __init__(
@@ -108,10 +133,22 @@ class Session(Aggregate):
 
     # -- the durable input queue -------------------------------------------------------------
 
-    def queue_input(self, input_id: str, text: str, now: datetime, kind: str = "prompt") -> None:
+    def queue_input(self, input_id: str, text: str, now: datetime, kind: str = "prompt",
+                    attachments: list[dict[str, Any]] | None = None) -> None:
+        """`attachments`: reference blocks (domain/attachment.py), recorded with the input they came with."""
         if any(item["input_id"] == input_id for item in self.queue):
             raise DomainError(f"input {input_id} is already queued on session {self.id}")
-        self._input_queued(input_id=input_id, text=text, kind=kind, timestamp=now)
+        if attachments:
+            self._input_with_attachments_queued(input_id=input_id, text=text, kind=kind, attachments=list(attachments),
+                                                timestamp=now)
+        else:
+            self._input_queued(input_id=input_id, text=text, kind=kind, timestamp=now)
+
+    @event("InputWithAttachmentsQueued")
+    def _input_with_attachments_queued(self, input_id: str, text: str, kind: str, attachments: list[dict[str, Any]],
+                                       timestamp: datetime) -> None:
+        self.queue.append({"input_id": input_id, "text": text, "kind": kind, "queued_at": timestamp.isoformat(),
+                           "attachments": attachments})
 
     @event("InputQueued")
     def _input_queued(self, input_id: str, text: str, kind: str, timestamp: datetime) -> None:
@@ -158,7 +195,7 @@ class Session(Aggregate):
 
     # -- time travel ---------------------------------------------------------------------------
 
-    def undo(self, count: int, now: datetime) -> list[UUID]:
+    def undo(self, count: int, now: datetime, actor: str | None = None) -> list[UUID]:
         if self.status != "idle":
             raise DomainError(f"session {self.id} is busy; cancel or wait for the running turn before undo")
         if count < 1:
@@ -166,25 +203,47 @@ class Session(Aggregate):
         if count > len(self.head):
             raise DomainError(f"session {self.id} has {len(self.head)} turn(s) on its branch; cannot undo {count}")
         undone = self.head[-count:]
-        self._turns_undone(turn_ids=undone, timestamp=now)
+        self._turns_undone(turn_ids=undone, actor=actor, timestamp=now)
         return undone
 
-    @event("TurnsUndone")
-    def _turns_undone(self, turn_ids: list[UUID], timestamp: datetime) -> None:
+    class TurnsUndone(Aggregate.Event):
+        """v2 added `actor`: who decided (user@host from the CLI, the caller's identity from the API); None before."""
+
+        class_version = 2
+        turn_ids: list[UUID]
+        actor: str | None
+
+        @staticmethod
+        def upcast_v1_v2(state: dict[str, Any]) -> None:
+            state["actor"] = None
+
+    @event(TurnsUndone)
+    def _turns_undone(self, turn_ids: list[UUID], actor: str | None, timestamp: datetime) -> None:
         self.head = self.head[: len(self.head) - len(turn_ids)]
         self.redo_stack.append(list(turn_ids))
 
-    def redo(self, now: datetime) -> list[UUID]:
+    def redo(self, now: datetime, actor: str | None = None) -> list[UUID]:
         if self.status != "idle":
             raise DomainError(f"session {self.id} is busy; wait for the running turn before redo")
         if not self.redo_stack:
             raise DomainError(f"session {self.id} has nothing to redo")
         turn_ids = self.redo_stack[-1]
-        self._turns_redone(turn_ids=turn_ids, timestamp=now)
+        self._turns_redone(turn_ids=turn_ids, actor=actor, timestamp=now)
         return turn_ids
 
-    @event("TurnsRedone")
-    def _turns_redone(self, turn_ids: list[UUID], timestamp: datetime) -> None:
+    class TurnsRedone(Aggregate.Event):
+        """v2 added `actor`: who decided (user@host from the CLI, the caller's identity from the API); None before."""
+
+        class_version = 2
+        turn_ids: list[UUID]
+        actor: str | None
+
+        @staticmethod
+        def upcast_v1_v2(state: dict[str, Any]) -> None:
+            state["actor"] = None
+
+    @event(TurnsRedone)
+    def _turns_redone(self, turn_ids: list[UUID], actor: str | None, timestamp: datetime) -> None:
         self.redo_stack.pop()
         self.head.extend(turn_ids)
 
@@ -230,7 +289,7 @@ class Session(Aggregate):
 
     # -- steering and cancel requests (they may come from another process) ----------------------
 
-    def steer(self, steer_id: str, text: str, now: datetime, wait_batch: bool = False) -> str:
+    def steer(self, steer_id: str, text: str, now: datetime, wait_batch: bool = False, actor: str | None = None) -> str:
         """Steer the running turn; with no turn running, the text becomes a normal queued input.
 
         Returns "steering" or "queued", so the caller can say which happened.
@@ -241,12 +300,28 @@ class Session(Aggregate):
             self.queue_input(steer_id, text, now, kind="prompt")
             return "queued"
         self._steering_queued(
-            steer_id=steer_id, text=text, turn_id=self.active_turn_id, wait_batch=wait_batch, timestamp=now
+            steer_id=steer_id, text=text, turn_id=self.active_turn_id, wait_batch=wait_batch, actor=actor, timestamp=now
         )
         return "steering"
 
-    @event("SteeringQueued")
-    def _steering_queued(self, steer_id: str, text: str, turn_id: UUID, wait_batch: bool, timestamp: datetime) -> None:
+    class SteeringQueued(Aggregate.Event):
+        """v2 added `actor`: who decided (user@host from the CLI, the caller's identity from the API); None before."""
+
+        class_version = 2
+        steer_id: str
+        text: str
+        turn_id: UUID
+        wait_batch: bool
+        actor: str | None
+
+        @staticmethod
+        def upcast_v1_v2(state: dict[str, Any]) -> None:
+            state["actor"] = None
+
+    @event(SteeringQueued)
+    def _steering_queued(
+        self, steer_id: str, text: str, turn_id: UUID, wait_batch: bool, actor: str | None, timestamp: datetime
+    ) -> None:
         self.steering.append({"steer_id": steer_id, "text": text, "turn_id": turn_id, "wait_batch": wait_batch})
 
     def deliver_steering(self, steer_ids: list[str], turn_id: UUID, step: int, now: datetime) -> None:
@@ -268,15 +343,27 @@ class Session(Aggregate):
             )
         self.steering = [s for s in self.steering if s["steer_id"] not in steer_ids]
 
-    def request_cancel(self, reason: str, now: datetime) -> UUID:
+    def request_cancel(self, reason: str, now: datetime, actor: str | None = None) -> UUID:
         """Ask whichever process runs the active turn to cancel it; it polls for this."""
         if self.active_turn_id is None:
             raise DomainError(f"session {self.id} has no turn running; nothing to cancel")
-        self._cancel_requested(turn_id=self.active_turn_id, reason=reason, timestamp=now)
+        self._cancel_requested(turn_id=self.active_turn_id, reason=reason, actor=actor, timestamp=now)
         return self.active_turn_id
 
-    @event("CancelRequested")
-    def _cancel_requested(self, turn_id: UUID, reason: str, timestamp: datetime) -> None:
+    class CancelRequested(Aggregate.Event):
+        """v2 added `actor`: who decided (user@host from the CLI, the caller's identity from the API); None before."""
+
+        class_version = 2
+        turn_id: UUID
+        reason: str
+        actor: str | None
+
+        @staticmethod
+        def upcast_v1_v2(state: dict[str, Any]) -> None:
+            state["actor"] = None
+
+    @event(CancelRequested)
+    def _cancel_requested(self, turn_id: UUID, reason: str, actor: str | None, timestamp: datetime) -> None:
         self.cancel_requested = {"turn_id": turn_id, "reason": reason}
 
     # -- compaction ----------------------------------------------------------------------------

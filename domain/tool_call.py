@@ -82,6 +82,7 @@ class ToolCall(Aggregate):
         self.effects: list[dict[str, Any]] = []
         self.attempts = 0
         self.ends_turn = False
+        self.blocks: list[dict[str, Any]] | None = None
 
     def _next(self, trigger: str) -> str:
         return TOOL_CALL_LIFECYCLE.next_state(trigger, self.status, self.id)
@@ -104,20 +105,45 @@ class ToolCall(Aggregate):
     def _approval_requested(self, timestamp: datetime) -> None:
         self.status = "awaiting_approval"
 
-    def approve(self, now: datetime, by: str = "user", always: bool = False) -> None:
+    def approve(self, now: datetime, by: str = "user", always: bool = False, actor: str | None = None) -> None:
+        """`by` is the mechanism (user, --yes, always, policy); `actor` is who: a person or an API caller."""
         self._next("approve")
-        self._approved(by=by, always=always, timestamp=now)
+        self._approved(by=by, always=always, actor=actor, timestamp=now)
 
-    @event("Approved")
-    def _approved(self, by: str, always: bool, timestamp: datetime) -> None:
+    class Approved(Aggregate.Event):
+        """v2 added `actor`: who decided (user@host from the CLI, the caller's identity from the API); None before."""
+
+        class_version = 2
+        by: str
+        always: bool
+        actor: str | None
+
+        @staticmethod
+        def upcast_v1_v2(state: dict[str, Any]) -> None:
+            state["actor"] = None
+
+    @event(Approved)
+    def _approved(self, by: str, always: bool, actor: str | None, timestamp: datetime) -> None:
         self.status = "approved"
 
-    def deny(self, now: datetime, reason: str = "denied by the user", by: str = "user") -> None:
+    def deny(self, now: datetime, reason: str = "denied by the user", by: str = "user", actor: str | None = None) -> None:
         self._next("deny")
-        self._denied(reason=reason, by=by, timestamp=now)
+        self._denied(reason=reason, by=by, actor=actor, timestamp=now)
 
-    @event("Denied")
-    def _denied(self, reason: str, by: str, timestamp: datetime) -> None:
+    class Denied(Aggregate.Event):
+        """v2 added `actor`: who decided (user@host from the CLI, the caller's identity from the API); None before."""
+
+        class_version = 2
+        reason: str
+        by: str
+        actor: str | None
+
+        @staticmethod
+        def upcast_v1_v2(state: dict[str, Any]) -> None:
+            state["actor"] = None
+
+    @event(Denied)
+    def _denied(self, reason: str, by: str, actor: str | None, timestamp: datetime) -> None:
         self.status = "denied"
         self.reason = reason
 
@@ -136,19 +162,22 @@ class ToolCall(Aggregate):
 
     def complete(
         self, output: str, now: datetime, is_error: bool = False, duration_ms: float = 0.0,
-        effects: list[dict[str, Any]] | None = None, ends_turn: bool = False,
+        effects: list[dict[str, Any]] | None = None, ends_turn: bool = False, blocks: list[dict[str, Any]] | None = None,
     ) -> None:
-        """`ends_turn` records that this result finishes the turn (task_complete), so resume sees it."""
+        """`ends_turn` records that this result finishes the turn (task_complete), so resume sees it;
+        `blocks` keeps a result richer than text (an MCP tool's images, structured content) whole."""
         self._next("complete")
+        extra: dict[str, Any] = {"blocks": blocks} if blocks else {}
         self._completed(
             output=output, is_error=is_error, duration_ms=duration_ms, effects=effects or [], timestamp=now,
-            ends_turn=ends_turn and not is_error,
+            ends_turn=ends_turn and not is_error, **extra,
         )
 
     @event("Completed")
     def _completed(
         self, output: str, is_error: bool, duration_ms: float, effects: list[dict[str, Any]], timestamp: datetime,
         ends_turn: bool = False,  # absent from events recorded before sub-agents: the default replays them
+        blocks: list[dict[str, Any]] | None = None,  # absent before MCP tools, and for plain-text results
     ) -> None:
         self.status = "completed"
         self.output = output
@@ -156,6 +185,7 @@ class ToolCall(Aggregate):
         self.duration_ms = duration_ms
         self.effects = effects
         self.ends_turn = ends_turn
+        self.blocks = blocks
 
     def fail(self, error: str, now: datetime, duration_ms: float = 0.0) -> None:
         self._next("fail")

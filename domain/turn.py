@@ -92,6 +92,20 @@ class Turn(Aggregate):
         self.started_at = timestamp
         self.ended_at: datetime | None = None
 
+    #: Reference blocks of the images and documents sent with the input (domain/attachment.py);
+    #: a class default, so turns and snapshots from before attachments existed have none.
+    attachments: tuple[dict[str, Any], ...] | list[dict[str, Any]] = ()
+
+    def reference_attachments(self, blocks: list[dict[str, Any]], now: datetime) -> None:
+        """Record the input's attachments on the turn, before it starts; its first message carries them."""
+        if self.status != "pending":
+            raise DomainError(f"turn {self.id} is {self.status}; attachments come with its input, before it starts")
+        self._attachments_referenced(blocks=list(blocks), timestamp=now)
+
+    @event("AttachmentsReferenced")
+    def _attachments_referenced(self, blocks: list[dict[str, Any]], timestamp: datetime) -> None:
+        self.attachments = blocks
+
     def _next(self, trigger: str) -> str:
         return TURN_LIFECYCLE.next_state(trigger, self.status, self.id)
 
@@ -127,12 +141,23 @@ class Turn(Aggregate):
         self.status = "awaiting_approval"
         self.awaiting = list(tool_call_ids)
 
-    def resume(self, reason: str, now: datetime) -> None:
+    def resume(self, reason: str, now: datetime, actor: str | None = None) -> None:
         self._next("resume")
-        self._resumed(reason=reason, timestamp=now)
+        self._resumed(reason=reason, actor=actor, timestamp=now)
 
-    @event("Resumed")
-    def _resumed(self, reason: str, timestamp: datetime) -> None:
+    class Resumed(Aggregate.Event):
+        """v2 added `actor`: who decided (user@host from the CLI, the caller's identity from the API); None before."""
+
+        class_version = 2
+        reason: str
+        actor: str | None
+
+        @staticmethod
+        def upcast_v1_v2(state: dict[str, Any]) -> None:
+            state["actor"] = None
+
+    @event(Resumed)
+    def _resumed(self, reason: str, actor: str | None, timestamp: datetime) -> None:
         self.status = "running"
         self.awaiting = []
 
@@ -160,12 +185,23 @@ class Turn(Aggregate):
         self.error = error
         self.ended_at = timestamp
 
-    def cancel(self, reason: str, now: datetime) -> None:
+    def cancel(self, reason: str, now: datetime, actor: str | None = None) -> None:
         self._next("cancel")
-        self._cancelled(reason=reason, timestamp=now)
+        self._cancelled(reason=reason, actor=actor, timestamp=now)
 
-    @event("Cancelled")
-    def _cancelled(self, reason: str, timestamp: datetime) -> None:
+    class Cancelled(Aggregate.Event):
+        """v2 added `actor`: who decided (user@host from the CLI, the caller's identity from the API); None before."""
+
+        class_version = 2
+        reason: str
+        actor: str | None
+
+        @staticmethod
+        def upcast_v1_v2(state: dict[str, Any]) -> None:
+            state["actor"] = None
+
+    @event(Cancelled)
+    def _cancelled(self, reason: str, actor: str | None, timestamp: datetime) -> None:
         self.status = "cancelled"
         self.reason = reason
         self.ended_at = timestamp

@@ -35,7 +35,8 @@ from chronicle.runtime.loop import AgentLoop, LoopOptions
 from chronicle.runtime.providers.scripted import ScriptedProvider
 from chronicle.runtime.retry import RetryPolicy
 from chronicle.runtime.store import ChronicleStore
-from chronicle.runtime.tools import DEFAULT_TOOLS, toolbox_for
+from chronicle.runtime.tools import DEFAULT_TOOLS
+from chronicle.runtime.toolsets import toolbox_for
 
 NS = uuid5(NAMESPACE_URL, "https://chronicle.invalid/fixtures/v1")
 S1, S2, S3, S4, S5 = (uuid5(NS, f"s{i}") for i in range(1, 6))

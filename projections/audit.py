@@ -86,14 +86,17 @@ class AuditProjection(Projection):
                              if spec.get("skills") else {})},
                   links={"forked_from": e.forked_from} if e.forked_from else None)
 
-    @on("Session.InputQueued")
+    @on("Session.InputQueued", "Session.InputWithAttachmentsQueued")
     def _input(self, tx: Tx, e: Any, position: int) -> None:
-        self._row(tx, e, position, "input", str(e.originator_id), status=e.kind, detail={"input_id": e.input_id, "text": e.text})
+        detail = {"input_id": e.input_id, "text": e.text}
+        if getattr(e, "attachments", None):
+            detail["attachments"] = [b["source"] for b in e.attachments]  # references (hash, type, size, name), never bytes
+        self._row(tx, e, position, "input", str(e.originator_id), status=e.kind, detail=detail)
 
     @on("Session.TurnsUndone", "Session.TurnsRedone")
     def _undo(self, tx: Tx, e: Any, position: int) -> None:
         kind = "undo" if type(e).__qualname__.endswith("Undone") else "redo"
-        self._row(tx, e, position, kind, str(e.originator_id), detail={"turn_ids": [str(t) for t in e.turn_ids]})
+        self._row(tx, e, position, kind, str(e.originator_id), detail={"turn_ids": [str(t) for t in e.turn_ids], "actor": getattr(e, "actor", None)})
 
     @on("Session.TitleSet")
     def _title(self, tx: Tx, e: Any, position: int) -> None:
@@ -143,14 +146,15 @@ class AuditProjection(Projection):
     @on("Turn.Resumed")
     def _resumed(self, tx: Tx, e: Any, position: int) -> None:
         tid = str(e.originator_id)
-        self._row(tx, e, position, "resume", self._session_of(tx, tid), turn_id=tid, detail={"reason": e.reason})
+        self._row(tx, e, position, "resume", self._session_of(tx, tid), turn_id=tid, detail={"reason": e.reason, "actor": getattr(e, "actor", None)})
 
     @on(*TURN_END)
     def _turn_end(self, tx: Tx, e: Any, position: int) -> None:
         tid = str(e.originator_id)
         kind, status, is_error = TURN_END[type(e).__qualname__]
         detail = {k: v for k, v in {"final_text": getattr(e, "final_text", None), "reason": getattr(e, "reason", None),
-                                    "error": getattr(e, "error", None), "guard": getattr(e, "guard", None)}.items() if v is not None}
+                                    "error": getattr(e, "error", None), "guard": getattr(e, "guard", None),
+                                    "actor": getattr(e, "actor", None)}.items() if v is not None}
         self._row(tx, e, position, kind, self._session_of(tx, tid), turn_id=tid, status=status, is_error=is_error, detail=detail)
 
     def _session_of(self, tx: Tx, turn_id: str) -> str | None:
@@ -194,11 +198,11 @@ class AuditProjection(Projection):
 
     @on("ToolCall.Approved")
     def _approved(self, tx: Tx, e: Any, position: int) -> None:
-        self._tool_row(tx, e, position, "approval", "approved", False, {"by": e.by, "always": e.always})
+        self._tool_row(tx, e, position, "approval", "approved", False, {"by": e.by, "always": e.always, "actor": getattr(e, "actor", None)})
 
     @on("ToolCall.Denied")
     def _denied(self, tx: Tx, e: Any, position: int) -> None:
-        self._tool_row(tx, e, position, "approval", "denied", False, {"by": e.by, "reason": e.reason})
+        self._tool_row(tx, e, position, "approval", "denied", False, {"by": e.by, "reason": e.reason, "actor": getattr(e, "actor", None)})
 
     @on(*TOOL_END)
     def _tool_end(self, tx: Tx, e: Any, position: int) -> None:

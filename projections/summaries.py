@@ -25,7 +25,7 @@ class SummariesProjection(Projection):
     def _started(self, tx: Tx, e: Any, position: int) -> None:
         tx.execute("INSERT INTO proj_summaries VALUES (%s, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 0)", (str(e.originator_id),))
 
-    @on("Session.InputQueued")
+    @on("Session.InputQueued", "Session.InputWithAttachmentsQueued")
     def _input(self, tx: Tx, e: Any, position: int) -> None:
         tx.execute("UPDATE proj_summaries SET first_input = %s WHERE session_id = %s AND first_input IS NULL",
                    (e.text, str(e.originator_id)))

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 from chronicle.domain.content import Message, TextBlock
@@ -20,6 +20,9 @@ from chronicle.domain.context import build_context, merge_roles
 
 from .live import CompactionEvent, ErrorEvent
 from .providers.base import ModelRequest, ignore_deltas
+
+if TYPE_CHECKING:
+    from .loop_io import LoopIO
 
 DEFAULT_WINDOW = 100_000
 CONTEXT_WINDOWS = {"claude": 200_000}
@@ -80,9 +83,9 @@ class Compactor:
         self.settings = settings or CompactionSettings()
         self.monitor = ContextMonitor(self.settings)
 
-    def estimate(self, loop: Any, session: Any, extra_text: str = "") -> int:
+    def estimate(self, io: LoopIO, session: Any, extra_text: str = "") -> int:
         summary, view = session.context_view()
-        turns = [loop.store.turn(t) for t in view]
+        turns = [io.store.turn(t) for t in view]
         messages = build_context(turns, summary=summary)
         if extra_text:
             messages.append(Message(role="user", content=[TextBlock(text=extra_text)]))
@@ -96,21 +99,22 @@ class Compactor:
                 break
         return max(estimate, reported)
 
-    async def maybe_compact(self, loop: Any, session: Any) -> CompactionResult | None:
+    async def maybe_compact(self, io: LoopIO, session: Any) -> CompactionResult | None:
         """Before a turn starts: compact if the next request would be near the window."""
         if not self.settings.auto:
             return None
         item = session.next_input
-        tokens = self.estimate(loop, session, item["text"] if item else "")
+        tokens = self.estimate(io, session, item["text"] if item else "")
         strategy = self.monitor.suggest(tokens, session.spec.model)
         if strategy is None:
             return None
-        return await self.compact(loop, session.id, strategy=strategy)
+        return await self.compact(io, session.id, strategy=strategy)
 
     async def compact(
-        self, loop: Any, session_id: UUID, strategy: str = "summary", keep_recent: int | None = None
+        self, io: LoopIO, session_id: UUID, strategy: str = "summary", keep_recent: int | None = None
     ) -> CompactionResult:
-        store = loop.store
+        """Compact through the loop's I/O (store, provider, clock, live events), never the loop itself."""
+        store = io.store
         session = store.session(session_id)
         summary, view = session.context_view()
         view = [t for t in view if t != session.active_turn_id]
@@ -129,27 +133,27 @@ class Compactor:
                 model=spec.model, system=SUMMARY_SYSTEM, messages=merge_roles(messages), tools=[], max_tokens=2048,
                 agent=spec.name, session_id=str(session_id), call_index=session.compaction_attempts, auxiliary="summary",
             )
-            response = await loop.provider.stream(request, ignore_deltas)
+            response = await io.provider.stream(request, ignore_deltas)
             usage = response.usage.model_dump()
             if response.stop_reason == "error" or not response.text.strip():
                 reason = f"summary failed: {response.error.message if response.error else 'the model returned no text'}"
-                now = loop.clock.now()
+                now = io.clock.now()
                 store.update_session(
                     session_id, lambda s: s.record_compaction_failure(reason, strategy, now, usage=usage, model=response.model or spec.model)
                 )
-                await loop.emit(ErrorEvent(session_id=str(session_id), message=f"compaction {reason}; history left unchanged", kind="compaction"))
+                await io.emit(ErrorEvent(session_id=str(session_id), message=f"compaction {reason}; history left unchanged", kind="compaction"))
                 return CompactionResult(False, strategy, reason=reason)
             text = response.text.strip()
         elif strategy == "workspace":
             from .workspace_log import move_to_workspace, pointer
 
-            relative = move_to_workspace(loop.workspace, session_id, [store.turn(t) for t in chosen], loop.clock.now())
+            relative = move_to_workspace(io.workspace, session_id, [store.turn(t) for t in chosen], io.clock.now())
             text = pointer(relative, len(already) + len(chosen)) + (f"\n\nSummary of what came before: {summary}" if summary else "")
         elif strategy != "truncate":
             raise ValueError(f"unknown compaction strategy {strategy!r}: use summary, truncate or workspace")
-        now = loop.clock.now()
+        now = io.clock.now()
         turn_ids = [*already, *chosen]
         model = spec.model
         store.update_session(session_id, lambda s: s.compact(turn_ids, text, strategy, now, usage=usage, model=model))
-        await loop.emit(CompactionEvent(session_id=str(session_id), strategy=strategy, turns_compacted=len(chosen), summary=text))
+        await io.emit(CompactionEvent(session_id=str(session_id), strategy=strategy, turns_compacted=len(chosen), summary=text))
         return CompactionResult(True, strategy, turns_compacted=len(chosen), summary=text)

@@ -46,7 +46,7 @@ def eventsourcing_env(url: str) -> dict[str, str]:
             POSTGRES_PASSWORD=unquote(parsed.password or ""),
             # eventsourcing retries a lost connection 10 times, so an outage shorter than about
             # 10 x this timeout is ridden out; a longer one fails the operation with a clear error.
-            POSTGRES_CONNECT_TIMEOUT=os.environ.get("CHRONICLE_PG_CONNECT_TIMEOUT", "5"),
+            POSTGRES_CONNECT_TIMEOUT=_pg_connect_timeout(),
             POSTGRES_POOL_SIZE="4",
             POSTGRES_MAX_OVERFLOW="4",
             POSTGRES_PRE_PING="y",
@@ -63,3 +63,12 @@ def redact(url: str) -> str:
     from .redaction import redact_secrets  # also a password holding an unencoded "/", "#" or "?"
 
     return redact_secrets(url)
+
+
+def _pg_connect_timeout() -> str:
+    from .environment import EnvironmentSettingError, environment
+
+    try:
+        return f"{environment().pg_connect_timeout:g}"
+    except EnvironmentSettingError as exc:
+        raise ConfigError(str(exc)) from None

@@ -3,25 +3,178 @@
 `chronicle steer` and `chronicle cancel` may run in another process (or on another machine)
 than the loop running the turn, so a request cannot be a signal or a callback: it is recorded
 on the Session, and the running loop notices it. Cancel is polled by a background task every
-few hundred milliseconds (one cheap fast-forward query on a cached aggregate); steering is read
-at the loop's safe points, between tool calls, where it can be acted on.
+few hundred milliseconds; steering is read at the loop's safe points, between tool calls,
+where it can be acted on.
+
+The session is read again only when something may have changed (`ControlProbe`): on SQLite
+the session's newest version (one indexed lookup, no transaction to commit); on PostgreSQL a
+LISTEN connection that steer and cancel NOTIFY (no query at all), plus saves made in this
+process, plus a full read every few seconds for writers that do not notify. Reading the
+session at every safe point cost about three transactions per LLM step on PostgreSQL.
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
+from collections import Counter
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 from uuid import UUID, uuid4
 
 from chronicle.domain.content import TextBlock
 from chronicle.domain.session import Session
 
+from .actor import process_actor
 from .clock import SYSTEM_CLOCK, Clock
 from .store import ChronicleStore
 
 POLL_S = 0.25
+#: On PostgreSQL, a full read at least this often, for writers that do not NOTIFY.
+FALLBACK_S = 2.0
+CHANNEL = "chronicle_control"
 STEERING_SKIP_REASON = "the user sent a steering message before this tool started, so it was not run"
+
+#: Saves of each session made in this process (by any store object): counted as they commit.
+_LOCAL_SAVES: Counter[UUID] = Counter()
+
+
+def saved_here(session_ids: Any) -> None:
+    """Called by the store after every save in this process, with the ids it wrote."""
+    _LOCAL_SAVES.update(session_ids)
+
+
+class ControlProbe(Protocol):
+    """Whether a session's control requests may have changed since `mark()`; False must mean
+    nothing was recorded. The port through which a loop learns of steering and cancel."""
+
+    def changed(self) -> bool: ...
+
+    def mark(self) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class VersionProbe:
+    """The session's newest stored version against the one last read (SQLite: a lookup in
+    the file, nothing to commit). Exact and immediate, for any writer."""
+
+    def __init__(self, store: ChronicleStore, session_id: UUID) -> None:
+        self.store, self.session_id, self.seen = store, session_id, -1
+
+    def _latest(self) -> int:
+        found = self.store.recorder.select_events(self.session_id, desc=True, limit=1)
+        return found[0].originator_version if found else 0
+
+    def changed(self) -> bool:
+        return self._latest() != self.seen
+
+    def mark(self) -> None:
+        self.seen = self._latest()
+
+    def close(self) -> None:
+        pass
+
+
+class NotifyProbe:
+    """PostgreSQL: notifications on CHANNEL naming the session, saves of it in this process,
+    or a full read every FALLBACK_S. No query while nothing happens."""
+
+    def __init__(self, store: ChronicleStore, session_id: UUID, fallback_s: float = FALLBACK_S) -> None:
+        import psycopg
+
+        from .config import eventsourcing_env
+
+        env = eventsourcing_env(store.url)
+        self.session_id, self.fallback_s = session_id, fallback_s
+        self.conn = psycopg.connect(
+            dbname=env["POSTGRES_DBNAME"], host=env["POSTGRES_HOST"], port=env["POSTGRES_PORT"], user=env["POSTGRES_USER"],
+            password=env["POSTGRES_PASSWORD"] or None, connect_timeout=int(float(env["POSTGRES_CONNECT_TIMEOUT"])),
+            autocommit=True,
+        )
+        self.conn.execute(f"LISTEN {CHANNEL}")
+        self.local = -1
+        self.read_at = 0.0
+        self.notified = False
+
+    def changed(self) -> bool:
+        for note in self.conn.notifies(timeout=0):
+            if note.payload == self.session_id.hex:
+                self.notified = True
+        return self.notified or _LOCAL_SAVES[self.session_id] != self.local or time.monotonic() - self.read_at > self.fallback_s
+
+    def mark(self) -> None:
+        self.changed()  # drain what arrived so far: the read that follows sees those writes
+        self.notified, self.local, self.read_at = False, _LOCAL_SAVES[self.session_id], time.monotonic()
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+def probe_for(store: ChronicleStore, session_id: UUID) -> ControlProbe:
+    if store.backend == "postgresql":
+        try:
+            return NotifyProbe(store, session_id)
+        except Exception:  # noqa: BLE001 - no listener (connection limit): the exact lookup still works
+            pass
+    return VersionProbe(store, session_id)
+
+
+def notify_control(store: ChronicleStore, session_id: UUID) -> None:
+    """Tell running loops (any process) that this session's steering or cancel changed."""
+    if store.backend != "postgresql":
+        return  # SQLite loops look up the session's version
+    with store.recorder.datastore.transaction(commit=True) as cursor:  # type: ignore[attr-defined]
+        cursor.execute("SELECT pg_notify(%s, %s)", (CHANNEL, session_id.hex))
+
+
+class SessionControls:
+    """A running loop's view of its session's steering and cancel requests: the session is
+    read again only when the probe says it may have changed."""
+
+    def __init__(self, store: ChronicleStore, session_id: UUID, probe: ControlProbe | None = None) -> None:
+        self.store, self.session_id = store, session_id
+        self.probe = probe or probe_for(store, session_id)
+        self._session: Session | None = None
+
+    def session(self) -> Session:
+        if self._session is None or self.probe.changed():
+            self.probe.mark()  # before the read: a write racing it shows as a change next time
+            self._session = self.store.session(self.session_id, copy=False)
+        return self._session
+
+    def steering(self, turn_id: UUID) -> Steering | None:
+        return _steering_of(self.session(), turn_id)
+
+    def cancel_reason(self, turn_id: UUID) -> str | None:
+        request = self.session().cancel_requested
+        if request and request["turn_id"] == turn_id:
+            return str(request["reason"])
+        return None
+
+    def close(self) -> None:
+        self.probe.close()
+
+
+#: Sessions whose controls a store keeps (a PostgreSQL listener each); the oldest is let go.
+KEPT = 8
+
+
+def controls_of(store: ChronicleStore, session_id: UUID) -> SessionControls:
+    """One SessionControls per store and running session, reused across its safe points."""
+    cache: dict[UUID, SessionControls] = store.__dict__.setdefault("_session_controls", {})
+    if session_id not in cache:
+        while len(cache) >= KEPT:
+            cache.pop(next(iter(cache))).close()
+        cache[session_id] = SessionControls(store, session_id)
+    return cache[session_id]
+
+
+def release_controls(store: ChronicleStore, session_id: UUID) -> None:
+    """The turn is over: close the session's listener, if any."""
+    found = store.__dict__.get("_session_controls", {}).pop(session_id, None)
+    if found is not None:
+        found.close()
 
 
 class CancelWatcher:
@@ -40,6 +193,7 @@ class CancelWatcher:
         self._watching = asyncio.ensure_future(self._watch())
 
     async def stop(self) -> None:
+        release_controls(self.store, self.session_id)
         if self._watching is not None and not self._watching.done():
             self._watching.cancel()
             try:
@@ -49,13 +203,9 @@ class CancelWatcher:
 
     def requested(self) -> str | None:
         try:
-            session = self.store.session(self.session_id)
+            return controls_of(self.store, self.session_id).cancel_reason(self.turn_id)
         except Exception:  # noqa: BLE001 - a store hiccup must not cancel or crash the turn
             return None
-        request = session.cancel_requested
-        if request and request["turn_id"] == self.turn_id:
-            return request["reason"]
-        return None
 
     async def _watch(self) -> None:
         while True:
@@ -79,7 +229,11 @@ class Steering:
 
 def pending_steering(store: ChronicleStore, session_id: UUID, turn_id: UUID) -> Steering | None:
     """Steering recorded for this turn and not yet delivered; None if there is none."""
-    items = [s for s in store.session(session_id).steering if s["turn_id"] == turn_id]
+    return controls_of(store, session_id).steering(turn_id)
+
+
+def _steering_of(session: Session, turn_id: UUID) -> Steering | None:
+    items = [s for s in session.steering if s["turn_id"] == turn_id]
     if not items:
         return None
     return Steering(
@@ -100,31 +254,39 @@ class SteerResult:
     steer_id: str
 
 
-def steer(store: ChronicleStore, session_id: UUID, text: str, wait_batch: bool = False, clock: Clock = SYSTEM_CLOCK) -> SteerResult:
+def steer(store: ChronicleStore, session_id: UUID, text: str, wait_batch: bool = False, clock: Clock = SYSTEM_CLOCK,
+          actor: str | None = None) -> SteerResult:
+    """`actor`: who steers (default: this process's user@host; a server passes its caller)."""
     steer_id = uuid4().hex
+    actor = actor or process_actor()
     now = clock.now()
     seen: dict[str, Any] = {}
 
     def command(session: Session) -> None:
-        seen["outcome"] = session.steer(steer_id, text, now, wait_batch=wait_batch)
+        seen["outcome"] = session.steer(steer_id, text, now, wait_batch=wait_batch, actor=actor)
         seen["turn_id"] = session.active_turn_id
 
     store.update_session(session_id, command)
+    notify_control(store, session_id)
     return SteerResult(seen["outcome"], session_id, seen["turn_id"], steer_id)
 
 
-def request_cancel(store: ChronicleStore, session_id: UUID, reason: str, clock: Clock = SYSTEM_CLOCK) -> UUID:
+def request_cancel(store: ChronicleStore, session_id: UUID, reason: str, clock: Clock = SYSTEM_CLOCK,
+                   actor: str | None = None) -> UUID:
     now = clock.now()
+    actor = actor or process_actor()
     seen: dict[str, UUID] = {}
 
     def command(session: Session) -> None:
-        seen["turn_id"] = session.request_cancel(reason, now)
+        seen["turn_id"] = session.request_cancel(reason, now, actor=actor)
 
     store.update_session(session_id, command)
+    notify_control(store, session_id)
     return seen["turn_id"]
 
 
-def cancel_paused_turn(store: ChronicleStore, session_id: UUID, reason: str, clock: Clock = SYSTEM_CLOCK) -> UUID | None:
+def cancel_paused_turn(store: ChronicleStore, session_id: UUID, reason: str, clock: Clock = SYSTEM_CLOCK,
+                       actor: str | None = None) -> UUID | None:
     """A turn waiting for approval has no process running it: cancel it here and now.
 
     Every unresolved tool call of the open step gets a `cancelled` result, so the model never
@@ -150,6 +312,6 @@ def cancel_paused_turn(store: ChronicleStore, session_id: UUID, reason: str, clo
                 call.cancel(reason, now)
             calls.append(call)
         turn.record_tool_results([c.result_block() for c in calls], now)
-    turn.cancel(reason, now)
+    turn.cancel(reason, now, actor=actor or process_actor())
     store.update_session(session_id, lambda s: s.end_turn(turn.id, "cancelled", now), turn, *calls)
     return turn.id

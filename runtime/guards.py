@@ -10,75 +10,39 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from datetime import datetime, timedelta
-from typing import Any, Iterator
-from uuid import UUID
-
-from chronicle.projections.sql import iso
+from datetime import datetime
+from typing import Any, Protocol
 
 from .clock import SYSTEM_CLOCK, Clock
 from .hooks import Hook, NeedApproval, Stop, ToolVerdict
-from .pricing import price
-from .read_models import projection_engine
 
 DOOM_LOOP_THRESHOLD = 3
 
 
 @dataclass(frozen=True)
-class CallRecord:
-    """One model call as the cost guard sees it."""
+class Spend:
+    """What the cost guard compares with its limits, read at one moment."""
 
-    at: datetime
-    model: str
-    usage: dict[str, Any]
-
-    @property
-    def usd(self) -> float | None:
-        return price(self.model, self.usage, self.at)
-
-
-def turn_calls(turn: Any) -> list[CallRecord]:
-    calls = []
-    for step in turn.steps:
-        response = step["response"]
-        at = datetime.fromisoformat(step["at"]) if step.get("at") else turn.started_at
-        calls.append(CallRecord(at=at, model=response.get("model") or "", usage=response.get("usage") or {}))
-    return calls
+    #: USD of the session's whole tree: its top-level ancestor and every sub-agent below it.
+    tree_usd: float
+    #: USD of every session in the store today (UTC).
+    day_usd: float
+    #: Calls that used tokens in the last hour, every session.
+    calls_last_hour: int
 
 
-def session_calls(store: Any, session: Any, finished: dict[UUID, list[CallRecord]] | None = None) -> Iterator[CallRecord]:
-    """Every model call of the session: its turns (on any branch) and its auxiliary calls."""
-    for turn_id in session.turns:
-        if finished is not None and turn_id in finished:
-            yield from finished[turn_id]
-            continue
-        turn = store.turn(turn_id)
-        calls = turn_calls(turn)
-        if finished is not None and turn.finished:
-            finished[turn_id] = calls
-        yield from calls
-    for aux in getattr(session, "aux_calls", []):
-        yield CallRecord(at=datetime.fromisoformat(aux["at"]), model=aux.get("model") or "", usage=aux.get("usage") or {})
+class SpendReader(Protocol):
+    """Where the cost guard reads spend: the application hands one over (the cost projection's queries)."""
 
-
-def spend(calls: Iterator[CallRecord] | list[CallRecord]) -> tuple[float, int]:
-    """USD of the calls, and how many could not be priced (unknown model)."""
-    total, unknown = 0.0, 0
-    for call in calls:
-        usd = call.usd
-        if usd is None:
-            unknown += 1 if (call.usage.get("input_tokens") or call.usage.get("output_tokens")) else 0
-        else:
-            total += usd
-    return total, unknown
+    def spend(self, session_id: str, now: datetime) -> Spend: ...
 
 
 class CostGuard(Hook):
     """Per-session and daily USD budgets and an hourly model-call rate, checked before each call.
 
-    Spend is read from the cost projection (the same rows `chronicle cost` reports), caught up
-    first so it includes every call committed so far: one query per figure instead of loading
-    every session's turns on every model call. A session budget covers the whole tree the
+    Spend comes from the reader the application hands over — the cost projection (the same
+    rows `chronicle cost` reports), caught up first so it includes every call committed so far —
+    instead of loading every session's turns on every model call. A session budget covers the whole tree the
     session belongs to: its top-level session and every sub-agent below it, as `cost`'s
     "total" shows it — a budget given to `run` bounds what the run spends, children included.
     The daily budget and the hourly rate count every session in the store (one store, one
@@ -86,58 +50,30 @@ class CostGuard(Hook):
     """
 
     def __init__(
-        self, store: Any, budget_usd: float | None = None, daily_budget_usd: float | None = None,
+        self, reader: SpendReader, budget_usd: float | None = None, daily_budget_usd: float | None = None,
         max_calls_per_hour: int | None = None, clock: Clock = SYSTEM_CLOCK,
     ) -> None:
-        self.store = store
+        self.reader = reader
         self.budget_usd = budget_usd
         self.daily_budget_usd = daily_budget_usd
         self.max_calls_per_hour = max_calls_per_hour
         self.clock = clock
 
     async def before_model_call(self, session: Any, turn: Any, request: Any) -> Stop | None:
-        now = self.clock.now()
-        engine = projection_engine(self.store)
-        engine.catch_up(["cost"])
-        with engine.read() as tx:
-            if self.budget_usd is not None:
-                spent = tree_spend(tx, str(session.id))
-                if spent >= self.budget_usd:
-                    return Stop("budget", f"session budget reached: ${spent:.4f} spent of ${self.budget_usd:g} (--budget-usd)")
-            if self.daily_budget_usd is not None:
-                spent = float(tx.value("SELECT SUM(COALESCE(usd, 0)) FROM proj_cost_calls WHERE day = %s", (iso(now)[:10],)) or 0)
-                if spent >= self.daily_budget_usd:
-                    return Stop(
-                        "daily_budget",
-                        f"daily budget reached: ${spent:.4f} spent today (UTC) of ${self.daily_budget_usd:g} (--daily-budget-usd)",
-                    )
-            if self.max_calls_per_hour is not None:
-                recent = int(tx.value("SELECT COUNT(*) FROM proj_cost_calls WHERE at > %s", (iso(now - timedelta(hours=1)),)) or 0)
-                if recent >= self.max_calls_per_hour:
-                    return Stop(
-                        "rate",
-                        f"model-call rate reached: {recent} call(s) in the last hour, limit {self.max_calls_per_hour} (--max-calls-per-hour)",
-                    )
+        spent = self.reader.spend(str(session.id), self.clock.now())
+        if self.budget_usd is not None and spent.tree_usd >= self.budget_usd:
+            return Stop("budget", f"session budget reached: ${spent.tree_usd:.4f} spent of ${self.budget_usd:g} (--budget-usd)")
+        if self.daily_budget_usd is not None and spent.day_usd >= self.daily_budget_usd:
+            return Stop(
+                "daily_budget",
+                f"daily budget reached: ${spent.day_usd:.4f} spent today (UTC) of ${self.daily_budget_usd:g} (--daily-budget-usd)",
+            )
+        if self.max_calls_per_hour is not None and spent.calls_last_hour >= self.max_calls_per_hour:
+            return Stop(
+                "rate",
+                f"model-call rate reached: {spent.calls_last_hour} call(s) in the last hour, limit {self.max_calls_per_hour} (--max-calls-per-hour)",
+            )
         return None
-
-
-def tree_spend(tx: Any, session_id: str) -> float:
-    """USD of the session's whole tree: its top-level ancestor and every sub-agent below it."""
-    root, seen = session_id, {session_id}
-    while True:
-        parent = tx.value("SELECT parent_session_id FROM proj_cost_sessions WHERE session_id = %s", (root,))
-        if not parent or parent in seen:
-            break
-        root = parent
-        seen.add(parent)
-    tree, frontier = [root], [root]
-    while frontier:
-        marks = ", ".join(["%s"] * len(frontier))
-        children = [r[0] for r in tx.rows(f"SELECT session_id FROM proj_cost_sessions WHERE parent_session_id IN ({marks})", frontier)]
-        frontier = [c for c in children if c not in tree]
-        tree += frontier
-    marks = ", ".join(["%s"] * len(tree))
-    return float(tx.value(f"SELECT SUM(COALESCE(usd, 0)) FROM proj_cost_calls WHERE session_id IN ({marks})", tree) or 0)
 
 
 def _tool_uses_before(turn: Any, call: Any) -> list[tuple[str, str]]:
@@ -188,7 +124,7 @@ class DoomLoopGuard(Hook):
 
 
 def guard_hooks(
-    store: Any, *, interactive: bool, budget_usd: float | None = None, daily_budget_usd: float | None = None,
+    reader: SpendReader | None, *, interactive: bool, budget_usd: float | None = None, daily_budget_usd: float | None = None,
     max_calls_per_hour: int | None = None, max_tool_calls: int | None = None, clock: Clock = SYSTEM_CLOCK,
 ) -> list[Hook]:
     """The standard guards for a loop; the doom-loop guard is always on."""
@@ -196,5 +132,7 @@ def guard_hooks(
     if max_tool_calls is not None:
         hooks.append(ToolCallLimit(max_tool_calls))
     if budget_usd is not None or daily_budget_usd is not None or max_calls_per_hour is not None:
-        hooks.append(CostGuard(store, budget_usd, daily_budget_usd, max_calls_per_hour, clock=clock))
+        if reader is None:
+            raise ValueError("cost and rate limits need a SpendReader")
+        hooks.append(CostGuard(reader, budget_usd, daily_budget_usd, max_calls_per_hour, clock=clock))
     return hooks

@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
+import socket
 from datetime import timedelta
 from typing import AsyncIterator
-from uuid import UUID
+from uuid import UUID, uuid4
 
 from eventsourcing.application import AggregateNotFoundError
 from eventsourcing.persistence import IntegrityError, PersistenceError
@@ -26,6 +28,30 @@ from .store import ChronicleStore
 DEFAULT_LEASE_S = 30.0
 
 
+def holder_name() -> str:
+    """Who holds a lease, as `host:pid:nonce`: enough for a person (and this module) to find the process."""
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid4().hex[:6]}"
+
+
+def holder_gone(holder: str | None) -> bool:
+    """True only when the holder is certainly dead: a process of this machine that no longer exists.
+
+    A holder on another machine is never presumed dead; its lease runs out instead."""
+    parts = (holder or "").split(":")
+    if len(parts) < 3 or parts[0] != socket.gethostname() or not parts[1].isdigit():
+        return False
+    pid = int(parts[1])
+    if pid == os.getpid():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except OSError:
+        return False
+    return False
+
+
 def current_lease(store: ChronicleStore, session_id: UUID) -> SessionLease | None:
     try:
         lease = store.repository.get(lease_id(session_id))
@@ -34,12 +60,20 @@ def current_lease(store: ChronicleStore, session_id: UUID) -> SessionLease | Non
     return lease if isinstance(lease, SessionLease) else None
 
 
+def held_elsewhere(store: ChronicleStore, session_id: UUID, holder: str, clock: Clock = SYSTEM_CLOCK) -> SessionLease | None:
+    """The lease if a live process other than `holder` holds it now (a `run`, `chat` or worker); else None."""
+    lease = current_lease(store, session_id)
+    if lease is None or not lease.held_by_other(holder, clock.now()) or holder_gone(lease.holder):
+        return None
+    return lease
+
+
 def acquire(store: ChronicleStore, session_id: UUID, holder: str, ttl_s: float, clock: Clock = SYSTEM_CLOCK) -> bool:
     """True if `holder` now holds the session's lease; False if someone else does."""
     now = clock.now()
     lease = current_lease(store, session_id) or SessionLease(id=lease_id(session_id), session_id=session_id, timestamp=now)
     try:
-        lease.acquire(holder, now, now + timedelta(seconds=ttl_s))
+        lease.acquire(holder, now, now + timedelta(seconds=ttl_s), holder_gone=lease.status == "held" and holder_gone(lease.holder))
         store.save(lease)
     except (LeaseHeld, IntegrityError):
         return False

@@ -8,7 +8,7 @@ turns recorded for the session, so a fresh process continues exactly where a dea
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from uuid import UUID
@@ -22,35 +22,28 @@ from chronicle.domain.session import Session
 from chronicle.domain.tool_call import ToolCall
 from chronicle.domain.turn import Turn
 
+from chronicle.domain.agent_spec import AgentSpec
+
+from .actor import process_actor
 from .clock import SYSTEM_CLOCK, Clock
-from .controls import CancelWatcher, pending_steering
 from .effects import prior_context
 from .hooks import Hooks, Stop
-from .live import Broker, ErrorEvent, ProgressEvent, StatusChange, ToolEnd, TurnEnd, TurnStart, UsageEvent
+from .live import ApprovalNeeded, Broker, ErrorEvent, ProgressEvent, StatusChange, ToolEnd, TurnEnd, TurnStart, UsageEvent
+from .loop_io import ControlPort, LoopIO, LoopOptions
 from .model_call import ModelCaller, completion_note, not_run_reason, request_delta, runs_no_tools, unfinished_outcome
 from .pricing import price
 from .progress import progress_of
 from .providers.base import ModelRequest, Provider
 from .request_context import RequestContext
 from .response_checks import as_failure, unrecordable
-from .retry import RetryPolicy
 from .store import ChronicleStore
 from .tool_runner import ApprovalWait, Approver, GuardStop, ToolRunner
 from .tools.base import Toolbox
+from .toolsets import agent_toolbox
 from .turn_messages import context_of
 
+DEFAULT_MAX_TOKENS = 8192
 EXIT_CODES = {"completed": 0, "failed": 1, "awaiting_approval": 3, "stopped": 4, "cancelled": 130}
-
-
-@dataclass
-class LoopOptions:
-    max_iterations: int | None = None
-    auto_approve: bool = False
-    tool_timeout_s: float = 180.0
-    max_tokens: int = 8192
-    retry: RetryPolicy = field(default_factory=RetryPolicy.from_env)
-    #: Ask this model instead of the one recorded on the session (`resume --model`).
-    model: str | None = None
 
 
 @dataclass
@@ -66,6 +59,10 @@ class TurnOutcome:
         return EXIT_CODES.get(self.status, 1)
 
 
+def _part(name: str) -> Any:
+    return property(lambda self: getattr(self.io, name), lambda self, value: setattr(self.io, name, value))
+
+
 class AgentLoop:
     def __init__(
         self,
@@ -79,29 +76,54 @@ class AgentLoop:
         approver: Approver | None = None,
         hooks: Hooks | None = None,
         compactor: Any = None,
+        controls: ControlPort | None = None,
     ) -> None:
-        self.store = store
-        self.provider = provider
-        self.toolbox = toolbox
-        self.workspace = workspace
-        self.broker = broker or Broker()
-        self.options = options or LoopOptions()
-        self.clock = clock
-        self.approver = approver
-        self.hooks = hooks or Hooks()
-        #: A runtime.compaction.Compactor, or None for no automatic compaction.
-        self.compactor = compactor
-        self.caller = ModelCaller(self)
-        self.tools = ToolRunner(self)
+        if controls is None:
+            from .control_port import StoreControls  # the default port; the application hands its own
+
+            controls = StoreControls(store)
+        #: Everything the collaborators below may use; none of them gets the loop itself.
+        self.io = LoopIO(
+            store=store, provider=provider, toolbox=toolbox, workspace=workspace, options=options or LoopOptions(),
+            controls=controls, clock=clock, broker=broker or Broker(), hooks=hooks or Hooks(), approver=approver,
+            compactor=compactor, spawn=self._spawn,
+        )
+        self.caller = ModelCaller(self.io)
+        self.tools = ToolRunner(self.io)
         self._context = RequestContext([])
         self._opened: dict[UUID, ToolCall] = {}
 
+    # The bundle's parts, for the loop's own code and its builders (reading or replacing one acts on the bundle).
+    store = _part("store")
+    provider = _part("provider")
+    toolbox = _part("toolbox")
+    workspace = _part("workspace")
+    broker = _part("broker")
+    options = _part("options")
+    clock = _part("clock")
+    hooks = _part("hooks")
+    compactor = _part("compactor")
+    controls = _part("controls")
+    approver = _part("approver")
+
     async def emit(self, event: Any) -> None:
-        await self.broker.emit(event)
-        await self.hooks.on_event(event)
+        await self.io.emit(event)
 
     def save(self, *aggregates: Any) -> None:
-        self.store.save(*aggregates)
+        self.io.save(*aggregates)
+
+    def _spawn(self, spec: AgentSpec) -> "AgentLoop":
+        """A sub-agent's loop: this loop's store, provider, workspace, broker, clock, approver, hooks
+        (guards included), compactor and controls; its own toolbox and max_iterations from its spec."""
+        io, options = self.io, self.io.options
+        return AgentLoop(
+            io.store, io.provider, agent_toolbox(spec, io.workspace), io.workspace, broker=io.broker, clock=io.clock, approver=io.approver,
+            hooks=io.hooks, compactor=io.compactor, controls=io.controls,
+            options=LoopOptions(
+                max_iterations=None, auto_approve=options.auto_approve, tool_timeout_s=options.tool_timeout_s,
+                max_tokens=options.max_tokens, retry=options.retry,
+            ),
+        )
 
     # -- entry points --------------------------------------------------------------------------
 
@@ -119,7 +141,7 @@ class AgentLoop:
                 self._reopen(turn)
             elif session.next_input is not None:
                 if self.compactor is not None:
-                    await self.compactor.maybe_compact(self, session)
+                    await self.compactor.maybe_compact(self.io, session)
                 try:
                     turn = self._start_turn(self.store.session(session_id))
                 except DomainError:
@@ -135,7 +157,7 @@ class AgentLoop:
         await self.emit(TurnStart(session_id=str(session.id), turn_id=str(turn.id), number=turn.number, input=turn.input_text))
         await self.emit(StatusChange(session_id=str(session.id), status="busy"))
         task = asyncio.current_task()
-        watcher = CancelWatcher(self.store, session.id, turn.id, task) if task is not None else None
+        watcher = self.controls.watch_cancel(session.id, turn.id, task) if task is not None else None
         if watcher is not None:
             watcher.start()
         try:
@@ -167,6 +189,8 @@ class AgentLoop:
             id=tid, session_id=session.id, input_id=item["input_id"], number=len(session.turns) + 1,
             input_text=item["text"], agent=session.spec.name, timestamp=now,
         )
+        if item.get("attachments"):
+            turn.reference_attachments(item["attachments"], now)
         turn.start(now)
 
         def start(fresh: Session) -> None:
@@ -185,7 +209,7 @@ class AgentLoop:
         if turn.status == "pending":
             turn.start(now)
         elif turn.status in ("interrupted", "awaiting_approval"):
-            turn.resume("resumed", now)
+            turn.resume("resumed", now, actor=process_actor())
         self.save(turn)
 
     # -- the loop ------------------------------------------------------------------------------
@@ -217,7 +241,7 @@ class AgentLoop:
                 return self._finish(session, turn, "failed", reason)
             request = ModelRequest(
                 model=self.options.model or spec.model, system=spec.system_prompt, messages=self._context.messages(turn),
-                tools=self.toolbox.schemas(), max_tokens=self.options.max_tokens, agent=spec.name,
+                tools=self.toolbox.schemas(), max_tokens=self.options.max_tokens or DEFAULT_MAX_TOKENS, agent=spec.name,
                 session_id=str(session.id), turn_number=turn.number, call_index=turn.model_calls,
             )
             verdict = await self.hooks.before_model_call(session, turn, request)
@@ -319,8 +343,6 @@ class AgentLoop:
         except ApprovalWait as wait:
             turn.await_approval([c.id for c in wait.calls], self.clock.now())
             self.save(turn, *calls)
-            from .live import ApprovalNeeded
-
             for call in wait.calls:
                 await self.emit(
                     ApprovalNeeded(session_id=str(session.id), turn_id=str(turn.id), tool_call_id=str(call.id), name=call.name, input=call.input)
@@ -334,7 +356,7 @@ class AgentLoop:
             await self._tools_ended(cancelled)
             raise
         # The safe point after the batch: steering goes into the same user message as the results.
-        steering = pending_steering(self.store, session.id, turn.id)
+        steering = self.controls.pending_steering(session.id, turn.id)
         now = self.clock.now()
         turn.record_tool_results([c.result_block() for c in calls], now, extra=steering.blocks() if steering else ())
         if steering is None:
@@ -376,7 +398,7 @@ class AgentLoop:
         if status == "completed":
             turn.complete(now)
         elif status == "cancelled":
-            turn.cancel(reason or "cancelled", now)
+            turn.cancel(reason or "cancelled", now, actor=process_actor())
         elif status == "stopped":
             turn.stop((error or {}).get("guard", "guard"), reason or "stopped by a guard", now)
         else:
@@ -442,5 +464,5 @@ class AgentLoop:
         turn.record_retry(attempt=attempts, reason="prompt_too_long: compacting older turns and retrying once", delay_s=0.0, now=self.clock.now())
         self.save(turn)
         # The request did not fit: summarise every earlier turn; the running turn stays verbatim.
-        result = await self.compactor.compact(self, session.id, strategy="summary", keep_recent=0)
+        result = await self.compactor.compact(self.io, session.id, strategy="summary", keep_recent=0)
         return bool(result.ok)

@@ -18,7 +18,9 @@ from chronicle.domain.content import Message, ModelResponse, TextBlock, ToolUseB
 from chronicle.domain.context import merge_roles, turn_messages
 from chronicle.domain.turn import Turn
 
+from .attachments import with_attachment_data
 from .live import MessageEnd, MessageStart, MessageUpdate, StatusChange
+from .loop_io import LoopIO
 from .providers.base import ModelRequest, partial_of
 from .tool_runner import CUT_AT_MAX_TOKENS
 
@@ -120,18 +122,20 @@ def build_messages(prior: list[Message], turn: Turn) -> list[Message]:
 class ModelCaller:
     """Streams one response, forwarding deltas to live subscribers and retrying by policy."""
 
-    def __init__(self, loop: Any) -> None:
-        self.loop = loop
+    def __init__(self, io: LoopIO) -> None:
+        self.io = io
         self.partial_text: list[str] = []
         #: What the provider had received when the call was cancelled (usage, model, blocks), if it says.
         self.partial: ModelResponse | None = None
 
     async def call(self, turn: Turn, request: ModelRequest) -> tuple[ModelResponse, int, float]:
-        loop = self.loop
+        loop = self.io
         sid = str(turn.session_id)
         step = turn.model_calls
         attempt = 1
         started = monotonic()
+        # Attachments' bytes go in only now, for a provider that sends them: events and fingerprints hold references.
+        sent = with_attachment_data(request, loop.store) if getattr(loop.provider, "sends_attachment_bytes", False) else request
         while True:
             self.partial_text = []
             self.partial = None
@@ -143,7 +147,7 @@ class ModelCaller:
                 await loop.emit(MessageUpdate(session_id=sid, turn_id=str(turn.id), step=step, delta=delta))
 
             try:
-                response = await loop.provider.stream(request, on_delta)
+                response = await loop.provider.stream(sent, on_delta)
             except asyncio.CancelledError as exc:
                 self.partial = partial_of(exc)
                 raise

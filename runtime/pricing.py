@@ -56,11 +56,9 @@ def price(model: str, usage: Usage | dict[str, Any], at: datetime | date | None 
     if isinstance(usage, dict):
         usage = as_usage(usage)
     when = _as_datetime(at)
-    try:
-        override = _override_price(model, usage, when)
-    except PriceTableError as exc:
-        _warn_once(str(exc))
-        override = None
+    # A broken CHRONICLE_PRICES file raises PriceTableError: silently falling back would record
+    # (and rebuild) costs without the operator's prices. Commands check the file before they start.
+    override = _override_price(model, usage, when)
     if override is not None:
         return override
     bundled = _bundled_price(model, usage, when)

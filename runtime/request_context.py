@@ -19,8 +19,8 @@ import hashlib
 import json
 from typing import Any
 
-from chronicle.domain.content import Message, TextBlock
-from chronicle.domain.context import merge_roles, step_messages
+from chronicle.domain.content import Message
+from chronicle.domain.context import input_message, merge_roles, step_messages
 
 OPENING = b'{"messages":['
 
@@ -85,7 +85,7 @@ class RequestContext:
         self._hash = hashlib.sha256(OPENING)
         self._hashed = 0
         self._last_bytes = None
-        self._append([*self.prior, Message(role="user", content=[TextBlock(text=turn.input_text)])])
+        self._append([*self.prior, input_message(turn)])
         if turn.open_step is not None:
             # Not a state a model call is made from; build it exactly, but cache nothing of the turn.
             self._turn_id = None

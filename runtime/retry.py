@@ -7,7 +7,6 @@ CHRONICLE_RETRY_CAP_S): operators tune it without code, and tests run it with a 
 
 from __future__ import annotations
 
-import os
 import random
 from dataclasses import dataclass, field
 
@@ -35,24 +34,13 @@ class RetryPolicy:
     @classmethod
     def from_env(cls, max_attempts: int | None = None) -> "RetryPolicy":
         """The default policy, adjusted by the environment; an explicit max_attempts wins."""
-        attempts = max_attempts if max_attempts is not None else _number("CHRONICLE_MAX_ATTEMPTS", int, cls.max_attempts)
+        from .environment import EnvironmentSettingError, environment
+
+        try:
+            env = environment()
+        except EnvironmentSettingError as exc:
+            raise RetrySettingError(str(exc)) from None
+        attempts = max_attempts if max_attempts is not None else (env.max_attempts or cls.max_attempts)
         if attempts < 1:
             raise RetrySettingError(f"max attempts must be at least 1 (got {attempts}); 1 means no retries")
-        return cls(
-            max_attempts=attempts,
-            base_s=_number("CHRONICLE_RETRY_BASE_S", float, cls.base_s),
-            cap_s=_number("CHRONICLE_RETRY_CAP_S", float, cls.cap_s),
-        )
-
-
-def _number(name: str, kind: type, default: float) -> float:
-    raw = os.environ.get(name)
-    if raw is None or raw.strip() == "":
-        return default
-    try:
-        value = kind(raw)
-    except ValueError:
-        raise RetrySettingError(f"{name}={raw!r} is not a{'n integer' if kind is int else ' number'}") from None
-    if value < 0:
-        raise RetrySettingError(f"{name}={raw!r} must not be negative")
-    return value
+        return cls(max_attempts=attempts, base_s=env.retry_base_s, cap_s=env.retry_cap_s)

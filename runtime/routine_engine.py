@@ -32,8 +32,8 @@ from chronicle.domain.routine_run import RoutineRun
 from chronicle.domain.session import Session
 
 from .clock import SYSTEM_CLOCK, Clock
-from .guards import spend, turn_calls
 from .pending import Pending
+from .read_models import projection_engine
 from .routines import HEARTBEAT_OK, Routine, heartbeat_prompt, load_routines
 from .store import ChronicleStore, NotFound
 
@@ -112,7 +112,14 @@ class RoutineEngine:
         if run.finished:
             return run.usd
         turn = self._turn(run)
-        return spend(turn_calls(turn))[0] if turn is not None else 0.0
+        return self._turn_usd(turn) if turn is not None else 0.0
+
+    def _turn_usd(self, turn: Any) -> float:
+        """USD of one turn from the cost projection, the one path to a cost figure."""
+        engine = projection_engine(self.store)
+        engine.catch_up(["cost"])
+        with engine.read() as tx:
+            return float(tx.value("SELECT SUM(COALESCE(usd, 0)) FROM proj_cost_calls WHERE turn_id = %s", (str(turn.id),)) or 0)
 
     def guard(self, routine: Routine, now: datetime) -> str | None:
         """Why the routine may not run now, or None."""
@@ -196,7 +203,7 @@ class RoutineEngine:
             turn = self._turn(run)
             if turn is None or not turn.finished:
                 continue
-            usd = spend(turn_calls(turn))[0]
+            usd = self._turn_usd(turn)
             now = self.clock.now()
             if turn.status == "completed":
                 text = (turn.final_text or "").strip()

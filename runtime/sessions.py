@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from typing import Any
 from uuid import UUID, uuid4
 
 from chronicle.domain.agent_spec import AgentSpec
@@ -10,20 +11,23 @@ from chronicle.domain.session import Session
 from .clock import SYSTEM_CLOCK, Clock
 from .store import ChronicleStore
 
+
 def start_session(store: ChronicleStore, spec: AgentSpec, first_input: str | None = None, clock: Clock = SYSTEM_CLOCK,
-                  session_id: UUID | None = None) -> tuple[Session, str | None]:
+                  session_id: UUID | None = None, attachments: list[dict[str, Any]] | None = None) -> tuple[Session, str | None]:
+    """`attachments`: reference blocks from runtime.attachments.store_attachments, recorded with the first input."""
     now = clock.now()
     session = Session.start(session_id or uuid4(), spec, now)
     input_id = None
     if first_input is not None:
         input_id = uuid4().hex
-        session.queue_input(input_id, first_input, now)
+        session.queue_input(input_id, first_input, now, attachments=attachments)
     store.create_session(session)
     return session, input_id
 
 
-def submit_input(store: ChronicleStore, session_id: UUID, text: str, clock: Clock = SYSTEM_CLOCK, kind: str = "prompt") -> str:
+def submit_input(store: ChronicleStore, session_id: UUID, text: str, clock: Clock = SYSTEM_CLOCK, kind: str = "prompt",
+                 attachments: list[dict[str, Any]] | None = None) -> str:
     input_id = uuid4().hex
     now = clock.now()
-    store.update_session(session_id, lambda session: session.queue_input(input_id, text, now, kind=kind))
+    store.update_session(session_id, lambda session: session.queue_input(input_id, text, now, kind=kind, attachments=attachments))
     return input_id

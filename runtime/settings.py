@@ -1,28 +1,70 @@
-"""Limits and compaction settings for a loop: flags first, then the workspace's `chronicle.toml`.
+"""Limits and compaction settings for a loop: flags, then what the session recorded, then `chronicle.toml`.
 
-Lives in the runtime (not the CLI) because every way of running turns needs it — `run`,
-`chat`, `resume`, the worker, and the loop factory in runtime/assembly.py that a worker calls
-once per session, with that session's workspace. A bad file raises SettingsError; the CLI
-turns it into a one-line error (exit 2), a worker skips the session and says why.
+One configuration model, validated once: every value (a flag, a `[limits]` or `[compaction]` key
+of the workspace's chronicle.toml) goes through the pydantic models below, and a value that
+cannot work is refused with one line naming the setting and the type it needs — `auto = "yes"`,
+a threshold outside 0..1, `budget_usd = nan` (which compared false with everything and so
+silently disabled the budget) all exit 2 instead of changing behaviour.
+
+Limits are a security boundary: the agent can write chronicle.toml. So the limits a session
+started with are recorded on its spec, and when the session is continued (run --session,
+resume, a worker) the file may only tighten them; only the operator's flags widen them.
 """
 
 from __future__ import annotations
 
+import math
 import tomllib
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError, field_validator
+
 from .compaction import CompactionSettings, Compactor
-from .guards import guard_hooks
+from .guards import SpendReader, guard_hooks
 from .hooks import Hook
+from .validation import explain
 
 CONFIG_FILE = "chronicle.toml"
 DEFAULT_TOOL_TIMEOUT_S = 180.0
+FLAG_NAMES = {
+    "budget_usd": "--budget-usd", "daily_budget_usd": "--daily-budget-usd", "max_calls_per_hour": "--max-calls-per-hour",
+    "max_tool_calls": "--max-tool-calls", "tool_timeout_s": "--tool-timeout",
+}
 
 
 class SettingsError(ValueError):
-    """chronicle.toml cannot be used; the message names the file and the key."""
+    """A setting that cannot be used; the message names where it came from and what it must be."""
+
+
+class LimitValues(BaseModel):
+    """`[limits]`, and the limit flags: every number finite, none negative."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+    budget_usd: float | None = Field(None, ge=0)
+    daily_budget_usd: float | None = Field(None, ge=0)
+    max_calls_per_hour: int | None = Field(None, ge=1)
+    max_tool_calls: int | None = Field(None, ge=1)
+    tool_timeout_s: float | None = Field(None, gt=0)
+
+    @field_validator("max_calls_per_hour", "max_tool_calls", mode="before")
+    @classmethod
+    def _whole(cls, value: Any) -> Any:
+        if isinstance(value, float) and value.is_integer():
+            return int(value)
+        return value
+
+
+class CompactionValues(BaseModel):
+    """`[compaction]`: ratios of the context window in 0..1, counts whole, `auto` a boolean."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+    threshold: float = Field(CompactionSettings.threshold, ge=0, le=1)
+    critical: float = Field(CompactionSettings.critical, ge=0, le=1)
+    keep_recent: int = Field(CompactionSettings.keep_recent, ge=0)
+    context_window: int | None = Field(None, ge=1)
+    auto: StrictBool = True
 
 
 @dataclass(frozen=True)
@@ -38,7 +80,7 @@ class LimitFlags:
 
 @dataclass(frozen=True)
 class Settings:
-    """What the loop needs from flags and `chronicle.toml`."""
+    """What the loop needs from flags, the recorded limits and `chronicle.toml`."""
 
     budget_usd: float | None = None
     daily_budget_usd: float | None = None
@@ -47,9 +89,9 @@ class Settings:
     tool_timeout_s: float = DEFAULT_TOOL_TIMEOUT_S
     compaction: CompactionSettings = CompactionSettings()
 
-    def hooks(self, store: Any, interactive: bool) -> list[Hook]:
+    def hooks(self, reader: SpendReader | None, interactive: bool) -> list[Hook]:
         return guard_hooks(
-            store, interactive=interactive, budget_usd=self.budget_usd, daily_budget_usd=self.daily_budget_usd,
+            reader, interactive=interactive, budget_usd=self.budget_usd, daily_budget_usd=self.daily_budget_usd,
             max_calls_per_hour=self.max_calls_per_hour, max_tool_calls=self.max_tool_calls,
         )
 
@@ -58,6 +100,10 @@ class Settings:
 
     def describe(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "compaction"}
+
+    def limits(self) -> dict[str, Any]:
+        """The limits to record on a new session's spec."""
+        return {name: getattr(self, name) for name in FLAG_NAMES}
 
 
 def load_config(workspace: Path) -> dict[str, Any]:
@@ -70,30 +116,48 @@ def load_config(workspace: Path) -> dict[str, Any]:
         raise SettingsError(f"{path} is not valid TOML: {exc}; fix it or remove it") from None
 
 
-def _table(config: dict[str, Any], name: str, allowed: set[str], path: Path) -> dict[str, Any]:
+def _table(config: dict[str, Any], name: str, model: type[BaseModel], path: Path) -> BaseModel:
     table = config.get(name) or {}
     if not isinstance(table, dict):
         raise SettingsError(f"{path}: [{name}] must be a table")
-    unknown = sorted(set(table) - allowed)
-    if unknown:
-        raise SettingsError(f"{path}: unknown key(s) in [{name}]: {', '.join(unknown)}; allowed: {', '.join(sorted(allowed))}")
-    for key, value in table.items():
-        if isinstance(value, bool) and key != "auto" or not isinstance(value, (int, float, bool)) or (value < 0 and key != "auto"):
-            raise SettingsError(f"{path}: [{name}] {key} must be a non-negative number (got {value!r})")
-    return table
+    try:
+        return model.model_validate(table)
+    except ValidationError as exc:
+        raise SettingsError(explain(exc, f"{path}: [{name}] ", allowed=sorted(model.model_fields))) from None
 
 
-def load_settings(flags: LimitFlags, workspace: Path) -> Settings:
-    """Flags first, then `[limits]` and `[compaction]` in the workspace's chronicle.toml."""
+def _tighter(name: str, recorded: Any, current: Any) -> Any:
+    """The stricter of two limits (None: no limit)."""
+    if recorded is None:
+        return current
+    if current is None:
+        return recorded
+    return min(recorded, current)
+
+
+def load_settings(flags: LimitFlags, workspace: Path, recorded: dict[str, Any] | None = None) -> Settings:
+    """Flags first; then, for a session that recorded its limits, those limits (the file may only tighten
+    them); for a new session (or one recorded before limits were), `[limits]` of chronicle.toml.
+    `[compaction]` comes from the file."""
+    try:
+        given = LimitValues.model_validate({f.name: getattr(flags, f.name) for f in fields(LimitFlags)})
+    except ValidationError as exc:
+        raise SettingsError(explain(exc, "", FLAG_NAMES)) from None
     config = load_config(workspace)
     path = workspace / CONFIG_FILE
-    names = [f.name for f in fields(LimitFlags)]
-    limits = _table(config, "limits", set(names), path)
-    compaction = _table(config, "compaction", {f.name for f in fields(CompactionSettings)}, path)
-    merged = {name: getattr(flags, name) if getattr(flags, name) is not None else limits.get(name) for name in names}
+    from_file = _table(config, "limits", LimitValues, path)
+    compaction = _table(config, "compaction", CompactionValues, path)
+    merged: dict[str, Any] = {}
+    for name in FLAG_NAMES:
+        flag, file_value = getattr(given, name), getattr(from_file, name)
+        if flag is not None:
+            merged[name] = flag
+        elif recorded is not None:
+            merged[name] = _tighter(name, recorded.get(name), file_value)
+        else:
+            merged[name] = file_value
     if merged["tool_timeout_s"] is None:
         merged["tool_timeout_s"] = DEFAULT_TOOL_TIMEOUT_S
-    for key in ("max_calls_per_hour", "max_tool_calls"):
-        if merged[key] is not None:
-            merged[key] = int(merged[key])
-    return Settings(**merged, compaction=replace(CompactionSettings(), **compaction))
+    for value in merged.values():
+        assert value is None or math.isfinite(value)
+    return Settings(**merged, compaction=CompactionSettings(**compaction.model_dump()))

@@ -197,9 +197,9 @@ class LoadSkill(Tool):
         name: str = Field(min_length=1, description="The skill's name as listed in <available_skills>")
 
     async def run(self, args: Input, ctx: ToolContext) -> ToolOutput:
-        if ctx.loop is None:
+        if ctx.io is None:
             raise ToolError("load_skill needs the running agent loop")
-        skills = ctx.loop.store.session(UUID(ctx.session_id)).spec.skills
+        skills = ctx.io.store.session(UUID(ctx.session_id)).spec.skills
         skill = next((s for s in skills if s.name == args.name), None) or next(
             (s for s in skills if s.name.casefold() == args.name.casefold()), None
         )

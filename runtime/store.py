@@ -143,6 +143,12 @@ class ChronicleStore(Application[UUID]):
             for originator_id, version in firsts.items()
         )
 
+    def _notify(self, recordings: list[Any]) -> None:
+        """After every save: running loops in this process learn their session changed."""
+        from .controls import saved_here
+
+        saved_here({r.domain_event.originator_id for r in recordings})
+
     # -- snapshots -----------------------------------------------------------------------------
 
     def take_snapshot(self, aggregate_id: UUID, version: int | None = None, projector_func: Any = project_aggregate) -> None:
@@ -319,7 +325,8 @@ class ChronicleStore(Application[UUID]):
             yield position, self.mapper.to_domain_event(stored)
 
     def _select_rows(
-        self, ids: list[UUID], topic_suffix: str | None = None, version: int | None = None, offset: int = 0, limit: int | None = None,
+        self, ids: list[UUID], topic_suffix: str | None = None, version: int | None = None,
+        offset: int = 0, limit: int | None = None,
     ) -> list[tuple]:
         recorder: Any = self.recorder
         table = recorder.events_table_name

@@ -21,6 +21,7 @@ from chronicle.domain.errors import DomainError
 from chronicle.domain.session import Session
 from chronicle.domain.turn import Turn
 
+from .actor import process_actor
 from .clock import SYSTEM_CLOCK, Clock
 from .store import ChronicleStore
 from .tools.base import ToolError
@@ -264,7 +265,7 @@ def restore_files(workspace: Path, plan: list[FileRestore], store_url: str | Non
 
 
 def undo(store: ChronicleStore, session_id: UUID, count: int, files: bool = False, workspace: Path | None = None,
-         clock: Clock = SYSTEM_CLOCK) -> UndoResult:
+         clock: Clock = SYSTEM_CLOCK, actor: str | None = None) -> UndoResult:
     """Move the last `count` turns off the active branch; with `files`, put their files back first.
 
     Files are written before the events are recorded: if the process dies in between, running
@@ -287,7 +288,7 @@ def undo(store: ChronicleStore, session_id: UUID, count: int, files: bool = Fals
         if list(s.head[-count:]) != undone:
             raise TimeTravelError(f"session {session_id} changed while undoing; run undo again")
         now = clock.now()
-        s.undo(count, now)
+        s.undo(count, now, actor=actor or process_actor())
         if plan:
             s.record_files_restored(undone, [{"path": p.path, "action": p.action} for p in plan], now)
 
@@ -295,10 +296,10 @@ def undo(store: ChronicleStore, session_id: UUID, count: int, files: bool = Fals
     return UndoResult(undone, plan)
 
 
-def redo(store: ChronicleStore, session_id: UUID, clock: Clock = SYSTEM_CLOCK) -> list[UUID]:
+def redo(store: ChronicleStore, session_id: UUID, clock: Clock = SYSTEM_CLOCK, actor: str | None = None) -> list[UUID]:
     try:
         before = len(store.session(session_id).head)
-        after = store.update_session(session_id, lambda s: s.redo(clock.now()))
+        after = store.update_session(session_id, lambda s: s.redo(clock.now(), actor=actor or process_actor()))
         return list(after.head[before:])
     except DomainError as exc:
         raise TimeTravelError(str(exc)) from None

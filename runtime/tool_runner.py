@@ -17,9 +17,11 @@ from typing import Any, Awaitable, Callable, Literal
 
 from chronicle.domain.tool_call import ToolCall
 
-from .controls import STEERING_SKIP_REASON, pending_steering
+from .actor import process_actor
+from .controls import STEERING_SKIP_REASON
 from .hooks import NeedApproval, Stop
 from .live import ApprovalNeeded, ToolEnd, ToolStart
+from .loop_io import LoopIO
 from .tools.base import ToolContext, ToolError, safe_error, safe_output
 
 Decision = Literal["approve", "deny", "always"]
@@ -45,8 +47,8 @@ class GuardStop(Exception):
 
 
 class ToolRunner:
-    def __init__(self, loop: Any) -> None:
-        self.loop = loop
+    def __init__(self, io: LoopIO) -> None:
+        self.loop = io
         #: "Always" answers given while this loop runs, per session: the loop's Session object is
         #: not reloaded between steps, so an answer recorded through update_session must be
         #: remembered here to cover the same tool later in the same turn.
@@ -115,10 +117,10 @@ class ToolRunner:
         now = loop.clock.now()
         flagged = self.flagged.get(call.id)
         if loop.options.auto_approve and not flagged:
-            call.approve(now, by="--yes")
+            call.approve(now, by="--yes", actor=process_actor())
             return True
         if call.name in self.always and not flagged:
-            call.approve(now, by="always")
+            call.approve(now, by="always", actor=process_actor())
             return True
         if loop.approver is None:
             return False
@@ -133,9 +135,9 @@ class ToolRunner:
         if decision is None:
             return False
         if decision == "deny":
-            call.deny(now)
+            call.deny(now, actor=process_actor())
         else:
-            call.approve(now, by="user", always=decision == "always")
+            call.approve(now, by="user", always=decision == "always", actor=process_actor())
             if decision == "always" and call.name not in self.always:
                 self.always.add(call.name)
                 loop.store.update_session(session.id, lambda s: s.allow_always(call.name, now))
@@ -144,7 +146,7 @@ class ToolRunner:
     def _steering_arrived(self) -> bool:
         """A safe point: has the user steered this turn (and not asked to wait for the batch)?"""
         if not self.steered:
-            steering = pending_steering(self.loop.store, self.session.id, self.turn.id)
+            steering = self.loop.controls.pending_steering(self.session.id, self.turn.id)
             self.steered = bool(steering and steering.skip_unstarted)
         return self.steered
 
@@ -187,7 +189,7 @@ class ToolRunner:
             loop.save(call)
         await loop.emit(ToolStart(session_id=sid, tool_call_id=str(call.id), tool_use_id=call.tool_use_id, name=call.name, input=call.input))
         ctx = ToolContext(
-            workspace=loop.workspace, timeout_s=loop.options.tool_timeout_s, session_id=sid, tool_call_id=str(call.id), loop=loop,
+            workspace=loop.workspace, timeout_s=loop.options.tool_timeout_s, session_id=sid, tool_call_id=str(call.id), io=loop,
             store_url=getattr(loop.store, "url", None),
         )
         started = monotonic()
@@ -204,10 +206,9 @@ class ToolRunner:
         except Exception as exc:  # noqa: BLE001 - a tool's bug becomes an error result the model reads
             call.fail(safe_error(ctx, f"{call.name} raised {type(exc).__name__}: {exc}"), loop.clock.now(), duration_ms=_ms(started))
         else:
-            content = safe_output(output.content)
-            call.complete(
-                safe_error(ctx, content) if output.is_error else content, loop.clock.now(), is_error=output.is_error,
-                duration_ms=_ms(started), effects=output.effects, ends_turn=output.ends_turn and tool.may_end_turn,
+            call.complete(  # a command's own output is kept as printed, secrets aside
+                safe_output(output.content), loop.clock.now(), is_error=output.is_error, duration_ms=_ms(started),
+                effects=output.effects, ends_turn=output.ends_turn and tool.may_end_turn, blocks=output.blocks,
             )
         if durable:
             loop.save(call)

@@ -234,8 +234,8 @@ class Verifier:
     def _version_gap(self, events: list[RawEvent], links: list[Link]) -> Break | None:
         """A session's event deleted with its link leaves a hole in its aggregate's versions."""
         versions: dict[UUID, set[int]] = {}
-        for item in [*events, *links]:
-            versions.setdefault(item.originator_id, set()).add(item.version)
+        for oid_version in [(e.originator_id, e.version) for e in events] + [(k.originator_id, k.version) for k in links]:
+            versions.setdefault(oid_version[0], set()).add(oid_version[1])
         for oid, seen in versions.items():
             hole = next((v for v in range(1, max(seen) + 1) if v not in seen), None)
             if hole is None:

@@ -8,7 +8,7 @@ from typing import Any, Callable
 from uuid import UUID
 
 from chronicle.domain.context import build_context
-from chronicle.runtime.cli.inspect_cmd import log_entries
+from chronicle.runtime.app import queries
 from chronicle.runtime.store import ChronicleStore
 
 
@@ -24,7 +24,7 @@ def wait_for(predicate: Callable[[], Any], timeout: float = 20.0, interval: floa
 
 def assert_log_is_whole(store: ChronicleStore, session_id: UUID) -> list[dict[str, Any]]:
     """Positions unique and rising; every aggregate's versions run 1..n with no gap or repeat."""
-    entries = log_entries(store, store.session(session_id))
+    entries = queries.log(store, session_id)
     positions = [e["position"] for e in entries]
     assert positions == sorted(set(positions)), "positions repeat or go backwards"
     versions: dict[str, list[int]] = defaultdict(list)

@@ -47,7 +47,7 @@ def _ms(fn: Callable[[], Any]) -> tuple[float, Any]:
 
 
 def chronicle_runs(ctx: Context, backend: str, steps: int) -> dict[str, Any]:
-    from chronicle.runtime.cli.inspect_cmd import log_entries
+    from chronicle.runtime.app.queries import log as log_entries
     from chronicle.runtime.past_context import context_at, history_engine
     from chronicle.runtime.timetravel import cut_at_turn, fork
 
@@ -77,7 +77,7 @@ def chronicle_runs(ctx: Context, backend: str, steps: int) -> dict[str, Any]:
         times = []
         for _ in range(3):
             cold = slot.chronicle_store()
-            ms, entries = _ms(lambda: log_entries(cold, cold.session(sid)))
+            ms, entries = _ms(lambda: log_entries(cold, sid))
             times.append(ms)
             cold.close()
         out["history"], out["states"] = median(times), len(entries)

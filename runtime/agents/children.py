@@ -1,4 +1,4 @@
-"""Running one child: its own Session and AgentLoop over the parent's store, provider, broker and guards.
+"""Running one child: its own Session and loop over the parent's store, provider, broker and guards.
 
 A child's session id is derived from the parent's tool call and the task's index, so a parent
 that re-runs its delegate call after a crash finds the children it already started and
@@ -49,16 +49,16 @@ def find_session(store: ChronicleStore, session_id: UUID) -> Session | None:
 
 
 def open_child(
-    parent_loop: Any, parent: Session, parent_call_id: UUID, index: int, spec: AgentSpec, text: str, task: str = "",
+    parent_io: Any, parent: Session, parent_call_id: UUID, index: int, spec: AgentSpec, text: str, task: str = "",
 ) -> Session:
     """The child session for task `index` of this call: the stored one if it exists, else a new one,
     opened together with its task-board entry (`task` is the request as the model wrote it)."""
-    store: ChronicleStore = parent_loop.store
+    store: ChronicleStore = parent_io.store
     sid = child_session_id(parent_call_id, index)
     existing = find_session(store, sid)
     if existing is not None:
         return existing
-    now = parent_loop.clock.now()
+    now = parent_io.clock.now()
     child = Session.start(sid, spec, now, parent_session_id=parent.id, parent_tool_call_id=parent_call_id)
     child.queue_input(TASK_INPUT_ID, text, now, kind="task")
     try:
@@ -68,25 +68,25 @@ def open_child(
     return child
 
 
-async def run_child(parent_loop: Any, child: Session) -> ChildResult:
-    """Drive the child's task turn to its end (starting or continuing it) and report on it."""
-    from chronicle.runtime.assembly import child_loop  # late: the loop imports the toolbox that imports us
+async def run_child(parent_io: Any, child: Session) -> ChildResult:
+    """Drive the child's task turn to its end (starting or continuing it) and report on it.
 
+    The child's loop comes from the parent's I/O bundle (`spawn`), so this module needs no loop."""
     spec = child.spec
-    loop = child_loop(parent_loop, spec)
+    loop = parent_io.spawn(spec)
     links = {"parent_session_id": str(child.parent_session_id), "parent_tool_call_id": str(child.parent_tool_call_id)}
     await loop.emit(AgentStart(session_id=str(child.id), agent=spec.name, depth=spec.depth, **links))
     crashed = False
     try:
-        claim_task(parent_loop.store, child, loop.clock.now())
+        claim_task(parent_io.store, child, loop.clock.now())
         await loop.run_next(child.id)
-        result = child_result(parent_loop.store, child.id)
+        result = child_result(parent_io.store, child.id)
     except Exception as exc:  # noqa: BLE001 - one child's crash is that child's failed result, not the parent's
         crashed = True
         result = ChildResult(agent=spec.name, session_id=str(child.id), status="failed",
                              summary=f"the sub-agent could not run: {type(exc).__name__}: {exc}")
     try:
-        settle_task(parent_loop.store, child.id, result.status, result.summary, loop.clock.now(), crashed=crashed)
+        settle_task(parent_io.store, child.id, result.status, result.summary, loop.clock.now(), crashed=crashed)
     except PersistenceError:
         pass  # the store is gone: the task stays in_progress and a resumed parent settles it
     await loop.emit(

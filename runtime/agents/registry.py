@@ -61,8 +61,11 @@ class AgentEntry(BaseModel):
         for name in names or []:
             if name in ORCHESTRATION_NAMES:
                 raise ValueError(f"{name!r} is added by Chronicle when the agent may use it; remove it from the list")
+            if ":" in name:
+                continue  # the user's own tool by import path: loaded (and checked) when a loop is built, before recording
             if name not in BUILTIN_TOOLS:
-                raise ValueError(f"unknown tool {name!r}; tools are {', '.join(BUILTIN_TOOLS)}")
+                raise ValueError(f"unknown tool {name!r}; tools are {', '.join(BUILTIN_TOOLS)}, "
+                                 "or your own by import path (package.module:attribute)")
         return names
 
 
@@ -77,6 +80,7 @@ class RegistryFile(BaseModel):
     routines: dict[str, Any] = Field(default_factory=dict)
     guardrails: dict[str, Any] = Field(default_factory=dict)
     effects: dict[str, Any] = Field(default_factory=dict)
+    mcp: dict[str, Any] = Field(default_factory=dict)  # checked by runtime/tools/mcp_config.py
 
 
 @dataclass(frozen=True)
@@ -90,17 +94,39 @@ class AgentRegistry:
     skill_dirs: tuple[str, ...] = ()
     #: `[effects]` from the file (runtime/effects.py), recorded on the main spec.
     effects: tuple[tuple[str, Any], ...] = ()
+    #: `[mcp.NAME]` servers of the file (runtime/tools/mcp_config.py).
+    mcp: dict[str, Any] = field(default_factory=dict)
 
-    def main_spec(self, provider: str, model: str, workspace: str, max_iterations: int | None = None) -> AgentSpec:
-        """The top-level spec as recorded: CLI values win over the file's; delegation tools if useful."""
-        spec = self.main.model_copy(
+    def main_spec(self, provider: str, model: str, workspace: str, max_iterations: int | None = None,
+                  extra_tools: tuple[str, ...] = ()) -> AgentSpec:
+        """The top-level spec as recorded: CLI values win over the file's; delegation tools if useful.
+
+        `extra_tools` (`--tools module:attr`) are added to the main agent's own tools.
+
+        With MCP servers configured, this is when they are asked for their tools (starting them
+        if need be): the lists are recorded with the spec, for the main agent and each sub-agent."""
+        agents = self.agents
+        main = self.main
+        if extra_tools:
+            main = main.model_copy(update={"tools": (*main.tools, *(t for t in extra_tools if t not in main.tools))})
+        if self.mcp:
+            from chronicle.runtime.tools.mcp_config import McpConfigError
+            from chronicle.runtime.tools.mcp_tools import tools_for_agent
+
+            try:
+                agents = tuple(a.model_copy(update={"mcp_tools": tools_for_agent(a.name, self.mcp)}) for a in agents)
+                main = main.model_copy(update={"mcp_tools": tools_for_agent(main.name, self.mcp)})
+            except McpConfigError as exc:
+                raise RegistryError(str(exc)) from None
+        spec = main.model_copy(
             update={
-                "provider": provider, "model": model, "workspace": workspace, "depth": 0, "registry": self.agents,
+                "provider": provider, "model": model, "workspace": workspace, "depth": 0, "registry": agents,
                 "max_iterations": max_iterations or self.main.max_iterations,
             }
         )
         where = Path(workspace or ".")
-        spec = with_effects(with_memory(with_skills(spec, discover_skills(where, self.skill_dirs)), where), {"effects": dict(self.effects)})
+        spec = with_memory(with_skills(spec, discover_skills(where, self.skill_dirs)), where)
+        spec = with_effects(spec, {"effects": dict(self.effects)})
         return with_orchestration_tools(spec)
 
 
@@ -152,7 +178,7 @@ def load_registry(path: Path) -> AgentRegistry:
         message = "unknown key (allowed: description, instructions, model, tools, max_iterations, max_depth)" \
             if first["type"] == "extra_forbidden" and len(first["loc"]) == 3 else first["msg"]
         if first["type"] == "extra_forbidden" and len(first["loc"]) == 1:
-            message = ("unknown top-level key; chronicle.toml holds [agents.NAME], [limits], [compaction], [skills], "
+            message = ("unknown top-level key; chronicle.toml holds [agents.NAME], [mcp.NAME], [limits], [compaction], [skills], "
                        "[routines.NAME], [guardrails.NAME] and [effects] tables")
         raise RegistryError(f"{path}: {where}: {message.removeprefix('Value error, ')}") from None
     main = AgentSpec(name=MAIN, tools=DEFAULT_TOOLS)
@@ -170,6 +196,18 @@ def load_registry(path: Path) -> AgentRegistry:
             main = spec
         else:
             agents.append(spec)
+    try:
+        from chronicle.runtime.tools.mcp_config import McpConfigError, parse_servers
+
+        servers = parse_servers(parsed.mcp, path.resolve())
+    except McpConfigError as exc:
+        raise RegistryError(str(exc)) from None
+    known = {MAIN, *parsed.agents}
+    for server in servers.values():
+        stranger = next((a for a in server.agents if a not in known), None)
+        if stranger is not None:
+            names = ", ".join(sorted(known))
+            raise RegistryError(f"{path}: mcp.{server.name}.agents: no agent named {stranger!r} (agents: {names})")
     folded = [a.name.casefold() for a in agents]
     clash = next((a.name for a in agents if folded.count(a.name.casefold()) > 1), None)
     if clash:
@@ -179,7 +217,7 @@ def load_registry(path: Path) -> AgentRegistry:
         with_effects(main, raw, str(path))  # checked now: a bad [effects] table is a usage error before anything runs
     except (SkillError, EffectsError) as exc:
         raise RegistryError(str(exc)) from None
-    return AgentRegistry(main=main, agents=tuple(agents), source=path, skill_dirs=tuple(dirs),
+    return AgentRegistry(main=main, agents=tuple(agents), source=path, skill_dirs=tuple(dirs), mcp=servers,
                          effects=tuple(sorted((raw.get("effects") or {}).items())))
 
 

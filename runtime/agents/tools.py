@@ -1,6 +1,6 @@
 """The orchestration tools: delegate, list_agents (for agents that may delegate), task_complete (children).
 
-They act on the runtime itself, so they reach the running AgentLoop through ToolContext.loop
+They act on the runtime itself, so they reach the running loop's I/O bundle through ToolContext.io
 and read the calling session's recorded spec (never a registry file) to know who may be asked.
 """
 
@@ -49,8 +49,8 @@ class Delegate(Tool):
         tasks: list[DelegatedTask] = Field(min_length=1, max_length=16)
 
     async def run(self, args: Input, ctx: ToolContext) -> ToolOutput:
-        loop = ctx.loop
-        if loop is None:
+        loop = ctx.io
+        if loop is None or loop.spawn is None:
             raise ToolError("delegate needs the running agent loop")
         parent = loop.store.session(UUID(ctx.session_id))
         spec = parent.spec
@@ -87,7 +87,7 @@ class ListAgents(Tool):
         pass
 
     async def run(self, args: Input, ctx: ToolContext) -> ToolOutput:
-        spec = ctx.loop.store.session(UUID(ctx.session_id)).spec
+        spec = ctx.io.store.session(UUID(ctx.session_id)).spec
         if not spec.may_delegate:
             return ToolOutput(f"none: agent {spec.name!r} is at its delegation depth limit ({spec.max_depth})")
         lines = [

@@ -9,6 +9,7 @@ import typer
 
 from . import (  # one per line: commands are added often, by several people at once
     audit_cmd,
+    bundle_cmd,
     chat_cmd,
     controls_cmd,
     cost_cmd,
@@ -16,6 +17,7 @@ from . import (  # one per line: commands are added often, by several people at 
     doctor_cmd,
     inspect_cmd,
     jobs_cmd,
+    mcp_cmd,
     projections_cmd,
     repairs_cmd,
     routines_cmd,
@@ -69,6 +71,8 @@ PANELS = {
     ),
     "Prove and move": (
         verify_cmd.verify,
+        bundle_cmd.export,
+        bundle_cmd.keygen,
     ),
     "Recover and operate": (
         worker_cmd.resume,
@@ -81,9 +85,11 @@ PANELS = {
 for panel, commands in PANELS.items():
     for command in commands:
         app.command(rich_help_panel=panel)(command)
+app.command(name="import", rich_help_panel="Prove and move")(bundle_cmd.import_)
 app.add_typer(projections_cmd.app, name="projections", rich_help_panel="Recover and operate")
 app.add_typer(routines_cmd.app, name="routines", rich_help_panel="Recover and operate")
 app.add_typer(jobs_cmd.app, name="jobs", rich_help_panel="Recover and operate")
+app.add_typer(mcp_cmd.app, name="mcp", rich_help_panel="Inspect")
 
 
 def _print_version(value: bool) -> None:

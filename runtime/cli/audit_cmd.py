@@ -3,48 +3,16 @@
 from __future__ import annotations
 
 import json
-import re
-from datetime import datetime, timedelta, timezone
 from typing import Annotated, Any, Optional
 
 import typer
 from rich.markup import escape
 
-from chronicle.projections import audit as audit_projection
-from chronicle.projections.sql import iso
-from chronicle.runtime.read_models import caught_up
+from chronicle.runtime.app import queries
 
-from .common import DbOption, JsonOption, cli_errors, fail, open_store, out_console, print_json
+from .common import DbOption, JsonOption, cli_errors, open_store, out_console, print_json
 from .render import short
 from .tables import Column, fit_table
-
-RELATIVE = re.compile(r"^(\d+)([smhd])$")
-UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
-
-
-def parse_since(text: str, now: datetime | None = None) -> str:
-    """An ISO date/time (UTC if no offset) or a relative age like 30m, 2h, 7d → stored time format."""
-    match = RELATIVE.match(text.strip())
-    if match:
-        now = now or datetime.now(timezone.utc)
-        return iso(now - timedelta(**{UNITS[match.group(2)]: int(match.group(1))}))
-    try:
-        value = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
-    except ValueError:
-        fail(f"--since takes an ISO time like 2026-01-05 or 2026-01-05T09:00:00Z, or an age like 30m, 2h, 7d (got {text!r})", 2)
-    if value.tzinfo is None:
-        value = value.replace(tzinfo=timezone.utc)
-    return iso(value)
-
-
-def entry(row: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "position": row["position"], "time": row["at"], "session_id": row["session_id"], "turn": row["turn"],
-        "turn_id": row["turn_id"], "tool_call_id": row["tool_call_id"], "kind": row["kind"], "name": row["name"],
-        "status": row["status"], "is_error": bool(row["is_error"]),
-        "detail": json.loads(row["detail"] or "{}"), "links": json.loads(row["links"] or "{}"),
-    }
-
 
 def audit(
     session: Annotated[Optional[str], typer.Option("--session", help="Only this session (id or unique prefix)")] = None,
@@ -57,13 +25,9 @@ def audit(
 ) -> None:
     """Every decision (model call, tool call with input and result, approval, retry, undo, fork, failure)."""
     with cli_errors():
-        since_text = parse_since(since) if since else None
-        store = open_store(db)
-        sid = str(store.resolve_session_id(session)) if session else None
-        engine = caught_up(store)
-        with engine.read() as tx:
-            rows = audit_projection.query(tx, session=sid, tool=tool, errors=errors, since=since_text, limit=limit)
-        entries = [entry(r) for r in rows]
+        if since:
+            queries.parse_since(since)  # a bad --since is a usage error before the store is opened
+        entries = queries.audit(open_store(db), session=session, tool=tool, errors=errors, since=since, limit=limit)
         if as_json:
             for e in entries:
                 print_json(e)
@@ -90,7 +54,10 @@ def audit(
 
 def _brief(e: dict[str, Any]) -> str:
     d = e["detail"]
+    # Who decided, and how when not in person: "by alice@laptop (--yes): ..."
+    who = f"by {d['actor']}" + (f" ({d['by']})" if d.get("by") not in (None, "user") else "") if d.get("actor") else ""
     for key in ("output", "reason", "text", "input", "title", "final_text", "summary", "task"):
         if d.get(key):
-            return d[key] if isinstance(d[key], str) else json.dumps(d[key], ensure_ascii=False)
-    return ""
+            text = d[key] if isinstance(d[key], str) else json.dumps(d[key], ensure_ascii=False)
+            return f"{who}: {text}" if who else text
+    return who

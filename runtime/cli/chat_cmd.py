@@ -9,30 +9,20 @@ from __future__ import annotations
 
 import asyncio
 import signal
-from pathlib import Path
 from typing import Annotated, Any, Optional
 
 import typer
 from rich.console import Console
 from rich.markup import escape
 
-from chronicle.domain.agent_spec import AgentSpec
-from chronicle.runtime.effects import with_effects
-from chronicle.runtime.loop import LoopOptions, TurnOutcome
-from chronicle.runtime.memory import with_memory
-from chronicle.runtime.providers import default_model, default_provider_name
-from chronicle.runtime.sessions import start_session, submit_input
-from chronicle.runtime.settings import load_config
-from chronicle.runtime.skills import with_skills, workspace_skills
-from chronicle.runtime.tools import DEFAULT_TOOLS
+from chronicle.runtime.app.running import Conversation, RunOptions
+from chronicle.runtime.loop import TurnOutcome
 
 from . import chat_slash
 from .common import DbOption, WorkspaceOption, cli_errors, open_store
-from .limits import LimitFlags, limit_options, resolve_limits
+from .limits import LimitFlags, limit_options
 from .render import HumanRenderer, printable, short, whole_input
-from .run_cmd import (
-    ModelOption, ProviderOption, cli_loop, drive_session, resolve_workspace, running_elsewhere, session_workspace,
-)
+from .run_cmd import AgentsOption, ModelOption, ProviderOption, ToolsOption
 
 PROMPT = "you> "
 ANSWERS = {"y": "approve", "yes": "approve", "n": "deny", "no": "deny", "a": "always", "always": "always"}
@@ -57,13 +47,18 @@ class ChatRenderer(HumanRenderer):
 
 
 class Chat:
-    def __init__(self, store: Any, session_id: Any, loop: Any, settings: Any, console: Console) -> None:
-        self.store = store
-        self.session_id = session_id
-        self.loop = loop
-        self.settings = settings
+    """The terminal side of a Conversation (runtime/app/running.py): prompts, answers, slash commands."""
+
+    def __init__(self, conversation: Conversation, console: Console) -> None:
+        self.conversation = conversation
+        self.store = conversation.store
+        self.loop = conversation.loop
+        self.settings = conversation.settings
         self.console = console
-        loop.approver = self.approve
+
+    @property
+    def session_id(self) -> Any:
+        return self.conversation.session_id
 
     async def approve(self, call: Any) -> str | None:
         """Ask inline. Ctrl-C here cancels the turn; end of input leaves the call awaiting approval."""
@@ -117,13 +112,12 @@ class Chat:
         self.console.print(f"[dim]bye. session {self.session_id}[/]")
 
     def send(self, text: str) -> None:
-        input_id = submit_input(self.store, self.session_id, text)
-        elsewhere = running_elsewhere(self.store, self.session_id)
-        if elsewhere is not None:
-            self.console.print(f"[yellow]queued[/] ({input_id[:8]}): turn {elsewhere} is running in another process, which runs this next")
+        input_id = self.conversation.submit(text)
+        driven = asyncio.run(self.conversation.drive())
+        if driven.queued is not None:
+            self.console.print(f"[yellow]queued[/] ({input_id[:8]}): {escape(driven.queued.reason)}")
             return
-        outcome = asyncio.run(drive_session(self.loop, self.session_id))
-        self.report(outcome)
+        self.report(driven.outcome)
 
     def report(self, outcome: TurnOutcome | None) -> None:
         if outcome is None or outcome.status == "completed":
@@ -138,35 +132,34 @@ def chat(
     provider: ProviderOption = None,
     model: ModelOption = None,
     workspace: WorkspaceOption = None,
-    max_iterations: Annotated[int, typer.Option("--max-iterations", min=1, help="Model calls allowed in one turn")] = 20,
+    max_iterations: Annotated[
+        Optional[int], typer.Option("--max-iterations", min=1, help="Model calls allowed in one turn (default: the agent's max_iterations, 20)", show_default=False)
+    ] = None,
+    agents: AgentsOption = None,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Approve tools that require approval without asking")] = False,
     db: DbOption = None,
+    tools: ToolsOption = None,
     limits: LimitFlags = LimitFlags(),
 ) -> None:
-    """Talk with an agent: streamed answers, tools shown as they run, approvals asked inline (y/n/a)."""
+    """Talk with an agent: streamed answers, tools shown as they run, approvals asked inline (y/n/a).
+
+    A new session is specified as `run` specifies it (the agents table of chronicle.toml, --max-iterations); a continued one keeps what it recorded. While a turn runs, chat holds the session as `run` does.
+    """
     with cli_errors():
         store = open_store(db)
-        sid = store.resolve_session_id(session) if session else None
-        spec = store.session(sid).spec if sid else None
-        ws = resolve_workspace(workspace or session_workspace(spec))
-        settings = resolve_limits(limits, ws)
         console = Console(highlight=False)
-        if sid and spec:
-            provider_name = provider or spec.provider or default_provider_name()
-        else:
-            provider_name = provider or default_provider_name()
-            spec = with_skills(AgentSpec(
-                name="main", provider=provider_name or "",
-                model=model or ("scripted" if (provider_name or "").startswith("scripted:") else default_model(provider_name)),
-                tools=DEFAULT_TOOLS, max_iterations=max_iterations, workspace=str(ws),
-            ), workspace_skills(ws))
-            spec = with_effects(with_memory(spec, ws), load_config(ws))
-        loop = cli_loop(store, spec, ChatRenderer(console), provider_name=provider_name, model=model, workspace=ws,
-                        options=LoopOptions(max_iterations=max_iterations, auto_approve=yes), settings=settings, interactive=True)
-        if sid is None:
-            created, _ = start_session(store, spec)
-            sid = created.id
-        Chat(store, sid, loop, settings, console).run()
+        options = RunOptions(provider=provider, model=model, workspace=workspace, max_iterations=max_iterations, agents=agents,
+                             auto_approve=yes, limits=limits, interactive=True, tools=tuple(tools or ()))
+        holder: dict[str, Chat] = {}
+
+        async def approve(call: Any) -> str | None:
+            return await holder["chat"].approve(call)
+
+        conversation = Conversation.open(store, session, options, [ChatRenderer(console)], approver=approve)
+        for note in conversation.notes:
+            console.print(f"[dim]{escape(note)}[/]")
+        holder["chat"] = Chat(conversation, console)
+        holder["chat"].run()
 
 
-__all__ = ["chat", "Chat", "Path"]
+__all__ = ["chat", "Chat"]

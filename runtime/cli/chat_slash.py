@@ -4,15 +4,14 @@ from __future__ import annotations
 
 import asyncio
 from typing import Any, Callable
-from uuid import uuid4
 
 from rich.markup import escape
 from rich.table import Table
 
 from chronicle.domain.errors import DomainError
-from chronicle.domain.session import Session
-from chronicle.runtime.clock import SYSTEM_CLOCK
-from chronicle.runtime.guards import session_calls, spend
+from chronicle.runtime.app import AppError, queries
+from chronicle.runtime.app import controls as app_controls
+from chronicle.runtime.app import timetravel as app_timetravel
 
 HELP = [
     ("/undo [N]", "take the last N turns (default 1) off the branch; the log keeps them"),
@@ -38,7 +37,7 @@ def handle(chat: Any, line: str) -> str | None:
         return None
     try:
         return command(chat, arg.strip())
-    except DomainError as exc:
+    except (DomainError, AppError) as exc:
         chat.console.print(f"[red]error:[/] {escape(str(exc))}")
         return None
 
@@ -52,37 +51,27 @@ def _count(arg: str, default: int | None) -> int | None:
 
 
 def undo(chat: Any, arg: str) -> None:
-    count = _count(arg, 1) or 1
-    now = SYSTEM_CLOCK.now()
-    undone: list = []
-    chat.store.update_session(chat.session_id, lambda s: undone.extend(s.undo(count, now)))
-    inputs = ", ".join(repr(chat.store.turn(t).input_text[:40]) for t in undone)
-    chat.console.print(f"undid {len(undone)} turn(s): {escape(inputs)}")
+    undone = app_timetravel.undo(chat.store, chat.session_id, _count(arg, 1) or 1)
+    inputs = ", ".join(repr(text[:40]) for text in undone.inputs)
+    chat.console.print(f"undid {len(undone.turn_ids)} turn(s): {escape(inputs)}")
 
 
 def redo(chat: Any, arg: str) -> None:
-    now = SYSTEM_CLOCK.now()
-    redone: list = []
-    chat.store.update_session(chat.session_id, lambda s: redone.extend(s.redo(now)))
+    redone = app_timetravel.redo(chat.store, chat.session_id)
     chat.console.print(f"redid {len(redone)} turn(s)")
 
 
 def fork(chat: Any, arg: str) -> None:
-    parent = chat.store.session(chat.session_id)
-    if parent.status != "idle":
-        raise DomainError("the session is busy; fork it when the running turn has ended")
-    now = SYSTEM_CLOCK.now()
-    forked_from = {"session_id": str(parent.id), "turn_id": str(parent.head[-1]) if parent.head else None}
-    child = Session.start(uuid4(), parent.spec, now, forked_from=forked_from, head=list(parent.head))
-    chat.store.create_session(child)
-    chat.session_id = child.id
-    chat.console.print(f"forked session {parent.id} → {child.id} ({len(child.head)} turn(s) shared); now chatting in the fork", soft_wrap=True)
+    parent = chat.session_id
+    child = app_timetravel.fork(chat.store, parent)
+    chat.conversation.switch(child.id)
+    chat.console.print(f"forked session {parent} → {child.id} ({len(child.head)} turn(s) shared); now chatting in the fork", soft_wrap=True)
     chat.console.print(f"new session {child.id}; open it later with `chronicle chat --session {child.id}`", soft_wrap=True)
 
 
 def compact(chat: Any, arg: str) -> None:
     keep = _count(arg, chat.settings.compaction.keep_recent)
-    result = asyncio.run(chat.loop.compactor.compact(chat.loop, chat.session_id, strategy="summary", keep_recent=keep))
+    result = asyncio.run(app_controls.compact(chat.store, chat.session_id, "summary", keep, loop=chat.loop))
     if result.ok:
         chat.console.print(f"compacted {result.turns_compacted} turn(s); the model now reads a summary of them")
     else:
@@ -90,13 +79,14 @@ def compact(chat: Any, arg: str) -> None:
 
 
 def cost(chat: Any, arg: str) -> None:
-    session = chat.store.session(chat.session_id)
-    calls = list(session_calls(chat.store, session))
-    usd, unknown = spend(calls)
-    tokens_in = sum(int(c.usage.get("input_tokens") or 0) for c in calls)
-    tokens_out = sum(int(c.usage.get("output_tokens") or 0) for c in calls)
-    note = f" ({unknown} call(s) of unpriced models count as $0)" if unknown else ""
-    chat.console.print(f"cost: ${usd:.4f} — {len(calls)} model call(s), {tokens_in} input / {tokens_out} output tokens{note}")
+    """The session's total as `chronicle cost` reports it (the cost projection, sub-agents included)."""
+    total = queries.session_total(chat.store, chat.session_id)
+    usd = total.get("usd")
+    figure = f"${usd:.4f}" if usd is not None else f"$? ({total.get('unpriced_calls', 0)} call(s) of unpriced models)"
+    chat.console.print(
+        f"cost: {figure} — {total.get('calls', 0)} model call(s), {total.get('input_tokens', 0)} input / "
+        f"{total.get('output_tokens', 0)} output tokens (this session and its sub-agents)"
+    )
 
 
 def tools(chat: Any, arg: str) -> None:

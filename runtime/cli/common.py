@@ -13,7 +13,9 @@ from pydantic_core import to_jsonable_python
 from rich.console import Console
 from rich.markup import escape
 
+from chronicle.runtime.app.errors import AppError
 from chronicle.runtime.config import ConfigError, resolve_db_url
+from chronicle.runtime.environment import EnvironmentSettingError, environment
 from chronicle.runtime.redaction import redact_secrets
 from chronicle.runtime.settings import SettingsError
 from chronicle.runtime.skills import SkillError
@@ -45,6 +47,11 @@ def fail(message: str, code: int = 1) -> NoReturn:
 
 
 def open_store(db: str | None) -> ChronicleStore:
+    """The store, after the environment is validated once for every command (a bad CHRONICLE_* value exits 2)."""
+    try:
+        environment()
+    except EnvironmentSettingError as exc:
+        fail(str(exc), 2)
     url = resolve_db_url(db)
     try:
         return open_store_at(url)
@@ -93,7 +100,7 @@ def cli_errors() -> Iterator[None]:
     """Turn expected failures into one clear line on stderr and an exit code."""
     try:
         yield
-    except CliError as exc:
+    except (CliError, AppError) as exc:
         err_console.print(f"[red]error:[/] {escape(redact_secrets(str(exc)))}")
         raise typer.Exit(exc.code) from None
     except (NotFound, UnreadableEvent) as exc:

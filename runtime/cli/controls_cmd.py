@@ -7,18 +7,11 @@ request on the Session and the running loop acts on it (see runtime/controls.py)
 from __future__ import annotations
 
 import asyncio
-import time
 from typing import Annotated, Optional
 
 import typer
 
-from chronicle.runtime import controls
-from chronicle.runtime.compaction import CompactionSettings, Compactor
-from chronicle.runtime.live import Broker
-from chronicle.runtime.loop import AgentLoop
-from chronicle.runtime.providers import ProviderConfigError, default_provider_name, make_provider
-from chronicle.runtime.store import ChronicleStore
-from chronicle.runtime.tools import toolbox_for
+from chronicle.runtime.app import controls as app_controls
 
 from .common import DbOption, JsonOption, cli_errors, err_console, fail, open_store, out_console, print_json
 
@@ -41,7 +34,7 @@ def steer(
             fail("the steering message is empty; say what the agent should do", 2)
         store = open_store(db)
         sid = store.resolve_session_id(session)
-        result = controls.steer(store, sid, message, wait_batch=wait_batch)
+        result = app_controls.steer(store, sid, message, wait_batch=wait_batch)
         if as_json:
             print_json({"session_id": str(sid), "steer_id": result.steer_id, "outcome": result.outcome,
                         "turn_id": str(result.turn_id) if result.turn_id else None})
@@ -64,43 +57,21 @@ def cancel(
     The session stays usable: its next input continues it normally. Exit 0 also when nothing runs.
     """
     with cli_errors():
-        store = open_store(db)
-        sid = store.resolve_session_id(session)
-        record = store.session(sid)
-        if record.active_turn_id is None:
-            emit(as_json, {"session_id": str(sid), "turn_id": None, "status": "idle"}, f"nothing is running on session {sid}; nothing to cancel")
-            return
-        reason = "cancelled by request (chronicle cancel)"
-        paused = controls.cancel_paused_turn(store, sid, reason)
-        if paused is not None:
-            emit(as_json, {"session_id": str(sid), "turn_id": str(paused), "status": "cancelled"},
-                 f"cancelled turn {paused} of session {sid} (it was waiting for approval)")
-            return
-        turn_id = controls.request_cancel(store, sid, reason)
-        if wait_until_ended(store, sid, turn_id, wait):
-            status = store.turn(turn_id).status
-            emit(as_json, {"session_id": str(sid), "turn_id": str(turn_id), "status": status}, f"turn {turn_id} of session {sid}: {status}")
-            return
-        emit(as_json, {"session_id": str(sid), "turn_id": str(turn_id), "status": "requested"},
-             f"cancel requested for turn {turn_id}; no process confirmed within {wait:g} s. If the process running it "
-             f"died, `chronicle resume {sid}` will honour the request.")
-
-
-def wait_until_ended(store: ChronicleStore, sid, turn_id, seconds: float) -> bool:
-    deadline = time.monotonic() + seconds
-    while True:
-        if store.session(sid).active_turn_id != turn_id:
-            return True
-        if time.monotonic() >= deadline:
-            return False
-        time.sleep(0.1)
-
-
-def emit(as_json: bool, row: dict, text: str) -> None:
-    if as_json:
-        print_json(row)
-    else:
-        out_console.print(text)
+        result = app_controls.cancel(open_store(db), session, wait_s=wait)
+        sid, tid = result.session_id, result.turn_id
+        if result.status == "idle":
+            text = f"nothing is running on session {sid}; nothing to cancel"
+        elif result.paused:
+            text = f"cancelled turn {tid} of session {sid} (it was waiting for approval)"
+        elif result.status == "requested":
+            text = (f"cancel requested for turn {tid}; no process confirmed within {wait:g} s. If the process running it "
+                    f"died, `chronicle resume {sid}` will honour the request.")
+        else:
+            text = f"turn {tid} of session {sid}: {result.status}"
+        if as_json:
+            print_json(result.row())
+        else:
+            out_console.print(text)
 
 
 def compact(
@@ -119,7 +90,7 @@ def compact(
             fail(f"unknown strategy {strategy!r}: use summary, truncate or workspace", 2)
         store = open_store(db)
         sid = store.resolve_session_id(session)
-        result = asyncio.run(compact_session(store, sid, strategy, keep, provider))
+        result = asyncio.run(app_controls.compact(store, sid, strategy, keep, provider))
         if as_json:
             print_json({"session_id": str(sid), "ok": result.ok, "strategy": result.strategy,
                         "turns_compacted": result.turns_compacted, "summary": result.summary, "reason": result.reason or None})
@@ -129,16 +100,3 @@ def compact(
             err_console.print(f"[yellow]not compacted:[/] {result.reason}")
         if not result.ok and result.reason.startswith("summary failed"):
             raise typer.Exit(1)
-
-
-async def compact_session(store: ChronicleStore, sid, strategy: str, keep: int, provider_name: str | None = None, loop: AgentLoop | None = None):
-    if loop is None:
-        spec = store.session(sid).spec
-        try:
-            provider = make_provider(provider_name or spec.provider or default_provider_name(), spec.model or None)
-        except ProviderConfigError as exc:
-            fail(str(exc), 2)
-        from pathlib import Path
-
-        loop = AgentLoop(store, provider, toolbox_for(spec.tools), Path(spec.workspace or "."), broker=Broker())
-    return await Compactor(CompactionSettings(keep_recent=keep)).compact(loop, sid, strategy=strategy, keep_recent=keep)

@@ -6,8 +6,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from chronicle.projections.cost import CostReport
-from chronicle.runtime.read_models import caught_up
+from chronicle.runtime.app import queries
 
 from .common import DbOption, JsonOption, cli_errors, fail, open_store, out_console, print_json
 from .tables import Column, fit_table
@@ -26,12 +25,7 @@ def cost(
     with cli_errors():
         if by not in (None, "model", "day"):
             fail(f"--by takes model or day, not {by!r}", 2)
-        store = open_store(db)
-        sid = str(store.resolve_session_id(session)) if session else None
-        engine = caught_up(store)
-        with engine.read() as tx:
-            report = CostReport(tx, by=by)
-            objects = report.for_session(sid) if sid else report.all_sessions()
+        objects = queries.cost(open_store(db), session, by=by)
         if as_json:
             for obj in objects:
                 print_json(obj)

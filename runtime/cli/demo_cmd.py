@@ -11,15 +11,12 @@ from typing import Annotated, Optional
 import typer
 from rich.panel import Panel
 
-from chronicle.domain.agent_spec import AgentSpec
-from chronicle.runtime.sessions import start_session, submit_input
+from chronicle.runtime.app.running import Conversation, RunOptions
 from chronicle.runtime.store import ChronicleStore
-from chronicle.runtime.tools import DEFAULT_TOOLS
 
 from .common import cli_errors, fail, out_console
 from .inspect_cmd import history, log
 from .render import HumanRenderer
-from .run_cmd import cli_loop, drive_session
 
 
 def _tool(id_: str, name: str, **args: object) -> dict:
@@ -84,17 +81,17 @@ def demo(
         db_url = f"sqlite:///{root / 'chronicle.db'}"
         store = ChronicleStore(db_url)
         provider = f"scripted:{script}"
-        spec = AgentSpec(name="main", provider=provider, model="scripted", tools=DEFAULT_TOOLS, workspace=str(workspace))
         out_console.print(Panel.fit(f"Chronicle demo — database {db_url}\nworkspace {workspace}", style="bold"))
 
-        loop = cli_loop(store, spec, HumanRenderer(out_console), provider_name=provider, workspace=workspace)
         prompts = ["Look around this project and write down what needs doing.", "Fix the TODO in app.py."]
-        session, _ = start_session(store, spec, prompts[0])
+        conversation = Conversation.open(store, None, RunOptions(provider=provider, workspace=workspace), [HumanRenderer(out_console)],
+                                         first_input=prompts[0])
+        session = store.session(conversation.session_id)
         for index, prompt in enumerate(prompts):
             if index:
-                submit_input(store, session.id, prompt)
+                conversation.submit(prompt)
             out_console.print(f"\n[bold green]you ›[/] {prompt}")
-            outcome = asyncio.run(drive_session(loop, session.id))
+            outcome = asyncio.run(conversation.drive()).outcome
             if outcome is None or outcome.status != "completed":
                 fail(f"demo turn {index + 1} ended {outcome.status if outcome else 'idle'}: {outcome.reason if outcome else ''}")
 

@@ -7,14 +7,14 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
+from chronicle.runtime.app.resume import checked_spec
+from chronicle.runtime.app.specs import resolve_workspace
 from chronicle.runtime.jobs import cancel_job, find_job, job_row, jobs, submit_job
-from chronicle.runtime.providers import default_provider_name
 from chronicle.runtime.store import NotFound
-from chronicle.runtime.worker import normalise_provider
 
 from .common import DbOption, JsonOption, WorkspaceOption, cli_errors, fail, open_store, out_console, print_json
 from .render import short
-from .run_cmd import ModelOption, ProviderOption, resolve_workspace
+from .run_cmd import ModelOption, ProviderOption
 from .tables import Column, fit_table
 
 app = typer.Typer(help="Background jobs: sessions run by workers, apart from the chat or command that made them.")
@@ -56,16 +56,11 @@ def submit(
     db: DbOption = None,
 ) -> None:
     """Record PROMPT as a new job for a worker (checked as `run` checks it; exit 2 records nothing) and print its id."""
-    from .worker_cmd import checked_spec
-
     with cli_errors():
         if not prompt.strip():
             fail("the prompt is empty; say what the agent should do", 2)
         store = open_store(db)
-        provider_name = normalise_provider(provider or default_provider_name())
-        if not provider_name:
-            fail("no model provider: set ANTHROPIC_API_KEY to use Claude, or pass --provider scripted:PATH", 2)
-        spec = checked_spec(store, provider_name, model, resolve_workspace(workspace), max_iterations)
+        spec = checked_spec(store, provider, model, resolve_workspace(workspace), max_iterations)
         job = submit_job(store, spec, prompt, origin="cli")
         _print([job_row(store, job)], as_json) if as_json else out_console.print(f"job {job.session_id} queued for a worker")
 

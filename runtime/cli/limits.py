@@ -1,8 +1,9 @@
 """Limits shared by every command that runs turns (run, chat, resume, worker).
 
-One decorator adds the flags; `resolve_limits` turns flags plus the workspace's `chronicle.toml`
-into Settings (runtime/settings.py), exiting 2 on a bad file. Flags win over the file. The loop
-factory (runtime/assembly.py) turns Settings into guard hooks, tool timeout and compactor.
+One decorator adds the flags; the application layer (runtime/app/running.py, runtime/app/loops.py)
+turns them, the limits a session recorded and the workspace's `chronicle.toml` into Settings
+(runtime/settings.py), exiting 2 on a bad value. The loop factory turns Settings into guard
+hooks, tool timeout and compactor.
 
     @limit_options
     def resume(session: str, ..., limits: LimitFlags) -> None:
@@ -13,16 +14,13 @@ from __future__ import annotations
 
 import functools
 import inspect
-from pathlib import Path
 from typing import Annotated, Any, Callable, Optional
 
 import typer
 
-from chronicle.runtime.settings import CONFIG_FILE, DEFAULT_TOOL_TIMEOUT_S, LimitFlags, Settings, SettingsError, load_settings
+from chronicle.runtime.settings import CONFIG_FILE, DEFAULT_TOOL_TIMEOUT_S, LimitFlags, Settings
 
-from .common import fail
-
-__all__ = ["CONFIG_FILE", "DEFAULT_TOOL_TIMEOUT_S", "LimitFlags", "Settings", "limit_options", "resolve_limits"]
+__all__ = ["CONFIG_FILE", "DEFAULT_TOOL_TIMEOUT_S", "LimitFlags", "Settings", "limit_options"]
 
 
 _OPTIONS: dict[str, Any] = {
@@ -54,11 +52,3 @@ def limit_options(command: Callable[..., Any]) -> Callable[..., Any]:
     annotations = {k: v for k, v in getattr(command, "__annotations__", {}).items() if k != "limits"}
     wrapper.__annotations__ = {**annotations, **_OPTIONS}
     return wrapper
-
-
-def resolve_limits(flags: LimitFlags, workspace: Path) -> Settings:
-    """Flags first, then `[limits]` and `[compaction]` in the workspace's chronicle.toml; a bad file exits 2."""
-    try:
-        return load_settings(flags, workspace)
-    except SettingsError as exc:
-        fail(str(exc), 2)

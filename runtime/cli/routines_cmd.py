@@ -10,14 +10,13 @@ from uuid import uuid4
 import typer
 from rich.markup import escape
 
-from chronicle.runtime.agents.registry import RegistryError, find_registry
-from chronicle.runtime.assembly import LoopSetupError, build_loop
+from chronicle.runtime.app.loops import LoopSetupError, build_loop
+from chronicle.runtime.app.specs import new_spec, normalise_provider, resolve_workspace
+from chronicle.runtime.app.worker import advance_session, worker_name
 from chronicle.runtime.clock import SYSTEM_CLOCK
-from chronicle.runtime.providers import default_model, default_provider_name
 from chronicle.runtime.routine_engine import RoutineEngine, run_row
 from chronicle.runtime.routines import find_routine, load_routines
 from chronicle.runtime.store import ChronicleStore
-from chronicle.runtime.worker import advance_session, normalise_provider, worker_name
 
 from .common import (
     DbOption,
@@ -30,7 +29,6 @@ from .common import (
     print_json,
 )
 from .render import short
-from .run_cmd import resolve_workspace
 from .tables import Column, fit_table
 
 app = typer.Typer(help="Routines: prompts run on a schedule, on an event or by hand, declared as routines.NAME tables in chronicle.toml.",
@@ -40,16 +38,8 @@ EXIT = {"completed": 0, "queued": 0, "running": 0, "failed": 1, "skipped": 4}
 
 
 def engine_for(store: ChronicleStore, ws: Path, provider: str | None, model: str | None) -> RoutineEngine:
-    """The engine with the spec a routine's session records: the workspace's registry main agent, renamed."""
-    name = normalise_provider(provider) or default_provider_name() or ""
-    try:
-        registry = find_registry(None, ws)
-    except RegistryError as exc:
-        fail(str(exc), 2)
-    spec = registry.main_spec(
-        provider=name, workspace=str(ws),
-        model=model or registry.main.model or ("scripted" if name.startswith("scripted:") else default_model()),
-    )
+    """The engine with the spec a routine's session records: the workspace's main agent as a new session gets it, renamed."""
+    spec = new_spec(ws, provider, model)
     return RoutineEngine.for_workspace(store, ws, spec, worker_name(), SYSTEM_CLOCK)
 
 

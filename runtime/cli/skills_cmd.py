@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from rich.markup import escape
 
+from chronicle.runtime.app.specs import resolve_workspace
 from chronicle.runtime.skills import skill_row, workspace_skills
 
 from .common import JsonOption, WorkspaceOption, cli_errors, out_console, print_json
-from .run_cmd import resolve_workspace
 from .tables import Column, fit_table
 
 

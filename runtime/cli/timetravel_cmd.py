@@ -11,11 +11,9 @@ from typing import Annotated
 
 import typer
 
-from chronicle.runtime.replay import replay as run_replay
-from chronicle.runtime.tools.imports import ToolLoadError
-from chronicle.runtime.timetravel import TimeTravelError, fork as fork_session, redo as redo_turns, undo as undo_turns
+from chronicle.runtime.app import timetravel as app_timetravel
 
-from .common import DbOption, JsonOption, WorkspaceOption, cli_errors, fail, open_store, out_console, print_json
+from .common import DbOption, JsonOption, WorkspaceOption, cli_errors, open_store, out_console, print_json
 
 SessionArg = Annotated[str, typer.Argument(help="Session id or unique prefix")]
 
@@ -30,15 +28,10 @@ def undo(
 ) -> None:
     """Take the last turns off the active branch (they stay in `log`); `redo` puts them back."""
     with cli_errors():
-        store = open_store(db)
-        sid = store.resolve_session_id(session)
-        try:
-            result = undo_turns(store, sid, turns, files=files, workspace=workspace)
-        except TimeTravelError as exc:
-            fail(str(exc), exc.exit_code)
-        restored = [{"path": f.path, "action": f.action} for f in result.files]
+        result = app_timetravel.undo(open_store(db), session, turns, files=files, workspace=workspace)
+        sid, restored = result.session_id, result.files
         if as_json:
-            print_json({"session_id": str(sid), "undone": [str(t) for t in result.turn_ids], "files": restored})
+            print_json(result.row())
             return
         out_console.print(f"undid {len(result.turn_ids)} turn(s) of session {sid}; `chronicle redo {sid}` puts them back")
         for item in restored:
@@ -50,10 +43,7 @@ def redo(session: SessionArg, as_json: JsonOption = False, db: DbOption = None) 
     with cli_errors():
         store = open_store(db)
         sid = store.resolve_session_id(session)
-        try:
-            turn_ids = redo_turns(store, sid)
-        except TimeTravelError as exc:
-            fail(str(exc), exc.exit_code)
+        turn_ids = app_timetravel.redo(store, sid)
         if as_json:
             print_json({"session_id": str(sid), "redone": [str(t) for t in turn_ids]})
             return
@@ -68,12 +58,7 @@ def fork(
 ) -> None:
     """Start a new session from the conversation as it was when turn TURN had completed; prints its id."""
     with cli_errors():
-        store = open_store(db)
-        sid = store.resolve_session_id(session)
-        try:
-            child = fork_session(store, sid, at)
-        except TimeTravelError as exc:
-            fail(str(exc), exc.exit_code)
+        child = app_timetravel.fork(open_store(db), session, at)
         if as_json:
             print_json({"session_id": str(child.id), "forked_from": child.forked_from})
             return
@@ -90,17 +75,9 @@ def replay(
     with cli_errors():
         store = open_store(db)
         sid = store.resolve_session_id(session)
-        try:
-            report = asyncio.run(run_replay(store, sid, workspace))
-        except ToolLoadError as exc:  # a tool the session recorded that this process cannot load
-            fail(f"session {sid}: {exc}", 2)
+        report = asyncio.run(app_timetravel.replay(store, sid, workspace))
         if as_json:
-            d = report.divergence
-            print_json({
-                "session_id": str(sid), "identical": report.identical, "verdict": report.verdict(),
-                "turns": report.turns, "model_calls": report.model_calls, "rechecked": report.rechecked, "reused": report.reused,
-                "divergence": None if d is None else {"turn": d.turn, "step": d.step, "kind": d.kind, "detail": d.detail},
-            })
+            print_json(app_timetravel.replay_row(sid, report))
         else:
             print(report.verdict())
         raise typer.Exit(0 if report.identical else 1)

@@ -10,36 +10,29 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-from pathlib import Path
-from typing import Annotated, Any, Callable, Optional
-from uuid import UUID
+from typing import Annotated, Any, Optional
 
 import typer
-from eventsourcing.persistence import IntegrityError
 from rich.markup import escape
 
-from chronicle.domain.agent_spec import AgentSpec
-from chronicle.domain.errors import DomainError
-from chronicle.domain.tool_call import ToolCall
-from chronicle.runtime.agents.registry import RegistryError, find_registry
-from chronicle.runtime.assembly import LoopSetupError, build_loop
-from chronicle.runtime.leases import DEFAULT_LEASE_S, current_lease
-from chronicle.runtime.live import AgentEnd, AgentStart, Broker
-from chronicle.runtime.loop import LoopOptions, TurnOutcome
-from chronicle.runtime.providers import default_model, default_provider_name
+from chronicle.runtime.app import approvals
+from chronicle.runtime.app.approvals import pending_approvals
+from chronicle.runtime.app.loops import LoopSetupError
+from chronicle.runtime.app.resume import Busy, resume_one
+from chronicle.runtime.app.resume import submit as submit_input
+from chronicle.runtime.app.specs import normalise_provider, resolve_workspace
+from chronicle.runtime.app.worker import Overrides, Worker, WorkerOptions, needs_work, sessions_needing_work, worker_name
+from chronicle.runtime.leases import DEFAULT_LEASE_S
+from chronicle.runtime.live import Broker
+from chronicle.runtime.loop import LoopOptions
 from chronicle.runtime.self_repair import DEFAULT_STUCK_AFTER_S, DEFAULT_TOOL_FAILURES, SelfRepair
-from chronicle.runtime.sessions import start_session, submit_input
 from chronicle.runtime.store import ChronicleStore
-from chronicle.runtime.worker import (
-    Overrides, ResumeError, Worker, WorkerOptions, advance_session, loop_for_session, needs_work, normalise_provider,
-    pending_approvals, sessions_needing_work, worker_name,
-)
 
 from .common import DbOption, JsonOption, WorkspaceOption, cli_errors, err_console, fail, open_store, out_console, print_json
 from .limits import LimitFlags, limit_options
 from .render import HumanRenderer, JsonLinesRenderer
 from .repairs_cmd import FailuresOption, StuckOption
-from .run_cmd import ModelOption, ProviderOption, report, resolve_workspace
+from .run_cmd import AgentsOption, AttachOption, ModelOption, ProviderOption, ToolsOption, report
 
 LeaseOption = Annotated[float, typer.Option("--lease-s", min=0.5, help="Seconds a session stays claimed without renewal")]
 YesOption = Annotated[bool, typer.Option("--yes", "-y", help="Approve tools that require approval (bash)")]
@@ -95,7 +88,7 @@ def resume(
         for sid in targets:
             try:
                 outcomes = asyncio.run(resume_one(store, sid, overrides, broker, holder, lease_s, yes))
-            except ResumeError as exc:
+            except LoopSetupError as exc:
                 # One session that cannot be resumed (its script or workspace is gone) must not
                 # hold back the others: say why on one line and go on, as the worker does.
                 if len(targets) == 1:
@@ -103,11 +96,8 @@ def resume(
                 err_console.print(f"[red]error:[/] {escape(str(exc))}")
                 setup_failed = True
                 continue
-            if outcomes is None:
-                lease = current_lease(store, sid)
-                until = lease.expires_at.isoformat() if lease and lease.expires_at else "?"
-                err_console.print(f"[yellow]busy:[/] session {sid} is being advanced by {lease.holder if lease else 'another process'} "
-                                  f"(lease until {until}); try again later")
+            if isinstance(outcomes, Busy):
+                err_console.print(f"[yellow]busy:[/] {escape(outcomes.message)}")
                 code = code or 1
                 continue
             for outcome in outcomes:
@@ -123,66 +113,6 @@ def nothing(sid: object, message: str, as_json: bool) -> None:
         out_console.print(f"nothing to resume: {message}", soft_wrap=True)
 
 
-async def resume_one(store: ChronicleStore, sid: UUID, overrides: Overrides, broker: Broker, holder: str,
-                     lease_s: float, yes: bool) -> list[TurnOutcome] | None:
-    """Advance one session under its lease, with agent_start/agent_end around it as `run` emits them.
-
-    The loop is built before agent_start, so a session that cannot be resumed raises ResumeError
-    without a dangling start event.
-    """
-    record = store.session(sid)
-    spec = record.spec
-    links = {
-        "parent_session_id": str(record.parent_session_id) if record.parent_session_id else None,
-        "parent_tool_call_id": str(record.parent_tool_call_id) if record.parent_tool_call_id else None,
-        "depth": spec.depth,
-    }
-    loop = loop_for_session(store, record, overrides, broker)
-    await broker.emit(AgentStart(session_id=str(sid), agent=spec.name, **links))
-    outcomes = await advance_session(store, sid, lambda s: loop, holder, lease_s, auto_approve=yes)
-    if outcomes is None:
-        status, reason = "busy", "another process holds the session"
-    elif outcomes:
-        status, reason = outcomes[-1].status, outcomes[-1].reason
-    else:
-        status, reason = "idle", None
-    await broker.emit(AgentEnd(session_id=str(sid), agent=spec.name, status=status, reason=reason, **links))
-    return outcomes
-
-
-def _decide(store: ChronicleStore, session: str, tool_call: str | None, decide: Callable[[ToolCall, object], None],
-            always: bool = False) -> tuple[object, list[ToolCall]]:
-    """Apply a decision to the chosen waiting calls (and the session) in one transaction."""
-    from chronicle.runtime.clock import SYSTEM_CLOCK
-
-    sid = store.resolve_session_id(session)
-    for _ in range(20):
-        record = store.session(sid)
-        waiting = pending_approvals(store, record)
-        if not waiting:
-            fail(f"session {sid} has no tool call awaiting approval; `chronicle history {sid}` shows where it stands")
-        chosen = waiting
-        if tool_call:
-            chosen = [c for c in waiting if str(c.id).startswith(tool_call.lower()) or c.tool_use_id == tool_call]
-            if len(chosen) != 1:
-                listed = ", ".join(f"{c.id} ({c.name}, {c.tool_use_id})" for c in waiting)
-                fail(f"{'no' if not chosen else 'more than one'} tool call awaiting approval matches {tool_call!r}; awaiting: {listed}")
-        now = SYSTEM_CLOCK.now()
-        try:
-            for call in chosen:
-                decide(call, now)
-                if always:
-                    record.allow_always(call.name, now)
-        except DomainError as exc:
-            fail(str(exc))
-        try:
-            store.save(*chosen, record)
-            return sid, chosen
-        except IntegrityError:
-            continue
-    fail(f"session {sid} kept changing while recording the decision; try again")
-
-
 def approve(
     session: Annotated[str, typer.Argument(help="Session id or unique prefix")],
     tool_call: Annotated[Optional[str], typer.Option("--tool-call", help="Only this tool call (id, id prefix or tool_use id)")] = None,
@@ -192,9 +122,8 @@ def approve(
 ) -> None:
     """Approve tool calls of a paused turn (all of them unless --tool-call); then `resume` continues it."""
     with cli_errors():
-        store = open_store(db)
-        sid, chosen = _decide(store, session, tool_call, lambda c, now: c.approve(now, by="user", always=always), always)
-        _decided(sid, chosen, "approved", as_json)
+        decided = approvals.approve(open_store(db), session, tool_call=tool_call, always=always)
+        _decided(decided, "approved", as_json)
 
 
 def deny(
@@ -206,19 +135,19 @@ def deny(
 ) -> None:
     """Deny tool calls of a paused turn; the model reads the denial when `resume` continues the turn."""
     with cli_errors():
-        store = open_store(db)
-        sid, chosen = _decide(store, session, tool_call, lambda c, now: c.deny(now, reason=reason))
-        _decided(sid, chosen, "denied", as_json)
+        decided = approvals.deny(open_store(db), session, tool_call=tool_call, reason=reason)
+        _decided(decided, "denied", as_json)
 
 
-def _decided(sid: object, chosen: list[ToolCall], verb: str, as_json: bool) -> None:
+def _decided(decided: approvals.Decided, verb: str, as_json: bool) -> None:
     if as_json:
-        for call in chosen:
-            print_json({"session_id": str(sid), "tool_call_id": str(call.id), "tool_use_id": call.tool_use_id, "name": call.name, "status": call.status})
+        for row in decided.rows():
+            print_json(row)
         return
     from .render import short, whole_input
 
-    for call in chosen:
+    sid = decided.session_id
+    for call in decided.calls:
         out_console.print(f"{verb} {escape(short(call.name))} ({call.id}):")
         out_console.print(escape(whole_input(call.input)), style="dim")
     out_console.print(f"continue the turn with `chronicle resume {sid}`")
@@ -230,53 +159,28 @@ def submit(
     provider: ProviderOption = None,
     model: ModelOption = None,
     workspace: WorkspaceOption = None,
-    max_iterations: Annotated[int, typer.Option("--max-iterations", min=1, help="Model calls allowed in one turn")] = 20,
+    max_iterations: Annotated[
+        Optional[int], typer.Option("--max-iterations", min=1, help="Model calls allowed in one turn (default: the agent's max_iterations, 20)", show_default=False)
+    ] = None,
+    agents: AgentsOption = None,
+    tools: ToolsOption = None,
+    attach: AttachOption = None,
     as_json: JsonOption = False,
     db: DbOption = None,
 ) -> None:
-    """Record PROMPT durably for a worker to run, and print the session id."""
+    """Record PROMPT durably for a worker to run, and print the session id.
+
+    A new session is specified as `run` would specify it (flags, then the agents table of chronicle.toml) and checked the same way before anything is recorded."""
     with cli_errors():
         if not prompt.strip():
             fail("the prompt is empty; say what the agent should do", 2)
-        store = open_store(db)
-        if session:
-            if provider or model or workspace:
-                fail("--provider/--model/--workspace apply to new sessions; a session keeps what it recorded", 2)
-            sid = store.resolve_session_id(session)
-            input_id = submit_input(store, sid, prompt)
-        else:
-            provider_name = normalise_provider(provider or default_provider_name())
-            if not provider_name:
-                fail("no model provider: set ANTHROPIC_API_KEY to use Claude, or pass --provider scripted:PATH", 2)
-            ws = resolve_workspace(workspace)
-            spec = checked_spec(store, provider_name, model, ws, max_iterations)
-            created, input_id = start_session(store, spec, prompt)
-            sid = created.id
+        submitted = submit_input(open_store(db), prompt, session=session, provider=provider, model=model,
+                                 workspace=workspace, max_iterations=max_iterations, agents=agents, tools=tuple(tools or ()),
+                                 attachments=attach)
         if as_json:
-            print_json({"session_id": str(sid), "input_id": input_id})
+            print_json({"session_id": str(submitted.session_id), "input_id": submitted.input_id})
         else:
-            print(sid)
-
-
-def checked_spec(store: ChronicleStore, provider_name: str, model: str | None, ws: Path, max_iterations: int) -> AgentSpec:
-    """The spec `run` would record, checked as `run` checks it before anything is recorded.
-
-    A worker runs the input later, elsewhere: an unknown provider, a missing script or a bad
-    chronicle.toml found then would leave a queued input nobody can run, so they exit 2 now.
-    """
-    try:
-        registry = find_registry(None, ws)
-    except RegistryError as exc:
-        fail(str(exc), 2)
-    spec = registry.main_spec(
-        provider=provider_name, workspace=str(ws), max_iterations=max_iterations,
-        model=model or registry.main.model or ("scripted" if provider_name.startswith("scripted:") else default_model(provider_name)),
-    )
-    try:
-        build_loop(store, spec, provider_name=provider_name, model=model, workspace=ws)
-    except LoopSetupError as exc:
-        fail(str(exc), 2)
-    return spec
+            print(submitted.session_id)
 
 
 def worker_routines(store: ChronicleStore, overrides: Overrides, holder: str) -> Any:

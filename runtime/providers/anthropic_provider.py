@@ -39,6 +39,8 @@ CACHE = {"type": "ephemeral"}
 
 class AnthropicProvider:
     name = "anthropic"
+    #: Requests reach it with attachment references; the model caller puts the stored bytes in first.
+    sends_attachment_bytes = True
 
     def __init__(
         self,

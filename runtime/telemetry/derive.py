@@ -243,7 +243,7 @@ def _tool_span(
         **common,
         "gen_ai.operation.name": "execute_tool",
         "gen_ai.tool.name": name,
-        "gen_ai.tool.type": "function",
+        "gen_ai.tool.type": "extension" if "__" in name else "function",  # SERVER__tool: an MCP tool
         "gen_ai.tool.call.id": str(requested.get("tool_use_id", "")),
         "chronicle.tool_call.id": str(call_id),
         "chronicle.tool_call.status": ended.kind.lower() if ended else "in_flight",

@@ -30,6 +30,9 @@ class ToolOutput:
     effects: list[dict[str, Any]] = field(default_factory=list)
     #: This result finishes the turn: the loop makes no further model call (task_complete).
     ends_turn: bool = False
+    #: The result as content blocks when it is more than text (an MCP tool's images, structured
+    #: content): recorded on the tool call in full; the model reads `content`.
+    blocks: list[dict[str, Any]] | None = None
 
 
 @dataclass
@@ -38,8 +41,9 @@ class ToolContext:
     timeout_s: float = 180.0
     session_id: str = ""
     tool_call_id: str = ""
-    #: The running AgentLoop, for tools that act on the runtime itself (delegate, list_agents).
-    loop: Any = None
+    #: The running loop's I/O bundle (runtime/loop_io.py), for tools that act on the runtime itself
+    #: (delegate, list_agents): its store, clock and a way to spawn sub-agents — never the loop.
+    io: Any = None
     extras: dict[str, Any] = field(default_factory=dict)
     #: The event store's URL: its files are out of every tool's reach (see sandbox.py).
     store_url: str | None = None

@@ -139,7 +139,6 @@ def make_tool(fn: Callable[..., Any], *, name: str | None = None, description: s
         "__module__": getattr(fn, "__module__", __name__), "__doc__": fn.__doc__,
     }
     cls = type(f"{tool_name}_tool", (FunctionTool,), attrs)
-    cls.func = fn  # staticmethod above keeps it unbound on instances; the class attribute stays the function
     instance = cls()
     from .imports import remember
 

@@ -11,10 +11,11 @@ environment variables tools receive, which the agent must not widen for itself.
 from __future__ import annotations
 
 import os
+import re
 import stat
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from collections.abc import Iterator
 from urllib.parse import unquote, urlparse
 
 from .base import ToolError
@@ -23,6 +24,7 @@ STORE_DIR = ".chronicle"
 CONFIG_FILE = "chronicle.toml"
 SQLITE_SIDE_FILES = ("", "-wal", "-shm", "-journal")
 SKIP_DIRS = {".git", STORE_DIR, ".venv", "__pycache__", "node_modules"}
+ESCAPED_BYTE = re.compile(r"\\x([0-9a-fA-F]{2})")
 
 
 class ConfinementError(ToolError):
@@ -101,7 +103,7 @@ class Sandbox:
             raise ConfinementError(f"path {relative!r} contains a NUL character")
         if Path(relative).is_absolute():
             raise ConfinementError(f"path {relative!r} is absolute; use a path relative to the workspace")
-        return self.check(_resolve(self.workspace / relative), relative)
+        return self.check(_resolve(self.workspace / _undisplay(self.workspace, relative)), relative)
 
     def confine_for_write(self, relative: str) -> Path:
         target = self.confine(relative)
@@ -119,7 +121,7 @@ class Sandbox:
         if Path(relative).is_absolute() or ".." in Path(relative).parts:
             raise ConfinementError(f"path {relative!r} is not a plain path inside the workspace")
         parent = self.confine(str(Path(relative).parent))
-        target = parent / Path(relative).name
+        target = parent / _undisplay(parent, Path(relative).name)
         if self.is_protected(target):
             raise ConfinementError(f"path {relative!r} is part of Chronicle's event store; tools may not read or change it")
         return target
@@ -153,6 +155,14 @@ class Sandbox:
         if self.is_protected(path):
             return False
         return stat.S_ISDIR(st.st_mode) if is_dir else stat.S_ISREG(st.st_mode)
+
+
+def _undisplay(root: Path, relative: str) -> str:
+    """The file a name shown with \\xNN escapes (display()) stands for, when only that one exists."""
+    if "\\x" not in relative or os.path.lexists(root / relative):
+        return relative
+    raw = ESCAPED_BYTE.sub(lambda m: chr(0xDC00 + int(m.group(1), 16)) if int(m.group(1), 16) >= 0x80 else m.group(0), relative)
+    return raw if os.path.lexists(root / raw) else relative
 
 
 def _resolve(path: Path) -> Path:

@@ -13,8 +13,8 @@ from __future__ import annotations
 import os
 import re
 import tomllib
-from pathlib import Path
 from collections.abc import Mapping
+from pathlib import Path
 
 from chronicle.runtime.redaction import RUNTIME_SECRETS
 

@@ -5,9 +5,8 @@ from __future__ import annotations
 import asyncio
 import json
 
-from chronicle.runtime.tools.base import Toolbox
-
 from chronicle import Agent, Chronicle, ToolContext, ToolError, tool
+from chronicle.runtime.tools.base import Toolbox
 from tests.helpers import cli, json_lines, response, text, tool_use
 
 

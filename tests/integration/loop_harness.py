@@ -14,7 +14,8 @@ from chronicle.runtime.providers.scripted import ScriptedProvider
 from chronicle.runtime.retry import RetryPolicy
 from chronicle.runtime.sessions import start_session, submit_input
 from chronicle.runtime.store import ChronicleStore
-from chronicle.runtime.tools import DEFAULT_TOOLS, toolbox_for
+from chronicle.runtime.tools import DEFAULT_TOOLS
+from chronicle.runtime.toolsets import toolbox_for
 
 
 class RecordingProvider(ScriptedProvider):

@@ -23,7 +23,9 @@ from chronicle.runtime.loop import AgentLoop, LoopOptions
 from chronicle.runtime.providers.scripted import ScriptedProvider
 from chronicle.runtime.retry import RetryPolicy
 from chronicle.runtime.store import ChronicleStore
-from chronicle.runtime.tools import DEFAULT_TOOLS, toolbox_for
+from chronicle.runtime.tools import DEFAULT_TOOLS
+from chronicle.runtime.toolsets import toolbox_for
+
 from tests.helpers import text, tool_use
 
 

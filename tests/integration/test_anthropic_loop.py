@@ -15,7 +15,8 @@ from chronicle.runtime.providers.anthropic_provider import AnthropicProvider
 from chronicle.runtime.retry import RetryPolicy
 from chronicle.runtime.sessions import start_session
 from chronicle.runtime.store import ChronicleStore
-from chronicle.runtime.tools import DEFAULT_TOOLS, toolbox_for
+from chronicle.runtime.tools import DEFAULT_TOOLS
+from chronicle.runtime.toolsets import toolbox_for
 from tests.sse_server import DropConnection, HttpError, Stream, message_events, overloaded_in_stream, reply, sse  # noqa: F401
 
 KEY = "sk-ant-test-0123456789-secret"

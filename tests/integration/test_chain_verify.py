@@ -134,9 +134,10 @@ def test_a_rewritten_chain_passes_alone_but_not_against_an_earlier_anchor(record
 
 
 def test_a_conflicting_save_leaves_no_link_behind(db_url):
-    from chronicle.domain.lease import SessionLease  # any aggregate will do
     from datetime import datetime, timezone
     from uuid import uuid4
+
+    from chronicle.domain.lease import SessionLease  # any aggregate will do
 
     store = ChronicleStore(db_url)
     lease = SessionLease(id=uuid4(), session_id=uuid4(), timestamp=datetime.now(timezone.utc))

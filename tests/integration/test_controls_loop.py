@@ -13,7 +13,7 @@ from chronicle.runtime.hooks import Hooks
 from chronicle.runtime.loop import AgentLoop
 from chronicle.runtime.sessions import start_session, submit_input
 from chronicle.runtime.store import ChronicleStore
-from chronicle.runtime.tools import toolbox_for
+from chronicle.runtime.toolsets import toolbox_for
 
 
 class ListProvider:
@@ -51,7 +51,7 @@ def test_the_doom_loop_asks_a_person_in_chat_and_goes_on_when_approved(db_url, w
         return "approve"
 
     loop, store = make_loop(db_url, workspace, provider, approver=approver)
-    loop.hooks = Hooks(guard_hooks(store, interactive=True))
+    loop.hooks = Hooks(guard_hooks(None, interactive=True))
     session, _ = start_session(store, AgentSpec(tools=("read_file",)), "go")
     outcome = asyncio.run(loop.run_next(session.id))
     assert outcome.status == "completed"

@@ -21,7 +21,8 @@ from chronicle.runtime.loop import AgentLoop
 from chronicle.runtime.providers import ScriptedProvider
 from chronicle.runtime.sessions import start_session
 from chronicle.runtime.store import ChronicleStore
-from chronicle.runtime.tools import READ_ONLY_TOOLS, toolbox_for
+from chronicle.runtime.tools import READ_ONLY_TOOLS
+from chronicle.runtime.toolsets import toolbox_for
 from tests.helpers import response, text, tool_use
 
 RESEARCHER = AgentSpec(name="researcher", description="reads files", tools=READ_ONLY_TOOLS)

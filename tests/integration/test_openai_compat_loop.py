@@ -16,7 +16,8 @@ from chronicle.runtime.providers.openai_compat import OpenAICompatProvider
 from chronicle.runtime.retry import RetryPolicy
 from chronicle.runtime.sessions import start_session
 from chronicle.runtime.store import ChronicleStore
-from chronicle.runtime.tools import DEFAULT_TOOLS, toolbox_for
+from chronicle.runtime.tools import DEFAULT_TOOLS
+from chronicle.runtime.toolsets import toolbox_for
 from tests.chat_sse_server import chat_reply, chat_sse, error_in_stream  # noqa: F401
 from tests.sse_server import DropConnection, HttpError
 

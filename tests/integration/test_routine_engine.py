@@ -13,7 +13,7 @@ from chronicle.runtime.providers.scripted import ScriptedProvider
 from chronicle.runtime.routine_engine import RoutineEngine
 from chronicle.runtime.sessions import start_session
 from chronicle.runtime.store import ChronicleStore
-from chronicle.runtime.tools import toolbox_for
+from chronicle.runtime.toolsets import toolbox_for
 from tests.helpers import response, text
 
 

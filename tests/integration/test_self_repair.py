@@ -15,7 +15,7 @@ from chronicle.runtime.providers.scripted import ScriptedProvider
 from chronicle.runtime.self_repair import SelfRepair, repair_row
 from chronicle.runtime.sessions import start_session
 from chronicle.runtime.store import ChronicleStore
-from chronicle.runtime.tools import toolbox_for
+from chronicle.runtime.toolsets import toolbox_for
 from tests.helpers import cli, json_lines, response, text, tool_use
 from tests.integration.loop_harness import Harness
 

@@ -22,7 +22,8 @@ from chronicle.runtime.store import ChronicleStore
 from chronicle.runtime.telemetry.derive import derive_turn_spans
 from chronicle.runtime.telemetry.export import ExporterSink, TraceHook
 from chronicle.runtime.telemetry.records import session_logs
-from chronicle.runtime.tools import DEFAULT_TOOLS, READ_ONLY_TOOLS, toolbox_for
+from chronicle.runtime.tools import DEFAULT_TOOLS, READ_ONLY_TOOLS
+from chronicle.runtime.toolsets import toolbox_for
 from tests.chat_sse_server import chat_reply, chat_sse  # noqa: F401
 from tests.helpers import response, text, tool_use
 from tests.sse_server import HttpError

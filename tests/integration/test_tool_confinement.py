@@ -102,6 +102,7 @@ def test_undecodable_file_names_are_entries_not_failures(ws: Path):
     assert "caf\\xe9.txt" in call(ctx, "list_dir").content.splitlines()
     assert "caf\\xe9.txt" in call(ctx, "glob", pattern="*.txt").content.splitlines()
     assert call(ctx, "grep", pattern="bonjour").content == "caf\\xe9.txt:1:bonjour"
+    assert call(ctx, "read_file", path="caf\\xe9.txt").content == "bonjour"  # the name as shown opens the file
     for out in (call(ctx, "list_dir").content, call(ctx, "glob", pattern="**/*").content):
         out.encode("utf-8")  # storable and sendable: no lone surrogates
 

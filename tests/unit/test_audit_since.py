@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
-from chronicle.runtime.cli.audit_cmd import parse_since
+from chronicle.runtime.app.queries import parse_since
 
 
 def test_an_iso_date_without_offset_is_read_as_utc_midnight():

@@ -88,13 +88,12 @@ def test_an_override_file_prices_by_the_entry_in_force_at_the_call_date(tmp_path
     assert pricing.price("in-house-model", usage, at=date(2026, 7, 1)) == 10.0
 
 
-def test_a_broken_override_file_warns_and_falls_back_to_the_bundled_table(tmp_path, monkeypatch, caplog):
+def test_a_broken_override_file_fails_loudly_instead_of_dropping_the_custom_prices(tmp_path, monkeypatch):
     path = tmp_path / "prices.json"
     path.write_text("{not json")
     monkeypatch.setenv("CHRONICLE_PRICES", str(path))
-    with caplog.at_level(logging.WARNING, logger="chronicle.pricing"):
-        assert pricing.price("claude-sonnet-4-5", Usage(input_tokens=100_000), at=date(2026, 1, 1)) == pytest.approx(0.3)
-    assert "not valid JSON" in caplog.text
+    with pytest.raises(pricing.PriceTableError, match="not valid JSON"):
+        pricing.price("claude-sonnet-4-5", Usage(input_tokens=100_000), at=date(2026, 1, 1))
 
 
 def test_one_hour_cache_writes_and_web_searches_are_priced_as_reported():

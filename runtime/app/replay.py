@@ -21,13 +21,14 @@ from chronicle.domain.ids import tool_call_id
 from chronicle.domain.session import Session
 from chronicle.domain.turn import Turn
 
-from .clock import SYSTEM_CLOCK, Clock
-from .loop import AgentLoop, LoopOptions
-from .model_call import fingerprint
-from .providers.base import DeltaSink, ModelRequest
-from .store import ChronicleStore
-from .tools import resolve_tools
-from .tools.base import Tool, ToolContext, ToolError, ToolOutput, Toolbox
+from ..clock import SYSTEM_CLOCK, Clock
+from ..loop import LoopOptions
+from ..model_call import fingerprint
+from ..providers.base import DeltaSink, ModelRequest
+from ..store import ChronicleStore
+from ..toolsets import resolve_tools
+from ..tools.base import Tool, ToolContext, ToolError, ToolOutput, Toolbox
+from .loops import assemble
 
 
 @dataclass
@@ -120,17 +121,22 @@ class Replayer:
     def toolbox(self) -> Toolbox:
         replayer = self
 
-        def wrap(cls: type[Tool]) -> Tool:
+        def wrap(cls: type[Tool], reuse: bool = False) -> Tool:
             async def run(self: Tool, args: Any, ctx: ToolContext) -> ToolOutput:
-                return await replayer.run_tool(cls, self, args, ctx)
+                return await replayer.run_tool(type(self) if reuse else cls, self, args, ctx)
 
-            return type(f"Replay{cls.__name__}", (cls,), {"run": run})()
+            extra: dict[str, Any] = {"read_only": False} if reuse else {}
+            return type(f"Replay{cls.__name__}", (cls,), {"run": run, **extra})()
 
+        from ..tools.mcp_tools import tool_class
+
+        # MCP tools answer from the recording too: a replay must not depend on a server being up or unchanged.
+        mcp = [wrap(tool_class(entry), reuse=True) for entry in self.session.spec.mcp_tools]
         # delegate & co. answer from the recording like any writer; the user's tools load by import path
-        return Toolbox([wrap(type(t)) for t in resolve_tools(self.session.spec.tools, self.workspace)])
+        return Toolbox([wrap(type(t)) for t in resolve_tools(self.session.spec.tools, self.workspace)] + mcp)
 
     async def run_tool(self, cls: type[Tool], tool: Tool, args: Any, ctx: ToolContext) -> ToolOutput:
-        replay_store: ChronicleStore = ctx.loop.store
+        replay_store: ChronicleStore = ctx.io.store
         call = replay_store.tool_call(UUID(ctx.tool_call_id))
         number = replay_store.turn(call.turn_id).number
         original_turn = self.turns[number - 1]
@@ -164,20 +170,22 @@ class Replayer:
             spec = self.session.spec
             copy = Session.start(self.session.id, spec, clock.now())
             scratch.create_session(copy)
-            from .guardrails import GuardrailHook, load_guardrails  # the workspace's checks shaped what was recorded
-            from .hooks import Hooks
+            # No guards, no title call, no compaction: the replay re-asks exactly what was recorded. The
+            # workspace's guardrails do apply: they shaped the tool results that were recorded.
+            from chronicle.runtime.guardrails import GuardrailHook, load_guardrails
+            from chronicle.runtime.hooks import Hooks
 
             guardrails = load_guardrails(self.workspace)
-            loop = AgentLoop(scratch, self, self.toolbox(), self.workspace,
-                             options=LoopOptions(auto_approve=True, max_iterations=spec.max_iterations), clock=clock,
-                             hooks=Hooks([GuardrailHook(guardrails)] if guardrails else []))
+            loop = assemble(scratch, self, self.toolbox(), self.workspace,
+                            LoopOptions(auto_approve=True, max_iterations=spec.max_iterations), clock=clock,
+                            hooks=Hooks([GuardrailHook(guardrails)] if guardrails else []))
             for number, original in enumerate(self.turns, 1):
                 if not original.finished:
                     # Only what was decided can be compared: a turn in flight has no outcome yet.
                     self.report.in_flight = (number, original.status)
                     break
                 session = scratch.session(copy.id)
-                session.queue_input(original.input_id, original.input_text, clock.now())
+                session.queue_input(original.input_id, original.input_text, clock.now(), attachments=list(original.attachments) or None)
                 scratch.save(session)
                 outcome = await loop.run_next(copy.id)
                 if self.report.divergence is not None:

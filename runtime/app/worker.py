@@ -9,66 +9,38 @@ first, so inputs of one session run FIFO while different sessions run concurrent
 from __future__ import annotations
 
 import asyncio
-import os
-import socket
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
-from uuid import UUID, uuid4
+from uuid import UUID
 
 from eventsourcing.persistence import IntegrityError, PersistenceError
 
 from chronicle.domain.session import Session
-from chronicle.domain.tool_call import ToolCall
 
-from .assembly import LoopSetupError, build_loop
-from .jobs import cancelled as job_cancelled
-from .leases import DEFAULT_LEASE_S, leased
-from .live import Broker
-from .loop import AgentLoop, LoopOptions, TurnOutcome
-from .settings import LimitFlags
-from .store import ChronicleStore
+from ..jobs import cancelled as job_cancelled
+from ..leases import DEFAULT_LEASE_S, held_elsewhere, holder_name, leased
+from ..live import Broker
+from ..loop import AgentLoop, LoopOptions, TurnOutcome
+from ..settings import LimitFlags
+from ..session_work import needs_work
+from ..store import ChronicleStore
+from ..work_index import WorkIndex
+from .loops import LoopSetupError, build_loop
 
 #: Outcomes after which a session is left alone until something changes.
 PAUSING = ("awaiting_approval", "interrupted", "conflict")
 
+
+#: Seconds before a worker tries again a session whose lease another worker held.
+HELD_RETRY_S = 1.0
 
 #: A session that cannot be continued as recorded; the message says what to pass.
 ResumeError = LoopSetupError
 
 
 def worker_name() -> str:
-    return f"{socket.gethostname()}:{os.getpid()}:{uuid4().hex[:6]}"
-
-
-def normalise_provider(name: str | None) -> str | None:
-    """Record `scripted:` paths absolute, so a resume from another directory finds the script."""
-    if name and name.startswith("scripted:"):
-        return "scripted:" + str(Path(name[len("scripted:"):]).expanduser().resolve())
-    return name
-
-
-def pending_approvals(store: ChronicleStore, session: Session) -> list[ToolCall]:
-    """Tool calls of the session's paused turn that still wait for a person."""
-    if session.active_turn_id is None:
-        return []
-    turn = store.turn(session.active_turn_id)
-    if turn.status != "awaiting_approval":
-        return []
-    calls = [store.find_tool_call(cid) for cid in turn.awaiting]
-    return [c for c in calls if c is not None and c.status == "awaiting_approval"]
-
-
-def needs_work(store: ChronicleStore, session: Session, auto_approve: bool = False) -> str | None:
-    """Why the session should be advanced now, or None."""
-    if session.active_turn_id is not None:
-        turn = store.turn(session.active_turn_id)
-        if turn.status == "awaiting_approval" and not auto_approve and pending_approvals(store, session):
-            return None
-        return "in_flight"
-    if session.queue:
-        return "queued"
-    return None
+    return holder_name()
 
 
 def sessions_needing_work(store: ChronicleStore, auto_approve: bool = False) -> list[UUID]:
@@ -151,6 +123,11 @@ class Worker:
         self.tasks: dict[UUID, asyncio.Task] = {}
         self.outcomes: list[TurnOutcome] = []
         self.failed_sessions: set[UUID] = set()
+        self.index = WorkIndex(store, overrides.options.auto_approve)
+        #: Sessions whose lease another worker held when this one tried, and when: not retried
+        #: at every poll (each try is a lease read and a losing write).
+        self.held_elsewhere: dict[UUID, float] = {}
+        self.left_alone: set[UUID] = set()
 
     def drain(self) -> None:
         """Finish the turns in hand, take no new ones, then exit."""
@@ -172,6 +149,8 @@ class Worker:
             self.log(f"worker {self.name}: store unavailable while advancing {sid}: {exc}; will retry")
             await asyncio.sleep(self.options.poll_s)
             return
+        if outcomes is None:
+            self.held_elsewhere[sid] = asyncio.get_running_loop().time()
         for outcome in outcomes or []:
             self.outcomes.append(outcome)
             self.log(f"worker {self.name}: session {sid} turn {outcome.turn_id} {outcome.status}"
@@ -196,6 +175,17 @@ class Worker:
         except PersistenceError as exc:
             self.log(f"worker {self.name}: store unavailable during self-repair: {exc}; will retry")
 
+    def _held_by_live(self, sid: UUID) -> bool:
+        """A live `run`, `chat` or worker holds the session: leave it alone (say so once)."""
+        lease = held_elsewhere(self.store, sid, self.name)
+        if lease is None:
+            self.left_alone.discard(sid)
+            return False
+        if sid not in self.left_alone:
+            self.left_alone.add(sid)
+            self.log(f"worker {self.name}: leaving session {sid} alone: {lease.holder} holds it")
+        return True
+
     async def run(self) -> int:
         loop = asyncio.get_running_loop()
         idle_since = loop.time()
@@ -211,8 +201,11 @@ class Worker:
                 self._self_repair(loop.time())
             if not self.draining:
                 try:
-                    found = [s for s in sessions_needing_work(self.store, self.overrides.options.auto_approve)
-                             if s not in self.tasks and s not in self.failed_sessions
+                    now = loop.time()
+                    busy = {s for s, at in self.held_elsewhere.items() if now - at < HELD_RETRY_S}
+                    found = [s for s in self.index.spread(self.index.sessions(), self.name)
+                             if s not in self.tasks and s not in self.failed_sessions and s not in busy
+                             and not self._held_by_live(s)
                              and not (self.repair is not None and self.repair.blocked(s)) and not job_cancelled(self.store, s)]
                 except PersistenceError as exc:
                     self.log(f"worker {self.name}: store unavailable: {exc}; retrying")

@@ -1,0 +1,78 @@
+"""Steer, cancel and compact a session from outside the process running it.
+
+Requests are recorded on the Session (runtime/controls.py records them; the running loop reads
+them through the port it is handed), so these work from any process or machine.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+from uuid import UUID
+
+from .. import controls
+from ..compaction import CompactionResult, CompactionSettings, Compactor
+from ..live import Broker
+from ..loop import AgentLoop
+from ..store import ChronicleStore
+from .errors import AppError
+from .loops import LoopSetupError, compaction_loop
+from .queries import session_id
+
+CANCEL_REASON = "cancelled by request (chronicle cancel)"
+
+
+def steer(store: ChronicleStore, ref: str | UUID, message: str, wait_batch: bool = False,
+          actor: str | None = None) -> controls.SteerResult:
+    if not message.strip():
+        raise AppError("the steering message is empty; say what the agent should do", 2)
+    return controls.steer(store, session_id(store, ref), message, wait_batch=wait_batch, actor=actor)
+
+
+@dataclass(frozen=True)
+class Cancelled:
+    session_id: UUID
+    turn_id: UUID | None
+    #: idle (nothing ran) | cancelled (a paused turn, here and now) | requested (no process confirmed) | the turn's end status
+    status: str
+    paused: bool = False
+
+    def row(self) -> dict[str, Any]:
+        """`cancel --json`."""
+        return {"session_id": str(self.session_id), "turn_id": str(self.turn_id) if self.turn_id else None, "status": self.status}
+
+
+def cancel(store: ChronicleStore, ref: str | UUID, wait_s: float = 10.0, reason: str = CANCEL_REASON,
+           actor: str | None = None) -> Cancelled:
+    """Cancel the running turn; wait up to `wait_s` for the process running it to confirm."""
+    sid = session_id(store, ref)
+    if store.session(sid).active_turn_id is None:
+        return Cancelled(sid, None, "idle")
+    paused = controls.cancel_paused_turn(store, sid, reason, actor=actor)
+    if paused is not None:
+        return Cancelled(sid, paused, "cancelled", paused=True)
+    turn_id = controls.request_cancel(store, sid, reason, actor=actor)
+    deadline = time.monotonic() + wait_s
+    while store.session(sid).active_turn_id == turn_id:
+        if time.monotonic() >= deadline:
+            return Cancelled(sid, turn_id, "requested")
+        time.sleep(0.1)
+    return Cancelled(sid, turn_id, store.turn(turn_id).status)
+
+
+async def compact(store: ChronicleStore, ref: str | UUID, strategy: str = "summary", keep: int | None = None,
+                  provider: str | None = None, loop: AgentLoop | None = None, broker: Broker | None = None) -> CompactionResult:
+    """Summarise (or truncate) older turns; `loop` is the caller's own (chat), else one is built for it."""
+    if strategy not in ("summary", "truncate"):
+        raise AppError(f"unknown strategy {strategy!r}: use summary or truncate", 2)
+    sid = session_id(store, ref)
+    if loop is None:
+        try:
+            loop = compaction_loop(store, store.session(sid), provider, broker=broker)
+        except LoopSetupError as exc:
+            raise AppError(str(exc), 2) from None
+    compactor = loop.compactor or Compactor(CompactionSettings())
+    if keep is None:
+        keep = compactor.settings.keep_recent
+    return await compactor.compact(loop.io, sid, strategy=strategy, keep_recent=keep)

@@ -1,0 +1,129 @@
+"""The one place a loop is put together: provider, toolbox, workspace, guards, compactor, title.
+
+`run`, `chat`, `demo`, `resume`, the worker and the public API all build their loops here, so a
+turn gets the same guards (budgets, rates, tool-call limit, doom loop), the same automatic
+compaction and the same title call whichever client happens to run it — a session resumed by a
+worker must not escape the budget it was started under. Settings and titles are application
+policy, composed here; the loop (runtime/loop.py) only runs what it is handed. Sub-agents get
+the spawn of their parent's I/O bundle (runtime/loop_io.py), with their own toolbox.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from chronicle.domain.agent_spec import AgentSpec
+from chronicle.domain.session import Session
+
+from ..clock import SYSTEM_CLOCK, Clock
+from ..compaction import Compactor
+from ..control_port import StoreControls
+from ..environment import EnvironmentSettingError, environment
+from ..hooks import Hooks
+from ..live import Broker
+from ..loop import AgentLoop, LoopOptions
+from ..providers import ProviderConfigError, default_provider_name, make_provider
+from ..providers.base import Provider
+from ..guardrails import GuardrailHook, load_guardrails
+from ..settings import LimitFlags, Settings, SettingsError, load_settings
+from ..store import ChronicleStore
+from ..telemetry import live_tracing
+from ..titles import TitleHook
+from ..toolsets import agent_toolbox, toolbox_for
+from ..tools.base import Toolbox
+from .spend import ProjectionSpend
+
+
+class LoopSetupError(ValueError):
+    """The loop cannot be built as asked (no provider, workspace gone, bad chronicle.toml); the message says what to pass."""
+
+
+def provider_for(spec: AgentSpec, provider_name: str | None = None, model: str | None = None, where: str = "") -> Provider:
+    """The provider recorded on the spec unless one is named; a setup problem is a LoopSetupError."""
+    name = provider_name or spec.provider or default_provider_name()
+    try:
+        return make_provider(name, model or spec.model or None)
+    except (ProviderConfigError, ValueError) as exc:
+        raise LoopSetupError(f"{where}{exc}") from None
+
+
+def build_loop(
+    store: ChronicleStore,
+    target: Session | AgentSpec,
+    *,
+    provider_name: str | None = None,
+    model: str | None = None,
+    workspace: Path | None = None,
+    options: LoopOptions | None = None,
+    settings: Settings | None = None,
+    limits: LimitFlags | None = None,
+    broker: Broker | None = None,
+    approver: Any = None,
+    interactive: bool = False,
+    clock: Clock = SYSTEM_CLOCK,
+) -> AgentLoop:
+    """A loop for a stored session (or a spec about to start one), with what was recorded unless overridden.
+
+    Provider, model and workspace default to the ones recorded in the spec. `settings` are
+    used as given; otherwise they are read from `limits` plus the workspace's chronicle.toml.
+    """
+    session = target if isinstance(target, Session) else None
+    spec = target.spec if isinstance(target, Session) else target
+    where = f"session {session.id}: " if session is not None else ""
+    if session is not None and not (provider_name or spec.provider or default_provider_name()):
+        raise LoopSetupError(f"session {session.id} has no recorded provider; pass --provider anthropic or scripted:PATH")
+    provider = provider_for(spec, provider_name, model, where)
+    path = (workspace or Path(spec.workspace or ".")).expanduser().resolve()
+    if not path.is_dir():
+        raise LoopSetupError(f"{where}workspace {path} is gone; pass --workspace DIR")
+    if settings is None:
+        try:
+            settings = load_settings(limits or LimitFlags(), path, spec.limits)
+        except SettingsError as exc:
+            raise LoopSetupError(f"{where}{exc}") from None
+    try:
+        toolbox = agent_toolbox(spec, path)
+        for sub_agent in spec.registry:  # a sub-agent's tools fail now, before anything is recorded, not when it is asked
+            toolbox_for(sub_agent.tools, path)
+    except ValueError as exc:
+        raise LoopSetupError(f"{where}{exc}") from None
+    try:
+        env = environment()
+    except EnvironmentSettingError as exc:
+        raise LoopSetupError(str(exc)) from None
+    options = options or LoopOptions()
+    options = replace(options, tool_timeout_s=settings.tool_timeout_s, max_tokens=options.max_tokens or env.max_tokens)
+    if model:
+        options = replace(options, model=model)
+    hooks = Hooks(settings.hooks(ProjectionSpend(store), interactive=interactive))
+    try:
+        guardrails = load_guardrails(path)
+    except SettingsError as exc:
+        raise LoopSetupError(f"{where}{exc}") from None
+    if guardrails:
+        hooks.add(GuardrailHook(guardrails))
+    hooks.add(TitleHook(provider, store, clock))
+    tracer = live_tracing(store)
+    if tracer is not None:
+        hooks.add(tracer)
+    return assemble(store, provider, toolbox, path, options, broker=broker, clock=clock, approver=approver,
+                    hooks=hooks, compactor=settings.compactor())
+
+
+def assemble(store: ChronicleStore, provider: Provider, toolbox: Toolbox, workspace: Path, options: LoopOptions, *,
+             broker: Broker | None = None, clock: Clock = SYSTEM_CLOCK, approver: Any = None, hooks: Hooks | None = None,
+             compactor: Compactor | None = None) -> AgentLoop:
+    """The loop from parts already decided: build_loop's last step, and replay's whole one
+    (a scratch store, the recording as provider, no guards or titles)."""
+    return AgentLoop(store, provider, toolbox, workspace, broker=broker, options=options, clock=clock, approver=approver,
+                     hooks=hooks, compactor=compactor, controls=StoreControls(store))
+
+
+def compaction_loop(store: ChronicleStore, session: Session, provider_name: str | None = None, broker: Broker | None = None,
+                    clock: Clock = SYSTEM_CLOCK) -> AgentLoop:
+    """A loop that only compacts (`chronicle compact`): the session's provider, no tools, and a
+    workspace that need not exist any more — a summary reads the log, never the files."""
+    provider = provider_for(session.spec, provider_name, where=f"session {session.id}: ")
+    return assemble(store, provider, Toolbox([]), Path(session.spec.workspace or "."), LoopOptions(), broker=broker, clock=clock)

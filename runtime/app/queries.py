@@ -1,0 +1,199 @@
+"""The read use cases: sessions, log, history, cost and audit, as the data `--json` prints.
+
+Each returns plain JSON-ready dicts (one per line of `--json`), so the CLI renders them as
+tables or JSON lines and the public API hands them over unchanged. Projections are caught up
+first, so an answer includes every event committed before the query started.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import datetime, timedelta, timezone
+from typing import Any
+from uuid import UUID
+
+from pydantic_core import to_jsonable_python
+
+from chronicle.domain.context import build_context
+from chronicle.domain.session import Session
+from chronicle.domain.tool_call import ToolCall
+from chronicle.domain.turn import Turn
+from chronicle.projections import audit as audit_projection
+from chronicle.projections.cost import CostReport
+from chronicle.projections.sql import iso
+from chronicle.projections.summaries import summaries
+
+from ..agents.tree import TreeNode, walk
+from ..read_models import caught_up
+from ..store import ChronicleStore
+from ..past_context import context_at, history_engine
+from ..timetravel import TimeTravelError, cut_at_turn, cut_at_version
+from .errors import AppError
+
+AGGREGATE_KINDS = {Session: "session", Turn: "turn", ToolCall: "tool_call"}
+SKIP_FIELDS = {"originator_id", "originator_version", "timestamp", "originator_topic"}
+RELATIVE = re.compile(r"^(\d+)([smhd])$")
+UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
+
+
+def session_id(store: ChronicleStore, ref: str | UUID) -> UUID:
+    """A full id or an unambiguous prefix, as people type them (NotFound otherwise)."""
+    return ref if isinstance(ref, UUID) else store.resolve_session_id(ref)
+
+
+def session_row(store: ChronicleStore, session: Session, summary: dict[str, Any] | None = None,
+                cost: float | None = None) -> dict[str, Any]:
+    """`summary` and `cost` come from the projections (title, USD with sub-agents rolled up)."""
+    status = session.status
+    if session.active_turn_id is not None:
+        status = store.turn(session.active_turn_id).status
+    return {
+        "session_id": str(session.id),
+        "title": session.title or (summary or {}).get("title"),
+        "status": status,
+        "agent": session.spec.name,
+        "created_at": session.created_at.isoformat(),
+        "parent_session_id": str(session.parent_session_id) if session.parent_session_id else None,
+        "forked_from": session.forked_from,
+        "turns": len(session.head),
+        "queued": len(session.queue),
+        "cost": cost,
+    }
+
+
+def sessions(store: ChronicleStore) -> list[dict[str, Any]]:
+    """Every session, oldest first: the rows of `sessions --json`."""
+    engine = caught_up(store)
+    with engine.read() as tx:
+        titles = summaries(tx)
+        costs = CostReport(tx)
+        return [
+            session_row(store, session, titles.get(str(session.id)), costs.total_usd(str(session.id)))
+            for session in store.sessions()
+        ]
+
+
+def log(store: ChronicleStore, ref: str | UUID, tree: bool = False) -> list[dict[str, Any]]:
+    """Every stored event of the session, its turns and tool calls, in commit order (`log --json`).
+
+    With `tree`, its sub-agents' events too, interleaved by position, each entry saying whose
+    it is (session_id, agent, depth)."""
+    session = store.session(session_id(store, ref))
+    owners: dict[UUID, dict[str, Any]] = {}
+    for node in (walk(store, session) if tree else [TreeNode(session, 0)]):
+        owner = {"session_id": str(node.session.id), "agent": node.session.spec.name, "depth": node.depth}
+        owners.update({aid: owner for aid in store.aggregate_ids_of(node.session)})
+    states: dict[UUID, Any] = {}
+    entries = []
+    for position, event in store.events_with_positions(owners):
+        aggregate = event.mutate(states.get(event.originator_id))
+        states[event.originator_id] = aggregate
+        data = {k: v for k, v in event.__dict__.items() if k not in SKIP_FIELDS}
+        if isinstance(aggregate, ToolCall):
+            data.setdefault("tool_use_id", aggregate.tool_use_id)
+            data.setdefault("name", aggregate.name)
+            if aggregate.resolved and aggregate.status != "interrupted":
+                block = aggregate.result_block()
+                data.setdefault("output", block.content)
+                data.setdefault("is_error", block.is_error)
+        entries.append(
+            {
+                "position": position,
+                "timestamp": event.timestamp.isoformat(),
+                "aggregate": AGGREGATE_KINDS.get(type(aggregate), type(aggregate).__name__.lower()),
+                "aggregate_id": str(event.originator_id),
+                "version": event.originator_version,
+                "event": type(event).__name__,
+                "status": getattr(aggregate, "status", None),
+                "data": to_jsonable_python(data),
+                **(owners[event.originator_id] if tree else {}),
+            }
+        )
+    return entries
+
+
+def history_messages(store: ChronicleStore, ref: str | UUID, at: int | None = None, version: int | None = None) -> list[Any]:
+    """The messages the model reads next (the active branch), or as they were at a turn or event.
+
+    Returns domain Messages; `history` gives their wire form."""
+    sid = session_id(store, ref)
+    if at is not None and version is not None:
+        raise AppError("--at and --version pick a moment each; give one of them", 2)
+    if at is None and version is None:
+        # What the model reads next is built from events, as the loop builds it.
+        summary, view = store.session(sid).context_view()
+        return build_context([store.turn(t) for t in view], summary=summary)
+    try:
+        cut = cut_at_turn(store, sid, at) if at is not None else cut_at_version(store, sid, version or 0)
+    except TimeTravelError as exc:
+        raise AppError(str(exc), exc.exit_code) from None
+    # The past is read from the history projection by log position once it is current;
+    # `context_at` rebuilds it from events if it is not.
+    engine = history_engine(store)
+    engine.catch_up()
+    return context_at(store, cut, engine)
+
+
+def history(store: ChronicleStore, ref: str | UUID, at: int | None = None, version: int | None = None) -> list[dict[str, Any]]:
+    """`history --json`: one {"role", "content"} object per message, in Anthropic's wire format."""
+    return [m.wire() for m in history_messages(store, ref, at=at, version=version)]
+
+
+def cost(store: ChronicleStore, ref: str | UUID | None = None, by: str | None = None) -> list[dict[str, Any]]:
+    """`cost --json`: for a session its "self", "total" and "child" objects; else one "total" per session.
+
+    The one path to a cost figure: the cost projection (chat's /cost and the budget guard read it too)."""
+    if by not in (None, "model", "day"):
+        raise AppError(f"--by takes model or day, not {by!r}", 2)
+    sid = str(session_id(store, ref)) if ref else None
+    engine = caught_up(store)
+    with engine.read() as tx:
+        report = CostReport(tx, by=by)
+        return report.for_session(sid) if sid else report.all_sessions()
+
+
+def session_total(store: ChronicleStore, ref: str | UUID) -> dict[str, Any]:
+    """The session's "total" cost object (itself and every sub-agent below it)."""
+    objects = cost(store, ref)
+    return next((o for o in objects if o["scope"] == "total"), objects[0] if objects else {})
+
+
+def parse_since(text: str, now: datetime | None = None) -> str:
+    """An ISO date/time (UTC if no offset) or a relative age like 30m, 2h, 7d → stored time format."""
+    match = RELATIVE.match(text.strip())
+    if match:
+        now = now or datetime.now(timezone.utc)
+        try:
+            return iso(now - timedelta(**{UNITS[match.group(2)]: int(match.group(1))}))
+        except OverflowError:
+            raise AppError(f"--since {text!r} reaches before year 1; give a smaller age or an ISO time", 2) from None
+    try:
+        value = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+    except ValueError:
+        raise AppError(
+            f"--since takes an ISO time like 2026-01-05 or 2026-01-05T09:00:00Z, or an age like 30m, 2h, 7d (got {text!r})", 2
+        ) from None
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=timezone.utc)
+    return iso(value)
+
+
+def audit_entry(row: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "position": row["position"], "time": row["at"], "session_id": row["session_id"], "turn": row["turn"],
+        "turn_id": row["turn_id"], "tool_call_id": row["tool_call_id"], "kind": row["kind"], "name": row["name"],
+        "status": row["status"], "is_error": bool(row["is_error"]),
+        "detail": json.loads(row["detail"] or "{}"), "links": json.loads(row["links"] or "{}"),
+    }
+
+
+def audit(store: ChronicleStore, session: str | UUID | None = None, tool: str | None = None, errors: bool = False,
+          since: str | None = None, limit: int | None = None) -> list[dict[str, Any]]:
+    """`audit --json`: every decision in commit order, filtered. `since` as `--since` takes it."""
+    since_text = parse_since(since) if since else None
+    sid = str(session_id(store, session)) if session else None
+    engine = caught_up(store)
+    with engine.read() as tx:
+        rows = audit_projection.query(tx, session=sid, tool=tool, errors=errors, since=since_text, limit=limit)
+    return [audit_entry(r) for r in rows]

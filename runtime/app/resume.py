@@ -1,0 +1,118 @@
+"""Resume and submit: continue sessions found in flight, record inputs for a worker to run.
+
+Both go through the session's lease and the one loop factory, like every other way of running
+turns; a session whose lease a live process holds is left alone and the holder is named.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+from uuid import UUID
+
+from chronicle.domain.agent_spec import AgentSpec
+
+from ..agents.registry import AgentRegistry
+from ..leases import DEFAULT_LEASE_S, current_lease
+from ..live import AgentEnd, AgentStart, Broker
+from ..loop import TurnOutcome
+from ..sessions import start_session, submit_input
+from ..settings import LimitFlags, SettingsError, load_settings
+from ..store import ChronicleStore
+from .errors import AppError
+from .loops import LoopSetupError, build_loop
+from .queries import session_id
+from .running import stored_attachments
+from .specs import new_spec, normalise_provider, resolve_workspace
+from .worker import Overrides, advance_session, loop_for_session
+
+
+@dataclass(frozen=True)
+class Busy:
+    """Another live process holds the session; it is left alone."""
+
+    session_id: UUID
+    holder: str
+    until: str
+
+    @property
+    def message(self) -> str:
+        return f"session {self.session_id} is being advanced by {self.holder} (lease until {self.until}); try again later"
+
+
+def busy(store: ChronicleStore, sid: UUID) -> Busy:
+    lease = current_lease(store, sid)
+    until = lease.expires_at.isoformat() if lease and lease.expires_at else "?"
+    return Busy(sid, lease.holder if lease and lease.holder else "another process", until)
+
+
+async def resume_one(store: ChronicleStore, sid: UUID, overrides: Overrides, broker: Broker, holder: str,
+                     lease_s: float = DEFAULT_LEASE_S, auto_approve: bool = False) -> list[TurnOutcome] | Busy:
+    """Advance one session under its lease, with agent_start/agent_end around it as `run` emits them.
+
+    The loop is built before agent_start, so a session that cannot be resumed raises
+    LoopSetupError without a dangling start event."""
+    record = store.session(sid)
+    spec = record.spec
+    links = {
+        "parent_session_id": str(record.parent_session_id) if record.parent_session_id else None,
+        "parent_tool_call_id": str(record.parent_tool_call_id) if record.parent_tool_call_id else None,
+        "depth": spec.depth,
+    }
+    loop = loop_for_session(store, record, overrides, broker)
+    await broker.emit(AgentStart(session_id=str(sid), agent=spec.name, **links))
+    outcomes = await advance_session(store, sid, lambda s: loop, holder, lease_s, auto_approve=auto_approve)
+    if outcomes is None:
+        held = busy(store, sid)
+        status, reason = "busy", held.message
+    elif outcomes:
+        status, reason = outcomes[-1].status, outcomes[-1].reason
+    else:
+        status, reason = "idle", None
+    await broker.emit(AgentEnd(session_id=str(sid), agent=spec.name, status=status, reason=reason, **links))
+    return held if outcomes is None else outcomes
+
+
+@dataclass(frozen=True)
+class Submitted:
+    session_id: UUID
+    input_id: str
+
+
+def submit(store: ChronicleStore, prompt: str, session: str | UUID | None = None, provider: str | None = None,
+           model: str | None = None, workspace: Path | None = None, max_iterations: int | None = None,
+           agents: Path | None = None, registry: AgentRegistry | None = None, tools: tuple[str, ...] = (),
+           attachments: Sequence[Any] | None = None) -> Submitted:
+    """Record PROMPT durably for a worker: on `session`, or on a new session specified as `run` would.
+
+    A worker runs it later, elsewhere: an unknown provider, a missing script or a bad chronicle.toml
+    found then would leave an input nobody can run, so they are refused now (exit 2), before recording."""
+    if not prompt.strip():
+        raise AppError("the prompt is empty; say what the agent should do", 2)
+    if session:
+        if provider or model or workspace or tools:
+            raise AppError("--provider/--model/--workspace/--tools apply to new sessions; a session keeps what it recorded", 2)
+        sid = session_id(store, session)
+        return Submitted(sid, submit_input(store, sid, prompt, attachments=stored_attachments(store, attachments)))
+    spec = checked_spec(store, provider, model, resolve_workspace(workspace), max_iterations, agents, registry, tools)
+    created, input_id = start_session(store, spec, prompt, attachments=stored_attachments(store, attachments))
+    assert input_id is not None
+    return Submitted(created.id, input_id)
+
+
+def checked_spec(store: ChronicleStore, provider: str | None, model: str | None, workspace: Path,
+                 max_iterations: int | None = None, agents: Path | None = None, registry: AgentRegistry | None = None,
+                 tools: tuple[str, ...] = ()) -> AgentSpec:
+    """The spec `run` would record, checked as `run` checks it before anything is recorded."""
+    spec = new_spec(workspace, normalise_provider(provider), model, max_iterations, agents, registry=registry, extra_tools=tools)
+    if not spec.provider:
+        raise AppError("no model provider: set ANTHROPIC_API_KEY to use Claude, or pass --provider scripted:PATH", 2)
+    try:
+        settings = load_settings(LimitFlags(), workspace)
+        build_loop(store, spec, provider_name=spec.provider, model=model, workspace=workspace, settings=settings)
+    except SettingsError as exc:
+        raise AppError(str(exc), 2) from None
+    except LoopSetupError as exc:
+        raise AppError(str(exc), 2) from None
+    return spec.model_copy(update={"limits": settings.limits()})

@@ -1,0 +1,264 @@
+"""Start or continue a session and run its turns in this process: `run`, `chat`, `demo` and the API.
+
+A process that runs turns holds the session's lease while it does, exactly as a worker does, so
+`resume` and `worker` leave a live `run` or `chat` alone (and name the process holding it). An
+input that arrives while another live process holds the session is queued for that process,
+which drains the queue before it lets go. A holder that died is detected — its lease ran out, or
+it was a process of this machine that no longer exists — and its turn in flight is continued
+here, recorded as interrupted first, as `resume` would.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable, Sequence
+from uuid import UUID
+
+from chronicle.domain.agent_spec import AgentSpec
+
+from ..agents.registry import AgentRegistry
+from ..attachments import AttachmentError, store_attachments
+from ..environment import EnvironmentSettingError, environment
+from ..leases import DEFAULT_LEASE_S, current_lease, holder_name, leased
+from ..live import AgentEnd, AgentStart, Broker
+from ..loop import AgentLoop, LoopOptions, TurnOutcome
+from ..retry import RetryPolicy, RetrySettingError
+from ..sessions import start_session, submit_input
+from ..settings import LimitFlags, Settings, SettingsError, load_settings
+from ..store import ChronicleStore
+from .errors import AppError
+from .loops import LoopSetupError, build_loop
+from .queries import session_id
+from .specs import new_spec, resolve_workspace, session_workspace
+
+
+@dataclass
+class RunOptions:
+    """What a client may choose for the turns it runs; None means the recorded value or the default."""
+
+    provider: str | None = None
+    model: str | None = None
+    workspace: Path | None = None
+    max_iterations: int | None = None
+    #: A registry file for a new session (default: chronicle.toml in the workspace).
+    agents: Path | None = None
+    auto_approve: bool = False
+    max_attempts: int | None = None
+    limits: LimitFlags = field(default_factory=LimitFlags)
+    #: A person answers approvals and doom-loop questions (chat).
+    interactive: bool = False
+    lease_s: float = DEFAULT_LEASE_S
+    #: Output tokens per model call (default: CHRONICLE_MAX_TOKENS, else 8192).
+    max_tokens: int | None = None
+    #: A new session's agents given in code (the public API's Agent) instead of a registry file.
+    registry: AgentRegistry | None = None
+    #: The user's own tools by import path, added to a new session's main agent (`--tools`).
+    tools: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Queued:
+    """The input waits for another live process, which runs it after its turn."""
+
+    session_id: UUID
+    holder: str
+    until: str
+    position: int
+    total: int
+
+    @property
+    def reason(self) -> str:
+        return (f"queued as input {self.position} of {self.total}: another process ({self.holder}) is running this session "
+                f"and runs this input after its turn")
+
+
+@dataclass
+class Driven:
+    outcome: TurnOutcome | None
+    queued: Queued | None = None
+
+
+def stored_attachments(store: ChronicleStore, items: Sequence[Any] | None) -> list[dict[str, Any]] | None:
+    """Every attachment checked before any is stored; the reference blocks an input records (None: none)."""
+    try:
+        return store_attachments(store, items) or None
+    except AttachmentError as exc:
+        raise AppError(str(exc), 2) from None
+
+
+def retry_policy(max_attempts: int | None) -> RetryPolicy:
+    try:
+        return RetryPolicy.from_env(max_attempts)
+    except RetrySettingError as exc:
+        raise AppError(str(exc), 2) from None
+
+
+def settings_for(options: RunOptions, workspace: Path, recorded: AgentSpec | None = None) -> Settings:
+    try:
+        return load_settings(options.limits, workspace, recorded.limits if recorded is not None else None)
+    except SettingsError as exc:
+        raise AppError(str(exc), 2) from None
+
+
+class Conversation:
+    """One session opened for running turns here; `submit` records inputs, `drive` runs them."""
+
+    def __init__(self, store: ChronicleStore, sid: UUID, loop: AgentLoop, settings: Settings, options: RunOptions,
+                 notes: list[str] | None = None) -> None:
+        self.store, self.session_id, self.loop, self.settings, self.options = store, sid, loop, settings, options
+        #: Things the client should tell the person (an ignored flag), one line each.
+        self.notes = notes or []
+        self.holder = holder_name()
+
+    @classmethod
+    def open(cls, store: ChronicleStore, session: str | UUID | None = None, options: RunOptions | None = None,
+             subscribers: Iterable[Callable[[Any], Any]] = (), approver: Any = None, first_input: str | None = None,
+             attachments: Sequence[Any] | None = None) -> "Conversation":
+        """Continue `session`, or start a new one (recording `first_input` with it, atomically).
+
+        `attachments` (paths, or (bytes, media type) pairs) go with `first_input`: checked, then stored
+        once by content, before the input that refers to them is recorded.
+
+        Everything that could make the turn impossible (provider, workspace, chronicle.toml, the
+        registry) is checked by building the loop before anything is recorded."""
+        options = options or RunOptions()
+        if first_input is not None and not first_input.strip():
+            raise AppError("the prompt is empty; say what the agent should do", 2)
+        try:
+            env = environment()
+        except EnvironmentSettingError as exc:
+            raise AppError(str(exc), 2) from None
+        sid = session_id(store, session) if session else None
+        recorded = store.session(sid).spec if sid else None
+        workspace = resolve_workspace(options.workspace or session_workspace(recorded))
+        settings = settings_for(options, workspace, recorded)
+        notes = []
+        if recorded is not None:
+            spec: AgentSpec = recorded
+            provider = options.provider or recorded.provider or None
+            if options.agents is not None:
+                notes.append(f"note: --agents ignored; session {sid} keeps the agents recorded when it started")
+            if options.tools:
+                notes.append(f"note: --tools ignored; session {sid} keeps the tools recorded when it started")
+        else:
+            spec = new_spec(workspace, options.provider, options.model, options.max_iterations, options.agents,
+                            registry=options.registry, extra_tools=options.tools)
+            spec = spec.model_copy(update={"limits": settings.limits()})
+            provider = spec.provider or None
+        broker = Broker()
+        for subscriber in subscribers:
+            broker.subscribe(subscriber)
+        loop_options = LoopOptions(max_iterations=options.max_iterations, auto_approve=options.auto_approve,
+                                   retry=retry_policy(options.max_attempts), max_tokens=options.max_tokens or env.max_tokens)
+        try:
+            loop = build_loop(store, spec, provider_name=provider, model=options.model, workspace=workspace, settings=settings,
+                              options=loop_options, broker=broker, approver=approver, interactive=options.interactive)
+        except LoopSetupError as exc:
+            raise AppError(str(exc), 2) from None
+        blocks = stored_attachments(store, attachments)
+        if sid is None:
+            created, _ = start_session(store, spec, first_input, attachments=blocks)
+            sid = created.id
+        elif first_input is not None:
+            submit_input(store, sid, first_input, attachments=blocks)
+        return cls(store, sid, loop, settings, options, notes)
+
+    def submit(self, text: str) -> str:
+        """Record an input durably (before anything runs); it runs in order after those queued before it."""
+        if not text.strip():
+            raise AppError("the prompt is empty; say what the agent should do", 2)
+        return submit_input(self.store, self.session_id, text)
+
+    def switch(self, sid: UUID) -> None:
+        """Go on in another session of the same agent (chat's /fork)."""
+        self.session_id = sid
+
+    async def drive(self, drain: bool = True, handle_signals: bool = True) -> Driven:
+        """Run the session's turns under its lease, with agent_start/agent_end around them (see `drive`)."""
+        return await drive(self.loop, self.session_id, holder=self.holder, lease_s=self.options.lease_s, drain=drain,
+                           handle_signals=handle_signals)
+
+
+async def drive(loop: AgentLoop, sid: UUID, *, holder: str | None = None, lease_s: float = DEFAULT_LEASE_S, drain: bool = True,
+                handle_signals: bool = True) -> Driven:
+    """Run the session's turns under its lease, with agent_start/agent_end around them.
+
+    With `drain`, inputs queued while this process works run too, in order, as long as each
+    turn completes. SIGINT/SIGTERM cancel the running turn (not the process) when
+    `handle_signals`. If a live process holds the session, nothing runs here: Driven.queued says who."""
+    store = loop.store
+    holder = holder or holder_name()
+    session = store.session(sid)
+    spec = session.spec
+    links = {
+        "parent_session_id": str(session.parent_session_id) if session.parent_session_id else None,
+        "parent_tool_call_id": str(session.parent_tool_call_id) if session.parent_tool_call_id else None,
+    }
+    await loop.emit(AgentStart(session_id=str(sid), agent=spec.name, depth=spec.depth, **links))
+    outcome: TurnOutcome | None = None
+    queued: Queued | None = None
+    while True:
+        async with leased(store, sid, holder, lease_s, loop.clock) as keeper:
+            if keeper is None:
+                queued = _queued(store, sid) if outcome is None else None
+                break
+            while not keeper.lost:
+                latest = await run_one(loop, sid, handle_signals)
+                if latest is None:
+                    break
+                outcome = latest
+                if not drain or latest.status != "completed":
+                    break
+        # Released: an input queued by a process that found the lease taken just before we let
+        # go would wait for nobody, so look once more and take the lease again for it.
+        if not drain or (outcome is not None and outcome.status != "completed") or not store.session(sid).queue:
+            break
+    if queued is not None:
+        status, reason = "queued", queued.reason
+    else:
+        status, reason = (outcome.status, outcome.reason) if outcome else ("idle", None)
+    await loop.emit(AgentEnd(session_id=str(sid), agent=spec.name, status=status, reason=reason, depth=spec.depth, **links))
+    return Driven(outcome, queued)
+
+
+async def drive_session(loop: AgentLoop, sid: UUID, drain: bool = True, handle_signals: bool = False) -> TurnOutcome | None:
+    """`drive`, for callers that only want the last outcome (None: nothing ran, or another live process holds the session)."""
+    return (await drive(loop, sid, drain=drain, handle_signals=handle_signals)).outcome
+
+
+def _queued(store: ChronicleStore, sid: UUID) -> Queued:
+    session = store.session(sid)
+    lease = current_lease(store, sid)
+    until = lease.expires_at.isoformat() if lease and lease.expires_at else "?"
+    total = len(session.queue)
+    return Queued(sid, lease.holder if lease and lease.holder else "?", until, total, total)
+
+
+async def run_one(loop: AgentLoop, sid: UUID, handle_signals: bool = True) -> TurnOutcome | None:
+    """One turn in its own task, so that SIGINT/SIGTERM cancel the turn and not the process."""
+    task = asyncio.ensure_future(loop.run_next(sid))
+    event_loop = asyncio.get_running_loop()
+    signals = (signal.SIGINT, signal.SIGTERM) if handle_signals else ()
+    for sig in signals:
+        try:
+            event_loop.add_signal_handler(sig, task.cancel)
+        except (NotImplementedError, RuntimeError):
+            pass
+    try:
+        return await task
+    finally:
+        for sig in signals:
+            try:
+                event_loop.remove_signal_handler(sig)
+            except (NotImplementedError, RuntimeError):
+                pass
+
+
+async def run(store: ChronicleStore, prompt: str, session: str | UUID | None = None, options: RunOptions | None = None,
+              subscribers: Iterable[Callable[[Any], Any]] = (), approver: Any = None, handle_signals: bool = False) -> Driven:
+    """`chronicle run` as one call: record the prompt (new session or continued), run until it ends or pauses."""
+    conversation = Conversation.open(store, session, options, subscribers, approver, first_input=prompt)
+    return await conversation.drive(handle_signals=handle_signals)

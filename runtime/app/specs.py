@@ -1,0 +1,72 @@
+"""The agent spec a new session records: one builder for `run`, `chat`, `submit`, `demo` and the API.
+
+Before this lived here, `chat` built its own spec (ignoring `[agents]` in chronicle.toml and the
+file's max_iterations) and `submit` a third way; a session's behaviour then depended on which
+command started it. Now every new top-level session is specified by `new_spec` and checked by
+building its loop once before anything is recorded.
+"""
+
+from __future__ import annotations
+
+from datetime import date, datetime, timezone
+from pathlib import Path
+
+from chronicle.domain.agent_spec import AgentSpec
+
+from ..agents.registry import AgentRegistry, RegistryError, find_registry
+from ..providers import default_model, default_provider_name
+from .errors import AppError
+
+
+def normalise_provider(name: str | None) -> str | None:
+    """Record `scripted:` paths absolute, so a resume from another directory finds the script."""
+    if name and name.startswith("scripted:"):
+        return "scripted:" + str(Path(name[len("scripted:"):]).expanduser().resolve())
+    return name
+
+
+def resolve_workspace(workspace: Path | str | None) -> Path:
+    path = Path(workspace or Path.cwd()).expanduser().resolve()
+    if not path.is_dir():
+        raise AppError(f"workspace {path} is not a directory; pass an existing one with --workspace", 2)
+    return path
+
+
+def session_workspace(spec: AgentSpec | None) -> Path | None:
+    """A continued session works where it was started, unless --workspace says otherwise."""
+    if spec is not None and spec.workspace and Path(spec.workspace).is_dir():
+        return Path(spec.workspace)
+    return None
+
+
+def default_preamble(workspace: Path, tools: tuple[str, ...], today: date) -> str:
+    """The main agent's default system prompt; the agent's `instructions` extend it."""
+    listed = ", ".join(tools) if tools else "none"
+    return (
+        "You are an agent that works in a workspace through tools, and every step you take is recorded.\n"
+        f"- Workspace: {workspace}. Paths you give tools are relative to it (write `src/app.py`, not an absolute path); "
+        "nothing outside it can be read or changed.\n"
+        f"- Today's date: {today.isoformat()}.\n"
+        f"- Your tools: {listed}. Look before you answer: read files rather than guess, and read a file before you edit it.\n"
+        "- A tool may fail or be denied; read its error result and adapt instead of repeating the same call.\n"
+        "- When the task is done, answer with a short summary of what you did and what you found."
+    )
+
+
+def new_spec(workspace: Path, provider: str | None = None, model: str | None = None, max_iterations: int | None = None,
+             agents: Path | None = None, today: date | None = None, registry: AgentRegistry | None = None,
+             extra_tools: tuple[str, ...] = ()) -> AgentSpec:
+    """The top-level spec a new session records: flags first, then `[agents.main]` of the registry file
+    (`agents`, else chronicle.toml in the workspace) or of `registry` (an Agent of the public API), then
+    the defaults; with the default system prompt. `extra_tools`: `--tools module:attr` entries."""
+    provider_name = normalise_provider(provider) or default_provider_name() or ""
+    try:
+        registry = registry or find_registry(agents, workspace)
+        spec = registry.main_spec(  # starts the MCP servers it names, to record their tools
+            provider=provider_name, workspace=str(workspace), max_iterations=max_iterations, extra_tools=extra_tools,
+            model=model or registry.main.model or ("scripted" if provider_name.startswith("scripted:") else default_model(provider_name)),
+        )
+    except RegistryError as exc:
+        raise AppError(str(exc), 2) from None
+    day = today or datetime.now(timezone.utc).date()
+    return spec.model_copy(update={"preamble": default_preamble(workspace, spec.tools, day)})

@@ -1,0 +1,99 @@
+"""Time travel use cases: undo, redo, fork and replay, as `chronicle` and chat's slash commands do them.
+
+chat's /undo and /fork used to record their own events (a fork with `turn_id` where `chronicle
+fork` wrote `turn`; an undo without the runtime's checks); both now come here, and a fork is
+always `{"session_id", "turn"}` with the turn numbered as the conversation shows it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from uuid import UUID
+
+from chronicle.domain.session import Session
+
+from .. import timetravel
+from ..store import ChronicleStore
+from ..tools.imports import ToolLoadError
+from .errors import AppError
+from .queries import session_id
+from .replay import ReplayReport, Replayer
+
+
+@dataclass
+class Undone:
+    session_id: UUID
+    turn_ids: list[UUID]
+    files: list[dict[str, str]] = field(default_factory=list)
+    inputs: list[str] = field(default_factory=list)
+
+    def row(self) -> dict[str, Any]:
+        """`undo --json`."""
+        return {"session_id": str(self.session_id), "undone": [str(t) for t in self.turn_ids], "files": self.files}
+
+
+def undo(store: ChronicleStore, ref: str | UUID, turns: int = 1, files: bool = False, workspace: Path | None = None,
+         actor: str | None = None) -> Undone:
+    """`actor`: who undoes (default: this process's user@host; a server passes its caller)."""
+    sid = session_id(store, ref)
+    try:
+        result = timetravel.undo(store, sid, turns, files=files, workspace=workspace, actor=actor)
+    except timetravel.TimeTravelError as exc:
+        raise AppError(str(exc), exc.exit_code) from None
+    restored = [{"path": f.path, "action": f.action} for f in result.files]
+    return Undone(sid, result.turn_ids, restored, [store.turn(t).input_text for t in result.turn_ids])
+
+
+def redo(store: ChronicleStore, ref: str | UUID, actor: str | None = None) -> list[UUID]:
+    sid = session_id(store, ref)
+    try:
+        return timetravel.redo(store, sid, actor=actor)
+    except timetravel.TimeTravelError as exc:
+        raise AppError(str(exc), exc.exit_code) from None
+
+
+def head_turn_number(store: ChronicleStore, session: Session) -> int:
+    """The number (as `history --at` counts) of the last turn on the active branch; 0 if none."""
+    if not session.head:
+        return 0
+    inherited = timetravel.inherited_turns(store, session)
+    last = session.head[-1]
+    if last in session.turns:
+        return len(inherited) + session.turns.index(last) + 1
+    return inherited.index(last) + 1 if last in inherited else len(session.head)
+
+
+def fork(store: ChronicleStore, ref: str | UUID, at: int | None = None) -> Session:
+    """A new session continuing from turn `at`, or from the end of the active branch (chat's /fork)."""
+    sid = session_id(store, ref)
+    if at is None:
+        parent = store.session(sid)
+        if parent.status != "idle":
+            raise AppError("the session is busy; fork it when the running turn has ended")
+        at = head_turn_number(store, parent)
+        if at == 0:
+            raise AppError(f"session {sid} has no turn on its branch to fork from")
+    try:
+        return timetravel.fork(store, sid, at)
+    except timetravel.TimeTravelError as exc:
+        raise AppError(str(exc), exc.exit_code) from None
+
+
+async def replay(store: ChronicleStore, ref: str | UUID, workspace: Path | None = None) -> ReplayReport:
+    sid = session_id(store, ref)
+    try:
+        return await Replayer(store, sid, workspace).run()
+    except ToolLoadError as exc:  # a tool the session recorded that this process cannot load
+        raise AppError(f"session {sid}: {exc}", 2) from None
+
+
+def replay_row(sid: UUID, report: ReplayReport) -> dict[str, Any]:
+    """`replay --json`."""
+    d = report.divergence
+    return {
+        "session_id": str(sid), "identical": report.identical, "verdict": report.verdict(),
+        "turns": report.turns, "model_calls": report.model_calls, "rechecked": report.rechecked, "reused": report.reused,
+        "divergence": None if d is None else {"turn": d.turn, "step": d.step, "kind": d.kind, "detail": d.detail},
+    }

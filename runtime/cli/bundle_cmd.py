@@ -1,0 +1,106 @@
+"""`chronicle export / import / keygen`: move a session tree between stores as one verifiable file."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.markup import escape
+
+from chronicle.runtime.bundle import BundleError, check_bundle, export_bundle, import_bundle, public_key_hex
+from chronicle.runtime.bundle import keygen as make_keys
+
+from .common import DbOption, JsonOption, cli_errors, fail, open_store, out_console, print_json
+
+
+def export(
+    session: Annotated[str, typer.Argument(help="Session id or unique prefix; its sub-agents come along")],
+    out: Annotated[Optional[Path], typer.Option("--out", help="Write the bundle here (default: standard output)")] = None,
+    sign_with: Annotated[Optional[Path], typer.Option("--sign", help="Sign the manifest with this Ed25519 private key (PEM)")] = None,
+    db: DbOption = None,
+) -> None:
+    """Write a self-contained bundle of the session tree: its events in order with digests, a manifest with counts
+    and the head digest, and an Ed25519 signature with --sign."""
+    with cli_errors():
+        key = None
+        if sign_with is not None:
+            try:
+                key = sign_with.read_bytes()
+            except OSError as exc:
+                fail(f"cannot read the signing key {sign_with}: {exc.strerror or exc}", 2)
+        store = open_store(db)
+        sid = store.resolve_session_id(session)
+        try:
+            bundle = export_bundle(store, sid, key)
+        except BundleError as exc:
+            fail(str(exc), 2)
+        text = json.dumps(bundle, ensure_ascii=False, indent=1) + "\n"
+        if out is None:
+            sys.stdout.write(text)
+            return
+        try:
+            out.write_text(text, encoding="utf-8")
+        except OSError as exc:
+            fail(f"cannot write {out}: {exc.strerror or exc}")
+        counts = bundle["manifest"]["counts"]
+        signed = " (signed)" if bundle["signature"] else ""
+        out_console.print(escape(f"exported session {sid}: {counts['events']} events of {counts['sessions']} session(s) "
+                                 f"to {out}{signed}; head {bundle['manifest']['head']}"), soft_wrap=True)
+
+
+def import_(
+    bundle_file: Annotated[Path, typer.Argument(metavar="FILE", help="A bundle written by `chronicle export`")],
+    key: Annotated[Optional[Path], typer.Option("--key", help="Only accept a bundle signed by this Ed25519 key (PEM, public or private)")] = None,
+    as_json: JsonOption = False,
+    db: DbOption = None,
+) -> None:
+    """Verify a bundle's chain and signature, then load it into this store (all or nothing), after which history,
+    replay, audit and cost work on it. A tampered or wrongly signed bundle exits 1 and records nothing."""
+    with cli_errors():
+        try:
+            raw = bundle_file.read_bytes()
+        except OSError as exc:
+            fail(f"cannot read {bundle_file}: {exc.strerror or exc}", 2)
+        try:
+            trusted = public_key_hex(key.read_bytes()) if key is not None else None
+        except OSError as exc:
+            fail(f"cannot read the key {key}: {exc.strerror or exc}", 2)
+        except BundleError as exc:
+            fail(f"{key}: {exc}", 2)
+        try:
+            checked = check_bundle(json.loads(raw), trusted)
+        except json.JSONDecodeError as exc:
+            fail(f"refused {bundle_file}: not a Chronicle bundle (invalid JSON: {exc.msg} at line {exc.lineno}); nothing recorded")
+        except BundleError as exc:
+            fail(f"refused {bundle_file}: {exc}; nothing recorded")
+        store = open_store(db)
+        try:
+            count = import_bundle(store, checked)
+        except BundleError as exc:
+            fail(f"refused {bundle_file}: {exc}; nothing recorded")
+        manifest = checked.manifest
+        result = {"session_id": manifest["session_id"], "events": count, "sessions": len(manifest["sessions"]),
+                  "head": manifest["head"], "signed_by": checked.signer}
+        if as_json:
+            print_json(result)
+            return
+        signer = f", signed by {checked.signer[:16]}…" if checked.signer else ", unsigned"
+        out_console.print(escape(f"imported session {manifest['session_id']}: {count} events, "
+                                 f"{len(manifest['sessions'])} session(s){signer}"), soft_wrap=True)
+
+
+def keygen(
+    out: Annotated[Path, typer.Argument(metavar="KEYFILE", help="Where to write the private key; the public key goes to KEYFILE.pub")],
+) -> None:
+    """Make an Ed25519 key pair for `export --sign` (the same as `openssl genpkey -algorithm ed25519 -out KEYFILE`)."""
+    with cli_errors():
+        try:
+            public = make_keys(out)
+        except FileExistsError:
+            fail(f"{out} exists; not overwriting a key", 2)
+        except OSError as exc:
+            fail(f"cannot write {out}: {exc.strerror or exc}", 2)
+        out_console.print(escape(f"private key {out} (keep it secret), public key {public}"), soft_wrap=True)

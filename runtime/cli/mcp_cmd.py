@@ -1,0 +1,98 @@
+"""`chronicle mcp list`: the MCP servers chronicle.toml defines, and the tools each one offers now."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from chronicle.runtime.agents.registry import RegistryError, find_registry
+from chronicle.runtime.tools.mcp_config import McpConfigError
+from chronicle.runtime.tools.mcp_hub import HUB
+from chronicle.runtime.app.specs import resolve_workspace
+from chronicle.runtime.tools.mcp_tools import list_server_tools
+
+from .common import JsonOption, WorkspaceOption, cli_errors, fail, out_console, print_json
+from .run_cmd import AgentsOption
+
+app = typer.Typer(
+    name="mcp",
+    help="MCP tool servers defined by [mcp.NAME] tables in chronicle.toml.",
+    no_args_is_help=True,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+
+@app.command("list")
+def list_servers(
+    as_json: JsonOption = False,
+    workspace: WorkspaceOption = None,
+    agents: AgentsOption = None,
+    server: Annotated[Optional[str], typer.Option("--server", help="Only this server")] = None,
+) -> None:
+    """Start each configured server (as a session would) and list its tools as the model would see them.
+
+    JSON: one object per tool with `server`, `transport`, `name` (as the model sees it, SERVER__tool), `tool` (the server's own name), `description`, `read_only`, `idempotent`, `requires_approval`, `parallel_safe`, `agents`, `input_schema`; a server that cannot be reached gives one object with `server`, `transport` and `error`, and the exit code is 1.
+    """
+    with cli_errors():
+        ws = resolve_workspace(workspace)
+        try:
+            registry = find_registry(agents, ws)
+        except RegistryError as exc:
+            fail(str(exc), 2)
+        servers = registry.mcp
+        if server is not None:
+            if server not in servers:
+                fail(
+                    f"no MCP server named {server!r} in {registry.source or ws / 'chronicle.toml'}"
+                    f"{' (servers: ' + ', '.join(servers) + ')' if servers else ''}",
+                    2,
+                )
+            servers = {server: servers[server]}
+        rows: list[dict[str, Any]] = []
+        failed = False
+        for config in servers.values():
+            try:
+                for entry in list_server_tools(config):
+                    rows.append(
+                        {
+                            "server": config.name,
+                            "transport": config.transport,
+                            "name": entry["name"],
+                            "tool": entry["tool"],
+                            "description": entry["description"],
+                            **entry["flags"],
+                            "agents": list(config.agents),
+                            "input_schema": entry["input_schema"],
+                        }
+                    )
+            except McpConfigError as exc:
+                failed = True
+                rows.append({"server": config.name, "transport": config.transport, "error": str(exc)})
+        HUB.close()
+        if as_json:
+            for row in rows:
+                print_json(row)
+        else:
+            _table(rows, registry.source or ws / "chronicle.toml")
+        if failed:
+            raise typer.Exit(1)
+
+
+def _table(rows: list[dict[str, Any]], source: Path) -> None:
+    if not rows:
+        out_console.print(f"no MCP servers in {source} (add [mcp.NAME] tables)")
+        return
+    table = Table("server", "tool", "flags", "agents", "description", box=None, pad_edge=False)
+    for row in rows:
+        if "error" in row:
+            table.add_row(row["server"], "[red]unavailable[/]", "", "", escape(row["error"]))
+            continue
+        flags = ", ".join(f for f in ("read_only", "idempotent", "requires_approval") if row[f]) or "-"
+        table.add_row(
+            row["server"], escape(row["name"]), flags, ", ".join(row["agents"]), escape(row["description"].split("\n")[0])
+        )
+    out_console.print(table)

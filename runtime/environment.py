@@ -1,0 +1,80 @@
+"""The process environment as one validated model (pydantic-settings): CHRONICLE_* variables.
+
+Read once per process and checked whole, so `CHRONICLE_HTTP_TIMEOUT_S=abc` is one clear line
+naming the variable and the type it needs (exit 2) before anything runs, rather than a
+traceback deep in a provider or a value silently ignored. Precedence is the usual one: a
+command-line flag wins over the environment, which wins over chronicle.toml (runtime/settings.py)
+and the defaults.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from pydantic import Field, ValidationError, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from .providers.env_settings import DEFAULT_HTTP_TIMEOUT_S, SettingError, base_url, http_timeout_s, thinking_budget
+from .validation import explain
+
+
+class EnvironmentSettingError(ValueError):
+    """An environment variable that cannot work; the message names it and the type it needs."""
+
+
+class Environment(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="CHRONICLE_", extra="ignore", allow_inf_nan=False, case_sensitive=False)
+
+    #: Seconds one HTTP request to the model provider may take (checked as the provider checks it).
+    http_timeout_s: float = DEFAULT_HTTP_TIMEOUT_S
+    #: Extended thinking budget, as written; checked against max_tokens below.
+    thinking_tokens: str | None = None
+    #: Output tokens one model call may produce.
+    max_tokens: int = Field(8192, ge=1)
+    max_attempts: int | None = Field(None, ge=1)
+    retry_base_s: float = Field(2.0, ge=0)
+    retry_cap_s: float = Field(30.0, ge=0)
+    pg_connect_timeout: float = Field(5.0, gt=0)
+    #: A JSON price table that overrides and extends the bundled prices.
+    prices: Path | None = None
+
+    @field_validator("thinking_tokens", "max_attempts", "prices", mode="before")
+    @classmethod
+    def _blank_is_unset(cls, value: object) -> object:
+        return None if isinstance(value, str) and not value.strip() else value
+
+    @field_validator("http_timeout_s", mode="before")
+    @classmethod
+    def _timeout(cls, value: object) -> float:
+        try:
+            return http_timeout_s(None if value is None else str(value))
+        except SettingError as exc:
+            raise EnvironmentSettingError(str(exc)) from None
+
+
+NAMES = {name: f"CHRONICLE_{name.upper()}" for name in Environment.model_fields}
+
+
+def environment() -> Environment:
+    """The validated environment, read as it is now (tests and embedding programs change it). Raises EnvironmentSettingError."""
+    try:
+        env = Environment()
+    except EnvironmentSettingError:
+        raise
+    except ValidationError as exc:
+        raise EnvironmentSettingError(explain(exc, "CHRONICLE_", NAMES)) from None
+    try:  # the provider's own checks, so a value is refused here in the same words as there
+        thinking_budget(env.thinking_tokens, env.max_tokens)
+        base_url(os.environ.get("ANTHROPIC_BASE_URL"))
+    except SettingError as exc:
+        raise EnvironmentSettingError(str(exc)) from None
+    if env.prices is not None:
+        from .pricing import PriceTableError, load_override
+
+        try:
+            load_override(str(env.prices))
+        except PriceTableError as exc:
+            raise EnvironmentSettingError(str(exc)) from None
+    return env
+

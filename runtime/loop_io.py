@@ -1,0 +1,99 @@
+"""The loop's I/O bundle: what its collaborators may use, handed to each instead of the loop itself.
+
+The model caller, tool runner, compactor, tools (through ToolContext) and child runners each
+receive this bundle — store, provider, toolbox, workspace, options, clock, live events, hooks,
+approver, the controls port and a way to spawn a child — and nothing with a back-reference to
+the loop, so none of them can reach into the loop's private state or import it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Protocol
+from uuid import UUID
+
+from .clock import SYSTEM_CLOCK, Clock
+from .hooks import Hooks
+from .live import Broker
+from .retry import RetryPolicy
+
+if TYPE_CHECKING:
+    from chronicle.domain.agent_spec import AgentSpec
+    from chronicle.domain.tool_call import ToolCall
+
+    from .providers.base import Provider
+    from .store import ChronicleStore
+    from .tools.base import Toolbox
+
+
+@dataclass
+class LoopOptions:
+    max_iterations: int | None = None
+    auto_approve: bool = False
+    tool_timeout_s: float = 180.0
+    #: Output tokens per model call; None: the application's default (CHRONICLE_MAX_TOKENS, else 8192).
+    max_tokens: int | None = None
+    retry: RetryPolicy = field(default_factory=RetryPolicy.from_env)
+    #: Ask this model instead of the one recorded on the session (`resume --model`).
+    model: str | None = None
+
+
+class Steering(Protocol):
+    steer_ids: list[str]
+    skip_unstarted: bool
+
+    def blocks(self) -> list[Any]: ...
+
+
+class CancelWatch(Protocol):
+    reason: str | None
+
+    def start(self) -> None: ...
+
+    async def stop(self) -> None: ...
+
+
+class ControlPort(Protocol):
+    """How steering and cancel requests reach a running turn (recorded by other processes)."""
+
+    def pending_steering(self, session_id: UUID, turn_id: UUID) -> Steering | None: ...
+
+    def watch_cancel(self, session_id: UUID, turn_id: UUID, task: asyncio.Task) -> CancelWatch: ...
+
+
+class ChildRunner(Protocol):
+    """A sub-agent's loop, as the delegate tool drives it."""
+
+    async def run_next(self, session_id: UUID) -> Any: ...
+
+    async def emit(self, event: Any) -> None: ...
+
+
+Approver = Callable[["ToolCall"], Awaitable[Any]]
+
+
+@dataclass
+class LoopIO:
+    store: "ChronicleStore"
+    provider: "Provider"
+    toolbox: "Toolbox"
+    workspace: Path
+    options: LoopOptions
+    controls: ControlPort
+    clock: Clock = SYSTEM_CLOCK
+    broker: Broker = field(default_factory=Broker)
+    hooks: Hooks = field(default_factory=Hooks)
+    approver: Approver | None = None
+    #: A runtime.compaction.Compactor, or None for no automatic compaction.
+    compactor: Any = None
+    #: Builds a sub-agent's runner from its spec (set by the loop that owns this bundle).
+    spawn: Callable[["AgentSpec"], ChildRunner] | None = None
+
+    async def emit(self, event: Any) -> None:
+        await self.broker.emit(event)
+        await self.hooks.on_event(event)
+
+    def save(self, *aggregates: Any) -> None:
+        self.store.save(*aggregates)

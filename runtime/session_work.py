@@ -1,0 +1,35 @@
+"""What a session waits for: tool calls awaiting a person, or a turn in flight or queued input to run.
+
+Read by the worker, `resume`, the work index and the approval use cases alike, below all of them
+so none has to import another to know whether a session needs work.
+"""
+
+from __future__ import annotations
+
+from chronicle.domain.session import Session
+from chronicle.domain.tool_call import ToolCall
+
+from .store import ChronicleStore
+
+
+def pending_approvals(store: ChronicleStore, session: Session) -> list[ToolCall]:
+    """Tool calls of the session's paused turn that still wait for a person."""
+    if session.active_turn_id is None:
+        return []
+    turn = store.turn(session.active_turn_id)
+    if turn.status != "awaiting_approval":
+        return []
+    calls = [store.find_tool_call(cid) for cid in turn.awaiting]
+    return [c for c in calls if c is not None and c.status == "awaiting_approval"]
+
+
+def needs_work(store: ChronicleStore, session: Session, auto_approve: bool = False) -> str | None:
+    """Why the session should be advanced now, or None."""
+    if session.active_turn_id is not None:
+        turn = store.turn(session.active_turn_id)
+        if turn.status == "awaiting_approval" and not auto_approve and pending_approvals(store, session):
+            return None
+        return "in_flight"
+    if session.queue:
+        return "queued"
+    return None

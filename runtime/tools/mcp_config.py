@@ -1,0 +1,150 @@
+"""`[mcp.NAME]` tables in chronicle.toml: which MCP servers exist, how to reach them, who gets them.
+
+    [mcp.files]                          # a stdio server: Chronicle starts it
+    command = "python"
+    args = ["-m", "my_server"]
+    env = { API_TOKEN = "${MY_TOKEN}" }  # ${VAR} is read from the environment
+    agents = ["main", "researcher"]      # default: ["main"]
+    trust_annotations = true             # believe the server's readOnlyHint / idempotentHint
+    [mcp.files.tools.search]             # per-tool flags win over everything else
+    requires_approval = false
+
+    [mcp.tracker]                        # a streamable-HTTP server
+    url = "https://mcp.example.com/mcp"
+    headers = { Authorization = "Bearer ${TRACKER_TOKEN}" }
+
+Nothing of this table is recorded (env and headers may hold secrets): each process reads it
+again from the file named in the recorded tool list, so a resumed session reaches the server
+the file describes now, and a server the file no longer defines gives an error result.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tomllib
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+SERVER_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,31}$")
+ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+SEPARATOR = "__"
+
+
+class McpConfigError(ValueError):
+    """An [mcp.NAME] table that cannot be used; the message names the file and the key."""
+
+
+class McpToolFlags(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    read_only: bool | None = None
+    idempotent: bool | None = None
+    requires_approval: bool | None = None
+    parallel_safe: bool | None = None
+
+
+class McpServerConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    name: str = ""
+    source: str = ""  # the file this table was read from, absolute
+    command: str | None = None
+    args: list[str] = Field(default_factory=list)
+    env: dict[str, str] = Field(default_factory=dict)
+    cwd: str | None = None
+    url: str | None = None
+    headers: dict[str, str] = Field(default_factory=dict)
+    agents: list[str] = Field(default_factory=lambda: ["main"])
+    trust_annotations: bool = False
+    startup_timeout_s: float = Field(30.0, gt=0)
+    tools: dict[str, McpToolFlags] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _one_transport(self) -> "McpServerConfig":
+        if (self.command is None) == (self.url is None):
+            raise ValueError("give either command (a stdio server) or url (a streamable-HTTP server), not both or neither")
+        if self.url is not None and not self.url.startswith(("http://", "https://")):
+            raise ValueError(f"url must start with http:// or https:// (got {self.url!r})")
+        return self
+
+    @property
+    def transport(self) -> str:
+        return "stdio" if self.command is not None else "http"
+
+    def identity(self) -> tuple[Any, ...]:
+        """What makes two configs the same server process (a changed file means a new connection)."""
+        return (
+            self.name,
+            self.source,
+            self.command,
+            tuple(self.args),
+            tuple(sorted(self.env.items())),
+            self.cwd,
+            self.url,
+            tuple(sorted(self.headers.items())),
+        )
+
+    def resolved_env(self) -> dict[str, str]:
+        return {k: expand(v, f"[mcp.{self.name}] env.{k}") for k, v in self.env.items()}
+
+    def resolved_headers(self) -> dict[str, str]:
+        return {k: expand(v, f"[mcp.{self.name}] headers.{k}") for k, v in self.headers.items()}
+
+
+def expand(value: str, where: str) -> str:
+    """`${VAR}` from the environment, so tokens stay out of the file; a missing one is an error."""
+
+    def one(match: re.Match[str]) -> str:
+        name = match.group(1)
+        if name not in os.environ:
+            raise McpConfigError(f"{where} names ${{{name}}}, which is not set in the environment")
+        return os.environ[name]
+
+    return ENV_REF.sub(one, value)
+
+
+def parse_servers(raw: Any, source: Path) -> dict[str, McpServerConfig]:
+    """The `mcp` table of a parsed chronicle.toml, checked; keys are server names."""
+    if not raw:
+        return {}
+    if not isinstance(raw, dict):
+        raise McpConfigError(f"{source}: [mcp] must hold tables [mcp.NAME]")
+    servers: dict[str, McpServerConfig] = {}
+    for name, table in raw.items():
+        if not SERVER_NAME.match(name) or SEPARATOR in name:
+            raise McpConfigError(
+                f"{source}: mcp.{name}: server names start with a letter, use letters, digits, - and _ "
+                f"(no '{SEPARATOR}'), at most 32 characters"
+            )
+        if not isinstance(table, dict):
+            raise McpConfigError(f"{source}: mcp.{name} must be a table")
+        try:
+            servers[name] = McpServerConfig.model_validate({**table, "name": name, "source": str(source)})
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(p) for p in first["loc"])
+            message = str(first["msg"]).removeprefix("Value error, ")
+            if first["type"] == "extra_forbidden":
+                message = "unknown key"
+            raise McpConfigError(f"{source}: mcp.{name}{'.' + where if where else ''}: {message}") from None
+    return servers
+
+
+@lru_cache(maxsize=16)
+def _servers_in(path: str, mtime: float) -> dict[str, McpServerConfig]:
+    try:
+        raw = tomllib.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise McpConfigError(f"cannot read MCP servers from {path}: {exc}") from None
+    return parse_servers(raw.get("mcp"), Path(path))
+
+
+def servers_in(path: str | Path) -> dict[str, McpServerConfig]:
+    """The servers a file defines now (re-read when the file changes)."""
+    try:
+        mtime = os.stat(path).st_mtime
+    except OSError:
+        raise McpConfigError(f"{path}, which defined the MCP servers of this session, is gone") from None
+    return _servers_in(str(path), mtime)

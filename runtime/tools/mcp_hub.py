@@ -1,0 +1,230 @@
+"""MCP server connections for the whole process: started on first use, shared, stopped at exit.
+
+The connections live in one background thread with its own event loop. The agent loops of a
+process come and go (`run` makes one, `chat` and the worker several, sub-agents share their
+parent's), but an MCP client session must stay in the event loop that opened it; a thread of
+its own lets every agent loop, and plain synchronous code listing tools at session start, use
+the same server process. Calls from an agent loop are handed over with
+`run_coroutine_threadsafe`, so a cancelled or timed-out tool call cancels the request too.
+
+A connection that fails (the server exits mid-call, the HTTP endpoint goes away) is dropped:
+the call in flight gets an error that becomes the tool's error result, and the next call
+starts the server again. `close()` runs at exit (the CLI turns SIGTERM into a normal exit), and
+the SDK's stdio transport closes the server's stdin, then terminates its process tree.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import concurrent.futures
+import os
+import tempfile
+import threading
+from pathlib import Path
+from typing import Any, Coroutine, TypeVar
+
+from .mcp_config import McpServerConfig
+
+T = TypeVar("T")
+
+
+class McpUnavailable(Exception):
+    """The server cannot be reached or stopped during the call; the message says which and why."""
+
+
+def _describe(exc: BaseException) -> str:
+    """One line for an exception, looking inside the exception groups anyio raises."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def stderr_log(config: McpServerConfig) -> Path:
+    """Where a stdio server's stderr goes: its log lines would otherwise interleave with our output."""
+    return Path(tempfile.gettempdir()) / f"chronicle-mcp-{config.name}-{os.getuid() if hasattr(os, 'getuid') else 0}.log"
+
+
+class _Connection:
+    """One server, opened and closed inside one task of the hub's loop (the SDK's scopes need that)."""
+
+    def __init__(self, config: McpServerConfig) -> None:
+        self.config = config
+        self.client: Any = None
+        self.error: BaseException | None = None
+        self.lock = asyncio.Lock()
+        self.ready = asyncio.Event()
+        self.closed = asyncio.Event()
+        self.stop = asyncio.Event()
+        self.task: asyncio.Task[None] | None = None
+
+    @property
+    def alive(self) -> bool:
+        return self.client is not None and not self.closed.is_set()
+
+    def _target(self) -> Any:
+        from mcp.client.stdio import StdioServerParameters, stdio_client
+        from mcp.client.streamable_http import streamable_http_client
+        from mcp.shared._httpx_utils import create_mcp_http_client
+
+        config = self.config
+        if config.command is not None:
+            params = StdioServerParameters(
+                command=config.command, args=config.args, env=config.resolved_env() or None, cwd=config.cwd
+            )
+            errlog = open(stderr_log(config), "a", encoding="utf-8")  # noqa: SIM115 - closed with the connection
+            self._errlog = errlog
+            return stdio_client(params, errlog=errlog)
+        return streamable_http_client(str(config.url), http_client=create_mcp_http_client(headers=config.resolved_headers()))
+
+    async def open(self) -> Any:
+        async with self.lock:
+            if self.alive:
+                return self.client
+            self.ready, self.closed, self.stop = asyncio.Event(), asyncio.Event(), asyncio.Event()
+            self.error = None
+            self.task = asyncio.create_task(self._run())
+            try:
+                await asyncio.wait_for(self.ready.wait(), self.config.startup_timeout_s)
+            except asyncio.TimeoutError:
+                await self.close()
+                raise McpUnavailable(
+                    f"MCP server {self.config.name!r} did not start within {self.config.startup_timeout_s:g} s"
+                ) from None
+            if not self.alive:
+                raise McpUnavailable(
+                    f"MCP server {self.config.name!r} is unavailable: {_describe(self.error) if self.error else 'closed'}"
+                )
+            return self.client
+
+    async def _run(self) -> None:
+        from mcp import Client
+
+        try:
+            async with Client(self._target()) as client:
+                self.client = client
+                self.ready.set()
+                await self.stop.wait()
+        except Exception as exc:  # noqa: BLE001 - a failed or broken connection is reported to its callers
+            self.error = exc
+        finally:
+            self.client = None
+            self.closed.set()
+            self.ready.set()
+            errlog = getattr(self, "_errlog", None)
+            if errlog is not None:
+                errlog.close()
+
+    async def call(self, tool: str, arguments: dict[str, Any]) -> Any:
+        client = await self.open()
+        request = asyncio.create_task(client.call_tool(tool, arguments))
+        gone = asyncio.create_task(self.closed.wait())
+        try:
+            done, _ = await asyncio.wait({request, gone}, return_when=asyncio.FIRST_COMPLETED)
+        except asyncio.CancelledError:
+            request.cancel()
+            raise
+        finally:
+            gone.cancel()
+        if request in done:
+            try:
+                return request.result()
+            except Exception as exc:
+                await self.close()  # whatever broke, the next call starts afresh
+                raise McpUnavailable(f"MCP server {self.config.name!r} failed during the call: {_describe(exc)}") from None
+        request.cancel()
+        reason = _describe(self.error) if self.error else "the connection closed"
+        raise McpUnavailable(f"MCP server {self.config.name!r} stopped during the call ({reason})")
+
+    async def list_tools(self) -> list[Any]:
+        client = await self.open()
+        tools: list[Any] = []
+        cursor: str | None = None
+        while True:
+            page = await client.list_tools(cursor=cursor)
+            tools.extend(page.tools)
+            cursor = page.next_cursor
+            if not cursor:
+                return tools
+
+    async def close(self) -> None:
+        self.stop.set()
+        if self.task is not None:
+            try:
+                await asyncio.wait_for(asyncio.shield(self.task), 10)
+            except (asyncio.TimeoutError, asyncio.CancelledError):
+                self.task.cancel()
+
+
+class McpHub:
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._connections: dict[tuple[Any, ...], _Connection] = {}
+        self._registered = False
+
+    def _ensure_loop(self) -> asyncio.AbstractEventLoop:
+        with self._lock:
+            if self._loop is None:
+                loop = asyncio.new_event_loop()
+                thread = threading.Thread(target=loop.run_forever, name="chronicle-mcp", daemon=True)
+                thread.start()
+                if not self._registered:
+                    atexit.register(self.close)
+                    self._registered = True
+                self._loop, self._thread = loop, thread
+            return self._loop
+
+    def _submit(self, coro: Coroutine[Any, Any, T]) -> "concurrent.futures.Future[T]":
+        return asyncio.run_coroutine_threadsafe(coro, self._ensure_loop())
+
+    def _connection(self, config: McpServerConfig) -> _Connection:
+        key = config.identity()
+        connection = self._connections.get(key)
+        if connection is None:
+            connection = self._connections[key] = _Connection(config)
+        return connection
+
+    async def call_tool(self, config: McpServerConfig, tool: str, arguments: dict[str, Any]) -> Any:
+        """From any event loop: the server's CallToolResult, or McpUnavailable."""
+
+        async def call() -> Any:
+            return await self._connection(config).call(tool, arguments)
+
+        return await asyncio.wrap_future(self._submit(call()))
+
+    def list_tools(self, config: McpServerConfig) -> list[Any]:
+        """Synchronously: the server's tools (mcp Tool objects), or McpUnavailable."""
+
+        async def listing() -> list[Any]:
+            return await self._connection(config).list_tools()
+
+        return self._submit(listing()).result(timeout=config.startup_timeout_s + 30)
+
+    def running(self) -> list[str]:
+        return sorted(c.config.name for c in self._connections.values() if c.alive)
+
+    def close(self) -> None:
+        """Stop every server (idempotent); called at exit."""
+        loop = self._loop
+        if loop is None or not loop.is_running():
+            return
+
+        async def close_all() -> None:
+            await asyncio.gather(*(c.close() for c in list(self._connections.values())), return_exceptions=True)
+
+        try:
+            asyncio.run_coroutine_threadsafe(close_all(), loop).result(timeout=15)
+        except Exception:  # noqa: BLE001 - exiting anyway; the servers' stdin is closed with our process
+            pass
+        self._connections.clear()
+        loop.call_soon_threadsafe(loop.stop)
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        with self._lock:
+            self._loop, self._thread = None, None  # a later use starts afresh (tests, long-lived hosts)
+
+
+HUB = McpHub()

@@ -1,0 +1,195 @@
+"""MCP tools as Chronicle tools: `SERVER__tool`, the server's schema, our flags, results as data.
+
+The tool list an agent sees is taken from the servers once, when its session starts, and
+recorded on the session's AgentSpec (`mcp_tools`: names, descriptions, schemas, flags and the
+file that defines the server — never its env or headers). Every later turn, resume and replay
+builds its tools from that record, so what the model was offered never changes under a
+session; a tool the server no longer has, or a server that is down, answers with an error
+result the model reads, like any failing tool.
+
+Flags: an MCP tool requires approval unless the config trusts the server's annotations
+(`trust_annotations = true`) and the server marks it read-only; `[mcp.NAME.tools.TOOL]` flags win.
+Results: text as text, structured content as JSON when there is no text, images and other
+binary content as a one-line note in the text the model reads, with the full blocks (image
+data included) recorded on the tool call.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from typing import Any, ClassVar
+
+from pydantic import BaseModel, ConfigDict
+
+from .base import Tool, ToolContext, ToolError, ToolOutput, truncate
+from .mcp_config import SEPARATOR, McpConfigError, McpServerConfig, servers_in
+from .mcp_hub import HUB, McpUnavailable
+
+TOOL_NAME = re.compile(r"[^A-Za-z0-9_-]")
+MAX_NAME = 64
+
+
+class McpArguments(BaseModel):
+    """The arguments as the model sent them: the server validates them against its own schema."""
+
+    model_config = ConfigDict(extra="allow")
+
+    def values(self) -> dict[str, Any]:
+        return dict(self.model_extra or {})
+
+
+class McpTool(Tool):
+    """One tool of one MCP server; one subclass per recorded entry (flags are class attributes, as on built-ins)."""
+
+    Input = McpArguments
+    server: ClassVar[str]
+    remote_name: ClassVar[str]
+    input_schema: ClassVar[dict[str, Any]]
+    config_path: ClassVar[str]
+
+    @classmethod
+    def schema(cls) -> dict[str, Any]:
+        return {"name": cls.name, "description": cls.description, "input_schema": dict(cls.input_schema)}
+
+    @classmethod
+    def parse(cls, raw: dict[str, Any]) -> BaseModel:
+        if not isinstance(raw, dict):
+            raise ToolError(f"invalid arguments for {cls.name}: an object is required")
+        return McpArguments.model_validate(raw)
+
+    async def run(self, args: Any, ctx: ToolContext) -> ToolOutput:
+        cls = type(self)
+        try:
+            config = servers_in(cls.config_path).get(cls.server)
+        except McpConfigError as exc:
+            raise ToolError(str(exc)) from None
+        if config is None:
+            raise ToolError(f"MCP server {cls.server!r} is no longer defined in {cls.config_path}")
+        try:
+            result = await HUB.call_tool(config, cls.remote_name, args.values())
+        except (McpUnavailable, McpConfigError) as exc:
+            raise ToolError(str(exc)) from None
+        return convert_result(result)
+
+
+def public_name(server: str, tool: str) -> str:
+    """`SERVER__tool`, within the characters and length the model APIs accept."""
+    name = f"{server}{SEPARATOR}{TOOL_NAME.sub('_', tool)}"
+    if len(name) > MAX_NAME:
+        digest = hashlib.sha256(tool.encode()).hexdigest()[:8]
+        name = f"{name[: MAX_NAME - 9]}_{digest}"
+    return name
+
+
+def flags_for(config: McpServerConfig, tool: Any) -> dict[str, bool]:
+    annotations = getattr(tool, "annotations", None)
+    trusted = config.trust_annotations and annotations is not None
+    read_only = bool(trusted and getattr(annotations, "read_only_hint", False))
+    flags = {
+        "read_only": read_only,
+        "idempotent": bool(read_only or (trusted and getattr(annotations, "idempotent_hint", False))),
+        "requires_approval": not read_only,
+        "parallel_safe": read_only,
+    }
+    overrides = config.tools.get(tool.name)
+    if overrides is not None:
+        flags.update({k: v for k, v in overrides.model_dump().items() if v is not None})
+    return flags
+
+
+def describe_tools(config: McpServerConfig, tools: list[Any]) -> list[dict[str, Any]]:
+    """What gets recorded on a session for each tool of a server."""
+    entries = []
+    for tool in tools:
+        entries.append(
+            {
+                "name": public_name(config.name, tool.name),
+                "server": config.name,
+                "tool": tool.name,
+                "description": tool.description or tool.title or "",
+                "input_schema": tool.input_schema or {"type": "object"},
+                "flags": flags_for(config, tool),
+                "config": config.source,
+            }
+        )
+    return entries
+
+
+def list_server_tools(config: McpServerConfig) -> list[dict[str, Any]]:
+    try:
+        return describe_tools(config, HUB.list_tools(config))
+    except McpUnavailable as exc:
+        raise McpConfigError(str(exc)) from None
+    except TimeoutError:
+        raise McpConfigError(f"MCP server {config.name!r} did not list its tools in time") from None
+
+
+def tools_for_agent(agent: str, servers: dict[str, McpServerConfig]) -> tuple[dict[str, Any], ...]:
+    """The recorded tool list for one agent: every tool of every server that names the agent."""
+    entries: list[dict[str, Any]] = []
+    for config in servers.values():
+        if agent in config.agents:
+            entries.extend(list_server_tools(config))
+    return tuple(entries)
+
+
+def tool_class(entry: dict[str, Any]) -> type[McpTool]:
+    flags = entry.get("flags") or {}
+    return type(
+        f"Mcp_{entry['name']}",
+        (McpTool,),
+        {
+            "name": entry["name"],
+            "description": entry.get("description", ""),
+            "server": entry["server"],
+            "remote_name": entry["tool"],
+            "input_schema": entry.get("input_schema") or {"type": "object"},
+            "config_path": entry.get("config", ""),
+            "read_only": bool(flags.get("read_only")),
+            "idempotent": bool(flags.get("idempotent")),
+            "requires_approval": bool(flags.get("requires_approval", True)),
+            "parallel_safe": bool(flags.get("parallel_safe")),
+        },
+    )
+
+
+def mcp_tools(entries: tuple[dict[str, Any], ...] | list[dict[str, Any]]) -> list[Tool]:
+    return [tool_class(entry)() for entry in entries]
+
+
+# -- results --------------------------------------------------------------------------------------
+
+
+def convert_result(result: Any) -> ToolOutput:
+    """An MCP CallToolResult as our ToolOutput: text for the model, every block for the record."""
+    texts: list[str] = []
+    blocks: list[dict[str, Any]] = []
+    for item in result.content or []:
+        kind = getattr(item, "type", "")
+        if kind == "text":
+            texts.append(item.text)
+            blocks.append({"type": "text", "text": item.text})
+        elif kind in ("image", "audio"):
+            size = len(item.data) * 3 // 4
+            texts.append(f"[{kind}: {item.mime_type}, {size} bytes]")
+            blocks.append({"type": kind, "source": {"type": "base64", "media_type": item.mime_type, "data": item.data}})
+        elif kind == "resource":
+            resource = item.resource
+            if getattr(resource, "text", None) is not None:
+                texts.append(resource.text)
+            else:
+                texts.append(f"[resource {resource.uri}: {resource.mime_type or 'binary'}]")
+            blocks.append({"type": "resource", "resource": resource.model_dump(mode="json", by_alias=True)})
+        elif kind == "resource_link":
+            texts.append(f"[resource link: {item.uri}{' — ' + item.description if item.description else ''}]")
+            blocks.append({"type": "resource_link", "uri": str(item.uri), "name": item.name})
+        else:
+            texts.append(f"[{kind or 'unknown'} content]")
+    structured = getattr(result, "structured_content", None)
+    if structured is not None:
+        blocks.append({"type": "structured", "content": structured})
+        if not texts:
+            texts.append(json.dumps(structured, ensure_ascii=False))
+    return ToolOutput(truncate("\n".join(texts)), is_error=bool(getattr(result, "is_error", False)), blocks=blocks)

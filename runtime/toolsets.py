@@ -1,0 +1,49 @@
+"""Tool names to tools: built-ins, the orchestration tools (delegate & co.), load_skill, the user's
+tools by import path, and the MCP tools a spec recorded.
+
+Kept outside runtime/tools/ so that the tools package never imports the agents package (whose
+orchestration tools import the tools' base classes): no import cycle between them.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from chronicle.domain.agent_spec import AgentSpec
+
+from .agents.tools import ORCHESTRATION_TOOLS
+from .skills import LoadSkill
+from .tools import BUILTIN_TOOLS
+from .tools.base import Tool, Toolbox
+from .tools.imports import ToolLoadError, is_import_path, load_tools
+
+
+def toolbox_for(names: tuple[str, ...] | list[str], workspace: Path | None = None) -> Toolbox:
+    """Built-ins by name, the user's tools by import path (runtime/tools/imports.py); a ToolLoadError (a ValueError) names what is wrong."""
+    return Toolbox(resolve_tools(names, workspace))
+
+
+def resolve_tools(names: tuple[str, ...] | list[str], workspace: Path | None = None) -> list[Tool]:
+    known = {**BUILTIN_TOOLS, **ORCHESTRATION_TOOLS, LoadSkill.name: LoadSkill}
+    unknown = [n for n in names if n not in known and not is_import_path(n)]
+    if unknown:
+        raise ToolLoadError(f"unknown tool(s): {', '.join(unknown)}; built-in tools are {', '.join(BUILTIN_TOOLS)}, "
+                            "and your own are named by import path (package.module:attribute)")
+    tools: list[Tool] = []
+    for name in names:
+        tools.extend(load_tools(name, workspace) if is_import_path(name) else [known[name]()])
+    names_seen = [t.name for t in tools]
+    clash = next((n for n in names_seen if names_seen.count(n) > 1), None)
+    if clash:
+        raise ToolLoadError(f"two tools are named {clash!r}; give one another name (@tool(name=...))")
+    return tools
+
+
+def agent_toolbox(spec: AgentSpec, workspace: Path | None = None) -> Toolbox:
+    """The spec's tools by name, and the MCP tools recorded on it (runtime/tools/mcp_tools.py)."""
+    box = toolbox_for(spec.tools, workspace)
+    if not spec.mcp_tools:
+        return box
+    from .tools.mcp_tools import mcp_tools
+
+    return Toolbox([*box.tools.values(), *mcp_tools(spec.mcp_tools)])

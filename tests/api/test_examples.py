@@ -1,0 +1,54 @@
+"""The programs in examples/ run as a user runs them, against their scripted models, on both backends."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+def run_example(name: str, db_url: str, workspace: Path) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("ANTHROPIC_API_KEY", "CHRONICLE_PROVIDER")}
+    env.update(CHRONICLE_DB=db_url, CHRONICLE_WORKSPACE=str(workspace))
+    done = subprocess.run([sys.executable, str(EXAMPLES / name)], env=env, cwd=workspace, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    return done
+
+
+@pytest.fixture
+def ws(tmp_path: Path) -> Path:
+    path = tmp_path / "ws"
+    path.mkdir()
+    return path
+
+
+def test_custom_tools_pauses_for_the_refund_approves_it_in_code_and_audits_it(db_url, ws):
+    out = run_example("custom_tools.py", db_url, ws).stdout
+    assert "awaiting_approval (exit code 3)" in out
+    assert "approval needed: refund" in out and "resumed: completed" in out
+    assert "answer: Done: 20 euros are on their way back for order A-42." in out
+    assert "audit: approval   refund" in out and "approved" in out
+
+
+def test_sub_agents_delegates_to_two_agents_with_their_own_tools_and_rolls_their_cost_up(db_url, ws):
+    out = run_example("sub_agents.py", db_url, ws).stdout
+    assert "answer: notes.md has 12 words in 3 sentences" in out
+    assert "lead: idle, 1 turn(s)" in out
+    assert "↳ researcher: " in out and "↳ reviewer: " in out
+    assert "tokens with sub-agents: 2030 in, 215 out" in out  # lead 1100 + researcher 580 + reviewer 350
+
+
+def test_time_travel_undoes_a_file_change_forks_and_replays_identically(db_url, ws):
+    out = run_example("time_travel.py", db_url, ws).stdout
+    assert "after two turns: '# Notes\\n- undo puts files back\\n'" in out
+    assert "undo: 1 turn(s)" in out and "now '# Notes\\n'" in out
+    assert "history after redo: 8 message(s)" in out
+    assert "notes.md has a title. 8 message(s)" in out  # the fork: turn 1 inherited, plus its own
+    assert "the original still has 8 message(s)" in out
+    assert "replay: identical" in out

@@ -1,0 +1,103 @@
+"""MCP as an operator meets it: `chronicle mcp list`, a run that calls a stdio server's tool, and no
+server process left behind when the run gets SIGTERM mid-call."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from tests.helpers import cli, json_lines, response, text, tool_use, write_script
+
+SERVER = Path(__file__).resolve().parents[1] / "mcp_server.py"
+
+
+def config(workspace: Path, pidfile: Path | None = None, extra: str = "") -> None:
+    env = f'env = {{ MCP_TEST_PIDFILE = "{pidfile}" }}\n' if pidfile else ""
+    (workspace / "chronicle.toml").write_text(
+        f'[mcp.t]\ncommand = {json.dumps(sys.executable)}\nargs = [{json.dumps(str(SERVER))}, "stdio"]\n'
+        f"trust_annotations = true\n{env}[mcp.t.tools.slow]\nrequires_approval = false\n{extra}",
+        encoding="utf-8",
+    )
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def test_mcp_list_shows_each_tool_with_its_flags_and_a_broken_server_exits_1(workspace):
+    config(workspace, extra='[mcp.down]\ncommand = "/nonexistent/server"\n')
+    listed = cli("mcp", "list", "--json", "--workspace", str(workspace))
+    assert listed.returncode == 1
+    rows = json_lines(listed.stdout)
+    tools = {r["name"]: r for r in rows if "name" in r}
+    assert tools["t__lookup"]["read_only"] is True and tools["t__lookup"]["requires_approval"] is False
+    assert tools["t__echo"]["requires_approval"] is True and tools["t__slow"]["requires_approval"] is False
+    assert tools["t__echo"]["input_schema"]["properties"]["text"]["type"] == "string" and tools["t__echo"]["agents"] == ["main"]
+    down = [r for r in rows if r["server"] == "down"]
+    assert len(down) == 1 and "unavailable" in down[0]["error"]
+    only = cli("mcp", "list", "--server", "t", "--workspace", str(workspace))
+    assert only.returncode == 0 and "t__picture" in only.stdout
+    unknown = cli("mcp", "list", "--server", "nope", "--workspace", str(workspace))
+    assert unknown.returncode == 2 and "no MCP server named 'nope'" in unknown.stderr
+
+
+def test_sigterm_during_an_mcp_call_cancels_the_turn_and_leaves_no_server_running(db_url, workspace, tmp_path):
+    pidfile = tmp_path / "server.pid"
+    config(workspace, pidfile)
+    script = write_script(tmp_path / "s.json", [response(tool_use("u1", "t__slow", seconds=120)), response(text("never"))])
+    env = {**os.environ, "CHRONICLE_DB": db_url, "COLUMNS": "200"}
+    env.pop("ANTHROPIC_API_KEY", None)
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "chronicle.runtime.cli",
+            "run",
+            "wait",
+            "--provider",
+            f"scripted:{script}",
+            "--workspace",
+            str(workspace),
+            "--json",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    assert process.stdout is not None
+    lines = []
+    for line in process.stdout:
+        lines.append(json.loads(line))
+        if lines[-1]["type"] == "tool_start":
+            break
+    assert lines[-1]["name"] == "t__slow"
+    server_pid = int(pidfile.read_text())
+    assert alive(server_pid)
+    process.send_signal(signal.SIGTERM)
+    rest, _ = process.communicate(timeout=60)
+    assert process.returncode == 130
+    deadline = time.monotonic() + 15
+    while alive(server_pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not alive(server_pid), "the MCP server outlived the run"
+    session_id = lines[0]["session_id"]
+    log = json_lines(cli("log", session_id, "--json", db=db_url).stdout)
+    assert [e["status"] for e in log if e["aggregate"] == "tool_call"][-1] == "cancelled"
+
+
+def test_a_server_that_cannot_start_when_a_session_starts_is_a_usage_error_and_records_nothing(db_url, workspace, tmp_path):
+    (workspace / "chronicle.toml").write_text('[mcp.down]\ncommand = "/nonexistent/server"\n', encoding="utf-8")
+    script = write_script(tmp_path / "s.json", [response(text("hi"))])
+    run = cli("run", "hi", "--provider", f"scripted:{script}", "--workspace", str(workspace), db=db_url)
+    assert run.returncode == 2 and "MCP server 'down'" in run.stderr and "Traceback" not in run.stderr
+    assert json_lines(cli("sessions", "--json", db=db_url).stdout) == []

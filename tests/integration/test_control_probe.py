@@ -1,0 +1,66 @@
+"""A running loop rereads its session only when a steer or cancel may have arrived, on both backends."""
+
+from __future__ import annotations
+
+import time
+from uuid import UUID, uuid4
+
+import pytest
+
+from chronicle.domain.agent_spec import AgentSpec
+from chronicle.domain.session import Session
+from chronicle.runtime.controls import SessionControls, notify_control, probe_for, request_cancel, steer
+from chronicle.runtime.sessions import start_session
+from chronicle.runtime.store import ChronicleStore
+
+
+def running_session(store: ChronicleStore) -> tuple[Session, UUID]:
+    session, _ = start_session(store, AgentSpec(), "go")
+    turn_id = uuid4()
+    store.update_session(session.id, lambda s: s.start_turn(turn_id, s.created_at))
+    return session, turn_id
+
+
+def test_the_probe_says_changed_only_after_a_control_request(db_url):
+    store = ChronicleStore(db_url)
+    session, turn_id = running_session(store)
+    controls = SessionControls(store, session.id)
+    assert controls.steering(turn_id) is None and controls.cancel_reason(turn_id) is None
+    assert not controls.probe.changed()  # nothing written since the read: no query, no reread
+
+    # Another process's store object: on SQLite the version moved, on PostgreSQL a NOTIFY came.
+    other = ChronicleStore(db_url)
+    steer(other, session.id, "left, not right")
+    assert controls.probe.changed()
+    steering = controls.steering(turn_id)
+    assert steering is not None and steering.texts == ["left, not right"]
+    assert not controls.probe.changed()
+
+    request_cancel(other, session.id, "enough")
+    assert controls.cancel_reason(turn_id) == "enough"
+
+    # The loop's own delivery is a save in this process: the delivered steering is not seen again.
+    store.update_session(session.id, lambda s: s.deliver_steering(steering.steer_ids, turn_id, 0, s.created_at))
+    assert controls.steering(turn_id) is None
+    controls.close()
+    other.close()
+    store.close()
+
+
+@pytest.mark.parametrize("db_url", ["postgres"], indirect=True)
+def test_on_postgresql_a_notification_from_elsewhere_is_enough(db_url):
+    pg_url = db_url
+    store = ChronicleStore(pg_url)
+    session, _ = running_session(store)
+    probe = probe_for(store, session.id)
+    assert type(probe).__name__ == "NotifyProbe"
+    probe.mark()
+    assert not probe.changed()
+    notify_control(ChronicleStore(pg_url), session.id)
+    # Delivery is asynchronous (it reaches the listener's socket just after the commit).
+    deadline = time.monotonic() + 5
+    while not probe.changed() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert probe.changed()
+    probe.close()
+    store.close()

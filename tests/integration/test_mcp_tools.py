@@ -1,0 +1,253 @@
+"""MCP tools in the real loop against real MCP servers (tests/mcp_server.py, the SDK's server side),
+over stdio and streamable HTTP on loopback, on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from chronicle.runtime.agents.registry import RegistryError, find_registry
+from chronicle.runtime.app.loops import build_loop
+from chronicle.runtime.loop import LoopOptions
+from chronicle.runtime.providers.scripted import ScriptedProvider
+from chronicle.runtime.app.replay import replay
+from chronicle.runtime.retry import RetryPolicy
+from chronicle.runtime.sessions import start_session, submit_input
+from chronicle.runtime.store import ChronicleStore
+from chronicle.runtime.tools.mcp_hub import HUB
+from tests.helpers import response, text, tool_use
+
+SERVER = Path(__file__).resolve().parents[1] / "mcp_server.py"
+
+
+@pytest.fixture(autouse=True)
+def stop_servers():
+    yield
+    HUB.close()
+
+
+def stdio_table(name: str = "t", **extra: str) -> str:
+    lines = [
+        f"[mcp.{name}]",
+        f"command = {json.dumps(sys.executable)}",
+        f'args = [{json.dumps(str(SERVER))}, "stdio"]',
+        "trust_annotations = true",
+    ]
+    lines += [f"{k} = {v}" for k, v in extra.items()]
+    return "\n".join(lines) + "\n"
+
+
+class Recording(ScriptedProvider):
+    def __init__(self, path: Path) -> None:
+        super().__init__(path)
+        self.tool_names: list[list[str]] = []
+
+    async def stream(self, request, on_delta):  # type: ignore[no-untyped-def]
+        if request.auxiliary is None:
+            self.tool_names.append([t["name"] for t in request.tools])
+        return await super().stream(request, on_delta)
+
+
+def session_with(db_url: str, workspace: Path, tmp_path: Path, turns: list[list[dict[str, Any]]], prompt: str = "go"):
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps({"agents": {"main": turns}}), encoding="utf-8")
+    store = ChronicleStore(db_url)
+    spec = find_registry(None, workspace).main_spec(f"scripted:{script}", "scripted", str(workspace))
+    session, _ = start_session(store, spec, prompt)
+    return store, session, script
+
+
+def run_turn(store: ChronicleStore, session_id, workspace: Path, script: Path, **options: Any):
+    loop = build_loop(
+        store,
+        store.session(session_id),
+        workspace=workspace,
+        options=LoopOptions(retry=RetryPolicy(base_s=0.001, cap_s=0.01), **options),
+    )
+    provider = Recording(script)
+    loop.provider = provider
+    return asyncio.run(loop.run_next(session_id)), provider
+
+
+def calls_of(store: ChronicleStore, session_id) -> list[Any]:
+    session = store.session(session_id)
+    return [c for t in session.turns for c in store.tool_calls_of(store.turn(t))]
+
+
+def test_stdio_tools_run_with_their_schemas_flags_and_rich_results_recorded(db_url, workspace, tmp_path):
+    (workspace / "chronicle.toml").write_text(stdio_table(), encoding="utf-8")
+    store, session, script = session_with(
+        db_url,
+        workspace,
+        tmp_path,
+        [
+            [
+                response(
+                    tool_use("u1", "t__lookup", key="abc"), tool_use("u2", "t__picture"), tool_use("u3", "t__broken", reason="x")
+                ),
+                response(text("done")),
+            ]
+        ],
+    )
+    recorded = {e["name"]: e for e in store.session(session.id).spec.mcp_tools}
+    assert set(recorded) == {"t__echo", "t__lookup", "t__picture", "t__broken", "t__crash", "t__slow"}
+    assert recorded["t__lookup"]["input_schema"]["required"] == ["key"] and recorded["t__lookup"]["tool"] == "lookup"
+    assert (
+        recorded["t__lookup"]["flags"]["requires_approval"] is False and recorded["t__echo"]["flags"]["requires_approval"] is True
+    )
+
+    outcome, provider = run_turn(store, session.id, workspace, script, auto_approve=True)
+    assert outcome.status == "completed"
+    assert "t__lookup" in provider.tool_names[0] and "read_file" in provider.tool_names[0]
+    lookup, picture, broken = calls_of(store, session.id)
+    assert json.loads(lookup.output) == {"key": "abc", "value": 3, "found": True} and not lookup.is_error
+    assert lookup.flags["read_only"] is True
+    assert picture.output.startswith("[image: image/png") and picture.blocks[0]["type"] == "image"
+    assert picture.blocks[0]["source"]["data"] and picture.blocks[0]["source"]["media_type"] == "image/png"
+    assert broken.is_error and "broken" in broken.output
+
+
+def test_a_tool_needs_approval_unless_the_server_marks_it_read_only_and_the_config_trusts_it(db_url, workspace, tmp_path):
+    (workspace / "chronicle.toml").write_text(
+        stdio_table().replace("trust_annotations = true", "trust_annotations = false"), encoding="utf-8"
+    )
+    store, session, script = session_with(
+        db_url, workspace, tmp_path, [[response(tool_use("u1", "t__lookup", key="k")), response(text("ok"))]]
+    )
+    outcome, _ = run_turn(store, session.id, workspace, script)
+    assert outcome.status == "awaiting_approval" and "t__lookup" in (outcome.reason or "")
+
+
+def test_the_recorded_tool_list_holds_when_the_server_changes_and_a_server_gone_is_an_error_result(db_url, workspace, tmp_path):
+    config = workspace / "chronicle.toml"
+    config.write_text(stdio_table(), encoding="utf-8")
+    store, session, script = session_with(
+        db_url,
+        workspace,
+        tmp_path,
+        [
+            [response(tool_use("u1", "t__lookup", key="a")), response(text("one"))],
+            [response(tool_use("u2", "t__lookup", key="b")), response(text("two"))],
+            [response(tool_use("u3", "t__lookup", key="c")), response(text("three"))],
+        ],
+    )
+    first, provider = run_turn(store, session.id, workspace, script)
+    offered = provider.tool_names[0]
+
+    # The server now lists one more tool: the session keeps offering what it recorded.
+    config.write_text(stdio_table() + 'env = { MCP_TEST_EXTRA_TOOL = "1" }\n', encoding="utf-8")
+    assert any(
+        e["name"] == "t__extra" for e in find_registry(None, workspace).main_spec("scripted:x", "m", str(workspace)).mcp_tools
+    )
+    submit_input(store, session.id, "again")
+    second, provider = run_turn(store, session.id, workspace, script)
+    assert second.status == "completed" and provider.tool_names[0] == offered
+    assert calls_of(store, session.id)[1].output.startswith("{")
+
+    # The server cannot start any more: the call is an error result the model reads, not a crash.
+    config.write_text(
+        stdio_table().replace(json.dumps(sys.executable), json.dumps(str(tmp_path / "no-such-python"))), encoding="utf-8"
+    )
+    submit_input(store, session.id, "once more")
+    third, _ = run_turn(store, session.id, workspace, script)
+    assert third.status == "completed" and third.text == "three"
+    gone = calls_of(store, session.id)[2]
+    assert gone.status == "failed" and gone.is_error and "MCP server 't'" in gone.output
+
+
+def test_a_server_that_crashes_mid_call_gives_an_error_result_and_the_next_call_starts_it_again(db_url, workspace, tmp_path):
+    (workspace / "chronicle.toml").write_text(
+        stdio_table() + "[mcp.t.tools.crash]\nrequires_approval = false\n[mcp.t.tools.echo]\nrequires_approval = false\n",
+        encoding="utf-8",
+    )
+    store, session, script = session_with(
+        db_url,
+        workspace,
+        tmp_path,
+        [
+            [
+                response(tool_use("u1", "t__crash")),
+                response(tool_use("u2", "t__echo", text="still here")),
+                response(text("fine")),
+            ]
+        ],
+    )
+    outcome, _ = run_turn(store, session.id, workspace, script)
+    assert outcome.status == "completed"
+    crashed, echoed = calls_of(store, session.id)
+    assert crashed.status == "failed" and "MCP server 't'" in crashed.output
+    assert echoed.status == "completed" and echoed.output == "echo: still here"
+
+
+def test_replay_answers_mcp_calls_from_the_recording_without_the_server(db_url, workspace, tmp_path):
+    config = workspace / "chronicle.toml"
+    config.write_text(stdio_table(), encoding="utf-8")
+    store, session, script = session_with(
+        db_url, workspace, tmp_path, [[response(tool_use("u1", "t__lookup", key="z")), response(text("ok"))]]
+    )
+    assert run_turn(store, session.id, workspace, script)[0].status == "completed"
+    config.unlink()
+    report = asyncio.run(replay(store, session.id))
+    assert report.divergence is None and report.reused == 1
+
+
+def test_a_config_naming_an_unknown_agent_or_both_transports_is_refused_in_one_line(workspace):
+    (workspace / "chronicle.toml").write_text(stdio_table() + 'agents = ["ghost"]\n', encoding="utf-8")
+    with pytest.raises(RegistryError, match="no agent named 'ghost'"):
+        find_registry(None, workspace)
+    (workspace / "chronicle.toml").write_text(stdio_table() + 'url = "http://127.0.0.1:1/mcp"\n', encoding="utf-8")
+    with pytest.raises(RegistryError, match="either command"):
+        find_registry(None, workspace)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.fixture
+def http_server():
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, str(SERVER), "http", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            break
+        except OSError:
+            time.sleep(0.1)
+    yield f"http://127.0.0.1:{port}/mcp"
+    process.terminate()
+    process.wait(timeout=10)
+
+
+def test_streamable_http_server_tools_run_and_header_secrets_stay_out_of_the_log(
+    db_url, workspace, tmp_path, http_server, monkeypatch
+):
+    monkeypatch.setenv("MCP_TEST_TOKEN", "tok-secret-123456")
+    (workspace / "chronicle.toml").write_text(
+        f'[mcp.web]\nurl = "{http_server}"\nheaders = {{ Authorization = "Bearer ${{MCP_TEST_TOKEN}}" }}\n'
+        "[mcp.web.tools.echo]\nrequires_approval = false\n",
+        encoding="utf-8",
+    )
+    store, session, script = session_with(
+        db_url, workspace, tmp_path, [[response(tool_use("u1", "web__echo", text="over http")), response(text("ok"))]]
+    )
+    outcome, _ = run_turn(store, session.id, workspace, script)
+    assert outcome.status == "completed"
+    assert calls_of(store, session.id)[0].output == "echo: over http"
+    logged = json.dumps(
+        [e.__dict__ for _, e in store.events_with_positions(store.aggregate_ids_of(store.session(session.id)))], default=str
+    )
+    assert "web__echo" in logged and "tok-secret-123456" not in logged

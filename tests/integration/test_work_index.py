@@ -1,0 +1,46 @@
+"""The worker's index of sessions with work agrees with loading every session, as the log moves."""
+
+from __future__ import annotations
+
+import asyncio
+
+from chronicle.runtime.sessions import start_session, submit_input
+from chronicle.runtime.work_index import WorkIndex
+from chronicle.runtime.app.worker import sessions_needing_work
+from chronicle.runtime.session_work import pending_approvals
+
+from tests.helpers import response, text, tool_use
+
+from .loop_harness import Harness
+
+
+def test_the_index_follows_queued_inputs_finished_turns_approvals_and_new_sessions(db_url, workspace, tmp_path):
+    shell = [response(tool_use("tu_1", "bash", command="echo hi")), response(text("ran it"))]
+    h = Harness(db_url, workspace, tmp_path, [[response(text("one"))], shell, [response(text("three"))]], auto_approve=False)
+    store = h.store
+    index = WorkIndex(store)
+
+    def agree() -> list:
+        found = index.sessions()
+        assert sorted(found) == sorted(sessions_needing_work(store))
+        return found
+
+    assert agree() == []
+    assert h.run("first").status == "completed"
+    sid = h.session_id
+    assert agree() == []
+    submit_input(store, sid, "second")
+    assert agree() == [sid]
+    assert asyncio.run(h.loop.run_next(sid)).status == "awaiting_approval"
+    assert agree() == []  # waits for a person
+    (call,) = pending_approvals(store, store.session(sid))
+    call.approve(h.loop.clock.now(), by="user")
+    store.save(call)
+    assert agree() == [sid]  # the approval is a ToolCall event: the index rechecks its session
+    assert asyncio.run(h.loop.run_next(sid)).status == "completed"
+    assert agree() == []
+
+    new, _ = start_session(store, h.spec, "a new session")
+    assert agree() == [new.id]
+    assert WorkIndex(store).sessions() == [new.id]  # a fresh scan agrees with the followed index
+    store.close()

@@ -1,0 +1,81 @@
+"""A real MCP server for the tests, on the SDK's server side: `python tests/mcp_server.py stdio|http PORT`.
+
+Tools: `echo` (no annotations: needs approval), `lookup` (read-only, structured output),
+`picture` (read-only, an image), `broken` (reports an error), `crash` (the process dies
+mid-call), `slow` (sleeps, for cancellation and SIGTERM). `MCP_TEST_PIDFILE` gets the server's
+pid; `MCP_TEST_EXTRA_TOOL=1` adds `extra`, so a test can change the listing between runs.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+
+import mcp_types
+from mcp.server.mcpserver import Image, MCPServer
+
+READ_ONLY = mcp_types.ToolAnnotations(read_only_hint=True, idempotent_hint=True)
+# A 1x1 PNG.
+PNG = bytes.fromhex(
+    "89504e470d0a1a0a0000000d4948445200000001000000010806000000"
+    "1f15c4890000000d49444154789c6360f8cfc0f01f0005000201a5dc3e5e0000000049454e44ae426082"
+)
+
+server = MCPServer("chronicle-test")
+
+
+@server.tool()
+def echo(text: str) -> str:
+    """Say TEXT back."""
+    return f"echo: {text}"
+
+
+@server.tool(annotations=READ_ONLY)
+def lookup(key: str) -> dict[str, object]:
+    """Look KEY up in a small table."""
+    return {"key": key, "value": len(key), "found": True}
+
+
+@server.tool(annotations=READ_ONLY)
+def picture() -> Image:
+    """A tiny picture."""
+    return Image(data=PNG, format="png")
+
+
+@server.tool()
+def broken(reason: str = "no reason") -> str:
+    """Always fails."""
+    raise ValueError(f"broken on purpose: {reason}")
+
+
+@server.tool()
+def crash() -> str:
+    """The server process dies while answering."""
+    sys.stdout.flush()
+    os._exit(3)
+
+
+@server.tool()
+def slow(seconds: float = 30.0) -> str:
+    """Sleeps SECONDS."""
+    time.sleep(seconds)
+    return "woke up"
+
+
+if os.environ.get("MCP_TEST_EXTRA_TOOL") == "1":
+
+    @server.tool()
+    def extra() -> str:
+        """A tool that appears later."""
+        return "extra"
+
+
+if __name__ == "__main__":
+    if os.environ.get("MCP_TEST_PIDFILE"):
+        Path(os.environ["MCP_TEST_PIDFILE"]).write_text(str(os.getpid()))
+    if sys.argv[1] == "http":
+        server.run("streamable-http", host="127.0.0.1", port=int(sys.argv[2]))
+    else:
+        server.run("stdio")
