@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test diagrams clean bench bench-quick
+.PHONY: demo demo-seeds test diagrams clean bench bench-quick
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -14,6 +14,10 @@ $(STAMP): pyproject.toml
 
 demo: $(STAMP)
 	$(BIN)/chronicle demo
+
+# The seed features (skills, guardrails, task board, reflections, routines, jobs, self-repair) in one scripted tour.
+demo-seeds: $(STAMP)
+	CHRONICLE=$(BIN)/chronicle ops/demo_seeds.sh
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -n 2 --dist loadfile -q

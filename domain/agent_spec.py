@@ -38,6 +38,11 @@ class AgentSpec(BaseModel):
     preamble: str = ""
     #: Skills found when the session started, recorded whole (runtime/skills.py); () for older sessions.
     skills: tuple[SkillRecord, ...] = ()
+    #: MEMORY.md of the workspace as it read when the session started (runtime/memory.py); "" for none.
+    memory: str = ""
+    #: Effects (runtime/effects.py): tool results of turns this many turns old are trimmed in the context; 0 = never.
+    trim_tool_results_after_turns: int = 0
+    trim_tool_results_to_chars: int = 200
     #: MCP tools as the servers listed them when this session started (runtime/tools/mcp_tools.py):
     #: name, server, tool, description, input_schema, flags, config file. Left out of the dump
     #: when empty, so specs recorded before MCP look the same.
@@ -58,9 +63,10 @@ class AgentSpec(BaseModel):
     @property
     def system_prompt(self) -> str:
         """What the model is told as system: the preamble (a new top-level session's default prompt), the
-        agent's instructions, then the recorded skills. Sessions recorded before the preamble or skills
-        existed get exactly their instructions, so their request fingerprints stay the same."""
-        return "\n\n".join(part for part in (self.preamble, self.instructions, skills_prompt(self.skills)) if part)
+        agent's instructions, MEMORY.md as recorded, then the recorded skills. Sessions recorded before the
+        preamble, memory or skills existed get exactly their instructions, so their request fingerprints stay the same."""
+        memory = f"<memory>\n{self.memory.strip()}\n</memory>" if self.memory else ""
+        return "\n\n".join(part for part in (self.preamble, self.instructions, memory, skills_prompt(self.skills)) if part)
 
 
 AgentSpec.model_rebuild()

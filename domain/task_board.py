@@ -34,11 +34,13 @@ TASK_LIFECYCLE = Lifecycle(
     terminal={"completed", "failed"},
 )
 
-STOPWORDS = frozenset(
-    "the and for with that this from into what when then than them they their there were have has had not but "
-    "you your are was will would should could can all any each only also about over under after before which who "
-    "how why its it's our out off one two use using make made does done task agent file files".split()
-)
+STOPWORDS = frozenset([
+    "the", "and", "for", "with", "that", "this", "from", "into", "what", "when", "then", "than", "them", "they",
+    "their", "there", "were", "have", "has", "had", "not", "but", "you", "your", "are", "was", "will", "would",
+    "should", "could", "can", "all", "any", "each", "only", "also", "about", "over", "under", "after", "before",
+    "which", "who", "how", "why", "its", "it's", "our", "out", "off", "one", "two", "use", "using", "make", "made",
+    "does", "done", "task", "agent", "file", "files",
+])
 WORD = re.compile(r"[a-z0-9_][a-z0-9_.-]*[a-z0-9_]|[a-z0-9]")
 
 

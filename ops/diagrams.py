@@ -12,7 +12,11 @@ from pathlib import Path
 
 from transitions.extensions import GraphMachine
 
+from chronicle.domain.job import JOB_LIFECYCLE
+from chronicle.domain.repair import REPAIR_LIFECYCLE
+from chronicle.domain.routine_run import ROUTINE_RUN_LIFECYCLE
 from chronicle.domain.session import SESSION_LIFECYCLE
+from chronicle.domain.task_board import TASK_LIFECYCLE
 from chronicle.domain.tool_call import TOOL_CALL_LIFECYCLE
 from chronicle.domain.turn import TURN_LIFECYCLE
 
@@ -37,7 +41,7 @@ def mermaid(lifecycle) -> str:  # type: ignore[no-untyped-def]
 
 def render() -> str:
     parts = [BEGIN]
-    for lifecycle in (SESSION_LIFECYCLE, TURN_LIFECYCLE, TOOL_CALL_LIFECYCLE):
+    for lifecycle in (SESSION_LIFECYCLE, TURN_LIFECYCLE, TOOL_CALL_LIFECYCLE, TASK_LIFECYCLE, ROUTINE_RUN_LIFECYCLE, REPAIR_LIFECYCLE, JOB_LIFECYCLE):
         parts += [f"**{lifecycle.kind}**", "", "```mermaid", mermaid(lifecycle), "```", ""]
     parts.append(END)
     return "\n".join(parts)

@@ -29,17 +29,21 @@ SKIP = {"Turn.Started", "Turn.ApprovalRequested", "Turn.ToolResultsRecorded", "T
         "Session.TurnEnded", "ToolCall.Requested"}
 
 
+ROUTINE_END = {"RoutineRun.Skipped": "skipped", "RoutineRun.Completed": "completed", "RoutineRun.Failed": "failed"}
 TASK_STATUS = {"DelegatedTask.Claimed": "in_progress", "DelegatedTask.Completed": "completed", "DelegatedTask.Failed": "failed"}
 
 
 class AuditProjection(Projection):
     name = "audit"
     #: v2: delegated tasks and failure reflections (proj_audit_tasks), skills on session_start.
-    version = 2
+    #: v3: routine runs (proj_audit_routines), self-repairs (proj_audit_repairs).
+    version = 3
     tables = {
         "proj_audit_sessions": "session_id TEXT PRIMARY KEY, parent_session_id TEXT, parent_tool_call_id TEXT",
         "proj_audit_turns": "turn_id TEXT PRIMARY KEY, session_id TEXT, number BIGINT",
         "proj_audit_tasks": "task_id TEXT PRIMARY KEY, parent_session_id TEXT, child_session_id TEXT, agent TEXT",
+        "proj_audit_routines": "run_id TEXT PRIMARY KEY, session_id TEXT, routine TEXT",
+        "proj_audit_repairs": "repair_id TEXT PRIMARY KEY, session_id TEXT, kind TEXT, target TEXT",
         "proj_audit_calls": "tool_call_id TEXT PRIMARY KEY, session_id TEXT, turn_id TEXT, tool_use_id TEXT, name TEXT, input TEXT",
         "proj_audit": "position BIGINT PRIMARY KEY, at TEXT, session_id TEXT, turn_id TEXT, turn BIGINT, tool_call_id TEXT, "
                       "kind TEXT, name TEXT, status TEXT, is_error BIGINT, detail TEXT, links TEXT",
@@ -250,6 +254,57 @@ class AuditProjection(Projection):
             row = tx.one("SELECT parent_session_id, child_session_id, agent FROM proj_audit_tasks WHERE task_id = %s", (task_id,))
             tx.memo[key] = (row[0], row[1], row[2]) if row else (None, None, None)
         return tx.memo[key]
+
+    # -- routines --------------------------------------------------------------------------------
+
+    @on("RoutineRun.Fired")
+    def _routine_fired(self, tx: Tx, e: Any, position: int) -> None:
+        row = (str(e.originator_id), _s(e.session_id), e.routine)
+        tx.execute("INSERT INTO proj_audit_routines VALUES (%s, %s, %s)", row)
+        tx.memo[("audit.routine", row[0])] = row[1:]
+        self._row(tx, e, position, "routine", row[1], name=e.routine, status="fired",
+                  detail={"run_id": row[0], "trigger": e.trigger, "due": e.due, "action": e.action, "holder": e.holder,
+                          "input_id": e.input_id, "scope": e.scope})
+
+    @on(*ROUTINE_END)
+    def _routine_end(self, tx: Tx, e: Any, position: int) -> None:
+        key = ("audit.routine", str(e.originator_id))
+        if key not in tx.memo:
+            row = tx.one("SELECT session_id, routine FROM proj_audit_routines WHERE run_id = %s", (str(e.originator_id),))
+            tx.memo[key] = (row[0], row[1]) if row else (None, None)
+        session_id, routine = tx.memo[key]
+        status = ROUTINE_END[type(e).__qualname__]
+        detail = {k: v for k, v in {"run_id": str(e.originator_id), "reason": getattr(e, "reason", None),
+                                    "summary": getattr(e, "summary", None), "usd": getattr(e, "usd", None)}.items() if v is not None}
+        self._row(tx, e, position, "routine", session_id, name=routine, status=status, is_error=status == "failed", detail=detail)
+
+    # -- background jobs -----------------------------------------------------------------------
+
+    @on("Job.Submitted", "Job.Cancelled")
+    def _job(self, tx: Tx, e: Any, position: int) -> None:
+        submitted = type(e).__qualname__ == "Job.Submitted"
+        detail = {"prompt": e.prompt, "origin": e.origin} if submitted else {"reason": e.reason}
+        self._row(tx, e, position, "job", str(e.session_id), status="submitted" if submitted else "cancelled", detail=detail)
+
+    # -- self-repair ---------------------------------------------------------------------------
+
+    @on("Repair.Detected")
+    def _repair_detected(self, tx: Tx, e: Any, position: int) -> None:
+        row = (str(e.originator_id), _s(e.session_id), e.kind, e.target)
+        tx.execute("INSERT INTO proj_audit_repairs VALUES (%s, %s, %s, %s)", row)
+        tx.memo[("audit.repair", row[0])] = row[1:]
+        self._row(tx, e, position, "repair", row[1], name=e.kind, status="detected", is_error=True,
+                  detail={"repair_id": row[0], "target": e.target, "reason": e.detail})
+
+    @on("Repair.Attempted")
+    def _repair_attempted(self, tx: Tx, e: Any, position: int) -> None:
+        key = ("audit.repair", str(e.originator_id))
+        if key not in tx.memo:
+            row = tx.one("SELECT session_id, kind, target FROM proj_audit_repairs WHERE repair_id = %s", (str(e.originator_id),))
+            tx.memo[key] = (row[0], row[1], row[2]) if row else (None, None, None)
+        session_id, kind, target = tx.memo[key]
+        self._row(tx, e, position, "repair", session_id, name=kind, status=e.result, is_error=e.result in ("failed", "manual_required"),
+                  detail={"repair_id": str(e.originator_id), "target": target, "reason": e.detail})
 
     # -- anything newer ------------------------------------------------------------------------
 

@@ -144,8 +144,13 @@ class Compactor:
                 await io.emit(ErrorEvent(session_id=str(session_id), message=f"compaction {reason}; history left unchanged", kind="compaction"))
                 return CompactionResult(False, strategy, reason=reason)
             text = response.text.strip()
+        elif strategy == "workspace":
+            from .workspace_log import move_to_workspace, pointer
+
+            relative = move_to_workspace(io.workspace, session_id, [store.turn(t) for t in chosen], io.clock.now())
+            text = pointer(relative, len(already) + len(chosen)) + (f"\n\nSummary of what came before: {summary}" if summary else "")
         elif strategy != "truncate":
-            raise ValueError(f"unknown compaction strategy {strategy!r}: use summary or truncate")
+            raise ValueError(f"unknown compaction strategy {strategy!r}: use summary, truncate or workspace")
         now = io.clock.now()
         turn_ids = [*already, *chosen]
         model = spec.model

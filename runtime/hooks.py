@@ -1,8 +1,9 @@
 """A small typed plugin interface around the loop; guards are written on it.
 
 Hooks see the loop at its safe points. `before_model_call` and `before_tool_call` may stop
-the turn (a guard) by returning a Stop; `before_tool_call` may also ask for approval. The
-other hooks observe. Hook methods are async so a hook may ask a person or a store.
+the turn (a guard) by returning a Stop; `before_tool_call` may also ask for approval;
+`tool_output` may replace or reject a tool's output and `before_finish` may reject the final
+answer (runtime/guardrails.py). The other hooks observe. Hook methods are async so a hook may ask a person or a store.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ if TYPE_CHECKING:
     from chronicle.domain.turn import Turn
 
     from .providers.base import ModelRequest
+    from .tools.base import ToolOutput
 
 
 @dataclass(frozen=True)
@@ -55,6 +57,14 @@ class Hook:
     async def on_event(self, event: Any) -> None:
         return None
 
+    async def tool_output(self, call: "ToolCall", output: "ToolOutput") -> "ToolOutput":
+        """May replace a tool's output before it is recorded, or raise ToolError to make it the call's failure."""
+        return output
+
+    async def before_finish(self, session: "Session", turn: "Turn", response: "ModelResponse") -> Stop | None:
+        """May reject the final answer: the turn then fails with the Stop's reason."""
+        return None
+
 
 class Hooks:
     """Runs hooks in order; the first Stop or NeedApproval wins."""
@@ -91,5 +101,17 @@ class Hooks:
         for hook in self.hooks:
             await hook.on_event(event)
 
+    async def tool_output(self, call: Any, output: Any) -> Any:
+        for hook in self.hooks:
+            output = await hook.tool_output(call, output)
+        return output
 
-Kind = Literal["before_model_call", "after_model_call", "before_tool_call", "after_tool_call", "on_event"]
+    async def before_finish(self, *args: Any) -> Stop | None:
+        for hook in self.hooks:
+            verdict = await hook.before_finish(*args)
+            if verdict is not None:
+                return verdict
+        return None
+
+
+Kind = Literal["before_model_call", "after_model_call", "before_tool_call", "after_tool_call", "on_event", "tool_output", "before_finish"]

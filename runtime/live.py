@@ -115,6 +115,21 @@ class UsageEvent(_Live):
     usd: float | None = None
 
 
+class ProgressEvent(_Live):
+    """After each model call: how far the turn has come (runtime/progress.py derives it from the stored turn)."""
+
+    type: Literal["progress"] = "progress"
+    turn_id: str
+    turn: int
+    status: str
+    iteration: int
+    max_iterations: int | None = None
+    input_tokens: int
+    output_tokens: int
+    tools_run: int
+    elapsed_s: float | None = None
+
+
 class ErrorEvent(_Live):
     type: Literal["error"] = "error"
     message: str
@@ -142,7 +157,7 @@ LiveEvent = Annotated[
     Union[
         AgentStart, AgentEnd, TurnStart, TurnEnd, MessageStart, MessageUpdate, MessageEnd,
         ToolStart, ToolUpdate, ToolEnd, StatusChange, UsageEvent, ErrorEvent, ApprovalNeeded,
-        CompactionEvent,
+        CompactionEvent, ProgressEvent,
     ],
     Field(discriminator="type"),
 ]

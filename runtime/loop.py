@@ -26,11 +26,13 @@ from chronicle.domain.agent_spec import AgentSpec
 
 from .actor import process_actor
 from .clock import SYSTEM_CLOCK, Clock
+from .effects import prior_context
 from .hooks import Hooks, Stop
-from .live import ApprovalNeeded, Broker, ErrorEvent, StatusChange, ToolEnd, TurnEnd, TurnStart, UsageEvent
+from .live import ApprovalNeeded, Broker, ErrorEvent, ProgressEvent, StatusChange, ToolEnd, TurnEnd, TurnStart, UsageEvent
 from .loop_io import ControlPort, LoopIO, LoopOptions
 from .model_call import ModelCaller, completion_note, not_run_reason, request_delta, runs_no_tools, unfinished_outcome
 from .pricing import price
+from .progress import progress_of
 from .providers.base import ModelRequest, Provider
 from .request_context import RequestContext
 from .response_checks import as_failure, unrecordable
@@ -228,6 +230,9 @@ class AgentLoop:
             last = turn.last_response
             if last is not None and not last.tool_uses and last.finished and last.stop_reason != "pause_turn":
                 # pause_turn: a long server-side tool paused the answer; sending it back continues it.
+                rejected = await self.hooks.before_finish(session, turn, last)
+                if rejected is not None:  # an output guardrail: the turn fails with the check's message
+                    return self._finish(session, turn, "failed", rejected.reason, error={"guardrail": rejected.guard})
                 return self._finish(session, turn, "completed", completion_note(last))
             if last is not None and self._ended_by_tool(turn):
                 return self._finish(session, turn, "completed")
@@ -263,6 +268,7 @@ class AgentLoop:
                 UsageEvent(session_id=str(session.id), turn_id=str(turn.id), step=step, model=model, usage=response.usage.model_dump(),
                            usd=price(model, response.usage, at=self.clock.now()))
             )
+            await self.emit(ProgressEvent(session_id=str(session.id), **progress_of(turn, max_iterations)))
             if response.stop_reason == "error":
                 error = response.error
                 message = f"model call failed: {error.message if error else 'unknown error'}"
@@ -444,6 +450,8 @@ class AgentLoop:
     def _prior_context(self, session: Session, turn: Turn) -> list[Message]:
         summary, view = session.context_view()
         prior_ids = [t for t in view if t != turn.id]
+        if session.spec.trim_tool_results_after_turns:
+            return prior_context(self.store, session.spec, prior_ids, summary)  # older tool results trimmed (effects)
         return context_of(self.store, prior_ids, summary=summary)
 
     async def _compacted_for_retry(self, session: Session, turn: Turn, response: Any, attempts: int) -> bool:

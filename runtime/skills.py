@@ -43,7 +43,7 @@ MODES = ("inline", "on_demand")
 MAX_FILES = 100
 
 
-class SkillError(ValueError):
+class SkillError(ValueError):  # also the base of WorkspaceMemoryError: both are "fix this file", exit 2
     """A SKILL.md or the [skills] table cannot be used; the message names the file."""
 
 

@@ -99,8 +99,8 @@ def _save(store: ChronicleStore, task: DelegatedTask) -> None:
 
 
 def _child_open(store: ChronicleStore, child_id: UUID) -> bool:
-    from chronicle.runtime.agents.children import TASK_INPUT_ID
     from chronicle.domain.ids import turn_id
+    from chronicle.runtime.agents.children import TASK_INPUT_ID
 
     try:
         turn = store.turn(turn_id(child_id, TASK_INPUT_ID))
@@ -110,8 +110,8 @@ def _child_open(store: ChronicleStore, child_id: UUID) -> bool:
 
 
 def _what_happened(store: ChronicleStore, child_id: UUID, crashed: bool) -> str:
-    from chronicle.runtime.agents.children import TASK_INPUT_ID
     from chronicle.domain.ids import turn_id
+    from chronicle.runtime.agents.children import TASK_INPUT_ID
 
     try:
         turn = store.turn(turn_id(child_id, TASK_INPUT_ID))

@@ -196,6 +196,7 @@ class ToolRunner:
         limit = tool.timeout_s or loop.options.tool_timeout_s
         try:
             output = await asyncio.wait_for(tool.run(args, ctx), timeout=None if tool.unbounded else limit)
+            output = await loop.hooks.tool_output(call, output)  # guardrails may replace it, or reject it (ToolError)
         except ToolError as exc:
             call.fail(safe_error(ctx, str(exc)), loop.clock.now(), duration_ms=_ms(started))
         except asyncio.TimeoutError:

@@ -26,6 +26,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from chronicle.domain.agent_spec import AgentSpec
+from chronicle.runtime.effects import EffectsError, with_effects
+from chronicle.runtime.memory import with_memory
 from chronicle.runtime.skills import SkillError, configured_dirs, with_skills
 from chronicle.runtime.skills import discover as discover_skills
 from chronicle.runtime.tools import BUILTIN_TOOLS, DEFAULT_TOOLS, READ_ONLY_TOOLS
@@ -76,6 +78,8 @@ class RegistryFile(BaseModel):
     compaction: dict[str, Any] = Field(default_factory=dict)
     skills: dict[str, Any] = Field(default_factory=dict)
     routines: dict[str, Any] = Field(default_factory=dict)
+    guardrails: dict[str, Any] = Field(default_factory=dict)
+    effects: dict[str, Any] = Field(default_factory=dict)
     mcp: dict[str, Any] = Field(default_factory=dict)  # checked by runtime/tools/mcp_config.py
 
 
@@ -88,6 +92,8 @@ class AgentRegistry:
     source: Path | None = None
     #: `[skills] dirs` from the file (runtime/skills.py); the workspace's skills/ is always looked at.
     skill_dirs: tuple[str, ...] = ()
+    #: `[effects]` from the file (runtime/effects.py), recorded on the main spec.
+    effects: tuple[tuple[str, Any], ...] = ()
     #: `[mcp.NAME]` servers of the file (runtime/tools/mcp_config.py).
     mcp: dict[str, Any] = field(default_factory=dict)
 
@@ -118,7 +124,10 @@ class AgentRegistry:
                 "max_iterations": max_iterations or self.main.max_iterations,
             }
         )
-        return with_orchestration_tools(with_skills(spec, discover_skills(Path(workspace or "."), self.skill_dirs)))
+        where = Path(workspace or ".")
+        spec = with_memory(with_skills(spec, discover_skills(where, self.skill_dirs)), where)
+        spec = with_effects(spec, {"effects": dict(self.effects)})
+        return with_orchestration_tools(spec)
 
 
 def targets(spec: AgentSpec) -> list[AgentSpec]:
@@ -169,7 +178,8 @@ def load_registry(path: Path) -> AgentRegistry:
         message = "unknown key (allowed: description, instructions, model, tools, max_iterations, max_depth)" \
             if first["type"] == "extra_forbidden" and len(first["loc"]) == 3 else first["msg"]
         if first["type"] == "extra_forbidden" and len(first["loc"]) == 1:
-            message = "unknown top-level key; chronicle.toml holds [agents.NAME], [mcp.NAME], [limits], [compaction], [skills] and [routines.NAME] tables"
+            message = ("unknown top-level key; chronicle.toml holds [agents.NAME], [mcp.NAME], [limits], [compaction], [skills], "
+                       "[routines.NAME], [guardrails.NAME] and [effects] tables")
         raise RegistryError(f"{path}: {where}: {message.removeprefix('Value error, ')}") from None
     main = AgentSpec(name=MAIN, tools=DEFAULT_TOOLS)
     agents: list[AgentSpec] = []
@@ -204,9 +214,11 @@ def load_registry(path: Path) -> AgentRegistry:
         raise RegistryError(f"{path}: agents.{clash}: another agent has the same name in a different case")
     try:
         dirs = configured_dirs(raw, str(path))
-    except SkillError as exc:
+        with_effects(main, raw, str(path))  # checked now: a bad [effects] table is a usage error before anything runs
+    except (SkillError, EffectsError) as exc:
         raise RegistryError(str(exc)) from None
-    return AgentRegistry(main=main, agents=tuple(agents), source=path, skill_dirs=tuple(dirs), mcp=servers)
+    return AgentRegistry(main=main, agents=tuple(agents), source=path, skill_dirs=tuple(dirs), mcp=servers,
+                         effects=tuple(sorted((raw.get("effects") or {}).items())))
 
 
 def find_registry(explicit: Path | None, workspace: Path) -> AgentRegistry:

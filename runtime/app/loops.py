@@ -26,6 +26,7 @@ from ..live import Broker
 from ..loop import AgentLoop, LoopOptions
 from ..providers import ProviderConfigError, default_provider_name, make_provider
 from ..providers.base import Provider
+from ..guardrails import GuardrailHook, load_guardrails
 from ..settings import LimitFlags, Settings, SettingsError, load_settings
 from ..store import ChronicleStore
 from ..telemetry import live_tracing
@@ -97,6 +98,12 @@ def build_loop(
     if model:
         options = replace(options, model=model)
     hooks = Hooks(settings.hooks(ProjectionSpend(store), interactive=interactive))
+    try:
+        guardrails = load_guardrails(path)
+    except SettingsError as exc:
+        raise LoopSetupError(f"{where}{exc}") from None
+    if guardrails:
+        hooks.add(GuardrailHook(guardrails))
     hooks.add(TitleHook(provider, store, clock))
     tracer = live_tracing(store)
     if tracer is not None:

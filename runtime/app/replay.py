@@ -170,9 +170,15 @@ class Replayer:
             spec = self.session.spec
             copy = Session.start(self.session.id, spec, clock.now())
             scratch.create_session(copy)
-            # No guards, no title call, no compaction: the replay re-asks exactly what was recorded.
+            # No guards, no title call, no compaction: the replay re-asks exactly what was recorded. The
+            # workspace's guardrails do apply: they shaped the tool results that were recorded.
+            from chronicle.runtime.guardrails import GuardrailHook, load_guardrails
+            from chronicle.runtime.hooks import Hooks
+
+            guardrails = load_guardrails(self.workspace)
             loop = assemble(scratch, self, self.toolbox(), self.workspace,
-                            LoopOptions(auto_approve=True, max_iterations=spec.max_iterations), clock=clock)
+                            LoopOptions(auto_approve=True, max_iterations=spec.max_iterations), clock=clock,
+                            hooks=Hooks([GuardrailHook(guardrails)] if guardrails else []))
             for number, original in enumerate(self.turns, 1):
                 if not original.finished:
                     # Only what was decided can be compared: a turn in flight has no outcome yet.

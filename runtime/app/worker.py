@@ -18,6 +18,7 @@ from eventsourcing.persistence import IntegrityError, PersistenceError
 
 from chronicle.domain.session import Session
 
+from ..jobs import cancelled as job_cancelled
 from ..leases import DEFAULT_LEASE_S, held_elsewhere, holder_name, leased
 from ..live import Broker
 from ..loop import AgentLoop, LoopOptions, TurnOutcome
@@ -109,8 +110,14 @@ class Worker:
     """Polls for sessions needing work and advances up to `concurrency` of them at a time."""
 
     def __init__(self, store: ChronicleStore, overrides: Overrides, options: WorkerOptions,
-                 log: Callable[[str], Any] = print, name: str | None = None) -> None:
+                 log: Callable[[str], Any] = print, name: str | None = None, routines: Any = None) -> None:
         self.store, self.overrides, self.options, self.log = store, overrides, options, log
+        #: A runtime.routine_engine.RoutineEngine: due routines queue their inputs before each look for work.
+        self.routines = routines
+        #: A runtime.self_repair.SelfRepair, run every `repair_every_s`; sessions it marks manual_required are left alone.
+        self.repair: Any = None
+        self.repair_every_s = 10.0
+        self._repaired_at: float | None = None
         self.name = name or worker_name()
         self.draining = False
         self.tasks: dict[UUID, asyncio.Task] = {}
@@ -149,6 +156,25 @@ class Worker:
             self.log(f"worker {self.name}: session {sid} turn {outcome.turn_id} {outcome.status}"
                      + (f": {outcome.reason}" if outcome.reason else ""))
 
+    def _fire_routines(self) -> None:
+        try:
+            for run in self.routines.tick():
+                self.log(f"worker {self.name}: routine {run.routine} fired for {run.due}: {run.status}"
+                         + (f" ({run.reason})" if run.reason else f", session {run.session_id}"))
+        except PersistenceError as exc:
+            self.log(f"worker {self.name}: store unavailable while firing routines: {exc}; will retry")
+
+    def _self_repair(self, at: float) -> None:
+        if self._repaired_at is not None and at - self._repaired_at < self.repair_every_s:
+            return
+        self._repaired_at = at
+        try:
+            for repair in self.repair.check():
+                last = repair.attempts[-1]
+                self.log(f"worker {self.name}: self-repair {repair.kind} {repair.target}: {last['result']}: {last['detail']}")
+        except PersistenceError as exc:
+            self.log(f"worker {self.name}: store unavailable during self-repair: {exc}; will retry")
+
     def _held_by_live(self, sid: UUID) -> bool:
         """A live `run`, `chat` or worker holds the session: leave it alone (say so once)."""
         lease = held_elsewhere(self.store, sid, self.name)
@@ -169,13 +195,18 @@ class Worker:
                 if task.done():
                     del self.tasks[sid]
             found: list[UUID] = []
+            if not self.draining and self.routines is not None:
+                self._fire_routines()
+            if not self.draining and self.repair is not None:
+                self._self_repair(loop.time())
             if not self.draining:
                 try:
                     now = loop.time()
                     busy = {s for s, at in self.held_elsewhere.items() if now - at < HELD_RETRY_S}
                     found = [s for s in self.index.spread(self.index.sessions(), self.name)
                              if s not in self.tasks and s not in self.failed_sessions and s not in busy
-                             and not self._held_by_live(s)]
+                             and not self._held_by_live(s)
+                             and not (self.repair is not None and self.repair.blocked(s)) and not job_cancelled(self.store, s)]
                 except PersistenceError as exc:
                     self.log(f"worker {self.name}: store unavailable: {exc}; retrying")
                 for sid in found[: max(0, self.options.concurrency - len(self.tasks))]:

@@ -16,8 +16,11 @@ from . import (  # one per line: commands are added often, by several people at 
     demo_cmd,
     doctor_cmd,
     inspect_cmd,
+    jobs_cmd,
     mcp_cmd,
     projections_cmd,
+    repairs_cmd,
+    routines_cmd,
     run_cmd,
     skills_cmd,
     tasks_cmd,
@@ -75,6 +78,7 @@ PANELS = {
         worker_cmd.resume,
         worker_cmd.submit,
         worker_cmd.worker,
+        repairs_cmd.repairs,
         doctor_cmd.doctor,
     ),
 }
@@ -83,6 +87,8 @@ for panel, commands in PANELS.items():
         app.command(rich_help_panel=panel)(command)
 app.command(name="import", rich_help_panel="Prove and move")(bundle_cmd.import_)
 app.add_typer(projections_cmd.app, name="projections", rich_help_panel="Recover and operate")
+app.add_typer(routines_cmd.app, name="routines", rich_help_panel="Recover and operate")
+app.add_typer(jobs_cmd.app, name="jobs", rich_help_panel="Recover and operate")
 app.add_typer(mcp_cmd.app, name="mcp", rich_help_panel="Inspect")
 
 

@@ -21,6 +21,8 @@ HELP = [
     ("/cost", "tokens and USD spent by this session"),
     ("/tools", "the tools the agent may call"),
     ("/skills", "the skills recorded for this session (inline ones are in the system prompt)"),
+    ("/progress", "the running (or last) turn: iterations, tokens, tools run, time"),
+    ("/job PROMPT", "hand PROMPT to a worker as a background job (its own session); /jobs lists them, /cancel ID cancels one"),
     ("/status", "session, branch, queue and limits"),
     ("/help", "this list"),
     ("/quit", "leave (the session stays; continue with --session)"),
@@ -109,6 +111,52 @@ def skills(chat: Any, arg: str) -> None:
     chat.console.print(table)
 
 
+def progress(chat: Any, arg: str) -> None:
+    from chronicle.runtime.progress import progress_of
+
+    session = chat.store.session(chat.session_id)
+    turn_id = session.active_turn_id or (session.turns[-1] if session.turns else None)
+    if turn_id is None:
+        chat.console.print("no turn yet")
+        return
+    p = progress_of(chat.store.turn(turn_id), session.spec.max_iterations)
+    chat.console.print(
+        f"turn {p['turn']} {p['status']}: {p['iteration']}/{p['max_iterations']} model call(s), "
+        f"{p['input_tokens']} input / {p['output_tokens']} output tokens, {p['tools_run']} tool call(s), {p['elapsed_s'] or 0:.1f} s"
+    )
+
+
+def job(chat: Any, arg: str) -> None:
+    from chronicle.runtime.jobs import submit_job
+
+    if not arg:
+        raise DomainError("say what the job should do: /job PROMPT")
+    created = submit_job(chat.store, chat.store.session(chat.session_id).spec, arg, origin="chat")
+    chat.console.print(f"job {created.session_id} queued; a `chronicle worker` runs it (/jobs to follow it)", soft_wrap=True)
+
+
+def list_jobs(chat: Any, arg: str) -> None:
+    from chronicle.runtime.jobs import job_row, jobs
+
+    rows = [job_row(chat.store, j) for j in jobs(chat.store)]
+    if not rows:
+        chat.console.print("no jobs")
+    for row in rows:
+        chat.console.print(f"{row['job_id'][:8]}  {row['status']:<12} {escape(row['prompt'][:80])}")
+
+
+def cancel_job(chat: Any, arg: str) -> None:
+    from chronicle.runtime.jobs import cancel_job as cancel
+
+    if not arg:
+        raise DomainError("which job? /cancel ID (see /jobs)")
+    try:
+        cancelled = cancel(chat.store, chat.store.resolve_session_id(arg))
+    except LookupError as exc:
+        raise DomainError(str(exc)) from None
+    chat.console.print(f"job {cancelled.session_id} cancelled")
+
+
 def status(chat: Any, arg: str) -> None:
     session = chat.store.session(chat.session_id)
     summary, view = session.context_view()
@@ -134,6 +182,7 @@ def quit_chat(chat: Any, arg: str) -> str:
 
 
 COMMANDS: dict[str, Callable[[Any, str], str | None]] = {
-    "/undo": undo, "/redo": redo, "/fork": fork, "/compact": compact, "/cost": cost, "/tools": tools, "/skills": skills,
+    "/undo": undo, "/redo": redo, "/fork": fork, "/compact": compact, "/cost": cost, "/tools": tools, "/skills": skills, "/progress": progress,
+    "/job": job, "/jobs": list_jobs, "/cancel": cancel_job,
     "/status": status, "/help": show_help, "/?": show_help, "/quit": quit_chat, "/exit": quit_chat,
 }

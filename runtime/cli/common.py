@@ -17,6 +17,7 @@ from chronicle.runtime.app.errors import AppError
 from chronicle.runtime.config import ConfigError, resolve_db_url
 from chronicle.runtime.environment import EnvironmentSettingError, environment
 from chronicle.runtime.redaction import redact_secrets
+from chronicle.runtime.settings import SettingsError
 from chronicle.runtime.skills import SkillError
 from chronicle.runtime.store import ChronicleStore, NotFound, UnreadableEvent, open_store_at
 
@@ -105,6 +106,6 @@ def cli_errors() -> Iterator[None]:
     except (NotFound, UnreadableEvent) as exc:
         err_console.print(f"[red]error:[/] {escape(redact_secrets(str(exc)))}")
         raise typer.Exit(1) from None
-    except SkillError as exc:
+    except (SkillError, SettingsError) as exc:
         err_console.print(f"[red]error:[/] {escape(str(exc))}")
         raise typer.Exit(2) from None

@@ -77,15 +77,17 @@ def cancel(
 def compact(
     session: SessionArg,
     keep: Annotated[int, typer.Option("--keep", min=0, help="Most recent turns kept verbatim")] = 2,
-    strategy: Annotated[str, typer.Option("--strategy", help="summary (a model call) | truncate (drop older turns)")] = "summary",
+    strategy: Annotated[str, typer.Option(
+        "--strategy", help="summary (a model call) | truncate (drop older turns) | workspace (move them to memory/DATE.md in the workspace)",
+    )] = "summary",
     provider: Annotated[Optional[str], typer.Option("--provider", help="Provider for the summary (default: the session's)", show_default=False)] = None,
     as_json: JsonOption = False,
     db: DbOption = None,
 ) -> None:
     """Compact a session's history: older turns are replaced in context by a summary; the log keeps them."""
     with cli_errors():
-        if strategy not in ("summary", "truncate"):
-            fail(f"unknown strategy {strategy!r}: use summary or truncate", 2)
+        if strategy not in ("summary", "truncate", "workspace"):
+            fail(f"unknown strategy {strategy!r}: use summary, truncate or workspace", 2)
         store = open_store(db)
         sid = store.resolve_session_id(session)
         result = asyncio.run(app_controls.compact(store, sid, strategy, keep, provider))

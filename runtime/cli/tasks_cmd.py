@@ -9,7 +9,14 @@ from rich.markup import escape
 
 from chronicle.runtime.task_board import task_row, tasks_of
 
-from .common import DbOption, JsonOption, cli_errors, open_store, out_console, print_json
+from .common import (
+    DbOption,
+    JsonOption,
+    cli_errors,
+    open_store,
+    out_console,
+    print_json,
+)
 from .render import short
 from .tables import Column, fit_table
 

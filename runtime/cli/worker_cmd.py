@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 from rich.markup import escape
@@ -25,10 +25,13 @@ from chronicle.runtime.app.worker import Overrides, Worker, WorkerOptions, needs
 from chronicle.runtime.leases import DEFAULT_LEASE_S
 from chronicle.runtime.live import Broker
 from chronicle.runtime.loop import LoopOptions
+from chronicle.runtime.self_repair import DEFAULT_STUCK_AFTER_S, DEFAULT_TOOL_FAILURES, SelfRepair
+from chronicle.runtime.store import ChronicleStore
 
 from .common import DbOption, JsonOption, WorkspaceOption, cli_errors, err_console, fail, open_store, out_console, print_json
 from .limits import LimitFlags, limit_options
 from .render import HumanRenderer, JsonLinesRenderer
+from .repairs_cmd import FailuresOption, StuckOption
 from .run_cmd import AgentsOption, AttachOption, ModelOption, ProviderOption, ToolsOption, report
 
 LeaseOption = Annotated[float, typer.Option("--lease-s", min=0.5, help="Seconds a session stays claimed without renewal")]
@@ -180,6 +183,20 @@ def submit(
             print(submitted.session_id)
 
 
+def worker_routines(store: ChronicleStore, overrides: Overrides, holder: str) -> Any:
+    """The routines of the worker's workspace (--workspace, else the current directory), or None if it declares none."""
+    from chronicle.runtime.routines import load_routines
+
+    ws = overrides.workspace or resolve_workspace(None)
+    if not load_routines(ws):
+        return None
+    from .routines_cmd import engine_for
+
+    engine = engine_for(store, ws, overrides.provider, overrides.model)
+    engine.holder = holder
+    return engine
+
+
 @limit_options
 def worker(
     concurrency: Annotated[int, typer.Option("--concurrency", min=1, help="Sessions advanced at once")] = 4,
@@ -191,6 +208,8 @@ def worker(
     provider: ProviderOption = None,
     model: ModelOption = None,
     workspace: WorkspaceOption = None,
+    stuck_after: StuckOption = DEFAULT_STUCK_AFTER_S,
+    tool_failures: FailuresOption = DEFAULT_TOOL_FAILURES,
     db: DbOption = None,
     limits: LimitFlags = LimitFlags(),
 ) -> None:
@@ -206,6 +225,8 @@ def worker(
         )
         w = Worker(store, overrides, WorkerOptions(concurrency, poll, lease_s, idle_exit, once),
                    log=lambda m: err_console.print(m, markup=False, highlight=False))
+        w.routines = worker_routines(store, overrides, w.name)
+        w.repair = SelfRepair(store, stuck_after_s=stuck_after, tool_failures=tool_failures, cursor=store.max_position())
 
         async def main() -> int:
             event_loop = asyncio.get_running_loop()

@@ -13,7 +13,8 @@ import sys
 from chronicle.runtime.store import ChronicleStore
 from chronicle.runtime.task_board import tasks_of
 from tests.e2e.test_cli_subagents import REGISTRY, complete, delegate
-from tests.e2e.test_cli_subagents_crash import script as crash_script, wait_for
+from tests.e2e.test_cli_subagents_crash import script as crash_script
+from tests.e2e.test_cli_subagents_crash import wait_for
 from tests.helpers import cli, json_lines, response, text, tool_use, write_script
 
 

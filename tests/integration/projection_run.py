@@ -15,6 +15,8 @@ from uuid import UUID, uuid4
 
 from chronicle.domain.agent_spec import AgentSpec
 from chronicle.domain.ids import task_id, tool_call_id
+from chronicle.domain.repair import Repair
+from chronicle.domain.routine_run import RoutineRun
 from chronicle.domain.session import Session
 from chronicle.domain.task_board import DelegatedTask
 from chronicle.runtime.loop import AgentLoop, LoopOptions
@@ -114,6 +116,18 @@ class MixedRun:
                 task.reflect("turn failed after 1 model call(s)", "it broke", self.clock.now())
             self.store.save(task)
 
+    def _routine_runs(self, label: str) -> None:
+        """A routine run that completed (on session `label`) and one a guardrail skipped."""
+        for due, skipped in (("cron/1", False), ("cron/2", True)):
+            run = RoutineRun(id=uuid4(), routine="todo", scope=str(self.workspace), trigger="cron:* * * * *", due=due,
+                             action="lightweight", holder="w1", session_id=None if skipped else self.sessions[label],
+                             input_id=None if skipped else "in0", timestamp=self.clock.now())
+            if skipped:
+                run.skip("cooldown", self.clock.now())
+            else:
+                run.complete("all good", 0.01, self.clock.now())
+            self.store.save(run)
+
     def first_call(self, label: str) -> UUID:
         sid = self.sessions[label]
         first = self.store.session(sid).turns[0]
@@ -129,6 +143,12 @@ class MixedRun:
         await self.session("a2x", "plain", ["grandchild"], agent="helper", model="claude-haiku-4-5", parent="a2",
                            parent_call=self.first_call("a2"))
         self._task_board("a", ["a1", "a2"])
+        self._routine_runs("b")
+        repair = Repair(id=uuid4(), kind="stuck_turn", target=str(self.store.session(self.sessions["b"]).turns[0]),
+                        session_id=self.sessions["b"], detail="silent for 700 s", timestamp=self.clock.now())
+        repair.attempt("retry", "marked interrupted", self.clock.now())
+        repair.attempt("success", "moved again", self.clock.now())
+        self.store.save(repair)
         await self.session("c", "retry_then_fail", ["this fails"])
         await self.session("d", "fatal", ["this fails at once"])
         await self.session("e", "approval", ["shell"], auto_approve=False)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from uuid import uuid4
 
 import pytest
@@ -10,7 +10,7 @@ import pytest
 from chronicle.domain.errors import IllegalTransition
 from chronicle.domain.task_board import DelegatedTask, keywords
 
-NOW = datetime(2026, 1, 5, tzinfo=timezone.utc)
+NOW = datetime(2026, 1, 5, tzinfo=UTC)
 
 
 def opened() -> DelegatedTask:

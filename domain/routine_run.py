@@ -1,0 +1,97 @@
+"""One firing of a routine: claimed once per due time, then settled from the turn it queued.
+
+The id is derived from the routine and its due time (a cron slot, an event's log position, or
+a fresh id for a manual run), so two workers that see the same slot both try to record the
+same aggregate and the second one's write collides: the firing is claimed like a lease, and a
+routine runs at most once per due time however many workers watch it. A guardrail that says
+no (runs per day, cooldown, budget, an empty HEARTBEAT.md) is recorded too, as `skipped`.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from uuid import UUID
+
+from eventsourcing.domain import Aggregate, event
+
+from .lifecycle import Edge, Lifecycle
+
+ROUTINE_RUN_LIFECYCLE = Lifecycle(
+    "RoutineRun",
+    states=["fired", "skipped", "completed", "failed"],
+    initial="fired",
+    edges=[
+        Edge("skip", ("fired",), "skipped"),
+        Edge("complete", ("fired",), "completed"),
+        Edge("fail", ("fired",), "failed"),
+    ],
+    terminal={"skipped", "completed", "failed"},
+)
+
+
+class RoutineRun(Aggregate):
+    class Fired(Aggregate.Created):
+        routine: str
+        scope: str
+        trigger: str
+        due: str
+        action: str
+        holder: str
+        session_id: UUID | None
+        input_id: str | None
+
+    @event(Fired)
+    def __init__(
+        self, id: UUID, routine: str, scope: str, trigger: str, due: str, action: str, holder: str,
+        session_id: UUID | None, input_id: str | None, timestamp: datetime,
+    ) -> None:
+        self.routine = routine
+        self.scope = scope
+        self.trigger = trigger
+        self.due = due
+        self.action = action
+        self.holder = holder
+        self.session_id = session_id
+        self.input_id = input_id
+        self.status = "fired"
+        self.reason: str | None = None
+        self.summary = ""
+        self.usd = 0.0
+        self.fired_at = timestamp
+        self.ended_at: datetime | None = None
+
+    @property
+    def finished(self) -> bool:
+        return self.status in ROUTINE_RUN_LIFECYCLE.terminal
+
+    def skip(self, reason: str, now: datetime) -> None:
+        ROUTINE_RUN_LIFECYCLE.next_state("skip", self.status, self.id)
+        self._skipped(reason=reason, timestamp=now)
+
+    @event("Skipped")
+    def _skipped(self, reason: str, timestamp: datetime) -> None:
+        self.status = "skipped"
+        self.reason = reason
+        self.ended_at = timestamp
+
+    def complete(self, summary: str, usd: float, now: datetime) -> None:
+        ROUTINE_RUN_LIFECYCLE.next_state("complete", self.status, self.id)
+        self._completed(summary=summary, usd=usd, timestamp=now)
+
+    @event("Completed")
+    def _completed(self, summary: str, usd: float, timestamp: datetime) -> None:
+        self.status = "completed"
+        self.summary = summary
+        self.usd = usd
+        self.ended_at = timestamp
+
+    def fail(self, reason: str, usd: float, now: datetime) -> None:
+        ROUTINE_RUN_LIFECYCLE.next_state("fail", self.status, self.id)
+        self._failed(reason=reason, usd=usd, timestamp=now)
+
+    @event("Failed")
+    def _failed(self, reason: str, usd: float, timestamp: datetime) -> None:
+        self.status = "failed"
+        self.reason = reason
+        self.usd = usd
+        self.ended_at = timestamp

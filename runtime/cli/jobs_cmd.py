@@ -1,0 +1,87 @@
+"""`chronicle jobs`: background jobs — sessions run by workers — listed, submitted, inspected, cancelled."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+from rich.markup import escape
+
+from chronicle.runtime.app.resume import checked_spec
+from chronicle.runtime.app.specs import resolve_workspace
+from chronicle.runtime.jobs import cancel_job, find_job, job_row, jobs, submit_job
+from chronicle.runtime.store import NotFound
+
+from .common import DbOption, JsonOption, WorkspaceOption, cli_errors, fail, open_store, out_console, print_json
+from .render import short
+from .run_cmd import ModelOption, ProviderOption
+from .tables import Column, fit_table
+
+app = typer.Typer(help="Background jobs: sessions run by workers, apart from the chat or command that made them.")
+
+
+def _print(rows: list[dict], as_json: bool) -> None:
+    if as_json:
+        for row in rows:
+            print_json(row)
+        return
+    if not rows:
+        out_console.print("no jobs: `chronicle jobs submit PROMPT` (or /job in chat) makes one, `chronicle worker` runs them")
+        return
+    columns = [Column("job"), Column("status"), Column("created", optional=True), Column("worker", optional=True),
+               Column("prompt", flex=True)]
+    table = [{"job": r["job_id"][:8], "status": r["status"], "created": r["created_at"][:19].replace("T", " "),
+              "worker": escape((r["worker"] or "")[:24]), "prompt": escape(short(r["prompt"], 120))} for r in rows]
+    out_console.print(fit_table(columns, table, out_console.width))
+
+
+@app.callback(invoke_without_command=True)
+def list_jobs(ctx: typer.Context, as_json: JsonOption = False, db: DbOption = None) -> None:
+    """Every job, oldest first: `job_id` (its session), `status` (queued, running, awaiting_approval, interrupted, completed, failed, stopped, cancelling, cancelled), `prompt`, `origin`, `created_at`, `agent`, `worker`, `turns`, `final_text`, `reason`."""  # noqa: E501
+    if ctx.invoked_subcommand is not None:
+        return
+    with cli_errors():
+        store = open_store(db)
+        _print([job_row(store, j) for j in jobs(store)], as_json)
+
+
+@app.command("submit")
+def submit(
+    prompt: Annotated[str, typer.Argument(help="What the agent should do")],
+    provider: ProviderOption = None,
+    model: ModelOption = None,
+    workspace: WorkspaceOption = None,
+    max_iterations: Annotated[int, typer.Option("--max-iterations", min=1, help="Model calls allowed in one turn")] = 20,
+    as_json: JsonOption = False,
+    db: DbOption = None,
+) -> None:
+    """Record PROMPT as a new job for a worker (checked as `run` checks it; exit 2 records nothing) and print its id."""
+    with cli_errors():
+        if not prompt.strip():
+            fail("the prompt is empty; say what the agent should do", 2)
+        store = open_store(db)
+        spec = checked_spec(store, provider, model, resolve_workspace(workspace), max_iterations)
+        job = submit_job(store, spec, prompt, origin="cli")
+        _print([job_row(store, job)], as_json) if as_json else out_console.print(f"job {job.session_id} queued for a worker")
+
+
+@app.command("status")
+def status(job_id: Annotated[str, typer.Argument(help="The job (its session id or a unique prefix)")], as_json: JsonOption = False,
+           db: DbOption = None) -> None:
+    """One job, as `chronicle jobs` shows it; exit 1 if it is not a job."""
+    with cli_errors():
+        store = open_store(db)
+        job = find_job(store, store.resolve_session_id(job_id))
+        if job is None:
+            raise NotFound(f"{job_id} is not a job; `chronicle jobs` lists them")
+        _print([job_row(store, job)], as_json)
+
+
+@app.command("cancel")
+def cancel(job_id: Annotated[str, typer.Argument(help="The job (its session id or a unique prefix)")], as_json: JsonOption = False,
+           db: DbOption = None) -> None:
+    """Cancel a job: a queued one is never started, one waiting for approval ends now, a running one is asked to stop at its next safe point."""  # noqa: E501
+    with cli_errors():
+        store = open_store(db)
+        job = cancel_job(store, store.resolve_session_id(job_id))
+        _print([job_row(store, job)], as_json)

@@ -1,0 +1,286 @@
+"""Firing routines: claim the due time, check the guardrails, queue the input, settle the run.
+
+A firing is one transaction: the RoutineRun (its id derived from routine + due time, so a
+second worker's identical firing collides and records nothing), its index entry, and the
+input queued on the session that will run it. The run itself is an ordinary turn, so workers
+execute it, resume continues it after a crash, and audit shows it. `lightweight` routines
+keep one session per routine and add an input per run (their findings accumulate there);
+`job` routines start a new session per run.
+
+Cron slots are fired when due since the engine started (less `GRACE_S`), so a restarted
+worker neither replays old slots nor misses one due a moment ago. Event triggers watch the
+log from the engine's start; events of routine sessions themselves never trigger a routine.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from fnmatch import fnmatchcase
+from pathlib import Path
+from typing import Any
+from uuid import UUID, uuid5
+
+from eventsourcing.application import AggregateNotFoundError, EventSourcedLog
+from eventsourcing.domain import DomainEvent
+from eventsourcing.persistence import IntegrityError
+
+from chronicle.domain.agent_spec import AgentSpec
+from chronicle.domain.ids import CHRONICLE_NS, turn_id
+from chronicle.domain.routine_run import RoutineRun
+from chronicle.domain.session import Session
+
+from .clock import SYSTEM_CLOCK, Clock
+from .pending import Pending
+from .read_models import projection_engine
+from .routines import HEARTBEAT_OK, Routine, heartbeat_prompt, load_routines
+from .store import ChronicleStore, NotFound
+
+ROUTINES_NS = uuid5(CHRONICLE_NS, "/routines")
+ROUTINE_RUN_INDEX_ID = uuid5(CHRONICLE_NS, "/routine-runs")
+GRACE_S = 60.0
+SESSION_PREFIX = "routine-"
+
+
+class RoutineRunLogged(DomainEvent):
+    run_id: UUID
+    routine: str
+    scope: str
+
+
+def run_id(scope: str, routine: str, due: str) -> UUID:
+    return uuid5(ROUTINES_NS, f"{scope}\n{routine}\n{due}")
+
+
+def routine_session_id(scope: str, routine: str) -> UUID:
+    return uuid5(ROUTINES_NS, f"{scope}\n{routine}\nsession")
+
+
+@dataclass
+class RoutineEngine:
+    store: ChronicleStore
+    workspace: Path
+    #: The spec a routine's new session records (renamed routine-NAME); None for an engine that only reads.
+    spec: AgentSpec | None
+    holder: str
+    clock: Clock = SYSTEM_CLOCK
+    routines: list[Routine] = field(default_factory=list)
+    started_at: datetime | None = None
+    cursor: int | None = None
+
+    @classmethod
+    def for_workspace(cls, store: ChronicleStore, workspace: Path, spec: AgentSpec, holder: str, clock: Clock = SYSTEM_CLOCK) -> RoutineEngine:
+        engine = cls(store, workspace.resolve(), spec, holder, clock, load_routines(workspace))
+        engine.started_at = clock.now()
+        engine.cursor = store.max_position()
+        return engine
+
+    @property
+    def scope(self) -> str:
+        return str(self.workspace)
+
+    @property
+    def index(self) -> EventSourcedLog[RoutineRunLogged]:
+        return EventSourcedLog(self.store.events, ROUTINE_RUN_INDEX_ID, RoutineRunLogged)
+
+    # -- reading -------------------------------------------------------------------------------
+
+    def history(self, routine: str | None = None) -> list[RoutineRun]:
+        """This workspace's runs in firing order."""
+        runs = []
+        for entry in self.index.get():
+            if entry.scope != self.scope or (routine is not None and entry.routine != routine):
+                continue
+            try:
+                run: Any = self.store.repository.get(entry.run_id)
+            except AggregateNotFoundError:
+                continue
+            if isinstance(run, RoutineRun):
+                runs.append(run)
+        return runs
+
+    def _turn(self, run: RoutineRun) -> Any:
+        if run.session_id is None or run.input_id is None:
+            return None
+        try:
+            return self.store.turn(turn_id(run.session_id, run.input_id))
+        except NotFound:
+            return None
+
+    def cost(self, run: RoutineRun) -> float:
+        if run.finished:
+            return run.usd
+        turn = self._turn(run)
+        return self._turn_usd(turn) if turn is not None else 0.0
+
+    def _turn_usd(self, turn: Any) -> float:
+        """USD of one turn from the cost projection, the one path to a cost figure."""
+        engine = projection_engine(self.store)
+        engine.catch_up(["cost"])
+        with engine.read() as tx:
+            return float(tx.value("SELECT SUM(COALESCE(usd, 0)) FROM proj_cost_calls WHERE turn_id = %s", (str(turn.id),)) or 0)
+
+    def guard(self, routine: Routine, now: datetime) -> str | None:
+        """Why the routine may not run now, or None."""
+        ran = [r for r in self.history(routine.name) if r.status != "skipped"]
+        today = [r for r in ran if r.fired_at.date() == now.date()]
+        if routine.max_runs_per_day is not None and len(today) >= routine.max_runs_per_day:
+            return f"max_runs_per_day reached: {len(today)} run(s) today, the limit is {routine.max_runs_per_day}"
+        if routine.cooldown_s is not None and ran:
+            since = (now - max(r.fired_at for r in ran)).total_seconds()
+            if since < routine.cooldown_s:
+                return f"cooldown: the last run was {since:.0f} s ago, cooldown_s is {routine.cooldown_s:g}"
+        if routine.budget_usd is not None:
+            spent = sum(self.cost(r) for r in today)
+            if spent >= routine.budget_usd:
+                return f"budget_usd reached: ${spent:.4f} spent today, the budget is ${routine.budget_usd:.4f}"
+        return None
+
+    # -- firing --------------------------------------------------------------------------------
+
+    def fire(self, routine: Routine, due: str, detail: str | None = None) -> RoutineRun | None:
+        """Record the firing of `routine` for `due`; None if that due time was fired already (by anyone)."""
+        rid = run_id(self.scope, routine.name, due)
+        for _ in range(10):
+            if self._exists(rid):
+                return None
+            now = self.clock.now()
+            reason = self.guard(routine, now)
+            prompt: str | None = routine.prompt
+            if routine.heartbeat:
+                prompt = heartbeat_prompt(routine, self.workspace)
+                if prompt is None and reason is None:
+                    reason = "HEARTBEAT.md is missing or has nothing to check"
+            if prompt and detail:
+                prompt += f"\n\n<trigger>{detail}</trigger>"
+            sid = routine_session_id(self.scope, routine.name) if routine.action == "lightweight" else uuid5(rid, "session")
+            input_id = f"routine-{rid.hex[:16]}"
+            run = RoutineRun(
+                id=rid, routine=routine.name, scope=self.scope, trigger=routine.trigger, due=due, action=routine.action,
+                holder=self.holder, session_id=None if reason else sid, input_id=None if reason else input_id, timestamp=now,
+            )
+            logged = self.index.trigger_event(run_id=rid, routine=routine.name, scope=self.scope)
+            try:
+                if reason is not None:
+                    run.skip(reason, now)
+                    self.store.save(run, logged)
+                elif self._session_exists(sid):
+                    queue = functools.partial(Session.queue_input, input_id=input_id, text=prompt or "", now=now, kind="routine")
+                    self.store.update_session(sid, queue, run, Pending(logged))
+                else:
+                    session = Session.start(sid, self._spec(routine), now)
+                    session.queue_input(input_id, prompt or "", now, kind="routine")
+                    self.store.create_session(session, run, Pending(logged))
+                return run
+            except IntegrityError:
+                continue  # the run was fired by someone else (checked above), or an index slot was taken: look again
+        return None
+
+    def _spec(self, routine: Routine) -> AgentSpec:
+        if self.spec is None:
+            raise RuntimeError("this routine engine only reads; it has no spec to start sessions with")
+        return self.spec.model_copy(update={"name": f"{SESSION_PREFIX}{routine.name}", "workspace": self.scope})
+
+    def _exists(self, aggregate_id: UUID) -> bool:
+        try:
+            self.store.repository.get(aggregate_id)
+            return True
+        except AggregateNotFoundError:
+            return False
+
+    def _session_exists(self, sid: UUID) -> bool:
+        return self._exists(sid)
+
+    # -- settling ------------------------------------------------------------------------------
+
+    def settle(self) -> list[RoutineRun]:
+        """Record the end of every run whose turn has ended."""
+        settled = []
+        for run in self.history():
+            if run.finished:
+                continue
+            turn = self._turn(run)
+            if turn is None or not turn.finished:
+                continue
+            usd = self._turn_usd(turn)
+            now = self.clock.now()
+            if turn.status == "completed":
+                text = (turn.final_text or "").strip()
+                run.complete("nothing to report" if routine_ok(text) else text, usd, now)
+            else:
+                run.fail(f"the run's turn {turn.status}: {turn.reason or 'no reason recorded'}", usd, now)
+            try:
+                self.store.save(run)
+                settled.append(run)
+            except IntegrityError:
+                pass  # settled by another process
+        return settled
+
+    # -- the worker's tick ---------------------------------------------------------------------
+
+    def tick(self) -> list[RoutineRun]:
+        """Fire what is due (cron slots, matching events), then settle finished runs."""
+        now = self.clock.now()
+        fired: list[RoutineRun] = []
+        since = (self.started_at or now) - timedelta(seconds=GRACE_S)
+        for routine in self.routines:
+            if routine.kind == "cron":
+                slot = routine.current_slot(now)
+                if slot is not None and slot >= since:
+                    run = self.fire(routine, f"cron/{slot.isoformat()}")
+                    if run is not None:
+                        fired.append(run)
+        fired.extend(self._fire_events())
+        self.settle()
+        return fired
+
+    def _fire_events(self) -> list[RoutineRun]:
+        watching = [r for r in self.routines if r.kind == "event"]
+        head = self.store.max_position()
+        start = (self.cursor or 0) + 1
+        self.cursor = head
+        if not watching or head < start:
+            return []
+        fired = []
+        for notification in self.store.recorder.select_notifications(start, head - start + 1):
+            name = notification.topic.rsplit(":", 1)[-1]
+            matching = [r for r in watching if fnmatchcase(name, r.pattern)]
+            if not matching or self._from_routine(notification.originator_id, name):
+                continue
+            detail = f"{name} of {notification.originator_id} at log position {notification.id}"
+            for routine in matching:
+                run = self.fire(routine, f"event/{notification.id}", detail)
+                if run is not None:
+                    fired.append(run)
+        return fired
+
+    def _from_routine(self, originator_id: Any, name: str) -> bool:
+        """Events of a routine's own session or turns do not trigger routines (no feedback loops)."""
+        oid = UUID(str(originator_id))
+        try:
+            if name.startswith("Turn."):
+                oid = self.store.turn(oid).session_id
+            elif name.startswith("ToolCall."):
+                oid = self.store.tool_call(oid).session_id
+            return self.store.session(oid).spec.name.startswith(SESSION_PREFIX)
+        except NotFound:
+            return False
+
+
+def routine_ok(text: str) -> bool:
+    return text.strip().strip(".").upper() == HEARTBEAT_OK
+
+
+def run_row(engine: RoutineEngine, run: RoutineRun) -> dict[str, Any]:
+    """`routines history --json` / `routines run --json`: routine, session_id, status are the contract."""
+    turn = engine._turn(run)
+    status = run.status
+    if status == "fired":
+        status = "queued" if turn is None or turn.status == "pending" else ("running" if not turn.finished else turn.status)
+    return {
+        "routine": run.routine, "run_id": str(run.id), "session_id": str(run.session_id) if run.session_id else None,
+        "status": status, "trigger": run.trigger, "due": run.due, "action": run.action, "fired_at": run.fired_at.isoformat(),
+        "holder": run.holder, "reason": run.reason, "summary": run.summary or (turn.final_text if turn is not None and turn.finished else ""),
+        "usd": round(engine.cost(run), 6),
+    }

@@ -1,0 +1,155 @@
+"""Routines as chronicle.toml declares them: a trigger, a prompt, an action and guardrails.
+
+    [routines.todo_check]
+    trigger = "cron:*/5 * * * *"     # or "event:Turn.Failed" (a pattern over Aggregate.Event), or "manual"
+    prompt = "Check TODO.md and report what is overdue."
+    action = "lightweight"           # the routine's own session, one input per run; "job": a new session per run
+    max_runs_per_day = 10            # guardrails, all optional
+    budget_usd = 0.50                # a day's spend of the routine's runs
+    cooldown_s = 60
+
+    [routines.heartbeat]
+    heartbeat = true                 # the prompt is HEARTBEAT.md (skipped while it is missing or empty)
+    trigger = "cron:*/30 * * * *"    # the default for a heartbeat
+
+Parsing lives here; firing and settling in runtime/routine_engine.py.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from croniter import croniter  # type: ignore[import-untyped]
+
+from .settings import CONFIG_FILE, SettingsError, load_config
+
+TRIGGER_KINDS = ("cron", "event", "manual")
+ACTIONS = ("lightweight", "job")
+KEYS = {"trigger", "prompt", "action", "max_runs_per_day", "budget_usd", "cooldown_s", "heartbeat", "description"}
+NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,63}$")
+HEARTBEAT_FILE = "HEARTBEAT.md"
+HEARTBEAT_TRIGGER = "cron:*/30 * * * *"
+HEARTBEAT_OK = "HEARTBEAT_OK"
+HEARTBEAT_PROMPT = (
+    "Heartbeat: go through the checklist below (from HEARTBEAT.md). Report anything that needs attention; "
+    f"if nothing does, answer exactly {HEARTBEAT_OK}."
+)
+
+
+class RoutineError(SettingsError):
+    """A [routines.NAME] table cannot be used; the message names the key."""
+
+
+@dataclass(frozen=True)
+class Routine:
+    name: str
+    trigger: str
+    prompt: str
+    action: str = "lightweight"
+    max_runs_per_day: int | None = None
+    budget_usd: float | None = None
+    cooldown_s: float | None = None
+    heartbeat: bool = False
+
+    @property
+    def kind(self) -> str:
+        return self.trigger.split(":", 1)[0]
+
+    @property
+    def pattern(self) -> str:
+        return self.trigger.split(":", 1)[1] if ":" in self.trigger else ""
+
+    def next_due(self, now: datetime) -> datetime | None:
+        if self.kind != "cron":
+            return None
+        return croniter(self.pattern, now).get_next(datetime)
+
+    def current_slot(self, now: datetime) -> datetime | None:
+        """The newest cron time at or before `now`: what a worker fires if nobody has yet."""
+        if self.kind != "cron":
+            return None
+        if croniter.match(self.pattern, now.replace(second=0, microsecond=0)) and now.second == 0 and now.microsecond == 0:
+            return now
+        return croniter(self.pattern, now).get_prev(datetime)
+
+    def row(self, now: datetime) -> dict[str, Any]:
+        due = self.next_due(now)
+        return {
+            "name": self.name, "trigger": self.trigger, "action": self.action, "next_due": due.isoformat() if due else None,
+            "prompt": self.prompt, "heartbeat": self.heartbeat, "max_runs_per_day": self.max_runs_per_day,
+            "budget_usd": self.budget_usd, "cooldown_s": self.cooldown_s,
+        }
+
+
+def parse_routine(name: str, table: Any, where: str) -> Routine:
+    prefix = f"{where}: routines.{name}"
+    if not NAME.match(name):
+        raise RoutineError(f"{prefix}: routine names start with a letter and use letters, digits, - and _")
+    if not isinstance(table, dict):
+        raise RoutineError(f"{prefix} must be a table")
+    unknown = sorted(set(table) - KEYS)
+    if unknown:
+        raise RoutineError(f"{prefix}: unknown key(s) {', '.join(unknown)}; allowed: {', '.join(sorted(KEYS))}")
+    heartbeat = table.get("heartbeat", False)
+    if not isinstance(heartbeat, bool):
+        raise RoutineError(f"{prefix}: heartbeat must be true or false")
+    trigger = table.get("trigger", HEARTBEAT_TRIGGER if heartbeat else None)
+    if not isinstance(trigger, str) or not trigger.strip():
+        raise RoutineError(f'{prefix}: trigger is required: "cron:EXPR", "event:PATTERN" or "manual"')
+    kind, _, rest = trigger.partition(":")
+    if kind not in TRIGGER_KINDS or (kind != "manual" and not rest.strip()) or (kind == "manual" and rest):
+        raise RoutineError(f'{prefix}: trigger must be "cron:EXPR", "event:PATTERN" or "manual" (got {trigger!r})')
+    if kind == "cron" and not croniter.is_valid(rest.strip()):
+        raise RoutineError(f"{prefix}: {rest.strip()!r} is not a cron expression (five fields: minute hour day month weekday)")
+    prompt = table.get("prompt", "")
+    if not isinstance(prompt, str) or (not prompt.strip() and not heartbeat):
+        raise RoutineError(f"{prefix}: prompt is required (the input each run sends)")
+    action = table.get("action", "lightweight")
+    if action not in ACTIONS:
+        raise RoutineError(f"{prefix}: action must be lightweight or job (got {action!r})")
+    numbers: dict[str, Any] = {}
+    for key in ("max_runs_per_day", "budget_usd", "cooldown_s"):
+        value = table.get(key)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+            raise RoutineError(f"{prefix}: {key} must be a non-negative number (got {value!r})")
+        numbers[key] = int(value) if key == "max_runs_per_day" else float(value)
+    return Routine(name=name, trigger=f"{kind}:{rest.strip()}" if rest else kind, prompt=prompt.strip(), action=action,
+                   heartbeat=heartbeat, **numbers)
+
+
+def load_routines(workspace: Path) -> list[Routine]:
+    """The workspace's routines in the order chronicle.toml declares them."""
+    config = load_config(workspace)
+    tables = config.get("routines") or {}
+    where = str(workspace / CONFIG_FILE)
+    if not isinstance(tables, dict):
+        raise RoutineError(f"{where}: [routines] must hold [routines.NAME] tables")
+    return [parse_routine(name, table, where) for name, table in tables.items()]
+
+
+def find_routine(workspace: Path, name: str) -> Routine:
+    routines = load_routines(workspace)
+    found = next((r for r in routines if r.name == name), None)
+    if found is None:
+        names = ", ".join(r.name for r in routines) or "none"
+        raise RoutineError(f"no routine named {name!r} in {workspace / CONFIG_FILE}; routines: {names}")
+    return found
+
+
+def heartbeat_prompt(routine: Routine, workspace: Path) -> str | None:
+    """The heartbeat's input, or None while HEARTBEAT.md is missing or has nothing but headings and blanks."""
+    path = workspace / HEARTBEAT_FILE
+    try:
+        checklist = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+    if not any(line.strip() and not line.lstrip().startswith("#") for line in checklist.splitlines()):
+        return None
+    extra = f"\n\n{routine.prompt}" if routine.prompt else ""
+    return f"{HEARTBEAT_PROMPT}{extra}\n\n<heartbeat_checklist>\n{checklist.strip()}\n</heartbeat_checklist>"

@@ -1,0 +1,227 @@
+"""The self-repair monitor: stuck turns and broken tools, detected and repaired as recorded events.
+
+A turn is stuck when it is in flight (pending or running) and neither it nor the tool calls of
+its open step have recorded anything for `stuck_after_s` — its process died, or hangs. The
+repair hands it to the normal resume path: the turn is marked `interrupted` in the same
+transaction as the `retry` attempt, so whichever worker (or `resume`) takes the session next
+continues it, and a hung process that wakes later collides on the turn's version instead of
+writing twice. When the turn moves again the repair records `success`; after `max_retries`
+retries the next detection records `manual_required` and workers leave the session alone.
+A `delegate` call in progress is not stuck: its children record the progress (and are watched
+themselves).
+
+A tool is broken after `tool_failures` runs in a row that failed (raised, timed out; a tool
+that answered with an error result did answer). Chronicle cannot rewrite a tool, so the repair
+is `manual_required`; the tool's next run that completes records `success`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+from uuid import UUID, uuid5
+
+from eventsourcing.application import AggregateNotFoundError, EventSourcedLog
+from eventsourcing.domain import DomainEvent
+from eventsourcing.persistence import IntegrityError
+
+from chronicle.domain.errors import DomainError
+from chronicle.domain.ids import CHRONICLE_NS, tool_call_id
+from chronicle.domain.repair import Repair
+from chronicle.domain.turn import Turn
+
+from .clock import SYSTEM_CLOCK, Clock
+from .store import ChronicleStore, NotFound
+
+REPAIR_INDEX_ID = uuid5(CHRONICLE_NS, "/repairs")
+DEFAULT_STUCK_AFTER_S = 600.0
+DEFAULT_MAX_RETRIES = 2
+DEFAULT_TOOL_FAILURES = 5
+LONG_RUNNING_TOOLS = ("delegate",)
+
+
+class RepairLogged(DomainEvent):
+    repair_id: UUID
+
+
+def stuck_repair_id(turn_id: UUID) -> UUID:
+    return uuid5(turn_id, "repair/stuck")
+
+
+@dataclass
+class SelfRepair:
+    store: ChronicleStore
+    clock: Clock = SYSTEM_CLOCK
+    stuck_after_s: float = DEFAULT_STUCK_AFTER_S
+    max_retries: int = DEFAULT_MAX_RETRIES
+    tool_failures: int = DEFAULT_TOOL_FAILURES
+    #: Log position up to which tool results were read; None: from the start of the log.
+    cursor: int | None = None
+    streaks: dict[str, list[tuple[int, str]]] = field(default_factory=dict)
+
+    @property
+    def index(self) -> EventSourcedLog[RepairLogged]:
+        return EventSourcedLog(self.store.events, REPAIR_INDEX_ID, RepairLogged)
+
+    def repairs(self) -> list[Repair]:
+        found = []
+        for entry in self.index.get():
+            try:
+                repair = self.store.repository.get(entry.repair_id)
+            except AggregateNotFoundError:
+                continue
+            if isinstance(repair, Repair):
+                found.append(repair)
+        return found
+
+    def find(self, repair_id: UUID) -> Repair | None:
+        try:
+            repair = self.store.repository.get(repair_id)
+        except AggregateNotFoundError:
+            return None
+        return repair if isinstance(repair, Repair) else None
+
+    def check(self) -> list[Repair]:
+        """One pass over turns and tool results; returns the repairs that recorded something."""
+        return self.check_turns() + self.check_tools()
+
+    def blocked(self, session_id: UUID) -> bool:
+        """Whether the session's turn in flight waits for a person (manual_required): workers skip it."""
+        session = self.store.session(session_id)
+        if session.active_turn_id is None:
+            return False
+        repair = self.find(stuck_repair_id(session.active_turn_id))
+        return repair is not None and repair.status == "manual_required"
+
+    # -- stuck turns ---------------------------------------------------------------------------
+
+    def check_turns(self) -> list[Repair]:
+        changed = [r for r in map(self._healed, self.repairs()) if r is not None]
+        for sid in self.store.session_ids():
+            session = self.store.session(sid)
+            if session.active_turn_id is None:
+                continue
+            try:
+                turn = self.store.turn(session.active_turn_id)
+            except NotFound:
+                continue
+            repair = self._check_turn(turn)
+            if repair is not None:
+                changed.append(repair)
+        return changed
+
+    def _healed(self, repair: Repair) -> Repair | None:
+        """`success` for a stuck turn that recorded something after the last attempt (resumed, or ended)."""
+        if repair.kind != "stuck_turn" or repair.status not in ("retrying", "manual_required"):
+            return None
+        try:
+            turn = self.store.turn(UUID(repair.target))
+        except NotFound:
+            return None
+        if turn.status == "interrupted" or turn.modified_on <= repair.last_attempt_at:
+            return None
+        return self._record(repair, "success", f"the turn moved again ({turn.status})", self.clock.now())
+
+    def _last_activity(self, turn: Turn) -> datetime | None:
+        """When the turn or a tool call of its open step last recorded anything; None while a long tool runs."""
+        latest = turn.modified_on
+        step = turn.open_step
+        if step is not None:
+            for block in step["response"].get("content", []):
+                if block.get("type") != "tool_use":
+                    continue
+                call = self.store.find_tool_call(tool_call_id(turn.id, step["step"], block["id"]))
+                if call is None:
+                    continue
+                if call.name in LONG_RUNNING_TOOLS and call.status == "running":
+                    return None
+                latest = max(latest, call.modified_on)
+        return latest
+
+    def _check_turn(self, turn: Turn) -> Repair | None:
+        now = self.clock.now()
+        repair = self.find(stuck_repair_id(turn.id))
+        last = self._last_activity(turn)
+        if turn.status not in ("pending", "running") or last is None:
+            return None
+        idle = (now - last).total_seconds()
+        if idle < self.stuck_after_s:
+            return None
+        detail = f"turn {turn.number} has recorded nothing for {idle:.0f} s (threshold {self.stuck_after_s:g} s)"
+        if repair is None:
+            repair = Repair(id=stuck_repair_id(turn.id), kind="stuck_turn", target=str(turn.id), session_id=turn.session_id,
+                            detail=detail, timestamp=now)
+        if repair.status in ("manual_required", "failed"):
+            return None
+        if repair.retries >= self.max_retries:
+            return self._record(repair, "manual_required", f"{detail}; {repair.retries} retr(ies) did not help", now)
+        try:
+            turn.interrupt(f"self-repair: {detail}; handed to resume", now)
+        except DomainError as exc:
+            return self._record(repair, "failed", f"{detail}; could not hand it to resume: {exc}", now)
+        return self._record(repair, "retry", f"{detail}; marked interrupted for resume", now, turn)
+
+    def _record(self, repair: Repair, result: str, detail: str, now: datetime, *others: Any) -> Repair | None:
+        repair.attempt(result, detail, now)
+        pending = [repair, *others]
+        if len(repair.attempts) == 1:  # a new repair: listed in the index in the same transaction
+            pending.append(self.index.trigger_event(repair_id=repair.id))
+        try:
+            self.store.save(*pending)
+        except IntegrityError:
+            return None  # another monitor recorded it, or the turn moved meanwhile: look again next pass
+        return repair
+
+    # -- broken tools --------------------------------------------------------------------------
+
+    def check_tools(self) -> list[Repair]:
+        head = self.store.max_position()
+        start = (self.cursor or 0) + 1
+        self.cursor = head
+        changed = []
+        while start <= head:
+            batch = self.store.recorder.select_notifications(start, min(500, head - start + 1))
+            if not batch:
+                break
+            for notification in batch:
+                name = notification.topic.rsplit(":", 1)[-1]
+                if name in ("ToolCall.Completed", "ToolCall.Failed"):
+                    repair = self._tool_result(UUID(str(notification.originator_id)), notification.id, name == "ToolCall.Failed")
+                    if repair is not None:
+                        changed.append(repair)
+            start = batch[-1].id + 1
+        return changed
+
+    def _tool_result(self, call_id: UUID, position: int, failed: bool) -> Repair | None:
+        call = self.store.find_tool_call(call_id)
+        if call is None or (failed and call.attempts == 0):
+            return None  # never ran (unknown tool, invalid arguments): the model's mistake, not the tool's
+        now = self.clock.now()
+        if not failed:
+            self.streaks.pop(call.name, None)
+            open_repair = next((r for r in self.repairs() if r.kind == "broken_tool" and r.target == call.name
+                                and r.status == "manual_required"), None)
+            if open_repair is None:
+                return None
+            return self._record(open_repair, "success", f"{call.name} completed again (log position {position})", now)
+        streak = self.streaks.setdefault(call.name, [])
+        streak.append((position, (call.output or "")[:300]))
+        if len(streak) != self.tool_failures:
+            return None
+        first, last_error = streak[0][0], streak[-1][1]
+        detail = f"{call.name} failed {len(streak)} times in a row (log positions {first}–{position}); last error: {last_error}"
+        repair = Repair(id=uuid5(REPAIR_INDEX_ID, f"broken_tool/{call.name}/{first}"), kind="broken_tool", target=call.name,
+                        session_id=call.session_id, detail=detail, timestamp=now)
+        return self._record(repair, "manual_required", f"{detail}; a tool cannot be rebuilt by the runtime", now)
+
+
+def repair_row(repair: Repair) -> dict[str, Any]:
+    """`chronicle repairs --json`: one object per repair."""
+    last = repair.attempts[-1] if repair.attempts else {}
+    return {
+        "repair_id": str(repair.id), "kind": repair.kind, "target": repair.target,
+        "session_id": str(repair.session_id) if repair.session_id else None, "status": repair.status,
+        "result": last.get("result"), "detail": last.get("detail") or repair.detail, "attempts": repair.attempts,
+        "detected_at": repair.detected_at.isoformat(),
+    }

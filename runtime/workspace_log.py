@@ -1,0 +1,54 @@
+"""MoveToWorkspace compaction: the compacted turns go to a dated log file the agent can read back.
+
+Instead of a model-written summary (a call that can fail and costs money) or dropping the
+turns, `compact --strategy workspace` appends them as plain markdown to
+`memory/YYYY-MM-DD.md` in the workspace and leaves the model a one-line pointer to that file.
+The log keeps the turns whole either way; this only decides what the model reads. The file
+is written before the `Compacted` event is recorded: a crash between the two leaves the
+turns in context and, on the next attempt, written twice — never lost.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from chronicle.domain.context import build_context
+
+LOG_DIR = "memory"
+
+
+def render_turns(turns: list[Any]) -> str:
+    """The turns as a person would read them: input, the agent's text, each tool call and its result, shortened."""
+    lines: list[str] = []
+    for turn in turns:
+        lines.append(f"### Turn {turn.number} ({turn.status})")
+        for message in build_context([turn]):
+            for block in message.content:
+                kind = getattr(block, "type", "")
+                if kind == "text" and block.text.strip():
+                    lines.append(f"**{message.role}:** {block.text.strip()}")
+                elif kind == "tool_use":
+                    lines.append(f"- tool `{block.name}` {block.input}")
+                elif kind == "tool_result":
+                    content = block.content if isinstance(block.content, str) else str(block.content)
+                    lines.append(f"  → {'error: ' if block.is_error else ''}{content[:500]}")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def move_to_workspace(workspace: Path, session_id: Any, turns: list[Any], now: datetime) -> str:
+    """Append the turns to today's log; return the workspace-relative path written."""
+    relative = f"{LOG_DIR}/{now.date().isoformat()}.md"
+    path = workspace / relative
+    path.parent.mkdir(parents=True, exist_ok=True)
+    header = f"## Session {session_id}: {len(turns)} turn(s) moved here at {now.isoformat(timespec='seconds')}\n\n"
+    with path.open("a", encoding="utf-8") as handle:
+        handle.write(header + render_turns(turns) + "\n")
+    return relative
+
+
+def pointer(relative: str, count: int) -> str:
+    return (f"{count} earlier turn(s) of this conversation were moved to the workspace file {relative}; "
+            "read it with read_file if you need them.")

@@ -1,0 +1,101 @@
+"""Guardrails through the real CLI: checks from chronicle.toml on the input, tool results and the final
+answer; modify, reject, and a broken check under fail = open and fail = closed, each a recorded event."""
+
+from __future__ import annotations
+
+from tests.helpers import cli, json_lines, response, text, tool_use, write_script
+
+CHECKS = '''
+from chronicle.runtime.guardrails import Rejected
+
+
+def redact(text, where):
+    return text.replace("hello world", "[redacted]") if "hello world" in text else None
+
+
+def no_passwords(text, where):
+    if "password" in text.lower():
+        raise Rejected("mentions a password")
+
+
+def broken(text, where):
+    raise RuntimeError("the check has a bug")
+'''
+
+CONFIG = '''
+[guardrails.redact]
+check = "checks:redact"
+on = ["tool_result"]
+
+[guardrails.no_passwords]
+check = "checks:no_passwords"
+on = ["inbound", "final"]
+
+[guardrails.flaky]
+check = "checks:broken"
+on = ["tool_result"]
+fail = "{fail}"
+'''
+
+
+def setup(workspace, fail: str = "open") -> None:
+    (workspace / "checks.py").write_text(CHECKS, encoding="utf-8")
+    (workspace / "chronicle.toml").write_text(CONFIG.replace("{fail}", fail), encoding="utf-8")
+
+
+def run(workspace, tmp_path, db_url, prompt: str, main: list) -> tuple[int, list[dict]]:
+    script = write_script(tmp_path / "s.json", main)
+    result = cli("run", prompt, "--provider", f"scripted:{script}", "--workspace", str(workspace), "--json", db=db_url)
+    return result.returncode, json_lines(result.stdout)
+
+
+def test_a_tool_result_is_redacted_before_it_is_recorded_and_a_failing_open_check_is_noted(db_url, workspace, tmp_path):
+    setup(workspace, fail="open")
+    code, events = run(workspace, tmp_path, db_url, "read it",
+                       [response(tool_use("t1", "read_file", path="hello.txt")), response(text("It is redacted."))])
+    assert code == 0
+    end = next(e for e in events if e["type"] == "tool_end")
+    assert "[redacted]" in end["output"] and "hello world" not in end["output"] and end["is_error"] is False
+    audit = json_lines(cli("audit", "--session", events[0]["session_id"], "--tool", "read_file", "--json", db=db_url).stdout)
+    effects = audit[-1]["detail"]["effects"]
+    assert {"guardrail": "redact", "action": "modified"} in effects
+    assert any(e.get("guardrail") == "flaky" and e.get("fail") == "open" for e in effects)
+    assert "hello world" not in cli("log", events[0]["session_id"], "--json", db=db_url).stdout
+
+
+def test_a_failing_closed_check_turns_the_tool_result_into_the_calls_failure(db_url, workspace, tmp_path):
+    setup(workspace, fail="closed")
+    code, events = run(workspace, tmp_path, db_url, "read it",
+                       [response(tool_use("t1", "read_file", path="hello.txt")), response(text("Could not read."))])
+    assert code == 0
+    end = next(e for e in events if e["type"] == "tool_end")
+    assert end["is_error"] is True
+    assert end["output"] == "guardrail flaky rejected the result of read_file: the check raised RuntimeError: the check has a bug"
+
+
+def test_a_rejected_final_answer_fails_the_turn_with_the_checks_message(db_url, workspace, tmp_path):
+    setup(workspace)
+    code, events = run(workspace, tmp_path, db_url, "what is it?", [response(text("The password is hunter2."))])
+    assert code == 1
+    end = next(e for e in events if e["type"] == "turn_end")
+    assert end["status"] == "failed"
+    assert end["reason"] == "guardrail no_passwords rejected the final answer: mentions a password"
+    audit = json_lines(cli("audit", "--session", events[0]["session_id"], "--errors", "--json", db=db_url).stdout)
+    assert audit[-1]["kind"] == "failure" and audit[-1]["detail"]["error"] == {"guardrail": "guardrail:no_passwords"}
+
+
+def test_a_rejected_input_stops_the_turn_before_the_model_is_asked(sqlite_url, workspace, tmp_path):
+    setup(workspace)
+    code, events = run(workspace, tmp_path, sqlite_url, "tell me the admin password", [response(text("never asked"))])
+    assert code == 4
+    end = next(e for e in events if e["type"] == "turn_end")
+    assert end["status"] == "stopped" and "rejected the input: mentions a password" in end["reason"]
+    assert not [e for e in events if e["type"] == "usage"], "no model call was made"
+
+
+def test_a_check_that_does_not_load_is_one_line_and_exit_2(sqlite_url, workspace, tmp_path):
+    (workspace / "chronicle.toml").write_text('[guardrails.x]\ncheck = "nowhere:thing"\n', encoding="utf-8")
+    script = write_script(tmp_path / "s.json", [response(text("hi"))])
+    result = cli("run", "hi", "--provider", f"scripted:{script}", "--workspace", str(workspace), db=sqlite_url)
+    assert result.returncode == 2
+    assert "guardrails.x: cannot load check 'nowhere:thing': No module named 'nowhere'" in result.stderr

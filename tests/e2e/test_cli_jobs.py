@@ -1,0 +1,40 @@
+"""Background jobs through the real CLI on both backends: submitted, run by a worker, listed with a status
+read from the session, cancelled before a worker starts them (never run), and recorded in audit."""
+
+from __future__ import annotations
+
+from tests.helpers import cli, json_lines, response, text, write_script
+
+
+def test_a_job_is_queued_then_run_by_a_worker_and_a_cancelled_one_is_never_started(db_url, workspace, tmp_path):
+    script = write_script(tmp_path / "s.json", [[response(text("Report written."))], [response(text("never"))]])
+    provider = f"scripted:{script}"
+    submitted = cli("jobs", "submit", "write the report", "--provider", provider, "--workspace", str(workspace), "--json", db=db_url)
+    assert submitted.returncode == 0, submitted.stderr
+    first = json_lines(submitted.stdout)[0]
+    assert first == {**first, "status": "queued", "prompt": "write the report", "origin": "cli", "turns": 0}
+    second = json_lines(cli("jobs", "submit", "another", "--provider", provider, "--workspace", str(workspace), "--json",
+                            db=db_url).stdout)[0]
+    cancelled = cli("jobs", "cancel", second["job_id"][:8], "--json", db=db_url)
+    assert cancelled.returncode == 0 and json_lines(cancelled.stdout)[0]["status"] == "cancelled"
+
+    worked = cli("worker", "--once", db=db_url)
+    assert worked.returncode == 0, worked.stderr
+    rows = {r["job_id"]: r for r in json_lines(cli("jobs", "--json", db=db_url).stdout)}
+    assert rows[first["job_id"]] == {**rows[first["job_id"]], "status": "completed", "final_text": "Report written.", "turns": 1}
+    assert rows[second["job_id"]] == {**rows[second["job_id"]], "status": "cancelled", "turns": 0, "reason": "cancelled by the user"}
+    status = cli("jobs", "status", first["job_id"], "--json", db=db_url)
+    assert json_lines(status.stdout)[0]["status"] == "completed"
+    audit = json_lines(cli("audit", "--session", second["job_id"], "--json", db=db_url).stdout)
+    assert [e["status"] for e in audit if e["kind"] == "job"] == ["submitted", "cancelled"]
+
+
+def test_a_session_that_is_not_a_job_is_an_error_and_a_bad_submission_records_nothing(sqlite_url, workspace, tmp_path):
+    script = write_script(tmp_path / "s.json", [response(text("hi"))])
+    run = cli("run", "hi", "--provider", f"scripted:{script}", "--workspace", str(workspace), "--json", db=sqlite_url)
+    sid = json_lines(run.stdout)[0]["session_id"]
+    missing = cli("jobs", "cancel", sid, db=sqlite_url)
+    assert missing.returncode == 1 and "is not a job" in missing.stderr
+    bad = cli("jobs", "submit", "x", "--provider", "scripted:/nowhere.json", "--workspace", str(workspace), db=sqlite_url)
+    assert bad.returncode == 2
+    assert cli("jobs", "--json", db=sqlite_url).stdout == ""

@@ -1,0 +1,77 @@
+"""The routine engine on both backends with a clock handed in: one firing per cron slot across engines,
+no replay of slots due before an engine started, event triggers, cooldown, and settling from the turn."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from datetime import UTC, datetime, timedelta
+
+from chronicle.domain.agent_spec import AgentSpec
+from chronicle.runtime.loop import AgentLoop, LoopOptions
+from chronicle.runtime.providers.scripted import ScriptedProvider
+from chronicle.runtime.routine_engine import RoutineEngine
+from chronicle.runtime.sessions import start_session
+from chronicle.runtime.store import ChronicleStore
+from chronicle.runtime.toolsets import toolbox_for
+from tests.helpers import response, text
+
+
+class Clock:
+    def __init__(self, at: datetime) -> None:
+        self.at = at
+
+    def now(self) -> datetime:
+        return self.at
+
+
+START = datetime(2026, 3, 2, 9, 0, 30, tzinfo=UTC)
+
+
+def engine(store, workspace, clock, holder: str, provider: str = "scripted:/nowhere.json") -> RoutineEngine:
+    spec = AgentSpec(name="main", provider=provider, model="scripted", workspace=str(workspace))
+    return RoutineEngine.for_workspace(store, workspace, spec, holder, clock)
+
+
+def test_two_engines_at_the_same_slot_fire_it_once_and_an_old_slot_is_not_replayed(db_url, workspace):
+    (workspace / "chronicle.toml").write_text('[routines.tick]\ntrigger = "cron:*/5 * * * *"\nprompt = "tick"\n', encoding="utf-8")
+    store = ChronicleStore(db_url)
+    clock = Clock(START + timedelta(minutes=3))  # the 09:00 slot is 3.5 minutes before this engine started
+    a, b = engine(store, workspace, clock, "a"), engine(store, workspace, clock, "b")
+    assert a.tick() == [] and b.tick() == []
+    clock.at = START + timedelta(minutes=4, seconds=40)  # 09:05:10: the 09:05 slot is due
+    fired = a.tick() + b.tick()
+    assert [(r.due, r.holder) for r in fired] == [("cron/2026-03-02T09:05:00+00:00", "a")]
+    assert [r.status for r in b.history("tick")] == ["fired"]
+    session = store.session(fired[0].session_id)
+    assert session.queue[0]["kind"] == "routine" and session.spec.name == "routine-tick"
+
+
+def test_a_failed_turn_fires_the_event_routine_once_and_its_run_settles_from_the_turn(db_url, workspace, tmp_path):
+    (workspace / "chronicle.toml").write_text(
+        '[routines.on_fail]\ntrigger = "event:Turn.Failed"\nprompt = "why?"\naction = "job"\ncooldown_s = 600\n', encoding="utf-8")
+    script = tmp_path / "s.json"
+    fatal = {"content": [], "stop_reason": "end_turn", "usage": {"input_tokens": 0, "output_tokens": 0},
+             "error": {"kind": "invalid_request_error", "message": "bad", "status": 400, "retryable": False}}
+    script.write_text(json.dumps({"agents": {"main": [fatal], "routine-on_fail": [response(text("it was bad"))]}}), encoding="utf-8")
+    store = ChronicleStore(db_url)
+    clock = Clock(START)
+    e = engine(store, workspace, clock, "w", provider=f"scripted:{script}")
+
+    def run_session(sid) -> None:
+        loop = AgentLoop(store, ScriptedProvider(script), toolbox_for(()), workspace, options=LoopOptions())
+        asyncio.run(loop.run_next(sid))
+
+    for _ in range(2):
+        session, _ = start_session(store, AgentSpec(name="main", model="scripted", workspace=str(workspace)), "fail")
+        run_session(session.id)
+    fired = e.tick()
+    assert [r.status for r in fired] == ["fired", "skipped"], "one run per failed turn; the second is held by the cooldown"
+    assert fired[0].due.startswith("event/") and "Turn.Failed" in store.session(fired[0].session_id).queue[0]["text"]
+    assert fired[1].reason == "cooldown: the last run was 0 s ago, cooldown_s is 600"
+    assert e.tick() == [], "events already seen do not fire again"
+
+    run_session(fired[0].session_id)
+    settled = e.settle()
+    assert [(r.status, r.summary) for r in settled] == [("completed", "it was bad")]
+    assert e.tick() == [], "the routine's own session finishing does not trigger it"
