@@ -28,6 +28,7 @@ class ScriptedResponse(BaseModel):
     model_config = ConfigDict(extra="forbid")
     content: list[ContentBlock] = Field(default_factory=list)
     stop_reason: str = "end_turn"
+    stop_details: dict[str, Any] | None = None
     usage: Usage = Field(default_factory=Usage)
     delay_s: float = 0.0
     error: ProviderError | None = None
@@ -72,6 +73,7 @@ class ScriptedProvider:
         return ModelResponse(
             content=scripted.content,
             stop_reason=scripted.stop_reason,  # type: ignore[arg-type]
+            stop_details=scripted.stop_details,
             usage=scripted.usage,
             model=request.model,
         )

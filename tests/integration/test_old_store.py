@@ -67,6 +67,17 @@ def test_v1_snapshots_load_through_the_aggregate_upcasters_to_the_state_events_g
     assert comparable(busy) == comparable(replay_without_snapshots(store, S5))
 
 
+def test_v1_responses_upcast_to_v2_with_stop_details_from_events_and_snapshots(old_url):
+    store = ChronicleStore(old_url)
+    with store.recorder.datastore.transaction(commit=False) as c:
+        c.execute("SELECT state FROM stored_events WHERE topic LIKE '%ModelResponded'")
+        assert all(b"stop_details" not in bytes(r[0]) for r in c.fetchall())
+    long_turn = store.session(S4).turns[0]
+    for turn in (store.turn(long_turn), replay_without_snapshots(store, long_turn)):
+        assert turn.steps and all("stop_details" in s["response"] and s["response"]["stop_details"] is None for s in turn.steps)
+        assert turn.last_response is not None and turn.last_response.stop_details is None
+
+
 def test_v1_retry_events_upcast_to_structured_errors(old_url):
     store = ChronicleStore(old_url)
     failed = store.turn(store.session(S3).turns[0])
