@@ -66,6 +66,8 @@ def report(outcome: TurnOutcome | None, as_json: bool) -> int:
         err_console.print(f"[red]stopped:[/] {reason} {see}")
     elif outcome.status != "completed":  # interrupted (store lost), conflict, or anything new: the reason says what to do
         err_console.print(f"[red]error:[/] {reason} (session {sid})")
+    elif outcome.reason and not as_json:  # completed, but not normally (an answer cut at max_tokens)
+        err_console.print(f"[yellow]warning:[/] {reason} (session {sid})")
     elif not as_json:
         err_console.print(f"[dim]session {sid}[/]")
     return outcome.exit_code

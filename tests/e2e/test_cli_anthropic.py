@@ -117,3 +117,25 @@ def test_cost_counts_a_web_search_response_with_all_of_its_usage(db_url, workspa
     started = datetime.fromisoformat(json_lines(cli("sessions", "--json", db=db_url).stdout)[0]["created_at"])
     assert own["usd"] == pytest.approx(price(answering, FULL_USAGE, at=started), rel=1e-6)
     assert own["usd"] > price(answering, {k: v for k, v in FULL_USAGE.items() if k != "server_tool_use"}, at=started)
+
+
+def test_an_answer_cut_at_max_tokens_exits_0_with_a_warning_line(sqlite_url, workspace, sse):
+    sse.script(reply([{"type": "text", "text": "The answer is long and"}], stop_reason="max_tokens"))
+    run = cli("run", "explain", "--workspace", str(workspace), db=sqlite_url, env=env_for(sse))
+    assert run.returncode == 0
+    assert "The answer is long and" in run.stdout
+    assert "warning:" in run.stderr and "cut at max_tokens" in run.stderr
+
+
+def test_a_refusal_exits_1_saying_so_and_the_next_turn_does_not_send_it(sqlite_url, workspace, sse):
+    from tests.sse_server import refusal
+
+    sse.script(refusal(""), reply([{"type": "text", "text": "Hi."}]))
+    first = cli("run", "bad request", "--workspace", str(workspace), "--json", db=sqlite_url, env=env_for(sse))
+    assert first.returncode == 1
+    end = json_lines(first.stdout)[-1]
+    assert end["status"] == "failed" and "refused" in end["reason"]
+    session_id = end["session_id"]
+    second = cli("run", "hello", "--session", session_id, "--workspace", str(workspace), db=sqlite_url, env=env_for(sse))
+    assert second.returncode == 0, second.stderr
+    assert [m["content"][0]["text"] for m in sse.requests[1].body["messages"]] == ["hello"]
