@@ -74,7 +74,7 @@ def as_usage(raw: dict[str, Any]) -> Usage:
     try:
         return Usage.model_validate(raw)
     except ValueError:
-        return Usage(**{k: v for k, v in raw.items() if k in TOKEN_FIELDS and isinstance(v, int)})
+        return Usage.model_validate({k: v for k, v in raw.items() if k in TOKEN_FIELDS and isinstance(v, int)})
 
 
 def _warn_once(message: str) -> None:

@@ -133,7 +133,7 @@ def wire_messages(messages: list[Message]) -> list[dict[str, Any]]:
 
     Empty text blocks are left out (the API rejects them), and so is a message left with nothing.
     """
-    wire = [
+    wire: list[dict[str, Any]] = [
         {"role": m.role, "content": dump_blocks(blocks)} for m in messages if (blocks := sendable(m.content))
     ]
     if wire and wire[-1]["content"]:

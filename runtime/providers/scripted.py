@@ -15,7 +15,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from chronicle.domain.content import ContentBlock, ModelResponse, ProviderError, TextBlock, Usage
+from chronicle.domain.content import ContentBlock, ModelResponse, ProviderError, TextBlock, ThinkingBlock, ToolUseBlock, Usage
 
 from .base import DeltaSink, ModelRequest
 
@@ -64,11 +64,11 @@ class ScriptedProvider:
             return ModelResponse(stop_reason="error", error=scripted.error, model=request.model)
         for index, block in enumerate(scripted.content):
             await on_delta({"type": "block_start", "index": index, "block": block.model_dump(mode="json")})
-            if block.type == "text":
+            if isinstance(block, TextBlock):
                 await on_delta({"type": "text", "index": index, "text": block.text})
-            elif block.type == "thinking":
+            elif isinstance(block, ThinkingBlock):
                 await on_delta({"type": "thinking", "index": index, "thinking": block.thinking})
-            elif block.type == "tool_use":
+            elif isinstance(block, ToolUseBlock):
                 await on_delta({"type": "input_json", "index": index, "partial_json": json.dumps(block.input)})
         return ModelResponse(
             content=scripted.content,
