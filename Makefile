@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev,otel]'
+	$(BIN)/pip install --quiet -e '.[dev,otel,server]'
 	touch $(STAMP)
 
 demo: $(STAMP)
@@ -25,7 +25,7 @@ test: $(STAMP)
 # Benchmarks against LangGraph (ops/bench/, writes ops/bench/RESULTS.md); never part of `make test`.
 BENCH_STAMP := $(VENV)/.bench-installed
 $(BENCH_STAMP): $(STAMP)
-	$(BIN)/pip install --quiet -e '.[dev,otel,bench]'
+	$(BIN)/pip install --quiet -e '.[dev,otel,server,bench]'
 	touch $(BENCH_STAMP)
 
 bench: $(BENCH_STAMP)

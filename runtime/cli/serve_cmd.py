@@ -1,0 +1,55 @@
+"""`chronicle serve`: the agent service and audit viewer over HTTP (needs the `server` extra)."""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from .common import DbOption, cli_errors, err_console, fail
+
+LOOPBACK_NAMES = {"localhost", "localhost.localdomain", "ip6-localhost"}
+
+
+def is_loopback(host: str) -> bool:
+    if host in LOOPBACK_NAMES:
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def serve(
+    host: Annotated[str, typer.Option("--host", help="Address to bind; anything but loopback needs CHRONICLE_SERVER_TOKEN")] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", min=0, max=65535, help="TCP port (0: any free one)")] = 8765,
+    db: DbOption = None,
+    workspace: Annotated[Optional[Path], typer.Option("--workspace", help="Default workspace of sessions started over HTTP",
+                                                      show_default=False)] = None,
+    agents: Annotated[Optional[Path], typer.Option("--agents", help="Agent registry (chronicle.toml)", show_default=False)] = None,
+    no_worker: Annotated[bool, typer.Option("--no-worker", help="Record inputs only; leave running them to `chronicle worker`")] = False,
+) -> None:
+    """Serve the agent over HTTP: JSON routes mirroring the CLI, live events as Server-Sent Events, OpenAPI at /docs.
+
+    Binds to loopback unless --host says otherwise; any other address requires CHRONICLE_SERVER_TOKEN, sent by clients as
+    `Authorization: Bearer TOKEN` on every route but /healthz.
+    """
+    with cli_errors():
+        token = os.environ.get("CHRONICLE_SERVER_TOKEN") or None
+        if not is_loopback(host) and not token:
+            fail(f"refusing to serve on {host} without a token: set CHRONICLE_SERVER_TOKEN (clients send it as "
+                 "Authorization: Bearer TOKEN), or bind to 127.0.0.1", 2)
+        try:
+            import uvicorn
+
+            from chronicle.runtime.server.api import ServerConfig, create_app
+        except ImportError as exc:
+            fail(f"the server needs its extra: pip install 'chronicle-agent[server]' ({exc})", 2)
+        app = create_app(ServerConfig(db=db, workspace=workspace.resolve() if workspace else None, agents=agents, token=token,
+                                      run_worker=not no_worker))
+        err_console.print(f"chronicle: serving on http://{host}:{port}/ (API docs at /docs){' with a token' if token else ''}",
+                          soft_wrap=True)
+        uvicorn.run(app, host=host, port=port, log_level="warning")

@@ -1,0 +1,304 @@
+"""The agent service over HTTP: every route is one call of the public API (`chronicle.Chronicle`).
+
+The server adds no use case of its own. Inputs are recorded before the answer (201/202), and the
+server's own worker loop runs them, as would any `chronicle worker` on the same database. The
+event stream of a session is derived from the log (runtime/live_from_log.py), so it is the same
+whichever process ran the turn, and a client that reconnects with `Last-Event-ID` misses nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import json
+import logging
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, AsyncIterator, Callable
+from uuid import UUID
+
+from fastapi import Depends, FastAPI, Header, HTTPException, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, StreamingResponse
+from pydantic import BaseModel, ConfigDict, Field
+
+from chronicle.client import Chronicle
+from chronicle.errors import ChronicleError
+from chronicle.runtime.app import queries
+from chronicle.runtime.app.resume import submit
+from chronicle.runtime.app.worker import Overrides, Worker, WorkerOptions
+from chronicle.runtime.live_from_log import LiveFromLog
+from chronicle.runtime.loop import LoopOptions
+
+log = logging.getLogger("chronicle.server")
+
+#: Seconds between looks at the log while a stream waits for the next event.
+STREAM_POLL_S = 0.2
+
+
+@dataclass
+class ServerConfig:
+    db: str | None = None
+    workspace: Path | None = None
+    agents: Path | None = None
+    token: str | None = None
+    run_worker: bool = True
+    worker_concurrency: int = 4
+    auto_approve: bool = False
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+# -- request bodies (unknown fields refused, so a typo is a 422 naming it) ----------------------
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class NewSession(_Body):
+    prompt: str = Field(min_length=1)
+    provider: str | None = None
+    model: str | None = None
+    workspace: str | None = None
+    agent: str | None = None
+
+
+class NewInput(_Body):
+    prompt: str = Field(min_length=1)
+
+
+class ApproveBody(_Body):
+    tool_call: str | None = None
+    always: bool = False
+
+
+class DenyBody(_Body):
+    tool_call: str | None = None
+    reason: str | None = None
+
+
+class SteerBody(_Body):
+    message: str = Field(min_length=1)
+    wait_batch: bool = False
+
+
+class CancelBody(_Body):
+    wait: float = Field(default=10.0, ge=0, le=300)
+
+
+class UndoBody(_Body):
+    turns: int = Field(default=1, ge=1)
+    files: bool = False
+    workspace: str | None = None
+
+
+class ForkBody(_Body):
+    at: int | None = Field(default=None, ge=1)
+
+
+class CompactBody(_Body):
+    keep: int | None = Field(default=None, ge=0)
+    strategy: str = Field(default="summary", pattern="^(summary|truncate)$")
+
+
+def create_app(config: ServerConfig) -> FastAPI:
+    chronicle = Chronicle(config.db)
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        task = None
+        worker = None
+        if config.run_worker:
+            overrides = Overrides(workspace=config.workspace, options=LoopOptions(auto_approve=config.auto_approve))
+            worker = Worker(chronicle.store, overrides, WorkerOptions(concurrency=config.worker_concurrency, poll_s=0.2),
+                            log=log.info, name=None)
+            task = asyncio.ensure_future(worker.run())
+        try:
+            yield
+        finally:
+            if worker is not None and task is not None:
+                worker.drain()
+                try:
+                    await asyncio.wait_for(task, timeout=30)
+                except (asyncio.TimeoutError, Exception):  # noqa: BLE001 - shutting down either way
+                    task.cancel()
+            chronicle.close()
+
+    app = FastAPI(title="Chronicle", version="1", lifespan=lifespan,
+                  description="An event-sourced agent runtime: every decision is an event you can audit, undo, replay and resume.")
+    app.state.chronicle = chronicle
+    app.state.config = config
+
+    def authorised(authorization: str | None = Header(default=None)) -> None:
+        if not config.token:
+            return
+        scheme, _, given = (authorization or "").partition(" ")
+        if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode(), config.token.encode()):
+            raise HTTPException(status_code=401, detail="missing or wrong token: send Authorization: Bearer TOKEN",
+                                headers={"WWW-Authenticate": "Bearer"})
+
+    @app.exception_handler(ChronicleError)
+    async def _chronicle_error(_: Request, exc: ChronicleError) -> JSONResponse:
+        status = {2: 400, 3: 409}.get(exc.code, 409)
+        if "no session" in str(exc) or "matches no" in str(exc) or "names no session" in str(exc):
+            status = 404
+        return JSONResponse({"error": str(exc), "code": exc.code}, status_code=status)
+
+    @app.exception_handler(RequestValidationError)
+    async def _bad_request(_: Request, exc: RequestValidationError) -> JSONResponse:
+        problems = [{"field": ".".join(str(p) for p in e["loc"] if p != "body"), "error": e["msg"]} for e in exc.errors()]
+        first = problems[0] if problems else {"field": "", "error": "invalid request"}
+        return JSONResponse({"error": f"{first['field']}: {first['error']}", "problems": problems}, status_code=422)
+
+    guarded = [Depends(authorised)]
+
+    @app.get("/healthz")
+    def healthz() -> dict[str, str]:
+        return {"status": "ok"}
+
+    @app.get("/sessions", dependencies=guarded)
+    def list_sessions() -> list[dict[str, Any]]:
+        return chronicle.sessions()
+
+    @app.post("/sessions", status_code=201, dependencies=guarded)
+    def create_session(body: NewSession) -> dict[str, str]:
+        if body.agent not in (None, "main"):
+            raise HTTPException(status_code=400, detail=f"agent: unknown agent {body.agent!r}; sessions start the main agent")
+        workspace = Path(body.workspace) if body.workspace else config.workspace
+        with _errors():
+            done = submit(chronicle.store, body.prompt, provider=body.provider, model=body.model, workspace=workspace,
+                          agents=config.agents)
+        return {"session_id": str(done.session_id), "input_id": done.input_id}
+
+    @app.post("/sessions/{session_id}/inputs", status_code=202, dependencies=guarded)
+    def add_input(session_id: str, body: NewInput) -> dict[str, str]:
+        with _errors():
+            done = submit(chronicle.store, body.prompt, session=session_id)
+        return {"session_id": str(done.session_id), "input_id": done.input_id}
+
+    @app.get("/sessions/{session_id}/history", dependencies=guarded)
+    def history(session_id: str, at: int | None = None, version: int | None = None) -> list[dict[str, Any]]:
+        return chronicle.history(session_id, at=at, version=version)
+
+    @app.get("/sessions/{session_id}/log", dependencies=guarded)
+    def session_log(session_id: str, tree: bool = False) -> list[dict[str, Any]]:
+        return chronicle.log(session_id, tree=tree)
+
+    @app.get("/sessions/{session_id}/audit", dependencies=guarded)
+    def audit(session_id: str, tool: str | None = None, errors: bool = False, limit: int | None = None) -> list[dict[str, Any]]:
+        return chronicle.audit(session=session_id, tool=tool, errors=errors, limit=limit)
+
+    @app.get("/sessions/{session_id}/cost", dependencies=guarded)
+    def cost(session_id: str, by: str | None = None) -> list[dict[str, Any]]:
+        return chronicle.cost(session_id, by=by)
+
+    @app.post("/sessions/{session_id}/approve", dependencies=guarded)
+    def approve(session_id: str, body: ApproveBody | None = None) -> list[dict[str, Any]]:
+        body = body or ApproveBody()
+        return chronicle.approve(session_id, tool_call=body.tool_call, always=body.always)
+
+    @app.post("/sessions/{session_id}/deny", dependencies=guarded)
+    def deny(session_id: str, body: DenyBody | None = None) -> list[dict[str, Any]]:
+        body = body or DenyBody()
+        return chronicle.deny(session_id, reason=body.reason, tool_call=body.tool_call)
+
+    @app.post("/sessions/{session_id}/steer", dependencies=guarded)
+    def steer(session_id: str, body: SteerBody) -> dict[str, Any]:
+        return chronicle.steer(session_id, body.message, wait_batch=body.wait_batch)
+
+    @app.post("/sessions/{session_id}/cancel", dependencies=guarded)
+    def cancel(session_id: str, body: CancelBody | None = None) -> dict[str, Any]:
+        return chronicle.cancel(session_id, wait_s=(body or CancelBody()).wait)
+
+    @app.post("/sessions/{session_id}/undo", dependencies=guarded)
+    def undo(session_id: str, body: UndoBody | None = None) -> dict[str, Any]:
+        body = body or UndoBody()
+        return chronicle.undo(session_id, turns=body.turns, files=body.files)
+
+    @app.post("/sessions/{session_id}/redo", dependencies=guarded)
+    def redo(session_id: str) -> dict[str, Any]:
+        return chronicle.redo(session_id)
+
+    @app.post("/sessions/{session_id}/fork", dependencies=guarded)
+    def fork(session_id: str, body: ForkBody | None = None) -> dict[str, Any]:
+        body = body or ForkBody()
+        with _errors():
+            parent = str(queries.session_id(chronicle.store, session_id))
+        return {"session_id": chronicle.fork(session_id, at=body.at), "forked_from": {"session_id": parent, "turn": body.at}}
+
+    @app.post("/sessions/{session_id}/compact", dependencies=guarded)
+    def compact(session_id: str, body: CompactBody | None = None) -> dict[str, Any]:
+        body = body or CompactBody()
+        return chronicle.compact(session_id, strategy=body.strategy, keep=body.keep)
+
+    @app.get("/sessions/{session_id}/events", dependencies=guarded)
+    async def events(session_id: str, request: Request, last_event_id: str | None = Header(default=None),
+                     after: int | None = None, follow: bool = True) -> StreamingResponse:
+        with _errors():
+            sid = queries.session_id(chronicle.store, session_id)
+        start = after if after is not None else _position(last_event_id)
+        stream = _event_stream(chronicle, str(sid), start, follow, request.is_disconnected)
+        return StreamingResponse(stream, media_type="text/event-stream",
+                                 headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+
+    app.state.extra_routes = []
+    return app
+
+
+def _position(last_event_id: str | None) -> int:
+    try:
+        return max(0, int(last_event_id)) if last_event_id else 0
+    except ValueError:
+        raise HTTPException(status_code=400, detail="Last-Event-ID: not a log position") from None
+
+
+class _errors:
+    """ChronicleError from a use case called outside the facade: the same JSON error as the facade's."""
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: Any, exc: Any, tb: Any) -> bool:
+        from chronicle.runtime.app.errors import AppError
+        from chronicle.runtime.store import NotFound
+
+        if isinstance(exc, AppError):
+            raise ChronicleError(str(exc), exc.code) from None
+        if isinstance(exc, NotFound):
+            raise ChronicleError(str(exc), 2) from None
+        return False
+
+
+async def _event_stream(chronicle: Chronicle, sid: str, after: int, follow: bool,
+                        disconnected: Callable[[], Any]) -> AsyncIterator[bytes]:
+    """SSE of the session's live events after log position `after`; ends after an `agent_end`
+    when nothing more is queued or running, or at once (after the past) when `follow` is off."""
+    session = chronicle.store.session(UUID(sid))
+    spec = session.spec
+    derive = LiveFromLog(sid, spec.name, spec.depth, str(session.parent_session_id) if session.parent_session_id else None,
+                         str(session.parent_tool_call_id) if session.parent_tool_call_id else None)
+    seen_head = -1
+    fed = 0
+    ended_at = 0
+    while True:
+        head = chronicle.store.max_position()
+        if head != seen_head:
+            seen_head = head
+            entries = queries.log(chronicle.store, sid)
+            for item in derive.feed(entries[fed:]):
+                if item.position <= after:
+                    continue
+                yield f"id: {item.position}\ndata: {json.dumps(item.json_line(), ensure_ascii=False)}\n\n".encode()
+                if item.event.type == "agent_end":
+                    ended_at = item.position
+            fed = len(entries)
+            after = max(after, entries[-1]["position"] if entries else after)
+        if not follow:
+            return
+        current = chronicle.store.session(UUID(sid), copy=False)
+        if ended_at and current.active_turn_id is None and not current.queue:
+            return
+        if await disconnected():
+            return
+        await asyncio.sleep(STREAM_POLL_S)

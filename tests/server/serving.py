@@ -1,0 +1,69 @@
+"""A real `chronicle serve` process on a loopback port, and an SSE reader for tests."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Iterator
+
+import httpx
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextmanager
+def serving(db: str, workspace: Path, token: str | None = None, extra: tuple[str, ...] = ()) -> Iterator[str]:
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if k not in ("ANTHROPIC_API_KEY", "CHRONICLE_DB", "CHRONICLE_SERVER_TOKEN")}
+    env["CHRONICLE_DB"] = db
+    if token:
+        env["CHRONICLE_SERVER_TOKEN"] = token
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "chronicle.runtime.cli", "serve", "--port", str(port), "--workspace", str(workspace), *extra],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                if httpx.get(f"{base}/healthz", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"server did not start: {proc.stderr.read() if proc.stderr else ''}")
+            time.sleep(0.1)
+        yield base
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+def sse(base: str, path: str, headers: dict[str, str] | None = None, timeout: float = 60) -> list[tuple[int | None, dict[str, Any]]]:
+    """Read a whole SSE response: (id, data) per message, in order."""
+    messages: list[tuple[int | None, dict[str, Any]]] = []
+    event_id: int | None = None
+    with httpx.stream("GET", base + path, headers=headers or {}, timeout=timeout) as response:
+        assert response.status_code == 200, response.read()
+        for line in response.iter_lines():
+            if line.startswith("id:"):
+                event_id = int(line[3:].strip())
+            elif line.startswith("data:"):
+                messages.append((event_id, json.loads(line[5:].strip())))
+            elif line == "":
+                event_id = None
+    return messages

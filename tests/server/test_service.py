@@ -1,0 +1,99 @@
+"""The HTTP service, driven as a client would: a real server process, real HTTP, both backends."""
+
+from __future__ import annotations
+
+import time
+
+import httpx
+
+from tests.helpers import cli, json_lines, response, text, tool_use, write_script
+from tests.server.serving import serving, sse
+
+
+def _wait_for(predicate, timeout: float = 60):  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = predicate()
+        if found:
+            return found
+        time.sleep(0.1)
+    raise AssertionError("timed out")
+
+
+def test_a_run_started_over_http_streams_its_events_and_a_reconnect_misses_nothing(db_url, workspace, tmp_path):
+    script = write_script(tmp_path / "s.json", [
+        response(text("Reading."), tool_use("tu_1", "read_file", path="hello.txt")),
+        response(text("It says hello.")),
+    ])
+    with serving(db_url, workspace) as base:
+        created = httpx.post(f"{base}/sessions", json={"prompt": "what is in hello.txt?", "provider": f"scripted:{script}"})
+        assert created.status_code == 201, created.text
+        sid = created.json()["session_id"]
+        assert set(created.json()) == {"session_id", "input_id"}
+
+        events = sse(base, f"/sessions/{sid}/events")
+        types = [e["type"] for _, e in events]
+        assert types[0] == "agent_start" and types[-1] == "agent_end" and events[-1][1]["status"] == "completed"
+        assert "tool_start" in types and "tool_end" in types and "turn_end" in types
+        assert all(i is not None for i, _ in events)
+        ids = [i for i, _ in events]
+        assert ids == sorted(ids)
+
+        cut = ids[len(ids) // 2]
+        again = sse(base, f"/sessions/{sid}/events", headers={"Last-Event-ID": str(cut)})
+        assert again == [(i, e) for i, e in events if i is not None and i > cut]
+
+        history = httpx.get(f"{base}/sessions/{sid}/history").json()
+        assert history == json_lines(cli("history", sid, "--json", db=db_url).stdout)
+        listed = httpx.get(f"{base}/sessions").json()
+        assert [s["session_id"] for s in listed] == [sid] and listed[0]["status"] == "idle"
+        assert httpx.get(f"{base}/sessions/{sid}/cost").json()[0]["scope"] == "self"
+        assert any(row["kind"] == "tool_call" for row in httpx.get(f"{base}/sessions/{sid}/audit").json())
+
+        queued = httpx.post(f"{base}/sessions/{sid}/inputs", json={"prompt": "and again?"})
+        assert queued.status_code == 202 and queued.json()["session_id"] == sid
+
+
+def test_approval_fork_and_bad_requests_over_http(db_url, workspace, tmp_path):
+    script = write_script(tmp_path / "s.json", [
+        response(tool_use("tu_b", "bash", command="echo approved > out.txt")),
+        response(text("Done.")),
+    ])
+    with serving(db_url, workspace) as base:
+        sid = httpx.post(f"{base}/sessions", json={"prompt": "run it", "provider": f"scripted:{script}"}).json()["session_id"]
+        _wait_for(lambda: httpx.get(f"{base}/sessions").json()[0]["status"] == "awaiting_approval"
+                  or any(e["event"] == "ApprovalRequested" for e in httpx.get(f"{base}/sessions/{sid}/log").json()))
+        approved = httpx.post(f"{base}/sessions/{sid}/approve", json={})
+        assert approved.status_code == 200, approved.text
+        assert [(r["name"], r["status"]) for r in approved.json()] == [("bash", "approved")]
+        events = sse(base, f"/sessions/{sid}/events")
+        assert events[-1][1]["type"] == "agent_end" and events[-1][1]["status"] == "completed"
+        assert (workspace / "out.txt").read_text().strip() == "approved"
+
+        forked = httpx.post(f"{base}/sessions/{sid}/fork", json={"at": 1})
+        assert forked.status_code == 200, forked.text
+        new_id = forked.json()["session_id"]
+        assert httpx.get(f"{base}/sessions/{new_id}/history").json() == httpx.get(f"{base}/sessions/{sid}/history?at=1").json()
+
+        bad = httpx.post(f"{base}/sessions", json={"prompt": "", "provider": "scripted:/nope.json"})
+        assert bad.status_code == 422 and "prompt" in bad.json()["error"]
+        typo = httpx.post(f"{base}/sessions", json={"promt": "hi"})
+        assert typo.status_code == 422 and "promt" in typo.text
+        missing = httpx.post(f"{base}/sessions", json={"prompt": "hi", "provider": "scripted:/nope.json"})
+        assert missing.status_code == 400 and "error" in missing.json()
+        assert httpx.get(f"{base}/sessions/ffffffff/history").status_code == 404
+        assert len(httpx.get(f"{base}/sessions").json()) == 2, "a refused request records nothing"
+
+
+def test_a_token_guards_every_route_but_healthz(db_url, workspace):
+    with serving(db_url, workspace, token="s3cret-token") as base:
+        assert httpx.get(f"{base}/healthz").status_code == 200
+        assert httpx.get(f"{base}/sessions").status_code == 401
+        assert httpx.get(f"{base}/sessions", headers={"Authorization": "Bearer wrong"}).status_code == 401
+        assert httpx.get(f"{base}/sessions", headers={"Authorization": "Bearer s3cret-token"}).status_code == 200
+    assert "s3cret" not in "".join(cli("log", "x", db=db_url).stderr)
+
+
+def test_serving_a_public_address_without_a_token_is_refused(tmp_path):
+    refused = cli("serve", "--host", "0.0.0.0", "--port", "0", db=f"sqlite:///{tmp_path / 'c.db'}")
+    assert refused.returncode == 2 and "CHRONICLE_SERVER_TOKEN" in refused.stderr
