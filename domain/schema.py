@@ -21,14 +21,14 @@ AGGREGATES = (Session, Turn, ToolCall, SessionLease, Attachment)
 AGGREGATE_VERSIONS = {"Session": 3, "Turn": 3, "ToolCall": 1, "SessionLease": 1, "Attachment": 1}
 EVENT_VERSIONS = {
     "Session.Created": 1, "Session.Started": 2, "Session.InputQueued": 1, "Session.TurnStarted": 1,
-    "Session.TurnEnded": 1, "Session.TurnsUndone": 1, "Session.TurnsRedone": 1, "Session.TitleSet": 1,
-    "Session.TitleFailed": 1, "Session.ToolAlwaysAllowed": 1, "Session.SteeringQueued": 1,
-    "Session.SteeringDelivered": 1, "Session.SteeringRequeued": 1, "Session.CancelRequested": 1,
+    "Session.TurnEnded": 1, "Session.TurnsUndone": 2, "Session.TurnsRedone": 2, "Session.TitleSet": 1,
+    "Session.TitleFailed": 1, "Session.ToolAlwaysAllowed": 1, "Session.SteeringQueued": 2,
+    "Session.SteeringDelivered": 1, "Session.SteeringRequeued": 1, "Session.CancelRequested": 2,
     "Session.Compacted": 1, "Session.CompactionFailed": 1, "Session.FilesRestored": 1, "Session.InputWithAttachmentsQueued": 1,
-    "Turn.Created": 1, "Turn.Started": 1, "Turn.ApprovalRequested": 1, "Turn.Resumed": 1, "Turn.Completed": 1,
-    "Turn.Failed": 1, "Turn.Cancelled": 1, "Turn.Stopped": 1, "Turn.Interrupted": 1, "Turn.ModelResponded": 2,
+    "Turn.Created": 1, "Turn.Started": 1, "Turn.ApprovalRequested": 1, "Turn.Resumed": 2, "Turn.Completed": 1,
+    "Turn.Failed": 1, "Turn.Cancelled": 2, "Turn.Stopped": 1, "Turn.Interrupted": 1, "Turn.ModelResponded": 2,
     "Turn.ModelCallRetried": 2, "Turn.ToolResultsRecorded": 1, "Turn.AttachmentsReferenced": 1,
-    "ToolCall.Created": 1, "ToolCall.Requested": 1, "ToolCall.ApprovalRequested": 1, "ToolCall.Approved": 1, "ToolCall.Denied": 1,
+    "ToolCall.Created": 1, "ToolCall.Requested": 1, "ToolCall.ApprovalRequested": 1, "ToolCall.Approved": 2, "ToolCall.Denied": 2,
     "ToolCall.Started": 1, "ToolCall.Completed": 1, "ToolCall.Failed": 1, "ToolCall.Skipped": 1,
     "ToolCall.Cancelled": 1, "ToolCall.Interrupted": 1,
     "SessionLease.Created": 1, "SessionLease.Acquired": 1, "SessionLease.Renewed": 1, "SessionLease.Released": 1,
@@ -49,7 +49,17 @@ def declare_versions() -> None:
     for aggregate in AGGREGATES:
         for qualname, cls in event_classes(aggregate).items():
             if "class_version" not in vars(cls):
-                cls.class_version = EVENT_VERSIONS.get(qualname, 1)  # type: ignore[attr-defined]
+                cls.class_version = declared_version(cls) or EVENT_VERSIONS.get(qualname, 1)  # type: ignore[attr-defined]
+
+
+def declared_version(cls: type) -> int | None:
+    """The version an event class states in its own body. `@event(Cls)` replaces `Cls` with a
+    subclass of the same name that the mapper resolves by topic; without this, that subclass
+    would get the table's value and silently skip the upcasters the class itself declares."""
+    for base in cls.__mro__[1:]:
+        if base.__qualname__ == cls.__qualname__ and "class_version" in vars(base):
+            return int(vars(base)["class_version"])
+    return None
 
 
 declare_versions()

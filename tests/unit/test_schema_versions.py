@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from chronicle.domain.schema import AGGREGATE_VERSIONS, AGGREGATES, EVENT_VERSIONS, event_classes
+from chronicle.domain.schema import AGGREGATE_VERSIONS, AGGREGATES, EVENT_VERSIONS, declared_version, event_classes
 from chronicle.domain.turn import Turn, error_from_reason
 
 
@@ -31,3 +31,12 @@ def test_a_v1_turn_snapshot_gains_structured_errors_for_its_retries():
 
 def test_a_reason_without_a_kind_becomes_a_generic_error():
     assert error_from_reason("boom")["kind"] == "error" and error_from_reason("boom")["message"] == "boom"
+
+
+def test_the_version_a_class_declares_in_its_body_is_the_one_the_mapper_sees():
+    """`@event(Cls)` swaps in a subclass; the version written onto it must be the body's, or its upcasters never run."""
+    for aggregate in AGGREGATES:
+        for name, cls in event_classes(aggregate).items():
+            declared = declared_version(cls)
+            if declared is not None:
+                assert cls.class_version == declared == EVENT_VERSIONS[name], name
