@@ -19,6 +19,8 @@ EXPECTED = {
 def explain(exc: ValidationError, where: str, names: dict[str, str] | None = None, allowed: list[str] | None = None) -> str:
     """One line for the first problem: the setting, what it must be, what it was."""
     first = exc.errors()[0]
+    if first["type"] == "value_error":  # a check that words its own message (runtime/providers/env_settings.py)
+        return str((first.get("ctx") or {}).get("error") or first["msg"].removeprefix("Value error, "))
     key = ".".join(str(p) for p in first["loc"])
     template = EXPECTED.get(first["type"])
     expected = template.format(**(first.get("ctx") or {})) if template else first["msg"]

@@ -48,8 +48,9 @@ def test_recorded_limits_are_only_tightened_by_the_file_and_widened_by_flags(tmp
 
 
 @pytest.mark.parametrize("name,value,named", [
-    ("CHRONICLE_HTTP_TIMEOUT_S", "abc", "CHRONICLE_HTTP_TIMEOUT_S: expected a number, got 'abc'"),
-    ("CHRONICLE_THINKING_TOKENS", "500", "CHRONICLE_THINKING_TOKENS: expected a number ≥ 1024"),
+    ("CHRONICLE_HTTP_TIMEOUT_S", "abc", "CHRONICLE_HTTP_TIMEOUT_S='abc': expected a number of seconds above 0"),
+    ("CHRONICLE_THINKING_TOKENS", "500", "CHRONICLE_THINKING_TOKENS='500': expected a whole number of tokens from 1024"),
+    ("ANTHROPIC_BASE_URL", "notaurl", "ANTHROPIC_BASE_URL='notaurl': expected an http:// or https:// URL"),
     ("CHRONICLE_MAX_TOKENS", "0", "CHRONICLE_MAX_TOKENS: expected a number ≥ 1"),
     ("CHRONICLE_RETRY_CAP_S", "inf", "CHRONICLE_RETRY_CAP_S: expected a finite number"),
 ])
