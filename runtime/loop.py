@@ -15,14 +15,14 @@ from uuid import UUID
 
 from eventsourcing.persistence import IntegrityError, PersistenceError
 
+from chronicle.domain.agent_spec import AgentSpec
 from chronicle.domain.content import Message
 from chronicle.domain.errors import DomainError
-from chronicle.domain.ids import tool_call_id, turn_id as make_turn_id
+from chronicle.domain.ids import tool_call_id
+from chronicle.domain.ids import turn_id as make_turn_id
 from chronicle.domain.session import Session
 from chronicle.domain.tool_call import ToolCall
 from chronicle.domain.turn import Turn
-
-from chronicle.domain.agent_spec import AgentSpec
 
 from .actor import process_actor
 from .clock import SYSTEM_CLOCK, Clock

@@ -31,8 +31,8 @@ from ..settings import LimitFlags, Settings, SettingsError, load_settings
 from ..store import ChronicleStore
 from ..telemetry import live_tracing
 from ..titles import TitleHook
-from ..toolsets import agent_toolbox, toolbox_for
 from ..tools.base import Toolbox
+from ..toolsets import agent_toolbox, toolbox_for
 from .spend import ProjectionSpend
 
 

@@ -25,9 +25,9 @@ from chronicle.projections.sql import iso
 from chronicle.projections.summaries import summaries
 
 from ..agents.tree import TreeNode, walk
+from ..past_context import context_at, history_engine
 from ..read_models import caught_up
 from ..store import ChronicleStore
-from ..past_context import context_at, history_engine
 from ..timetravel import TimeTravelError, cut_at_turn, cut_at_version
 from .errors import AppError
 

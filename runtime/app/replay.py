@@ -26,8 +26,8 @@ from ..loop import LoopOptions
 from ..model_call import fingerprint
 from ..providers.base import DeltaSink, ModelRequest
 from ..store import ChronicleStore
+from ..tools.base import Tool, Toolbox, ToolContext, ToolError, ToolOutput
 from ..toolsets import resolve_tools
-from ..tools.base import Tool, ToolContext, ToolError, ToolOutput, Toolbox
 from .loops import assemble
 
 

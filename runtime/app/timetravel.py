@@ -19,7 +19,7 @@ from ..store import ChronicleStore
 from ..tools.imports import ToolLoadError
 from .errors import AppError
 from .queries import session_id
-from .replay import ReplayReport, Replayer
+from .replay import Replayer, ReplayReport
 
 
 @dataclass

@@ -22,8 +22,8 @@ from ..jobs import cancelled as job_cancelled
 from ..leases import DEFAULT_LEASE_S, held_elsewhere, holder_name, leased
 from ..live import Broker
 from ..loop import AgentLoop, LoopOptions, TurnOutcome
-from ..settings import LimitFlags
 from ..session_work import needs_work
+from ..settings import LimitFlags
 from ..store import ChronicleStore
 from ..work_index import WorkIndex
 from .loops import LoopSetupError, build_loop

@@ -14,6 +14,7 @@ from .common import DbOption, JsonOption, cli_errors, open_store, out_console, p
 from .render import short
 from .tables import Column, fit_table
 
+
 def audit(
     session: Annotated[Optional[str], typer.Option("--session", help="Only this session (id or unique prefix)")] = None,
     tool: Annotated[Optional[str], typer.Option("--tool", help="Only calls of this tool (and their approvals)")] = None,

@@ -22,8 +22,7 @@ def export(
     sign_with: Annotated[Optional[Path], typer.Option("--sign", help="Sign the manifest with this Ed25519 private key (PEM)")] = None,
     db: DbOption = None,
 ) -> None:
-    """Write a self-contained bundle of the session tree: its events in order with digests, a manifest with counts
-    and the head digest, and an Ed25519 signature with --sign."""
+    """Write a self-contained bundle of the session tree: its events in order with digests, a manifest with counts and the head digest, and an Ed25519 signature with --sign."""
     with cli_errors():
         key = None
         if sign_with is not None:

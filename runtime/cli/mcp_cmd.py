@@ -10,9 +10,9 @@ from rich.markup import escape
 from rich.table import Table
 
 from chronicle.runtime.agents.registry import RegistryError, find_registry
+from chronicle.runtime.app.specs import resolve_workspace
 from chronicle.runtime.tools.mcp_config import McpConfigError
 from chronicle.runtime.tools.mcp_hub import HUB
-from chronicle.runtime.app.specs import resolve_workspace
 from chronicle.runtime.tools.mcp_tools import list_server_tools
 
 from .common import JsonOption, WorkspaceOption, cli_errors, fail, out_console, print_json

@@ -12,7 +12,6 @@ from rich.markup import escape
 
 from chronicle.runtime.live import LIVE_EVENTS
 
-
 #: What a terminal would act on instead of showing: C0/C1 controls (ESC starts OSC 52 clipboard
 #: writes, hidden text, title changes; CR overwrites a line) and the bidi overrides that reorder it.
 CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")

@@ -81,7 +81,9 @@ def run(
     model: ModelOption = None,
     workspace: WorkspaceOption = None,
     max_iterations: Annotated[
-        Optional[int], typer.Option("--max-iterations", min=1, help="Model calls allowed in one turn (default: the agent's max_iterations, 20)", show_default=False)
+        Optional[int],
+        typer.Option("--max-iterations", min=1, show_default=False,
+                     help="Model calls allowed in one turn (default: the agent's max_iterations, 20)"),
     ] = None,
     agents: AgentsOption = None,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Approve tools that require approval (bash)")] = False,

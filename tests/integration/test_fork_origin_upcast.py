@@ -15,7 +15,6 @@ from chronicle.domain.agent_spec import AgentSpec
 from chronicle.domain.session import Session
 from chronicle.runtime.app import timetravel as app_timetravel
 from chronicle.runtime.store import ChronicleStore
-
 from tests.helpers import response, text
 
 from .loop_harness import Harness
