@@ -56,8 +56,7 @@ def import_(
     as_json: JsonOption = False,
     db: DbOption = None,
 ) -> None:
-    """Verify a bundle's chain and signature, then load it into this store (all or nothing), after which history,
-    replay, audit and cost work on it. A tampered or wrongly signed bundle exits 1 and records nothing."""
+    """Verify a bundle's chain and signature, then load it into this store (all or nothing), after which history, replay, audit and cost work on it. A tampered or wrongly signed bundle exits 1 and records nothing."""
     with cli_errors():
         try:
             raw = bundle_file.read_bytes()

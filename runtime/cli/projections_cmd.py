@@ -99,8 +99,7 @@ class CatchUpStep:
 
 
 def catch_up_step(engine: Any) -> CatchUpStep:
-    """Catch up and count what moved: engine.catch_up() sums applications over projections, which
-    is not the number of events a person watching the log saw arrive."""
+    """Catch up and count what moved: engine.catch_up() sums applications over projections, which is not the number of events a person watching the log saw arrive."""
     before = min((engine.position(p.name) for p in engine.select()), default=engine.head())
     applications = engine.catch_up()
     after = engine.head()

@@ -12,9 +12,7 @@ from .tables import Column, fit_table
 
 
 def skills(workspace: WorkspaceOption = None, as_json: JsonOption = False) -> None:
-    """List the skills found in the workspace's skills/NAME/SKILL.md and in chronicle.toml's [skills] dirs, in the
-    order a new session records them. Inline skills go into the system prompt; on-demand ones are listed there and
-    loaded with the load_skill tool."""
+    """List the skills found in the workspace's skills/NAME/SKILL.md and in chronicle.toml's [skills] dirs, in the order a new session records them. Inline skills go into the system prompt; on-demand ones are listed there and loaded with the load_skill tool."""
     with cli_errors():
         ws = resolve_workspace(workspace)
         rows = [skill_row(s) for s in workspace_skills(ws)]

@@ -28,9 +28,7 @@ def tasks(
     as_json: JsonOption = False,
     db: DbOption = None,
 ) -> None:
-    """The tasks a session delegated to sub-agents, each pending, in_progress, completed or failed, with the child
-    session that works on it. A failed task's reflection is shown by `chronicle audit` and offered to later
-    delegations of similar tasks."""
+    """The tasks a session delegated to sub-agents, each pending, in_progress, completed or failed, with the child session that works on it. A failed task's reflection is shown by `chronicle audit` and offered to later delegations of similar tasks."""
     with cli_errors():
         store = open_store(db)
         sid = store.resolve_session_id(session)

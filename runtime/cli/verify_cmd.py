@@ -22,8 +22,7 @@ def verify(
     as_json: JsonOption = False,
     db: DbOption = None,
 ) -> None:
-    """Re-compute the hash chain: exit 0 with a one-line verdict and counts, or exit 1 naming the first broken link
-    (position, aggregate, event, and whether a row was edited, missing, reordered or inserted)."""
+    """Re-compute the hash chain: exit 0 with a one-line verdict and counts, or exit 1 naming the first broken link (position, aggregate, event, and whether a row was edited, missing, reordered or inserted)."""
     with cli_errors():
         if session and all_:
             fail("give SESSION or --all, not both", 2)
