@@ -34,8 +34,7 @@ def serve(
 ) -> None:
     """Serve the agent over HTTP: JSON routes mirroring the CLI, live events as Server-Sent Events, OpenAPI at /docs.
 
-    Binds to loopback unless --host says otherwise; any other address requires CHRONICLE_SERVER_TOKEN, sent by clients as
-    `Authorization: Bearer TOKEN` on every route but /healthz.
+    Binds to loopback unless --host says otherwise; any other address requires CHRONICLE_SERVER_TOKEN, sent by clients as `Authorization: Bearer TOKEN` on every route but /healthz.
     """
     with cli_errors():
         token = os.environ.get("CHRONICLE_SERVER_TOKEN") or None
