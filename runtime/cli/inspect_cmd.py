@@ -36,27 +36,9 @@ def sessions(as_json: JsonOption = False, db: DbOption = None) -> None:
                 "status": row["status"], "turns": row["turns"], "USD": "" if row["cost"] is None else f"{row['cost']:.4f}",
                 "created": row["created_at"][:19].replace("T", " "), "title": escape(row["title"] or ""),
             }
-            for row, depth in tree_order(rows)
+            for row, depth in queries.tree_order(rows)
         ]
         out_console.print(fit_table(columns, shown, out_console.width))
-
-
-def tree_order(rows: list[dict[str, Any]]) -> list[tuple[dict[str, Any], int]]:
-    """Sub-agent sessions right under their parent, oldest first at every level."""
-    ids = {row["session_id"] for row in rows}
-    children: dict[str | None, list[dict[str, Any]]] = {}
-    for row in rows:
-        parent = row["parent_session_id"] if row["parent_session_id"] in ids else None
-        children.setdefault(parent, []).append(row)
-    ordered: list[tuple[dict[str, Any], int]] = []
-
-    def visit(parent: str | None, depth: int) -> None:
-        for row in children.get(parent, []):
-            ordered.append((row, depth))
-            visit(row["session_id"], depth + 1)
-
-    visit(None, 0)
-    return ordered
 
 
 def log(

@@ -242,7 +242,9 @@ def create_app(config: ServerConfig) -> FastAPI:
         return StreamingResponse(stream, media_type="text/event-stream",
                                  headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
 
-    app.state.extra_routes = []
+    from .viewer import mount_viewer
+
+    mount_viewer(app, chronicle, guarded)
     return app
 
 

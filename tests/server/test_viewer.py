@@ -1,0 +1,34 @@
+"""The web viewer's pages, fetched as a browser would: escaped, time-travelling, paginated."""
+
+from __future__ import annotations
+
+import httpx
+
+from tests.helpers import cli, json_lines, response, text, tool_use, write_script
+from tests.server.serving import serving
+
+
+def test_the_session_page_shows_the_conversation_as_of_any_turn_and_escapes_what_the_model_wrote(db_url, workspace, tmp_path):
+    script = write_script(tmp_path / "s.json", [
+        [response(text("<script>alert('x')</script> first answer"), tool_use("tu_w", "write_file", path="notes.txt", content="new\n")),
+         response(text("wrote it"))],
+        [response(text("second answer"))],
+    ])
+    first = cli("run", "one", "--provider", f"scripted:{script}", "--workspace", str(workspace), "--json", db=db_url)
+    sid = json_lines(first.stdout)[0]["session_id"]
+    assert cli("run", "two", "--session", sid, "--json", db=db_url).returncode == 0
+    with serving(db_url, workspace) as base:
+        listing = httpx.get(f"{base}/ui/sessions")
+        assert listing.status_code == 200 and sid[:8] in listing.text
+        assert sid[:8] not in httpx.get(f"{base}/ui/sessions", params={"q": "no-such-thing"}).text
+
+        now = httpx.get(f"{base}/ui/sessions/{sid}")
+        assert now.status_code == 200
+        assert "<script>alert" not in now.text and "&lt;script&gt;alert" in now.text
+        assert "second answer" in now.text and 'id="turn-slider"' in now.text
+        assert "+new" in now.text, "a write_file call shows its diff"
+
+        then = httpx.get(f"{base}/ui/sessions/{sid}", params={"at": 1})
+        assert "second answer" not in then.text and "wrote it" in then.text
+        assert then.text.count('class="bubble') < now.text.count('class="bubble')
+        assert httpx.get(f"{base}/ui/sessions/nonexistent").status_code == 404
