@@ -4,12 +4,12 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo demo-seeds test diagrams clean bench bench-quick
+.PHONY: chromium demo demo-seeds test diagrams clean bench bench-quick
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev,otel,server]'
+	$(BIN)/pip install --quiet -e '.[dev,otel,server,browser]'
 	touch $(STAMP)
 
 demo: $(STAMP)
@@ -19,13 +19,22 @@ demo: $(STAMP)
 demo-seeds: $(STAMP)
 	CHRONICLE=$(BIN)/chronicle ops/demo_seeds.sh
 
-test: $(STAMP)
+test: $(STAMP) chromium
 	$(BIN)/python -m pytest -n 2 --dist loadfile -q
+
+# The viewer's browser tests drive Debian's chromium through playwright (playwright's own browser
+# download cannot reach the network here). Installed when missing and root; otherwise they skip loudly.
+chromium:
+	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || \
+	  { if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	      echo "make: installing Debian's chromium for the browser tests"; \
+	      apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
+	    else echo "make: no chromium and not root: the browser tests will skip (apt-get install chromium)"; fi; }
 
 # Benchmarks against LangGraph (ops/bench/, writes ops/bench/RESULTS.md); never part of `make test`.
 BENCH_STAMP := $(VENV)/.bench-installed
 $(BENCH_STAMP): $(STAMP)
-	$(BIN)/pip install --quiet -e '.[dev,otel,server,bench]'
+	$(BIN)/pip install --quiet -e '.[dev,otel,server,browser,bench]'
 	touch $(BENCH_STAMP)
 
 bench: $(BENCH_STAMP)
