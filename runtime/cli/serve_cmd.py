@@ -47,8 +47,13 @@ def serve(
             from chronicle.runtime.server.api import ServerConfig, create_app
         except ImportError as exc:
             fail(f"the server needs its extra: pip install 'chronicle-agent[server]' ({exc})", 2)
-        app = create_app(ServerConfig(db=db, workspace=workspace.resolve() if workspace else None, agents=agents, token=token,
-                                      run_worker=not no_worker))
+        from chronicle.runtime.server.channels import ChannelError
+
+        try:
+            app = create_app(ServerConfig(db=db, workspace=workspace.resolve() if workspace else None, agents=agents, token=token,
+                                          run_worker=not no_worker))
+        except ChannelError as exc:
+            fail(str(exc), 2)
         err_console.print(f"chronicle: serving on http://{host}:{port}/ (API docs at /docs){' with a token' if token else ''}",
                           soft_wrap=True)
         uvicorn.run(app, host=host, port=port, log_level="warning")

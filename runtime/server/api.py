@@ -31,6 +31,8 @@ from chronicle.runtime.app.worker import Overrides, Worker, WorkerOptions
 from chronicle.runtime.live_from_log import LiveFromLog
 from chronicle.runtime.loop import LoopOptions
 
+from .channels import Coalescer, load_channels
+
 log = logging.getLogger("chronicle.server")
 
 #: Seconds between looks at the log while a stream waits for the next event.
@@ -102,8 +104,31 @@ class CompactBody(_Body):
     strategy: str = Field(default="summary", pattern="^(summary|truncate)$")
 
 
+class WebhookBody(BaseModel):
+    """A webhook's JSON: the message in `text` (or `prompt` / `message`), who sent it in `sender` (or `from`)."""
+
+    model_config = ConfigDict(extra="allow", populate_by_name=True)
+    text: str | None = None
+    prompt: str | None = None
+    message: str | None = None
+    sender: str | None = Field(default=None, alias="from")
+
+    def content(self) -> str:
+        return (self.text or self.prompt or self.message or "").strip()
+
+
 def create_app(config: ServerConfig) -> FastAPI:
     chronicle = Chronicle(config.db)
+    toml = config.agents or ((config.workspace or Path.cwd()) / "chronicle.toml")
+    channels = load_channels(toml)
+
+    def record_input(session_ref: str, text: str) -> None:
+        try:
+            submit(chronicle.store, text, session=session_ref)
+        except Exception as exc:  # noqa: BLE001 - a timer callback has no caller to tell; the log does
+            log.error("channel input for session %s could not be recorded: %s", session_ref, exc)
+
+    coalescer = Coalescer(record_input)
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -117,6 +142,7 @@ def create_app(config: ServerConfig) -> FastAPI:
         try:
             yield
         finally:
+            coalescer.flush_all(channels)
             if worker is not None and task is not None:
                 worker.drain()
                 try:
@@ -144,6 +170,10 @@ def create_app(config: ServerConfig) -> FastAPI:
         if "no session" in str(exc) or "matches no" in str(exc) or "names no session" in str(exc):
             status = 404
         return JSONResponse({"error": str(exc), "code": exc.code}, status_code=status)
+
+    @app.exception_handler(HTTPException)
+    async def _http_error(_: Request, exc: HTTPException) -> JSONResponse:
+        return JSONResponse({"error": exc.detail}, status_code=exc.status_code, headers=exc.headers)
 
     @app.exception_handler(RequestValidationError)
     async def _bad_request(_: Request, exc: RequestValidationError) -> JSONResponse:
@@ -231,6 +261,22 @@ def create_app(config: ServerConfig) -> FastAPI:
     def compact(session_id: str, body: CompactBody | None = None) -> dict[str, Any]:
         body = body or CompactBody()
         return chronicle.compact(session_id, strategy=body.strategy, keep=body.keep)
+
+    @app.post("/hooks/{channel}", status_code=202, dependencies=guarded)
+    async def webhook(channel: str, body: WebhookBody) -> dict[str, Any]:
+        """Feed a configured channel's session; a sender's burst within `coalesce_s` becomes one input."""
+        if channel not in channels:
+            known = ", ".join(sorted(channels)) or "none configured"
+            raise HTTPException(status_code=404, detail=f"channel: no channel {channel!r} ([channels.NAME] in chronicle.toml: {known})")
+        text = body.content()
+        if not text:
+            raise HTTPException(status_code=422, detail="text: the webhook carries no text (send text, prompt or message)")
+        target = channels[channel]
+        with _errors():
+            sid = str(queries.session_id(chronicle.store, target.session))
+        held = coalescer.add(channel, target, body.sender or "anonymous", text)
+        return {"channel": channel, "session_id": sid, "recorded": held == 0, "coalescing": held,
+                "coalesce_s": target.coalesce_s}
 
     @app.get("/sessions/{session_id}/events", dependencies=guarded)
     async def events(session_id: str, request: Request, last_event_id: str | None = Header(default=None),

@@ -97,3 +97,25 @@ def test_a_token_guards_every_route_but_healthz(db_url, workspace):
 def test_serving_a_public_address_without_a_token_is_refused(tmp_path):
     refused = cli("serve", "--host", "0.0.0.0", "--port", "0", db=f"sqlite:///{tmp_path / 'c.db'}")
     assert refused.returncode == 2 and "CHRONICLE_SERVER_TOKEN" in refused.stderr
+
+
+def test_a_webhook_burst_from_one_sender_becomes_one_input_behind_the_running_turn(db_url, workspace, tmp_path):
+    script = write_script(tmp_path / "s.json", [[response(text("first"))], [response(text("burst seen"))], [response(text("other"))]])
+    first = cli("run", "start", "--provider", f"scripted:{script}", "--workspace", str(workspace), "--json", db=db_url)
+    sid = json_lines(first.stdout)[0]["session_id"]
+    (workspace / "chronicle.toml").write_text(f'[channels.alerts]\nsession = "{sid[:8]}"\ncoalesce_s = 1.5\n')
+    with serving(db_url, workspace) as base:
+        for part in ("disk 91%", "disk 95%", "disk 99%"):
+            accepted = httpx.post(f"{base}/hooks/alerts", json={"text": part, "sender": "monitor"})
+            assert accepted.status_code == 202 and accepted.json()["session_id"] == sid
+        assert httpx.post(f"{base}/hooks/alerts", json={"message": "hello", "from": "alice"}).status_code == 202
+        assert httpx.post(f"{base}/hooks/nope", json={"text": "x"}).status_code == 404
+        empty = httpx.post(f"{base}/hooks/alerts", json={"sender": "monitor"})
+        assert empty.status_code == 422 and "text" in empty.json()["error"]
+
+        def inputs() -> list[str]:
+            return [e["data"]["text"] for e in httpx.get(f"{base}/sessions/{sid}/log").json() if e["event"] == "InputQueued"]
+
+        _wait_for(lambda: len(inputs()) == 3, timeout=30)
+        assert inputs()[0] == "start"
+        assert sorted(inputs()[1:]) == sorted(["disk 91%\ndisk 95%\ndisk 99%", "hello"])
