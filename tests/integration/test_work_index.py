@@ -8,7 +8,6 @@ from chronicle.runtime.sessions import start_session, submit_input
 from chronicle.runtime.work_index import WorkIndex
 from chronicle.runtime.app.worker import sessions_needing_work
 from chronicle.runtime.session_work import pending_approvals
-
 from tests.helpers import response, text, tool_use
 
 from .loop_harness import Harness
