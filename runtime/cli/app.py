@@ -112,10 +112,9 @@ def _root(
 
 def main() -> None:
     """Run the CLI; an unexpected error is one line (CHRONICLE_DEBUG=1 shows the traceback)."""
+    import logging
     import os
     import sys
-
-    import logging
 
     logging.basicConfig(format="chronicle: warning: %(message)s", level=logging.WARNING)
     try:
