@@ -7,32 +7,61 @@ The command line is one client of this API; both hand over to the same runtime f
 
 from __future__ import annotations
 
-from chronicle.runtime.live import (
-    LIVE_EVENTS,
-    AgentEnd,
-    AgentStart,
-    ApprovalNeeded,
-    CompactionEvent,
-    ErrorEvent,
-    LiveEvent,
-    MessageEnd,
-    MessageStart,
-    MessageUpdate,
-    ProgressEvent,
-    StatusChange,
-    ToolEnd,
-    ToolStart,
-    ToolUpdate,
-    TurnEnd,
-    TurnStart,
-    UsageEvent,
-)
-from chronicle.runtime.tools.base import Tool, ToolError, ToolOutput
-from chronicle.runtime.tools.functions import ToolContext, tool
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
 
-from .agent import Agent
-from .client import Chronicle, RunResult
-from .errors import ChronicleError
+# Every name is imported on first use (PEP 562): `chronicle.runtime.cli` is a subpackage of this
+# one, so importing the library eagerly here made every command, even `chronicle --version`,
+# import the whole runtime (providers, SDKs) before parsing its arguments.
+_SOURCES = {
+    **dict.fromkeys([
+        "LIVE_EVENTS", "AgentEnd", "AgentStart", "ApprovalNeeded", "CompactionEvent", "ErrorEvent", "LiveEvent", "MessageEnd", "MessageStart",
+        "MessageUpdate", "ProgressEvent", "StatusChange", "ToolEnd", "ToolStart", "ToolUpdate", "TurnEnd", "TurnStart", "UsageEvent",
+    ], "chronicle.runtime.live"),
+    **dict.fromkeys(["Tool", "ToolError", "ToolOutput"], "chronicle.runtime.tools.base"),
+    **dict.fromkeys(["ToolContext", "tool"], "chronicle.runtime.tools.functions"),
+    **dict.fromkeys(["Agent"], "chronicle.agent"),
+    **dict.fromkeys(["Chronicle", "RunResult"], "chronicle.client"),
+    **dict.fromkeys(["ChronicleError"], "chronicle.errors"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    source = _SOURCES.get(name)
+    if source is None:
+        raise AttributeError(f"module 'chronicle' has no attribute {name!r}")
+    value = getattr(import_module(source), name)
+    globals()[name] = value
+    return value
+
+
+if TYPE_CHECKING:
+    from chronicle.runtime.live import (
+        LIVE_EVENTS,
+        AgentEnd,
+        AgentStart,
+        ApprovalNeeded,
+        CompactionEvent,
+        ErrorEvent,
+        LiveEvent,
+        MessageEnd,
+        MessageStart,
+        MessageUpdate,
+        ProgressEvent,
+        StatusChange,
+        ToolEnd,
+        ToolStart,
+        ToolUpdate,
+        TurnEnd,
+        TurnStart,
+        UsageEvent,
+    )
+    from chronicle.runtime.tools.base import Tool, ToolError, ToolOutput
+    from chronicle.runtime.tools.functions import ToolContext, tool
+
+    from .agent import Agent
+    from .client import Chronicle, RunResult
+    from .errors import ChronicleError
 
 __all__ = [
     "LIVE_EVENTS",

@@ -66,7 +66,7 @@ def chronicle_runs(ctx: Context, backend: str, steps: int) -> dict[str, Any]:
             for _ in range(READS):
                 cold = slot.chronicle_store()
 
-                def read() -> int:
+                def read(cold: Any = cold, number: int = number) -> int:
                     return len(context_at(cold, cut_at_turn(cold, sid, number), history_engine(cold)))
 
                 ms, count = _ms(read)

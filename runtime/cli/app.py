@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from importlib.metadata import PackageNotFoundError, version
 from typing import Annotated, Optional
 
 import typer
@@ -96,10 +95,9 @@ app.add_typer(mcp_cmd.app, name="mcp", rich_help_panel="Inspect")
 
 def _print_version(value: bool) -> None:
     if value:
-        try:
-            typer.echo(f"chronicle {version('chronicle-agent')}")
-        except PackageNotFoundError:  # pragma: no cover - running from a bare checkout
-            typer.echo("chronicle (not installed)")
+        from .entry import version_text
+
+        typer.echo(version_text())
         raise typer.Exit()
 
 

@@ -15,7 +15,6 @@ from chronicle.domain.context import build_context
 from chronicle.runtime.past_context import context_at, history_engine, is_current
 from chronicle.runtime.store import ChronicleStore
 from chronicle.runtime.timetravel import as_of_turn, as_of_version, cut_at_turn, cut_at_version, fork
-
 from tests.helpers import response, text, tool_use
 
 from .loop_harness import Harness

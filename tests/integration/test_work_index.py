@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import asyncio
 
-from chronicle.runtime.sessions import start_session, submit_input
-from chronicle.runtime.work_index import WorkIndex
 from chronicle.runtime.app.worker import sessions_needing_work
 from chronicle.runtime.session_work import pending_approvals
-
+from chronicle.runtime.sessions import start_session, submit_input
+from chronicle.runtime.work_index import WorkIndex
 from tests.helpers import response, text, tool_use
 
 from .loop_harness import Harness
