@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +26,9 @@ from pydantic_core import to_jsonable_python
 
 from .base import Tool, ToolOutput, truncate
 from .base import ToolContext as RuntimeContext
+from .imports import remember
+
+TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
 
 @dataclass(frozen=True)
@@ -145,6 +149,8 @@ def make_tool(fn: Callable[..., Any], *, name: str | None = None, description: s
     doc = docstring_parser.parse(inspect.getdoc(fn) or "")
     input_model, context_param = input_model_for(fn, doc)
     tool_name = name or fn.__name__
+    if not TOOL_NAME.match(tool_name):
+        raise ValueError(f"tool name {tool_name!r}: the Messages API takes 1-64 letters, digits, _ and -; pass @tool(name=...)")
     text = description or "\n\n".join(p for p in (doc.short_description, doc.long_description) if p) or tool_name
     attrs: dict[str, Any] = {
         "name": tool_name, "description": text, "Input": input_model, "func": staticmethod(fn),
@@ -155,8 +161,6 @@ def make_tool(fn: Callable[..., Any], *, name: str | None = None, description: s
     }
     cls = type(f"{tool_name}_tool", (FunctionTool,), attrs)
     instance = cls()
-    from .imports import remember
-
     remember(instance)
     return instance
 

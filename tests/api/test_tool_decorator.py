@@ -119,3 +119,9 @@ def test_content_blocks_reach_the_model_as_text_with_a_note_and_are_recorded_who
     assert result.content == "chart sales\n[image: image/png, 9 bytes]" and not result.is_error
     call = h.store.find_tool_call(tool_call_id(h.store.session(h.session_id).turns[0], 0, "tu_1"))
     assert call is not None and call.blocks[1]["source"]["data"] == "iVBORw0KGgo="
+
+
+def test_a_name_the_messages_api_would_refuse_is_refused_when_decorating():
+    with pytest.raises(ValueError, match="@tool\\(name=...\\)"):
+        tool(lambda: None)
+    assert tool(name="answer")(lambda: 42).name == "answer"
