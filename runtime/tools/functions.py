@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +26,9 @@ from pydantic_core import to_jsonable_python
 
 from .base import Tool, ToolOutput, truncate
 from .base import ToolContext as RuntimeContext
+from .imports import remember
+
+TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
 
 @dataclass(frozen=True)
@@ -73,26 +77,41 @@ class FunctionTool(Tool):
             result = await result
         if isinstance(result, ToolOutput):
             return result
-        return ToolOutput(truncate(as_text(result)))
+        return as_output(result)
 
 
-def as_text(result: Any) -> str:
-    """What the model reads: text as is; a model, dict or list as JSON; text blocks joined."""
+def as_output(result: Any) -> ToolOutput:
+    """What the model reads: text as is; a model, dict or list as JSON; content blocks as their text.
+
+    Blocks that are not text (an image, a document) are named in the text by a one-line note and
+    recorded whole on the tool call, as MCP tools' rich results are (runtime/tools/mcp_tools.py).
+    """
     if result is None:
-        return ""
+        return ToolOutput("")
     if isinstance(result, str):
-        return result
-    if isinstance(result, BaseModel):
-        return result.model_dump_json()
-    if isinstance(result, list) and result and all(_is_text_block(b) for b in result):
-        return "\n".join(b["text"] if isinstance(b, dict) else b.text for b in result)
-    return json.dumps(to_jsonable_python(result), ensure_ascii=False)
+        return ToolOutput(truncate(result))
+    if isinstance(result, BaseModel) and not _is_block(result):
+        return ToolOutput(truncate(result.model_dump_json()))
+    if isinstance(result, list) and result and all(_is_block(b) for b in result):
+        blocks = [b.model_dump(mode="json") if isinstance(b, BaseModel) else dict(b) for b in result]
+        texts = [b["text"] if b["type"] == "text" else _note(b) for b in blocks]
+        rich = any(b["type"] != "text" for b in blocks)
+        return ToolOutput(truncate("\n".join(texts)), blocks=blocks if rich else None)
+    return ToolOutput(truncate(json.dumps(to_jsonable_python(result), ensure_ascii=False)))
 
 
-def _is_text_block(block: Any) -> bool:
-    if isinstance(block, dict):
-        return block.get("type") == "text" and isinstance(block.get("text"), str)
-    return getattr(block, "type", None) == "text" and isinstance(getattr(block, "text", None), str)
+def _is_block(block: Any) -> bool:
+    kind = block.get("type") if isinstance(block, dict) else getattr(block, "type", None)
+    if kind == "text":
+        text = block.get("text") if isinstance(block, dict) else getattr(block, "text", None)
+        return isinstance(text, str)
+    return kind in ("image", "document")
+
+
+def _note(block: dict[str, Any]) -> str:
+    source = block.get("source") or {}
+    size = len(source.get("data") or "") * 3 // 4
+    return f"[{block['type']}: {source.get('media_type', 'unknown type')}, {size} bytes]"
 
 
 def tool(
@@ -130,6 +149,8 @@ def make_tool(fn: Callable[..., Any], *, name: str | None = None, description: s
     doc = docstring_parser.parse(inspect.getdoc(fn) or "")
     input_model, context_param = input_model_for(fn, doc)
     tool_name = name or fn.__name__
+    if not TOOL_NAME.match(tool_name):
+        raise ValueError(f"tool name {tool_name!r}: the Messages API takes 1-64 letters, digits, _ and -; pass @tool(name=...)")
     text = description or "\n\n".join(p for p in (doc.short_description, doc.long_description) if p) or tool_name
     attrs: dict[str, Any] = {
         "name": tool_name, "description": text, "Input": input_model, "func": staticmethod(fn),
@@ -140,8 +161,6 @@ def make_tool(fn: Callable[..., Any], *, name: str | None = None, description: s
     }
     cls = type(f"{tool_name}_tool", (FunctionTool,), attrs)
     instance = cls()
-    from .imports import remember
-
     remember(instance)
     return instance
 

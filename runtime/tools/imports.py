@@ -37,11 +37,12 @@ def remember(tool: Tool, path: str | None = None) -> str:
 
 
 def make_importable(workspace: Path | None) -> None:
-    """The workspace's modules can be named in tool paths, as if the program ran from there."""
+    """The workspace's modules can be named in tool paths; appended, so a workspace file never shadows
+    an installed module (a `json.py` in the workspace must not replace the standard library's)."""
     if workspace is not None:
         where = str(Path(workspace).resolve())
         if where not in sys.path:
-            sys.path.insert(0, where)
+            sys.path.append(where)
 
 
 def load_tools(entry: str, workspace: Path | None = None) -> list[Tool]:

@@ -102,3 +102,26 @@ def test_the_decorator_refuses_what_it_cannot_describe():
         tool(lambda *args: None)
     with pytest.raises(ValueError, match="timeout_s"):
         tool(timeout_s=0)(lambda: None)
+
+
+@tool(read_only=True)
+def render_chart(title: str) -> list:
+    """Draw a chart."""
+    return [{"type": "text", "text": f"chart {title}"},
+            {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="}}]
+
+
+def test_content_blocks_reach_the_model_as_text_with_a_note_and_are_recorded_whole(db_url, workspace, tmp_path):
+    h = Harness(db_url, workspace, tmp_path, [response(tool_use("tu_1", "render_chart", title="sales")), response(text("ok"))],
+                tools=(render_chart.import_path,))
+    h.run("chart")
+    (result,) = h.results()
+    assert result.content == "chart sales\n[image: image/png, 9 bytes]" and not result.is_error
+    call = h.store.find_tool_call(tool_call_id(h.store.session(h.session_id).turns[0], 0, "tu_1"))
+    assert call is not None and call.blocks[1]["source"]["data"] == "iVBORw0KGgo="
+
+
+def test_a_name_the_messages_api_would_refuse_is_refused_when_decorating():
+    with pytest.raises(ValueError, match="@tool\\(name=...\\)"):
+        tool(lambda: None)
+    assert tool(name="answer")(lambda: 42).name == "answer"
