@@ -111,7 +111,8 @@ def catch_up_step(engine: Any) -> CatchUpStep:
 @app.command()
 def run(
     follow: Annotated[bool, typer.Option("--follow", help="Keep running: apply new events as they are committed")] = False,
-    poll: Annotated[float, typer.Option("--poll", callback=finite_at_least(0.01), help="Seconds between polls (SQLite), or the LISTEN timeout (PostgreSQL)")] = 0.5,
+    poll: Annotated[float, typer.Option(
+        "--poll", callback=finite_at_least(0.01), help="Seconds between polls (SQLite), or the LISTEN timeout (PostgreSQL)")] = 0.5,
     db: DbOption = None,
 ) -> None:
     """Bring every projection up to date; with --follow, keep them current until SIGINT/SIGTERM."""
