@@ -22,7 +22,7 @@ from chronicle.runtime.app.worker import Overrides, worker_name
 from chronicle.runtime.config import resolve_db_url
 from chronicle.runtime.live import Broker
 from chronicle.runtime.loop import LoopOptions, TurnOutcome
-from chronicle.runtime.store import ChronicleStore, NotFound
+from chronicle.runtime.store import ChronicleStore, NotFound, UnknownSession
 
 from . import runs
 from .agent import Agent
@@ -51,9 +51,12 @@ class RunResult:
 
 @contextmanager
 def _as_chronicle_errors() -> Iterator[None]:
-    """An unknown id is exit 1 in the CLI (NotFound); everything else already is an AppError with its code."""
+    """An unknown session id is exit 2 in the CLI (a bad argument), another missing id exit 1 (NotFound);
+    everything else already is an AppError with its code."""
     try:
         yield
+    except UnknownSession as exc:
+        raise ChronicleError(str(exc), 2) from None
     except NotFound as exc:
         raise ChronicleError(str(exc), 1) from None
     except LoopSetupError as exc:

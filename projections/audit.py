@@ -352,5 +352,6 @@ def query(tx: Tx, session: str | None = None, tool: str | None = None, errors: b
         params.append(since)
     sql = "SELECT * FROM proj_audit" + (" WHERE " + " AND ".join(where) if where else "") + " ORDER BY position"
     if limit:
-        sql += f" LIMIT {int(limit)}"
+        # A limit beyond any row count means "all": clamp to a 64-bit integer both databases accept.
+        sql += f" LIMIT {min(int(limit), 2**63 - 1)}"
     return tx.dicts(sql, params)

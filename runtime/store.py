@@ -57,6 +57,12 @@ class NotFound(LookupError):
     """An id that names nothing in this store."""
 
 
+class UnknownSession(NotFound):
+    """A session id as typed (empty, unknown or an ambiguous prefix): a bad argument, so the CLI
+    exits 2 for it like for any other usage error, while a missing aggregate found *inside* the
+    store stays a plain NotFound."""
+
+
 class UnreadableEvent(Exception):
     """A stored event this code cannot decode: named by aggregate, version and topic, so that
     one damaged row is reported as itself instead of failing whatever happened to read it."""
@@ -267,19 +273,26 @@ class ChronicleStore(Application[UUID]):
         raise RuntimeError("could not write to the session index: it kept changing")
 
     def resolve_session_id(self, text: str) -> UUID:
-        """Accept a full id or an unambiguous prefix, as people type them."""
+        """Accept a full id or an unambiguous prefix, as people type them (git-style)."""
         if not text.strip():
-            raise NotFound("an empty session id names no session; `chronicle sessions` lists them")
+            raise UnknownSession("an empty session id names no session; `chronicle sessions` lists them")
         try:
-            return UUID(text)
+            full = UUID(text)
         except ValueError:
-            pass
-        matches = [sid for sid in self.session_ids() if str(sid).startswith(text.lower())]
+            full = None
+        if full is not None:
+            try:
+                return self._get(full, Session, copy=False).id
+            except NotFound:
+                raise UnknownSession(f"no session {full}; `chronicle sessions` lists them") from None
+        ids = self.session_ids()
+        matches = [sid for sid in ids if str(sid).startswith(text.strip().lower())]
         if len(matches) == 1:
             return matches[0]
         if not matches:
-            raise NotFound(f"no session matches {text!r}; `chronicle sessions` lists them")
-        raise NotFound(f"{text!r} matches {len(matches)} sessions; give more of the id")
+            raise UnknownSession(f"no session matches {text!r}; `chronicle sessions` lists them")
+        shown = ", ".join(str(sid) for sid in matches[:10]) + (f", … ({len(matches) - 10} more)" if len(matches) > 10 else "")
+        raise UnknownSession(f"{text!r} matches {len(matches)} sessions: {shown}; give more of the id")
 
     def head_turns(self, session: Session) -> list[Turn]:
         return [self.turn(t) for t in session.head]

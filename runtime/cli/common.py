@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import json
+import math
 import sys
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Any, Iterator, NoReturn, Optional
+from typing import Annotated, Any, Callable, Iterator, NoReturn, Optional
 
 import typer
 from pydantic_core import to_jsonable_python
@@ -19,7 +20,7 @@ from chronicle.runtime.environment import EnvironmentSettingError, environment
 from chronicle.runtime.redaction import redact_secrets
 from chronicle.runtime.settings import SettingsError
 from chronicle.runtime.skills import SkillError
-from chronicle.runtime.store import ChronicleStore, NotFound, UnreadableEvent, open_store_at
+from chronicle.runtime.store import ChronicleStore, NotFound, UnknownSession, UnreadableEvent, open_store_at
 
 # soft_wrap: an error is one line on stderr, however narrow the terminal or pipe.
 err_console = Console(stderr=True, highlight=False, soft_wrap=True)
@@ -34,6 +35,25 @@ JsonOption = Annotated[bool, typer.Option("--json", help="Machine-readable outpu
 WorkspaceOption = Annotated[
     Optional[Path], typer.Option("--workspace", help="Directory the tools may touch (default: current directory)", show_default=False)
 ]
+
+
+def finite_at_least(minimum: float) -> Callable[[typer.CallbackParam, Optional[float]], Optional[float]]:
+    """A callback for a float option: `inf`, `nan` and values below `minimum` exit 2 on one line.
+
+    click's `min=` lets `inf` and `nan` through (nan compares false with everything), and a lease
+    or poll of `inf` then breaks arithmetic deep inside the worker; refuse them where they are typed.
+    """
+
+    def check(param: typer.CallbackParam, value: Optional[float]) -> Optional[float]:
+        if value is None:
+            return value
+        if not math.isfinite(value) or value < minimum:
+            flag = (param.opts or [param.name or "value"])[0]
+            err_console.print(f"[red]error:[/] {flag} takes a finite number ≥ {minimum:g} (got {value!r})")
+            raise typer.Exit(2)
+        return value
+
+    return check
 
 
 class CliError(Exception):
@@ -103,6 +123,9 @@ def cli_errors() -> Iterator[None]:
     except (CliError, AppError) as exc:
         err_console.print(f"[red]error:[/] {escape(redact_secrets(str(exc)))}")
         raise typer.Exit(exc.code) from None
+    except UnknownSession as exc:  # a session id as typed is an argument: a usage error, like any other
+        err_console.print(f"[red]error:[/] {escape(redact_secrets(str(exc)))}")
+        raise typer.Exit(2) from None
     except (NotFound, UnreadableEvent) as exc:
         err_console.print(f"[red]error:[/] {escape(redact_secrets(str(exc)))}")
         raise typer.Exit(1) from None

@@ -13,7 +13,7 @@ import typer
 
 from chronicle.runtime.app import controls as app_controls
 
-from .common import DbOption, JsonOption, cli_errors, err_console, fail, open_store, out_console, print_json
+from .common import DbOption, JsonOption, cli_errors, err_console, fail, finite_at_least, open_store, out_console, print_json
 
 SessionArg = Annotated[str, typer.Argument(help="Session id or unique prefix")]
 
@@ -48,7 +48,7 @@ def steer(
 
 def cancel(
     session: SessionArg,
-    wait: Annotated[float, typer.Option("--wait", min=0, help="Seconds to wait for the running process to confirm")] = 10.0,
+    wait: Annotated[float, typer.Option("--wait", callback=finite_at_least(0), help="Seconds to wait for the running process to confirm")] = 10.0,
     as_json: JsonOption = False,
     db: DbOption = None,
 ) -> None:

@@ -15,7 +15,7 @@ from rich.table import Table
 from chronicle.projections import ProjectionEngine, UnknownProjection
 from chronicle.runtime.read_models import projection_engine
 
-from .common import DbOption, JsonOption, cli_errors, err_console, fail, open_store, out_console, print_json
+from .common import DbOption, JsonOption, cli_errors, err_console, fail, finite_at_least, open_store, out_console, print_json
 
 app = typer.Typer(
     name="projections",
@@ -110,7 +110,8 @@ def catch_up_step(engine: Any) -> CatchUpStep:
 @app.command()
 def run(
     follow: Annotated[bool, typer.Option("--follow", help="Keep running: apply new events as they are committed")] = False,
-    poll: Annotated[float, typer.Option("--poll", min=0.01, help="Seconds between polls (SQLite), or the LISTEN timeout (PostgreSQL)")] = 0.5,
+    poll: Annotated[float, typer.Option(
+        "--poll", callback=finite_at_least(0.01), help="Seconds between polls (SQLite), or the LISTEN timeout (PostgreSQL)")] = 0.5,
     db: DbOption = None,
 ) -> None:
     """Bring every projection up to date; with --follow, keep them current until SIGINT/SIGTERM."""

@@ -18,6 +18,7 @@ from .common import (
     DbOption,
     JsonOption,
     cli_errors,
+    finite_at_least,
     open_store,
     out_console,
     print_json,
@@ -25,7 +26,8 @@ from .common import (
 from .render import short
 from .tables import Column, fit_table
 
-StuckOption = Annotated[float, typer.Option("--stuck-after", min=0, help="Seconds without an event after which a turn in flight is stuck")]
+StuckOption = Annotated[float, typer.Option(
+    "--stuck-after", callback=finite_at_least(0), help="Seconds without an event after which a turn in flight is stuck")]
 FailuresOption = Annotated[int, typer.Option("--tool-failures", min=1, help="Failed runs in a row after which a tool is broken")]
 
 

@@ -28,13 +28,24 @@ from chronicle.runtime.loop import LoopOptions
 from chronicle.runtime.self_repair import DEFAULT_STUCK_AFTER_S, DEFAULT_TOOL_FAILURES, SelfRepair
 from chronicle.runtime.store import ChronicleStore
 
-from .common import DbOption, JsonOption, WorkspaceOption, cli_errors, err_console, fail, open_store, out_console, print_json
+from .common import (
+    DbOption,
+    JsonOption,
+    WorkspaceOption,
+    cli_errors,
+    err_console,
+    fail,
+    finite_at_least,
+    open_store,
+    out_console,
+    print_json,
+)
 from .limits import LimitFlags, limit_options
 from .render import HumanRenderer, JsonLinesRenderer
 from .repairs_cmd import FailuresOption, StuckOption
 from .run_cmd import AgentsOption, AttachOption, ModelOption, ProviderOption, ToolsOption, report
 
-LeaseOption = Annotated[float, typer.Option("--lease-s", min=0.5, help="Seconds a session stays claimed without renewal")]
+LeaseOption = Annotated[float, typer.Option("--lease-s", callback=finite_at_least(0.5), help="Seconds a session stays claimed without renewal")]
 YesOption = Annotated[bool, typer.Option("--yes", "-y", help="Approve tools that require approval (bash)")]
 
 
@@ -203,8 +214,8 @@ def worker_routines(store: ChronicleStore, overrides: Overrides, holder: str) ->
 def worker(
     concurrency: Annotated[int, typer.Option("--concurrency", min=1, help="Sessions advanced at once")] = 4,
     once: Annotated[bool, typer.Option("--once", help="Exit as soon as no session needs work")] = False,
-    idle_exit: Annotated[Optional[float], typer.Option("--idle-exit", min=0, help="Exit after this many idle seconds")] = None,
-    poll: Annotated[float, typer.Option("--poll", min=0.05, help="Seconds between looks for new work")] = 0.5,
+    idle_exit: Annotated[Optional[float], typer.Option("--idle-exit", callback=finite_at_least(0), help="Exit after this many idle seconds")] = None,
+    poll: Annotated[float, typer.Option("--poll", callback=finite_at_least(0.05), help="Seconds between looks for new work")] = 0.5,
     lease_s: LeaseOption = DEFAULT_LEASE_S,
     yes: YesOption = False,
     provider: ProviderOption = None,

@@ -15,7 +15,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from chronicle.domain.content import ContentBlock, ModelResponse, ProviderError, TextBlock, ThinkingBlock, ToolUseBlock, Usage
+from chronicle.domain.content import ContentBlock, ModelResponse, ProviderError, StopReason, TextBlock, ThinkingBlock, ToolUseBlock, Usage
 
 from .base import DeltaSink, ModelRequest
 
@@ -27,7 +27,7 @@ class ScriptError(ValueError):
 class ScriptedResponse(BaseModel):
     model_config = ConfigDict(extra="forbid")
     content: list[ContentBlock] = Field(default_factory=list)
-    stop_reason: str = "end_turn"
+    stop_reason: StopReason = "end_turn"  # a typo fails the whole script at load, not the session at run time
     stop_details: dict[str, Any] | None = None
     usage: Usage = Field(default_factory=Usage)
     delay_s: float = 0.0
@@ -72,7 +72,7 @@ class ScriptedProvider:
                 await on_delta({"type": "input_json", "index": index, "partial_json": json.dumps(block.input)})
         return ModelResponse(
             content=scripted.content,
-            stop_reason=scripted.stop_reason,  # type: ignore[arg-type]
+            stop_reason=scripted.stop_reason,
             stop_details=scripted.stop_details,
             usage=scripted.usage,
             model=request.model,

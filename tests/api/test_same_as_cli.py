@@ -73,7 +73,7 @@ def test_queries_and_time_travel_match_their_commands(db_url, workspace, tmp_pat
 
     with pytest.raises(ChronicleError) as missing:
         app.history("00000000-dead")
-    assert missing.value.code == 1
+    assert missing.value.code == 2  # an unknown session id is a bad argument, as in the CLI
     with pytest.raises(ChronicleError) as too_far:
         app.history(sid, at=9)
     assert too_far.value.code == 2

@@ -83,7 +83,7 @@ def test_a_session_that_delegated_nothing_has_an_empty_board_and_an_unknown_one_
     events = run(tmp_path, workspace, sqlite_url, "plain", [response(text("hi"))])
     assert cli("tasks", events[0]["session_id"], "--json", db=sqlite_url).stdout == ""
     missing = cli("tasks", "ffffffff", db=sqlite_url)
-    assert missing.returncode == 1 and "no session matches" in missing.stderr
+    assert missing.returncode == 2 and "no session matches" in missing.stderr
 
 
 def test_a_task_left_in_progress_by_a_killed_parent_is_settled_by_resume(db_url, workspace, tmp_path):
