@@ -12,7 +12,6 @@ from rich.markup import escape
 
 from chronicle.runtime.live import LIVE_EVENTS
 
-
 #: What a terminal would act on instead of showing: C0/C1 controls (ESC starts OSC 52 clipboard
 #: writes, hidden text, title changes; CR overwrites a line) and the bidi overrides that reorder it.
 CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
@@ -109,7 +108,8 @@ class HumanRenderer:
             if self._in_text:
                 self.console.print(" [dim](this attempt failed; its text is discarded)[/]")
                 self._in_text = False
-            self.console.print(f"[yellow]↻ {escape(event.reason or 'model call failed')}; attempt {event.attempt} {retry_when(event.next_attempt_at)}[/]")
+            reason = escape(printable(event.reason or "model call failed"))
+            self.console.print(f"[yellow]↻ {reason}; attempt {event.attempt} {retry_when(event.next_attempt_at)}[/]")
         elif kind == "approval_needed":
             self._end_text()
             self.console.print(f"[yellow]? {escape(short(event.name))} needs approval[/]")
