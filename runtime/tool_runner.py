@@ -22,7 +22,7 @@ from .controls import STEERING_SKIP_REASON
 from .hooks import NeedApproval, Stop
 from .live import ApprovalNeeded, ToolEnd, ToolStart
 from .loop_io import LoopIO
-from .tools.base import ToolContext, ToolError, safe_error, safe_output
+from .tools.base import ToolContext, ToolError, safe_blocks, safe_error, safe_output
 
 Decision = Literal["approve", "deny", "always"]
 Approver = Callable[[ToolCall], Awaitable[Decision | None]]
@@ -208,7 +208,7 @@ class ToolRunner:
         else:
             call.complete(  # a command's own output is kept as printed, secrets aside
                 safe_output(output.content), loop.clock.now(), is_error=output.is_error, duration_ms=_ms(started),
-                effects=output.effects, ends_turn=output.ends_turn and tool.may_end_turn, blocks=output.blocks,
+                effects=output.effects, ends_turn=output.ends_turn and tool.may_end_turn, blocks=safe_blocks(output.blocks),
             )
         if durable:
             loop.save(call)

@@ -13,6 +13,8 @@ from chronicle.runtime.app import AppError, queries
 from chronicle.runtime.app import controls as app_controls
 from chronicle.runtime.app import timetravel as app_timetravel
 
+from .render import printable
+
 HELP = [
     ("/undo [N]", "take the last N turns (default 1) off the branch; the log keeps them"),
     ("/redo", "put the last undone turns back"),
@@ -38,7 +40,7 @@ def handle(chat: Any, line: str) -> str | None:
     try:
         return command(chat, arg.strip())
     except (DomainError, AppError) as exc:
-        chat.console.print(f"[red]error:[/] {escape(str(exc))}")
+        chat.console.print(f"[red]error:[/] {escape(printable(str(exc)))}")
         return None
 
 
@@ -53,7 +55,7 @@ def _count(arg: str, default: int | None) -> int | None:
 def undo(chat: Any, arg: str) -> None:
     undone = app_timetravel.undo(chat.store, chat.session_id, _count(arg, 1) or 1)
     inputs = ", ".join(repr(text[:40]) for text in undone.inputs)
-    chat.console.print(f"undid {len(undone.turn_ids)} turn(s): {escape(inputs)}")
+    chat.console.print(f"undid {len(undone.turn_ids)} turn(s): {escape(printable(inputs))}")
 
 
 def redo(chat: Any, arg: str) -> None:

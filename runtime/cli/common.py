@@ -22,6 +22,8 @@ from chronicle.runtime.settings import SettingsError
 from chronicle.runtime.skills import SkillError
 from chronicle.runtime.store import ChronicleStore, NotFound, UnknownSession, UnreadableEvent, open_store_at
 
+from .render import printable
+
 # soft_wrap: an error is one line on stderr, however narrow the terminal or pipe.
 err_console = Console(stderr=True, highlight=False, soft_wrap=True)
 out_console = Console(highlight=False)
@@ -121,14 +123,14 @@ def cli_errors() -> Iterator[None]:
     try:
         yield
     except (CliError, AppError) as exc:
-        err_console.print(f"[red]error:[/] {escape(redact_secrets(str(exc)))}")
+        err_console.print(f"[red]error:[/] {escape(printable(redact_secrets(str(exc))))}")
         raise typer.Exit(exc.code) from None
     except UnknownSession as exc:  # a session id as typed is an argument: a usage error, like any other
         err_console.print(f"[red]error:[/] {escape(redact_secrets(str(exc)))}")
         raise typer.Exit(2) from None
     except (NotFound, UnreadableEvent) as exc:
-        err_console.print(f"[red]error:[/] {escape(redact_secrets(str(exc)))}")
+        err_console.print(f"[red]error:[/] {escape(printable(redact_secrets(str(exc))))}")
         raise typer.Exit(1) from None
     except (SkillError, SettingsError) as exc:
-        err_console.print(f"[red]error:[/] {escape(str(exc))}")
+        err_console.print(f"[red]error:[/] {escape(printable(str(exc)))}")
         raise typer.Exit(2) from None

@@ -108,7 +108,8 @@ class HumanRenderer:
             if self._in_text:
                 self.console.print(" [dim](this attempt failed; its text is discarded)[/]")
                 self._in_text = False
-            self.console.print(f"[yellow]↻ {escape(event.reason or 'model call failed')}; attempt {event.attempt} {retry_when(event.next_attempt_at)}[/]")
+            reason = escape(printable(event.reason or "model call failed"))
+            self.console.print(f"[yellow]↻ {reason}; attempt {event.attempt} {retry_when(event.next_attempt_at)}[/]")
         elif kind == "approval_needed":
             self._end_text()
             self.console.print(f"[yellow]? {escape(short(event.name))} needs approval[/]")

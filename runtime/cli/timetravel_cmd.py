@@ -10,10 +10,12 @@ import asyncio
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 
 from chronicle.runtime.app import timetravel as app_timetravel
 
 from .common import DbOption, JsonOption, WorkspaceOption, cli_errors, open_store, out_console, print_json
+from .render import printable
 
 SessionArg = Annotated[str, typer.Argument(help="Session id or unique prefix")]
 
@@ -35,7 +37,7 @@ def undo(
             return
         out_console.print(f"undid {len(result.turn_ids)} turn(s) of session {sid}; `chronicle redo {sid}` puts them back")
         for item in restored:
-            out_console.print(f"  {item['action']}: {item['path']}")
+            out_console.print(f"  {item['action']}: {escape(printable(item['path']))}")  # a name the model chose
 
 
 def redo(session: SessionArg, as_json: JsonOption = False, db: DbOption = None) -> None:

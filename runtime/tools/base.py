@@ -106,6 +106,14 @@ def safe_output(text: str) -> str:
     return redact_secrets(text)
 
 
+def safe_blocks(blocks: list[dict[str, Any]] | None) -> list[dict[str, Any]] | None:
+    """Rich results (an MCP tool's) are recorded whole: their text gets the same redaction as `content`."""
+    if not blocks:
+        return blocks
+    return [{**b, "text": safe_output(b["text"])} if b.get("type") == "text" and isinstance(b.get("text"), str) else b
+            for b in blocks]
+
+
 def safe_error(ctx: ToolContext, message: str) -> str:
     """An error result names paths relative to the workspace: its absolute location is not the model's business."""
     message = safe_output(message)

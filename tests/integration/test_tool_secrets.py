@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import sqlite3
+from typing import Any
 from urllib.parse import urlparse
 
 import psycopg
+from pydantic import BaseModel
 
+from chronicle.runtime.tools.base import Tool, ToolContext, ToolOutput
 from tests.helpers import response, text, tool_use
 from tests.integration.loop_harness import Harness
 
@@ -74,3 +77,27 @@ def test_error_results_name_paths_relative_to_the_workspace(db_url, tmp_path):
     assert "plain.txt" in results[0].content  # the OS error still says which path
     for result in results:
         assert str(tmp_path) not in result.content, result.content
+
+
+class EchoesSecrets(Tool):
+    """Stands for an MCP or user tool that prints what its process can see."""
+
+    name = "echo_secrets"
+    description = "prints secrets"
+
+    class Input(BaseModel):
+        pass
+
+    async def run(self, args: Any, ctx: ToolContext) -> ToolOutput:
+        leak = f"key={API_KEY} dsn=postgresql://u:{DSN_PASSWORD}@db/x"
+        return ToolOutput(leak, blocks=[{"type": "text", "text": leak}, {"type": "structured", "content": {"n": 1}}])
+
+
+def test_rich_results_of_any_tool_are_redacted_before_they_are_recorded(db_url, tmp_path, monkeypatch):
+    monkeypatch.setenv("ANTHROPIC_API_KEY", API_KEY)
+    h = Harness(db_url, tmp_path, tmp_path, [response(tool_use("a", "echo_secrets")), response(text("done"))])
+    h.loop.toolbox.tools["echo_secrets"] = EchoesSecrets()
+    assert h.run("go").status == "completed"
+    dump = stored_text(db_url)
+    assert leaked("dsn=postgresql://u:***@db/x", dump)
+    assert not leaked(API_KEY, dump) and not leaked(DSN_PASSWORD, dump)
