@@ -147,6 +147,8 @@ class Compactor:
         elif strategy == "workspace":
             from .workspace_log import move_to_workspace, pointer
 
+            if not io.workspace.is_dir():
+                return CompactionResult(False, strategy, reason=f"workspace {io.workspace} is gone; nothing was moved")
             relative = move_to_workspace(io.workspace, session_id, [store.turn(t) for t in chosen], io.clock.now())
             text = pointer(relative, len(already) + len(chosen)) + (f"\n\nSummary of what came before: {summary}" if summary else "")
         elif strategy != "truncate":

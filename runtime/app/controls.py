@@ -64,8 +64,8 @@ def cancel(store: ChronicleStore, ref: str | UUID, wait_s: float = 10.0, reason:
 async def compact(store: ChronicleStore, ref: str | UUID, strategy: str = "summary", keep: int | None = None,
                   provider: str | None = None, loop: AgentLoop | None = None, broker: Broker | None = None) -> CompactionResult:
     """Summarise (or truncate) older turns; `loop` is the caller's own (chat), else one is built for it."""
-    if strategy not in ("summary", "truncate"):
-        raise AppError(f"unknown strategy {strategy!r}: use summary or truncate", 2)
+    if strategy not in ("summary", "truncate", "workspace"):
+        raise AppError(f"unknown strategy {strategy!r}: use summary, truncate or workspace", 2)
     sid = session_id(store, ref)
     if loop is None:
         try:
