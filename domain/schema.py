@@ -19,6 +19,8 @@ from .turn import Turn
 
 AGGREGATES = (Session, Turn, ToolCall, SessionLease, Attachment)
 AGGREGATE_VERSIONS = {"Session": 3, "Turn": 3, "ToolCall": 1, "SessionLease": 1, "Attachment": 1}
+#: v2 of Session.TurnsUndone/TurnsRedone/SteeringQueued/CancelRequested, Turn.Resumed/Cancelled and
+#: ToolCall.Approved/Denied: `actor`, who decided (None on older events).
 EVENT_VERSIONS = {
     "Session.Created": 1, "Session.Started": 2, "Session.InputQueued": 1, "Session.TurnStarted": 1,
     "Session.TurnEnded": 1, "Session.TurnsUndone": 2, "Session.TurnsRedone": 2, "Session.TitleSet": 1,
