@@ -99,3 +99,24 @@ def test_history_renders_markdown_and_escaped_html(exported):
     html = cli("history", session, "--format", "html", db=source).stdout
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html and "<script>" not in html
     assert "Reading &lt;b&gt;it&lt;/b&gt;." in html
+
+
+def test_a_session_with_a_sub_agent_moves_with_its_child(sqlite_url, workspace, tmp_path):
+    (workspace / "chronicle.toml").write_text('[agents.main]\ninstructions = "Lead."\n\n[agents.researcher]\n'
+                                              'description = "Reads files"\n', encoding="utf-8")
+    task = {"agent": "researcher", "task": "read hello.txt", "context": "the workspace has hello.txt"}
+    script = write_script(tmp_path / "s.json",
+                          [response(tool_use("d1", "delegate", tasks=[task])), response(text("The researcher says hello."))],
+                          researcher=[response(tool_use("c1", "task_complete", status="completed", summary="it says hello"))])
+    run = cli("run", "investigate", "--provider", f"scripted:{script}", "--workspace", str(workspace), "--json", db=sqlite_url)
+    assert run.returncode == 0, run.stderr
+    session = json_lines(run.stdout)[0]["session_id"]
+    bundle = tmp_path / "tree.json"
+    assert cli("export", session, "--out", str(bundle), db=sqlite_url).returncode == 0
+    assert json.loads(bundle.read_text())["manifest"]["counts"]["sessions"] == 2
+    target = fresh(tmp_path)
+    assert cli("import", str(bundle), db=target).returncode == 0
+    for args in (("sessions", "--json"), ("cost", session, "--json"), ("log", session, "--tree", "--json")):
+        source_out = [{k: v for k, v in e.items() if k != "position"} for e in json_lines(cli(*args, db=sqlite_url).stdout)]
+        target_out = [{k: v for k, v in e.items() if k != "position"} for e in json_lines(cli(*args, db=target).stdout)]
+        assert target_out == source_out, args
