@@ -210,6 +210,12 @@ def _check_signature(manifest: dict[str, Any], signature: Any, trusted_key_hex: 
 
 def import_bundle(store: Any, checked: Checked) -> int:
     """Write the bundle's events and index entries in one transaction; returns how many events."""
+    for event in checked.events:
+        try:
+            store.mapper.to_domain_event(event)
+        except Exception:  # noqa: BLE001 - ciphertext under another key, or plaintext into an encrypted store
+            raise BundleError(f"event {event.originator_id} v{event.originator_version} does not decode in this store: the bundle "
+                              "came from a store encrypted with another CHRONICLE_CIPHER_KEY (set that key to import it)") from None
     present = [e.originator_id for e in checked.events if store.recorder.select_events(e.originator_id, limit=1)]
     if present:
         raise BundleError(f"this store already holds aggregate {present[0]}: the session was imported or recorded here before")

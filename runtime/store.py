@@ -23,6 +23,7 @@ from chronicle.domain.turn import Turn
 
 from .chain import chained_recorder_topic
 from .config import eventsourcing_env, redact
+from .encryption import check_readable, cipher_env
 from .store_identity import check_store
 
 
@@ -78,10 +79,13 @@ class ChronicleStore(Application[UUID]):
         # Hash chain (runtime/chain.py): the recorder writes each event's link in the event's own
         # transaction. The only change to how events are stored; `chronicle verify` reads the links.
         settings.setdefault("APPLICATION_RECORDER_TOPIC", chained_recorder_topic(settings["PERSISTENCE_MODULE"]))
+        # Encryption at rest (runtime/encryption.py): CHRONICLE_CIPHER_KEY turns on eventsourcing's AES-GCM cipher.
+        settings.update(cipher_env())
         if settings.get("POSTGRES_SCHEMA"):
             ensure_schema(settings)
         check_store(settings, self.name)
         super().__init__(env=settings)
+        check_readable(self, encrypted="CIPHER_KEY" in settings)  # a wrong or missing key: one clear error now
         self.session_index = EventSourcedLog(self.events, SESSION_INDEX_ID, SessionLogged)
 
     @property
