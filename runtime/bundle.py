@@ -1,6 +1,8 @@
 """Export a session tree as one self-contained, verifiable file, and import it into another store.
 
-A bundle is one JSON document: the tree's stored events in log order, exactly as stored (topic and
+A bundle is one JSON document: the tree's stored events in log order (with the Attachment
+aggregates its inputs refer to, which an import skips when the target already holds them: they
+are content-addressed, so the same id means the same bytes), exactly as stored (topic and
 state bytes, so nothing is re-encoded on the way), each with the digest it had in the source's
 chain and a digest of the bundle's own chain, which runs over the bundle's events alone. The
 source chain cannot be re-checked without the source's other sessions; the bundle chain can, by
@@ -27,7 +29,6 @@ from .chain import GENESIS, link_digest
 from .chain_reader import LogReader, RawEvent
 
 FORMAT = "chronicle-bundle/1"
-ATTACHMENTS: list[dict[str, Any]] = []  # Chronicle stores no attachments outside events yet; the field keeps the format open
 
 
 class BundleError(ValueError):
@@ -52,7 +53,8 @@ def export_bundle(store: Any, root_id: UUID, private_key_pem: bytes | None = Non
     for sid in sessions:
         ids += store.aggregate_ids_of(store.session(sid))
     ids = list(dict.fromkeys(ids))
-    events = reader.events_of(ids)
+    attachments = attachment_ids(store, ids)
+    events = reader.events_of(ids + attachments)
     log_links = reader.links_at(e.position for e in events)
     indexed = set(store.session_ids()) & set(sessions)
     entries, prev = [], GENESIS
@@ -75,14 +77,38 @@ def export_bundle(store: Any, root_id: UUID, private_key_pem: bytes | None = Non
         "source": {"backend": store.backend, "head": None if head is None else {"seq": head.seq, "position": head.position,
                                                                                  "digest": head.digest.hex()}},
         "counts": {"events": len(entries), "aggregates": len({e["originator_id"] for e in entries}),
-                   "sessions": len(sessions), "attachments": len(ATTACHMENTS)},
+                   "sessions": len(sessions), "attachments": len(attachments)},
+        "attachments": [str(a) for a in attachments],
         "head": prev.hex() if entries else GENESIS.hex(),
     }
     assert SESSION_INDEX_ID not in ids
-    bundle: dict[str, Any] = {"manifest": manifest, "events": entries, "attachments": ATTACHMENTS, "signature": None}
+    bundle: dict[str, Any] = {"manifest": manifest, "events": entries, "signature": None}
     if private_key_pem is not None:
         bundle["signature"] = sign(manifest, private_key_pem)
     return bundle
+
+
+def attachment_ids(store: Any, aggregate_ids: list[UUID]) -> list[UUID]:
+    """Attachments the tree's events refer to (content blocks whose source names an attachment's sha256)."""
+    from chronicle.domain.ids import attachment_id
+
+    found: dict[UUID, None] = {}
+
+    def walk(value: Any) -> None:
+        if isinstance(value, dict):
+            if value.get("type") == "attachment" and isinstance(value.get("sha256"), str):
+                found[attachment_id(value["sha256"])] = None
+            for item in value.values():
+                walk(item)
+        elif isinstance(value, (list, tuple)):
+            for item in value:
+                walk(item)
+        elif hasattr(value, "model_dump"):
+            walk(value.model_dump())
+
+    for _position, event in store.events_with_positions(aggregate_ids):
+        walk(vars(event))
+    return list(found)
 
 
 def _digest(prev: bytes, i: int, event: RawEvent) -> bytes:
@@ -216,7 +242,9 @@ def import_bundle(store: Any, checked: Checked) -> int:
         except Exception:  # noqa: BLE001 - ciphertext under another key, or plaintext into an encrypted store
             raise BundleError(f"event {event.originator_id} v{event.originator_version} does not decode in this store: the bundle "
                               "came from a store encrypted with another CHRONICLE_CIPHER_KEY (set that key to import it)") from None
-    present = [e.originator_id for e in checked.events if store.recorder.select_events(e.originator_id, limit=1)]
+    shared = {UUID(a) for a in checked.manifest.get("attachments", [])}
+    kept = [e for e in checked.events if not (e.originator_id in shared and store.recorder.select_events(e.originator_id, limit=1))]
+    present = [e.originator_id for e in kept if store.recorder.select_events(e.originator_id, limit=1)]
     if present:
         raise BundleError(f"this store already holds aggregate {present[0]}: the session was imported or recorded here before")
     for _ in range(50):
@@ -224,12 +252,12 @@ def import_bundle(store: Any, checked: Checked) -> int:
         for sid in checked.manifest.get("indexed_sessions", []):
             following = index_events[-1].originator_version + 1 if index_events else None
             index_events.append(store.session_index.trigger_event(following, session_id=UUID(sid)))
-        stored = [*checked.events, *(store.mapper.to_stored_event(e) for e in index_events)]
+        stored = [*kept, *(store.mapper.to_stored_event(e) for e in index_events)]
         try:
             store.recorder.insert_events(stored)
-            return len(checked.events)
+            return len(kept)
         except IntegrityError:
-            if any(store.recorder.select_events(e.originator_id, limit=1) for e in checked.events):
+            if any(store.recorder.select_events(e.originator_id, limit=1) for e in kept):
                 raise BundleError("another process imported the same session meanwhile") from None
             continue  # another writer took the index slot: take the next one
     raise BundleError("could not index the imported sessions after 50 attempts")

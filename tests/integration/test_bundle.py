@@ -120,3 +120,30 @@ def test_a_session_with_a_sub_agent_moves_with_its_child(sqlite_url, workspace, 
         source_out = [{k: v for k, v in e.items() if k != "position"} for e in json_lines(cli(*args, db=sqlite_url).stdout)]
         target_out = [{k: v for k, v in e.items() if k != "position"} for e in json_lines(cli(*args, db=target).stdout)]
         assert target_out == source_out, args
+
+
+def test_attachments_travel_with_the_session_and_are_not_duplicated(sqlite_url, workspace, tmp_path):
+    from chronicle import Agent, Chronicle
+    from chronicle.runtime.attachments import load_data
+
+    png = b"\x89PNG\r\n\x1a\n" + b"\x00" * 24 + b"not really pixels"
+    script = write_script(tmp_path / "s.json", [[response(text("A chart."))], [response(text("The same chart."))]])
+    app = Chronicle(sqlite_url)
+    agent = Agent(name="main", provider=f"scripted:{script}")
+    first = app.run_sync(agent, "What is this?", workspace=workspace, attachments=[(png, "image/png")])
+    second = app.run_sync(agent, "And this?", workspace=workspace, attachments=[(png, "image/png")])
+    assert first.status == second.status == "completed"
+    app.close()
+    target = fresh(tmp_path)
+    for n, result in enumerate((first, second)):
+        bundle = tmp_path / f"b{n}.json"
+        assert cli("export", result.session_id, "--out", str(bundle), db=sqlite_url).returncode == 0
+        assert json.loads(bundle.read_text())["manifest"]["counts"]["attachments"] == 1
+        imported = cli("import", str(bundle), db=target)
+        assert imported.returncode == 0, imported.stderr  # the second finds the attachment already there
+        args = ("history", result.session_id, "--json")
+        assert cli(*args, db=target).stdout == cli(*args, db=sqlite_url).stdout
+    from chronicle.runtime.store import ChronicleStore
+
+    sha = json_lines(cli("history", first.session_id, "--json", db=target).stdout)[0]["content"][0]["source"]["sha256"]
+    assert base64.b64decode(load_data(ChronicleStore(target), sha)) == png
