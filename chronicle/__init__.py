@@ -20,6 +20,7 @@ _SOURCES = {
     ], "chronicle.runtime.live"),
     **dict.fromkeys(["Tool", "ToolError", "ToolOutput"], "chronicle.runtime.tools.base"),
     **dict.fromkeys(["ToolContext", "tool"], "chronicle.runtime.tools.functions"),
+    **dict.fromkeys(["McpServer"], "chronicle.runtime.tools.mcp_config"),
     **dict.fromkeys(["Agent"], "chronicle.agent"),
     **dict.fromkeys(["Chronicle", "RunResult"], "chronicle.client"),
     **dict.fromkeys(["ChronicleError"], "chronicle.errors"),
@@ -58,6 +59,7 @@ if TYPE_CHECKING:
     )
     from chronicle.runtime.tools.base import Tool, ToolError, ToolOutput
     from chronicle.runtime.tools.functions import ToolContext, tool
+    from chronicle.runtime.tools.mcp_config import McpServer
 
     from .agent import Agent
     from .client import Chronicle, RunResult
@@ -74,6 +76,7 @@ __all__ = [
     "CompactionEvent",
     "ErrorEvent",
     "LiveEvent",
+    "McpServer",
     "MessageEnd",
     "MessageStart",
     "MessageUpdate",

@@ -11,6 +11,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from chronicle.domain.agent_spec import AgentSpec
@@ -38,6 +39,9 @@ class Agent:
     description: str = ""
     max_iterations: int = 20
     max_depth: int = 1
+    #: MCP servers whose tools this agent gets: McpServer objects, or names of [mcp.NAME] tables in
+    #: the workspace's chronicle.toml. Their tool lists are recorded when a session starts.
+    mcp_servers: Sequence[Any] = ()
     _entries: tuple[str, ...] = field(default=(), init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -79,9 +83,37 @@ class Agent:
         visit(self)
         return list(found.values())
 
-    def registry(self) -> AgentRegistry:
-        """This agent as the main one and its sub-agents, as chronicle.toml's [agents] tables would give them."""
-        return AgentRegistry(main=self.definition(True), agents=tuple(a.definition(False) for a in self.descendants()))
+    def registry(self, workspace: str | Path | None = None) -> AgentRegistry:
+        """This agent as the main one and its sub-agents, as chronicle.toml's [agents] tables would give them,
+        with the MCP servers they name (`mcp_servers`; names are looked up in the workspace's chronicle.toml)."""
+        descendants = self.descendants()
+        return AgentRegistry(main=self.definition(True), agents=tuple(a.definition(False) for a in descendants),
+                             mcp=mcp_servers_of([self, *descendants], workspace))
+
+
+def mcp_servers_of(agents: Sequence[Agent], workspace: str | Path | None) -> dict[str, Any]:
+    """Each server named by any of the agents, given to exactly the agents that name it."""
+    from chronicle.runtime.agents.registry import find_registry
+
+    workspace = Path(workspace or Path.cwd()).expanduser().resolve()
+    from chronicle.runtime.tools.mcp_config import McpServerConfig, code_server
+
+    servers: dict[str, McpServerConfig] = {}
+    users: dict[str, list[str]] = {}
+    for agent in agents:
+        for item in agent.mcp_servers:
+            if isinstance(item, str):
+                configured = find_registry(None, workspace).mcp
+                if item not in configured:
+                    raise ValueError(f"agent {agent.name}: no [mcp.{item}] in {workspace / 'chronicle.toml'}")
+                config = configured[item]
+            elif isinstance(item, McpServerConfig):
+                config = code_server(item)
+            else:
+                raise TypeError(f"agent {agent.name}: mcp_servers= takes McpServer objects or [mcp.NAME] names, not {type(item).__name__}")
+            servers[config.name] = config
+            users.setdefault(config.name, []).append(agent.name)
+    return {name: config.model_copy(update={"agents": users[name]}) for name, config in servers.items()}
 
 
 def tool_entry(item: Any, agent: str) -> str:

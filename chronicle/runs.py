@@ -29,7 +29,7 @@ def open_conversation(store: ChronicleStore, agent: Agent, prompt: str, session:
     """`session` continues with what it recorded; the agent's provider and model still apply, like --provider/--model."""
     _checked(agent)
     options = RunOptions(provider=agent.provider, model=agent.model, workspace=Path(workspace) if workspace else None,
-                         max_iterations=max_iterations, auto_approve=auto_approve, registry=agent.registry())
+                         max_iterations=max_iterations, auto_approve=auto_approve, registry=agent.registry(workspace))
     return Conversation.open(store, session, options, subscribers, first_input=prompt, attachments=attachments)
 
 
@@ -41,6 +41,6 @@ def submit(store: ChronicleStore, agent: Agent, prompt: str, session: str | None
         submitted = resuming.submit(store, prompt, session=session, attachments=attachments)
     else:
         submitted = resuming.submit(store, prompt, provider=agent.provider, model=agent.model,
-                                    workspace=Path(workspace) if workspace else None, registry=agent.registry(),
+                                    workspace=Path(workspace) if workspace else None, registry=agent.registry(workspace),
                                     attachments=attachments)
     return {"session_id": str(submitted.session_id), "input_id": submitted.input_id}

@@ -58,8 +58,10 @@ def export_traces(
         except TelemetrySetupError as exc:
             fail(str(exc), 2)
         try:
-            sink.export(spans)
+            sent = sink.export(spans)
         finally:
             sink.shutdown()
+        if not sent:
+            fail(f"the exporter could not send the {len(spans)} span(s) of session {root.id}; check OTEL_EXPORTER_OTLP_ENDPOINT")
         traces = len({s.trace_id for s in spans})
         err_console.print(f"exported {len(spans)} span(s) in {traces} trace(s) for session {root.id}")

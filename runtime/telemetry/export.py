@@ -52,7 +52,7 @@ def capture_content() -> bool:
 
 
 class SpanSink(Protocol):
-    def export(self, spans: Sequence[SpanRecord]) -> None: ...
+    def export(self, spans: Sequence[SpanRecord]) -> object: ...
 
     def shutdown(self) -> None: ...
 
@@ -116,13 +116,17 @@ class ExporterSink:
 
             self.processor = BatchSpanProcessor(exporter)
 
-    def export(self, spans: Sequence[SpanRecord]) -> None:
+    def export(self, spans: Sequence[SpanRecord]) -> bool:
+        """False when a synchronous export failed (the batching path reports through the SDK's log)."""
         sdk_spans = to_sdk_spans(spans)
         if self.processor is not None:
             for span in sdk_spans:
                 self.processor.on_end(span)
         elif sdk_spans:
-            self.exporter.export(sdk_spans)
+            from opentelemetry.sdk.trace.export import SpanExportResult
+
+            return self.exporter.export(sdk_spans) == SpanExportResult.SUCCESS
+        return True
 
     def shutdown(self) -> None:
         if self.processor is not None:

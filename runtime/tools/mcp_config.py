@@ -47,6 +47,8 @@ class McpToolFlags(BaseModel):
 
 
 class McpServerConfig(BaseModel):
+    """One server; in code, `McpServer(name="files", command="uvx", args=[...])` (chronicle.McpServer)."""
+
     model_config = ConfigDict(extra="forbid", frozen=True)
     name: str = ""
     source: str = ""  # the file this table was read from, absolute
@@ -141,10 +143,35 @@ def _servers_in(path: str, mtime: float) -> dict[str, McpServerConfig]:
     return parse_servers(raw.get("mcp"), Path(path))
 
 
+#: Servers defined in code (`Agent(mcp_servers=[McpServer(...)])`) by this process, by name.
+_CODE_SERVERS: dict[str, McpServerConfig] = {}
+CODE_SOURCE = "code:"
+
+
+def code_server(config: McpServerConfig) -> McpServerConfig:
+    """A server defined in code: remembered by this process, recorded by name only (its env and
+    headers may hold secrets). Another process resuming the session must define it again; the
+    tool list stays the recorded one either way."""
+    if not SERVER_NAME.match(config.name) or SEPARATOR in config.name:
+        raise McpConfigError(f"McpServer name {config.name!r}: start with a letter, use letters, digits, - and _ (no '{SEPARATOR}')")
+    named = config.model_copy(update={"source": CODE_SOURCE + config.name})
+    _CODE_SERVERS[config.name] = named  # the newest definition of a name is the one calls reach
+    return named
+
+
 def servers_in(path: str | Path) -> dict[str, McpServerConfig]:
-    """The servers a file defines now (re-read when the file changes)."""
+    """The servers a file defines now (re-read when the file changes), or a code-defined one."""
+    if str(path).startswith(CODE_SOURCE):
+        name = str(path)[len(CODE_SOURCE):]
+        if name not in _CODE_SERVERS:
+            raise McpConfigError(f"MCP server {name!r} was defined in code by the process that started this session; "
+                                 f"pass it again with Agent(mcp_servers=[...]) (or define [mcp.{name}] in chronicle.toml)")
+        return {name: _CODE_SERVERS[name]}
     try:
         mtime = os.stat(path).st_mtime
     except OSError:
         raise McpConfigError(f"{path}, which defined the MCP servers of this session, is gone") from None
     return _servers_in(str(path), mtime)
+
+
+McpServer = McpServerConfig

@@ -1,0 +1,58 @@
+"""Agent(mcp_servers=[...]): MCP servers given in code or by their chronicle.toml name."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from uuid import UUID
+
+import pytest
+
+from chronicle import Agent, Chronicle, ChronicleError, McpServer
+from chronicle.runtime.tools.mcp_hub import HUB
+from tests.helpers import response, text, tool_use
+
+SERVER = Path(__file__).resolve().parents[1] / "mcp_server.py"
+
+
+@pytest.fixture(autouse=True)
+def stop_servers():
+    yield
+    HUB.close()
+
+
+def script(path: Path, *responses: dict) -> str:
+    path.write_text(json.dumps({"agents": {"main": list(responses)}}), encoding="utf-8")
+    return f"scripted:{path}"
+
+
+def test_a_server_defined_in_code_gives_its_tools_to_the_agent_and_is_recorded_by_name_only(db_url, workspace, tmp_path, monkeypatch):
+    monkeypatch.setenv("MCP_SECRET_TOKEN", "s3cret-value-123")
+    server = McpServer(name="t", command=sys.executable, args=[str(SERVER), "stdio"], trust_annotations=True,
+                       env={"TOKEN": "${MCP_SECRET_TOKEN}"})
+    provider = script(tmp_path / "s.json", response(tool_use("u1", "t__lookup", key="code")), response(text("done")))
+    app = Chronicle(db_url)
+    result = app.run_sync(Agent(provider=provider, mcp_servers=[server]), "look it up", workspace=str(workspace))
+    assert result.status == "completed"
+    session = app.store.session(UUID(result.session_id))
+    recorded = {e["name"]: e for e in session.spec.mcp_tools}
+    assert recorded["t__lookup"]["config"] == "code:t"
+    assert "s3cret-value-123" not in json.dumps(session.spec.model_dump(mode="json"))
+    call = app.store.tool_calls_of(app.store.turn(session.turns[0]))[0]
+    assert json.loads(call.output)["key"] == "code"
+
+
+def test_a_name_refers_to_the_workspace_config_and_an_unknown_one_is_refused(db_url, workspace, tmp_path):
+    (workspace / "chronicle.toml").write_text(
+        f"[mcp.files]\ncommand = {json.dumps(sys.executable)}\nargs = [{json.dumps(str(SERVER))}, \"stdio\"]\n", encoding="utf-8")
+    provider = script(tmp_path / "s.json", response(text("hi")))
+    app = Chronicle(db_url)
+    result = app.run_sync(Agent(provider=provider, mcp_servers=["files"]), "hi", workspace=str(workspace))
+    names = {e["name"] for e in app.store.session(UUID(result.session_id)).spec.mcp_tools}
+    assert "files__echo" in names
+    with pytest.raises(ValueError, match=r"no \[mcp.nope\]"):
+        app.run_sync(Agent(provider=provider, mcp_servers=["nope"]), "hi", workspace=str(workspace))
+    broken = McpServer(name="down", command=str(tmp_path / "missing-binary"))
+    with pytest.raises(ChronicleError, match="MCP server 'down'"):
+        app.run_sync(Agent(provider=provider, mcp_servers=[broken]), "hi", workspace=str(workspace))
