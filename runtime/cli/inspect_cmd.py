@@ -18,7 +18,7 @@ from .tables import Column, fit_table
 def sessions(as_json: JsonOption = False, db: DbOption = None) -> None:
     """List sessions, oldest first."""
     with cli_errors():
-        rows = queries.sessions(open_store(db))
+        rows = queries.sessions(open_store(db, create=False))
         if as_json:
             for row in rows:
                 print_json(row)
@@ -49,7 +49,7 @@ def log(
 ) -> None:
     """Show every stored event of a session, its turns and tool calls, in commit order."""
     with cli_errors():
-        entries = queries.log(open_store(db), session, tree=tree)
+        entries = queries.log(open_store(db, create=False), session, tree=tree)
         if as_json:
             for entry in entries:
                 print_json(entry)
@@ -98,7 +98,7 @@ def history(
 ) -> None:
     """Show the messages the model will see next (the active branch), in Anthropic format; or as they were."""
     with cli_errors():
-        store = open_store(db)
+        store = open_store(db, create=False)
         sid = store.resolve_session_id(session)
         messages = queries.history_messages(store, sid, at=at, version=version)
         if as_json:

@@ -75,7 +75,7 @@ def replay(
 ) -> None:
     """Run the session's active branch again against its recorded model responses; exit 1 at the first divergence."""
     with cli_errors():
-        store = open_store(db)
+        store = open_store(db, create=False)
         sid = store.resolve_session_id(session)
         report = asyncio.run(app_timetravel.replay(store, sid, workspace))
         if as_json:
