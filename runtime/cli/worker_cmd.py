@@ -77,6 +77,14 @@ def resume(
                 waiting = pending_approvals(store, record)
                 if waiting:
                     names = ", ".join(sorted({c.name for c in waiting}))
+                    if as_json:  # --json promises JSON on stdout, a pause included (exit 3 as in `run`)
+                        print_json({
+                            "session_id": str(sid), "status": "awaiting_approval",
+                            "tool_calls": [{"tool_call_id": str(c.id), "name": c.name} for c in waiting],
+                            "message": f"session {sid} awaits approval of {names}: `chronicle approve {sid}` or "
+                                       f"`chronicle deny {sid}` first, or resume with --yes",
+                        })
+                        raise typer.Exit(3)
                     err_console.print(f"[yellow]paused:[/] session {sid} awaits approval of {names}: "
                                       f"`chronicle approve {sid}` or `chronicle deny {sid}` first, or resume with --yes")
                     raise typer.Exit(3)
