@@ -60,6 +60,15 @@ def finite_at_least(minimum: float) -> Callable[[typer.CallbackParam, Optional[f
     return check
 
 
+def read_prompt(prompt: str) -> str:
+    """`-` reads the prompt from stdin (`git diff | chronicle run -`), as Unix tools do."""
+    if prompt != "-":
+        return prompt
+    if sys.stdin.isatty():
+        fail("the prompt is `-` but stdin is a terminal; pipe the prompt in, or give it as an argument", 2)
+    return sys.stdin.read()
+
+
 class CliError(Exception):
     def __init__(self, message: str, code: int = 1) -> None:
         super().__init__(message)

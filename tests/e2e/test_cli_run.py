@@ -118,3 +118,15 @@ def test_run_session_with_another_provider_is_refused_before_anything_is_recorde
     again = write_script(tmp_path / "again.json", [response(text("second"))])
     same_kind = cli("run", "again", "--session", sid, "--provider", f"scripted:{again}", db=db_url)
     assert same_kind.returncode == 0, same_kind.stderr
+
+
+def test_a_prompt_of_dash_is_read_from_stdin(sqlite_url, workspace, tmp_path):
+    script = write_script(tmp_path / "s.json", [response(text("read it"))])
+    piped = cli("run", "-", "--provider", f"scripted:{script}", "--workspace", str(workspace), "--json", db=sqlite_url,
+                input="line one\nline two\n")
+    assert piped.returncode == 0, piped.stderr
+    sid = json_lines(piped.stdout)[0]["session_id"]
+    messages = json_lines(cli("history", sid, "--json", db=sqlite_url).stdout)
+    assert messages[0]["content"][0]["text"] == "line one\nline two\n"
+    empty = cli("submit", "-", "--provider", f"scripted:{script}", "--workspace", str(workspace), db=sqlite_url, input="  \n")
+    assert empty.returncode == 2 and "the prompt is empty" in empty.stderr
