@@ -12,7 +12,7 @@ from chronicle.runtime.app import queries
 
 from .common import DbOption, JsonOption, cli_errors, fail, open_store, out_console, print_json
 from .render import short
-from .tables import Column, fit_table
+from .tables import Column, fit_table, unique_prefixes
 
 
 def sessions(as_json: JsonOption = False, db: DbOption = None) -> None:
@@ -30,9 +30,10 @@ def sessions(as_json: JsonOption = False, db: DbOption = None) -> None:
             Column("session"), Column("agent"), Column("status"), Column("turns", justify="right"),
             Column("USD", optional=True, justify="right"), Column("created", optional=True), Column("title", flex=True),
         ]
+        short = unique_prefixes(row["session_id"] for row in rows)  # every session is listed, so unique among all
         shown = [
             {
-                "session": row["session_id"], "agent": f"{'  ' * (depth - 1)}↳ {row['agent']}" if depth else row["agent"],
+                "session": short[row["session_id"]], "agent": f"{'  ' * (depth - 1)}↳ {row['agent']}" if depth else row["agent"],
                 "status": row["status"], "turns": row["turns"], "USD": "" if row["cost"] is None else f"{row['cost']:.4f}",
                 "created": row["created_at"][:19].replace("T", " "), "title": escape(row["title"] or ""),
             }
