@@ -13,23 +13,54 @@ class ConfigError(ValueError):
     """A setting that cannot work; the message says what to do instead."""
 
 
+def find_store(start: Path) -> Path | None:
+    """The nearest `.chronicle/chronicle.db` at or above `start`, as git finds `.git`, so that
+    `cd src && chronicle sessions` shows the project's sessions instead of an empty new store."""
+    for folder in (start, *start.parents):
+        candidate = folder / DEFAULT_DB_RELATIVE
+        if candidate.is_file():
+            return candidate
+    return None
+
+
 def default_db_url(cwd: Path | None = None) -> str:
-    path = ((cwd or Path.cwd()) / DEFAULT_DB_RELATIVE).resolve()
-    return f"sqlite:///{path}"
+    """The store found upward from `cwd`, else a new one under `cwd`/.chronicle/."""
+    here = (cwd or Path.cwd()).resolve()
+    return f"sqlite:///{find_store(here) or here / DEFAULT_DB_RELATIVE}"
 
 
 def resolve_db_url(explicit: str | None) -> str:
-    return explicit or os.environ.get("CHRONICLE_DB") or default_db_url()
+    return absolute_sqlite_url(explicit or os.environ.get("CHRONICLE_DB") or default_db_url())
+
+
+def absolute_sqlite_url(url: str, cwd: Path | None = None) -> str:
+    """SQLAlchemy's rule, made explicit: `sqlite:///rel.db` is relative to the current directory,
+    `sqlite:////abs/path.db` absolute. Resolved once, where the URL is read, so every process and
+    check downstream (workers, the tools' guard on the store's files) names the same file."""
+    if not url.startswith("sqlite:"):
+        return url
+    if not url.startswith("sqlite:///"):
+        raise ConfigError(f"a SQLite URL is sqlite:///RELATIVE/PATH.db or sqlite:////ABSOLUTE/PATH.db (got {url!r})")
+    rest = url[len("sqlite:///"):]
+    if rest.startswith("/"):
+        return url
+    if not rest.strip():
+        raise ConfigError(f"the SQLite URL {url!r} names no file: use sqlite:///RELATIVE/PATH.db or sqlite:////ABSOLUTE/PATH.db")
+    return f"sqlite:///{((cwd or Path.cwd()) / unquote(rest)).resolve()}"
+
+
+def sqlite_path(url: str) -> Path | None:
+    """The file a SQLite URL names (None for other databases)."""
+    if not url.startswith("sqlite:"):
+        return None
+    return Path(unquote(absolute_sqlite_url(url)[len("sqlite:///"):]))
 
 
 def eventsourcing_env(url: str) -> dict[str, str]:
     parsed = urlparse(url)
     env = {"AGGREGATE_CACHE_MAXSIZE": "2000", "CREATE_TABLE": "y"}
     if parsed.scheme == "sqlite":
-        raw = unquote(url[len("sqlite://"):])
-        if not raw.startswith("/"):
-            raise ConfigError(f"SQLite URL needs an absolute path, like sqlite:///ABS/PATH.db (got {url!r})")
-        path = Path(raw)
+        path = sqlite_path(url) or Path()
         path.parent.mkdir(parents=True, exist_ok=True)
         env.update(PERSISTENCE_MODULE="eventsourcing.sqlite", SQLITE_DBNAME=str(path), SQLITE_LOCK_TIMEOUT="30")
         return env

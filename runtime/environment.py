@@ -36,6 +36,8 @@ class Environment(BaseSettings):
     retry_base_s: float = Field(2.0, ge=0)
     retry_cap_s: float = Field(30.0, ge=0)
     pg_connect_timeout: float = Field(5.0, gt=0)
+    #: Sub-agents running at once in one process, across the whole tree (CHRONICLE_MAX_CONCURRENT_SUBAGENTS).
+    max_concurrent_subagents: int = Field(8, ge=1)
     #: A JSON price table that overrides and extends the bundled prices.
     prices: Path | None = None
 

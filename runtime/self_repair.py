@@ -98,8 +98,7 @@ class SelfRepair:
 
     def check_turns(self) -> list[Repair]:
         changed = [r for r in map(self._healed, self.repairs()) if r is not None]
-        for sid in self.store.session_ids():
-            session = self.store.session(sid)
+        for session in self.store.sessions():  # a session that does not load is skipped (doctor names it), not fatal
             if session.active_turn_id is None:
                 continue
             try:

@@ -17,7 +17,7 @@ from typing import Any
 from uuid import UUID
 
 from .session_work import needs_work, pending_approvals
-from .store import ChronicleStore, NotFound
+from .store import ChronicleStore, NotFound, UnreadableEvent
 
 #: Seconds between full rescans (a safety net; the log normally says everything).
 RESCAN_S = 30.0
@@ -33,6 +33,7 @@ class WorkIndex:
         self.with_work: set[UUID] = set()
         self.owner: dict[str, UUID] = {}  # aggregate id (hex) -> the session whose verdict it can change
         self.owned: dict[UUID, list[str]] = {}  # and back
+        self.unreadable: dict[UUID, str] = {}  # sessions left out because an event does not decode
 
     def sessions(self) -> list[UUID]:
         """Top-level sessions with something to do, oldest first."""
@@ -80,6 +81,12 @@ class WorkIndex:
         try:
             session = self.store.session(sid, copy=False)
         except NotFound:
+            return
+        except UnreadableEvent as exc:
+            # One damaged session must not stop every worker on the store: it is left out (and
+            # named once by the worker); `chronicle doctor` lists it.
+            self.with_work.discard(sid)
+            self.unreadable.setdefault(sid, str(exc))
             return
         if session.parent_session_id is not None:
             return  # sub-agents are driven by their parents

@@ -21,6 +21,8 @@ from chronicle.runtime.live import AgentEnd, AgentStart
 from chronicle.runtime.store import ChronicleStore, NotFound
 from chronicle.runtime.task_board import claim_task, open_task, settle_task
 
+from .slots import child_slot
+
 TASK_INPUT_ID = "delegated-task"
 
 
@@ -69,6 +71,12 @@ def open_child(
 
 
 async def run_child(parent_io: Any, child: Session) -> ChildResult:
+    """Drive the child's task turn while it holds one of the process's sub-agent slots (slots.py)."""
+    async with child_slot():
+        return await _run_child(parent_io, child)
+
+
+async def _run_child(parent_io: Any, child: Session) -> ChildResult:
     """Drive the child's task turn to its end (starting or continuing it) and report on it.
 
     The child's loop comes from the parent's I/O bundle (`spawn`), so this module needs no loop."""

@@ -19,6 +19,7 @@ from chronicle.runtime.task_board import with_prior_reflections
 
 from .children import ChildResult, open_child, run_child, task_text
 from .registry import child_spec, targets
+from .slots import waiting_for_children
 
 
 class DelegatedTask(BaseModel):
@@ -74,7 +75,8 @@ class Delegate(Tool):
                        with_prior_reflections(loop.store, task.task, task_text(task.task, task.context)), task.task)
             for index, (task, child) in enumerate(zip(args.tasks, specs))
         ]
-        results: list[ChildResult] = await asyncio.gather(*(run_child(loop, c) for c in children))
+        async with waiting_for_children():  # a sub-agent that delegates frees its slot meanwhile (see slots.py)
+            results: list[ChildResult] = await asyncio.gather(*(run_child(loop, c) for c in children))
         return ToolOutput(json.dumps({"results": [r.model_dump() for r in results]}, ensure_ascii=False))
 
 

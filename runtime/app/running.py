@@ -138,6 +138,7 @@ class Conversation:
         notes = []
         if recorded is not None:
             spec: AgentSpec = recorded
+            refuse_provider_switch(sid, recorded.provider, options.provider)
             provider = options.provider or recorded.provider or None
             if options.agents is not None:
                 notes.append(f"note: --agents ignored; session {sid} keeps the agents recorded when it started")
@@ -262,3 +263,16 @@ async def run(store: ChronicleStore, prompt: str, session: str | UUID | None = N
     """`chronicle run` as one call: record the prompt (new session or continued), run until it ends or pauses."""
     conversation = Conversation.open(store, session, options, subscribers, approver, first_input=prompt)
     return await conversation.drive(handle_signals=handle_signals)
+
+
+def refuse_provider_switch(sid: UUID | None, recorded: str | None, given: str | None) -> None:
+    """A session's provider is part of its record (resume, replay and cost read it from there), so
+    `--provider` may not quietly send one turn of it to another vendor, unrecorded. The same kind
+    with another argument (another script for `scripted:`) is the same provider and stays allowed."""
+    if not given or not recorded or given.split(":", 1)[0] == recorded.split(":", 1)[0]:
+        return
+    raise AppError(
+        f"session {sid} runs on provider {recorded.split(':', 1)[0]} (recorded when it started); --provider "
+        f"{given.split(':', 1)[0]} would switch it for this turn without a record: drop --provider to continue it, "
+        "or start a new session with that provider", 2)
+

@@ -106,6 +106,11 @@ class WorkerOptions:
     once: bool = False
 
 
+#: A session whose advance failed unexpectedly is retried after 5 s, then 10, 20, … up to 5 minutes.
+BACKOFF_BASE_S = 5.0
+BACKOFF_CAP_S = 300.0
+
+
 class Worker:
     """Polls for sessions needing work and advances up to `concurrency` of them at a time."""
 
@@ -128,6 +133,10 @@ class Worker:
         #: at every poll (each try is a lease read and a losing write).
         self.held_elsewhere: dict[UUID, float] = {}
         self.left_alone: set[UUID] = set()
+        #: Sessions whose advance raised something unexpected: (retry not before, failures so far).
+        #: Left for a doubling delay instead of being picked up again at the next poll.
+        self.backing_off: dict[UUID, tuple[float, int]] = {}
+        self.named_unreadable: set[UUID] = set()
 
     def drain(self) -> None:
         """Finish the turns in hand, take no new ones, then exit."""
@@ -149,6 +158,10 @@ class Worker:
             self.log(f"worker {self.name}: store unavailable while advancing {sid}: {exc}; will retry")
             await asyncio.sleep(self.options.poll_s)
             return
+        except Exception as exc:  # noqa: BLE001 - one session's unexpected failure must not stop or spin the worker
+            self._back_off(sid, exc)
+            return
+        self.backing_off.pop(sid, None)
         if outcomes is None:
             self.held_elsewhere[sid] = asyncio.get_running_loop().time()
         for outcome in outcomes or []:
@@ -174,6 +187,32 @@ class Worker:
                 self.log(f"worker {self.name}: self-repair {repair.kind} {repair.target}: {last['result']}: {last['detail']}")
         except PersistenceError as exc:
             self.log(f"worker {self.name}: store unavailable during self-repair: {exc}; will retry")
+
+    def _eligible(self, sid: UUID) -> bool:
+        """Not held by a live run, not blocked by self-repair, not a cancelled job; a session whose
+        checks raise is backed off like one whose advance raised, never fatal to the worker."""
+        try:
+            return (not self._held_by_live(sid) and not (self.repair is not None and self.repair.blocked(sid))
+                    and not job_cancelled(self.store, sid))
+        except PersistenceError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - one session's failure is that session's
+            self._back_off(sid, exc)
+            return False
+
+    def _name_unreadable(self) -> None:
+        for sid, message in self.index.unreadable.items():
+            if sid not in self.named_unreadable:
+                self.named_unreadable.add(sid)
+                self.log(f"worker {self.name}: leaving session {sid} out: {message}")
+
+    def _back_off(self, sid: UUID, exc: Exception) -> None:
+        failures = self.backing_off.get(sid, (0.0, 0))[1] + 1
+        delay = min(BACKOFF_CAP_S, BACKOFF_BASE_S * 2 ** (failures - 1))
+        self.backing_off[sid] = (asyncio.get_running_loop().time() + delay, failures)
+        first = (str(exc).strip().splitlines() or [""])[0]
+        self.log(f"worker {self.name}: session {sid} failed unexpectedly ({type(exc).__name__}: {first}); "
+                 f"failure {failures}, leaving it for {delay:g} s")
 
     def _held_by_live(self, sid: UUID) -> bool:
         """A live `run`, `chat` or worker holds the session: leave it alone (say so once)."""
@@ -203,10 +242,11 @@ class Worker:
                 try:
                     now = loop.time()
                     busy = {s for s, at in self.held_elsewhere.items() if now - at < HELD_RETRY_S}
-                    found = [s for s in self.index.spread(self.index.sessions(), self.name)
-                             if s not in self.tasks and s not in self.failed_sessions and s not in busy
-                             and not self._held_by_live(s)
-                             and not (self.repair is not None and self.repair.blocked(s)) and not job_cancelled(self.store, s)]
+                    busy |= {s for s, (until, _) in self.backing_off.items() if now < until}
+                    candidates = [s for s in self.index.spread(self.index.sessions(), self.name)
+                                  if s not in self.tasks and s not in self.failed_sessions and s not in busy]
+                    self._name_unreadable()
+                    found = [s for s in candidates if self._eligible(s)]
                 except PersistenceError as exc:
                     self.log(f"worker {self.name}: store unavailable: {exc}; retrying")
                 for sid in found[: max(0, self.options.concurrency - len(self.tasks))]:

@@ -34,7 +34,7 @@ app = typer.Typer(
     name="chronicle",
     help="Chronicle: an event-sourced runtime for LLM agents. Every decision is an event you can audit, undo, replay and resume.",
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,  # --install-completion / --show-completion for bash, zsh, fish and PowerShell
     pretty_exceptions_enable=False,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
@@ -106,8 +106,17 @@ def _root(
     show_version: Annotated[
         Optional[bool], typer.Option("--version", callback=_print_version, is_eager=True, help="Print the version and exit.")
     ] = None,
+    db: Annotated[Optional[str], typer.Option(
+        "--db", help="Database URL for the command that follows (as its own --db; `chronicle --db URL sessions`)",
+        show_default=False)] = None,
 ) -> None:
     """Chronicle: an event-sourced runtime for LLM agents. Every decision is an event you can audit, undo, replay and resume."""
+    if db is not None:
+        # Every command's --db reads CHRONICLE_DB when not given, and this runs before the command's
+        # options are parsed: the command's own --db, when given as well, still wins.
+        import os
+
+        os.environ["CHRONICLE_DB"] = db
 
 
 def main() -> None:

@@ -28,7 +28,7 @@ def audit(
     with cli_errors():
         if since:
             queries.parse_since(since)  # a bad --since is a usage error before the store is opened
-        entries = queries.audit(open_store(db), session=session, tool=tool, errors=errors, since=since, limit=limit)
+        entries = queries.audit(open_store(db, create=False), session=session, tool=tool, errors=errors, since=since, limit=limit)
         if as_json:
             for e in entries:
                 print_json(e)

@@ -30,7 +30,7 @@ def export(
                 key = sign_with.read_bytes()
             except OSError as exc:
                 fail(f"cannot read the signing key {sign_with}: {exc.strerror or exc}", 2)
-        store = open_store(db)
+        store = open_store(db, create=False)
         sid = store.resolve_session_id(session)
         try:
             bundle = export_bundle(store, sid, key)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import sys
 from contextlib import contextmanager
 from pathlib import Path
@@ -15,7 +16,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from chronicle.runtime.app.errors import AppError
-from chronicle.runtime.config import ConfigError, resolve_db_url
+from chronicle.runtime.config import DEFAULT_DB_RELATIVE, ConfigError, resolve_db_url, sqlite_path
 from chronicle.runtime.environment import EnvironmentSettingError, environment
 from chronicle.runtime.redaction import redact_secrets
 from chronicle.runtime.settings import SettingsError
@@ -30,8 +31,9 @@ out_console = Console(highlight=False)
 
 DbOption = Annotated[
     Optional[str],
-    typer.Option("--db", envvar="CHRONICLE_DB", help="Database URL: sqlite:///ABS/PATH.db or postgresql://... "
-                 "(default: sqlite under ./.chronicle/)", show_default=False),
+    typer.Option("--db", envvar="CHRONICLE_DB", help="Database URL: sqlite:///REL/PATH.db (from the current directory), "
+                 "sqlite:////ABS/PATH.db or postgresql://... (default: the nearest .chronicle/chronicle.db here or above, "
+                 "else a new one under ./.chronicle/)", show_default=False),
 ]
 JsonOption = Annotated[bool, typer.Option("--json", help="Machine-readable output: one JSON object per line.")]
 WorkspaceOption = Annotated[
@@ -58,6 +60,15 @@ def finite_at_least(minimum: float) -> Callable[[typer.CallbackParam, Optional[f
     return check
 
 
+def read_prompt(prompt: str) -> str:
+    """`-` reads the prompt from stdin (`git diff | chronicle run -`), as Unix tools do."""
+    if prompt != "-":
+        return prompt
+    if sys.stdin.isatty():
+        fail("the prompt is `-` but stdin is a terminal; pipe the prompt in, or give it as an argument", 2)
+    return sys.stdin.read()
+
+
 class CliError(Exception):
     def __init__(self, message: str, code: int = 1) -> None:
         super().__init__(message)
@@ -68,13 +79,26 @@ def fail(message: str, code: int = 1) -> NoReturn:
     raise CliError(message, code)
 
 
-def open_store(db: str | None) -> ChronicleStore:
-    """The store, after the environment is validated once for every command (a bad CHRONICLE_* value exits 2)."""
+def open_store(db: str | None, create: bool = True) -> ChronicleStore:
+    """The store, after the environment is validated once for every command (a bad CHRONICLE_* value exits 2).
+
+    `create=False` for commands that only read: they never leave a new, empty `.chronicle/` behind
+    in whatever directory they happened to run in; they say where they looked instead.
+    """
     try:
         environment()
     except EnvironmentSettingError as exc:
         fail(str(exc), 2)
-    url = resolve_db_url(db)
+    try:
+        url = resolve_db_url(db)
+    except ConfigError as exc:
+        fail(str(exc), 2)
+    path = sqlite_path(url)
+    if not create and path is not None and not path.is_file():
+        if db or os.environ.get("CHRONICLE_DB"):
+            fail(f"no Chronicle store at {path}; run `chronicle run …` to start one there, or pass another --db")
+        fail(f"no Chronicle store here (no {DEFAULT_DB_RELATIVE} in {Path.cwd()} or above); "
+             "run `chronicle run …` to start one, or pass --db")
     try:
         return open_store_at(url)
     except ConfigError as exc:

@@ -25,7 +25,7 @@ def cost(
     with cli_errors():
         if by not in (None, "model", "day"):
             fail(f"--by takes model or day, not {by!r}", 2)
-        objects = queries.cost(open_store(db), session, by=by)
+        objects = queries.cost(open_store(db, create=False), session, by=by)
         if as_json:
             for obj in objects:
                 print_json(obj)

@@ -30,7 +30,7 @@ def doctor(
     Exit 0 when nothing is wrong (or everything found was repaired), 1 when a problem remains.
     """
     with cli_errors():
-        store = open_store(db)
+        store = open_store(db, create=False)
         if as_json or not err_console.is_terminal:
             findings = examine(store, repair=repair)
         else:

@@ -12,13 +12,13 @@ from chronicle.runtime.app import queries
 
 from .common import DbOption, JsonOption, cli_errors, fail, open_store, out_console, print_json
 from .render import short
-from .tables import Column, fit_table
+from .tables import Column, fit_table, unique_prefixes
 
 
 def sessions(as_json: JsonOption = False, db: DbOption = None) -> None:
     """List sessions, oldest first."""
     with cli_errors():
-        rows = queries.sessions(open_store(db))
+        rows = queries.sessions(open_store(db, create=False))
         if as_json:
             for row in rows:
                 print_json(row)
@@ -30,9 +30,10 @@ def sessions(as_json: JsonOption = False, db: DbOption = None) -> None:
             Column("session"), Column("agent"), Column("status"), Column("turns", justify="right"),
             Column("USD", optional=True, justify="right"), Column("created", optional=True), Column("title", flex=True),
         ]
+        short = unique_prefixes(row["session_id"] for row in rows)  # every session is listed, so unique among all
         shown = [
             {
-                "session": row["session_id"], "agent": f"{'  ' * (depth - 1)}↳ {row['agent']}" if depth else row["agent"],
+                "session": short[row["session_id"]], "agent": f"{'  ' * (depth - 1)}↳ {row['agent']}" if depth else row["agent"],
                 "status": row["status"], "turns": row["turns"], "USD": "" if row["cost"] is None else f"{row['cost']:.4f}",
                 "created": row["created_at"][:19].replace("T", " "), "title": escape(row["title"] or ""),
             }
@@ -49,7 +50,7 @@ def log(
 ) -> None:
     """Show every stored event of a session, its turns and tool calls, in commit order."""
     with cli_errors():
-        entries = queries.log(open_store(db), session, tree=tree)
+        entries = queries.log(open_store(db, create=False), session, tree=tree)
         if as_json:
             for entry in entries:
                 print_json(entry)
@@ -98,7 +99,7 @@ def history(
 ) -> None:
     """Show the messages the model will see next (the active branch), in Anthropic format; or as they were."""
     with cli_errors():
-        store = open_store(db)
+        store = open_store(db, create=False)
         sid = store.resolve_session_id(session)
         messages = queries.history_messages(store, sid, at=at, version=version)
         if as_json:

@@ -41,7 +41,7 @@ def list_jobs(ctx: typer.Context, as_json: JsonOption = False, db: DbOption = No
     if ctx.invoked_subcommand is not None:
         return
     with cli_errors():
-        store = open_store(db)
+        store = open_store(db, create=False)
         _print([job_row(store, j) for j in jobs(store)], as_json)
 
 
@@ -70,7 +70,7 @@ def status(job_id: Annotated[str, typer.Argument(help="The job (its session id o
            db: DbOption = None) -> None:
     """One job, as `chronicle jobs` shows it; exit 1 if it is not a job."""
     with cli_errors():
-        store = open_store(db)
+        store = open_store(db, create=False)
         job = find_job(store, store.resolve_session_id(job_id))
         if job is None:
             raise NotFound(f"{job_id} is not a job; `chronicle jobs` lists them")

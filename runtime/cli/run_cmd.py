@@ -12,7 +12,7 @@ from rich.markup import escape
 from chronicle.runtime.app.running import Conversation, Queued, RunOptions
 from chronicle.runtime.loop import TurnOutcome
 
-from .common import DbOption, JsonOption, WorkspaceOption, cli_errors, err_console, fail, open_store
+from .common import DbOption, JsonOption, WorkspaceOption, cli_errors, err_console, fail, open_store, read_prompt
 from .limits import LimitFlags, limit_options
 from .render import HumanRenderer, JsonLinesRenderer, printable
 
@@ -75,7 +75,7 @@ def report(outcome: TurnOutcome | None, as_json: bool) -> int:
 
 @limit_options
 def run(
-    prompt: Annotated[str, typer.Argument(help="What to ask the agent")],
+    prompt: Annotated[str, typer.Argument(help="What to ask the agent (`-`: read it from stdin)")],
     session: Annotated[Optional[str], typer.Option("--session", help="Continue this session (id or unique prefix)")] = None,
     provider: ProviderOption = None,
     model: ModelOption = None,
@@ -99,6 +99,7 @@ def run(
     On a busy session the prompt is queued (durably, before anything else) and runs after the turn in flight; if another live process holds the session, this one exits (status queued) and that process picks the prompt up. A turn left by a process that died is continued here. Inputs queued while this process works run before it exits.
     """
     with cli_errors():
+        prompt = read_prompt(prompt)
         if not prompt.strip():
             fail("the prompt is empty; say what the agent should do", 2)
         store = open_store(db)

@@ -56,3 +56,21 @@ def _plain(text: str) -> str:
     from rich.text import Text
 
     return Text.from_markup(text).plain
+
+
+def unique_prefixes(ids: Iterable[str], minimum: int = 8) -> dict[str, str]:
+    """Each id's shortest prefix (at least `minimum` characters) that no other id shares, as git
+    abbreviates hashes: a table shows what a person can type back, in a fraction of the width."""
+    ordered = sorted(set(ids))
+
+    def common(a: str, b: str) -> int:
+        n = 0
+        while n < min(len(a), len(b)) and a[n] == b[n]:
+            n += 1
+        return n
+
+    short = {}
+    for i, full in enumerate(ordered):
+        shared = max([common(full, ordered[j]) for j in (i - 1, i + 1) if 0 <= j < len(ordered)], default=0)
+        short[full] = full[: max(minimum, shared + 1)]
+    return short

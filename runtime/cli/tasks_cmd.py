@@ -30,7 +30,7 @@ def tasks(
 ) -> None:
     """The tasks a session delegated to sub-agents, each pending, in_progress, completed or failed, with the child session that works on it. A failed task's reflection is shown by `chronicle audit` and offered to later delegations of similar tasks."""
     with cli_errors():
-        store = open_store(db)
+        store = open_store(db, create=False)
         sid = store.resolve_session_id(session)
         rows = [task_row(t) for t in tasks_of(store, store.session(sid))]
         if as_json:

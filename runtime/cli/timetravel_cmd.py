@@ -7,14 +7,14 @@ active branch, a fork references its parent's turns, and a replay runs in a thro
 from __future__ import annotations
 
 import asyncio
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.markup import escape
 
 from chronicle.runtime.app import timetravel as app_timetravel
 
-from .common import DbOption, JsonOption, WorkspaceOption, cli_errors, open_store, out_console, print_json
+from .common import DbOption, JsonOption, WorkspaceOption, cli_errors, err_console, open_store, out_console, print_json
 from .render import printable
 
 SessionArg = Annotated[str, typer.Argument(help="Session id or unique prefix")]
@@ -30,8 +30,14 @@ def undo(
 ) -> None:
     """Take the last turns off the active branch (they stay in `log`); `redo` puts them back."""
     with cli_errors():
-        result = app_timetravel.undo(open_store(db), session, turns, files=files, workspace=workspace)
+        store = open_store(db)
+        result = app_timetravel.undo(store, session, turns, files=files, workspace=workspace)
         sid, restored = result.session_id, result.files
+        if files:
+            ran = effects_of(store, result.turn_ids, {"bash"})
+            if ran:
+                err_console.print(f"note: {ran} `bash` command(s) those turns ran are not reverted; --files puts back only "
+                                  "what file tools wrote", soft_wrap=True)
         if as_json:
             print_json(result.row())
             return
@@ -46,6 +52,10 @@ def redo(session: SessionArg, as_json: JsonOption = False, db: DbOption = None) 
         store = open_store(db)
         sid = store.resolve_session_id(session)
         turn_ids = app_timetravel.redo(store, sid)
+        changed = effects_of(store, turn_ids, FILE_TOOLS | {"bash"})
+        if changed:
+            err_console.print(f"warning: the redone turns changed files ({changed} tool call(s)); redo does not re-apply them, "
+                              "so if `undo --files` put them back the workspace no longer matches the conversation", soft_wrap=True)
         if as_json:
             print_json({"session_id": str(sid), "redone": [str(t) for t in turn_ids]})
             return
@@ -75,7 +85,7 @@ def replay(
 ) -> None:
     """Run the session's active branch again against its recorded model responses; exit 1 at the first divergence."""
     with cli_errors():
-        store = open_store(db)
+        store = open_store(db, create=False)
         sid = store.resolve_session_id(session)
         report = asyncio.run(app_timetravel.replay(store, sid, workspace))
         if as_json:
@@ -83,3 +93,13 @@ def replay(
         else:
             print(report.verdict())
         raise typer.Exit(0 if report.identical else 1)
+
+
+#: Tools whose file effects `undo --files` puts back.
+FILE_TOOLS = frozenset({"write_file", "edit_file"})
+
+
+def effects_of(store: Any, turn_ids: Any, names: set[str] | frozenset[str]) -> int:
+    """How many completed calls of these tools the turns made (what undo/redo cannot or does not redo)."""
+    return sum(1 for t in turn_ids for call in store.tool_calls_of(store.turn(t)) if call.name in names)
+

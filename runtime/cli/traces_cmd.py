@@ -40,7 +40,7 @@ def export_traces(
     )
 
     with cli_errors():
-        store = open_store(db)
+        store = open_store(db, create=False)
         root = store.session(store.resolve_session_id(session))
         spans = [
             span

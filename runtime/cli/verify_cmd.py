@@ -32,7 +32,7 @@ def verify(
                 expected = read_anchor(against)
             except ValueError as exc:
                 fail(str(exc), 2)
-        store = open_store(db)
+        store = open_store(db, create=False)
         verifier = Verifier(store)
         if session:
             sid = store.resolve_session_id(session)

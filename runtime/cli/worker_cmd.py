@@ -39,6 +39,7 @@ from .common import (
     open_store,
     out_console,
     print_json,
+    read_prompt,
 )
 from .limits import LimitFlags, limit_options
 from .render import HumanRenderer, JsonLinesRenderer
@@ -77,6 +78,14 @@ def resume(
                 waiting = pending_approvals(store, record)
                 if waiting:
                     names = ", ".join(sorted({c.name for c in waiting}))
+                    if as_json:  # --json promises JSON on stdout, a pause included (exit 3 as in `run`)
+                        print_json({
+                            "session_id": str(sid), "status": "awaiting_approval",
+                            "tool_calls": [{"tool_call_id": str(c.id), "name": c.name} for c in waiting],
+                            "message": f"session {sid} awaits approval of {names}: `chronicle approve {sid}` or "
+                                       f"`chronicle deny {sid}` first, or resume with --yes",
+                        })
+                        raise typer.Exit(3)
                     err_console.print(f"[yellow]paused:[/] session {sid} awaits approval of {names}: "
                                       f"`chronicle approve {sid}` or `chronicle deny {sid}` first, or resume with --yes")
                     raise typer.Exit(3)
@@ -165,7 +174,7 @@ def _decided(decided: approvals.Decided, verb: str, as_json: bool) -> None:
 
 
 def submit(
-    prompt: Annotated[str, typer.Argument(help="What to ask the agent")],
+    prompt: Annotated[str, typer.Argument(help="What to ask the agent (`-`: read it from stdin)")],
     session: Annotated[Optional[str], typer.Option("--session", help="Queue on this session (id or unique prefix)")] = None,
     provider: ProviderOption = None,
     model: ModelOption = None,
@@ -185,6 +194,7 @@ def submit(
 
     A new session is specified as `run` would specify it (flags, then the agents table of chronicle.toml) and checked the same way before anything is recorded."""
     with cli_errors():
+        prompt = read_prompt(prompt)
         if not prompt.strip():
             fail("the prompt is empty; say what the agent should do", 2)
         submitted = submit_input(open_store(db), prompt, session=session, provider=provider, model=model,

@@ -16,7 +16,6 @@ import stat
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from urllib.parse import unquote, urlparse
 
 from .base import ToolError
 
@@ -35,10 +34,14 @@ def store_files(url: str | None) -> tuple[Path, ...]:
     """The files of a SQLite store named by a database URL (none for PostgreSQL)."""
     if not url or not url.startswith("sqlite:"):
         return ()
-    raw = unquote(url[len("sqlite://"):]) if url.startswith("sqlite://") else unquote(urlparse(url).path)
-    if not raw:
+    from chronicle.runtime.config import ConfigError, sqlite_path
+
+    try:
+        base = sqlite_path(url)  # relative URLs are relative to the current directory, as the store opens them
+    except ConfigError:
         return ()
-    base = Path(raw).expanduser()
+    if base is None:
+        return ()
     return tuple(Path(f"{base}{suffix}") for suffix in SQLITE_SIDE_FILES)
 
 

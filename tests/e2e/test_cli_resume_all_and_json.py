@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from tests.helpers import cli, json_lines, response, text, write_script
+from tests.helpers import cli, json_lines, response, text, tool_use, write_script
 
 
 def submitted(tmp_path, workspace, db, name: str, answer: str) -> tuple[str, object]:
@@ -67,3 +67,15 @@ def test_submit_refuses_a_setup_run_would_refuse_with_exit_2_and_records_nothing
         assert out.returncode == 2, (flags, out.stdout, out.stderr)
         assert len(out.stderr.strip().splitlines()) == 1 and out.stderr.startswith("error:"), out.stderr
     assert json_lines(cli("sessions", "--json", db=sqlite_url).stdout) == []
+
+
+def test_resume_json_on_a_session_awaiting_approval_prints_one_json_object_and_exits_3(db_url, workspace, tmp_path):
+    script = write_script(tmp_path / "s.json", [response(tool_use("tu_1", "bash", command="echo hi")), response(text("ok"))])
+    paused = cli("run", "shell please", "--provider", f"scripted:{script}", "--workspace", str(workspace), "--json", db=db_url)
+    assert paused.returncode == 3, paused.stderr
+    sid = json_lines(paused.stdout)[0]["session_id"]
+    resumed = cli("resume", sid[:8], "--json", db=db_url)
+    assert resumed.returncode == 3, resumed.stderr
+    (obj,) = json_lines(resumed.stdout)
+    assert obj["session_id"] == sid and obj["status"] == "awaiting_approval"
+    assert [c["name"] for c in obj["tool_calls"]] == ["bash"] and "chronicle approve" in obj["message"]

@@ -103,3 +103,30 @@ def test_errors_stay_on_one_line_however_long(sqlite_url, workspace, tmp_path):
     assert run.returncode == 1
     [line] = [ln for ln in run.stderr.splitlines() if "ran out of responses" in ln]
     assert len(line) > 60
+
+
+def test_run_session_with_another_provider_is_refused_before_anything_is_recorded(db_url, workspace, tmp_path):
+    script = write_script(tmp_path / "s.json", [response(text("first"))])
+    first = cli("run", "hi", "--provider", f"scripted:{script}", "--workspace", str(workspace), "--json", db=db_url)
+    sid = json_lines(first.stdout)[0]["session_id"]
+    before = cli("log", sid, "--json", db=db_url).stdout
+    switched = cli("run", "again", "--session", sid, "--provider", "anthropic", db=db_url, env={"ANTHROPIC_API_KEY": "sk-test"})
+    assert switched.returncode == 2, (switched.stdout, switched.stderr)
+    lines = switched.stderr.strip().splitlines()
+    assert len(lines) == 1 and "runs on provider scripted" in lines[0] and "drop --provider" in lines[0]
+    assert cli("log", sid, "--json", db=db_url).stdout == before
+    again = write_script(tmp_path / "again.json", [response(text("second"))])
+    same_kind = cli("run", "again", "--session", sid, "--provider", f"scripted:{again}", db=db_url)
+    assert same_kind.returncode == 0, same_kind.stderr
+
+
+def test_a_prompt_of_dash_is_read_from_stdin(sqlite_url, workspace, tmp_path):
+    script = write_script(tmp_path / "s.json", [response(text("read it"))])
+    piped = cli("run", "-", "--provider", f"scripted:{script}", "--workspace", str(workspace), "--json", db=sqlite_url,
+                input="line one\nline two\n")
+    assert piped.returncode == 0, piped.stderr
+    sid = json_lines(piped.stdout)[0]["session_id"]
+    messages = json_lines(cli("history", sid, "--json", db=sqlite_url).stdout)
+    assert messages[0]["content"][0]["text"] == "line one\nline two\n"
+    empty = cli("submit", "-", "--provider", f"scripted:{script}", "--workspace", str(workspace), db=sqlite_url, input="  \n")
+    assert empty.returncode == 2 and "the prompt is empty" in empty.stderr

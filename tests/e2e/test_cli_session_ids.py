@@ -55,3 +55,18 @@ def test_a_full_id_that_names_no_session_is_a_usage_error_and_a_unique_prefix_st
     found = cli("history", "abcd0000-0000-4000-8000-000000000002", "--json", db=twins)
     assert found.returncode == 0, found.stderr
     assert cli("history", str(TWINS[0])[:-1] + "1", "--json", db=twins).returncode == 0
+
+
+
+def test_the_sessions_table_shows_short_unique_ids_that_resolve_and_keeps_status_at_80_columns(twins):
+    store = open_store_at(twins)
+    lone = UUID("12345678-0000-4000-8000-000000000000")
+    start_session(store, AgentSpec(name="main"), None, session_id=lone)
+    store.close()
+    table = cli("sessions", db=twins, env={"COLUMNS": "80"})
+    assert table.returncode == 0, table.stderr
+    header, *rows = table.stdout.splitlines()
+    assert "status" in header and all(len(line) <= 80 for line in table.stdout.splitlines())
+    shown = sorted(row.split()[0] for row in rows)
+    assert shown == ["12345678", str(TWINS[0]), str(TWINS[1])]  # the twins differ only in their last character
+    assert cli("history", "12345678", "--json", db=twins).returncode == 0

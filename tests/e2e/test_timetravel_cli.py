@@ -158,3 +158,22 @@ def test_replay_detects_a_request_that_no_longer_matches_its_fingerprint(sqlite_
     diverged = cli("replay", sid, db=sqlite_url)
     assert diverged.returncode == 1
     assert "turn 1, step 0: request fingerprint" in diverged.stdout
+
+
+def test_undo_files_says_bash_is_not_reverted_and_redo_warns_that_files_are_not_reapplied(db_url, workspace, tmp_path):
+    script = turns_script(tmp_path / "b.json", [
+        [response(tool_use("b1", "bash", command="echo x > made.txt")), response(tool_use("w1", "write_file", path="n.txt", content="v1")),
+         response(text("done"))],
+    ])
+    ran = cli("run", "go", "--provider", f"scripted:{script}", "--workspace", str(workspace), "--yes", "--json", db=db_url)
+    assert ran.returncode == 0, ran.stderr
+    sid = json_lines(ran.stdout)[0]["session_id"]
+    undone = cli("undo", sid, "--files", db=db_url)
+    assert undone.returncode == 0, undone.stderr
+    assert "1 `bash` command(s) those turns ran are not reverted" in undone.stderr
+    assert not (workspace / "n.txt").exists() and (workspace / "made.txt").exists()
+    redone = cli("redo", sid, "--json", db=db_url)
+    assert redone.returncode == 0 and json_lines(redone.stdout)[0]["session_id"] == sid
+    assert "warning: the redone turns changed files" in redone.stderr
+    plain = cli("undo", sid, db=db_url)
+    assert plain.returncode == 0 and "not reverted" not in plain.stderr

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from chronicle.runtime.store import ChronicleStore
 from tests.helpers import cli, json_lines, response, text, tool_use, write_script
 from tests.tamper import Tamper
 
@@ -72,7 +73,7 @@ def test_a_tampered_bundle_is_refused_and_nothing_is_recorded(exported, tmp_path
         data["manifest"]["exported_at"] = "2020-01-01T00:00:00+00:00"
     bundle.write_text(json.dumps(data))
     target = fresh(tmp_path)
-    cli("sessions", db=target)  # creates the empty store
+    ChronicleStore(target).close()  # the empty store (a read-only command no longer creates one)
     result = cli("import", str(bundle), db=target)
     assert result.returncode == 1 and "refused" in result.stderr and "nothing recorded" in result.stderr, result.stderr
     assert event_count(target) == 0
@@ -82,7 +83,7 @@ def test_a_bundle_signed_by_another_key_or_unsigned_is_refused_when_a_key_is_req
     source, session, bundle = exported
     assert cli("keygen", str(tmp_path / "other.pem")).returncode == 0
     target = fresh(tmp_path)
-    cli("sessions", db=target)
+    ChronicleStore(target).close()
     wrong = cli("import", str(bundle), "--key", str(tmp_path / "other.pem.pub"), db=target)
     assert wrong.returncode == 1 and "not by the --key given" in wrong.stderr
     unsigned = tmp_path / "unsigned.json"

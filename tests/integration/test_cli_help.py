@@ -60,3 +60,10 @@ def test_command_help_is_paragraphs_without_hard_line_breaks_that_rich_would_pri
         text = inspect.cleandoc(command.help or "")
         broken = [line for line in re.split(r"\n\n+", text) if "\n" in line]
         assert not broken, f"chronicle {' '.join(path)}: join these lines into one paragraph: {broken}"
+
+
+def test_shell_completion_is_offered_for_the_common_shells():
+    from tests.helpers import cli
+
+    shown = cli("--show-completion", "bash")
+    assert shown.returncode == 0 and "complete" in shown.stdout and "_completion()" in shown.stdout

@@ -1,0 +1,57 @@
+"""Where the store is: found upward like git's `.git`, never created by a command that only reads,
+relative SQLite URLs resolved from the current directory, and `--db` accepted before the command."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.helpers import cli, json_lines, response, text, write_script
+
+READERS = (("sessions",), ("audit",), ("cost",), ("log", "abc"), ("history", "abc"), ("verify",))
+
+
+def _run(tmp_path, cwd, *db_args):
+    script = write_script(tmp_path / "s.json", [response(text("hi"))])
+    result = cli(*db_args, "run", "hello", "--provider", f"scripted:{script}", "--json", cwd=cwd)
+    assert result.returncode == 0, result.stderr
+    return json_lines(result.stdout)[0]["session_id"]
+
+
+@pytest.mark.parametrize("command", READERS, ids=lambda c: c[0])
+def test_a_read_only_command_where_there_is_no_store_says_so_and_creates_nothing(tmp_path, command):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    result = cli(*command, cwd=empty)
+    assert result.returncode == 1, (result.stdout, result.stderr)
+    assert "no Chronicle store here" in result.stderr and "chronicle run" in result.stderr and "--db" in result.stderr
+    assert list(empty.iterdir()) == []
+
+
+def test_an_explicit_sqlite_file_that_does_not_exist_is_not_created_by_a_reader(tmp_path):
+    result = cli("sessions", "--db", f"sqlite:///{tmp_path / 'nope.db'}")
+    assert result.returncode == 1 and f"no Chronicle store at {tmp_path / 'nope.db'}" in result.stderr
+    assert not (tmp_path / "nope.db").exists()
+
+
+def test_the_store_is_found_from_a_subdirectory_like_git(tmp_path):
+    project = tmp_path / "project"
+    (project / "src" / "deep").mkdir(parents=True)
+    sid = _run(tmp_path, project)
+    listed = cli("sessions", "--json", cwd=project / "src" / "deep")
+    assert listed.returncode == 0, listed.stderr
+    assert [row["session_id"] for row in json_lines(listed.stdout)] == [sid]
+    assert not (project / "src" / ".chronicle").exists() and not (project / "src" / "deep" / ".chronicle").exists()
+
+
+def test_a_relative_sqlite_url_is_relative_to_the_current_directory(tmp_path):
+    sid = _run(tmp_path, tmp_path, "--db", "sqlite:///stores/rel.db")
+    assert (tmp_path / "stores" / "rel.db").is_file()
+    listed = cli("sessions", "--json", "--db", f"sqlite:///{tmp_path / 'stores' / 'rel.db'}")
+    assert [row["session_id"] for row in json_lines(listed.stdout)] == [sid]
+
+
+def test_db_before_the_command_is_the_command_s_db(db_url, tmp_path):
+    sid = _run(tmp_path, tmp_path, "--db", db_url)
+    listed = cli("--db", db_url, "sessions", "--json", cwd=tmp_path)
+    assert listed.returncode == 0, listed.stderr
+    assert [row["session_id"] for row in json_lines(listed.stdout)] == [sid]
