@@ -12,9 +12,16 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal, Union
 
 from pydantic import (
-    BaseModel, ConfigDict, Discriminator, Field, Tag, TypeAdapter, ValidationError, field_validator, model_serializer,
+    BaseModel,
+    ConfigDict,
+    Discriminator,
+    Field,
+    Tag,
+    TypeAdapter,
+    ValidationError,
+    field_validator,
+    model_serializer,
 )
-
 
 #: Set by the stream assembler on a tool_use whose input JSON never completed: the raw text the
 #: model produced, kept instead of a guessed completion. Such a block is never sent back.

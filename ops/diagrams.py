@@ -27,7 +27,7 @@ BEGIN, END = "<!-- diagrams:begin -->", "<!-- diagrams:end -->"
 def mermaid(lifecycle) -> str:  # type: ignore[no-untyped-def]
     definition = lifecycle.definition()
     holder = type("Holder", (), {})()
-    machine = GraphMachine(
+    GraphMachine(  # binds the diagram methods to holder
         model=holder, states=definition["states"], initial=definition["initial"],
         transitions=definition["transitions"], auto_transitions=False, graph_engine="mermaid",
         show_conditions=False,

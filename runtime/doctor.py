@@ -32,7 +32,9 @@ class Finding:
         return asdict(self)
 
 
-def scan_log(store: ChronicleStore, batch: int = 1000, progress: Callable[[int, int], None] | None = None) -> Iterator[tuple[int, Any, Exception | None]]:
+def scan_log(
+    store: ChronicleStore, batch: int = 1000, progress: Callable[[int, int], None] | None = None,
+) -> Iterator[tuple[int, Any, Exception | None]]:
     """Every stored event with its position and, if it does not decode, why."""
     head = store.max_position()
     position = 0

@@ -15,8 +15,19 @@ from datetime import datetime
 from typing import Any, Iterable, Iterator
 
 from .live import (
-    AgentEnd, AgentStart, ApprovalNeeded, CompactionEvent, ErrorEvent, MessageEnd, MessageStart, StatusChange, ToolEnd,
-    ToolStart, TurnEnd, TurnStart, UsageEvent,
+    AgentEnd,
+    AgentStart,
+    ApprovalNeeded,
+    CompactionEvent,
+    ErrorEvent,
+    MessageEnd,
+    MessageStart,
+    StatusChange,
+    ToolEnd,
+    ToolStart,
+    TurnEnd,
+    TurnStart,
+    UsageEvent,
 )
 from .pricing import price
 

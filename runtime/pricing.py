@@ -192,7 +192,8 @@ def _bundled_price(model: str, usage: Usage, when: datetime) -> float | None:
 
 def _other_provider_price(model: str, usage: Usage, when: datetime) -> float | None:
     """A model genai-prices knows under another provider (openai-compatible servers)."""
-    from genai_prices import Usage as GUsage, calc_price
+    from genai_prices import Usage as GUsage
+    from genai_prices import calc_price
 
     cache_write, cache_read = usage.cache_creation_input_tokens, usage.cache_read_input_tokens
     tokens = GUsage(

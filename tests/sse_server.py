@@ -17,7 +17,6 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable
 
-
 # -- building SSE event lists --------------------------------------------------------------------
 
 
@@ -28,7 +27,7 @@ def _chunks(text: str, splits: list[int] | int | None) -> list[str]:
     if isinstance(splits, int):
         return [text[i:i + splits] for i in range(0, len(text), splits)] or [""]
     cuts = sorted({0, *[s for s in splits if 0 < s < len(text)], len(text)})
-    return [text[a:b] for a, b in zip(cuts, cuts[1:])]
+    return [text[a:b] for a, b in zip(cuts, cuts[1:], strict=False)]
 
 
 def message_events(

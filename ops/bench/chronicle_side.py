@@ -9,13 +9,13 @@ from pathlib import Path
 from typing import Any
 from uuid import UUID
 
+from workload import PROMPT, InstantProvider, toolbox
+
 from chronicle.domain.agent_spec import AgentSpec
 from chronicle.domain.context import build_context
 from chronicle.runtime.loop import AgentLoop, LoopOptions
 from chronicle.runtime.sessions import start_session, submit_input
 from chronicle.runtime.store import ChronicleStore
-
-from workload import PROMPT, InstantProvider, toolbox
 
 
 def store_for(backend: str, where: Path | None = None, pg: Any = None, schema: str | None = None) -> ChronicleStore:

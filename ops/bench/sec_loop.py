@@ -11,7 +11,6 @@ from __future__ import annotations
 import shutil
 import time
 import uuid
-from pathlib import Path
 from typing import Any, Callable
 
 import chronicle_side as cs

@@ -13,7 +13,7 @@ from pydantic import BaseModel
 
 from chronicle.domain.content import ModelResponse, TextBlock, ToolUseBlock, Usage
 from chronicle.runtime.providers.base import DeltaSink, ModelRequest
-from chronicle.runtime.tools.base import Tool, ToolContext, ToolOutput, Toolbox
+from chronicle.runtime.tools.base import Tool, Toolbox, ToolContext, ToolOutput
 
 TOOL_TEXT = ("The record you asked for holds the usual fields: name, owner, created, updated, tags. " * 5).strip()
 THOUGHT = "Let me look that up."

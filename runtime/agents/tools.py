@@ -13,9 +13,8 @@ from uuid import UUID
 
 from pydantic import BaseModel, Field
 
-from chronicle.runtime.tools.base import Tool, ToolContext, ToolError, ToolOutput
-
 from chronicle.runtime.task_board import with_prior_reflections
+from chronicle.runtime.tools.base import Tool, ToolContext, ToolError, ToolOutput
 
 from .children import ChildResult, open_child, run_child, task_text
 from .registry import child_spec, targets
@@ -73,7 +72,7 @@ class Delegate(Tool):
         children = [
             open_child(loop, parent, call_id, index, child,
                        with_prior_reflections(loop.store, task.task, task_text(task.task, task.context)), task.task)
-            for index, (task, child) in enumerate(zip(args.tasks, specs))
+            for index, (task, child) in enumerate(zip(args.tasks, specs, strict=True))
         ]
         async with waiting_for_children():  # a sub-agent that delegates frees its slot meanwhile (see slots.py)
             results: list[ChildResult] = await asyncio.gather(*(run_child(loop, c) for c in children))

@@ -21,12 +21,12 @@ from ..clock import SYSTEM_CLOCK, Clock
 from ..compaction import Compactor
 from ..control_port import StoreControls
 from ..environment import EnvironmentSettingError, environment
+from ..guardrails import GuardrailHook, load_guardrails
 from ..hooks import Hooks
 from ..live import Broker
 from ..loop import AgentLoop, LoopOptions
 from ..providers import ProviderConfigError, default_provider_name, make_provider
 from ..providers.base import Provider
-from ..guardrails import GuardrailHook, load_guardrails
 from ..settings import LimitFlags, Settings, SettingsError, load_settings
 from ..store import ChronicleStore
 from ..telemetry import live_tracing

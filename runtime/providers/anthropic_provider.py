@@ -32,7 +32,9 @@ from chronicle.domain.content import Message, ModelResponse, ProviderError, dump
 from .anthropic_errors import provider_error
 from .assembler import MessageAssembler, StreamIncomplete
 from .base import DEFAULT_MAX_TOKENS, DeltaSink, ModelRequest, attach_partial
-from .env_settings import base_url as checked_base_url, http_timeout_s, thinking_budget as checked_thinking
+from .env_settings import base_url as checked_base_url
+from .env_settings import http_timeout_s
+from .env_settings import thinking_budget as checked_thinking
 
 CACHE = {"type": "ephemeral"}
 

@@ -75,7 +75,8 @@ def mount_viewer(app: FastAPI, chronicle: Chronicle, guard: list[Any]) -> None:
         children = [{**r, "depth": depth} for r, depth in queries.tree_order(rows) if depth and _descends(rows, r, sid)]
         return page(
             "session.html", row=row, at=at, total_turns=total_turns, messages=messages[hidden:], hidden=hidden,
-            pending=pending, decisions=decisions[-50:], by_model=[r for r in chronicle.cost(sid, by="model") if r.get("scope") in ("total", None)], cost_svg=_cost_svg(log),
+            pending=pending, decisions=decisions[-50:], cost_svg=_cost_svg(log),
+            by_model=[r for r in chronicle.cost(sid, by="model") if r.get("scope") in ("total", None)],
             children=children, log_rows=log[-LOG_SHOWN:], log_total=len(log), head=log[-1]["position"] if log else 0,
             live=row["status"] in ("busy", "queued") or row.get("queued"),
         )

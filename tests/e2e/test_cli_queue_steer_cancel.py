@@ -9,7 +9,6 @@ import uuid
 from tests.e2e.controls_helpers import Background, history_of, log_of, tool_events
 from tests.helpers import cli, json_lines, response, text, tool_use
 
-
 GATE = "while [ ! -f go ]; do sleep 0.05; done"
 
 

@@ -93,7 +93,8 @@ def test_the_model_loads_a_skill_as_recorded_and_replay_stays_exact_after_the_fi
 
 def test_an_unknown_skill_name_is_an_error_result_the_model_reads(sqlite_url, workspace, tmp_path):
     add_skill(workspace / "skills", "notes", ON_DEMAND)
-    script = write_script(tmp_path / "s.json", [response({"type": "tool_use", "id": "t1", "name": "load_skill", "input": {"name": "nope"}}), response(text("ok"))])
+    load = {"type": "tool_use", "id": "t1", "name": "load_skill", "input": {"name": "nope"}}
+    script = write_script(tmp_path / "s.json", [response(load), response(text("ok"))])
     run = cli("run", "go", "--provider", f"scripted:{script}", "--workspace", str(workspace), "--json", db=sqlite_url)
     assert run.returncode == 0, run.stderr
     end = next(e for e in json_lines(run.stdout) if e["type"] == "tool_end")

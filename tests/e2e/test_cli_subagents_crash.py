@@ -8,13 +8,13 @@ import signal
 import subprocess
 import sys
 import time
-from uuid import UUID
 
 from chronicle.domain.ids import turn_id
 from chronicle.runtime.agents.children import TASK_INPUT_ID
 from chronicle.runtime.store import ChronicleStore, NotFound
 from tests.e2e.test_cli_subagents import REGISTRY, complete, delegate
 from tests.helpers import cli, json_lines, response, text, tool_use
+
 
 def script(slow_s: float) -> dict:
     return {

@@ -25,7 +25,6 @@ from chronicle.runtime.retry import RetryPolicy
 from chronicle.runtime.store import ChronicleStore
 from chronicle.runtime.tools import DEFAULT_TOOLS
 from chronicle.runtime.toolsets import toolbox_for
-
 from tests.helpers import text, tool_use
 
 

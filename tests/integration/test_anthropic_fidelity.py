@@ -6,13 +6,20 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from chronicle.domain.content import Message, TextBlock
 from chronicle.runtime.providers.anthropic_provider import AnthropicProvider
 from chronicle.runtime.providers.base import ModelRequest, ignore_deltas
-from chronicle.domain.content import Message, TextBlock
 from chronicle.runtime.titles import TitleHook
 from tests.integration.test_anthropic_loop import KEY, MODEL, AnthropicHarness, text, tool
 from tests.sse_server import (  # noqa: F401
-    FULL_USAGE, Stream, cut_tool_input, message_events, refusal, reply, sse, web_search_blocks,
+    FULL_USAGE,
+    Stream,
+    cut_tool_input,
+    message_events,
+    refusal,
+    reply,
+    sse,
+    web_search_blocks,
 )
 
 ANSWERING = "claude-sonnet-4-5-20250929"

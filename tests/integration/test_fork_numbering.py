@@ -9,7 +9,6 @@ import pytest
 from chronicle.domain.context import build_context
 from chronicle.runtime.sessions import submit_input
 from chronicle.runtime.timetravel import TimeTravelError, as_of_turn, fork
-
 from tests.helpers import response, text
 
 from .loop_harness import Harness

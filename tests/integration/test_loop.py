@@ -8,7 +8,6 @@ from pydantic import BaseModel
 
 from chronicle.domain.context import build_context
 from chronicle.runtime.tools.base import Tool
-
 from tests.helpers import response, text, tool_use
 
 from .loop_harness import Harness

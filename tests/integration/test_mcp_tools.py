@@ -16,9 +16,9 @@ import pytest
 
 from chronicle.runtime.agents.registry import RegistryError, find_registry
 from chronicle.runtime.app.loops import build_loop
+from chronicle.runtime.app.replay import replay
 from chronicle.runtime.loop import LoopOptions
 from chronicle.runtime.providers.scripted import ScriptedProvider
-from chronicle.runtime.app.replay import replay
 from chronicle.runtime.retry import RetryPolicy
 from chronicle.runtime.sessions import start_session, submit_input
 from chronicle.runtime.store import ChronicleStore

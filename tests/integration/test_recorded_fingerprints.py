@@ -6,7 +6,6 @@ The loop builds requests incrementally; replay recomputes fingerprints from scra
 from __future__ import annotations
 
 from chronicle.runtime.model_call import fingerprint
-
 from tests.helpers import response, text, tool_use
 
 from .loop_harness import Harness

@@ -6,7 +6,12 @@ import pytest
 
 from chronicle.domain.agent_spec import AgentSpec
 from chronicle.runtime.agents.registry import (
-    AgentRegistry, RegistryError, child_spec, find_registry, load_registry, targets,
+    AgentRegistry,
+    RegistryError,
+    child_spec,
+    find_registry,
+    load_registry,
+    targets,
 )
 from chronicle.runtime.tools import DEFAULT_TOOLS, READ_ONLY_TOOLS
 

@@ -32,7 +32,7 @@ def replayed_statuses(events: list) -> list[str]:
 def assert_legal(lifecycle, statuses: list[str]) -> None:
     legal = {(s, e.dest) for e in lifecycle.edges for s in e.sources}
     assert statuses[0] == lifecycle.initial
-    for before, after in zip(statuses, statuses[1:]):
+    for before, after in zip(statuses, statuses[1:], strict=False):
         assert after in lifecycle.states
         assert before == after or (before, after) in legal, f"illegal {before} -> {after} recorded"
 

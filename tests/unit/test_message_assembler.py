@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from chronicle.runtime.providers.assembler import MessageAssembler, StreamIncomplete
 from tests.sse_server import message_events
@@ -58,7 +59,8 @@ def test_thinking_keeps_its_signature_and_redacted_thinking_its_data():
 
 @pytest.mark.parametrize("stop", ["end_turn", "tool_use", "max_tokens", "stop_sequence", "pause_turn", "refusal"])
 def test_every_stop_reason_of_the_api_is_recorded_as_sent(stop):
-    assembler, _ = assemble(message_events([{"type": "text", "text": "x"}], stop_reason=stop, stop_sequence="END" if stop == "stop_sequence" else None))
+    sequence = "END" if stop == "stop_sequence" else None
+    assembler, _ = assemble(message_events([{"type": "text", "text": "x"}], stop_reason=stop, stop_sequence=sequence))
     response = assembler.response()
     assert response.stop_reason == stop
     assert response.stop_sequence == ("END" if stop == "stop_sequence" else None)
