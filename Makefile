@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: chromium demo demo-seeds test diagrams clean bench bench-quick
+.PHONY: chromium demo demo-seeds lint test diagrams clean bench bench-quick
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -21,6 +21,11 @@ demo-seeds: $(STAMP)
 
 test: $(STAMP) chromium
 	$(BIN)/python -m pytest -n 2 --dist loadfile -q
+
+# Lint and types (CI runs both): ruff over the tree, mypy strict on domain/ and over projections/.
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	./ops/typecheck.sh
 
 # The viewer's browser tests drive Debian's chromium through playwright (playwright's own browser
 # download cannot reach the network here). Installed when missing and root; otherwise they skip loudly.

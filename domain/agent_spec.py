@@ -7,7 +7,7 @@ resumed session never needs the registry file it started from.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from pydantic import BaseModel, ConfigDict, model_serializer
 
@@ -53,7 +53,7 @@ class AgentSpec(BaseModel):
         data = handler(self)
         if isinstance(data, dict) and not data.get("mcp_tools"):
             data.pop("mcp_tools", None)
-        return data
+        return cast("dict[str, Any]", data)
 
     @property
     def may_delegate(self) -> bool:

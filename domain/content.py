@@ -9,7 +9,7 @@ model (`server_tool_use`, `web_search_tool_result`, whatever the API adds next) 
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Literal, Union, cast
 
 from pydantic import (
     BaseModel,
@@ -227,7 +227,7 @@ class ModelResponse(BaseModel):
         data = handler(self)
         if isinstance(data, dict) and data.get("raw") is None:
             data.pop("raw", None)
-        return data
+        return cast("dict[str, Any]", data)
 
     @property
     def tool_uses(self) -> list[ToolUseBlock]:

@@ -8,6 +8,7 @@ bodies apply the change unconditionally, so a later rule change never breaks old
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from transitions import Machine
 
@@ -42,7 +43,10 @@ class Lifecycle:
         found = self.machine.get_transitions(trigger, source=state)
         if not found:
             raise IllegalTransition(self.kind, aggregate_id, state, trigger, self.triggers_from(state))
-        return found[0].dest
+        dest: str | None = found[0].dest
+        if dest is None:  # an internal transition (no destination) keeps the state
+            return state
+        return dest
 
     def can(self, trigger: str, state: str) -> bool:
         return bool(self.machine.get_transitions(trigger, source=state))
@@ -50,7 +54,7 @@ class Lifecycle:
     def triggers_from(self, state: str) -> list[str]:
         return sorted({e.trigger for e in self.edges if state in e.sources})
 
-    def definition(self) -> dict:
+    def definition(self) -> dict[str, Any]:
         """What diagram generators need: states, initial, transitions."""
         return {
             "states": list(self.states),

@@ -8,7 +8,7 @@ tool_result blocks exactly as the model will read them. Recording the results on
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Any, Sequence
 from uuid import UUID
 
 from eventsourcing.domain import Aggregate, event
@@ -323,7 +323,7 @@ class Turn(Aggregate):
     ) -> None:
         self.retries.append({"step": step, "attempt": attempt, "reason": reason, "delay_s": delay_s, "error": error})
 
-    def record_tool_results(self, results: list[ToolResultBlock], now: datetime, extra: list[Any] = ()) -> None:
+    def record_tool_results(self, results: list[ToolResultBlock], now: datetime, extra: Sequence[Any] = ()) -> None:
         """Close the open step with exactly one result per tool_use, in the model's order.
 
         ``extra`` blocks (steering text) follow the results in the same user message.
