@@ -16,7 +16,7 @@ from eventsourcing.application import AggregateNotFoundError, Application, Event
 from eventsourcing.domain import DomainEvent
 from eventsourcing.persistence import IntegrityError, StoredEvent
 
-from chronicle.domain.ids import SESSION_INDEX_ID, tool_call_id
+from chronicle.domain.ids import SESSION_INDEX_ID, child_session_id, tool_call_id
 from chronicle.domain.session import Session
 from chronicle.domain.tool_call import ToolCall
 from chronicle.domain.turn import Turn
@@ -310,6 +310,15 @@ class ChronicleStore(Application[UUID]):
                     if call is not None:
                         calls.append(call)
         return calls
+
+    def delegated_session_ids(self, session: Session) -> Iterator[UUID]:
+        """The child session id of every task the session's `delegate` calls asked for, in order
+        (ids are derived from the call, so a child that was never started is named too)."""
+        for tid in session.turns:
+            for call in self.tool_calls_of(self.turn(tid)):
+                if call.name == "delegate":
+                    for index in range(len(call.input.get("tasks") or [])):
+                        yield child_session_id(call.id, index)
 
     def aggregate_ids_of(self, session: Session) -> list[UUID]:
         ids: list[UUID] = [session.id]

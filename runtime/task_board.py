@@ -19,7 +19,7 @@ from eventsourcing.application import AggregateNotFoundError, EventSourcedLog
 from eventsourcing.domain import DomainEvent
 from eventsourcing.persistence import IntegrityError
 
-from chronicle.domain.ids import REFLECTION_INDEX_ID, child_session_id, task_id
+from chronicle.domain.ids import REFLECTION_INDEX_ID, task_id
 from chronicle.domain.session import Session
 from chronicle.domain.task_board import DelegatedTask, keywords
 
@@ -124,16 +124,8 @@ def _what_happened(store: ChronicleStore, child_id: UUID, crashed: bool) -> str:
 
 def tasks_of(store: ChronicleStore, session: Session) -> list[DelegatedTask]:
     """The tasks the session delegated, in the order its delegate calls asked for them."""
-    found = []
-    for tid in session.turns:
-        for call in store.tool_calls_of(store.turn(tid)):
-            if call.name != "delegate":
-                continue
-            for index in range(len(call.input.get("tasks") or [])):
-                task = find_task(store, child_session_id(call.id, index))
-                if task is not None:
-                    found.append(task)
-    return found
+    found = (find_task(store, sid) for sid in store.delegated_session_ids(session))
+    return [task for task in found if task is not None]
 
 
 def reflections(store: ChronicleStore) -> list[DelegatedTask]:

@@ -11,7 +11,6 @@ from dataclasses import dataclass
 from typing import Iterator
 
 from chronicle.domain.content import Usage
-from chronicle.domain.ids import child_session_id
 from chronicle.domain.session import Session
 from chronicle.runtime.store import ChronicleStore
 
@@ -25,16 +24,8 @@ class TreeNode:
 
 
 def children_of(store: ChronicleStore, session: Session) -> list[Session]:
-    found = []
-    for tid in session.turns:
-        for call in store.tool_calls_of(store.turn(tid)):
-            if call.name != "delegate":
-                continue
-            for index in range(len(call.input.get("tasks") or [])):
-                child = find_session(store, child_session_id(call.id, index))
-                if child is not None:
-                    found.append(child)
-    return found
+    found = (find_session(store, sid) for sid in store.delegated_session_ids(session))
+    return [child for child in found if child is not None]
 
 
 def walk(store: ChronicleStore, root: Session, depth: int = 0) -> Iterator[TreeNode]:

@@ -22,7 +22,7 @@ from . import chat_slash
 from .common import DbOption, WorkspaceOption, cli_errors, open_store
 from .limits import LimitFlags, limit_options
 from .render import HumanRenderer, printable, short, whole_input
-from .run_cmd import AgentsOption, ModelOption, ProviderOption, ToolsOption
+from .run_cmd import AgentsOption, MaxIterationsOption, ModelOption, ProviderOption, ToolsOption
 
 PROMPT = "you> "
 ANSWERS = {"y": "approve", "yes": "approve", "n": "deny", "no": "deny", "a": "always", "always": "always"}
@@ -132,11 +132,7 @@ def chat(
     provider: ProviderOption = None,
     model: ModelOption = None,
     workspace: WorkspaceOption = None,
-    max_iterations: Annotated[
-        Optional[int],
-        typer.Option("--max-iterations", min=1, show_default=False,
-                     help="Model calls allowed in one turn (default: the agent's max_iterations, 20)"),
-    ] = None,
+    max_iterations: MaxIterationsOption = None,
     agents: AgentsOption = None,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Approve tools that require approval without asking")] = False,
     db: DbOption = None,

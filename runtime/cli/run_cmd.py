@@ -21,6 +21,11 @@ ProviderOption = Annotated[
     typer.Option("--provider", help="anthropic | openai-compatible | scripted:PATH (default: anthropic when ANTHROPIC_API_KEY is set)", show_default=False),
 ]
 ModelOption = Annotated[Optional[str], typer.Option("--model", envvar="CHRONICLE_MODEL", help="Model name", show_default=False)]
+MaxIterationsOption = Annotated[
+    Optional[int],
+    typer.Option("--max-iterations", min=1, show_default=False,
+                 help="Model calls allowed in one turn (default: the agent's max_iterations, 20)"),
+]
 AgentsOption = Annotated[
     Optional[Path],
     typer.Option("--agents", help="Agent registry: a TOML file with one agents.NAME table per agent (default: chronicle.toml in the workspace, if present)",
@@ -80,11 +85,7 @@ def run(
     provider: ProviderOption = None,
     model: ModelOption = None,
     workspace: WorkspaceOption = None,
-    max_iterations: Annotated[
-        Optional[int],
-        typer.Option("--max-iterations", min=1, show_default=False,
-                     help="Model calls allowed in one turn (default: the agent's max_iterations, 20)"),
-    ] = None,
+    max_iterations: MaxIterationsOption = None,
     agents: AgentsOption = None,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Approve tools that require approval (bash)")] = False,
     as_json: JsonOption = False,

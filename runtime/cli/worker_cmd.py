@@ -44,7 +44,7 @@ from .common import (
 from .limits import LimitFlags, limit_options
 from .render import HumanRenderer, JsonLinesRenderer
 from .repairs_cmd import FailuresOption, StuckOption
-from .run_cmd import AgentsOption, AttachOption, ModelOption, ProviderOption, ToolsOption, report
+from .run_cmd import AgentsOption, AttachOption, MaxIterationsOption, ModelOption, ProviderOption, ToolsOption, report
 
 LeaseOption = Annotated[float, typer.Option("--lease-s", callback=finite_at_least(0.5), help="Seconds a session stays claimed without renewal")]
 YesOption = Annotated[bool, typer.Option("--yes", "-y", help="Approve tools that require approval (bash)")]
@@ -179,11 +179,7 @@ def submit(
     provider: ProviderOption = None,
     model: ModelOption = None,
     workspace: WorkspaceOption = None,
-    max_iterations: Annotated[
-        Optional[int],
-        typer.Option("--max-iterations", min=1, show_default=False,
-                     help="Model calls allowed in one turn (default: the agent's max_iterations, 20)"),
-    ] = None,
+    max_iterations: MaxIterationsOption = None,
     agents: AgentsOption = None,
     tools: ToolsOption = None,
     attach: AttachOption = None,
