@@ -22,7 +22,7 @@ demo-seeds: $(STAMP)
 test: $(STAMP) chromium
 	$(BIN)/python -m pytest -n 2 --dist loadfile -q
 
-# Lint and types (CI runs both): ruff over the tree, mypy strict on domain/ and over projections/.
+# Lint and types (CI runs both): ruff over the tree, mypy over the whole package (strict on domain/).
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	./ops/typecheck.sh

@@ -21,6 +21,9 @@ _SOURCES = {
     **dict.fromkeys(["Tool", "ToolError", "ToolOutput"], "chronicle.runtime.tools.base"),
     **dict.fromkeys(["ToolContext", "tool"], "chronicle.runtime.tools.functions"),
     **dict.fromkeys(["McpServer"], "chronicle.runtime.tools.mcp_config"),
+    **dict.fromkeys(["Guardrail", "Rejected"], "chronicle.runtime.guardrails"),
+    **dict.fromkeys(["Logger", "Middleware", "Run", "RunFailed", "Timeout"], "chronicle.runtime.middleware"),
+    **dict.fromkeys(["Routine"], "chronicle.runtime.routines"),
     **dict.fromkeys(["Agent"], "chronicle.agent"),
     **dict.fromkeys(["Chronicle", "RunResult"], "chronicle.client"),
     **dict.fromkeys(["ChronicleError"], "chronicle.errors"),
@@ -37,6 +40,7 @@ def __getattr__(name: str) -> Any:
 
 
 if TYPE_CHECKING:
+    from chronicle.runtime.guardrails import Guardrail, Rejected
     from chronicle.runtime.live import (
         LIVE_EVENTS,
         AgentEnd,
@@ -57,6 +61,8 @@ if TYPE_CHECKING:
         TurnStart,
         UsageEvent,
     )
+    from chronicle.runtime.middleware import Logger, Middleware, Run, RunFailed, Timeout
+    from chronicle.runtime.routines import Routine
     from chronicle.runtime.tools.base import Tool, ToolError, ToolOutput
     from chronicle.runtime.tools.functions import ToolContext, tool
     from chronicle.runtime.tools.mcp_config import McpServer
@@ -75,14 +81,22 @@ __all__ = [
     "ChronicleError",
     "CompactionEvent",
     "ErrorEvent",
+    "Guardrail",
     "LiveEvent",
+    "Logger",
     "McpServer",
+    "Middleware",
     "MessageEnd",
     "MessageStart",
     "MessageUpdate",
     "ProgressEvent",
+    "Rejected",
+    "Routine",
+    "Run",
+    "RunFailed",
     "RunResult",
     "StatusChange",
+    "Timeout",
     "Tool",
     "ToolContext",
     "ToolEnd",

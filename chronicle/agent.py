@@ -42,7 +42,17 @@ class Agent:
     #: MCP servers whose tools this agent gets: McpServer objects, or names of [mcp.NAME] tables in
     #: the workspace's chronicle.toml. Their tool lists are recorded when a session starts.
     mcp_servers: Sequence[Any] = ()
+    #: Checks on the input, tool results and final answer that pass, change or reject them: Guardrail
+    #: objects, or plain functions `check(text, where)` (named after the function, on all three places,
+    #: fail closed). Recorded on the session by import path, so workers and `resume` apply them too.
+    guardrails: Sequence[Any] = ()
+    #: Wrappers around each run of a turn (runtime/middleware.py), the first outermost: async functions
+    #: `around(run, call_next)`, dataclass instances with such a __call__ (the built-in Timeout(seconds=...),
+    #: Logger()), or Middleware objects. Recorded on the session by import path, as guardrails are.
+    middleware: Sequence[Any] = ()
     _entries: tuple[str, ...] = field(default=(), init=False, repr=False)
+    _guardrails: tuple[dict[str, Any], ...] = field(default=(), init=False, repr=False)
+    _middleware: tuple[dict[str, Any], ...] = field(default=(), init=False, repr=False)
 
     def __post_init__(self) -> None:
         if not NAME_PATTERN.match(self.name):
@@ -52,6 +62,16 @@ class Agent:
         if self.max_depth < 0:
             raise ValueError(f"agent {self.name}: max_depth cannot be negative")
         self._entries = tuple(tool_entry(t, self.name) for t in self.tools) if self.tools is not None else ()
+        self._guardrails = tuple(guardrail_record(g, self.name) for g in self.guardrails)
+        names = [g["name"] for g in self._guardrails]
+        if len(set(names)) != len(names):
+            raise ValueError(f"agent {self.name}: two guardrails have the same name; give each its own")
+        from chronicle.runtime.middleware import middleware_record
+
+        self._middleware = tuple(middleware_record(m, self.name) for m in self.middleware)
+        names = [m["name"] for m in self._middleware]
+        if len(set(names)) != len(names):
+            raise ValueError(f"agent {self.name}: two middleware have the same name; wrap one in Middleware(name, ...)")
 
     def tool_names(self, top_level: bool) -> tuple[str, ...]:
         """What the spec records: built-in names and import paths."""
@@ -63,6 +83,7 @@ class Agent:
         return AgentSpec(
             name=self.name, description=self.description, instructions=self.instructions, model=self.model or "",
             tools=self.tool_names(top_level), max_iterations=self.max_iterations, max_depth=self.max_depth,
+            guardrails=self._guardrails, middleware=self._middleware,
         )
 
     def descendants(self) -> list[Agent]:
@@ -133,3 +154,14 @@ def tool_entry(item: Any, agent: str) -> str:
         return remember(item(), f"{item.__module__}:{item.__qualname__}")
     what = "a function not decorated with @tool" if callable(item) else type(item).__name__
     raise TypeError(f"agent {agent}: tools= takes @tool functions, Tool classes and built-in names; got {what}")
+
+
+def guardrail_record(item: Any, agent: str) -> dict[str, Any]:
+    """A guardrails= item as the spec records it (name, import path, places, fail mode)."""
+    from chronicle.runtime.guardrails import Guardrail
+
+    if isinstance(item, Guardrail):
+        return item.record()
+    if callable(item):
+        return Guardrail(getattr(item, "__name__", type(item).__name__), item).record()
+    raise TypeError(f"agent {agent}: guardrails= takes Guardrail objects or check functions, not {type(item).__name__}")

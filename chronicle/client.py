@@ -16,12 +16,18 @@ from typing import Any, AsyncIterator, Callable, Iterator, Sequence
 from uuid import UUID
 
 from chronicle.runtime.app import approvals, controls, queries, timetravel
+from chronicle.runtime.app import jobs as job_cases
 from chronicle.runtime.app import resume as resuming
+from chronicle.runtime.app import routines as routine_cases
 from chronicle.runtime.app.loops import LoopSetupError
+from chronicle.runtime.app.specs import resolve_workspace
 from chronicle.runtime.app.worker import Overrides, worker_name
 from chronicle.runtime.config import resolve_db_url
 from chronicle.runtime.live import Broker
 from chronicle.runtime.loop import LoopOptions, TurnOutcome
+from chronicle.runtime.routine_engine import RoutineEngine
+from chronicle.runtime.routines import Routine
+from chronicle.runtime.settings import SettingsError
 from chronicle.runtime.store import ChronicleStore, NotFound, UnknownSession
 
 from . import runs
@@ -59,7 +65,7 @@ def _as_chronicle_errors() -> Iterator[None]:
         raise ChronicleError(str(exc), 2) from None
     except NotFound as exc:
         raise ChronicleError(str(exc), 1) from None
-    except LoopSetupError as exc:
+    except (LoopSetupError, SettingsError) as exc:
         raise ChronicleError(str(exc), 2) from None
 
 
@@ -72,6 +78,7 @@ class Chronicle:
     def __init__(self, url: str | None = None) -> None:
         self.url = resolve_db_url(url)
         self._store: ChronicleStore | None = None
+        self._routine_engines: dict[Any, RoutineEngine] = {}
 
     @property
     def store(self) -> ChronicleStore:
@@ -153,48 +160,125 @@ class Chronicle:
             return RunResult.of(sid, None, "busy", done.message)
         return RunResult.of(sid, done[-1] if done else None)
 
+    # -- background jobs (`chronicle jobs`) --------------------------------------------------------
+
+    def submit_job(self, agent: Agent, prompt: str, *, workspace: str | Path | None = None,
+                   max_iterations: int | None = None) -> dict[str, Any]:
+        """`jobs submit --json`: a new session queued for a worker, checked as `run` checks it (ChronicleError 2 records nothing)."""
+        with _as_chronicle_errors():
+            runs.checked(agent)
+            return job_cases.submit(self.store, prompt, provider=agent.provider, model=agent.model,
+                                    workspace=Path(workspace) if workspace else None, max_iterations=max_iterations,
+                                    registry=agent.registry(workspace), origin="api")
+
+    def jobs(self) -> list[dict[str, Any]]:
+        """`chronicle jobs --json`: every job, oldest first, its status read from its session."""
+        with _as_chronicle_errors():
+            return job_cases.listing(self.store)
+
+    def job(self, job_id: str) -> dict[str, Any]:
+        """`jobs status ID --json`'s row (ChronicleError 1 if the session is not a job)."""
+        with _as_chronicle_errors():
+            return job_cases.one(self.store, job_id)
+
+    def cancel_job(self, job_id: str) -> dict[str, Any]:
+        """`jobs cancel ID --json`: a queued job never starts; a running one stops at its next safe point."""
+        with _as_chronicle_errors():
+            return job_cases.cancel(self.store, job_id)
+
+    # -- routines (`chronicle routines`) ------------------------------------------------------------
+
+    def routines(self, workspace: str | Path | None = None, routines: Sequence[Routine] | None = None) -> list[dict[str, Any]]:
+        """`routines list --json`: the routines given (checked as chronicle.toml tables are), else the workspace's."""
+        with _as_chronicle_errors():
+            return routine_cases.listing(resolve_workspace(workspace), routines)
+
+    def run_routine(self, routine: Routine | str, *, workspace: str | Path | None = None, agent: Agent | None = None,
+                    auto_approve: bool = False) -> dict[str, Any]:
+        """`routines run NAME --json`: fire a routine (a Routine, or the name of a workspace one) now, its guardrails
+        applied; a lightweight one runs to its end here, a job is queued for a worker. `agent` (default: the
+        workspace's main agent) is what its session records, renamed routine-NAME."""
+        with _as_chronicle_errors():
+            ws = resolve_workspace(workspace)
+            return asyncio.run(routine_cases.run(
+                self.store, ws, routine, provider=agent.provider if agent else None, model=agent.model if agent else None,
+                auto_approve=auto_approve, registry=agent.registry(ws) if agent else None))
+
+    def routine_history(self, workspace: str | Path | None = None, routine: str | None = None) -> list[dict[str, Any]]:
+        """`routines history --json`: every firing of the workspace's routines, oldest first."""
+        with _as_chronicle_errors():
+            return routine_cases.history(self.store, resolve_workspace(workspace), routine)
+
+    def tick_routines(self, *, workspace: str | Path | None = None, routines: Sequence[Routine] | None = None,
+                      agent: Agent | None = None) -> list[dict[str, Any]]:
+        """One worker tick of the routines (given, else the workspace's): fire due cron slots and routines whose events were
+        recorded since the last tick, each at most once per due time across every process, and settle finished runs.
+        The first call starts the schedule; call it periodically (under a minute apart). `chronicle worker` (or
+        `resume`) runs the sessions of what fired."""
+        with _as_chronicle_errors():
+            ws = resolve_workspace(workspace)
+            key = (ws, tuple(routines) if routines is not None else None, id(agent))
+            engine = self._routine_engines.get(key)
+            if engine is None:
+                engine = routine_cases.engine(self.store, ws, agent.provider if agent else None, agent.model if agent else None,
+                                              agent.registry(ws) if agent else None, routines)
+                self._routine_engines[key] = engine
+            return routine_cases.tick(engine)
+
     # -- controls --------------------------------------------------------------------------------
 
-    def approve(self, session: str, tool_call: str | None = None, always: bool = False) -> list[dict[str, Any]]:
+    def approve(self, session: str, tool_call: str | None = None, always: bool = False,
+                actor: str | None = None) -> list[dict[str, Any]]:
+        """`actor`: who decides, as recorded (default: this process's user@host or CHRONICLE_ACTOR)."""
         with _as_chronicle_errors():
-            return approvals.approve(self.store, session, tool_call=tool_call, always=always).rows()
+            return approvals.approve(self.store, session, tool_call=tool_call, always=always, actor=actor).rows()
 
-    def deny(self, session: str, reason: str | None = None, tool_call: str | None = None) -> list[dict[str, Any]]:
+    def deny(self, session: str, reason: str | None = None, tool_call: str | None = None,
+             actor: str | None = None) -> list[dict[str, Any]]:
         with _as_chronicle_errors():
-            return approvals.deny(self.store, session, tool_call=tool_call, reason=reason).rows()
+            return approvals.deny(self.store, session, tool_call=tool_call, reason=reason, actor=actor).rows()
 
-    def steer(self, session: str, message: str, wait_batch: bool = False) -> dict[str, Any]:
+    def steer(self, session: str, message: str, wait_batch: bool = False, actor: str | None = None) -> dict[str, Any]:
         with _as_chronicle_errors():
-            result = controls.steer(self.store, session, message, wait_batch=wait_batch)
-        return {"session_id": str(result.session_id), "steer_id": result.steer_id, "outcome": result.outcome,
-                "turn_id": str(result.turn_id) if result.turn_id else None}
+            return controls.steer(self.store, session, message, wait_batch=wait_batch, actor=actor).row()
 
-    def cancel(self, session: str, wait_s: float = 10.0) -> dict[str, Any]:
+    def cancel(self, session: str, wait_s: float = 10.0, actor: str | None = None) -> dict[str, Any]:
         with _as_chronicle_errors():
-            return controls.cancel(self.store, session, wait_s=wait_s).row()
+            return controls.cancel(self.store, session, wait_s=wait_s, actor=actor).row()
 
     def compact(self, session: str, strategy: str = "summary", keep: int | None = None) -> dict[str, Any]:
         with _as_chronicle_errors():
             sid = queries.session_id(self.store, session)
-            result = asyncio.run(controls.compact(self.store, sid, strategy, keep))
-        return {"session_id": str(sid), "ok": result.ok, "strategy": result.strategy, "turns_compacted": result.turns_compacted,
-                "summary": result.summary, "reason": result.reason or None}
+            return asyncio.run(controls.compact(self.store, sid, strategy, keep)).row(sid)
 
     # -- time travel -----------------------------------------------------------------------------
 
-    def undo(self, session: str, turns: int = 1, files: bool = False) -> dict[str, Any]:
+    def undo(self, session: str, turns: int = 1, files: bool = False, actor: str | None = None) -> dict[str, Any]:
         with _as_chronicle_errors():
-            return timetravel.undo(self.store, session, turns, files=files).row()
+            return timetravel.undo(self.store, session, turns, files=files, actor=actor).row()
 
-    def redo(self, session: str) -> dict[str, Any]:
+    def redo(self, session: str, actor: str | None = None) -> dict[str, Any]:
         with _as_chronicle_errors():
             sid = queries.session_id(self.store, session)
-            return {"session_id": str(sid), "redone": [str(t) for t in timetravel.redo(self.store, sid)]}
+            return timetravel.redone_row(sid, timetravel.redo(self.store, sid, actor=actor))
 
     def fork(self, session: str, at: int | None = None) -> str:
         """A new session continuing from turn `at` (default: the end of the branch); its id."""
         with _as_chronicle_errors():
             return str(timetravel.fork(self.store, session, at).id)
+
+    # -- serving ---------------------------------------------------------------------------------
+
+    def http_app(self, *agents: Agent, workspace: str | Path | None = None, token: str | None = None,
+                 run_worker: bool = True) -> Any:
+        """`chronicle serve` as an ASGI app (the `server` extra) whose `POST /sessions` can also start
+        these code-defined agents by name (`"agent": NAME`): `uvicorn.run(Chronicle().http_app(a, b))`."""
+        from chronicle.runtime.server.api import ServerConfig, create_app
+
+        for agent in agents:
+            runs.checked(agent)
+        return create_app(ServerConfig(db=self.url, workspace=Path(workspace).expanduser().resolve() if workspace else None,
+                                       token=token, run_worker=run_worker, library=tuple(agents)))
 
     def replay(self, session: str, workspace: str | Path | None = None) -> dict[str, Any]:
         """`replay --json`: whether the session runs again exactly as recorded, and the first divergence if not."""

@@ -17,7 +17,7 @@ from chronicle.runtime.store import ChronicleStore
 from .agent import Agent
 
 
-def _checked(agent: Agent) -> Agent:
+def checked(agent: Agent) -> Agent:
     if not isinstance(agent, Agent):
         raise TypeError(f"expected an Agent, got {type(agent).__name__}")
     return agent
@@ -27,7 +27,7 @@ def open_conversation(store: ChronicleStore, agent: Agent, prompt: str, session:
                       attachments: Sequence[Any] | None, auto_approve: bool, max_iterations: int | None,
                       subscribers: list[Callable[[Any], Any]]) -> Conversation:
     """`session` continues with what it recorded; the agent's provider and model still apply, like --provider/--model."""
-    _checked(agent)
+    checked(agent)
     options = RunOptions(provider=agent.provider, model=agent.model, workspace=Path(workspace) if workspace else None,
                          max_iterations=max_iterations, auto_approve=auto_approve, registry=agent.registry(workspace))
     return Conversation.open(store, session, options, subscribers, first_input=prompt, attachments=attachments)
@@ -36,11 +36,11 @@ def open_conversation(store: ChronicleStore, agent: Agent, prompt: str, session:
 def submit(store: ChronicleStore, agent: Agent, prompt: str, session: str | None, workspace: str | Path | None,
            attachments: Sequence[Any] | None) -> dict[str, Any]:
     """`submit --json`'s object; a new session is specified by the agent and checked before it is recorded."""
-    _checked(agent)
+    checked(agent)
     if session:
         submitted = resuming.submit(store, prompt, session=session, attachments=attachments)
     else:
         submitted = resuming.submit(store, prompt, provider=agent.provider, model=agent.model,
                                     workspace=Path(workspace) if workspace else None, registry=agent.registry(workspace),
                                     attachments=attachments)
-    return {"session_id": str(submitted.session_id), "input_id": submitted.input_id}
+    return submitted.row()

@@ -47,12 +47,22 @@ class AgentSpec(BaseModel):
     #: name, server, tool, description, input_schema, flags, config file. Left out of the dump
     #: when empty, so specs recorded before MCP look the same.
     mcp_tools: tuple[dict[str, Any], ...] = ()
+    #: Guardrails given in code (`Agent(guardrails=...)`, runtime/guardrails.py): name, check (an
+    #: import path), on, fail; any process running the session loads them. chronicle.toml's
+    #: [guardrails] are read from the workspace each time instead. Left out of the dump when empty.
+    guardrails: tuple[dict[str, Any], ...] = ()
+    #: Middleware given in code (`Agent(middleware=...)`, runtime/middleware.py): name, use (an import
+    #: path), options; chronicle.toml's [middleware] are read from the workspace each time instead.
+    #: Left out of the dump when empty.
+    middleware: tuple[dict[str, Any], ...] = ()
 
     @model_serializer(mode="wrap")
     def _without_empty_mcp(self, handler: Any) -> dict[str, Any]:
         data = handler(self)
-        if isinstance(data, dict) and not data.get("mcp_tools"):
-            data.pop("mcp_tools", None)
+        if isinstance(data, dict):
+            for key in ("mcp_tools", "guardrails", "middleware"):
+                if not data.get(key):
+                    data.pop(key, None)
         return cast("dict[str, Any]", data)
 
     @property

@@ -221,12 +221,16 @@ class ModelResponse(BaseModel):
     #: The provider's own message when its shape is not ours (chat-completions), kept as it came.
     #: Left out of the dump when absent, so responses recorded before it existed look the same.
     raw: dict[str, Any] | None = None
+    #: The provider's id of the HTTP request (Anthropic's `request-id`, OpenAI's `x-request-id` header),
+    #: what its support asks for. Left out when absent, like `raw`.
+    request_id: str | None = None
 
     @model_serializer(mode="wrap")
     def _without_absent_raw(self, handler: Any) -> dict[str, Any]:
         data = handler(self)
-        if isinstance(data, dict) and data.get("raw") is None:
-            data.pop("raw", None)
+        for optional in ("raw", "request_id"):
+            if isinstance(data, dict) and data.get(optional) is None:
+                data.pop(optional, None)
         return cast("dict[str, Any]", data)
 
     @property

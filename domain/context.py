@@ -23,9 +23,11 @@ def refused(turn: Any) -> bool:
 
 
 def input_message(turn: Any) -> Message:
-    """The user's input: its attachments' blocks (references to stored bytes) first, then the text."""
+    """The user's input: its attachments' blocks (references to stored bytes) first, then the text
+    (as an inbound guardrail left it, if one changed it)."""
     attached = load_blocks(list(turn.attachments)) if getattr(turn, "attachments", None) else []
-    return Message(role="user", content=[*attached, TextBlock(text=turn.input_text)])
+    text = getattr(turn, "model_input", None)
+    return Message(role="user", content=[*attached, TextBlock(text=turn.input_text if text is None else text)])
 
 
 def turn_messages(turn: Any, include_input: bool = True) -> list[Message]:
@@ -34,15 +36,34 @@ def turn_messages(turn: Any, include_input: bool = True) -> list[Message]:
         return messages
     if include_input:
         messages.append(input_message(turn))
-    for step in turn.steps:
-        messages.extend(step_messages(step))
+    answer = getattr(turn, "answer", None)
+    last = len(turn.steps) - 1
+    for index, step in enumerate(turn.steps):
+        messages.extend(step_messages(step, answer if index == last else None))
     return messages
 
 
-def step_messages(step: dict[str, Any]) -> list[Message]:
-    """One recorded step as messages: the response (if it finished) and its tool results."""
+def with_answer(content: list[dict[str, Any]], answer: str) -> list[dict[str, Any]]:
+    """The final response's blocks with its text as a final guardrail delivered it: the first text
+    block carries the answer, the other text blocks go; thinking and other blocks stay."""
+    out: list[dict[str, Any]] = []
+    placed = False
+    for block in content:
+        if block.get("type") != "text":
+            out.append(block)
+        elif not placed:
+            out.append({"type": "text", "text": answer})
+            placed = True
+    return out if placed else [*out, {"type": "text", "text": answer}]
+
+
+def step_messages(step: dict[str, Any], answer: str | None = None) -> list[Message]:
+    """One recorded step as messages: the response (if it finished) and its tool results.
+    `answer`: the turn's final text as a final guardrail changed it (the last step only)."""
     response = step["response"]
     content = response.get("content") or []
+    if answer is not None:
+        content = with_answer(content, answer)
     if response.get("stop_reason") not in FINISHED_STOP_REASONS or response.get("stop_reason") == "refusal":
         return []
     if any(PARTIAL_INPUT_KEY in block for block in content if block.get("type") == "tool_use"):

@@ -18,23 +18,27 @@ from .tool_call import ToolCall
 from .turn import Turn
 
 AGGREGATES = (Session, Turn, ToolCall, SessionLease, Attachment)
-AGGREGATE_VERSIONS = {"Session": 3, "Turn": 3, "ToolCall": 1, "SessionLease": 1, "Attachment": 1}
+AGGREGATE_VERSIONS = {"Session": 4, "Turn": 4, "ToolCall": 1, "SessionLease": 1, "Attachment": 1}
 #: v2 of Session.TurnsUndone/TurnsRedone/SteeringQueued/CancelRequested, Turn.Resumed/Cancelled and
 #: ToolCall.Approved/Denied: `actor`, who decided (None on older events).
 EVENT_VERSIONS = {
     "Session.Created": 1, "Session.Started": 2, "Session.InputQueued": 1, "Session.TurnStarted": 1,
-    "Session.TurnEnded": 1, "Session.TurnsUndone": 2, "Session.TurnsRedone": 2, "Session.TitleSet": 1,
+    "Session.TurnEnded": 2, "Session.TurnsUndone": 2, "Session.TurnsRedone": 2, "Session.TitleSet": 1,
     "Session.TitleFailed": 1, "Session.ToolAlwaysAllowed": 1, "Session.SteeringQueued": 2,
     "Session.SteeringDelivered": 1, "Session.SteeringRequeued": 1, "Session.CancelRequested": 2,
     "Session.Compacted": 1, "Session.CompactionFailed": 1, "Session.FilesRestored": 1, "Session.InputWithAttachmentsQueued": 1,
+    "Session.WorkerFailed": 1, "Session.Archived": 1, "Session.Unarchived": 1,
     "Turn.Created": 1, "Turn.Started": 1, "Turn.ApprovalRequested": 1, "Turn.Resumed": 2, "Turn.Completed": 1,
-    "Turn.Failed": 1, "Turn.Cancelled": 2, "Turn.Stopped": 1, "Turn.Interrupted": 1, "Turn.ModelResponded": 2,
-    "Turn.ModelCallRetried": 2, "Turn.ToolResultsRecorded": 1, "Turn.AttachmentsReferenced": 1,
+    "Turn.Failed": 1, "Turn.Cancelled": 2, "Turn.Stopped": 1, "Turn.Interrupted": 1, "Turn.ModelResponded": 3,
+    "Turn.ModelCallRetried": 2, "Turn.ToolResultsRecorded": 1, "Turn.AttachmentsReferenced": 1, "Turn.GuardrailApplied": 1,
+    "Turn.MiddlewareApplied": 1,
     "ToolCall.Created": 1, "ToolCall.Requested": 1, "ToolCall.ApprovalRequested": 1, "ToolCall.Approved": 2, "ToolCall.Denied": 2,
-    "ToolCall.Started": 1, "ToolCall.Completed": 1, "ToolCall.Failed": 1, "ToolCall.Skipped": 1,
-    "ToolCall.Cancelled": 1, "ToolCall.Interrupted": 1,
+    "ToolCall.Started": 1, "ToolCall.Completed": 2, "ToolCall.Failed": 2, "ToolCall.Skipped": 1,
+    "ToolCall.Cancelled": 1, "ToolCall.Interrupted": 1, "ToolCall.EffectsRecorded": 1,
     "SessionLease.Created": 1, "SessionLease.Acquired": 1, "SessionLease.Renewed": 1, "SessionLease.Released": 1,
     "Attachment.Created": 1,
+    # Secrets cut out of an input, a response or a tool result before it was recorded (runtime/secret_scan.py).
+    "Session.SecretsRedacted": 1, "Turn.SecretsRedacted": 1, "ToolCall.SecretsRedacted": 1,
 }
 
 

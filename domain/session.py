@@ -14,6 +14,7 @@ from uuid import UUID
 from eventsourcing.domain import Aggregate, event
 
 from .agent_spec import AgentSpec
+from .decided import Decided
 from .errors import DomainError
 from .lifecycle import Edge, Lifecycle
 
@@ -43,7 +44,8 @@ class Session(Aggregate):
     #: v2 added `title_error` (a failed title call is recorded), steering, cancel requests,
     #: compaction attempts and auxiliary calls; v1 snapshots gain them empty below.
     #: v3: `forked_from` has one shape, {"session_id", "turn"} (see fork_origin).
-    class_version = 3
+    #: v4: `archived` (hidden from `sessions` unless --all); older snapshots were not archived.
+    class_version = 4
 
     @staticmethod
     def upcast_v1_v2(state: dict[str, Any]) -> None:
@@ -52,6 +54,10 @@ class Session(Aggregate):
         state.setdefault("cancel_requested", None)
         state.setdefault("compaction_attempts", 0)
         state.setdefault("aux_calls", [])
+
+    @staticmethod
+    def upcast_v3_v4(state: dict[str, Any]) -> None:
+        state.setdefault("archived", False)
 
     @staticmethod
     def upcast_v2_v3(state: dict[str, Any]) -> None:
@@ -105,6 +111,7 @@ class Session(Aggregate):
         #: Model calls made for the session but outside its turns (titles, summaries): cost counts them.
         self.aux_calls: list[dict[str, Any]] = []
         self.created_at = timestamp
+        self.archived = False
 
     @classmethod
     def start(
@@ -144,19 +151,45 @@ class Session(Aggregate):
         else:
             self._input_queued(input_id=input_id, text=text, kind=kind, timestamp=now)
 
-    @event("InputWithAttachmentsQueued")
+    class InputWithAttachmentsQueued(Aggregate.Event):
+        input_id: str
+        text: str
+        kind: str
+        attachments: list[dict[str, Any]]
+
+    @event(InputWithAttachmentsQueued)
     def _input_with_attachments_queued(self, input_id: str, text: str, kind: str, attachments: list[dict[str, Any]],
                                        timestamp: datetime) -> None:
         self.queue.append({"input_id": input_id, "text": text, "kind": kind, "queued_at": timestamp.isoformat(),
                            "attachments": attachments})
 
-    @event("InputQueued")
+    class InputQueued(Aggregate.Event):
+        input_id: str
+        text: str
+        kind: str
+
+    @event(InputQueued)
     def _input_queued(self, input_id: str, text: str, kind: str, timestamp: datetime) -> None:
         self.queue.append({"input_id": input_id, "text": text, "kind": kind, "queued_at": timestamp.isoformat()})
 
     @property
     def next_input(self) -> dict[str, Any] | None:
         return self.queue[0] if self.queue else None
+
+    # -- secrets cut out before recording -----------------------------------------------------
+
+    def note_redactions(self, where: str, counts: dict[str, int], now: datetime) -> None:
+        """How many secrets of each kind were cut out of an input (`where`: "input ID" or "steering ID") before it was recorded."""
+        if counts:
+            self._secrets_redacted(where=where, counts=dict(counts), timestamp=now)
+
+    class SecretsRedacted(Aggregate.Event):
+        where: str
+        counts: dict[str, int]
+
+    @event(SecretsRedacted)
+    def _secrets_redacted(self, where: str, counts: dict[str, int], timestamp: datetime) -> None:
+        """Nothing changes: the count is the fact, for the audit (the text was redacted before it was recorded)."""
 
     # -- turns ---------------------------------------------------------------------------------
 
@@ -169,7 +202,11 @@ class Session(Aggregate):
         self._turn_started(turn_id=turn_id, input_id=item["input_id"], timestamp=now)
         return item
 
-    @event("TurnStarted")
+    class TurnStarted(Aggregate.Event):
+        turn_id: UUID
+        input_id: str
+
+    @event(TurnStarted)
     def _turn_started(self, turn_id: UUID, input_id: str, timestamp: datetime) -> None:
         self.queue = [q for q in self.queue if q["input_id"] != input_id]
         self.status = "busy"
@@ -178,17 +215,29 @@ class Session(Aggregate):
         self.head.append(turn_id)
         self.redo_stack = []
 
-    def end_turn(self, turn_id: UUID, status: str, now: datetime) -> None:
+    def end_turn(self, turn_id: UUID, now: datetime) -> None:
+        """Free the session for its next input. How the turn ended is the Turn's own fact
+        (Completed, Failed, Cancelled, Stopped), so it is not repeated here."""
         SESSION_LIFECYCLE.next_state("end_turn", self.status, self.id)
         if turn_id != self.active_turn_id:
             raise DomainError(f"turn {turn_id} is not the running turn of session {self.id}")
-        self._turn_ended(turn_id=turn_id, status=status, timestamp=now)
+        self._turn_ended(turn_id=turn_id, timestamp=now)
         if self.steering:
             # Steering that no safe point delivered is not lost: it becomes the next input.
             self._steering_requeued(steer_ids=[s["steer_id"] for s in self.steering], timestamp=now)
 
-    @event("TurnEnded")
-    def _turn_ended(self, turn_id: UUID, status: str, timestamp: datetime) -> None:
+    class TurnEnded(Aggregate.Event):
+        """v2: no `status`; the turn's outcome is recorded once, on the Turn."""
+
+        class_version = 2
+        turn_id: UUID
+
+        @staticmethod
+        def upcast_v1_v2(state: dict[str, Any]) -> None:
+            state.pop("status", None)
+
+    @event(TurnEnded)
+    def _turn_ended(self, turn_id: UUID, timestamp: datetime) -> None:
         self.status = "idle"
         self.active_turn_id = None
         self.cancel_requested = None
@@ -206,16 +255,8 @@ class Session(Aggregate):
         self._turns_undone(turn_ids=undone, actor=actor, timestamp=now)
         return undone
 
-    class TurnsUndone(Aggregate.Event):
-        """v2 added `actor`: who decided (user@host from the CLI, the caller's identity from the API); None before."""
-
-        class_version = 2
+    class TurnsUndone(Decided):
         turn_ids: list[UUID]
-        actor: str | None
-
-        @staticmethod
-        def upcast_v1_v2(state: dict[str, Any]) -> None:
-            state["actor"] = None
 
     @event(TurnsUndone)
     def _turns_undone(self, turn_ids: list[UUID], actor: str | None, timestamp: datetime) -> None:
@@ -231,16 +272,8 @@ class Session(Aggregate):
         self._turns_redone(turn_ids=turn_ids, actor=actor, timestamp=now)
         return turn_ids
 
-    class TurnsRedone(Aggregate.Event):
-        """v2 added `actor`: who decided (user@host from the CLI, the caller's identity from the API); None before."""
-
-        class_version = 2
+    class TurnsRedone(Decided):
         turn_ids: list[UUID]
-        actor: str | None
-
-        @staticmethod
-        def upcast_v1_v2(state: dict[str, Any]) -> None:
-            state["actor"] = None
 
     @event(TurnsRedone)
     def _turns_redone(self, turn_ids: list[UUID], actor: str | None, timestamp: datetime) -> None:
@@ -253,7 +286,11 @@ class Session(Aggregate):
             raise DomainError("a file restoration needs at least one file")
         self._files_restored(turn_ids=list(turn_ids), files=list(files), timestamp=now)
 
-    @event("FilesRestored")
+    class FilesRestored(Aggregate.Event):
+        turn_ids: list[UUID]
+        files: list[dict[str, Any]]
+
+    @event(FilesRestored)
     def _files_restored(self, turn_ids: list[UUID], files: list[dict[str, Any]], timestamp: datetime) -> None:
         pass
 
@@ -264,7 +301,12 @@ class Session(Aggregate):
             raise DomainError(f"session {self.id} already has a title")
         self._title_set(title=title, usage=usage or {}, model=model, timestamp=now)
 
-    @event("TitleSet")
+    class TitleSet(Aggregate.Event):
+        title: str
+        usage: dict[str, Any]
+        model: str
+
+    @event(TitleSet)
     def _title_set(self, title: str, usage: dict[str, Any], model: str, timestamp: datetime) -> None:
         self.title = title
         self.aux_calls.append({"kind": "title", "model": model, "usage": usage, "at": timestamp.isoformat()})
@@ -275,15 +317,67 @@ class Session(Aggregate):
             raise DomainError(f"session {self.id} already has a title")
         self._title_failed(reason=reason, usage=usage or {}, model=model, timestamp=now)
 
-    @event("TitleFailed")
+    class TitleFailed(Aggregate.Event):
+        reason: str
+        usage: dict[str, Any]
+        model: str
+
+    @event(TitleFailed)
     def _title_failed(self, reason: str, usage: dict[str, Any], model: str, timestamp: datetime) -> None:
         self.title_error = reason
+
+    def archive(self, now: datetime, actor: str | None = None) -> None:
+        """Hide the session from listings. Nothing is deleted: the log stays whole, `sessions --all`
+        shows it, `unarchive` brings it back. Only an idle session with nothing queued is archived,
+        so no worker is left continuing a session nobody sees."""
+        if self.archived:
+            raise DomainError(f"session {self.id} is already archived")
+        if self.status != "idle" or self.queue:
+            raise DomainError(f"session {self.id} has a turn running or inputs queued; cancel or wait for them before archiving")
+        self._archived(actor=actor, timestamp=now)
+
+    class Archived(Aggregate.Event):
+        actor: str | None
+
+    @event(Archived)
+    def _archived(self, actor: str | None, timestamp: datetime) -> None:
+        self.archived = True
+
+    def unarchive(self, now: datetime, actor: str | None = None) -> None:
+        if not self.archived:
+            raise DomainError(f"session {self.id} is not archived")
+        self._unarchived(actor=actor, timestamp=now)
+
+    class Unarchived(Aggregate.Event):
+        actor: str | None
+
+    @event(Unarchived)
+    def _unarchived(self, actor: str | None, timestamp: datetime) -> None:
+        self.archived = False
+
+    def record_worker_failure(self, worker: str, error: str, failures: int, retry_in_s: float | None, now: datetime) -> None:
+        """A worker could not advance this session. Recorded (not only logged) so `log` and `audit`
+        show why a session stands still; `retry_in_s` None means the worker will not try it again."""
+        self._worker_failed(worker=worker, error=error, failures=failures, retry_in_s=retry_in_s, timestamp=now)
+
+    class WorkerFailed(Aggregate.Event):
+        worker: str
+        error: str
+        failures: int
+        retry_in_s: float | None
+
+    @event(WorkerFailed)
+    def _worker_failed(self, worker: str, error: str, failures: int, retry_in_s: float | None, timestamp: datetime) -> None:
+        pass
 
     def allow_always(self, tool_name: str, now: datetime) -> None:
         if tool_name not in self.always_allowed:
             self._tool_always_allowed(tool_name=tool_name, timestamp=now)
 
-    @event("ToolAlwaysAllowed")
+    class ToolAlwaysAllowed(Aggregate.Event):
+        tool_name: str
+
+    @event(ToolAlwaysAllowed)
     def _tool_always_allowed(self, tool_name: str, timestamp: datetime) -> None:
         self.always_allowed.append(tool_name)
 
@@ -304,19 +398,11 @@ class Session(Aggregate):
         )
         return "steering"
 
-    class SteeringQueued(Aggregate.Event):
-        """v2 added `actor`: who decided (user@host from the CLI, the caller's identity from the API); None before."""
-
-        class_version = 2
+    class SteeringQueued(Decided):
         steer_id: str
         text: str
         turn_id: UUID
         wait_batch: bool
-        actor: str | None
-
-        @staticmethod
-        def upcast_v1_v2(state: dict[str, Any]) -> None:
-            state["actor"] = None
 
     @event(SteeringQueued)
     def _steering_queued(
@@ -331,11 +417,19 @@ class Session(Aggregate):
             raise DomainError(f"steering {', '.join(missing)} is not pending on session {self.id}")
         self._steering_delivered(steer_ids=steer_ids, turn_id=turn_id, step=step, timestamp=now)
 
-    @event("SteeringDelivered")
+    class SteeringDelivered(Aggregate.Event):
+        steer_ids: list[str]
+        turn_id: UUID
+        step: int
+
+    @event(SteeringDelivered)
     def _steering_delivered(self, steer_ids: list[str], turn_id: UUID, step: int, timestamp: datetime) -> None:
         self.steering = [s for s in self.steering if s["steer_id"] not in steer_ids]
 
-    @event("SteeringRequeued")
+    class SteeringRequeued(Aggregate.Event):
+        steer_ids: list[str]
+
+    @event(SteeringRequeued)
     def _steering_requeued(self, steer_ids: list[str], timestamp: datetime) -> None:
         for item in [s for s in self.steering if s["steer_id"] in steer_ids]:
             self.queue.append(
@@ -350,17 +444,9 @@ class Session(Aggregate):
         self._cancel_requested(turn_id=self.active_turn_id, reason=reason, actor=actor, timestamp=now)
         return self.active_turn_id
 
-    class CancelRequested(Aggregate.Event):
-        """v2 added `actor`: who decided (user@host from the CLI, the caller's identity from the API); None before."""
-
-        class_version = 2
+    class CancelRequested(Decided):
         turn_id: UUID
         reason: str
-        actor: str | None
-
-        @staticmethod
-        def upcast_v1_v2(state: dict[str, Any]) -> None:
-            state["actor"] = None
 
     @event(CancelRequested)
     def _cancel_requested(self, turn_id: UUID, reason: str, actor: str | None, timestamp: datetime) -> None:
@@ -396,7 +482,15 @@ class Session(Aggregate):
             usage=usage or {}, model=model, timestamp=now,
         )
 
-    @event("Compacted")
+    class Compacted(Aggregate.Event):
+        turn_ids: list[UUID]
+        first_kept_turn_id: UUID | None
+        summary: str | None
+        strategy: str
+        usage: dict[str, Any]
+        model: str
+
+    @event(Compacted)
     def _compacted(
         self, turn_ids: list[UUID], first_kept_turn_id: UUID | None, summary: str | None, strategy: str,
         usage: dict[str, Any], model: str, timestamp: datetime,
@@ -414,7 +508,13 @@ class Session(Aggregate):
         """A summary that failed changes nothing in the history, but it is a recorded fact."""
         self._compaction_failed(reason=reason, strategy=strategy, usage=usage or {}, model=model, timestamp=now)
 
-    @event("CompactionFailed")
+    class CompactionFailed(Aggregate.Event):
+        reason: str
+        strategy: str
+        usage: dict[str, Any]
+        model: str
+
+    @event(CompactionFailed)
     def _compaction_failed(self, reason: str, strategy: str, usage: dict[str, Any], model: str, timestamp: datetime) -> None:
         self.compaction_attempts += 1
         if usage:

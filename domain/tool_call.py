@@ -13,6 +13,7 @@ from uuid import UUID
 from eventsourcing.domain import Aggregate, event
 
 from .content import ToolResultBlock
+from .decided import Decided
 from .errors import DomainError
 from .lifecycle import Edge, Lifecycle
 
@@ -28,8 +29,10 @@ TOOL_CALL_LIFECYCLE = Lifecycle(
         Edge("approve", ("awaiting_approval",), "approved"),
         Edge("deny", ("awaiting_approval",), "denied"),
         Edge("start", ("pending", "approved", "interrupted"), "running"),
-        Edge("complete", ("running",), "completed"),
-        Edge("fail", ("pending", "approved", "running"), "failed"),
+        # From pending, approved or interrupted: a call that may run again (read-only, idempotent)
+        # records no Started; its run is recorded whole by Completed or Failed (see `ran`).
+        Edge("complete", ("pending", "approved", "interrupted", "running"), "completed"),
+        Edge("fail", ("pending", "approved", "interrupted", "running"), "failed"),
         Edge("skip", ("pending", "awaiting_approval", "approved"), "skipped"),
         Edge("cancel", ("pending", "awaiting_approval", "approved", "running"), "cancelled"),
         Edge("interrupt", ("running",), "interrupted"),
@@ -95,13 +98,31 @@ class ToolCall(Aggregate):
     def idempotent(self) -> bool:
         return bool(self.flags.get("idempotent") or self.flags.get("read_only"))
 
+    # -- secrets cut out before recording -----------------------------------------------------
+
+    def note_redactions(self, where: str, counts: dict[str, int], now: datetime) -> None:
+        """How many secrets of each kind were cut out of this call's input or output (`where`) before it was recorded."""
+        if counts:
+            self._secrets_redacted(where=where, counts=dict(counts), timestamp=now)
+
+    class SecretsRedacted(Aggregate.Event):
+        where: str
+        counts: dict[str, int]
+
+    @event(SecretsRedacted)
+    def _secrets_redacted(self, where: str, counts: dict[str, int], timestamp: datetime) -> None:
+        """Nothing changes: the count is the fact, for the audit (the text was redacted before it was recorded)."""
+
     # -- approval ------------------------------------------------------------------------------
 
     def request_approval(self, now: datetime) -> None:
         self._next("request_approval")
         self._approval_requested(timestamp=now)
 
-    @event("ApprovalRequested")
+    class ApprovalRequested(Aggregate.Event):
+        pass
+
+    @event(ApprovalRequested)
     def _approval_requested(self, timestamp: datetime) -> None:
         self.status = "awaiting_approval"
 
@@ -110,17 +131,9 @@ class ToolCall(Aggregate):
         self._next("approve")
         self._approved(by=by, always=always, actor=actor, timestamp=now)
 
-    class Approved(Aggregate.Event):
-        """v2 added `actor`: who decided (user@host from the CLI, the caller's identity from the API); None before."""
-
-        class_version = 2
+    class Approved(Decided):
         by: str
         always: bool
-        actor: str | None
-
-        @staticmethod
-        def upcast_v1_v2(state: dict[str, Any]) -> None:
-            state["actor"] = None
 
     @event(Approved)
     def _approved(self, by: str, always: bool, actor: str | None, timestamp: datetime) -> None:
@@ -130,17 +143,9 @@ class ToolCall(Aggregate):
         self._next("deny")
         self._denied(reason=reason, by=by, actor=actor, timestamp=now)
 
-    class Denied(Aggregate.Event):
-        """v2 added `actor`: who decided (user@host from the CLI, the caller's identity from the API); None before."""
-
-        class_version = 2
+    class Denied(Decided):
         reason: str
         by: str
-        actor: str | None
-
-        @staticmethod
-        def upcast_v1_v2(state: dict[str, Any]) -> None:
-            state["actor"] = None
 
     @event(Denied)
     def _denied(self, reason: str, by: str, actor: str | None, timestamp: datetime) -> None:
@@ -151,11 +156,18 @@ class ToolCall(Aggregate):
 
     def start(self, now: datetime) -> None:
         self._next("start")
-        if self.status == "interrupted" and not self.idempotent:
-            raise DomainError(f"tool call {self.id} ({self.name}) is not idempotent; it is never run twice")
+        self._not_again()
         self._started(attempt=self.attempts + 1, timestamp=now)
 
-    @event("Started")
+    def _not_again(self) -> None:
+        """A call found interrupted runs again only if running it twice is harmless."""
+        if self.status == "interrupted" and not self.idempotent:
+            raise DomainError(f"tool call {self.id} ({self.name}) is not idempotent; it is never run twice")
+
+    class Started(Aggregate.Event):
+        attempt: int
+
+    @event(Started)
     def _started(self, attempt: int, timestamp: datetime) -> None:
         self.status = "running"
         self.attempts = attempt
@@ -165,34 +177,95 @@ class ToolCall(Aggregate):
         effects: list[dict[str, Any]] | None = None, ends_turn: bool = False, blocks: list[dict[str, Any]] | None = None,
     ) -> None:
         """`ends_turn` records that this result finishes the turn (task_complete), so resume sees it;
-        `blocks` keeps a result richer than text (an MCP tool's images, structured content) whole."""
+        `blocks` keeps a result richer than text (an MCP tool's images, structured content) whole.
+        Completing a call that was not started records its run: the attempt is counted here."""
         self._next("complete")
-        extra: dict[str, Any] = {"blocks": blocks} if blocks else {}
+        self._not_again()
         self._completed(
-            output=output, is_error=is_error, duration_ms=duration_ms, effects=effects or [], timestamp=now,
-            ends_turn=ends_turn and not is_error, **extra,
+            output=output, is_error=is_error, duration_ms=duration_ms, effects=effects or None,
+            ends_turn=ends_turn and not is_error, blocks=blocks or None,
+            attempt=None if self.status == "running" else self.attempts + 1, timestamp=now,
         )
 
-    @event("Completed")
+    class Completed(Aggregate.Event):
+        """v2: `attempt` is set when the call ran without a recorded Started (a call that may run
+        again commits its whole run in this one event; it started at timestamp - duration_ms), None
+        after a Started; `effects` is None rather than [] when the call changed nothing; `ends_turn`
+        and `blocks`, once optional arguments, are always there."""
+
+        class_version = 2
+        output: str
+        is_error: bool
+        duration_ms: float
+        effects: list[dict[str, Any]] | None
+        ends_turn: bool
+        blocks: list[dict[str, Any]] | None
+        attempt: int | None
+
+        @staticmethod
+        def upcast_v1_v2(state: dict[str, Any]) -> None:
+            state["effects"] = state.get("effects") or None
+            state.setdefault("ends_turn", False)
+            state.setdefault("blocks", None)
+            state["attempt"] = None
+
+    @event(Completed)
     def _completed(
-        self, output: str, is_error: bool, duration_ms: float, effects: list[dict[str, Any]], timestamp: datetime,
-        ends_turn: bool = False,  # absent from events recorded before sub-agents: the default replays them
-        blocks: list[dict[str, Any]] | None = None,  # absent before MCP tools, and for plain-text results
+        self, output: str, is_error: bool, duration_ms: float, effects: list[dict[str, Any]] | None, ends_turn: bool,
+        blocks: list[dict[str, Any]] | None, attempt: int | None, timestamp: datetime,
     ) -> None:
+        if attempt is not None:
+            self.attempts = attempt
         self.status = "completed"
         self.output = output
         self.is_error = is_error
         self.duration_ms = duration_ms
-        self.effects = effects
+        self.effects = effects or []
         self.ends_turn = ends_turn
         self.blocks = blocks
 
-    def fail(self, error: str, now: datetime, duration_ms: float = 0.0) -> None:
-        self._next("fail")
-        self._failed(error=error, duration_ms=duration_ms, timestamp=now)
+    def record_effects(self, effects: list[dict[str, Any]], now: datetime) -> None:
+        """What the running call did before it failed (spawn_batch's subtasks), so a failure keeps it: a
+        completed call carries its effects on its Completed event instead. A call that may run again
+        records no Started (its run is one event), so it may still be pending or approved here."""
+        if not effects:
+            return
+        if self.status not in ("running", "pending", "approved", "interrupted"):
+            raise DomainError(f"tool call {self.id} is {self.status}; effects are recorded while it runs")
+        self._effects_recorded(effects=list(effects), timestamp=now)
 
-    @event("Failed")
-    def _failed(self, error: str, duration_ms: float, timestamp: datetime) -> None:
+    class EffectsRecorded(Aggregate.Event):
+        effects: list[dict[str, Any]]
+
+    @event(EffectsRecorded)
+    def _effects_recorded(self, effects: list[dict[str, Any]], timestamp: datetime) -> None:
+        self.effects = [*self.effects, *effects]
+
+    def fail(self, error: str, now: datetime, duration_ms: float = 0.0, ran: bool = False) -> None:
+        """`ran`: the tool ran (and failed, or timed out) without a recorded Started; its attempt is
+        counted here. A call failed before running (unknown tool, invalid input) keeps 0 attempts."""
+        self._next("fail")
+        if ran:
+            self._not_again()
+        attempt = self.attempts + 1 if ran and self.status != "running" else None
+        self._failed(error=error, duration_ms=duration_ms, attempt=attempt, timestamp=now)
+
+    class Failed(Aggregate.Event):
+        """v2: `attempt`, set when the failed run was recorded by this event alone (no Started)."""
+
+        class_version = 2
+        error: str
+        duration_ms: float
+        attempt: int | None
+
+        @staticmethod
+        def upcast_v1_v2(state: dict[str, Any]) -> None:
+            state["attempt"] = None
+
+    @event(Failed)
+    def _failed(self, error: str, duration_ms: float, attempt: int | None, timestamp: datetime) -> None:
+        if attempt is not None:
+            self.attempts = attempt
         self.status = "failed"
         self.output = error
         self.is_error = True
@@ -202,7 +275,10 @@ class ToolCall(Aggregate):
         self._next("skip")
         self._skipped(reason=reason, timestamp=now)
 
-    @event("Skipped")
+    class Skipped(Aggregate.Event):
+        reason: str
+
+    @event(Skipped)
     def _skipped(self, reason: str, timestamp: datetime) -> None:
         self.status = "skipped"
         self.reason = reason
@@ -211,7 +287,10 @@ class ToolCall(Aggregate):
         self._next("cancel")
         self._cancelled(reason=reason, timestamp=now)
 
-    @event("Cancelled")
+    class Cancelled(Aggregate.Event):
+        reason: str
+
+    @event(Cancelled)
     def _cancelled(self, reason: str, timestamp: datetime) -> None:
         self.status = "cancelled"
         self.reason = reason
@@ -220,7 +299,10 @@ class ToolCall(Aggregate):
         self._next("interrupt")
         self._interrupted(reason=reason, timestamp=now)
 
-    @event("Interrupted")
+    class Interrupted(Aggregate.Event):
+        reason: str
+
+    @event(Interrupted)
     def _interrupted(self, reason: str, timestamp: datetime) -> None:
         self.status = "interrupted"
         self.reason = reason

@@ -14,8 +14,10 @@ from uuid import UUID
 from eventsourcing.domain import Aggregate, event
 
 from .content import ModelResponse, ToolResultBlock, dump_blocks
+from .decided import Decided
 from .errors import DomainError
 from .lifecycle import Edge, Lifecycle
+from .stored_response import compact, expand
 
 LIVE = ("pending", "running", "awaiting_approval", "interrupted")
 TURN_LIFECYCLE = Lifecycle(
@@ -44,6 +46,10 @@ def error_from_reason(reason: str) -> dict[str, Any]:
     return {"kind": kind, "message": message, "status": None, "retry_after_s": None}
 
 
+#: What a ModelResponded keeps of the request (v3): see the event's docstring.
+REQUEST_FIELDS = ("model", "max_tokens", "message_count")
+
+
 def response_v2(response: dict[str, Any]) -> dict[str, Any]:
     return {**response, "stop_details": response.get("stop_details")}
 
@@ -53,7 +59,9 @@ class Turn(Aggregate):
     #: time `at`; snapshots upcast below. A v1 snapshot never recorded step times, so they come
     #: back as None (readers such as the rate guard fall back to the turn's start).
     #: v3: each step's response carries `stop_details` (see ModelResponded v2).
-    class_version = 3
+    #: v4: each step's response is the full dump, every default present (domain/stored_response.py),
+    #: whichever version of ModelResponded recorded it.
+    class_version = 4
 
     @staticmethod
     def upcast_v1_v2(state: dict[str, Any]) -> None:
@@ -65,6 +73,11 @@ class Turn(Aggregate):
     def upcast_v2_v3(state: dict[str, Any]) -> None:
         for step in state.get("steps", []):
             step["response"] = response_v2(step["response"])
+
+    @staticmethod
+    def upcast_v3_v4(state: dict[str, Any]) -> None:
+        for step in state.get("steps", []):
+            step["response"] = expand(step["response"])
 
     class Created(Aggregate.Created):
         session_id: UUID
@@ -102,7 +115,10 @@ class Turn(Aggregate):
             raise DomainError(f"turn {self.id} is {self.status}; attachments come with its input, before it starts")
         self._attachments_referenced(blocks=list(blocks), timestamp=now)
 
-    @event("AttachmentsReferenced")
+    class AttachmentsReferenced(Aggregate.Event):
+        blocks: list[dict[str, Any]]
+
+    @event(AttachmentsReferenced)
     def _attachments_referenced(self, blocks: list[dict[str, Any]], timestamp: datetime) -> None:
         self.attachments = blocks
 
@@ -126,7 +142,10 @@ class Turn(Aggregate):
         self._next("start")
         self._started(timestamp=now)
 
-    @event("Started")
+    class Started(Aggregate.Event):
+        pass
+
+    @event(Started)
     def _started(self, timestamp: datetime) -> None:
         self.status = "running"
 
@@ -136,7 +155,10 @@ class Turn(Aggregate):
             raise DomainError("awaiting approval needs at least one tool call")
         self._approval_requested(tool_call_ids=tool_call_ids, timestamp=now)
 
-    @event("ApprovalRequested")
+    class ApprovalRequested(Aggregate.Event):
+        tool_call_ids: list[UUID]
+
+    @event(ApprovalRequested)
     def _approval_requested(self, tool_call_ids: list[UUID], timestamp: datetime) -> None:
         self.status = "awaiting_approval"
         self.awaiting = list(tool_call_ids)
@@ -145,16 +167,8 @@ class Turn(Aggregate):
         self._next("resume")
         self._resumed(reason=reason, actor=actor, timestamp=now)
 
-    class Resumed(Aggregate.Event):
-        """v2 added `actor`: who decided (user@host from the CLI, the caller's identity from the API); None before."""
-
-        class_version = 2
+    class Resumed(Decided):
         reason: str
-        actor: str | None
-
-        @staticmethod
-        def upcast_v1_v2(state: dict[str, Any]) -> None:
-            state["actor"] = None
 
     @event(Resumed)
     def _resumed(self, reason: str, actor: str | None, timestamp: datetime) -> None:
@@ -166,9 +180,13 @@ class Turn(Aggregate):
         if self.open_step is not None:
             raise DomainError(f"turn {self.id} cannot complete: step {self.open_step['step']} has unanswered tool calls")
         last = self.last_response
-        self._completed(final_text=last.text if last else "", timestamp=now)
+        final_text = self.answer if self.answer is not None else (last.text if last else "")
+        self._completed(final_text=final_text, timestamp=now)
 
-    @event("Completed")
+    class Completed(Aggregate.Event):
+        final_text: str
+
+    @event(Completed)
     def _completed(self, final_text: str, timestamp: datetime) -> None:
         self.status = "completed"
         self.final_text = final_text
@@ -178,7 +196,11 @@ class Turn(Aggregate):
         self._next("fail")
         self._failed(reason=reason, error=error, timestamp=now)
 
-    @event("Failed")
+    class Failed(Aggregate.Event):
+        reason: str
+        error: dict[str, Any] | None
+
+    @event(Failed)
     def _failed(self, reason: str, error: dict[str, Any] | None, timestamp: datetime) -> None:
         self.status = "failed"
         self.reason = reason
@@ -189,16 +211,8 @@ class Turn(Aggregate):
         self._next("cancel")
         self._cancelled(reason=reason, actor=actor, timestamp=now)
 
-    class Cancelled(Aggregate.Event):
-        """v2 added `actor`: who decided (user@host from the CLI, the caller's identity from the API); None before."""
-
-        class_version = 2
+    class Cancelled(Decided):
         reason: str
-        actor: str | None
-
-        @staticmethod
-        def upcast_v1_v2(state: dict[str, Any]) -> None:
-            state["actor"] = None
 
     @event(Cancelled)
     def _cancelled(self, reason: str, actor: str | None, timestamp: datetime) -> None:
@@ -211,7 +225,11 @@ class Turn(Aggregate):
         self._next("stop")
         self._stopped(guard=guard, reason=reason, timestamp=now)
 
-    @event("Stopped")
+    class Stopped(Aggregate.Event):
+        guard: str
+        reason: str
+
+    @event(Stopped)
     def _stopped(self, guard: str, reason: str, timestamp: datetime) -> None:
         self.status = "stopped"
         self.reason = reason
@@ -222,7 +240,10 @@ class Turn(Aggregate):
         self._next("interrupt")
         self._interrupted(reason=reason, timestamp=now)
 
-    @event("Interrupted")
+    class Interrupted(Aggregate.Event):
+        reason: str
+
+    @event(Interrupted)
     def _interrupted(self, reason: str, timestamp: datetime) -> None:
         self.status = "interrupted"
         self.reason = reason
@@ -245,7 +266,7 @@ class Turn(Aggregate):
         step = len(self.steps)
         self._model_responded(
             step=step,
-            response=response.model_dump(mode="json"),
+            response=compact(response.model_dump(mode="json")),
             fingerprint=fingerprint,
             request_delta=request_delta or {},
             latency_ms=latency_ms,
@@ -257,9 +278,14 @@ class Turn(Aggregate):
     class ModelResponded(Aggregate.Event):
         """v2: the response records every block and usage field the API sent, and `stop_details`
         (a refusal's category and explanation); a v1 response gets `stop_details: None`. Blocks and
-        usage needed no change of shape: a v1 record is a valid v2 record without the new fields."""
+        usage needed no change of shape: a v1 record is a valid v2 record without the new fields.
 
-        class_version = 2
+        v3: the response is stored compact (defaults left out, domain/stored_response.py) and
+        `request_delta` holds only what is read: the model and max_tokens asked for, and the
+        message count that rebuilds the request; the system and tool hashes and the count of new
+        messages, never read, are gone (the fingerprint already covers system prompt and tools)."""
+
+        class_version = 3
         step: int
         response: dict[str, Any]
         fingerprint: str
@@ -270,6 +296,11 @@ class Turn(Aggregate):
         @staticmethod
         def upcast_v1_v2(state: dict[str, Any]) -> None:
             state["response"] = response_v2(state["response"])
+
+        @staticmethod
+        def upcast_v2_v3(state: dict[str, Any]) -> None:
+            delta = state.get("request_delta") or {}
+            state["request_delta"] = {k: delta[k] for k in REQUEST_FIELDS if k in delta}
 
     @event(ModelResponded)
     def _model_responded(
@@ -287,7 +318,7 @@ class Turn(Aggregate):
         self.steps.append(
             {
                 "step": step,
-                "response": response,
+                "response": expand(response),
                 "fingerprint": fingerprint,
                 "message_count": request_delta.get("message_count", 0),
                 "at": timestamp.isoformat(),
@@ -339,9 +370,90 @@ class Turn(Aggregate):
             step=step["step"], blocks=dump_blocks(list(results)) + dump_blocks(list(extra)), timestamp=now
         )
 
-    @event("ToolResultsRecorded")
+    class ToolResultsRecorded(Aggregate.Event):
+        step: int
+        blocks: list[dict[str, Any]]
+
+    @event(ToolResultsRecorded)
     def _tool_results_recorded(self, step: int, blocks: list[dict[str, Any]], timestamp: datetime) -> None:
         self.steps[step]["results"] = blocks
+
+    # -- guardrails that changed what passes (runtime/guardrails.py) --------------------------------
+
+    #: The input as the model reads it when an inbound check changed it, and the final answer as
+    #: delivered when a final check changed it; None = unchanged. Class defaults, so turns and
+    #: snapshots from before guardrails could modify have neither.
+    model_input: str | None = None
+    answer: str | None = None
+    #: One entry per check that changed a text or failed open: name, where, action, digests.
+    guardrails_applied: tuple[dict[str, Any], ...] | list[dict[str, Any]] = ()
+
+    def record_guardrail(self, mark: dict[str, Any], text: str | None, now: datetime) -> None:
+        """A check at `inbound` or `final` changed the text (`text` is the new one) or failed open (`text` None).
+
+        The input and the model's response stay recorded verbatim; the new text is what the model
+        reads as the input from now on, or what the turn delivers as its answer.
+        """
+        if self.finished:
+            raise DomainError(f"turn {self.id} is {self.status}; guardrails act before it ends")
+        where = mark.get("where")
+        if where not in ("inbound", "final"):
+            raise DomainError(f"a guardrail on the turn acts on its inbound message or final answer, not {where!r}")
+        if where == "inbound" and self.steps:
+            raise DomainError(f"turn {self.id}: inbound checks run before the first model call")
+        self._guardrail_applied(mark=dict(mark), text=text, timestamp=now)
+
+    class GuardrailApplied(Aggregate.Event):
+        mark: dict[str, Any]
+        text: str | None
+
+    @event(GuardrailApplied)
+    def _guardrail_applied(self, mark: dict[str, Any], text: str | None, timestamp: datetime) -> None:
+        self.guardrails_applied = [*self.guardrails_applied, mark]
+        if text is not None:
+            if mark["where"] == "inbound":
+                self.model_input = text
+            else:
+                self.answer = text
+
+    @property
+    def inbound_checked(self) -> bool:
+        """Did the inbound checks already leave a mark (so a resumed turn does not apply them twice)?"""
+        return any(m.get("where") == "inbound" for m in self.guardrails_applied)
+
+    # -- middleware decisions (runtime/middleware.py) ----------------------------------------------
+
+    #: One entry per decision a middleware recorded around a run: middleware, action, details.
+    middleware_applied: tuple[dict[str, Any], ...] | list[dict[str, Any]] = ()
+
+    def record_middleware(self, mark: dict[str, Any], now: datetime) -> None:
+        """A middleware around a run of this turn recorded a decision. Allowed after the turn ended too:
+        a middleware acts after the run as well as before it, and what it decides must not be a gap."""
+        if not isinstance(mark.get("middleware"), str) or not isinstance(mark.get("action"), str):
+            raise DomainError("a middleware decision names its middleware and action")
+        self._middleware_applied(mark=dict(mark), timestamp=now)
+
+    class MiddlewareApplied(Aggregate.Event):
+        mark: dict[str, Any]
+
+    @event(MiddlewareApplied)
+    def _middleware_applied(self, mark: dict[str, Any], timestamp: datetime) -> None:
+        self.middleware_applied = [*self.middleware_applied, mark]
+
+    # -- secrets cut out before recording -----------------------------------------------------
+
+    def note_redactions(self, where: str, counts: dict[str, int], now: datetime) -> None:
+        """How many secrets of each kind were cut out of a model response (`where`: "response step N") before it was recorded."""
+        if counts:
+            self._secrets_redacted(where=where, counts=dict(counts), timestamp=now)
+
+    class SecretsRedacted(Aggregate.Event):
+        where: str
+        counts: dict[str, int]
+
+    @event(SecretsRedacted)
+    def _secrets_redacted(self, where: str, counts: dict[str, int], timestamp: datetime) -> None:
+        """Nothing changes: the count is the fact, for the audit (the text was redacted before it was recorded)."""
 
     # -- reading -------------------------------------------------------------------------------
 

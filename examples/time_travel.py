@@ -32,8 +32,10 @@ def main() -> None:
     app.redo(sid)
     print(f"history after redo: {len(app.history(sid))} message(s)")
 
+    # A fork's own turns are numbered after the ones it inherits: this one is turn 2, so the
+    # scripted writer answers it with its turn-2 entry (a real model would read the fork's context).
     fork_id = app.fork(sid, at=1)
-    forked = app.run_sync(writer, "Start notes.md over, with just the title.", session=fork_id)
+    forked = app.run_sync(writer, "Add the line about undo again, on a branch of its own.", session=fork_id)
     print(f"fork {fork_id[:8]}: {forked.text} {len(app.history(fork_id))} message(s), notes.md {notes.read_text()!r}")
     print(f"the original still has {len(app.history(sid))} message(s)")
 

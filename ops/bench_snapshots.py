@@ -39,7 +39,7 @@ def grow(store: ChronicleStore, events: int, shape: str) -> object:
             session.queue_input(f"in{n}", "ping", t)
             turn = uuid4()
             session.start_turn(turn, t)
-            session.end_turn(turn, "completed", t)
+            session.end_turn(turn, t)
             n += 3
             pending += 3
         else:

@@ -24,6 +24,10 @@ echo "The team writes British English." > "$WS/MEMORY.md"
 cat > "$WS/checks.py" <<'EOF'
 def redact(text, where):
     return text.replace("hunter2", "[redacted]") if "hunter2" in text else None
+
+
+def british(text, where):
+    return text.replace("color", "colour") if "color" in text else None
 EOF
 cat > "$WS/chronicle.toml" <<'EOF'
 [agents.main]
@@ -35,7 +39,11 @@ max_iterations = 1
 
 [guardrails.redact]
 check = "checks:redact"
-on = ["tool_result"]
+on = ["inbound", "tool_result"]
+
+[guardrails.british]
+check = "checks:british"
+on = ["final"]
 
 [routines.heartbeat]
 heartbeat = true
@@ -45,7 +53,7 @@ cat > "$DIR/script.json" <<'EOF'
   "main": [
     [{"content": [{"type": "tool_use", "id": "s1", "name": "load_skill", "input": {"name": "release-notes"}}], "stop_reason": "tool_use", "usage": {"input_tokens": 300, "output_tokens": 20}},
      {"content": [{"type": "tool_use", "id": "s2", "name": "read_file", "input": {"path": "CHANGES.md"}}], "stop_reason": "tool_use", "usage": {"input_tokens": 400, "output_tokens": 20}},
-     {"content": [{"type": "text", "text": "Release notes: v2 starts faster."}], "stop_reason": "end_turn", "usage": {"input_tokens": 500, "output_tokens": 20}}],
+     {"content": [{"type": "text", "text": "Release notes: v2 starts faster; new color theme."}], "stop_reason": "end_turn", "usage": {"input_tokens": 500, "output_tokens": 20}}],
     [{"content": [{"type": "tool_use", "id": "d1", "name": "delegate", "input": {"tasks": [{"agent": "counter", "task": "count the widgets in CHANGES.md"}]}}], "stop_reason": "tool_use", "usage": {"input_tokens": 600, "output_tokens": 30}},
      {"content": [{"type": "text", "text": "The counter could not finish; noted."}], "stop_reason": "end_turn", "usage": {"input_tokens": 700, "output_tokens": 20}}]
   ],
@@ -57,8 +65,8 @@ P="scripted:$DIR/script.json"
 
 say "skills found in the workspace (inline ones go into the system prompt, on-demand ones via load_skill)"
 $CHRONICLE skills --workspace "$WS"
-say "a turn that loads the skill; the guardrail redacts the secret before the tool result is recorded"
-$CHRONICLE run "write the release notes" --provider "$P" --workspace "$WS"
+say "a turn that loads the skill; guardrails change the input, the tool result and the final answer (each change audited)"
+$CHRONICLE run "write the release notes (the admin password is hunter2)" --provider "$P" --workspace "$WS"
 SID=$($CHRONICLE sessions --json | python3 -c "import json,sys; print([r['session_id'] for r in map(json.loads, sys.stdin) if not r['parent_session_id']][0])")
 say "delegation: the child runs out of iterations, its task fails and leaves a reflection"
 $CHRONICLE run "count the widgets" --session "$SID" || true
@@ -75,6 +83,6 @@ $CHRONICLE jobs
 say "self-repair looks for stuck turns and broken tools"
 $CHRONICLE repairs --check
 say "every one of those decisions in the audit trail"
-$CHRONICLE audit --limit 400 | grep -E "task|reflection|routine|job|session_start|load_skill|read_file" || true
+$CHRONICLE audit --limit 400 | grep -E "task|reflection|routine|job|session_start|load_skill|read_file|guardrail" || true
 echo
 echo "store: $CHRONICLE_DB (workspace $WS)"

@@ -13,20 +13,19 @@ import json
 import re
 from typing import Any
 
+from chronicle.domain.session import Session
+from chronicle.domain.stored_response import expand
+from chronicle.domain.tool_call import ToolCall
+from chronicle.domain.turn import Turn
+
 from .base import Projection, on
 from .sql import Tx, dumps, iso
 
-TOOL_END = {
-    "ToolCall.Completed": "completed", "ToolCall.Failed": "failed", "ToolCall.Skipped": "skipped",
-    "ToolCall.Cancelled": "cancelled", "ToolCall.Interrupted": "interrupted",
-}
-TURN_END = {
-    "Turn.Completed": ("turn_end", "completed", False), "Turn.Failed": ("failure", "failed", True),
-    "Turn.Cancelled": ("cancel", "cancelled", False), "Turn.Stopped": ("guard_stop", "stopped", True),
-    "Turn.Interrupted": ("interrupted", "interrupted", True),
-}
-SKIP = {"Turn.Started", "Turn.ApprovalRequested", "Turn.ToolResultsRecorded", "ToolCall.Started", "Session.TurnStarted",
-        "Session.TurnEnded", "ToolCall.Requested"}
+#: ToolCall and Turn events that end something, by class: (row kind, status, is_error) for turns.
+TOOL_REASON_ENDS = {ToolCall.Skipped: "skipped", ToolCall.Cancelled: "cancelled", ToolCall.Interrupted: "interrupted"}
+TURN_REASON_ENDS = {Turn.Cancelled: ("cancel", "cancelled", False), Turn.Interrupted: ("interrupted", "interrupted", True)}
+SKIP = {cls.__qualname__ for cls in (Turn.Started, Turn.ApprovalRequested, Turn.ToolResultsRecorded, ToolCall.Started,
+                                     Session.TurnStarted, Session.TurnEnded, ToolCall.Requested)}
 
 
 ROUTINE_END = {"RoutineRun.Skipped": "skipped", "RoutineRun.Completed": "completed", "RoutineRun.Failed": "failed"}
@@ -37,7 +36,10 @@ class AuditProjection(Projection):
     name = "audit"
     #: v2: delegated tasks and failure reflections (proj_audit_tasks), skills on session_start.
     #: v3: routine runs (proj_audit_routines), self-repairs (proj_audit_repairs).
-    version = 3
+    #: v4: guardrails that changed an input or a final answer, or failed open (Turn.GuardrailApplied).
+    #: v5: decisions of middleware around a run (Turn.MiddlewareApplied); subtasks of a tool call that then
+    #: failed (ToolCall.EffectsRecorded).
+    version = 5
     tables = {
         "proj_audit_sessions": "session_id TEXT PRIMARY KEY, parent_session_id TEXT, parent_tool_call_id TEXT",
         "proj_audit_turns": "turn_id TEXT PRIMARY KEY, session_id TEXT, number BIGINT",
@@ -71,7 +73,7 @@ class AuditProjection(Projection):
 
     # -- sessions ------------------------------------------------------------------------------
 
-    @on("Session.Started")
+    @on(Session.Started)
     def _started(self, tx: Tx, e: Any, position: int) -> None:
         sid = str(e.originator_id)
         parent, call = _s(e.parent_session_id), _s(e.parent_tool_call_id)
@@ -82,48 +84,54 @@ class AuditProjection(Projection):
         self._row(tx, e, position, kind, sid, name=spec.get("name"),
                   detail={"agent": spec.get("name"), "model": spec.get("model"), "tools": spec.get("tools"),
                           "depth": spec.get("depth"), "head_turns": len(e.head),
+                          **({"actor": e.forked_from["actor"]} if (e.forked_from or {}).get("actor") else {}),
                           **({"skills": [{k: s.get(k) for k in ("name", "mode", "version", "sha256")} for s in spec["skills"]]}
                              if spec.get("skills") else {})},
                   links={"forked_from": e.forked_from} if e.forked_from else None)
 
-    @on("Session.InputQueued", "Session.InputWithAttachmentsQueued")
+    @on(Session.InputQueued, Session.InputWithAttachmentsQueued)
     def _input(self, tx: Tx, e: Any, position: int) -> None:
         detail = {"input_id": e.input_id, "text": e.text}
         if getattr(e, "attachments", None):
             detail["attachments"] = [b["source"] for b in e.attachments]  # references (hash, type, size, name), never bytes
         self._row(tx, e, position, "input", str(e.originator_id), status=e.kind, detail=detail)
 
-    @on("Session.TurnsUndone", "Session.TurnsRedone")
-    def _undo(self, tx: Tx, e: Any, position: int) -> None:
-        kind = "undo" if type(e).__qualname__.endswith("Undone") else "redo"
-        self._row(tx, e, position, kind, str(e.originator_id), detail={"turn_ids": [str(t) for t in e.turn_ids], "actor": getattr(e, "actor", None)})
+    @on(Session.TurnsUndone, Session.TurnsRedone)
+    def _undo(self, tx: Tx, e: Session.TurnsUndone | Session.TurnsRedone, position: int) -> None:
+        kind = "undo" if isinstance(e, Session.TurnsUndone) else "redo"
+        self._row(tx, e, position, kind, str(e.originator_id), detail={"turn_ids": [str(t) for t in e.turn_ids], "actor": e.actor})
 
-    @on("Session.TitleSet")
+    @on(Session.TitleSet)
     def _title(self, tx: Tx, e: Any, position: int) -> None:
         self._row(tx, e, position, "title", str(e.originator_id), name=e.model or None, detail={"title": e.title, "usage": e.usage})
 
-    @on("Session.TitleFailed")
+    @on(Session.TitleFailed)
     def _title_failed(self, tx: Tx, e: Any, position: int) -> None:
         self._row(tx, e, position, "title", str(e.originator_id), name=e.model or None, status="failed", is_error=True,
                   detail={"reason": e.reason, "usage": e.usage})
 
-    @on("Session.ToolAlwaysAllowed")
+    @on(Session.WorkerFailed)
+    def _worker_failed(self, tx: Tx, e: Any, position: int) -> None:
+        self._row(tx, e, position, "worker_failure", str(e.originator_id), name=e.worker, status=f"failure {e.failures}",
+                  is_error=True, detail={"error": e.error, "failures": e.failures, "retry_in_s": e.retry_in_s})
+
+    @on(Session.ToolAlwaysAllowed)
     def _always(self, tx: Tx, e: Any, position: int) -> None:
         self._row(tx, e, position, "always_allow", str(e.originator_id), name=e.tool_name)
 
     # -- turns ---------------------------------------------------------------------------------
 
-    @on("Turn.Created")
+    @on(Turn.Created)
     def _turn_created(self, tx: Tx, e: Any, position: int) -> None:
         tid, sid = str(e.originator_id), str(e.session_id)
         tx.execute("INSERT INTO proj_audit_turns VALUES (%s, %s, %s)", (tid, sid, e.number))
         tx.memo[("audit.turn", tid)] = (sid, e.number)
         self._row(tx, e, position, "turn_start", sid, turn_id=tid, name=e.agent, detail={"input_id": e.input_id, "input": e.input_text})
 
-    @on("Turn.ModelResponded")
-    def _responded(self, tx: Tx, e: Any, position: int) -> None:
+    @on(Turn.ModelResponded)
+    def _responded(self, tx: Tx, e: Turn.ModelResponded, position: int) -> None:
         tid = str(e.originator_id)
-        response = e.response
+        response = expand(e.response)
         content = response.get("content", [])
         error = response.get("error")
         detail = {
@@ -136,25 +144,53 @@ class AuditProjection(Projection):
         self._row(tx, e, position, "model_call", self._session_of(tx, tid), turn_id=tid, name=response.get("model") or None,
                   status=response.get("stop_reason"), is_error=response.get("stop_reason") == "error", detail=detail)
 
-    @on("Turn.ModelCallRetried")
-    def _retry(self, tx: Tx, e: Any, position: int) -> None:
+    @on(Turn.ModelCallRetried)
+    def _retry(self, tx: Tx, e: Turn.ModelCallRetried, position: int) -> None:
         tid = str(e.originator_id)
-        error = getattr(e, "error", None) or {}
+        error = e.error or {}  # every retry has one since v2 (older ones are upcast)
         self._row(tx, e, position, "retry", self._session_of(tx, tid), turn_id=tid, name=error.get("kind"), status=f"attempt {e.attempt}",
                   is_error=True, detail={"step": e.step, "attempt": e.attempt, "reason": e.reason, "delay_s": e.delay_s, "error": error})
 
-    @on("Turn.Resumed")
-    def _resumed(self, tx: Tx, e: Any, position: int) -> None:
+    @on(Turn.Resumed)
+    def _resumed(self, tx: Tx, e: Turn.Resumed, position: int) -> None:
         tid = str(e.originator_id)
-        self._row(tx, e, position, "resume", self._session_of(tx, tid), turn_id=tid, detail={"reason": e.reason, "actor": getattr(e, "actor", None)})
+        self._row(tx, e, position, "resume", self._session_of(tx, tid), turn_id=tid, detail={"reason": e.reason, "actor": e.actor})
 
-    @on(*TURN_END)
-    def _turn_end(self, tx: Tx, e: Any, position: int) -> None:
+    @on("Turn.GuardrailApplied")
+    def _guardrail(self, tx: Tx, e: Any, position: int) -> None:
         tid = str(e.originator_id)
-        kind, status, is_error = TURN_END[type(e).__qualname__]
-        detail = {k: v for k, v in {"final_text": getattr(e, "final_text", None), "reason": getattr(e, "reason", None),
-                                    "error": getattr(e, "error", None), "guard": getattr(e, "guard", None),
-                                    "actor": getattr(e, "actor", None)}.items() if v is not None}
+        mark = dict(e.mark)
+        detail = {**{k: v for k, v in mark.items() if k not in ("guardrail", "action")}, "text": e.text}
+        self._row(tx, e, position, "guardrail", self._session_of(tx, tid), turn_id=tid, name=mark.get("guardrail"),
+                  status=mark.get("action"), is_error=mark.get("action") == "error", detail=detail)
+
+    @on("Turn.MiddlewareApplied")
+    def _middleware(self, tx: Tx, e: Any, position: int) -> None:
+        tid = str(e.originator_id)
+        mark = dict(e.mark)
+        self._row(tx, e, position, "middleware", self._session_of(tx, tid), turn_id=tid, name=mark.get("middleware"),
+                  status=mark.get("action"), detail={k: v for k, v in mark.items() if k not in ("middleware", "action")})
+
+    @on(Turn.Completed)
+    def _turn_completed(self, tx: Tx, e: Any, position: int) -> None:
+        self._turn_end(tx, e, position, "turn_end", "completed", False, {"final_text": e.final_text})
+
+    @on(Turn.Failed)
+    def _turn_failed(self, tx: Tx, e: Any, position: int) -> None:
+        self._turn_end(tx, e, position, "failure", "failed", True, {"reason": e.reason, "error": e.error})
+
+    @on(Turn.Stopped)
+    def _turn_stopped(self, tx: Tx, e: Any, position: int) -> None:
+        self._turn_end(tx, e, position, "guard_stop", "stopped", True, {"reason": e.reason, "guard": e.guard})
+
+    @on(*TURN_REASON_ENDS)
+    def _turn_ended_for_a_reason(self, tx: Tx, e: Any, position: int) -> None:
+        kind, status, is_error = next(v for cls, v in TURN_REASON_ENDS.items() if isinstance(e, cls))
+        self._turn_end(tx, e, position, kind, status, is_error, {"reason": e.reason, "actor": getattr(e, "actor", None)})
+
+    def _turn_end(self, tx: Tx, e: Any, position: int, kind: str, status: str, is_error: bool, fields: dict[str, Any]) -> None:
+        tid = str(e.originator_id)
+        detail = {k: v for k, v in fields.items() if v is not None}
         self._row(tx, e, position, kind, self._session_of(tx, tid), turn_id=tid, status=status, is_error=is_error, detail=detail)
 
     def _session_of(self, tx: Tx, turn_id: str) -> str | None:
@@ -179,7 +215,7 @@ class AuditProjection(Projection):
 
     # -- tool calls ----------------------------------------------------------------------------
 
-    @on("ToolCall.Requested")
+    @on(ToolCall.Requested)
     def _requested(self, tx: Tx, e: Any, position: int) -> None:
         row = (str(e.originator_id), str(e.session_id), str(e.turn_id), e.tool_use_id, e.name, dumps(e.input))
         tx.execute("INSERT INTO proj_audit_calls VALUES (%s, %s, %s, %s, %s, %s)", row)
@@ -192,27 +228,37 @@ class AuditProjection(Projection):
             tx.memo[key] = _call_of(row) if row else {"session_id": None, "turn_id": None, "tool_use_id": None, "name": None, "input": None}
         return tx.memo[key]
 
-    @on("ToolCall.ApprovalRequested")
+    @on(ToolCall.ApprovalRequested)
     def _approval_requested(self, tx: Tx, e: Any, position: int) -> None:
         self._tool_row(tx, e, position, "approval_requested", "awaiting_approval", False, {})
 
-    @on("ToolCall.Approved")
-    def _approved(self, tx: Tx, e: Any, position: int) -> None:
-        self._tool_row(tx, e, position, "approval", "approved", False, {"by": e.by, "always": e.always, "actor": getattr(e, "actor", None)})
+    @on(ToolCall.Approved)
+    def _approved(self, tx: Tx, e: ToolCall.Approved, position: int) -> None:
+        self._tool_row(tx, e, position, "approval", "approved", False, {"by": e.by, "always": e.always, "actor": e.actor})
 
-    @on("ToolCall.Denied")
-    def _denied(self, tx: Tx, e: Any, position: int) -> None:
-        self._tool_row(tx, e, position, "approval", "denied", False, {"by": e.by, "reason": e.reason, "actor": getattr(e, "actor", None)})
+    @on(ToolCall.Denied)
+    def _denied(self, tx: Tx, e: ToolCall.Denied, position: int) -> None:
+        self._tool_row(tx, e, position, "approval", "denied", False, {"by": e.by, "reason": e.reason, "actor": e.actor})
 
-    @on(*TOOL_END)
-    def _tool_end(self, tx: Tx, e: Any, position: int) -> None:
-        status = TOOL_END[type(e).__qualname__]
-        output = getattr(e, "output", None) if status == "completed" else getattr(e, "error", None)
-        is_error = bool(getattr(e, "is_error", False)) if status == "completed" else status in ("failed", "interrupted")
-        detail = {k: v for k, v in {"output": output, "reason": getattr(e, "reason", None), "duration_ms": getattr(e, "duration_ms", None),
-                                    "effects": getattr(e, "effects", None) or None, "error_kind": getattr(e, "error_kind", None)}.items()
-                  if v is not None}
-        self._tool_row(tx, e, position, "tool_call", status, is_error, detail)
+    @on("ToolCall.EffectsRecorded")
+    def _effects(self, tx: Tx, e: Any, position: int) -> None:
+        self._tool_row(tx, e, position, "tool_effects", "running", any(m.get("is_error") for m in e.effects), {"effects": e.effects})
+
+    @on(ToolCall.Completed)
+    def _tool_completed(self, tx: Tx, e: ToolCall.Completed, position: int) -> None:
+        self._tool_end(tx, e, position, "completed", e.is_error, {"output": e.output, "duration_ms": e.duration_ms, "effects": e.effects or None})
+
+    @on(ToolCall.Failed)
+    def _tool_failed(self, tx: Tx, e: ToolCall.Failed, position: int) -> None:
+        self._tool_end(tx, e, position, "failed", True, {"output": e.error, "duration_ms": e.duration_ms})
+
+    @on(*TOOL_REASON_ENDS)
+    def _tool_ended_for_a_reason(self, tx: Tx, e: Any, position: int) -> None:
+        status = next(v for cls, v in TOOL_REASON_ENDS.items() if isinstance(e, cls))
+        self._tool_end(tx, e, position, status, status == "interrupted", {"reason": e.reason})
+
+    def _tool_end(self, tx: Tx, e: Any, position: int, status: str, is_error: bool, fields: dict[str, Any]) -> None:
+        self._tool_row(tx, e, position, "tool_call", status, is_error, {k: v for k, v in fields.items() if v is not None})
 
     def _tool_row(self, tx: Tx, e: Any, position: int, kind: str, status: str, is_error: bool, extra: dict[str, Any]) -> None:
         cid = str(e.originator_id)
@@ -306,6 +352,14 @@ class AuditProjection(Projection):
         self._row(tx, e, position, "repair", session_id, name=kind, status=e.result, is_error=e.result in ("failed", "manual_required"),
                   detail={"repair_id": str(e.originator_id), "target": target, "reason": e.detail})
 
+    # -- erasure (`chronicle forget`) ------------------------------------------------------------
+
+    @on("SessionForgotten")
+    def _forgotten(self, tx: Tx, e: Any, position: int) -> None:
+        """The erased session's own rows are gone with its key; this row says who erased it and when."""
+        self._row(tx, e, position, "forget", str(e.session_id), status="forgotten",
+                  detail={"actor": e.actor, "tree_id": str(e.tree_id)})
+
     # -- anything newer ------------------------------------------------------------------------
 
     def unhandled(self, tx: Tx, e: Any, position: int) -> None:
@@ -355,3 +409,21 @@ def query(tx: Tx, session: str | None = None, tool: str | None = None, errors: b
         # A limit beyond any row count means "all": clamp to a 64-bit integer both databases accept.
         sql += f" LIMIT {min(int(limit), 2**63 - 1)}"
     return tx.dicts(sql, params)
+
+
+def for_sessions_turns(tx: Tx, sessions: list[str], turn_ids: list[str]) -> list[dict[str, Any]]:
+    """The trail of a few turns (a page of the viewer; a fork's inherited turns belong to its parent), in commit order."""
+    if not turn_ids or not sessions:
+        return []
+    owners = ", ".join(["%s"] * len(sessions))
+    marks = ", ".join(["%s"] * len(turn_ids))
+    return tx.dicts(f"SELECT * FROM proj_audit WHERE session_id IN ({owners}) AND turn_id IN ({marks}) ORDER BY position",
+                    [*sessions, *turn_ids])
+
+
+def newest(tx: Tx, session: str, kinds: tuple[str, ...], limit: int) -> list[dict[str, Any]]:
+    """The session's last `limit` rows of these kinds, oldest first, without reading the rest."""
+    marks = ", ".join(["%s"] * len(kinds))
+    rows = tx.dicts(f"SELECT * FROM proj_audit WHERE session_id = %s AND kind IN ({marks}) ORDER BY position DESC "
+                    f"LIMIT {int(limit)}", [session, *kinds])
+    return rows[::-1]

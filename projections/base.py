@@ -15,11 +15,12 @@ from .sql import Tx
 Handler = Callable[[Any, Tx, Any, int], None]
 
 
-def on(*event_names: str) -> Callable[[Handler], Handler]:
-    """Mark a method as the handler of events named like ``"Turn.ModelResponded"``."""
+def on(*events: str | type) -> Callable[[Handler], Handler]:
+    """Mark a method as the handler of these event classes (``Turn.ModelResponded``), or of events
+    named like ``"Turn.ModelResponded"`` for classes a projection cannot import (index logs)."""
 
     def mark(method: Handler) -> Handler:
-        method.__dict__.setdefault("_handles", []).extend(event_names)
+        method.__dict__.setdefault("_handles", []).extend(e if isinstance(e, str) else e.__qualname__ for e in events)
         return method
 
     return mark

@@ -205,3 +205,8 @@ class CostReport:
         for f in figures.values():
             _add(merged, f)
         return _finish(merged)["usd"]
+
+
+def call_costs(tx: Tx, session: str) -> list[float | None]:
+    """USD of each of the session's own priced-or-not calls, in time order (the viewer's cost plot)."""
+    return [r["usd"] for r in tx.dicts("SELECT usd FROM proj_cost_calls WHERE session_id = %s ORDER BY at, call_key", (session,))]

@@ -33,8 +33,9 @@ class UnknownProjection(LookupError):
 
 
 class ProjectionEngine:
-    def __init__(self, app: Any, projections: Iterable[Projection], batch_size: int = 500) -> None:
-        """`app` is the store's eventsourcing Application: its recorder, mapper and factory."""
+    def __init__(self, app: Any, projections: Iterable[Projection], batch_size: int = 500, ensure: bool = True) -> None:
+        """`app` is the store's eventsourcing Application: its recorder, mapper and factory.
+        `ensure=False` for a read-only store: its tables are read as they stand, never created."""
         self.app = app
         self.recorder = app.recorder
         self.mapper = app.mapper
@@ -43,7 +44,8 @@ class ProjectionEngine:
         self.batch_size = batch_size
         #: Positions of events that could not be decoded and were passed over, with why.
         self.unreadable: dict[int, str] = {}
-        self.ensure()
+        if ensure:
+            self.ensure()
 
     # -- set-up --------------------------------------------------------------------------------
 
@@ -150,6 +152,8 @@ class ProjectionEngine:
             try:
                 events.append((self.mapper.to_domain_event(notification), notification.id))
             except Exception as exc:  # noqa: BLE001 - what cannot be decoded is reported, not fatal
+                if getattr(exc, "forgotten", False):  # erased on purpose (`chronicle forget`): nothing to report
+                    continue
                 first = str(exc).splitlines()[0] if str(exc) else ""
                 self.unreadable[notification.id] = f"{notification.topic}: {type(exc).__name__}: {first}"
         return events

@@ -22,10 +22,21 @@ from eventsourcing.persistence import Tracking, TrackingRecorder
 
 
 def iso(value: datetime) -> str:
-    """A fixed-width UTC timestamp, so that text comparison is time comparison."""
-    if value.tzinfo is None:
-        value = value.replace(tzinfo=timezone.utc)
-    return value.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    """A fixed-width UTC timestamp, so that text comparison is time comparison.
+
+    `isoformat` rather than `strftime`: the same text for every year from 1000 (strftime's `%Y`
+    does not pad earlier years, isoformat does, which keeps the width fixed), at a fraction of
+    the cost — a rebuild formats a timestamp for nearly every event."""
+    if value.tzinfo is not None:
+        value = value.astimezone(timezone.utc).replace(tzinfo=None)
+    return value.isoformat(timespec="microseconds") + "Z"
+
+
+#: One encoder per key order, built once: `json.dumps` with options builds a new encoder per call,
+#: which was a fifth of the JSON cost of a rebuild.
+_ENCODERS = {
+    order: json.JSONEncoder(sort_keys=order, ensure_ascii=False, separators=(",", ":"), default=str) for order in (True, False)
+}
 
 
 def dumps(value: Any, sort_keys: bool = True) -> str:
@@ -33,7 +44,7 @@ def dumps(value: Any, sort_keys: bool = True) -> str:
 
     `sort_keys=False` keeps the order the event holds (message content, whose tool inputs are
     shown in the model's order), which is just as deterministic."""
-    return json.dumps(value, sort_keys=sort_keys, ensure_ascii=False, separators=(",", ":"), default=str)
+    return _ENCODERS[sort_keys].encode(value)
 
 
 #: PostgreSQL text cannot hold NUL, which model text and titles can. On PostgreSQL every string

@@ -119,3 +119,41 @@ def _is_reference(block: Any) -> bool:
 def _with_data(block: Any, store: Any) -> Any:
     source = {"type": "base64", "media_type": block.source["media_type"], "data": load_data(store, block.source["sha256"])}
     return type(block)(source=source)
+
+
+def store_result_images(store: Any, blocks: list[dict[str, Any]] | None, clock: Clock = SYSTEM_CLOCK) -> list[dict[str, Any]] | None:
+    """A tool result's image blocks (an MCP tool's, base64) stored once by content, like an input's
+    attachments, and replaced by reference blocks: the tool call then records the reference, not the
+    bytes a second time. An image the Messages API would not take (its type, its size) keeps its data."""
+    if not blocks:
+        return blocks
+    kept = []
+    for block in blocks:
+        source = block.get("source") if block.get("type") == "image" else None
+        if isinstance(source, dict) and source.get("type") == "base64" and source.get("media_type") in IMAGE_TYPES:
+            try:
+                data = base64.b64decode(source.get("data") or "", validate=True)
+            except ValueError:
+                data = b""
+            if data and len(data) <= MAX_BYTES:
+                kept.extend(store_attachments(store, [(data, source["media_type"])], clock))
+                continue
+        kept.append(block)
+    return kept
+
+
+def result_images(calls: Sequence[Any]) -> list[Any]:
+    """The stored images of a batch of tool results, as blocks the model reads right after the
+    results (in the same user message, as steering text is): a note naming the call, then the image."""
+    from chronicle.domain.content import TextBlock
+
+    shown: list[Any] = []
+    for call in calls:
+        if call.status != "completed":
+            continue
+        for block in call.blocks or []:
+            source = block.get("source") if block.get("type") == "image" else None
+            if isinstance(source, dict) and source.get("type") == "attachment":
+                shown.append(TextBlock(text=f"[image returned by {call.name} ({call.tool_use_id})]"))
+                shown.append(ImageBlock(source=dict(source)))
+    return shown

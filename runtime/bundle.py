@@ -27,6 +27,7 @@ from eventsourcing.persistence import IntegrityError, StoredEvent
 
 from .chain import GENESIS, link_digest
 from .chain_reader import LogReader, RawEvent
+from .shredding import tree_of_header
 
 FORMAT = "chronicle-bundle/1"
 
@@ -81,6 +82,9 @@ def export_bundle(store: Any, root_id: UUID, private_key_pem: bytes | None = Non
         "attachments": [str(a) for a in attachments],
         "head": prev.hex() if entries else GENESIS.hex(),
     }
+    trees = sorted({str(t) for e in events if (t := tree_of_header(e.state)) is not None})
+    if trees:  # per-session data keys (runtime/shredding.py), wrapped by the master key the target needs anyway
+        manifest["tree_keys"] = {t: base64.b64encode(store.mapper.keys.wrapped(UUID(t))).decode() for t in trees}
     assert SESSION_INDEX_ID not in ids
     bundle: dict[str, Any] = {"manifest": manifest, "events": entries, "signature": None}
     if private_key_pem is not None:
@@ -236,6 +240,7 @@ def _check_signature(manifest: dict[str, Any], signature: Any, trusted_key_hex: 
 
 def import_bundle(store: Any, checked: Checked) -> int:
     """Write the bundle's events and index entries in one transaction; returns how many events."""
+    _install_tree_keys(store, checked.manifest.get("tree_keys") or {})
     for event in checked.events:
         try:
             store.mapper.to_domain_event(event)
@@ -261,3 +266,21 @@ def import_bundle(store: Any, checked: Checked) -> int:
                 raise BundleError("another process imported the same session meanwhile") from None
             continue  # another writer took the index slot: take the next one
     raise BundleError("could not index the imported sessions after 50 attempts")
+
+
+def _install_tree_keys(store: Any, keys: dict[str, str]) -> None:
+    """The bundle's session-tree keys, before its events are decoded (they need them)."""
+    if not keys:
+        return
+    from .shredding import ForgottenContent, TreeKeyMapper
+
+    if not isinstance(store.mapper, TreeKeyMapper):
+        raise BundleError("the bundle is encrypted: set the CHRONICLE_CIPHER_KEY of the store it came from to import it")
+    for tree, wrapped in keys.items():
+        try:
+            store.mapper.keys.install(UUID(tree), base64.b64decode(wrapped, validate=True))
+        except ForgottenContent as exc:
+            raise BundleError(f"{exc} in this store; it is not imported again") from None
+        except Exception:  # noqa: BLE001 - InvalidTag: wrapped by another master key; or a damaged entry
+            raise BundleError(f"the key of session tree {tree} does not open with this store's CHRONICLE_CIPHER_KEY: "
+                              "the bundle came from a store encrypted with another key (set that key to import it)") from None

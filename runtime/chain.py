@@ -30,10 +30,8 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 from uuid import UUID
 
-from eventsourcing.persistence import InterfaceError, OperationalError, StoredEvent
-from eventsourcing.postgres import PostgresApplicationRecorder, PostgresDatastore
+from eventsourcing.persistence import StoredEvent
 from eventsourcing.sqlite import SQLiteApplicationRecorder, SQLiteCursor, SQLiteDatastore
-from eventsourcing.utils import retry
 
 CHAIN_TABLE = "chronicle_chain"
 GENESIS = bytes(32)
@@ -106,64 +104,11 @@ class ChainedSQLiteRecorder(SQLiteApplicationRecorder):
         return positions
 
 
-class ChainedPostgresRecorder(PostgresApplicationRecorder):
-    """eventsourcing's pipelined insert, plus the links, committed or rolled back together.
-
-    `insert_events` is eventsourcing 9.5.6's own (non-function) path, except that a failure is
-    re-raised inside the transaction, so events never commit without their links. The stored
-    function path (POSTGRES_ENABLE_DB_FUNCTIONS) is not used: it would store events unchained.
-    """
-
-    def __init__(self, datastore: PostgresDatastore, *, events_table_name: str = "stored_events") -> None:
-        from psycopg.sql import SQL, Identifier
-
-        super().__init__(datastore, events_table_name=events_table_name)
-        table = Identifier(self.datastore.schema or "public"), Identifier(CHAIN_TABLE)
-        self.sql_create_statements.append(SQL(
-            "CREATE TABLE IF NOT EXISTS {}.{} (seq bigint PRIMARY KEY, position bigint NOT NULL, "
-            "originator_id uuid NOT NULL, originator_version bigint NOT NULL, digest bytea NOT NULL)"
-        ).format(*table))
-        self.sql_create_statements.append(
-            SQL("CREATE INDEX IF NOT EXISTS {} ON {}.{} (position)").format(Identifier(f"{CHAIN_TABLE}_position"), *table)
-        )
-        self.sql_create_statements.append(
-            SQL("CREATE INDEX IF NOT EXISTS {} ON {}.{} (originator_id)").format(Identifier(f"{CHAIN_TABLE}_originator"), *table)
-        )
-        self._chain_lock = SQL("LOCK TABLE {}.{} IN EXCLUSIVE MODE").format(*table)
-        self._chain_head = SQL("SELECT seq, digest FROM {}.{} ORDER BY seq DESC LIMIT 1").format(*table)
-        self._chain_insert = SQL("INSERT INTO {}.{} VALUES (%s, %s, %s, %s, %s)").format(*table)
-
-    @retry((InterfaceError, OperationalError), max_attempts=10, wait=0.2)
-    def insert_events(self, stored_events: Sequence[StoredEvent], **kwargs: Any) -> Sequence[int] | None:
-        exc: Exception | None = None
-        positions: Sequence[int] | None = None
-        with self.datastore.get_connection() as conn, conn.transaction():
-            with conn.pipeline() as pipeline:
-                with conn.cursor() as curs:
-                    self._insert_events(curs, stored_events, **kwargs)
-                if stored_events:
-                    with conn.cursor() as curs, conn.cursor() as head_curs:
-                        try:
-                            self._insert_stored_events(curs, stored_events, **kwargs)  # locks, notifies, inserts
-                            head_curs.execute(self._chain_lock)
-                            head_curs.execute(self._chain_head)
-                            pipeline.sync()  # a version conflict raises IntegrityError here
-                            positions = self._fetch_ids_after_insert_events(curs, stored_events, **kwargs)
-                            row = head_curs.fetchone()
-                            head = (row["seq"], bytes(row["digest"])) if row else None
-                            links = new_links(head, stored_events, positions or [])
-                            head_curs.executemany(
-                                self._chain_insert, [(k.seq, k.position, k.originator_id, k.version, k.digest) for k in links]
-                            )
-                            pipeline.sync()
-                        except Exception as e:  # noqa: BLE001 - re-raised below, outside the pipeline
-                            exc = e
-            if exc:
-                raise exc  # inside the transaction: nothing of this insert is committed
-        return positions
-
-
 def chained_recorder_topic(persistence_module: str) -> str:
-    """The APPLICATION_RECORDER_TOPIC that makes eventsourcing's factory build a chained recorder."""
-    cls = ChainedPostgresRecorder if "postgres" in persistence_module else ChainedSQLiteRecorder
-    return f"{cls.__module__}:{cls.__qualname__}"
+    """The APPLICATION_RECORDER_TOPIC that makes eventsourcing's factory build a chained recorder.
+
+    Named, not imported: the PostgreSQL recorder (and psycopg, its pool, asyncio) costs a third of
+    a second to import, which a command on a SQLite store should not pay."""
+    if "postgres" in persistence_module:
+        return f"{__package__}.chain_postgres:ChainedPostgresRecorder"
+    return f"{ChainedSQLiteRecorder.__module__}:{ChainedSQLiteRecorder.__qualname__}"

@@ -51,6 +51,11 @@ class CompactionResult:
     summary: str | None = None
     reason: str = ""
 
+    def row(self, session_id: UUID) -> dict[str, Any]:
+        """`compact --json`, for the CLI, the library and the server alike."""
+        return {"session_id": str(session_id), "ok": self.ok, "strategy": self.strategy, "turns_compacted": self.turns_compacted,
+                "summary": self.summary, "reason": self.reason or None}
+
 
 def estimate_tokens(messages: list[Message], system: str = "") -> int:
     chars = len(system) + sum(len(json.dumps(m.wire(), ensure_ascii=False)) for m in messages)
@@ -156,6 +161,16 @@ class Compactor:
         now = io.clock.now()
         turn_ids = [*already, *chosen]
         model = spec.model
-        store.update_session(session_id, lambda s: s.compact(turn_ids, text, strategy, now, usage=usage, model=model))
+        from .secret_scan import scanner_for  # the summary is model text: scanned like any other before it is recorded
+
+        found = scanner_for(io.workspace).text(text) if text is not None else None
+        text = found.value if found is not None else None
+
+        def record(s: Any) -> None:
+            s.compact(turn_ids, text, strategy, now, usage=usage, model=model)
+            if found is not None:
+                s.note_redactions("compaction summary", found.counts, now)
+
+        store.update_session(session_id, record)
         await io.emit(CompactionEvent(session_id=str(session_id), strategy=strategy, turns_compacted=len(chosen), summary=text))
         return CompactionResult(True, strategy, turns_compacted=len(chosen), summary=text)

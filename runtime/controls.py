@@ -16,6 +16,7 @@ session at every safe point cost about three transactions per LLM step on Postgr
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from collections import Counter
 from dataclasses import dataclass
@@ -76,39 +77,86 @@ class VersionProbe:
         pass
 
 
-class NotifyProbe:
-    """PostgreSQL: notifications on CHANNEL naming the session, saves of it in this process,
-    or a full read every FALLBACK_S. No query while nothing happens."""
+class Listener:
+    """One LISTEN connection per store, shared by the NotifyProbes of its running turns.
 
-    def __init__(self, store: ChronicleStore, session_id: UUID, fallback_s: float = FALLBACK_S) -> None:
+    A connection per running turn meant a new PostgreSQL connection (a server process, its
+    start-up and authentication) for every turn a worker ran. Notifications are counted per
+    session the probes asked about; the connection closes when the last probe does, so none
+    outlives the turns that use it."""
+
+    def __init__(self, store: ChronicleStore) -> None:
         import psycopg
 
         from .config import eventsourcing_env
 
         env = eventsourcing_env(store.url)
-        self.session_id, self.fallback_s = session_id, fallback_s
         self.conn = psycopg.connect(
             dbname=env["POSTGRES_DBNAME"], host=env["POSTGRES_HOST"], port=env["POSTGRES_PORT"], user=env["POSTGRES_USER"],
             password=env["POSTGRES_PASSWORD"] or None, connect_timeout=int(float(env["POSTGRES_CONNECT_TIMEOUT"])),
             autocommit=True,
         )
         self.conn.execute(f"LISTEN {CHANNEL}")
+        self.counts: dict[str, int] = {}
+        self.users = 0
+        self.lock = threading.Lock()
+
+    @classmethod
+    def join(cls, store: ChronicleStore, session_id: UUID) -> "Listener":
+        with _LISTENERS_LOCK:
+            listener: Listener | None = store.__dict__.get("_control_listener")
+            if listener is None:
+                listener = store.__dict__["_control_listener"] = cls(store)
+            listener.users += 1
+            listener.counts.setdefault(session_id.hex, 0)
+            return listener
+
+    def count(self, session_id: UUID) -> int:
+        """Notifications naming the session since it joined (draining what has arrived)."""
+        with self.lock:
+            for note in self.conn.notifies(timeout=0):
+                if note.payload in self.counts:
+                    self.counts[note.payload] += 1
+            return self.counts[session_id.hex]
+
+    def leave(self, store: ChronicleStore) -> None:
+        with _LISTENERS_LOCK:
+            self.users -= 1
+            if self.users <= 0:
+                store.__dict__.pop("_control_listener", None)
+                self.conn.close()
+
+
+_LISTENERS_LOCK = threading.Lock()
+
+
+class NotifyProbe:
+    """PostgreSQL: notifications on CHANNEL naming the session (through the store's shared
+    Listener), saves of it in this process, or a full read every FALLBACK_S. No query while
+    nothing happens."""
+
+    def __init__(self, store: ChronicleStore, session_id: UUID, fallback_s: float = FALLBACK_S) -> None:
+        self.store, self.session_id, self.fallback_s = store, session_id, fallback_s
+        self.listener: Listener | None = Listener.join(store, session_id)
+        self.heard = self.listener.count(session_id)
         self.local = -1
         self.read_at = 0.0
         self.notified = False
 
     def changed(self) -> bool:
-        for note in self.conn.notifies(timeout=0):
-            if note.payload == self.session_id.hex:
-                self.notified = True
+        if self.listener is not None and self.listener.count(self.session_id) != self.heard:
+            self.notified = True
         return self.notified or _LOCAL_SAVES[self.session_id] != self.local or time.monotonic() - self.read_at > self.fallback_s
 
     def mark(self) -> None:
         self.changed()  # drain what arrived so far: the read that follows sees those writes
+        self.heard = self.listener.count(self.session_id) if self.listener is not None else 0
         self.notified, self.local, self.read_at = False, _LOCAL_SAVES[self.session_id], time.monotonic()
 
     def close(self) -> None:
-        self.conn.close()
+        if self.listener is not None:
+            self.listener.leave(self.store)
+            self.listener = None
 
 
 def probe_for(store: ChronicleStore, session_id: UUID) -> ControlProbe:
@@ -253,6 +301,11 @@ class SteerResult:
     turn_id: UUID | None
     steer_id: str
 
+    def row(self) -> dict[str, Any]:
+        """`steer --json`: the CLI, the library and the server answer with this one shape."""
+        return {"session_id": str(self.session_id), "steer_id": self.steer_id, "outcome": self.outcome,
+                "turn_id": str(self.turn_id) if self.turn_id else None}
+
 
 def steer(store: ChronicleStore, session_id: UUID, text: str, wait_batch: bool = False, clock: Clock = SYSTEM_CLOCK,
           actor: str | None = None) -> SteerResult:
@@ -263,8 +316,12 @@ def steer(store: ChronicleStore, session_id: UUID, text: str, wait_batch: bool =
     seen: dict[str, Any] = {}
 
     def command(session: Session) -> None:
-        seen["outcome"] = session.steer(steer_id, text, now, wait_batch=wait_batch, actor=actor)
+        from .secret_scan import scanner_for  # secrets cut out before the message is recorded
+
+        found = scanner_for(session.spec.workspace).text(text)
+        seen["outcome"] = session.steer(steer_id, found.value, now, wait_batch=wait_batch, actor=actor)
         seen["turn_id"] = session.active_turn_id
+        session.note_redactions(f"steering {steer_id}", found.counts, now)
 
     store.update_session(session_id, command)
     notify_control(store, session_id)
@@ -313,5 +370,5 @@ def cancel_paused_turn(store: ChronicleStore, session_id: UUID, reason: str, clo
             calls.append(call)
         turn.record_tool_results([c.result_block() for c in calls], now)
     turn.cancel(reason, now, actor=actor or process_actor())
-    store.update_session(session_id, lambda s: s.end_turn(turn.id, "cancelled", now), turn, *calls)
+    store.update_session(session_id, lambda s: s.end_turn(turn.id, now), turn, *calls)
     return turn.id

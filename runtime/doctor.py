@@ -47,6 +47,8 @@ def scan_log(
                 store.mapper.to_domain_event(row)
                 yield row.id, row, None
             except Exception as exc:  # noqa: BLE001 - reporting what does not decode is the point
+                if getattr(exc, "forgotten", False):  # erased on purpose (`chronicle forget`): not damage
+                    continue
                 yield row.id, row, exc
         position = rows[-1].id
         if progress is not None:

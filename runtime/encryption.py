@@ -45,11 +45,16 @@ def cipher_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
 
 def check_readable(store: Any, encrypted: bool) -> None:
     """Decode the store's first event with the configured cipher (or none); say plainly what is wrong."""
-    rows = store.recorder.select_notifications(start=None, limit=1)
-    if not rows:
-        return
+    from .shredding import ForgottenContent
+
+    rows = store.recorder.select_notifications(start=None, limit=20)
     try:
-        store.mapper.to_domain_event(rows[0])
+        for row in rows:
+            try:
+                store.mapper.to_domain_event(row)
+                return
+            except ForgottenContent:  # erased on purpose (`forget`): says nothing about the key, try the next
+                continue
     except Exception:  # noqa: BLE001 - any decrypt or decode failure means the key does not fit
         where = store.describe()
         if encrypted:

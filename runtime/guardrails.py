@@ -1,6 +1,8 @@
-"""Guardrails: user-supplied checks on the inbound message, each tool result and the final answer.
+"""Guardrails: user-supplied checks that pass, change or reject the inbound message, each tool
+result and the final answer.
 
-Declared in chronicle.toml (or handed to `guardrail_hook` in Python):
+Declared in chronicle.toml, or on an `Agent(guardrails=[...])` in Python (recorded on the
+session's spec by import path, so a worker or `resume` in another process applies them too):
 
     [guardrails.no_secrets]
     check = "checks:no_secrets"          # module:function, the workspace importable
@@ -8,17 +10,20 @@ Declared in chronicle.toml (or handed to `guardrail_hook` in Python):
     fail = "closed"                      # if the check itself raises: closed = reject, open = let it pass
 
 A check is `check(text, where) -> None | str` (sync or async). None passes; a string replaces
-a tool result (inbound and final checks pass or reject: the input and the model's answer are
-recorded facts); raising `Rejected(message)` rejects. What a rejection does is a recorded
-event each time: an inbound message stops the turn before the model is asked (`guard_stop`,
-exit 4), a tool result becomes the tool's failure with the check's message (the model reads
-it), a final answer fails the turn with the check's message. A replaced tool result is what
-is recorded and what the model reads, with `{"guardrail": NAME, "action": "modified"}` among
-the call's effects; a check that errors under `fail = "open"` leaves an `error` effect there.
+the text; raising `Rejected(message)` rejects. Every change and every open failure is recorded
+with the check's name, the place and the SHA-256 and length of the text before and after (never
+the text it removed): on the inbound message and the final answer as a `Turn.GuardrailApplied`
+event carrying the new text (the input and the response stay recorded verbatim; the model reads
+the new input, the turn delivers the new answer and later turns read it); on a tool result as an
+entry of the call's `effects` (the original never reaches the store). A rejection is recorded
+too: an inbound message stops the turn before the model is asked (`guard_stop`, exit 4), a tool
+result becomes the tool's failure with the check's message (the model reads it), a final answer
+fails the turn with the check's message.
 """
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import inspect
 from collections.abc import Callable
@@ -26,18 +31,15 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .hooks import Hook, Stop
+from .hooks import Checked, Hook, Stop
 from .settings import CONFIG_FILE, SettingsError, load_config
 from .tools.base import ToolError, ToolOutput
 from .tools.imports import make_importable
 
 if TYPE_CHECKING:
-    from chronicle.domain.content import ModelResponse
     from chronicle.domain.session import Session
     from chronicle.domain.tool_call import ToolCall
     from chronicle.domain.turn import Turn
-
-    from .providers.base import ModelRequest
 
 PLACES = ("inbound", "tool_result", "final")
 
@@ -50,17 +52,57 @@ class GuardrailError(SettingsError):
     """A [guardrails.NAME] table cannot be used; the message names the key."""
 
 
+def digest(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def mark(name: str, where: str, before: str, after: str | None = None, error: str | None = None) -> dict[str, Any]:
+    """What is recorded of a check's change (`after`) or open failure (`error`): never the removed text."""
+    entry: dict[str, Any] = {"guardrail": name, "where": where, "action": "error" if error is not None else "modified",
+                             "before_sha256": digest(before), "before_chars": len(before)}
+    if error is not None:
+        entry.update(error=error, fail="open")
+    else:
+        assert after is not None
+        entry.update(after_sha256=digest(after), after_chars=len(after))
+    return entry
+
+
 @dataclass(frozen=True)
 class Guardrail:
+    """A check and where it applies. `check` is a callable or an import path (`module:function`);
+    `on` any of inbound, tool_result, final; `fail` "closed" (a check that raises rejects) or "open"."""
+
     name: str
-    check: Callable[[str, str], Any]
-    on: frozenset[str] = frozenset(PLACES)
+    check: Callable[[str, str], Any] | str
+    on: frozenset[str] | tuple[str, ...] | list[str] = frozenset(PLACES)
     fail_closed: bool = True
+    fail: str | None = None
+
+    def __post_init__(self) -> None:
+        on = frozenset(self.on)
+        if not on or any(p not in PLACES for p in on):
+            raise ValueError(f"guardrail {self.name}: on must list some of {', '.join(PLACES)} (got {sorted(on)!r})")
+        object.__setattr__(self, "on", on)
+        if self.fail is not None:
+            if self.fail not in ("closed", "open"):
+                raise ValueError(f"guardrail {self.name}: fail must be closed or open (got {self.fail!r})")
+            object.__setattr__(self, "fail_closed", self.fail == "closed")
+        object.__setattr__(self, "fail", "closed" if self.fail_closed else "open")
+        if not (callable(self.check) or isinstance(self.check, str)):
+            raise TypeError(f"guardrail {self.name}: check must be a function or an import path, not {type(self.check).__name__}")
+
+    def record(self) -> dict[str, Any]:
+        """How a session's spec records it: name, import path, places, fail mode."""
+        return {"name": self.name, "check": check_path(self.check), "on": [p for p in PLACES if p in self.on], "fail": self.fail}
 
     async def run(self, text: str, where: str) -> tuple[str | None, str | None, str | None]:
         """(replacement, rejection, error): at most one is set."""
+        check = self.check
+        if isinstance(check, str):
+            check = load_check(check, f"guardrail {self.name}", None)
         try:
-            result = self.check(text, where)
+            result = check(text, where)
             if inspect.isawaitable(result):
                 result = await result
         except Rejected as exc:
@@ -83,14 +125,25 @@ class GuardrailHook(Hook):
     def at(self, where: str) -> list[Guardrail]:
         return [g for g in self.guardrails if where in g.on]
 
-    async def before_model_call(self, session: Session, turn: Turn, request: ModelRequest) -> Stop | None:
-        if turn.model_calls or turn.steps:
-            return None  # only before the turn's first model call: that is when the input arrives
-        for guardrail in self.at("inbound"):
-            _, rejected, _ = await guardrail.run(turn.input_text, "inbound")
+    async def _check(self, where: str, checked: Checked) -> Checked:
+        for guardrail in self.at(where):
+            replacement, rejected, error = await guardrail.run(checked.text, where)
             if rejected is not None:
-                return Stop(f"guardrail:{guardrail.name}", f"guardrail {guardrail.name} rejected the input: {rejected}")
-        return None
+                what = "the input" if where == "inbound" else "the final answer"
+                checked.stop = Stop(f"guardrail:{guardrail.name}", f"guardrail {guardrail.name} rejected {what}: {rejected}")
+                return checked
+            if error is not None:
+                checked.marks.append((mark(guardrail.name, where, checked.text, error=error), None))
+            elif replacement is not None and replacement != checked.text:
+                checked.marks.append((mark(guardrail.name, where, checked.text, replacement), replacement))
+                checked.text = replacement
+        return checked
+
+    async def check_inbound(self, session: Session, turn: Turn, checked: Checked) -> Checked:
+        return await self._check("inbound", checked)
+
+    async def check_final(self, session: Session, turn: Turn, checked: Checked) -> Checked:
+        return await self._check("final", checked)
 
     async def tool_output(self, call: ToolCall, output: ToolOutput) -> ToolOutput:
         for guardrail in self.at("tool_result"):
@@ -98,22 +151,30 @@ class GuardrailHook(Hook):
             if rejected is not None:
                 raise ToolError(f"guardrail {guardrail.name} rejected the result of {call.name}: {rejected}")
             if error is not None:
-                output = replace(output, effects=[*output.effects, {"guardrail": guardrail.name, "error": error, "fail": "open"}])
+                output = replace(output, effects=[*output.effects, mark(guardrail.name, "tool_result", output.content, error=error)])
             elif replacement is not None and replacement != output.content:
                 output = replace(output, content=replacement,
-                                 effects=[*output.effects, {"guardrail": guardrail.name, "action": "modified"}])
+                                 effects=[*output.effects, mark(guardrail.name, "tool_result", output.content, replacement)])
         return output
 
-    async def before_finish(self, session: Session, turn: Turn, response: ModelResponse) -> Stop | None:
-        text = "".join(getattr(b, "text", "") for b in response.content if getattr(b, "type", "") == "text")
-        for guardrail in self.at("final"):
-            _, rejected, _ = await guardrail.run(text, "final")
-            if rejected is not None:
-                return Stop(f"guardrail:{guardrail.name}", f"guardrail {guardrail.name} rejected the final answer: {rejected}")
-        return None
+
+#: Checks defined in this process, by the import path a spec records for them.
+_DEFINED: dict[str, Callable[[str, str], Any]] = {}
 
 
-def load_check(path: str, where: str, workspace: Path) -> Callable[[str, str], Any]:
+def check_path(check: Callable[[str, str], Any] | str) -> str:
+    """The import path of a check; a function is remembered under it, so this process finds it even
+    when no other could import it (a script run directly)."""
+    if isinstance(check, str):
+        return check
+    path = f"{getattr(check, '__module__', '')}:{getattr(check, '__qualname__', type(check).__qualname__)}"
+    _DEFINED[path] = check
+    return path
+
+
+def load_check(path: str, where: str, workspace: Path | None) -> Callable[[str, str], Any]:
+    if path in _DEFINED:
+        return _DEFINED[path]
     module_name, _, attribute = path.partition(":")
     if not module_name.strip() or not attribute.strip():
         raise GuardrailError(f"{where}: check must be an import path, package.module:function (got {path!r})")
@@ -124,7 +185,9 @@ def load_check(path: str, where: str, workspace: Path) -> Callable[[str, str], A
             target = getattr(target, part)
     except Exception as exc:  # noqa: BLE001 - whatever the import raises, the user needs its first line
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-        raise GuardrailError(f"{where}: cannot load check {path!r}: {first}") from None
+        hint = "; a check defined in a script run directly loads only in that process: move it into a module" \
+            if module_name == "__main__" else ""
+        raise GuardrailError(f"{where}: cannot load check {path!r}: {first}{hint}") from None
     if not callable(target):
         raise GuardrailError(f"{where}: {path!r} is not callable")
     return target  # type: ignore[no-any-return]
@@ -152,3 +215,20 @@ def load_guardrails(workspace: Path) -> list[Guardrail]:
             raise GuardrailError(f"{where}: fail must be closed or open (got {fail!r})")
         found.append(Guardrail(name, load_check(str(table.get("check", "")), where, workspace), frozenset(on), fail == "closed"))
     return found
+
+
+def recorded_guardrails(records: Any, workspace: Path) -> list[Guardrail]:
+    """The guardrails a session's spec recorded (from `Agent(guardrails=...)`), loaded by import path."""
+    found = []
+    for record in records or ():
+        where = f"guardrail {record.get('name')} recorded on the session"
+        found.append(Guardrail(str(record["name"]), load_check(str(record["check"]), where, workspace),
+                               frozenset(record.get("on") or PLACES), record.get("fail", "closed") == "closed"))
+    return found
+
+
+def guardrails_for(records: Any, workspace: Path) -> list[Guardrail]:
+    """The session's recorded guardrails, then the workspace's chronicle.toml ones not named the same."""
+    recorded = recorded_guardrails(records, workspace)
+    names = {g.name for g in recorded}
+    return [*recorded, *(g for g in load_guardrails(workspace) if g.name not in names)]

@@ -78,7 +78,7 @@ class CostGuard(Hook):
 
 def _tool_uses_before(turn: Any, call: Any) -> list[tuple[str, str]]:
     """(name, canonical input) of the turn's tool calls before ``call``, in the model's order."""
-    seen = []
+    seen: list[tuple[str, str]] = []
     for step in turn.steps:
         for block in step["response"].get("content", []):
             if block.get("type") != "tool_use":

@@ -2,13 +2,14 @@
 
 Hooks see the loop at its safe points. `before_model_call` and `before_tool_call` may stop
 the turn (a guard) by returning a Stop; `before_tool_call` may also ask for approval;
-`tool_output` may replace or reject a tool's output and `before_finish` may reject the final
-answer (runtime/guardrails.py). The other hooks observe. Hook methods are async so a hook may ask a person or a store.
+`check_inbound`, `tool_output` and `check_final` may change or reject the input, a tool's output
+and the final answer (runtime/guardrails.py), and `before_finish` may reject the final answer.
+The other hooks observe. Hook methods are async so a hook may ask a person or a store.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
@@ -39,6 +40,16 @@ class NeedApproval:
 ToolVerdict = Stop | NeedApproval | None
 
 
+@dataclass
+class Checked:
+    """A text after the checks at one place: what passes on, the marks to record (one per check that
+    changed the text, with the text it left, or that failed open, with None), or the Stop of a rejection."""
+
+    text: str
+    marks: list[tuple[dict[str, Any], str | None]] = field(default_factory=list)
+    stop: Stop | None = None
+
+
 class Hook:
     """Override what you need; every method defaults to doing nothing."""
 
@@ -64,6 +75,14 @@ class Hook:
     async def before_finish(self, session: "Session", turn: "Turn", response: "ModelResponse") -> Stop | None:
         """May reject the final answer: the turn then fails with the Stop's reason."""
         return None
+
+    async def check_inbound(self, session: "Session", turn: "Turn", checked: Checked) -> Checked:
+        """May change the input the model reads (recorded as Turn.GuardrailApplied) or reject it (the turn stops)."""
+        return checked
+
+    async def check_final(self, session: "Session", turn: "Turn", checked: Checked) -> Checked:
+        """May change the final answer the turn delivers (recorded as Turn.GuardrailApplied) or reject it (the turn fails)."""
+        return checked
 
 
 class Hooks:
@@ -113,5 +132,22 @@ class Hooks:
                 return verdict
         return None
 
+    async def check_inbound(self, session: Any, turn: Any, text: str) -> Checked:
+        checked = Checked(text)
+        for hook in self.hooks:
+            checked = await hook.check_inbound(session, turn, checked)
+            if checked.stop is not None:
+                break
+        return checked
 
-Kind = Literal["before_model_call", "after_model_call", "before_tool_call", "after_tool_call", "on_event", "tool_output", "before_finish"]
+    async def check_final(self, session: Any, turn: Any, text: str) -> Checked:
+        checked = Checked(text)
+        for hook in self.hooks:
+            checked = await hook.check_final(session, turn, checked)
+            if checked.stop is not None:
+                break
+        return checked
+
+
+Kind = Literal["before_model_call", "after_model_call", "before_tool_call", "after_tool_call", "on_event", "tool_output", "before_finish",
+               "check_inbound", "check_final"]

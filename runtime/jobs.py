@@ -24,6 +24,8 @@ from .clock import SYSTEM_CLOCK, Clock
 from .controls import cancel_paused_turn, request_cancel
 from .leases import current_lease
 from .pending import Pending
+from .sessions import queue_scanned
+from .shredding import forgotten_cause
 from .store import ChronicleStore, NotFound
 
 JOB_INDEX_ID = uuid5(CHRONICLE_NS, "/jobs")
@@ -45,16 +47,22 @@ def submit_job(store: ChronicleStore, spec: AgentSpec, prompt: str, origin: str 
     """A new session with the prompt queued, its Job and index entry: one transaction."""
     now = clock.now()
     session = Session.start(uuid4(), spec, now)
-    session.queue_input(uuid4().hex, prompt, now, kind="job")
+    queue_scanned(session, uuid4().hex, prompt, now, kind="job")
+    prompt = session.queue[-1]["text"]  # the Job records the prompt too: as queued, secrets cut out
     job = Job(id=job_aggregate_id(session.id), session_id=session.id, prompt=prompt, origin=origin, timestamp=now)
     store.create_session(session, job, Pending(index(store).trigger_event(job_id=job.id)))
     return job
 
 
 def find_job(store: ChronicleStore, session_id: UUID) -> Job | None:
+    """None also for the job of a forgotten session (`chronicle forget`): its content is erased."""
     try:
-        job = store.repository.get(job_aggregate_id(session_id))
+        job: Any = store.repository.get(job_aggregate_id(session_id))
     except AggregateNotFoundError:
+        return None
+    except Exception as exc:
+        if forgotten_cause(exc) is None:
+            raise
         return None
     return job if isinstance(job, Job) else None
 
@@ -63,9 +71,13 @@ def jobs(store: ChronicleStore) -> list[Job]:
     found = []
     for entry in index(store).get():
         try:
-            job = store.repository.get(entry.job_id)
+            job: Any = store.repository.get(entry.job_id)
         except AggregateNotFoundError:
             continue  # an index entry whose session write lost a race
+        except Exception as exc:
+            if forgotten_cause(exc) is None:
+                raise
+            continue  # its session was forgotten: nothing of it is listed
         if isinstance(job, Job):
             found.append(job)
     return found

@@ -13,7 +13,7 @@ import contextlib
 import os
 import socket
 from datetime import timedelta
-from typing import AsyncIterator
+from typing import Any, AsyncIterator
 from uuid import UUID, uuid4
 
 from eventsourcing.application import AggregateNotFoundError
@@ -54,7 +54,7 @@ def holder_gone(holder: str | None) -> bool:
 
 def current_lease(store: ChronicleStore, session_id: UUID) -> SessionLease | None:
     try:
-        lease = store.repository.get(lease_id(session_id))
+        lease: Any = store.repository.get(lease_id(session_id))
     except AggregateNotFoundError:
         return None
     return lease if isinstance(lease, SessionLease) else None

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Iterable, Iterator
 
+from chronicle.domain.stored_response import expand
+
 from .live import (
     AgentEnd,
     AgentStart,
@@ -109,7 +111,7 @@ class LiveFromLog:
         return []
 
     def _responded(self, turn_id: str, data: dict[str, Any], timestamp: str | None) -> list[Any]:
-        response = data.get("response") or {}
+        response = expand(data.get("response") or {})
         step = int(data.get("step") or 0)
         model = str(response.get("model") or "")
         usage = response.get("usage") or {}
@@ -134,11 +136,15 @@ class LiveFromLog:
             return [ApprovalNeeded(session_id=sid, turn_id=call["turn_id"], tool_call_id=call_id, name=call["name"],
                                    input=call["input"], reason=str(data.get("reason") or "requires approval"))]
         if name == "Started":
+            call["started"] = True
             return [ToolStart(session_id=sid, tool_call_id=call_id, tool_use_id=call["tool_use_id"], name=call["name"],
                               input=call["input"])]
         if name in TOOL_ENDS:
+            # A run recorded whole (ToolCall.Completed/Failed v2 with `attempt`, no Started) started too.
+            began = [ToolStart(session_id=sid, tool_call_id=call_id, tool_use_id=call["tool_use_id"], name=call["name"],
+                               input=call["input"])] if data.get("attempt") and not call.get("started") else []
             output = data.get("output") if data.get("output") is not None else data.get("reason", "")
-            return [ToolEnd(session_id=sid, tool_call_id=call_id, tool_use_id=call["tool_use_id"], name=call["name"],
+            return [*began, ToolEnd(session_id=sid, tool_call_id=call_id, tool_use_id=call["tool_use_id"], name=call["name"],
                             status=TOOL_ENDS[name], output=str(output or ""), is_error=bool(data.get("is_error", name != "Completed")),
                             duration_ms=data.get("duration_ms"))]
         return []

@@ -25,17 +25,20 @@ from chronicle.domain.tool_call import ToolCall
 from chronicle.domain.turn import Turn
 
 from .actor import process_actor
+from .attachments import result_images
 from .clock import SYSTEM_CLOCK, Clock
 from .effects import prior_context
-from .hooks import Hooks, Stop
+from .hooks import Checked, Hooks, Stop
 from .live import ApprovalNeeded, Broker, ErrorEvent, ProgressEvent, StatusChange, ToolEnd, TurnEnd, TurnStart, UsageEvent
 from .loop_io import ControlPort, LoopIO, LoopOptions
+from .middleware import Around, MiddlewareFailure, Run, chain
 from .model_call import ModelCaller, completion_note, not_run_reason, request_delta, runs_no_tools, unfinished_outcome
 from .pricing import price
 from .progress import progress_of
 from .providers.base import ModelRequest, Provider
 from .request_context import RequestContext
 from .response_checks import as_failure, unrecordable
+from .secret_scan import scan_response, scanner_for
 from .store import ChronicleStore
 from .tool_runner import ApprovalWait, Approver, GuardStop, ToolRunner
 from .tools.base import Toolbox
@@ -77,6 +80,7 @@ class AgentLoop:
         hooks: Hooks | None = None,
         compactor: Any = None,
         controls: ControlPort | None = None,
+        middleware: list[tuple[str, Around]] | None = None,
     ) -> None:
         if controls is None:
             from .control_port import StoreControls  # the default port; the application hands its own
@@ -92,6 +96,11 @@ class AgentLoop:
         self.tools = ToolRunner(self.io)
         self._context = RequestContext([])
         self._opened: dict[UUID, ToolCall] = {}
+        #: Wrappers around each run of a turn (runtime/middleware.py), the first outermost; sub-agents
+        #: run inside their parent's run, so they are not wrapped again.
+        self.middleware = list(middleware or [])
+        self._driving: Turn | None = None
+        self._interrupted: MiddlewareFailure | None = None
 
     # The bundle's parts, for the loop's own code and its builders (reading or replacing one acts on the bundle).
     store = _part("store")
@@ -136,7 +145,7 @@ class AgentLoop:
                 if turn.finished:
                     # Finished by another writer (cancel, guard) before the session heard of it.
                     now = self.clock.now()
-                    self.store.update_session(session.id, lambda s: s.end_turn(turn.id, turn.status, now))
+                    self.store.update_session(session.id, lambda s: s.end_turn(turn.id, now))
                     return TurnOutcome(session.id, turn.id, turn.status, text=turn.final_text or "", reason=turn.reason)
                 self._reopen(turn)
             elif session.next_input is not None:
@@ -162,15 +171,20 @@ class AgentLoop:
             watcher.start()
         try:
             try:
-                outcome = await self._drive(session, turn)
+                outcome = await self._run(session, turn, task)
             finally:
                 if watcher is not None:
                     await watcher.stop()
         except asyncio.CancelledError:
             if task is not None:
                 task.uncancel()
-            reason = (watcher.reason if watcher else None) or "cancelled by the user"
-            outcome = await self._cancel(session, turn, reason)
+            if self._interrupted is not None:  # a middleware stopped the run (a timeout): the turn fails
+                outcome = await self._middleware_failed(session, turn, self._interrupted)
+            else:
+                reason = (watcher.reason if watcher else None) or "cancelled by the user"
+                outcome = await self._cancel(session, turn, reason)
+        except MiddlewareFailure as failure:
+            outcome = await self._middleware_failed(session, turn, failure)
         except Exception as exc:
             outcome = await self._crash(session, turn, exc)
         await self.emit(
@@ -179,6 +193,12 @@ class AgentLoop:
         await self.emit(StatusChange(session_id=str(session.id), status="idle"))
         return outcome
 
+    def _next_turn_number(self, session: Session) -> int:
+        """One numbering everywhere (scripts, audit, `history --at`, `fork --at`): a fork's inherited
+        turns come first, then every turn the session ran, undone ones included."""
+        inherited = len(self.store.session(session.id, version=1).head) if session.forked_from else 0
+        return inherited + len(session.turns) + 1
+
     def _start_turn(self, session: Session) -> Turn:
         """Start the oldest queued input; the session write is retried on a fresh copy if it races."""
         now = self.clock.now()
@@ -186,7 +206,7 @@ class AgentLoop:
         assert item is not None
         tid = make_turn_id(session.id, item["input_id"])
         turn = Turn(
-            id=tid, session_id=session.id, input_id=item["input_id"], number=len(session.turns) + 1,
+            id=tid, session_id=session.id, input_id=item["input_id"], number=self._next_turn_number(session),
             input_text=item["text"], agent=session.spec.name, timestamp=now,
         )
         if item.get("attachments"):
@@ -212,15 +232,91 @@ class AgentLoop:
             turn.resume("resumed", now, actor=process_actor())
         self.save(turn)
 
+    # -- middleware around the run (runtime/middleware.py) -------------------------------------
+
+    async def _run(self, session: Session, turn: Turn, task: asyncio.Task | None) -> TurnOutcome:
+        """Drive the turn inside the middleware; an error inside the run is the turn's failure before
+        any middleware sees it (the seed's Recovery), so a middleware only ever gets an outcome."""
+        self._interrupted = None
+        if not self.middleware:
+            return await self._drive(session, turn)
+
+        over = False  # has the run ended (driven to its end, or failed by a middleware)?
+
+        async def innermost() -> TurnOutcome:
+            nonlocal over
+            self._driving = turn
+            try:
+                return await self._drive(session, turn)
+            except asyncio.CancelledError:
+                if self._interrupted is None or task is None:
+                    raise  # the user's cancel: run_next records it
+                task.uncancel()
+                return await self._middleware_failed(session, turn, self._interrupted)
+            except Exception as exc:  # noqa: BLE001 - recorded as the turn's failure, as run_next would
+                return await self._crash(session, turn, exc)
+            finally:
+                self._driving, over = None, True
+
+        def record(mark: dict[str, Any]) -> None:
+            # Before and during the run, the turn object the loop drives (a copy would collide with its
+            # next save); after it, the stored turn (the run may have ended it on a fresh copy).
+            live = self.store.turn(turn.id) if over else turn
+            live.record_middleware(mark, self.clock.now())
+            self.save(live)
+
+        def interrupt(name: str, reason: str, kind: str) -> bool:
+            if self._driving is None or task is None or self._interrupted is not None:
+                return False
+            self._interrupted = MiddlewareFailure(name, reason, kind)
+            task.cancel()
+            return True
+
+        def make_run(name: str) -> Run:
+            return Run(name=name, session_id=session.id, turn_id=turn.id, number=turn.number, agent=session.spec.name,
+                       input=turn.input_text, _record=record, _interrupt=interrupt)
+
+        async def fail(failure: MiddlewareFailure) -> TurnOutcome:
+            nonlocal over
+            over = True
+            return await self._middleware_failed(session, turn, failure)
+
+        outcome: TurnOutcome = await chain(self.middleware, make_run, innermost, fail)()
+        return outcome
+
+    def _cancel_reason(self) -> str:
+        """Why a cancelled model call or tool was cancelled: a middleware's interruption, or the user."""
+        return str(self._interrupted) if self._interrupted is not None else "cancelled by the user"
+
+    async def _middleware_failed(self, session: Session, turn: Turn, failure: MiddlewareFailure) -> TurnOutcome:
+        """A middleware failed the run: the turn fails naming it. If the run had already ended the turn, the
+        failure is a Turn.MiddlewareApplied decision (`action: failed`) on it instead."""
+        await self.emit(ErrorEvent(session_id=str(session.id), turn_id=str(turn.id), message=str(failure), kind=f"middleware:{failure.name}"))
+        session = self.store.session(session.id)
+        turn = self.store.turn(turn.id)
+        if turn.finished:
+            turn.record_middleware({"middleware": failure.name, "action": "failed", "kind": failure.kind, "reason": str(failure)},
+                                   self.clock.now())
+            self.save(turn)
+            if session.active_turn_id == turn.id:
+                now = self.clock.now()
+                self.store.update_session(session.id, lambda s: s.end_turn(turn.id, now))
+            return TurnOutcome(session.id, turn.id, turn.status, text=turn.final_text or "", reason=turn.reason)
+        return self._finish(session, turn, "failed", str(failure), error={"middleware": failure.name, "kind": failure.kind})
+
     # -- the loop ------------------------------------------------------------------------------
 
     async def _drive(self, session: Session, turn: Turn) -> TurnOutcome:
         spec = session.spec
         prior = self._prior_context(session, turn)
-        self._prior_count = len(prior)
         self._context = RequestContext(prior)
         self._opened = {}
         max_iterations = self.options.max_iterations or spec.max_iterations
+        if not turn.steps and not turn.inbound_checked:
+            checked = await self.hooks.check_inbound(session, turn, turn.input_text)
+            self._mark(turn, checked)  # saved with the first model response (or the stop): re-run if neither is
+            if checked.stop is not None:
+                return await self._stop(session, turn, checked.stop)
         while True:
             if turn.open_step is not None:
                 waiting = await self._resolve_step(session, turn)
@@ -230,7 +326,9 @@ class AgentLoop:
             last = turn.last_response
             if last is not None and not last.tool_uses and last.finished and last.stop_reason != "pause_turn":
                 # pause_turn: a long server-side tool paused the answer; sending it back continues it.
-                rejected = await self.hooks.before_finish(session, turn, last)
+                checked = await self.hooks.check_final(session, turn, last.text)
+                self._mark(turn, checked)  # saved with the turn's end, in one transaction
+                rejected = checked.stop or await self.hooks.before_finish(session, turn, last)
                 if rejected is not None:  # an output guardrail: the turn fails with the check's message
                     return self._finish(session, turn, "failed", rejected.reason, error={"guardrail": rejected.guard})
                 return self._finish(session, turn, "completed", completion_note(last))
@@ -258,7 +356,6 @@ class AgentLoop:
             if await self._compacted_for_retry(session, turn, response, attempts):
                 session = self.store.session(session.id)
                 prior = self._prior_context(session, turn)
-                self._prior_count = len(prior)
                 self._context = RequestContext(prior)
                 continue
             step = self._record_response(turn, response, request, attempts, latency_ms)
@@ -280,6 +377,12 @@ class AgentLoop:
                 await self.emit(ErrorEvent(session_id=str(session.id), turn_id=str(turn.id), message=reason, kind=error_data["kind"]))
                 return self._finish(session, turn, "failed", reason, error=error_data)
 
+    def _mark(self, turn: Turn, checked: Checked) -> None:
+        """Record each check that changed the inbound message or final answer, or failed open."""
+        now = self.clock.now()
+        for mark, text in checked.marks:
+            turn.record_guardrail(mark, text, now)
+
     def _ended_by_tool(self, turn: Turn) -> bool:
         """Did a tool of the last step (task_complete) finish the turn? Read from the recorded calls,
         so a process resumed after that result was stored ends the turn without another model call."""
@@ -292,13 +395,15 @@ class AgentLoop:
         )
 
     def _record_response(self, turn: Turn, response: Any, request: ModelRequest, attempts: int, latency_ms: float) -> int:
-        """Record the response and open its tool calls in one transaction."""
+        """Record the response and open its tool calls in one transaction, secrets cut out first
+        (runtime/secret_scan.py): the tools run, and the next request sends, what was recorded."""
         now = self.clock.now()
-        previous = turn.steps[-1].get("message_count", 0) if turn.steps else self._prior_count
+        response, redacted = scan_response(response, scanner_for(self.workspace))
         step = turn.record_response(
-            response, now, fingerprint=self._context.fingerprint_of(request), request_delta=request_delta(request, previous),
+            response, now, fingerprint=self._context.fingerprint_of(request), request_delta=request_delta(request),
             latency_ms=round(latency_ms, 3), attempts=attempts,
         )
+        turn.note_redactions(f"response step {step}", redacted, now)
         calls = []
         if turn.open_step is not None:
             for block in response.tool_uses:
@@ -350,7 +455,7 @@ class AgentLoop:
             names = ", ".join(sorted({c.name for c in wait.calls}))
             return TurnOutcome(session.id, turn.id, "awaiting_approval", reason=f"awaiting approval: {names}")
         except asyncio.CancelledError:
-            cancelled = self._cancel_calls(calls, "cancelled by the user")
+            cancelled = self._cancel_calls(calls, self._cancel_reason())
             turn.record_tool_results([c.result_block() for c in calls], self.clock.now())
             self.save(*calls, turn)
             await self._tools_ended(cancelled)
@@ -358,7 +463,8 @@ class AgentLoop:
         # The safe point after the batch: steering goes into the same user message as the results.
         steering = self.controls.pending_steering(session.id, turn.id)
         now = self.clock.now()
-        turn.record_tool_results([c.result_block() for c in calls], now, extra=steering.blocks() if steering else ())
+        extra = [*result_images(calls), *(steering.blocks() if steering else ())]  # images a tool returned, for the model
+        turn.record_tool_results([c.result_block() for c in calls], now, extra=extra)
         if steering is None:
             self.save(*calls, turn)
         else:
@@ -404,7 +510,7 @@ class AgentLoop:
         else:
             turn.fail(reason or "failed", now, error=error)
         status = turn.status
-        self.store.update_session(session.id, lambda s: s.end_turn(turn.id, status, now), turn)
+        self.store.update_session(session.id, lambda s: s.end_turn(turn.id, now), turn)
         return TurnOutcome(session.id, turn.id, turn.status, text=turn.final_text or "", reason=reason)
 
     async def _cancel(self, session: Session, turn: Turn, reason: str) -> TurnOutcome:

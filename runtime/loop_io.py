@@ -41,8 +41,13 @@ class LoopOptions:
 
 
 class Steering(Protocol):
-    steer_ids: list[str]
-    skip_unstarted: bool
+    """Read-only: the steering a port hands over is a value (a frozen dataclass in runtime/controls.py)."""
+
+    @property
+    def steer_ids(self) -> list[str]: ...
+
+    @property
+    def skip_unstarted(self) -> bool: ...
 
     def blocks(self) -> list[Any]: ...
 

@@ -41,21 +41,15 @@ def fingerprint(request: ModelRequest) -> str:
     )
 
 
-def request_delta(request: ModelRequest, previous_count: int) -> dict[str, Any]:
-    """What this call adds to the previous one, by reference: every message is already an event.
+def request_delta(request: ModelRequest) -> dict[str, Any]:
+    """What a recorded response keeps of its request, by reference: every message is already an event.
 
     The request is rebuilt as the first `message_count` messages of the session's context
-    (inputs, recorded responses, tool results), so a count and hashes suffice; the system
-    prompt is on the session's AgentSpec and the hashes show whether it or the tools changed.
+    (inputs, recorded responses, tool results); the system prompt is on the session's AgentSpec,
+    and the response's fingerprint shows whether it or the tools changed. Nothing else is stored,
+    because nothing else is read (see Turn.ModelResponded v3).
     """
-    return {
-        "model": request.model,
-        "max_tokens": request.max_tokens,
-        "system_sha256": _sha(request.system),
-        "tools_sha256": _sha(request.tools),
-        "message_count": len(request.messages),
-        "new_messages": max(0, len(request.messages) - previous_count),
-    }
+    return {"model": request.model, "max_tokens": request.max_tokens, "message_count": len(request.messages)}
 
 
 #: A response that stopped like this never has its tool calls run.

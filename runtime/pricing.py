@@ -33,6 +33,7 @@ import json
 import logging
 import os
 import re
+from collections.abc import Mapping
 from datetime import date, datetime, timezone
 from functools import lru_cache
 from pathlib import Path
@@ -51,10 +52,10 @@ class PriceTableError(ValueError):
     """The override price file cannot be used; the message names the file and the problem."""
 
 
-def price(model: str, usage: Usage | dict[str, Any], at: datetime | date | None = None) -> float | None:
+def price(model: str, usage: Usage | Mapping[str, Any], at: datetime | date | None = None) -> float | None:
     """USD for one model call, or None when the model has no known price."""
-    if isinstance(usage, dict):
-        usage = as_usage(usage)
+    if not isinstance(usage, Usage):
+        usage = as_usage(dict(usage))
     when = _as_datetime(at)
     # A broken CHRONICLE_PRICES file raises PriceTableError: silently falling back would record
     # (and rebuild) costs without the operator's prices. Commands check the file before they start.

@@ -16,16 +16,32 @@ from .store import ChronicleStore
 log = logging.getLogger("chronicle")
 
 
+class ReadModelsMissing(LookupError):
+    """A read-only store whose projections were never built: they cannot be built now."""
+
+
 def projection_engine(store: ChronicleStore) -> ProjectionEngine:
     engine = getattr(store, "_projection_engine", None)
     if engine is None:
-        engine = ProjectionEngine(store, all_projections(pricer=price))
+        engine = ProjectionEngine(store, all_projections(pricer=price), ensure=not getattr(store, "read_only", False))
         store._projection_engine = engine  # type: ignore[attr-defined]
     return engine
 
 
 def caught_up(store: ChronicleStore) -> ProjectionEngine:
     engine = projection_engine(store)
+    if getattr(store, "read_only", False):
+        try:
+            behind = max((engine.head() - engine.position(name) for name in engine.projections), default=0)
+        except Exception as exc:  # noqa: BLE001 - no tracking table: they were never built in this store
+            raise ReadModelsMissing(
+                "the store is read-only and its read models (titles, cost, audit) were never built in it; "
+                "`log` and `history` work, or copy the store somewhere writable and run this there"
+            ) from exc
+        if behind > 0:
+            log.warning("the store is read-only, so its read models cannot catch up: they are %d event(s) behind the log "
+                        "(sessions, cost and audit may miss the newest); log and history read the events themselves", behind)
+        return engine
     known = set(engine.unreadable)
     engine.catch_up()
     for position in sorted(set(engine.unreadable) - known):

@@ -27,6 +27,7 @@ from eventsourcing.domain import DomainEvent
 from eventsourcing.persistence import IntegrityError
 
 from chronicle.domain.agent_spec import AgentSpec
+from chronicle.domain.errors import DomainError
 from chronicle.domain.ids import CHRONICLE_NS, turn_id
 from chronicle.domain.routine_run import RoutineRun
 from chronicle.domain.session import Session
@@ -35,6 +36,7 @@ from .clock import SYSTEM_CLOCK, Clock
 from .pending import Pending
 from .read_models import projection_engine
 from .routines import HEARTBEAT_OK, Routine, heartbeat_prompt, load_routines
+from .sessions import queue_scanned
 from .store import ChronicleStore, NotFound
 
 ROUTINES_NS = uuid5(CHRONICLE_NS, "/routines")
@@ -166,15 +168,21 @@ class RoutineEngine:
                     run.skip(reason, now)
                     self.store.save(run, logged)
                 elif self._session_exists(sid):
-                    queue = functools.partial(Session.queue_input, input_id=input_id, text=prompt or "", now=now, kind="routine")
+                    queue = functools.partial(queue_scanned, input_id=input_id, text=prompt or "", now=now, kind="routine")
                     self.store.update_session(sid, queue, run, Pending(logged))
                 else:
                     session = Session.start(sid, self._spec(routine), now)
-                    session.queue_input(input_id, prompt or "", now, kind="routine")
+                    queue_scanned(session, input_id, prompt or "", now, kind="routine")
                     self.store.create_session(session, run, Pending(logged))
                 return run
             except IntegrityError:
                 continue  # the run was fired by someone else (checked above), or an index slot was taken: look again
+            except DomainError:
+                # Another worker fired this slot between our look and our write, and its input is
+                # already queued on the routine's session: that firing is the one that counts.
+                if self._exists(rid):
+                    return None
+                raise
         return None
 
     def _spec(self, routine: Routine) -> AgentSpec:

@@ -68,7 +68,7 @@ class SelfRepair:
         found = []
         for entry in self.index.get():
             try:
-                repair = self.store.repository.get(entry.repair_id)
+                repair: Any = self.store.repository.get(entry.repair_id)
             except AggregateNotFoundError:
                 continue
             if isinstance(repair, Repair):
@@ -77,7 +77,7 @@ class SelfRepair:
 
     def find(self, repair_id: UUID) -> Repair | None:
         try:
-            repair = self.store.repository.get(repair_id)
+            repair: Any = self.store.repository.get(repair_id)
         except AggregateNotFoundError:
             return None
         return repair if isinstance(repair, Repair) else None

@@ -145,6 +145,9 @@ def load_settings(flags: LimitFlags, workspace: Path, recorded: dict[str, Any] |
         raise SettingsError(explain(exc, "", FLAG_NAMES)) from None
     config = load_config(workspace)
     path = workspace / CONFIG_FILE
+    from .secret_scan import load_privacy
+
+    load_privacy(workspace)  # a bad [privacy] table is refused now, not at the first event
     from_file = _table(config, "limits", LimitValues, path)
     compaction = _table(config, "compaction", CompactionValues, path)
     merged: dict[str, Any] = {}

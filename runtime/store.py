@@ -7,8 +7,10 @@ directly, so `log` costs one indexed query rather than a scan of the whole store
 
 from __future__ import annotations
 
+import base64
 import random
 import time
+from pathlib import Path
 from typing import Any, Iterable, Iterator
 from uuid import UUID
 
@@ -21,10 +23,12 @@ from chronicle.domain.session import Session
 from chronicle.domain.tool_call import ToolCall
 from chronicle.domain.turn import Turn
 
+from .aggregate_copy import copy_aggregate
 from .chain import chained_recorder_topic
+from .compression import COMPRESSOR_TOPIC
 from .config import eventsourcing_env, redact
 from .encryption import check_readable, cipher_env
-from .store_identity import check_store
+from .store_identity import check_store, read_only_sqlite_uri
 
 
 class SessionLogged(DomainEvent):
@@ -39,6 +43,16 @@ class SessionUnlisted(DomainEvent):
 
     session_id: UUID
     reason: str
+
+
+class SessionForgotten(DomainEvent):
+    """`chronicle forget`: the session's tree key was destroyed (runtime/shredding.py), so its content
+    is unreadable; the entry withdraws it from listings and tells the audit who erased it and when.
+    It names ids only: nothing of the erased content is written again."""
+
+    session_id: UUID
+    tree_id: UUID
+    actor: str
 
 
 def ensure_schema(settings: dict[str, str]) -> None:
@@ -73,20 +87,40 @@ class ChronicleStore(Application[UUID]):
     name = "chronicle"
     snapshotting_intervals = {Session: 100, Turn: 100}
 
-    def __init__(self, url: str, env: dict[str, str] | None = None) -> None:
+    def __init__(self, url: str, env: dict[str, str] | None = None, read_only: bool = False) -> None:
         self.url = url
+        #: Opened for reading only (a store on a read-only file, directory or mount): nothing is
+        #: created, projections are read as they stand (runtime/read_models.py).
+        self.read_only = read_only
         settings = {**eventsourcing_env(url), **(env or {})}
         # Hash chain (runtime/chain.py): the recorder writes each event's link in the event's own
         # transaction. The only change to how events are stored; `chronicle verify` reads the links.
         settings.setdefault("APPLICATION_RECORDER_TOPIC", chained_recorder_topic(settings["PERSISTENCE_MODULE"]))
+        # Large states are stored compressed; old uncompressed rows read as they are (runtime/compression.py).
+        settings.setdefault("COMPRESSOR_TOPIC", COMPRESSOR_TOPIC)
         # Encryption at rest (runtime/encryption.py): CHRONICLE_CIPHER_KEY turns on eventsourcing's AES-GCM cipher.
         settings.update(cipher_env())
         if settings.get("POSTGRES_SCHEMA"):
             ensure_schema(settings)
         check_store(settings, self.name)
+        if read_only and settings["PERSISTENCE_MODULE"] == "eventsourcing.sqlite":
+            settings.update(SQLITE_DBNAME=read_only_sqlite_uri(Path(settings["SQLITE_DBNAME"])), CREATE_TABLE="n")
         super().__init__(env=settings)
         check_readable(self, encrypted="CIPHER_KEY" in settings)  # a wrong or missing key: one clear error now
         self.session_index = EventSourcedLog(self.events, SESSION_INDEX_ID, SessionLogged)
+
+    def construct_event_store(self) -> Any:
+        """With encryption on, session trees get data keys of their own (runtime/shredding.py) so
+        that `forget` can erase one; the recorder exists by now, and the snapshot store is built
+        after this with the same mapper."""
+        if self.mapper.cipher is not None:
+            from .shredding import TreeKeyMapper, TreeKeys
+
+            master = base64.b64decode(self.env.get("CIPHER_KEY") or "")
+            keys = TreeKeys(self.recorder, master, sqlite=self.backend == "sqlite")
+            keys.ensure()  # at open, like the other tables: open_store_at rides out a concurrent creation
+            self.mapper = TreeKeyMapper(self.mapper, keys)
+        return super().construct_event_store()
 
     @property
     def backend(self) -> str:
@@ -172,7 +206,9 @@ class ChronicleStore(Application[UUID]):
         """
         assert self.snapshots is not None
         aggregate = self.repository.get(aggregate_id, version=version, projector_func=projector_func)
-        snapshot = getattr(type(aggregate), "Snapshot", type(self).snapshot_class).take(aggregate)
+        snapshot_class = getattr(type(aggregate), "Snapshot", None) or type(self).snapshot_class
+        assert snapshot_class is not None
+        snapshot = snapshot_class.take(aggregate)
         self.snapshots.put([snapshot])
         if isinstance(aggregate, Turn):
             self._prune_snapshots(aggregate_id, snapshot.originator_version)
@@ -215,10 +251,19 @@ class ChronicleStore(Application[UUID]):
 
     def _get(self, aggregate_id: UUID, cls: type, version: int | None = None, copy: bool = True) -> Any:
         try:
-            aggregate = self.repository.get(aggregate_id, version=version, deepcopy_from_cache=copy)
+            # The cached aggregate itself, then our copy of it: eventsourcing's is `copy.deepcopy`,
+            # which rebuilt every UUID of a long session (runtime/aggregate_copy.py). A version
+            # read is reconstructed fresh, never cached, so it needs no copy.
+            aggregate: Any = self.repository.get(aggregate_id, version=version, deepcopy_from_cache=False)
+            if copy and version is None and self.repository.cache is not None:
+                aggregate = copy_aggregate(aggregate)
         except AggregateNotFoundError:
             raise NotFound(f"no {cls.__name__.lower()} with id {aggregate_id}") from None
         except Exception as exc:  # noqa: BLE001 - find the row that does not decode, and name it
+            from .shredding import forgotten_cause
+
+            if (erased := forgotten_cause(exc)) is not None:
+                raise NotFound(f"{cls.__name__.lower()} {aggregate_id}: {erased}") from None
             raise self._unreadable(aggregate_id, cls, exc) from exc
         if not isinstance(aggregate, cls):
             raise NotFound(f"{aggregate_id} is a {type(aggregate).__name__}, not a {cls.__name__}")
@@ -240,7 +285,7 @@ class ChronicleStore(Application[UUID]):
         """Every indexed session, oldest first, less the entries a repair withdrew."""
         listed: dict[UUID, None] = {}
         for entry in self.session_index.get():
-            if isinstance(entry, SessionUnlisted):
+            if isinstance(entry, (SessionUnlisted, SessionForgotten)):
                 listed.pop(entry.session_id, None)
             else:
                 listed[entry.session_id] = None
@@ -263,12 +308,15 @@ class ChronicleStore(Application[UUID]):
     def unlist_session(self, session_id: UUID, reason: str) -> None:
         self._append_to_index(SessionUnlisted, session_id=session_id, reason=reason)
 
+    def forget_in_index(self, session_id: UUID, tree_id: UUID, actor: str) -> None:
+        self._append_to_index(SessionForgotten, session_id=session_id, tree_id=tree_id, actor=actor)
+
     def index_session(self, session_id: UUID) -> None:
         self._append_to_index(SessionLogged, session_id=session_id)
 
     def _append_to_index(self, cls: type, **fields: Any) -> None:
         for attempt in range(200):
-            entry = self.session_index._trigger_event(cls, **fields)
+            entry: Any = self.session_index._trigger_event(cls, **fields)
             try:
                 self.save(entry)
                 return
@@ -287,7 +335,9 @@ class ChronicleStore(Application[UUID]):
         if full is not None:
             try:
                 return self._get(full, Session, copy=False).id
-            except NotFound:
+            except NotFound as exc:
+                if "forgotten" in str(exc):  # erased on purpose: say so, not "no session"
+                    raise UnknownSession(f"{exc}; `chronicle audit` shows when and by whom") from None
                 raise UnknownSession(f"no session {full}; `chronicle sessions` lists them") from None
         ids = self.session_ids()
         matches = [sid for sid in ids if str(sid).startswith(text.strip().lower())]
@@ -330,17 +380,17 @@ class ChronicleStore(Application[UUID]):
 
     def events_with_positions(
         self, originator_ids: Iterable[UUID], topic_suffix: str | None = None, version: int | None = None,
-        offset: int = 0, limit: int | None = None,
-    ) -> Iterator[tuple[int, DomainEvent]]:
+        offset: int = 0, limit: int | None = None, positions: tuple[int, int] | None = None,
+    ) -> Iterator[tuple[int, Any]]:
         """Events of the given aggregates in commit order, each with its position in the log.
 
         `topic_suffix` (e.g. ".TurnEnded") and `version` narrow the query in SQL, so that time
         travel decodes the few events it looks for rather than every event of a long session;
-        `offset`/`limit` page through what they select."""
+        `offset`/`limit` page through what they select, `positions` (first, last) bounds it."""
         ids = list(originator_ids)
         if not ids:
             return
-        rows = self._select_rows(ids, topic_suffix, version, offset, limit)
+        rows = self._select_rows(ids, topic_suffix, version, offset, limit, positions)
         for position, originator_id, version, topic, state in rows:
             stored = StoredEvent(
                 originator_id=UUID(str(originator_id)),
@@ -352,11 +402,14 @@ class ChronicleStore(Application[UUID]):
 
     def _select_rows(
         self, ids: list[UUID], topic_suffix: str | None = None, version: int | None = None,
-        offset: int = 0, limit: int | None = None,
+        offset: int = 0, limit: int | None = None, positions: tuple[int, int] | None = None,
     ) -> list[tuple]:
         recorder: Any = self.recorder
         table = recorder.events_table_name
-        extra, params = "", []
+        extra, params = "", list[Any]()
+        if positions is not None:
+            extra += f" AND {'rowid' if self.backend == 'sqlite' else 'notification_id'} BETWEEN {{mark}} AND {{mark}}"
+            params.extend(positions)
         if topic_suffix is not None:
             extra += " AND topic LIKE {mark}"
             params.append("%" + topic_suffix)
@@ -388,12 +441,19 @@ class ChronicleStore(Application[UUID]):
         return self.recorder.max_notification_id() or 0
 
 
-def open_store_at(url: str, attempts: int = 5) -> ChronicleStore:
+def is_read_only_error(exc: BaseException) -> bool:
+    """A write refused because the database (its file, directory or mount) is read-only."""
+    text = str(exc).lower()
+    return any(sign in text for sign in ("readonly database", "read-only file system", "read only transaction",
+                                         "read-only transaction"))
+
+
+def open_store_at(url: str, attempts: int = 5, read_only: bool = False) -> ChronicleStore:
     """Open the store, riding out the catalogue race of several processes that start at once
     on a fresh PostgreSQL schema (both create its tables; one sees "tuple concurrently updated")."""
     for attempt in range(attempts):
         try:
-            return ChronicleStore(url)
+            return ChronicleStore(url, read_only=read_only)
         except Exception as exc:  # noqa: BLE001 - only the catalogue race is retried
             if attempt + 1 == attempts or not any(t in str(exc) for t in ("concurrently updated", "already exists")):
                 raise

@@ -10,6 +10,7 @@ none is Chronicle's.
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,20 @@ class ForeignDatabase(ConfigError):
     """The database belongs to something else; the message says what was found and what to do."""
 
 
+def read_only_sqlite_uri(path: Path) -> str:
+    """A URI that opens the file for reading only. `mode=ro` still needs the WAL's shared-memory
+    file, which a read-only directory cannot hold; then `immutable=1` (nothing can write it anyway)."""
+    from urllib.parse import quote
+
+    uri = f"file:{quote(str(path))}?mode=ro"
+    try:
+        with contextlib.closing(sqlite3.connect(uri, uri=True)) as conn:
+            conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        return uri
+    except sqlite3.Error:
+        return f"file:{quote(str(path))}?immutable=1"
+
+
 def check_store(settings: dict[str, str], app_name: str) -> None:
     if settings.get("PERSISTENCE_MODULE") == "eventsourcing.sqlite":
         _check_sqlite(Path("/" + settings["SQLITE_DBNAME"].lstrip("/")))
@@ -34,10 +49,8 @@ def check_store(settings: dict[str, str], app_name: str) -> None:
 def _check_sqlite(path: Path) -> None:
     if not path.exists() or path.stat().st_size == 0:
         return
-    from urllib.parse import quote
-
     try:  # the path has one leading slash: in a URI "file://x" would name a host
-        conn = sqlite3.connect(f"file:{quote(str(path))}?mode=ro", uri=True)
+        conn = sqlite3.connect(read_only_sqlite_uri(path), uri=True)
     except sqlite3.Error:
         return  # cannot look: let the store's own open report the real problem
     try:

@@ -41,7 +41,7 @@ def reflection_index(store: ChronicleStore) -> EventSourcedLog[ReflectionLogged]
 
 def find_task(store: ChronicleStore, child_id: UUID) -> DelegatedTask | None:
     try:
-        aggregate = store.repository.get(task_id(child_id))
+        aggregate: Any = store.repository.get(task_id(child_id))
     except AggregateNotFoundError:  # a child started before the task board existed
         return None
     return aggregate if isinstance(aggregate, DelegatedTask) else None
@@ -134,7 +134,7 @@ def reflections(store: ChronicleStore) -> list[DelegatedTask]:
     tasks = []
     for entry in reversed(entries):
         try:
-            task = store.repository.get(entry.task_id)
+            task: Any = store.repository.get(entry.task_id)
         except AggregateNotFoundError:
             continue
         if isinstance(task, DelegatedTask) and task.reflection is not None:
@@ -152,7 +152,8 @@ def prior_reflections(store: ChronicleStore, task: str) -> list[dict[str, Any]]:
         overlap = len(wanted & set(reflection.get("keywords") or []))
         if overlap:
             scored.append((-overlap, order, reflection))
-    chosen, size = [], 0
+    chosen: list[Any] = []
+    size = 0
     for _, _, reflection in sorted(scored, key=lambda s: (s[0], s[1])):
         text = render(reflection)
         if len(chosen) >= MAX_REFLECTIONS or size + len(text.encode()) > MAX_REFLECTION_BYTES:

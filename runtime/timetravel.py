@@ -170,13 +170,17 @@ def as_of_turn(store: ChronicleStore, session_id: UUID, number: int) -> PastView
     return PastView(cut.session, turns_at(store, cut), cut.position, cut.version)
 
 
-def fork(store: ChronicleStore, session_id: UUID, number: int, clock: Clock = SYSTEM_CLOCK) -> Session:
-    """A new session whose context is the parent's conversation as of turn `number`; no copying."""
+def fork(store: ChronicleStore, session_id: UUID, number: int, clock: Clock = SYSTEM_CLOCK, actor: str | None = None) -> Session:
+    """A new session whose context is the parent's conversation as of turn `number`; no copying.
+
+    `actor`: who forked (default: this process's user@host), recorded in `forked_from` beside the
+    origin, so the event keeps its fields and no upcaster is needed (older forks have no actor)."""
     cut = cut_at_turn(store, session_id, number)  # the branch is all a fork needs: no turn is read
     parent = store.session(session_id)
     child = Session.start(
         uuid4(), parent.spec, clock.now(),
-        forked_from={"session_id": str(session_id), "turn": number}, head=list(cut.session.head),
+        forked_from={"session_id": str(session_id), "turn": number, "actor": actor or process_actor()},
+        head=list(cut.session.head),
     )
     store.create_session(child)
     return child
@@ -192,6 +196,9 @@ class FileRestore:
     after: str | None
     turn_number: int
     action: str = ""
+    #: Directories the write that created the file made (outermost first); undo removes them if empty.
+    created_dirs: list[str] = field(default_factory=list)
+    removed_dirs: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -213,7 +220,8 @@ def restoration_plan(store: ChronicleStore, turn_ids: list[UUID]) -> list[FileRe
                 if path in plan:
                     plan[path].after = effect.get("after")
                 else:
-                    plan[path] = FileRestore(path, effect.get("before"), effect.get("after"), turn.number)
+                    plan[path] = FileRestore(path, effect.get("before"), effect.get("after"), turn.number,
+                                             created_dirs=list(effect.get("created_dirs") or []))
     return list(plan.values())
 
 
@@ -261,7 +269,35 @@ def restore_files(workspace: Path, plan: list[FileRestore], store_url: str | Non
             target.unlink(missing_ok=True)
         elif item.action == "restored":
             write_exact(target, item.before or "")
+    for item in plan:
+        if item.action in ("deleted", "unchanged") and item.before is None:
+            item.removed_dirs = remove_empty_dirs(sandbox, item.created_dirs)
     return plan
+
+
+def remove_empty_dirs(sandbox: Sandbox, created: list[str]) -> list[str]:
+    """Remove the directories a write created, innermost first, each only if it is empty now
+    (and a real directory, not a link): whatever else was put there since stays."""
+    removed = []
+    for relative in reversed(created):
+        try:
+            target = sandbox.lexical(relative)
+        except ToolError:
+            continue
+        if target.is_symlink() or not target.is_dir():
+            continue
+        try:
+            target.rmdir()
+        except OSError:
+            break  # not empty: its parents are not empty either
+        removed.append(relative)
+    return removed
+
+
+def restored_rows(plan: list[FileRestore]) -> list[dict[str, str]]:
+    """What `undo --files` did, file by file, then the directories it removed (as FilesRestored records it)."""
+    rows = [{"path": p.path, "action": p.action} for p in plan]
+    return rows + [{"path": d, "action": "removed directory"} for p in plan for d in p.removed_dirs]
 
 
 def undo(store: ChronicleStore, session_id: UUID, count: int, files: bool = False, workspace: Path | None = None,
@@ -290,7 +326,7 @@ def undo(store: ChronicleStore, session_id: UUID, count: int, files: bool = Fals
         now = clock.now()
         s.undo(count, now, actor=actor or process_actor())
         if plan:
-            s.record_files_restored(undone, [{"path": p.path, "action": p.action} for p in plan], now)
+            s.record_files_restored(undone, restored_rows(plan), now)
 
     store.update_session(session_id, change)
     return UndoResult(undone, plan)

@@ -31,6 +31,12 @@ def clean_title(text: str) -> str:
     return line[:MAX_TITLE].rstrip()
 
 
+def _input_of(turn: Any) -> str:
+    """The input as the model reads it: an inbound guardrail's change keeps what it removed from the title call too."""
+    text = getattr(turn, "model_input", None)
+    return turn.input_text if text is None else text
+
+
 class TitleHook(Hook):
     def __init__(self, provider: Provider, store: Any, clock: Clock = SYSTEM_CLOCK) -> None:
         self.provider = provider
@@ -41,10 +47,10 @@ class TitleHook(Hook):
 
     async def before_model_call(self, session: Any, turn: Any, request: ModelRequest) -> None:
         # Sub-agent sessions are named by their parent's task; only top-level sessions get a title call.
-        wanted = session.title is None and session.title_error is None and turn.number == 1 and session.parent_session_id is None
+        wanted = session.title is None and session.title_error is None and session.turns[:1] == [turn.id] and session.parent_session_id is None
         if wanted and session.id not in self.asked:
             self.asked.add(session.id)
-            self.pending[session.id] = asyncio.ensure_future(self._ask(session.spec, turn.input_text, request))
+            self.pending[session.id] = asyncio.ensure_future(self._ask(session.spec, _input_of(turn), request))
         return None
 
     async def after_model_call(self, session: Any, turn: Any, response: Any) -> None:
@@ -62,7 +68,11 @@ class TitleHook(Hook):
             if fresh.title is not None or fresh.title_error is not None:
                 return
             if title:
-                fresh.set_title(title, now, usage=usage, model=model)
+                from .secret_scan import scanner_for  # model text: scanned like any other before it is recorded
+
+                found = scanner_for(fresh.spec.workspace).text(title)
+                fresh.set_title(found.value, now, usage=usage, model=model)
+                fresh.note_redactions("title", found.counts, now)
             else:
                 fresh.fail_title(error or "the title call returned no text", now, usage=usage, model=model)
 

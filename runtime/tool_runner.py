@@ -6,23 +6,28 @@ soon as it finishes, too: a crash before the step's results are stored must not 
 that did run into an "interrupted" one whose effects `undo --files` cannot put back. Unbounded
 tools (delegate) get both commits as well, so the log shows the call started before its
 children's events. Read-only and idempotent tools skip them: running them again is harmless,
-and commits saved per step are the main lever on speed.
+and commits saved per step are the main lever on speed. They record no Started either: their
+run is committed whole, with the step's results, by one Completed or Failed that counts the
+attempt (it started at its timestamp less its duration).
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections import Counter
 from time import monotonic
 from typing import Any, Awaitable, Callable, Literal
 
 from chronicle.domain.tool_call import ToolCall
 
 from .actor import process_actor
+from .attachments import store_result_images
 from .controls import STEERING_SKIP_REASON
 from .hooks import NeedApproval, Stop
 from .live import ApprovalNeeded, ToolEnd, ToolStart
 from .loop_io import LoopIO
-from .tools.base import ToolContext, ToolError, safe_blocks, safe_error, safe_output
+from .secret_scan import scanner_for
+from .tools.base import ToolContext, ToolError, safe_error, scan_blocks, scan_output
 
 Decision = Literal["approve", "deny", "always"]
 Approver = Callable[[ToolCall], Awaitable[Decision | None]]
@@ -183,9 +188,11 @@ class ToolRunner:
             call.fail(str(exc), loop.clock.now())
             await self._ended(call)
             return
-        call.start(loop.clock.now())
+        # A call that must not run twice is committed as running before it runs (at-most-once); one
+        # that may run again records its whole run in one event when it ends, and no Started.
         durable = not call.idempotent or tool.unbounded
         if durable:
+            call.start(loop.clock.now())
             loop.save(call)
         await loop.emit(ToolStart(session_id=sid, tool_call_id=str(call.id), tool_use_id=call.tool_use_id, name=call.name, input=call.input))
         ctx = ToolContext(
@@ -198,17 +205,27 @@ class ToolRunner:
             output = await asyncio.wait_for(tool.run(args, ctx), timeout=None if tool.unbounded else limit)
             output = await loop.hooks.tool_output(call, output)  # guardrails may replace it, or reject it (ToolError)
         except ToolError as exc:
-            call.fail(safe_error(ctx, str(exc)), loop.clock.now(), duration_ms=_ms(started))
+            call.record_effects(ctx.extras.get("subtasks", []), loop.clock.now())  # a failed call keeps its subtasks too
+            call.fail(safe_error(ctx, str(exc)), loop.clock.now(), duration_ms=_ms(started), ran=True)
         except asyncio.TimeoutError:
-            call.fail(f"{call.name} timed out after {limit:g} s", loop.clock.now(), duration_ms=_ms(started))
+            call.record_effects(ctx.extras.get("subtasks", []), loop.clock.now())
+            call.fail(f"{call.name} timed out after {limit:g} s", loop.clock.now(), duration_ms=_ms(started), ran=True)
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # noqa: BLE001 - a tool's bug becomes an error result the model reads
-            call.fail(safe_error(ctx, f"{call.name} raised {type(exc).__name__}: {exc}"), loop.clock.now(), duration_ms=_ms(started))
-        else:
-            call.complete(  # a command's own output is kept as printed, secrets aside
-                safe_output(output.content), loop.clock.now(), is_error=output.is_error, duration_ms=_ms(started),
-                effects=output.effects, ends_turn=output.ends_turn and tool.may_end_turn, blocks=safe_blocks(output.blocks),
+            call.record_effects(ctx.extras.get("subtasks", []), loop.clock.now())
+            call.fail(safe_error(ctx, f"{call.name} raised {type(exc).__name__}: {exc}"), loop.clock.now(), duration_ms=_ms(started), ran=True)
+        else:  # a command's own output is kept as printed, secrets aside (runtime/secret_scan.py)
+            scanner = scanner_for(loop.workspace)
+            content = scan_output(output.content, scanner)
+            scanned, in_blocks = scan_blocks(output.blocks, scanner)
+            blocks = store_result_images(loop.store, scanned, loop.clock)  # images: stored once, by content
+            now = loop.clock.now()
+            call.note_redactions("output", dict(Counter(content.counts) + Counter(in_blocks)), now)
+            call.complete(
+                content.value, now, is_error=output.is_error, duration_ms=_ms(started),
+                effects=[*output.effects, *ctx.extras.get("subtasks", ())],  # spawn_batch's subtasks (runtime/subtasks.py)
+                ends_turn=output.ends_turn and tool.may_end_turn, blocks=blocks,
             )
         if durable:
             loop.save(call)

@@ -24,6 +24,7 @@ from uuid import UUID
 
 from .chain import GENESIS, Link, link_digest
 from .chain_reader import LogReader, RawEvent, topic_names
+from .snapshot_check import check_snapshots
 
 _BATCH = 2000
 
@@ -40,6 +41,8 @@ class Break:
     seq: int | None = None
 
     def line(self) -> str:
+        if self.kind == "snapshot":  # snapshots have no position in the log
+            return f"broken snapshot of {self.aggregate_id[:8]} at version {self.version}: {self.detail}"
         what = f"{self.aggregate} {self.aggregate_id[:8]} {self.event}"
         version = f" v{self.version}" if self.version is not None else ""
         return f"broken at position {self.position} ({what}{version}): {self.kind}: {self.detail}"
@@ -54,6 +57,8 @@ class Verdict:
     unchained_before: int | None = None
     head: dict[str, Any] | None = None
     anchor: dict[str, Any] | None = None
+    #: Snapshots found equal to their events (runtime/snapshot_check.py); whole-log verification only.
+    snapshots: int = 0
     broken: Break | None = None
     notes: list[str] = field(default_factory=list)
 
@@ -74,6 +79,8 @@ class Verdict:
         parts = [f"verified {scope}: {self.chained} events chained"]
         if self.unchained:
             parts.append(f"{self.unchained} unchained before position {self.unchained_before} (written before the hash chain)")
+        if self.snapshots:
+            parts.append(f"{self.snapshots} snapshots match their events")
         if self.anchor:
             parts.append(f"anchor {self.anchor['position']} holds")
         parts.append(f"head {self.head['position']}:{self.head['digest']}" if self.head else "no head yet")
@@ -110,6 +117,11 @@ class Verifier:
         self._count_unlinked(verdict, unlinked, first, breaks)
         self._check_anchor(verdict, anchor, head, breaks)
         verdict.broken = min(breaks, key=lambda b: b.position) if breaks else None
+        if verdict.broken is None:  # snapshots are compared with the events once those are proven
+            verdict.snapshots, problem = check_snapshots(self.reader.store)
+            if problem is not None:
+                verdict.broken = Break("snapshot", 0, "Snapshot", str(problem.aggregate_id), "Snapshot", problem.version,
+                                       problem.detail)
         return verdict
 
     def verify_session(self, session_id: UUID, anchor: dict[str, Any] | None = None) -> Verdict:

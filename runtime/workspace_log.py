@@ -14,6 +14,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from chronicle.domain.content import TextBlock, ToolResultBlock, ToolUseBlock
 from chronicle.domain.context import build_context
 
 LOG_DIR = "memory"
@@ -26,12 +27,11 @@ def render_turns(turns: list[Any]) -> str:
         lines.append(f"### Turn {turn.number} ({turn.status})")
         for message in build_context([turn]):
             for block in message.content:
-                kind = getattr(block, "type", "")
-                if kind == "text" and block.text.strip():
+                if isinstance(block, TextBlock) and block.text.strip():
                     lines.append(f"**{message.role}:** {block.text.strip()}")
-                elif kind == "tool_use":
+                elif isinstance(block, ToolUseBlock):
                     lines.append(f"- tool `{block.name}` {block.input}")
-                elif kind == "tool_result":
+                elif isinstance(block, ToolResultBlock):
                     content = block.content if isinstance(block.content, str) else str(block.content)
                     lines.append(f"  → {'error: ' if block.is_error else ''}{content[:500]}")
         lines.append("")

@@ -293,6 +293,8 @@ class SSEServer:
             return
         handler.send_response(200)
         handler.send_header("content-type", "text/event-stream")
+        handler.send_header("request-id", "req_stream_test")  # Anthropic's header name
+        handler.send_header("x-request-id", "req_stream_test")  # OpenAI's
         handler.send_header("cache-control", "no-cache")
         handler.send_header("connection", "close")
         handler.end_headers()

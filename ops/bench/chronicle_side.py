@@ -30,13 +30,18 @@ def store_for(backend: str, where: Path | None = None, pg: Any = None, schema: s
 def prepare(store: ChronicleStore, steps: int, workspace: Path, session_id: UUID | None = None) -> tuple[AgentLoop, UUID]:
     """A loop with the instant provider and a session whose next input is the bench prompt."""
     spec = AgentSpec(name="main", provider="bench", model="bench-instant", tools=("lookup",), workspace=str(workspace))
-    loop = AgentLoop(store, InstantProvider(steps), toolbox(), workspace, options=LoopOptions(max_iterations=steps + 1))
+    loop = loop_for(store, steps, workspace)
     if session_id is None:
         session, _ = start_session(store, spec, PROMPT)
         session_id = session.id
     else:
         submit_input(store, session_id, PROMPT)
     return loop, session_id
+
+
+def loop_for(store: ChronicleStore, steps: int, workspace: Path) -> AgentLoop:
+    """The loop alone, on `store` (a loop keeps the store it was built with: its I/O is bound then)."""
+    return AgentLoop(store, InstantProvider(steps), toolbox(), workspace, options=LoopOptions(max_iterations=steps + 1))
 
 
 def drive(loop: AgentLoop, session_id: UUID) -> float:

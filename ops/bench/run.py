@@ -34,6 +34,7 @@ SECTIONS = {
     "streaming": "sec_streaming",  # 6
     "workers": "sec_workers",    # 7
     "profile": "sec_profile",    # where the time goes
+    "startup": "sec_startup",    # 8 CLI start-up
 }
 
 

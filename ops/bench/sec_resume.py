@@ -47,7 +47,7 @@ def build_session(store: Any, events: int, workspace: Any) -> tuple[Any, int]:
             turn.record_tool_results([ToolResultBlock(tool_use_id=use.id, content=TOOL_TEXT)], now)
         turn.record_response(ModelResponse(content=[TextBlock(text=FINAL)], stop_reason="end_turn"), now)
         turn.complete(now)
-        session.end_turn(tid, "completed", now)
+        session.end_turn(tid, now)
         written += 3 + len(turn.pending_events)
         batch.append(turn)
         if len(batch) >= 20:
@@ -93,10 +93,10 @@ def run(ctx: Context, log: Callable[[str], None]) -> list[Section]:
                 loads.append((time.perf_counter() - t1) * 1000)
                 fresh.close()
                 fresh = cs.store_for(backend, d, ctx.pg, schema)
-                loop, _ = cs.prepare(fresh, 1, d / "ws", session_id=sid)
+                cs.prepare(fresh, 1, d / "ws", session_id=sid)
                 fresh.close()
                 fresh = cs.store_for(backend, d, ctx.pg, schema)  # cold again: the input is queued, nothing cached
-                loop.store = fresh
+                loop = cs.loop_for(fresh, 1, d / "ws")
                 into.append(cs.drive(loop, sid) * 1000)
                 fresh.close()
             rows.append([backend, written, turns, median(loads), median(continues), median(compacted)])

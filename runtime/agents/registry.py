@@ -79,8 +79,10 @@ class RegistryFile(BaseModel):
     skills: dict[str, Any] = Field(default_factory=dict)
     routines: dict[str, Any] = Field(default_factory=dict)
     guardrails: dict[str, Any] = Field(default_factory=dict)
+    middleware: dict[str, Any] = Field(default_factory=dict)  # checked by runtime/middleware.py
     effects: dict[str, Any] = Field(default_factory=dict)
     mcp: dict[str, Any] = Field(default_factory=dict)  # checked by runtime/tools/mcp_config.py
+    privacy: dict[str, Any] = Field(default_factory=dict)  # checked by runtime/secret_scan.py
 
 
 @dataclass(frozen=True)
@@ -128,6 +130,23 @@ class AgentRegistry:
         spec = with_memory(with_skills(spec, discover_skills(where, self.skill_dirs)), where)
         spec = with_effects(spec, {"effects": dict(self.effects)})
         return with_orchestration_tools(spec)
+
+
+    def names(self) -> list[str]:
+        """Every agent a session may start as: main first, then the file's sub-agents."""
+        return [MAIN, *(a.name for a in self.agents)]
+
+    def starting_as(self, name: str) -> "AgentRegistry":
+        """This registry with `name` as the top-level agent (`POST /sessions {"agent": NAME}`): its own
+        instructions, tools and limits at depth 0, the other sub-agents still its to delegate to."""
+        if name == MAIN:
+            return self
+        chosen = next((a for a in self.agents if a.name == name), None)
+        if chosen is None:
+            raise RegistryError(f"unknown agent {name!r} (agents: {', '.join(self.names())})")
+        others = tuple(a for a in self.agents if a.name != name)
+        return AgentRegistry(main=chosen, agents=others, source=self.source, skill_dirs=self.skill_dirs,
+                             effects=self.effects, mcp=self.mcp)
 
 
 def targets(spec: AgentSpec) -> list[AgentSpec]:
@@ -179,7 +198,7 @@ def load_registry(path: Path) -> AgentRegistry:
             if first["type"] == "extra_forbidden" and len(first["loc"]) == 3 else first["msg"]
         if first["type"] == "extra_forbidden" and len(first["loc"]) == 1:
             message = ("unknown top-level key; chronicle.toml holds [agents.NAME], [mcp.NAME], [limits], [compaction], [skills], "
-                       "[routines.NAME], [guardrails.NAME] and [effects] tables")
+                       "[routines.NAME], [guardrails.NAME], [middleware.NAME], [effects] and [privacy] tables")
         raise RegistryError(f"{path}: {where}: {message.removeprefix('Value error, ')}") from None
     main = AgentSpec(name=MAIN, tools=DEFAULT_TOOLS)
     agents: list[AgentSpec] = []

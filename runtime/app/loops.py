@@ -21,10 +21,11 @@ from ..clock import SYSTEM_CLOCK, Clock
 from ..compaction import Compactor
 from ..control_port import StoreControls
 from ..environment import EnvironmentSettingError, environment
-from ..guardrails import GuardrailHook, load_guardrails
+from ..guardrails import GuardrailHook, guardrails_for
 from ..hooks import Hooks
 from ..live import Broker
 from ..loop import AgentLoop, LoopOptions
+from ..middleware import Around, middleware_for
 from ..providers import ProviderConfigError, default_provider_name, make_provider
 from ..providers.base import Provider
 from ..settings import LimitFlags, Settings, SettingsError, load_settings
@@ -99,26 +100,30 @@ def build_loop(
         options = replace(options, model=model)
     hooks = Hooks(settings.hooks(ProjectionSpend(store), interactive=interactive))
     try:
-        guardrails = load_guardrails(path)
+        guardrails = guardrails_for(spec.guardrails, path)
     except SettingsError as exc:
         raise LoopSetupError(f"{where}{exc}") from None
     if guardrails:
         hooks.add(GuardrailHook(guardrails))
+    try:
+        middleware = middleware_for(spec.middleware, path)
+    except SettingsError as exc:
+        raise LoopSetupError(f"{where}{exc}") from None
     hooks.add(TitleHook(provider, store, clock))
     tracer = live_tracing(store)
     if tracer is not None:
         hooks.add(tracer)
     return assemble(store, provider, toolbox, path, options, broker=broker, clock=clock, approver=approver,
-                    hooks=hooks, compactor=settings.compactor())
+                    hooks=hooks, compactor=settings.compactor(), middleware=middleware)
 
 
 def assemble(store: ChronicleStore, provider: Provider, toolbox: Toolbox, workspace: Path, options: LoopOptions, *,
              broker: Broker | None = None, clock: Clock = SYSTEM_CLOCK, approver: Any = None, hooks: Hooks | None = None,
-             compactor: Compactor | None = None) -> AgentLoop:
+             compactor: Compactor | None = None, middleware: list[tuple[str, Around]] | None = None) -> AgentLoop:
     """The loop from parts already decided: build_loop's last step, and replay's whole one
     (a scratch store, the recording as provider, no guards or titles)."""
     return AgentLoop(store, provider, toolbox, workspace, broker=broker, options=options, clock=clock, approver=approver,
-                     hooks=hooks, compactor=compactor, controls=StoreControls(store))
+                     hooks=hooks, compactor=compactor, controls=StoreControls(store), middleware=middleware)
 
 
 def compaction_loop(store: ChronicleStore, session: Session, provider_name: str | None = None, broker: Broker | None = None,

@@ -24,14 +24,15 @@ from chronicle.projections.cost import CostReport
 from chronicle.projections.sql import iso
 from chronicle.projections.summaries import summaries
 
-from ..agents.tree import TreeNode, walk
-from ..past_context import context_at, history_engine
-from ..read_models import caught_up
+from ..read_models import ReadModelsMissing, caught_up
 from ..store import ChronicleStore
-from ..timetravel import TimeTravelError, cut_at_turn, cut_at_version
 from .errors import AppError
 
-AGGREGATE_KINDS = {Session: "session", Turn: "turn", ToolCall: "tool_call"}
+# The sub-agent tree (`log --tree`) and time travel (`history --at/--version`) are imported where
+# they are used: they pull in the loop's tools, live events and asyncio, which `sessions`, `log`
+# and `cost` never touch, and every command paid for them at start-up.
+
+AGGREGATE_KINDS: dict[type, str] = {Session: "session", Turn: "turn", ToolCall: "tool_call"}
 SKIP_FIELDS = {"originator_id", "originator_version", "timestamp", "originator_topic"}
 RELATIVE = re.compile(r"^(\d+)([smhd])$")
 UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
@@ -43,8 +44,9 @@ def session_id(store: ChronicleStore, ref: str | UUID) -> UUID:
 
 
 def session_row(store: ChronicleStore, session: Session, summary: dict[str, Any] | None = None,
-                cost: float | None = None) -> dict[str, Any]:
-    """`summary` and `cost` come from the projections (title, USD with sub-agents rolled up)."""
+                cost: float | None = None, repair: str | None = None) -> dict[str, Any]:
+    """`summary` and `cost` come from the projections (title, USD with sub-agents rolled up); `repair` is the status
+    of the session's newest self-repair (retry, success, failed, manual_required), None if it never needed one."""
     status = session.status
     if session.active_turn_id is not None:
         status = store.turn(session.active_turn_id).status
@@ -59,19 +61,53 @@ def session_row(store: ChronicleStore, session: Session, summary: dict[str, Any]
         "turns": len(session.head),
         "queued": len(session.queue),
         "cost": cost,
+        "repair": repair,
+        "archived": bool(getattr(session, "archived", False)),
     }
 
 
-def sessions(store: ChronicleStore) -> list[dict[str, Any]]:
-    """Every session, oldest first: the rows of `sessions --json`."""
-    engine = caught_up(store)
+def sessions(store: ChronicleStore, archived: bool = False) -> list[dict[str, Any]]:
+    """Every session, oldest first: the rows of `sessions --json`; archived ones (and the
+    sub-agents of archived ones) only with `archived` (`sessions --all`). A read-only store whose
+    read models were never built still lists its sessions, from their events (cost unknown)."""
+    listed = list(store.sessions())
+    if not archived:
+        hidden = {s.id for s in listed if getattr(s, "archived", False)}
+        parents = {s.id: s.parent_session_id for s in listed}
+
+        def under_archived(sid: UUID | None) -> bool:
+            seen: set[UUID] = set()
+            while sid is not None and sid not in seen:
+                if sid in hidden:
+                    return True
+                seen.add(sid)
+                sid = parents.get(sid)
+            return False
+
+        listed = [s for s in listed if not under_archived(s.id)]
+    repairs = latest_repairs(store)
+    try:
+        engine = caught_up(store)
+    except ReadModelsMissing:
+        return [session_row(store, session, repair=repairs.get(session.id)) for session in listed]
     with engine.read() as tx:
         titles = summaries(tx)
         costs = CostReport(tx)
         return [
-            session_row(store, session, titles.get(str(session.id)), costs.total_usd(str(session.id)))
-            for session in store.sessions()
+            session_row(store, session, titles.get(str(session.id)), costs.total_usd(str(session.id)), repairs.get(session.id))
+            for session in listed
         ]
+
+
+def latest_repairs(store: ChronicleStore) -> dict[UUID, str]:
+    """Each session's newest self-repair status (runtime/self_repair.py), read from the repairs index."""
+    from ..self_repair import SelfRepair
+
+    found: dict[UUID, str] = {}
+    for repair in SelfRepair(store).repairs():
+        if repair.session_id is not None:
+            found[repair.session_id] = repair.status
+    return found
 
 
 def log(store: ChronicleStore, ref: str | UUID, tree: bool = False) -> list[dict[str, Any]]:
@@ -79,16 +115,45 @@ def log(store: ChronicleStore, ref: str | UUID, tree: bool = False) -> list[dict
 
     With `tree`, its sub-agents' events too, interleaved by position, each entry saying whose
     it is (session_id, agent, depth)."""
-    session = store.session(session_id(store, ref))
-    owners: dict[UUID, dict[str, Any]] = {}
-    for node in (walk(store, session) if tree else [TreeNode(session, 0)]):
-        owner = {"session_id": str(node.session.id), "agent": node.session.spec.name, "depth": node.depth}
-        owners.update({aid: owner for aid in store.aggregate_ids_of(node.session)})
-    states: dict[UUID, Any] = {}
-    entries = []
-    for position, event in store.events_with_positions(owners):
-        aggregate = event.mutate(states.get(event.originator_id))
-        states[event.originator_id] = aggregate
+    return LogTail(store, ref, tree).read()
+
+
+class LogTail:
+    """The log read in steps: `read()` returns the entries committed since the previous call
+    (`log --follow` polls it). The aggregates' states are kept between calls, so each step reads
+    only the new events, not the session again."""
+
+    def __init__(self, store: ChronicleStore, ref: str | UUID, tree: bool = False) -> None:
+        self.store, self.tree = store, tree
+        self.session_id = session_id(store, ref)
+        self.states: dict[UUID, Any] = {}
+        self.after: int | None = None
+
+    def _owners(self) -> dict[UUID, dict[str, Any]]:
+        session = self.store.session(self.session_id)
+        owners: dict[UUID, dict[str, Any]] = {}
+        nodes = [(session, 0)]
+        if self.tree:
+            from ..agents.tree import walk
+
+            nodes = [(node.session, node.depth) for node in walk(self.store, session)]
+        for member, depth in nodes:
+            owner = {"session_id": str(member.id), "agent": member.spec.name, "depth": depth}
+            owners.update({aid: owner for aid in self.store.aggregate_ids_of(member)})
+        return owners
+
+    def read(self) -> list[dict[str, Any]]:
+        owners = self._owners()
+        entries = []
+        since = None if self.after is None else (self.after + 1, 2**62)  # only what was committed since the last look
+        for position, event in self.store.events_with_positions(owners, positions=since):
+            aggregate = event.mutate(self.states.get(event.originator_id))
+            self.states[event.originator_id] = aggregate
+            entries.append(self._entry(position, event, aggregate, owners))
+            self.after = position
+        return entries
+
+    def _entry(self, position: int, event: Any, aggregate: Any, owners: dict[UUID, dict[str, Any]]) -> dict[str, Any]:
         data = {k: v for k, v in event.__dict__.items() if k not in SKIP_FIELDS}
         if isinstance(aggregate, ToolCall):
             data.setdefault("tool_use_id", aggregate.tool_use_id)
@@ -97,26 +162,26 @@ def log(store: ChronicleStore, ref: str | UUID, tree: bool = False) -> list[dict
                 block = aggregate.result_block()
                 data.setdefault("output", block.content)
                 data.setdefault("is_error", block.is_error)
-        entries.append(
-            {
-                "position": position,
-                "timestamp": event.timestamp.isoformat(),
-                "aggregate": AGGREGATE_KINDS.get(type(aggregate), type(aggregate).__name__.lower()),
-                "aggregate_id": str(event.originator_id),
-                "version": event.originator_version,
-                "event": type(event).__name__,
-                "status": getattr(aggregate, "status", None),
-                "data": to_jsonable_python(data),
-                **(owners[event.originator_id] if tree else {}),
-            }
-        )
-    return entries
+        return {
+            "position": position,
+            "timestamp": event.timestamp.isoformat(),
+            "aggregate": AGGREGATE_KINDS.get(type(aggregate), type(aggregate).__name__.lower()),
+            "aggregate_id": str(event.originator_id),
+            "version": event.originator_version,
+            "event": type(event).__name__,
+            "status": getattr(aggregate, "status", None),
+            "data": to_jsonable_python(data),
+            **(owners[event.originator_id] if self.tree else {}),
+        }
 
 
 def history_messages(store: ChronicleStore, ref: str | UUID, at: int | None = None, version: int | None = None) -> list[Any]:
     """The messages the model reads next (the active branch), or as they were at a turn or event.
 
     Returns domain Messages; `history` gives their wire form."""
+    from ..past_context import context_at, history_engine
+    from ..timetravel import TimeTravelError, cut_at_turn, cut_at_version
+
     sid = session_id(store, ref)
     if at is not None and version is not None:
         raise AppError("--at and --version pick a moment each; give one of them", 2)

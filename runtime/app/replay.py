@@ -4,6 +4,8 @@ The replay runs in a throwaway store, never in the real one. A replay provider a
 k-th model call of the n-th turn with what was recorded, after checking that the request the
 loop built has the recorded fingerprint. Read-only tools run again (they cannot change
 anything) and their results are compared; every other tool answers with its recorded result.
+The tools work in a scratch copy of the workspace rolled back to how it was when each turn ran
+(replay_workspace.py), so a file the session read and later edited reads as it was then.
 The first difference is reported: that is how a code or schema change is shown to leave
 behaviour intact.
 """
@@ -29,6 +31,7 @@ from ..store import ChronicleStore
 from ..tools.base import Tool, Toolbox, ToolContext, ToolError, ToolOutput
 from ..toolsets import resolve_tools
 from .loops import assemble
+from .replay_workspace import ScratchWorkspace
 
 
 @dataclass
@@ -88,10 +91,15 @@ class Replayer:
         self.workspace = (workspace or Path(spec.workspace or ".")).expanduser().resolve()
         self.report = ReplayReport()
         self.name = "replay"
+        self.scratch: ScratchWorkspace | None = None
+
+    def shown(self, position: int) -> int:
+        """The recorded number of the branch's `position`-th turn (1-based), as `history --at` counts."""
+        return self.turns[position - 1].number
 
     def diverge(self, turn: int, step: int | None, kind: str, detail: str) -> None:
         if self.report.divergence is None:
-            self.report.divergence = Divergence(turn, step, kind, detail)
+            self.report.divergence = Divergence(self.shown(turn), step, kind, detail)
         raise StopReplay(self.report.divergence.describe())
 
     # -- the provider side ---------------------------------------------------------------------
@@ -133,7 +141,8 @@ class Replayer:
         # MCP tools answer from the recording too: a replay must not depend on a server being up or unchanged.
         mcp = [wrap(tool_class(entry), reuse=True) for entry in self.session.spec.mcp_tools]
         # delegate & co. answer from the recording like any writer; the user's tools load by import path
-        return Toolbox([wrap(type(t)) for t in resolve_tools(self.session.spec.tools, self.workspace)] + mcp)
+        root = self.scratch.root if self.scratch is not None else self.workspace
+        return Toolbox([wrap(type(t)) for t in resolve_tools(self.session.spec.tools, root)] + mcp)
 
     async def run_tool(self, cls: type[Tool], tool: Tool, args: Any, ctx: ToolContext) -> ToolOutput:
         replay_store: ChronicleStore = ctx.io.store
@@ -147,10 +156,12 @@ class Replayer:
         recorded = original.result_block()
         if not (cls.read_only and original.status in ("completed", "failed")):
             self.report.reused += 1
+            if self.scratch is not None and original.status == "completed":
+                self.scratch.apply_effects(original.effects)  # what the writer did, so later reads see it
             return ToolOutput(recorded.content if isinstance(recorded.content, str) else str(recorded.content),
                               is_error=recorded.is_error, effects=list(original.effects))
         try:
-            output = await super(type(tool), tool).run(args, ctx)
+            output = await super(type(tool), tool).run(args, ctx)  # type: ignore[misc]  # the recorded tool's own run, past replay's wrapper
             got, got_error = output.content, output.is_error
         except ToolError as exc:
             output, got, got_error = None, str(exc), True
@@ -167,23 +178,26 @@ class Replayer:
     async def run(self, clock: Clock = SYSTEM_CLOCK) -> ReplayReport:
         with tempfile.TemporaryDirectory(prefix="chronicle-replay-") as tmp:
             scratch = ChronicleStore(f"sqlite:///{Path(tmp) / 'replay.db'}")
+            self.scratch = ScratchWorkspace.prepare(self.store, self.session, self.workspace, Path(tmp) / "workspace")
             spec = self.session.spec
             copy = Session.start(self.session.id, spec, clock.now())
             scratch.create_session(copy)
             # No guards, no title call, no compaction: the replay re-asks exactly what was recorded. The
-            # workspace's guardrails do apply: they shaped the tool results that were recorded.
-            from chronicle.runtime.guardrails import GuardrailHook, load_guardrails
+            # session's and the workspace's guardrails do apply: they shaped the inputs, tool results and
+            # answers that were recorded.
+            from chronicle.runtime.guardrails import GuardrailHook, guardrails_for
             from chronicle.runtime.hooks import Hooks
 
-            guardrails = load_guardrails(self.workspace)
-            loop = assemble(scratch, self, self.toolbox(), self.workspace,
+            guardrails = guardrails_for(spec.guardrails, self.workspace)
+            loop = assemble(scratch, self, self.toolbox(), self.scratch.root,
                             LoopOptions(auto_approve=True, max_iterations=spec.max_iterations), clock=clock,
                             hooks=Hooks([GuardrailHook(guardrails)] if guardrails else []))
             for number, original in enumerate(self.turns, 1):
                 if not original.finished:
                     # Only what was decided can be compared: a turn in flight has no outcome yet.
-                    self.report.in_flight = (number, original.status)
+                    self.report.in_flight = (original.number, original.status)
                     break
+                self.scratch.enter_turn(original.id)
                 session = scratch.session(copy.id)
                 session.queue_input(original.input_id, original.input_text, clock.now(), attachments=list(original.attachments) or None)
                 scratch.save(session)
@@ -196,11 +210,11 @@ class Replayer:
                     if replayed is None or replayed.status != "completed":
                         status = replayed.status if replayed else "not run"
                         reason = f" ({outcome.reason})" if outcome and outcome.reason else ""
-                        self.report.divergence = Divergence(number, None, "outcome", f"recorded completed, replay {status}{reason}")
+                        self.report.divergence = Divergence(self.shown(number), None, "outcome", f"recorded completed, replay {status}{reason}")
                         break
                     if replayed.model_calls != original.model_calls:
                         self.report.divergence = Divergence(
-                            number, replayed.model_calls, "model calls",
+                            self.shown(number), replayed.model_calls, "model calls",
                             f"replay ended after {replayed.model_calls} model call(s); the recording has {original.model_calls}",
                         )
                         break

@@ -63,6 +63,7 @@ async def resume_one(store: ChronicleStore, sid: UUID, overrides: Overrides, bro
     loop = loop_for_session(store, record, overrides, broker)
     await broker.emit(AgentStart(session_id=str(sid), agent=spec.name, **links))
     outcomes = await advance_session(store, sid, lambda s: loop, holder, lease_s, auto_approve=auto_approve)
+    reason: str | None
     if outcomes is None:
         held = busy(store, sid)
         status, reason = "busy", held.message
@@ -78,6 +79,10 @@ async def resume_one(store: ChronicleStore, sid: UUID, overrides: Overrides, bro
 class Submitted:
     session_id: UUID
     input_id: str
+
+    def row(self) -> dict[str, Any]:
+        """`submit --json`, POST /sessions and the library's submit: one shape."""
+        return {"session_id": str(self.session_id), "input_id": self.input_id}
 
 
 def submit(store: ChronicleStore, prompt: str, session: str | UUID | None = None, provider: str | None = None,

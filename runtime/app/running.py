@@ -177,6 +177,28 @@ class Conversation:
         """Go on in another session of the same agent (chat's /fork)."""
         self.session_id = sid
 
+    def new_thread(self) -> UUID:
+        """Chat's /new (the seed's NewThread): a session is our thread, so a new one of the same agent, as recorded
+        (spec, tools, limits), with an empty history; the conversation goes on there."""
+        spec = self.store.session(self.session_id).spec
+        created, _ = start_session(self.store, spec)
+        self.session_id = created.id
+        return created.id
+
+    def switch_thread(self, ref: str) -> UUID:
+        """Chat's /thread ID (the seed's SwitchThread): go on in another top-level session of the same agent. One of
+        another agent, tool set, provider or workspace needs its own loop: `chronicle chat --session ID`."""
+        sid = session_id(self.store, ref)
+        other, mine = self.store.session(sid), self.store.session(self.session_id)
+        if other.parent_session_id is not None:
+            raise AppError(f"session {sid} is a sub-agent's; its parent {other.parent_session_id} is the thread to open", 2)
+        same = ("name", "tools", "provider", "workspace", "registry", "mcp_tools")
+        differs = [k for k in same if getattr(other.spec, k) != getattr(mine.spec, k)]
+        if differs:
+            raise AppError(f"session {sid} has another {', '.join(differs)}; open it with `chronicle chat --session {sid}`", 2)
+        self.session_id = sid
+        return sid
+
     async def drive(self, drain: bool = True, handle_signals: bool = True) -> Driven:
         """Run the session's turns under its lease, with agent_start/agent_end around them (see `drive`)."""
         return await drive(self.loop, self.session_id, holder=self.holder, lease_s=self.options.lease_s, drain=drain,
@@ -217,6 +239,7 @@ async def drive(loop: AgentLoop, sid: UUID, *, holder: str | None = None, lease_
         # go would wait for nobody, so look once more and take the lease again for it.
         if not drain or (outcome is not None and outcome.status != "completed") or not store.session(sid).queue:
             break
+    reason: str | None
     if queued is not None:
         status, reason = "queued", queued.reason
     else:

@@ -42,7 +42,7 @@ def undo(store: ChronicleStore, ref: str | UUID, turns: int = 1, files: bool = F
         result = timetravel.undo(store, sid, turns, files=files, workspace=workspace, actor=actor)
     except timetravel.TimeTravelError as exc:
         raise AppError(str(exc), exc.exit_code) from None
-    restored = [{"path": f.path, "action": f.action} for f in result.files]
+    restored = timetravel.restored_rows(result.files)
     return Undone(sid, result.turn_ids, restored, [store.turn(t).input_text for t in result.turn_ids])
 
 
@@ -52,6 +52,11 @@ def redo(store: ChronicleStore, ref: str | UUID, actor: str | None = None) -> li
         return timetravel.redo(store, sid, actor=actor)
     except timetravel.TimeTravelError as exc:
         raise AppError(str(exc), exc.exit_code) from None
+
+
+def redone_row(session_id: UUID, turn_ids: list[UUID]) -> dict[str, Any]:
+    """`redo --json`, for the CLI, the library and the server alike."""
+    return {"session_id": str(session_id), "redone": [str(t) for t in turn_ids]}
 
 
 def head_turn_number(store: ChronicleStore, session: Session) -> int:
@@ -65,7 +70,7 @@ def head_turn_number(store: ChronicleStore, session: Session) -> int:
     return inherited.index(last) + 1 if last in inherited else len(session.head)
 
 
-def fork(store: ChronicleStore, ref: str | UUID, at: int | None = None) -> Session:
+def fork(store: ChronicleStore, ref: str | UUID, at: int | None = None, actor: str | None = None) -> Session:
     """A new session continuing from turn `at`, or from the end of the active branch (chat's /fork)."""
     sid = session_id(store, ref)
     if at is None:
@@ -76,7 +81,7 @@ def fork(store: ChronicleStore, ref: str | UUID, at: int | None = None) -> Sessi
         if at == 0:
             raise AppError(f"session {sid} has no turn on its branch to fork from")
     try:
-        return timetravel.fork(store, sid, at)
+        return timetravel.fork(store, sid, at, actor=actor)
     except timetravel.TimeTravelError as exc:
         raise AppError(str(exc), exc.exit_code) from None
 

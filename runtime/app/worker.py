@@ -18,10 +18,12 @@ from eventsourcing.persistence import IntegrityError, PersistenceError
 
 from chronicle.domain.session import Session
 
+from ..clock import SYSTEM_CLOCK, Clock
 from ..jobs import cancelled as job_cancelled
 from ..leases import DEFAULT_LEASE_S, held_elsewhere, holder_name, leased
 from ..live import Broker
 from ..loop import AgentLoop, LoopOptions, TurnOutcome
+from ..redaction import redact_secrets
 from ..session_work import needs_work
 from ..settings import LimitFlags
 from ..store import ChronicleStore
@@ -115,8 +117,9 @@ class Worker:
     """Polls for sessions needing work and advances up to `concurrency` of them at a time."""
 
     def __init__(self, store: ChronicleStore, overrides: Overrides, options: WorkerOptions,
-                 log: Callable[[str], Any] = print, name: str | None = None, routines: Any = None) -> None:
-        self.store, self.overrides, self.options, self.log = store, overrides, options, log
+                 log: Callable[[str], Any] = print, name: str | None = None, routines: Any = None,
+                 clock: Clock = SYSTEM_CLOCK) -> None:
+        self.store, self.overrides, self.options, self.log, self.clock = store, overrides, options, log, clock
         #: A runtime.routine_engine.RoutineEngine: due routines queue their inputs before each look for work.
         self.routines = routines
         #: A runtime.self_repair.SelfRepair, run every `repair_every_s`; sessions it marks manual_required are left alone.
@@ -153,12 +156,13 @@ class Worker:
         except ResumeError as exc:
             self.failed_sessions.add(sid)
             self.log(f"worker {self.name}: skipping session {sid}: {exc}")
+            self.record_failure(sid, str(exc), 1, None)
             return
         except PersistenceError as exc:
             self.log(f"worker {self.name}: store unavailable while advancing {sid}: {exc}; will retry")
             await asyncio.sleep(self.options.poll_s)
             return
-        except Exception as exc:  # noqa: BLE001 - one session's unexpected failure must not stop or spin the worker
+        except (Exception, SystemExit) as exc:  # noqa: BLE001 - one session's unexpected failure must not stop or spin the worker
             self._back_off(sid, exc)
             return
         self.backing_off.pop(sid, None)
@@ -176,6 +180,9 @@ class Worker:
                          + (f" ({run.reason})" if run.reason else f", session {run.session_id}"))
         except PersistenceError as exc:
             self.log(f"worker {self.name}: store unavailable while firing routines: {exc}; will retry")
+        except Exception as exc:  # noqa: BLE001 - a routine that cannot fire must not stop the sessions' work
+            first = (str(exc).strip().splitlines() or [""])[0]
+            self.log(f"worker {self.name}: routines not fired this time ({type(exc).__name__}: {first}); will retry")
 
     def _self_repair(self, at: float) -> None:
         if self._repaired_at is not None and at - self._repaired_at < self.repair_every_s:
@@ -196,7 +203,7 @@ class Worker:
                     and not job_cancelled(self.store, sid))
         except PersistenceError:
             raise
-        except Exception as exc:  # noqa: BLE001 - one session's failure is that session's
+        except (Exception, SystemExit) as exc:  # noqa: BLE001 - one session's failure is that session's
             self._back_off(sid, exc)
             return False
 
@@ -206,13 +213,24 @@ class Worker:
                 self.named_unreadable.add(sid)
                 self.log(f"worker {self.name}: leaving session {sid} out: {message}")
 
-    def _back_off(self, sid: UUID, exc: Exception) -> None:
+    def _back_off(self, sid: UUID, exc: BaseException) -> None:
         failures = self.backing_off.get(sid, (0.0, 0))[1] + 1
         delay = min(BACKOFF_CAP_S, BACKOFF_BASE_S * 2 ** (failures - 1))
         self.backing_off[sid] = (asyncio.get_running_loop().time() + delay, failures)
         first = (str(exc).strip().splitlines() or [""])[0]
         self.log(f"worker {self.name}: session {sid} failed unexpectedly ({type(exc).__name__}: {first}); "
                  f"failure {failures}, leaving it for {delay:g} s")
+        self.record_failure(sid, f"{type(exc).__name__}: {first}", failures, delay)
+
+    def record_failure(self, sid: UUID, error: str, failures: int, retry_in_s: float | None) -> None:
+        """Record on the session what went wrong (secrets masked), so `log` and `audit` show it; if
+        even that cannot be written (the store is down, the session unreadable), the log line stands."""
+        try:
+            text = redact_secrets(error)
+            now = self.clock.now()
+            self.store.update_session(sid, lambda s: s.record_worker_failure(self.name, text, failures, retry_in_s, now))
+        except Exception as exc:  # noqa: BLE001 - recording a failure must not become the next failure
+            self.log(f"worker {self.name}: could not record the failure of session {sid}: {type(exc).__name__}")
 
     def _held_by_live(self, sid: UUID) -> bool:
         """A live `run`, `chat` or worker holds the session: leave it alone (say so once)."""
@@ -246,10 +264,18 @@ class Worker:
                     candidates = [s for s in self.index.spread(self.index.sessions(), self.name)
                                   if s not in self.tasks and s not in self.failed_sessions and s not in busy]
                     self._name_unreadable()
-                    found = [s for s in candidates if self._eligible(s)]
+                    # Checked only until the free slots are filled: each check reads the session's
+                    # lease and job state, and a worker with 4 slots polled 40 sessions' worth at
+                    # every turn end (more workers, more of them, all on the same few rows).
+                    free = max(0, self.options.concurrency - len(self.tasks))
+                    for sid in candidates:
+                        if len(found) >= free:
+                            break
+                        if self._eligible(sid):
+                            found.append(sid)
                 except PersistenceError as exc:
                     self.log(f"worker {self.name}: store unavailable: {exc}; retrying")
-                for sid in found[: max(0, self.options.concurrency - len(self.tasks))]:
+                for sid in found:
                     self.tasks[sid] = asyncio.ensure_future(self._advance(sid))
             if self.tasks or found:
                 idle_since = loop.time()

@@ -1,96 +1,138 @@
-"""The `chronicle` command: parse, then hand over to one handler per command."""
+"""The `chronicle` command: parse, then hand over to one handler per command.
+
+Commands are registered by name and imported when used: each command module imports what it runs
+(the store, the loop, providers, SDKs), so importing them all made every command, even a read of a
+small store, spend most of a second importing code it never calls. `--help` on the root still
+imports them all (it shows each command's help line).
+"""
 
 from __future__ import annotations
 
-from typing import Annotated, Optional
+from collections.abc import Iterator, MutableMapping
+from importlib import import_module
+from typing import TYPE_CHECKING, Annotated, Any, NamedTuple, Optional
 
 import typer
+import typer.core
+import typer.main
 
-from . import (  # one per line: commands are added often, by several people at once
-    audit_cmd,
-    bundle_cmd,
-    chat_cmd,
-    controls_cmd,
-    cost_cmd,
-    demo_cmd,
-    doctor_cmd,
-    inspect_cmd,
-    jobs_cmd,
-    mcp_cmd,
-    projections_cmd,
-    repairs_cmd,
-    routines_cmd,
-    run_cmd,
-    serve_cmd,
-    skills_cmd,
-    tasks_cmd,
-    timetravel_cmd,
-    traces_cmd,
-    verify_cmd,
-    worker_cmd,
-)
+if TYPE_CHECKING:  # typer runs on its own copy of click: its Command, not click's, is what groups hold
+    from typer._click.core import Command
+
+
+class Lazy(NamedTuple):
+    """A command by where it lives: `module:attribute` under chronicle.runtime.cli, a function or a sub-app."""
+
+    name: str
+    target: str
+    panel: str
+    group: bool = False  # the attribute is a typer.Typer of subcommands (`chronicle projections …`)
+
+
+# Commands grouped by what a person is doing, in the order they usually need them (one per line:
+# commands are added often, by several people at once). Names are what `typer` derives from the
+# function name (underscores become dashes) unless given.
+COMMANDS = [
+    Lazy("run", "run_cmd:run", "Run an agent"),
+    Lazy("chat", "chat_cmd:chat", "Run an agent"),
+    Lazy("demo", "demo_cmd:demo", "Run an agent"),
+    Lazy("sessions", "inspect_cmd:sessions", "Inspect"),
+    Lazy("archive", "archive_cmd:archive", "Inspect"),
+    Lazy("unarchive", "archive_cmd:unarchive", "Inspect"),
+    Lazy("log", "inspect_cmd:log", "Inspect"),
+    Lazy("history", "inspect_cmd:history", "Inspect"),
+    Lazy("cost", "cost_cmd:cost", "Inspect"),
+    Lazy("audit", "audit_cmd:audit", "Inspect"),
+    Lazy("tasks", "tasks_cmd:tasks", "Inspect"),
+    Lazy("skills", "skills_cmd:skills", "Inspect"),
+    Lazy("export-traces", "traces_cmd:export_traces", "Inspect"),
+    Lazy("steer", "controls_cmd:steer", "Steer a running session"),
+    Lazy("cancel", "controls_cmd:cancel", "Steer a running session"),
+    Lazy("approve", "worker_cmd:approve", "Steer a running session"),
+    Lazy("deny", "worker_cmd:deny", "Steer a running session"),
+    Lazy("compact", "controls_cmd:compact", "Steer a running session"),
+    Lazy("undo", "timetravel_cmd:undo", "Time travel"),
+    Lazy("redo", "timetravel_cmd:redo", "Time travel"),
+    Lazy("fork", "timetravel_cmd:fork", "Time travel"),
+    Lazy("replay", "timetravel_cmd:replay", "Time travel"),
+    Lazy("verify", "verify_cmd:verify", "Prove and move"),
+    Lazy("export", "bundle_cmd:export", "Prove and move"),
+    Lazy("keygen", "bundle_cmd:keygen", "Prove and move"),
+    Lazy("forget", "forget_cmd:forget", "Prove and move"),
+    Lazy("resume", "worker_cmd:resume", "Recover and operate"),
+    Lazy("submit", "worker_cmd:submit", "Recover and operate"),
+    Lazy("worker", "worker_cmd:worker", "Recover and operate"),
+    Lazy("serve", "serve_cmd:serve", "Recover and operate"),
+    Lazy("repairs", "repairs_cmd:repairs", "Recover and operate"),
+    Lazy("doctor", "doctor_cmd:doctor", "Recover and operate"),
+    Lazy("import", "bundle_cmd:import_", "Prove and move"),
+    Lazy("projections", "projections_cmd:app", "Recover and operate", group=True),
+    Lazy("routines", "routines_cmd:app", "Recover and operate", group=True),
+    Lazy("jobs", "jobs_cmd:app", "Recover and operate", group=True),
+    Lazy("mcp", "mcp_cmd:app", "Inspect", group=True),
+]
+
+
+def load(entry: Lazy) -> Command:
+    """Import one command's module and build its click command exactly as `app.command()` would."""
+    module, attribute = entry.target.split(":")
+    target = getattr(import_module(f"{__package__}.{module}"), attribute)
+    holder = typer.Typer(pretty_exceptions_enable=False)
+    if entry.group:
+        holder.add_typer(target, name=entry.name, rich_help_panel=entry.panel)
+    else:
+        holder.command(name=entry.name, rich_help_panel=entry.panel)(target)
+    return typer.main.get_group(holder).commands[entry.name]
+
+
+class LazyCommands(MutableMapping[str, "Command"]):
+    """A group's `commands` that knows every name up front and imports a command on first lookup.
+
+    Listing names (usage, typo suggestions, completion of names) imports nothing; looking one up
+    (running it, `--help`) imports its module only."""
+
+    def __init__(self, entries: list[Lazy], loaded: MutableMapping[str, Command]) -> None:
+        self.entries = {entry.name: entry for entry in entries}
+        self.loaded = dict(loaded)
+
+    def __getitem__(self, name: str) -> Command:
+        if name not in self.loaded:
+            self.loaded[name] = load(self.entries[name])
+        return self.loaded[name]
+
+    def __setitem__(self, name: str, command: Command) -> None:
+        self.loaded[name] = command
+
+    def __delitem__(self, name: str) -> None:
+        self.entries.pop(name, None)
+        self.loaded.pop(name, None)
+
+    def __iter__(self) -> Iterator[str]:
+        yield from self.entries
+        yield from (name for name in self.loaded if name not in self.entries)
+
+    def __len__(self) -> int:
+        return len(self.entries.keys() | self.loaded.keys())
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.entries or name in self.loaded
+
+
+class LazyGroup(typer.core.TyperGroup):
+    def __init__(self, **attrs: Any) -> None:
+        super().__init__(**attrs)
+        self.commands = LazyCommands(COMMANDS, self.commands)
+
 
 app = typer.Typer(
     name="chronicle",
+    cls=LazyGroup,
     help="Chronicle: an event-sourced runtime for LLM agents. Every decision is an event you can audit, undo, replay and resume.",
     no_args_is_help=True,
     add_completion=True,  # --install-completion / --show-completion for bash, zsh, fish and PowerShell
     pretty_exceptions_enable=False,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
-
-# Commands grouped by what a person is doing, in the order they usually need them.
-PANELS = {
-    "Run an agent": (
-        run_cmd.run,
-        chat_cmd.chat,
-        demo_cmd.demo,
-    ),
-    "Inspect": (
-        inspect_cmd.sessions,
-        inspect_cmd.log,
-        inspect_cmd.history,
-        cost_cmd.cost,
-        audit_cmd.audit,
-        tasks_cmd.tasks,
-        skills_cmd.skills,
-        traces_cmd.export_traces,
-    ),
-    "Steer a running session": (
-        controls_cmd.steer,
-        controls_cmd.cancel,
-        worker_cmd.approve,
-        worker_cmd.deny,
-        controls_cmd.compact,
-    ),
-    "Time travel": (
-        timetravel_cmd.undo,
-        timetravel_cmd.redo,
-        timetravel_cmd.fork,
-        timetravel_cmd.replay,
-    ),
-    "Prove and move": (
-        verify_cmd.verify,
-        bundle_cmd.export,
-        bundle_cmd.keygen,
-    ),
-    "Recover and operate": (
-        worker_cmd.resume,
-        worker_cmd.submit,
-        worker_cmd.worker,
-        serve_cmd.serve,
-        repairs_cmd.repairs,
-        doctor_cmd.doctor,
-    ),
-}
-for panel, commands in PANELS.items():
-    for command in commands:
-        app.command(rich_help_panel=panel)(command)
-app.command(name="import", rich_help_panel="Prove and move")(bundle_cmd.import_)
-app.add_typer(projections_cmd.app, name="projections", rich_help_panel="Recover and operate")
-app.add_typer(routines_cmd.app, name="routines", rich_help_panel="Recover and operate")
-app.add_typer(jobs_cmd.app, name="jobs", rich_help_panel="Recover and operate")
-app.add_typer(mcp_cmd.app, name="mcp", rich_help_panel="Inspect")
 
 
 def _print_version(value: bool) -> None:
@@ -132,6 +174,13 @@ def main() -> None:
         if os.environ.get("CHRONICLE_DEBUG"):
             raise
         first = (str(exc).strip().splitlines() or [""])[0]
+        from chronicle.runtime.store import is_read_only_error
+
+        if is_read_only_error(exc):
+            from .common import READ_ONLY_WRITE
+
+            sys.stderr.write(f"chronicle: error: {READ_ONLY_WRITE} ({first})\n")
+            raise SystemExit(1) from None
         sys.stderr.write(
             f"chronicle: internal error: {type(exc).__name__}: {first}\n"
             "Nothing recorded was lost; set CHRONICLE_DEBUG=1 to see the traceback, and please report it.\n"

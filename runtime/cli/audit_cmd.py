@@ -10,7 +10,7 @@ from rich.markup import escape
 
 from chronicle.runtime.app import queries
 
-from .common import DbOption, JsonOption, cli_errors, open_store, out_console, print_json
+from .common import DbOption, JsonOption, cli_errors, open_store, out_console, print_json_rows
 from .render import short
 from .tables import Column, fit_table
 
@@ -30,8 +30,7 @@ def audit(
             queries.parse_since(since)  # a bad --since is a usage error before the store is opened
         entries = queries.audit(open_store(db, create=False), session=session, tool=tool, errors=errors, since=since, limit=limit)
         if as_json:
-            for e in entries:
-                print_json(e)
+            print_json_rows(entries)
             return
         if not entries:
             out_console.print("no matching decisions")
@@ -57,6 +56,8 @@ def _brief(e: dict[str, Any]) -> str:
     d = e["detail"]
     # Who decided, and how when not in person: "by alice@laptop (--yes): ..."
     who = f"by {d['actor']}" + (f" ({d['by']})" if d.get("by") not in (None, "user") else "") if d.get("actor") else ""
+    if isinstance(d.get("counts"), dict) and d.get("where"):  # SecretsRedacted: what was cut out, never the secret
+        return f"{d['where']}: " + ", ".join(f"{n} {kind}" for kind, n in sorted(d["counts"].items()))
     for key in ("output", "reason", "text", "input", "title", "final_text", "summary", "task"):
         if d.get(key):
             text = d[key] if isinstance(d[key], str) else json.dumps(d[key], ensure_ascii=False)

@@ -1,8 +1,10 @@
 """`chronicle chat`: an interactive session in the terminal.
 
-Plain `input()` for the prompt (no TUI framework): each line is queued on the session and the
-loop runs it, streaming text and tool calls as they happen. Approvals are answered inline;
-Ctrl-C cancels the running turn (the chat goes on); slash commands live in chat_slash.py.
+Each message is queued on the session and the loop runs it, streaming text and tool calls as
+they happen. Approvals are answered inline; Ctrl-C cancels the running turn (the chat goes on);
+slash commands live in chat_slash.py, the line editor in chat_input.py. In a terminal a spinner
+shows while the model works and answers are rendered as Markdown as they stream; through a pipe
+the output is the plain text stream `run` prints, so scripts and tests read it unchanged.
 """
 
 from __future__ import annotations
@@ -12,14 +14,19 @@ import signal
 from typing import Annotated, Any, Optional
 
 import typer
-from rich.console import Console
+from rich.console import Console, Group
+from rich.constrain import Constrain
+from rich.live import Live
+from rich.markdown import Markdown
 from rich.markup import escape
+from rich.spinner import Spinner
 
 from chronicle.runtime.app.running import Conversation, RunOptions
 from chronicle.runtime.loop import TurnOutcome
 
 from . import chat_slash
-from .common import DbOption, WorkspaceOption, cli_errors, open_store
+from .chat_input import LineReader
+from .common import DbOption, WorkspaceOption, store_command
 from .limits import LimitFlags, limit_options
 from .render import HumanRenderer, printable, short, whole_input
 from .run_cmd import AgentsOption, MaxIterationsOption, ModelOption, ProviderOption, ToolsOption
@@ -31,8 +38,59 @@ ANSWERS = {"y": "approve", "yes": "approve", "n": "deny", "no": "deny", "a": "al
 class ChatRenderer(HumanRenderer):
     """The run renderer, plus what a person at the keyboard needs to see."""
 
+    def __init__(self, console: Console, show_thinking: bool = False) -> None:
+        super().__init__(console, show_thinking)
+        #: Spinner and Markdown only on a terminal: a pipe gets the plain stream.
+        self.fancy = console.is_terminal
+        self._live: Live | None = None
+        self._markdown = ""
+
+    def _spin(self) -> None:
+        if self.fancy and self._live is None:
+            self._live = Live(Spinner("dots", text="working…", style="dim"), console=self.console, transient=True,
+                              refresh_per_second=10)
+            self._live.start()
+
+    def _stop_live(self) -> None:
+        if self._live is not None:
+            self._live.stop()
+            self._live = None
+
+    def _end_text(self) -> None:
+        if self.fancy:
+            self._stop_live()  # the spinner or the preview goes; the answer is printed once, whole
+            if self._markdown:
+                self.console.print(Markdown(printable(self._markdown), hyperlinks=False))  # a link's target is shown
+            self._markdown = ""
+            return
+        super()._end_text()
+
+    def _stream_markdown(self, text: str) -> None:
+        self._markdown += text
+        self._streamed += text  # what the turn_end check compares with (a guardrail may change the answer)
+        # One column short of the width: a line exactly as wide as the terminal leaves the cursor
+        # where the live display cannot count it, and the preview would not be erased cleanly.
+        preview = Constrain(Group(Markdown(printable(self._markdown), hyperlinks=False), Spinner("dots", style="dim")),
+                            width=max(self.console.width - 1, 20))
+        if self._live is None:
+            self._live = Live(preview, console=self.console, transient=True, refresh_per_second=8)
+            self._live.start()
+        else:
+            self._live.update(preview)
+
     def __call__(self, event: Any) -> None:
         kind = event.type
+        top = event.session_id not in self._children
+        if self.fancy and top:
+            if kind == "message_update" and event.delta.get("type") == "text":
+                self._stream_markdown(event.delta.get("text", ""))
+                return
+            if kind in ("turn_start", "tool_end"):
+                super().__call__(event)
+                self._spin()  # the model is asked (again): show that something is happening
+                return
+            if kind in ("turn_end", "error") or (kind == "status_change" and event.status == "retry"):
+                self._end_text()
         if kind == "approval_needed":
             self._end_text()
             why = "" if event.reason == "requires approval" else f" ({escape(printable(event.reason))})"
@@ -55,6 +113,7 @@ class Chat:
         self.loop = conversation.loop
         self.settings = conversation.settings
         self.console = console
+        self.reader = LineReader(self.store.url)
 
     @property
     def session_id(self) -> Any:
@@ -94,7 +153,7 @@ class Chat:
         )
         while True:
             try:
-                line = input(PROMPT)
+                line = self.reader.read(PROMPT)
             except EOFError:
                 self.console.print()
                 break
@@ -143,8 +202,7 @@ def chat(
 
     A new session is specified as `run` specifies it (the agents table of chronicle.toml, --max-iterations); a continued one keeps what it recorded. While a turn runs, chat holds the session as `run` does.
     """
-    with cli_errors():
-        store = open_store(db)
+    with store_command(db) as store:
         console = Console(highlight=False)
         options = RunOptions(provider=provider, model=model, workspace=workspace, max_iterations=max_iterations, agents=agents,
                              auto_approve=yes, limits=limits, interactive=True, tools=tuple(tools or ()))

@@ -12,6 +12,7 @@ from chronicle.domain.errors import DomainError
 from chronicle.runtime.app import AppError, queries
 from chronicle.runtime.app import controls as app_controls
 from chronicle.runtime.app import timetravel as app_timetravel
+from chronicle.runtime.store import NotFound
 
 from .render import printable
 
@@ -19,6 +20,8 @@ HELP = [
     ("/undo [N]", "take the last N turns (default 1) off the branch; the log keeps them"),
     ("/redo", "put the last undone turns back"),
     ("/fork", "continue in a new session that shares this one's history"),
+    ("/new", "start a new thread: a new session of this agent with an empty history (this one stays)"),
+    ("/thread ID", "switch to another thread: a session of this agent (id or unique prefix)"),
     ("/compact [N]", "summarise older turns, keeping the N most recent (default from settings)"),
     ("/cost", "tokens and USD spent by this session"),
     ("/tools", "the tools the agent may call"),
@@ -39,7 +42,7 @@ def handle(chat: Any, line: str) -> str | None:
         return None
     try:
         return command(chat, arg.strip())
-    except (DomainError, AppError) as exc:
+    except (DomainError, AppError, NotFound) as exc:  # an unknown id typed after a command is that command's error
         chat.console.print(f"[red]error:[/] {escape(printable(str(exc)))}")
         return None
 
@@ -69,6 +72,26 @@ def fork(chat: Any, arg: str) -> None:
     chat.conversation.switch(child.id)
     chat.console.print(f"forked session {parent} → {child.id} ({len(child.head)} turn(s) shared); now chatting in the fork", soft_wrap=True)
     chat.console.print(f"new session {child.id}; open it later with `chronicle chat --session {child.id}`", soft_wrap=True)
+
+
+def new_thread(chat: Any, arg: str) -> None:
+    if arg and arg != "new":
+        raise DomainError("/new takes nothing; /thread ID switches to another thread")
+    before = chat.session_id
+    sid = chat.conversation.new_thread()
+    chat.console.print(f"new thread: session {sid} (the last one, {before}, stays; /thread {str(before)[:8]} goes back)", soft_wrap=True)
+
+
+def thread(chat: Any, arg: str) -> None:
+    if not arg:
+        chat.console.print(f"this thread is session {chat.session_id}; /thread ID switches, /new starts one", soft_wrap=True)
+        return
+    if arg == "new":
+        new_thread(chat, "")
+        return
+    sid = chat.conversation.switch_thread(arg)
+    turns = len(chat.store.session(sid).head)
+    chat.console.print(f"switched to thread {sid} ({turns} turn(s) on its branch)", soft_wrap=True)
 
 
 def compact(chat: Any, arg: str) -> None:
@@ -128,19 +151,20 @@ def progress(chat: Any, arg: str) -> None:
     )
 
 
-def job(chat: Any, arg: str) -> None:
-    from chronicle.runtime.jobs import submit_job
+# /job, /jobs and /cancel are the use cases of `chronicle jobs` (runtime/app/jobs.py), printed for the chat.
 
-    if not arg:
-        raise DomainError("say what the job should do: /job PROMPT")
-    created = submit_job(chat.store, chat.store.session(chat.session_id).spec, arg, origin="chat")
-    chat.console.print(f"job {created.session_id} queued; a `chronicle worker` runs it (/jobs to follow it)", soft_wrap=True)
+
+def job(chat: Any, arg: str) -> None:
+    from chronicle.runtime.app import jobs
+
+    created = jobs.submit_beside(chat.store, chat.session_id, arg, origin="chat")
+    chat.console.print(f"job {created['job_id']} queued; a `chronicle worker` runs it (/jobs to follow it)", soft_wrap=True)
 
 
 def list_jobs(chat: Any, arg: str) -> None:
-    from chronicle.runtime.jobs import job_row, jobs
+    from chronicle.runtime.app import jobs
 
-    rows = [job_row(chat.store, j) for j in jobs(chat.store)]
+    rows = jobs.listing(chat.store)
     if not rows:
         chat.console.print("no jobs")
     for row in rows:
@@ -148,15 +172,12 @@ def list_jobs(chat: Any, arg: str) -> None:
 
 
 def cancel_job(chat: Any, arg: str) -> None:
-    from chronicle.runtime.jobs import cancel_job as cancel
+    from chronicle.runtime.app import jobs
 
     if not arg:
         raise DomainError("which job? /cancel ID (see /jobs)")
-    try:
-        cancelled = cancel(chat.store, chat.store.resolve_session_id(arg))
-    except LookupError as exc:
-        raise DomainError(str(exc)) from None
-    chat.console.print(f"job {cancelled.session_id} cancelled")
+    cancelled = jobs.cancel(chat.store, arg)  # an unknown id or a session that is no job: NotFound, this command's error
+    chat.console.print(f"job {cancelled['job_id']} cancelled")
 
 
 def status(chat: Any, arg: str) -> None:
@@ -184,7 +205,8 @@ def quit_chat(chat: Any, arg: str) -> str:
 
 
 COMMANDS: dict[str, Callable[[Any, str], str | None]] = {
-    "/undo": undo, "/redo": redo, "/fork": fork, "/compact": compact, "/cost": cost, "/tools": tools, "/skills": skills, "/progress": progress,
+    "/undo": undo, "/redo": redo, "/fork": fork, "/new": new_thread, "/thread": thread,
+    "/compact": compact, "/cost": cost, "/tools": tools, "/skills": skills, "/progress": progress,
     "/job": job, "/jobs": list_jobs, "/cancel": cancel_job,
     "/status": status, "/help": show_help, "/?": show_help, "/quit": quit_chat, "/exit": quit_chat,
 }

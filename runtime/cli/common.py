@@ -8,7 +8,7 @@ import os
 import sys
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Any, Callable, Iterator, NoReturn, Optional
+from typing import Annotated, Any, Callable, Iterable, Iterator, NoReturn, Optional
 
 import typer
 from pydantic_core import to_jsonable_python
@@ -17,11 +17,8 @@ from rich.markup import escape
 
 from chronicle.runtime.app.errors import AppError
 from chronicle.runtime.config import DEFAULT_DB_RELATIVE, ConfigError, resolve_db_url, sqlite_path
-from chronicle.runtime.environment import EnvironmentSettingError, environment
 from chronicle.runtime.redaction import redact_secrets
-from chronicle.runtime.settings import SettingsError
-from chronicle.runtime.skills import SkillError
-from chronicle.runtime.store import ChronicleStore, NotFound, UnknownSession, UnreadableEvent, open_store_at
+from chronicle.runtime.store import ChronicleStore, NotFound, UnknownSession, UnreadableEvent, is_read_only_error, open_store_at
 
 from .render import printable
 
@@ -85,22 +82,31 @@ def open_store(db: str | None, create: bool = True) -> ChronicleStore:
     `create=False` for commands that only read: they never leave a new, empty `.chronicle/` behind
     in whatever directory they happened to run in; they say where they looked instead.
     """
-    try:
-        environment()
-    except EnvironmentSettingError as exc:
-        fail(str(exc), 2)
+    if environment_is_set():
+        from chronicle.runtime.environment import EnvironmentSettingError, environment
+
+        try:
+            environment()
+        except EnvironmentSettingError as exc:
+            fail(str(exc), 2)
     try:
         url = resolve_db_url(db)
     except ConfigError as exc:
         fail(str(exc), 2)
     path = sqlite_path(url)
+    read_only = False
+    if path is not None and path.is_file() and not writable(path):
+        if create:  # a command that records: say so now, not as a driver error halfway through
+            fail(f"the store {path} is read-only (the file, its directory or its mount cannot be written); "
+                 "read commands (sessions, log, history) still work — copy it somewhere writable to continue")
+        read_only = True
     if not create and path is not None and not path.is_file():
         if db or os.environ.get("CHRONICLE_DB"):
             fail(f"no Chronicle store at {path}; run `chronicle run …` to start one there, or pass another --db")
         fail(f"no Chronicle store here (no {DEFAULT_DB_RELATIVE} in {Path.cwd()} or above); "
              "run `chronicle run …` to start one, or pass --db")
     try:
-        return open_store_at(url)
+        return open_store_at(url, read_only=read_only)
     except ConfigError as exc:
         fail(str(exc), 2)
     except Exception as exc:  # noqa: BLE001 - the driver's own words, on one line
@@ -110,6 +116,27 @@ def open_store(db: str | None, create: bool = True) -> ChronicleStore:
             fail(f"cannot open the database {redact(url)}: {first_line(exc)}. Check --db / CHRONICLE_DB.")
         fail(f"cannot open the database {redact(url)}: {postgres_cause(url, exc)}. "
              "Check --db / CHRONICLE_DB and that the server is running.")
+
+
+#: Variables that are not settings of `runtime/environment.py` (each read where it is used).
+NOT_SETTINGS = frozenset({"CHRONICLE_DB", "CHRONICLE_DEBUG", "CHRONICLE_TEST_PG", "CHRONICLE_REQUIRE_PG"})
+
+
+def environment_is_set() -> bool:
+    """Whether any variable `environment()` might refuse is set (any other CHRONICLE_*, ANTHROPIC_BASE_URL).
+
+    With none, the defaults hold and there is nothing to check: pydantic-settings (and the
+    asyncio and cloud sources it imports) would cost a read command a fifth of its start-up."""
+    return any(
+        (upper.startswith("CHRONICLE_") and upper not in NOT_SETTINGS) or upper == "ANTHROPIC_BASE_URL"
+        for upper in map(str.upper, os.environ)
+    )
+
+
+def writable(path: Path) -> bool:
+    """Whether SQLite could write this store: the file and its directory (for the WAL files).
+    access() answers for root too when the file is immutable or the mount read-only."""
+    return os.access(path, os.W_OK) and os.access(path.parent, os.W_OK)
 
 
 def postgres_cause(url: str, exc: BaseException) -> str:
@@ -137,8 +164,46 @@ def first_line(exc: BaseException) -> str:
     return text.splitlines()[0]
 
 
+NoPagerOption = Annotated[bool, typer.Option("--no-pager", help="Print straight to the terminal instead of through $PAGER (less)")]
+
+
+@contextmanager
+def paged(no_pager: bool = False) -> Iterator[None]:
+    """Long human output through a pager, as git does: only when stdout is a terminal, never for
+    --json or a pipe. `less -FRX` by default: output that fits on one screen is printed as is."""
+    if no_pager or not out_console.is_terminal:
+        yield
+        return
+    os.environ.setdefault("LESS", "FRX")
+    with out_console.pager(styles=True):
+        yield
+
+
 def print_json(obj: Any) -> None:
     sys.stdout.write(json.dumps(to_jsonable_python(obj), ensure_ascii=False) + "\n")
+
+
+def print_json_rows(rows: Iterable[Any]) -> None:
+    """`--json` of a listing: one object per line."""
+    for row in rows:
+        print_json(row)
+
+
+@contextmanager
+def store_command(db: str | None, create: bool = True) -> Iterator[ChronicleStore]:
+    """The preamble of every command that uses the store: failures as one line with an exit code
+    (cli_errors), then the store, opened as `--db` / CHRONICLE_DB say (`create=False` to read only)."""
+    with cli_errors():
+        yield open_store(db, create=create)
+
+
+@contextmanager
+def workspace_command(workspace: Path | None) -> Iterator[Path]:
+    """The preamble of a command that works on a workspace: cli_errors, then `--workspace` resolved."""
+    from chronicle.runtime.app.specs import resolve_workspace
+
+    with cli_errors():
+        yield resolve_workspace(workspace)
 
 
 @contextmanager
@@ -155,6 +220,35 @@ def cli_errors() -> Iterator[None]:
     except (NotFound, UnreadableEvent) as exc:
         err_console.print(f"[red]error:[/] {escape(printable(redact_secrets(str(exc))))}")
         raise typer.Exit(1) from None
-    except (SkillError, SettingsError) as exc:
+    except Exception as exc:
+        if is_read_only_error(exc):
+            err_console.print(f"[red]error:[/] {READ_ONLY_WRITE} ({escape(printable(first_line(exc)))})")
+            raise typer.Exit(1) from None
+        if is_read_models_missing(exc):
+            err_console.print(f"[red]error:[/] {escape(printable(str(exc)))}")
+            raise typer.Exit(1) from None
+        if not is_settings_error(exc):
+            raise
         err_console.print(f"[red]error:[/] {escape(printable(str(exc)))}")
         raise typer.Exit(2) from None
+
+
+#: A write refused by a read-only database, said plainly (it used to be an "internal error").
+READ_ONLY_WRITE = ("the store is read-only, so this could not be recorded; nothing was changed. "
+                   "Read commands still work; copy the store somewhere writable (or fix its permissions) to continue")
+
+
+def is_read_models_missing(exc: BaseException) -> bool:
+    """A read-only store whose read models were never built (runtime/read_models.py), checked
+    without importing the projections at start-up, as is_settings_error does."""
+    read_models = sys.modules.get("chronicle.runtime.read_models")
+    return bool(read_models and isinstance(exc, read_models.ReadModelsMissing))
+
+
+def is_settings_error(exc: BaseException) -> bool:
+    """A bad chronicle.toml or SKILL.md (exit 2), without importing what reads them.
+
+    Their modules import the loop's hooks, guards and tool classes, which a read command never
+    needs: if a module was never imported, nothing raised its error."""
+    settings, skills = sys.modules.get("chronicle.runtime.settings"), sys.modules.get("chronicle.runtime.skills")
+    return bool((settings and isinstance(exc, settings.SettingsError)) or (skills and isinstance(exc, skills.SkillError)))

@@ -36,8 +36,7 @@ def steer(
         sid = store.resolve_session_id(session)
         result = app_controls.steer(store, sid, message, wait_batch=wait_batch)
         if as_json:
-            print_json({"session_id": str(sid), "steer_id": result.steer_id, "outcome": result.outcome,
-                        "turn_id": str(result.turn_id) if result.turn_id else None})
+            print_json(result.row())
         elif result.outcome == "steering":
             out_console.print(f"steering recorded for turn {result.turn_id} of session {sid}; "
                               "it reaches the model at the next safe point")
@@ -92,8 +91,7 @@ def compact(
         sid = store.resolve_session_id(session)
         result = asyncio.run(app_controls.compact(store, sid, strategy, keep, provider))
         if as_json:
-            print_json({"session_id": str(sid), "ok": result.ok, "strategy": result.strategy,
-                        "turns_compacted": result.turns_compacted, "summary": result.summary, "reason": result.reason or None})
+            print_json(result.row(sid))
         elif result.ok:
             out_console.print(f"compacted {result.turns_compacted} turn(s) of session {sid} ({result.strategy})")
         else:

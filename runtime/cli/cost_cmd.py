@@ -8,7 +8,7 @@ import typer
 
 from chronicle.runtime.app import queries
 
-from .common import DbOption, JsonOption, cli_errors, fail, open_store, out_console, print_json
+from .common import DbOption, JsonOption, cli_errors, fail, open_store, out_console, print_json_rows
 from .tables import Column, fit_table
 
 
@@ -27,8 +27,7 @@ def cost(
             fail(f"--by takes model or day, not {by!r}", 2)
         objects = queries.cost(open_store(db, create=False), session, by=by)
         if as_json:
-            for obj in objects:
-                print_json(obj)
+            print_json_rows(objects)
             return
         render(objects, by)
 

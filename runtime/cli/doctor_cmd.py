@@ -10,7 +10,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
 from chronicle.runtime.doctor import examine
 
-from .common import DbOption, JsonOption, cli_errors, err_console, open_store, out_console, print_json
+from .common import DbOption, JsonOption, err_console, out_console, print_json, store_command
 
 REMEDY = {
     "dangling_index_entry": "run `chronicle doctor --repair` to withdraw the entry",
@@ -29,8 +29,7 @@ def doctor(
 
     Exit 0 when nothing is wrong (or everything found was repaired), 1 when a problem remains.
     """
-    with cli_errors():
-        store = open_store(db, create=False)
+    with store_command(db, create=False) as store:
         if as_json or not err_console.is_terminal:
             findings = examine(store, repair=repair)
         else:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import time
 from typing import Annotated, Any, Optional
 
 import typer
@@ -10,18 +11,21 @@ from rich.markup import escape
 
 from chronicle.runtime.app import queries
 
-from .common import DbOption, JsonOption, cli_errors, fail, open_store, out_console, print_json
+from .common import DbOption, JsonOption, NoPagerOption, cli_errors, fail, open_store, out_console, paged, print_json, print_json_rows, store_command
 from .render import short
 from .tables import Column, fit_table, unique_prefixes
 
 
-def sessions(as_json: JsonOption = False, db: DbOption = None) -> None:
-    """List sessions, oldest first."""
-    with cli_errors():
-        rows = queries.sessions(open_store(db, create=False))
+def sessions(
+    as_json: JsonOption = False,
+    all_sessions: Annotated[bool, typer.Option("--all", help="Archived sessions too (marked archived)")] = False,
+    db: DbOption = None,
+) -> None:
+    """List sessions, oldest first (archived ones only with --all)."""
+    with store_command(db, create=False) as store:
+        rows = queries.sessions(store, archived=all_sessions)
         if as_json:
-            for row in rows:
-                print_json(row)
+            print_json_rows(rows)
             return
         if not rows:
             out_console.print("no sessions yet; start one with `chronicle run PROMPT` or try `chronicle demo`")
@@ -30,11 +34,12 @@ def sessions(as_json: JsonOption = False, db: DbOption = None) -> None:
             Column("session"), Column("agent"), Column("status"), Column("turns", justify="right"),
             Column("USD", optional=True, justify="right"), Column("created", optional=True), Column("title", flex=True),
         ]
-        short = unique_prefixes(row["session_id"] for row in rows)  # every session is listed, so unique among all
+        # unique among every session, the archived ones too: a prefix shown must resolve as typed
+        short = unique_prefixes([*(str(sid) for sid in store.session_ids()), *(row["session_id"] for row in rows)])
         shown = [
             {
                 "session": short[row["session_id"]], "agent": f"{'  ' * (depth - 1)}↳ {row['agent']}" if depth else row["agent"],
-                "status": row["status"], "turns": row["turns"], "USD": "" if row["cost"] is None else f"{row['cost']:.4f}",
+                "status": "archived" if row["archived"] else row["status"], "turns": row["turns"], "USD": "" if row["cost"] is None else f"{row['cost']:.4f}",
                 "created": row["created_at"][:19].replace("T", " "), "title": escape(row["title"] or ""),
             }
             for row, depth in queries.tree_order(rows)
@@ -46,29 +51,60 @@ def log(
     session: Annotated[str, typer.Argument(help="Session id or unique prefix")],
     as_json: JsonOption = False,
     tree: Annotated[bool, typer.Option("--tree", help="Interleave the events of its sub-agent sessions, by position")] = False,
+    follow: Annotated[bool, typer.Option("--follow", "-f", help="Keep printing events as they are recorded; Ctrl-C stops (exit 0)")] = False,
+    no_pager: NoPagerOption = False,
     db: DbOption = None,
 ) -> None:
     """Show every stored event of a session, its turns and tool calls, in commit order."""
     with cli_errors():
-        entries = queries.log(open_store(db, create=False), session, tree=tree)
-        if as_json:
-            for entry in entries:
-                print_json(entry)
+        tail = queries.LogTail(open_store(db, create=False), session, tree=tree)
+        entries = tail.read()
+        if follow:
+            _follow(tail, entries, as_json, tree)
             return
-        columns = [
-            Column("pos", justify="right"), Column("time", optional=True), *([Column("agent")] if tree else []),
-            Column("aggregate"), Column("event"), Column("status", optional=True), Column("detail", flex=True),
-        ]
-        rows = [
-            {
-                "pos": e["position"], "time": e["timestamp"][11:23], "agent": f"{'  ' * e['depth']}{e['agent']}" if tree else "",
-                "aggregate": f"{e['aggregate']} {e['aggregate_id'][:8]}", "event": e["event"], "status": e["status"] or "",
-                "detail": escape(describe(e)),
-            }
-            for e in entries
-        ]
-        table = fit_table(columns, rows, out_console.width)
-        out_console.print(table)
+        if as_json:
+            print_json_rows(entries)
+            return
+        rows = [_log_row(e, tree) for e in entries]
+        with paged(no_pager):
+            out_console.print(fit_table(_log_columns(tree), rows, out_console.width))
+
+
+FOLLOW_POLL_S = 0.3
+
+
+def _follow(tail: queries.LogTail, entries: list[dict[str, Any]], as_json: bool, tree: bool) -> None:
+    """Print what is there, then each event as it is committed, until Ctrl-C (a normal way to stop: exit 0)."""
+    try:
+        while True:
+            for entry in entries:
+                if as_json:
+                    print_json(entry)
+                else:
+                    row = _log_row(entry, tree)
+                    agent = f"{row['agent']}  " if tree else ""
+                    out_console.print(f"{row['pos']:>6}  {row['time']}  {agent}{row['aggregate']}  {row['event']}  "
+                                      f"{row['status']}  {row['detail']}", soft_wrap=True)
+            sys.stdout.flush()
+            time.sleep(FOLLOW_POLL_S)
+            entries = tail.read()
+    except KeyboardInterrupt:
+        return
+
+
+def _log_columns(tree: bool) -> list[Column]:
+    return [
+        Column("pos", justify="right"), Column("time", optional=True), *([Column("agent")] if tree else []),
+        Column("aggregate"), Column("event"), Column("status", optional=True), Column("detail", flex=True),
+    ]
+
+
+def _log_row(e: dict[str, Any], tree: bool) -> dict[str, Any]:
+    return {
+        "pos": e["position"], "time": e["timestamp"][11:23], "agent": f"{'  ' * e['depth']}{e['agent']}" if tree else "",
+        "aggregate": f"{e['aggregate']} {e['aggregate_id'][:8]}", "event": e["event"], "status": e["status"] or "",
+        "detail": escape(describe(e)),
+    }
 
 
 def describe(entry: dict[str, Any]) -> str:
@@ -84,6 +120,9 @@ def describe(entry: dict[str, Any]) -> str:
         return f"step {data['step']}: {response.get('stop_reason')} [{kinds}]"
     if event == "ModelCallRetried":
         return short(f"attempt {data['attempt']} failed, retry in {data['delay_s']:.2f}s: {data['reason']}", 70)
+    if event == "WorkerFailed":
+        retry = "not retried" if data.get("retry_in_s") is None else f"retry in {data['retry_in_s']:g}s"
+        return short(f"{retry}: {data.get('error')} ({data.get('worker')})", 70)
     if event in ("Created", "InputQueued", "InputWithAttachmentsQueued"):
         return short(data.get("input_text") or data.get("text") or "", 70)
     return short(data.get("reason") or data.get("final_text") or "", 70)
@@ -95,11 +134,11 @@ def history(
     version: Annotated[Optional[int], typer.Option("--version", min=1, help="As of the session's N-th event")] = None,
     as_json: JsonOption = False,
     fmt: Annotated[str, typer.Option("--format", help="text (default), md (Markdown) or html: a transcript to read or hand on")] = "text",
+    no_pager: NoPagerOption = False,
     db: DbOption = None,
 ) -> None:
     """Show the messages the model will see next (the active branch), in Anthropic format; or as they were."""
-    with cli_errors():
-        store = open_store(db, create=False)
+    with store_command(db, create=False) as store:
         sid = store.resolve_session_id(session)
         messages = queries.history_messages(store, sid, at=at, version=version)
         if as_json:
@@ -114,11 +153,12 @@ def history(
                 fail(f"--format takes text, md or html (got {fmt!r})", 2)
             sys.stdout.write(render(str(sid), store.session(sid).title, messages))
             return
-        for message in messages:
-            colour = "green" if message.role == "user" else "cyan"
-            out_console.rule(f"[{colour}]{message.role}[/]", align="left")
-            for block in message.content:
-                out_console.print(render_block(block), highlight=False)
+        with paged(no_pager):
+            for message in messages:
+                colour = "green" if message.role == "user" else "cyan"
+                out_console.rule(f"[{colour}]{message.role}[/]", align="left")
+                for block in message.content:
+                    out_console.print(render_block(block), highlight=False)
 
 
 def render_block(block: Any) -> str:

@@ -7,12 +7,10 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
-from chronicle.runtime.app.resume import checked_spec
+from chronicle.runtime.app import jobs as use_cases
 from chronicle.runtime.app.specs import resolve_workspace
-from chronicle.runtime.jobs import cancel_job, find_job, job_row, jobs, submit_job
-from chronicle.runtime.store import NotFound
 
-from .common import DbOption, JsonOption, WorkspaceOption, cli_errors, fail, open_store, out_console, print_json
+from .common import DbOption, JsonOption, WorkspaceOption, cli_errors, fail, open_store, out_console, print_json_rows, store_command
 from .render import short
 from .run_cmd import ModelOption, ProviderOption
 from .tables import Column, fit_table
@@ -22,8 +20,7 @@ app = typer.Typer(help="Background jobs: sessions run by workers, apart from the
 
 def _print(rows: list[dict], as_json: bool) -> None:
     if as_json:
-        for row in rows:
-            print_json(row)
+        print_json_rows(rows)
         return
     if not rows:
         out_console.print("no jobs: `chronicle jobs submit PROMPT` (or /job in chat) makes one, `chronicle worker` runs them")
@@ -40,9 +37,8 @@ def list_jobs(ctx: typer.Context, as_json: JsonOption = False, db: DbOption = No
     """Every job, oldest first: `job_id` (its session), `status` (queued, running, awaiting_approval, interrupted, completed, failed, stopped, cancelling, cancelled), `prompt`, `origin`, `created_at`, `agent`, `worker`, `turns`, `final_text`, `reason`."""  # noqa: E501
     if ctx.invoked_subcommand is not None:
         return
-    with cli_errors():
-        store = open_store(db, create=False)
-        _print([job_row(store, j) for j in jobs(store)], as_json)
+    with store_command(db, create=False) as store:
+        _print(use_cases.listing(store), as_json)
 
 
 @app.command("submit")
@@ -60,28 +56,22 @@ def submit(
         if not prompt.strip():
             fail("the prompt is empty; say what the agent should do", 2)
         store = open_store(db)
-        spec = checked_spec(store, provider, model, resolve_workspace(workspace), max_iterations)
-        job = submit_job(store, spec, prompt, origin="cli")
-        _print([job_row(store, job)], as_json) if as_json else out_console.print(f"job {job.session_id} queued for a worker")
+        row = use_cases.submit(store, prompt, provider=provider, model=model, workspace=resolve_workspace(workspace),
+                               max_iterations=max_iterations)
+        _print([row], as_json) if as_json else out_console.print(f"job {row['job_id']} queued for a worker")
 
 
 @app.command("status")
 def status(job_id: Annotated[str, typer.Argument(help="The job (its session id or a unique prefix)")], as_json: JsonOption = False,
            db: DbOption = None) -> None:
     """One job, as `chronicle jobs` shows it; exit 1 if it is not a job."""
-    with cli_errors():
-        store = open_store(db, create=False)
-        job = find_job(store, store.resolve_session_id(job_id))
-        if job is None:
-            raise NotFound(f"{job_id} is not a job; `chronicle jobs` lists them")
-        _print([job_row(store, job)], as_json)
+    with store_command(db, create=False) as store:
+        _print([use_cases.one(store, job_id)], as_json)
 
 
 @app.command("cancel")
 def cancel(job_id: Annotated[str, typer.Argument(help="The job (its session id or a unique prefix)")], as_json: JsonOption = False,
            db: DbOption = None) -> None:
     """Cancel a job: a queued one is never started, one waiting for approval ends now, a running one is asked to stop at its next safe point."""  # noqa: E501
-    with cli_errors():
-        store = open_store(db)
-        job = cancel_job(store, store.resolve_session_id(job_id))
-        _print([job_row(store, job)], as_json)
+    with store_command(db) as store:
+        _print([use_cases.cancel(store, job_id)], as_json)

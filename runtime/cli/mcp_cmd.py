@@ -10,12 +10,11 @@ from rich.markup import escape
 from rich.table import Table
 
 from chronicle.runtime.agents.registry import RegistryError, find_registry
-from chronicle.runtime.app.specs import resolve_workspace
 from chronicle.runtime.tools.mcp_config import McpConfigError
 from chronicle.runtime.tools.mcp_hub import HUB
 from chronicle.runtime.tools.mcp_tools import list_server_tools
 
-from .common import JsonOption, WorkspaceOption, cli_errors, fail, out_console, print_json
+from .common import JsonOption, WorkspaceOption, fail, out_console, print_json, workspace_command
 from .run_cmd import AgentsOption
 
 app = typer.Typer(
@@ -37,8 +36,7 @@ def list_servers(
 
     JSON: one object per tool with `server`, `transport`, `name` (as the model sees it, SERVER__tool), `tool` (the server's own name), `description`, `read_only`, `idempotent`, `requires_approval`, `parallel_safe`, `agents`, `input_schema`; a server that cannot be reached gives one object with `server`, `transport` and `error`, and the exit code is 1.
     """
-    with cli_errors():
-        ws = resolve_workspace(workspace)
+    with workspace_command(workspace) as ws:
         try:
             registry = find_registry(agents, ws)
         except RegistryError as exc:

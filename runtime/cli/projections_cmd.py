@@ -15,7 +15,18 @@ from rich.table import Table
 from chronicle.projections import ProjectionEngine, UnknownProjection
 from chronicle.runtime.read_models import projection_engine
 
-from .common import DbOption, JsonOption, cli_errors, err_console, fail, finite_at_least, open_store, out_console, print_json
+from .common import (
+    DbOption,
+    JsonOption,
+    cli_errors,
+    err_console,
+    fail,
+    finite_at_least,
+    open_store,
+    out_console,
+    print_json_rows,
+    store_command,
+)
 
 app = typer.Typer(
     name="projections",
@@ -34,10 +45,9 @@ def status(as_json: JsonOption = False, db: DbOption = None) -> None:
     """One line per projection: its position in the log and how many events it is behind."""
     with cli_errors():
         engine = _engine(db)
-        rows = [{"name": s.name, "position": s.position, "lag": s.lag, "head": s.head} for s in engine.status()]
+        rows: list[dict[str, Any]] = [{"name": s.name, "position": s.position, "lag": s.lag, "head": s.head} for s in engine.status()]
         if as_json:
-            for row in rows:
-                print_json(row)
+            print_json_rows(rows)
             return
         table = Table("projection", "position", "lag", "log head")
         for row in rows:
@@ -115,8 +125,7 @@ def run(
     db: DbOption = None,
 ) -> None:
     """Bring every projection up to date; with --follow, keep them current until SIGINT/SIGTERM."""
-    with cli_errors():
-        store = open_store(db)
+    with store_command(db) as store:
         engine = projection_engine(store)
         step = catch_up_step(engine)
         if not follow:

@@ -10,8 +10,6 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
-from chronicle.runtime.live import LIVE_EVENTS
-
 #: What a terminal would act on instead of showing: C0/C1 controls (ESC starts OSC 52 clipboard
 #: writes, hidden text, title changes; CR overwrites a line) and the bidi overrides that reorder it.
 CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
@@ -39,10 +37,13 @@ def whole_input(value: Any) -> str:
 
 class JsonLinesRenderer:
     def __init__(self, stream: Any = None) -> None:
+        from chronicle.runtime.live import LIVE_EVENTS  # not at import: tables and `printable` need no pydantic models
+
         self.stream = stream or sys.stdout
+        self.events = LIVE_EVENTS
 
     def __call__(self, event: Any) -> None:
-        self.stream.write(LIVE_EVENTS.dump_json(event).decode() + "\n")
+        self.stream.write(self.events.dump_json(event).decode() + "\n")
         self.stream.flush()
 
 
@@ -70,6 +71,8 @@ class HumanRenderer:
         self._in_text = False
         self._children: dict[str, str] = {}
         self._started: set[str] = set()
+        #: The text streamed since the last tool call: the final answer as the model wrote it.
+        self._streamed = ""
 
     def _who(self, event: Any) -> str:
         label = self._children.get(event.session_id)
@@ -91,9 +94,12 @@ class HumanRenderer:
             if delta.get("type") == "text":
                 self.console.print(escape(printable(delta.get("text", ""))), end="", soft_wrap=True)
                 self._in_text = True
+                self._streamed += delta.get("text", "")
             elif delta.get("type") == "thinking" and self.show_thinking:
                 self.console.print(f"[dim italic]{escape(printable(delta.get('thinking', '')))}[/]", end="")
-        elif kind == "tool_start":
+        elif kind in ("tool_start", "turn_start"):
+            self._streamed = ""
+        if kind == "tool_start":
             self._end_text()
             self._started.add(event.tool_call_id)
             self.console.print(f"{self._who(event)}[cyan]⚙ {escape(short(event.name))}[/] [dim]{escape(short(event.input))}[/]")
@@ -108,6 +114,7 @@ class HumanRenderer:
             if self._in_text:
                 self.console.print(" [dim](this attempt failed; its text is discarded)[/]")
                 self._in_text = False
+            self._streamed = ""
             reason = escape(printable(event.reason or "model call failed"))
             self.console.print(f"[yellow]↻ {reason}; attempt {event.attempt} {retry_when(event.next_attempt_at)}[/]")
         elif kind == "approval_needed":
@@ -128,3 +135,7 @@ class HumanRenderer:
             self.console.print(f"{self._who(event)}[magenta]↳ sub-agent {event.agent} {event.status}[/]{reason}")
         elif kind == "turn_end":
             self._end_text()
+            if event.status == "completed" and event.text is not None and event.text.strip() != self._streamed.strip():
+                # A final guardrail changed the answer after it streamed: show what the turn delivers.
+                self.console.print("[yellow]a guardrail changed the answer; delivered:[/]")
+                self.console.print(escape(printable(event.text)), soft_wrap=True)

@@ -17,11 +17,10 @@ from chronicle.runtime.self_repair import (
 from .common import (
     DbOption,
     JsonOption,
-    cli_errors,
     finite_at_least,
-    open_store,
     out_console,
-    print_json,
+    print_json_rows,
+    store_command,
 )
 from .render import short
 from .tables import Column, fit_table
@@ -39,15 +38,13 @@ def repairs(
     db: DbOption = None,
 ) -> None:
     """Self-repair: stuck turns (in flight with no event for --stuck-after seconds) handed to resume, and broken tools (--tool-failures failed runs in a row). JSON per repair: `repair_id`, `kind` (stuck_turn, broken_tool), `target`, `session_id`, `status` (retrying, resolved, failed, manual_required), `result` (retry, success, failed, manual_required), `detail`, `attempts`, `detected_at`."""  # noqa: E501
-    with cli_errors():
-        store = open_store(db)
+    with store_command(db) as store:
         monitor = SelfRepair(store, stuck_after_s=stuck_after, tool_failures=tool_failures)
         if check:
             monitor.check()
         rows = [repair_row(r) for r in monitor.repairs()]
         if as_json:
-            for row in rows:
-                print_json(row)
+            print_json_rows(rows)
             return
         if not rows:
             out_console.print("no repairs: no stuck turn or broken tool has been found")

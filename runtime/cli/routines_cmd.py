@@ -3,30 +3,22 @@
 from __future__ import annotations
 
 import asyncio
-from pathlib import Path
-from typing import Annotated, Any
-from uuid import uuid4
+from typing import Annotated
 
 import typer
 from rich.markup import escape
 
-from chronicle.runtime.app.loops import LoopSetupError, build_loop
-from chronicle.runtime.app.specs import new_spec, normalise_provider, resolve_workspace
-from chronicle.runtime.app.worker import advance_session, worker_name
-from chronicle.runtime.clock import SYSTEM_CLOCK
-from chronicle.runtime.routine_engine import RoutineEngine, run_row
-from chronicle.runtime.routines import find_routine, load_routines
-from chronicle.runtime.store import ChronicleStore
+from chronicle.runtime.app import routines
 
 from .common import (
     DbOption,
     JsonOption,
     WorkspaceOption,
-    cli_errors,
-    fail,
     open_store,
     out_console,
     print_json,
+    print_json_rows,
+    workspace_command,
 )
 from .render import short
 from .tables import Column, fit_table
@@ -37,22 +29,13 @@ app = typer.Typer(help="Routines: prompts run on a schedule, on an event or by h
 EXIT = {"completed": 0, "queued": 0, "running": 0, "failed": 1, "skipped": 4}
 
 
-def engine_for(store: ChronicleStore, ws: Path, provider: str | None, model: str | None) -> RoutineEngine:
-    """The engine with the spec a routine's session records: the workspace's main agent as a new session gets it, renamed."""
-    spec = new_spec(ws, provider, model)
-    return RoutineEngine.for_workspace(store, ws, spec, worker_name(), SYSTEM_CLOCK)
-
-
 @app.command("list")
 def list_routines(workspace: WorkspaceOption = None, as_json: JsonOption = False) -> None:
     """The routines in the workspace's chronicle.toml: `name`, `trigger`, `action`, `next_due` (cron only)."""
-    with cli_errors():
-        ws = resolve_workspace(workspace)
-        now = SYSTEM_CLOCK.now()
-        rows = [r.row(now) for r in load_routines(ws)]
+    with workspace_command(workspace) as ws:
+        rows = routines.listing(ws)
         if as_json:
-            for row in rows:
-                print_json(row)
+            print_json_rows(rows)
             return
         if not rows:
             out_console.print(f"no routines in {ws / 'chronicle.toml'}: add a [routines.NAME] table")
@@ -77,27 +60,10 @@ def run_routine(
     db: DbOption = None,
 ) -> None:
     """Fire the routine now, guardrails applied. A lightweight routine runs here, in its own session; a job is queued as a new session for a worker. JSON: `routine`, `session_id`, `status` (completed, failed, queued, skipped with the guardrail's `reason`). Exit 0 completed or queued, 1 failed, 4 skipped by a guardrail."""  # noqa: E501
-    with cli_errors():
-        ws = resolve_workspace(workspace)
-        routine = find_routine(ws, name)
+    with workspace_command(workspace) as ws:
+        routines.find(ws, name)  # an unknown routine is exit 2 before the store is opened
         store = open_store(db)
-        engine = engine_for(store, ws, provider, model)
-        run = engine.fire(routine, f"manual/{uuid4().hex}")
-        assert run is not None  # a fresh due key cannot have been fired before
-        if run.status == "fired" and routine.action == "lightweight" and run.session_id is not None:
-            from chronicle.runtime.loop import LoopOptions
-
-            def make_loop(session: Any) -> Any:
-                try:
-                    return build_loop(store, session, provider_name=normalise_provider(provider), model=model, workspace=ws,
-                                      options=LoopOptions(auto_approve=yes))
-                except LoopSetupError as exc:
-                    fail(str(exc), 2)
-
-            asyncio.run(advance_session(store, run.session_id, make_loop, engine.holder, auto_approve=yes))
-            engine.settle()
-            run = store.repository.get(run.id)
-        row = run_row(engine, run)
+        row = asyncio.run(routines.run(store, ws, name, provider=provider, model=model, auto_approve=yes))
         if as_json:
             print_json(row)
         else:
@@ -116,14 +82,11 @@ def history(
     db: DbOption = None,
 ) -> None:
     """Every firing of the workspace's routines, oldest first: `routine`, `run_id`, `session_id`, `status` (queued, running, completed, failed, skipped), `trigger`, `due`, `action`, `fired_at`, `holder`, `reason`, `summary`, `usd`."""  # noqa: E501
-    with cli_errors():
-        ws = resolve_workspace(workspace)
+    with workspace_command(workspace) as ws:
         store = open_store(db)
-        engine = RoutineEngine(store, ws.resolve(), spec=None, holder="")  # reading only: nothing is fired
-        rows = [run_row(engine, r) for r in engine.history(routine)]
+        rows = routines.history(store, ws, routine)
         if as_json:
-            for row in rows:
-                print_json(row)
+            print_json_rows(rows)
             return
         if not rows:
             out_console.print("no routine has fired yet")

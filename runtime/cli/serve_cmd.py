@@ -29,7 +29,7 @@ def serve(
     db: DbOption = None,
     workspace: Annotated[Optional[Path], typer.Option("--workspace", help="Default workspace of sessions started over HTTP",
                                                       show_default=False)] = None,
-    agents: Annotated[Optional[Path], typer.Option("--agents", help="Agent registry (chronicle.toml)", show_default=False)] = None,
+    agents: Annotated[Optional[Path], typer.Option("--agents", help="Agent registry (chronicle.toml); POST /sessions may start any of its agents by name", show_default=False)] = None,
     no_worker: Annotated[bool, typer.Option("--no-worker", help="Record inputs only; leave running them to `chronicle worker`")] = False,
 ) -> None:
     """Serve the agent over HTTP: JSON routes mirroring the CLI, live events as Server-Sent Events, OpenAPI at /docs.

@@ -4,21 +4,18 @@ from __future__ import annotations
 
 from rich.markup import escape
 
-from chronicle.runtime.app.specs import resolve_workspace
 from chronicle.runtime.skills import skill_row, workspace_skills
 
-from .common import JsonOption, WorkspaceOption, cli_errors, out_console, print_json
+from .common import JsonOption, WorkspaceOption, out_console, print_json_rows, workspace_command
 from .tables import Column, fit_table
 
 
 def skills(workspace: WorkspaceOption = None, as_json: JsonOption = False) -> None:
     """List the skills found in the workspace's skills/NAME/SKILL.md and in chronicle.toml's [skills] dirs, in the order a new session records them. Inline skills go into the system prompt; on-demand ones are listed there and loaded with the load_skill tool."""
-    with cli_errors():
-        ws = resolve_workspace(workspace)
+    with workspace_command(workspace) as ws:
         rows = [skill_row(s) for s in workspace_skills(ws)]
         if as_json:
-            for row in rows:
-                print_json(row)
+            print_json_rows(rows)
             return
         if not rows:
             out_console.print(f"no skills in {ws}: add skills/NAME/SKILL.md (front matter: name, description, mode)")

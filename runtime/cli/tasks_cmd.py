@@ -12,10 +12,9 @@ from chronicle.runtime.task_board import task_row, tasks_of
 from .common import (
     DbOption,
     JsonOption,
-    cli_errors,
-    open_store,
     out_console,
-    print_json,
+    print_json_rows,
+    store_command,
 )
 from .render import short
 from .tables import Column, fit_table
@@ -29,13 +28,11 @@ def tasks(
     db: DbOption = None,
 ) -> None:
     """The tasks a session delegated to sub-agents, each pending, in_progress, completed or failed, with the child session that works on it. A failed task's reflection is shown by `chronicle audit` and offered to later delegations of similar tasks."""
-    with cli_errors():
-        store = open_store(db, create=False)
+    with store_command(db, create=False) as store:
         sid = store.resolve_session_id(session)
         rows = [task_row(t) for t in tasks_of(store, store.session(sid))]
         if as_json:
-            for row in rows:
-                print_json(row)
+            print_json_rows(rows)
             return
         if not rows:
             out_console.print(f"session {sid} delegated no tasks")

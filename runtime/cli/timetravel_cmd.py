@@ -14,7 +14,7 @@ from rich.markup import escape
 
 from chronicle.runtime.app import timetravel as app_timetravel
 
-from .common import DbOption, JsonOption, WorkspaceOption, cli_errors, err_console, open_store, out_console, print_json
+from .common import DbOption, JsonOption, WorkspaceOption, cli_errors, err_console, open_store, out_console, print_json, store_command
 from .render import printable
 
 SessionArg = Annotated[str, typer.Argument(help="Session id or unique prefix")]
@@ -29,8 +29,7 @@ def undo(
     db: DbOption = None,
 ) -> None:
     """Take the last turns off the active branch (they stay in `log`); `redo` puts them back."""
-    with cli_errors():
-        store = open_store(db)
+    with store_command(db) as store:
         result = app_timetravel.undo(store, session, turns, files=files, workspace=workspace)
         sid, restored = result.session_id, result.files
         if files:
@@ -48,8 +47,7 @@ def undo(
 
 def redo(session: SessionArg, as_json: JsonOption = False, db: DbOption = None) -> None:
     """Put the most recently undone turns back on the active branch."""
-    with cli_errors():
-        store = open_store(db)
+    with store_command(db) as store:
         sid = store.resolve_session_id(session)
         turn_ids = app_timetravel.redo(store, sid)
         changed = effects_of(store, turn_ids, FILE_TOOLS | {"bash"})
@@ -57,7 +55,7 @@ def redo(session: SessionArg, as_json: JsonOption = False, db: DbOption = None) 
             err_console.print(f"warning: the redone turns changed files ({changed} tool call(s)); redo does not re-apply them, "
                               "so if `undo --files` put them back the workspace no longer matches the conversation", soft_wrap=True)
         if as_json:
-            print_json({"session_id": str(sid), "redone": [str(t) for t in turn_ids]})
+            print_json(app_timetravel.redone_row(sid, turn_ids))
             return
         out_console.print(f"redid {len(turn_ids)} turn(s) of session {sid}")
 
@@ -84,8 +82,7 @@ def replay(
     db: DbOption = None,
 ) -> None:
     """Run the session's active branch again against its recorded model responses; exit 1 at the first divergence."""
-    with cli_errors():
-        store = open_store(db, create=False)
+    with store_command(db, create=False) as store:
         sid = store.resolve_session_id(session)
         report = asyncio.run(app_timetravel.replay(store, sid, workspace))
         if as_json:

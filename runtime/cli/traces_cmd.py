@@ -13,7 +13,7 @@ import typer
 from chronicle.runtime.telemetry.derive import derive_turn_spans
 from chronicle.runtime.telemetry.records import session_logs
 
-from .common import DbOption, JsonOption, cli_errors, err_console, fail, open_store, print_json
+from .common import DbOption, JsonOption, err_console, fail, print_json, store_command
 
 
 def export_traces(
@@ -39,8 +39,7 @@ def export_traces(
         tracing_requested,
     )
 
-    with cli_errors():
-        store = open_store(db, create=False)
+    with store_command(db, create=False) as store:
         root = store.session(store.resolve_session_id(session))
         spans = [
             span

@@ -40,6 +40,7 @@ from .common import (
     out_console,
     print_json,
     read_prompt,
+    store_command,
 )
 from .limits import LimitFlags, limit_options
 from .render import HumanRenderer, JsonLinesRenderer
@@ -197,7 +198,7 @@ def submit(
                                  workspace=workspace, max_iterations=max_iterations, agents=agents, tools=tuple(tools or ()),
                                  attachments=attach)
         if as_json:
-            print_json({"session_id": str(submitted.session_id), "input_id": submitted.input_id})
+            print_json(submitted.row())
         else:
             print(submitted.session_id)
 
@@ -209,9 +210,9 @@ def worker_routines(store: ChronicleStore, overrides: Overrides, holder: str) ->
     ws = overrides.workspace or resolve_workspace(None)
     if not load_routines(ws):
         return None
-    from .routines_cmd import engine_for
+    from chronicle.runtime.app import routines
 
-    engine = engine_for(store, ws, overrides.provider, overrides.model)
+    engine = routines.engine(store, ws, overrides.provider, overrides.model)
     engine.holder = holder
     return engine
 
@@ -236,8 +237,7 @@ def worker(
 
     SIGTERM or Ctrl-C: finish the turns in hand, then exit; a second one exits at once (the turns stay in flight and another worker takes them over when the lease runs out).
     """
-    with cli_errors():
-        store = open_store(db)
+    with store_command(db) as store:
         overrides = Overrides(
             provider=normalise_provider(provider), model=model,
             workspace=resolve_workspace(workspace) if workspace else None, options=LoopOptions(auto_approve=yes), limits=limits,

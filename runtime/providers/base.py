@@ -54,3 +54,8 @@ class Provider(Protocol):
 
 async def ignore_deltas(_: dict[str, Any]) -> None:
     return None
+
+
+def with_request_id(response: ModelResponse, request_id: Any) -> ModelResponse:
+    """The response with the provider's id of the request that produced it, when the server gave one."""
+    return response.model_copy(update={"request_id": request_id}) if isinstance(request_id, str) and request_id else response

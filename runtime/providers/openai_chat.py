@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from chronicle.domain.content import Message, ModelResponse, Usage
+from chronicle.domain.content import DocumentBlock, ImageBlock, Message, ModelResponse, TextBlock, ToolResultBlock, ToolUseBlock, Usage
 
 #: finish_reason -> our stop reason. `function_call` is the pre-tools spelling of tool_calls.
 FINISH_REASONS = {
@@ -63,23 +63,33 @@ def wire_messages(system: str, messages: list[Message]) -> list[dict[str, Any]]:
             wire.append(_assistant(message))
             continue
         texts: list[str] = []
+        images: list[dict[str, Any]] = []
         for block in message.content:
-            if block.type == "tool_result":
+            if isinstance(block, ToolResultBlock):
                 content = block.content if not block.is_error else f"[error] {block.content}"
                 wire.append({"role": "tool", "tool_call_id": block.tool_use_id, "content": content})
-            elif block.type == "text" and block.text:
+            elif isinstance(block, TextBlock) and block.text:
                 texts.append(block.text)
-        if texts:
+            elif isinstance(block, ImageBlock) and block.source.get("type") == "base64":
+                url = f"data:{block.source.get('media_type')};base64,{block.source.get('data')}"
+                images.append({"type": "image_url", "image_url": {"url": url}})
+            elif isinstance(block, (ImageBlock, DocumentBlock)):
+                texts.append(f"[{block.type} not sent: {block.source.get('media_type', 'unknown type')}]")
+        if images:
+            # Content parts only when there is an image: a text-only server still gets plain strings.
+            parts = [{"type": "text", "text": "\n\n".join(texts)}] if texts else []
+            wire.append({"role": "user", "content": [*parts, *images]})
+        elif texts:
             wire.append({"role": "user", "content": "\n\n".join(texts)})
     return wire
 
 
 def _assistant(message: Message) -> dict[str, Any]:
-    text = "".join(b.text for b in message.content if b.type == "text")
+    text = "".join(b.text for b in message.content if isinstance(b, TextBlock))
     calls = [
         {"id": b.id, "type": "function", "function": {"name": b.name, "arguments": json.dumps(b.input, ensure_ascii=False)}}
         for b in message.content
-        if b.type == "tool_use"
+        if isinstance(b, ToolUseBlock)
     ]
     out: dict[str, Any] = {"role": "assistant", "content": text or None}
     if calls:

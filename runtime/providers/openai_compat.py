@@ -19,7 +19,7 @@ from typing import Any
 from chronicle.domain.content import ModelResponse, ProviderError
 
 from .anthropic_errors import PROMPT_TOO_LONG, RETRYABLE_STATUS, _is_transport_error, redact, retry_after_seconds
-from .base import DeltaSink, ModelRequest
+from .base import DeltaSink, ModelRequest, with_request_id
 from .openai_chat import ChunkAssembler, ChunkStreamIncomplete, wire_messages, wire_tools
 
 DEFAULT_TIMEOUT_S = 600.0
@@ -31,6 +31,8 @@ RETRYABLE_STREAM_ERRORS = frozenset(
 
 class OpenAICompatProvider:
     name = "openai-compatible"
+    #: Stored images (an input's attachments, an MCP tool's pictures) are sent as data: URLs (openai_chat.py).
+    sends_attachment_bytes = True
 
     def __init__(
         self, model: str, *, api_key: str | None = None, base_url: str | None = None, timeout_s: float | None = None
@@ -76,17 +78,21 @@ class OpenAICompatProvider:
     async def stream(self, request: ModelRequest, on_delta: DeltaSink) -> ModelResponse:
         model = request.model or self.model
         assembler = ChunkAssembler(model)
+        request_id: str | None = None
         try:
             stream = await self._client().chat.completions.create(**self.request_params(request))
+            request_id = stream.response.headers.get("x-request-id")
             async with stream:
                 async for chunk in stream:
                     for delta in assembler.feed(chunk.to_dict(mode="json")):
                         await on_delta(delta)
-            return assembler.response()
+            return with_request_id(assembler.response(), request_id)
         except ChunkStreamIncomplete as exc:
-            return self._failed(model, ProviderError(kind="connection_error", message=str(exc), retryable=True))
+            failed = self._failed(model, ProviderError(kind="connection_error", message=str(exc), retryable=True))
+            return with_request_id(failed, request_id)
         except Exception as exc:  # noqa: BLE001 - provider failures are data; CancelledError passes
-            return self._failed(model, openai_error(exc, secrets=(self._api_key, os.environ.get("OPENAI_API_KEY"))))
+            failed = self._failed(model, openai_error(exc, secrets=(self._api_key, os.environ.get("OPENAI_API_KEY"))))
+            return with_request_id(failed, request_id or getattr(exc, "request_id", None))
 
     @staticmethod
     def _failed(model: str, error: ProviderError) -> ModelResponse:

@@ -15,7 +15,7 @@ import logging
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, AsyncIterator, Callable
+from typing import Any, AsyncIterator, Callable, Literal, cast
 from uuid import UUID
 
 from fastapi import Depends, FastAPI, Header, HTTPException, Request
@@ -25,8 +25,10 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from chronicle.client import Chronicle
 from chronicle.errors import ChronicleError
+from chronicle.runtime.agents.registry import MAIN, AgentRegistry, RegistryError, find_registry
 from chronicle.runtime.app import queries
 from chronicle.runtime.app.resume import submit
+from chronicle.runtime.app.specs import resolve_workspace
 from chronicle.runtime.app.worker import Overrides, Worker, WorkerOptions
 from chronicle.runtime.live_from_log import LiveFromLog
 from chronicle.runtime.loop import LoopOptions
@@ -48,6 +50,8 @@ class ServerConfig:
     run_worker: bool = True
     worker_concurrency: int = 4
     auto_approve: bool = False
+    #: Agents defined in code (`chronicle.Agent`), startable by name like those of the registry file.
+    library: tuple[Any, ...] = ()
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -119,6 +123,7 @@ class WebhookBody(BaseModel):
 
 def create_app(config: ServerConfig) -> FastAPI:
     chronicle = Chronicle(config.db)
+    library = {agent.name: agent for agent in config.library}
     toml = config.agents or ((config.workspace or Path.cwd()) / "chronicle.toml")
     channels = load_channels(toml)
 
@@ -193,19 +198,39 @@ def create_app(config: ServerConfig) -> FastAPI:
 
     @app.post("/sessions", status_code=201, dependencies=guarded)
     def create_session(body: NewSession) -> dict[str, str]:
-        if body.agent not in (None, "main"):
-            raise HTTPException(status_code=400, detail=f"agent: unknown agent {body.agent!r}; sessions start the main agent")
         workspace = Path(body.workspace) if body.workspace else config.workspace
+        provider, model, registry = body.provider, body.model, None
+        coded = library.get(body.agent or "")
+        if coded is not None:
+            provider, model = provider or coded.provider, model or coded.model
+            with _errors():
+                registry = _registry_of(coded, workspace)
+        elif body.agent not in (None, MAIN):
+            registry = _file_registry(config.agents, workspace, body.agent or "", sorted(library))
         with _errors():
-            done = submit(chronicle.store, body.prompt, provider=body.provider, model=body.model, workspace=workspace,
-                          agents=config.agents)
-        return {"session_id": str(done.session_id), "input_id": done.input_id}
+            done = submit(chronicle.store, body.prompt, provider=provider, model=model, workspace=workspace,
+                          agents=config.agents, registry=registry)
+        return done.row()
+
+    @app.get("/agents", dependencies=guarded)
+    def list_agents(workspace: str | None = None) -> list[dict[str, Any]]:
+        """The agents `POST /sessions` may start (`agent`): the registry file's, then those defined in code."""
+        with _errors():
+            where = resolve_workspace(Path(workspace) if workspace else config.workspace)
+        try:
+            found = find_registry(config.agents, where)
+        except RegistryError as exc:
+            raise HTTPException(status_code=400, detail=f"agents: {exc}") from None
+        rows = [_agent_row(found.main, "file" if found.source else "default")]
+        rows += [_agent_row(a, "file") for a in found.agents]
+        rows = [r for r in rows if r["name"] not in library]
+        return rows + [_agent_row(a.definition(True), "code") for a in library.values()]
 
     @app.post("/sessions/{session_id}/inputs", status_code=202, dependencies=guarded)
     def add_input(session_id: str, body: NewInput) -> dict[str, str]:
         with _errors():
             done = submit(chronicle.store, body.prompt, session=session_id)
-        return {"session_id": str(done.session_id), "input_id": done.input_id}
+        return done.row()
 
     @app.get("/sessions/{session_id}/history", dependencies=guarded)
     def history(session_id: str, at: int | None = None, version: int | None = None) -> list[dict[str, Any]]:
@@ -224,31 +249,31 @@ def create_app(config: ServerConfig) -> FastAPI:
         return chronicle.cost(session_id, by=by)
 
     @app.post("/sessions/{session_id}/approve", dependencies=guarded)
-    def approve(session_id: str, body: ApproveBody | None = None) -> list[dict[str, Any]]:
+    def approve(session_id: str, body: ApproveBody | None = None, actor: str | None = Depends(caller)) -> list[dict[str, Any]]:
         body = body or ApproveBody()
-        return chronicle.approve(session_id, tool_call=body.tool_call, always=body.always)
+        return chronicle.approve(session_id, tool_call=body.tool_call, always=body.always, actor=actor)
 
     @app.post("/sessions/{session_id}/deny", dependencies=guarded)
-    def deny(session_id: str, body: DenyBody | None = None) -> list[dict[str, Any]]:
+    def deny(session_id: str, body: DenyBody | None = None, actor: str | None = Depends(caller)) -> list[dict[str, Any]]:
         body = body or DenyBody()
-        return chronicle.deny(session_id, reason=body.reason, tool_call=body.tool_call)
+        return chronicle.deny(session_id, reason=body.reason, tool_call=body.tool_call, actor=actor)
 
     @app.post("/sessions/{session_id}/steer", dependencies=guarded)
-    def steer(session_id: str, body: SteerBody) -> dict[str, Any]:
-        return chronicle.steer(session_id, body.message, wait_batch=body.wait_batch)
+    def steer(session_id: str, body: SteerBody, actor: str | None = Depends(caller)) -> dict[str, Any]:
+        return chronicle.steer(session_id, body.message, wait_batch=body.wait_batch, actor=actor)
 
     @app.post("/sessions/{session_id}/cancel", dependencies=guarded)
-    def cancel(session_id: str, body: CancelBody | None = None) -> dict[str, Any]:
-        return chronicle.cancel(session_id, wait_s=(body or CancelBody()).wait)
+    def cancel(session_id: str, body: CancelBody | None = None, actor: str | None = Depends(caller)) -> dict[str, Any]:
+        return chronicle.cancel(session_id, wait_s=(body or CancelBody()).wait, actor=actor)
 
     @app.post("/sessions/{session_id}/undo", dependencies=guarded)
-    def undo(session_id: str, body: UndoBody | None = None) -> dict[str, Any]:
+    def undo(session_id: str, body: UndoBody | None = None, actor: str | None = Depends(caller)) -> dict[str, Any]:
         body = body or UndoBody()
-        return chronicle.undo(session_id, turns=body.turns, files=body.files)
+        return chronicle.undo(session_id, turns=body.turns, files=body.files, actor=actor)
 
     @app.post("/sessions/{session_id}/redo", dependencies=guarded)
-    def redo(session_id: str) -> dict[str, Any]:
-        return chronicle.redo(session_id)
+    def redo(session_id: str, actor: str | None = Depends(caller)) -> dict[str, Any]:
+        return chronicle.redo(session_id, actor=actor)
 
     @app.post("/sessions/{session_id}/fork", dependencies=guarded)
     def fork(session_id: str, body: ForkBody | None = None) -> dict[str, Any]:
@@ -294,6 +319,44 @@ def create_app(config: ServerConfig) -> FastAPI:
     return app
 
 
+def _registry_of(agent: Any, workspace: Path | None) -> AgentRegistry:
+    try:
+        return cast(AgentRegistry, agent.registry(workspace))
+    except (ValueError, TypeError) as exc:
+        raise ChronicleError(str(exc), 2) from None
+
+
+def _file_registry(agents: Path | None, workspace: Path | None, name: str, coded: list[str]) -> AgentRegistry:
+    """The registry file's agents with NAME on top; an unknown name is a 400 naming the field and the choices."""
+    with _errors():
+        where = resolve_workspace(workspace)
+    try:
+        found = find_registry(agents, where)
+    except RegistryError as exc:
+        raise HTTPException(status_code=400, detail=f"agent: {exc}") from None
+    if name not in found.names():
+        known = ", ".join([*found.names(), *coded])
+        raise HTTPException(status_code=400, detail=f"agent: unknown agent {name!r}; agents: {known} "
+                                                    "([agents.NAME] in chronicle.toml or --agents; GET /agents lists them)")
+    return found.starting_as(name)
+
+
+def _agent_row(spec: Any, source: str) -> dict[str, Any]:
+    return {"name": spec.name, "description": spec.description, "model": spec.model or None, "tools": list(spec.tools),
+            "source": source}
+
+
+def caller(x_chronicle_actor: str | None = Header(default=None)) -> str | None:
+    """Who the HTTP client says decides (`X-Chronicle-Actor`), recorded as the decision's actor;
+    without it the server's own identity (CHRONICLE_ACTOR, else user@host) is recorded, as for the CLI."""
+    if x_chronicle_actor is None:
+        return None
+    name = x_chronicle_actor.strip()
+    if not name or len(name) > 100 or not name.isprintable():
+        raise HTTPException(status_code=422, detail="X-Chronicle-Actor: a printable name of 1 to 100 characters")
+    return name
+
+
 def _position(last_event_id: str | None) -> int:
     try:
         return max(0, int(last_event_id)) if last_event_id else 0
@@ -307,7 +370,7 @@ class _errors:
     def __enter__(self) -> None:
         return None
 
-    def __exit__(self, kind: Any, exc: Any, tb: Any) -> bool:
+    def __exit__(self, kind: Any, exc: Any, tb: Any) -> Literal[False]:
         from chronicle.runtime.app.errors import AppError
         from chronicle.runtime.store import NotFound
 
@@ -334,10 +397,14 @@ async def _event_stream(chronicle: Chronicle, sid: str, after: int, follow: bool
         if head != seen_head:
             seen_head = head
             entries = queries.log(chronicle.store, sid)
-            for item in derive.feed(entries[fed:]):
-                if item.position <= after:
-                    continue
-                yield f"id: {item.position}\ndata: {json.dumps(item.json_line(), ensure_ascii=False)}\n\n".encode()
+            items = [item for item in derive.feed(entries[fed:]) if item.position > after]
+            for index, item in enumerate(items):
+                # One log event may give several live events (agent_start, turn_start, status_change):
+                # only the last of them carries the position as its id, so a client that drops in
+                # between resumes from the position before and is sent the whole group again.
+                last_of_position = index + 1 == len(items) or items[index + 1].position != item.position
+                event_id = f"id: {item.position}\n" if last_of_position else ""
+                yield f"{event_id}data: {json.dumps(item.json_line(), ensure_ascii=False)}\n\n".encode()
                 if item.event.type == "agent_end":
                     ended_at = item.position
             fed = len(entries)

@@ -22,6 +22,8 @@ from datetime import datetime, timedelta
 from typing import Any, Literal
 from uuid import UUID, uuid5
 
+from chronicle.domain.stored_response import expand
+
 from .records import LogEvent, TurnLog
 
 SPAN_NS = UUID("6f1c5a0e-8f43-5b63-9d1e-2b7c0c6a9e41")
@@ -165,7 +167,7 @@ def _turn_error_type(event: LogEvent) -> str:
 
 
 def _chat_span(log: TurnLog, event: LogEvent, trace_id: int, parent: int, common: Attributes, capture: bool) -> SpanRecord:
-    response: dict[str, Any] = event.data.get("response") or {}
+    response: dict[str, Any] = expand(event.data.get("response") or {})
     delta: dict[str, Any] = event.data.get("request_delta") or {}
     usage: dict[str, Any] = response.get("usage") or {}
     step = int(event.data["step"])
@@ -188,6 +190,8 @@ def _chat_span(log: TurnLog, event: LogEvent, trace_id: int, parent: int, common
         attributes["gen_ai.response.model"] = str(response["model"])
     if response.get("id"):
         attributes["gen_ai.response.id"] = str(response["id"])
+    if response.get("request_id"):  # the conventions name no request id; the provider's support asks for it
+        attributes["chronicle.provider.request_id"] = str(response["request_id"])
     if delta.get("max_tokens"):
         attributes["gen_ai.request.max_tokens"] = int(delta["max_tokens"])
     if event.data.get("fingerprint"):
@@ -232,12 +236,19 @@ def _retry_event(event: LogEvent) -> SpanEvent:
     return SpanEvent("chronicle.model_call.retry", event.at, attributes)
 
 
+def _run_start(ended: LogEvent | None) -> datetime | None:
+    """When a run recorded whole by its end event (no Started, `attempt` set) began: end less duration."""
+    if ended is None or not ended.data.get("attempt"):
+        return None
+    return ended.at - timedelta(milliseconds=float(ended.data.get("duration_ms") or 0.0))
+
+
 def _tool_span(
     call_id: UUID, events: list[LogEvent], trace_id: int, parent: int, common: Attributes, capture: bool
 ) -> SpanRecord:
     requested = events[0].data
-    started = next((e for e in events if e.kind == "Started"), events[0])
     ended = next((e for e in reversed(events) if e.kind in TOOL_END_KINDS), None)
+    start = next((e.at for e in events if e.kind == "Started"), None) or _run_start(ended) or events[0].at
     name = str(requested.get("name", "tool"))
     attributes: Attributes = {
         **common,
@@ -254,7 +265,7 @@ def _tool_span(
         span_id=tool_span_id(call_id),
         parent_span_id=parent,
         kind="internal",
-        start=started.at,
+        start=start,
         end=(ended or events[-1]).at,
         attributes=attributes,
     )

@@ -98,25 +98,45 @@ class Tool:
             raise ToolError(f"invalid arguments for {cls.name}: {problems}") from None
 
 
-def safe_output(text: str) -> str:
+def safe_output(text: str, scanner: Any = None) -> str:
     """A result fit for the log and the model: no secrets, no NUL, no undecodable surrogates."""
-    from chronicle.runtime.redaction import redact_secrets
+    return scan_output(text, scanner).value
+
+
+def scan_output(text: str, scanner: Any = None) -> Any:
+    """safe_output, with how many secrets of each kind were cut (runtime/secret_scan.py: a Scan).
+    Without a workspace's scanner every detector is on."""
+    from chronicle.runtime.secret_scan import SecretScanner
 
     text = text.encode("utf-8", errors="backslashreplace").decode("utf-8").replace("\x00", "\\0")
-    return redact_secrets(text)
+    return (scanner or SecretScanner()).text(text)
 
 
-def safe_blocks(blocks: list[dict[str, Any]] | None) -> list[dict[str, Any]] | None:
+def safe_blocks(blocks: list[dict[str, Any]] | None, scanner: Any = None) -> list[dict[str, Any]] | None:
     """Rich results (an MCP tool's) are recorded whole: their text gets the same redaction as `content`."""
+    return scan_blocks(blocks, scanner)[0]
+
+
+def scan_blocks(blocks: list[dict[str, Any]] | None, scanner: Any = None) -> tuple[list[dict[str, Any]] | None, dict[str, int]]:
     if not blocks:
-        return blocks
-    return [{**b, "text": safe_output(b["text"])} if b.get("type") == "text" and isinstance(b.get("text"), str) else b
-            for b in blocks]
+        return blocks, {}
+    counts: dict[str, int] = {}
+    out = []
+    for b in blocks:
+        if b.get("type") == "text" and isinstance(b.get("text"), str):
+            found = scan_output(b["text"], scanner)
+            for kind, n in found.counts.items():
+                counts[kind] = counts.get(kind, 0) + n
+            b = {**b, "text": found.value}
+        out.append(b)
+    return out, counts
 
 
 def safe_error(ctx: ToolContext, message: str) -> str:
     """An error result names paths relative to the workspace: its absolute location is not the model's business."""
-    message = safe_output(message)
+    from chronicle.runtime.secret_scan import scanner_for
+
+    message = safe_output(message, scanner_for(ctx.workspace))
     for root in dict.fromkeys((str(ctx.workspace.expanduser().resolve()), str(ctx.workspace))):
         if root not in ("", ".", "/"):
             message = message.replace(root + "/", "").replace(root, ".")

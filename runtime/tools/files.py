@@ -76,8 +76,22 @@ def _entries(ctx: ToolContext, directory: Path) -> list[str]:
     return sorted(shown)
 
 
-def _effect(ctx: ToolContext, target: Path, before: str | None, after: str) -> dict[str, Any]:
-    return {"kind": "file", "path": ctx.sandbox.rel(target), "before": before, "after": after}
+def _effect(ctx: ToolContext, target: Path, before: str | None, after: str, created_dirs: list[Path] | None = None) -> dict[str, Any]:
+    effect = {"kind": "file", "path": ctx.sandbox.rel(target), "before": before, "after": after}
+    if created_dirs:
+        # undo --files removes these again (if they are empty by then): a write that made them is undone whole.
+        effect["created_dirs"] = [ctx.sandbox.rel(d) for d in created_dirs]
+    return effect
+
+
+def _missing_dirs(target: Path) -> list[Path]:
+    """The directories above `target` that do not exist yet, outermost first: the write creates them."""
+    missing = []
+    parent = target.parent
+    while not parent.exists() and parent != parent.parent:
+        missing.append(parent)
+        parent = parent.parent
+    return missing[::-1]
 
 
 class WriteFile(Tool):
@@ -93,9 +107,11 @@ class WriteFile(Tool):
         if target.is_dir():
             raise ToolError(f"{args.path} is a directory")
         before = read_exact(target, args.path, "write_file") if target.exists() else None
+        created_dirs = _missing_dirs(target)
         await asyncio.to_thread(write_exact, target, args.content)
         verb = "created" if before is None else "overwrote"
-        return ToolOutput(f"{verb} {args.path} ({len(args.content)} characters)", effects=[_effect(ctx, target, before, args.content)])
+        effect = _effect(ctx, target, before, args.content, created_dirs)
+        return ToolOutput(f"{verb} {args.path} ({len(args.content)} characters)", effects=[effect])
 
 
 class EditFile(Tool):

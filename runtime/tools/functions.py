@@ -15,8 +15,8 @@ import asyncio
 import inspect
 import json
 import re
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, get_type_hints
 
@@ -24,7 +24,7 @@ import docstring_parser
 from pydantic import BaseModel, ConfigDict, Field, create_model
 from pydantic_core import to_jsonable_python
 
-from .base import Tool, ToolOutput, truncate
+from .base import Tool, ToolError, ToolOutput, truncate
 from .base import ToolContext as RuntimeContext
 from .imports import remember
 
@@ -38,6 +38,16 @@ class ToolContext:
     workspace: Path
     session_id: str
     tool_call_id: str
+    runtime: Any = field(default=None, repr=False, compare=False)
+
+    async def spawn_batch(self, tasks: Sequence[tuple[str, dict[str, Any]]]) -> list[ToolOutput]:
+        """Run tools of the session (read-only or idempotent ones) concurrently, as (name, input) pairs; their
+        outputs (`.content`, `.is_error`) come back in the order asked, and each run is recorded on this call."""
+        from chronicle.runtime.subtasks import spawn_batch
+
+        if self.runtime is None:
+            raise ToolError("spawn_batch needs a running session: this context was made by hand")
+        return await spawn_batch(self.runtime, tasks)
 
 
 class FunctionTool(Tool):
@@ -68,7 +78,7 @@ class FunctionTool(Tool):
         cls = type(self)
         kwargs = {name: getattr(args, name) for name in type(args).model_fields}
         if cls.context_param:
-            kwargs[cls.context_param] = ToolContext(ctx.workspace, ctx.session_id, ctx.tool_call_id)
+            kwargs[cls.context_param] = ToolContext(ctx.workspace, ctx.session_id, ctx.tool_call_id, ctx)
         if inspect.iscoroutinefunction(cls.func):
             result = await cls.func(**kwargs)
         else:

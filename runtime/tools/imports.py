@@ -55,7 +55,7 @@ def load_tools(entry: str, workspace: Path | None = None) -> list[Tool]:
     make_importable(workspace)
     try:
         target: Any = importlib.import_module(module_name)
-    except Exception as exc:  # noqa: BLE001 - whatever the module raises, the user needs its first line
+    except (Exception, SystemExit) as exc:  # noqa: BLE001 - whatever the module raises (sys.exit too), the user needs its first line
         raise ToolLoadError(f"cannot load tool {entry!r}: {_first_line(exc)}") from None
     if entry in _DEFINED:  # importing ran the @tool decorator, which registered it under this very path
         return [_DEFINED[entry]]

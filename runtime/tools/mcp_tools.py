@@ -10,8 +10,9 @@ result the model reads, like any failing tool.
 Flags: an MCP tool requires approval unless the config trusts the server's annotations
 (`trust_annotations = true`) and the server marks it read-only; `[mcp.NAME.tools.TOOL]` flags win.
 Results: text as text, structured content as JSON when there is no text, images and other
-binary content as a one-line note in the text the model reads, with the full blocks (image
-data included) recorded on the tool call.
+binary content as a one-line note in the text the model reads, with the full blocks recorded on
+the tool call. The tool runner then stores images once by content (runtime/attachments.py) and
+the loop shows them to the model as image blocks right after the results.
 """
 
 from __future__ import annotations

@@ -49,6 +49,6 @@ def test_time_travel_undoes_a_file_change_forks_and_replays_identically(db_url, 
     assert "after two turns: '# Notes\\n- undo puts files back\\n'" in out
     assert "undo: 1 turn(s)" in out and "now '# Notes\\n'" in out
     assert "history after redo: 8 message(s)" in out
-    assert "notes.md has a title. 8 message(s)" in out  # the fork: turn 1 inherited, plus its own
+    assert "Added the line about undo. 8 message(s)" in out  # the fork: turn 1 inherited, plus its own turn 2
     assert "the original still has 8 message(s)" in out
     assert "replay: identical" in out

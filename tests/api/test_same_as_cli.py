@@ -8,6 +8,7 @@ import json
 import pytest
 
 from chronicle import LIVE_EVENTS, Agent, Chronicle, ChronicleError
+from chronicle.runtime.actor import process_actor
 from tests.helpers import cli, json_lines, response, text, tool_use
 
 
@@ -65,7 +66,7 @@ def test_queries_and_time_travel_match_their_commands(db_url, workspace, tmp_pat
     assert len(app.history(sid)) == 4
     assert app.redo(sid)["redone"] == undone["undone"]
     child = app.fork(sid, at=1)
-    assert child != sid and app.sessions()[-1]["forked_from"] == {"session_id": sid, "turn": 1}
+    assert child != sid and app.sessions()[-1]["forked_from"] == {"session_id": sid, "turn": 1, "actor": process_actor()}
     assert app.steer(sid, "also b")["outcome"] == "queued"  # nothing runs: it becomes the next input
     assert app.cancel(child)["status"] == "idle"
     compacted = app.compact(sid, strategy="truncate", keep=1)

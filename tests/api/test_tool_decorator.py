@@ -11,6 +11,7 @@ from pydantic import BaseModel
 
 from chronicle import ToolError, tool
 from chronicle.domain.ids import tool_call_id
+from chronicle.runtime.attachments import load_data
 from chronicle.runtime.tools.base import Toolbox
 from tests.helpers import response, text, tool_use
 from tests.integration.loop_harness import Harness
@@ -111,14 +112,17 @@ def render_chart(title: str) -> list:
             {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="}}]
 
 
-def test_content_blocks_reach_the_model_as_text_with_a_note_and_are_recorded_whole(db_url, workspace, tmp_path):
+def test_content_blocks_reach_the_model_as_text_with_a_note_and_the_image_is_stored_once_by_content(db_url, workspace, tmp_path):
     h = Harness(db_url, workspace, tmp_path, [response(tool_use("tu_1", "render_chart", title="sales")), response(text("ok"))],
                 tools=(render_chart.import_path,))
     h.run("chart")
     (result,) = h.results()
     assert result.content == "chart sales\n[image: image/png, 9 bytes]" and not result.is_error
     call = h.store.find_tool_call(tool_call_id(h.store.session(h.session_id).turns[0], 0, "tu_1"))
-    assert call is not None and call.blocks[1]["source"]["data"] == "iVBORw0KGgo="
+    assert call is not None
+    source = call.blocks[1]["source"]
+    assert source["type"] == "attachment" and "data" not in source, "the call records a reference, not the bytes"
+    assert load_data(h.store, source["sha256"]) == "iVBORw0KGgo="
 
 
 def test_a_name_the_messages_api_would_refuse_is_refused_when_decorating():

@@ -70,7 +70,7 @@ def test_a_chat_session_streams_answers_asks_approval_inline_cancels_on_ctrl_c_a
     ])
     term = Terminal(command)
     try:
-        term.wait_for("you> ")
+        term.wait_for("you>")  # a line editor draws the prompt; tmux drops its trailing blank
         term.type("hi")
         term.wait_for("Hello from the agent")
 
@@ -127,3 +127,69 @@ def test_a_chat_session_streams_answers_asks_approval_inline_cancels_on_ctrl_c_a
     assert turn_ends == ["Completed", "Completed", "Cancelled"]
     approved = [e for e in log if e["aggregate"] == "tool_call" and e["event"] == "Approved"]
     assert [e["data"]["by"] for e in approved] == ["user", "user"]
+
+
+def test_new_starts_a_thread_as_a_new_session_and_thread_id_switches_back_with_its_own_context(sqlite_url, workspace, tmp_path):
+    script = tmp_path / "s.json"
+    # the script answers by the turn's number in its session: a new thread starts at turn 1 again
+    script.write_text(json.dumps({"agents": {"main": [[response(text("answer to a first turn"))], [response(text("answer to a second turn"))]]}}),
+                      encoding="utf-8")
+    command = " ".join(shlex.quote(part) for part in [
+        "env", f"CHRONICLE_DB={sqlite_url}", "COLUMNS=180", sys.executable, "-m", "chronicle.runtime.cli", "chat",
+        "--provider", f"scripted:{script}", "--workspace", str(workspace),
+    ])
+    term = Terminal(command)
+    try:
+        term.wait_for("you>")  # a line editor draws the prompt; tmux drops its trailing blank
+        term.type("one")
+        term.wait_for("answer to a first turn")
+        term.type("/new")
+        term.wait_for("new thread: session")
+        term.type("two")
+        term.wait_for("answer to a first turn", count=2)
+        first = json_lines(cli("sessions", "--json", db=sqlite_url).stdout)[0]["session_id"]
+        term.type(f"/thread {first[:8]}")
+        term.wait_for(f"switched to thread {first} (1 turn(s)")
+        term.type("three")
+        term.wait_for("answer to a second turn")
+        term.type("/thread nope")
+        term.wait_for("error:")
+        term.type("/quit")
+        screen = term.wait_for("EXITED=0")
+    finally:
+        term.close()
+    assert "Traceback" not in screen
+    sessions = json_lines(cli("sessions", "--json", db=sqlite_url).stdout)
+    assert [s["turns"] for s in sessions] == [2, 1], "each thread is a session with its own turns"
+    assert sessions[1]["forked_from"] is None
+
+
+def test_job_jobs_and_cancel_in_chat_are_the_jobs_use_cases(sqlite_url, workspace, tmp_path):
+    script = tmp_path / "s.json"
+    script.write_text(json.dumps({"agents": {"main": [[response(text("hi"))]]}}), encoding="utf-8")
+    command = " ".join(shlex.quote(part) for part in [
+        "env", f"CHRONICLE_DB={sqlite_url}", "COLUMNS=180", sys.executable, "-m", "chronicle.runtime.cli", "chat",
+        "--provider", f"scripted:{script}", "--workspace", str(workspace),
+    ])
+    term = Terminal(command)
+    try:
+        term.wait_for("you>")  # a line editor draws the prompt; tmux drops its trailing blank
+        term.type("/job")
+        term.wait_for("error: say what the job should do: /job PROMPT")
+        term.type("/job tidy the notes")
+        term.wait_for("queued; a `chronicle worker` runs it")
+        [job] = json_lines(cli("jobs", "--json", db=sqlite_url).stdout)
+        term.type("/jobs")
+        term.wait_for(f"{job['job_id'][:8]}  queued")
+        term.type(f"/cancel {job['job_id'][:8]}")
+        term.wait_for(f"job {job['job_id']} cancelled")
+        chat_session = next(s for s in json_lines(cli("sessions", "--json", db=sqlite_url).stdout) if s["session_id"] != job["job_id"])
+        term.type(f"/cancel {chat_session['session_id'][:8]}")
+        term.wait_for("is not a job; `chronicle jobs` lists them")
+        term.type("/quit")
+        screen = term.wait_for("EXITED=0")
+    finally:
+        term.close()
+    assert "Traceback" not in screen
+    [job] = json_lines(cli("jobs", "--json", db=sqlite_url).stdout)
+    assert (job["origin"], job["status"], job["prompt"]) == ("chat", "cancelled", "tidy the notes")

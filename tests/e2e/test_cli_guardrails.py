@@ -3,6 +3,8 @@ answer; modify, reject, and a broken check under fail = open and fail = closed, 
 
 from __future__ import annotations
 
+import hashlib
+
 from tests.helpers import cli, json_lines, response, text, tool_use, write_script
 
 CHECKS = '''
@@ -11,6 +13,10 @@ from chronicle.runtime.guardrails import Rejected
 
 def redact(text, where):
     return text.replace("hello world", "[redacted]") if "hello world" in text else None
+
+
+def shorten_names(text, where):
+    return text.replace("Alexandra", "Alex") if "Alexandra" in text else None
 
 
 def no_passwords(text, where):
@@ -29,6 +35,10 @@ on = ["tool_result"]
 
 [guardrails.no_passwords]
 check = "checks:no_passwords"
+on = ["inbound", "final"]
+
+[guardrails.names]
+check = "checks:shorten_names"
 on = ["inbound", "final"]
 
 [guardrails.flaky]
@@ -58,8 +68,11 @@ def test_a_tool_result_is_redacted_before_it_is_recorded_and_a_failing_open_chec
     assert "[redacted]" in end["output"] and "hello world" not in end["output"] and end["is_error"] is False
     audit = json_lines(cli("audit", "--session", events[0]["session_id"], "--tool", "read_file", "--json", db=db_url).stdout)
     effects = audit[-1]["detail"]["effects"]
-    assert {"guardrail": "redact", "action": "modified"} in effects
-    assert any(e.get("guardrail") == "flaky" and e.get("fail") == "open" for e in effects)
+    redacted = next(e for e in effects if e.get("guardrail") == "redact")
+    assert redacted["action"] == "modified" and redacted["where"] == "tool_result"
+    assert redacted["after_sha256"] == hashlib.sha256(end["output"].encode()).hexdigest() != redacted["before_sha256"]
+    assert redacted["before_chars"] - redacted["after_chars"] == len("hello world") - len("[redacted]")
+    assert any(e.get("guardrail") == "flaky" and e.get("fail") == "open" and e["action"] == "error" for e in effects)
     assert "hello world" not in cli("log", events[0]["session_id"], "--json", db=db_url).stdout
 
 
@@ -99,3 +112,45 @@ def test_a_check_that_does_not_load_is_one_line_and_exit_2(sqlite_url, workspace
     result = cli("run", "hi", "--provider", f"scripted:{script}", "--workspace", str(workspace), db=sqlite_url)
     assert result.returncode == 2
     assert "guardrails.x: cannot load check 'nowhere:thing': No module named 'nowhere'" in result.stderr
+
+
+def test_an_input_a_check_changes_is_what_the_model_reads_and_the_change_is_an_audited_event(db_url, workspace, tmp_path):
+    setup(workspace)
+    code, events = run(workspace, tmp_path, db_url, "say hi to Alexandra", [response(text("Hi Alex!"))])
+    assert code == 0
+    sid = events[0]["session_id"]
+    log = cli("log", sid, "--json", db=db_url).stdout
+    assert "GuardrailApplied" in log
+    audit = json_lines(cli("audit", "--session", sid, "--json", db=db_url).stdout)
+    row = next(r for r in audit if r["kind"] == "guardrail")
+    assert (row["name"], row["status"], row["detail"]["where"], row["detail"]["text"]) == ("names", "modified", "inbound", "say hi to Alex")
+    assert row["detail"]["before_sha256"] == hashlib.sha256(b"say hi to Alexandra").hexdigest()
+    assert row["detail"]["after_sha256"] == hashlib.sha256(b"say hi to Alex").hexdigest()
+    # the model was asked with the changed input: the recorded request fingerprint matches a replay of it
+    replay = json_lines(cli("replay", sid, "--json", db=db_url).stdout)
+    assert replay[-1]["identical"] is True
+
+
+def test_a_final_answer_a_check_changes_is_what_the_turn_delivers_and_what_the_next_turn_reads(db_url, workspace, tmp_path):
+    setup(workspace)
+    code, events = run(workspace, tmp_path, db_url, "who is there?", [response(text("Alexandra is here."))])
+    assert code == 0
+    end = next(e for e in events if e["type"] == "turn_end")
+    assert end["text"] == "Alex is here."
+    sid = events[0]["session_id"]
+    audit = json_lines(cli("audit", "--session", sid, "--json", db=db_url).stdout)
+    row = next(r for r in audit if r["kind"] == "guardrail")
+    assert (row["name"], row["detail"]["where"], row["detail"]["text"]) == ("names", "final", "Alex is here.")
+    model_call = next(r for r in audit if r["kind"] == "model_call")
+    assert model_call["detail"]["text"] == "Alexandra is here.", "the model's response stays recorded verbatim"
+    turn_end = next(r for r in audit if r["kind"] == "turn_end")
+    assert turn_end["detail"]["final_text"] == "Alex is here."
+
+
+def test_the_terminal_shows_the_delivered_answer_when_a_check_changed_it_after_it_streamed(sqlite_url, workspace, tmp_path):
+    setup(workspace)
+    script = write_script(tmp_path / "s.json", [response(text("Alexandra is here."))])
+    result = cli("run", "who?", "--provider", f"scripted:{script}", "--workspace", str(workspace), db=sqlite_url)
+    assert result.returncode == 0
+    streamed, _, delivered = result.stdout.partition("a guardrail changed the answer; delivered:")
+    assert "Alexandra is here." in streamed and delivered.strip().startswith("Alex is here.")

@@ -101,3 +101,25 @@ def test_a_server_that_cannot_start_when_a_session_starts_is_a_usage_error_and_r
     run = cli("run", "hi", "--provider", f"scripted:{script}", "--workspace", str(workspace), db=db_url)
     assert run.returncode == 2 and "MCP server 'down'" in run.stderr and "Traceback" not in run.stderr
     assert json_lines(cli("sessions", "--json", db=db_url).stdout) == []
+
+
+def test_chat_gets_the_mcp_tools_as_run_does_and_stops_the_server_when_it_leaves(db_url, workspace, tmp_path):
+    pidfile = tmp_path / "server.pid"
+    config(workspace, pidfile)
+    script = write_script(tmp_path / "s.json", [
+        [response(tool_use("u1", "t__lookup", key="abc"), tool_use("u2", "t__picture")), response(text("looked it up"))],
+        [response(tool_use("u3", "t__lookup", key="abcdef")), response(text("again"))],
+    ])
+    chat = cli("chat", "--provider", f"scripted:{script}", "--workspace", str(workspace), db=db_url,
+               input="look up abc\nonce more\n/quit\n", timeout=120)
+    assert chat.returncode == 0, chat.stderr
+    assert "t__lookup completed" in chat.stdout and "t__picture completed" in chat.stdout and "again" in chat.stdout
+    session_id = json_lines(cli("sessions", "--json", db=db_url).stdout)[0]["session_id"]
+    calls = [e for e in json_lines(cli("log", session_id, "--json", db=db_url).stdout)
+             if e["aggregate"] == "tool_call" and e["event"] == "Completed"]
+    assert [json.loads(c["data"]["output"])["value"] for c in calls if c["data"]["name"] == "t__lookup"] == [3, 6]
+    server_pid = int(pidfile.read_text())
+    deadline = time.monotonic() + 15
+    while alive(server_pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not alive(server_pid), "the MCP server outlived chat"

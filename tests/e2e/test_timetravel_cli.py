@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from chronicle.runtime.actor import process_actor
+from chronicle.runtime.compression import SizedZlib
 from tests.helpers import cli, json_lines, response, text, tool_use
 
 
@@ -121,9 +123,10 @@ def test_fork_starts_a_session_from_a_past_turn_that_can_run_on_its_own(db_url, 
     assert forked.returncode == 0, forked.stderr
     child = forked.stdout.strip()
     rows = {r["session_id"]: r for r in json_lines(cli("sessions", "--json", db=db_url).stdout)}
-    assert rows[child]["forked_from"] == {"session_id": sid, "turn": 1}
+    assert rows[child]["forked_from"] == {"session_id": sid, "turn": 1, "actor": process_actor()}
     assert user_texts(history(db_url, child)) == ["one"]
-    script = turns_script(tmp_path / "fork.json", [[response(text("fork answer"))]])
+    # The fork's first own turn is turn 2 (one numbering everywhere: inherited turns first), so turn 2 of the script answers it.
+    script = turns_script(tmp_path / "fork.json", [[response(text("not asked"))], [response(text("fork answer"))]])
     ran = cli("run", "on the fork", "--session", child, "--provider", f"scripted:{script}", "--workspace", str(workspace), db=db_url)
     assert ran.returncode == 0, ran.stderr
     assert user_texts(history(db_url, child)) == ["one", "on the fork"]
@@ -154,7 +157,9 @@ def test_replay_detects_a_request_that_no_longer_matches_its_fingerprint(sqlite_
     with sqlite3.connect(path) as conn:  # tamper with a recorded input, as a schema change might
         rows = conn.execute("SELECT rowid, state FROM stored_events WHERE topic LIKE '%Turn.Created'").fetchall()
         rowid, state = rows[0]
-        conn.execute("UPDATE stored_events SET state = ? WHERE rowid = ?", (bytes(state).replace(b'"one"', b'"uno"'), rowid))
+        plain = SizedZlib()  # states are stored compressed (runtime/compression.py)
+        edited = plain.compress(plain.decompress(bytes(state)).replace(b'"one"', b'"uno"'))
+        conn.execute("UPDATE stored_events SET state = ? WHERE rowid = ?", (edited, rowid))
     diverged = cli("replay", sid, db=sqlite_url)
     assert diverged.returncode == 1
     assert "turn 1, step 0: request fingerprint" in diverged.stdout
@@ -177,3 +182,36 @@ def test_undo_files_says_bash_is_not_reverted_and_redo_warns_that_files_are_not_
     assert "warning: the redone turns changed files" in redone.stderr
     plain = cli("undo", sid, db=db_url)
     assert plain.returncode == 0 and "not reverted" not in plain.stderr
+
+
+def test_replay_reads_files_as_they_were_when_the_turn_ran_through_edits_undos_and_undone_files(db_url, workspace, tmp_path):
+    (workspace / "notes.txt").write_text("draft v0\n", encoding="utf-8")
+    two = [response(tool_use("r2", "read_file", path="extra.txt")), response(tool_use("w2", "write_file", path="extra.txt", content="x\n")),
+           response(text("two"))]
+    three = [response(tool_use("r3", "glob", pattern="**/*.txt")), response(tool_use("w3", "write_file", path="made/deep/a.txt", content="a\n")),
+             response(text("three"))]
+    # Scripts are indexed by turn number, which counts every turn the session ran (undone ones too).
+    script = turns_script(tmp_path / "rw.json", [
+        [response(tool_use("r1", "read_file", path="notes.txt")), response(tool_use("e1", "edit_file", path="notes.txt", old="v0", new="v1")),
+         response(tool_use("l1", "list_dir", path=".")), response(text("one"))],
+        two, two,  # undone without --files: the second run reads what the first wrote
+        three, three,  # undone with --files: the second run does not see the first one's file
+        [response(tool_use("r4", "read_file", path="notes.txt"), tool_use("g4", "grep", pattern="v[0-9]")),
+         response(tool_use("e4", "edit_file", path="notes.txt", old="v1", new="v2")), response(text("four"))],
+    ])
+    sid = run_turns(db_url, workspace, script, ["one", "two"])
+    assert cli("undo", sid, db=db_url).returncode == 0
+    for prompt in ["two again", "three"]:
+        assert cli("run", prompt, "--session", sid, "--workspace", str(workspace), db=db_url).returncode == 0
+    undone = cli("undo", sid, "--files", db=db_url)
+    assert undone.returncode == 0, undone.stderr
+    for prompt in ["three again", "four"]:
+        assert cli("run", prompt, "--session", sid, "--workspace", str(workspace), db=db_url).returncode == 0
+    assert (workspace / "notes.txt").read_text() == "draft v2\n"
+
+    same = cli("replay", sid, "--json", db=db_url)
+    assert same.returncode == 0, same.stdout + same.stderr
+    verdict = json_lines(same.stdout)[0]
+    assert verdict["identical"] is True and verdict["turns"] == 4, verdict
+    assert (workspace / "notes.txt").read_text() == "draft v2\n"  # the real workspace is left alone
+    assert sorted(p.name for p in workspace.iterdir()) == sorted(["hello.txt", "notes.txt", "extra.txt", "made"])

@@ -11,6 +11,7 @@ from chronicle.runtime.providers.anthropic_provider import AnthropicProvider
 from chronicle.runtime.providers.base import ModelRequest, ignore_deltas
 from chronicle.runtime.titles import TitleHook
 from tests.integration.test_anthropic_loop import KEY, MODEL, AnthropicHarness, text, tool
+from tests.loop_harness import first_text, run_cancelled_when
 from tests.sse_server import (  # noqa: F401
     FULL_USAGE,
     Stream,
@@ -43,6 +44,7 @@ def test_server_tool_blocks_and_citations_are_recorded_verbatim_and_sent_back_un
     assert response["content"] == blocks  # every type and field, unknown ones included
     assert response["model"] == ANSWERING  # the model that answered, not the one asked
     assert response["usage"] == FULL_USAGE  # service_tier, 5m/1h split, web searches, inference_geo
+    assert response["request_id"] == "req_stream_test"  # the request-id header, what Anthropic's support asks for
     second_turn(harness, "thanks")
     sent = sse.requests[1].body["messages"]
     assert [m["role"] for m in sent] == ["user", "assistant", "user"]
@@ -112,7 +114,7 @@ def test_a_stream_broken_after_message_start_keeps_its_usage_model_and_streamed_
     outcome = harness.run("hi")
     assert outcome.status == "failed"
     response = harness.turn().steps[0]["response"]
-    assert response["stop_reason"] == "error" and response["model"] == ANSWERING
+    assert response["stop_reason"] == "error" and response["model"] == ANSWERING and response["request_id"] == "req_stream_test"
     assert response["usage"]["input_tokens"] == 700 and response["content"] == [text("Half of the answer, then")]
 
 
@@ -130,18 +132,7 @@ def test_a_cancelled_stream_keeps_the_input_tokens_and_the_answering_model(db_ur
     events = message_events([words], usage={"input_tokens": 512}, model=ANSWERING, split=16)
     sse.script(Stream(events, hang_after=4))
 
-    async def scenario():
-        task: asyncio.Task | None = None
-
-        def cancel_on_first_text(event):
-            if event.type == "message_update" and event.delta.get("type") == "text" and task is not None:
-                task.cancel()
-
-        harness = AnthropicHarness(db_url, workspace, sse, on_event=cancel_on_first_text)
-        task = asyncio.ensure_future(harness.run_async("talk"))
-        return harness, await task
-
-    harness, outcome = asyncio.run(scenario())
+    harness, outcome = run_cancelled_when(lambda **kw: AnthropicHarness(db_url, workspace, sse, **kw), "talk", first_text)
     assert outcome.status == "cancelled"
     response = harness.turn().steps[0]["response"]
     assert response["stop_reason"] == "aborted" and response["content"] == [text("The first words,")]

@@ -2,21 +2,15 @@
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from chronicle.domain.agent_spec import AgentSpec
-from chronicle.runtime.live import Broker
-from chronicle.runtime.loop import AgentLoop, LoopOptions
+from chronicle.runtime.compression import SizedZlib
 from chronicle.runtime.providers.anthropic_provider import AnthropicProvider
-from chronicle.runtime.retry import RetryPolicy
-from chronicle.runtime.sessions import start_session
 from chronicle.runtime.store import ChronicleStore
-from chronicle.runtime.tools import DEFAULT_TOOLS
-from chronicle.runtime.toolsets import toolbox_for
+from tests.loop_harness import LoopHarness, first_text, run_cancelled_when
 from tests.sse_server import DropConnection, HttpError, Stream, message_events, overloaded_in_stream, reply, sse  # noqa: F401
 
 KEY = "sk-ant-test-0123456789-secret"
@@ -31,31 +25,10 @@ def text(value: str) -> dict[str, Any]:
     return {"type": "text", "text": value}
 
 
-class AnthropicHarness:
+class AnthropicHarness(LoopHarness):
     def __init__(self, db_url: str, workspace: Path, server: Any, max_attempts: int = 8, on_event: Any = None, cap_s: float = 0.05) -> None:
-        self.store = ChronicleStore(db_url)
-        self.events: list[Any] = []
-        broker = Broker()
-        broker.subscribe(self.events.append)
-        if on_event:
-            broker.subscribe(on_event)
-        self.provider = AnthropicProvider(MODEL, api_key=KEY, base_url=server.url)
-        options = LoopOptions(retry=RetryPolicy(max_attempts=max_attempts, base_s=0.01, cap_s=cap_s))
-        self.loop = AgentLoop(self.store, self.provider, toolbox_for(DEFAULT_TOOLS), workspace, broker=broker, options=options)
-        self.spec = AgentSpec(name="main", provider="anthropic", model=MODEL, tools=DEFAULT_TOOLS,
-                              instructions="You are careful.", workspace=str(workspace))
-
-    async def run_async(self, prompt: str):
-        session, _ = start_session(self.store, self.spec, prompt)
-        self.session_id = session.id
-        return await self.loop.run_next(session.id)
-
-    def run(self, prompt: str):
-        return asyncio.run(self.run_async(prompt))
-
-    def turn(self):
-        session = self.store.session(self.session_id)
-        return self.store.turn(session.turns[-1])
+        provider = AnthropicProvider(MODEL, api_key=KEY, base_url=server.url)
+        super().__init__(db_url, workspace, provider, "anthropic", MODEL, max_attempts=max_attempts, on_event=on_event, cap_s=cap_s)
 
 
 def test_parallel_tool_uses_are_answered_by_one_user_message_of_results_in_order(db_url, workspace, sse):
@@ -178,19 +151,7 @@ def test_cancelling_mid_stream_closes_the_http_stream_and_records_the_partial_an
     events = message_events([text("The first words, then a very long pause")], split=16)
     sse.script(Stream(events, hang_after=4))  # message_start, ping, block_start, first text delta
 
-    async def scenario():
-        task: asyncio.Task | None = None
-
-        def cancel_on_first_text(event):
-            if event.type == "message_update" and event.delta.get("type") == "text" and task is not None:
-                task.cancel()
-
-        harness = AnthropicHarness(db_url, workspace, sse, on_event=cancel_on_first_text)
-        task = asyncio.ensure_future(harness.run_async("talk"))
-        outcome = await task if not task.cancelled() else None
-        return harness, outcome
-
-    harness, outcome = asyncio.run(scenario())
+    harness, outcome = run_cancelled_when(lambda **kw: AnthropicHarness(db_url, workspace, sse, **kw), "talk", first_text)
     assert outcome is not None and outcome.status == "cancelled"
     step = harness.turn().steps[0]["response"]
     assert step["stop_reason"] == "aborted" and step["content"] == [text("The first words,")]
@@ -200,18 +161,8 @@ def test_cancelling_mid_stream_closes_the_http_stream_and_records_the_partial_an
 def test_the_wait_between_retries_can_be_cancelled(db_url, workspace, sse):
     sse.script(HttpError(429, "rate_limit_error", "slow down", {"retry-after": "25"}), reply([text("too late")]))
 
-    async def scenario():
-        task: asyncio.Task | None = None
-
-        def cancel_on_retry(event):
-            if event.type == "status_change" and event.status == "retry" and task is not None:
-                task.cancel()
-
-        harness = AnthropicHarness(db_url, workspace, sse, on_event=cancel_on_retry, cap_s=30.0)
-        task = asyncio.ensure_future(harness.run_async("hi"))
-        return harness, await task
-
-    harness, outcome = asyncio.run(asyncio.wait_for(scenario(), timeout=20))
+    harness, outcome = run_cancelled_when(lambda **kw: AnthropicHarness(db_url, workspace, sse, cap_s=30.0, **kw), "hi",
+                                          lambda event: event.type == "status_change" and event.status == "retry")
     assert outcome.status == "cancelled"
     turn = harness.turn()
     assert [r["delay_s"] for r in turn.retries] == [25.0]
@@ -219,7 +170,20 @@ def test_the_wait_between_retries_can_be_cancelled(db_url, workspace, sse):
     assert len(sse.requests) == 1
 
 
+def _plain(value: Any) -> bytes:
+    """A column's bytes, and a compressed state's JSON after them."""
+    if not isinstance(value, (bytes, memoryview)):
+        return str(value).encode()
+    raw = bytes(value)
+    try:
+        return raw + b"\n" + SizedZlib().decompress(raw)
+    except Exception:  # noqa: BLE001 - not a compressed state (a digest, a ciphertext)
+        return raw
+
+
 def _all_stored_bytes(store: ChronicleStore) -> bytes:
+    """Every table's rows and the database files, plus every event and snapshot state decompressed
+    (runtime/compression.py), so a key inside a compressed state would show."""
     recorder: Any = store.recorder
     chunks: list[bytes] = []
     if store.backend == "sqlite":
@@ -229,7 +193,7 @@ def _all_stored_bytes(store: ChronicleStore) -> bytes:
             for table in tables:
                 cursor.execute(f"SELECT * FROM {table}")
                 for row in cursor.fetchall():
-                    chunks.extend(bytes(v) if isinstance(v, (bytes, memoryview)) else str(v).encode() for v in tuple(row))
+                    chunks.extend(_plain(v) for v in tuple(row))
         path = Path(store.url[len("sqlite://"):])
         for file in path.parent.glob(path.name + "*"):  # the file and its WAL
             chunks.append(file.read_bytes())
@@ -240,7 +204,7 @@ def _all_stored_bytes(store: ChronicleStore) -> bytes:
         for row in cursor.fetchall():
             cursor.execute(f'SELECT * FROM "{schema}"."{row["table_name"]}"')
             for record in cursor.fetchall():
-                chunks.extend(bytes(v) if isinstance(v, (bytes, memoryview)) else str(v).encode() for v in record.values())
+                chunks.extend(_plain(v) for v in record.values())
     return b"\n".join(chunks)
 
 

@@ -11,6 +11,7 @@ import pytest
 from eventsourcing.persistence import IntegrityError
 
 from chronicle.runtime.chain import link_digest
+from chronicle.runtime.compression import SizedZlib
 from chronicle.runtime.store import ChronicleStore
 from chronicle.runtime.verify import Verifier
 from tests.helpers import cli, json_lines, response, text, tool_use, write_script
@@ -58,9 +59,11 @@ def test_an_untouched_store_verifies_with_counts_and_a_head(recorded):
 
 def test_an_edited_payload_is_named_with_its_position_and_event(recorded):
     db_url, session, tamper = recorded
-    target = next(p for p in tamper.positions() if b"hello world" in tamper.event(p)[3])
+    # States are stored compressed (runtime/compression.py): edit the JSON and store it compressed again.
+    plain = SizedZlib()
+    target = next(p for p in tamper.positions() if b"hello world" in plain.decompress(tamper.event(p)[3]))
     oid, version, _topic, state = tamper.event(target)
-    tamper.set_state(target, state.replace(b"hello world", b"HELLO WORLD"))
+    tamper.set_state(target, plain.compress(plain.decompress(state).replace(b"hello world", b"HELLO WORLD")))
     for scope in (None, session):
         broken = verify(db_url, scope).broken
         assert broken is not None and broken.kind == "edited" and broken.position == target, broken
@@ -160,3 +163,29 @@ def test_the_v1_store_verifies_as_unchained_before_its_first_new_event(tmp_path,
     verdict = json.loads(cli("verify", "--json", db=url).stdout)
     assert verdict["ok"] and verdict["unchained"] == count and verdict["unchained_before"] == count + 1
     assert verdict["chained"] == verdict["events"] - count > 0
+
+
+def test_a_snapshot_that_no_longer_matches_its_events_is_named_by_verify(db_url, workspace, tmp_path):
+    """Snapshots are not chained (they are pruned caches); verify re-derives each from its events instead."""
+    session = recorded_session(db_url, workspace, tmp_path)
+    store = ChronicleStore(db_url)
+    turn_id = store.session(UUID(session)).turns[0]
+    store.take_snapshot(turn_id)
+    store.take_snapshot(UUID(session))
+    verdict = verify(db_url)
+    assert verdict.ok and verdict.snapshots == 2, verdict.line()
+
+    tamper = Tamper(db_url)
+    table = "stored_snapshots" if tamper.sqlite else tamper.events.replace("chronicle_events", "chronicle_snapshots")
+    key = turn_id.hex if tamper.sqlite else turn_id
+    (state,) = tamper.run(f"SELECT state FROM {table} WHERE originator_id = %s", (key,))[0]
+    plain = SizedZlib()  # states are stored compressed: forge the JSON and store it compressed again
+    forged = plain.compress(plain.decompress(bytes(state)).replace(b"It says hello.", b"It says goodbye"))
+    assert forged != bytes(state)
+    tamper.run(f"UPDATE {table} SET state = %s WHERE originator_id = %s", (forged, key))
+    assert "goodbye" in ChronicleStore(db_url).turn(turn_id).final_text  # loading trusts the snapshot: hence the check
+
+    verdict = verify(db_url)
+    assert not verdict.ok and verdict.broken.kind == "snapshot" and verdict.broken.aggregate_id == str(turn_id)
+    result = cli("verify", db=db_url)
+    assert result.returncode == 1 and result.stdout.startswith(f"broken snapshot of {str(turn_id)[:8]}"), result.stdout

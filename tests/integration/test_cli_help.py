@@ -8,6 +8,7 @@ command tree, so a command added later is checked too.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from typing import Any
 
 import typer.main
@@ -21,7 +22,7 @@ COMMAND = typer.main.get_command(app)
 
 def every_command(group: Any = COMMAND, path: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...], Any]]:
     found = [(path, group)]
-    if isinstance(getattr(group, "commands", None), dict):
+    if isinstance(getattr(group, "commands", None), Mapping):  # the root's is lazy: a lookup imports the command
         for name, sub in sorted(group.commands.items()):
             found += every_command(sub, (*path, name))
     return found

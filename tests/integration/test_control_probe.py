@@ -63,3 +63,25 @@ def test_on_postgresql_a_notification_from_elsewhere_is_enough(db_url):
     assert probe.changed()
     probe.close()
     store.close()
+
+
+@pytest.mark.parametrize("db_url", ["postgres"], indirect=True)
+def test_on_postgresql_the_running_turns_of_one_store_share_one_listener_that_closes_with_the_last(db_url):
+    store = ChronicleStore(db_url)
+    first, _ = running_session(store)
+    second, _ = running_session(store)
+    one, two = probe_for(store, first.id), probe_for(store, second.id)
+    assert one.listener is two.listener  # one LISTEN connection, not one per running turn
+    connection = one.listener.conn
+    one.mark()
+    two.mark()
+    notify_control(ChronicleStore(db_url), second.id)
+    deadline = time.monotonic() + 5
+    while not two.changed() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert two.changed() and not one.changed()  # a notification names its session only
+    one.close()
+    assert not connection.closed
+    two.close()
+    assert connection.closed and "_control_listener" not in store.__dict__
+    store.close()

@@ -41,3 +41,25 @@ def test_a_store_written_without_a_key_refuses_one(sqlite_url, workspace, tmp_pa
     assert cli("run", "hi", "--provider", f"scripted:{script}", "--workspace", str(workspace), db=sqlite_url).returncode == 0
     refused = cli("sessions", db=sqlite_url, env={"CHRONICLE_CIPHER_KEY": key()})
     assert refused.returncode == 2 and "written without encryption" in refused.stderr
+
+
+def test_an_encrypted_session_travels_with_its_tree_key_and_only_to_a_store_with_the_same_master_key(sqlite_url, workspace, tmp_path):
+    secret = {"CHRONICLE_CIPHER_KEY": key()}
+    script = write_script(tmp_path / "s.json", [response(text(f"echo {MARKER}"))])
+    run = cli("run", "hello", "--provider", f"scripted:{script}", "--workspace", str(workspace), "--json", db=sqlite_url, env=secret)
+    session = json_lines(run.stdout)[0]["session_id"]
+    bundle = tmp_path / "s.json.bundle"
+    assert cli("export", session, "--out", str(bundle), db=sqlite_url, env=secret).returncode == 0
+
+    other = f"sqlite:///{tmp_path / 'other.db'}"
+    elsewhere = {"CHRONICLE_CIPHER_KEY": key()}
+    assert cli("run", "seed", "--provider", f"scripted:{script}", "--workspace", str(workspace), db=other, env=elsewhere).returncode == 0
+    refused = cli("import", str(bundle), db=other, env=elsewhere)
+    assert refused.returncode == 1 and "another key" in refused.stderr, refused.stderr
+
+    same = f"sqlite:///{tmp_path / 'same.db'}"
+    assert cli("run", "seed", "--provider", f"scripted:{script}", "--workspace", str(workspace), db=same, env=secret).returncode == 0
+    imported = cli("import", str(bundle), db=same, env=secret)
+    assert imported.returncode == 0, imported.stderr
+    assert MARKER in cli("history", session, db=same, env=secret).stdout
+    assert cli("verify", db=same, env=secret).returncode == 0

@@ -7,6 +7,8 @@ import asyncio
 import pytest
 
 from chronicle.domain.context import build_context
+from chronicle.runtime.actor import process_actor
+from chronicle.runtime.app.queries import audit
 from chronicle.runtime.sessions import submit_input
 from chronicle.runtime.timetravel import TimeTravelError, as_of_turn, fork
 from tests.helpers import response, text
@@ -28,10 +30,14 @@ def test_history_and_fork_at_a_turn_of_a_fork_count_the_inherited_turns_first(db
 
     assert said(as_of_turn(h.store, child.id, 1)) == ["first", "one"]
     assert said(as_of_turn(h.store, child.id, 2)) == ["first", "one", "second", "two"]
-    assert said(as_of_turn(h.store, child.id, 3)) == ["first", "one", "second", "two", "third", "one"]
+    # The script answers turn 3 with its third entry: a fork numbers its own turns after the inherited ones.
+    assert said(as_of_turn(h.store, child.id, 3)) == ["first", "one", "second", "two", "third", "three"]
+    assert [t.number for t in h.store.head_turns(h.store.session(child.id))] == [1, 2, 3]
+    starts = [row for row in audit(h.store, session=child.id) if row["kind"] == "turn_start"]
+    assert [row["turn"] for row in starts] == [3]  # audit counts as history --at does
     with pytest.raises(TimeTravelError, match=r"has 3 turn\(s\) \(2 inherited"):
         as_of_turn(h.store, child.id, 4)
 
     grandchild = fork(h.store, child.id, 1)
     assert said(as_of_turn(h.store, grandchild.id, 1)) == ["first", "one"]
-    assert grandchild.forked_from == {"session_id": str(child.id), "turn": 1}
+    assert grandchild.forked_from == {"session_id": str(child.id), "turn": 1, "actor": process_actor()}

@@ -13,6 +13,7 @@ from eventsourcing.domain import Snapshot
 
 from chronicle.domain.agent_spec import AgentSpec
 from chronicle.domain.session import Session
+from chronicle.runtime.actor import process_actor
 from chronicle.runtime.app import timetravel as app_timetravel
 from chronicle.runtime.store import ChronicleStore
 from tests.helpers import response, text
@@ -64,5 +65,5 @@ def test_forking_at_the_end_of_the_branch_records_the_shape_fork_records(db_url,
     h.run("second")
     chat_fork = app_timetravel.fork(h.store, h.session_id)  # chat's /fork: no --at
     cli_fork = app_timetravel.fork(h.store, h.session_id, 2)
-    assert chat_fork.forked_from == cli_fork.forked_from == {"session_id": str(h.session_id), "turn": 2}
+    assert chat_fork.forked_from == cli_fork.forked_from == {"session_id": str(h.session_id), "turn": 2, "actor": process_actor()}
     assert chat_fork.head == cli_fork.head

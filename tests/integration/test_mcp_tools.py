@@ -4,6 +4,7 @@ over stdio and streamable HTTP on loopback, on SQLite and PostgreSQL."""
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import socket
 import subprocess
@@ -16,7 +17,9 @@ import pytest
 
 from chronicle.runtime.agents.registry import RegistryError, find_registry
 from chronicle.runtime.app.loops import build_loop
+from chronicle.runtime.app.queries import log as log_entries
 from chronicle.runtime.app.replay import replay
+from chronicle.runtime.attachments import load_data
 from chronicle.runtime.loop import LoopOptions
 from chronicle.runtime.providers.scripted import ScriptedProvider
 from chronicle.runtime.retry import RetryPolicy
@@ -24,6 +27,7 @@ from chronicle.runtime.sessions import start_session, submit_input
 from chronicle.runtime.store import ChronicleStore
 from chronicle.runtime.tools.mcp_hub import HUB
 from tests.helpers import response, text, tool_use
+from tests.mcp_server import PNG
 
 SERVER = Path(__file__).resolve().parents[1] / "mcp_server.py"
 
@@ -46,13 +50,17 @@ def stdio_table(name: str = "t", **extra: str) -> str:
 
 
 class Recording(ScriptedProvider):
+    sends_attachment_bytes = True  # as the Anthropic provider: stored images reach it as bytes
+
     def __init__(self, path: Path) -> None:
         super().__init__(path)
         self.tool_names: list[list[str]] = []
+        self.requests: list[Any] = []
 
     async def stream(self, request, on_delta):  # type: ignore[no-untyped-def]
         if request.auxiliary is None:
             self.tool_names.append([t["name"] for t in request.tools])
+            self.requests.append(request)
         return await super().stream(request, on_delta)
 
 
@@ -111,8 +119,20 @@ def test_stdio_tools_run_with_their_schemas_flags_and_rich_results_recorded(db_u
     assert json.loads(lookup.output) == {"key": "abc", "value": 3, "found": True} and not lookup.is_error
     assert lookup.flags["read_only"] is True
     assert picture.output.startswith("[image: image/png") and picture.blocks[0]["type"] == "image"
-    assert picture.blocks[0]["source"]["data"] and picture.blocks[0]["source"]["media_type"] == "image/png"
+    source = picture.blocks[0]["source"]
+    assert source["type"] == "attachment" and source["media_type"] == "image/png", "the call records a reference"
     assert broken.is_error and "broken" in broken.output
+
+    # The image reaches the model as an image block after the results, its bytes put back only in the request.
+    png = base64.b64encode(PNG).decode()
+    results = provider.requests[1].messages[-1]
+    assert [b.type for b in results.content][:3] == ["tool_result"] * 3
+    images = [b for b in results.content if b.type == "image"]
+    assert len(images) == 1 and images[0].source == {"type": "base64", "media_type": "image/png", "data": png}
+    assert any(b.type == "text" and "t__picture" in b.text for b in results.content)
+    # Recorded once: in the attachments store, by content; the session's events hold only the reference.
+    assert load_data(store, source["sha256"]) == png
+    assert png not in json.dumps(log_entries(store, str(session.id)))
 
 
 def test_a_tool_needs_approval_unless_the_server_marks_it_read_only_and_the_config_trusts_it(db_url, workspace, tmp_path):

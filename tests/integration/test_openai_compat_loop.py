@@ -2,23 +2,17 @@
 
 from __future__ import annotations
 
-import asyncio
+import base64
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from chronicle.domain.agent_spec import AgentSpec
-from chronicle.runtime.live import Broker, StatusChange, UsageEvent
-from chronicle.runtime.loop import AgentLoop, LoopOptions
+from chronicle.runtime.live import StatusChange, UsageEvent
 from chronicle.runtime.providers import ProviderConfigError, make_provider
 from chronicle.runtime.providers.openai_compat import OpenAICompatProvider
-from chronicle.runtime.retry import RetryPolicy
-from chronicle.runtime.sessions import start_session
-from chronicle.runtime.store import ChronicleStore
-from chronicle.runtime.tools import DEFAULT_TOOLS
-from chronicle.runtime.toolsets import toolbox_for
 from tests.chat_sse_server import chat_reply, chat_sse, error_in_stream  # noqa: F401
+from tests.loop_harness import LoopHarness
 from tests.sse_server import DropConnection, HttpError
 
 KEY = "sk-openai-test-0123456789-secret"
@@ -33,31 +27,10 @@ def text(value: str) -> dict[str, Any]:
     return {"type": "text", "text": value}
 
 
-class Harness:
+class Harness(LoopHarness):
     def __init__(self, db_url: str, workspace: Path, server: Any, max_attempts: int = 8, model: str = MODEL) -> None:
-        self.store = ChronicleStore(db_url)
-        self.events: list[Any] = []
-        broker = Broker()
-        broker.subscribe(self.events.append)
-        self.provider = OpenAICompatProvider(model, api_key=KEY, base_url=server.url + "/v1")
-        options = LoopOptions(retry=RetryPolicy(max_attempts=max_attempts, base_s=0.01, cap_s=0.05))
-        self.loop = AgentLoop(self.store, self.provider, toolbox_for(DEFAULT_TOOLS), workspace, broker=broker, options=options)
-        self.spec = AgentSpec(
-            name="main",
-            provider="openai-compatible",
-            model=model,
-            tools=DEFAULT_TOOLS,
-            instructions="You are careful.",
-            workspace=str(workspace),
-        )
-
-    def run(self, prompt: str):
-        session, _ = start_session(self.store, self.spec, prompt)
-        self.session_id = session.id
-        return asyncio.run(self.loop.run_next(session.id))
-
-    def turn(self):
-        return self.store.turn(self.store.session(self.session_id).turns[-1])
+        provider = OpenAICompatProvider(model, api_key=KEY, base_url=server.url + "/v1")
+        super().__init__(db_url, workspace, provider, "openai-compatible", model, max_attempts=max_attempts)
 
 
 def test_tool_calls_stream_in_pieces_and_go_back_as_tool_messages_after_the_assistant_message(db_url, workspace, chat_sse):
@@ -203,3 +176,16 @@ def test_chronicle_run_with_openai_compatible_records_the_provider_and_resumes_w
         env={**env, "OPENAI_MODEL": "", "CHRONICLE_MODEL": ""},
     )
     assert missing.returncode == 2 and "needs a model" in missing.stderr
+
+
+def test_an_attached_image_is_sent_as_a_data_url_part(db_url, workspace, chat_sse):
+    from chronicle.runtime.attachments import store_attachments
+    from tests.mcp_server import PNG
+
+    chat_sse.script(chat_reply([text("A tiny picture.")]))
+    harness = Harness(db_url, workspace, chat_sse)
+    blocks = store_attachments(harness.store, [(PNG, "image/png")])
+    assert harness.run("what is this?", attachments=blocks).status == "completed"
+    sent = chat_sse.requests[0].body["messages"][-1]
+    assert sent["role"] == "user" and sent["content"][0] == {"type": "text", "text": "what is this?"}
+    assert sent["content"][1]["image_url"]["url"] == "data:image/png;base64," + base64.b64encode(PNG).decode()

@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta
 from chronicle.domain.agent_spec import AgentSpec
 from chronicle.runtime.loop import AgentLoop, LoopOptions
 from chronicle.runtime.providers.scripted import ScriptedProvider
-from chronicle.runtime.routine_engine import RoutineEngine
+from chronicle.runtime.routine_engine import RoutineEngine, routine_session_id
 from chronicle.runtime.sessions import start_session
 from chronicle.runtime.store import ChronicleStore
 from chronicle.runtime.toolsets import toolbox_for
@@ -45,6 +45,34 @@ def test_two_engines_at_the_same_slot_fire_it_once_and_an_old_slot_is_not_replay
     assert [r.status for r in b.history("tick")] == ["fired"]
     session = store.session(fired[0].session_id)
     assert session.queue[0]["kind"] == "routine" and session.spec.name == "routine-tick"
+
+
+class LateLooker(RoutineEngine):
+    """An engine whose first look for the run comes before the other engine's write lands: the window
+    two worker processes race through, opened on purpose."""
+
+    looked = False
+
+    def _exists(self, aggregate_id):
+        if not self.looked:
+            self.looked = True
+            return False
+        return super()._exists(aggregate_id)
+
+
+def test_an_engine_that_loses_the_race_to_queue_the_same_slot_steps_aside(db_url, workspace):
+    (workspace / "chronicle.toml").write_text('[routines.tick]\ntrigger = "cron:*/5 * * * *"\nprompt = "tick"\n', encoding="utf-8")
+    store = ChronicleStore(db_url)
+    clock = Clock(START + timedelta(minutes=4, seconds=40))
+    spec = AgentSpec(name="main", provider="scripted:/nowhere.json", model="scripted", workspace=str(workspace))
+    a, late = engine(store, workspace, clock, "a"), LateLooker.for_workspace(store, workspace, spec, "late", clock)
+    routine = a.routines[0]
+    due = "cron/2026-03-02T09:05:00+00:00"
+    assert a.fire(routine, due) is not None
+    # The session exists and already queued the slot's input: the late engine must see it was fired, not fail.
+    assert late.fire(routine, due) is None
+    assert [r.holder for r in a.history("tick")] == ["a"]
+    assert len(store.session(routine_session_id(a.scope, routine.name)).queue) == 1
 
 
 def test_a_failed_turn_fires_the_event_routine_once_and_its_run_settles_from_the_turn(db_url, workspace, tmp_path):

@@ -52,6 +52,8 @@ def test_a_stuck_turn_is_handed_to_resume_and_the_repair_records_success_when_it
     assert (repair.kind, repair.status, repair.attempts[-1]["result"]) == ("stuck_turn", "retrying", "retry")
     assert store.turn(turn.id).status == "interrupted"
     assert monitor.check_turns() == [], "an interrupted turn waits for resume; it is not stuck again"
+    [row] = json_lines(cli("sessions", "--json", db=db_url).stdout)
+    assert (row["status"], row["repair"]) == ("interrupted", "retrying"), "sessions shows the repair under way"
 
     script = tmp_path / "s.json"
     script.write_text(json.dumps({"agents": {"main": [response(text("hi again"))]}}), encoding="utf-8")
@@ -66,6 +68,7 @@ def test_a_stuck_turn_is_handed_to_resume_and_the_repair_records_success_when_it
     assert [e["status"] for e in audit if e["kind"] == "repair"] == ["detected", "retry", "success"]
     rows = json_lines(cli("repairs", "--json", db=db_url).stdout)
     assert [(r["kind"], r["status"], r["result"]) for r in rows] == [("stuck_turn", "resolved", "success")]
+    assert json_lines(cli("sessions", "--json", db=db_url).stdout)[0]["repair"] == "resolved"
 
 
 def test_retries_run_out_into_manual_required_and_workers_leave_that_session_alone(db_url, workspace):
@@ -86,6 +89,7 @@ def test_retries_run_out_into_manual_required_and_workers_leave_that_session_alo
     assert store.turn(turn.id).status == "running", "nothing is done to the turn once a person has to look"
     assert monitor.blocked(turn.session_id)
     assert monitor.check_turns() == []
+    assert json_lines(cli("sessions", "--json", db=db_url).stdout)[0]["repair"] == "manual_required"
 
 
 def test_a_tool_failing_n_runs_in_a_row_is_reported_broken_and_its_next_success_resolves_it(db_url, workspace, tmp_path):

@@ -161,6 +161,7 @@ def test_retries_are_events_on_the_chat_span_with_the_providers_ids_and_cache_us
     names = by_name(exporter.get_finished_spans())
     chat = names["chat local-model"][0]
     assert chat.attributes["gen_ai.provider.name"] == "openai" and chat.attributes["gen_ai.response.id"] == "chatcmpl-test"
+    assert chat.attributes["chronicle.provider.request_id"] == "req_stream_test"
     assert chat.attributes["gen_ai.usage.input_tokens"] == 50 and chat.attributes["gen_ai.usage.cache_read.input_tokens"] == 40
     assert chat.attributes["chronicle.attempts"] == 2
     retry = [e for e in chat.events if e.name == "chronicle.model_call.retry"]

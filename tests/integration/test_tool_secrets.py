@@ -9,6 +9,7 @@ from urllib.parse import urlparse
 import psycopg
 from pydantic import BaseModel
 
+from chronicle.runtime.compression import SizedZlib
 from chronicle.runtime.tools.base import Tool, ToolContext, ToolOutput
 from tests.helpers import response, text, tool_use
 from tests.integration.loop_harness import Harness
@@ -19,17 +20,23 @@ SERVICE_TOKEN = "svc-token-" + "x9" * 10
 
 
 def stored_text(db_url: str) -> str:
-    """Every row of every table of the store, as text (blobs as hex), read past the application."""
+    """Every row of every table of the store, as text (blobs as hex), read past the application; and
+    every event and snapshot state decompressed (runtime/compression.py), so a compressed secret shows."""
+    unpack = SizedZlib().decompress
     if db_url.startswith("sqlite:"):
         with sqlite3.connect(urlparse(db_url).path) as conn:
-            return "\n".join(conn.iterdump())
+            states = [unpack(bytes(r[0])).decode() for t in ("stored_events", "stored_snapshots")
+                      for r in conn.execute(f"SELECT state FROM {t}")]
+            return "\n".join([*conn.iterdump(), *states])
     base, _, query = db_url.partition("?schema=")
     with psycopg.connect(base) as conn:
         tables = [r[0] for r in conn.execute(
             "SELECT table_name FROM information_schema.tables WHERE table_schema = %s", (query,))]
         assert tables
+        states = [unpack(bytes(r[0])).decode() for t in tables if t.endswith(("_events", "_snapshots"))
+                  for r in conn.execute(f'SELECT state FROM "{query}"."{t}"')]
         return "\n".join(
-            str(row[0]) for t in tables for row in conn.execute(f'SELECT row_to_json(t)::text FROM "{query}"."{t}" t')
+            [*(str(row[0]) for t in tables for row in conn.execute(f'SELECT row_to_json(t)::text FROM "{query}"."{t}" t')), *states]
         )
 
 
@@ -54,10 +61,10 @@ def test_bash_env_shows_no_runtime_secret_and_the_store_never_holds_one(db_url, 
     env_result, note_result = (r.content for r in h.results())
     assert "PATH=" in env_result  # the command did run and print its environment
     assert "ANTHROPIC_API_KEY" not in env_result and "CHRONICLE_DB" not in env_result
-    assert "MY_SERVICE_TOKEN=***" in env_result  # passed through as configured, its value masked
-    assert API_KEY not in note_result and "the key is ***" in note_result
+    assert "MY_SERVICE_TOKEN=[REDACTED:environment]" in env_result  # passed through as configured, its value masked
+    assert API_KEY not in note_result and "the key is [REDACTED:environment]" in note_result
     dump = stored_text(db_url)
-    assert leaked("MY_SERVICE_TOKEN=***", dump)  # the dump does hold the tool results
+    assert leaked("MY_SERVICE_TOKEN=[REDACTED:environment]", dump)  # the dump does hold the tool results
     for secret in (API_KEY, DSN_PASSWORD, SERVICE_TOKEN):
         assert not leaked(secret, dump), f"{secret!r} reached the store"
 
@@ -99,5 +106,5 @@ def test_rich_results_of_any_tool_are_redacted_before_they_are_recorded(db_url, 
     h.loop.toolbox.tools["echo_secrets"] = EchoesSecrets()
     assert h.run("go").status == "completed"
     dump = stored_text(db_url)
-    assert leaked("dsn=postgresql://u:***@db/x", dump)
+    assert leaked("dsn=postgresql://u:[REDACTED:url-password]@db/x", dump)
     assert not leaked(API_KEY, dump) and not leaked(DSN_PASSWORD, dump)

@@ -59,3 +59,22 @@ def test_undo_files_through_a_hard_link_changes_only_the_path_itself(db_url, tmp
     undo(h.store, h.session_id, 1, files=True, workspace=workspace)
     assert (workspace / "win.txt").read_bytes() == b"one\ntwo\n"
     assert other.read_bytes() == b"uno\ndos\n"
+
+
+def test_undo_files_removes_the_directories_a_write_created_only_while_they_are_empty(db_url, tmp_path):
+    workspace = tmp_path / "ws"
+    (workspace / "src").mkdir(parents=True)
+    h = Harness(db_url, workspace, tmp_path, [
+        response(tool_use("a", "write_file", path="src/made/deep/a.txt", content="a\n"),
+                 tool_use("b", "write_file", path="kept/b.txt", content="b\n")),
+        response(text("done")),
+    ])
+    assert h.run("write them").status == "completed"
+    (workspace / "kept" / "mine.txt").write_text("the user's own file\n", encoding="utf-8")
+    result = undo(h.store, h.session_id, 1, files=True, workspace=workspace)
+    assert {f.path: f.removed_dirs for f in result.files} == {"src/made/deep/a.txt": ["src/made/deep", "src/made"], "kept/b.txt": []}
+    assert sorted(p.name for p in workspace.iterdir()) == ["kept", "src"]  # src was there before: it stays
+    assert list((workspace / "src").iterdir()) == []
+    assert (workspace / "kept" / "mine.txt").exists()
+    restored = [e for _, e in h.store.events_with_positions([h.session_id]) if type(e).__name__ == "FilesRestored"]
+    assert {"path": "src/made", "action": "removed directory"} in restored[0].files

@@ -22,12 +22,14 @@ def free_port() -> int:
 
 
 @contextmanager
-def serving(db: str, workspace: Path, token: str | None = None, extra: tuple[str, ...] = ()) -> Iterator[str]:
+def serving(db: str, workspace: Path, token: str | None = None, extra: tuple[str, ...] = (),
+            env_extra: dict[str, str] | None = None) -> Iterator[str]:
     port = free_port()
     env = {k: v for k, v in os.environ.items() if k not in ("ANTHROPIC_API_KEY", "CHRONICLE_DB", "CHRONICLE_SERVER_TOKEN")}
     env["CHRONICLE_DB"] = db
     if token:
         env["CHRONICLE_SERVER_TOKEN"] = token
+    env.update(env_extra or {})
     proc = subprocess.Popen(
         [sys.executable, "-m", "chronicle.runtime.cli", "serve", "--port", str(port), "--workspace", str(workspace), *extra],
         env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -54,7 +56,7 @@ def serving(db: str, workspace: Path, token: str | None = None, extra: tuple[str
 
 
 def sse(base: str, path: str, headers: dict[str, str] | None = None, timeout: float = 60) -> list[tuple[int | None, dict[str, Any]]]:
-    """Read a whole SSE response: (id, data) per message, in order."""
+    """Read a whole SSE response: (the message's own id or None, data) per message, in order."""
     messages: list[tuple[int | None, dict[str, Any]]] = []
     event_id: int | None = None
     with httpx.stream("GET", base + path, headers=headers or {}, timeout=timeout) as response:
@@ -64,6 +66,11 @@ def sse(base: str, path: str, headers: dict[str, str] | None = None, timeout: fl
                 event_id = int(line[3:].strip())
             elif line.startswith("data:"):
                 messages.append((event_id, json.loads(line[5:].strip())))
-            elif line == "":
                 event_id = None
     return messages
+
+
+def after_id(messages: list[tuple[int | None, dict[str, Any]]], last_event_id: int) -> list[tuple[int | None, dict[str, Any]]]:
+    """What a client that had received up to the message with this id has not seen yet."""
+    index = max(i for i, (event_id, _) in enumerate(messages) if event_id == last_event_id)
+    return messages[index + 1:]

@@ -11,7 +11,9 @@ from pathlib import Path
 import httpx
 import pytest
 
+from chronicle.runtime.server import session_page
 from tests.helpers import response, text, tool_use, write_script
+from tests.server import long_session
 from tests.server.serving import serving
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -25,21 +27,34 @@ def _until(predicate, timeout: float = 60):  # type: ignore[no-untyped-def]
         time.sleep(0.1)
 
 
-def _shot(page, tmp_path: Path, name: str) -> None:  # type: ignore[no-untyped-def]
-    page.screenshot(path=str(tmp_path / name), full_page=True)
+def _shot(page, tmp_path: Path, name: str, full_page: bool = True) -> None:  # type: ignore[no-untyped-def]
+    page.screenshot(path=str(tmp_path / name), full_page=full_page)
     keep = os.environ.get("CHRONICLE_SCREENSHOTS_DIR")  # set to docs/img to refresh the README's pictures
     if keep:
-        page.screenshot(path=str(Path(keep) / name), full_page=True)
+        page.screenshot(path=str(Path(keep) / name), full_page=full_page)
+
+
+def _goto(page, url):
+    """Open `url`, letting a reload the page scheduled itself (on a turn's end) finish first instead of racing it."""
+    for attempt in range(3):
+        try:
+            page.goto(url)
+            return
+        except Exception as error:  # playwright's Error: "interrupted by another navigation"
+            if "interrupted by another navigation" not in str(error) or attempt == 2:
+                raise
+            page.wait_for_load_state("load")
 
 
 def test_approve_in_the_browser_see_the_answer_arrive_and_travel_back_in_time(db_url, workspace, tmp_path):
     playwright_api = pytest.importorskip("playwright.sync_api")
     script = write_script(tmp_path / "s.json", [
         [response(text("I will write the file."), tool_use("tu_b", "bash", command="echo approved > out.txt")),
-         response(text("Done: out.txt says approved."))],
+         response(text("Wrote it; checking."), tool_use("tu_r", "read_file", path="out.txt")),
+         response(text("Done: out.txt says approved."), delay_s=4)],
         [response(text("Second turn answer."))],
     ])
-    with serving(db_url, workspace) as base, playwright_api.sync_playwright() as pw:
+    with serving(db_url, workspace, env_extra={"CHRONICLE_ACTOR": "ci-reviewer"}) as base, playwright_api.sync_playwright() as pw:
         sid = httpx.post(f"{base}/sessions", json={"prompt": "write out.txt", "provider": f"scripted:{script}"}).json()["session_id"]
         _until(lambda: any(e["event"] == "ApprovalRequested" for e in httpx.get(f"{base}/sessions/{sid}/log").json()))
 
@@ -53,14 +68,17 @@ def test_approve_in_the_browser_see_the_answer_arrive_and_travel_back_in_time(db
 
         page.locator("#approvals button[data-action=approve]").click()
         expect(page.locator("#action-result")).to_contain_text("approved")
+        # The next step arrives over the event stream while the last model call is still running.
+        expect(page.locator("#live")).to_contain_text("Wrote it; checking.", timeout=30_000)
         expect(page.locator("#conversation")).to_contain_text("Done: out.txt says approved.", timeout=60_000)
         assert (workspace / "out.txt").read_text().strip() == "approved"
 
         httpx.post(f"{base}/sessions/{sid}/inputs", json={"prompt": "and now?"})
         _until(lambda: httpx.get(f"{base}/sessions").json()[0]["turns"] == 2
                and httpx.get(f"{base}/sessions").json()[0]["status"] == "idle")
-        page.goto(f"{base}/ui/sessions/{sid}")
+        _goto(page, f"{base}/ui/sessions/{sid}")
         expect(page.locator("#conversation")).to_contain_text("Second turn answer.")
+        expect(page.locator("#turn-1 .decision")).to_contain_text("approved by ci-reviewer (user)")
         page.locator("#turn-slider").fill("1")
         page.wait_for_url("**?at=1")
         expect(page.locator("#conversation")).not_to_contain_text("Second turn answer.")
@@ -68,3 +86,61 @@ def test_approve_in_the_browser_see_the_answer_arrive_and_travel_back_in_time(db
         _shot(page, tmp_path, "viewer-time-travel.png")
         browser.close()
     assert (tmp_path / "viewer-approval.png").stat().st_size > 10_000
+
+
+def test_a_thousand_turn_session_opens_and_time_travels_a_page_of_turns_at_a_time(db_url, workspace, tmp_path):
+    playwright_api = pytest.importorskip("playwright.sync_api")
+    sid = str(long_session.build(db_url, workspace, tmp_path, 1000, retry_at=(500,)))
+    with serving(db_url, workspace) as base, playwright_api.sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        page = browser.new_page(viewport={"width": 1280, "height": 900})
+        requested: list[str] = []
+        page.on("request", lambda request: requested.append(request.url))
+        expect = playwright_api.expect
+        conversation = page.locator("#conversation")
+
+        page.goto(f"{base}/ui/sessions/{sid}")
+        expect(conversation).to_contain_text("answer 1000")
+        expect(page.locator("#turn-shown")).to_have_text("1000")
+        assert page.locator("#conversation .turn").count() == session_page.TURNS_SHOWN
+        assert "answer 980\n" not in conversation.inner_text() and "question 1\n" not in conversation.inner_text()
+        assert page.locator("#turn-list a").count() < 3 * session_page.TURNS_SHOWN, "the turn list is windowed, not 1,000 links"
+        assert len(page.content()) < 150_000
+
+        page.locator("#turn-slider").fill("500")
+        page.wait_for_url("**?at=500")
+        expect(page.locator("#turn-500")).to_contain_text("answer 500")
+        expect(page.locator("#turn-500 .retry")).to_contain_text("overloaded")
+        expect(page.locator("#turn-500 .retry")).to_contain_text("waited 2.0 s")
+        assert page.locator("#turn-501").count() == 0 and page.locator("#turn-480").count() == 0
+        page.locator("#turn-499").scroll_into_view_if_needed()
+        _shot(page, tmp_path, "viewer-long-session.png", full_page=False)
+
+        page.locator("#turn-list a[rel=prev]").click()
+        page.wait_for_url("**?at=480")
+        expect(page.locator("#turn-480")).to_contain_text("answer 480")
+        assert page.locator("#conversation .turn").count() == session_page.TURNS_SHOWN
+        browser.close()
+    assert not [u for u in requested if "/history" in u or u.endswith("/log")], "the page never fetches the whole history"
+
+
+def test_a_page_opened_while_the_turn_runs_brings_up_the_approval_when_it_is_asked_for(db_url, workspace, tmp_path):
+    playwright_api = pytest.importorskip("playwright.sync_api")
+    script = write_script(tmp_path / "s.json", [
+        response(text("Thinking it over."), tool_use("tu_b", "bash", command="echo late > late.txt"), delay_s=3),
+        response(text("Wrote late.txt.")),
+    ])
+    with serving(db_url, workspace) as base, playwright_api.sync_playwright() as pw:
+        sid = httpx.post(f"{base}/sessions", json={"prompt": "write late.txt", "provider": f"scripted:{script}"}).json()["session_id"]
+        _until(lambda: httpx.get(f"{base}/sessions").json()[0]["status"] == "running")
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        page = browser.new_page()
+        page.on("dialog", lambda dialog: dialog.accept())
+        page.goto(f"{base}/ui/sessions/{sid}")
+        expect = playwright_api.expect
+        assert page.locator("#approvals").count() == 0, "opened before the model asked for anything"
+        expect(page.locator("#approvals")).to_contain_text("echo late > late.txt", timeout=30_000)
+        page.locator("#approvals button[data-action=approve]").click()
+        expect(page.locator("#conversation")).to_contain_text("Wrote late.txt.", timeout=60_000)
+        browser.close()
+    assert (workspace / "late.txt").read_text().strip() == "late"

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import time
 
 import httpx
 
 from tests.helpers import cli, json_lines, response, text, tool_use, write_script
-from tests.server.serving import serving, sse
+from tests.server.serving import after_id, serving, sse
 
 
 def _wait_for(predicate, timeout: float = 60):  # type: ignore[no-untyped-def]
@@ -35,13 +36,16 @@ def test_a_run_started_over_http_streams_its_events_and_a_reconnect_misses_nothi
         types = [e["type"] for _, e in events]
         assert types[0] == "agent_start" and types[-1] == "agent_end" and events[-1][1]["status"] == "completed"
         assert "tool_start" in types and "tool_end" in types and "turn_end" in types
-        assert all(i is not None for i, _ in events)
-        ids = [i for i, _ in events]
-        assert ids == sorted(ids)
+        ids = [i for i, _ in events if i is not None]
+        assert ids == sorted(set(ids)) and events[-1][0] is not None, "one id per log position, on its last message"
+        assert events[0][0] is None, "agent_start, turn_start and status_change share a position: only the last has the id"
 
         cut = ids[len(ids) // 2]
         again = sse(base, f"/sessions/{sid}/events", headers={"Last-Event-ID": str(cut)})
-        assert again == [(i, e) for i, e in events if i is not None and i > cut]
+        assert again == after_id(events, cut)
+        # A client that dropped in the middle of a group resumes from the position before it and misses nothing.
+        before_group = sse(base, f"/sessions/{sid}/events", headers={"Last-Event-ID": str(ids[0] - 1)})
+        assert before_group == events
 
         history = httpx.get(f"{base}/sessions/{sid}/history").json()
         assert history == json_lines(cli("history", sid, "--json", db=db_url).stdout)
@@ -63,9 +67,13 @@ def test_approval_fork_and_bad_requests_over_http(db_url, workspace, tmp_path):
         sid = httpx.post(f"{base}/sessions", json={"prompt": "run it", "provider": f"scripted:{script}"}).json()["session_id"]
         _wait_for(lambda: httpx.get(f"{base}/sessions").json()[0]["status"] == "awaiting_approval"
                   or any(e["event"] == "ApprovalRequested" for e in httpx.get(f"{base}/sessions/{sid}/log").json()))
-        approved = httpx.post(f"{base}/sessions/{sid}/approve", json={})
+        nameless = httpx.post(f"{base}/sessions/{sid}/approve", json={}, headers={"X-Chronicle-Actor": "x" * 101})
+        assert nameless.status_code == 422 and "X-Chronicle-Actor" in nameless.json()["error"]
+        approved = httpx.post(f"{base}/sessions/{sid}/approve", json={}, headers={"X-Chronicle-Actor": "bob@ops"})
         assert approved.status_code == 200, approved.text
         assert [(r["name"], r["status"]) for r in approved.json()] == [("bash", "approved")]
+        decision = next(a for a in httpx.get(f"{base}/sessions/{sid}/audit").json() if a["kind"] == "approval")
+        assert decision["detail"]["actor"] == "bob@ops", "the HTTP caller is recorded as who decided"
         events = sse(base, f"/sessions/{sid}/events")
         assert events[-1][1]["type"] == "agent_end" and events[-1][1]["status"] == "completed"
         assert (workspace / "out.txt").read_text().strip() == "approved"
@@ -119,3 +127,62 @@ def test_a_webhook_burst_from_one_sender_becomes_one_input_behind_the_running_tu
         _wait_for(lambda: len(inputs()) == 3, timeout=30)
         assert inputs()[0] == "start"
         assert sorted(inputs()[1:]) == sorted(["disk 91%\ndisk 95%\ndisk 99%", "hello"])
+
+
+def test_a_session_may_start_as_any_agent_of_the_registry_and_an_unknown_one_is_refused(db_url, workspace, tmp_path):
+    agents = tmp_path / "agents.toml"
+    agents.write_text('[agents.researcher]\ndescription = "Reads and reports"\ninstructions = "Answer from the files only."\n'
+                      'tools = ["read_file"]\n\n[agents.writer]\ndescription = "Writes"\n')
+    script = write_script(tmp_path / "s.json", [], researcher=[response(text("Found it."))])
+    with serving(db_url, workspace, extra=("--agents", str(agents))) as base:
+        listed = httpx.get(f"{base}/agents").json()
+        assert [(a["name"], a["source"]) for a in listed] == [("main", "file"), ("researcher", "file"), ("writer", "file")]
+
+        created = httpx.post(f"{base}/sessions", json={"prompt": "look", "provider": f"scripted:{script}", "agent": "researcher"})
+        assert created.status_code == 201, created.text
+        sid = created.json()["session_id"]
+        events = sse(base, f"/sessions/{sid}/events")
+        assert events[-1][1]["status"] == "completed", json.dumps(events[-1][1])
+        row = httpx.get(f"{base}/sessions").json()[0]
+        assert row["agent"] == "researcher" and row["turns"] == 1
+        started = next(e for e in httpx.get(f"{base}/sessions/{sid}/log").json() if e["event"] == "Started")
+        spec = started["data"]["spec"]
+        assert spec["instructions"] == "Answer from the files only." and spec["depth"] == 0
+        assert "read_file" in spec["tools"] and "bash" not in spec["tools"]
+        assert "delegate" in spec["tools"], "the other agents of the file stay its to delegate to"
+
+        unknown = httpx.post(f"{base}/sessions", json={"prompt": "x", "provider": f"scripted:{script}", "agent": "nobody"})
+        assert unknown.status_code == 400
+        assert unknown.json()["error"].startswith("agent:") and "researcher" in unknown.json()["error"]
+        assert len(httpx.get(f"{base}/sessions").json()) == 1, "a refused request records nothing"
+
+
+def test_a_program_serves_its_own_agents_defined_in_code(sqlite_url, workspace, tmp_path):
+    import threading
+
+    import uvicorn
+
+    from chronicle import Agent, Chronicle
+    from tests.server.serving import free_port
+
+    script = write_script(tmp_path / "s.json", [], helper=[response(text("Hello from code."))])
+    helper = Agent(name="helper", instructions="Be brief.", tools=["read_file"], provider=f"scripted:{script}")
+    app = Chronicle(sqlite_url).http_app(helper, workspace=workspace)
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    base = f"http://127.0.0.1:{port}"
+    try:
+        _wait_for(lambda: server.started)
+        assert ("helper", "code") in [(a["name"], a["source"]) for a in httpx.get(f"{base}/agents").json()]
+        created = httpx.post(f"{base}/sessions", json={"prompt": "hi", "agent": "helper"})
+        assert created.status_code == 201, created.text
+        sid = created.json()["session_id"]
+        events = sse(base, f"/sessions/{sid}/events")
+        assert events[-1][1]["type"] == "agent_end" and events[-1][1]["status"] == "completed", json.dumps(events[-1][1])
+        assert httpx.get(f"{base}/sessions").json()[0]["agent"] == "helper"
+        assert httpx.post(f"{base}/sessions", json={"prompt": "hi", "agent": "other"}).status_code == 400
+    finally:
+        server.should_exit = True
+        thread.join(timeout=30)

@@ -32,3 +32,27 @@ def test_the_session_page_shows_the_conversation_as_of_any_turn_and_escapes_what
         assert "second answer" not in then.text and "wrote it" in then.text
         assert then.text.count('class="bubble') < now.text.count('class="bubble')
         assert httpx.get(f"{base}/ui/sessions/nonexistent").status_code == 404
+
+
+def test_the_session_page_of_a_delegating_session_shows_its_sub_agent_tree_and_a_fork_its_inherited_turns(db_url, workspace, tmp_path):
+    (workspace / "chronicle.toml").write_text('[agents.researcher]\ndescription = "Reads files"\n', encoding="utf-8")
+    task = {"agent": "researcher", "task": "what does hello.txt say?", "context": ""}
+    script = write_script(tmp_path / "s.json",
+                          [[response(tool_use("tu_d", "delegate", tasks=[task])), response(text("It says hello."))],
+                           [response(text("second"))]],
+                          researcher=[response(tool_use("r1", "task_complete", status="completed", summary="hello world"))])
+    run = cli("run", "investigate", "--provider", f"scripted:{script}", "--workspace", str(workspace), "--json", db=db_url)
+    assert run.returncode == 0, run.stderr
+    sid = json_lines(run.stdout)[0]["session_id"]
+    assert cli("run", "more", "--session", sid, db=db_url).returncode == 0
+    fork = cli("fork", sid, "--at", "1", "--json", db=db_url)
+    fork_id = json_lines(fork.stdout)[0]["session_id"]
+    with serving(db_url, workspace) as base:
+        page = httpx.get(f"{base}/ui/sessions/{sid}")
+        assert page.status_code == 200
+        assert "Sub-agents" in page.text and "researcher" in page.text
+        child = next(r for r in httpx.get(f"{base}/sessions").json() if r["agent"] == "researcher")
+        assert f'/ui/sessions/{child["session_id"]}' in page.text
+        forked = httpx.get(f"{base}/ui/sessions/{fork_id}")
+        assert forked.status_code == 200 and "It says hello." in forked.text and "inherited from the parent session" in forked.text
+        assert "second" not in forked.text

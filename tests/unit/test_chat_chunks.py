@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from chronicle.domain.content import Message, TextBlock, ToolResultBlock, ToolUseBlock
+from chronicle.domain.content import ImageBlock, Message, TextBlock, ToolResultBlock, ToolUseBlock
 from chronicle.runtime.providers.openai_chat import ChunkAssembler, ChunkStreamIncomplete, wire_messages
 
 
@@ -44,3 +44,18 @@ def test_steering_text_sent_with_tool_results_follows_the_tool_messages():
         "tool_calls": [{"id": "t1", "type": "function", "function": {"name": "ls", "arguments": "{}"}}],
     }
     assert wire[3]["content"] == "also check c"
+
+
+def test_images_go_as_data_url_parts_after_the_tool_messages_and_text_stays_a_string_without_them():
+    png = {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="}
+    messages = [
+        Message(role="user", content=[TextBlock(text="go")]),
+        Message(role="assistant", content=[ToolUseBlock(id="t1", name="shot", input={})]),
+        Message(role="user", content=[ToolResultBlock(tool_use_id="t1", content="[image: image/png, 8 bytes]"),
+                                      TextBlock(text="[image returned by shot (t1)]"), ImageBlock(source=png)]),
+    ]
+    wire = wire_messages("", messages)
+    assert [m["role"] for m in wire] == ["user", "assistant", "tool", "user"]
+    assert wire[0]["content"] == "go"
+    assert wire[3]["content"] == [{"type": "text", "text": "[image returned by shot (t1)]"},
+                                  {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}}]

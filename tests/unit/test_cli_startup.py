@@ -1,4 +1,9 @@
-"""`chronicle --version` answers before importing any command, the store or a provider SDK."""
+"""Start-up: each command imports what it runs and nothing else.
+
+`chronicle --version` answers before importing any command, the store or a provider SDK; a read
+command on a SQLite store (`sessions`, `log`) imports neither the loop, the tools, a provider SDK
+nor the PostgreSQL driver. Speed itself is measured by `ops/bench` (start-up section), not here.
+"""
 
 from __future__ import annotations
 
@@ -27,3 +32,43 @@ def test_the_library_names_still_import_from_the_package():
     from chronicle import Agent, Chronicle, ToolError, TurnEnd, tool
 
     assert callable(tool) and Agent and Chronicle and TurnEnd and issubclass(ToolError, Exception)
+
+
+READ = """
+import sys
+sys.argv = ["chronicle", *sys.argv[1:]]
+from chronicle.runtime.cli.entry import main
+try:
+    main()
+except SystemExit as exc:
+    assert not exc.code, exc.code
+heavy = ("anthropic", "openai", "mcp", "psycopg", "eventsourcing.postgres", "asyncio", "pydantic_settings",
+         "chronicle.runtime.loop", "chronicle.runtime.tools", "chronicle.runtime.providers", "chronicle.runtime.live",
+         "chronicle.runtime.cli.run_cmd", "chronicle.runtime.cli.worker_cmd", "chronicle.runtime.server", "chronicle.client")
+print(sorted(m for m in sys.modules if m.startswith(heavy)))
+"""
+
+
+def test_read_commands_on_a_sqlite_store_import_no_loop_sdk_or_postgres_driver(tmp_path):
+    from chronicle.domain.agent_spec import AgentSpec
+    from chronicle.runtime.sessions import start_session
+    from chronicle.runtime.store import open_store_at
+
+    url = f"sqlite:///{tmp_path / 'chronicle.db'}"
+    session, _ = start_session(open_store_at(url), AgentSpec(name="main"), "hello")
+    env = {"PATH": "/usr/bin:/bin", "CHRONICLE_DB": url, "COLUMNS": "120"}
+    for args in (["sessions"], ["sessions", "--json"], ["log", str(session.id)[:8]], ["log", str(session.id), "--json"]):
+        out = subprocess.run([sys.executable, "-c", READ, *args], capture_output=True, text=True, timeout=60, env=env)
+        assert out.returncode == 0, out.stderr
+        assert str(session.id)[:8] in out.stdout, out.stdout
+        assert out.stdout.splitlines()[-1] == "[]", f"chronicle {' '.join(args)} imported {out.stdout.splitlines()[-1]}"
+
+
+def test_a_bad_environment_value_is_still_refused_before_a_read_command_runs(tmp_path):
+    url = f"sqlite:///{tmp_path / 'chronicle.db'}"
+    from chronicle.runtime.store import open_store_at
+
+    open_store_at(url)
+    env = {"PATH": "/usr/bin:/bin", "CHRONICLE_DB": url, "CHRONICLE_HTTP_TIMEOUT_S": "abc"}
+    out = subprocess.run([sys.executable, "-m", "chronicle.runtime.cli", "sessions"], capture_output=True, text=True, timeout=60, env=env)
+    assert out.returncode == 2 and "CHRONICLE_HTTP_TIMEOUT_S" in out.stderr, out.stderr

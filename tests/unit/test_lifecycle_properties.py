@@ -113,9 +113,9 @@ class SessionMachine(_Machine):
     def start(self) -> None:
         self.attempt(lambda: self.aggregate.start_turn(uuid4(), NOW))
 
-    @rule(status=st.sampled_from(["completed", "failed"]))
-    def end(self, status: str) -> None:
-        self.attempt(lambda: self.aggregate.end_turn(self.aggregate.active_turn_id or uuid4(), status, NOW))
+    @rule()
+    def end(self) -> None:
+        self.attempt(lambda: self.aggregate.end_turn(self.aggregate.active_turn_id or uuid4(), NOW))
 
     @rule(count=st.integers(min_value=0, max_value=3))
     def undo(self, count: int) -> None:

@@ -170,7 +170,7 @@ def test_session_runs_one_turn_at_a_time_taking_inputs_in_order():
     assert session.start_turn(uuid4(), NOW)["input_id"] == "first"
     with pytest.raises(IllegalTransition):
         session.start_turn(uuid4(), NOW)
-    session.end_turn(session.active_turn_id, "completed", NOW)
+    session.end_turn(session.active_turn_id, NOW)
     assert session.start_turn(uuid4(), NOW)["input_id"] == "second"
     assert [e.trigger for e in SESSION_LIFECYCLE.edges] == ["start_turn", "end_turn"]
 
@@ -182,7 +182,7 @@ def test_undo_keeps_turns_and_a_new_turn_after_undo_drops_the_redo_branch():
         session.queue_input(f"i{n}", f"input {n}", NOW)
         turns.append(uuid4())
         session.start_turn(turns[-1], NOW)
-        session.end_turn(turns[-1], "completed", NOW)
+        session.end_turn(turns[-1], NOW)
     assert session.undo(2, NOW) == turns[1:]
     assert session.head == turns[:1] and session.turns == turns
     assert session.redo(NOW) == turns[1:] and session.head == turns

@@ -21,7 +21,7 @@ def session_with_turns(count: int) -> tuple[Session, list]:
         session.queue_input(f"in{i}", f"input {i}", NOW)
         turn_id = uuid4()
         session.start_turn(turn_id, NOW)
-        session.end_turn(turn_id, "completed", NOW)
+        session.end_turn(turn_id, NOW)
         ids.append(turn_id)
     return session, ids
 
@@ -38,7 +38,7 @@ def test_steering_left_undelivered_when_the_turn_ends_becomes_the_next_input():
     turn_id = uuid4()
     session.start_turn(turn_id, NOW)
     assert session.steer("s1", "change course", NOW) == "steering"
-    session.end_turn(turn_id, "completed", NOW)
+    session.end_turn(turn_id, NOW)
     names = [type(e).__name__ for e in session.collect_events()]
     assert names[-2:] == ["TurnEnded", "SteeringRequeued"]
     assert session.next_input == {**session.next_input, "input_id": "s1", "text": "change course", "kind": "steering"}
@@ -52,7 +52,7 @@ def test_a_cancel_request_needs_a_running_turn_and_is_cleared_when_the_turn_ends
     turn_id = uuid4()
     session.start_turn(turn_id, NOW)
     assert session.request_cancel("stop", NOW) == turn_id
-    session.end_turn(turn_id, "cancelled", NOW)
+    session.end_turn(turn_id, NOW)
     assert session.cancel_requested is None
 
 

@@ -1,0 +1,54 @@
+"""Background jobs as use cases: submit, list, one job, cancel. `chronicle jobs`, `/job` in chat and
+the Python API (`Chronicle.submit_job`, `jobs`, `job`, `cancel_job`) call these and print or return the
+same rows (`chronicle jobs --json`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+from uuid import UUID
+
+from ..agents.registry import AgentRegistry
+from ..jobs import cancel_job, find_job, job_row, jobs, submit_job
+from ..store import ChronicleStore, NotFound
+from .errors import AppError
+from .queries import session_id
+from .resume import checked_spec
+from .specs import resolve_workspace
+
+
+def submit(store: ChronicleStore, prompt: str, *, provider: str | None = None, model: str | None = None,
+           workspace: Path | None = None, max_iterations: int | None = None, registry: AgentRegistry | None = None,
+           origin: str = "cli") -> dict[str, Any]:
+    """A new job (a session queued for a worker), checked as `run` checks it before anything is recorded."""
+    if not prompt.strip():
+        raise AppError("the prompt is empty; say what the agent should do", 2)
+    spec = checked_spec(store, provider, model, resolve_workspace(workspace), max_iterations, registry=registry)
+    return job_row(store, submit_job(store, spec, prompt, origin=origin))
+
+
+def submit_beside(store: ChronicleStore, ref: str | UUID, prompt: str, origin: str = "chat") -> dict[str, Any]:
+    """A new job with the agent, workspace and provider of session `ref` (`/job PROMPT` in a chat): that
+    spec already runs there, so only the prompt is checked."""
+    if not prompt.strip():
+        raise AppError("say what the job should do: /job PROMPT", 2)
+    return job_row(store, submit_job(store, store.session(session_id(store, ref)).spec, prompt, origin=origin))
+
+
+def listing(store: ChronicleStore) -> list[dict[str, Any]]:
+    """Every job, oldest first."""
+    return [job_row(store, job) for job in jobs(store)]
+
+
+def one(store: ChronicleStore, ref: str | UUID) -> dict[str, Any]:
+    """One job; NotFound (exit 1) if the session is not a job."""
+    sid = session_id(store, ref)
+    job = find_job(store, sid)
+    if job is None:
+        raise NotFound(f"{ref} is not a job; `chronicle jobs` lists them")
+    return job_row(store, job)
+
+
+def cancel(store: ChronicleStore, ref: str | UUID) -> dict[str, Any]:
+    """Cancel a job: a queued one never starts, one waiting for approval ends now, a running one stops at its next safe point."""
+    return job_row(store, cancel_job(store, session_id(store, ref)))

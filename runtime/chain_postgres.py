@@ -1,0 +1,79 @@
+"""The hash chain's PostgreSQL recorder, in its own module so SQLite stores never import psycopg.
+
+See `chain` for what the links are and why they cost no new serialisation.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from eventsourcing.persistence import InterfaceError, OperationalError, StoredEvent
+from eventsourcing.postgres import PostgresApplicationRecorder, PostgresDatastore
+from eventsourcing.utils import retry
+from psycopg.errors import PipelineAborted
+
+from .chain import CHAIN_TABLE, new_links
+
+
+class ChainedPostgresRecorder(PostgresApplicationRecorder):
+    """eventsourcing's pipelined insert, plus the links, committed or rolled back together.
+
+    `insert_events` is eventsourcing 9.5.6's own (non-function) path, except that a failure is
+    re-raised inside the transaction, so events never commit without their links. The stored
+    function path (POSTGRES_ENABLE_DB_FUNCTIONS) is not used: it would store events unchained.
+    """
+
+    def __init__(self, datastore: PostgresDatastore, *, events_table_name: str = "stored_events") -> None:
+        from psycopg.sql import SQL, Identifier
+
+        super().__init__(datastore, events_table_name=events_table_name)
+        table = Identifier(self.datastore.schema or "public"), Identifier(CHAIN_TABLE)
+        self.sql_create_statements.append(SQL(
+            "CREATE TABLE IF NOT EXISTS {}.{} (seq bigint PRIMARY KEY, position bigint NOT NULL, "
+            "originator_id uuid NOT NULL, originator_version bigint NOT NULL, digest bytea NOT NULL)"
+        ).format(*table))
+        self.sql_create_statements.append(
+            SQL("CREATE INDEX IF NOT EXISTS {} ON {}.{} (position)").format(Identifier(f"{CHAIN_TABLE}_position"), *table)
+        )
+        self.sql_create_statements.append(
+            SQL("CREATE INDEX IF NOT EXISTS {} ON {}.{} (originator_id)").format(Identifier(f"{CHAIN_TABLE}_originator"), *table)
+        )
+        self._chain_lock = SQL("LOCK TABLE {}.{} IN EXCLUSIVE MODE").format(*table)
+        self._chain_head = SQL("SELECT seq, digest FROM {}.{} ORDER BY seq DESC LIMIT 1").format(*table)
+        self._chain_insert = SQL("INSERT INTO {}.{} VALUES (%s, %s, %s, %s, %s)").format(*table)
+
+    @retry((InterfaceError, OperationalError), max_attempts=10, wait=0.2)
+    def insert_events(self, stored_events: Sequence[StoredEvent], **kwargs: Any) -> Sequence[int] | None:
+        exc: Exception | None = None
+        positions: Sequence[int] | None = None
+        with self.datastore.get_connection() as conn, conn.transaction():
+            try:
+                with conn.pipeline() as pipeline:
+                    with conn.cursor() as curs:
+                        self._insert_events(curs, stored_events, **kwargs)
+                    if stored_events:
+                        with conn.cursor() as curs, conn.cursor() as head_curs:
+                            try:
+                                self._insert_stored_events(curs, stored_events, **kwargs)  # locks, notifies, inserts
+                                head_curs.execute(self._chain_lock)
+                                head_curs.execute(self._chain_head)
+                                pipeline.sync()  # a version conflict raises IntegrityError here
+                                positions = self._fetch_ids_after_insert_events(curs, stored_events, **kwargs)
+                                row = head_curs.fetchone()
+                                head = (row["seq"], bytes(row["digest"])) if row else None
+                                links = new_links(head, stored_events, positions or [])
+                                head_curs.executemany(
+                                    self._chain_insert, [(k.seq, k.position, k.originator_id, k.version, k.digest) for k in links]
+                                )
+                                pipeline.sync()
+                            except Exception as e:  # noqa: BLE001 - re-raised below, outside the pipeline
+                                exc = e
+            except PipelineAborted:
+                # The statements queued behind a failed one are aborted, and leaving the pipeline says so;
+                # the failure that counts is the first one (a version conflict is an IntegrityError the
+                # caller retries on a fresh copy), so only a pipeline aborted for no recorded reason is raised.
+                if exc is None:
+                    raise
+            if exc:
+                raise exc  # inside the transaction: nothing of this insert is committed
+        return positions

@@ -1,0 +1,81 @@
+"""What `chronicle chat` reads from the person at the keyboard: a line editor in a terminal, plain
+lines from a pipe.
+
+In a terminal, prompt_toolkit edits the line (arrows, Home/End, Ctrl-R search), keeps a history
+file beside the store (`chat_history`, readable by its owner only: what is typed may hold
+secrets, and the tools may not read the store's directory), and takes multi-line input:
+Esc then Enter (or Alt-Enter) inserts a line break, Enter sends. From a pipe (scripts,
+tests) lines are read as they come, as `input()` does. In both, a line ending in a backslash
+continues on the next one.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Any, Callable
+
+from chronicle.runtime.config import sqlite_path
+
+HISTORY_FILE = "chat_history"
+CONTINUATION = "... "
+
+
+def interactive() -> bool:
+    return sys.stdin.isatty() and sys.stdout.isatty()
+
+
+def history_path(store_url: str | None) -> Path:
+    """Beside a SQLite store; for PostgreSQL, in the user's state directory (XDG_STATE_HOME)."""
+    base = sqlite_path(store_url) if store_url and store_url.startswith("sqlite:") else None
+    if base is not None:
+        return base.parent / HISTORY_FILE
+    state = Path(os.environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state")
+    return state / "chronicle" / HISTORY_FILE
+
+
+class LineReader:
+    """`read(prompt)` returns one message (maybe of several lines); EOFError at the end of input,
+    KeyboardInterrupt on Ctrl-C, as `input()` raises them."""
+
+    def __init__(self, store_url: str | None = None, editor: bool | None = None) -> None:
+        self._read: Callable[[str], str] = input
+        if editor if editor is not None else interactive():
+            self._read = _editor(history_path(store_url))
+
+    def read(self, prompt: str) -> str:
+        lines = [self._read(prompt)]
+        while lines[-1].endswith("\\"):
+            lines[-1] = lines[-1][:-1]
+            lines.append(self._read(CONTINUATION))
+        return "\n".join(lines)
+
+
+def _editor(history: Path) -> Callable[[str], str]:
+    from prompt_toolkit import PromptSession
+    from prompt_toolkit.history import FileHistory, InMemoryHistory
+    from prompt_toolkit.key_binding import KeyBindings
+
+    bindings = KeyBindings()
+
+    # Not Ctrl-J: an Enter typed ahead while the model answers arrives as one (the terminal is not
+    # in raw mode then), and it must send, as Enter does.
+    @bindings.add("escape", "enter")
+    @bindings.add("escape", "c-j")  # Esc, Enter typed ahead (no raw mode yet: Enter arrives as Ctrl-J)
+    def _newline(event: Any) -> None:
+        event.current_buffer.insert_text("\n")
+
+    store: Any
+    try:
+        history.parent.mkdir(parents=True, exist_ok=True)
+        history.touch(mode=0o600, exist_ok=True)
+        os.chmod(history, 0o600)
+        store = FileHistory(str(history))
+    except OSError:
+        store = InMemoryHistory()  # a read-only store directory: edit without keeping history
+    session: PromptSession[str] = PromptSession(
+        history=store, key_bindings=bindings, multiline=False,
+        prompt_continuation=lambda width, line, soft: CONTINUATION.rjust(width),
+    )
+    return lambda prompt: session.prompt(prompt)

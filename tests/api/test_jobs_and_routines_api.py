@@ -1,0 +1,96 @@
+"""Background jobs and routines from Python, on both backends: the same use cases as `chronicle jobs` and
+`chronicle routines`, returning what their --json prints; routines may be defined in code."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from chronicle import Agent, Chronicle, ChronicleError, Routine
+from tests.helpers import cli, json_lines, response, text
+
+
+def scripted(tmp_path, **agents):
+    path = tmp_path / "s.json"
+    path.write_text(json.dumps({"agents": agents}), encoding="utf-8")
+    return f"scripted:{path}"
+
+
+def test_a_job_submitted_from_code_is_listed_as_the_cli_lists_it_and_run_by_a_worker(db_url, workspace, tmp_path):
+    agent = Agent(tools=["read_file"], provider=scripted(tmp_path, main=[[response(text("Summarised."))]]))
+    with Chronicle(db_url) as app:
+        row = app.submit_job(agent, "summarise hello.txt", workspace=workspace)
+        assert (row["status"], row["origin"], row["prompt"]) == ("queued", "api", "summarise hello.txt")
+        assert app.jobs() == json_lines(cli("jobs", "--json", db=db_url).stdout)
+    worked = cli("worker", "--once", db=db_url)
+    assert worked.returncode == 0, worked.stderr
+    with Chronicle(db_url) as app:
+        done = app.job(row["job_id"][:8])
+        assert (done["status"], done["final_text"]) == ("completed", "Summarised.")
+        assert [done] == json_lines(cli("jobs", "status", row["job_id"], "--json", db=db_url).stdout)
+
+
+def test_a_job_cancelled_from_code_is_never_started(db_url, workspace, tmp_path):
+    agent = Agent(tools=[], provider=scripted(tmp_path, main=[[response(text("never"))]]))
+    with Chronicle(db_url) as app:
+        job_id = app.submit_job(agent, "do it", workspace=workspace)["job_id"]
+        assert app.cancel_job(job_id)["status"] == "cancelled"
+    assert cli("worker", "--once", db=db_url).returncode == 0
+    with Chronicle(db_url) as app:
+        assert app.job(job_id)["status"] == "cancelled" and app.job(job_id)["turns"] == 0
+        with pytest.raises(ChronicleError) as not_a_job:
+            app.job(app.run_sync(agent, "hi", workspace=workspace).session_id)
+        assert not_a_job.value.code == 1 and "is not a job" in str(not_a_job.value)
+
+
+def test_a_routine_defined_in_code_runs_with_its_guardrails_and_its_history_is_the_clis(db_url, workspace, tmp_path):
+    agent = Agent(tools=[], provider=scripted(tmp_path, **{"routine-todo": [[response(text("Two items overdue."))]]}))
+    todo = Routine("todo", trigger="manual", prompt="Check TODO.md.", max_runs_per_day=1)
+    with Chronicle(db_url) as app:
+        first = app.run_routine(todo, workspace=workspace, agent=agent)
+        assert (first["routine"], first["status"], first["summary"]) == ("todo", "completed", "Two items overdue.")
+        second = app.run_routine(todo, workspace=workspace, agent=agent)
+        assert second["status"] == "skipped" and "max_runs_per_day" in second["reason"]
+        history = app.routine_history(workspace=workspace)
+        assert [h["status"] for h in history] == ["completed", "skipped"]
+        assert history == json_lines(cli("routines", "history", "--workspace", str(workspace), "--json", db=db_url).stdout)
+        assert app.routines(workspace=workspace, routines=[todo])[0] | {"next_due": None} == {
+            "name": "todo", "trigger": "manual", "action": "lightweight", "next_due": None, "prompt": "Check TODO.md.",
+            "heartbeat": False, "max_runs_per_day": 1, "budget_usd": None, "cooldown_s": None}
+
+
+def test_a_routine_in_chronicle_toml_is_listed_and_run_by_name(db_url, workspace, tmp_path):
+    (workspace / "chronicle.toml").write_text('[routines.nightly]\ntrigger = "cron:0 3 * * *"\nprompt = "Report."\naction = "job"\n',
+                                              encoding="utf-8")
+    agent = Agent(tools=[], provider=scripted(tmp_path, **{"routine-nightly": [[response(text("Quiet."))]]}))
+    with Chronicle(db_url) as app:
+        assert app.routines(workspace=workspace) == json_lines(cli("routines", "list", "--workspace", str(workspace), "--json").stdout)
+        queued = app.run_routine("nightly", workspace=workspace, agent=agent)
+        assert queued["status"] == "queued"
+        assert app.resume(queued["session_id"]).text == "Quiet."
+
+
+def test_a_routine_that_is_not_valid_is_refused_with_the_field_named(db_url, workspace):
+    with Chronicle(db_url) as app:
+        with pytest.raises(ChronicleError) as bad:
+            app.run_routine(Routine("x", trigger="cron:every day", prompt="hi"), workspace=workspace)
+        assert bad.value.code == 2 and "'every day' is not a cron expression" in str(bad.value)
+        with pytest.raises(ChronicleError) as unknown:
+            app.run_routine("nope", workspace=workspace)
+        assert unknown.value.code == 2 and "no routine named 'nope'" in str(unknown.value)
+
+
+def test_a_programs_tick_fires_a_due_cron_slot_once_and_settles_it_after_its_session_ran(db_url, workspace, tmp_path):
+    agent = Agent(tools=[], provider=scripted(tmp_path, **{"routine-every": [[response(text("Checked."))]]}))
+    every = Routine("every", trigger="cron:* * * * *", prompt="Check.")
+    with Chronicle(db_url) as app:
+        [fired] = app.tick_routines(workspace=workspace, routines=[every], agent=agent)
+        assert fired["status"] == "queued"
+        with Chronicle(db_url) as other:  # another process's tick: that slot was fired already (a new minute may fire its own)
+            again = other.tick_routines(workspace=workspace, routines=[every], agent=agent)
+        assert fired["run_id"] not in [r["run_id"] for r in again]
+        assert app.resume(fired["session_id"]).status == "completed"
+        app.tick_routines(workspace=workspace, routines=[every], agent=agent)
+        run = next(r for r in app.routine_history(workspace=workspace) if r["run_id"] == fired["run_id"])
+        assert (run["status"], run["summary"]) == ("completed", "Checked.")

@@ -1,0 +1,76 @@
+"""`chronicle chat` reads with a line editor in a terminal (history, multi-line input, Markdown
+answers) and plain lines from a pipe, so scripts can drive it."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import shutil
+import stat
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.controls_helpers import log_of
+from tests.e2e.test_chat_tmux import Terminal
+from tests.helpers import cli, response, text
+
+
+def script(tmp_path: Path, answers: list[str]) -> Path:
+    path = tmp_path / "s.json"
+    path.write_text(json.dumps({"agents": {"main": [[response(text(a))] for a in answers]}}), encoding="utf-8")
+    return path
+
+
+def inputs(sqlite_url: str) -> list[str]:
+    sid = json.loads(cli("sessions", "--json", db=sqlite_url).stdout.splitlines()[0])["session_id"]
+    return [e["data"]["text"] for e in log_of(sid, sqlite_url) if e["event"] == "InputQueued"]
+
+
+def test_chat_through_a_pipe_reads_plain_lines_joins_backslash_continuations_and_prints_plain_text(sqlite_url, workspace, tmp_path):
+    s = script(tmp_path, ["**bold** answer", "second"])
+    done = cli("chat", "--provider", f"scripted:{s}", "--workspace", str(workspace), db=sqlite_url,
+               input="first line \\\nsecond line\nagain\n/quit\n")
+    assert done.returncode == 0, done.stderr
+    assert "**bold** answer" in done.stdout and "second" in done.stdout  # no Markdown rendering, no spinner
+    assert "\x1b" not in done.stdout
+    assert inputs(sqlite_url) == ["first line \nsecond line", "again"]
+    assert not (Path(sqlite_url[len("sqlite:///"):]).parent / "chat_history").exists()  # no editor, no history
+
+
+@pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
+def test_chat_in_a_terminal_keeps_history_takes_multi_line_input_and_renders_markdown(sqlite_url, workspace, tmp_path):
+    s = script(tmp_path, ["# Heading\n\nsome **strong** words", "two", "three"])
+    command = " ".join(shlex.quote(part) for part in [
+        "env", f"CHRONICLE_DB={sqlite_url}", "COLUMNS=180", sys.executable, "-m", "chronicle.runtime.cli", "chat",
+        "--provider", f"scripted:{s}", "--workspace", str(workspace),
+    ])
+    term = Terminal(command)
+    try:
+        term.wait_for("you>")  # a line editor draws the prompt; tmux drops its trailing blank
+        term.type("hi there")
+        screen = term.wait_for("some strong words")
+        assert "**" not in screen and "# Heading" not in screen  # rendered, not shown as source
+
+        term.wait_for("you>", count=2)
+        term.tmux("send-keys", "-t", "chat", "-l", "line one")
+        term.tmux("send-keys", "-t", "chat", "Escape", "Enter")  # Esc, Enter: a line break, not a send
+        term.type("line two")
+        term.wait_for("two", count=2)  # "line two" as typed, then the answer
+
+        term.wait_for("you>", count=3)
+        for _ in range(3):  # back through the history (within a multi-line entry, Up moves up a line first)
+            term.key("Up")
+        term.wait_for("you> hi there", count=2)
+        term.key("Enter")
+        term.wait_for("three")
+        term.type("/quit")
+        screen = term.wait_for("EXITED=0")
+    finally:
+        term.close()
+    assert "Traceback" not in screen
+    assert inputs(sqlite_url) == ["hi there", "line one\nline two", "hi there"]
+    history = Path(sqlite_url[len("sqlite:///"):]).parent / "chat_history"
+    assert "line one" in history.read_text(encoding="utf-8")
+    assert stat.S_IMODE(history.stat().st_mode) == 0o600

@@ -1,0 +1,93 @@
+"""What the secret scan cuts out, and what it must leave alone for an agent to still work (issue 13)."""
+
+from __future__ import annotations
+
+import pytest
+
+from chronicle.domain.content import ModelResponse
+from chronicle.runtime.secret_scan import PrivacyError, SecretScanner, load_privacy, scan_response, scanner_for
+
+SCAN = SecretScanner()
+
+# Assembled from parts so that no scanner run over this repository trips over the file itself.
+FOUND = [
+    ("aws-access-key", "export AWS_ACCESS_KEY_ID=" + "AKIA" + "QX7RZ2MPL4KD9WNT", "AKIAQX7RZ2MPL4KD9WNT"),
+    ("github-token", "token ghp_" + "Zr8Kq2Lm9Nx4Vb7Tc1Hd6Jf3Gs5Pw0Ya8Eu2 ok", "Zr8Kq2Lm9Nx4"),
+    ("github-token", "github_pat_" + "11ABCDEFG0123456789_abcdefghijKLMNOP", "11ABCDEFG0123456789"),
+    ("anthropic-key", "key sk-ant-" + "api03-Xw9Lq2Zr8Km4Nv7Tb1Hc6Jd3Gf5Ps0Ya", "Xw9Lq2Zr8Km4"),
+    ("openai-key", "OPENAI sk-proj-" + "abcdefghijklmnopqrstuvwx1234", "abcdefghijklmnopqrstuvwx1234"),
+    ("slack-token", "xoxb-" + "123456789012-abcdefghijkl", "123456789012-abcdefghijkl"),
+    ("jwt", "eyJhbGciOiJIUzI1NiJ9." + "eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U", "dozjgNryP4J3"),
+    ("private-key", "-----BEGIN RSA " + "PRIVATE KEY-----\nMIIEowIBAAKCAQEAsecretbody\n-----END RSA PRIVATE KEY-----", "secretbody"),
+    ("url-password", "postgresql://app:" + "hunter2x@db:5432/x", "hunter2x"),
+    ("bearer-token", "Authorization: Bearer " + "abcdefghijklmnopqrstuvwxyz", "abcdefghijklmnop"),
+    ("assigned-secret", 'password = "' + 'correct-horse-battery"', "correct-horse"),
+    ("assigned-secret", "DB_PASSWORD=" + "s3cr3t-Value!", "s3cr3t-Value"),
+    ("high-entropy", "the session cookie is " + "Qm7Zx2Rt9Lp4Vw8Ks1Nd6Hf3Jb5Gc0Ty today", "Qm7Zx2Rt9Lp4"),
+]
+
+
+@pytest.mark.parametrize(("kind", "text", "secret"), FOUND, ids=[f"{k}-{i}" for i, (k, _, _) in enumerate(FOUND)])
+def test_each_known_format_is_replaced_by_its_kind_and_counted(kind, text, secret):
+    found = SCAN.text(text, environ={})
+    assert secret not in found.value
+    assert f"[REDACTED:{kind}]" in found.value
+    assert found.counts == {kind: 1}
+
+
+KEPT = [
+    "commit 9f8a7b6c5d4e3f2a1b0c9d8e7f6a5b4c3d2e1f0a and session 3f2a1b0c-9d8e-7f6a-5b4c-3d2e1f0a9b8c",
+    "sha256:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855",
+    "/usr/lib/python3/site-packages/ChronicleStoreApplicationRecorder2024/IndexPage.tsx",
+    "password = user_password; key = Ed25519PrivateKey.generate(); secret: os.environ['X']",
+    "max_tokens=8192 input_tokens=1_000_000 token_count: 123456789",
+    "def test_a_store_written_without_a_key_refuses_one(sqlite_url, workspace, tmp_path):",
+    "GITHUB_TOKEN=$GITHUB_TOKEN and [REDACTED:github-token] stays one marker",
+]
+
+
+@pytest.mark.parametrize("text", KEPT)
+def test_code_digests_ids_and_paths_are_left_alone(text):
+    found = SCAN.text(text, environ={})
+    assert found.value == text and not found.counts
+
+
+def test_values_the_process_holds_as_secrets_are_cut_even_with_the_scan_off():
+    off = SecretScanner(enabled=False)
+    env = {"MY_SERVICE_TOKEN": "svc-Tq4Wm8Rz2Xk6"}
+    found = off.text("svc-Tq4Wm8Rz2Xk6 and ghp_" + "Zr8Kq2Lm9Nx4Vb7Tc1Hd6Jf3Gs5Pw0Ya8Eu2", environ=env)
+    assert found.value.startswith("[REDACTED:environment] and ghp_") and found.counts == {"environment": 1}
+
+
+def test_a_tool_input_is_scanned_string_by_string_keys_kept():
+    found = SCAN.value({"command": "curl -H 'Authorization: Bearer abcdefghijklmnopqrstuvwxyz' x", "n": 3, "args": ["AKIA" + "QX7RZ2MPL4KD9WNT"]},
+                       environ={})
+    assert found.value == {"command": "curl -H 'Authorization: Bearer [REDACTED:bearer-token]' x", "n": 3,
+                           "args": ["[REDACTED:aws-access-key]"]}
+    assert found.counts == {"bearer-token": 1, "aws-access-key": 1}
+
+
+def test_a_response_keeps_its_signatures_and_ids_and_loses_its_secrets():
+    response = ModelResponse.model_validate({"content": [
+        {"type": "thinking", "thinking": "the key is AKIA" + "QX7RZ2MPL4KD9WNT", "signature": "Zm9vYmFyQmF6cXV4MTIzNDU2Nzg5MA=="},
+        {"type": "text", "text": "done"},
+        {"type": "tool_use", "id": "toolu_01A09q90qw90lq917835lq9", "name": "bash", "input": {"command": "echo AKIA" + "QX7RZ2MPL4KD9WNT"}},
+    ], "stop_reason": "tool_use"})
+    scanned, counts = scan_response(response, SCAN)
+    dumped = scanned.model_dump(mode="json")
+    assert "QX7RZ2MPL4KD9WNT" not in str(dumped) and counts == {"aws-access-key": 2}
+    assert dumped["content"][0]["signature"] == "Zm9vYmFyQmF6cXV4MTIzNDU2Nzg5MA=="
+    assert dumped["content"][2]["id"] == "toolu_01A09q90qw90lq917835lq9"
+    assert scan_response(scanned, SCAN)[0] is scanned  # nothing left: the same object back
+
+
+def test_privacy_table_is_checked_with_one_line_naming_the_setting(tmp_path):
+    (tmp_path / "chronicle.toml").write_text('[privacy]\nredact = "no"\n', encoding="utf-8")
+    with pytest.raises(PrivacyError, match=r"\[privacy\] redact: Input should be a valid boolean"):
+        load_privacy(tmp_path)
+    (tmp_path / "chronicle.toml").write_text('[privacy]\npatterns = { bad = "(" }\n', encoding="utf-8")
+    with pytest.raises(PrivacyError, match="pattern 'bad' is not a regular expression"):
+        load_privacy(tmp_path)
+    (tmp_path / "chronicle.toml").write_text('[privacy]\nredact = false\npatterns = { ticket = "TCK-[0-9]+" }\n', encoding="utf-8")
+    scanner = scanner_for(tmp_path)
+    assert not scanner.enabled and scanner_for(tmp_path / "elsewhere").enabled
