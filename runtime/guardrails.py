@@ -24,7 +24,6 @@ fails the turn with the check's message.
 from __future__ import annotations
 
 import hashlib
-import importlib
 import inspect
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -32,9 +31,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .hooks import Checked, Hook, Stop
-from .settings import CONFIG_FILE, SettingsError, load_config
+from .import_paths import NotLoadable, is_well_formed, load, path_of
+from .settings import SettingsError, named_tables
 from .tools.base import ToolError, ToolOutput
-from .tools.imports import make_importable
 
 if TYPE_CHECKING:
     from chronicle.domain.session import Session
@@ -167,46 +166,26 @@ def check_path(check: Callable[[str, str], Any] | str) -> str:
     when no other could import it (a script run directly)."""
     if isinstance(check, str):
         return check
-    path = f"{getattr(check, '__module__', '')}:{getattr(check, '__qualname__', type(check).__qualname__)}"
+    path = path_of(check)
     _DEFINED[path] = check
     return path
 
 
 def load_check(path: str, where: str, workspace: Path | None) -> Callable[[str, str], Any]:
-    if path in _DEFINED:
-        return _DEFINED[path]
-    module_name, _, attribute = path.partition(":")
-    if not module_name.strip() or not attribute.strip():
+    if path not in _DEFINED and not is_well_formed(path):
         raise GuardrailError(f"{where}: check must be an import path, package.module:function (got {path!r})")
-    make_importable(workspace)
     try:
-        target: Any = importlib.import_module(module_name)
-        for part in attribute.split("."):
-            target = getattr(target, part)
-    except Exception as exc:  # noqa: BLE001 - whatever the import raises, the user needs its first line
-        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-        hint = "; a check defined in a script run directly loads only in that process: move it into a module" \
-            if module_name == "__main__" else ""
-        raise GuardrailError(f"{where}: cannot load check {path!r}: {first}{hint}") from None
+        target = load(path, workspace, _DEFINED)
+    except NotLoadable as failed:
+        raise GuardrailError(f"{where}: cannot load check {path!r}: {failed.first_line}{failed.hint}") from None
     if not callable(target):
         raise GuardrailError(f"{where}: {path!r} is not callable")
     return target  # type: ignore[no-any-return]
 
 
 def load_guardrails(workspace: Path) -> list[Guardrail]:
-    config = load_config(workspace)
-    tables = config.get("guardrails") or {}
-    source = str(workspace / CONFIG_FILE)
-    if not isinstance(tables, dict):
-        raise GuardrailError(f"{source}: [guardrails] must hold [guardrails.NAME] tables")
     found = []
-    for name, table in tables.items():
-        where = f"{source}: guardrails.{name}"
-        if not isinstance(table, dict):
-            raise GuardrailError(f"{where} must be a table")
-        unknown = sorted(set(table) - {"check", "on", "fail"})
-        if unknown:
-            raise GuardrailError(f"{where}: unknown key(s) {', '.join(unknown)}; allowed: check, fail, on")
+    for name, table, where in named_tables(workspace, "guardrails", frozenset({"check", "on", "fail"}), GuardrailError):
         on = table.get("on", list(PLACES))
         if not isinstance(on, list) or not on or any(p not in PLACES for p in on):
             raise GuardrailError(f"{where}: on must list some of {', '.join(PLACES)} (got {on!r})")

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import importlib
 import inspect
 import logging
 import time
@@ -33,8 +32,9 @@ from pathlib import Path
 from typing import Any
 from uuid import UUID
 
-from .settings import CONFIG_FILE, SettingsError, load_config
-from .tools.imports import make_importable
+from .import_paths import NotLoadable, is_well_formed, path_of
+from .import_paths import load as load_path
+from .settings import CONFIG_FILE, SettingsError, named_tables
 
 CallNext = Callable[[], Awaitable[Any]]
 Around = Callable[["Run", CallNext], Awaitable[Any]]
@@ -118,7 +118,7 @@ _DEFINED: dict[str, Any] = {}
 def use_path(target: Any) -> str:
     if isinstance(target, str):
         return target
-    path = f"{getattr(target, '__module__', '')}:{getattr(target, '__qualname__', type(target).__qualname__)}"
+    path = path_of(target)
     _DEFINED[path] = target
     return path
 
@@ -126,19 +126,12 @@ def use_path(target: Any) -> str:
 def load(record: dict[str, Any], where: str, workspace: Path | None) -> tuple[str, Around]:
     """(name, the callable) of a recorded or configured middleware; a MiddlewareError names what is wrong."""
     path, options = str(record.get("use") or ""), dict(record.get("options") or {})
-    target: Any = _DEFINED.get(path)
-    if target is None:
-        module_name, _, attribute = path.partition(":")
-        if not module_name.strip() or not attribute.strip():
-            raise MiddlewareError(f"{where}: use must be an import path, package.module:attribute (got {path!r})")
-        make_importable(workspace)
-        try:
-            target = importlib.import_module(module_name)
-            for part in attribute.split("."):
-                target = getattr(target, part)
-        except Exception as exc:  # noqa: BLE001 - whatever the import raises, the user needs its first line
-            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-            raise MiddlewareError(f"{where}: cannot load middleware {path!r}: {first}") from None
+    if path not in _DEFINED and not is_well_formed(path):
+        raise MiddlewareError(f"{where}: use must be an import path, package.module:attribute (got {path!r})")
+    try:
+        target = load_path(path, workspace, _DEFINED)
+    except NotLoadable as failed:
+        raise MiddlewareError(f"{where}: cannot load middleware {path!r}: {failed.first_line}{failed.hint}") from None
     if inspect.isclass(target) or options:
         try:
             target = target(**options)
@@ -151,18 +144,8 @@ def load(record: dict[str, Any], where: str, workspace: Path | None) -> tuple[st
 
 def configured(workspace: Path) -> list[dict[str, Any]]:
     """chronicle.toml's [middleware.NAME] tables as records, in declaration order."""
-    tables = load_config(workspace).get("middleware") or {}
-    source = str(workspace / CONFIG_FILE)
-    if not isinstance(tables, dict):
-        raise MiddlewareError(f"{source}: [middleware] must hold [middleware.NAME] tables")
     found = []
-    for name, table in tables.items():
-        where = f"{source}: middleware.{name}"
-        if not isinstance(table, dict):
-            raise MiddlewareError(f"{where} must be a table")
-        unknown = sorted(set(table) - {"use", "options"})
-        if unknown:
-            raise MiddlewareError(f"{where}: unknown key(s) {', '.join(unknown)}; allowed: options, use")
+    for name, table, where in named_tables(workspace, "middleware", frozenset({"use", "options"}), MiddlewareError):
         if not isinstance(table.get("options", {}), dict):
             raise MiddlewareError(f"{where}: options must be a table")
         found.append({"name": name, "use": table.get("use", ""), "options": table.get("options", {})})

@@ -25,7 +25,7 @@ from typing import Any
 
 from croniter import croniter  # type: ignore[import-untyped]
 
-from .settings import CONFIG_FILE, SettingsError, load_config
+from .settings import CONFIG_FILE, SettingsError, named_tables
 
 TRIGGER_KINDS = ("cron", "event", "manual")
 ACTIONS = ("lightweight", "job")
@@ -125,12 +125,8 @@ def parse_routine(name: str, table: Any, where: str) -> Routine:
 
 def load_routines(workspace: Path) -> list[Routine]:
     """The workspace's routines in the order chronicle.toml declares them."""
-    config = load_config(workspace)
-    tables = config.get("routines") or {}
     where = str(workspace / CONFIG_FILE)
-    if not isinstance(tables, dict):
-        raise RoutineError(f"{where}: [routines] must hold [routines.NAME] tables")
-    return [parse_routine(name, table, where) for name, table in tables.items()]
+    return [parse_routine(name, table, where) for name, table, _ in named_tables(workspace, "routines", None, RoutineError)]
 
 
 def find_routine(workspace: Path, name: str) -> Routine:

@@ -116,6 +116,28 @@ def load_config(workspace: Path) -> dict[str, Any]:
         raise SettingsError(f"{path} is not valid TOML: {exc}; fix it or remove it") from None
 
 
+def named_tables(workspace: Path, section: str, keys: frozenset[str] | None,
+                 error: type[SettingsError]) -> list[tuple[str, Any, str]]:
+    """chronicle.toml's `[section.NAME]` tables in declaration order, as (name, table, where-to-say):
+    one reading of the shape the guardrail, middleware and routine sections share. With `keys`, each
+    entry must be a table holding only those keys; without, the caller checks its entries itself."""
+    tables = load_config(workspace).get(section) or {}
+    source = str(workspace / CONFIG_FILE)
+    if not isinstance(tables, dict):
+        raise error(f"{source}: [{section}] must hold [{section}.NAME] tables")
+    found = []
+    for name, table in tables.items():
+        where = f"{source}: {section}.{name}"
+        if keys is not None:
+            if not isinstance(table, dict):
+                raise error(f"{where} must be a table")
+            unknown = sorted(set(table) - keys)
+            if unknown:
+                raise error(f"{where}: unknown key(s) {', '.join(unknown)}; allowed: {', '.join(sorted(keys))}")
+        found.append((name, table, where))
+    return found
+
+
 def _table(config: dict[str, Any], name: str, model: type[BaseModel], path: Path) -> BaseModel:
     table = config.get(name) or {}
     if not isinstance(table, dict):

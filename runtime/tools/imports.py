@@ -9,12 +9,12 @@ anything is recorded, and again when a session that needs it is resumed.
 
 from __future__ import annotations
 
-import importlib
 import inspect
-import sys
 from pathlib import Path
 from typing import Any
 
+from ..import_paths import NotLoadable, is_well_formed, load
+from ..import_paths import make_importable as make_importable
 from .base import Tool
 
 #: Tools defined in this process, by import path: `@tool` registers each one it makes.
@@ -36,36 +36,17 @@ def remember(tool: Tool, path: str | None = None) -> str:
     return key
 
 
-def make_importable(workspace: Path | None) -> None:
-    """The workspace's modules can be named in tool paths; appended, so a workspace file never shadows
-    an installed module (a `json.py` in the workspace must not replace the standard library's)."""
-    if workspace is not None:
-        where = str(Path(workspace).resolve())
-        if where not in sys.path:
-            sys.path.append(where)
-
-
 def load_tools(entry: str, workspace: Path | None = None) -> list[Tool]:
     """The tool(s) an import path names: a @tool function, a Tool class or instance, or a list of them."""
-    if entry in _DEFINED:
-        return [_DEFINED[entry]]
-    module_name, _, attribute = entry.partition(":")
-    if not module_name.strip() or not attribute.strip():
+    if entry not in _DEFINED and not is_well_formed(entry):
         raise ToolLoadError(f"tool {entry!r}: write a tool path as package.module:attribute")
-    make_importable(workspace)
     try:
-        target: Any = importlib.import_module(module_name)
-    except (Exception, SystemExit) as exc:  # noqa: BLE001 - whatever the module raises (sys.exit too), the user needs its first line
-        raise ToolLoadError(f"cannot load tool {entry!r}: {_first_line(exc)}") from None
-    if entry in _DEFINED:  # importing ran the @tool decorator, which registered it under this very path
-        return [_DEFINED[entry]]
-    for part in attribute.split("."):
-        try:
-            target = getattr(target, part)
-        except AttributeError:
-            hint = "; a tool defined in a script run directly loads only in that process: move it into a module" \
-                if module_name == "__main__" else ""
-            raise ToolLoadError(f"cannot load tool {entry!r}: {module_name} has no attribute {attribute!r}{hint}") from None
+        target = load(entry, workspace, _DEFINED)
+    except NotLoadable as failed:
+        if failed.missing_attribute:
+            attribute = entry.partition(":")[2]
+            raise ToolLoadError(f"cannot load tool {entry!r}: {failed.module} has no attribute {attribute!r}{failed.hint}") from None
+        raise ToolLoadError(f"cannot load tool {entry!r}: {_first_line(failed.cause)}") from None
     return as_tools(target, entry)
 
 
