@@ -4,16 +4,14 @@ answers) and plain lines from a pipe, so scripts can drive it."""
 from __future__ import annotations
 
 import json
-import shlex
 import shutil
 import stat
-import sys
 from pathlib import Path
 
 import pytest
 
 from tests.e2e.controls_helpers import log_of
-from tests.e2e.test_chat_tmux import Terminal
+from tests.e2e.terminal import Terminal
 from tests.helpers import cli, response, text
 
 
@@ -42,11 +40,7 @@ def test_chat_through_a_pipe_reads_plain_lines_joins_backslash_continuations_and
 @pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
 def test_chat_in_a_terminal_keeps_history_takes_multi_line_input_and_renders_markdown(sqlite_url, workspace, tmp_path):
     s = script(tmp_path, ["# Heading\n\nsome **strong** words", "two", "three"])
-    command = " ".join(shlex.quote(part) for part in [
-        "env", f"CHRONICLE_DB={sqlite_url}", "COLUMNS=180", sys.executable, "-m", "chronicle.runtime.cli", "chat",
-        "--provider", f"scripted:{s}", "--workspace", str(workspace),
-    ])
-    term = Terminal(command)
+    term = Terminal.chat(sqlite_url, s, workspace)
     try:
         term.wait_for("you>")  # a line editor draws the prompt; tmux drops its trailing blank
         term.type("hi there")

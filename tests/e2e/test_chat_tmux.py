@@ -3,54 +3,18 @@
 from __future__ import annotations
 
 import json
-import shlex
 import shutil
 import subprocess
-import sys
 import time
 import uuid
 
 import pytest
 
 from tests.e2e.controls_helpers import log_of
+from tests.e2e.terminal import Terminal
 from tests.helpers import cli, json_lines, response, text, tool_use
 
 pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
-
-
-class Terminal:
-    def __init__(self, command: str) -> None:
-        self.socket = f"chronicle-test-{uuid.uuid4().hex[:8]}"
-        # The shell traps (not ignores) SIGINT so that Ctrl-C reaches only the chat, which survives it.
-        wrapped = f"trap 'true' INT; {command}; echo EXITED=$?; sleep 60"
-        self.tmux("new-session", "-d", "-s", "chat", "-x", "180", "-y", "60", f"sh -c {shlex.quote(wrapped)}")
-
-    def tmux(self, *args: str) -> str:
-        done = subprocess.run(["tmux", "-L", self.socket, *args], capture_output=True, text=True)
-        assert done.returncode == 0, f"tmux {args[0]} failed: {done.stderr}"
-        return done.stdout
-
-    def screen(self) -> str:
-        return self.tmux("capture-pane", "-p", "-J", "-S", "-500", "-t", "chat")
-
-    def type(self, line: str) -> None:
-        self.tmux("send-keys", "-t", "chat", "-l", line)
-        self.tmux("send-keys", "-t", "chat", "Enter")
-
-    def key(self, key: str) -> None:
-        self.tmux("send-keys", "-t", "chat", key)
-
-    def wait_for(self, needle: str, count: int = 1, timeout: float = 30) -> str:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            screen = self.screen()
-            if screen.count(needle) >= count:
-                return screen
-            time.sleep(0.1)
-        raise AssertionError(f"{needle!r} (x{count}) never appeared; the screen shows:\n{self.screen()}")
-
-    def close(self) -> None:
-        subprocess.run(["tmux", "-L", self.socket, "kill-server"], capture_output=True)
 
 
 def test_a_chat_session_streams_answers_asks_approval_inline_cancels_on_ctrl_c_and_runs_slash_commands(sqlite_url, workspace, tmp_path):
@@ -64,11 +28,7 @@ def test_a_chat_session_streams_answers_asks_approval_inline_cancels_on_ctrl_c_a
         ]},
         "summary": ["CHAT SUMMARY"],
     }), encoding="utf-8")
-    command = " ".join(shlex.quote(part) for part in [
-        "env", f"CHRONICLE_DB={sqlite_url}", "COLUMNS=180", sys.executable, "-m", "chronicle.runtime.cli", "chat",
-        "--provider", f"scripted:{script}", "--workspace", str(workspace),
-    ])
-    term = Terminal(command)
+    term = Terminal.chat(sqlite_url, script, workspace)
     try:
         term.wait_for("you>")  # a line editor draws the prompt; tmux drops its trailing blank
         term.type("hi")
@@ -134,11 +94,7 @@ def test_new_starts_a_thread_as_a_new_session_and_thread_id_switches_back_with_i
     # the script answers by the turn's number in its session: a new thread starts at turn 1 again
     script.write_text(json.dumps({"agents": {"main": [[response(text("answer to a first turn"))], [response(text("answer to a second turn"))]]}}),
                       encoding="utf-8")
-    command = " ".join(shlex.quote(part) for part in [
-        "env", f"CHRONICLE_DB={sqlite_url}", "COLUMNS=180", sys.executable, "-m", "chronicle.runtime.cli", "chat",
-        "--provider", f"scripted:{script}", "--workspace", str(workspace),
-    ])
-    term = Terminal(command)
+    term = Terminal.chat(sqlite_url, script, workspace)
     try:
         term.wait_for("you>")  # a line editor draws the prompt; tmux drops its trailing blank
         term.type("one")
@@ -167,11 +123,7 @@ def test_new_starts_a_thread_as_a_new_session_and_thread_id_switches_back_with_i
 def test_job_jobs_and_cancel_in_chat_are_the_jobs_use_cases(sqlite_url, workspace, tmp_path):
     script = tmp_path / "s.json"
     script.write_text(json.dumps({"agents": {"main": [[response(text("hi"))]]}}), encoding="utf-8")
-    command = " ".join(shlex.quote(part) for part in [
-        "env", f"CHRONICLE_DB={sqlite_url}", "COLUMNS=180", sys.executable, "-m", "chronicle.runtime.cli", "chat",
-        "--provider", f"scripted:{script}", "--workspace", str(workspace),
-    ])
-    term = Terminal(command)
+    term = Terminal.chat(sqlite_url, script, workspace)
     try:
         term.wait_for("you>")  # a line editor draws the prompt; tmux drops its trailing blank
         term.type("/job")

@@ -16,7 +16,7 @@ import time
 
 import pytest
 
-from tests.e2e.test_chat_tmux import Terminal
+from tests.e2e.terminal import Terminal
 from tests.helpers import cli, json_lines, response, text, write_script
 
 
