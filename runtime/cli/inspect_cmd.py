@@ -28,7 +28,9 @@ def sessions(
             print_json_rows(rows)
             return
         if not rows:
-            out_console.print("no sessions yet; start one with `chronicle run PROMPT` or try `chronicle demo`")
+            archived = 0 if all_sessions else len(list(store.session_ids()))
+            out_console.print(f"no sessions shown: all {archived} are archived; `chronicle sessions --all` lists them" if archived
+                              else "no sessions yet; start one with `chronicle run PROMPT` or try `chronicle demo`")
             return
         columns = [
             Column("session"), Column("agent"), Column("status"), Column("turns", justify="right"),

@@ -34,3 +34,13 @@ def test_archive_hides_a_session_all_shows_it_unarchive_lists_it_again_and_the_l
     assert [r["session_id"] for r in json_lines(cli("sessions", "--json", db=db_url).stdout)] == [kept, hidden]
     audit = [r["kind"] for r in json_lines(cli("audit", "--session", hidden, "--json", db=db_url).stdout)]
     assert "archived" in audit and "unarchived" in audit
+
+
+def test_with_every_session_archived_sessions_points_to_all_instead_of_saying_there_are_none(db_url, workspace, tmp_path):
+    script = write_script(tmp_path / "s.json", [response(text("done"))])
+    ran = cli("run", "only", "--provider", f"scripted:{script}", "--workspace", str(workspace), "--json", db=db_url)
+    sid = json_lines(ran.stdout)[0]["session_id"]
+    assert cli("archive", sid, db=db_url).returncode == 0
+    listed = cli("sessions", db=db_url)
+    assert listed.returncode == 0 and "all 1 are archived" in listed.stdout and "sessions --all" in listed.stdout
+    assert "no sessions yet" not in listed.stdout
