@@ -257,10 +257,10 @@ class Chronicle:
         with _as_chronicle_errors():
             return timetravel.undo(self.store, session, turns, files=files, actor=actor).row()
 
-    def redo(self, session: str, actor: str | None = None) -> dict[str, Any]:
+    def redo(self, session: str, actor: str | None = None, *, files: bool = False) -> dict[str, Any]:
+        """Put the last undone turns back; with `files`, their files too (`redo --files`)."""
         with _as_chronicle_errors():
-            sid = queries.session_id(self.store, session)
-            return timetravel.redone_row(sid, timetravel.redo(self.store, sid, actor=actor))
+            return timetravel.redo(self.store, session, actor=actor, files=files).row()
 
     def fork(self, session: str, at: int | None = None) -> str:
         """A new session continuing from turn `at` (default: the end of the branch); its id."""

@@ -27,7 +27,7 @@ EVENT_VERSIONS = {
     "Session.TitleFailed": 1, "Session.ToolAlwaysAllowed": 1, "Session.SteeringQueued": 2,
     "Session.SteeringDelivered": 1, "Session.SteeringRequeued": 1, "Session.CancelRequested": 2,
     "Session.Compacted": 1, "Session.CompactionFailed": 1, "Session.FilesRestored": 1, "Session.InputWithAttachmentsQueued": 1,
-    "Session.WorkerFailed": 1, "Session.Archived": 1, "Session.Unarchived": 1,
+    "Session.FilesReapplied": 1, "Session.WorkerFailed": 1, "Session.Archived": 1, "Session.Unarchived": 1,
     "Turn.Created": 1, "Turn.Started": 1, "Turn.ApprovalRequested": 1, "Turn.Resumed": 2, "Turn.Completed": 1,
     "Turn.Failed": 1, "Turn.Cancelled": 2, "Turn.Stopped": 1, "Turn.Interrupted": 1, "Turn.ModelResponded": 3,
     "Turn.ModelCallRetried": 2, "Turn.ToolResultsRecorded": 1, "Turn.AttachmentsReferenced": 1, "Turn.GuardrailApplied": 1,

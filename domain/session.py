@@ -294,6 +294,20 @@ class Session(Aggregate):
     def _files_restored(self, turn_ids: list[UUID], files: list[dict[str, Any]], timestamp: datetime) -> None:
         pass
 
+    def record_files_reapplied(self, turn_ids: list[UUID], files: list[dict[str, Any]], now: datetime) -> None:
+        """The files redone turns changed were put back as those turns left them (`redo --files`)."""
+        if not files:
+            raise DomainError("a file re-application needs at least one file")
+        self._files_reapplied(turn_ids=list(turn_ids), files=list(files), timestamp=now)
+
+    class FilesReapplied(Aggregate.Event):
+        turn_ids: list[UUID]
+        files: list[dict[str, Any]]
+
+    @event(FilesReapplied)
+    def _files_reapplied(self, turn_ids: list[UUID], files: list[dict[str, Any]], timestamp: datetime) -> None:
+        pass
+
     # -- descriptive facts ---------------------------------------------------------------------
 
     def set_title(self, title: str, now: datetime, usage: dict[str, Any] | None = None, model: str = "") -> None:

@@ -199,6 +199,8 @@ class FileRestore:
     #: Directories the write that created the file made (outermost first); undo removes them if empty.
     created_dirs: list[str] = field(default_factory=list)
     removed_dirs: list[str] = field(default_factory=list)
+    #: Directories redo --files made again for the file (they were gone when it wrote it back).
+    recreated_dirs: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -225,7 +227,7 @@ def restoration_plan(store: ChronicleStore, turn_ids: list[UUID]) -> list[FileRe
     return list(plan.values())
 
 
-def _current(target: Path, shown: str) -> str | None:
+def _current(target: Path, shown: str, command: str = "undo") -> str | None:
     """The file's exact text, None if absent; a link or a non-file in its place is refused, not followed."""
     try:
         mode = os.lstat(target).st_mode
@@ -234,8 +236,8 @@ def _current(target: Path, shown: str) -> str | None:
     if stat.S_ISLNK(mode) or not stat.S_ISREG(mode):
         kind = "a symbolic link" if stat.S_ISLNK(mode) else "not a regular file"
         raise TimeTravelError(
-            f"{shown} is now {kind}; undo --files acts on the path itself and will not write or delete through it. "
-            "Put it back by hand, or undo without --files"
+            f"{shown} is now {kind}; {command} --files acts on the path itself and will not write or delete through it. "
+            f"Put it back by hand, or {command} without --files"
         )
     return current_text(target)
 
@@ -330,6 +332,95 @@ def undo(store: ChronicleStore, session_id: UUID, count: int, files: bool = Fals
 
     store.update_session(session_id, change)
     return UndoResult(undone, plan)
+
+
+def reapply_files(workspace: Path, plan: list[FileRestore], store_url: str | None = None) -> list[FileRestore]:
+    """The inverse of `restore_files`: put each file back as the turns left it. Check every file first,
+    then write: refuse, naming the file, if it is no longer as undo left it (someone changed it
+    since), and act on the path itself, never through a link, as restore does."""
+    sandbox = Sandbox.of(workspace, store_url)
+    targets = []
+    for item in plan:
+        try:
+            target = sandbox.lexical(item.path)
+        except ToolError as exc:
+            raise TimeTravelError(f"cannot re-apply {item.path}: {exc}") from None
+        current = _current(target, item.path, "redo")
+        if current == item.after:
+            item.action = "unchanged"  # already as the turns left it (an earlier redo was interrupted after writing)
+        elif current == item.before:
+            item.action = "deleted" if item.after is None else "reapplied"
+        else:
+            raise TimeTravelError(
+                f"{item.path} was changed after undo put it back as it was before turn {item.turn_number}; "
+                "redo --files refuses to overwrite it. Put it back by hand, or redo without --files"
+            )
+        targets.append((target, item))
+    for target, item in targets:
+        missing = [d for d in item.created_dirs if not os.path.lexists(workspace / d)]
+        if item.action == "deleted":
+            target.unlink(missing_ok=True)
+        elif item.action == "reapplied":
+            write_exact(target, item.after or "")  # makes the directories the write had made
+            item.recreated_dirs = missing
+    return plan
+
+
+def reapplied_rows(plan: list[FileRestore]) -> list[dict[str, str]]:
+    """What `redo --files` did, file by file, then the directories it re-created (as FilesReapplied records it)."""
+    rows = [{"path": p.path, "action": p.action} for p in plan]
+    return rows + [{"path": d, "action": "created directory"} for p in plan for d in p.recreated_dirs]
+
+
+def files_left_undone(store: ChronicleStore, session: Session, turn_ids: list[UUID], workspace: Path | None = None) -> list[str]:
+    """The files these turns wrote that the workspace still holds as they were before them (as
+    `undo --files` left them), so a plain redo can say the conversation and the files disagree."""
+    root = (workspace or Path(session.spec.workspace or ".")).expanduser()
+    if not root.is_dir():
+        return []
+    sandbox = Sandbox.of(root.resolve(), store.url)
+    left = []
+    for item in restoration_plan(store, turn_ids):
+        try:
+            current = _current(sandbox.lexical(item.path), item.path, "redo")
+        except (ToolError, TimeTravelError, OSError):
+            continue  # a link or a non-file in its place: redo --files would refuse it and say why
+        if current == item.before and current != item.after:
+            left.append(item.path)
+    return left
+
+
+@dataclass
+class RedoResult:
+    turn_ids: list[UUID]
+    files: list[FileRestore] = field(default_factory=list)
+
+
+def redo_with_files(store: ChronicleStore, session_id: UUID, workspace: Path | None = None, clock: Clock = SYSTEM_CLOCK,
+                    actor: str | None = None) -> RedoResult:
+    """Put the last undone turns back on the branch and their files back as they left them.
+
+    Files are written before the events are recorded (as undo does): a crash in between leaves
+    them re-applied, and the same redo run again finds them so and records it then."""
+    session = store.session(session_id)
+    try:
+        store.session(session_id).redo(clock.now())  # validates on a copy that is never saved
+    except DomainError as exc:
+        raise TimeTravelError(str(exc)) from None
+    redone = list(session.redo_stack[-1])
+    root = (workspace or Path(session.spec.workspace or ".")).expanduser().resolve()
+    plan = reapply_files(root, restoration_plan(store, redone), store_url=store.url)
+
+    def change(s: Session) -> None:
+        if not s.redo_stack or list(s.redo_stack[-1]) != redone:
+            raise TimeTravelError(f"session {session_id} changed while redoing; run redo again")
+        now = clock.now()
+        s.redo(now, actor=actor or process_actor())
+        if plan:
+            s.record_files_reapplied(redone, reapplied_rows(plan), now)
+
+    store.update_session(session_id, change)
+    return RedoResult(redone, plan)
 
 
 def redo(store: ChronicleStore, session_id: UUID, clock: Clock = SYSTEM_CLOCK, actor: str | None = None) -> list[UUID]:

@@ -118,6 +118,11 @@ def _off_branch_changes(store: ChronicleStore, session: Session, head: set[UUID]
             plan = restoration_plan(store, list(event.turn_ids))  # type: ignore[attr-defined]
             pending.extend((item.path, item.before) for item in plan if item.path in restored)
             pending.extend((f["path"] + "/", None) for f in rows if f.get("action") == "removed directory")
+        elif kind == "FilesReapplied":  # redo --files: back as the redone turns left them
+            rows = event.files  # type: ignore[attr-defined]
+            reapplied = {f["path"] for f in rows if f.get("action") in ("reapplied", "deleted")}
+            plan = restoration_plan(store, list(event.turn_ids))  # type: ignore[attr-defined]
+            pending.extend((item.path, item.after) for item in plan if item.path in reapplied)
     return out
 
 

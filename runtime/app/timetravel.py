@@ -46,17 +46,46 @@ def undo(store: ChronicleStore, ref: str | UUID, turns: int = 1, files: bool = F
     return Undone(sid, result.turn_ids, restored, [store.turn(t).input_text for t in result.turn_ids])
 
 
-def redo(store: ChronicleStore, ref: str | UUID, actor: str | None = None) -> list[UUID]:
+@dataclass
+class Redone:
+    session_id: UUID
+    turn_ids: list[UUID]
+    #: With `files`: what redo --files did, file by file (as Session.FilesReapplied records it).
+    files: list[dict[str, str]] | None = None
+    #: Without `files`: the files the redone turns wrote that are still as undo --files left them.
+    left_undone: list[str] = field(default_factory=list)
+
+    @property
+    def warning(self) -> str | None:
+        if not self.left_undone:
+            return None
+        shown = ", ".join(self.left_undone[:5]) + (f" and {len(self.left_undone) - 5} more" if len(self.left_undone) > 5 else "")
+        return (f"the redone turns changed files that are still as undo --files left them ({shown}); "
+                f"to re-apply them, `chronicle undo {self.session_id} --turns {len(self.turn_ids)}` "
+                f"then `chronicle redo {self.session_id} --files`")
+
+    def row(self) -> dict[str, Any]:
+        """`redo --json`: `files` with --files, `warning` when the workspace does not match the redone turns."""
+        row: dict[str, Any] = {"session_id": str(self.session_id), "redone": [str(t) for t in self.turn_ids]}
+        if self.files is not None:
+            row["files"] = self.files
+        if self.warning:
+            row["warning"] = self.warning
+        return row
+
+
+def redo(store: ChronicleStore, ref: str | UUID, actor: str | None = None, files: bool = False,
+         workspace: Path | None = None) -> Redone:
+    """`files`: put back what the redone turns wrote, refusing by name a file changed since the undo."""
     sid = session_id(store, ref)
     try:
-        return timetravel.redo(store, sid, actor=actor)
+        if files:
+            result = timetravel.redo_with_files(store, sid, workspace=workspace, actor=actor)
+            return Redone(sid, result.turn_ids, timetravel.reapplied_rows(result.files))
+        turn_ids = timetravel.redo(store, sid, actor=actor)
     except timetravel.TimeTravelError as exc:
         raise AppError(str(exc), exc.exit_code) from None
-
-
-def redone_row(session_id: UUID, turn_ids: list[UUID]) -> dict[str, Any]:
-    """`redo --json`, for the CLI, the library and the server alike."""
-    return {"session_id": str(session_id), "redone": [str(t) for t in turn_ids]}
+    return Redone(sid, turn_ids, left_undone=timetravel.files_left_undone(store, store.session(sid), turn_ids, workspace))
 
 
 def head_turn_number(store: ChronicleStore, session: Session) -> int:

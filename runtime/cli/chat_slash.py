@@ -17,8 +17,8 @@ from chronicle.runtime.store import NotFound
 from .render import printable
 
 HELP = [
-    ("/undo [N]", "take the last N turns (default 1) off the branch; the log keeps them"),
-    ("/redo", "put the last undone turns back"),
+    ("/undo [N] [--files]", "take the last N turns (default 1) off the branch; the log keeps them; --files puts their files back"),
+    ("/redo [--files]", "put the last undone turns back; --files re-applies the files they wrote"),
     ("/fork", "continue in a new session that shares this one's history"),
     ("/new", "start a new thread: a new session of this agent with an empty history (this one stays)"),
     ("/thread ID", "switch to another thread: a session of this agent (id or unique prefix)"),
@@ -55,15 +55,34 @@ def _count(arg: str, default: int | None) -> int | None:
     return int(arg)
 
 
+def _files_flag(arg: str) -> tuple[str, bool]:
+    """`/undo 2 --files` → ("2", True): the rest of the argument and whether --files was given."""
+    words = arg.split()
+    return " ".join(w for w in words if w != "--files"), "--files" in words
+
+
+def _print_files(chat: Any, rows: list[dict[str, str]] | None) -> None:
+    for item in rows or []:
+        chat.console.print(f"  {item['action']}: {escape(printable(item['path']))}")  # a name the model chose
+
+
 def undo(chat: Any, arg: str) -> None:
-    undone = app_timetravel.undo(chat.store, chat.session_id, _count(arg, 1) or 1)
+    count, files = _files_flag(arg)
+    undone = app_timetravel.undo(chat.store, chat.session_id, _count(count, 1) or 1, files=files)
     inputs = ", ".join(repr(text[:40]) for text in undone.inputs)
     chat.console.print(f"undid {len(undone.turn_ids)} turn(s): {escape(printable(inputs))}")
+    _print_files(chat, undone.files)
 
 
 def redo(chat: Any, arg: str) -> None:
-    redone = app_timetravel.redo(chat.store, chat.session_id)
-    chat.console.print(f"redid {len(redone)} turn(s)")
+    rest, files = _files_flag(arg)
+    if rest:
+        raise DomainError(f"/redo takes only --files, got {rest!r}")
+    redone = app_timetravel.redo(chat.store, chat.session_id, files=files)
+    chat.console.print(f"redid {len(redone.turn_ids)} turn(s)")
+    _print_files(chat, redone.files)
+    if redone.warning:
+        chat.console.print(f"[yellow]warning:[/] {escape(printable(redone.warning))}")
 
 
 def fork(chat: Any, arg: str) -> None:

@@ -45,19 +45,30 @@ def undo(
             out_console.print(f"  {item['action']}: {escape(printable(item['path']))}")  # a name the model chose
 
 
-def redo(session: SessionArg, as_json: JsonOption = False, db: DbOption = None) -> None:
-    """Put the most recently undone turns back on the active branch."""
+def redo(
+    session: SessionArg,
+    files: Annotated[bool, typer.Option("--files", help="Also put back the workspace files those turns wrote, as they left them")] = False,
+    workspace: WorkspaceOption = None,
+    as_json: JsonOption = False,
+    db: DbOption = None,
+) -> None:
+    """Put the most recently undone turns back on the active branch (with --files, their files too)."""
     with store_command(db) as store:
-        sid = store.resolve_session_id(session)
-        turn_ids = app_timetravel.redo(store, sid)
-        changed = effects_of(store, turn_ids, FILE_TOOLS | {"bash"})
-        if changed:
-            err_console.print(f"warning: the redone turns changed files ({changed} tool call(s)); redo does not re-apply them, "
-                              "so if `undo --files` put them back the workspace no longer matches the conversation", soft_wrap=True)
+        result = app_timetravel.redo(store, session, files=files, workspace=workspace)
+        sid = result.session_id
+        if files:
+            ran = effects_of(store, result.turn_ids, {"bash"})
+            if ran:
+                err_console.print(f"note: {ran} `bash` command(s) those turns ran are not re-run; --files puts back only "
+                                  "what file tools wrote", soft_wrap=True)
+        if result.warning:
+            err_console.print(f"warning: {escape(printable(result.warning))}", soft_wrap=True)
         if as_json:
-            print_json(app_timetravel.redone_row(sid, turn_ids))
+            print_json(result.row())
             return
-        out_console.print(f"redid {len(turn_ids)} turn(s) of session {sid}")
+        out_console.print(f"redid {len(result.turn_ids)} turn(s) of session {sid}")
+        for item in result.files or []:
+            out_console.print(f"  {item['action']}: {escape(printable(item['path']))}")  # a name the model chose
 
 
 def fork(
@@ -97,6 +108,6 @@ FILE_TOOLS = frozenset({"write_file", "edit_file"})
 
 
 def effects_of(store: Any, turn_ids: Any, names: set[str] | frozenset[str]) -> int:
-    """How many completed calls of these tools the turns made (what undo/redo cannot or does not redo)."""
+    """How many calls of these tools the turns made (what undo/redo --files does not revert or re-run)."""
     return sum(1 for t in turn_ids for call in store.tool_calls_of(store.turn(t)) if call.name in names)
 

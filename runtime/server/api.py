@@ -99,6 +99,10 @@ class UndoBody(_Body):
     workspace: str | None = None
 
 
+class RedoBody(_Body):
+    files: bool = False
+
+
 class ForkBody(_Body):
     at: int | None = Field(default=None, ge=1)
 
@@ -272,8 +276,8 @@ def create_app(config: ServerConfig) -> FastAPI:
         return chronicle.undo(session_id, turns=body.turns, files=body.files, actor=actor)
 
     @app.post("/sessions/{session_id}/redo", dependencies=guarded)
-    def redo(session_id: str, actor: str | None = Depends(caller)) -> dict[str, Any]:
-        return chronicle.redo(session_id, actor=actor)
+    def redo(session_id: str, body: RedoBody | None = None, actor: str | None = Depends(caller)) -> dict[str, Any]:
+        return chronicle.redo(session_id, files=(body or RedoBody()).files, actor=actor)
 
     @app.post("/sessions/{session_id}/fork", dependencies=guarded)
     def fork(session_id: str, body: ForkBody | None = None) -> dict[str, Any]:

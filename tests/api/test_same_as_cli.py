@@ -65,6 +65,13 @@ def test_queries_and_time_travel_match_their_commands(db_url, workspace, tmp_pat
     assert undone["session_id"] == sid and len(undone["undone"]) == 1 and undone["files"] == []
     assert len(app.history(sid)) == 4
     assert app.redo(sid)["redone"] == undone["undone"]
+    files_undone = app.undo(sid, turns=2, files=True)
+    assert files_undone["files"] == [{"path": "a.txt", "action": "deleted"}] and not (workspace / "a.txt").exists()
+    by_code = app.redo(sid, files=True)
+    assert by_code["files"] == [{"path": "a.txt", "action": "reapplied"}]
+    assert (workspace / "a.txt").read_text(encoding="utf-8") == "one"
+    assert cli("undo", sid, "--turns", "2", "--files", db=db_url).returncode == 0
+    same([by_code], "redo", sid, "--files")
     child = app.fork(sid, at=1)
     assert child != sid and app.sessions()[-1]["forked_from"] == {"session_id": sid, "turn": 1, "actor": process_actor()}
     assert app.steer(sid, "also b")["outcome"] == "queued"  # nothing runs: it becomes the next input

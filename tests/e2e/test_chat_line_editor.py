@@ -12,7 +12,7 @@ import pytest
 
 from tests.e2e.controls_helpers import log_of
 from tests.e2e.terminal import Terminal
-from tests.helpers import cli, response, text
+from tests.helpers import cli, response, text, tool_use
 
 
 def script(tmp_path: Path, answers: list[str]) -> Path:
@@ -68,3 +68,18 @@ def test_chat_in_a_terminal_keeps_history_takes_multi_line_input_and_renders_mar
     history = Path(sqlite_url[len("sqlite:///"):]).parent / "chat_history"
     assert "line one" in history.read_text(encoding="utf-8")
     assert stat.S_IMODE(history.stat().st_mode) == 0o600
+
+
+def test_undo_and_redo_with_files_in_chat_put_the_files_back_and_forth(sqlite_url, workspace, tmp_path):
+    path = tmp_path / "w.json"
+    path.write_text(json.dumps({"agents": {"main": [[response(tool_use("w1", "write_file", path="n.txt", content="v1")),
+                                                     response(text("wrote it"))]]}}), encoding="utf-8")
+    done = cli("chat", "--provider", f"scripted:{path}", "--workspace", str(workspace), "--yes", db=sqlite_url,
+               input="write\n/undo --files\n/redo --files\n/redo extra\n/quit\n")
+    assert done.returncode == 0, done.stderr
+    assert "deleted: n.txt" in done.stdout and "reapplied: n.txt" in done.stdout
+    assert "/redo takes only --files" in done.stdout
+    assert (workspace / "n.txt").read_text(encoding="utf-8") == "v1"
+    sid = json.loads(cli("sessions", "--json", db=sqlite_url).stdout.splitlines()[0])["session_id"]
+    events = [e["event"] for e in log_of(sid, sqlite_url)]
+    assert events.index("FilesRestored") < events.index("FilesReapplied")

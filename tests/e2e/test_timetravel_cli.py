@@ -179,9 +179,36 @@ def test_undo_files_says_bash_is_not_reverted_and_redo_warns_that_files_are_not_
     assert not (workspace / "n.txt").exists() and (workspace / "made.txt").exists()
     redone = cli("redo", sid, "--json", db=db_url)
     assert redone.returncode == 0 and json_lines(redone.stdout)[0]["session_id"] == sid
-    assert "warning: the redone turns changed files" in redone.stderr
+    assert "warning: the redone turns changed files that are still as undo --files left them (n.txt)" in redone.stderr
+    assert "n.txt" in json_lines(redone.stdout)[0]["warning"]
     plain = cli("undo", sid, db=db_url)
     assert plain.returncode == 0 and "not reverted" not in plain.stderr
+
+    # The way back the warning names: redo --files writes what the turn wrote, bash is said not to re-run.
+    again = cli("redo", sid, "--files", "--json", db=db_url)
+    assert again.returncode == 0, again.stderr
+    assert json_lines(again.stdout)[0]["files"] == [{"path": "n.txt", "action": "reapplied"}]
+    assert "warning" not in json_lines(again.stdout)[0]
+    assert "1 `bash` command(s) those turns ran are not re-run" in again.stderr
+    assert (workspace / "n.txt").read_text(encoding="utf-8") == "v1"
+    audit = [r["kind"] for r in json_lines(cli("audit", "--session", sid, "--json", db=db_url).stdout)]
+    assert "files_restored" in audit and "files_reapplied" in audit
+    replayed = cli("replay", sid, "--workspace", str(workspace), db=db_url)
+    assert replayed.returncode == 0, replayed.stdout + replayed.stderr
+
+
+def test_redo_files_refuses_by_name_with_exit_1_when_a_file_changed_since_the_undo(db_url, workspace, tmp_path):
+    script = turns_script(tmp_path / "w.json", [[response(tool_use("w1", "write_file", path="n.txt", content="v1")), response(text("done"))]])
+    ran = cli("run", "go", "--provider", f"scripted:{script}", "--workspace", str(workspace), "--json", db=db_url)
+    sid = json_lines(ran.stdout)[0]["session_id"]
+    assert cli("undo", sid, "--files", db=db_url).returncode == 0
+    (workspace / "n.txt").write_text("mine", encoding="utf-8")
+    refused = cli("redo", sid, "--files", db=db_url)
+    assert refused.returncode == 1 and "n.txt was changed after undo put it back" in refused.stderr
+    assert len(refused.stderr.strip().splitlines()) == 1
+    assert (workspace / "n.txt").read_text(encoding="utf-8") == "mine"
+    events = [e["event"] for e in json_lines(cli("log", sid, "--json", db=db_url).stdout)]
+    assert "TurnsRedone" not in events and "FilesReapplied" not in events
 
 
 def test_replay_reads_files_as_they_were_when_the_turn_ran_through_edits_undos_and_undone_files(db_url, workspace, tmp_path):

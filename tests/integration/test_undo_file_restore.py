@@ -6,7 +6,9 @@ import os
 
 import pytest
 
-from chronicle.runtime.timetravel import TimeTravelError, undo
+from chronicle.runtime.app.timetravel import redo as app_redo
+from chronicle.runtime.store import ChronicleStore
+from chronicle.runtime.timetravel import TimeTravelError, reapplied_rows, redo_with_files, undo
 from tests.helpers import response, text, tool_use
 from tests.integration.loop_harness import Harness
 
@@ -78,3 +80,96 @@ def test_undo_files_removes_the_directories_a_write_created_only_while_they_are_
     assert (workspace / "kept" / "mine.txt").exists()
     restored = [e for _, e in h.store.events_with_positions([h.session_id]) if type(e).__name__ == "FilesRestored"]
     assert {"path": "src/made", "action": "removed directory"} in restored[0].files
+
+
+# -- redo --files: the inverse, from the same records ---------------------------------------------
+
+
+def _events(h, name):  # type: ignore[no-untyped-def]
+    return [e for _, e in h.store.events_with_positions([h.session_id]) if type(e).__name__ == name]
+
+
+def test_redo_files_puts_back_exactly_what_the_turn_wrote_and_records_it(db_url, tmp_path):
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    (workspace / "win.txt").write_bytes(b"one\r\ntwo\r\nthree")
+    h = edit_turn(db_url, tmp_path, workspace)
+    undo(h.store, h.session_id, 1, files=True, workspace=workspace)
+    result = redo_with_files(h.store, h.session_id, workspace=workspace)
+    assert {f.path: f.action for f in result.files} == {"win.txt": "reapplied", "new.txt": "reapplied"}
+    assert (workspace / "win.txt").read_bytes() == b"uno\r\ndos\r\nthree"
+    assert (workspace / "new.txt").read_bytes() == b"brand new\n"
+    [reapplied] = _events(h, "FilesReapplied")
+    assert reapplied.files == [{"path": "win.txt", "action": "reapplied"}, {"path": "new.txt", "action": "reapplied"}]
+    assert h.store.session(h.session_id).head == result.turn_ids, "the turn is back on the branch"
+    with ChronicleStore(db_url) as fresh:  # what another process reads from the events
+        assert fresh.session(h.session_id).head == result.turn_ids and not fresh.session(h.session_id).redo_stack
+
+
+def test_redo_files_refuses_a_file_changed_since_the_undo_and_records_nothing(db_url, tmp_path):
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    (workspace / "win.txt").write_bytes(b"one\ntwo\n")
+    h = edit_turn(db_url, tmp_path, workspace)
+    undo(h.store, h.session_id, 1, files=True, workspace=workspace)
+    (workspace / "win.txt").write_text("the user's own edit\n", encoding="utf-8")
+    with pytest.raises(TimeTravelError, match=r"win.txt was changed after undo put it back.*redo --files refuses"):
+        redo_with_files(h.store, h.session_id, workspace=workspace)
+    assert (workspace / "win.txt").read_text(encoding="utf-8") == "the user's own edit\n"
+    assert not (workspace / "new.txt").exists(), "nothing is written before every file was checked"
+    assert not _events(h, "TurnsRedone") and not _events(h, "FilesReapplied")
+    assert h.store.session(h.session_id).redo_stack, "the turns can still be redone"
+
+
+def test_redo_files_refuses_a_symlink_put_in_place_of_a_file_and_never_writes_through_it(db_url, tmp_path):
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    (workspace / "win.txt").write_bytes(b"one\ntwo\n")
+    h = edit_turn(db_url, tmp_path, workspace)
+    undo(h.store, h.session_id, 1, files=True, workspace=workspace)
+    victim = tmp_path / "victim.txt"
+    victim.write_text("not yours\n", encoding="utf-8")
+    (workspace / "new.txt").symlink_to(victim)  # undo deleted new.txt; a link now stands in its place
+    with pytest.raises(TimeTravelError, match="new.txt is now a symbolic link; redo --files acts on the path itself"):
+        redo_with_files(h.store, h.session_id, workspace=workspace)
+    assert victim.read_text(encoding="utf-8") == "not yours\n"
+    assert (workspace / "win.txt").read_bytes() == b"one\ntwo\n"
+
+
+def test_redo_files_makes_again_the_directories_undo_removed(db_url, tmp_path):
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    h = Harness(db_url, workspace, tmp_path, [response(tool_use("a", "write_file", path="made/deep/a.txt", content="a\n")),
+                                               response(text("done"))])
+    assert h.run("write it").status == "completed"
+    undo(h.store, h.session_id, 1, files=True, workspace=workspace)
+    assert not (workspace / "made").exists()
+    result = redo_with_files(h.store, h.session_id, workspace=workspace)
+    assert (workspace / "made" / "deep" / "a.txt").read_text(encoding="utf-8") == "a\n"
+    assert reapplied_rows(result.files) == [{"path": "made/deep/a.txt", "action": "reapplied"},
+                                            {"path": "made", "action": "created directory"},
+                                            {"path": "made/deep", "action": "created directory"}]
+
+
+def test_a_plain_redo_names_the_files_still_as_undo_left_them(db_url, tmp_path):
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    (workspace / "win.txt").write_bytes(b"one\ntwo\n")
+    h = edit_turn(db_url, tmp_path, workspace)
+    undo(h.store, h.session_id, 1, files=True, workspace=workspace)
+    redone = app_redo(h.store, str(h.session_id), workspace=workspace)
+    assert redone.left_undone == ["win.txt", "new.txt"]
+    assert redone.warning and "undo" in redone.warning and "redo" in redone.warning and "--files" in redone.warning
+    assert redone.row()["warning"] == redone.warning and "files" not in redone.row()
+    undo(h.store, h.session_id, 1)  # the warning reads the workspace, which still holds the files as before the turn
+    assert app_redo(h.store, str(h.session_id), workspace=workspace).left_undone == ["win.txt", "new.txt"]
+
+
+def test_a_plain_redo_after_a_plain_undo_does_not_warn(db_url, tmp_path):
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    (workspace / "win.txt").write_bytes(b"one\ntwo\n")
+    h = edit_turn(db_url, tmp_path, workspace)
+    undo(h.store, h.session_id, 1)
+    redone = app_redo(h.store, str(h.session_id), workspace=workspace)
+    assert redone.left_undone == [] and redone.warning is None and "warning" not in redone.row()

@@ -186,3 +186,28 @@ def test_a_program_serves_its_own_agents_defined_in_code(sqlite_url, workspace, 
     finally:
         server.should_exit = True
         thread.join(timeout=30)
+
+
+def test_undo_and_redo_with_files_over_http_give_the_commands_rows(db_url, workspace, tmp_path):
+    script = write_script(tmp_path / "w.json", [
+        response(tool_use("tu_w", "write_file", path="made/n.txt", content="v1")),
+        response(text("Wrote it.")),
+    ])
+    with serving(db_url, workspace) as base:
+        sid = httpx.post(f"{base}/sessions", json={"prompt": "write", "provider": f"scripted:{script}"}).json()["session_id"]
+        _wait_for(lambda: httpx.get(f"{base}/sessions").json()[0]["status"] == "idle"
+                  and httpx.get(f"{base}/sessions").json()[0]["turns"] == 1)
+        undone = httpx.post(f"{base}/sessions/{sid}/undo", json={"files": True})
+        assert undone.status_code == 200, undone.text
+        assert undone.json()["files"] == [{"path": "made/n.txt", "action": "deleted"}, {"path": "made", "action": "removed directory"}]
+        assert not (workspace / "made").exists()
+        wrong = httpx.post(f"{base}/sessions/{sid}/redo", json={"files": "perhaps"})
+        assert wrong.status_code == 422 and "files" in wrong.json()["error"]
+        redone = httpx.post(f"{base}/sessions/{sid}/redo", json={"files": True})
+        assert redone.status_code == 200, redone.text
+        assert redone.json() == {"session_id": sid, "redone": undone.json()["undone"],
+                                 "files": [{"path": "made/n.txt", "action": "reapplied"}, {"path": "made", "action": "created directory"}]}
+        assert (workspace / "made" / "n.txt").read_text(encoding="utf-8") == "v1"
+        nothing = httpx.post(f"{base}/sessions/{sid}/redo", json={"files": True})
+        assert nothing.status_code == 409, nothing.text  # a state problem (exit 1 in the CLI)
+        assert "nothing to redo" in nothing.json()["error"]
