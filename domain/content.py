@@ -9,17 +9,17 @@ model (`server_tool_use`, `web_search_tool_result`, whatever the API adds next) 
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, Union, cast
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Union, cast
 
 from pydantic import (
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Discriminator,
     Field,
     Tag,
     TypeAdapter,
     ValidationError,
-    field_validator,
     model_serializer,
 )
 
@@ -131,6 +131,22 @@ def lenient_blocks(items: Any) -> Any:
         out.append(item)
     return out
 
+
+
+#: The known block types, picked by their `type` field inside pydantic-core.
+_KnownBlock = Annotated[Union[tuple(_MODELS.values())], Field(discriminator="type")]  # type: ignore[valid-type]
+if TYPE_CHECKING:
+    BlockList = list[ContentBlock]
+else:
+    #: A message's or response's blocks: first as a list of known blocks, validated by pydantic-core
+    #: alone (no Python call per message or block: most of a long `history --at` read was that); only
+    #: a list that does not fit (a type we do not model, a block that does not fit its model, blocks
+    #: made already) goes through `lenient_blocks`, block by block.
+    BlockList = Annotated[
+        Union[list[_KnownBlock], Annotated[list[ContentBlock], BeforeValidator(lenient_blocks)]],
+        Field(union_mode="left_to_right"),
+    ]
+
 StopReason = Literal[
     "end_turn", "tool_use", "max_tokens", "stop_sequence", "pause_turn", "refusal", "error", "aborted"
 ]
@@ -206,10 +222,8 @@ class ProviderError(BaseModel):
 
 class ModelResponse(BaseModel):
     model_config = ConfigDict(frozen=True)
-    content: list[ContentBlock] = Field(default_factory=list)
+    content: BlockList = Field(default_factory=list)
     stop_reason: StopReason = "end_turn"
-
-    _lenient = field_validator("content", mode="before")(lenient_blocks)
     usage: Usage = Field(default_factory=Usage)
     model: str = ""
     error: ProviderError | None = None
@@ -253,9 +267,7 @@ class ModelResponse(BaseModel):
 class Message(BaseModel):
     model_config = ConfigDict(frozen=True)
     role: Literal["user", "assistant"]
-    content: list[ContentBlock]
-
-    _lenient = field_validator("content", mode="before")(lenient_blocks)
+    content: BlockList
 
     def wire(self) -> dict[str, Any]:
         return self.model_dump(mode="json")
