@@ -2,8 +2,9 @@
 
 Commands are registered by name and imported when used: each command module imports what it runs
 (the store, the loop, providers, SDKs), so importing them all made every command, even a read of a
-small store, spend most of a second importing code it never calls. `--help` on the root still
-imports them all (it shows each command's help line).
+small store, spend most of a second importing code it never calls. `--help` on the root lists
+each command with its help line from `help_index.py` (written from the commands themselves, and
+checked against them by a test), so it imports none of them either.
 """
 
 from __future__ import annotations
@@ -94,9 +95,13 @@ class LazyCommands(MutableMapping[str, "Command"]):
     def __init__(self, entries: list[Lazy], loaded: MutableMapping[str, Command]) -> None:
         self.entries = {entry.name: entry for entry in entries}
         self.loaded = dict(loaded)
+        #: True while the root's help is written: a command is then a stand-in with its help line.
+        self.listing = False
 
     def __getitem__(self, name: str) -> Command:
         if name not in self.loaded:
+            if self.listing and name in self.entries:
+                return stand_in(self.entries[name])
             self.loaded[name] = load(self.entries[name])
         return self.loaded[name]
 
@@ -118,10 +123,40 @@ class LazyCommands(MutableMapping[str, "Command"]):
         return name in self.entries or name in self.loaded
 
 
+def stand_in(entry: Lazy) -> Command:
+    """What the root's help shows of a command (its panel and help line), without importing it."""
+    from .help_index import HELP_LINES
+
+    kind = typer.core.TyperGroup if entry.group else typer.core.TyperCommand
+    return kind(name=entry.name, help=HELP_LINES.get(entry.name, ""), rich_help_panel=entry.panel)
+
+
+def help_lines() -> dict[str, str]:
+    """Each command's help line as the root's help shows it (the first paragraph of its help),
+    from the commands themselves: what `help_index.py` holds."""
+    import inspect
+
+    lines = {}
+    for entry in COMMANDS:
+        command = load(entry)
+        lines[entry.name] = inspect.cleandoc(command.short_help or command.help or "").split("\n\n")[0].strip()
+    return lines
+
+
 class LazyGroup(typer.core.TyperGroup):
     def __init__(self, **attrs: Any) -> None:
         super().__init__(**attrs)
         self.commands = LazyCommands(COMMANDS, self.commands)
+
+    def format_help(self, ctx: Any, formatter: Any) -> None:
+        commands = self.commands
+        if not isinstance(commands, LazyCommands):
+            return super().format_help(ctx, formatter)
+        commands.listing = True
+        try:
+            return super().format_help(ctx, formatter)
+        finally:
+            commands.listing = False
 
 
 app = typer.Typer(

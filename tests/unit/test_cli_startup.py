@@ -7,8 +7,10 @@ nor the PostgreSQL driver. Speed itself is measured by `ops/bench` (start-up sec
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 PROBE = """
 import sys
@@ -72,3 +74,45 @@ def test_a_bad_environment_value_is_still_refused_before_a_read_command_runs(tmp
     env = {"PATH": "/usr/bin:/bin", "CHRONICLE_DB": url, "CHRONICLE_HTTP_TIMEOUT_S": "abc"}
     out = subprocess.run([sys.executable, "-m", "chronicle.runtime.cli", "sessions"], capture_output=True, text=True, timeout=60, env=env)
     assert out.returncode == 2 and "CHRONICLE_HTTP_TIMEOUT_S" in out.stderr, out.stderr
+
+
+HELP = """
+import sys
+sys.argv = ["chronicle", "--help"]
+from chronicle.runtime.cli.entry import main
+try:
+    main()
+except SystemExit as exc:
+    assert not exc.code, exc.code
+from chronicle.runtime.cli.app import COMMANDS
+modules = {f"chronicle.runtime.cli.{entry.target.split(':')[0]}" for entry in COMMANDS}
+print(sorted(m for m in sys.modules if m in modules or m.startswith(("chronicle.runtime.store", "eventsourcing"))))
+"""
+
+
+def test_the_root_help_lists_every_command_without_importing_one():
+    env = {"PATH": "/usr/bin:/bin", "COLUMNS": "200"}
+    out = subprocess.run([sys.executable, "-c", HELP], capture_output=True, text=True, timeout=60, env=env)
+    assert out.returncode == 0, out.stderr
+    from chronicle.runtime.cli.app import COMMANDS
+    from chronicle.runtime.cli.help_index import HELP_LINES
+
+    for entry in COMMANDS:
+        assert f" {entry.name} " in out.stdout, entry.name
+    assert HELP_LINES["sessions"][:40] in out.stdout and entry.panel in out.stdout
+    assert out.stdout.splitlines()[-1] == "[]", f"chronicle --help imported {out.stdout.splitlines()[-1]}"
+
+
+def test_the_help_index_holds_each_commands_own_help_line():
+    """`help_index.py` is written from the commands; rewrite it with CHRONICLE_WRITE_HELP=1 when one changes."""
+    from chronicle.runtime.cli import help_index
+    from chronicle.runtime.cli.app import help_lines
+
+    lines = help_lines()
+    if os.environ.get("CHRONICLE_WRITE_HELP"):
+        path = Path(help_index.__file__)
+        head = path.read_text(encoding="utf-8").split("HELP_LINES = {")[0]
+        body = "".join(f"    {name!r}: {line!r},\n" for name, line in lines.items())
+        path.write_text(f"{head}HELP_LINES = {{\n{body}}}\n", encoding="utf-8")
+        help_index.HELP_LINES = lines
+    assert help_index.HELP_LINES == lines, "a command's help changed: rewrite help_index.py with CHRONICLE_WRITE_HELP=1"

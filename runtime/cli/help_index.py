@@ -1,0 +1,45 @@
+"""Each command's help line for the root's `--help`, so listing commands imports none of them.
+
+Written from the commands' own help by `help_lines()` in app.py; tests/unit/test_cli_startup.py
+fails when a command's help changes and this is not rewritten (CHRONICLE_WRITE_HELP=1 rewrites it).
+"""
+
+HELP_LINES = {
+    'run': 'Run one turn: record PROMPT, let the agent work, print the answer as it streams.',
+    'chat': 'Talk with an agent: streamed answers, tools shown as they run, approvals asked inline (y/n/a).',
+    'demo': 'Run an offline scripted session with tools, then show how to inspect it. No API key needed.',
+    'sessions': 'List sessions, oldest first (archived ones only with --all).',
+    'archive': 'Hide an idle session from `sessions` (records Session.Archived; its log stays whole, `sessions --all` shows it).',
+    'unarchive': 'List an archived session in `sessions` again (records Session.Unarchived).',
+    'log': 'Show every stored event of a session, its turns and tool calls, in commit order.',
+    'history': 'Show the messages the model will see next (the active branch), in Anthropic format; or as they were.',
+    'cost': 'Tokens (input, output, cache write, cache read) and USD (null if any call has no known price).',
+    'audit': 'Every decision (model call, tool call with input and result, approval, retry, undo, fork, failure).',
+    'tasks': "The tasks a session delegated to sub-agents, each pending, in_progress, completed or failed, with the child session that works on it. A failed task's reflection is shown by `chronicle audit` and offered to later delegations of similar tasks.",
+    'skills': "List the skills found in the workspace's skills/NAME/SKILL.md and in chronicle.toml's [skills] dirs, in the order a new session records them. Inline skills go into the system prompt; on-demand ones are listed there and loaded with the load_skill tool.",
+    'export-traces': "Send a session's trace (invoke_agent, chat and execute_tool spans) to the OTLP endpoint, or print it.",
+    'steer': 'Steer the running turn: MESSAGE reaches the model at the next safe point (between tool calls).',
+    'cancel': 'Cancel the running turn: the running tool is stopped, the rest get `cancelled` results.',
+    'approve': 'Approve tool calls of a paused turn (all of them unless --tool-call); then `resume` continues it.',
+    'deny': 'Deny tool calls of a paused turn; the model reads the denial when `resume` continues the turn.',
+    'compact': "Compact a session's history: older turns are replaced in context by a summary; the log keeps them.",
+    'undo': 'Take the last turns off the active branch (they stay in `log`); `redo` puts them back.',
+    'redo': 'Put the most recently undone turns back on the active branch (with --files, their files too).',
+    'fork': 'Start a new session from the conversation as it was when turn TURN had completed; prints its id.',
+    'replay': "Run the session's active branch again against its recorded model responses; exit 1 at the first divergence.",
+    'verify': 'Re-compute the hash chain: exit 0 with a one-line verdict and counts, or exit 1 naming the first broken link (position, aggregate, event, and whether a row was edited, missing, reordered or inserted).',
+    'export': 'Write a self-contained bundle of the session tree: its events in order with digests, a manifest with counts and the head digest, and an Ed25519 signature with --sign.',
+    'keygen': 'Make an Ed25519 key pair for `export --sign` (the same as `openssl genpkey -algorithm ed25519 -out KEYFILE`).',
+    'forget': "Erase a session's content for good by destroying its tree's data key (needs CHRONICLE_CIPHER_KEY from the store's creation): the events stay and `verify` still passes, nobody can read them again, read models are rebuilt without them, and `audit` shows who erased it and when.",
+    'resume': 'Continue turns found in flight and run recorded inputs that never started.',
+    'submit': 'Record PROMPT durably for a worker to run, and print the session id.',
+    'worker': 'Process queued inputs (FIFO per session) and turns left in flight, alongside other workers.',
+    'serve': 'Serve the agent over HTTP: JSON routes mirroring the CLI, live events as Server-Sent Events, OpenAPI at /docs.',
+    'repairs': 'Self-repair: stuck turns (in flight with no event for --stuck-after seconds) handed to resume, and broken tools (--tool-failures failed runs in a row). JSON per repair: `repair_id`, `kind` (stuck_turn, broken_tool), `target`, `session_id`, `status` (retrying, resolved, failed, manual_required), `result` (retry, success, failed, manual_required), `detail`, `attempts`, `detected_at`.',
+    'doctor': 'Check the store: the session index against the sessions, and that every event decodes.',
+    'import': "Verify a bundle's chain and signature, then load it into this store (all or nothing), after which history, replay, audit and cost work on it. A tampered or wrongly signed bundle exits 1 and records nothing.",
+    'projections': 'Read models (history, summaries, cost, audit) built from the event log: status, rebuild, run.',
+    'routines': 'Routines: prompts run on a schedule, on an event or by hand, declared as routines.NAME tables in chronicle.toml.',
+    'jobs': 'Background jobs: sessions run by workers, apart from the chat or command that made them.',
+    'mcp': 'MCP tool servers defined by [mcp.NAME] tables in chronicle.toml.',
+}
