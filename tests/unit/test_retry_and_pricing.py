@@ -122,3 +122,15 @@ def test_an_override_entry_prices_one_hour_writes_and_searches(tmp_path, monkeyp
 def test_a_call_that_only_searched_is_not_free():
     assert Usage(server_tool_use={"web_search_requests": 1}).used
     assert not Usage(service_tier="standard", inference_geo="us").used
+
+
+def test_a_model_found_unpriced_once_is_not_looked_up_again_but_an_override_still_prices_it(tmp_path, monkeypatch):
+    usage = Usage(input_tokens=1_000_000, output_tokens=1_000_000)
+    assert pricing.price("local-llama-unpriced", usage) is None
+    assert "local-llama-unpriced" in pricing._UNKNOWN, "remembered as unknown to the bundled table"
+    assert pricing.price("local-llama-unpriced", usage) is None
+    path = tmp_path / "prices.json"
+    path.write_text(json.dumps({"models": {"local-llama-unpriced": {"input_mtok": 1, "output_mtok": 1}}}))
+    monkeypatch.setenv("CHRONICLE_PRICES", str(path))
+    assert pricing.price("local-llama-unpriced", usage) == 2.0, "the operator's price is read before the bundled table"
+    assert pricing.price("claude-sonnet-4-5", Usage(input_tokens=10)) is not None, "known models are not cached as unknown"
