@@ -11,7 +11,7 @@ import base64
 import random
 import time
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 from uuid import UUID
 
 from eventsourcing.application import AggregateNotFoundError, Application, EventSourcedLog, project_aggregate
@@ -156,7 +156,7 @@ class ChronicleStore(Application[UUID]):
                 time.sleep(random.uniform(0, min(0.05, 0.002 * (attempt + 1))))
         raise RuntimeError(f"could not index new session {session.id}: the session index kept changing")
 
-    def update_session(self, session_id: UUID, command: Any, *others: Any, attempts: int = 20) -> Session:
+    def update_session(self, session_id: UUID, command: Callable[[Session], object], *others: Any, attempts: int = 20) -> Session:
         """Apply ``command(session)`` to a fresh copy of the session and save it with ``others``.
 
         Other processes write to a busy session too (queued inputs, steering, cancel requests),
