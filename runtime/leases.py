@@ -110,6 +110,9 @@ class LeaseKeeper:
     def __init__(self, store: ChronicleStore, session_id: UUID, holder: str, ttl_s: float, clock: Clock = SYSTEM_CLOCK) -> None:
         self.store, self.session_id, self.holder, self.ttl_s, self.clock = store, session_id, holder, ttl_s, clock
         self.lost = False
+        #: Set by the holder when the event store went away under it: releasing would then retry for
+        #: as long as the failed write did (tens of seconds), so the lease is left to run out instead.
+        self.store_lost = False
 
     async def _renew_forever(self) -> None:
         while True:
@@ -138,4 +141,5 @@ async def leased(store: ChronicleStore, session_id: UUID, holder: str, ttl_s: fl
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError, Exception):
             await task
-        release(store, session_id, holder, clock)
+        if not keeper.store_lost:
+            release(store, session_id, holder, clock)

@@ -233,6 +233,7 @@ async def drive(loop: AgentLoop, sid: UUID, *, holder: str | None = None, lease_
                 if latest is None:
                     break
                 outcome = latest
+                keeper.store_lost = latest.status == "interrupted"  # the loop's word for "lost the event store"
                 if not drain or latest.status != "completed":
                     break
         # Released: an input queued by a process that found the lease taken just before we let
