@@ -7,7 +7,8 @@ active branch, a fork references its parent's turns, and a replay runs in a thro
 from __future__ import annotations
 
 import asyncio
-from typing import Annotated, Any
+from pathlib import Path
+from typing import Annotated, Any, Optional
 
 import typer
 from rich.markup import escape
@@ -18,13 +19,16 @@ from .common import DbOption, JsonOption, WorkspaceOption, cli_errors, err_conso
 from .render import printable
 
 SessionArg = Annotated[str, typer.Argument(help="Session id or unique prefix")]
+#: undo/redo --files act on the workspace the session recorded, unless told otherwise.
+FilesWorkspaceOption = Annotated[Optional[Path], typer.Option(
+    "--workspace", help="Where --files acts (default: the workspace the session recorded)", show_default=False)]
 
 
 def undo(
     session: SessionArg,
     turns: Annotated[int, typer.Option("--turns", min=1, help="How many turns to take off the active branch")] = 1,
     files: Annotated[bool, typer.Option("--files", help="Also put back the workspace files those turns changed")] = False,
-    workspace: WorkspaceOption = None,
+    workspace: FilesWorkspaceOption = None,
     as_json: JsonOption = False,
     db: DbOption = None,
 ) -> None:
@@ -48,7 +52,7 @@ def undo(
 def redo(
     session: SessionArg,
     files: Annotated[bool, typer.Option("--files", help="Also put back the workspace files those turns wrote, as they left them")] = False,
-    workspace: WorkspaceOption = None,
+    workspace: FilesWorkspaceOption = None,
     as_json: JsonOption = False,
     db: DbOption = None,
 ) -> None:
