@@ -132,7 +132,6 @@ def lenient_blocks(items: Any) -> Any:
     return out
 
 
-
 #: The known block types, picked by their `type` field inside pydantic-core.
 _KnownBlock = Annotated[Union[tuple(_MODELS.values())], Field(discriminator="type")]  # type: ignore[valid-type]
 if TYPE_CHECKING:
