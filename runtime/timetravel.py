@@ -14,7 +14,7 @@ import stat
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 from uuid import UUID, uuid4
 
 from chronicle.domain.errors import DomainError
@@ -242,6 +242,17 @@ def _current(target: Path, shown: str, command: str = "undo") -> str | None:
     return current_text(target)
 
 
+def _as_they_are(sandbox: Sandbox, plan: list[FileRestore], command: str) -> Iterator[tuple[Path, FileRestore, str | None]]:
+    """Each planned file's own path (confined, never through a link) and its text now, for undo's or
+    redo's check before anything is written."""
+    for item in plan:
+        try:
+            target = sandbox.lexical(item.path)
+        except ToolError as exc:
+            raise TimeTravelError(f"cannot {command} --files {item.path}: {exc}") from None
+        yield target, item, _current(target, item.path, command)
+
+
 def restore_files(workspace: Path, plan: list[FileRestore], store_url: str | None = None) -> list[FileRestore]:
     """Check every file first, then write: refuse, naming the file, if anyone changed it since.
 
@@ -250,12 +261,7 @@ def restore_files(workspace: Path, plan: list[FileRestore], store_url: str | Non
     file is a new one renamed into place), never in the event store."""
     sandbox = Sandbox.of(workspace, store_url)
     targets = []
-    for item in plan:
-        try:
-            target = sandbox.lexical(item.path)
-        except ToolError as exc:
-            raise TimeTravelError(f"cannot restore {item.path}: {exc}") from None
-        current = _current(target, item.path)
+    for target, item, current in _as_they_are(sandbox, plan, "undo"):
         if current == item.after:
             item.action = "deleted" if item.before is None else "restored"
         elif current == item.before:
@@ -340,12 +346,7 @@ def reapply_files(workspace: Path, plan: list[FileRestore], store_url: str | Non
     since), and act on the path itself, never through a link, as restore does."""
     sandbox = Sandbox.of(workspace, store_url)
     targets = []
-    for item in plan:
-        try:
-            target = sandbox.lexical(item.path)
-        except ToolError as exc:
-            raise TimeTravelError(f"cannot re-apply {item.path}: {exc}") from None
-        current = _current(target, item.path, "redo")
+    for target, item, current in _as_they_are(sandbox, plan, "redo"):
         if current == item.after:
             item.action = "unchanged"  # already as the turns left it (an earlier redo was interrupted after writing)
         elif current == item.before:
