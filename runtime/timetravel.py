@@ -135,19 +135,19 @@ def cut_at_turn(store: ChronicleStore, session_id: UUID, number: int) -> Cut:
     the turns inherited from its parent come first, then its own, so `history --at`,
     `fork --at` and `sessions` agree.
 
-    The session's own N-th turn is the one its N-th TurnStarted names; when its N-th TurnEnded
-    names the same turn, that is the cut, found with two one-row queries and no load of the
-    whole session as it is now (a long session's snapshot is most of such a read)."""
+    The session's own N-th turn is the N-th in its turn list; when its N-th TurnEnded names
+    that turn, that is the cut, found with one one-row query and the session as of that event,
+    never the whole session as it is now (a long session's snapshot is most of such a read)."""
     start = store.session(session_id, version=1)
     inherited = list(start.head) if start.forked_from else []
     own = number - len(inherited)
     if own >= 1:
-        started = _nth_event(store, session_id, ".TurnStarted", own)
-        ended = _nth_event(store, session_id, ".TurnEnded", own) if started is not None else None
-        if ended is not None and getattr(ended, "turn_id", None) == started.turn_id:
-            version = ended.originator_version
-            position, timestamp = _cut_of_event(store, session_id, version)
-            return Cut(store.session(session_id, version=version), position, timestamp, version)
+        ended = _nth_event(store, session_id, ".TurnEnded", own)
+        if ended is not None:
+            then = store.session(session_id, version=ended.originator_version)
+            if len(then.turns) >= own and then.turns[own - 1] == getattr(ended, "turn_id", None):
+                position, timestamp = _cut_of_event(store, session_id, then.version)
+                return Cut(then, position, timestamp, then.version)
     session = store.session(session_id, copy=False)  # only read here
     inherited = inherited_turns(store, session)
     total = len(inherited) + len(session.turns)
