@@ -188,17 +188,24 @@ class SecretScanner:
         return Scan(result if counts else value, dict(counts))
 
 
-_SECRETS_CACHE: dict[int, list[str]] = {}
+_SECRETS_CACHE: list[tuple[dict[Any, Any], list[str]]] = []
 
 
 def _process_secrets(environ: Mapping[str, str]) -> list[str]:
-    """secret_values, computed once per distinct environment (it runs a regex over every variable)."""
-    key = hash(frozenset(environ.items()))
-    found = _SECRETS_CACHE.get(key)
-    if found is None:
-        if len(_SECRETS_CACHE) > 16:
-            _SECRETS_CACHE.clear()
-        found = _SECRETS_CACHE[key] = secret_values(environ)
+    """secret_values, computed once per distinct environment (it runs a regex over every variable).
+
+    The environment is compared as a plain dict copy: hashing `os.environ.items()` decoded every
+    name and value on each call, three times per model step. `os.environ` is copied from its
+    raw bytes (`_data`), which needs no decoding; a change to any variable still misses."""
+    raw = getattr(environ, "_data", None) if environ is os.environ else None
+    snapshot = dict(raw if isinstance(raw, dict) else environ)
+    for seen, found in _SECRETS_CACHE:
+        if seen == snapshot:
+            return found
+    if len(_SECRETS_CACHE) >= 16:
+        _SECRETS_CACHE.pop(0)
+    found = secret_values(environ)
+    _SECRETS_CACHE.append((snapshot, found))
     return found
 
 

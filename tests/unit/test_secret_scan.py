@@ -91,3 +91,14 @@ def test_privacy_table_is_checked_with_one_line_naming_the_setting(tmp_path):
     (tmp_path / "chronicle.toml").write_text('[privacy]\nredact = false\npatterns = { ticket = "TCK-[0-9]+" }\n', encoding="utf-8")
     scanner = scanner_for(tmp_path)
     assert not scanner.enabled and scanner_for(tmp_path / "elsewhere").enabled
+
+
+def test_a_secret_set_in_the_process_environment_after_earlier_scans_is_cut(monkeypatch):
+    # The scanner remembers what it found in the environment; a variable set or changed
+    # later must still be seen (the remembered copy is compared, not trusted).
+    scanner = SecretScanner()
+    monkeypatch.setenv("MY_SERVICE_TOKEN", "svc-" + "Hb7Qx2Lm9Wd4")
+    assert "Hb7Qx2Lm9Wd4" not in scanner.text("token svc-Hb7Qx2Lm9Wd4 here").value
+    monkeypatch.setenv("MY_SERVICE_TOKEN", "svc-" + "Zr5Kt8Np3Vc6")
+    found = scanner.text("old svc-Hb7Qx2Lm9Wd4 new svc-Zr5Kt8Np3Vc6")
+    assert "Zr5Kt8Np3Vc6" not in found.value and found.counts.get("environment") == 1
