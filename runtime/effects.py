@@ -65,7 +65,7 @@ def trim(messages: list[Message], to_chars: int) -> list[Message]:
 def prior_context(store: Any, spec: AgentSpec, turn_ids: Iterable[UUID], summary: str | None) -> list[Message]:
     """The prior turns' messages as the model reads them, older tool results trimmed if the spec says so."""
     cache = turn_messages_cache(store)
-    per_turn = [cache.of(t) for t in turn_ids]
+    per_turn = cache.many(turn_ids)
     after = spec.trim_tool_results_after_turns
     if after:
         cut = len(per_turn) - after + 1  # the turn running now is the newest: prior turn i is len - i turns old

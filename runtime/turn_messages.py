@@ -18,6 +18,8 @@ from uuid import UUID
 from chronicle.domain.content import Message
 from chronicle.domain.context import assemble_context, turn_messages
 
+from .turn_batch import load_turns
+
 MAXSIZE = 10_000
 
 
@@ -32,13 +34,25 @@ class FinishedTurnMessages:
         if cached is not None:
             self._cache.move_to_end(turn_id)
             return list(cached)
-        turn = self.store.turn(turn_id)
+        return list(self._keep(turn_id, self.store.turn(turn_id)))
+
+    def many(self, turn_ids: Iterable[UUID]) -> list[list[Message]]:
+        """Each turn's messages, in order; the turns not kept yet are read together (runtime/turn_batch.py)."""
+        wanted = list(turn_ids)
+        missing = [t for t in dict.fromkeys(wanted) if t not in self._cache]
+        fresh: dict[UUID, list[Message]] = {}
+        if len(missing) > 1:
+            for turn_id, turn in load_turns(self.store, missing).items():
+                fresh[turn_id] = self._keep(turn_id, turn)
+        return [list(fresh[t]) if t in fresh else self.of(t) for t in wanted]
+
+    def _keep(self, turn_id: UUID, turn: Any) -> list[Message]:
         messages = turn_messages(turn)
         if turn.finished:
             self._cache[turn_id] = messages
             if len(self._cache) > self.maxsize:
                 self._cache.popitem(last=False)
-        return list(messages)
+        return messages
 
     def __contains__(self, turn_id: UUID) -> bool:
         return turn_id in self._cache
@@ -55,5 +69,4 @@ def turn_messages_cache(store: Any) -> FinishedTurnMessages:
 
 def context_of(store: Any, turn_ids: Iterable[UUID], summary: str | None = None) -> list[Message]:
     """`build_context` of these turns, reading finished turns from the cache."""
-    cache = turn_messages_cache(store)
-    return assemble_context((cache.of(t) for t in turn_ids), summary=summary)
+    return assemble_context(turn_messages_cache(store).many(turn_ids), summary=summary)
