@@ -90,7 +90,7 @@ class Compactor:
 
     def estimate(self, io: LoopIO, session: Any, extra_text: str = "") -> int:
         summary, view = session.context_view()
-        turns = [io.store.turn(t) for t in view]
+        turns = io.store.turns(view)
         messages = build_context(turns, summary=summary)
         if extra_text:
             messages.append(Message(role="user", content=[TextBlock(text=extra_text)]))
@@ -132,7 +132,7 @@ class Compactor:
         usage: dict[str, Any] = {}
         text = summary
         if strategy == "summary":
-            messages = build_context([store.turn(t) for t in chosen], summary=summary)
+            messages = build_context(store.turns(chosen), summary=summary)
             messages.append(Message(role="user", content=[TextBlock(text=SUMMARY_PROMPT)]))
             request = ModelRequest(
                 model=spec.model, system=SUMMARY_SYSTEM, messages=merge_roles(messages), tools=[], max_tokens=2048,
@@ -154,7 +154,7 @@ class Compactor:
 
             if not io.workspace.is_dir():
                 return CompactionResult(False, strategy, reason=f"workspace {io.workspace} is gone; nothing was moved")
-            relative = move_to_workspace(io.workspace, session_id, [store.turn(t) for t in chosen], io.clock.now())
+            relative = move_to_workspace(io.workspace, session_id, store.turns(chosen), io.clock.now())
             text = pointer(relative, len(already) + len(chosen)) + (f"\n\nSummary of what came before: {summary}" if summary else "")
         elif strategy != "truncate":
             raise ValueError(f"unknown compaction strategy {strategy!r}: use summary, truncate or workspace")

@@ -29,6 +29,7 @@ from .compression import COMPRESSOR_TOPIC
 from .config import eventsourcing_env, redact
 from .encryption import check_readable, cipher_env
 from .store_identity import check_store, read_only_sqlite_uri
+from .turn_batch import load_turns
 
 
 class SessionLogged(DomainEvent):
@@ -349,7 +350,13 @@ class ChronicleStore(Application[UUID]):
         raise UnknownSession(f"{text!r} matches {len(matches)} sessions: {shown}; give more of the id")
 
     def head_turns(self, session: Session) -> list[Turn]:
-        return [self.turn(t) for t in session.head]
+        return self.turns(session.head)
+
+    def turns(self, turn_ids: Iterable[UUID]) -> list[Turn]:
+        """Many turns as they are now, read together (runtime/turn_batch.py), in the order given."""
+        ids = list(turn_ids)
+        found = load_turns(self, ids)
+        return [found[t] for t in ids]
 
     def tool_calls_of(self, turn: Turn) -> list[ToolCall]:
         calls = []

@@ -80,7 +80,7 @@ class Cut:
 
 def turns_at(store: ChronicleStore, cut: Cut) -> list[Turn]:
     if cut.timestamp is None:
-        return [store.turn(t) for t in cut.session.head]
+        return store.turns(cut.session.head)
     return turns_as_of(store, cut.session.head, cut.position, cut.timestamp)
 
 

@@ -188,7 +188,7 @@ def history_messages(store: ChronicleStore, ref: str | UUID, at: int | None = No
     if at is None and version is None:
         # What the model reads next is built from events, as the loop builds it.
         summary, view = store.session(sid).context_view()
-        return build_context([store.turn(t) for t in view], summary=summary)
+        return build_context(store.turns(view), summary=summary)
     try:
         cut = cut_at_turn(store, sid, at) if at is not None else cut_at_version(store, sid, version or 0)
     except TimeTravelError as exc:
