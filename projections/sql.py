@@ -14,6 +14,7 @@ sets its search_path to the store's schema.
 from __future__ import annotations
 
 import json
+import re
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from typing import Any, Iterator, Sequence
@@ -67,6 +68,15 @@ def unescape_nul(value: Any) -> Any:
     return value
 
 
+_PLAIN_INSERT = re.compile(r"INSERT INTO (\w+) VALUES \((?:%s, )*%s\)")
+
+
+def _plain_insert_table(sql: str) -> str | None:
+    """The table of an `INSERT INTO t VALUES (%s, ...)` of every column in order, which COPY can do."""
+    found = _PLAIN_INSERT.fullmatch(sql)
+    return found.group(1) if found else None
+
+
 class Tx:
     """A cursor inside one transaction, with the placeholder style of its backend."""
 
@@ -95,6 +105,12 @@ class Tx:
         for sql, rows in deferred.items():
             if self.db.backend == "sqlite":
                 self.cursor.executemany(sql.replace("%s", "?"), rows)
+            elif (table := _plain_insert_table(sql)) is not None:
+                # COPY streams the rows as one statement: an executemany pipeline still sends and
+                # executes one INSERT per row, which was most of a PostgreSQL rebuild's time.
+                with self.cursor.copy(f"COPY {table} FROM STDIN") as copy:
+                    for row in rows:
+                        copy.write_row([escape_nul(p) for p in row])
             else:
                 self.cursor.executemany(sql, [tuple(escape_nul(p) for p in row) for row in rows])
 
