@@ -8,12 +8,11 @@ turns recorded for the session, so a fresh process continues exactly where a dea
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from uuid import UUID
 
-from eventsourcing.persistence import IntegrityError, PersistenceError
+from eventsourcing.persistence import PersistenceError
 
 from chronicle.domain.agent_spec import AgentSpec
 from chronicle.domain.content import Message
@@ -28,8 +27,8 @@ from .actor import process_actor
 from .attachments import result_images
 from .clock import SYSTEM_CLOCK, Clock
 from .effects import prior_context
-from .hooks import Checked, Hooks, Stop
-from .live import ApprovalNeeded, Broker, ErrorEvent, ProgressEvent, StatusChange, ToolEnd, TurnEnd, TurnStart, UsageEvent
+from .hooks import Checked, Hooks
+from .live import ApprovalNeeded, Broker, ErrorEvent, ProgressEvent, StatusChange, TurnEnd, TurnStart, UsageEvent
 from .loop_io import ControlPort, LoopIO, LoopOptions
 from .middleware import Around, MiddlewareFailure, Run, chain
 from .model_call import ModelCaller, completion_note, not_run_reason, request_delta, runs_no_tools, unfinished_outcome
@@ -44,22 +43,9 @@ from .tool_runner import ApprovalWait, Approver, GuardStop, ToolRunner
 from .tools.base import Toolbox
 from .toolsets import agent_toolbox
 from .turn_messages import context_of
+from .turn_outcome import TurnOutcome, cancel_calls, cancel_turn, crashed, finish, left_in_flight, middleware_failed, stop_turn, tools_ended
 
 DEFAULT_MAX_TOKENS = 8192
-EXIT_CODES = {"completed": 0, "failed": 1, "awaiting_approval": 3, "stopped": 4, "cancelled": 130}
-
-
-@dataclass
-class TurnOutcome:
-    session_id: UUID
-    turn_id: UUID | None
-    status: str
-    text: str = ""
-    reason: str | None = None
-
-    @property
-    def exit_code(self) -> int:
-        return EXIT_CODES.get(self.status, 1)
 
 
 def _part(name: str) -> Any:
@@ -160,7 +146,7 @@ class AgentLoop:
                 return None
         except PersistenceError as exc:
             # The commit may even have happened with only its acknowledgement lost: resume sorts it out.
-            outcome = self._left_in_flight(session_id, None, exc)
+            outcome = left_in_flight(session_id, None, exc)
             await self.emit(ErrorEvent(session_id=str(session_id), message=outcome.reason or "", kind=outcome.status))
             return outcome
         await self.emit(TurnStart(session_id=str(session.id), turn_id=str(turn.id), number=turn.number, input=turn.input_text))
@@ -179,14 +165,14 @@ class AgentLoop:
             if task is not None:
                 task.uncancel()
             if self._interrupted is not None:  # a middleware stopped the run (a timeout): the turn fails
-                outcome = await self._middleware_failed(session, turn, self._interrupted)
+                outcome = await middleware_failed(self.io, session, turn, self._interrupted)
             else:
                 reason = (watcher.reason if watcher else None) or "cancelled by the user"
-                outcome = await self._cancel(session, turn, reason)
+                outcome = await cancel_turn(self.io, session, turn, reason)
         except MiddlewareFailure as failure:
-            outcome = await self._middleware_failed(session, turn, failure)
+            outcome = await middleware_failed(self.io, session, turn, failure)
         except Exception as exc:
-            outcome = await self._crash(session, turn, exc)
+            outcome = await crashed(self.io, session, turn, exc)
         await self.emit(
             TurnEnd(session_id=str(session.id), turn_id=str(turn.id), status=outcome.status, text=outcome.text or None, reason=outcome.reason)
         )
@@ -252,9 +238,9 @@ class AgentLoop:
                 if self._interrupted is None or task is None:
                     raise  # the user's cancel: run_next records it
                 task.uncancel()
-                return await self._middleware_failed(session, turn, self._interrupted)
+                return await middleware_failed(self.io, session, turn, self._interrupted)
             except Exception as exc:  # noqa: BLE001 - recorded as the turn's failure, as run_next would
-                return await self._crash(session, turn, exc)
+                return await crashed(self.io, session, turn, exc)
             finally:
                 self._driving, over = None, True
 
@@ -279,7 +265,7 @@ class AgentLoop:
         async def fail(failure: MiddlewareFailure) -> TurnOutcome:
             nonlocal over
             over = True
-            return await self._middleware_failed(session, turn, failure)
+            return await middleware_failed(self.io, session, turn, failure)
 
         outcome: TurnOutcome = await chain(self.middleware, make_run, innermost, fail)()
         return outcome
@@ -287,22 +273,6 @@ class AgentLoop:
     def _cancel_reason(self) -> str:
         """Why a cancelled model call or tool was cancelled: a middleware's interruption, or the user."""
         return str(self._interrupted) if self._interrupted is not None else "cancelled by the user"
-
-    async def _middleware_failed(self, session: Session, turn: Turn, failure: MiddlewareFailure) -> TurnOutcome:
-        """A middleware failed the run: the turn fails naming it. If the run had already ended the turn, the
-        failure is a Turn.MiddlewareApplied decision (`action: failed`) on it instead."""
-        await self.emit(ErrorEvent(session_id=str(session.id), turn_id=str(turn.id), message=str(failure), kind=f"middleware:{failure.name}"))
-        session = self.store.session(session.id)
-        turn = self.store.turn(turn.id)
-        if turn.finished:
-            turn.record_middleware({"middleware": failure.name, "action": "failed", "kind": failure.kind, "reason": str(failure)},
-                                   self.clock.now())
-            self.save(turn)
-            if session.active_turn_id == turn.id:
-                now = self.clock.now()
-                self.store.update_session(session.id, lambda s: s.end_turn(turn.id, now))
-            return TurnOutcome(session.id, turn.id, turn.status, text=turn.final_text or "", reason=turn.reason)
-        return self._finish(session, turn, "failed", str(failure), error={"middleware": failure.name, "kind": failure.kind})
 
     # -- the loop ------------------------------------------------------------------------------
 
@@ -316,7 +286,7 @@ class AgentLoop:
             checked = await self.hooks.check_inbound(session, turn, turn.input_text)
             self._mark(turn, checked)  # saved with the first model response (or the stop): re-run if neither is
             if checked.stop is not None:
-                return await self._stop(session, turn, checked.stop)
+                return await stop_turn(self.io, session, turn, checked.stop)
         while True:
             if turn.open_step is not None:
                 waiting = await self._resolve_step(session, turn)
@@ -330,13 +300,13 @@ class AgentLoop:
                 self._mark(turn, checked)  # saved with the turn's end, in one transaction
                 rejected = checked.stop or await self.hooks.before_finish(session, turn, last)
                 if rejected is not None:  # an output guardrail: the turn fails with the check's message
-                    return self._finish(session, turn, "failed", rejected.reason, error={"guardrail": rejected.guard})
-                return self._finish(session, turn, "completed", completion_note(last))
+                    return finish(self.io, session, turn, "failed", rejected.reason, error={"guardrail": rejected.guard})
+                return finish(self.io, session, turn, "completed", completion_note(last))
             if last is not None and self._ended_by_tool(turn):
-                return self._finish(session, turn, "completed")
+                return finish(self.io, session, turn, "completed")
             if turn.model_calls >= max_iterations:
                 reason = f"max_iterations reached: {turn.model_calls} model call(s) without a final answer"
-                return self._finish(session, turn, "failed", reason)
+                return finish(self.io, session, turn, "failed", reason)
             request = ModelRequest(
                 model=self.options.model or spec.model, system=spec.system_prompt, messages=self._context.messages(turn),
                 tools=self.toolbox.schemas(), max_tokens=self.options.max_tokens or DEFAULT_MAX_TOKENS, agent=spec.name,
@@ -344,7 +314,7 @@ class AgentLoop:
             )
             verdict = await self.hooks.before_model_call(session, turn, request)
             if verdict is not None:
-                return await self._stop(session, turn, verdict)
+                return await stop_turn(self.io, session, turn, verdict)
             try:
                 response, attempts, latency_ms = await self.caller.call(turn, request)
             except asyncio.CancelledError:
@@ -370,12 +340,12 @@ class AgentLoop:
                 error = response.error
                 message = f"model call failed: {error.message if error else 'unknown error'}"
                 await self.emit(ErrorEvent(session_id=str(session.id), turn_id=str(turn.id), message=message, kind=error.kind if error else "error"))
-                return self._finish(session, turn, "failed", message, error=error.model_dump() if error else None)
+                return finish(self.io, session, turn, "failed", message, error=error.model_dump() if error else None)
             unfinished = unfinished_outcome(response)
             if unfinished is not None:
                 reason, error_data = unfinished
                 await self.emit(ErrorEvent(session_id=str(session.id), turn_id=str(turn.id), message=reason, kind=error_data["kind"]))
-                return self._finish(session, turn, "failed", reason, error=error_data)
+                return finish(self.io, session, turn, "failed", reason, error=error_data)
 
     def _mark(self, turn: Turn, checked: Checked) -> None:
         """Record each check that changed the inbound message or final answer, or failed open."""
@@ -443,8 +413,8 @@ class AgentLoop:
                 call.skip(f"not run: {guard.stop.reason}", now)
             turn.record_tool_results([c.result_block() for c in calls], now)
             self.save(*calls, turn)
-            await self._tools_ended(skipped)
-            return await self._stop(session, turn, guard.stop)
+            await tools_ended(self.io, skipped)
+            return await stop_turn(self.io, session, turn, guard.stop)
         except ApprovalWait as wait:
             turn.await_approval([c.id for c in wait.calls], self.clock.now())
             self.save(turn, *calls)
@@ -455,10 +425,10 @@ class AgentLoop:
             names = ", ".join(sorted({c.name for c in wait.calls}))
             return TurnOutcome(session.id, turn.id, "awaiting_approval", reason=f"awaiting approval: {names}")
         except asyncio.CancelledError:
-            cancelled = self._cancel_calls(calls, self._cancel_reason())
+            cancelled = cancel_calls(self.io, calls, self._cancel_reason())
             turn.record_tool_results([c.result_block() for c in calls], self.clock.now())
             self.save(*calls, turn)
-            await self._tools_ended(cancelled)
+            await tools_ended(self.io, cancelled)
             raise
         # The safe point after the batch: steering goes into the same user message as the results.
         steering = self.controls.pending_steering(session.id, turn.id)
@@ -471,87 +441,6 @@ class AgentLoop:
             ids, number = steering.steer_ids, step["step"]
             self.store.update_session(session.id, lambda s: s.deliver_steering(ids, turn.id, number, now), *calls, turn)
         return None
-
-    def _cancel_calls(self, calls: list[ToolCall], reason: str) -> list[ToolCall]:
-        now = self.clock.now()
-        cancelled = [c for c in calls if c.status in ("pending", "awaiting_approval", "approved", "running")]
-        for call in cancelled:
-            call.cancel(reason, now)
-        return cancelled
-
-    async def _tools_ended(self, calls: list[ToolCall]) -> None:
-        """tool_end for calls resolved without running to the end (cancelled, skipped), once stored:
-        every tool_start, and every call the model asked for, gets its end line."""
-        for call in calls:
-            block = call.result_block()
-            await self.emit(ToolEnd(
-                session_id=str(call.session_id), tool_call_id=str(call.id), tool_use_id=call.tool_use_id, name=call.name,
-                status=call.status, output=block.content, is_error=block.is_error, duration_ms=call.duration_ms,
-            ))
-
-    async def _stop(self, session: Session, turn: Turn, stop: Stop) -> TurnOutcome:
-        await self.emit(ErrorEvent(session_id=str(session.id), turn_id=str(turn.id), message=stop.reason, kind=f"guard:{stop.guard}"))
-        return self._finish(session, turn, "stopped", stop.reason, error={"guard": stop.guard})
-
-    def _finish(self, session: Session, turn: Turn, status: str, reason: str | None = None, error: dict | None = None) -> TurnOutcome:
-        """End the turn and free the session in one transaction.
-
-        A version conflict on the session alone (an input submitted meanwhile) is retried on a
-        fresh copy by update_session; a conflict on the turn means someone else advanced it, and
-        is raised.
-        """
-        now = self.clock.now()
-        if status == "completed":
-            turn.complete(now)
-        elif status == "cancelled":
-            turn.cancel(reason or "cancelled", now, actor=process_actor())
-        elif status == "stopped":
-            turn.stop((error or {}).get("guard", "guard"), reason or "stopped by a guard", now)
-        else:
-            turn.fail(reason or "failed", now, error=error)
-        status = turn.status
-        self.store.update_session(session.id, lambda s: s.end_turn(turn.id, now), turn)
-        return TurnOutcome(session.id, turn.id, turn.status, text=turn.final_text or "", reason=reason)
-
-    async def _cancel(self, session: Session, turn: Turn, reason: str) -> TurnOutcome:
-        session = self.store.session(session.id)
-        turn = self.store.turn(turn.id)
-        return self._finish(session, turn, "cancelled", reason)
-
-    async def _crash(self, session: Session, turn: Turn, exc: Exception) -> TurnOutcome:
-        """An unexpected error: record it as the turn's failure if the store still answers.
-
-        Two errors are not the turn's fault and leave it in flight instead: a version conflict
-        (another process advanced the session; it owns the turn now) and a lost connection to
-        the store (nothing half-written survives a failed transaction, so `resume` continues).
-        """
-        if isinstance(exc, PersistenceError):
-            outcome = self._left_in_flight(session.id, turn.id, exc)
-            kind = "conflict" if outcome.status == "conflict" else "store"
-            await self.emit(ErrorEvent(session_id=str(session.id), turn_id=str(turn.id), message=outcome.reason or "", kind=kind))
-            return outcome
-        reason = f"internal error: {type(exc).__name__}: {exc}"
-        await self.emit(ErrorEvent(session_id=str(session.id), turn_id=str(turn.id), message=reason, kind="internal"))
-        try:
-            session = self.store.session(session.id)
-            turn = self.store.turn(turn.id)
-            if not turn.finished:
-                return self._finish(session, turn, "failed", reason)
-        except Exception:  # noqa: BLE001 - the store is gone too; resume will find the turn in flight
-            pass
-        return TurnOutcome(session.id, turn.id, "failed", reason=reason)
-
-    @staticmethod
-    def _left_in_flight(session_id: UUID, turn_id: UUID | None, exc: Exception) -> TurnOutcome:
-        if isinstance(exc, IntegrityError):
-            reason = f"another process advanced session {session_id} at the same time; this process left the turn to it"
-            return TurnOutcome(session_id, turn_id, "conflict", reason=reason)
-        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-        reason = (
-            f"lost the event store ({type(exc).__name__}: {first}); the turn is still in flight and "
-            f"`chronicle resume {session_id}` continues it"
-        )
-        return TurnOutcome(session_id, turn_id, "interrupted", reason=reason)
 
     def _prior_context(self, session: Session, turn: Turn) -> list[Message]:
         summary, view = session.context_view()

@@ -1,0 +1,144 @@
+"""How a run of a turn ends: the outcome it reports, and the writes that end the turn.
+
+Every way out of the loop — an answer, a guard's stop, a cancel, a middleware's failure, a
+crash, a lost store — comes through here, so each ends the turn and frees its session the same
+way, and the few that must not end it (another writer owns the turn, the store is gone) say so
+in one place. Functions over the loop's I/O bundle, like the model caller and the tool runner:
+none of them needs the loop.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from uuid import UUID
+
+from eventsourcing.persistence import IntegrityError, PersistenceError
+
+from chronicle.domain.session import Session
+from chronicle.domain.tool_call import ToolCall
+from chronicle.domain.turn import Turn
+
+from .actor import process_actor
+from .hooks import Stop
+from .live import ErrorEvent, ToolEnd
+from .loop_io import LoopIO
+from .middleware import MiddlewareFailure
+
+EXIT_CODES = {"completed": 0, "failed": 1, "awaiting_approval": 3, "stopped": 4, "cancelled": 130}
+
+
+@dataclass
+class TurnOutcome:
+    session_id: UUID
+    turn_id: UUID | None
+    status: str
+    text: str = ""
+    reason: str | None = None
+
+    @property
+    def exit_code(self) -> int:
+        return EXIT_CODES.get(self.status, 1)
+
+
+def finish(io: LoopIO, session: Session, turn: Turn, status: str, reason: str | None = None, error: dict | None = None) -> TurnOutcome:
+    """End the turn and free the session in one transaction.
+
+    A version conflict on the session alone (an input submitted meanwhile) is retried on a
+    fresh copy by update_session; a conflict on the turn means someone else advanced it, and
+    is raised.
+    """
+    now = io.clock.now()
+    if status == "completed":
+        turn.complete(now)
+    elif status == "cancelled":
+        turn.cancel(reason or "cancelled", now, actor=process_actor())
+    elif status == "stopped":
+        turn.stop((error or {}).get("guard", "guard"), reason or "stopped by a guard", now)
+    else:
+        turn.fail(reason or "failed", now, error=error)
+    status = turn.status
+    io.store.update_session(session.id, lambda s: s.end_turn(turn.id, now), turn)
+    return TurnOutcome(session.id, turn.id, turn.status, text=turn.final_text or "", reason=reason)
+
+
+async def stop_turn(io: LoopIO, session: Session, turn: Turn, stop: Stop) -> TurnOutcome:
+    await io.emit(ErrorEvent(session_id=str(session.id), turn_id=str(turn.id), message=stop.reason, kind=f"guard:{stop.guard}"))
+    return finish(io, session, turn, "stopped", stop.reason, error={"guard": stop.guard})
+
+
+async def cancel_turn(io: LoopIO, session: Session, turn: Turn, reason: str) -> TurnOutcome:
+    session = io.store.session(session.id)
+    turn = io.store.turn(turn.id)
+    return finish(io, session, turn, "cancelled", reason)
+
+
+async def middleware_failed(io: LoopIO, session: Session, turn: Turn, failure: MiddlewareFailure) -> TurnOutcome:
+    """A middleware failed the run: the turn fails naming it. If the run had already ended the turn, the
+    failure is a Turn.MiddlewareApplied decision (`action: failed`) on it instead."""
+    await io.emit(ErrorEvent(session_id=str(session.id), turn_id=str(turn.id), message=str(failure), kind=f"middleware:{failure.name}"))
+    session = io.store.session(session.id)
+    turn = io.store.turn(turn.id)
+    if turn.finished:
+        turn.record_middleware({"middleware": failure.name, "action": "failed", "kind": failure.kind, "reason": str(failure)},
+                               io.clock.now())
+        io.save(turn)
+        if session.active_turn_id == turn.id:
+            now = io.clock.now()
+            io.store.update_session(session.id, lambda s: s.end_turn(turn.id, now))
+        return TurnOutcome(session.id, turn.id, turn.status, text=turn.final_text or "", reason=turn.reason)
+    return finish(io, session, turn, "failed", str(failure), error={"middleware": failure.name, "kind": failure.kind})
+
+
+async def crashed(io: LoopIO, session: Session, turn: Turn, exc: Exception) -> TurnOutcome:
+    """An unexpected error: record it as the turn's failure if the store still answers.
+
+    Two errors are not the turn's fault and leave it in flight instead: a version conflict
+    (another process advanced the session; it owns the turn now) and a lost connection to
+    the store (nothing half-written survives a failed transaction, so `resume` continues).
+    """
+    if isinstance(exc, PersistenceError):
+        outcome = left_in_flight(session.id, turn.id, exc)
+        kind = "conflict" if outcome.status == "conflict" else "store"
+        await io.emit(ErrorEvent(session_id=str(session.id), turn_id=str(turn.id), message=outcome.reason or "", kind=kind))
+        return outcome
+    reason = f"internal error: {type(exc).__name__}: {exc}"
+    await io.emit(ErrorEvent(session_id=str(session.id), turn_id=str(turn.id), message=reason, kind="internal"))
+    try:
+        session = io.store.session(session.id)
+        turn = io.store.turn(turn.id)
+        if not turn.finished:
+            return finish(io, session, turn, "failed", reason)
+    except Exception:  # noqa: BLE001 - the store is gone too; resume will find the turn in flight
+        pass
+    return TurnOutcome(session.id, turn.id, "failed", reason=reason)
+
+
+def left_in_flight(session_id: UUID, turn_id: UUID | None, exc: Exception) -> TurnOutcome:
+    if isinstance(exc, IntegrityError):
+        reason = f"another process advanced session {session_id} at the same time; this process left the turn to it"
+        return TurnOutcome(session_id, turn_id, "conflict", reason=reason)
+    first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+    reason = (
+        f"lost the event store ({type(exc).__name__}: {first}); the turn is still in flight and "
+        f"`chronicle resume {session_id}` continues it"
+    )
+    return TurnOutcome(session_id, turn_id, "interrupted", reason=reason)
+
+
+def cancel_calls(io: LoopIO, calls: list[ToolCall], reason: str) -> list[ToolCall]:
+    now = io.clock.now()
+    cancelled = [c for c in calls if c.status in ("pending", "awaiting_approval", "approved", "running")]
+    for call in cancelled:
+        call.cancel(reason, now)
+    return cancelled
+
+
+async def tools_ended(io: LoopIO, calls: list[ToolCall]) -> None:
+    """tool_end for calls resolved without running to the end (cancelled, skipped), once stored:
+    every tool_start, and every call the model asked for, gets its end line."""
+    for call in calls:
+        block = call.result_block()
+        await io.emit(ToolEnd(
+            session_id=str(call.session_id), tool_call_id=str(call.id), tool_use_id=call.tool_use_id, name=call.name,
+            status=call.status, output=block.content, is_error=block.is_error, duration_ms=call.duration_ms,
+        ))
