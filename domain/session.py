@@ -17,6 +17,7 @@ from .agent_spec import AgentSpec
 from .decided import Decided
 from .errors import DomainError
 from .lifecycle import Edge, Lifecycle
+from .session_upcasts import snapshot_v1_v2, snapshot_v2_v3, snapshot_v3_v4, started_v1_v2
 
 SESSION_LIFECYCLE = Lifecycle(
     "Session",
@@ -30,41 +31,16 @@ SESSION_LIFECYCLE = Lifecycle(
 )
 
 
-def fork_origin(forked_from: dict[str, Any] | None, inherited: int) -> dict[str, Any] | None:
-    """The one shape of a fork's origin: {"session_id", "turn"}, the turn numbered as the conversation shows it.
-
-    Chat's /fork once recorded {"session_id", "turn_id"} (the parent's last turn on the branch);
-    it forked at the end of the branch, so its turn number is the count of turns it inherited."""
-    if not forked_from or "turn" in forked_from:
-        return forked_from
-    return {"session_id": forked_from.get("session_id"), "turn": inherited}
-
-
 class Session(Aggregate):
     #: v2 added `title_error` (a failed title call is recorded), steering, cancel requests,
     #: compaction attempts and auxiliary calls; v1 snapshots gain them empty below.
-    #: v3: `forked_from` has one shape, {"session_id", "turn"} (see fork_origin).
+    #: v3: `forked_from` has one shape, {"session_id", "turn"} (see session_upcasts.fork_origin).
     #: v4: `archived` (hidden from `sessions` unless --all); older snapshots were not archived.
     class_version = 4
 
-    @staticmethod
-    def upcast_v1_v2(state: dict[str, Any]) -> None:
-        state.setdefault("title_error", None)
-        state.setdefault("steering", [])
-        state.setdefault("cancel_requested", None)
-        state.setdefault("compaction_attempts", 0)
-        state.setdefault("aux_calls", [])
-
-    @staticmethod
-    def upcast_v3_v4(state: dict[str, Any]) -> None:
-        state.setdefault("archived", False)
-
-    @staticmethod
-    def upcast_v2_v3(state: dict[str, Any]) -> None:
-        # A snapshot knows the head now, not at the fork: inherited turns are those on it that are not its own.
-        own = set(state.get("turns") or [])
-        inherited = [t for t in state.get("head") or [] if t not in own]
-        state["forked_from"] = fork_origin(state.get("forked_from"), len(inherited))
+    upcast_v1_v2 = staticmethod(snapshot_v1_v2)
+    upcast_v2_v3 = staticmethod(snapshot_v2_v3)
+    upcast_v3_v4 = staticmethod(snapshot_v3_v4)
 
     class Started(Aggregate.Created):
         """v2: `forked_from` is {"session_id", "turn"}; v1 events of chat's /fork held "turn_id"."""
@@ -76,9 +52,7 @@ class Session(Aggregate):
         forked_from: dict[str, Any] | None
         head: list[UUID]
 
-        @staticmethod
-        def upcast_v1_v2(state: dict[str, Any]) -> None:
-            state["forked_from"] = fork_origin(state.get("forked_from"), len(state.get("head") or []))
+        upcast_v1_v2 = staticmethod(started_v1_v2)
 
     @event(Started)
     def __init__(

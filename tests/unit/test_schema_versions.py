@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from eventsourcing.utils import get_topic, resolve_topic
+
 from chronicle.domain.schema import AGGREGATE_VERSIONS, AGGREGATES, EVENT_VERSIONS, declared_version, event_classes
+from chronicle.domain.session import Session
 from chronicle.domain.turn import Turn, error_from_reason
 
 
@@ -40,3 +43,20 @@ def test_the_version_a_class_declares_in_its_body_is_the_one_the_mapper_sees():
             declared = declared_version(cls)
             if declared is not None:
                 assert cls.class_version == declared == EVENT_VERSIONS[name], name
+
+
+def test_the_session_and_its_events_keep_the_topics_old_stores_name_them_by():
+    """Stored events and snapshots name their class by topic: moving the Session's helpers and upcasters
+    to other modules must leave every topic where the fixtures' records (and users' stores) look for it."""
+    assert get_topic(Session) == "chronicle.domain.session:Session"
+    for name, cls in event_classes(Session).items():
+        topic = f"chronicle.domain.session:{name}"
+        assert get_topic(cls) == topic and resolve_topic(topic) is cls, name
+
+
+def test_a_v1_session_snapshot_goes_through_every_upcaster_the_session_names():
+    state = {"turns": ["t2"], "head": ["t1", "t2"], "forked_from": {"session_id": "s", "turn_id": "t1"}}
+    for step in range(1, Session.class_version):
+        getattr(Session, f"upcast_v{step}_v{step + 1}")(state)
+    assert state["forked_from"] == {"session_id": "s", "turn": 1}
+    assert state["archived"] is False and state["steering"] == [] and state["compaction_attempts"] == 0
