@@ -16,19 +16,8 @@ from eventsourcing.domain import Aggregate, event
 from .agent_spec import AgentSpec
 from .decided import Decided
 from .errors import DomainError
-from .lifecycle import Edge, Lifecycle
+from .session_lifecycle import SESSION_LIFECYCLE as SESSION_LIFECYCLE  # ops/diagrams.py and tests import it from here
 from .session_upcasts import snapshot_v1_v2, snapshot_v2_v3, snapshot_v3_v4, started_v1_v2
-
-SESSION_LIFECYCLE = Lifecycle(
-    "Session",
-    states=["idle", "busy"],
-    initial="idle",
-    edges=[
-        Edge("start_turn", ("idle",), "busy"),
-        Edge("end_turn", ("busy",), "idle"),
-    ],
-    terminal=set(),
-)
 
 
 class Session(Aggregate):
