@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from typing import Any
+from uuid import UUID
 
 from .content import FINISHED_STOP_REASONS, PARTIAL_INPUT_KEY, Message, TextBlock, load_blocks, sendable
 
@@ -85,6 +86,18 @@ def merge_roles(messages: Iterable[Message]) -> list[Message]:
         else:
             merged.append(message)
     return merged
+
+
+def compacted_view(head: list[UUID], compaction: dict[str, Any] | None) -> tuple[str | None, list[UUID]]:
+    """Which turns of the branch the model reads, and the summary that stands for those before them.
+
+    A compaction covers a prefix of the head. If undo has since cut into that prefix, the
+    compaction no longer describes the branch and the whole head is used again.
+    """
+    compacted = list(compaction["compacted_turn_ids"]) if compaction else []
+    if compacted and head[: len(compacted)] == compacted:
+        return compaction["summary"], head[len(compacted):]  # type: ignore[index]
+    return None, list(head)
 
 
 def build_context(turns: Iterable[Any], summary: str | None = None) -> list[Message]:

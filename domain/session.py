@@ -14,6 +14,7 @@ from uuid import UUID
 from eventsourcing.domain import Aggregate, event
 
 from .agent_spec import AgentSpec
+from .context import compacted_view
 from .decided import Decided
 from .errors import DomainError
 from .session_lifecycle import SESSION_LIFECYCLE as SESSION_LIFECYCLE  # ops/diagrams.py and tests import it from here
@@ -432,15 +433,8 @@ class Session(Aggregate):
     # -- compaction ----------------------------------------------------------------------------
 
     def context_view(self) -> tuple[str | None, list[UUID]]:
-        """What the model reads: (summary, turn ids). The full record stays in the log.
-
-        A compaction covers a prefix of the head. If undo has since cut into that prefix, the
-        compaction no longer describes the branch and the whole head is used again.
-        """
-        compacted = list(self.compaction["compacted_turn_ids"]) if self.compaction else []
-        if compacted and self.head[: len(compacted)] == compacted:
-            return self.compaction["summary"], self.head[len(compacted):]  # type: ignore[index]
-        return None, list(self.head)
+        """What the model reads: (summary, turn ids). The full record stays in the log."""
+        return compacted_view(self.head, self.compaction)
 
     def compact(
         self, turn_ids: list[UUID], summary: str | None, strategy: str, now: datetime,
