@@ -56,7 +56,6 @@ def finish(io: LoopIO, session: Session, turn: Turn, status: str, reason: str | 
         turn.stop((error or {}).get("guard", "guard"), reason or "stopped by a guard", now)
     else:
         turn.fail(reason or "failed", now, error=error)
-    status = turn.status
     io.store.update_session(session.id, lambda s: s.end_turn(turn.id, now), turn)
     return TurnOutcome(session.id, turn.id, turn.status, text=turn.final_text or "", reason=reason)
 
