@@ -124,9 +124,10 @@ def inherited_turns(store: ChronicleStore, session: Session) -> list[UUID]:
     return list(store.session(session.id, version=1).head) if session.forked_from else []
 
 
-def _nth_event(store: ChronicleStore, session_id: UUID, topic_suffix: str, n: int) -> Any:
-    for _, event in store.events_with_positions([session_id], topic_suffix=topic_suffix, offset=n - 1, limit=1):
-        return event
+def _nth_event(store: ChronicleStore, session_id: UUID, topic_suffix: str, n: int) -> tuple[int, Any] | None:
+    """(log position, event) of the session's n-th event of this kind, if it has that many."""
+    for found in store.events_with_positions([session_id], topic_suffix=topic_suffix, offset=n - 1, limit=1):
+        return found
     return None
 
 
@@ -136,18 +137,19 @@ def cut_at_turn(store: ChronicleStore, session_id: UUID, number: int) -> Cut:
     `fork --at` and `sessions` agree.
 
     The session's own N-th turn is the N-th in its turn list; when its N-th TurnEnded names
-    that turn, that is the cut, found with one one-row query and the session as of that event,
-    never the whole session as it is now (a long session's snapshot is most of such a read)."""
+    that turn, that is the cut: one one-row query (which also gives the cut's log position)
+    and the session as of that event, never the whole session as it is now (a long session's
+    snapshot is most of such a read)."""
     start = store.session(session_id, version=1)
     inherited = list(start.head) if start.forked_from else []
     own = number - len(inherited)
     if own >= 1:
-        ended = _nth_event(store, session_id, ".TurnEnded", own)
-        if ended is not None:
+        found = _nth_event(store, session_id, ".TurnEnded", own)
+        if found is not None:
+            position, ended = found
             then = store.session(session_id, version=ended.originator_version)
             if len(then.turns) >= own and then.turns[own - 1] == getattr(ended, "turn_id", None):
-                position, timestamp = _cut_of_event(store, session_id, then.version)
-                return Cut(then, position, timestamp, then.version)
+                return Cut(then, position, ended.timestamp, then.version)
     session = store.session(session_id, copy=False)  # only read here
     inherited = inherited_turns(store, session)
     total = len(inherited) + len(session.turns)

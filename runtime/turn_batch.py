@@ -70,7 +70,7 @@ def _snapshot_rows(store: Any, ids: list[UUID]) -> list[tuple[Any, ...]]:
         "SELECT originator_id, originator_version, topic, state FROM {}.{} WHERE originator_id = ANY(%s) "
         "ORDER BY originator_id, originator_version"
     ).format(pgsql.Identifier(recorder.datastore.schema or "public"), pgsql.Identifier(table))
-    with recorder.datastore.transaction(commit=False) as cursor:
+    with recorder.datastore.cursor() as cursor:  # one statement: no BEGIN and ROLLBACK round trips
         cursor.execute(statement, (ids,))
         return [(r["originator_id"], r["originator_version"], r["topic"], r["state"]) for r in cursor.fetchall()]
 
