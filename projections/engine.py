@@ -61,7 +61,12 @@ class ProjectionEngine:
         return chosen
 
     def ensure(self) -> None:
-        """Create missing tables; a projection never tracked (or of a new version) starts from zero."""
+        """A projection never tracked (or of a new version) gets its tables and starts from zero.
+
+        A tracked one already has them: its tables and its tracking row are created in one
+        transaction, under a key that names the projection's version. So a command that opens
+        the store (every CLI command does) issues no DDL: on PostgreSQL each `CREATE … IF NOT
+        EXISTS` was a statement and the set of them a transaction of its own."""
         for projection in self.projections.values():
             for attempt in range(3):
                 try:
@@ -70,9 +75,6 @@ class ProjectionEngine:
                             projection.drop(tx)
                             projection.create(tx)
                             self.db.reset(tx, projection.key)
-                    else:
-                        with self.db.transaction() as tx:
-                            projection.create(tx)
                     break
                 except Exception:  # noqa: BLE001 - another process set it up at the same moment
                     if attempt == 2:

@@ -7,8 +7,8 @@ projection name rather than application name — SQLite's `tracking` table is sh
 tracker in the file, so the key is what keeps them apart.
 
 Projection SQL is written once with `%s` placeholders and portable types (TEXT, BIGINT,
-DOUBLE PRECISION); on SQLite the placeholders become `?`, on PostgreSQL each transaction
-sets its search_path to the store's schema.
+DOUBLE PRECISION); on SQLite the placeholders become `?`, on PostgreSQL each pooled connection
+looks in the store's schema (its search_path is set once).
 """
 
 from __future__ import annotations
@@ -158,14 +158,25 @@ class Database:
 
     @contextmanager
     def transaction(self, commit: bool = True) -> Iterator[Tx]:
-        with self.datastore.transaction(commit=commit) as cursor:
-            tx = Tx(cursor, self)
-            if self.backend == "postgresql":
+        if self.backend == "sqlite":
+            with self.datastore.transaction(commit=commit) as cursor:
+                tx = Tx(cursor, self)
+                yield tx
+                tx.flush()
+            return
+        # The datastore's own transaction, on a connection that already looks in the store's
+        # schema: setting it once per pooled connection saves a `SET LOCAL` round trip per
+        # transaction (every other statement on these connections names its schema).
+        with self.datastore.get_connection() as conn:
+            if getattr(conn, "_chronicle_search_path", None) != self.schema:
                 from psycopg import sql as pgsql
 
-                cursor.execute(pgsql.SQL("SET LOCAL search_path TO {}").format(pgsql.Identifier(self.schema)))
-            yield tx
-            tx.flush()
+                conn.execute(pgsql.SQL("SET search_path TO {}").format(pgsql.Identifier(self.schema)))
+                conn._chronicle_search_path = self.schema  # type: ignore[attr-defined]
+            with conn.transaction(force_rollback=not commit):
+                tx = Tx(conn.cursor(), self)
+                yield tx
+                tx.flush()
 
     # -- positions -----------------------------------------------------------------------------
 
