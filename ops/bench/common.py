@@ -163,6 +163,54 @@ class SqliteCommitCounter:
         sqlite3.connect = self._real  # type: ignore[assignment]
 
 
+class PgTransactionCounter:
+    """Transactions the client opens on PostgreSQL: each top-level `Connection.transaction()`
+    and each statement run in autocommit mode outside one (a transaction of its own).
+
+    PostgreSQL's `xact_commit` counts those too, but also whatever else the database does in
+    the same moment (other backends, the statistics collector's timing), so the bench reports
+    both. Installed by wrapping psycopg's classes, which eventsourcing and LangGraph both use.
+    """
+
+    def __init__(self) -> None:
+        self.transactions = 0
+
+    def __enter__(self) -> "PgTransactionCounter":
+        import psycopg
+        from psycopg.pq import TransactionStatus
+
+        self._saved = (psycopg.Connection.transaction, psycopg.Cursor.execute, psycopg.Cursor.executemany)
+        real_transaction, real_execute, real_executemany = self._saved
+        counter = self
+
+        def outside(conn: Any) -> bool:
+            return bool(conn.info.transaction_status == TransactionStatus.IDLE)
+
+        @contextlib.contextmanager
+        def transaction(conn: Any, *args: Any, **kwargs: Any) -> Iterator[Any]:
+            counter.transactions += outside(conn)
+            with real_transaction(conn, *args, **kwargs) as tx:
+                yield tx
+
+        def execute(cur: Any, *args: Any, **kwargs: Any) -> Any:
+            counter.transactions += cur.connection.autocommit and outside(cur.connection)
+            return real_execute(cur, *args, **kwargs)
+
+        def executemany(cur: Any, *args: Any, **kwargs: Any) -> Any:
+            counter.transactions += cur.connection.autocommit and outside(cur.connection)
+            return real_executemany(cur, *args, **kwargs)
+
+        psycopg.Connection.transaction = transaction  # type: ignore[method-assign,assignment]
+        psycopg.Cursor.execute = execute  # type: ignore[method-assign]
+        psycopg.Cursor.executemany = executemany  # type: ignore[method-assign]
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        import psycopg
+
+        psycopg.Connection.transaction, psycopg.Cursor.execute, psycopg.Cursor.executemany = self._saved  # type: ignore[method-assign]
+
+
 # -- machine facts -----------------------------------------------------------------------------
 
 
