@@ -156,7 +156,7 @@ class AuditProjection(Projection):
         tid = str(e.originator_id)
         self._row(tx, e, position, "resume", self._session_of(tx, tid), turn_id=tid, detail={"reason": e.reason, "actor": e.actor})
 
-    @on("Turn.GuardrailApplied")
+    @on(Turn.GuardrailApplied)
     def _guardrail(self, tx: Tx, e: Any, position: int) -> None:
         tid = str(e.originator_id)
         mark = dict(e.mark)
@@ -164,7 +164,7 @@ class AuditProjection(Projection):
         self._row(tx, e, position, "guardrail", self._session_of(tx, tid), turn_id=tid, name=mark.get("guardrail"),
                   status=mark.get("action"), is_error=mark.get("action") == "error", detail=detail)
 
-    @on("Turn.MiddlewareApplied")
+    @on(Turn.MiddlewareApplied)
     def _middleware(self, tx: Tx, e: Any, position: int) -> None:
         tid = str(e.originator_id)
         mark = dict(e.mark)
@@ -240,7 +240,7 @@ class AuditProjection(Projection):
     def _denied(self, tx: Tx, e: ToolCall.Denied, position: int) -> None:
         self._tool_row(tx, e, position, "approval", "denied", False, {"by": e.by, "reason": e.reason, "actor": e.actor})
 
-    @on("ToolCall.EffectsRecorded")
+    @on(ToolCall.EffectsRecorded)
     def _effects(self, tx: Tx, e: Any, position: int) -> None:
         self._tool_row(tx, e, position, "tool_effects", "running", any(m.get("is_error") for m in e.effects), {"effects": e.effects})
 

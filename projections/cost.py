@@ -15,6 +15,9 @@ from collections import defaultdict
 from datetime import date
 from typing import Any, Callable, Mapping
 
+from chronicle.domain.session import Session
+from chronicle.domain.turn import Turn
+
 from .base import Projection, on
 from .sql import Tx, iso
 
@@ -45,19 +48,19 @@ class CostProjection(Projection):
         super().__init__()
         self.pricer = pricer
 
-    @on("Session.Started")
+    @on(Session.Started)
     def _started(self, tx: Tx, e: Any, position: int) -> None:
         spec = e.spec or {}
         parent = str(e.parent_session_id) if e.parent_session_id else None
         tx.execute("INSERT INTO proj_cost_sessions VALUES (%s, %s, %s, %s, %s)",
                    (str(e.originator_id), parent, spec.get("name"), spec.get("model"), iso(e.timestamp)))
 
-    @on("Turn.Created")
+    @on(Turn.Created)
     def _turn(self, tx: Tx, e: Any, position: int) -> None:
         tx.execute("INSERT INTO proj_cost_turns VALUES (%s, %s)", (str(e.originator_id), str(e.session_id)))
         tx.memo[("cost.turn", str(e.originator_id))] = str(e.session_id)
 
-    @on("Turn.ModelResponded")
+    @on(Turn.ModelResponded)
     def _responded(self, tx: Tx, e: Any, position: int) -> None:
         tid = str(e.originator_id)
         key = ("cost.turn", tid)
@@ -66,7 +69,7 @@ class CostProjection(Projection):
         sid = tx.memo[key]
         self._record(tx, e, sid, tid, "model_call", e.response.get("model") or "", e.response.get("usage") or {})
 
-    @on("Turn.ModelCallRetried")
+    @on(Turn.ModelCallRetried)
     def _retried(self, tx: Tx, e: Any, position: int) -> None:
         error = e.error or {}
         if not isinstance(error.get("usage"), dict):
@@ -77,13 +80,13 @@ class CostProjection(Projection):
             tx.memo[key] = tx.value("SELECT session_id FROM proj_cost_turns WHERE turn_id = %s", (tid,))
         self._record(tx, e, tx.memo[key], tid, "failed_attempt", error.get("model") or "", error["usage"])
 
-    @on("Session.TitleSet", "Session.TitleFailed")
+    @on(Session.TitleSet, Session.TitleFailed)
     def _title(self, tx: Tx, e: Any, position: int) -> None:
         self._record(tx, e, str(e.originator_id), None, "title", e.model or "", e.usage or {})
 
     def unhandled(self, tx: Tx, e: Any, position: int) -> None:
         usage = getattr(e, "usage", None)
-        if type(e).__qualname__.startswith("Session.") and isinstance(usage, dict):
+        if isinstance(e, Session.Event) and isinstance(usage, dict):
             self._record(tx, e, str(e.originator_id), None, "auxiliary", getattr(e, "model", "") or "", usage)
 
     def _record(

@@ -10,12 +10,15 @@ from __future__ import annotations
 
 from typing import Any
 
+from chronicle.domain.session import Session
+from chronicle.domain.turn import Turn
+
 from .base import Projection, on
 from .sql import Tx, dumps, iso
 
-END_STATES = {
-    "Turn.Completed": "completed", "Turn.Failed": "failed", "Turn.Cancelled": "cancelled",
-    "Turn.Stopped": "stopped", "Turn.Interrupted": "interrupted",
+END_STATES: dict[type, str] = {
+    Turn.Completed: "completed", Turn.Failed: "failed", Turn.Cancelled: "cancelled",
+    Turn.Stopped: "stopped", Turn.Interrupted: "interrupted",
 }
 
 
@@ -35,7 +38,7 @@ class HistoryProjection(Projection):
                                  "stop_reason TEXT, at TEXT, position BIGINT, PRIMARY KEY (turn_id, seq)",
     }
 
-    @on("Session.Started")
+    @on(Session.Started)
     def _started(self, tx: Tx, e: Any, position: int) -> None:
         tx.execute(
             "INSERT INTO proj_history_sessions VALUES (%s, %s, %s, %s, %s)",
@@ -44,15 +47,15 @@ class HistoryProjection(Projection):
         )
         self._append(tx, str(e.originator_id), [str(t) for t in e.head])
 
-    @on("Session.TurnStarted")
+    @on(Session.TurnStarted)
     def _turn_started(self, tx: Tx, e: Any, position: int) -> None:
         self._append(tx, str(e.originator_id), [str(e.turn_id)])
 
-    @on("Session.TurnsRedone")
+    @on(Session.TurnsRedone)
     def _redone(self, tx: Tx, e: Any, position: int) -> None:
         self._append(tx, str(e.originator_id), [str(t) for t in e.turn_ids])
 
-    @on("Session.TurnsUndone")
+    @on(Session.TurnsUndone)
     def _undone(self, tx: Tx, e: Any, position: int) -> None:
         sid = str(e.originator_id)
         length = self._branch_length(tx, sid) - len(e.turn_ids)
@@ -72,7 +75,7 @@ class HistoryProjection(Projection):
             tx.memo[key] = int(tx.value("SELECT COUNT(*) FROM proj_history_branch WHERE session_id = %s", (sid,)) or 0)
         return tx.memo[key]
 
-    @on("Turn.Created")
+    @on(Turn.Created)
     def _turn_created(self, tx: Tx, e: Any, position: int) -> None:
         tid = str(e.originator_id)
         tx.execute(
@@ -82,13 +85,13 @@ class HistoryProjection(Projection):
         tx.memo[("history.seq", tid)] = 0  # a new turn has no messages yet
         self._message(tx, tid, None, "user", [{"type": "text", "text": e.input_text}], None, e.timestamp, position)
 
-    @on("Turn.ModelResponded")
+    @on(Turn.ModelResponded)
     def _responded(self, tx: Tx, e: Any, position: int) -> None:
         response = e.response
         self._message(tx, str(e.originator_id), e.step, "assistant", response.get("content", []),
                       response.get("stop_reason"), e.timestamp, position)
 
-    @on("Turn.ToolResultsRecorded")
+    @on(Turn.ToolResultsRecorded)
     def _results(self, tx: Tx, e: Any, position: int) -> None:
         self._message(tx, str(e.originator_id), e.step, "user", e.blocks, None, e.timestamp, position)
 
@@ -106,17 +109,17 @@ class HistoryProjection(Projection):
         tx.insert_later("INSERT INTO proj_history_messages VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
                         (tid, seq, step, role, dumps(content, sort_keys=False), stop, iso(at), position))
 
-    @on("Turn.Started", "Turn.Resumed")
+    @on(Turn.Started, Turn.Resumed)
     def _running(self, tx: Tx, e: Any, position: int) -> None:
         tx.execute("UPDATE proj_history_turns SET status = 'running' WHERE turn_id = %s", (str(e.originator_id),))
 
-    @on("Turn.ApprovalRequested")
+    @on(Turn.ApprovalRequested)
     def _awaiting(self, tx: Tx, e: Any, position: int) -> None:
         tx.execute("UPDATE proj_history_turns SET status = 'awaiting_approval' WHERE turn_id = %s", (str(e.originator_id),))
 
     @on(*END_STATES)
     def _ended(self, tx: Tx, e: Any, position: int) -> None:
-        status = END_STATES[type(e).__qualname__]
+        status = END_STATES[type(e)]
         ended = None if status == "interrupted" else iso(e.timestamp)
         tx.execute(
             "UPDATE proj_history_turns SET status = %s, final_text = %s, reason = %s, ended_at = %s WHERE turn_id = %s",

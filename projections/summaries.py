@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from chronicle.domain.session import Session
+
 from .base import Projection, on
 from .sql import Tx, iso
 
@@ -21,27 +23,26 @@ class SummariesProjection(Projection):
                           "title_error TEXT, compaction_summary TEXT, compacted_at TEXT, compactions BIGINT",
     }
 
-    @on("Session.Started")
+    @on(Session.Started)
     def _started(self, tx: Tx, e: Any, position: int) -> None:
         tx.execute("INSERT INTO proj_summaries VALUES (%s, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 0)", (str(e.originator_id),))
 
-    @on("Session.InputQueued", "Session.InputWithAttachmentsQueued")
+    @on(Session.InputQueued, Session.InputWithAttachmentsQueued)
     def _input(self, tx: Tx, e: Any, position: int) -> None:
         tx.execute("UPDATE proj_summaries SET first_input = %s WHERE session_id = %s AND first_input IS NULL",
                    (e.text, str(e.originator_id)))
 
-    @on("Session.TitleSet")
+    @on(Session.TitleSet)
     def _title(self, tx: Tx, e: Any, position: int) -> None:
         tx.execute("UPDATE proj_summaries SET title = %s, title_model = %s, titled_at = %s, title_error = NULL "
                    "WHERE session_id = %s", (e.title, e.model or None, iso(e.timestamp), str(e.originator_id)))
 
-    @on("Session.TitleFailed")
+    @on(Session.TitleFailed)
     def _title_failed(self, tx: Tx, e: Any, position: int) -> None:
         tx.execute("UPDATE proj_summaries SET title_error = %s WHERE session_id = %s", (e.reason, str(e.originator_id)))
 
     def unhandled(self, tx: Tx, e: Any, position: int) -> None:
-        name = type(e).__qualname__
-        if name.startswith("Session.") and "ompact" in name and isinstance(getattr(e, "summary", None), str):
+        if isinstance(e, Session.Compacted) and isinstance(e.summary, str):
             tx.execute(
                 "UPDATE proj_summaries SET compaction_summary = %s, compacted_at = %s, compactions = compactions + 1 "
                 "WHERE session_id = %s", (e.summary, iso(e.timestamp), str(e.originator_id)),
