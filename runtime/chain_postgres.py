@@ -42,6 +42,12 @@ class ChainedPostgresRecorder(PostgresApplicationRecorder):
         self._chain_head = SQL("SELECT seq, digest FROM {}.{} ORDER BY seq DESC LIMIT 1").format(*table)
         self._chain_insert = SQL("INSERT INTO {}.{} VALUES (%s, %s, %s, %s, %s)").format(*table)
 
+    def _notify_channel(self, curs: Any) -> None:
+        """No NOTIFY on the events channel: nothing listens to it (cancel and steering have their
+        own channel, runtime/controls.py; workers and projections read the log by position),
+        and every NOTIFY takes PostgreSQL's notification-queue lock at commit, which serialises
+        the commits of every writer to the database (each LLM step is two)."""
+
     @retry((InterfaceError, OperationalError), max_attempts=10, wait=0.2)
     def insert_events(self, stored_events: Sequence[StoredEvent], **kwargs: Any) -> Sequence[int] | None:
         exc: Exception | None = None
