@@ -114,6 +114,13 @@ class Tx:
             else:
                 self.cursor.executemany(sql, [tuple(escape_nul(p) for p in row) for row in rows])
 
+    def any_of(self, column: str, values: Sequence[Any]) -> tuple[str, list[Any]]:
+        """`column` is one of `values`: (SQL, params). PostgreSQL takes the list as one array
+        parameter (`= ANY`), which it plans once, instead of hundreds of placeholders."""
+        if self.db.backend == "sqlite":
+            return f"{column} IN ({', '.join(['%s'] * len(values))})", list(values)
+        return f"{column} = ANY(%s)", [list(values)]
+
     def rows(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         self.execute(sql, params)
         if self.db.backend == "sqlite":
@@ -125,8 +132,19 @@ class Tx:
                 return raw.fetchall()  # type: ignore[no-any-return]
             finally:
                 raw.row_factory = factory
-        fetched = self.cursor.fetchall()
-        return [tuple(unescape_nul(v) for v in (r.values() if isinstance(r, dict) else r)) for r in fetched]
+        # Tuples straight from psycopg (the pool's connections make dicts), and only the rare
+        # string that holds the escape character goes through `unescape_nul`: per value, the
+        # dict rows and that call were most of a long `history --at` read on PostgreSQL.
+        from psycopg.rows import tuple_row
+
+        factory, self.cursor.row_factory = self.cursor.row_factory, tuple_row
+        try:
+            fetched = self.cursor.fetchall()
+        finally:
+            self.cursor.row_factory = factory
+        if not any(NUL_ESCAPE in v for row in fetched for v in row if type(v) is str):
+            return fetched  # type: ignore[no-any-return]
+        return [tuple(unescape_nul(v) for v in row) for row in fetched]
 
     def one(self, sql: str, params: Sequence[Any] = ()) -> tuple[Any, ...] | None:
         found = self.rows(sql, params)
@@ -164,19 +182,34 @@ class Database:
                 yield tx
                 tx.flush()
             return
-        # The datastore's own transaction, on a connection that already looks in the store's
-        # schema: setting it once per pooled connection saves a `SET LOCAL` round trip per
-        # transaction (every other statement on these connections names its schema).
+        with self._connection() as conn, conn.transaction(force_rollback=not commit):
+            tx = Tx(conn.cursor(), self)
+            yield tx
+            tx.flush()
+
+    @contextmanager
+    def statement(self) -> Iterator[Tx]:
+        """For one read statement: on PostgreSQL it runs on its own (autocommit), without the
+        BEGIN and ROLLBACK round trips a transaction adds; on SQLite it is a transaction."""
+        if self.backend == "sqlite":
+            with self.transaction(commit=False) as tx:
+                yield tx
+            return
+        with self._connection() as conn:
+            yield Tx(conn.cursor(), self)
+
+    @contextmanager
+    def _connection(self) -> Iterator[Any]:
+        """A pooled PostgreSQL connection that already looks in the store's schema: set once per
+        connection, which saves a `SET LOCAL` round trip per transaction (every other statement
+        on these connections names its schema)."""
         with self.datastore.get_connection() as conn:
             if getattr(conn, "_chronicle_search_path", None) != self.schema:
                 from psycopg import sql as pgsql
 
                 conn.execute(pgsql.SQL("SET search_path TO {}").format(pgsql.Identifier(self.schema)))
                 conn._chronicle_search_path = self.schema  # type: ignore[attr-defined]
-            with conn.transaction(force_rollback=not commit):
-                tx = Tx(conn.cursor(), self)
-                yield tx
-                tx.flush()
+            yield conn
 
     # -- positions -----------------------------------------------------------------------------
 
@@ -204,7 +237,7 @@ class Database:
 
     def originators_after(self, position: int, limit: int) -> list[str] | None:
         """The aggregate ids (as text) of the events after `position`, or None if more than `limit`."""
-        with self.transaction(commit=False) as tx:
+        with self.statement() as tx:
             found = tx.rows(
                 f"SELECT originator_id FROM {self.events_table} WHERE {self.position_column} > %s "
                 f"ORDER BY {self.position_column} LIMIT %s", (position, limit + 1),
@@ -213,5 +246,5 @@ class Database:
 
     def count_after(self, position: int) -> int:
         """Events in the log after `position`: a projection's lag."""
-        with self.transaction(commit=False) as tx:
+        with self.statement() as tx:
             return int(tx.value(f"SELECT COUNT(*) FROM {self.events_table} WHERE {self.position_column} > %s", (position,)) or 0)
