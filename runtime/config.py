@@ -102,7 +102,15 @@ def redact(url: str) -> str:
     return redact_secrets(url)
 
 
+#: Seconds to wait for a PostgreSQL connection (CHRONICLE_PG_CONNECT_TIMEOUT).
+PG_CONNECT_TIMEOUT_S = 5.0
+
+
 def _pg_connect_timeout() -> str:
+    """The setting, read through the validated environment only when it is set: pydantic-settings
+    costs every PostgreSQL command ≈ 40 ms of imports, for a value that is usually the default."""
+    if not any(name.upper() == "CHRONICLE_PG_CONNECT_TIMEOUT" for name in os.environ):
+        return f"{PG_CONNECT_TIMEOUT_S:g}"
     from .environment import EnvironmentSettingError, environment
 
     try:

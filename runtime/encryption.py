@@ -45,15 +45,20 @@ def cipher_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
 
 def check_readable(store: Any, encrypted: bool) -> None:
     """Decode the store's first event with the configured cipher (or none); say plainly what is wrong."""
-    from .shredding import ForgottenContent
+    # Only an encrypted store can hold erased content; the class lives beside the cipher code,
+    # whose import (cryptography) would cost every plain store ≈ 20 ms to open.
+    forgotten: tuple[type[Exception], ...] = ()
+    if encrypted:
+        from .shredding import ForgottenContent
 
+        forgotten = (ForgottenContent,)
     rows = store.recorder.select_notifications(start=None, limit=20)
     try:
         for row in rows:
             try:
                 store.mapper.to_domain_event(row)
                 return
-            except ForgottenContent:  # erased on purpose (`forget`): says nothing about the key, try the next
+            except forgotten:  # erased on purpose (`forget`): says nothing about the key, try the next
                 continue
     except Exception:  # noqa: BLE001 - any decrypt or decode failure means the key does not fit
         where = store.describe()
