@@ -1,0 +1,56 @@
+"""The projections' tracking table is set up once, not by every command that opens the store.
+
+eventsourcing's factory re-runs its table set-up (a DDL transaction) on every construction of a
+tracking recorder; on PostgreSQL the engine skips it once the table carries eventsourcing's
+migration marker, and still runs it when the table or the marker is missing."""
+
+from __future__ import annotations
+
+import psycopg
+
+from chronicle.projections.engine import ProjectionEngine
+from chronicle.projections.history import HistoryProjection
+from chronicle.runtime.store import ChronicleStore
+from tests.conftest import fresh_pg_url
+
+
+def _statements(run) -> list[str]:  # noqa: ANN001 - a callable
+    seen: list[str] = []
+    real = psycopg.Cursor.execute
+
+    def spy(cursor, query, *args, **kwargs):  # noqa: ANN001
+        seen.append(query.as_string(cursor.connection) if hasattr(query, "as_string") else str(query))
+        return real(cursor, query, *args, **kwargs)
+
+    psycopg.Cursor.execute = spy  # type: ignore[method-assign]
+    try:
+        run()
+    finally:
+        psycopg.Cursor.execute = real  # type: ignore[method-assign]
+    return seen
+
+
+def test_a_second_engine_issues_no_ddl_and_a_lost_marker_is_set_up_again(pg_database):
+    pg_url = fresh_pg_url(pg_database)
+    store = ChronicleStore(pg_url)
+    first = _statements(lambda: ProjectionEngine(store, [HistoryProjection()]))
+    assert any(s.lstrip().upper().startswith("CREATE TABLE") for s in first)  # a fresh store: set up
+    engine = ProjectionEngine(store, [HistoryProjection()])
+    engine.catch_up()
+    key = HistoryProjection().key
+    before = engine.db.position(key)
+
+    reopened = ChronicleStore(pg_url)  # the store's own tables are not the engine's business
+    again = _statements(lambda: ProjectionEngine(reopened, [HistoryProjection()]))
+    assert not [s for s in again if s.lstrip().upper().startswith(("CREATE", "ALTER", "LOCK"))], again
+
+    schema = pg_url.split("?schema=")[1]
+    table = store.factory.tracking_recorder().tracking_table_name  # type: ignore[attr-defined]
+    with psycopg.connect(pg_url.split("?")[0], autocommit=True) as conn:
+        conn.execute(f'DELETE FROM "{schema}"."{table}" WHERE application_name = %s', ("__migration__",))
+    rebuilt = ProjectionEngine(ChronicleStore(pg_url), [HistoryProjection()])
+    assert rebuilt.db.position(key) == before  # eventsourcing's own set-up ran again and kept the position
+    with psycopg.connect(pg_url.split("?")[0], autocommit=True) as conn:
+        marker = conn.execute(f'SELECT notification_id FROM "{schema}"."{table}" WHERE application_name = %s',
+                              ("__migration__",)).fetchone()
+    assert marker is not None
