@@ -131,6 +131,19 @@ def _nth_event(store: ChronicleStore, session_id: UUID, topic_suffix: str, n: in
     return None
 
 
+def _own_turn_end(store: ChronicleStore, session_id: UUID, own: int, fork: bool) -> Cut | None:
+    """The cut at the end of the session's own turn `own`, if its own-th TurnEnded names it
+    (and the session is a fork or not, as `fork` says); None to look closer."""
+    found = _nth_event(store, session_id, ".TurnEnded", own)
+    if found is None:
+        return None
+    position, ended = found
+    then = store.session(session_id, version=ended.originator_version)
+    if bool(then.forked_from) != fork or len(then.turns) < own or then.turns[own - 1] != getattr(ended, "turn_id", None):
+        return None
+    return Cut(then, position, ended.timestamp, then.version)
+
+
 def cut_at_turn(store: ChronicleStore, session_id: UUID, number: int) -> Cut:
     """The cut at the end of turn `number`, counted as the conversation shows turns: on a fork,
     the turns inherited from its parent come first, then its own, so `history --at`,
@@ -139,17 +152,14 @@ def cut_at_turn(store: ChronicleStore, session_id: UUID, number: int) -> Cut:
     The session's own N-th turn is the N-th in its turn list; when its N-th TurnEnded names
     that turn, that is the cut: one one-row query (which also gives the cut's log position)
     and the session as of that event, never the whole session as it is now (a long session's
-    snapshot is most of such a read)."""
+    snapshot is most of such a read). A session that is not a fork shows only its own turns,
+    so that is tried first; a fork reads its first version to count what it inherited."""
+    if number >= 1 and (cut := _own_turn_end(store, session_id, number, fork=False)) is not None:
+        return cut
     start = store.session(session_id, version=1)
-    inherited = list(start.head) if start.forked_from else []
-    own = number - len(inherited)
-    if own >= 1:
-        found = _nth_event(store, session_id, ".TurnEnded", own)
-        if found is not None:
-            position, ended = found
-            then = store.session(session_id, version=ended.originator_version)
-            if len(then.turns) >= own and then.turns[own - 1] == getattr(ended, "turn_id", None):
-                return Cut(then, position, ended.timestamp, then.version)
+    if start.forked_from and number - len(start.head) >= 1:
+        if (cut := _own_turn_end(store, session_id, number - len(start.head), fork=True)) is not None:
+            return cut
     session = store.session(session_id, copy=False)  # only read here
     inherited = inherited_turns(store, session)
     total = len(inherited) + len(session.turns)
