@@ -18,8 +18,6 @@ from uuid import UUID
 from chronicle.domain.content import Message
 from chronicle.domain.context import assemble_context, turn_messages
 
-from .turn_batch import load_turns
-
 MAXSIZE = 10_000
 
 
@@ -37,12 +35,12 @@ class FinishedTurnMessages:
         return list(self._keep(turn_id, self.store.turn(turn_id)))
 
     def many(self, turn_ids: Iterable[UUID]) -> list[list[Message]]:
-        """Each turn's messages, in order; the turns not kept yet are read together (runtime/turn_batch.py)."""
+        """Each turn's messages, in order; the turns not kept yet are read together (`store.turns`)."""
         wanted = list(turn_ids)
         missing = [t for t in dict.fromkeys(wanted) if t not in self._cache]
         fresh: dict[UUID, list[Message]] = {}
         if len(missing) > 1:
-            for turn_id, turn in load_turns(self.store, missing).items():
+            for turn_id, turn in zip(missing, self.store.turns(missing), strict=True):
                 fresh[turn_id] = self._keep(turn_id, turn)
         return [list(fresh[t]) if t in fresh else self.of(t) for t in wanted]
 
