@@ -64,8 +64,7 @@ class VersionProbe:
         self.store, self.session_id, self.seen = store, session_id, -1
 
     def _latest(self) -> int:
-        found = self.store.recorder.select_events(self.session_id, desc=True, limit=1)
-        return found[0].originator_version if found else 0
+        return self.store.latest_version(self.session_id)
 
     def changed(self) -> bool:
         return self._latest() != self.seen

@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 from uuid import UUID
 
-from eventsourcing.application import AggregateNotFoundError, Application, EventSourcedLog
-from eventsourcing.domain import DomainEvent
-from eventsourcing.persistence import IntegrityError, StoredEvent
+from eventsourcing.application import AggregateNotFoundError, Application, EventSourcedLog, ProcessingEvent
+from eventsourcing.domain import Aggregate, DomainEvent
+from eventsourcing.persistence import IntegrityError, Recording, StoredEvent
 
 from chronicle.domain.ids import SESSION_INDEX_ID, child_session_id, tool_call_id
 from chronicle.domain.session import Session
@@ -196,6 +196,25 @@ class ChronicleStore(Application[UUID]):
             self.recorder.select_events(originator_id, gt=version - 1, limit=1)
             for originator_id, version in firsts.items()
         )
+
+    def save(self, *objs: Any, **kwargs: Any) -> list[Recording[UUID]]:
+        """eventsourcing's `save`, collecting an aggregate's events without its two runtime-checkable
+        Protocol checks per object (`DomainEventProtocol`, `CollectEventsProtocol`): ≈ 0.13 ms of
+        each step's two saves. Anything that is not one of our aggregates (an event, an index
+        log entry) goes through eventsourcing's own `collect_events`, checks and all."""
+        processing = ProcessingEvent[UUID]()
+        for obj in objs:
+            if isinstance(obj, Aggregate):
+                processing.events.extend(obj.collect_events())
+                processing.aggregates[obj.id] = obj
+            elif obj is not None:
+                processing.collect_events(obj)
+        processing.saved_kwargs.update(kwargs)
+        recordings = self._record(processing)
+        self._take_snapshots(processing)
+        self._notify(recordings)
+        self.notify(processing.events)  # eventsourcing's deprecated hook, called as its save does
+        return recordings
 
     def _notify(self, recordings: list[Any]) -> None:
         """After every save: running loops in this process learn their session changed."""
@@ -440,9 +459,7 @@ class ChronicleStore(Application[UUID]):
                 f"SELECT rowid, originator_id, originator_version, topic, state FROM {table} "
                 f"WHERE originator_id IN ({marks}){extra.format(mark='?')} ORDER BY rowid{page}"
             )
-            with recorder.datastore.transaction(commit=False) as cursor:
-                cursor.execute(sql, [i.hex for i in ids] + params)
-                return [tuple(r) for r in cursor.fetchall()]
+            return [tuple(r) for r in self._sqlite_rows(sql, [i.hex for i in ids] + params)]
         from psycopg import sql as pgsql
 
         statement = pgsql.SQL(
@@ -452,6 +469,32 @@ class ChronicleStore(Application[UUID]):
         with recorder.datastore.cursor() as cursor:  # one statement: no BEGIN and ROLLBACK round trips
             cursor.execute(statement, (ids, *params))
             return [(r["notification_id"], r["originator_id"], r["originator_version"], r["topic"], r["state"]) for r in cursor.fetchall()]
+
+    def _sqlite_rows(self, sql: str, params: list[Any]) -> list[Any]:
+        """One SELECT on a pooled SQLite connection, without eventsourcing's BEGIN and ROLLBACK
+        around it: the connections are in autocommit mode, so a lone statement already reads one
+        consistent snapshot, and the two extra statements were most of a small read's cost."""
+        with self.recorder.datastore.get_connection(commit=False) as connection:  # type: ignore[attr-defined]
+            cursor = connection.cursor()
+            cursor.execute(sql, params)
+            return list(cursor.fetchall())
+
+    def latest_version(self, originator_id: UUID) -> int:
+        """The newest stored version of one aggregate (0 for none): one indexed lookup, no event decoded.
+        What a running loop asks at each safe point to learn whether steering or cancel arrived."""
+        recorder: Any = self.recorder
+        table = recorder.events_table_name
+        if self.backend == "sqlite":
+            rows = self._sqlite_rows(f"SELECT MAX(originator_version) FROM {table} WHERE originator_id = ?", [originator_id.hex])
+            return int(rows[0][0] or 0)
+        from psycopg import sql as pgsql
+
+        statement = pgsql.SQL("SELECT MAX(originator_version) AS v FROM {}.{} WHERE originator_id = %s").format(
+            pgsql.Identifier(recorder.datastore.schema or "public"), pgsql.Identifier(table))
+        with recorder.datastore.cursor() as cursor:
+            cursor.execute(statement, (originator_id,))
+            row = cursor.fetchone()
+            return int(row["v"] or 0) if row else 0
 
     def max_position(self) -> int:
         return self.recorder.max_notification_id() or 0

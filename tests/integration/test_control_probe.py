@@ -85,3 +85,14 @@ def test_on_postgresql_the_running_turns_of_one_store_share_one_listener_that_cl
     two.close()
     assert connection.closed and "_control_listener" not in store.__dict__
     store.close()
+
+
+def test_latest_version_is_the_newest_stored_version_read_without_decoding(db_url):
+    """The probe's lookup: the session's newest version as stored by any writer, 0 for an unknown id."""
+    store = ChronicleStore(db_url)
+    session, _ = running_session(store)
+    assert store.latest_version(session.id) == store.session(session.id).version
+    steer(ChronicleStore(db_url), session.id, "one more thing")
+    assert store.latest_version(session.id) == store.session(session.id).version == session.version + 2
+    assert store.latest_version(uuid4()) == 0
+    store.close()
