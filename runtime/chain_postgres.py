@@ -26,8 +26,11 @@ class ChainedPostgresRecorder(PostgresApplicationRecorder):
     function path (POSTGRES_ENABLE_DB_FUNCTIONS) is not used: it would store events unchained.
     """
 
+    #: Made by this recorder's DDL besides its events table (runtime/schema_marks.py).
+    extra_tables = (CHAIN_TABLE,)
+
     def __init__(self, datastore: PostgresDatastore, *, events_table_name: str = "stored_events") -> None:
-        from psycopg.sql import SQL, Identifier
+        from psycopg.sql import Identifier
 
         super().__init__(datastore, events_table_name=events_table_name)
         table = Identifier(self.datastore.schema or "public"), Identifier(CHAIN_TABLE)

@@ -56,19 +56,6 @@ class SessionForgotten(DomainEvent):
     actor: str
 
 
-def ensure_schema(settings: dict[str, str]) -> None:
-    """`?schema=NAME` names a schema of our own: create it on first use, as the tables are."""
-    import psycopg
-    from psycopg import sql
-
-    with psycopg.connect(
-        dbname=settings["POSTGRES_DBNAME"], host=settings["POSTGRES_HOST"], port=settings["POSTGRES_PORT"],
-        user=settings["POSTGRES_USER"], password=settings["POSTGRES_PASSWORD"] or None,
-        connect_timeout=int(float(settings.get("POSTGRES_CONNECT_TIMEOUT", "5"))), autocommit=True,
-    ) as conn:
-        conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(settings["POSTGRES_SCHEMA"])))
-
-
 class NotFound(LookupError):
     """An id that names nothing in this store."""
 
@@ -110,14 +97,30 @@ class ChronicleStore(Application[UUID]):
         settings.setdefault("COMPRESSOR_TOPIC", COMPRESSOR_TOPIC)
         # Encryption at rest (runtime/encryption.py): CHRONICLE_CIPHER_KEY turns on eventsourcing's AES-GCM cipher.
         settings.update(cipher_env())
-        if settings.get("POSTGRES_SCHEMA"):
-            ensure_schema(settings)
-        check_store(settings, self.name)
+        #: PostgreSQL: which recorders' tables are set up already (runtime/schema_marks.py).
+        self._schema_marks = check_store(settings, self.name)
         if read_only and settings["PERSISTENCE_MODULE"] == "eventsourcing.sqlite":
             settings.update(SQLITE_DBNAME=read_only_sqlite_uri(Path(settings["SQLITE_DBNAME"])), CREATE_TABLE="n")
         super().__init__(env=settings)
         check_readable(self, encrypted="CIPHER_KEY" in settings)  # a wrong or missing key: one clear error now
         self.session_index = EventSourcedLog(self.events, SESSION_INDEX_ID, SessionLogged)
+
+    def construct_recorder(self) -> Any:
+        if self._is_postgres_factory():
+            from .schema_marks import application_recorder
+
+            return application_recorder(self.factory, self._schema_marks)
+        return super().construct_recorder()
+
+    def construct_snapshot_store(self) -> Any:
+        if self._is_postgres_factory():
+            from .schema_marks import snapshot_recorder
+
+            return self.factory.event_store(mapper=self.mapper, recorder=snapshot_recorder(self.factory, self._schema_marks))
+        return super().construct_snapshot_store()
+
+    def _is_postgres_factory(self) -> bool:
+        return type(self.factory).__module__ == "eventsourcing.postgres"
 
     def construct_event_store(self) -> Any:
         """With encryption on, session trees get data keys of their own (runtime/shredding.py) so

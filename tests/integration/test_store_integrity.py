@@ -185,3 +185,21 @@ def test_a_postgresql_schema_of_another_application_is_refused(pg_database):
 def test_a_real_chronicle_store_with_events_still_opens(db_url, tmp_path):
     sid = _completed_run(db_url, tmp_path, "ok")
     assert json.loads(cli("sessions", "--json", db=db_url).stdout.splitlines()[0])["session_id"] == sid
+
+
+def test_an_events_table_of_another_eventsourcing_application_is_refused(db_url):
+    """Same table, same columns, another application's topics: refused before anything is written,
+    on both backends (the check reads the table's oldest and newest rows)."""
+    from eventsourcing.domain import Aggregate
+
+    from chronicle.runtime.store import ChronicleStore
+    from chronicle.runtime.store_identity import ForeignDatabase
+
+    class Order(Aggregate):  # not Chronicle's: its topic is this test module's
+        pass
+
+    store = ChronicleStore(db_url)
+    store.save(Order())  # written through Chronicle's own recorder, as the other application's would be
+    store.close()
+    with pytest.raises(ForeignDatabase, match="holds events of another application"):
+        ChronicleStore(db_url)
