@@ -56,9 +56,12 @@ def set_up(recorder: Any, marks: frozenset[str], factory: Any) -> None:
     recorder.create_table()
     schema, table = sql.Identifier(recorder.datastore.schema or "public"), sql.Identifier(MARKS_TABLE)
     tables = [recorder.events_table_name, *getattr(recorder, "extra_tables", ())]
-    with recorder.datastore.transaction(commit=True) as cursor:
-        cursor.execute(sql.SQL(
-            "CREATE TABLE IF NOT EXISTS {}.{} (mark text PRIMARY KEY, tables text[] NOT NULL, at timestamptz NOT NULL DEFAULT now())"
-        ).format(schema, table))
-        cursor.execute(sql.SQL("INSERT INTO {}.{} (mark, tables) VALUES (%s, %s) ON CONFLICT (mark) DO NOTHING").format(schema, table),
-                       (mark, tables))
+    try:
+        with recorder.datastore.transaction(commit=True) as cursor:
+            cursor.execute(sql.SQL(
+                "CREATE TABLE IF NOT EXISTS {}.{} (mark text PRIMARY KEY, tables text[] NOT NULL, at timestamptz NOT NULL DEFAULT now())"
+            ).format(schema, table))
+            cursor.execute(sql.SQL("INSERT INTO {}.{} (mark, tables) VALUES (%s, %s) ON CONFLICT (mark) DO NOTHING").format(schema, table),
+                           (mark, tables))
+    except Exception:  # noqa: BLE001 - e.g. two processes creating the marks table at once: without a mark the next open runs the DDL again
+        pass
