@@ -8,6 +8,7 @@ import sqlite3
 from uuid import uuid4
 
 import pytest
+from eventsourcing.domain import Aggregate
 
 from chronicle.domain.agent_spec import AgentSpec
 from chronicle.runtime.read_models import caught_up
@@ -190,16 +191,15 @@ def test_a_real_chronicle_store_with_events_still_opens(db_url, tmp_path):
 def test_an_events_table_of_another_eventsourcing_application_is_refused(db_url):
     """Same table, same columns, another application's topics: refused before anything is written,
     on both backends (the check reads the table's oldest and newest rows)."""
-    from eventsourcing.domain import Aggregate
-
     from chronicle.runtime.store import ChronicleStore
     from chronicle.runtime.store_identity import ForeignDatabase
 
-    class Order(Aggregate):  # not Chronicle's: its topic is this test module's
-        pass
-
     store = ChronicleStore(db_url)
-    store.save(Order())  # written through Chronicle's own recorder, as the other application's would be
+    store.save(ForeignOrder())  # written through Chronicle's own recorder, as the other application's would be
     store.close()
     with pytest.raises(ForeignDatabase, match="holds events of another application"):
         ChronicleStore(db_url)
+
+
+class ForeignOrder(Aggregate):
+    """Another application's aggregate: its topic is this test module's, not under `chronicle.`."""
