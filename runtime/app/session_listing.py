@@ -23,7 +23,7 @@ from chronicle.projections.cost_report import COST_KEY
 from chronicle.projections.session_listing import SUMMARIES_KEY, Deferred, listed_ids, session_rows
 from chronicle.projections.sql import NUL_ESCAPE, unescape_nul
 
-from ..config import eventsourcing_env, sqlite_path
+from ..config import ConfigError, eventsourcing_env, sqlite_path
 from ..stored_state import decompress
 
 #: The projections whose tables the listing reads: both must have applied the whole log.
@@ -65,7 +65,7 @@ def current_listing(url: str, archived: bool = False) -> Listing | None:
             if not _plain(conn, events_table, position) or not _current(conn, events_table, tracking_table, position):
                 return None
             return Listing(session_rows(conn, archived=archived), listed_ids(conn))
-    except (Deferred, sqlite3.Error, OSError):
+    except (Deferred, ConfigError, sqlite3.Error, OSError):  # the aggregate path reports what is wrong
         return None
     except Exception as exc:  # psycopg's errors, without importing psycopg for a SQLite store
         if type(exc).__module__.startswith("psycopg"):

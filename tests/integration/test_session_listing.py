@@ -212,3 +212,10 @@ def test_an_undecodable_event_makes_the_listing_defer_to_the_aggregates(sqlite_u
     second = cli("sessions", "--json", db=sqlite_url)
     assert json_lines(second.stdout) == json_lines(first.stdout) == aggregate_rows(sqlite_url, False)
     assert [r["session_id"] for r in json_lines(second.stdout)] == [str(run.sessions["b"])]
+
+
+def test_a_url_that_cannot_work_is_reported_by_the_store_path_as_before():
+    url = "postgresql://postgres@127.0.0.1:5432/"  # no database name: a ConfigError where the store opens
+    assert current_listing(url) is None
+    refused = cli("sessions", db=url)
+    assert refused.returncode == 2 and "needs a database name" in refused.stderr and "internal error" not in refused.stderr
