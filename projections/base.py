@@ -57,6 +57,11 @@ class Projection:
     def unhandled(self, tx: Tx, event: Any, position: int) -> None:
         """Events with no handler; a projection may still want to see them (audit does)."""
 
+    def passed_over(self, tx: Tx, position: int, originator_id: Any) -> None:
+        """An event at `position` that could not be decoded, so no handler saw it. A reader that
+        must answer exactly as the aggregates would (summaries, for `sessions`) notes it: the
+        aggregate path skips or fails on such a session, and the reader then defers to it."""
+
     def create(self, tx: Tx) -> None:
         for table, columns in self.tables.items():
             tx.execute(f"CREATE TABLE IF NOT EXISTS {table} ({columns})")

@@ -149,6 +149,7 @@ class ProjectionEngine:
                 done.update(p.name for p in group)
                 continue
             events = self._decode(notifications)
+            passed = [n for n in notifications if n.id in self.unreadable]
             try:
                 with self.db.transaction() as tx:
                     for projection in sorted(group, key=lambda p: p.key):  # one lock order: no deadlock
@@ -159,6 +160,8 @@ class ProjectionEngine:
                     for projection in group:
                         for event, position in events:
                             projection.process(tx, event, position)
+                        for notification in passed:
+                            projection.passed_over(tx, notification.id, notification.originator_id)
             except _Moved as moved:
                 positions[moved.name] = moved.position  # another process applied this batch; continue after it
                 continue

@@ -17,9 +17,10 @@ import json
 import re
 from contextlib import contextmanager
 from datetime import datetime, timezone
-from typing import Any, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
-from eventsourcing.persistence import Tracking, TrackingRecorder
+if TYPE_CHECKING:
+    from eventsourcing.persistence import TrackingRecorder
 
 
 def iso(value: datetime) -> str:
@@ -229,6 +230,8 @@ class Database:
 
     def advance(self, tx: Tx, key: str, position: int) -> None:
         """Move `key` forward in the same transaction as the rows; a replay raises IntegrityError."""
+        from eventsourcing.persistence import Tracking
+
         self.tracking._insert_tracking(tx.cursor, Tracking(key, position))  # type: ignore[attr-defined]
 
     def reset(self, tx: Tx, key: str) -> None:

@@ -28,6 +28,7 @@ from .chain import chained_recorder_topic
 from .compression import COMPRESSOR_TOPIC
 from .config import eventsourcing_env, redact
 from .encryption import check_readable, cipher_env
+from .store_errors import is_read_only_error as is_read_only_error  # where commands' error handlers look
 from .store_identity import check_store, read_only_sqlite_uri
 from .turn_batch import load_turns
 
@@ -501,13 +502,6 @@ class ChronicleStore(Application[UUID]):
 
     def max_position(self) -> int:
         return self.recorder.max_notification_id() or 0
-
-
-def is_read_only_error(exc: BaseException) -> bool:
-    """A write refused because the database (its file, directory or mount) is read-only."""
-    text = str(exc).lower()
-    return any(sign in text for sign in ("readonly database", "read-only file system", "read only transaction",
-                                         "read-only transaction"))
 
 
 def open_store_at(url: str, attempts: int = 5, read_only: bool = False) -> ChronicleStore:

@@ -27,6 +27,7 @@ from chronicle.projections.summaries import summaries
 from ..read_models import ReadModelsMissing, caught_up
 from ..store import ChronicleStore
 from .errors import AppError
+from .session_listing import tree_order as tree_order  # the viewer and the CLI order rows with it
 
 # The sub-agent tree (`log --tree`) and time travel (`history --at/--version`) are imported where
 # they are used: they pull in the loop's tools, live events and asyncio, which `sessions`, `log`
@@ -262,21 +263,3 @@ def audit(store: ChronicleStore, session: str | UUID | None = None, tool: str | 
     with engine.read() as tx:
         rows = audit_projection.query(tx, session=sid, tool=tool, errors=errors, since=since_text, limit=limit)
     return [audit_entry(r) for r in rows]
-
-
-def tree_order(rows: list[dict[str, Any]]) -> list[tuple[dict[str, Any], int]]:
-    """Sub-agent sessions right under their parent, oldest first at every level."""
-    ids = {row["session_id"] for row in rows}
-    children: dict[str | None, list[dict[str, Any]]] = {}
-    for row in rows:
-        parent = row["parent_session_id"] if row["parent_session_id"] in ids else None
-        children.setdefault(parent, []).append(row)
-    ordered: list[tuple[dict[str, Any], int]] = []
-
-    def visit(parent: str | None, depth: int) -> None:
-        for row in children.get(parent, []):
-            ordered.append((row, depth))
-            visit(row["session_id"], depth + 1)
-
-    visit(None, 0)
-    return ordered

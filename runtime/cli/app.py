@@ -209,7 +209,7 @@ def main() -> None:
         if os.environ.get("CHRONICLE_DEBUG"):
             raise
         first = (str(exc).strip().splitlines() or [""])[0]
-        from chronicle.runtime.store import is_read_only_error
+        from chronicle.runtime.store_errors import is_read_only_error
 
         if is_read_only_error(exc):
             from .common import READ_ONLY_WRITE

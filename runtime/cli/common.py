@@ -8,19 +8,20 @@ import os
 import sys
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Any, Callable, Iterable, Iterator, NoReturn, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Callable, Iterable, Iterator, NoReturn, Optional
 
 import typer
-from pydantic_core import to_jsonable_python
 from rich.console import Console
 from rich.markup import escape
 
 from chronicle.runtime.app.errors import AppError
 from chronicle.runtime.config import DEFAULT_DB_RELATIVE, ConfigError, resolve_db_url, sqlite_path
 from chronicle.runtime.redaction import redact_secrets
-from chronicle.runtime.store import ChronicleStore, NotFound, UnknownSession, UnreadableEvent, is_read_only_error, open_store_at
 
 from .render import printable
+
+if TYPE_CHECKING:  # imported where a store is opened: it imports the domain, which `sessions` may not need
+    from chronicle.runtime.store import ChronicleStore
 
 # soft_wrap: an error is one line on stderr, however narrow the terminal or pipe.
 err_console = Console(stderr=True, highlight=False, soft_wrap=True)
@@ -82,6 +83,13 @@ def open_store(db: str | None, create: bool = True) -> ChronicleStore:
     `create=False` for commands that only read: they never leave a new, empty `.chronicle/` behind
     in whatever directory they happened to run in; they say where they looked instead.
     """
+    return open_located(*locate_store(db, create))
+
+
+def locate_store(db: str | None, create: bool = True) -> tuple[str, bool]:
+    """(URL, read-only) of the store `--db` / CHRONICLE_DB name, after the checks every command makes
+    before opening it; `open_located` opens it. Apart so that `sessions` can read the read models
+    without opening the store (runtime/app/session_listing.py) and still fail as every command does."""
     if environment_is_set():
         from chronicle.runtime.environment import EnvironmentSettingError, environment
 
@@ -105,6 +113,13 @@ def open_store(db: str | None, create: bool = True) -> ChronicleStore:
             fail(f"no Chronicle store at {path}; run `chronicle run …` to start one there, or pass another --db")
         fail(f"no Chronicle store here (no {DEFAULT_DB_RELATIVE} in {Path.cwd()} or above); "
              "run `chronicle run …` to start one, or pass --db")
+    return url, read_only
+
+
+def open_located(url: str, read_only: bool = False) -> ChronicleStore:
+    """Open the store `locate_store` found; a driver's failure is one line."""
+    from chronicle.runtime.store import open_store_at
+
     try:
         return open_store_at(url, read_only=read_only)
     except ConfigError as exc:
@@ -180,6 +195,8 @@ def paged(no_pager: bool = False) -> Iterator[None]:
 
 
 def print_json(obj: Any) -> None:
+    from pydantic_core import to_jsonable_python
+
     sys.stdout.write(json.dumps(to_jsonable_python(obj), ensure_ascii=False) + "\n")
 
 
@@ -214,13 +231,16 @@ def cli_errors() -> Iterator[None]:
     except (CliError, AppError) as exc:
         err_console.print(f"[red]error:[/] {escape(printable(redact_secrets(str(exc))))}")
         raise typer.Exit(exc.code) from None
-    except UnknownSession as exc:  # a session id as typed is an argument: a usage error, like any other
-        err_console.print(f"[red]error:[/] {escape(redact_secrets(str(exc)))}")
-        raise typer.Exit(2) from None
-    except (NotFound, UnreadableEvent) as exc:
-        err_console.print(f"[red]error:[/] {escape(printable(redact_secrets(str(exc))))}")
-        raise typer.Exit(1) from None
     except Exception as exc:
+        store = sys.modules.get("chronicle.runtime.store")  # not imported: none of its errors was raised
+        if store and isinstance(exc, store.UnknownSession):  # a session id as typed is an argument: a usage error
+            err_console.print(f"[red]error:[/] {escape(redact_secrets(str(exc)))}")
+            raise typer.Exit(2) from None
+        if store and isinstance(exc, (store.NotFound, store.UnreadableEvent)):
+            err_console.print(f"[red]error:[/] {escape(printable(redact_secrets(str(exc))))}")
+            raise typer.Exit(1) from None
+        from chronicle.runtime.store_errors import is_read_only_error
+
         if is_read_only_error(exc):
             err_console.print(f"[red]error:[/] {READ_ONLY_WRITE} ({escape(printable(first_line(exc)))})")
             raise typer.Exit(1) from None

@@ -2,18 +2,39 @@
 
 from __future__ import annotations
 
+import json
 import sys
 import time
-from typing import Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 from rich.markup import escape
 
-from chronicle.runtime.app import queries
+from chronicle.runtime.app.session_listing import current_listing, tree_order
 
-from .common import DbOption, JsonOption, NoPagerOption, cli_errors, fail, open_store, out_console, paged, print_json, print_json_rows, store_command
+from .common import (
+    DbOption,
+    JsonOption,
+    NoPagerOption,
+    cli_errors,
+    fail,
+    locate_store,
+    open_located,
+    open_store,
+    out_console,
+    paged,
+    print_json,
+    print_json_rows,
+    store_command,
+)
 from .render import short
 from .tables import Column, fit_table, unique_prefixes
+
+if TYPE_CHECKING:
+    from chronicle.runtime.app.queries import LogTail
+
+# `queries` (log, history, and `sessions` when the read models are behind) is imported where it is
+# used: it imports the domain, which `sessions` from current read models never needs.
 
 
 def sessions(
@@ -22,13 +43,28 @@ def sessions(
     db: DbOption = None,
 ) -> None:
     """List sessions, oldest first (archived ones only with --all)."""
-    with store_command(db, create=False) as store:
-        rows = queries.sessions(store, archived=all_sessions)
-        if as_json:
-            print_json_rows(rows)
-            return
+    with cli_errors():
+        url, read_only = locate_store(db, create=False)
+        # From the read models alone when they are current (no store opened, no domain imported);
+        # else from the aggregates, which catch the read models up first.
+        listing = None if read_only else current_listing(url, archived=all_sessions)
+        if listing is not None:
+            rows, all_ids = listing.rows, listing.all_ids
+            if as_json:
+                for row in rows:  # plain JSON values from SQL: no conversion needed
+                    sys.stdout.write(json.dumps(row, ensure_ascii=False) + "\n")
+                return
+        else:
+            from chronicle.runtime.app import queries
+
+            store = open_located(url, read_only)
+            rows = queries.sessions(store, archived=all_sessions)
+            if as_json:
+                print_json_rows(rows)
+                return
+            all_ids = [str(sid) for sid in store.session_ids()]
         if not rows:
-            archived = 0 if all_sessions else len(list(store.session_ids()))
+            archived = 0 if all_sessions else len(all_ids)
             out_console.print(f"no sessions shown: all {archived} are archived; `chronicle sessions --all` lists them" if archived
                               else "no sessions yet; start one with `chronicle run PROMPT` or try `chronicle demo`")
             return
@@ -37,14 +73,14 @@ def sessions(
             Column("USD", optional=True, justify="right"), Column("created", optional=True), Column("title", flex=True),
         ]
         # unique among every session, the archived ones too: a prefix shown must resolve as typed
-        short = unique_prefixes([*(str(sid) for sid in store.session_ids()), *(row["session_id"] for row in rows)])
+        short = unique_prefixes([*all_ids, *(row["session_id"] for row in rows)])
         shown = [
             {
                 "session": short[row["session_id"]], "agent": f"{'  ' * (depth - 1)}↳ {row['agent']}" if depth else row["agent"],
                 "status": "archived" if row["archived"] else row["status"], "turns": row["turns"], "USD": "" if row["cost"] is None else f"{row['cost']:.4f}",
                 "created": row["created_at"][:19].replace("T", " "), "title": escape(row["title"] or ""),
             }
-            for row, depth in queries.tree_order(rows)
+            for row, depth in tree_order(rows)
         ]
         out_console.print(fit_table(columns, shown, out_console.width))
 
@@ -58,6 +94,8 @@ def log(
     db: DbOption = None,
 ) -> None:
     """Show every stored event of a session, its turns and tool calls, in commit order."""
+    from chronicle.runtime.app import queries
+
     with cli_errors():
         tail = queries.LogTail(open_store(db, create=False), session, tree=tree)
         entries = tail.read()
@@ -75,7 +113,7 @@ def log(
 FOLLOW_POLL_S = 0.3
 
 
-def _follow(tail: queries.LogTail, entries: list[dict[str, Any]], as_json: bool, tree: bool) -> None:
+def _follow(tail: LogTail, entries: list[dict[str, Any]], as_json: bool, tree: bool) -> None:
     """Print what is there, then each event as it is committed, until Ctrl-C (a normal way to stop: exit 0)."""
     try:
         while True:
@@ -140,6 +178,8 @@ def history(
     db: DbOption = None,
 ) -> None:
     """Show the messages the model will see next (the active branch), in Anthropic format; or as they were."""
+    from chronicle.runtime.app import queries
+
     with store_command(db, create=False) as store:
         sid = store.resolve_session_id(session)
         messages = queries.history_messages(store, sid, at=at, version=version)

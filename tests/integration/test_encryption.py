@@ -28,6 +28,12 @@ def test_payloads_are_encrypted_and_only_the_right_key_opens_the_store(db_url, w
     assert MARKER in history[0]["content"][0]["text"]
     assert cli("verify", db=db_url, env=secret).returncode == 0
 
+    # `sessions` with the key builds the read models (plaintext, in the same database); without
+    # it, `sessions` must still refuse rather than answer from them (runtime/app/session_listing.py)
+    assert cli("sessions", db=db_url, env=secret).returncode == 0
+    without = cli("sessions", "--json", db=db_url)
+    assert without.returncode == 2 and "is encrypted" in without.stderr and not without.stdout, without.stderr
+
     for env, words in (({"CHRONICLE_CIPHER_KEY": key()}, "is not the key it was written with"),
                        ({}, "is encrypted: set CHRONICLE_CIPHER_KEY"),
                        ({"CHRONICLE_CIPHER_KEY": "not-a-key"}, "16, 24 or 32 random bytes")):

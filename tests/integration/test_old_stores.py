@@ -33,7 +33,8 @@ PINNED = {
     "proj_history_turns": "turn_id, session_id, number, input_text, status, final_text, reason, started_at, ended_at",
     "proj_history_messages": "turn_id, seq, step, role, content, stop_reason, at",
     "proj_history_branch": "session_id, idx, turn_id",
-    "proj_summaries": "*",
+    "proj_summaries": "session_id, first_input, title, title_model, titled_at, title_error, compaction_summary, compacted_at, "
+                      "compactions",
     "proj_cost_calls": "call_key, session_id, turn_id, source, model, day, input_tokens, output_tokens, "
                        "cache_creation_input_tokens, cache_read_input_tokens, usd",
     "proj_audit": "at, session_id, turn_id, turn, tool_call_id, kind, name, status, is_error, detail, links",

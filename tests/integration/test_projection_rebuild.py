@@ -34,7 +34,9 @@ def test_rebuilding_every_projection_from_zero_gives_the_incremental_rows(mixed)
     store, engine, run = mixed
     engine.catch_up()
     incremental = {name: engine.dump(name) for name in engine.projections}
-    assert all(rows for tables in incremental.values() for rows in tables.values()), "every table has rows"
+    # every table has rows, but the list of undecodable events: every event of this run decodes
+    # (test_session_listing.py damages one)
+    assert all(rows for tables in incremental.values() for table, rows in tables.items() if table != "proj_summaries_unreadable")
 
     engine.rebuild()
     rebuilt = {name: engine.dump(name) for name in engine.projections}

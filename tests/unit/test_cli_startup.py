@@ -7,6 +7,7 @@ nor the PostgreSQL driver. Speed itself is measured by `ops/bench` (start-up sec
 
 from __future__ import annotations
 
+import ast
 import os
 import subprocess
 import sys
@@ -64,6 +65,48 @@ def test_read_commands_on_a_sqlite_store_import_no_loop_sdk_or_postgres_driver(t
         assert out.returncode == 0, out.stderr
         assert str(session.id)[:8] in out.stdout, out.stdout
         assert out.stdout.splitlines()[-1] == "[]", f"chronicle {' '.join(args)} imported {out.stdout.splitlines()[-1]}"
+
+
+#: What `sessions` answered from current read models never needs (runtime/app/session_listing.py):
+#: the domain (eventsourcing builds its event classes into dataclasses), the store, the engine and
+#: the projections that import the domain, and pydantic (typer 0.29 coerces parameters through
+#: pydantic TypeAdapters, which is why pyproject.toml keeps typer below 0.29).
+LISTING = """
+import sys
+sys.argv = ["chronicle", *sys.argv[1:]]
+from chronicle.runtime.cli.entry import main
+try:
+    main()
+except SystemExit as exc:
+    assert not exc.code, exc.code
+heavy = ("anthropic", "openai", "mcp", "asyncio", "psycopg", "psycopg_pool", "pydantic", "pydantic_core", "cryptography",
+         "eventsourcing", "transitions",
+         "chronicle.domain", "chronicle.runtime.store", "chronicle.runtime.app.queries", "chronicle.runtime.read_models",
+         "chronicle.projections.engine", "chronicle.projections.summaries", "chronicle.projections.cost",
+         "chronicle.runtime.loop", "chronicle.runtime.tools", "chronicle.runtime.providers", "typer._adapters")
+print(sorted(m for m in sys.modules if any(m == h or m.startswith(h + ".") for h in heavy)))
+"""
+
+
+def test_sessions_on_current_read_models_imports_neither_the_domain_nor_the_store(db_url):
+    from chronicle.domain.agent_spec import AgentSpec
+    from chronicle.runtime.read_models import caught_up
+    from chronicle.runtime.sessions import start_session
+    from chronicle.runtime.store import open_store_at
+
+    store = open_store_at(db_url)
+    session, _ = start_session(store, AgentSpec(name="main"), "hello")
+    caught_up(store)
+    store.close()
+    env = {"PATH": "/usr/bin:/bin", "CHRONICLE_DB": db_url, "COLUMNS": "120"}
+    for args in (["sessions"], ["sessions", "--json"], ["sessions", "--all"]):
+        out = subprocess.run([sys.executable, "-c", LISTING, *args], capture_output=True, text=True, timeout=60, env=env)
+        assert out.returncode == 0, out.stderr
+        assert str(session.id)[:8] in out.stdout, out.stdout
+        loaded = ast.literal_eval(out.stdout.splitlines()[-1])
+        if db_url.startswith("postgresql"):  # one psycopg connection, no pool; psycopg imports asyncio itself
+            loaded = [m for m in loaded if m.split(".")[0] not in ("asyncio", "psycopg")]
+        assert loaded == [], f"chronicle {' '.join(args)} imported {loaded}"
 
 
 def test_a_bad_environment_value_is_still_refused_before_a_read_command_runs(tmp_path):

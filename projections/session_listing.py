@@ -1,0 +1,86 @@
+"""The rows of `chronicle sessions` from the summaries and cost tables alone.
+
+This module imports nothing of the domain, of eventsourcing or of the other projections: listing
+sessions from the aggregates meant importing the domain (eventsourcing builds ~220 event classes
+into dataclasses), which was most of the command's start-up. It reads what SummariesProjection
+(v2) keeps for it, through any `Rows` (a bare connection, or a projection transaction), and gives
+exactly the rows `runtime/app/queries.py: sessions` builds from the aggregates when the tables
+are current; deciding that they are is the caller's part (runtime/app/session_listing.py).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from .cost_report import CostReport, Rows
+
+#: The summaries projection's version (SummariesProjection.version): bump it when its tables change.
+#: v2: what `sessions` shows (status, turns, queue, archived, fork, index order, repairs).
+SUMMARIES_VERSION = 2
+SUMMARIES_KEY = f"projection:summaries:v{SUMMARIES_VERSION}"
+
+
+class Deferred(LookupError):
+    """The tables cannot say what the aggregates would (an undecodable event, a running turn with
+    no recorded status): the caller reads the aggregates instead, which report it as they do."""
+
+
+def listed_ids(rows: Rows) -> list[str]:
+    """Every indexed session id, oldest first, archived ones too (`ChronicleStore.session_ids`)."""
+    return [r["session_id"] for r in rows.dicts("SELECT session_id FROM proj_summaries_index ORDER BY listed")]
+
+
+def session_rows(rows: Rows, archived: bool = False) -> list[dict[str, Any]]:
+    """The objects `sessions --json` prints, oldest first; archived sessions (and sub-agents of
+    archived ones) only with `archived`. Raises Deferred when only the aggregates can answer."""
+    if rows.dicts("SELECT position FROM proj_summaries_unreadable LIMIT 1"):
+        raise Deferred("an event the projections passed over")
+    found = rows.dicts(
+        "SELECT s.session_id, s.title, s.status, s.active_turn_id, t.status AS turn_status, s.agent, s.created_at, "
+        "s.parent_session_id, s.forked_from, s.turns, s.queue, s.archived FROM proj_summaries_index i "
+        "JOIN proj_summaries s ON s.session_id = i.session_id "
+        "LEFT JOIN proj_summaries_turns t ON t.turn_id = s.active_turn_id ORDER BY i.listed"
+    )
+    if not archived:
+        hidden = {r["session_id"] for r in found if r["archived"]}
+        parents = {r["session_id"]: r["parent_session_id"] for r in found}
+
+        def under_archived(sid: str | None) -> bool:
+            seen: set[str] = set()
+            while sid is not None and sid not in seen:
+                if sid in hidden:
+                    return True
+                seen.add(sid)
+                sid = parents.get(sid)
+            return False
+
+        found = [r for r in found if not under_archived(r["session_id"])]
+    repairs = {
+        r["session_id"]: r["status"]
+        for r in rows.dicts("SELECT session_id, status FROM proj_summaries_repairs "
+                            "WHERE listed IS NOT NULL AND session_id IS NOT NULL AND status IS NOT NULL ORDER BY listed")
+    }
+    costs = CostReport(rows)
+    listing = []
+    for r in found:
+        status = r["status"]
+        if r["active_turn_id"] is not None:
+            if r["turn_status"] is None:
+                raise Deferred(f"session {r['session_id']}: its running turn has no recorded status")
+            status = r["turn_status"]
+        listing.append({
+            "session_id": r["session_id"],
+            "title": r["title"],
+            "status": status,
+            "agent": r["agent"],
+            "created_at": r["created_at"],
+            "parent_session_id": r["parent_session_id"],
+            "forked_from": None if r["forked_from"] is None else json.loads(r["forked_from"]),
+            "turns": int(r["turns"]),
+            "queued": len(json.loads(r["queue"] or "[]")),
+            "cost": costs.total_usd(r["session_id"]),
+            "repair": repairs.get(r["session_id"]),
+            "archived": bool(r["archived"]),
+        })
+    return listing

@@ -1,0 +1,142 @@
+"""`sessions` from the read models over a bare connection, when they are current.
+
+Why: opening the store means building eventsourcing's Application and importing the domain,
+whose ~220 event classes eventsourcing turns into dataclasses; that import was about half of
+`chronicle sessions`. When the summaries and cost projections have applied every event in the
+log, their tables already hold every column of the listing, so this reads them with plain SQL
+(sqlite3 or psycopg) and nothing else. Whenever that is not certain — a projection behind the
+log or never built, an encrypted store, an event the projections passed over, any driver
+error — it answers None and the caller takes the aggregate path (`queries.sessions`), which
+catches the projections up and says what is wrong exactly as before.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+from contextlib import closing, contextmanager
+from dataclasses import dataclass
+from typing import Any, Iterator, Sequence
+
+from chronicle.projections.cost_report import COST_KEY
+from chronicle.projections.session_listing import SUMMARIES_KEY, Deferred, listed_ids, session_rows
+from chronicle.projections.sql import NUL_ESCAPE, unescape_nul
+
+from ..config import ConfigError, eventsourcing_env, sqlite_path
+from ..stored_state import decompress
+
+#: The projections whose tables the listing reads: both must have applied the whole log.
+KEYS = (SUMMARIES_KEY, COST_KEY)
+
+
+@dataclass(frozen=True)
+class Listing:
+    rows: list[dict[str, Any]]
+    #: Every indexed session id, archived ones too (for unique prefixes and the "all archived" line).
+    all_ids: list[str]
+
+
+class Connection:
+    """One read transaction on the store's database, `%s` placeholders on both backends."""
+
+    def __init__(self, raw: Any, backend: str) -> None:
+        self.raw = raw
+        self.backend = backend
+
+    def dicts(self, sql: str, params: Sequence[Any] = ()) -> list[dict[str, Any]]:
+        if self.backend == "sqlite":
+            cursor = self.raw.execute(sql.replace("%s", "?"), tuple(params))
+        else:
+            cursor = self.raw.execute(sql, tuple(params))
+        names = [d[0] for d in cursor.description]
+        rows = cursor.fetchall()
+        if self.backend != "sqlite" and any(NUL_ESCAPE in v for row in rows for v in row if type(v) is str):
+            rows = [tuple(unescape_nul(v) for v in row) for row in rows]  # as projections/sql.py stores NUL on PostgreSQL
+        return [dict(zip(names, row, strict=True)) for row in rows]
+
+
+def current_listing(url: str, archived: bool = False) -> Listing | None:
+    """The listing if the read models are current and can say it all, else None (read the aggregates)."""
+    if os.environ.get("CHRONICLE_CIPHER_KEY", "").strip() or os.environ.get("CHRONICLE_CIPHER_KEY_FILE", "").strip():
+        return None  # the key is checked against the store where the store is opened
+    try:
+        with _connect(url) as (conn, events_table, tracking_table, position):
+            if not _plain(conn, events_table, position) or not _current(conn, events_table, tracking_table, position):
+                return None
+            return Listing(session_rows(conn, archived=archived), listed_ids(conn))
+    except (Deferred, ConfigError, sqlite3.Error, OSError):  # the aggregate path reports what is wrong
+        return None
+    except Exception as exc:  # psycopg's errors, without importing psycopg for a SQLite store
+        if type(exc).__module__.startswith("psycopg"):
+            return None
+        raise
+
+
+@contextmanager
+def _connect(url: str) -> Iterator[tuple[Connection, str, str, str]]:
+    """(connection, events table, tracking table, position column) inside one read-only snapshot."""
+    path = sqlite_path(url)
+    if path is not None:
+        if not path.is_file():
+            raise OSError(f"no store at {path}")
+        with closing(sqlite3.connect(path, timeout=30, isolation_level=None)) as raw:
+            raw.execute("BEGIN")  # one snapshot: positions, head and rows agree
+            try:
+                yield Connection(raw, "sqlite"), "stored_events", "tracking", "rowid"
+            finally:
+                raw.execute("ROLLBACK")
+        return
+    import psycopg
+    from psycopg import IsolationLevel, sql
+
+    env = eventsourcing_env(url)
+    with psycopg.connect(
+        dbname=env["POSTGRES_DBNAME"], host=env["POSTGRES_HOST"], port=env["POSTGRES_PORT"], user=env["POSTGRES_USER"],
+        password=env["POSTGRES_PASSWORD"] or None, connect_timeout=int(float(env["POSTGRES_CONNECT_TIMEOUT"])),
+    ) as raw:
+        raw.isolation_level = IsolationLevel.REPEATABLE_READ  # one snapshot: positions, head and rows agree
+        raw.read_only = True
+        raw.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(env.get("POSTGRES_SCHEMA") or "public")))
+        yield Connection(raw, "postgresql"), "chronicle_events", "chronicle_tracking", "notification_id"
+        raw.rollback()
+
+
+def _plain(conn: Connection, events_table: str, position: str) -> bool:
+    """Whether the store's first event reads without a key, as the store's own open checks
+    (runtime/encryption.py): an encrypted store opened without its key is an error, not a listing."""
+    first = conn.dicts(f"SELECT state FROM {events_table} ORDER BY {position} LIMIT 1")
+    if not first:
+        return True
+    try:
+        json.loads(decompress(bytes(first[0]["state"])))
+    except Exception:  # noqa: BLE001 - ciphertext is neither JSON nor a zlib stream of it: encrypted
+        return False
+    return True
+
+
+def _current(conn: Connection, events_table: str, tracking_table: str, position: str) -> bool:
+    """Whether both projections have applied every event in the log."""
+    head = conn.dicts(f"SELECT MAX({position}) AS head FROM {events_table}")[0]["head"] or 0
+    marks = ", ".join(["%s"] * len(KEYS))
+    found = conn.dicts(f"SELECT application_name, notification_id FROM {tracking_table} WHERE application_name IN ({marks})", KEYS)
+    positions = {r["application_name"]: r["notification_id"] for r in found}
+    return all(key in positions and positions[key] >= head for key in KEYS)
+
+
+def tree_order(rows: list[dict[str, Any]]) -> list[tuple[dict[str, Any], int]]:
+    """Sub-agent sessions right under their parent, oldest first at every level."""
+    ids = {row["session_id"] for row in rows}
+    children: dict[str | None, list[dict[str, Any]]] = {}
+    for row in rows:
+        parent = row["parent_session_id"] if row["parent_session_id"] in ids else None
+        children.setdefault(parent, []).append(row)
+    ordered: list[tuple[dict[str, Any], int]] = []
+
+    def visit(parent: str | None, depth: int) -> None:
+        for row in children.get(parent, []):
+            ordered.append((row, depth))
+            visit(row["session_id"], depth + 1)
+
+    visit(None, 0)
+    return ordered
