@@ -182,11 +182,11 @@ def history(
 
     with store_command(db, create=False) as store:
         sid = store.resolve_session_id(session)
-        messages = queries.history_messages(store, sid, at=at, version=version)
         if as_json:
-            for message in messages:
-                print_json(message.wire())
+            for wire in queries.history(store, sid, at=at, version=version):  # the past without a Message model
+                print_json(wire)
             return
+        messages = queries.history_messages(store, sid, at=at, version=version)
         if fmt != "text":
             from . import transcript
 
