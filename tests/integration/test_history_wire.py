@@ -194,3 +194,21 @@ def test_the_mixed_run_agrees_at_every_turn_and_version(db_url, tmp_path, worksp
     answered = sum(check_session(store, sid) for sid in run.sessions.values())
     assert answered > 5
     store.close()
+
+
+def test_history_text_renders_the_wire_blocks_as_it_rendered_the_models(db_url):
+    """`history` (text) now renders wire dicts: each block must render as its `Message` block did."""
+    from types import SimpleNamespace
+
+    from chronicle.runtime.cli.inspect_cmd import render_block
+
+    store = ChronicleStore(db_url)
+    sid = awkward_session(Builder(store))
+    history_engine(store).catch_up()
+    for n in (1, 3, 6, 9):
+        typed = queries.history_messages(store, sid, at=n)
+        wire = queries.history(store, sid, at=n)
+        assert [m["role"] for m in wire] == [m.role for m in typed]
+        rendered = [render_block(SimpleNamespace(**b)) for m in wire for b in m["content"]]
+        assert rendered == [render_block(b) for m in typed for b in m.content] and len(rendered) > n
+    store.close()
