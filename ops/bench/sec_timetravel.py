@@ -6,10 +6,12 @@ loop (Chronicle) and one `invoke` per turn (LangGraph). Timed from a cold store 
 ChronicleStore per read, as each CLI command opens one); LangGraph reads a checkpoint id that
 was noted after each turn, which is the most favourable way to address its past.
 
-- as of turn: Chronicle `cut_at_turn` + `context_at` (what `history --at` prints: the history
-  projection's rows up to the cut's log position; the projection is caught up once after the
-  run, as any read command or `projections run` does, and each cold read checks it is current);
-  LangGraph `get_state(config at the end of that turn)`.
+- as of turn: Chronicle `wire_at_turn` (what `history --at` prints: the history projection's wire
+  rows up to the cut's log position, as dicts; `cut_at_turn` + `wire_at` when that path cannot
+  answer; the projection is caught up once after the run, as any read command or `projections run`
+  does, and each cold read checks it is current); the typed API, `cut_at_turn` + `context_at`
+  (`Message` models), is timed beside it into the data (`*_typed`); LangGraph `get_state(config at
+  the end of that turn)`.
 - history of states: Chronicle `log` entries (every event of the session, its turns and tool
   calls, with its state); LangGraph `list(get_state_history(config))`.
 - fork + one step: Chronicle `fork --at middle` then one more turn (one tool step + answer)
@@ -48,7 +50,8 @@ def _ms(fn: Callable[[], Any]) -> tuple[float, Any]:
 
 def chronicle_runs(ctx: Context, backend: str, steps: int) -> dict[str, Any]:
     from chronicle.runtime.app.queries import log as log_entries
-    from chronicle.runtime.past_context import context_at, history_engine
+    from chronicle.runtime.past_context import context_at, history_engine, wire_at
+    from chronicle.runtime.past_wire import wire_at_turn
     from chronicle.runtime.timetravel import cut_at_turn, fork
 
     slot = Slot(ctx, backend)
@@ -61,18 +64,23 @@ def chronicle_runs(ctx: Context, backend: str, steps: int) -> dict[str, Any]:
         history_engine(store).catch_up()
         store.close()
         out: dict[str, Any] = {"turns": turns}
+        def shown(cold: Any, number: int) -> int:
+            engine = history_engine(cold)
+            wire = wire_at_turn(cold, sid, number, engine)
+            return len(wire if wire is not None else wire_at(cold, cut_at_turn(cold, sid, number), engine))
+
+        def typed(cold: Any, number: int) -> int:
+            return len(context_at(cold, cut_at_turn(cold, sid, number), history_engine(cold)))
+
         for label, number in (("early", 1), ("middle", turns // 2), ("late", turns)):
-            times = []
-            for _ in range(READS):
-                cold = slot.chronicle_store()
-
-                def read(cold: Any = cold, number: int = number) -> int:
-                    return len(context_at(cold, cut_at_turn(cold, sid, number), history_engine(cold)))
-
-                ms, count = _ms(read)
-                times.append(ms)
-                cold.close()
-            out[label] = median(times)
+            for key, read in ((label, shown), (f"{label}_typed", typed)):
+                times = []
+                for _ in range(READS):
+                    cold = slot.chronicle_store()
+                    ms, count = _ms(lambda cold=cold, read=read, number=number: read(cold, number))
+                    times.append(ms)
+                    cold.close()
+                out[key] = median(times)
             out[f"{label}_messages"] = count
         times = []
         for _ in range(3):
@@ -189,7 +197,8 @@ def run(ctx: Context, log: Callable[[str], None]) -> list[Section]:
                 rows.append([backend, steps, r["turns"], LABEL[system], r["early"], r["middle"], r["late"], r["late_messages"],
                              r["history"], r["states"], r["fork"]])
                 inturn_rows.append([backend, steps, LABEL[system], t["early"], t["middle"], t["late"]])
-                log(f"  {backend} {system} {steps}: as of turn {r['early']:.1f}/{r['middle']:.1f}/{r['late']:.1f} ms, "
+                typed = f" (typed {r['early_typed']:.1f}/{r['middle_typed']:.1f}/{r['late_typed']:.1f})" if "early_typed" in r else ""
+                log(f"  {backend} {system} {steps}: as of turn {r['early']:.1f}/{r['middle']:.1f}/{r['late']:.1f} ms{typed}, "
                     f"history {r['history']:.0f} ms ({r['states']} states), fork+step {r['fork']:.1f} ms; "
                     f"in one turn {t['early']:.1f}/{t['middle']:.1f}/{t['late']:.1f} ms ({time.perf_counter() - t0:.1f} s)")
     s.note("A session of S LLM steps = S/2 turns of one tool step + the final answer. Reads from a cold store "
