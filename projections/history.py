@@ -51,6 +51,9 @@ class HistoryProjection(Projection):
         # A turn with attachments, a guardrail's rewrite of its input or answer, or a refusal, from `position` on.
         "proj_history_marks": "turn_id TEXT NOT NULL, position BIGINT NOT NULL, at TEXT, PRIMARY KEY (turn_id, position)",
     }
+    #: A turn's messages up to a log position (a turn as of one of its versions) found by index,
+    #: not by reading every row of a long turn to test its position.
+    indexes = ("CREATE INDEX IF NOT EXISTS proj_history_messages_position ON proj_history_messages (turn_id, position)",)
 
     @on(Session.Started)
     def _started(self, tx: Tx, e: Any, position: int) -> None:

@@ -121,3 +121,29 @@ def _spliced(rows: list[tuple[Any, ...]], replaced: dict[int, list[Part]]) -> li
             done.add(idx)
             parts.append(replaced[idx])
     return parts if len(done) == len(replaced) else None
+
+
+def turn_wire_at(store: ChronicleStore, turn_id: UUID, version: int, engine: ProjectionEngine) -> list[dict[str, Any]] | None:
+    """What the model read of one turn as its `version`-th event left it (`build_context([store.turn(
+    turn_id, version=version)])` as wire dicts), from the turn's projection rows: a turn's events up
+    to a version are exactly its rows recorded at or before that event's log position, one indexed
+    lookup away. Reading the Turn itself replays every event after its newest snapshot at or below
+    the version (only the newest is kept: runtime/store.py), ≈ 1,000 events in the middle of a
+    2,000-event turn. None when the rows cannot say: the projection has not applied the turn, or
+    the turn is marked by then (attachments, a guardrail's rewrite, a refusal)."""
+    found = next(iter(store.events_with_positions([turn_id], version=version)), None)
+    if found is None:
+        return None
+    position = found[0]
+    lagging = engine.db.originators_after(engine.position(HistoryProjection.name), LAG_LIMIT)
+    if lagging is None or turn_id.hex in lagging:
+        return None
+    tid = str(turn_id)
+    with engine.read() as tx:
+        if tx.rows("SELECT 1 FROM proj_history_marks WHERE turn_id = %s AND position <= %s", (tid, position)):
+            return None
+        messages = [r[0] for r in tx.rows(
+            f"SELECT {ENVELOPE} FROM proj_history_messages m WHERE m.turn_id = %s AND m.position <= %s "
+            "AND m.wire IS NOT NULL AND m.wire <> '[]' ORDER BY m.position", (tid, position),  # one row per event
+        )]
+    return json.loads(joined(messages))

@@ -212,3 +212,35 @@ def test_history_text_renders_the_wire_blocks_as_it_rendered_the_models(db_url):
         rendered = [render_block(SimpleNamespace(**b)) for m in wire for b in m["content"]]
         assert rendered == [render_block(b) for m in typed for b in m.content] and len(rendered) > n
     store.close()
+
+
+def test_a_turn_as_of_each_of_its_versions_from_its_rows_equals_the_turn_replayed(db_url):
+    """`turn_wire_at` (a turn's rows up to one of its events' log position) against `store.turn(id,
+    version=v)` and `build_context`, for every version of every turn: a long one read across its
+    snapshot, and each awkward case (a marked turn is left to the Turn from its mark on)."""
+    from chronicle.runtime.past_wire import turn_wire_at
+
+    store = ChronicleStore(db_url)
+    b = Builder(store)
+    sid = awkward_session(b)
+    steps = [(response(text(f"step {i}"), tool_use(f"tu_{i}", "read_file", path=f"{i}.txt")),
+              [(f"tu_{i}", f"content {i}", i % 7 == 3)]) for i in range(55)]
+    long = b.turn(sid, "a long one", [*steps, (response(text("all read")), None)])
+    assert store.turn(long).version > 100  # a snapshot was taken on the way
+    engine = history_engine(store)
+    engine.catch_up()
+    answered = unanswered = 0
+    for tid in store.session(sid).turns:
+        for v in range(1, store.turn(tid).version + 1):
+            expected = [m.wire() for m in build_context([store.turn(tid, version=v)])]
+            shown = turn_wire_at(store, tid, v, engine)
+            if shown is None:
+                unanswered += 1
+            else:
+                answered += 1
+                assert printed(shown) == printed(expected), (tid, v)
+    assert answered > 100 and unanswered > 0
+    b.turn(sid, "not applied yet", [(response(text("later")), None)])
+    late = store.session(sid).turns[-1]
+    assert turn_wire_at(store, late, 2, engine) is None  # the projection has not seen this turn
+    store.close()
