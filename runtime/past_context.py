@@ -57,12 +57,18 @@ def history_engine(store: ChronicleStore) -> ProjectionEngine:
 def is_current(store: ChronicleStore, engine: ProjectionEngine, turn_ids: Iterable[UUID | str] | None = None) -> bool:
     """Whether the history projection has applied every event committed so far of `turn_ids`
     (of every aggregate, if None); ids as UUIDs or their hex."""
-    lagging = engine.db.originators_after(engine.position(HistoryProjection.name), LAG_LIMIT)
+    lagging = lagging_originators(engine)
     if lagging is None:
         return False
     if turn_ids is None:
         return not lagging
     return not set(lagging) & {t.hex if isinstance(t, UUID) else t for t in turn_ids}
+
+
+def lagging_originators(engine: ProjectionEngine) -> list[str] | None:
+    """The aggregates (hex ids) with events the history projection has not applied; None if
+    more than LAG_LIMIT events are waiting."""
+    return engine.db.originators_after_tracked(engine.projections[HistoryProjection.name].key, LAG_LIMIT)
 
 
 def context_at(store: ChronicleStore, cut: Cut, engine: ProjectionEngine | None = None) -> list[Message]:

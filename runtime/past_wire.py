@@ -20,10 +20,9 @@ from typing import Any
 from uuid import UUID
 
 from chronicle.projections import ProjectionEngine
-from chronicle.projections.history import HistoryProjection
 from chronicle.projections.sql import Tx, iso
 
-from .past_context import LAG_LIMIT, Part, events_parts, messages_json
+from .past_context import Part, events_parts, lagging_originators, messages_json
 from .store import ChronicleStore
 
 
@@ -35,7 +34,13 @@ def wire_at_turn(store: ChronicleStore, session_id: UUID, number: int, engine: P
 
 
 def text_at_turn(store: ChronicleStore, session_id: UUID, number: int, engine: ProjectionEngine) -> str | None:
-    """`wire_at_turn` as one JSON array, undecoded."""
+    """`wire_at_turn` as one JSON array, undecoded.
+
+    Read as single statements (on PostgreSQL each would see its own snapshot anyway, and a
+    transaction costs two more round trips): the lag check first, so every row of the session
+    and its turns up to the cut is there; rows only ever arrive after that, at later positions.
+    The session's shape is checked last: `reshaped` is set once and never cleared, so if it is
+    still unset no undo had removed a branch row before the rows were read."""
     if number < 1:
         return None
     found = next(iter(store.events_with_positions([session_id], topic_suffix=".TurnEnded", offset=number - 1, limit=1)), None)
@@ -43,18 +48,10 @@ def text_at_turn(store: ChronicleStore, session_id: UUID, number: int, engine: P
         return None
     position, ended = found
     at, sid = iso(ended.timestamp), str(session_id)
-    lagging = engine.db.originators_after(engine.position(HistoryProjection.name), LAG_LIMIT)
+    lagging = lagging_originators(engine)
     if lagging is None or session_id.hex in lagging:
         return None
-    with engine.read() as tx:
-        # Not reshaped, not a fork, and the turn that ended there is the branch's `number`-th.
-        check = tx.rows(
-            "SELECT s.reshaped, s.forked_from, b.turn_id FROM proj_history_sessions s LEFT JOIN proj_history_branch b "
-            "ON b.session_id = s.session_id AND b.idx = %s AND b.position <= %s WHERE s.session_id = %s",
-            (number - 1, position, sid),
-        )
-        if not check or check[0] != (None, None, str(getattr(ended, "turn_id", None))):
-            return None
+    with engine.db.statement() as tx:
         if lagging and _any_lagging(tx, sid, position, set(lagging)):
             return None
         marked = dict(tx.rows(
@@ -64,16 +61,27 @@ def text_at_turn(store: ChronicleStore, session_id: UUID, number: int, engine: P
         ))
         if not marked:
             # Each message's JSON is put together by the database; Python only joins them.
-            return joined([r[0] for r in tx.rows(
+            envelopes = [r[0] for r in tx.rows(
                 f"SELECT {ENVELOPE} FROM proj_history_branch b JOIN proj_history_messages m ON m.turn_id = b.turn_id "
                 f"WHERE b.session_id = %s AND b.position <= %s AND {CUT_AND_SENT} ORDER BY b.idx, m.seq",
                 (sid, position, position, at),
-            )])
-        rows = tx.rows(
-            "SELECT b.idx, m.role, m.wire FROM proj_history_branch b JOIN proj_history_messages m ON m.turn_id = b.turn_id "
-            f"WHERE b.session_id = %s AND b.position <= %s AND {CUT_AND_SENT} ORDER BY b.idx, m.seq",
-            (sid, position, position, at),
+            )]
+        else:
+            rows = tx.rows(
+                "SELECT b.idx, m.role, m.wire FROM proj_history_branch b JOIN proj_history_messages m ON m.turn_id = b.turn_id "
+                f"WHERE b.session_id = %s AND b.position <= %s AND {CUT_AND_SENT} ORDER BY b.idx, m.seq",
+                (sid, position, position, at),
+            )
+        # Not reshaped, not a fork, and the turn that ended there is the branch's `number`-th.
+        check = tx.rows(
+            "SELECT s.reshaped, s.forked_from, b.turn_id FROM proj_history_sessions s LEFT JOIN proj_history_branch b "
+            "ON b.session_id = s.session_id AND b.idx = %s AND b.position <= %s WHERE s.session_id = %s",
+            (number - 1, position, sid),
         )
+    if not check or check[0] != (None, None, str(getattr(ended, "turn_id", None))):
+        return None
+    if not marked:
+        return joined(envelopes)
     from_events = events_parts(store, [UUID(t) for t in marked.values()], position, ended.timestamp)
     parts = _spliced(rows, {idx: from_events.get(t, []) for idx, t in marked.items()})
     return None if parts is None else messages_json(None, parts)
@@ -135,15 +143,16 @@ def turn_wire_at(store: ChronicleStore, turn_id: UUID, version: int, engine: Pro
     if found is None:
         return None
     position = found[0]
-    lagging = engine.db.originators_after(engine.position(HistoryProjection.name), LAG_LIMIT)
+    lagging = lagging_originators(engine)
     if lagging is None or turn_id.hex in lagging:
         return None
     tid = str(turn_id)
-    with engine.read() as tx:
-        if tx.rows("SELECT 1 FROM proj_history_marks WHERE turn_id = %s AND position <= %s", (tid, position)):
-            return None
+    with engine.db.statement() as tx:
+        # No rows at all when the turn is marked by then: its input is always a row, so an empty
+        # answer means "read the Turn" (one statement, not a check and a read).
         messages = [r[0] for r in tx.rows(
             f"SELECT {ENVELOPE} FROM proj_history_messages m WHERE m.turn_id = %s AND m.position <= %s "
-            "AND m.wire IS NOT NULL AND m.wire <> '[]' ORDER BY m.position", (tid, position),  # one row per event
+            "AND m.wire IS NOT NULL AND m.wire <> '[]' AND NOT EXISTS (SELECT 1 FROM proj_history_marks k "
+            "WHERE k.turn_id = %s AND k.position <= %s) ORDER BY m.position", (tid, position, tid, position),  # one row per event
         )]
-    return json.loads(joined(messages))
+    return json.loads(joined(messages)) if messages else None
