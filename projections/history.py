@@ -125,10 +125,20 @@ class HistoryProjection(Projection):
         tid = str(e.originator_id)
         sent = tx.memo.get(("history.sent", tid, e.step))
         if sent is None:  # the response was applied in an earlier transaction: its row says
-            sent = tx.value("SELECT wire FROM proj_history_messages WHERE turn_id = %s AND step = %s AND role = 'assistant'",
-                            (tid, e.step)) is not None
+            sent = self._response_sent(tx, tid, e.step)
         # Results follow their response into the context only if that response is sent back.
         self._message(tx, tid, e.step, "user", e.blocks, None, e.timestamp, position, wire_of(e.blocks) if sent else None)
+
+    @staticmethod
+    def _response_sent(tx: Tx, tid: str, step: int) -> bool:
+        """Whether step `step`'s response row was found sent. It is the turn's newest row when its
+        results arrive: read backwards by the key, one row, not every row of a long turn."""
+        last = tx.one("SELECT step, wire FROM proj_history_messages WHERE turn_id = %s AND role = 'assistant' "
+                      "ORDER BY seq DESC LIMIT 1", (tid,))
+        if last is not None and last[0] == step:
+            return last[1] is not None
+        return tx.value("SELECT wire FROM proj_history_messages WHERE turn_id = %s AND step = %s AND role = 'assistant'",
+                        (tid, step)) is not None
 
     @on(Turn.AttachmentsReferenced)
     def _attachments(self, tx: Tx, e: Any, position: int) -> None:

@@ -22,6 +22,8 @@ from chronicle.domain.content import ModelResponse, ToolResultBlock
 from chronicle.domain.context import build_context
 from chronicle.domain.session import Session
 from chronicle.domain.turn import Turn
+from chronicle.projections import ProjectionEngine
+from chronicle.projections.history import HistoryProjection
 from chronicle.runtime.app import queries
 from chronicle.runtime.past_context import history_engine, is_current, wire_at
 from chronicle.runtime.past_wire import wire_at_turn
@@ -147,7 +149,9 @@ def test_the_wire_rows_show_each_case_as_the_events_do(db_url):
     store = ChronicleStore(db_url)
     b = Builder(store)
     sid = awkward_session(b)
-    history_engine(store).catch_up()
+    # One event per batch: a tool result is applied in another transaction than its response, so
+    # the projection reads whether that response was sent from its row, not from memory.
+    ProjectionEngine(store, [HistoryProjection()], batch_size=1).catch_up()
     shown = queries.history(store, sid, at=9)
     assert shown[0]["content"][0] == IMAGE and "I am A." in printed(shown) and "A.!" in printed(shown)
     assert "I can't" not in printed(shown) and "partial_input_json" not in printed(shown)
