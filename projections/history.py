@@ -10,6 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from pydantic import TypeAdapter
+
+from chronicle.domain.content import FINISHED_STOP_REASONS, PARTIAL_INPUT_KEY, BlockList, sendable
 from chronicle.domain.session import Session
 from chronicle.domain.turn import Turn
 
@@ -26,46 +29,67 @@ class HistoryProjection(Projection):
     name = "history"
     #: v2: each message carries the log position of the event that recorded it, so the
     #: conversation as of a point in the log is one indexed query (`history --at`, fork).
-    version = 2
+    #: v3: each message also carries `wire`, its blocks as the model is sent them (`Message.wire()`'s
+    #: content, validated and normalised once, here), so a read of the past shows them without
+    #: building a pydantic model per message (None: not sent, as `domain.context.step_messages`
+    #: leaves out a response that did not finish, a cut tool input and their results); and
+    #: `proj_history_marks` names the turns whose messages the rows cannot show alone (attachments,
+    #: a guardrail's rewrite, a refusal: runtime/past_context.py reads those turns from events).
+    version = 3
     tables = {
+        # `reshaped`: log position of the session's first undo, redo or compaction (None: its branch
+        # has only ever grown, one turn at a time, so the branch as of a position is a prefix of it).
         "proj_history_sessions": "session_id TEXT PRIMARY KEY, agent TEXT, parent_session_id TEXT, "
-                                 "forked_from TEXT, created_at TEXT",
-        "proj_history_branch": "session_id TEXT NOT NULL, idx BIGINT NOT NULL, turn_id TEXT NOT NULL, "
+                                 "forked_from TEXT, created_at TEXT, reshaped BIGINT",
+        # `position`: of the event that put the turn on the branch.
+        "proj_history_branch": "session_id TEXT NOT NULL, idx BIGINT NOT NULL, turn_id TEXT NOT NULL, position BIGINT, "
                                "PRIMARY KEY (session_id, idx)",
         "proj_history_turns": "turn_id TEXT PRIMARY KEY, session_id TEXT, number BIGINT, input_text TEXT, status TEXT, "
                               "final_text TEXT, reason TEXT, started_at TEXT, ended_at TEXT",
         "proj_history_messages": "turn_id TEXT NOT NULL, seq BIGINT NOT NULL, step BIGINT, role TEXT, content TEXT, "
-                                 "stop_reason TEXT, at TEXT, position BIGINT, PRIMARY KEY (turn_id, seq)",
+                                 "stop_reason TEXT, at TEXT, position BIGINT, wire TEXT, PRIMARY KEY (turn_id, seq)",
+        # A turn with attachments, a guardrail's rewrite of its input or answer, or a refusal, from `position` on.
+        "proj_history_marks": "turn_id TEXT NOT NULL, position BIGINT NOT NULL, at TEXT, PRIMARY KEY (turn_id, position)",
     }
+    #: A turn's messages up to a log position (a turn as of one of its versions) found by index,
+    #: not by reading every row of a long turn to test its position.
+    indexes = ("CREATE INDEX IF NOT EXISTS proj_history_messages_position ON proj_history_messages (turn_id, position)",)
 
     @on(Session.Started)
     def _started(self, tx: Tx, e: Any, position: int) -> None:
         tx.execute(
-            "INSERT INTO proj_history_sessions VALUES (%s, %s, %s, %s, %s)",
+            "INSERT INTO proj_history_sessions VALUES (%s, %s, %s, %s, %s, %s)",
             (str(e.originator_id), (e.spec or {}).get("name"), _s(e.parent_session_id),
-             dumps(e.forked_from) if e.forked_from else None, iso(e.timestamp)),
+             dumps(e.forked_from) if e.forked_from else None, iso(e.timestamp), None),
         )
-        self._append(tx, str(e.originator_id), [str(t) for t in e.head])
+        self._append(tx, str(e.originator_id), [str(t) for t in e.head], position)
 
     @on(Session.TurnStarted)
     def _turn_started(self, tx: Tx, e: Any, position: int) -> None:
-        self._append(tx, str(e.originator_id), [str(e.turn_id)])
+        self._append(tx, str(e.originator_id), [str(e.turn_id)], position)
 
     @on(Session.TurnsRedone)
     def _redone(self, tx: Tx, e: Any, position: int) -> None:
-        self._append(tx, str(e.originator_id), [str(t) for t in e.turn_ids])
+        self._reshaped(tx, e, position)
+        self._append(tx, str(e.originator_id), [str(t) for t in e.turn_ids], position)
 
     @on(Session.TurnsUndone)
     def _undone(self, tx: Tx, e: Any, position: int) -> None:
         sid = str(e.originator_id)
+        self._reshaped(tx, e, position)
         length = self._branch_length(tx, sid) - len(e.turn_ids)
         tx.execute("DELETE FROM proj_history_branch WHERE session_id = %s AND idx >= %s", (sid, length))
         tx.memo[("history.branch", sid)] = length
 
-    def _append(self, tx: Tx, sid: str, turn_ids: list[str]) -> None:
+    @on(Session.Compacted)
+    def _reshaped(self, tx: Tx, e: Any, position: int) -> None:
+        tx.execute("UPDATE proj_history_sessions SET reshaped = %s WHERE session_id = %s AND reshaped IS NULL",
+                   (position, str(e.originator_id)))
+
+    def _append(self, tx: Tx, sid: str, turn_ids: list[str], position: int) -> None:
         start = self._branch_length(tx, sid)
         for offset, turn_id in enumerate(turn_ids):
-            tx.execute("INSERT INTO proj_history_branch VALUES (%s, %s, %s)", (sid, start + offset, turn_id))
+            tx.execute("INSERT INTO proj_history_branch VALUES (%s, %s, %s, %s)", (sid, start + offset, turn_id, position))
         tx.memo[("history.branch", sid)] = start + len(turn_ids)
 
     def _branch_length(self, tx: Tx, sid: str) -> int:
@@ -83,20 +107,54 @@ class HistoryProjection(Projection):
             (tid, str(e.session_id), e.number, e.input_text, "pending", None, None, iso(e.timestamp), None),
         )
         tx.memo[("history.seq", tid)] = 0  # a new turn has no messages yet
-        self._message(tx, tid, None, "user", [{"type": "text", "text": e.input_text}], None, e.timestamp, position)
+        content = [{"type": "text", "text": e.input_text}]
+        self._message(tx, tid, None, "user", content, None, e.timestamp, position, wire_of(content))
 
     @on(Turn.ModelResponded)
     def _responded(self, tx: Tx, e: Any, position: int) -> None:
         response = e.response
-        self._message(tx, str(e.originator_id), e.step, "assistant", response.get("content", []),
-                      response.get("stop_reason"), e.timestamp, position)
+        tid, content, stop = str(e.originator_id), response.get("content") or [], response.get("stop_reason")
+        wire = sent_response(content, stop)
+        tx.memo[("history.sent", tid, e.step)] = wire is not None
+        if stop == "refusal":
+            self._mark(tx, e, position)  # the whole turn is left out of what the model reads
+        self._message(tx, tid, e.step, "assistant", response.get("content", []), stop, e.timestamp, position, wire)
 
     @on(Turn.ToolResultsRecorded)
     def _results(self, tx: Tx, e: Any, position: int) -> None:
-        self._message(tx, str(e.originator_id), e.step, "user", e.blocks, None, e.timestamp, position)
+        tid = str(e.originator_id)
+        sent = tx.memo.get(("history.sent", tid, e.step))
+        if sent is None:  # the response was applied in an earlier transaction: its row says
+            sent = self._response_sent(tx, tid, e.step)
+        # Results follow their response into the context only if that response is sent back.
+        self._message(tx, tid, e.step, "user", e.blocks, None, e.timestamp, position, wire_of(e.blocks) if sent else None)
+
+    @staticmethod
+    def _response_sent(tx: Tx, tid: str, step: int) -> bool:
+        """Whether step `step`'s response row was found sent. It is the turn's newest row when its
+        results arrive: read backwards by the key, one row, not every row of a long turn."""
+        last = tx.one("SELECT step, wire FROM proj_history_messages WHERE turn_id = %s AND role = 'assistant' "
+                      "ORDER BY seq DESC LIMIT 1", (tid,))
+        if last is not None and last[0] == step:
+            return last[1] is not None
+        return tx.value("SELECT wire FROM proj_history_messages WHERE turn_id = %s AND step = %s AND role = 'assistant'",
+                        (tid, step)) is not None
+
+    @on(Turn.AttachmentsReferenced)
+    def _attachments(self, tx: Tx, e: Any, position: int) -> None:
+        self._mark(tx, e, position)
+
+    @on(Turn.GuardrailApplied)
+    def _guardrail(self, tx: Tx, e: Any, position: int) -> None:
+        if e.text is not None:  # only a rewrite changes what the model reads
+            self._mark(tx, e, position)
+
+    def _mark(self, tx: Tx, e: Any, position: int) -> None:
+        tx.execute("INSERT INTO proj_history_marks VALUES (%s, %s, %s)", (str(e.originator_id), position, iso(e.timestamp)))
 
     def _message(
         self, tx: Tx, tid: str, step: int | None, role: str, content: list, stop: str | None, at: Any, position: int,
+        wire: str | None,
     ) -> None:
         # Messages are numbered in memory within a transaction: counted from the table once per
         # turn (its rows from earlier batches), then incremented. Rows are only ever counted
@@ -106,8 +164,8 @@ class HistoryProjection(Projection):
             tx.memo[key] = int(tx.value("SELECT COUNT(*) FROM proj_history_messages WHERE turn_id = %s", (tid,)) or 0)
         seq = tx.memo[key]
         tx.memo[key] = seq + 1
-        tx.insert_later("INSERT INTO proj_history_messages VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
-                        (tid, seq, step, role, dumps(content, sort_keys=False), stop, iso(at), position))
+        tx.insert_later("INSERT INTO proj_history_messages VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                        (tid, seq, step, role, dumps(content, sort_keys=False), stop, iso(at), position, wire))
 
     @on(Turn.Started, Turn.Resumed)
     def _running(self, tx: Tx, e: Any, position: int) -> None:
@@ -125,6 +183,28 @@ class HistoryProjection(Projection):
             "UPDATE proj_history_turns SET status = %s, final_text = %s, reason = %s, ended_at = %s WHERE turn_id = %s",
             (status, getattr(e, "final_text", None), getattr(e, "reason", None), ended, str(e.originator_id)),
         )
+
+
+#: A message's blocks as `Message` validates them: known blocks inside pydantic-core in one call,
+#: the rest block by block (`lenient_blocks`), so a rebuild pays little for the wire column.
+_BLOCKS = TypeAdapter(BlockList)
+
+
+def wire_of(blocks: list[Any]) -> str:
+    """Blocks as `Message.wire()` gives them (validated, defaults filled in, the model's key order), as
+    compact JSON: what `domain.context` sends for an input or a tool result."""
+    return dumps(_BLOCKS.dump_python(_BLOCKS.validate_python(blocks), mode="json"), sort_keys=False)
+
+
+def sent_response(content: list[Any], stop: str | None) -> str | None:
+    """A response's blocks as `domain.context.step_messages` sends them back (empty text left out), or
+    None when it sends nothing of that step: the response did not finish, or a tool input was cut.
+    A refusal is shown here; the reader leaves out its whole turn, as `turn_messages` does."""
+    if stop not in FINISHED_STOP_REASONS:
+        return None
+    if any(PARTIAL_INPUT_KEY in block for block in content if isinstance(block, dict) and block.get("type") == "tool_use"):
+        return None
+    return dumps(_BLOCKS.dump_python(sendable(_BLOCKS.validate_python(content)), mode="json"), sort_keys=False)
 
 
 def conversation(tx: Tx, session_id: str) -> list[dict[str, Any]]:

@@ -4,7 +4,11 @@ Rebuilding the past from events decodes every event of every turn on the branch 
 cut (≈ 80 ms at 500 turns). The history projection already holds every turn's messages,
 decoded and numbered, and each row carries the log position of the event that recorded it,
 so the conversation at a cut is one indexed query per few hundred turns plus the parse of
-the messages it returns.
+the messages it returns. Each row holds its blocks as the model is sent them (`wire`,
+normalised once by the projection), so a display read decodes JSON and builds no pydantic
+model (`wire_at`); `context_at` validates the same text into `Message`s. A turn whose messages
+the rows cannot show alone (attachments, a guardrail's rewrite, a refusal: `proj_history_marks`) is read
+from its events, as is everything when the projection is behind.
 
 This is a read path for showing the past (`history --at/--version`), never the model's
 context for continuing a session: that is always built from events. The projection is used
@@ -16,19 +20,20 @@ answering. Otherwise the past is rebuilt from events, exactly as before.
 
 from __future__ import annotations
 
-from typing import Any
+import json
+from typing import Any, Iterable
 from uuid import UUID
 
 from pydantic import TypeAdapter
 
-from chronicle.domain.content import FINISHED_STOP_REASONS, Message
-from chronicle.domain.context import assemble_context, build_context
+from chronicle.domain.content import Message, TextBlock
+from chronicle.domain.context import build_context, turn_messages
 from chronicle.projections import ProjectionEngine
-from chronicle.projections.history import HistoryProjection
-from chronicle.projections.sql import Tx, iso
+from chronicle.projections.history import HistoryProjection, wire_of
+from chronicle.projections.sql import Tx, dumps, iso
 
 from .store import ChronicleStore
-from .timetravel import Cut, turns_at
+from .timetravel import Cut, turns_as_of, turns_at
 
 #: Turn ids per query on SQLite (far below its parameter limit); PostgreSQL takes them all as
 #: one array parameter.
@@ -36,6 +41,8 @@ CHUNK = 400
 MESSAGES = TypeAdapter(list[Message])
 #: Past this many unapplied events, the projection is treated as behind without looking closer.
 LAG_LIMIT = 2000
+#: (role, content as wire JSON text) of one message.
+Part = tuple[str, str]
 
 
 def history_engine(store: ChronicleStore) -> ProjectionEngine:
@@ -47,47 +54,77 @@ def history_engine(store: ChronicleStore) -> ProjectionEngine:
     return engine
 
 
-def is_current(store: ChronicleStore, engine: ProjectionEngine, turn_ids: list[UUID] | None = None) -> bool:
+def is_current(store: ChronicleStore, engine: ProjectionEngine, turn_ids: Iterable[UUID | str] | None = None) -> bool:
     """Whether the history projection has applied every event committed so far of `turn_ids`
-    (of every aggregate, if None)."""
-    lagging = engine.db.originators_after(engine.position(HistoryProjection.name), LAG_LIMIT)
+    (of every aggregate, if None); ids as UUIDs or their hex."""
+    lagging = lagging_originators(engine)
     if lagging is None:
         return False
     if turn_ids is None:
         return not lagging
-    return not set(lagging) & {t.hex for t in turn_ids}
+    return not set(lagging) & {t.hex if isinstance(t, UUID) else t for t in turn_ids}
+
+
+def lagging_originators(engine: ProjectionEngine) -> list[str] | None:
+    """The aggregates (hex ids) with events the history projection has not applied; None if
+    more than LAG_LIMIT events are waiting."""
+    return engine.db.originators_after_tracked(engine.projections[HistoryProjection.name].key, LAG_LIMIT)
 
 
 def context_at(store: ChronicleStore, cut: Cut, engine: ProjectionEngine | None = None) -> list[Message]:
     """The messages the model read as of `cut`: from the projection when it has every event of
     the turns in view, else from events."""
-    summary, view = cut.session.context_view()
-    if engine is not None and is_current(store, engine, view):
-        with engine.read() as tx:
-            rows = _rows(tx, view, cut)
+    text = _projected(store, cut, engine)
+    if text is not None:
         # The stored JSON is validated by pydantic-core in one call: parsing it in Python and
         # validating each message took most of a 500-turn read.
-        shown = [f'{{"role":"{role}","content":{content}}}'
-                 for t in view for role, content in shown_messages(rows.get(str(t), []))]
-        return assemble_context([MESSAGES.validate_json("[" + ",".join(shown) + "]")], summary=summary)
+        return MESSAGES.validate_json(text)
+    summary, view = cut.session.context_view()
     by_id = {turn.id: turn for turn in turns_at(store, cut)}
     return build_context([by_id[t] for t in view], summary=summary)
 
 
-def _rows(tx: Tx, view: list[UUID], cut: Cut) -> dict[str, list[tuple[Any, ...]]]:
+def wire_at(store: ChronicleStore, cut: Cut, engine: ProjectionEngine | None = None) -> list[dict[str, Any]]:
+    """`[m.wire() for m in context_at(...)]`, without building a `Message` when the projection
+    can answer: what `history --at/--version --json` prints."""
+    text = _projected(store, cut, engine)
+    if text is not None:
+        return json.loads(text)
+    return [m.wire() for m in context_at(store, cut)]
+
+
+def _projected(store: ChronicleStore, cut: Cut, engine: ProjectionEngine | None) -> str | None:
+    """The conversation at `cut` as one JSON array of wire messages, or None when the projection
+    has not applied every event of the turns in view."""
+    summary, view = cut.session.context_view()
+    if engine is None or not is_current(store, engine, view):
+        return None
+    ids = [str(t) for t in view]
+    with engine.read() as tx:
+        rows = _rows(tx, ids, cut.position, cut.timestamp)
+        marked = marked_turns(tx, ids, cut.position, cut.timestamp)
+    from_events = events_parts(store, [t for t in view if str(t) in marked], cut.position, cut.timestamp)
+    parts = (from_events[t] if t in from_events else shown_messages(rows.get(t, [])) for t in ids)
+    return messages_json(summary, parts)
+
+
+def _cut_sql(cut_position: int, cut_timestamp: Any, prefix: str = "") -> tuple[str, list[Any]]:
+    """Rows recorded at or before the cut, as `turns_as_of` folds events: at or before its
+    position, or stamped no later than it (a transaction's events share one timestamp, so it stays whole)."""
+    if cut_timestamp is None:
+        return "", []
+    return f" AND ({prefix}position <= %s OR {prefix}at <= %s)", [cut_position, iso(cut_timestamp)]
+
+
+def _rows(tx: Tx, ids: list[str], cut_position: int, cut_timestamp: Any) -> dict[str, list[tuple[Any, ...]]]:
     """Each turn's message rows recorded at or before the cut (or in its transaction), by seq."""
     by_turn: dict[str, list[tuple[Any, ...]]] = {}
-    ids = [str(t) for t in view]
     chunk = CHUNK if tx.db.backend == "sqlite" else max(len(ids), 1)
+    cut_where, cut_params = _cut_sql(cut_position, cut_timestamp)
     for start in range(0, len(ids), chunk):
         where, params = tx.any_of("turn_id", ids[start:start + chunk])
-        sql = f"SELECT turn_id, seq, step, role, content, stop_reason FROM proj_history_messages WHERE {where}"
-        if cut.timestamp is not None:
-            # As `turns_as_of` does: events at or before the cut's position, or stamped no later
-            # than it (a transaction's events share one timestamp, so it stays whole).
-            sql += " AND (position <= %s OR at <= %s)"
-            params += [cut.position, iso(cut.timestamp)]
-        for row in tx.rows(sql, params):
+        sql = f"SELECT turn_id, seq, step, role, stop_reason, wire FROM proj_history_messages WHERE {where}{cut_where}"
+        for row in tx.rows(sql, params + cut_params):
             by_turn.setdefault(row[0], []).append(row[1:])
     # Ordered here, per turn by seq: `ORDER BY turn_id, seq` made PostgreSQL sort every row by
     # a text column under the database's collation, more than half of the query's time.
@@ -96,19 +133,56 @@ def _rows(tx: Tx, view: list[UUID], cut: Cut) -> dict[str, list[tuple[Any, ...]]
     return by_turn
 
 
-def shown_messages(rows: list[tuple[Any, ...]]) -> list[tuple[str, str]]:
-    """(role, content JSON) of what `domain.context.turn_messages` shows of a turn, over its
-    projection rows: the input, then each step whose response finished with content, followed
-    by its tool results if it has any."""
-    messages: list[tuple[str, str]] = []
-    shown: set[int] = set()
-    for _seq, step, role, content, stop_reason in rows:
-        if step is None:
-            messages.append(("user", content))
-        elif role == "assistant":
-            if stop_reason in FINISHED_STOP_REASONS and content != "[]":
-                messages.append(("assistant", content))
-                shown.add(step)
-        elif step in shown and content != "[]":
-            messages.append(("user", content))
-    return messages
+def marked_turns(tx: Tx, ids: list[str], cut_position: int, cut_timestamp: Any) -> set[str]:
+    """Of these turns, those with attachments, a guardrail's rewrite or a refusal recorded by the cut."""
+    found: set[str] = set()
+    chunk = CHUNK if tx.db.backend == "sqlite" else max(len(ids), 1)
+    cut_where, cut_params = _cut_sql(cut_position, cut_timestamp)
+    for start in range(0, len(ids), chunk):
+        where, params = tx.any_of("turn_id", ids[start:start + chunk])
+        found.update(r[0] for r in tx.rows(f"SELECT turn_id FROM proj_history_marks WHERE {where}{cut_where}", params + cut_params))
+    return found
+
+
+def events_parts(store: ChronicleStore, turn_ids: list[UUID], cut_position: int, cut_timestamp: Any) -> dict[str, list[Part]]:
+    """The messages of these turns as of the cut, rebuilt from their events (the marked ones)."""
+    if not turn_ids:
+        return {}
+    turns = store.turns(turn_ids) if cut_timestamp is None else turns_as_of(store, turn_ids, cut_position, cut_timestamp)
+    return {str(t.id): [(m.role, dumps(m.wire()["content"], sort_keys=False)) for m in turn_messages(t)] for t in turns}
+
+
+def shown_messages(rows: list[tuple[Any, ...]]) -> list[Part]:
+    """(role, wire JSON) of what `domain.context.turn_messages` shows of a turn, over its
+    projection rows (seq, step, role, stop_reason, wire): nothing of a refused turn (marked too,
+    so normally read from events); else each row the projection found sent, if it has blocks."""
+    if any(row[3] == "refusal" for row in rows):
+        return []
+    return [(row[2], row[4]) for row in rows if row[4] is not None and row[4] != "[]"]
+
+
+def messages_json(summary: str | None, parts: Iterable[list[Part]]) -> str:
+    """One JSON array of wire messages, as `domain.context.assemble_context` builds them: the
+    summary first, then each turn's messages, consecutive messages of one role merged."""
+    roles: list[str] = []
+    contents: list[str] = []
+    if summary:
+        roles.append("user")
+        contents.append(wire_of([TextBlock(text=f"Summary of the conversation so far:\n{summary}")]))
+    for turn in parts:
+        for role, content in turn:
+            if roles and roles[-1] == role:
+                contents[-1] = _concat(contents[-1], content)
+            else:
+                roles.append(role)
+                contents.append(content)
+    return "[" + ",".join(f'{{"role":"{r}","content":{c}}}' for r, c in zip(roles, contents, strict=True)) + "]"
+
+
+def _concat(left: str, right: str) -> str:
+    """Two JSON arrays as one, textually."""
+    if left == "[]":
+        return right
+    if right == "[]":
+        return left
+    return left[:-1] + "," + right[1:]

@@ -456,19 +456,24 @@ class ChronicleStore(Application[UUID]):
             extra += " AND originator_version = {mark}"
             params.append(version)
         every = "-1" if self.backend == "sqlite" else "ALL"
+        # One aggregate's events are in log order by version, which its primary key serves: SQLite
+        # (and PostgreSQL) then stop at the row asked for, instead of sorting every event of the
+        # aggregate by log position first (≈ 1.5 ms for the first TurnEnded of a 500-turn session).
+        by_version = len(ids) == 1
         page = f" LIMIT {every if limit is None else int(limit)} OFFSET {int(offset)}" if limit is not None or offset else ""
         if self.backend == "sqlite":
             marks = ",".join("?" * len(ids))
             sql = (
                 f"SELECT rowid, originator_id, originator_version, topic, state FROM {table} "
-                f"WHERE originator_id IN ({marks}){extra.format(mark='?')} ORDER BY rowid{page}"
+                f"WHERE originator_id IN ({marks}){extra.format(mark='?')} ORDER BY {'originator_version' if by_version else 'rowid'}{page}"
             )
             return [tuple(r) for r in self._sqlite_rows(sql, [i.hex for i in ids] + params)]
         from psycopg import sql as pgsql
 
         statement = pgsql.SQL(
             "SELECT notification_id, originator_id, originator_version, topic, state FROM {}.{} "
-            "WHERE originator_id = ANY(%s)" + extra.format(mark="%s") + " ORDER BY notification_id" + page
+            "WHERE originator_id = ANY(%s)" + extra.format(mark="%s")
+            + (" ORDER BY originator_version" if by_version else " ORDER BY notification_id") + page
         ).format(pgsql.Identifier(recorder.datastore.schema or "public"), pgsql.Identifier(table))
         with recorder.datastore.cursor() as cursor:  # one statement: no BEGIN and ROLLBACK round trips
             cursor.execute(statement, (ids, *params))

@@ -6,16 +6,20 @@ loop (Chronicle) and one `invoke` per turn (LangGraph). Timed from a cold store 
 ChronicleStore per read, as each CLI command opens one); LangGraph reads a checkpoint id that
 was noted after each turn, which is the most favourable way to address its past.
 
-- as of turn: Chronicle `cut_at_turn` + `context_at` (what `history --at` prints: the history
-  projection's rows up to the cut's log position; the projection is caught up once after the
-  run, as any read command or `projections run` does, and each cold read checks it is current);
-  LangGraph `get_state(config at the end of that turn)`.
+- as of turn: Chronicle `wire_at_turn` (what `history --at` prints: the history projection's wire
+  rows up to the cut's log position, as dicts; `cut_at_turn` + `wire_at` when that path cannot
+  answer; the projection is caught up once after the run, as any read command or `projections run`
+  does, and each cold read checks it is current); the typed API, `cut_at_turn` + `context_at`
+  (`Message` models), is timed beside it into the data (`*_typed`); LangGraph `get_state(config at
+  the end of that turn)`.
 - history of states: Chronicle `log` entries (every event of the session, its turns and tool
   calls, with its state); LangGraph `list(get_state_history(config))`.
 - fork + one step: Chronicle `fork --at middle` then one more turn (one tool step + answer)
   on the fork; LangGraph `invoke` from the middle turn's checkpoint with a new input.
-- in one long turn (S steps in one turn): Chronicle `store.turn(id, version=v)`; LangGraph
-  `get_state(checkpoint k)`.
+- in one long turn (S steps in one turn): Chronicle `turn_wire_at` (what the model had read of the
+  turn as of its v-th event, from the turn's projection rows up to that event's log position; the
+  Turn replayed, `store.turn(id, version=v)` + `build_context`, when that cannot answer), with the
+  state read itself timed beside it into the data (`*_state`); LangGraph `get_state(checkpoint k)`.
 
 LangGraph (both savers) is run up to 200 steps only: the default saver stores the whole message
 list at every checkpoint (quadratic), and listing DeltaChannel's history replays writes per state.
@@ -48,7 +52,8 @@ def _ms(fn: Callable[[], Any]) -> tuple[float, Any]:
 
 def chronicle_runs(ctx: Context, backend: str, steps: int) -> dict[str, Any]:
     from chronicle.runtime.app.queries import log as log_entries
-    from chronicle.runtime.past_context import context_at, history_engine
+    from chronicle.runtime.past_context import context_at, history_engine, wire_at
+    from chronicle.runtime.past_wire import wire_at_turn
     from chronicle.runtime.timetravel import cut_at_turn, fork
 
     slot = Slot(ctx, backend)
@@ -61,18 +66,23 @@ def chronicle_runs(ctx: Context, backend: str, steps: int) -> dict[str, Any]:
         history_engine(store).catch_up()
         store.close()
         out: dict[str, Any] = {"turns": turns}
+        def shown(cold: Any, number: int) -> int:
+            engine = history_engine(cold)
+            wire = wire_at_turn(cold, sid, number, engine)
+            return len(wire if wire is not None else wire_at(cold, cut_at_turn(cold, sid, number), engine))
+
+        def typed(cold: Any, number: int) -> int:
+            return len(context_at(cold, cut_at_turn(cold, sid, number), history_engine(cold)))
+
         for label, number in (("early", 1), ("middle", turns // 2), ("late", turns)):
-            times = []
-            for _ in range(READS):
-                cold = slot.chronicle_store()
-
-                def read(cold: Any = cold, number: int = number) -> int:
-                    return len(context_at(cold, cut_at_turn(cold, sid, number), history_engine(cold)))
-
-                ms, count = _ms(read)
-                times.append(ms)
-                cold.close()
-            out[label] = median(times)
+            for key, read in ((label, shown), (f"{label}_typed", typed)):
+                times = []
+                for _ in range(READS):
+                    cold = slot.chronicle_store()
+                    ms, count = _ms(lambda cold=cold, read=read, number=number: read(cold, number))
+                    times.append(ms)
+                    cold.close()
+                out[key] = median(times)
             out[f"{label}_messages"] = count
         times = []
         for _ in range(3):
@@ -99,6 +109,8 @@ def chronicle_runs(ctx: Context, backend: str, steps: int) -> dict[str, Any]:
 
 def chronicle_in_turn(ctx: Context, backend: str, steps: int) -> dict[str, Any]:
     from chronicle.domain.context import build_context
+    from chronicle.runtime.past_context import history_engine
+    from chronicle.runtime.past_wire import turn_wire_at
 
     slot = Slot(ctx, backend)
     try:
@@ -106,15 +118,25 @@ def chronicle_in_turn(ctx: Context, backend: str, steps: int) -> dict[str, Any]:
         sid, _ = cs.run_turn(store, steps, slot.dir / "ws")
         tid = store.session(sid).turns[0]
         last = store.turn(tid).version
+        history_engine(store).catch_up()
         store.close()
+
+        def shown(cold: Any, version: int) -> int:
+            wire = turn_wire_at(cold, tid, version, history_engine(cold))
+            return len(wire if wire is not None else build_context([cold.turn(tid, version=version)]))
+
+        def state(cold: Any, version: int) -> int:
+            return len(build_context([cold.turn(tid, version=version)]))
+
         out = {}
         for label, version in (("early", max(2, last // 10)), ("middle", last // 2), ("late", last)):
-            times = []
-            for _ in range(READS):
-                cold = slot.chronicle_store()
-                times.append(_ms(lambda: len(build_context([cold.turn(tid, version=version)])))[0])
-                cold.close()
-            out[label] = median(times)
+            for key, read in ((label, shown), (f"{label}_state", state)):
+                times = []
+                for _ in range(READS):
+                    cold = slot.chronicle_store()
+                    times.append(_ms(lambda cold=cold, read=read, version=version: read(cold, version))[0])
+                    cold.close()
+                out[key] = median(times)
         return out
     finally:
         slot.drop()
@@ -189,18 +211,22 @@ def run(ctx: Context, log: Callable[[str], None]) -> list[Section]:
                 rows.append([backend, steps, r["turns"], LABEL[system], r["early"], r["middle"], r["late"], r["late_messages"],
                              r["history"], r["states"], r["fork"]])
                 inturn_rows.append([backend, steps, LABEL[system], t["early"], t["middle"], t["late"]])
-                log(f"  {backend} {system} {steps}: as of turn {r['early']:.1f}/{r['middle']:.1f}/{r['late']:.1f} ms, "
+                typed = f" (typed {r['early_typed']:.1f}/{r['middle_typed']:.1f}/{r['late_typed']:.1f})" if "early_typed" in r else ""
+                log(f"  {backend} {system} {steps}: as of turn {r['early']:.1f}/{r['middle']:.1f}/{r['late']:.1f} ms{typed}, "
                     f"history {r['history']:.0f} ms ({r['states']} states), fork+step {r['fork']:.1f} ms; "
-                    f"in one turn {t['early']:.1f}/{t['middle']:.1f}/{t['late']:.1f} ms ({time.perf_counter() - t0:.1f} s)")
+                    f"in one turn {t['early']:.1f}/{t['middle']:.1f}/{t['late']:.1f} ms"
+                    + (f" (state {t['early_state']:.1f}/{t['middle_state']:.1f}/{t['late_state']:.1f})" if "early_state" in t else "")
+                    + f" ({time.perf_counter() - t0:.1f} s)")
     s.note("A session of S LLM steps = S/2 turns of one tool step + the final answer. Reads from a cold store "
            f"(Chronicle) or by the checkpoint id noted after each turn (LangGraph); medians of {READS} reads, ms. "
            f"LangGraph (both savers) is run up to {LG_MAX_STEPS} steps only: the default saver stores the whole message "
            "list at every checkpoint, and listing DeltaChannel's history took 4.5 s for 500 states already. History = listing every state: Chronicle's `log` entries, LangGraph's `get_state_history`.")
     s.table(["backend", "steps", "turns", "system", "as of turn 1", "as of middle turn", "as of last turn",
              "messages at last turn", "history of states", "states listed", "fork at middle + one step"], rows)
-    s.note("Inside one long turn of S steps: Chronicle `store.turn(id, version=v)` (early = 10 %, middle, late = last "
-           "version; the turn's newest snapshot serves late reads, earlier ones replay its events), LangGraph "
-           "`get_state` of the checkpoint at the same share of its history; ms.")
+    s.note("Inside one long turn of S steps: Chronicle `turn_wire_at` (the turn's messages as of its v-th event, from "
+           "the history projection's rows up to that event's log position; `store.turn(id, version=v)`, which replays "
+           "the turn's events after its newest snapshot, is in the data as `*_state`) (early = 10 %, middle, late = last "
+           "version), LangGraph `get_state` of the checkpoint at the same share of its history; ms.")
     s.table(["backend", "steps", "system", "early", "middle", "late"], inturn_rows)
     s.data = data
     return [s]

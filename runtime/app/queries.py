@@ -202,8 +202,28 @@ def history_messages(store: ChronicleStore, ref: str | UUID, at: int | None = No
 
 
 def history(store: ChronicleStore, ref: str | UUID, at: int | None = None, version: int | None = None) -> list[dict[str, Any]]:
-    """`history --json`: one {"role", "content"} object per message, in Anthropic's wire format."""
-    return [m.wire() for m in history_messages(store, ref, at=at, version=version)]
+    """`history --json`: one {"role", "content"} object per message, in Anthropic's wire format.
+
+    The past is shown from the history projection's wire rows without building a `Message`
+    (runtime/past_wire.py, past_context.wire_at); what the model reads next, from events."""
+    from ..past_context import history_engine, wire_at
+    from ..past_wire import wire_at_turn
+    from ..timetravel import TimeTravelError, cut_at_turn, cut_at_version
+
+    if at is None and version is None:
+        return [m.wire() for m in history_messages(store, ref)]
+    sid = session_id(store, ref)
+    if at is not None and version is not None:
+        raise AppError("--at and --version pick a moment each; give one of them", 2)
+    engine = history_engine(store)
+    engine.catch_up()
+    if at is not None and (shown := wire_at_turn(store, sid, at, engine)) is not None:
+        return shown
+    try:
+        cut = cut_at_turn(store, sid, at) if at is not None else cut_at_version(store, sid, version or 0)
+    except TimeTravelError as exc:
+        raise AppError(str(exc), exc.exit_code) from None
+    return wire_at(store, cut, engine)
 
 
 def cost(store: ChronicleStore, ref: str | UUID | None = None, by: str | None = None) -> list[dict[str, Any]]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 import time
+from types import SimpleNamespace
 from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
@@ -182,25 +183,26 @@ def history(
 
     with store_command(db, create=False) as store:
         sid = store.resolve_session_id(session)
-        messages = queries.history_messages(store, sid, at=at, version=version)
         if as_json:
-            for message in messages:
-                print_json(message.wire())
+            for wire in queries.history(store, sid, at=at, version=version):  # the past without a Message model
+                print_json(wire)
             return
         if fmt != "text":
             from . import transcript
 
+            messages = queries.history_messages(store, sid, at=at, version=version)
             render = {"md": transcript.markdown, "markdown": transcript.markdown, "html": transcript.html}.get(fmt)
             if render is None:
                 fail(f"--format takes text, md or html (got {fmt!r})", 2)
             sys.stdout.write(render(str(sid), store.session(sid).title, messages))
             return
+        shown = queries.history(store, sid, at=at, version=version)  # wire dicts: every field a block's model has
         with paged(no_pager):
-            for message in messages:
-                colour = "green" if message.role == "user" else "cyan"
-                out_console.rule(f"[{colour}]{message.role}[/]", align="left")
-                for block in message.content:
-                    out_console.print(render_block(block), highlight=False)
+            for message in shown:
+                colour = "green" if message["role"] == "user" else "cyan"
+                out_console.rule(f"[{colour}]{message['role']}[/]", align="left")
+                for block in message["content"]:
+                    out_console.print(render_block(SimpleNamespace(**block)), highlight=False)
 
 
 def render_block(block: Any) -> str:

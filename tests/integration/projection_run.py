@@ -63,6 +63,8 @@ SCRIPTS: dict[str, list[Any]] = {
     "fatal": [FATAL],
     "approval": [reply(tool_use("tu_1", "bash", command="echo hi"), u=usage(80, 12)), reply(text("ok"), u=usage(90, 3))],
     "write": [reply(tool_use("tu_1", "write_file", path="out.txt", content="x"), u=usage(70, 9)), reply(text("Wrote."), u=usage(75, 4))],
+    # A refused turn: left out of what the model reads, so the history projection marks it (proj_history_marks).
+    "refusal": [reply(text("I can't help with that."), u=usage(40, 6), stop="refusal")],
 }
 
 
@@ -152,6 +154,7 @@ class MixedRun:
         await self.session("d", "fatal", ["this fails at once"])
         await self.session("e", "approval", ["shell"], auto_approve=False)
         await self.session("f", "plain", ["unpriced"], model="scripted")
+        await self.session("g", "refusal", ["something it refuses", "then this"])
         b = self.store.session(self.sessions["b"])
         b.undo(1, self.clock.now())
         self.store.save(b)

@@ -1,0 +1,158 @@
+"""`history --at TURN` without rebuilding the session: the branch as of the cut from the projection.
+
+`cut_at_turn` loads the session as of the end of turn TURN to learn which turns were on its
+branch then; at 1,000 turns that state (every turn id) costs more than the messages' JSON. A
+session whose branch has only ever grown one turn at a time (no undo, redo or compaction, not a
+fork: the projection's `reshaped` and `forked_from` say so) had, at any log position, exactly the
+turns its branch rows put there by that position, in order. So the cut is the session's TURN-th
+`TurnEnded` (one indexed row), the branch is a prefix of `proj_history_branch`, and the messages
+are `past_context`'s rows up to the cut. Any other session, a projection that has not applied
+every event of the session and its turns, or a TurnEnded that names another turn, and this
+returns None: the caller takes the general path (`cut_at_turn` + `wire_at`), which is exact for
+every case. A display read only: the model's context is always built from events.
+"""
+
+from __future__ import annotations
+
+import json
+from itertools import pairwise
+from typing import Any
+from uuid import UUID
+
+from chronicle.projections import ProjectionEngine
+from chronicle.projections.sql import Tx, iso
+
+from .past_context import Part, events_parts, lagging_originators, messages_json
+from .store import ChronicleStore
+
+
+def wire_at_turn(store: ChronicleStore, session_id: UUID, number: int, engine: ProjectionEngine) -> list[dict[str, Any]] | None:
+    """The wire messages as of the end of turn `number` of a session whose branch only grew, or
+    None when this path cannot say (then `cut_at_turn` + `past_context.wire_at` can)."""
+    text = text_at_turn(store, session_id, number, engine)
+    return None if text is None else json.loads(text)
+
+
+def text_at_turn(store: ChronicleStore, session_id: UUID, number: int, engine: ProjectionEngine) -> str | None:
+    """`wire_at_turn` as one JSON array, undecoded.
+
+    Read as single statements (on PostgreSQL each would see its own snapshot anyway, and a
+    transaction costs two more round trips): the lag check first, so every row of the session
+    and its turns up to the cut is there; rows only ever arrive after that, at later positions.
+    The session's shape is checked last: `reshaped` is set once and never cleared, so if it is
+    still unset no undo had removed a branch row before the rows were read."""
+    if number < 1:
+        return None
+    found = next(iter(store.events_with_positions([session_id], topic_suffix=".TurnEnded", offset=number - 1, limit=1)), None)
+    if found is None:
+        return None
+    position, ended = found
+    at, sid = iso(ended.timestamp), str(session_id)
+    lagging = lagging_originators(engine)
+    if lagging is None or session_id.hex in lagging:
+        return None
+    with engine.db.statement() as tx:
+        if lagging and _any_lagging(tx, sid, position, set(lagging)):
+            return None
+        marked = dict(tx.rows(
+            "SELECT DISTINCT b.idx, k.turn_id FROM proj_history_branch b JOIN proj_history_marks k ON k.turn_id = b.turn_id "
+            "WHERE b.session_id = %s AND b.position <= %s AND (k.position <= %s OR k.at <= %s)",
+            (sid, position, position, at),
+        ))
+        if not marked:
+            # Each message's JSON is put together by the database; Python only joins them.
+            envelopes = [r[0] for r in tx.rows(
+                f"SELECT {ENVELOPE} FROM proj_history_branch b JOIN proj_history_messages m ON m.turn_id = b.turn_id "
+                f"WHERE b.session_id = %s AND b.position <= %s AND {CUT_AND_SENT} ORDER BY b.idx, m.seq",
+                (sid, position, position, at),
+            )]
+        else:
+            rows = tx.rows(
+                "SELECT b.idx, m.role, m.wire FROM proj_history_branch b JOIN proj_history_messages m ON m.turn_id = b.turn_id "
+                f"WHERE b.session_id = %s AND b.position <= %s AND {CUT_AND_SENT} ORDER BY b.idx, m.seq",
+                (sid, position, position, at),
+            )
+        # Not reshaped, not a fork, and the turn that ended there is the branch's `number`-th.
+        check = tx.rows(
+            "SELECT s.reshaped, s.forked_from, b.turn_id FROM proj_history_sessions s LEFT JOIN proj_history_branch b "
+            "ON b.session_id = s.session_id AND b.idx = %s AND b.position <= %s WHERE s.session_id = %s",
+            (number - 1, position, sid),
+        )
+    if not check or check[0] != (None, None, str(getattr(ended, "turn_id", None))):
+        return None
+    if not marked:
+        return joined(envelopes)
+    from_events = events_parts(store, [UUID(t) for t in marked.values()], position, ended.timestamp)
+    parts = _spliced(rows, {idx: from_events.get(t, []) for idx, t in marked.items()})
+    return None if parts is None else messages_json(None, parts)
+
+
+#: A message row recorded by the cut (at or before its position, or in its transaction), and sent.
+CUT_AND_SENT = "(m.position <= %s OR m.at <= %s) AND m.wire IS NOT NULL AND m.wire <> '[]'"
+#: One message as JSON, as `past_context.messages_json` writes it.
+ENVELOPE = """'{"role":"' || m.role || '","content":' || m.wire || '}'"""
+#: Where the role starts in an envelope: `{"role":"u…` or `{"role":"a…`.
+_ROLE_AT = len('{"role":"')
+
+
+def joined(messages: list[str]) -> str:
+    """Message envelopes as one JSON array, consecutive messages of one role merged (as
+    `domain.context.merge_roles` does: a turn that showed no response leaves two user messages)."""
+    roles = [m[_ROLE_AT] for m in messages]
+    if all(a != b for a, b in pairwise(roles)):
+        return "[" + ",".join(messages) + "]"
+    merged: list[str] = []
+    for message in messages:
+        if merged and merged[-1][_ROLE_AT] == message[_ROLE_AT]:
+            # `…"content":[a]}` + `…"content":[b]}` -> `…"content":[a,b]}`
+            merged[-1] = merged[-1][:-2] + "," + message[message.index('"content":[') + len('"content":['):]
+        else:
+            merged.append(message)
+    return "[" + ",".join(merged) + "]"
+
+
+def _any_lagging(tx: Tx, sid: str, position: int, lagging: set[str]) -> bool:
+    """Whether any turn on the branch by the cut has events the projection has not applied."""
+    turns = tx.rows("SELECT turn_id FROM proj_history_branch WHERE session_id = %s AND position <= %s", (sid, position))
+    return any(t.replace("-", "") in lagging for (t,) in turns)
+
+
+def _spliced(rows: list[tuple[Any, ...]], replaced: dict[int, list[Part]]) -> list[list[Part]] | None:
+    """The rows' messages turn by turn, a marked turn's from its events instead; None if a marked
+    turn has no row to stand in for (its input is always one, so not expected)."""
+    parts: list[list[Part]] = []
+    done: set[int] = set()
+    for idx, role, wire in rows:
+        if idx not in replaced:
+            parts.append([(role, wire)])
+        elif idx not in done:
+            done.add(idx)
+            parts.append(replaced[idx])
+    return parts if len(done) == len(replaced) else None
+
+
+def turn_wire_at(store: ChronicleStore, turn_id: UUID, version: int, engine: ProjectionEngine) -> list[dict[str, Any]] | None:
+    """What the model read of one turn as its `version`-th event left it (`build_context([store.turn(
+    turn_id, version=version)])` as wire dicts), from the turn's projection rows: a turn's events up
+    to a version are exactly its rows recorded at or before that event's log position, one indexed
+    lookup away. Reading the Turn itself replays every event after its newest snapshot at or below
+    the version (only the newest is kept: runtime/store.py), ≈ 1,000 events in the middle of a
+    2,000-event turn. None when the rows cannot say: the projection has not applied the turn, or
+    the turn is marked by then (attachments, a guardrail's rewrite, a refusal)."""
+    found = next(iter(store.events_with_positions([turn_id], version=version)), None)
+    if found is None:
+        return None
+    position = found[0]
+    lagging = lagging_originators(engine)
+    if lagging is None or turn_id.hex in lagging:
+        return None
+    tid = str(turn_id)
+    with engine.db.statement() as tx:
+        # No rows at all when the turn is marked by then: its input is always a row, so an empty
+        # answer means "read the Turn" (one statement, not a check and a read).
+        messages = [r[0] for r in tx.rows(
+            f"SELECT {ENVELOPE} FROM proj_history_messages m WHERE m.turn_id = %s AND m.position <= %s "
+            "AND m.wire IS NOT NULL AND m.wire <> '[]' AND NOT EXISTS (SELECT 1 FROM proj_history_marks k "
+            "WHERE k.turn_id = %s AND k.position <= %s) ORDER BY m.position", (tid, position, tid, position),  # one row per event
+        )]
+    return json.loads(joined(messages)) if messages else None
