@@ -210,7 +210,8 @@ def run(ctx: Context, log: Callable[[str], None]) -> list[Section]:
                 data[f"{backend}/{system}/{steps}"] = {"turns": r, "in_turn": t}
                 rows.append([backend, steps, r["turns"], LABEL[system], r["early"], r["middle"], r["late"], r["late_messages"],
                              r["history"], r["states"], r["fork"]])
-                inturn_rows.append([backend, steps, LABEL[system], t["early"], t["middle"], t["late"]])
+                state = [t.get(f"{k}_state", "—") for k in ("early", "middle", "late")]
+                inturn_rows.append([backend, steps, LABEL[system], t["early"], t["middle"], t["late"], *state])
                 typed = f" (typed {r['early_typed']:.1f}/{r['middle_typed']:.1f}/{r['late_typed']:.1f})" if "early_typed" in r else ""
                 log(f"  {backend} {system} {steps}: as of turn {r['early']:.1f}/{r['middle']:.1f}/{r['late']:.1f} ms{typed}, "
                     f"history {r['history']:.0f} ms ({r['states']} states), fork+step {r['fork']:.1f} ms; "
@@ -223,10 +224,12 @@ def run(ctx: Context, log: Callable[[str], None]) -> list[Section]:
            "list at every checkpoint, and listing DeltaChannel's history took 4.5 s for 500 states already. History = listing every state: Chronicle's `log` entries, LangGraph's `get_state_history`.")
     s.table(["backend", "steps", "turns", "system", "as of turn 1", "as of middle turn", "as of last turn",
              "messages at last turn", "history of states", "states listed", "fork at middle + one step"], rows)
-    s.note("Inside one long turn of S steps: Chronicle `turn_wire_at` (the turn's messages as of its v-th event, from "
-           "the history projection's rows up to that event's log position; `store.turn(id, version=v)`, which replays "
-           "the turn's events after its newest snapshot, is in the data as `*_state`) (early = 10 %, middle, late = last "
-           "version), LangGraph `get_state` of the checkpoint at the same share of its history; ms.")
-    s.table(["backend", "steps", "system", "early", "middle", "late"], inturn_rows)
+    s.note("Inside one long turn of S steps (early = 10 %, middle, late = last version), ms. Chronicle, two reads: "
+           "the turn's messages as of its v-th event for display (`past_wire.turn_wire_at`: the history projection's "
+           "rows up to that event's log position), and the Turn aggregate itself (`store.turn(id, version=v)` + "
+           "`build_context`: a replay of the turn's events after its newest snapshot at or below v). LangGraph: "
+           "`get_state` of the checkpoint at the same share of its history (one read, in the display columns).")
+    s.table(["backend", "steps", "system", "early (display)", "middle (display)", "late (display)",
+             "early (Turn)", "middle (Turn)", "late (Turn)"], inturn_rows)
     s.data = data
     return [s]
