@@ -11,7 +11,7 @@ are current; deciding that they are is the caller's part (runtime/app/session_li
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Hashable, Mapping, TypeVar
 
 from .cost_report import CostReport, Rows
 
@@ -20,10 +20,29 @@ from .cost_report import CostReport, Rows
 SUMMARIES_VERSION = 2
 SUMMARIES_KEY = f"projection:summaries:v{SUMMARIES_VERSION}"
 
+K = TypeVar("K", bound=Hashable)
+
 
 class Deferred(LookupError):
     """The tables cannot say what the aggregates would (an undecodable event, a running turn with
     no recorded status): the caller reads the aggregates instead, which report it as they do."""
+
+
+def archived_trees(parents: Mapping[K, K | None], archived: set[K]) -> set[K]:
+    """The sessions `sessions` hides without --all: each archived one and every sub-agent under it,
+    however deep (a parent link that loops is followed once). Shared by the read-model listing and
+    the aggregate one (runtime/app/queries.py), so the two cannot disagree on what is hidden."""
+
+    def under_archived(sid: K | None) -> bool:
+        seen: set[K] = set()
+        while sid is not None and sid not in seen:
+            if sid in archived:
+                return True
+            seen.add(sid)
+            sid = parents.get(sid)
+        return False
+
+    return {sid for sid in parents if under_archived(sid)}
 
 
 def listed_ids(rows: Rows) -> list[str]:
@@ -43,19 +62,9 @@ def session_rows(rows: Rows, archived: bool = False) -> list[dict[str, Any]]:
         "LEFT JOIN proj_summaries_turns t ON t.turn_id = s.active_turn_id ORDER BY i.listed"
     )
     if not archived:
-        hidden = {r["session_id"] for r in found if r["archived"]}
-        parents = {r["session_id"]: r["parent_session_id"] for r in found}
-
-        def under_archived(sid: str | None) -> bool:
-            seen: set[str] = set()
-            while sid is not None and sid not in seen:
-                if sid in hidden:
-                    return True
-                seen.add(sid)
-                sid = parents.get(sid)
-            return False
-
-        found = [r for r in found if not under_archived(r["session_id"])]
+        hidden = archived_trees({r["session_id"]: r["parent_session_id"] for r in found},
+                                {r["session_id"] for r in found if r["archived"]})
+        found = [r for r in found if r["session_id"] not in hidden]
     repairs = {
         r["session_id"]: r["status"]
         for r in rows.dicts("SELECT session_id, status FROM proj_summaries_repairs "

@@ -73,19 +73,10 @@ def sessions(store: ChronicleStore, archived: bool = False) -> list[dict[str, An
     read models were never built still lists its sessions, from their events (cost unknown)."""
     listed = list(store.sessions())
     if not archived:
-        hidden = {s.id for s in listed if getattr(s, "archived", False)}
-        parents = {s.id: s.parent_session_id for s in listed}
+        from chronicle.projections.session_listing import archived_trees
 
-        def under_archived(sid: UUID | None) -> bool:
-            seen: set[UUID] = set()
-            while sid is not None and sid not in seen:
-                if sid in hidden:
-                    return True
-                seen.add(sid)
-                sid = parents.get(sid)
-            return False
-
-        listed = [s for s in listed if not under_archived(s.id)]
+        hidden = archived_trees({s.id: s.parent_session_id for s in listed}, {s.id for s in listed if getattr(s, "archived", False)})
+        listed = [s for s in listed if s.id not in hidden]
     repairs = latest_repairs(store)
     try:
         engine = caught_up(store)
