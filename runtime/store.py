@@ -30,6 +30,7 @@ from .config import eventsourcing_env, redact
 from .encryption import check_readable, cipher_env
 from .store_errors import is_read_only_error as is_read_only_error  # where commands' error handlers look
 from .store_identity import check_store, read_only_sqlite_uri
+from .store_rows import event_rows, latest_version
 from .turn_batch import load_turns
 
 
@@ -429,7 +430,7 @@ class ChronicleStore(Application[UUID]):
         ids = list(originator_ids)
         if not ids:
             return
-        rows = self._select_rows(ids, topic_suffix, version, offset, limit, positions)
+        rows = event_rows(self, ids, topic_suffix, version, offset, limit, positions)
         for position, originator_id, version, topic, state in rows:
             stored = StoredEvent(
                 originator_id=UUID(str(originator_id)),
@@ -439,71 +440,9 @@ class ChronicleStore(Application[UUID]):
             )
             yield position, self.mapper.to_domain_event(stored)
 
-    def _select_rows(
-        self, ids: list[UUID], topic_suffix: str | None = None, version: int | None = None,
-        offset: int = 0, limit: int | None = None, positions: tuple[int, int] | None = None,
-    ) -> list[tuple]:
-        recorder: Any = self.recorder
-        table = recorder.events_table_name
-        extra, params = "", list[Any]()
-        if positions is not None:
-            extra += f" AND {'rowid' if self.backend == 'sqlite' else 'notification_id'} BETWEEN {{mark}} AND {{mark}}"
-            params.extend(positions)
-        if topic_suffix is not None:
-            extra += " AND topic LIKE {mark}"
-            params.append("%" + topic_suffix)
-        if version is not None:
-            extra += " AND originator_version = {mark}"
-            params.append(version)
-        every = "-1" if self.backend == "sqlite" else "ALL"
-        # One aggregate's events are in log order by version, which its primary key serves: SQLite
-        # (and PostgreSQL) then stop at the row asked for, instead of sorting every event of the
-        # aggregate by log position first (≈ 1.5 ms for the first TurnEnded of a 500-turn session).
-        by_version = len(ids) == 1
-        page = f" LIMIT {every if limit is None else int(limit)} OFFSET {int(offset)}" if limit is not None or offset else ""
-        if self.backend == "sqlite":
-            marks = ",".join("?" * len(ids))
-            sql = (
-                f"SELECT rowid, originator_id, originator_version, topic, state FROM {table} "
-                f"WHERE originator_id IN ({marks}){extra.format(mark='?')} ORDER BY {'originator_version' if by_version else 'rowid'}{page}"
-            )
-            return [tuple(r) for r in self._sqlite_rows(sql, [i.hex for i in ids] + params)]
-        from psycopg import sql as pgsql
-
-        statement = pgsql.SQL(
-            "SELECT notification_id, originator_id, originator_version, topic, state FROM {}.{} "
-            "WHERE originator_id = ANY(%s)" + extra.format(mark="%s")
-            + (" ORDER BY originator_version" if by_version else " ORDER BY notification_id") + page
-        ).format(pgsql.Identifier(recorder.datastore.schema or "public"), pgsql.Identifier(table))
-        with recorder.datastore.cursor() as cursor:  # one statement: no BEGIN and ROLLBACK round trips
-            cursor.execute(statement, (ids, *params))
-            return [(r["notification_id"], r["originator_id"], r["originator_version"], r["topic"], r["state"]) for r in cursor.fetchall()]
-
-    def _sqlite_rows(self, sql: str, params: list[Any]) -> list[Any]:
-        """One SELECT on a pooled SQLite connection, without eventsourcing's BEGIN and ROLLBACK
-        around it: the connections are in autocommit mode, so a lone statement already reads one
-        consistent snapshot, and the two extra statements were most of a small read's cost."""
-        with self.recorder.datastore.get_connection(commit=False) as connection:  # type: ignore[attr-defined]
-            cursor = connection.cursor()
-            cursor.execute(sql, params)
-            return list(cursor.fetchall())
-
     def latest_version(self, originator_id: UUID) -> int:
-        """The newest stored version of one aggregate (0 for none): one indexed lookup, no event decoded.
-        What a running loop asks at each safe point to learn whether steering or cancel arrived."""
-        recorder: Any = self.recorder
-        table = recorder.events_table_name
-        if self.backend == "sqlite":
-            rows = self._sqlite_rows(f"SELECT MAX(originator_version) FROM {table} WHERE originator_id = ?", [originator_id.hex])
-            return int(rows[0][0] or 0)
-        from psycopg import sql as pgsql
-
-        statement = pgsql.SQL("SELECT MAX(originator_version) AS v FROM {}.{} WHERE originator_id = %s").format(
-            pgsql.Identifier(recorder.datastore.schema or "public"), pgsql.Identifier(table))
-        with recorder.datastore.cursor() as cursor:
-            cursor.execute(statement, (originator_id,))
-            row = cursor.fetchone()
-            return int(row["v"] or 0) if row else 0
+        """What a running loop asks at each safe point to learn whether steering or cancel arrived."""
+        return latest_version(self, originator_id)
 
     def max_position(self) -> int:
         return self.recorder.max_notification_id() or 0

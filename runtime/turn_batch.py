@@ -18,6 +18,8 @@ from eventsourcing.persistence import StoredEvent
 
 from chronicle.domain.turn import Turn
 
+from .store_rows import event_rows, snapshot_rows
+
 #: Ids per query: far below SQLite's parameter limit.
 CHUNK = 400
 
@@ -33,10 +35,10 @@ def _chunk(store: Any, ids: list[UUID]) -> dict[UUID, Turn]:
     states: dict[UUID, Any] = {}
     failed: set[UUID] = set()
     try:
-        for originator_id, version, topic, state in _snapshot_rows(store, ids):
+        for originator_id, version, topic, state in snapshot_rows(store, ids):
             key = _uuid(originator_id)
             states[key] = store.snapshots.mapper.to_domain_event(_stored(key, version, topic, state)).mutate(None)
-        for _, originator_id, version, topic, state in store._select_rows(ids):
+        for _, originator_id, version, topic, state in event_rows(store, ids):
             key = _uuid(originator_id)
             if key in failed or (key in states and version <= states[key].version):
                 continue
@@ -51,28 +53,6 @@ def _chunk(store: Any, ids: list[UUID]) -> dict[UUID, Turn]:
         turn = states.get(turn_id)
         out[turn_id] = turn if turn_id not in failed and isinstance(turn, Turn) else store.turn(turn_id)
     return out
-
-
-def _snapshot_rows(store: Any, ids: list[UUID]) -> list[tuple[Any, ...]]:
-    recorder: Any = store.snapshots.recorder
-    table = recorder.events_table_name
-    if store.backend == "sqlite":
-        marks = ",".join("?" * len(ids))
-        with recorder.datastore.transaction(commit=False) as cursor:
-            cursor.execute(
-                f"SELECT originator_id, originator_version, topic, state FROM {table} "
-                f"WHERE originator_id IN ({marks}) ORDER BY originator_id, originator_version", [i.hex for i in ids]
-            )
-            return [tuple(r) for r in cursor.fetchall()]
-    from psycopg import sql as pgsql
-
-    statement = pgsql.SQL(
-        "SELECT originator_id, originator_version, topic, state FROM {}.{} WHERE originator_id = ANY(%s) "
-        "ORDER BY originator_id, originator_version"
-    ).format(pgsql.Identifier(recorder.datastore.schema or "public"), pgsql.Identifier(table))
-    with recorder.datastore.cursor() as cursor:  # one statement: no BEGIN and ROLLBACK round trips
-        cursor.execute(statement, (ids,))
-        return [(r["originator_id"], r["originator_version"], r["topic"], r["state"]) for r in cursor.fetchall()]
 
 
 def _uuid(value: Any) -> UUID:
