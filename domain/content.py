@@ -9,6 +9,8 @@ model (`server_tool_use`, `web_search_tool_result`, whatever the API adds next) 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Annotated, Any, Literal, Union, cast
 
 from pydantic import (
@@ -113,6 +115,8 @@ _MODELS: dict[str, type[_Block]] = {
     "text": TextBlock, "thinking": ThinkingBlock, "redacted_thinking": RedactedThinkingBlock,
     "tool_use": ToolUseBlock, "tool_result": ToolResultBlock, "image": ImageBlock, "document": DocumentBlock,
 }
+#: The known block types' models by `type` (the history projection reads their field orders).
+BLOCK_MODELS: Mapping[str, type[BaseModel]] = MappingProxyType(_MODELS)
 
 
 def lenient_blocks(items: Any) -> Any:

@@ -8,11 +8,12 @@ messages; a fork starts with a branch that names its parent's turns, copying not
 
 from __future__ import annotations
 
+from enum import Enum
 from typing import Any
 
 from pydantic import TypeAdapter
 
-from chronicle.domain.content import FINISHED_STOP_REASONS, PARTIAL_INPUT_KEY, BlockList, sendable
+from chronicle.domain.content import BLOCK_MODELS, FINISHED_STOP_REASONS, PARTIAL_INPUT_KEY, BlockList, sendable
 from chronicle.domain.session import Session
 from chronicle.domain.turn import Turn
 
@@ -108,17 +109,20 @@ class HistoryProjection(Projection):
         )
         tx.memo[("history.seq", tid)] = 0  # a new turn has no messages yet
         content = [{"type": "text", "text": e.input_text}]
-        self._message(tx, tid, None, "user", content, None, e.timestamp, position, wire_of(content))
+        self._message(tx, tid, None, "user", content, None, e.timestamp, position, SAME_AS_CONTENT)
 
     @on(Turn.ModelResponded)
     def _responded(self, tx: Tx, e: Any, position: int) -> None:
         response = e.response
         tid, content, stop = str(e.originator_id), response.get("content") or [], response.get("stop_reason")
-        wire = sent_response(content, stop)
-        tx.memo[("history.sent", tid, e.step)] = wire is not None
+        sent = is_sent(content, stop)
+        tx.memo[("history.sent", tid, e.step)] = sent
         if stop == "refusal":
             self._mark(tx, e, position)  # the whole turn is left out of what the model reads
-        self._message(tx, tid, e.step, "assistant", response.get("content", []), stop, e.timestamp, position, wire)
+        recorded = response.get("content", [])
+        # The content column keeps what was recorded; a response recorded without blocks sends none.
+        wire = (SENDABLE_OF_CONTENT if recorded is content else sent_response(content, stop)) if sent else None
+        self._message(tx, tid, e.step, "assistant", recorded, stop, e.timestamp, position, wire)
 
     @on(Turn.ToolResultsRecorded)
     def _results(self, tx: Tx, e: Any, position: int) -> None:
@@ -127,7 +131,7 @@ class HistoryProjection(Projection):
         if sent is None:  # the response was applied in an earlier transaction: its row says
             sent = self._response_sent(tx, tid, e.step)
         # Results follow their response into the context only if that response is sent back.
-        self._message(tx, tid, e.step, "user", e.blocks, None, e.timestamp, position, wire_of(e.blocks) if sent else None)
+        self._message(tx, tid, e.step, "user", e.blocks, None, e.timestamp, position, WIRE_OF_CONTENT if sent else None)
 
     @staticmethod
     def _response_sent(tx: Tx, tid: str, step: int) -> bool:
@@ -154,8 +158,11 @@ class HistoryProjection(Projection):
 
     def _message(
         self, tx: Tx, tid: str, step: int | None, role: str, content: list, stop: str | None, at: Any, position: int,
-        wire: str | None,
+        wire: WireRule | str | None,
     ) -> None:
+        """`wire` is None (not sent), the wire JSON, or says how the sent form follows from `content` (`WIRE_OF_CONTENT`,
+        `SENDABLE_OF_CONTENT`, `SAME_AS_CONTENT`): worked out here, after the content's JSON, which is
+        usually the wire form already."""
         # Messages are numbered in memory within a transaction: counted from the table once per
         # turn (its rows from earlier batches), then incremented. Rows are only ever counted
         # here, so they can be inserted together at the commit.
@@ -164,8 +171,13 @@ class HistoryProjection(Projection):
             tx.memo[key] = int(tx.value("SELECT COUNT(*) FROM proj_history_messages WHERE turn_id = %s", (tid,)) or 0)
         seq = tx.memo[key]
         tx.memo[key] = seq + 1
+        text = dumps(content, sort_keys=False)
+        if wire is SAME_AS_CONTENT:
+            wire = text
+        elif isinstance(wire, WireRule):
+            wire = wire_form(content, text, sendable_only=wire is SENDABLE_OF_CONTENT)
         tx.insert_later("INSERT INTO proj_history_messages VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)",
-                        (tid, seq, step, role, dumps(content, sort_keys=False), stop, iso(at), position, wire))
+                        (tid, seq, step, role, text, stop, iso(at), position, wire))
 
     @on(Turn.Started, Turn.Resumed)
     def _running(self, tx: Tx, e: Any, position: int) -> None:
@@ -186,8 +198,84 @@ class HistoryProjection(Projection):
 
 
 #: A message's blocks as `Message` validates them: known blocks inside pydantic-core in one call,
-#: the rest block by block (`lenient_blocks`), so a rebuild pays little for the wire column.
+#: the rest block by block (`lenient_blocks`).
 _BLOCKS = TypeAdapter(BlockList)
+
+
+
+class WireRule(Enum):
+    """How a message row's wire form follows from its content (`_message`'s `wire`)."""
+
+    #: Validated and dumped as `Message.wire()` does (an input's or tool results' blocks).
+    WIRE_OF_CONTENT = "wire"
+    #: The same, minus the blocks the API refuses back (`sendable`): a response sent back.
+    SENDABLE_OF_CONTENT = "sendable"
+    #: Exactly the content: a user's input text, one text block already.
+    SAME_AS_CONTENT = "same"
+
+
+WIRE_OF_CONTENT, SENDABLE_OF_CONTENT, SAME_AS_CONTENT = WireRule
+
+
+def _field_orders() -> dict[str, tuple[tuple[str, type], ...]]:
+    """Per known block type, its model's fields in dump order with the plain type each must hold
+    for the block to dump as it is: a block with exactly these keys, in this order, validates and
+    dumps back to itself. Read from the models, so a field added to one is never missed."""
+    plain: dict[Any, type] = {str: str, bool: bool}
+    orders: dict[str, tuple[tuple[str, type], ...]] = {}
+    for kind, model in BLOCK_MODELS.items():
+        fields: list[tuple[str, type]] = []
+        for name, info in model.model_fields.items():
+            annotation = info.annotation
+            origin = getattr(annotation, "__origin__", None)
+            if name == "type":
+                fields.append((name, str))
+            elif annotation in plain:
+                fields.append((name, plain[annotation]))
+            elif origin is dict:
+                fields.append((name, dict))
+            else:
+                break  # a field this check cannot vouch for: the type always takes the validated path
+        else:
+            orders[kind] = tuple(fields)
+    return orders
+
+
+_FIELD_ORDERS = _field_orders()
+
+
+def dumps_as_is(blocks: Any, sendable_only: bool = False) -> bool:
+    """Whether `dumps(blocks)` is already their wire form, so no model need be built to find it.
+
+    True only for blocks of a known type holding exactly their model's fields, in its order, each
+    of the plain type it names (defaults written out, no extra fields, no object to convert); with
+    `sendable_only`, also no text block the API would refuse back. The JSON itself is checked
+    for non-finite numbers by `wire_form`, which pydantic's dump would turn into null."""
+    if type(blocks) is not list:
+        return False
+    for block in blocks:
+        if type(block) is not dict:
+            return False
+        fields = _FIELD_ORDERS.get(block.get("type"))  # type: ignore[arg-type]
+        if fields is None or len(block) != len(fields):
+            return False
+        for (name, kind), (key, value) in zip(fields, block.items(), strict=True):
+            if name != key or type(value) is not kind:
+                return False
+        if sendable_only and fields[0][0] == "type" and block["type"] == "text" and not block["text"].strip():
+            return False
+    return True
+
+
+def wire_form(blocks: list[Any], text: str, sendable_only: bool = False) -> str:
+    """The wire form of blocks whose content JSON is `text`: `text` itself when the blocks dump as
+    they are (nearly always: they were recorded from the wire), else validated and dumped."""
+    if dumps_as_is(blocks, sendable_only) and "NaN" not in text and "Infinity" not in text:
+        return text
+    validated = _BLOCKS.validate_python(blocks)
+    if sendable_only:
+        validated = sendable(validated)
+    return dumps(_BLOCKS.dump_python(validated, mode="json"), sort_keys=False)
 
 
 def wire_of(blocks: list[Any]) -> str:
@@ -196,15 +284,21 @@ def wire_of(blocks: list[Any]) -> str:
     return dumps(_BLOCKS.dump_python(_BLOCKS.validate_python(blocks), mode="json"), sort_keys=False)
 
 
+def is_sent(content: list[Any], stop: str | None) -> bool:
+    """Whether `domain.context.step_messages` sends a response back: it did not, when the response
+    did not finish or a tool input was cut. A refusal counts as sent here; the reader leaves out its
+    whole turn, as `turn_messages` does."""
+    if stop not in FINISHED_STOP_REASONS:
+        return False
+    return not any(PARTIAL_INPUT_KEY in block for block in content if isinstance(block, dict) and block.get("type") == "tool_use")
+
+
 def sent_response(content: list[Any], stop: str | None) -> str | None:
     """A response's blocks as `domain.context.step_messages` sends them back (empty text left out), or
-    None when it sends nothing of that step: the response did not finish, or a tool input was cut.
-    A refusal is shown here; the reader leaves out its whole turn, as `turn_messages` does."""
-    if stop not in FINISHED_STOP_REASONS:
+    None when it sends nothing of that step."""
+    if not is_sent(content, stop):
         return None
-    if any(PARTIAL_INPUT_KEY in block for block in content if isinstance(block, dict) and block.get("type") == "tool_use"):
-        return None
-    return dumps(_BLOCKS.dump_python(sendable(_BLOCKS.validate_python(content)), mode="json"), sort_keys=False)
+    return wire_form(content, dumps(content, sort_keys=False), sendable_only=True)
 
 
 def conversation(tx: Tx, session_id: str) -> list[dict[str, Any]]:
