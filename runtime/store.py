@@ -31,6 +31,7 @@ from .encryption import check_readable, cipher_env
 from .store_errors import is_read_only_error as is_read_only_error  # where commands' error handlers look
 from .store_identity import check_store, read_only_sqlite_uri
 from .store_rows import event_rows, latest_version
+from .transcoder import TRANSCODER_TOPIC
 from .turn_batch import load_turns
 
 
@@ -97,6 +98,8 @@ class ChronicleStore(Application[UUID]):
         settings.setdefault("APPLICATION_RECORDER_TOPIC", chained_recorder_topic(settings["PERSISTENCE_MODULE"]))
         # Large states are stored compressed; old uncompressed rows read as they are (runtime/compression.py).
         settings.setdefault("COMPRESSOR_TOPIC", COMPRESSOR_TOPIC)
+        # Stored states decoded by pydantic-core's parser, encoded exactly as before (runtime/transcoder.py).
+        settings.setdefault("TRANSCODER_TOPIC", TRANSCODER_TOPIC)
         # Encryption at rest (runtime/encryption.py): CHRONICLE_CIPHER_KEY turns on eventsourcing's AES-GCM cipher.
         settings.update(cipher_env())
         #: PostgreSQL: which recorders' tables are set up already (runtime/schema_marks.py).
