@@ -18,6 +18,8 @@ from .base import Projection
 from .sql import Database
 
 Progress = Callable[[str, int, int], None]  # (projection name, position, head)
+#: Events per transaction when rebuilding (a catch-up takes `batch_size`, 500 by default).
+REBUILD_BATCH = 2000
 
 
 @dataclass(frozen=True)
@@ -128,7 +130,7 @@ class ProjectionEngine:
 
     # -- applying events -----------------------------------------------------------------------
 
-    def catch_up(self, names: Iterable[str] | None = None, progress: Progress | None = None) -> int:
+    def catch_up(self, names: Iterable[str] | None = None, progress: Progress | None = None, batch_size: int | None = None) -> int:
         """Apply every event after each projection's position; return how many were applied.
 
         Projections at the same position share each batch: it is read and decoded once, and
@@ -144,7 +146,7 @@ class ProjectionEngine:
         while len(done) < len(chosen):
             low = min(positions[p.name] for p in chosen if p.name not in done)
             group = [p for p in chosen if p.name not in done and positions[p.name] == low]
-            notifications = self.recorder.select_notifications(start=low, limit=self.batch_size, inclusive_of_start=False)
+            notifications = self.recorder.select_notifications(start=low, limit=batch_size or self.batch_size, inclusive_of_start=False)
             if not notifications:
                 done.update(p.name for p in group)
                 continue
@@ -203,7 +205,9 @@ class ProjectionEngine:
                 self.db.reset(tx, projection.key)
             if progress is not None:
                 progress(projection.name, 0, self.head())
-        return self.catch_up([p.name for p in chosen], progress)
+        # Larger batches than a catch-up's: a rebuild is one operator's long job, so fewer, longer
+        # transactions (each a durable commit, most of a rebuild's wall time on SQLite) cost no one.
+        return self.catch_up([p.name for p in chosen], progress, batch_size=max(self.batch_size, REBUILD_BATCH))
 
     # -- inspection ----------------------------------------------------------------------------
 

@@ -17,18 +17,21 @@ import json
 import re
 from contextlib import contextmanager
 from datetime import datetime, timezone
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
 if TYPE_CHECKING:
     from eventsourcing.persistence import TrackingRecorder
 
 
+@lru_cache(maxsize=4096)
 def iso(value: datetime) -> str:
     """A fixed-width UTC timestamp, so that text comparison is time comparison.
 
     `isoformat` rather than `strftime`: the same text for every year from 1000 (strftime's `%Y`
     does not pad earlier years, isoformat does, which keeps the width fixed), at a fraction of
-    the cost — a rebuild formats a timestamp for nearly every event."""
+    the cost — a rebuild formats a timestamp for nearly every event. Kept for the last few thousand
+    timestamps: the projections of one batch each format the same events' timestamps in turn."""
     if value.tzinfo is not None:
         value = value.astimezone(timezone.utc).replace(tzinfo=None)
     return value.isoformat(timespec="microseconds") + "Z"
