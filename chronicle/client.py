@@ -297,9 +297,11 @@ class Chronicle:
         with _as_chronicle_errors():
             return queries.log(self.store, session, tree=tree)
 
-    def history(self, session: str, at: int | None = None, version: int | None = None) -> list[dict[str, Any]]:
+    def history(self, session: str, at: int | None = None, version: int | None = None, step: int | None = None) -> list[dict[str, Any]]:
+        """The conversation in Anthropic's wire format: next (no moment), at the end of turn `at`, at the
+        session's `version`-th event, or as the model was sent it for `step` (from 0) of turn `at`."""
         with _as_chronicle_errors():
-            return queries.history(self.store, session, at=at, version=version)
+            return queries.history(self.store, session, at=at, version=version, step=step)
 
     def cost(self, session: str | None = None, by: str | None = None) -> list[dict[str, Any]]:
         with _as_chronicle_errors():

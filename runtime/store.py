@@ -443,9 +443,10 @@ class ChronicleStore(Application[UUID]):
             )
             yield position, self.mapper.to_domain_event(stored)
 
-    def latest_version(self, originator_id: UUID) -> int:
-        """What a running loop asks at each safe point to learn whether steering or cancel arrived."""
-        return latest_version(self, originator_id)
+    def latest_version(self, originator_id: UUID, position: int | None = None) -> int:
+        """What a running loop asks at each safe point to learn whether steering or cancel arrived;
+        with `position`, the aggregate's version as of that point in the log (0: it did not exist yet)."""
+        return latest_version(self, originator_id, position)
 
     def max_position(self) -> int:
         return self.recorder.max_notification_id() or 0

@@ -84,11 +84,15 @@ def snapshot_rows(store: Any, ids: list[UUID]) -> list[tuple[Any, ...]]:
     return [(r["originator_id"], r["originator_version"], r["topic"], r["state"]) for r in rows]
 
 
-def latest_version(store: Any, originator_id: UUID) -> int:
-    """The newest stored version of one aggregate (0 for none): one indexed lookup, no event decoded."""
+def latest_version(store: Any, originator_id: UUID, position: int | None = None) -> int:
+    """The newest stored version of one aggregate (0 for none), or its newest at or before a log
+    position (the aggregate as it stood then): one indexed lookup, no event decoded."""
     if store.backend == "sqlite":
-        rows = sqlite_rows(store, f"SELECT MAX(originator_version) FROM {store.recorder.events_table_name} WHERE originator_id = ?",
-                           [originator_id.hex])
+        bound, params = ("", []) if position is None else (" AND rowid <= ?", [position])
+        rows = sqlite_rows(store, f"SELECT MAX(originator_version) FROM {store.recorder.events_table_name} WHERE originator_id = ?{bound}",
+                           [originator_id.hex, *params])
         return int(rows[0][0] or 0)
-    rows = _pg_rows(store.recorder, "SELECT MAX(originator_version) AS v FROM {table} WHERE originator_id = %s", (originator_id,))
+    bound, pg_params = ("", ()) if position is None else (" AND notification_id <= %s", (position,))
+    rows = _pg_rows(store.recorder, "SELECT MAX(originator_version) AS v FROM {table} WHERE originator_id = %s" + bound,
+                    (originator_id, *pg_params))
     return int(rows[0]["v"] or 0) if rows else 0

@@ -176,6 +176,39 @@ def cut_at_turn(store: ChronicleStore, session_id: UUID, number: int) -> Cut:
     return cut_at_version(store, session_id, turn_end_version(store, session, own, shown_as=number), latest=session)
 
 
+def cut_at_step(store: ChronicleStore, session_id: UUID, number: int, step: int) -> Cut:
+    """The cut just before the model's answer to step `step` of turn `number` (steps numbered as
+    `log` shows them, from 0) was recorded: what the model had been sent for that call.
+
+    The turn is found as `cut_at_turn` finds it; the cut is its last event before that answer,
+    and the session is taken as it stood there (its branch, and a summary if one was made
+    during the turn), so a long turn's middle is one indexed read away, not its replay."""
+    end = cut_at_turn(store, session_id, number)
+    turn_id = end.session.head[number - 1]
+    answered = _step_answer(store, turn_id, step)
+    if answered is None:
+        raise MomentOutOfRange(f"turn {number} of session {session_id} has no step {step}; `chronicle log` lists its steps")
+    before = next(iter(store.events_with_positions([turn_id], version=answered.originator_version - 1)))
+    position, timestamp = before[0], before[1].timestamp
+    version = store.latest_version(session_id, position)
+    # An inherited turn's steps were taken before the fork existed: its first state stands for it.
+    session = store.session(session_id, version=version) if version else end.session
+    return Cut(session, position, timestamp, version or end.version)
+
+
+def _step_answer(store: ChronicleStore, turn_id: UUID, step: int) -> Any:
+    """The turn's first recorded answer to step `step`: normally its (step + 1)-th answer, one
+    indexed row; every answer is read only when an earlier step has none or more than one."""
+    if step < 0:
+        return None
+    guess = store.events_with_positions([turn_id], topic_suffix=".ModelResponded", offset=step, limit=1)
+    for candidates in (guess, store.events_with_positions([turn_id], topic_suffix=".ModelResponded")):
+        for _, event in candidates:
+            if type(event).__name__ == "ModelResponded" and event.step == step:
+                return event
+    return None
+
+
 def as_of_turn(store: ChronicleStore, session_id: UUID, number: int) -> PastView:
     """The conversation exactly as it was when turn `number` had completed, rebuilt from events."""
     cut = cut_at_turn(store, session_id, number)

@@ -19,7 +19,8 @@ was noted after each turn, which is the most favourable way to address its past.
 - in one long turn (S steps in one turn): Chronicle `turn_wire_at` (what the model had read of the
   turn as of its v-th event, from the turn's projection rows up to that event's log position; the
   Turn replayed, `store.turn(id, version=v)` + `build_context`, when that cannot answer), with the
-  state read itself timed beside it into the data (`*_state`); LangGraph `get_state(checkpoint k)`.
+  state read itself timed beside it into the data (`*_state`), and what `history --at 1 --step N`
+  prints (`*_step`: the whole context sent for that step); LangGraph `get_state(checkpoint k)`.
 
 LangGraph (both savers) is run up to 200 steps only: the default saver stores the whole message
 list at every checkpoint (quadratic), and listing DeltaChannel's history replays writes per state.
@@ -109,6 +110,7 @@ def chronicle_runs(ctx: Context, backend: str, steps: int) -> dict[str, Any]:
 
 def chronicle_in_turn(ctx: Context, backend: str, steps: int) -> dict[str, Any]:
     from chronicle.domain.context import build_context
+    from chronicle.runtime.app.queries import history
     from chronicle.runtime.past_context import history_engine
     from chronicle.runtime.past_wire import turn_wire_at
 
@@ -128,6 +130,9 @@ def chronicle_in_turn(ctx: Context, backend: str, steps: int) -> dict[str, Any]:
         def state(cold: Any, version: int) -> int:
             return len(build_context([cold.turn(tid, version=version)]))
 
+        def step_read(cold: Any, step: int) -> int:
+            return len(history(cold, sid, at=1, step=step))
+
         out = {}
         for label, version in (("early", max(2, last // 10)), ("middle", last // 2), ("late", last)):
             for key, read in ((label, shown), (f"{label}_state", state)):
@@ -137,6 +142,13 @@ def chronicle_in_turn(ctx: Context, backend: str, steps: int) -> dict[str, Any]:
                     times.append(_ms(lambda cold=cold, read=read, version=version: read(cold, version))[0])
                     cold.close()
                 out[key] = median(times)
+        for label, step in (("early", steps // 10), ("middle", steps // 2), ("late", steps - 1)):
+            times = []
+            for _ in range(READS):
+                cold = slot.chronicle_store()
+                times.append(_ms(lambda cold=cold, step=step: step_read(cold, step))[0])
+                cold.close()
+            out[f"{label}_step"] = median(times)
         return out
     finally:
         slot.drop()
@@ -210,13 +222,14 @@ def run(ctx: Context, log: Callable[[str], None]) -> list[Section]:
                 data[f"{backend}/{system}/{steps}"] = {"turns": r, "in_turn": t}
                 rows.append([backend, steps, r["turns"], LABEL[system], r["early"], r["middle"], r["late"], r["late_messages"],
                              r["history"], r["states"], r["fork"]])
-                state = [t.get(f"{k}_state", "—") for k in ("early", "middle", "late")]
+                state = [t.get(f"{k}_{read}", "—") for read in ("step", "state") for k in ("early", "middle", "late")]
                 inturn_rows.append([backend, steps, LABEL[system], t["early"], t["middle"], t["late"], *state])
                 typed = f" (typed {r['early_typed']:.1f}/{r['middle_typed']:.1f}/{r['late_typed']:.1f})" if "early_typed" in r else ""
                 log(f"  {backend} {system} {steps}: as of turn {r['early']:.1f}/{r['middle']:.1f}/{r['late']:.1f} ms{typed}, "
                     f"history {r['history']:.0f} ms ({r['states']} states), fork+step {r['fork']:.1f} ms; "
                     f"in one turn {t['early']:.1f}/{t['middle']:.1f}/{t['late']:.1f} ms"
-                    + (f" (state {t['early_state']:.1f}/{t['middle_state']:.1f}/{t['late_state']:.1f})" if "early_state" in t else "")
+                    + (f" (history --step {t['early_step']:.1f}/{t['middle_step']:.1f}/{t['late_step']:.1f}; "
+                       f"state {t['early_state']:.1f}/{t['middle_state']:.1f}/{t['late_state']:.1f})" if "early_state" in t else "")
                     + f" ({time.perf_counter() - t0:.1f} s)")
     s.note("A session of S LLM steps = S/2 turns of one tool step + the final answer. Reads from a cold store "
            f"(Chronicle) or by the checkpoint id noted after each turn (LangGraph); medians of {READS} reads, ms. "
@@ -224,12 +237,14 @@ def run(ctx: Context, log: Callable[[str], None]) -> list[Section]:
            "list at every checkpoint, and listing DeltaChannel's history took 4.5 s for 500 states already. History = listing every state: Chronicle's `log` entries, LangGraph's `get_state_history`.")
     s.table(["backend", "steps", "turns", "system", "as of turn 1", "as of middle turn", "as of last turn",
              "messages at last turn", "history of states", "states listed", "fork at middle + one step"], rows)
-    s.note("Inside one long turn of S steps (early = 10 %, middle, late = last version), ms. Chronicle, two reads: "
+    s.note("Inside one long turn of S steps (early = 10 %, middle, late = last version), ms. Chronicle, three reads: "
            "the turn's messages as of its v-th event for display (`past_wire.turn_wire_at`: the history projection's "
-           "rows up to that event's log position), and the Turn aggregate itself (`store.turn(id, version=v)` + "
-           "`build_context`: a replay of the turn's events after its newest snapshot at or below v). LangGraph: "
-           "`get_state` of the checkpoint at the same share of its history (one read, in the display columns).")
+           "rows up to that event's log position); what `history --at 1 --step N --json` prints (the whole context the "
+           "model was sent for step N: the cut found by indexed reads, the session as it stood then, the rows up to "
+           "the cut); and the Turn aggregate itself (`store.turn(id, version=v)` + `build_context`: a replay of the "
+           "turn's events after its newest snapshot at or below v). LangGraph: `get_state` of the checkpoint at the "
+           "same share of its history (one read, in the display columns).")
     s.table(["backend", "steps", "system", "early (display)", "middle (display)", "late (display)",
-             "early (Turn)", "middle (Turn)", "late (Turn)"], inturn_rows)
+             "early (--step)", "middle (--step)", "late (--step)", "early (Turn)", "middle (Turn)", "late (Turn)"], inturn_rows)
     s.data = data
     return [s]

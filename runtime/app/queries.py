@@ -167,24 +167,21 @@ class LogTail:
         }
 
 
-def history_messages(store: ChronicleStore, ref: str | UUID, at: int | None = None, version: int | None = None) -> list[Any]:
-    """The messages the model reads next (the active branch), or as they were at a turn or event.
+def history_messages(
+    store: ChronicleStore, ref: str | UUID, at: int | None = None, version: int | None = None, step: int | None = None,
+) -> list[Any]:
+    """The messages the model reads next (the active branch), or as they were at a turn, an event,
+    or a model call inside a turn (`step`, with `at`).
 
     Returns domain Messages; `history` gives their wire form."""
     from ..past_context import context_at, history_engine
-    from ..timetravel import TimeTravelError, cut_at_turn, cut_at_version
 
     sid = session_id(store, ref)
-    if at is not None and version is not None:
-        raise AppError("--at and --version pick a moment each; give one of them", 2)
-    if at is None and version is None:
+    if at is None and version is None and step is None:
         # What the model reads next is built from events, as the loop builds it.
         summary, view = store.session(sid).context_view()
         return build_context(store.turns(view), summary=summary)
-    try:
-        cut = cut_at_turn(store, sid, at) if at is not None else cut_at_version(store, sid, version or 0)
-    except TimeTravelError as exc:
-        raise AppError(str(exc), exc.exit_code) from None
+    cut = _cut(store, sid, at, version, step)
     # The past is read from the history projection by log position once it is current;
     # `context_at` rebuilds it from events if it is not.
     engine = history_engine(store)
@@ -192,29 +189,45 @@ def history_messages(store: ChronicleStore, ref: str | UUID, at: int | None = No
     return context_at(store, cut, engine)
 
 
-def history(store: ChronicleStore, ref: str | UUID, at: int | None = None, version: int | None = None) -> list[dict[str, Any]]:
+def history(
+    store: ChronicleStore, ref: str | UUID, at: int | None = None, version: int | None = None, step: int | None = None,
+) -> list[dict[str, Any]]:
     """`history --json`: one {"role", "content"} object per message, in Anthropic's wire format.
 
     The past is shown from the history projection's wire rows without building a `Message`
     (runtime/past_wire.py, past_context.wire_at); what the model reads next, from events."""
     from ..past_context import history_engine, wire_at
     from ..past_wire import wire_at_turn
-    from ..timetravel import TimeTravelError, cut_at_turn, cut_at_version
 
-    if at is None and version is None:
+    if at is None and version is None and step is None:
         return [m.wire() for m in history_messages(store, ref)]
     sid = session_id(store, ref)
-    if at is not None and version is not None:
-        raise AppError("--at and --version pick a moment each; give one of them", 2)
+    _moment(at, version, step)
     engine = history_engine(store)
     engine.catch_up()
-    if at is not None and (shown := wire_at_turn(store, sid, at, engine)) is not None:
+    if at is not None and step is None and (shown := wire_at_turn(store, sid, at, engine)) is not None:
         return shown
+    return wire_at(store, _cut(store, sid, at, version, step), engine)
+
+
+def _moment(at: int | None, version: int | None, step: int | None) -> None:
+    """One moment, named one way: a turn's end, a session event, or one step of a turn."""
+    if at is not None and version is not None:
+        raise AppError("--at and --version pick a moment each; give one of them", 2)
+    if step is not None and at is None:
+        raise AppError("--step names a model call inside a turn: give the turn with --at TURN", 2)
+
+
+def _cut(store: ChronicleStore, sid: UUID, at: int | None, version: int | None, step: int | None) -> Any:
+    from ..timetravel import TimeTravelError, cut_at_step, cut_at_turn, cut_at_version
+
+    _moment(at, version, step)
     try:
-        cut = cut_at_turn(store, sid, at) if at is not None else cut_at_version(store, sid, version or 0)
+        if at is not None:
+            return cut_at_turn(store, sid, at) if step is None else cut_at_step(store, sid, at, step)
+        return cut_at_version(store, sid, version or 0)
     except TimeTravelError as exc:
         raise AppError(str(exc), exc.exit_code) from None
-    return wire_at(store, cut, engine)
 
 
 def cost(store: ChronicleStore, ref: str | UUID | None = None, by: str | None = None) -> list[dict[str, Any]]:

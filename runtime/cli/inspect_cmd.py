@@ -173,6 +173,9 @@ def history(
     session: Annotated[str, typer.Argument(help="Session id or unique prefix")],
     at: Annotated[Optional[int], typer.Option("--at", min=1, help="As it was when turn TURN (from 1) had completed")] = None,
     version: Annotated[Optional[int], typer.Option("--version", min=1, help="As of the session's N-th event")] = None,
+    step: Annotated[Optional[int], typer.Option(
+        "--step", min=0, help="With --at TURN: what the model was sent for that turn's step N (numbered from 0, as `log` shows)",
+    )] = None,
     as_json: JsonOption = False,
     fmt: Annotated[str, typer.Option("--format", help="text (default), md (Markdown) or html: a transcript to read or hand on")] = "text",
     no_pager: NoPagerOption = False,
@@ -184,19 +187,19 @@ def history(
     with store_command(db, create=False) as store:
         sid = store.resolve_session_id(session)
         if as_json:
-            for wire in queries.history(store, sid, at=at, version=version):  # the past without a Message model
+            for wire in queries.history(store, sid, at=at, version=version, step=step):  # the past without a Message model
                 print_json(wire)
             return
         if fmt != "text":
             from . import transcript
 
-            messages = queries.history_messages(store, sid, at=at, version=version)
+            messages = queries.history_messages(store, sid, at=at, version=version, step=step)
             render = {"md": transcript.markdown, "markdown": transcript.markdown, "html": transcript.html}.get(fmt)
             if render is None:
                 fail(f"--format takes text, md or html (got {fmt!r})", 2)
             sys.stdout.write(render(str(sid), store.session(sid).title, messages))
             return
-        shown = queries.history(store, sid, at=at, version=version)  # wire dicts: every field a block's model has
+        shown = queries.history(store, sid, at=at, version=version, step=step)  # wire dicts: every field a block's model has
         with paged(no_pager):
             for message in shown:
                 colour = "green" if message["role"] == "user" else "cyan"

@@ -237,8 +237,8 @@ def create_app(config: ServerConfig) -> FastAPI:
         return done.row()
 
     @app.get("/sessions/{session_id}/history", dependencies=guarded)
-    def history(session_id: str, at: int | None = None, version: int | None = None) -> list[dict[str, Any]]:
-        return chronicle.history(session_id, at=at, version=version)
+    def history(session_id: str, at: int | None = None, version: int | None = None, step: int | None = None) -> list[dict[str, Any]]:
+        return chronicle.history(session_id, at=at, version=version, step=step)
 
     @app.get("/sessions/{session_id}/log", dependencies=guarded)
     def session_log(session_id: str, tree: bool = False) -> list[dict[str, Any]]:

@@ -82,6 +82,11 @@ def test_approval_fork_and_bad_requests_over_http(db_url, workspace, tmp_path):
         assert forked.status_code == 200, forked.text
         new_id = forked.json()["session_id"]
         assert httpx.get(f"{base}/sessions/{new_id}/history").json() == httpx.get(f"{base}/sessions/{sid}/history?at=1").json()
+        # What the model was sent for the turn's second call: the command's --json, message for message.
+        step = httpx.get(f"{base}/sessions/{sid}/history?at=1&step=1").json()
+        assert step == json_lines(cli("history", sid, "--at", "1", "--step", "1", "--json", db=db_url).stdout)
+        assert [m["role"] for m in step] == ["user", "assistant", "user"] and step[-1]["content"][0]["type"] == "tool_result"
+        assert httpx.get(f"{base}/sessions/{sid}/history?at=1&step=5").status_code == 400
 
         bad = httpx.post(f"{base}/sessions", json={"prompt": "", "provider": "scripted:/nope.json"})
         assert bad.status_code == 422 and "prompt" in bad.json()["error"]
