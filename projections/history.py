@@ -217,31 +217,31 @@ class WireRule(Enum):
 WIRE_OF_CONTENT, SENDABLE_OF_CONTENT, SAME_AS_CONTENT = WireRule
 
 
-def _field_orders() -> dict[str, tuple[tuple[str, type], ...]]:
-    """Per known block type, its model's fields in dump order with the plain type each must hold
-    for the block to dump as it is: a block with exactly these keys, in this order, validates and
-    dumps back to itself. Read from the models, so a field added to one is never missed."""
+def _block_shapes() -> dict[str, tuple[tuple[str, ...], tuple[tuple[str, type], ...]]]:
+    """Per known block type, its model's field names in dump order, and the plain type each field
+    but `type` must hold for the block to dump as it is: a block with exactly these keys, in this
+    order, validates and dumps back to itself. Read from the models, so a field added to one is
+    never missed."""
     plain: dict[Any, type] = {str: str, bool: bool}
-    orders: dict[str, tuple[tuple[str, type], ...]] = {}
+    shapes: dict[str, tuple[tuple[str, ...], tuple[tuple[str, type], ...]]] = {}
     for kind, model in BLOCK_MODELS.items():
-        fields: list[tuple[str, type]] = []
+        checks: list[tuple[str, type]] = []
         for name, info in model.model_fields.items():
             annotation = info.annotation
-            origin = getattr(annotation, "__origin__", None)
             if name == "type":
-                fields.append((name, str))
-            elif annotation in plain:
-                fields.append((name, plain[annotation]))
-            elif origin is dict:
-                fields.append((name, dict))
+                continue
+            if annotation in plain:
+                checks.append((name, plain[annotation]))
+            elif getattr(annotation, "__origin__", None) is dict:
+                checks.append((name, dict))
             else:
                 break  # a field this check cannot vouch for: the type always takes the validated path
         else:
-            orders[kind] = tuple(fields)
-    return orders
+            shapes[kind] = (tuple(model.model_fields), tuple(checks))
+    return shapes
 
 
-_FIELD_ORDERS = _field_orders()
+_SHAPES = _block_shapes()
 
 
 def dumps_as_is(blocks: Any, sendable_only: bool = False) -> bool:
@@ -256,13 +256,14 @@ def dumps_as_is(blocks: Any, sendable_only: bool = False) -> bool:
     for block in blocks:
         if type(block) is not dict:
             return False
-        fields = _FIELD_ORDERS.get(block.get("type"))  # type: ignore[arg-type]
-        if fields is None or len(block) != len(fields):
+        kind = block.get("type")
+        shape = _SHAPES.get(kind) if type(kind) is str else None
+        if shape is None or tuple(block) != shape[0]:
             return False
-        for (name, kind), (key, value) in zip(fields, block.items(), strict=True):
-            if name != key or type(value) is not kind:
+        for name, plain in shape[1]:
+            if type(block[name]) is not plain:
                 return False
-        if sendable_only and fields[0][0] == "type" and block["type"] == "text" and not block["text"].strip():
+        if sendable_only and kind == "text" and not block["text"].strip():
             return False
     return True
 
