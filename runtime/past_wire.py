@@ -131,6 +131,43 @@ def _spliced(rows: list[tuple[Any, ...]], replaced: dict[int, list[Part]]) -> li
     return parts if len(done) == len(replaced) else None
 
 
+def wire_at_step(store: ChronicleStore, session_id: UUID, number: int, step: int, engine: ProjectionEngine) -> list[dict[str, Any]] | None:
+    """What the model was sent for step `step` of turn `number` (`history --at N --step K`), for a
+    session whose branch only grew: the conversation as of the end of turn `number - 1`
+    (`text_at_turn`), then the turn's own rows up to its last event before that step's answer
+    (`turn_text_at`). Nothing reshaped the branch and no summary was made, so nothing else was
+    sent. None when this path cannot say (then `cut_at_step` + `past_context.wire_at` can)."""
+    from .timetravel import step_answer
+
+    if number < 1:
+        return None
+    lagging = lagging_originators(engine)
+    if lagging is None or session_id.hex in lagging:
+        return None
+    # The turn must have ended, as `cut_at_turn` requires (a running turn is read from events).
+    with engine.db.statement() as tx:
+        found = tx.one(
+            "SELECT b.turn_id, s.reshaped, s.forked_from FROM proj_history_sessions s JOIN proj_history_branch b "
+            "ON b.session_id = s.session_id AND b.idx = %s JOIN proj_history_turns t ON t.turn_id = b.turn_id "
+            "WHERE s.session_id = %s AND t.status IN ('completed', 'failed', 'cancelled', 'stopped')",
+            (number - 1, str(session_id)),
+        )
+    if found is None or found[1] is not None or found[2] is not None:
+        return None
+    turn_id = UUID(found[0])
+    answered = step_answer(store, turn_id, step)
+    if answered is None:
+        return None
+    own = turn_text_at(store, turn_id, answered.originator_version - 1, engine)
+    before = text_at_turn(store, session_id, number - 1, engine) if number > 1 else "[]"
+    if own is None or before is None:
+        return None
+    messages, mine = json.loads(before), json.loads(own)
+    if messages and mine and messages[-1]["role"] == mine[0]["role"]:  # as `merge_roles` joins them
+        messages[-1]["content"].extend(mine.pop(0)["content"])
+    return messages + mine
+
+
 def turn_wire_at(store: ChronicleStore, turn_id: UUID, version: int, engine: ProjectionEngine) -> list[dict[str, Any]] | None:
     """What the model read of one turn as its `version`-th event left it (`build_context([store.turn(
     turn_id, version=version)])` as wire dicts), from the turn's projection rows: a turn's events up
@@ -139,6 +176,12 @@ def turn_wire_at(store: ChronicleStore, turn_id: UUID, version: int, engine: Pro
     the version (only the newest is kept: runtime/store.py), ≈ 1,000 events in the middle of a
     2,000-event turn. None when the rows cannot say: the projection has not applied the turn, or
     the turn is marked by then (attachments, a guardrail's rewrite, a refusal)."""
+    text = turn_text_at(store, turn_id, version, engine)
+    return None if text is None else json.loads(text)
+
+
+def turn_text_at(store: ChronicleStore, turn_id: UUID, version: int, engine: ProjectionEngine) -> str | None:
+    """`turn_wire_at` as one JSON array, undecoded."""
     found = next(iter(store.events_with_positions([turn_id], version=version)), None)
     if found is None:
         return None
@@ -155,4 +198,4 @@ def turn_wire_at(store: ChronicleStore, turn_id: UUID, version: int, engine: Pro
             "AND m.wire IS NOT NULL AND m.wire <> '[]' AND NOT EXISTS (SELECT 1 FROM proj_history_marks k "
             "WHERE k.turn_id = %s AND k.position <= %s) ORDER BY m.position", (tid, position, tid, position),  # one row per event
         )]
-    return json.loads(joined(messages)) if messages else None
+    return joined(messages) if messages else None

@@ -185,7 +185,7 @@ def cut_at_step(store: ChronicleStore, session_id: UUID, number: int, step: int)
     during the turn), so a long turn's middle is one indexed read away, not its replay."""
     end = cut_at_turn(store, session_id, number)
     turn_id = end.session.head[number - 1]
-    answered = _step_answer(store, turn_id, step)
+    answered = step_answer(store, turn_id, step)
     if answered is None:
         raise MomentOutOfRange(f"turn {number} of session {session_id} has no step {step}; `chronicle log` lists its steps")
     before = next(iter(store.events_with_positions([turn_id], version=answered.originator_version - 1)))
@@ -196,7 +196,7 @@ def cut_at_step(store: ChronicleStore, session_id: UUID, number: int, step: int)
     return Cut(session, position, timestamp, version or end.version)
 
 
-def _step_answer(store: ChronicleStore, turn_id: UUID, step: int) -> Any:
+def step_answer(store: ChronicleStore, turn_id: UUID, step: int) -> Any:
     """The turn's first recorded answer to step `step`: normally its (step + 1)-th answer, one
     indexed row; every answer is read only when an earlier step has none or more than one."""
     if step < 0:

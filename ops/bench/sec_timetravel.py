@@ -240,8 +240,8 @@ def run(ctx: Context, log: Callable[[str], None]) -> list[Section]:
     s.note("Inside one long turn of S steps (early = 10 %, middle, late = last version), ms. Chronicle, three reads: "
            "the turn's messages as of its v-th event for display (`past_wire.turn_wire_at`: the history projection's "
            "rows up to that event's log position); what `history --at 1 --step N --json` prints (the whole context the "
-           "model was sent for step N: the cut found by indexed reads, the session as it stood then, the rows up to "
-           "the cut); and the Turn aggregate itself (`store.turn(id, version=v)` + `build_context`: a replay of the "
+           "model was sent for step N: for a branch that only grew, the previous turns as of their end plus the "
+           "turn's rows up to the step's cut, `past_wire.wire_at_step`); and the Turn aggregate itself (`store.turn(id, version=v)` + `build_context`: a replay of the "
            "turn's events after its newest snapshot at or below v). LangGraph: `get_state` of the checkpoint at the "
            "same share of its history (one read, in the display columns).")
     s.table(["backend", "steps", "system", "early (display)", "middle (display)", "late (display)",

@@ -197,7 +197,7 @@ def history(
     The past is shown from the history projection's wire rows without building a `Message`
     (runtime/past_wire.py, past_context.wire_at); what the model reads next, from events."""
     from ..past_context import history_engine, wire_at
-    from ..past_wire import wire_at_turn
+    from ..past_wire import wire_at_step, wire_at_turn
 
     if at is None and version is None and step is None:
         return [m.wire() for m in history_messages(store, ref)]
@@ -205,8 +205,10 @@ def history(
     _moment(at, version, step)
     engine = history_engine(store)
     engine.catch_up()
-    if at is not None and step is None and (shown := wire_at_turn(store, sid, at, engine)) is not None:
-        return shown
+    if at is not None:
+        shown = wire_at_turn(store, sid, at, engine) if step is None else wire_at_step(store, sid, at, step, engine)
+        if shown is not None:
+            return shown
     return wire_at(store, _cut(store, sid, at, version, step), engine)
 
 

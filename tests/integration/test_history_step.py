@@ -16,6 +16,7 @@ import pytest
 from chronicle.runtime.app import queries
 from chronicle.runtime.app.errors import AppError
 from chronicle.runtime.past_context import context_at, history_engine, wire_at
+from chronicle.runtime.past_wire import wire_at_step
 from chronicle.runtime.timetravel import cut_at_step, fork
 from tests.helpers import response, text, tool_use
 
@@ -69,6 +70,30 @@ def test_each_step_shows_exactly_what_the_model_was_sent(db_url, workspace, tmp_
     assert len(own) == 3
     for turn, step, messages in own:
         assert queries.history(store, child.id, at=turn, step=step) == messages, (turn, step)
+    store.close()
+
+
+def test_a_session_whose_branch_only_grew_is_read_from_rows_alone(db_url, workspace, tmp_path):
+    """No undo, compaction or fork: the step's context is the conversation as of the previous turn's
+    end plus the turn's own rows, found by index (`wire_at_step`), and it is what was sent."""
+    (workspace / "hello.txt").write_text("hello\n")
+    h = Harness(db_url, workspace, tmp_path, [_three_steps(n) for n in range(1, 5)], auto_approve=True)
+    for prompt in ("one", "two", "three"):
+        assert h.run(prompt).status == "completed"
+    store, sid = h.store, h.session_id
+    engine = history_engine(store)
+    engine.catch_up()
+    sent = _sent(h, sid)
+    assert len(sent) == 9
+    for turn, step, messages in sent:
+        assert wire_at_step(store, sid, turn, step, engine) == messages, (turn, step)
+        assert queries.history(store, sid, at=turn, step=step) == messages
+    assert wire_at_step(store, sid, 2, 7, engine) is None  # no such step: the general path says why
+    # A turn the projection has not applied yet is not answered from rows.
+    assert h.run("four").status == "completed"
+    assert wire_at_step(store, sid, 4, 0, engine) is None
+    engine.catch_up()
+    assert wire_at_step(store, sid, 4, 0, engine) == _sent(h, sid)[-3][2]
     store.close()
 
 
