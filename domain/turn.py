@@ -55,6 +55,12 @@ def response_v2(response: dict[str, Any]) -> dict[str, Any]:
 
 
 class Turn(Aggregate):
+    #: Declared, not left to eventsourcing to make: an event class written as a subclass of it is
+    #: used as it is, where one written on `Aggregate.Event` is built again as a subclass of this
+    #: (a second frozen dataclass per event, most of what importing the domain cost).
+    class Event(Aggregate.Event):
+        pass
+
     #: v2: each entry of `retries` carries `error` (see ModelCallRetried v2), and each step its
     #: time `at`; snapshots upcast below. A v1 snapshot never recorded step times, so they come
     #: back as None (readers such as the rate guard fall back to the turn's start).
@@ -79,7 +85,7 @@ class Turn(Aggregate):
         for step in state.get("steps", []):
             step["response"] = expand(step["response"])
 
-    class Created(Aggregate.Created):
+    class Created(Aggregate.Created, Event):
         session_id: UUID
         input_id: str
         number: int
@@ -115,7 +121,7 @@ class Turn(Aggregate):
             raise DomainError(f"turn {self.id} is {self.status}; attachments come with its input, before it starts")
         self._attachments_referenced(blocks=list(blocks), timestamp=now)
 
-    class AttachmentsReferenced(Aggregate.Event):
+    class AttachmentsReferenced(Event):
         blocks: list[dict[str, Any]]
 
     @event(AttachmentsReferenced)
@@ -142,7 +148,7 @@ class Turn(Aggregate):
         self._next("start")
         self._started(timestamp=now)
 
-    class Started(Aggregate.Event):
+    class Started(Event):
         pass
 
     @event(Started)
@@ -155,7 +161,7 @@ class Turn(Aggregate):
             raise DomainError("awaiting approval needs at least one tool call")
         self._approval_requested(tool_call_ids=tool_call_ids, timestamp=now)
 
-    class ApprovalRequested(Aggregate.Event):
+    class ApprovalRequested(Event):
         tool_call_ids: list[UUID]
 
     @event(ApprovalRequested)
@@ -167,7 +173,7 @@ class Turn(Aggregate):
         self._next("resume")
         self._resumed(reason=reason, actor=actor, timestamp=now)
 
-    class Resumed(Decided):
+    class Resumed(Decided, Event):
         reason: str
 
     @event(Resumed)
@@ -183,7 +189,7 @@ class Turn(Aggregate):
         final_text = self.answer if self.answer is not None else (last.text if last else "")
         self._completed(final_text=final_text, timestamp=now)
 
-    class Completed(Aggregate.Event):
+    class Completed(Event):
         final_text: str
 
     @event(Completed)
@@ -196,7 +202,7 @@ class Turn(Aggregate):
         self._next("fail")
         self._failed(reason=reason, error=error, timestamp=now)
 
-    class Failed(Aggregate.Event):
+    class Failed(Event):
         reason: str
         error: dict[str, Any] | None
 
@@ -211,7 +217,7 @@ class Turn(Aggregate):
         self._next("cancel")
         self._cancelled(reason=reason, actor=actor, timestamp=now)
 
-    class Cancelled(Decided):
+    class Cancelled(Decided, Event):
         reason: str
 
     @event(Cancelled)
@@ -225,7 +231,7 @@ class Turn(Aggregate):
         self._next("stop")
         self._stopped(guard=guard, reason=reason, timestamp=now)
 
-    class Stopped(Aggregate.Event):
+    class Stopped(Event):
         guard: str
         reason: str
 
@@ -240,7 +246,7 @@ class Turn(Aggregate):
         self._next("interrupt")
         self._interrupted(reason=reason, timestamp=now)
 
-    class Interrupted(Aggregate.Event):
+    class Interrupted(Event):
         reason: str
 
     @event(Interrupted)
@@ -275,7 +281,7 @@ class Turn(Aggregate):
         )
         return step
 
-    class ModelResponded(Aggregate.Event):
+    class ModelResponded(Event):
         """v2: the response records every block and usage field the API sent, and `stop_details`
         (a refusal's category and explanation); a v1 response gets `stop_details: None`. Blocks and
         usage needed no change of shape: a v1 record is a valid v2 record without the new fields.
@@ -334,7 +340,7 @@ class Turn(Aggregate):
             error=dict(error) if error else error_from_reason(reason), timestamp=now,
         )
 
-    class ModelCallRetried(Aggregate.Event):
+    class ModelCallRetried(Event):
         """v2 added `error`: the provider's error as data (kind, message, status, retry_after_s)."""
 
         class_version = 2
@@ -370,7 +376,7 @@ class Turn(Aggregate):
             step=step["step"], blocks=dump_blocks(list(results)) + dump_blocks(list(extra)), timestamp=now
         )
 
-    class ToolResultsRecorded(Aggregate.Event):
+    class ToolResultsRecorded(Event):
         step: int
         blocks: list[dict[str, Any]]
 
@@ -403,7 +409,7 @@ class Turn(Aggregate):
             raise DomainError(f"turn {self.id}: inbound checks run before the first model call")
         self._guardrail_applied(mark=dict(mark), text=text, timestamp=now)
 
-    class GuardrailApplied(Aggregate.Event):
+    class GuardrailApplied(Event):
         mark: dict[str, Any]
         text: str | None
 
@@ -433,7 +439,7 @@ class Turn(Aggregate):
             raise DomainError("a middleware decision names its middleware and action")
         self._middleware_applied(mark=dict(mark), timestamp=now)
 
-    class MiddlewareApplied(Aggregate.Event):
+    class MiddlewareApplied(Event):
         mark: dict[str, Any]
 
     @event(MiddlewareApplied)
@@ -447,7 +453,7 @@ class Turn(Aggregate):
         if counts:
             self._secrets_redacted(where=where, counts=dict(counts), timestamp=now)
 
-    class SecretsRedacted(Aggregate.Event):
+    class SecretsRedacted(Event):
         where: str
         counts: dict[str, int]
 
