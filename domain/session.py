@@ -108,6 +108,11 @@ class Session(Aggregate):
     def spec(self) -> AgentSpec:
         return AgentSpec.model_validate(self.spec_data)
 
+    @property
+    def agent_name(self) -> str:
+        """`spec.name` without validating the whole spec: `log` and listings need only the name."""
+        return str(self.spec_data.get("name", AgentSpec.model_fields["name"].default))
+
     # -- the durable input queue -------------------------------------------------------------
 
     def queue_input(self, input_id: str, text: str, now: datetime, kind: str = "prompt",

@@ -316,12 +316,18 @@ class ToolCall(Aggregate):
     # -- what the model reads ------------------------------------------------------------------
 
     def result_block(self) -> ToolResultBlock:
+        content, is_error = self.result()
+        return ToolResultBlock(tool_use_id=self.tool_use_id, content=content, is_error=is_error)
+
+    def result(self) -> tuple[str, bool]:
+        """The result's content and whether it is an error, as `result_block` gives them to the model:
+        `log` shows them without building a block (a pydantic model it would otherwise never need)."""
         if self.status == "completed":
-            return ToolResultBlock(tool_use_id=self.tool_use_id, content=self.output or "", is_error=self.is_error)
+            return self.output or "", self.is_error
         if self.status == "failed":
-            return ToolResultBlock(tool_use_id=self.tool_use_id, content=self.output or "error", is_error=True)
+            return self.output or "error", True
         if self.status == "interrupted":
-            return ToolResultBlock(tool_use_id=self.tool_use_id, content=INTERRUPTED_NOTE, is_error=True)
+            return INTERRUPTED_NOTE, True
         if self.status in ("denied", "skipped", "cancelled"):
-            return ToolResultBlock(tool_use_id=self.tool_use_id, content=f"{self.status}: {self.reason}", is_error=True)
+            return f"{self.status}: {self.reason}", True
         raise DomainError(f"tool call {self.id} ({self.name}) is {self.status}; it has no result yet")

@@ -55,7 +55,7 @@ def session_row(store: ChronicleStore, session: Session, summary: dict[str, Any]
         "session_id": str(session.id),
         "title": session.title or (summary or {}).get("title"),
         "status": status,
-        "agent": session.spec.name,
+        "agent": session.agent_name,
         "created_at": session.created_at.isoformat(),
         "parent_session_id": str(session.parent_session_id) if session.parent_session_id else None,
         "forked_from": session.forked_from,
@@ -130,7 +130,7 @@ class LogTail:
 
             nodes = [(node.session, node.depth) for node in walk(self.store, session)]
         for member, depth in nodes:
-            owner = {"session_id": str(member.id), "agent": member.spec.name, "depth": depth}
+            owner = {"session_id": str(member.id), "agent": member.agent_name, "depth": depth}
             owners.update({aid: owner for aid in self.store.aggregate_ids_of(member)})
         return owners
 
@@ -151,9 +151,9 @@ class LogTail:
             data.setdefault("tool_use_id", aggregate.tool_use_id)
             data.setdefault("name", aggregate.name)
             if aggregate.resolved and aggregate.status != "interrupted":
-                block = aggregate.result_block()
-                data.setdefault("output", block.content)
-                data.setdefault("is_error", block.is_error)
+                output, is_error = aggregate.result()
+                data.setdefault("output", output)
+                data.setdefault("is_error", is_error)
         return {
             "position": position,
             "timestamp": event.timestamp.isoformat(),
@@ -174,13 +174,14 @@ def history_messages(
     or a model call inside a turn (`step`, with `at`).
 
     Returns domain Messages; `history` gives their wire form."""
-    from ..past_context import context_at, history_engine
-
     sid = session_id(store, ref)
     if at is None and version is None and step is None:
         # What the model reads next is built from events, as the loop builds it.
         summary, view = store.session(sid).context_view()
         return build_context(store.turns(view), summary=summary)
+    # Time travel imports the tools and asyncio (timetravel restores files); the present does not.
+    from ..past_context import context_at, history_engine
+
     cut = _cut(store, sid, at, version, step)
     # The past is read from the history projection by log position once it is current;
     # `context_at` rebuilds it from events if it is not.
@@ -196,13 +197,13 @@ def history(
 
     The past is shown from the history projection's wire rows without building a `Message`
     (runtime/past_wire.py, past_context.wire_at); what the model reads next, from events."""
-    from ..past_context import history_engine, wire_at
-    from ..past_wire import wire_at_turn
-
     if at is None and version is None and step is None:
         return [m.wire() for m in history_messages(store, ref)]
     sid = session_id(store, ref)
     _moment(at, version, step)
+    from ..past_context import history_engine, wire_at
+    from ..past_wire import wire_at_turn
+
     engine = history_engine(store)
     engine.catch_up()
     if at is not None and step is None and (shown := wire_at_turn(store, sid, at, engine)) is not None:
