@@ -8,17 +8,18 @@ turns, so forking copies no history.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 from eventsourcing.domain import Aggregate, event
 
-from .agent_spec import AgentSpec
-from .context import compacted_view
 from .decided import Decided
 from .errors import DomainError
 from .session_lifecycle import SESSION_LIFECYCLE as SESSION_LIFECYCLE  # ops/diagrams.py and tests import it from here
 from .session_upcasts import snapshot_v1_v2, snapshot_v2_v3, snapshot_v3_v4, started_v1_v2
+
+if TYPE_CHECKING:  # pydantic models are imported where they are used: replaying a session (log) builds none
+    from .agent_spec import AgentSpec
 
 
 class Session(Aggregate):
@@ -106,12 +107,14 @@ class Session(Aggregate):
 
     @property
     def spec(self) -> AgentSpec:
+        from .agent_spec import AgentSpec
+
         return AgentSpec.model_validate(self.spec_data)
 
     @property
     def agent_name(self) -> str:
         """`spec.name` without validating the whole spec: `log` and listings need only the name."""
-        return str(self.spec_data.get("name", AgentSpec.model_fields["name"].default))
+        return str(self.spec_data["name"]) if "name" in self.spec_data else self.spec.name
 
     # -- the durable input queue -------------------------------------------------------------
 
@@ -445,6 +448,8 @@ class Session(Aggregate):
 
     def context_view(self) -> tuple[str | None, list[UUID]]:
         """What the model reads: (summary, turn ids). The full record stays in the log."""
+        from .context import compacted_view
+
         return compacted_view(self.head, self.compaction)
 
     def compact(

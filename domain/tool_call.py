@@ -7,15 +7,17 @@ Whatever state a call ends in, it answers its tool_use with exactly one tool_res
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 from eventsourcing.domain import Aggregate, event
 
-from .content import ToolResultBlock
 from .decided import Decided
 from .errors import DomainError
 from .lifecycle import Edge, Lifecycle
+
+if TYPE_CHECKING:  # imported where it is used: replaying a tool call builds no pydantic model
+    from .content import ToolResultBlock
 
 TOOL_CALL_LIFECYCLE = Lifecycle(
     "ToolCall",
@@ -316,6 +318,8 @@ class ToolCall(Aggregate):
     # -- what the model reads ------------------------------------------------------------------
 
     def result_block(self) -> ToolResultBlock:
+        from .content import ToolResultBlock
+
         content, is_error = self.result()
         return ToolResultBlock(tool_use_id=self.tool_use_id, content=content, is_error=is_error)
 

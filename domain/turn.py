@@ -8,16 +8,18 @@ tool_result blocks exactly as the model will read them. Recording the results on
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 from uuid import UUID
 
 from eventsourcing.domain import Aggregate, event
 
-from .content import ModelResponse, ToolResultBlock, dump_blocks
 from .decided import Decided
 from .errors import DomainError
 from .lifecycle import Edge, Lifecycle
 from .stored_response import compact, expand
+
+if TYPE_CHECKING:  # the content models (pydantic) are imported where they are used: replaying a turn builds none
+    from .content import ModelResponse, ToolResultBlock
 
 LIVE = ("pending", "running", "awaiting_approval", "interrupted")
 TURN_LIFECYCLE = Lifecycle(
@@ -365,6 +367,8 @@ class Turn(Aggregate):
 
         ``extra`` blocks (steering text) follow the results in the same user message.
         """
+        from .content import dump_blocks
+
         step = self.open_step
         if step is None:
             raise DomainError(f"turn {self.id} has no step waiting for tool results")
@@ -465,6 +469,8 @@ class Turn(Aggregate):
 
     @property
     def last_response(self) -> ModelResponse | None:
+        from .content import ModelResponse
+
         return ModelResponse.model_validate(self.steps[-1]["response"]) if self.steps else None
 
     @property

@@ -15,7 +15,6 @@ from uuid import UUID
 
 from pydantic_core import to_jsonable_python
 
-from chronicle.domain.context import build_context
 from chronicle.domain.session import Session
 from chronicle.domain.tool_call import ToolCall
 from chronicle.domain.turn import Turn
@@ -24,14 +23,15 @@ from chronicle.projections.cost import CostReport
 from chronicle.projections.sql import iso
 from chronicle.projections.summaries import summaries
 
-from ..read_models import ReadModelsMissing, caught_up
 from ..store import ChronicleStore
 from .errors import AppError
 from .session_listing import tree_order as tree_order  # the viewer and the CLI order rows with it
 
 # The sub-agent tree (`log --tree`) and time travel (`history --at/--version`) are imported where
 # they are used: they pull in the loop's tools, live events and asyncio, which `sessions`, `log`
-# and `cost` never touch, and every command paid for them at start-up.
+# and `cost` never touch, and every command paid for them at start-up. So are the read models
+# (every projection and the price table) and the domain's content models: both import pydantic,
+# which `log` otherwise never needs.
 
 AGGREGATE_KINDS: dict[type, str] = {Session: "session", Turn: "turn", ToolCall: "tool_call"}
 SKIP_FIELDS = {"originator_id", "originator_version", "timestamp", "originator_topic"}
@@ -77,6 +77,8 @@ def sessions(store: ChronicleStore, archived: bool = False) -> list[dict[str, An
 
         hidden = archived_trees({s.id: s.parent_session_id for s in listed}, {s.id for s in listed if getattr(s, "archived", False)})
         listed = [s for s in listed if s.id not in hidden]
+    from ..read_models import ReadModelsMissing, caught_up
+
     repairs = latest_repairs(store)
     try:
         engine = caught_up(store)
@@ -177,6 +179,8 @@ def history_messages(
     sid = session_id(store, ref)
     if at is None and version is None and step is None:
         # What the model reads next is built from events, as the loop builds it.
+        from chronicle.domain.context import build_context  # the content models: `log` needs none
+
         summary, view = store.session(sid).context_view()
         return build_context(store.turns(view), summary=summary)
     # Time travel imports the tools and asyncio (timetravel restores files); the present does not.
@@ -237,6 +241,8 @@ def cost(store: ChronicleStore, ref: str | UUID | None = None, by: str | None = 
     The one path to a cost figure: the cost projection (chat's /cost and the budget guard read it too)."""
     if by not in (None, "model", "day"):
         raise AppError(f"--by takes model or day, not {by!r}", 2)
+    from ..read_models import caught_up
+
     sid = str(session_id(store, ref)) if ref else None
     engine = caught_up(store)
     with engine.read() as tx:
@@ -283,6 +289,8 @@ def audit(store: ChronicleStore, session: str | UUID | None = None, tool: str | 
           since: str | None = None, limit: int | None = None) -> list[dict[str, Any]]:
     """`audit --json`: every decision in commit order, filtered. `since` as `--since` takes it."""
     since_text = parse_since(since) if since else None
+    from ..read_models import caught_up
+
     sid = str(session_id(store, session)) if session else None
     engine = caught_up(store)
     with engine.read() as tx:
