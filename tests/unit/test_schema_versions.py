@@ -60,3 +60,16 @@ def test_a_v1_session_snapshot_goes_through_every_upcaster_the_session_names():
         getattr(Session, f"upcast_v{step}_v{step + 1}")(state)
     assert state["forked_from"] == {"session_id": "s", "turn": 1}
     assert state["archived"] is False and state["steering"] == [] and state["compaction_attempts"] == 0
+
+
+def test_each_event_class_written_in_an_aggregate_is_built_once_more_at_most():
+    """Written on the aggregate's own `Event`, an event class is used as it is; written on
+    `Aggregate.Event` (or `Decided`, `Aggregate.Created`), eventsourcing builds it again as a
+    subclass of the aggregate's `Event`: one more frozen dataclass each, which is what importing
+    the domain spent its time on. `@event(Cls)` still adds its one subclass of the same name."""
+    for aggregate in AGGREGATES:
+        assert "Event" in vars(aggregate), aggregate.__name__
+        for name, cls in event_classes(aggregate).items():
+            same_name = [c for c in cls.__mro__ if c.__qualname__ == cls.__qualname__]
+            assert len(same_name) <= 2, f"{name} is built {len(same_name)} times: write it on {aggregate.__name__}.Event"
+            assert issubclass(same_name[-1], aggregate.Event), name
