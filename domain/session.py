@@ -15,6 +15,7 @@ from eventsourcing.domain import Aggregate, event
 
 from .decided import Decided
 from .errors import DomainError
+from .event_type import EventType
 from .session_lifecycle import SESSION_LIFECYCLE as SESSION_LIFECYCLE  # ops/diagrams.py and tests import it from here
 from .session_upcasts import snapshot_v1_v2, snapshot_v2_v3, snapshot_v3_v4, started_v1_v2
 
@@ -26,7 +27,7 @@ class Session(Aggregate):
     #: Declared, not left to eventsourcing to make: an event class written as a subclass of it is
     #: used as it is, where one written on `Aggregate.Event` is built again as a subclass of this
     #: (a second frozen dataclass per event, most of what importing the domain cost).
-    class Event(Aggregate.Event):
+    class Event(Aggregate.Event, metaclass=EventType):
         pass
 
     #: v2 added `title_error` (a failed title call is recorded), steering, cancel requests,

@@ -14,6 +14,7 @@ from eventsourcing.domain import Aggregate, event
 
 from .decided import Decided
 from .errors import DomainError
+from .event_type import EventType
 from .lifecycle import Edge, Lifecycle
 
 if TYPE_CHECKING:  # imported where it is used: replaying a tool call builds no pydantic model
@@ -53,7 +54,7 @@ class ToolCall(Aggregate):
     #: Declared, not left to eventsourcing to make: an event class written as a subclass of it is
     #: used as it is, where one written on `Aggregate.Event` is built again as a subclass of this
     #: (a second frozen dataclass per event, most of what importing the domain cost).
-    class Event(Aggregate.Event):
+    class Event(Aggregate.Event, metaclass=EventType):
         pass
 
     class Requested(Aggregate.Created, Event):

@@ -15,6 +15,7 @@ from eventsourcing.domain import Aggregate, event
 
 from .decided import Decided
 from .errors import DomainError
+from .event_type import EventType
 from .lifecycle import Edge, Lifecycle
 from .stored_response import compact, expand
 
@@ -60,7 +61,7 @@ class Turn(Aggregate):
     #: Declared, not left to eventsourcing to make: an event class written as a subclass of it is
     #: used as it is, where one written on `Aggregate.Event` is built again as a subclass of this
     #: (a second frozen dataclass per event, most of what importing the domain cost).
-    class Event(Aggregate.Event):
+    class Event(Aggregate.Event, metaclass=EventType):
         pass
 
     #: v2: each entry of `retries` carries `error` (see ModelCallRetried v2), and each step its
