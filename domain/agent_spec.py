@@ -15,7 +15,7 @@ from .skill import SkillRecord, skills_prompt
 
 
 class AgentSpec(BaseModel):
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, defer_build=True)
 
     name: str = "main"
     description: str = ""
@@ -79,4 +79,3 @@ class AgentSpec(BaseModel):
         return "\n\n".join(part for part in (self.preamble, self.instructions, memory, skills_prompt(self.skills)) if part)
 
 
-AgentSpec.model_rebuild()

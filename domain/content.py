@@ -31,7 +31,7 @@ PARTIAL_INPUT_KEY = "partial_input_json"
 
 
 class _Block(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="allow")
+    model_config = ConfigDict(frozen=True, extra="allow", defer_build=True)
 
 
 class TextBlock(_Block):
@@ -110,7 +110,7 @@ ContentBlock = Annotated[
     ],
     Discriminator(_block_tag),
 ]
-BLOCKS = TypeAdapter(list[ContentBlock])
+BLOCKS = TypeAdapter(list[ContentBlock], config=ConfigDict(defer_build=True))
 _MODELS: dict[str, type[_Block]] = {
     "text": TextBlock, "thinking": ThinkingBlock, "redacted_thinking": RedactedThinkingBlock,
     "tool_use": ToolUseBlock, "tool_result": ToolResultBlock, "image": ImageBlock, "document": DocumentBlock,
@@ -172,7 +172,7 @@ class Usage(BaseModel):
     recorded usage holds exactly what was reported.
     """
 
-    model_config = ConfigDict(frozen=True, extra="allow")
+    model_config = ConfigDict(frozen=True, extra="allow", defer_build=True)
     input_tokens: int = 0
     output_tokens: int = 0
     cache_creation_input_tokens: int = 0
@@ -215,7 +215,7 @@ def _counts(values: dict[str, Any] | None) -> dict[str, int]:
 class ProviderError(BaseModel):
     """A failed model call as data: what happened and whether retrying could help."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, defer_build=True)
     kind: str
     message: str
     status: int | None = None
@@ -224,7 +224,7 @@ class ProviderError(BaseModel):
 
 
 class ModelResponse(BaseModel):
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, defer_build=True)
     content: BlockList = Field(default_factory=list)
     stop_reason: StopReason = "end_turn"
     usage: Usage = Field(default_factory=Usage)
@@ -268,7 +268,7 @@ class ModelResponse(BaseModel):
 
 
 class Message(BaseModel):
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, defer_build=True)
     role: Literal["user", "assistant"]
     content: BlockList
 

@@ -8,20 +8,28 @@ turns, so forking copies no history.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 from eventsourcing.domain import Aggregate, event
 
-from .agent_spec import AgentSpec
-from .context import compacted_view
 from .decided import Decided
 from .errors import DomainError
+from .event_type import EventType
 from .session_lifecycle import SESSION_LIFECYCLE as SESSION_LIFECYCLE  # ops/diagrams.py and tests import it from here
 from .session_upcasts import snapshot_v1_v2, snapshot_v2_v3, snapshot_v3_v4, started_v1_v2
 
+if TYPE_CHECKING:  # pydantic models are imported where they are used: replaying a session (log) builds none
+    from .agent_spec import AgentSpec
+
 
 class Session(Aggregate):
+    #: Declared, not left to eventsourcing to make: an event class written as a subclass of it is
+    #: used as it is, where one written on `Aggregate.Event` is built again as a subclass of this
+    #: (a second frozen dataclass per event, most of what importing the domain cost).
+    class Event(Aggregate.Event, metaclass=EventType):
+        pass
+
     #: v2 added `title_error` (a failed title call is recorded), steering, cancel requests,
     #: compaction attempts and auxiliary calls; v1 snapshots gain them empty below.
     #: v3: `forked_from` has one shape, {"session_id", "turn"} (see session_upcasts.fork_origin).
@@ -32,7 +40,7 @@ class Session(Aggregate):
     upcast_v2_v3 = staticmethod(snapshot_v2_v3)
     upcast_v3_v4 = staticmethod(snapshot_v3_v4)
 
-    class Started(Aggregate.Created):
+    class Started(Aggregate.Created, Event):
         """v2: `forked_from` is {"session_id", "turn"}; v1 events of chat's /fork held "turn_id"."""
 
         class_version = 2
@@ -100,7 +108,14 @@ class Session(Aggregate):
 
     @property
     def spec(self) -> AgentSpec:
+        from .agent_spec import AgentSpec
+
         return AgentSpec.model_validate(self.spec_data)
+
+    @property
+    def agent_name(self) -> str:
+        """`spec.name` without validating the whole spec: `log` and listings need only the name."""
+        return str(self.spec_data["name"]) if "name" in self.spec_data else self.spec.name
 
     # -- the durable input queue -------------------------------------------------------------
 
@@ -115,7 +130,7 @@ class Session(Aggregate):
         else:
             self._input_queued(input_id=input_id, text=text, kind=kind, timestamp=now)
 
-    class InputWithAttachmentsQueued(Aggregate.Event):
+    class InputWithAttachmentsQueued(Event):
         input_id: str
         text: str
         kind: str
@@ -127,7 +142,7 @@ class Session(Aggregate):
         self.queue.append({"input_id": input_id, "text": text, "kind": kind, "queued_at": timestamp.isoformat(),
                            "attachments": attachments})
 
-    class InputQueued(Aggregate.Event):
+    class InputQueued(Event):
         input_id: str
         text: str
         kind: str
@@ -147,7 +162,7 @@ class Session(Aggregate):
         if counts:
             self._secrets_redacted(where=where, counts=dict(counts), timestamp=now)
 
-    class SecretsRedacted(Aggregate.Event):
+    class SecretsRedacted(Event):
         where: str
         counts: dict[str, int]
 
@@ -166,7 +181,7 @@ class Session(Aggregate):
         self._turn_started(turn_id=turn_id, input_id=item["input_id"], timestamp=now)
         return item
 
-    class TurnStarted(Aggregate.Event):
+    class TurnStarted(Event):
         turn_id: UUID
         input_id: str
 
@@ -190,7 +205,7 @@ class Session(Aggregate):
             # Steering that no safe point delivered is not lost: it becomes the next input.
             self._steering_requeued(steer_ids=[s["steer_id"] for s in self.steering], timestamp=now)
 
-    class TurnEnded(Aggregate.Event):
+    class TurnEnded(Event):
         """v2: no `status`; the turn's outcome is recorded once, on the Turn."""
 
         class_version = 2
@@ -219,7 +234,7 @@ class Session(Aggregate):
         self._turns_undone(turn_ids=undone, actor=actor, timestamp=now)
         return undone
 
-    class TurnsUndone(Decided):
+    class TurnsUndone(Decided, Event):
         turn_ids: list[UUID]
 
     @event(TurnsUndone)
@@ -236,7 +251,7 @@ class Session(Aggregate):
         self._turns_redone(turn_ids=turn_ids, actor=actor, timestamp=now)
         return turn_ids
 
-    class TurnsRedone(Decided):
+    class TurnsRedone(Decided, Event):
         turn_ids: list[UUID]
 
     @event(TurnsRedone)
@@ -250,7 +265,7 @@ class Session(Aggregate):
             raise DomainError("a file restoration needs at least one file")
         self._files_restored(turn_ids=list(turn_ids), files=list(files), timestamp=now)
 
-    class FilesRestored(Aggregate.Event):
+    class FilesRestored(Event):
         turn_ids: list[UUID]
         files: list[dict[str, Any]]
 
@@ -264,7 +279,7 @@ class Session(Aggregate):
             raise DomainError("a file re-application needs at least one file")
         self._files_reapplied(turn_ids=list(turn_ids), files=list(files), timestamp=now)
 
-    class FilesReapplied(Aggregate.Event):
+    class FilesReapplied(Event):
         turn_ids: list[UUID]
         files: list[dict[str, Any]]
 
@@ -279,7 +294,7 @@ class Session(Aggregate):
             raise DomainError(f"session {self.id} already has a title")
         self._title_set(title=title, usage=usage or {}, model=model, timestamp=now)
 
-    class TitleSet(Aggregate.Event):
+    class TitleSet(Event):
         title: str
         usage: dict[str, Any]
         model: str
@@ -295,7 +310,7 @@ class Session(Aggregate):
             raise DomainError(f"session {self.id} already has a title")
         self._title_failed(reason=reason, usage=usage or {}, model=model, timestamp=now)
 
-    class TitleFailed(Aggregate.Event):
+    class TitleFailed(Event):
         reason: str
         usage: dict[str, Any]
         model: str
@@ -314,7 +329,7 @@ class Session(Aggregate):
             raise DomainError(f"session {self.id} has a turn running or inputs queued; cancel or wait for them before archiving")
         self._archived(actor=actor, timestamp=now)
 
-    class Archived(Aggregate.Event):
+    class Archived(Event):
         actor: str | None
 
     @event(Archived)
@@ -326,7 +341,7 @@ class Session(Aggregate):
             raise DomainError(f"session {self.id} is not archived")
         self._unarchived(actor=actor, timestamp=now)
 
-    class Unarchived(Aggregate.Event):
+    class Unarchived(Event):
         actor: str | None
 
     @event(Unarchived)
@@ -338,7 +353,7 @@ class Session(Aggregate):
         show why a session stands still; `retry_in_s` None means the worker will not try it again."""
         self._worker_failed(worker=worker, error=error, failures=failures, retry_in_s=retry_in_s, timestamp=now)
 
-    class WorkerFailed(Aggregate.Event):
+    class WorkerFailed(Event):
         worker: str
         error: str
         failures: int
@@ -352,7 +367,7 @@ class Session(Aggregate):
         if tool_name not in self.always_allowed:
             self._tool_always_allowed(tool_name=tool_name, timestamp=now)
 
-    class ToolAlwaysAllowed(Aggregate.Event):
+    class ToolAlwaysAllowed(Event):
         tool_name: str
 
     @event(ToolAlwaysAllowed)
@@ -376,7 +391,7 @@ class Session(Aggregate):
         )
         return "steering"
 
-    class SteeringQueued(Decided):
+    class SteeringQueued(Decided, Event):
         steer_id: str
         text: str
         turn_id: UUID
@@ -395,7 +410,7 @@ class Session(Aggregate):
             raise DomainError(f"steering {', '.join(missing)} is not pending on session {self.id}")
         self._steering_delivered(steer_ids=steer_ids, turn_id=turn_id, step=step, timestamp=now)
 
-    class SteeringDelivered(Aggregate.Event):
+    class SteeringDelivered(Event):
         steer_ids: list[str]
         turn_id: UUID
         step: int
@@ -404,7 +419,7 @@ class Session(Aggregate):
     def _steering_delivered(self, steer_ids: list[str], turn_id: UUID, step: int, timestamp: datetime) -> None:
         self.steering = [s for s in self.steering if s["steer_id"] not in steer_ids]
 
-    class SteeringRequeued(Aggregate.Event):
+    class SteeringRequeued(Event):
         steer_ids: list[str]
 
     @event(SteeringRequeued)
@@ -422,7 +437,7 @@ class Session(Aggregate):
         self._cancel_requested(turn_id=self.active_turn_id, reason=reason, actor=actor, timestamp=now)
         return self.active_turn_id
 
-    class CancelRequested(Decided):
+    class CancelRequested(Decided, Event):
         turn_id: UUID
         reason: str
 
@@ -434,6 +449,8 @@ class Session(Aggregate):
 
     def context_view(self) -> tuple[str | None, list[UUID]]:
         """What the model reads: (summary, turn ids). The full record stays in the log."""
+        from .context import compacted_view
+
         return compacted_view(self.head, self.compaction)
 
     def compact(
@@ -453,7 +470,7 @@ class Session(Aggregate):
             usage=usage or {}, model=model, timestamp=now,
         )
 
-    class Compacted(Aggregate.Event):
+    class Compacted(Event):
         turn_ids: list[UUID]
         first_kept_turn_id: UUID | None
         summary: str | None
@@ -479,7 +496,7 @@ class Session(Aggregate):
         """A summary that failed changes nothing in the history, but it is a recorded fact."""
         self._compaction_failed(reason=reason, strategy=strategy, usage=usage or {}, model=model, timestamp=now)
 
-    class CompactionFailed(Aggregate.Event):
+    class CompactionFailed(Event):
         reason: str
         strategy: str
         usage: dict[str, Any]

@@ -16,7 +16,7 @@ SkillMode = Literal["inline", "on_demand"]
 
 
 class SkillRecord(BaseModel):
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, defer_build=True)
 
     name: str
     description: str = ""

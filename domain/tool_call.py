@@ -7,15 +7,18 @@ Whatever state a call ends in, it answers its tool_use with exactly one tool_res
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 from eventsourcing.domain import Aggregate, event
 
-from .content import ToolResultBlock
 from .decided import Decided
 from .errors import DomainError
+from .event_type import EventType
 from .lifecycle import Edge, Lifecycle
+
+if TYPE_CHECKING:  # imported where it is used: replaying a tool call builds no pydantic model
+    from .content import ToolResultBlock
 
 TOOL_CALL_LIFECYCLE = Lifecycle(
     "ToolCall",
@@ -48,7 +51,13 @@ INTERRUPTED_NOTE = (
 
 
 class ToolCall(Aggregate):
-    class Requested(Aggregate.Created):
+    #: Declared, not left to eventsourcing to make: an event class written as a subclass of it is
+    #: used as it is, where one written on `Aggregate.Event` is built again as a subclass of this
+    #: (a second frozen dataclass per event, most of what importing the domain cost).
+    class Event(Aggregate.Event, metaclass=EventType):
+        pass
+
+    class Requested(Aggregate.Created, Event):
         session_id: UUID
         turn_id: UUID
         step: int
@@ -105,7 +114,7 @@ class ToolCall(Aggregate):
         if counts:
             self._secrets_redacted(where=where, counts=dict(counts), timestamp=now)
 
-    class SecretsRedacted(Aggregate.Event):
+    class SecretsRedacted(Event):
         where: str
         counts: dict[str, int]
 
@@ -119,7 +128,7 @@ class ToolCall(Aggregate):
         self._next("request_approval")
         self._approval_requested(timestamp=now)
 
-    class ApprovalRequested(Aggregate.Event):
+    class ApprovalRequested(Event):
         pass
 
     @event(ApprovalRequested)
@@ -131,7 +140,7 @@ class ToolCall(Aggregate):
         self._next("approve")
         self._approved(by=by, always=always, actor=actor, timestamp=now)
 
-    class Approved(Decided):
+    class Approved(Decided, Event):
         by: str
         always: bool
 
@@ -143,7 +152,7 @@ class ToolCall(Aggregate):
         self._next("deny")
         self._denied(reason=reason, by=by, actor=actor, timestamp=now)
 
-    class Denied(Decided):
+    class Denied(Decided, Event):
         reason: str
         by: str
 
@@ -164,7 +173,7 @@ class ToolCall(Aggregate):
         if self.status == "interrupted" and not self.idempotent:
             raise DomainError(f"tool call {self.id} ({self.name}) is not idempotent; it is never run twice")
 
-    class Started(Aggregate.Event):
+    class Started(Event):
         attempt: int
 
     @event(Started)
@@ -187,7 +196,7 @@ class ToolCall(Aggregate):
             attempt=None if self.status == "running" else self.attempts + 1, timestamp=now,
         )
 
-    class Completed(Aggregate.Event):
+    class Completed(Event):
         """v2: `attempt` is set when the call ran without a recorded Started (a call that may run
         again commits its whole run in this one event; it started at timestamp - duration_ms), None
         after a Started; `effects` is None rather than [] when the call changed nothing; `ends_turn`
@@ -234,7 +243,7 @@ class ToolCall(Aggregate):
             raise DomainError(f"tool call {self.id} is {self.status}; effects are recorded while it runs")
         self._effects_recorded(effects=list(effects), timestamp=now)
 
-    class EffectsRecorded(Aggregate.Event):
+    class EffectsRecorded(Event):
         effects: list[dict[str, Any]]
 
     @event(EffectsRecorded)
@@ -250,7 +259,7 @@ class ToolCall(Aggregate):
         attempt = self.attempts + 1 if ran and self.status != "running" else None
         self._failed(error=error, duration_ms=duration_ms, attempt=attempt, timestamp=now)
 
-    class Failed(Aggregate.Event):
+    class Failed(Event):
         """v2: `attempt`, set when the failed run was recorded by this event alone (no Started)."""
 
         class_version = 2
@@ -275,7 +284,7 @@ class ToolCall(Aggregate):
         self._next("skip")
         self._skipped(reason=reason, timestamp=now)
 
-    class Skipped(Aggregate.Event):
+    class Skipped(Event):
         reason: str
 
     @event(Skipped)
@@ -287,7 +296,7 @@ class ToolCall(Aggregate):
         self._next("cancel")
         self._cancelled(reason=reason, timestamp=now)
 
-    class Cancelled(Aggregate.Event):
+    class Cancelled(Event):
         reason: str
 
     @event(Cancelled)
@@ -299,7 +308,7 @@ class ToolCall(Aggregate):
         self._next("interrupt")
         self._interrupted(reason=reason, timestamp=now)
 
-    class Interrupted(Aggregate.Event):
+    class Interrupted(Event):
         reason: str
 
     @event(Interrupted)
@@ -310,12 +319,20 @@ class ToolCall(Aggregate):
     # -- what the model reads ------------------------------------------------------------------
 
     def result_block(self) -> ToolResultBlock:
+        from .content import ToolResultBlock
+
+        content, is_error = self.result()
+        return ToolResultBlock(tool_use_id=self.tool_use_id, content=content, is_error=is_error)
+
+    def result(self) -> tuple[str, bool]:
+        """The result's content and whether it is an error, as `result_block` gives them to the model:
+        `log` shows them without building a block (a pydantic model it would otherwise never need)."""
         if self.status == "completed":
-            return ToolResultBlock(tool_use_id=self.tool_use_id, content=self.output or "", is_error=self.is_error)
+            return self.output or "", self.is_error
         if self.status == "failed":
-            return ToolResultBlock(tool_use_id=self.tool_use_id, content=self.output or "error", is_error=True)
+            return self.output or "error", True
         if self.status == "interrupted":
-            return ToolResultBlock(tool_use_id=self.tool_use_id, content=INTERRUPTED_NOTE, is_error=True)
+            return INTERRUPTED_NOTE, True
         if self.status in ("denied", "skipped", "cancelled"):
-            return ToolResultBlock(tool_use_id=self.tool_use_id, content=f"{self.status}: {self.reason}", is_error=True)
+            return f"{self.status}: {self.reason}", True
         raise DomainError(f"tool call {self.id} ({self.name}) is {self.status}; it has no result yet")

@@ -8,16 +8,19 @@ tool_result blocks exactly as the model will read them. Recording the results on
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 from uuid import UUID
 
 from eventsourcing.domain import Aggregate, event
 
-from .content import ModelResponse, ToolResultBlock, dump_blocks
 from .decided import Decided
 from .errors import DomainError
+from .event_type import EventType
 from .lifecycle import Edge, Lifecycle
 from .stored_response import compact, expand
+
+if TYPE_CHECKING:  # the content models (pydantic) are imported where they are used: replaying a turn builds none
+    from .content import ModelResponse, ToolResultBlock
 
 LIVE = ("pending", "running", "awaiting_approval", "interrupted")
 TURN_LIFECYCLE = Lifecycle(
@@ -55,6 +58,12 @@ def response_v2(response: dict[str, Any]) -> dict[str, Any]:
 
 
 class Turn(Aggregate):
+    #: Declared, not left to eventsourcing to make: an event class written as a subclass of it is
+    #: used as it is, where one written on `Aggregate.Event` is built again as a subclass of this
+    #: (a second frozen dataclass per event, most of what importing the domain cost).
+    class Event(Aggregate.Event, metaclass=EventType):
+        pass
+
     #: v2: each entry of `retries` carries `error` (see ModelCallRetried v2), and each step its
     #: time `at`; snapshots upcast below. A v1 snapshot never recorded step times, so they come
     #: back as None (readers such as the rate guard fall back to the turn's start).
@@ -79,7 +88,7 @@ class Turn(Aggregate):
         for step in state.get("steps", []):
             step["response"] = expand(step["response"])
 
-    class Created(Aggregate.Created):
+    class Created(Aggregate.Created, Event):
         session_id: UUID
         input_id: str
         number: int
@@ -115,7 +124,7 @@ class Turn(Aggregate):
             raise DomainError(f"turn {self.id} is {self.status}; attachments come with its input, before it starts")
         self._attachments_referenced(blocks=list(blocks), timestamp=now)
 
-    class AttachmentsReferenced(Aggregate.Event):
+    class AttachmentsReferenced(Event):
         blocks: list[dict[str, Any]]
 
     @event(AttachmentsReferenced)
@@ -142,7 +151,7 @@ class Turn(Aggregate):
         self._next("start")
         self._started(timestamp=now)
 
-    class Started(Aggregate.Event):
+    class Started(Event):
         pass
 
     @event(Started)
@@ -155,7 +164,7 @@ class Turn(Aggregate):
             raise DomainError("awaiting approval needs at least one tool call")
         self._approval_requested(tool_call_ids=tool_call_ids, timestamp=now)
 
-    class ApprovalRequested(Aggregate.Event):
+    class ApprovalRequested(Event):
         tool_call_ids: list[UUID]
 
     @event(ApprovalRequested)
@@ -167,7 +176,7 @@ class Turn(Aggregate):
         self._next("resume")
         self._resumed(reason=reason, actor=actor, timestamp=now)
 
-    class Resumed(Decided):
+    class Resumed(Decided, Event):
         reason: str
 
     @event(Resumed)
@@ -183,7 +192,7 @@ class Turn(Aggregate):
         final_text = self.answer if self.answer is not None else (last.text if last else "")
         self._completed(final_text=final_text, timestamp=now)
 
-    class Completed(Aggregate.Event):
+    class Completed(Event):
         final_text: str
 
     @event(Completed)
@@ -196,7 +205,7 @@ class Turn(Aggregate):
         self._next("fail")
         self._failed(reason=reason, error=error, timestamp=now)
 
-    class Failed(Aggregate.Event):
+    class Failed(Event):
         reason: str
         error: dict[str, Any] | None
 
@@ -211,7 +220,7 @@ class Turn(Aggregate):
         self._next("cancel")
         self._cancelled(reason=reason, actor=actor, timestamp=now)
 
-    class Cancelled(Decided):
+    class Cancelled(Decided, Event):
         reason: str
 
     @event(Cancelled)
@@ -225,7 +234,7 @@ class Turn(Aggregate):
         self._next("stop")
         self._stopped(guard=guard, reason=reason, timestamp=now)
 
-    class Stopped(Aggregate.Event):
+    class Stopped(Event):
         guard: str
         reason: str
 
@@ -240,7 +249,7 @@ class Turn(Aggregate):
         self._next("interrupt")
         self._interrupted(reason=reason, timestamp=now)
 
-    class Interrupted(Aggregate.Event):
+    class Interrupted(Event):
         reason: str
 
     @event(Interrupted)
@@ -275,7 +284,7 @@ class Turn(Aggregate):
         )
         return step
 
-    class ModelResponded(Aggregate.Event):
+    class ModelResponded(Event):
         """v2: the response records every block and usage field the API sent, and `stop_details`
         (a refusal's category and explanation); a v1 response gets `stop_details: None`. Blocks and
         usage needed no change of shape: a v1 record is a valid v2 record without the new fields.
@@ -334,7 +343,7 @@ class Turn(Aggregate):
             error=dict(error) if error else error_from_reason(reason), timestamp=now,
         )
 
-    class ModelCallRetried(Aggregate.Event):
+    class ModelCallRetried(Event):
         """v2 added `error`: the provider's error as data (kind, message, status, retry_after_s)."""
 
         class_version = 2
@@ -359,6 +368,8 @@ class Turn(Aggregate):
 
         ``extra`` blocks (steering text) follow the results in the same user message.
         """
+        from .content import dump_blocks
+
         step = self.open_step
         if step is None:
             raise DomainError(f"turn {self.id} has no step waiting for tool results")
@@ -370,7 +381,7 @@ class Turn(Aggregate):
             step=step["step"], blocks=dump_blocks(list(results)) + dump_blocks(list(extra)), timestamp=now
         )
 
-    class ToolResultsRecorded(Aggregate.Event):
+    class ToolResultsRecorded(Event):
         step: int
         blocks: list[dict[str, Any]]
 
@@ -403,7 +414,7 @@ class Turn(Aggregate):
             raise DomainError(f"turn {self.id}: inbound checks run before the first model call")
         self._guardrail_applied(mark=dict(mark), text=text, timestamp=now)
 
-    class GuardrailApplied(Aggregate.Event):
+    class GuardrailApplied(Event):
         mark: dict[str, Any]
         text: str | None
 
@@ -433,7 +444,7 @@ class Turn(Aggregate):
             raise DomainError("a middleware decision names its middleware and action")
         self._middleware_applied(mark=dict(mark), timestamp=now)
 
-    class MiddlewareApplied(Aggregate.Event):
+    class MiddlewareApplied(Event):
         mark: dict[str, Any]
 
     @event(MiddlewareApplied)
@@ -447,7 +458,7 @@ class Turn(Aggregate):
         if counts:
             self._secrets_redacted(where=where, counts=dict(counts), timestamp=now)
 
-    class SecretsRedacted(Aggregate.Event):
+    class SecretsRedacted(Event):
         where: str
         counts: dict[str, int]
 
@@ -459,6 +470,8 @@ class Turn(Aggregate):
 
     @property
     def last_response(self) -> ModelResponse | None:
+        from .content import ModelResponse
+
         return ModelResponse.model_validate(self.steps[-1]["response"]) if self.steps else None
 
     @property

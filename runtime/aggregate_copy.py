@@ -13,13 +13,12 @@ reached twice are copied once (the memo), as deepcopy does.
 from __future__ import annotations
 
 import copy
+import sys
 from datetime import date, datetime, time, timedelta
 from decimal import Decimal
 from enum import Enum
 from typing import Any
 from uuid import UUID
-
-from pydantic import BaseModel
 
 ATOMIC = (str, int, float, bool, bytes, type(None), UUID, datetime, date, time, timedelta, Decimal, Enum, range, type)
 
@@ -63,4 +62,7 @@ def _copy(value: Any, memo: dict[int, Any]) -> Any:
 
 
 def _frozen_model(value: Any) -> bool:
-    return isinstance(value, BaseModel) and bool(type(value).model_config.get("frozen"))
+    # No value is a pydantic model before pydantic is imported, and a command that replays
+    # aggregates without validating anything (log) should not import it just to ask.
+    main = sys.modules.get("pydantic.main")
+    return main is not None and isinstance(value, main.BaseModel) and bool(type(value).model_config.get("frozen"))

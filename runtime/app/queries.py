@@ -15,7 +15,6 @@ from uuid import UUID
 
 from pydantic_core import to_jsonable_python
 
-from chronicle.domain.context import build_context
 from chronicle.domain.session import Session
 from chronicle.domain.tool_call import ToolCall
 from chronicle.domain.turn import Turn
@@ -24,14 +23,15 @@ from chronicle.projections.cost import CostReport
 from chronicle.projections.sql import iso
 from chronicle.projections.summaries import summaries
 
-from ..read_models import ReadModelsMissing, caught_up
 from ..store import ChronicleStore
 from .errors import AppError
 from .session_listing import tree_order as tree_order  # the viewer and the CLI order rows with it
 
 # The sub-agent tree (`log --tree`) and time travel (`history --at/--version`) are imported where
 # they are used: they pull in the loop's tools, live events and asyncio, which `sessions`, `log`
-# and `cost` never touch, and every command paid for them at start-up.
+# and `cost` never touch, and every command paid for them at start-up. So are the read models
+# (every projection and the price table) and the domain's content models: both import pydantic,
+# which `log` otherwise never needs.
 
 AGGREGATE_KINDS: dict[type, str] = {Session: "session", Turn: "turn", ToolCall: "tool_call"}
 SKIP_FIELDS = {"originator_id", "originator_version", "timestamp", "originator_topic"}
@@ -55,7 +55,7 @@ def session_row(store: ChronicleStore, session: Session, summary: dict[str, Any]
         "session_id": str(session.id),
         "title": session.title or (summary or {}).get("title"),
         "status": status,
-        "agent": session.spec.name,
+        "agent": session.agent_name,
         "created_at": session.created_at.isoformat(),
         "parent_session_id": str(session.parent_session_id) if session.parent_session_id else None,
         "forked_from": session.forked_from,
@@ -77,6 +77,8 @@ def sessions(store: ChronicleStore, archived: bool = False) -> list[dict[str, An
 
         hidden = archived_trees({s.id: s.parent_session_id for s in listed}, {s.id for s in listed if getattr(s, "archived", False)})
         listed = [s for s in listed if s.id not in hidden]
+    from ..read_models import ReadModelsMissing, caught_up
+
     repairs = latest_repairs(store)
     try:
         engine = caught_up(store)
@@ -130,7 +132,7 @@ class LogTail:
 
             nodes = [(node.session, node.depth) for node in walk(self.store, session)]
         for member, depth in nodes:
-            owner = {"session_id": str(member.id), "agent": member.spec.name, "depth": depth}
+            owner = {"session_id": str(member.id), "agent": member.agent_name, "depth": depth}
             owners.update({aid: owner for aid in self.store.aggregate_ids_of(member)})
         return owners
 
@@ -151,9 +153,9 @@ class LogTail:
             data.setdefault("tool_use_id", aggregate.tool_use_id)
             data.setdefault("name", aggregate.name)
             if aggregate.resolved and aggregate.status != "interrupted":
-                block = aggregate.result_block()
-                data.setdefault("output", block.content)
-                data.setdefault("is_error", block.is_error)
+                output, is_error = aggregate.result()
+                data.setdefault("output", output)
+                data.setdefault("is_error", is_error)
         return {
             "position": position,
             "timestamp": event.timestamp.isoformat(),
@@ -174,13 +176,16 @@ def history_messages(
     or a model call inside a turn (`step`, with `at`).
 
     Returns domain Messages; `history` gives their wire form."""
-    from ..past_context import context_at, history_engine
-
     sid = session_id(store, ref)
     if at is None and version is None and step is None:
         # What the model reads next is built from events, as the loop builds it.
+        from chronicle.domain.context import build_context  # the content models: `log` needs none
+
         summary, view = store.session(sid).context_view()
         return build_context(store.turns(view), summary=summary)
+    # Time travel imports the tools and asyncio (timetravel restores files); the present does not.
+    from ..past_context import context_at, history_engine
+
     cut = _cut(store, sid, at, version, step)
     # The past is read from the history projection by log position once it is current;
     # `context_at` rebuilds it from events if it is not.
@@ -196,13 +201,13 @@ def history(
 
     The past is shown from the history projection's wire rows without building a `Message`
     (runtime/past_wire.py, past_context.wire_at); what the model reads next, from events."""
-    from ..past_context import history_engine, wire_at
-    from ..past_wire import wire_at_step, wire_at_turn
-
     if at is None and version is None and step is None:
         return [m.wire() for m in history_messages(store, ref)]
     sid = session_id(store, ref)
     _moment(at, version, step)
+    from ..past_context import history_engine, wire_at
+    from ..past_wire import wire_at_step, wire_at_turn
+
     engine = history_engine(store)
     engine.catch_up()
     if at is not None:
@@ -238,6 +243,8 @@ def cost(store: ChronicleStore, ref: str | UUID | None = None, by: str | None = 
     The one path to a cost figure: the cost projection (chat's /cost and the budget guard read it too)."""
     if by not in (None, "model", "day"):
         raise AppError(f"--by takes model or day, not {by!r}", 2)
+    from ..read_models import caught_up
+
     sid = str(session_id(store, ref)) if ref else None
     engine = caught_up(store)
     with engine.read() as tx:
@@ -284,6 +291,8 @@ def audit(store: ChronicleStore, session: str | UUID | None = None, tool: str | 
           since: str | None = None, limit: int | None = None) -> list[dict[str, Any]]:
     """`audit --json`: every decision in commit order, filtered. `since` as `--since` takes it."""
     since_text = parse_since(since) if since else None
+    from ..read_models import caught_up
+
     sid = str(session_id(store, session)) if session else None
     engine = caught_up(store)
     with engine.read() as tx:

@@ -8,6 +8,7 @@ nor the PostgreSQL driver. Speed itself is measured by `ops/bench` (start-up sec
 from __future__ import annotations
 
 import ast
+import json
 import os
 import subprocess
 import sys
@@ -180,3 +181,44 @@ def test_opening_a_plain_store_on_either_backend_skips_settings_and_cipher_impor
                           env={**env, "CHRONICLE_PG_CONNECT_TIMEOUT": "3"})
     assert set_.returncode == 0, set_.stderr
     assert ("pydantic_settings" in set_.stdout) == db_url.startswith("postgresql")  # a set value is validated
+
+
+#: What replaying a session's events for `log` never needs: a pydantic model (the domain imports
+#: its content models and AgentSpec in the methods that build them), pydantic's plugin registry
+#: (importlib.metadata, read when a first model is built), the read models with every projection
+#: and the price table. pydantic_core stays: the store decodes with it (runtime/transcoder.py).
+LOG_HEAVY = ("pydantic", "annotated_types", "importlib.metadata", "chronicle.domain.content", "chronicle.domain.agent_spec",
+             "chronicle.domain.skill", "chronicle.runtime.read_models", "chronicle.runtime.pricing", "chronicle.projections.history")
+#: `history` of the present builds its messages from events: time travel (the tools, asyncio) is for --at/--version.
+HISTORY_HEAVY = ("asyncio", "chronicle.runtime.tools", "chronicle.runtime.timetravel", "chronicle.runtime.past_context",
+                 "chronicle.runtime.past_wire", "chronicle.runtime.read_models")
+
+PROBE_ARGV = """
+import sys
+heavy = tuple(sys.argv[1].split(","))
+sys.argv = ["chronicle", *sys.argv[2:]]
+from chronicle.runtime.cli.entry import main
+try:
+    main()
+except SystemExit as exc:
+    assert not exc.code, exc.code
+print(sorted(m for m in sys.modules if any(m == h or m.startswith(h + ".") for h in heavy)))
+"""
+
+
+def test_log_replays_without_pydantic_and_history_of_the_present_without_time_travel(tmp_path):
+    from tests.helpers import cli
+
+    demo = cli("demo", "--dir", str(tmp_path / "demo"))  # turns, tool calls (one failed), a title
+    assert demo.returncode == 0, demo.stderr
+    url = f"sqlite:///{tmp_path / 'demo' / 'chronicle.db'}"
+    sid = json.loads(cli("sessions", "--json", db=url).stdout.splitlines()[0])["session_id"]
+    env = {"PATH": "/usr/bin:/bin", "CHRONICLE_DB": url, "COLUMNS": "120"}
+    cases = [(LOG_HEAVY, ["log", sid[:8], "--no-pager"], "tool_call"), (LOG_HEAVY, ["log", sid, "--json"], '"tool_call"'),
+             (HISTORY_HEAVY, ["history", sid[:8], "--no-pager"], "assistant"), (HISTORY_HEAVY, ["history", sid, "--json"], "tool_result")]
+    for heavy, args, shown in cases:
+        out = subprocess.run([sys.executable, "-c", PROBE_ARGV, ",".join(heavy), *args], capture_output=True, text=True,
+                             timeout=60, env=env)
+        assert out.returncode == 0, out.stderr
+        assert shown.lower() in out.stdout.lower(), out.stdout[:2000]
+        assert out.stdout.splitlines()[-1] == "[]", f"chronicle {' '.join(args)} imported {out.stdout.splitlines()[-1]}"

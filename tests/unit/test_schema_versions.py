@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import pytest
 from eventsourcing.utils import get_topic, resolve_topic
 
 from chronicle.domain.schema import AGGREGATE_VERSIONS, AGGREGATES, EVENT_VERSIONS, declared_version, event_classes
 from chronicle.domain.session import Session
+from chronicle.domain.tool_call import ToolCall
 from chronicle.domain.turn import Turn, error_from_reason
 
 
@@ -60,3 +62,42 @@ def test_a_v1_session_snapshot_goes_through_every_upcaster_the_session_names():
         getattr(Session, f"upcast_v{step}_v{step + 1}")(state)
     assert state["forked_from"] == {"session_id": "s", "turn": 1}
     assert state["archived"] is False and state["steering"] == [] and state["compaction_attempts"] == 0
+
+
+def test_each_event_class_written_in_an_aggregate_is_built_once_more_at_most():
+    """Written on the aggregate's own `Event`, an event class is used as it is; written on
+    `Aggregate.Event` (or `Decided`, `Aggregate.Created`), eventsourcing builds it again as a
+    subclass of the aggregate's `Event`: one more frozen dataclass each, which is what importing
+    the domain spent its time on. `@event(Cls)` still adds its one subclass of the same name."""
+    for aggregate in AGGREGATES:
+        assert "Event" in vars(aggregate), aggregate.__name__
+        for name, cls in event_classes(aggregate).items():
+            same_name = [c for c in cls.__mro__ if c.__qualname__ == cls.__qualname__]
+            assert len(same_name) <= 2, f"{name} is built {len(same_name)} times: write it on {aggregate.__name__}.Event"
+            assert issubclass(same_name[-1], aggregate.Event), name
+
+
+def test_an_event_subclass_that_reuses_its_class_dataclass_behaves_as_a_built_one():
+    """domain/event_type.py: the `@event(Cls)` subclasses skip dataclass processing; what that
+    processing would have given them must hold all the same (frozen, equal by class and values)."""
+    import dataclasses
+    from uuid import uuid4
+
+    from eventsourcing.domain import DecoratedFuncCaller
+
+    reused = [cls for aggregate in (Session, Turn, ToolCall) for cls in event_classes(aggregate).values()
+              if DecoratedFuncCaller in cls.__bases__]
+    assert len(reused) >= 45
+    for cls in reused:
+        body = cls.__bases__[1]
+        assert "__init__" not in vars(cls) and dataclasses.fields(cls) == dataclasses.fields(body), cls
+        values = {f.name: index for index, f in enumerate(dataclasses.fields(cls))} | {"originator_id": uuid4()}
+        event, same, as_body = cls(**values), cls(**values), body(**values)
+        assert event == same and hash(event) == hash(same) and event != as_body, cls
+        assert repr(event) == repr(as_body) and repr(event).startswith(f"{cls.__qualname__}(originator_id=UUID("), cls
+        for name in ("originator_version", "not_a_field"):
+            with pytest.raises(dataclasses.FrozenInstanceError, match="cannot assign"):
+                setattr(event, name, 1)
+            with pytest.raises(dataclasses.FrozenInstanceError, match="cannot delete"):
+                delattr(event, name)
+        assert cls.__doc__.startswith(f"{cls.__name__}(self, originator_id"), cls.__doc__
