@@ -7,9 +7,10 @@ few hundred milliseconds; steering is read at the loop's safe points, between to
 where it can be acted on.
 
 The session is read again only when something may have changed (`ControlProbe`): on SQLite
-the session's newest version (one indexed lookup, no transaction to commit); on PostgreSQL a
-LISTEN connection that steer and cancel NOTIFY (no query at all), plus saves made in this
-process, plus a full read every few seconds for writers that do not notify. Reading the
+the session's newest version (one indexed lookup, no transaction to commit); on PostgreSQL the
+same lookup for a turn's first few safe points, then a LISTEN connection that steer and cancel
+NOTIFY (no query at all), plus saves made in this process, plus a full read every few seconds
+for writers that do not notify (`WarmingProbe`: a short turn opens no connection). Reading the
 session at every safe point cost about three transactions per LLM step on PostgreSQL.
 """
 
@@ -167,6 +168,49 @@ def probe_for(store: ChronicleStore, session_id: UUID) -> ControlProbe:
     return VersionProbe(store, session_id)
 
 
+#: Safe points (and cancel polls) a PostgreSQL turn answers with version lookups before it joins the listener.
+LOOKUPS = 8
+
+
+class WarmingProbe:
+    """PostgreSQL: the exact version lookup for a turn's first LOOKUPS questions, the store's shared
+    listener (`probe_for`) after that.
+
+    Joining the listener opens a connection when no other turn of the store holds it: a server
+    process and its authentication, ≈ 10 ms of a short turn's wall (most of a forked session's
+    first one-step turn), against a fraction of a millisecond per lookup. A short turn never
+    needs it; a long one pays LOOKUPS lookups (a few hundredths of a transaction per step over a
+    50-step turn) and then asks nothing while nothing happens, as before. The switch answers
+    "changed" once, so the read that follows starts after LISTEN is in place: a write committed
+    before it is in that read, one after it is notified."""
+
+    def __init__(self, store: ChronicleStore, session_id: UUID, lookups: int = LOOKUPS) -> None:
+        self.store, self.session_id, self.left = store, session_id, lookups
+        self.lookup = VersionProbe(store, session_id)
+        self.steady: ControlProbe | None = None
+
+    def changed(self) -> bool:
+        if self.steady is not None:
+            return self.steady.changed()
+        if self.left <= 0:
+            self.steady = probe_for(self.store, self.session_id)
+            return True
+        self.left -= 1
+        return self.lookup.changed()
+
+    def mark(self) -> None:
+        (self.steady or self.lookup).mark()
+
+    def close(self) -> None:
+        if self.steady is not None:
+            self.steady.close()
+
+
+def turn_probe(store: ChronicleStore, session_id: UUID) -> ControlProbe:
+    """The probe a running turn's controls use: lookups first on PostgreSQL (WarmingProbe), lookups only on SQLite."""
+    return WarmingProbe(store, session_id) if store.backend == "postgresql" else VersionProbe(store, session_id)
+
+
 def notify_control(store: ChronicleStore, session_id: UUID) -> None:
     """Tell running loops (any process) that this session's steering or cancel changed."""
     if store.backend != "postgresql":
@@ -181,7 +225,7 @@ class SessionControls:
 
     def __init__(self, store: ChronicleStore, session_id: UUID, probe: ControlProbe | None = None) -> None:
         self.store, self.session_id = store, session_id
-        self.probe = probe or probe_for(store, session_id)
+        self.probe = probe or turn_probe(store, session_id)
         self._session: Session | None = None
 
     def session(self) -> Session:
