@@ -143,11 +143,11 @@ class AgentLoop:
             elif session.next_input is not None:
                 if self.compactor is not None:
                     await self.compactor.maybe_compact(self.io, session)
+                    session = self.store.session(session_id)  # compaction may have changed it
                 try:
-                    turn = self._start_turn(self.store.session(session_id))
+                    turn, session = self._begin_turn(session)
                 except DomainError:
                     return None  # another process started that input first; it drains the queue
-                session = self.store.session(session_id)
             else:
                 return None
         except PersistenceError as exc:
@@ -193,6 +193,11 @@ class AgentLoop:
 
     def _start_turn(self, session: Session) -> Turn:
         """Start the oldest queued input; the session write is retried on a fresh copy if it races."""
+        return self._begin_turn(session)[0]
+
+    def _begin_turn(self, session: Session) -> tuple[Turn, Session]:
+        """`_start_turn`, also handing back the session as that write saved it: the loop goes on from
+        that state instead of reading the session again (a query and a copy, each time)."""
         now = self.clock.now()
         item = session.next_input
         assert item is not None
@@ -210,8 +215,7 @@ class AgentLoop:
                 raise DomainError(f"input {item['input_id']} was started by another process")
             fresh.start_turn(tid, now)
 
-        self.store.update_session(session.id, start, turn)
-        return turn
+        return turn, self.store.update_session(session.id, start, turn)
 
     def _reopen(self, turn: Turn) -> None:
         """A turn found in flight: record that it was interrupted, then continue it."""
