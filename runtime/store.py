@@ -288,7 +288,10 @@ class ChronicleStore(Application[UUID]):
             # The cached aggregate itself, then our copy of it: eventsourcing's is `copy.deepcopy`,
             # which rebuilt every UUID of a long session (runtime/aggregate_copy.py). A version
             # read is reconstructed fresh, never cached, so it needs no copy.
-            aggregate: Any = self.repository.get(aggregate_id, version=version, deepcopy_from_cache=False, projector_func=replay)
+            aggregate: Any = (
+                self._first(aggregate_id) if version == 1
+                else self.repository.get(aggregate_id, version=version, deepcopy_from_cache=False, projector_func=replay)
+            )
             if copy and version is None and self.repository.cache is not None:
                 aggregate = copy_aggregate(aggregate)
         except AggregateNotFoundError:
@@ -301,6 +304,15 @@ class ChronicleStore(Application[UUID]):
             raise self._unreadable(aggregate_id, cls, exc) from exc
         if not isinstance(aggregate, cls):
             raise NotFound(f"{aggregate_id} is a {type(aggregate).__name__}, not a {cls.__name__}")
+        return aggregate
+
+    def _first(self, aggregate_id: UUID) -> Any:
+        """An aggregate as its first event made it (a fork's inherited turns are its session's first
+        head): that one event, without the repository's look for a snapshot first, which no first
+        version has (snapshots are taken every 100 events), so one query instead of two."""
+        aggregate = replay(None, self.events.get(aggregate_id, lte=1))
+        if aggregate is None:
+            raise AggregateNotFoundError(aggregate_id)
         return aggregate
 
     def _unreadable(self, aggregate_id: UUID, cls: type, exc: Exception) -> Exception:
