@@ -21,7 +21,7 @@ import threading
 import time
 from collections import Counter
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Callable, Protocol
 from uuid import UUID, uuid4
 
 from chronicle.domain.content import TextBlock
@@ -54,6 +54,10 @@ class ControlProbe(Protocol):
 
     def mark(self) -> None: ...
 
+    def read(self, load: Callable[[], Session]) -> Session:
+        """The session as `load()` reads it, marked so that any write after that read is a change."""
+        ...
+
     def close(self) -> None: ...
 
 
@@ -72,6 +76,12 @@ class VersionProbe:
 
     def mark(self) -> None:
         self.seen = self._latest()
+
+    def read(self, load: Callable[[], Session]) -> Session:
+        """The version read is the mark: no lookup for it (one round trip fewer per read on PostgreSQL)."""
+        session = load()
+        self.seen = session.version
+        return session
 
     def close(self) -> None:
         pass
@@ -153,6 +163,10 @@ class NotifyProbe:
         self.heard = self.listener.count(self.session_id) if self.listener is not None else 0
         self.notified, self.local, self.read_at = False, _LOCAL_SAVES[self.session_id], time.monotonic()
 
+    def read(self, load: Callable[[], Session]) -> Session:
+        self.mark()  # before the read: a write racing it shows as a change next time
+        return load()
+
     def close(self) -> None:
         if self.listener is not None:
             self.listener.leave(self.store)
@@ -201,6 +215,9 @@ class WarmingProbe:
     def mark(self) -> None:
         (self.steady or self.lookup).mark()
 
+    def read(self, load: Callable[[], Session]) -> Session:
+        return (self.steady or self.lookup).read(load)
+
     def close(self) -> None:
         if self.steady is not None:
             self.steady.close()
@@ -230,8 +247,7 @@ class SessionControls:
 
     def session(self) -> Session:
         if self._session is None or self.probe.changed():
-            self.probe.mark()  # before the read: a write racing it shows as a change next time
-            self._session = self.store.session(self.session_id, copy=False)
+            self._session = self.probe.read(lambda: self.store.session(self.session_id, copy=False))
         return self._session
 
     def steering(self, turn_id: UUID) -> Steering | None:
