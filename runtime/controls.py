@@ -7,9 +7,10 @@ few hundred milliseconds; steering is read at the loop's safe points, between to
 where it can be acted on.
 
 The session is read again only when something may have changed (`ControlProbe`): on SQLite
-the session's newest version (one indexed lookup, no transaction to commit); on PostgreSQL a
-LISTEN connection that steer and cancel NOTIFY (no query at all), plus saves made in this
-process, plus a full read every few seconds for writers that do not notify. Reading the
+the session's newest version (one indexed lookup, no transaction to commit); on PostgreSQL the
+same lookup for a turn's first few safe points, then a LISTEN connection that steer and cancel
+NOTIFY (no query at all), plus saves made in this process, plus a full read every few seconds
+for writers that do not notify (`WarmingProbe`: a short turn opens no connection). Reading the
 session at every safe point cost about three transactions per LLM step on PostgreSQL.
 """
 
@@ -20,7 +21,7 @@ import threading
 import time
 from collections import Counter
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Callable, Protocol
 from uuid import UUID, uuid4
 
 from chronicle.domain.content import TextBlock
@@ -53,6 +54,10 @@ class ControlProbe(Protocol):
 
     def mark(self) -> None: ...
 
+    def read(self, load: Callable[[], Session]) -> Session:
+        """The session as `load()` reads it, marked so that any write after that read is a change."""
+        ...
+
     def close(self) -> None: ...
 
 
@@ -71,6 +76,12 @@ class VersionProbe:
 
     def mark(self) -> None:
         self.seen = self._latest()
+
+    def read(self, load: Callable[[], Session]) -> Session:
+        """The version read is the mark: no lookup for it (one round trip fewer per read on PostgreSQL)."""
+        session = load()
+        self.seen = session.version
+        return session
 
     def close(self) -> None:
         pass
@@ -152,6 +163,10 @@ class NotifyProbe:
         self.heard = self.listener.count(self.session_id) if self.listener is not None else 0
         self.notified, self.local, self.read_at = False, _LOCAL_SAVES[self.session_id], time.monotonic()
 
+    def read(self, load: Callable[[], Session]) -> Session:
+        self.mark()  # before the read: a write racing it shows as a change next time
+        return load()
+
     def close(self) -> None:
         if self.listener is not None:
             self.listener.leave(self.store)
@@ -165,6 +180,52 @@ def probe_for(store: ChronicleStore, session_id: UUID) -> ControlProbe:
         except Exception:  # noqa: BLE001 - no listener (connection limit): the exact lookup still works
             pass
     return VersionProbe(store, session_id)
+
+
+#: Safe points (and cancel polls) a PostgreSQL turn answers with version lookups before it joins the listener.
+LOOKUPS = 8
+
+
+class WarmingProbe:
+    """PostgreSQL: the exact version lookup for a turn's first LOOKUPS questions, the store's shared
+    listener (`probe_for`) after that.
+
+    Joining the listener opens a connection when no other turn of the store holds it: a server
+    process and its authentication, ≈ 10 ms of a short turn's wall (most of a forked session's
+    first one-step turn), against a fraction of a millisecond per lookup. A short turn never
+    needs it; a long one pays LOOKUPS lookups (a few hundredths of a transaction per step over a
+    50-step turn) and then asks nothing while nothing happens, as before. The switch answers
+    "changed" once, so the read that follows starts after LISTEN is in place: a write committed
+    before it is in that read, one after it is notified."""
+
+    def __init__(self, store: ChronicleStore, session_id: UUID, lookups: int = LOOKUPS) -> None:
+        self.store, self.session_id, self.left = store, session_id, lookups
+        self.lookup = VersionProbe(store, session_id)
+        self.steady: ControlProbe | None = None
+
+    def changed(self) -> bool:
+        if self.steady is not None:
+            return self.steady.changed()
+        if self.left <= 0:
+            self.steady = probe_for(self.store, self.session_id)
+            return True
+        self.left -= 1
+        return self.lookup.changed()
+
+    def mark(self) -> None:
+        (self.steady or self.lookup).mark()
+
+    def read(self, load: Callable[[], Session]) -> Session:
+        return (self.steady or self.lookup).read(load)
+
+    def close(self) -> None:
+        if self.steady is not None:
+            self.steady.close()
+
+
+def turn_probe(store: ChronicleStore, session_id: UUID) -> ControlProbe:
+    """The probe a running turn's controls use: lookups first on PostgreSQL (WarmingProbe), lookups only on SQLite."""
+    return WarmingProbe(store, session_id) if store.backend == "postgresql" else VersionProbe(store, session_id)
 
 
 def notify_control(store: ChronicleStore, session_id: UUID) -> None:
@@ -181,13 +242,12 @@ class SessionControls:
 
     def __init__(self, store: ChronicleStore, session_id: UUID, probe: ControlProbe | None = None) -> None:
         self.store, self.session_id = store, session_id
-        self.probe = probe or probe_for(store, session_id)
+        self.probe = probe or turn_probe(store, session_id)
         self._session: Session | None = None
 
     def session(self) -> Session:
         if self._session is None or self.probe.changed():
-            self.probe.mark()  # before the read: a write racing it shows as a change next time
-            self._session = self.store.session(self.session_id, copy=False)
+            self._session = self.probe.read(lambda: self.store.session(self.session_id, copy=False))
         return self._session
 
     def steering(self, turn_id: UUID) -> Steering | None:

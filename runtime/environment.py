@@ -59,8 +59,33 @@ class Environment(BaseSettings):
 NAMES = {name: f"CHRONICLE_{name.upper()}" for name in Environment.model_fields}
 
 
+#: Validated environments by the variables they were read from (see `environment`).
+_READ: dict[tuple[tuple[str, str], ...], Environment] = {}
+
+
+def _variables() -> tuple[tuple[str, str], ...]:
+    return tuple(sorted((k.upper(), v) for k, v in os.environ.items() if k.upper().startswith("CHRONICLE_") or k == "ANTHROPIC_BASE_URL"))
+
+
 def environment() -> Environment:
-    """The validated environment, read as it is now (tests and embedding programs change it). Raises EnvironmentSettingError."""
+    """The validated environment, read as it is now (tests and embedding programs change it). Raises EnvironmentSettingError.
+
+    Validating it costs ≈ 1 ms (pydantic-settings), and every loop built (one per turn in a
+    program that runs many) asks for its retry policy, so a result is kept for the variables it
+    was read from and handed out as a copy: a changed variable is a new key, read afresh. A price
+    table file is read again every time (its content may change under the same name)."""
+    key = _variables()
+    kept = _READ.get(key)
+    if kept is not None:
+        return kept.model_copy()
+    env = _read()
+    if env.prices is None:
+        _READ.clear()  # one environment at a time is what a process has
+        _READ[key] = env.model_copy()
+    return env
+
+
+def _read() -> Environment:
     try:
         env = Environment()
     except EnvironmentSettingError:

@@ -48,6 +48,12 @@ from .turn_outcome import TurnOutcome, cancel_calls, cancel_turn, crashed, finis
 DEFAULT_MAX_TOKENS = 8192
 
 
+def _ends_turn(response: Any) -> bool:
+    """A response after which `_drive` ends the turn without another model call or tool: a finished
+    answer that asks for no tool (a refusal included, which fails the turn), not a paused one."""
+    return bool(response.finished and not response.tool_uses and response.stop_reason != "pause_turn")
+
+
 def _part(name: str) -> Any:
     return property(lambda self: getattr(self.io, name), lambda self, value: setattr(self.io, name, value))
 
@@ -137,11 +143,11 @@ class AgentLoop:
             elif session.next_input is not None:
                 if self.compactor is not None:
                     await self.compactor.maybe_compact(self.io, session)
+                    session = self.store.session(session_id)  # compaction may have changed it
                 try:
-                    turn = self._start_turn(self.store.session(session_id))
+                    turn, session = self._begin_turn(session)
                 except DomainError:
                     return None  # another process started that input first; it drains the queue
-                session = self.store.session(session_id)
             else:
                 return None
         except PersistenceError as exc:
@@ -187,6 +193,11 @@ class AgentLoop:
 
     def _start_turn(self, session: Session) -> Turn:
         """Start the oldest queued input; the session write is retried on a fresh copy if it races."""
+        return self._begin_turn(session)[0]
+
+    def _begin_turn(self, session: Session) -> tuple[Turn, Session]:
+        """`_start_turn`, also handing back the session as that write saved it: the loop goes on from
+        that state instead of reading the session again (a query and a copy, each time)."""
         now = self.clock.now()
         item = session.next_input
         assert item is not None
@@ -204,8 +215,7 @@ class AgentLoop:
                 raise DomainError(f"input {item['input_id']} was started by another process")
             fresh.start_turn(tid, now)
 
-        self.store.update_session(session.id, start, turn)
-        return turn
+        return turn, self.store.update_session(session.id, start, turn)
 
     def _reopen(self, turn: Turn) -> None:
         """A turn found in flight: record that it was interrupted, then continue it."""
@@ -328,7 +338,7 @@ class AgentLoop:
                 prior = self._prior_context(session, turn)
                 self._context = RequestContext(prior)
                 continue
-            step = self._record_response(turn, response, request, attempts, latency_ms)
+            step = self._record_response(turn, response, request, attempts, latency_ms, final=_ends_turn(response))
             await self.hooks.after_model_call(session, turn, response)
             model = response.model or spec.model
             await self.emit(
@@ -364,9 +374,12 @@ class AgentLoop:
             for call in (self.store.find_tool_call(tool_call_id(turn.id, step["step"], b["id"])) for b in candidates)
         )
 
-    def _record_response(self, turn: Turn, response: Any, request: ModelRequest, attempts: int, latency_ms: float) -> int:
+    def _record_response(self, turn: Turn, response: Any, request: ModelRequest, attempts: int, latency_ms: float,
+                         final: bool = False) -> int:
         """Record the response and open its tool calls in one transaction, secrets cut out first
-        (runtime/secret_scan.py): the tools run, and the next request sends, what was recorded."""
+        (runtime/secret_scan.py): the tools run, and the next request sends, what was recorded.
+
+        `final`: the caller ends the turn next if the response asks for no tool (see `_ends_turn`)."""
         now = self.clock.now()
         response, redacted = scan_response(response, scanner_for(self.workspace))
         step = turn.record_response(
@@ -389,6 +402,13 @@ class AgentLoop:
                 calls.append(call)
             if runs_no_tools(response):
                 turn.record_tool_results([c.result_block() for c in calls], now)
+        elif final:
+            # The turn's last response: whatever comes next (the final checks, then `finish`) ends the
+            # turn, and `finish` saves the turn's pending events with its end and the session's in one
+            # transaction, so this response is stored there rather than in a commit of its own. Any
+            # other way out of the run saves it first (turn_outcome.save_recorded).
+            self._opened = {}
+            return step
         self.save(turn, *calls)
         # Saved: the step's tool calls are exactly as a reload would give them, so skip the reload.
         self._opened = {call.id: call for call in calls}

@@ -221,9 +221,11 @@ def fork(store: ChronicleStore, session_id: UUID, number: int, clock: Clock = SY
     `actor`: who forked (default: this process's user@host), recorded in `forked_from` beside the
     origin, so the event keeps its fields and no upcaster is needed (older forks have no actor)."""
     cut = cut_at_turn(store, session_id, number)  # the branch is all a fork needs: no turn is read
-    parent = store.session(session_id)
+    # The spec is recorded once, when the session starts, and no event changes it: the session as of
+    # the cut has the one it has now, so the parent is not loaded again as it is now (a long
+    # session's snapshot and the events after it were most of a fork's own time).
     child = Session.start(
-        uuid4(), parent.spec, clock.now(),
+        uuid4(), cut.session.spec, clock.now(),
         forked_from={"session_id": str(session_id), "turn": number, "actor": actor or process_actor()},
         head=list(cut.session.head),
     )

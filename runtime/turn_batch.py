@@ -34,12 +34,15 @@ def load_turns(store: Any, turn_ids: list[UUID]) -> dict[UUID, Turn]:
 def _chunk(store: Any, ids: list[UUID]) -> dict[UUID, Turn]:
     states: dict[UUID, Any] = {}
     failed: set[UUID] = set()
+    # Rows name their aggregate as SQLite's hex text or PostgreSQL's UUID: each maps to the id asked
+    # for, so no UUID is built per row (≈ 1.5 µs each, a few hundred rows per fork).
+    asked: dict[Any, UUID] = {key: i for i in ids for key in (i, i.hex)}
     try:
         for originator_id, version, topic, state in snapshot_rows(store, ids):
-            key = _uuid(originator_id)
+            key = asked.get(originator_id) or _uuid(originator_id)
             states[key] = store.snapshots.mapper.to_domain_event(_stored(key, version, topic, state)).mutate(None)
         for _, originator_id, version, topic, state in event_rows(store, ids):
-            key = _uuid(originator_id)
+            key = asked.get(originator_id) or _uuid(originator_id)
             if key in failed or (key in states and version <= states[key].version):
                 continue
             try:

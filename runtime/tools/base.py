@@ -9,12 +9,17 @@ drive, which has its own limits, instead of the per-tool timeout.
 
 from __future__ import annotations
 
+import copy
+import weakref
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 from typing import Any, ClassVar
 
 from pydantic import BaseModel, ValidationError
+
+#: JSON schema of each tool input model, without its title (`Tool.schema`); models made at run time (MCP) are let go.
+_INPUT_SCHEMAS: "weakref.WeakKeyDictionary[type[BaseModel], dict[str, Any]]" = weakref.WeakKeyDictionary()
 
 MAX_OUTPUT_CHARS = 30_000
 
@@ -83,9 +88,14 @@ class Tool:
 
     @classmethod
     def schema(cls) -> dict[str, Any]:
-        schema = cls.Input.model_json_schema()
-        schema.pop("title", None)
-        return {"name": cls.name, "description": cls.description, "input_schema": schema}
+        """pydantic builds the JSON schema anew at every call (≈ 0.5 ms a tool), and each loop has a
+        toolbox of its own (one per turn in the bench, or in a server), so the schema is kept per
+        input model and handed out as a copy that a caller (or subclass) may change."""
+        schema = _INPUT_SCHEMAS.get(cls.Input)
+        if schema is None:
+            schema = _INPUT_SCHEMAS[cls.Input] = cls.Input.model_json_schema()
+            schema.pop("title", None)
+        return {"name": cls.name, "description": cls.description, "input_schema": copy.deepcopy(schema)}
 
     @classmethod
     def parse(cls, raw: dict[str, Any]) -> BaseModel:

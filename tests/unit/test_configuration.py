@@ -66,3 +66,18 @@ def test_a_broken_prices_file_is_refused_when_the_environment_is_read(monkeypatc
     monkeypatch.setenv("CHRONICLE_PRICES", str(path))
     with pytest.raises(EnvironmentSettingError, match="not valid JSON"):
         environment()
+
+
+def test_the_environment_is_read_afresh_when_a_variable_changes_and_a_copy_changed_by_a_caller_stays_its_own(monkeypatch):
+    monkeypatch.setenv("CHRONICLE_MAX_ATTEMPTS", "3")
+    first = environment()
+    assert first.max_attempts == 3
+    first.max_attempts = 99  # a caller's copy: the next read does not see it
+    assert environment().max_attempts == 3
+    monkeypatch.setenv("CHRONICLE_MAX_ATTEMPTS", "5")
+    assert environment().max_attempts == 5
+    monkeypatch.delenv("CHRONICLE_MAX_ATTEMPTS")
+    assert environment().max_attempts is None
+    monkeypatch.setenv("CHRONICLE_MAX_ATTEMPTS", "0")
+    with pytest.raises(EnvironmentSettingError, match="CHRONICLE_MAX_ATTEMPTS"):
+        environment()
