@@ -48,12 +48,6 @@ from .turn_outcome import TurnOutcome, cancel_calls, cancel_turn, crashed, finis
 DEFAULT_MAX_TOKENS = 8192
 
 
-def _ends_turn(response: Any) -> bool:
-    """A response after which `_drive` ends the turn without another model call or tool: a finished
-    answer that asks for no tool (a refusal included, which fails the turn), not a paused one."""
-    return bool(response.finished and not response.tool_uses and response.stop_reason != "pause_turn")
-
-
 def _part(name: str) -> Any:
     return property(lambda self: getattr(self.io, name), lambda self, value: setattr(self.io, name, value))
 
@@ -338,7 +332,7 @@ class AgentLoop:
                 prior = self._prior_context(session, turn)
                 self._context = RequestContext(prior)
                 continue
-            step = self._record_response(turn, response, request, attempts, latency_ms, final=_ends_turn(response))
+            step = self._record_response(turn, response, request, attempts, latency_ms)
             await self.hooks.after_model_call(session, turn, response)
             model = response.model or spec.model
             await self.emit(
@@ -374,12 +368,9 @@ class AgentLoop:
             for call in (self.store.find_tool_call(tool_call_id(turn.id, step["step"], b["id"])) for b in candidates)
         )
 
-    def _record_response(self, turn: Turn, response: Any, request: ModelRequest, attempts: int, latency_ms: float,
-                         final: bool = False) -> int:
+    def _record_response(self, turn: Turn, response: Any, request: ModelRequest, attempts: int, latency_ms: float) -> int:
         """Record the response and open its tool calls in one transaction, secrets cut out first
-        (runtime/secret_scan.py): the tools run, and the next request sends, what was recorded.
-
-        `final`: the caller ends the turn next if the response asks for no tool (see `_ends_turn`)."""
+        (runtime/secret_scan.py): the tools run, and the next request sends, what was recorded."""
         now = self.clock.now()
         response, redacted = scan_response(response, scanner_for(self.workspace))
         step = turn.record_response(
@@ -402,13 +393,6 @@ class AgentLoop:
                 calls.append(call)
             if runs_no_tools(response):
                 turn.record_tool_results([c.result_block() for c in calls], now)
-        elif final:
-            # The turn's last response: whatever comes next (the final checks, then `finish`) ends the
-            # turn, and `finish` saves the turn's pending events with its end and the session's in one
-            # transaction, so this response is stored there rather than in a commit of its own. Any
-            # other way out of the run saves it first (turn_outcome.save_recorded).
-            self._opened = {}
-            return step
         self.save(turn, *calls)
         # Saved: the step's tool calls are exactly as a reload would give them, so skip the reload.
         self._opened = {call.id: call for call in calls}

@@ -65,21 +65,7 @@ async def stop_turn(io: LoopIO, session: Session, turn: Turn, stop: Stop) -> Tur
     return finish(io, session, turn, "stopped", stop.reason, error={"guard": stop.guard})
 
 
-def save_recorded(io: LoopIO, turn: Turn) -> None:
-    """Store what the run recorded on its turn and has not saved yet (a final response waits for the
-    turn's end, see `AgentLoop._record_response`), before a way out that reads the turn again: a
-    cancel, a middleware's failure or a crash must not lose a response the model gave. If another
-    writer advanced the turn meanwhile, that writer's turn is the one read next, as before."""
-    if not turn.pending_events:
-        return
-    try:
-        io.save(turn)
-    except PersistenceError:
-        pass
-
-
 async def cancel_turn(io: LoopIO, session: Session, turn: Turn, reason: str) -> TurnOutcome:
-    save_recorded(io, turn)
     session = io.store.session(session.id)
     turn = io.store.turn(turn.id)
     return finish(io, session, turn, "cancelled", reason)
@@ -89,7 +75,6 @@ async def middleware_failed(io: LoopIO, session: Session, turn: Turn, failure: M
     """A middleware failed the run: the turn fails naming it. If the run had already ended the turn, the
     failure is a Turn.MiddlewareApplied decision (`action: failed`) on it instead."""
     await io.emit(ErrorEvent(session_id=str(session.id), turn_id=str(turn.id), message=str(failure), kind=f"middleware:{failure.name}"))
-    save_recorded(io, turn)
     session = io.store.session(session.id)
     turn = io.store.turn(turn.id)
     if turn.finished:
@@ -118,7 +103,6 @@ async def crashed(io: LoopIO, session: Session, turn: Turn, exc: Exception) -> T
     reason = f"internal error: {type(exc).__name__}: {exc}"
     await io.emit(ErrorEvent(session_id=str(session.id), turn_id=str(turn.id), message=reason, kind="internal"))
     try:
-        save_recorded(io, turn)
         session = io.store.session(session.id)
         turn = io.store.turn(turn.id)
         if not turn.finished:
