@@ -202,7 +202,6 @@ class HistoryProjection(Projection):
 _BLOCKS = TypeAdapter(BlockList)
 
 
-
 class WireRule(Enum):
     """How a message row's wire form follows from its content (`_message`'s `wire`)."""
 
