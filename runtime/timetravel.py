@@ -14,7 +14,7 @@ import stat
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 from uuid import UUID, uuid4
 
 from chronicle.domain.errors import DomainError
@@ -109,11 +109,9 @@ def turn_end_version(store: ChronicleStore, session: Session, own_number: int, s
     one event is read first (one indexed query, one decode); every TurnEnded is scanned only
     if it names another turn."""
     wanted = session.turns[own_number - 1]
-    guess = store.events_with_positions([session.id], topic_suffix=".TurnEnded", offset=own_number - 1, limit=1)
-    for candidates in (guess, store.events_with_positions([session.id], topic_suffix=".TurnEnded")):
-        for _, event in candidates:
-            if type(event).__name__ == "TurnEnded" and getattr(event, "turn_id", None) == wanted:
-                return event.originator_version
+    ended = _first_event(store, session.id, "TurnEnded", own_number - 1, lambda e: getattr(e, "turn_id", None) == wanted)
+    if ended is not None:
+        return int(ended.originator_version)
     raise TimeTravelError(
         f"turn {shown_as or own_number} of session {session.id} has not ended yet; `chronicle resume` may finish it"
     )
@@ -201,10 +199,17 @@ def step_answer(store: ChronicleStore, turn_id: UUID, step: int) -> Any:
     indexed row; every answer is read only when an earlier step has none or more than one."""
     if step < 0:
         return None
-    guess = store.events_with_positions([turn_id], topic_suffix=".ModelResponded", offset=step, limit=1)
-    for candidates in (guess, store.events_with_positions([turn_id], topic_suffix=".ModelResponded")):
+    return _first_event(store, turn_id, "ModelResponded", step, lambda e: e.step == step)
+
+
+def _first_event(store: ChronicleStore, aggregate_id: UUID, kind: str, guess: int, matches: Callable[[Any], bool]) -> Any:
+    """The aggregate's first `kind` event that `matches`: its `guess`-th one (from 0) is read first,
+    one indexed row; every one of that kind is read only if the guess is not it."""
+    suffix = f".{kind}"
+    first = store.events_with_positions([aggregate_id], topic_suffix=suffix, offset=guess, limit=1)
+    for candidates in (first, store.events_with_positions([aggregate_id], topic_suffix=suffix)):
         for _, event in candidates:
-            if type(event).__name__ == "ModelResponded" and event.step == step:
+            if type(event).__name__ == kind and matches(event):
                 return event
     return None
 
