@@ -185,13 +185,10 @@ class AgentLoop:
         inherited = len(self.store.session(session.id, version=1).head) if session.forked_from else 0
         return inherited + len(session.turns) + 1
 
-    def _start_turn(self, session: Session) -> Turn:
-        """Start the oldest queued input; the session write is retried on a fresh copy if it races."""
-        return self._begin_turn(session)[0]
-
     def _begin_turn(self, session: Session) -> tuple[Turn, Session]:
-        """`_start_turn`, also handing back the session as that write saved it: the loop goes on from
-        that state instead of reading the session again (a query and a copy, each time)."""
+        """Start the oldest queued input; the session write is retried on a fresh copy if it races.
+        The session comes back as that write saved it: the loop goes on from that state instead of
+        reading the session again (a query and a copy, each time)."""
         now = self.clock.now()
         item = session.next_input
         assert item is not None

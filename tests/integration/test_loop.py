@@ -178,7 +178,7 @@ def test_a_crashed_turn_resumes_without_running_a_non_idempotent_tool_twice(db_u
 
     session, _ = start_session(h.store, h.spec, "edit")
     h.session_id = session.id
-    turn = h.loop._start_turn(h.store.session(session.id))
+    turn, _ = h.loop._begin_turn(h.store.session(session.id))
     request_response = h.provider.script.agents["main"][0]
     from chronicle.domain.content import ModelResponse
 
