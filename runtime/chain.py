@@ -27,12 +27,13 @@ from __future__ import annotations
 import hashlib
 import struct
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Any, Sequence
 from uuid import UUID
 
 from eventsourcing.persistence import StoredEvent
 from eventsourcing.sqlite import SQLiteApplicationRecorder, SQLiteCursor, SQLiteDatastore
+
+from .store_rows import as_uuid
 
 CHAIN_TABLE = "chronicle_chain"
 GENESIS = bytes(32)
@@ -90,10 +91,8 @@ class ChainedSQLiteRecorder(SQLiteApplicationRecorder):
         ]
 
     def convert_originator_id(self, originator_id: str) -> UUID | str:
-        """Each row's id text as a UUID, the last few thousand kept: an aggregate's events are read
-        together (a replay, a batch of the log), and building a UUID from text cost more than
-        decoding a small event's JSON."""
-        return _uuid(originator_id) if self.datastore.originator_id_type == "uuid" else originator_id
+        """Each row's id text as a UUID, converted once per id (`store_rows.as_uuid`)."""
+        return as_uuid(originator_id) if self.datastore.originator_id_type == "uuid" else originator_id
 
     def _insert_events(self, c: SQLiteCursor, stored_events: Sequence[StoredEvent], **kwargs: Any) -> Sequence[int] | None:
         positions = super()._insert_events(c, stored_events, **kwargs)
@@ -109,11 +108,6 @@ class ChainedSQLiteRecorder(SQLiteApplicationRecorder):
             [(k.seq, k.position, k.originator_id.hex, k.version, k.digest) for k in new_links(head, stored_events, positions)],
         )
         return positions
-
-
-@lru_cache(maxsize=4096)
-def _uuid(text: str) -> UUID:
-    return UUID(text)
 
 
 def chained_recorder_topic(persistence_module: str) -> str:

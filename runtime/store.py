@@ -30,7 +30,7 @@ from .config import eventsourcing_env, redact
 from .encryption import check_readable, cipher_env
 from .store_errors import is_read_only_error as is_read_only_error  # where commands' error handlers look
 from .store_identity import check_store, read_only_sqlite_uri
-from .store_rows import event_rows, latest_version
+from .store_rows import as_uuid, event_rows, latest_version
 from .transcoder import TRANSCODER_TOPIC
 from .turn_batch import load_turns
 
@@ -456,7 +456,7 @@ class ChronicleStore(Application[UUID]):
         rows = event_rows(self, ids, topic_suffix, version, offset, limit, positions)
         for position, originator_id, version, topic, state in rows:
             stored = StoredEvent(
-                originator_id=UUID(str(originator_id)),
+                originator_id=as_uuid(originator_id),
                 originator_version=version,
                 topic=topic,
                 state=bytes(state),

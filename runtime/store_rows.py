@@ -11,8 +11,21 @@ and notification id.
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Any
 from uuid import UUID
+
+
+def as_uuid(value: Any) -> UUID:
+    """A row's aggregate id as a UUID: PostgreSQL's already is; SQLite's hex text is converted once
+    per id among the last few thousand, since an aggregate's events are read together (a replay, a
+    batch of the log) and building a UUID from text cost more than decoding a small event's JSON."""
+    return value if isinstance(value, UUID) else _from_text(str(value))
+
+
+@lru_cache(maxsize=4096)
+def _from_text(text: str) -> UUID:
+    return UUID(text)
 
 
 def sqlite_rows(store: Any, sql: str, params: list[Any]) -> list[Any]:
