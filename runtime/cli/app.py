@@ -17,6 +17,8 @@ import typer
 import typer.core
 import typer.main
 
+from . import completion
+
 if TYPE_CHECKING:  # typer runs on its own copy of click: its Command, not click's, is what groups hold
     from typer._click.core import Command
 
@@ -164,7 +166,7 @@ app = typer.Typer(
     cls=LazyGroup,
     help="Chronicle: an event-sourced runtime for LLM agents. Every decision is an event you can audit, undo, replay and resume.",
     no_args_is_help=True,
-    add_completion=True,  # --install-completion / --show-completion for bash, zsh, fish and PowerShell
+    add_completion=False,  # ours take the shell's name (completion.py); typer's detect it only
     pretty_exceptions_enable=False,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
@@ -186,6 +188,8 @@ def _root(
     db: Annotated[Optional[str], typer.Option(
         "--db", help="Database URL for the command that follows (as its own --db; `chronicle --db URL sessions`)",
         show_default=False)] = None,
+    _install_completion: Annotated[Optional[bool], completion.INSTALL_OPTION] = None,
+    _show_completion: Annotated[Optional[bool], completion.SHOW_OPTION] = None,
 ) -> None:
     """Chronicle: an event-sourced runtime for LLM agents. Every decision is an event you can audit, undo, replay and resume."""
     if db is not None:
@@ -203,8 +207,9 @@ def main() -> None:
     import sys
 
     logging.basicConfig(format="chronicle: warning: %(message)s", level=logging.WARNING)
+    completion.register_if_completing()
     try:
-        app()
+        app(prog_name=completion.PROG)  # also under `python -m`: usage lines and the completion variable say chronicle
     except Exception as exc:  # noqa: BLE001 - the last line of defence for a person at a terminal
         if os.environ.get("CHRONICLE_DEBUG"):
             raise

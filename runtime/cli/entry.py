@@ -18,10 +18,31 @@ def version_text() -> str:
         return "chronicle (not installed)"
 
 
+COMPLETION_OPTIONS = ("--show-completion", "--install-completion")
+
+
+def completion_asked(args: list[str]) -> tuple[str, str | None] | None:
+    """`(option, shell or None)` when the command line is one completion option and perhaps a shell.
+
+    The shell's name is optional, which typer's parser cannot express.
+    """
+    if not args:
+        return None
+    option, equals, named = args[0].partition("=")
+    if option not in COMPLETION_OPTIONS or len(args) > (1 if equals else 2):
+        return None
+    return option, named if equals else (args[1] if len(args) == 2 else None)
+
+
 def main() -> None:
     if sys.argv[1:] in (["--version"], ["-V"]):
         sys.stdout.write(version_text() + "\n")
         return
+    asked = completion_asked(sys.argv[1:])
+    if asked:
+        from .completion import run as complete
+
+        raise SystemExit(complete(*asked))
     from .app import main as run
 
     run()

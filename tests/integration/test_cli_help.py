@@ -11,6 +11,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+import pytest
 import typer.main
 from typer.testing import CliRunner
 
@@ -67,4 +68,49 @@ def test_shell_completion_is_offered_for_the_common_shells():
     from tests.helpers import cli
 
     shown = cli("--show-completion", "bash")
-    assert shown.returncode == 0 and "complete" in shown.stdout and "_completion()" in shown.stdout
+    assert shown.returncode == 0 and "complete" in shown.stdout and "_chronicle_completion()" in shown.stdout
+
+
+@pytest.mark.parametrize("args, marker", [
+    (["--show-completion", "zsh"], "#compdef chronicle"),
+    (["--show-completion=fish"], "complete --command chronicle"),
+    (["--show-completion", "pwsh"], "Register-ArgumentCompleter"),
+])
+def test_the_shell_named_wins_over_the_shell_detected(args, marker):
+    """The tests run under bash: a script for another shell shows that the name was used."""
+    from tests.helpers import cli
+
+    shown = cli(*args)
+    assert shown.returncode == 0, shown.stderr
+    assert marker in shown.stdout and "_CHRONICLE_COMPLETE" in shown.stdout
+
+
+def test_an_unknown_shell_is_one_line_naming_the_shells():
+    from tests.helpers import cli
+
+    shown = cli("--show-completion", "tcsh")
+    assert shown.returncode == 2 and shown.stdout == ""
+    assert shown.stderr.strip().splitlines() == [
+        "chronicle: error: --show-completion: 'tcsh' is not a shell Chronicle completes; "
+        "give one of bash, zsh, fish, powershell, pwsh"
+    ]
+
+
+def test_install_completion_writes_the_named_shells_script(tmp_path):
+    from tests.helpers import cli
+
+    installed = cli("--install-completion", "bash", env={"HOME": str(tmp_path)})
+    assert installed.returncode == 0, installed.stderr
+    script = tmp_path / ".bash_completions" / "chronicle.sh"
+    assert "_CHRONICLE_COMPLETE=complete_bash" in script.read_text()
+    assert f"source '{script}'" in (tmp_path / ".bashrc").read_text()
+
+
+def test_the_installed_script_completes_command_names():
+    """What the script asks `chronicle` for, answered with typer's completion classes."""
+    from tests.helpers import cli
+
+    bash = cli(env={"_CHRONICLE_COMPLETE": "complete_bash", "COMP_WORDS": "chronicle hist", "COMP_CWORD": "1"})
+    assert bash.returncode == 0 and bash.stdout.split() == ["history"]
+    zsh = cli(env={"_CHRONICLE_COMPLETE": "complete_zsh", "_TYPER_COMPLETE_ARGS": "chronicle ses"})
+    assert zsh.returncode == 0 and '"sessions":' in zsh.stdout
