@@ -34,7 +34,14 @@ def wire_at_turn(store: ChronicleStore, session_id: UUID, number: int, engine: P
 
 
 def text_at_turn(store: ChronicleStore, session_id: UUID, number: int, engine: ProjectionEngine) -> str | None:
-    """`wire_at_turn` as one JSON array, undecoded.
+    """`wire_at_turn` as one JSON array, undecoded."""
+    return _text_at_turn(store, session_id, number, engine, lagging_originators(engine))
+
+
+def _text_at_turn(
+    store: ChronicleStore, session_id: UUID, number: int, engine: ProjectionEngine, lagging: list[str] | None
+) -> str | None:
+    """`text_at_turn` given the projection's lag (`lagging_originators`), read once by the caller.
 
     Read as single statements (on PostgreSQL each would see its own snapshot anyway, and a
     transaction costs two more round trips): the lag check first, so every row of the session
@@ -48,7 +55,6 @@ def text_at_turn(store: ChronicleStore, session_id: UUID, number: int, engine: P
         return None
     position, ended = found
     at, sid = iso(ended.timestamp), str(session_id)
-    lagging = lagging_originators(engine)
     if lagging is None or session_id.hex in lagging:
         return None
     with engine.db.statement() as tx:
@@ -158,8 +164,10 @@ def wire_at_step(store: ChronicleStore, session_id: UUID, number: int, step: int
     answered = step_answer(store, turn_id, step)
     if answered is None:
         return None
-    own = turn_text_at(store, turn_id, answered.originator_version - 1, engine)
-    before = text_at_turn(store, session_id, number - 1, engine) if number > 1 else "[]"
+    # The lag read above still holds: events the projection applied after it only add rows at
+    # later positions, beyond both cuts.
+    own = _turn_text_at(store, turn_id, answered.originator_version - 1, engine, lagging)
+    before = _text_at_turn(store, session_id, number - 1, engine, lagging) if number > 1 else "[]"
     if own is None or before is None:
         return None
     messages, mine = json.loads(before), json.loads(own)
@@ -182,11 +190,17 @@ def turn_wire_at(store: ChronicleStore, turn_id: UUID, version: int, engine: Pro
 
 def turn_text_at(store: ChronicleStore, turn_id: UUID, version: int, engine: ProjectionEngine) -> str | None:
     """`turn_wire_at` as one JSON array, undecoded."""
+    return _turn_text_at(store, turn_id, version, engine, lagging_originators(engine))
+
+
+def _turn_text_at(
+    store: ChronicleStore, turn_id: UUID, version: int, engine: ProjectionEngine, lagging: list[str] | None
+) -> str | None:
+    """`turn_text_at` given the projection's lag, read once by the caller."""
     found = next(iter(store.events_with_positions([turn_id], version=version)), None)
     if found is None:
         return None
     position = found[0]
-    lagging = lagging_originators(engine)
     if lagging is None or turn_id.hex in lagging:
         return None
     tid = str(turn_id)
