@@ -40,8 +40,9 @@ def _goto(page, url):
         try:
             page.goto(url)
             return
-        except Exception as error:  # playwright's Error: "interrupted by another navigation"
-            if "interrupted by another navigation" not in str(error) or attempt == 2:
+        except Exception as error:  # playwright's Error, worded by which navigation won the race
+            raced = ("interrupted by another navigation", "net::ERR_ABORTED")
+            if not any(words in str(error) for words in raced) or attempt == 2:
                 raise
             page.wait_for_load_state("load")
 
