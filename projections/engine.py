@@ -10,7 +10,7 @@ projection), so read commands call it before answering and are never stale.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Sequence
 
 from eventsourcing.persistence import IntegrityError
 
@@ -34,33 +34,50 @@ class UnknownProjection(LookupError):
     pass
 
 
-def tracking_recorder(factory: Any) -> Any:
-    """The store's tracking recorder, its table set up only when it needs to be.
+def tracking_recorder(factory: Any, keys: Sequence[str] = ()) -> tuple[Any, dict[str, int | None] | None]:
+    """The store's tracking recorder, its table set up only when it needs to be, and the
+    positions of `keys` when they were read on the way (None when not).
 
     eventsourcing's factory runs `create_table` on every construction; on PostgreSQL that is a
     DDL transaction whose commit waits for a WAL flush (≈ 4 ms), paid by every command that
     reads a projection. The migration marker row says the table exists as eventsourcing 9.5
     wants it (a missing table or marker still goes through `create_table`, which makes or
-    migrates it). SQLite's `create_table` is a cheap `IF NOT EXISTS`, left as it is."""
+    migrates it); it is read in the statement that reads the projections' positions, which
+    `ensure` needs next. SQLite's `create_table` is a cheap `IF NOT EXISTS`, left as it is."""
     if "postgres" not in type(factory).__module__ or factory.env.get(factory.TRACKING_RECORDER_TOPIC):
-        return factory.tracking_recorder()
+        return factory.tracking_recorder(), None
     from eventsourcing.persistence import ProgrammingError
 
     recorder = type(factory).tracking_recorder_class(
         datastore=factory.datastore, tracking_table_name=(factory.env.name.lower() or "notification") + "_tracking",
     )
     if not factory.env_create_table():
-        return recorder
+        return recorder, None
+    marker_key = recorder.table_migration_identifier
     try:
-        marker = recorder.max_tracking_id(recorder.table_migration_identifier)
+        found = _max_tracking_ids(recorder, [marker_key, *keys])
     except ProgrammingError:  # no table yet
-        marker = None
+        found = {}
+    marker = found.get(marker_key)
     if not marker:
         recorder.create_table()
-    else:
-        recorder.tracking_table_exists = True
-        recorder.tracking_migration_current = recorder.tracking_migration_previous = marker
-    return recorder
+        return recorder, None
+    recorder.tracking_table_exists = True
+    recorder.tracking_migration_current = recorder.tracking_migration_previous = marker
+    return recorder, {key: found.get(key) for key in keys}
+
+
+def _max_tracking_ids(recorder: Any, names: list[str]) -> dict[str, int | None]:
+    """eventsourcing's `max_tracking_id` for several names in one PostgreSQL statement."""
+    from psycopg.sql import SQL, Identifier
+
+    query = SQL(
+        "SELECT application_name, MAX(notification_id) AS max FROM {0}.{1} "
+        "WHERE application_name = ANY(%s) GROUP BY application_name"
+    ).format(Identifier(recorder.datastore.schema), Identifier(recorder.tracking_table_name))
+    with recorder.datastore.get_connection() as conn, conn.cursor() as cursor:
+        cursor.execute(query, (names,))
+        return {row["application_name"]: row["max"] for row in cursor.fetchall()}
 
 
 class ProjectionEngine:
@@ -70,13 +87,14 @@ class ProjectionEngine:
         self.app = app
         self.recorder = app.recorder
         self.mapper = app.mapper
-        self.db = Database(tracking_recorder(app.factory), app.recorder.events_table_name)
         self.projections = {p.name: p for p in projections}
+        recorder, positions = tracking_recorder(app.factory, [p.key for p in self.projections.values()])
+        self.db = Database(recorder, app.recorder.events_table_name)
         self.batch_size = batch_size
         #: Positions of events that could not be decoded and were passed over, with why.
         self.unreadable: dict[int, str] = {}
         if ensure:
-            self.ensure()
+            self.ensure(positions)
 
     # -- set-up --------------------------------------------------------------------------------
 
@@ -91,14 +109,18 @@ class ProjectionEngine:
             chosen.append(self.projections[name])
         return chosen
 
-    def ensure(self) -> None:
+    def ensure(self, positions: dict[str, int | None] | None = None) -> None:
         """A projection never tracked (or of a new version) gets its tables and starts from zero.
 
         A tracked one already has them: its tables and its tracking row are created in one
         transaction, under a key that names the projection's version. So a command that opens
         the store (every CLI command does) issues no DDL: on PostgreSQL each `CREATE … IF NOT
-        EXISTS` was a statement and the set of them a transaction of its own."""
+        EXISTS` was a statement and the set of them a transaction of its own. `positions`, when
+        the caller has just read them, saves reading them again."""
+        known = positions if positions is not None else self.db.positions([p.key for p in self.projections.values()])
         for projection in self.projections.values():
+            if known[projection.key] is not None:
+                continue
             for attempt in range(3):
                 try:
                     if self.db.position(projection.key) is None:
@@ -139,9 +161,10 @@ class ProjectionEngine:
         catch up lowest first until they meet, so one behind never holds the others back.
         """
         chosen = self.select(names)
-        positions = {p.name: self.position(p.name) for p in chosen}
+        found = self.db.positions([p.key for p in chosen])
+        positions = {p.name: found[p.key] or 0 for p in chosen}
         done: set[str] = set()
-        head = self.head()
+        head = self.head() if progress is not None else 0  # only a progress bar needs the end
         applied = 0
         while len(done) < len(chosen):
             low = min(positions[p.name] for p in chosen if p.name not in done)
