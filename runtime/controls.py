@@ -29,6 +29,7 @@ from chronicle.domain.session import Session
 
 from .actor import process_actor
 from .clock import SYSTEM_CLOCK, Clock
+from .off_loop import off_the_loop
 from .store import ChronicleStore
 
 POLL_S = 0.25
@@ -244,11 +245,15 @@ class SessionControls:
         self.store, self.session_id = store, session_id
         self.probe = probe or turn_probe(store, session_id)
         self._session: Session | None = None
+        self._lock = threading.Lock()
 
     def session(self) -> Session:
-        if self._session is None or self.probe.changed():
-            self._session = self.probe.read(lambda: self.store.session(self.session_id, copy=False))
-        return self._session
+        # The cancel watcher asks from a thread of its own (runtime/off_loop.py), the loop from
+        # its safe points: the probe's state and the cached session are one thing at a time's.
+        with self._lock:
+            if self._session is None or self.probe.changed():
+                self._session = self.probe.read(lambda: self.store.session(self.session_id, copy=False))
+            return self._session
 
     def steering(self, turn_id: UUID) -> Steering | None:
         return _steering_of(self.session(), turn_id)
@@ -267,19 +272,25 @@ class SessionControls:
 KEPT = 8
 
 
+#: The loop's thread and the cancel watcher's (runtime/off_loop.py) both look controls up.
+_KEPT_LOCK = threading.Lock()
+
+
 def controls_of(store: ChronicleStore, session_id: UUID) -> SessionControls:
     """One SessionControls per store and running session, reused across its safe points."""
-    cache: dict[UUID, SessionControls] = store.__dict__.setdefault("_session_controls", {})
-    if session_id not in cache:
-        while len(cache) >= KEPT:
-            cache.pop(next(iter(cache))).close()
-        cache[session_id] = SessionControls(store, session_id)
-    return cache[session_id]
+    with _KEPT_LOCK:
+        cache: dict[UUID, SessionControls] = store.__dict__.setdefault("_session_controls", {})
+        if session_id not in cache:
+            while len(cache) >= KEPT:
+                cache.pop(next(iter(cache))).close()
+            cache[session_id] = SessionControls(store, session_id)
+        return cache[session_id]
 
 
 def release_controls(store: ChronicleStore, session_id: UUID) -> None:
     """The turn is over: close the session's listener, if any."""
-    found = store.__dict__.get("_session_controls", {}).pop(session_id, None)
+    with _KEPT_LOCK:
+        found = store.__dict__.get("_session_controls", {}).pop(session_id, None)
     if found is not None:
         found.close()
 
@@ -300,13 +311,15 @@ class CancelWatcher:
         self._watching = asyncio.ensure_future(self._watch())
 
     async def stop(self) -> None:
-        release_controls(self.store, self.session_id)
+        # The watch first: a check still running on its thread is left to end on its own (its
+        # answer goes nowhere), and one closing the probe under it only makes it fail quietly.
         if self._watching is not None and not self._watching.done():
             self._watching.cancel()
             try:
                 await self._watching
             except (asyncio.CancelledError, Exception):  # noqa: BLE001 - the watcher's end never matters
                 pass
+        release_controls(self.store, self.session_id)
 
     def requested(self) -> str | None:
         try:
@@ -316,7 +329,7 @@ class CancelWatcher:
 
     async def _watch(self) -> None:
         while True:
-            reason = self.requested()
+            reason = await off_the_loop(self.requested)
             if reason is not None:
                 self.reason = reason
                 self.task.cancel()

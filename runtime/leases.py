@@ -23,6 +23,7 @@ from chronicle.domain.ids import lease_id
 from chronicle.domain.lease import LeaseHeld, SessionLease
 
 from .clock import SYSTEM_CLOCK, Clock
+from .off_loop import off_the_loop
 from .store import ChronicleStore
 
 DEFAULT_LEASE_S = 30.0
@@ -118,7 +119,7 @@ class LeaseKeeper:
         while True:
             await asyncio.sleep(self.ttl_s / 3)
             try:
-                ok = renew(self.store, self.session_id, self.holder, self.ttl_s, self.clock)
+                ok = await off_the_loop(renew, self.store, self.session_id, self.holder, self.ttl_s, self.clock)
             except PersistenceError:
                 continue  # the store is away; the next attempt may reach it before the lease runs out
             if not ok:
