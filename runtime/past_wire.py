@@ -60,31 +60,24 @@ def _text_at_turn(
     with engine.db.statement() as tx:
         if lagging and _any_lagging(tx, sid, position, set(lagging)):
             return None
-        marked = dict(tx.rows(
-            "SELECT DISTINCT b.idx, k.turn_id FROM proj_history_branch b JOIN proj_history_marks k ON k.turn_id = b.turn_id "
-            "WHERE b.session_id = %s AND b.position <= %s AND (k.position <= %s OR k.at <= %s)",
+        # Each message's JSON is put together by the database; Python only joins them.
+        envelopes = [r[0] for r in tx.rows(
+            f"SELECT {ENVELOPE} FROM proj_history_branch b JOIN proj_history_messages m ON m.turn_id = b.turn_id "
+            f"WHERE b.session_id = %s AND b.position <= %s AND {CUT_AND_SENT} ORDER BY b.idx, m.seq",
             (sid, position, position, at),
-        ))
-        if not marked:
-            # Each message's JSON is put together by the database; Python only joins them.
-            envelopes = [r[0] for r in tx.rows(
-                f"SELECT {ENVELOPE} FROM proj_history_branch b JOIN proj_history_messages m ON m.turn_id = b.turn_id "
-                f"WHERE b.session_id = %s AND b.position <= %s AND {CUT_AND_SENT} ORDER BY b.idx, m.seq",
-                (sid, position, position, at),
-            )]
-        else:
+        )]
+        shape, marked = _shape_and_marks(tx, sid, number, position, at)
+        if marked:
+            # Turns marked by the cut (attachments, a guardrail's rewrite, a refusal: rare) are
+            # read from their events; the others' rows by turn, then the shape again after them.
             rows = tx.rows(
                 "SELECT b.idx, m.role, m.wire FROM proj_history_branch b JOIN proj_history_messages m ON m.turn_id = b.turn_id "
                 f"WHERE b.session_id = %s AND b.position <= %s AND {CUT_AND_SENT} ORDER BY b.idx, m.seq",
                 (sid, position, position, at),
             )
-        # Not reshaped, not a fork, and the turn that ended there is the branch's `number`-th.
-        check = tx.rows(
-            "SELECT s.reshaped, s.forked_from, b.turn_id FROM proj_history_sessions s LEFT JOIN proj_history_branch b "
-            "ON b.session_id = s.session_id AND b.idx = %s AND b.position <= %s WHERE s.session_id = %s",
-            (number - 1, position, sid),
-        )
-    if not check or check[0] != (None, None, str(getattr(ended, "turn_id", None))):
+            shape, marked = _shape_and_marks(tx, sid, number, position, at)
+    # Not reshaped, not a fork, and the turn that ended there is the branch's `number`-th.
+    if shape != (None, None, str(getattr(ended, "turn_id", None))):
         return None
     if not marked:
         return joined(envelopes)
@@ -115,6 +108,23 @@ def joined(messages: list[str]) -> str:
         else:
             merged.append(message)
     return "[" + ",".join(merged) + "]"
+
+
+def _shape_and_marks(tx: Tx, sid: str, number: int, position: int, at: str) -> tuple[tuple[Any, ...] | None, dict[int, str]]:
+    """In one statement (a round trip on PostgreSQL): the session's shape as of the cut (when it
+    was first reshaped, what it was forked from, the branch's `number`-th turn) and the branch's
+    turns marked by the cut, by branch index. Marks by the cut never change once the projection
+    has applied it, so they may be read after the rows; the shape must be."""
+    found = tx.rows(
+        "SELECT 'shape', s.reshaped, s.forked_from, b.turn_id FROM proj_history_sessions s LEFT JOIN proj_history_branch b "
+        "ON b.session_id = s.session_id AND b.idx = %s AND b.position <= %s WHERE s.session_id = %s "
+        "UNION ALL SELECT DISTINCT 'mark', CAST(NULL AS BIGINT), CAST(b.idx AS TEXT), k.turn_id FROM proj_history_branch b "
+        "JOIN proj_history_marks k ON k.turn_id = b.turn_id "
+        "WHERE b.session_id = %s AND b.position <= %s AND (k.position <= %s OR k.at <= %s)",
+        (number - 1, position, sid, sid, position, position, at),
+    )
+    shape = next((tuple(row[1:]) for row in found if row[0] == "shape"), None)
+    return shape, {int(row[2]): row[3] for row in found if row[0] == "mark"}
 
 
 def _any_lagging(tx: Tx, sid: str, position: int, lagging: set[str]) -> bool:
