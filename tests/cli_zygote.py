@@ -6,11 +6,13 @@ its commands once; each command then runs in a child forked from it, with its ow
 streams, working directory, environment and `sys.argv`, and exits as `python -m
 chronicle.runtime.cli` would (atexit handlers, thread shutdown, the exit status). What the child
 inherits is only what importing the code left behind, which a fresh process would build the
-same way; nothing in Chronicle reads the environment or the working directory at import (a
-test in tests/unit checks the commands' import lists separately, in real fresh processes).
+same way: Chronicle reads neither the environment nor the working directory at import, except
+for the consoles rich builds then (terminal size, colours), so a command whose environment
+changes those starts from scratch (`IMPORT_TIME_ENV`). The start-up tests (tests/unit) time and
+list imports in real fresh processes of their own.
 
 Protocol, one Unix-socket connection per command: the client sends stdin/stdout/stderr as file
-descriptors (SCM_RIGHTS) with one JSON line {argv, env, cwd}; the zygote answers the child's
+descriptors (SCM_RIGHTS) with one JSON message {argv, env, cwd}; the zygote answers the child's
 pid as one line, then its exit code as another when the child ends (SIGKILL shows as -9). The
 zygote is single-threaded: it forks only from its main loop, never with another thread alive.
 """
@@ -23,9 +25,11 @@ import os
 import selectors
 import signal
 import socket
+import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 #: What every child needs imported; each command module is imported as well (runtime/cli/app.py's
 #: table), so a command finds its own code loaded.
@@ -114,8 +118,10 @@ def _run(request: dict, fds: list[int]) -> None:
     extra = [p for p in request["env"].get("PYTHONPATH", "").split(os.pathsep) if p]
     sys.path[:] = [os.getcwd(), *extra, *[p for p in sys.path[1:] if p not in extra]]
     importlib.invalidate_caches()
-    sys.argv = [str(Path(sys.modules["chronicle.runtime.cli.entry"].__file__).with_name("__main__.py")), *request["argv"]]
+    from chronicle.runtime.cli import entry
     from chronicle.runtime.cli.entry import main
+
+    sys.argv = [str(Path(str(entry.__file__)).with_name("__main__.py")), *request["argv"]]
 
     main()
     raise SystemExit(0)
@@ -136,6 +142,114 @@ def _reap(waiting: dict[int, socket.socket]) -> None:
             except OSError:
                 pass
             conn.close()
+
+
+# -- the client: what tests/helpers.py's `cli` calls ------------------------------------------------
+
+_ZYGOTE: dict[str, Any] = {}
+
+#: Read when modules are imported, not when a command runs: rich's consoles (runtime/cli/common.py)
+#: take the terminal's size and colours as they are built, the interpreter its PYTHON* settings and
+#: the locale (the standard streams' encoding). A command whose environment changes one of these
+#: runs in a process of its own.
+IMPORT_TIME_ENV = ("COLUMNS", "LINES", "TERM", "COLORTERM", "NO_COLOR", "FORCE_COLOR", "TTY_COMPATIBLE",
+                   "TTY_INTERACTIVE", "JUPYTER_COLUMNS", "JUPYTER_LINES", "LANG", "LC_ALL", "LC_CTYPE")
+
+
+def _same_at_import(env: dict[str, str], zygote: dict[str, str]) -> bool:
+    names = set(IMPORT_TIME_ENV) | {k for k in (*env, *zygote) if k.startswith("PYTHON")}
+    return all(env.get(name) == zygote.get(name) for name in names)
+
+
+def _zygote(env: dict[str, str]) -> str | None:
+    """The socket of this test process's zygote, started with `env` on first use; None if it cannot start."""
+    if os.environ.get("CHRONICLE_TEST_FRESH") == "1" or _ZYGOTE.get("broken"):
+        return None
+    if "path" in _ZYGOTE and _ZYGOTE["process"].poll() is None:
+        return str(_ZYGOTE["path"])
+    import atexit
+    import shutil
+    import tempfile
+
+    where = tempfile.mkdtemp(prefix="chronicle-zygote-")
+    path = os.path.join(where, "socket")
+    process = subprocess.Popen([sys.executable, "-m", "tests.cli_zygote", path], cwd=Path(__file__).parents[1], env=env,
+                               stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, text=True)
+    if process.stdout is None or process.stdout.readline().strip() != "ready":
+        process.kill()
+        _ZYGOTE["broken"] = True
+        return None
+
+    def stop() -> None:
+        process.kill()
+        process.wait()
+        shutil.rmtree(where, ignore_errors=True)
+
+    atexit.register(stop)
+    _ZYGOTE.update(path=path, process=process, env=env)
+    return path
+
+
+def run(command: list[str], args: list[str], cwd: Path | None, env: dict[str, str], timeout: float,
+        input: str | None, zygote_env: dict[str, str]) -> subprocess.CompletedProcess[str] | None:
+    """`chronicle ARGS` forked from the zygote, as `subprocess.run(command, ...)` would report it;
+    None when it must start from scratch instead (no zygote, or an environment it cannot take)."""
+    import locale
+    import tempfile
+
+    path = _zygote(zygote_env)
+    if path is None or not _same_at_import(env, _ZYGOTE["env"]):
+        return None
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err, tempfile.TemporaryFile() as stdin:
+        if input is not None:
+            stdin.write(input.encode())
+            stdin.seek(0)
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        with sock:
+            try:
+                sock.connect(path)
+            except OSError:
+                return None
+            request = {"argv": args, "env": env, "cwd": str(cwd or os.getcwd())}
+            socket.send_fds(sock, [json.dumps(request).encode()], [stdin.fileno(), out.fileno(), err.fileno()])
+            lines = _Lines(sock)
+            pid = int(lines.next(timeout=30))
+            try:
+                code = int(lines.next(timeout=timeout))
+            except TimeoutError:
+                os.kill(pid, signal.SIGKILL)
+                lines.next(timeout=30)
+                out.seek(0)
+                err.seek(0)
+                raise subprocess.TimeoutExpired(command, timeout, output=out.read(), stderr=err.read()) from None
+        encoding = locale.getpreferredencoding(False)
+
+        def text(stream: Any) -> str:
+            stream.seek(0)
+            return str(stream.read().decode(encoding).replace("\r\n", "\n").replace("\r", "\n"))  # universal newlines
+
+        return subprocess.CompletedProcess(command, code, text(out), text(err))
+
+
+class _Lines:
+    """Lines from a socket, each read with its own timeout (a socket file cannot be read after one)."""
+
+    def __init__(self, sock: Any) -> None:
+        self.sock, self.buffer = sock, b""
+
+    def next(self, timeout: float) -> str:
+        deadline = time.monotonic() + timeout
+        while b"\n" not in self.buffer:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError
+            self.sock.settimeout(left)
+            chunk = self.sock.recv(4096)  # socket.timeout is TimeoutError
+            if not chunk:
+                raise ConnectionError("the zygote closed the connection without an exit code")
+            self.buffer += chunk
+        line, _, self.buffer = self.buffer.partition(b"\n")
+        return line.decode()
 
 
 if __name__ == "__main__":

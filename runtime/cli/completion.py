@@ -26,6 +26,8 @@ PROG = "chronicle"
 COMPLETE_VAR = "_CHRONICLE_COMPLETE"
 SHELLS = ("bash", "zsh", "fish", "powershell", "pwsh")
 DETECT = "detect"  # the value an option stands for when given without a shell name
+SHOW = "--show-completion"
+INSTALL = "--install-completion"
 
 
 def register_if_completing() -> None:
@@ -91,8 +93,6 @@ def _flag(option: str) -> Any:
     return answer
 
 
-SHOW = "--show-completion"
-INSTALL = "--install-completion"
 SHOW_OPTION: Any = typer.Option(
     SHOW, callback=_flag(SHOW), is_eager=True, expose_value=False, metavar="[SHELL]",
     help=f"Print the completion script for SHELL ({', '.join(SHELLS)}; default: the current shell) and exit.",

@@ -18,6 +18,7 @@ def version_text() -> str:
         return "chronicle (not installed)"
 
 
+#: completion.SHOW and completion.INSTALL, named here so that looking costs no import of typer.
 COMPLETION_OPTIONS = ("--show-completion", "--install-completion")
 
 
