@@ -90,9 +90,12 @@ def _check_postgres(settings: dict[str, str], events_table: str) -> frozenset[st
         return frozenset()  # the store's own connection attempt says why, with its retries
     where = f"database {settings['POSTGRES_DBNAME']!r}, schema {schema!r}"
     with conn:
+        # The catalog itself: information_schema.tables answers the same (tables, views, foreign
+        # tables) through privilege checks per row, ≈ 2 ms more on a new connection, at every open.
         tables = {
             name for (name,) in conn.execute(
-                "SELECT table_name FROM information_schema.tables WHERE table_schema = %s", (schema,)
+                "SELECT c.relname FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace "
+                "WHERE n.nspname = %s AND c.relkind IN ('r', 'p', 'v', 'm', 'f')", (schema,)
             ).fetchall()
         }
         if not tables:
