@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import os
 import socket
+import threading
 from datetime import timedelta
 from typing import Any, AsyncIterator
 from uuid import UUID, uuid4
@@ -114,12 +115,20 @@ class LeaseKeeper:
         #: Set by the holder when the event store went away under it: releasing would then retry for
         #: as long as the failed write did (tens of seconds), so the lease is left to run out instead.
         self.store_lost = False
+        #: Held by a renewal while it writes (on its own thread: runtime/off_loop.py), and by the
+        #: release: a release racing a renewal still in flight would lose the version check, and
+        #: the lease would stay held until it ran out.
+        self.writing = threading.Lock()
+
+    def _renew(self) -> bool:
+        with self.writing:
+            return renew(self.store, self.session_id, self.holder, self.ttl_s, self.clock)
 
     async def _renew_forever(self) -> None:
         while True:
             await asyncio.sleep(self.ttl_s / 3)
             try:
-                ok = await off_the_loop(renew, self.store, self.session_id, self.holder, self.ttl_s, self.clock)
+                ok = await off_the_loop(self._renew)
             except PersistenceError:
                 continue  # the store is away; the next attempt may reach it before the lease runs out
             if not ok:
@@ -143,4 +152,5 @@ async def leased(store: ChronicleStore, session_id: UUID, holder: str, ttl_s: fl
         with contextlib.suppress(asyncio.CancelledError, Exception):
             await task
         if not keeper.store_lost:
-            release(store, session_id, holder, clock)
+            with keeper.writing:
+                release(store, session_id, holder, clock)
