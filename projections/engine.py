@@ -9,13 +9,18 @@ projection), so read commands call it before answering and are never stale.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Sequence
 
 from eventsourcing.persistence import IntegrityError
 
 from .base import Projection
-from .sql import Database
+from .sql import Database, creation_race
+
+#: Processes that start at once on a new PostgreSQL schema all create its tracking table; all but
+#: one lose the catalogue race ("already exists"), and look again.
+CREATION_ATTEMPTS = 5
 
 Progress = Callable[[str, int, int], None]  # (projection name, position, head)
 #: Events per transaction when rebuilding (a catch-up takes `batch_size`, 500 by default).
@@ -54,17 +59,24 @@ def tracking_recorder(factory: Any, keys: Sequence[str] = ()) -> tuple[Any, dict
     if not factory.env_create_table():
         return recorder, None
     marker_key = recorder.table_migration_identifier
-    try:
-        found = _max_tracking_ids(recorder, [marker_key, *keys])
-    except ProgrammingError:  # no table yet
-        found = {}
-    marker = found.get(marker_key)
-    if not marker:
-        recorder.create_table()
-        return recorder, None
-    recorder.tracking_table_exists = True
-    recorder.tracking_migration_current = recorder.tracking_migration_previous = marker
-    return recorder, {key: found.get(key) for key in keys}
+    for attempt in range(CREATION_ATTEMPTS):
+        try:
+            found = _max_tracking_ids(recorder, [marker_key, *keys])
+        except ProgrammingError:  # no table yet
+            found = {}
+        marker = found.get(marker_key)
+        if marker:
+            recorder.tracking_table_exists = True
+            recorder.tracking_migration_current = recorder.tracking_migration_previous = marker
+            return recorder, {key: found.get(key) for key in keys}
+        try:
+            recorder.create_table()
+            return recorder, None
+        except Exception as exc:  # noqa: BLE001 - only another process creating it at the same moment is retried
+            if attempt + 1 == CREATION_ATTEMPTS or not creation_race(exc):
+                raise
+            time.sleep(0.05 * (attempt + 1))  # then it is there, marker and all
+    raise AssertionError("unreachable")
 
 
 def _max_tracking_ids(recorder: Any, names: list[str]) -> dict[str, int | None]:

@@ -166,6 +166,15 @@ class Tx:
         return [{k: unescape_nul(v) for k, v in r.items()} for r in fetched]  # psycopg dict_row
 
 
+def creation_race(exc: BaseException) -> bool:
+    """Whether `exc` is PostgreSQL's answer to two sessions creating the same table (or type) at
+    once: `CREATE … IF NOT EXISTS` checks the catalogue before it writes to it, so the later of
+    two concurrent creations fails ("already exists", "tuple concurrently updated") though the
+    table is there once the first commits."""
+    text = str(exc)
+    return "already exists" in text or "concurrently updated" in text
+
+
 class Database:
     """The store's database seen through its tracking recorder's datastore."""
 

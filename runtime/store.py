@@ -22,6 +22,7 @@ from chronicle.domain.ids import SESSION_INDEX_ID, child_session_id, tool_call_i
 from chronicle.domain.session import Session
 from chronicle.domain.tool_call import ToolCall
 from chronicle.domain.turn import Turn
+from chronicle.projections.sql import creation_race
 
 from .aggregate_copy import copy_aggregate
 from .chain import chained_recorder_topic
@@ -479,7 +480,7 @@ def open_store_at(url: str, attempts: int = 5, read_only: bool = False) -> Chron
         try:
             return ChronicleStore(url, read_only=read_only)
         except Exception as exc:  # noqa: BLE001 - only the catalogue race is retried
-            if attempt + 1 == attempts or not any(t in str(exc) for t in ("concurrently updated", "already exists")):
+            if attempt + 1 == attempts or not creation_race(exc):
                 raise
             time.sleep(0.05 * (attempt + 1))
     raise AssertionError("unreachable")

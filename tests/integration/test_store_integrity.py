@@ -50,6 +50,35 @@ def test_every_acknowledged_session_survives_many_concurrent_creators(db_url):
     assert len(listed) == len(acknowledged)
 
 
+def _open_and_read(url: str, go: "multiprocessing.synchronize.Event", out: "multiprocessing.Queue[str]") -> None:
+    go.wait(30)
+    try:
+        store = open_store_at(url)
+        caught_up(store)  # the read models: their tracking table and tables are created here
+        out.put("read")
+    except Exception as exc:  # noqa: BLE001 - reported to the test, which names it
+        out.put(f"{type(exc).__name__}: {str(exc).strip().splitlines()[-1]}")
+
+
+def test_processes_that_start_at_once_on_a_new_postgresql_schema_all_open_it_and_read(pg_database):
+    """Each one creates the store's tables and the read models' tracking table; PostgreSQL fails
+    all but one of simultaneous creations of a table ("already exists"). Before the read models
+    looked again, a round failed more often than not."""
+    from tests.conftest import fresh_pg_url
+
+    ctx = multiprocessing.get_context("fork")
+    for _ in range(5):
+        url, go, out = fresh_pg_url(pg_database), ctx.Event(), ctx.Queue()
+        procs = [ctx.Process(target=_open_and_read, args=(url, go, out)) for _ in range(4)]
+        for p in procs:
+            p.start()
+        go.set()
+        answers = [out.get(timeout=120) for _ in procs]
+        for p in procs:
+            p.join(timeout=60)
+        assert answers == ["read"] * len(procs)
+
+
 def test_an_index_entry_without_a_session_is_skipped_and_doctor_repairs_it(db_url, tmp_path):
     store = ChronicleStore(db_url)
     kept, _ = start_session(store, AgentSpec(name="main"), "hello")
