@@ -143,7 +143,9 @@ def test_run_follow_keeps_projections_current_and_stops_cleanly_on_sigterm(db_ur
             status = json_lines(cli("projections", "status", "--json", db=db_url).stdout)
             if all(s["lag"] == 0 and s["position"] > 0 for s in status):
                 break
-            assert time.monotonic() < deadline, f"follower did not catch up: {status}"
+            if time.monotonic() >= deadline or follower.poll() is not None:
+                follower.kill()
+                pytest.fail(f"follower did not catch up: {status}; it said: {follower.communicate()[1]}")
             time.sleep(0.2)
         follower.send_signal(signal.SIGTERM)
         _, err = follower.communicate(timeout=15)
