@@ -13,13 +13,14 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Sequence
 
-from eventsourcing.persistence import IntegrityError
+from eventsourcing.persistence import IntegrityError, InterfaceError, OperationalError
+from eventsourcing.utils import retry
 
 from .base import Projection
 from .sql import Database, creation_race
 
 #: Processes that start at once on a new PostgreSQL schema all create its tracking table; all but
-#: one lose the catalogue race ("already exists"), and look again.
+#: one lose the race (the catalogue's "already exists", or the marker row written first), and look again.
 CREATION_ATTEMPTS = 5
 
 Progress = Callable[[str, int, int], None]  # (projection name, position, head)
@@ -73,12 +74,14 @@ def tracking_recorder(factory: Any, keys: Sequence[str] = ()) -> tuple[Any, dict
             recorder.create_table()
             return recorder, None
         except Exception as exc:  # noqa: BLE001 - only another process creating it at the same moment is retried
-            if attempt + 1 == CREATION_ATTEMPTS or not creation_race(exc):
+            # The catalogue's refusal, or eventsourcing's when the other process wrote the marker row first.
+            if attempt + 1 == CREATION_ATTEMPTS or not (creation_race(exc) or isinstance(exc, IntegrityError)):
                 raise
             time.sleep(0.05 * (attempt + 1))  # then it is there, marker and all
     raise AssertionError("unreachable")
 
 
+@retry((InterfaceError, OperationalError), max_attempts=10, wait=0.2)  # as eventsourcing's own reads ride out a blip
 def _max_tracking_ids(recorder: Any, names: list[str]) -> dict[str, int | None]:
     """eventsourcing's `max_tracking_id` for several names in one PostgreSQL statement."""
     from psycopg.sql import SQL, Identifier
