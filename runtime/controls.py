@@ -248,8 +248,8 @@ class SessionControls:
         self._lock = threading.Lock()
 
     def session(self) -> Session:
-        # The cancel watcher asks from a thread of its own (runtime/off_loop.py), the loop from
-        # its safe points: the probe's state and the cached session are one thing at a time's.
+        # The cancel watcher asks from a thread of its own (runtime/off_loop.py) and the loop from
+        # its safe points, so the probe's state and the cached session are changed under a lock.
         with self._lock:
             if self._session is None or self.probe.changed():
                 self._session = self.probe.read(lambda: self.store.session(self.session_id, copy=False))

@@ -7,8 +7,8 @@ while the turn's own failed write was retrying ran right after it, so `run` took
 long to report the lost store, and a merely slow database stalled streaming and tools.
 
 asyncio's executor threads are joined at exit, which would hold the exit for as long as a retry
-lasts; a daemon thread is not. A renewal cut short only lets the lease run out, as a dead
-holder's does; a cancel check cut short is asked again by the next turn.
+lasts; a daemon thread is not. A renewal cut short by the exit only lets the lease run out, as
+a dead holder's does; a cancel check cut short belongs to a turn that has ended.
 """
 
 from __future__ import annotations
@@ -22,7 +22,8 @@ T = TypeVar("T")
 
 
 async def off_the_loop(fn: Callable[..., T], *args: Any) -> T:
-    """`fn(*args)` on a daemon thread of its own, awaited; its result or its exception."""
+    """`fn(*args)` on a daemon thread of its own (named after `fn`, for a person reading a stack
+    dump), awaited; its result or its exception."""
     loop = asyncio.get_running_loop()
     done: asyncio.Future[T] = loop.create_future()
 
@@ -41,5 +42,6 @@ async def off_the_loop(fn: Callable[..., T], *args: Any) -> T:
         with contextlib.suppress(RuntimeError):  # the loop closed while this ran: nobody is waiting
             loop.call_soon_threadsafe(settle, deliver)
 
-    threading.Thread(target=work, name="chronicle-lease-renewal", daemon=True).start()
+    name = f"chronicle-off-loop:{getattr(fn, '__qualname__', 'call')}"
+    threading.Thread(target=work, name=name, daemon=True).start()
     return await done
