@@ -9,19 +9,13 @@ projection), so read commands call it before answering and are never stale.
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Sequence
 
-from eventsourcing.persistence import IntegrityError, InterfaceError, OperationalError
-from eventsourcing.utils import retry
+from eventsourcing.persistence import IntegrityError
 
 from .base import Projection
-from .sql import Database, creation_race
-
-#: Processes that start at once on a new PostgreSQL schema all create its tracking table; all but
-#: one lose the race (the catalogue's "already exists", or the marker row written first), and look again.
-CREATION_ATTEMPTS = 5
+from .sql import Database, creation_race, retry_creation
 
 Progress = Callable[[str, int, int], None]  # (projection name, position, head)
 #: Events per transaction when rebuilding (a catch-up takes `batch_size`, 500 by default).
@@ -40,9 +34,9 @@ class UnknownProjection(LookupError):
     pass
 
 
-def tracking_recorder(factory: Any, keys: Sequence[str] = ()) -> tuple[Any, dict[str, int | None] | None]:
-    """The store's tracking recorder, its table set up only when it needs to be, and the
-    positions of `keys` when they were read on the way (None when not).
+def tracking_database(factory: Any, events_table: str, keys: Sequence[str] = ()) -> tuple[Database, dict[str, int | None] | None]:
+    """The store's database through its tracking recorder, whose table is set up only when it
+    needs to be, and the positions of `keys` when they were read on the way (None when not).
 
     eventsourcing's factory runs `create_table` on every construction; on PostgreSQL that is a
     DDL transaction whose commit waits for a WAL flush (≈ 4 ms), paid by every command that
@@ -51,48 +45,33 @@ def tracking_recorder(factory: Any, keys: Sequence[str] = ()) -> tuple[Any, dict
     migrates it); it is read in the statement that reads the projections' positions, which
     `ensure` needs next. SQLite's `create_table` is a cheap `IF NOT EXISTS`, left as it is."""
     if "postgres" not in type(factory).__module__ or factory.env.get(factory.TRACKING_RECORDER_TOPIC):
-        return factory.tracking_recorder(), None
+        return Database(factory.tracking_recorder(), events_table), None
     from eventsourcing.persistence import ProgrammingError
 
     recorder = type(factory).tracking_recorder_class(
         datastore=factory.datastore, tracking_table_name=(factory.env.name.lower() or "notification") + "_tracking",
     )
+    db = Database(recorder, events_table)
     if not factory.env_create_table():
-        return recorder, None
+        return db, None
     marker_key = recorder.table_migration_identifier
-    for attempt in range(CREATION_ATTEMPTS):
+
+    def set_up() -> dict[str, int | None] | None:
         try:
-            found = _max_tracking_ids(recorder, [marker_key, *keys])
+            found = db.positions([marker_key, *keys])
         except ProgrammingError:  # no table yet
             found = {}
         marker = found.get(marker_key)
-        if marker:
-            recorder.tracking_table_exists = True
-            recorder.tracking_migration_current = recorder.tracking_migration_previous = marker
-            return recorder, {key: found.get(key) for key in keys}
-        try:
+        if not marker:
             recorder.create_table()
-            return recorder, None
-        except Exception as exc:  # noqa: BLE001 - only another process creating it at the same moment is retried
-            # The catalogue's refusal, or eventsourcing's when the other process wrote the marker row first.
-            if attempt + 1 == CREATION_ATTEMPTS or not (creation_race(exc) or isinstance(exc, IntegrityError)):
-                raise
-            time.sleep(0.05 * (attempt + 1))  # then it is there, marker and all
-    raise AssertionError("unreachable")
+            return None
+        recorder.tracking_table_exists = True
+        recorder.tracking_migration_current = recorder.tracking_migration_previous = marker
+        return {key: found[key] for key in keys}
 
-
-@retry((InterfaceError, OperationalError), max_attempts=10, wait=0.2)  # as eventsourcing's own reads ride out a blip
-def _max_tracking_ids(recorder: Any, names: list[str]) -> dict[str, int | None]:
-    """eventsourcing's `max_tracking_id` for several names in one PostgreSQL statement."""
-    from psycopg.sql import SQL, Identifier
-
-    query = SQL(
-        "SELECT application_name, MAX(notification_id) AS max FROM {0}.{1} "
-        "WHERE application_name = ANY(%s) GROUP BY application_name"
-    ).format(Identifier(recorder.datastore.schema), Identifier(recorder.tracking_table_name))
-    with recorder.datastore.get_connection() as conn, conn.cursor() as cursor:
-        cursor.execute(query, (names,))
-        return {row["application_name"]: row["max"] for row in cursor.fetchall()}
+    # Lost to another process creating it: the catalogue's refusal, or eventsourcing's when the
+    # other process wrote the marker row first. The next try finds the marker.
+    return db, retry_creation(set_up, lost=lambda exc: creation_race(exc) or isinstance(exc, IntegrityError))
 
 
 class ProjectionEngine:
@@ -103,8 +82,7 @@ class ProjectionEngine:
         self.recorder = app.recorder
         self.mapper = app.mapper
         self.projections = {p.name: p for p in projections}
-        recorder, positions = tracking_recorder(app.factory, [p.key for p in self.projections.values()])
-        self.db = Database(recorder, app.recorder.events_table_name)
+        self.db, positions = tracking_database(app.factory, app.recorder.events_table_name, [p.key for p in self.projections.values()])
         self.batch_size = batch_size
         #: Positions of events that could not be decoded and were passed over, with why.
         self.unreadable: dict[int, str] = {}

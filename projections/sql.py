@@ -15,13 +15,16 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence, TypeVar
 
 if TYPE_CHECKING:
     from eventsourcing.persistence import TrackingRecorder
+
+T = TypeVar("T")
 
 
 @lru_cache(maxsize=4096)
@@ -175,6 +178,20 @@ def creation_race(exc: BaseException) -> bool:
     return "already exists" in text or "concurrently updated" in text
 
 
+def retry_creation(make: Callable[[], T], lost: Callable[[BaseException], bool] = creation_race, attempts: int = 5) -> T:
+    """`make()`, tried again after a short wait while it fails by losing a creation race (`lost`):
+    processes that start at once on a new PostgreSQL schema all create its tables, and all but one
+    lose; by the next try the winner's tables are there."""
+    for attempt in range(attempts):
+        try:
+            return make()
+        except Exception as exc:  # noqa: BLE001 - only a lost race is tried again
+            if attempt + 1 == attempts or not lost(exc):
+                raise
+            time.sleep(0.05 * (attempt + 1))
+    raise AssertionError("unreachable")
+
+
 class Database:
     """The store's database seen through its tracking recorder's datastore."""
 
@@ -232,9 +249,14 @@ class Database:
 
     def positions(self, keys: Sequence[str]) -> dict[str, int | None]:
         """`position` of each key in one statement: an engine over four projections read them
-        one round trip each, at every command that opens the read models."""
-        if len(keys) == 1:
-            return {keys[0]: self.position(keys[0])}
+        one round trip each, at every command that opens the read models. A connection blip is
+        ridden out as eventsourcing's `max_tracking_id` does."""
+        from eventsourcing.persistence import InterfaceError, OperationalError  # not at import: `sessions` needs none of it
+        from eventsourcing.utils import retry
+
+        return retry((InterfaceError, OperationalError), max_attempts=10, wait=0.2)(self._positions)(keys)
+
+    def _positions(self, keys: Sequence[str]) -> dict[str, int | None]:
         marks = ", ".join(["%s"] * len(keys))
         with self.statement() as tx:
             found = dict(tx.rows(

@@ -22,7 +22,7 @@ from chronicle.domain.ids import SESSION_INDEX_ID, child_session_id, tool_call_i
 from chronicle.domain.session import Session
 from chronicle.domain.tool_call import ToolCall
 from chronicle.domain.turn import Turn
-from chronicle.projections.sql import creation_race
+from chronicle.projections.sql import retry_creation
 
 from .aggregate_copy import copy_aggregate
 from .chain import chained_recorder_topic
@@ -476,11 +476,4 @@ class ChronicleStore(Application[UUID]):
 def open_store_at(url: str, attempts: int = 5, read_only: bool = False) -> ChronicleStore:
     """Open the store, riding out the catalogue race of several processes that start at once
     on a fresh PostgreSQL schema (both create its tables; one sees "tuple concurrently updated")."""
-    for attempt in range(attempts):
-        try:
-            return ChronicleStore(url, read_only=read_only)
-        except Exception as exc:  # noqa: BLE001 - only the catalogue race is retried
-            if attempt + 1 == attempts or not creation_race(exc):
-                raise
-            time.sleep(0.05 * (attempt + 1))
-    raise AssertionError("unreachable")
+    return retry_creation(lambda: ChronicleStore(url, read_only=read_only), attempts=attempts)

@@ -40,12 +40,10 @@ def cli(*args: str, db: str | None = None, cwd: Path | None = None, env: dict[st
     """Run `chronicle ARGS` as a user would, in a fresh process: forked from a zygote that has
     imported the CLI already (tests/cli_zygote.py), or started from scratch with
     CHRONICLE_TEST_FRESH=1 or when no zygote can run."""
-    full_env = _base_env()
-    if db:
-        full_env["CHRONICLE_DB"] = db
-    full_env.update(env or {})
+    base = _base_env()
+    full_env = {**base, **({"CHRONICLE_DB": db} if db else {}), **(env or {})}
     command = [sys.executable, "-m", "chronicle.runtime.cli", *args]
-    forked = cli_zygote.run(command, list(args), cwd, full_env, timeout, input, zygote_env=_base_env())
+    forked = cli_zygote.run(command, list(args), cwd, full_env, timeout, input, zygote_env=base)
     if forked is not None:
         return forked
     return subprocess.run(command, cwd=cwd, env=full_env, capture_output=True, text=True, timeout=timeout, input=input)
