@@ -36,7 +36,10 @@ class HistoryProjection(Projection):
     #: leaves out a response that did not finish, a cut tool input and their results); and
     #: `proj_history_marks` names the turns whose messages the rows cannot show alone (attachments,
     #: a guardrail's rewrite, a refusal: runtime/past_context.py reads those turns from events).
-    version = 3
+    #: v4: `proj_history_turn_ends`, each session's turn ends in order, so `history --at TURN`
+    #: finds its cut in the projection, in the statement that reads the messages, instead of
+    #: scanning the session's events for its TURN-th `TurnEnded` first.
+    version = 4
     tables = {
         # `reshaped`: log position of the session's first undo, redo or compaction (None: its branch
         # has only ever grown, one turn at a time, so the branch as of a position is a prefix of it).
@@ -49,6 +52,10 @@ class HistoryProjection(Projection):
                               "final_text TEXT, reason TEXT, started_at TEXT, ended_at TEXT",
         "proj_history_messages": "turn_id TEXT NOT NULL, seq BIGINT NOT NULL, step BIGINT, role TEXT, content TEXT, "
                                  "stop_reason TEXT, at TEXT, position BIGINT, wire TEXT, PRIMARY KEY (turn_id, seq)",
+        # The session's `ordinal`-th `TurnEnded` (from 1, as `history --at` counts a session's own turns):
+        # the turn it names, its log position and time.
+        "proj_history_turn_ends": "session_id TEXT NOT NULL, ordinal BIGINT NOT NULL, turn_id TEXT, position BIGINT, at TEXT, "
+                                  "PRIMARY KEY (session_id, ordinal)",
         # A turn with attachments, a guardrail's rewrite of its input or answer, or a refusal, from `position` on.
         "proj_history_marks": "turn_id TEXT NOT NULL, position BIGINT NOT NULL, at TEXT, PRIMARY KEY (turn_id, position)",
     }
@@ -86,6 +93,15 @@ class HistoryProjection(Projection):
     def _reshaped(self, tx: Tx, e: Any, position: int) -> None:
         tx.execute("UPDATE proj_history_sessions SET reshaped = %s WHERE session_id = %s AND reshaped IS NULL",
                    (position, str(e.originator_id)))
+
+    @on(Session.TurnEnded)
+    def _turn_ended(self, tx: Tx, e: Any, position: int) -> None:
+        sid, key = str(e.originator_id), ("history.ends", str(e.originator_id))
+        if key not in tx.memo:
+            tx.memo[key] = int(tx.value("SELECT COUNT(*) FROM proj_history_turn_ends WHERE session_id = %s", (sid,)) or 0)
+        tx.memo[key] += 1
+        tx.insert_later("INSERT INTO proj_history_turn_ends VALUES (%s, %s, %s, %s, %s)",
+                        (sid, tx.memo[key], str(e.turn_id), position, iso(e.timestamp)))
 
     def _append(self, tx: Tx, sid: str, turn_ids: list[str], position: int) -> None:
         start = self._branch_length(tx, sid)

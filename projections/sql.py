@@ -298,12 +298,15 @@ class Database:
         """`originators_after(position of key)` in one statement: the position is read inside it.
         A cold read of the past on PostgreSQL is mostly round trips; this saves one."""
         with self.statement() as tx:
-            found = tx.rows(
-                f"SELECT originator_id FROM {self.events_table} WHERE {self.position_column} > "
-                f"(SELECT COALESCE(MAX(notification_id), 0) FROM {self.tracking_table} WHERE application_name = %s) "
-                f"ORDER BY {self.position_column} LIMIT %s", (key, limit + 1),
-            )
+            found = tx.rows(self.originators_after_tracked_sql(), (key, limit + 1))
         return None if len(found) > limit else [str(r[0]).replace("-", "") for r in found]
+
+    def originators_after_tracked_sql(self) -> str:
+        """`originators_after_tracked`'s query (parameters: the key, the limit + 1), for a reader
+        that reads the lag in the statement that reads its rows: one snapshot, one round trip."""
+        return (f"SELECT originator_id FROM {self.events_table} WHERE {self.position_column} > "
+                f"(SELECT COALESCE(MAX(notification_id), 0) FROM {self.tracking_table} WHERE application_name = %s) "
+                f"ORDER BY {self.position_column} LIMIT %s")
 
     def count_after(self, position: int) -> int:
         """Events in the log after `position`: a projection's lag."""

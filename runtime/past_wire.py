@@ -5,8 +5,9 @@ branch then; at 1,000 turns that state (every turn id) costs more than the messa
 session whose branch has only ever grown one turn at a time (no undo, redo or compaction, not a
 fork: the projection's `reshaped` and `forked_from` say so) had, at any log position, exactly the
 turns its branch rows put there by that position, in order. So the cut is the session's TURN-th
-`TurnEnded` (one indexed row), the branch is a prefix of `proj_history_branch`, and the messages
-are `past_context`'s rows up to the cut. Any other session, a projection that has not applied
+`TurnEnded` (one row of `proj_history_turn_ends`), the branch is a prefix of
+`proj_history_branch`, and the messages are `past_context`'s rows up to the cut: all of it one
+statement. Any other session, a projection that has not applied
 every event of the session and its turns, or a TurnEnded that names another turn, and this
 returns None: the caller takes the general path (`cut_at_turn` + `wire_at`), which is exact for
 every case. A display read only: the model's context is always built from events.
@@ -15,14 +16,16 @@ every case. A display read only: the model's context is always built from events
 from __future__ import annotations
 
 import json
+from datetime import datetime, timezone
 from itertools import pairwise
 from typing import Any
 from uuid import UUID
 
 from chronicle.projections import ProjectionEngine
-from chronicle.projections.sql import Tx, iso
+from chronicle.projections.history import HistoryProjection
+from chronicle.projections.sql import Tx
 
-from .past_context import Part, events_parts, lagging_originators, messages_json
+from .past_context import LAG_LIMIT, Part, events_parts, lagging_originators, messages_json
 from .store import ChronicleStore
 
 
@@ -35,38 +38,59 @@ def wire_at_turn(store: ChronicleStore, session_id: UUID, number: int, engine: P
 
 def text_at_turn(store: ChronicleStore, session_id: UUID, number: int, engine: ProjectionEngine) -> str | None:
     """`wire_at_turn` as one JSON array, undecoded."""
-    return _text_at_turn(store, session_id, number, engine, lagging_originators(engine))
+    return _text_at_turn(store, session_id, number, engine, WITH_THE_ROWS)
+
+
+#: `_text_at_turn`'s `lagging` when the projection's lag is to be read in the rows' own statement.
+WITH_THE_ROWS: Any = object()
 
 
 def _text_at_turn(
     store: ChronicleStore, session_id: UUID, number: int, engine: ProjectionEngine, lagging: list[str] | None
 ) -> str | None:
-    """`text_at_turn` given the projection's lag (`lagging_originators`), read once by the caller.
+    """`text_at_turn` given the projection's lag (`lagging_originators`, read once by a caller that
+    reads twice), or `WITH_THE_ROWS` to read it in the rows' statement.
 
-    Read as single statements (on PostgreSQL each would see its own snapshot anyway, and a
-    transaction costs two more round trips): the lag check first, so every row of the session
-    and its turns up to the cut is there; rows only ever arrive after that, at later positions.
-    The session's shape is checked last: `reshaped` is set once and never cleared, so if it is
-    still unset no undo had removed a branch row before the rows were read."""
-    if number < 1:
+    Every row of the session and its turns up to the cut is there once the lag says the
+    projection has applied their events; rows only ever arrive after that, at later positions.
+    One statement reads the cut, the shape and the rows (and the lag, `WITH_THE_ROWS`) in one
+    snapshot: a transaction would cost PostgreSQL two more round trips. Where a second statement
+    is needed (marked turns), the shape is read again after its rows: `reshaped` is set once and
+    never cleared, so if it is still unset no undo had removed a branch row before the rows were
+    read."""
+    own_lag = lagging is WITH_THE_ROWS
+    if number < 1 or (not own_lag and (lagging is None or session_id.hex in lagging)):
         return None
-    found = next(iter(store.events_with_positions([session_id], topic_suffix=".TurnEnded", offset=number - 1, limit=1)), None)
-    if found is None:
-        return None
-    position, ended = found
-    at, sid = iso(ended.timestamp), str(session_id)
-    if lagging is None or session_id.hex in lagging:
-        return None
+    sid = str(session_id)
     with engine.db.statement() as tx:
-        if lagging and _any_lagging(tx, sid, position, set(lagging)):
+        if not own_lag and lagging:
+            # Some aggregates have events the projection has not applied: the cut is read first,
+            # so that the branch's turns by then can be checked against them.
+            cut = tx.one(CUT, (sid, number))
+            if cut is None or _any_lagging(tx, sid, cut[0], set(lagging)):
+                return None
+        # The cut, the session's shape, the turns marked by the cut and every message's JSON
+        # (put together by the database; Python only joins them): one statement, one snapshot.
+        params = (sid, number, number - 1, sid, sid, sid)
+        if own_lag:
+            key = engine.projections[HistoryProjection.name].key
+            found = tx.rows(f"{AS_OF_TURN} UNION ALL SELECT 'l', CAST(NULL AS BIGINT), CAST(lag.originator_id AS TEXT), "
+                            f"CAST(NULL AS TEXT), 0, 0 FROM ({engine.db.originators_after_tracked_sql()}) lag",
+                            (*params, key, LAG_LIMIT + 1))
+            lagging = [row[2].replace("-", "") for row in found if row[0] == "l"]
+            if len(lagging) > LAG_LIMIT or session_id.hex in lagging:
+                return None
+        else:
+            found = tx.rows(AS_OF_TURN, params)
+        cut = next(((row[1], row[2], row[3]) for row in found if row[0] == "c"), None)
+        if cut is None:
             return None
-        # Each message's JSON is put together by the database; Python only joins them.
-        envelopes = [r[0] for r in tx.rows(
-            f"SELECT {ENVELOPE} FROM proj_history_branch b JOIN proj_history_messages m ON m.turn_id = b.turn_id "
-            f"WHERE b.session_id = %s AND b.position <= %s AND {CUT_AND_SENT} ORDER BY b.idx, m.seq",
-            (sid, position, position, at),
-        )]
-        shape, marked = _shape_and_marks(tx, sid, number, position, at)
+        position, at, ended_turn = cut
+        if own_lag and lagging and _any_lagging(tx, sid, position, set(lagging)):
+            return None
+        shape = next((tuple(row[1:4]) for row in found if row[0] == "s"), None)
+        marked = {int(row[1]): row[2] for row in found if row[0] == "k"}
+        envelopes = [row[2] for row in sorted((row for row in found if row[0] == "m"), key=_branch_order)]
         if marked:
             # Turns marked by the cut (attachments, a guardrail's rewrite, a refusal: rare) are
             # read from their events; the others' rows by turn, then the shape again after them.
@@ -77,13 +101,18 @@ def _text_at_turn(
             )
             shape, marked = _shape_and_marks(tx, sid, number, position, at)
     # Not reshaped, not a fork, and the turn that ended there is the branch's `number`-th.
-    if shape != (None, None, str(getattr(ended, "turn_id", None))):
+    if shape != (None, None, ended_turn):
         return None
     if not marked:
         return joined(envelopes)
-    from_events = events_parts(store, [UUID(t) for t in marked.values()], position, ended.timestamp)
+    from_events = events_parts(store, [UUID(t) for t in marked.values()], position, _timestamp(at))
     parts = _spliced(rows, {idx: from_events.get(t, []) for idx, t in marked.items()})
     return None if parts is None else messages_json(None, parts)
+
+
+def _timestamp(at: str) -> datetime:
+    """A projection's `iso` text back as the aware UTC datetime it was written from."""
+    return datetime.fromisoformat(at.removesuffix("Z")).replace(tzinfo=timezone.utc)
 
 
 #: A message row recorded by the cut (at or before its position, or in its transaction), and sent.
@@ -92,6 +121,33 @@ CUT_AND_SENT = "(m.position <= %s OR m.at <= %s) AND m.wire IS NOT NULL AND m.wi
 ENVELOPE = """'{"role":"' || m.role || '","content":' || m.wire || '}'"""
 #: Where the role starts in an envelope: `{"role":"u…` or `{"role":"a…`.
 _ROLE_AT = len('{"role":"')
+
+#: The session's `number`-th turn end: its log position, time and turn.
+CUT = "SELECT position, at, turn_id FROM proj_history_turn_ends WHERE session_id = %s AND ordinal = %s"
+#: Everything `history --at TURN` reads, tagged by kind: the cut (`c`), the session's shape as of it
+#: (`s`: when first reshaped, what it was forked from, the branch's `number`-th turn), the branch's
+#: turns marked by it (`k`, by branch index) and the messages' envelopes in order (`m`).
+AS_OF_TURN = (
+    f"WITH cut AS ({CUT}) "
+    "SELECT 'c' AS kind, position AS n, at AS t1, turn_id AS t2, CAST(0 AS BIGINT) AS o1, CAST(0 AS BIGINT) AS o2 FROM cut "
+    "UNION ALL SELECT 's', s.reshaped, s.forked_from, b.turn_id, 0, 0 FROM cut CROSS JOIN proj_history_sessions s "
+    "LEFT JOIN proj_history_branch b ON b.session_id = s.session_id AND b.idx = %s AND b.position <= cut.position "
+    "WHERE s.session_id = %s "
+    "UNION ALL SELECT DISTINCT 'k', b.idx, k.turn_id, CAST(NULL AS TEXT), 0, 0 FROM cut CROSS JOIN proj_history_branch b "
+    "JOIN proj_history_marks k ON k.turn_id = b.turn_id "
+    "WHERE b.session_id = %s AND b.position <= cut.position AND (k.position <= cut.position OR k.at <= cut.at) "
+    "UNION ALL SELECT 'm', CAST(NULL AS BIGINT), " + ENVELOPE + ", CAST(NULL AS TEXT), b.idx, m.seq FROM cut "
+    "CROSS JOIN proj_history_branch b JOIN proj_history_messages m ON m.turn_id = b.turn_id "
+    "WHERE b.session_id = %s AND b.position <= cut.position AND (m.position <= cut.position OR m.at <= cut.at) "
+    "AND m.wire IS NOT NULL AND m.wire <> '[]'"
+)
+
+
+def _branch_order(row: tuple[Any, ...]) -> tuple[int, int]:
+    """A message's place in `AS_OF_TURN`'s answer: its turn's branch index, then its number in the
+    turn. Sorted here, not by the statement: SQLite would sort the whole union where reading each
+    part in index order costs nothing."""
+    return row[4], row[5]
 
 
 def joined(messages: list[str]) -> str:

@@ -25,7 +25,7 @@ from chronicle.domain.turn import Turn
 from chronicle.projections import ProjectionEngine
 from chronicle.projections.history import HistoryProjection
 from chronicle.runtime.app import queries
-from chronicle.runtime.past_context import history_engine, is_current, wire_at
+from chronicle.runtime.past_context import history_engine, is_current, lagging_originators, wire_at
 from chronicle.runtime.past_wire import wire_at_turn
 from chronicle.runtime.store import ChronicleStore
 from chronicle.runtime.timetravel import as_of_turn, as_of_version, cut_at_turn, cut_at_version, fork
@@ -187,6 +187,24 @@ def test_a_projection_behind_the_session_is_not_read(db_url):
     assert not is_current(store, engine, [sid])
     assert wire_at_turn(store, sid, 1, engine) is None
     assert wire_at(store, cut_at_turn(store, sid, 2), engine) == oracle(as_of_turn(store, sid, 2))
+    store.close()
+
+
+def test_another_session_behind_does_not_stop_the_projection_answering(db_url):
+    store = ChronicleStore(db_url)
+    b = Builder(store)
+    sid, other = b.session(), b.session()
+    b.turn(sid, "one", [(response(text("1")), None)])
+    b.turn(sid, "two", [(response(text("2")), None)])
+    b.turn(other, "elsewhere", [(response(text("3")), None)])
+    engine = history_engine(store)
+    engine.catch_up()
+    b.turn(other, "not applied yet", [(response(text("4")), None)])  # another session lags, this one does not
+    assert lagging_originators(engine)
+    for n in (1, 2):
+        fast = wire_at_turn(store, sid, n, engine)
+        assert fast is not None and printed(fast) == printed(oracle(as_of_turn(store, sid, n)))
+    assert wire_at_turn(store, sid, 3, engine) is None  # no third turn: the general path says so
     store.close()
 
 
