@@ -12,6 +12,8 @@ import typer
 from .common import DbOption, cli_errors, err_console, fail
 
 LOOPBACK_NAMES = {"localhost", "localhost.localdomain", "ip6-localhost"}
+#: Seconds a stopping server gives open requests (live event streams) before ending them.
+SHUTDOWN_GRACE_S = 3
 
 
 def is_loopback(host: str) -> bool:
@@ -56,4 +58,11 @@ def serve(
             fail(str(exc), 2)
         err_console.print(f"chronicle: serving on http://{host}:{port}/ (API docs at /docs){' with a token' if token else ''}",
                           soft_wrap=True)
-        uvicorn.run(app, host=host, port=port, log_level="warning")
+        # A live event stream lasts as long as its session runs, and uvicorn's graceful shutdown
+        # waits for open requests: told that the server is stopping (Ctrl-C, SIGTERM), streams
+        # end at their next poll, and any other request still open is ended after a few seconds.
+        # A client that follows reconnects with Last-Event-ID and misses nothing.
+        server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning",
+                                               timeout_graceful_shutdown=SHUTDOWN_GRACE_S))
+        app.state.stopping = lambda: server.should_exit
+        server.run()

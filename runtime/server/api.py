@@ -32,6 +32,7 @@ from chronicle.runtime.app.specs import resolve_workspace
 from chronicle.runtime.app.worker import Overrides, Worker, WorkerOptions
 from chronicle.runtime.live_from_log import LiveFromLog
 from chronicle.runtime.loop import LoopOptions
+from chronicle.runtime.off_loop import off_the_loop
 
 from .channels import Coalescer, load_channels
 
@@ -302,7 +303,7 @@ def create_app(config: ServerConfig) -> FastAPI:
             raise HTTPException(status_code=422, detail="text: the webhook carries no text (send text, prompt or message)")
         target = channels[channel]
         with _errors():
-            sid = str(queries.session_id(chronicle.store, target.session))
+            sid = str(await off_the_loop(queries.session_id, chronicle.store, target.session))
         held = coalescer.add(channel, target, body.sender or "anonymous", text)
         return {"channel": channel, "session_id": sid, "recorded": held == 0, "coalescing": held,
                 "coalesce_s": target.coalesce_s}
@@ -311,9 +312,10 @@ def create_app(config: ServerConfig) -> FastAPI:
     async def events(session_id: str, request: Request, last_event_id: str | None = Header(default=None),
                      after: int | None = None, follow: bool = True) -> StreamingResponse:
         with _errors():
-            sid = queries.session_id(chronicle.store, session_id)
+            sid = await off_the_loop(queries.session_id, chronicle.store, session_id)
         start = after if after is not None else _position(last_event_id)
-        stream = _event_stream(chronicle, str(sid), start, follow, request.is_disconnected)
+        stopping = getattr(request.app.state, "stopping", None) or (lambda: False)  # set by `chronicle serve`
+        stream = _event_stream(chronicle, str(sid), start, follow, request.is_disconnected, stopping)
         return StreamingResponse(stream, media_type="text/event-stream",
                                  headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
 
@@ -386,22 +388,29 @@ class _errors:
 
 
 async def _event_stream(chronicle: Chronicle, sid: str, after: int, follow: bool,
-                        disconnected: Callable[[], Any]) -> AsyncIterator[bytes]:
+                        disconnected: Callable[[], Any], stopping: Callable[[], bool]) -> AsyncIterator[bytes]:
     """SSE of the session's live events after log position `after`; ends after an `agent_end`
-    when nothing more is queued or running, or at once (after the past) when `follow` is off."""
-    session = chronicle.store.session(UUID(sid))
+    when nothing more is queued or running, at once (after the past) when `follow` is off, and
+    when the server is stopping (a server waits for its open requests before it stops).
+
+    Every store read runs off the event loop, which serves every other request and, with the
+    worker on, runs turns: a read waiting on the database (an outage being retried for seconds)
+    must not hold them. The log is read on from where the last read ended (`LogTail`), so each
+    new event costs the stream that event, not the whole session again."""
+    store = chronicle.store
+    session = await off_the_loop(store.session, UUID(sid))
     spec = session.spec
     derive = LiveFromLog(sid, spec.name, spec.depth, str(session.parent_session_id) if session.parent_session_id else None,
                          str(session.parent_tool_call_id) if session.parent_tool_call_id else None)
+    tail = await off_the_loop(queries.LogTail, store, sid)
     seen_head = -1
-    fed = 0
     ended_at = 0
     while True:
-        head = chronicle.store.max_position()
+        head = await off_the_loop(store.max_position)
         if head != seen_head:
             seen_head = head
-            entries = queries.log(chronicle.store, sid)
-            items = [item for item in derive.feed(entries[fed:]) if item.position > after]
+            entries = await off_the_loop(tail.read)
+            items = [item for item in derive.feed(entries) if item.position > after]
             for index, item in enumerate(items):
                 # One log event may give several live events (agent_start, turn_start, status_change):
                 # only the last of them carries the position as its id, so a client that drops in
@@ -411,13 +420,16 @@ async def _event_stream(chronicle: Chronicle, sid: str, after: int, follow: bool
                 yield f"{event_id}data: {json.dumps(item.json_line(), ensure_ascii=False)}\n\n".encode()
                 if item.event.type == "agent_end":
                     ended_at = item.position
-            fed = len(entries)
             after = max(after, entries[-1]["position"] if entries else after)
         if not follow:
             return
-        current = chronicle.store.session(UUID(sid), copy=False)
+        current = await off_the_loop(_current_session, store, UUID(sid))
         if ended_at and current.active_turn_id is None and not current.queue:
             return
-        if await disconnected():
+        if stopping() or await disconnected():
             return
         await asyncio.sleep(STREAM_POLL_S)
+
+
+def _current_session(store: Any, sid: UUID) -> Any:
+    return store.session(sid, copy=False)  # only read

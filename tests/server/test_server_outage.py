@@ -1,0 +1,108 @@
+"""The server while its PostgreSQL is lost: a live stream waiting on the database holds nobody else.
+
+One event loop serves every request and, with the worker on, runs turns. A live event stream
+reads the store every 0.2 s; during an outage each read waits while eventsourcing retries the
+connection (ten attempts at CHRONICLE_PG_CONNECT_TIMEOUT, 1 s here). Made on the loop's thread,
+that wait stalled every other request, health checks included, for as long as it lasted.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from urllib.parse import urlparse
+
+import httpx
+import pytest
+
+from tests.conftest import fresh_pg_url
+from tests.helpers import cli, response, text, write_script
+from tests.pgproxy import CuttableProxy
+from tests.server.serving import free_port, serving
+
+
+@pytest.fixture
+def proxied(pg_database):
+    direct = fresh_pg_url(pg_database)
+    proxy = CuttableProxy(urlparse(direct).hostname or "127.0.0.1", urlparse(direct).port or 5432)
+    via_proxy = direct.replace(f":{urlparse(direct).port or 5432}/", f":{proxy.port}/", 1)
+    yield direct, via_proxy, proxy
+    proxy.close()
+
+
+def test_a_stream_waiting_on_a_lost_database_does_not_hold_other_requests(proxied, workspace, tmp_path):
+    direct, via_proxy, proxy = proxied
+    script = write_script(tmp_path / "s.json", [response(text("Hello."))])
+    # A queued input that no worker runs keeps the stream following (and polling the store).
+    submitted = cli("submit", "hello", "--provider", f"scripted:{script}", "--workspace", str(workspace), "--json", db=direct)
+    assert submitted.returncode == 0, submitted.stderr
+    with serving(via_proxy, workspace, extra=("--no-worker",), env_extra={"CHRONICLE_PG_CONNECT_TIMEOUT": "1"}) as base:
+        sid = httpx.get(f"{base}/sessions", timeout=10).json()[0]["session_id"]
+        opened = threading.Event()
+        ended: list[str] = []
+
+        def follow() -> None:
+            try:
+                with httpx.stream("GET", f"{base}/sessions/{sid}/events", timeout=60) as stream:
+                    opened.set()
+                    for _ in stream.iter_lines():
+                        pass
+            except httpx.HTTPError as exc:
+                ended.append(type(exc).__name__)
+            opened.set()
+
+        reader = threading.Thread(target=follow, daemon=True)
+        reader.start()
+        assert opened.wait(30), "the stream did not open"
+        time.sleep(0.5)  # it is polling
+        proxy.cut()
+        time.sleep(1.0)  # the stream's next reads are now retrying the lost connection
+        started = time.monotonic()
+        health = httpx.get(f"{base}/healthz", timeout=30)
+        waited = time.monotonic() - started
+        assert health.status_code == 200
+        assert waited < 3, f"/healthz waited {waited:.1f} s behind the stream's store reads"
+        proxy.restore()
+
+
+def test_a_server_followed_by_a_client_stops_at_once(sqlite_url, workspace, tmp_path):
+    """uvicorn waits for open requests before it stops, and a live stream lasts as long as its
+    session runs: a server with a viewer open did not stop on SIGTERM or Ctrl-C at all."""
+    script = write_script(tmp_path / "s.json", [response(text("Hello."))])
+    submitted = cli("submit", "hello", "--provider", f"scripted:{script}", "--workspace", str(workspace), db=sqlite_url)
+    assert submitted.returncode == 0, submitted.stderr
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if k not in ("ANTHROPIC_API_KEY", "CHRONICLE_SERVER_TOKEN")}
+    env["CHRONICLE_DB"] = sqlite_url
+    server = subprocess.Popen([sys.executable, "-m", "chronicle.runtime.cli", "serve", "--port", str(port), "--no-worker",
+                               "--workspace", str(workspace)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        sid = _when_up(base, server)
+        with httpx.stream("GET", f"{base}/sessions/{sid}/events", timeout=30) as stream:
+            lines = stream.iter_lines()
+            started = time.monotonic()
+            server.send_signal(signal.SIGTERM)
+            server.wait(timeout=20)
+            stopped = time.monotonic() - started
+            list(lines)  # the stream has ended (a cut one raises here)
+        assert stopped < 2, f"the server took {stopped:.1f} s to stop"
+        assert "Cancel" not in (server.stderr.read() if server.stderr else ""), "no request had to be cut"
+    finally:
+        if server.poll() is None:
+            server.kill()
+
+
+def _when_up(base: str, server: subprocess.Popen[str]) -> str:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            return str(httpx.get(f"{base}/sessions", timeout=1).json()[0]["session_id"])
+        except (httpx.HTTPError, IndexError, KeyError, ValueError):
+            assert server.poll() is None, server.stderr.read() if server.stderr else ""
+            time.sleep(0.1)
+    raise AssertionError("the server did not start")
