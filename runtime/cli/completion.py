@@ -63,8 +63,18 @@ def shell_named(value: str) -> str:
     return name
 
 
+#: What each option does, for its own `--help` and the main `--help`.
+PURPOSE = {
+    SHOW: f"Print the completion script for SHELL ({', '.join(SHELLS)}; default: the current shell) and exit.",
+    INSTALL: "Install completion for SHELL (default: the current shell) and exit.",
+}
+
+
 def run(option: str, value: str | None) -> int:
     """Print (`--show-completion`) or install (`--install-completion`) the script; the exit code."""
+    if value in ("--help", "-h"):
+        typer.echo(f"Usage: {PROG} {option} [SHELL]\n\n  {PURPOSE[option]}")
+        return 0
     try:
         shell = shell_named(DETECT if value is None else value)
     except UnknownShell as exc:
@@ -95,9 +105,9 @@ def _flag(option: str) -> Any:
 
 SHOW_OPTION: Any = typer.Option(
     SHOW, callback=_flag(SHOW), is_eager=True, expose_value=False, metavar="[SHELL]",
-    help=f"Print the completion script for SHELL ({', '.join(SHELLS)}; default: the current shell) and exit.",
+    help=PURPOSE[SHOW],
 )
 INSTALL_OPTION: Any = typer.Option(
     INSTALL, callback=_flag(INSTALL), is_eager=True, expose_value=False, metavar="[SHELL]",
-    help="Install completion for SHELL (default: the current shell) and exit.",
+    help=PURPOSE[INSTALL],
 )

@@ -96,6 +96,16 @@ def test_an_unknown_shell_is_one_line_naming_the_shells():
     ]
 
 
+def test_a_completion_option_asked_for_help_explains_itself_and_installs_nothing(tmp_path):
+    from tests.helpers import cli
+
+    for option in ("--install-completion", "--show-completion"):
+        shown = cli(option, "--help", env={"HOME": str(tmp_path)})
+        assert shown.returncode == 0, shown.stderr
+        assert shown.stdout.startswith(f"Usage: chronicle {option} [SHELL]") and "SHELL" in shown.stdout.splitlines()[-1]
+    assert list(tmp_path.iterdir()) == []  # nothing installed
+
+
 def test_install_completion_writes_the_named_shells_script(tmp_path):
     from tests.helpers import cli
 
