@@ -113,6 +113,16 @@ def chronicle_runs(ctx: Context, backend: str, steps: int) -> dict[str, Any]:
             times.append(_ms(fork_and_step)[0])
             cold.close()
         out["fork"] = median(times)
+        warm = slot.chronicle_store()
+        try:  # on one open store, after one untimed fork + step (as a server or library program forks)
+            def fork_and_step_warm() -> None:
+                child = fork(warm, sid, turns // 2)
+                cs.run_turn(warm, 1, slot.dir / "ws", session_id=child.id)
+
+            fork_and_step_warm()
+            out["fork_warm"] = median([_ms(fork_and_step_warm)[0] for _ in range(3)])
+        finally:
+            warm.close()
         return out
     finally:
         slot.drop()
@@ -242,14 +252,15 @@ def run(ctx: Context, log: Callable[[str], None]) -> list[Section]:
                 data[f"{backend}/{system}/{steps}"] = {"turns": r, "in_turn": t}
                 warm = [r.get(f"{k}_warm", r[k]) for k in ("early", "middle", "late")]  # LangGraph reads warm throughout
                 rows.append([backend, steps, r["turns"], LABEL[system], r["early"], r["middle"], r["late"], *warm,
-                             r["late_messages"], r["history"], r["states"], r["fork"]])
+                             r["late_messages"], r["history"], r["states"], r["fork"], r.get("fork_warm", r["fork"])])
                 state = [t.get(f"{k}_{read}", "—") for read in ("step", "state") for k in ("early", "middle", "late")]
                 warm_in = [t.get(f"{k}_{read}", "—") for read in ("warm", "step_warm") for k in ("early", "middle", "late")]
                 inturn_rows.append([backend, steps, LABEL[system], t["early"], t["middle"], t["late"], *state, *warm_in])
                 typed = f" (typed {r['early_typed']:.1f}/{r['middle_typed']:.1f}/{r['late_typed']:.1f})" if "early_typed" in r else ""
                 hot = f" (open store {r['early_warm']:.1f}/{r['middle_warm']:.1f}/{r['late_warm']:.1f})" if "early_warm" in r else ""
                 log(f"  {backend} {system} {steps}: as of turn {r['early']:.1f}/{r['middle']:.1f}/{r['late']:.1f} ms{hot}{typed}, "
-                    f"history {r['history']:.0f} ms ({r['states']} states), fork+step {r['fork']:.1f} ms; "
+                    f"history {r['history']:.0f} ms ({r['states']} states), fork+step {r['fork']:.1f} ms"
+                    + (f" (open store {r['fork_warm']:.1f})" if "fork_warm" in r else "") + "; "
                     f"in one turn {t['early']:.1f}/{t['middle']:.1f}/{t['late']:.1f} ms"
                     + (f" (history --step {t['early_step']:.1f}/{t['middle_step']:.1f}/{t['late_step']:.1f}; "
                        f"state {t['early_state']:.1f}/{t['middle_state']:.1f}/{t['late_state']:.1f})" if "early_state" in t else "")
@@ -261,7 +272,8 @@ def run(ctx: Context, log: Callable[[str], None]) -> list[Section]:
     s.note("Open store: Chronicle's same reads on one store kept open (a program using the library, or the server, "
            "reads this way), after one untimed read; LangGraph's reads are on its open saver in both column groups.")
     s.table(["backend", "steps", "turns", "system", "as of turn 1", "as of middle turn", "as of last turn",
-             "turn 1 (open store)", "middle (open store)", "last (open store)", "messages at last turn", "history of states", "states listed", "fork at middle + one step"], rows)
+             "turn 1 (open store)", "middle (open store)", "last (open store)", "messages at last turn", "history of states", "states listed", "fork at middle + one step",
+             "fork + step (open store)"], rows)
     s.note("Inside one long turn of S steps (early = 10 %, middle, late = last version), ms. Chronicle, three reads: "
            "the turn's messages as of its v-th event for display (`past_wire.turn_wire_at`: the history projection's "
            "rows up to that event's log position); what `history --at 1 --step N --json` prints (the whole context the "
