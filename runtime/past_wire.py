@@ -21,6 +21,8 @@ from itertools import pairwise
 from typing import Any
 from uuid import UUID
 
+from pydantic_core import from_json
+
 from chronicle.projections import ProjectionEngine
 from chronicle.projections.history import HistoryProjection
 from chronicle.projections.sql import Tx
@@ -33,7 +35,17 @@ def wire_at_turn(store: ChronicleStore, session_id: UUID, number: int, engine: P
     """The wire messages as of the end of turn `number` of a session whose branch only grew, or
     None when this path cannot say (then `cut_at_turn` + `past_context.wire_at` can)."""
     text = text_at_turn(store, session_id, number, engine)
-    return None if text is None else json.loads(text)
+    return None if text is None else loads(text)
+
+
+def loads(text: str) -> Any:
+    """Wire JSON as Python values, parsed by pydantic-core (a quarter faster than the standard
+    library on a long turn's 350 KB); what it refuses (a lone surrogate escape, which the
+    standard library accepts) is parsed the standard way, as the store's transcoder does."""
+    try:
+        return from_json(text, cache_strings="keys")
+    except ValueError:
+        return json.loads(text)
 
 
 def text_at_turn(store: ChronicleStore, session_id: UUID, number: int, engine: ProjectionEngine) -> str | None:
@@ -236,7 +248,7 @@ def wire_at_step(store: ChronicleStore, session_id: UUID, number: int, step: int
     before = _text_at_turn(store, session_id, number - 1, engine, lagging) if number > 1 else "[]"
     if own is None or before is None:
         return None
-    messages, mine = json.loads(before), json.loads(own)
+    messages, mine = loads(before), loads(own)
     if messages and mine and messages[-1]["role"] == mine[0]["role"]:  # as `merge_roles` joins them
         messages[-1]["content"].extend(mine.pop(0)["content"])
     return messages + mine
@@ -251,7 +263,7 @@ def turn_wire_at(store: ChronicleStore, turn_id: UUID, version: int, engine: Pro
     2,000-event turn. None when the rows cannot say: the projection has not applied the turn, or
     the turn is marked by then (attachments, a guardrail's rewrite, a refusal)."""
     text = turn_text_at(store, turn_id, version, engine)
-    return None if text is None else json.loads(text)
+    return None if text is None else loads(text)
 
 
 def turn_text_at(store: ChronicleStore, turn_id: UUID, version: int, engine: ProjectionEngine) -> str | None:
