@@ -9,6 +9,7 @@ projection), so read commands call it before answering and are never stale.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Sequence
 
@@ -20,6 +21,11 @@ from .sql import Database, creation_race, retry_creation
 Progress = Callable[[str, int, int], None]  # (projection name, position, head)
 #: Events per transaction when rebuilding (a catch-up takes `batch_size`, 500 by default).
 REBUILD_BATCH = 2000
+#: A projection set up (new, or of a new version) over a log at least this long is announced: the
+#: command that set it up builds it from the whole log first, seconds of silence otherwise.
+ANNOUNCE_FROM = 20_000
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -121,10 +127,20 @@ class ProjectionEngine:
                             projection.drop(tx)
                             projection.create(tx)
                             self.db.reset(tx, projection.key)
+                        self._announce(projection)
                     break
                 except Exception:  # noqa: BLE001 - another process set it up at the same moment
                     if attempt == 2:
                         raise
+
+    def _announce(self, projection: Projection) -> None:
+        """Say why the command is about to take a while: the first command to read a read model
+        that is new to the store (or changed by an upgrade) builds it from the whole log."""
+        head = self.head()
+        if head >= ANNOUNCE_FROM:
+            log.warning("building the %s read model (v%d) from the log's %s events; this happens once "
+                        "(`chronicle projections rebuild %s` shows progress)", projection.name, projection.version,
+                        f"{head:,}", projection.name)
 
     # -- reading the positions -----------------------------------------------------------------
 

@@ -88,3 +88,33 @@ def test_projections_at_different_positions_catch_up_together_to_the_rows_a_rebu
     assert {name: engine.dump(name) for name in engine.projections} == caught_up
     assert {s.position for s in engine.status()} == {head}
     store.close()
+
+
+def test_a_read_model_built_from_a_long_log_is_announced_once(db_url, tmp_path, workspace, monkeypatch, caplog):
+    """The first command to read a new or upgraded read model builds it from the whole log: seconds
+    of silence on a large store, unless it says so (here "large" is lowered to this log's size)."""
+    from chronicle.projections import engine as engine_module
+    from chronicle.projections.history import HistoryProjection
+
+    store, _, _ = mixed_run(db_url, tmp_path, workspace)
+    monkeypatch.setattr(engine_module, "ANNOUNCE_FROM", store.max_position())
+
+    class Upgraded(HistoryProjection):
+        version = HistoryProjection.version + 1
+
+    with caplog.at_level("WARNING", logger="chronicle.projections.engine"):
+        ProjectionEngine(store, [Upgraded()])
+        ProjectionEngine(store, [Upgraded()])  # already set up: nothing to say
+    said = [r.getMessage() for r in caplog.records]
+    assert said == [f"building the history read model (v{Upgraded.version}) from the log's {store.max_position():,} events; "
+                    "this happens once (`chronicle projections rebuild history` shows progress)"]
+    monkeypatch.setattr(engine_module, "ANNOUNCE_FROM", store.max_position() + 1)
+    caplog.clear()
+
+    class Again(HistoryProjection):
+        version = HistoryProjection.version + 2
+
+    with caplog.at_level("WARNING", logger="chronicle.projections.engine"):
+        ProjectionEngine(store, [Again()])
+    assert caplog.records == []  # a shorter log is built without a word
+    store.close()
