@@ -12,6 +12,7 @@ import asyncio
 import hmac
 import json
 import logging
+import threading
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,6 +41,9 @@ log = logging.getLogger("chronicle.server")
 
 #: Seconds between looks at the log while a stream waits for the next event.
 STREAM_POLL_S = 0.2
+#: Seconds a stopping server gives its worker to finish the turns in hand; a turn still running
+#: after that is left to recovery (its lease runs out and another worker resumes it).
+WORKER_DRAIN_S = 30
 
 
 @dataclass
@@ -142,23 +146,24 @@ def create_app(config: ServerConfig) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
-        task = None
         worker = None
+        thread = None
         if config.run_worker:
             overrides = Overrides(workspace=config.workspace, options=LoopOptions(auto_approve=config.auto_approve))
             worker = Worker(chronicle.store, overrides, WorkerOptions(concurrency=config.worker_concurrency, poll_s=0.2),
                             log=log.info, name=None)
-            task = asyncio.ensure_future(worker.run())
+            # Turns run on an event loop of their own: the loop makes its store writes where it
+            # runs, and on this loop each would hold every request and stream while it waited
+            # (for the whole retry of a lost database: /healthz timed out at 30 s).
+            thread = threading.Thread(target=_run_worker, args=(worker,), name="chronicle-worker", daemon=True)
+            thread.start()
         try:
             yield
         finally:
             coalescer.flush_all(channels)
-            if worker is not None and task is not None:
+            if worker is not None and thread is not None:
                 worker.drain()
-                try:
-                    await asyncio.wait_for(task, timeout=30)
-                except (asyncio.TimeoutError, Exception):  # noqa: BLE001 - shutting down either way
-                    task.cancel()
+                await off_the_loop(thread.join, WORKER_DRAIN_S)  # the turns in hand finish, or are left to recovery
             chronicle.close()
 
     app = FastAPI(title="Chronicle", version="1", lifespan=lifespan,
@@ -433,3 +438,11 @@ async def _event_stream(chronicle: Chronicle, sid: str, after: int, follow: bool
 
 def _current_session(store: Any, sid: UUID) -> Any:
     return store.session(sid, copy=False)  # only read
+
+
+def _run_worker(worker: Worker) -> None:
+    """The server's worker, on its own thread and event loop, until it has drained."""
+    try:
+        asyncio.run(worker.run())
+    except Exception:  # noqa: BLE001 - the server keeps answering; the log says why turns stopped
+        log.exception("the server's worker stopped")

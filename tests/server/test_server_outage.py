@@ -15,13 +15,16 @@ import sys
 import threading
 import time
 from urllib.parse import urlparse
+from uuid import UUID
 
 import httpx
 import pytest
 
+from chronicle.runtime.store import ChronicleStore
 from tests.conftest import fresh_pg_url
-from tests.helpers import cli, response, text, write_script
+from tests.helpers import cli, response, text, tool_use, write_script
 from tests.pgproxy import CuttableProxy
+from tests.recovery import wait_for
 from tests.server.serving import free_port, serving
 
 
@@ -106,3 +109,32 @@ def _when_up(base: str, server: subprocess.Popen[str]) -> str:
             assert server.poll() is None, server.stderr.read() if server.stderr else ""
             time.sleep(0.1)
     raise AssertionError("the server did not start")
+
+
+def test_a_turn_waiting_on_a_lost_database_does_not_hold_the_server(proxied, workspace, tmp_path):
+    """With the worker on (the default), turns run in the server process: their store writes
+    wait out an outage in the worker's own thread, not on the loop that answers requests."""
+    direct, via_proxy, proxy = proxied
+    script = write_script(tmp_path / "s.json", [
+        response(tool_use("r1", "list_dir", path="."), delay_s=0.4),
+        response(tool_use("r2", "list_dir", path="."), delay_s=0.4),
+        response(text("done"), delay_s=0.1),
+    ])
+    store = ChronicleStore(direct)
+    with serving(via_proxy, workspace, env_extra={"CHRONICLE_PG_CONNECT_TIMEOUT": "1"}) as base:
+        created = httpx.post(f"{base}/sessions", json={"prompt": "go", "provider": f"scripted:{script}"}, timeout=10)
+        assert created.status_code == 201, created.text
+        wait_for(lambda: store.max_position() >= 6, timeout=30)  # the turn is under way
+        proxy.cut()
+        time.sleep(1.0)  # the turn's next write is now retrying the lost connection
+        started = time.monotonic()
+        health = httpx.get(f"{base}/healthz", timeout=30)
+        waited = time.monotonic() - started
+        assert health.status_code == 200
+        assert waited < 3, f"/healthz waited {waited:.1f} s behind the worker's store writes"
+        proxy.restore()
+        sid = created.json()["session_id"]
+        wait_for(lambda: store.session(UUID(sid)).active_turn_id is None and not store.session(UUID(sid)).queue, timeout=90)
+    turn = store.turn(store.session(UUID(sid)).turns[-1])
+    assert turn.status == "completed", turn.status
+    store.close()
