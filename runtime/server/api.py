@@ -13,6 +13,7 @@ import hmac
 import json
 import logging
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -142,7 +143,10 @@ def create_app(config: ServerConfig) -> FastAPI:
         except Exception as exc:  # noqa: BLE001 - a timer callback has no caller to tell; the log does
             log.error("channel input for session %s could not be recorded: %s", session_ref, exc)
 
-    coalescer = Coalescer(record_input)
+    # A burst's timer fires on the event loop; its write goes to one thread of its own (in order,
+    # and never holding requests while the database is slow or being retried).
+    recorder = ThreadPoolExecutor(max_workers=1, thread_name_prefix="chronicle-channel")
+    coalescer = Coalescer(lambda session_ref, text: recorder.submit(record_input, session_ref, text))
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -161,6 +165,7 @@ def create_app(config: ServerConfig) -> FastAPI:
             yield
         finally:
             coalescer.flush_all(channels)
+            await off_the_loop(recorder.shutdown, True)  # every burst recorded before the store closes
             if worker is not None and thread is not None:
                 worker.drain()
                 await off_the_loop(thread.join, WORKER_DRAIN_S)  # the turns in hand finish, or are left to recovery
@@ -309,7 +314,9 @@ def create_app(config: ServerConfig) -> FastAPI:
         target = channels[channel]
         with _errors():
             sid = str(await off_the_loop(queries.session_id, chronicle.store, target.session))
-        held = coalescer.add(channel, target, body.sender or "anonymous", text)
+            if target.coalesce_s == 0:  # recorded before the answer says so; a failure is the answer
+                await off_the_loop(lambda: submit(chronicle.store, text, session=target.session))
+        held = 0 if target.coalesce_s == 0 else coalescer.add(channel, target, body.sender or "anonymous", text)
         return {"channel": channel, "session_id": sid, "recorded": held == 0, "coalescing": held,
                 "coalesce_s": target.coalesce_s}
 

@@ -134,6 +134,21 @@ def test_a_webhook_burst_from_one_sender_becomes_one_input_behind_the_running_tu
         assert sorted(inputs()[1:]) == sorted(["disk 91%\ndisk 95%\ndisk 99%", "hello"])
 
 
+def test_a_webhook_without_coalescing_is_recorded_before_it_is_answered(sqlite_url, workspace, tmp_path):
+    script = write_script(tmp_path / "s.json", [[response(text("first"))], [response(text("seen"))]])
+    first = cli("run", "start", "--provider", f"scripted:{script}", "--workspace", str(workspace), "--json", db=sqlite_url)
+    sid = json_lines(first.stdout)[0]["session_id"]
+    (workspace / "chronicle.toml").write_text(f'[channels.now]\nsession = "{sid[:8]}"\ncoalesce_s = 0\n'
+                                              '[channels.lost]\nsession = "00000000"\ncoalesce_s = 0\n')
+    with serving(sqlite_url, workspace, extra=("--no-worker",)) as base:
+        accepted = httpx.post(f"{base}/hooks/now", json={"text": "deploy done", "sender": "ci"})
+        assert accepted.status_code == 202 and accepted.json()["recorded"] is True, accepted.text
+        log = httpx.get(f"{base}/sessions/{sid}/log").json()  # no wait: it is in the log already
+        assert [e["data"]["text"] for e in log if e["event"] == "InputQueued"] == ["start", "deploy done"]
+        refused = httpx.post(f"{base}/hooks/lost", json={"text": "x"})
+        assert refused.status_code >= 400 and "00000000" in refused.text
+
+
 def test_a_session_may_start_as_any_agent_of_the_registry_and_an_unknown_one_is_refused(db_url, workspace, tmp_path):
     agents = tmp_path / "agents.toml"
     agents.write_text('[agents.researcher]\ndescription = "Reads and reports"\ninstructions = "Answer from the files only."\n'
