@@ -69,6 +69,19 @@ def fresh_pg_url(base: str) -> str:
     return f"{base}?schema={schema}"
 
 
+@pytest.fixture
+def proxied(pg_database):
+    """(direct URL, URL through a cuttable proxy, the proxy) of a fresh PostgreSQL schema: a test
+    cuts the proxy to lose the database as a restart or a broken network would."""
+    from tests.pgproxy import CuttableProxy
+
+    direct = fresh_pg_url(pg_database)
+    proxy = CuttableProxy(urlparse(direct).hostname or "127.0.0.1", urlparse(direct).port or 5432)
+    via_proxy = direct.replace(f":{urlparse(direct).port or 5432}/", f":{proxy.port}/", 1)
+    yield direct, via_proxy, proxy
+    proxy.close()
+
+
 @pytest.fixture(params=["sqlite", "postgres"])
 def db_url(request, tmp_path) -> str:
     """One test, both backends."""

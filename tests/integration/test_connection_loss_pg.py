@@ -15,14 +15,9 @@ import os
 import subprocess
 import sys
 import time
-from urllib.parse import urlparse
-
-import pytest
 
 from chronicle.runtime.store import ChronicleStore
-from tests.conftest import fresh_pg_url
 from tests.helpers import cli, response, text, tool_use
-from tests.pgproxy import CuttableProxy
 from tests.recovery import assert_recovered, wait_for
 
 SCRIPT = [
@@ -30,15 +25,6 @@ SCRIPT = [
     response(tool_use("w1", "write_file", path="out.txt", content="x"), delay_s=0.4),
     response(text("done"), delay_s=0.1),
 ]
-
-
-@pytest.fixture
-def proxied(pg_database):
-    direct = fresh_pg_url(pg_database)
-    proxy = CuttableProxy(urlparse(direct).hostname or "127.0.0.1", urlparse(direct).port or 5432)
-    via_proxy = direct.replace(f":{urlparse(direct).port or 5432}/", f":{proxy.port}/", 1)
-    yield direct, via_proxy, proxy
-    proxy.close()
 
 
 def env_for(db: str) -> dict[str, str]:

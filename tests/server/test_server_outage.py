@@ -14,27 +14,15 @@ import subprocess
 import sys
 import threading
 import time
-from urllib.parse import urlparse
 from uuid import UUID
 
 import httpx
-import pytest
 
 from chronicle.runtime.store import ChronicleStore
-from tests.conftest import fresh_pg_url
 from tests.helpers import cli, response, text, tool_use, write_script
 from tests.pgproxy import CuttableProxy
 from tests.recovery import wait_for
 from tests.server.serving import free_port, serving
-
-
-@pytest.fixture
-def proxied(pg_database):
-    direct = fresh_pg_url(pg_database)
-    proxy = CuttableProxy(urlparse(direct).hostname or "127.0.0.1", urlparse(direct).port or 5432)
-    via_proxy = direct.replace(f":{urlparse(direct).port or 5432}/", f":{proxy.port}/", 1)
-    yield direct, via_proxy, proxy
-    proxy.close()
 
 
 def test_a_stream_waiting_on_a_lost_database_does_not_hold_other_requests(proxied, workspace, tmp_path):
@@ -62,14 +50,7 @@ def test_a_stream_waiting_on_a_lost_database_does_not_hold_other_requests(proxie
         reader.start()
         assert opened.wait(30), "the stream did not open"
         time.sleep(0.5)  # it is polling
-        proxy.cut()
-        time.sleep(1.0)  # the stream's next reads are now retrying the lost connection
-        started = time.monotonic()
-        health = httpx.get(f"{base}/healthz", timeout=30)
-        waited = time.monotonic() - started
-        assert health.status_code == 200
-        assert waited < 3, f"/healthz waited {waited:.1f} s behind the stream's store reads"
-        proxy.restore()
+        assert_healthz_answers_at_once_during_an_outage(base, proxy, "the stream's store reads")
 
 
 def test_a_server_followed_by_a_client_stops_at_once(sqlite_url, workspace, tmp_path):
@@ -125,16 +106,21 @@ def test_a_turn_waiting_on_a_lost_database_does_not_hold_the_server(proxied, wor
         created = httpx.post(f"{base}/sessions", json={"prompt": "go", "provider": f"scripted:{script}"}, timeout=10)
         assert created.status_code == 201, created.text
         wait_for(lambda: store.max_position() >= 6, timeout=30)  # the turn is under way
-        proxy.cut()
-        time.sleep(1.0)  # the turn's next write is now retrying the lost connection
-        started = time.monotonic()
-        health = httpx.get(f"{base}/healthz", timeout=30)
-        waited = time.monotonic() - started
-        assert health.status_code == 200
-        assert waited < 3, f"/healthz waited {waited:.1f} s behind the worker's store writes"
-        proxy.restore()
+        assert_healthz_answers_at_once_during_an_outage(base, proxy, "the worker's store writes")
         sid = created.json()["session_id"]
         wait_for(lambda: store.session(UUID(sid)).active_turn_id is None and not store.session(UUID(sid)).queue, timeout=90)
     turn = store.turn(store.session(UUID(sid)).turns[-1])
     assert turn.status == "completed", turn.status
     store.close()
+
+
+def assert_healthz_answers_at_once_during_an_outage(base: str, proxy: CuttableProxy, behind: str) -> None:
+    """Cut the database, let what is under way start retrying it, ask /healthz, restore."""
+    proxy.cut()
+    time.sleep(1.0)  # the next store call is now retrying the lost connection
+    started = time.monotonic()
+    health = httpx.get(f"{base}/healthz", timeout=30)
+    waited = time.monotonic() - started
+    proxy.restore()
+    assert health.status_code == 200
+    assert waited < 3, f"/healthz waited {waited:.1f} s behind {behind}"
