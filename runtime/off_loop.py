@@ -15,15 +15,39 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
+import queue
 import threading
 from typing import Any, Callable, TypeVar
 
 T = TypeVar("T")
 
+#: Seconds an idle thread waits for the next call before it ends.
+IDLE_S = 30.0
+
+_lock = threading.Lock()
+#: A call returns how to announce its outcome, which its thread does once it is idle again.
+_calls: queue.SimpleQueue[Callable[[], Callable[[], None]]] = queue.SimpleQueue()
+#: Threads waiting for a call, less the calls already queued for them.
+_idle = 0
+
+
+def _forget_threads() -> None:
+    """In a forked child the parent's threads do not exist: none is idle, whatever the count said."""
+    global _lock, _calls, _idle
+    _lock, _calls, _idle = threading.Lock(), queue.SimpleQueue(), 0
+
+
+os.register_at_fork(after_in_child=_forget_threads)
+
 
 async def off_the_loop(fn: Callable[..., T], *args: Any) -> T:
-    """`fn(*args)` on a daemon thread of its own (named after `fn`, for a person reading a stack
-    dump), awaited; its result or its exception."""
+    """`fn(*args)` on a daemon thread (named after `fn` while it runs, for a person reading a stack
+    dump), awaited; its result or its exception.
+
+    An idle thread takes the call, else a new one starts: a call never waits behind another (a
+    store call may wait out a whole retry), and a server's live streams, which make one call each
+    0.2 s, do not start a thread each time."""
     loop = asyncio.get_running_loop()
     done: asyncio.Future[T] = loop.create_future()
 
@@ -31,7 +55,8 @@ async def off_the_loop(fn: Callable[..., T], *args: Any) -> T:
         if not done.done():
             outcome()
 
-    def work() -> None:
+    def work() -> Callable[[], None]:
+        threading.current_thread().name = f"chronicle-off-loop:{getattr(fn, '__qualname__', 'call')}"
         try:
             result = fn(*args)
         except BaseException as exc:  # noqa: BLE001 - handed to the awaiting coroutine
@@ -39,9 +64,44 @@ async def off_the_loop(fn: Callable[..., T], *args: Any) -> T:
             deliver: Callable[[], None] = lambda: done.set_exception(failure)  # noqa: E731
         else:
             deliver = lambda: done.set_result(result)  # noqa: E731
-        with contextlib.suppress(RuntimeError):  # the loop closed while this ran: nobody is waiting
-            loop.call_soon_threadsafe(settle, deliver)
 
-    name = f"chronicle-off-loop:{getattr(fn, '__qualname__', 'call')}"
-    threading.Thread(target=work, name=name, daemon=True).start()
+        def announce() -> None:
+            with contextlib.suppress(RuntimeError):  # the loop closed while this ran: nobody is waiting
+                loop.call_soon_threadsafe(settle, deliver)
+
+        return announce
+
+    _submit(work)
     return await done
+
+
+def _submit(call: Callable[[], Callable[[], None]]) -> None:
+    global _idle
+    with _lock:
+        if _idle > 0:
+            _idle -= 1
+            _calls.put(call)
+            return
+    threading.Thread(target=_serve, args=(call,), name="chronicle-off-loop", daemon=True).start()
+
+
+def _serve(call: Callable[[], Callable[[], None]]) -> None:
+    """Run `call`, then the calls handed to this thread while it is idle, until none comes for IDLE_S.
+    The thread counts itself idle before it announces the outcome, so the awaiting coroutine's next
+    call finds it rather than starting another."""
+    global _idle
+    while True:
+        announce = call()
+        threading.current_thread().name = "chronicle-off-loop:idle"
+        with _lock:
+            _idle += 1
+        announce()
+        try:
+            call = _calls.get(timeout=IDLE_S)
+        except queue.Empty:
+            with _lock:
+                try:  # a call queued for an idle thread just as this one timed out: take it
+                    call = _calls.get_nowait()
+                except queue.Empty:
+                    _idle -= 1
+                    return

@@ -54,3 +54,41 @@ def test_a_call_still_running_when_the_process_ends_does_not_hold_the_exit():
     done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=30)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "exited"
+
+
+def test_calls_reuse_idle_threads_and_never_wait_behind_a_busy_one():
+    """A server's live stream makes a call every 0.2 s: one thread serves them in turn. Calls that
+    run at once each get a thread, or one waiting on the other would wait forever (here: 5 s)."""
+    first, second = threading.Event(), threading.Event()
+
+    def pool() -> set[int]:
+        return {t.ident or 0 for t in threading.enumerate() if t.name.startswith("chronicle-off-loop")}
+
+    async def main() -> tuple[set[int], set[int], list[bool]]:
+        await off_the_loop(threading.get_ident)
+        before = pool()
+        used = {await off_the_loop(threading.get_ident) for _ in range(20)}
+        both = await asyncio.gather(off_the_loop(lambda: (first.set(), second.wait(5))[1]),
+                                    off_the_loop(lambda: (second.set(), first.wait(5))[1]))
+        return before, used, list(both)
+
+    before, used, both = asyncio.run(main())
+    assert used <= before  # twenty calls in turn, no new thread
+    assert both == [True, True]
+
+
+def test_a_forked_child_starts_threads_of_its_own():
+    """The parent's idle threads are not in the child: a call handed to them would never run."""
+    program = (
+        "import asyncio, os, threading\n"
+        "from chronicle.runtime.off_loop import off_the_loop\n"
+        "asyncio.run(off_the_loop(threading.get_ident))\n"
+        "pid = os.fork()\n"
+        "if pid == 0:\n"
+        "    print(asyncio.run(asyncio.wait_for(off_the_loop(lambda: 'served'), 5)), flush=True)\n"
+        "    os._exit(0)\n"
+        "os.waitpid(pid, 0)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=30)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "served"
