@@ -241,6 +241,24 @@ class ChronicleStore(Application[UUID]):
 
     # -- snapshots -----------------------------------------------------------------------------
 
+    def _take_snapshots(self, processing: Any) -> None:
+        """eventsourcing's, except that a snapshot due at the version an aggregate in hand has just
+        reached is taken from that aggregate. eventsourcing reads it back first (the previous
+        snapshot and every event since, decoded and replayed: ≈ 47 ms for a turn's 100th event on
+        PostgreSQL, a seventh of a 50-step turn); the aggregate is that state already, since all it
+        holds comes from its events. `verify` re-derives every snapshot from the events."""
+        if not self.snapshots or not self.snapshotting_intervals:
+            return
+        for event in processing.events:
+            aggregate = processing.aggregates.get(event.originator_id)
+            interval = self.snapshotting_intervals.get(type(aggregate)) if aggregate is not None else None
+            if interval is None or event.originator_version % interval:
+                continue
+            if event.originator_version == aggregate.version:
+                self._put_snapshot(aggregate)
+            else:  # due at an event in the middle of this save: that state is read back
+                self.take_snapshot(event.originator_id, version=event.originator_version)
+
     def take_snapshot(self, aggregate_id: UUID, version: int | None = None, projector_func: Any = None) -> None:
         """Snapshot as eventsourcing does; for a Turn, then delete its older snapshots.
 
@@ -250,8 +268,11 @@ class ChronicleStore(Application[UUID]):
         (time travel rebuilds turns from events, not from their snapshots). Session snapshots
         stay: `session(id, version=N)` uses them, and a session's state is small.
         """
+        self._put_snapshot(self.repository.get(aggregate_id, version=version, projector_func=projector_func or replay))
+
+    def _put_snapshot(self, aggregate: Any) -> None:
         assert self.snapshots is not None
-        aggregate = self.repository.get(aggregate_id, version=version, projector_func=projector_func or replay)
+        aggregate_id = aggregate.id
         snapshot_class = getattr(type(aggregate), "Snapshot", None) or type(self).snapshot_class
         assert snapshot_class is not None
         snapshot = snapshot_class.take(aggregate)

@@ -63,3 +63,36 @@ def test_time_travel_within_a_turn_reads_its_events_not_its_snapshots(db_url):
     event_50 = positions[49]
     (past,) = turns_as_of(store, [turn.id], event_50, datetime(2000, 1, 1, tzinfo=timezone.utc))
     assert past.version == 50 and len(past.steps) == 24
+
+
+def test_snapshots_taken_from_the_aggregates_in_hand_are_what_their_events_give(db_url, workspace, tmp_path):
+    """A snapshot due at the version a save reaches is taken from the aggregate being saved, not
+    read back: a real loop's long turn and a session of many saves load from those snapshots as
+    their events say, and `verify` re-derives each one from the events."""
+    from chronicle.domain.agent_spec import AgentSpec
+    from chronicle.runtime.sessions import start_session
+    from tests.helpers import cli, response, text, tool_use, write_script
+
+    steps = [response(tool_use(f"r{k}", "read_file", path=f"note-{k}.txt")) for k in range(55)]
+    script = write_script(tmp_path / "s.json", [*steps, response(text("listed"))])
+    ran = cli("run", "read them", "--provider", f"scripted:{script}", "--workspace", str(workspace), "--max-iterations", "80",
+              "--json", db=db_url)
+    assert ran.returncode == 0, ran.stderr
+    store = ChronicleStore(db_url)
+    (sid,) = store.session_ids()
+    turn_id = store.session(sid).turns[0]
+    assert store.turn(turn_id).version > 100 and snapshot_versions(store, turn_id) == [100]
+
+    session, _ = start_session(store, AgentSpec(name="main", workspace=str(workspace)), "first")
+    for k in range(105):
+        store.update_session(session.id, lambda s, k=k: s.queue_input(f"in-{k}", f"input {k}", NOW))
+    assert 100 in snapshot_versions(store, session.id)
+
+    cold = ChronicleStore(db_url)
+    assert vars(cold.turn(turn_id)) == vars(replayed(cold, turn_id))
+    again = None
+    for event in cold.events.get(session.id):
+        again = event.mutate(again)
+    assert vars(cold.session(session.id)) == vars(again)
+    verified = cli("verify", db=db_url)
+    assert verified.returncode == 0, verified.stdout + verified.stderr
