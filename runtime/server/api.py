@@ -417,11 +417,13 @@ async def _event_stream(chronicle: Chronicle, sid: str, after: int, follow: bool
     tail = await off_the_loop(queries.LogTail, store, sid)
     seen_head = -1
     ended_at = 0
+    late: list[dict[str, Any]] = []  # read after the session looked finished: streamed first
     while True:
         head = await off_the_loop(store.max_position)
-        if head != seen_head:
+        if head != seen_head or late:
             seen_head = head
-            entries = await off_the_loop(tail.read)
+            entries = late + await off_the_loop(tail.read)
+            late = []
             items = [item for item in derive.feed(entries) if item.position > after]
             for index, item in enumerate(items):
                 # One log event may give several live events (agent_start, turn_start, status_change):
@@ -437,7 +439,12 @@ async def _event_stream(chronicle: Chronicle, sid: str, after: int, follow: bool
             return
         current = await off_the_loop(_current_session, store, UUID(sid))
         if ended_at and current.active_turn_id is None and not current.queue:
-            return
+            # The session is read after its entries, and turns run beside this stream: it may have
+            # finished a turn whose last events were not streamed yet. End only if none came since.
+            late = await off_the_loop(tail.read)
+            if not late:
+                return
+            continue
         if stopping() or await disconnected():
             return
         await asyncio.sleep(STREAM_POLL_S)
