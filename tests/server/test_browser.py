@@ -77,6 +77,10 @@ def test_approve_in_the_browser_see_the_answer_arrive_and_travel_back_in_time(db
         httpx.post(f"{base}/sessions/{sid}/inputs", json={"prompt": "and now?"})
         _until(lambda: httpx.get(f"{base}/sessions").json()[0]["turns"] == 2
                and httpx.get(f"{base}/sessions").json()[0]["status"] == "idle")
+        # A new tab: the first one reloads itself at each turn's end, and its reloads for the
+        # second turn raced this navigation (three times in a row once, with the worker on a thread).
+        page.close()
+        page = browser.new_page(viewport={"width": 1280, "height": 900})
         _goto(page, f"{base}/ui/sessions/{sid}")
         expect(page.locator("#conversation")).to_contain_text("Second turn answer.")
         expect(page.locator("#turn-1 .decision")).to_contain_text("approved by ci-reviewer (user)")
