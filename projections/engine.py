@@ -117,6 +117,7 @@ class ProjectionEngine:
         EXISTS` was a statement and the set of them a transaction of its own. `positions`, when
         the caller has just read them, saves reading them again."""
         known = positions if positions is not None else self.db.positions([p.key for p in self.projections.values()])
+        built = []
         for projection in self.projections.values():
             if known[projection.key] is not None:
                 continue
@@ -127,17 +128,21 @@ class ProjectionEngine:
                             projection.drop(tx)
                             projection.create(tx)
                             self.db.reset(tx, projection.key)
-                        self._announce(projection)
+                        built.append(projection)
                     break
                 except Exception:  # noqa: BLE001 - another process set it up at the same moment
                     if attempt == 2:
                         raise
+        if built:
+            self._announce(built)
 
-    def _announce(self, projection: Projection) -> None:
+    def _announce(self, built: list[Projection]) -> None:
         """Say why the command is about to take a while: the first command to read a read model
         that is new to the store (or changed by an upgrade) builds it from the whole log."""
         head = self.head()
-        if head >= ANNOUNCE_FROM:
+        if head < ANNOUNCE_FROM:
+            return
+        for projection in built:
             log.warning("building the %s read model (v%d) from the log's %s events; this happens once "
                         "(`chronicle projections rebuild %s` shows progress)", projection.name, projection.version,
                         f"{head:,}", projection.name)

@@ -24,6 +24,14 @@ def free_port() -> int:
 @contextmanager
 def serving(db: str, workspace: Path, token: str | None = None, extra: tuple[str, ...] = (),
             env_extra: dict[str, str] | None = None) -> Iterator[str]:
+    with server_process(db, workspace, token, extra, env_extra) as (base, _):
+        yield base
+
+
+@contextmanager
+def server_process(db: str, workspace: Path, token: str | None = None, extra: tuple[str, ...] = (),
+                   env_extra: dict[str, str] | None = None) -> Iterator[tuple[str, subprocess.Popen[str]]]:
+    """`serving`, with the server's process too: for a test that stops it itself."""
     port = free_port()
     env = {k: v for k, v in os.environ.items() if k not in ("ANTHROPIC_API_KEY", "CHRONICLE_DB", "CHRONICLE_SERVER_TOKEN")}
     env["CHRONICLE_DB"] = db
@@ -46,7 +54,7 @@ def serving(db: str, workspace: Path, token: str | None = None, extra: tuple[str
             if proc.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError(f"server did not start: {proc.stderr.read() if proc.stderr else ''}")
             time.sleep(0.1)
-        yield base
+        yield base, proc
     finally:
         proc.terminate()
         try:

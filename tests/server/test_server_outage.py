@@ -8,10 +8,7 @@ that wait stalled every other request, health checks included, for as long as it
 
 from __future__ import annotations
 
-import os
 import signal
-import subprocess
-import sys
 import threading
 import time
 from uuid import UUID
@@ -22,7 +19,7 @@ from chronicle.runtime.store import ChronicleStore
 from tests.helpers import cli, response, text, tool_use, write_script
 from tests.pgproxy import CuttableProxy
 from tests.recovery import wait_for
-from tests.server.serving import free_port, serving
+from tests.server.serving import server_process, serving
 
 
 def test_a_stream_waiting_on_a_lost_database_does_not_hold_other_requests(proxied, workspace, tmp_path):
@@ -59,14 +56,8 @@ def test_a_server_followed_by_a_client_stops_at_once(sqlite_url, workspace, tmp_
     script = write_script(tmp_path / "s.json", [response(text("Hello."))])
     submitted = cli("submit", "hello", "--provider", f"scripted:{script}", "--workspace", str(workspace), db=sqlite_url)
     assert submitted.returncode == 0, submitted.stderr
-    port = free_port()
-    env = {k: v for k, v in os.environ.items() if k not in ("ANTHROPIC_API_KEY", "CHRONICLE_SERVER_TOKEN")}
-    env["CHRONICLE_DB"] = sqlite_url
-    server = subprocess.Popen([sys.executable, "-m", "chronicle.runtime.cli", "serve", "--port", str(port), "--no-worker",
-                               "--workspace", str(workspace)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    base = f"http://127.0.0.1:{port}"
-    try:
-        sid = _when_up(base, server)
+    with server_process(sqlite_url, workspace, extra=("--no-worker",)) as (base, server):
+        sid = httpx.get(f"{base}/sessions", timeout=10).json()[0]["session_id"]
         with httpx.stream("GET", f"{base}/sessions/{sid}/events", timeout=30) as stream:
             lines = stream.iter_lines()
             started = time.monotonic()
@@ -76,20 +67,6 @@ def test_a_server_followed_by_a_client_stops_at_once(sqlite_url, workspace, tmp_
             list(lines)  # the stream has ended (a cut one raises here)
         assert stopped < 2, f"the server took {stopped:.1f} s to stop"
         assert "Cancel" not in (server.stderr.read() if server.stderr else ""), "no request had to be cut"
-    finally:
-        if server.poll() is None:
-            server.kill()
-
-
-def _when_up(base: str, server: subprocess.Popen[str]) -> str:
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        try:
-            return str(httpx.get(f"{base}/sessions", timeout=1).json()[0]["session_id"])
-        except (httpx.HTTPError, IndexError, KeyError, ValueError):
-            assert server.poll() is None, server.stderr.read() if server.stderr else ""
-            time.sleep(0.1)
-    raise AssertionError("the server did not start")
 
 
 def test_a_turn_waiting_on_a_lost_database_does_not_hold_the_server(proxied, workspace, tmp_path):

@@ -51,9 +51,7 @@ def test_a_call_still_running_when_the_process_ends_does_not_hold_the_exit():
         "asyncio.run(main())\n"
         "print('exited')\n"
     )
-    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=30)
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "exited"
+    assert _output_of(program) == "exited"
 
 
 def test_calls_reuse_idle_threads_and_never_wait_behind_a_busy_one():
@@ -89,6 +87,11 @@ def test_a_forked_child_starts_threads_of_its_own():
         "    os._exit(0)\n"
         "os.waitpid(pid, 0)\n"
     )
+    assert _output_of(program) == "served"
+
+
+def _output_of(program: str) -> str:
+    """What a Python program run on its own printed; it must have exited cleanly within 30 s."""
     done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=30)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "served"
+    return done.stdout.strip()
