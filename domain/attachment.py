@@ -14,6 +14,8 @@ from uuid import UUID
 
 from eventsourcing.domain import Aggregate, event
 
+from .event_type import EventType
+
 #: What the Messages API accepts: images as image blocks, PDFs as document blocks.
 IMAGE_TYPES = ("image/png", "image/jpeg", "image/gif", "image/webp")
 DOCUMENT_TYPES = ("application/pdf",)
@@ -41,9 +43,9 @@ def reference_block(sha256: str, media_type: str, size: int, name: str = "") -> 
 
 class Attachment(Aggregate):
     #: Declared, not left to eventsourcing to make: an event class written as a subclass of it is
-    #: used as it is, where one written on `Aggregate.Event` is built again as a subclass of this
-    #: (a second frozen dataclass per event, most of what importing the domain cost).
-    class Event(Aggregate.Event):
+    #: used as it is, where one written on `Aggregate.Event` is built again as a subclass of this,
+    #: and EventType makes it without compiling code (domain/event_type.py).
+    class Event(Aggregate.Event, metaclass=EventType):
         pass
 
     class Created(Aggregate.Created, Event):

@@ -13,6 +13,7 @@ from uuid import UUID
 
 from eventsourcing.domain import Aggregate, event
 
+from .event_type import EventType
 from .lifecycle import Edge, Lifecycle
 
 JOB_LIFECYCLE = Lifecycle(
@@ -26,9 +27,9 @@ JOB_LIFECYCLE = Lifecycle(
 
 class Job(Aggregate):
     #: Declared, not left to eventsourcing to make: an event class written as a subclass of it is
-    #: used as it is, where one written on `Aggregate.Event` is built again as a subclass of this
-    #: (a second frozen dataclass per event, most of what importing the domain cost).
-    class Event(Aggregate.Event):
+    #: used as it is, where one written on `Aggregate.Event` is built again as a subclass of this,
+    #: and EventType makes it without compiling code (domain/event_type.py).
+    class Event(Aggregate.Event, metaclass=EventType):
         pass
 
     class Submitted(Aggregate.Created, Event):

@@ -16,6 +16,7 @@ from uuid import UUID
 from eventsourcing.domain import Aggregate, event
 
 from .errors import DomainError
+from .event_type import EventType
 from .lifecycle import Edge, Lifecycle
 
 LEASE_LIFECYCLE = Lifecycle(
@@ -38,9 +39,9 @@ class LeaseHeld(DomainError):
 
 class SessionLease(Aggregate):
     #: Declared, not left to eventsourcing to make: an event class written as a subclass of it is
-    #: used as it is, where one written on `Aggregate.Event` is built again as a subclass of this
-    #: (a second frozen dataclass per event, most of what importing the domain cost).
-    class Event(Aggregate.Event):
+    #: used as it is, where one written on `Aggregate.Event` is built again as a subclass of this,
+    #: and EventType makes it without compiling code (domain/event_type.py).
+    class Event(Aggregate.Event, metaclass=EventType):
         pass
 
     class Created(Aggregate.Created, Event):

@@ -17,6 +17,7 @@ from uuid import UUID
 
 from eventsourcing.domain import Aggregate, event
 
+from .event_type import EventType
 from .lifecycle import Edge, Lifecycle
 
 REPAIR_LIFECYCLE = Lifecycle(
@@ -36,9 +37,9 @@ RESULTS = ("retry", "success", "failed", "manual_required")
 
 class Repair(Aggregate):
     #: Declared, not left to eventsourcing to make: an event class written as a subclass of it is
-    #: used as it is, where one written on `Aggregate.Event` is built again as a subclass of this
-    #: (a second frozen dataclass per event, most of what importing the domain cost).
-    class Event(Aggregate.Event):
+    #: used as it is, where one written on `Aggregate.Event` is built again as a subclass of this,
+    #: and EventType makes it without compiling code (domain/event_type.py).
+    class Event(Aggregate.Event, metaclass=EventType):
         pass
 
     class Detected(Aggregate.Created, Event):

@@ -25,8 +25,8 @@ if TYPE_CHECKING:  # pydantic models are imported where they are used: replaying
 
 class Session(Aggregate):
     #: Declared, not left to eventsourcing to make: an event class written as a subclass of it is
-    #: used as it is, where one written on `Aggregate.Event` is built again as a subclass of this
-    #: (a second frozen dataclass per event, most of what importing the domain cost).
+    #: used as it is, where one written on `Aggregate.Event` is built again as a subclass of this,
+    #: and EventType makes it without compiling code (domain/event_type.py).
     class Event(Aggregate.Event, metaclass=EventType):
         pass
 

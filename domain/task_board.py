@@ -20,6 +20,7 @@ from uuid import UUID
 
 from eventsourcing.domain import Aggregate, event
 
+from .event_type import EventType
 from .lifecycle import Edge, Lifecycle
 
 TASK_LIFECYCLE = Lifecycle(
@@ -51,9 +52,9 @@ def keywords(text: str) -> list[str]:
 
 class DelegatedTask(Aggregate):
     #: Declared, not left to eventsourcing to make: an event class written as a subclass of it is
-    #: used as it is, where one written on `Aggregate.Event` is built again as a subclass of this
-    #: (a second frozen dataclass per event, most of what importing the domain cost).
-    class Event(Aggregate.Event):
+    #: used as it is, where one written on `Aggregate.Event` is built again as a subclass of this,
+    #: and EventType makes it without compiling code (domain/event_type.py).
+    class Event(Aggregate.Event, metaclass=EventType):
         pass
 
     class Opened(Aggregate.Created, Event):
