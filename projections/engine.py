@@ -190,7 +190,7 @@ class ProjectionEngine:
             events = self._decode(notifications)
             passed = [n for n in notifications if n.id in self.unreadable]
             try:
-                with self.db.transaction() as tx:
+                with self.db.transaction(pipelined=True) as tx:
                     for projection in sorted(group, key=lambda p: p.key):  # one lock order: no deadlock
                         current = self.db.lock_position(tx, projection.key) or 0
                         if current != low:

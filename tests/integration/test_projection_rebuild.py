@@ -118,3 +118,39 @@ def test_a_read_model_built_from_a_long_log_is_announced_once(db_url, tmp_path, 
         ProjectionEngine(store, [Again()])
     assert caplog.records == []  # a shorter log is built without a word
     store.close()
+
+
+def test_a_batch_that_fails_part_way_leaves_nothing_and_is_applied_once_after(db_url, tmp_path, workspace):
+    """A batch is one transaction, and on PostgreSQL its writes are pipelined (sent without waiting
+    for each answer): an error in the middle surfaces only later, and must still undo every row the
+    batch wrote before it and leave the position where it was."""
+    from chronicle.domain.session import Session
+    from chronicle.domain.turn import Turn
+    from chronicle.projections.base import Projection, on
+
+    class Fragile(Projection):
+        name, version = "fragile", 1
+        tables = {"proj_fragile": "position INTEGER PRIMARY KEY, kind TEXT NOT NULL"}
+        broken = True
+
+        @on(Turn.Created, Turn.Completed, Session.TurnEnded)
+        def _seen(self, tx, e, position):  # type: ignore[no-untyped-def]
+            tx.execute("INSERT INTO proj_fragile VALUES (%s, %s)", (position, type(e).__qualname__))
+            if self.broken and type(e).__qualname__ == "Turn.Completed":
+                tx.execute("UPDATE proj_no_such_table SET x = 1")  # fails on the server, answered later
+
+    store = ChronicleStore(db_url)
+    asyncio.run(MixedRun(store, tmp_path, workspace).run())
+    fragile = Fragile()
+    engine = ProjectionEngine(store, [fragile], batch_size=10_000)
+    with pytest.raises(Exception, match="proj_no_such_table"):
+        engine.catch_up()
+    assert engine.position("fragile") == 0
+    assert engine.dump("fragile") == {"proj_fragile": []}  # the rows before the error went with it
+    fragile.broken = False
+    assert engine.catch_up() == engine.db.count_after(0)
+    rows = engine.dump("fragile")["proj_fragile"]
+    assert [kind for _, kind in rows].count("Turn.Completed") >= 1
+    assert len({position for position, _ in rows}) == len(rows)  # each event once
+    assert engine.position("fragile") == store.max_position()
+    store.close()
