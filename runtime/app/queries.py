@@ -13,8 +13,6 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 from uuid import UUID
 
-from pydantic_core import to_jsonable_python
-
 from chronicle.domain.session import Session
 from chronicle.domain.tool_call import ToolCall
 from chronicle.domain.turn import Turn
@@ -23,6 +21,7 @@ from chronicle.projections.cost import CostReport
 from chronicle.projections.sql import iso
 from chronicle.projections.summaries import summaries
 
+from ..jsonable import jsonable
 from ..store import ChronicleStore
 from .errors import AppError
 from .session_listing import tree_order as tree_order  # the viewer and the CLI order rows with it
@@ -164,7 +163,7 @@ class LogTail:
             "version": event.originator_version,
             "event": type(event).__name__,
             "status": getattr(aggregate, "status", None),
-            "data": to_jsonable_python(data),
+            "data": jsonable(data),
             **(owners[event.originator_id] if self.tree else {}),
         }
 

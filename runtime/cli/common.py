@@ -195,9 +195,9 @@ def paged(no_pager: bool = False) -> Iterator[None]:
 
 
 def print_json(obj: Any) -> None:
-    from pydantic_core import to_jsonable_python
+    from ..jsonable import jsonable
 
-    sys.stdout.write(json.dumps(to_jsonable_python(obj), ensure_ascii=False) + "\n")
+    sys.stdout.write(json.dumps(jsonable(obj), ensure_ascii=False) + "\n")
 
 
 def print_json_rows(rows: Iterable[Any]) -> None:

@@ -29,8 +29,10 @@ def fit_table(columns: list[Column], rows: Iterable[dict[str, Any]], width: int)
 
     rows = [{k: "" if v is None else printable(str(v)) for k, v in row.items()} for row in rows]
 
+    widths = {c.name: max([len(c.name), *(len(_plain(row.get(c.name, ""))) for row in rows)]) for c in columns}
+
     def natural(column: Column) -> int:
-        return max([len(column.name), *(len(_plain(row.get(column.name, ""))) for row in rows)])
+        return widths[column.name]
 
     kept = list(columns)
     while True:
@@ -53,6 +55,8 @@ def fit_table(columns: list[Column], rows: Iterable[dict[str, Any]], width: int)
 
 def _plain(text: str) -> str:
     """Length as shown: markup such as [red]…[/] takes no room."""
+    if "[" not in text:
+        return text  # no markup: parsing it (most cells) was most of the time a table took to build
     from rich.text import Text
 
     return Text.from_markup(text).plain

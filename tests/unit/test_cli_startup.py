@@ -186,8 +186,8 @@ def test_opening_a_plain_store_on_either_backend_skips_settings_and_cipher_impor
 #: What replaying a session's events for `log` never needs: a pydantic model (the domain imports
 #: its content models and AgentSpec in the methods that build them), pydantic's plugin registry
 #: (importlib.metadata, read when a first model is built), the read models with every projection
-#: and the price table. pydantic_core stays: the store decodes with it (runtime/transcoder.py).
-LOG_HEAVY = ("pydantic", "annotated_types", "importlib.metadata", "chronicle.domain.content", "chronicle.domain.agent_spec",
+#: and the price table; nor pydantic-core for a short log (runtime/transcoder.py, runtime/jsonable.py).
+LOG_HEAVY = ("pydantic", "pydantic_core", "annotated_types", "importlib.metadata", "chronicle.domain.content", "chronicle.domain.agent_spec",
              "chronicle.domain.skill", "chronicle.runtime.read_models", "chronicle.runtime.pricing", "chronicle.projections.history")
 #: `history` of the present builds its messages from events: time travel (the tools, asyncio) is for --at/--version.
 HISTORY_HEAVY = ("asyncio", "chronicle.runtime.tools", "chronicle.runtime.timetravel", "chronicle.runtime.past_context",

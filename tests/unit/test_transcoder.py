@@ -14,7 +14,7 @@ from eventsourcing.persistence import DatetimeAsISO, DecimalAsStr, JSONTranscode
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from chronicle.runtime.transcoder import FastJSONTranscoder
+from chronicle.runtime.transcoder import WARM_UP, FastJSONTranscoder
 
 
 def _registered(transcoder: JSONTranscoder) -> JSONTranscoder:
@@ -24,6 +24,7 @@ def _registered(transcoder: JSONTranscoder) -> JSONTranscoder:
 
 
 OLD, NEW = _registered(JSONTranscoder()), _registered(FastJSONTranscoder())
+NEW._decoded = WARM_UP  # past its warm-up: these tests are of pydantic-core's path
 
 SCALARS = (
     st.none() | st.booleans() | st.integers() | st.integers(min_value=2**63, max_value=2**90)
@@ -72,3 +73,23 @@ def test_what_the_fast_parser_refuses_is_read_the_old_way() -> None:
     assert NEW.decode(lone_surrogate) == json.loads(lone_surrogate) == {"text": "\ud800 and more", "n": 1}
     too_big = b'{"x":1e400}'
     assert NEW.decode(too_big) == OLD.decode(too_big)
+
+
+def test_a_process_decodes_its_first_states_without_pydantic_core_then_switches():
+    import subprocess
+    import sys
+
+    probe = (
+        "import sys\n"
+        "from tests.unit.test_transcoder import _registered\n"
+        "from chronicle.runtime.transcoder import WARM_UP, FastJSONTranscoder\n"
+        "t = _registered(FastJSONTranscoder())\n"
+        "data = t.encode({'a': [1, {'b': 'c'}]})\n"
+        "firsts = [t.decode(data) for _ in range(WARM_UP)]\n"
+        "before = 'pydantic_core' in sys.modules\n"
+        "after = t.decode(data)\n"
+        "print(before, 'pydantic_core' in sys.modules, all(f == after for f in firsts))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["False", "True", "True"]
