@@ -234,7 +234,14 @@ class Database:
                 yield tx
             return
         with self._connection() as conn:
-            yield Tx(conn.cursor(), self)
+            # The pool's connections are not in autocommit: a read there opened a transaction that
+            # handing the connection back committed, a second round trip per read.
+            conn.autocommit = True
+            try:
+                yield Tx(conn.cursor(), self)
+            finally:
+                if not conn.closed:
+                    conn.autocommit = False
 
     @contextmanager
     def _connection(self) -> Iterator[Any]:
