@@ -25,9 +25,8 @@ from pydantic import (
     model_serializer,
 )
 
-#: Set by the stream assembler on a tool_use whose input JSON never completed: the raw text the
-#: model produced, kept instead of a guessed completion. Such a block is never sent back.
-PARTIAL_INPUT_KEY = "partial_input_json"
+from .wire_blocks import FINISHED_STOP_REASONS as FINISHED_STOP_REASONS  # the models' users import them from here
+from .wire_blocks import PARTIAL_INPUT_KEY as PARTIAL_INPUT_KEY
 
 
 class _Block(BaseModel):
@@ -153,10 +152,6 @@ else:
 StopReason = Literal[
     "end_turn", "tool_use", "max_tokens", "stop_sequence", "pause_turn", "refusal", "error", "aborted"
 ]
-#: Stop reasons of a response that the model actually finished and may be sent back.
-FINISHED_STOP_REASONS = frozenset(
-    {"end_turn", "tool_use", "max_tokens", "stop_sequence", "pause_turn", "refusal"}
-)
 
 
 TOKEN_FIELDS = ("input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")

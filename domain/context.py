@@ -14,13 +14,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from typing import Any
-from uuid import UUID
 
 from .content import FINISHED_STOP_REASONS, PARTIAL_INPUT_KEY, Message, TextBlock, load_blocks, sendable
-
-
-def refused(turn: Any) -> bool:
-    return any(step["response"].get("stop_reason") == "refusal" for step in turn.steps)
+from .context_wire import compacted_view as compacted_view  # its readers import it from here
+from .context_wire import refused, with_answer
 
 
 def input_message(turn: Any) -> Message:
@@ -42,20 +39,6 @@ def turn_messages(turn: Any, include_input: bool = True) -> list[Message]:
     for index, step in enumerate(turn.steps):
         messages.extend(step_messages(step, answer if index == last else None))
     return messages
-
-
-def with_answer(content: list[dict[str, Any]], answer: str) -> list[dict[str, Any]]:
-    """The final response's blocks with its text as a final guardrail delivered it: the first text
-    block carries the answer, the other text blocks go; thinking and other blocks stay."""
-    out: list[dict[str, Any]] = []
-    placed = False
-    for block in content:
-        if block.get("type") != "text":
-            out.append(block)
-        elif not placed:
-            out.append({"type": "text", "text": answer})
-            placed = True
-    return out if placed else [*out, {"type": "text", "text": answer}]
 
 
 def step_messages(step: dict[str, Any], answer: str | None = None) -> list[Message]:
@@ -86,18 +69,6 @@ def merge_roles(messages: Iterable[Message]) -> list[Message]:
         else:
             merged.append(message)
     return merged
-
-
-def compacted_view(head: list[UUID], compaction: dict[str, Any] | None) -> tuple[str | None, list[UUID]]:
-    """Which turns of the branch the model reads, and the summary that stands for those before them.
-
-    A compaction covers a prefix of the head. If undo has since cut into that prefix, the
-    compaction no longer describes the branch and the whole head is used again.
-    """
-    compacted = list(compaction["compacted_turn_ids"]) if compaction else []
-    if compacted and head[: len(compacted)] == compacted:
-        return compaction["summary"], head[len(compacted):]  # type: ignore[index]
-    return None, list(head)
 
 
 def build_context(turns: Iterable[Any], summary: str | None = None) -> list[Message]:

@@ -449,7 +449,7 @@ class Session(Aggregate):
 
     def context_view(self) -> tuple[str | None, list[UUID]]:
         """What the model reads: (summary, turn ids). The full record stays in the log."""
-        from .context import compacted_view
+        from .context_wire import compacted_view
 
         return compacted_view(self.head, self.compaction)
 

@@ -13,9 +13,10 @@ from typing import Any
 
 from pydantic import TypeAdapter
 
-from chronicle.domain.content import BLOCK_MODELS, FINISHED_STOP_REASONS, PARTIAL_INPUT_KEY, BlockList, sendable
+from chronicle.domain.content import BlockList, sendable
 from chronicle.domain.session import Session
 from chronicle.domain.turn import Turn
+from chronicle.domain.wire_blocks import FINISHED_STOP_REASONS, PARTIAL_INPUT_KEY, dumps_as_is
 
 from .base import Projection, on
 from .sql import Tx, dumps, iso
@@ -230,57 +231,6 @@ class WireRule(Enum):
 
 
 WIRE_OF_CONTENT, SENDABLE_OF_CONTENT, SAME_AS_CONTENT = WireRule
-
-
-def _block_shapes() -> dict[str, tuple[tuple[str, ...], tuple[tuple[str, type], ...]]]:
-    """Per known block type, its model's field names in dump order, and the plain type each field
-    but `type` must hold for the block to dump as it is: a block with exactly these keys, in this
-    order, validates and dumps back to itself. Read from the models, so a field added to one is
-    never missed."""
-    plain: dict[Any, type] = {str: str, bool: bool}
-    shapes: dict[str, tuple[tuple[str, ...], tuple[tuple[str, type], ...]]] = {}
-    for kind, model in BLOCK_MODELS.items():
-        checks: list[tuple[str, type]] = []
-        for name, info in model.model_fields.items():
-            annotation = info.annotation
-            if name == "type":
-                continue
-            if annotation in plain:
-                checks.append((name, plain[annotation]))
-            elif getattr(annotation, "__origin__", None) is dict:
-                checks.append((name, dict))
-            else:
-                break  # a field this check cannot vouch for: the type always takes the validated path
-        else:
-            shapes[kind] = (tuple(model.model_fields), tuple(checks))
-    return shapes
-
-
-_SHAPES = _block_shapes()
-
-
-def dumps_as_is(blocks: Any, sendable_only: bool = False) -> bool:
-    """Whether `dumps(blocks)` is already their wire form, so no model need be built to find it.
-
-    True only for blocks of a known type holding exactly their model's fields, in its order, each
-    of the plain type it names (defaults written out, no extra fields, no object to convert); with
-    `sendable_only`, also no text block the API would refuse back. The JSON itself is checked
-    for non-finite numbers by `wire_form`, which pydantic's dump would turn into null."""
-    if type(blocks) is not list:
-        return False
-    for block in blocks:
-        if type(block) is not dict:
-            return False
-        kind = block.get("type")
-        shape = _SHAPES.get(kind) if type(kind) is str else None
-        if shape is None or tuple(block) != shape[0]:
-            return False
-        for name, plain in shape[1]:
-            if type(block[name]) is not plain:
-                return False
-        if sendable_only and kind == "text" and not block["text"].strip():
-            return False
-    return True
 
 
 def wire_form(blocks: list[Any], text: str, sendable_only: bool = False) -> str:

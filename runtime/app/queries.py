@@ -201,7 +201,12 @@ def history(
     The past is shown from the history projection's wire rows without building a `Message`
     (runtime/past_wire.py, past_context.wire_at); what the model reads next, from events."""
     if at is None and version is None and step is None:
-        return [m.wire() for m in history_messages(store, ref)]
+        # What the model reads next, from events as the loop builds it, in wire form without the
+        # content models where the recorded blocks already are (domain/context_wire.py).
+        from chronicle.domain.context_wire import wire_context
+
+        summary, view = store.session(session_id(store, ref)).context_view()
+        return wire_context(store.turns(view), summary=summary)
     sid = session_id(store, ref)
     _moment(at, version, step)
     from ..past_context import history_engine, wire_at

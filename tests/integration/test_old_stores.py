@@ -116,6 +116,22 @@ def test_every_aggregate_of_an_old_store_loads_and_its_snapshots_agree_with_its_
     assert snapshotted >= 2
 
 
+def test_history_of_the_present_shows_what_the_content_models_give_for_every_old_session(old_url):
+    """`history` builds its wire messages without the content models where the recorded blocks are
+    already wire form (domain/context_wire.py); on stores of every schema, including compacted and
+    forked sessions, that must be exactly the messages the models give."""
+    from chronicle.runtime.app import queries
+
+    store = ChronicleStore(old_url)
+    shown = 0
+    for session in store.sessions():
+        expected = [m.wire() for m in queries.history_messages(store, session.id)]
+        assert queries.history(store, session.id) == expected, session.id
+        shown += len(expected)
+    assert shown >= 20
+    store.close()
+
+
 def test_an_old_store_rebuilds_every_projection_to_the_rows_its_own_code_gave(old_url, version):
     expected_file = FIXTURES / f"{version}_rows.json"
     store = ChronicleStore(old_url)

@@ -12,7 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from chronicle.domain.content import Message, sendable
-from chronicle.projections.history import dumps, dumps_as_is, wire_form
+from chronicle.domain.wire_blocks import dumps_as_is
+from chronicle.projections.history import dumps, wire_form
 
 JSON = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=8),

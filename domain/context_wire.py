@@ -1,0 +1,116 @@
+"""What the model reads next, as the Messages API's wire dicts, built from recorded turns.
+
+The same messages `domain.context.build_context` makes, as `Message.wire()` dumps them, for
+readers that show or hand on messages rather than send them (`history`, the API's history):
+blocks recorded in wire form are handed on as they are (domain/wire_blocks.py) and only the
+others go through the content models, imported then. So showing a session's messages does not
+import pydantic. tests/unit/test_context_wire.py requires the two builders to agree.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+from uuid import UUID
+
+from .wire_blocks import FINISHED_STOP_REASONS, PARTIAL_INPUT_KEY, plain_blocks
+
+
+def refused(turn: Any) -> bool:
+    return any(step["response"].get("stop_reason") == "refusal" for step in turn.steps)
+
+
+def with_answer(content: list[dict[str, Any]], answer: str) -> list[dict[str, Any]]:
+    """The final response's blocks with its text as a final guardrail delivered it: the first text
+    block carries the answer, the other text blocks go; thinking and other blocks stay."""
+    out: list[dict[str, Any]] = []
+    placed = False
+    for block in content:
+        if block.get("type") != "text":
+            out.append(block)
+        elif not placed:
+            out.append({"type": "text", "text": answer})
+            placed = True
+    return out if placed else [*out, {"type": "text", "text": answer}]
+
+
+def compacted_view(head: list[UUID], compaction: dict[str, Any] | None) -> tuple[str | None, list[UUID]]:
+    """Which turns of the branch the model reads, and the summary that stands for those before them.
+
+    A compaction covers a prefix of the head. If undo has since cut into that prefix, the
+    compaction no longer describes the branch and the whole head is used again.
+    """
+    compacted = list(compaction["compacted_turn_ids"]) if compaction else []
+    if compacted and head[: len(compacted)] == compacted:
+        return compaction["summary"], head[len(compacted):]  # type: ignore[index]
+    return None, list(head)
+
+
+def wire_context(turns: Iterable[Any], summary: str | None = None) -> list[dict[str, Any]]:
+    """`[m.wire() for m in build_context(turns, summary)]`."""
+    messages: list[dict[str, Any]] = []
+    if summary:
+        messages.append(_message("user", [{"type": "text", "text": f"Summary of the conversation so far:\n{summary}"}]))
+    for turn in turns:
+        messages.extend(turn_wire(turn))
+    merged: list[dict[str, Any]] = []
+    for message in messages:
+        if merged and merged[-1]["role"] == message["role"]:
+            merged[-1] = _message(message["role"], [*merged[-1]["content"], *message["content"]])
+        else:
+            merged.append(message)
+    return merged
+
+
+def turn_wire(turn: Any) -> list[dict[str, Any]]:
+    if refused(turn):
+        return []
+    attachments = list(turn.attachments) if getattr(turn, "attachments", None) else []
+    text = getattr(turn, "model_input", None)
+    messages = [_message("user", [*_wire(attachments), {"type": "text", "text": turn.input_text if text is None else text}])]
+    answer = getattr(turn, "answer", None)
+    last = len(turn.steps) - 1
+    for index, step in enumerate(turn.steps):
+        messages.extend(step_wire(step, answer if index == last else None))
+    return messages
+
+
+def step_wire(step: dict[str, Any], answer: str | None = None) -> list[dict[str, Any]]:
+    response = step["response"]
+    content = response.get("content") or []
+    if answer is not None:
+        content = with_answer(content, answer)
+    if response.get("stop_reason") not in FINISHED_STOP_REASONS or response.get("stop_reason") == "refusal":
+        return []
+    if any(PARTIAL_INPUT_KEY in block for block in content if block.get("type") == "tool_use"):
+        return []
+    messages = []
+    blocks = _wire(content, sendable_only=True)
+    if blocks:
+        messages.append(_message("assistant", blocks))
+    if step["results"]:
+        messages.append(_message("user", _wire(step["results"])))
+    return messages
+
+
+def _message(role: str, content: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"role": role, "content": content}
+
+
+def _wire(blocks: list[Any], sendable_only: bool = False) -> list[dict[str, Any]]:
+    """The blocks' wire form: a copy of them when they are already in it, else through the models."""
+    if plain_blocks(blocks, sendable_only):
+        return [_copy(block) for block in blocks]
+    from .content import dump_blocks, load_blocks, sendable
+
+    loaded = load_blocks(list(blocks))
+    return dump_blocks(sendable(loaded) if sendable_only else loaded)
+
+
+def _copy(value: Any) -> Any:
+    """A fresh copy of JSON-like data, so no caller can change a recorded turn through what it was given."""
+    if type(value) is dict:
+        return {key: _copy(item) for key, item in value.items()}
+    if type(value) is list:
+        return [_copy(item) for item in value]
+    return value
