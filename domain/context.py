@@ -15,9 +15,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from .content import FINISHED_STOP_REASONS, PARTIAL_INPUT_KEY, Message, TextBlock, load_blocks, sendable
+from .content import Message, TextBlock, load_blocks, sendable
 from .context_wire import compacted_view as compacted_view  # its readers import it from here
-from .context_wire import refused, with_answer
+from .context_wire import refused, sent_content
 
 
 def input_message(turn: Any) -> Message:
@@ -44,13 +44,8 @@ def turn_messages(turn: Any, include_input: bool = True) -> list[Message]:
 def step_messages(step: dict[str, Any], answer: str | None = None) -> list[Message]:
     """One recorded step as messages: the response (if it finished) and its tool results.
     `answer`: the turn's final text as a final guardrail changed it (the last step only)."""
-    response = step["response"]
-    content = response.get("content") or []
-    if answer is not None:
-        content = with_answer(content, answer)
-    if response.get("stop_reason") not in FINISHED_STOP_REASONS or response.get("stop_reason") == "refusal":
-        return []
-    if any(PARTIAL_INPUT_KEY in block for block in content if block.get("type") == "tool_use"):
+    content = sent_content(step, answer)
+    if content is None:
         return []
     messages = []
     blocks = sendable(load_blocks(content))

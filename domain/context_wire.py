@@ -75,14 +75,25 @@ def turn_wire(turn: Any) -> list[dict[str, Any]]:
     return messages
 
 
-def step_wire(step: dict[str, Any], answer: str | None = None) -> list[dict[str, Any]]:
+def sent_content(step: dict[str, Any], answer: str | None = None) -> list[dict[str, Any]] | None:
+    """The step's response blocks as they are sent back (`answer`: the turn's final text as a final
+    guardrail changed it, on the last step only), or None when the step sends nothing, its tool
+    results included: a response that did not finish, or whose tool input was cut (its results would
+    answer blocks the model never sees), and a refusal (its turn is left out whole)."""
     response = step["response"]
     content = response.get("content") or []
     if answer is not None:
         content = with_answer(content, answer)
     if response.get("stop_reason") not in FINISHED_STOP_REASONS or response.get("stop_reason") == "refusal":
-        return []
+        return None
     if any(PARTIAL_INPUT_KEY in block for block in content if block.get("type") == "tool_use"):
+        return None
+    return content
+
+
+def step_wire(step: dict[str, Any], answer: str | None = None) -> list[dict[str, Any]]:
+    content = sent_content(step, answer)
+    if content is None:
         return []
     messages = []
     blocks = _wire(content, sendable_only=True)

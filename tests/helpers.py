@@ -57,3 +57,17 @@ def _base_env() -> dict[str, str]:
 
 def json_lines(stdout: str) -> list[dict[str, Any]]:
     return [json.loads(line) for line in stdout.splitlines() if line.strip()]
+
+
+def same_value(a: Any, b: Any) -> bool:
+    """Equal values of equal types all the way down, dict keys in the same order, NaN equal to NaN:
+    what "decodes / converts / dumps exactly as the other does" means in the equivalence tests."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, dict):
+        return list(a) == list(b) and all(same_value(a[k], b[k]) for k in a)
+    if isinstance(a, list):
+        return len(a) == len(b) and all(same_value(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, float) and a != a:
+        return b != b
+    return bool(a == b)

@@ -5,7 +5,6 @@ responses, guardrail answers and inputs, attachments, a compaction summary."""
 
 from __future__ import annotations
 
-import math
 import sys
 from types import SimpleNamespace
 from typing import Any
@@ -16,6 +15,7 @@ from hypothesis import strategies as st
 from chronicle.domain.context import build_context
 from chronicle.domain.context_wire import wire_context
 from chronicle.domain.wire_blocks import PARTIAL_INPUT_KEY
+from tests.helpers import same_value
 
 TEXTS = st.sampled_from(["", "  ", "hello", "done.", "a\nb", "NaN", "\u00e9t\u00e9"])
 JSONISH = st.recursive(
@@ -55,23 +55,11 @@ TURN = st.builds(
 )
 
 
-def _same(a: Any, b: Any) -> bool:
-    if type(a) is not type(b):
-        return False
-    if isinstance(a, dict):
-        return list(a) == list(b) and all(_same(a[k], b[k]) for k in a)
-    if isinstance(a, list):
-        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
-    if isinstance(a, float) and math.isnan(a):
-        return math.isnan(b)
-    return bool(a == b)
-
-
 @settings(max_examples=500, deadline=None)
 @given(st.lists(TURN, max_size=4), st.none() | TEXTS)
 def test_the_wire_messages_are_the_models_dumped(turns: list[Any], summary: str | None) -> None:
     expected = [m.wire() for m in build_context(turns, summary=summary)]
-    assert _same(wire_context(turns, summary=summary), expected)
+    assert same_value(wire_context(turns, summary=summary), expected)
 
 
 def test_blocks_handed_on_are_copies_of_the_record():

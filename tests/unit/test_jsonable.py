@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import math
 from datetime import timedelta, timezone
 from decimal import Decimal
 from typing import Any
@@ -13,6 +12,7 @@ from hypothesis import strategies as st
 from pydantic_core import to_jsonable_python
 
 from chronicle.runtime.jsonable import jsonable
+from tests.helpers import same_value
 
 ZONES = st.sampled_from([timezone.utc, timezone(timedelta(hours=5, minutes=30)), timezone(timedelta(hours=-8))])
 SCALARS = (
@@ -28,18 +28,6 @@ VALUES = st.recursive(
 )
 
 
-def _same(a: Any, b: Any) -> bool:
-    if type(a) is not type(b):
-        return False
-    if isinstance(a, dict):
-        return list(a) == list(b) and all(_same(a[k], b[k]) for k in a)
-    if isinstance(a, list):
-        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
-    if isinstance(a, float) and math.isnan(a):
-        return math.isnan(b)
-    return bool(a == b)
-
-
 def _outcome(convert: Any, value: Any) -> Any:
     try:
         return convert(value)
@@ -50,7 +38,7 @@ def _outcome(convert: Any, value: Any) -> Any:
 @settings(max_examples=400, deadline=None)
 @given(VALUES)
 def test_converts_as_pydantic_core_does(value: Any) -> None:
-    assert _same(_outcome(jsonable, value), _outcome(to_jsonable_python, value))
+    assert same_value(_outcome(jsonable, value), _outcome(to_jsonable_python, value))
 
 
 def test_the_usual_values_are_converted_here():

@@ -15,6 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from chronicle.runtime.transcoder import WARM_UP, FastJSONTranscoder
+from tests.helpers import same_value
 
 
 def _registered(transcoder: JSONTranscoder) -> JSONTranscoder:
@@ -39,25 +40,12 @@ VALUES = st.recursive(
 )
 
 
-def _same(a: Any, b: Any) -> bool:
-    """Equal values of equal types all the way down (NaN equal to NaN)."""
-    if type(a) is not type(b):
-        return False
-    if isinstance(a, dict):
-        return list(a) == list(b) and all(_same(a[k], b[k]) for k in a)
-    if isinstance(a, list):
-        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
-    if isinstance(a, float) and a != a:
-        return b != b
-    return bool(a == b)
-
-
 @settings(max_examples=300, deadline=None)
 @given(st.dictionaries(st.text(max_size=8), VALUES, max_size=6))
 def test_decodes_every_state_as_the_standard_transcoder_does(state: dict[str, Any]) -> None:
     data = OLD.encode(state)
     assert NEW.encode(state) == data
-    assert _same(NEW.decode(data), OLD.decode(data))
+    assert same_value(NEW.decode(data), OLD.decode(data))
 
 
 def test_an_event_state_revives_its_ids_and_times_at_any_depth() -> None:
