@@ -240,8 +240,11 @@ class Database:
             try:
                 yield Tx(conn.cursor(), self)
             finally:
-                if not conn.closed:
-                    conn.autocommit = False
+                try:
+                    if not conn.closed:
+                        conn.autocommit = False
+                except Exception:  # noqa: BLE001 - left mid-statement (an interrupt): it goes, not back to the pool as it is
+                    conn.close()
 
     @contextmanager
     def _connection(self) -> Iterator[Any]:
