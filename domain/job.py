@@ -50,7 +50,11 @@ class Job(Aggregate):
         JOB_LIFECYCLE.next_state("cancel", self.status, self.id)
         self._cancelled(session_id=self.session_id, reason=reason, timestamp=now)
 
-    @event("Cancelled")
+    class Cancelled(Event):
+        session_id: UUID
+        reason: str
+
+    @event(Cancelled)
     def _cancelled(self, session_id: UUID, reason: str, timestamp: datetime) -> None:
         self.status = "cancelled"
         self.cancel_reason = reason

@@ -70,7 +70,11 @@ class Repair(Aggregate):
         REPAIR_LIFECYCLE.next_state(result, self.status, self.id)
         self._attempted(result=result, detail=detail, timestamp=now)
 
-    @event("Attempted")
+    class Attempted(Event):
+        result: str
+        detail: str
+
+    @event(Attempted)
     def _attempted(self, result: str, detail: str, timestamp: datetime) -> None:
         self.attempts.append({"result": result, "detail": detail, "at": timestamp.isoformat()})
         self.status = {"retry": "retrying", "success": "resolved"}.get(result, result)

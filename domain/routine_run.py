@@ -75,7 +75,10 @@ class RoutineRun(Aggregate):
         ROUTINE_RUN_LIFECYCLE.next_state("skip", self.status, self.id)
         self._skipped(reason=reason, timestamp=now)
 
-    @event("Skipped")
+    class Skipped(Event):
+        reason: str
+
+    @event(Skipped)
     def _skipped(self, reason: str, timestamp: datetime) -> None:
         self.status = "skipped"
         self.reason = reason
@@ -85,7 +88,11 @@ class RoutineRun(Aggregate):
         ROUTINE_RUN_LIFECYCLE.next_state("complete", self.status, self.id)
         self._completed(summary=summary, usd=usd, timestamp=now)
 
-    @event("Completed")
+    class Completed(Event):
+        summary: str
+        usd: float
+
+    @event(Completed)
     def _completed(self, summary: str, usd: float, timestamp: datetime) -> None:
         self.status = "completed"
         self.summary = summary
@@ -96,7 +103,11 @@ class RoutineRun(Aggregate):
         ROUTINE_RUN_LIFECYCLE.next_state("fail", self.status, self.id)
         self._failed(reason=reason, usd=usd, timestamp=now)
 
-    @event("Failed")
+    class Failed(Event):
+        reason: str
+        usd: float
+
+    @event(Failed)
     def _failed(self, reason: str, usd: float, timestamp: datetime) -> None:
         self.status = "failed"
         self.reason = reason

@@ -91,7 +91,10 @@ class DelegatedTask(Aggregate):
         TASK_LIFECYCLE.next_state("claim", self.status, self.id)
         self._claimed(agent=agent, timestamp=now)
 
-    @event("Claimed")
+    class Claimed(Event):
+        agent: str
+
+    @event(Claimed)
     def _claimed(self, agent: str, timestamp: datetime) -> None:
         self.status = "in_progress"
         self.claimed_by = agent
@@ -101,7 +104,10 @@ class DelegatedTask(Aggregate):
         TASK_LIFECYCLE.next_state("complete", self.status, self.id)
         self._completed(summary=summary, timestamp=now)
 
-    @event("Completed")
+    class Completed(Event):
+        summary: str
+
+    @event(Completed)
     def _completed(self, summary: str, timestamp: datetime) -> None:
         self.status = "completed"
         self.summary = summary
@@ -111,7 +117,10 @@ class DelegatedTask(Aggregate):
         TASK_LIFECYCLE.next_state("fail", self.status, self.id)
         self._failed(summary=summary, timestamp=now)
 
-    @event("Failed")
+    class Failed(Event):
+        summary: str
+
+    @event(Failed)
     def _failed(self, summary: str, timestamp: datetime) -> None:
         self.status = "failed"
         self.summary = summary
@@ -125,7 +134,13 @@ class DelegatedTask(Aggregate):
             task=self.task, what_happened=what_happened, failure=failure, keywords=keywords(self.task), timestamp=now
         )
 
-    @event("ReflectionRecorded")
+    class ReflectionRecorded(Event):
+        task: str
+        what_happened: str
+        failure: str
+        keywords: list[str]
+
+    @event(ReflectionRecorded)
     def _reflection_recorded(self, task: str, what_happened: str, failure: str, keywords: list[str], timestamp: datetime) -> None:
         self.reflection = {
             "task": task, "what_happened": what_happened, "failure": failure, "keywords": list(keywords),

@@ -13,8 +13,12 @@ import json
 import re
 from typing import Any
 
+from chronicle.domain.job import Job
+from chronicle.domain.repair import Repair
+from chronicle.domain.routine_run import RoutineRun
 from chronicle.domain.session import Session
 from chronicle.domain.stored_response import expand
+from chronicle.domain.task_board import DelegatedTask
 from chronicle.domain.tool_call import ToolCall
 from chronicle.domain.turn import Turn
 
@@ -28,8 +32,10 @@ SKIP = {cls.__qualname__ for cls in (Turn.Started, Turn.ApprovalRequested, Turn.
                                      Session.TurnStarted, Session.TurnEnded, ToolCall.Requested)}
 
 
-ROUTINE_END = {"RoutineRun.Skipped": "skipped", "RoutineRun.Completed": "completed", "RoutineRun.Failed": "failed"}
-TASK_STATUS = {"DelegatedTask.Claimed": "in_progress", "DelegatedTask.Completed": "completed", "DelegatedTask.Failed": "failed"}
+ROUTINE_END = {c.__qualname__: status for c, status in ((RoutineRun.Skipped, "skipped"), (RoutineRun.Completed, "completed"),
+                                                        (RoutineRun.Failed, "failed"))}
+TASK_STATUS = {c.__qualname__: status for c, status in ((DelegatedTask.Claimed, "in_progress"), (DelegatedTask.Completed, "completed"),
+                                                        (DelegatedTask.Failed, "failed"))}
 
 
 class AuditProjection(Projection):
@@ -269,7 +275,7 @@ class AuditProjection(Projection):
 
     # -- the task board and failure reflections ------------------------------------------------
 
-    @on("DelegatedTask.Opened")
+    @on(DelegatedTask.Opened)
     def _task_opened(self, tx: Tx, e: Any, position: int) -> None:
         row = (str(e.originator_id), str(e.parent_session_id), str(e.child_session_id), e.agent)
         tx.execute("INSERT INTO proj_audit_tasks VALUES (%s, %s, %s, %s)", row)
@@ -286,7 +292,7 @@ class AuditProjection(Projection):
         self._row(tx, e, position, "task", parent, name=agent, status=status, is_error=status == "failed", detail=detail,
                   links={"child_session_id": child})
 
-    @on("DelegatedTask.ReflectionRecorded")
+    @on(DelegatedTask.ReflectionRecorded)
     def _reflection(self, tx: Tx, e: Any, position: int) -> None:
         parent, child, agent = self._task(tx, str(e.originator_id))
         self._row(tx, e, position, "reflection", parent, name=agent,
@@ -303,7 +309,7 @@ class AuditProjection(Projection):
 
     # -- routines --------------------------------------------------------------------------------
 
-    @on("RoutineRun.Fired")
+    @on(RoutineRun.Fired)
     def _routine_fired(self, tx: Tx, e: Any, position: int) -> None:
         row = (str(e.originator_id), _s(e.session_id), e.routine)
         tx.execute("INSERT INTO proj_audit_routines VALUES (%s, %s, %s)", row)
@@ -326,15 +332,15 @@ class AuditProjection(Projection):
 
     # -- background jobs -----------------------------------------------------------------------
 
-    @on("Job.Submitted", "Job.Cancelled")
+    @on(Job.Submitted, Job.Cancelled)
     def _job(self, tx: Tx, e: Any, position: int) -> None:
-        submitted = type(e).__qualname__ == "Job.Submitted"
+        submitted = isinstance(e, Job.Submitted)
         detail = {"prompt": e.prompt, "origin": e.origin} if submitted else {"reason": e.reason}
         self._row(tx, e, position, "job", str(e.session_id), status="submitted" if submitted else "cancelled", detail=detail)
 
     # -- self-repair ---------------------------------------------------------------------------
 
-    @on("Repair.Detected")
+    @on(Repair.Detected)
     def _repair_detected(self, tx: Tx, e: Any, position: int) -> None:
         row = (str(e.originator_id), _s(e.session_id), e.kind, e.target)
         tx.execute("INSERT INTO proj_audit_repairs VALUES (%s, %s, %s, %s)", row)
@@ -342,7 +348,7 @@ class AuditProjection(Projection):
         self._row(tx, e, position, "repair", row[1], name=e.kind, status="detected", is_error=True,
                   detail={"repair_id": row[0], "target": e.target, "reason": e.detail})
 
-    @on("Repair.Attempted")
+    @on(Repair.Attempted)
     def _repair_attempted(self, tx: Tx, e: Any, position: int) -> None:
         key = ("audit.repair", str(e.originator_id))
         if key not in tx.memo:

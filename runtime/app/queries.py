@@ -16,7 +16,6 @@ from uuid import UUID
 from chronicle.domain.session import Session
 from chronicle.domain.tool_call import ToolCall
 from chronicle.domain.turn import Turn
-from chronicle.projections import audit as audit_projection
 from chronicle.projections.cost import CostReport
 from chronicle.projections.sql import iso
 from chronicle.projections.summaries import summaries
@@ -295,6 +294,8 @@ def audit(store: ChronicleStore, session: str | UUID | None = None, tool: str | 
           since: str | None = None, limit: int | None = None) -> list[dict[str, Any]]:
     """`audit --json`: every decision in commit order, filtered. `since` as `--since` takes it."""
     since_text = parse_since(since) if since else None
+    from chronicle.projections import audit as audit_projection  # `log` and `sessions` need none of the audit's events
+
     from ..read_models import caught_up
 
     sid = str(session_id(store, session)) if session else None
