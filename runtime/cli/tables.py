@@ -55,8 +55,8 @@ def fit_table(columns: list[Column], rows: Iterable[dict[str, Any]], width: int)
 
 def _plain(text: str) -> str:
     """Length as shown: markup such as [red]…[/] takes no room."""
-    if "[" not in text:
-        return text  # no markup: parsing it (most cells) was most of the time a table took to build
+    if "[" not in text and ":" not in text:
+        return text  # no markup, no :emoji: code: parsing it (most cells) was most of a table's build time
     from rich.text import Text
 
     return Text.from_markup(text).plain
