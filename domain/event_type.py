@@ -88,6 +88,7 @@ def _init_for(qualname: str, names: tuple[str, ...], defaults: dict[str, Any], f
         if post_init:
             self.__post_init__()
 
+    __init__.__qualname__ = qualname
     return __init__
 
 
@@ -114,7 +115,6 @@ def _make_dataclass(cls: Any) -> None:
     signature = inspect.Signature(parameters, return_annotation=None)  # raises as dataclasses would on a bad order
 
     init = _init_for(cls.__qualname__, names, defaults, factories, hasattr(cls, "__post_init__"))
-    init.__qualname__ = f"{cls.__qualname__}.__init__"
     init.__signature__ = signature  # type: ignore[attr-defined]
     cls.__dataclass_fields__ = fields
     cls.__dataclass_params__ = cls.__dataclass_params__  # the frozen base's: init, repr, eq, frozen
