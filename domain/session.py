@@ -16,6 +16,7 @@ from eventsourcing.domain import Aggregate, event
 from .decided import Decided
 from .errors import DomainError
 from .event_type import EventType
+from .payloads import ContentBlock, FileRestored, ForkOrigin, SpecRecord, Usage
 from .session_lifecycle import SESSION_LIFECYCLE as SESSION_LIFECYCLE  # ops/diagrams.py and tests import it from here
 from .session_upcasts import snapshot_v1_v2, snapshot_v2_v3, snapshot_v3_v4, started_v1_v2
 
@@ -44,10 +45,10 @@ class Session(Aggregate):
         """v2: `forked_from` is {"session_id", "turn"}; v1 events of chat's /fork held "turn_id"."""
 
         class_version = 2
-        spec: dict[str, Any]
+        spec: SpecRecord
         parent_session_id: UUID | None
         parent_tool_call_id: UUID | None
-        forked_from: dict[str, Any] | None
+        forked_from: ForkOrigin | None
         head: list[UUID]
 
         upcast_v1_v2 = staticmethod(started_v1_v2)
@@ -134,7 +135,7 @@ class Session(Aggregate):
         input_id: str
         text: str
         kind: str
-        attachments: list[dict[str, Any]]
+        attachments: list[ContentBlock]
 
     @event(InputWithAttachmentsQueued)
     def _input_with_attachments_queued(self, input_id: str, text: str, kind: str, attachments: list[dict[str, Any]],
@@ -267,7 +268,7 @@ class Session(Aggregate):
 
     class FilesRestored(Event):
         turn_ids: list[UUID]
-        files: list[dict[str, Any]]
+        files: list[FileRestored]
 
     @event(FilesRestored)
     def _files_restored(self, turn_ids: list[UUID], files: list[dict[str, Any]], timestamp: datetime) -> None:
@@ -281,7 +282,7 @@ class Session(Aggregate):
 
     class FilesReapplied(Event):
         turn_ids: list[UUID]
-        files: list[dict[str, Any]]
+        files: list[FileRestored]
 
     @event(FilesReapplied)
     def _files_reapplied(self, turn_ids: list[UUID], files: list[dict[str, Any]], timestamp: datetime) -> None:
@@ -296,7 +297,7 @@ class Session(Aggregate):
 
     class TitleSet(Event):
         title: str
-        usage: dict[str, Any]
+        usage: Usage
         model: str
 
     @event(TitleSet)
@@ -312,7 +313,7 @@ class Session(Aggregate):
 
     class TitleFailed(Event):
         reason: str
-        usage: dict[str, Any]
+        usage: Usage
         model: str
 
     @event(TitleFailed)
@@ -475,7 +476,7 @@ class Session(Aggregate):
         first_kept_turn_id: UUID | None
         summary: str | None
         strategy: str
-        usage: dict[str, Any]
+        usage: Usage
         model: str
 
     @event(Compacted)
@@ -499,7 +500,7 @@ class Session(Aggregate):
     class CompactionFailed(Event):
         reason: str
         strategy: str
-        usage: dict[str, Any]
+        usage: Usage
         model: str
 
     @event(CompactionFailed)

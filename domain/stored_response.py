@@ -8,7 +8,7 @@ every reader of `turn.steps`) holds the full dump again, so nothing that reads a
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Mapping
 
 #: Top-level fields left out of a stored response when they hold these values.
 OMITTED_WHEN = {"error": None, "id": "", "stop_sequence": None, "stop_details": None, "model": ""}
@@ -25,6 +25,6 @@ def compact(response: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def expand(stored: dict[str, Any]) -> dict[str, Any]:
+def expand(stored: Mapping[str, Any]) -> dict[str, Any]:
     """The full dump again: every default a compact response left out, put back."""
     return {**OMITTED_WHEN, **stored, "usage": {**ZERO_TOKENS, **(stored.get("usage") or {})}}

@@ -16,6 +16,7 @@ from .decided import Decided
 from .errors import DomainError
 from .event_type import EventType
 from .lifecycle import Edge, Lifecycle
+from .payloads import ContentBlock, JSONObject, ToolEffect, ToolFlags
 
 if TYPE_CHECKING:  # imported where it is used: replaying a tool call builds no pydantic model
     from .content import ToolResultBlock
@@ -63,8 +64,8 @@ class ToolCall(Aggregate):
         step: int
         tool_use_id: str
         name: str
-        input: dict[str, Any]
-        flags: dict[str, bool]
+        input: JSONObject
+        flags: ToolFlags
 
     @event(Requested)
     def __init__(
@@ -206,9 +207,9 @@ class ToolCall(Aggregate):
         output: str
         is_error: bool
         duration_ms: float
-        effects: list[dict[str, Any]] | None
+        effects: list[ToolEffect] | None
         ends_turn: bool
-        blocks: list[dict[str, Any]] | None
+        blocks: list[ContentBlock] | None
         attempt: int | None
 
         @staticmethod
@@ -244,7 +245,7 @@ class ToolCall(Aggregate):
         self._effects_recorded(effects=list(effects), timestamp=now)
 
     class EffectsRecorded(Event):
-        effects: list[dict[str, Any]]
+        effects: list[ToolEffect]
 
     @event(EffectsRecorded)
     def _effects_recorded(self, effects: list[dict[str, Any]], timestamp: datetime) -> None:

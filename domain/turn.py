@@ -17,6 +17,7 @@ from .decided import Decided
 from .errors import DomainError
 from .event_type import EventType
 from .lifecycle import Edge, Lifecycle
+from .payloads import ContentBlock, GuardrailMark, MiddlewareMark, RequestDelta, RetryError, StoredResponse, TurnError
 from .stored_response import compact, expand
 
 if TYPE_CHECKING:  # the content models (pydantic) are imported where they are used: replaying a turn builds none
@@ -125,7 +126,7 @@ class Turn(Aggregate):
         self._attachments_referenced(blocks=list(blocks), timestamp=now)
 
     class AttachmentsReferenced(Event):
-        blocks: list[dict[str, Any]]
+        blocks: list[ContentBlock]
 
     @event(AttachmentsReferenced)
     def _attachments_referenced(self, blocks: list[dict[str, Any]], timestamp: datetime) -> None:
@@ -207,7 +208,7 @@ class Turn(Aggregate):
 
     class Failed(Event):
         reason: str
-        error: dict[str, Any] | None
+        error: TurnError | None
 
     @event(Failed)
     def _failed(self, reason: str, error: dict[str, Any] | None, timestamp: datetime) -> None:
@@ -296,9 +297,9 @@ class Turn(Aggregate):
 
         class_version = 3
         step: int
-        response: dict[str, Any]
+        response: StoredResponse
         fingerprint: str
-        request_delta: dict[str, Any]
+        request_delta: RequestDelta
         latency_ms: float
         attempts: int
 
@@ -351,7 +352,7 @@ class Turn(Aggregate):
         attempt: int
         reason: str
         delay_s: float
-        error: dict[str, Any]
+        error: RetryError
 
         @staticmethod
         def upcast_v1_v2(state: dict[str, Any]) -> None:
@@ -383,7 +384,7 @@ class Turn(Aggregate):
 
     class ToolResultsRecorded(Event):
         step: int
-        blocks: list[dict[str, Any]]
+        blocks: list[ContentBlock]
 
     @event(ToolResultsRecorded)
     def _tool_results_recorded(self, step: int, blocks: list[dict[str, Any]], timestamp: datetime) -> None:
@@ -415,7 +416,7 @@ class Turn(Aggregate):
         self._guardrail_applied(mark=dict(mark), text=text, timestamp=now)
 
     class GuardrailApplied(Event):
-        mark: dict[str, Any]
+        mark: GuardrailMark
         text: str | None
 
     @event(GuardrailApplied)
@@ -445,7 +446,7 @@ class Turn(Aggregate):
         self._middleware_applied(mark=dict(mark), timestamp=now)
 
     class MiddlewareApplied(Event):
-        mark: dict[str, Any]
+        mark: MiddlewareMark
 
     @event(MiddlewareApplied)
     def _middleware_applied(self, mark: dict[str, Any], timestamp: datetime) -> None:

@@ -5,7 +5,11 @@ What it looks for, in one pass over the log:
   creation was made atomic): repaired by withdrawing the entry, as one more index event;
 - sessions with events but no index entry: repaired by indexing them;
 - events that cannot be decoded: reported by position, aggregate and topic (they cannot be
-  repaired from here: restore the row from a backup, then `projections rebuild`).
+  repaired from here: restore the row from a backup, then `projections rebuild`);
+- events that decode but do not fit the stored vocabulary (runtime/vocabulary.py): a field of the
+  wrong type, missing or unknown, as the code of today reads it after upcasting. Written by a
+  bug, an edit of the database or a schema change without its upcaster; some reader would
+  misread it. Reported the same way; the remedy is an upcaster or restoring the row.
 """
 
 from __future__ import annotations
@@ -15,13 +19,14 @@ from typing import Any, Callable, Iterator
 from uuid import UUID
 
 from .store import ChronicleStore
+from .stored_vocabulary import misfit
 
 SESSION_STARTED = "chronicle.domain.session:Session.Started"
 
 
 @dataclass
 class Finding:
-    check: str  # dangling_index_entry | unindexed_session | unreadable_event
+    check: str  # dangling_index_entry | unindexed_session | unreadable_event | misfit_event
     detail: str
     session_id: str | None = None
     position: int | None = None
@@ -34,8 +39,8 @@ class Finding:
 
 def scan_log(
     store: ChronicleStore, batch: int = 1000, progress: Callable[[int, int], None] | None = None,
-) -> Iterator[tuple[int, Any, Exception | None]]:
-    """Every stored event with its position and, if it does not decode, why."""
+) -> Iterator[tuple[int, Any, Any, Exception | None]]:
+    """Every stored event with its position and the event decoded, or None and why it does not decode."""
     head = store.max_position()
     position = 0
     while True:
@@ -44,12 +49,13 @@ def scan_log(
             return
         for row in rows:
             try:
-                store.mapper.to_domain_event(row)
-                yield row.id, row, None
+                event = store.mapper.to_domain_event(row)
             except Exception as exc:  # noqa: BLE001 - reporting what does not decode is the point
                 if getattr(exc, "forgotten", False):  # erased on purpose (`chronicle forget`): not damage
                     continue
-                yield row.id, row, exc
+                yield row.id, row, None, exc
+            else:
+                yield row.id, row, event, None
         position = rows[-1].id
         if progress is not None:
             progress(position, head)
@@ -58,13 +64,18 @@ def scan_log(
 def examine(store: ChronicleStore, repair: bool = False, progress: Callable[[int, int], None] | None = None) -> list[Finding]:
     findings: list[Finding] = []
     started: set[UUID] = set()
-    for position, row, error in scan_log(store, progress=progress):
+    for position, row, event, error in scan_log(store, progress=progress):
         if row.topic == SESSION_STARTED:
             started.add(UUID(str(row.originator_id)))
         if error is not None:
             first = str(error).splitlines()[0] if str(error) else ""
             findings.append(Finding(
                 "unreadable_event", f"{row.topic} version {row.originator_version} cannot be decoded: {type(error).__name__}: {first}",
+                position=position, aggregate_id=str(row.originator_id),
+            ))
+        elif (found := misfit(row.topic, event)) is not None:
+            findings.append(Finding(
+                "misfit_event", f"{row.topic} version {row.originator_version} does not fit its declared fields: {found.detail}",
                 position=position, aggregate_id=str(row.originator_id),
             ))
     indexed = store.session_ids()

@@ -8,6 +8,7 @@ directly, so `log` costs one indexed query rather than a scan of the whole store
 from __future__ import annotations
 
 import base64
+import os
 import random
 import time
 from pathlib import Path
@@ -110,6 +111,10 @@ class ChronicleStore(Application[UUID]):
         super().__init__(env=settings)
         check_readable(self, encrypted="CIPHER_KEY" in settings)  # a wrong or missing key: one clear error now
         self.session_index = EventSourcedLog(self.events, SESSION_INDEX_ID, SessionLogged)
+        #: CHRONICLE_CHECK_EVENTS=1: every event is checked against the stored vocabulary before it is
+        #: written, and a misfit is refused (runtime/stored_vocabulary.py). For development and the
+        #: test suite: it encodes each event twice.
+        self.check_events = os.environ.get("CHRONICLE_CHECK_EVENTS", "") not in ("", "0")
 
     def construct_recorder(self) -> Any:
         if self._is_postgres_factory():
@@ -227,6 +232,10 @@ class ChronicleStore(Application[UUID]):
             elif obj is not None:
                 processing.collect_events(obj)
         processing.saved_kwargs.update(kwargs)
+        if self.check_events:
+            from .stored_vocabulary import refuse_misfits
+
+            refuse_misfits(self.mapper, processing.events)
         recordings = self._record(processing)
         self._take_snapshots(processing)
         self._notify(recordings)

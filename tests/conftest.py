@@ -16,6 +16,9 @@ import pytest
 
 ADMIN_DSN = os.environ.get("CHRONICLE_TEST_PG", "postgresql://postgres@127.0.0.1:5432/postgres")
 REQUIRE_PG = os.environ.get("CHRONICLE_REQUIRE_PG") == "1"
+#: Every event any test writes, in this process or a CLI it starts, must fit the stored vocabulary
+#: (runtime/stored_vocabulary.py): a misfit is refused, so the test that wrote it fails there.
+os.environ.setdefault("CHRONICLE_CHECK_EVENTS", "1")
 LOOPBACK = ("127.", "::1", "localhost", "/")
 
 

@@ -16,6 +16,7 @@ REMEDY = {
     "dangling_index_entry": "run `chronicle doctor --repair` to withdraw the entry",
     "unindexed_session": "run `chronicle doctor --repair` to list it again",
     "unreadable_event": "restore the row from a backup, then `chronicle projections rebuild`",
+    "misfit_event": "add the upcaster its schema change lacks, or restore the row from a backup; then `chronicle projections rebuild`",
 }
 
 
@@ -25,7 +26,7 @@ def doctor(
     as_json: JsonOption = False,
     db: DbOption = None,
 ) -> None:
-    """Check the store: the session index against the sessions, and that every event decodes.
+    """Check the store: the session index against the sessions, and that every event decodes and fits its declared fields.
 
     Exit 0 when nothing is wrong (or everything found was repaired), 1 when a problem remains.
     """

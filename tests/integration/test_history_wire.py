@@ -25,6 +25,7 @@ from chronicle.domain.turn import Turn
 from chronicle.projections import ProjectionEngine
 from chronicle.projections.history import HistoryProjection
 from chronicle.runtime.app import queries
+from chronicle.runtime.guardrails import mark
 from chronicle.runtime.past_context import history_engine, is_current, lagging_originators, wire_at
 from chronicle.runtime.past_wire import wire_at_turn
 from chronicle.runtime.store import ChronicleStore
@@ -65,7 +66,7 @@ class Builder:
         turn.start(self.now())
         self.store.update_session(sid, lambda s: s.start_turn(turn.id, self.now()), turn)
         if inbound is not None:
-            turn.record_guardrail({"where": "inbound", "guardrail": "pseudonymise", "action": "modified"}, inbound, self.now())
+            turn.record_guardrail(mark("pseudonymise", "inbound", prompt, inbound), inbound, self.now())
             self.store.save(turn)
         for reply, results in steps:
             turn.record_response(ModelResponse.model_validate(reply), self.now())
@@ -75,7 +76,7 @@ class Builder:
                 turn.record_tool_results(blocks, self.now())
                 self.store.save(turn)
         if answer is not None:
-            turn.record_guardrail({"where": "final", "guardrail": "pseudonymise", "action": "modified"}, answer, self.now())
+            turn.record_guardrail(mark("pseudonymise", "final", "the model's answer", answer), answer, self.now())
         if fail:
             turn.fail("the provider failed", self.now())
         else:

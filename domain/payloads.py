@@ -1,0 +1,208 @@
+"""The shapes of what events store inside their fields: the stored vocabulary, declared once.
+
+Event fields that hold structure (a model response, a provider error, a tool's effects, an
+agent's spec) are dicts at run time: that is what the transcoder decodes, and decoding a log of
+100k events must not build a pydantic model per field (the rebuild and replay targets of issue 12
+were met on dicts). They are declared here as TypedDicts instead, which cost nothing when an
+event is decoded, let the type checker follow every reader, and are what
+`runtime/vocabulary.py` validates a stored event against (`chronicle doctor`).
+
+Two kinds of shape, told apart by `__pydantic_config__`:
+- ours (flags, effects, marks, request deltas, spec): `extra: forbid`, a key nobody declared is
+  a finding;
+- the provider's (content blocks, usage, stop details): `extra: allow`, because a response is
+  recorded with every field the API sent, including ones newer than this code.
+
+Keys that events written by older versions lack are `NotRequired`; upcasters fill what the
+current version reads, so the shapes are those of an event as decoded today. They are `typing`'s
+TypedDicts (importing typing_extensions would add ≈ 7 ms to every command's start-up); the
+vocabulary hands pydantic equivalent ones.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, NotRequired, TypedDict
+
+OURS = {"extra": "forbid"}
+THEIRS = {"extra": "allow"}
+
+#: A tool's input, as the model wrote it: any JSON object.
+JSONObject = dict[str, Any]
+
+
+class ContentBlock(TypedDict):
+    """One block of a message or a tool result, as the API sent it or as we built it (text,
+    tool_use, tool_result, image, document, thinking, or a type newer than this code)."""
+
+    __pydantic_config__ = THEIRS  # type: ignore[misc]
+    type: str
+
+
+class Usage(TypedDict, total=False):
+    __pydantic_config__ = THEIRS  # type: ignore[misc]
+    input_tokens: int
+    output_tokens: int
+    cache_creation_input_tokens: int
+    cache_read_input_tokens: int
+
+
+class ProviderError(TypedDict):
+    """A failed model call as data (domain/content.py ProviderError, dumped)."""
+
+    __pydantic_config__ = OURS  # type: ignore[misc]
+    kind: str
+    message: str
+    status: int | None
+    retry_after_s: float | None
+    retryable: NotRequired[bool]
+
+
+class RetryError(TypedDict):
+    """A failed attempt as its retry records it (runtime/model_call.py `retry_error`): the error and,
+    when the provider had already billed it (a stream broken after message_start), what it cost."""
+
+    __pydantic_config__ = OURS  # type: ignore[misc]
+    kind: str
+    message: str
+    status: int | None
+    retry_after_s: float | None
+    usage: NotRequired[Usage]
+    model: NotRequired[str]
+
+
+class StoredResponse(TypedDict):
+    """A model response as ModelResponded stores it: defaults left out (domain/stored_response.py),
+    so only `content` and `stop_reason` are always there."""
+
+    __pydantic_config__ = OURS  # type: ignore[misc]
+    content: list[ContentBlock]
+    stop_reason: str
+    usage: NotRequired[Usage]
+    model: NotRequired[str]
+    error: NotRequired[ProviderError | None]
+    id: NotRequired[str]
+    stop_sequence: NotRequired[str | None]
+    stop_details: NotRequired[dict[str, Any] | None]
+    raw: NotRequired[dict[str, Any]]
+    request_id: NotRequired[str]
+
+
+class RequestDelta(TypedDict, total=False):
+    """What a ModelResponded keeps of its request (v3): enough to rebuild it."""
+
+    __pydantic_config__ = OURS  # type: ignore[misc]
+    model: str
+    max_tokens: int
+    message_count: int
+
+
+class TurnError(TypedDict, total=False):
+    """Why a turn failed, as data: a provider error, a guard, a guardrail or a middleware."""
+
+    __pydantic_config__ = THEIRS  # type: ignore[misc]
+    kind: str
+    message: str
+    status: int | None
+    retry_after_s: float | None
+    retryable: bool
+    guard: str
+    guardrail: str
+    middleware: str
+
+
+class GuardrailMark(TypedDict):
+    """What a guardrail changed, or that it failed open: digests and lengths, never the removed text."""
+
+    __pydantic_config__ = OURS  # type: ignore[misc]
+    guardrail: str
+    where: str
+    action: Literal["modified", "error"]
+    before_sha256: str
+    before_chars: int
+    after_sha256: NotRequired[str]
+    after_chars: NotRequired[int]
+    error: NotRequired[str]
+    fail: NotRequired[str]
+
+
+class MiddlewareMark(TypedDict):
+    """A middleware's decision: its name and action, then whatever details it recorded."""
+
+    __pydantic_config__ = THEIRS  # type: ignore[misc]
+    middleware: str
+    action: str
+
+
+class ToolFlags(TypedDict, total=False):
+    __pydantic_config__ = OURS  # type: ignore[misc]
+    read_only: bool
+    requires_approval: bool
+    idempotent: bool
+    parallel_safe: bool
+
+
+class ToolEffect(TypedDict, total=False):
+    """What a call changed outside the log: a file written (kind "file", with its text before and
+    after, so `undo --files` can put it back) or a subtask run by spawn_batch (runtime/subtasks.py)."""
+
+    __pydantic_config__ = THEIRS  # type: ignore[misc]
+    kind: str
+    path: str
+    before: str | None
+    after: str | None
+    created_dirs: list[str]
+
+
+class FileRestored(TypedDict):
+    """One line of what `undo --files` / `redo --files` did."""
+
+    __pydantic_config__ = OURS  # type: ignore[misc]
+    path: str
+    action: str
+
+
+class ForkOrigin(TypedDict):
+    __pydantic_config__ = OURS  # type: ignore[misc]
+    session_id: str
+    turn: int
+    actor: NotRequired[str | None]
+
+
+class SkillRecord(TypedDict):
+    __pydantic_config__ = OURS  # type: ignore[misc]
+    name: str
+    sha256: str
+    path: str
+    body: str
+    description: NotRequired[str]
+    when_to_use: NotRequired[str]
+    mode: NotRequired[str]
+    version: NotRequired[str]
+    files: NotRequired[list[str]]
+
+
+class SpecRecord(TypedDict, total=False):
+    """An agent's spec as its Session.Started records it (domain/agent_spec.py, dumped); fields
+    added since a session started are absent from its record and take their defaults."""
+
+    __pydantic_config__ = OURS  # type: ignore[misc]
+    name: str
+    description: str
+    instructions: str
+    provider: str
+    model: str
+    tools: list[str]
+    max_iterations: int
+    max_depth: int
+    depth: int
+    workspace: str
+    registry: list[dict[str, Any]]  # sub-agent specs, each of this shape
+    limits: dict[str, float | int | None] | None
+    preamble: str
+    skills: list[SkillRecord]
+    memory: str
+    trim_tool_results_after_turns: int
+    trim_tool_results_to_chars: int
+    mcp_tools: list[dict[str, Any]]
+    guardrails: list[dict[str, Any]]
+    middleware: list[dict[str, Any]]
