@@ -21,6 +21,7 @@ from chronicle.domain.turn import Turn
 from .attachments import with_attachment_data
 from .live import MessageEnd, MessageStart, MessageUpdate, StatusChange
 from .loop_io import LoopIO
+from .pricing import prefetch as prefetch_prices
 from .providers.base import ModelRequest, partial_of
 from .tool_runner import CUT_AT_MAX_TOKENS
 
@@ -130,6 +131,7 @@ class ModelCaller:
         started = monotonic()
         # Attachments' bytes go in only now, for a provider that sends them: events and fingerprints hold references.
         sent = with_attachment_data(request, loop.store) if getattr(loop.provider, "sends_attachment_bytes", False) else request
+        prefetch_prices()  # the response will be priced: the table loads while the call is in flight
         while True:
             self.partial_text = []
             self.partial = None

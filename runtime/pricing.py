@@ -33,6 +33,8 @@ import json
 import logging
 import os
 import re
+import sys
+import threading
 from collections.abc import Mapping
 from datetime import date, datetime, timezone
 from functools import lru_cache
@@ -173,11 +175,38 @@ def load_override(path: str) -> dict[str, list[dict[str, Any]]]:
 #: every provider (≈ 0.2 ms a call): a rebuild pricing each call of an unpriced model (a local one,
 #: a scripted one) spent a fifth of its time there. A model's name matches or not whatever the date.
 _UNKNOWN: set[str] = set()
+#: The thread `prefetch` started, if any: the first price waits for it rather than race it.
+_PREFETCH: list[threading.Thread] = []
+
+
+def prefetch() -> None:
+    """Import the bundled price table on a background thread, once per process.
+
+    The first price of a process imports genai-prices (its data module and, through its updater,
+    an HTTP client): ≈ 70 ms on an idle machine, paid after the first model response of every
+    `chronicle run`. Started when that model call starts, the import overlaps the call, which takes
+    far longer. It is the same work either way; a process that never prices stays without it."""
+    if _PREFETCH or "genai_prices" in sys.modules:
+        return
+    thread = threading.Thread(target=_warm_table, name="chronicle-price-table", daemon=True)
+    _PREFETCH.append(thread)
+    thread.start()
+
+
+def _warm_table() -> None:
+    try:
+        from genai_prices import extract_usage
+
+        extract_usage({"model": "claude-sonnet-4-5", "usage": {"input_tokens": 0, "output_tokens": 0}}, provider_id="anthropic")
+    except Exception:  # noqa: BLE001 - price() imports it again, and says what is wrong there
+        pass
 
 
 def _bundled_price(model: str, usage: Usage, when: datetime) -> float | None:
     if model in _UNKNOWN:
         return None
+    if _PREFETCH and _PREFETCH[0].is_alive():
+        _PREFETCH[0].join()
     try:
         from genai_prices import extract_usage
     except ImportError:  # pragma: no cover - a declared dependency; an override file still works
