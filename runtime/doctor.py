@@ -32,6 +32,9 @@ class Finding:
     position: int | None = None
     aggregate_id: str | None = None
     repaired: bool = False
+    #: Later events with the same problem (a misfit_event's topic and field), counted here rather
+    #: than listed: a schema change without its upcaster misfits every event of its class.
+    similar: int = 0
 
     def as_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -64,6 +67,7 @@ def scan_log(
 def examine(store: ChronicleStore, repair: bool = False, progress: Callable[[int, int], None] | None = None) -> list[Finding]:
     findings: list[Finding] = []
     started: set[UUID] = set()
+    misfits: dict[tuple[str, str], Finding] = {}
     for position, row, event, error in scan_log(store, progress=progress):
         if row.topic == SESSION_STARTED:
             started.add(UUID(str(row.originator_id)))
@@ -74,10 +78,14 @@ def examine(store: ChronicleStore, repair: bool = False, progress: Callable[[int
                 position=position, aggregate_id=str(row.originator_id),
             ))
         elif (found := misfit(row.topic, event)) is not None:
-            findings.append(Finding(
+            if (row.topic, found.problem) in misfits:
+                misfits[row.topic, found.problem].similar += 1
+                continue
+            misfits[row.topic, found.problem] = Finding(
                 "misfit_event", f"{row.topic} version {row.originator_version} does not fit its declared fields: {found.detail}",
                 position=position, aggregate_id=str(row.originator_id),
-            ))
+            )
+            findings.append(misfits[row.topic, found.problem])
     indexed = store.session_ids()
     for sid in indexed:
         if sid not in started:

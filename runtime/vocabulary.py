@@ -31,7 +31,14 @@ class Misfit:
     """Why one stored event does not fit the vocabulary: its topic and pydantic's first complaint."""
 
     topic: str
-    detail: str
+    #: The field and what is wrong with it, the same for every event with this misfit.
+    problem: str
+    #: What the field held, when it held something.
+    got: str = ""
+
+    @property
+    def detail(self) -> str:
+        return f"{self.problem} (got {self.got})" if self.got else self.problem
 
 
 class Vocabulary:
@@ -60,8 +67,8 @@ class Vocabulary:
         except ValidationError as exc:
             first = exc.errors(include_url=False)[0]
             where = ".".join(str(part) for part in first["loc"][1:]) or "(event)"  # loc[0] is the union member
-            got = "" if first["type"] == "missing" else f" (got {_short(first.get('input'))})"
-            return Misfit(topic, f"{where}: {first['msg']}{got}")
+            got = "" if first["type"] == "missing" else _short(first.get("input"))
+            return Misfit(topic, f"{where}: {first['msg']}", got)
         return None
 
 

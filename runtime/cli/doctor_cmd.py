@@ -46,7 +46,8 @@ def doctor(
             for f in findings:
                 where = f"position {f.position}" if f.position is not None else f"session {f.session_id}"
                 state = "[green]repaired[/]" if f.repaired else f"[yellow]{REMEDY[f.check]}[/]"
-                out_console.print(f"{f.check}: {where}: {escape(f.detail)} — {state}", soft_wrap=True)
+                more = f" (and {f.similar} later event{'s' if f.similar != 1 else ''} like it)" if f.similar else ""
+                out_console.print(f"{f.check}: {where}: {escape(f.detail)}{more} — {state}", soft_wrap=True)
             verdict = "no problems found" if not findings else f"{len(findings) - len(remaining)} repaired, {len(remaining)} remaining"
             out_console.print(f"{store.describe()}: {store.max_position()} events checked; {verdict}", soft_wrap=True)
         if remaining:

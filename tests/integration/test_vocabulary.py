@@ -82,17 +82,26 @@ def test_doctor_names_a_stored_event_that_does_not_fit_and_passes_one_that_does(
     store.check_events = False  # as an older build with a bug, or an edit of the database, would write it
     store.save(turn)
     position = store.max_position()
+    for delay in ("later", "much later"):  # the same problem again: counted, not listed
+        turn.record_retry(attempt=2, reason="overloaded: try later", delay_s=delay, now=NOW)  # type: ignore[arg-type]
+        store.save(turn)
+    turn.record_guardrail({"where": "final", "guardrail": "g", "action": "modified"}, None, NOW)  # another problem
+    store.save(turn)
 
     check = cli("doctor", "--json", db=db_url)
     assert check.returncode == 1
-    [finding] = json_lines(check.stdout)
-    assert finding["check"] == "misfit_event" and finding["position"] == position
-    assert finding["aggregate_id"] == str(turn.id)
-    assert "Turn.ModelCallRetried version 4 does not fit its declared fields: delay_s:" in finding["detail"]
-    assert "'soon'" in finding["detail"]
+    first, other = json_lines(check.stdout)
+    assert first["check"] == "misfit_event" and first["position"] == position
+    assert first["aggregate_id"] == str(turn.id) and first["similar"] == 2
+    assert "Turn.ModelCallRetried version 4 does not fit its declared fields: delay_s:" in first["detail"]
+    assert "'soon'" in first["detail"]
+    assert other["position"] == position + 3 and other["similar"] == 0
+    assert other["detail"] == (f"chronicle.domain.turn:Turn.GuardrailApplied version {turn.version} does not fit its declared "
+                               "fields: mark.before_sha256: Field required")
     shown = cli("doctor", db=db_url)
     assert shown.returncode == 1
-    assert f"misfit_event: position {position}:" in shown.stdout and "upcaster" in shown.stdout
+    assert f"misfit_event: position {position}:" in shown.stdout and "(and 2 later events like it)" in shown.stdout
+    assert "upcaster" in shown.stdout
 
 
 def test_the_check_is_strict_about_types_and_keys_but_lets_the_provider_add_fields():
