@@ -5,8 +5,8 @@ The domain's aggregates hold most of them; the index logs of the runtime (sessio
 routine runs, repairs, reflections) hold the rest. They are found by walking DomainEvent's
 subclasses after importing the modules that declare them, and each is taken as its topic
 resolves, so a class eventsourcing rebuilt for an `@event` method counts once. An event class
-added in a module not listed here is missing from the vocabulary, and doctor then reports its
-events (tests/integration/test_vocabulary.py runs a store with every kind of event through it).
+added in a runtime module not listed below is missing from the vocabulary; the test suite, which
+checks every write, then fails on its first event (and doctor would report each one).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from .vocabulary import Misfit, Vocabulary
 
 #: Topics of Chronicle's own events; anything else in the store (an application's own aggregates
 #: beside ours) is not ours to hold to a vocabulary.
-OURS = "chronicle."
+OUR_TOPICS = "chronicle."
 
 #: Runtime modules that declare events of their own (the index logs).
 RUNTIME_EVENT_MODULES = ("store", "jobs", "routine_engine", "self_repair", "task_board")
@@ -52,7 +52,7 @@ def event_classes() -> set[type]:
 
 def misfit(topic: str, event: Any) -> Misfit | None:
     """Why a decoded event of `topic` does not fit the vocabulary; None if it does or is not ours."""
-    return stored_vocabulary().check(topic, event) if topic.startswith(OURS) else None
+    return stored_vocabulary().check(topic, event) if topic.startswith(OUR_TOPICS) else None
 
 
 class MisfitEvent(ValueError):
