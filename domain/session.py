@@ -16,12 +16,14 @@ from eventsourcing.domain import Aggregate, event
 from .decided import Decided
 from .errors import DomainError
 from .event_type import EventType
-from .payloads import ContentBlock, FileRestored, ForkOrigin, SpecRecord, Usage
 from .session_lifecycle import SESSION_LIFECYCLE as SESSION_LIFECYCLE  # ops/diagrams.py and tests import it from here
 from .session_upcasts import snapshot_v1_v2, snapshot_v2_v3, snapshot_v3_v4, started_v1_v2
 
 if TYPE_CHECKING:  # pydantic models are imported where they are used: replaying a session (log) builds none
     from .agent_spec import AgentSpec
+
+    # The payload shapes type the event fields for mypy and runtime/vocabulary.py; decoding needs none.
+    from .payloads import ContentBlock, FileRestored, ForkOrigin, SpecRecord, Usage
 
 
 class Session(Aggregate):

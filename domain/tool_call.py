@@ -16,10 +16,12 @@ from .decided import Decided
 from .errors import DomainError
 from .event_type import EventType
 from .lifecycle import Edge, Lifecycle
-from .payloads import ContentBlock, JSONObject, ToolEffect, ToolFlags
 
 if TYPE_CHECKING:  # imported where it is used: replaying a tool call builds no pydantic model
     from .content import ToolResultBlock
+
+    # The payload shapes type the event fields for mypy and runtime/vocabulary.py; decoding needs none.
+    from .payloads import ContentBlock, JSONObject, ToolEffect, ToolFlags
 
 TOOL_CALL_LIFECYCLE = Lifecycle(
     "ToolCall",

@@ -17,11 +17,13 @@ from .decided import Decided
 from .errors import DomainError
 from .event_type import EventType
 from .lifecycle import Edge, Lifecycle
-from .payloads import ContentBlock, GuardrailMark, MiddlewareMark, RequestDelta, RetryError, StoredResponse, TurnError
 from .stored_response import compact, expand
 
 if TYPE_CHECKING:  # the content models (pydantic) are imported where they are used: replaying a turn builds none
     from .content import ModelResponse, ToolResultBlock
+
+    # The payload shapes type the event fields for mypy and runtime/vocabulary.py; decoding needs none.
+    from .payloads import ContentBlock, GuardrailMark, MiddlewareMark, RequestDelta, RetryError, StoredResponse, TurnError
 
 LIVE = ("pending", "running", "awaiting_approval", "interrupted")
 TURN_LIFECYCLE = Lifecycle(
