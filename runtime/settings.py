@@ -24,10 +24,10 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError, 
 from .compaction import CompactionSettings, Compactor
 from .guards import SpendReader, guard_hooks
 from .hooks import Hook
+from .limit_flags import CONFIG_FILE as CONFIG_FILE  # where the workspace's settings live; importers take it from here
+from .limit_flags import DEFAULT_TOOL_TIMEOUT_S, LimitFlags
 from .validation import explain
 
-CONFIG_FILE = "chronicle.toml"
-DEFAULT_TOOL_TIMEOUT_S = 180.0
 FLAG_NAMES = {
     "budget_usd": "--budget-usd", "daily_budget_usd": "--daily-budget-usd", "max_calls_per_hour": "--max-calls-per-hour",
     "max_tool_calls": "--max-tool-calls", "tool_timeout_s": "--tool-timeout",
@@ -65,17 +65,6 @@ class CompactionValues(BaseModel):
     keep_recent: int = Field(CompactionSettings.keep_recent, ge=0)
     context_window: int | None = Field(None, ge=1)
     auto: StrictBool = True
-
-
-@dataclass(frozen=True)
-class LimitFlags:
-    """The limit flags as given on the command line (None: not given)."""
-
-    budget_usd: float | None = None
-    daily_budget_usd: float | None = None
-    max_calls_per_hour: int | None = None
-    max_tool_calls: int | None = None
-    tool_timeout_s: float | None = None
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import signal
-from typing import Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 from rich.console import Console, Group
@@ -21,15 +21,15 @@ from rich.markdown import Markdown
 from rich.markup import escape
 from rich.spinner import Spinner
 
-from chronicle.runtime.app.running import Conversation, RunOptions
-from chronicle.runtime.loop import TurnOutcome
-
-from . import chat_slash
 from .chat_input import LineReader
 from .common import DbOption, WorkspaceOption, store_command
 from .limits import LimitFlags, limit_options
 from .render import HumanRenderer, printable, short, whole_input
 from .run_cmd import AgentsOption, MaxIterationsOption, ModelOption, ProviderOption, ToolsOption
+
+if TYPE_CHECKING:  # the application layer (the loop, pydantic, the providers) is imported when chat starts, not for --help
+    from chronicle.runtime.app.running import Conversation
+    from chronicle.runtime.loop import TurnOutcome
 
 PROMPT = "you> "
 ANSWERS = {"y": "approve", "yes": "approve", "n": "deny", "no": "deny", "a": "always", "always": "always"}
@@ -164,6 +164,8 @@ class Chat:
             if not line:
                 continue
             if line.startswith("/"):
+                from . import chat_slash  # the slash commands' use cases, once someone types one
+
                 if chat_slash.handle(self, line) == "quit":
                     break
                 continue
@@ -202,6 +204,8 @@ def chat(
 
     A new session is specified as `run` specifies it (the agents table of chronicle.toml, --max-iterations); a continued one keeps what it recorded. While a turn runs, chat holds the session as `run` does.
     """
+    from chronicle.runtime.app.running import Conversation, RunOptions
+
     with store_command(db) as store:
         console = Console(highlight=False)
         options = RunOptions(provider=provider, model=model, workspace=workspace, max_iterations=max_iterations, agents=agents,

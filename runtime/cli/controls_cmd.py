@@ -7,13 +7,17 @@ request on the Session and the running loop acts on it (see runtime/controls.py)
 from __future__ import annotations
 
 import asyncio
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
-from chronicle.runtime.app import controls as app_controls
-
 from .common import DbOption, JsonOption, cli_errors, err_console, fail, finite_at_least, open_store, out_console, print_json
+from .lazy import lazy_module
+
+if TYPE_CHECKING:  # the use cases import the loop, pydantic and the store; `--help` needs none of them
+    from chronicle.runtime.app import controls as app_controls
+else:
+    app_controls = lazy_module("chronicle.runtime.app.controls")
 
 SessionArg = Annotated[str, typer.Argument(help="Session id or unique prefix")]
 

@@ -11,9 +11,6 @@ from typing import Annotated, Optional
 import typer
 from rich.panel import Panel
 
-from chronicle.runtime.app.running import Conversation, RunOptions
-from chronicle.runtime.store import ChronicleStore
-
 from .common import cli_errors, fail, out_console
 from .inspect_cmd import history, log
 from .render import HumanRenderer
@@ -68,6 +65,9 @@ def demo(
     keep: Annotated[Optional[Path], typer.Option("--dir", help="Keep the demo's database and workspace in this directory")] = None,
 ) -> None:
     """Run an offline scripted session with tools, then show how to inspect it. No API key needed."""
+    from chronicle.runtime.app.running import Conversation, RunOptions  # when it runs: `demo --help` needs neither
+    from chronicle.runtime.store import ChronicleStore
+
     with cli_errors():
         if keep is not None and keep.exists() and not keep.is_dir():
             fail(f"--dir {keep} is a file; give a directory (it is created if missing)", 2)

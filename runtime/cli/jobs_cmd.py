@@ -2,18 +2,23 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.markup import escape
 
-from chronicle.runtime.app import jobs as use_cases
-from chronicle.runtime.app.specs import resolve_workspace
-
 from .common import DbOption, JsonOption, WorkspaceOption, cli_errors, fail, open_store, out_console, print_json_rows, store_command
+from .lazy import lazy_module
 from .render import short
 from .run_cmd import ModelOption, ProviderOption
 from .tables import Column, fit_table
+
+if TYPE_CHECKING:  # the use cases import the loop, pydantic and the store; `--help` needs none of them
+    from chronicle.runtime.app import jobs as use_cases
+    from chronicle.runtime.app import specs
+else:
+    use_cases = lazy_module("chronicle.runtime.app.jobs")
+    specs = lazy_module("chronicle.runtime.app.specs")
 
 app = typer.Typer(help="Background jobs: sessions run by workers, apart from the chat or command that made them.")
 
@@ -56,7 +61,7 @@ def submit(
         if not prompt.strip():
             fail("the prompt is empty; say what the agent should do", 2)
         store = open_store(db)
-        row = use_cases.submit(store, prompt, provider=provider, model=model, workspace=resolve_workspace(workspace),
+        row = use_cases.submit(store, prompt, provider=provider, model=model, workspace=specs.resolve_workspace(workspace),
                                max_iterations=max_iterations)
         _print([row], as_json) if as_json else out_console.print(f"job {row['job_id']} queued for a worker")
 

@@ -18,9 +18,9 @@ from typing import Annotated, Any, Callable, Optional
 
 import typer
 
-from chronicle.runtime.settings import CONFIG_FILE, DEFAULT_TOOL_TIMEOUT_S, LimitFlags, Settings
+from chronicle.runtime.limit_flags import LimitFlags
 
-__all__ = ["CONFIG_FILE", "DEFAULT_TOOL_TIMEOUT_S", "LimitFlags", "Settings", "limit_options"]
+__all__ = ["LimitFlags", "limit_options"]
 
 
 _OPTIONS: dict[str, Any] = {

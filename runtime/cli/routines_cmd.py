@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.markup import escape
-
-from chronicle.runtime.app import routines
 
 from .common import (
     DbOption,
@@ -20,8 +18,14 @@ from .common import (
     print_json_rows,
     workspace_command,
 )
+from .lazy import lazy_module
 from .render import short
 from .tables import Column, fit_table
+
+if TYPE_CHECKING:  # the use cases import the loop, pydantic and the store; `--help` needs none of them
+    from chronicle.runtime.app import routines
+else:
+    routines = lazy_module("chronicle.runtime.app.routines")
 
 app = typer.Typer(help="Routines: prompts run on a schedule, on an event or by hand, declared as routines.NAME tables in chronicle.toml.",
                   no_args_is_help=True)

@@ -4,17 +4,18 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 from rich.markup import escape
 
-from chronicle.runtime.app.running import Conversation, Queued, RunOptions
-from chronicle.runtime.loop import TurnOutcome
-
 from .common import DbOption, JsonOption, WorkspaceOption, cli_errors, err_console, fail, open_store, read_prompt
 from .limits import LimitFlags, limit_options
 from .render import HumanRenderer, JsonLinesRenderer, printable
+
+if TYPE_CHECKING:  # the application layer (the loop, pydantic, the providers) is imported when a turn runs, not for --help
+    from chronicle.runtime.app.running import Queued
+    from chronicle.runtime.loop import TurnOutcome
 
 ProviderOption = Annotated[
     Optional[str],
@@ -99,6 +100,8 @@ def run(
 
     On a busy session the prompt is queued (durably, before anything else) and runs after the turn in flight; if another live process holds the session, this one exits (status queued) and that process picks the prompt up. A turn left by a process that died is continued here. Inputs queued while this process works run before it exits.
     """
+    from chronicle.runtime.app.running import Conversation, RunOptions
+
     with cli_errors():
         prompt = read_prompt(prompt)
         if not prompt.strip():

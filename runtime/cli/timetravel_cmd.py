@@ -8,15 +8,19 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 from rich.markup import escape
 
-from chronicle.runtime.app import timetravel as app_timetravel
-
 from .common import DbOption, JsonOption, WorkspaceOption, cli_errors, err_console, open_store, out_console, print_json, store_command
+from .lazy import lazy_module
 from .render import printable
+
+if TYPE_CHECKING:  # the use cases import the loop, pydantic and the store; `--help` needs none of them
+    from chronicle.runtime.app import timetravel as app_timetravel
+else:
+    app_timetravel = lazy_module("chronicle.runtime.app.timetravel")
 
 SessionArg = Annotated[str, typer.Argument(help="Session id or unique prefix")]
 #: undo/redo --files act on the workspace the session recorded, unless told otherwise.

@@ -10,23 +10,13 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-from typing import Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 from rich.markup import escape
 
-from chronicle.runtime.app import approvals
-from chronicle.runtime.app.approvals import pending_approvals
-from chronicle.runtime.app.loops import LoopSetupError
-from chronicle.runtime.app.resume import Busy, resume_one
-from chronicle.runtime.app.resume import submit as submit_input
-from chronicle.runtime.app.specs import normalise_provider, resolve_workspace
-from chronicle.runtime.app.worker import Overrides, Worker, WorkerOptions, needs_work, sessions_needing_work, worker_name
 from chronicle.runtime.leases import DEFAULT_LEASE_S
-from chronicle.runtime.live import Broker
-from chronicle.runtime.loop import LoopOptions
 from chronicle.runtime.self_repair import DEFAULT_STUCK_AFTER_S, DEFAULT_TOOL_FAILURES, SelfRepair
-from chronicle.runtime.store import ChronicleStore
 
 from .common import (
     DbOption,
@@ -42,10 +32,26 @@ from .common import (
     read_prompt,
     store_command,
 )
+from .lazy import lazy_module
 from .limits import LimitFlags, limit_options
 from .render import HumanRenderer, JsonLinesRenderer
 from .repairs_cmd import FailuresOption, StuckOption
 from .run_cmd import AgentsOption, AttachOption, MaxIterationsOption, ModelOption, ProviderOption, ToolsOption, report
+
+if TYPE_CHECKING:  # the use cases import the loop, pydantic and the providers; `--help` needs none of them
+    from chronicle.runtime import live, loop
+    from chronicle.runtime.app import approvals, loops, specs
+    from chronicle.runtime.app import resume as resuming
+    from chronicle.runtime.app import worker as working
+    from chronicle.runtime.store import ChronicleStore
+else:
+    approvals = lazy_module("chronicle.runtime.app.approvals")
+    loops = lazy_module("chronicle.runtime.app.loops")
+    resuming = lazy_module("chronicle.runtime.app.resume")
+    specs = lazy_module("chronicle.runtime.app.specs")
+    working = lazy_module("chronicle.runtime.app.worker")
+    live = lazy_module("chronicle.runtime.live")
+    loop = lazy_module("chronicle.runtime.loop")
 
 LeaseOption = Annotated[float, typer.Option("--lease-s", callback=finite_at_least(0.5), help="Seconds a session stays claimed without renewal")]
 YesOption = Annotated[bool, typer.Option("--yes", "-y", help="Approve tools that require approval (bash)")]
@@ -75,8 +81,8 @@ def resume(
         if session:
             sid = store.resolve_session_id(session)
             record = store.session(sid)
-            if needs_work(store, record, yes) is None:
-                waiting = pending_approvals(store, record)
+            if working.needs_work(store, record, yes) is None:
+                waiting = approvals.pending_approvals(store, record)
                 if waiting:
                     names = ", ".join(sorted({c.name for c in waiting}))
                     if as_json:  # --json promises JSON on stdout, a pause included (exit 3 as in `run`)
@@ -94,22 +100,22 @@ def resume(
                 return
             targets = [sid]
         else:
-            targets = sessions_needing_work(store, yes)
+            targets = working.sessions_needing_work(store, yes)
             if not targets:
                 nothing(None, "no session has a turn in flight or a queued input", as_json)
                 return
-        broker = Broker()
+        broker = live.Broker()
         broker.subscribe(JsonLinesRenderer() if as_json else HumanRenderer())
-        overrides = Overrides(
-            provider=normalise_provider(provider), model=model,
-            workspace=resolve_workspace(workspace) if workspace else None, options=LoopOptions(auto_approve=yes), limits=limits,
+        overrides = working.Overrides(
+            provider=specs.normalise_provider(provider), model=model,
+            workspace=specs.resolve_workspace(workspace) if workspace else None, options=loop.LoopOptions(auto_approve=yes), limits=limits,
         )
-        holder = worker_name()
+        holder = working.worker_name()
         code, setup_failed = 0, False
         for sid in targets:
             try:
-                outcomes = asyncio.run(resume_one(store, sid, overrides, broker, holder, lease_s, yes))
-            except LoopSetupError as exc:
+                outcomes = asyncio.run(resuming.resume_one(store, sid, overrides, broker, holder, lease_s, yes))
+            except loops.LoopSetupError as exc:
                 # One session that cannot be resumed (its script or workspace is gone) must not
                 # hold back the others: say why on one line and go on, as the worker does.
                 if len(targets) == 1:
@@ -117,7 +123,7 @@ def resume(
                 err_console.print(f"[red]error:[/] {escape(str(exc))}")
                 setup_failed = True
                 continue
-            if isinstance(outcomes, Busy):
+            if isinstance(outcomes, resuming.Busy):
                 err_console.print(f"[yellow]busy:[/] {escape(outcomes.message)}")
                 code = code or 1
                 continue
@@ -194,7 +200,7 @@ def submit(
         prompt = read_prompt(prompt)
         if not prompt.strip():
             fail("the prompt is empty; say what the agent should do", 2)
-        submitted = submit_input(open_store(db), prompt, session=session, provider=provider, model=model,
+        submitted = resuming.submit(open_store(db), prompt, session=session, provider=provider, model=model,
                                  workspace=workspace, max_iterations=max_iterations, agents=agents, tools=tuple(tools or ()),
                                  attachments=attach)
         if as_json:
@@ -203,11 +209,11 @@ def submit(
             print(submitted.session_id)
 
 
-def worker_routines(store: ChronicleStore, overrides: Overrides, holder: str) -> Any:
+def worker_routines(store: ChronicleStore, overrides: working.Overrides, holder: str) -> Any:
     """The routines of the worker's workspace (--workspace, else the current directory), or None if it declares none."""
     from chronicle.runtime.routines import load_routines
 
-    ws = overrides.workspace or resolve_workspace(None)
+    ws = overrides.workspace or specs.resolve_workspace(None)
     if not load_routines(ws):
         return None
     from chronicle.runtime.app import routines
@@ -238,11 +244,11 @@ def worker(
     SIGTERM or Ctrl-C: finish the turns in hand, then exit; a second one exits at once (the turns stay in flight and another worker takes them over when the lease runs out).
     """
     with store_command(db) as store:
-        overrides = Overrides(
-            provider=normalise_provider(provider), model=model,
-            workspace=resolve_workspace(workspace) if workspace else None, options=LoopOptions(auto_approve=yes), limits=limits,
+        overrides = working.Overrides(
+            provider=specs.normalise_provider(provider), model=model,
+            workspace=specs.resolve_workspace(workspace) if workspace else None, options=loop.LoopOptions(auto_approve=yes), limits=limits,
         )
-        w = Worker(store, overrides, WorkerOptions(concurrency, poll, lease_s, idle_exit, once),
+        w = working.Worker(store, overrides, working.WorkerOptions(concurrency, poll, lease_s, idle_exit, once),
                    log=lambda m: err_console.print(m, markup=False, highlight=False))
         w.routines = worker_routines(store, overrides, w.name)
         w.repair = SelfRepair(store, stuck_after_s=stuck_after, tool_failures=tool_failures, cursor=store.max_position())

@@ -224,3 +224,38 @@ def test_log_replays_without_pydantic_and_history_of_the_present_without_time_tr
         assert out.returncode == 0, out.stderr
         assert shown.lower() in out.stdout.lower(), out.stdout[:2000]
         assert out.stdout.splitlines()[-1] == "[]", f"chronicle {' '.join(args)} imported {out.stdout.splitlines()[-1]}"
+
+
+COMMAND_HELP = r"""
+import contextlib, io, json, sys
+from chronicle.runtime.cli.entry import main
+shown = {}
+for command in sys.argv[1:]:
+    sys.argv = ["chronicle", command, "--help"]
+    out = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(out):
+            main()
+    except SystemExit as exc:
+        assert not exc.code, (command, exc.code)
+    shown[command] = out.getvalue()
+heavy = ("pydantic", "anthropic", "openai", "psycopg", "mcp")
+print(json.dumps({"shown": shown, "heavy": sorted(m for m in sys.modules if m.startswith(heavy))}))
+"""
+
+#: Commands that run turns or change sessions: their use cases import the loop, pydantic and the
+#: providers, which their --help does not need (runtime/cli/lazy.py).
+ACTING = ["run", "chat", "demo", "steer", "cancel", "compact", "undo", "redo", "fork", "replay", "approve", "deny", "resume",
+          "submit", "worker", "routines", "jobs"]
+
+
+def test_the_help_of_a_command_that_acts_imports_neither_pydantic_nor_a_provider():
+    env = {"PATH": "/usr/bin:/bin", "COLUMNS": "200"}
+    out = subprocess.run([sys.executable, "-c", COMMAND_HELP, *ACTING], capture_output=True, text=True, timeout=120, env=env)
+    assert out.returncode == 0, out.stderr
+    result = json.loads(out.stdout.splitlines()[-1])
+    assert result["heavy"] == []
+    for command in ACTING:
+        assert f"Usage: chronicle {command}" in result["shown"][command], command
+    assert "--budget-usd" in result["shown"]["run"] and "--lease-s" in result["shown"]["worker"]
+    assert "--files" in result["shown"]["undo"] and "--wait-batch" in result["shown"]["steer"]

@@ -1,0 +1,29 @@
+"""Use-case modules imported when a command first uses them, not when its `--help` is shown.
+
+A command module must be imported for typer to show the command's flags, and the application
+layer it calls imports the loop, pydantic, the store and the providers: about half a second that
+`chronicle undo --help` paid before printing a line. The standard library's LazyLoader defers a
+module's execution to its first attribute access, so a command module names its use cases as
+before and pays for them only when it runs them.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from types import ModuleType
+
+
+def lazy_module(name: str) -> ModuleType:
+    """`name`, imported already, or a stand-in that imports it on first attribute access."""
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.find_spec(name)
+    if spec is None or spec.loader is None:
+        raise ModuleNotFoundError(f"no module named {name!r}", name=name)
+    loader = importlib.util.LazyLoader(spec.loader)
+    spec.loader = loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    loader.exec_module(module)
+    return module
