@@ -26,4 +26,7 @@ def lazy_module(name: str) -> ModuleType:
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
     loader.exec_module(module)
+    parent, _, child = name.rpartition(".")
+    if parent:  # as an import binds a submodule on its package (find_spec imported the package)
+        setattr(sys.modules[parent], child, module)
     return module
