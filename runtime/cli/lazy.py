@@ -4,7 +4,9 @@ A command module must be imported for typer to show the command's flags, and the
 layer it calls imports the loop, pydantic, the store and the providers: about half a second that
 `chronicle undo --help` paid before printing a line. The standard library's LazyLoader defers a
 module's execution to its first attribute access, so a command module names its use cases as
-before and pays for them only when it runs them.
+before and pays for them only when it runs them. The module's package is imported at once (finding
+the module needs it): a package whose `__init__` is heavy (`runtime/tools`) is no place for this,
+and a command imports from it in its body instead (`mcp_cmd.py`).
 """
 
 from __future__ import annotations

@@ -9,11 +9,6 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from chronicle.runtime.agents.registry import RegistryError, find_registry
-from chronicle.runtime.tools.mcp_config import McpConfigError
-from chronicle.runtime.tools.mcp_hub import HUB
-from chronicle.runtime.tools.mcp_tools import list_server_tools
-
 from .common import JsonOption, WorkspaceOption, fail, out_console, print_json, workspace_command
 from .run_cmd import AgentsOption
 
@@ -36,10 +31,15 @@ def list_servers(
 
     JSON: one object per tool with `server`, `transport`, `name` (as the model sees it, SERVER__tool), `tool` (the server's own name), `description`, `read_only`, `idempotent`, `requires_approval`, `parallel_safe`, `agents`, `input_schema`; a server that cannot be reached gives one object with `server`, `transport` and `error`, and the exit code is 1.
     """
+    # Imported when the command runs: the registry and the MCP client bring pydantic and the MCP SDK
+    # (the tools package among them, which a lazy module would still import), which `--help` needs not.
+    from chronicle.runtime.agents import registry as registries
+    from chronicle.runtime.tools import mcp_config, mcp_hub, mcp_tools
+
     with workspace_command(workspace) as ws:
         try:
-            registry = find_registry(agents, ws)
-        except RegistryError as exc:
+            registry = registries.find_registry(agents, ws)
+        except registries.RegistryError as exc:
             fail(str(exc), 2)
         servers = registry.mcp
         if server is not None:
@@ -54,7 +54,7 @@ def list_servers(
         failed = False
         for config in servers.values():
             try:
-                for entry in list_server_tools(config):
+                for entry in mcp_tools.list_server_tools(config):
                     rows.append(
                         {
                             "server": config.name,
@@ -67,10 +67,10 @@ def list_servers(
                             "input_schema": entry["input_schema"],
                         }
                     )
-            except McpConfigError as exc:
+            except mcp_config.McpConfigError as exc:
                 failed = True
                 rows.append({"server": config.name, "transport": config.transport, "error": str(exc)})
-        HUB.close()
+        mcp_hub.HUB.close()
         if as_json:
             for row in rows:
                 print_json(row)

@@ -6,14 +6,13 @@ import signal
 import threading
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Annotated, Any, Iterator, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Iterator, Optional
 
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from chronicle.projections import ProjectionEngine, UnknownProjection
-from chronicle.runtime.read_models import projection_engine
 
 from .common import (
     DbOption,
@@ -27,6 +26,12 @@ from .common import (
     print_json_rows,
     store_command,
 )
+from .lazy import lazy_module
+
+if TYPE_CHECKING:  # the read models import the domain's content models (pydantic); `--help` needs none of it
+    from chronicle.runtime import read_models
+else:
+    read_models = lazy_module("chronicle.runtime.read_models")
 
 app = typer.Typer(
     name="projections",
@@ -37,7 +42,7 @@ app = typer.Typer(
 
 
 def _engine(db: str | None) -> ProjectionEngine:
-    return projection_engine(open_store(db))
+    return read_models.projection_engine(open_store(db))
 
 
 @app.command()
@@ -126,7 +131,7 @@ def run(
 ) -> None:
     """Bring every projection up to date; with --follow, keep them current until SIGINT/SIGTERM."""
     with store_command(db) as store:
-        engine = projection_engine(store)
+        engine = read_models.projection_engine(store)
         step = catch_up_step(engine)
         if not follow:
             err_console.print(step.line() if step.events else f"nothing new; projections at position {step.after}")

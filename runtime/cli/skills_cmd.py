@@ -2,18 +2,24 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from rich.markup import escape
 
-from chronicle.runtime.skills import skill_row, workspace_skills
-
 from .common import JsonOption, WorkspaceOption, out_console, print_json_rows, workspace_command
+from .lazy import lazy_module
 from .tables import Column, fit_table
+
+if TYPE_CHECKING:  # reading skills validates them with pydantic; `--help` needs none of it
+    from chronicle.runtime import skills as skill_files
+else:
+    skill_files = lazy_module("chronicle.runtime.skills")
 
 
 def skills(workspace: WorkspaceOption = None, as_json: JsonOption = False) -> None:
     """List the skills found in the workspace's skills/NAME/SKILL.md and in chronicle.toml's [skills] dirs, in the order a new session records them. Inline skills go into the system prompt; on-demand ones are listed there and loaded with the load_skill tool."""
     with workspace_command(workspace) as ws:
-        rows = [skill_row(s) for s in workspace_skills(ws)]
+        rows = [skill_files.skill_row(s) for s in skill_files.workspace_skills(ws)]
         if as_json:
             print_json_rows(rows)
             return

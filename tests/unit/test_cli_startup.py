@@ -243,10 +243,10 @@ heavy = ("pydantic", "anthropic", "openai", "psycopg", "mcp")
 print(json.dumps({"shown": shown, "heavy": sorted(m for m in sys.modules if m.startswith(heavy))}))
 """
 
-#: Commands that run turns or change sessions: their use cases import the loop, pydantic and the
-#: providers, which their --help does not need (runtime/cli/lazy.py).
+#: Commands whose use cases import the loop, pydantic, the providers or the MCP SDK, which their
+#: --help does not need (runtime/cli/lazy.py).
 ACTING = ["run", "chat", "demo", "steer", "cancel", "compact", "undo", "redo", "fork", "replay", "approve", "deny", "resume",
-          "submit", "worker", "routines", "jobs"]
+          "submit", "worker", "routines", "jobs", "skills", "projections", "mcp"]
 
 
 def test_the_help_of_a_command_that_acts_imports_neither_pydantic_nor_a_provider():
