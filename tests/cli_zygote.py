@@ -32,17 +32,28 @@ from pathlib import Path
 from typing import Any
 
 #: What every child needs imported; each command module is imported as well (runtime/cli/app.py's
-#: table), so a command finds its own code loaded.
-PRELOAD = ("chronicle.runtime.cli.entry", "chronicle.runtime.cli.app")
+#: table), so a command finds its own code loaded. The commands import their use cases only when
+#: they run (runtime/cli/lazy.py, imports in a command's body), so those are named here too.
+PRELOAD = ("chronicle.runtime.cli.entry", "chronicle.runtime.cli.app", "chronicle.runtime.app.running",
+           "chronicle.runtime.agents.registry", "chronicle.runtime.tools.mcp_tools", "chronicle.runtime.skills")
 
 
 def preload() -> None:
+    import importlib.util
+
     for name in PRELOAD:
         importlib.import_module(name)
     from chronicle.runtime.cli.app import COMMANDS
 
     for command in COMMANDS:
         importlib.import_module("chronicle.runtime.cli." + command.target.split(":")[0])
+    for module in list(sys.modules.values()):
+        if isinstance(module, importlib.util._LazyModule):  # run here once, not in every child
+            _ = module.__name__  # any attribute runs a lazy module
+    if os.environ.get("CHRONICLE_CHECK_EVENTS", "") not in ("", "0"):
+        from chronicle.runtime.stored_vocabulary import stored_vocabulary
+
+        _ = stored_vocabulary()._adapter  # built as the first checked write of a child would build it
 
 
 def serve(path: str) -> None:
