@@ -55,12 +55,25 @@ def server_process(db: str, workspace: Path, token: str | None = None, extra: tu
                 raise RuntimeError(f"server did not start: {proc.stderr.read() if proc.stderr else ''}")
             time.sleep(0.1)
         yield base, proc
+    except BaseException:
+        # A failing test shows what the server said (a 500's traceback is only in its stderr).
+        _stop(proc)
+        said = proc.stderr.read() if proc.stderr else ""
+        print(f"--- chronicle serve's stderr ---\n{said[-8000:]}", file=sys.stderr)
+        raise
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        _stop(proc)
+
+
+def _stop(proc: subprocess.Popen[str]) -> None:
+    if proc.poll() is not None:
+        return
+    proc.terminate()
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout=30)
 
 
 def sse(base: str, path: str, headers: dict[str, str] | None = None, timeout: float = 60) -> list[tuple[int | None, dict[str, Any]]]:
