@@ -95,6 +95,13 @@ def eventsourcing_env(url: str) -> dict[str, str]:
     raise ConfigError(f"unsupported database URL {redact(url)!r}: use sqlite:///ABS/PATH.db or postgresql://...")
 
 
+def checking_writes() -> bool:
+    """CHRONICLE_CHECK_EVENTS, set to anything but 0: a store checks every event against the stored
+    vocabulary before writing it (runtime/stored_vocabulary.py). Read here, not there, because every
+    store reads it when it opens and the vocabulary's modules are not worth importing for that."""
+    return os.environ.get("CHRONICLE_CHECK_EVENTS", "") not in ("", "0")
+
+
 def redact(url: str) -> str:
     """A URL fit for messages and logs: the password never leaves the process."""
     from .redaction import redact_secrets  # also a password holding an unencoded "/", "#" or "?"

@@ -8,7 +8,6 @@ directly, so `log` costs one indexed query rather than a scan of the whole store
 from __future__ import annotations
 
 import base64
-import os
 import random
 import time
 from pathlib import Path
@@ -28,7 +27,7 @@ from chronicle.projections.sql import retry_creation
 from .aggregate_copy import copy_aggregate
 from .chain import chained_recorder_topic
 from .compression import COMPRESSOR_TOPIC
-from .config import eventsourcing_env, redact
+from .config import checking_writes, eventsourcing_env, redact
 from .encryption import check_readable, cipher_env
 from .store_errors import is_read_only_error as is_read_only_error  # where commands' error handlers look
 from .store_identity import check_store, read_only_sqlite_uri
@@ -114,7 +113,7 @@ class ChronicleStore(Application[UUID]):
         #: CHRONICLE_CHECK_EVENTS=1: every event is checked against the stored vocabulary before it is
         #: written, and a misfit is refused (runtime/stored_vocabulary.py). For development and the
         #: test suite: it encodes each event twice.
-        self.check_events = os.environ.get("CHRONICLE_CHECK_EVENTS", "") not in ("", "0")
+        self.check_events = checking_writes()
 
     def construct_recorder(self) -> Any:
         if self._is_postgres_factory():

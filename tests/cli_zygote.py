@@ -50,7 +50,9 @@ def preload() -> None:
     for module in list(sys.modules.values()):
         if isinstance(module, importlib.util._LazyModule):  # run here once, not in every child
             _ = module.__name__  # any attribute runs a lazy module
-    if os.environ.get("CHRONICLE_CHECK_EVENTS", "") not in ("", "0"):
+    from chronicle.runtime.config import checking_writes
+
+    if checking_writes():
         from chronicle.runtime.stored_vocabulary import stored_vocabulary
 
         _ = stored_vocabulary()._adapter  # built as the first checked write of a child would build it
