@@ -194,19 +194,26 @@ class ToolCall(Aggregate):
         self._next("complete")
         self._not_again()
         self._completed(
-            output=output, is_error=is_error, duration_ms=duration_ms, effects=effects or None,
+            output=None, is_error=is_error, duration_ms=duration_ms, effects=effects or None,
             ends_turn=ends_turn and not is_error, blocks=blocks or None,
             attempt=None if self.status == "running" else self.attempts + 1, timestamp=now,
         )
+        # Stored once, by the turn (Turn.keep_results / close_step, in the same save); held here for
+        # the rest of this run: the step's results and the after_tool_call hooks read it.
+        self.output = output
 
     class Completed(Event):
         """v2: `attempt` is set when the call ran without a recorded Started (a call that may run
         again commits its whole run in this one event; it started at timestamp - duration_ms), None
         after a Started; `effects` is None rather than [] when the call changed nothing; `ends_turn`
-        and `blocks`, once optional arguments, are always there."""
+        and `blocks`, once optional arguments, are always there.
 
-        class_version = 2
-        output: str
+        v3: `output` is None: the output is stored once, in the turn's result for the call
+        (Turn.ToolResultsKept or ToolResultsRecorded, saved with this event). Older events keep
+        theirs, which is how an old store's step still open on a completed call gets its result."""
+
+        class_version = 3
+        output: str | None
         is_error: bool
         duration_ms: float
         effects: list[ToolEffect] | None
@@ -221,9 +228,13 @@ class ToolCall(Aggregate):
             state.setdefault("blocks", None)
             state["attempt"] = None
 
+        @staticmethod
+        def upcast_v2_v3(state: dict[str, Any]) -> None:
+            """Nothing to change: a v2 event's output is a v3 event's output given on the call."""
+
     @event(Completed)
     def _completed(
-        self, output: str, is_error: bool, duration_ms: float, effects: list[dict[str, Any]] | None, ends_turn: bool,
+        self, output: str | None, is_error: bool, duration_ms: float, effects: list[dict[str, Any]] | None, ends_turn: bool,
         blocks: list[dict[str, Any]] | None, attempt: int | None, timestamp: datetime,
     ) -> None:
         if attempt is not None:
@@ -331,7 +342,10 @@ class ToolCall(Aggregate):
         """The result's content and whether it is an error, as `result_block` gives them to the model:
         `log` shows them without building a block (a pydantic model it would otherwise never need)."""
         if self.status == "completed":
-            return self.output or "", self.is_error
+            if self.output is None:
+                raise DomainError(f"tool call {self.id} ({self.name}) was loaded from the store: its output is kept by "
+                                  f"turn {self.turn_id} (Turn.result_for)")
+            return self.output, self.is_error
         if self.status == "failed":
             return self.output or "error", True
         if self.status == "interrupted":

@@ -2,7 +2,8 @@
 
 A turn is a list of steps; a step is one model response, verbatim, followed by the
 tool_result blocks exactly as the model will read them. Recording the results on the turn
-(the ToolCall aggregates keep the full lifecycle) lets the context be rebuilt from turns alone.
+(the ToolCall aggregates keep the full lifecycle) lets the context be rebuilt from turns alone,
+and the turn is the only place a completed tool's output is stored (ToolCall.Completed v3).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ if TYPE_CHECKING:  # the content models (pydantic) are imported where they are u
 
     # The payload shapes type the event fields for mypy and runtime/vocabulary.py; decoding needs none.
     from .payloads import ContentBlock, GuardrailMark, MiddlewareMark, RequestDelta, RetryError, StoredResponse, TurnError
+    from .tool_call import ToolCall
 
 LIVE = ("pending", "running", "awaiting_approval", "interrupted")
 TURN_LIFECYCLE = Lifecycle(
@@ -58,6 +60,20 @@ REQUEST_FIELDS = ("model", "max_tokens", "message_count")
 
 def response_v2(response: dict[str, Any]) -> dict[str, Any]:
     return {**response, "stop_details": response.get("stop_details")}
+
+
+def kept_ref(tool_use_id: str) -> dict[str, Any]:
+    """What a step's closing event stores for a result the turn kept earlier (Turn.ToolResultsKept)."""
+    return {"type": "tool_result", "tool_use_id": tool_use_id, "kept": True}
+
+
+def is_kept_ref(block: dict[str, Any]) -> bool:
+    return block.get("kept") is True and block.get("type") == "tool_result" and "content" not in block
+
+
+def resolve_kept(blocks: list[dict[str, Any]], kept: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    """The closing event's blocks with each reference replaced by the result it refers to."""
+    return [kept[b["tool_use_id"]] if is_kept_ref(b) else b for b in blocks]
 
 
 class Turn(Aggregate):
@@ -366,10 +382,51 @@ class Turn(Aggregate):
     ) -> None:
         self.retries.append({"step": step, "attempt": attempt, "reason": reason, "delay_s": delay_s, "error": error})
 
+    def keep_results(self, calls: Sequence[ToolCall], now: datetime) -> None:
+        """Record the results of calls that completed and are saved before their step closes.
+
+        The turn is where a completed tool's output is stored (ToolCall.Completed v3 carries
+        none), so a call saved on its own -- one that must not run twice commits its end at once,
+        an approval wait saves what already ran -- has its result kept here, in the same save.
+        The step's closing event then refers to it instead of repeating it."""
+        step = self.open_step
+        if step is None:
+            raise DomainError(f"turn {self.id} has no step waiting for tool results")
+        kept = step.get("kept") or {}
+        fresh = [c for c in calls if c.status == "completed" and c.step == step["step"] and c.tool_use_id not in kept]
+        if fresh:
+            self._tool_results_kept(step=step["step"], blocks=[c.result_block().model_dump(mode="json") for c in fresh], timestamp=now)
+
+    class ToolResultsKept(Event):
+        """Results of completed calls, recorded when the calls were saved before their step closed."""
+
+        step: int
+        blocks: list[ContentBlock]
+
+    @event(ToolResultsKept)
+    def _tool_results_kept(self, step: int, blocks: list[dict[str, Any]], timestamp: datetime) -> None:
+        kept = self.steps[step].setdefault("kept", {})
+        for block in blocks:
+            kept[block["tool_use_id"]] = block
+
+    def close_step(self, calls: Sequence[ToolCall], now: datetime, extra: Sequence[Any] = ()) -> None:
+        """Close the open step with the calls' results, in the model's order; a result kept earlier
+        is referred to, not repeated. A completed call loaded from the store has no output of its
+        own (v3): its result is the one this turn kept."""
+        from .content import ToolResultBlock
+
+        step = self.open_step
+        kept = (step or {}).get("kept") or {}
+        results = [
+            ToolResultBlock.model_validate(kept[c.tool_use_id]) if c.tool_use_id in kept else c.result_block() for c in calls
+        ]
+        self.record_tool_results(results, now, extra)
+
     def record_tool_results(self, results: list[ToolResultBlock], now: datetime, extra: Sequence[Any] = ()) -> None:
         """Close the open step with exactly one result per tool_use, in the model's order.
 
-        ``extra`` blocks (steering text) follow the results in the same user message.
+        ``extra`` blocks (steering text) follow the results in the same user message. A result
+        kept earlier (`keep_results`) is stored as a reference to it (`kept_ref`).
         """
         from .content import dump_blocks
 
@@ -380,17 +437,39 @@ class Turn(Aggregate):
         got = [r.tool_use_id for r in results]
         if got != wanted:
             raise DomainError(f"turn {self.id} step {step['step']}: results {got} do not answer tool uses {wanted}")
-        self._tool_results_recorded(
-            step=step["step"], blocks=dump_blocks(list(results)) + dump_blocks(list(extra)), timestamp=now
-        )
+        kept = step.get("kept") or {}
+        blocks = [kept_ref(r.tool_use_id) if r.tool_use_id in kept else r.model_dump(mode="json") for r in results]
+        self._tool_results_recorded(step=step["step"], blocks=blocks + dump_blocks(list(extra)), timestamp=now)
 
     class ToolResultsRecorded(Event):
+        """A block that is a `kept_ref` stands for the result recorded by an earlier ToolResultsKept."""
+
         step: int
         blocks: list[ContentBlock]
 
     @event(ToolResultsRecorded)
     def _tool_results_recorded(self, step: int, blocks: list[dict[str, Any]], timestamp: datetime) -> None:
-        self.steps[step]["results"] = blocks
+        kept = self.steps[step].pop("kept", None)
+        self.steps[step]["results"] = resolve_kept(blocks, kept) if kept else blocks
+
+    def result_of(self, call: ToolCall) -> ToolResultBlock:
+        """A call's result as the model read it: the block this turn holds for it, else the call's own
+        (a call loaded from the store has no output of its own since ToolCall.Completed v3)."""
+        from .content import ToolResultBlock
+
+        block = self.result_for(call.step, call.tool_use_id)
+        return ToolResultBlock.model_validate(block) if block is not None else call.result_block()
+
+    def result_for(self, step: int, tool_use_id: str) -> dict[str, Any] | None:
+        """The tool_result block this turn holds for one tool use (recorded or kept), if any."""
+        if step >= len(self.steps):
+            return None
+        entry = self.steps[step]
+        for block in entry["results"] or ():
+            if block.get("type") == "tool_result" and block.get("tool_use_id") == tool_use_id:
+                return block
+        kept: dict[str, dict[str, Any]] = entry.get("kept") or {}
+        return kept.get(tool_use_id)
 
     # -- guardrails that changed what passes (runtime/guardrails.py) --------------------------------
 

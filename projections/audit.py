@@ -12,7 +12,9 @@ from __future__ import annotations
 import json
 import re
 from typing import Any
+from uuid import UUID
 
+from chronicle.domain.ids import tool_call_id
 from chronicle.domain.job import Job
 from chronicle.domain.repair import Repair
 from chronicle.domain.routine_run import RoutineRun
@@ -20,7 +22,7 @@ from chronicle.domain.session import Session
 from chronicle.domain.stored_response import expand
 from chronicle.domain.task_board import DelegatedTask
 from chronicle.domain.tool_call import ToolCall
-from chronicle.domain.turn import Turn
+from chronicle.domain.turn import Turn, is_kept_ref
 
 from .base import Projection, on
 from .sql import Tx, dumps, iso
@@ -28,7 +30,7 @@ from .sql import Tx, dumps, iso
 #: ToolCall and Turn events that end something, by class: (row kind, status, is_error) for turns.
 TOOL_REASON_ENDS = {ToolCall.Skipped: "skipped", ToolCall.Cancelled: "cancelled", ToolCall.Interrupted: "interrupted"}
 TURN_REASON_ENDS = {Turn.Cancelled: ("cancel", "cancelled", False), Turn.Interrupted: ("interrupted", "interrupted", True)}
-SKIP = {cls.__qualname__ for cls in (Turn.Started, Turn.ApprovalRequested, Turn.ToolResultsRecorded, ToolCall.Started,
+SKIP = {cls.__qualname__ for cls in (Turn.Started, Turn.ApprovalRequested, ToolCall.Started,
                                      Session.TurnStarted, Session.TurnEnded, ToolCall.Requested)}
 
 
@@ -38,6 +40,12 @@ TASK_STATUS = {c.__qualname__: status for c, status in ((DelegatedTask.Claimed, 
                                                         (DelegatedTask.Failed, "failed"))}
 
 
+def _with_output(detail: dict[str, Any], block: dict[str, Any]) -> dict[str, Any]:
+    """A completed call's row detail with its output, in the order a v2 event's row had them (a
+    rebuild and a live run give the same row whichever path added it)."""
+    return {"input": detail.get("input"), "output": block.get("content", ""), **detail}
+
+
 class AuditProjection(Projection):
     name = "audit"
     #: v2: delegated tasks and failure reflections (proj_audit_tasks), skills on session_start.
@@ -45,7 +53,8 @@ class AuditProjection(Projection):
     #: v4: guardrails that changed an input or a final answer, or failed open (Turn.GuardrailApplied).
     #: v5: decisions of middleware around a run (Turn.MiddlewareApplied); subtasks of a tool call that then
     #: failed (ToolCall.EffectsRecorded).
-    version = 5
+    #: v6: a completed call's output comes from its turn's result (ToolCall.Completed v3 has none).
+    version = 6
     tables = {
         "proj_audit_sessions": "session_id TEXT PRIMARY KEY, parent_session_id TEXT, parent_tool_call_id TEXT",
         "proj_audit_turns": "turn_id TEXT PRIMARY KEY, session_id TEXT, number BIGINT",
@@ -59,11 +68,14 @@ class AuditProjection(Projection):
     indexes = (
         "CREATE INDEX IF NOT EXISTS proj_audit_by_session ON proj_audit (session_id, position)",
         "CREATE INDEX IF NOT EXISTS proj_audit_by_time ON proj_audit (at)",
+        # A call's row found again when its output is read in a later transaction than its end.
+        "CREATE INDEX IF NOT EXISTS proj_audit_by_call ON proj_audit (tool_call_id)",
     )
 
     def _row(self, tx: Tx, e: Any, position: int, kind: str, session_id: str | None, *, turn_id: str | None = None,
              tool_call_id: str | None = None, name: str | None = None, status: str | None = None, is_error: bool = False,
-             detail: dict[str, Any] | None = None, links: dict[str, Any] | None = None) -> None:
+             detail: dict[str, Any] | None = None, links: dict[str, Any] | None = None) -> tuple[tuple[str, int], tuple[Any, ...]]:
+        """Queues the row; returns its handle and values, so a handler can still change it in this transaction."""
         number = self._turn(tx, turn_id)[1] if turn_id else None
         parents = self._parents(tx, session_id)
         all_links = {k: v for k, v in {
@@ -71,11 +83,9 @@ class AuditProjection(Projection):
             "parent_tool_call_id": parents[1] if parents else None,
             **(links or {}),
         }.items() if v is not None}
-        tx.insert_later(  # no handler reads proj_audit back
-            "INSERT INTO proj_audit VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
-            (position, iso(e.timestamp), session_id, turn_id, number, tool_call_id, kind, name, status, int(is_error),
-             dumps(detail or {}), dumps(all_links)),
-        )
+        values = (position, iso(e.timestamp), session_id, turn_id, number, tool_call_id, kind, name, status, int(is_error),
+                  dumps(detail or {}), dumps(all_links))
+        return tx.insert_later("INSERT INTO proj_audit VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)", values), values
 
     # -- sessions ------------------------------------------------------------------------------
 
@@ -252,7 +262,36 @@ class AuditProjection(Projection):
 
     @on(ToolCall.Completed)
     def _tool_completed(self, tx: Tx, e: ToolCall.Completed, position: int) -> None:
-        self._tool_end(tx, e, position, "completed", e.is_error, {"output": e.output, "duration_ms": e.duration_ms, "effects": e.effects or None})
+        cid = str(e.originator_id)
+        # Since v3 the output is stored by the turn, in the same commit: usually read next (_turn_results).
+        output = e.output if e.output is not None else tx.memo.pop(("audit.output", cid), None)
+        fields = {"output": output, "duration_ms": e.duration_ms, "effects": e.effects or None}
+        queued = self._tool_end(tx, e, position, "completed", e.is_error, fields)
+        tx.memo[("audit.ended", cid)] = queued if output is None else None
+
+    @on(Turn.ToolResultsKept, Turn.ToolResultsRecorded)
+    def _turn_results(self, tx: Tx, e: Any, position: int) -> None:
+        """Gives a completed call's row its output, which the turn stores (ToolCall.Completed v3)."""
+        tid = UUID(str(e.originator_id))
+        for block in e.blocks:
+            if block.get("type") != "tool_result" or is_kept_ref(block):
+                continue
+            cid = str(tool_call_id(tid, e.step, block["tool_use_id"]))
+            key = ("audit.ended", cid)
+            if key in tx.memo:  # the call ended in this transaction
+                waiting = tx.memo.pop(key)
+                if waiting is not None:
+                    handle, values = waiting
+                    tx.replace_later(handle, (*values[:10], dumps(_with_output(json.loads(values[10]), block)), *values[11:]))
+                continue
+            row = tx.one("SELECT position, detail FROM proj_audit WHERE tool_call_id = %s AND kind = 'tool_call' "
+                         "AND status = 'completed'", (cid,))
+            if row is None:  # its end comes later in this transaction
+                tx.memo[("audit.output", cid)] = block.get("content", "")
+                continue
+            detail = json.loads(row[1])
+            if "output" not in detail:  # an end read in an earlier transaction
+                tx.execute("UPDATE proj_audit SET detail = %s WHERE position = %s", (dumps(_with_output(detail, block)), row[0]))
 
     @on(ToolCall.Failed)
     def _tool_failed(self, tx: Tx, e: ToolCall.Failed, position: int) -> None:
@@ -263,13 +302,16 @@ class AuditProjection(Projection):
         status = next(v for cls, v in TOOL_REASON_ENDS.items() if isinstance(e, cls))
         self._tool_end(tx, e, position, status, status == "interrupted", {"reason": e.reason})
 
-    def _tool_end(self, tx: Tx, e: Any, position: int, status: str, is_error: bool, fields: dict[str, Any]) -> None:
-        self._tool_row(tx, e, position, "tool_call", status, is_error, {k: v for k, v in fields.items() if v is not None})
+    def _tool_end(self, tx: Tx, e: Any, position: int, status: str, is_error: bool,
+                  fields: dict[str, Any]) -> tuple[tuple[str, int], tuple[Any, ...]]:
+        tx.memo[("audit.ended", str(e.originator_id))] = None  # its result, recorded by the turn, adds nothing
+        return self._tool_row(tx, e, position, "tool_call", status, is_error, {k: v for k, v in fields.items() if v is not None})
 
-    def _tool_row(self, tx: Tx, e: Any, position: int, kind: str, status: str, is_error: bool, extra: dict[str, Any]) -> None:
+    def _tool_row(self, tx: Tx, e: Any, position: int, kind: str, status: str, is_error: bool,
+                  extra: dict[str, Any]) -> tuple[tuple[str, int], tuple[Any, ...]]:
         cid = str(e.originator_id)
         call = self._call(tx, cid)
-        self._row(tx, e, position, kind, call["session_id"], turn_id=call["turn_id"], tool_call_id=cid, name=call["name"],
+        return self._row(tx, e, position, kind, call["session_id"], turn_id=call["turn_id"], tool_call_id=cid, name=call["name"],
                   status=status, is_error=is_error, detail={"input": call["input"], **extra},
                   links={"tool_use_id": call["tool_use_id"]})
 

@@ -8,6 +8,7 @@ messages; a fork starts with a branch that names its parent's turns, copying not
 
 from __future__ import annotations
 
+import json
 from enum import Enum
 from typing import Any
 
@@ -15,7 +16,7 @@ from pydantic import TypeAdapter
 
 from chronicle.domain.content import BlockList, sendable
 from chronicle.domain.session import Session
-from chronicle.domain.turn import Turn
+from chronicle.domain.turn import Turn, is_kept_ref, resolve_kept
 from chronicle.domain.wire_blocks import FINISHED_STOP_REASONS, PARTIAL_INPUT_KEY, dumps_as_is
 
 from .base import Projection, on
@@ -40,7 +41,9 @@ class HistoryProjection(Projection):
     #: v4: `proj_history_turn_ends`, each session's turn ends in order, so `history --at TURN`
     #: finds its cut in the projection, in the statement that reads the messages, instead of
     #: scanning the session's events for its TURN-th `TurnEnded` first.
-    version = 4
+    #: v5: a step's closing event refers to results kept earlier (Turn.ToolResultsKept, the only
+    #: record of a completed tool's output): `proj_history_kept` holds them until their step closes.
+    version = 5
     tables = {
         # `reshaped`: log position of the session's first undo, redo or compaction (None: its branch
         # has only ever grown, one turn at a time, so the branch as of a position is a prefix of it).
@@ -59,6 +62,9 @@ class HistoryProjection(Projection):
                                   "PRIMARY KEY (session_id, ordinal)",
         # A turn with attachments, a guardrail's rewrite of its input or answer, or a refusal, from `position` on.
         "proj_history_marks": "turn_id TEXT NOT NULL, position BIGINT NOT NULL, at TEXT, PRIMARY KEY (turn_id, position)",
+        # Results kept before their step closed, until the step's closing event refers to them.
+        "proj_history_kept": "turn_id TEXT NOT NULL, step BIGINT NOT NULL, tool_use_id TEXT NOT NULL, block TEXT, "
+                             "PRIMARY KEY (turn_id, step, tool_use_id)",
     }
     #: A turn's messages up to a log position (a turn as of one of its versions) found by index,
     #: not by reading every row of a long turn to test its position.
@@ -147,8 +153,28 @@ class HistoryProjection(Projection):
         sent = tx.memo.get(("history.sent", tid, e.step))
         if sent is None:  # the response was applied in an earlier transaction: its row says
             sent = self._response_sent(tx, tid, e.step)
+        blocks = e.blocks
+        if any(is_kept_ref(b) for b in blocks):
+            blocks = resolve_kept(blocks, self._kept(tx, tid, e.step))
+            tx.execute("DELETE FROM proj_history_kept WHERE turn_id = %s AND step = %s", (tid, e.step))
         # Results follow their response into the context only if that response is sent back.
-        self._message(tx, tid, e.step, "user", e.blocks, None, e.timestamp, position, WIRE_OF_CONTENT if sent else None)
+        self._message(tx, tid, e.step, "user", blocks, None, e.timestamp, position, WIRE_OF_CONTENT if sent else None)
+
+    @on(Turn.ToolResultsKept)
+    def _kept_results(self, tx: Tx, e: Any, position: int) -> None:
+        tid = str(e.originator_id)
+        kept = self._kept(tx, tid, e.step)
+        for block in e.blocks:
+            kept[block["tool_use_id"]] = block
+            tx.execute("INSERT INTO proj_history_kept VALUES (%s, %s, %s, %s)", (tid, e.step, block["tool_use_id"], dumps(block)))
+
+    @staticmethod
+    def _kept(tx: Tx, tid: str, step: int) -> dict[str, Any]:
+        key = ("history.kept", tid, step)
+        if key not in tx.memo:
+            rows = tx.rows("SELECT tool_use_id, block FROM proj_history_kept WHERE turn_id = %s AND step = %s", (tid, step))
+            tx.memo[key] = {row[0]: json.loads(row[1]) for row in rows}
+        return tx.memo[key]
 
     @staticmethod
     def _response_sent(tx: Tx, tid: str, step: int) -> bool:

@@ -101,11 +101,18 @@ class Tx:
         else:
             self.cursor.execute(sql, tuple(escape_nul(p) for p in params))
 
-    def insert_later(self, sql: str, params: Sequence[Any]) -> None:
+    def insert_later(self, sql: str, params: Sequence[Any]) -> tuple[str, int]:
         """An INSERT into a table no handler reads back in this transaction: sent in one
         `executemany` per statement just before the commit (one round trip instead of one per
         row on PostgreSQL, no per-call overhead on SQLite)."""
-        self._deferred.setdefault(sql, []).append(tuple(params))
+        rows = self._deferred.setdefault(sql, [])
+        rows.append(tuple(params))
+        return sql, len(rows) - 1
+
+    def replace_later(self, handle: tuple[str, int], params: Sequence[Any]) -> None:
+        """Change a row `insert_later` queued in this transaction (its handle), before it is sent."""
+        sql, index = handle
+        self._deferred[sql][index] = tuple(params)
 
     def flush(self) -> None:
         deferred, self._deferred = self._deferred, {}

@@ -440,7 +440,7 @@ def cancel_paused_turn(store: ChronicleStore, session_id: UUID, reason: str, clo
             if call.status in ("pending", "awaiting_approval", "approved", "running"):
                 call.cancel(reason, now)
             calls.append(call)
-        turn.record_tool_results([c.result_block() for c in calls], now)
+        turn.close_step(calls, now)
     turn.cancel(reason, now, actor=actor or process_actor())
     store.update_session(session_id, lambda s: s.end_turn(turn.id, now), turn, *calls)
     return turn.id

@@ -389,7 +389,7 @@ class AgentLoop:
                     call.fail(not_run, now)
                 calls.append(call)
             if runs_no_tools(response):
-                turn.record_tool_results([c.result_block() for c in calls], now)
+                turn.close_step(calls, now)
         self.save(turn, *calls)
         # Saved: the step's tool calls are exactly as a reload would give them, so skip the reload.
         self._opened = {call.id: call for call in calls}
@@ -412,13 +412,14 @@ class AgentLoop:
             skipped = [c for c in calls if c.status in ("pending", "awaiting_approval", "approved")]
             for call in skipped:
                 call.skip(f"not run: {guard.stop.reason}", now)
-            turn.record_tool_results([c.result_block() for c in calls], now)
+            turn.close_step(calls, now)
             self.save(*calls, turn)
             await tools_ended(self.io, skipped)
             return await stop_turn(self.io, session, turn, guard.stop)
         except ApprovalWait as wait:
+            turn.keep_results(calls, self.clock.now())  # what ran before the wait is saved now, its output with it
             turn.await_approval([c.id for c in wait.calls], self.clock.now())
-            self.save(turn, *calls)
+            self.save(*calls, turn)
             for call in wait.calls:
                 await self.emit(
                     ApprovalNeeded(session_id=str(session.id), turn_id=str(turn.id), tool_call_id=str(call.id), name=call.name, input=call.input)
@@ -427,7 +428,7 @@ class AgentLoop:
             return TurnOutcome(session.id, turn.id, "awaiting_approval", reason=f"awaiting approval: {names}")
         except asyncio.CancelledError:
             cancelled = cancel_calls(self.io, calls, self._cancel_reason())
-            turn.record_tool_results([c.result_block() for c in calls], self.clock.now())
+            turn.close_step(calls, self.clock.now())
             self.save(*calls, turn)
             await tools_ended(self.io, cancelled)
             raise
@@ -435,7 +436,7 @@ class AgentLoop:
         steering = self.controls.pending_steering(session.id, turn.id)
         now = self.clock.now()
         extra = [*result_images(calls), *(steering.blocks() if steering else ())]  # images a tool returned, for the model
-        turn.record_tool_results([c.result_block() for c in calls], now, extra=extra)
+        turn.close_step(calls, now, extra=extra)
         if steering is None:
             self.save(*calls, turn)
         else:

@@ -445,12 +445,16 @@ class ChronicleStore(Application[UUID]):
         return [found[t] for t in ids]
 
     def tool_calls_of(self, turn: Turn) -> list[ToolCall]:
+        """The turn's calls, a completed one with its output as the turn stores it (ToolCall.Completed
+        v3 has none of its own), so each reads as it did when it ran."""
         calls = []
         for step in turn.steps:
             for block in step["response"].get("content", []):
                 if block.get("type") == "tool_use":
                     call = self.find_tool_call(tool_call_id(turn.id, step["step"], block["id"]))
                     if call is not None:
+                        if call.status == "completed" and call.output is None:
+                            call.output = (turn.result_for(call.step, call.tool_use_id) or {}).get("content", "")
                         calls.append(call)
         return calls
 

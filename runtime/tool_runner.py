@@ -227,8 +227,9 @@ class ToolRunner:
                 effects=[*output.effects, *ctx.extras.get("subtasks", ())],  # spawn_batch's subtasks (runtime/subtasks.py)
                 ends_turn=output.ends_turn and tool.may_end_turn, blocks=blocks,
             )
-        if durable:
-            loop.save(call)
+        if durable:  # its end is committed now, its output with it: kept by the turn, where it is stored
+            self.turn.keep_results([call], loop.clock.now())
+            loop.save(call, self.turn)
         await self._ended(call)
 
     async def _ended(self, call: ToolCall) -> None:

@@ -138,23 +138,38 @@ class LogTail:
         owners = self._owners()
         entries = []
         since = None if self.after is None else (self.after + 1, 2**62)  # only what was committed since the last look
+        from_turn: list[tuple[dict[str, Any], ToolCall]] = []
         for position, event in self.store.events_with_positions(owners, positions=since):
             aggregate = event.mutate(self.states.get(event.originator_id))
             self.states[event.originator_id] = aggregate
-            entries.append(self._entry(position, event, aggregate, owners))
+            entries.append(self._entry(position, event, aggregate, owners, from_turn))
             self.after = position
+        # A completed call's output is stored by its turn, in the same commit: filled in once read.
+        for data, call in from_turn:
+            turn = self.states.get(call.turn_id)
+            block = turn.result_for(call.step, call.tool_use_id) if isinstance(turn, Turn) else None
+            if block is not None:
+                data["output"], data["is_error"] = block.get("content", ""), bool(block.get("is_error"))
         return entries
 
-    def _entry(self, position: int, event: Any, aggregate: Any, owners: dict[UUID, dict[str, Any]]) -> dict[str, Any]:
+    def _entry(self, position: int, event: Any, aggregate: Any, owners: dict[UUID, dict[str, Any]],
+               from_turn: list[tuple[dict[str, Any], ToolCall]]) -> dict[str, Any]:
         data = {k: v for k, v in event.__dict__.items() if k not in SKIP_FIELDS}
+        waits = False
         if isinstance(aggregate, ToolCall):
             data.setdefault("tool_use_id", aggregate.tool_use_id)
             data.setdefault("name", aggregate.name)
             if aggregate.resolved and aggregate.status != "interrupted":
-                output, is_error = aggregate.result()
-                data.setdefault("output", output)
-                data.setdefault("is_error", is_error)
-        return {
+                if aggregate.status == "completed" and aggregate.output is None:
+                    data["output"], data["is_error"] = "", aggregate.is_error  # until its turn's result is read
+                    waits = True
+                else:
+                    output, is_error = aggregate.result()
+                    data["output"] = output if data.get("output") is None else data["output"]
+                    data.setdefault("is_error", is_error)
+        elif isinstance(event, Turn.ToolResultsRecorded) and isinstance(aggregate, Turn):
+            data["blocks"] = aggregate.steps[event.step]["results"]  # references to kept results resolved
+        entry = {
             "position": position,
             "timestamp": event.timestamp.isoformat(),
             "aggregate": AGGREGATE_KINDS.get(type(aggregate), type(aggregate).__name__.lower()),
@@ -165,6 +180,9 @@ class LogTail:
             "data": jsonable(data),
             **(owners[event.originator_id] if self.tree else {}),
         }
+        if waits:
+            from_turn.append((entry["data"], aggregate))
+        return entry
 
 
 def history_messages(

@@ -153,7 +153,7 @@ class Replayer:
         if original is None or not original.resolved:
             self.diverge(number, call.step, "tool result", f"{call.name} ({call.tool_use_id}) has no recorded result")
         assert original is not None
-        recorded = original.result_block()
+        recorded = original_turn.result_of(original)
         if not (cls.read_only and original.status in ("completed", "failed")):
             self.report.reused += 1
             if self.scratch is not None and original.status == "completed":

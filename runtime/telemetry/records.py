@@ -15,6 +15,7 @@ from uuid import UUID
 
 from chronicle.domain.ids import tool_call_id
 from chronicle.domain.session import Session
+from chronicle.domain.tool_call import ToolCall
 from chronicle.domain.turn import Turn
 
 from ..store import ChronicleStore, NotFound
@@ -70,12 +71,9 @@ def root_turn_of(store: ChronicleStore, session: Session, turn_id: UUID) -> UUID
 def turn_log(store: ChronicleStore, turn: Turn, session: Session | None = None) -> TurnLog:
     session = session or store.session(turn.session_id)
     spec = session.spec
-    call_ids = [
-        tool_call_id(turn.id, step["step"], block["id"])
-        for step in turn.steps
-        for block in step["response"].get("content", [])
-        if block.get("type") == "tool_use"
-    ]
+    uses = {tool_call_id(turn.id, step["step"], block["id"]): (step["step"], block["id"])
+            for step in turn.steps for block in step["response"].get("content", []) if block.get("type") == "tool_use"}
+    call_ids = list(uses)
     log = TurnLog(
         session_id=session.id,
         turn_id=turn.id,
@@ -88,10 +86,16 @@ def turn_log(store: ChronicleStore, turn: Turn, session: Session | None = None) 
         tool_calls={cid: [] for cid in call_ids},
     )
     for _, event in store.events_with_positions([turn.id, *call_ids]):
+        flat = _flatten(event)
         if event.originator_id == turn.id:
-            log.events.append(_flatten(event))
+            if isinstance(event, Turn.ToolResultsRecorded):  # references to kept results, resolved
+                flat.data["blocks"] = turn.steps[event.step]["results"]
+            log.events.append(flat)
         else:
-            log.tool_calls[event.originator_id].append(_flatten(event))
+            if isinstance(event, ToolCall.Completed) and event.output is None:  # stored once, by the turn
+                result = turn.result_for(*uses[event.originator_id]) or {}
+                flat.data["output"] = result.get("content", "")
+            log.tool_calls[event.originator_id].append(flat)
     log.tool_calls = {cid: events for cid, events in log.tool_calls.items() if events}
     return log
 

@@ -14,7 +14,6 @@ import subprocess
 import sys
 
 from chronicle.domain.ids import tool_call_id
-from chronicle.domain.tool_call import INTERRUPTED_NOTE
 from chronicle.runtime.store import ChronicleStore
 from tests.helpers import cli, response, text, tool_use
 from tests.recovery import assert_recovered, wait_for
@@ -57,6 +56,8 @@ def test_a_write_file_finished_before_a_crash_keeps_its_output_and_its_undo_afte
     assert process.returncode == -signal.SIGKILL, "the run finished before the kill; bash should still be sleeping"
     turn = store.turn(store.session(sid).active_turn_id)
     assert turn.steps[0]["results"] is None, "the kill was meant to land before the step's results were stored"
+    kept = turn.steps[0]["kept"]["w1"]  # committed with the write's end: its only record
+    assert kept["content"] and not kept.get("is_error")
     assert (workspace / "notes.txt").read_text() == "rewritten\n"
 
     resumed = cli("resume", str(sid), "--yes", db=db_url)
@@ -67,7 +68,7 @@ def test_a_write_file_finished_before_a_crash_keeps_its_output_and_its_undo_afte
     results = {block["tool_use_id"]: block for block in turn.steps[0]["results"]}
     write = store.tool_call(tool_call_id(turn.id, 0, "w1"))
     assert write.status == "completed" and write.effects
-    assert INTERRUPTED_NOTE not in json.dumps(results["w1"]) and write.output in json.dumps(results["w1"])
+    assert results["w1"] == kept and write.output is None
     assert store.tool_call(tool_call_id(turn.id, 0, "b1")).status == "interrupted"
 
     undone = cli("undo", str(sid), "--files", "--workspace", str(workspace), db=db_url)

@@ -41,7 +41,12 @@ def test_a_tool_that_may_run_again_records_its_run_in_one_event_and_one_that_mus
     kinds = {c.name: [type(e).__name__ for e in store.events.get(c.id)] for c in (read, write)}
     assert kinds == {"read_file": ["Requested", "Completed"], "write_file": ["Requested", "Started", "Completed"]}
     assert [list(store.events.get(c.id))[-1].attempt for c in (read, write)] == [1, None]
-    assert (read.attempts, write.attempts) == (1, 1) and read.output.startswith("hello world")
+    assert (read.attempts, write.attempts) == (1, 1) and turn.result_of(read).content.startswith("hello world")
+    # the output is stored once, by the turn: not on the call's Completed, not twice in the turn
+    assert read.output is None and write.output is None
+    stored = [e for e in store.events.get(turn.id) if type(e).__name__ in ("ToolResultsKept", "ToolResultsRecorded")]
+    assert [(type(e).__name__, e.step, [b.get("kept", False) for b in e.blocks]) for e in stored] == [
+        ("ToolResultsRecorded", 0, [False]), ("ToolResultsKept", 1, [False]), ("ToolResultsRecorded", 1, [True])]
     assert write.effects and write.effects[0]["path"] == "notes.txt"
 
 
