@@ -465,7 +465,8 @@ class Turn(Aggregate):
         if step >= len(self.steps):
             return None
         entry = self.steps[step]
-        for block in entry["results"] or ():
+        results: list[dict[str, Any]] = entry["results"] or []
+        for block in results:
             if block.get("type") == "tool_result" and block.get("tool_use_id") == tool_use_id:
                 return block
         kept: dict[str, dict[str, Any]] = entry.get("kept") or {}
