@@ -74,3 +74,28 @@ def test_each_output_is_stored_in_exactly_one_event_and_read_back_everywhere(db_
     for messages in (history_messages(store, sid), history_messages(store, sid, at=1)):  # from events; from the projection
         shown = json.dumps([m.model_dump(mode="json") for m in messages])
         assert shown.count(READ_MARK) == 1 and shown.count(BASH_MARK) == 1 and '"kept"' not in shown
+
+
+def test_a_result_that_ran_before_an_approval_wait_is_kept_by_the_turn_and_read_after_approval(db_url, workspace, tmp_path):
+    (workspace / "marked.txt").write_text(f"{READ_MARK}\n", encoding="utf-8")
+    script = write_script(tmp_path / "s.json", [
+        response(tool_use("r1", "read_file", path="marked.txt"), tool_use("b1", "bash", command="echo bash-$((6*7))-mark")),
+        response(text("Done.")),
+    ])
+    provider = ("--provider", f"scripted:{script}", "--workspace", str(workspace))
+    paused = cli("run", "read, then run", *provider, db=db_url)
+    assert paused.returncode == 3, paused.stderr  # bash waits for approval; read_file has run
+    store = ChronicleStore(db_url)
+    sid = store.session_ids()[-1]
+    turn = store.turn(store.session(sid).active_turn_id)
+    assert READ_MARK in turn.steps[0]["kept"]["r1"]["content"] and turn.steps[0]["results"] is None
+    assert store.tool_call(tool_call_id(turn.id, 0, "r1")).output is None  # the wait saved it, the turn holds its output
+
+    assert cli("approve", str(sid), db=db_url).returncode == 0
+    resumed = cli("resume", str(sid), *provider, db=db_url)
+    assert resumed.returncode == 0, resumed.stderr
+    turn = ChronicleStore(db_url).turn(turn.id)
+    assert [(b["tool_use_id"], READ_MARK in b["content"] or BASH_MARK in b["content"]) for b in turn.steps[0]["results"]] == [
+        ("r1", True), ("b1", True)]
+    holding = [name for name, fields in stored_fields(store, turn.id) if READ_MARK in fields]
+    assert holding == ["ToolResultsKept"]
