@@ -72,8 +72,16 @@ def is_kept_ref(block: dict[str, Any]) -> bool:
 
 
 def resolve_kept(blocks: list[dict[str, Any]], kept: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
-    """The closing event's blocks with each reference replaced by the result it refers to."""
-    return [kept[b["tool_use_id"]] if is_kept_ref(b) else b for b in blocks]
+    """The closing event's blocks with each reference replaced by the result it refers to. A
+    reference to nothing is refused: the model would otherwise read a result without content."""
+    resolved = []
+    for block in blocks:
+        if is_kept_ref(block):
+            if block["tool_use_id"] not in kept:
+                raise DomainError(f"step results refer to a kept result for {block['tool_use_id']} that was never recorded")
+            block = kept[block["tool_use_id"]]
+        resolved.append(block)
+    return resolved
 
 
 class Turn(Aggregate):
@@ -449,8 +457,8 @@ class Turn(Aggregate):
 
     @event(ToolResultsRecorded)
     def _tool_results_recorded(self, step: int, blocks: list[dict[str, Any]], timestamp: datetime) -> None:
-        kept = self.steps[step].pop("kept", None)
-        self.steps[step]["results"] = resolve_kept(blocks, kept) if kept else blocks
+        kept = self.steps[step].pop("kept", None) or {}
+        self.steps[step]["results"] = resolve_kept(blocks, kept)
 
     def result_of(self, call: ToolCall) -> ToolResultBlock:
         """A call's result as the model read it: the block this turn holds for it, else the call's own
