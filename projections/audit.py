@@ -41,8 +41,8 @@ TASK_STATUS = {c.__qualname__: status for c, status in ((DelegatedTask.Claimed, 
 
 
 def _with_output(detail: dict[str, Any], block: dict[str, Any]) -> dict[str, Any]:
-    """A completed call's row detail with its output, in the order a v2 event's row had them (a
-    rebuild and a live run give the same row whichever path added it)."""
+    """A completed call's row detail with its output: the row a v2 event (output on the call) gave,
+    whichever path adds it, so a rebuild and a live run write the same row."""
     return {"input": detail.get("input"), "output": block.get("content", ""), **detail}
 
 
