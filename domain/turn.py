@@ -421,14 +421,7 @@ class Turn(Aggregate):
         """Close the open step with the calls' results, in the model's order; a result kept earlier
         is referred to, not repeated. A completed call loaded from the store has no output of its
         own (v3): its result is the one this turn kept."""
-        from .content import ToolResultBlock
-
-        step = self.open_step
-        kept = (step or {}).get("kept") or {}
-        results = [
-            ToolResultBlock.model_validate(kept[c.tool_use_id]) if c.tool_use_id in kept else c.result_block() for c in calls
-        ]
-        self.record_tool_results(results, now, extra)
+        self.record_tool_results([self.result_of(c) for c in calls], now, extra)
 
     def record_tool_results(self, results: list[ToolResultBlock], now: datetime, extra: Sequence[Any] = ()) -> None:
         """Close the open step with exactly one result per tool_use, in the model's order.
