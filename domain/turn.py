@@ -461,6 +461,10 @@ class Turn(Aggregate):
         block = self.result_for(call.step, call.tool_use_id)
         return ToolResultBlock.model_validate(block) if block is not None else call.result_block()
 
+    def output_for(self, step: int, tool_use_id: str) -> str:
+        """A completed call's output, which this turn stores ("" while it holds no result for it)."""
+        return str((self.result_for(step, tool_use_id) or {}).get("content", ""))
+
     def result_for(self, step: int, tool_use_id: str) -> dict[str, Any] | None:
         """The tool_result block this turn holds for one tool use (recorded or kept), if any."""
         if step >= len(self.steps):

@@ -454,7 +454,7 @@ class ChronicleStore(Application[UUID]):
                     call = self.find_tool_call(tool_call_id(turn.id, step["step"], block["id"]))
                     if call is not None:
                         if call.status == "completed" and call.output is None:
-                            call.output = (turn.result_for(call.step, call.tool_use_id) or {}).get("content", "")
+                            call.output = turn.output_for(call.step, call.tool_use_id)
                         calls.append(call)
         return calls
 

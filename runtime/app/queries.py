@@ -147,9 +147,8 @@ class LogTail:
         # A completed call's output is stored by its turn, in the same commit: filled in once read.
         for data, call in from_turn:
             turn = self.states.get(call.turn_id)
-            block = turn.result_for(call.step, call.tool_use_id) if isinstance(turn, Turn) else None
-            if block is not None:
-                data["output"], data["is_error"] = block.get("content", ""), bool(block.get("is_error"))
+            if isinstance(turn, Turn):
+                data["output"] = turn.output_for(call.step, call.tool_use_id)
         return entries
 
     def _entry(self, position: int, event: Any, aggregate: Any, owners: dict[UUID, dict[str, Any]],

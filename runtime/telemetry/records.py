@@ -93,8 +93,7 @@ def turn_log(store: ChronicleStore, turn: Turn, session: Session | None = None) 
             log.events.append(flat)
         else:
             if isinstance(event, ToolCall.Completed) and event.output is None:  # stored once, by the turn
-                result = turn.result_for(*uses[event.originator_id]) or {}
-                flat.data["output"] = result.get("content", "")
+                flat.data["output"] = turn.output_for(*uses[event.originator_id])
             log.tool_calls[event.originator_id].append(flat)
     log.tool_calls = {cid: events for cid, events in log.tool_calls.items() if events}
     return log
