@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import re
 from typing import Any
-from uuid import UUID
 
 from chronicle.domain.ids import tool_call_id
 from chronicle.domain.job import Job
@@ -272,7 +271,7 @@ class AuditProjection(Projection):
     @on(Turn.ToolResultsKept, Turn.ToolResultsRecorded)
     def _turn_results(self, tx: Tx, e: Any, position: int) -> None:
         """Gives a completed call's row its output, which the turn stores (ToolCall.Completed v3)."""
-        tid = UUID(str(e.originator_id))
+        tid = e.originator_id
         for block in e.blocks:
             if block.get("type") != "tool_result" or is_kept_ref(block):
                 continue
