@@ -87,9 +87,14 @@ def _plain_insert_table(sql: str) -> str | None:
 class Tx:
     """A cursor inside one transaction, with the placeholder style of its backend."""
 
-    def __init__(self, cursor: Any, db: "Database") -> None:
+    def __init__(self, cursor: Any, db: "Database", reader: Any = None) -> None:
         self.cursor = cursor
         self.db = db
+        #: Where reads run (`rows`, `dicts`). In a pipelined transaction it is a cursor of its own:
+        #: the answer to a write sent earlier on `cursor` can reach psycopg while a read on that
+        #: same cursor waits (the server flushes a full output buffer unasked), and then stands
+        #: as the read's result ("the last operation didn't produce records").
+        self.reader = reader if reader is not None else cursor
         #: Facts a projection already read or wrote in this transaction (a turn's next message
         #: number, a session's parents). Scoped to the transaction, so a rollback forgets them.
         self.memo: dict[Any, Any] = {}
@@ -135,12 +140,18 @@ class Tx:
             return f"{column} IN ({', '.join(['%s'] * len(values))})", list(values)
         return f"{column} = ANY(%s)", [list(values)]
 
+    def _read(self, sql: str, params: Sequence[Any]) -> None:
+        if self.db.backend == "sqlite":
+            self.reader.execute(sql.replace("%s", "?"), tuple(params))
+        else:
+            self.reader.execute(sql, tuple(escape_nul(p) for p in params))
+
     def rows(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
-        self.execute(sql, params)
+        self._read(sql, params)
         if self.db.backend == "sqlite":
             # Plain tuples from sqlite3 itself: converting its Row objects one by one took a third of
             # a long `history --at` read.
-            raw = self.cursor.sqlite_cursor
+            raw = self.reader.sqlite_cursor
             factory, raw.row_factory = raw.row_factory, None
             try:
                 return raw.fetchall()  # type: ignore[no-any-return]
@@ -151,11 +162,11 @@ class Tx:
         # dict rows and that call were most of a long `history --at` read on PostgreSQL.
         from psycopg.rows import tuple_row
 
-        factory, self.cursor.row_factory = self.cursor.row_factory, tuple_row
+        factory, self.reader.row_factory = self.reader.row_factory, tuple_row
         try:
-            fetched = self.cursor.fetchall()
+            fetched = self.reader.fetchall()
         finally:
-            self.cursor.row_factory = factory
+            self.reader.row_factory = factory
         if not any(NUL_ESCAPE in v for row in fetched for v in row if type(v) is str):
             return fetched  # type: ignore[no-any-return]
         return [tuple(unescape_nul(v) for v in row) for row in fetched]
@@ -169,8 +180,8 @@ class Tx:
         return row[0] if row else None
 
     def dicts(self, sql: str, params: Sequence[Any] = ()) -> list[dict[str, Any]]:
-        self.execute(sql, params)
-        fetched = self.cursor.fetchall()
+        self._read(sql, params)
+        fetched = self.reader.fetchall()
         if self.db.backend == "sqlite":
             return [{k: r[k] for k in r.keys()} for r in fetched]  # sqlite3.Row
         return [{k: unescape_nul(v) for k, v in r.items()} for r in fetched]  # psycopg dict_row
@@ -224,7 +235,7 @@ class Database:
                 tx.flush()
             return
         with self._connection() as conn, conn.transaction(force_rollback=not commit):
-            tx = Tx(conn.cursor(), self)
+            tx = Tx(conn.cursor(), self, reader=conn.cursor() if pipelined else None)
             if pipelined:
                 with conn.pipeline():
                     yield tx
@@ -282,6 +293,8 @@ class Database:
         return retry((InterfaceError, OperationalError), max_attempts=10, wait=0.2)(self._positions)(keys)
 
     def _positions(self, keys: Sequence[str]) -> dict[str, int | None]:
+        if not keys:  # `IN ()` is not SQL
+            return {}
         marks = ", ".join(["%s"] * len(keys))
         with self.statement() as tx:
             found = dict(tx.rows(
