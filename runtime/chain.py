@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import hashlib
 import struct
+import time
 from dataclasses import dataclass
 from typing import Any, Sequence
 from uuid import UUID
@@ -75,11 +76,33 @@ def new_links(head: tuple[int, bytes] | None, events: Sequence[StoredEvent], pos
     return links
 
 
+#: The longest a relaxed commit leaves SQLite's log unflushed (runtime/config.py, `relaxed_commits`):
+#: a relaxed commit after this long since the last flush waits for the disk itself.
+RELAXED_FLUSH_S = 1.0
+
+
 class ChainedSQLiteRecorder(SQLiteApplicationRecorder):
     """Stored events plus their links, in the transaction eventsourcing opens for the insert."""
 
     def __init__(self, datastore: SQLiteDatastore, events_table_name: str = "stored_events") -> None:
         super().__init__(datastore, events_table_name)
+        self._flushed_at = time.monotonic()
+
+    def insert_events(self, stored_events: Sequence[StoredEvent], **kwargs: Any) -> Sequence[int] | None:
+        """eventsourcing's insert, under `synchronous=NORMAL` when the save is `relaxed`: in WAL mode
+        the commit is written to the log file but not flushed to the disk. The next commit under
+        `FULL` flushes the log, and with it every commit before it."""
+        relaxed = bool(kwargs.get("relaxed")) and time.monotonic() - self._flushed_at < RELAXED_FLUSH_S
+        with self.datastore.get_connection(commit=True) as conn:
+            level = 1 if relaxed else 2  # NORMAL, FULL (SQLite's default)
+            if getattr(conn, "_chronicle_synchronous", 2) != level:
+                conn._sqlite_conn.execute(f"PRAGMA synchronous = {level}")
+                conn._chronicle_synchronous = level  # type: ignore[attr-defined]
+            with conn.transaction(commit=True) as c:
+                positions = self._insert_events(c, stored_events, **kwargs)
+        if not relaxed:
+            self._flushed_at = time.monotonic()
+        return positions
 
     def construct_create_table_statements(self) -> list[str]:
         return [

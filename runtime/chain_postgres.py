@@ -16,6 +16,10 @@ from psycopg.sql import SQL
 from .chain import CHAIN_TABLE, new_links
 
 _BEGIN, _COMMIT, _ROLLBACK = SQL("BEGIN"), SQL("COMMIT"), SQL("ROLLBACK")
+#: A `relaxed` save (runtime/config.py, `relaxed_commits`): the commit returns before its WAL is
+#: flushed, which the server's WAL writer does within a few hundred milliseconds; any later
+#: commit that waits flushes it too.
+_RELAXED = SQL("SET LOCAL synchronous_commit TO OFF")
 
 
 class ChainedPostgresRecorder(PostgresApplicationRecorder):
@@ -81,6 +85,8 @@ class ChainedPostgresRecorder(PostgresApplicationRecorder):
             try:
                 with conn.pipeline() as pipeline, conn.cursor() as curs, conn.cursor() as head_curs:
                     curs.execute(_BEGIN)
+                    if kwargs.get("relaxed"):
+                        curs.execute(_RELAXED)
                     try:
                         self._insert_events(curs, stored_events, **kwargs)
                         if stored_events:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Literal
 from urllib.parse import parse_qs, unquote, urlparse
 
 DEFAULT_DB_RELATIVE = Path(".chronicle") / "chronicle.db"
@@ -107,6 +108,33 @@ def redact(url: str) -> str:
     from .redaction import redact_secrets  # also a password holding an unencoded "/", "#" or "?"
 
     return redact_secrets(url)
+
+
+#: CHRONICLE_DURABILITY: "effects" (commits that hold only work a resume runs again do not wait
+#: for the disk) or "every-commit" (each commit waits for it).
+DEFAULT_DURABILITY: Literal["effects", "every-commit"] = "effects"
+
+
+def relaxed_commits() -> bool:
+    """Whether a commit that records only re-runnable work may skip waiting for the disk.
+
+    Inside a running turn, a model's response and the results of read-only or idempotent tools
+    are work that resume does again if it is missing. Their commits are written (a killed process
+    keeps them) but not flushed to the disk: a power cut or an OS crash can lose them, never
+    anything after them, because the log on disk is a prefix. Every commit that something outside
+    the log may rely on still waits: a call that must not run twice (before it runs and when it
+    ends), a user's message, an approval wait, a turn's end, a session's creation. SQLite flushes
+    at least once a second all the same; PostgreSQL's WAL writer does (`synchronous_commit = off`
+    for that transaction). LangGraph's default (`durability="async"`) writes a step's checkpoint
+    while the next step runs, which a killed process can lose; this keeps it."""
+    if not any(name.upper() == "CHRONICLE_DURABILITY" for name in os.environ):
+        return DEFAULT_DURABILITY == "effects"
+    from .environment import EnvironmentSettingError, environment
+
+    try:
+        return environment().durability == "effects"
+    except EnvironmentSettingError as exc:
+        raise ConfigError(str(exc)) from None
 
 
 #: Seconds to wait for a PostgreSQL connection (CHRONICLE_PG_CONNECT_TIMEOUT).

@@ -104,8 +104,10 @@ class AgentLoop:
     async def emit(self, event: Any) -> None:
         await self.io.emit(event)
 
-    def save(self, *aggregates: Any) -> None:
-        self.io.save(*aggregates)
+    def save(self, *aggregates: Any, rerunnable: bool = False) -> None:
+        """`rerunnable`: what this commit records is done again by a resume if it is lost (see
+        `ChronicleStore.save`), so it need not wait for the disk."""
+        self.io.save(*aggregates, rerunnable=rerunnable)
 
     def _spawn(self, spec: AgentSpec) -> "AgentLoop":
         """A sub-agent's loop: this loop's store, provider, workspace, broker, clock, approver, hooks
@@ -390,7 +392,9 @@ class AgentLoop:
                 calls.append(call)
             if runs_no_tools(response):
                 turn.close_step(calls, now)
-        self.save(turn, *calls)
+        # Re-runnable: a call that must not run twice commits, flushed, before it runs, and that
+        # flushes this response with it.
+        self.save(turn, *calls, rerunnable=True)
         # Saved: the step's tool calls are exactly as a reload would give them, so skip the reload.
         self._opened = {call.id: call for call in calls}
         return step
@@ -438,7 +442,9 @@ class AgentLoop:
         extra = [*result_images(calls), *(steering.blocks() if steering else ())]  # images a tool returned, for the model
         turn.close_step(calls, now, extra=extra)
         if steering is None:
-            self.save(*calls, turn)
+            # Re-runnable: the calls ended here may run again; the others' ends and results were
+            # committed, flushed, when they ended (ToolResultsKept), and this only refers to them.
+            self.save(*calls, turn, rerunnable=True)
         else:
             ids, number = steering.steer_ids, step["step"]
             self.store.update_session(session.id, lambda s: s.deliver_steering(ids, turn.id, number, now), *calls, turn)

@@ -100,5 +100,5 @@ class LoopIO:
         await self.broker.emit(event)
         await self.hooks.on_event(event)
 
-    def save(self, *aggregates: Any) -> None:
-        self.store.save(*aggregates)
+    def save(self, *aggregates: Any, rerunnable: bool = False) -> None:
+        self.store.save(*aggregates, rerunnable=rerunnable)

@@ -27,7 +27,7 @@ from chronicle.projections.sql import retry_creation
 from .aggregate_copy import copy_aggregate
 from .chain import chained_recorder_topic
 from .compression import COMPRESSOR_TOPIC
-from .config import checking_writes, eventsourcing_env, redact
+from .config import checking_writes, eventsourcing_env, redact, relaxed_commits
 from .encryption import check_readable, cipher_env
 from .store_errors import is_read_only_error as is_read_only_error  # where commands' error handlers look
 from .store_identity import check_store, read_only_sqlite_uri
@@ -114,6 +114,8 @@ class ChronicleStore(Application[UUID]):
         #: written, and a misfit is refused (runtime/stored_vocabulary.py). For development and the
         #: test suite: it encodes each event twice.
         self.check_events = checking_writes()
+        #: CHRONICLE_DURABILITY: whether `save(..., rerunnable=True)` may skip waiting for the disk.
+        self.relaxed_commits = relaxed_commits()
 
     def construct_recorder(self) -> Any:
         if self._is_postgres_factory():
@@ -218,11 +220,17 @@ class ChronicleStore(Application[UUID]):
             for originator_id, version in firsts.items()
         )
 
-    def save(self, *objs: Any, **kwargs: Any) -> list[Recording[UUID]]:
+    def save(self, *objs: Any, rerunnable: bool = False, **kwargs: Any) -> list[Recording[UUID]]:
         """eventsourcing's `save`, collecting an aggregate's events without its two runtime-checkable
         Protocol checks per object (`DomainEventProtocol`, `CollectEventsProtocol`): ≈ 0.13 ms of
         each step's two saves. Anything that is not one of our aggregates (an event, an index
-        log entry) goes through eventsourcing's own `collect_events`, checks and all."""
+        log entry) goes through eventsourcing's own `collect_events`, checks and all.
+
+        `rerunnable`: the commit records only work a resume does again if it is lost (a model's
+        response, the results of tools that may run twice), so it need not wait for the disk
+        (runtime/config.py, `relaxed_commits`)."""
+        if rerunnable and self.relaxed_commits:
+            kwargs["relaxed"] = True
         processing = ProcessingEvent[UUID]()
         for obj in objs:
             if isinstance(obj, Aggregate):
