@@ -53,7 +53,9 @@ class AuditProjection(Projection):
     #: v5: decisions of middleware around a run (Turn.MiddlewareApplied); subtasks of a tool call that then
     #: failed (ToolCall.EffectsRecorded).
     #: v6: a completed call's output comes from its turn's result (ToolCall.Completed v3 has none).
-    version = 6
+    #: v7: a call still waiting for that result at the end of a transaction is listed in
+    #: proj_audit_waiting, instead of being looked up by tool_call_id for every result.
+    version = 7
     tables = {
         "proj_audit_sessions": "session_id TEXT PRIMARY KEY, parent_session_id TEXT, parent_tool_call_id TEXT",
         "proj_audit_turns": "turn_id TEXT PRIMARY KEY, session_id TEXT, number BIGINT",
@@ -61,14 +63,15 @@ class AuditProjection(Projection):
         "proj_audit_routines": "run_id TEXT PRIMARY KEY, session_id TEXT, routine TEXT",
         "proj_audit_repairs": "repair_id TEXT PRIMARY KEY, session_id TEXT, kind TEXT, target TEXT",
         "proj_audit_calls": "tool_call_id TEXT PRIMARY KEY, session_id TEXT, turn_id TEXT, tool_use_id TEXT, name TEXT, input TEXT",
+        # A completed call whose output (in its turn's result) was not in the same transaction:
+        # a batch ended inside the commit. Empty at rest.
+        "proj_audit_waiting": "tool_call_id TEXT PRIMARY KEY, position BIGINT NOT NULL",
         "proj_audit": "position BIGINT PRIMARY KEY, at TEXT, session_id TEXT, turn_id TEXT, turn BIGINT, tool_call_id TEXT, "
                       "kind TEXT, name TEXT, status TEXT, is_error BIGINT, detail TEXT, links TEXT",
     }
     indexes = (
         "CREATE INDEX IF NOT EXISTS proj_audit_by_session ON proj_audit (session_id, position)",
         "CREATE INDEX IF NOT EXISTS proj_audit_by_time ON proj_audit (at)",
-        # A call's row found again when its output is read in a later transaction than its end.
-        "CREATE INDEX IF NOT EXISTS proj_audit_by_call ON proj_audit (tool_call_id)",
     )
 
     def _row(self, tx: Tx, e: Any, position: int, kind: str, session_id: str | None, *, turn_id: str | None = None,
@@ -266,7 +269,11 @@ class AuditProjection(Projection):
         output = e.output if e.output is not None else tx.memo.pop(("audit.output", cid), None)
         fields = {"output": output, "duration_ms": e.duration_ms, "effects": e.effects or None}
         queued = self._tool_end(tx, e, position, "completed", e.is_error, fields)
-        tx.memo[("audit.ended", cid)] = queued if output is None else None
+        if output is None:  # listed as waiting unless its result comes in this transaction (then struck off)
+            waiting = tx.insert_later("INSERT INTO proj_audit_waiting VALUES (%s, %s)", (cid, position))
+            tx.memo[("audit.ended", cid)] = (*queued, waiting)
+        else:
+            tx.memo[("audit.ended", cid)] = None
 
     @on(Turn.ToolResultsKept, Turn.ToolResultsRecorded)
     def _turn_results(self, tx: Tx, e: Any, position: int) -> None:
@@ -278,19 +285,27 @@ class AuditProjection(Projection):
             cid = str(tool_call_id(tid, e.step, block["tool_use_id"]))
             key = ("audit.ended", cid)
             if key in tx.memo:  # the call ended in this transaction
-                waiting = tx.memo.pop(key)
-                if waiting is not None:
-                    handle, values = waiting
+                ended = tx.memo.pop(key)
+                if ended is not None:
+                    handle, values, waiting = ended
                     tx.replace_later(handle, (*values[:10], dumps(_with_output(json.loads(values[10]), block)), *values[11:]))
+                    tx.cancel_later(waiting)
                 continue
-            row = tx.one("SELECT position, detail FROM proj_audit WHERE tool_call_id = %s AND kind = 'tool_call' "
-                         "AND status = 'completed'", (cid,))
-            if row is None:  # its end comes later in this transaction
+            position_of = self._waiting(tx).pop(cid, None)
+            if position_of is None:  # no completed row waits for it: its end (if any) comes later in this transaction
                 tx.memo[("audit.output", cid)] = block.get("content", "")
                 continue
-            detail = json.loads(row[1])
-            if "output" not in detail:  # an end read in an earlier transaction
-                tx.execute("UPDATE proj_audit SET detail = %s WHERE position = %s", (dumps(_with_output(detail, block)), row[0]))
+            detail = json.loads(tx.value("SELECT detail FROM proj_audit WHERE position = %s", (position_of,)))
+            tx.execute("UPDATE proj_audit SET detail = %s WHERE position = %s", (dumps(_with_output(detail, block)), position_of))
+            tx.execute("DELETE FROM proj_audit_waiting WHERE tool_call_id = %s", (cid,))
+
+    def _waiting(self, tx: Tx) -> dict[str, int]:
+        """Completed calls left waiting for their output by earlier transactions, read once per
+        transaction (the table is empty unless a batch ended inside a commit)."""
+        key = ("audit.waiting",)
+        if key not in tx.memo:
+            tx.memo[key] = {cid: position for cid, position in tx.rows("SELECT tool_call_id, position FROM proj_audit_waiting")}
+        return tx.memo[key]  # type: ignore[no-any-return]
 
     @on(ToolCall.Failed)
     def _tool_failed(self, tx: Tx, e: ToolCall.Failed, position: int) -> None:

@@ -98,7 +98,7 @@ class Tx:
         #: Facts a projection already read or wrote in this transaction (a turn's next message
         #: number, a session's parents). Scoped to the transaction, so a rollback forgets them.
         self.memo: dict[Any, Any] = {}
-        self._deferred: dict[str, list[tuple[Any, ...]]] = {}
+        self._deferred: dict[str, list[tuple[Any, ...] | None]] = {}
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> None:
         if self.db.backend == "sqlite":
@@ -119,9 +119,17 @@ class Tx:
         sql, index = handle
         self._deferred[sql][index] = tuple(params)
 
+    def cancel_later(self, handle: tuple[str, int]) -> None:
+        """Strike off a row `insert_later` queued in this transaction: it is not sent."""
+        sql, index = handle
+        self._deferred[sql][index] = None
+
     def flush(self) -> None:
         deferred, self._deferred = self._deferred, {}
-        for sql, rows in deferred.items():
+        for sql, queued in deferred.items():
+            rows = [row for row in queued if row is not None]
+            if not rows:
+                continue
             if self.db.backend == "sqlite":
                 self.cursor.executemany(sql.replace("%s", "?"), rows)
             elif (table := _plain_insert_table(sql)) is not None:
