@@ -94,8 +94,8 @@ class ChainedSQLiteRecorder(SQLiteApplicationRecorder):
         `FULL` flushes the log, and with it every commit before it."""
         relaxed = bool(kwargs.get("relaxed")) and time.monotonic() - self._flushed_at < RELAXED_FLUSH_S
         with self.datastore.get_connection(commit=True) as conn:
-            level = 1 if relaxed else 2  # NORMAL, FULL (SQLite's default)
-            if getattr(conn, "_chronicle_synchronous", 2) != level:
+            level = 1 if relaxed else 2  # NORMAL, FULL; set on a connection's first insert, whatever its build's default
+            if getattr(conn, "_chronicle_synchronous", None) != level:
                 conn._sqlite_conn.execute(f"PRAGMA synchronous = {level}")
                 conn._chronicle_synchronous = level  # type: ignore[attr-defined]
             with conn.transaction(commit=True) as c:
