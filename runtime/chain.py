@@ -28,7 +28,7 @@ import hashlib
 import struct
 import time
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 from uuid import UUID
 
 from eventsourcing.persistence import StoredEvent
@@ -84,15 +84,18 @@ RELAXED_FLUSH_S = 1.0
 class ChainedSQLiteRecorder(SQLiteApplicationRecorder):
     """Stored events plus their links, in the transaction eventsourcing opens for the insert."""
 
+    #: The clock of RELAXED_FLUSH_S (a test gives it one of its own).
+    clock: Callable[[], float] = staticmethod(time.monotonic)
+
     def __init__(self, datastore: SQLiteDatastore, events_table_name: str = "stored_events") -> None:
         super().__init__(datastore, events_table_name)
-        self._flushed_at = time.monotonic()
+        self._flushed_at = self.clock()
 
     def insert_events(self, stored_events: Sequence[StoredEvent], **kwargs: Any) -> Sequence[int] | None:
         """eventsourcing's insert, under `synchronous=NORMAL` when the save is `relaxed`: in WAL mode
         the commit is written to the log file but not flushed to the disk. The next commit under
         `FULL` flushes the log, and with it every commit before it."""
-        relaxed = bool(kwargs.get("relaxed")) and time.monotonic() - self._flushed_at < RELAXED_FLUSH_S
+        relaxed = bool(kwargs.get("relaxed")) and self.clock() - self._flushed_at < RELAXED_FLUSH_S
         with self.datastore.get_connection(commit=True) as conn:
             level = 1 if relaxed else 2  # NORMAL, FULL; set on a connection's first insert, whatever its build's default
             if getattr(conn, "_chronicle_synchronous", None) != level:
@@ -101,7 +104,7 @@ class ChainedSQLiteRecorder(SQLiteApplicationRecorder):
             with conn.transaction(commit=True) as c:
                 positions = self._insert_events(c, stored_events, **kwargs)
         if not relaxed:
-            self._flushed_at = time.monotonic()
+            self._flushed_at = self.clock()
         return positions
 
     def construct_create_table_statements(self) -> list[str]:

@@ -10,7 +10,6 @@ turn's end still wait, and the log on disk stays a prefix, so they flush what ca
 from __future__ import annotations
 
 import json
-import time
 from typing import Any
 
 import psycopg
@@ -49,31 +48,36 @@ def _commits(app: Chronicle, backend: str, agent: Agent, workspace: Any) -> list
     told not to wait for the disk: SQLite's `synchronous` at the commit, PostgreSQL's `SET LOCAL`)."""
     recorder = app.store.recorder
     real_insert, real_execute = recorder.insert_events, psycopg.Cursor.execute
+    real_rows = recorder._insert_events
     commits: list[tuple[set[str], bool, bool]] = []
     sent: list[str] = []
+    levels: list[int] = []
 
     def watched_execute(cursor, query, *args, **kwargs):  # noqa: ANN001
         sent.append(query.as_string(None) if hasattr(query, "as_string") else str(query))
         return real_execute(cursor, query, *args, **kwargs)
 
+    def rows(c, stored_events, **kwargs):  # noqa: ANN001 - SQLite: the level in force in this very transaction
+        if backend == "sqlite":
+            c.execute("PRAGMA synchronous")
+            levels.append(c.fetchone()[0])
+        return real_rows(c, stored_events, **kwargs)
+
     def insert(stored_events, **kwargs):  # noqa: ANN001
         sent.clear()
+        levels.clear()
         positions = real_insert(stored_events, **kwargs)
-        if backend == "sqlite":
-            with recorder.datastore.get_connection(commit=True) as conn:
-                unflushed = conn._sqlite_conn.execute("PRAGMA synchronous").fetchone()[0] == 1
-        else:
-            unflushed = any("synchronous_commit TO OFF" in s for s in sent)
+        unflushed = levels == [1] if backend == "sqlite" else any("synchronous_commit TO OFF" in s for s in sent)
         commits.append(({s.topic.rsplit(":", 1)[1] for s in stored_events}, bool(kwargs.get("relaxed")), unflushed))
         return positions
 
-    recorder.insert_events = insert
+    recorder.insert_events, recorder._insert_events = insert, rows
     psycopg.Cursor.execute = watched_execute  # type: ignore[method-assign]
     try:
         result = app.run_sync(agent, "look twice, then send", workspace=str(workspace))
     finally:
         psycopg.Cursor.execute = real_execute  # type: ignore[method-assign]
-        recorder.insert_events = real_insert
+        recorder.insert_events, recorder._insert_events = real_insert, real_rows
     assert result.status == "completed", result
     return commits
 
@@ -112,24 +116,28 @@ def test_every_commit_waits_when_durability_says_so(db_url, mailer, workspace, m
     app.close()
 
 
+#: The SQLite recorder's clock in the next test: only a nap moves it.
+_NOW = [0.0]
+
+
 @tool(read_only=True)
 def nap() -> str:
-    """Take longer than the SQLite recorder's flush interval (shortened by the test)."""
-    time.sleep(0.6)
+    """Take longer than the SQLite recorder's flush interval, by its clock."""
+    _NOW[0] += chain.RELAXED_FLUSH_S + 1
     return "rested"
 
 
-def test_sqlite_flushes_at_least_once_an_interval_even_between_relaxed_commits(sqlite_url, workspace, tmp_path, monkeypatch):
-    monkeypatch.setattr(chain, "RELAXED_FLUSH_S", 0.5)
+def test_sqlite_flushes_at_least_once_an_interval_even_between_relaxed_commits(sqlite_url, workspace, tmp_path):
     path = tmp_path / "nap.json"
     path.write_text(json.dumps({"agents": {"napper": [response(tool_use("n1", "nap")), response(text("Rested."))]}}), encoding="utf-8")
     napper = Agent(name="napper", instructions="Nap.", tools=[nap], provider=f"scripted:{path}")
     app = Chronicle(sqlite_url)
+    app.store.recorder.clock = lambda: _NOW[0]
     commits = [(sorted(names), relaxed, unflushed) for names, relaxed, unflushed in _commits(app, "sqlite", napper, workspace)]
     asked = [(names, unflushed) for names, relaxed, unflushed in commits if relaxed]
     assert asked == [
-        (["ToolCall.Requested", "Turn.ModelResponded"], True),  # just after the turn's creation flushed
-        (["ToolCall.Completed", "Turn.ToolResultsRecorded"], False),  # 0.6 s of napping since: flushed all the same
+        (["ToolCall.Requested", "Turn.ModelResponded"], True),  # no time since the turn's creation flushed
+        (["ToolCall.Completed", "Turn.ToolResultsRecorded"], False),  # a nap longer than the interval since: flushed all the same
         (["Turn.ModelResponded"], True),  # and relaxed again after that flush
     ]
     app.close()
