@@ -51,7 +51,9 @@ def tracking_database(factory: Any, events_table: str, keys: Sequence[str] = ())
     migrates it); it is read in the statement that reads the projections' positions, which
     `ensure` needs next. SQLite's `create_table` is a cheap `IF NOT EXISTS`, left as it is."""
     if "postgres" not in type(factory).__module__ or factory.env.get(factory.TRACKING_RECORDER_TOPIC):
-        return Database(factory.tracking_recorder(), events_table), None
+        # Processes that start at once on a new SQLite store all write the migration marker (one
+        # wins, the others see IntegrityError) or find the file locked while one does.
+        return Database(retry_creation(factory.tracking_recorder, lost=_lost_race), events_table), None
     from eventsourcing.persistence import ProgrammingError
 
     recorder = type(factory).tracking_recorder_class(
@@ -77,7 +79,13 @@ def tracking_database(factory: Any, events_table: str, keys: Sequence[str] = ())
 
     # Lost to another process creating it: the catalogue's refusal, or eventsourcing's when the
     # other process wrote the marker row first. The next try finds the marker.
-    return db, retry_creation(set_up, lost=lambda exc: creation_race(exc) or isinstance(exc, IntegrityError))
+    return db, retry_creation(set_up, lost=_lost_race)
+
+
+def _lost_race(exc: BaseException) -> bool:
+    """Lost to another process creating the same thing: the catalogue's refusal, eventsourcing's
+    when the other process wrote the marker row first, or SQLite's lock while it does."""
+    return creation_race(exc) or isinstance(exc, IntegrityError) or "database is locked" in str(exc)
 
 
 class ProjectionEngine:
@@ -123,11 +131,15 @@ class ProjectionEngine:
                 continue
             for attempt in range(3):
                 try:
-                    if self.db.position(projection.key) is None:
-                        with self.db.transaction() as tx:
+                    with self.db.transaction() as tx:
+                        # Its tracking row locked first: a write before any read makes SQLite wait
+                        # for another process's set-up instead of failing, then see it done.
+                        fresh = self.db.lock_position(tx, projection.key) is None
+                        if fresh:
                             projection.drop(tx)
                             projection.create(tx)
                             self.db.reset(tx, projection.key)
+                    if fresh:
                         built.append(projection)
                     break
                 except Exception:  # noqa: BLE001 - another process set it up at the same moment
