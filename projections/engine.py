@@ -16,7 +16,7 @@ from typing import Any, Callable, Iterable, Sequence
 from eventsourcing.persistence import IntegrityError
 
 from .base import Projection
-from .sql import Database, creation_race, retry_creation
+from .sql import Database, retry_creation
 
 Progress = Callable[[str, int, int], None]  # (projection name, position, head)
 #: Events per transaction when rebuilding (a catch-up takes `batch_size`, 500 by default).
@@ -53,7 +53,7 @@ def tracking_database(factory: Any, events_table: str, keys: Sequence[str] = ())
     if "postgres" not in type(factory).__module__ or factory.env.get(factory.TRACKING_RECORDER_TOPIC):
         # Processes that start at once on a new SQLite store all write the migration marker (one
         # wins, the others see IntegrityError) or find the file locked while one does.
-        return Database(retry_creation(factory.tracking_recorder, lost=_lost_race), events_table), None
+        return Database(retry_creation(factory.tracking_recorder), events_table), None
     from eventsourcing.persistence import ProgrammingError
 
     recorder = type(factory).tracking_recorder_class(
@@ -77,15 +77,8 @@ def tracking_database(factory: Any, events_table: str, keys: Sequence[str] = ())
         recorder.tracking_migration_current = recorder.tracking_migration_previous = marker
         return {key: found[key] for key in keys}
 
-    # Lost to another process creating it: the catalogue's refusal, or eventsourcing's when the
-    # other process wrote the marker row first. The next try finds the marker.
-    return db, retry_creation(set_up, lost=_lost_race)
-
-
-def _lost_race(exc: BaseException) -> bool:
-    """Lost to another process creating the same thing: the catalogue's refusal, eventsourcing's
-    when the other process wrote the marker row first, or SQLite's lock while it does."""
-    return creation_race(exc) or isinstance(exc, IntegrityError) or "database is locked" in str(exc)
+    # Lost to another process creating it (`lost_creation_race`): the next try finds the marker.
+    return db, retry_creation(set_up)
 
 
 class ProjectionEngine:

@@ -204,10 +204,20 @@ def creation_race(exc: BaseException) -> bool:
     return "already exists" in text or "concurrently updated" in text
 
 
-def retry_creation(make: Callable[[], T], lost: Callable[[BaseException], bool] = creation_race, attempts: int = 5) -> T:
+def lost_creation_race(exc: BaseException) -> bool:
+    """Whether `exc` says another process is creating the same store or table at this moment:
+    PostgreSQL's catalogue refusal (`creation_race`); eventsourcing's IntegrityError when the other
+    process wrote a table's migration marker first; SQLite's "database is locked" while the other
+    switches a new file to WAL (no busy wait covers that) or sets up its tables."""
+    from eventsourcing.persistence import IntegrityError  # not at import: `sessions` needs none of it
+
+    return creation_race(exc) or isinstance(exc, IntegrityError) or "database is locked" in str(exc)
+
+
+def retry_creation(make: Callable[[], T], lost: Callable[[BaseException], bool] = lost_creation_race, attempts: int = 5) -> T:
     """`make()`, tried again after a short wait while it fails by losing a creation race (`lost`):
-    processes that start at once on a new PostgreSQL schema all create its tables, and all but one
-    lose; by the next try the winner's tables are there."""
+    processes that start at once on a new store all create its tables, and all but one lose; by
+    the next try the winner's tables are there."""
     for attempt in range(attempts):
         try:
             return make()

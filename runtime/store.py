@@ -22,7 +22,7 @@ from chronicle.domain.ids import SESSION_INDEX_ID, child_session_id, tool_call_i
 from chronicle.domain.session import Session
 from chronicle.domain.tool_call import ToolCall
 from chronicle.domain.turn import Turn
-from chronicle.projections.sql import creation_race, retry_creation
+from chronicle.projections.sql import retry_creation
 
 from .aggregate_copy import copy_aggregate
 from .chain import chained_recorder_topic
@@ -519,8 +519,4 @@ def open_store_at(url: str, attempts: int = 5, read_only: bool = False) -> Chron
     fresh store: on PostgreSQL both create its tables and one sees "tuple concurrently updated";
     on SQLite one switches the new file to WAL while the other opens it, and the other's own
     switch fails at once with "database is locked" (SQLite's busy wait does not cover it)."""
-    return retry_creation(lambda: ChronicleStore(url, read_only=read_only), lost=_lost_creation_race, attempts=attempts)
-
-
-def _lost_creation_race(exc: BaseException) -> bool:
-    return creation_race(exc) or "database is locked" in str(exc)
+    return retry_creation(lambda: ChronicleStore(url, read_only=read_only), attempts=attempts)
