@@ -60,40 +60,37 @@ def _open_and_read(url: str, go: "multiprocessing.synchronize.Event", out: "mult
         out.put(f"{type(exc).__name__}: {str(exc).strip().splitlines()[-1]}")
 
 
+def _all_open_at_once(url: str, processes: int = 4) -> list[str]:
+    """Each process's answer when `processes` of them open the new store at `url` at the same moment."""
+    ctx = multiprocessing.get_context("fork")
+    go, out = ctx.Event(), ctx.Queue()
+    procs = [ctx.Process(target=_open_and_read, args=(url, go, out)) for _ in range(processes)]
+    for p in procs:
+        p.start()
+    go.set()
+    answers = [out.get(timeout=120) for _ in procs]
+    for p in procs:
+        p.join(timeout=60)
+    return answers
+
+
 def test_processes_that_start_at_once_on_a_new_postgresql_schema_all_open_it_and_read(pg_database):
     """Each one creates the store's tables and the read models' tracking table; PostgreSQL fails
     all but one of simultaneous creations of a table ("already exists"). Before the read models
     looked again, a round failed more often than not."""
     from tests.conftest import fresh_pg_url
 
-    ctx = multiprocessing.get_context("fork")
     for _ in range(5):
-        url, go, out = fresh_pg_url(pg_database), ctx.Event(), ctx.Queue()
-        procs = [ctx.Process(target=_open_and_read, args=(url, go, out)) for _ in range(4)]
-        for p in procs:
-            p.start()
-        go.set()
-        answers = [out.get(timeout=120) for _ in procs]
-        for p in procs:
-            p.join(timeout=60)
-        assert answers == ["read"] * len(procs)
+        assert _all_open_at_once(fresh_pg_url(pg_database)) == ["read"] * 4
 
 
 def test_processes_that_start_at_once_on_a_new_sqlite_file_all_open_it_and_read(tmp_path):
     """Each one switches the new file to WAL; while one does, another's switch fails at once with
-    "database is locked" (no busy wait covers it). Two workers started together on a new store
-    failed so about one time in six (tests/e2e/test_cli_routines.py)."""
-    ctx = multiprocessing.get_context("fork")
+    "database is locked" (no busy wait covers it). Each writes the read models' migration marker,
+    and sets up each read model. Two workers started together on a new store failed about one
+    time in six (tests/e2e/test_cli_routines.py); this failed 3 runs of 3."""
     for round_ in range(8):
-        url, go, out = f"sqlite:///{tmp_path / f'new-{round_}.db'}", ctx.Event(), ctx.Queue()
-        procs = [ctx.Process(target=_open_and_read, args=(url, go, out)) for _ in range(4)]
-        for p in procs:
-            p.start()
-        go.set()
-        answers = [out.get(timeout=120) for _ in procs]
-        for p in procs:
-            p.join(timeout=60)
-        assert answers == ["read"] * len(procs)
+        assert _all_open_at_once(f"sqlite:///{tmp_path / f'new-{round_}.db'}") == ["read"] * 4
 
 
 def test_an_index_entry_without_a_session_is_skipped_and_doctor_repairs_it(db_url, tmp_path):
