@@ -101,10 +101,14 @@ class Tx:
         self._deferred: dict[str, list[tuple[Any, ...] | None]] = {}
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> None:
+        self._send(self.cursor, sql, params)
+
+    def _send(self, cursor: Any, sql: str, params: Sequence[Any]) -> None:
+        """`sql` on `cursor`, in its backend's placeholder style, PostgreSQL's values NUL-escaped."""
         if self.db.backend == "sqlite":
-            self.cursor.execute(sql.replace("%s", "?"), tuple(params))
+            cursor.execute(sql.replace("%s", "?"), tuple(params))
         else:
-            self.cursor.execute(sql, tuple(escape_nul(p) for p in params))
+            cursor.execute(sql, tuple(escape_nul(p) for p in params))
 
     def insert_later(self, sql: str, params: Sequence[Any]) -> tuple[str, int]:
         """An INSERT into a table no handler reads back in this transaction: sent in one
@@ -149,10 +153,7 @@ class Tx:
         return f"{column} = ANY(%s)", [list(values)]
 
     def _read(self, sql: str, params: Sequence[Any]) -> None:
-        if self.db.backend == "sqlite":
-            self.reader.execute(sql.replace("%s", "?"), tuple(params))
-        else:
-            self.reader.execute(sql, tuple(escape_nul(p) for p in params))
+        self._send(self.reader, sql, params)
 
     def rows(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         self._read(sql, params)

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Literal
+from typing import Literal, TypeVar
 from urllib.parse import parse_qs, unquote, urlparse
 
 DEFAULT_DB_RELATIVE = Path(".chronicle") / "chronicle.db"
+T = TypeVar("T")
 
 
 class ConfigError(ValueError):
@@ -127,12 +128,18 @@ def relaxed_commits() -> bool:
     at least once a second all the same; PostgreSQL's WAL writer does (`synchronous_commit = off`
     for that transaction). LangGraph's default (`durability="async"`) writes a step's checkpoint
     while the next step runs, which a killed process can lose; this keeps it."""
-    if not any(name.upper() == "CHRONICLE_DURABILITY" for name in os.environ):
-        return DEFAULT_DURABILITY == "effects"
+    return _setting("durability", DEFAULT_DURABILITY) == "effects"
+
+
+def _setting(field: str, default: T) -> T:
+    """A CHRONICLE_* setting, read through the validated environment only when it is set:
+    pydantic-settings costs every command ≈ 40 ms of imports, for a value usually the default."""
+    if not any(name.upper() == f"CHRONICLE_{field.upper()}" for name in os.environ):
+        return default
     from .environment import EnvironmentSettingError, environment
 
     try:
-        return environment().durability == "effects"
+        return getattr(environment(), field)  # type: ignore[no-any-return]
     except EnvironmentSettingError as exc:
         raise ConfigError(str(exc)) from None
 
@@ -142,13 +149,4 @@ PG_CONNECT_TIMEOUT_S = 5.0
 
 
 def _pg_connect_timeout() -> str:
-    """The setting, read through the validated environment only when it is set: pydantic-settings
-    costs every PostgreSQL command ≈ 40 ms of imports, for a value that is usually the default."""
-    if not any(name.upper() == "CHRONICLE_PG_CONNECT_TIMEOUT" for name in os.environ):
-        return f"{PG_CONNECT_TIMEOUT_S:g}"
-    from .environment import EnvironmentSettingError, environment
-
-    try:
-        return f"{environment().pg_connect_timeout:g}"
-    except EnvironmentSettingError as exc:
-        raise ConfigError(str(exc)) from None
+    return f"{_setting('pg_connect_timeout', PG_CONNECT_TIMEOUT_S):g}"
