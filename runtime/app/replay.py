@@ -176,7 +176,10 @@ class Replayer:
     # -- driving -------------------------------------------------------------------------------
 
     async def run(self, clock: Clock = SYSTEM_CLOCK) -> ReplayReport:
-        with tempfile.TemporaryDirectory(prefix="chronicle-replay-") as tmp:
+        # A cancel check still running on its daemon thread when the turn ends is left to finish on
+        # its own (runtime/controls.py, CancelWatcher.stop) and may touch the scratch store's files
+        # after it is closed: removing them must not turn a finished replay into an error.
+        with tempfile.TemporaryDirectory(prefix="chronicle-replay-", ignore_cleanup_errors=True) as tmp:
             scratch = ChronicleStore(f"sqlite:///{Path(tmp) / 'replay.db'}")
             self.scratch = ScratchWorkspace.prepare(self.store, self.session, self.workspace, Path(tmp) / "workspace")
             spec = self.session.spec
