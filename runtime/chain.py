@@ -38,14 +38,15 @@ from .store_rows import as_uuid
 
 CHAIN_TABLE = "chronicle_chain"
 GENESIS = bytes(32)
-_DOMAIN = b"chronicle-chain-v1\x00"
+#: Every digest starts with these bytes (the chain format's name and version).
+CHAIN_DOMAIN = b"chronicle-chain-v1\x00"
 
 
 def link_digest(prev: bytes, seq: int, position: int, originator_id: UUID | str, version: int, topic: str, state: bytes) -> bytes:
     """The digest of one link; every field is length-fixed or length-prefixed, so no two inputs collide."""
     oid = originator_id if isinstance(originator_id, UUID) else UUID(str(originator_id))
     topic_bytes = topic.encode()
-    h = hashlib.sha256(_DOMAIN)
+    h = hashlib.sha256(CHAIN_DOMAIN)
     h.update(prev)
     h.update(struct.pack(">qq", seq, position))
     h.update(oid.bytes)

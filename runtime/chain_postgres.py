@@ -1,6 +1,8 @@
 """The hash chain's PostgreSQL recorder, in its own module so SQLite stores never import psycopg.
 
-See `chain` for what the links are and why they cost no new serialisation.
+See `chain` for what the links are and why they cost no new serialisation. Here a save is one
+stored function (`SAVE_FUNCTION`), which computes the links in the server with the same digest as
+`chain.link_digest` (`runtime/verify.py` checks them in Python either way).
 """
 
 from __future__ import annotations
@@ -10,62 +12,89 @@ from typing import Any, Sequence
 from eventsourcing.persistence import InterfaceError, OperationalError, StoredEvent
 from eventsourcing.postgres import PostgresApplicationRecorder, PostgresDatastore
 from eventsourcing.utils import retry
-from psycopg.pq import TransactionStatus
-from psycopg.sql import SQL
+from psycopg.sql import SQL, Identifier, Literal
 
-from .chain import CHAIN_TABLE, new_links
+from .chain import CHAIN_DOMAIN, CHAIN_TABLE, GENESIS
 
-_BEGIN, _COMMIT, _ROLLBACK = SQL("BEGIN"), SQL("COMMIT"), SQL("ROLLBACK")
-#: A `relaxed` save (runtime/config.py, `relaxed_commits`): the commit returns before its WAL is
-#: flushed, which the server's WAL writer does within a few hundred milliseconds; any later
-#: commit that waits flushes it too.
-_RELAXED = SQL("SET LOCAL synchronous_commit TO OFF")
+#: The stored function that saves events with their links (one per schema).
+SAVE_FUNCTION = "chronicle_save_chained"
 
 
 class ChainedPostgresRecorder(PostgresApplicationRecorder):
-    """eventsourcing's pipelined insert, plus the links, committed or rolled back together.
+    """eventsourcing's events table, written with the links in one statement.
 
-    `insert_events` is eventsourcing 9.5.6's own (non-function) path, except that a failure is
-    re-raised inside the transaction, so events never commit without their links. The stored
-    function path (POSTGRES_ENABLE_DB_FUNCTIONS) is not used: it would store events unchained.
+    eventsourcing's own stored function (POSTGRES_ENABLE_DB_FUNCTIONS) is not used: it would store
+    events unchained. Ours takes the same locks as eventsourcing's pipelined insert (the events
+    table in EXCLUSIVE mode, so commit order is notification order; the chain's own, so it stays
+    right if that lock is ever relaxed) and honours its `lock_timeout`.
     """
 
     #: Made by this recorder's DDL besides its events table (runtime/schema_marks.py).
     extra_tables = (CHAIN_TABLE,)
 
     def __init__(self, datastore: PostgresDatastore, *, events_table_name: str = "stored_events") -> None:
-        from psycopg.sql import Identifier
-
         super().__init__(datastore, events_table_name=events_table_name)
-        table = Identifier(self.datastore.schema or "public"), Identifier(CHAIN_TABLE)
+        schema = Identifier(self.datastore.schema or "public")
+        chain, events = (schema, Identifier(CHAIN_TABLE)), (schema, Identifier(self.events_table_name))
         self.sql_create_statements.append(SQL(
             "CREATE TABLE IF NOT EXISTS {}.{} (seq bigint PRIMARY KEY, position bigint NOT NULL, "
             "originator_id uuid NOT NULL, originator_version bigint NOT NULL, digest bytea NOT NULL)"
-        ).format(*table))
+        ).format(*chain))
         self.sql_create_statements.append(
-            SQL("CREATE INDEX IF NOT EXISTS {} ON {}.{} (position)").format(Identifier(f"{CHAIN_TABLE}_position"), *table)
+            SQL("CREATE INDEX IF NOT EXISTS {} ON {}.{} (position)").format(Identifier(f"{CHAIN_TABLE}_position"), *chain)
         )
         self.sql_create_statements.append(
-            SQL("CREATE INDEX IF NOT EXISTS {} ON {}.{} (originator_id)").format(Identifier(f"{CHAIN_TABLE}_originator"), *table)
+            SQL("CREATE INDEX IF NOT EXISTS {} ON {}.{} (originator_id)").format(Identifier(f"{CHAIN_TABLE}_originator"), *chain)
         )
-        self._chain_lock = SQL("LOCK TABLE {}.{} IN EXCLUSIVE MODE").format(*table)
-        self._chain_head = SQL("SELECT seq, digest FROM {}.{} ORDER BY seq DESC LIMIT 1").format(*table)
-        self._chain_insert = SQL("INSERT INTO {}.{} VALUES (%s, %s, %s, %s, %s)").format(*table)
+        id_type = SQL(self.datastore.originator_id_type)
+        function = schema, Identifier(SAVE_FUNCTION)
+        # Each link: sha256(domain | previous digest | seq | position | originator id | version |
+        # topic length, topic | state length, state), the integers big-endian (int8send, int4send),
+        # exactly as `chain.link_digest` packs them. Events are inserted in the arrays' order, so
+        # their notification ids ascend in it.
+        self.sql_create_statements.append(SQL(
+            "CREATE OR REPLACE FUNCTION {}.{}(ids {}[], versions bigint[], topics text[], states bytea[], relaxed boolean) "
+            "RETURNS bigint[] LANGUAGE plpgsql AS $save$ "
+            "DECLARE positions bigint[]; head_seq bigint; prev bytea; topic_bytes bytea; i integer; "
+            "BEGIN "
+            "  IF relaxed THEN PERFORM set_config('synchronous_commit', 'off', true); END IF; "
+            "  PERFORM set_config('lock_timeout', {}, true); "
+            "  LOCK TABLE {}.{} IN EXCLUSIVE MODE; "
+            "  LOCK TABLE {}.{} IN EXCLUSIVE MODE; "
+            "  WITH inserted AS (INSERT INTO {}.{} (originator_id, originator_version, topic, state) "
+            "    SELECT * FROM unnest(ids, versions, topics, states) RETURNING notification_id) "
+            "  SELECT array_agg(notification_id ORDER BY notification_id) INTO positions FROM inserted; "
+            "  SELECT c.seq, c.digest INTO head_seq, prev FROM {}.{} c ORDER BY c.seq DESC LIMIT 1; "
+            "  IF NOT FOUND THEN head_seq := 0; prev := {}; END IF; "
+            "  FOR i IN 1 .. cardinality(ids) LOOP "
+            "    head_seq := head_seq + 1; "
+            "    topic_bytes := convert_to(topics[i], 'UTF8'); "
+            "    prev := sha256({} || prev || int8send(head_seq) || int8send(positions[i]) "
+            "      || uuid_send(CAST(ids[i] AS uuid)) || int8send(versions[i]) || int4send(octet_length(topic_bytes)) || topic_bytes "
+            "      || int8send(CAST(octet_length(states[i]) AS bigint)) || states[i]); "
+            "    INSERT INTO {}.{} VALUES (head_seq, positions[i], CAST(ids[i] AS uuid), versions[i], prev); "
+            "  END LOOP; "
+            "  RETURN positions; "
+            "END $save$"
+        ).format(
+            *function, id_type, Literal(f"{self.datastore.lock_timeout}s"), *events, *chain, *events, *chain,
+            Literal(GENESIS), Literal(CHAIN_DOMAIN), *chain,
+        ))
+        self._save = SQL(
+            "SELECT {}.{}(%s::{}[], %s::bigint[], %s::text[], %s::bytea[], %s) AS positions"
+        ).format(*function, id_type)
         self._render_statements()
 
     def _render_statements(self) -> None:
-        """Every statement a save executes, rendered once into plain SQL text. psycopg renders a
-        composed statement (schema and table identifiers) again at each execute: five statements
-        per save, ≈ 30 µs of joins and encodings each time, for text that never changes."""
+        """Every statement a read or a save executes, rendered once into plain SQL text: psycopg
+        renders a composed statement (schema and table identifiers) again at each execute,
+        ≈ 30 µs of joins and encodings each time, for text that never changes."""
 
         def rendered(statement: Any) -> Any:
             return SQL(statement.as_string(None))
 
-        self.insert_events_statement = rendered(self.insert_events_statement)
-        self.lock_table_statements = [rendered(s) for s in self.lock_table_statements]
         self.max_notification_id_statement = rendered(self.max_notification_id_statement)
-        self._chain_lock, self._chain_head, self._chain_insert = (
-            rendered(s) for s in (self._chain_lock, self._chain_head, self._chain_insert))
+        self._save = rendered(self._save)
 
     def _notify_channel(self, curs: Any) -> None:
         """No NOTIFY on the events channel: nothing listens to it (cancel and steering have their
@@ -76,44 +105,36 @@ class ChainedPostgresRecorder(PostgresApplicationRecorder):
 
     @retry((InterfaceError, OperationalError), max_attempts=10, wait=0.2)
     def insert_events(self, stored_events: Sequence[StoredEvent], **kwargs: Any) -> Sequence[int] | None:
-        """BEGIN travels with the inserts and COMMIT with the links, in one pipeline: two round trips
-        per save. psycopg's `transaction()` sends BEGIN and COMMIT each on its own round trip (and
-        inside a pipeline syncs as it enters and leaves): five in all."""
-        exc: Exception | None = None
-        positions: Sequence[int] | None = None
+        """One statement, one round trip: the stored function (`SAVE_FUNCTION`) locks, inserts the
+        events and their links, and, sent alone on an autocommit connection, is its own transaction.
+
+        The pipelined save it replaced sent nine statements (BEGIN, the settings, two locks, the
+        insert, the chain's head, the links, COMMIT) in two round trips; psycopg's client work per
+        statement, not the network, was most of a PostgreSQL step's cost (ops/bench/NOTES.md). A
+        failure rolls the whole statement back, so events never commit without their links; a
+        version conflict is psycopg's UniqueViolation, which `get_connection` turns into the
+        IntegrityError the caller retries on a fresh copy."""
+        if not stored_events:
+            return None
+        params = (
+            [e.originator_id for e in stored_events],
+            [e.originator_version for e in stored_events],
+            [e.topic for e in stored_events],
+            [e.state for e in stored_events],
+            bool(kwargs.get("relaxed")),
+        )
         with self.datastore.get_connection() as conn:
+            # eventsourcing's pool makes its connections autocommit; one that is not (a caller's
+            # own) is made so for this statement and given back as it came.
+            autocommit = conn.autocommit
+            if not autocommit:
+                conn.autocommit = True
             try:
-                with conn.pipeline() as pipeline, conn.cursor() as curs, conn.cursor() as head_curs:
-                    curs.execute(_BEGIN)
-                    if kwargs.get("relaxed"):
-                        curs.execute(_RELAXED)
-                    try:
-                        self._insert_events(curs, stored_events, **kwargs)
-                        if stored_events:
-                            self._insert_stored_events(curs, stored_events, **kwargs)  # locks, inserts
-                            head_curs.execute(self._chain_lock)
-                            head_curs.execute(self._chain_head)
-                            pipeline.sync()  # a version conflict raises IntegrityError here
-                            positions = self._fetch_ids_after_insert_events(curs, stored_events, **kwargs)
-                            row = head_curs.fetchone()
-                            head = (row["seq"], bytes(row["digest"])) if row else None
-                            links = new_links(head, stored_events, positions or [])
-                            head_curs.executemany(
-                                self._chain_insert, [(k.seq, k.position, k.originator_id, k.version, k.digest) for k in links]
-                            )
-                        curs.execute(_COMMIT)  # sent with the links as the pipeline closes
-                    except Exception as e:  # noqa: BLE001 - re-raised below, outside the pipeline
-                        exc = e
-            except Exception as e:  # noqa: BLE001 - reported as the pipeline closed: the links' insert or COMMIT
-                # After a failure the statements queued behind it are aborted and closing the pipeline
-                # says so (PipelineAborted); the failure that counts is the first one (a version conflict
-                # is an IntegrityError the caller retries on a fresh copy).
-                exc = exc or e
-            if exc is not None:
-                if conn.info.transaction_status in (TransactionStatus.INTRANS, TransactionStatus.INERROR):
-                    try:  # nothing of this insert is committed, and the connection goes back to the pool idle
-                        conn.execute(_ROLLBACK)
-                    except Exception:  # noqa: BLE001 - the pool discards a connection it cannot reset
-                        pass
-                raise exc
-        return positions
+                row = conn.execute(self._save, params, prepare=True, binary=True).fetchone()
+            finally:
+                try:
+                    if not autocommit and not conn.closed:
+                        conn.autocommit = False
+                except Exception:  # noqa: BLE001 - left mid-statement (an interrupt): it goes, not back to the pool as it is
+                    conn.close()
+        return list(row["positions"]) if row else None

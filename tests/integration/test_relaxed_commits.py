@@ -17,6 +17,7 @@ import pytest
 
 from chronicle import Agent, Chronicle, tool
 from chronicle.runtime import chain
+from chronicle.runtime.chain_postgres import SAVE_FUNCTION
 from tests.helpers import cli, response, text, tool_use
 
 
@@ -45,16 +46,18 @@ def _script(path: Any) -> str:
 
 def _commits(app: Chronicle, backend: str, agent: Agent, workspace: Any) -> list[tuple[set[str], bool, bool]]:
     """Runs the agent; each commit as (its event classes, saved relaxed, whether the database was
-    told not to wait for the disk: SQLite's `synchronous` at the commit, PostgreSQL's `SET LOCAL`)."""
+    told not to wait for the disk: SQLite's `synchronous` at the commit; on PostgreSQL, the save
+    function's `relaxed` argument, which `test_the_save_function_turns_the_flush_off_for_its_own_transaction`
+    shows the server acting on)."""
     recorder = app.store.recorder
     real_insert, real_execute = recorder.insert_events, psycopg.Cursor.execute
     real_rows = recorder._insert_events
     commits: list[tuple[set[str], bool, bool]] = []
-    sent: list[str] = []
+    sent: list[tuple[str, Any]] = []
     levels: list[int] = []
 
     def watched_execute(cursor, query, *args, **kwargs):  # noqa: ANN001
-        sent.append(query.as_string(None) if hasattr(query, "as_string") else str(query))
+        sent.append((query.as_string(None) if hasattr(query, "as_string") else str(query), args[0] if args else None))
         return real_execute(cursor, query, *args, **kwargs)
 
     def rows(c, stored_events, **kwargs):  # noqa: ANN001 - SQLite: the level in force in this very transaction
@@ -67,7 +70,7 @@ def _commits(app: Chronicle, backend: str, agent: Agent, workspace: Any) -> list
         sent.clear()
         levels.clear()
         positions = real_insert(stored_events, **kwargs)
-        unflushed = levels == [1] if backend == "sqlite" else any("synchronous_commit TO OFF" in s for s in sent)
+        unflushed = levels == [1] if backend == "sqlite" else any(SAVE_FUNCTION in q and params[-1] is True for q, params in sent)
         commits.append(({s.topic.rsplit(":", 1)[1] for s in stored_events}, bool(kwargs.get("relaxed")), unflushed))
         return positions
 
@@ -114,6 +117,26 @@ def test_every_commit_waits_when_durability_says_so(db_url, mailer, workspace, m
     commits = _commits(app, backend, mailer, workspace)
     assert commits and not any(relaxed or unflushed for _, relaxed, unflushed in commits)
     app.close()
+
+
+def test_the_save_function_turns_the_flush_off_for_its_own_transaction(pg_database):
+    """Asked for a relaxed save, the stored function sets `synchronous_commit` off for the
+    transaction it runs in (the statement's own, when the recorder sends it); otherwise it leaves
+    the server's setting. Seen from inside a transaction kept open around the call."""
+    from uuid import uuid4
+
+    from tests.conftest import fresh_pg_url
+
+    app = Chronicle(fresh_pg_url(pg_database))
+    recorder = app.store.recorder
+    try:
+        for relaxed, expected in ((True, "off"), (False, "on")):
+            with recorder.datastore.get_connection() as conn, conn.transaction(force_rollback=True):
+                found = conn.execute(recorder._save, ([uuid4()], [1], ["t:T"], [b"{}"], relaxed)).fetchone()
+                assert len(found["positions"]) == 1
+                assert conn.execute("SHOW synchronous_commit").fetchone()["synchronous_commit"] == expected
+    finally:
+        app.close()
 
 
 #: The SQLite recorder's clock in the next test: only a nap moves it.
