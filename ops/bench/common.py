@@ -174,6 +174,8 @@ class PgTransactionCounter:
 
     def __init__(self) -> None:
         self.transactions = 0
+        #: Statements the client sent: each execute, and each parameter set of an executemany.
+        self.statements = 0
 
     def __enter__(self) -> "PgTransactionCounter":
         import psycopg
@@ -194,11 +196,14 @@ class PgTransactionCounter:
 
         def execute(cur: Any, *args: Any, **kwargs: Any) -> Any:
             counter.transactions += cur.connection.autocommit and outside(cur.connection)
+            counter.statements += 1
             return real_execute(cur, *args, **kwargs)
 
-        def executemany(cur: Any, *args: Any, **kwargs: Any) -> Any:
+        def executemany(cur: Any, query: Any, params_seq: Any, *args: Any, **kwargs: Any) -> Any:
             counter.transactions += cur.connection.autocommit and outside(cur.connection)
-            return real_executemany(cur, *args, **kwargs)
+            params_seq = list(params_seq)
+            counter.statements += len(params_seq)
+            return real_executemany(cur, query, params_seq, *args, **kwargs)
 
         psycopg.Connection.transaction = transaction  # type: ignore[method-assign,assignment]
         psycopg.Cursor.execute = execute  # type: ignore[method-assign]

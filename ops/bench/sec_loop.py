@@ -80,10 +80,11 @@ def one_run(ctx: Context, backend: str, system: str, steps: int, measure_bytes: 
         slot.drop()
 
 
-def count_commits(ctx: Context, backend: str, system: str, steps: int) -> tuple[float, float]:
-    """(commits, client transactions) per LLM step, from an untimed run (the session's creation
-    is not counted). On SQLite both are the COMMITs traced; on PostgreSQL the first is the
-    database's xact_commit, the second what the client opened (PgTransactionCounter)."""
+def count_commits(ctx: Context, backend: str, system: str, steps: int) -> tuple[float, float, float | None]:
+    """(commits, client transactions, client statements) per LLM step, from an untimed run (the
+    session's creation is not counted). On SQLite the first two are the COMMITs traced and
+    statements are not counted; on PostgreSQL the first is the database's xact_commit, the others
+    what the client opened and sent (PgTransactionCounter)."""
     slot = Slot(ctx, backend)
     try:
         if backend == "sqlite":
@@ -105,17 +106,17 @@ def count_commits(ctx: Context, backend: str, system: str, steps: int) -> tuple[
                 if system == "chronicle":
                     store = slot.chronicle_store()
                     loop, sid = cs.prepare(store, steps, slot.dir / "ws")
-                    client.transactions, before = 0, pg.xact_commits()
+                    client.transactions, client.statements, before = 0, 0, pg.xact_commits()
                     cs.drive(loop, sid)
                     store.close()
                 else:
                     with slot.lg_saver() as saver:
-                        client.transactions, before = 0, pg.xact_commits()
+                        client.transactions, client.statements, before = 0, 0, pg.xact_commits()
                         lg.run_thread(saver, steps, delta=system == "lg_delta")
-                seen = client.transactions
+                seen, sent = client.transactions, client.statements
             commits = pg.xact_commits() - before - 1  # the counter's own read between the two
-            return commits / (steps + 1), seen / (steps + 1)
-        return commits / (steps + 1), commits / (steps + 1)
+            return commits / (steps + 1), seen / (steps + 1), sent / (steps + 1)
+        return commits / (steps + 1), commits / (steps + 1), None
     finally:
         slot.drop()
 
@@ -139,9 +140,10 @@ def run(ctx: Context, log: Callable[[str], None]) -> list[Section]:
         log(f"  floor {backend}: {floor:.3f} ms per INSERT+COMMIT")
         r: dict[str, Any] = {"floor_ms": floor, "runs": {}, "commits": {}}
         for system in systems:
-            r["commits"][system], r.setdefault("transactions", {})[system] = count_commits(ctx, backend, system, 50)
+            counted = count_commits(ctx, backend, system, 50)
+            r["commits"][system], r.setdefault("transactions", {})[system], r.setdefault("statements", {})[system] = counted
             log(f"  commits/step {backend} {system}: {r['commits'][system]:.2f} "
-                f"(client-side transactions {r['transactions'][system]:.2f})")
+                f"(client-side transactions {r['transactions'][system]:.2f}, statements {r['statements'][system] or 0:.1f})")
         for steps in plan.steps:
             for system in systems:
                 reps = plan.repeats[steps]
@@ -184,13 +186,16 @@ def _write_loop(s: Section, results: dict, systems: list[str], steps: tuple[int,
             c = r["commits"][x]
             ms = r["runs"][(x, steps[0])]["ms"]
             per_commit = ratio(ms, c)
-            rows.append([backend, LABEL[x], c, r["transactions"][x], per_commit, ratio(per_commit, r["floor_ms"])])
+            sent = r["statements"][x]
+            rows.append([backend, LABEL[x], c, r["transactions"][x], "—" if sent is None else sent, per_commit,
+                         ratio(per_commit, r["floor_ms"])])
     s.note(f"Commits per LLM step (counted in an untimed run at 50 steps) and the time per commit at {steps[0]} steps. "
            "On PostgreSQL \"commits\" is the database's xact_commit (it also counts what other backends and the "
            "server do meanwhile) and \"client transactions\" what the process opened: each top-level transaction "
-           "and each autocommit statement outside one; on SQLite both are the COMMITs traced:")
-    s.table(["backend", "system", "commits per LLM step", "client transactions per LLM step", "ms per commit",
-             "÷ raw floor"], rows)
+           "and each autocommit statement outside one, and \"client statements\" each statement it sent (an "
+           "executemany counts its rows); on SQLite both commit columns are the COMMITs traced:")
+    s.table(["backend", "system", "commits per LLM step", "client transactions per LLM step", "client statements per LLM step",
+             "ms per commit", "÷ raw floor"], rows)
     rows = []
     for backend, r in results.items():
         for x in systems:
