@@ -81,7 +81,7 @@ class ChainedPostgresRecorder(PostgresApplicationRecorder):
             Literal(GENESIS), Literal(CHAIN_DOMAIN), *chain,
         ))
         self._save = SQL(
-            "SELECT {}.{}(%s::{}[], %s::bigint[], %s::text[], %s::bytea[], %s) AS positions"
+            "SELECT {}.{}(%b::{}[], %b::bigint[], %b::text[], %b::bytea[], %b) AS positions"
         ).format(*function, id_type)
         self._render_statements()
 

@@ -137,8 +137,8 @@ def test_a_rewritten_chain_passes_alone_but_not_against_an_earlier_anchor(record
 
 
 def test_a_conflicting_save_leaves_no_link_behind(db_url):
-    """…however often it fails on the same pooled connection (on PostgreSQL the save's BEGIN and
-    COMMIT travel in its pipeline, and the recorder rolls a failed one back), and the next save chains."""
+    """…however often it fails on the same pooled connection (on PostgreSQL the save is one call of
+    the stored function, rolled back whole when its insert conflicts), and the next save chains."""
     from datetime import datetime, timezone
     from uuid import uuid4
 
@@ -155,6 +155,35 @@ def test_a_conflicting_save_leaves_no_link_behind(db_url):
     store.save(other)
     verdict = Verifier(ChronicleStore(db_url)).verify_all()
     assert verdict.ok and verdict.chained == verdict.events == 2
+
+
+def test_every_link_the_store_writes_is_the_digest_verify_computes(db_url):
+    """On PostgreSQL the server computes the links (the save function, `runtime/chain_postgres.py`);
+    each one, for saves of one and of several events, non-ASCII topics, and empty, binary and
+    large states, is recomputed here with `link_digest` from the row it names."""
+    from uuid import uuid4
+
+    from eventsourcing.persistence import StoredEvent
+
+    from chronicle.runtime.chain import GENESIS
+
+    store = ChronicleStore(db_url)
+    oid = uuid4()
+    saves = [
+        [StoredEvent(uuid4(), 1, "chronicle.domain.x:Ü.Made", b"")],
+        [StoredEvent(oid, 1, "t:é∂", bytes(range(256)) * 40), StoredEvent(oid, 2, "t:二", b"\x00"),
+         StoredEvent(oid, 3, "t", b'{"a":1}')],
+        [StoredEvent(uuid4(), 7, "t:" + "x" * 300, b"\xff" * 70_000)],
+    ]
+    positions = [p for save in saves for p in store.recorder.insert_events(save)]
+    tamper = Tamper(db_url)
+    links = tamper.links()
+    assert [(seq, position) for seq, position, _ in links] == list(enumerate(positions, start=1))
+    prev = GENESIS
+    for seq, position, digest in links:
+        prev = link_digest(prev, seq, position, *tamper.event(position))
+        assert digest == prev, (seq, position)
+    store.close()
 
 
 def test_the_v1_store_verifies_as_unchained_before_its_first_new_event(tmp_path, workspace):
