@@ -10,6 +10,7 @@ _set = object.__setattr__
 #: RFC 4122 version 5 and variant bits, as `uuid.UUID(version=5)` sets them.
 _CLEAR = ~((0xF000 << 64) | (0xC000 << 48))
 _V5 = (5 << 76) | (0x8000 << 48)
+_UNKNOWN = SafeUUID.unknown
 
 
 def uuid5(namespace: UUID, name: str) -> UUID:
@@ -20,7 +21,7 @@ def uuid5(namespace: UUID, name: str) -> UUID:
     value = (int.from_bytes(sha1(namespace.bytes + name.encode(), usedforsecurity=False).digest()[:16], "big") & _CLEAR) | _V5
     made = _new_uuid(UUID)
     _set(made, "int", value)
-    _set(made, "is_safe", SafeUUID.unknown)
+    _set(made, "is_safe", _UNKNOWN)
     return made
 
 CHRONICLE_NS = uuid5(NAMESPACE_URL, "https://chronicle.invalid/ids")

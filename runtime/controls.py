@@ -33,6 +33,8 @@ from .off_loop import off_the_loop
 from .store import ChronicleStore
 
 POLL_S = 0.25
+#: How long a turn's end waits for a cancel check still running on its thread.
+STOP_WAIT_S = 1.0
 #: On PostgreSQL, a full read at least this often, for writers that do not NOTIFY.
 FALLBACK_S = 2.0
 CHANNEL = "chronicle_control"
@@ -306,26 +308,41 @@ class CancelWatcher:
         self.poll_s = poll_s
         self.reason: str | None = None
         self._watching: asyncio.Task | None = None
+        #: Set while no check runs on its thread; `stop` waits (a little) for the one that does.
+        self._checked = threading.Event()
+        self._checked.set()
 
     def start(self) -> None:
         self._watching = asyncio.ensure_future(self._watch())
 
     async def stop(self) -> None:
-        # The watch first: a check still running on its thread is left to end on its own (its
-        # answer goes nowhere), and one closing the probe under it only makes it fail quietly.
+        """The watch first, then the check in flight on its thread, for up to `STOP_WAIT_S`: a
+        healthy store answers in milliseconds, after which the store may be closed and its files
+        removed (a replay's scratch store) with nothing still reading them. A check held by a
+        store outage is left to end on its own, its answer going nowhere: the turn's end never
+        waits out a connection retry."""
         if self._watching is not None and not self._watching.done():
             self._watching.cancel()
             try:
                 await self._watching
             except (asyncio.CancelledError, Exception):  # noqa: BLE001 - the watcher's end never matters
                 pass
+        deadline = time.monotonic() + STOP_WAIT_S
+        while not self._checked.is_set() and time.monotonic() < deadline:
+            await asyncio.sleep(0.002)
         release_controls(self.store, self.session_id)
 
     def requested(self) -> str | None:
+        self._checked.clear()
         try:
-            return controls_of(self.store, self.session_id).cancel_reason(self.turn_id)
+            return self._cancel_reason()
         except Exception:  # noqa: BLE001 - a store hiccup must not cancel or crash the turn
             return None
+        finally:
+            self._checked.set()
+
+    def _cancel_reason(self) -> str | None:
+        return controls_of(self.store, self.session_id).cancel_reason(self.turn_id)
 
     async def _watch(self) -> None:
         while True:

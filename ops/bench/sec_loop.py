@@ -142,8 +142,9 @@ def run(ctx: Context, log: Callable[[str], None]) -> list[Section]:
         for system in systems:
             counted = count_commits(ctx, backend, system, 50)
             r["commits"][system], r.setdefault("transactions", {})[system], r.setdefault("statements", {})[system] = counted
+            sent = r["statements"][system]
             log(f"  commits/step {backend} {system}: {r['commits'][system]:.2f} "
-                f"(client-side transactions {r['transactions'][system]:.2f}, statements {r['statements'][system] or 0:.1f})")
+                f"(client-side transactions {r['transactions'][system]:.2f}" + ("" if sent is None else f", statements {sent:.1f}") + ")")
         for steps in plan.steps:
             for system in systems:
                 reps = plan.repeats[steps]

@@ -176,9 +176,9 @@ class Replayer:
     # -- driving -------------------------------------------------------------------------------
 
     async def run(self, clock: Clock = SYSTEM_CLOCK) -> ReplayReport:
-        # A cancel check still running on its daemon thread when the turn ends is left to finish on
-        # its own (runtime/controls.py, CancelWatcher.stop) and may touch the scratch store's files
-        # after it is closed: removing them must not turn a finished replay into an error.
+        # A turn's end waits for its cancel check (runtime/controls.py, CancelWatcher.stop), but only
+        # so long: a check a stalled disk still holds may touch the scratch store's files after they
+        # are closed, and removing them must not turn a finished replay into an error.
         with tempfile.TemporaryDirectory(prefix="chronicle-replay-", ignore_cleanup_errors=True) as tmp:
             scratch = ChronicleStore(f"sqlite:///{Path(tmp) / 'replay.db'}")
             self.scratch = ScratchWorkspace.prepare(self.store, self.session, self.workspace, Path(tmp) / "workspace")
