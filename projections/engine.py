@@ -91,6 +91,9 @@ class ProjectionEngine:
         self.projections = {p.name: p for p in projections}
         self.db, positions = tracking_database(app.factory, app.recorder.events_table_name, [p.key for p in self.projections.values()])
         self.batch_size = batch_size
+        #: Whether the rows' commits may skip waiting for the disk (the store's durability setting:
+        #: the read models are derived from the log, and a catch-up applies again what a power cut lost).
+        self.relaxed = bool(getattr(app, "relaxed_commits", False))
         #: Positions of events that could not be decoded and were passed over, with why.
         self.unreadable: dict[int, str] = {}
         if ensure:
@@ -195,7 +198,7 @@ class ProjectionEngine:
             events = self._decode(notifications)
             passed = [n for n in notifications if n.id in self.unreadable]
             try:
-                with self.db.transaction(pipelined=True) as tx:
+                with self.db.transaction(pipelined=True, relaxed=self.relaxed) as tx:
                     for projection in sorted(group, key=lambda p: p.key):  # one lock order: no deadlock
                         current = self.db.lock_position(tx, projection.key) or 0
                         if current != low:

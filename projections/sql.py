@@ -241,6 +241,17 @@ def retry_creation(make: Callable[[], T], lost: Callable[[BaseException], bool] 
     raise AssertionError("unreachable")
 
 
+def sqlite_synchronous(conn: Any, relaxed: bool) -> None:
+    """Set an eventsourcing SQLite connection's `synchronous` level for its next commit: NORMAL
+    (written to the WAL, not flushed) when `relaxed`, else FULL. The level in force is kept on the
+    connection and sent only when it changes; the events recorder (runtime/chain.py) and the read
+    models share the pool's connections and this mark, so neither commits under the other's level."""
+    level = 1 if relaxed else 2  # set on a connection's first commit, whatever its build's default
+    if getattr(conn, "_chronicle_synchronous", None) != level:
+        conn._sqlite_conn.execute(f"PRAGMA synchronous = {level}")
+        conn._chronicle_synchronous = level
+
+
 class Database:
     """The store's database seen through its tracking recorder's datastore."""
 
@@ -254,23 +265,35 @@ class Database:
         self.position_column = "rowid" if self.backend == "sqlite" else "notification_id"
 
     @contextmanager
-    def transaction(self, commit: bool = True, pipelined: bool = False) -> Iterator[Tx]:
+    def transaction(self, commit: bool = True, pipelined: bool = False, relaxed: bool = False) -> Iterator[Tx]:
         """`pipelined` (PostgreSQL): the statements are sent without waiting for each one's answer,
         which is waited for only when a result is read (psycopg's pipeline mode). For many small
         writes, such as a batch of events applied to the read models: one round trip each was a
-        fifth of a PostgreSQL rebuild. An error then surfaces at the next read or at the end."""
+        fifth of a PostgreSQL rebuild. An error then surfaces at the next read or at the end.
+
+        `relaxed`: the commit does not wait for the disk (SQLite `synchronous=NORMAL` in WAL mode,
+        PostgreSQL `synchronous_commit` off for this transaction). For rows derived from the log:
+        lost to a power cut, they go together with the position that says they were applied, and
+        the next catch-up applies those events again."""
         if self.backend == "sqlite":
-            with self.datastore.transaction(commit=commit) as cursor:
-                tx = Tx(cursor, self)
-                yield tx
-                tx.flush()
+            with self.datastore.get_connection(commit=commit) as conn:
+                if commit:
+                    sqlite_synchronous(conn, relaxed)
+                with conn.transaction(commit=commit) as cursor:
+                    tx = Tx(cursor, self)
+                    yield tx
+                    tx.flush()
             return
         with self._connection() as conn, conn.transaction(force_rollback=not commit):
             tx = Tx(conn.cursor(), self, reader=conn.cursor() if pipelined else None)
             if pipelined:
                 with conn.pipeline():
+                    if relaxed and commit:
+                        tx.execute("SET LOCAL synchronous_commit TO OFF")  # in the pipeline: no round trip of its own
                     yield tx
             else:
+                if relaxed and commit:
+                    tx.execute("SET LOCAL synchronous_commit TO OFF")
                 yield tx
             tx.flush()  # outside the pipeline: COPY cannot run in one
 

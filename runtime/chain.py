@@ -34,6 +34,8 @@ from uuid import UUID
 from eventsourcing.persistence import StoredEvent
 from eventsourcing.sqlite import SQLiteApplicationRecorder, SQLiteCursor, SQLiteDatastore
 
+from chronicle.projections.sql import sqlite_synchronous
+
 from .store_rows import as_uuid
 
 CHAIN_TABLE = "chronicle_chain"
@@ -98,10 +100,7 @@ class ChainedSQLiteRecorder(SQLiteApplicationRecorder):
         `FULL` flushes the log, and with it every commit before it."""
         relaxed = bool(kwargs.get("relaxed")) and self.clock() - self._flushed_at < RELAXED_FLUSH_S
         with self.datastore.get_connection(commit=True) as conn:
-            level = 1 if relaxed else 2  # NORMAL, FULL; set on a connection's first insert, whatever its build's default
-            if getattr(conn, "_chronicle_synchronous", None) != level:
-                conn._sqlite_conn.execute(f"PRAGMA synchronous = {level}")
-                conn._chronicle_synchronous = level  # type: ignore[attr-defined]
+            sqlite_synchronous(conn, relaxed)
             with conn.transaction(commit=True) as c:
                 positions = self._insert_events(c, stored_events, **kwargs)
         if not relaxed:

@@ -16,6 +16,8 @@ import psycopg
 import pytest
 
 from chronicle import Agent, Chronicle, tool
+from chronicle.projections.base import Projection
+from chronicle.projections.sql import Tx
 from chronicle.runtime import chain
 from chronicle.runtime.chain_postgres import SAVE_FUNCTION
 from tests.helpers import cli, response, text, tool_use
@@ -172,3 +174,40 @@ def test_a_bad_durability_is_one_line_naming_the_setting(tmp_path, monkeypatch):
     assert done.returncode == 2
     assert "CHRONICLE_DURABILITY" in done.stderr and "every-commit" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+class _LevelSeen(Projection):
+    """Notes, inside each catch-up transaction, whether the database will wait for the disk."""
+
+    name, version, tables = "level_seen", 1, {"proj_level_seen": "x TEXT"}
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: list[bool] = []
+
+    def unhandled(self, tx: Tx, event: Any, position: int) -> None:
+        if tx.db.backend == "sqlite":
+            waits = tx.value("PRAGMA synchronous") == 2
+        else:
+            waits = tx.value("SHOW synchronous_commit") != "off"
+        self.seen.append(waits)
+
+
+@pytest.mark.parametrize("durability, waits", [("effects", False), ("every-commit", True)])
+def test_read_models_catch_up_without_waiting_for_the_disk_unless_every_commit_must(db_url, monkeypatch, durability, waits):
+    """A read model's rows are derived from the log: a power cut loses them together with the
+    position that says they were applied, and the next catch-up applies those events again."""
+    from datetime import datetime, timezone
+    from uuid import uuid4
+
+    from chronicle.domain.lease import SessionLease
+    from chronicle.projections import ProjectionEngine
+    from chronicle.runtime.store import ChronicleStore
+
+    monkeypatch.setenv("CHRONICLE_DURABILITY", durability)
+    store = ChronicleStore(db_url)
+    store.save(SessionLease(id=uuid4(), session_id=uuid4(), timestamp=datetime.now(timezone.utc)))  # a durable save first
+    probe = _LevelSeen()
+    assert ProjectionEngine(store, [probe]).catch_up() >= 1
+    assert probe.seen and set(probe.seen) == {waits}
+    store.close()
