@@ -241,6 +241,11 @@ class ProjectionEngine:
 
     def rebuild(self, names: Iterable[str] | None = None, progress: Progress | None = None) -> int:
         """Drop the projections' tables and replay the whole log into them."""
+        chosen = self.reset(names, progress)
+        return self.replay([p.name for p in chosen], progress)
+
+    def reset(self, names: Iterable[str] | None = None, progress: Progress | None = None) -> list[Projection]:
+        """A rebuild's first half: each projection's tables dropped and made again, at position 0."""
         chosen = self.select(names)
         for projection in chosen:
             with self.db.transaction() as tx:
@@ -250,9 +255,12 @@ class ProjectionEngine:
                 self.db.reset(tx, projection.key)
             if progress is not None:
                 progress(projection.name, 0, self.head())
-        # Larger batches than a catch-up's: a rebuild is one operator's long job, so fewer, longer
-        # transactions (each a durable commit, most of a rebuild's wall time on SQLite) cost no one.
-        return self.catch_up([p.name for p in chosen], progress, batch_size=max(self.batch_size, REBUILD_BATCH))
+        return chosen
+
+    def replay(self, names: Iterable[str] | None = None, progress: Progress | None = None) -> int:
+        """A rebuild's second half: `catch_up` in larger batches. A rebuild is one operator's long
+        job, so fewer, longer transactions (a commit each) cost no one."""
+        return self.catch_up(names, progress, batch_size=max(self.batch_size, REBUILD_BATCH))
 
     # -- inspection ----------------------------------------------------------------------------
 

@@ -90,6 +90,9 @@ class ChronicleStore(Application[UUID]):
 
     def __init__(self, url: str, env: dict[str, str] | None = None, read_only: bool = False) -> None:
         self.url = url
+        #: Settings given here rather than in the environment: another process opening this store
+        #: (a rebuild's helper, runtime/parallel_rebuild.py) needs them too.
+        self.env_overrides = dict(env or {})
         #: Opened for reading only (a store on a read-only file, directory or mount): nothing is
         #: created, projections are read as they stand (runtime/read_models.py).
         self.read_only = read_only

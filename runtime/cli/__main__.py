@@ -1,3 +1,4 @@
 from .entry import main
 
-main()
+if __name__ == "__main__":  # not when a spawned helper process imports the parent's main module
+    main()

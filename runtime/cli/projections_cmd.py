@@ -29,9 +29,10 @@ from .common import (
 from .lazy import lazy_module
 
 if TYPE_CHECKING:  # the read models import the domain's content models (pydantic); `--help` needs none of it
-    from chronicle.runtime import read_models
+    from chronicle.runtime import parallel_rebuild, read_models
 else:
     read_models = lazy_module("chronicle.runtime.read_models")
+    parallel_rebuild = lazy_module("chronicle.runtime.parallel_rebuild")
 
 app = typer.Typer(
     name="projections",
@@ -66,16 +67,19 @@ def rebuild(
     name: Annotated[Optional[str], typer.Argument(help="One projection (history, summaries, cost, audit); all if omitted")] = None,
     db: DbOption = None,
 ) -> None:
-    """Drop a projection's tables (all of them without NAME) and replay the log from zero."""
+    """Drop a projection's tables (all of them without NAME) and replay the log from zero.
+
+    On PostgreSQL, a long log's read models are rebuilt in two processes (two halves at once)."""
     with cli_errors():
-        engine = _engine(db)
+        store = open_store(db)
+        engine = read_models.projection_engine(store)
         names = [name] if name else None
         try:
             chosen = engine.select(names)
         except UnknownProjection as exc:
             fail(f"{exc}", 2)
         with _progress(engine, [p.name for p in chosen]) as report:
-            engine.rebuild(names, progress=report)
+            parallel_rebuild.rebuild(store, names, progress=report)
         for s in engine.status():
             if s.name in {p.name for p in chosen}:
                 err_console.print(f"rebuilt [bold]{s.name}[/] to position {s.position} (lag {s.lag})")

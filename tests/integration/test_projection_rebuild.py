@@ -159,3 +159,54 @@ def test_a_batch_that_fails_part_way_leaves_nothing_and_is_applied_once_after(db
     assert len({position for position, _ in rows}) == len(rows)  # each event once
     assert engine.position("fragile") == store.max_position()
     store.close()
+
+
+def test_a_rebuild_in_two_processes_gives_the_incremental_rows(mixed):
+    """On PostgreSQL a long log is rebuilt by this process and a helper, each applying the log to
+    half of the read models (runtime/parallel_rebuild.py); the rows are the incremental ones, every
+    projection reports its progress to the end, and on SQLite the rebuild stays in one process."""
+    from chronicle.runtime import parallel_rebuild
+    from chronicle.runtime.read_models import projection_engine
+
+    store, engine, run = mixed
+    engine.catch_up()
+    incremental = {name: engine.dump(name) for name in engine.projections}
+    seen: dict[str, int] = {}
+    helpers: list[int] = []
+    real_start = parallel_rebuild.multiprocessing.get_context("spawn").Process.start
+
+    def start(process):  # type: ignore[no-untyped-def]
+        helpers.append(1)
+        return real_start(process)
+
+    parallel_rebuild.multiprocessing.get_context("spawn").Process.start = start  # type: ignore[method-assign]
+    try:
+        applied = parallel_rebuild.rebuild(store, progress=lambda name, position, head: seen.__setitem__(name, position),
+                                           parallel_from=0)
+    finally:
+        parallel_rebuild.multiprocessing.get_context("spawn").Process.start = real_start  # type: ignore[method-assign]
+    head = store.max_position()
+    assert helpers == ([] if store.backend == "sqlite" else [1])
+    assert applied == head * len(engine.projections)
+    assert seen == {name: head for name in engine.projections}
+    shared = projection_engine(store)
+    assert {name: shared.dump(name) for name in shared.projections} == incremental
+    assert [(s.name, s.lag) for s in shared.status()] == [(n, 0) for n in shared.projections]
+
+
+def test_a_helper_that_fails_fails_the_rebuild_with_its_reason(pg_database, monkeypatch):
+    """The helper cannot open the store (here: its database is gone): the rebuild says so, naming
+    the read models it was rebuilding, rather than reporting them rebuilt."""
+    from urllib.parse import urlparse
+
+    from chronicle.runtime import parallel_rebuild
+    from tests.conftest import fresh_pg_url
+
+    monkeypatch.setenv("CHRONICLE_PG_CONNECT_TIMEOUT", "1")
+    url = fresh_pg_url(pg_database)
+    store = ChronicleStore(url)
+    database = urlparse(url).path
+    monkeypatch.setattr(store, "url", url.replace(database, database + "_gone", 1))
+    with pytest.raises(parallel_rebuild.RebuildFailed, match=r"rebuilding .* in a helper process failed: \w+"):
+        parallel_rebuild.rebuild(store, parallel_from=0)
+    store.close()
