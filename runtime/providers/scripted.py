@@ -119,6 +119,9 @@ def load_script(path: Path) -> Script:
         raise ScriptError(f"script file not found: {path}") from None
     except json.JSONDecodeError as exc:
         raise ScriptError(f"{path} is not valid JSON: {exc}") from None
+    if not isinstance(raw, dict):
+        raise ScriptError(f'{path}: a script is an object, {{"agents": {{"AGENT": [responses]}}}} '
+                          f"(the main agent is \"main\"), not a {type(raw).__name__}")
     try:
         return Script.model_validate(raw)
     except ValidationError as exc:

@@ -76,6 +76,7 @@ def test_a_bad_script_file_is_a_one_line_usage_error_and_records_nothing(sqlite_
         "not json": "is not valid JSON",
         '{"agents": {"main": [{"content": "hi"}]}}': "agents.main.0.content",
         '{"agent": {}}': "agents",
+        '[{"content": [{"type": "text", "text": "hi"}]}]': 'a script is an object, {"agents": {"AGENT": [responses]}}',
     }
     for body, expected in cases.items():
         bad.write_text(body)
