@@ -306,14 +306,17 @@ class Database:
                 yield tx
             return
         with self._connection() as conn:
-            # The pool's connections are not in autocommit: a read there opened a transaction that
-            # handing the connection back committed, a second round trip per read.
-            conn.autocommit = True
+            # eventsourcing's pool makes its connections autocommit, and its recorders rely on it
+            # (a snapshot's insert asserts it). One that is not (a caller's own) is made so for the
+            # statement, so that the read opens no transaction to end, and given back as it came.
+            autocommit = conn.autocommit
+            if not autocommit:
+                conn.autocommit = True
             try:
                 yield Tx(conn.cursor(), self)
             finally:
                 try:
-                    if not conn.closed:
+                    if not autocommit and not conn.closed:
                         conn.autocommit = False
                 except Exception:  # noqa: BLE001 - left mid-statement (an interrupt): it goes, not back to the pool as it is
                     conn.close()
