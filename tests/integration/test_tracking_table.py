@@ -59,24 +59,29 @@ def test_a_second_engine_issues_no_ddl_and_a_lost_marker_is_set_up_again(pg_data
 def test_a_read_statement_is_one_round_trip_and_leaves_its_connection_as_it_found_it(pg_database):
     """`Database.statement()` reads in autocommit: no transaction is opened, so none is committed
     when the connection goes back to the pool (that COMMIT was a second round trip per read).
-    Back in the pool, the connection is out of autocommit again, so the next transaction is one,
-    also after a read that failed."""
+    Back in the pool, the connection is as it was: eventsourcing's pool makes its connections
+    autocommit and its recorders assert it (tests/integration/test_pooled_connections.py); one that
+    was not is out of autocommit again, also after a read that failed."""
     store = ChronicleStore(fresh_pg_url(pg_database))
     db = ProjectionEngine(store, [HistoryProjection()]).db
 
-    with db.statement() as tx:
-        assert tx.value("SELECT 1") == 1
-        # No transaction left open by the read: outside autocommit it would be INTRANS here.
-        assert tx.cursor.connection.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
-    with db._connection() as conn:
-        assert conn.autocommit is False
-    try:
+    for found in (True, False):
+        with db._connection() as conn:
+            conn.autocommit = found
         with db.statement() as tx:
-            tx.value("SELECT no_such_column FROM proj_history_turns")
-    except Exception as exc:  # noqa: BLE001 - the failure is the point
-        assert "no_such_column" in str(exc)
-    with db._connection() as conn:
-        assert conn.autocommit is False
+            assert tx.value("SELECT 1") == 1
+            # No transaction left open by the read: outside autocommit it would be INTRANS here.
+            assert tx.cursor.connection.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+        with db._connection() as conn:
+            assert conn.autocommit is found
+        try:
+            with db.statement() as tx:
+                tx.value("SELECT no_such_column FROM proj_history_turns")
+        except Exception as exc:  # noqa: BLE001 - the failure is the point
+            assert "no_such_column" in str(exc)
+        with db._connection() as conn:
+            assert conn.autocommit is found
+            conn.autocommit = True  # as the pool made it
     with db.transaction() as tx:
         tx.execute("CREATE TABLE proj_probe (n INTEGER)")
         tx.execute("INSERT INTO proj_probe VALUES (1)")
