@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import re
 import time
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from datetime import datetime, timezone
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence, TypeVar
@@ -241,6 +241,26 @@ def retry_creation(make: Callable[[], T], lost: Callable[[BaseException], bool] 
     raise AssertionError("unreachable")
 
 
+@contextmanager
+def autocommitted(conn: Any) -> Iterator[Any]:
+    """A PostgreSQL connection in autocommit for the block, given back as it came.
+
+    eventsourcing's pool makes its connections autocommit and its recorders rely on it (a
+    snapshot's insert asserts it); one that is not (a caller's own) is switched for the block, so
+    that a lone statement is its own transaction, and switched back after it."""
+    autocommit = conn.autocommit
+    if not autocommit:
+        conn.autocommit = True
+    try:
+        yield conn
+    finally:
+        try:
+            if not autocommit and not conn.closed:
+                conn.autocommit = False
+        except Exception:  # noqa: BLE001 - left mid-statement (an interrupt): it goes, not back to the pool as it is
+            conn.close()
+
+
 def sqlite_synchronous(conn: Any, relaxed: bool) -> None:
     """Set an eventsourcing SQLite connection's `synchronous` level for its next commit: NORMAL
     (written to the WAL, not flushed) when `relaxed`, else FULL. The level in force is kept on the
@@ -286,14 +306,9 @@ class Database:
             return
         with self._connection() as conn, conn.transaction(force_rollback=not commit):
             tx = Tx(conn.cursor(), self, reader=conn.cursor() if pipelined else None)
-            if pipelined:
-                with conn.pipeline():
-                    if relaxed and commit:
-                        tx.execute("SET LOCAL synchronous_commit TO OFF")  # in the pipeline: no round trip of its own
-                    yield tx
-            else:
+            with conn.pipeline() if pipelined else nullcontext():
                 if relaxed and commit:
-                    tx.execute("SET LOCAL synchronous_commit TO OFF")
+                    tx.execute("SET LOCAL synchronous_commit TO OFF")  # pipelined: no round trip of its own
                 yield tx
             tx.flush()  # outside the pipeline: COPY cannot run in one
 
@@ -305,21 +320,8 @@ class Database:
             with self.transaction(commit=False) as tx:
                 yield tx
             return
-        with self._connection() as conn:
-            # eventsourcing's pool makes its connections autocommit, and its recorders rely on it
-            # (a snapshot's insert asserts it). One that is not (a caller's own) is made so for the
-            # statement, so that the read opens no transaction to end, and given back as it came.
-            autocommit = conn.autocommit
-            if not autocommit:
-                conn.autocommit = True
-            try:
-                yield Tx(conn.cursor(), self)
-            finally:
-                try:
-                    if not autocommit and not conn.closed:
-                        conn.autocommit = False
-                except Exception:  # noqa: BLE001 - left mid-statement (an interrupt): it goes, not back to the pool as it is
-                    conn.close()
+        with self._connection() as conn, autocommitted(conn):
+            yield Tx(conn.cursor(), self)  # the read opens no transaction to end
 
     @contextmanager
     def _connection(self) -> Iterator[Any]:

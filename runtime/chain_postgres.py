@@ -14,6 +14,8 @@ from eventsourcing.postgres import PostgresApplicationRecorder, PostgresDatastor
 from eventsourcing.utils import retry
 from psycopg.sql import SQL, Identifier, Literal
 
+from chronicle.projections.sql import autocommitted
+
 from .chain import CHAIN_DOMAIN, CHAIN_TABLE, GENESIS
 
 #: The stored function that saves events with their links (one per schema).
@@ -26,7 +28,11 @@ class ChainedPostgresRecorder(PostgresApplicationRecorder):
     eventsourcing's own stored function (POSTGRES_ENABLE_DB_FUNCTIONS) is not used: it would store
     events unchained. Ours takes the same locks as eventsourcing's pipelined insert (the events
     table in EXCLUSIVE mode, so commit order is notification order; the chain's own, so it stays
-    right if that lock is ever relaxed) and honours its `lock_timeout`.
+    right if that lock is ever relaxed) and honours its `lock_timeout`. Unlike that insert, it sends no
+    NOTIFY on the events channel: nothing listens to it (cancel and steering have
+    their own channel, runtime/controls.py; workers and projections read the log by position), and
+    every NOTIFY woke each listening backend of the database, which then read the queue in a
+    transaction of its own: xact_commit per LLM step was 4.59 with it, 2.61 without (NOTES.md).
     """
 
     #: Made by this recorder's DDL besides its events table (runtime/schema_marks.py).
@@ -96,13 +102,6 @@ class ChainedPostgresRecorder(PostgresApplicationRecorder):
         self.max_notification_id_statement = rendered(self.max_notification_id_statement)
         self._save = rendered(self._save)
 
-    def _notify_channel(self, curs: Any) -> None:
-        """No NOTIFY on the events channel: nothing listens to it (cancel and steering have their
-        own channel, runtime/controls.py; workers and projections read the log by position),
-        and every NOTIFY wakes each listening backend of the database (every running turn's
-        control listener), which then reads the queue in a transaction of its own: xact_commit
-        per LLM step was 4.59 with it, 2.61 without (ops/bench/NOTES.md)."""
-
     @retry((InterfaceError, OperationalError), max_attempts=10, wait=0.2)
     def insert_events(self, stored_events: Sequence[StoredEvent], **kwargs: Any) -> Sequence[int] | None:
         """One statement, one round trip: the stored function (`SAVE_FUNCTION`) locks, inserts the
@@ -123,18 +122,6 @@ class ChainedPostgresRecorder(PostgresApplicationRecorder):
             [e.state for e in stored_events],
             bool(kwargs.get("relaxed")),
         )
-        with self.datastore.get_connection() as conn:
-            # eventsourcing's pool makes its connections autocommit; one that is not (a caller's
-            # own) is made so for this statement and given back as it came.
-            autocommit = conn.autocommit
-            if not autocommit:
-                conn.autocommit = True
-            try:
-                row = conn.execute(self._save, params, prepare=True, binary=True).fetchone()
-            finally:
-                try:
-                    if not autocommit and not conn.closed:
-                        conn.autocommit = False
-                except Exception:  # noqa: BLE001 - left mid-statement (an interrupt): it goes, not back to the pool as it is
-                    conn.close()
+        with self.datastore.get_connection() as conn, autocommitted(conn):
+            row = conn.execute(self._save, params, prepare=True, binary=True).fetchone()
         return list(row["positions"]) if row else None
