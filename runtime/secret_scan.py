@@ -266,8 +266,21 @@ def _load(path: str, mtime_ns: int, size: int) -> PrivacyValues:
 
 
 def scanner_for(workspace: Path | str | None) -> SecretScanner:
-    """The workspace's scanner: chronicle.toml's [privacy], re-read when the file changes."""
-    privacy = load_privacy(Path(workspace) if workspace else None)
+    """The workspace's scanner: chronicle.toml's [privacy], re-read when the file changes.
+
+    Asked for every model response and tool output, so the question per call is one `stat` of the
+    file (os.stat on a string: pathlib and a fresh PrivacyValues per call were most of its cost)."""
+    path = os.path.join(workspace, CONFIG_FILE) if workspace else ""
+    try:
+        stat = os.stat(path) if path else None
+    except OSError:
+        stat = None
+    return _scanner_of(path, stat.st_mtime_ns, stat.st_size) if stat else _scanner_of("", 0, 0)
+
+
+@lru_cache(maxsize=32)
+def _scanner_of(path: str, mtime_ns: int, size: int) -> SecretScanner:
+    privacy = _load(path, mtime_ns, size) if path else PrivacyValues()
     return _scanner(privacy.redact, tuple(sorted(privacy.patterns.items())))
 
 

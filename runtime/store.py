@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import base64
 import random
+import threading
 import time
+from functools import cached_property
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 from uuid import UUID
@@ -31,9 +33,12 @@ from .config import checking_writes, eventsourcing_env, redact, relaxed_commits
 from .encryption import check_readable, cipher_env
 from .store_errors import is_read_only_error as is_read_only_error  # where commands' error handlers look
 from .store_identity import check_store, read_only_sqlite_uri
-from .store_rows import as_uuid, event_rows, latest_version
+from .store_rows import SQLiteVersionLookup, as_uuid, event_rows, latest_version
 from .transcoder import TRANSCODER_TOPIC
 from .turn_batch import load_turns
+
+#: Guards the first opening of a store's SQLiteVersionLookup.
+_LOOKUP_LOCK = threading.Lock()
 
 
 class SessionLogged(DomainEvent):
@@ -150,9 +155,10 @@ class ChronicleStore(Application[UUID]):
             self.mapper = TreeKeyMapper(self.mapper, keys)
         return super().construct_event_store()
 
-    @property
+    @cached_property
     def backend(self) -> str:
         # Through the class's bases: the chained recorders subclass eventsourcing's (runtime/chain.py).
+        # Cached: asked on every read and at every safe point, and the recorder never changes.
         return "postgresql" if any("postgres" in c.__module__ for c in type(self.recorder).__mro__) else "sqlite"
 
     def describe(self) -> str:
@@ -511,7 +517,27 @@ class ChronicleStore(Application[UUID]):
     def latest_version(self, originator_id: UUID, position: int | None = None) -> int:
         """What a running loop asks at each safe point to learn whether steering or cancel arrived;
         with `position`, the aggregate's version as of that point in the log (0: it did not exist yet)."""
+        if position is None and self.backend == "sqlite":
+            lookup = self._version_lookup()
+            if lookup is not None:
+                return lookup(originator_id)
         return latest_version(self, originator_id, position)
+
+    def _version_lookup(self) -> SQLiteVersionLookup | None:
+        if "_lookup" not in self.__dict__:
+            with _LOOKUP_LOCK:  # the loop's thread and the cancel watcher's may ask first together
+                if "_lookup" not in self.__dict__:
+                    datastore = self.recorder.datastore  # type: ignore[attr-defined]
+                    usable = SQLiteVersionLookup.usable(datastore) and not self.closing.is_set()
+                    table = self.recorder.events_table_name  # type: ignore[attr-defined]
+                    self.__dict__["_lookup"] = SQLiteVersionLookup(datastore, table) if usable else None
+        return self.__dict__["_lookup"]  # type: ignore[no-any-return]
+
+    def close(self) -> None:
+        lookup = self.__dict__.pop("_lookup", None)
+        if lookup is not None:
+            lookup.close()
+        super().close()
 
     def max_position(self) -> int:
         return self.recorder.max_notification_id() or 0

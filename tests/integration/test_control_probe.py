@@ -96,3 +96,35 @@ def test_latest_version_is_the_newest_stored_version_read_without_decoding(db_ur
     assert store.latest_version(session.id) == store.session(session.id).version == session.version + 2
     assert store.latest_version(uuid4()) == 0
     store.close()
+
+
+def _open_handles(path: str) -> int:
+    import os
+
+    fds = os.listdir("/proc/self/fd")
+    return sum(1 for fd in fds if os.path.realpath(f"/proc/self/fd/{fd}") == path)
+
+
+def test_the_sqlite_lookup_sees_every_writer_at_once_and_closes_with_the_store(sqlite_url, tmp_path):
+    """SQLite asks on a connection kept for the question: it must see each commit of any other
+    connection the moment it is made, and go when the store does."""
+    store = ChronicleStore(sqlite_url)
+    session, _ = running_session(store)
+    other = ChronicleStore(sqlite_url)
+    for text in ("one", "two", "three"):
+        steer(other, session.id, text)
+        assert store.latest_version(session.id) == other.session(session.id).version
+    other.close()  # SQLite keeps a closed connection's file open while another one of the process holds locks on it
+    assert _open_handles(str(tmp_path / "chronicle.db")) >= 2  # the pool's connection and the lookup's
+    store.close()
+    assert _open_handles(str(tmp_path / "chronicle.db")) == 0
+
+
+def test_an_in_memory_store_answers_the_probe_through_its_own_database():
+    """An in-memory database is one per connection: a second one would see no session at all."""
+    store = ChronicleStore("sqlite:///:memory:")
+    session, _ = running_session(store)
+    assert store.latest_version(session.id) == store.session(session.id).version > 0
+    steer(store, session.id, "and then")
+    assert store.latest_version(session.id) == store.session(session.id).version
+    store.close()

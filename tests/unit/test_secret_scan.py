@@ -102,3 +102,21 @@ def test_a_secret_set_in_the_process_environment_after_earlier_scans_is_cut(monk
     monkeypatch.setenv("MY_SERVICE_TOKEN", "svc-" + "Zr5Kt8Np3Vc6")
     found = scanner.text("old svc-Hb7Qx2Lm9Wd4 new svc-Zr5Kt8Np3Vc6")
     assert "Zr5Kt8Np3Vc6" not in found.value and found.counts.get("environment") == 1
+
+
+def test_the_workspace_scanner_follows_its_file_as_it_is_written_changed_and_removed(tmp_path):
+    """Asked for every response and tool output: a cached answer must still follow the file."""
+    secret = "EMP-123456"
+    assert scanner_for(str(tmp_path)).text(f"id {secret}").value == f"id {secret}"  # no file: the built-in formats only
+    config = tmp_path / "chronicle.toml"
+    config.write_text('[privacy]\npatterns = { employee = "EMP-[0-9]{6}" }\n', encoding="utf-8")
+    assert secret not in scanner_for(str(tmp_path)).text(f"id {secret}").value
+    config.write_text("[privacy]\nredact = false\n", encoding="utf-8")  # a different size: read again
+    assert not scanner_for(tmp_path).enabled
+    config.write_text('[privacy]\nredact = "no"\n', encoding="utf-8")
+    with pytest.raises(PrivacyError):  # a broken edit is refused on every call, never served from the cache
+        scanner_for(tmp_path)
+    with pytest.raises(PrivacyError):
+        scanner_for(tmp_path)
+    config.unlink()
+    assert scanner_for(tmp_path).enabled and scanner_for(None).enabled
