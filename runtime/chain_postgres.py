@@ -7,11 +7,13 @@ stored function (`SAVE_FUNCTION`), which computes the links in the server with t
 
 from __future__ import annotations
 
+import logging
 from typing import Any, Sequence
 
-from eventsourcing.persistence import InterfaceError, OperationalError, StoredEvent
+from eventsourcing.persistence import InterfaceError, InternalError, OperationalError, ProgrammingError, StoredEvent
 from eventsourcing.postgres import PostgresApplicationRecorder, PostgresDatastore
 from eventsourcing.utils import retry
+from psycopg.errors import UndefinedFunction
 from psycopg.sql import SQL, Identifier, Literal
 
 from chronicle.projections.sql import autocommitted
@@ -20,6 +22,8 @@ from .chain import CHAIN_DOMAIN, CHAIN_TABLE, GENESIS
 
 #: The stored function that saves events with their links (one per schema).
 SAVE_FUNCTION = "chronicle_save_chained"
+
+log = logging.getLogger(__name__)
 
 
 class ChainedPostgresRecorder(PostgresApplicationRecorder):
@@ -58,7 +62,7 @@ class ChainedPostgresRecorder(PostgresApplicationRecorder):
         # topic length, topic | state length, state), the integers big-endian (int8send, int4send),
         # exactly as `chain.link_digest` packs them. Events are inserted in the arrays' order, so
         # their notification ids ascend in it.
-        self.sql_create_statements.append(SQL(
+        self._create_function = SQL(
             "CREATE OR REPLACE FUNCTION {}.{}(ids {}[], versions bigint[], topics text[], states bytea[], relaxed boolean) "
             "RETURNS bigint[] LANGUAGE plpgsql AS $save$ "
             "DECLARE positions bigint[]; head_seq bigint; prev bytea; topic_bytes bytea; i integer; "
@@ -85,7 +89,8 @@ class ChainedPostgresRecorder(PostgresApplicationRecorder):
         ).format(
             *function, id_type, Literal(f"{self.datastore.lock_timeout}s"), *events, *chain, *events, *chain,
             Literal(GENESIS), Literal(CHAIN_DOMAIN), *chain,
-        ))
+        )
+        self.sql_create_statements.append(self._create_function)
         self._save = SQL(
             "SELECT {}.{}(%b::{}[], %b::bigint[], %b::text[], %b::bytea[], %b) AS positions"
         ).format(*function, id_type)
@@ -122,6 +127,35 @@ class ChainedPostgresRecorder(PostgresApplicationRecorder):
             [e.state for e in stored_events],
             bool(kwargs.get("relaxed")),
         )
+        try:
+            return self._call_save(params)
+        except ProgrammingError as exc:
+            if not isinstance(exc.__cause__, UndefinedFunction):
+                raise
+        # The function is code, not data: a store restored from a dump of its tables alone, or a
+        # schema cleaned by hand, lacks it while its marks say the DDL ran. Made again, the save is
+        # the same; a second failure is the caller's to see.
+        log.warning("%s: the save function %s was missing; created it again", self.datastore.schema or "public", SAVE_FUNCTION)
+        self.create_save_function()
+        return self._call_save(params)
+
+    def _call_save(self, params: tuple[Any, ...]) -> list[int] | None:
         with self.datastore.get_connection() as conn, autocommitted(conn):
             row = conn.execute(self._save, params, prepare=True, binary=True).fetchone()
         return list(row["positions"]) if row else None
+
+    def save_function_exists(self) -> bool:
+        """Whether this schema holds the save function (`chronicle doctor` asks)."""
+        with self.datastore.get_connection() as conn, autocommitted(conn):
+            row = conn.execute("SELECT to_regprocedure(%s) IS NOT NULL AS found",
+                               (f"{self.datastore.schema or 'public'}.{SAVE_FUNCTION}(uuid[], bigint[], text[], bytea[], boolean)",)).fetchone()
+        return bool(row and row["found"])
+
+    def create_save_function(self) -> None:
+        """CREATE OR REPLACE: two processes that find it missing at once both succeed, or one is
+        told the catalogue row changed under it, after which the other's function is there."""
+        try:
+            with self.datastore.get_connection() as conn, autocommitted(conn):
+                conn.execute(self._create_function)
+        except (ProgrammingError, OperationalError, InternalError) as exc:
+            log.warning("creating %s failed (%s); trying the save anyway", SAVE_FUNCTION, exc)

@@ -9,7 +9,10 @@ What it looks for, in one pass over the log:
 - events that decode but do not fit the stored vocabulary (runtime/vocabulary.py): a field of the
   wrong type, missing or unknown, as the code of today reads it after upcasting. Written by a
   bug, an edit of the database or a schema change without its upcaster; some reader would
-  misread it. Reported the same way; the remedy is an upcaster or restoring the row.
+  misread it. Reported the same way; the remedy is an upcaster or restoring the row;
+- on PostgreSQL, the stored function every save calls (runtime/chain_postgres.py), missing from a
+  store restored from a dump of its tables alone: repaired by creating it again (a save that
+  finds it missing does the same).
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ SESSION_STARTED = "chronicle.domain.session:Session.Started"
 
 @dataclass
 class Finding:
-    check: str  # dangling_index_entry | unindexed_session | unreadable_event | misfit_event
+    check: str  # dangling_index_entry | unindexed_session | unreadable_event | misfit_event | missing_save_function
     detail: str
     session_id: str | None = None
     position: int | None = None
@@ -65,7 +68,7 @@ def scan_log(
 
 
 def examine(store: ChronicleStore, repair: bool = False, progress: Callable[[int, int], None] | None = None) -> list[Finding]:
-    findings: list[Finding] = []
+    findings: list[Finding] = [*_store_code(store, repair)]
     started: set[UUID] = set()
     misfits: dict[tuple[str, str], Finding] = {}
     for position, row, event, error in scan_log(store, progress=progress):
@@ -102,3 +105,16 @@ def examine(store: ChronicleStore, repair: bool = False, progress: Callable[[int
             finding.repaired = True
         findings.append(finding)
     return findings
+
+
+def _store_code(store: ChronicleStore, repair: bool) -> Iterator[Finding]:
+    recorder: Any = store.recorder
+    if store.backend != "postgresql" or recorder.save_function_exists():
+        return
+    from .chain_postgres import SAVE_FUNCTION
+
+    finding = Finding("missing_save_function", f"the schema has no {SAVE_FUNCTION}(), which every save calls")
+    if repair:
+        recorder.create_save_function()
+        finding.repaired = recorder.save_function_exists()
+    yield finding

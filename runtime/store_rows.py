@@ -120,8 +120,9 @@ class SQLiteVersionLookup:
     steering or cancel arrived (runtime/controls.py). Through the pool, the checkout and check-in
     around the 5 µs indexed read were four fifths of each probe. The connection reads in autocommit
     (each SELECT sees the newest commit, WAL readers never wait for the writer) and is shared by the
-    loop's thread and the cancel watcher's under a lock. An in-memory database is one per
-    connection, so such a store asks through its pool (`usable`)."""
+    loop's thread and the cancel watcher's under a lock. An in-memory database (eventsourcing's
+    SQLITE_DBNAME given in the store's `env`) may be one per connection, so such a store asks
+    through its pool (`usable`)."""
 
     def __init__(self, datastore: Any, table: str) -> None:
         pool = datastore.pool

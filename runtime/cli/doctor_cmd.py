@@ -16,13 +16,15 @@ REMEDY = {
     "dangling_index_entry": "run `chronicle doctor --repair` to withdraw the entry",
     "unindexed_session": "run `chronicle doctor --repair` to list it again",
     "unreadable_event": "restore the row from a backup, then `chronicle projections rebuild`",
+    "missing_save_function": "run `chronicle doctor --repair` to create it again (the next save would too)",
     "misfit_event": "add the upcaster its schema change lacks, or restore the row from a backup; then `chronicle projections rebuild`",
 }
 
 
 def doctor(
     repair: Annotated[bool, typer.Option("--repair", help="Mend what can be mended: withdraw index entries naming no "
-                                         "session, index sessions no listing shows. Each repair is one more event.")] = False,
+                                         "session, index sessions no listing shows (each one more event), create the "
+                                         "PostgreSQL save function again.")] = False,
     as_json: JsonOption = False,
     db: DbOption = None,
 ) -> None:
@@ -44,7 +46,8 @@ def doctor(
                 print_json(finding.as_json())
         else:
             for f in findings:
-                where = f"position {f.position}" if f.position is not None else f"session {f.session_id}"
+                where = (f"position {f.position}" if f.position is not None
+                         else f"session {f.session_id}" if f.session_id is not None else "store")
                 state = "[green]repaired[/]" if f.repaired else f"[yellow]{REMEDY[f.check]}[/]"
                 more = f" (and {f.similar} later event{'s' if f.similar != 1 else ''} like it)" if f.similar else ""
                 out_console.print(f"{f.check}: {where}: {escape(f.detail)}{more} — {state}", soft_wrap=True)

@@ -121,9 +121,10 @@ def test_the_sqlite_lookup_sees_every_writer_at_once_and_closes_with_the_store(s
 
 
 def test_an_in_memory_store_answers_the_probe_through_its_own_database():
-    """An in-memory database is one per connection: a second one would see no session at all."""
-    store = ChronicleStore("sqlite:///:memory:")
-    session, _ = running_session(store)
+    """eventsourcing's in-memory SQLite (given in `env`) is one database per connection unless
+    shared: the probe must ask the store's own, which holds the session."""
+    store = ChronicleStore("sqlite:///unused-probe.db", env={"SQLITE_DBNAME": ":memory:"})
+    session, turn_id = running_session(store)
     assert store.latest_version(session.id) == store.session(session.id).version > 0
     steer(store, session.id, "and then")
     assert store.latest_version(session.id) == store.session(session.id).version
