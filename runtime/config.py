@@ -48,6 +48,11 @@ def absolute_sqlite_url(url: str, cwd: Path | None = None) -> str:
         return url
     if not rest.strip():
         raise ConfigError(f"the SQLite URL {url!r} names no file: use sqlite:///RELATIVE/PATH.db or sqlite:////ABSOLUTE/PATH.db")
+    if ":memory:" in unquote(rest) or "mode=memory" in rest:
+        # It would name a file called ":memory:" that eventsourcing then takes for an in-memory
+        # database; the read models and other processes need a file to open.
+        raise ConfigError(f"a store needs a file, not an in-memory database ({url!r}): for a throwaway store use a "
+                          "temporary file, like sqlite:////tmp/scratch.db")
     return f"sqlite:///{((cwd or Path.cwd()) / unquote(rest)).resolve()}"
 
 

@@ -132,3 +132,12 @@ def test_a_prompt_of_dash_is_read_from_stdin(sqlite_url, workspace, tmp_path):
     assert messages[0]["content"][0]["text"] == "line one\nline two\n"
     empty = cli("submit", "-", "--provider", f"scripted:{script}", "--workspace", str(workspace), db=sqlite_url, input="  \n")
     assert empty.returncode == 2 and "the prompt is empty" in empty.stderr
+
+
+def test_an_in_memory_url_is_refused_with_what_to_use_instead_and_leaves_no_file(tmp_path):
+    """`sqlite:///:memory:` used to create a file named ':memory:' in the working directory that
+    eventsourcing then treated as an in-memory database."""
+    result = cli("sessions", db="sqlite:///:memory:", cwd=tmp_path)
+    assert result.returncode == 2
+    assert "needs a file, not an in-memory database" in result.stderr and "sqlite:////tmp/scratch.db" in result.stderr
+    assert list(tmp_path.iterdir()) == []
