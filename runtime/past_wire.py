@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 from datetime import datetime, timezone
-from itertools import pairwise
+from operator import itemgetter
 from typing import Any
 from uuid import UUID
 
@@ -102,7 +102,7 @@ def _text_at_turn(
             return None
         shape = next((tuple(row[1:4]) for row in found if row[0] == "s"), None)
         marked = {int(row[1]): row[2] for row in found if row[0] == "k"}
-        envelopes = [row[2] for row in sorted((row for row in found if row[0] == "m"), key=_branch_order)]
+        messages = [(row[2], row[3]) for row in sorted((row for row in found if row[0] == "m"), key=_BRANCH_ORDER)]
         if marked:
             # Turns marked by the cut (attachments, a guardrail's rewrite, a refusal: rare) are
             # read from their events; the others' rows by turn, then the shape again after them.
@@ -116,7 +116,7 @@ def _text_at_turn(
     if shape != (None, None, ended_turn):
         return None
     if not marked:
-        return joined(envelopes)
+        return messages_json(None, [messages])
     from_events = events_parts(store, [UUID(t) for t in marked.values()], position, _timestamp(at))
     parts = _spliced(rows, {idx: from_events.get(t, []) for idx, t in marked.items()})
     return None if parts is None else messages_json(None, parts)
@@ -129,10 +129,6 @@ def _timestamp(at: str) -> datetime:
 
 #: A message row recorded by the cut (at or before its position, or in its transaction), and sent.
 CUT_AND_SENT = "(m.position <= %s OR m.at <= %s) AND m.wire IS NOT NULL AND m.wire <> '[]'"
-#: One message as JSON, as `past_context.messages_json` writes it.
-ENVELOPE = """'{"role":"' || m.role || '","content":' || m.wire || '}'"""
-#: Where the role starts in an envelope: `{"role":"u…` or `{"role":"a…`.
-_ROLE_AT = len('{"role":"')
 
 #: The session's `number`-th turn end: its log position, time and turn.
 CUT = "SELECT position, at, turn_id FROM proj_history_turn_ends WHERE session_id = %s AND ordinal = %s"
@@ -148,34 +144,17 @@ AS_OF_TURN = (
     "UNION ALL SELECT DISTINCT 'k', b.idx, k.turn_id, CAST(NULL AS TEXT), 0, 0 FROM cut CROSS JOIN proj_history_branch b "
     "JOIN proj_history_marks k ON k.turn_id = b.turn_id "
     "WHERE b.session_id = %s AND b.position <= cut.position AND (k.position <= cut.position OR k.at <= cut.at) "
-    "UNION ALL SELECT 'm', CAST(NULL AS BIGINT), " + ENVELOPE + ", CAST(NULL AS TEXT), b.idx, m.seq FROM cut "
+    "UNION ALL SELECT 'm', CAST(NULL AS BIGINT), m.role, m.wire, b.idx, m.seq FROM cut "
     "CROSS JOIN proj_history_branch b JOIN proj_history_messages m ON m.turn_id = b.turn_id "
     "WHERE b.session_id = %s AND b.position <= cut.position AND (m.position <= cut.position OR m.at <= cut.at) "
     "AND m.wire IS NOT NULL AND m.wire <> '[]'"
 )
 
 
-def _branch_order(row: tuple[Any, ...]) -> tuple[int, int]:
-    """A message's place in `AS_OF_TURN`'s answer: its turn's branch index, then its number in the
-    turn. Sorted here, not by the statement: SQLite would sort the whole union where reading each
-    part in index order costs nothing."""
-    return row[4], row[5]
-
-
-def joined(messages: list[str]) -> str:
-    """Message envelopes as one JSON array, consecutive messages of one role merged (as
-    `domain.context.merge_roles` does: a turn that showed no response leaves two user messages)."""
-    roles = [m[_ROLE_AT] for m in messages]
-    if all(a != b for a, b in pairwise(roles)):
-        return "[" + ",".join(messages) + "]"
-    merged: list[str] = []
-    for message in messages:
-        if merged and merged[-1][_ROLE_AT] == message[_ROLE_AT]:
-            # `…"content":[a]}` + `…"content":[b]}` -> `…"content":[a,b]}`
-            merged[-1] = merged[-1][:-2] + "," + message[message.index('"content":[') + len('"content":['):]
-        else:
-            merged.append(message)
-    return "[" + ",".join(merged) + "]"
+#: A message's place in `AS_OF_TURN`'s answer: its turn's branch index, then its number in the
+#: turn. Sorted here, not by the statement: SQLite would sort the whole union where reading each
+#: part in index order costs nothing.
+_BRANCH_ORDER = itemgetter(4, 5)
 
 
 def _shape_and_marks(tx: Tx, sid: str, number: int, position: int, at: str) -> tuple[tuple[Any, ...] | None, dict[int, str]]:
@@ -285,9 +264,9 @@ def _turn_text_at(
     with engine.db.statement() as tx:
         # No rows at all when the turn is marked by then: its input is always a row, so an empty
         # answer means "read the Turn" (one statement, not a check and a read).
-        messages = [r[0] for r in tx.rows(
-            f"SELECT {ENVELOPE} FROM proj_history_messages m WHERE m.turn_id = %s AND m.position <= %s "
+        messages = [(r[0], r[1]) for r in tx.rows(
+            "SELECT m.role, m.wire FROM proj_history_messages m WHERE m.turn_id = %s AND m.position <= %s "
             "AND m.wire IS NOT NULL AND m.wire <> '[]' AND NOT EXISTS (SELECT 1 FROM proj_history_marks k "
             "WHERE k.turn_id = %s AND k.position <= %s) ORDER BY m.position", (tid, position, tid, position),  # one row per event
         )]
-    return joined(messages) if messages else None
+    return messages_json(None, [messages]) if messages else None
