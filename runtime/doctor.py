@@ -109,8 +109,8 @@ def examine(store: ChronicleStore, repair: bool = False, progress: Callable[[int
 
 def _store_code(store: ChronicleStore, repair: bool) -> Iterator[Finding]:
     recorder: Any = store.recorder
-    if store.backend != "postgresql" or recorder.save_function_exists():
-        return
+    if store.backend != "postgresql" or not hasattr(recorder, "save_function_exists") or recorder.save_function_exists():
+        return  # SQLite saves in Python; a recorder named by APPLICATION_RECORDER_TOPIC is its own
     from .chain_postgres import SAVE_FUNCTION
 
     finding = Finding("missing_save_function", f"the schema has no {SAVE_FUNCTION}(), which every save calls")
