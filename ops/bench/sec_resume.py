@@ -103,7 +103,7 @@ def run(ctx: Context, log: Callable[[str], None]) -> list[Section]:
             log(f"  {backend} {written} events ({turns} turns, built in {built:.1f} s): load {median(loads):.1f} ms, "
                 f"load + one-step turn {median(continues):.1f} ms, compacted {median(compacted):.1f} ms")
     s.note(f"Turns of {STEPS_PER_TURN} tool steps (~{2 * STEPS_PER_TURN + 7} events each); snapshots every 100 events "
-           "of a Session or Turn. 'Continue' = run_next of one more turn with one tool step, from a cold store: it loads "
+           "of a Session, and of a Turn at 100, 200, 300, 400, 600, … events and at its end (runtime/snapshot_schedule.py). 'Continue' = run_next of one more turn with one tool step, from a cold store: it loads "
            "the session, rebuilds the model's context from every turn on the branch, and commits the new steps.")
     s.note("'Compacted' = the same after `Session.Compacted` replaced all but the last 2 turns by a summary, as the "
            "context monitor does at 80 % of the window long before this size: uncompacted, 100k events of these turns "

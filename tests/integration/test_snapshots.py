@@ -96,3 +96,17 @@ def test_snapshots_taken_from_the_aggregates_in_hand_are_what_their_events_give(
     assert vars(cold.session(session.id)) == vars(again)
     verified = cli("verify", db=db_url)
     assert verified.returncode == 0, verified.stdout + verified.stderr
+
+
+def test_a_long_turn_snapshots_on_a_growing_schedule_and_once_more_as_it_ends(db_url):
+    """Not every 100 events: a 260-step turn (522 events) keeps its snapshot at 400 rather than
+    taking one at 500; completing it 123 events past that takes one at its end."""
+    store = ChronicleStore(db_url)
+    turn = long_turn(store, 260)
+    assert turn.version == 522 and snapshot_versions(store, turn.id) == [400]
+    turn.complete(NOW)
+    store.save(turn)
+    assert snapshot_versions(store, turn.id) == [turn.version]
+    cold = ChronicleStore(db_url)
+    assert vars(cold.turn(turn.id)) == vars(replayed(cold, turn.id))
+    assert vars(cold.turn(turn.id, version=450)) == vars(replayed(cold, turn.id, up_to=450))
