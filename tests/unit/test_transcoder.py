@@ -81,3 +81,23 @@ def test_a_process_decodes_its_first_states_without_pydantic_core_then_switches(
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["False", "True", "True"]
+
+
+def test_a_process_that_has_pydantic_core_already_uses_it_from_the_first_state():
+    """The warm-up only avoids importing pydantic-core; a store opened in a running program (the
+    domain's models imported it) gains nothing from decoding its first thousand states slowly."""
+    import subprocess
+    import sys
+
+    probe = (
+        "import pydantic_core\n"
+        "from tests.unit.test_transcoder import _registered\n"
+        "from chronicle.runtime.transcoder import FastJSONTranscoder\n"
+        "t = _registered(FastJSONTranscoder())\n"
+        "data = t.encode({'a': [1, {'b': 'c'}]})\n"
+        "first = t.decode(data)\n"
+        "print(t._from_json is pydantic_core.from_json, first == {'a': [1, {'b': 'c'}]})\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["True", "True"]
