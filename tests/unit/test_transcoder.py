@@ -63,41 +63,38 @@ def test_what_the_fast_parser_refuses_is_read_the_old_way() -> None:
     assert NEW.decode(too_big) == OLD.decode(too_big)
 
 
-def test_a_process_decodes_its_first_states_without_pydantic_core_then_switches():
+def in_a_fresh_process(*lines: str) -> list[str]:
+    """What `lines` print, run in a new interpreter: whether pydantic-core is imported is per process."""
     import subprocess
     import sys
 
-    probe = (
-        "import sys\n"
-        "from tests.unit.test_transcoder import _registered\n"
-        "from chronicle.runtime.transcoder import WARM_UP, FastJSONTranscoder\n"
-        "t = _registered(FastJSONTranscoder())\n"
-        "data = t.encode({'a': [1, {'b': 'c'}]})\n"
-        "firsts = [t.decode(data) for _ in range(WARM_UP)]\n"
-        "before = 'pydantic_core' in sys.modules\n"
-        "after = t.decode(data)\n"
-        "print(before, 'pydantic_core' in sys.modules, all(f == after for f in firsts))\n"
-    )
+    probe = "\n".join([
+        "from tests.unit.test_transcoder import _registered",
+        "from chronicle.runtime.transcoder import WARM_UP, FastJSONTranscoder",
+        "t = _registered(FastJSONTranscoder())",
+        "data = t.encode({'a': [1, {'b': 'c'}]})",
+        *lines,
+    ])
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.split() == ["False", "True", "True"]
+    return done.stdout.split()
+
+
+def test_a_process_decodes_its_first_states_without_pydantic_core_then_switches():
+    assert in_a_fresh_process(
+        "import sys",
+        "firsts = [t.decode(data) for _ in range(WARM_UP)]",
+        "before = 'pydantic_core' in sys.modules",
+        "after = t.decode(data)",
+        "print(before, 'pydantic_core' in sys.modules, all(f == after for f in firsts))",
+    ) == ["False", "True", "True"]
 
 
 def test_a_process_that_has_pydantic_core_already_uses_it_from_the_first_state():
     """The warm-up only avoids importing pydantic-core; a store opened in a running program (the
     domain's models imported it) gains nothing from decoding its first thousand states slowly."""
-    import subprocess
-    import sys
-
-    probe = (
-        "import pydantic_core\n"
-        "from tests.unit.test_transcoder import _registered\n"
-        "from chronicle.runtime.transcoder import FastJSONTranscoder\n"
-        "t = _registered(FastJSONTranscoder())\n"
-        "data = t.encode({'a': [1, {'b': 'c'}]})\n"
-        "first = t.decode(data)\n"
-        "print(t._from_json is pydantic_core.from_json, first == {'a': [1, {'b': 'c'}]})\n"
-    )
-    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.split() == ["True", "True"]
+    assert in_a_fresh_process(
+        "import pydantic_core",
+        "first = t.decode(data)",
+        "print(t._from_json is pydantic_core.from_json, first == {'a': [1, {'b': 'c'}]})",
+    ) == ["True", "True"]
