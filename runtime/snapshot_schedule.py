@@ -4,11 +4,12 @@ for a Turn.
 A Turn snapshot holds the whole turn, and the store keeps only the newest (runtime/store.py), so
 a snapshot every 100 events made a long turn encode its whole history again and again: at 1,000
 steps the snapshots were a tenth of each step's CPU (273 µs a step, the last ones 27 ms each, a
-pause every 50 steps). Due at 1, 2, 3, 4, 6, 8, 12, 16, … times the interval (each at most 1.5
-times the one before), what snapshots cost stays in proportion to the turn, and a load replays at
-most a third of the turn's events past the newest snapshot. A turn that ends more than an
-interval past its last scheduled snapshot takes one as it ends, so a finished turn, which is
-what later turns' contexts and new processes load, replays fewer than `interval` events.
+pause every 50 steps). Due at 1, 2, 3, 4, 6, 8, 12, 16, … times the interval (from the second
+on, each at most 1.5 times the one before), what snapshots cost stays in proportion to the turn,
+and a load replays at most a third of the turn's events past the newest snapshot. A turn that
+ends an interval or more past its last scheduled snapshot takes one as it ends, so a finished
+turn, which is what later turns' contexts and new processes load, replays fewer than `interval`
+events.
 """
 
 from __future__ import annotations
