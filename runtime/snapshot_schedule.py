@@ -14,6 +14,30 @@ events.
 
 from __future__ import annotations
 
+from typing import Any, Iterable
+from uuid import UUID
+
+from chronicle.domain.turn import Turn
+
+#: A Turn's terminal events: a long turn ending far from its last snapshot takes one then.
+TURN_ENDS = (Turn.Completed, Turn.Failed, Turn.Cancelled, Turn.Stopped)
+
+
+def ended_turns(events: Iterable[Any]) -> set[UUID]:
+    """The turns a save ends."""
+    return {e.originator_id for e in events if isinstance(e, TURN_ENDS)}
+
+
+def snapshot_due(aggregate: Any, version: int, interval: int, ended: set[UUID]) -> bool:
+    """Whether the aggregate's state at `version` (an event of the save being made) is snapshotted:
+    every `interval` events for a Session; on the schedule below for a Turn, and as it ends (one of
+    `ended`, at its newest version) when that is far from its last scheduled snapshot."""
+    if not isinstance(aggregate, Turn):
+        return version % interval == 0
+    if on_schedule(version, interval):
+        return True
+    return aggregate.id in ended and version == aggregate.version and due_at_end(version, interval)
+
 
 def on_schedule(version: int, interval: int) -> bool:
     """Whether `version` is `interval` × 2^k or × 3·2^k."""

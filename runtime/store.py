@@ -31,15 +31,13 @@ from .chain import chained_recorder_topic
 from .compression import COMPRESSOR_TOPIC
 from .config import checking_writes, eventsourcing_env, redact, relaxed_commits
 from .encryption import check_readable, cipher_env
-from .snapshot_schedule import due_at_end, on_schedule
+from .snapshot_schedule import ended_turns, snapshot_due
 from .store_errors import is_read_only_error as is_read_only_error  # where commands' error handlers look
 from .store_identity import check_store, read_only_sqlite_uri
 from .store_rows import SQLiteVersionLookup, as_uuid, event_rows, latest_version
 from .transcoder import TRANSCODER_TOPIC
 from .turn_batch import load_turns
 
-#: A Turn's terminal events: a long turn ending far from its last snapshot takes one then.
-TURN_ENDS = (Turn.Completed, Turn.Failed, Turn.Cancelled, Turn.Stopped)
 #: Guards the first opening of a store's SQLiteVersionLookup.
 _LOOKUP_LOCK = threading.Lock()
 
@@ -277,26 +275,16 @@ class ChronicleStore(Application[UUID]):
         holds comes from its events. `verify` re-derives every snapshot from the events."""
         if not self.snapshots or not self.snapshotting_intervals:
             return
-        ended = {e.originator_id for e in processing.events if isinstance(e, TURN_ENDS)}
+        ended = ended_turns(processing.events)
         for event in processing.events:
             aggregate = processing.aggregates.get(event.originator_id)
             interval = self.snapshotting_intervals.get(type(aggregate)) if aggregate is not None else None
-            if interval is None or not self._snapshot_due(aggregate, event.originator_version, interval, ended):
+            if interval is None or not snapshot_due(aggregate, event.originator_version, interval, ended):
                 continue
             if event.originator_version == aggregate.version:
                 self._put_snapshot(aggregate)
             else:  # due at an event in the middle of this save: that state is read back
                 self.take_snapshot(event.originator_id, version=event.originator_version)
-
-    @staticmethod
-    def _snapshot_due(aggregate: Any, version: int, interval: int, ended: set[UUID]) -> bool:
-        """Every `interval` events for a Session; on runtime/snapshot_schedule.py's growing schedule
-        for a Turn, and as it ends when that is far from its last scheduled one."""
-        if not isinstance(aggregate, Turn):
-            return version % interval == 0
-        if on_schedule(version, interval):
-            return True
-        return aggregate.id in ended and version == aggregate.version and due_at_end(version, interval)
 
     def take_snapshot(self, aggregate_id: UUID, version: int | None = None, projector_func: Any = None) -> None:
         """Snapshot as eventsourcing does; for a Turn, then delete its older snapshots.
