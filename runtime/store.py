@@ -32,6 +32,7 @@ from .compression import COMPRESSOR_TOPIC
 from .config import checking_writes, eventsourcing_env, redact, relaxed_commits
 from .encryption import check_readable, cipher_env
 from .snapshot_schedule import ended_turns, snapshot_due
+from .sqlite_pool import cache_statements
 from .store_errors import is_read_only_error as is_read_only_error  # where commands' error handlers look
 from .store_identity import check_store, read_only_sqlite_uri
 from .store_rows import SQLiteVersionLookup, as_uuid, event_rows, latest_version
@@ -125,6 +126,12 @@ class ChronicleStore(Application[UUID]):
         self.check_events = checking_writes()
         #: CHRONICLE_DURABILITY: whether `save(..., rerunnable=True)` may skip waiting for the disk.
         self.relaxed_commits = relaxed_commits()
+
+    def construct_factory(self, env: Any) -> Any:
+        factory: Any = super().construct_factory(env)
+        if type(factory).__module__ == "eventsourcing.sqlite":
+            cache_statements(factory.datastore)  # runtime/sqlite_pool.py: compiled once, not per transaction
+        return factory
 
     def construct_recorder(self) -> Any:
         if self._is_postgres_factory():

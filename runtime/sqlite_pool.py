@@ -1,0 +1,62 @@
+"""SQLite connections that keep their compiled statements between transactions.
+
+eventsourcing 9.5.6 opens each pooled SQLite connection with `cached_statements=True`, which the
+`sqlite3` module takes as a cache of one statement. A transaction sends BEGIN, its statements and
+COMMIT or ROLLBACK, so no statement survived to its next use and each was compiled again every
+time: compiling `history --at`'s read (four parts, a cut and the projection's lag) was three
+quarters of the read (0.30 against 0.09 ms), and a loop step's inserts, chain link and commit were
+compiled afresh at every step. This pool opens its connections as eventsourcing does in every other
+respect, with the `sqlite3` module's own default cache. A statement compiled against an older
+schema is recompiled by SQLite itself (`sqlite3_prepare_v2`), so a cached one never runs stale.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import Any
+
+from eventsourcing.persistence import InterfaceError
+from eventsourcing.sqlite import SQLITE3_DEFAULT_LOCK_TIMEOUT, SQLiteConnection, SQLiteConnectionPool
+
+#: Compiled statements kept per connection: the `sqlite3` module's default, several times the
+#: number of distinct statements a store sends.
+STATEMENT_CACHE = 128
+
+
+class StatementCachingPool(SQLiteConnectionPool):
+    """eventsourcing's SQLite pool, its connections opened with a statement cache."""
+
+    def _create_connection(self) -> SQLiteConnection:
+        try:
+            conn = sqlite3.connect(
+                database=self.db_name,
+                uri=True,
+                check_same_thread=False,
+                isolation_level=None,  # eventsourcing's transactions send BEGIN themselves
+                cached_statements=STATEMENT_CACHE,
+                timeout=self.lock_timeout or SQLITE3_DEFAULT_LOCK_TIMEOUT,
+            )
+        except (sqlite3.Error, TypeError) as e:
+            raise InterfaceError(e) from e
+        if not self.is_sqlite_memory_mode and not self.is_journal_mode_wal:
+            (mode,) = conn.execute("PRAGMA journal_mode;").fetchone()
+            if mode.lower() != "wal":
+                conn.execute("PRAGMA journal_mode=WAL;")
+                self.journal_mode_was_changed_to_wal = True
+            self.is_journal_mode_wal = True
+        conn.row_factory = sqlite3.Row
+        return SQLiteConnection(sqlite_conn=conn, max_age=self.max_age)
+
+
+def cache_statements(datastore: Any) -> None:
+    """Give an eventsourcing SQLite datastore a `StatementCachingPool` in place of its pool, with
+    the same settings. Called as the store is built, before any connection is opened: the pool
+    replaced is closed, and holds none."""
+    old = datastore.pool
+    if isinstance(old, StatementCachingPool):
+        return
+    datastore.pool = StatementCachingPool(
+        db_name=old.db_name, lock_timeout=old.lock_timeout, pool_size=old.pool_size, max_overflow=old.max_overflow,
+        pool_timeout=old.pool_timeout, max_age=old.max_age, pre_ping=old.pre_ping,
+    )
+    old.close()
