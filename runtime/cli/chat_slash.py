@@ -140,14 +140,14 @@ def tools(chat: Any, arg: str) -> None:
         flags = [name for name, on in tool.flags().items() if on]
         if tool.name in session.always_allowed:
             flags.append("always allowed")
-        table.add_row(tool.name, ", ".join(flags), tool.description)
+        table.add_row(escape(tool.name), ", ".join(flags), escape(printable(tool.description)))
     chat.console.print(table)
 
 
 def skills(chat: Any, arg: str) -> None:
     recorded = chat.store.session(chat.session_id).spec.skills
     if not recorded:
-        chat.console.print("no skills: add skills/NAME/SKILL.md to the workspace (or [skills] dirs in chronicle.toml)")
+        chat.console.print("no skills: add skills/NAME/SKILL.md to the workspace (or \\[skills] dirs in chronicle.toml)")
         return
     table = Table("skill", "mode", "description", "sha256")
     for skill in recorded:

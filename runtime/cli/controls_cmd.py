@@ -99,6 +99,10 @@ def compact(
         elif result.ok:
             out_console.print(f"compacted {result.turns_compacted} turn(s) of session {sid} ({result.strategy})")
         else:
-            err_console.print(f"[yellow]not compacted:[/] {result.reason}")
+            from rich.markup import escape
+
+            from .render import printable
+
+            err_console.print(f"[yellow]not compacted:[/] {escape(printable(result.reason))}")
         if not result.ok and result.reason.startswith("summary failed"):
             raise typer.Exit(1)

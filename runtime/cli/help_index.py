@@ -16,7 +16,7 @@ HELP_LINES = {
     'cost': 'Tokens (input, output, cache write, cache read) and USD (null if any call has no known price).',
     'audit': 'Every decision (model call, tool call with input and result, approval, retry, undo, fork, failure).',
     'tasks': "The tasks a session delegated to sub-agents, each pending, in_progress, completed or failed, with the child session that works on it. A failed task's reflection is shown by `chronicle audit` and offered to later delegations of similar tasks.",
-    'skills': "List the skills found in the workspace's skills/NAME/SKILL.md and in chronicle.toml's [skills] dirs, in the order a new session records them. Inline skills go into the system prompt; on-demand ones are listed there and loaded with the load_skill tool.",
+    'skills': "List the skills found in the workspace's skills/NAME/SKILL.md and in chronicle.toml's \\[skills] dirs, in the order a new session records them. Inline skills go into the system prompt; on-demand ones are listed there and loaded with the load_skill tool.",
     'export-traces': "Send a session's trace (invoke_agent, chat and execute_tool spans) to the OTLP endpoint, or print it.",
     'steer': 'Steer the running turn: MESSAGE reaches the model at the next safe point (between tool calls).',
     'cancel': 'Cancel the running turn: the running tool is stopped, the rest get `cancelled` results.',
@@ -41,5 +41,5 @@ HELP_LINES = {
     'projections': 'Read models (history, summaries, cost, audit) built from the event log: status, rebuild, run.',
     'routines': 'Routines: prompts run on a schedule, on an event or by hand, declared as routines.NAME tables in chronicle.toml.',
     'jobs': 'Background jobs: sessions run by workers, apart from the chat or command that made them.',
-    'mcp': 'MCP tool servers defined by [mcp.NAME] tables in chronicle.toml.',
+    'mcp': 'MCP tool servers defined by \\[mcp.NAME] tables in chronicle.toml.',
 }

@@ -218,8 +218,8 @@ def render_block(block: Any) -> str:
     if block.type == "thinking":
         return f"[dim italic]{escape(printable(block.thinking))}[/]"
     if block.type == "tool_use":
-        return f"[cyan]⚙ {block.name}[/] {escape(short(block.input, 200))} [dim]({block.id})[/]"
+        return f"[cyan]⚙ {escape(block.name)}[/] {escape(short(block.input, 200))} [dim]({escape(block.id)})[/]"
     if block.type == "tool_result":
         mark = "[red]✗[/]" if block.is_error else "[green]✓[/]"
-        return f"{mark} [dim]({block.tool_use_id})[/] {escape(short(block.content, 200))}"
-    return f"[dim]{block.type}[/]"
+        return f"{mark} [dim]({escape(block.tool_use_id)})[/] {escape(short(block.content, 200))}"
+    return f"[dim]{escape(block.type)}[/]"

@@ -14,7 +14,7 @@ from .run_cmd import AgentsOption
 
 app = typer.Typer(
     name="mcp",
-    help="MCP tool servers defined by [mcp.NAME] tables in chronicle.toml.",
+    help="MCP tool servers defined by \\[mcp.NAME] tables in chronicle.toml.",
     no_args_is_help=True,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
@@ -82,15 +82,15 @@ def list_servers(
 
 def _table(rows: list[dict[str, Any]], source: Path) -> None:
     if not rows:
-        out_console.print(f"no MCP servers in {source} (add [mcp.NAME] tables)")
+        out_console.print(f"no MCP servers in {escape(str(source))} (add \\[mcp.NAME] tables)")
         return
     table = Table("server", "tool", "flags", "agents", "description", box=None, pad_edge=False)
     for row in rows:
         if "error" in row:
-            table.add_row(row["server"], "[red]unavailable[/]", "", "", escape(row["error"]))
+            table.add_row(escape(row["server"]), "[red]unavailable[/]", "", "", escape(row["error"]))
             continue
         flags = ", ".join(f for f in ("read_only", "idempotent", "requires_approval") if row[f]) or "-"
         table.add_row(
-            row["server"], escape(row["name"]), flags, ", ".join(row["agents"]), escape(row["description"].split("\n")[0])
+            escape(row["server"]), escape(row["name"]), flags, escape(", ".join(row["agents"])), escape(row["description"].split("\n")[0])
         )
     out_console.print(table)

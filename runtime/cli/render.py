@@ -109,7 +109,8 @@ class HumanRenderer:
                 self.console.print(f"{self._who(event)}[cyan]⚙ {escape(event.name)}[/] [dim](not run)[/]")
             mark = "[red]✗[/]" if event.is_error else "[green]✓[/]"
             took = f" [dim]{event.duration_ms:.0f} ms[/]" if event.duration_ms is not None else ""
-            self.console.print(f"{self._who(event)}  {mark} {event.name} [dim]{event.status}[/]{took}  [dim]{escape(short(event.output, 100))}[/]")
+            output = escape(short(event.output, 100))
+            self.console.print(f"{self._who(event)}  {mark} {escape(event.name)} [dim]{event.status}[/]{took}  [dim]{output}[/]")
         elif kind == "status_change" and event.status == "retry":
             if self._in_text:
                 self.console.print(" [dim](this attempt failed; its text is discarded)[/]")
@@ -128,11 +129,11 @@ class HumanRenderer:
             self.console.print(f"{self._who(event)}[red]error:[/] {escape(printable(event.message))}")
         elif kind == "agent_start" and event.parent_session_id:
             self._end_text()
-            self.console.print(f"{self._who(event)}[magenta]↳ sub-agent {event.agent} started[/] [dim]{event.session_id}[/]")
+            self.console.print(f"{self._who(event)}[magenta]↳ sub-agent {escape(event.agent)} started[/] [dim]{event.session_id}[/]")
         elif kind == "agent_end" and event.parent_session_id:
             self._end_text()
             reason = f" [dim]{escape(short(event.reason, 100))}[/]" if event.reason else ""
-            self.console.print(f"{self._who(event)}[magenta]↳ sub-agent {event.agent} {event.status}[/]{reason}")
+            self.console.print(f"{self._who(event)}[magenta]↳ sub-agent {escape(event.agent)} {event.status}[/]{reason}")
         elif kind == "turn_end":
             self._end_text()
             if event.status == "completed" and event.text is not None and event.text.strip() != self._streamed.strip():

@@ -42,7 +42,7 @@ def list_routines(workspace: WorkspaceOption = None, as_json: JsonOption = False
             print_json_rows(rows)
             return
         if not rows:
-            out_console.print(f"no routines in {ws / 'chronicle.toml'}: add a [routines.NAME] table")
+            out_console.print(f"no routines in {escape(str(ws / 'chronicle.toml'))}: add a \\[routines.NAME] table")
             return
         columns = [Column("name"), Column("trigger"), Column("action"), Column("next_due"), Column("prompt", flex=True)]
         table = [{"name": escape(r["name"]), "trigger": escape(r["trigger"]), "action": r["action"],
@@ -53,7 +53,7 @@ def list_routines(workspace: WorkspaceOption = None, as_json: JsonOption = False
 
 @app.command("run")
 def run_routine(
-    name: Annotated[str, typer.Argument(help="The routine (a [routines.NAME] table)")],
+    name: Annotated[str, typer.Argument(help="The routine (a \\[routines.NAME] table)")],
     provider: Annotated[
         str | None, typer.Option("--provider", help="anthropic or scripted:PATH (default: anthropic when ANTHROPIC_API_KEY is set)")
     ] = None,

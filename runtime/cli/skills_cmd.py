@@ -17,7 +17,7 @@ else:
 
 
 def skills(workspace: WorkspaceOption = None, as_json: JsonOption = False) -> None:
-    """List the skills found in the workspace's skills/NAME/SKILL.md and in chronicle.toml's [skills] dirs, in the order a new session records them. Inline skills go into the system prompt; on-demand ones are listed there and loaded with the load_skill tool."""
+    """List the skills found in the workspace's skills/NAME/SKILL.md and in chronicle.toml's \\[skills] dirs, in the order a new session records them. Inline skills go into the system prompt; on-demand ones are listed there and loaded with the load_skill tool."""
     with workspace_command(workspace) as ws:
         rows = [skill_files.skill_row(s) for s in skill_files.workspace_skills(ws)]
         if as_json:

@@ -93,7 +93,7 @@ def resume(
                                        f"`chronicle deny {sid}` first, or resume with --yes",
                         })
                         raise typer.Exit(3)
-                    err_console.print(f"[yellow]paused:[/] session {sid} awaits approval of {names}: "
+                    err_console.print(f"[yellow]paused:[/] session {sid} awaits approval of {escape(names)}: "
                                       f"`chronicle approve {sid}` or `chronicle deny {sid}` first, or resume with --yes")
                     raise typer.Exit(3)
                 nothing(sid, f"session {sid} has no turn in flight and no queued input", as_json)

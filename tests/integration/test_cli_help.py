@@ -49,6 +49,25 @@ def test_every_command_and_subcommand_prints_its_help_with_the_defaults_its_help
             assert "[default" not in help_text, f"{param.name} of {' '.join(path) or 'chronicle'}: rich markup swallows [default: ...]"
 
 
+#: Square-bracketed text in a help string, as rich shows it: `\\[x]` (escaped) prints as `[x]`.
+BRACKETED = re.compile(r"\\?\[[^\]\s][^\]]*\]")
+
+
+def test_every_square_bracketed_name_in_a_help_string_is_shown_not_read_as_markup():
+    """`[skills]`, `[mcp.NAME]`, `[routines.NAME]` name tables of chronicle.toml; unescaped, rich read them
+    as style tags and printed "chronicle.toml's  dirs" and "defined by  tables"."""
+    runner = CliRunner()
+    for path, command in every_command():
+        result = runner.invoke(app, [*path, "--help"], env={"COLUMNS": "200", "TERM": "dumb"})
+        shown = flat(result.output)
+        texts = [command.help or "", *(getattr(param, "help", None) or "" for param in command.params)]
+        if isinstance(getattr(command, "commands", None), Mapping):
+            texts += [sub.get_short_help_str(limit=10_000) for sub in command.commands.values()]
+        for text in texts:
+            for mention in BRACKETED.findall(text):
+                assert flat(mention.lstrip("\\")) in shown, f"chronicle {' '.join(path)} --help lost {mention!r}"
+
+
 def test_the_installed_command_shows_the_tool_timeout_default():
     result = cli("run", "--help")
     assert result.returncode == 0
@@ -124,3 +143,12 @@ def test_the_installed_script_completes_command_names():
     assert bash.returncode == 0 and bash.stdout.split() == ["history"]
     zsh = cli(env={"_CHRONICLE_COMPLETE": "complete_zsh", "_TYPER_COMPLETE_ARGS": "chronicle ses"})
     assert zsh.returncode == 0 and '"sessions":' in zsh.stdout
+
+
+def test_the_empty_listings_name_the_table_to_add_with_its_brackets(tmp_path):
+    """`chronicle mcp list` and `routines list` with nothing configured say which chronicle.toml table
+    to add; rich read `[mcp.NAME]` as a style tag and printed "(add  tables)"."""
+    mcp = cli("mcp", "list", "--workspace", str(tmp_path))
+    assert mcp.returncode == 0 and "(add [mcp.NAME] tables)" in mcp.stdout, mcp.stdout + mcp.stderr
+    routines = cli("routines", "list", "--workspace", str(tmp_path))
+    assert routines.returncode == 0 and "add a [routines.NAME] table" in routines.stdout, routines.stdout + routines.stderr

@@ -8,7 +8,7 @@ from rich.console import Console
 
 from chronicle.runtime.cli.chat_cmd import ChatRenderer
 from chronicle.runtime.cli.render import HumanRenderer, printable
-from chronicle.runtime.live import ApprovalNeeded
+from chronicle.runtime.live import AgentEnd, AgentStart, ApprovalNeeded, ToolEnd
 
 COMMAND = "echo " + "harmless " * 30 + "; touch PAYLOAD \x1b]0;title\x07"
 
@@ -31,3 +31,31 @@ def test_chat_and_run_approval_prompts_show_the_whole_command_wrapped():
 def test_printable_keeps_lines_and_tabs_and_shows_every_control():
     assert printable("a\tb\nc") == "a\tb\nc"
     assert printable("x\ry\x9b\u202e") == "x\\x0dy\\x9b\\u202e"
+
+
+def test_names_the_model_or_a_config_chose_are_printed_as_written_never_read_as_markup():
+    """A tool name is the model's to write (an unknown tool is still reported) and an agent's name is
+    the config's: `[/]` read as markup stopped the renderer with a MarkupError, `[red]` vanished."""
+    out = io.StringIO()
+    renderer = HumanRenderer(Console(file=out, width=200, force_terminal=False))
+    renderer(AgentStart(session_id="child", agent="[red]helper", parent_session_id="parent", depth=1))
+    renderer(ToolEnd(session_id="s", tool_call_id="c", tool_use_id="u", name="look[/]up", status="failed",
+                     output="unknown tool", is_error=True))
+    renderer(AgentEnd(session_id="child", agent="[red]helper", status="completed", parent_session_id="parent", depth=1))
+    text = out.getvalue()
+    assert text.count("look[/]up") == 2  # "(not run)" and its result line
+    assert "sub-agent [red]helper started" in text and "sub-agent [red]helper completed" in text
+
+
+def test_history_shows_a_tool_use_and_its_result_with_the_names_and_ids_the_model_wrote():
+    from types import SimpleNamespace
+
+    from chronicle.runtime.cli.inspect_cmd import render_block
+
+    out = io.StringIO()
+    console = Console(file=out, width=200, force_terminal=False)
+    console.print(render_block(SimpleNamespace(type="tool_use", name="[bold]grep", id="toolu_[/]1", input={"q": "[x]"})))
+    console.print(render_block(SimpleNamespace(type="tool_result", tool_use_id="toolu_[/]1", content="[red]no", is_error=True)))
+    console.print(render_block(SimpleNamespace(type="[new]")))
+    text = out.getvalue()
+    assert "⚙ [bold]grep" in text and text.count("(toolu_[/]1)") == 2 and "[red]no" in text and "[new]" in text
