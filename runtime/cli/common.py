@@ -80,8 +80,10 @@ def fail(message: str, code: int = 1) -> NoReturn:
 def open_store(db: str | None, create: bool = True) -> ChronicleStore:
     """The store, after the environment is validated once for every command (a bad CHRONICLE_* value exits 2).
 
-    `create=False` for commands that only read: they never leave a new, empty `.chronicle/` behind
-    in whatever directory they happened to run in; they say where they looked instead.
+    `create=False` for commands that read, or act on what a store already holds (a session to undo,
+    steer or approve, a job to cancel): they never leave a new, empty `.chronicle/` behind in
+    whatever directory they happened to run in; they say where they looked instead. Only commands
+    that record something new (run, chat, submit, import, a worker, a routine fired) create one.
     """
     return open_located(*locate_store(db, create))
 
@@ -114,6 +116,17 @@ def locate_store(db: str | None, create: bool = True) -> tuple[str, bool]:
         fail(f"no Chronicle store here (no {DEFAULT_DB_RELATIVE} in {Path.cwd()} or above); "
              "run `chronicle run …` to start one, or pass --db")
     return url, read_only
+
+
+def missing_store(db: str | None) -> Path | None:
+    """The SQLite file `--db` / CHRONICLE_DB / the default name when it does not exist (None for an
+    existing file, PostgreSQL, or a URL `open_store` will refuse itself): for a command to which no
+    store means nothing to do, such as `resume --all` at a machine's start."""
+    try:
+        path = sqlite_path(resolve_db_url(db))
+    except ConfigError:
+        return None
+    return path if path is not None and not path.is_file() else None
 
 
 def open_located(url: str, read_only: bool = False) -> ChronicleStore:

@@ -36,7 +36,7 @@ def steer(
     with cli_errors():
         if not message.strip():
             fail("the steering message is empty; say what the agent should do", 2)
-        store = open_store(db)
+        store = open_store(db, create=False)
         sid = store.resolve_session_id(session)
         result = app_controls.steer(store, sid, message, wait_batch=wait_batch)
         if as_json:
@@ -60,7 +60,7 @@ def cancel(
     The session stays usable: its next input continues it normally. Exit 0 also when nothing runs.
     """
     with cli_errors():
-        result = app_controls.cancel(open_store(db), session, wait_s=wait)
+        result = app_controls.cancel(open_store(db, create=False), session, wait_s=wait)
         sid, tid = result.session_id, result.turn_id
         if result.status == "idle":
             text = f"nothing is running on session {sid}; nothing to cancel"
@@ -91,7 +91,7 @@ def compact(
     with cli_errors():
         if strategy not in ("summary", "truncate", "workspace"):
             fail(f"unknown strategy {strategy!r}: use summary, truncate or workspace", 2)
-        store = open_store(db)
+        store = open_store(db, create=False)
         sid = store.resolve_session_id(session)
         result = asyncio.run(app_controls.compact(store, sid, strategy, keep, provider))
         if as_json:

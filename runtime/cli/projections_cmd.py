@@ -43,7 +43,7 @@ app = typer.Typer(
 
 
 def _engine(db: str | None) -> ProjectionEngine:
-    return read_models.projection_engine(open_store(db))
+    return read_models.projection_engine(open_store(db, create=False))
 
 
 @app.command()
@@ -71,7 +71,7 @@ def rebuild(
 
     On PostgreSQL, a long log's read models are rebuilt in two processes (two halves at once)."""
     with cli_errors():
-        store = open_store(db)
+        store = open_store(db, create=False)
         engine = read_models.projection_engine(store)
         names = [name] if name else None
         try:

@@ -38,7 +38,7 @@ def repairs(
     db: DbOption = None,
 ) -> None:
     """Self-repair: stuck turns (in flight with no event for --stuck-after seconds) handed to resume, and broken tools (--tool-failures failed runs in a row). JSON per repair: `repair_id`, `kind` (stuck_turn, broken_tool), `target`, `session_id`, `status` (retrying, resolved, failed, manual_required), `result` (retry, success, failed, manual_required), `detail`, `attempts`, `detected_at`."""  # noqa: E501
-    with store_command(db) as store:
+    with store_command(db, create=False) as store:
         monitor = SelfRepair(store, stuck_after_s=stuck_after, tool_failures=tool_failures)
         if check:
             monitor.check()

@@ -87,7 +87,7 @@ def history(
 ) -> None:
     """Every firing of the workspace's routines, oldest first: `routine`, `run_id`, `session_id`, `status` (queued, running, completed, failed, skipped), `trigger`, `due`, `action`, `fired_at`, `holder`, `reason`, `summary`, `usd`."""  # noqa: E501
     with workspace_command(workspace) as ws:
-        store = open_store(db)
+        store = open_store(db, create=False)
         rows = routines.history(store, ws, routine)
         if as_json:
             print_json_rows(rows)

@@ -37,7 +37,7 @@ def undo(
     db: DbOption = None,
 ) -> None:
     """Take the last turns off the active branch (they stay in `log`); `redo` puts them back."""
-    with store_command(db) as store:
+    with store_command(db, create=False) as store:
         result = app_timetravel.undo(store, session, turns, files=files, workspace=workspace)
         sid, restored = result.session_id, result.files
         if files:
@@ -61,7 +61,7 @@ def redo(
     db: DbOption = None,
 ) -> None:
     """Put the most recently undone turns back on the active branch (with --files, their files too)."""
-    with store_command(db) as store:
+    with store_command(db, create=False) as store:
         result = app_timetravel.redo(store, session, files=files, workspace=workspace)
         sid = result.session_id
         if files:
@@ -87,7 +87,7 @@ def fork(
 ) -> None:
     """Start a new session from the conversation as it was when turn TURN had completed; prints its id."""
     with cli_errors():
-        child = app_timetravel.fork(open_store(db), session, at)
+        child = app_timetravel.fork(open_store(db, create=False), session, at)
         if as_json:
             print_json({"session_id": str(child.id), "forked_from": child.forked_from})
             return

@@ -26,6 +26,7 @@ from .common import (
     err_console,
     fail,
     finite_at_least,
+    missing_store,
     open_store,
     out_console,
     print_json,
@@ -77,7 +78,10 @@ def resume(
     with cli_errors():
         if not session and not all_sessions:
             fail("name a SESSION to resume, or pass --all", 2)
-        store = open_store(db)
+        if not session and (missing := missing_store(db)) is not None:
+            nothing(None, f"no Chronicle store at {missing} yet", as_json)
+            return
+        store = open_store(db, create=False)
         if session:
             sid = store.resolve_session_id(session)
             record = store.session(sid)
@@ -149,7 +153,7 @@ def approve(
 ) -> None:
     """Approve tool calls of a paused turn (all of them unless --tool-call); then `resume` continues it."""
     with cli_errors():
-        decided = approvals.approve(open_store(db), session, tool_call=tool_call, always=always)
+        decided = approvals.approve(open_store(db, create=False), session, tool_call=tool_call, always=always)
         _decided(decided, "approved", as_json)
 
 
@@ -162,7 +166,7 @@ def deny(
 ) -> None:
     """Deny tool calls of a paused turn; the model reads the denial when `resume` continues the turn."""
     with cli_errors():
-        decided = approvals.deny(open_store(db), session, tool_call=tool_call, reason=reason)
+        decided = approvals.deny(open_store(db, create=False), session, tool_call=tool_call, reason=reason)
         _decided(decided, "denied", as_json)
 
 

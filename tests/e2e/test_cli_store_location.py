@@ -8,6 +8,11 @@ import pytest
 from tests.helpers import cli, json_lines, response, text, write_script
 
 READERS = (("sessions",), ("audit",), ("cost",), ("log", "abc"), ("history", "abc"), ("verify",))
+#: Commands that act on what a store holds (a session, a job, the read models): without a store there
+#: is nothing to act on, and they used to leave an empty `.chronicle/` behind before saying so.
+ACTORS = (("undo", "abc"), ("redo", "abc"), ("fork", "abc", "--at", "1"), ("steer", "abc", "hi"), ("cancel", "abc"),
+          ("compact", "abc"), ("approve", "abc"), ("deny", "abc"), ("resume", "abc"), ("projections", "status"),
+          ("projections", "rebuild"), ("repairs",), ("jobs", "cancel", "abc"), ("routines", "history"))
 
 
 def _run(tmp_path, cwd, *db_args):
@@ -17,14 +22,22 @@ def _run(tmp_path, cwd, *db_args):
     return json_lines(result.stdout)[0]["session_id"]
 
 
-@pytest.mark.parametrize("command", READERS, ids=lambda c: c[0])
-def test_a_read_only_command_where_there_is_no_store_says_so_and_creates_nothing(tmp_path, command):
+@pytest.mark.parametrize("command", READERS + ACTORS, ids=lambda c: "-".join(c[:2]))
+def test_a_command_that_reads_or_acts_where_there_is_no_store_says_so_and_creates_nothing(tmp_path, command):
     empty = tmp_path / "empty"
     empty.mkdir()
     result = cli(*command, cwd=empty)
     assert result.returncode == 1, (result.stdout, result.stderr)
     assert "no Chronicle store here" in result.stderr and "chronicle run" in result.stderr and "--db" in result.stderr
     assert list(empty.iterdir()) == []
+
+
+def test_resume_all_where_there_is_no_store_has_nothing_to_resume_and_creates_nothing(tmp_path):
+    result = cli("resume", "--all", "--json", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert json_lines(result.stdout) == [{"session_id": None, "status": "nothing_to_resume",
+                                          "message": f"no Chronicle store at {tmp_path / '.chronicle' / 'chronicle.db'} yet"}]
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_an_explicit_sqlite_file_that_does_not_exist_is_not_created_by_a_reader(tmp_path):
