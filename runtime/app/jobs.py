@@ -23,7 +23,7 @@ def submit(store: ChronicleStore, prompt: str, *, provider: str | None = None, m
     """A new job (a session queued for a worker), checked as `run` checks it before anything is recorded."""
     if not prompt.strip():
         raise AppError("the prompt is empty; say what the agent should do", 2)
-    spec = checked_spec(store, provider, model, resolve_workspace(workspace), max_iterations, registry=registry)
+    spec = checked_spec(provider, model, resolve_workspace(workspace), max_iterations, registry=registry)
     return job_row(store, submit_job(store, spec, prompt, origin=origin))
 
 

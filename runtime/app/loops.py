@@ -10,7 +10,7 @@ the spawn of their parent's I/O bundle (runtime/loop_io.py), with their own tool
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +50,61 @@ def provider_for(spec: AgentSpec, provider_name: str | None = None, model: str |
         raise LoopSetupError(f"{where}{exc}") from None
 
 
+@dataclass(frozen=True)
+class LoopParts:
+    """What a loop is built from that needs no store: each piece checked as it is made."""
+
+    provider: Provider
+    workspace: Path
+    settings: Settings
+    toolbox: Toolbox
+    guardrails: list[Any]
+    middleware: list[tuple[str, Around]]
+
+
+def loop_parts(
+    spec: AgentSpec,
+    *,
+    session: Session | None = None,
+    provider_name: str | None = None,
+    model: str | None = None,
+    workspace: Path | None = None,
+    settings: Settings | None = None,
+    limits: LimitFlags | None = None,
+) -> LoopParts:
+    """The provider, workspace, settings, tools, guardrails and middleware `spec` asks for, or the
+    LoopSetupError that says what to pass. No store is touched: a command checks a new session's
+    setup with this before it opens (and so creates) a store."""
+    where = f"session {session.id}: " if session is not None else ""
+    if session is not None and not (provider_name or spec.provider or default_provider_name()):
+        raise LoopSetupError(f"session {session.id} has no recorded provider; pass --provider anthropic or scripted:PATH")
+    provider = provider_for(spec, provider_name, model, where)
+    path = (workspace or Path(spec.workspace or ".")).expanduser().resolve()
+    if not path.is_dir():
+        raise LoopSetupError(f"{where}workspace {path} is gone; pass --workspace DIR")
+    if settings is None:
+        try:
+            settings = load_settings(limits or LimitFlags(), path, spec.limits)
+        except SettingsError as exc:
+            raise LoopSetupError(f"{where}{exc}") from None
+    try:
+        toolbox = agent_toolbox(spec, path)
+        for sub_agent in spec.registry:  # a sub-agent's tools fail now, before anything is recorded, not when it is asked
+            toolbox_for(sub_agent.tools, path)
+    except ValueError as exc:
+        raise LoopSetupError(f"{where}{exc}") from None
+    try:
+        environment()
+    except EnvironmentSettingError as exc:
+        raise LoopSetupError(str(exc)) from None
+    try:
+        guardrails = guardrails_for(spec.guardrails, path)
+        middleware = middleware_for(spec.middleware, path)
+    except SettingsError as exc:
+        raise LoopSetupError(f"{where}{exc}") from None
+    return LoopParts(provider, path, settings, toolbox, guardrails, middleware)
+
+
 def build_loop(
     store: ChronicleStore,
     target: Session | AgentSpec,
@@ -72,49 +127,21 @@ def build_loop(
     """
     session = target if isinstance(target, Session) else None
     spec = target.spec if isinstance(target, Session) else target
-    where = f"session {session.id}: " if session is not None else ""
-    if session is not None and not (provider_name or spec.provider or default_provider_name()):
-        raise LoopSetupError(f"session {session.id} has no recorded provider; pass --provider anthropic or scripted:PATH")
-    provider = provider_for(spec, provider_name, model, where)
-    path = (workspace or Path(spec.workspace or ".")).expanduser().resolve()
-    if not path.is_dir():
-        raise LoopSetupError(f"{where}workspace {path} is gone; pass --workspace DIR")
-    if settings is None:
-        try:
-            settings = load_settings(limits or LimitFlags(), path, spec.limits)
-        except SettingsError as exc:
-            raise LoopSetupError(f"{where}{exc}") from None
-    try:
-        toolbox = agent_toolbox(spec, path)
-        for sub_agent in spec.registry:  # a sub-agent's tools fail now, before anything is recorded, not when it is asked
-            toolbox_for(sub_agent.tools, path)
-    except ValueError as exc:
-        raise LoopSetupError(f"{where}{exc}") from None
-    try:
-        env = environment()
-    except EnvironmentSettingError as exc:
-        raise LoopSetupError(str(exc)) from None
+    parts = loop_parts(spec, session=session, provider_name=provider_name, model=model, workspace=workspace,
+                       settings=settings, limits=limits)
     options = options or LoopOptions()
-    options = replace(options, tool_timeout_s=settings.tool_timeout_s, max_tokens=options.max_tokens or env.max_tokens)
+    options = replace(options, tool_timeout_s=parts.settings.tool_timeout_s, max_tokens=options.max_tokens or environment().max_tokens)
     if model:
         options = replace(options, model=model)
-    hooks = Hooks(settings.hooks(ProjectionSpend(store), interactive=interactive))
-    try:
-        guardrails = guardrails_for(spec.guardrails, path)
-    except SettingsError as exc:
-        raise LoopSetupError(f"{where}{exc}") from None
-    if guardrails:
-        hooks.add(GuardrailHook(guardrails))
-    try:
-        middleware = middleware_for(spec.middleware, path)
-    except SettingsError as exc:
-        raise LoopSetupError(f"{where}{exc}") from None
-    hooks.add(TitleHook(provider, store, clock))
+    hooks = Hooks(parts.settings.hooks(ProjectionSpend(store), interactive=interactive))
+    if parts.guardrails:
+        hooks.add(GuardrailHook(parts.guardrails))
+    hooks.add(TitleHook(parts.provider, store, clock))
     tracer = live_tracing(store)
     if tracer is not None:
         hooks.add(tracer)
-    return assemble(store, provider, toolbox, path, options, broker=broker, clock=clock, approver=approver,
-                    hooks=hooks, compactor=settings.compactor(), middleware=middleware)
+    return assemble(store, parts.provider, parts.toolbox, parts.workspace, options, broker=broker, clock=clock, approver=approver,
+                    hooks=hooks, compactor=parts.settings.compactor(), middleware=parts.middleware)
 
 
 def assemble(store: ChronicleStore, provider: Provider, toolbox: Toolbox, workspace: Path, options: LoopOptions, *,

@@ -21,7 +21,7 @@ from ..sessions import start_session, submit_input
 from ..settings import LimitFlags, SettingsError, load_settings
 from ..store import ChronicleStore
 from .errors import AppError
-from .loops import LoopSetupError, build_loop
+from .loops import LoopSetupError, loop_parts
 from .queries import session_id
 from .running import stored_attachments
 from .specs import new_spec, normalise_provider, resolve_workspace
@@ -100,22 +100,22 @@ def submit(store: ChronicleStore, prompt: str, session: str | UUID | None = None
             raise AppError("--provider/--model/--workspace/--tools apply to new sessions; a session keeps what it recorded", 2)
         sid = session_id(store, session)
         return Submitted(sid, submit_input(store, sid, prompt, attachments=stored_attachments(store, attachments)))
-    spec = checked_spec(store, provider, model, resolve_workspace(workspace), max_iterations, agents, registry, tools)
+    spec = checked_spec(provider, model, resolve_workspace(workspace), max_iterations, agents, registry, tools)
     created, input_id = start_session(store, spec, prompt, attachments=stored_attachments(store, attachments))
     assert input_id is not None
     return Submitted(created.id, input_id)
 
 
-def checked_spec(store: ChronicleStore, provider: str | None, model: str | None, workspace: Path,
-                 max_iterations: int | None = None, agents: Path | None = None, registry: AgentRegistry | None = None,
-                 tools: tuple[str, ...] = ()) -> AgentSpec:
-    """The spec `run` would record, checked as `run` checks it before anything is recorded."""
+def checked_spec(provider: str | None, model: str | None, workspace: Path, max_iterations: int | None = None,
+                 agents: Path | None = None, registry: AgentRegistry | None = None, tools: tuple[str, ...] = ()) -> AgentSpec:
+    """The spec `run` would record, checked as `run` checks it before anything is recorded; no store is
+    needed, so a command can check it before it opens (and so creates) one."""
     spec = new_spec(workspace, normalise_provider(provider), model, max_iterations, agents, registry=registry, extra_tools=tools)
     if not spec.provider:
         raise AppError("no model provider: set ANTHROPIC_API_KEY to use Claude, or pass --provider scripted:PATH", 2)
     try:
         settings = load_settings(LimitFlags(), workspace)
-        build_loop(store, spec, provider_name=spec.provider, model=model, workspace=workspace, settings=settings)
+        loop_parts(spec, provider_name=spec.provider, model=model, workspace=workspace, settings=settings)
     except SettingsError as exc:
         raise AppError(str(exc), 2) from None
     except LoopSetupError as exc:

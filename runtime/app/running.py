@@ -30,7 +30,7 @@ from ..sessions import start_session, submit_input
 from ..settings import LimitFlags, Settings, SettingsError, load_settings
 from ..store import ChronicleStore
 from .errors import AppError
-from .loops import LoopSetupError, build_loop
+from .loops import LoopSetupError, build_loop, loop_parts
 from .queries import session_id
 from .specs import new_spec, resolve_workspace, session_workspace
 
@@ -103,6 +103,12 @@ def settings_for(options: RunOptions, workspace: Path, recorded: AgentSpec | Non
         raise AppError(str(exc), 2) from None
 
 
+def _new_session_spec(options: RunOptions, workspace: Path, settings: Settings) -> AgentSpec:
+    spec = new_spec(workspace, options.provider, options.model, options.max_iterations, options.agents,
+                    registry=options.registry, extra_tools=options.tools)
+    return spec.model_copy(update={"limits": settings.limits()})
+
+
 class Conversation:
     """One session opened for running turns here; `submit` records inputs, `drive` runs them."""
 
@@ -112,6 +118,24 @@ class Conversation:
         #: Things the client should tell the person (an ignored flag), one line each.
         self.notes = notes or []
         self.holder = holder_name()
+
+    @staticmethod
+    def check_new(options: RunOptions | None = None) -> None:
+        """What `open` refuses in starting a new session (no provider, a workspace that is not there,
+        a bad chronicle.toml, a tool that does not import), checked without a store: a command runs
+        this before it opens one, so a bad flag leaves no empty store behind."""
+        options = options or RunOptions()
+        try:
+            environment()
+        except EnvironmentSettingError as exc:
+            raise AppError(str(exc), 2) from None
+        workspace = resolve_workspace(options.workspace)
+        settings = settings_for(options, workspace)
+        spec = _new_session_spec(options, workspace, settings)
+        try:
+            loop_parts(spec, provider_name=spec.provider or None, model=options.model, workspace=workspace, settings=settings)
+        except LoopSetupError as exc:
+            raise AppError(str(exc), 2) from None
 
     @classmethod
     def open(cls, store: ChronicleStore, session: str | UUID | None = None, options: RunOptions | None = None,
@@ -145,9 +169,7 @@ class Conversation:
             if options.tools:
                 notes.append(f"note: --tools ignored; session {sid} keeps the tools recorded when it started")
         else:
-            spec = new_spec(workspace, options.provider, options.model, options.max_iterations, options.agents,
-                            registry=options.registry, extra_tools=options.tools)
-            spec = spec.model_copy(update={"limits": settings.limits()})
+            spec = _new_session_spec(options, workspace, settings)
             provider = spec.provider or None
         broker = Broker()
         for subscriber in subscribers:

@@ -22,7 +22,7 @@ from rich.markup import escape
 from rich.spinner import Spinner
 
 from .chat_input import LineReader
-from .common import DbOption, WorkspaceOption, store_command
+from .common import DbOption, WorkspaceOption, cli_errors, missing_store, store_command
 from .limits import LimitFlags, limit_options
 from .render import HumanRenderer, printable, short, whole_input
 from .run_cmd import AgentsOption, MaxIterationsOption, ModelOption, ProviderOption, ToolsOption
@@ -206,10 +206,13 @@ def chat(
     """
     from chronicle.runtime.app.running import Conversation, RunOptions
 
+    options = RunOptions(provider=provider, model=model, workspace=workspace, max_iterations=max_iterations, agents=agents,
+                         auto_approve=yes, limits=limits, interactive=True, tools=tuple(tools or ()))
+    if session is None and missing_store(db) is not None:
+        with cli_errors():
+            Conversation.check_new(options)  # a bad flag on a first run leaves no empty store behind
     with store_command(db) as store:
         console = Console(highlight=False)
-        options = RunOptions(provider=provider, model=model, workspace=workspace, max_iterations=max_iterations, agents=agents,
-                             auto_approve=yes, limits=limits, interactive=True, tools=tuple(tools or ()))
         holder: dict[str, Chat] = {}
 
         async def approve(call: Any) -> str | None:

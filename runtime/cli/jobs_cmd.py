@@ -7,7 +7,18 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.markup import escape
 
-from .common import DbOption, JsonOption, WorkspaceOption, cli_errors, fail, open_store, out_console, print_json_rows, store_command
+from .common import (
+    DbOption,
+    JsonOption,
+    WorkspaceOption,
+    cli_errors,
+    fail,
+    missing_store,
+    open_store,
+    out_console,
+    print_json_rows,
+    store_command,
+)
 from .lazy import lazy_module
 from .render import short
 from .run_cmd import ModelOption, ProviderOption
@@ -60,9 +71,11 @@ def submit(
     with cli_errors():
         if not prompt.strip():
             fail("the prompt is empty; say what the agent should do", 2)
+        ws = specs.resolve_workspace(workspace)
+        if missing_store(db) is not None:  # a bad flag on a first run leaves no empty store behind
+            use_cases.checked_spec(provider, model, ws, max_iterations)
         store = open_store(db)
-        row = use_cases.submit(store, prompt, provider=provider, model=model, workspace=specs.resolve_workspace(workspace),
-                               max_iterations=max_iterations)
+        row = use_cases.submit(store, prompt, provider=provider, model=model, workspace=ws, max_iterations=max_iterations)
         _print([row], as_json) if as_json else out_console.print(f"job {row['job_id']} queued for a worker")
 
 

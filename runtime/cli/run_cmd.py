@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated, Optional
 import typer
 from rich.markup import escape
 
-from .common import DbOption, JsonOption, WorkspaceOption, cli_errors, err_console, fail, open_store, read_prompt
+from .common import DbOption, JsonOption, WorkspaceOption, cli_errors, err_console, fail, missing_store, open_store, read_prompt
 from .limits import LimitFlags, limit_options
 from .render import HumanRenderer, JsonLinesRenderer, printable
 
@@ -106,10 +106,12 @@ def run(
         prompt = read_prompt(prompt)
         if not prompt.strip():
             fail("the prompt is empty; say what the agent should do", 2)
-        store = open_store(db)
-        renderer = JsonLinesRenderer() if as_json else HumanRenderer()
         options = RunOptions(provider=provider, model=model, workspace=workspace, max_iterations=max_iterations, agents=agents,
                              auto_approve=yes, max_attempts=max_attempts, limits=limits, tools=tuple(tools or ()))
+        if session is None and missing_store(db) is not None:
+            Conversation.check_new(options)  # a bad flag on a first run leaves no empty store behind
+        store = open_store(db)
+        renderer = JsonLinesRenderer() if as_json else HumanRenderer()
         conversation = Conversation.open(store, session, options, [renderer], first_input=prompt, attachments=attach)
         for note in conversation.notes:
             err_console.print(f"[dim]{escape(note)}[/]")

@@ -204,6 +204,8 @@ def submit(
         prompt = read_prompt(prompt)
         if not prompt.strip():
             fail("the prompt is empty; say what the agent should do", 2)
+        if not session and missing_store(db) is not None:  # a bad flag on a first run leaves no empty store behind
+            resuming.checked_spec(provider, model, specs.resolve_workspace(workspace), max_iterations, agents, None, tuple(tools or ()))
         submitted = resuming.submit(open_store(db), prompt, session=session, provider=provider, model=model,
                                  workspace=workspace, max_iterations=max_iterations, agents=agents, tools=tuple(tools or ()),
                                  attachments=attach)

@@ -32,6 +32,20 @@ def test_a_command_that_reads_or_acts_where_there_is_no_store_says_so_and_create
     assert list(empty.iterdir()) == []
 
 
+#: Commands that record something new, each with a flag that cannot work: refused (exit 2) before the store is opened.
+REFUSED_RECORDERS = (("run", "hi", "--workspace", "/nonexistent"), ("run", "hi", "--provider", "scripted:/nonexistent.json"),
+                     ("submit", "hi", "--workspace", "/nonexistent"), ("jobs", "submit", "hi", "--provider", "scripted:/nonexistent.json"),
+                     ("chat", "--provider", "scripted:/nonexistent.json"))
+
+
+@pytest.mark.parametrize("command", REFUSED_RECORDERS, ids=lambda c: "-".join(c[:2]))
+def test_a_first_run_refused_for_a_bad_flag_creates_no_store(tmp_path, command):
+    result = cli(*command, cwd=tmp_path, input="")
+    assert result.returncode == 2, (result.stdout, result.stderr)
+    assert "/nonexistent" in result.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_resume_all_where_there_is_no_store_has_nothing_to_resume_and_creates_nothing(tmp_path):
     result = cli("resume", "--all", "--json", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
