@@ -24,7 +24,7 @@ def skills(workspace: WorkspaceOption = None, as_json: JsonOption = False) -> No
             print_json_rows(rows)
             return
         if not rows:
-            out_console.print(f"no skills in {ws}: add skills/NAME/SKILL.md (front matter: name, description, mode)")
+            out_console.print(f"no skills in {escape(str(ws))}: add skills/NAME/SKILL.md (front matter: name, description, mode)")
             return
         columns = [Column("name"), Column("mode"), Column("description", flex=True), Column("path", optional=True)]
         table = [{k: escape(str(r[k])) for k in ("name", "mode", "description", "path")} for r in rows]
