@@ -19,7 +19,7 @@ from .render import printable
 HELP = [
     ("/undo [N] [--files]", "take the last N turns (default 1) off the branch; the log keeps them; --files puts their files back"),
     ("/redo [--files]", "put the last undone turns back; --files re-applies the files they wrote"),
-    ("/fork", "continue in a new session that shares this one's history"),
+    ("/fork [TURN]", "continue in a new session that shares this one's history (up to turn TURN, as `fork --at`; default: all of it)"),
     ("/new", "start a new thread: a new session of this agent with an empty history (this one stays)"),
     ("/thread ID", "switch to another thread: a session of this agent (id or unique prefix)"),
     ("/compact [N]", "summarise older turns, keeping the N most recent (default from settings)"),
@@ -87,7 +87,7 @@ def redo(chat: Any, arg: str) -> None:
 
 def fork(chat: Any, arg: str) -> None:
     parent = chat.session_id
-    child = app_timetravel.fork(chat.store, parent)
+    child = app_timetravel.fork(chat.store, parent, _count(arg, None))
     chat.conversation.switch(child.id)
     chat.console.print(f"forked session {parent} → {child.id} ({len(child.head)} turn(s) shared); now chatting in the fork", soft_wrap=True)
     chat.console.print(f"new session {child.id}; open it later with `chronicle chat --session {child.id}`", soft_wrap=True)

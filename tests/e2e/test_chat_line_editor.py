@@ -12,7 +12,7 @@ import pytest
 
 from tests.e2e.controls_helpers import log_of
 from tests.e2e.terminal import Terminal
-from tests.helpers import cli, response, text, tool_use
+from tests.helpers import cli, json_lines, response, text, tool_use
 
 
 def script(tmp_path: Path, answers: list[str]) -> Path:
@@ -83,3 +83,15 @@ def test_undo_and_redo_with_files_in_chat_put_the_files_back_and_forth(sqlite_ur
     sid = json.loads(cli("sessions", "--json", db=sqlite_url).stdout.splitlines()[0])["session_id"]
     events = [e["event"] for e in log_of(sid, sqlite_url)]
     assert events.index("FilesRestored") < events.index("FilesReapplied")
+
+
+def test_fork_in_chat_takes_the_turn_to_fork_at_and_refuses_one_that_is_not_there(sqlite_url, workspace, tmp_path):
+    """`/fork 1` forks at turn 1 as `fork --at 1` does; an argument used to be ignored (a fork of the whole branch)."""
+    s = script(tmp_path, ["one", "two"])
+    done = cli("chat", "--provider", f"scripted:{s}", "--workspace", str(workspace), db=sqlite_url,
+               input="first\nsecond\n/fork 9\n/fork x\n/fork 1\n/quit\n")
+    assert done.returncode == 0, done.stderr
+    assert "TURN must be 1..2" in done.stdout and "expected a number, got 'x'" in done.stdout
+    assert "(1 turn(s) shared)" in done.stdout
+    forks = [row for row in json_lines(cli("sessions", "--json", db=sqlite_url).stdout) if row["forked_from"]]
+    assert [(row["forked_from"]["turn"], row["turns"]) for row in forks] == [(1, 1)]
