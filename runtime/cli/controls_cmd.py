@@ -10,9 +10,11 @@ import asyncio
 from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
+from rich.markup import escape
 
 from .common import DbOption, JsonOption, cli_errors, err_console, fail, finite_at_least, open_store, out_console, print_json
 from .lazy import lazy_module
+from .render import printable
 
 if TYPE_CHECKING:  # the use cases import the loop, pydantic and the store; `--help` needs none of them
     from chronicle.runtime.app import controls as app_controls
@@ -99,10 +101,6 @@ def compact(
         elif result.ok:
             out_console.print(f"compacted {result.turns_compacted} turn(s) of session {sid} ({result.strategy})")
         else:
-            from rich.markup import escape
-
-            from .render import printable
-
             err_console.print(f"[yellow]not compacted:[/] {escape(printable(result.reason))}")
         if not result.ok and result.reason.startswith("summary failed"):
             raise typer.Exit(1)
