@@ -23,19 +23,20 @@ from eventsourcing.sqlite import SQLITE3_DEFAULT_LOCK_TIMEOUT, SQLiteConnection,
 STATEMENT_CACHE = 128
 
 
+def connect(db_name: str, lock_timeout: int | None) -> sqlite3.Connection:
+    """A connection to a store's file as eventsourcing opens one (a URI name, autocommit: its
+    transactions send BEGIN themselves, usable from any thread), keeping its compiled statements.
+    The pool's connections and the steering probe's own (runtime/store_rows.py) are opened here."""
+    return sqlite3.connect(database=db_name, uri=True, check_same_thread=False, isolation_level=None,
+                           cached_statements=STATEMENT_CACHE, timeout=lock_timeout or SQLITE3_DEFAULT_LOCK_TIMEOUT)
+
+
 class StatementCachingPool(SQLiteConnectionPool):
     """eventsourcing's SQLite pool, its connections opened with a statement cache."""
 
     def _create_connection(self) -> SQLiteConnection:
         try:
-            conn = sqlite3.connect(
-                database=self.db_name,
-                uri=True,
-                check_same_thread=False,
-                isolation_level=None,  # eventsourcing's transactions send BEGIN themselves
-                cached_statements=STATEMENT_CACHE,
-                timeout=self.lock_timeout or SQLITE3_DEFAULT_LOCK_TIMEOUT,
-            )
+            conn = connect(self.db_name, self.lock_timeout)
         except (sqlite3.Error, TypeError) as e:
             raise InterfaceError(e) from e
         if not self.is_sqlite_memory_mode and not self.is_journal_mode_wal:

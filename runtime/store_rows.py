@@ -11,11 +11,12 @@ and notification id.
 
 from __future__ import annotations
 
-import sqlite3
 import threading
 from functools import lru_cache
 from typing import Any
 from uuid import UUID
+
+from .sqlite_pool import connect
 
 
 def as_uuid(value: Any) -> UUID:
@@ -125,9 +126,7 @@ class SQLiteVersionLookup:
     through its pool (`usable`)."""
 
     def __init__(self, datastore: Any, table: str) -> None:
-        pool = datastore.pool
-        self._conn = sqlite3.connect(pool.db_name, uri=True, check_same_thread=False, isolation_level=None,
-                                     timeout=pool.lock_timeout or 5)
+        self._conn = connect(datastore.pool.db_name, datastore.pool.lock_timeout)
         self._sql = f"SELECT MAX(originator_version) FROM {table} WHERE originator_id = ?"
         self._lock = threading.Lock()
 
