@@ -85,10 +85,12 @@ def eventsourcing_env(url: str) -> dict[str, str]:
             # eventsourcing retries a lost connection 10 times, so an outage shorter than about
             # 10 x this timeout is ridden out; a longer one fails the operation with a clear error.
             POSTGRES_CONNECT_TIMEOUT=_pg_connect_timeout(),
-            # One connection opened with the store, more on demand (up to 8): a pool of 4 opened
-            # four connections (a server process and a login each) before a CLI read could use one.
-            POSTGRES_POOL_SIZE="1",
-            POSTGRES_MAX_OVERFLOW="7",
+            # Connections made on demand (up to 8): a pool of 4 opened four (a server process and
+            # a login each) before a CLI read could use one, and a pool of 1 two, as its first
+            # client asked while the pool was still making the one it keeps (it grows for a
+            # waiting client). Idle ones close after psycopg_pool's max_idle (10 minutes).
+            POSTGRES_POOL_SIZE="0",
+            POSTGRES_MAX_OVERFLOW="8",
             # No ping before each checkout: it was an extra round trip and a server-side transaction
             # (an empty query is one) for every connection taken, ~2.5 per LLM step. A connection
             # that died in the pool fails its first statement instead, which eventsourcing retries

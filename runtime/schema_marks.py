@@ -5,7 +5,7 @@ a CREATE TYPE attempt in a transaction of its own, then every CREATE … IF NOT 
 about ten round trips for each of the store's two recorders (events with the hash chain, and
 snapshots), paid by every command that opens a store. Here the DDL runs once and leaves a mark: a
 digest of the recorder's statements and the tables they made. While the mark is there and so are
-its tables (`store_identity.check_store` reads both on the connection it opens anyway), opening
+its tables (`store_identity.check_postgres` reads both on the store's first connection), opening
 runs no DDL. Any change to the statements — an eventsourcing upgrade, an index of ours — changes
 the digest, and the DDL runs again as it always did. SQLite's `create_table` is a few cheap local
 statements and is left as eventsourcing runs it.
@@ -16,9 +16,9 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-from eventsourcing.postgres import PostgresAggregateRecorder
 from psycopg import sql
 
+from .pg_datastore import SnapshotRecorder
 from .store_identity import MARKS_TABLE
 
 
@@ -35,7 +35,7 @@ def application_recorder(factory: Any, marks: frozenset[str]) -> Any:
 
 def snapshot_recorder(factory: Any, marks: frozenset[str]) -> Any:
     """`factory.aggregate_recorder("snapshots")`, its DDL by mark."""
-    recorder = PostgresAggregateRecorder(
+    recorder = SnapshotRecorder(
         datastore=factory.datastore, events_table_name=f"{factory.env.name.lower() or 'stored'}_snapshots",
     )
     set_up(recorder, marks, factory)

@@ -34,7 +34,7 @@ from .encryption import check_readable, cipher_env
 from .snapshot_schedule import ended_turns, snapshot_due
 from .sqlite_pool import cache_statements
 from .store_errors import is_read_only_error as is_read_only_error  # where commands' error handlers look
-from .store_identity import check_store, read_only_sqlite_uri
+from .store_identity import check_postgres, check_store, read_only_sqlite_uri
 from .store_rows import SQLiteVersionLookup, as_uuid, event_rows, latest_version
 from .transcoder import TRANSCODER_TOPIC
 from .turn_batch import load_turns
@@ -113,8 +113,10 @@ class ChronicleStore(Application[UUID]):
         settings.setdefault("TRANSCODER_TOPIC", TRANSCODER_TOPIC)
         # Encryption at rest (runtime/encryption.py): CHRONICLE_CIPHER_KEY turns on eventsourcing's AES-GCM cipher.
         settings.update(cipher_env())
-        #: PostgreSQL: which recorders' tables are set up already (runtime/schema_marks.py).
-        self._schema_marks = check_store(settings, self.name)
+        #: PostgreSQL: which recorders' tables are set up already (runtime/schema_marks.py), read
+        #: with the store's identity when its factory is built (`construct_factory`).
+        self._schema_marks: frozenset[str] = frozenset()
+        check_store(settings)
         if read_only and settings["PERSISTENCE_MODULE"] == "eventsourcing.sqlite":
             settings.update(SQLITE_DBNAME=read_only_sqlite_uri(Path(settings["SQLITE_DBNAME"])), CREATE_TABLE="n")
         super().__init__(env=settings)
@@ -131,6 +133,12 @@ class ChronicleStore(Application[UUID]):
         factory: Any = super().construct_factory(env)
         if type(factory).__module__ == "eventsourcing.sqlite":
             cache_statements(factory.datastore)  # runtime/sqlite_pool.py: compiled once, not per transaction
+        elif type(factory).__module__ == "eventsourcing.postgres":
+            from .pg_datastore import defer_composite_types
+
+            defer_composite_types(factory.datastore)
+            # Before any recorder exists: they create tables, unless the marks say they are there.
+            self._schema_marks = check_postgres(factory.datastore, f"{self.name}_events", own_schema=bool(env.get("POSTGRES_SCHEMA")))
         return factory
 
     def construct_recorder(self) -> Any:

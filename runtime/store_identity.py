@@ -43,14 +43,11 @@ def read_only_sqlite_uri(path: Path) -> str:
 MARKS_TABLE = "chronicle_schema_marks"
 
 
-def check_store(settings: dict[str, str], app_name: str) -> frozenset[str]:
-    """Refuse another application's database. On PostgreSQL this also creates `?schema=NAME` on first
-    use (on the same connection) and returns the schema marks of the tables already set up there."""
+def check_store(settings: dict[str, str]) -> None:
+    """Refuse another application's SQLite file. PostgreSQL is checked by `check_postgres` on the
+    store's own first pooled connection (ChronicleStore.construct_factory)."""
     if settings.get("PERSISTENCE_MODULE") == "eventsourcing.sqlite":
         _check_sqlite(Path("/" + settings["SQLITE_DBNAME"].lstrip("/")))
-    elif settings.get("PERSISTENCE_MODULE") == "eventsourcing.postgres":
-        return _check_postgres(settings, f"{app_name}_events")
-    return frozenset()
 
 
 def _check_sqlite(path: Path) -> None:
@@ -75,43 +72,42 @@ def _check_sqlite(path: Path) -> None:
         conn.close()
 
 
-def _check_postgres(settings: dict[str, str], events_table: str) -> frozenset[str]:
-    import psycopg
-    from psycopg import sql
+def check_postgres(datastore: Any, events_table: str, own_schema: bool) -> frozenset[str]:
+    """Refuse another application's tables in the store's schema; create the schema on first use
+    when the URL named one (`own_schema`, `?schema=NAME`); return the schema marks of the tables
+    already set up there (runtime/schema_marks.py).
 
-    schema = settings.get("POSTGRES_SCHEMA") or "public"
-    try:
-        conn = psycopg.connect(
-            dbname=settings["POSTGRES_DBNAME"], host=settings["POSTGRES_HOST"], port=settings["POSTGRES_PORT"],
-            user=settings["POSTGRES_USER"], password=settings["POSTGRES_PASSWORD"] or None,
-            connect_timeout=int(float(settings.get("POSTGRES_CONNECT_TIMEOUT", "5"))), autocommit=True,
-        )
-    except psycopg.Error:
-        return frozenset()  # the store's own connection attempt says why, with its retries
-    where = f"database {settings['POSTGRES_DBNAME']!r}, schema {schema!r}"
-    with conn:
+    On a connection of the store's own pool, before any recorder is built: a connection of its own
+    cost every open a second login and server process (≈ 3 ms here, more to a remote server),
+    then closed. A server that cannot be reached fails here as the pool says, which the CLI
+    explains (`cli.common.postgres_cause`)."""
+    from psycopg import sql
+    from psycopg.rows import tuple_row
+
+    schema = datastore.schema or "public"
+    where = f"database {datastore.pool.kwargs.get('dbname')!r}, schema {schema!r}"
+    with datastore.get_connection() as conn, conn.cursor(row_factory=tuple_row) as cursor:
         # The catalog itself: information_schema.tables answers the same (tables, views, foreign
         # tables) through privilege checks per row, ≈ 2 ms more on a new connection, at every open.
-        tables = {
-            name for (name,) in conn.execute(
-                "SELECT c.relname FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace "
-                "WHERE n.nspname = %s AND c.relkind IN ('r', 'p', 'v', 'm', 'f')", (schema,)
-            ).fetchall()
-        }
+        cursor.execute(
+            "SELECT c.relname FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace "
+            "WHERE n.nspname = %s AND c.relkind IN ('r', 'p', 'v', 'm', 'f')", (schema,)
+        )
+        tables = {name for (name,) in cursor.fetchall()}
         if not tables:
-            if settings.get("POSTGRES_SCHEMA"):  # `?schema=NAME` names a schema of our own: made on first use
-                conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(schema)))
+            if own_schema:  # `?schema=NAME` names a schema of our own: made on first use
+                cursor.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(schema)))
             return frozenset()
         if events_table not in tables:
             raise ForeignDatabase(_not_ours(where, tables, "use an empty database, or a schema of Chronicle's own: "
                                                           "add ?schema=chronicle to the URL"))
         qualified = sql.SQL("{}.{}").format(sql.Identifier(schema), sql.Identifier(events_table)).as_string(conn)
-        _check_topics(where, lambda _: conn.execute(_ends(qualified, "notification_id").encode()).fetchall(), events_table)
+        _check_topics(where, lambda _: cursor.execute(_ends(qualified, "notification_id").encode()).fetchall(), events_table)
         if MARKS_TABLE not in tables:
             return frozenset()
-        marks = conn.execute(sql.SQL("SELECT mark, tables FROM {}.{}").format(sql.Identifier(schema), sql.Identifier(MARKS_TABLE)))
+        cursor.execute(sql.SQL("SELECT mark, tables FROM {}.{}").format(sql.Identifier(schema), sql.Identifier(MARKS_TABLE)))
         # A mark counts only while every table it set up is still there.
-        return frozenset(mark for mark, names in marks.fetchall() if set(names) <= tables)
+        return frozenset(mark for mark, names in cursor.fetchall() if set(names) <= tables)
 
 
 def _check_topics(where: str, run: Any, table: str) -> None:
