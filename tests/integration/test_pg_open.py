@@ -8,6 +8,7 @@ only a snapshot's insert uses (runtime/pg_datastore.py).
 
 from __future__ import annotations
 
+from contextlib import closing
 from uuid import UUID
 
 from chronicle.domain.agent_spec import AgentSpec
@@ -17,32 +18,25 @@ from tests.conftest import fresh_pg_url
 
 
 def _store_with_a_session(url: str) -> UUID:
-    store = ChronicleStore(url)
-    try:
+    with closing(ChronicleStore(url)) as store:
         session, _ = start_session(store, AgentSpec(name="main", provider="fake", model="m"), "hello")
         return session.id
-    finally:
-        store.close()
 
 
 def test_an_open_and_a_read_use_one_connection_and_no_type_lookup(pg_database):
     url = fresh_pg_url(pg_database)
     session_id = _store_with_a_session(url)
-    store = ChronicleStore(url)
-    try:
+    with closing(ChronicleStore(url)) as store:
         assert store.session(session_id).id == session_id
         datastore = store.recorder.datastore
         assert datastore.pool.get_stats()["connections_num"] == 1
         assert datastore.psycopg_type_adapters == {}
-    finally:
-        store.close()
 
 
 def test_the_first_snapshot_registers_the_row_type_on_the_connection_that_writes_it(pg_database):
     url = fresh_pg_url(pg_database)
     session_id = _store_with_a_session(url)
-    store = ChronicleStore(url)
-    try:
+    with closing(ChronicleStore(url)) as store:
         store.take_snapshot(session_id)
         datastore = store.recorder.datastore
         assert set(datastore.psycopg_type_adapters) == {"stored_event_uuid"}
@@ -52,11 +46,6 @@ def test_the_first_snapshot_registers_the_row_type_on_the_connection_that_writes
         submit_input(store, session_id, "and then")
         store.take_snapshot(session_id)  # registered already: the second insert just sends the rows
         assert len(list(store.snapshots.get(session_id))) == 2
-    finally:
-        store.close()
-    again = ChronicleStore(url)  # a new process's store reads the snapshots the first one wrote
-    try:
+    with closing(ChronicleStore(url)) as again:  # a new process's store reads the snapshots the first one wrote
         assert again.session(session_id).id == session_id
         assert again.snapshots is not None and list(again.snapshots.get(session_id))
-    finally:
-        again.close()
