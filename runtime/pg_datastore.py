@@ -1,4 +1,4 @@
-"""PostgreSQL: opening a store asks the server only what the open needs.
+"""PostgreSQL: opening a store asks the server only what the open needs, and says at once what no wait cures.
 
 eventsourcing's aggregate recorder looks up its composite row type (`stored_event_uuid`) in the
 catalog when it is built, on a pooled connection, so that its insert can send rows of that type.
@@ -8,14 +8,22 @@ a turn under a hundred events. The lookup cost every open a round trip into a co
 (≈ 1.7 ms on a new server process here) and, asked while the pool was still making its first
 connection, a second connection. It is made now by the first snapshot a process writes, on the
 connection that writes it.
+
+The pool makes its connections in the background and, when the server refuses one, tries again
+until the client's timeout (`CHRONICLE_PG_CONNECT_TIMEOUT`, 5 s): a restart in progress is ridden
+out. A database, role or password that does not exist is not cured by waiting, and a user who
+mistyped one waited the whole timeout to be told so. `first_connection` waits briefly, then asks
+the server once directly and raises such an answer at once; anything else goes on waiting.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
-from eventsourcing.persistence import StoredEvent
+from eventsourcing.persistence import OperationalError, StoredEvent
 from eventsourcing.postgres import PostgresAggregateRecorder
 from psycopg.types.composite import CompositeInfo, register_composite
 
@@ -50,3 +58,58 @@ class SnapshotRecorder(PostgresAggregateRecorder):
         elif not conn.adapters.types.get(info.oid):
             register_composite(info, conn)
         super()._insert_stored_events(curs, stored_events, **kwargs)
+
+
+#: Seconds the first client waits for the pool before the server is asked why (a login takes a few ms).
+QUICK_S = 0.5
+#: What the server says when waiting cannot help: no such database or role, a wrong password, no
+#: pg_hba.conf entry for this client (libpq's messages carry no SQLSTATE for these).
+FINAL = ("does not exist", "authentication failed", "no pg_hba.conf entry", "no password supplied")
+
+
+@contextmanager
+def first_connection(datastore: Any) -> Iterator[Any]:
+    """`datastore.get_connection()` for the open's first statements: the same connection, errors
+    and overall timeout, except that a refusal no wait cures (`FINAL`) is raised after `QUICK_S`."""
+    pool = datastore.pool
+    patience = pool.timeout
+    started = time.monotonic()
+    acquired = False
+    pool.timeout = min(QUICK_S, patience)
+    try:
+        with datastore.get_connection() as conn:
+            acquired, pool.timeout = True, patience
+            yield conn
+            return
+    except OperationalError as exc:
+        if acquired or "couldn't get a connection" not in str(exc) or QUICK_S >= patience:
+            raise
+    finally:
+        pool.timeout = patience
+    cause = _direct_refusal(pool.kwargs, patience)
+    if cause is not None:
+        raise OperationalError(cause)
+    # A slow or restarting server: the rest of the wait, as the pool alone would have waited.
+    pool.timeout = max(0.1, patience - (time.monotonic() - started))
+    try:
+        with datastore.get_connection() as conn:
+            pool.timeout = patience
+            yield conn
+    finally:
+        pool.timeout = patience
+
+
+def _direct_refusal(kwargs: dict[str, Any], timeout: float) -> str | None:
+    """The server's own refusal of one direct login, if it is one no wait cures."""
+    import psycopg
+
+    try:
+        psycopg.connect(
+            dbname=kwargs.get("dbname"), host=kwargs.get("host"), port=kwargs.get("port"), user=kwargs.get("user"),
+            password=kwargs.get("password") or None, connect_timeout=max(1, int(timeout)),
+        ).close()
+    except psycopg.Error as exc:
+        text = str(exc).strip()
+        if any(marker in text for marker in FINAL):
+            return text.splitlines()[0] if text else type(exc).__name__
+    return None

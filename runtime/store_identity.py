@@ -79,14 +79,17 @@ def check_postgres(datastore: Any, events_table: str, own_schema: bool) -> froze
 
     On a connection of the store's own pool, before any recorder is built: a connection of its own
     cost every open a second login and server process (≈ 3 ms here, more to a remote server),
-    then closed. A server that cannot be reached fails here as the pool says, which the CLI
-    explains (`cli.common.postgres_cause`)."""
+    then closed. A database, role or password that does not exist fails here at once; a server
+    that cannot be reached fails after the pool's timeout, which the CLI explains
+    (`cli.common.postgres_cause`)."""
     from psycopg import sql
     from psycopg.rows import tuple_row
 
+    from .pg_datastore import first_connection
+
     schema = datastore.schema or "public"
     where = f"database {datastore.pool.kwargs.get('dbname')!r}, schema {schema!r}"
-    with datastore.get_connection() as conn, conn.cursor(row_factory=tuple_row) as cursor:
+    with first_connection(datastore) as conn, conn.cursor(row_factory=tuple_row) as cursor:
         # The catalog itself: information_schema.tables answers the same (tables, views, foreign
         # tables) through privilege checks per row, ≈ 2 ms more on a new connection, at every open.
         cursor.execute(

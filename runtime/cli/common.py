@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import sys
 from contextlib import contextmanager
 from pathlib import Path
@@ -142,8 +143,8 @@ def open_located(url: str, read_only: bool = False) -> ChronicleStore:
 
         if url.startswith("sqlite:"):
             fail(f"cannot open the database {redact(url)}: {first_line(exc)}. Check --db / CHRONICLE_DB.")
-        fail(f"cannot open the database {redact(url)}: {postgres_cause(url, exc)}. "
-             "Check --db / CHRONICLE_DB and that the server is running.")
+        cause = postgres_cause(url, exc)
+        fail(f"cannot open the database {redact(url)}: {cause}. {postgres_advice(url, cause)}")
 
 
 #: Variables that are not settings of `runtime/environment.py` (each read where it is used).
@@ -185,6 +186,19 @@ def postgres_cause(url: str, exc: BaseException) -> str:
     except Exception as direct:  # noqa: BLE001 - this is the cause we are looking for
         return first_line(direct)
     return text
+
+
+def postgres_advice(url: str, cause: str) -> str:
+    """What to do next about a PostgreSQL store that would not open, by what the server said."""
+    if re.search(r'database "[^"]*" does not exist', cause):
+        from chronicle.runtime.config import eventsourcing_env
+
+        env = eventsourcing_env(url)
+        return (f"Create it first (createdb -h {env['POSTGRES_HOST']} -p {env['POSTGRES_PORT']} -U {env['POSTGRES_USER']} "
+                f"{env['POSTGRES_DBNAME']}), or point --db / CHRONICLE_DB at an existing database.")
+    if re.search(r'role "[^"]*" does not exist|authentication failed|no password supplied|no pg_hba.conf entry', cause):
+        return "Check the user name and its password in the URL given by --db / CHRONICLE_DB."
+    return "Check --db / CHRONICLE_DB and that the server is running."
 
 
 def first_line(exc: BaseException) -> str:

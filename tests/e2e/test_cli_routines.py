@@ -123,4 +123,6 @@ def test_two_worker_processes_fire_each_cron_slot_at_most_once(db_url, workspace
     history = json_lines(cli("routines", "history", "--workspace", str(workspace), "--json", db=db_url).stdout)
     dues = [h["due"] for h in history]
     assert dues and len(dues) == len(set(dues)), f"a slot fired twice: {dues}"
-    assert sum("routine tick fired" in log for log in logs) == len(dues)
+    # Counted per firing, not per worker: a run that crosses a minute boundary fires two slots, and
+    # one worker may fire both.
+    assert sum(log.count("routine tick fired") for log in logs) == len(dues)

@@ -1,20 +1,27 @@
-"""Opening a PostgreSQL store costs one connection and asks the catalog nothing the open does not need.
+"""Opening a PostgreSQL store costs one connection, asks the catalog nothing the open does not need,
+and says at once what no wait cures.
 
 Each `chronicle` command opens its store, so every login and round trip spent opening is paid by
 every read. The identity check used to log in on a connection of its own, the pool made a second
 one for its first client, and the recorders looked up eventsourcing's composite row type, which
-only a snapshot's insert uses (runtime/pg_datastore.py).
+only a snapshot's insert uses (runtime/pg_datastore.py). A mistyped database or role name was
+told only after the pool's whole connect timeout, as "couldn't get a connection".
 """
 
 from __future__ import annotations
 
 from contextlib import closing
-from uuid import UUID
+from urllib.parse import urlparse, urlunparse
+from uuid import UUID, uuid4
+
+import pytest
+from eventsourcing.persistence import OperationalError
 
 from chronicle.domain.agent_spec import AgentSpec
 from chronicle.runtime.sessions import start_session, submit_input
 from chronicle.runtime.store import ChronicleStore
 from tests.conftest import fresh_pg_url
+from tests.helpers import cli
 
 
 def _store_with_a_session(url: str) -> UUID:
@@ -49,3 +56,29 @@ def test_the_first_snapshot_registers_the_row_type_on_the_connection_that_writes
     with closing(ChronicleStore(url)) as again:  # a new process's store reads the snapshots the first one wrote
         assert again.session(session_id).id == session_id
         assert again.snapshots is not None and list(again.snapshots.get(session_id))
+
+
+def _elsewhere(pg_database: str, *, dbname: str | None = None, user: str | None = None) -> str:
+    parsed = urlparse(pg_database)
+    netloc = f"{user}@{parsed.hostname}:{parsed.port or 5432}" if user else parsed.netloc
+    return urlunparse(parsed._replace(netloc=netloc, path=f"/{dbname}" if dbname else parsed.path))
+
+
+def test_a_database_that_does_not_exist_is_named_by_the_server_not_by_a_pool_timeout(pg_database, monkeypatch):
+    monkeypatch.setenv("CHRONICLE_PG_CONNECT_TIMEOUT", "60")  # waiting this out would be the old behaviour
+    missing = f"no_such_{uuid4().hex[:8]}"
+    with pytest.raises(OperationalError) as raised:
+        ChronicleStore(_elsewhere(pg_database, dbname=missing))
+    assert f'database "{missing}" does not exist' in str(raised.value)
+
+
+def test_the_cli_says_how_to_create_a_missing_database_or_fix_the_role(pg_database):
+    missing = f"no_such_{uuid4().hex[:8]}"
+    done = cli("log", "x", db=_elsewhere(pg_database, dbname=missing))
+    assert done.returncode == 1
+    assert f'database "{missing}" does not exist' in done.stderr
+    assert f"createdb -h {urlparse(pg_database).hostname}" in done.stderr and missing in done.stderr.split("createdb")[1]
+    role = f"nobody_{uuid4().hex[:6]}"
+    done = cli("log", "x", db=_elsewhere(pg_database, user=role))
+    assert done.returncode == 1
+    assert f'role "{role}" does not exist' in done.stderr and "Check the user name and its password" in done.stderr
