@@ -8,7 +8,7 @@ tracker in the file, so the key is what keeps them apart.
 
 Projection SQL is written once with `%s` placeholders and portable types (TEXT, BIGINT,
 DOUBLE PRECISION); on SQLite the placeholders become `?`, on PostgreSQL each pooled connection
-looks in the store's schema (its search_path is set once).
+looks in the store's schema (its search_path is set at login, or once after it: `search_path_option`).
 """
 
 from __future__ import annotations
@@ -261,6 +261,16 @@ def autocommitted(conn: Any) -> Iterator[Any]:
             conn.close()
 
 
+_PLAIN_NAME = re.compile(r"[a-z_][a-z0-9_]*")
+
+
+def search_path_option(schema: str) -> str | None:
+    """libpq's `options` that log a connection in already looking in `schema`, so that no `SET
+    search_path` round trip follows the login; None for a name that would need quoting there (it
+    is then set after the login, as an identifier)."""
+    return f"-c search_path={schema}" if _PLAIN_NAME.fullmatch(schema) else None
+
+
 def sqlite_synchronous(conn: Any, relaxed: bool) -> None:
     """Set an eventsourcing SQLite connection's `synchronous` level for its next commit: NORMAL
     (written to the WAL, not flushed) when `relaxed`, else FULL. The level in force is kept on the
@@ -325,11 +335,14 @@ class Database:
 
     @contextmanager
     def _connection(self) -> Iterator[Any]:
-        """A pooled PostgreSQL connection that already looks in the store's schema: set once per
-        connection, which saves a `SET LOCAL` round trip per transaction (every other statement
-        on these connections names its schema)."""
+        """A pooled PostgreSQL connection that already looks in the store's schema: at its login
+        when the store's pool asks for it (`search_path_option`), else set once per connection,
+        which saves a `SET LOCAL` round trip per transaction (every other statement on these
+        connections names its schema)."""
+        at_login = search_path_option(self.schema)
         with self.datastore.get_connection() as conn:
-            if getattr(conn, "_chronicle_search_path", None) != self.schema:
+            if getattr(conn, "_chronicle_search_path", None) != self.schema and (
+                    at_login is None or self.datastore.pool.kwargs.get("options") != at_login):
                 from psycopg import sql as pgsql
 
                 conn.execute(pgsql.SQL("SET search_path TO {}").format(pgsql.Identifier(self.schema)))

@@ -25,6 +25,7 @@ from typing import Any
 
 from eventsourcing.persistence import OperationalError, StoredEvent
 from eventsourcing.postgres import PostgresAggregateRecorder
+from psycopg.sql import Identifier
 from psycopg.types.composite import CompositeInfo, register_composite
 
 
@@ -35,6 +36,17 @@ def defer_composite_types(datastore: Any) -> None:
     if datastore.enable_db_functions:
         return
     datastore.register_type_adapters = _not_yet
+
+
+def logs_in_to_schema(datastore: Any) -> None:
+    """The pool's connections log in looking in the store's schema (libpq `options`): the read
+    models' SQL names no schema, and a `SET search_path` after each login was a round trip more
+    on every new connection, the first read of every command among them."""
+    from chronicle.projections.sql import search_path_option
+
+    option = search_path_option(datastore.schema or "public")
+    if option is not None:
+        datastore.pool.kwargs["options"] = option
 
 
 def _not_yet() -> None:
@@ -50,7 +62,9 @@ class SnapshotRecorder(PostgresAggregateRecorder):
         conn = curs.connection
         info = datastore.psycopg_type_adapters.get(name)
         if info is None:
-            info = CompositeInfo.fetch(conn, f"{datastore.schema}.{name}")
+            # Quoted: eventsourcing's own lookup passes "schema.name" as one string, which a schema
+            # name that needs quoting (`?schema=My-Schema`) turns into a syntax error.
+            info = CompositeInfo.fetch(conn, Identifier(datastore.schema or "public", name))
             if info is not None:
                 register_composite(info, conn)
                 datastore.psycopg_type_adapters[name] = info  # `get_connection` registers it on every other connection

@@ -134,9 +134,10 @@ class ChronicleStore(Application[UUID]):
         if type(factory).__module__ == "eventsourcing.sqlite":
             cache_statements(factory.datastore)  # runtime/sqlite_pool.py: compiled once, not per transaction
         elif type(factory).__module__ == "eventsourcing.postgres":
-            from .pg_datastore import defer_composite_types
+            from .pg_datastore import defer_composite_types, logs_in_to_schema
 
             defer_composite_types(factory.datastore)
+            logs_in_to_schema(factory.datastore)
             # Before any recorder exists: they create tables, unless the marks say they are there.
             self._schema_marks = check_postgres(factory.datastore, f"{self.name}_events", own_schema=bool(env.get("POSTGRES_SCHEMA")))
         return factory

@@ -4,8 +4,9 @@ and says at once what no wait cures.
 Each `chronicle` command opens its store, so every login and round trip spent opening is paid by
 every read. The identity check used to log in on a connection of its own, the pool made a second
 one for its first client, and the recorders looked up eventsourcing's composite row type, which
-only a snapshot's insert uses (runtime/pg_datastore.py). A mistyped database or role name was
-told only after the pool's whole connect timeout, as "couldn't get a connection".
+only a snapshot's insert uses (runtime/pg_datastore.py); the read models' first statement on each
+connection was a `SET search_path`. A mistyped database or role name was told only after the
+pool's whole connect timeout, as "couldn't get a connection".
 """
 
 from __future__ import annotations
@@ -18,6 +19,9 @@ import pytest
 from eventsourcing.persistence import OperationalError
 
 from chronicle.domain.agent_spec import AgentSpec
+from chronicle.runtime.app.session_listing import current_listing
+from chronicle.runtime.past_context import history_engine
+from chronicle.runtime.read_models import projection_engine
 from chronicle.runtime.sessions import start_session, submit_input
 from chronicle.runtime.store import ChronicleStore
 from tests.conftest import fresh_pg_url
@@ -82,3 +86,56 @@ def test_the_cli_says_how_to_create_a_missing_database_or_fix_the_role(pg_databa
     done = cli("log", "x", db=_elsewhere(pg_database, user=role))
     assert done.returncode == 1
     assert f'role "{role}" does not exist' in done.stderr and "Check the user name and its password" in done.stderr
+
+
+def _statements_sent(monkeypatch) -> list[str]:
+    import psycopg
+
+    sent: list[str] = []
+    execute = psycopg.Cursor.execute
+
+    def recording(self, query, *args, **kwargs):
+        sent.append(query if isinstance(query, str) else query.as_string(self.connection) if hasattr(query, "as_string") else str(query))
+        return execute(self, query, *args, **kwargs)
+
+    monkeypatch.setattr(psycopg.Cursor, "execute", recording)
+    return sent
+
+
+def test_connections_log_in_looking_in_the_store_schema(pg_database, monkeypatch):
+    url = fresh_pg_url(pg_database)
+    session_id = _store_with_a_session(url)
+    sent = _statements_sent(monkeypatch)
+    with closing(ChronicleStore(url)) as store:
+        projection_engine(store).catch_up()
+        engine = history_engine(store)
+        with engine.db.statement() as tx:  # the read models' SQL names no schema
+            assert tx.value("SELECT COUNT(*) FROM proj_history_sessions WHERE session_id = %s", (str(session_id),)) == 1
+            assert tx.value("SELECT current_schema()") == url.split("?schema=")[1]
+        store.take_snapshot(session_id)  # the row type is looked up by its quoted, qualified name
+        assert store.snapshots is not None and list(store.snapshots.get(session_id))
+    listing = current_listing(url)
+    assert listing is not None and [row["session_id"] for row in listing.rows] == [str(session_id)]
+    assert not [q for q in sent if "search_path" in q], sent
+
+
+def test_a_schema_name_that_needs_quoting_is_set_after_the_login(pg_database):
+    """It was never set when the login could not set it: a read model's statement found the
+    tables of `public` instead, or none."""
+    import psycopg
+
+    schema = f"Odd-Schema {uuid4().hex[:6]}"
+    with psycopg.connect(pg_database, autocommit=True) as conn:
+        conn.execute(psycopg.sql.SQL("CREATE SCHEMA {}").format(psycopg.sql.Identifier(schema)))
+    url = f"{pg_database}?schema={schema}"
+    session_id = _store_with_a_session(url)
+    with closing(ChronicleStore(url)) as store:
+        projection_engine(store).catch_up()
+        engine = history_engine(store)
+        with engine.db.statement() as tx:
+            assert tx.value("SELECT current_schema()") == schema
+            assert tx.value("SELECT COUNT(*) FROM proj_history_sessions WHERE session_id = %s", (str(session_id),)) == 1
+        store.take_snapshot(session_id)  # the row type is looked up by its quoted, qualified name
+        assert store.snapshots is not None and list(store.snapshots.get(session_id))
+    listing = current_listing(url)
+    assert listing is not None and [row["session_id"] for row in listing.rows] == [str(session_id)]
