@@ -18,7 +18,7 @@ from .common import DbOption, JsonOption, cli_errors, fail, open_store, out_cons
 
 def export(
     session: Annotated[str, typer.Argument(help="Session id or unique prefix; its sub-agents come along")],
-    out: Annotated[Optional[Path], typer.Option("--out", help="Write the bundle here (default: standard output)")] = None,
+    out: Annotated[Optional[Path], typer.Option("--out", "-o", help="Write the bundle here (default: standard output)")] = None,
     sign_with: Annotated[Optional[Path], typer.Option("--sign", help="Sign the manifest with this Ed25519 private key (PEM)")] = None,
     db: DbOption = None,
 ) -> None:

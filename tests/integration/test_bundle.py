@@ -114,7 +114,7 @@ def test_a_session_with_a_sub_agent_moves_with_its_child(sqlite_url, workspace, 
     assert run.returncode == 0, run.stderr
     session = json_lines(run.stdout)[0]["session_id"]
     bundle = tmp_path / "tree.json"
-    assert cli("export", session, "--out", str(bundle), db=sqlite_url).returncode == 0
+    assert cli("export", session, "-o", str(bundle), db=sqlite_url).returncode == 0  # -o: --out's short form
     assert json.loads(bundle.read_text())["manifest"]["counts"]["sessions"] == 2
     target = fresh(tmp_path)
     assert cli("import", str(bundle), db=target).returncode == 0
