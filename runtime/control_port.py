@@ -20,5 +20,5 @@ class StoreControls:
     def pending_steering(self, session_id: UUID, turn_id: UUID) -> Steering | None:
         return pending_steering(self.store, session_id, turn_id)
 
-    def watch_cancel(self, session_id: UUID, turn_id: UUID, task: asyncio.Task) -> CancelWatcher:
-        return CancelWatcher(self.store, session_id, turn_id, task)
+    def watch_cancel(self, session_id: UUID, turn_id: UUID, task: asyncio.Task, just_started: bool = False) -> CancelWatcher:
+        return CancelWatcher(self.store, session_id, turn_id, task, just_started=just_started)

@@ -298,14 +298,27 @@ def release_controls(store: ChronicleStore, session_id: UUID) -> None:
 
 
 class CancelWatcher:
-    """Polls the store while a turn runs; cancels the turn's task when a cancel is requested."""
+    """Polls the store while a turn runs; cancels the turn's task when a cancel is requested.
 
-    def __init__(self, store: ChronicleStore, session_id: UUID, turn_id: UUID, task: asyncio.Task, poll_s: float = POLL_S) -> None:
+    `just_started`: this process began the turn a moment ago, so no cancel can be waiting for it
+    yet (a cancel names the running turn, which did not exist before), and the first check comes
+    after one `poll_s` like every later one. Checking at once had the watcher's thread ask the
+    store while the loop read the earlier turns: on PostgreSQL the pool made a second connection for
+    it (a login, then the save function planned again on that server process: ≈ 6 ms of a
+    50-step turn's 83 here), and most short turns end before a first poll would find anything.
+    A turn found in flight (resumed, reopened) is checked at once: a cancel may have been
+    recorded while no process ran it."""
+
+    def __init__(
+        self, store: ChronicleStore, session_id: UUID, turn_id: UUID, task: asyncio.Task, poll_s: float = POLL_S,
+        just_started: bool = False,
+    ) -> None:
         self.store = store
         self.session_id = session_id
         self.turn_id = turn_id
         self.task = task
         self.poll_s = poll_s
+        self.just_started = just_started
         self.reason: str | None = None
         self._watching: asyncio.Task | None = None
         #: Set while no check runs on its thread; `stop` waits (a little) for the one that does.
@@ -345,6 +358,8 @@ class CancelWatcher:
         return controls_of(self.store, self.session_id).cancel_reason(self.turn_id)
 
     async def _watch(self) -> None:
+        if self.just_started:
+            await asyncio.sleep(self.poll_s)
         while True:
             reason = await off_the_loop(self.requested)
             if reason is not None:

@@ -126,6 +126,7 @@ class AgentLoop:
 
     async def run_next(self, session_id: UUID) -> TurnOutcome | None:
         """Continue the turn in flight, or start the oldest queued input; None when idle and empty."""
+        begun = False  # by this call, just now (not a turn found in flight)
         try:
             session = self.store.session(session_id)
             if session.active_turn_id is not None:
@@ -142,6 +143,7 @@ class AgentLoop:
                     session = self.store.session(session_id)  # compaction may have changed it
                 try:
                     turn, session = self._begin_turn(session)
+                    begun = True
                 except DomainError:
                     return None  # another process started that input first; it drains the queue
             else:
@@ -154,7 +156,7 @@ class AgentLoop:
         await self.emit(TurnStart(session_id=str(session.id), turn_id=str(turn.id), number=turn.number, input=turn.input_text))
         await self.emit(StatusChange(session_id=str(session.id), status="busy"))
         task = asyncio.current_task()
-        watcher = self.controls.watch_cancel(session.id, turn.id, task) if task is not None else None
+        watcher = self.controls.watch_cancel(session.id, turn.id, task, just_started=begun) if task is not None else None
         if watcher is not None:
             watcher.start()
         try:

@@ -65,7 +65,9 @@ class ControlPort(Protocol):
 
     def pending_steering(self, session_id: UUID, turn_id: UUID) -> Steering | None: ...
 
-    def watch_cancel(self, session_id: UUID, turn_id: UUID, task: asyncio.Task) -> CancelWatch: ...
+    def watch_cancel(self, session_id: UUID, turn_id: UUID, task: asyncio.Task, just_started: bool = False) -> CancelWatch:
+        """`just_started`: the loop began this turn itself just now (not a turn found in flight), so
+        no cancel can be waiting for it yet."""
 
 
 class ChildRunner(Protocol):

@@ -59,3 +59,39 @@ def test_stop_gives_up_on_a_check_held_longer_than_its_bound(monkeypatch):
     finally:
         watcher.release.set()
     assert watcher.ended.wait(5)
+
+
+class CountedCheck(CancelWatcher):
+    """A watcher that only notes when it checks."""
+
+    def __init__(self, just_started: bool) -> None:
+        super().__init__(SimpleNamespace(), uuid4(), uuid4(), task=None, poll_s=5, just_started=just_started)  # type: ignore[arg-type]
+        self.checked = threading.Event()
+
+    def _cancel_reason(self) -> str | None:
+        self.checked.set()
+        return None
+
+
+async def _first_checks() -> tuple[bool, bool]:
+    found_in_flight, just_begun = CountedCheck(just_started=False), CountedCheck(just_started=True)
+    just_begun.start()
+    found_in_flight.start()
+    try:
+        for _ in range(500):  # the in-flight turn's watcher checks at once
+            if found_in_flight.checked.is_set():
+                break
+            await asyncio.sleep(0.01)
+        return found_in_flight.checked.is_set(), just_begun.checked.is_set()
+    finally:
+        await found_in_flight.stop()
+        await just_begun.stop()
+
+
+def test_a_turn_found_in_flight_is_checked_at_once_and_one_just_begun_after_a_poll():
+    """A cancel may have been recorded while no process ran a turn found in flight; a turn this
+    process began a moment ago cannot have one yet, and its first check waits one poll, so its
+    watcher does not ask the store while the loop is reading the earlier turns."""
+    in_flight_checked, just_begun_checked = asyncio.run(_first_checks())
+    assert in_flight_checked
+    assert not just_begun_checked
