@@ -22,6 +22,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
+import targets  # noqa: E402
 from common import ADMIN_DSN, Context, PgServer, Plan, Section, machine  # noqa: E402
 from report import write_results  # noqa: E402
 
@@ -89,6 +90,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if pg is not None:
             pg.close()
+    sections.append(targets.section({s.key: s.data for s in sections}))  # judged from the numbers above
     elapsed = time.perf_counter() - started
     meta = {
         "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
