@@ -24,7 +24,7 @@ import json
 from typing import Any, Iterable
 from uuid import UUID
 
-from pydantic import TypeAdapter
+from pydantic import ConfigDict, TypeAdapter
 
 from chronicle.domain.content import Message, TextBlock
 from chronicle.domain.context import build_context, turn_messages
@@ -38,7 +38,7 @@ from .timetravel import Cut, turns_as_of, turns_at
 #: Turn ids per query on SQLite (far below its parameter limit); PostgreSQL takes them all as
 #: one array parameter.
 CHUNK = 400
-MESSAGES = TypeAdapter(list[Message])
+MESSAGES = TypeAdapter(list[Message], config=ConfigDict(defer_build=True))  # built when `context_at` first validates
 #: Past this many unapplied events, the projection is treated as behind without looking closer.
 LAG_LIMIT = 2000
 #: (role, content as wire JSON text) of one message.

@@ -14,7 +14,7 @@ import stat
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 from uuid import UUID, uuid4
 
 from chronicle.domain.errors import DomainError
@@ -24,9 +24,13 @@ from chronicle.domain.turn import Turn
 from .actor import process_actor
 from .clock import SYSTEM_CLOCK, Clock
 from .store import ChronicleStore
-from .tools.base import ToolError
-from .tools.fileio import current_text, write_exact
-from .tools.sandbox import Sandbox
+
+if TYPE_CHECKING:
+    from .tools.sandbox import Sandbox
+
+# The tools package (and the asyncio its tools use) is imported by the functions that restore files,
+# not here: reading the past (`history --at`, fork) needs none of it, and it was a tenth of that
+# command's imports.
 
 
 class TimeTravelError(ValueError):
@@ -281,6 +285,8 @@ def restoration_plan(store: ChronicleStore, turn_ids: list[UUID]) -> list[FileRe
 
 def _current(target: Path, shown: str, command: str = "undo") -> str | None:
     """The file's exact text, None if absent; a link or a non-file in its place is refused, not followed."""
+    from .tools.fileio import current_text
+
     try:
         mode = os.lstat(target).st_mode
     except FileNotFoundError:
@@ -297,6 +303,8 @@ def _current(target: Path, shown: str, command: str = "undo") -> str | None:
 def _as_they_are(sandbox: Sandbox, plan: list[FileRestore], command: str) -> Iterator[tuple[Path, FileRestore, str | None]]:
     """Each planned file's own path (confined, never through a link) and its text now, for undo's or
     redo's check before anything is written."""
+    from .tools.base import ToolError
+
     for item in plan:
         try:
             target = sandbox.lexical(item.path)
@@ -311,6 +319,9 @@ def restore_files(workspace: Path, plan: list[FileRestore], store_url: str | Non
     Each file is acted on by its own path, under the tools' confinement: never through a link
     that replaced it (a symlink is refused; a hard link keeps its content, because the restored
     file is a new one renamed into place), never in the event store."""
+    from .tools.fileio import write_exact
+    from .tools.sandbox import Sandbox
+
     sandbox = Sandbox.of(workspace, store_url)
     targets = []
     for target, item, current in _as_they_are(sandbox, plan, "undo"):
@@ -338,6 +349,8 @@ def restore_files(workspace: Path, plan: list[FileRestore], store_url: str | Non
 def remove_empty_dirs(sandbox: Sandbox, created: list[str]) -> list[str]:
     """Remove the directories a write created, innermost first, each only if it is empty now
     (and a real directory, not a link): whatever else was put there since stays."""
+    from .tools.base import ToolError
+
     removed = []
     for relative in reversed(created):
         try:
@@ -396,6 +409,9 @@ def reapply_files(workspace: Path, plan: list[FileRestore], store_url: str | Non
     """The inverse of `restore_files`: put each file back as the turns left it. Check every file first,
     then write: refuse, naming the file, if it is no longer as undo left it (someone changed it
     since), and act on the path itself, never through a link, as restore does."""
+    from .tools.fileio import write_exact
+    from .tools.sandbox import Sandbox
+
     sandbox = Sandbox.of(workspace, store_url)
     targets = []
     for target, item, current in _as_they_are(sandbox, plan, "redo"):
@@ -428,6 +444,9 @@ def reapplied_rows(plan: list[FileRestore]) -> list[dict[str, str]]:
 def files_left_undone(store: ChronicleStore, session: Session, turn_ids: list[UUID], workspace: Path | None = None) -> list[str]:
     """The files these turns wrote that the workspace still holds as they were before them (as
     `undo --files` left them), so a plain redo can say the conversation and the files disagree."""
+    from .tools.base import ToolError
+    from .tools.sandbox import Sandbox
+
     root = (workspace or Path(session.spec.workspace or ".")).expanduser()
     if not root.is_dir():
         return []

@@ -259,3 +259,24 @@ def test_the_help_of_a_command_that_acts_imports_neither_pydantic_nor_a_provider
         assert f"Usage: chronicle {command}" in result["shown"][command], command
     assert "--budget-usd" in result["shown"]["run"] and "--lease-s" in result["shown"]["worker"]
     assert "--files" in result["shown"]["undo"] and "--wait-batch" in result["shown"]["steer"]
+
+
+PAST = """
+import sys
+import chronicle.runtime.past_context, chronicle.runtime.past_wire, chronicle.runtime.timetravel
+from chronicle.projections import history
+from chronicle.runtime import past_context
+heavy = ("asyncio", "chronicle.runtime.tools", "chronicle.runtime.loop", "chronicle.runtime.providers")
+print(sorted(m for m in sys.modules if any(m == h or m.startswith(h + ".") for h in heavy)))
+print(history._BLOCKS.pydantic_complete, past_context.MESSAGES.pydantic_complete)
+"""
+
+
+def test_reading_the_past_imports_no_tools_and_builds_no_block_schema_until_one_is_validated():
+    """`history --at`, `fork`: the tools package (and the asyncio its tools use) is only for restoring
+    files, and the blocks' schema (18 ms to build) only for the rare message that is validated."""
+    out = subprocess.run([sys.executable, "-c", PAST], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    loaded, built = out.stdout.splitlines()
+    assert loaded == "[]", loaded
+    assert built == "False False"
