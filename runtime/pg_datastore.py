@@ -13,11 +13,13 @@ The pool makes its connections in the background and, when the server refuses on
 until the client's timeout (`CHRONICLE_PG_CONNECT_TIMEOUT`, 5 s): a restart in progress is ridden
 out. A database, role or password that does not exist is not cured by waiting, and a user who
 mistyped one waited the whole timeout to be told so. `first_connection` waits briefly, then asks
-the server once directly and raises such an answer at once; anything else goes on waiting.
+the server once directly and raises such an answer at once; anything else goes on waiting, after
+a warning that says what it waits for.
 """
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -27,6 +29,8 @@ from eventsourcing.persistence import OperationalError, StoredEvent
 from eventsourcing.postgres import PostgresAggregateRecorder
 from psycopg.sql import Identifier
 from psycopg.types.composite import CompositeInfo, register_composite
+
+log = logging.getLogger(__name__)
 
 
 def defer_composite_types(datastore: Any) -> None:
@@ -100,11 +104,15 @@ def first_connection(datastore: Any) -> Iterator[Any]:
             raise
     finally:
         pool.timeout = patience
-    cause = _direct_refusal(pool.kwargs, patience)
-    if cause is not None:
+    cause, final = _direct_attempt(pool.kwargs, patience)
+    if final:
         raise OperationalError(cause)
     # A slow or restarting server: the rest of the wait, as the pool alone would have waited.
     pool.timeout = max(0.1, patience - (time.monotonic() - started))
+    if cause:  # said once, so a command that seems to hang says what it waits for
+        kwargs = pool.kwargs
+        log.warning("PostgreSQL at %s:%s is not answering (%s); waiting up to %.0f s more for it (CHRONICLE_PG_CONNECT_TIMEOUT)",
+                    kwargs.get("host"), kwargs.get("port"), _short(cause), pool.timeout)
     try:
         with datastore.get_connection() as conn:
             pool.timeout = patience
@@ -113,8 +121,8 @@ def first_connection(datastore: Any) -> Iterator[Any]:
         pool.timeout = patience
 
 
-def _direct_refusal(kwargs: dict[str, Any], timeout: float) -> str | None:
-    """The server's own refusal of one direct login, if it is one no wait cures."""
+def _direct_attempt(kwargs: dict[str, Any], timeout: float) -> tuple[str, bool]:
+    """Why one direct login fails ("" if it does not), and whether no wait cures that (`FINAL`)."""
     import psycopg
 
     try:
@@ -124,6 +132,11 @@ def _direct_refusal(kwargs: dict[str, Any], timeout: float) -> str | None:
         ).close()
     except psycopg.Error as exc:
         text = str(exc).strip()
-        if any(marker in text for marker in FINAL):
-            return text.splitlines()[0] if text else type(exc).__name__
-    return None
+        first = text.splitlines()[0] if text else type(exc).__name__
+        return first, any(marker in text for marker in FINAL)
+    return "", False
+
+
+def _short(cause: str) -> str:
+    """libpq's reason without the address it repeats ("connection to server at … failed: ")."""
+    return cause.rsplit("failed: ", 1)[-1]

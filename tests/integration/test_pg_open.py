@@ -139,3 +139,22 @@ def test_a_schema_name_that_needs_quoting_is_set_after_the_login(pg_database):
         assert store.snapshots is not None and list(store.snapshots.get(session_id))
     listing = current_listing(url)
     assert listing is not None and [row["session_id"] for row in listing.rows] == [str(session_id)]
+
+
+def test_a_server_that_does_not_answer_is_waited_for_and_the_wait_is_said(pg_database):
+    """A refused connection may be a restart in progress: it is waited out (the connect timeout),
+    and a command that seems to hang first says what it waits for."""
+    import socket
+
+    with socket.socket() as probe:  # a port nothing listens on once the probe is closed
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    parsed = urlparse(pg_database)
+    closed = urlunparse(parsed._replace(netloc=f"{parsed.username or 'postgres'}@127.0.0.1:{port}"))
+    done = cli("log", "x", db=closed, env={"CHRONICLE_PG_CONNECT_TIMEOUT": "1"})
+    assert done.returncode == 1
+    warning, error = [line for line in done.stderr.splitlines() if line.strip()][:2]
+    assert warning.startswith(f"chronicle: warning: PostgreSQL at 127.0.0.1:{port} is not answering (Connection refused)")
+    assert "CHRONICLE_PG_CONNECT_TIMEOUT" in warning
+    assert error.startswith("error: cannot open the database") and "Connection refused" in error
+    assert "Check --db / CHRONICLE_DB and that the server is running." in error
