@@ -28,10 +28,11 @@ from uuid import UUID
 from chronicle.domain.session import Session
 
 from ..store import ChronicleStore
-from ..timetravel import inherited_turns, remove_empty_dirs, restoration_plan
+from ..timetravel import inherited_turns
 from ..tools.base import ToolError
 from ..tools.fileio import write_exact
 from ..tools.sandbox import SKIP_DIRS, Sandbox
+from ..undo_redo import remove_empty_dirs, restoration_plan
 
 #: A change to one file: its path relative to the workspace and its content after (None = absent);
 #: a path ending in "/" with None is a directory removed if empty (undo --files after a write made it).

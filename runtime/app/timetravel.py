@@ -14,7 +14,7 @@ from uuid import UUID
 
 from chronicle.domain.session import Session
 
-from .. import timetravel
+from .. import timetravel, undo_redo
 from ..store import ChronicleStore
 from ..tools.imports import ToolLoadError
 from .errors import AppError
@@ -39,10 +39,10 @@ def undo(store: ChronicleStore, ref: str | UUID, turns: int = 1, files: bool = F
     """`actor`: who undoes (default: this process's user@host; a server passes its caller)."""
     sid = session_id(store, ref)
     try:
-        result = timetravel.undo(store, sid, turns, files=files, workspace=workspace, actor=actor)
+        result = undo_redo.undo(store, sid, turns, files=files, workspace=workspace, actor=actor)
     except timetravel.TimeTravelError as exc:
         raise AppError(str(exc), exc.exit_code) from None
-    restored = timetravel.restored_rows(result.files)
+    restored = undo_redo.restored_rows(result.files)
     return Undone(sid, result.turn_ids, restored, [store.turn(t).input_text for t in result.turn_ids])
 
 
@@ -80,12 +80,12 @@ def redo(store: ChronicleStore, ref: str | UUID, actor: str | None = None, files
     sid = session_id(store, ref)
     try:
         if files:
-            result = timetravel.redo_with_files(store, sid, workspace=workspace, actor=actor)
-            return Redone(sid, result.turn_ids, timetravel.reapplied_rows(result.files))
-        turn_ids = timetravel.redo(store, sid, actor=actor)
+            result = undo_redo.redo_with_files(store, sid, workspace=workspace, actor=actor)
+            return Redone(sid, result.turn_ids, undo_redo.reapplied_rows(result.files))
+        turn_ids = undo_redo.redo(store, sid, actor=actor)
     except timetravel.TimeTravelError as exc:
         raise AppError(str(exc), exc.exit_code) from None
-    return Redone(sid, turn_ids, left_undone=timetravel.files_left_undone(store, store.session(sid), turn_ids, workspace))
+    return Redone(sid, turn_ids, left_undone=undo_redo.files_left_undone(store, store.session(sid), turn_ids, workspace))
 
 
 def head_turn_number(store: ChronicleStore, session: Session) -> int:

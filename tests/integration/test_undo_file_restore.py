@@ -8,7 +8,8 @@ import pytest
 
 from chronicle.runtime.app.timetravel import redo as app_redo
 from chronicle.runtime.store import ChronicleStore
-from chronicle.runtime.timetravel import TimeTravelError, reapplied_rows, redo_with_files, undo
+from chronicle.runtime.timetravel import TimeTravelError
+from chronicle.runtime.undo_redo import reapplied_rows, redo_with_files, undo
 from tests.helpers import response, text, tool_use
 from tests.integration.loop_harness import Harness
 

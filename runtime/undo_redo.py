@@ -1,0 +1,272 @@
+"""Undo and redo: turns taken off and put back on a session's branch, with the files they changed.
+
+Every file a tool writes is recorded with its text before and after (runtime/effects.py), so
+`undo --files` can put the workspace back as the turns found it and `redo --files` as they left
+it. Each file is checked before anything is written, acted on by its own path under the tools'
+confinement, never through a link, and a file someone changed since is refused by name.
+Reading the past and forking it, which need none of the tools, are runtime/timetravel.py.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterator
+from uuid import UUID
+
+from chronicle.domain.errors import DomainError
+from chronicle.domain.session import Session
+
+from .actor import process_actor
+from .clock import SYSTEM_CLOCK, Clock
+from .store import ChronicleStore
+from .timetravel import MomentOutOfRange, TimeTravelError
+from .tools.base import ToolError
+from .tools.fileio import current_text, write_exact
+from .tools.sandbox import Sandbox
+
+
+@dataclass
+class FileRestore:
+    path: str
+    before: str | None
+    after: str | None
+    turn_number: int
+    action: str = ""
+    #: Directories the write that created the file made (outermost first); undo removes them if empty.
+    created_dirs: list[str] = field(default_factory=list)
+    removed_dirs: list[str] = field(default_factory=list)
+    #: Directories redo --files made again for the file (they were gone when it wrote it back).
+    recreated_dirs: list[str] = field(default_factory=list)
+
+
+@dataclass
+class UndoResult:
+    turn_ids: list[UUID]
+    files: list[FileRestore] = field(default_factory=list)
+
+
+def restoration_plan(store: ChronicleStore, turn_ids: list[UUID]) -> list[FileRestore]:
+    """Per file: its content before the first of these turns touched it, and after the last."""
+    plan: dict[str, FileRestore] = {}
+    for tid in turn_ids:
+        turn = store.turn(tid)
+        for call in store.tool_calls_of(turn):
+            for effect in call.effects if call.status == "completed" else []:
+                if effect.get("kind") != "file":
+                    continue
+                path = effect["path"]
+                if path in plan:
+                    plan[path].after = effect.get("after")
+                else:
+                    plan[path] = FileRestore(path, effect.get("before"), effect.get("after"), turn.number,
+                                             created_dirs=list(effect.get("created_dirs") or []))
+    return list(plan.values())
+
+
+def _current(target: Path, shown: str, command: str = "undo") -> str | None:
+    """The file's exact text, None if absent; a link or a non-file in its place is refused, not followed."""
+    try:
+        mode = os.lstat(target).st_mode
+    except FileNotFoundError:
+        return None
+    if stat.S_ISLNK(mode) or not stat.S_ISREG(mode):
+        kind = "a symbolic link" if stat.S_ISLNK(mode) else "not a regular file"
+        raise TimeTravelError(
+            f"{shown} is now {kind}; {command} --files acts on the path itself and will not write or delete through it. "
+            f"Put it back by hand, or {command} without --files"
+        )
+    return current_text(target)
+
+
+def _as_they_are(sandbox: Sandbox, plan: list[FileRestore], command: str) -> Iterator[tuple[Path, FileRestore, str | None]]:
+    """Each planned file's own path (confined, never through a link) and its text now, for undo's or
+    redo's check before anything is written."""
+    for item in plan:
+        try:
+            target = sandbox.lexical(item.path)
+        except ToolError as exc:
+            raise TimeTravelError(f"cannot {command} --files {item.path}: {exc}") from None
+        yield target, item, _current(target, item.path, command)
+
+
+def restore_files(workspace: Path, plan: list[FileRestore], store_url: str | None = None) -> list[FileRestore]:
+    """Check every file first, then write: refuse, naming the file, if anyone changed it since.
+
+    Each file is acted on by its own path, under the tools' confinement: never through a link
+    that replaced it (a symlink is refused; a hard link keeps its content, because the restored
+    file is a new one renamed into place), never in the event store."""
+    sandbox = Sandbox.of(workspace, store_url)
+    targets = []
+    for target, item, current in _as_they_are(sandbox, plan, "undo"):
+        if current == item.after:
+            item.action = "deleted" if item.before is None else "restored"
+        elif current == item.before:
+            item.action = "unchanged"  # already as before (an earlier undo was interrupted after writing)
+        else:
+            raise TimeTravelError(
+                f"{item.path} was changed after turn {item.turn_number} wrote it; undo --files refuses to overwrite it. "
+                f"Put it back by hand, or undo without --files"
+            )
+        targets.append((target, item))
+    for target, item in targets:
+        if item.action == "deleted":
+            target.unlink(missing_ok=True)
+        elif item.action == "restored":
+            write_exact(target, item.before or "")
+    for item in plan:
+        if item.action in ("deleted", "unchanged") and item.before is None:
+            item.removed_dirs = remove_empty_dirs(sandbox, item.created_dirs)
+    return plan
+
+
+def remove_empty_dirs(sandbox: Sandbox, created: list[str]) -> list[str]:
+    """Remove the directories a write created, innermost first, each only if it is empty now
+    (and a real directory, not a link): whatever else was put there since stays."""
+    removed = []
+    for relative in reversed(created):
+        try:
+            target = sandbox.lexical(relative)
+        except ToolError:
+            continue
+        if target.is_symlink() or not target.is_dir():
+            continue
+        try:
+            target.rmdir()
+        except OSError:
+            break  # not empty: its parents are not empty either
+        removed.append(relative)
+    return removed
+
+
+def restored_rows(plan: list[FileRestore]) -> list[dict[str, str]]:
+    """What `undo --files` did, file by file, then the directories it removed (as FilesRestored records it)."""
+    rows = [{"path": p.path, "action": p.action} for p in plan]
+    return rows + [{"path": d, "action": "removed directory"} for p in plan for d in p.removed_dirs]
+
+
+def undo(store: ChronicleStore, session_id: UUID, count: int, files: bool = False, workspace: Path | None = None,
+         clock: Clock = SYSTEM_CLOCK, actor: str | None = None) -> UndoResult:
+    """Move the last `count` turns off the active branch; with `files`, put their files back first.
+
+    Files are written before the events are recorded: if the process dies in between, running
+    the same undo again finds the files already restored and records it then.
+    """
+    session = store.session(session_id)
+    if count > len(session.head):
+        raise MomentOutOfRange(f"session {session_id} has {len(session.head)} turn(s) on its branch; cannot undo {count}")
+    try:
+        store.session(session_id).undo(count, clock.now())  # validates on a copy that is never saved
+    except DomainError as exc:
+        raise TimeTravelError(str(exc)) from None
+    undone = list(session.head[-count:])
+    plan: list[FileRestore] = []
+    if files:
+        root = (workspace or Path(session.spec.workspace or ".")).expanduser().resolve()
+        plan = restore_files(root, restoration_plan(store, undone), store_url=store.url)
+
+    def change(s: Session) -> None:
+        if list(s.head[-count:]) != undone:
+            raise TimeTravelError(f"session {session_id} changed while undoing; run undo again")
+        now = clock.now()
+        s.undo(count, now, actor=actor or process_actor())
+        if plan:
+            s.record_files_restored(undone, restored_rows(plan), now)
+
+    store.update_session(session_id, change)
+    return UndoResult(undone, plan)
+
+
+def reapply_files(workspace: Path, plan: list[FileRestore], store_url: str | None = None) -> list[FileRestore]:
+    """The inverse of `restore_files`: put each file back as the turns left it. Check every file first,
+    then write: refuse, naming the file, if it is no longer as undo left it (someone changed it
+    since), and act on the path itself, never through a link, as restore does."""
+    sandbox = Sandbox.of(workspace, store_url)
+    targets = []
+    for target, item, current in _as_they_are(sandbox, plan, "redo"):
+        if current == item.after:
+            item.action = "unchanged"  # already as the turns left it (an earlier redo was interrupted after writing)
+        elif current == item.before:
+            item.action = "deleted" if item.after is None else "reapplied"
+        else:
+            raise TimeTravelError(
+                f"{item.path} was changed after undo put it back as it was before turn {item.turn_number}; "
+                "redo --files refuses to overwrite it. Put it back by hand, or redo without --files"
+            )
+        targets.append((target, item))
+    for target, item in targets:
+        missing = [d for d in item.created_dirs if not os.path.lexists(workspace / d)]
+        if item.action == "deleted":
+            target.unlink(missing_ok=True)
+        elif item.action == "reapplied":
+            write_exact(target, item.after or "")  # makes the directories the write had made
+            item.recreated_dirs = missing
+    return plan
+
+
+def reapplied_rows(plan: list[FileRestore]) -> list[dict[str, str]]:
+    """What `redo --files` did, file by file, then the directories it re-created (as FilesReapplied records it)."""
+    rows = [{"path": p.path, "action": p.action} for p in plan]
+    return rows + [{"path": d, "action": "created directory"} for p in plan for d in p.recreated_dirs]
+
+
+def files_left_undone(store: ChronicleStore, session: Session, turn_ids: list[UUID], workspace: Path | None = None) -> list[str]:
+    """The files these turns wrote that the workspace still holds as they were before them (as
+    `undo --files` left them), so a plain redo can say the conversation and the files disagree."""
+    root = (workspace or Path(session.spec.workspace or ".")).expanduser()
+    if not root.is_dir():
+        return []
+    sandbox = Sandbox.of(root.resolve(), store.url)
+    left = []
+    for item in restoration_plan(store, turn_ids):
+        try:
+            current = _current(sandbox.lexical(item.path), item.path, "redo")
+        except (ToolError, TimeTravelError, OSError):
+            continue  # a link or a non-file in its place: redo --files would refuse it and say why
+        if current == item.before and current != item.after:
+            left.append(item.path)
+    return left
+
+
+@dataclass
+class RedoResult:
+    turn_ids: list[UUID]
+    files: list[FileRestore] = field(default_factory=list)
+
+
+def redo_with_files(store: ChronicleStore, session_id: UUID, workspace: Path | None = None, clock: Clock = SYSTEM_CLOCK,
+                    actor: str | None = None) -> RedoResult:
+    """Put the last undone turns back on the branch and their files back as they left them.
+
+    Files are written before the events are recorded (as undo does): a crash in between leaves
+    them re-applied, and the same redo run again finds them so and records it then."""
+    session = store.session(session_id)
+    try:
+        store.session(session_id).redo(clock.now())  # validates on a copy that is never saved
+    except DomainError as exc:
+        raise TimeTravelError(str(exc)) from None
+    redone = list(session.redo_stack[-1])
+    root = (workspace or Path(session.spec.workspace or ".")).expanduser().resolve()
+    plan = reapply_files(root, restoration_plan(store, redone), store_url=store.url)
+
+    def change(s: Session) -> None:
+        if not s.redo_stack or list(s.redo_stack[-1]) != redone:
+            raise TimeTravelError(f"session {session_id} changed while redoing; run redo again")
+        now = clock.now()
+        s.redo(now, actor=actor or process_actor())
+        if plan:
+            s.record_files_reapplied(redone, reapplied_rows(plan), now)
+
+    store.update_session(session_id, change)
+    return RedoResult(redone, plan)
+
+
+def redo(store: ChronicleStore, session_id: UUID, clock: Clock = SYSTEM_CLOCK, actor: str | None = None) -> list[UUID]:
+    try:
+        before = len(store.session(session_id).head)
+        after = store.update_session(session_id, lambda s: s.redo(clock.now(), actor=actor or process_actor()))
+        return list(after.head[before:])
+    except DomainError as exc:
+        raise TimeTravelError(str(exc)) from None
