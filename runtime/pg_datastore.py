@@ -113,10 +113,17 @@ def first_connection(datastore: Any) -> Iterator[Any]:
         kwargs = pool.kwargs
         log.warning("PostgreSQL at %s:%s is not answering (%s); waiting up to %.0f s more for it (CHRONICLE_PG_CONNECT_TIMEOUT)",
                     kwargs.get("host"), kwargs.get("port"), _short(cause), pool.timeout)
+    acquired = False
     try:
         with datastore.get_connection() as conn:
-            pool.timeout = patience
+            acquired, pool.timeout = True, patience
             yield conn
+    except OperationalError as exc:
+        if acquired or not cause or "couldn't get a connection" not in str(exc):
+            raise
+        # Still no connection: the server's own reason, which the direct attempt already has, rather
+        # than the pool's "couldn't get a connection" (which sent the CLI to log in once more to learn it).
+        raise OperationalError(cause) from exc
     finally:
         pool.timeout = patience
 

@@ -141,7 +141,7 @@ def test_a_schema_name_that_needs_quoting_is_set_after_the_login(pg_database):
     assert listing is not None and [row["session_id"] for row in listing.rows] == [str(session_id)]
 
 
-def test_a_server_that_does_not_answer_is_waited_for_and_the_wait_is_said(pg_database):
+def test_a_server_that_does_not_answer_is_waited_for_and_the_wait_is_said(pg_database, monkeypatch):
     """A refused connection may be a restart in progress: it is waited out (the connect timeout),
     and a command that seems to hang first says what it waits for."""
     import socket
@@ -158,3 +158,7 @@ def test_a_server_that_does_not_answer_is_waited_for_and_the_wait_is_said(pg_dat
     assert "CHRONICLE_PG_CONNECT_TIMEOUT" in warning
     assert error.startswith("error: cannot open the database") and "Connection refused" in error
     assert "Check --db / CHRONICLE_DB and that the server is running." in error
+    monkeypatch.setenv("CHRONICLE_PG_CONNECT_TIMEOUT", "1")
+    with pytest.raises(OperationalError) as raised:  # a program using the library gets the server's reason too
+        ChronicleStore(closed)
+    assert "Connection refused" in str(raised.value) and "couldn't get a connection" not in str(raised.value)
