@@ -21,6 +21,7 @@ from chronicle.domain.wire_blocks import FINISHED_STOP_REASONS, PARTIAL_INPUT_KE
 
 from .base import Projection, on
 from .sql import Tx, dumps, iso
+from .wire_text import segment, shown_messages
 
 END_STATES: dict[type, str] = {
     Turn.Completed: "completed", Turn.Failed: "failed", Turn.Cancelled: "cancelled",
@@ -43,7 +44,14 @@ class HistoryProjection(Projection):
     #: scanning the session's events for its TURN-th `TurnEnded` first.
     #: v5: a step's closing event refers to results kept earlier (Turn.ToolResultsKept, the only
     #: record of a completed tool's output): `proj_history_kept` holds them until their step closes.
-    version = 5
+    #: v6: `proj_history_spans`, each session's whole turns joined as wire text, `span_turns` at a
+    #: time, while its branch only grew: `history --at TURN` on a long session reads a few spans and
+    #: the rows of the turns after them, not two rows per turn (2,000 at 1,000 turns, the most of a
+    #: cold PostgreSQL read). A message row's `content` is NULL where it equals its `wire` (nearly every
+    #: row): stored once, as the spans store it again.
+    version = 6
+    #: Turns per span. A read of the past fetches at most this many turns' rows beside its spans.
+    span_turns = 32
     tables = {
         # `reshaped`: log position of the session's first undo, redo or compaction (None: its branch
         # has only ever grown, one turn at a time, so the branch as of a position is a prefix of it).
@@ -54,6 +62,7 @@ class HistoryProjection(Projection):
                                "PRIMARY KEY (session_id, idx)",
         "proj_history_turns": "turn_id TEXT PRIMARY KEY, session_id TEXT, number BIGINT, input_text TEXT, status TEXT, "
                               "final_text TEXT, reason TEXT, started_at TEXT, ended_at TEXT",
+        # `content`: the blocks as recorded, NULL where that is exactly `wire` (read it as COALESCE(content, wire)).
         "proj_history_messages": "turn_id TEXT NOT NULL, seq BIGINT NOT NULL, step BIGINT, role TEXT, content TEXT, "
                                  "stop_reason TEXT, at TEXT, position BIGINT, wire TEXT, PRIMARY KEY (turn_id, seq)",
         # The session's `ordinal`-th `TurnEnded` (from 1, as `history --at` counts a session's own turns):
@@ -62,6 +71,12 @@ class HistoryProjection(Projection):
                                   "PRIMARY KEY (session_id, ordinal)",
         # A turn with attachments, a guardrail's rewrite of its input or answer, or a refusal, from `position` on.
         "proj_history_marks": "turn_id TEXT NOT NULL, position BIGINT NOT NULL, at TEXT, PRIMARY KEY (turn_id, position)",
+        # Turns `first_idx` .. `end_idx - 1` of the session's branch (its turn ends `first_idx + 1` ..
+        # `end_idx`), every message they show joined as one JSON array of wire messages; `roles`: the
+        # first message's role and the last's, space-separated. Made only in order from the first turn
+        # and only while the branch has grown one turn at a time, of turns with no mark.
+        "proj_history_spans": "session_id TEXT NOT NULL, first_idx BIGINT NOT NULL, end_idx BIGINT NOT NULL, roles TEXT, "
+                              "wire TEXT, PRIMARY KEY (session_id, end_idx)",
         # Results kept before their step closed, until the step's closing event refers to them.
         "proj_history_kept": "turn_id TEXT NOT NULL, step BIGINT NOT NULL, tool_use_id TEXT NOT NULL, block TEXT, "
                              "PRIMARY KEY (turn_id, step, tool_use_id)",
@@ -109,6 +124,37 @@ class HistoryProjection(Projection):
         tx.memo[key] += 1
         tx.insert_later("INSERT INTO proj_history_turn_ends VALUES (%s, %s, %s, %s, %s)",
                         (sid, tx.memo[key], str(e.turn_id), position, iso(e.timestamp)))
+        if tx.memo[key] % self.span_turns == 0:
+            self._span(tx, sid, tx.memo[key])
+
+    def _span(self, tx: Tx, sid: str, end: int) -> None:
+        """Join the session's last `span_turns` ended turns into a span, if the turns that ended are
+        its branch's, in order, since its first turn or the span before, and none is marked: then
+        every later cut of a branch that only grew shows exactly these messages for these turns (a
+        finished turn records no further message)."""
+        first = end - self.span_turns
+        tx.flush(copy=False)  # the rows and turn ends queued in this transaction, so the reads below see them
+        shape = tx.one("SELECT reshaped, forked_from, (SELECT COUNT(*) FROM proj_history_spans p WHERE p.session_id = %s "
+                       "AND p.end_idx = %s) FROM proj_history_sessions WHERE session_id = %s", (sid, first, sid))
+        if shape is None or shape[:2] != (None, None) or (first > 0 and not shape[2]):
+            return
+        ends = tx.rows("SELECT e.turn_id, b.turn_id FROM proj_history_turn_ends e LEFT JOIN proj_history_branch b "
+                       "ON b.session_id = e.session_id AND b.idx = e.ordinal - 1 "
+                       "WHERE e.session_id = %s AND e.ordinal > %s AND e.ordinal <= %s", (sid, first, end))
+        if len(ends) != self.span_turns or any(ended != on_branch for ended, on_branch in ends):
+            return
+        found = tx.rows("SELECT b.idx, m.seq, m.step, m.role, m.stop_reason, m.wire, (SELECT COUNT(*) FROM proj_history_marks k "
+                        "WHERE k.turn_id = b.turn_id) FROM proj_history_branch b JOIN proj_history_messages m ON m.turn_id = b.turn_id "
+                        "WHERE b.session_id = %s AND b.idx >= %s AND b.idx < %s", (sid, first, end))
+        if any(row[6] for row in found):
+            return
+        by_turn: dict[int, list[tuple[Any, ...]]] = {}
+        for row in sorted(found, key=lambda r: (r[0], r[1])):
+            by_turn.setdefault(row[0], []).append(row[1:6])
+        joined = segment(shown_messages(by_turn[idx]) for idx in sorted(by_turn))
+        if joined is not None:
+            tx.execute("INSERT INTO proj_history_spans VALUES (%s, %s, %s, %s, %s)",
+                       (sid, first, end, f"{joined.first_role} {joined.last_role}", joined.text))
 
     def _append(self, tx: Tx, sid: str, turn_ids: list[str], position: int) -> None:
         start = self._branch_length(tx, sid)
@@ -220,7 +266,7 @@ class HistoryProjection(Projection):
         elif isinstance(wire, WireRule):
             wire = wire_form(content, text, sendable_only=wire is SENDABLE_OF_CONTENT)
         tx.insert_later("INSERT INTO proj_history_messages VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)",
-                        (tid, seq, step, role, text, stop, iso(at), position, wire))
+                        (tid, seq, step, role, None if wire == text else text, stop, iso(at), position, wire))
 
     @on(Turn.Started, Turn.Resumed)
     def _running(self, tx: Tx, e: Any, position: int) -> None:
@@ -298,7 +344,7 @@ def conversation(tx: Tx, session_id: str) -> list[dict[str, Any]]:
     """The session's active branch, message by message, oldest first."""
     return tx.dicts(
         "SELECT b.idx AS branch_index, t.turn_id, t.number AS turn, t.status AS turn_status, m.seq, m.step, m.role, "
-        "m.content, m.stop_reason, m.at FROM proj_history_branch b "
+        "COALESCE(m.content, m.wire) AS content, m.stop_reason, m.at FROM proj_history_branch b "
         "JOIN proj_history_turns t ON t.turn_id = b.turn_id "
         "JOIN proj_history_messages m ON m.turn_id = b.turn_id "
         "WHERE b.session_id = %s ORDER BY b.idx, m.seq",

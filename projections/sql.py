@@ -140,7 +140,9 @@ class Tx:
         sql, index = handle
         self._deferred[sql][index] = None
 
-    def flush(self) -> None:
+    def flush(self, copy: bool = True) -> None:
+        """Send the rows `insert_later` queued. `copy=False` inside a pipelined transaction, which
+        COPY cannot run in (a handler that must read what it queued, before the commit)."""
         deferred, self._deferred = self._deferred, {}
         for sql, queued in deferred.items():
             rows = [row for row in queued if row is not None]
@@ -148,12 +150,12 @@ class Tx:
                 continue
             if self.db.backend == "sqlite":
                 self.cursor.executemany(sql.replace("%s", "?"), rows)
-            elif (table := _plain_insert_table(sql)) is not None:
+            elif copy and (table := _plain_insert_table(sql)) is not None:
                 # COPY streams the rows as one statement: an executemany pipeline still sends and
                 # executes one INSERT per row, which was most of a PostgreSQL rebuild's time.
-                with self.cursor.copy(f"COPY {table} FROM STDIN") as copy:
+                with self.cursor.copy(f"COPY {table} FROM STDIN") as stream:
                     for row in rows:
-                        copy.write_row([escape_nul(p) for p in row])
+                        stream.write_row([escape_nul(p) for p in row])
             else:
                 self.cursor.executemany(sql, [tuple(escape_nul(p) for p in row) for row in rows])
 

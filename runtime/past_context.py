@@ -31,6 +31,7 @@ from chronicle.domain.context import build_context, turn_messages
 from chronicle.projections import ProjectionEngine
 from chronicle.projections.history import HistoryProjection, wire_of
 from chronicle.projections.sql import Tx, dumps, iso
+from chronicle.projections.wire_text import Part, segment, shown_messages
 
 from .store import ChronicleStore
 from .timetravel import Cut, turns_as_of, turns_at
@@ -41,8 +42,6 @@ CHUNK = 400
 MESSAGES = TypeAdapter(list[Message], config=ConfigDict(defer_build=True))  # built when `context_at` first validates
 #: Past this many unapplied events, the projection is treated as behind without looking closer.
 LAG_LIMIT = 2000
-#: (role, content as wire JSON text) of one message.
-Part = tuple[str, str]
 
 
 def history_engine(store: ChronicleStore) -> ProjectionEngine:
@@ -152,37 +151,9 @@ def events_parts(store: ChronicleStore, turn_ids: list[UUID], cut_position: int,
     return {str(t.id): [(m.role, dumps(m.wire()["content"], sort_keys=False)) for m in turn_messages(t)] for t in turns}
 
 
-def shown_messages(rows: list[tuple[Any, ...]]) -> list[Part]:
-    """(role, wire JSON) of what `domain.context.turn_messages` shows of a turn, over its
-    projection rows (seq, step, role, stop_reason, wire): nothing of a refused turn (marked too,
-    so normally read from events); else each row the projection found sent, if it has blocks."""
-    if any(row[3] == "refusal" for row in rows):
-        return []
-    return [(row[2], row[4]) for row in rows if row[4] is not None and row[4] != "[]"]
-
-
 def messages_json(summary: str | None, parts: Iterable[list[Part]]) -> str:
     """One JSON array of wire messages, as `domain.context.assemble_context` builds them: the
     summary first, then each turn's messages, consecutive messages of one role merged."""
-    roles: list[str] = []
-    contents: list[str] = []
-    if summary:
-        roles.append("user")
-        contents.append(wire_of([TextBlock(text=f"Summary of the conversation so far:\n{summary}")]))
-    for turn in parts:
-        for role, content in turn:
-            if roles and roles[-1] == role:
-                contents[-1] = _concat(contents[-1], content)
-            else:
-                roles.append(role)
-                contents.append(content)
-    return "[" + ",".join(f'{{"role":"{r}","content":{c}}}' for r, c in zip(roles, contents, strict=True)) + "]"
-
-
-def _concat(left: str, right: str) -> str:
-    """Two JSON arrays as one, textually."""
-    if left == "[]":
-        return right
-    if right == "[]":
-        return left
-    return left[:-1] + "," + right[1:]
+    summary_wire = wire_of([TextBlock(text=f"Summary of the conversation so far:\n{summary}")]) if summary else None
+    found = segment(parts, summary_wire)
+    return "[]" if found is None else found.text

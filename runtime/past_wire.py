@@ -26,8 +26,9 @@ from pydantic_core import from_json
 from chronicle.projections import ProjectionEngine
 from chronicle.projections.history import HistoryProjection
 from chronicle.projections.sql import Tx
+from chronicle.projections.wire_text import Part, Segment, joined, segment
 
-from .past_context import LAG_LIMIT, Part, events_parts, lagging_originators, messages_json
+from .past_context import LAG_LIMIT, events_parts, lagging_originators, messages_json
 from .store import ChronicleStore
 
 
@@ -81,9 +82,10 @@ def _text_at_turn(
             cut = tx.one(CUT, (sid, number))
             if cut is None or _any_lagging(tx, sid, cut[0], set(lagging)):
                 return None
-        # The cut, the session's shape, the turns marked by the cut and every message's JSON
-        # (put together by the database; Python only joins them): one statement, one snapshot.
-        params = (sid, number, number - 1, sid, sid, sid)
+        # The cut, the session's shape, the turns marked by the cut, the spans before it and the
+        # JSON of every message after them (put together by the database; Python only joins
+        # them): one statement, one snapshot.
+        params = (sid, number, sid, number, number - 1, sid, sid, sid, number, sid)
         if own_lag:
             key = engine.projections[HistoryProjection.name].key
             found = tx.rows(f"{AS_OF_TURN} UNION ALL SELECT 'l', CAST(NULL AS BIGINT), CAST(lag.originator_id AS TEXT), "
@@ -102,24 +104,43 @@ def _text_at_turn(
             return None
         shape = next((tuple(row[1:4]) for row in found if row[0] == "s"), None)
         marked = {int(row[1]): row[2] for row in found if row[0] == "k"}
+        spans = _tiled(sorted((row[4], row[5], row[2], row[3]) for row in found if row[0] == "p"))
+        if spans is None:
+            return None
+        covered = spans[-1][1] if spans else 0
         messages = [(row[2], row[3]) for row in sorted((row for row in found if row[0] == "m"), key=_BRANCH_ORDER)]
         if marked:
             # Turns marked by the cut (attachments, a guardrail's rewrite, a refusal: rare) are
             # read from their events; the others' rows by turn, then the shape again after them.
+            # A span never holds a marked turn; if one seems to, every row is read instead.
+            if min(marked) < covered:
+                spans, covered = [], 0
             rows = tx.rows(
                 "SELECT b.idx, m.role, m.wire FROM proj_history_branch b JOIN proj_history_messages m ON m.turn_id = b.turn_id "
-                f"WHERE b.session_id = %s AND b.position <= %s AND {CUT_AND_SENT} ORDER BY b.idx, m.seq",
-                (sid, position, position, at),
+                f"WHERE b.session_id = %s AND b.idx >= %s AND b.position <= %s AND {CUT_AND_SENT} ORDER BY b.idx, m.seq",
+                (sid, covered, position, position, at),
             )
             shape, marked = _shape_and_marks(tx, sid, number, position, at)
     # Not reshaped, not a fork, and the turn that ended there is the branch's `number`-th.
     if shape != (None, None, ended_turn):
         return None
+    before = [Segment(roles.partition(" ")[0], roles.partition(" ")[2], text) for _, _, roles, text in spans]
     if not marked:
-        return messages_json(None, [messages])
+        return joined([*before, segment([messages])])
     from_events = events_parts(store, [UUID(t) for t in marked.values()], position, _timestamp(at))
-    parts = _spliced(rows, {idx: from_events.get(t, []) for idx, t in marked.items()})
-    return None if parts is None else messages_json(None, parts)
+    parts = _spliced(rows, {idx: from_events.get(t, []) for idx, t in marked.items() if idx >= covered})
+    return None if parts is None else joined([*before, segment(parts)])
+
+
+def _tiled(spans: list[tuple[int, int, str, str]]) -> list[tuple[int, int, str, str]] | None:
+    """Spans (first_idx, end_idx, roles, wire) in order, if they cover the branch from its first turn
+    without a gap (as the projection makes them); None if not."""
+    end = 0
+    for first, last, _, _ in spans:
+        if first != end:
+            return None
+        end = last
+    return spans
 
 
 def _timestamp(at: str) -> datetime:
@@ -134,9 +155,11 @@ CUT_AND_SENT = "(m.position <= %s OR m.at <= %s) AND m.wire IS NOT NULL AND m.wi
 CUT = "SELECT position, at, turn_id FROM proj_history_turn_ends WHERE session_id = %s AND ordinal = %s"
 #: Everything `history --at TURN` reads, tagged by kind: the cut (`c`), the session's shape as of it
 #: (`s`: when first reshaped, what it was forked from, the branch's `number`-th turn), the branch's
-#: turns marked by it (`k`, by branch index) and the messages' envelopes in order (`m`).
+#: turns marked by it (`k`, by branch index), the spans of its first turns (`p`: roles, text, first
+#: and end index) and the envelopes of the messages after them, in order (`m`).
 AS_OF_TURN = (
-    f"WITH cut AS ({CUT}) "
+    f"WITH cut AS ({CUT}), covered AS (SELECT COALESCE(MAX(end_idx), 0) AS n FROM proj_history_spans "
+    "WHERE session_id = %s AND end_idx <= %s) "
     "SELECT 'c' AS kind, position AS n, at AS t1, turn_id AS t2, CAST(0 AS BIGINT) AS o1, CAST(0 AS BIGINT) AS o2 FROM cut "
     "UNION ALL SELECT 's', s.reshaped, s.forked_from, b.turn_id, 0, 0 FROM cut CROSS JOIN proj_history_sessions s "
     "LEFT JOIN proj_history_branch b ON b.session_id = s.session_id AND b.idx = %s AND b.position <= cut.position "
@@ -144,9 +167,12 @@ AS_OF_TURN = (
     "UNION ALL SELECT DISTINCT 'k', b.idx, k.turn_id, CAST(NULL AS TEXT), 0, 0 FROM cut CROSS JOIN proj_history_branch b "
     "JOIN proj_history_marks k ON k.turn_id = b.turn_id "
     "WHERE b.session_id = %s AND b.position <= cut.position AND (k.position <= cut.position OR k.at <= cut.at) "
-    "UNION ALL SELECT 'm', CAST(NULL AS BIGINT), m.role, m.wire, b.idx, m.seq FROM cut "
+    "UNION ALL SELECT 'p', CAST(NULL AS BIGINT), p.roles, p.wire, p.first_idx, p.end_idx FROM proj_history_spans p "
+    "WHERE p.session_id = %s AND p.end_idx <= %s "
+    "UNION ALL SELECT 'm', CAST(NULL AS BIGINT), m.role, m.wire, b.idx, m.seq FROM cut CROSS JOIN covered "
     "CROSS JOIN proj_history_branch b JOIN proj_history_messages m ON m.turn_id = b.turn_id "
-    "WHERE b.session_id = %s AND b.position <= cut.position AND (m.position <= cut.position OR m.at <= cut.at) "
+    "WHERE b.session_id = %s AND b.idx >= covered.n AND b.position <= cut.position "
+    "AND (m.position <= cut.position OR m.at <= cut.at) "
     "AND m.wire IS NOT NULL AND m.wire <> '[]'"
 )
 

@@ -32,7 +32,8 @@ S1 = {v: uuid5(uuid5(NAMESPACE_URL, f"https://chronicle.invalid/fixtures/{v}"), 
 #: Tables and columns whose rows the fixtures pin (what users read: history, cost, audit, summaries).
 PINNED = {
     "proj_history_turns": "turn_id, session_id, number, input_text, status, final_text, reason, started_at, ended_at",
-    "proj_history_messages": "turn_id, seq, step, role, content, stop_reason, at",
+    # `content` is stored only where it differs from `wire` since history v6: read as before.
+    "proj_history_messages": "turn_id, seq, step, role, COALESCE(content, wire) AS content, stop_reason, at",
     "proj_history_branch": "session_id, idx, turn_id",
     "proj_summaries": "session_id, first_input, title, title_model, titled_at, title_error, compaction_summary, compacted_at, "
                       "compactions",

@@ -9,6 +9,7 @@ import pytest
 
 from chronicle.projections import ProjectionEngine, all_projections
 from chronicle.projections.cost import CostReport
+from chronicle.projections.history import HistoryProjection
 from chronicle.runtime.pricing import price
 from chronicle.runtime.store import ChronicleStore
 
@@ -25,7 +26,9 @@ def mixed_run(url, tmp_path, workspace):  # type: ignore[no-untyped-def]
 
 
 @pytest.fixture
-def mixed(db_url, tmp_path, workspace):
+def mixed(db_url, tmp_path, workspace, monkeypatch):
+    # Spans of two turns, so that the run's sessions have some (a span is 32 turns otherwise).
+    monkeypatch.setattr(HistoryProjection, "span_turns", 2)
     store, engine, run = mixed_run(db_url, tmp_path, workspace)
     yield store, engine, run
     store.close()
