@@ -263,6 +263,7 @@ def test_a_turn_as_of_each_of_its_versions_from_its_rows_equals_the_turn_replaye
                 answered += 1
                 assert printed(shown) == printed(expected), (tid, v)
     assert answered > 100 and unanswered > 0
+    assert turn_wire_at(store, long, store.turn(long).version + 1, engine) is None  # no such version
     b.turn(sid, "not applied yet", [(response(text("later")), None)])
     late = store.session(sid).turns[-1]
     assert turn_wire_at(store, late, 2, engine) is None  # the projection has not seen this turn
