@@ -85,17 +85,23 @@ def _text_at_turn(
         # The cut, the session's shape, the turns marked by the cut, the spans before it and the
         # JSON of every message after them (put together by the database; Python only joins
         # them): one statement, one snapshot.
-        params = (sid, number, sid, number, number - 1, sid, sid, sid, number, sid)
+        # Spans end every `span_turns` turns: the read expects those up to the cut and the rows after them.
+        expected = number // HistoryProjection.span_turns * HistoryProjection.span_turns
+        params: tuple[Any, ...]
+        if not expected:
+            statement, params = AS_OF_EARLY_TURN, (sid, number, number - 1, sid, sid, sid)
+        else:
+            statement, params = AS_OF_TURN, (sid, number, number - 1, sid, sid, sid, number, sid, expected)
         if own_lag:
             key = engine.projections[HistoryProjection.name].key
-            found = tx.rows(f"{AS_OF_TURN} UNION ALL SELECT 'l', CAST(NULL AS BIGINT), CAST(lag.originator_id AS TEXT), "
+            found = tx.rows(f"{statement} UNION ALL SELECT 'l', CAST(NULL AS BIGINT), CAST(lag.originator_id AS TEXT), "
                             f"CAST(NULL AS TEXT), 0, 0 FROM ({engine.db.originators_after_tracked_sql()}) lag",
                             (*params, key, LAG_LIMIT + 1))
             lagging = [row[2].replace("-", "") for row in found if row[0] == "l"]
             if len(lagging) > LAG_LIMIT or session_id.hex in lagging:
                 return None
         else:
-            found = tx.rows(AS_OF_TURN, params)
+            found = tx.rows(statement, params)
         cut = next(((row[1], row[2], row[3]) for row in found if row[0] == "c"), None)
         if cut is None:
             return None
@@ -105,15 +111,15 @@ def _text_at_turn(
         shape = next((tuple(row[1:4]) for row in found if row[0] == "s"), None)
         marked = {int(row[1]): row[2] for row in found if row[0] == "k"}
         spans = _tiled(sorted((row[4], row[5], row[2], row[3]) for row in found if row[0] == "p"))
-        if spans is None:
-            return None
         covered = spans[-1][1] if spans else 0
         messages = [(row[2], row[3]) for row in sorted((row for row in found if row[0] == "m"), key=_BRANCH_ORDER)]
-        if marked:
-            # Turns marked by the cut (attachments, a guardrail's rewrite, a refusal: rare) are
-            # read from their events; the others' rows by turn, then the shape again after them.
-            # A span never holds a marked turn; if one seems to, every row is read instead.
-            if min(marked) < covered:
+        # Read again by turn, after fewer spans than expected (a mark stopped them being made) or with
+        # turns marked by the cut (attachments, a guardrail's rewrite, a refusal: rare; read from their
+        # events): the rows after the spans, then the shape again after them. A span never holds a
+        # marked turn; if one seems to, every row is read instead.
+        reread = bool(marked) or covered != expected
+        if reread:
+            if marked and min(marked) < covered:
                 spans, covered = [], 0
             rows = tx.rows(
                 "SELECT b.idx, m.role, m.wire FROM proj_history_branch b JOIN proj_history_messages m ON m.turn_id = b.turn_id "
@@ -125,22 +131,22 @@ def _text_at_turn(
     if shape != (None, None, ended_turn):
         return None
     before = [Segment(roles.partition(" ")[0], roles.partition(" ")[2], text) for _, _, roles, text in spans]
-    if not marked:
+    if not reread:
         return joined([*before, segment([messages])])
     from_events = events_parts(store, [UUID(t) for t in marked.values()], position, _timestamp(at))
     parts = _spliced(rows, {idx: from_events.get(t, []) for idx, t in marked.items() if idx >= covered})
     return None if parts is None else joined([*before, segment(parts)])
 
 
-def _tiled(spans: list[tuple[int, int, str, str]]) -> list[tuple[int, int, str, str]] | None:
-    """Spans (first_idx, end_idx, roles, wire) in order, if they cover the branch from its first turn
-    without a gap (as the projection makes them); None if not."""
-    end = 0
-    for first, last, _, _ in spans:
-        if first != end:
-            return None
-        end = last
-    return spans
+def _tiled(spans: list[tuple[int, int, str, str]]) -> list[tuple[int, int, str, str]]:
+    """Of spans (first_idx, end_idx, roles, wire) in order, those that cover the branch from its first
+    turn without a gap (the projection makes them so, and stops at a turn it cannot join)."""
+    tiled: list[tuple[int, int, str, str]] = []
+    for span in spans:
+        if span[0] != (tiled[-1][1] if tiled else 0):
+            break
+        tiled.append(span)
+    return tiled
 
 
 def _timestamp(at: str) -> datetime:
@@ -157,9 +163,7 @@ CUT = "SELECT position, at, turn_id FROM proj_history_turn_ends WHERE session_id
 #: (`s`: when first reshaped, what it was forked from, the branch's `number`-th turn), the branch's
 #: turns marked by it (`k`, by branch index), the spans of its first turns (`p`: roles, text, first
 #: and end index) and the envelopes of the messages after them, in order (`m`).
-AS_OF_TURN = (
-    f"WITH cut AS ({CUT}), covered AS (SELECT COALESCE(MAX(end_idx), 0) AS n FROM proj_history_spans "
-    "WHERE session_id = %s AND end_idx <= %s) "
+_SHAPE_AND_MARKS = (
     "SELECT 'c' AS kind, position AS n, at AS t1, turn_id AS t2, CAST(0 AS BIGINT) AS o1, CAST(0 AS BIGINT) AS o2 FROM cut "
     "UNION ALL SELECT 's', s.reshaped, s.forked_from, b.turn_id, 0, 0 FROM cut CROSS JOIN proj_history_sessions s "
     "LEFT JOIN proj_history_branch b ON b.session_id = s.session_id AND b.idx = %s AND b.position <= cut.position "
@@ -167,13 +171,23 @@ AS_OF_TURN = (
     "UNION ALL SELECT DISTINCT 'k', b.idx, k.turn_id, CAST(NULL AS TEXT), 0, 0 FROM cut CROSS JOIN proj_history_branch b "
     "JOIN proj_history_marks k ON k.turn_id = b.turn_id "
     "WHERE b.session_id = %s AND b.position <= cut.position AND (k.position <= cut.position OR k.at <= cut.at) "
+)
+_SENT_BY_THE_CUT = "AND (m.position <= cut.position OR m.at <= cut.at) AND m.wire IS NOT NULL AND m.wire <> '[]'"
+AS_OF_TURN = (
+    f"WITH cut AS ({CUT}) {_SHAPE_AND_MARKS}"
     "UNION ALL SELECT 'p', CAST(NULL AS BIGINT), p.roles, p.wire, p.first_idx, p.end_idx FROM proj_history_spans p "
     "WHERE p.session_id = %s AND p.end_idx <= %s "
-    "UNION ALL SELECT 'm', CAST(NULL AS BIGINT), m.role, m.wire, b.idx, m.seq FROM cut CROSS JOIN covered "
+    "UNION ALL SELECT 'm', CAST(NULL AS BIGINT), m.role, m.wire, b.idx, m.seq FROM cut "
     "CROSS JOIN proj_history_branch b JOIN proj_history_messages m ON m.turn_id = b.turn_id "
-    "WHERE b.session_id = %s AND b.idx >= covered.n AND b.position <= cut.position "
-    "AND (m.position <= cut.position OR m.at <= cut.at) "
-    "AND m.wire IS NOT NULL AND m.wire <> '[]'"
+    f"WHERE b.session_id = %s AND b.idx >= %s AND b.position <= cut.position {_SENT_BY_THE_CUT}"
+)
+#: `AS_OF_TURN` for a turn before the end of the first span: no span to read, so a statement with
+#: two tables fewer to plan (most of an early turn's read on an open PostgreSQL store).
+AS_OF_EARLY_TURN = (
+    f"WITH cut AS ({CUT}) {_SHAPE_AND_MARKS}"
+    "UNION ALL SELECT 'm', CAST(NULL AS BIGINT), m.role, m.wire, b.idx, m.seq FROM cut "
+    "CROSS JOIN proj_history_branch b JOIN proj_history_messages m ON m.turn_id = b.turn_id "
+    f"WHERE b.session_id = %s AND b.position <= cut.position {_SENT_BY_THE_CUT}"
 )
 
 
