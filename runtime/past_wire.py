@@ -6,8 +6,10 @@ session whose branch has only ever grown one turn at a time (no undo, redo or co
 fork: the projection's `reshaped` and `forked_from` say so) had, at any log position, exactly the
 turns its branch rows put there by that position, in order. So the cut is the session's TURN-th
 `TurnEnded` (one row of `proj_history_turn_ends`), the branch is a prefix of
-`proj_history_branch`, and the messages are `past_context`'s rows up to the cut: all of it one
-statement. Any other session, a projection that has not applied
+`proj_history_branch`, and the messages are the spans of its first turns (`proj_history_spans`:
+32 ended turns joined as wire text, which such a branch shows unchanged at every later cut) and
+`past_context`'s rows of the turns after them, up to the cut: all of it one statement. Any other
+session, a projection that has not applied
 every event of the session and its turns, or a TurnEnded that names another turn, and this
 returns None: the caller takes the general path (`cut_at_turn` + `wire_at`), which is exact for
 every case. A display read only: the model's context is always built from events.
