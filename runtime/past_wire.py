@@ -70,9 +70,9 @@ def _text_at_turn(
     projection has applied their events; rows only ever arrive after that, at later positions.
     One statement reads the cut, the shape and the rows (and the lag, `WITH_THE_ROWS`) in one
     snapshot: a transaction would cost PostgreSQL two more round trips. Where a second statement
-    is needed (marked turns), the shape is read again after its rows: `reshaped` is set once and
-    never cleared, so if it is still unset no undo had removed a branch row before the rows were
-    read."""
+    is needed (marked turns, or fewer spans than the turn count promises), the shape is read
+    again after its rows: `reshaped` is set once and never cleared, so if it is still unset no
+    undo had removed a branch row before the rows were read."""
     own_lag = lagging is WITH_THE_ROWS
     if number < 1 or (not own_lag and (lagging is None or session_id.hex in lagging)):
         return None
@@ -86,8 +86,8 @@ def _text_at_turn(
                 return None
         # The cut, the session's shape, the turns marked by the cut, the spans before it and the
         # JSON of every message after them (put together by the database; Python only joins
-        # them): one statement, one snapshot.
-        # Spans end every `span_turns` turns: the read expects those up to the cut and the rows after them.
+        # them): one statement, one snapshot. Spans end every `span_turns` turns, so the read
+        # knows which to expect, and where the rows after them begin.
         expected = number // HistoryProjection.span_turns * HistoryProjection.span_turns
         params: tuple[Any, ...]
         if not expected:
