@@ -20,6 +20,7 @@ a warning that says what it waits for.
 from __future__ import annotations
 
 import logging
+import re
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -80,15 +81,26 @@ class SnapshotRecorder(PostgresAggregateRecorder):
 
 #: Seconds the first client waits for the pool before the server is asked why (a login takes a few ms).
 QUICK_S = 0.5
-#: What the server says when waiting cannot help: no such database or role, a wrong password, no
-#: pg_hba.conf entry for this client (libpq's messages carry no SQLSTATE for these).
-FINAL = ("does not exist", "authentication failed", "no pg_hba.conf entry", "no password supplied")
+#: What the server says at login when waiting cannot help (libpq's messages carry no SQLSTATE for
+#: these): no such database; or no such role, a wrong or missing password, no pg_hba.conf entry.
+NO_DATABASE = re.compile(r'database "[^"]*" does not exist')
+BAD_LOGIN = re.compile(r'role "[^"]*" does not exist|authentication failed|no password supplied|no pg_hba.conf entry')
+
+
+def refusal(text: str) -> str | None:
+    """Which refusal no wait cures the server's message names: "database", "login", or None. One
+    reading for the open (`first_connection`) and for the CLI's advice (`cli.common.postgres_advice`)."""
+    if NO_DATABASE.search(text):
+        return "database"
+    if BAD_LOGIN.search(text):
+        return "login"
+    return None
 
 
 @contextmanager
 def first_connection(datastore: Any) -> Iterator[Any]:
     """`datastore.get_connection()` for the open's first statements: the same connection, errors
-    and overall timeout, except that a refusal no wait cures (`FINAL`) is raised after `QUICK_S`."""
+    and overall timeout, except that a refusal no wait cures (`refusal`) is raised after `QUICK_S`."""
     pool = datastore.pool
     patience = pool.timeout
     started = time.monotonic()
@@ -129,7 +141,7 @@ def first_connection(datastore: Any) -> Iterator[Any]:
 
 
 def _direct_attempt(kwargs: dict[str, Any], timeout: float) -> tuple[str, bool]:
-    """Why one direct login fails ("" if it does not), and whether no wait cures that (`FINAL`)."""
+    """Why one direct login fails ("" if it does not), and whether no wait cures that (`refusal`)."""
     import psycopg
 
     try:
@@ -140,7 +152,7 @@ def _direct_attempt(kwargs: dict[str, Any], timeout: float) -> tuple[str, bool]:
     except psycopg.Error as exc:
         text = str(exc).strip()
         first = text.splitlines()[0] if text else type(exc).__name__
-        return first, any(marker in text for marker in FINAL)
+        return first, refusal(text) is not None
     return "", False
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import re
 import sys
 from contextlib import contextmanager
 from pathlib import Path
@@ -190,13 +189,16 @@ def postgres_cause(url: str, exc: BaseException) -> str:
 
 def postgres_advice(url: str, cause: str) -> str:
     """What to do next about a PostgreSQL store that would not open, by what the server said."""
-    if re.search(r'database "[^"]*" does not exist', cause):
+    from chronicle.runtime.pg_datastore import refusal  # psycopg is loaded already: the open used it
+
+    refused = refusal(cause)
+    if refused == "database":
         from chronicle.runtime.config import eventsourcing_env
 
         env = eventsourcing_env(url)
         return (f"Create it first (createdb -h {env['POSTGRES_HOST']} -p {env['POSTGRES_PORT']} -U {env['POSTGRES_USER']} "
                 f"{env['POSTGRES_DBNAME']}), or point --db / CHRONICLE_DB at an existing database.")
-    if re.search(r'role "[^"]*" does not exist|authentication failed|no password supplied|no pg_hba.conf entry', cause):
+    if refused == "login":
         return "Check the user name and its password in the URL given by --db / CHRONICLE_DB."
     return "Check --db / CHRONICLE_DB and that the server is running."
 
