@@ -186,7 +186,7 @@ class AgentLoop:
     def _next_turn_number(self, session: Session) -> int:
         """One numbering everywhere (scripts, audit, `history --at`, `fork --at`): a fork's inherited
         turns come first, then every turn the session ran, undone ones included."""
-        inherited = len(self.store.session(session.id, version=1).head) if session.forked_from else 0
+        inherited = len(self.store.first_head(session.id)) if session.forked_from else 0
         return inherited + len(session.turns) + 1
 
     def _begin_turn(self, session: Session) -> tuple[Turn, Session]:
@@ -210,7 +210,7 @@ class AgentLoop:
                 raise DomainError(f"input {item['input_id']} was started by another process")
             fresh.start_turn(tid, now)
 
-        return turn, self.store.update_session(session.id, start, turn)
+        return turn, self.store.update_session(session.id, start, turn, held=session)
 
     def _reopen(self, turn: Turn) -> None:
         """A turn found in flight: record that it was interrupted, then continue it."""

@@ -16,10 +16,11 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 from uuid import UUID
 
-from eventsourcing.application import AggregateNotFoundError, Application, EventSourcedLog, ProcessingEvent
+from eventsourcing.application import AggregateNotFoundError, Application, EventSourcedLog, LRUCache, ProcessingEvent
 from eventsourcing.domain import Aggregate, DomainEvent
 from eventsourcing.persistence import IntegrityError, Recording, StoredEvent
 
+from chronicle.domain.errors import DomainError
 from chronicle.domain.ids import SESSION_INDEX_ID, child_session_id, tool_call_id
 from chronicle.domain.session import Session
 from chronicle.domain.tool_call import ToolCall
@@ -38,6 +39,9 @@ from .store_identity import check_postgres, check_store, read_only_sqlite_uri
 from .store_rows import SQLiteVersionLookup, as_uuid, event_rows, latest_version
 from .transcoder import TRANSCODER_TOPIC
 from .turn_batch import load_turns
+
+#: Forks whose first head a store remembers (`first_head`); a tuple of turn ids each.
+FIRST_HEADS_KEPT = 1024
 
 #: Guards the first opening of a store's SQLiteVersionLookup.
 _LOOKUP_LOCK = threading.Lock()
@@ -122,6 +126,7 @@ class ChronicleStore(Application[UUID]):
         super().__init__(env=settings)
         check_readable(self, encrypted="CIPHER_KEY" in settings)  # a wrong or missing key: one clear error now
         self.session_index = EventSourcedLog(self.events, SESSION_INDEX_ID, SessionLogged)
+        self._first_heads: LRUCache[UUID, tuple[UUID, ...]] = LRUCache(maxsize=FIRST_HEADS_KEPT)
         #: CHRONICLE_CHECK_EVENTS=1: every event is checked against the stored vocabulary before it is
         #: written, and a misfit is refused (runtime/stored_vocabulary.py). For development and the
         #: test suite: it encodes each event twice.
@@ -199,6 +204,7 @@ class ChronicleStore(Application[UUID]):
             try:
                 self.save(*events, logged)
                 self._keep(session)
+                self._first_heads.put(session.id, tuple(session.head))
                 return
             except IntegrityError:
                 if self._already_taken(events):
@@ -208,18 +214,33 @@ class ChronicleStore(Application[UUID]):
                 time.sleep(random.uniform(0, min(0.05, 0.002 * (attempt + 1))))
         raise RuntimeError(f"could not index new session {session.id}: the session index kept changing")
 
-    def update_session(self, session_id: UUID, command: Callable[[Session], object], *others: Any, attempts: int = 20) -> Session:
+    def update_session(
+        self, session_id: UUID, command: Callable[[Session], object], *others: Any, attempts: int = 20, held: Session | None = None,
+    ) -> Session:
         """Apply ``command(session)`` to a fresh copy of the session and save it with ``others``.
 
         Other processes write to a busy session too (queued inputs, steering, cancel requests),
         so a copy held across a turn is stale: saving it would conflict. The pending events of
         ``others`` are collected once and saved with the session in one transaction; on a
         version conflict the command is applied again to a fresh copy.
+
+        ``held``: a copy the caller read and now gives up (it is changed and must not be used
+        after). The first attempt applies the command to it instead of reading the session
+        again: the store's version check refuses it if anything was written since, and the
+        retry reads afresh as before. Nothing changed is the usual case, and it saves a query
+        (a round trip on PostgreSQL) at each end of every turn.
         """
         events = [e for aggregate in others for e in aggregate.collect_events()]
-        for _ in range(attempts):
-            session = self.session(session_id)
-            command(session)
+        for attempt in range(attempts):
+            if attempt == 0 and held is not None and held.id == session_id and not held.pending_events:
+                session = held
+                try:
+                    command(session)
+                except DomainError:
+                    continue  # perhaps only because the copy is out of date: ask the fresh one
+            else:
+                session = self.session(session_id)
+                command(session)
             try:
                 self.save(session, *events)
                 return session
@@ -381,6 +402,18 @@ class ChronicleStore(Application[UUID]):
         if not isinstance(aggregate, cls):
             raise NotFound(f"{aggregate_id} is a {type(aggregate).__name__}, not a {cls.__name__}")
         return aggregate
+
+    def first_head(self, session_id: UUID) -> tuple[UUID, ...]:
+        """The turns the session started with: a fork's inherited ones (its first version's head),
+        none for any other session. A first version never changes, so it is read once per store
+        (or not at all for a session this store created): the loop numbers every turn of a fork
+        by it, which was a query per turn."""
+        try:
+            return self._first_heads.get(session_id)
+        except KeyError:
+            head = tuple(self.session(session_id, version=1).head)
+            self._first_heads.put(session_id, head)
+            return head
 
     def _first(self, aggregate_id: UUID) -> Any:
         """An aggregate as its first event made it (a fork's inherited turns are its session's first

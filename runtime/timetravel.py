@@ -115,7 +115,7 @@ def turn_end_version(store: ChronicleStore, session: Session, own_number: int, s
 
 def inherited_turns(store: ChronicleStore, session: Session) -> list[UUID]:
     """The turns a fork started with (its parent's, by reference); none for other sessions."""
-    return list(store.session(session.id, version=1).head) if session.forked_from else []
+    return list(store.first_head(session.id)) if session.forked_from else []
 
 
 def _nth_event(store: ChronicleStore, session_id: UUID, topic_suffix: str, n: int) -> tuple[int, Any] | None:

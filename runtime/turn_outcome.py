@@ -45,7 +45,7 @@ def finish(io: LoopIO, session: Session, turn: Turn, status: str, reason: str | 
 
     A version conflict on the session alone (an input submitted meanwhile) is retried on a
     fresh copy by update_session; a conflict on the turn means someone else advanced it, and
-    is raised.
+    is raised. The caller's `session` is handed over (update_session's `held`): it is changed.
     """
     now = io.clock.now()
     if status == "completed":
@@ -56,7 +56,7 @@ def finish(io: LoopIO, session: Session, turn: Turn, status: str, reason: str | 
         turn.stop((error or {}).get("guard", "guard"), reason or "stopped by a guard", now)
     else:
         turn.fail(reason or "failed", now, error=error)
-    io.store.update_session(session.id, lambda s: s.end_turn(turn.id, now), turn)
+    io.store.update_session(session.id, lambda s: s.end_turn(turn.id, now), turn, held=session)
     return TurnOutcome(session.id, turn.id, turn.status, text=turn.final_text or "", reason=reason)
 
 

@@ -41,3 +41,24 @@ def test_history_and_fork_at_a_turn_of_a_fork_count_the_inherited_turns_first(db
     grandchild = fork(h.store, child.id, 1)
     assert said(as_of_turn(h.store, grandchild.id, 1)) == ["first", "one"]
     assert grandchild.forked_from == {"session_id": str(child.id), "turn": 1, "actor": process_actor()}
+
+
+def test_a_fork_continued_by_another_process_numbers_its_turns_on(db_url, workspace, tmp_path):
+    """The store that made the fork knows what it inherited without asking; another process
+    (a new store) reads it once from the fork's first version: both number the same way."""
+    answers = [[response(text(word))] for word in ("one", "two", "three", "four")]
+    (tmp_path / "a").mkdir()
+    h = Harness(db_url, workspace, tmp_path / "a", answers)
+    h.run("first")
+    h.run("second")
+    child = fork(h.store, h.session_id, 2)
+    submit_input(h.store, child.id, "third")
+    assert asyncio.run(h.loop.run_next(child.id)).status == "completed"
+    (tmp_path / "b").mkdir()
+    other = Harness(db_url, workspace, tmp_path / "b", answers)
+    submit_input(other.store, child.id, "fourth")
+    assert asyncio.run(other.loop.run_next(child.id)).status == "completed"
+    assert [t.number for t in other.store.head_turns(other.store.session(child.id))] == [1, 2, 3, 4]
+    assert other.store.first_head(child.id) == h.store.first_head(child.id) == tuple(h.store.session(h.session_id).head)
+    assert said(as_of_turn(other.store, child.id, 4))[-2:] == ["fourth", "four"]
+    assert other.store.first_head(h.session_id) == ()
