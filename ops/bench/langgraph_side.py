@@ -117,6 +117,30 @@ def saver(backend: str, where: Path | None = None, pg_url: str | None = None) ->
             yield s
 
 
+@contextmanager
+def cold_saver(backend: str, where: Path | None = None, pg_url: str | None = None) -> Iterator[Any]:
+    """A saver on a new connection to tables that already exist, as a new LangGraph process
+    opens one: no `setup()`, whose statements would touch the checkpoint tables before the
+    timed read (SQLite's saver runs its own set-up on first use, inside what is timed)."""
+    if backend == "sqlite":
+        import sqlite3
+
+        from langgraph.checkpoint.sqlite import SqliteSaver
+
+        assert where is not None
+        conn = sqlite3.connect(str(where / "langgraph.db"), check_same_thread=False)
+        try:
+            yield SqliteSaver(conn)
+        finally:
+            conn.close()
+    else:
+        from langgraph.checkpoint.postgres import PostgresSaver
+
+        assert pg_url is not None
+        with PostgresSaver.from_conn_string(pg_url) as s:
+            yield s
+
+
 def pg_url_for(base: str, schema: str) -> str:
     return f"{base}?options=-csearch_path%3D{schema}"
 

@@ -36,9 +36,11 @@ class Slot:
     def chronicle_store(self) -> Any:
         return cs.store_for(self.backend, self.dir, self.ctx.pg, self.schema)
 
-    def lg_saver(self) -> Any:
+    def lg_saver(self, cold: bool = False) -> Any:
+        """`cold`: a new connection to the saver's existing tables (lg.cold_saver), for reads timed
+        the way Chronicle's are on a store just opened."""
         url = lg.pg_url_for(self.ctx.pg.base, self.schema) if self.schema else None
-        return lg.saver(self.backend, self.dir, url)
+        return (lg.cold_saver if cold else lg.saver)(self.backend, self.dir, url)
 
     def bytes(self, system: str) -> tuple[int, int]:
         if self.backend == "sqlite":

@@ -3,8 +3,10 @@
 Workload: a session of S LLM steps made of S/2 turns, each one tool step plus the final answer
 (Chronicle's `history --at TURN` and `fork --at TURN` address turns), run through the real
 loop (Chronicle) and one `invoke` per turn (LangGraph). Timed from a cold store (a new
-ChronicleStore per read, as each CLI command opens one); LangGraph reads a checkpoint id that
-was noted after each turn, which is the most favourable way to address its past.
+ChronicleStore per read, as each CLI command opens one) and on one open store; LangGraph on its
+open saver and on a saver just opened (a new connection, as a new process has: the like of
+Chronicle's cold store). LangGraph reads a checkpoint id that was noted after each turn, which
+is the most favourable way to address its past.
 
 - as of turn: Chronicle `wire_at_turn` (what `history --at` prints: the history projection's wire
   rows up to the cut's log position, as dicts; `cut_at_turn` + `wire_at` when that path cannot
@@ -210,6 +212,22 @@ def langgraph_runs(ctx: Context, backend: str, steps: int, delta: bool) -> dict[
                 fork_config = {**mid, "recursion_limit": 20}
                 times.append(_ms(lambda: graph.invoke({"messages": [("user", lg.PROMPT)]}, fork_config))[0])
             out["fork"] = median(times)
+        # The same reads and fork on a saver just opened (a new connection, the graph built before the
+        # clock starts), as Chronicle's cold columns are timed on a store just opened.
+        for label, number in (("early", 1), ("middle", turns // 2), ("late", turns)):
+            times = []
+            for _ in range(READS):
+                with slot.lg_saver(cold=True) as cold:
+                    reader = lg.build_graph(1, delta, cold)
+                    times.append(_ms(lambda: reader.get_state(ends[number - 1]))[0])
+            out[f"{label}_cold"] = median(times)
+        times = []
+        for _ in range(3):
+            with slot.lg_saver(cold=True) as cold:
+                forker = lg.build_graph(1, delta, cold)
+                fork_config = {**ends[turns // 2 - 1], "recursion_limit": 20}
+                times.append(_ms(lambda: forker.invoke({"messages": [("user", lg.PROMPT)]}, fork_config))[0])
+        out["fork_cold"] = median(times)
         return out
     finally:
         slot.drop()
@@ -250,14 +268,19 @@ def run(ctx: Context, log: Callable[[str], None]) -> list[Section]:
                     r = langgraph_runs(ctx, backend, steps, delta=system == "lg_delta")
                     t = langgraph_in_turn(ctx, backend, steps, delta=system == "lg_delta")
                 data[f"{backend}/{system}/{steps}"] = {"turns": r, "in_turn": t}
-                warm = [r.get(f"{k}_warm", r[k]) for k in ("early", "middle", "late")]  # LangGraph reads warm throughout
-                rows.append([backend, steps, r["turns"], LABEL[system], r["early"], r["middle"], r["late"], *warm,
-                             r["late_messages"], r["history"], r["states"], r["fork"], r.get("fork_warm", r["fork"])])
+                # Chronicle's plain keys are its cold reads, `_warm` its open store's; LangGraph's plain keys are its
+                # open saver's and `_cold` a saver just opened: each goes in the column group it was timed for.
+                cold = [r.get(f"{k}_cold", r[k]) for k in ("early", "middle", "late")]
+                warm = [r.get(f"{k}_warm", r[k]) for k in ("early", "middle", "late")]
+                rows.append([backend, steps, r["turns"], LABEL[system], *cold, *warm,
+                             r["late_messages"], r["history"], r["states"], r.get("fork_cold", r["fork"]), r.get("fork_warm", r["fork"])])
                 state = [t.get(f"{k}_{read}", "—") for read in ("step", "state") for k in ("early", "middle", "late")]
                 warm_in = [t.get(f"{k}_{read}", "—") for read in ("warm", "step_warm") for k in ("early", "middle", "late")]
                 inturn_rows.append([backend, steps, LABEL[system], t["early"], t["middle"], t["late"], *state, *warm_in])
                 typed = f" (typed {r['early_typed']:.1f}/{r['middle_typed']:.1f}/{r['late_typed']:.1f})" if "early_typed" in r else ""
                 hot = f" (open store {r['early_warm']:.1f}/{r['middle_warm']:.1f}/{r['late_warm']:.1f})" if "early_warm" in r else ""
+                hot += (f" (saver just opened {r['early_cold']:.1f}/{r['middle_cold']:.1f}/{r['late_cold']:.1f}, "
+                        f"fork+step {r['fork_cold']:.1f})" if "fork_cold" in r else "")
                 log(f"  {backend} {system} {steps}: as of turn {r['early']:.1f}/{r['middle']:.1f}/{r['late']:.1f} ms{hot}{typed}, "
                     f"history {r['history']:.0f} ms ({r['states']} states), fork+step {r['fork']:.1f} ms"
                     + (f" (open store {r['fork_warm']:.1f})" if "fork_warm" in r else "") + "; "
@@ -270,7 +293,9 @@ def run(ctx: Context, log: Callable[[str], None]) -> list[Section]:
            f"LangGraph (both savers) is run up to {LG_MAX_STEPS} steps only: the default saver stores the whole message "
            "list at every checkpoint, and listing DeltaChannel's history took 4.5 s for 500 states already. History = listing every state: Chronicle's `log` entries, LangGraph's `get_state_history`.")
     s.note("Open store: Chronicle's same reads on one store kept open (a program using the library, or the server, "
-           "reads this way), after one untimed read; LangGraph's reads are on its open saver in both column groups.")
+           "reads this way), after one untimed read; LangGraph's on its open saver. The other read and fork columns: "
+           "Chronicle on a store just opened, LangGraph on a saver just opened (a new connection to its existing "
+           "tables, the graph built before the clock starts). History of states: LangGraph on its open saver.")
     s.table(["backend", "steps", "turns", "system", "as of turn 1", "as of middle turn", "as of last turn",
              "turn 1 (open store)", "middle (open store)", "last (open store)", "messages at last turn", "history of states", "states listed", "fork at middle + one step",
              "fork + step (open store)"], rows)

@@ -84,6 +84,9 @@ def judge(data: dict[str, dict[str, Any]]) -> list[list[Any]]:
         j.row(f"same at 200 steps ≤ LangGraph's `get_state`, {name} (open store)",
               lambda b=backend: _not_above([j.travel(b, "chronicle", 200)["turns"][f"{r}_warm"] for r in READS],
                                            [j.travel(b, "lg_default", 200)["turns"][r] for r in READS]))
+        j.row(f"same at 200 steps ≤ LangGraph's `get_state`, {name} (cold: each on a store or saver just opened)",
+              lambda b=backend: _not_above([j.travel(b, "chronicle", 200)["turns"][r] for r in READS],
+                                           [j.travel(b, "lg_default", 200)["turns"][f"{r}_cold"] for r in READS]))
         for suffix, label in (("", "cold"), ("_warm", "open store")):
             j.row(f"inside one long turn, middle of 1,000 steps, {name} ({label}) < 5 ms",
                   lambda b=backend, x=suffix: _under([j.travel(b, "chronicle", 1000)["in_turn"][f"middle{x}"]], 5))
@@ -91,6 +94,10 @@ def judge(data: dict[str, dict[str, Any]]) -> list[list[Any]]:
             j.row(f"fork at the middle + one step, 50 / 200 steps, {name} ({label}) ≤ LangGraph",
                   lambda b=backend, x=suffix: _not_above([j.travel(b, "chronicle", s)["turns"][f"fork{x}"] for s in (50, 200)],
                                                          [j.travel(b, "lg_default", s)["turns"]["fork"] for s in (50, 200)]))
+        # The row above holds a store just opened to LangGraph's open saver; this one holds it to a saver just opened.
+        j.row(f"fork at the middle + one step, 50 / 200 steps, {name} (cold) ≤ LangGraph on a saver just opened",
+              lambda b=backend: _not_above([j.travel(b, "chronicle", s)["turns"]["fork"] for s in (50, 200)],
+                                           [j.travel(b, "lg_default", s)["turns"]["fork_cold"] for s in (50, 200)]))
 
     def resume() -> tuple[str, bool]:
         largest = {row[0]: row for row in data["resume"]["rows"] if row[1] >= 100_000}
