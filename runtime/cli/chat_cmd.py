@@ -212,7 +212,7 @@ def chat(
         with cli_errors():
             Conversation.check_new(options)  # a bad flag on a first run leaves no empty store behind
     with store_command(db) as store:
-        console = Console(highlight=False)
+        console = Console(highlight=False, emoji=False)
         holder: dict[str, Chat] = {}
 
         async def approve(call: Any) -> str | None:

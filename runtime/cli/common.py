@@ -23,9 +23,10 @@ from .render import printable
 if TYPE_CHECKING:  # imported where a store is opened: it imports the domain, which `sessions` may not need
     from chronicle.runtime.store import ChronicleStore
 
-# soft_wrap: an error is one line on stderr, however narrow the terminal or pipe.
-err_console = Console(stderr=True, highlight=False, soft_wrap=True)
-out_console = Console(highlight=False)
+# soft_wrap: an error is one line on stderr, however narrow the terminal or pipe. emoji=False: a
+# ":smile:" in a message or a tool's output is shown as written, not as the emoji rich would put there.
+err_console = Console(stderr=True, highlight=False, soft_wrap=True, emoji=False)
+out_console = Console(highlight=False, emoji=False)
 
 DbOption = Annotated[
     Optional[str],

@@ -66,7 +66,7 @@ class HumanRenderer:
     """
 
     def __init__(self, console: Console | None = None, show_thinking: bool = False) -> None:
-        self.console = console or Console(highlight=False)
+        self.console = console or Console(highlight=False, emoji=False)
         self.show_thinking = show_thinking
         self._in_text = False
         self._children: dict[str, str] = {}

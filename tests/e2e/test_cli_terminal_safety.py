@@ -38,3 +38,19 @@ def test_approve_lists_the_whole_input_of_what_it_approves(sqlite_url, workspace
     assert approved.returncode == 0, approved.stderr
     assert "touch PAYLOAD" in approved.stdout
     assert "harmless " * 20 in approved.stdout.replace("\n", "")
+
+
+def test_text_that_spells_an_emoji_code_is_shown_as_written(sqlite_url, workspace, tmp_path):
+    """rich replaces ":smile:" with 😄 unless told not to: a transcript would show what nobody wrote."""
+    said = "ship it :thumbs_up: then :smile:"
+    script = write_script(tmp_path / "s.json", [response(text(said), tool_use("t1", "bash", command="echo :fire:")),
+                                                 response(text("done :rocket:"))])
+    run = cli("run", "go :tada:", "--provider", f"scripted:{script}", "--workspace", str(workspace), "--yes", db=sqlite_url)
+    assert run.returncode == 0, run.stderr
+    assert said in run.stdout and ":rocket:" in run.stdout
+    sid = SESSION.search(run.stderr + run.stdout).group(0)
+    shown = cli("history", sid, db=sqlite_url, env={"COLUMNS": "400"}).stdout
+    assert said in shown and "go :tada:" in shown and ":fire:" in shown
+    for command in (("run", "go :tada:"), ("history", sid), ("log", sid), ("audit",)):
+        out = run.stdout if command[0] == "run" else cli(*command, db=sqlite_url, env={"COLUMNS": "400"}).stdout
+        assert not {"👍", "😄", "🚀", "🎉", "🔥"} & set(out), command
