@@ -8,9 +8,11 @@ bodies apply the change unconditionally, so a later rule change never breaks old
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
 
-from transitions import Machine
+if TYPE_CHECKING:
+    from transitions import Machine
 
 from .errors import IllegalTransition
 
@@ -29,13 +31,19 @@ class Lifecycle:
         self.initial = initial
         self.edges = edges
         self.terminal = frozenset(terminal)
-        self.machine = Machine(
+
+    @cached_property
+    def machine(self) -> "Machine":
+        """Built when a command first asks it: reading the past (`log`, `history`, a projection)
+        replays events, which apply their change unconditionally and never consult it, so a
+        read-only command neither imports `transitions` nor builds the four tables."""
+        from transitions import Machine
+
+        return Machine(
             model=None,
-            states=states,
-            initial=initial,
-            transitions=[
-                {"trigger": e.trigger, "source": list(e.sources), "dest": e.dest} for e in edges
-            ],
+            states=self.states,
+            initial=self.initial,
+            transitions=self.definition()["transitions"],
             auto_transitions=False,
         )
 

@@ -187,11 +187,13 @@ def test_opening_a_plain_store_on_either_backend_skips_settings_and_cipher_impor
 #: its content models and AgentSpec in the methods that build them), pydantic's plugin registry
 #: (importlib.metadata, read when a first model is built), the read models with every projection
 #: and the price table; nor pydantic-core for a short log (runtime/transcoder.py, runtime/jsonable.py).
+#: Nor `transitions`: replayed events apply their change without asking a lifecycle (domain/lifecycle.py).
 LOG_HEAVY = ("pydantic", "pydantic_core", "annotated_types", "importlib.metadata", "chronicle.domain.content", "chronicle.domain.agent_spec",
-             "chronicle.domain.skill", "chronicle.runtime.read_models", "chronicle.runtime.pricing", "chronicle.projections.history")
+             "chronicle.domain.skill", "chronicle.runtime.read_models", "chronicle.runtime.pricing", "chronicle.projections.history",
+             "transitions")
 #: `history` of the present builds its messages from events: time travel (the tools, asyncio) is for --at/--version,
 #: and recorded blocks already in wire form are shown without the content models (domain/context_wire.py).
-HISTORY_HEAVY = ("pydantic", "annotated_types", "chronicle.domain.content",
+HISTORY_HEAVY = ("pydantic", "annotated_types", "chronicle.domain.content", "transitions",
                  "asyncio", "chronicle.runtime.tools", "chronicle.runtime.timetravel", "chronicle.runtime.past_context",
                  "chronicle.runtime.past_wire", "chronicle.runtime.read_models")
 
