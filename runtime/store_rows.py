@@ -39,14 +39,20 @@ def sqlite_rows(store: Any, sql: str, params: list[Any]) -> list[Any]:
         return list(cursor.fetchall())
 
 
-def _pg_rows(recorder: Any, template: str, params: tuple[Any, ...]) -> list[Any]:
-    """One statement on a pooled PostgreSQL connection; `{table}` is the recorder's table, schema-qualified."""
+def _pg_rows(recorder: Any, template: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+    """One statement on a pooled PostgreSQL connection; `{table}` is the recorder's table, schema-qualified.
+
+    Rows come back as tuples: eventsourcing's connections make a dict of every row (a Python call
+    per row, most of a batched turn read's row handling on PostgreSQL), and every caller here wants
+    the columns in the order it selected them."""
     from psycopg import sql as pgsql
+    from psycopg.rows import tuple_row
 
     table = pgsql.SQL("{}.{}").format(pgsql.Identifier(recorder.datastore.schema or "public"), pgsql.Identifier(recorder.events_table_name))
     with recorder.datastore.cursor() as cursor:
+        cursor.row_factory = tuple_row
         cursor.execute(pgsql.SQL(template).format(table=table), params)
-        return list(cursor.fetchall())
+        return cursor.fetchall()
 
 
 def event_rows(
@@ -84,7 +90,7 @@ def event_rows(
         + extra.format(mark="%s") + (" ORDER BY originator_version" if by_version else " ORDER BY notification_id") + page,
         (ids, *params),
     )
-    return [(r["notification_id"], r["originator_id"], r["originator_version"], r["topic"], r["state"]) for r in rows]
+    return rows
 
 
 def snapshot_rows(store: Any, ids: list[UUID]) -> list[tuple[Any, ...]]:
@@ -97,7 +103,7 @@ def snapshot_rows(store: Any, ids: list[UUID]) -> list[tuple[Any, ...]]:
         return [tuple(r) for r in sqlite_rows(store, sql, [i.hex for i in ids])]
     rows = _pg_rows(recorder, "SELECT originator_id, originator_version, topic, state FROM {table} WHERE originator_id = ANY(%s) "
                               "ORDER BY originator_id, originator_version", (ids,))
-    return [(r["originator_id"], r["originator_version"], r["topic"], r["state"]) for r in rows]
+    return rows
 
 
 def latest_version(store: Any, originator_id: UUID, position: int | None = None) -> int:
@@ -111,7 +117,7 @@ def latest_version(store: Any, originator_id: UUID, position: int | None = None)
     bound, pg_params = ("", ()) if position is None else (" AND notification_id <= %s", (position,))
     rows = _pg_rows(store.recorder, "SELECT MAX(originator_version) AS v FROM {table} WHERE originator_id = %s" + bound,
                     (originator_id, *pg_params))
-    return int(rows[0]["v"] or 0) if rows else 0
+    return int(rows[0][0] or 0) if rows else 0
 
 
 class SQLiteVersionLookup:
