@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from hashlib import sha1
+from typing import Any
 from uuid import NAMESPACE_URL, UUID, SafeUUID
 
 _new_uuid = UUID.__new__
@@ -35,6 +36,15 @@ def turn_id(session_id: UUID, input_id: str) -> UUID:
 
 def tool_call_id(turn_id_: UUID, step: int, tool_use_id: str) -> UUID:
     return uuid5(turn_id_, f"tool/{step}/{tool_use_id}")
+
+
+def tool_call_ids(turn_id_: UUID, steps: list[dict[str, Any]]) -> list[UUID]:
+    """The ids of the tool calls a turn's recorded responses asked for, in order: derived from
+    the turn alone, so listing a session's aggregates reads no tool call."""
+    return [
+        tool_call_id(turn_id_, step["step"], block["id"])
+        for step in steps for block in step["response"].get("content", []) if block.get("type") == "tool_use"
+    ]
 
 
 def child_session_id(parent_tool_call_id: UUID, index: int) -> UUID:

@@ -48,3 +48,28 @@ def test_a_damaged_turn_fails_as_a_single_read_does_and_the_others_still_load(sq
     with pytest.raises(UnreadableEvent, match="event 2"):
         load_turns(cold, [good, bad])
     assert load_turns(cold, [good])[good].status == "completed"
+
+
+def test_a_sessions_aggregates_are_named_from_its_turns_read_together(db_url, workspace, tmp_path, monkeypatch):
+    """`log`, `verify`, `export` list a session's aggregates: its turns in one batch, each tool
+    call's id derived from its turn, none read alone (that was a query per turn and per call)."""
+    from tests.helpers import response, text, tool_use
+
+    from .loop_harness import Harness
+
+    h = Harness(db_url, workspace, tmp_path, [
+        [response(tool_use("t1", "read_file", path="hello.txt"), tool_use("t2", "list_dir", path=".")), response(text("read"))],
+        [response(tool_use("t3", "list_dir", path=".")), response(text("listed"))],
+    ])
+    h.run("first")
+    h.run("second")
+    session = h.store.session(h.session_id)
+    named_before = [session.id]  # what aggregate_ids_of named when it read every turn and call alone
+    for turn_id in session.turns:
+        named_before += [turn_id, *(call.id for call in h.store.tool_calls_of(h.store.turn(turn_id)))]
+    assert len(named_before) == 1 + 2 + 3
+
+    cold = ChronicleStore(db_url)
+    monkeypatch.setattr(cold, "turn", lambda *_: pytest.fail("a turn was read alone"))
+    monkeypatch.setattr(cold, "find_tool_call", lambda *_: pytest.fail("a tool call was read to learn its id"))
+    assert cold.aggregate_ids_of(cold.session(h.session_id)) == named_before
