@@ -78,7 +78,7 @@ def sessions(
         shown = [
             {
                 "session": short[row["session_id"]], "agent": f"{'  ' * (depth - 1)}↳ {row['agent']}" if depth else row["agent"],
-                "status": "archived" if row["archived"] else row["status"], "turns": row["turns"], "USD": "" if row["cost"] is None else f"{row['cost']:.4f}",
+                "status": "archived" if row["archived"] else row["status"], "turns": row["turns"], "USD": "?" if row["cost"] is None else f"{row['cost']:.4f}",
                 "created": row["created_at"][:19].replace("T", " "), "title": escape(row["title"] or ""),
             }
             for row, depth in tree_order(rows)

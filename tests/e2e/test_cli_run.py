@@ -41,6 +41,9 @@ def test_a_multi_step_run_records_every_tool_transition_and_a_consistent_history
     sessions = json_lines(cli("sessions", "--json", db=db_url).stdout)
     assert [s["session_id"] for s in sessions] == [session_id]
     assert sessions[0]["status"] == "idle" and sessions[0]["turns"] == 1
+    assert sessions[0]["cost"] is None  # the scripted model has no price
+    header, row = cli("sessions", db=db_url, env={"COLUMNS": "120"}).stdout.splitlines()
+    assert row.split()[4] == "?"  # an unknown cost reads as `cost` shows it, not as a blank column
 
 
 def test_bash_without_yes_pauses_the_turn_with_exit_3(sqlite_url, workspace, tmp_path):
