@@ -113,7 +113,13 @@ def log(store: ChronicleStore, ref: str | UUID, tree: bool = False) -> list[dict
 class LogTail:
     """The log read in steps: `read()` returns the entries committed since the previous call
     (`log --follow` polls it). The aggregates' states are kept between calls, so each step reads
-    only the new events, not the session again."""
+    only the new events, not the session again.
+
+    A session's tool calls are named by its turns (a call's id is derived from its turn, step
+    and tool_use id), so a step reads the sessions' and turns' events first, replays them, then
+    reads the events of every call those turns name, and returns both in log order: each event
+    is read and decoded once. Both reads stop at the log's head as it was when the step began,
+    so a call committed meanwhile is not returned before the turn event that names it."""
 
     def __init__(self, store: ChronicleStore, ref: str | UUID, tree: bool = False) -> None:
         self.store, self.tree = store, tree
@@ -121,35 +127,52 @@ class LogTail:
         self.states: dict[UUID, Any] = {}
         self.after: int | None = None
 
-    def _owners(self) -> dict[UUID, dict[str, Any]]:
+    def _members(self) -> list[tuple[Session, dict[str, Any]]]:
+        """The session (with `tree`, and its sub-agents'), each with the owner its entries name."""
         session = self.store.session(self.session_id)
-        owners: dict[UUID, dict[str, Any]] = {}
         nodes = [(session, 0)]
         if self.tree:
             from ..agents.tree import walk
 
             nodes = [(node.session, node.depth) for node in walk(self.store, session)]
-        for member, depth in nodes:
-            owner = {"session_id": str(member.id), "agent": member.agent_name, "depth": depth}
-            owners.update({aid: owner for aid in self.store.aggregate_ids_of(member)})
-        return owners
+        return [(member, {"session_id": str(member.id), "agent": member.agent_name, "depth": depth}) for member, depth in nodes]
 
     def read(self) -> list[dict[str, Any]]:
-        owners = self._owners()
-        entries = []
-        since = None if self.after is None else (self.after + 1, 2**62)  # only what was committed since the last look
+        from chronicle.domain.ids import tool_call_ids
+
+        head = self.store.max_position()
+        if self.after is not None and head <= self.after:
+            return []
+        members = self._members()
+        bounds = (0 if self.after is None else self.after + 1, head)  # only what was committed since the last look
+        owners: dict[UUID, dict[str, Any]] = {}
+        for member, owner in members:
+            owners.update(dict.fromkeys([member.id, *member.turns], owner))
+        entries: list[dict[str, Any]] = []
         from_turn: list[tuple[dict[str, Any], ToolCall]] = []
-        for position, event in self.store.events_with_positions(owners, positions=since):
-            aggregate = event.mutate(self.states.get(event.originator_id))
-            self.states[event.originator_id] = aggregate
-            entries.append(self._entry(position, event, aggregate, owners, from_turn))
-            self.after = position
+        self._replay(owners, bounds, entries, from_turn)
+        calls: dict[UUID, dict[str, Any]] = {}
+        for member, owner in members:
+            for turn_id in member.turns:
+                turn = self.states.get(turn_id)
+                if isinstance(turn, Turn):
+                    calls.update(dict.fromkeys(tool_call_ids(turn_id, turn.steps), owner))
+        self._replay(calls, bounds, entries, from_turn)
+        entries.sort(key=lambda entry: entry["position"])
+        self.after = head
         # A completed call's output is stored by its turn, in the same commit: filled in once read.
         for data, call in from_turn:
             turn = self.states.get(call.turn_id)
             if isinstance(turn, Turn):
                 data["output"] = turn.output_for(call.step, call.tool_use_id)
         return entries
+
+    def _replay(self, owners: dict[UUID, dict[str, Any]], bounds: tuple[int, int], entries: list[dict[str, Any]],
+                from_turn: list[tuple[dict[str, Any], ToolCall]]) -> None:
+        for position, event in self.store.events_with_positions(owners, positions=bounds):
+            aggregate = event.mutate(self.states.get(event.originator_id))
+            self.states[event.originator_id] = aggregate
+            entries.append(self._entry(position, event, aggregate, owners, from_turn))
 
     def _entry(self, position: int, event: Any, aggregate: Any, owners: dict[UUID, dict[str, Any]],
                from_turn: list[tuple[dict[str, Any], ToolCall]]) -> dict[str, Any]:
