@@ -51,8 +51,9 @@ class FittedTable:
 
     The widths are decided here, so each line is put together directly: a rich `Table` measured
     and rendered every cell through its layout engine again, ≈ 18 ms of `log`'s ≈ 150 on a
-    50-event session. Cells are read as rich reads a table's strings (markup and emoji codes, no
-    highlighting); `tests/unit/test_tables.py` requires the same text as that `Table`."""
+    50-event session. Cells are read as rich reads a table's strings (markup, and emoji codes where
+    the console replaces them, no highlighting); `tests/unit/test_tables.py` requires the same
+    text as that `Table`."""
 
     def __init__(self, columns: list[Column], rows: list[list[str]], flex_max: int) -> None:
         self.columns, self.rows, self.flex_max = columns, rows, flex_max
@@ -86,12 +87,13 @@ class FittedTable:
 
 
 def _plain(text: str) -> str:
-    """Length as shown: markup such as [red]…[/] takes no room."""
-    if "[" not in text and ":" not in text:
-        return text  # no markup, no :emoji: code: parsing it (most cells) was most of a table's build time
+    """Length as shown: markup such as [red]…[/] takes no room, and an emoji code takes its own
+    (our consoles show ":smile:" as written: cli/common.py)."""
+    if "[" not in text:
+        return text  # no markup: parsing it (most cells) was most of a table's build time
     from rich.text import Text
 
-    return Text.from_markup(text).plain
+    return Text.from_markup(text, emoji=False).plain
 
 
 def unique_prefixes(ids: Iterable[str], minimum: int = 8) -> dict[str, str]:
