@@ -59,31 +59,66 @@ class FittedTable:
         self.columns, self.rows, self.flex_max = columns, rows, flex_max
 
     def __rich_console__(self, console: Any, options: Any) -> Iterable[Any]:
+        from rich.cells import cell_len
         from rich.text import Text
 
-        def cell(value: str) -> Text:
-            if "[" not in value and ":" not in value:
-                return Text(value)
+        # A cell with no markup (and no emoji code, where the console would replace one) is its own
+        # text: a row of only such cells is put together as one string, which is most rows of a
+        # long `log` (a Text per cell, aligned and appended, was most of drawing 5,000 rows).
+        colons_plain = getattr(console, "_emoji", True) is False
+
+        def cell(value: str) -> Text | str:
+            if "[" not in value and (colons_plain or ":" not in value):
+                return value
             return console.render_str(value, highlight=False)  # type: ignore[no-any-return]
 
-        header = [Text(c.name, style="bold") for c in self.columns]
+        def shown(value: Text | str) -> int:
+            return value.cell_len if isinstance(value, Text) else cell_len(value)
+
+        header: list[Text | str] = [Text(c.name, style="bold") for c in self.columns]
         body = [[cell(value) for value in row] for row in self.rows]
-        widths = [max(t.cell_len for t in [header[i], *(row[i] for row in body)]) for i in range(len(self.columns))]
+        widths = [max(shown(t) for t in [header[i], *(row[i] for row in body)]) for i in range(len(self.columns))]
         # The flexible column takes at most what the console has left (rich squeezes it the same way).
         room = options.max_width - sum(w for c, w in zip(self.columns, widths, strict=True) if not c.flex) - GAP * (len(widths) - 1)
         widths = [max(1, min(w, self.flex_max, room)) if c.flex else w for c, w in zip(self.columns, widths, strict=True)]
         for n, cells in enumerate((header, *body)):
+            if n and all(type(value) is str for value in cells):
+                yield Text((" " * GAP).join(_aligned(str(value), column.justify, width)
+                                            for column, value, width in zip(self.columns, cells, widths, strict=True)),
+                           no_wrap=True, overflow="ellipsis")
+                continue
             line = Text(no_wrap=True, overflow="ellipsis")
             gap = Text(" " * GAP, style="bold" if n == 0 else "")  # a header's padding is the header's style
-            for i, (column, text) in enumerate(zip(self.columns, cells, strict=True)):
+            for i, (column, value) in enumerate(zip(self.columns, cells, strict=True)):
                 if i:
                     line.append_text(gap)
+                text = value if isinstance(value, Text) else Text(value)
                 text.overflow = "ellipsis"
                 if column.justify != "left":
                     text.rstrip()  # as rich justifies a cell (rich.containers.Lines.justify)
                 text.align(column.justify, widths[i])  # type: ignore[arg-type]
                 line.append_text(text)
             yield line
+
+
+def _aligned(value: str, justify: str, width: int) -> str:
+    """What `Text(value)` becomes through `rstrip` (unless left-justified) and `align(justify,
+    width)` with the "…" overflow, as a string."""
+    from rich.cells import cell_len, set_cell_size
+
+    if justify != "left":
+        value = value.rstrip()
+    if cell_len(value) > width:
+        value = set_cell_size(value, width - 1) + "…"
+    excess = width - cell_len(value)
+    if excess <= 0:
+        return value
+    if justify == "right":
+        return " " * excess + value
+    if justify == "center":
+        left = excess // 2
+        return " " * left + value + " " * (excess - left)
+    return value + " " * excess
 
 
 def _plain(text: str) -> str:

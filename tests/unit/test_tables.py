@@ -136,3 +136,19 @@ def test_the_lines_drawn_are_what_a_rich_table_of_the_same_columns_shows():
             assert all(sum(len(text) for text, _ in line) <= width + 1 for line in drawn)  # + its newline
 
     check()
+
+
+def test_rows_of_plain_cells_drawn_as_one_string_each_are_what_the_rich_table_shows():
+    """A row with no markup in any cell is put together as one string (most rows of a long `log`):
+    wide characters, a right-justified cell with trailing spaces, a cut flexible cell, times."""
+    columns = [Column("pos", justify="right"), Column("time", optional=True), Column("kind"),
+               Column("USD", optional=True, justify="right"), Column("detail", flex=True)]
+    rows = [
+        {"pos": "7", "time": "12:05:49.123", "kind": "turn 日本", "USD": "0.01 ", "detail": "a long detail " * 8},
+        {"pos": "1234", "time": None, "kind": "tool_call", "USD": "", "detail": "日本語のテキスト " * 6},
+        {"pos": "12", "time": "00:00:00.000", "kind": "", "USD": "3", "detail": "short ⏎ :smile:"},
+    ]
+    for width in (40, 61, 80, 120, 200):
+        reference, fits = _as_rich_table(columns, rows, width)
+        assert fits
+        assert _styled_lines(fit_table(columns, rows, width), width) == _styled_lines(reference, width), width
