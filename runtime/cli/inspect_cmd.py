@@ -201,11 +201,26 @@ def history(
             return
         shown = queries.history(store, sid, at=at, version=version, step=step)  # wire dicts: every field a block's model has
         with paged(no_pager):
-            for message in shown:
-                colour = "green" if message["role"] == "user" else "cyan"
-                out_console.rule(f"[{colour}]{message['role']}[/]", align="left")
-                for block in message["content"]:
-                    out_console.print(render_block(SimpleNamespace(**block)), highlight=False)
+            out_console.print(transcript_lines(shown))
+
+
+def transcript_lines(messages: list[dict[str, Any]]) -> Any:
+    """Every message as a rule naming its role, then its blocks, printed in one call: a rule and a
+    print per message went through the console's whole machinery each time, most of `history` on
+    a long session. The same lines as those calls printed (tests/unit/test_history_text.py)."""
+    from rich.console import Group
+    from rich.rule import Rule
+
+    rules: dict[str, Any] = {}
+    items: list[Any] = []
+    for message in messages:
+        role = message["role"]
+        if role not in rules:
+            colour = "green" if role == "user" else "cyan"
+            rules[role] = Rule(out_console.render_str(f"[{colour}]{role}[/]", highlight=False), align="left")
+        items.append(rules[role])
+        items.extend(out_console.render_str(render_block(SimpleNamespace(**block)), highlight=False) for block in message["content"])
+    return Group(*items)
 
 
 def render_block(block: Any) -> str:

@@ -1,0 +1,46 @@
+"""`history` prints a transcript in one call (cli/inspect_cmd.transcript_lines): the same lines,
+styles included, as a rule and a print per message and block gave."""
+
+from __future__ import annotations
+
+import io
+from types import SimpleNamespace
+
+from rich.console import Console
+
+from chronicle.runtime.cli.inspect_cmd import render_block, transcript_lines
+
+MESSAGES = [
+    {"role": "user", "content": [{"type": "text", "text": "look at [red]this[/red] :smile: and 日本語 " * 4}]},
+    {"role": "assistant", "content": [
+        {"type": "thinking", "thinking": "hmm [/] \\[x]", "signature": "s"},
+        {"type": "text", "text": "I will read it"},
+        {"type": "tool_use", "id": "t1", "name": "read_file", "input": {"path": "a[b].txt"}},
+    ]},
+    {"role": "user", "content": [
+        {"type": "tool_result", "tool_use_id": "t1", "content": "line one\nline two ⏎", "is_error": False},
+        {"type": "tool_result", "tool_use_id": "t2", "content": "no such file", "is_error": True},
+    ]},
+    {"role": "assistant", "content": [{"type": "text", "text": "done"}]},
+    {"role": "user", "content": [{"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "AAAA"}}]},
+]
+
+
+def _console(width: int) -> Console:
+    return Console(width=width, file=io.StringIO(), record=True, force_terminal=True, color_system="truecolor",
+                   highlight=False, emoji=False)
+
+
+def test_one_print_of_the_transcript_shows_what_a_print_per_block_showed():
+    for width in (30, 80, 140):
+        before = _console(width)
+        for message in MESSAGES:
+            colour = "green" if message["role"] == "user" else "cyan"
+            before.rule(f"[{colour}]{message['role']}[/]", align="left")
+            for block in message["content"]:
+                before.print(render_block(SimpleNamespace(**block)), highlight=False)
+        after = _console(width)
+        after.print(transcript_lines(MESSAGES))
+        shown = after.export_text(styles=True, clear=False)
+        assert shown == before.export_text(styles=True), width
+        assert "日本語" in shown and ":smile:" in shown and "\x1b[" in shown  # styled, as a terminal shows it
