@@ -217,7 +217,8 @@ def transcript_lines(messages: list[dict[str, Any]]) -> Any:
         role = message["role"]
         if role not in rules:
             colour = "green" if role == "user" else "cyan"
-            rules[role] = Rule(out_console.render_str(f"[{colour}]{role}[/]", highlight=False), align="left")
+            title = out_console.render_str(f"[{colour}]{role}[/]", style="rule.text", highlight=False)  # as Rule renders a str
+            rules[role] = Rule(title, align="left")
         items.append(rules[role])
         items.extend(out_console.render_str(render_block(SimpleNamespace(**block)), highlight=False) for block in message["content"])
     return Group(*items)
