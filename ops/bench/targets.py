@@ -142,7 +142,8 @@ def section(data: dict[str, dict[str, Any]]) -> Section:
     counts = {status: sum(1 for row in rows if row[2] == status) for status in (MET, MISSED, NOT_MEASURED)}
     s.note(f"Computed from the numbers above (ops/bench/targets.py), not copied by hand: {counts[MET]} met, "
            f"{counts[MISSED]} missed, {counts[NOT_MEASURED]} not measured in this run. \"Cold\" reads open a new store "
-           "(a new process's connection); \"open store\" reads use one kept open, as LangGraph's saver is read in both.")
+           "(a new process's connection); \"open store\" reads use one kept open. LangGraph is read on its open saver, "
+           "except in the rows that say \"just opened\" or \"cold: each on a store or saver just opened\".")
     s.table(["target", "this run", "status"], rows)
     s.data = {"rows": rows, "counts": counts}
     return s
