@@ -225,10 +225,11 @@ class ChronicleStore(Application[UUID]):
         version conflict the command is applied again to a fresh copy.
 
         ``held``: a copy the caller read and now gives up (it is changed and must not be used
-        after). The first attempt applies the command to it instead of reading the session
-        again: the store's version check refuses it if anything was written since, and the
-        retry reads afresh as before. Nothing changed is the usual case, and it saves a query
-        (a round trip on PostgreSQL) at each end of every turn.
+        after; never the cached object `session(..., copy=False)` hands out). The first attempt
+        applies the command to it instead of reading the session again: the store's version
+        check refuses it if anything was written since, and the retry reads afresh as before.
+        Nothing changed is the usual case, and it saves a query (a round trip on PostgreSQL) at
+        each end of every turn.
         """
         events = [e for aggregate in others for e in aggregate.collect_events()]
         for attempt in range(attempts):
