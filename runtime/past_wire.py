@@ -156,8 +156,13 @@ def _timestamp(at: str) -> datetime:
     return datetime.fromisoformat(at.removesuffix("Z")).replace(tzinfo=timezone.utc)
 
 
-#: A message row recorded by the cut (at or before its position, or in its transaction), and sent.
-CUT_AND_SENT = "(m.position <= %s OR m.at <= %s) AND m.wire IS NOT NULL AND m.wire <> '[]'"
+def _sent_by(position: str, at: str) -> str:
+    """A message row recorded by a cut at `position`/`at` (at or before its position, or in its
+    transaction), and sent: with the bounds as parameters, or as the `cut` CTE's columns."""
+    return f"(m.position <= {position} OR m.at <= {at}) AND m.wire IS NOT NULL AND m.wire <> '[]'"
+
+
+CUT_AND_SENT = _sent_by("%s", "%s")
 
 #: The session's `number`-th turn end: its log position, time and turn.
 CUT = "SELECT position, at, turn_id FROM proj_history_turn_ends WHERE session_id = %s AND ordinal = %s"
@@ -174,7 +179,7 @@ _SHAPE_AND_MARKS = (
     "JOIN proj_history_marks k ON k.turn_id = b.turn_id "
     "WHERE b.session_id = %s AND b.position <= cut.position AND (k.position <= cut.position OR k.at <= cut.at) "
 )
-_SENT_BY_THE_CUT = "AND (m.position <= cut.position OR m.at <= cut.at) AND m.wire IS NOT NULL AND m.wire <> '[]'"
+_SENT_BY_THE_CUT = "AND " + _sent_by("cut.position", "cut.at")
 AS_OF_TURN = (
     f"WITH cut AS ({CUT}) {_SHAPE_AND_MARKS}"
     "UNION ALL SELECT 'p', CAST(NULL AS BIGINT), p.roles, p.wire, p.first_idx, p.end_idx FROM proj_history_spans p "
