@@ -8,7 +8,7 @@ while the table would not fit, and one flexible column takes what is left, cut w
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 GAP = 2
 FLEX_MIN = 16
@@ -59,7 +59,7 @@ class FittedTable:
         self.columns, self.rows, self.flex_max = columns, rows, flex_max
 
     def __rich_console__(self, console: Any, options: Any) -> Iterable[Any]:
-        from rich.cells import cell_len
+        from rich.cells import cell_len, set_cell_size
         from rich.text import Text
 
         # A cell with no markup (and no emoji code, where the console would replace one) is its own
@@ -83,7 +83,7 @@ class FittedTable:
         widths = [max(1, min(w, self.flex_max, room)) if c.flex else w for c, w in zip(self.columns, widths, strict=True)]
         for n, cells in enumerate((header, *body)):
             if n and all(type(value) is str for value in cells):
-                yield Text((" " * GAP).join(_aligned(str(value), column.justify, width)
+                yield Text((" " * GAP).join(_aligned(str(value), column.justify, width, cell_len, set_cell_size)
                                             for column, value, width in zip(self.columns, cells, widths, strict=True)),
                            no_wrap=True, overflow="ellipsis")
                 continue
@@ -101,11 +101,10 @@ class FittedTable:
             yield line
 
 
-def _aligned(value: str, justify: str, width: int) -> str:
+def _aligned(value: str, justify: str, width: int, cell_len: Callable[[str], int], set_cell_size: Callable[[str, int], str]) -> str:
     """What `Text(value)` becomes through `rstrip` (unless left-justified) and `align(justify,
-    width)` with the "…" overflow, as a string."""
-    from rich.cells import cell_len, set_cell_size
-
+    width)` with the "…" overflow, as a string. rich's cell functions are handed in: imported
+    here, they were an import statement per cell of a table of thousands of cells."""
     if justify != "left":
         value = value.rstrip()
     if cell_len(value) > width:
