@@ -17,7 +17,7 @@ from eventsourcing.persistence import PersistenceError
 from chronicle.domain.agent_spec import AgentSpec
 from chronicle.domain.content import Message
 from chronicle.domain.errors import DomainError
-from chronicle.domain.ids import tool_call_id
+from chronicle.domain.ids import tool_call_id, tool_call_ids
 from chronicle.domain.ids import turn_id as make_turn_id
 from chronicle.domain.session import Session
 from chronicle.domain.tool_call import ToolCall
@@ -404,7 +404,7 @@ class AgentLoop:
     async def _resolve_step(self, session: Session, turn: Turn) -> TurnOutcome | None:
         step = turn.open_step
         assert step is not None
-        ids = [tool_call_id(turn.id, step["step"], b["id"]) for b in step["response"]["content"] if b.get("type") == "tool_use"]
+        ids = tool_call_ids(turn.id, [step])
         opened, self._opened = self._opened, {}
         calls = [opened.get(cid) or self.store.tool_call(cid) for cid in ids]
         now = self.clock.now()

@@ -13,6 +13,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 from uuid import UUID
 
+from chronicle.domain.ids import tool_call_ids
 from chronicle.domain.session import Session
 from chronicle.domain.tool_call import ToolCall
 from chronicle.domain.turn import Turn
@@ -138,8 +139,6 @@ class LogTail:
         return [(member, {"session_id": str(member.id), "agent": member.agent_name, "depth": depth}) for member, depth in nodes]
 
     def read(self) -> list[dict[str, Any]]:
-        from chronicle.domain.ids import tool_call_ids
-
         head = self.store.max_position()
         if self.after is not None and head <= self.after:
             return []
