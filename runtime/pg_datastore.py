@@ -44,14 +44,13 @@ def defer_composite_types(datastore: Any) -> None:
 
 
 def logs_in_to_schema(datastore: Any) -> None:
-    """The pool's connections log in looking in the store's schema (libpq `options`): the read
-    models' SQL names no schema, and a `SET search_path` after each login was a round trip more
-    on every new connection, the first read of every command among them."""
-    from chronicle.projections.sql import search_path_option
+    """The pool's connections log in looking in the store's schema and planning each prepared
+    statement once (libpq `options`, `projections.sql.login_options`): the read models' SQL names no
+    schema, and a `SET` after each login was a round trip more on every new connection, the first
+    read of every command among them."""
+    from chronicle.projections.sql import login_options
 
-    option = search_path_option(datastore.schema or "public")
-    if option is not None:
-        datastore.pool.kwargs["options"] = option
+    datastore.pool.kwargs["options"] = login_options(datastore.schema or "public")
 
 
 def _not_yet() -> None:

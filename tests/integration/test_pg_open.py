@@ -119,6 +119,31 @@ def test_connections_log_in_looking_in_the_store_schema(pg_database, monkeypatch
     assert not [q for q in sent if "search_path" in q], sent
 
 
+def _assert_planned_once(store: ChronicleStore, session_id: UUID, times: int) -> None:
+    """A read-model statement run `times` times on one connection is prepared, and PostgreSQL
+    chose its kept generic plan each time rather than planning anew with the parameters."""
+    read = "SELECT COUNT(*) FROM proj_history_sessions WHERE session_id = %s"
+    with history_engine(store).db.statement() as tx:
+        for _ in range(times):
+            assert tx.value(read, (str(session_id),)) == 1
+        plans = tx.one("SELECT generic_plans, custom_plans FROM pg_prepared_statements WHERE statement = %s",
+                       (read.replace("%s", "$1"),))
+    assert plans is not None, "the read was not prepared: each execution was parsed and planned anew"
+    generic, custom = plans
+    assert custom == 0 and generic >= times, plans
+
+
+def test_a_read_model_statement_is_planned_once_per_connection(pg_database):
+    """PostgreSQL plans a prepared statement's first five executions with their parameters by
+    default: a time-travel read spent 0.5 ms planning for 0.15 ms of work on each of them, on every
+    pooled connection. Prepared at once and planned generically, it is planned once."""
+    url = fresh_pg_url(pg_database)
+    session_id = _store_with_a_session(url)
+    with closing(ChronicleStore(url)) as store:
+        projection_engine(store).catch_up()
+        _assert_planned_once(store, session_id, 4)
+
+
 def test_a_schema_name_that_needs_quoting_is_set_after_the_login(pg_database):
     """It was never set when the login could not set it: a read model's statement found the
     tables of `public` instead, or none."""
@@ -135,6 +160,7 @@ def test_a_schema_name_that_needs_quoting_is_set_after_the_login(pg_database):
         with engine.db.statement() as tx:
             assert tx.value("SELECT current_schema()") == schema
             assert tx.value("SELECT COUNT(*) FROM proj_history_sessions WHERE session_id = %s", (str(session_id),)) == 1
+        _assert_planned_once(store, session_id, 3)  # the login sets plans without the schema
         store.take_snapshot(session_id)  # the row type is looked up by its quoted, qualified name
         assert store.snapshots is not None and list(store.snapshots.get(session_id))
     listing = current_listing(url)
