@@ -168,12 +168,7 @@ class Tx:
         return f"{column} = ANY(%s)", [list(values)]
 
     def _read(self, sql: str, params: Sequence[Any]) -> None:
-        if self.db.backend == "sqlite":
-            self._send(self.reader, sql, params)
-            return
-        # Prepared at its first execution (psycopg waits for the fifth): with the pool's generic
-        # plans (`login_options`) a read's statement is then planned once per connection.
-        self.reader.execute(sql, tuple(escape_nul(p) for p in params), prepare=True)
+        self._send(self.reader, sql, params)
 
     def rows(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         self._read(sql, params)
@@ -279,14 +274,18 @@ def search_path_option(schema: str) -> str | None:
     return f"-c search_path={schema}" if _PLAIN_NAME.fullmatch(schema) else None
 
 
-#: A prepared statement is planned once per connection, not once per execution for its first five.
-#: PostgreSQL's default (`auto`) plans each of a prepared statement's first five executions with
-#: its parameters before it trusts a generic plan; a time-travel read's statement took 0.5 ms to
-#: plan and 0.15 ms to run, so a server's reads paid that on every connection, five times each.
-#: Every statement of the store looks rows up by key, by a key and a range under it, or in index
-#: order under a LIMIT, so the generic plan is the plan the parameters would choose; a bare range
-#: (`COUNT(*) … WHERE at > %s`) gets the index that a range scan uses either way.
+#: A statement a connection runs again is planned once there, not once per execution. psycopg
+#: prepares a statement only at its fifth execution, and PostgreSQL's default (`auto`) plans each
+#: of a prepared statement's first five executions with its parameters before it trusts a generic
+#: plan: a time-travel read's statement took 0.5 ms to plan for 0.15 ms of work, so a server's reads
+#: paid that about ten times per statement on every pooled connection. The store's connections
+#: prepare a statement at its second execution (`PREPARE_THRESHOLD`; a one-off read, as a CLI
+#: command makes, is not prepared and costs no extra round trip) and keep its generic plan. Every
+#: statement of the store looks rows up by key, by a key and a range under it, or in index order
+#: under a LIMIT, where the generic plan is the plan the parameters would choose; a bare range
+#: (`COUNT(*) … WHERE at > %s`) gets the index scan it got before.
 GENERIC_PLANS = "-c plan_cache_mode=force_generic_plan"
+PREPARE_THRESHOLD = 1
 
 
 def login_options(schema: str) -> str:

@@ -44,13 +44,15 @@ def defer_composite_types(datastore: Any) -> None:
 
 
 def logs_in_to_schema(datastore: Any) -> None:
-    """The pool's connections log in looking in the store's schema and planning each prepared
-    statement once (libpq `options`, `projections.sql.login_options`): the read models' SQL names no
+    """The pool's connections log in looking in the store's schema and keeping a prepared
+    statement's generic plan (libpq `options`, `projections.sql.login_options`), and prepare what
+    they run a second time (`projections.sql.PREPARE_THRESHOLD`): the read models' SQL names no
     schema, and a `SET` after each login was a round trip more on every new connection, the first
     read of every command among them."""
-    from chronicle.projections.sql import login_options
+    from chronicle.projections.sql import PREPARE_THRESHOLD, login_options
 
     datastore.pool.kwargs["options"] = login_options(datastore.schema or "public")
+    datastore.pool.kwargs["prepare_threshold"] = PREPARE_THRESHOLD
 
 
 def _not_yet() -> None:

@@ -120,8 +120,9 @@ def test_connections_log_in_looking_in_the_store_schema(pg_database, monkeypatch
 
 
 def _assert_planned_once(store: ChronicleStore, session_id: UUID, times: int) -> None:
-    """A read-model statement run `times` times on one connection is prepared, and PostgreSQL
-    chose its kept generic plan each time rather than planning anew with the parameters."""
+    """A read-model statement run `times` times on one connection is prepared from its second
+    run on, and PostgreSQL chose its kept generic plan each time rather than planning anew with
+    the parameters."""
     read = "SELECT COUNT(*) FROM proj_history_sessions WHERE session_id = %s"
     with history_engine(store).db.statement() as tx:
         for _ in range(times):
@@ -130,13 +131,13 @@ def _assert_planned_once(store: ChronicleStore, session_id: UUID, times: int) ->
                        (read.replace("%s", "$1"),))
     assert plans is not None, "the read was not prepared: each execution was parsed and planned anew"
     generic, custom = plans
-    assert custom == 0 and generic >= times, plans
+    assert custom == 0 and generic >= times - 1, plans
 
 
 def test_a_read_model_statement_is_planned_once_per_connection(pg_database):
-    """PostgreSQL plans a prepared statement's first five executions with their parameters by
-    default: a time-travel read spent 0.5 ms planning for 0.15 ms of work on each of them, on every
-    pooled connection. Prepared at once and planned generically, it is planned once."""
+    """psycopg prepares a statement at its fifth run and PostgreSQL plans a prepared statement's
+    first five executions with their parameters by default: a time-travel read spent 0.5 ms
+    planning for 0.15 ms of work about ten times, on every pooled connection."""
     url = fresh_pg_url(pg_database)
     session_id = _store_with_a_session(url)
     with closing(ChronicleStore(url)) as store:
