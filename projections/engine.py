@@ -44,40 +44,53 @@ def tracking_database(factory: Any, events_table: str, keys: Sequence[str] = ())
     """The store's database through its tracking recorder, whose table is set up only when it
     needs to be, and the positions of `keys` when they were read on the way (None when not).
 
-    eventsourcing's factory runs `create_table` on every construction; on PostgreSQL that is a
-    DDL transaction whose commit waits for a WAL flush (≈ 4 ms), paid by every command that
+    eventsourcing's factory runs `create_table` on every construction: on PostgreSQL a DDL
+    transaction whose commit waits for a WAL flush (≈ 4 ms), on SQLite two transactions (the
+    marker's read, then `CREATE TABLE IF NOT EXISTS` and a commit), paid by every command that
     reads a projection. The migration marker row says the table exists as eventsourcing 9.5
     wants it (a missing table or marker still goes through `create_table`, which makes or
     migrates it); it is read in the statement that reads the projections' positions, which
-    `ensure` needs next. SQLite's `create_table` is a cheap `IF NOT EXISTS`, left as it is."""
-    if "postgres" not in type(factory).__module__ or factory.env.get(factory.TRACKING_RECORDER_TOPIC):
-        # Processes that start at once on a new SQLite store all write the migration marker (one
-        # wins, the others see IntegrityError) or find the file locked while one does.
+    `ensure` needs next."""
+    postgres = "postgres" in type(factory).__module__
+    if factory.env.get(factory.TRACKING_RECORDER_TOPIC) or not (postgres or factory.datastore.single_row_tracking):
         return Database(retry_creation(factory.tracking_recorder), events_table), None
-    from eventsourcing.persistence import ProgrammingError
+    from eventsourcing.persistence import OperationalError, ProgrammingError
 
-    recorder = type(factory).tracking_recorder_class(
-        datastore=factory.datastore, tracking_table_name=(factory.env.name.lower() or "notification") + "_tracking",
+    cls = type(factory).tracking_recorder_class
+    recorder = (
+        cls(datastore=factory.datastore, tracking_table_name=(factory.env.name.lower() or "notification") + "_tracking")
+        if postgres else cls(datastore=factory.datastore)
     )
     db = Database(recorder, events_table)
     if not factory.env_create_table():
         return db, None
     marker_key = recorder.table_migration_identifier
 
-    def set_up() -> dict[str, int | None] | None:
+    def found() -> dict[str, int | None]:
+        """The marker's and the keys' positions; none when there is no table yet."""
         try:
-            found = db.positions([marker_key, *keys])
-        except ProgrammingError:  # no table yet
-            found = {}
-        marker = found.get(marker_key)
+            # SQLite's "no such table" is an OperationalError, which `positions` would wait out as
+            # a blip (2 s); a locked file is a lost creation race, tried again below.
+            return db.positions([marker_key, *keys], patient=postgres)
+        except ProgrammingError:  # PostgreSQL: no table yet
+            return {}
+        except OperationalError as exc:
+            if postgres or "no such table" not in str(exc):
+                raise
+            return {}
+
+    def set_up() -> dict[str, int | None] | None:
+        positions = found()
+        marker = positions.get(marker_key)
         if not marker:
             recorder.create_table()
             return None
         recorder.tracking_table_exists = True
         recorder.tracking_migration_current = recorder.tracking_migration_previous = marker
-        return {key: found[key] for key in keys}
+        return {key: positions[key] for key in keys}
 
-    # Lost to another process creating it (`lost_creation_race`): the next try finds the marker.
+    # Lost to another process creating it (`lost_creation_race`: on SQLite the marker written
+    # first, or the file locked while the winner sets it up): the next try finds the marker.
     return db, retry_creation(set_up)
 
 

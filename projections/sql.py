@@ -379,10 +379,13 @@ class Database:
         """The last log position applied under `key`, 0 if reset, None if never tracked."""
         return self.tracking.max_tracking_id(key)
 
-    def positions(self, keys: Sequence[str]) -> dict[str, int | None]:
+    def positions(self, keys: Sequence[str], patient: bool = True) -> dict[str, int | None]:
         """`position` of each key in one statement: an engine over four projections read them
         one round trip each, at every command that opens the read models. A connection blip is
-        ridden out as eventsourcing's `max_tracking_id` does."""
+        ridden out as eventsourcing's `max_tracking_id` does, unless not `patient` (a caller
+        that tells a blip from a missing table itself)."""
+        if not patient:
+            return self._positions(keys)
         from eventsourcing.persistence import InterfaceError, OperationalError  # not at import: `sessions` needs none of it
         from eventsourcing.utils import retry
 

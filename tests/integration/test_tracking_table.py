@@ -1,15 +1,22 @@
 """The projections' tracking table is set up once, not by every command that opens the store.
 
 eventsourcing's factory re-runs its table set-up (a DDL transaction) on every construction of a
-tracking recorder; on PostgreSQL the engine skips it once the table carries eventsourcing's
-migration marker, and still runs it when the table or the marker is missing."""
+tracking recorder; the engine skips it once the table carries eventsourcing's migration marker,
+and still runs it when the table or the marker is missing. On SQLite the set-up was two
+transactions of every read command's first read of the past (the marker, then `CREATE TABLE IF
+NOT EXISTS` and a commit)."""
 
 from __future__ import annotations
 
+import sqlite3
+from pathlib import Path
+
 import psycopg
+import pytest
 
 from chronicle.projections.engine import ProjectionEngine
 from chronicle.projections.history import HistoryProjection
+from chronicle.projections.sql import Database
 from chronicle.runtime.store import ChronicleStore
 from tests.conftest import fresh_pg_url
 
@@ -88,3 +95,55 @@ def test_a_read_statement_is_one_round_trip_and_leaves_its_connection_as_it_foun
     with db.statement() as tx:
         assert tx.value("SELECT COUNT(*) FROM proj_probe") == 1
     store.close()
+
+
+def _engine_statements(monkeypatch: pytest.MonkeyPatch, url: str) -> list[str]:
+    """The SQL a new engine executes on a store just opened (sqlite3's trace of the store's connections)."""
+    seen: list[str] = []
+    real = sqlite3.connect
+
+    def traced(*args, **kwargs):  # noqa: ANN002, ANN003
+        conn = real(*args, **kwargs)
+        conn.set_trace_callback(seen.append)
+        return conn
+
+    monkeypatch.setattr(sqlite3, "connect", traced)
+    store = ChronicleStore(url)
+    opened = len(seen)  # the store's own tables are not the engine's business
+    ProjectionEngine(store, [HistoryProjection()])
+    monkeypatch.setattr(sqlite3, "connect", real)
+    return seen[opened:]
+
+
+def test_sqlite_a_second_engine_reads_the_marker_with_the_positions_and_sets_up_nothing(tmp_path: Path, monkeypatch):
+    url = f"sqlite:///{tmp_path / 'c.db'}"
+    key = HistoryProjection().key
+
+    reads: list[list[str]] = []
+    real_read = Database._positions
+
+    def counted(db: Database, keys):  # noqa: ANN001 - the real read, counted
+        reads.append(keys)
+        return real_read(db, keys)
+
+    monkeypatch.setattr(Database, "_positions", counted)
+    first = _engine_statements(monkeypatch, url)
+    monkeypatch.setattr(Database, "_positions", real_read)
+    assert any(s.lstrip().upper().startswith("CREATE TABLE IF NOT EXISTS TRACKING") for s in first)
+    # A store without the table is told so by its first read (SQLite's "no such table"), not
+    # waited out as a connection blip: ten reads 0.2 s apart.
+    assert len([keys for keys in reads if "__migration__" in keys]) == 1, reads
+    ProjectionEngine(ChronicleStore(url), [HistoryProjection()]).catch_up()
+
+    again = _engine_statements(monkeypatch, url)
+    assert not [s for s in again if s.lstrip().upper().startswith(("CREATE", "ALTER", "INSERT"))], again
+    reads = [s for s in again if "FROM tracking" in s]
+    assert len(reads) == 1 and "__migration__" in reads[0] and key in reads[0], again
+
+    with sqlite3.connect(tmp_path / "c.db") as conn:  # a lost marker: eventsourcing's own set-up runs again
+        before = conn.execute("SELECT notification_id FROM tracking WHERE application_name = ?", (key,)).fetchone()
+        conn.execute("DELETE FROM tracking WHERE application_name = '__migration__'")
+    rebuilt = ProjectionEngine(ChronicleStore(url), [HistoryProjection()])
+    assert before is not None and rebuilt.db.position(key) == before[0]
+    with sqlite3.connect(tmp_path / "c.db") as conn:
+        assert conn.execute("SELECT notification_id FROM tracking WHERE application_name = '__migration__'").fetchone()
