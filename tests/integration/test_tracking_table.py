@@ -9,6 +9,7 @@ NOT EXISTS` and a commit)."""
 from __future__ import annotations
 
 import sqlite3
+from contextlib import closing
 from pathlib import Path
 
 import psycopg
@@ -108,9 +109,9 @@ def _engine_statements(monkeypatch: pytest.MonkeyPatch, url: str) -> list[str]:
         return conn
 
     monkeypatch.setattr(sqlite3, "connect", traced)
-    store = ChronicleStore(url)
-    opened = len(seen)  # the store's own tables are not the engine's business
-    ProjectionEngine(store, [HistoryProjection()])
+    with closing(ChronicleStore(url)) as store:
+        opened = len(seen)  # the store's own tables are not the engine's business
+        ProjectionEngine(store, [HistoryProjection()])
     monkeypatch.setattr(sqlite3, "connect", real)
     return seen[opened:]
 
@@ -133,17 +134,19 @@ def test_sqlite_a_second_engine_reads_the_marker_with_the_positions_and_sets_up_
     # A store without the table is told so by its first read (SQLite's "no such table"), not
     # waited out as a connection blip: ten reads 0.2 s apart.
     assert len([keys for keys in reads if "__migration__" in keys]) == 1, reads
-    ProjectionEngine(ChronicleStore(url), [HistoryProjection()]).catch_up()
+    with closing(ChronicleStore(url)) as store:
+        ProjectionEngine(store, [HistoryProjection()]).catch_up()
 
     again = _engine_statements(monkeypatch, url)
     assert not [s for s in again if s.lstrip().upper().startswith(("CREATE", "ALTER", "INSERT"))], again
-    reads = [s for s in again if "FROM tracking" in s]
-    assert len(reads) == 1 and "__migration__" in reads[0] and key in reads[0], again
+    tracking_reads = [s for s in again if "FROM tracking" in s]
+    assert len(tracking_reads) == 1 and "__migration__" in tracking_reads[0] and key in tracking_reads[0], again
 
     with sqlite3.connect(tmp_path / "c.db") as conn:  # a lost marker: eventsourcing's own set-up runs again
         before = conn.execute("SELECT notification_id FROM tracking WHERE application_name = ?", (key,)).fetchone()
         conn.execute("DELETE FROM tracking WHERE application_name = '__migration__'")
-    rebuilt = ProjectionEngine(ChronicleStore(url), [HistoryProjection()])
-    assert before is not None and rebuilt.db.position(key) == before[0]
+    with closing(ChronicleStore(url)) as store:
+        rebuilt = ProjectionEngine(store, [HistoryProjection()])
+        assert before is not None and rebuilt.db.position(key) == before[0]
     with sqlite3.connect(tmp_path / "c.db") as conn:
         assert conn.execute("SELECT notification_id FROM tracking WHERE application_name = '__migration__'").fetchone()
