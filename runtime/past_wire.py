@@ -294,26 +294,41 @@ def turn_wire_at(store: ChronicleStore, turn_id: UUID, version: int, engine: Pro
 
 def turn_text_at(store: ChronicleStore, turn_id: UUID, version: int, engine: ProjectionEngine) -> str | None:
     """`turn_wire_at` as one JSON array, undecoded."""
-    return _turn_text_at(store, turn_id, version, engine, lagging_originators(engine))
+    return _turn_text_at(store, turn_id, version, engine, WITH_THE_ROWS)
 
 
 def _turn_text_at(
     store: ChronicleStore, turn_id: UUID, version: int, engine: ProjectionEngine, lagging: list[str] | None
 ) -> str | None:
-    """`turn_text_at` given the projection's lag, read once by the caller."""
-    found = next(iter(store.events_with_positions([turn_id], version=version)), None)
-    if found is None:
+    """`turn_text_at` given the projection's lag (read once by a caller that reads twice), or
+    `WITH_THE_ROWS` to read it in the rows' statement.
+
+    One statement: the log position of the turn's `version`-th event (the cut), the turn's rows
+    up to it and, `WITH_THE_ROWS`, the lag. The three were a statement each, which on a server
+    process just started (a CLI command's) are each parsed and planned anew. No message rows at
+    all when the turn is marked by then (its input is always a row) or has no such version: then
+    the caller reads the Turn."""
+    own_lag = lagging is WITH_THE_ROWS
+    if not own_lag and (lagging is None or turn_id.hex in lagging):
         return None
-    position = found[0]
-    if lagging is None or turn_id.hex in lagging:
-        return None
-    tid = str(turn_id)
-    with engine.db.statement() as tx:
-        # No rows at all when the turn is marked by then: its input is always a row, so an empty
-        # answer means "read the Turn" (one statement, not a check and a read).
-        messages = [(r[0], r[1]) for r in tx.rows(
-            "SELECT m.role, m.wire FROM proj_history_messages m WHERE m.turn_id = %s AND m.position <= %s "
-            "AND m.wire IS NOT NULL AND m.wire <> '[]' AND NOT EXISTS (SELECT 1 FROM proj_history_marks k "
-            "WHERE k.turn_id = %s AND k.position <= %s) ORDER BY m.position", (tid, position, tid, position),  # one row per event
-        )]
+    db, tid = engine.db, str(turn_id)
+    statement = (
+        f"WITH cut AS (SELECT {db.position_column} AS position FROM {db.events_table} "
+        "WHERE originator_id = %s AND originator_version = %s) "
+        "SELECT 'm' AS kind, m.position AS n, m.role AS role, m.wire AS wire FROM cut CROSS JOIN proj_history_messages m "
+        "WHERE m.turn_id = %s AND m.position <= cut.position AND m.wire IS NOT NULL AND m.wire <> '[]' "
+        "AND NOT EXISTS (SELECT 1 FROM proj_history_marks k WHERE k.turn_id = %s AND k.position <= cut.position)"
+    )
+    params: tuple[Any, ...] = (turn_id.hex if db.backend == "sqlite" else turn_id, version, tid, tid)
+    if own_lag:
+        statement += (" UNION ALL SELECT 'l', CAST(NULL AS BIGINT), CAST(lag.originator_id AS TEXT), CAST(NULL AS TEXT) "
+                      f"FROM ({db.originators_after_tracked_sql()}) lag")
+        params += (engine.projections[HistoryProjection.name].key, LAG_LIMIT + 1)
+    with db.statement() as tx:
+        found = tx.rows(statement + " ORDER BY 1, 2", params)  # the lag ("l") first, then the rows by position
+    if own_lag:
+        lagging = [row[2].replace("-", "") for row in found if row[0] == "l"]
+        if len(lagging) > LAG_LIMIT or turn_id.hex in lagging:
+            return None
+    messages = [(row[2], row[3]) for row in found if row[0] == "m"]  # one row per event
     return messages_json(None, [messages]) if messages else None
