@@ -434,6 +434,11 @@ async def _event_stream(chronicle: Chronicle, sid: str, after: int, follow: bool
                 yield f"{event_id}data: {json.dumps(item.json_line(), ensure_ascii=False)}\n\n".encode()
                 if item.event.type == "agent_end":
                     ended_at = item.position
+                # A write does not yield to the event loop: without this, a client that left during
+                # a long replay was written to for every event left in the batch, dead, with a
+                # warning from asyncio for each, while every other request waited. Here the loop
+                # learns of the lost connection, and the response stops this stream.
+                await asyncio.sleep(0)
             after = max(after, entries[-1]["position"] if entries else after)
         if not follow:
             return
