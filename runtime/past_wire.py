@@ -270,7 +270,7 @@ def wire_at_step(store: ChronicleStore, session_id: UUID, number: int, step: int
         return None
     # The lag read above still holds: events the projection applied after it only add rows at
     # later positions, beyond both cuts.
-    own = _turn_text_at(store, turn_id, answered.originator_version - 1, engine, lagging)
+    own = _turn_text_at(turn_id, answered.originator_version - 1, engine, lagging)
     before = _text_at_turn(store, session_id, number - 1, engine, lagging) if number > 1 else "[]"
     if own is None or before is None:
         return None
@@ -294,12 +294,10 @@ def turn_wire_at(store: ChronicleStore, turn_id: UUID, version: int, engine: Pro
 
 def turn_text_at(store: ChronicleStore, turn_id: UUID, version: int, engine: ProjectionEngine) -> str | None:
     """`turn_wire_at` as one JSON array, undecoded."""
-    return _turn_text_at(store, turn_id, version, engine, WITH_THE_ROWS)
+    return _turn_text_at(turn_id, version, engine, WITH_THE_ROWS)
 
 
-def _turn_text_at(
-    store: ChronicleStore, turn_id: UUID, version: int, engine: ProjectionEngine, lagging: list[str] | None
-) -> str | None:
+def _turn_text_at(turn_id: UUID, version: int, engine: ProjectionEngine, lagging: list[str] | None) -> str | None:
     """`turn_text_at` given the projection's lag (read once by a caller that reads twice), or
     `WITH_THE_ROWS` to read it in the rows' statement.
 
