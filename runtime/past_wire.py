@@ -95,12 +95,10 @@ def _text_at_turn(
         else:
             statement, params = AS_OF_TURN, (sid, number, number - 1, sid, sid, sid, number, sid, expected)
         if own_lag:
-            key = engine.projections[HistoryProjection.name].key
-            found = tx.rows(f"{statement} UNION ALL SELECT 'l', CAST(NULL AS BIGINT), CAST(lag.originator_id AS TEXT), "
-                            f"CAST(NULL AS TEXT), 0, 0 FROM ({engine.db.originators_after_tracked_sql()}) lag",
-                            (*params, key, LAG_LIMIT + 1))
-            lagging = [row[2].replace("-", "") for row in found if row[0] == "l"]
-            if len(lagging) > LAG_LIMIT or session_id.hex in lagging:
+            lag, lag_params = _lag_rows(engine, "CAST(NULL AS TEXT), 0, 0")
+            found = tx.rows(statement + lag, (*params, *lag_params))
+            lagging = _lagging_in(found)
+            if lagging is None or session_id.hex in lagging:
                 return None
         else:
             found = tx.rows(statement, params)
@@ -221,6 +219,24 @@ def _shape_and_marks(tx: Tx, sid: str, number: int, position: int, at: str) -> t
     return shape, {int(row[2]): row[3] for row in found if row[0] == "mark"}
 
 
+def _lag_rows(engine: ProjectionEngine, rest: str) -> tuple[str, tuple[Any, ...]]:
+    """The projection's lag (`lagging_originators`) as rows to UNION ALL onto a read whose rows
+    are tagged by kind: kind 'l', no position, the aggregate's id third, then `rest` (NULLs or
+    zeros for the read's further columns). (SQL, params): the lag is read in the read's snapshot."""
+    return (
+        " UNION ALL SELECT 'l', CAST(NULL AS BIGINT), CAST(lag.originator_id AS TEXT), "
+        f"{rest} FROM ({engine.db.originators_after_tracked_sql()}) lag",
+        (engine.projections[HistoryProjection.name].key, LAG_LIMIT + 1),
+    )
+
+
+def _lagging_in(found: list[tuple[Any, ...]]) -> list[str] | None:
+    """The lag among rows read with `_lag_rows`, as `lagging_originators` gives it: hex ids, or
+    None when more than LAG_LIMIT events are waiting."""
+    lagging = [row[2].replace("-", "") for row in found if row[0] == "l"]
+    return None if len(lagging) > LAG_LIMIT else lagging
+
+
 def _any_lagging(tx: Tx, sid: str, position: int, lagging: set[str]) -> bool:
     """Whether any turn on the branch by the cut has events the projection has not applied."""
     turns = tx.rows("SELECT turn_id FROM proj_history_branch WHERE session_id = %s AND position <= %s", (sid, position))
@@ -319,14 +335,13 @@ def _turn_text_at(turn_id: UUID, version: int, engine: ProjectionEngine, lagging
     )
     params: tuple[Any, ...] = (turn_id.hex if db.backend == "sqlite" else turn_id, version, tid, tid)
     if own_lag:
-        statement += (" UNION ALL SELECT 'l', CAST(NULL AS BIGINT), CAST(lag.originator_id AS TEXT), CAST(NULL AS TEXT) "
-                      f"FROM ({db.originators_after_tracked_sql()}) lag")
-        params += (engine.projections[HistoryProjection.name].key, LAG_LIMIT + 1)
+        lag, lag_params = _lag_rows(engine, "CAST(NULL AS TEXT)")
+        statement, params = statement + lag, params + lag_params
     with db.statement() as tx:
         found = tx.rows(statement + " ORDER BY 1, 2", params)  # the lag ("l") first, then the rows by position
     if own_lag:
-        lagging = [row[2].replace("-", "") for row in found if row[0] == "l"]
-        if len(lagging) > LAG_LIMIT or turn_id.hex in lagging:
+        lagging = _lagging_in(found)
+        if lagging is None or turn_id.hex in lagging:
             return None
     messages = [(row[2], row[3]) for row in found if row[0] == "m"]  # one row per event
     return messages_json(None, [messages]) if messages else None
