@@ -33,6 +33,7 @@ from chronicle.projections.history import HistoryProjection, wire_of
 from chronicle.projections.sql import Tx, dumps, iso
 from chronicle.projections.wire_text import Part, segment, shown_messages
 
+from .collector import collector_held
 from .store import ChronicleStore
 from .timetravel import Cut, turns_as_of, turns_at
 
@@ -77,7 +78,8 @@ def context_at(store: ChronicleStore, cut: Cut, engine: ProjectionEngine | None 
     if text is not None:
         # The stored JSON is validated by pydantic-core in one call: parsing it in Python and
         # validating each message took most of a 500-turn read.
-        return MESSAGES.validate_json(text)
+        with collector_held():
+            return MESSAGES.validate_json(text)
     summary, view = cut.session.context_view()
     by_id = {turn.id: turn for turn in turns_at(store, cut)}
     return build_context([by_id[t] for t in view], summary=summary)
@@ -88,7 +90,8 @@ def wire_at(store: ChronicleStore, cut: Cut, engine: ProjectionEngine | None = N
     can answer: what `history --at/--version --json` prints."""
     text = _projected(store, cut, engine)
     if text is not None:
-        return json.loads(text)
+        with collector_held():
+            return json.loads(text)
     return [m.wire() for m in context_at(store, cut)]
 
 

@@ -30,6 +30,7 @@ from chronicle.projections.history import HistoryProjection
 from chronicle.projections.sql import Tx
 from chronicle.projections.wire_text import Part, Segment, joined, segment
 
+from .collector import collector_held
 from .past_context import LAG_LIMIT, events_parts, lagging_originators, messages_json
 from .store import ChronicleStore
 
@@ -45,10 +46,11 @@ def loads(text: str) -> Any:
     """Wire JSON as Python values, parsed by pydantic-core (a quarter faster than the standard
     library on a long turn's 350 KB); what it refuses (a lone surrogate escape, which the
     standard library accepts) is parsed the standard way, as the store's transcoder does."""
-    try:
-        return from_json(text, cache_strings="keys")
-    except ValueError:
-        return json.loads(text)
+    with collector_held():
+        try:
+            return from_json(text, cache_strings="keys")
+        except ValueError:
+            return json.loads(text)
 
 
 def text_at_turn(store: ChronicleStore, session_id: UUID, number: int, engine: ProjectionEngine) -> str | None:
