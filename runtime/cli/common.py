@@ -132,10 +132,13 @@ def missing_store(db: str | None) -> Path | None:
 
 def open_located(url: str, read_only: bool = False) -> ChronicleStore:
     """Open the store `locate_store` found; a driver's failure is one line."""
+    from chronicle.runtime.collector import start_up_done
     from chronicle.runtime.store import open_store_at
 
     try:
-        return open_store_at(url, read_only=read_only)
+        store = open_store_at(url, read_only=read_only)
+        start_up_done()
+        return store
     except ConfigError as exc:
         fail(str(exc), 2)
     except Exception as exc:  # noqa: BLE001 - the driver's own words, on one line

@@ -66,6 +66,7 @@ def demo(
 ) -> None:
     """Run an offline scripted session with tools, then show how to inspect it. No API key needed."""
     from chronicle.runtime.app.running import Conversation, RunOptions  # when it runs: `demo --help` needs neither
+    from chronicle.runtime.collector import start_up_done
     from chronicle.runtime.store import ChronicleStore
 
     with cli_errors():
@@ -80,6 +81,7 @@ def demo(
         script.write_text(json.dumps(DEMO_SCRIPT, indent=2), encoding="utf-8")
         db_url = f"sqlite:///{root / 'chronicle.db'}"
         store = ChronicleStore(db_url)
+        start_up_done()
         provider = f"scripted:{script}"
         out_console.print(Panel.fit(f"Chronicle demo — database {db_url}\nworkspace {workspace}", style="bold"))
 

@@ -39,6 +39,9 @@ def main() -> None:
     if sys.argv[1:] in (["--version"], ["-V"]):
         sys.stdout.write(version_text() + "\n")
         return
+    from chronicle.runtime.collector import hold_for_start_up
+
+    hold_for_start_up()  # until the store is open (cli/common.py open_located): imports make no garbage
     asked = completion_asked(sys.argv[1:])
     if asked:
         from .completion import run as complete

@@ -49,6 +49,7 @@ def serve(
             from chronicle.runtime.server.api import ServerConfig, create_app
         except ImportError as exc:
             fail(f"the server needs its extra: pip install 'chronicle-agent[server]' ({exc})", 2)
+        from chronicle.runtime.collector import start_up_done
         from chronicle.runtime.server.channels import ChannelError
 
         try:
@@ -56,6 +57,7 @@ def serve(
                                           run_worker=not no_worker))
         except ChannelError as exc:
             fail(str(exc), 2)
+        start_up_done()  # the app and its store are built: what a server holds from here on is collected as usual
         err_console.print(f"chronicle: serving on http://{host}:{port}/ (API docs at /docs){' with a token' if token else ''}",
                           soft_wrap=True)
         # A live event stream lasts as long as its session runs, and uvicorn's graceful shutdown
