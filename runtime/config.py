@@ -56,6 +56,16 @@ def absolute_sqlite_url(url: str, cwd: Path | None = None) -> str:
     return f"sqlite:///{((cwd or Path.cwd()) / unquote(rest)).resolve()}"
 
 
+def root_reading(url: str) -> Path | None:
+    """The existing file a relative SQLite URL names when read from the root instead (`sqlite:///tmp/a.db`
+    written for /tmp/a.db: one slash short, the usual slip), for a message about the missing file
+    the URL does name; None for any other URL, or when there is no such file."""
+    if not url.startswith("sqlite:///") or url.startswith("sqlite:////"):
+        return None
+    meant = Path("/" + unquote(url[len("sqlite:///"):]))
+    return meant if meant.is_file() else None
+
+
 def sqlite_path(url: str) -> Path | None:
     """The file a SQLite URL names (None for other databases)."""
     if not url.startswith("sqlite:"):
@@ -101,7 +111,8 @@ def eventsourcing_env(url: str) -> dict[str, str]:
         if schema:
             env["POSTGRES_SCHEMA"] = schema[0]
         return env
-    raise ConfigError(f"unsupported database URL {redact(url)!r}: use sqlite:///ABS/PATH.db or postgresql://...")
+    raise ConfigError(f"unsupported database URL {redact(url)!r}: use sqlite:///RELATIVE/PATH.db, sqlite:////ABSOLUTE/PATH.db "
+                      "or postgresql://...")
 
 
 def checking_writes() -> bool:

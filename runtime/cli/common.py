@@ -15,7 +15,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from chronicle.runtime.app.errors import AppError
-from chronicle.runtime.config import DEFAULT_DB_RELATIVE, ConfigError, resolve_db_url, sqlite_path
+from chronicle.runtime.config import DEFAULT_DB_RELATIVE, ConfigError, resolve_db_url, root_reading, sqlite_path
 from chronicle.runtime.redaction import redact_secrets
 
 from .render import printable
@@ -113,7 +113,9 @@ def locate_store(db: str | None, create: bool = True) -> tuple[str, bool]:
         read_only = True
     if not create and path is not None and not path.is_file():
         if db or os.environ.get("CHRONICLE_DB"):
-            fail(f"no Chronicle store at {path}; run `chronicle run …` to start one there, or pass another --db")
+            meant = root_reading(db or os.environ["CHRONICLE_DB"])
+            slip = f" (sqlite:/// and a path is read from the current directory: for {meant}, write sqlite:///{meant})" if meant else ""
+            fail(f"no Chronicle store at {path}{slip}; run `chronicle run …` to start one there, or pass another --db")
         fail(f"no Chronicle store here (no {DEFAULT_DB_RELATIVE} in {Path.cwd()} or above); "
              "run `chronicle run …` to start one, or pass --db")
     return url, read_only

@@ -82,3 +82,19 @@ def test_db_before_the_command_is_the_command_s_db(db_url, tmp_path):
     listed = cli("--db", db_url, "sessions", "--json", cwd=tmp_path)
     assert listed.returncode == 0, listed.stderr
     assert [row["session_id"] for row in json_lines(listed.stdout)] == [sid]
+
+
+def test_a_relative_url_one_slash_short_of_an_existing_store_says_how_to_name_it(tmp_path):
+    """`sqlite:///tmp/x.db` is ./tmp/x.db (SQLAlchemy's rule); written for /tmp/x.db, the message says
+    how to name the file that is there, and creates nothing where the URL pointed."""
+    _run(tmp_path, tmp_path, "--db", f"sqlite:///{tmp_path / 'real.db'}")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    slip = f"sqlite://{tmp_path / 'real.db'}"  # one slash short: relative to the current directory
+    result = cli("sessions", "--db", slip, cwd=elsewhere)
+    assert result.returncode == 1
+    assert f"no Chronicle store at {elsewhere}{tmp_path / 'real.db'}" in result.stderr
+    assert f"write sqlite:///{tmp_path / 'real.db'}" in result.stderr, result.stderr
+    assert list(elsewhere.iterdir()) == []
+    plain = cli("sessions", "--db", f"sqlite:///{tmp_path / 'nope.db'}")
+    assert plain.returncode == 1 and "write sqlite" not in plain.stderr
