@@ -139,8 +139,6 @@ def open_located(url: str, read_only: bool = False) -> ChronicleStore:
 
     try:
         store = open_store_at(url, read_only=read_only)
-        start_up_done()
-        return store
     except ConfigError as exc:
         fail(str(exc), 2)
     except Exception as exc:  # noqa: BLE001 - the driver's own words, on one line
@@ -150,6 +148,8 @@ def open_located(url: str, read_only: bool = False) -> ChronicleStore:
             fail(f"cannot open the database {redact(url)}: {first_line(exc)}. Check --db / CHRONICLE_DB.")
         cause = postgres_cause(url, exc)
         fail(f"cannot open the database {redact(url)}: {cause}. {postgres_advice(url, cause)}")
+    start_up_done()  # the command's own work starts here: cli/entry.py held collections back until now
+    return store
 
 
 #: Variables that are not settings of `runtime/environment.py` (each read where it is used).
