@@ -55,6 +55,28 @@ def logs_in_to_schema(datastore: Any) -> None:
     datastore.pool.kwargs["prepare_threshold"] = PREPARE_THRESHOLD
 
 
+def login_options_dropped(datastore: Any, search_path: str) -> bool:
+    """Whether the pool's login options did not hold (`search_path` is the setting on a connection
+    that logged in with them), in which case the pool stops sending them: a pooler such as
+    PgBouncer with `ignore_startup_parameters = options` logs in without them, and the read
+    models' statements, which name no schema, would have read and written the default search
+    path's tables, another store's perhaps. Without them, each connection sets its search path
+    once, before its first read (`projections.sql.Database._connection`)."""
+    from chronicle.projections.sql import search_path_option
+
+    options, schema = datastore.pool.kwargs.get("options"), datastore.schema or "public"
+    wanted = search_path_option(schema)
+    if not options or wanted is None or wanted not in options or search_path == schema:
+        return False
+    del datastore.pool.kwargs["options"]
+    log.info("PostgreSQL ignored the login options (%s): each connection sets its search path after its login", options)
+    return True
+
+
+#: What PgBouncer answers a login that carries libpq `options` it was not told to ignore.
+REFUSED_OPTIONS = "unsupported startup parameter"
+
+
 def _not_yet() -> None:
     """Stands in for `PostgresDatastore.register_type_adapters` at a recorder's construction."""
 
@@ -120,6 +142,14 @@ def first_connection(datastore: Any) -> Iterator[Any]:
     cause, final = _direct_attempt(pool.kwargs, patience)
     if final:
         raise OperationalError(cause)
+    if REFUSED_OPTIONS in cause and "options" in pool.kwargs:
+        # A pooler that refuses the login options: the pool logs in without them from its next
+        # attempt, and each connection sets its search path after its login.
+        del pool.kwargs["options"]
+        log.warning("PostgreSQL at %s:%s refused the login options (%s); going on without them. A pooler such as "
+                    "PgBouncer: add `options` to its ignore_startup_parameters to skip this wait",
+                    pool.kwargs.get("host"), pool.kwargs.get("port"), _short(cause))
+        cause = ""
     # A slow or restarting server: the rest of the wait, as the pool alone would have waited.
     pool.timeout = max(0.1, patience - (time.monotonic() - started))
     if cause:  # said once, so a command that seems to hang says what it waits for
@@ -146,9 +176,9 @@ def _direct_attempt(kwargs: dict[str, Any], timeout: float) -> tuple[str, bool]:
     import psycopg
 
     try:
-        psycopg.connect(
+        psycopg.connect(  # as the pool logs in, its options included
             dbname=kwargs.get("dbname"), host=kwargs.get("host"), port=kwargs.get("port"), user=kwargs.get("user"),
-            password=kwargs.get("password") or None, connect_timeout=max(1, int(timeout)),
+            password=kwargs.get("password") or None, connect_timeout=max(1, int(timeout)), options=kwargs.get("options"),
         ).close()
     except psycopg.Error as exc:
         text = str(exc).strip()

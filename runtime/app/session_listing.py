@@ -21,7 +21,7 @@ from typing import Any, Iterator, Sequence
 
 from chronicle.projections.cost_report import COST_KEY
 from chronicle.projections.session_listing import SUMMARIES_KEY, Deferred, listed_ids, session_rows
-from chronicle.projections.sql import NUL_ESCAPE, search_path_option, unescape_nul
+from chronicle.projections.sql import NUL_ESCAPE, unescape_nul
 
 from ..config import ConfigError, eventsourcing_env, sqlite_path
 from ..stored_state import decompress
@@ -92,16 +92,15 @@ def _connect(url: str) -> Iterator[tuple[Connection, str, str, str]]:
 
     env = eventsourcing_env(url)
     schema = env.get("POSTGRES_SCHEMA") or "public"
-    option = search_path_option(schema)  # looks in the schema from its login: no round trip for it after
     with psycopg.connect(
         dbname=env["POSTGRES_DBNAME"], host=env["POSTGRES_HOST"], port=env["POSTGRES_PORT"], user=env["POSTGRES_USER"],
         password=env["POSTGRES_PASSWORD"] or None, connect_timeout=int(float(env["POSTGRES_CONNECT_TIMEOUT"])),
-        options=option,  # None: left out of the connection string
     ) as raw:
         raw.isolation_level = IsolationLevel.REPEATABLE_READ  # one snapshot: positions, head and rows agree
         raw.read_only = True
-        if option is None:
-            raw.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(schema)))
+        # Set after the login, not in it (libpq `options`): a pooler such as PgBouncer refuses that
+        # login, or drops the setting and reads whatever tables the default search path finds.
+        raw.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(schema)))
         yield Connection(raw, "postgresql"), "chronicle_events", "chronicle_tracking", "notification_id"
         raw.rollback()
 
