@@ -13,6 +13,8 @@ import socket
 import struct
 import threading
 
+from tests.pgproxy import CuttableProxy
+
 SSL_REQUEST, GSS_REQUEST = 80877103, 80877104
 
 
@@ -68,7 +70,7 @@ class OptionsPooler:
             self._sockets.append(upstream)
             upstream.sendall(message)
             for a, b in ((client, upstream), (upstream, client)):
-                threading.Thread(target=_pipe, args=(a, b), daemon=True).start()
+                threading.Thread(target=CuttableProxy._pipe, args=(a, b), daemon=True).start()
         except OSError:
             client.close()
 
@@ -111,20 +113,3 @@ def _startup_message(protocol: int, params: dict[str, str]) -> bytes:
 def _error(message: str) -> bytes:
     fields = b"SFATAL\x00VFATAL\x00C08P01\x00M" + message.encode() + b"\x00\x00"
     return b"E" + struct.pack("!I", len(fields) + 4) + fields
-
-
-def _pipe(source: socket.socket, sink: socket.socket) -> None:
-    try:
-        while True:
-            data = source.recv(65536)
-            if not data:
-                break
-            sink.sendall(data)
-    except OSError:
-        pass
-    finally:
-        for sock in (source, sink):
-            try:
-                sock.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
