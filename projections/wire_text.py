@@ -10,7 +10,7 @@ sends, as text.
 
 from __future__ import annotations
 
-from typing import Any, Iterable, NamedTuple
+from typing import Any, Callable, Iterable, NamedTuple
 
 #: (role, content as wire JSON text) of one message.
 Part = tuple[str, str]
@@ -76,6 +76,26 @@ def joined(segments: Iterable[Segment | None]) -> str:
             pieces.append("," + seg.text[len(head):-1])
         last_role = seg.last_role
     return "".join(pieces) + "]" if pieces else "[]"
+
+
+def joined_values(segments: Iterable[Segment | None], parse: Callable[[str], Any]) -> list[dict[str, Any]]:
+    """`parse(joined(segments))` without the joined text: each segment parsed alone, and its first
+    message merged into the message before it where `joined` merges them (one role either side
+    of the seam). Joining copied a long read's text twice into new memory, whose page faults
+    were most of 0.45 ms in a read of 450 KB, half as long as parsing it."""
+    messages: list[dict[str, Any]] = []
+    last_role = None
+    for seg in segments:
+        if seg is None:
+            continue
+        values = parse(seg.text)
+        if messages and last_role == seg.first_role:
+            messages[-1]["content"].extend(values[0]["content"])
+            messages.extend(values[1:])
+        else:
+            messages.extend(values)
+        last_role = seg.last_role
+    return messages
 
 
 def _message(role: str, content: str) -> str:

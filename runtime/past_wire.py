@@ -28,7 +28,7 @@ from pydantic_core import from_json
 from chronicle.projections import ProjectionEngine
 from chronicle.projections.history import HistoryProjection
 from chronicle.projections.sql import Tx
-from chronicle.projections.wire_text import Part, Segment, joined, segment
+from chronicle.projections.wire_text import Part, Segment, joined, joined_values, segment
 
 from .collector import collector_held
 from .past_context import LAG_LIMIT, events_parts, lagging_originators, messages_json
@@ -38,8 +38,8 @@ from .store import ChronicleStore
 def wire_at_turn(store: ChronicleStore, session_id: UUID, number: int, engine: ProjectionEngine) -> list[dict[str, Any]] | None:
     """The wire messages as of the end of turn `number` of a session whose branch only grew, or
     None when this path cannot say (then `cut_at_turn` + `past_context.wire_at` can)."""
-    text = text_at_turn(store, session_id, number, engine)
-    return None if text is None else loads(text)
+    segments = _segments_at_turn(store, session_id, number, engine, WITH_THE_ROWS)
+    return None if segments is None else joined_values(segments, loads)
 
 
 def loads(text: str) -> Any:
@@ -55,18 +55,20 @@ def loads(text: str) -> Any:
 
 def text_at_turn(store: ChronicleStore, session_id: UUID, number: int, engine: ProjectionEngine) -> str | None:
     """`wire_at_turn` as one JSON array, undecoded."""
-    return _text_at_turn(store, session_id, number, engine, WITH_THE_ROWS)
+    segments = _segments_at_turn(store, session_id, number, engine, WITH_THE_ROWS)
+    return None if segments is None else joined(segments)
 
 
-#: `_text_at_turn`'s `lagging` when the projection's lag is to be read in the rows' own statement.
+#: `_segments_at_turn`'s `lagging` when the projection's lag is to be read in the rows' own statement.
 WITH_THE_ROWS: Any = object()
 
 
-def _text_at_turn(
+def _segments_at_turn(
     store: ChronicleStore, session_id: UUID, number: int, engine: ProjectionEngine, lagging: list[str] | None
-) -> str | None:
-    """`text_at_turn` given the projection's lag (`lagging_originators`, read once by a caller that
-    reads twice), or `WITH_THE_ROWS` to read it in the rows' statement.
+) -> list[Segment | None] | None:
+    """`text_at_turn` as the segments `joined` would join (spans, then the rows after them), given
+    the projection's lag (`lagging_originators`, read once by a caller that reads twice), or
+    `WITH_THE_ROWS` to read it in the rows' statement.
 
     Every row of the session and its turns up to the cut is there once the lag says the
     projection has applied their events; rows only ever arrive after that, at later positions.
@@ -134,10 +136,10 @@ def _text_at_turn(
         return None
     before = [Segment(roles.partition(" ")[0], roles.partition(" ")[2], text) for _, _, roles, text in spans]
     if not reread:
-        return joined([*before, segment([messages])])
+        return [*before, segment([messages])]
     from_events = events_parts(store, [UUID(t) for t in marked.values()], position, _timestamp(at))
     parts = _spliced(rows, {idx: from_events.get(t, []) for idx, t in marked.items() if idx >= covered})
-    return None if parts is None else joined([*before, segment(parts)])
+    return None if parts is None else [*before, segment(parts)]
 
 
 def _tiled(spans: list[tuple[int, int, str, str]]) -> list[tuple[int, int, str, str]]:
@@ -289,10 +291,10 @@ def wire_at_step(store: ChronicleStore, session_id: UUID, number: int, step: int
     # The lag read above still holds: events the projection applied after it only add rows at
     # later positions, beyond both cuts.
     own = _turn_text_at(turn_id, answered.originator_version - 1, engine, lagging)
-    before = _text_at_turn(store, session_id, number - 1, engine, lagging) if number > 1 else "[]"
+    before = _segments_at_turn(store, session_id, number - 1, engine, lagging) if number > 1 else []
     if own is None or before is None:
         return None
-    messages, mine = loads(before), loads(own)
+    messages, mine = joined_values(before, loads), loads(own)
     if messages and mine and messages[-1]["role"] == mine[0]["role"]:  # as `merge_roles` joins them
         messages[-1]["content"].extend(mine.pop(0)["content"])
     return messages + mine
