@@ -362,14 +362,17 @@ class Database:
         """A pooled PostgreSQL connection that already looks in the store's schema: at its login
         when the store's pool asks for it (`search_path_option`), else set once per connection,
         which saves a `SET LOCAL` round trip per transaction (every other statement on these
-        connections names its schema)."""
+        connections names its schema). Set after the login, the plan mode of `GENERIC_PLANS`
+        comes with it: a pooler that did not pass the login's options passed neither."""
         at_login = search_path_option(self.schema)
         with self.datastore.get_connection() as conn:
             if getattr(conn, "_chronicle_search_path", None) != self.schema and (
                     at_login is None or self.datastore.pool.kwargs.get("options") != login_options(self.schema)):
                 from psycopg import sql as pgsql
 
-                conn.execute(pgsql.SQL("SET search_path TO {}").format(pgsql.Identifier(self.schema)))
+                path = pgsql.Identifier(self.schema).as_string(conn)
+                conn.execute("SELECT set_config('search_path', %s, false), set_config('plan_cache_mode', 'force_generic_plan', false)",
+                             (path,), prepare=False)
                 conn._chronicle_search_path = self.schema  # type: ignore[attr-defined]
             yield conn
 

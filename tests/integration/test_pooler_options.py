@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import logging
 import uuid
+from contextlib import closing
 from urllib.parse import urlparse, urlunparse
 
 import pytest
 
 from chronicle import Agent, Chronicle
+from chronicle.runtime.past_context import history_engine
+from chronicle.runtime.store import ChronicleStore
 from tests.conftest import ADMIN_DSN
 from tests.helpers import cli, json_lines, response, text, write_script
 from tests.pooler_proxy import OptionsPooler
@@ -70,6 +73,10 @@ def test_a_store_in_its_own_schema_reads_and_writes_only_there_behind_a_pooler(d
             assert shown[-1]["content"][0]["text"] == "answer to in its own schema"
         finally:
             app.close()
+        # Set after the login, the plan mode comes with the search path (projections/sql.py).
+        with closing(ChronicleStore(url)) as store, history_engine(store).db.statement() as tx:
+            assert tx.value("SELECT current_schema()") == "own"
+            assert tx.value("SELECT current_setting('plan_cache_mode')") == "force_generic_plan"
         # The public store's read models never saw the other store's session.
         listed = Chronicle(database)
         try:
