@@ -287,8 +287,8 @@ def test_reading_the_past_imports_no_tools_and_builds_no_block_schema_until_one_
 #: A read command as the `chronicle` executable runs it, counting the cyclic collector's passes.
 COLLECTIONS = """
 import gc, sys
-passes = []
-gc.callbacks.append(lambda phase, info: passes.append(info["generation"]) if phase == "start" else None)
+passes = []  # one per collection: whether start-up was over (what it built frozen) when it ran
+gc.callbacks.append(lambda phase, info: passes.append(gc.get_freeze_count() > 0) if phase == "start" else None)
 defaults = gc.get_threshold()
 sys.argv = ["chronicle", *sys.argv[1:]]
 from chronicle.runtime.cli.entry import main
@@ -296,7 +296,7 @@ try:
     main()
 except SystemExit as exc:
     assert not exc.code, exc.code
-print(len(passes), gc.get_freeze_count() > 0, gc.get_threshold() == defaults)
+print(passes.count(False), gc.get_freeze_count() > 0, gc.get_threshold() == defaults)
 """
 
 
@@ -317,4 +317,6 @@ def test_a_read_command_starts_without_collecting_and_its_own_work_is_collected_
         out = subprocess.run([sys.executable, "-c", COLLECTIONS, *args], capture_output=True, text=True, timeout=60, env=env)
         assert out.returncode == 0, out.stderr
         passes, frozen, restored = out.stdout.splitlines()[-1].split()
-        assert int(passes) <= 2 and frozen == "True" and restored == "True", f"chronicle {' '.join(args)}: {out.stdout[-300:]}"
+        # Only the imports that reach `entry.main` come before the hold (2 young passes); the command's
+        # own work after start-up is not counted here, however it grows.
+        assert int(passes) <= 3 and frozen == "True" and restored == "True", f"chronicle {' '.join(args)}: {out.stdout[-300:]}"
