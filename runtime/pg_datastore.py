@@ -55,22 +55,21 @@ def logs_in_to_schema(datastore: Any) -> None:
     datastore.pool.kwargs["prepare_threshold"] = PREPARE_THRESHOLD
 
 
-def login_options_dropped(datastore: Any, search_path: str) -> bool:
-    """Whether the pool's login options did not hold (`search_path` is the setting on a connection
-    that logged in with them), in which case the pool stops sending them: a pooler such as
-    PgBouncer with `ignore_startup_parameters = options` logs in without them, and the read
-    models' statements, which name no schema, would have read and written the default search
-    path's tables, another store's perhaps. Without them, each connection sets its search path
-    once, before its first read (`projections.sql.Database._connection`)."""
+def keep_login_options_if_held(datastore: Any, search_path: str) -> None:
+    """The pool stops sending its login options if they did not hold (`search_path` is the setting
+    on a connection that logged in with them): a pooler such as PgBouncer with
+    `ignore_startup_parameters = options` logs in without them, and the read models' statements,
+    which name no schema, would have read and written the default search path's tables, another
+    store's perhaps. Without them, each connection sets its search path once, before its first
+    read (`projections.sql.Database._connection`)."""
     from chronicle.projections.sql import search_path_option
 
     options, schema = datastore.pool.kwargs.get("options"), datastore.schema or "public"
     wanted = search_path_option(schema)
     if not options or wanted is None or wanted not in options or search_path == schema:
-        return False
+        return
     del datastore.pool.kwargs["options"]
     log.info("PostgreSQL ignored the login options (%s): each connection sets its search path after its login", options)
-    return True
 
 
 #: What PgBouncer answers a login that carries libpq `options` it was not told to ignore.

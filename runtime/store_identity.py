@@ -85,7 +85,7 @@ def check_postgres(datastore: Any, events_table: str, own_schema: bool) -> froze
     from psycopg import sql
     from psycopg.rows import tuple_row
 
-    from .pg_datastore import first_connection, login_options_dropped
+    from .pg_datastore import first_connection, keep_login_options_if_held
 
     schema = datastore.schema or "public"
     where = f"database {datastore.pool.kwargs.get('dbname')!r}, schema {schema!r}"
@@ -99,7 +99,7 @@ def check_postgres(datastore: Any, events_table: str, own_schema: bool) -> froze
             (schema,),
         )
         search_path, names = cursor.fetchone() or ("", [])
-        login_options_dropped(datastore, search_path)
+        keep_login_options_if_held(datastore, search_path)
         tables = set(names)
         if not tables:
             if own_schema:  # `?schema=NAME` names a schema of our own: made on first use
