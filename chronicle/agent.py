@@ -61,6 +61,12 @@ class Agent:
             raise ValueError(f"agent {self.name}: max_iterations must be at least 1")
         if self.max_depth < 0:
             raise ValueError(f"agent {self.name}: max_depth cannot be negative")
+        for field_name in ("tools", "agents", "mcp_servers", "guardrails", "middleware"):
+            given = getattr(self, field_name)
+            if isinstance(given, (str, bytes)) or (given is not None and not isinstance(given, Sequence)):
+                # a lone "read_file" is a sequence of letters, each then an unknown tool
+                shown = repr(given) if len(repr(given)) <= 40 else "..."
+                raise ValueError(f"agent {self.name}: {field_name} takes a list, like {field_name}=[{shown}]")
         self._entries = tuple(tool_entry(t, self.name) for t in self.tools) if self.tools is not None else ()
         self._guardrails = tuple(guardrail_record(g, self.name) for g in self.guardrails)
         names = [g["name"] for g in self._guardrails]
@@ -152,7 +158,10 @@ def tool_entry(item: Any, agent: str) -> str:
         return remember(item)
     if inspect.isclass(item) and issubclass(item, Tool):
         return remember(item(), f"{item.__module__}:{item.__qualname__}")
-    what = "a function not decorated with @tool" if callable(item) else type(item).__name__
+    if inspect.isclass(item):
+        what = f"the class {item.__name__}, which is not a subclass of Tool"
+    else:
+        what = f"{getattr(item, '__name__', 'a function')}, a function not decorated with @tool" if callable(item) else type(item).__name__
     raise TypeError(f"agent {agent}: tools= takes @tool functions, Tool classes and built-in names; got {what}")
 
 

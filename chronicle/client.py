@@ -16,6 +16,7 @@ from typing import Any, AsyncIterator, Callable, Iterator, Sequence
 from uuid import UUID
 
 from chronicle.runtime.app import approvals, controls, queries, timetravel
+from chronicle.runtime.app import archive as archiving
 from chronicle.runtime.app import jobs as job_cases
 from chronicle.runtime.app import resume as resuming
 from chronicle.runtime.app import routines as routine_cases
@@ -32,6 +33,7 @@ from chronicle.runtime.store import ChronicleStore, NotFound, UnknownSession
 
 from . import runs
 from .agent import Agent
+from .arguments import FromOne, FromZero, Seconds, SessionRef, blocking, checked
 from .errors import ChronicleError
 
 
@@ -102,8 +104,9 @@ class Chronicle:
 
     # -- running agents ------------------------------------------------------------------------
 
-    async def run(self, agent: Agent, prompt: str, *, session: str | None = None, workspace: str | Path | None = None,
-                  attachments: Sequence[Any] | None = None, auto_approve: bool = False, max_iterations: int | None = None,
+    @checked
+    async def run(self, agent: Agent, prompt: str, *, session: SessionRef | None = None, workspace: str | Path | None = None,
+                  attachments: Sequence[Any] | None = None, auto_approve: bool = False, max_iterations: FromOne | None = None,
                   on_event: Callable[[Any], Any] | None = None) -> RunResult:
         """Record the prompt (a new session, or `session` continued) and run until the turn ends, pauses or fails."""
         with _as_chronicle_errors():
@@ -115,16 +118,18 @@ class Chronicle:
             return RunResult.of(sid, None, "queued", driven.queued.reason)
         return RunResult.of(sid, driven.outcome)
 
-    def run_sync(self, agent: Agent, prompt: str, *, session: str | None = None, workspace: str | Path | None = None,
+    def run_sync(self, agent: Agent, prompt: str, *, session: SessionRef | None = None, workspace: str | Path | None = None,
                  attachments: Sequence[Any] | None = None, auto_approve: bool = False,
                  max_iterations: int | None = None) -> RunResult:
         """`chronicle run PROMPT` from code: blocks until the turn completes, fails, stops or waits for approval."""
-        return asyncio.run(self.run(agent, prompt, session=session, workspace=workspace, attachments=attachments,
-                                    auto_approve=auto_approve, max_iterations=max_iterations))
+        return blocking("run_sync", "run", lambda: self.run(agent, prompt, session=session, workspace=workspace,
+                                                           attachments=attachments, auto_approve=auto_approve,
+                                                           max_iterations=max_iterations))
 
-    async def stream(self, agent: Agent, prompt: str, *, session: str | None = None, workspace: str | Path | None = None,
+    @checked
+    async def stream(self, agent: Agent, prompt: str, *, session: SessionRef | None = None, workspace: str | Path | None = None,
                      attachments: Sequence[Any] | None = None, auto_approve: bool = False,
-                     max_iterations: int | None = None) -> AsyncIterator[Any]:
+                     max_iterations: FromOne | None = None) -> AsyncIterator[Any]:
         """The live events of `run --json`, as pydantic models (`event.model_dump()` is the JSON line)."""
         queue: asyncio.Queue[Any] = asyncio.Queue()
         task = asyncio.ensure_future(self.run(agent, prompt, session=session, workspace=workspace, attachments=attachments,
@@ -144,26 +149,39 @@ class Chronicle:
                 task.cancel()
                 await asyncio.gather(task, return_exceptions=True)
 
-    def submit(self, agent: Agent, prompt: str, *, session: str | None = None, workspace: str | Path | None = None,
+    @checked
+    def submit(self, agent: Agent, prompt: str, *, session: SessionRef | None = None, workspace: str | Path | None = None,
                attachments: Sequence[Any] | None = None) -> dict[str, Any]:
         """Record the prompt for a worker (`chronicle worker`) to run: `submit --json`'s {"session_id", "input_id"}."""
         with _as_chronicle_errors():
             return runs.submit(self.store, agent, prompt, session, workspace, attachments)
 
-    def resume(self, session: str, *, auto_approve: bool = False, workspace: str | Path | None = None) -> RunResult:
-        """Continue a session left in flight (a crash, an answered approval) or with queued input, as `chronicle resume`."""
+    @checked
+    async def resume_async(self, session: SessionRef, *, auto_approve: bool = False, workspace: str | Path | None = None) -> RunResult:
+        """Continue a session left in flight (a crash, an answered approval) or with queued input, as `chronicle resume`:
+        status `awaiting_approval` (exit code 3) while a call still waits for a decision, `idle` when nothing is left."""
         with _as_chronicle_errors():
             sid = queries.session_id(self.store, session)
+            stalled = resuming.blocked(self.store, sid, auto_approve)
+            if isinstance(stalled, resuming.AwaitingApproval):
+                return RunResult(str(sid), "awaiting_approval", "", 3, stalled.message)
+            if stalled is not None:
+                return RunResult.of(sid, None, "idle", stalled)
             overrides = Overrides(workspace=Path(workspace) if workspace else None, options=LoopOptions(auto_approve=auto_approve))
-            done = asyncio.run(resuming.resume_one(self.store, sid, overrides, Broker(), worker_name(), auto_approve=auto_approve))
+            done = await resuming.resume_one(self.store, sid, overrides, Broker(), worker_name(), auto_approve=auto_approve)
         if isinstance(done, resuming.Busy):
             return RunResult.of(sid, None, "busy", done.message)
         return RunResult.of(sid, done[-1] if done else None)
 
+    def resume(self, session: SessionRef, *, auto_approve: bool = False, workspace: str | Path | None = None) -> RunResult:
+        """`resume_async`, blocking (not inside an event loop)."""
+        return blocking("resume", "resume_async", lambda: self.resume_async(session, auto_approve=auto_approve, workspace=workspace))
+
     # -- background jobs (`chronicle jobs`) --------------------------------------------------------
 
+    @checked
     def submit_job(self, agent: Agent, prompt: str, *, workspace: str | Path | None = None,
-                   max_iterations: int | None = None) -> dict[str, Any]:
+                   max_iterations: FromOne | None = None) -> dict[str, Any]:
         """`jobs submit --json`: a new session queued for a worker, checked as `run` checks it (ChronicleError 2 records nothing)."""
         with _as_chronicle_errors():
             runs.checked(agent)
@@ -176,11 +194,13 @@ class Chronicle:
         with _as_chronicle_errors():
             return job_cases.listing(self.store)
 
+    @checked
     def job(self, job_id: str) -> dict[str, Any]:
         """`jobs status ID --json`'s row (ChronicleError 1 if the session is not a job)."""
         with _as_chronicle_errors():
             return job_cases.one(self.store, job_id)
 
+    @checked
     def cancel_job(self, job_id: str) -> dict[str, Any]:
         """`jobs cancel ID --json`: a queued job never starts; a running one stops at its next safe point."""
         with _as_chronicle_errors():
@@ -188,27 +208,37 @@ class Chronicle:
 
     # -- routines (`chronicle routines`) ------------------------------------------------------------
 
+    @checked
     def routines(self, workspace: str | Path | None = None, routines: Sequence[Routine] | None = None) -> list[dict[str, Any]]:
         """`routines list --json`: the routines given (checked as chronicle.toml tables are), else the workspace's."""
         with _as_chronicle_errors():
             return routine_cases.listing(resolve_workspace(workspace), routines)
 
-    def run_routine(self, routine: Routine | str, *, workspace: str | Path | None = None, agent: Agent | None = None,
-                    auto_approve: bool = False) -> dict[str, Any]:
+    @checked
+    async def run_routine_async(self, routine: Routine | str, *, workspace: str | Path | None = None, agent: Agent | None = None,
+                                auto_approve: bool = False) -> dict[str, Any]:
         """`routines run NAME --json`: fire a routine (a Routine, or the name of a workspace one) now, its guardrails
         applied; a lightweight one runs to its end here, a job is queued for a worker. `agent` (default: the
         workspace's main agent) is what its session records, renamed routine-NAME."""
         with _as_chronicle_errors():
             ws = resolve_workspace(workspace)
-            return asyncio.run(routine_cases.run(
+            return await routine_cases.run(
                 self.store, ws, routine, provider=agent.provider if agent else None, model=agent.model if agent else None,
-                auto_approve=auto_approve, registry=agent.registry(ws) if agent else None))
+                auto_approve=auto_approve, registry=agent.registry(ws) if agent else None)
 
+    def run_routine(self, routine: Routine | str, *, workspace: str | Path | None = None, agent: Agent | None = None,
+                    auto_approve: bool = False) -> dict[str, Any]:
+        """`run_routine_async`, blocking (not inside an event loop)."""
+        return blocking("run_routine", "run_routine_async", lambda: self.run_routine_async(
+            routine, workspace=workspace, agent=agent, auto_approve=auto_approve))
+
+    @checked
     def routine_history(self, workspace: str | Path | None = None, routine: str | None = None) -> list[dict[str, Any]]:
         """`routines history --json`: every firing of the workspace's routines, oldest first."""
         with _as_chronicle_errors():
             return routine_cases.history(self.store, resolve_workspace(workspace), routine)
 
+    @checked
     def tick_routines(self, *, workspace: str | Path | None = None, routines: Sequence[Routine] | None = None,
                       agent: Agent | None = None) -> list[dict[str, Any]]:
         """One worker tick of the routines (given, else the workspace's): fire due cron slots and routines whose events were
@@ -227,42 +257,55 @@ class Chronicle:
 
     # -- controls --------------------------------------------------------------------------------
 
-    def approve(self, session: str, tool_call: str | None = None, always: bool = False,
+    @checked
+    def approve(self, session: SessionRef, tool_call: str | None = None, always: bool = False,
                 actor: str | None = None) -> list[dict[str, Any]]:
         """`actor`: who decides, as recorded (default: this process's user@host or CHRONICLE_ACTOR)."""
         with _as_chronicle_errors():
             return approvals.approve(self.store, session, tool_call=tool_call, always=always, actor=actor).rows()
 
-    def deny(self, session: str, reason: str | None = None, tool_call: str | None = None,
+    @checked
+    def deny(self, session: SessionRef, reason: str | None = None, tool_call: str | None = None,
              actor: str | None = None) -> list[dict[str, Any]]:
         with _as_chronicle_errors():
             return approvals.deny(self.store, session, tool_call=tool_call, reason=reason, actor=actor).rows()
 
-    def steer(self, session: str, message: str, wait_batch: bool = False, actor: str | None = None) -> dict[str, Any]:
+    @checked
+    def steer(self, session: SessionRef, message: str, wait_batch: bool = False, actor: str | None = None) -> dict[str, Any]:
         with _as_chronicle_errors():
             return controls.steer(self.store, session, message, wait_batch=wait_batch, actor=actor).row()
 
-    def cancel(self, session: str, wait_s: float = 10.0, actor: str | None = None) -> dict[str, Any]:
+    @checked
+    def cancel(self, session: SessionRef, wait_s: Seconds = 10.0, actor: str | None = None) -> dict[str, Any]:
         with _as_chronicle_errors():
             return controls.cancel(self.store, session, wait_s=wait_s, actor=actor).row()
 
-    def compact(self, session: str, strategy: str = "summary", keep: int | None = None) -> dict[str, Any]:
+    @checked
+    async def compact_async(self, session: SessionRef, strategy: str = "summary", keep: FromZero | None = None) -> dict[str, Any]:
+        """`compact --json`: older turns summarised (a model call), truncated, or moved to the workspace's memory."""
         with _as_chronicle_errors():
             sid = queries.session_id(self.store, session)
-            return asyncio.run(controls.compact(self.store, sid, strategy, keep)).row(sid)
+            return (await controls.compact(self.store, sid, strategy, keep)).row(sid)
+
+    def compact(self, session: SessionRef, strategy: str = "summary", keep: int | None = None) -> dict[str, Any]:
+        """`compact_async`, blocking (not inside an event loop)."""
+        return blocking("compact", "compact_async", lambda: self.compact_async(session, strategy, keep))
 
     # -- time travel -----------------------------------------------------------------------------
 
-    def undo(self, session: str, turns: int = 1, files: bool = False, actor: str | None = None) -> dict[str, Any]:
+    @checked
+    def undo(self, session: SessionRef, turns: FromOne = 1, files: bool = False, actor: str | None = None) -> dict[str, Any]:
         with _as_chronicle_errors():
             return timetravel.undo(self.store, session, turns, files=files, actor=actor).row()
 
-    def redo(self, session: str, actor: str | None = None, *, files: bool = False) -> dict[str, Any]:
+    @checked
+    def redo(self, session: SessionRef, actor: str | None = None, *, files: bool = False) -> dict[str, Any]:
         """Put the last undone turns back; with `files`, their files too (`redo --files`)."""
         with _as_chronicle_errors():
             return timetravel.redo(self.store, session, actor=actor, files=files).row()
 
-    def fork(self, session: str, at: int | None = None) -> str:
+    @checked
+    def fork(self, session: SessionRef, at: FromOne | None = None) -> str:
         """A new session continuing from turn `at` (default: the end of the branch); its id."""
         with _as_chronicle_errors():
             return str(timetravel.fork(self.store, session, at).id)
@@ -280,34 +323,58 @@ class Chronicle:
         return create_app(ServerConfig(db=self.url, workspace=Path(workspace).expanduser().resolve() if workspace else None,
                                        token=token, run_worker=run_worker, library=tuple(agents)))
 
-    def replay(self, session: str, workspace: str | Path | None = None) -> dict[str, Any]:
+    @checked
+    async def replay_async(self, session: SessionRef, workspace: str | Path | None = None) -> dict[str, Any]:
         """`replay --json`: whether the session runs again exactly as recorded, and the first divergence if not."""
         with _as_chronicle_errors():
             sid = queries.session_id(self.store, session)
-            report = asyncio.run(timetravel.replay(self.store, sid, Path(workspace) if workspace else None))
+            report = await timetravel.replay(self.store, sid, Path(workspace) if workspace else None)
         return timetravel.replay_row(sid, report)
+
+    def replay(self, session: SessionRef, workspace: str | Path | None = None) -> dict[str, Any]:
+        """`replay_async`, blocking (not inside an event loop)."""
+        return blocking("replay", "replay_async", lambda: self.replay_async(session, workspace))
 
     # -- queries ---------------------------------------------------------------------------------
 
-    def sessions(self) -> list[dict[str, Any]]:
+    @checked
+    def sessions(self, all: bool = False) -> list[dict[str, Any]]:
+        """`sessions --json`; archived sessions (and their sub-agents) only with `all`, as `sessions --all`."""
         with _as_chronicle_errors():
-            return queries.sessions(self.store)
+            return queries.sessions(self.store, archived=all)
 
-    def log(self, session: str, tree: bool = False) -> list[dict[str, Any]]:
+    @checked
+    def archive(self, session: SessionRef, actor: str | None = None) -> dict[str, Any]:
+        """`archive --json`: hide an idle session from `sessions()` (recorded; `sessions(all=True)` still lists it)."""
+        with _as_chronicle_errors():
+            return {"session_id": str(archiving.archive(self.store, session, actor)), "archived": True}
+
+    @checked
+    def unarchive(self, session: SessionRef, actor: str | None = None) -> dict[str, Any]:
+        """`unarchive --json`: list an archived session again."""
+        with _as_chronicle_errors():
+            return {"session_id": str(archiving.unarchive(self.store, session, actor)), "archived": False}
+
+    @checked
+    def log(self, session: SessionRef, tree: bool = False) -> list[dict[str, Any]]:
         with _as_chronicle_errors():
             return queries.log(self.store, session, tree=tree)
 
-    def history(self, session: str, at: int | None = None, version: int | None = None, step: int | None = None) -> list[dict[str, Any]]:
+    @checked
+    def history(self, session: SessionRef, at: FromOne | None = None, version: FromOne | None = None,
+                step: FromZero | None = None) -> list[dict[str, Any]]:
         """The conversation in Anthropic's wire format: next (no moment), at the end of turn `at`, at the
         session's `version`-th event, or as the model was sent it for `step` (from 0) of turn `at`."""
         with _as_chronicle_errors():
             return queries.history(self.store, session, at=at, version=version, step=step)
 
-    def cost(self, session: str | None = None, by: str | None = None) -> list[dict[str, Any]]:
+    @checked
+    def cost(self, session: SessionRef | None = None, by: str | None = None) -> list[dict[str, Any]]:
         with _as_chronicle_errors():
             return queries.cost(self.store, session, by=by)
 
-    def audit(self, session: str | None = None, tool: str | None = None, errors: bool = False, since: str | None = None,
-              limit: int | None = None) -> list[dict[str, Any]]:
+    @checked
+    def audit(self, session: SessionRef | None = None, tool: str | None = None, errors: bool = False, since: str | None = None,
+              limit: FromOne | None = None) -> list[dict[str, Any]]:
         with _as_chronicle_errors():
             return queries.audit(self.store, session=session, tool=tool, errors=errors, since=since, limit=limit)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import Any, Callable, Sequence
+from uuid import UUID
 
 from chronicle.runtime.app import resume as resuming
 from chronicle.runtime.app.running import Conversation, RunOptions
@@ -23,7 +24,7 @@ def checked(agent: Agent) -> Agent:
     return agent
 
 
-def open_conversation(store: ChronicleStore, agent: Agent, prompt: str, session: str | None, workspace: str | Path | None,
+def open_conversation(store: ChronicleStore, agent: Agent, prompt: str, session: str | UUID | None, workspace: str | Path | None,
                       attachments: Sequence[Any] | None, auto_approve: bool, max_iterations: int | None,
                       subscribers: list[Callable[[Any], Any]]) -> Conversation:
     """`session` continues with what it recorded; the agent's provider and model still apply, like --provider/--model."""
@@ -33,7 +34,7 @@ def open_conversation(store: ChronicleStore, agent: Agent, prompt: str, session:
     return Conversation.open(store, session, options, subscribers, first_input=prompt, attachments=attachments)
 
 
-def submit(store: ChronicleStore, agent: Agent, prompt: str, session: str | None, workspace: str | Path | None,
+def submit(store: ChronicleStore, agent: Agent, prompt: str, session: str | UUID | None, workspace: str | Path | None,
            attachments: Sequence[Any] | None) -> dict[str, Any]:
     """`submit --json`'s object; a new session is specified by the agent and checked before it is recorded."""
     checked(agent)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import base64
 import hashlib
 from collections.abc import Sequence
-from pathlib import Path
+from pathlib import Path, PurePath
 from typing import Any
 
 from eventsourcing.persistence import IntegrityError
@@ -75,6 +75,10 @@ def read_item(item: Any) -> tuple[bytes, str, str]:
 
 def store_attachments(store: Any, items: Sequence[Any] | None, clock: Clock = SYSTEM_CLOCK) -> list[dict[str, Any]]:
     """Check all, then store each distinct content once; the reference blocks to record with the input."""
+    if isinstance(items, (str, PurePath)):  # one path is a sequence of letters: not what was meant
+        raise AttachmentError(f"attachments take a list of files: attachments=[{str(items)!r}]")
+    if isinstance(items, bytes):
+        raise AttachmentError("attachments take a list of files or (bytes, media type) pairs: attachments=[(data, 'application/pdf')]")
     checked = [read_item(item) for item in items or []]
     blocks = []
     for data, media_type, name in checked:

@@ -12,11 +12,13 @@ from typing import Any, Sequence
 from uuid import UUID
 
 from chronicle.domain.agent_spec import AgentSpec
+from chronicle.domain.tool_call import ToolCall
 
 from ..agents.registry import AgentRegistry
 from ..leases import DEFAULT_LEASE_S, current_lease
 from ..live import AgentEnd, AgentStart, Broker
 from ..loop import TurnOutcome
+from ..session_work import needs_work, pending_approvals
 from ..sessions import start_session, submit_input
 from ..settings import LimitFlags, SettingsError, load_settings
 from ..store import ChronicleStore
@@ -45,6 +47,37 @@ def busy(store: ChronicleStore, sid: UUID) -> Busy:
     lease = current_lease(store, sid)
     until = lease.expires_at.isoformat() if lease and lease.expires_at else "?"
     return Busy(sid, lease.holder if lease and lease.holder else "another process", until)
+
+
+@dataclass(frozen=True)
+class AwaitingApproval:
+    """Nothing can run: the paused turn still waits for a person's decision on these calls."""
+
+    session_id: UUID
+    calls: list[ToolCall]
+
+    @property
+    def message(self) -> str:
+        names = ", ".join(sorted({c.name for c in self.calls}))
+        sid = self.session_id
+        return f"session {sid} awaits approval of {names}: `chronicle approve {sid}` or `chronicle deny {sid}` first, or resume with --yes"
+
+    def row(self) -> dict[str, Any]:
+        """`resume --json`'s object for a pause (exit 3, as `run` exits on one)."""
+        return {"session_id": str(self.session_id), "status": "awaiting_approval",
+                "tool_calls": [{"tool_call_id": str(c.id), "name": c.name} for c in self.calls], "message": self.message}
+
+
+def blocked(store: ChronicleStore, sid: UUID, auto_approve: bool = False) -> AwaitingApproval | str | None:
+    """Why resuming `sid` would run nothing: a pause for approval, or a line saying there is no
+    work; None when there is work. `chronicle resume SESSION` and the library's resume both ask."""
+    record = store.session(sid)
+    if needs_work(store, record, auto_approve) is not None:
+        return None
+    waiting = pending_approvals(store, record)
+    if waiting:
+        return AwaitingApproval(sid, waiting)
+    return f"session {sid} has no turn in flight and no queued input"
 
 
 async def resume_one(store: ChronicleStore, sid: UUID, overrides: Overrides, broker: Broker, holder: str,

@@ -84,23 +84,15 @@ def resume(
         store = open_store(db, create=False)
         if session:
             sid = store.resolve_session_id(session)
-            record = store.session(sid)
-            if working.needs_work(store, record, yes) is None:
-                waiting = approvals.pending_approvals(store, record)
-                if waiting:
-                    names = ", ".join(sorted({c.name for c in waiting}))
-                    if as_json:  # --json promises JSON on stdout, a pause included (exit 3 as in `run`)
-                        print_json({
-                            "session_id": str(sid), "status": "awaiting_approval",
-                            "tool_calls": [{"tool_call_id": str(c.id), "name": c.name} for c in waiting],
-                            "message": f"session {sid} awaits approval of {names}: `chronicle approve {sid}` or "
-                                       f"`chronicle deny {sid}` first, or resume with --yes",
-                        })
-                        raise typer.Exit(3)
-                    err_console.print(f"[yellow]paused:[/] session {sid} awaits approval of {escape(names)}: "
-                                      f"`chronicle approve {sid}` or `chronicle deny {sid}` first, or resume with --yes")
-                    raise typer.Exit(3)
-                nothing(sid, f"session {sid} has no turn in flight and no queued input", as_json)
+            stalled = resuming.blocked(store, sid, yes)
+            if isinstance(stalled, resuming.AwaitingApproval):
+                if as_json:  # --json promises JSON on stdout, a pause included (exit 3 as in `run`)
+                    print_json(stalled.row())
+                else:
+                    err_console.print(f"[yellow]paused:[/] {escape(stalled.message)}")
+                raise typer.Exit(3)
+            if stalled is not None:
+                nothing(sid, stalled, as_json)
                 return
             targets = [sid]
         else:

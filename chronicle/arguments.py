@@ -1,0 +1,112 @@
+"""The public API's arguments, checked as the command line checks its flags.
+
+Why: a program reaches the use cases without typer in front, so `history(sid, at=0)` or
+`run_sync(agent, None)` went straight in — an AttributeError from deep inside, or worse, a
+session recorded from nonsense (`max_iterations=-1` recorded a failed turn). Every public method
+is wrapped with pydantic's `validate_call`, its bounds the CLI's (`--at` from 1, `--keep` from 0,
+…), and a bad argument is a `ChronicleError` with code 2, the exit code the CLI gives a bad flag.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import inspect
+from typing import Annotated, Any, Callable, Coroutine, TypeVar
+from uuid import UUID
+
+from pydantic import ConfigDict, Field, ValidationError, validate_call
+from pydantic_core import ErrorDetails
+
+from .errors import ChronicleError
+
+#: A session: its id (a UUID, or its text), or an unambiguous prefix of it, as `RunResult.session_id` holds it.
+SessionRef = str | UUID
+#: A turn or event number, counted from 1 as `--at` and `--version` count.
+FromOne = Annotated[int, Field(ge=1)]
+#: A count that may be zero (`--keep`, `--step`).
+FromZero = Annotated[int, Field(ge=0)]
+#: Seconds to wait: finite and not negative (`--wait`).
+Seconds = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+
+_CONFIG = ConfigDict(arbitrary_types_allowed=True)
+
+F = TypeVar("F", bound=Callable[..., Any])
+T = TypeVar("T")
+
+
+def checked(func: F) -> F:
+    """`func` with its arguments validated against its annotations before it runs."""
+    validated = validate_call(config=_CONFIG)(func)
+    title = func.__qualname__
+    if inspect.iscoroutinefunction(func):
+
+        @functools.wraps(func)
+        async def checked_coroutine(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return await validated(*args, **kwargs)
+            except ValidationError as exc:
+                if exc.title != title:  # a model's error inside the use case is not the caller's argument
+                    raise
+                raise ChronicleError(described(func, exc), 2) from None
+
+        return checked_coroutine  # type: ignore[return-value]
+
+    @functools.wraps(func)
+    def checked_call(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return validated(*args, **kwargs)
+        except ValidationError as exc:
+            if exc.title != title:
+                raise
+            raise ChronicleError(described(func, exc), 2) from None
+
+    return checked_call  # type: ignore[return-value]
+
+
+def described(func: Callable[..., Any], exc: ValidationError) -> str:
+    """One line: each bad parameter, what it needs and what it got.
+
+    A union type (`str | Path | None`) fails once per member; those read better as the annotation."""
+    parameters = inspect.signature(func).parameters
+    positions = list(parameters)
+    errors: dict[str, list[ErrorDetails]] = {}
+    for error in exc.errors():
+        where = error["loc"][0] if error["loc"] else "arguments"
+        name = positions[where] if isinstance(where, int) and where < len(positions) else str(where)  # passed by position
+        errors.setdefault(name, []).append(error)
+    parts = []
+    for name, found in errors.items():
+        if found[0]["type"] == "missing_argument":
+            parts.append(f"{name} is required")
+            continue
+        got = _shown(found[0].get("input"))
+        if len(found) > 1 and name in parameters:
+            annotation = parameters[name].annotation
+            shown = annotation if isinstance(annotation, str) else getattr(annotation, "__name__", str(annotation))
+            needs = f"expected {shown.replace('SessionRef', 'a session id (str or UUID)')}"
+        else:
+            message = found[0]["msg"]
+            needs = message[:1].lower() + message[1:]
+        parts.append(f"{name}: {needs}, got {got}")
+    method = func.__name__.removesuffix("_async")  # the blocking twin takes the same arguments
+    return f"{method}(): " + "; ".join(parts)
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def blocking(name: str, twin: str, coroutine: Callable[[], Coroutine[Any, Any, T]]) -> T:
+    """Run the use case to its end from synchronous code.
+
+    Inside a running event loop `asyncio.run` cannot start another, and waiting in a thread would
+    freeze the caller's loop for a whole turn; so the async program is told to await the `_async`
+    twin. The coroutine is made only when it can run, so none is left never awaited."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coroutine())
+    raise ChronicleError(f"{name}() blocks until the work is done and cannot run inside an event loop; "
+                         f"use `await {twin}(...)` there", 2)

@@ -1,0 +1,129 @@
+"""The public API refuses what the CLI refuses, says when a resume would only find a pause, and
+offers every blocking call to async programs as a coroutine, on both backends."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+import warnings
+
+import pytest
+
+from chronicle import Agent, Chronicle, ChronicleError
+from tests.helpers import response, text, tool_use
+
+
+def scripted(tmp_path, turns, name="s.json"):
+    path = tmp_path / name
+    path.write_text(json.dumps({"agents": {"main": turns}}), encoding="utf-8")
+    return f"scripted:{path}"
+
+
+def two_bash_calls(tmp_path):
+    return scripted(tmp_path, [[response(tool_use("tu_1", "bash", command="echo one"), tool_use("tu_2", "bash", command="echo two")),
+                                response(text("ran both"))]])
+
+
+@pytest.mark.parametrize("call, named", [
+    (lambda app, sid, agent: app.history(sid, at=0), "at: input should be greater than or equal to 1, got 0"),
+    (lambda app, sid, agent: app.history(sid, at="x"), "at:"),
+    (lambda app, sid, agent: app.history(sid, at=1, step=-1), "step:"),
+    (lambda app, sid, agent: app.undo(sid, turns=0), "turns:"),
+    (lambda app, sid, agent: app.fork(sid, at=-1), "at:"),
+    (lambda app, sid, agent: app.audit(limit=0), "limit:"),
+    (lambda app, sid, agent: app.compact(sid, keep=-1), "keep:"),
+    (lambda app, sid, agent: app.cancel(sid, wait_s=float("inf")), "wait_s:"),
+    (lambda app, sid, agent: app.log(42), "log(): session: expected a session id (str or UUID), got 42"),
+    (lambda app, sid, agent: app.run_sync(agent, None), "prompt:"),
+    (lambda app, sid, agent: app.run_sync(agent, "again", session=sid, max_iterations=0), "max_iterations:"),
+    (lambda app, sid, agent: app.run_sync("main", "hi"), "agent:"),
+    (lambda app, sid, agent: app.submit_job(agent, "later", max_iterations=-1), "max_iterations:"),
+])
+def test_an_argument_the_cli_would_refuse_is_a_chronicle_error_2_and_records_nothing(db_url, workspace, tmp_path, call, named):
+    agent = Agent(tools=[], provider=scripted(tmp_path, [[response(text("hello"))]] * 3))
+    with Chronicle(db_url) as app:
+        sid = app.run_sync(agent, "hi", workspace=workspace).session_id
+        before = app.log(sid)
+        with pytest.raises(ChronicleError) as refused:
+            call(app, sid, agent)
+        assert refused.value.code == 2
+        assert named in str(refused.value) and "\n" not in str(refused.value)
+        assert app.log(sid) == before
+        assert [s["session_id"] for s in app.sessions()] == [sid]
+
+
+def test_a_session_may_be_named_by_its_uuid_object(db_url, workspace, tmp_path):
+    agent = Agent(tools=[], provider=scripted(tmp_path, [[response(text("hello"))], [response(text("again"))]]))
+    with Chronicle(db_url) as app:
+        sid = app.run_sync(agent, "hi", workspace=workspace).session_id
+        assert app.history(uuid.UUID(sid)) == app.history(sid)
+        assert app.run_sync(agent, "more", session=uuid.UUID(sid)).text == "again"
+
+
+def test_resume_reports_a_pause_until_every_call_is_decided(db_url, workspace, tmp_path):
+    with Chronicle(db_url) as app:
+        paused = app.run_sync(Agent(tools=["bash"], provider=two_bash_calls(tmp_path)), "run both", workspace=workspace)
+        assert (paused.status, paused.exit_code) == ("awaiting_approval", 3)
+        waiting = app.resume(paused.session_id)
+        assert (waiting.status, waiting.exit_code) == ("awaiting_approval", 3) and "bash" in waiting.reason
+        app.approve(paused.session_id, tool_call="tu_1")
+        still = app.resume(paused.session_id)
+        assert (still.status, still.exit_code) == ("awaiting_approval", 3)
+        assert [e["event"] for e in app.log(paused.session_id)].count("Completed") == 0  # nothing ran meanwhile
+        app.approve(paused.session_id, tool_call="tu_2")
+        done = app.resume(paused.session_id)
+        assert (done.status, done.text, done.exit_code) == ("completed", "ran both", 0)
+        idle = app.resume(paused.session_id)
+        assert (idle.status, idle.exit_code) == ("idle", 0) and "no turn in flight" in idle.reason
+
+
+def test_async_programs_await_the_twins_and_the_blocking_calls_say_so(db_url, workspace, tmp_path):
+    app = Chronicle(db_url)
+    agent = Agent(tools=["bash"], provider=two_bash_calls(tmp_path))
+
+    async def program():
+        paused = await app.run(agent, "run both", workspace=workspace)
+        for blocking_call in (lambda: app.resume(paused.session_id), lambda: app.replay(paused.session_id),
+                              lambda: app.compact(paused.session_id), lambda: app.run_sync(agent, "hi")):
+            with pytest.raises(ChronicleError) as told:
+                blocking_call()
+            assert told.value.code == 2 and "await" in str(told.value)
+        app.approve(paused.session_id)
+        done = await app.resume_async(paused.session_id)
+        compacted = await app.compact_async(paused.session_id, strategy="truncate", keep=0)
+        replayed = await app.replay_async(paused.session_id)
+        return done, compacted, replayed
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)  # no coroutine left never awaited
+        done, compacted, replayed = asyncio.run(program())
+    assert (done.status, done.text) == ("completed", "ran both")
+    assert compacted["session_id"] == done.session_id
+    assert replayed["identical"] is True
+    app.close()
+
+
+def test_archived_sessions_are_listed_with_all(db_url, workspace, tmp_path):
+    agent = Agent(tools=[], provider=scripted(tmp_path, [[response(text("hello"))]] * 2))
+    with Chronicle(db_url) as app:
+        kept = app.run_sync(agent, "one", workspace=workspace).session_id
+        hidden = app.run_sync(agent, "two", workspace=workspace).session_id
+        assert app.archive(hidden) == {"session_id": hidden, "archived": True}
+        assert [s["session_id"] for s in app.sessions()] == [kept]
+        listed = {s["session_id"]: s["archived"] for s in app.sessions(all=True)}
+        assert listed == {kept: False, hidden: True}
+        assert app.unarchive(hidden[:8]) == {"session_id": hidden, "archived": False}
+        assert len(app.sessions()) == 2
+
+
+def test_a_lone_name_where_a_list_belongs_is_refused_before_anything_is_recorded(db_url, workspace, tmp_path):
+    with pytest.raises(ValueError, match=r"tools takes a list, like tools=\['read_file'\]"):
+        Agent(tools="read_file")
+    (workspace / "chart.png").write_bytes(b"\x89PNG\r\n\x1a\n" + b"\0" * 16)
+    agent = Agent(tools=[], provider=scripted(tmp_path, [[response(text("hello"))]]))
+    with Chronicle(db_url) as app:
+        with pytest.raises(ChronicleError) as refused:
+            app.run_sync(agent, "look", workspace=workspace, attachments=str(workspace / "chart.png"))
+        assert refused.value.code == 2 and "attachments take a list" in str(refused.value)
+        assert app.sessions() == []
