@@ -80,6 +80,18 @@ def blocked(store: ChronicleStore, sid: UUID, auto_approve: bool = False) -> Awa
     return f"session {sid} has no turn in flight and no queued input"
 
 
+def paused(store: ChronicleStore) -> list[AwaitingApproval]:
+    """Top-level sessions whose turn waits for a person: `resume --all` names them rather than
+    calling the store idle, since only a decision (or --yes) lets them go on."""
+    found = []
+    for session in store.sessions():
+        if session.parent_session_id is None and session.active_turn_id is not None:
+            waiting = pending_approvals(store, session)
+            if waiting:
+                found.append(AwaitingApproval(session.id, waiting))
+    return found
+
+
 async def resume_one(store: ChronicleStore, sid: UUID, overrides: Overrides, broker: Broker, holder: str,
                      lease_s: float = DEFAULT_LEASE_S, auto_approve: bool = False) -> list[TurnOutcome] | Busy:
     """Advance one session under its lease, with agent_start/agent_end around it as `run` emits them.

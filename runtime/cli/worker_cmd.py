@@ -97,7 +97,16 @@ def resume(
             targets = [sid]
         else:
             targets = working.sessions_needing_work(store, yes)
+            waiting = [] if yes else resuming.paused(store)
+            if not as_json:
+                for stalled in waiting:
+                    err_console.print(f"[yellow]paused:[/] {escape(stalled.message)}")
             if not targets:
+                if waiting:  # not "nothing to resume": these go on once someone decides (exit 3, as for one session)
+                    if as_json:
+                        for stalled in waiting:
+                            print_json(stalled.row())
+                    raise typer.Exit(3)
                 nothing(None, "no session has a turn in flight or a queued input", as_json)
                 return
         broker = live.Broker()

@@ -79,3 +79,18 @@ def test_resume_json_on_a_session_awaiting_approval_prints_one_json_object_and_e
     (obj,) = json_lines(resumed.stdout)
     assert obj["session_id"] == sid and obj["status"] == "awaiting_approval"
     assert [c["name"] for c in obj["tool_calls"]] == ["bash"] and "chronicle approve" in obj["message"]
+
+
+def test_resume_all_names_sessions_that_wait_for_approval_instead_of_calling_the_store_idle(db_url, workspace, tmp_path):
+    script = write_script(tmp_path / "s.json", [response(tool_use("tu_1", "bash", command="echo hi")), response(text("ok"))])
+    paused = cli("run", "shell please", "--provider", f"scripted:{script}", "--workspace", str(workspace), "--json", db=db_url)
+    assert paused.returncode == 3, paused.stderr
+    sid = json_lines(paused.stdout)[0]["session_id"]
+    told = cli("resume", "--all", db=db_url)
+    assert told.returncode == 3, told.stderr
+    assert "nothing to resume" not in told.stdout + told.stderr and f"session {sid} awaits approval of bash" in told.stderr
+    (obj,) = json_lines(cli("resume", "--all", "--json", db=db_url).stdout)
+    assert (obj["session_id"], obj["status"], obj["tool_calls"][0]["name"]) == (sid, "awaiting_approval", "bash")
+    assert cli("approve", sid, db=db_url).returncode == 0
+    done = cli("resume", "--all", db=db_url)
+    assert done.returncode == 0 and "ok" in done.stdout, done.stderr
