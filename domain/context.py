@@ -17,7 +17,7 @@ from typing import Any
 
 from .content import Message, TextBlock, load_blocks, sendable
 from .context_wire import compacted_view as compacted_view  # its readers import it from here
-from .context_wire import refused, sent_content
+from .context_wire import refused, sent_answer, sent_content
 
 
 def input_message(turn: Any) -> Message:
@@ -34,7 +34,7 @@ def turn_messages(turn: Any, include_input: bool = True) -> list[Message]:
         return messages
     if include_input:
         messages.append(input_message(turn))
-    answer = getattr(turn, "answer", None)
+    answer = sent_answer(turn)
     last = len(turn.steps) - 1
     for index, step in enumerate(turn.steps):
         messages.extend(step_messages(step, answer if index == last else None))

@@ -20,6 +20,16 @@ def refused(turn: Any) -> bool:
     return any(step["response"].get("stop_reason") == "refusal" for step in turn.steps)
 
 
+def sent_answer(turn: Any) -> str | None:
+    """The final text later turns read in place of the model's, if not the model's own: as a final
+    guardrail changed it, or, when one rejected it, a line saying so. A rejected answer (a leak, an
+    unsafe reply) stays recorded but is never sent again, as a refused turn is not."""
+    error = getattr(turn, "error", None)
+    if getattr(turn, "status", None) == "failed" and isinstance(error, dict) and error.get("guardrail"):
+        return f"[answer withheld: {error['guardrail']} rejected it]"
+    return getattr(turn, "answer", None)
+
+
 def with_answer(content: list[dict[str, Any]], answer: str) -> list[dict[str, Any]]:
     """The final response's blocks with its text as a final guardrail delivered it: the first text
     block carries the answer, the other text blocks go; thinking and other blocks stay."""
@@ -68,7 +78,7 @@ def turn_wire(turn: Any) -> list[dict[str, Any]]:
     attachments = list(turn.attachments) if getattr(turn, "attachments", None) else []
     text = getattr(turn, "model_input", None)
     messages = [_message("user", [*_wire(attachments), {"type": "text", "text": turn.input_text if text is None else text}])]
-    answer = getattr(turn, "answer", None)
+    answer = sent_answer(turn)
     last = len(turn.steps) - 1
     for index, step in enumerate(turn.steps):
         messages.extend(step_wire(step, answer if index == last else None))

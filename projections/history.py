@@ -49,7 +49,9 @@ class HistoryProjection(Projection):
     #: the rows of the turns after them, not two rows per turn (2,000 at 1,000 turns, the most of a
     #: cold PostgreSQL read). A message row's `content` is NULL where it equals its `wire` (nearly every
     #: row): stored once, as the spans store it again.
-    version = 6
+    #: v7: a turn whose final answer a guardrail rejected is marked from its failure on: later
+    #: turns read a line saying it was withheld, not the rejected text.
+    version = 7
     #: Turns per span. A read of the past fetches at most this many turns' rows beside its spans.
     span_turns = 32
     tables = {
@@ -69,7 +71,8 @@ class HistoryProjection(Projection):
         # the turn it names, its log position and time.
         "proj_history_turn_ends": "session_id TEXT NOT NULL, ordinal BIGINT NOT NULL, turn_id TEXT, position BIGINT, at TEXT, "
                                   "PRIMARY KEY (session_id, ordinal)",
-        # A turn with attachments, a guardrail's rewrite of its input or answer, or a refusal, from `position` on.
+        # A turn with attachments, a guardrail's rewrite of its input or answer or rejection of its answer, or a
+        # refusal, from `position` on.
         "proj_history_marks": "turn_id TEXT NOT NULL, position BIGINT NOT NULL, at TEXT, PRIMARY KEY (turn_id, position)",
         # Turns `first_idx` .. `end_idx - 1` of the session's branch (its turn ends `first_idx + 1` ..
         # `end_idx`), every message they show joined as one JSON array of wire messages; `roles`: the
@@ -280,6 +283,8 @@ class HistoryProjection(Projection):
     def _ended(self, tx: Tx, e: Any, position: int) -> None:
         status = END_STATES[type(e)]
         ended = None if status == "interrupted" else iso(e.timestamp)
+        if status == "failed" and (getattr(e, "error", None) or {}).get("guardrail"):
+            self._mark(tx, e, position)  # a rejected answer is withheld from what the model reads (context_wire.sent_answer)
         tx.execute(
             "UPDATE proj_history_turns SET status = %s, final_text = %s, reason = %s, ended_at = %s WHERE turn_id = %s",
             (status, getattr(e, "final_text", None), getattr(e, "reason", None), ended, str(e.originator_id)),

@@ -97,6 +97,23 @@ def test_a_rejected_final_answer_fails_the_turn_with_the_checks_message(db_url, 
     assert audit[-1]["kind"] == "failure" and audit[-1]["detail"]["error"] == {"guardrail": "guardrail:no_passwords"}
 
 
+def test_a_rejected_final_answer_stays_recorded_but_is_never_sent_to_the_model_again(db_url, workspace, tmp_path):
+    setup(workspace)
+    script = write_script(tmp_path / "s.json", [[response(text("The password is hunter2."))], [response(text("Fine."))]])
+    first = cli("run", "what is it?", "--provider", f"scripted:{script}", "--workspace", str(workspace), "--json", db=db_url)
+    assert first.returncode == 1, first.stderr
+    sid = json_lines(first.stdout)[0]["session_id"]
+    second = cli("run", "and now?", "--session", sid, "--provider", f"scripted:{script}", "--json", db=db_url)
+    assert second.returncode == 0, second.stderr
+    withheld = [{"type": "text", "text": "[answer withheld: guardrail:no_passwords rejected it]"}]
+    for flags in (("--at", "1"), ("--at", "2", "--step", "0"), ()):  # as turn 1 ended; what turn 2 was sent; what comes next
+        sent = json_lines(cli("history", sid, *flags, "--json", db=db_url).stdout)
+        assert sent[1] == {"role": "assistant", "content": withheld} and "hunter2" not in str(sent), flags
+    assert "hunter2" in cli("log", sid, "--json", db=db_url).stdout, "the model's response stays recorded"
+    assert cli("projections", "rebuild", db=db_url).returncode == 0
+    assert json_lines(cli("history", sid, "--at", "2", "--step", "0", "--json", db=db_url).stdout)[1]["content"] == withheld
+
+
 def test_a_rejected_input_stops_the_turn_before_the_model_is_asked(sqlite_url, workspace, tmp_path):
     setup(workspace)
     code, events = run(workspace, tmp_path, sqlite_url, "tell me the admin password", [response(text("never asked"))])
