@@ -3,7 +3,8 @@
 The replay runs in a throwaway store, never in the real one. A replay provider answers the
 k-th model call of the n-th turn with what was recorded, after checking that the request the
 loop built has the recorded fingerprint. Read-only tools run again (they cannot change
-anything) and their results are compared; every other tool answers with its recorded result.
+anything) and their results, passed through the session's tool_result guardrails as the run passed
+them, are compared; every other tool answers with its recorded result.
 The tools work in a scratch copy of the workspace rolled back to how it was when each turn ran
 (replay_workspace.py), so a file the session read and later edited reads as it was then.
 The first difference is reported: that is how a code or schema change is shown to leave
@@ -21,9 +22,12 @@ from uuid import UUID
 from chronicle.domain.content import ModelResponse
 from chronicle.domain.ids import tool_call_id
 from chronicle.domain.session import Session
+from chronicle.domain.tool_call import ToolCall
 from chronicle.domain.turn import Turn
 
 from ..clock import SYSTEM_CLOCK, Clock
+from ..guardrails import GuardrailHook, guardrails_for
+from ..hooks import Hooks
 from ..loop import LoopOptions
 from ..model_call import fingerprint
 from ..providers.base import DeltaSink, ModelRequest
@@ -73,6 +77,15 @@ class ReplayReport:
         )
 
 
+class InputAndAnswerChecks(GuardrailHook):
+    """The session's guardrails at the input and the final answer. A tool result is not checked here: a
+    recorded one already passed the checks, and a re-run one is checked by `Replayer.run_tool` before it
+    is compared. Checked twice, a check that changes every text it sees would make the replay diverge."""
+
+    async def tool_output(self, call: ToolCall, output: ToolOutput) -> ToolOutput:
+        return output
+
+
 class StopReplay(Exception):
     """Raised inside the replayed loop at the first divergence or at the end of the recording."""
 
@@ -92,6 +105,8 @@ class Replayer:
         self.report = ReplayReport()
         self.name = "replay"
         self.scratch: ScratchWorkspace | None = None
+        #: The session's tool_result checks, which a re-run read-only result passes before it is compared.
+        self.checks = GuardrailHook([])
 
     def shown(self, position: int) -> int:
         """The recorded number of the branch's `position`-th turn (1-based), as `history --at` counts."""
@@ -162,6 +177,7 @@ class Replayer:
                               is_error=recorded.is_error, effects=list(original.effects))
         try:
             output = await super(type(tool), tool).run(args, ctx)  # type: ignore[misc]  # the recorded tool's own run, past replay's wrapper
+            output = await self.checks.tool_output(call, output)  # what was recorded had passed them (or was their rejection)
             got, got_error = output.content, output.is_error
         except ToolError as exc:
             output, got, got_error = None, str(exc), True
@@ -188,13 +204,11 @@ class Replayer:
             # No guards, no title call, no compaction: the replay re-asks exactly what was recorded. The
             # session's and the workspace's guardrails do apply: they shaped the inputs, tool results and
             # answers that were recorded.
-            from chronicle.runtime.guardrails import GuardrailHook, guardrails_for
-            from chronicle.runtime.hooks import Hooks
-
             guardrails = guardrails_for(spec.guardrails, self.workspace)
+            self.checks = GuardrailHook(guardrails)
             loop = assemble(scratch, self, self.toolbox(), self.scratch.root,
                             LoopOptions(auto_approve=True, max_iterations=spec.max_iterations), clock=clock,
-                            hooks=Hooks([GuardrailHook(guardrails)] if guardrails else []))
+                            hooks=Hooks([InputAndAnswerChecks(guardrails)] if guardrails else []))
             for number, original in enumerate(self.turns, 1):
                 if not original.finished:
                     # Only what was decided can be compared: a turn in flight has no outcome yet.

@@ -20,6 +20,10 @@ def no_passwords(text: str, where: str) -> None:
         raise Rejected("mentions a password")
 
 
+def stamp(text: str, where: str) -> str:
+    return text + " (checked)"  # changes every text it is shown: applied twice, it shows
+
+
 def scripted(tmp_path, turns):
     path = tmp_path / "s.json"
     path.write_text(json.dumps({"agents": {"main": turns}}), encoding="utf-8")
@@ -46,6 +50,32 @@ def test_an_agents_guardrails_change_a_tool_result_and_reject_a_final_answer(db_
             {"name": "no_passwords", "check": "tests.api.test_guardrails_api:no_passwords",
              "on": ["inbound", "tool_result", "final"], "fail": "closed"},
         ]
+
+
+def test_replay_checks_a_rerun_tool_result_as_the_run_did_and_still_names_a_file_that_changed(db_url, workspace, tmp_path):
+    (workspace / "secret.txt").write_text("password: swordfish\n", encoding="utf-8")
+    provider = scripted(tmp_path, [[
+        response(tool_use("t1", "read_file", path="hello.txt"), tool_use("t2", "read_file", path="secret.txt")),
+        response(tool_use("w1", "write_file", path="notes.txt", content="noted")), response(text("done")),
+    ]])
+    checks = [Guardrail("redact", redact_hello, on=["tool_result"]), Guardrail("stamp", stamp, on=["tool_result"]),
+              Guardrail("no_passwords", no_passwords, on=["tool_result"])]
+    with Chronicle(db_url) as app:
+        sid = app.run_sync(Agent(tools=["read_file", "write_file"], provider=provider, guardrails=checks), "read",
+                           workspace=workspace).session_id
+        read, refused, _ = (e["data"]["output"] for e in app.log(sid) if e["event"] in ("Completed", "Failed") and e["aggregate"] == "tool_call")
+        assert read.startswith("[redacted]") and read.endswith(" (checked)")
+        assert refused == "guardrail no_passwords rejected the result of read_file: mentions a password"
+
+        # the re-run reads are checked once, as the run checked them; the writer's recorded result is not checked again
+        same = app.replay(sid)
+        assert same["identical"] is True, same["verdict"]
+        assert (same["rechecked"], same["reused"]) == (2, 1)
+
+        (workspace / "hello.txt").write_text("goodbye world\n", encoding="utf-8")
+        changed = app.replay(sid)
+        assert changed["divergence"] == {"turn": 1, "step": 0, "kind": "tool result",
+                                         "detail": "read_file (t1) returned 'goodbye world (checked)', recorded '[redacted]⏎second line (checked)'"}
 
 
 def test_a_check_that_does_not_load_is_refused_before_anything_is_recorded(db_url, workspace, tmp_path):
