@@ -3,8 +3,9 @@
 The replay runs in a throwaway store, never in the real one. A replay provider answers the
 k-th model call of the n-th turn with what was recorded, after checking that the request the
 loop built has the recorded fingerprint. Read-only tools run again (they cannot change
-anything) and their results, passed through the session's tool_result guardrails as the run passed
-them, are compared; every other tool answers with its recorded result.
+anything) and their results are compared in the form the run recorded them (through the session's
+tool_result guardrails, secrets cut, an error's paths relative); every other tool answers with its
+recorded result.
 The tools work in a scratch copy of the workspace rolled back to how it was when each turn ran
 (replay_workspace.py), so a file the session read and later edited reads as it was then.
 The first difference is reported: that is how a code or schema change is shown to leave
@@ -31,8 +32,9 @@ from ..hooks import Hooks
 from ..loop import LoopOptions
 from ..model_call import fingerprint
 from ..providers.base import DeltaSink, ModelRequest
+from ..secret_scan import scanner_for
 from ..store import ChronicleStore
-from ..tools.base import Tool, Toolbox, ToolContext, ToolError, ToolOutput
+from ..tools.base import Tool, Toolbox, ToolContext, ToolError, ToolOutput, safe_error, safe_output
 from ..toolsets import resolve_tools
 from .loops import assemble
 from .replay_workspace import ScratchWorkspace
@@ -178,9 +180,9 @@ class Replayer:
         try:
             output = await super(type(tool), tool).run(args, ctx)  # type: ignore[misc]  # the recorded tool's own run, past replay's wrapper
             output = await self.checks.tool_output(call, output)  # what was recorded had passed them (or was their rejection)
-            got, got_error = output.content, output.is_error
+            got, got_error = safe_output(output.content, scanner_for(ctx.workspace)), output.is_error  # recorded with secrets cut
         except ToolError as exc:
-            output, got, got_error = None, str(exc), True
+            output, got, got_error = None, safe_error(ctx, str(exc)), True  # as a failure is recorded: paths relative, secrets cut
         if (got, got_error) != (recorded.content, recorded.is_error):
             self.diverge(number, call.step, "tool result",
                          f"{call.name} ({call.tool_use_id}) returned {_short(got)}, recorded {_short(str(recorded.content))}")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 from typing import Any
 from urllib.parse import urlparse
@@ -9,6 +10,7 @@ from urllib.parse import urlparse
 import psycopg
 from pydantic import BaseModel
 
+from chronicle.runtime.app.replay import replay
 from chronicle.runtime.compression import SizedZlib
 from chronicle.runtime.tools.base import Tool, ToolContext, ToolOutput
 from tests.helpers import response, text, tool_use
@@ -108,3 +110,23 @@ def test_rich_results_of_any_tool_are_redacted_before_they_are_recorded(db_url, 
     dump = stored_text(db_url)
     assert leaked("dsn=postgresql://u:[REDACTED:url-password]@db/x", dump)
     assert not leaked(API_KEY, dump) and not leaked(DSN_PASSWORD, dump)
+
+
+def test_replay_compares_a_rerun_result_as_it_was_recorded_redacted_and_with_relative_paths(db_url, tmp_path):
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    (workspace / "notes.txt").write_text(f"the key is {API_KEY}\n", encoding="utf-8")
+    (workspace / "plain.txt").write_text("a file, not a directory\n", encoding="utf-8")
+    h = Harness(db_url, workspace, tmp_path, [
+        response(tool_use("a", "read_file", path="notes.txt"), tool_use("b", "list_dir", path="plain.txt")), response(text("done")),
+    ])
+    assert h.run("look").status == "completed"
+    assert "[REDACTED:anthropic-key]" in h.results()[0].content
+    report = asyncio.run(replay(h.store, h.session_id))
+    assert report.divergence is None and report.rechecked == 2, report.verdict()
+
+    (workspace / "notes.txt").write_text(f"the key was {API_KEY}\n", encoding="utf-8")
+    changed = asyncio.run(replay(h.store, h.session_id))
+    assert changed.divergence is not None and API_KEY not in changed.verdict()
+    assert changed.divergence.detail == ("read_file (a) returned 'the key was [REDACTED:anthropic-key]', "
+                                         "recorded 'the key is [REDACTED:anthropic-key]'")
