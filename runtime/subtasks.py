@@ -36,7 +36,7 @@ def refusal(tool: Any, name: str) -> str | None:
     return None
 
 
-async def _one(ctx: ToolContext, index: int, name: str, raw: dict[str, Any]) -> tuple[ToolOutput, dict[str, Any]]:
+async def _one(ctx: ToolContext, index: int, name: str, raw: dict[str, Any], place: int) -> tuple[ToolOutput, dict[str, Any]]:
     toolbox = getattr(ctx.io, "toolbox", None)
     tool = toolbox.get(name) if toolbox is not None else None
     started = monotonic()
@@ -47,7 +47,7 @@ async def _one(ctx: ToolContext, index: int, name: str, raw: dict[str, Any]) -> 
         assert tool is not None
         limit = tool.timeout_s or ctx.timeout_s
         child = ToolContext(workspace=ctx.workspace, timeout_s=ctx.timeout_s, session_id=ctx.session_id, tool_call_id=ctx.tool_call_id,
-                            io=ctx.io, store_url=ctx.store_url)
+                            io=ctx.io, store_url=ctx.store_url, subtask=place)
         try:
             output = await asyncio.wait_for(tool.run(tool.parse(raw), child), timeout=limit)
         except ToolError as exc:
@@ -71,9 +71,10 @@ async def spawn_batch(ctx: ToolContext, tasks: Sequence[tuple[str, dict[str, Any
     still records the subtasks that finished, and one `unfinished` mark for each that did not."""
     items = [(name, dict(raw)) for name, raw in tasks]
     marks: dict[int, dict[str, Any]] = {}
+    before = len(ctx.extras.get(EFFECTS_KEY, ()))  # a tool may run several batches: their marks follow one another
 
     async def one(index: int, name: str, raw: dict[str, Any]) -> ToolOutput:
-        output, marks[index] = await _one(ctx, index, name, raw)
+        output, marks[index] = await _one(ctx, index, name, raw, before + index)
         return output
 
     try:

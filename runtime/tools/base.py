@@ -52,6 +52,9 @@ class ToolContext:
     extras: dict[str, Any] = field(default_factory=dict)
     #: The event store's URL: its files are out of every tool's reach (see sandbox.py).
     store_url: str | None = None
+    #: Set on the context of a spawn_batch subtask: its place among the subtasks its calling call has run
+    #: (runtime/subtasks.py). A subtask shares its caller's tool_call_id; this is how replay tells them apart.
+    subtask: int | None = None
 
     @cached_property
     def sandbox(self) -> Any:
