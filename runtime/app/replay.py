@@ -6,6 +6,7 @@ loop built has the recorded fingerprint. Read-only tools run again (they cannot 
 anything) and their results are compared in the form the run recorded them (through the session's
 tool_result guardrails, secrets cut, an error's paths relative); every other tool answers with its
 recorded result.
+A tool's spawn_batch subtasks are compared with their own records (replay_batch.py).
 The tools work in a scratch copy of the workspace rolled back to how it was when each turn ran
 (replay_workspace.py), so a file the session read and later edited reads as it was then.
 The first difference is reported: that is how a code or schema change is shown to leave
@@ -34,9 +35,11 @@ from ..model_call import fingerprint
 from ..providers.base import DeltaSink, ModelRequest
 from ..secret_scan import scanner_for
 from ..store import ChronicleStore
+from ..subtasks import EFFECTS_KEY
 from ..tools.base import Tool, Toolbox, ToolContext, ToolError, ToolOutput, safe_error, safe_output
 from ..toolsets import resolve_tools
 from .loops import assemble
+from .replay_batch import difference, ran_a_writer, subtask_marks
 from .replay_workspace import ScratchWorkspace
 
 
@@ -109,6 +112,8 @@ class Replayer:
         self.scratch: ScratchWorkspace | None = None
         #: The session's tool_result checks, which a re-run read-only result passes before it is compared.
         self.checks = GuardrailHook([])
+        #: What each replayed subtask returned, by (calling tool call id, place): shown if its batch diverges.
+        self.subtask_outputs: dict[tuple[str, int], str] = {}
 
     def shown(self, position: int) -> int:
         """The recorded number of the branch's `position`-th turn (1-based), as `history --at` counts."""
@@ -162,6 +167,8 @@ class Replayer:
         return Toolbox([wrap(type(t)) for t in resolve_tools(self.session.spec.tools, root)] + mcp)
 
     async def run_tool(self, cls: type[Tool], tool: Tool, args: Any, ctx: ToolContext) -> ToolOutput:
+        if ctx.subtask is not None:
+            return await self.run_subtask(cls, tool, args, ctx)
         replay_store: ChronicleStore = ctx.io.store
         call = replay_store.tool_call(UUID(ctx.tool_call_id))
         number = replay_store.turn(call.turn_id).number
@@ -171,7 +178,7 @@ class Replayer:
             self.diverge(number, call.step, "tool result", f"{call.name} ({call.tool_use_id}) has no recorded result")
         assert original is not None
         recorded = original_turn.result_of(original)
-        if not (cls.read_only and original.status in ("completed", "failed")):
+        if not (cls.read_only and original.status in ("completed", "failed")) or ran_a_writer(original.effects, ctx.io.toolbox):
             self.report.reused += 1
             if self.scratch is not None and original.status == "completed":
                 self.scratch.apply_effects(original.effects)  # what the writer did, so later reads see it
@@ -183,6 +190,7 @@ class Replayer:
             got, got_error = safe_output(output.content, scanner_for(ctx.workspace)), output.is_error  # recorded with secrets cut
         except ToolError as exc:
             output, got, got_error = None, safe_error(ctx, str(exc)), True  # as a failure is recorded: paths relative, secrets cut
+        self.check_batch(number, call.step, f"{call.name} ({call.tool_use_id})", original.effects, ctx)
         if (got, got_error) != (recorded.content, recorded.is_error):
             self.diverge(number, call.step, "tool result",
                          f"{call.name} ({call.tool_use_id}) returned {_short(got)}, recorded {_short(str(recorded.content))}")
@@ -190,6 +198,28 @@ class Replayer:
         if output is None:
             raise ToolError(got)
         return output
+
+    async def run_subtask(self, cls: type[Tool], tool: Tool, args: Any, ctx: ToolContext) -> ToolOutput:
+        """A subtask of a re-run tool runs again; `check_batch` compares it with its record when its caller ends."""
+        if not cls.read_only:  # the recording ran none (its caller would be answered from it): the batch asks something new
+            raise ToolError(f"{cls.name} is not read-only: replay does not run it")
+        key = (ctx.tool_call_id, ctx.subtask or 0)
+        try:
+            output = await super(type(tool), tool).run(args, ctx)  # type: ignore[misc]  # past replay's wrapper
+        except ToolError as exc:
+            self.subtask_outputs[key] = _short(safe_output(str(exc)))
+            raise
+        self.subtask_outputs[key] = _short(safe_output(output.content))
+        return output
+
+    def check_batch(self, number: int, step: int, caller: str, effects: list[dict[str, Any]], ctx: ToolContext) -> None:
+        replayed = list(ctx.extras.get(EFFECTS_KEY, ()))
+        shown = {place: self.subtask_outputs.pop((ctx.tool_call_id, place)) for place in range(len(replayed))
+                 if (ctx.tool_call_id, place) in self.subtask_outputs}
+        found = difference(caller, subtask_marks(effects), replayed, shown)
+        if found is not None:
+            self.diverge(number, step, "tool result", found)
+        self.report.rechecked += len(replayed)
 
     # -- driving -------------------------------------------------------------------------------
 

@@ -4,6 +4,7 @@ each recorded on the calling tool call; a failing or refused subtask is its own 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 
 from chronicle import Agent, Chronicle, ToolContext, tool
@@ -87,3 +88,72 @@ def test_a_calling_tool_that_fails_or_times_out_keeps_the_record_of_its_subtasks
             assert [(m["subtask"], m["input"]["word"], m["is_error"], m.get("unfinished")) for m in effects_row["detail"]["effects"]] == expected
         failed = [e for e in app.log(result.session_id) if e["aggregate"] == "tool_call" and e["event"] == "EffectsRecorded"]
         assert len(failed) == 2, "each failed call's subtasks are an event in the log"
+
+
+#: What read_both reads; a test changes it to stand for a change of the tool's code between a run and its replay.
+BOTH = ["hello.txt", "other.txt"]
+
+
+@tool(read_only=True)
+async def read_both(ctx: ToolContext) -> str:
+    """Read two files at once."""
+    outputs = await ctx.spawn_batch([("read_file", {"path": path}) for path in BOTH])
+    return " | ".join(o.content for o in outputs)
+
+
+def test_replay_compares_each_subtask_with_its_own_record_and_names_the_one_that_changed(db_url, workspace, tmp_path, monkeypatch):
+    (workspace / "other.txt").write_text("other\n", encoding="utf-8")
+    script = tmp_path / "s.json"
+    script.write_text(json.dumps({"agents": {"main": [[response(tool_use("t1", "read_both")), response(text("done"))]]}}), encoding="utf-8")
+    with Chronicle(db_url) as app:
+        sid = app.run_sync(Agent(tools=[read_both, "read_file"], provider=f"scripted:{script}"), "read", workspace=workspace).session_id
+        same = app.replay(sid)
+        assert same["identical"] is True, same["verdict"]
+        assert (same["rechecked"], same["reused"]) == (3, 0)  # the calling tool and its two subtasks
+
+        (workspace / "other.txt").write_text("changed\n", encoding="utf-8")
+        changed = app.replay(sid)
+        assert changed["divergence"] == {"turn": 1, "step": 0, "kind": "tool result", "detail":
+                                         "subtask 1 of read_both (t1): read_file returned 'changed'; the recording has 5 character(s) "
+                                         f"with SHA-256 {hashlib.sha256(b'other').hexdigest()[:12]}…"}
+
+        monkeypatch.setattr(f"{__name__}.BOTH", ["hello.txt", "hello.txt"])  # the tool now asks for another subtask
+        asks = app.replay(sid)
+        assert asks["divergence"]["detail"] == ("subtask 1 of read_both (t1) asks read_file {\"path\": \"hello.txt\"}, "
+                                                "recorded read_file {\"path\": \"other.txt\"}")
+
+
+STAMPED: list[str] = []
+
+
+@tool(idempotent=True)
+def stamp(word: str) -> str:
+    """Note a word down (idempotent: noting it twice changes nothing).
+
+    Args:
+        word: The word.
+    """
+    STAMPED.append(word)
+    return f"stamped {word}"
+
+
+@tool(read_only=True)
+async def read_and_stamp(ctx: ToolContext) -> str:
+    """Read hello.txt and note a word down at once."""
+    outputs = await ctx.spawn_batch([("read_file", {"path": "hello.txt"}), ("stamp", {"word": "seen"})])
+    return " | ".join(o.content for o in outputs)
+
+
+def test_replay_answers_a_batch_that_ran_a_tool_which_is_not_read_only_from_the_recording(db_url, workspace, tmp_path):
+    script = tmp_path / "s.json"
+    script.write_text(json.dumps({"agents": {"main": [[response(tool_use("t1", "read_and_stamp")), response(text("done"))]]}}),
+                      encoding="utf-8")
+    STAMPED.clear()
+    with Chronicle(db_url) as app:
+        sid = app.run_sync(Agent(tools=[read_and_stamp, stamp, "read_file"], provider=f"scripted:{script}"), "go",
+                           workspace=workspace).session_id
+        assert STAMPED == ["seen"]
+        same = app.replay(sid)
+        assert same["identical"] is True, same["verdict"]
+        assert (same["rechecked"], same["reused"]) == (0, 1)
+    assert STAMPED == ["seen"], "replay ran a subtask that is not read-only"
