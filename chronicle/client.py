@@ -202,7 +202,8 @@ class Chronicle:
 
     @checked
     def cancel_job(self, job_id: str) -> dict[str, Any]:
-        """`jobs cancel ID --json`: a queued job never starts; a running one stops at its next safe point."""
+        """`jobs cancel ID --json`: a queued job never starts; a running one stops at its next safe point; one that
+        already ended (completed, failed, stopped, cancelled) raises ChronicleError 1 and nothing is recorded."""
         with _as_chronicle_errors():
             return job_cases.cancel(self.store, job_id)
 

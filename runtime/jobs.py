@@ -116,11 +116,30 @@ def job_row(store: ChronicleStore, job: Job) -> dict[str, Any]:
     }
 
 
+#: The statuses of a job that is over: there is nothing left to cancel.
+ENDED = ("completed", "failed", "stopped", "cancelled")
+
+
+class JobEnded(Exception):
+    """A cancel asked of a job that already ended; nothing was recorded."""
+
+    def __init__(self, session_id: UUID, status: str, reason: str | None) -> None:
+        self.status = status
+        how = f"{status} ({' '.join(reason.split())})" if reason else status
+        super().__init__(f"job {session_id} already ended: {how}; there is nothing to cancel")
+
+
 def cancel_job(store: ChronicleStore, session_id: UUID, reason: str = "cancelled by the user", clock: Clock = SYSTEM_CLOCK) -> Job:
-    """Cancel the job: its queued input is never started, a turn waiting for approval ends now, a running one is asked to stop."""
+    """Cancel the job: its queued input is never started, a turn waiting for approval ends now, a running one is asked to stop.
+
+    A job that already ended (completed, failed, stopped, cancelled) raises JobEnded and records nothing:
+    its status is read from its session, and a Job.Cancelled after the fact would rewrite how it ended."""
     job = find_job(store, session_id)
     if job is None:
         raise NotFound(f"session {session_id} is not a job; `chronicle jobs` lists them")
+    row = job_row(store, job)
+    if row["status"] in ENDED:
+        raise JobEnded(session_id, row["status"], row["reason"])
     if job.status != "cancelled":
         job.cancel(reason, clock.now())
         store.save(job)

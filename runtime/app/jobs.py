@@ -9,7 +9,7 @@ from typing import Any
 from uuid import UUID
 
 from ..agents.registry import AgentRegistry
-from ..jobs import cancel_job, find_job, job_row, jobs, submit_job
+from ..jobs import JobEnded, cancel_job, find_job, job_row, jobs, submit_job
 from ..store import ChronicleStore, NotFound
 from .errors import AppError
 from .queries import session_id
@@ -50,5 +50,9 @@ def one(store: ChronicleStore, ref: str | UUID) -> dict[str, Any]:
 
 
 def cancel(store: ChronicleStore, ref: str | UUID) -> dict[str, Any]:
-    """Cancel a job: a queued one never starts, one waiting for approval ends now, a running one stops at its next safe point."""
-    return job_row(store, cancel_job(store, session_id(store, ref)))
+    """Cancel a job: a queued one never starts, one waiting for approval ends now, a running one stops at its next safe point.
+    One that already ended (completed, failed, stopped, cancelled) is refused with exit 1, and nothing is recorded."""
+    try:
+        return job_row(store, cancel_job(store, session_id(store, ref)))
+    except JobEnded as ended:
+        raise AppError(str(ended), 1) from None

@@ -90,6 +90,6 @@ def status(job_id: Annotated[str, typer.Argument(help="The job (its session id o
 @app.command("cancel")
 def cancel(job_id: Annotated[str, typer.Argument(help="The job (its session id or a unique prefix)")], as_json: JsonOption = False,
            db: DbOption = None) -> None:
-    """Cancel a job: a queued one is never started, one waiting for approval ends now, a running one is asked to stop at its next safe point."""  # noqa: E501
+    """Cancel a job: a queued one is never started, one waiting for approval ends now, a running one is asked to stop at its next safe point; exit 1 if it already ended."""  # noqa: E501
     with store_command(db, create=False) as store:
         _print([use_cases.cancel(store, job_id)], as_json)

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from chronicle import Agent, Chronicle, ChronicleError, Routine
-from tests.helpers import cli, json_lines, response, text
+from tests.helpers import cli, json_lines, response, text, tool_use
 
 
 def scripted(tmp_path, **agents):
@@ -94,3 +94,52 @@ def test_a_programs_tick_fires_a_due_cron_slot_once_and_settles_it_after_its_ses
         app.tick_routines(workspace=workspace, routines=[every], agent=agent)
         run = next(r for r in app.routine_history(workspace=workspace) if r["run_id"] == fired["run_id"])
         assert (run["status"], run["summary"]) == ("completed", "Checked.")
+
+
+def _job_ended(app, tmp_path, workspace, ending):
+    """A job brought to `ending` (completed, failed, stopped, cancelled) the way a worker would, or a user cancelling it."""
+    read = tool_use("r1", "read_file", path="hello.txt")
+    scripts = {
+        "completed": ([[response(text("Done."))]], {}),
+        "failed": ([[response(read)]], {"max_iterations": 1}),  # max_iterations reached
+        "stopped": ([[response(read)], [response(read)], [response(read)]], {}),  # the doom-loop guard
+        "cancelled": ([[response(tool_use("b1", "bash", command="echo hi"))]], {}),  # paused for approval, then cancelled
+    }
+    steps, extra = scripts[ending]
+    agent = Agent(tools=["read_file", "bash"], provider=scripted(tmp_path, main=[s for step in steps for s in step]), **extra)
+    job_id = app.submit_job(agent, "do it", workspace=workspace)["job_id"]
+    app.resume(job_id)
+    if ending == "cancelled":
+        assert app.job(job_id)["status"] == "awaiting_approval"
+        app.cancel(job_id)
+    assert app.job(job_id)["status"] == ending
+    return job_id
+
+
+@pytest.mark.parametrize("ending", ["completed", "failed", "stopped", "cancelled"])
+def test_cancelling_a_job_that_already_ended_is_refused_and_records_nothing(db_url, workspace, tmp_path, ending):
+    with Chronicle(db_url) as app:
+        job_id = _job_ended(app, tmp_path, workspace, ending)
+        before, log_before = app.job(job_id), app.log(job_id)
+        with pytest.raises(ChronicleError) as refused:
+            app.cancel_job(job_id)
+        assert refused.value.code == 1
+        message = str(refused.value)
+        assert "\n" not in message and f"job {job_id} already ended: {ending}" in message and "nothing to cancel" in message
+        assert app.job(job_id) == before and app.log(job_id) == log_before
+        assert [e["status"] for e in app.audit(session=job_id) if e["kind"] == "job"] == ["submitted"]
+
+
+def test_a_queued_or_paused_job_is_cancelled_once_and_a_second_cancel_is_refused(db_url, workspace, tmp_path):
+    agent = Agent(tools=["bash"], provider=scripted(tmp_path, main=[response(tool_use("b1", "bash", command="echo hi"))]))
+    with Chronicle(db_url) as app:
+        queued = app.submit_job(agent, "never run", workspace=workspace)["job_id"]
+        paused = app.submit_job(agent, "pause", workspace=workspace)["job_id"]
+        app.resume(paused)
+        assert (app.job(queued)["status"], app.job(paused)["status"]) == ("queued", "awaiting_approval")
+        for job_id in (queued, paused):
+            assert app.cancel_job(job_id)["status"] == "cancelled"
+            with pytest.raises(ChronicleError) as again:
+                app.cancel_job(job_id)
+            assert again.value.code == 1 and "already ended: cancelled (cancelled by the user)" in str(again.value)
+            assert [e["status"] for e in app.audit(session=job_id) if e["kind"] == "job"] == ["submitted", "cancelled"]

@@ -1,12 +1,13 @@
 """Background jobs through the real CLI on both backends: submitted, run by a worker, listed with a status
-read from the session, cancelled before a worker starts them (never run), and recorded in audit."""
+read from the session, cancelled before a worker starts them (never run), recorded in audit, and never
+"cancelled" once they have ended."""
 
 from __future__ import annotations
 
 from tests.helpers import cli, json_lines, response, text, write_script
 
 
-def test_a_job_is_queued_then_run_by_a_worker_and_a_cancelled_one_is_never_started(db_url, workspace, tmp_path):
+def test_a_job_is_run_by_a_worker_a_cancelled_one_never_starts_and_an_ended_one_cannot_be_cancelled(db_url, workspace, tmp_path):
     script = write_script(tmp_path / "s.json", [[response(text("Report written."))], [response(text("never"))]])
     provider = f"scripted:{script}"
     submitted = cli("jobs", "submit", "write the report", "--provider", provider, "--workspace", str(workspace), "--json", db=db_url)
@@ -27,6 +28,16 @@ def test_a_job_is_queued_then_run_by_a_worker_and_a_cancelled_one_is_never_start
     assert json_lines(status.stdout)[0]["status"] == "completed"
     audit = json_lines(cli("audit", "--session", second["job_id"], "--json", db=db_url).stdout)
     assert [e["status"] for e in audit if e["kind"] == "job"] == ["submitted", "cancelled"]
+
+    # A job that already ended cannot be cancelled: one line saying how it ended, exit 1, nothing recorded.
+    for job_id, ended in ((first["job_id"], "completed"), (second["job_id"], "cancelled")):
+        refused = cli("jobs", "cancel", job_id[:8], "--json", db=db_url)
+        assert refused.returncode == 1 and refused.stdout == "", refused.stderr
+        assert refused.stderr.strip().startswith(f"error: job {job_id} already ended: {ended}") and refused.stderr.count("\n") == 1
+    assert json_lines(cli("jobs", "status", first["job_id"], "--json", db=db_url).stdout)[0]["status"] == "completed"
+    audit = json_lines(cli("audit", "--json", db=db_url).stdout)
+    assert [(e["session_id"], e["status"]) for e in audit if e["kind"] == "job"] == [
+        (first["job_id"], "submitted"), (second["job_id"], "submitted"), (second["job_id"], "cancelled")]
 
 
 def test_a_session_that_is_not_a_job_is_an_error_and_a_bad_submission_records_nothing(sqlite_url, workspace, tmp_path):
