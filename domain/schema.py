@@ -35,6 +35,8 @@ EVENT_VERSIONS = {
     "ToolCall.Created": 1, "ToolCall.Requested": 1, "ToolCall.ApprovalRequested": 1, "ToolCall.Approved": 2, "ToolCall.Denied": 2,
     "ToolCall.Started": 1, "ToolCall.Completed": 3, "ToolCall.Failed": 2, "ToolCall.Skipped": 1,
     "ToolCall.Cancelled": 1, "ToolCall.Interrupted": 1, "ToolCall.EffectsRecorded": 1,
+    # A sync function left running by a cancel or a timeout that ended later (runtime/tools/threads.py).
+    "ToolCall.FinishedAfterAbandon": 1,
     "SessionLease.Created": 1, "SessionLease.Acquired": 1, "SessionLease.Renewed": 1, "SessionLease.Released": 1,
     "Attachment.Created": 1,
     # Secrets cut out of an input, a response or a tool result before it was recorded (runtime/secret_scan.py).

@@ -46,6 +46,8 @@ TOOL_CALL_LIFECYCLE = Lifecycle(
     terminal={"completed", "failed", "denied", "skipped", "cancelled"},
 )
 RESOLVED = frozenset({"completed", "failed", "denied", "skipped", "cancelled", "interrupted"})
+#: How a call ends while its function runs on: cancelled, or failed by its timeout (`record_late_end`).
+LEFT_RUNNING_ENDS = frozenset({"cancelled", "failed"})
 
 INTERRUPTED_NOTE = (
     "interrupted: the process running this tool stopped before it finished. It was not run "
@@ -317,6 +319,27 @@ class ToolCall(Aggregate):
     def _cancelled(self, reason: str, timestamp: datetime) -> None:
         self.status = "cancelled"
         self.reason = reason
+
+    def record_late_end(self, raised: bool, output: str, duration_ms: float, now: datetime) -> None:
+        """A sync Python function that a cancel or a timeout left running (a thread cannot be stopped)
+        finished after all: whether it raised, what it returned (secrets cut out, trimmed) and how long
+        it ran. The call stays as it ended (cancelled or failed; the model read that result), and this
+        records that the function's effects may well have happened."""
+        if self.status not in LEFT_RUNNING_ENDS:
+            raise DomainError(f"tool call {self.id} ({self.name}) is {self.status}; only a call that ended while "
+                              "its function ran on (cancelled, failed) records the function's late end")
+        self._finished_after_abandon(raised=raised, output=output, duration_ms=duration_ms, timestamp=now)
+
+    class FinishedAfterAbandon(Event):
+        """The function of a call already cancelled or timed out ran to its end (or raised) later."""
+
+        raised: bool
+        output: str
+        duration_ms: float
+
+    @event(FinishedAfterAbandon)
+    def _finished_after_abandon(self, raised: bool, output: str, duration_ms: float, timestamp: datetime) -> None:
+        """Nothing changes: the call's result was given to the model when it ended; this is the fact for the audit."""
 
     def interrupt(self, reason: str, now: datetime) -> None:
         self._next("interrupt")

@@ -55,6 +55,8 @@ class AuditProjection(Projection):
     #: v6: a completed call's output comes from its turn's result (ToolCall.Completed v3 has none).
     #: v7: a call still waiting for that result at the end of a transaction is listed in
     #: proj_audit_waiting, instead of being looked up by tool_call_id for every result.
+    #: (ToolCall.FinishedAfterAbandon, newer than v7, gets its own row kind, tool_finished_late: no store
+    #: held one before, so no row built earlier changes and the version stays.)
     version = 7
     tables = {
         "proj_audit_sessions": "session_id TEXT PRIMARY KEY, parent_session_id TEXT, parent_tool_call_id TEXT",
@@ -261,6 +263,12 @@ class AuditProjection(Projection):
     @on(ToolCall.EffectsRecorded)
     def _effects(self, tx: Tx, e: Any, position: int) -> None:
         self._tool_row(tx, e, position, "tool_effects", "running", any(m.get("is_error") for m in e.effects), {"effects": e.effects})
+
+    @on(ToolCall.FinishedAfterAbandon)
+    def _finished_late(self, tx: Tx, e: ToolCall.FinishedAfterAbandon, position: int) -> None:
+        """A sync function a cancel or a timeout could not stop ran to its end after its call ended."""
+        self._tool_row(tx, e, position, "tool_finished_late", "failed" if e.raised else "completed", e.raised,
+                       {"output": e.output, "raised": e.raised, "duration_ms": e.duration_ms})
 
     @on(ToolCall.Completed)
     def _tool_completed(self, tx: Tx, e: ToolCall.Completed, position: int) -> None:

@@ -180,7 +180,9 @@ class LogTail:
         if isinstance(aggregate, ToolCall):
             data.setdefault("tool_use_id", aggregate.tool_use_id)
             data.setdefault("name", aggregate.name)
-            if aggregate.resolved and aggregate.status != "interrupted":
+            # A late end (FinishedAfterAbandon) carries its own output and `raised`: the call's result is not its.
+            late = isinstance(event, ToolCall.FinishedAfterAbandon)
+            if aggregate.resolved and aggregate.status != "interrupted" and not late:
                 if aggregate.status == "completed" and aggregate.output is None:
                     data["output"], data["is_error"] = "", aggregate.is_error  # until its turn's result is read
                     waits = True

@@ -96,6 +96,21 @@ def test_every_resolved_tool_call_answers_with_exactly_one_result():
         tool_call_in("running").result_block()
 
 
+@pytest.mark.parametrize("state", TOOL_CALL_LIFECYCLE.states)
+def test_only_a_cancelled_or_failed_call_records_the_late_end_of_a_function_left_running(state):
+    call = tool_call_in(state)
+    version, result = call.version, call.result() if call.resolved and state != "completed" else None
+    if state in ("cancelled", "failed"):
+        call.record_late_end(False, "charged", 1500.0, NOW)
+        [late] = call.collect_events()[-1:]
+        assert (type(late).__qualname__, late.raised, late.output, late.duration_ms) == ("ToolCall.FinishedAfterAbandon", False, "charged", 1500.0)
+        assert call.status == state and call.result() == result  # what the model read stays what it read
+    else:
+        with pytest.raises(DomainError, match="only a call that ended while its function ran on"):
+            call.record_late_end(True, "boom", 1.0, NOW)
+        assert call.version == version and call.status == state
+
+
 def turn_in(state: str) -> Turn:
     turn = new_turn()
     paths = {
