@@ -433,9 +433,10 @@ class AgentLoop:
             names = ", ".join(sorted({c.name for c in wait.calls}))
             return TurnOutcome(session.id, turn.id, "awaiting_approval", reason=f"awaiting approval: {names}")
         except asyncio.CancelledError:
-            cancelled = cancel_calls(self.io, calls, self._cancel_reason())
+            cancelled = cancel_calls(self.io, calls, self._cancel_reason(), left_running=self.tools.left_running)
             turn.close_step(calls, self.clock.now())
             self.save(*calls, turn)
+            self.tools.record_late_ends(cancelled)  # stored: a function the cancel could not stop records its end after it
             await tools_ended(self.io, cancelled)
             raise
         # The safe point after the batch: steering goes into the same user message as the results.

@@ -22,6 +22,7 @@ from time import monotonic
 from typing import Any
 
 from .tools.base import ToolContext, ToolError, ToolOutput, safe_output
+from .tools.threads import abandoned, left_running_note
 
 EFFECTS_KEY = "subtasks"
 
@@ -53,7 +54,8 @@ async def _one(ctx: ToolContext, index: int, name: str, raw: dict[str, Any], pla
         except ToolError as exc:
             output = ToolOutput(str(exc), is_error=True)
         except asyncio.TimeoutError:
-            output = ToolOutput(f"{name} timed out after {limit:g} s", is_error=True)
+            left = f"; {left_running_note(name)}" if abandoned(child) else ""  # a sync function runs on (tools/threads.py)
+            output = ToolOutput(f"{name} timed out after {limit:g} s{left}", is_error=True)
         except Exception as exc:  # noqa: BLE001 - a subtask's bug is its slot's error result
             output = ToolOutput(f"{name} raised {type(exc).__name__}: {exc}", is_error=True)
     content = safe_output(output.content)

@@ -14,6 +14,7 @@ attempt (it started at its timestamp less its duration).
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections import Counter
 from time import monotonic
 from typing import Any, Awaitable, Callable, Literal
@@ -27,12 +28,17 @@ from .hooks import NeedApproval, Stop
 from .live import ApprovalNeeded, ToolEnd, ToolStart
 from .loop_io import LoopIO
 from .secret_scan import scanner_for
-from .tools.base import ToolContext, ToolError, safe_error, scan_blocks, scan_output
+from .tools.base import ToolContext, ToolError, safe_error, scan_blocks, scan_output, truncate
+from .tools.threads import LateEnd, ThreadRun, abandoned, left_running_note
 
 Decision = Literal["approve", "deny", "always"]
 Approver = Callable[[ToolCall], Awaitable[Decision | None]]
 
 CUT_AT_MAX_TOKENS = "the response was cut at max_tokens; this tool call's arguments may be truncated, so it was not run"
+#: How much of a late end's output (a function left running, ToolCall.FinishedAfterAbandon) is recorded.
+LATE_OUTPUT_CHARS = 2_000
+
+log = logging.getLogger(__name__)
 
 
 class ApprovalWait(Exception):
@@ -58,6 +64,9 @@ class ToolRunner:
         #: not reloaded between steps, so an answer recorded through update_session must be
         #: remembered here to cover the same tool later in the same turn.
         self._answered_always: dict[Any, set[str]] = {}
+        #: Calls whose sync function a cancel left running (runtime/tools/threads.py), until their
+        #: cancel is stored: `cancel_calls` words their result, `record_late_ends` then watches them.
+        self.left_running: dict[Any, ThreadRun] = {}
 
     def needs_approval(self, call: ToolCall, always_allowed: Any) -> bool:
         tool = self.loop.toolbox.get(call.name)
@@ -72,6 +81,7 @@ class ToolRunner:
         #: Calls a hook asked a person about (doom loop): never approved by --yes or "always".
         self.flagged: dict[Any, str] = {}
         self.steered = False
+        self.left_running.clear()
         batch: list[ToolCall] = []
         for index, call in enumerate(calls):
             if call.resolved and call.status != "interrupted":
@@ -201,6 +211,7 @@ class ToolRunner:
         )
         started = monotonic()
         limit = tool.timeout_s or loop.options.tool_timeout_s
+        left: ThreadRun | None = None  # a sync function the timeout could not stop
         try:
             output = await asyncio.wait_for(tool.run(args, ctx), timeout=None if tool.unbounded else limit)
             output = await loop.hooks.tool_output(call, output)  # guardrails may replace it, or reject it (ToolError)
@@ -208,9 +219,14 @@ class ToolRunner:
             call.record_effects(ctx.extras.get("subtasks", []), loop.clock.now())  # a failed call keeps its subtasks too
             call.fail(safe_error(ctx, str(exc)), loop.clock.now(), duration_ms=_ms(started), ran=True)
         except asyncio.TimeoutError:
+            left = abandoned(ctx)
             call.record_effects(ctx.extras.get("subtasks", []), loop.clock.now())
-            call.fail(f"{call.name} timed out after {limit:g} s", loop.clock.now(), duration_ms=_ms(started), ran=True)
+            timed_out = f"{call.name} timed out after {limit:g} s" + (f"; {left_running_note(call.name)}" if left else "")
+            call.fail(timed_out, loop.clock.now(), duration_ms=_ms(started), ran=True)
         except asyncio.CancelledError:
+            running = abandoned(ctx)
+            if running is not None:
+                self.left_running[call.id] = running
             raise
         except Exception as exc:  # noqa: BLE001 - a tool's bug becomes an error result the model reads
             call.record_effects(ctx.extras.get("subtasks", []), loop.clock.now())
@@ -227,10 +243,44 @@ class ToolRunner:
                 effects=[*output.effects, *ctx.extras.get("subtasks", ())],  # spawn_batch's subtasks (runtime/subtasks.py)
                 ends_turn=output.ends_turn and tool.may_end_turn, blocks=blocks,
             )
-        if durable:  # its end is committed now, its output with it: kept by the turn, where it is stored
+        # Its end is committed now, its output with it: kept by the turn, where it is stored. So is the
+        # end of a call whose function ran on, which must be stored before that function's late end.
+        if durable or left is not None:
             self.turn.keep_results([call], loop.clock.now())
             loop.save(call, self.turn)
+        if left is not None:
+            self._record_late_end(call, left, ctx)
         await self._ended(call)
+
+    def record_late_ends(self, calls: list[ToolCall]) -> None:
+        """Once the cancels of `calls` are stored: each sync function a cancel left running records
+        its end on its call when it comes (ToolCall.FinishedAfterAbandon)."""
+        for call in calls:
+            left = self.left_running.pop(call.id, None)
+            if left is not None and call.status == "cancelled":
+                self._record_late_end(call, left, None)
+
+    def _record_late_end(self, call: ToolCall, left: ThreadRun, ctx: ToolContext | None) -> None:
+        """When the function ends (in its thread, or now if it has): its end on a fresh copy of the call,
+        secrets cut out and trimmed. The turn has moved on, so nothing else is written; a store that
+        is gone by then is logged, never raised into a thread nobody waits for."""
+        store, clock, workspace, call_id, name = self.loop.store, self.loop.clock, self.loop.workspace, call.id, call.name
+
+        def record(end: LateEnd) -> None:
+            try:
+                scanned = scan_output(end.output, scanner_for(workspace))
+                output = scanned.value
+                if end.raised:  # worded as the runner words an error result: paths relative to the workspace
+                    output = safe_error(ctx or ToolContext(workspace=workspace), output)
+                fresh = store.tool_call(call_id)
+                now = clock.now()
+                fresh.note_redactions("late output", dict(scanned.counts), now)
+                fresh.record_late_end(end.raised, truncate(output, LATE_OUTPUT_CHARS), end.duration_ms, now)
+                store.save(fresh)
+            except Exception:  # noqa: BLE001 - the function's thread has nobody to raise to
+                log.warning("could not record the late end of tool call %s (%s)", call_id, name, exc_info=True)
+
+        left.when_ended(record)
 
     async def _ended(self, call: ToolCall) -> None:
         await self.loop.hooks.after_tool_call(self.session, self.turn, call)

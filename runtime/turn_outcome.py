@@ -9,6 +9,7 @@ none of them needs the loop.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 from uuid import UUID
 
@@ -23,6 +24,7 @@ from .hooks import Stop
 from .live import ErrorEvent, ToolEnd
 from .loop_io import LoopIO
 from .middleware import MiddlewareFailure
+from .tools.threads import left_running_note
 
 EXIT_CODES = {"completed": 0, "failed": 1, "awaiting_approval": 3, "stopped": 4, "cancelled": 130}
 
@@ -124,11 +126,12 @@ def left_in_flight(session_id: UUID, turn_id: UUID | None, exc: Exception) -> Tu
     return TurnOutcome(session_id, turn_id, "interrupted", reason=reason)
 
 
-def cancel_calls(io: LoopIO, calls: list[ToolCall], reason: str) -> list[ToolCall]:
+def cancel_calls(io: LoopIO, calls: list[ToolCall], reason: str, left_running: Collection[UUID] = ()) -> list[ToolCall]:
+    """`left_running`: calls whose sync function the cancel could not stop; their result says so."""
     now = io.clock.now()
     cancelled = [c for c in calls if c.status in ("pending", "awaiting_approval", "approved", "running")]
     for call in cancelled:
-        call.cancel(reason, now)
+        call.cancel(f"{reason}; {left_running_note(call.name)}" if call.id in left_running else reason, now)
     return cancelled
 
 

@@ -11,7 +11,6 @@ the way it wraps them.
 
 from __future__ import annotations
 
-import asyncio
 import inspect
 import json
 import re
@@ -27,6 +26,7 @@ from pydantic_core import to_jsonable_python
 from .base import Tool, ToolError, ToolOutput, truncate
 from .base import ToolContext as RuntimeContext
 from .imports import remember
+from .threads import run_in_thread
 
 TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
@@ -81,13 +81,18 @@ class FunctionTool(Tool):
             kwargs[cls.context_param] = ToolContext(ctx.workspace, ctx.session_id, ctx.tool_call_id, ctx)
         if inspect.iscoroutinefunction(cls.func):
             result = await cls.func(**kwargs)
-        else:
-            result = await asyncio.to_thread(cls.func, **kwargs)
+        else:  # in a thread, which a cancel or a timeout cannot stop: the runner records what it did (threads.py)
+            result = await run_in_thread(ctx, cls.name, cls.func, kwargs, describe=text_of)
         if inspect.isawaitable(result):
             result = await result
         if isinstance(result, ToolOutput):
             return result
         return as_output(result)
+
+
+def text_of(result: Any) -> str:
+    """What the model would have read of a result (a late one is recorded so, runtime/tools/threads.py)."""
+    return result.content if isinstance(result, ToolOutput) else as_output(result).content
 
 
 def as_output(result: Any) -> ToolOutput:

@@ -1,0 +1,131 @@
+"""A sync tool function runs in a thread, and Python cannot stop a thread.
+
+A cancel or a timeout stops the turn waiting for the function, not the function: it runs on and
+may still complete its effects (charge the card, send the mail) seconds later. So the runner must
+not record such a call as if it had been stopped. `run_in_thread` runs the function through a
+`ThreadRun`, which the runner asks, when it gives up waiting, whether the function is running
+(`abandon`): if it never started it never will, and the call is cancelled like any other; if it
+did, the call's result says it could not be stopped, and the runner hands `when_ended` what to
+record once the function ends (ToolCall.FinishedAfterAbandon, runtime/tool_runner.py).
+
+An async tool is cancelled for real (its coroutine gets CancelledError), and a subprocess is
+killed with its process group (runtime/tools/shell.py): neither goes through here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from dataclasses import dataclass
+from time import monotonic
+from typing import Any, Callable
+
+from .base import ToolContext, ToolError
+
+#: Where a tool's ThreadRun is kept in its context's extras while it runs.
+THREAD_KEY = "thread"
+
+
+def left_running_note(name: str) -> str:
+    """What a cancelled or timed-out call's result adds when its function ran on."""
+    return (f"{name} could not be stopped (a sync Python function runs in a thread, which cannot be interrupted): "
+            "it may still be running and may still complete its effects")
+
+
+@dataclass(frozen=True)
+class LateEnd:
+    """How a function left running ended: whether it raised, its result or error as text, how long it ran."""
+
+    raised: bool
+    output: str
+    duration_ms: float
+
+
+class ThreadRun:
+    """One run of a sync function in a thread: waiting for a thread, running, ended — or skipped,
+    when the wait was given up before the thread took it. Called from both the event loop's thread
+    and the function's, so every change is made under a lock. Its result is described as text only
+    for a listener: a run nobody gave up on costs no second rendering of its result."""
+
+    def __init__(self, name: str, describe: Callable[[Any], str]) -> None:
+        self.name = name
+        self._describe = describe
+        self._lock = threading.Lock()
+        self._state = "waiting"
+        self._started = 0.0
+        self._end: tuple[bool, Any, float] | None = None
+        self._listener: Callable[[LateEnd], None] | None = None
+
+    def begin(self) -> bool:
+        """In the thread, before the function: False if the wait was already given up (do not run it)."""
+        with self._lock:
+            if self._state == "skipped":
+                return False
+            self._state, self._started = "running", monotonic()
+            return True
+
+    def end(self, raised: bool, value: Any) -> None:
+        """In the thread, after the function (`value`: its result or its exception); handed to the
+        listener if one waits for it."""
+        with self._lock:
+            self._state = "ended"
+            self._end = (raised, value, round((monotonic() - self._started) * 1000, 3))
+            listener, end = self._listener, self._end
+        if listener is not None:
+            listener(self._late(*end))
+
+    def abandon(self) -> bool:
+        """The runner stops waiting. True if the function runs (or ran) anyway: it cannot be stopped."""
+        with self._lock:
+            if self._state == "waiting":
+                self._state = "skipped"
+                return False
+            return True
+
+    def when_ended(self, listener: Callable[[LateEnd], None]) -> None:
+        """Call `listener` with the function's end: now if it has ended, else in its thread when it does.
+        Given once the call's own end is stored, so the late end is recorded after it."""
+        with self._lock:
+            self._listener, end = listener, self._end
+        if end is not None:
+            listener(self._late(*end))
+
+    def _late(self, raised: bool, value: Any, duration_ms: float) -> LateEnd:
+        """The end as text, an exception as the runner words a tool's (ToolError: its message)."""
+        if raised:
+            text = str(value) if isinstance(value, ToolError) else f"{self.name} raised {type(value).__name__}: {value}"
+            return LateEnd(True, text, duration_ms)
+        try:
+            text = self._describe(value)
+        except Exception as exc:  # noqa: BLE001 - a result the awaiting side would have refused too
+            text = f"{self.name} returned a result that cannot be shown ({type(exc).__name__}: {exc})"
+        return LateEnd(False, text, duration_ms)
+
+
+async def run_in_thread(ctx: ToolContext, name: str, fn: Callable[..., Any], kwargs: dict[str, Any],
+                        describe: Callable[[Any], str]) -> Any:
+    """`fn(**kwargs)` in a thread of the event loop's executor, awaited, as `asyncio.to_thread` runs it;
+    its ThreadRun is kept in `ctx.extras` for the runner. `describe` turns the result into the text
+    a late end records."""
+    run = ThreadRun(name, describe)
+    ctx.extras[THREAD_KEY] = run
+
+    def work() -> Any:
+        if not run.begin():
+            return None  # nobody waits for it any more, and it never started: it never runs
+        try:
+            result = fn(**kwargs)
+        except BaseException as exc:
+            run.end(True, exc)
+            raise
+        run.end(False, result)
+        return result
+
+    return await asyncio.to_thread(work)
+
+
+def abandoned(ctx: ToolContext) -> ThreadRun | None:
+    """After a cancel or a timeout: the tool's thread if its function runs on, else None (it was an
+    async tool, a subprocess, or a function that never started)."""
+    run = ctx.extras.get(THREAD_KEY)
+    return run if isinstance(run, ThreadRun) and run.abandon() else None
