@@ -147,6 +147,23 @@ def restored_rows(plan: list[FileRestore]) -> list[dict[str, str]]:
     return rows + [{"path": d, "action": "removed directory"} for p in plan for d in p.removed_dirs]
 
 
+class WorkspaceMissing(TimeTravelError):
+    """--files names (or the session recorded) a directory that is not there: every file would
+    look "changed since", which blamed the files instead of the path (exit 2, a usage error)."""
+
+    exit_code = 2
+
+
+def files_root(session: Session, workspace: Path | None) -> Path:
+    root = (workspace or Path(session.spec.workspace or ".")).expanduser().resolve()
+    if not root.is_dir():
+        if workspace:
+            raise WorkspaceMissing(f"--workspace {root} is not a directory; pass the directory the session's files are in")
+        raise WorkspaceMissing(f"the session's workspace {root} is not a directory any more; "
+                               "pass the directory its files are in with --workspace")
+    return root
+
+
 def undo(store: ChronicleStore, session_id: UUID, count: int, files: bool = False, workspace: Path | None = None,
          clock: Clock = SYSTEM_CLOCK, actor: str | None = None) -> UndoResult:
     """Move the last `count` turns off the active branch; with `files`, put their files back first.
@@ -164,8 +181,7 @@ def undo(store: ChronicleStore, session_id: UUID, count: int, files: bool = Fals
     undone = list(session.head[-count:])
     plan: list[FileRestore] = []
     if files:
-        root = (workspace or Path(session.spec.workspace or ".")).expanduser().resolve()
-        plan = restore_files(root, restoration_plan(store, undone), store_url=store.url)
+        plan = restore_files(files_root(session, workspace), restoration_plan(store, undone), store_url=store.url)
 
     def change(s: Session) -> None:
         if list(s.head[-count:]) != undone:
@@ -248,8 +264,7 @@ def redo_with_files(store: ChronicleStore, session_id: UUID, workspace: Path | N
     except DomainError as exc:
         raise TimeTravelError(str(exc)) from None
     redone = list(session.redo_stack[-1])
-    root = (workspace or Path(session.spec.workspace or ".")).expanduser().resolve()
-    plan = reapply_files(root, restoration_plan(store, redone), store_url=store.url)
+    plan = reapply_files(files_root(session, workspace), restoration_plan(store, redone), store_url=store.url)
 
     def change(s: Session) -> None:
         if not s.redo_stack or list(s.redo_stack[-1]) != redone:

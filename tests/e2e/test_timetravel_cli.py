@@ -83,6 +83,21 @@ def test_undo_files_restores_what_the_undone_turns_wrote_and_records_it(db_url, 
     assert [r["data"]["files"] for r in restored] == [[{"path": "notes.txt", "action": "restored"}], [{"path": "notes.txt", "action": "deleted"}]]
 
 
+def test_undo_and_redo_files_on_a_workspace_that_is_not_there_name_the_path_not_a_file(db_url, workspace, tmp_path):
+    sid = run_turns(db_url, workspace, three_turns(tmp_path), ["one", "two"])
+    gone = tmp_path / "nonexistent"
+    refused = cli("undo", sid, "--files", "--workspace", str(gone), db=db_url)
+    assert refused.returncode == 2 and f"--workspace {gone} is not a directory" in refused.stderr, refused.stderr
+    assert "changed" not in refused.stderr and user_texts(history(db_url, sid)) == ["one", "two"]
+    assert cli("undo", sid, "--files", db=db_url).returncode == 0
+    moved = tmp_path / "moved"
+    workspace.rename(moved)
+    recorded = cli("redo", sid, "--files", db=db_url)
+    assert recorded.returncode == 2 and f"the session's workspace {workspace} is not a directory any more" in recorded.stderr
+    assert cli("redo", sid, "--files", "--workspace", str(moved), db=db_url).returncode == 0
+    assert (moved / "notes.txt").read_text() == "v2"
+
+
 def test_undo_files_refuses_naming_a_file_someone_changed_since_and_records_nothing(db_url, workspace, tmp_path):
     sid = run_turns(db_url, workspace, three_turns(tmp_path), ["one", "two"])
     (workspace / "notes.txt").write_text("edited by a person")
