@@ -19,6 +19,9 @@ entry of the call's `effects` (the original never reaches the store). A rejectio
 too: an inbound message stops the turn before the model is asked (`guard_stop`, exit 4), a tool
 result becomes the tool's failure with the check's message (the model reads it), a final answer
 fails the turn with the check's message.
+
+A sub-agent runs under the checks of the loop that spawned it, then its own recorded ones
+(`with_own_checks`); one named like a check it already runs under is left out.
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .hooks import Checked, Hook, Stop
+from .hooks import Checked, Hook, Hooks, Stop
 from .import_paths import NotLoadable, is_well_formed, load, path_of
 from .settings import SettingsError, named_tables
 from .tools.base import ToolError, ToolOutput
@@ -211,3 +214,24 @@ def guardrails_for(records: Any, workspace: Path) -> list[Guardrail]:
     recorded = recorded_guardrails(records, workspace)
     names = {g.name for g in recorded}
     return [*recorded, *(g for g in load_guardrails(workspace) if g.name not in names)]
+
+
+def under_parent(parent: list[Guardrail], own: list[Guardrail]) -> list[Guardrail]:
+    """A sub-agent's checks: the ones its parent runs under first, then its own in declaration order.
+    One of its own named like one of its parent's is left out: the parent's runs, so a sub-agent can
+    add checks but never replace or loosen one it runs under."""
+    names = {g.name for g in parent}
+    return [*parent, *(g for g in own if g.name not in names)]
+
+
+def with_own_checks(hooks: Hooks, records: Any, workspace: Path) -> Hooks:
+    """A sub-agent's hooks: its parent's (the same objects, so guards keep counting for the whole tree),
+    with the checks it runs under extended by its own recorded ones (`under_parent`)."""
+    own = recorded_guardrails(records, workspace)
+    if not own:
+        return hooks
+    above = next((h for h in hooks.hooks if isinstance(h, GuardrailHook)), None)
+    checks = GuardrailHook(under_parent(above.guardrails if above is not None else [], own))
+    if above is None:
+        return Hooks([*hooks.hooks, checks])
+    return Hooks([checks if h is above else h for h in hooks.hooks])

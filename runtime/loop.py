@@ -27,10 +27,11 @@ from .actor import process_actor
 from .attachments import result_images
 from .clock import SYSTEM_CLOCK, Clock
 from .effects import prior_context
+from .guardrails import with_own_checks
 from .hooks import Checked, Hooks
 from .live import ApprovalNeeded, Broker, ErrorEvent, ProgressEvent, StatusChange, TurnEnd, TurnStart, UsageEvent
 from .loop_io import ControlPort, LoopIO, LoopOptions
-from .middleware import Around, MiddlewareFailure, Run, chain
+from .middleware import Around, MiddlewareFailure, Run, chain, recorded_middleware
 from .model_call import ModelCaller, completion_note, not_run_reason, request_delta, runs_no_tools, unfinished_outcome
 from .pricing import price
 from .progress import progress_of
@@ -82,8 +83,8 @@ class AgentLoop:
         self.tools = ToolRunner(self.io)
         self._context = RequestContext([])
         self._opened: dict[UUID, ToolCall] = {}
-        #: Wrappers around each run of a turn (runtime/middleware.py), the first outermost; sub-agents
-        #: run inside their parent's run, so they are not wrapped again.
+        #: Wrappers around each run of a turn (runtime/middleware.py), the first outermost. A sub-agent's
+        #: runs are wrapped in its own only: they run inside its parent's run, already wrapped.
         self.middleware = list(middleware or [])
         self._driving: Turn | None = None
         self._interrupted: MiddlewareFailure | None = None
@@ -111,15 +112,18 @@ class AgentLoop:
 
     def _spawn(self, spec: AgentSpec) -> "AgentLoop":
         """A sub-agent's loop: this loop's store, provider, workspace, broker, clock, approver, hooks
-        (guards included), compactor and controls; its own toolbox and max_iterations from its spec."""
+        (guards and guardrails included), compactor and controls; from its spec, its own toolbox,
+        max_iterations, guardrails (after this loop's) and middleware (around its runs, which run
+        inside this loop's run)."""
         io, options = self.io, self.io.options
         return AgentLoop(
             io.store, io.provider, agent_toolbox(spec, io.workspace), io.workspace, broker=io.broker, clock=io.clock, approver=io.approver,
-            hooks=io.hooks, compactor=io.compactor, controls=io.controls,
+            hooks=with_own_checks(io.hooks, spec.guardrails, io.workspace), compactor=io.compactor, controls=io.controls,
             options=LoopOptions(
                 max_iterations=None, auto_approve=options.auto_approve, tool_timeout_s=options.tool_timeout_s,
                 max_tokens=options.max_tokens, retry=options.retry,
             ),
+            middleware=recorded_middleware(spec.middleware, io.workspace),
         )
 
     # -- entry points --------------------------------------------------------------------------

@@ -152,11 +152,16 @@ def configured(workspace: Path) -> list[dict[str, Any]]:
     return found
 
 
+def recorded_middleware(records: Any, workspace: Path) -> list[tuple[str, Around]]:
+    """The middleware a session's spec recorded (from `Agent(middleware=...)`), each loaded. A sub-agent's
+    runs are wrapped in these alone: they run inside its parent's run, which chronicle.toml's already wrap."""
+    return [load(dict(r), f"middleware {r['name']} recorded on the session", workspace) for r in records or ()]
+
+
 def middleware_for(records: Any, workspace: Path) -> list[tuple[str, Around]]:
     """The session's recorded middleware, then chronicle.toml's not named the same, each loaded."""
-    recorded = [dict(r) for r in records or ()]
-    names = {r["name"] for r in recorded}
-    loaded = [load(r, f"middleware {r['name']} recorded on the session", workspace) for r in recorded]
+    loaded = recorded_middleware(records, workspace)
+    names = {name for name, _ in loaded}
     for record in configured(workspace):
         if record["name"] not in names:
             loaded.append(load(record, f"{workspace / CONFIG_FILE}: middleware.{record['name']}", workspace))

@@ -21,11 +21,11 @@ from ..clock import SYSTEM_CLOCK, Clock
 from ..compaction import Compactor
 from ..control_port import StoreControls
 from ..environment import EnvironmentSettingError, environment
-from ..guardrails import GuardrailHook, guardrails_for
+from ..guardrails import GuardrailHook, guardrails_for, recorded_guardrails
 from ..hooks import Hooks
 from ..live import Broker
 from ..loop import AgentLoop, LoopOptions
-from ..middleware import Around, middleware_for
+from ..middleware import Around, middleware_for, recorded_middleware
 from ..providers import ProviderConfigError, default_provider_name, make_provider
 from ..providers.base import Provider
 from ..settings import LimitFlags, Settings, SettingsError, load_settings
@@ -100,6 +100,9 @@ def loop_parts(
     try:
         guardrails = guardrails_for(spec.guardrails, path)
         middleware = middleware_for(spec.middleware, path)
+        for sub_agent in spec.registry:  # a sub-agent's own fail now too, not when it is asked
+            recorded_guardrails(sub_agent.guardrails, path)
+            recorded_middleware(sub_agent.middleware, path)
     except SettingsError as exc:
         raise LoopSetupError(f"{where}{exc}") from None
     return LoopParts(provider, path, settings, toolbox, guardrails, middleware)
