@@ -71,7 +71,9 @@ class ControlPort(Protocol):
 
 
 class ChildRunner(Protocol):
-    """A sub-agent's loop, as the delegate tool drives it."""
+    """A sub-agent's loop, as the delegate tool drives it; its hooks also check the report it hands back."""
+
+    hooks: Hooks
 
     async def run_next(self, session_id: UUID) -> Any: ...
 

@@ -3,7 +3,8 @@
 A child's session id is derived from the parent's tool call and the task's index, so a parent
 that re-runs its delegate call after a crash finds the children it already started and
 continues them instead of spawning new ones. Whatever happens to the child, the parent gets one
-result for it: task_complete's own report, or a synthetic one saying why there is none.
+result for it: task_complete's own report (after the checks the child runs under), or a synthetic
+one saying why there is none.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from pydantic import BaseModel, Field
 from chronicle.domain.agent_spec import AgentSpec
 from chronicle.domain.ids import child_session_id, turn_id
 from chronicle.domain.session import Session
+from chronicle.runtime.hooks import Hooks
 from chronicle.runtime.live import AgentEnd, AgentStart
 from chronicle.runtime.store import ChronicleStore, NotFound
 from chronicle.runtime.task_board import claim_task, open_task, settle_task
@@ -35,6 +37,10 @@ class ChildResult(BaseModel):
     summary: str
     files_modified: list[str] = Field(default_factory=list)
     caveats: str | None = None
+    #: Came from task_complete (not a final text, which the child's own loop already checked).
+    reported: bool = Field(False, exclude=True)
+    #: What the checks changed in the report (runtime/guardrails.py marks), for the delegate call's effects.
+    marks: list[dict[str, Any]] = Field(default_factory=list, exclude=True)
 
 
 def task_text(task: str, context: str) -> str:
@@ -88,7 +94,7 @@ async def _run_child(parent_io: Any, child: Session) -> ChildResult:
     try:
         claim_task(parent_io.store, child, loop.clock.now())
         await loop.run_next(child.id)
-        result = child_result(parent_io.store, child.id)
+        result = await checked_report(loop.hooks, parent_io.store, child_result(parent_io.store, child.id))
     except Exception as exc:  # noqa: BLE001 - one child's crash is that child's failed result, not the parent's
         crashed = True
         result = ChildResult(agent=spec.name, session_id=str(child.id), status="failed",
@@ -122,7 +128,7 @@ def child_result(store: ChronicleStore, child_id: UUID) -> ChildResult:
             return ChildResult(
                 **base, status="failed" if data.get("status") == "failed" else "completed",
                 summary=str(data.get("summary", "")), files_modified=list(data.get("files_modified") or []),
-                caveats=data.get("caveats"),
+                caveats=data.get("caveats"), reported=True,
             )
         return ChildResult(
             **base, status="completed", summary=turn.final_text or "(the sub-agent gave no answer)",
@@ -135,3 +141,27 @@ def child_result(store: ChronicleStore, child_id: UUID) -> ChildResult:
     else:
         summary = f"the sub-agent did not finish: its turn is {turn.status}"
     return ChildResult(**base, status="failed", summary=summary)
+
+
+async def checked_report(hooks: Hooks, store: ChronicleStore, result: ChildResult) -> ChildResult:
+    """A task_complete report is the sub-agent's final answer: its summary and caveats pass the checks
+    the sub-agent runs under at `final` (its parent's, then its own) before the parent reads them, as a
+    final text already did in the sub-agent's loop. A change is marked (digests, never the removed
+    text) for the delegate call's effects; a rejection makes the result failed with the check's reason.
+    Checked each time the report is read, so a parent resumed after a crash reads the same."""
+    if not result.reported:
+        return result
+    session = store.session(UUID(result.session_id))
+    turn = store.turn(turn_id(session.id, TASK_INPUT_ID))
+    update: dict[str, Any] = {}
+    marks: list[dict[str, Any]] = []
+    for name in ("summary", "caveats"):
+        value = getattr(result, name)
+        if not value:
+            continue
+        checked = await hooks.check_final(session, turn, value)
+        if checked.stop is not None:
+            return result.model_copy(update={"status": "failed", "summary": f"the sub-agent failed: {checked.stop.reason}", "caveats": None})
+        update[name] = checked.text
+        marks.extend({**mark, "agent": result.agent, "session_id": result.session_id, "field": name} for mark, _ in checked.marks)
+    return result.model_copy(update={**update, "marks": marks})

@@ -76,7 +76,8 @@ class Delegate(Tool):
         ]
         async with waiting_for_children():  # a sub-agent that delegates frees its slot meanwhile (see slots.py)
             results: list[ChildResult] = await asyncio.gather(*(run_child(loop, c) for c in children))
-        return ToolOutput(json.dumps({"results": [r.model_dump() for r in results]}, ensure_ascii=False))
+        return ToolOutput(json.dumps({"results": [r.model_dump() for r in results]}, ensure_ascii=False),
+                          effects=[mark for r in results for mark in r.marks])
 
 
 class ListAgents(Tool):

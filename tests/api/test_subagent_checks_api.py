@@ -1,6 +1,7 @@
 """A sub-agent's own guardrails and middleware (`Agent(name=..., guardrails=..., middleware=...)` given to
 its parent as `agents=[...]`) apply when it runs: after its parent's checks, in the live process, in a
-`chronicle resume` in another process, and after a crash mid-task."""
+`chronicle resume` in another process, and after a crash mid-task; what it reports to its parent has
+passed its checks too."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from chronicle import Agent, Chronicle, ChronicleError, Guardrail, Middleware
+from chronicle import Agent, Chronicle, ChronicleError, Guardrail, Middleware, Rejected
 from chronicle.domain.ids import turn_id
 from chronicle.runtime.agents.children import TASK_INPUT_ID
 from chronicle.runtime.store import ChronicleStore, NotFound
@@ -26,6 +27,11 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def redact(text: str, where: str) -> str | None:
     return text.replace("hunter2", "[redacted]") if "hunter2" in text else None
+
+
+def no_secrets(text: str, where: str) -> None:
+    if "hunter2" in text:
+        raise Rejected("names the secret")
 
 
 def by_lead(text: str, where: str) -> str:
@@ -79,6 +85,7 @@ def assert_reader_ran_under_its_checks(app: Chronicle, sid: str) -> None:
     entries = app.log(sid, tree=True)
     assert reader_reads(entries) == ["pw: [redacted]", "pw: [redacted]"]
     [report] = reports(entries)
+    assert (report["status"], report["summary"], report["caveats"]) == ("completed", "the secret is [redacted]", "[redacted] may be old")
     child = report["session_id"]
     results = [e["data"] for e in app.log(child) if e["aggregate"] == "tool_call" and e["event"] == "Completed"]
     assert "hunter2" not in json.dumps(results), "the original tool result never reaches the store"
@@ -86,9 +93,15 @@ def assert_reader_ran_under_its_checks(app: Chronicle, sid: str) -> None:
     assert [(m["guardrail"], m["where"], m["action"]) for m in marks] == [("redact", "tool_result", "modified")] * 2
     rows = [(r["kind"], r["name"], r["status"], r["detail"]) for r in app.audit(session=child) if r["kind"] == "middleware"]
     assert ("middleware", "stamp", "stamped", {"agent": "reader"}) in rows
+    [delegated] = [e["data"] for e in entries if e["aggregate"] == "tool_call" and e["event"] == "Completed" and e["data"]["name"] == "delegate"]
+    assert [(m["guardrail"], m["where"], m["agent"], m["field"]) for m in delegated["effects"]] == [
+        ("redact", "final", "reader", "summary"), ("redact", "final", "reader", "caveats")]
+    holding = sorted({(e["aggregate"], e["event"]) for e in entries if "hunter2" in json.dumps(e["data"])})
+    assert holding == [("tool_call", "Requested"), ("turn", "ModelResponded")], \
+        "only the reader's model response and the task_complete call it asked for, recorded verbatim, hold the secret"
 
 
-def test_a_sub_agents_own_guardrail_and_middleware_apply_to_its_run(db_url, workspace, tmp_path):
+def test_a_sub_agents_own_guardrail_and_middleware_apply_to_its_run_and_its_report(db_url, workspace, tmp_path):
     (workspace / "secret.txt").write_text("pw: hunter2\n", encoding="utf-8")
     agent = lead(scripted(tmp_path), reader(guardrails=[Guardrail("redact", redact)], middleware=[stamp]))
     with Chronicle(db_url) as app:
@@ -109,6 +122,17 @@ def test_a_sub_agent_runs_its_parents_checks_first_then_its_own_and_not_one_name
     [delegated] = [e for e in entries if e["aggregate"] == "tool_call" and e["event"] == "Completed" and e["data"]["name"] == "delegate"]
     assert delegated["data"]["output"].endswith(" +lead"), "the lead's own tool result passes only the lead's checks"
     assert not delegated["data"]["output"].endswith("+reader +lead")
+
+
+def test_a_report_a_sub_agents_check_rejects_reaches_its_parent_as_a_failure(db_url, workspace, tmp_path):
+    (workspace / "secret.txt").write_text("pw: hunter2\n", encoding="utf-8")
+    agent = lead(scripted(tmp_path), reader(guardrails=[Guardrail("no_secrets", no_secrets, on=["final"])]))
+    with Chronicle(db_url) as app:
+        result = app.run_sync(agent, "what is the secret?", workspace=workspace)
+        assert result.status == "completed"
+        [report] = reports(app.log(result.session_id, tree=True))
+    assert (report["status"], report["summary"], report["caveats"]) == (
+        "failed", "the sub-agent failed: guardrail no_secrets rejected the final answer: names the secret", None)
 
 
 def test_a_sub_agents_check_or_middleware_that_does_not_load_is_refused_before_anything_is_recorded(db_url, workspace, tmp_path):
