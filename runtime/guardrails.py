@@ -224,6 +224,15 @@ def under_parent(parent: list[Guardrail], own: list[Guardrail]) -> list[Guardrai
     return [*parent, *(g for g in own if g.name not in names)]
 
 
+def guardrails_along(lineage: list[Any], workspace: Path) -> list[Guardrail]:
+    """The checks a session runs under, given the recorded guardrails of its specs from the top-level
+    session down to its own: the top-level session's and chronicle.toml's, then each sub-agent's own."""
+    found = guardrails_for(lineage[0], workspace)
+    for records in lineage[1:]:
+        found = under_parent(found, recorded_guardrails(records, workspace))
+    return found
+
+
 def with_own_checks(hooks: Hooks, records: Any, workspace: Path) -> Hooks:
     """A sub-agent's hooks: its parent's (the same objects, so guards keep counting for the whole tree),
     with the checks it runs under extended by its own recorded ones (`under_parent`)."""

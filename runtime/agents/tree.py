@@ -28,6 +28,17 @@ def children_of(store: ChronicleStore, session: Session) -> list[Session]:
     return [child for child in found if child is not None]
 
 
+def lineage(store: ChronicleStore, session: Session) -> list[Session]:
+    """The top-level session, each sub-agent's session down the parent links, and `session` last."""
+    chain = [session]
+    while chain[0].parent_session_id is not None:
+        parent = find_session(store, chain[0].parent_session_id)
+        if parent is None:
+            break
+        chain.insert(0, parent)
+    return chain
+
+
 def walk(store: ChronicleStore, root: Session, depth: int = 0) -> Iterator[TreeNode]:
     """The session, then each child's subtree, depth-first in delegation order."""
     yield TreeNode(root, depth)

@@ -17,11 +17,12 @@ from typing import Any
 from chronicle.domain.agent_spec import AgentSpec
 from chronicle.domain.session import Session
 
+from ..agents.tree import lineage
 from ..clock import SYSTEM_CLOCK, Clock
 from ..compaction import Compactor
 from ..control_port import StoreControls
 from ..environment import EnvironmentSettingError, environment
-from ..guardrails import GuardrailHook, guardrails_for, recorded_guardrails
+from ..guardrails import GuardrailHook, guardrails_along, guardrails_for, recorded_guardrails
 from ..hooks import Hooks
 from ..live import Broker
 from ..loop import AgentLoop, LoopOptions
@@ -137,14 +138,26 @@ def build_loop(
     if model:
         options = replace(options, model=model)
     hooks = Hooks(parts.settings.hooks(ProjectionSpend(store), interactive=interactive))
-    if parts.guardrails:
-        hooks.add(GuardrailHook(parts.guardrails))
+    guardrails = parts.guardrails
+    if session is not None and session.parent_session_id is not None:
+        guardrails = checks_under(store, session, parts.workspace)
+    if guardrails:
+        hooks.add(GuardrailHook(guardrails))
     hooks.add(TitleHook(parts.provider, store, clock))
     tracer = live_tracing(store)
     if tracer is not None:
         hooks.add(tracer)
     return assemble(store, parts.provider, parts.toolbox, parts.workspace, options, broker=broker, clock=clock, approver=approver,
                     hooks=hooks, compactor=parts.settings.compactor(), middleware=parts.middleware)
+
+
+def checks_under(store: ChronicleStore, session: Session, workspace: Path) -> list[Any]:
+    """The checks a session runs under, a sub-agent's resumed on its own included (after an approval):
+    its parents', from the top-level session down, then its own, as when its parent spawned it."""
+    try:
+        return guardrails_along([s.spec.guardrails for s in lineage(store, session)], workspace)
+    except SettingsError as exc:
+        raise LoopSetupError(f"session {session.id}: {exc}") from None
 
 
 def assemble(store: ChronicleStore, provider: Provider, toolbox: Toolbox, workspace: Path, options: LoopOptions, *,

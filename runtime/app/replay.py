@@ -27,8 +27,9 @@ from chronicle.domain.session import Session
 from chronicle.domain.tool_call import ToolCall
 from chronicle.domain.turn import Turn
 
+from ..agents.tree import lineage
 from ..clock import SYSTEM_CLOCK, Clock
-from ..guardrails import GuardrailHook, guardrails_for
+from ..guardrails import GuardrailHook, guardrails_along
 from ..hooks import Hooks
 from ..loop import LoopOptions
 from ..model_call import fingerprint
@@ -236,7 +237,8 @@ class Replayer:
             # No guards, no title call, no compaction: the replay re-asks exactly what was recorded. The
             # session's and the workspace's guardrails do apply: they shaped the inputs, tool results and
             # answers that were recorded.
-            guardrails = guardrails_for(spec.guardrails, self.workspace)
+            # A sub-agent's session replays under its parents' checks too, as it ran.
+            guardrails = guardrails_along([s.spec.guardrails for s in lineage(self.store, self.session)], self.workspace)
             self.checks = GuardrailHook(guardrails)
             loop = assemble(scratch, self, self.toolbox(), self.scratch.root,
                             LoopOptions(auto_approve=True, max_iterations=spec.max_iterations), clock=clock,

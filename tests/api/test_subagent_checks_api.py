@@ -190,3 +190,25 @@ def test_a_sub_agent_resumed_after_a_crash_mid_task_still_runs_under_its_checks(
     assert done.returncode == 0, done.stderr
     with Chronicle(db_url) as app:
         assert_reader_ran_under_its_checks(app, sid)
+
+
+def test_a_sub_agent_resumed_on_its_own_after_an_approval_runs_under_its_parents_checks(db_url, workspace, tmp_path):
+    (workspace / "secret.txt").write_text("pw: hunter2\n", encoding="utf-8")
+    path = tmp_path / "s.json"
+    path.write_text(json.dumps({"agents": {
+        "lead": [response(delegate("d1", ("reader", "read secret.txt"))), response(text("lead is done"))],
+        "reader": [response(tool_use("r1", "bash", command="cat secret.txt")), response(complete("r2", "done"))],
+    }}), encoding="utf-8")
+    sub = Agent(name="reader", tools=["bash"], guardrails=[Guardrail("mine", by_reader, on=["tool_result"])])
+    agent = lead(f"scripted:{path}", sub, guardrails=[Guardrail("redact", redact, on=["tool_result"])])
+    with Chronicle(db_url) as app:
+        result = app.run_sync(agent, "what is the secret?", workspace=workspace)
+        [report] = reports(app.log(result.session_id, tree=True))
+        assert report["status"] == "failed" and "waiting for a tool approval" in report["summary"]
+        child = report["session_id"]
+        app.approve(child)
+        resumed = app.resume(child)
+        assert resumed.status == "completed"
+        [ran] = [e["data"] for e in app.log(child) if e["aggregate"] == "tool_call" and e["event"] == "Completed" and e["data"]["name"] == "bash"]
+    assert "hunter2" not in ran["output"] and ran["output"].endswith(" +reader")
+    assert "pw: [redacted]" in ran["output"]
