@@ -92,6 +92,16 @@ class Agent:
             guardrails=self._guardrails, middleware=self._middleware,
         )
 
+    def only_here(self) -> list[str]:
+        """The code of this agent and its sub-agents that only this process can load: defined in a script
+        run directly (`__main__`). A worker or `resume` elsewhere could never run a session that needs it."""
+        paths = []
+        for agent in [self, *self.descendants()]:
+            paths += [t for t in agent._entries if ":" in t]
+            paths += [str(g.get("check")) for g in agent._guardrails]
+            paths += [str(m.get("use")) for m in agent._middleware]
+        return [p for p in dict.fromkeys(paths) if p.startswith("__main__:")]
+
     def descendants(self) -> list[Agent]:
         """Every sub-agent below this one, each once (the registry is flat, as in chronicle.toml)."""
         found: dict[str, Agent] = {}

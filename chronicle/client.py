@@ -184,7 +184,7 @@ class Chronicle:
                    max_iterations: FromOne | None = None) -> dict[str, Any]:
         """`jobs submit --json`: a new session queued for a worker, checked as `run` checks it (ChronicleError 2 records nothing)."""
         with _as_chronicle_errors():
-            runs.checked(agent)
+            runs.for_a_worker(runs.checked(agent))
             return job_cases.submit(self.store, prompt, provider=agent.provider, model=agent.model,
                                     workspace=Path(workspace) if workspace else None, max_iterations=max_iterations,
                                     registry=agent.registry(workspace), origin="api")

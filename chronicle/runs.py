@@ -12,6 +12,7 @@ from typing import Any, Callable, Sequence
 from uuid import UUID
 
 from chronicle.runtime.app import resume as resuming
+from chronicle.runtime.app.errors import AppError
 from chronicle.runtime.app.running import Conversation, RunOptions
 from chronicle.runtime.store import ChronicleStore
 
@@ -21,6 +22,17 @@ from .agent import Agent
 def checked(agent: Agent) -> Agent:
     if not isinstance(agent, Agent):
         raise TypeError(f"expected an Agent, got {type(agent).__name__}")
+    return agent
+
+
+def for_a_worker(agent: Agent) -> Agent:
+    """A session submitted for a worker must be runnable in another process: refused (exit 2, nothing
+    recorded) if its tools, checks or middleware were defined in the script being run."""
+    here = agent.only_here()
+    if here:
+        names = ", ".join(p.partition(":")[2] for p in here)
+        raise AppError(f"{names} defined in the script being run (__main__), which a worker cannot import: "
+                       "move it into a module, or run the agent in this process with run()", 2)
     return agent
 
 
@@ -41,6 +53,7 @@ def submit(store: ChronicleStore, agent: Agent, prompt: str, session: str | UUID
     if session:
         submitted = resuming.submit(store, prompt, session=session, attachments=attachments)
     else:
+        for_a_worker(agent)
         submitted = resuming.submit(store, prompt, provider=agent.provider, model=agent.model,
                                     workspace=Path(workspace) if workspace else None, registry=agent.registry(workspace),
                                     attachments=attachments)

@@ -127,3 +127,43 @@ def test_a_lone_name_where_a_list_belongs_is_refused_before_anything_is_recorded
             app.run_sync(agent, "look", workspace=workspace, attachments=str(workspace / "chart.png"))
         assert refused.value.code == 2 and "attachments take a list" in str(refused.value)
         assert app.sessions() == []
+
+
+SCRIPT = '''
+import sys
+from chronicle import Agent, Chronicle, ChronicleError, tool
+
+
+@tool(read_only=True)
+def ping(msg: str) -> str:
+    """Ping back."""
+    return "pong " + msg
+
+
+app = Chronicle(sys.argv[1])
+agent = Agent(tools=[ping], provider=sys.argv[2])
+for submit in (lambda: app.submit(agent, "do it", workspace=sys.argv[3]), lambda: app.submit_job(agent, "do it", workspace=sys.argv[3])):
+    try:
+        submit()
+        print("accepted")
+    except ChronicleError as exc:
+        print(exc.code, exc)
+print(app.run_sync(agent, "here", workspace=sys.argv[3]).status)
+'''
+
+
+def test_work_for_a_worker_needing_code_only_the_running_script_defines_is_refused(db_url, workspace, tmp_path):
+    import subprocess
+    import sys
+
+    script = tmp_path / "defines_a_tool.py"
+    script.write_text(SCRIPT, encoding="utf-8")
+    provider = scripted(tmp_path, [[response(text("pong"))]])
+    out = subprocess.run([sys.executable, str(script), db_url, provider, str(workspace)], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    refusal = "2 ping defined in the script being run (__main__), which a worker cannot import: move it into a module"
+    assert [line[:len(refusal)] for line in lines[:2]] == [refusal, refusal]
+    assert lines[2] == "completed", "the same agent still runs in the process that defines it"
+    with Chronicle(db_url) as app:
+        assert len(app.sessions()) == 1 and app.jobs() == []
