@@ -500,6 +500,10 @@ class ChronicleStore(Application[UUID]):
         if len(matches) == 1:
             return matches[0]
         if not matches:
+            erased = {e.session_id for e in self.session_index.get()
+                      if isinstance(e, SessionForgotten) and str(e.session_id).startswith(text.strip().lower())}
+            if len(erased) == 1:  # the prefix `audit` shows on the forget row: say it was erased, as the full id does
+                return self.resolve_session_id(str(erased.pop()))
             raise UnknownSession(f"no session matches {text!r}; `chronicle sessions` lists them")
         shown = ", ".join(str(sid) for sid in matches[:10]) + (f", … ({len(matches) - 10} more)" if len(matches) > 10 else "")
         raise UnknownSession(f"{text!r} matches {len(matches)} sessions: {shown}; give more of the id")
