@@ -11,6 +11,8 @@ the way it wraps them.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import inspect
 import json
 import re
@@ -109,6 +111,8 @@ def as_output(result: Any) -> ToolOutput:
         return ToolOutput(truncate(result.model_dump_json()))
     if isinstance(result, list) and result and all(_is_block(b) for b in result):
         blocks = [b.model_dump(mode="json") if isinstance(b, BaseModel) else dict(b) for b in result]
+        for block in blocks:
+            _check_source(block)
         texts = [b["text"] if b["type"] == "text" else _note(b) for b in blocks]
         rich = any(b["type"] != "text" for b in blocks)
         return ToolOutput(truncate("\n".join(texts)), blocks=blocks if rich else None)
@@ -121,6 +125,29 @@ def _is_block(block: Any) -> bool:
         text = block.get("text") if isinstance(block, dict) else getattr(block, "text", None)
         return isinstance(text, str)
     return kind in ("image", "document")
+
+
+#: Where an image's or a document's bytes may come from, as the Messages API names the source kinds.
+SOURCES = {"image": ("base64", "url"), "document": ("base64", "url", "text", "content")}
+
+
+def _check_source(block: dict[str, Any]) -> None:
+    """A rich block is recorded whole and may be sent on later: one the API would reject (no source,
+    bytes that are not base64) is the tool's error, recorded as one, not a success that fails later."""
+    kind = block["type"]
+    if kind == "text":
+        return
+    source = block.get("source")
+    if not isinstance(source, dict) or source.get("type") not in SOURCES[kind]:
+        raise ToolError(f"the tool returned a malformed {kind} block: its source must be one of "
+                        f"{', '.join(SOURCES[kind])} (got {source!r:.80})")
+    if source["type"] == "base64":
+        if not isinstance(source.get("media_type"), str) or not source["media_type"]:
+            raise ToolError(f"the tool returned a malformed {kind} block: a base64 source needs its media_type")
+        try:
+            base64.b64decode(source.get("data") or "", validate=True)
+        except (binascii.Error, ValueError, TypeError):
+            raise ToolError(f"the tool returned a malformed {kind} block: its data is not base64") from None
 
 
 def _note(block: dict[str, Any]) -> str:

@@ -125,6 +125,24 @@ def test_content_blocks_reach_the_model_as_text_with_a_note_and_the_image_is_sto
     assert load_data(h.store, source["sha256"]) == "iVBORw0KGgo="
 
 
+@tool(read_only=True)
+def broken_chart(kind: str) -> list:
+    """Draw a chart badly."""
+    sources = {"none": None, "garbage": {"type": "base64", "media_type": "image/png", "data": "!!!not base64"},
+               "untyped": {"type": "base64", "data": "iVBORw0KGgo="}, "unknown": {"type": "file", "path": "/x.png"}}
+    return [{"type": "text", "text": "chart"}, {"type": "image", "source": sources[kind]}]
+
+
+@pytest.mark.parametrize("kind, says", [("none", "its source must be one of base64, url"), ("garbage", "its data is not base64"),
+                                        ("untyped", "a base64 source needs its media_type"), ("unknown", "its source must be one of")])
+def test_a_malformed_image_block_is_the_tools_error_not_a_success(db_url, workspace, tmp_path, kind, says):
+    h = Harness(db_url, workspace, tmp_path, [response(tool_use("tu_1", "broken_chart", kind=kind)), response(text("ok"))],
+                tools=(broken_chart.import_path,))
+    h.run("chart")
+    (result,) = h.results()
+    assert result.is_error and f"the tool returned a malformed image block: {says}" in result.content
+
+
 def test_a_name_the_messages_api_would_refuse_is_refused_when_decorating():
     with pytest.raises(ValueError, match="@tool\\(name=...\\)"):
         tool(lambda: None)
