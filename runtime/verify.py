@@ -59,6 +59,8 @@ class Verdict:
     anchor: dict[str, Any] | None = None
     #: Snapshots found equal to their events (runtime/snapshot_check.py); whole-log verification only.
     snapshots: int = 0
+    #: Of `events`, those a fork in the session's tree inherits from the session it was forked from.
+    inherited: int = 0
     broken: Break | None = None
     notes: list[str] = field(default_factory=list)
 
@@ -77,6 +79,8 @@ class Verdict:
             return self.broken.line()
         scope = "the whole log" if self.scope == "all" else f"session tree {self.scope[:8]}"
         parts = [f"verified {scope}: {self.chained} events chained"]
+        if self.inherited:
+            parts.append(f"{self.inherited} of its events are inherited from the session it was forked from")
         if self.unchained:
             parts.append(f"{self.unchained} unchained before position {self.unchained_before} (written before the hash chain)")
         if self.snapshots:
@@ -125,20 +129,26 @@ class Verifier:
         return verdict
 
     def verify_session(self, session_id: UUID, anchor: dict[str, Any] | None = None) -> Verdict:
-        """A session tree's links; the whole log's if the tree no longer loads (then `notes` says why).
+        """The links of every event the session's conversation is read from: its tree's, the turns
+        a fork inherits and the attachments (runtime/session_scope.py, what `export` writes, plus
+        the sessions' leases); the whole log's if that no longer loads (then `notes` says why).
 
-        Which aggregates belong to the tree is read from the events themselves, so a deleted or
-        edited row can make the tree unloadable; the whole log still names the broken link."""
+        Which aggregates those are is read from the events themselves, so a deleted or edited row
+        can make the tree unloadable; the whole log still names the broken link."""
+        from .session_scope import session_scope
+
         try:
-            ids = session_tree_ids(self.reader.store, session_id)
+            scope = session_scope(self.reader.store, session_id)
+            ids = scope_ids(self.reader.store, scope)
         except Exception as exc:  # noqa: BLE001 - any decoding or version error of a tampered row
             verdict = self.verify_all(anchor)
             first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
             verdict.notes.append(f"session {session_id} does not load ({type(exc).__name__}: {first}); verified the whole log")
             return verdict
-        return self.verify_aggregates(str(session_id), ids, anchor)
+        return self.verify_aggregates(str(session_id), ids, anchor, scope.inherited)
 
-    def verify_aggregates(self, scope: str, originator_ids: Sequence[UUID], anchor: dict[str, Any] | None = None) -> Verdict:
+    def verify_aggregates(self, scope: str, originator_ids: Sequence[UUID], anchor: dict[str, Any] | None = None,
+                          inherited: Sequence[UUID] = ()) -> Verdict:
         verdict = Verdict(scope=scope)
         first, head = self.reader.first(), self.reader.head()
         verdict.head = head_of(head)
@@ -151,6 +161,8 @@ class Verifier:
                 break
         events = self.reader.events_of(originator_ids)
         verdict.events = len(events)
+        inherited_ids = set(inherited)
+        verdict.inherited = sum(1 for e in events if e.originator_id in inherited_ids)
         linked_positions = {k.position for k in links}
         unlinked = [e for e in events if e.position not in linked_positions]
         # An event of this tree at a position whose link names an aggregate outside it was moved there.
@@ -291,14 +303,19 @@ def read_anchor(path: Path) -> dict[str, Any]:
 
 
 def session_tree_ids(store: Any, root_id: UUID, leases: bool = True) -> list[UUID]:
-    """Every aggregate of a session and its sub-agents: sessions, turns, tool calls (and leases)."""
+    """Every aggregate the session's conversation is read from (`scope_ids` of its `session_scope`)."""
+    from .session_scope import session_scope
+
+    return scope_ids(store, session_scope(store, root_id), leases)
+
+
+def scope_ids(store: Any, scope: Any, leases: bool = True) -> list[UUID]:
+    """A session scope's aggregates: its tree's sessions, turns and tool calls (and leases), the
+    turns and tool calls a fork among them inherits, and the attachments (runtime/session_scope.py)."""
     from chronicle.domain.ids import lease_id
 
-    from .agents.tree import walk
+    from .session_scope import attachment_ids
 
-    ids: list[UUID] = []
-    for node in walk(store, store.session(root_id)):
-        ids += store.aggregate_ids_of(node.session)
-        if leases:
-            ids.append(lease_id(node.session.id))
+    ids = [*scope.own, *([lease_id(s) for s in scope.sessions] if leases else []), *scope.inherited]
+    ids += attachment_ids(store, [*scope.own, *scope.inherited])
     return list(dict.fromkeys(ids))

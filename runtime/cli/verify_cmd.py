@@ -15,7 +15,7 @@ from .common import DbOption, JsonOption, cli_errors, err_console, fail, open_st
 
 
 def verify(
-    session: Annotated[Optional[str], typer.Argument(help="Session id or unique prefix: only its tree (sub-agents included)")] = None,
+    session: Annotated[Optional[str], typer.Argument(help="Session id or unique prefix: only what its conversation is read from (its sub-agents, the turns a fork inherits, attachments)")] = None,
     all_: Annotated[bool, typer.Option("--all", help="The whole log (the default without SESSION)")] = False,
     anchor: Annotated[Optional[Path], typer.Option("--anchor", help="Write the head (position and digest) to this anchor file")] = None,
     against: Annotated[Optional[Path], typer.Option("--against", help="Also check that the chain still holds this anchor file's head")] = None,

@@ -223,3 +223,28 @@ def test_a_snapshot_that_no_longer_matches_its_events_is_named_by_verify(db_url,
     assert not verdict.ok and verdict.broken.kind == "snapshot" and verdict.broken.aggregate_id == str(turn_id)
     result = cli("verify", db=db_url)
     assert result.returncode == 1 and result.stdout.startswith(f"broken snapshot of {str(turn_id)[:8]}"), result.stdout
+
+
+def test_verifying_a_fork_checks_the_turns_it_inherits_from_its_parent(recorded, workspace, tmp_path):
+    db_url, session, tamper = recorded
+    fork = cli("fork", session, "--at", "1", db=db_url).stdout.strip()
+    script = write_script(tmp_path / "f.json", [[], [response(text("The fork's own answer."))]])
+    assert cli("run", "on the fork", "--session", fork, "--provider", f"scripted:{script}", "--workspace", str(workspace),
+               db=db_url).returncode == 0
+    clean = json.loads(cli("verify", fork, "--json", db=db_url).stdout)
+    alone = len(ChronicleStore(db_url).aggregate_ids_of(ChronicleStore(db_url).session(UUID(fork))))
+    assert clean["ok"] and clean["inherited"] > 0 and clean["events"] > alone
+    # The parent's answer, rewritten as plain JSON (a state may be stored uncompressed), as the fork shows it.
+    plain = SizedZlib()
+    target = next(p for p in tamper.positions()
+                  if tamper.event(p)[2].endswith("Turn.ModelResponded") and b"It says hello." in plain.decompress(tamper.event(p)[3]))
+    oid, version, _topic, state = tamper.event(target)
+    tamper.set_state(target, plain.decompress(state).replace(b"It says hello.", b"It says naught."))
+    shown = [b.get("text") for m in json_lines(cli("history", fork, "--json", db=db_url).stdout) for b in m["content"]]
+    assert "It says naught." in shown  # what the fork shows depends on the parent's row
+    for scope in (fork, session):
+        broken = verify(db_url, scope).broken
+        assert broken is not None and broken.kind == "edited" and broken.position == target, (scope, broken)
+        assert broken.aggregate_id == str(oid) and broken.version == version
+    result = cli("verify", fork, db=db_url)
+    assert result.returncode == 1 and f"broken at position {target} " in result.stdout, result.stdout

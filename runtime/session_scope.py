@@ -1,0 +1,80 @@
+"""What a session's conversation is made of in the log: what `export` writes and `verify SESSION` checks.
+
+- the session's tree: the session and its sub-agents (runtime/agents/tree.py), each with its turns
+  and their tool calls;
+- what the forks among them inherit: a fork starts with a head that references turns of the
+  session it was forked from (and, for a fork of a fork, of that one's origin), so its history,
+  `history --at`, replay and its next turn all read those Turn and ToolCall aggregates. They are
+  the origin's, recorded before the fork existed and ended by then, so they are taken whole; the
+  origin session itself is not (its later turns are no part of the fork, and its queue and state
+  would make it a second, truncated session wherever the fork goes);
+- the attachments the inputs and results of all those refer to (content-addressed, shared).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+from uuid import UUID
+
+from chronicle.domain.ids import tool_call_ids
+
+from .agents.tree import sub_agents_by_parent, walk
+from .store import ChronicleStore
+
+
+@dataclass(frozen=True)
+class Scope:
+    #: The session and its sub-agents, depth-first in delegation order.
+    sessions: list[UUID]
+    #: Their aggregates: sessions, turns, tool calls.
+    own: list[UUID]
+    #: The turns (and their tool calls) the forks among them inherit, less any of `own`.
+    inherited: list[UUID]
+    #: The sessions those inherited turns were recorded in, oldest ancestor first.
+    inherited_from: list[UUID]
+
+
+def session_scope(store: ChronicleStore, root_id: UUID) -> Scope:
+    nodes = [node.session for node in walk(store, store.session(root_id), parents=sub_agents_by_parent(store))]
+    own: list[UUID] = []
+    for session in nodes:
+        own += store.aggregate_ids_of(session)
+    own = list(dict.fromkeys(own))
+    mine = set(own)
+    inherited: list[UUID] = []
+    origins: list[UUID] = []
+    for session in nodes:
+        if not session.forked_from:
+            continue
+        for turn in store.turns(list(store.first_head(session.id))):
+            origins.append(turn.session_id)
+            inherited += [turn.id, *tool_call_ids(turn.id, turn.steps)]
+    return Scope(
+        sessions=[s.id for s in nodes], own=own,
+        inherited=[i for i in dict.fromkeys(inherited) if i not in mine],
+        inherited_from=[s for s in dict.fromkeys(origins) if s not in mine],
+    )
+
+
+def attachment_ids(store: ChronicleStore, aggregate_ids: list[UUID]) -> list[UUID]:
+    """Attachments the aggregates' events refer to (content blocks whose source names an attachment's sha256)."""
+    from chronicle.domain.ids import attachment_id
+
+    found: dict[UUID, None] = {}
+
+    def walk_value(value: Any) -> None:
+        if isinstance(value, dict):
+            if value.get("type") == "attachment" and isinstance(value.get("sha256"), str):
+                found[attachment_id(value["sha256"])] = None
+            for item in value.values():
+                walk_value(item)
+        elif isinstance(value, (list, tuple)):
+            for item in value:
+                walk_value(item)
+        elif hasattr(value, "model_dump"):
+            walk_value(value.model_dump())
+
+    for _position, event in store.events_with_positions(aggregate_ids):
+        walk_value(vars(event))
+    return list(found)
