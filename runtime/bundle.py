@@ -2,7 +2,9 @@
 
 A bundle is one JSON document: the tree's stored events in log order (with the Attachment
 aggregates its inputs refer to, which an import skips when the target already holds them: they
-are content-addressed, so the same id means the same bytes), exactly as stored (topic and
+are content-addressed, so the same id means the same bytes), and, for a fork, the turns and tool
+calls it inherits from the session it was forked from (runtime/session_scope.py: without them the
+fork's history, replay and next turn cannot be read), exactly as stored (topic and
 state bytes, so nothing is re-encoded on the way), each with the digest it had in the source's
 chain and a digest of the bundle's own chain, which runs over the bundle's events alone. The
 source chain cannot be re-checked without the source's other sessions; the bundle chain can, by
@@ -10,7 +12,14 @@ anyone, with nothing else. The manifest holds the counts and the bundle chain's 
 signature over the manifest (Ed25519) covers every event.
 
 Import checks everything before writing anything, then writes all events (and the session index
-entries) in one transaction: a bundle is either loaded whole or not at all.
+entries) in one transaction: a bundle is either loaded whole or not at all. The bundle's sessions
+must be new to the target; any other aggregate it already holds with the very same events (the
+turns two forks of one session both inherit, or a parent imported before or after its fork) is
+kept and the bundle's copy skipped, and one it holds with other events refuses the import.
+
+Formats: chronicle-bundle/2 adds `inherited` and `inherited_from` to the manifest (and
+`counts.inherited`). A chronicle-bundle/1 bundle still imports; one of a fork carries none of the
+turns the fork inherits, so it is refused unless the target already holds them.
 """
 
 from __future__ import annotations
@@ -27,9 +36,12 @@ from eventsourcing.persistence import IntegrityError, StoredEvent
 
 from .chain import GENESIS, link_digest
 from .chain_reader import LogReader, RawEvent
+from .session_scope import attachment_ids, session_scope
 from .shredding import tree_of_header
 
-FORMAT = "chronicle-bundle/1"
+FORMAT = "chronicle-bundle/2"
+#: Formats import reads: /1 was written before bundles carried what a fork inherits.
+FORMATS = ("chronicle-bundle/1", FORMAT)
 
 
 class BundleError(ValueError):
@@ -46,15 +58,12 @@ def canonical(data: Any) -> bytes:
 def export_bundle(store: Any, root_id: UUID, private_key_pem: bytes | None = None, now: datetime | None = None) -> dict[str, Any]:
     from chronicle.domain.ids import SESSION_INDEX_ID
 
-    from .agents.tree import walk
-
     reader = LogReader(store)
-    sessions = [node.session.id for node in walk(store, store.session(root_id))]
-    ids: list[UUID] = []
-    for sid in sessions:
-        ids += store.aggregate_ids_of(store.session(sid))
-    ids = list(dict.fromkeys(ids))
+    scope = session_scope(store, root_id)
+    sessions = scope.sessions
+    ids = scope.own + scope.inherited
     attachments = attachment_ids(store, ids)
+    inherited = set(scope.inherited)
     events = reader.events_of(ids + attachments)
     log_links = reader.links_at(e.position for e in events)
     indexed = set(store.session_ids()) & set(sessions)
@@ -78,8 +87,12 @@ def export_bundle(store: Any, root_id: UUID, private_key_pem: bytes | None = Non
         "source": {"backend": store.backend, "head": None if head is None else {"seq": head.seq, "position": head.position,
                                                                                  "digest": head.digest.hex()}},
         "counts": {"events": len(entries), "aggregates": len({e["originator_id"] for e in entries}),
-                   "sessions": len(sessions), "attachments": len(attachments)},
+                   "sessions": len(sessions), "attachments": len(attachments),
+                   "inherited": sum(1 for e in events if e.originator_id in inherited)},
         "attachments": [str(a) for a in attachments],
+        # A fork's inherited turns and tool calls, and the sessions they were recorded in (not in the bundle).
+        "inherited": [str(i) for i in scope.inherited],
+        "inherited_from": [str(s) for s in scope.inherited_from],
         "head": prev.hex() if entries else GENESIS.hex(),
     }
     trees = sorted({str(t) for e in events if (t := tree_of_header(e.state)) is not None})
@@ -90,29 +103,6 @@ def export_bundle(store: Any, root_id: UUID, private_key_pem: bytes | None = Non
     if private_key_pem is not None:
         bundle["signature"] = sign(manifest, private_key_pem)
     return bundle
-
-
-def attachment_ids(store: Any, aggregate_ids: list[UUID]) -> list[UUID]:
-    """Attachments the tree's events refer to (content blocks whose source names an attachment's sha256)."""
-    from chronicle.domain.ids import attachment_id
-
-    found: dict[UUID, None] = {}
-
-    def walk(value: Any) -> None:
-        if isinstance(value, dict):
-            if value.get("type") == "attachment" and isinstance(value.get("sha256"), str):
-                found[attachment_id(value["sha256"])] = None
-            for item in value.values():
-                walk(item)
-        elif isinstance(value, (list, tuple)):
-            for item in value:
-                walk(item)
-        elif hasattr(value, "model_dump"):
-            walk(value.model_dump())
-
-    for _position, event in store.events_with_positions(aggregate_ids):
-        walk(vars(event))
-    return list(found)
 
 
 def _digest(prev: bytes, i: int, event: RawEvent) -> bytes:
@@ -185,8 +175,8 @@ def check_bundle(bundle: Any, trusted_key_hex: str | None = None) -> Checked:
     if not isinstance(bundle, dict) or not isinstance(bundle.get("manifest"), dict) or not isinstance(bundle.get("events"), list):
         raise BundleError("not a Chronicle bundle (no manifest and events)")
     manifest, entries = bundle["manifest"], bundle["events"]
-    if manifest.get("format") != FORMAT:
-        raise BundleError(f"unknown bundle format {manifest.get('format')!r} (this Chronicle reads {FORMAT})")
+    if manifest.get("format") not in FORMATS:
+        raise BundleError(f"unknown bundle format {manifest.get('format')!r} (this Chronicle reads {' and '.join(FORMATS)})")
     signer = _check_signature(manifest, bundle.get("signature"), trusted_key_hex)
     events: list[StoredEvent] = []
     prev = GENESIS
@@ -238,21 +228,27 @@ def _check_signature(manifest: dict[str, Any], signature: Any, trusted_key_hex: 
     return str(signature["public_key"])
 
 
-def import_bundle(store: Any, checked: Checked) -> int:
-    """Write the bundle's events and index entries in one transaction; returns how many events."""
+@dataclass(frozen=True)
+class Imported:
+    #: Events written.
+    events: int
+    #: Events of the bundle the store already held, the same (attachments, inherited turns): skipped.
+    already_held: int
+
+
+def import_bundle(store: Any, checked: Checked) -> Imported:
+    """Write the bundle's events and index entries in one transaction, less what the store already holds."""
     _install_tree_keys(store, checked.manifest.get("tree_keys") or {})
+    decoded = []
     for event in checked.events:
         try:
-            store.mapper.to_domain_event(event)
+            decoded.append(store.mapper.to_domain_event(event))
         except Exception:  # noqa: BLE001 - ciphertext under another key, or plaintext into an encrypted store
             raise BundleError(f"event {event.originator_id} v{event.originator_version} does not decode in this store: the bundle "
                               "came from a store encrypted with another CHRONICLE_CIPHER_KEY (set that key to import it)") from None
-    shared = {UUID(a) for a in checked.manifest.get("attachments", [])}
-    kept = [e for e in checked.events if not (e.originator_id in shared and store.recorder.select_events(e.originator_id, limit=1))]
-    present = [e.originator_id for e in kept if store.recorder.select_events(e.originator_id, limit=1)]
-    if present:
-        raise BundleError(f"this store already holds aggregate {present[0]}: the session was imported or recorded here before")
     for _ in range(50):
+        kept = _new_events(store, checked)
+        _check_inherited(store, decoded, {UUID(str(e.originator_id)) for e in kept})
         index_events: list[Any] = []
         for sid in checked.manifest.get("indexed_sessions", []):
             following = index_events[-1].originator_version + 1 if index_events else None
@@ -260,12 +256,51 @@ def import_bundle(store: Any, checked: Checked) -> int:
         stored = [*kept, *(store.mapper.to_stored_event(e) for e in index_events)]
         try:
             store.recorder.insert_events(stored)
-            return len(kept)
+            return Imported(len(kept), len(checked.events) - len(kept))
         except IntegrityError:
-            if any(store.recorder.select_events(e.originator_id, limit=1) for e in kept):
-                raise BundleError("another process imported the same session meanwhile") from None
-            continue  # another writer took the index slot: take the next one
+            continue  # another writer took the index slot, or imported an aggregate meanwhile: look again
     raise BundleError("could not index the imported sessions after 50 attempts")
+
+
+def _new_events(store: Any, checked: Checked) -> list[StoredEvent]:
+    """The bundle's events less those of aggregates the store already holds as the bundle does.
+
+    The bundle's sessions must be new: one already here means the bundle (or another export of
+    the session) was imported before. An attachment already here is the same bytes (its id is its
+    content hash). Any other aggregate already here (a turn a fork inherits) is skipped only if
+    the store holds exactly the bundle's events for it."""
+    sessions = {UUID(s) for s in checked.manifest.get("sessions", [])}
+    shared = {UUID(a) for a in checked.manifest.get("attachments", [])}
+    by_aggregate: dict[UUID, list[StoredEvent]] = {}
+    for event in checked.events:
+        by_aggregate.setdefault(UUID(str(event.originator_id)), []).append(event)
+    held = {oid: store.recorder.select_events(oid) for oid in by_aggregate}
+    held = {oid: rows for oid, rows in held.items() if rows}
+    again = sorted(held.keys() & sessions, key=str)
+    if again:
+        raise BundleError(f"this store already holds aggregate {again[0]}: the session was imported or recorded here before")
+    for oid, rows in held.items():
+        if oid in shared:
+            continue
+        ours = [(e.originator_version, e.topic, e.state) for e in by_aggregate[oid]]
+        if [(r.originator_version, r.topic, bytes(r.state)) for r in rows] != ours:
+            raise BundleError(f"this store already holds aggregate {oid} with other events than the bundle's "
+                              f"({len(rows)} here, {len(ours)} in the bundle)")
+    return [e for e in checked.events if UUID(str(e.originator_id)) not in held]
+
+
+def _check_inherited(store: Any, decoded: list[Any], arriving: set[UUID]) -> None:
+    """Every turn a fork of the bundle starts with must arrive with it or be here already: a
+    chronicle-bundle/1 export of a fork carried none of them."""
+    for event in decoded:
+        if type(event).__qualname__ != "Session.Started" or not getattr(event, "forked_from", None):
+            continue
+        for turn in event.head:
+            if turn not in arriving and not store.recorder.select_events(turn, limit=1):
+                origin = event.forked_from.get("session_id")
+                raise BundleError(f"session {event.originator_id} is a fork and inherits turn {turn} of session {origin}, "
+                                  "which neither the bundle nor this store holds (an export written before bundles carried "
+                                  f"what a fork inherits): import {origin} first, or export the fork again")
 
 
 def _install_tree_keys(store: Any, keys: dict[str, str]) -> None:

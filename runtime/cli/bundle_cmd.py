@@ -17,12 +17,12 @@ from .common import DbOption, JsonOption, cli_errors, fail, open_store, out_cons
 
 
 def export(
-    session: Annotated[str, typer.Argument(help="Session id or unique prefix; its sub-agents come along")],
+    session: Annotated[str, typer.Argument(help="Session id or unique prefix; its sub-agents (and a fork's inherited turns) come along")],
     out: Annotated[Optional[Path], typer.Option("--out", "-o", help="Write the bundle here (default: standard output)")] = None,
     sign_with: Annotated[Optional[Path], typer.Option("--sign", help="Sign the manifest with this Ed25519 private key (PEM)")] = None,
     db: DbOption = None,
 ) -> None:
-    """Write a self-contained bundle of the session tree: its events in order with digests, a manifest with counts and the head digest, and an Ed25519 signature with --sign."""
+    """Write a self-contained bundle of the session tree (a fork with the turns it inherits): its events in order with digests, a manifest with counts and the head digest, and an Ed25519 signature with --sign."""
     with cli_errors():
         key = None
         if sign_with is not None:
@@ -76,17 +76,18 @@ def import_(
             fail(f"refused {bundle_file}: {exc}; nothing recorded")
         store = open_store(db)
         try:
-            count = import_bundle(store, checked)
+            imported = import_bundle(store, checked)
         except BundleError as exc:
             fail(f"refused {bundle_file}: {exc}; nothing recorded")
         manifest = checked.manifest
-        result = {"session_id": manifest["session_id"], "events": count, "sessions": len(manifest["sessions"]),
-                  "head": manifest["head"], "signed_by": checked.signer}
+        result = {"session_id": manifest["session_id"], "events": imported.events, "already_held": imported.already_held,
+                  "sessions": len(manifest["sessions"]), "head": manifest["head"], "signed_by": checked.signer}
         if as_json:
             print_json(result)
             return
         signer = f", signed by {checked.signer[:16]}…" if checked.signer else ", unsigned"
-        out_console.print(escape(f"imported session {manifest['session_id']}: {count} events, "
+        held = f" ({imported.already_held} more already here)" if imported.already_held else ""
+        out_console.print(escape(f"imported session {manifest['session_id']}: {imported.events} events{held}, "
                                  f"{len(manifest['sessions'])} session(s){signer}"), soft_wrap=True)
 
 

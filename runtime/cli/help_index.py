@@ -28,7 +28,7 @@ HELP_LINES = {
     'fork': 'Start a new session from the conversation as it was when turn TURN had completed; prints its id.',
     'replay': "Run the session's active branch again against its recorded model responses; exit 1 at the first divergence.",
     'verify': 'Re-compute the hash chain: exit 0 with a one-line verdict and counts, or exit 1 naming the first broken link (position, aggregate, event, and whether a row was edited, missing, reordered or inserted).',
-    'export': 'Write a self-contained bundle of the session tree: its events in order with digests, a manifest with counts and the head digest, and an Ed25519 signature with --sign.',
+    'export': 'Write a self-contained bundle of the session tree (a fork with the turns it inherits): its events in order with digests, a manifest with counts and the head digest, and an Ed25519 signature with --sign.',
     'keygen': 'Make an Ed25519 key pair for `export --sign` (the same as `openssl genpkey -algorithm ed25519 -out KEYFILE`).',
     'forget': "Erase a session's content for good by destroying its tree's data key (needs CHRONICLE_CIPHER_KEY from the store's creation): the events stay and `verify` still passes, nobody can read them again, read models are rebuilt without them, and `audit` shows who erased it and when.",
     'resume': 'Continue turns found in flight and run recorded inputs that never started.',

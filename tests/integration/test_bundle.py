@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import json
 from pathlib import Path
+from uuid import UUID
 
 import pytest
 
@@ -149,3 +150,154 @@ def test_attachments_travel_with_the_session_and_are_not_duplicated(sqlite_url, 
 
     sha = json_lines(cli("history", first.session_id, "--json", db=target).stdout)[0]["content"][0]["source"]["sha256"]
     assert base64.b64decode(load_data(ChronicleStore(target), sha)) == png
+
+
+# -- forks: a bundle carries the turns a fork inherits -------------------------------------------
+
+
+def other_store(db_url: str, tmp_path: Path, request: pytest.FixtureRequest, name: str) -> str:
+    """A second, empty store on the backend `db_url` is on."""
+    if db_url.startswith("sqlite"):
+        return fresh(tmp_path, f"{name}.db")
+    from tests.conftest import fresh_pg_url
+
+    return fresh_pg_url(request.getfixturevalue("pg_database"))
+
+
+def without(rows: list[dict], *keys: str) -> list[dict]:
+    return [{k: v for k, v in row.items() if k not in keys} for row in rows]
+
+
+@pytest.fixture
+def forked(db_url, workspace, tmp_path):  # type: ignore[no-untyped-def]
+    """A three-turn session S (turn 1 reads a file), F forked from it at turn 2 with one turn of its
+    own, and G forked from S at turn 1."""
+    script = write_script(tmp_path / "s.json", [
+        [response(text("Reading."), tool_use("tu_1", "read_file", path="hello.txt")), response(text("It says hello."))],
+        [response(text("Second answer."))],
+        [response(text("Third answer, never seen by the forks."))],
+    ])
+    provider = ("--provider", f"scripted:{script}", "--workspace", str(workspace))
+    first = cli("run", "what is in hello.txt?", *provider, "--json", db=db_url)
+    assert first.returncode == 0, first.stderr
+    session = json_lines(first.stdout)[0]["session_id"]
+    for prompt in ("and then?", "and finally?"):
+        assert cli("run", prompt, "--session", session, *provider, db=db_url).returncode == 0
+    fork = cli("fork", session, "--at", "2", db=db_url).stdout.strip()
+    own = write_script(tmp_path / "f.json", [[], [], [response(text("The fork's own answer."))]])  # its turn 3
+    assert cli("run", "on the fork", "--session", fork, "--provider", f"scripted:{own}", "--workspace", str(workspace),
+               db=db_url).returncode == 0
+    other = cli("fork", session, "--at", "1", db=db_url).stdout.strip()
+    return db_url, session, fork, other, provider
+
+
+def export(db_url: str, session: str, path: Path) -> dict:
+    result = cli("export", session, "-o", str(path), db=db_url)
+    assert result.returncode == 0, result.stderr
+    return json.loads(path.read_text())
+
+
+def test_an_imported_fork_shows_continues_and_replays_what_it_inherited(forked, tmp_path, request):
+    source, session, fork, _other, provider = forked
+    bundle = export(source, fork, tmp_path / "fork.json")
+    assert bundle["manifest"]["format"] == "chronicle-bundle/2" and bundle["manifest"]["sessions"] == [fork]
+    assert bundle["manifest"]["inherited_from"] == [session] and bundle["manifest"]["inherited"]
+    target = other_store(source, tmp_path, request, "target")
+    imported = cli("import", str(tmp_path / "fork.json"), "--json", db=target)
+    assert imported.returncode == 0, imported.stderr
+    assert json.loads(imported.stdout)["events"] == bundle["manifest"]["counts"]["events"]
+    for args in (("history", fork, "--json"), ("history", fork, "--at", "1", "--json"), ("history", fork, "--at", "2", "--json"),
+                 ("history", fork, "--at", "3", "--json"), ("history", fork, "--at", "1", "--step", "1", "--json"),
+                 ("cost", fork, "--json")):
+        shown = cli(*args, db=target)
+        assert shown.returncode == 0 and shown.stdout == cli(*args, db=source).stdout, (args, shown.stderr)
+    said = [b.get("text") for m in json_lines(cli("history", fork, "--json", db=target).stdout) for b in m["content"]]
+    assert "It says hello." in said and "Third answer, never seen by the forks." not in said
+    audit = without(json_lines(cli("audit", "--session", fork, "--json", db=target).stdout), "position")
+    assert audit == without(json_lines(cli("audit", "--session", fork, "--json", db=source).stdout), "position") and audit
+    listed = json_lines(cli("sessions", "--json", db=target).stdout)
+    assert [s["session_id"] for s in listed] == [fork] and listed[0]["turns"] == 3
+    replay = cli("replay", fork, "--workspace", provider[-1], db=target)
+    assert replay.returncode == 0 and replay.stdout.startswith("identical: 3 turn(s)"), replay.stdout + replay.stderr
+    for scope in ((), (fork,)):
+        checked = cli("verify", *scope, db=target)
+        assert checked.returncode == 0, checked.stdout + checked.stderr
+    more = write_script(tmp_path / "more.json", [[]] * 3 + [[response(text("Continued in the new store."))]])
+    continued = cli("run", "once more", "--session", fork, "--provider", f"scripted:{more}", "--workspace", provider[-1], db=target)
+    assert continued.returncode == 0, continued.stderr
+    said = [b.get("text") for m in json_lines(cli("history", fork, "--json", db=target).stdout) for b in m["content"]]
+    assert said[:2] == ["what is in hello.txt?", "Reading."] and said[-1] == "Continued in the new store."
+
+
+def test_forks_import_beside_their_parent_in_any_order_and_nothing_is_held_twice(forked, tmp_path, request):
+    source, session, fork, other, _provider = forked
+    bundles = {name: tmp_path / f"{name}.json" for name in ("parent", "fork", "other")}
+    for name, sid in (("parent", session), ("fork", fork), ("other", other)):
+        export(source, sid, bundles[name])
+    for order in (("fork", "parent", "other"), ("parent", "other", "fork")):
+        target = other_store(source, tmp_path, request, "-".join(order))
+        for name in order:
+            result = cli("import", str(bundles[name]), db=target)
+            assert result.returncode == 0, (order, name, result.stderr)
+        for sid in (session, fork, other):
+            args = ("history", sid, "--json")
+            assert cli(*args, db=target).stdout == cli(*args, db=source).stdout, (order, sid)
+        # Every event of the three sessions once, and their three index entries: nothing twice.
+        tamper = Tamper(target)
+        held = [(str(oid), version) for oid, version, _topic, _state in (tamper.event(p) for p in tamper.positions())]
+        wanted = {(e["originator_id"], e["version"]) for b in bundles.values() for e in json.loads(b.read_text())["events"]}
+        assert len(held) == len(set(held)) == len(wanted) + 3 and set(held) >= wanted
+        again = cli("import", str(bundles[order[0]]), db=target)
+        assert again.returncode == 1 and "already holds" in again.stderr, again.stderr
+        assert cli("verify", db=target).returncode == 0
+
+
+def test_a_fork_bundle_of_the_old_format_without_its_inherited_turns_is_refused_unless_the_store_holds_them(forked, tmp_path,
+                                                                                                            request):
+    source, session, fork, _other, _provider = forked
+    old = tmp_path / "old.json"
+    old.write_text(json.dumps(as_format_1(export(source, fork, tmp_path / "fork.json"))))
+    target = other_store(source, tmp_path, request, "target")
+    refused = cli("import", str(old), db=target)
+    assert refused.returncode == 1 and "inherits" in refused.stderr and "nothing recorded" in refused.stderr, refused.stderr
+    assert event_count(target) == 0
+    export(source, session, tmp_path / "parent.json")
+    assert cli("import", str(tmp_path / "parent.json"), db=target).returncode == 0
+    accepted = cli("import", str(old), db=target)
+    assert accepted.returncode == 0, accepted.stderr
+    args = ("history", fork, "--json")
+    assert cli(*args, db=target).stdout == cli(*args, db=source).stdout
+
+
+def as_format_1(bundle: dict) -> dict:
+    """The bundle as the export of chronicle-bundle/1 wrote it: the fork's own events alone, no `inherited`."""
+    from chronicle.runtime.bundle import _digest
+    from chronicle.runtime.chain import GENESIS
+    from chronicle.runtime.chain_reader import RawEvent
+
+    manifest = dict(bundle["manifest"])
+    inherited = set(manifest.pop("inherited"))
+    manifest.pop("inherited_from")
+    manifest["format"] = "chronicle-bundle/1"
+    events, prev = [], GENESIS
+    for i, entry in enumerate((e for e in bundle["events"] if e["originator_id"] not in inherited), start=1):
+        raw = RawEvent(entry["position"], UUID(entry["originator_id"]), entry["version"], entry["topic"],
+                       base64.b64decode(entry["state"]))
+        prev = _digest(prev, i, raw)
+        events.append({**entry, "i": i, "digest": prev.hex()})
+    manifest["counts"] = {**manifest["counts"], "events": len(events), "aggregates": len({e["originator_id"] for e in events})}
+    manifest["counts"].pop("inherited", None)
+    manifest["head"] = prev.hex()
+    return {"manifest": manifest, "events": events, "signature": None}
+
+
+def test_a_bundle_written_by_the_first_format_still_imports(exported, tmp_path):
+    source, session, bundle = exported
+    data = json.loads(bundle.read_text())
+    old = tmp_path / "old.json"
+    old.write_text(json.dumps(as_format_1(data)))
+    target = fresh(tmp_path)
+    result = cli("import", str(old), db=target)
+    assert result.returncode == 0, result.stderr
+    args = ("history", session, "--json")
+    assert cli(*args, db=target).stdout == cli(*args, db=source).stdout

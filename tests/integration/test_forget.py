@@ -95,3 +95,26 @@ def test_a_forgotten_job_leaves_no_prompt_and_no_error_behind(sqlite_url, worksp
     assert listed.returncode == 0 and listed.stdout.strip() == "", listed.stdout + listed.stderr
     assert cli("doctor", db=sqlite_url, env=env).returncode == 0
     assert not holds(dump_store(sqlite_url), "JOB-PROMPT-OF-FORGOTTEN")
+
+
+def test_an_imported_fork_is_forgotten_with_the_turns_it_inherited(db_url, workspace, tmp_path, request):
+    """A fork is in its origin's tree: the turns it inherits travel under that tree's key, so
+    forgetting the fork where it was imported erases them too, as forgetting it at home would."""
+    from tests.integration.test_bundle import other_store
+
+    env = key_env()
+    sid = run(db_url, workspace, tmp_path, "PARENT", [[response(text("INHERITED-ANSWER"))]], env)[0]["session_id"]
+    fork = cli("fork", sid, "--at", "1", db=db_url, env=env).stdout.strip()
+    bundle = tmp_path / "fork.json"
+    assert cli("export", fork, "-o", str(bundle), db=db_url, env=env).returncode == 0
+    target = other_store(db_url, tmp_path, request, "target")
+    assert cli("import", str(bundle), db=target, env=env).returncode == 0
+    assert "INHERITED-ANSWER" in cli("history", fork, db=target, env=env).stdout
+    done = cli("forget", fork, "--yes", "--json", db=target, env=env)
+    assert done.returncode == 0, done.stderr
+    assert json_lines(done.stdout)[0]["tree_id"] == sid and json_lines(done.stdout)[0]["session_ids"] == [fork]
+    assert not holds(dump_store(target), "INHERITED-ANSWER")
+    history = cli("history", fork, db=target, env=env)
+    assert history.returncode == 2 and "was forgotten" in history.stderr
+    assert cli("verify", db=target, env=env).returncode == 0
+    assert "INHERITED-ANSWER" in cli("history", sid, db=db_url, env=env).stdout  # the source keeps it

@@ -166,3 +166,45 @@ def test_every_event_of_an_old_store_fits_the_vocabulary_once_upcast(old_url):
     store = ChronicleStore(old_url)
     assert [f.as_json() for f in examine(store)] == []
     assert store.max_position() > 500
+
+
+def test_an_old_session_exports_and_verifies_with_its_sub_agent_and_an_old_fork_with_what_it_inherits(
+        old_url, version, tmp_path, request):
+    """Sub-agents of old stores are named by their own `parent_session_id` alone (their ids were not
+    derived from a delegate call), so the tree is found from that too."""
+    from chronicle.domain.ids import lease_id
+    from chronicle.runtime.chain_reader import LogReader
+
+    sid = str(S1[version])
+    listed = json_lines(cli("sessions", "--json", "--all", db=old_url).stdout)
+    children = [s["session_id"] for s in listed if s["parent_session_id"] == sid]
+    assert children
+    bundle = tmp_path / "tree.json"
+    assert cli("export", sid, "-o", str(bundle), db=old_url).returncode == 0
+    manifest = json.loads(bundle.read_text())["manifest"]
+    assert manifest["sessions"] == [sid, *children] and manifest["counts"]["sessions"] == 2
+
+    store = ChronicleStore(old_url)
+    ids = [i for s in (sid, *children) for i in (*store.aggregate_ids_of(store.session(UUID(s))), lease_id(UUID(s)))]
+    verdict = json.loads(cli("verify", sid, "--json", db=old_url).stdout)
+    assert verdict["ok"] and verdict["events"] == len(LogReader(store).events_of(ids)), verdict
+    store.close()
+
+    def target(name: str) -> str:
+        if old_url.startswith("sqlite"):
+            return f"sqlite:///{tmp_path / name}"
+        return fresh_pg_url(request.getfixturevalue("pg_database"))
+
+    moved = target("tree.db")
+    assert cli("import", str(bundle), db=moved).returncode == 0
+    cost = [{k: v for k, v in row.items() if k != "position"} for row in json_lines(cli("cost", sid, "--json", db=moved).stdout)]
+    assert cost == json_lines(cli("cost", sid, "--json", db=old_url).stdout) and any(r["scope"] == "child" for r in cost)
+
+    for fork in [s["session_id"] for s in listed if s["forked_from"]]:
+        path = tmp_path / f"{fork}.json"
+        assert cli("export", fork, "-o", str(path), db=old_url).returncode == 0
+        into = target(f"{fork}.db")
+        assert cli("import", str(path), db=into).returncode == 0
+        args = ("history", fork, "--json")
+        shown = cli(*args, db=into)
+        assert shown.returncode == 0 and shown.stdout == cli(*args, db=old_url).stdout, shown.stderr
