@@ -131,8 +131,11 @@ class LogReader:
 
     # -- events --------------------------------------------------------------------------------
 
-    def _event_columns(self) -> str:
-        return f"{self.pos}, originator_id, originator_version, topic, state"
+    def _event_columns(self, table: str = "") -> str:
+        """`table`: a prefix such as "e." for a join. On SQLite the state is selected as bytes even
+        where a hand edit stored it as text (store_rows.SQLITE_STATE), so that row is an edit, not a crash."""
+        state = f"CAST({table}state AS BLOB)" if self.sqlite else f"{table}state"
+        return f"{table}{self.pos}, {table}originator_id, {table}originator_version, {table}topic, {state}"
 
     def events_at(self, positions: Iterable[int]) -> dict[int, RawEvent]:
         found: dict[int, RawEvent] = {}
@@ -163,7 +166,7 @@ class LogReader:
 
     def unlinked(self, originator_ids: Sequence[UUID] | None = None) -> list[RawEvent]:
         """Events no link vouches for: written before the chain, or slipped in since."""
-        sql = (f"SELECT {', '.join('e.' + c.strip() for c in self._event_columns().split(','))} FROM {self.events} e "
+        sql = (f"SELECT {self._event_columns('e.')} FROM {self.events} e "
                f"LEFT JOIN {self.chain} c ON c.position = e.{self.pos} WHERE c.seq IS NULL")
         if originator_ids is None:
             return [self._event(r) for r in self._rows(sql + f" ORDER BY e.{self.pos}")]

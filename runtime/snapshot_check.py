@@ -21,6 +21,8 @@ from uuid import UUID
 from eventsourcing.domain import Snapshot
 from eventsourcing.persistence import StoredEvent
 
+from .store_rows import SQLITE_STATE
+
 
 @dataclass(frozen=True)
 class SnapshotProblem:
@@ -36,7 +38,7 @@ def stored_snapshots(store: Any) -> Iterator[StoredEvent]:
     recorder: Any = store.snapshots.recorder
     table = recorder.events_table_name
     if store.backend == "sqlite":
-        sql = f"SELECT originator_id, originator_version, topic, state FROM {table} ORDER BY originator_id, originator_version"
+        sql = f"SELECT originator_id, originator_version, topic, {SQLITE_STATE} FROM {table} ORDER BY originator_id, originator_version"
     else:
         sql = (f'SELECT originator_id, originator_version, topic, state FROM "{recorder.datastore.schema or "public"}"."{table}" '
                "ORDER BY originator_id, originator_version")

@@ -36,7 +36,7 @@ from .snapshot_schedule import ended_turns, snapshot_due
 from .sqlite_pool import cache_statements
 from .store_errors import is_read_only_error as is_read_only_error  # where commands' error handlers look
 from .store_identity import check_postgres, check_store, read_only_sqlite_uri
-from .store_rows import SQLiteVersionLookup, as_uuid, event_rows, latest_version
+from .store_rows import SQLiteVersionLookup, as_uuid, blob_states, event_rows, latest_version
 from .transcoder import TRANSCODER_TOPIC
 from .turn_batch import load_turns
 
@@ -159,7 +159,9 @@ class ChronicleStore(Application[UUID]):
             from .schema_marks import snapshot_recorder
 
             return self.factory.event_store(mapper=self.mapper, recorder=snapshot_recorder(self.factory, self._schema_marks))
-        return super().construct_snapshot_store()
+        snapshots = super().construct_snapshot_store()
+        blob_states(snapshots.recorder)  # a snapshot edited into TEXT reads as bytes (store_rows.SQLITE_STATE)
+        return snapshots
 
     def _is_postgres_factory(self) -> bool:
         return type(self.factory).__module__ == "eventsourcing.postgres"

@@ -18,6 +18,22 @@ from uuid import UUID
 
 from .sqlite_pool import connect
 
+#: How every SQLite read selects a stored state. The column is declared BLOB and we write bytes, but
+#: SQLite keeps whatever type a value was given: a hand edit such as `SET state = '{"x":1}'` or
+#: `SET state = substr(state, …) || x'41' || …` stores TEXT, which the `sqlite3` module hands back
+#: as `str` or, if it is not valid UTF-8, fails the whole query on ("Could not decode to UTF-8").
+#: Cast, the row reads as the bytes it holds, so the damage is reported as an edit of that one event.
+SQLITE_STATE = "CAST(state AS BLOB) AS state"
+
+
+def blob_states(recorder: Any) -> Any:
+    """An eventsourcing SQLite recorder (events or snapshots) whose reads of one aggregate select
+    the state as bytes (SQLITE_STATE); its `select_notifications` is ChainedSQLiteRecorder's."""
+    recorder.select_events_statement = (
+        f"SELECT originator_id, originator_version, topic, {SQLITE_STATE} FROM {recorder.events_table_name} WHERE originator_id=? "
+    )
+    return recorder
+
 
 def as_uuid(value: Any) -> UUID:
     """A row's aggregate id as a UUID: PostgreSQL's already is; SQLite's hex text is converted once
@@ -80,7 +96,7 @@ def event_rows(
     if sqlite:
         marks = ",".join("?" * len(ids))
         sql = (
-            f"SELECT rowid, originator_id, originator_version, topic, state FROM {store.recorder.events_table_name} "
+            f"SELECT rowid, originator_id, originator_version, topic, {SQLITE_STATE} FROM {store.recorder.events_table_name} "
             f"WHERE originator_id IN ({marks}){extra.format(mark='?')} ORDER BY {'originator_version' if by_version else 'rowid'}{page}"
         )
         return [tuple(r) for r in sqlite_rows(store, sql, [i.hex for i in ids] + params)]
@@ -98,7 +114,7 @@ def snapshot_rows(store: Any, ids: list[UUID]) -> list[tuple[Any, ...]]:
     recorder: Any = store.snapshots.recorder
     if store.backend == "sqlite":
         marks = ",".join("?" * len(ids))
-        sql = (f"SELECT originator_id, originator_version, topic, state FROM {recorder.events_table_name} "
+        sql = (f"SELECT originator_id, originator_version, topic, {SQLITE_STATE} FROM {recorder.events_table_name} "
                f"WHERE originator_id IN ({marks}) ORDER BY originator_id, originator_version")
         return [tuple(r) for r in sqlite_rows(store, sql, [i.hex for i in ids])]
     rows = _pg_rows(recorder, "SELECT originator_id, originator_version, topic, state FROM {table} WHERE originator_id = ANY(%s) "
