@@ -29,6 +29,7 @@ from chronicle.projections.sql import retry_creation
 
 from .aggregate_copy import copy_aggregate
 from .chain import chained_recorder_topic
+from .chain_reader import topic_names
 from .compression import COMPRESSOR_TOPIC
 from .config import checking_writes, eventsourcing_env, redact, relaxed_commits
 from .encryption import check_readable, cipher_env
@@ -93,6 +94,13 @@ def replay(aggregate: Any, events: Iterable[Any]) -> Any:
 class UnreadableEvent(Exception):
     """A stored event this code cannot decode: named by aggregate, version and topic, so that
     one damaged row is reported as itself instead of failing whatever happened to read it."""
+
+
+def unreadable_event(kind: str, aggregate_id: UUID, version: int, topic: str, error: BaseException) -> UnreadableEvent:
+    """The one line every reader gives for an event that does not decode (`history`, `log`, `replay`, …)."""
+    first = str(error).splitlines()[0] if str(error) else ""
+    return UnreadableEvent(f"{kind.lower()} {aggregate_id}: event {version} ({topic}) cannot be decoded: "
+                           f"{type(error).__name__}: {first}; `chronicle doctor` lists every such event")
 
 
 class ChronicleStore(Application[UUID]):
@@ -432,11 +440,7 @@ class ChronicleStore(Application[UUID]):
             try:
                 self.mapper.to_domain_event(stored)
             except Exception as bad:  # noqa: BLE001
-                return UnreadableEvent(
-                    f"{cls.__name__.lower()} {aggregate_id}: event {stored.originator_version} ({stored.topic}) "
-                    f"cannot be decoded: {type(bad).__name__}: {str(bad).splitlines()[0] if str(bad) else ''}; "
-                    "`chronicle doctor` lists every such event"
-                )
+                return unreadable_event(cls.__name__, aggregate_id, stored.originator_version, stored.topic, bad)
         return exc  # every event decodes: the failure is elsewhere, keep it as it was
 
     def session_ids(self) -> list[UUID]:
@@ -561,7 +565,8 @@ class ChronicleStore(Application[UUID]):
 
         `topic_suffix` (e.g. ".TurnEnded") and `version` narrow the query in SQL, so that time
         travel decodes the few events it looks for rather than every event of a long session;
-        `offset`/`limit` page through what they select, `positions` (first, last) bounds it."""
+        `offset`/`limit` page through what they select, `positions` (first, last) bounds it. An event
+        that does not decode raises UnreadableEvent naming it, as loading its aggregate does (`log`)."""
         ids = list(originator_ids)
         if not ids:
             return
@@ -573,7 +578,15 @@ class ChronicleStore(Application[UUID]):
                 topic=topic,
                 state=bytes(state),
             )
-            yield position, self.mapper.to_domain_event(stored)
+            try:
+                event = self.mapper.to_domain_event(stored)
+            except Exception as exc:
+                from .shredding import forgotten_cause
+
+                if forgotten_cause(exc) is not None:
+                    raise  # erased on purpose (`chronicle forget`): not damage
+                raise unreadable_event(topic_names(topic)[0], as_uuid(originator_id), version, topic, exc) from exc
+            yield position, event
 
     def latest_version(self, originator_id: UUID, position: int | None = None) -> int:
         """What a running loop asks at each safe point to learn whether steering or cancel arrived;

@@ -2,6 +2,7 @@
 works around it, none fails with an internal error.
 
 - A state rewritten as SQLite TEXT (valid UTF-8 or not) is an edit, not a crash.
+- An event that does not decode is named as itself by `log` (all its forms), like every reader.
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ TEXT_TAMPERS = {
 
 
 @pytest.mark.parametrize("tamper_sql", TEXT_TAMPERS.values(), ids=TEXT_TAMPERS.keys())
-def test_a_state_rewritten_as_sqlite_text_is_an_edit_that_verify_and_doctor_name(sqlite_url, workspace, tmp_path, tamper_sql):
+def test_a_state_rewritten_as_sqlite_text_is_an_edit_that_verify_doctor_and_readers_name(sqlite_url, workspace, tmp_path, tamper_sql):
     session = _session(sqlite_url, workspace, tmp_path)
     tamper = Tamper(sqlite_url)
     position, turn_id, version = _model_response_position(tamper)
@@ -67,3 +68,39 @@ def test_a_state_rewritten_as_sqlite_text_is_an_edit_that_verify_and_doctor_name
     assert found.returncode == 1
     (finding,) = [f for f in json_lines(found.stdout) if f["position"] == position]
     assert finding["check"] in ("unreadable_event", "misfit_event") and finding["aggregate_id"] == str(turn_id)
+
+    for command in (["log", session, "--no-pager"], ["history", session, "--no-pager"]):
+        shown = cli(*command, db=sqlite_url)
+        _no_crash(shown)
+        assert shown.returncode == 1 and f"turn {turn_id}: event {version}" in shown.stderr, (command, shown.stderr)
+
+
+# -- 2. an event that does not decode, read by `log` and the others ------------------------------
+
+def _damage_event(tamper: Tamper, position: int) -> None:
+    """One byte in the middle of the stored (compressed) state replaced, as a hand edit would."""
+    tamper.run(f"UPDATE {tamper.events} SET state = "
+               + ("cast(substr(state, 1, 40) || x'41' || substr(state, 42) AS blob)" if tamper.sqlite
+                  else "overlay(state PLACING '\\x41'::bytea FROM 41)")
+               + f" WHERE {tamper.pos} = %s", (position,))
+
+
+def test_an_event_that_does_not_decode_is_named_as_itself_by_log_and_the_other_readers(db_url, workspace, tmp_path):
+    session = _session(db_url, workspace, tmp_path)
+    tamper = Tamper(db_url)
+    position, turn_id, version = _model_response_position(tamper)
+    _damage_event(tamper, position)
+    named = f"turn {turn_id}: event {version} (chronicle.domain.turn:Turn.ModelResponded) cannot be decoded"
+
+    for command in (["log", session, "--no-pager"], ["log", session, "--json"], ["log", session, "--tree", "--json"],
+                    ["log", session, "--follow", "--json"],
+                    ["history", session, "--json"], ["replay", session], ["undo", session],
+                    ["export", session, "--out", str(tmp_path / "out.json")]):
+        shown = cli(*command, db=db_url)
+        _no_crash(shown)
+        assert shown.returncode == 1 and named in shown.stderr, (command, shown.stderr)
+    for command in (["sessions", "--json"], ["audit", "--json"], ["cost", "--json"], ["cost", session, "--json"],
+                    ["audit", "--session", session, "--json"], ["history", session, "--at", "1", "--json"]):
+        read = cli(*command, db=db_url)
+        _no_crash(read)
+        assert read.returncode == 0, (command, read.stderr)
