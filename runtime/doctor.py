@@ -10,6 +10,9 @@ What it looks for, in one pass over the log:
   wrong type, missing or unknown, as the code of today reads it after upcasting. Written by a
   bug, an edit of the database or a schema change without its upcaster; some reader would
   misread it. Reported the same way; the remedy is an upcaster or restoring the row;
+- snapshots that do not decode: loading passes over them (runtime/snapshot_store.py), so nothing
+  fails, but each load replays the aggregate from its first event; repaired by deleting the
+  snapshot (a cache: the events rebuild it);
 - on PostgreSQL, the stored function every save calls (runtime/chain_postgres.py), missing from a
   store restored from a dump of its tables alone: repaired by creating it again (a save that
   finds it missing does the same).
@@ -21,6 +24,8 @@ from dataclasses import asdict, dataclass
 from typing import Any, Callable, Iterator
 from uuid import UUID
 
+from .snapshot_check import stored_snapshots
+from .snapshot_store import why
 from .store import ChronicleStore
 from .stored_vocabulary import misfit
 
@@ -29,11 +34,14 @@ SESSION_STARTED = "chronicle.domain.session:Session.Started"
 
 @dataclass
 class Finding:
-    check: str  # dangling_index_entry | unindexed_session | unreadable_event | misfit_event | missing_save_function
+    # dangling_index_entry | unindexed_session | unreadable_event | misfit_event | unreadable_snapshot | missing_save_function
+    check: str
     detail: str
     session_id: str | None = None
     position: int | None = None
     aggregate_id: str | None = None
+    #: The event's or snapshot's version of its aggregate (a snapshot has no position in the log).
+    version: int | None = None
     repaired: bool = False
     #: Later events with the same problem (a misfit_event's topic and field), counted here rather
     #: than listed: a schema change without its upcaster misfits every event of its class.
@@ -78,7 +86,7 @@ def examine(store: ChronicleStore, repair: bool = False, progress: Callable[[int
             first = str(error).splitlines()[0] if str(error) else ""
             findings.append(Finding(
                 "unreadable_event", f"{row.topic} version {row.originator_version} cannot be decoded: {type(error).__name__}: {first}",
-                position=position, aggregate_id=str(row.originator_id),
+                position=position, aggregate_id=str(row.originator_id), version=row.originator_version,
             ))
         elif (found := misfit(row.topic, event)) is not None:
             if (row.topic, found.problem) in misfits:
@@ -86,9 +94,10 @@ def examine(store: ChronicleStore, repair: bool = False, progress: Callable[[int
                 continue
             misfits[row.topic, found.problem] = Finding(
                 "misfit_event", f"{row.topic} version {row.originator_version} does not fit its declared fields: {found.detail}",
-                position=position, aggregate_id=str(row.originator_id),
+                position=position, aggregate_id=str(row.originator_id), version=row.originator_version,
             )
             findings.append(misfits[row.topic, found.problem])
+    findings += _snapshots(store, repair)
     indexed = store.session_ids()
     for sid in indexed:
         if sid not in started:
@@ -105,6 +114,23 @@ def examine(store: ChronicleStore, repair: bool = False, progress: Callable[[int
             finding.repaired = True
         findings.append(finding)
     return findings
+
+
+def _snapshots(store: ChronicleStore, repair: bool) -> Iterator[Finding]:
+    from .shredding import forgotten_cause  # the cipher library: only now
+
+    for stored in stored_snapshots(store):
+        try:
+            store.mapper.to_domain_event(stored)
+        except Exception as exc:  # noqa: BLE001 - reporting what does not decode is the point
+            if forgotten_cause(exc) is not None:  # erased on purpose (`chronicle forget`): not damage
+                continue
+            finding = Finding("unreadable_snapshot", f"it does not decode ({why(exc)}); loading passes over it and "
+                              "replays the events", aggregate_id=str(stored.originator_id), version=stored.originator_version)
+            if repair:
+                store.delete_snapshot(UUID(str(stored.originator_id)), stored.originator_version)
+                finding.repaired = True
+            yield finding
 
 
 def _store_code(store: ChronicleStore, repair: bool) -> Iterator[Finding]:

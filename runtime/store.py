@@ -13,7 +13,7 @@ import threading
 import time
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator, Literal
 from uuid import UUID
 
 from eventsourcing.application import AggregateNotFoundError, Application, EventSourcedLog, LRUCache, ProcessingEvent
@@ -34,6 +34,7 @@ from .compression import COMPRESSOR_TOPIC
 from .config import checking_writes, eventsourcing_env, redact, relaxed_commits
 from .encryption import check_readable, cipher_env
 from .snapshot_schedule import ended_turns, snapshot_due
+from .snapshot_store import SnapshotStore
 from .sqlite_pool import cache_statements
 from .store_errors import is_read_only_error as is_read_only_error  # where commands' error handlers look
 from .store_identity import check_postgres, check_store, read_only_sqlite_uri
@@ -163,13 +164,14 @@ class ChronicleStore(Application[UUID]):
         return super().construct_recorder()
 
     def construct_snapshot_store(self) -> Any:
+        """eventsourcing's, except that a snapshot that does not decode is passed over, and the
+        aggregate loaded from its events (runtime/snapshot_store.py): snapshots are caches."""
         if self._is_postgres_factory():
             from .schema_marks import snapshot_recorder
 
-            return self.factory.event_store(mapper=self.mapper, recorder=snapshot_recorder(self.factory, self._schema_marks))
-        snapshots = super().construct_snapshot_store()
-        blob_states(snapshots.recorder)  # a snapshot edited into TEXT reads as bytes (store_rows.SQLITE_STATE)
-        return snapshots
+            return SnapshotStore(mapper=self.mapper, recorder=snapshot_recorder(self.factory, self._schema_marks))
+        # A snapshot edited into TEXT reads as bytes (store_rows.SQLITE_STATE).
+        return SnapshotStore(mapper=self.mapper, recorder=blob_states(self.factory.aggregate_recorder(purpose="snapshots")))
 
     def _is_postgres_factory(self) -> bool:
         return type(self.factory).__module__ == "eventsourcing.postgres"
@@ -356,21 +358,29 @@ class ChronicleStore(Application[UUID]):
             self._prune_snapshots(aggregate_id, snapshot.originator_version)
 
     def _prune_snapshots(self, aggregate_id: UUID, keep_version: int) -> None:
+        self._delete_snapshots(aggregate_id, "<", keep_version)
+
+    def delete_snapshot(self, aggregate_id: UUID, version: int) -> None:
+        """`doctor --repair` of a snapshot that does not decode: a cache, so deleting it loses
+        nothing (the aggregate is loaded from its events, and snapshotted again when one is due)."""
+        self._delete_snapshots(aggregate_id, "=", version)
+
+    def _delete_snapshots(self, aggregate_id: UUID, compare: Literal["<", "="], version: int) -> None:
         recorder: Any = self.snapshots.recorder  # type: ignore[union-attr]
         table = recorder.events_table_name
         if self.backend == "sqlite":
             with recorder.datastore.transaction(commit=True) as cursor:
                 cursor.execute(
-                    f"DELETE FROM {table} WHERE originator_id = ? AND originator_version < ?", (aggregate_id.hex, keep_version)
+                    f"DELETE FROM {table} WHERE originator_id = ? AND originator_version {compare} ?", (aggregate_id.hex, version)
                 )
             return
         from psycopg import sql as pgsql
 
-        statement = pgsql.SQL("DELETE FROM {}.{} WHERE originator_id = %s AND originator_version < %s").format(
+        statement = pgsql.SQL("DELETE FROM {}.{} WHERE originator_id = %s AND originator_version " + compare + " %s").format(
             pgsql.Identifier(recorder.datastore.schema or "public"), pgsql.Identifier(table)
         )
         with recorder.datastore.transaction(commit=True) as cursor:
-            cursor.execute(statement, (aggregate_id, keep_version))
+            cursor.execute(statement, (aggregate_id, version))
 
     # -- reading -------------------------------------------------------------------------------
 

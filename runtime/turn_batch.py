@@ -18,6 +18,7 @@ from eventsourcing.persistence import StoredEvent
 
 from chronicle.domain.turn import Turn
 
+from .snapshot_store import decode_snapshot
 from .store_rows import as_uuid, event_rows, snapshot_rows
 
 #: Ids per query: far below SQLite's parameter limit.
@@ -37,7 +38,9 @@ def _chunk(store: Any, ids: list[UUID]) -> dict[UUID, Turn]:
     try:
         for originator_id, version, topic, state in snapshot_rows(store, ids):
             key = as_uuid(originator_id)
-            states[key] = store.snapshots.mapper.to_domain_event(_stored(key, version, topic, state)).mutate(None)
+            snapshot = decode_snapshot(store.snapshots.mapper, _stored(key, version, topic, state))
+            if snapshot is not None:  # one that does not decode is passed over: the turn is read from its events
+                states[key] = snapshot.mutate(None)
         for _, originator_id, version, topic, state in event_rows(store, ids):
             key = as_uuid(originator_id)
             if key in failed or (key in states and version <= states[key].version):

@@ -16,6 +16,7 @@ REMEDY = {
     "dangling_index_entry": "run `chronicle doctor --repair` to withdraw the entry",
     "unindexed_session": "run `chronicle doctor --repair` to list it again",
     "unreadable_event": "restore the row from a backup, then `chronicle projections rebuild`",
+    "unreadable_snapshot": "run `chronicle doctor --repair` to delete it (a cache: the events are loaded instead)",
     "missing_save_function": "run `chronicle doctor --repair` to create it again (the next save would too)",
     "misfit_event": "add the upcaster its schema change lacks, or restore the row from a backup; then `chronicle projections rebuild`",
 }
@@ -23,12 +24,12 @@ REMEDY = {
 
 def doctor(
     repair: Annotated[bool, typer.Option("--repair", help="Mend what can be mended: withdraw index entries naming no "
-                                         "session, index sessions no listing shows (each one more event), create the "
-                                         "PostgreSQL save function again.")] = False,
+                                         "session, index sessions no listing shows (each one more event), delete snapshots "
+                                         "that do not decode, create the PostgreSQL save function again.")] = False,
     as_json: JsonOption = False,
     db: DbOption = None,
 ) -> None:
-    """Check the store: the session index against the sessions, and that every event decodes and fits its declared fields.
+    """Check the store: the session index against the sessions, that every event decodes and fits its declared fields, and every snapshot decodes.
 
     Exit 0 when nothing is wrong (or everything found was repaired), 1 when a problem remains.
     """
@@ -47,7 +48,8 @@ def doctor(
         else:
             for f in findings:
                 where = (f"position {f.position}" if f.position is not None
-                         else f"session {f.session_id}" if f.session_id is not None else "store")
+                         else f"session {f.session_id}" if f.session_id is not None
+                         else f"snapshot of {f.aggregate_id} at version {f.version}" if f.version is not None else "store")
                 state = "[green]repaired[/]" if f.repaired else f"[yellow]{REMEDY[f.check]}[/]"
                 more = f" (and {f.similar} later event{'s' if f.similar != 1 else ''} like it)" if f.similar else ""
                 out_console.print(f"{f.check}: {where}: {escape(f.detail)}{more} — {state}", soft_wrap=True)

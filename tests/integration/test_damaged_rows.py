@@ -3,6 +3,8 @@ works around it, none fails with an internal error.
 
 - A state rewritten as SQLite TEXT (valid UTF-8 or not) is an edit, not a crash.
 - An event that does not decode is named as itself by `log` (all its forms), like every reader.
+- A snapshot that does not decode is a cache miss: the events are loaded, `doctor` names it and
+  `doctor --repair` deletes it.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from uuid import UUID
 
 import pytest
 
+from chronicle.runtime.store import ChronicleStore
 from tests.helpers import cli, json_lines, response, text, tool_use, write_script
 from tests.tamper import Tamper
 
@@ -104,3 +107,72 @@ def test_an_event_that_does_not_decode_is_named_as_itself_by_log_and_the_other_r
         read = cli(*command, db=db_url)
         _no_crash(read)
         assert read.returncode == 0, (command, read.stderr)
+
+
+# -- 3. a snapshot that does not decode ----------------------------------------------------------
+
+def _snapshots(tamper: Tamper) -> str:
+    return "stored_snapshots" if tamper.sqlite else tamper.events.replace("chronicle_events", "chronicle_snapshots")
+
+
+def test_a_snapshot_that_does_not_decode_is_passed_over_named_by_doctor_and_deleted_by_repair(db_url, workspace, tmp_path):
+    session = _session(db_url, workspace, tmp_path)
+    store = ChronicleStore(db_url)
+    turn_id = store.session(UUID(session)).turns[0]
+    store.take_snapshot(turn_id)
+    store.take_snapshot(UUID(session))
+    before = cli("history", session, "--json", db=db_url)
+    assert before.returncode == 0, before.stderr
+
+    tamper = Tamper(db_url)
+    table = _snapshots(tamper)
+    key = turn_id.hex if tamper.sqlite else turn_id
+    tamper.run(f"UPDATE {table} SET state = "
+               + ("cast(substr(state, 1, 30) || x'00' || substr(state, 32) AS blob)" if tamper.sqlite
+                  else "overlay(state PLACING '\\x00'::bytea FROM 31)")
+               + " WHERE originator_id = %s", (key,))
+    ((version,),) = tamper.run(f"SELECT originator_version FROM {table} WHERE originator_id = %s", (key,))
+
+    after = cli("history", session, "--json", db=db_url)
+    _no_crash(after)
+    assert after.returncode == 0, after.stderr
+    assert json_lines(after.stdout) == json_lines(before.stdout)
+    warnings = [line for line in after.stderr.splitlines() if "snapshot" in line]
+    assert len(warnings) == 1 and str(turn_id) in warnings[0] and f"version {version}" in warnings[0], after.stderr
+    assert ChronicleStore(db_url).turn(turn_id).final_text == "Wrote a.txt."
+    replayed = cli("replay", session, "--workspace", str(workspace), db=db_url)
+    _no_crash(replayed)
+    assert replayed.returncode == 0, replayed.stdout + replayed.stderr
+    assert tamper.run(f"SELECT COUNT(*) FROM {table} WHERE originator_id = %s", (key,)) == [(1,)]  # a cache: nothing recorded
+
+    found = cli("doctor", "--json", db=db_url)
+    assert found.returncode == 1, found.stdout + found.stderr
+    (finding,) = json_lines(found.stdout)
+    assert (finding["check"], finding["aggregate_id"], finding["version"], finding["repaired"]) == (
+        "unreadable_snapshot", str(turn_id), version, False)
+    shown = cli("doctor", db=db_url)
+    assert f"unreadable_snapshot: snapshot of {turn_id} at version {version}" in shown.stdout, shown.stdout
+
+    mended = cli("doctor", "--repair", "--json", db=db_url)
+    assert mended.returncode == 0, mended.stdout + mended.stderr
+    assert [f["repaired"] for f in json_lines(mended.stdout)] == [True]
+    assert tamper.run(f"SELECT COUNT(*) FROM {table} WHERE originator_id = %s", (key,)) == [(0,)]
+    assert cli("doctor", db=db_url).returncode == 0
+    checked = cli("verify", "--json", db=db_url)
+    assert checked.returncode == 0 and json.loads(checked.stdout)["snapshots"] == 1, checked.stdout
+
+
+def test_a_session_with_a_snapshot_that_does_not_decode_runs_its_next_turn(db_url, workspace, tmp_path):
+    session = _session(db_url, workspace, tmp_path)
+    store = ChronicleStore(db_url)
+    store.take_snapshot(UUID(session))
+    tamper = Tamper(db_url)
+    key = UUID(session).hex if tamper.sqlite else UUID(session)
+    tamper.run(f"UPDATE {_snapshots(tamper)} SET state = %s WHERE originator_id = %s", (b"\xff\x00\xff", key))
+
+    script = write_script(tmp_path / "next.json", [response(text("Second answer."))])
+    run = cli("run", "again", "--session", session, "--provider", f"scripted:{script}", "--workspace", str(workspace),
+              "--json", db=db_url)
+    _no_crash(run)
+    assert run.returncode == 0, run.stderr
+    assert len(ChronicleStore(db_url).session(UUID(session)).head) == 2
