@@ -88,6 +88,8 @@ class AgentLoop:
         self.middleware = list(middleware or [])
         self._driving: Turn | None = None
         self._interrupted: MiddlewareFailure | None = None
+        #: The running turn's cancel watcher: its `reason` is what the cancel request said.
+        self._cancel_watcher: Any = None
 
     # The bundle's parts, for the loop's own code and its builders (reading or replacing one acts on the bundle).
     store = _part("store")
@@ -161,6 +163,7 @@ class AgentLoop:
         await self.emit(StatusChange(session_id=str(session.id), status="busy"))
         task = asyncio.current_task()
         watcher = self.controls.watch_cancel(session.id, turn.id, task, just_started=begun) if task is not None else None
+        self._cancel_watcher = watcher
         if watcher is not None:
             watcher.start()
         try:
@@ -280,8 +283,11 @@ class AgentLoop:
         return outcome
 
     def _cancel_reason(self) -> str:
-        """Why a cancelled model call or tool was cancelled: a middleware's interruption, or the user."""
-        return str(self._interrupted) if self._interrupted is not None else "cancelled by the user"
+        """Why a cancelled model call or tool was cancelled: a middleware's interruption, else what the
+        cancel request said (as the turn's end says it), else the user (Ctrl-C in this process)."""
+        if self._interrupted is not None:
+            return str(self._interrupted)
+        return getattr(self._cancel_watcher, "reason", None) or "cancelled by the user"
 
     # -- the loop ------------------------------------------------------------------------------
 

@@ -20,7 +20,7 @@ from .errors import AppError
 from .loops import LoopSetupError, compaction_loop
 from .queries import session_id
 
-CANCEL_REASON = "cancelled by request (chronicle cancel)"
+CANCEL_REASON = "cancelled by request"
 
 
 def steer(store: ChronicleStore, ref: str | UUID, message: str, wait_batch: bool = False,

@@ -62,7 +62,7 @@ def cancel(
     The session stays usable: its next input continues it normally. Exit 0 also when nothing runs.
     """
     with cli_errors():
-        result = app_controls.cancel(open_store(db, create=False), session, wait_s=wait)
+        result = app_controls.cancel(open_store(db, create=False), session, wait_s=wait, reason=f"{app_controls.CANCEL_REASON} (chronicle cancel)")
         sid, tid = result.session_id, result.turn_id
         if result.status == "idle":
             text = f"nothing is running on session {sid}; nothing to cancel"

@@ -142,7 +142,7 @@ def test_a_cancelled_async_tool_is_stopped_and_recorded_as_cancelled_only(db_url
 
     sid = asyncio.run(scenario())
     [cancelled] = tool_events(app, sid)
-    assert (cancelled["event"], cancelled["data"]["reason"]) == ("Cancelled", "cancelled by the user")
+    assert (cancelled["event"], cancelled["data"]["reason"]) == ("Cancelled", "cancelled by request")  # as the turn says
     assert CHARGED == []
 
 
