@@ -28,7 +28,7 @@ from .hooks import NeedApproval, Stop
 from .live import ApprovalNeeded, ToolEnd, ToolStart
 from .loop_io import LoopIO
 from .secret_scan import scanner_for
-from .tools.base import ToolContext, ToolError, safe_error, scan_blocks, scan_output, truncate
+from .tools.base import ToolContext, ToolError, ToolOutput, safe_error, scan_blocks, scan_output, truncate
 from .tools.threads import LateEnd, ThreadRun, abandoned, left_running_note
 
 Decision = Literal["approve", "deny", "always"]
@@ -212,8 +212,9 @@ class ToolRunner:
         started = monotonic()
         limit = tool.timeout_s or loop.options.tool_timeout_s
         left: ThreadRun | None = None  # a sync function the timeout could not stop
+        ran: ToolOutput | None = None  # what the tool returned, before the guardrails saw it
         try:
-            output = await asyncio.wait_for(tool.run(args, ctx), timeout=None if tool.unbounded else limit)
+            output = ran = await asyncio.wait_for(tool.run(args, ctx), timeout=None if tool.unbounded else limit)
             output = await loop.hooks.tool_output(call, output)  # guardrails may replace it, or reject it (ToolError)
         except ToolError as exc:
             call.record_effects(ctx.extras.get("subtasks", []), loop.clock.now())  # a failed call keeps its subtasks too
@@ -227,6 +228,8 @@ class ToolRunner:
             running = abandoned(ctx)
             if running is not None:
                 self.left_running[call.id] = running
+            if ran is not None:  # the tool had ended (a cancel reached its guardrails): what it changed stays on record
+                call.record_effects([*ran.effects, *ctx.extras.get("subtasks", ())], loop.clock.now())
             raise
         except Exception as exc:  # noqa: BLE001 - a tool's bug becomes an error result the model reads
             call.record_effects(ctx.extras.get("subtasks", []), loop.clock.now())

@@ -54,7 +54,7 @@ def restoration_plan(store: ChronicleStore, turn_ids: list[UUID]) -> list[FileRe
     for tid in turn_ids:
         turn = store.turn(tid)
         for call in store.tool_calls_of(turn):
-            for effect in call.effects if call.status == "completed" else []:
+            for effect in call.effects:  # a cancelled or failed call keeps the writes it made before it ended
                 if effect.get("kind") != "file":
                     continue
                 path = effect["path"]

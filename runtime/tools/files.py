@@ -108,7 +108,7 @@ class WriteFile(Tool):
             raise ToolError(f"{args.path} is a directory")
         before = read_exact(target, args.path, "write_file") if target.exists() else None
         created_dirs = _missing_dirs(target)
-        await asyncio.to_thread(write_exact, target, args.content)
+        write_exact(target, args.content)  # no await between the write and its effect: a cancel cannot come between
         verb = "created" if before is None else "overwrote"
         effect = _effect(ctx, target, before, args.content, created_dirs)
         return ToolOutput(f"{verb} {args.path} ({len(args.content)} characters)", effects=[effect])
@@ -141,7 +141,7 @@ class EditFile(Tool):
         if count > 1:
             raise ToolError(f"`old` text occurs {count} times in {args.path}; include more context to make it unique")
         after = before.replace(old, new, 1)
-        await asyncio.to_thread(write_exact, target, after)
+        write_exact(target, after)  # as in write_file
         return ToolOutput(f"edited {args.path}", effects=[_effect(ctx, target, before, after)])
 
 
