@@ -34,7 +34,8 @@ def test_backoff_doubles_within_twenty_percent_and_stops_at_the_cap():
         assert nominal * 0.8 <= policy.delay(attempt) <= nominal * 1.2
     assert policy.delay(9) <= 30.0
     assert policy.delay(1, retry_after_s=3.5) == 3.5
-    assert policy.delay(1, retry_after_s=500) == 30.0
+    assert policy.delay(1, retry_after_s=90) == 90.0, "the server's wait is honoured past the backoff cap"
+    assert policy.delay(1, retry_after_s=86_400) == 300.0, "but not a day-long one"
 
 
 def test_the_environment_configures_attempts_and_backoff(monkeypatch):
