@@ -48,7 +48,7 @@ async def _one(ctx: ToolContext, index: int, name: str, raw: dict[str, Any], pla
         assert tool is not None
         limit = tool.timeout_s or ctx.timeout_s
         child = ToolContext(workspace=ctx.workspace, timeout_s=ctx.timeout_s, session_id=ctx.session_id, tool_call_id=ctx.tool_call_id,
-                            io=ctx.io, store_url=ctx.store_url, subtask=place)
+                            io=ctx.io, store_url=ctx.store_url, subtask=place, event_loop=ctx.event_loop)
         try:
             output = await asyncio.wait_for(tool.run(tool.parse(raw), child), timeout=limit)
         except ToolError as exc:

@@ -207,7 +207,7 @@ class ToolRunner:
         await loop.emit(ToolStart(session_id=sid, tool_call_id=str(call.id), tool_use_id=call.tool_use_id, name=call.name, input=call.input))
         ctx = ToolContext(
             workspace=loop.workspace, timeout_s=loop.options.tool_timeout_s, session_id=sid, tool_call_id=str(call.id), io=loop,
-            store_url=getattr(loop.store, "url", None),
+            store_url=getattr(loop.store, "url", None), event_loop=asyncio.get_running_loop(),
         )
         started = monotonic()
         limit = tool.timeout_s or loop.options.tool_timeout_s

@@ -103,6 +103,9 @@ class HumanRenderer:
             self._end_text()
             self._started.add(event.tool_call_id)
             self.console.print(f"{self._who(event)}[cyan]⚙ {escape(short(event.name))}[/] [dim]{escape(short(event.input))}[/]")
+        elif kind == "tool_update":
+            self._end_text()
+            self.console.print(f"{self._who(event)}  [dim]│ {escape(short(event.detail, 120))}[/]")
         elif kind == "tool_end":
             self._end_text()
             if event.tool_call_id not in self._started:  # refused before it ran: unknown tool, bad arguments

@@ -9,6 +9,7 @@ drive, which has its own limits, instead of the per-tool timeout.
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import weakref
 from dataclasses import dataclass, field
@@ -40,6 +41,12 @@ class ToolOutput:
     blocks: list[dict[str, Any]] | None = None
 
 
+#: A progress line is for a glance: longer ones are cut.
+UPDATE_CHARS = 500
+#: Progress events on their way to subscribers.
+_UPDATES: set[asyncio.Task[Any]] = set()
+
+
 @dataclass
 class ToolContext:
     workspace: Path
@@ -55,6 +62,28 @@ class ToolContext:
     #: Set on the context of a spawn_batch subtask: its place among the subtasks its calling call has run
     #: (runtime/subtasks.py). A subtask shares its caller's tool_call_id; this is how replay tells them apart.
     subtask: int | None = None
+    #: The event loop the call runs on, so `update` can be called from a sync tool's thread too.
+    event_loop: Any = None
+
+    def update(self, detail: str, status: str = "running") -> None:
+        """Tell live subscribers how the call is getting on (a `tool_update` event: `run`'s terminal and
+        `--json`, the library's stream). Progress is live only, never recorded: the result is the record.
+        Safe from the loop's thread and from a sync tool's; does nothing outside a running session."""
+        if self.io is None or self.event_loop is None or self.event_loop.is_closed():
+            return
+        from chronicle.runtime.live import ToolUpdate
+
+        event = ToolUpdate(session_id=self.session_id, tool_call_id=self.tool_call_id, status=status, detail=detail[:UPDATE_CHARS])
+        try:
+            here = asyncio.get_running_loop()
+        except RuntimeError:
+            here = None
+        if here is self.event_loop:
+            task = here.create_task(self.io.emit(event))
+            _UPDATES.add(task)  # held until sent: the loop keeps only weak references to its tasks
+            task.add_done_callback(_UPDATES.discard)
+        else:
+            asyncio.run_coroutine_threadsafe(self.io.emit(event), self.event_loop)
 
     @cached_property
     def sandbox(self) -> Any:

@@ -42,6 +42,12 @@ class ToolContext:
     tool_call_id: str
     runtime: Any = field(default=None, repr=False, compare=False)
 
+    def update(self, detail: str) -> None:
+        """Say how the call is getting on: a live `tool_update` event (`run` shows it, `--json` and `stream`
+        yield it), never recorded. Callable from a sync tool (it runs in a thread) and an async one."""
+        if self.runtime is not None:
+            self.runtime.update(detail)
+
     async def spawn_batch(self, tasks: Sequence[tuple[str, dict[str, Any]]]) -> list[ToolOutput]:
         """Run tools of the session (read-only or idempotent ones) concurrently, as (name, input) pairs; their
         outputs (`.content`, `.is_error`) come back in the order asked, and each run is recorded on this call."""

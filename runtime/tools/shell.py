@@ -14,6 +14,8 @@ import asyncio
 import os
 import signal
 import subprocess
+import time
+from typing import Callable
 
 from pydantic import BaseModel, Field
 
@@ -82,7 +84,7 @@ class Bash(Tool):
             )
         finally:
             os.close(write_fd)
-        timed_out = await _supervise(process, read_fd, output, timeout)
+        timed_out = await _supervise(process, read_fd, output, timeout, Progress(ctx).seen)
         text = _clean(output.text())
         if timed_out:
             shown = f"; output so far:\n{text}" if text else ""
@@ -92,7 +94,29 @@ class Bash(Tool):
         return ToolOutput(f"{body}\n[exit code {code}]", is_error=code != 0)
 
 
-async def _supervise(process: subprocess.Popen[bytes], read_fd: int, output: OutputTail, timeout: float) -> bool:
+class Progress:
+    """The command's newest line as a live `tool_update`, at most every `EVERY_S`: a long build or test
+    run shows it is alive, not a silent spinner. Only what is printed live; the result keeps the output."""
+
+    EVERY_S = 0.25
+
+    def __init__(self, ctx: ToolContext) -> None:
+        self.ctx = ctx
+        self.last = time.monotonic()  # a command done within EVERY_S shows no progress: its result follows at once
+        self.partial = b""
+
+    def seen(self, chunk: bytes) -> None:
+        lines = (self.partial + chunk).split(b"\n")
+        self.partial = lines[-1][-4096:]
+        done = [line for line in lines[:-1] if line.strip()]
+        now = time.monotonic()
+        if done and now - self.last >= self.EVERY_S:
+            self.last = now
+            self.ctx.update(_clean(done[-1].decode("utf-8", "replace")).rstrip("\r"))
+
+
+async def _supervise(process: subprocess.Popen[bytes], read_fd: int, output: OutputTail, timeout: float,
+                     on_output: Callable[[bytes], None] | None = None) -> bool:
     """Read output until the command ends or the deadline passes; True if it was killed for time."""
     loop = asyncio.get_running_loop()
     eof = asyncio.Event()
@@ -106,6 +130,8 @@ async def _supervise(process: subprocess.Popen[bytes], read_fd: int, output: Out
             chunk = b""
         if chunk:
             output.add(chunk)
+            if on_output is not None:
+                on_output(chunk)
         else:
             loop.remove_reader(read_fd)
             eof.set()
