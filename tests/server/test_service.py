@@ -269,3 +269,17 @@ def test_a_client_that_leaves_mid_replay_is_let_go_without_a_warning_per_event(s
         proc.terminate()
         _, said = proc.communicate(timeout=30)
     assert "socket.send() raised exception" not in said, said[-2000:]
+
+
+def test_a_workspace_whose_chronicle_toml_has_channels_runs_and_serves_new_sessions(sqlite_url, workspace, tmp_path):
+    """[channels.NAME] is the server's table; the agent registry, which reads the same file, refused it
+    as an unknown top-level key, so every new session (served or run) was a 400 / exit 2."""
+    script = write_script(tmp_path / "s.json", [[response(text("ran"))], [response(text("served"))]])
+    (workspace / "chronicle.toml").write_text('[channels.alerts]\nsession = "SOMEID"\ncoalesce_s = 2\n')
+    ran = cli("run", "hello", "--provider", f"scripted:{script}", "--workspace", str(workspace), "--json", db=sqlite_url)
+    assert ran.returncode == 0, ran.stderr
+    with serving(sqlite_url, workspace) as base:
+        agents = httpx.get(f"{base}/agents")
+        assert agents.status_code == 200, agents.text
+        created = httpx.post(f"{base}/sessions", json={"prompt": "hi", "provider": f"scripted:{script}"})
+        assert created.status_code == 201, created.text
