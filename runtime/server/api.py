@@ -61,11 +61,14 @@ class ServerConfig:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-# -- request bodies (unknown fields refused, so a typo is a 422 naming it) ----------------------
+# -- request bodies: checked strictly, so a typo or a loose value is a 422 naming the field -----
+# Unknown fields are refused, and no value is converted: `"always": "yes"` is not true (it
+# recorded a standing always-allow) and `"turns": "2"` is not a number. A whole number is still
+# a number of seconds (`"wait": 5`), as JSON has one type for both.
 
 
 class _Body(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
 
 
 class NewSession(_Body):
@@ -121,7 +124,7 @@ class CompactBody(_Body):
 class WebhookBody(BaseModel):
     """A webhook's JSON: the message in `text` (or `prompt` / `message`), who sent it in `sender` (or `from`)."""
 
-    model_config = ConfigDict(extra="allow", populate_by_name=True)
+    model_config = ConfigDict(extra="allow", populate_by_name=True, strict=True)
     text: str | None = None
     prompt: str | None = None
     message: str | None = None

@@ -283,3 +283,29 @@ def test_a_workspace_whose_chronicle_toml_has_channels_runs_and_serves_new_sessi
         assert agents.status_code == 200, agents.text
         created = httpx.post(f"{base}/sessions", json={"prompt": "hi", "provider": f"scripted:{script}"})
         assert created.status_code == 201, created.text
+
+
+def test_request_bodies_are_checked_strictly_so_a_string_is_no_yes_and_no_number(sqlite_url, workspace, tmp_path):
+    """`{"always": "yes"}` was read as true and recorded a standing always-allow for bash;
+    `{"turns": "2"}` was read as the number 2. Each is now a 422 naming the field, and nothing is recorded."""
+    script = write_script(tmp_path / "s.json", [response(tool_use("tu_b", "bash", command="echo hi > out.txt")),
+                                                 response(text("Done."))])
+    with serving(sqlite_url, workspace) as base:
+        sid = httpx.post(f"{base}/sessions", json={"prompt": "run it", "provider": f"scripted:{script}"}).json()["session_id"]
+        _wait_for(lambda: any(e["event"] == "ApprovalRequested" for e in httpx.get(f"{base}/sessions/{sid}/log").json()))
+        for loose in ({"always": "yes"}, {"always": 1}, {"always": "true"}, {"tool_call": 5}):
+            refused = httpx.post(f"{base}/sessions/{sid}/approve", json=loose)
+            assert refused.status_code == 422, (loose, refused.text)
+            assert refused.json()["error"].startswith(f"{next(iter(loose))}:"), refused.text
+        log = httpx.get(f"{base}/sessions/{sid}/log").json()
+        assert not [e for e in log if e["event"] in ("ToolAlwaysAllowed", "Approved")], "a refused request records nothing"
+        for path, loose in (("undo", {"turns": "2"}), ("undo", {"turns": 1.0}), ("cancel", {"wait": "5"}),
+                            ("steer", {"message": "go", "wait_batch": "no"}), ("fork", {"at": "1"}),
+                            ("compact", {"keep": "1"}), ("inputs", {"prompt": 7})):
+            refused = httpx.post(f"{base}/sessions/{sid}/{path}", json=loose)
+            assert refused.status_code == 422, (path, loose, refused.text)
+        assert httpx.post(f"{base}/sessions", json={"prompt": "x", "provider": 3}).status_code == 422
+        assert httpx.post(f"{base}/hooks/none", json={"text": ["a"]}).status_code == 422
+        approved = httpx.post(f"{base}/sessions/{sid}/approve", json={"always": False})
+        assert approved.status_code == 200, approved.text
+        assert not [e for e in httpx.get(f"{base}/sessions/{sid}/log").json() if e["event"] == "ToolAlwaysAllowed"]
