@@ -9,7 +9,6 @@ whichever process ran the turn, and a client that reconnects with `Last-Event-ID
 from __future__ import annotations
 
 import asyncio
-import hmac
 import json
 import logging
 import threading
@@ -36,6 +35,7 @@ from chronicle.runtime.live_from_log import LiveFromLog
 from chronicle.runtime.loop import LoopOptions
 from chronicle.runtime.off_loop import off_the_loop
 
+from .auth import TokenGate
 from .channels import Coalescer, load_channels
 
 log = logging.getLogger("chronicle.server")
@@ -179,13 +179,8 @@ def create_app(config: ServerConfig) -> FastAPI:
     app.state.chronicle = chronicle
     app.state.config = config
 
-    def authorised(authorization: str | None = Header(default=None)) -> None:
-        if not config.token:
-            return
-        scheme, _, given = (authorization or "").partition(" ")
-        if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode(), config.token.encode()):
-            raise HTTPException(status_code=401, detail="missing or wrong token: send Authorization: Bearer TOKEN",
-                                headers={"WWW-Authenticate": "Bearer"})
+    # Every path but /healthz needs the token, the API docs and unknown paths too (auth.py).
+    app.add_middleware(TokenGate, token=config.token)
 
     @app.exception_handler(ChronicleError)
     async def _chronicle_error(_: Request, exc: ChronicleError) -> JSONResponse:
@@ -204,17 +199,15 @@ def create_app(config: ServerConfig) -> FastAPI:
         first = problems[0] if problems else {"field": "", "error": "invalid request"}
         return JSONResponse({"error": f"{first['field']}: {first['error']}", "problems": problems}, status_code=422)
 
-    guarded = [Depends(authorised)]
-
     @app.get("/healthz")
     def healthz() -> dict[str, str]:
         return {"status": "ok"}
 
-    @app.get("/sessions", dependencies=guarded)
+    @app.get("/sessions")
     def list_sessions() -> list[dict[str, Any]]:
         return chronicle.sessions()
 
-    @app.post("/sessions", status_code=201, dependencies=guarded)
+    @app.post("/sessions", status_code=201)
     def create_session(body: NewSession) -> dict[str, str]:
         workspace = Path(body.workspace) if body.workspace else config.workspace
         provider, model, registry = body.provider, body.model, None
@@ -230,7 +223,7 @@ def create_app(config: ServerConfig) -> FastAPI:
                           agents=config.agents, registry=registry)
         return done.row()
 
-    @app.get("/agents", dependencies=guarded)
+    @app.get("/agents")
     def list_agents(workspace: str | None = None) -> list[dict[str, Any]]:
         """The agents `POST /sessions` may start (`agent`): the registry file's, then those defined in code."""
         with _errors():
@@ -244,68 +237,68 @@ def create_app(config: ServerConfig) -> FastAPI:
         rows = [r for r in rows if r["name"] not in library]
         return rows + [_agent_row(a.definition(True), "code") for a in library.values()]
 
-    @app.post("/sessions/{session_id}/inputs", status_code=202, dependencies=guarded)
+    @app.post("/sessions/{session_id}/inputs", status_code=202)
     def add_input(session_id: str, body: NewInput) -> dict[str, str]:
         with _errors():
             done = submit(chronicle.store, body.prompt, session=session_id)
         return done.row()
 
-    @app.get("/sessions/{session_id}/history", dependencies=guarded)
+    @app.get("/sessions/{session_id}/history")
     def history(session_id: str, at: int | None = None, version: int | None = None, step: int | None = None) -> list[dict[str, Any]]:
         return chronicle.history(session_id, at=at, version=version, step=step)
 
-    @app.get("/sessions/{session_id}/log", dependencies=guarded)
+    @app.get("/sessions/{session_id}/log")
     def session_log(session_id: str, tree: bool = False) -> list[dict[str, Any]]:
         return chronicle.log(session_id, tree=tree)
 
-    @app.get("/sessions/{session_id}/audit", dependencies=guarded)
+    @app.get("/sessions/{session_id}/audit")
     def audit(session_id: str, tool: str | None = None, errors: bool = False, limit: int | None = None) -> list[dict[str, Any]]:
         return chronicle.audit(session=session_id, tool=tool, errors=errors, limit=limit)
 
-    @app.get("/sessions/{session_id}/cost", dependencies=guarded)
+    @app.get("/sessions/{session_id}/cost")
     def cost(session_id: str, by: str | None = None) -> list[dict[str, Any]]:
         return chronicle.cost(session_id, by=by)
 
-    @app.post("/sessions/{session_id}/approve", dependencies=guarded)
+    @app.post("/sessions/{session_id}/approve")
     def approve(session_id: str, body: ApproveBody | None = None, actor: str | None = Depends(caller)) -> list[dict[str, Any]]:
         body = body or ApproveBody()
         return chronicle.approve(session_id, tool_call=body.tool_call, always=body.always, actor=actor)
 
-    @app.post("/sessions/{session_id}/deny", dependencies=guarded)
+    @app.post("/sessions/{session_id}/deny")
     def deny(session_id: str, body: DenyBody | None = None, actor: str | None = Depends(caller)) -> list[dict[str, Any]]:
         body = body or DenyBody()
         return chronicle.deny(session_id, reason=body.reason, tool_call=body.tool_call, actor=actor)
 
-    @app.post("/sessions/{session_id}/steer", dependencies=guarded)
+    @app.post("/sessions/{session_id}/steer")
     def steer(session_id: str, body: SteerBody, actor: str | None = Depends(caller)) -> dict[str, Any]:
         return chronicle.steer(session_id, body.message, wait_batch=body.wait_batch, actor=actor)
 
-    @app.post("/sessions/{session_id}/cancel", dependencies=guarded)
+    @app.post("/sessions/{session_id}/cancel")
     def cancel(session_id: str, body: CancelBody | None = None, actor: str | None = Depends(caller)) -> dict[str, Any]:
         return chronicle.cancel(session_id, wait_s=(body or CancelBody()).wait, actor=actor)
 
-    @app.post("/sessions/{session_id}/undo", dependencies=guarded)
+    @app.post("/sessions/{session_id}/undo")
     def undo(session_id: str, body: UndoBody | None = None, actor: str | None = Depends(caller)) -> dict[str, Any]:
         body = body or UndoBody()
         return chronicle.undo(session_id, turns=body.turns, files=body.files, actor=actor)
 
-    @app.post("/sessions/{session_id}/redo", dependencies=guarded)
+    @app.post("/sessions/{session_id}/redo")
     def redo(session_id: str, body: RedoBody | None = None, actor: str | None = Depends(caller)) -> dict[str, Any]:
         return chronicle.redo(session_id, files=(body or RedoBody()).files, actor=actor)
 
-    @app.post("/sessions/{session_id}/fork", dependencies=guarded)
+    @app.post("/sessions/{session_id}/fork")
     def fork(session_id: str, body: ForkBody | None = None) -> dict[str, Any]:
         body = body or ForkBody()
         with _errors():
             parent = str(queries.session_id(chronicle.store, session_id))
         return {"session_id": chronicle.fork(session_id, at=body.at), "forked_from": {"session_id": parent, "turn": body.at}}
 
-    @app.post("/sessions/{session_id}/compact", dependencies=guarded)
+    @app.post("/sessions/{session_id}/compact")
     def compact(session_id: str, body: CompactBody | None = None) -> dict[str, Any]:
         body = body or CompactBody()
         return chronicle.compact(session_id, strategy=body.strategy, keep=body.keep)
 
-    @app.post("/hooks/{channel}", status_code=202, dependencies=guarded)
+    @app.post("/hooks/{channel}", status_code=202)
     async def webhook(channel: str, body: WebhookBody) -> dict[str, Any]:
         """Feed a configured channel's session; a sender's burst within `coalesce_s` becomes one input."""
         if channel not in channels:
@@ -323,7 +316,7 @@ def create_app(config: ServerConfig) -> FastAPI:
         return {"channel": channel, "session_id": sid, "recorded": held == 0, "coalescing": held,
                 "coalesce_s": target.coalesce_s}
 
-    @app.get("/sessions/{session_id}/events", dependencies=guarded)
+    @app.get("/sessions/{session_id}/events")
     async def events(session_id: str, request: Request, last_event_id: str | None = Header(default=None),
                      after: int | None = None, follow: bool = True) -> StreamingResponse:
         with _errors():
@@ -336,7 +329,7 @@ def create_app(config: ServerConfig) -> FastAPI:
 
     from .viewer import mount_viewer
 
-    mount_viewer(app, chronicle, guarded)
+    mount_viewer(app, chronicle)
     return app
 
 

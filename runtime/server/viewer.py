@@ -25,12 +25,12 @@ TEMPLATES = Environment(loader=FileSystemLoader(Path(__file__).parent / "templat
 PAGE_SIZE = 100
 
 
-def mount_viewer(app: FastAPI, chronicle: Chronicle, guard: list[Any]) -> None:
+def mount_viewer(app: FastAPI, chronicle: Chronicle) -> None:
     def page(name: str, **context: Any) -> HTMLResponse:
         return HTMLResponse(TEMPLATES.get_template(name).render(store=chronicle.store.describe(), **context))
 
-    @app.get("/", response_class=HTMLResponse, dependencies=guard, include_in_schema=False)
-    @app.get("/ui/sessions", response_class=HTMLResponse, dependencies=guard, include_in_schema=False)
+    @app.get("/", response_class=HTMLResponse, include_in_schema=False)
+    @app.get("/ui/sessions", response_class=HTMLResponse, include_in_schema=False)
     def sessions_page(q: str = "", status: str = "", page_no: int = 0) -> HTMLResponse:
         rows = chronicle.sessions()
         statuses = sorted({r["status"] for r in rows})
@@ -44,7 +44,7 @@ def mount_viewer(app: FastAPI, chronicle: Chronicle, guard: list[Any]) -> None:
         return page("sessions.html", rows=shown[start:start + PAGE_SIZE], more=len(shown) > start + PAGE_SIZE, page=page_no,
                     q=q, status=status, statuses=statuses)
 
-    @app.get("/ui/sessions/{session_id}", response_class=HTMLResponse, dependencies=guard, include_in_schema=False)
+    @app.get("/ui/sessions/{session_id}", response_class=HTMLResponse, include_in_schema=False)
     def session_page(session_id: str, at: int | None = None, all: bool = False) -> HTMLResponse:
         """A window of turns (as of turn `at`), never the whole history: see session_page.py."""
         try:

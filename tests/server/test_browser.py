@@ -149,3 +149,48 @@ def test_a_page_opened_while_the_turn_runs_brings_up_the_approval_when_it_is_ask
         expect(page.locator("#conversation")).to_contain_text("Wrote late.txt.", timeout=60_000)
         browser.close()
     assert (workspace / "late.txt").read_text().strip() == "late"
+
+
+def test_with_a_token_the_browser_logs_in_once_by_url_then_lists_approves_and_follows_live(sqlite_url, workspace, tmp_path):
+    """A browser cannot send `Authorization: Bearer`, nor can the page's fetch or EventSource as they
+    were: `/?token=` once sets a cookie and leaves the address; the list, the Approve button and the
+    live stream then work on the cookie alone. Without it, a 401 page says how to pass the token."""
+    playwright_api = pytest.importorskip("playwright.sync_api")
+    script = write_script(tmp_path / "s.json", [
+        response(text("I will write the file."), tool_use("tu_b", "bash", command="echo approved > out.txt")),
+        response(text("Wrote it; checking."), tool_use("tu_r", "read_file", path="out.txt")),
+        response(text("Done: out.txt says approved."), delay_s=4),
+    ])
+    token = "viewer-s3cret"
+    bearer = {"Authorization": f"Bearer {token}"}
+    with serving(sqlite_url, workspace, token=token) as base, playwright_api.sync_playwright() as pw:
+        sid = httpx.post(f"{base}/sessions", json={"prompt": "write out.txt", "provider": f"scripted:{script}"},
+                         headers=bearer).json()["session_id"]
+        _until(lambda: any(e["event"] == "ApprovalRequested"
+                           for e in httpx.get(f"{base}/sessions/{sid}/log", headers=bearer).json()))
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        expect = playwright_api.expect
+
+        stranger = browser.new_page()
+        refused = stranger.goto(f"{base}/ui/sessions/{sid}")
+        assert refused is not None and refused.status == 401
+        expect(stranger.locator("main")).to_contain_text("/?token=TOKEN")
+        expect(stranger.locator("main")).not_to_contain_text("write out.txt")
+        stranger.close()
+
+        context = browser.new_context()
+        page = context.new_page()
+        page.on("dialog", lambda dialog: dialog.accept())
+        page.goto(f"{base}/?token={token}")
+        assert page.url == f"{base}/", "the token leaves the address bar"
+        [cookie] = context.cookies()
+        assert cookie["httpOnly"] and cookie["sameSite"] == "Strict" and token not in cookie["value"]
+        page.locator(f"a[href='/ui/sessions/{sid}']").click()
+        page.wait_for_url(f"**/ui/sessions/{sid}")
+        expect(page.locator("#approvals")).to_contain_text("echo approved > out.txt")
+        page.locator("#approvals button[data-action=approve]").click()
+        expect(page.locator("#action-result")).to_contain_text("approved")
+        expect(page.locator("#live")).to_contain_text("Wrote it; checking.", timeout=30_000)
+        expect(page.locator("#conversation")).to_contain_text("Done: out.txt says approved.", timeout=60_000)
+        browser.close()
+    assert (workspace / "out.txt").read_text().strip() == "approved"

@@ -309,3 +309,45 @@ def test_request_bodies_are_checked_strictly_so_a_string_is_no_yes_and_no_number
         approved = httpx.post(f"{base}/sessions/{sid}/approve", json={"always": False})
         assert approved.status_code == 200, approved.text
         assert not [e for e in httpx.get(f"{base}/sessions/{sid}/log").json() if e["event"] == "ToolAlwaysAllowed"]
+
+
+def test_a_browser_logs_in_once_with_the_token_in_the_url_and_a_cookie_carries_it_after(sqlite_url, workspace, tmp_path):
+    """A browser cannot send `Authorization: Bearer`: `?token=` once sets an HttpOnly, SameSite=Strict
+    cookie and redirects to the same URL without the token; the cookie then serves the viewer, its
+    fetches and its event stream, and a state-changing request it carries needs the viewer's header."""
+    script = write_script(tmp_path / "s.json", [response(text("ok"))])
+    token = "s3cret-token"
+    with serving(sqlite_url, workspace, token=token) as base:
+        page = {"Accept": "text/html"}
+        asked = httpx.get(f"{base}/", headers=page)
+        assert asked.status_code == 401 and asked.headers["content-type"].startswith("text/html")
+        assert "?token=" in asked.text and "Authorization: Bearer" in asked.text
+        assert httpx.get(f"{base}/sessions").json()["error"].startswith("missing or wrong token")
+        wrong = httpx.get(f"{base}/ui/sessions?token=nope", headers=page)
+        assert wrong.status_code == 401 and "set-cookie" not in wrong.headers
+
+        login = httpx.get(f"{base}/ui/sessions?q=x&token={token}&status=idle", headers=page)
+        assert login.status_code == 303 and login.headers["location"] == "/ui/sessions?q=x&status=idle"
+        cookie = login.headers["set-cookie"]
+        assert "HttpOnly" in cookie and "samesite=strict" in cookie.lower() and "Path=/" in cookie and "Secure" not in cookie
+        assert token not in cookie, "the cookie carries a value derived from the token, not the token"
+        name, value = cookie.split(";")[0].split("=", 1)
+        assert httpx.get(f"{base}/sessions", headers={"Authorization": f"Bearer {value}"}).status_code == 401
+        behind_tls = httpx.get(f"{base}/?token={token}", headers={"X-Forwarded-Proto": "https"})
+        assert "Secure" in behind_tls.headers["set-cookie"]
+        elsewhere = httpx.get(f"{base}//evil.example/?token={token}").headers["location"]
+        assert elsewhere.startswith("/") and not elsewhere.startswith("//"), "the redirect never leaves the server"
+
+        with httpx.Client(base_url=base, cookies={name: value}) as browser:
+            assert browser.get("/", headers=page).status_code == 200
+            assert browser.get("/sessions").status_code == 200
+            forged = browser.post("/sessions", json={"prompt": "hi", "provider": f"scripted:{script}"})
+            assert forged.status_code == 403 and "X-Chronicle-Viewer" in forged.json()["error"]
+            assert browser.get("/sessions").json() == [], "a refused request records nothing"
+            created = browser.post("/sessions", json={"prompt": "hi", "provider": f"scripted:{script}"},
+                                   headers={"X-Chronicle-Viewer": "1"})
+            assert created.status_code == 201, created.text
+            assert browser.get("/docs").status_code == 200
+        for path in ("/docs", "/openapi.json", "/docs/oauth2-redirect", "/nowhere"):
+            assert httpx.get(f"{base}{path}").status_code == 401, path
+        assert httpx.get(f"{base}/openapi.json", headers={"Authorization": f"Bearer {token}"}).status_code == 200
