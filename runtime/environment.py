@@ -20,6 +20,10 @@ from .config import DEFAULT_DURABILITY, PG_CONNECT_TIMEOUT_S
 from .providers.env_settings import DEFAULT_HTTP_TIMEOUT_S, SettingError, base_url, http_timeout_s, thinking_budget
 from .validation import explain
 
+#: 2 MiB: a prompt with a whole model context of pasted text (≈ 200k tokens, under 1 MB of English,
+#: more as JSON's \u escapes of other scripts) fits; what cannot fit a context is refused before it is read.
+DEFAULT_MAX_BODY_BYTES = 2 * 1024 * 1024
+
 
 class EnvironmentSettingError(ValueError):
     """An environment variable that cannot work; the message names it and the type it needs."""
@@ -42,6 +46,8 @@ class Environment(BaseSettings):
     durability: Literal["effects", "every-commit"] = DEFAULT_DURABILITY
     #: Sub-agents running at once in one process, across the whole tree (CHRONICLE_MAX_CONCURRENT_SUBAGENTS).
     max_concurrent_subagents: int = Field(8, ge=1)
+    #: The largest request body `chronicle serve` reads (runtime/server/body_limit.py); above it, 413.
+    server_max_body_bytes: int = Field(DEFAULT_MAX_BODY_BYTES, ge=1024)
     #: A JSON price table that overrides and extends the bundled prices.
     prices: Path | None = None
 

@@ -39,6 +39,12 @@ def serve(
     Binds to loopback unless --host says otherwise; any other address requires CHRONICLE_SERVER_TOKEN, sent by clients as `Authorization: Bearer TOKEN` on every route but /healthz.
     """
     with cli_errors():
+        from chronicle.runtime.environment import EnvironmentSettingError, environment
+
+        try:
+            limit = environment().server_max_body_bytes
+        except EnvironmentSettingError as exc:
+            fail(str(exc), 2)
         token = os.environ.get("CHRONICLE_SERVER_TOKEN") or None
         if not is_loopback(host) and not token:
             fail(f"refusing to serve on {host} without a token: set CHRONICLE_SERVER_TOKEN (clients send it as "
@@ -54,7 +60,7 @@ def serve(
 
         try:
             app = create_app(ServerConfig(db=db, workspace=workspace.resolve() if workspace else None, agents=agents, token=token,
-                                          run_worker=not no_worker))
+                                          max_body_bytes=limit, run_worker=not no_worker))
         except ChannelError as exc:
             fail(str(exc), 2)
         start_up_done()  # the app and its store are built: what a server holds from here on is collected as usual

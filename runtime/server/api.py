@@ -23,6 +23,7 @@ from fastapi import Depends, FastAPI, Header, HTTPException, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from chronicle.client import Chronicle
 from chronicle.errors import ChronicleError
@@ -31,11 +32,13 @@ from chronicle.runtime.app import queries
 from chronicle.runtime.app.resume import submit
 from chronicle.runtime.app.specs import resolve_workspace
 from chronicle.runtime.app.worker import Overrides, Worker, WorkerOptions
+from chronicle.runtime.environment import environment
 from chronicle.runtime.live_from_log import LiveFromLog
 from chronicle.runtime.loop import LoopOptions
 from chronicle.runtime.off_loop import off_the_loop
 
 from .auth import TokenGate
+from .body_limit import BodyLimit
 from .channels import Coalescer, load_channels
 
 log = logging.getLogger("chronicle.server")
@@ -53,6 +56,8 @@ class ServerConfig:
     workspace: Path | None = None
     agents: Path | None = None
     token: str | None = None
+    #: The largest request body read (None: CHRONICLE_SERVER_MAX_BODY_BYTES, 2 MiB by default).
+    max_body_bytes: int | None = None
     run_worker: bool = True
     worker_concurrency: int = 4
     auto_approve: bool = False
@@ -179,7 +184,9 @@ def create_app(config: ServerConfig) -> FastAPI:
     app.state.chronicle = chronicle
     app.state.config = config
 
-    # Every path but /healthz needs the token, the API docs and unknown paths too (auth.py).
+    # Every path but /healthz needs the token, the API docs and unknown paths too (auth.py); no
+    # body is read past the limit (body_limit.py).
+    app.add_middleware(BodyLimit, limit=config.max_body_bytes or environment().server_max_body_bytes)
     app.add_middleware(TokenGate, token=config.token)
 
     @app.exception_handler(ChronicleError)
@@ -189,8 +196,8 @@ def create_app(config: ServerConfig) -> FastAPI:
             status = 404
         return JSONResponse({"error": str(exc), "code": exc.code}, status_code=status)
 
-    @app.exception_handler(HTTPException)
-    async def _http_error(_: Request, exc: HTTPException) -> JSONResponse:
+    @app.exception_handler(StarletteHTTPException)  # FastAPI's, the router's 404/405 and the body limit's 413
+    async def _http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
         return JSONResponse({"error": exc.detail}, status_code=exc.status_code, headers=exc.headers)
 
     @app.exception_handler(RequestValidationError)

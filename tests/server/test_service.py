@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import time
+from typing import Any
 
 import httpx
 
@@ -351,3 +352,61 @@ def test_a_browser_logs_in_once_with_the_token_in_the_url_and_a_cookie_carries_i
         for path in ("/docs", "/openapi.json", "/docs/oauth2-redirect", "/nowhere"):
             assert httpx.get(f"{base}{path}").status_code == 401, path
         assert httpx.get(f"{base}/openapi.json", headers={"Authorization": f"Bearer {token}"}).status_code == 200
+
+
+def _raw_post(base: str, path: str, head: str, chunks: list[bytes]) -> tuple[int, dict[str, Any]]:
+    """POST with headers and body parts as written (a Content-Length that lies, a chunked body):
+    the status and JSON of the answer, read as soon as the server sends it."""
+    import socket
+    from urllib.parse import urlparse
+
+    address = urlparse(base)
+    with socket.create_connection((address.hostname, address.port), timeout=20) as client:
+        client.sendall(f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n{head}\r\n".encode())
+        for chunk in chunks:
+            client.sendall(chunk)
+        received = b""
+        while b"\r\n\r\n" not in received or not received.rstrip().endswith(b"}"):
+            part = client.recv(65536)
+            if not part:
+                break
+            received += part
+    status_line, _, rest = received.partition(b"\r\n")
+    body = rest.split(b"\r\n\r\n", 1)[1]
+    return int(status_line.split()[1]), json.loads(body)
+
+
+def test_a_body_over_the_limit_is_refused_with_413_before_it_is_read(sqlite_url, workspace, tmp_path):
+    """A 50 MB prompt was accepted (201) and stalled every other request for 14-18 s; 155 MB of
+    prompts made a 1.1 GB SQLite file. A body over CHRONICLE_SERVER_MAX_BODY_BYTES is now a 413 with
+    a JSON error: at once by its Content-Length, and as soon as a chunked body passes the limit."""
+    script = write_script(tmp_path / "s.json", [response(text("ok"))])
+    limit = 65536
+    with serving(sqlite_url, workspace, extra=("--no-worker",), env_extra={"CHRONICLE_SERVER_MAX_BODY_BYTES": str(limit)}) as base:
+        big = httpx.post(f"{base}/sessions", json={"prompt": "x" * (limit + 1), "provider": f"scripted:{script}"})
+        assert big.status_code == 413, big.text
+        assert "65536" in big.json()["error"] and "CHRONICLE_SERVER_MAX_BODY_BYTES" in big.json()["error"]
+
+        started = time.monotonic()
+        status, said = _raw_post(base, "/sessions", "Content-Length: 50000000\r\n", [b'{"prompt": "' + b"x" * 1000])
+        assert status == 413 and "error" in said and time.monotonic() - started < 5, "answered without waiting for 50 MB"
+
+        piece = b"y" * 16384
+        chunked = [b"%x\r\n%s\r\n" % (len(part), part) for part in [b'{"prompt": "', *[piece] * 6, b'"}']] + [b"0\r\n\r\n"]
+        status, said = _raw_post(base, "/sessions", "Transfer-Encoding: chunked\r\n", chunked)
+        assert status == 413 and "CHRONICLE_SERVER_MAX_BODY_BYTES" in said["error"], said
+        assert httpx.get(f"{base}/sessions").json() == [], "nothing was recorded"
+
+        small = json.dumps({"prompt": "z" * 60000, "provider": f"scripted:{script}"}).encode()
+        chunked = [b"%x\r\n%s\r\n" % (len(small[i:i + 8192]), small[i:i + 8192]) for i in range(0, len(small), 8192)] + [b"0\r\n\r\n"]
+        status, said = _raw_post(base, "/sessions", "Transfer-Encoding: chunked\r\n", chunked)
+        assert status == 201, said
+    with serving(sqlite_url, workspace, extra=("--no-worker",)) as base:
+        status, said = _raw_post(base, "/sessions", f"Content-Length: {2 * 1024 * 1024 + 1}\r\n", [b"{"])
+        assert status == 413 and "2097152" in said["error"], "2 MiB by default"
+
+
+def test_a_body_limit_that_cannot_work_stops_serve_on_one_line(sqlite_url, workspace):
+    refused = cli("serve", "--port", "0", env={"CHRONICLE_SERVER_MAX_BODY_BYTES": "lots"}, db=sqlite_url)
+    assert refused.returncode == 2 and "CHRONICLE_SERVER_MAX_BODY_BYTES" in refused.stderr
+    assert len(refused.stderr.strip().splitlines()) == 1, refused.stderr
