@@ -45,7 +45,11 @@ def serve(
             limit = environment().server_max_body_bytes
         except EnvironmentSettingError as exc:
             fail(str(exc), 2)
-        token = os.environ.get("CHRONICLE_SERVER_TOKEN") or None
+        given = os.environ.get("CHRONICLE_SERVER_TOKEN")
+        if given and not given.strip():
+            # It would be accepted here and then match no request: every one a 401.
+            fail("CHRONICLE_SERVER_TOKEN is blank (spaces only): set a token, or unset the variable", 2)
+        token = (given or "").strip() or None  # a header cannot carry surrounding spaces
         if not is_loopback(host) and not token:
             fail(f"refusing to serve on {host} without a token: set CHRONICLE_SERVER_TOKEN (clients send it as "
                  "Authorization: Bearer TOKEN), or bind to 127.0.0.1", 2)

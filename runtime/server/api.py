@@ -140,6 +140,8 @@ class WebhookBody(BaseModel):
 
 
 def create_app(config: ServerConfig) -> FastAPI:
+    if config.token is not None and not config.token.strip():
+        raise ValueError("token: blank; pass a token, or None for none")
     chronicle = Chronicle(config.db)
     library = {agent.name: agent for agent in config.library}
     toml = config.agents or ((config.workspace or Path.cwd()) / "chronicle.toml")
@@ -187,7 +189,7 @@ def create_app(config: ServerConfig) -> FastAPI:
     # Every path but /healthz needs the token, the API docs and unknown paths too (auth.py); no
     # body is read past the limit (body_limit.py).
     app.add_middleware(BodyLimit, limit=config.max_body_bytes or environment().server_max_body_bytes)
-    app.add_middleware(TokenGate, token=config.token)
+    app.add_middleware(TokenGate, token=config.token.strip() if config.token else None)
 
     @app.exception_handler(ChronicleError)
     async def _chronicle_error(_: Request, exc: ChronicleError) -> JSONResponse:

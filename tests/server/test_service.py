@@ -410,3 +410,9 @@ def test_a_body_limit_that_cannot_work_stops_serve_on_one_line(sqlite_url, works
     refused = cli("serve", "--port", "0", env={"CHRONICLE_SERVER_MAX_BODY_BYTES": "lots"}, db=sqlite_url)
     assert refused.returncode == 2 and "CHRONICLE_SERVER_MAX_BODY_BYTES" in refused.stderr
     assert len(refused.stderr.strip().splitlines()) == 1, refused.stderr
+
+
+def test_a_blank_token_stops_serve_on_one_line_instead_of_refusing_every_request(sqlite_url):
+    refused = cli("serve", "--port", "0", env={"CHRONICLE_SERVER_TOKEN": "   "}, db=sqlite_url, timeout=30)
+    assert refused.returncode == 2 and "CHRONICLE_SERVER_TOKEN" in refused.stderr
+    assert len(refused.stderr.strip().splitlines()) == 1, refused.stderr
