@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import socket
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 
-from .common import DbOption, cli_errors, err_console, fail
+from .common import DbOption, cli_errors, err_console, fail, locate_store, open_located
 
 LOOPBACK_NAMES = {"localhost", "localhost.localdomain", "ip6-localhost"}
 #: Seconds a stopping server gives open requests (live event streams) before ending them.
@@ -62,14 +63,21 @@ def serve(
         from chronicle.runtime.collector import start_up_done
         from chronicle.runtime.server.channels import ChannelError
 
+        # Nothing is said to be served until it can be: a --db that cannot work, a port in use and a
+        # database that cannot be opened are each one line (the other commands' own for the store),
+        # not "serving on …" and then a traceback from the first use of the store or from the bind.
+        url, _ = locate_store(db)
+        listener = listen(host, port)
+        store = open_located(url)
         try:
-            app = create_app(ServerConfig(db=db, workspace=workspace.resolve() if workspace else None, agents=agents, token=token,
-                                          max_body_bytes=limit, run_worker=not no_worker))
+            app = create_app(ServerConfig(db=url, workspace=workspace.resolve() if workspace else None, agents=agents, token=token,
+                                          max_body_bytes=limit, run_worker=not no_worker, store=store))
         except ChannelError as exc:
             fail(str(exc), 2)
         start_up_done()  # the app and its store are built: what a server holds from here on is collected as usual
-        err_console.print(f"chronicle: serving on http://{host}:{port}/ (API docs at /docs){' with a token' if token else ''}",
-                          soft_wrap=True)
+        shown = f"[{host.strip('[]')}]" if ":" in host else host
+        err_console.print(f"chronicle: serving on http://{shown}:{listener.getsockname()[1]}/ (API docs at /docs)"
+                          f"{' with a token' if token else ''}", soft_wrap=True)
         # A live event stream lasts as long as its session runs, and uvicorn's graceful shutdown
         # waits for open requests: told that the server is stopping (Ctrl-C, SIGTERM), streams
         # end at their next poll, and any other request still open is ended after a few seconds.
@@ -77,4 +85,17 @@ def serve(
         server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning",
                                                timeout_graceful_shutdown=SHUTDOWN_GRACE_S))
         app.state.stopping = lambda: server.should_exit
-        server.run()
+        server.run(sockets=[listener])
+
+
+def listen(host: str, port: int) -> socket.socket:
+    """The server's socket, bound (uvicorn listens on it); a host or port that cannot be had is one line, exit 2."""
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(host.strip("[]"), port, type=socket.SOCK_STREAM)[0]
+        sock = socket.socket(family, kind, proto)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds
+        sock.bind(address)
+    except OSError as exc:
+        fail(f"cannot listen on {host} port {port}: {exc.strerror or exc}; choose another --port (0: any free one) "
+             "or --host", 2)
+    return sock

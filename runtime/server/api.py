@@ -61,6 +61,8 @@ class ServerConfig:
     run_worker: bool = True
     worker_concurrency: int = 4
     auto_approve: bool = False
+    #: The store of `db`, opened already (`chronicle serve` opens it first, to report a failure on one line).
+    store: Any = None
     #: Agents defined in code (`chronicle.Agent`), startable by name like those of the registry file.
     library: tuple[Any, ...] = ()
     extra: dict[str, Any] = field(default_factory=dict)
@@ -143,6 +145,8 @@ def create_app(config: ServerConfig) -> FastAPI:
     if config.token is not None and not config.token.strip():
         raise ValueError("token: blank; pass a token, or None for none")
     chronicle = Chronicle(config.db)
+    if config.store is not None:
+        chronicle._store = config.store
     library = {agent.name: agent for agent in config.library}
     toml = config.agents or ((config.workspace or Path.cwd()) / "chronicle.toml")
     channels = load_channels(toml)

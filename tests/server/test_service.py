@@ -416,3 +416,24 @@ def test_a_blank_token_stops_serve_on_one_line_instead_of_refusing_every_request
     refused = cli("serve", "--port", "0", env={"CHRONICLE_SERVER_TOKEN": "   "}, db=sqlite_url, timeout=30)
     assert refused.returncode == 2 and "CHRONICLE_SERVER_TOKEN" in refused.stderr
     assert len(refused.stderr.strip().splitlines()) == 1, refused.stderr
+
+
+def test_a_server_that_cannot_start_says_why_on_one_line_before_it_claims_to_serve(pg_database, workspace, tmp_path):
+    """`serve` said "serving on …" and then printed a 30-line traceback from its first request to the
+    store (or from uvicorn's bind). The store is opened and the port bound first, with the other
+    commands' one-line errors."""
+    import socket
+
+    nowhere = pg_database.rsplit("/", 1)[0] + "/chronicle_no_such_db"
+    missing = cli("serve", "--port", "0", "--workspace", str(workspace), db=nowhere, timeout=30)
+    assert missing.returncode == 1 and "createdb" in missing.stderr, missing.stderr
+    unknown = cli("serve", "--port", "0", "--workspace", str(workspace), db="mysql://x", timeout=30)
+    assert unknown.returncode == 2, unknown.stderr
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = str(taken.getsockname()[1])
+        busy = cli("serve", "--port", port, "--workspace", str(workspace), db=f"sqlite:///{tmp_path / 'c.db'}", timeout=30)
+    assert busy.returncode == 2 and port in busy.stderr, busy.stderr
+    for refused in (missing, unknown, busy):
+        assert "serving on" not in refused.stderr and len(refused.stderr.strip().splitlines()) == 1, refused.stderr
