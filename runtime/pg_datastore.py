@@ -21,12 +21,13 @@ from __future__ import annotations
 
 import logging
 import re
+import threading
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from eventsourcing.persistence import OperationalError, StoredEvent
+from eventsourcing.persistence import OperationalError, PersistenceError, StoredEvent
 from eventsourcing.postgres import PostgresAggregateRecorder
 from psycopg.sql import Identifier
 from psycopg.types.composite import CompositeInfo, register_composite
@@ -189,3 +190,64 @@ def _direct_attempt(kwargs: dict[str, Any], timeout: float) -> tuple[str, bool]:
 def _short(cause: str) -> str:
     """libpq's reason without the address it repeats ("connection to server at … failed: ")."""
     return cause.rsplit("failed: ", 1)[-1]
+
+
+class DatabaseRefused(PersistenceError):
+    """The server refuses the store's logins in a way no wait cures (`refusal`: the database was
+    dropped, the role removed, the password changed). Not an OperationalError, so eventsourcing's
+    recorders do not retry it: the caller learns it at once."""
+
+
+#: Seconds a verdict that the server refuses the store's logins holds before one login asks again.
+VERDICT_S = 1.0
+
+
+def fails_fast_when_refused(datastore: Any) -> None:
+    """For a long-lived process (the server): a pool that cannot connect asks the server once why,
+    and a refusal no wait cures is `DatabaseRefused` rather than a retry of the whole wait.
+
+    A database dropped under `chronicle serve` held each request for ten pool timeouts (52 s),
+    then answered 500. Now the first request waits one pool timeout, learns the reason from one
+    direct login, and the requests after it are told at once (one login a second re-asks, so a
+    database created again is used again). A slow or restarting server is waited for as before."""
+    acquire = datastore.get_connection
+    lock = threading.Lock()
+    known: dict[str, Any] = {"cause": "", "at": 0.0, "errors": 0}
+
+    def still_refused() -> str:
+        """The refusal to report now, if any: asked of the server when one is known and old, or
+        when the pool's own attempts to connect have failed since the last look (psycopg_pool's
+        `connections_errors`), so a request does not first wait a pool timeout to learn it."""
+        with lock:
+            errors = datastore.pool.get_stats().get("connections_errors", 0)
+            failing, known["errors"] = errors > known["errors"], errors
+            if (known["cause"] or failing) and time.monotonic() - known["at"] > VERDICT_S:
+                cause, final = _direct_attempt(datastore.pool.kwargs, 2)
+                known.update(cause=cause if final else "", at=time.monotonic())
+            return str(known["cause"])
+
+    @contextmanager
+    def get_connection(*args: Any, **kwargs: Any) -> Iterator[Any]:
+        cause = still_refused()
+        if cause:
+            raise DatabaseRefused(_refused(cause))
+        acquired = False
+        try:
+            with acquire(*args, **kwargs) as conn:
+                acquired = True
+                yield conn
+        except OperationalError as exc:
+            if acquired or "couldn't get a connection" not in str(exc):
+                raise
+            cause, final = _direct_attempt(datastore.pool.kwargs, 2)
+            if not final:
+                raise
+            with lock:
+                known.update(cause=cause, at=time.monotonic())
+            raise DatabaseRefused(_refused(cause)) from exc
+
+    datastore.get_connection = get_connection
+
+
+def _refused(cause: str) -> str:
+    return "the database refuses the store's connections: " + re.sub(r"^FATAL:\s+", "", _short(cause))

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import sqlite3
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
@@ -19,9 +20,11 @@ from pathlib import Path
 from typing import Any, AsyncIterator, Callable, Literal, cast
 from uuid import UUID
 
+from eventsourcing.persistence import PersistenceError
 from fastapi import Depends, FastAPI, Header, HTTPException, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, StreamingResponse
+from psycopg import Error as DriverError
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
@@ -164,6 +167,7 @@ def create_app(config: ServerConfig) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        _fails_fast_when_refused(chronicle.store)
         worker = None
         thread = None
         if config.run_worker:
@@ -205,6 +209,20 @@ def create_app(config: ServerConfig) -> FastAPI:
     @app.exception_handler(StarletteHTTPException)  # FastAPI's, the router's 404/405 and the body limit's 413
     async def _http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
         return JSONResponse({"error": exc.detail}, status_code=exc.status_code, headers=exc.headers)
+
+    @app.exception_handler(PersistenceError)
+    @app.exception_handler(DriverError)
+    @app.exception_handler(sqlite3.Error)
+    async def _store_error(request: Request, exc: Exception) -> JSONResponse:
+        """The store failed (a lost database, a full disk): 503 with one line; the log keeps the traceback."""
+        log.error("%s %s: the store failed", request.method, request.url.path, exc_info=exc)
+        return JSONResponse({"error": f"the store is unavailable: {_one_line(exc)}"}, status_code=503)
+
+    @app.exception_handler(Exception)
+    async def _internal_error(_: Request, exc: Exception) -> JSONResponse:
+        """Anything else: JSON, never a traceback to the client (uvicorn logs it)."""
+        return JSONResponse({"error": f"internal error ({type(exc).__name__}); the server's log has the details"},
+                            status_code=500)
 
     @app.exception_handler(RequestValidationError)
     async def _bad_request(_: Request, exc: RequestValidationError) -> JSONResponse:
@@ -344,6 +362,21 @@ def create_app(config: ServerConfig) -> FastAPI:
 
     mount_viewer(app, chronicle)
     return app
+
+
+def _fails_fast_when_refused(store: Any) -> None:
+    """On PostgreSQL, a database dropped (or a login refused) under the server is told at once,
+    not after ten pool timeouts (runtime/pg_datastore.py)."""
+    datastore = getattr(getattr(store, "recorder", None), "datastore", None)
+    if type(datastore).__module__ == "eventsourcing.postgres":
+        from chronicle.runtime.pg_datastore import fails_fast_when_refused
+
+        fails_fast_when_refused(datastore)
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
 
 
 def _registry_of(agent: Any, workspace: Path | None) -> AgentRegistry:

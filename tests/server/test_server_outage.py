@@ -101,3 +101,42 @@ def assert_healthz_answers_at_once_during_an_outage(base: str, proxy: CuttablePr
     proxy.restore()
     assert health.status_code == 200
     assert waited < 3, f"/healthz waited {waited:.1f} s behind {behind}"
+
+
+def test_a_lost_database_is_a_json_503_naming_it_and_soon_not_after_a_minute_of_retries(pg_database, workspace, tmp_path):
+    """After `DROP DATABASE … WITH (FORCE)`, `GET /sessions` answered a plain-text "Internal Server
+    Error" after 52 s (the pool retried a database that no longer exists, ten times). Now a JSON 503
+    with one line naming the problem, at once, and the traceback stays in the server's log."""
+    import uuid
+
+    import psycopg
+
+    from tests.conftest import ADMIN_DSN
+
+    name = f"chronicle_gone_{uuid.uuid4().hex[:10]}"
+    with psycopg.connect(ADMIN_DSN, autocommit=True) as admin:
+        admin.execute(f'CREATE DATABASE "{name}"')
+    url = pg_database.rsplit("/", 1)[0] + f"/{name}"
+    script = write_script(tmp_path / "s.json", [response(text("Hello."))])
+    try:
+        with server_process(url, workspace) as (base, proc):
+            created = httpx.post(f"{base}/sessions", json={"prompt": "hi", "provider": f"scripted:{script}"}, timeout=30)
+            assert created.status_code == 201, created.text
+            wait_for(lambda: httpx.get(f"{base}/sessions", timeout=30).json()[0]["status"] == "idle", timeout=30)
+            with psycopg.connect(ADMIN_DSN, autocommit=True) as admin:
+                admin.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
+            for path in ("/sessions", f"/sessions/{created.json()['session_id']}/log", "/"):
+                started = time.monotonic()
+                lost = httpx.get(f"{base}{path}", timeout=60)
+                waited = time.monotonic() - started
+                assert lost.status_code == 503, (path, lost.status_code, lost.text[:300])
+                said = lost.json()["error"]
+                assert f'database "{name}" does not exist' in said and "\n" not in said and "Traceback" not in lost.text
+                assert waited < 5, f"{path} waited {waited:.1f} s for a database that is gone"
+            assert httpx.get(f"{base}/healthz", timeout=10).status_code == 200
+            proc.terminate()
+            proc.wait(timeout=30)
+            assert "does not exist" in (proc.stderr.read() if proc.stderr else ""), "the server's log keeps it"
+    finally:
+        with psycopg.connect(ADMIN_DSN, autocommit=True) as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
