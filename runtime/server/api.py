@@ -226,9 +226,15 @@ def create_app(config: ServerConfig) -> FastAPI:
 
     @app.exception_handler(RequestValidationError)
     async def _bad_request(_: Request, exc: RequestValidationError) -> JSONResponse:
-        problems = [{"field": ".".join(str(p) for p in e["loc"] if p != "body"), "error": e["msg"]} for e in exc.errors()]
+        errors = exc.errors()
+        if errors and errors[0]["type"] == "json_invalid":  # its location is a character offset, not a field
+            why = (errors[0].get("ctx") or {}).get("error") or errors[0]["msg"]
+            said = f"the body is not valid JSON: {why} (at character {errors[0]['loc'][-1]})"
+            return JSONResponse({"error": said, "problems": [{"field": "", "error": said}]}, status_code=400)
+        problems = [{"field": ".".join(str(p) for p in e["loc"] if p != "body"), "error": e["msg"]} for e in errors]
         first = problems[0] if problems else {"field": "", "error": "invalid request"}
-        return JSONResponse({"error": f"{first['field']}: {first['error']}", "problems": problems}, status_code=422)
+        return JSONResponse({"error": f"{first['field'] or 'the body'}: {first['error']}", "problems": problems},
+                            status_code=422)
 
     @app.get("/healthz")
     def healthz() -> dict[str, str]:

@@ -437,3 +437,18 @@ def test_a_server_that_cannot_start_says_why_on_one_line_before_it_claims_to_ser
     assert busy.returncode == 2 and port in busy.stderr, busy.stderr
     for refused in (missing, unknown, busy):
         assert "serving on" not in refused.stderr and len(refused.stderr.strip().splitlines()) == 1, refused.stderr
+
+
+def test_every_error_is_json_with_error_and_malformed_json_is_said_so(sqlite_url, workspace):
+    """Malformed JSON named a character offset as the field (`1: JSON decode error`), and the
+    router's 404 and 405 answered `{"detail": …}`: every error is now `{"error": …}`."""
+    with serving(sqlite_url, workspace, extra=("--no-worker",)) as base:
+        broken = httpx.post(f"{base}/sessions", content=b'{"prompt": "hi",}', headers={"Content-Type": "application/json"})
+        assert broken.status_code == 400, broken.text
+        assert broken.json()["error"].startswith("the body is not valid JSON: "), broken.text
+        assert "character 16" in broken.json()["error"] and broken.json()["problems"][0]["field"] == "", broken.text
+        listed = httpx.post(f"{base}/sessions", json=["hi"])
+        assert listed.status_code == 422 and listed.json()["error"].startswith("the body: "), listed.text
+        for answer, status in ((httpx.get(f"{base}/nowhere"), 404), (httpx.delete(f"{base}/sessions"), 405),
+                               (httpx.get(f"{base}/ui/sessions/ffffffff", headers={"Accept": "text/html"}), 404)):
+            assert answer.status_code == status and set(answer.json()) == {"error"}, answer.text
