@@ -36,6 +36,7 @@ class ChildResult(BaseModel):
     status: Literal["completed", "failed"]
     summary: str
     files_modified: list[str] = Field(default_factory=list)
+    tests_run: list[str] = Field(default_factory=list)
     caveats: str | None = None
     #: Came from task_complete (not a final text, which the child's own loop already checked).
     reported: bool = Field(False, exclude=True)
@@ -128,7 +129,7 @@ def child_result(store: ChronicleStore, child_id: UUID) -> ChildResult:
             return ChildResult(
                 **base, status="failed" if data.get("status") == "failed" else "completed",
                 summary=str(data.get("summary", "")), files_modified=list(data.get("files_modified") or []),
-                caveats=data.get("caveats"), reported=True,
+                tests_run=list(data.get("tests_run") or []), caveats=data.get("caveats"), reported=True,
             )
         return ChildResult(
             **base, status="completed", summary=turn.final_text or "(the sub-agent gave no answer)",

@@ -156,6 +156,16 @@ def targets(spec: AgentSpec) -> list[AgentSpec]:
     return [a for a in spec.registry if a.name.casefold() not in (me, MAIN)]
 
 
+def agents_directory(spec: AgentSpec) -> str:
+    """Who the agent may hand tasks to, for its system prompt (seed 004's `<available_agents>`), so
+    the model need not call list_agents first to know; empty when it may not delegate."""
+    if not spec.may_delegate or not targets(spec):
+        return ""
+    lines = [f"- {a.name}: {a.description or '(no description)'} [tools: {', '.join(a.tools) or 'none'}]" for a in targets(spec)]
+    return ("<available_agents>\nAgents you may hand tasks to with `delegate` (tasks given together run at once):\n"
+            + "\n".join(lines) + "\n</available_agents>")
+
+
 def with_orchestration_tools(spec: AgentSpec) -> AgentSpec:
     """Sub-agents get task_complete; an agent above its depth limit with someone to delegate to
     gets list_agents and delegate. Everything else is exactly the tools the file names."""

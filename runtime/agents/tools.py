@@ -115,6 +115,7 @@ class TaskComplete(Tool):
         status: Literal["completed", "failed"]
         summary: str = Field(min_length=1)
         files_modified: list[str] = Field(default_factory=list)
+        tests_run: list[str] = Field(default_factory=list, description="Tests or checks you ran, and how they ended")
         caveats: str | None = None
 
     async def run(self, args: Input, ctx: ToolContext) -> ToolOutput:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from chronicle.domain.agent_spec import AgentSpec
 
-from ..agents.registry import AgentRegistry, RegistryError, find_registry
+from ..agents.registry import AgentRegistry, RegistryError, agents_directory, find_registry
 from ..providers import default_model, default_provider_name
 from .errors import AppError
 
@@ -69,4 +69,6 @@ def new_spec(workspace: Path, provider: str | None = None, model: str | None = N
     except RegistryError as exc:
         raise AppError(str(exc), 2) from None
     day = today or datetime.now(timezone.utc).date()
-    return spec.model_copy(update={"preamble": default_preamble(workspace, spec.tools, day)})
+    # Recorded, not computed when asking: a session started before the directory existed keeps its prompt.
+    preamble = "\n\n".join(p for p in (default_preamble(workspace, spec.tools, day), agents_directory(spec)) if p)
+    return spec.model_copy(update={"preamble": preamble})

@@ -52,7 +52,7 @@ def test_two_children_run_concurrently_and_their_reports_come_back_in_one_result
         researcher=[response(tool_use("r1", "read_file", path="hello.txt"), delay_s=0.05, usage=(30, 3)),
                     response(complete("r2", "hello.txt says hello world", files_modified=[]), usage=(40, 4))],
         auditor=[response(tool_use("a1", "grep", pattern="line"), delay_s=0.05, usage=(50, 5)),
-                 response(complete("a2", "two lines", caveats="counted by grep"), usage=(60, 6))],
+                 response(complete("a2", "two lines", caveats="counted by grep", tests_run=["grep -c line: 2"]), usage=(60, 6))],
     )
     assert run.returncode == 0, run.stderr
     events = json_lines(run.stdout)
@@ -73,6 +73,7 @@ def test_two_children_run_concurrently_and_their_reports_come_back_in_one_result
     assert results["researcher"]["status"] == "completed"
     assert results["researcher"]["summary"] == "hello.txt says hello world"
     assert results["auditor"]["caveats"] == "counted by grep"
+    assert (results["auditor"]["tests_run"], results["researcher"]["tests_run"]) == (["grep -c line: 2"], [])
     assert results["researcher"]["session_id"] == children["researcher"]["session_id"]
     # task_complete ended each child's turn: no third model call was made (the script has none)
     assert [e["status"] for e in events if e["type"] == "turn_end" and e["session_id"] != parent_id] == ["completed"] * 2
