@@ -84,6 +84,7 @@ class RegistryFile(BaseModel):
     mcp: dict[str, Any] = Field(default_factory=dict)  # checked by runtime/tools/mcp_config.py
     privacy: dict[str, Any] = Field(default_factory=dict)  # checked by runtime/secret_scan.py
     channels: dict[str, Any] = Field(default_factory=dict)  # the server's; checked by runtime/server/channels.py
+    tools: dict[str, Any] = Field(default_factory=dict)  # `env_passthrough`; checked by runtime/tools/tool_env.py
 
 
 @dataclass(frozen=True)
@@ -209,7 +210,7 @@ def load_registry(path: Path) -> AgentRegistry:
             if first["type"] == "extra_forbidden" and len(first["loc"]) == 3 else first["msg"]
         if first["type"] == "extra_forbidden" and len(first["loc"]) == 1:
             message = ("unknown top-level key; chronicle.toml holds [agents.NAME], [mcp.NAME], [limits], [compaction], [skills], "
-                       "[routines.NAME], [guardrails.NAME], [middleware.NAME], [channels.NAME], [effects] and [privacy] tables")
+                       "[routines.NAME], [guardrails.NAME], [middleware.NAME], [channels.NAME], [tools], [effects] and [privacy] tables")
         raise RegistryError(f"{path}: {where}: {message.removeprefix('Value error, ')}") from None
     main = AgentSpec(name=MAIN, tools=DEFAULT_TOOLS)
     agents: list[AgentSpec] = []

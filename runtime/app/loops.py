@@ -10,6 +10,7 @@ the spawn of their parent's I/O bundle (runtime/loop_io.py), with their own tool
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -33,7 +34,8 @@ from ..settings import LimitFlags, Settings, SettingsError, load_settings
 from ..store import ChronicleStore
 from ..telemetry import live_tracing
 from ..titles import TitleHook
-from ..tools.base import Toolbox
+from ..tools.base import Toolbox, ToolError
+from ..tools.tool_env import configured_names
 from ..toolsets import agent_toolbox, toolbox_for
 from .spend import ProjectionSpend
 
@@ -98,6 +100,10 @@ def loop_parts(
         environment()
     except EnvironmentSettingError as exc:
         raise LoopSetupError(str(exc)) from None
+    try:  # bash's extra variables: a bad name would otherwise fail every bash call of the session, recorded
+        configured_names(path, os.environ)
+    except ToolError as exc:
+        raise LoopSetupError(f"{where}{exc}") from None
     try:
         guardrails = guardrails_for(spec.guardrails, path)
         middleware = middleware_for(spec.middleware, path)
