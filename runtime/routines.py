@@ -19,15 +19,28 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from croniter import croniter  # type: ignore[import-untyped]
+from croniter import CroniterBadDateError, croniter  # type: ignore[import-untyped]
 
 from .settings import CONFIG_FILE, SettingsError, named_tables
 
 TRIGGER_KINDS = ("cron", "event", "manual")
+
+
+def fires(expression: str) -> bool:
+    """Five fields (croniter also takes a sixth, seconds, which would fire a routine every few seconds)
+    naming a time that comes round: `0 0 31 2 *` is well formed but never due, and asking it for its
+    next time raised inside the worker's tick, stopping every other routine of the workspace too."""
+    if len(expression.split()) != 5 or not croniter.is_valid(expression):
+        return False
+    try:
+        croniter(expression, datetime(2000, 1, 1, tzinfo=timezone.utc)).get_next(datetime)
+    except (CroniterBadDateError, ValueError):
+        return False
+    return True
 ACTIONS = ("lightweight", "job")
 KEYS = {"trigger", "prompt", "action", "max_runs_per_day", "budget_usd", "cooldown_s", "heartbeat", "description"}
 NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,63}$")
@@ -103,8 +116,9 @@ def parse_routine(name: str, table: Any, where: str) -> Routine:
     kind, _, rest = trigger.partition(":")
     if kind not in TRIGGER_KINDS or (kind != "manual" and not rest.strip()) or (kind == "manual" and rest):
         raise RoutineError(f'{prefix}: trigger must be "cron:EXPR", "event:PATTERN" or "manual" (got {trigger!r})')
-    if kind == "cron" and not croniter.is_valid(rest.strip()):
-        raise RoutineError(f"{prefix}: {rest.strip()!r} is not a cron expression (five fields: minute hour day month weekday)")
+    if kind == "cron" and not fires(rest.strip()):
+        raise RoutineError(f"{prefix}: {rest.strip()!r} is not a cron expression that ever fires "
+                           "(five fields: minute hour day month weekday)")
     prompt = table.get("prompt", "")
     if not isinstance(prompt, str) or (not prompt.strip() and not heartbeat):
         raise RoutineError(f"{prefix}: prompt is required (the input each run sends)")

@@ -48,6 +48,10 @@ def test_a_bad_routine_table_is_one_line_naming_the_key_and_exit_2(workspace):
     assert len(result.stderr.strip().splitlines()) == 1
     missing = cli("routines", "run", "nope", "--workspace", str(workspace), "--provider", "scripted:/dev/null")
     assert missing.returncode == 2
+    for never in ("0 0 31 2 *", "* * * * * */5"):  # well formed for croniter, but never due / a sixth (seconds) field
+        (workspace / "chronicle.toml").write_text(f'[routines.x]\ntrigger = "cron:{never}"\nprompt = "p"\n', encoding="utf-8")
+        result = cli("routines", "list", "--workspace", str(workspace))
+        assert result.returncode == 2 and f"routines.x: '{never}' is not a cron expression that ever fires" in result.stderr, result.stderr
 
 
 def test_a_manual_run_completes_in_the_routines_session_and_the_daily_limit_then_skips_it(db_url, workspace, tmp_path):
