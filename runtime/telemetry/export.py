@@ -18,6 +18,7 @@ from __future__ import annotations
 import atexit
 import logging
 import os
+import sys
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol, Sequence
 from uuid import UUID
@@ -146,7 +147,8 @@ def exporter_from_env() -> Any:
         if name == "console":
             from opentelemetry.sdk.trace.export import ConsoleSpanExporter
 
-            return ConsoleSpanExporter()
+            # stderr: stdout carries a command's own output, one JSON object per line with --json
+            return ConsoleSpanExporter(out=sys.stderr)
     except ImportError:
         raise TelemetrySetupError(
             "tracing is configured (OTEL_* variables) but OpenTelemetry is not installed: pip install 'chronicle-agent[otel]'"

@@ -104,3 +104,13 @@ def test_a_run_sends_its_spans_over_otlp_http_and_export_traces_sends_the_same_o
     assert {p["span_id"] for p in printed} == live.keys()
     nowhere = cli("export-traces", session_id, db=db_url)
     assert nowhere.returncode == 2 and "OTEL_EXPORTER_OTLP_ENDPOINT" in nowhere.stderr
+
+
+def test_console_spans_go_to_stderr_so_run_json_stays_one_json_object_per_line(sqlite_url, workspace, tmp_path):
+    script = write_script(tmp_path / "s.json", [response(text("Hello."))])
+    ran = cli("run", "hi", "--provider", f"scripted:{script}", "--workspace", str(workspace), "--json", db=sqlite_url,
+              env={"OTEL_TRACES_EXPORTER": "console"})
+    assert ran.returncode == 0, ran.stderr
+    events = json_lines(ran.stdout)  # every line parses
+    assert events[-1]["type"] == "agent_end"
+    assert "invoke_agent" in ran.stderr, "the spans are printed, on stderr"
