@@ -1,7 +1,7 @@
 """A small typed plugin interface around the loop; guards are written on it.
 
 Hooks see the loop at its safe points. `before_model_call` and `before_tool_call` may stop
-the turn (a guard) by returning a Stop; `before_tool_call` may also ask for approval;
+the turn (a guard) by returning a Stop; `before_tool_call` may also ask for approval or skip the call;
 `check_inbound`, `tool_output` and `check_final` may change or reject the input, a tool's output
 and the final answer (runtime/guardrails.py), and `before_finish` may reject the final answer.
 The other hooks observe. Hook methods are async so a hook may ask a person or a store.
@@ -24,10 +24,19 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class Stop:
-    """A guard's verdict: end the turn as `stopped` (exit 4) with this reason."""
+    """A guard's verdict: end the turn as `stopped` (exit 4) with this reason, recorded with the guard's name.
 
-    guard: str
-    reason: str
+    With `error` the turn fails instead (exit 1) with that error recorded: a user's hook that raised
+    (runtime/user_hooks.py), or one that rejected the final answer. A user's hook may write
+    `Stop(reason="...")`: the guard recorded is then `hook:NAME`, whatever it says."""
+
+    guard: str = ""
+    reason: str = ""
+    error: dict[str, Any] | None = None
+
+    def __post_init__(self) -> None:
+        if not self.reason:
+            raise ValueError("Stop needs a reason: Stop(reason=\"...\")")
 
 
 @dataclass(frozen=True)
@@ -37,7 +46,14 @@ class NeedApproval:
     reason: str
 
 
-ToolVerdict = Stop | NeedApproval | None
+@dataclass(frozen=True)
+class Skip:
+    """Do not run this tool call: it ends `skipped` with this reason (the model reads it) and the turn goes on."""
+
+    reason: str
+
+
+ToolVerdict = Stop | NeedApproval | Skip | None
 
 
 @dataclass

@@ -24,7 +24,7 @@ from chronicle.domain.tool_call import ToolCall
 from .actor import process_actor
 from .attachments import store_result_images
 from .controls import STEERING_SKIP_REASON
-from .hooks import NeedApproval, Stop
+from .hooks import NeedApproval, Skip, Stop
 from .live import ApprovalNeeded, ToolEnd, ToolStart
 from .loop_io import LoopIO
 from .secret_scan import scanner_for
@@ -98,6 +98,10 @@ class ToolRunner:
                 if isinstance(verdict, Stop):
                     await self._flush_batch(batch)
                     raise GuardStop(verdict)
+                if isinstance(verdict, Skip):  # a user's hook: this call is not run, the turn goes on
+                    call.skip(verdict.reason, loop.clock.now())
+                    await self._ended(call)
+                    continue
                 if isinstance(verdict, NeedApproval):
                     self.flagged[call.id] = verdict.reason
                 if isinstance(verdict, NeedApproval) or self.needs_approval(call, self.always):

@@ -63,7 +63,10 @@ def finish(io: LoopIO, session: Session, turn: Turn, status: str, reason: str | 
 
 
 async def stop_turn(io: LoopIO, session: Session, turn: Turn, stop: Stop) -> TurnOutcome:
+    """A guard's stop; a Stop carrying an error (a user's hook that raised) fails the turn with it instead."""
     await io.emit(ErrorEvent(session_id=str(session.id), turn_id=str(turn.id), message=stop.reason, kind=f"guard:{stop.guard}"))
+    if stop.error is not None:
+        return finish(io, session, turn, "failed", stop.reason, error=stop.error)
     return finish(io, session, turn, "stopped", stop.reason, error={"guard": stop.guard})
 
 
