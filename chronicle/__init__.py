@@ -23,6 +23,7 @@ _SOURCES = {
     **dict.fromkeys(["McpServer"], "chronicle.runtime.tools.mcp_config"),
     **dict.fromkeys(["Guardrail", "Rejected"], "chronicle.runtime.guardrails"),
     **dict.fromkeys(["Logger", "Middleware", "Run", "RunFailed", "Timeout"], "chronicle.runtime.middleware"),
+    **dict.fromkeys(["Hook", "NeedApproval", "Skip", "Stop"], "chronicle.runtime.hooks"),
     **dict.fromkeys(["Routine"], "chronicle.runtime.routines"),
     **dict.fromkeys(["Agent"], "chronicle.agent"),
     **dict.fromkeys(["Chronicle", "RunResult"], "chronicle.client"),
@@ -41,6 +42,7 @@ def __getattr__(name: str) -> Any:
 
 if TYPE_CHECKING:
     from chronicle.runtime.guardrails import Guardrail, Rejected
+    from chronicle.runtime.hooks import Hook, NeedApproval, Skip, Stop
     from chronicle.runtime.live import (
         LIVE_EVENTS,
         AgentEnd,
@@ -82,20 +84,24 @@ __all__ = [
     "CompactionEvent",
     "ErrorEvent",
     "Guardrail",
+    "Hook",
     "LiveEvent",
     "Logger",
     "McpServer",
-    "Middleware",
     "MessageEnd",
     "MessageStart",
     "MessageUpdate",
+    "Middleware",
+    "NeedApproval",
     "ProgressEvent",
     "Rejected",
     "Routine",
     "Run",
     "RunFailed",
     "RunResult",
+    "Skip",
     "StatusChange",
+    "Stop",
     "Timeout",
     "Tool",
     "ToolContext",

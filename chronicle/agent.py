@@ -50,9 +50,14 @@ class Agent:
     #: `around(run, call_next)`, dataclass instances with such a __call__ (the built-in Timeout(seconds=...),
     #: Logger()), or Middleware objects. Recorded on the session by import path, as guardrails are.
     middleware: Sequence[Any] = ()
+    #: Your code at each model call and tool call of a turn (runtime/user_hooks.py): chronicle.Hook subclasses
+    #: or their instances (a dataclass's fields are its options), run after the built-in guards in this order.
+    #: Recorded on the session by import path, as middleware is.
+    hooks: Sequence[Any] = ()
     _entries: tuple[str, ...] = field(default=(), init=False, repr=False)
     _guardrails: tuple[dict[str, Any], ...] = field(default=(), init=False, repr=False)
     _middleware: tuple[dict[str, Any], ...] = field(default=(), init=False, repr=False)
+    _hooks: tuple[dict[str, Any], ...] = field(default=(), init=False, repr=False)
 
     def __post_init__(self) -> None:
         if not NAME_PATTERN.match(self.name):
@@ -61,7 +66,7 @@ class Agent:
             raise ValueError(f"agent {self.name}: max_iterations must be at least 1")
         if self.max_depth < 0:
             raise ValueError(f"agent {self.name}: max_depth cannot be negative")
-        for field_name in ("tools", "agents", "mcp_servers", "guardrails", "middleware"):
+        for field_name in ("tools", "agents", "mcp_servers", "guardrails", "middleware", "hooks"):
             given = getattr(self, field_name)
             if isinstance(given, (str, bytes)) or (given is not None and not isinstance(given, Sequence)):
                 # a lone "read_file" is a sequence of letters, each then an unknown tool
@@ -78,6 +83,12 @@ class Agent:
         names = [m["name"] for m in self._middleware]
         if len(set(names)) != len(names):
             raise ValueError(f"agent {self.name}: two middleware have the same name; wrap one in Middleware(name, ...)")
+        from chronicle.runtime.user_hooks import hook_record
+
+        self._hooks = tuple(hook_record(h, self.name) for h in self.hooks)
+        names = [h["name"] for h in self._hooks]
+        if len(set(names)) != len(names):
+            raise ValueError(f"agent {self.name}: two hooks have the same name; give one a `name` class attribute")
 
     def tool_names(self, top_level: bool) -> tuple[str, ...]:
         """What the spec records: built-in names and import paths."""
@@ -89,7 +100,7 @@ class Agent:
         return AgentSpec(
             name=self.name, description=self.description, instructions=self.instructions, model=self.model or "",
             tools=self.tool_names(top_level), max_iterations=self.max_iterations, max_depth=self.max_depth,
-            guardrails=self._guardrails, middleware=self._middleware,
+            guardrails=self._guardrails, middleware=self._middleware, hooks=self._hooks,
         )
 
     def only_here(self) -> list[str]:
@@ -100,6 +111,7 @@ class Agent:
             paths += [t for t in agent._entries if ":" in t]
             paths += [str(g.get("check")) for g in agent._guardrails]
             paths += [str(m.get("use")) for m in agent._middleware]
+            paths += [str(h.get("use")) for h in agent._hooks]
         return [p for p in dict.fromkeys(paths) if p.startswith("__main__:")]
 
     def descendants(self) -> list[Agent]:

@@ -55,12 +55,16 @@ class AgentSpec(BaseModel):
     #: path), options; chronicle.toml's [middleware] are read from the workspace each time instead.
     #: Left out of the dump when empty.
     middleware: tuple[dict[str, Any], ...] = ()
+    #: Hooks given in code (`Agent(hooks=...)`, runtime/user_hooks.py): name, use (the import path of a
+    #: Hook class), options; chronicle.toml's [hooks] are read from the workspace each time instead.
+    #: Left out of the dump when empty.
+    hooks: tuple[dict[str, Any], ...] = ()
 
     @model_serializer(mode="wrap")
     def _without_empty_mcp(self, handler: Any) -> dict[str, Any]:
         data = handler(self)
         if isinstance(data, dict):
-            for key in ("mcp_tools", "guardrails", "middleware"):
+            for key in ("mcp_tools", "guardrails", "middleware", "hooks"):
                 if not data.get(key):
                     data.pop(key, None)
         return cast("dict[str, Any]", data)

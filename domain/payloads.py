@@ -101,7 +101,7 @@ class RequestDelta(TypedDict, total=False):
 
 
 class TurnError(TypedDict, total=False):
-    """Why a turn failed, as data: a provider error, a guard, a guardrail or a middleware."""
+    """Why a turn failed, as data: a provider error, a guard, a guardrail, a middleware or a hook."""
 
     __pydantic_config__ = THEIRS  # type: ignore[misc]
     kind: str
@@ -112,6 +112,7 @@ class TurnError(TypedDict, total=False):
     guard: str
     guardrail: str
     middleware: str
+    hook: str
 
 
 class GuardrailMark(TypedDict):
@@ -210,3 +211,4 @@ class SpecRecord(TypedDict, total=False):
     mcp_tools: list[dict[str, Any]]
     guardrails: list[dict[str, Any]]
     middleware: list[dict[str, Any]]
+    hooks: list[dict[str, Any]]

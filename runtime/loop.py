@@ -45,6 +45,7 @@ from .tools.base import Toolbox
 from .toolsets import agent_toolbox
 from .turn_messages import context_of
 from .turn_outcome import TurnOutcome, cancel_calls, cancel_turn, crashed, finish, left_in_flight, middleware_failed, stop_turn, tools_ended
+from .user_hooks import with_own_hooks
 
 DEFAULT_MAX_TOKENS = 8192
 
@@ -114,13 +115,14 @@ class AgentLoop:
 
     def _spawn(self, spec: AgentSpec) -> "AgentLoop":
         """A sub-agent's loop: this loop's store, provider, workspace, broker, clock, approver, hooks
-        (guards and guardrails included), compactor and controls; from its spec, its own toolbox,
-        max_iterations, guardrails (after this loop's) and middleware (around its runs, which run
-        inside this loop's run)."""
+        (guards, guardrails and the user's hooks included), compactor and controls; from its spec, its own
+        toolbox, max_iterations, guardrails and hooks (after this loop's) and middleware (around its runs,
+        which run inside this loop's run)."""
         io, options = self.io, self.io.options
         return AgentLoop(
             io.store, io.provider, agent_toolbox(spec, io.workspace), io.workspace, broker=io.broker, clock=io.clock, approver=io.approver,
-            hooks=with_own_checks(io.hooks, spec.guardrails, io.workspace), compactor=io.compactor, controls=io.controls,
+            hooks=with_own_hooks(with_own_checks(io.hooks, spec.guardrails, io.workspace), spec.hooks, io.workspace),
+            compactor=io.compactor, controls=io.controls,
             options=LoopOptions(
                 max_iterations=None, auto_approve=options.auto_approve, tool_timeout_s=options.tool_timeout_s,
                 max_tokens=options.max_tokens, retry=options.retry,
@@ -314,8 +316,8 @@ class AgentLoop:
                 checked = await self.hooks.check_final(session, turn, last.text)
                 self._mark(turn, checked)  # saved with the turn's end, in one transaction
                 rejected = checked.stop or await self.hooks.before_finish(session, turn, last)
-                if rejected is not None:  # an output guardrail: the turn fails with the check's message
-                    return finish(self.io, session, turn, "failed", rejected.reason, error={"guardrail": rejected.guard})
+                if rejected is not None:  # an output guardrail or a hook: the turn fails with the check's message
+                    return finish(self.io, session, turn, "failed", rejected.reason, error=rejected.error or {"guardrail": rejected.guard})
                 return finish(self.io, session, turn, "completed", completion_note(last))
             if last is not None and self._ended_by_tool(turn):
                 return finish(self.io, session, turn, "completed")

@@ -80,6 +80,7 @@ class RegistryFile(BaseModel):
     routines: dict[str, Any] = Field(default_factory=dict)
     guardrails: dict[str, Any] = Field(default_factory=dict)
     middleware: dict[str, Any] = Field(default_factory=dict)  # checked by runtime/middleware.py
+    hooks: dict[str, Any] = Field(default_factory=dict)  # checked by runtime/user_hooks.py
     effects: dict[str, Any] = Field(default_factory=dict)
     mcp: dict[str, Any] = Field(default_factory=dict)  # checked by runtime/tools/mcp_config.py
     privacy: dict[str, Any] = Field(default_factory=dict)  # checked by runtime/secret_scan.py
@@ -210,7 +211,7 @@ def load_registry(path: Path) -> AgentRegistry:
             if first["type"] == "extra_forbidden" and len(first["loc"]) == 3 else first["msg"]
         if first["type"] == "extra_forbidden" and len(first["loc"]) == 1:
             message = ("unknown top-level key; chronicle.toml holds [agents.NAME], [mcp.NAME], [limits], [compaction], [skills], "
-                       "[routines.NAME], [guardrails.NAME], [middleware.NAME], [channels.NAME], [tools], [effects] and [privacy] tables")
+                       "[routines.NAME], [guardrails.NAME], [middleware.NAME], [hooks.NAME], [channels.NAME], [tools], [effects] and [privacy] tables")
         raise RegistryError(f"{path}: {where}: {message.removeprefix('Value error, ')}") from None
     main = AgentSpec(name=MAIN, tools=DEFAULT_TOOLS)
     agents: list[AgentSpec] = []

@@ -37,6 +37,7 @@ from ..titles import TitleHook
 from ..tools.base import Toolbox, ToolError
 from ..tools.tool_env import configured_names
 from ..toolsets import agent_toolbox, toolbox_for
+from ..user_hooks import NamedHook, hooks_along, hooks_for, recorded_hooks
 from .spend import ProjectionSpend
 
 
@@ -63,6 +64,7 @@ class LoopParts:
     toolbox: Toolbox
     guardrails: list[Any]
     middleware: list[tuple[str, Around]]
+    hooks: list[NamedHook]
 
 
 def loop_parts(
@@ -75,7 +77,7 @@ def loop_parts(
     settings: Settings | None = None,
     limits: LimitFlags | None = None,
 ) -> LoopParts:
-    """The provider, workspace, settings, tools, guardrails and middleware `spec` asks for, or the
+    """The provider, workspace, settings, tools, guardrails, middleware and hooks `spec` asks for, or the
     LoopSetupError that says what to pass. No store is touched: a command checks a new session's
     setup with this before it opens (and so creates) a store."""
     where = f"session {session.id}: " if session is not None else ""
@@ -107,12 +109,14 @@ def loop_parts(
     try:
         guardrails = guardrails_for(spec.guardrails, path)
         middleware = middleware_for(spec.middleware, path)
+        hooks = hooks_for(spec.hooks, path)
         for sub_agent in spec.registry:  # a sub-agent's own fail now too, not when it is asked
             recorded_guardrails(sub_agent.guardrails, path)
             recorded_middleware(sub_agent.middleware, path)
+            recorded_hooks(sub_agent.hooks, path)
     except SettingsError as exc:
         raise LoopSetupError(f"{where}{exc}") from None
-    return LoopParts(provider, path, settings, toolbox, guardrails, middleware)
+    return LoopParts(provider, path, settings, toolbox, guardrails, middleware, hooks)
 
 
 def build_loop(
@@ -144,11 +148,13 @@ def build_loop(
     if model:
         options = replace(options, model=model)
     hooks = Hooks(parts.settings.hooks(ProjectionSpend(store), interactive=interactive))
-    guardrails = parts.guardrails
+    guardrails, own = parts.guardrails, parts.hooks
     if session is not None and session.parent_session_id is not None:
-        guardrails = checks_under(store, session, parts.workspace)
+        guardrails, own = checks_under(store, session, parts.workspace)
     if guardrails:
         hooks.add(GuardrailHook(guardrails))
+    for hook in own:  # the user's, after the guards and guardrails, in declaration order
+        hooks.add(hook)
     hooks.add(TitleHook(parts.provider, store, clock))
     tracer = live_tracing(store)
     if tracer is not None:
@@ -157,11 +163,12 @@ def build_loop(
                     hooks=hooks, compactor=parts.settings.compactor(), middleware=parts.middleware)
 
 
-def checks_under(store: ChronicleStore, session: Session, workspace: Path) -> list[Any]:
-    """The checks a session runs under, a sub-agent's resumed on its own included (after an approval):
-    its parents', from the top-level session down, then its own, as when its parent spawned it."""
+def checks_under(store: ChronicleStore, session: Session, workspace: Path) -> tuple[list[Any], list[NamedHook]]:
+    """The checks and the user's hooks a session runs under, a sub-agent's resumed on its own included (after
+    an approval): its parents', from the top-level session down, then its own, as when its parent spawned it."""
     try:
-        return guardrails_along([s.spec.guardrails for s in lineage(store, session)], workspace)
+        specs = [s.spec for s in lineage(store, session)]
+        return guardrails_along([s.guardrails for s in specs], workspace), hooks_along([s.hooks for s in specs], workspace)
     except SettingsError as exc:
         raise LoopSetupError(f"session {session.id}: {exc}") from None
 
