@@ -129,15 +129,23 @@ class ToolCall(Aggregate):
 
     # -- approval ------------------------------------------------------------------------------
 
-    def request_approval(self, now: datetime) -> None:
+    def request_approval(self, now: datetime, reason: str | None = None) -> None:
+        """`reason`: why a hook (a guard, the user's) asked, though the tool does not require approval; None when it does."""
         self._next("request_approval")
-        self._approval_requested(timestamp=now)
+        self._approval_requested(reason=reason, timestamp=now)
 
     class ApprovalRequested(Event):
-        pass
+        """v2: `reason`, set when a hook asked for the approval (doom loop, the user's hook); None otherwise."""
+
+        class_version = 2
+        reason: str | None
+
+        @staticmethod
+        def upcast_v1_v2(state: dict[str, Any]) -> None:
+            state["reason"] = None
 
     @event(ApprovalRequested)
-    def _approval_requested(self, timestamp: datetime) -> None:
+    def _approval_requested(self, reason: str | None, timestamp: datetime) -> None:
         self.status = "awaiting_approval"
 
     def approve(self, now: datetime, by: str = "user", always: bool = False, actor: str | None = None) -> None:

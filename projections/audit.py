@@ -250,7 +250,8 @@ class AuditProjection(Projection):
 
     @on(ToolCall.ApprovalRequested)
     def _approval_requested(self, tx: Tx, e: Any, position: int) -> None:
-        self._tool_row(tx, e, position, "approval_requested", "awaiting_approval", False, {})
+        reason = getattr(e, "reason", None)  # v2: why a hook asked (doom loop, the user's hook)
+        self._tool_row(tx, e, position, "approval_requested", "awaiting_approval", False, {"reason": reason} if reason else {})
 
     @on(ToolCall.Approved)
     def _approved(self, tx: Tx, e: ToolCall.Approved, position: int) -> None:

@@ -105,7 +105,7 @@ class ToolRunner:
                 if isinstance(verdict, NeedApproval):
                     self.flagged[call.id] = verdict.reason
                 if isinstance(verdict, NeedApproval) or self.needs_approval(call, self.always):
-                    call.request_approval(loop.clock.now())
+                    call.request_approval(loop.clock.now(), reason=verdict.reason if isinstance(verdict, NeedApproval) else None)
             if call.status == "awaiting_approval":
                 await self._flush_batch(batch)
                 decided = await self._decide(session, call)

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from chronicle import Agent, Chronicle, ChronicleError, Hook, Skip, Stop, tool
+from chronicle import Agent, Chronicle, ChronicleError, Hook, NeedApproval, Skip, Stop, tool
 from tests.helpers import cli, json_lines, response, text, tool_use
 
 
@@ -57,6 +57,11 @@ class NoSecrets(Hook):
 class SkipOdd(Hook):
     async def before_tool_call(self, session, turn, call):
         return Skip("odd keys are not looked up") if call.input["key"].endswith("1") else None
+
+
+class AskFirst(Hook):
+    async def before_tool_call(self, session, turn, call):
+        return NeedApproval(f"{call.name} needs a person today")
 
 
 @dataclass
@@ -113,6 +118,17 @@ def test_a_hook_may_skip_a_tool_call_and_the_turn_goes_on(db_url, workspace, tmp
         assert result.status == "completed"
         skipped = [e["data"]["reason"] for e in app.log(result.session_id) if e["event"] == "Skipped"]
         assert skipped == ["skipped by hook skipodd: odd keys are not looked up"]
+
+
+def test_a_hook_may_require_approval_which_yes_does_not_give_and_the_request_names_it(db_url, workspace, tmp_path):
+    agent = Agent(tools=[lookup], provider=scripted(tmp_path, two_lookups("a")), hooks=[AskFirst()])
+    with Chronicle(db_url) as app:
+        result = app.run_sync(agent, "look", workspace=workspace, auto_approve=True)
+        assert (result.status, result.exit_code) == ("awaiting_approval", 3)
+        [asked] = [r for r in app.audit(session=result.session_id) if r["kind"] == "approval_requested"]
+        assert asked["detail"]["reason"] == "hook askfirst: lookup needs a person today"
+        app.approve(result.session_id)
+        assert app.resume(result.session_id).status == "completed"
 
 
 def test_a_hook_that_raises_fails_the_turn_naming_it(db_url, workspace, tmp_path):
