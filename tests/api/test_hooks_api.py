@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from chronicle import Agent, Chronicle, ChronicleError, Hook, NeedApproval, Skip, Stop, tool
+from tests.e2e.test_cli_subagents import complete, delegate
 from tests.helpers import cli, json_lines, response, text, tool_use
 
 
@@ -191,3 +192,34 @@ def test_bad_hooks_are_refused_when_the_agent_is_defined():
         Agent(hooks=[NoSecrets(), NoSecrets("other")])
     with pytest.raises(ValueError, match="Stop needs a reason"):
         Stop("only a guard")
+
+
+class SeesAll(Hook):
+    def __init__(self) -> None:
+        self.seen: list[str] = []
+
+    async def before_tool_call(self, session, turn, call):
+        self.seen.append(f"{session.spec.name}:{call.name}")
+
+
+class NoSecretFile(Hook):
+    async def before_tool_call(self, session, turn, call):
+        return Skip("secret.txt stays closed") if call.input.get("path") == "secret.txt" else None
+
+
+def test_a_sub_agent_runs_its_parents_hooks_then_its_own(db_url, workspace, tmp_path):
+    (workspace / "secret.txt").write_text("pw", encoding="utf-8")
+    path = tmp_path / "s.json"
+    path.write_text(json.dumps({"agents": {
+        "lead": [response(delegate("d1", ("reader", "read secret.txt"))), response(text("lead is done"))],
+        "reader": [response(tool_use("r1", "read_file", path="secret.txt")), response(complete("r2", "it is closed"))],
+    }}), encoding="utf-8")
+    seen = SeesAll()
+    reader = Agent(name="reader", description="reads files", tools=["read_file"], hooks=[NoSecretFile()])
+    agent = Agent(name="lead", tools=["read_file"], agents=[reader], provider=f"scripted:{path}", hooks=[seen])
+    with Chronicle(db_url) as app:
+        result = app.run_sync(agent, "read it", workspace=workspace)
+        assert (result.status, result.text) == ("completed", "lead is done")
+        skipped = [e["data"]["reason"] for e in app.log(result.session_id, tree=True) if e["event"] == "Skipped"]
+    assert skipped == ["skipped by hook nosecretfile: secret.txt stays closed"]
+    assert seen.seen == ["lead:delegate", "reader:read_file", "reader:task_complete"], "the parent's hook sees the whole tree"
