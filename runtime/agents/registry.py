@@ -211,7 +211,8 @@ def load_registry(path: Path) -> AgentRegistry:
             if first["type"] == "extra_forbidden" and len(first["loc"]) == 3 else first["msg"]
         if first["type"] == "extra_forbidden" and len(first["loc"]) == 1:
             message = ("unknown top-level key; chronicle.toml holds [agents.NAME], [mcp.NAME], [limits], [compaction], [skills], "
-                       "[routines.NAME], [guardrails.NAME], [middleware.NAME], [hooks.NAME], [channels.NAME], [tools], [effects] and [privacy] tables")
+                       "[routines.NAME], [guardrails.NAME], [middleware.NAME], [hooks.NAME], [channels.NAME], [tools], [effects] "
+                       "and [privacy] tables")
         raise RegistryError(f"{path}: {where}: {message.removeprefix('Value error, ')}") from None
     main = AgentSpec(name=MAIN, tools=DEFAULT_TOOLS)
     agents: list[AgentSpec] = []
