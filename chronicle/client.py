@@ -272,9 +272,12 @@ class Chronicle:
             return approvals.deny(self.store, session, tool_call=tool_call, reason=reason, actor=actor).rows()
 
     @checked
-    def steer(self, session: SessionRef, message: str, wait_batch: bool = False, actor: str | None = None) -> dict[str, Any]:
+    def steer(self, session: SessionRef, message: str, wait_batch: bool = False, actor: str | None = None,
+              turn: str | UUID | None = None) -> dict[str, Any]:
+        """`turn`: steer only that turn (its id); if it has ended, ChronicleError code 1 and nothing is recorded,
+        where without it the message would be queued as the session's next input."""
         with _as_chronicle_errors():
-            return controls.steer(self.store, session, message, wait_batch=wait_batch, actor=actor).row()
+            return controls.steer(self.store, session, message, wait_batch=wait_batch, actor=actor, turn_id=turn).row()
 
     @checked
     def cancel(self, session: SessionRef, wait_s: Seconds = 10.0, actor: str | None = None) -> dict[str, Any]:

@@ -379,13 +379,21 @@ class Session(Aggregate):
 
     # -- steering and cancel requests (they may come from another process) ----------------------
 
-    def steer(self, steer_id: str, text: str, now: datetime, wait_batch: bool = False, actor: str | None = None) -> str:
+    def steer(self, steer_id: str, text: str, now: datetime, wait_batch: bool = False, actor: str | None = None,
+              turn_id: UUID | None = None) -> str:
         """Steer the running turn; with no turn running, the text becomes a normal queued input.
+
+        `turn_id`: the turn the steerer means (chat, the one it shows). If that turn is no longer
+        the running one, nothing is recorded: a message meant for a turn that ended must not
+        become the next input unasked.
 
         Returns "steering" or "queued", so the caller can say which happened.
         """
         if not text.strip():
             raise DomainError("the steering message is empty")
+        if turn_id is not None and self.active_turn_id != turn_id:
+            now_running = f"turn {self.active_turn_id} is running now" if self.active_turn_id else "no turn is running"
+            raise DomainError(f"turn {turn_id} has ended ({now_running}); nothing was steered")
         if self.active_turn_id is None:
             self.queue_input(steer_id, text, now, kind="prompt")
             return "queued"

@@ -412,8 +412,9 @@ class SteerResult:
 
 
 def steer(store: ChronicleStore, session_id: UUID, text: str, wait_batch: bool = False, clock: Clock = SYSTEM_CLOCK,
-          actor: str | None = None) -> SteerResult:
-    """`actor`: who steers (default: this process's user@host; a server passes its caller)."""
+          actor: str | None = None, turn_id: UUID | None = None) -> SteerResult:
+    """`actor`: who steers (default: this process's user@host; a server passes its caller).
+    `turn_id`: steer only that turn; DomainError (nothing recorded) if another one, or none, runs."""
     steer_id = uuid4().hex
     actor = actor or process_actor()
     now = clock.now()
@@ -423,7 +424,7 @@ def steer(store: ChronicleStore, session_id: UUID, text: str, wait_batch: bool =
         from .secret_scan import scanner_for  # secrets cut out before the message is recorded
 
         found = scanner_for(session.spec.workspace).text(text)
-        seen["outcome"] = session.steer(steer_id, found.value, now, wait_batch=wait_batch, actor=actor)
+        seen["outcome"] = session.steer(steer_id, found.value, now, wait_batch=wait_batch, actor=actor, turn_id=turn_id)
         seen["turn_id"] = session.active_turn_id
         session.note_redactions(f"steering {steer_id}", found.counts, now)
 

@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
 
+from chronicle.domain.errors import DomainError
+
 from .. import controls
 from ..compaction import CompactionResult, CompactionSettings, Compactor
 from ..live import Broker
@@ -24,10 +26,26 @@ CANCEL_REASON = "cancelled by request"
 
 
 def steer(store: ChronicleStore, ref: str | UUID, message: str, wait_batch: bool = False,
-          actor: str | None = None) -> controls.SteerResult:
+          actor: str | None = None, turn_id: str | UUID | None = None) -> controls.SteerResult:
+    """`turn_id`: the turn meant (chat passes the one it shows); if it has ended, AppError (exit 1)
+    and nothing is recorded, instead of the message quietly becoming the session's next input."""
     if not message.strip():
         raise AppError("the steering message is empty; say what the agent should do", 2)
-    return controls.steer(store, session_id(store, ref), message, wait_batch=wait_batch, actor=actor)
+    expected = _turn_id(turn_id)
+    sid = session_id(store, ref)
+    try:
+        return controls.steer(store, sid, message, wait_batch=wait_batch, actor=actor, turn_id=expected)
+    except DomainError as exc:
+        raise AppError(str(exc), 1) from None
+
+
+def _turn_id(value: str | UUID | None) -> UUID | None:
+    if value is None or isinstance(value, UUID):
+        return value
+    try:
+        return UUID(value.strip())
+    except ValueError:
+        raise AppError(f"not a turn id: {value!r} (the whole id, as `steer --json` or `history --json` print it)", 2) from None
 
 
 @dataclass(frozen=True)

@@ -28,19 +28,20 @@ def steer(
     session: SessionArg,
     message: Annotated[str, typer.Argument(help="What the agent should know or do instead")],
     wait_batch: Annotated[bool, typer.Option("--wait-batch", help="Let every tool of the current step run before the message is delivered")] = False,
+    turn: Annotated[Optional[str], typer.Option("--turn", help="Steer only this turn (its whole id): if it has ended, exit 1 and record nothing")] = None,
     as_json: JsonOption = False,
     db: DbOption = None,
 ) -> None:
     """Steer the running turn: MESSAGE reaches the model at the next safe point (between tool calls).
 
-    Tools the model asked for that have not started yet are skipped, with a result saying so; a tool that has started is never stopped by steering. With no turn running, MESSAGE is queued as the session's next input.
+    Tools the model asked for that have not started yet are skipped, with a result saying so; a tool that has started is never stopped by steering. With no turn running, MESSAGE is queued as the session's next input — unless --turn names the turn meant: then a turn that has ended is an error (exit 1) and nothing is recorded.
     """
     with cli_errors():
         if not message.strip():
             fail("the steering message is empty; say what the agent should do", 2)
         store = open_store(db, create=False)
         sid = store.resolve_session_id(session)
-        result = app_controls.steer(store, sid, message, wait_batch=wait_batch)
+        result = app_controls.steer(store, sid, message, wait_batch=wait_batch, turn_id=turn)
         if as_json:
             print_json(result.row())
         elif result.outcome == "steering":

@@ -106,6 +106,7 @@ class DenyBody(_Body):
 class SteerBody(_Body):
     message: str = Field(min_length=1)
     wait_batch: bool = False
+    turn_id: str | None = None  # steer only this turn: 409 if it has ended, instead of queuing the next input
 
 
 class CancelBody(_Body):
@@ -308,7 +309,7 @@ def create_app(config: ServerConfig) -> FastAPI:
 
     @app.post("/sessions/{session_id}/steer")
     def steer(session_id: str, body: SteerBody, actor: str | None = Depends(caller)) -> dict[str, Any]:
-        return chronicle.steer(session_id, body.message, wait_batch=body.wait_batch, actor=actor)
+        return chronicle.steer(session_id, body.message, wait_batch=body.wait_batch, actor=actor, turn=body.turn_id)
 
     @app.post("/sessions/{session_id}/cancel")
     def cancel(session_id: str, body: CancelBody | None = None, actor: str | None = Depends(caller)) -> dict[str, Any]:

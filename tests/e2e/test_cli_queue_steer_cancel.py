@@ -89,6 +89,35 @@ def test_steering_in_wait_for_batch_mode_lets_every_tool_of_the_step_run(sqlite_
     assert [b["type"] for b in results["content"]] == ["tool_result", "tool_result", "text"]
 
 
+def test_steer_with_turn_refuses_a_turn_that_has_ended_and_steers_the_running_one(db_url, workspace, tmp_path):
+    provider = script(tmp_path / "s.json", [
+        [response(text("one"))],
+        [response(tool_use("tu_1", "bash", command=GATE)), response(text("two"))],
+    ])
+    first = json_lines(cli("run", "first", "--provider", provider, "--workspace", str(workspace), "--json", db=db_url).stdout)
+    sid, ended = first[0]["session_id"], next(e["turn_id"] for e in first if e["type"] == "turn_start")
+
+    idle = cli("steer", sid, "too late", "--turn", ended, db=db_url)
+    assert idle.returncode == 1 and idle.stdout == ""
+    assert idle.stderr.count("\n") == 1 and f"turn {ended} has ended (no turn is running)" in idle.stderr
+    assert cli("steer", sid, "x", "--turn", "nope", db=db_url).returncode == 2
+
+    run = Background("run", "second", "--session", sid, "--provider", provider, "--yes", "--json", db=db_url)
+    running = run.wait_for(lambda e: e["type"] == "turn_start")["turn_id"]
+    run.wait_for(lambda e: e["type"] == "tool_start")
+    stale = cli("steer", sid, "too late", "--turn", ended, db=db_url)
+    assert stale.returncode == 1 and f"turn {running} is running now" in stale.stderr
+    steer = cli("steer", sid, "now this", "--turn", running, "--json", db=db_url)
+    assert steer.returncode == 0, steer.stderr
+    assert json_lines(steer.stdout)[0] == {**json_lines(steer.stdout)[0], "outcome": "steering", "turn_id": running}
+    (workspace / "go").touch()
+    assert run.finish() == 0, run.stderr
+
+    log = log_of(sid, db_url)
+    assert [e["data"]["text"] for e in log if e["event"] == "SteeringQueued"] == ["now this"]
+    assert [e["data"]["input_text"] for e in log if e["aggregate"] == "turn" and e["event"] == "Created"] == ["first", "second"]
+
+
 def test_steering_with_no_turn_running_becomes_the_next_queued_input(sqlite_url, workspace, tmp_path):
     provider = script(tmp_path / "s.json", [[response(text("one"))], [response(text("two"))], [response(text("three"))]])
     sid = json_lines(cli("run", "first", "--provider", provider, "--workspace", str(workspace), "--json", db=sqlite_url).stdout)[0]["session_id"]

@@ -302,10 +302,12 @@ def test_request_bodies_are_checked_strictly_so_a_string_is_no_yes_and_no_number
         assert not [e for e in log if e["event"] in ("ToolAlwaysAllowed", "Approved")], "a refused request records nothing"
         for path, loose in (("undo", {"turns": "2"}), ("undo", {"turns": 1.0}), ("cancel", {"wait": "5"}),
                             ("steer", {"message": "go", "wait_batch": "no"}), ("fork", {"at": "1"}),
-                            ("compact", {"keep": "1"}), ("inputs", {"prompt": 7})):
+                            ("steer", {"message": "go", "turn_id": 5}), ("compact", {"keep": "1"}), ("inputs", {"prompt": 7})):
             refused = httpx.post(f"{base}/sessions/{sid}/{path}", json=loose)
             assert refused.status_code == 422, (path, loose, refused.text)
         assert httpx.post(f"{base}/sessions", json={"prompt": "x", "provider": 3}).status_code == 422
+        stale = httpx.post(f"{base}/sessions/{sid}/steer", json={"message": "go", "turn_id": "00000000-0000-4000-8000-000000000000"})
+        assert stale.status_code == 409 and "has ended" in stale.json()["error"], stale.text  # another turn is paused
         assert httpx.post(f"{base}/hooks/none", json={"text": ["a"]}).status_code == 422
         approved = httpx.post(f"{base}/sessions/{sid}/approve", json={"always": False})
         assert approved.status_code == 200, approved.text

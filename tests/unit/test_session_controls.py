@@ -44,6 +44,22 @@ def test_steering_left_undelivered_when_the_turn_ends_becomes_the_next_input():
     assert session.next_input == {**session.next_input, "input_id": "s1", "text": "change course", "kind": "steering"}
 
 
+def test_steering_a_named_turn_that_has_ended_is_refused_and_records_nothing():
+    session, [ended] = session_with_turns(1)
+    session.collect_events()
+    with pytest.raises(DomainError, match=f"turn {ended} has ended \\(no turn is running\\)"):
+        session.steer("s1", "too late", NOW, turn_id=ended)
+    session.queue_input("b", "again", NOW)
+    running = uuid4()
+    session.start_turn(running, NOW)
+    session.collect_events()
+    with pytest.raises(DomainError, match=f"turn {running} is running now"):
+        session.steer("s2", "too late", NOW, turn_id=ended)
+    assert session.collect_events() == [] and session.steering == []
+    assert session.steer("s3", "this one", NOW, turn_id=running) == "steering"
+    assert [s["steer_id"] for s in session.steering] == ["s3"]
+
+
 def test_a_cancel_request_needs_a_running_turn_and_is_cleared_when_the_turn_ends():
     session, _ = session_with_turns(1)
     with pytest.raises(DomainError, match="nothing to cancel"):
