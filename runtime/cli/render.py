@@ -97,7 +97,7 @@ class HumanRenderer:
                 self._streamed += delta.get("text", "")
             elif delta.get("type") == "thinking" and self.show_thinking:
                 self.console.print(f"[dim italic]{escape(printable(delta.get('thinking', '')))}[/]", end="")
-        elif kind in ("tool_start", "turn_start"):
+        elif kind in ("tool_start", "tool_end", "turn_start"):  # a tool skipped by steering or a guard has no start
             self._streamed = ""
         if kind == "tool_start":
             self._end_text()

@@ -8,7 +8,7 @@ from rich.console import Console
 
 from chronicle.runtime.cli.chat_cmd import ChatRenderer
 from chronicle.runtime.cli.render import HumanRenderer, printable
-from chronicle.runtime.live import AgentEnd, AgentStart, ApprovalNeeded, ToolEnd
+from chronicle.runtime.live import AgentEnd, AgentStart, ApprovalNeeded, MessageUpdate, ToolEnd, TurnEnd, TurnStart
 
 COMMAND = "echo " + "harmless " * 30 + "; touch PAYLOAD \x1b]0;title\x07"
 
@@ -59,3 +59,18 @@ def test_history_shows_a_tool_use_and_its_result_with_the_names_and_ids_the_mode
     console.print(render_block(SimpleNamespace(type="[new]")))
     text = out.getvalue()
     assert "⚙ [bold]grep" in text and text.count("(toolu_[/]1)") == 2 and "[red]no" in text and "[new]" in text
+
+
+def test_text_before_a_tool_that_never_started_is_not_taken_for_a_changed_answer():
+    """A tool skipped by steering ends without starting: the text before it is not part of the answer,
+    and the answer that streamed after it is not reported as changed by a guardrail."""
+    for renderer_class in (ChatRenderer, HumanRenderer):
+        out = io.StringIO()
+        renderer = renderer_class(Console(file=out, width=80, force_terminal=False))
+        renderer(TurnStart(session_id="s", turn_id="t", number=1, input="hi"))
+        renderer(MessageUpdate(session_id="s", turn_id="t", step=0, delta={"type": "text", "text": "Let me look."}))
+        renderer(ToolEnd(session_id="s", tool_call_id="c", tool_use_id="tu", name="read_file", status="skipped",
+                         output="skipped: the user sent a steering message", is_error=True))
+        renderer(MessageUpdate(session_id="s", turn_id="t", step=1, delta={"type": "text", "text": "Brief answer."}))
+        renderer(TurnEnd(session_id="s", turn_id="t", status="completed", text="Brief answer."))
+        assert "guardrail" not in out.getvalue() and out.getvalue().count("Brief answer.") == 1
