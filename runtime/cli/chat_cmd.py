@@ -3,8 +3,10 @@
 Each message is queued on the session and the loop runs it, streaming text and tool calls as
 they happen. Approvals are answered inline; Ctrl-C cancels the running turn (the chat goes on);
 slash commands live in chat_slash.py, the line editor in chat_input.py. In a terminal a spinner
-shows while the model works and answers are rendered as Markdown as they stream; through a pipe
-the output is the plain text stream `run` prints, so scripts and tests read it unchanged.
+shows while the model works and answers are rendered as Markdown as they stream, and a line
+typed while a turn runs steers it (`chronicle steer --turn`, from here); through a pipe the
+output is the plain text stream `run` prints and each line is the next message, read when the
+turn has ended, so scripts and tests read it unchanged.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from rich.live import Live
 from rich.markdown import Markdown
 from rich.markup import escape
 from rich.spinner import Spinner
+from rich.text import Text
 
 from .chat_input import LineReader
 from .common import DbOption, WorkspaceOption, cli_errors, missing_store, store_command
@@ -28,10 +31,17 @@ from .render import HumanRenderer, printable, short, whole_input
 from .run_cmd import AgentsOption, MaxIterationsOption, ModelOption, ProviderOption, ToolsOption
 
 if TYPE_CHECKING:  # the application layer (the loop, pydantic, the providers) is imported when chat starts, not for --help
-    from chronicle.runtime.app.running import Conversation
+    from chronicle.runtime.app.running import Conversation, Driven
     from chronicle.runtime.loop import TurnOutcome
 
 PROMPT = "you> "
+#: While a turn runs (in a terminal): a line typed here steers it.
+STEER_PROMPT = "steer> "
+#: The live display leaves sys.stdout alone: the steering editor swaps it (for output above the line being
+#: edited) while a display may start or stop, and one putting back what the other replaced lost all output after.
+KEEP_STDOUT: dict[str, Any] = {"redirect_stdout": False, "redirect_stderr": False}
+#: The live display's last line, left empty: the steering line is edited there, under the spinner.
+ROOM = Text("")
 ANSWERS = {"y": "approve", "yes": "approve", "n": "deny", "no": "deny", "a": "always", "always": "always"}
 
 
@@ -44,11 +54,13 @@ class ChatRenderer(HumanRenderer):
         self.fancy = console.is_terminal
         self._live: Live | None = None
         self._markdown = ""
+        #: The top-level turn shown last: the one a line typed while it runs steers.
+        self.turn_id: str | None = None
 
     def _spin(self) -> None:
         if self.fancy and self._live is None:
-            self._live = Live(Spinner("dots", text="working…", style="dim"), console=self.console, transient=True,
-                              refresh_per_second=10)
+            self._live = Live(Group(Spinner("dots", text="working…", style="dim"), ROOM), console=self.console,
+                              transient=True, refresh_per_second=10, **KEEP_STDOUT)
             self._live.start()
 
     def _stop_live(self) -> None:
@@ -70,10 +82,10 @@ class ChatRenderer(HumanRenderer):
         self._streamed += text  # what the turn_end check compares with (a guardrail may change the answer)
         # One column short of the width: a line exactly as wide as the terminal leaves the cursor
         # where the live display cannot count it, and the preview would not be erased cleanly.
-        preview = Constrain(Group(Markdown(printable(self._markdown), hyperlinks=False), Spinner("dots", style="dim")),
+        preview = Constrain(Group(Markdown(printable(self._markdown), hyperlinks=False), Spinner("dots", style="dim"), ROOM),
                             width=max(self.console.width - 1, 20))
         if self._live is None:
-            self._live = Live(preview, console=self.console, transient=True, refresh_per_second=8)
+            self._live = Live(preview, console=self.console, transient=True, refresh_per_second=8, **KEEP_STDOUT)
             self._live.start()
         else:
             self._live.update(preview)
@@ -81,6 +93,8 @@ class ChatRenderer(HumanRenderer):
     def __call__(self, event: Any) -> None:
         kind = event.type
         top = event.session_id not in self._children
+        if kind == "turn_start" and top:
+            self.turn_id = event.turn_id
         if self.fancy and top:
             if kind == "message_update" and event.delta.get("type") == "text":
                 self._stream_markdown(event.delta.get("text", ""))
@@ -107,13 +121,16 @@ class ChatRenderer(HumanRenderer):
 class Chat:
     """The terminal side of a Conversation (runtime/app/running.py): prompts, answers, slash commands."""
 
-    def __init__(self, conversation: Conversation, console: Console) -> None:
+    def __init__(self, conversation: Conversation, console: Console, renderer: ChatRenderer | None = None) -> None:
         self.conversation = conversation
         self.store = conversation.store
         self.loop = conversation.loop
         self.settings = conversation.settings
         self.console = console
+        self.renderer = renderer
         self.reader = LineReader(self.store.url)
+        #: In a terminal, while a turn runs: the line editor reading steering (stopped for an approval).
+        self._steering: asyncio.Task[None] | None = None
 
     @property
     def session_id(self) -> Any:
@@ -123,6 +140,8 @@ class Chat:
         """Ask inline. Ctrl-C here cancels the turn; end of input leaves the call awaiting approval."""
         event_loop = asyncio.get_running_loop()
         task = asyncio.current_task()
+        steering = self._steering is not None
+        await self._stop_steering()  # the editor gives the terminal back to input()
         try:
             event_loop.remove_signal_handler(signal.SIGINT)
         except (NotImplementedError, RuntimeError):
@@ -144,12 +163,15 @@ class Chat:
                     event_loop.add_signal_handler(signal.SIGINT, task.cancel)
                 except (NotImplementedError, RuntimeError):
                     pass
+            if steering:
+                self._start_steering()
 
     def run(self) -> None:
         session = self.store.session(self.session_id)
         self.console.print(
             f"[bold]chronicle chat[/] — session {self.session_id} ({session.spec.name}, {session.spec.model}). "
-            "/help for commands, Ctrl-C cancels a running turn, /quit leaves."
+            "/help for commands, Ctrl-C cancels a running turn"
+            + (", a line typed while it runs steers it" if self.reader.editor else "") + ", /quit leaves."
         )
         while True:
             try:
@@ -174,11 +196,69 @@ class Chat:
 
     def send(self, text: str) -> None:
         input_id = self.conversation.submit(text)
-        driven = asyncio.run(self.conversation.drive())
+        driven = asyncio.run(self._drive())
         if driven.queued is not None:
             self.console.print(f"[yellow]queued[/] ({input_id[:8]}): {escape(driven.queued.reason)}")
             return
         self.report(driven.outcome)
+
+    async def _drive(self) -> Driven:
+        """Run the turns; in a terminal, read steering meanwhile. Through a pipe nothing is read while
+        a turn runs: the next line is the next message, as before (a script's lines are all there at
+        once, and would all become steering of its first turn)."""
+        if not self.reader.editor:
+            return await self.conversation.drive()
+        if self.renderer is not None:
+            self.renderer.turn_id = None  # a line typed before this turn starts steers nothing
+        self._start_steering()
+        try:
+            return await self.conversation.drive()
+        finally:
+            await self._stop_steering()
+
+    def _start_steering(self) -> None:
+        self._steering = asyncio.ensure_future(self._read_steering())
+
+    async def _stop_steering(self) -> None:
+        task, self._steering = self._steering, None
+        if task is not None:
+            task.cancel()
+            await asyncio.wait([task])
+
+    async def _read_steering(self) -> None:
+        while True:
+            try:
+                line = (await self.reader.read_async(STEER_PROMPT)).strip()
+            except KeyboardInterrupt:
+                # The editor has the terminal, so Ctrl-C arrives as a key: send the SIGINT the
+                # terminal would have sent, which cancels the running turn (runtime/app/running.py).
+                # Between turns no handler is set and it would stop chat: then it does nothing.
+                if signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+                    signal.raise_signal(signal.SIGINT)
+                continue
+            except EOFError:
+                return  # Ctrl-D: read no more steering for this turn
+            if line:
+                self.steer(line)
+
+    def steer(self, text: str) -> None:
+        """Steer the turn being shown, as `chronicle steer SESSION TEXT --turn TURN` does."""
+        from chronicle.runtime.app import controls as app_controls
+        from chronicle.runtime.app.errors import AppError
+
+        turn_id = self.renderer.turn_id if self.renderer is not None else None
+        if text.startswith("/"):
+            self.console.print("[dim](slash commands wait for the prompt; Ctrl-C cancels the running turn)[/]")
+            return
+        if turn_id is None:
+            self.console.print("[yellow]↪ not steered:[/] the turn has not started yet; send it again in a moment")
+            return
+        try:
+            app_controls.steer(self.store, self.session_id, text, turn_id=turn_id)
+        except AppError as exc:
+            self.console.print(f"[yellow]↪ not steered:[/] {escape(printable(str(exc)))}")
+            return
+        self.console.print(f"[cyan]↪ steering:[/] {escape(printable(text))}")
 
     def report(self, outcome: TurnOutcome | None) -> None:
         if outcome is None or outcome.status == "completed":
@@ -218,10 +298,11 @@ def chat(
         async def approve(call: Any) -> str | None:
             return await holder["chat"].approve(call)
 
-        conversation = Conversation.open(store, session, options, [ChatRenderer(console)], approver=approve)
+        renderer = ChatRenderer(console)
+        conversation = Conversation.open(store, session, options, [renderer], approver=approve)
         for note in conversation.notes:
             console.print(f"[dim]{escape(note)}[/]")
-        holder["chat"] = Chat(conversation, console)
+        holder["chat"] = Chat(conversation, console, renderer)
         holder["chat"].run()
 
 

@@ -41,8 +41,12 @@ class LineReader:
 
     def __init__(self, store_url: str | None = None, editor: bool | None = None) -> None:
         self._read: Callable[[str], str] = input
-        if editor if editor is not None else interactive():
-            self._read = _editor(history_path(store_url))
+        self._session: Any = None
+        #: A line editor (a terminal); only then can a line be read while a turn runs (`read_async`).
+        self.editor = bool(editor if editor is not None else interactive())
+        if self.editor:
+            self._session = _editor(history_path(store_url))
+            self._read = self._session.prompt
 
     def read(self, prompt: str) -> str:
         lines = [self._read(prompt)]
@@ -51,8 +55,30 @@ class LineReader:
             lines.append(self._read(CONTINUATION))
         return "\n".join(lines)
 
+    async def read_async(self, prompt: str) -> str:
+        """`read` in the line editor without holding the event loop (chat reads steering while a turn
+        runs). Output printed meanwhile appears above the line being edited. Ctrl-C is the
+        KeyboardInterrupt it is for `read` (the terminal sends no SIGINT while the editor has it)."""
+        from prompt_toolkit.patch_stdout import patch_stdout
 
-def _editor(history: Path) -> Callable[[str], str]:
+        async def one(text: str) -> str:
+            line: str = await self._session.prompt_async(text, handle_sigint=False, set_exception_handler=False)
+            return line
+
+        app = self._session.app
+        app.erase_when_done = True  # the caller shows what became of the line instead
+        try:
+            with patch_stdout(raw=True):  # raw: rich's colours and the spinner's cursor moves pass through
+                lines = [await one(prompt)]
+                while lines[-1].endswith("\\"):
+                    lines[-1] = lines[-1][:-1]
+                    lines.append(await one(CONTINUATION))
+        finally:
+            app.erase_when_done = False
+        return "\n".join(lines)
+
+
+def _editor(history: Path) -> Any:
     from prompt_toolkit import PromptSession
     from prompt_toolkit.history import FileHistory, InMemoryHistory
     from prompt_toolkit.key_binding import KeyBindings
@@ -78,4 +104,4 @@ def _editor(history: Path) -> Callable[[str], str]:
         history=store, key_bindings=bindings, multiline=False,
         prompt_continuation=lambda width, line, soft: CONTINUATION.rjust(width),
     )
-    return lambda prompt: session.prompt(prompt)
+    return session

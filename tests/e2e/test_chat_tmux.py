@@ -145,3 +145,33 @@ def test_job_jobs_and_cancel_in_chat_are_the_jobs_use_cases(sqlite_url, workspac
     assert "Traceback" not in screen
     [job] = json_lines(cli("jobs", "--json", db=sqlite_url).stdout)
     assert (job["origin"], job["status"], job["prompt"]) == ("chat", "cancelled", "tidy the notes")
+
+
+def test_a_line_typed_while_the_turn_runs_steers_it_and_reaches_the_model_with_the_tool_results(sqlite_url, workspace, tmp_path):
+    script = tmp_path / "s.json"
+    script.write_text(json.dumps({"agents": {"main": [[
+        response(text("Let me look."), tool_use("tu_1", "read_file", path="hello.txt"), delay_s=4),  # the model is slow
+        response(text("Brief, as asked.")),
+    ]]}}), encoding="utf-8")
+    term = Terminal.chat(sqlite_url, script, workspace)
+    try:
+        term.wait_for("you>")
+        term.type("look at hello.txt")
+        term.wait_for("steer>")  # while the turn runs, the line editor takes steering
+        term.type("/cost")
+        term.wait_for("slash commands wait for the prompt")
+        term.type("be brief")
+        term.wait_for("↪ steering: be brief")
+        term.wait_for("Brief, as asked.")
+        term.wait_for("you>", count=2)
+        term.type("/quit")
+        screen = term.wait_for("EXITED=0")
+    finally:
+        term.close()
+    assert "Traceback" not in screen and "guardrail" not in screen
+    [session] = json_lines(cli("sessions", "--json", db=sqlite_url).stdout)
+    sent = json_lines(cli("history", session["session_id"], "--at", "1", "--step", "1", "--json", db=sqlite_url).stdout)
+    assert sent[-1]["role"] == "user" and sent[-1]["content"][-1] == {"type": "text", "text": "be brief"}
+    assert "the user sent a steering message" in sent[-1]["content"][0]["content"]  # read_file had not started
+    log = log_of(session["session_id"], sqlite_url)
+    assert [e["event"] for e in log if e["event"].startswith("Steering")] == ["SteeringQueued", "SteeringDelivered"]
