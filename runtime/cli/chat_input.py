@@ -2,8 +2,8 @@
 lines from a pipe.
 
 In a terminal, prompt_toolkit edits the line (arrows, Home/End, Ctrl-R search), keeps a history
-file beside the store (`chat_history`, readable by its owner only: what is typed may hold
-secrets, and the tools may not read the store's directory), and takes multi-line input:
+file beside the store (`chat_history`, readable by its owner only, with secrets cut as the store
+cuts them; the tools may not read the store's directory), and takes multi-line input:
 Esc then Enter (or Alt-Enter) inserts a line break, Enter sends. From a pipe (scripts,
 tests) lines are read as they come, as `input()` does. In both, a line ending in a backslash
 continues on the next one.
@@ -78,6 +78,19 @@ class LineReader:
         return "\n".join(lines)
 
 
+def _redacted(file_history: Any) -> Any:
+    """prompt_toolkit's FileHistory, writing each line with its secrets cut, as the store records it:
+    the file is a second copy of all that is typed, beside the store. This session's Up arrow still
+    recalls the line as typed (prompt_toolkit keeps it in memory); only the file is redacted."""
+    from chronicle.runtime.secret_scan import scanner_for
+
+    class RedactedHistory(file_history):  # type: ignore[misc,valid-type]
+        def store_string(self, string: str) -> None:
+            super().store_string(scanner_for(None).text(string).value)
+
+    return RedactedHistory
+
+
 def _editor(history: Path) -> Any:
     from prompt_toolkit import PromptSession
     from prompt_toolkit.history import FileHistory, InMemoryHistory
@@ -97,7 +110,7 @@ def _editor(history: Path) -> Any:
         history.parent.mkdir(parents=True, exist_ok=True)
         history.touch(mode=0o600, exist_ok=True)
         os.chmod(history, 0o600)
-        store = FileHistory(str(history))
+        store = _redacted(FileHistory)(str(history))
     except OSError:
         store = InMemoryHistory()  # a read-only store directory: edit without keeping history
     session: PromptSession[str] = PromptSession(
