@@ -25,7 +25,7 @@ from rich.spinner import Spinner
 from rich.text import Text
 
 from .chat_input import LineReader
-from .common import DbOption, WorkspaceOption, cli_errors, missing_store, store_command
+from .common import DbOption, WorkspaceOption, cli_errors, fail, missing_store, store_command
 from .limits import LimitFlags, limit_options
 from .render import HumanRenderer, printable, short, whole_input
 from .run_cmd import AgentsOption, MaxIterationsOption, ModelOption, ProviderOption, ToolsOption
@@ -288,8 +288,10 @@ def chat(
 
     options = RunOptions(provider=provider, model=model, workspace=workspace, max_iterations=max_iterations, agents=agents,
                          auto_approve=yes, limits=limits, interactive=True, tools=tuple(tools or ()))
-    if session is None and missing_store(db) is not None:
+    if (missing := missing_store(db)) is not None:
         with cli_errors():
+            if session is not None:  # no store holds no session: say so without creating one
+                fail(f"no session matches {session!r}: there is no Chronicle store at {missing} yet", 2)
             Conversation.check_new(options)  # a bad flag on a first run leaves no empty store behind
     with store_command(db) as store:
         console = Console(highlight=False, emoji=False)

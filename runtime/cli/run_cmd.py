@@ -108,7 +108,9 @@ def run(
             fail("the prompt is empty; say what the agent should do", 2)
         options = RunOptions(provider=provider, model=model, workspace=workspace, max_iterations=max_iterations, agents=agents,
                              auto_approve=yes, max_attempts=max_attempts, limits=limits, tools=tuple(tools or ()))
-        if session is None and missing_store(db) is not None:
+        if (missing := missing_store(db)) is not None:
+            if session is not None:  # no store holds no session: say so without creating one
+                fail(f"no session matches {session!r}: there is no Chronicle store at {missing} yet", 2)
             Conversation.check_new(options)  # a bad flag on a first run leaves no empty store behind
         store = open_store(db)
         renderer = JsonLinesRenderer() if as_json else HumanRenderer()

@@ -46,6 +46,15 @@ def test_a_first_run_refused_for_a_bad_flag_creates_no_store(tmp_path, command):
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.parametrize("command", [("run", "hi", "--session", "nonexist", "--provider", "scripted:/x.json"),
+                                     ("chat", "--session", "nonexist", "--provider", "scripted:/x.json")], ids=["run", "chat"])
+def test_continuing_a_session_where_there_is_no_store_says_so_and_creates_nothing(tmp_path, command):
+    result = cli(*command, cwd=tmp_path, input="")
+    assert result.returncode == 2, (result.stdout, result.stderr)
+    assert "no session matches 'nonexist': there is no Chronicle store at" in result.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_resume_all_where_there_is_no_store_has_nothing_to_resume_and_creates_nothing(tmp_path):
     result = cli("resume", "--all", "--json", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
