@@ -73,9 +73,11 @@ KNOWN_FORMATS: tuple[tuple[str, tuple[str, ...], re.Pattern[str]], ...] = tuple(
         ("url-password", ("://",), URL_PASSWORD.pattern.replace("(?P<password>", "(?P<secret>"), re.IGNORECASE),
         ("bearer-token", ("bearer",), r"(?i:bearer)\s+(?P<secret>[A-Za-z0-9._~+/=-]{12,})", 0),
         # A value given to a secret-sounding name: quoted, or a bare token with a letter and a digit or
-        # symbol in it (so `password = user_password` and `max_tokens=1_000` stay: they are code).
+        # symbol in it (so `password = user_password` and `max_tokens=1_000` stay: they are code). A `pwd`
+        # name given an absolute path is the shell's working directory (`PWD=/home/x`, `OLDPWD`), not a password.
         ("assigned-secret", ("pass", "pwd", "secret", "token", "key", "credential"),
-         r"(?i:passw(?:or)?d|pwd|secret|token|key|credential)[A-Za-z0-9_.-]*[\"']?[ \t]*[:=][ \t]*"
+         r"(?i:passw(?:or)?d|pwd(?![A-Za-z0-9_.-]*[\"']?[ \t]*[:=][ \t]*[\"']?/)|secret|token|key|credential)"
+         r"[A-Za-z0-9_.-]*[\"']?[ \t]*[:=][ \t]*"
          r"(?:(?P<q>[\"'])(?P<secret>[^\"'\s$%{}()<>]{8,})(?P=q)"
          r"|(?P<bare>(?=[^\s\"'$%{}()<>,;]*[A-Za-z])(?=[^\s\"'$%{}()<>,;]*[0-9/+!@#^&*~])[^\s\"'$%{}()<>,;\[\]]{8,}(?=[\s,;\"']|\Z)))", 0),
     )

@@ -23,6 +23,7 @@ FOUND = [
     ("bearer-token", "Authorization: Bearer " + "abcdefghijklmnopqrstuvwxyz", "abcdefghijklmnop"),
     ("assigned-secret", 'password = "' + 'correct-horse-battery"', "correct-horse"),
     ("assigned-secret", "DB_PASSWORD=" + "s3cr3t-Value!", "s3cr3t-Value"),
+    ("assigned-secret", "DB_PWD=" + "Hunter2xyz9", "Hunter2xyz9"),
     ("high-entropy", "the session cookie is " + "Qm7Zx2Rt9Lp4Vw8Ks1Nd6Hf3Jb5Gc0Ty today", "Qm7Zx2Rt9Lp4"),
 ]
 
@@ -43,6 +44,7 @@ KEPT = [
     "max_tokens=8192 input_tokens=1_000_000 token_count: 123456789",
     "def test_a_store_written_without_a_key_refuses_one(sqlite_url, workspace, tmp_path):",
     "GITHUB_TOKEN=$GITHUB_TOKEN and [REDACTED:github-token] stays one marker",
+    "PWD=/tmp/work/ws1\nOLDPWD=/home/user/project2",  # `env` in bash: the working directory, not a password
 ]
 
 
