@@ -34,7 +34,7 @@ from uuid import UUID
 
 from .import_paths import NotLoadable, is_well_formed, path_of
 from .import_paths import load as load_path
-from .settings import CONFIG_FILE, SettingsError, named_tables
+from .settings import CONFIG_FILE, SettingsError, use_tables
 
 CallNext = Callable[[], Awaitable[Any]]
 Around = Callable[["Run", CallNext], Awaitable[Any]]
@@ -144,12 +144,7 @@ def load(record: dict[str, Any], where: str, workspace: Path | None) -> tuple[st
 
 def configured(workspace: Path) -> list[dict[str, Any]]:
     """chronicle.toml's [middleware.NAME] tables as records, in declaration order."""
-    found = []
-    for name, table, where in named_tables(workspace, "middleware", frozenset({"use", "options"}), MiddlewareError):
-        if not isinstance(table.get("options", {}), dict):
-            raise MiddlewareError(f"{where}: options must be a table")
-        found.append({"name": name, "use": table.get("use", ""), "options": table.get("options", {})})
-    return found
+    return use_tables(workspace, "middleware", MiddlewareError)
 
 
 def recorded_middleware(records: Any, workspace: Path) -> list[tuple[str, Around]]:

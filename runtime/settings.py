@@ -127,6 +127,17 @@ def named_tables(workspace: Path, section: str, keys: frozenset[str] | None,
     return found
 
 
+def use_tables(workspace: Path, section: str, error: type[SettingsError]) -> list[dict[str, Any]]:
+    """`[section.NAME] use = "module:attribute"` tables with an optional `options` table, as the records a
+    spec keeps (name, use, options), in declaration order: the shape middleware and hooks share."""
+    found = []
+    for name, table, where in named_tables(workspace, section, frozenset({"use", "options"}), error):
+        if not isinstance(table.get("options", {}), dict):
+            raise error(f"{where}: options must be a table")
+        found.append({"name": name, "use": table.get("use", ""), "options": table.get("options", {})})
+    return found
+
+
 def _table(config: dict[str, Any], name: str, model: type[BaseModel], path: Path) -> BaseModel:
     table = config.get(name) or {}
     if not isinstance(table, dict):

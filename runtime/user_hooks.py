@@ -33,7 +33,7 @@ from typing import Any
 from .hooks import Hook, Hooks, NeedApproval, Skip, Stop, ToolVerdict
 from .import_paths import NotLoadable, is_well_formed, path_of
 from .import_paths import load as load_path
-from .settings import CONFIG_FILE, SettingsError, named_tables
+from .settings import CONFIG_FILE, SettingsError, use_tables
 
 log = logging.getLogger(__name__)
 
@@ -105,12 +105,7 @@ def load(record: dict[str, Any], where: str, workspace: Path | None) -> NamedHoo
 
 def configured(workspace: Path) -> list[dict[str, Any]]:
     """chronicle.toml's [hooks.NAME] tables as records, in declaration order."""
-    found = []
-    for name, table, where in named_tables(workspace, "hooks", frozenset({"use", "options"}), HookError):
-        if not isinstance(table.get("options", {}), dict):
-            raise HookError(f"{where}: options must be a table")
-        found.append({"name": name, "use": table.get("use", ""), "options": table.get("options", {})})
-    return found
+    return use_tables(workspace, "hooks", HookError)
 
 
 def recorded_hooks(records: Any, workspace: Path) -> list[NamedHook]:
