@@ -25,7 +25,6 @@ from fastapi import Depends, FastAPI, Header, HTTPException, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, StreamingResponse
 from psycopg import Error as DriverError
-from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from chronicle.client import Chronicle
@@ -41,6 +40,19 @@ from chronicle.runtime.loop import LoopOptions
 from chronicle.runtime.off_loop import off_the_loop
 
 from .auth import TokenGate
+from .bodies import (
+    ApproveBody,
+    CancelBody,
+    CompactBody,
+    DenyBody,
+    ForkBody,
+    NewInput,
+    NewSession,
+    RedoBody,
+    SteerBody,
+    UndoBody,
+    WebhookBody,
+)
 from .body_limit import BodyLimit
 from .channels import Coalescer, load_channels
 
@@ -75,74 +87,6 @@ class ServerConfig:
 # Unknown fields are refused, and no value is converted: `"always": "yes"` is not true (it
 # recorded a standing always-allow) and `"turns": "2"` is not a number. A whole number is still
 # a number of seconds (`"wait": 5`), as JSON has one type for both.
-
-
-class _Body(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True)
-
-
-class NewSession(_Body):
-    prompt: str = Field(min_length=1)
-    provider: str | None = None
-    model: str | None = None
-    workspace: str | None = None
-    agent: str | None = None
-
-
-class NewInput(_Body):
-    prompt: str = Field(min_length=1)
-
-
-class ApproveBody(_Body):
-    tool_call: str | None = None
-    always: bool = False
-
-
-class DenyBody(_Body):
-    tool_call: str | None = None
-    reason: str | None = None
-
-
-class SteerBody(_Body):
-    message: str = Field(min_length=1)
-    wait_batch: bool = False
-    turn_id: str | None = None  # steer only this turn: 409 if it has ended, instead of queuing the next input
-
-
-class CancelBody(_Body):
-    wait: float = Field(default=10.0, ge=0, le=300)
-
-
-class UndoBody(_Body):
-    turns: int = Field(default=1, ge=1)
-    files: bool = False
-    workspace: str | None = None
-
-
-class RedoBody(_Body):
-    files: bool = False
-
-
-class ForkBody(_Body):
-    at: int | None = Field(default=None, ge=1)
-
-
-class CompactBody(_Body):
-    keep: int | None = Field(default=None, ge=0)
-    strategy: str = Field(default="summary", pattern="^(summary|truncate)$")
-
-
-class WebhookBody(BaseModel):
-    """A webhook's JSON: the message in `text` (or `prompt` / `message`), who sent it in `sender` (or `from`)."""
-
-    model_config = ConfigDict(extra="allow", populate_by_name=True, strict=True)
-    text: str | None = None
-    prompt: str | None = None
-    message: str | None = None
-    sender: str | None = Field(default=None, alias="from")
-
-    def content(self) -> str:
-        return (self.text or self.prompt or self.message or "").strip()
 
 
 def create_app(config: ServerConfig) -> FastAPI:
