@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .hooks import Checked, Hook, Hooks, Stop
-from .import_paths import NotLoadable, is_well_formed, load, path_of
+from .import_paths import NotLoadable, is_well_formed, load, remembered
 from .settings import SettingsError, named_tables
 from .tools.base import ToolError, ToolOutput
 
@@ -167,11 +167,7 @@ _DEFINED: dict[str, Callable[[str, str], Any]] = {}
 def check_path(check: Callable[[str, str], Any] | str) -> str:
     """The import path of a check; a function is remembered under it, so this process finds it even
     when no other could import it (a script run directly)."""
-    if isinstance(check, str):
-        return check
-    path = path_of(check)
-    _DEFINED[path] = check
-    return path
+    return remembered(_DEFINED, check)
 
 
 def load_check(path: str, where: str, workspace: Path | None) -> Callable[[str, str], Any]:

@@ -42,6 +42,16 @@ def path_of(target: Any) -> str:
     return f"{getattr(target, '__module__', '')}:{getattr(target, '__qualname__', type(target).__qualname__)}"
 
 
+def remembered(defined: dict[str, Any], target: Any) -> str:
+    """`target`'s import path (a path given as text is kept), with `target` remembered under it in
+    `defined`, so this process loads it even where no other process could (a script run directly)."""
+    if isinstance(target, str):
+        return target
+    path = path_of(target)
+    defined[path] = target
+    return path
+
+
 def is_well_formed(path: str) -> bool:
     module_name, _, attribute = path.partition(":")
     return bool(module_name.strip() and attribute.strip())

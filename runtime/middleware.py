@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 from uuid import UUID
 
-from .import_paths import NotLoadable, is_well_formed, path_of
+from .import_paths import NotLoadable, is_well_formed, remembered
 from .import_paths import load as load_path
 from .settings import CONFIG_FILE, SettingsError, use_tables
 
@@ -116,11 +116,7 @@ _DEFINED: dict[str, Any] = {}
 
 
 def use_path(target: Any) -> str:
-    if isinstance(target, str):
-        return target
-    path = path_of(target)
-    _DEFINED[path] = target
-    return path
+    return remembered(_DEFINED, target)
 
 
 def load(record: dict[str, Any], where: str, workspace: Path | None) -> tuple[str, Around]:
