@@ -9,12 +9,13 @@ exactly as `[agents.NAME]` tables in chronicle.toml do.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from chronicle.domain.agent_spec import AgentSpec
+from chronicle.domain.approval_policy import ApprovalPolicy
 from chronicle.runtime.agents.registry import MAIN, NAME_PATTERN, ORCHESTRATION_NAMES, AgentRegistry
 from chronicle.runtime.tools import BUILTIN_TOOLS, DEFAULT_TOOLS, READ_ONLY_TOOLS
 from chronicle.runtime.tools.base import Tool
@@ -54,10 +55,18 @@ class Agent:
     #: or their instances (a dataclass's fields are its options), run after the built-in guards in this order.
     #: Recorded on the session by import path, as middleware is.
     hooks: Sequence[Any] = ()
+    #: Which tool calls wait for a person and what becomes of them unasked, as chronicle.toml's [approvals]:
+    #: a mapping {"policy": "ask" | "deny" | "allow", "require": [tool, ...], "allow": [tool, ...]}. Recorded on
+    #: the session, so `resume` and workers decide as this process would. None: chronicle.toml's [approvals], if any.
+    approvals: Mapping[str, Any] | None = None
+    #: The same tool with the same input this many times in a row stops the turn (0: never; default 3, or
+    #: chronicle.toml's [limits] doom_loop). Recorded on the session with its limits; top-level agent only.
+    doom_loop: int | None = None
     _entries: tuple[str, ...] = field(default=(), init=False, repr=False)
     _guardrails: tuple[dict[str, Any], ...] = field(default=(), init=False, repr=False)
     _middleware: tuple[dict[str, Any], ...] = field(default=(), init=False, repr=False)
     _hooks: tuple[dict[str, Any], ...] = field(default=(), init=False, repr=False)
+    _approvals: ApprovalPolicy | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
         if not NAME_PATTERN.match(self.name):
@@ -66,6 +75,12 @@ class Agent:
             raise ValueError(f"agent {self.name}: max_iterations must be at least 1")
         if self.max_depth < 0:
             raise ValueError(f"agent {self.name}: max_depth cannot be negative")
+        if self.doom_loop is not None and (isinstance(self.doom_loop, bool) or not isinstance(self.doom_loop, int) or self.doom_loop < 0):
+            raise ValueError(f"agent {self.name}: doom_loop takes a whole number ≥ 0 (0 turns the guard off), got {self.doom_loop!r}")
+        if self.approvals is not None:
+            from chronicle.runtime.approval_policy import parse_policy
+
+            self._approvals = parse_policy(self.approvals, f"agent {self.name}: approvals", f"Agent({self.name}, approvals=...)")
         for field_name in ("tools", "agents", "mcp_servers", "guardrails", "middleware", "hooks"):
             given = getattr(self, field_name)
             if isinstance(given, (str, bytes)) or (given is not None and not isinstance(given, Sequence)):
@@ -100,7 +115,8 @@ class Agent:
         return AgentSpec(
             name=self.name, description=self.description, instructions=self.instructions, model=self.model or "",
             tools=self.tool_names(top_level), max_iterations=self.max_iterations, max_depth=self.max_depth,
-            guardrails=self._guardrails, middleware=self._middleware, hooks=self._hooks,
+            guardrails=self._guardrails, middleware=self._middleware, hooks=self._hooks, approvals=self._approvals,
+            limits={"doom_loop": self.doom_loop} if top_level and self.doom_loop is not None else None,
         )
 
     def only_here(self) -> list[str]:
@@ -136,6 +152,9 @@ class Agent:
         """This agent as the main one and its sub-agents, as chronicle.toml's [agents] tables would give them,
         with the MCP servers they name (`mcp_servers`; names are looked up in the workspace's chronicle.toml)."""
         descendants = self.descendants()
+        for agent in descendants:
+            if agent.doom_loop is not None:
+                raise ValueError(f"agent {agent.name}: doom_loop is set on the top-level agent; a sub-agent runs under its guards")
         return AgentRegistry(main=self.definition(True), agents=tuple(a.definition(False) for a in descendants),
                              mcp=mcp_servers_of([self, *descendants], workspace))
 

@@ -11,6 +11,7 @@ from typing import Any, cast
 
 from pydantic import BaseModel, ConfigDict, model_serializer
 
+from .approval_policy import ApprovalPolicy
 from .skill import SkillRecord, skills_prompt
 
 
@@ -59,15 +60,25 @@ class AgentSpec(BaseModel):
     #: Hook class), options; chronicle.toml's [hooks] are read from the workspace each time instead.
     #: Left out of the dump when empty.
     hooks: tuple[dict[str, Any], ...] = ()
+    #: Which calls wait for a person and what happens to them unasked (domain/approval_policy.py), from
+    #: `[approvals]`, `[agents.NAME.approvals]` or `Agent(approvals=...)`. None for sessions recorded before
+    #: it existed (and for agents that set none): the tools' flags decide and a person is asked, as then.
+    #: Left out of the dump when None, so older specs look the same.
+    approvals: ApprovalPolicy | None = None
 
     @model_serializer(mode="wrap")
     def _without_empty_mcp(self, handler: Any) -> dict[str, Any]:
         data = handler(self)
         if isinstance(data, dict):
-            for key in ("mcp_tools", "guardrails", "middleware", "hooks"):
+            for key in ("mcp_tools", "guardrails", "middleware", "hooks", "approvals"):
                 if not data.get(key):
                     data.pop(key, None)
         return cast("dict[str, Any]", data)
+
+    @property
+    def approval_policy(self) -> ApprovalPolicy:
+        """The policy in force: the recorded one, or today's default for a session that recorded none."""
+        return self.approvals or ApprovalPolicy()
 
     @property
     def may_delegate(self) -> bool:

@@ -20,7 +20,8 @@ from .turn import Turn
 AGGREGATES = (Session, Turn, ToolCall, SessionLease, Attachment)
 AGGREGATE_VERSIONS = {"Session": 4, "Turn": 4, "ToolCall": 1, "SessionLease": 1, "Attachment": 1}
 #: v2 of Session.TurnsUndone/TurnsRedone/SteeringQueued/CancelRequested, Turn.Resumed/Cancelled and
-#: ToolCall.Approved/Denied: `actor`, who decided (None on older events).
+#: ToolCall.Approved/Denied: `actor`, who decided (None on older events). v3 of ToolCall.Approved: `reason`,
+#: why a mechanism (the approval policy) approved; None on older events and for a person's answer.
 EVENT_VERSIONS = {
     "Session.Created": 1, "Session.Started": 2, "Session.InputQueued": 1, "Session.TurnStarted": 1,
     "Session.TurnEnded": 2, "Session.TurnsUndone": 2, "Session.TurnsRedone": 2, "Session.TitleSet": 1,
@@ -32,7 +33,7 @@ EVENT_VERSIONS = {
     "Turn.Failed": 1, "Turn.Cancelled": 2, "Turn.Stopped": 1, "Turn.Interrupted": 1, "Turn.ModelResponded": 3,
     "Turn.ModelCallRetried": 2, "Turn.ToolResultsRecorded": 1, "Turn.ToolResultsKept": 1, "Turn.AttachmentsReferenced": 1, "Turn.GuardrailApplied": 1,
     "Turn.MiddlewareApplied": 1,
-    "ToolCall.Created": 1, "ToolCall.Requested": 1, "ToolCall.ApprovalRequested": 2, "ToolCall.Approved": 2, "ToolCall.Denied": 2,
+    "ToolCall.Created": 1, "ToolCall.Requested": 1, "ToolCall.ApprovalRequested": 2, "ToolCall.Approved": 3, "ToolCall.Denied": 2,
     "ToolCall.Started": 1, "ToolCall.Completed": 3, "ToolCall.Failed": 2, "ToolCall.Skipped": 1,
     "ToolCall.Cancelled": 1, "ToolCall.Interrupted": 1, "ToolCall.EffectsRecorded": 1,
     # A sync function left running by a cancel or a timeout that ended later (runtime/tools/threads.py).

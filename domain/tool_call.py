@@ -148,17 +148,27 @@ class ToolCall(Aggregate):
     def _approval_requested(self, reason: str | None, timestamp: datetime) -> None:
         self.status = "awaiting_approval"
 
-    def approve(self, now: datetime, by: str = "user", always: bool = False, actor: str | None = None) -> None:
-        """`by` is the mechanism (user, --yes, always, policy); `actor` is who: a person or an API caller."""
+    def approve(self, now: datetime, by: str = "user", always: bool = False, actor: str | None = None,
+                reason: str | None = None) -> None:
+        """`by` is the mechanism (user, --yes, always, policy); `actor` is who: a person or an API caller;
+        `reason` why a mechanism approved (the policy and where it was set); None for a person's answer."""
         self._next("approve")
-        self._approved(by=by, always=always, actor=actor, timestamp=now)
+        self._approved(by=by, always=always, actor=actor, reason=reason, timestamp=now)
 
     class Approved(Decided, Event):
+        """v3: `reason`, why the approval was given when no person gave it (the approval policy); None before."""
+
+        class_version = 3
         by: str
         always: bool
+        reason: str | None
+
+        @staticmethod
+        def upcast_v2_v3(state: dict[str, Any]) -> None:
+            state["reason"] = None
 
     @event(Approved)
-    def _approved(self, by: str, always: bool, actor: str | None, timestamp: datetime) -> None:
+    def _approved(self, by: str, always: bool, actor: str | None, reason: str | None, timestamp: datetime) -> None:
         self.status = "approved"
 
     def deny(self, now: datetime, reason: str = "denied by the user", by: str = "user", actor: str | None = None) -> None:

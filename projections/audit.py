@@ -255,7 +255,10 @@ class AuditProjection(Projection):
 
     @on(ToolCall.Approved)
     def _approved(self, tx: Tx, e: ToolCall.Approved, position: int) -> None:
-        self._tool_row(tx, e, position, "approval", "approved", False, {"by": e.by, "always": e.always, "actor": e.actor})
+        detail = {"by": e.by, "always": e.always, "actor": e.actor}
+        if getattr(e, "reason", None):  # v3: why the approval policy approved
+            detail["reason"] = e.reason
+        self._tool_row(tx, e, position, "approval", "approved", False, detail)
 
     @on(ToolCall.Denied)
     def _denied(self, tx: Tx, e: ToolCall.Denied, position: int) -> None:

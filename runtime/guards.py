@@ -15,8 +15,9 @@ from typing import Any, Protocol
 
 from .clock import SYSTEM_CLOCK, Clock
 from .hooks import Hook, NeedApproval, Stop, ToolVerdict
+from .limit_flags import DEFAULT_DOOM_LOOP
 
-DOOM_LOOP_THRESHOLD = 3
+DOOM_LOOP_THRESHOLD = DEFAULT_DOOM_LOOP
 
 
 @dataclass(frozen=True)
@@ -51,27 +52,31 @@ class CostGuard(Hook):
 
     def __init__(
         self, reader: SpendReader, budget_usd: float | None = None, daily_budget_usd: float | None = None,
-        max_calls_per_hour: int | None = None, clock: Clock = SYSTEM_CLOCK,
+        max_calls_per_hour: int | None = None, clock: Clock = SYSTEM_CLOCK, sources: dict[str, str] | None = None,
     ) -> None:
         self.reader = reader
         self.budget_usd = budget_usd
         self.daily_budget_usd = daily_budget_usd
         self.max_calls_per_hour = max_calls_per_hour
         self.clock = clock
+        #: Where each limit was set, as the stop reason names it (a flag, chronicle.toml, the session's record).
+        self.sources = {"budget_usd": "--budget-usd", "daily_budget_usd": "--daily-budget-usd",
+                        "max_calls_per_hour": "--max-calls-per-hour", **(sources or {})}
 
     async def before_model_call(self, session: Any, turn: Any, request: Any) -> Stop | None:
         spent = self.reader.spend(str(session.id), self.clock.now())
         if self.budget_usd is not None and spent.tree_usd >= self.budget_usd:
-            return Stop("budget", f"session budget reached: ${spent.tree_usd:.4f} spent of ${self.budget_usd:g} (--budget-usd)")
+            return Stop("budget", f"session budget reached: ${spent.tree_usd:.4f} spent of ${self.budget_usd:g} ({self.sources['budget_usd']})")
         if self.daily_budget_usd is not None and spent.day_usd >= self.daily_budget_usd:
             return Stop(
                 "daily_budget",
-                f"daily budget reached: ${spent.day_usd:.4f} spent today (UTC) of ${self.daily_budget_usd:g} (--daily-budget-usd)",
+                f"daily budget reached: ${spent.day_usd:.4f} spent today (UTC) of ${self.daily_budget_usd:g} ({self.sources['daily_budget_usd']})",
             )
         if self.max_calls_per_hour is not None and spent.calls_last_hour >= self.max_calls_per_hour:
             return Stop(
                 "rate",
-                f"model-call rate reached: {spent.calls_last_hour} call(s) in the last hour, limit {self.max_calls_per_hour} (--max-calls-per-hour)",
+                f"model-call rate reached: {spent.calls_last_hour} call(s) in the last hour, "
+                f"limit {self.max_calls_per_hour} ({self.sources['max_calls_per_hour']})",
             )
         return None
 
@@ -92,32 +97,42 @@ def _tool_uses_before(turn: Any, call: Any) -> list[tuple[str, str]]:
 class ToolCallLimit(Hook):
     """At most N tool calls in one turn; the next one stops the turn."""
 
-    def __init__(self, max_tool_calls: int) -> None:
+    def __init__(self, max_tool_calls: int, source: str = "--max-tool-calls") -> None:
         self.max_tool_calls = max_tool_calls
+        self.source = source
 
     async def before_tool_call(self, session: Any, turn: Any, call: Any) -> ToolVerdict:
         position = len(_tool_uses_before(turn, call)) + 1
         if position > self.max_tool_calls:
             return Stop(
                 "tool_calls",
-                f"tool-call limit reached: {self.max_tool_calls} per turn (--max-tool-calls); {call.name} was not run",
+                f"tool-call limit reached: {self.max_tool_calls} per turn ({self.source}); {call.name} was not run",
             )
         return None
 
 
 class DoomLoopGuard(Hook):
-    """The same tool with the same input N times in a row: ask a person, or stop if none is there."""
+    """The same tool with the same input N times in a row: ask a person, or stop if none is there.
 
-    def __init__(self, interactive: bool, threshold: int = DOOM_LOOP_THRESHOLD) -> None:
+    N comes from the settings (`--doom-loop`, `[limits] doom_loop`, `Agent(doom_loop=...)`) and is
+    recorded on the session with its other limits, so a resume or a worker counts as the run did; 1
+    flags every call, 0 is no guard (guard_hooks leaves it out)."""
+
+    def __init__(self, interactive: bool, threshold: int = DOOM_LOOP_THRESHOLD, source: str = "") -> None:
+        if threshold < 1:
+            raise ValueError("a doom-loop threshold is at least 1 (0 means no guard: leave it out)")
         self.interactive = interactive
         self.threshold = threshold
+        self.source = source
 
     async def before_tool_call(self, session: Any, turn: Any, call: Any) -> ToolVerdict:
-        previous = _tool_uses_before(turn, call)[-(self.threshold - 1):]
+        before = _tool_uses_before(turn, call)
+        previous = before[max(0, len(before) - (self.threshold - 1)):] if self.threshold > 1 else []
         this = (call.name, json.dumps(call.input, sort_keys=True))
         if len(previous) < self.threshold - 1 or any(p != this for p in previous):
             return None
-        reason = f"doom loop: {call.name} called {self.threshold} times in a row with the same input"
+        where = f" (threshold from {self.source})" if self.source not in ("", "the default") else ""
+        reason = f"doom loop: {call.name} called {self.threshold} times in a row with the same input{where}"
         if self.interactive:
             return NeedApproval(reason)
         return Stop("doom_loop", reason)
@@ -126,13 +141,16 @@ class DoomLoopGuard(Hook):
 def guard_hooks(
     reader: SpendReader | None, *, interactive: bool, budget_usd: float | None = None, daily_budget_usd: float | None = None,
     max_calls_per_hour: int | None = None, max_tool_calls: int | None = None, clock: Clock = SYSTEM_CLOCK,
+    doom_loop: int = DOOM_LOOP_THRESHOLD, sources: dict[str, str] | None = None,
 ) -> list[Hook]:
-    """The standard guards for a loop; the doom-loop guard is always on."""
-    hooks: list[Hook] = [DoomLoopGuard(interactive=interactive)]
+    """The standard guards for a loop; the doom-loop guard is on unless its threshold is 0. `sources` says
+    where each limit was set, for the reasons the guards stop with."""
+    sources = sources or {}
+    hooks: list[Hook] = [DoomLoopGuard(interactive=interactive, threshold=doom_loop, source=sources.get("doom_loop", ""))] if doom_loop else []
     if max_tool_calls is not None:
-        hooks.append(ToolCallLimit(max_tool_calls))
+        hooks.append(ToolCallLimit(max_tool_calls, sources.get("max_tool_calls", "--max-tool-calls")))
     if budget_usd is not None or daily_budget_usd is not None or max_calls_per_hour is not None:
         if reader is None:
             raise ValueError("cost and rate limits need a SpendReader")
-        hooks.append(CostGuard(reader, budget_usd, daily_budget_usd, max_calls_per_hour, clock=clock))
+        hooks.append(CostGuard(reader, budget_usd, daily_budget_usd, max_calls_per_hour, clock=clock, sources=sources))
     return hooks

@@ -11,6 +11,8 @@ from dataclasses import dataclass
 
 CONFIG_FILE = "chronicle.toml"
 DEFAULT_TOOL_TIMEOUT_S = 180.0
+#: The same tool with the same input this many times in a row is a doom loop (seed 002); 0 turns the guard off.
+DEFAULT_DOOM_LOOP = 3
 
 
 @dataclass(frozen=True)
@@ -22,3 +24,4 @@ class LimitFlags:
     max_calls_per_hour: int | None = None
     max_tool_calls: int | None = None
     tool_timeout_s: float | None = None
+    doom_loop: int | None = None

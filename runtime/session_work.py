@@ -23,11 +23,19 @@ def pending_approvals(store: ChronicleStore, session: Session) -> list[ToolCall]
     return [c for c in calls if c is not None and c.status == "awaiting_approval"]
 
 
+def waiting_for_person(store: ChronicleStore, session: Session) -> list[ToolCall]:
+    """The pending approvals only a person can decide: not those the session's recorded approval policy
+    decides itself (its allow list, policy "allow" or "deny"), which the loop decides as soon as it runs."""
+    policy = session.spec.approval_policy
+    return [c for c in pending_approvals(store, session) if policy.decide(c.name) is None]
+
+
 def needs_work(store: ChronicleStore, session: Session, auto_approve: bool = False) -> str | None:
-    """Why the session should be advanced now, or None."""
+    """Why the session should be advanced now, or None. A turn paused for approval needs work when --yes
+    (`auto_approve`) or the recorded approval policy can decide every call it waits for."""
     if session.active_turn_id is not None:
         turn = store.turn(session.active_turn_id)
-        if turn.status == "awaiting_approval" and not auto_approve and pending_approvals(store, session):
+        if turn.status == "awaiting_approval" and not auto_approve and waiting_for_person(store, session):
             return None
         return "in_flight"
     if session.queue:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 import tomllib
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -25,12 +25,12 @@ from .compaction import CompactionSettings, Compactor
 from .guards import SpendReader, guard_hooks
 from .hooks import Hook
 from .limit_flags import CONFIG_FILE as CONFIG_FILE  # where the workspace's settings live; importers take it from here
-from .limit_flags import DEFAULT_TOOL_TIMEOUT_S, LimitFlags
+from .limit_flags import DEFAULT_DOOM_LOOP, DEFAULT_TOOL_TIMEOUT_S, LimitFlags
 from .validation import explain
 
 FLAG_NAMES = {
     "budget_usd": "--budget-usd", "daily_budget_usd": "--daily-budget-usd", "max_calls_per_hour": "--max-calls-per-hour",
-    "max_tool_calls": "--max-tool-calls", "tool_timeout_s": "--tool-timeout",
+    "max_tool_calls": "--max-tool-calls", "tool_timeout_s": "--tool-timeout", "doom_loop": "--doom-loop",
 }
 
 
@@ -47,8 +47,9 @@ class LimitValues(BaseModel):
     max_calls_per_hour: int | None = Field(None, ge=1)
     max_tool_calls: int | None = Field(None, ge=1)
     tool_timeout_s: float | None = Field(None, gt=0)
+    doom_loop: int | None = Field(None, ge=0)
 
-    @field_validator("max_calls_per_hour", "max_tool_calls", mode="before")
+    @field_validator("max_calls_per_hour", "max_tool_calls", "doom_loop", mode="before")
     @classmethod
     def _whole(cls, value: Any) -> Any:
         if isinstance(value, float) and value.is_integer():
@@ -76,19 +77,28 @@ class Settings:
     max_calls_per_hour: int | None = None
     max_tool_calls: int | None = None
     tool_timeout_s: float = DEFAULT_TOOL_TIMEOUT_S
+    #: Same tool, same input this many times in a row stops the turn (or asks, in chat); 0: never.
+    doom_loop: int = DEFAULT_DOOM_LOOP
     compaction: CompactionSettings = CompactionSettings()
+    #: Where each limit came from, as a guard's message names it: "--max-tool-calls", "[limits] max_tool_calls
+    #: in /ws/chronicle.toml", "recorded on the session", "Agent(doom_loop=...)". Unset: the flag's name.
+    sources: dict[str, str] = field(default_factory=dict, compare=False)
+
+    def source(self, name: str) -> str:
+        return self.sources.get(name) or FLAG_NAMES[name]
 
     def hooks(self, reader: SpendReader | None, interactive: bool) -> list[Hook]:
         return guard_hooks(
             reader, interactive=interactive, budget_usd=self.budget_usd, daily_budget_usd=self.daily_budget_usd,
             max_calls_per_hour=self.max_calls_per_hour, max_tool_calls=self.max_tool_calls,
+            doom_loop=self.doom_loop, sources={name: self.source(name) for name in FLAG_NAMES},
         )
 
     def compactor(self) -> Compactor:
         return Compactor(self.compaction)
 
     def describe(self) -> dict[str, Any]:
-        return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "compaction"}
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("compaction", "sources")}
 
     def limits(self) -> dict[str, Any]:
         """The limits to record on a new session's spec."""
@@ -149,18 +159,23 @@ def _table(config: dict[str, Any], name: str, model: type[BaseModel], path: Path
 
 
 def _tighter(name: str, recorded: Any, current: Any) -> Any:
-    """The stricter of two limits (None: no limit)."""
+    """The stricter of two limits (None: no limit). A doom-loop threshold is stricter the smaller it is,
+    but 0 is no guard at all: the loosest."""
     if recorded is None:
         return current
     if current is None:
         return recorded
+    if name == "doom_loop" and 0 in (recorded, current):
+        return max(recorded, current)
     return min(recorded, current)
 
 
-def load_settings(flags: LimitFlags, workspace: Path, recorded: dict[str, Any] | None = None) -> Settings:
+def load_settings(flags: LimitFlags, workspace: Path, recorded: dict[str, Any] | None = None,
+                  in_code: dict[str, Any] | None = None) -> Settings:
     """Flags first; then, for a session that recorded its limits, those limits (the file may only tighten
-    them); for a new session (or one recorded before limits were), `[limits]` of chronicle.toml.
-    `[compaction]` comes from the file."""
+    them); for a new session (or one recorded before limits were), the limits given in code (`Agent(doom_loop=...)`,
+    `in_code`), then `[limits]` of chronicle.toml. `[compaction]` comes from the file. A session recorded before
+    its doom-loop threshold was kept the fixed 3 of its day."""
     try:
         given = LimitValues.model_validate({f.name: getattr(flags, f.name) for f in fields(LimitFlags)})
     except ValidationError as exc:
@@ -172,17 +187,26 @@ def load_settings(flags: LimitFlags, workspace: Path, recorded: dict[str, Any] |
     load_privacy(workspace)  # a bad [privacy] table is refused now, not at the first event
     from_file = _table(config, "limits", LimitValues, path)
     compaction = _table(config, "compaction", CompactionValues, path)
+    if recorded is not None and "doom_loop" not in recorded:
+        recorded = {**recorded, "doom_loop": DEFAULT_DOOM_LOOP}
     merged: dict[str, Any] = {}
+    sources: dict[str, str] = {}
     for name in FLAG_NAMES:
         flag, file_value = getattr(given, name), getattr(from_file, name)
+        in_file = f"[limits] {name} in {path}"
         if flag is not None:
-            merged[name] = flag
+            merged[name], sources[name] = flag, FLAG_NAMES[name]
         elif recorded is not None:
             merged[name] = _tighter(name, recorded.get(name), file_value)
+            sources[name] = "recorded on the session" if merged[name] == recorded.get(name) else in_file
+        elif (in_code or {}).get(name) is not None:
+            merged[name], sources[name] = (in_code or {})[name], f"Agent({name}=...)"
         else:
-            merged[name] = file_value
+            merged[name], sources[name] = file_value, in_file
     if merged["tool_timeout_s"] is None:
         merged["tool_timeout_s"] = DEFAULT_TOOL_TIMEOUT_S
+    if merged["doom_loop"] is None:
+        merged["doom_loop"], sources["doom_loop"] = DEFAULT_DOOM_LOOP, "the default"
     for value in merged.values():
         assert value is None or math.isfinite(value)
-    return Settings(**merged, compaction=CompactionSettings(**compaction.model_dump()))
+    return Settings(**merged, compaction=CompactionSettings(**compaction.model_dump()), sources=sources)

@@ -19,6 +19,7 @@ from collections import Counter
 from time import monotonic
 from typing import Any, Awaitable, Callable, Literal
 
+from chronicle.domain.approval_policy import ApprovalPolicy
 from chronicle.domain.tool_call import ToolCall
 
 from .actor import process_actor
@@ -67,10 +68,12 @@ class ToolRunner:
         #: Calls whose sync function a cancel left running (runtime/tools/threads.py), until their
         #: cancel is stored: `cancel_calls` words their result, `record_late_ends` then watches them.
         self.left_running: dict[Any, ThreadRun] = {}
+        self.policy = ApprovalPolicy()
 
     def needs_approval(self, call: ToolCall, always_allowed: Any) -> bool:
+        """The tool's flag or the session's recorded policy (`require`) asks for it; a standing "always" does not."""
         tool = self.loop.toolbox.get(call.name)
-        return bool(tool and tool.requires_approval and call.name not in always_allowed)
+        return bool(tool and self.policy.requires(call.name, tool.requires_approval) and call.name not in always_allowed)
 
     async def run_step(self, session: Any, turn: Any, calls: list[ToolCall]) -> None:
         """Resolve every call of the step, in order; raise ApprovalWait to pause, GuardStop to stop."""
@@ -78,6 +81,8 @@ class ToolRunner:
         self.session, self.turn = session, turn
         self.always = self._answered_always.setdefault(session.id, set())
         self.always.update(session.always_allowed)
+        #: The approval policy recorded on the session's spec (None recorded: the tools' flags, a person asked).
+        self.policy = session.spec.approval_policy
         #: Calls a hook asked a person about (doom loop): never approved by --yes or "always".
         self.flagged: dict[Any, str] = {}
         self.steered = False
@@ -140,6 +145,14 @@ class ToolRunner:
             return True
         if call.name in self.always and not flagged:
             call.approve(now, by="always", actor=process_actor())
+            return True
+        decided = None if flagged else self.policy.decide(call.name)  # a guard's question is for a person
+        if decided is not None:
+            verdict, cause = decided
+            if verdict == "approve":
+                call.approve(now, by="policy", actor=process_actor(), reason=cause)
+            else:
+                call.deny(now, reason=cause, by="policy", actor=process_actor())
             return True
         if loop.approver is None:
             return False

@@ -13,6 +13,11 @@ never depend on the file still being there or unchanged.
     instructions = "Answer from the files; call task_complete when done."
     tools = ["read_file", "grep"]      # default: read_file, list_dir, glob, grep
     max_iterations = 10
+
+    [approvals]                         # every agent's approval policy (runtime/approval_policy.py) ...
+    policy = "deny"
+    [agents.researcher.approvals]       # ... unless the agent has its own
+    allow = ["bash"]
 """
 
 from __future__ import annotations
@@ -54,6 +59,7 @@ class AgentEntry(BaseModel):
     tools: list[str] | None = None
     max_iterations: int = Field(20, ge=1)
     max_depth: int = Field(1, ge=0)
+    approvals: Any = None  # checked by runtime/approval_policy.py
 
     @field_validator("tools")
     @classmethod
@@ -86,6 +92,7 @@ class RegistryFile(BaseModel):
     privacy: dict[str, Any] = Field(default_factory=dict)  # checked by runtime/secret_scan.py
     channels: dict[str, Any] = Field(default_factory=dict)  # the server's; checked by runtime/server/channels.py
     tools: dict[str, Any] = Field(default_factory=dict)  # `env_passthrough`; checked by runtime/tools/tool_env.py
+    approvals: Any = None  # checked by runtime/approval_policy.py
 
 
 @dataclass(frozen=True)
@@ -188,6 +195,8 @@ def child_spec(parent: AgentSpec, definition: AgentSpec) -> AgentSpec:
             "depth": depth, "max_depth": max_depth, "provider": parent.provider,
             "model": definition.model or parent.model, "workspace": parent.workspace,
             "registry": parent.registry if depth < max_depth else (),
+            # a sub-agent without a policy of its own decides as the agent that asked it
+            "approvals": definition.approvals or parent.approvals,
         }
     )
     return with_orchestration_tools(with_skills(spec, parent.skills))
@@ -207,23 +216,35 @@ def load_registry(path: Path) -> AgentRegistry:
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"]) or "(top level)"
-        message = "unknown key (allowed: description, instructions, model, tools, max_iterations, max_depth)" \
+        message = "unknown key (allowed: description, instructions, model, tools, max_iterations, max_depth, approvals)" \
             if first["type"] == "extra_forbidden" and len(first["loc"]) == 3 else first["msg"]
         if first["type"] == "extra_forbidden" and len(first["loc"]) == 1:
             message = ("unknown top-level key; chronicle.toml holds [agents.NAME], [mcp.NAME], [limits], [compaction], [skills], "
-                       "[routines.NAME], [guardrails.NAME], [middleware.NAME], [hooks.NAME], [channels.NAME], [tools], [effects] "
-                       "and [privacy] tables")
+                       "[routines.NAME], [guardrails.NAME], [middleware.NAME], [hooks.NAME], [channels.NAME], [tools], [effects], "
+                       "[approvals] and [privacy] tables")
         raise RegistryError(f"{path}: {where}: {message.removeprefix('Value error, ')}") from None
-    main = AgentSpec(name=MAIN, tools=DEFAULT_TOOLS)
+    from chronicle.runtime.approval_policy import ApprovalPolicyError, parse_policy
+
+    try:
+        shared = parse_policy(raw["approvals"], f"{path}: approvals", f"{path.name} [approvals]") if "approvals" in raw else None
+    except ApprovalPolicyError as exc:
+        raise RegistryError(str(exc)) from None
+    main = AgentSpec(name=MAIN, tools=DEFAULT_TOOLS, approvals=shared)
     agents: list[AgentSpec] = []
     for name, entry in parsed.agents.items():
         if not NAME_PATTERN.match(name):
             raise RegistryError(f"{path}: agents.{name}: agent names start with a letter and use letters, digits, - and _")
         is_main = name == MAIN
         tools = tuple(entry.tools) if entry.tools is not None else (DEFAULT_TOOLS if is_main else READ_ONLY_TOOLS)
+        own = shared
+        try:
+            if entry.approvals is not None:
+                own = parse_policy(entry.approvals, f"{path}: agents.{name}.approvals", f"{path.name} [agents.{name}.approvals]")
+        except ApprovalPolicyError as exc:
+            raise RegistryError(str(exc)) from None
         spec = AgentSpec(
             name=name, description=entry.description, instructions=entry.instructions, model=entry.model,
-            tools=tools, max_iterations=entry.max_iterations, max_depth=entry.max_depth,
+            tools=tools, max_iterations=entry.max_iterations, max_depth=entry.max_depth, approvals=own,
         )
         if is_main:
             main = spec

@@ -18,7 +18,7 @@ from ..agents.registry import AgentRegistry
 from ..leases import DEFAULT_LEASE_S, current_lease
 from ..live import AgentEnd, AgentStart, Broker
 from ..loop import TurnOutcome
-from ..session_work import needs_work, pending_approvals
+from ..session_work import needs_work, pending_approvals, waiting_for_person
 from ..sessions import start_session, submit_input
 from ..settings import LimitFlags, SettingsError, load_settings
 from ..store import ChronicleStore
@@ -86,7 +86,7 @@ def paused(store: ChronicleStore) -> list[AwaitingApproval]:
     found = []
     for session in store.sessions():
         if session.parent_session_id is None and session.active_turn_id is not None:
-            waiting = pending_approvals(store, session)
+            waiting = waiting_for_person(store, session)
             if waiting:
                 found.append(AwaitingApproval(session.id, waiting))
     return found
@@ -159,7 +159,7 @@ def checked_spec(provider: str | None, model: str | None, workspace: Path, max_i
     if not spec.provider:
         raise AppError("no model provider: set ANTHROPIC_API_KEY to use Claude, or pass --provider scripted:PATH", 2)
     try:
-        settings = load_settings(LimitFlags(), workspace)
+        settings = load_settings(LimitFlags(), workspace, in_code=spec.limits)
         loop_parts(spec, provider_name=spec.provider, model=model, workspace=workspace, settings=settings)
     except SettingsError as exc:
         raise AppError(str(exc), 2) from None

@@ -96,17 +96,21 @@ def retry_policy(max_attempts: int | None) -> RetryPolicy:
         raise AppError(str(exc), 2) from None
 
 
-def settings_for(options: RunOptions, workspace: Path, recorded: AgentSpec | None = None) -> Settings:
+def settings_for(options: RunOptions, workspace: Path, recorded: AgentSpec | None = None,
+                 in_code: dict[str, Any] | None = None) -> Settings:
+    """`in_code`: the limits a new session's Agent gave (`Agent(doom_loop=...)`), under the flags, over chronicle.toml."""
     try:
-        return load_settings(options.limits, workspace, recorded.limits if recorded is not None else None)
+        return load_settings(options.limits, workspace, recorded.limits if recorded is not None else None, in_code)
     except SettingsError as exc:
         raise AppError(str(exc), 2) from None
 
 
-def _new_session_spec(options: RunOptions, workspace: Path, settings: Settings) -> AgentSpec:
+def _new_session_spec(options: RunOptions, workspace: Path) -> tuple[AgentSpec, Settings]:
+    """The spec a new session records, with the limits it starts under (which the spec's own, given in code, shape)."""
     spec = new_spec(workspace, options.provider, options.model, options.max_iterations, options.agents,
                     registry=options.registry, extra_tools=options.tools)
-    return spec.model_copy(update={"limits": settings.limits()})
+    settings = settings_for(options, workspace, in_code=spec.limits)
+    return spec.model_copy(update={"limits": settings.limits()}), settings
 
 
 class Conversation:
@@ -130,8 +134,8 @@ class Conversation:
         except EnvironmentSettingError as exc:
             raise AppError(str(exc), 2) from None
         workspace = resolve_workspace(options.workspace)
-        settings = settings_for(options, workspace)
-        spec = _new_session_spec(options, workspace, settings)
+        settings_for(options, workspace)  # a bad flag or [limits] is refused before the registry is read
+        spec, settings = _new_session_spec(options, workspace)
         try:
             loop_parts(spec, provider_name=spec.provider or None, model=options.model, workspace=workspace, settings=settings)
         except LoopSetupError as exc:
@@ -169,7 +173,7 @@ class Conversation:
             if options.tools:
                 notes.append(f"note: --tools ignored; session {sid} keeps the tools recorded when it started")
         else:
-            spec = _new_session_spec(options, workspace, settings)
+            spec, settings = _new_session_spec(options, workspace)
             provider = spec.provider or None
         broker = Broker()
         for subscriber in subscribers:

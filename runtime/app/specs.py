@@ -8,13 +8,16 @@ building its loop once before anything is recorded.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import date, datetime, timezone
 from pathlib import Path
 
 from chronicle.domain.agent_spec import AgentSpec
 
 from ..agents.registry import AgentRegistry, RegistryError, agents_directory, find_registry
+from ..approval_policy import ApprovalPolicyError, workspace_policy
 from ..providers import default_model, default_provider_name
+from ..settings import SettingsError
 from .errors import AppError
 
 
@@ -61,12 +64,14 @@ def new_spec(workspace: Path, provider: str | None = None, model: str | None = N
     the defaults; with the default system prompt. `extra_tools`: `--tools module:attr` entries."""
     provider_name = normalise_provider(provider) or default_provider_name() or ""
     try:
+        if registry is not None and registry.main.approvals is None:  # an Agent in code without a policy: the workspace's
+            registry = replace(registry, main=registry.main.model_copy(update={"approvals": workspace_policy(workspace)}))
         registry = registry or find_registry(agents, workspace)
         spec = registry.main_spec(  # starts the MCP servers it names, to record their tools
             provider=provider_name, workspace=str(workspace), max_iterations=max_iterations, extra_tools=extra_tools,
             model=model or registry.main.model or ("scripted" if provider_name.startswith("scripted:") else default_model(provider_name)),
         )
-    except RegistryError as exc:
+    except (RegistryError, ApprovalPolicyError, SettingsError) as exc:
         raise AppError(str(exc), 2) from None
     day = today or datetime.now(timezone.utc).date()
     # Recorded, not computed when asking: a session started before the directory existed keeps its prompt.

@@ -34,6 +34,9 @@ _OPTIONS: dict[str, Any] = {
         "--max-tool-calls", min=1, help="Stop (exit 4) before a turn's tool call beyond this many", show_default=False)],
     "tool_timeout_s": Annotated[Optional[float], typer.Option(
         "--tool-timeout", min=0.001, help="Seconds before a running tool is stopped (default: 180)", show_default=False)],
+    "doom_loop": Annotated[Optional[int], typer.Option(
+        "--doom-loop", min=0, help="Same tool, same input this many times in a row is a doom loop (default: 3; 0: off)",
+        show_default=False)],
 }
 
 
