@@ -186,6 +186,16 @@ class SkillRecord(TypedDict):
     files: NotRequired[list[str]]
 
 
+class ApprovalRecord(TypedDict):
+    """An approval policy as a spec records it (domain/approval_policy.py)."""
+
+    __pydantic_config__ = OURS  # type: ignore[misc]
+    policy: str
+    require: list[str]
+    allow: list[str]
+    source: str
+
+
 class SpecRecord(TypedDict, total=False):
     """An agent's spec as its Session.Started records it (domain/agent_spec.py, dumped); fields
     added since a session started are absent from its record and take their defaults."""
@@ -212,3 +222,4 @@ class SpecRecord(TypedDict, total=False):
     guardrails: list[dict[str, Any]]
     middleware: list[dict[str, Any]]
     hooks: list[dict[str, Any]]
+    approvals: ApprovalRecord  # domain/approval_policy.py; absent on specs that set none

@@ -62,6 +62,8 @@ def parse_policy(table: Any, where: str, source: str) -> ApprovalPolicy:
             message = f"unknown key; allowed: {', '.join(KEYS)}"
         elif first["type"] == "literal_error":
             message = f"expected one of {', '.join(POLICIES)}, got {first.get('input')!r}"
+        elif first["type"] == "string_type":
+            message = f"{first.get('input')!r} is not a tool name"
         elif first["type"] == "list_type":
             message = f"expected a list of tool names, like {key} = [\"bash\"], got {first.get('input')!r}"
         else:
