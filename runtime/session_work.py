@@ -26,8 +26,11 @@ def pending_approvals(store: ChronicleStore, session: Session) -> list[ToolCall]
 def waiting_for_person(store: ChronicleStore, session: Session) -> list[ToolCall]:
     """The pending approvals only a person can decide: not those the session's recorded approval policy
     decides itself (its allow list, policy "allow" or "deny"), which the loop decides as soon as it runs."""
+    pending = pending_approvals(store, session)
+    if not pending:
+        return []
     policy = session.spec.approval_policy
-    return [c for c in pending_approvals(store, session) if policy.decide(c.name) is None]
+    return [c for c in pending if policy.decide(c.name) is None]
 
 
 def needs_work(store: ChronicleStore, session: Session, auto_approve: bool = False) -> str | None:

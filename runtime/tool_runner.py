@@ -151,8 +151,9 @@ class ToolRunner:
             verdict, cause = decided
             if verdict == "approve":
                 call.approve(now, by="policy", actor=process_actor(), reason=cause)
-            else:
+            else:  # shown as it ends, as a skip is: no person saw it asked
                 call.deny(now, reason=cause, by="policy", actor=process_actor())
+                await self._ended(call)
             return True
         if loop.approver is None:
             return False

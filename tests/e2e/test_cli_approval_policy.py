@@ -50,6 +50,8 @@ def test_policy_deny_denies_a_bash_call_unasked_the_model_is_told_and_audit_name
     assert "(policy): denied by the approval policy" in shown
     ends = [e for e in json_lines(result.stdout) if e["type"] == "turn_end"]
     assert ends[-1]["status"] == "completed" and ends[-1]["text"] == "did without"
+    [shown_end] = [e for e in json_lines(result.stdout) if e["type"] == "tool_end"]  # what watched the run saw
+    assert shown_end["status"] == "denied" and "approval policy" in shown_end["output"]
 
 
 def test_require_pauses_an_unflagged_tool_and_resume_keeps_the_recorded_policy_when_the_file_changes(db_url, workspace, tmp_path):
