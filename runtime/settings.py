@@ -81,7 +81,7 @@ class Settings:
     doom_loop: int = DEFAULT_DOOM_LOOP
     compaction: CompactionSettings = CompactionSettings()
     #: Where each limit came from, as a guard's message names it: "--max-tool-calls", "[limits] max_tool_calls
-    #: in /ws/chronicle.toml", "recorded on the session", "Agent(doom_loop=...)". Unset: the flag's name.
+    #: in /ws/chronicle.toml", "the session's record", "Agent(doom_loop=...)". Unset: the flag's name.
     sources: dict[str, str] = field(default_factory=dict, compare=False)
 
     def source(self, name: str) -> str:
@@ -198,7 +198,7 @@ def load_settings(flags: LimitFlags, workspace: Path, recorded: dict[str, Any] |
             merged[name], sources[name] = flag, FLAG_NAMES[name]
         elif recorded is not None:
             merged[name] = _tighter(name, recorded.get(name), file_value)
-            sources[name] = "recorded on the session" if merged[name] == recorded.get(name) else in_file
+            sources[name] = "the session's record" if merged[name] == recorded.get(name) else in_file
         elif (in_code or {}).get(name) is not None:
             merged[name], sources[name] = (in_code or {})[name], f"Agent({name}=...)"
         else:

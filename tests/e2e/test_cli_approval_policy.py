@@ -160,7 +160,7 @@ def test_resume_applies_the_doom_loop_threshold_the_session_recorded(db_url, wor
     assert cli("approve", sid, db=db_url).returncode == 0
     resumed = cli("resume", sid, "--json", db=db_url)
     assert resumed.returncode == 4, resumed.stderr
-    assert "2 times in a row" in resumed.stderr
+    assert "2 times in a row" in resumed.stderr and "(threshold from the session's record)" in resumed.stderr
 
 
 def test_a_tool_call_limit_from_chronicle_toml_is_reported_as_the_file_s_not_as_the_flag(sqlite_url, workspace, tmp_path):
