@@ -141,3 +141,13 @@ def test_an_old_session_keeps_asking_a_person_and_a_doom_loop_of_3_whatever_chro
     assert run.returncode == 3, run.stderr  # the file's "allow" is not this session's policy: a person is asked
     assert not (workspace / "no.txt").exists()
     assert UUID(str(S1[version]))
+
+
+def test_an_agent_in_code_without_a_policy_takes_the_workspace_s_approvals_table(db_url, workspace, tmp_path):
+    (workspace / "chronicle.toml").write_text('[approvals]\nallow = ["launch"]\n', encoding="utf-8")
+    agent = Agent(tools=[launch], provider=scripted(tmp_path, response(tool_use("t1", "launch", target="moon")), response(text("up"))))
+    with Chronicle(db_url) as app:
+        result = app.run_sync(agent, "go", workspace=workspace)
+        assert (result.status, result.text) == ("completed", "up")
+        [approved] = [r for r in app.audit(session=result.session_id) if r["kind"] == "approval"]
+        assert approved["detail"]["reason"] == "launch is in the approval policy's allow list (chronicle.toml [approvals])"

@@ -198,3 +198,23 @@ def test_a_bad_approvals_table_or_doom_loop_exits_2_with_one_line_and_records_no
     assert flag.returncode == 2
     listed = cli("sessions", "--json", db=db_url)
     assert json_lines(listed.stdout) == [], "a refused run recorded a session"
+
+
+def test_deny_recorded_at_submit_is_applied_by_resume_and_by_a_worker_whatever_the_file_says_later(db_url, workspace, tmp_path):
+    config(workspace, '[approvals]\npolicy = "deny"\n')
+    provider = script(tmp_path / "s.json", [response(tool_use("tu_1", "bash", command="echo x >> ran.txt")), response(text("denied"))])
+    sids = []
+    for _ in range(2):
+        submitted = cli("submit", "shell", "--provider", provider, "--workspace", str(workspace), "--json", db=db_url)
+        assert submitted.returncode == 0, submitted.stderr
+        sids.append(json.loads(submitted.stdout)["session_id"])
+    config(workspace, '[approvals]\npolicy = "allow"\n')  # written after the sessions started: not theirs
+    resumed = cli("resume", sids[0], "--json", db=db_url)
+    assert resumed.returncode == 0, resumed.stderr
+    worked = cli("worker", "--once", "--poll", "0.05", db=db_url)
+    assert worked.returncode == 0, worked.stderr
+    assert not (workspace / "ran.txt").exists()
+    for sid in sids:
+        [decided] = decisions(sid, db_url)
+        assert (decided["status"], decided["detail"]["by"]) == ("denied", "policy")
+        assert 'approval policy "deny" (chronicle.toml [approvals])' in decided["detail"]["reason"]
