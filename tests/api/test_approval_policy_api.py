@@ -5,7 +5,6 @@ asked, a doom loop at 3."""
 from __future__ import annotations
 
 import json
-from uuid import UUID
 
 import pytest
 
@@ -140,7 +139,6 @@ def test_an_old_session_keeps_asking_a_person_and_a_doom_loop_of_3_whatever_chro
               "--json", db=old_url)
     assert run.returncode == 3, run.stderr  # the file's "allow" is not this session's policy: a person is asked
     assert not (workspace / "no.txt").exists()
-    assert UUID(str(S1[version]))
 
 
 def test_an_agent_in_code_without_a_policy_takes_the_workspace_s_approvals_table(db_url, workspace, tmp_path):
