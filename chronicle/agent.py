@@ -62,6 +62,15 @@ class Agent:
     #: The same tool with the same input this many times in a row stops the turn (0: never; default 3, or
     #: chronicle.toml's [limits] doom_loop). Recorded on the session with its limits; top-level agent only.
     doom_loop: int | None = None
+    #: The default system prompt (workspace, date, tools) before the instructions; None: `[agent] preamble` of
+    #: chronicle.toml decides (default on). A top-level agent's setting; recorded as the text it gave.
+    preamble: bool | None = None
+    #: The workspace's AGENTS.md, TOOLS.md and MEMORY.md read into a new session's system prompt; None:
+    #: `[agent] bootstrap` decides (default on). Sub-agents get their parent's AGENTS.md and TOOLS.md.
+    bootstrap: bool | None = None
+    #: The model of titles, compaction summaries and the heartbeat (e.g. "claude-haiku-4-5"); None:
+    #: CHRONICLE_AUX_MODEL, then `[models] auxiliary`, then the main model. Recorded on the session.
+    aux_model: str | None = None
     _entries: tuple[str, ...] = field(default=(), init=False, repr=False)
     _guardrails: tuple[dict[str, Any], ...] = field(default=(), init=False, repr=False)
     _middleware: tuple[dict[str, Any], ...] = field(default=(), init=False, repr=False)
@@ -81,6 +90,12 @@ class Agent:
             from chronicle.runtime.approval_policy import parse_policy
 
             self._approvals = parse_policy(self.approvals, f"agent {self.name}: approvals", f"Agent({self.name}, approvals=...)")
+        if self.aux_model is not None and (not isinstance(self.aux_model, str) or not self.aux_model.strip()):
+            raise ValueError(f"agent {self.name}: aux_model takes a model name, like aux_model=\"claude-haiku-4-5\"; "
+                             "leave it out for the main model")
+        for switch in ("preamble", "bootstrap"):
+            if getattr(self, switch) not in (None, True, False):
+                raise ValueError(f"agent {self.name}: {switch} takes True or False")
         for field_name in ("tools", "agents", "mcp_servers", "guardrails", "middleware", "hooks"):
             given = getattr(self, field_name)
             if isinstance(given, (str, bytes)) or (given is not None and not isinstance(given, Sequence)):
@@ -156,7 +171,8 @@ class Agent:
             if agent.doom_loop is not None:
                 raise ValueError(f"agent {agent.name}: doom_loop is set on the top-level agent; a sub-agent runs under its guards")
         return AgentRegistry(main=self.definition(True), agents=tuple(a.definition(False) for a in descendants),
-                             mcp=mcp_servers_of([self, *descendants], workspace))
+                             mcp=mcp_servers_of([self, *descendants], workspace), preamble=self.preamble,
+                             bootstrap=self.bootstrap, aux_model=self.aux_model)
 
 
 def mcp_servers_of(agents: Sequence[Agent], workspace: str | Path | None) -> dict[str, Any]:

@@ -12,6 +12,7 @@ from typing import Any, cast
 from pydantic import BaseModel, ConfigDict, model_serializer
 
 from .approval_policy import ApprovalPolicy
+from .project_file import ProjectFile, project_prompt
 from .skill import SkillRecord, skills_prompt
 
 
@@ -65,12 +66,19 @@ class AgentSpec(BaseModel):
     #: it existed (and for agents that set none): the tools' flags decide and a person is asked, as then.
     #: Left out of the dump when None, so older specs look the same.
     approvals: ApprovalPolicy | None = None
+    #: AGENTS.md and TOOLS.md of the workspace as they read when the session started, secrets cut
+    #: (runtime/project_files.py); a sub-agent gets its parent's. Left out of the dump when empty.
+    project_files: tuple[ProjectFile, ...] = ()
+    #: The model of auxiliary calls (titles, compaction summaries, the heartbeat): `[models] auxiliary`,
+    #: CHRONICLE_AUX_MODEL or Agent(aux_model=...) when the session started; "" = the main model.
+    #: Left out of the dump when empty.
+    aux_model: str = ""
 
     @model_serializer(mode="wrap")
     def _without_empty_mcp(self, handler: Any) -> dict[str, Any]:
         data = handler(self)
         if isinstance(data, dict):
-            for key in ("mcp_tools", "guardrails", "middleware", "hooks", "approvals"):
+            for key in ("mcp_tools", "guardrails", "middleware", "hooks", "approvals", "project_files", "aux_model"):
                 if not data.get(key):
                     data.pop(key, None)
         return cast("dict[str, Any]", data)
@@ -85,12 +93,18 @@ class AgentSpec(BaseModel):
         """Delegation is allowed above the depth limit only: a child sits at depth + 1."""
         return self.depth < self.max_depth
 
+    def auxiliary_model(self, main: str) -> str:
+        """The model an auxiliary call asks: the recorded one, else `main` (the model the session's turns ask)."""
+        return self.aux_model or main
+
     @property
     def system_prompt(self) -> str:
         """What the model is told as system: the preamble (a new top-level session's default prompt), the
-        agent's instructions, MEMORY.md as recorded, then the recorded skills. Sessions recorded before the
-        preamble, memory or skills existed get exactly their instructions, so their request fingerprints stay the same."""
+        agent's instructions, the project files (AGENTS.md, TOOLS.md) and MEMORY.md as recorded, then the
+        recorded skills. Sessions recorded before the preamble, project files, memory or skills existed get
+        exactly their instructions, so their request fingerprints stay the same."""
         memory = f"<memory>\n{self.memory.strip()}\n</memory>" if self.memory else ""
-        return "\n\n".join(part for part in (self.preamble, self.instructions, memory, skills_prompt(self.skills)) if part)
+        parts = (self.preamble, self.instructions, project_prompt(self.project_files), memory, skills_prompt(self.skills))
+        return "\n\n".join(part for part in parts if part)
 
 

@@ -194,6 +194,13 @@ class ApprovalRecord(TypedDict):
     require: list[str]
     allow: list[str]
     source: str
+class ProjectFileRecord(TypedDict):
+    """AGENTS.md or TOOLS.md as a spec records it (domain/project_file.py)."""
+
+    __pydantic_config__ = OURS  # type: ignore[misc]
+    name: str
+    text: str
+    redacted: dict[str, int]
 
 
 class SpecRecord(TypedDict, total=False):
@@ -223,3 +230,5 @@ class SpecRecord(TypedDict, total=False):
     middleware: list[dict[str, Any]]
     hooks: list[dict[str, Any]]
     approvals: ApprovalRecord  # domain/approval_policy.py; absent on specs that set none
+    project_files: list[ProjectFileRecord]
+    aux_model: str

@@ -129,13 +129,14 @@ class Compactor:
             return CompactionResult(False, strategy, reason=f"nothing to compact: {len(view)} turn(s) in context, keeping {keep}")
         already = session.head[: len(session.head) - len(session.context_view()[1])]
         spec = session.spec
+        model = spec.auxiliary_model(spec.model)  # the summary's model: the recorded auxiliary one, else the main one
         usage: dict[str, Any] = {}
         text = summary
         if strategy == "summary":
             messages = build_context(store.turns(chosen), summary=summary)
             messages.append(Message(role="user", content=[TextBlock(text=SUMMARY_PROMPT)]))
             request = ModelRequest(
-                model=spec.model, system=SUMMARY_SYSTEM, messages=merge_roles(messages), tools=[], max_tokens=2048,
+                model=model, system=SUMMARY_SYSTEM, messages=merge_roles(messages), tools=[], max_tokens=2048,
                 agent=spec.name, session_id=str(session_id), call_index=session.compaction_attempts, auxiliary="summary",
             )
             response = await io.provider.stream(request, ignore_deltas)
@@ -144,7 +145,7 @@ class Compactor:
                 reason = f"summary failed: {response.error.message if response.error else 'the model returned no text'}"
                 now = io.clock.now()
                 store.update_session(
-                    session_id, lambda s: s.record_compaction_failure(reason, strategy, now, usage=usage, model=response.model or spec.model)
+                    session_id, lambda s: s.record_compaction_failure(reason, strategy, now, usage=usage, model=response.model or model)
                 )
                 await io.emit(ErrorEvent(session_id=str(session_id), message=f"compaction {reason}; history left unchanged", kind="compaction"))
                 return CompactionResult(False, strategy, reason=reason)
@@ -160,7 +161,6 @@ class Compactor:
             raise ValueError(f"unknown compaction strategy {strategy!r}: use summary, truncate or workspace")
         now = io.clock.now()
         turn_ids = [*already, *chosen]
-        model = spec.model
         from .secret_scan import scanner_for  # the summary is model text: scanned like any other before it is recorded
 
         found = scanner_for(io.workspace).text(text) if text is not None else None

@@ -188,7 +188,10 @@ class RoutineEngine:
     def _spec(self, routine: Routine) -> AgentSpec:
         if self.spec is None:
             raise RuntimeError("this routine engine only reads; it has no spec to start sessions with")
-        return self.spec.model_copy(update={"name": f"{SESSION_PREFIX}{routine.name}", "workspace": self.scope})
+        update: dict[str, Any] = {"name": f"{SESSION_PREFIX}{routine.name}", "workspace": self.scope}
+        if routine.heartbeat:  # a checklist run every half hour: the cheaper auxiliary model, when one is set, recorded as its model
+            update["model"] = self.spec.auxiliary_model(self.spec.model)
+        return self.spec.model_copy(update=update)
 
     def _exists(self, aggregate_id: UUID) -> bool:
         try:

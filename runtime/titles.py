@@ -79,14 +79,16 @@ class TitleHook(Hook):
         self.store.update_session(session.id, record)
 
     async def _ask(self, spec: Any, first_input: str, request: ModelRequest) -> tuple[str | None, str | None, dict, str]:
+        # The auxiliary model recorded on the spec ([models] auxiliary), else the model this turn asks.
         ask = ModelRequest(
-            model=request.model, system=TITLE_SYSTEM, messages=[Message(role="user", content=[TextBlock(text=first_input[:4000])])],
+            model=spec.auxiliary_model(request.model), system=TITLE_SYSTEM,
+            messages=[Message(role="user", content=[TextBlock(text=first_input[:4000])])],
             tools=[], max_tokens=32, agent=spec.name, session_id=request.session_id, turn_number=request.turn_number,
             auxiliary="title",
         )
         response = await self.provider.stream(ask, ignore_deltas)
         usage = response.usage.model_dump()
-        model = response.model or request.model
+        model = response.model or ask.model
         if response.stop_reason == "error":
             message = response.error.message if response.error else "unknown error"
             return None, f"title call failed: {message}", usage, model

@@ -33,6 +33,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from chronicle.domain.agent_spec import AgentSpec
 from chronicle.runtime.effects import EffectsError, with_effects
 from chronicle.runtime.memory import with_memory
+from chronicle.runtime.project_files import for_subagent, with_project_files
 from chronicle.runtime.skills import SkillError, configured_dirs, with_skills
 from chronicle.runtime.skills import discover as discover_skills
 from chronicle.runtime.tools import BUILTIN_TOOLS, DEFAULT_TOOLS, READ_ONLY_TOOLS
@@ -93,6 +94,8 @@ class RegistryFile(BaseModel):
     channels: dict[str, Any] = Field(default_factory=dict)  # the server's; checked by runtime/server/channels.py
     tools: dict[str, Any] = Field(default_factory=dict)  # `env_passthrough`; checked by runtime/tools/tool_env.py
     approvals: Any = None  # checked by runtime/approval_policy.py
+    agent: dict[str, Any] = Field(default_factory=dict)  # preamble, bootstrap; checked by runtime/spec_options.py
+    models: dict[str, Any] = Field(default_factory=dict)  # auxiliary; checked by runtime/spec_options.py
 
 
 @dataclass(frozen=True)
@@ -108,9 +111,13 @@ class AgentRegistry:
     effects: tuple[tuple[str, Any], ...] = ()
     #: `[mcp.NAME]` servers of the file (runtime/tools/mcp_config.py).
     mcp: dict[str, Any] = field(default_factory=dict)
+    #: Agent(preamble=, bootstrap=, aux_model=) given in code; None: chronicle.toml's [agent] / [models] decide.
+    preamble: bool | None = None
+    bootstrap: bool | None = None
+    aux_model: str | None = None
 
     def main_spec(self, provider: str, model: str, workspace: str, max_iterations: int | None = None,
-                  extra_tools: tuple[str, ...] = ()) -> AgentSpec:
+                  extra_tools: tuple[str, ...] = (), bootstrap: bool = True) -> AgentSpec:
         """The top-level spec as recorded: CLI values win over the file's; delegation tools if useful.
 
         `extra_tools` (`--tools module:attr`) are added to the main agent's own tools.
@@ -137,7 +144,9 @@ class AgentRegistry:
             }
         )
         where = Path(workspace or ".")
-        spec = with_memory(with_skills(spec, discover_skills(where, self.skill_dirs)), where)
+        spec = with_skills(spec, discover_skills(where, self.skill_dirs))
+        if bootstrap:  # [agent] bootstrap = false: none of the workspace's files for agents
+            spec = with_project_files(with_memory(spec, where), where)
         spec = with_effects(spec, {"effects": dict(self.effects)})
         return with_orchestration_tools(spec)
 
@@ -156,7 +165,8 @@ class AgentRegistry:
             raise RegistryError(f"unknown agent {name!r} (agents: {', '.join(self.names())})")
         others = tuple(a for a in self.agents if a.name != name)
         return AgentRegistry(main=chosen, agents=others, source=self.source, skill_dirs=self.skill_dirs,
-                             effects=self.effects, mcp=self.mcp)
+                             effects=self.effects, mcp=self.mcp, preamble=self.preamble, bootstrap=self.bootstrap,
+                             aux_model=self.aux_model)
 
 
 def targets(spec: AgentSpec) -> list[AgentSpec]:
@@ -197,6 +207,7 @@ def child_spec(parent: AgentSpec, definition: AgentSpec) -> AgentSpec:
             "registry": parent.registry if depth < max_depth else (),
             # a sub-agent without a policy of its own decides as the agent that asked it
             "approvals": definition.approvals or parent.approvals,
+            "project_files": for_subagent(parent), "aux_model": parent.aux_model,
         }
     )
     return with_orchestration_tools(with_skills(spec, parent.skills))
@@ -221,7 +232,7 @@ def load_registry(path: Path) -> AgentRegistry:
         if first["type"] == "extra_forbidden" and len(first["loc"]) == 1:
             message = ("unknown top-level key; chronicle.toml holds [agents.NAME], [mcp.NAME], [limits], [compaction], [skills], "
                        "[routines.NAME], [guardrails.NAME], [middleware.NAME], [hooks.NAME], [channels.NAME], [tools], [effects], "
-                       "[approvals] and [privacy] tables")
+                       "[approvals], [agent], [models] and [privacy] tables")
         raise RegistryError(f"{path}: {where}: {message.removeprefix('Value error, ')}") from None
     from chronicle.runtime.approval_policy import ApprovalPolicyError, parse_policy
 

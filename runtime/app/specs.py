@@ -18,6 +18,8 @@ from ..agents.registry import AgentRegistry, RegistryError, agents_directory, fi
 from ..approval_policy import ApprovalPolicyError, workspace_policy
 from ..providers import default_model, default_provider_name
 from ..settings import SettingsError
+from ..skills import SkillError
+from ..spec_options import spec_options
 from .errors import AppError
 
 
@@ -61,19 +63,25 @@ def new_spec(workspace: Path, provider: str | None = None, model: str | None = N
              extra_tools: tuple[str, ...] = ()) -> AgentSpec:
     """The top-level spec a new session records: flags first, then `[agents.main]` of the registry file
     (`agents`, else chronicle.toml in the workspace) or of `registry` (an Agent of the public API), then
-    the defaults; with the default system prompt. `extra_tools`: `--tools module:attr` entries."""
+    the defaults; with the default system prompt, the workspace's AGENTS.md, TOOLS.md and MEMORY.md and the
+    auxiliary model, as `[agent]` and `[models]` (runtime/spec_options.py) or `registry` say.
+    `extra_tools`: `--tools module:attr` entries."""
     provider_name = normalise_provider(provider) or default_provider_name() or ""
     try:
         if registry is not None and registry.main.approvals is None:  # an Agent in code without a policy: the workspace's
             registry = replace(registry, main=registry.main.model_copy(update={"approvals": workspace_policy(workspace)}))
         registry = registry or find_registry(agents, workspace)
+        options = spec_options(workspace, registry.preamble, registry.bootstrap, registry.aux_model)
         spec = registry.main_spec(  # starts the MCP servers it names, to record their tools
             provider=provider_name, workspace=str(workspace), max_iterations=max_iterations, extra_tools=extra_tools,
             model=model or registry.main.model or ("scripted" if provider_name.startswith("scripted:") else default_model(provider_name)),
+            bootstrap=options.bootstrap,
         )
-    except (RegistryError, ApprovalPolicyError, SettingsError) as exc:
+    except (RegistryError, ApprovalPolicyError, SettingsError, SkillError) as exc:
         raise AppError(str(exc), 2) from None
     day = today or datetime.now(timezone.utc).date()
     # Recorded, not computed when asking: a session started before the directory existed keeps its prompt.
-    preamble = "\n\n".join(p for p in (default_preamble(workspace, spec.tools, day), agents_directory(spec)) if p)
-    return spec.model_copy(update={"preamble": preamble})
+    # `[agent] preamble = false` leaves the default prompt out; whom the agent may delegate to is still said.
+    default = default_preamble(workspace, spec.tools, day) if options.preamble else ""
+    preamble = "\n\n".join(p for p in (default, agents_directory(spec)) if p)
+    return spec.model_copy(update={"preamble": preamble, "aux_model": options.aux_model})

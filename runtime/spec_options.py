@@ -1,0 +1,86 @@
+"""What a new session's spec takes from `[agent]` and `[models]` of chronicle.toml and CHRONICLE_AUX_MODEL.
+
+    [agent]
+    preamble = false      # no default system prompt (workspace, date, tools): your instructions alone
+    bootstrap = false     # no AGENTS.md, TOOLS.md or MEMORY.md read into the system prompt
+
+    [models]
+    auxiliary = "claude-haiku-4-5"   # titles, compaction summaries, the heartbeat; default: the main model
+
+Read when a top-level session starts and settled into what its spec records (the preamble text,
+the files, `aux_model`), so a later change to the file or the environment never changes a
+session already recorded. The order for each is code (`Agent(preamble=..., bootstrap=...,
+aux_model=...)`), then the environment (CHRONICLE_AUX_MODEL), then the file, then the default.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, StrictBool, StrictStr, ValidationError, field_validator
+
+from .settings import CONFIG_FILE, SettingsError, load_config
+from .validation import explain
+
+AUX_MODEL_ENV = "CHRONICLE_AUX_MODEL"
+
+
+class AgentValues(BaseModel):
+    """`[agent]`: switches for what a new top-level session's system prompt is built from."""
+
+    model_config = ConfigDict(extra="forbid")
+    preamble: StrictBool = True
+    bootstrap: StrictBool = True
+
+
+class ModelValues(BaseModel):
+    """`[models]`: the auxiliary model's name (a blank one is refused: leave the key out for the main model)."""
+
+    model_config = ConfigDict(extra="forbid")
+    auxiliary: StrictStr | None = None
+
+    @field_validator("auxiliary")
+    @classmethod
+    def _named(cls, value: str | None) -> str | None:
+        if value is not None and (not value.strip() or value != value.strip()):
+            raise ValueError(f"[models] auxiliary: expected a model name, got {value!r}; leave it out to use the main model")
+        return value
+
+
+@dataclass(frozen=True)
+class SpecOptions:
+    preamble: bool = True
+    bootstrap: bool = True
+    #: "" = the main model.
+    aux_model: str = ""
+
+
+def _table(config: dict[str, Any], name: str, model: type[BaseModel], path: Path) -> Any:
+    table = config.get(name) or {}
+    if not isinstance(table, dict):
+        raise SettingsError(f"{path}: [{name}] must be a table")
+    try:
+        return model.model_validate(table)
+    except ValidationError as exc:
+        raise SettingsError(f"{path}: " * (exc.errors()[0]["type"] == "value_error")
+                            + explain(exc, f"{path}: [{name}] ", allowed=sorted(model.model_fields))) from None
+
+
+def spec_options(workspace: Path, preamble: bool | None = None, bootstrap: bool | None = None,
+                 aux_model: str | None = None) -> SpecOptions:
+    """The workspace's choices, each overridden by the value given in code (None: not given)."""
+    config = load_config(workspace)
+    path = workspace / CONFIG_FILE
+    agent: AgentValues = _table(config, "agent", AgentValues, path)
+    models: ModelValues = _table(config, "models", ModelValues, path)
+    from_env = os.environ.get(AUX_MODEL_ENV, "").strip()
+    if aux_model is not None and (not aux_model.strip() or aux_model != aux_model.strip()):
+        raise SettingsError(f"aux_model: expected a model name, got {aux_model!r}; leave it out (None) to use the main model")
+    return SpecOptions(
+        preamble=agent.preamble if preamble is None else preamble,
+        bootstrap=agent.bootstrap if bootstrap is None else bootstrap,
+        aux_model=aux_model or from_env or models.auxiliary or "",
+    )
