@@ -50,8 +50,10 @@ class Environment(BaseSettings):
     server_max_body_bytes: int = Field(DEFAULT_MAX_BODY_BYTES, ge=1024)
     #: A JSON price table that overrides and extends the bundled prices.
     prices: Path | None = None
+    #: The auxiliary model a new session records (runtime/spec_options.py); wins over [models] auxiliary.
+    aux_model: str | None = None
 
-    @field_validator("thinking_tokens", "max_attempts", "prices", mode="before")
+    @field_validator("thinking_tokens", "max_attempts", "prices", "aux_model", mode="before")
     @classmethod
     def _blank_is_unset(cls, value: object) -> object:
         return None if isinstance(value, str) and not value.strip() else value

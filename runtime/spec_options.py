@@ -15,17 +15,15 @@ aux_model=...)`), then the environment (CHRONICLE_AUX_MODEL), then the file, the
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, StrictBool, StrictStr, ValidationError, field_validator
 
+from .environment import environment
 from .settings import CONFIG_FILE, SettingsError, load_config
 from .validation import explain
-
-AUX_MODEL_ENV = "CHRONICLE_AUX_MODEL"
 
 
 class AgentValues(BaseModel):
@@ -76,7 +74,7 @@ def spec_options(workspace: Path, preamble: bool | None = None, bootstrap: bool 
     path = workspace / CONFIG_FILE
     agent: AgentValues = _table(config, "agent", AgentValues, path)
     models: ModelValues = _table(config, "models", ModelValues, path)
-    from_env = os.environ.get(AUX_MODEL_ENV, "").strip()
+    from_env = (environment().aux_model or "").strip()  # CHRONICLE_AUX_MODEL
     if aux_model is not None and (not aux_model.strip() or aux_model != aux_model.strip()):
         raise SettingsError(f"aux_model: expected a model name, got {aux_model!r}; leave it out (None) to use the main model")
     return SpecOptions(

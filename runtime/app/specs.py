@@ -16,6 +16,7 @@ from chronicle.domain.agent_spec import AgentSpec
 
 from ..agents.registry import AgentRegistry, RegistryError, agents_directory, find_registry
 from ..approval_policy import ApprovalPolicyError, workspace_policy
+from ..environment import EnvironmentSettingError
 from ..providers import default_model, default_provider_name
 from ..settings import SettingsError
 from ..skills import SkillError
@@ -77,7 +78,7 @@ def new_spec(workspace: Path, provider: str | None = None, model: str | None = N
             model=model or registry.main.model or ("scripted" if provider_name.startswith("scripted:") else default_model(provider_name)),
             bootstrap=options.bootstrap,
         )
-    except (RegistryError, ApprovalPolicyError, SettingsError, SkillError) as exc:
+    except (RegistryError, ApprovalPolicyError, SettingsError, SkillError, EnvironmentSettingError) as exc:
         raise AppError(str(exc), 2) from None
     day = today or datetime.now(timezone.utc).date()
     # Recorded, not computed when asking: a session started before the directory existed keeps its prompt.
