@@ -7,14 +7,16 @@
     [models]
     auxiliary = "claude-haiku-4-5"   # titles, compaction summaries, the heartbeat; default: the main model
 
-Read when a top-level session starts and settled into what its spec records (the preamble text,
-the files, `aux_model`), so a later change to the file or the environment never changes a
-session already recorded. The order for each is code (`Agent(preamble=..., bootstrap=...,
+Read from the file the session's agents come from (`--agents FILE`, else the workspace's
+chronicle.toml) when a top-level session starts, and settled into what its spec records (the
+preamble text, the files, `aux_model`), so a later change to the file or the environment never
+changes a session already recorded. The order for each is code (`Agent(preamble=..., bootstrap=...,
 aux_model=...)`), then the environment (CHRONICLE_AUX_MODEL), then the file, then the default.
 """
 
 from __future__ import annotations
 
+import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,7 +24,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, StrictBool, StrictStr, ValidationError, field_validator
 
 from .environment import environment
-from .settings import CONFIG_FILE, SettingsError, load_config
+from .settings import CONFIG_FILE, SettingsError
 from .validation import explain
 
 
@@ -56,6 +58,13 @@ class SpecOptions:
     aux_model: str = ""
 
 
+def _read(path: Path) -> dict[str, Any]:
+    try:
+        return tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise SettingsError(f"{path} is not valid TOML: {exc}; fix it or remove it") from None
+
+
 def _table(config: dict[str, Any], name: str, model: type[BaseModel], path: Path) -> Any:
     table = config.get(name) or {}
     if not isinstance(table, dict):
@@ -67,11 +76,12 @@ def _table(config: dict[str, Any], name: str, model: type[BaseModel], path: Path
                             + explain(exc, f"{path}: [{name}] ", allowed=sorted(model.model_fields))) from None
 
 
-def spec_options(workspace: Path, preamble: bool | None = None, bootstrap: bool | None = None,
+def spec_options(workspace: Path, source: Path | None = None, preamble: bool | None = None, bootstrap: bool | None = None,
                  aux_model: str | None = None) -> SpecOptions:
-    """The workspace's choices, each overridden by the value given in code (None: not given)."""
-    config = load_config(workspace)
-    path = workspace / CONFIG_FILE
+    """The choices of `source` (the agents file the registry came from: `--agents`, else the workspace's chronicle.toml),
+    each overridden by the value given in code (None: not given)."""
+    path = source or workspace / CONFIG_FILE
+    config = _read(path) if path.is_file() else {}
     agent: AgentValues = _table(config, "agent", AgentValues, path)
     models: ModelValues = _table(config, "models", ModelValues, path)
     from_env = (environment().aux_model or "").strip()  # CHRONICLE_AUX_MODEL

@@ -72,7 +72,7 @@ def new_spec(workspace: Path, provider: str | None = None, model: str | None = N
         if registry is not None and registry.main.approvals is None:  # an Agent in code without a policy: the workspace's
             registry = replace(registry, main=registry.main.model_copy(update={"approvals": workspace_policy(workspace)}))
         registry = registry or find_registry(agents, workspace)
-        options = spec_options(workspace, registry.preamble, registry.bootstrap, registry.aux_model)
+        options = spec_options(workspace, registry.source, registry.preamble, registry.bootstrap, registry.aux_model)
         spec = registry.main_spec(  # starts the MCP servers it names, to record their tools
             provider=provider_name, workspace=str(workspace), max_iterations=max_iterations, extra_tools=extra_tools,
             model=model or registry.main.model or ("scripted" if provider_name.startswith("scripted:") else default_model(provider_name)),
