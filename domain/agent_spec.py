@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, cast
 
-from pydantic import BaseModel, ConfigDict, model_serializer
+from pydantic import BaseModel, ConfigDict, Field, model_serializer
 
 from .approval_policy import ApprovalPolicy
 from .project_file import ProjectFile, project_prompt
@@ -42,6 +42,8 @@ class AgentSpec(BaseModel):
     skills: tuple[SkillRecord, ...] = ()
     #: MEMORY.md of the workspace as it read when the session started (runtime/memory.py); "" for none.
     memory: str = ""
+    #: Secrets cut out of MEMORY.md before it was recorded, count per kind; left out of the dump when empty.
+    memory_redacted: dict[str, int] = Field(default_factory=dict)
     #: Effects (runtime/effects.py): tool results of turns this many turns old are trimmed in the context; 0 = never.
     trim_tool_results_after_turns: int = 0
     trim_tool_results_to_chars: int = 200
@@ -78,7 +80,7 @@ class AgentSpec(BaseModel):
     def _without_empty_mcp(self, handler: Any) -> dict[str, Any]:
         data = handler(self)
         if isinstance(data, dict):
-            for key in ("mcp_tools", "guardrails", "middleware", "hooks", "approvals", "project_files", "aux_model"):
+            for key in ("mcp_tools", "guardrails", "middleware", "hooks", "approvals", "project_files", "aux_model", "memory_redacted"):
                 if not data.get(key):
                     data.pop(key, None)
         return cast("dict[str, Any]", data)

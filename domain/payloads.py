@@ -223,6 +223,7 @@ class SpecRecord(TypedDict, total=False):
     preamble: str
     skills: list[SkillRecord]
     memory: str
+    memory_redacted: dict[str, int]
     trim_tool_results_after_turns: int
     trim_tool_results_to_chars: int
     mcp_tools: list[dict[str, Any]]

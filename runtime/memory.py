@@ -37,4 +37,11 @@ def read_memory(workspace: Path) -> str:
 
 
 def with_memory(spec: AgentSpec, workspace: Path) -> AgentSpec:
-    return spec.model_copy(update={"memory": read_memory(workspace)})
+    """The file's text with secrets cut out first (the agent can write it; the log keeps what it records for good)."""
+    text = read_memory(workspace)
+    if not text:
+        return spec.model_copy(update={"memory": ""})
+    from .secret_scan import scanner_for
+
+    found = scanner_for(workspace).text(text)
+    return spec.model_copy(update={"memory": found.value, "memory_redacted": found.counts})

@@ -54,3 +54,12 @@ def test_a_secret_in_agents_md_is_cut_before_it_reaches_the_store_or_the_model(d
     dump = dump_store(db_url)
     assert holds(dump, "[REDACTED:github-token]"), "the dump does hold the events (the test could not fail otherwise)"
     assert not holds(dump, GITHUB_TOKEN), "the token in AGENTS.md reached the store"
+
+
+def test_a_secret_in_memory_md_is_cut_before_it_is_recorded_too(db_url, workspace, tmp_path):
+    (workspace / "MEMORY.md").write_text(f"The user's token is {GITHUB_TOKEN}.\n", encoding="utf-8")
+    h = harness(db_url, workspace, tmp_path, [response(text("ok"))])
+    assert h.run("hi").status == "completed"
+    spec = h.store.session(h.session_id).spec
+    assert (spec.memory, spec.memory_redacted) == ("The user's token is [REDACTED:github-token].", {"github-token": 1})
+    assert not holds(dump_store(db_url), GITHUB_TOKEN), "the token in MEMORY.md reached the store"
