@@ -9,6 +9,7 @@ import pytest
 
 from chronicle.runtime.pricing import price
 from tests.helpers import cli, json_lines, response, text
+from tests.sse_server import reply, sse  # noqa: F401
 
 MAIN, AUX = "claude-sonnet-4-5", "claude-haiku-4-5"
 
@@ -88,3 +89,14 @@ def test_the_heartbeat_session_records_the_auxiliary_model_as_its_model(sqlite_u
     log = json_lines(cli("log", json_lines(fired.stdout)[0]["session_id"], "--json", db=sqlite_url).stdout)
     assert event(log, "Started")["spec"]["model"] == AUX
     assert {e["data"]["response"]["model"] for e in log if e["event"] == "ModelResponded"} == {AUX}
+
+
+def test_on_the_wire_the_title_request_names_the_auxiliary_model_and_the_turn_the_main_one(sqlite_url, workspace, sse):
+    (workspace / "chronicle.toml").write_text(f'[models]\nauxiliary = "{AUX}"\n', encoding="utf-8")
+    sse.script(reply([{"type": "text", "text": "Hello."}], usage={"input_tokens": 10, "output_tokens": 2}, model=MAIN))
+    env = {"ANTHROPIC_BASE_URL": sse.url, "ANTHROPIC_API_KEY": "sk-ant-e2e-dummy-key-987654"}
+    run = cli("run", "hi", "--provider", "anthropic", "--model", MAIN, "--workspace", str(workspace), "--json", db=sqlite_url, env=env)
+    assert run.returncode == 0, run.stderr
+    assert sse.wait_for(lambda: bool(sse.title_requests))
+    assert [r.body["model"] for r in sse.requests] == [MAIN]
+    assert [r.body["model"] for r in sse.title_requests] == [AUX]
