@@ -47,7 +47,7 @@ def test_policy_deny_denies_a_bash_call_unasked_the_model_is_told_and_audit_name
     assert decided["status"] == "denied" and decided["detail"]["by"] == "policy"
     assert 'approval policy "deny" (chronicle.toml [approvals])' in decided["detail"]["reason"]
     shown = cli("audit", "--session", sid, db=db_url, env={"COLUMNS": "300"}).stdout
-    assert "(policy): denied by the approval policy" in shown
+    assert "(policy): the approval policy \"deny\"" in shown
     ends = [e for e in json_lines(result.stdout) if e["type"] == "turn_end"]
     assert ends[-1]["status"] == "completed" and ends[-1]["text"] == "did without"
     [shown_end] = [e for e in json_lines(result.stdout) if e["type"] == "tool_end"]  # what watched the run saw
