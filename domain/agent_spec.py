@@ -24,6 +24,9 @@ class AgentSpec(BaseModel):
     instructions: str = ""
     provider: str = ""
     model: str = ""
+    #: Extended-thinking budget chosen for the session (`chronicle model --thinking N`, Session.ModelChanged);
+    #: None: the process's default (CHRONICLE_THINKING_TOKENS), 0: off. Left out of the dump when None.
+    thinking_tokens: int | None = None
     tools: tuple[str, ...] = ()
     max_iterations: int = 20
     max_depth: int = 1
@@ -83,6 +86,8 @@ class AgentSpec(BaseModel):
             for key in ("mcp_tools", "guardrails", "middleware", "hooks", "approvals", "project_files", "aux_model", "memory_redacted"):
                 if not data.get(key):
                     data.pop(key, None)
+            if data.get("thinking_tokens") is None:
+                data.pop("thinking_tokens", None)
         return cast("dict[str, Any]", data)
 
     @property

@@ -17,7 +17,7 @@ from .decided import Decided
 from .errors import DomainError
 from .event_type import EventType
 from .session_lifecycle import SESSION_LIFECYCLE as SESSION_LIFECYCLE  # ops/diagrams.py and tests import it from here
-from .session_upcasts import snapshot_v1_v2, snapshot_v2_v3, snapshot_v3_v4, started_v1_v2
+from .session_upcasts import snapshot_v1_v2, snapshot_v2_v3, snapshot_v3_v4, snapshot_v4_v5, started_v1_v2
 
 if TYPE_CHECKING:  # pydantic models are imported where they are used: replaying a session (log) builds none
     from .agent_spec import AgentSpec
@@ -37,11 +37,13 @@ class Session(Aggregate):
     #: compaction attempts and auxiliary calls; v1 snapshots gain them empty below.
     #: v3: `forked_from` has one shape, {"session_id", "turn"} (see session_upcasts.fork_origin).
     #: v4: `archived` (hidden from `sessions` unless --all); older snapshots were not archived.
-    class_version = 4
+    #: v5: `model_choice` (the newest ModelChanged); older snapshots run on the model their spec recorded.
+    class_version = 5
 
     upcast_v1_v2 = staticmethod(snapshot_v1_v2)
     upcast_v2_v3 = staticmethod(snapshot_v2_v3)
     upcast_v3_v4 = staticmethod(snapshot_v3_v4)
+    upcast_v4_v5 = staticmethod(snapshot_v4_v5)
 
     class Started(Aggregate.Created, Event):
         """v2: `forked_from` is {"session_id", "turn"}; v1 events of chat's /fork held "turn_id"."""
@@ -87,6 +89,8 @@ class Session(Aggregate):
         self.aux_calls: list[dict[str, Any]] = []
         self.created_at = timestamp
         self.archived = False
+        #: The newest ModelChanged ({"model", "thinking_tokens", "actor", "at"}); None: the spec's model as started.
+        self.model_choice: dict[str, Any] | None = None
 
     @classmethod
     def start(
@@ -111,9 +115,15 @@ class Session(Aggregate):
 
     @property
     def spec(self) -> AgentSpec:
+        """The agent as it runs now: the spec recorded when the session started, with the model (and
+        thinking budget) of its newest ModelChanged, so every client builds its turns from one source."""
         from .agent_spec import AgentSpec
 
-        return AgentSpec.model_validate(self.spec_data)
+        spec = AgentSpec.model_validate(self.spec_data)
+        if self.model_choice:
+            spec = spec.model_copy(update={"model": self.model_choice["model"],
+                                           "thinking_tokens": self.model_choice.get("thinking_tokens")})
+        return spec
 
     @property
     def agent_name(self) -> str:
@@ -365,6 +375,29 @@ class Session(Aggregate):
     @event(WorkerFailed)
     def _worker_failed(self, worker: str, error: str, failures: int, retry_in_s: float | None, timestamp: datetime) -> None:
         pass
+
+    def change_model(self, model: str, now: datetime, thinking_tokens: int | None = None, actor: str | None = None) -> bool:
+        """Run the session's next turns on `model` (`thinking_tokens`: the extended-thinking budget, 0 = off,
+        None = the process's default). A running turn keeps its model; the change applies from the next one.
+        Returns False, recording nothing, if the session already runs on exactly that."""
+        if not model.strip():
+            raise DomainError("the model name is empty")
+        if thinking_tokens is not None and thinking_tokens < 0:
+            raise DomainError("thinking tokens cannot be negative")
+        current = self.spec
+        if current.model == model and current.thinking_tokens == thinking_tokens:
+            return False
+        self._model_changed(model=model, thinking_tokens=thinking_tokens, previous=current.model, actor=actor, timestamp=now)
+        return True
+
+    class ModelChanged(Decided, Event):
+        model: str
+        thinking_tokens: int | None
+        previous: str
+
+    @event(ModelChanged)
+    def _model_changed(self, model: str, thinking_tokens: int | None, previous: str, actor: str | None, timestamp: datetime) -> None:
+        self.model_choice = {"model": model, "thinking_tokens": thinking_tokens, "actor": actor, "at": timestamp.isoformat()}
 
     def allow_always(self, tool_name: str, now: datetime) -> None:
         if tool_name not in self.always_allowed:

@@ -40,6 +40,10 @@ def snapshot_v3_v4(state: dict[str, Any]) -> None:
     state.setdefault("archived", False)
 
 
+def snapshot_v4_v5(state: dict[str, Any]) -> None:
+    state.setdefault("model_choice", None)
+
+
 def started_v1_v2(state: dict[str, Any]) -> None:
     """An event knows the head at the fork: every turn on it was inherited."""
     state["forked_from"] = fork_origin(state.get("forked_from"), len(state.get("head") or []))

@@ -325,7 +325,7 @@ class AgentLoop:
                 reason = f"max_iterations reached: {turn.model_calls} model call(s) without a final answer"
                 return finish(self.io, session, turn, "failed", reason)
             request = ModelRequest(
-                model=self.options.model or spec.model, system=spec.system_prompt, messages=self._context.messages(turn),
+                model=spec.model, system=spec.system_prompt, messages=self._context.messages(turn), thinking_tokens=spec.thinking_tokens,
                 tools=self.toolbox.schemas(), max_tokens=self.options.max_tokens or DEFAULT_MAX_TOKENS, agent=spec.name,
                 session_id=str(session.id), turn_number=turn.number, call_index=turn.model_calls,
             )

@@ -36,7 +36,8 @@ class LoopOptions:
     #: Output tokens per model call; None: the application's default (CHRONICLE_MAX_TOKENS, else 8192).
     max_tokens: int | None = None
     retry: RetryPolicy = field(default_factory=RetryPolicy.from_env)
-    #: Ask this model instead of the one recorded on the session (`resume --model`).
+    #: Unused by the loop since a session's model is recorded (Session.ModelChanged, app/model_change.py): every
+    #: request asks the session's recorded model. Kept so callers that set it still construct.
     model: str | None = None
 
 

@@ -50,7 +50,10 @@ def request_delta(request: ModelRequest) -> dict[str, Any]:
     and the response's fingerprint shows whether it or the tools changed. Nothing else is stored,
     because nothing else is read (see Turn.ModelResponded v3).
     """
-    return {"model": request.model, "max_tokens": request.max_tokens, "message_count": len(request.messages)}
+    delta = {"model": request.model, "max_tokens": request.max_tokens, "message_count": len(request.messages)}
+    if request.thinking_tokens is not None:  # chosen on the session (Session.ModelChanged); absent: the process default
+        delta["thinking_tokens"] = request.thinking_tokens
+    return delta
 
 
 #: A response that stopped like this never has its tool calls run.

@@ -136,7 +136,8 @@ def build_loop(
 ) -> AgentLoop:
     """A loop for a stored session (or a spec about to start one), with what was recorded unless overridden.
 
-    Provider, model and workspace default to the ones recorded in the spec. `settings` are
+    Provider and workspace default to the ones recorded in the spec; the model of every request is the
+    session's recorded one (record a change with app/model_change.py). `settings` are
     used as given; otherwise they are read from `limits` plus the workspace's chronicle.toml.
     """
     session = target if isinstance(target, Session) else None
@@ -145,8 +146,8 @@ def build_loop(
                        settings=settings, limits=limits)
     options = options or LoopOptions()
     options = replace(options, tool_timeout_s=parts.settings.tool_timeout_s, max_tokens=options.max_tokens or environment().max_tokens)
-    if model:
-        options = replace(options, model=model)
+    # `model` picks the provider's default only: every request asks the model the session recorded
+    # (its spec, or its newest Session.ModelChanged), so no process runs a turn on an unrecorded one.
     hooks = Hooks(parts.settings.hooks(ProjectionSpend(store), interactive=interactive))
     guardrails, own = parts.guardrails, parts.hooks
     if session is not None and session.parent_session_id is not None:

@@ -31,6 +31,7 @@ from ..settings import LimitFlags, Settings, SettingsError, load_settings
 from ..store import ChronicleStore
 from .errors import AppError
 from .loops import LoopSetupError, build_loop, loop_parts
+from .model_change import change_model, check_model
 from .queries import session_id
 from .specs import new_spec, resolve_workspace, session_workspace
 
@@ -57,6 +58,8 @@ class RunOptions:
     registry: AgentRegistry | None = None
     #: The user's own tools by import path, added to a new session's main agent (`--tools`).
     tools: tuple[str, ...] = ()
+    #: Who asks (recorded on a model change of a continued session); None: this process's user@host.
+    actor: str | None = None
 
 
 @dataclass(frozen=True)
@@ -172,6 +175,9 @@ class Conversation:
                 notes.append(f"note: --agents ignored; session {sid} keeps the agents recorded when it started")
             if options.tools:
                 notes.append(f"note: --tools ignored; session {sid} keeps the tools recorded when it started")
+            if options.model and options.model.strip() != recorded.model:
+                # Recorded (below, once the loop is built) rather than applied to this process alone.
+                spec = recorded.model_copy(update={"model": check_model(options.model, recorded.provider)})
         else:
             spec, settings = _new_session_spec(options, workspace)
             provider = spec.provider or None
@@ -186,6 +192,8 @@ class Conversation:
         except LoopSetupError as exc:
             raise AppError(str(exc), 2) from None
         blocks = stored_attachments(store, attachments)
+        if sid is not None and recorded is not None and spec.model != recorded.model:
+            notes.append(change_model(store, sid, spec.model, actor=options.actor).line())
         if sid is None:
             created, _ = start_session(store, spec, first_input, attachments=blocks)
             sid = created.id

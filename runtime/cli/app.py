@@ -54,6 +54,7 @@ COMMANDS = [
     Lazy("approve", "worker_cmd:approve", "Steer a running session"),
     Lazy("deny", "worker_cmd:deny", "Steer a running session"),
     Lazy("compact", "controls_cmd:compact", "Steer a running session"),
+    Lazy("model", "model_cmd:model", "Steer a running session"),
     Lazy("undo", "timetravel_cmd:undo", "Time travel"),
     Lazy("redo", "timetravel_cmd:redo", "Time travel"),
     Lazy("fork", "timetravel_cmd:fork", "Time travel"),

@@ -23,6 +23,7 @@ HELP_LINES = {
     'approve': 'Approve tool calls of a paused turn (all of them unless --tool-call); then `resume` continues it.',
     'deny': 'Deny tool calls of a paused turn; the model reads the denial when `resume` continues the turn.',
     'compact': "Compact a session's history: older turns are replaced in context by a summary; the log keeps them.",
+    'model': 'Show the model a session runs on, or change it from the next turn (records Session.ModelChanged).',
     'undo': 'Take the last turns off the active branch (they stay in `log`); `redo` puts them back.',
     'redo': 'Put the most recently undone turns back on the active branch (with --files, their files too).',
     'fork': 'Start a new session from the conversation as it was when turn TURN had completed; prints its id.',

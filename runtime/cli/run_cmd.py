@@ -106,6 +106,8 @@ def run(
         prompt = read_prompt(prompt)
         if not prompt.strip():
             fail("the prompt is empty; say what the agent should do", 2)
+        if session is not None and from_environment("model"):
+            model = None  # CHRONICLE_MODEL picks a new session's model; changing a session's takes --model (recorded)
         options = RunOptions(provider=provider, model=model, workspace=workspace, max_iterations=max_iterations, agents=agents,
                              auto_approve=yes, max_attempts=max_attempts, limits=limits, tools=tuple(tools or ()))
         if (missing := missing_store(db)) is not None:
@@ -121,6 +123,14 @@ def run(
         if driven.queued is not None:
             raise typer.Exit(report_queued(driven.queued, as_json))
         raise typer.Exit(report(driven.outcome, as_json))
+
+
+def from_environment(parameter: str) -> bool:
+    """Whether the running command's `parameter` came from its environment variable, not a flag."""
+    import click
+
+    context = click.get_current_context(silent=True)
+    return context is not None and context.get_parameter_source(parameter) == click.core.ParameterSource.ENVIRONMENT
 
 
 def report_queued(queued: Queued, as_json: bool) -> int:

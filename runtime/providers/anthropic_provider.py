@@ -12,7 +12,8 @@ the block types of this SDK version and warn about, or reshape, anything newer. 
 recorded is then exactly the wire: `server_tool_use`, `web_search_tool_result`, citations,
 every usage field, `stop_details`.
 
-Extended thinking (`CHRONICLE_THINKING_TOKENS`) applies to the agent's own calls only; the
+Extended thinking (`CHRONICLE_THINKING_TOKENS`, or the budget a session recorded with
+`chronicle model --thinking N`, carried on the request) applies to the agent's own calls only; the
 auxiliary calls (titles, compaction summaries) are small and never think.
 
 Prompt caching: the system prompt, the last tool definition and the newest message carry
@@ -99,8 +100,9 @@ class AnthropicProvider:
             tools = [dict(t) for t in request.tools]
             tools[-1] = {**tools[-1], "cache_control": CACHE}
             params["tools"] = tools
-        if self.thinking_budget and request.auxiliary is None and self.thinking_budget < request.max_tokens:
-            params["thinking"] = {"type": "enabled", "budget_tokens": self.thinking_budget}
+        budget = self.thinking_budget if request.thinking_tokens is None else request.thinking_tokens
+        if budget and request.auxiliary is None and budget < request.max_tokens:
+            params["thinking"] = {"type": "enabled", "budget_tokens": budget}
         return params
 
     async def stream(self, request: ModelRequest, on_delta: DeltaSink) -> ModelResponse:

@@ -44,6 +44,8 @@ class ModelRequest(BaseModel):
     turn_number: int = 1
     call_index: int = 0
     auxiliary: Literal["title", "summary"] | None = None
+    #: The session's recorded extended-thinking budget (Session.ModelChanged): 0 off; None the provider's default.
+    thinking_tokens: int | None = None
 
 
 class Provider(Protocol):

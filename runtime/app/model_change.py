@@ -1,0 +1,130 @@
+"""Show or change the model a session runs on: one recorded fact (Session.ModelChanged) every client reads.
+
+Before this, `run --session X --model M` asked M for one process only: `resume`, a worker or the next
+`run` went back to the spec's model and the audit could not say why a turn had used another. Now the
+change is recorded with who made it and when; every later turn, whichever process runs it, asks the
+session's recorded model (Session.spec applies the newest change), and each model call keeps the model
+it asked (request_delta) so that replay asks the same. `chronicle model`, `run --session --model`,
+chat's /model, `Chronicle.set_model` and `POST /sessions/{id}/model` all come here.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+from uuid import UUID
+
+from chronicle.domain.errors import DomainError
+
+from ..actor import process_actor
+from ..clock import SYSTEM_CLOCK, Clock
+from ..environment import EnvironmentSettingError, environment
+from ..providers.base import DEFAULT_MAX_TOKENS
+from ..providers.env_settings import MIN_THINKING_TOKENS
+from ..store import ChronicleStore
+from .errors import AppError
+from .queries import session_id
+
+#: A model name as providers spell them (claude-sonnet-5-5, gpt-4o-mini, llama3.1:8b, org/model@rev).
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:/@+-]{0,199}")
+
+
+@dataclass(frozen=True)
+class ModelChoice:
+    """The model a session runs on now, and whether this call changed it."""
+
+    session_id: UUID
+    model: str
+    #: None: the process default (CHRONICLE_THINKING_TOKENS); 0: off.
+    thinking_tokens: int | None
+    provider: str
+    changed: bool = False
+    previous: str | None = None
+    actor: str | None = None
+    at: str | None = None
+    #: The turn running when the change was recorded: it keeps its model, the change applies from the next.
+    running_turn_id: UUID | None = None
+
+    def row(self) -> dict[str, Any]:
+        """`model --json`, the server's answer, the library's `set_model`."""
+        return {"session_id": str(self.session_id), "model": self.model, "thinking_tokens": self.thinking_tokens,
+                "provider": self.provider.split(":", 1)[0] or None, "changed": self.changed, "previous": self.previous,
+                "changed_by": self.actor, "changed_at": self.at,
+                "applies_from": "next_turn" if self.running_turn_id else "now",
+                "running_turn_id": str(self.running_turn_id) if self.running_turn_id else None}
+
+    def line(self) -> str:
+        thinking = "" if self.thinking_tokens is None else (
+            ", thinking off" if self.thinking_tokens == 0 else f", thinking {self.thinking_tokens} tokens")
+        if not self.changed:
+            return f"session {self.session_id} runs on {self.model}{thinking}"
+        when = (f"; turn {self.running_turn_id} is running and keeps {self.previous}, the change applies from the next turn"
+                if self.running_turn_id else "; its next turns use it")
+        return f"model of session {self.session_id}: {self.previous} → {self.model}{thinking} (recorded){when}"
+
+
+def check_model(name: str | None, provider: str) -> str:
+    """The name as recorded, or AppError (exit 2) saying what is wrong with it; nothing is recorded before."""
+    model = (name or "").strip()
+    if not model:
+        raise AppError("the model name is empty; name one, e.g. `chronicle model SESSION claude-sonnet-5-5`", 2)
+    if not _NAME.fullmatch(model):
+        raise AppError(f"not a model name: {model!r} (letters, digits and . _ : / @ + -, up to 200 characters)", 2)
+    kind = provider.split(":", 1)[0]
+    if kind == "anthropic" and not model.startswith("claude-"):
+        raise AppError(f"unknown model {model!r} for provider anthropic: Claude models are named claude-… "
+                       "(e.g. claude-sonnet-5-5)", 2)
+    return model
+
+
+def check_thinking(tokens: int | None) -> int | None:
+    """0 turns thinking off; otherwise a budget from 1024 to below max_tokens, as CHRONICLE_THINKING_TOKENS."""
+    if tokens is None or tokens == 0:
+        return tokens
+    try:
+        max_tokens = environment().max_tokens or DEFAULT_MAX_TOKENS
+    except EnvironmentSettingError:
+        max_tokens = DEFAULT_MAX_TOKENS
+    if isinstance(tokens, bool) or not isinstance(tokens, int) or not MIN_THINKING_TOKENS <= tokens < max_tokens:
+        raise AppError(f"thinking tokens {tokens!r}: expected 0 (off) or a whole number from {MIN_THINKING_TOKENS} "
+                       f"to {max_tokens - 1} (below max_tokens {max_tokens})", 2)
+    return tokens
+
+
+def current(store: ChronicleStore, ref: str | UUID) -> ModelChoice:
+    sid = session_id(store, ref)
+    session = store.session(sid)
+    spec = session.spec
+    choice = session.model_choice or {}
+    return ModelChoice(sid, spec.model, spec.thinking_tokens, spec.provider, actor=choice.get("actor"), at=choice.get("at"),
+                       running_turn_id=session.active_turn_id)
+
+
+def change_model(store: ChronicleStore, ref: str | UUID, model: str | None, thinking_tokens: int | None = None, *,
+                 actor: str | None = None, clock: Clock = SYSTEM_CLOCK) -> ModelChoice:
+    """Record that the session runs on `model` from its next turn (None: keep the model, change the thinking budget).
+
+    `thinking_tokens` None keeps the recorded budget. The same model and budget again records nothing
+    (`changed` False). A bad name or budget raises AppError (exit 2) and records nothing."""
+    sid = session_id(store, ref)
+    recorded = store.session(sid).spec
+    name = recorded.model if model is None else check_model(model, recorded.provider)
+    budget = recorded.thinking_tokens if thinking_tokens is None else check_thinking(thinking_tokens)
+    who = actor or process_actor()
+    outcome: dict[str, Any] = {}
+
+    def command(session: Any) -> None:
+        before = session.spec.model
+        outcome["changed"] = session.change_model(name, clock.now(), thinking_tokens=budget, actor=who)
+        outcome["previous"], outcome["running"] = before, session.active_turn_id
+
+    try:
+        store.update_session(sid, command)
+    except DomainError as exc:
+        raise AppError(str(exc), 2) from None
+    now = current(store, sid)
+    if not outcome.get("changed"):
+        return now
+    return ModelChoice(sid, now.model, now.thinking_tokens, now.provider, changed=True, previous=outcome["previous"],
+                       actor=now.actor, at=now.at, running_turn_id=outcome["running"])
