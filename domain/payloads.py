@@ -98,6 +98,8 @@ class RequestDelta(TypedDict, total=False):
     model: str
     max_tokens: int
     message_count: int
+    #: The session's recorded extended-thinking budget, when it chose one (Session.ModelChanged).
+    thinking_tokens: int
 
 
 class TurnError(TypedDict, total=False):

@@ -130,6 +130,11 @@ class Session(Aggregate):
         """`spec.name` without validating the whole spec: `log` and listings need only the name."""
         return str(self.spec_data["name"]) if "name" in self.spec_data else self.spec.name
 
+    @property
+    def current_model(self) -> str:
+        """`spec.model` without validating the whole spec (listings): the newest change, else the start's."""
+        return str(self.model_choice["model"] if self.model_choice else self.spec_data.get("model") or "")
+
     # -- the durable input queue -------------------------------------------------------------
 
     def queue_input(self, input_id: str, text: str, now: datetime, kind: str = "prompt",

@@ -55,8 +55,9 @@ class AuditProjection(Projection):
     #: v6: a completed call's output comes from its turn's result (ToolCall.Completed v3 has none).
     #: v7: a call still waiting for that result at the end of a transaction is listed in
     #: proj_audit_waiting, instead of being looked up by tool_call_id for every result.
-    #: (ToolCall.FinishedAfterAbandon, newer than v7, gets its own row kind, tool_finished_late: no store
-    #: held one before, so no row built earlier changes and the version stays.)
+    #: (ToolCall.FinishedAfterAbandon, newer than v7, gets its own row kind, tool_finished_late, and
+    #: Session.ModelChanged its row model_changed: no store held one before, so no row built earlier
+    #: changes and the version stays.)
     version = 7
     tables = {
         "proj_audit_sessions": "session_id TEXT PRIMARY KEY, parent_session_id TEXT, parent_tool_call_id TEXT",
@@ -134,6 +135,12 @@ class AuditProjection(Projection):
     def _worker_failed(self, tx: Tx, e: Any, position: int) -> None:
         self._row(tx, e, position, "worker_failure", str(e.originator_id), name=e.worker, status=f"failure {e.failures}",
                   is_error=True, detail={"error": e.error, "failures": e.failures, "retry_in_s": e.retry_in_s})
+
+    @on(Session.ModelChanged)
+    def _model_changed(self, tx: Tx, e: Any, position: int) -> None:
+        """Who moved the session to which model, so a turn on another model than the first is explained."""
+        self._row(tx, e, position, "model_changed", str(e.originator_id), name=e.model, status="changed",
+                  detail={"model": e.model, "previous": e.previous, "thinking_tokens": e.thinking_tokens, "actor": e.actor})
 
     @on(Session.ToolAlwaysAllowed)
     def _always(self, tx: Tx, e: Any, position: int) -> None:

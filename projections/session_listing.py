@@ -17,7 +17,7 @@ from .cost_report import CostReport, Rows
 
 #: The summaries projection's version (SummariesProjection.version): bump it when its tables change.
 #: v2: what `sessions` shows (status, turns, queue, archived, fork, index order, repairs).
-SUMMARIES_VERSION = 2
+SUMMARIES_VERSION = 3
 SUMMARIES_KEY = f"projection:summaries:v{SUMMARIES_VERSION}"
 
 K = TypeVar("K", bound=Hashable)
@@ -57,7 +57,7 @@ def session_rows(rows: Rows, archived: bool = False) -> list[dict[str, Any]]:
         raise Deferred("an event the projections passed over")
     found = rows.dicts(
         "SELECT s.session_id, s.title, s.status, s.active_turn_id, t.status AS turn_status, s.agent, s.created_at, "
-        "s.parent_session_id, s.forked_from, s.turns, s.queue, s.archived FROM proj_summaries_index i "
+        "s.parent_session_id, s.forked_from, s.turns, s.queue, s.archived, s.model FROM proj_summaries_index i "
         "JOIN proj_summaries s ON s.session_id = i.session_id "
         "LEFT JOIN proj_summaries_turns t ON t.turn_id = s.active_turn_id ORDER BY i.listed"
     )
@@ -91,5 +91,6 @@ def session_rows(rows: Rows, archived: bool = False) -> list[dict[str, Any]]:
             "cost": costs.total_usd(r["session_id"]),
             "repair": repairs.get(r["session_id"]),
             "archived": bool(r["archived"]),
+            "model": r["model"] or None,
         })
     return listing

@@ -63,6 +63,7 @@ def session_row(store: ChronicleStore, session: Session, summary: dict[str, Any]
         "cost": cost,
         "repair": repair,
         "archived": bool(getattr(session, "archived", False)),
+        "model": session.current_model or None,
     }
 
 

@@ -9,7 +9,8 @@ recorded result.
 A tool's spawn_batch subtasks are compared with their own records (replay_batch.py).
 The tools work in a scratch copy of the workspace rolled back to how it was when each turn ran
 (replay_workspace.py), so a file the session read and later edited reads as it was then.
-The first difference is reported: that is how a code or schema change is shown to leave
+Each turn asks the model its own first call recorded asking (a session whose model was changed
+between turns replays with each turn's own). The first difference is reported: that is how a code or schema change is shown to leave
 behaviour intact.
 """
 
@@ -250,6 +251,9 @@ class Replayer:
                     break
                 self.scratch.enter_turn(original.id)
                 session = scratch.session(copy.id)
+                asked = asked_model(original)
+                if asked is not None:  # the model this turn asked (Session.ModelChanged, or an older process's --model)
+                    session.change_model(asked[0], clock.now(), thinking_tokens=asked[1], actor="replay")
                 session.queue_input(original.input_id, original.input_text, clock.now(), attachments=list(original.attachments) or None)
                 scratch.save(session)
                 outcome = await loop.run_next(copy.id)
@@ -271,6 +275,14 @@ class Replayer:
                         break
             scratch.close()
         return self.report
+
+
+def asked_model(turn: Turn) -> tuple[str, int | None] | None:
+    """(model, thinking budget) the turn's first model call recorded asking; None if it made none."""
+    for step in turn.steps:
+        if step.get("model"):
+            return str(step["model"]), step.get("thinking_tokens")
+    return None
 
 
 async def replay(store: ChronicleStore, session_id: UUID, workspace: Path | None = None) -> ReplayReport:

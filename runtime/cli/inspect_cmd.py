@@ -70,7 +70,7 @@ def sessions(
                               else "no sessions yet; start one with `chronicle run PROMPT` or try `chronicle demo`")
             return
         columns = [
-            Column("session"), Column("agent"), Column("status"), Column("turns", justify="right"),
+            Column("session"), Column("agent"), Column("model", optional=True), Column("status"), Column("turns", justify="right"),
             Column("USD", optional=True, justify="right"), Column("created", optional=True), Column("title", flex=True),
         ]
         # unique among every session, the archived ones too: a prefix shown must resolve as typed
@@ -78,6 +78,7 @@ def sessions(
         shown = [
             {
                 "session": short[row["session_id"]], "agent": f"{'  ' * (depth - 1)}↳ {row['agent']}" if depth else row["agent"],
+                "model": escape(row.get("model") or ""),
                 "status": "archived" if row["archived"] else row["status"], "turns": row["turns"], "USD": "?" if row["cost"] is None else f"{row['cost']:.4f}",
                 "created": row["created_at"][:19].replace("T", " "), "title": escape(row["title"] or ""),
             }
@@ -164,6 +165,9 @@ def describe(entry: dict[str, Any]) -> str:
     if event == "WorkerFailed":
         retry = "not retried" if data.get("retry_in_s") is None else f"retry in {data['retry_in_s']:g}s"
         return short(f"{retry}: {data.get('error')} ({data.get('worker')})", 70)
+    if event == "ModelChanged":
+        thinking = "" if data.get("thinking_tokens") is None else f", thinking {data['thinking_tokens']}"
+        return short(f"{data.get('previous')} → {data.get('model')}{thinking} by {data.get('actor') or '?'}", 70)
     if event in ("Created", "InputQueued", "InputWithAttachmentsQueued"):
         return short(data.get("input_text") or data.get("text") or "", 70)
     return short(data.get("reason") or data.get("final_text") or "", 70)

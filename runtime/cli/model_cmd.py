@@ -29,4 +29,4 @@ def model(
         if as_json:
             print_json(choice.row())
             return
-        out_console.print(choice.line(), markup=False, highlight=False)
+        out_console.print(choice.line(), markup=False, highlight=False, soft_wrap=True)
