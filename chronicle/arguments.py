@@ -26,6 +26,8 @@ SessionRef = str | UUID
 FromOne = Annotated[int, Field(ge=1)]
 #: A count that may be zero (`--keep`, `--step`).
 FromZero = Annotated[int, Field(ge=0)]
+#: A model name: not empty (the use case checks its spelling and the provider's naming).
+ModelName = Annotated[str, Field(min_length=1)]
 #: Seconds to wait: finite and not negative (`--wait`).
 Seconds = Annotated[float, Field(ge=0, allow_inf_nan=False)]
 

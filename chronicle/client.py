@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, AsyncIterator, Callable, Iterator, Sequence
 from uuid import UUID
 
-from chronicle.runtime.app import approvals, controls, queries, timetravel
+from chronicle.runtime.app import approvals, controls, model_change, queries, timetravel
 from chronicle.runtime.app import archive as archiving
 from chronicle.runtime.app import jobs as job_cases
 from chronicle.runtime.app import resume as resuming
@@ -33,7 +33,7 @@ from chronicle.runtime.store import ChronicleStore, NotFound, UnknownSession
 
 from . import runs
 from .agent import Agent
-from .arguments import FromOne, FromZero, Seconds, SessionRef, blocking, checked
+from .arguments import FromOne, FromZero, ModelName, Seconds, SessionRef, blocking, checked
 from .errors import ChronicleError
 
 
@@ -107,11 +107,14 @@ class Chronicle:
     @checked
     async def run(self, agent: Agent, prompt: str, *, session: SessionRef | None = None, workspace: str | Path | None = None,
                   attachments: Sequence[Any] | None = None, auto_approve: bool = False, max_iterations: FromOne | None = None,
-                  on_event: Callable[[Any], Any] | None = None) -> RunResult:
-        """Record the prompt (a new session, or `session` continued) and run until the turn ends, pauses or fails."""
+                  on_event: Callable[[Any], Any] | None = None, model: ModelName | None = None) -> RunResult:
+        """Record the prompt (a new session, or `session` continued) and run until the turn ends, pauses or fails.
+
+        `model` (else the agent's): a new session's model; on a continued session another one is recorded as a
+        change (Session.ModelChanged, as `set_model`) before the turn, so every later turn uses it too."""
         with _as_chronicle_errors():
             conversation = runs.open_conversation(self.store, agent, prompt, session, workspace, attachments, auto_approve,
-                                                  max_iterations, [on_event] if on_event else [])
+                                                  max_iterations, [on_event] if on_event else [], model=model)
             driven = await conversation.drive(handle_signals=False)
         sid = conversation.session_id
         if driven.queued is not None:
@@ -120,21 +123,21 @@ class Chronicle:
 
     def run_sync(self, agent: Agent, prompt: str, *, session: SessionRef | None = None, workspace: str | Path | None = None,
                  attachments: Sequence[Any] | None = None, auto_approve: bool = False,
-                 max_iterations: int | None = None) -> RunResult:
+                 max_iterations: int | None = None, model: str | None = None) -> RunResult:
         """`chronicle run PROMPT` from code: blocks until the turn completes, fails, stops or waits for approval."""
         return blocking("run_sync", "run", lambda: self.run(agent, prompt, session=session, workspace=workspace,
                                                            attachments=attachments, auto_approve=auto_approve,
-                                                           max_iterations=max_iterations))
+                                                           max_iterations=max_iterations, model=model))
 
     @checked
     async def stream(self, agent: Agent, prompt: str, *, session: SessionRef | None = None, workspace: str | Path | None = None,
                      attachments: Sequence[Any] | None = None, auto_approve: bool = False,
-                     max_iterations: FromOne | None = None) -> AsyncIterator[Any]:
+                     max_iterations: FromOne | None = None, model: ModelName | None = None) -> AsyncIterator[Any]:
         """The live events of `run --json`, as pydantic models (`event.model_dump()` is the JSON line)."""
         queue: asyncio.Queue[Any] = asyncio.Queue()
         task = asyncio.ensure_future(self.run(agent, prompt, session=session, workspace=workspace, attachments=attachments,
                                               auto_approve=auto_approve, max_iterations=max_iterations,
-                                              on_event=queue.put_nowait))
+                                              on_event=queue.put_nowait, model=model))
         try:
             while not (task.done() and queue.empty()):
                 getter = asyncio.ensure_future(queue.get())
@@ -346,6 +349,21 @@ class Chronicle:
         """`sessions --json`; archived sessions (and their sub-agents) only with `all`, as `sessions --all`."""
         with _as_chronicle_errors():
             return queries.sessions(self.store, archived=all)
+
+    @checked
+    def model(self, session: SessionRef) -> dict[str, Any]:
+        """`model SESSION --json`: the model (and thinking budget) the session's next turn uses, and who last changed it."""
+        with _as_chronicle_errors():
+            return model_change.current(self.store, session).row()
+
+    @checked
+    def set_model(self, session: SessionRef, model: ModelName, thinking_tokens: FromZero | None = None,
+                  actor: str | None = None) -> dict[str, Any]:
+        """`model SESSION NAME [--thinking N] --json`: record that the session runs on `model` from its next turn
+        (a running turn keeps its own: `applies_from` says "next_turn"). `thinking_tokens`: 0 off, else 1024 to
+        below max_tokens; None keeps the recorded budget. A bad name or budget is ChronicleError 2, nothing recorded."""
+        with _as_chronicle_errors():
+            return model_change.change_model(self.store, session, model, thinking_tokens, actor=actor).row()
 
     @checked
     def archive(self, session: SessionRef, actor: str | None = None) -> dict[str, Any]:

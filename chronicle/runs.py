@@ -38,10 +38,11 @@ def for_a_worker(agent: Agent) -> Agent:
 
 def open_conversation(store: ChronicleStore, agent: Agent, prompt: str, session: str | UUID | None, workspace: str | Path | None,
                       attachments: Sequence[Any] | None, auto_approve: bool, max_iterations: int | None,
-                      subscribers: list[Callable[[Any], Any]]) -> Conversation:
-    """`session` continues with what it recorded; the agent's provider and model still apply, like --provider/--model."""
+                      subscribers: list[Callable[[Any], Any]], model: str | None = None) -> Conversation:
+    """`session` continues with what it recorded; the agent's provider and model (`model` first) still apply, like
+    --provider/--model: another model than the session's is recorded as a change (Session.ModelChanged)."""
     checked(agent)
-    options = RunOptions(provider=agent.provider, model=agent.model, workspace=Path(workspace) if workspace else None,
+    options = RunOptions(provider=agent.provider, model=model or agent.model, workspace=Path(workspace) if workspace else None,
                          max_iterations=max_iterations, auto_approve=auto_approve, registry=agent.registry(workspace))
     return Conversation.open(store, session, options, subscribers, first_input=prompt, attachments=attachments)
 

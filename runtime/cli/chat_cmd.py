@@ -28,7 +28,7 @@ from .chat_input import LineReader
 from .common import DbOption, WorkspaceOption, cli_errors, fail, missing_store, store_command
 from .limits import LimitFlags, limit_options
 from .render import HumanRenderer, printable, short, whole_input
-from .run_cmd import AgentsOption, MaxIterationsOption, ModelOption, ProviderOption, ToolsOption
+from .run_cmd import AgentsOption, MaxIterationsOption, ModelOption, ProviderOption, ToolsOption, from_environment
 
 if TYPE_CHECKING:  # the application layer (the loop, pydantic, the providers) is imported when chat starts, not for --help
     from chronicle.runtime.app.running import Conversation, Driven
@@ -286,6 +286,8 @@ def chat(
     """
     from chronicle.runtime.app.running import Conversation, RunOptions
 
+    if session is not None and from_environment("model"):
+        model = None  # CHRONICLE_MODEL picks a new session's model; changing a session's takes --model or /model (recorded)
     options = RunOptions(provider=provider, model=model, workspace=workspace, max_iterations=max_iterations, agents=agents,
                          auto_approve=yes, limits=limits, interactive=True, tools=tuple(tools or ()))
     if (missing := missing_store(db)) is not None:

@@ -46,6 +46,7 @@ from .bodies import (
     CompactBody,
     DenyBody,
     ForkBody,
+    ModelBody,
     NewInput,
     NewSession,
     RedoBody,
@@ -274,6 +275,15 @@ def create_app(config: ServerConfig) -> FastAPI:
         with _errors():
             parent = str(queries.session_id(chronicle.store, session_id))
         return {"session_id": chronicle.fork(session_id, at=body.at), "forked_from": {"session_id": parent, "turn": body.at}}
+
+    @app.get("/sessions/{session_id}/model")
+    def model(session_id: str) -> dict[str, Any]:
+        return chronicle.model(session_id)
+
+    @app.post("/sessions/{session_id}/model")
+    def set_model(session_id: str, body: ModelBody, actor: str | None = Depends(caller)) -> dict[str, Any]:
+        """Recorded (Session.ModelChanged) with the caller as actor; a running turn keeps its model (`applies_from`)."""
+        return chronicle.set_model(session_id, body.model, thinking_tokens=body.thinking_tokens, actor=actor)
 
     @app.post("/sessions/{session_id}/compact")
     def compact(session_id: str, body: CompactBody | None = None) -> dict[str, Any]:

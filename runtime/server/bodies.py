@@ -59,6 +59,13 @@ class ForkBody(_Body):
     at: int | None = Field(default=None, ge=1)
 
 
+class ModelBody(_Body):
+    """`POST /sessions/{id}/model`: the model its next turns use; `thinking_tokens` 0 is off, absent keeps the recorded one."""
+
+    model: str = Field(min_length=1)
+    thinking_tokens: int | None = Field(default=None, ge=0)
+
+
 class CompactBody(_Body):
     keep: int | None = Field(default=None, ge=0)
     strategy: str = Field(default="summary", pattern="^(summary|truncate)$")
