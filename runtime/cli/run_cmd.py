@@ -126,11 +126,13 @@ def run(
 
 
 def from_environment(parameter: str) -> bool:
-    """Whether the running command's `parameter` came from its environment variable, not a flag."""
-    import click
+    """Whether the running command's `parameter` came from its environment variable, not a flag.
+    (typer parses with its own copy of click, so the context and the sources are that copy's.)"""
+    from typer._click.core import ParameterSource
+    from typer._click.globals import get_current_context
 
-    context = click.get_current_context(silent=True)
-    return context is not None and context.get_parameter_source(parameter) == click.core.ParameterSource.ENVIRONMENT
+    context = get_current_context(silent=True)
+    return context is not None and context.get_parameter_source(parameter) == ParameterSource.ENVIRONMENT
 
 
 def report_queued(queued: Queued, as_json: bool) -> int:
