@@ -395,10 +395,11 @@ class Session(Aggregate):
         self._model_changed(model=model, thinking_tokens=thinking_tokens, previous=current.model, actor=actor, timestamp=now)
         return True
 
-    class ModelChanged(Decided, Event):
+    class ModelChanged(Event):
         model: str
         thinking_tokens: int | None
         previous: str
+        actor: str | None
 
     @event(ModelChanged)
     def _model_changed(self, model: str, thinking_tokens: int | None, previous: str, actor: str | None, timestamp: datetime) -> None:

@@ -357,9 +357,6 @@ class Turn(Aggregate):
                 "response": expand(response),
                 "fingerprint": fingerprint,
                 "message_count": request_delta.get("message_count", 0),
-                # The model asked (read by replay: a session's model may change between turns, Session.ModelChanged).
-                "model": request_delta.get("model"),
-                **({"thinking_tokens": request_delta["thinking_tokens"]} if "thinking_tokens" in request_delta else {}),
                 "at": timestamp.isoformat(),
                 "results": None if (has_tools and finished) else [],
             }

@@ -251,7 +251,7 @@ class Replayer:
                     break
                 self.scratch.enter_turn(original.id)
                 session = scratch.session(copy.id)
-                asked = asked_model(original)
+                asked = asked_model(self.store, original)
                 if asked is not None:  # the model this turn asked (Session.ModelChanged, or an older process's --model)
                     session.change_model(asked[0], clock.now(), thinking_tokens=asked[1], actor="replay")
                 session.queue_input(original.input_id, original.input_text, clock.now(), attachments=list(original.attachments) or None)
@@ -277,11 +277,12 @@ class Replayer:
         return self.report
 
 
-def asked_model(turn: Turn) -> tuple[str, int | None] | None:
-    """(model, thinking budget) the turn's first model call recorded asking; None if it made none."""
-    for step in turn.steps:
-        if step.get("model"):
-            return str(step["model"]), step.get("thinking_tokens")
+def asked_model(store: ChronicleStore, turn: Turn) -> tuple[str, int | None] | None:
+    """(model, thinking budget) the turn's first model call recorded asking (its request_delta); None if it made none."""
+    for _, event in store.events_with_positions([turn.id], topic_suffix=".ModelResponded", limit=1):
+        delta = event.request_delta or {}
+        if delta.get("model"):
+            return str(delta["model"]), delta.get("thinking_tokens")
     return None
 
 

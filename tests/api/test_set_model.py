@@ -1,0 +1,73 @@
+"""`Chronicle.set_model`, `run(model=)` on a continued session and `POST /sessions/{id}/model` record the same
+Session.ModelChanged as `chronicle model`, check their arguments, and record nothing on bad input (both backends)."""
+
+from __future__ import annotations
+
+import json
+
+import httpx
+import pytest
+
+from chronicle import Agent, Chronicle, ChronicleError
+from tests.helpers import response, text
+from tests.server.serving import serving
+
+
+def scripted(tmp_path, turns: int = 4) -> str:
+    path = tmp_path / "s.json"
+    path.write_text(json.dumps({"agents": {"main": [[response(text(f"answer {i}"))] for i in range(turns)]}}), encoding="utf-8")
+    return f"scripted:{path}"
+
+
+def asked(app: Chronicle, sid: str) -> list[str]:
+    return [r["name"] for r in app.audit(session=sid) if r["kind"] == "model_call"]
+
+
+def test_set_model_and_run_with_a_model_record_a_change_every_later_turn_uses(db_url, workspace, tmp_path):
+    agent = Agent(provider=scripted(tmp_path))
+    with Chronicle(db_url) as app:
+        sid = app.run_sync(agent, "first", workspace=workspace).session_id
+        row = app.set_model(sid, "lib-model", thinking_tokens=0, actor="svc")
+        assert (row["model"], row["previous"], row["thinking_tokens"], row["changed_by"]) == ("lib-model", "scripted", 0, "svc")
+        assert app.model(sid)["model"] == "lib-model"
+        assert app.run_sync(agent, "second", session=sid).status == "completed"
+        assert app.run_sync(agent, "third", session=sid, model="run-model").status == "completed"
+        assert app.run_sync(agent, "fourth", session=sid).status == "completed"
+        assert asked(app, sid) == ["scripted", "lib-model", "run-model", "run-model"]
+        assert [r["detail"]["actor"] for r in app.audit(session=sid) if r["kind"] == "model_changed"][0] == "svc"
+        assert next(s for s in app.sessions() if s["session_id"] == sid)["model"] == "run-model"
+
+
+@pytest.mark.parametrize("call, code", [
+    (lambda app, sid: app.set_model(sid, ""), 2),
+    (lambda app, sid: app.set_model(sid, "two words"), 2),
+    (lambda app, sid: app.set_model(sid, "m", thinking_tokens=-5), 2),
+    (lambda app, sid: app.set_model(sid, "m", thinking_tokens=100), 2),
+    (lambda app, sid: app.set_model(sid, None), 2),
+])
+def test_set_model_refuses_bad_arguments_with_code_2_and_records_nothing(sqlite_url, workspace, tmp_path, call, code):
+    with Chronicle(sqlite_url) as app:
+        sid = app.run_sync(Agent(provider=scripted(tmp_path)), "first", workspace=workspace).session_id
+        before = len(app.log(sid))
+        with pytest.raises(ChronicleError) as caught:
+            call(app, sid)
+        assert caught.value.code == code and "\n" not in str(caught.value)
+        assert len(app.log(sid)) == before
+
+
+def test_the_model_route_records_a_change_with_the_callers_identity_and_checks_its_body(db_url, workspace, tmp_path):
+    provider = scripted(tmp_path)
+    with serving(db_url, workspace) as base:
+        created = httpx.post(f"{base}/sessions", json={"prompt": "hi", "provider": provider})
+        assert created.status_code == 201, created.text
+        sid = created.json()["session_id"]
+        for bad in ({"model": 5}, {"model": ""}, {"model": "m", "thinking_tokens": "2048"}, {"model": "m", "extra": 1}):
+            refused = httpx.post(f"{base}/sessions/{sid}/model", json=bad)
+            assert refused.status_code == 422, (bad, refused.text)
+        assert httpx.post(f"{base}/sessions/{sid}/model", json={"model": "two words"}).status_code == 400
+        changed = httpx.post(f"{base}/sessions/{sid}/model", json={"model": "http-model", "thinking_tokens": 2048},
+                             headers={"X-Chronicle-Actor": "carol"})
+        assert changed.status_code == 200, changed.text
+        assert (changed.json()["model"], changed.json()["changed_by"]) == ("http-model", "carol")
+        assert httpx.get(f"{base}/sessions/{sid}/model").json()["thinking_tokens"] == 2048
+        assert httpx.post(f"{base}/sessions/no-such/model", json={"model": "m"}).status_code == 404
