@@ -248,7 +248,13 @@ class Chat:
 
         turn_id = self.renderer.turn_id if self.renderer is not None else None
         if text.startswith("/"):
-            self.console.print("[dim](slash commands wait for the prompt; Ctrl-C cancels the running turn)[/]")
+            from .chat_slash import WHILE_RUNNING
+
+            now = WHILE_RUNNING.get(text.split()[0].lower())
+            if now is not None:
+                now(self)
+                return
+            self.console.print("[dim](slash commands wait for the prompt; /stop or Ctrl-C cancels the running turn)[/]")
             return
         if turn_id is None:
             self.console.print("[yellow]↪ not steered:[/] the turn has not started yet; send it again in a moment")

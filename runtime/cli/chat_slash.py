@@ -27,8 +27,15 @@ HELP = [
     ("/tools", "the tools the agent may call"),
     ("/skills", "the skills recorded for this session (inline ones are in the system prompt)"),
     ("/progress", "the running (or last) turn: iterations, tokens, tools run, time"),
-    ("/job PROMPT", "hand PROMPT to a worker as a background job (its own session); /jobs lists them, /cancel ID cancels one"),
-    ("/status", "session, branch, queue and limits"),
+    ("/job PROMPT", "hand PROMPT to a worker as a background job (its own session); /jobs (or /list) lists them, /cancel ID cancels one"),
+    ("/status", "session, model, branch, queue and limits"),
+    ("/model [NAME] [--thinking N]", "the model this session runs on; with NAME (or --thinking) change it from the next turn, recorded"),
+    ("/stop, /interrupt", "cancel the running turn (typed while it runs; Ctrl-C too), recorded as a cancel with who asked"),
+    ("/heartbeat", "run the workspace's heartbeat routine now ([routines.NAME] heartbeat = true in chronicle.toml)"),
+    ("/summary", "the session's title and its compaction summary, if it has them"),
+    ("/clear", "same as /new: a new empty thread; nothing is erased (the log keeps every turn)"),
+    ("/version", "the installed Chronicle version"),
+    ("/ping", "check that the event store answers, and how fast"),
     ("/help", "this list"),
     ("/quit", "leave (the session stays; continue with --session)"),
 ]
@@ -94,6 +101,7 @@ def fork(chat: Any, arg: str) -> None:
 
 
 def new_thread(chat: Any, arg: str) -> None:
+    """/new, /thread new and /clear (a session is our thread: clearing starts an empty one, erasing nothing)."""
     if arg and arg != "new":
         raise DomainError("/new takes nothing; /thread ID switches to another thread")
     before = chat.session_id
@@ -204,7 +212,8 @@ def status(chat: Any, arg: str) -> None:
     summary, view = session.context_view()
     spec = session.spec
     lines = [
-        f"session {session.id}  agent {spec.name}  model {spec.model}",
+        f"session {session.id}  agent {spec.name}  model {spec.model}"
+        + ("" if spec.thinking_tokens is None else f" (thinking {spec.thinking_tokens or 'off'})"),
         f"status {session.status}  turns on branch {len(session.head)}  queued {len(session.queue)}  redo {len(session.redo_stack)}",
         f"context: {len(view)} turn(s)" + (f" + a summary of {len(session.head) - len(view)}" if summary is not None else ""),
         "limits: " + ", ".join(f"{k}={v}" for k, v in chat.settings.describe().items() if v is not None),
@@ -212,6 +221,103 @@ def status(chat: Any, arg: str) -> None:
     if session.forked_from:
         lines.append(f"forked from {session.forked_from['session_id']}")
     chat.console.print("\n".join(escape(line) for line in lines))
+
+
+def model(chat: Any, arg: str) -> None:
+    """`chronicle model SESSION [NAME] [--thinking N]`, for this session (app/model_change.py)."""
+    from chronicle.runtime.app import model_change
+
+    words = arg.split()
+    thinking: int | None = None
+    if "--thinking" in words:
+        at = words.index("--thinking")
+        value = words[at + 1] if at + 1 < len(words) else ""
+        if not value.isdigit():
+            raise DomainError(f"--thinking takes a whole number of tokens (0: off), got {value!r}")
+        thinking, words = int(value), words[:at] + words[at + 2:]
+    if len(words) > 1:
+        raise DomainError("/model takes one model name (and --thinking N)")
+    name = words[0] if words else None
+    if name is None and thinking is None:
+        choice = model_change.current(chat.store, chat.session_id)
+    else:
+        choice = model_change.change_model(chat.store, chat.session_id, name, thinking)
+    chat.console.print(escape(printable(choice.line())), soft_wrap=True)
+
+
+def stop(chat: Any, arg: str) -> None:
+    """At the prompt this chat runs no turn; another process (a worker, a `run`) may run one of this session:
+    that one is cancelled as `chronicle cancel` cancels it."""
+    result = app_controls.cancel(chat.store, chat.session_id, wait_s=10.0, reason=STOP_REASON)
+    if result.status == "idle":
+        chat.console.print("nothing is running (type /stop while a turn runs, or press Ctrl-C)")
+        return
+    chat.console.print(f"turn {result.turn_id}: {result.status}", soft_wrap=True)
+
+
+#: The reason a /stop records (the turn's Cancelled event and the CancelRequested before it say it).
+STOP_REASON = "stopped with /stop in chat"
+
+
+def stop_running(chat: Any) -> None:
+    """/stop typed while this chat's turn runs: record the cancel request (with who asked); the running loop's
+    cancel watch reads it and cancels the turn, as for `chronicle cancel` from another terminal."""
+    result = app_controls.cancel(chat.store, chat.session_id, wait_s=0.0, reason=STOP_REASON)
+    if result.status == "idle":
+        chat.console.print("[yellow]↪ not stopped:[/] the turn has ended")
+        return
+    chat.console.print("[yellow]↪ stopping the running turn[/]")
+
+
+def heartbeat(chat: Any, arg: str) -> None:
+    """The workspace's heartbeat routine, fired now with its guardrails (`routines run NAME`)."""
+    from pathlib import Path
+
+    from chronicle.runtime.app import routines as routine_cases
+    from chronicle.runtime.routines import RoutineError
+
+    spec = chat.store.session(chat.session_id).spec
+    workspace = Path(spec.workspace or ".")
+    try:
+        beats = [r for r in routine_cases.routines_of(workspace) if r.heartbeat]
+    except RoutineError as exc:
+        raise AppError(str(exc), 2) from None
+    if not beats:
+        chat.console.print(f"no heartbeat routine in {escape(str(workspace / 'chronicle.toml'))}: add [routines.heartbeat] with "
+                           "heartbeat = true, and the checklist in HEARTBEAT.md", soft_wrap=True)
+        return
+    row = asyncio.run(routine_cases.run(chat.store, workspace, beats[0], provider=spec.provider or None,
+                                        auto_approve=chat.loop.options.auto_approve))
+    said = row.get("summary") or row.get("reason") or ""
+    chat.console.print(f"heartbeat {escape(beats[0].name)}: {row['status']} (session {row.get('session_id')})"
+                       + (f": {escape(printable(str(said)))}" if said else ""), soft_wrap=True)
+
+
+def summary(chat: Any, arg: str) -> None:
+    session = chat.store.session(chat.session_id)
+    summary_text = (session.compaction or {}).get("summary")
+    if session.title:
+        chat.console.print(f"title: {escape(printable(session.title))}")
+    if summary_text:
+        chat.console.print(escape(printable(summary_text)))
+    if not session.title and not summary_text:
+        chat.console.print("no title or summary yet: a title is made after the first turn; /compact summarises older turns")
+    elif not summary_text:
+        chat.console.print("[dim](no summary yet: /compact summarises older turns)[/]")
+
+
+def version(chat: Any, arg: str) -> None:
+    from .entry import version_text
+
+    chat.console.print(version_text())
+
+
+def ping(chat: Any, arg: str) -> None:
+    from time import perf_counter
+
+    started = perf_counter()
+    chat.store.max_position()
+    chat.console.print(f"pong: the store ({chat.store.backend}) answered in {(perf_counter() - started) * 1000:.1f} ms")
 
 
 def show_help(chat: Any, arg: str) -> None:
@@ -226,6 +332,11 @@ def quit_chat(chat: Any, arg: str) -> str:
 COMMANDS: dict[str, Callable[[Any, str], str | None]] = {
     "/undo": undo, "/redo": redo, "/fork": fork, "/new": new_thread, "/thread": thread,
     "/compact": compact, "/cost": cost, "/tools": tools, "/skills": skills, "/progress": progress,
-    "/job": job, "/jobs": list_jobs, "/cancel": cancel_job,
-    "/status": status, "/help": show_help, "/?": show_help, "/quit": quit_chat, "/exit": quit_chat,
+    "/job": job, "/jobs": list_jobs, "/list": list_jobs, "/cancel": cancel_job,
+    "/status": status, "/model": model, "/stop": stop, "/interrupt": stop, "/heartbeat": heartbeat,
+    "/summary": summary, "/summarize": summary, "/clear": new_thread, "/version": version, "/ping": ping,
+    "/help": show_help, "/?": show_help, "/quit": quit_chat, "/exit": quit_chat,
 }
+
+#: Typed while a turn runs (chat_cmd.Chat.steer): these act on that turn; other slash commands wait for the prompt.
+WHILE_RUNNING = {"/stop": stop_running, "/interrupt": stop_running}

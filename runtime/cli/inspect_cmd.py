@@ -70,8 +70,9 @@ def sessions(
                               else "no sessions yet; start one with `chronicle run PROMPT` or try `chronicle demo`")
             return
         columns = [
-            Column("session"), Column("agent"), Column("model", optional=True), Column("status"), Column("turns", justify="right"),
-            Column("USD", optional=True, justify="right"), Column("created", optional=True), Column("title", flex=True),
+            Column("session"), Column("agent"), Column("status"), Column("turns", justify="right"),
+            Column("USD", optional=True, justify="right"), Column("created", optional=True), Column("model", optional=True),
+            Column("title", flex=True),
         ]
         # unique among every session, the archived ones too: a prefix shown must resolve as typed
         short = unique_prefixes([*all_ids, *(row["session_id"] for row in rows)])

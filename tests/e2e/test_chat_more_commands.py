@@ -1,0 +1,95 @@
+"""The chat commands of seed 001 that chat lacked: /model, /stop and /interrupt, /heartbeat, /summary, /clear,
+/version, /ping — each acting on the recorded session as its CLI command does."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+from tests.e2e.controls_helpers import log_of
+from tests.e2e.terminal import Terminal
+from tests.helpers import cli, json_lines, response, text
+
+
+def scripted(tmp_path, answers, **agents):
+    path = tmp_path / "s.json"
+    path.write_text(json.dumps({"agents": {"main": [[response(text(a))] for a in answers], **agents}}), encoding="utf-8")
+    return path
+
+
+def chat(db_url, script, workspace, lines):
+    done = cli("chat", "--provider", f"scripted:{script}", "--workspace", str(workspace), db=db_url, input="\n".join(lines) + "\n/quit\n")
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stdout + done.stderr
+    return done.stdout
+
+
+def test_model_in_chat_shows_and_records_a_change_the_next_turn_uses_and_refuses_a_bad_name(db_url, workspace, tmp_path):
+    s = scripted(tmp_path, ["one", "two"])
+    out = chat(db_url, s, workspace, ["hi", "/model", "/model two words", "/model m2 --thinking 5", "/model chat-model",
+                                      "again", "/status"])
+    assert "runs on scripted" in out
+    assert "/model takes one model name" in out and "thinking tokens 5" in out
+    assert "scripted → chat-model (recorded)" in out
+    assert "model chat-model" in out  # /status
+    [session] = json_lines(cli("sessions", "--json", db=db_url).stdout)
+    asked = [r["name"] for r in json_lines(cli("audit", "--session", session["session_id"], "--json", db=db_url).stdout)
+             if r["kind"] == "model_call"]
+    assert asked == ["scripted", "chat-model"]
+    assert [e["event"] for e in log_of(session["session_id"], db_url)].count("ModelChanged") == 1
+
+
+def test_summary_version_ping_clear_stop_and_heartbeat_without_one_answer_in_chat(sqlite_url, workspace, tmp_path):
+    s = scripted(tmp_path, ["one"])
+    out = chat(sqlite_url, s, workspace, ["/summary", "/version", "/ping", "/stop", "/interrupt", "/heartbeat", "hi",
+                                          "/clear", "/help"])
+    assert "no title or summary yet" in out
+    assert "chronicle " in out and "pong: the store (sqlite) answered in" in out
+    assert out.count("nothing is running") == 2
+    assert "no heartbeat routine in" in out and "HEARTBEAT.md" in out
+    assert "new thread: session" in out  # /clear is /new: nothing erased
+    for command in ("/model", "/stop", "/interrupt", "/heartbeat", "/summary", "/clear", "/version", "/ping"):
+        assert command in out, command
+    assert len(json_lines(cli("sessions", "--json", db=sqlite_url).stdout)) == 2  # the first thread stays
+
+
+def test_heartbeat_in_chat_runs_the_workspaces_heartbeat_routine_now(sqlite_url, workspace, tmp_path):
+    (workspace / "chronicle.toml").write_text("[routines.heartbeat]\nheartbeat = true\n", encoding="utf-8")
+    (workspace / "HEARTBEAT.md").write_text("# Checklist\n- is the build green?\n", encoding="utf-8")
+    s = scripted(tmp_path, [], **{"routine-heartbeat": [[response(text("HEARTBEAT_OK"))]]})
+    out = chat(sqlite_url, s, workspace, ["/heartbeat"])
+    assert "heartbeat heartbeat: completed" in out, out
+    rows = json_lines(cli("routines", "history", "--workspace", str(workspace), "--json", db=sqlite_url).stdout)
+    assert [(r["routine"], r["status"]) for r in rows] == [("heartbeat", "completed")]
+
+
+@pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
+def test_stop_typed_while_a_turn_runs_cancels_it_recorded_with_who_asked(sqlite_url, workspace, tmp_path):
+    script = tmp_path / "s.json"
+    script.write_text(json.dumps({"agents": {"main": [
+        [response(text("too slow"), delay_s=20)],
+        [response(text("after the stop"))],
+    ]}}), encoding="utf-8")
+    term = Terminal.chat(sqlite_url, script, workspace)
+    try:
+        term.wait_for("you>")
+        term.type("take your time")
+        term.wait_for("steer>")
+        term.type("/stop")
+        term.wait_for("stopping the running turn")
+        term.wait_for("cancelled:")
+        term.wait_for("you>", count=2)
+        term.type("next")
+        term.wait_for("after the stop")
+        term.type("/quit")
+        screen = term.wait_for("EXITED=0")
+    finally:
+        term.close()
+    assert "Traceback" not in screen
+    [session] = json_lines(cli("sessions", "--json", db=sqlite_url).stdout)
+    log = log_of(session["session_id"], sqlite_url)
+    [asked] = [e for e in log if e["event"] == "CancelRequested"]
+    assert asked["data"]["reason"] == "stopped with /stop in chat" and asked["data"]["actor"]
+    assert [e["event"] for e in log if e["event"] == "Cancelled"] == ["Cancelled"]
