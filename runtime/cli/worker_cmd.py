@@ -37,7 +37,7 @@ from .lazy import lazy_module
 from .limits import LimitFlags, limit_options
 from .render import HumanRenderer, JsonLinesRenderer
 from .repairs_cmd import FailuresOption, StuckOption
-from .run_cmd import AgentsOption, AttachOption, MaxIterationsOption, ModelOption, ProviderOption, ToolsOption, report
+from .run_cmd import AgentsOption, AttachOption, MaxIterationsOption, ModelOption, ProviderOption, ToolsOption, from_environment, report
 
 if TYPE_CHECKING:  # the use cases import the loop, pydantic and the providers; `--help` needs none of them
     from chronicle.runtime import live, loop
@@ -78,6 +78,9 @@ def resume(
     with cli_errors():
         if not session and not all_sessions:
             fail("name a SESSION to resume, or pass --all", 2)
+        if model and not from_environment("model"):  # said, not silently dropped: a session runs on its recorded model
+            err_console.print("note: --model ignored; a session runs on its recorded model: `chronicle model SESSION NAME` "
+                              "records a change", markup=False, highlight=False, soft_wrap=True)
         if not session and (missing := missing_store(db)) is not None:
             nothing(None, f"no Chronicle store at {missing} yet", as_json)
             return
