@@ -37,7 +37,7 @@ class Session(Aggregate):
     #: compaction attempts and auxiliary calls; v1 snapshots gain them empty below.
     #: v3: `forked_from` has one shape, {"session_id", "turn"} (see session_upcasts.fork_origin).
     #: v4: `archived` (hidden from `sessions` unless --all); older snapshots were not archived.
-    #: v5: `model_choice` (the newest ModelChanged); older snapshots run on the model their spec recorded.
+    #: v5: `model_changes` (each ModelChanged); older snapshots run on the model their spec recorded.
     class_version = 5
 
     upcast_v1_v2 = staticmethod(snapshot_v1_v2)
@@ -89,8 +89,9 @@ class Session(Aggregate):
         self.aux_calls: list[dict[str, Any]] = []
         self.created_at = timestamp
         self.archived = False
-        #: The newest ModelChanged ({"model", "thinking_tokens", "actor", "at"}); None: the spec's model as started.
-        self.model_choice: dict[str, Any] | None = None
+        #: Each ModelChanged: {"model", "thinking_tokens", "actor", "at", "from_turn"}, `from_turn` the index in
+        #: `turns` of the first turn it applies to (a turn running or paused when it was made keeps its model).
+        self.model_changes: list[dict[str, Any]] = []
 
     @classmethod
     def start(
@@ -115,15 +116,29 @@ class Session(Aggregate):
 
     @property
     def spec(self) -> AgentSpec:
-        """The agent as it runs now: the spec recorded when the session started, with the model (and
+        """The agent as its next turn runs: the spec recorded when the session started, with the model (and
         thinking budget) of its newest ModelChanged, so every client builds its turns from one source."""
+        return self._spec_with(self.model_choice)
+
+    def spec_for(self, turn_id: UUID) -> AgentSpec:
+        """The spec a turn of this session runs with: the model changes made before it started apply, one
+        made while it ran (or waited for approval, or was left by a crash) only to the turns after it."""
+        index = self.turns.index(turn_id) if turn_id in self.turns else len(self.turns)
+        applied = [c for c in self.model_changes if c["from_turn"] <= index]
+        return self._spec_with(applied[-1] if applied else None)
+
+    def _spec_with(self, change: dict[str, Any] | None) -> AgentSpec:
         from .agent_spec import AgentSpec
 
         spec = AgentSpec.model_validate(self.spec_data)
-        if self.model_choice:
-            spec = spec.model_copy(update={"model": self.model_choice["model"],
-                                           "thinking_tokens": self.model_choice.get("thinking_tokens")})
+        if change:
+            spec = spec.model_copy(update={"model": change["model"], "thinking_tokens": change.get("thinking_tokens")})
         return spec
+
+    @property
+    def model_choice(self) -> dict[str, Any] | None:
+        """The newest ModelChanged, None if the session runs on the model it started with."""
+        return self.model_changes[-1] if self.model_changes else None
 
     @property
     def agent_name(self) -> str:
@@ -403,7 +418,8 @@ class Session(Aggregate):
 
     @event(ModelChanged)
     def _model_changed(self, model: str, thinking_tokens: int | None, previous: str, actor: str | None, timestamp: datetime) -> None:
-        self.model_choice = {"model": model, "thinking_tokens": thinking_tokens, "actor": actor, "at": timestamp.isoformat()}
+        self.model_changes.append({"model": model, "thinking_tokens": thinking_tokens, "actor": actor, "at": timestamp.isoformat(),
+                                   "from_turn": len(self.turns)})
 
     def allow_always(self, tool_name: str, now: datetime) -> None:
         if tool_name not in self.always_allowed:

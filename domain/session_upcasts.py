@@ -41,7 +41,7 @@ def snapshot_v3_v4(state: dict[str, Any]) -> None:
 
 
 def snapshot_v4_v5(state: dict[str, Any]) -> None:
-    state.setdefault("model_choice", None)
+    state.setdefault("model_changes", [])
 
 
 def started_v1_v2(state: dict[str, Any]) -> None:

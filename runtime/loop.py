@@ -294,7 +294,7 @@ class AgentLoop:
     # -- the loop ------------------------------------------------------------------------------
 
     async def _drive(self, session: Session, turn: Turn) -> TurnOutcome:
-        spec = session.spec
+        spec = session.spec_for(turn.id)  # a model change made while this turn ran applies from the next one
         prior = self._prior_context(session, turn)
         self._context = RequestContext(prior)
         self._opened = {}

@@ -71,3 +71,24 @@ def test_the_model_route_records_a_change_with_the_callers_identity_and_checks_i
         assert (changed.json()["model"], changed.json()["changed_by"]) == ("http-model", "carol")
         assert httpx.get(f"{base}/sessions/{sid}/model").json()["thinking_tokens"] == 2048
         assert httpx.post(f"{base}/sessions/no-such/model", json={"model": "m"}).status_code == 404
+
+
+def test_a_change_while_a_turn_waits_for_approval_applies_from_the_next_turn(db_url, workspace, tmp_path):
+    from tests.helpers import tool_use
+
+    path = tmp_path / "b.json"
+    path.write_text(json.dumps({"agents": {"main": [
+        [response(tool_use("tu_1", "bash", command="echo hi")), response(text("ran it"))],
+        [response(text("next"))],
+    ]}}), encoding="utf-8")
+    agent = Agent(provider=f"scripted:{path}")
+    with Chronicle(db_url) as app:
+        paused = app.run_sync(agent, "run it", workspace=workspace)
+        assert paused.status == "awaiting_approval"
+        row = app.set_model(paused.session_id, "later-model")
+        assert (row["applies_from"], row["running_turn_id"]) == ("next_turn", paused.turn_id)
+        app.approve(paused.session_id)
+        assert app.resume(paused.session_id).status == "completed"  # the paused turn goes on with its own model
+        assert app.run_sync(agent, "again", session=paused.session_id).status == "completed"
+        assert asked(app, paused.session_id) == ["scripted", "scripted", "later-model"]
+        assert "identical" in app.replay(paused.session_id)["verdict"]

@@ -47,14 +47,19 @@ def test_a_change_while_a_turn_runs_leaves_that_turn_running_and_is_read_by_the_
     session.start_turn(turn_id, NOW)
     session.change_model("claude-b", NOW)
     assert session.active_turn_id == turn_id and session.status == "busy"
+    assert session.spec_for(turn_id).model == "claude-a"  # the running turn (or one resumed later) keeps its model
     session.end_turn(turn_id, NOW)
     assert session.spec.model == "claude-b"
+    session.queue_input("i2", "again", NOW)
+    next_turn = uuid4()
+    session.start_turn(next_turn, NOW)
+    assert session.spec_for(next_turn).model == "claude-b" and session.spec_for(turn_id).model == "claude-a"
 
 
 def test_a_v4_snapshot_runs_on_the_model_its_spec_recorded():
     state: dict = {"archived": False}
     Session.upcast_v4_v5(state)
-    assert state["model_choice"] is None
+    assert state["model_changes"] == []
 
 
 def test_a_spec_without_a_thinking_budget_dumps_as_before():
