@@ -31,7 +31,7 @@ HELP = [
     ("/status", "session, model, branch, queue and limits"),
     ("/model [NAME] [--thinking N]", "the model this session runs on; with NAME (or --thinking) change it from the next turn, recorded"),
     ("/stop, /interrupt", "cancel the running turn (typed while it runs; Ctrl-C too), recorded as a cancel with who asked"),
-    ("/heartbeat", "run the workspace's heartbeat routine now ([routines.NAME] heartbeat = true in chronicle.toml)"),
+    ("/heartbeat", "run the workspace's heartbeat routine now (a \\[routines.NAME] table with heartbeat = true in chronicle.toml)"),
     ("/summary", "the session's title and its compaction summary, if it has them"),
     ("/clear", "same as /new: a new empty thread; nothing is erased (the log keeps every turn)"),
     ("/version", "the installed Chronicle version"),
@@ -283,7 +283,7 @@ def heartbeat(chat: Any, arg: str) -> None:
     except RoutineError as exc:
         raise AppError(str(exc), 2) from None
     if not beats:
-        chat.console.print(f"no heartbeat routine in {escape(str(workspace / 'chronicle.toml'))}: add [routines.heartbeat] with "
+        chat.console.print(f"no heartbeat routine in {escape(str(workspace / 'chronicle.toml'))}: add \\[routines.heartbeat] with "
                            "heartbeat = true, and the checklist in HEARTBEAT.md", soft_wrap=True)
         return
     row = asyncio.run(routine_cases.run(chat.store, workspace, beats[0], provider=spec.provider or None,

@@ -48,8 +48,9 @@ def test_summary_version_ping_clear_stop_and_heartbeat_without_one_answer_in_cha
     assert "no title or summary yet" in out
     assert "chronicle " in out and "pong: the store (sqlite) answered in" in out
     assert out.count("nothing is running") == 2
-    assert "no heartbeat routine in" in out and "HEARTBEAT.md" in out
+    assert "no heartbeat routine in" in out and "add [routines.heartbeat] with heartbeat = true" in out
     assert "new thread: session" in out  # /clear is /new: nothing erased
+    assert "[routines.NAME] table" in out  # help text shown as written, not eaten as markup
     for command in ("/model", "/stop", "/interrupt", "/heartbeat", "/summary", "/clear", "/version", "/ping"):
         assert command in out, command
     assert len(json_lines(cli("sessions", "--json", db=sqlite_url).stdout)) == 2  # the first thread stays
