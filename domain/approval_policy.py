@@ -43,5 +43,6 @@ class ApprovalPolicy(BaseModel):
         if self.policy == "allow":
             return "approve", f'approval policy "allow"{where}'
         if self.policy == "deny":
-            return "deny", f'the approval policy "deny"{where} refuses calls that need approval without asking a person; do without {name} or say what you need'
+            return "deny", (f'the approval policy "deny"{where} refuses calls that need approval without asking a person; '
+                            f"do without {name} or say what you need")
         return None
