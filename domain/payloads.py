@@ -168,6 +168,17 @@ class FileRestored(TypedDict):
     action: str
 
 
+class InputOrigin(TypedDict):
+    """Where an input came from when it did not come from the session's own user: a channel and
+    who sent it there (runtime/server/channels.py), recorded as given (a phone number, an email)."""
+
+    __pydantic_config__ = OURS  # type: ignore[misc]
+    channel: str
+    senders: list[str]
+    #: Whether the turn's answer is to be posted back (the channel had a `reply_url` when it queued it).
+    reply: bool
+
+
 class ForkOrigin(TypedDict):
     __pydantic_config__ = OURS  # type: ignore[misc]
     session_id: str

@@ -18,18 +18,20 @@ from .tool_call import ToolCall
 from .turn import Turn
 
 AGGREGATES = (Session, Turn, ToolCall, SessionLease, Attachment)
-AGGREGATE_VERSIONS = {"Session": 5, "Turn": 4, "ToolCall": 1, "SessionLease": 1, "Attachment": 1}
+AGGREGATE_VERSIONS = {"Session": 6, "Turn": 4, "ToolCall": 1, "SessionLease": 1, "Attachment": 1}
 #: v2 of Session.TurnsUndone/TurnsRedone/SteeringQueued/CancelRequested, Turn.Resumed/Cancelled and
 #: ToolCall.Approved/Denied: `actor`, who decided (None on older events). v3 of ToolCall.Approved: `reason`,
 #: why a mechanism (the approval policy) approved; None on older events and for a person's answer.
 EVENT_VERSIONS = {
-    "Session.Created": 1, "Session.Started": 2, "Session.InputQueued": 1, "Session.TurnStarted": 1,
+    "Session.Created": 1, "Session.Started": 2, "Session.InputQueued": 2, "Session.TurnStarted": 1,
     "Session.TurnEnded": 2, "Session.TurnsUndone": 2, "Session.TurnsRedone": 2, "Session.TitleSet": 1,
     "Session.TitleFailed": 1, "Session.ToolAlwaysAllowed": 1, "Session.SteeringQueued": 2,
     "Session.SteeringDelivered": 1, "Session.SteeringRequeued": 1, "Session.CancelRequested": 2,
-    "Session.Compacted": 1, "Session.CompactionFailed": 1, "Session.FilesRestored": 1, "Session.InputWithAttachmentsQueued": 1,
+    "Session.Compacted": 1, "Session.CompactionFailed": 1, "Session.FilesRestored": 1, "Session.InputWithAttachmentsQueued": 2,
     "Session.FilesReapplied": 1, "Session.WorkerFailed": 1, "Session.Archived": 1, "Session.Unarchived": 1,
     "Session.ModelChanged": 1,
+    # v2 of Session.InputQueued/InputWithAttachmentsQueued: `origin`, the channel and senders of a channel's input.
+    "Session.ReplyDelivered": 1, "Session.ReplyFailed": 1,
     "Turn.Created": 1, "Turn.Started": 1, "Turn.ApprovalRequested": 1, "Turn.Resumed": 2, "Turn.Completed": 1,
     "Turn.Failed": 1, "Turn.Cancelled": 2, "Turn.Stopped": 1, "Turn.Interrupted": 1, "Turn.ModelResponded": 3,
     "Turn.ModelCallRetried": 2, "Turn.ToolResultsRecorded": 1, "Turn.ToolResultsKept": 1, "Turn.AttachmentsReferenced": 1, "Turn.GuardrailApplied": 1,

@@ -17,13 +17,21 @@ from .decided import Decided
 from .errors import DomainError
 from .event_type import EventType
 from .session_lifecycle import SESSION_LIFECYCLE as SESSION_LIFECYCLE  # ops/diagrams.py and tests import it from here
-from .session_upcasts import snapshot_v1_v2, snapshot_v2_v3, snapshot_v3_v4, snapshot_v4_v5, started_v1_v2
+from .session_upcasts import (
+    input_v1_v2,
+    snapshot_v1_v2,
+    snapshot_v2_v3,
+    snapshot_v3_v4,
+    snapshot_v4_v5,
+    snapshot_v5_v6,
+    started_v1_v2,
+)
 
 if TYPE_CHECKING:  # pydantic models are imported where they are used: replaying a session (log) builds none
     from .agent_spec import AgentSpec
 
     # The payload shapes type the event fields for mypy and runtime/vocabulary.py; decoding needs none.
-    from .payloads import ContentBlock, FileRestored, ForkOrigin, SpecRecord, Usage
+    from .payloads import ContentBlock, FileRestored, ForkOrigin, InputOrigin, SpecRecord, Usage
 
 
 class Session(Aggregate):
@@ -38,12 +46,15 @@ class Session(Aggregate):
     #: v3: `forked_from` has one shape, {"session_id", "turn"} (see session_upcasts.fork_origin).
     #: v4: `archived` (hidden from `sessions` unless --all); older snapshots were not archived.
     #: v5: `model_changes` (each ModelChanged); older snapshots run on the model their spec recorded.
-    class_version = 5
+    #: v6: `input_origins` (the channel and sender of inputs a channel queued) and `replies` (what was
+    #: sent back to the channel for a turn); older sessions had neither.
+    class_version = 6
 
     upcast_v1_v2 = staticmethod(snapshot_v1_v2)
     upcast_v2_v3 = staticmethod(snapshot_v2_v3)
     upcast_v3_v4 = staticmethod(snapshot_v3_v4)
     upcast_v4_v5 = staticmethod(snapshot_v4_v5)
+    upcast_v5_v6 = staticmethod(snapshot_v5_v6)
 
     class Started(Aggregate.Created, Event):
         """v2: `forked_from` is {"session_id", "turn"}; v1 events of chat's /fork held "turn_id"."""
@@ -92,6 +103,9 @@ class Session(Aggregate):
         #: Each ModelChanged: {"model", "thinking_tokens", "actor", "at", "from_turn"}, `from_turn` the index in
         #: `turns` of the first turn it applies to (a turn running or paused when it was made keeps its model).
         self.model_changes: list[dict[str, Any]] = []
+        #: input id -> {"channel", "senders"} for inputs a channel queued; turn id -> reply outcome.
+        self.input_origins: dict[str, dict[str, Any]] = {}
+        self.replies: dict[str, str] = {}
 
     @classmethod
     def start(
@@ -153,36 +167,101 @@ class Session(Aggregate):
     # -- the durable input queue -------------------------------------------------------------
 
     def queue_input(self, input_id: str, text: str, now: datetime, kind: str = "prompt",
-                    attachments: list[dict[str, Any]] | None = None) -> None:
-        """`attachments`: reference blocks (domain/attachment.py), recorded with the input they came with."""
+                    attachments: list[dict[str, Any]] | None = None, origin: dict[str, Any] | None = None) -> None:
+        """`attachments`: reference blocks (domain/attachment.py), recorded with the input they came with;
+        `origin`: the channel and senders of an input a channel queued ({"channel", "senders"})."""
         if any(item["input_id"] == input_id for item in self.queue):
             raise DomainError(f"input {input_id} is already queued on session {self.id}")
+        if origin is not None and (not origin.get("channel") or not origin.get("senders")):
+            raise DomainError("an input's origin names its channel and at least one sender")
         if attachments:
             self._input_with_attachments_queued(input_id=input_id, text=text, kind=kind, attachments=list(attachments),
-                                                timestamp=now)
+                                                origin=origin, timestamp=now)
         else:
-            self._input_queued(input_id=input_id, text=text, kind=kind, timestamp=now)
+            self._input_queued(input_id=input_id, text=text, kind=kind, origin=origin, timestamp=now)
 
     class InputWithAttachmentsQueued(Event):
+        """v2: `origin`, the channel and senders of an input a channel queued (None otherwise, and before)."""
+
+        class_version = 2
         input_id: str
         text: str
         kind: str
         attachments: list[ContentBlock]
+        origin: InputOrigin | None
+
+        upcast_v1_v2 = staticmethod(input_v1_v2)
 
     @event(InputWithAttachmentsQueued)
     def _input_with_attachments_queued(self, input_id: str, text: str, kind: str, attachments: list[dict[str, Any]],
-                                       timestamp: datetime) -> None:
+                                       origin: dict[str, Any] | None, timestamp: datetime) -> None:
         self.queue.append({"input_id": input_id, "text": text, "kind": kind, "queued_at": timestamp.isoformat(),
                            "attachments": attachments})
+        if origin:
+            self.input_origins[input_id] = origin
 
     class InputQueued(Event):
+        """v2: `origin`, as on InputWithAttachmentsQueued."""
+
+        class_version = 2
         input_id: str
         text: str
         kind: str
+        origin: InputOrigin | None
+
+        upcast_v1_v2 = staticmethod(input_v1_v2)
 
     @event(InputQueued)
-    def _input_queued(self, input_id: str, text: str, kind: str, timestamp: datetime) -> None:
+    def _input_queued(self, input_id: str, text: str, kind: str, origin: dict[str, Any] | None, timestamp: datetime) -> None:
         self.queue.append({"input_id": input_id, "text": text, "kind": kind, "queued_at": timestamp.isoformat()})
+        if origin:
+            self.input_origins[input_id] = origin
+
+    # -- replies sent back to the channel an input came from -------------------------------------
+
+    def record_reply(self, turn_id: UUID, channel: str, senders: list[str], receiver: str, delivered: bool,
+                     attempts: int, status: int | None, error: str | None, now: datetime) -> None:
+        """What became of the answer of a turn a channel input started, posted to the channel's
+        receiver (`receiver`: its address with any secret cut out). Once per turn: a second outbox
+        finding it recorded already leaves it."""
+        if str(turn_id) in self.replies:
+            raise DomainError(f"the reply of turn {turn_id} is recorded already ({self.replies[str(turn_id)]})")
+        if delivered:
+            self._reply_delivered(turn_id=turn_id, channel=channel, senders=list(senders), receiver=receiver,
+                                  attempts=attempts, status=status, timestamp=now)
+        else:
+            self._reply_failed(turn_id=turn_id, channel=channel, senders=list(senders), receiver=receiver,
+                               attempts=attempts, status=status, error=error or "failed", timestamp=now)
+
+    class ReplyDelivered(Event):
+        turn_id: UUID
+        channel: str
+        senders: list[str]
+        receiver: str
+        attempts: int
+        status: int | None
+
+    @event(ReplyDelivered)
+    def _reply_delivered(self, turn_id: UUID, channel: str, senders: list[str], receiver: str, attempts: int,
+                         status: int | None, timestamp: datetime) -> None:
+        self.replies[str(turn_id)] = "delivered"
+
+    class ReplyFailed(Event):
+        """Every attempt failed (`status`: the receiver's last HTTP status, None if none answered); the
+        turn is not affected, and the reply is not tried again."""
+
+        turn_id: UUID
+        channel: str
+        senders: list[str]
+        receiver: str
+        attempts: int
+        status: int | None
+        error: str
+
+    @event(ReplyFailed)
+    def _reply_failed(self, turn_id: UUID, channel: str, senders: list[str], receiver: str, attempts: int,
+                      status: int | None, error: str, timestamp: datetime) -> None:
+        self.replies[str(turn_id)] = "failed"
 
     @property
     def next_input(self) -> dict[str, Any] | None:

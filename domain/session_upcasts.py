@@ -44,6 +44,16 @@ def snapshot_v4_v5(state: dict[str, Any]) -> None:
     state.setdefault("model_changes", [])
 
 
+def snapshot_v5_v6(state: dict[str, Any]) -> None:
+    state.setdefault("input_origins", {})
+    state.setdefault("replies", {})
+
+
+def input_v1_v2(state: dict[str, Any]) -> None:
+    """Inputs before channels recorded where they came from: none said, so none is known."""
+    state.setdefault("origin", None)
+
+
 def started_v1_v2(state: dict[str, Any]) -> None:
     """An event knows the head at the fork: every turn on it was inherited."""
     state["forked_from"] = fork_origin(state.get("forked_from"), len(state.get("head") or []))

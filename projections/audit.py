@@ -115,7 +115,20 @@ class AuditProjection(Projection):
         detail = {"input_id": e.input_id, "text": e.text}
         if getattr(e, "attachments", None):
             detail["attachments"] = [b["source"] for b in e.attachments]  # references (hash, type, size, name), never bytes
-        self._row(tx, e, position, "input", str(e.originator_id), status=e.kind, detail=detail)
+        origin = getattr(e, "origin", None)
+        if origin:  # a channel's input: who sent it, and through which channel
+            detail.update(channel=origin["channel"], senders=list(origin["senders"]))
+        self._row(tx, e, position, "input", str(e.originator_id), name=origin["channel"] if origin else None, status=e.kind,
+                  detail=detail)
+
+    @on(Session.ReplyDelivered, Session.ReplyFailed)
+    def _reply(self, tx: Tx, e: Any, position: int) -> None:
+        """A turn's answer posted back to the channel its input came from (never the receiver's secrets)."""
+        failed = isinstance(e, Session.ReplyFailed)
+        detail = {"channel": e.channel, "senders": list(e.senders), "receiver": e.receiver, "attempts": e.attempts,
+                  "http_status": e.status, **({"error": e.error} if failed else {})}
+        self._row(tx, e, position, "reply", str(e.originator_id), turn_id=str(e.turn_id), name=e.channel,
+                  status="failed" if failed else "delivered", is_error=failed, detail=detail)
 
     @on(Session.TurnsUndone, Session.TurnsRedone)
     def _undo(self, tx: Tx, e: Session.TurnsUndone | Session.TurnsRedone, position: int) -> None:

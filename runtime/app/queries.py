@@ -262,6 +262,35 @@ def history(
     return wire_at(store, _cut(store, sid, at, version, step), engine)
 
 
+def origin_words(origin: dict[str, Any] | None) -> str:
+    """How `log`, `history` and `audit` say where an input came from: "from alice via signal"."""
+    if not origin:
+        return ""
+    return f"from {', '.join(origin.get('senders') or ['?'])} via {origin.get('channel') or '?'}"
+
+
+def input_origin_labels(store: ChronicleStore, ref: str | UUID) -> dict[int, str]:
+    """For `history`: the index of each message (as `history` shows the present) that a channel's
+    input begins, with where it came from ("from alice via signal"). The wire stays what the model
+    reads; who sent an input is the session's record (InputQueued's `origin`), not part of it."""
+    from chronicle.domain.context_wire import turn_wire
+
+    session = store.session(session_id(store, ref))
+    if not session.input_origins:
+        return {}
+    summary, view = session.context_view()
+    labels: dict[int, str] = {}
+    count, last_role = (1, "user") if summary else (0, None)
+    for turn in store.turns(view):
+        for index, message in enumerate(turn_wire(turn)):
+            if message["role"] != last_role:
+                count, last_role = count + 1, message["role"]
+            origin = session.input_origins.get(turn.input_id)
+            if index == 0 and origin:
+                labels[count - 1] = origin_words(origin)
+    return labels
+
+
 def _moment(at: int | None, version: int | None, step: int | None) -> None:
     """One moment, named one way: a turn's end, a session event, or one step of a turn."""
     if at is not None and version is not None:

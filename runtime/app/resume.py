@@ -133,20 +133,21 @@ class Submitted:
 def submit(store: ChronicleStore, prompt: str, session: str | UUID | None = None, provider: str | None = None,
            model: str | None = None, workspace: Path | None = None, max_iterations: int | None = None,
            agents: Path | None = None, registry: AgentRegistry | None = None, tools: tuple[str, ...] = (),
-           attachments: Sequence[Any] | None = None) -> Submitted:
+           attachments: Sequence[Any] | None = None, origin: dict[str, Any] | None = None) -> Submitted:
     """Record PROMPT durably for a worker: on `session`, or on a new session specified as `run` would.
 
     A worker runs it later, elsewhere: an unknown provider, a missing script or a bad chronicle.toml
-    found then would leave an input nobody can run, so they are refused now (exit 2), before recording."""
+    found then would leave an input nobody can run, so they are refused now (exit 2), before recording.
+    `origin`: {"channel", "senders"} when a channel queued the input (runtime/server/channels.py)."""
     if not prompt.strip():
         raise AppError("the prompt is empty; say what the agent should do", 2)
     if session:
         if provider or model or workspace or tools:
             raise AppError("--provider/--model/--workspace/--tools apply to new sessions; a session keeps what it recorded", 2)
         sid = session_id(store, session)
-        return Submitted(sid, submit_input(store, sid, prompt, attachments=stored_attachments(store, attachments)))
+        return Submitted(sid, submit_input(store, sid, prompt, attachments=stored_attachments(store, attachments), origin=origin))
     spec = checked_spec(provider, model, resolve_workspace(workspace), max_iterations, agents, registry, tools)
-    created, input_id = start_session(store, spec, prompt, attachments=stored_attachments(store, attachments))
+    created, input_id = start_session(store, spec, prompt, attachments=stored_attachments(store, attachments), origin=origin)
     assert input_id is not None
     return Submitted(created.id, input_id)
 

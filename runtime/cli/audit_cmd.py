@@ -56,6 +56,12 @@ def _brief(e: dict[str, Any]) -> str:
     d = e["detail"]
     # Who decided, and how when not in person: "by alice@laptop (--yes): ..."
     who = f"by {d['actor']}" + (f" ({d['by']})" if d.get("by") not in (None, "user") else "") if d.get("actor") else ""
+    if e["kind"] == "reply":  # a turn's answer posted back to its channel
+        how = f"HTTP {d['http_status']}" if d.get("http_status") is not None else "no answer"
+        said = f"to {', '.join(d.get('senders') or [])} via {d.get('channel')}: {how}, {d.get('attempts')} attempt(s)"
+        return f"{said}: {d['error']}" if d.get("error") else said
+    if d.get("channel") and d.get("senders") and d.get("text"):  # a channel's input: who sent it
+        return f"from {', '.join(d['senders'])} via {d['channel']}: {d['text']}"
     if isinstance(d.get("counts"), dict) and d.get("where"):  # SecretsRedacted: what was cut out, never the secret
         return f"{d['where']}: " + ", ".join(f"{n} {kind}" for kind, n in sorted(d["counts"].items()))
     for key in ("output", "reason", "text", "input", "title", "final_text", "summary", "task"):

@@ -170,8 +170,23 @@ def describe(entry: dict[str, Any]) -> str:
         thinking = "" if data.get("thinking_tokens") is None else f", thinking {data['thinking_tokens']}"
         return short(f"{data.get('previous')} → {data.get('model')}{thinking} by {data.get('actor') or '?'}", 70)
     if event in ("Created", "InputQueued", "InputWithAttachmentsQueued"):
-        return short(data.get("input_text") or data.get("text") or "", 70)
+        said = data.get("input_text") or data.get("text") or ""
+        if data.get("origin"):
+            from chronicle.runtime.app.queries import origin_words
+
+            said = f"{origin_words(data['origin'])}: {said}"
+        return short(said, 70)
+    if event in ("ReplyDelivered", "ReplyFailed"):
+        return short(reply_words(data), 70)
     return short(data.get("reason") or data.get("final_text") or "", 70)
+
+
+def reply_words(data: dict[str, Any]) -> str:
+    """A channel reply in a line: "to alice via signal: delivered (HTTP 200, 1 attempt)"."""
+    how = f"HTTP {data['status']}" if data.get("status") is not None else "no answer"
+    attempts = f"{data.get('attempts')} attempt{'s' if data.get('attempts') != 1 else ''}"
+    outcome = "delivered" if "error" not in data else f"failed: {data['error']}"
+    return f"to {', '.join(data.get('senders') or ['?'])} via {data.get('channel')}: {outcome} ({how}, {attempts})"
 
 
 def history(
@@ -205,11 +220,12 @@ def history(
             sys.stdout.write(render(str(sid), store.session(sid).title, messages))
             return
         shown = queries.history(store, sid, at=at, version=version, step=step)  # wire dicts: every field a block's model has
+        present = at is None and version is None and step is None
         with paged(no_pager):
-            out_console.print(transcript_lines(shown))
+            out_console.print(transcript_lines(shown, queries.input_origin_labels(store, sid) if present else None))
 
 
-def transcript_lines(messages: list[dict[str, Any]]) -> Any:
+def transcript_lines(messages: list[dict[str, Any]], labels: dict[int, str] | None = None) -> Any:
     """Every message as a rule naming its role, then its blocks, printed in one call: a rule and a
     print per message went through the console's whole machinery each time, most of `history` on
     a long session. The same lines as those calls printed (tests/unit/test_history_text.py)."""
@@ -218,13 +234,18 @@ def transcript_lines(messages: list[dict[str, Any]]) -> Any:
 
     rules: dict[str, Any] = {}
     items: list[Any] = []
-    for message in messages:
+    for index, message in enumerate(messages):
         role = message["role"]
-        if role not in rules:
+        if labels and index in labels:  # a channel's input: "user · from alice via signal"
+            title = out_console.render_str(f"[green]{role}[/] [dim]· {escape(labels[index])}[/]", style="rule.text",
+                                           highlight=False)
+            items.append(Rule(title, align="left"))
+        elif role not in rules:
             colour = "green" if role == "user" else "cyan"
             title = out_console.render_str(f"[{colour}]{role}[/]", style="rule.text", highlight=False)  # as Rule renders a str
             rules[role] = Rule(title, align="left")
-        items.append(rules[role])
+        if not (labels and index in labels):
+            items.append(rules[role])
         items.extend(out_console.render_str(render_block(SimpleNamespace(**block)), highlight=False) for block in message["content"])
     return Group(*items)
 

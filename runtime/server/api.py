@@ -55,7 +55,9 @@ from .bodies import (
     WebhookBody,
 )
 from .body_limit import BodyLimit
-from .channels import Coalescer, load_channels
+from .channels import ChannelConfig, Coalescer, load_channels
+from .outbox import Outbox
+from .routing import Router, sender_spec
 
 log = logging.getLogger("chronicle.server")
 
@@ -99,17 +101,20 @@ def create_app(config: ServerConfig) -> FastAPI:
     library = {agent.name: agent for agent in config.library}
     toml = config.agents or ((config.workspace or Path.cwd()) / "chronicle.toml")
     channels = load_channels(toml)
+    router = Router(chronicle.store, {name: sender_spec(name, c, config.workspace, config.agents, library)
+                                      for name, c in channels.items() if c.route == "per_sender"})
+    outbox = Outbox(chronicle.store, channels, router.touched)
 
-    def record_input(session_ref: str, text: str) -> None:
+    def record_input(channel: str, target: ChannelConfig, senders: list[str], text: str) -> None:
         try:
-            submit(chronicle.store, text, session=session_ref)
+            router.record(channel, target, senders, text)
         except Exception as exc:  # noqa: BLE001 - a timer callback has no caller to tell; the log does
-            log.error("channel input for session %s could not be recorded: %s", session_ref, exc)
+            log.error("channel %s: the input of %s could not be recorded: %s", channel, ", ".join(senders), exc)
 
     # A burst's timer fires on the event loop; its write goes to one thread of its own (in order,
     # and never holding requests while the database is slow or being retried).
     recorder = ThreadPoolExecutor(max_workers=1, thread_name_prefix="chronicle-channel")
-    coalescer = Coalescer(lambda session_ref, text: recorder.submit(record_input, session_ref, text))
+    coalescer = Coalescer(lambda *args: recorder.submit(record_input, *args))
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -125,6 +130,7 @@ def create_app(config: ServerConfig) -> FastAPI:
             # (for the whole retry of a lost database: /healthz timed out at 30 s).
             thread = threading.Thread(target=_run_worker, args=(worker,), name="chronicle-worker", daemon=True)
             thread.start()
+        outbox.start()  # replies of channel turns, whichever process ran them
         try:
             yield
         finally:
@@ -133,6 +139,7 @@ def create_app(config: ServerConfig) -> FastAPI:
             if worker is not None and thread is not None:
                 worker.drain()
                 await off_the_loop(thread.join, WORKER_DRAIN_S)  # the turns in hand finish, or are left to recovery
+            await off_the_loop(outbox.stop, WORKER_DRAIN_S)  # their replies too; any left are sent after a restart
             chronicle.close()
 
     app = FastAPI(title="Chronicle", version="1", lifespan=lifespan,
@@ -292,21 +299,25 @@ def create_app(config: ServerConfig) -> FastAPI:
 
     @app.post("/hooks/{channel}", status_code=202)
     async def webhook(channel: str, body: WebhookBody) -> dict[str, Any]:
-        """Feed a configured channel's session; a sender's burst within `coalesce_s` becomes one input."""
+        """Feed a channel's session (its one, or with route = "per_sender" the sender's own); a sender's
+        burst within `coalesce_s` becomes one input, recorded with the channel and the sender."""
         if channel not in channels:
             known = ", ".join(sorted(channels)) or "none configured"
             raise HTTPException(status_code=404, detail=f"channel: no channel {channel!r} ([channels.NAME] in chronicle.toml: {known})")
         text = body.content()
         if not text:
             raise HTTPException(status_code=422, detail="text: the webhook carries no text (send text, prompt or message)")
+        sender = (body.sender or "").strip() or "anonymous"
+        if len(sender) > 200 or not sender.isprintable():
+            raise HTTPException(status_code=422, detail="sender: a printable id of at most 200 characters")
         target = channels[channel]
         with _errors():
-            sid = str(await off_the_loop(queries.session_id, chronicle.store, target.session))
+            sid, _ = await off_the_loop(router.session_for, channel, target, sender)
             if target.coalesce_s == 0:  # recorded before the answer says so; a failure is the answer
-                await off_the_loop(lambda: submit(chronicle.store, text, session=target.session))
-        held = 0 if target.coalesce_s == 0 else coalescer.add(channel, target, body.sender or "anonymous", text)
-        return {"channel": channel, "session_id": sid, "recorded": held == 0, "coalescing": held,
-                "coalesce_s": target.coalesce_s}
+                sid = await off_the_loop(router.record, channel, target, [sender], text)
+        held = 0 if target.coalesce_s == 0 else coalescer.add(channel, target, sender, text)
+        return {"channel": channel, "session_id": str(sid), "route": target.route, "sender": sender,
+                "recorded": held == 0, "coalescing": held, "coalesce_s": target.coalesce_s}
 
     @app.get("/sessions/{session_id}/events")
     async def events(session_id: str, request: Request, last_event_id: str | None = Header(default=None),

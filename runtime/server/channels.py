@@ -1,10 +1,20 @@
-"""Input channels (seed 000): webhooks that feed a configured session, bursts coalesced.
+"""Input channels (seed 000): webhooks that feed a session, bursts coalesced, answers sent back.
 
-`[channels.NAME]` in chronicle.toml names the session a channel feeds and a coalescing window:
+`[channels.NAME]` in chronicle.toml says where a channel's messages go, a coalescing window, and
+where the answers go:
 
     [channels.alerts]
     session = "3f2a9c1e-…"      # the session (or a unique prefix) the channel's messages go to
     coalesce_s = 2              # messages from one sender within this window become one input
+    reply_url = "http://…"      # the answer of each turn a message started is POSTed here (outbox.py)
+
+    [channels.signal]
+    route = "per_sender"        # each sender a session of its own (routing.py), started as
+    agent = "helper"            # this agent of the registry (default: main), with
+    provider = "scripted:…"     # this provider and model (default: as `run` picks them)
+
+Each input records its channel and sender (Session.InputQueued's `origin`), so `log`, `history`
+and `audit` say who asked.
 
 As the seed describes, messages from the same sender within the window are concatenated before
 they are queued (FIFO behind the running turn), so a burst becomes one turn instead of several.
@@ -18,15 +28,42 @@ import asyncio
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Literal
+from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 
 class ChannelConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    session: str = Field(min_length=1)
+    session: str | None = Field(default=None, min_length=1)
+    route: Literal["session", "per_sender"] = "session"
+    agent: str | None = Field(default=None, min_length=1)
+    provider: str | None = Field(default=None, min_length=1)
+    model: str | None = Field(default=None, min_length=1)
     coalesce_s: float = Field(default=2.0, ge=0, le=300, allow_inf_nan=False)
+    reply_url: str | None = None
+
+    @field_validator("reply_url")
+    @classmethod
+    def _http_url(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        parts = urlsplit(value)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError("an http:// or https:// URL with a host")
+        return value
+
+    @model_validator(mode="after")
+    def _route_settings(self) -> "ChannelConfig":
+        if self.route == "session" and self.session is None:
+            raise ValueError('route = "session" (the default) needs session = "ID or prefix"; or route = "per_sender"')
+        if self.route == "per_sender" and self.session is not None:
+            raise ValueError('route = "per_sender" starts a session per sender: drop session, or route = "session"')
+        if self.route == "session" and (self.agent or self.provider or self.model):
+            raise ValueError('agent, provider and model apply to route = "per_sender" (new sessions); '
+                             "the configured session keeps its own")
+        return self
 
 
 class ChannelError(ValueError):
@@ -47,7 +84,8 @@ def load_channels(path: Path | None) -> dict[str, ChannelConfig]:
         except ValidationError as exc:
             first = exc.errors()[0]
             where = ".".join(str(p) for p in first["loc"])
-            raise ChannelError(f"{path}: [channels.{name}] {where}: {first['msg']}") from None
+            said = first["msg"].removeprefix("Value error, ")
+            raise ChannelError(f"{path}: [channels.{name}] {where + ': ' if where else ''}{said}") from None
     return channels
 
 
@@ -60,14 +98,14 @@ class _Burst:
 class Coalescer:
     """Holds each sender's burst for the channel's window, then records it as one input."""
 
-    def __init__(self, record: Callable[[str, str], Any]) -> None:
-        self.record = record  # (session ref, text) -> whatever submit returns
+    def __init__(self, record: Callable[[str, ChannelConfig, list[str], str], Any]) -> None:
+        self.record = record  # (channel, its config, senders, text) -> whatever recording returns
         self.bursts: dict[tuple[str, str], _Burst] = {}
 
     def add(self, channel: str, config: ChannelConfig, sender: str, text: str) -> int:
         """Queue `text`; returns how many messages the sender's open burst now holds (0: recorded now)."""
         if config.coalesce_s == 0:
-            self.record(config.session, text)
+            self.record(channel, config, [sender], text)
             return 0
         key = (channel, sender)
         burst = self.bursts.setdefault(key, _Burst())
@@ -80,7 +118,7 @@ class Coalescer:
     def _flush(self, key: tuple[str, str], config: ChannelConfig) -> None:
         burst = self.bursts.pop(key, None)
         if burst and burst.texts:
-            self.record(config.session, "\n".join(burst.texts))
+            self.record(key[0], config, [key[1]], "\n".join(burst.texts))
 
     def flush_all(self, channels: dict[str, ChannelConfig]) -> None:
         """On shutdown: record every open burst now rather than lose it."""

@@ -1,0 +1,199 @@
+"""Answers sent back out (seed 001: "notifies via channel"): each turn a channel input started
+is POSTed, once it ends, to the channel's `reply_url`, and what became of it is recorded.
+
+Whichever process ran the turn (this server's worker or any `chronicle worker`), the server's
+outbox finds it from the log: a session's `input_origins` name the channel inputs, the turn an
+input started has a derived id (domain/ids.make_turn_id), and `replies` say which were sent. A
+turn that ended without a ReplyDelivered/ReplyFailed is due, so a reply is made after a restart
+too, and once: the event is recorded right after the POST (a crash between the two is the one
+case that sends it again). The receiver is tried a few times; a receiver that keeps failing is a
+ReplyFailed event, and never touches the turn, which has ended already. The recorded receiver is
+the URL without its secrets: no user or password, query values and token-like path parts cut out.
+
+Whether an input wants a reply was decided when it was queued (its origin's `reply`), so adding
+`reply_url` to a channel later does not send the answers of every turn it ever started.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any, Callable
+from urllib.parse import parse_qsl, urlsplit
+from uuid import UUID
+
+import httpx
+
+from chronicle.domain.errors import DomainError
+from chronicle.domain.ids import turn_id as make_turn_id
+from chronicle.runtime.clock import SYSTEM_CLOCK
+from chronicle.runtime.secret_scan import scanner_for
+from chronicle.runtime.store import ChronicleStore, NotFound
+
+from .channels import ChannelConfig
+
+log = logging.getLogger("chronicle.server")
+
+#: Attempts per reply, and the waits between them (seconds).
+ATTEMPTS = 3
+BACKOFF_S = (0.5, 2.0)
+#: Seconds one POST may take.
+TIMEOUT_S = 10.0
+#: Seconds between looks at the log; and between full scans of every session (a reply due in a
+#: session this process has not routed to, e.g. one queued before a restart).
+POLL_S = 0.5
+FULL_SCAN_S = 60.0
+#: Statuses worth another attempt: the receiver may be better in a moment.
+RETRIABLE = {408, 425, 429, 500, 502, 503, 504}
+
+
+def safe_receiver(url: str) -> str:
+    """The URL as it may be recorded: scheme, host, port and path, with no user or password, the
+    query's values replaced by [REDACTED] and any token-like part of the path cut out by the secret scan."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    if ":" in host:
+        host = f"[{host}]"
+    netloc = f"{host}:{parts.port}" if parts.port else host
+    path = scanner_for(None).text(parts.path).value
+    query = "&".join(f"{key}=[REDACTED]" for key, _ in parse_qsl(parts.query, keep_blank_values=True))
+    return f"{parts.scheme}://{netloc}{path}" + (f"?{query}" if query else "")
+
+
+@dataclass(frozen=True)
+class Due:
+    session_id: UUID
+    turn_id: UUID
+    channel: str
+    senders: list[str]
+    payload: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Outcome:
+    delivered: bool
+    attempts: int
+    status: int | None
+    error: str | None
+
+
+def due_replies(store: ChronicleStore, session_id: UUID, channels: dict[str, ChannelConfig]) -> list[Due]:
+    """The ended turns of the session whose channel input wants a reply not recorded yet."""
+    try:
+        session = store.session(session_id, copy=False)  # only read
+    except NotFound:
+        return []
+    found = []
+    for input_id, origin in list(session.input_origins.items()):
+        config = channels.get(origin.get("channel", ""))
+        if not origin.get("reply") or config is None or config.reply_url is None:
+            continue
+        turn_id = make_turn_id(session.id, input_id)
+        if str(turn_id) in session.replies or turn_id not in session.turns or session.active_turn_id == turn_id:
+            continue  # sent already, not started yet, or still running
+        turn = store.turn(turn_id)
+        senders = list(origin["senders"])
+        found.append(Due(session.id, turn_id, origin["channel"], senders, {
+            "channel": origin["channel"], "sender": senders[0], "senders": senders, "session_id": str(session.id),
+            "turn_id": str(turn_id), "status": turn.status,
+            "text": turn.final_text if turn.status == "completed" else None,
+        }))
+    return found
+
+
+def post(url: str, payload: dict[str, Any], attempts: int = ATTEMPTS, backoff: tuple[float, ...] = BACKOFF_S,
+         sleep: Callable[[float], None] = time.sleep) -> Outcome:
+    """POST the reply, again after a connection failure or a status worth retrying. The error said
+    is the exception's class or the status, never its text: httpx puts the URL (and its token) there."""
+    status: int | None = None
+    error: str | None = None
+    tried = 0
+    with httpx.Client(timeout=TIMEOUT_S, follow_redirects=False) as client:
+        for tried in range(1, attempts + 1):
+            try:
+                answer = client.post(url, json=payload)
+                status = answer.status_code
+                if 200 <= status < 300:
+                    return Outcome(True, tried, status, None)
+                error = f"the receiver answered HTTP {status}"
+                if status not in RETRIABLE:
+                    break
+            except httpx.HTTPError as exc:
+                status, error = None, f"no answer from the receiver ({type(exc).__name__})"
+            if tried < attempts:
+                sleep(backoff[min(tried - 1, len(backoff) - 1)])
+    return Outcome(False, tried, status, error)
+
+
+class Outbox:
+    """The server's loop that sends due replies, on a thread of its own (a POST may take seconds)."""
+
+    def __init__(self, store: ChronicleStore, channels: dict[str, ChannelConfig], touched: set[UUID],
+                 sender: Callable[[str, dict[str, Any]], Outcome] = post) -> None:
+        self.store, self.channels, self.touched, self.sender = store, channels, touched, sender
+        self.stopping = threading.Event()
+        self.thread: threading.Thread | None = None
+        self.watched: set[UUID] = set()
+        self.seen_head = -1
+        self.scanned_at = 0.0
+
+    @property
+    def wanted(self) -> bool:
+        return any(c.reply_url for c in self.channels.values())
+
+    def start(self) -> None:
+        if self.wanted:
+            self.thread = threading.Thread(target=self._run, name="chronicle-outbox", daemon=True)
+            self.thread.start()
+
+    def stop(self, wait_s: float) -> None:
+        """Stop after one last pass (the turns the worker finished while draining), or after `wait_s`."""
+        self.stopping.set()
+        if self.thread is not None:
+            self.thread.join(wait_s)
+
+    def _run(self) -> None:
+        while True:
+            last = self.stopping.is_set()
+            try:
+                self.pass_once()
+            except Exception:  # noqa: BLE001 - a lost database: try again at the next look; the log says why
+                log.exception("the outbox could not look for replies")
+            if last:
+                return
+            self.stopping.wait(POLL_S)
+
+    def pass_once(self) -> int:
+        """Send every due reply; returns how many were recorded."""
+        head = self.store.max_position()
+        now = time.monotonic()
+        full = now - self.scanned_at >= FULL_SCAN_S
+        if head == self.seen_head and not full:
+            return 0
+        self.seen_head = head
+        if full:  # every session a channel input went to, from the log: after a restart too
+            self.scanned_at = now
+            self.watched = {s.id for s in self.store.sessions() if s.input_origins}
+        self.watched |= self.touched
+        sent = 0
+        for sid in sorted(self.watched):
+            for due in due_replies(self.store, sid, self.channels):
+                self._deliver(due)
+                sent += 1
+        return sent
+
+    def _deliver(self, due: Due) -> None:
+        url = self.channels[due.channel].reply_url
+        assert url is not None
+        outcome = self.sender(url, due.payload)
+        receiver = safe_receiver(url)
+        try:
+            self.store.update_session(due.session_id, lambda s: s.record_reply(
+                due.turn_id, due.channel, due.senders, receiver, outcome.delivered, outcome.attempts, outcome.status,
+                outcome.error, SYSTEM_CLOCK.now()))
+        except DomainError:
+            pass  # another server recorded it meanwhile
+        if not outcome.delivered:
+            log.warning("reply of turn %s to channel %s failed: %s", due.turn_id, due.channel, outcome.error)

@@ -1,0 +1,193 @@
+"""Input channels as the seeds describe them, driven over real HTTP on both backends: who sent each
+input is recorded and shown, each sender may have a session of its own that a restart still finds,
+and a turn's answer goes back out to the channel's receiver, recorded, without touching the turn."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Iterator
+
+import httpx
+
+from tests.helpers import cli, json_lines, response, text, write_script
+from tests.server.serving import free_port, serving
+
+
+def _wait_for(predicate, timeout: float = 60):  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = predicate()
+        if found:
+            return found
+        time.sleep(0.1)
+    raise AssertionError("timed out")
+
+
+@contextmanager
+def receiver(status: int = 200) -> Iterator[tuple[str, list[dict[str, Any]]]]:
+    """A loopback HTTP receiver: every POST's JSON body (and its path) is kept; each is answered `status`."""
+    got: list[dict[str, Any]] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:  # noqa: N802 - http.server's name
+            body = self.rfile.read(int(self.headers.get("content-length") or 0))
+            got.append({"path": self.path, "json": json.loads(body)})
+            self.send_response(status)
+            self.send_header("content-length", "0")
+            self.end_headers()
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}", got
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def _started(db: str, workspace: Any, script: Any) -> str:
+    first = cli("run", "start", "--provider", f"scripted:{script}", "--workspace", str(workspace), "--json", db=db)
+    assert first.returncode == 0, first.stderr
+    return str(json_lines(first.stdout)[0]["session_id"])
+
+
+def test_each_input_records_its_channel_and_sender_and_log_history_and_audit_say_who_asked(db_url, workspace, tmp_path):
+    script = write_script(tmp_path / "s.json", [[response(text("first"))], [response(text("for alice"))],
+                                                [response(text("for the phone"))], [response(text("for the token"))]])
+    sid = _started(db_url, workspace, script)
+    (workspace / "chronicle.toml").write_text(f'[channels.signal]\nsession = "{sid[:8]}"\ncoalesce_s = 0\n')
+    token = "ghp_" + "Ab1Cd2Ef3Gh4Ij5Kl6Mn7Op8Qr9St0Uv1Wx2"
+    with serving(db_url, workspace) as base:
+        for sender, said in (("alice@example.com", "hello"), ("+15551234567", "call me"), (token, "sneaky")):
+            accepted = httpx.post(f"{base}/hooks/signal", json={"text": said, "from": sender})
+            assert accepted.status_code == 202, accepted.text
+            assert accepted.json()["session_id"] == sid and accepted.json()["route"] == "session"
+        _wait_for(lambda: httpx.get(f"{base}/sessions").json()[0]["status"] == "idle"
+                  and len([e for e in httpx.get(f"{base}/sessions/{sid}/log").json() if e["event"] == "TurnStarted"]) == 4)
+        log = httpx.get(f"{base}/sessions/{sid}/log").json()
+        origins = [e["data"]["origin"] for e in log if e["event"] == "InputQueued"]
+        assert origins[0] is None, "an input given to the session itself has no channel"
+        assert [o["senders"] for o in origins[1:]] == [["alice@example.com"], ["+15551234567"], ["[REDACTED:github-token]"]]
+        assert {o["channel"] for o in origins[1:]} == {"signal"}
+        audit = httpx.get(f"{base}/sessions/{sid}/audit").json()
+        inputs = [a for a in audit if a["kind"] == "input"]
+        assert inputs[1]["detail"]["senders"] == ["alice@example.com"] and inputs[1]["detail"]["channel"] == "signal"
+        assert inputs[1]["name"] == "signal"
+    everything = json.dumps(log) + json.dumps(audit)
+    assert token not in everything, "a sender that is a credential is never recorded in the clear"
+    redacted = [a for a in audit if a["kind"] == "secrets_redacted"]
+    assert redacted and redacted[-1]["detail"]["counts"] == {"github-token": 1}
+
+    shown = cli("audit", "--session", sid, db=db_url, env={"COLUMNS": "250"})
+    assert "from alice@example.com via signal: hello" in shown.stdout, shown.stdout
+    logged = cli("log", sid, db=db_url, env={"COLUMNS": "250"})
+    assert "from +15551234567 via signal: call me" in logged.stdout, logged.stdout
+    history = cli("history", sid, "--no-pager", db=db_url, env={"COLUMNS": "250"})
+    assert "user · from alice@example.com via signal" in history.stdout, history.stdout
+    assert history.stdout.count("via signal") == 3, "the session's own first input names no channel"
+    wire = json_lines(cli("history", sid, "--json", db=db_url).stdout)
+    assert all(set(m) == {"role", "content"} for m in wire), "history --json stays what the model reads"
+
+
+def test_per_sender_routing_gives_each_sender_a_session_of_its_own_and_a_restart_keeps_it(db_url, workspace, tmp_path):
+    script = write_script(tmp_path / "s.json", [], helper=[[response(text("hi"))], [response(text("again"))]])
+    (workspace / "chronicle.toml").write_text(
+        '[agents.helper]\ndescription = "Answers senders"\n\n'
+        f'[channels.signal]\nroute = "per_sender"\nagent = "helper"\nprovider = "scripted:{script}"\ncoalesce_s = 0\n')
+    with serving(db_url, workspace) as base:
+        alice = httpx.post(f"{base}/hooks/signal", json={"text": "hello", "sender": "alice"})
+        bob = httpx.post(f"{base}/hooks/signal", json={"text": "hello", "sender": "bob"})
+        assert alice.status_code == bob.status_code == 202, alice.text + bob.text
+        assert alice.json()["route"] == "per_sender" and alice.json()["sender"] == "alice"
+        first = alice.json()["session_id"]
+        assert bob.json()["session_id"] != first
+        listed = httpx.get(f"{base}/sessions").json()
+        assert sorted(s["session_id"] for s in listed) == sorted([first, bob.json()["session_id"]])
+        assert {s["agent"] for s in listed} == {"helper"}, listed
+    with serving(db_url, workspace) as base:  # a new process: nothing remembered but the store
+        again = httpx.post(f"{base}/hooks/signal", json={"text": "me again", "sender": "alice"})
+        assert again.status_code == 202 and again.json()["session_id"] == first
+        _wait_for(lambda: [e["data"]["text"] for e in httpx.get(f"{base}/sessions/{first}/log").json()
+                           if e["event"] == "InputQueued"] == ["hello", "me again"])
+        assert len(httpx.get(f"{base}/sessions").json()) == 2
+        log = httpx.get(f"{base}/sessions/{first}/log").json()
+        assert [e["data"]["origin"]["senders"] for e in log if e["event"] == "InputQueued"] == [["alice"], ["alice"]]
+
+
+def test_a_turn_a_channel_started_posts_its_answer_to_the_receiver_once_and_records_it(db_url, workspace, tmp_path):
+    script = write_script(tmp_path / "s.json", [[response(text("first"))], [response(text("disk is fine"))]])
+    sid = _started(db_url, workspace, script)
+    with receiver() as (url, got):
+        (workspace / "chronicle.toml").write_text(
+            f'[channels.alerts]\nsession = "{sid[:8]}"\ncoalesce_s = 0.5\nreply_url = "{url}/in?token=s3cret-value"\n')
+        with serving(db_url, workspace) as base:
+            assert httpx.post(f"{base}/hooks/alerts", json={"text": "disk 91%", "sender": "monitor"}).status_code == 202
+            _wait_for(lambda: got, timeout=60)
+            payload = got[0]["json"]
+            turn_id = payload["turn_id"]
+            assert payload == {"channel": "alerts", "sender": "monitor", "senders": ["monitor"], "session_id": sid,
+                               "turn_id": turn_id, "status": "completed", "text": "disk is fine"}
+            assert got[0]["path"] == "/in?token=s3cret-value"
+            replies = _wait_for(lambda: [a for a in httpx.get(f"{base}/sessions/{sid}/audit").json() if a["kind"] == "reply"])
+            assert replies[0]["status"] == "delivered" and replies[0]["turn_id"] == turn_id
+            assert replies[0]["detail"]["http_status"] == 200 and replies[0]["detail"]["attempts"] == 1
+            assert replies[0]["detail"]["receiver"] == f"{url}/in?token=[REDACTED]"
+            log = httpx.get(f"{base}/sessions/{sid}/log").json()
+        assert "s3cret-value" not in json.dumps(log) + json.dumps(replies)
+        with serving(db_url, workspace) as base:  # a restart sends nothing again: the log says it was delivered
+            time.sleep(2)
+        assert len(got) == 1
+    shown = cli("audit", "--session", sid, db=db_url, env={"COLUMNS": "250"})
+    assert "to monitor via alerts: HTTP 200" in shown.stdout, shown.stdout
+
+
+def test_a_failing_receiver_is_recorded_and_the_turn_is_not_affected(db_url, workspace, tmp_path):
+    script = write_script(tmp_path / "s.json", [[response(text("first"))], [response(text("answer"))], [response(text("two"))]])
+    sid = _started(db_url, workspace, script)
+    closed = f"http://127.0.0.1:{free_port()}/gone"
+    with receiver(status=503) as (url, got):
+        (workspace / "chronicle.toml").write_text(
+            f'[channels.down]\nsession = "{sid[:8]}"\ncoalesce_s = 0\nreply_url = "{url}/in"\n'
+            f'[channels.nobody]\nsession = "{sid[:8]}"\ncoalesce_s = 0\nreply_url = "{closed}"\n')
+        with serving(db_url, workspace) as base:
+            assert httpx.post(f"{base}/hooks/down", json={"text": "one", "sender": "a"}).status_code == 202
+            assert httpx.post(f"{base}/hooks/nobody", json={"text": "two", "sender": "b"}).status_code == 202
+            replies = _wait_for(lambda: [a for a in httpx.get(f"{base}/sessions/{sid}/audit").json() if a["kind"] == "reply"]
+                                if len([a for a in httpx.get(f"{base}/sessions/{sid}/audit").json() if a["kind"] == "reply"]) == 2
+                                else None, timeout=90)
+            by_channel = {r["name"]: r for r in replies}
+            assert by_channel["down"]["status"] == "failed" and by_channel["down"]["is_error"] is True
+            assert by_channel["down"]["detail"]["http_status"] == 503 and by_channel["down"]["detail"]["attempts"] == 3
+            assert by_channel["nobody"]["detail"]["http_status"] is None and "no answer" in by_channel["nobody"]["detail"]["error"]
+            assert len(got) == 3, "bounded: three attempts, then recorded as failed"
+            turns = [a for a in httpx.get(f"{base}/sessions/{sid}/audit").json() if a["kind"] == "turn_end"
+                     or (a["kind"] == "turn" and a["status"] in ("completed", "failed"))]
+            log = httpx.get(f"{base}/sessions/{sid}/log").json()
+            assert [e["status"] for e in log if e["event"] == "Completed"] == ["completed"] * 3, turns
+            assert httpx.get(f"{base}/sessions").json()[0]["status"] == "idle"
+
+
+def test_bad_channel_settings_stop_serve_with_exit_2_naming_the_setting(sqlite_url, workspace, tmp_path):
+    script = write_script(tmp_path / "s.json", [response(text("ok"))])
+    cases = {
+        '[channels.a]\nroute = "per_sender"\nsession = "abc"\n': "drop session",
+        '[channels.a]\nroute = "everyone"\nsession = "abc"\n': "route",
+        '[channels.a]\nsession = "abc"\nreply_url = "ftp://host/x"\n': "reply_url",
+        '[channels.a]\ncoalesce_s = 1\n': "needs session",
+        '[channels.a]\nsession = "abc"\nagent = "helper"\n': "per_sender",
+        f'[channels.a]\nroute = "per_sender"\nagent = "nobody"\nprovider = "scripted:{script}"\n': "unknown agent 'nobody'",
+        '[channels.a]\nroute = "per_sender"\nprovider = "scripted:/no/such/script.json"\n': "cannot start a session",
+    }
+    for toml, said in cases.items():
+        (workspace / "chronicle.toml").write_text(toml)
+        refused = cli("serve", "--port", "0", "--workspace", str(workspace), db=sqlite_url)
+        assert refused.returncode == 2, (toml, refused.stderr)
+        assert "[channels.a]" in refused.stderr and said in refused.stderr, (toml, refused.stderr)
