@@ -57,7 +57,8 @@ def safe_receiver(url: str) -> str:
     if ":" in host:
         host = f"[{host}]"
     netloc = f"{host}:{parts.port}" if parts.port else host
-    path = scanner_for(None).text(parts.path).value
+    scan = scanner_for(None)
+    path = "/".join(scan.text(segment).value for segment in parts.path.split("/"))  # each part: "/" is in a token's alphabet
     query = "&".join(f"{key}=[REDACTED]" for key, _ in parse_qsl(parts.query, keep_blank_values=True))
     return f"{parts.scheme}://{netloc}{path}" + (f"?{query}" if query else "")
 
