@@ -71,7 +71,8 @@ def build(store: ChronicleStore, sid: UUID, at: int | None, every_turn: bool = F
         children = _children(store, report, str(sid))
     decided = _decisions_by_call(trail)
     views = [
-        _turn_view(start + i, turn, calls[turn.id], decided, inherited=turn.session_id != session.id)
+        _turn_view(start + i, turn, calls[turn.id], decided, inherited=turn.session_id != session.id,
+                   origin=session.input_origins.get(turn.input_id) if turn.session_id == session.id else None)
         for i, turn in enumerate(turns)
     ]
     return {
@@ -108,11 +109,13 @@ def _decisions_by_call(trail: list[dict[str, Any]]) -> dict[str, dict[str, Any]]
     return found
 
 
-def _turn_view(number: int, turn: Turn, calls: list[ToolCall], decided: dict[str, dict[str, Any]], inherited: bool) -> TurnView:
+def _turn_view(number: int, turn: Turn, calls: list[ToolCall], decided: dict[str, dict[str, Any]], inherited: bool,
+               origin: dict[str, Any] | None = None) -> TurnView:
     view = TurnView(number, str(turn.id), turn.status, turn.started_at.isoformat(timespec="seconds"), inherited)
     attached = [f"[{a.get('type', 'attachment')}: {a.get('name') or a.get('media_type') or ''}]"
                 for a in getattr(turn, "attachments", None) or []]
-    view.rows.append({"kind": "message", "role": "user", "blocks": [{"type": "text", "text": "\n".join([*attached, turn.input_text])}]})
+    view.rows.append({"kind": "message", "role": "user", "from": queries.origin_words(origin),  # a channel's: who sent it
+                      "blocks": [{"type": "text", "text": "\n".join([*attached, turn.input_text])}]})
     by_use = {(c.step, c.tool_use_id): c for c in calls}
     retries: dict[int, list[dict[str, Any]]] = {}
     for retry in turn.retries:

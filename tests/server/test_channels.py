@@ -81,6 +81,8 @@ def test_each_input_records_its_channel_and_sender_and_log_history_and_audit_say
         inputs = [a for a in audit if a["kind"] == "input"]
         assert inputs[1]["detail"]["senders"] == ["alice@example.com"] and inputs[1]["detail"]["channel"] == "signal"
         assert inputs[1]["name"] == "signal"
+        page = httpx.get(f"{base}/ui/sessions/{sid}", headers={"Accept": "text/html"})
+        assert "user · from alice@example.com via signal" in page.text, "the viewer's bubble says who asked"
     everything = json.dumps(log) + json.dumps(audit)
     assert token not in everything, "a sender that is a credential is never recorded in the clear"
     redacted = [a for a in audit if a["kind"] == "secrets_redacted"]
