@@ -193,3 +193,28 @@ def test_bad_channel_settings_stop_serve_with_exit_2_naming_the_setting(sqlite_u
         refused = cli("serve", "--port", "0", "--workspace", str(workspace), db=sqlite_url)
         assert refused.returncode == 2, (toml, refused.stderr)
         assert "[channels.a]" in refused.stderr and said in refused.stderr, (toml, refused.stderr)
+
+
+def test_a_sender_whose_session_was_erased_gets_a_fresh_one(sqlite_url, workspace, tmp_path):
+    """The derived id of an erased session stays taken: the sender's next message starts the next one."""
+    import base64
+    import os
+
+    from chronicle.runtime.server.routing import sender_session_id
+
+    env = {"CHRONICLE_CIPHER_KEY": base64.b64encode(os.urandom(32)).decode()}
+    script = write_script(tmp_path / "s.json", [[response(text("hi"))], [response(text("again"))]])
+    (workspace / "chronicle.toml").write_text(f'[channels.sms]\nroute = "per_sender"\nprovider = "scripted:{script}"\ncoalesce_s = 0\n')
+    with serving(sqlite_url, workspace, env_extra=env) as base:
+        first = httpx.post(f"{base}/hooks/sms", json={"text": "hello", "sender": "alice"}).json()["session_id"]
+        assert first == str(sender_session_id("sms", "alice"))
+        _wait_for(lambda: httpx.get(f"{base}/sessions").json()[0]["status"] == "idle")
+    # Erased while no server runs: a running process keeps the tree's key it read (see the report).
+    erased = cli("forget", first, "--yes", db=sqlite_url, env=env)
+    assert erased.returncode == 0, erased.stderr
+    with serving(sqlite_url, workspace, env_extra=env) as base:
+        fresh = httpx.post(f"{base}/hooks/sms", json={"text": "hello again", "sender": "alice"})
+        assert fresh.status_code == 202, fresh.text
+        assert fresh.json()["session_id"] == str(sender_session_id("sms", "alice", 1))
+        log = httpx.get(f"{base}/sessions/{fresh.json()['session_id']}/log").json()
+        assert [e["data"]["text"] for e in log if e["event"] == "InputQueued"] == ["hello again"]
