@@ -217,7 +217,9 @@ def history(
             render = {"md": transcript.markdown, "markdown": transcript.markdown, "html": transcript.html}.get(fmt)
             if render is None:
                 fail(f"--format takes text, md or html (got {fmt!r})", 2)
-            sys.stdout.write(render(str(sid), store.session(sid).title, messages))
+            present = at is None and version is None and step is None
+            labels = queries.input_origin_labels(store, sid) if present else None
+            sys.stdout.write(render(str(sid), store.session(sid).title, messages, labels))
             return
         shown = queries.history(store, sid, at=at, version=version, step=step)  # wire dicts: every field a block's model has
         present = at is None and version is None and step is None

@@ -26,10 +26,12 @@ def _fence(text: str, lang: str = "") -> str:
     return f"{ticks}{lang}\n{text}\n{ticks}"
 
 
-def markdown(session_id: str, title: str | None, messages: Sequence[Any]) -> str:
+def markdown(session_id: str, title: str | None, messages: Sequence[Any], labels: dict[int, str] | None = None) -> str:
+    """`labels`: message index -> who sent a channel's input ("from alice via signal")."""
     lines = [f"# {title or 'Session'}", "", f"Session `{session_id}`", ""]
-    for message in messages:
-        lines += [f"## {message.role}", ""]
+    for index, message in enumerate(messages):
+        said = (labels or {}).get(index)
+        lines += [f"## {message.role}" + (f" · {said}" if said else ""), ""]
         for block in message.content:
             if block.type == "text":
                 lines += [block.text, ""]
@@ -53,13 +55,14 @@ _STYLE = (
 )
 
 
-def html(session_id: str, title: str | None, messages: Sequence[Any]) -> str:
+def html(session_id: str, title: str | None, messages: Sequence[Any], labels: dict[int, str] | None = None) -> str:
     heading = escape(title or "Session")
     parts = [f"<!doctype html><html><head><meta charset=\"utf-8\"><title>{heading}</title><style>{_STYLE}</style></head><body>",
              f"<h1>{heading}</h1><p>Session <code>{escape(session_id)}</code></p>"]
-    for message in messages:
+    for index, message in enumerate(messages):
         role = escape(message.role)
-        parts.append(f"<section class=\"{role}\"><h2>{role}</h2>")
+        said = (labels or {}).get(index)
+        parts.append(f"<section class=\"{role}\"><h2>{role}{f' · {escape(said)}' if said else ''}</h2>")
         for block in message.content:
             if block.type == "text":
                 parts.append(f"<p>{escape(block.text).replace(chr(10), '<br>')}</p>")

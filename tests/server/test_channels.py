@@ -95,6 +95,8 @@ def test_each_input_records_its_channel_and_sender_and_log_history_and_audit_say
     history = cli("history", sid, "--no-pager", db=db_url, env={"COLUMNS": "250"})
     assert "user · from alice@example.com via signal" in history.stdout, history.stdout
     assert history.stdout.count("via signal") == 3, "the session's own first input names no channel"
+    assert "## user · from +15551234567 via signal" in cli("history", sid, "--format", "md", db=db_url).stdout
+    assert "<h2>user · from alice@example.com via signal</h2>" in cli("history", sid, "--format", "html", db=db_url).stdout
     wire = json_lines(cli("history", sid, "--json", db=db_url).stdout)
     assert all(set(m) == {"role", "content"} for m in wire), "history --json stays what the model reads"
 
