@@ -138,7 +138,7 @@ class Outbox:
         self.thread: threading.Thread | None = None
         self.watched: set[UUID] = set()
         self.seen_head = -1
-        self.scanned_at = 0.0
+        self.scanned_at: float | None = None  # none yet: the first pass scans every session
 
     @property
     def wanted(self) -> bool:
@@ -170,7 +170,7 @@ class Outbox:
         """Send every due reply; returns how many were recorded."""
         head = self.store.max_position()
         now = time.monotonic()
-        full = now - self.scanned_at >= FULL_SCAN_S
+        full = self.scanned_at is None or now - self.scanned_at >= FULL_SCAN_S
         if head == self.seen_head and not full:
             return 0
         self.seen_head = head

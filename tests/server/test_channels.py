@@ -220,3 +220,21 @@ def test_a_sender_whose_session_was_erased_gets_a_fresh_one(sqlite_url, workspac
         assert fresh.json()["session_id"] == str(sender_session_id("sms", "alice", 1))
         log = httpx.get(f"{base}/sessions/{fresh.json()['session_id']}/log").json()
         assert [e["data"]["text"] for e in log if e["event"] == "InputQueued"] == ["hello again"]
+
+
+def test_a_turn_another_process_finished_while_no_server_ran_is_replied_to_when_one_starts(db_url, workspace, tmp_path):
+    """Deliveries are derived from the log: the outbox finds an ended channel turn with no reply event."""
+    script = write_script(tmp_path / "s.json", [[response(text("first"))], [response(text("worker answered"))]])
+    sid = _started(db_url, workspace, script)
+    with receiver() as (url, got):
+        (workspace / "chronicle.toml").write_text(f'[channels.ci]\nsession = "{sid[:8]}"\ncoalesce_s = 0\nreply_url = "{url}/in"\n')
+        with serving(db_url, workspace, extra=("--no-worker",)) as base:
+            assert httpx.post(f"{base}/hooks/ci", json={"text": "deploy done", "sender": "ci-bot"}).status_code == 202
+        ran = cli("worker", "--once", "--workspace", str(workspace), db=db_url)
+        assert ran.returncode == 0, ran.stderr
+        assert got == [], "no server ran: nothing was sent yet"
+        with serving(db_url, workspace) as base:
+            _wait_for(lambda: got)
+            assert got[0]["json"]["text"] == "worker answered" and got[0]["json"]["sender"] == "ci-bot"
+            _wait_for(lambda: [e for e in httpx.get(f"{base}/sessions/{sid}/log").json() if e["event"] == "ReplyDelivered"])
+        assert len(got) == 1
