@@ -127,6 +127,8 @@ class ProgressEvent(_Live):
     input_tokens: int
     output_tokens: int
     tools_run: int
+    #: Calls skipped instead of run (steering, a guard, a hook); not in tools_run.
+    tools_skipped: int = 0
     elapsed_s: float | None = None
 
 

@@ -284,6 +284,11 @@ class AgentLoop:
         outcome: TurnOutcome = await chain(self.middleware, make_run, innermost, fail)()
         return outcome
 
+    def _call_status(self, call_id: UUID) -> str:
+        """A tool call's status for the progress count: this step's calls are in hand, older ones are read."""
+        call = self._opened.get(call_id)
+        return (call or self.store.tool_call(call_id)).status
+
     def _cancel_reason(self) -> str:
         """Why a cancelled model call or tool was cancelled: a middleware's interruption, else what the
         cancel request said (as the turn's end says it), else the user (Ctrl-C in this process)."""
@@ -352,7 +357,7 @@ class AgentLoop:
                 UsageEvent(session_id=str(session.id), turn_id=str(turn.id), step=step, model=model, usage=response.usage.model_dump(),
                            usd=price(model, response.usage, at=self.clock.now()))
             )
-            await self.emit(ProgressEvent(session_id=str(session.id), **progress_of(turn, max_iterations)))
+            await self.emit(ProgressEvent(session_id=str(session.id), **progress_of(turn, max_iterations, status_of=self._call_status)))
             if response.stop_reason == "error":
                 error = response.error
                 message = f"model call failed: {error.message if error else 'unknown error'}"

@@ -171,10 +171,11 @@ def progress(chat: Any, arg: str) -> None:
     if turn_id is None:
         chat.console.print("no turn yet")
         return
-    p = progress_of(chat.store.turn(turn_id), session.spec.max_iterations)
+    p = progress_of(chat.store.turn(turn_id), session.spec.max_iterations, status_of=lambda i: chat.store.tool_call(i).status)
     chat.console.print(
         f"turn {p['turn']} {p['status']}: {p['iteration']}/{p['max_iterations']} model call(s), "
-        f"{p['input_tokens']} input / {p['output_tokens']} output tokens, {p['tools_run']} tool call(s), {p['elapsed_s'] or 0:.1f} s"
+        f"{p['input_tokens']} input / {p['output_tokens']} output tokens, {p['tools_run']} tool call(s) run"
+        f"{f', {s} skipped' if (s := p['tools_skipped']) else ''}, {p['elapsed_s'] or 0:.1f} s"
     )
 
 

@@ -125,3 +125,39 @@ def test_always_covers_the_same_tool_in_later_steps_of_the_same_turn(db_url, wor
     assert asyncio.run(loop.run_next(session.id)).status == "completed"
     assert asked == ["b1"]
     assert store.session(session.id).always_allowed == ["bash"]
+
+
+def test_progress_counts_the_tools_that_ran_and_apart_from_them_the_ones_skipped(db_url, workspace):
+    """A hook skips the second read of each step: progress (live and in chat's /progress) counts one
+    call run and one skipped per step, not two run."""
+    from chronicle.runtime.cli.chat_slash import progress
+    from chronicle.runtime.hooks import Hook, Skip
+    from chronicle.runtime.live import Broker, ProgressEvent
+
+    def two_reads(i: int) -> ModelResponse:
+        return ModelResponse(content=[ToolUseBlock(id=f"a{i}", name="read_file", input={"path": "hello.txt"}),
+                                      ToolUseBlock(id=f"b{i}", name="read_file", input={"path": "hello.txt"})], stop_reason="tool_use")
+
+    class SkipB(Hook):
+        async def before_tool_call(self, session, turn, call):
+            return Skip("not this one") if call.tool_use_id.startswith("b") else None
+
+    provider = ListProvider([two_reads(1), two_reads(2), ModelResponse(content=[TextBlock(text="done")])])
+    broker, seen = Broker(), []
+    broker.subscribe(lambda e: seen.append(e) if isinstance(e, ProgressEvent) else None)
+    loop, store = make_loop(db_url, workspace, provider, broker=broker, hooks=Hooks([SkipB()]))
+    session, _ = start_session(store, AgentSpec(tools=("read_file",)), "go")
+    assert asyncio.run(loop.run_next(session.id)).status == "completed"
+    assert [(p.iteration, p.tools_run) for p in seen] == [(1, 0), (2, 1), (3, 2)]
+    assert [p.tools_skipped for p in seen] == [0, 1, 2]
+
+    class Console:
+        def __init__(self):
+            self.lines = []
+
+        def print(self, text):
+            self.lines.append(text)
+
+    chat = type("Chat", (), {"store": ChronicleStore(db_url), "session_id": session.id, "console": Console()})()
+    progress(chat, "")
+    assert "2 tool call(s) run, 2 skipped" in chat.console.lines[0]

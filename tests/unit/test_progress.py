@@ -13,7 +13,7 @@ from chronicle.runtime.progress import progress_of
 def _step(n: int, tools: int) -> dict:
     content = [{"type": "text", "text": "x"}] + [{"type": "tool_use", "id": f"t{n}{i}", "name": "f", "input": {}} for i in range(tools)]
     usage = {"input_tokens": 10 * n, "cache_read_input_tokens": n, "output_tokens": n}
-    return {"response": {"content": content, "usage": usage}, "results": None}
+    return {"step": n, "response": {"content": content, "usage": usage}, "results": None}
 
 
 def _naive(steps: list[dict]) -> tuple[int, int, int]:
@@ -27,8 +27,12 @@ def _turn(turn_id, steps):
     return SimpleNamespace(id=turn_id, steps=steps, number=1, status="running", model_calls=len(steps))
 
 
+def _ran(call_id) -> str:
+    return "completed"
+
+
 def _seen(turn) -> tuple[int, int, int]:
-    p = progress_of(turn)
+    p = progress_of(turn, status_of=_ran)
     return p["input_tokens"], p["output_tokens"], p["tools_run"]
 
 
