@@ -61,6 +61,10 @@ class Verdict:
     snapshots: int = 0
     #: Of `events`, those a fork in the session's tree inherits from the session it was forked from.
     inherited: int = 0
+    #: The sessions those inherited events were recorded in, and which of them this store does not hold
+    #: (a fork imported from a bundle brings the turns it inherits, not the session it was forked from).
+    inherited_from: list[str] = field(default_factory=list)
+    origins_not_here: list[str] = field(default_factory=list)
     broken: Break | None = None
     notes: list[str] = field(default_factory=list)
 
@@ -80,7 +84,9 @@ class Verdict:
         scope = "the whole log" if self.scope == "all" else f"session tree {self.scope[:8]}"
         parts = [f"verified {scope}: {self.chained} events chained"]
         if self.inherited:
-            parts.append(f"{self.inherited} of its events are inherited from the session it was forked from")
+            origins = ", ".join(f"{o} (not in this store)" if o in self.origins_not_here else o for o in self.inherited_from)
+            parts.append(f"{self.inherited} of its events are inherited from the session it was forked from"
+                         + (f": {origins}" if origins else ""))
         if self.unchained:
             parts.append(f"{self.unchained} unchained before position {self.unchained_before} (written before the hash chain)")
         if self.snapshots:
@@ -145,7 +151,19 @@ class Verifier:
             first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
             verdict.notes.append(f"session {session_id} does not load ({type(exc).__name__}: {first}); verified the whole log")
             return verdict
-        return self.verify_aggregates(str(session_id), ids, anchor, scope.inherited)
+        verdict = self.verify_aggregates(str(session_id), ids, anchor, scope.inherited)
+        verdict.inherited_from = [str(origin) for origin in scope.inherited_from]
+        verdict.origins_not_here = [str(origin) for origin in scope.inherited_from if not self._holds_session(origin)]
+        return verdict
+
+    def _holds_session(self, session_id: UUID) -> bool:
+        from .store import NotFound
+
+        try:
+            self.reader.store.session(session_id, copy=False)
+        except NotFound:
+            return False
+        return True
 
     def verify_aggregates(self, scope: str, originator_ids: Sequence[UUID], anchor: dict[str, Any] | None = None,
                           inherited: Sequence[UUID] = ()) -> Verdict:

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional
 import typer
 from rich.markup import escape
 
+from chronicle.runtime.app.fork_origin import origin_of
 from chronicle.runtime.app.session_listing import current_listing, tree_order
 
 from .common import (
@@ -18,6 +19,7 @@ from .common import (
     JsonOption,
     NoPagerOption,
     cli_errors,
+    err_console,
     fail,
     locate_store,
     open_located,
@@ -86,6 +88,11 @@ def sessions(
             for row, depth in tree_order(rows)
         ]
         out_console.print(fit_table(columns, shown, out_console.width))
+        known = set(all_ids)
+        for row in rows:  # a fork imported without the session it was forked from: say so, not leave it to be looked for
+            origin = origin_of(row.get("forked_from"), known)
+            if origin is not None and not origin.present:
+                out_console.print(escape(f"{short[row['session_id']]} {origin.line()}"), soft_wrap=True)
 
 
 def log(
@@ -102,6 +109,8 @@ def log(
     with cli_errors():
         tail = queries.LogTail(open_store(db, create=False), session, tree=tree)
         entries = tail.read()
+        if not as_json:
+            _say_fork_origin(tail.store, tail.session_id)
         if follow:
             _follow(tail, entries, as_json, tree)
             return
@@ -206,6 +215,8 @@ def history(
 
     with store_command(db, create=False) as store:
         sid = store.resolve_session_id(session)
+        if not as_json:
+            _say_fork_origin(store, sid)
         if as_json:
             for wire in queries.history(store, sid, at=at, version=version, step=step):  # the past without a Message model
                 print_json(wire)
@@ -225,6 +236,16 @@ def history(
         present = at is None and version is None and step is None
         with paged(no_pager):
             out_console.print(transcript_lines(shown, queries.input_origin_labels(store, sid) if present else None))
+
+
+def _say_fork_origin(store: Any, session_id: Any) -> None:
+    """A fork's origin on stderr, beside what `log` and `history` print: the turns it inherits are the
+    origin's, and a fork imported without that session says it is not in this store."""
+    from chronicle.runtime.app.fork_origin import fork_origin
+
+    origin = fork_origin(store, store.session(session_id, copy=False))
+    if origin is not None:
+        err_console.print(escape(origin.line()), soft_wrap=True)
 
 
 def transcript_lines(messages: list[dict[str, Any]], labels: dict[int, str] | None = None) -> Any:

@@ -229,6 +229,28 @@ def test_an_imported_fork_shows_continues_and_replays_what_it_inherited(forked, 
     assert said[:2] == ["what is in hello.txt?", "Reading."] and said[-1] == "Continued in the new store."
 
 
+def test_an_imported_fork_says_the_session_it_was_forked_from_is_not_in_this_store(forked, tmp_path, request):
+    source, session, fork, _other, _provider = forked
+    export(source, fork, tmp_path / "fork.json")
+    target = other_store(source, tmp_path, request, "target")
+    assert cli("import", str(tmp_path / "fork.json"), db=target).returncode == 0
+    missing = f"forked from {session} at turn 2 (not in this store)"
+    listed = cli("sessions", db=target)
+    assert listed.returncode == 0 and f"{fork[:8]} {missing}" in listed.stdout, listed.stdout
+    for args in (("history", fork), ("log", fork), ("log", fork, "--tree")):
+        shown = cli(*args, db=target)
+        assert shown.returncode == 0 and missing in shown.stderr, (args, shown.stderr)
+    checked = cli("verify", fork, db=target)
+    assert checked.returncode == 0 and f"inherited from the session it was forked from: {session} (not in this store)" in checked.stdout
+    verdict = json.loads(cli("verify", fork, "--json", db=target).stdout)
+    assert (verdict["inherited_from"], verdict["origins_not_here"]) == ([session], [session])
+    # In the store it was made in, its origin is there and nothing says otherwise.
+    assert "not in this store" not in cli("sessions", db=source).stdout
+    here = cli("history", fork, db=source)
+    assert f"forked from {session} at turn 2" in here.stderr and "not in this store" not in here.stderr
+    assert "not in this store" not in cli("verify", fork, db=source).stdout
+
+
 def test_forks_import_beside_their_parent_in_any_order_and_nothing_is_held_twice(forked, tmp_path, request):
     source, session, fork, other, _provider = forked
     bundles = {name: tmp_path / f"{name}.json" for name in ("parent", "fork", "other")}
