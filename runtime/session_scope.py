@@ -19,7 +19,7 @@ from uuid import UUID
 
 from chronicle.domain.ids import tool_call_ids
 
-from .agents.tree import sub_agents_by_parent, walk
+from .agents.tree import session_tree
 from .store import ChronicleStore
 
 
@@ -36,7 +36,7 @@ class Scope:
 
 
 def session_scope(store: ChronicleStore, root_id: UUID) -> Scope:
-    nodes = [node.session for node in walk(store, store.session(root_id), parents=sub_agents_by_parent(store))]
+    nodes = [node.session for node in session_tree(store, store.session(root_id))]
     own: list[UUID] = []
     for session in nodes:
         own += store.aggregate_ids_of(session)

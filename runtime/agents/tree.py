@@ -7,9 +7,10 @@ per delegate call rather than a scan of every session.
 That is how every delegate call this code records names its children, but not every sub-agent
 session in a store was named so: the sub-agents of the v1 and v2 fixture stores, like any session
 a program started with a `parent_session_id` of its own choosing, are linked to their parent by
-that field alone. `export` and `verify SESSION` must not leave those out, so they pass `parents`
-(`sub_agents_by_parent`: every listed session's parent, read from its `Session.Started`, upcast as
-`sessions` reads it), and the walk adds the children it names to those the delegate calls name.
+that field alone. `export`, `verify SESSION`, `log --tree` and `export-traces` must not leave those
+out, so they read the tree through `session_tree`, which passes `parents` (`sub_agents_by_parent`:
+every listed session's parent, read from its `Session.Started`, upcast as `sessions` reads it), and
+the walk adds the children it names to those the delegate calls name.
 """
 
 from __future__ import annotations
@@ -62,6 +63,12 @@ def walk(store: ChronicleStore, root: Session, depth: int = 0, parents: Parents 
     yield TreeNode(root, depth)
     for child in children_of(store, root, parents):
         yield from walk(store, child, depth + 1, parents)
+
+
+def session_tree(store: ChronicleStore, root: Session, parents: Parents | None = None) -> list[TreeNode]:
+    """The whole tree below `root`, every kind of sub-agent found: what a reader that shows or exports a
+    tree walks. `parents` may be handed in by a caller that reads the tree again (`log --tree --follow`)."""
+    return list(walk(store, root, parents=sub_agents_by_parent(store) if parents is None else parents))
 
 
 def sub_agents_by_parent(store: ChronicleStore) -> dict[UUID, list[UUID]]:

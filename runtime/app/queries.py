@@ -128,15 +128,19 @@ class LogTail:
         self.session_id = session_id(store, ref)
         self.states: dict[UUID, Any] = {}
         self.after: int | None = None
+        #: Sub-agents linked by `parent_session_id` alone (old stores), found at the first read (`--tree`).
+        self.parents: dict[UUID, list[UUID]] | None = None
 
     def _members(self) -> list[tuple[Session, dict[str, Any]]]:
         """The session (with `tree`, and its sub-agents'), each with the owner its entries name."""
         session = self.store.session(self.session_id)
         nodes = [(session, 0)]
         if self.tree:
-            from ..agents.tree import walk
+            from ..agents.tree import session_tree, sub_agents_by_parent
 
-            nodes = [(node.session, node.depth) for node in walk(self.store, session)]
+            if self.parents is None:  # read once: a child a delegate call names later is found from the call
+                self.parents = sub_agents_by_parent(self.store)
+            nodes = [(node.session, node.depth) for node in session_tree(self.store, session, self.parents)]
         return [(member, {"session_id": str(member.id), "agent": member.agent_name, "depth": depth}) for member, depth in nodes]
 
     def read(self) -> list[dict[str, Any]]:

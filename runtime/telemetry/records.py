@@ -101,10 +101,9 @@ def turn_log(store: ChronicleStore, turn: Turn, session: Session | None = None) 
 
 def session_logs(store: ChronicleStore, session: Session, with_children: bool = True) -> Iterator[TurnLog]:
     """Every turn of the session (and, depth-first, of its sub-agents), oldest first."""
-    from ..agents.tree import walk
+    from ..agents.tree import session_tree
 
-    nodes = walk(store, session) if with_children else iter([])
-    sessions = [node.session for node in nodes] if with_children else [session]
+    sessions = [node.session for node in session_tree(store, session)] if with_children else [session]
     for each in sessions:
         for tid in each.turns:
             yield turn_log(store, store.turn(tid), each)

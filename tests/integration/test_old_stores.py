@@ -208,3 +208,20 @@ def test_an_old_session_exports_and_verifies_with_its_sub_agent_and_an_old_fork_
         args = ("history", fork, "--json")
         shown = cli(*args, db=into)
         assert shown.returncode == 0 and shown.stdout == cli(*args, db=old_url).stdout, shown.stderr
+
+
+def test_log_tree_and_export_traces_find_an_old_stores_sub_agent_as_verify_does(old_url, version):
+    """The v1/v2 sub-agents are linked by `parent_session_id` alone: `log --tree` and `export-traces`
+    walk the same tree `export` and `verify` do, so the child's events and spans are there too."""
+    sid = str(S1[version])
+    listed = json_lines(cli("sessions", "--json", "--all", db=old_url).stdout)
+    children = [s["session_id"] for s in listed if s["parent_session_id"] == sid]
+    assert children
+    logged = cli("log", sid, "--tree", "--json", db=old_url)
+    assert logged.returncode == 0, logged.stderr
+    assert {e["session_id"] for e in json_lines(logged.stdout)} == {sid, *children}
+    traced = cli("export-traces", sid, "--json", db=old_url)
+    assert traced.returncode == 0, traced.stderr
+    assert {s["attributes"]["gen_ai.conversation.id"] for s in json_lines(traced.stdout)} == {sid, *children}
+    alone = cli("export-traces", sid, "--json", "--no-children", db=old_url)
+    assert {s["attributes"]["gen_ai.conversation.id"] for s in json_lines(alone.stdout)} == {sid}
