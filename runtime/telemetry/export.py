@@ -25,6 +25,7 @@ from uuid import UUID
 
 from ..hooks import Hook
 from ..live import TurnEnd
+from .delivery import Delivery, bounded_shutdown, endpoint_of
 from .derive import SpanRecord, derive_turn_spans
 from .records import turn_log
 
@@ -112,10 +113,13 @@ class ExporterSink:
     def __init__(self, exporter: Any, batch: bool = False) -> None:
         self.exporter = exporter
         self.processor: Any = None
+        self.delivery: Delivery | None = None
         if batch:
             from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
             self.processor = BatchSpanProcessor(exporter)
+            # the live path: an endpoint that does not answer is one warning, and a bounded wait at exit
+            self.delivery = Delivery(endpoint_of(exporter)).install()
 
     def export(self, spans: Sequence[SpanRecord]) -> bool:
         """False when a synchronous export failed (the batching path reports through the SDK's log)."""
@@ -131,7 +135,7 @@ class ExporterSink:
 
     def shutdown(self) -> None:
         if self.processor is not None:
-            self.processor.shutdown()  # flushes what is queued
+            bounded_shutdown(self.processor, self.exporter, self.delivery)  # flushes what is queued, within SHUTDOWN_S
         else:
             self.exporter.shutdown()
 

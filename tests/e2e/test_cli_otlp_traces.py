@@ -114,3 +114,29 @@ def test_console_spans_go_to_stderr_so_run_json_stays_one_json_object_per_line(s
     events = json_lines(ran.stdout)  # every line parses
     assert events[-1]["type"] == "agent_end"
     assert "invoke_agent" in ran.stderr, "the spans are printed, on stderr"
+
+
+def test_an_unreachable_endpoint_costs_one_warning_and_the_spans_not_the_run(sqlite_url, workspace, tmp_path):
+    """Nothing listens at the endpoint: the run answers and exits 0 at once, stderr has one line about
+    tracing (not the exporter's retries and give-up), and the spans stay derivable from the log."""
+    import socket
+    import time
+
+    with socket.socket() as probe:  # a port nothing listens on: connections are refused
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    script = write_script(tmp_path / "s.json", [response(text("Hello."))])
+    # With a 30 s export timeout the exporter retries for some 15 s; the exit must not wait for that.
+    env = {"OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{port}", "OTEL_EXPORTER_OTLP_TIMEOUT": "30"}
+    started = time.monotonic()
+    ran = cli("run", "hi", "--provider", f"scripted:{script}", "--workspace", str(workspace), "--json", db=sqlite_url, env=env)
+    took = time.monotonic() - started
+    assert ran.returncode == 0, ran.stderr
+    assert json_lines(ran.stdout)[-1]["type"] == "agent_end"
+    said = [line for line in ran.stderr.splitlines() if "warning" in line.lower() or "error" in line.lower()]
+    assert len(said) == 1, ran.stderr
+    assert f"127.0.0.1:{port}" in said[0] and "connection refused" in said[0] and "dropped" in said[0]
+    assert took < 10, f"exit waited {took:.1f} s for an endpoint that refuses connections"
+    session_id = json_lines(ran.stdout)[0]["session_id"]
+    printed = json_lines(cli("export-traces", session_id, "--json", db=sqlite_url).stdout)
+    assert [p["name"] for p in printed] == ["invoke_agent main", "chat scripted"]
