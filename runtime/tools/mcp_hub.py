@@ -27,6 +27,9 @@ from typing import Any, Coroutine, TypeVar
 from .mcp_config import McpServerConfig
 
 T = TypeVar("T")
+#: How long closing a connection may take: the SDK's stdio transport closes the server's stdin, waits
+#: 2 s for it to exit, then terminates its process tree (and kills it 2 s later if need be).
+CLOSE_S = 10.0
 
 
 class McpUnavailable(Exception):
@@ -149,12 +152,20 @@ class _Connection:
                 return tools
 
     async def close(self) -> None:
+        """End the connection. One that is up ends its session politely (up to CLOSE_S); one still
+        starting has no session to end, and waiting for `stop` would wait for a handshake that may
+        never come (10 s more after startup_timeout_s, then the SDK's cleanup at exit): it is cancelled
+        at once, and the SDK's transport stops the server (its grace period, then the process tree)."""
         self.stop.set()
-        if self.task is not None:
-            try:
-                await asyncio.wait_for(asyncio.shield(self.task), 10)
-            except (asyncio.TimeoutError, asyncio.CancelledError):
-                self.task.cancel()
+        task = self.task
+        if task is None or task.done():
+            return
+        if self.client is None:  # still starting
+            task.cancel()
+        try:
+            await asyncio.wait_for(asyncio.shield(task), CLOSE_S)
+        except (asyncio.TimeoutError, asyncio.CancelledError):
+            task.cancel()
 
 
 class McpHub:

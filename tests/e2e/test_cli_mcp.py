@@ -123,3 +123,19 @@ def test_chat_gets_the_mcp_tools_as_run_does_and_stops_the_server_when_it_leaves
     while alive(server_pid) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not alive(server_pid), "the MCP server outlived chat"
+
+
+def test_a_server_that_never_answers_is_given_up_soon_after_its_startup_timeout_and_is_stopped(workspace, tmp_path):
+    """A process that starts but never speaks MCP: the listing says so after startup_timeout_s, and the
+    command exits within the SDK's grace period for the server, not a further 10 s wait and more."""
+    pidfile = tmp_path / "mute.pid"
+    (workspace / "chronicle.toml").write_text(
+        f'[mcp.mute]\ncommand = "sh"\nargs = ["-c", "echo $$ > {pidfile}; exec sleep 300"]\nstartup_timeout_s = 1\n',
+        encoding="utf-8",
+    )
+    started = time.monotonic()
+    listed = cli("mcp", "list", "--workspace", str(workspace), timeout=60)
+    took = time.monotonic() - started
+    assert listed.returncode == 1 and "MCP server 'mute' did not start within 1 s" in listed.stdout, listed.stdout + listed.stderr
+    assert took < 8, f"giving up on a server that never answered took {took:.1f} s"
+    assert not alive(int(pidfile.read_text())), "the server was left running"
