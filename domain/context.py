@@ -17,7 +17,7 @@ from typing import Any
 
 from .content import Message, TextBlock, load_blocks, sendable
 from .context_wire import compacted_view as compacted_view  # its readers import it from here
-from .context_wire import refused, sent_answer, sent_content
+from .context_wire import refused, sent_answer, sent_content, steps_compaction, steps_note
 
 
 def input_message(turn: Any) -> Message:
@@ -34,11 +34,24 @@ def turn_messages(turn: Any, include_input: bool = True) -> list[Message]:
         return messages
     if include_input:
         messages.append(input_message(turn))
+    messages.extend(steps_note_messages(turn))
     answer = sent_answer(turn)
     last = len(turn.steps) - 1
-    for index, step in enumerate(turn.steps):
-        messages.extend(step_messages(step, answer if index == last else None))
+    for index in range(first_sent_step(turn), len(turn.steps)):
+        messages.extend(step_messages(turn.steps[index], answer if index == last else None))
     return messages
+
+
+def first_sent_step(turn: Any) -> int:
+    """The first step the model reads verbatim: those before it were compacted (Turn.IterationsCompacted)."""
+    compaction = steps_compaction(turn)
+    return compaction["through_step"] if compaction else 0
+
+
+def steps_note_messages(turn: Any) -> list[Message]:
+    """The summary (or the note) standing for the turn's compacted steps, after its input; none if none were."""
+    compaction = steps_compaction(turn)
+    return [Message(role="user", content=[TextBlock(text=steps_note(compaction))])] if compaction else []
 
 
 def step_messages(step: dict[str, Any], answer: str | None = None) -> list[Message]:

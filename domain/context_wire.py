@@ -56,6 +56,20 @@ def compacted_view(head: list[UUID], compaction: dict[str, Any] | None) -> tuple
     return None, list(head)
 
 
+def steps_compaction(turn: Any) -> dict[str, Any] | None:
+    """The turn's latest compaction of its own steps (Turn.IterationsCompacted), or None."""
+    done = getattr(turn, "iteration_compactions", None)
+    return done[-1] if done else None
+
+
+def steps_note(compaction: dict[str, Any]) -> str:
+    """What the model reads in place of a turn's compacted steps, after the turn's input."""
+    through, summary = compaction["through_step"], compaction["summary"]
+    if summary:
+        return f"Summary of the first {through} step(s) of this turn, which are left out of the context:\n{summary}"
+    return f"[The first {through} step(s) of this turn are left out of the context to fit the context window.]"
+
+
 def wire_context(turns: Iterable[Any], summary: str | None = None) -> list[dict[str, Any]]:
     """`[m.wire() for m in build_context(turns, summary)]`."""
     messages: list[dict[str, Any]] = []
@@ -78,10 +92,13 @@ def turn_wire(turn: Any) -> list[dict[str, Any]]:
     attachments = list(turn.attachments) if getattr(turn, "attachments", None) else []
     text = getattr(turn, "model_input", None)
     messages = [_message("user", [*_wire(attachments), {"type": "text", "text": turn.input_text if text is None else text}])]
+    compaction = steps_compaction(turn)
+    if compaction is not None:
+        messages.append(_message("user", [{"type": "text", "text": steps_note(compaction)}]))
     answer = sent_answer(turn)
     last = len(turn.steps) - 1
-    for index, step in enumerate(turn.steps):
-        messages.extend(step_wire(step, answer if index == last else None))
+    for index in range(compaction["through_step"] if compaction else 0, len(turn.steps)):
+        messages.extend(step_wire(turn.steps[index], answer if index == last else None))
     return messages
 
 

@@ -24,7 +24,7 @@ if TYPE_CHECKING:  # the content models (pydantic) are imported where they are u
     from .content import ModelResponse, ToolResultBlock
 
     # The payload shapes type the event fields for mypy and runtime/vocabulary.py; decoding needs none.
-    from .payloads import ContentBlock, GuardrailMark, MiddlewareMark, RequestDelta, RetryError, StoredResponse, TurnError
+    from .payloads import ContentBlock, GuardrailMark, MiddlewareMark, RequestDelta, RetryError, StoredResponse, TurnError, Usage
     from .tool_call import ToolCall
 
 LIVE = ("pending", "running", "awaiting_approval", "interrupted")
@@ -553,6 +553,66 @@ class Turn(Aggregate):
     @event(SecretsRedacted)
     def _secrets_redacted(self, where: str, counts: dict[str, int], timestamp: datetime) -> None:
         """Nothing changes: the count is the fact, for the audit (the text was redacted before it was recorded)."""
+
+    # -- compaction inside the turn (runtime/turn_compaction.py) ---------------------------------
+
+    #: Each time the turn's older steps were replaced in the model's context (the steps stay recorded):
+    #: through_step (steps before it are replaced), steps_recorded (how many steps the turn had then),
+    #: summary (None: left out without one), strategy. A class default: older turns have none.
+    iteration_compactions: tuple[dict[str, Any], ...] | list[dict[str, Any]] = ()
+
+    def compact_iterations(
+        self, through_step: int, summary: str | None, strategy: str, now: datetime,
+        usage: dict[str, Any] | None = None, model: str = "",
+    ) -> None:
+        """Replace steps [0, through_step) in what the model reads by `summary`. Whole steps only, so a
+        tool_use and its tool_result are replaced or kept together; the last step is always kept."""
+        if self.status != "running" or self.open_step is not None:
+            raise DomainError(f"turn {self.id}: its steps are compacted between model calls of a running turn")
+        done = self.iteration_compactions[-1]["through_step"] if self.iteration_compactions else 0
+        if not done < through_step < len(self.steps):
+            raise DomainError(f"turn {self.id}: compaction must cover more than steps [0, {done}) and keep the last step")
+        self._iterations_compacted(
+            through_step=through_step, steps_recorded=len(self.steps), summary=summary, strategy=strategy,
+            usage=usage or {}, model=model, timestamp=now,
+        )
+
+    class IterationsCompacted(Event):
+        through_step: int
+        steps_recorded: int
+        summary: str | None
+        strategy: str
+        usage: Usage
+        model: str
+
+    @event(IterationsCompacted)
+    def _iterations_compacted(
+        self, through_step: int, steps_recorded: int, summary: str | None, strategy: str, usage: dict[str, Any], model: str,
+        timestamp: datetime,
+    ) -> None:
+        entry = {"through_step": through_step, "steps_recorded": steps_recorded, "summary": summary, "strategy": strategy}
+        self.iteration_compactions = [*self.iteration_compactions, entry]
+
+    def record_iteration_compaction_failure(
+        self, reason: str, strategy: str, now: datetime, usage: dict[str, Any] | None = None, model: str = ""
+    ) -> None:
+        """A summary of the turn's steps that failed changes nothing the model reads; it is a recorded fact."""
+        self._iteration_compaction_failed(
+            reason=reason, strategy=strategy, steps_recorded=len(self.steps), usage=usage or {}, model=model, timestamp=now,
+        )
+
+    class IterationCompactionFailed(Event):
+        reason: str
+        strategy: str
+        steps_recorded: int
+        usage: Usage
+        model: str
+
+    @event(IterationCompactionFailed)
+    def _iteration_compaction_failed(
+        self, reason: str, strategy: str, steps_recorded: int, usage: dict[str, Any], model: str, timestamp: datetime,
+    ) -> None:
+        """Nothing changes: the failure (and what the call cost) is the fact."""
 
     # -- reading -------------------------------------------------------------------------------
 

@@ -78,6 +78,15 @@ class CostProjection(Projection):
             tx.memo[key] = tx.value("SELECT session_id FROM proj_cost_turns WHERE turn_id = %s", (tid,))
         self._record(tx, e, tx.memo[key], tid, "failed_attempt", error.get("model") or "", error["usage"])
 
+    @on(Turn.IterationsCompacted, Turn.IterationCompactionFailed)
+    def _steps_summarised(self, tx: Tx, e: Any, position: int) -> None:
+        """The summary call that compacted (or failed to compact) a running turn's own steps."""
+        tid = str(e.originator_id)
+        key = ("cost.turn", tid)
+        if key not in tx.memo:
+            tx.memo[key] = tx.value("SELECT session_id FROM proj_cost_turns WHERE turn_id = %s", (tid,))
+        self._record(tx, e, tx.memo[key], tid, "auxiliary", e.model or "", e.usage or {})
+
     @on(Session.TitleSet, Session.TitleFailed)
     def _title(self, tx: Tx, e: Any, position: int) -> None:
         self._record(tx, e, str(e.originator_id), None, "title", e.model or "", e.usage or {})

@@ -240,6 +240,10 @@ class HistoryProjection(Projection):
     def _attachments(self, tx: Tx, e: Any, position: int) -> None:
         self._mark(tx, e, position)
 
+    @on(Turn.IterationsCompacted)
+    def _steps_compacted(self, tx: Tx, e: Any, position: int) -> None:
+        self._mark(tx, e, position)  # its older steps are read as a summary from then on: rebuilt from its events
+
     @on(Turn.GuardrailApplied)
     def _guardrail(self, tx: Tx, e: Any, position: int) -> None:
         if e.text is not None:  # only a rewrite changes what the model reads

@@ -174,3 +174,16 @@ class Compactor:
         store.update_session(session_id, record)
         await io.emit(CompactionEvent(session_id=str(session_id), strategy=strategy, turns_compacted=len(chosen), summary=text))
         return CompactionResult(True, strategy, turns_compacted=len(chosen), summary=text)
+
+    async def between_iterations(self, io: LoopIO, session: Any, turn: Any, context: Any) -> bool:
+        """Inside a turn, before its next model call: compact if the request would be near the window
+        (runtime/turn_compaction.py). True when what the model reads changed."""
+        from .turn_compaction import between_iterations
+
+        return await between_iterations(self, io, session, turn, context) is not None
+
+    async def for_retry(self, io: LoopIO, session_id: UUID, turn: Any) -> bool:
+        """After "prompt too long": older turns, else the running turn's own older steps."""
+        from .turn_compaction import for_retry
+
+        return await for_retry(self, io, session_id, turn)

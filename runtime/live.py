@@ -153,6 +153,10 @@ class CompactionEvent(_Live):
     strategy: str
     turns_compacted: int
     summary: str | None = None
+    #: A compaction of the running turn's own older steps (runtime/turn_compaction.py): the turn, and
+    #: how many of its first steps the summary now stands for.
+    turn_id: str | None = None
+    steps_compacted: int = 0
 
 
 LiveEvent = Annotated[

@@ -81,6 +81,10 @@ class LiveFromLog:
                 ]
             if name == "ModelResponded":
                 return self._responded(turn_id, data, entry.get("timestamp"))
+            if name == "IterationsCompacted":
+                return [CompactionEvent(session_id=sid, strategy=str(data.get("strategy") or ""), turns_compacted=0,
+                                        summary=data.get("summary"), turn_id=turn_id,
+                                        steps_compacted=int(data.get("through_step") or 0))]
             if name == "ModelCallRetried":
                 return [StatusChange(session_id=sid, status="retry", attempt=data.get("attempt"),
                                      next_attempt_at=data.get("next_attempt_at"), reason=_text(data.get("error")))]

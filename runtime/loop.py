@@ -26,7 +26,6 @@ from chronicle.domain.turn import Turn
 from .actor import process_actor
 from .attachments import result_images
 from .clock import SYSTEM_CLOCK, Clock
-from .effects import prior_context
 from .guardrails import with_own_checks
 from .hooks import Checked, Hooks
 from .live import ApprovalNeeded, Broker, ErrorEvent, ProgressEvent, StatusChange, TurnEnd, TurnStart, UsageEvent
@@ -43,7 +42,7 @@ from .store import ChronicleStore
 from .tool_runner import ApprovalWait, Approver, GuardStop, ToolRunner
 from .tools.base import Toolbox
 from .toolsets import agent_toolbox
-from .turn_messages import context_of
+from .turn_compaction import prior_messages
 from .turn_outcome import TurnOutcome, cancel_calls, cancel_turn, crashed, finish, left_in_flight, middleware_failed, stop_turn, tools_ended
 from .user_hooks import with_own_hooks
 
@@ -329,6 +328,9 @@ class AgentLoop:
             if turn.model_calls >= max_iterations:
                 reason = f"max_iterations reached: {turn.model_calls} model call(s) without a final answer"
                 return finish(self.io, session, turn, "failed", reason)
+            if self.compactor is not None and await self.compactor.between_iterations(self.io, session, turn, self._context):
+                session = self.store.session(session.id)  # the turn's steps or older turns were compacted
+                self._context = RequestContext(self._prior_context(session, turn))
             request = ModelRequest(
                 model=spec.model, system=spec.system_prompt, messages=self._context.messages(turn), thinking_tokens=spec.thinking_tokens,
                 tools=self.toolbox.schemas(), max_tokens=self.options.max_tokens or DEFAULT_MAX_TOKENS, agent=spec.name,
@@ -471,14 +473,11 @@ class AgentLoop:
         return None
 
     def _prior_context(self, session: Session, turn: Turn) -> list[Message]:
-        summary, view = session.context_view()
-        prior_ids = [t for t in view if t != turn.id]
-        if session.spec.trim_tool_results_after_turns:
-            return prior_context(self.store, session.spec, prior_ids, summary)  # older tool results trimmed (effects)
-        return context_of(self.store, prior_ids, summary=summary)
+        return prior_messages(self.store, session, turn)
 
     async def _compacted_for_retry(self, session: Session, turn: Turn, response: Any, attempts: int) -> bool:
-        """The seam for "prompt too long": compact older turns, then retry the call once."""
+        """The seam for "prompt too long": compact older turns (or, when none is left, the turn's own
+        older steps), then retry the call once."""
         error = response.error
         if response.stop_reason != "error" or error is None or error.kind != "prompt_too_long" or self.compactor is None:
             return False
@@ -486,6 +485,5 @@ class AgentLoop:
             return False
         turn.record_retry(attempt=attempts, reason="prompt_too_long: compacting older turns and retrying once", delay_s=0.0, now=self.clock.now())
         self.save(turn)
-        # The request did not fit: summarise every earlier turn; the running turn stays verbatim.
-        result = await self.compactor.compact(self.io, session.id, strategy="summary", keep_recent=0)
-        return bool(result.ok)
+        # The request did not fit: summarise every earlier turn, else the running turn's older steps.
+        return bool(await self.compactor.for_retry(self.io, session.id, turn))

@@ -20,7 +20,7 @@ import json
 from typing import Any
 
 from chronicle.domain.content import Message
-from chronicle.domain.context import input_message, merge_roles, step_messages
+from chronicle.domain.context import first_sent_step, input_message, merge_roles, step_messages, steps_note_messages
 
 OPENING = b'{"messages":['
 
@@ -41,6 +41,8 @@ class RequestContext:
         self.prior = list(prior)
         self._turn_id: Any = None
         self._steps = 0
+        #: The first step sent verbatim (the steps before it were compacted: Turn.IterationsCompacted).
+        self._first = 0
         self._messages: list[Message] = []
         #: sha256 over OPENING + every message but the last (the last may still be merged into).
         self._hash = hashlib.sha256(OPENING)
@@ -49,8 +51,9 @@ class RequestContext:
 
     def messages(self, turn: Any) -> list[Message]:
         """Prior context + the turn's input + its recorded steps, role-merged as the API wants them."""
-        if turn.id != self._turn_id or len(turn.steps) < self._steps or turn.open_step is not None:
-            self._reset(turn)
+        if (turn.id != self._turn_id or len(turn.steps) < self._steps or turn.open_step is not None
+                or first_sent_step(turn) != self._first):
+            self._reset(turn)  # a compaction of the turn's steps changes what it starts with: built again
         for step in turn.steps[self._steps:]:
             self._append(step_messages(step))
         self._steps = len(turn.steps)
@@ -85,7 +88,8 @@ class RequestContext:
         self._hash = hashlib.sha256(OPENING)
         self._hashed = 0
         self._last_bytes = None
-        self._append([*self.prior, input_message(turn)])
+        self._first = self._steps = first_sent_step(turn)
+        self._append([*self.prior, input_message(turn), *steps_note_messages(turn)])
         if turn.open_step is not None:
             # Not a state a model call is made from; build it exactly, but cache nothing of the turn.
             self._turn_id = None
