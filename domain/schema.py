@@ -35,7 +35,7 @@ EVENT_VERSIONS = {
     "Turn.Created": 1, "Turn.Started": 1, "Turn.ApprovalRequested": 1, "Turn.Resumed": 2, "Turn.Completed": 1,
     "Turn.Failed": 1, "Turn.Cancelled": 2, "Turn.Stopped": 1, "Turn.Interrupted": 1, "Turn.ModelResponded": 3,
     "Turn.ModelCallRetried": 2, "Turn.ToolResultsRecorded": 1, "Turn.ToolResultsKept": 1, "Turn.AttachmentsReferenced": 1, "Turn.GuardrailApplied": 1,
-    "Turn.MiddlewareApplied": 1,
+    "Turn.MiddlewareApplied": 1, "Turn.IterationsCompacted": 1, "Turn.IterationCompactionFailed": 1,
     "ToolCall.Created": 1, "ToolCall.Requested": 1, "ToolCall.ApprovalRequested": 2, "ToolCall.Approved": 3, "ToolCall.Denied": 2,
     "ToolCall.Started": 1, "ToolCall.Completed": 3, "ToolCall.Failed": 2, "ToolCall.Skipped": 1,
     "ToolCall.Cancelled": 1, "ToolCall.Interrupted": 1, "ToolCall.EffectsRecorded": 1,
