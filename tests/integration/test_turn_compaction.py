@@ -21,7 +21,6 @@ from chronicle.runtime.model_call import build_messages
 from chronicle.runtime.sessions import start_session, submit_input
 from chronicle.runtime.store import ChronicleStore
 from chronicle.runtime.toolsets import toolbox_for
-from chronicle.runtime.turn_compaction import prior_messages
 
 BIG = "".join(f"line {i:04d} of a large tool output\n" for i in range(30))  # ~1,000 characters a result
 
@@ -143,6 +142,8 @@ def test_resume_after_a_crash_mid_turn_rebuilds_the_compacted_context_and_replay
     resumed = again.requests[0]
     assert [m.wire() for m in resumed.messages] == [m.wire() for m in sent_before_crash.messages]
     # From events alone, the request of every step is what the loop sent.
+    from chronicle.runtime.turn_compaction import prior_messages
+
     final = store2.turn(outcome.turn_id)
     built = build_messages(prior_messages(store2, store2.session(session.id), final), final)
     assert [m.wire() for m in built[:-1]] == [m.wire() for m in again.requests[-1].messages]  # all but the final answer
