@@ -113,7 +113,8 @@ class ChatRenderer(HumanRenderer):
             return
         if kind == "compaction":
             self._end_text()
-            self.console.print(f"[magenta]⤵ compacted {event.turns_compacted} turn(s) ({event.strategy})[/]")
+            what = f"this turn's first {event.steps_compacted} step(s)" if event.turn_id else f"{event.turns_compacted} turn(s)"
+            self.console.print(f"[magenta]⤵ compacted {what} ({event.strategy})[/]")
             return
         super().__call__(event)
 
