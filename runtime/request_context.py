@@ -47,6 +47,7 @@ class RequestContext:
         #: sha256 over OPENING + every message but the last (the last may still be merged into).
         self._hash = hashlib.sha256(OPENING)
         self._hashed = 0
+        self._hashed_size = 0
         self._last_bytes: bytes | None = None
 
     def messages(self, turn: Any) -> list[Message]:
@@ -81,12 +82,24 @@ class RequestContext:
         digest.update(closing(model, system, tools))
         return digest.hexdigest()
 
+    def size(self, turn: Any) -> int:
+        """The bytes of the canonical JSON of `messages(turn)`: what the context monitor estimates a
+        request from inside a turn (runtime/turn_compaction.py), kept as the messages grow instead
+        of dumping every message again before every call."""
+        self.messages(turn)
+        if not self._messages:
+            return 0
+        if self._last_bytes is None:
+            self._last_bytes = canonical(self._messages[-1].wire())
+        return self._hashed_size + len(self._last_bytes)
+
     def _reset(self, turn: Any) -> None:
         self._turn_id = turn.id
         self._steps = 0
         self._messages = []
         self._hash = hashlib.sha256(OPENING)
         self._hashed = 0
+        self._hashed_size = 0
         self._last_bytes = None
         self._first = self._steps = first_sent_step(turn)
         self._append([*self.prior, input_message(turn), *steps_note_messages(turn)])
@@ -103,7 +116,9 @@ class RequestContext:
             if self._messages:
                 # The previous last message is final now: fold it into the running hash.
                 self._hash.update(b"," if self._hashed else b"")
-                self._hash.update(self._last_bytes or canonical(self._messages[-1].wire()))
+                final = self._last_bytes or canonical(self._messages[-1].wire())
+                self._hash.update(final)
                 self._hashed += 1
+                self._hashed_size += len(final)
             self._messages.append(message)
             self._last_bytes = None

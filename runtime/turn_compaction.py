@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from chronicle.domain.content import Message, TextBlock
 from chronicle.domain.context import first_sent_step, input_message, merge_roles, step_messages, steps_note_messages
 
-from .compaction import SUMMARY_PROMPT, SUMMARY_SYSTEM, estimate_tokens
+from .compaction import SUMMARY_PROMPT, SUMMARY_SYSTEM
 from .live import CompactionEvent, ErrorEvent
 from .providers.base import ModelRequest, ignore_deltas
 
@@ -31,14 +31,17 @@ if TYPE_CHECKING:
     from .request_context import RequestContext
 
 
-def next_request_tokens(io: LoopIO, session: Any, turn: Turn, context: RequestContext) -> int:
-    """The next request's size: its messages by characters, or what the last response reported
-    (its input plus its output, which the next request carries), whichever is larger."""
-    estimate = estimate_tokens(context.messages(turn), session.spec.system_prompt)
+def next_request_tokens(session: Any, turn: Turn, context: RequestContext, reported: bool = True) -> int:
+    """The next request's size: its messages by characters / 4 (as `compaction.estimate_tokens`), or
+    what the last response reported (its input plus its output, which the next request carries),
+    whichever is larger. `reported=False` just after a compaction: that usage is of the longer request."""
+    estimate = (context.size(turn) + len(session.spec.system_prompt)) // 4
+    if not reported:
+        return estimate
     usage = (turn.steps[-1]["response"].get("usage") or {}) if turn.steps else {}
-    reported = sum(int(usage.get(k) or 0) for k in (
+    said = sum(int(usage.get(k) or 0) for k in (
         "input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"))
-    return max(estimate, reported)
+    return max(estimate, said)
 
 
 async def between_iterations(compactor: Compactor, io: LoopIO, session: Any, turn: Turn, context: RequestContext) -> str | None:
@@ -49,7 +52,7 @@ async def between_iterations(compactor: Compactor, io: LoopIO, session: Any, tur
     if not compactor.settings.auto or not turn.steps:
         return None
     model = io.options.model or session.spec.model
-    strategy = compactor.monitor.suggest(next_request_tokens(io, session, turn, context), model)
+    strategy = compactor.monitor.suggest(next_request_tokens(session, turn, context), model)
     if strategy is None:
         return None
     changed: str | None = None
@@ -61,7 +64,7 @@ async def between_iterations(compactor: Compactor, io: LoopIO, session: Any, tur
 
             session = io.store.session(session.id)
             context = RequestContext(prior_messages(io.store, session, turn))
-            strategy = compactor.monitor.suggest(next_request_tokens(io, session, turn, context), model)
+            strategy = compactor.monitor.suggest(next_request_tokens(session, turn, context, reported=False), model)
             if strategy is None:
                 return changed
     done = await compact_steps(compactor, io, session, turn, strategy)

@@ -34,8 +34,11 @@ class LongTurnProvider:
 
     name = "long"
 
-    def __init__(self, calls: int, *, summary_fails: bool = False, crash_at: int | None = None, refuse_over: int | None = None) -> None:
+    def __init__(self, calls: int, *, summary_fails: bool = False, crash_at: int | None = None, refuse_over: int | None = None,
+                 report_usage: bool = False) -> None:
         self.calls = calls
+        #: Report input tokens as a provider would (the request's characters / 3, as a tokenizer may).
+        self.report_usage = report_usage
         self.summary_fails = summary_fails
         self.crash_at = crash_at
         #: Refuse with prompt_too_long a request whose messages are longer than this many characters.
@@ -56,10 +59,11 @@ class LongTurnProvider:
         done = sum(1 for r in self.requests if r.call_index == request.call_index and r is not request)
         if self.crash_at is not None and request.call_index == self.crash_at and not done:
             raise Crash()
+        usage = Usage(input_tokens=len(json.dumps([m.wire() for m in request.messages])) // 3, output_tokens=10) if self.report_usage else Usage()
         if request.call_index < self.calls:
             block = ToolUseBlock(id=f"tu_{request.call_index}", name="read_file", input={"path": "big.txt"})
-            return ModelResponse(content=[block], stop_reason="tool_use")
-        return ModelResponse(content=[TextBlock(text="done")])
+            return ModelResponse(content=[block], stop_reason="tool_use", usage=usage)
+        return ModelResponse(content=[TextBlock(text="done")], usage=usage)
 
 
 def make_loop(db_url, workspace, provider, settings: CompactionSettings | None = None, store: ChronicleStore | None = None):
@@ -219,7 +223,7 @@ def test_prompt_too_long_mid_turn_compacts_the_turns_own_steps_and_retries_once(
 
 
 def test_older_turns_are_compacted_first_when_that_is_enough(db_url, workspace):
-    provider = LongTurnProvider(calls=0)
+    provider = LongTurnProvider(calls=0, report_usage=True)
     loop, store, _ = make_loop(db_url, workspace, provider, CompactionSettings(context_window=2000, keep_recent=5))
     session, _ = start_session(store, AgentSpec(tools=("read_file",)), "first " + "x" * 4000)
     asyncio.run(loop.run_next(session.id))
@@ -232,3 +236,15 @@ def test_older_turns_are_compacted_first_when_that_is_enough(db_url, workspace):
     summary, view = record.context_view()
     assert summary == "short summary" and view == [outcome.turn_id]  # the first turn was summarised mid-turn
     assert not store.turn(outcome.turn_id).iteration_compactions  # and that was enough
+    assert len(provider.requests[-1].messages[0].wire()["content"][0]["text"]) < 200  # the summary, not the 4,000 characters
+
+
+def test_the_request_context_keeps_the_size_of_what_it_sends(db_url, workspace):
+    from chronicle.runtime.request_context import RequestContext, canonical
+
+    provider = LongTurnProvider(calls=14)
+    loop, store, _ = make_loop(db_url, workspace, provider)
+    session, _ = start_session(store, AgentSpec(tools=("read_file",)), "go")
+    turn = store.turn(asyncio.run(loop.run_next(session.id)).turn_id)
+    context = RequestContext([])
+    assert context.size(turn) == sum(len(canonical(m.wire())) for m in context.messages(turn))
