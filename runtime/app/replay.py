@@ -42,7 +42,7 @@ from ..tools.base import Tool, Toolbox, ToolContext, ToolError, ToolOutput, safe
 from ..toolsets import resolve_tools
 from .loops import assemble
 from .replay_batch import difference, ran_a_writer, subtask_marks
-from .replay_compaction import RecordedStepCompactions
+from .replay_compaction import RecordedCompactions
 from .replay_workspace import ScratchWorkspace
 
 
@@ -236,7 +236,7 @@ class Replayer:
             spec = self.session.spec
             copy = Session.start(self.session.id, spec, clock.now())
             scratch.create_session(copy)
-            # No guards, no title call, no compaction but the recorded compactions of a turn's steps
+            # No guards, no title call, no compaction but the recorded ones, where they were made
             # (replay_compaction.py): the replay re-asks exactly what was recorded. The
             # session's and the workspace's guardrails do apply: they shaped the inputs, tool results and
             # answers that were recorded.
@@ -246,7 +246,7 @@ class Replayer:
             loop = assemble(scratch, self, self.toolbox(), self.scratch.root,
                             LoopOptions(auto_approve=True, max_iterations=spec.max_iterations), clock=clock,
                             hooks=Hooks([InputAndAnswerChecks(guardrails)] if guardrails else []),
-                            compactor=RecordedStepCompactions(self.turns))
+                            compactor=RecordedCompactions(self.store, self.session, self.turns))
             for number, original in enumerate(self.turns, 1):
                 if not original.finished:
                     # Only what was decided can be compared: a turn in flight has no outcome yet.

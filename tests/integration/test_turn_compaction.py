@@ -237,6 +237,21 @@ def test_older_turns_are_compacted_first_when_that_is_enough(db_url, workspace):
     assert summary == "short summary" and view == [outcome.turn_id]  # the first turn was summarised mid-turn
     assert not store.turn(outcome.turn_id).iteration_compactions  # and that was enough
     assert len(provider.requests[-1].messages[0].wire()["content"][0]["text"]) < 200  # the summary, not the 4,000 characters
+    report = asyncio.run(replay(store, session.id, workspace))  # the turns' compaction is placed where it was made
+    assert report.identical, report.verdict()
+
+
+def test_replay_places_a_compaction_before_a_turn_where_it_was_made(db_url, workspace):
+    provider = LongTurnProvider(calls=0)
+    loop, store, _ = make_loop(db_url, workspace, provider, CompactionSettings(context_window=900, keep_recent=1))
+    session, _ = start_session(store, AgentSpec(tools=("read_file",)), "first " + "x" * 1500)
+    asyncio.run(loop.run_next(session.id))
+    for prompt in ("second " + "y" * 1500, "third"):
+        submit_input(store, session.id, prompt)
+        assert asyncio.run(loop.run_next(session.id)).status == "completed"
+    assert store.session(session.id).context_view()[0] == "short summary"  # compacted before the third turn
+    report = asyncio.run(replay(store, session.id, workspace))
+    assert report.identical, report.verdict()
 
 
 def test_the_request_context_keeps_the_size_of_what_it_sends(db_url, workspace):
