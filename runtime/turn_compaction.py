@@ -51,7 +51,7 @@ async def between_iterations(compactor: Compactor, io: LoopIO, session: Any, tur
     (the turn's own steps; the turn object was updated and saved), or None."""
     if not compactor.settings.auto or not turn.steps:
         return None
-    model = io.options.model or session.spec.model
+    model = session.spec_for(turn.id).model  # the model this turn asks: its window is the one that counts
     strategy = compactor.monitor.suggest(next_request_tokens(session, turn, context), model)
     if strategy is None:
         return None
@@ -103,9 +103,9 @@ async def compact_steps(
     if not through or turn.open_step is not None or turn.finished:
         return CompactionResult(False, strategy, reason=f"nothing to compact in turn {turn.number}: {len(turn.steps)} step(s)")
     sid = str(session.id)
-    spec = session.spec
+    spec = session.spec_for(turn.id)
     usage: dict[str, Any] = {}
-    model = spec.model
+    model = spec.auxiliary_model(spec.model)  # the summary's model, as for older turns (runtime/compaction.py)
     text: str | None = None
     if strategy == "summary":
         messages = [input_message(turn), *steps_note_messages(turn)]
