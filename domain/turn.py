@@ -560,6 +560,8 @@ class Turn(Aggregate):
     #: through_step (steps before it are replaced), steps_recorded (how many steps the turn had then),
     #: summary (None: left out without one), strategy. A class default: older turns have none.
     iteration_compactions: tuple[dict[str, Any], ...] | list[dict[str, Any]] = ()
+    #: Summaries of the turn's steps tried, failed ones included (numbers the next summary call).
+    iteration_compaction_attempts: int = 0
 
     def compact_iterations(
         self, through_step: int, summary: str | None, strategy: str, now: datetime,
@@ -592,6 +594,7 @@ class Turn(Aggregate):
     ) -> None:
         entry = {"through_step": through_step, "steps_recorded": steps_recorded, "summary": summary, "strategy": strategy}
         self.iteration_compactions = [*self.iteration_compactions, entry]
+        self.iteration_compaction_attempts += 1
 
     def record_iteration_compaction_failure(
         self, reason: str, strategy: str, now: datetime, usage: dict[str, Any] | None = None, model: str = ""
@@ -612,7 +615,8 @@ class Turn(Aggregate):
     def _iteration_compaction_failed(
         self, reason: str, strategy: str, steps_recorded: int, usage: dict[str, Any], model: str, timestamp: datetime,
     ) -> None:
-        """Nothing changes: the failure (and what the call cost) is the fact."""
+        """Nothing the model reads changes: the failure (and what the call cost) is the fact."""
+        self.iteration_compaction_attempts += 1
 
     # -- reading -------------------------------------------------------------------------------
 

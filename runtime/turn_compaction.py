@@ -114,7 +114,9 @@ async def compact_steps(
         messages.append(Message(role="user", content=[TextBlock(text=SUMMARY_PROMPT)]))
         request = ModelRequest(
             model=model, system=SUMMARY_SYSTEM, messages=merge_roles(messages), tools=[], max_tokens=2048,
-            agent=spec.name, session_id=sid, turn_number=turn.number, call_index=turn.model_calls, auxiliary="summary",
+            agent=spec.name, session_id=sid, turn_number=turn.number, auxiliary="summary",
+            # the next summary of the session, as the scripted provider counts them (older turns' first)
+            call_index=session.compaction_attempts + turn.iteration_compaction_attempts,
         )
         response = await io.provider.stream(request, ignore_deltas)
         usage, model = response.usage.model_dump(), response.model or model

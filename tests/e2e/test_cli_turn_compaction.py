@@ -17,7 +17,8 @@ def test_a_long_turn_is_compacted_between_its_model_calls_and_every_view_shows_i
         (workspace / f"big{i}.txt").write_text(BIG, encoding="utf-8")
     main = [[response(tool_use(f"tu_{i}", "read_file", path=f"big{i}.txt")) for i in range(10)] + [response(text("read them all"))]]
     script = tmp_path / "s.json"
-    script.write_text(json.dumps({"agents": {"main": main}, "summary": ["each file has 30 lines"]}), encoding="utf-8")
+    summaries = ["read big0-2: 30 lines each", "read big0-5: 30 lines each"]
+    script.write_text(json.dumps({"agents": {"main": main}, "summary": summaries}), encoding="utf-8")
     run = cli("run", "read the ten files", "--provider", f"scripted:{script}", "--workspace", str(workspace), "--json", db=db_url)
     assert run.returncode == 0, run.stderr
     events = json_lines(run.stdout)
@@ -29,6 +30,7 @@ def test_a_long_turn_is_compacted_between_its_model_calls_and_every_view_shows_i
     history = history_of(sid, db_url)
     first = [b["text"] for b in history[0]["content"]]
     assert first[0] == "read the ten files" and first[1].startswith(f"Summary of the first {through} step(s) of this turn")
+    assert len(compactions) == 2 and first[1].endswith("\nread big0-5: 30 lines each")  # the script's summaries, in order
     uses = [b["id"] for m in history for b in m["content"] if b["type"] == "tool_use"]
     assert uses == [f"tu_{i}" for i in range(through, 10)]
     # log keeps every step, and names the compaction; audit lists it.
