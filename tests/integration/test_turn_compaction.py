@@ -97,7 +97,7 @@ def ids_in(messages) -> list[str]:
 def test_a_long_turn_compacts_its_older_steps_and_the_next_request_reads_the_summary(db_url, workspace):
     provider = LongTurnProvider(calls=14)
     loop, store, events = make_loop(db_url, workspace, provider)
-    session, _ = start_session(store, AgentSpec(tools=("read_file",)), "read big.txt many times")
+    session, _ = start_session(store, AgentSpec(tools=("read_file",), aux_model="cheap-model"), "read big.txt many times")
     outcome = asyncio.run(loop.run_next(session.id))
     assert outcome.status == "completed" and outcome.text == "done"
     turn = store.turn(outcome.turn_id)
@@ -118,11 +118,15 @@ def test_a_long_turn_compacts_its_older_steps_and_the_next_request_reads_the_sum
         assert "tu_0" not in ids_in(request.messages)
     # The summary call was sent the steps it replaces, pairs whole, and its cost is recorded with the turn.
     summary_request = provider.summaries[0]
+    assert summary_request.model == "cheap-model" and provider.requests[-1].model != "cheap-model"  # the auxiliary model
     assert ids_in(summary_request.messages) == [f"tu_{i}" for i in range(first["through_step"])]
     assert_pairs_valid(summary_request.messages)
     entries = queries.log(store, session.id)
     compacted = [e for e in entries if e["event"] == "IterationsCompacted"]
     assert compacted and compacted[0]["data"]["usage"]["input_tokens"] == 900 and compacted[0]["data"]["through_step"] == first["through_step"]
+    assert compacted[0]["data"]["model"] == "cheap-model"
+    spent = {row["model"]: row for row in queries.cost(store, session.id, by="model") if row["scope"] == "self"}
+    assert spent["cheap-model"]["calls"] == len(provider.summaries) and spent["cheap-model"]["input_tokens"] == 900 * len(provider.summaries)
     live = [e for e in events if e.type == "compaction"]
     assert live and live[0].turn_id == str(turn.id) and live[0].steps_compacted == first["through_step"]
     # A later turn reads the compacted turn as the loop last sent it.
