@@ -12,6 +12,7 @@ import pytest
 from chronicle.domain.agent_spec import AgentSpec
 from chronicle.domain.content import ModelResponse, ProviderError, TextBlock, ToolUseBlock, Usage
 from chronicle.domain.context import build_context
+from chronicle.domain.context_wire import wire_context
 from chronicle.runtime.app import queries
 from chronicle.runtime.app.replay import replay
 from chronicle.runtime.compaction import CompactionSettings, Compactor
@@ -131,6 +132,7 @@ def test_a_long_turn_compacts_its_older_steps_and_the_next_request_reads_the_sum
     assert live and live[0].turn_id == str(turn.id) and live[0].steps_compacted == first["through_step"]
     # A later turn reads the compacted turn as the loop last sent it.
     assert "short summary" in json.dumps([m.wire() for m in build_context([turn])])
+    assert wire_context([turn]) == [m.wire() for m in build_context([turn])]  # what `history` shows, built without pydantic
 
 
 def test_resume_after_a_crash_mid_turn_rebuilds_the_compacted_context_and_replay_agrees(db_url, workspace):
