@@ -5,11 +5,16 @@ a fresh id for a manual run), so two workers that see the same slot both try to 
 same aggregate and the second one's write collides: the firing is claimed like a lease, and a
 routine runs at most once per due time however many workers watch it. A guardrail that says
 no (runs per day, cooldown, budget, an empty HEARTBEAT.md) is recorded too, as `skipped`.
+
+`notify` is decided when the routine fires, as a channel input's `reply` is when it is queued: the
+channel its findings are to be posted to (runtime/server/notify.py), so naming one later in
+chronicle.toml does not send the findings of runs fired before.
 """
 
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 from uuid import UUID
 
 from eventsourcing.domain import Aggregate, event
@@ -38,6 +43,9 @@ class RoutineRun(Aggregate):
         pass
 
     class Fired(Aggregate.Created, Event):
+        """v2: `notify`, the channel the run's findings go to (None: none, and on older events)."""
+
+        class_version = 2
         routine: str
         scope: str
         trigger: str
@@ -46,11 +54,17 @@ class RoutineRun(Aggregate):
         holder: str
         session_id: UUID | None
         input_id: str | None
+        notify: str | None
+
+        @staticmethod
+        def upcast_v1_v2(state: dict[str, Any]) -> None:
+            """Runs fired before routines could notify a channel notified none."""
+            state.setdefault("notify", None)
 
     @event(Fired)
     def __init__(
         self, id: UUID, routine: str, scope: str, trigger: str, due: str, action: str, holder: str,
-        session_id: UUID | None, input_id: str | None, timestamp: datetime,
+        session_id: UUID | None, input_id: str | None, timestamp: datetime, notify: str | None = None,
     ) -> None:
         self.routine = routine
         self.scope = scope
@@ -60,6 +74,7 @@ class RoutineRun(Aggregate):
         self.holder = holder
         self.session_id = session_id
         self.input_id = input_id
+        self.notify = notify
         self.status = "fired"
         self.reason: str | None = None
         self.summary = ""

@@ -31,7 +31,8 @@ EVENT_VERSIONS = {
     "Session.FilesReapplied": 1, "Session.WorkerFailed": 1, "Session.Archived": 1, "Session.Unarchived": 1,
     "Session.ModelChanged": 1,
     # v2 of Session.InputQueued/InputWithAttachmentsQueued: `origin`, the channel and senders of a channel's input.
-    "Session.ReplyDelivered": 1, "Session.ReplyFailed": 1,
+    # v2 of Session.ReplyDelivered/ReplyFailed: `routine`, whose findings a routine's `notify` posted.
+    "Session.ReplyDelivered": 2, "Session.ReplyFailed": 2,
     "Turn.Created": 1, "Turn.Started": 1, "Turn.ApprovalRequested": 1, "Turn.Resumed": 2, "Turn.Completed": 1,
     "Turn.Failed": 1, "Turn.Cancelled": 2, "Turn.Stopped": 1, "Turn.Interrupted": 1, "Turn.ModelResponded": 3,
     "Turn.ModelCallRetried": 2, "Turn.ToolResultsRecorded": 1, "Turn.ToolResultsKept": 1, "Turn.AttachmentsReferenced": 1, "Turn.GuardrailApplied": 1,

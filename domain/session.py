@@ -19,6 +19,7 @@ from .event_type import EventType
 from .session_lifecycle import SESSION_LIFECYCLE as SESSION_LIFECYCLE  # ops/diagrams.py and tests import it from here
 from .session_upcasts import (
     input_v1_v2,
+    reply_v1_v2,
     snapshot_v1_v2,
     snapshot_v2_v3,
     snapshot_v3_v4,
@@ -220,36 +221,44 @@ class Session(Aggregate):
     # -- replies sent back to the channel an input came from -------------------------------------
 
     def record_reply(self, turn_id: UUID, channel: str, senders: list[str], receiver: str, delivered: bool,
-                     attempts: int, status: int | None, error: str | None, now: datetime) -> None:
+                     attempts: int, status: int | None, error: str | None, now: datetime, routine: str | None = None) -> None:
         """What became of the answer of a turn a channel input started, posted to the channel's
         receiver (`receiver`: its address with any secret cut out). Once per turn: a second outbox
-        finding it recorded already leaves it."""
+        finding it recorded already leaves it. `routine`: the routine whose run's findings these are
+        (a routine's `notify`; `senders` is then empty), None for a channel input's answer."""
         if str(turn_id) in self.replies:
             raise DomainError(f"the reply of turn {turn_id} is recorded already ({self.replies[str(turn_id)]})")
         if delivered:
             self._reply_delivered(turn_id=turn_id, channel=channel, senders=list(senders), receiver=receiver,
-                                  attempts=attempts, status=status, timestamp=now)
+                                  attempts=attempts, status=status, routine=routine, timestamp=now)
         else:
             self._reply_failed(turn_id=turn_id, channel=channel, senders=list(senders), receiver=receiver,
-                               attempts=attempts, status=status, error=error or "failed", timestamp=now)
+                               attempts=attempts, status=status, error=error or "failed", routine=routine, timestamp=now)
 
     class ReplyDelivered(Event):
+        """v2: `routine`, the routine whose findings were posted (None for a channel input's answer, and before)."""
+
+        class_version = 2
         turn_id: UUID
         channel: str
         senders: list[str]
         receiver: str
         attempts: int
         status: int | None
+        routine: str | None
+
+        upcast_v1_v2 = staticmethod(reply_v1_v2)
 
     @event(ReplyDelivered)
     def _reply_delivered(self, turn_id: UUID, channel: str, senders: list[str], receiver: str, attempts: int,
-                         status: int | None, timestamp: datetime) -> None:
+                         status: int | None, routine: str | None, timestamp: datetime) -> None:
         self.replies[str(turn_id)] = "delivered"
 
     class ReplyFailed(Event):
         """Every attempt failed (`status`: the receiver's last HTTP status, None if none answered); the
-        turn is not affected, and the reply is not tried again."""
+        turn is not affected, and the reply is not tried again. v2: `routine`, as on ReplyDelivered."""
 
+        class_version = 2
         turn_id: UUID
         channel: str
         senders: list[str]
@@ -257,10 +266,13 @@ class Session(Aggregate):
         attempts: int
         status: int | None
         error: str
+        routine: str | None
+
+        upcast_v1_v2 = staticmethod(reply_v1_v2)
 
     @event(ReplyFailed)
     def _reply_failed(self, turn_id: UUID, channel: str, senders: list[str], receiver: str, attempts: int,
-                      status: int | None, error: str, timestamp: datetime) -> None:
+                      status: int | None, error: str, routine: str | None, timestamp: datetime) -> None:
         self.replies[str(turn_id)] = "failed"
 
     @property

@@ -54,6 +54,11 @@ def input_v1_v2(state: dict[str, Any]) -> None:
     state.setdefault("origin", None)
 
 
+def reply_v1_v2(state: dict[str, Any]) -> None:
+    """Replies before routines could notify a channel were a channel input's answer."""
+    state.setdefault("routine", None)
+
+
 def started_v1_v2(state: dict[str, Any]) -> None:
     """An event knows the head at the fork: every turn on it was inherited."""
     state["forked_from"] = fork_origin(state.get("forked_from"), len(state.get("head") or []))

@@ -76,3 +76,15 @@ def test_a_senders_session_id_is_derived_from_channel_and_sender():
     assert sender_session_id("signal", "alice") == sender_session_id("signal", "alice")
     assert len({sender_session_id("signal", "alice"), sender_session_id("signal", "bob"),
                 sender_session_id("sms", "alice"), sender_session_id("signal", "alice", 1)}) == 4
+
+
+def test_a_routines_findings_are_recorded_as_a_reply_naming_the_routine_and_older_replies_name_none():
+    session = Session.start(uuid4(), AgentSpec(), NOW)
+    turn = uuid4()
+    session.record_reply(turn, "ops", [], "http://h/in", True, 1, 200, None, NOW, routine="heartbeat")
+    delivered = [e for e in session.collect_events() if type(e).__name__ == "ReplyDelivered"]
+    assert delivered[0].routine == "heartbeat" and delivered[0].senders == []
+    for cls in (Session.ReplyDelivered, Session.ReplyFailed):
+        state = {"turn_id": str(turn), "channel": "signal"}
+        cls.upcast_v1_v2(state)
+        assert state["routine"] is None

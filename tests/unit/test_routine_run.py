@@ -48,3 +48,21 @@ def test_a_heartbeat_defaults_to_every_30_minutes_and_cron_slots_are_computed_fr
 def test_a_bad_routine_table_names_the_key(table, message):
     with pytest.raises(RoutineError, match=message.replace("(", r"\(").replace(")", r"\)")):
         parse_routine("r", table, "chronicle.toml")
+
+
+def test_a_routine_may_name_the_channel_its_findings_go_to_and_a_run_records_it_when_it_fires():
+    routine = parse_routine("heartbeat", {"heartbeat": True, "notify": " ops "}, "chronicle.toml")
+    assert routine.notify == "ops" and routine.row(NOW)["notify"] == "ops"
+    assert parse_routine("r", {"trigger": "manual", "prompt": "p"}, "chronicle.toml").notify is None
+    with pytest.raises(RoutineError, match="routines.r: notify must name a"):
+        parse_routine("r", {"trigger": "manual", "prompt": "p", "notify": ""}, "chronicle.toml")
+    run = RoutineRun(id=uuid4(), routine="r", scope="/w", trigger="manual", due="manual/1", action="job", holder="h",
+                     session_id=uuid4(), input_id="i", timestamp=NOW, notify="ops")
+    assert run.notify == "ops" and run.collect_events()[0].notify == "ops"
+    assert fired().notify is None
+
+
+def test_runs_fired_before_routines_could_notify_load_with_no_channel():
+    state = {"routine": "r", "scope": "/w"}
+    RoutineRun.Fired.upcast_v1_v2(state)
+    assert state["notify"] is None
