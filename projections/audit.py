@@ -126,7 +126,8 @@ class AuditProjection(Projection):
         """A turn's answer posted back to the channel its input came from (never the receiver's secrets)."""
         failed = isinstance(e, Session.ReplyFailed)
         detail = {"channel": e.channel, "senders": list(e.senders), "receiver": e.receiver, "attempts": e.attempts,
-                  "http_status": e.status, **({"error": e.error} if failed else {})}
+                  "http_status": e.status, **({"error": e.error} if failed else {}),
+                  **({"routine": e.routine} if getattr(e, "routine", None) else {})}  # a routine's findings (its `notify`)
         self._row(tx, e, position, "reply", str(e.originator_id), turn_id=str(e.turn_id), name=e.channel,
                   status="failed" if failed else "delivered", is_error=failed, detail=detail)
 
@@ -404,7 +405,7 @@ class AuditProjection(Projection):
         tx.memo[("audit.routine", row[0])] = row[1:]
         self._row(tx, e, position, "routine", row[1], name=e.routine, status="fired",
                   detail={"run_id": row[0], "trigger": e.trigger, "due": e.due, "action": e.action, "holder": e.holder,
-                          "input_id": e.input_id, "scope": e.scope})
+                          "input_id": e.input_id, "scope": e.scope, **({"notify": e.notify} if getattr(e, "notify", None) else {})})
 
     @on(*ROUTINE_END)
     def _routine_end(self, tx: Tx, e: Any, position: int) -> None:

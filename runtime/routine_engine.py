@@ -161,6 +161,7 @@ class RoutineEngine:
             run = RoutineRun(
                 id=rid, routine=routine.name, scope=self.scope, trigger=routine.trigger, due=due, action=routine.action,
                 holder=self.holder, session_id=None if reason else sid, input_id=None if reason else input_id, timestamp=now,
+                notify=None if reason else routine.notify,  # decided now: a later `notify` leaves this run's findings alone
             )
             logged = self.index.trigger_event(run_id=rid, routine=routine.name, scope=self.scope)
             try:
@@ -293,5 +294,5 @@ def run_row(engine: RoutineEngine, run: RoutineRun) -> dict[str, Any]:
         "routine": run.routine, "run_id": str(run.id), "session_id": str(run.session_id) if run.session_id else None,
         "status": status, "trigger": run.trigger, "due": run.due, "action": run.action, "fired_at": run.fired_at.isoformat(),
         "holder": run.holder, "reason": run.reason, "summary": run.summary or (turn.final_text if turn is not None and turn.finished else ""),
-        "usd": round(engine.cost(run), 6),
+        "usd": round(engine.cost(run), 6), "notify": getattr(run, "notify", None),
     }

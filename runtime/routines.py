@@ -7,6 +7,7 @@
     max_runs_per_day = 10            # guardrails, all optional
     budget_usd = 0.50                # a day's spend of the routine's runs
     cooldown_s = 60
+    notify = "ops"                   # a [channels.NAME] with a reply_url: findings are POSTed there (server/notify.py)
 
     [routines.heartbeat]
     heartbeat = true                 # the prompt is HEARTBEAT.md (skipped while it is missing or empty)
@@ -42,7 +43,7 @@ def fires(expression: str) -> bool:
         return False
     return True
 ACTIONS = ("lightweight", "job")
-KEYS = {"trigger", "prompt", "action", "max_runs_per_day", "budget_usd", "cooldown_s", "heartbeat", "description"}
+KEYS = {"trigger", "prompt", "action", "max_runs_per_day", "budget_usd", "cooldown_s", "heartbeat", "description", "notify"}
 NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,63}$")
 HEARTBEAT_FILE = "HEARTBEAT.md"
 HEARTBEAT_TRIGGER = "cron:*/30 * * * *"
@@ -67,6 +68,8 @@ class Routine:
     budget_usd: float | None = None
     cooldown_s: float | None = None
     heartbeat: bool = False
+    #: The channel (a [channels.NAME] with a reply_url) a run's findings are posted to; None: kept in its session only.
+    notify: str | None = None
 
     @property
     def kind(self) -> str:
@@ -94,7 +97,7 @@ class Routine:
         return {
             "name": self.name, "trigger": self.trigger, "action": self.action, "next_due": due.isoformat() if due else None,
             "prompt": self.prompt, "heartbeat": self.heartbeat, "max_runs_per_day": self.max_runs_per_day,
-            "budget_usd": self.budget_usd, "cooldown_s": self.cooldown_s,
+            "budget_usd": self.budget_usd, "cooldown_s": self.cooldown_s, "notify": self.notify,
         }
 
 
@@ -133,14 +136,43 @@ def parse_routine(name: str, table: Any, where: str) -> Routine:
         if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
             raise RoutineError(f"{prefix}: {key} must be a non-negative number (got {value!r})")
         numbers[key] = int(value) if key == "max_runs_per_day" else float(value)
+    notify = table.get("notify")
+    if notify is not None and (not isinstance(notify, str) or not notify.strip()):
+        raise RoutineError(f"{prefix}: notify must name a [channels.NAME] table with a reply_url (got {notify!r})")
     return Routine(name=name, trigger=f"{kind}:{rest.strip()}" if rest else kind, prompt=prompt.strip(), action=action,
-                   heartbeat=heartbeat, **numbers)
+                   heartbeat=heartbeat, notify=notify.strip() if notify else None, **numbers)
+
+
+def check_notify(workspace: Path, routines: list[Routine]) -> None:
+    """Each `notify` names a channel of the workspace's chronicle.toml that has a reply_url: found out when the
+    routines are loaded, not when a run has findings that nobody can be told of."""
+    wanted = [r for r in routines if r.notify]
+    if not wanted:
+        return
+    from .server.channels import ChannelError, load_channels  # pydantic only; read when a routine notifies
+
+    path = workspace / CONFIG_FILE
+    try:
+        channels = load_channels(path)
+    except ChannelError as exc:
+        raise RoutineError(str(exc)) from None
+    for routine in wanted:
+        config = channels.get(routine.notify or "")
+        if config is None:
+            known = ", ".join(sorted(channels)) or "none"
+            raise RoutineError(f"{path}: routines.{routine.name}: notify: no channel {routine.notify!r} "
+                               f"([channels.NAME] with a reply_url; channels: {known})")
+        if config.reply_url is None:
+            raise RoutineError(f"{path}: routines.{routine.name}: notify: channel {routine.notify!r} has no reply_url "
+                               "to post the findings to")
 
 
 def load_routines(workspace: Path) -> list[Routine]:
     """The workspace's routines in the order chronicle.toml declares them."""
     where = str(workspace / CONFIG_FILE)
-    return [parse_routine(name, table, where) for name, table, _ in named_tables(workspace, "routines", None, RoutineError)]
+    routines = [parse_routine(name, table, where) for name, table, _ in named_tables(workspace, "routines", None, RoutineError)]
+    check_notify(workspace, routines)
+    return routines
 
 
 def find_routine(workspace: Path, name: str) -> Routine:

@@ -15,7 +15,7 @@ from ..agents.registry import AgentRegistry
 from ..clock import SYSTEM_CLOCK, Clock
 from ..loop import LoopOptions
 from ..routine_engine import RoutineEngine, run_row
-from ..routines import Routine, RoutineError, load_routines, parse_routine
+from ..routines import Routine, RoutineError, check_notify, load_routines, parse_routine
 from ..store import ChronicleStore
 from .errors import AppError
 from .loops import LoopSetupError, build_loop
@@ -39,6 +39,7 @@ def routines_of(workspace: Path, routines: Sequence[Routine] | None = None) -> l
     names = [r.name for r in found]
     if len(set(names)) != len(names):
         raise RoutineError("two routines have the same name; give each its own")
+    check_notify(workspace, found)
     return found
 
 
@@ -74,7 +75,7 @@ async def run(store: ChronicleStore, workspace: Path, routine: Routine | str, *,
               routines: Sequence[Routine] | None = None) -> dict[str, Any]:
     """Fire the routine now, its guardrails (max_runs_per_day, budget_usd, cooldown_s) applied: a lightweight one runs here
     in its own session, a job is queued for a worker. `routines run --json`'s row: routine, session_id, status."""
-    chosen = checked(routine) if isinstance(routine, Routine) else find(workspace, routine, routines)
+    chosen = routines_of(workspace, [routine])[0] if isinstance(routine, Routine) else find(workspace, routine, routines)
     fired = engine(store, workspace, provider, model, registry)
     run_ = fired.fire(chosen, f"manual/{uuid4().hex}")
     assert run_ is not None  # a fresh due key cannot have been fired before

@@ -58,7 +58,8 @@ def _brief(e: dict[str, Any]) -> str:
     who = f"by {d['actor']}" + (f" ({d['by']})" if d.get("by") not in (None, "user") else "") if d.get("actor") else ""
     if e["kind"] == "reply":  # a turn's answer posted back to its channel
         how = f"HTTP {d['http_status']}" if d.get("http_status") is not None else "no answer"
-        said = f"to {', '.join(d.get('senders') or [])} via {d.get('channel')}: {how}, {d.get('attempts')} attempt(s)"
+        whom = f"findings of routine {d['routine']}" if d.get("routine") else f"to {', '.join(d.get('senders') or [])}"
+        said = f"{whom} via {d.get('channel')}: {how}, {d.get('attempts')} attempt(s)"
         return f"{said}: {d['error']}" if d.get("error") else said
     if d.get("channel") and d.get("senders") and d.get("text"):  # a channel's input: who sent it
         return f"from {', '.join(d['senders'])} via {d['channel']}: {d['text']}"

@@ -195,7 +195,8 @@ def reply_words(data: dict[str, Any]) -> str:
     how = f"HTTP {data['status']}" if data.get("status") is not None else "no answer"
     attempts = f"{data.get('attempts')} attempt{'s' if data.get('attempts') != 1 else ''}"
     outcome = "delivered" if "error" not in data else f"failed: {data['error']}"
-    return f"to {', '.join(data.get('senders') or ['?'])} via {data.get('channel')}: {outcome} ({how}, {attempts})"
+    whom = f"findings of routine {data['routine']}" if data.get("routine") else f"to {', '.join(data.get('senders') or ['?'])}"
+    return f"{whom} via {data.get('channel')}: {outcome} ({how}, {attempts})"
 
 
 def history(

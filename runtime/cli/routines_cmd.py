@@ -44,9 +44,12 @@ def list_routines(workspace: WorkspaceOption = None, as_json: JsonOption = False
         if not rows:
             out_console.print(f"no routines in {escape(str(ws / 'chronicle.toml'))}: add a \\[routines.NAME] table")
             return
-        columns = [Column("name"), Column("trigger"), Column("action"), Column("next_due"), Column("prompt", flex=True)]
+        notifying = any(r["notify"] for r in rows)
+        columns = [Column("name"), Column("trigger"), Column("action"), Column("next_due"),
+                   *([Column("notify", optional=True)] if notifying else []), Column("prompt", flex=True)]
         table = [{"name": escape(r["name"]), "trigger": escape(r["trigger"]), "action": r["action"],
-                  "next_due": (r["next_due"] or "")[:19].replace("T", " "), "prompt": escape(short(r["prompt"] or "(HEARTBEAT.md)", 120))}
+                  "next_due": (r["next_due"] or "")[:19].replace("T", " "), "notify": escape(r["notify"] or ""),
+                  "prompt": escape(short(r["prompt"] or "(HEARTBEAT.md)", 120))}
                  for r in rows]
         out_console.print(fit_table(columns, table, out_console.width))
 

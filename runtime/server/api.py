@@ -103,7 +103,7 @@ def create_app(config: ServerConfig) -> FastAPI:
     channels = load_channels(toml)
     router = Router(chronicle.store, {name: sender_spec(name, c, config.workspace, config.agents, library)
                                       for name, c in channels.items() if c.route == "per_sender"})
-    outbox = Outbox(chronicle.store, channels, router.touched)
+    outbox = Outbox(chronicle.store, channels, router.touched, workspace=config.workspace or Path.cwd())
 
     def record_input(channel: str, target: ChannelConfig, senders: list[str], text: str) -> None:
         try:

@@ -12,6 +12,9 @@ the URL without its secrets: no user or password, query values and token-like pa
 
 Whether an input wants a reply was decided when it was queued (its origin's `reply`), so adding
 `reply_url` to a channel later does not send the answers of every turn it ever started.
+
+The findings of routines that notify a channel go out the same way (notify.py): with the same
+payload plus `routine`, recorded by the same events.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import logging
 import threading
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Callable
 from urllib.parse import parse_qsl, urlsplit
 from uuid import UUID
@@ -33,6 +37,7 @@ from chronicle.runtime.secret_scan import scanner_for
 from chronicle.runtime.store import ChronicleStore, NotFound
 
 from .channels import ChannelConfig
+from .notify import Notices
 
 log = logging.getLogger("chronicle.server")
 
@@ -70,6 +75,8 @@ class Due:
     channel: str
     senders: list[str]
     payload: dict[str, Any]
+    #: The routine whose run's findings these are (notify.py); None for a channel input's answer.
+    routine: str | None = None
 
 
 @dataclass(frozen=True)
@@ -132,8 +139,10 @@ class Outbox:
     """The server's loop that sends due replies, on a thread of its own (a POST may take seconds)."""
 
     def __init__(self, store: ChronicleStore, channels: dict[str, ChannelConfig], touched: set[UUID],
-                 sender: Callable[[str, dict[str, Any]], Outcome] = post) -> None:
+                 sender: Callable[[str, dict[str, Any]], Outcome] = post, workspace: Path | None = None) -> None:
+        """`workspace`: whose routines' findings this server posts (their `notify` names its channels)."""
         self.store, self.channels, self.touched, self.sender = store, channels, touched, sender
+        self.notices = Notices(store, workspace.resolve()) if workspace is not None else None
         self.stopping = threading.Event()
         self.thread: threading.Thread | None = None
         self.watched: set[UUID] = set()
@@ -183,6 +192,9 @@ class Outbox:
             for due in due_replies(self.store, sid, self.channels):
                 self._deliver(due)
                 sent += 1
+        for due in self.notices.due(self.channels) if self.notices is not None else []:
+            self._deliver(due)
+            sent += 1
         return sent
 
     def _deliver(self, due: Due) -> None:
@@ -193,8 +205,9 @@ class Outbox:
         try:
             self.store.update_session(due.session_id, lambda s: s.record_reply(
                 due.turn_id, due.channel, due.senders, receiver, outcome.delivered, outcome.attempts, outcome.status,
-                outcome.error, SYSTEM_CLOCK.now()))
+                outcome.error, SYSTEM_CLOCK.now(), routine=due.routine))
         except DomainError:
             pass  # another server recorded it meanwhile
         if not outcome.delivered:
-            log.warning("reply of turn %s to channel %s failed: %s", due.turn_id, due.channel, outcome.error)
+            what = f"findings of routine {due.routine}" if due.routine else "reply"
+            log.warning("%s of turn %s to channel %s failed: %s", what, due.turn_id, due.channel, outcome.error)

@@ -57,7 +57,7 @@ def test_a_routine_defined_in_code_runs_with_its_guardrails_and_its_history_is_t
         assert history == json_lines(cli("routines", "history", "--workspace", str(workspace), "--json", db=db_url).stdout)
         assert app.routines(workspace=workspace, routines=[todo])[0] | {"next_due": None} == {
             "name": "todo", "trigger": "manual", "action": "lightweight", "next_due": None, "prompt": "Check TODO.md.",
-            "heartbeat": False, "max_runs_per_day": 1, "budget_usd": None, "cooldown_s": None}
+            "heartbeat": False, "max_runs_per_day": 1, "budget_usd": None, "cooldown_s": None, "notify": None}
 
 
 def test_a_routine_in_chronicle_toml_is_listed_and_run_by_name(db_url, workspace, tmp_path):

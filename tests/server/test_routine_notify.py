@@ -1,0 +1,140 @@
+"""A routine's findings go out through a channel (seed 001: the heartbeat "notifies via channel if
+findings"), on both backends: the routine runs in another process (`routines run`), a `serve` posts
+what it found to the channel's receiver once and records it, and nothing goes out when there is
+nothing to report."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from tests.helpers import cli, json_lines, response, text, write_script
+from tests.server.serving import serving
+from tests.server.test_channels import _wait_for, receiver
+
+CHECKLIST = "# Checklist\n- is the build green?\n"
+
+
+def _toml(script: Path, url: str, notify: bool = True, routine: str = "[routines.heartbeat]\nheartbeat = true\n") -> str:
+    """A channel that only sends (its senders get sessions of their own; none writes here) and a routine."""
+    return (f'[channels.ops]\nroute = "per_sender"\nprovider = "scripted:{script}"\ncoalesce_s = 0\n'
+            f'reply_url = "{url}/in?token=s3cret-value"\n\n{routine}' + ('notify = "ops"\n' if notify else ""))
+
+
+def _run(db: str, workspace: Path, provider: Path, name: str = "heartbeat") -> dict[str, Any]:
+    ran = cli("routines", "run", name, "--provider", f"scripted:{provider}", "--workspace", str(workspace), "--json", db=db)
+    assert ran.returncode in (0, 1), ran.stderr
+    return json_lines(ran.stdout)[0]
+
+
+def _replies(base: str, sid: str) -> list[dict[str, Any]]:
+    return [a for a in httpx.get(f"{base}/sessions/{sid}/audit").json() if a["kind"] == "reply"]
+
+
+def test_a_heartbeat_with_findings_posts_them_once_to_the_channel_and_records_it_and_a_restart_sends_nothing(
+        db_url, workspace, tmp_path):
+    script = write_script(tmp_path / "s.json", [], **{"routine-heartbeat": [[response(text("HEARTBEAT_OK"))],
+                                                                              [response(text("The build is red."))]]})
+    (workspace / "HEARTBEAT.md").write_text(CHECKLIST)
+    with receiver() as (url, got):
+        (workspace / "chronicle.toml").write_text(_toml(script, url))
+        listed = json_lines(cli("routines", "list", "--workspace", str(workspace), "--json").stdout)
+        assert listed[0]["notify"] == "ops"
+        assert "notify" in cli("routines", "list", "--workspace", str(workspace), env={"COLUMNS": "200"}).stdout
+        quiet = _run(db_url, workspace, script)
+        assert quiet["summary"] == "nothing to report" and quiet["notify"] == "ops"
+        found = _run(db_url, workspace, script)
+        assert found["summary"] == "The build is red."
+        sid = found["session_id"]
+        with serving(db_url, workspace) as base:
+            _wait_for(lambda: got)
+            replies = _wait_for(lambda: _replies(base, sid))
+            time.sleep(1.5)  # more passes of the outbox: the quiet run is still not posted
+            assert len(got) == 1, got
+            payload = got[0]["json"]
+            assert payload == {"channel": "ops", "sender": None, "senders": [], "session_id": sid,
+                               "turn_id": payload["turn_id"], "status": "completed", "text": "The build is red.",
+                               "routine": "heartbeat"}
+            assert got[0]["path"] == "/in?token=s3cret-value"
+            assert len(replies) == 1 and replies[0]["status"] == "delivered" and replies[0]["turn_id"] == payload["turn_id"]
+            assert replies[0]["detail"]["routine"] == "heartbeat" and replies[0]["detail"]["receiver"] == f"{url}/in?token=[REDACTED]"
+            log = httpx.get(f"{base}/sessions/{sid}/log").json()
+        assert [e["data"]["routine"] for e in log if e["event"] == "ReplyDelivered"] == ["heartbeat"]
+        assert "s3cret-value" not in json.dumps(log) + json.dumps(replies)
+        with serving(db_url, workspace):  # a restart: the log says it was delivered
+            time.sleep(2)
+        assert len(got) == 1
+    shown = cli("audit", "--session", sid, db=db_url, env={"COLUMNS": "250"})
+    assert "findings of routine heartbeat via ops: HTTP 200" in shown.stdout, shown.stdout
+    fired = [e for e in json_lines(cli("audit", "--session", sid, "--json", db=db_url).stdout)
+             if e["kind"] == "routine" and e["status"] == "fired"]
+    assert [e["detail"]["notify"] for e in fired] == ["ops", "ops"]
+
+
+def test_nothing_to_report_posts_nothing_and_notify_added_later_sends_no_old_findings(db_url, workspace, tmp_path):
+    script = write_script(tmp_path / "s.json", [], **{"routine-heartbeat": [[response(text("The disk is full."))],
+                                                                              [response(text("HEARTBEAT_OK"))]]})
+    (workspace / "HEARTBEAT.md").write_text(CHECKLIST)
+    with receiver() as (url, got):
+        (workspace / "chronicle.toml").write_text(_toml(script, url, notify=False))
+        old = _run(db_url, workspace, script)
+        assert old["summary"] == "The disk is full." and old["notify"] is None
+        (workspace / "chronicle.toml").write_text(_toml(script, url))  # notify named after that run fired
+        quiet = _run(db_url, workspace, script)
+        assert quiet["summary"] == "nothing to report" and quiet["notify"] == "ops"
+        before = json_lines(cli("audit", "--json", db=db_url).stdout)
+        with serving(db_url, workspace):
+            time.sleep(2.5)
+        assert got == [], "nothing to report, and findings of a run fired before notify was set, post nothing"
+        after = json_lines(cli("audit", "--json", db=db_url).stdout)
+        assert [a for a in after if a["kind"] == "reply"] == []
+        assert len(after) == len(before), "nothing is recorded for a run with nothing to report"
+
+
+def test_a_failed_run_is_posted_as_failed_and_a_failing_receiver_is_recorded_and_harms_nothing(db_url, workspace, tmp_path):
+    script = write_script(tmp_path / "s.json", [])  # routine-check has no response: its turn fails
+    with receiver(status=503) as (url, got):
+        (workspace / "chronicle.toml").write_text(
+            _toml(script, url, routine='[routines.check]\ntrigger = "manual"\nprompt = "Check the queue."\n'))
+        failed = _run(db_url, workspace, script, "check")
+        assert failed["status"] == "failed"
+        sid = failed["session_id"]
+        with serving(db_url, workspace) as base:
+            replies = _wait_for(lambda: _replies(base, sid), timeout=60)
+            assert replies[0]["status"] == "failed" and replies[0]["is_error"] is True
+            assert replies[0]["detail"]["http_status"] == 503 and replies[0]["detail"]["attempts"] == 3
+            assert replies[0]["detail"]["routine"] == "check"
+            assert len(got) == 3, "bounded: three attempts, then recorded as failed"
+            assert {g["json"]["status"] for g in got} == {"failed"} and {g["json"]["text"] for g in got} == {None}
+            assert httpx.get(f"{base}/healthz").status_code == 200
+        with serving(db_url, workspace):
+            time.sleep(2)
+        assert len(got) == 3, "a failure is recorded once and not tried again"
+    history = json_lines(cli("routines", "history", "--workspace", str(workspace), "--json", db=db_url).stdout)
+    assert [h["status"] for h in history] == ["failed"], "the run is as it ended"
+
+
+def test_notify_naming_an_unknown_channel_or_one_without_reply_url_exits_2_naming_the_setting(sqlite_url, workspace, tmp_path):
+    script = write_script(tmp_path / "s.json", [])
+    (workspace / "HEARTBEAT.md").write_text(CHECKLIST)
+    beat = "[routines.heartbeat]\nheartbeat = true\n"
+    cases = {
+        f'{beat}notify = "nope"\n': "routines.heartbeat: notify: no channel 'nope'",
+        f'[channels.quiet]\nsession = "abc"\n\n{beat}notify = "quiet"\n': "notify: channel 'quiet' has no reply_url",
+        f"{beat}notify = 5\n": "routines.heartbeat: notify must name a [channels.NAME] table",
+    }
+    store = Path(sqlite_url.removeprefix("sqlite:///"))
+    for toml, said in cases.items():
+        (workspace / "chronicle.toml").write_text(toml)
+        for args in (("routines", "list"), ("routines", "run", "heartbeat", "--provider", f"scripted:{script}"),
+                     ("worker", "--once")):
+            refused = cli(*args, "--workspace", str(workspace), db=sqlite_url)
+            assert refused.returncode == 2, (toml, args, refused.stderr)
+            assert said in refused.stderr and len(refused.stderr.strip().splitlines()) == 1, (toml, args, refused.stderr)
+        if store.exists():
+            history = json_lines(cli("routines", "history", "--workspace", str(workspace), "--json", db=sqlite_url).stdout)
+            assert history == [], "nothing recorded"
