@@ -46,7 +46,7 @@ def list_routines(workspace: WorkspaceOption = None, as_json: JsonOption = False
             return
         notifying = any(r["notify"] for r in rows)
         columns = [Column("name"), Column("trigger"), Column("action"), Column("next_due"),
-                   *([Column("notify", optional=True)] if notifying else []), Column("prompt", flex=True)]
+                   *([Column("notify")] if notifying else []), Column("prompt", flex=True)]
         table = [{"name": escape(r["name"]), "trigger": escape(r["trigger"]), "action": r["action"],
                   "next_due": (r["next_due"] or "")[:19].replace("T", " "), "notify": escape(r["notify"] or ""),
                   "prompt": escape(short(r["prompt"] or "(HEARTBEAT.md)", 120))}
