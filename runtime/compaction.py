@@ -16,23 +16,19 @@ from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 from chronicle.domain.content import Message, TextBlock
-from chronicle.domain.context import build_context, merge_roles
+from chronicle.domain.context import build_context
 
 from .live import CompactionEvent, ErrorEvent
-from .providers.base import ModelRequest, ignore_deltas
+from .providers.base import ignore_deltas
+from .summary_request import SUMMARY_PROMPT as SUMMARY_PROMPT  # importers found them here
+from .summary_request import SUMMARY_SYSTEM as SUMMARY_SYSTEM
+from .summary_request import summary_request
 
 if TYPE_CHECKING:
     from .loop_io import LoopIO
 
 DEFAULT_WINDOW = 100_000
 CONTEXT_WINDOWS = {"claude": 200_000}
-
-SUMMARY_SYSTEM = "You write summaries of conversations between a user and a coding agent, for the agent to continue from."
-SUMMARY_PROMPT = (
-    "Summarise the conversation above so that you can continue the work from the summary alone: the user's "
-    "goals, decisions made, files touched and what was learnt from tools, and what remains to do. Be concise."
-)
-
 
 @dataclass(frozen=True)
 class CompactionSettings:
@@ -133,20 +129,14 @@ class Compactor:
         usage: dict[str, Any] = {}
         text = summary
         if strategy == "summary":
-            messages = build_context(store.turns(chosen), summary=summary)
-            messages.append(Message(role="user", content=[TextBlock(text=SUMMARY_PROMPT)]))
-            request = ModelRequest(
-                model=model, system=SUMMARY_SYSTEM, messages=merge_roles(messages), tools=[], max_tokens=2048,
-                agent=spec.name, session_id=str(session_id), call_index=session.compaction_attempts, auxiliary="summary",
-            )
+            request = summary_request(build_context(store.turns(chosen), summary=summary), model=model, agent=spec.name,
+                                      session_id=str(session_id), call_index=session.compaction_attempts)
             response = await io.provider.stream(request, ignore_deltas)
-            usage = response.usage.model_dump()
+            usage, model = response.usage.model_dump(), response.model or model  # the model that answered, as titles record
             if response.stop_reason == "error" or not response.text.strip():
                 reason = f"summary failed: {response.error.message if response.error else 'the model returned no text'}"
                 now = io.clock.now()
-                store.update_session(
-                    session_id, lambda s: s.record_compaction_failure(reason, strategy, now, usage=usage, model=response.model or model)
-                )
+                store.update_session(session_id, lambda s: s.record_compaction_failure(reason, strategy, now, usage=usage, model=model))
                 await io.emit(ErrorEvent(session_id=str(session_id), message=f"compaction {reason}; history left unchanged", kind="compaction"))
                 return CompactionResult(False, strategy, reason=reason)
             text = response.text.strip()

@@ -16,12 +16,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from chronicle.domain.content import Message, TextBlock
+from chronicle.domain.content import Message
 from chronicle.domain.context import first_sent_step, input_message, merge_roles, step_messages, steps_note_messages
 
-from .compaction import SUMMARY_PROMPT, SUMMARY_SYSTEM
 from .live import CompactionEvent, ErrorEvent
-from .providers.base import ModelRequest, ignore_deltas
+from .providers.base import ignore_deltas
+from .summary_request import summary_request
 
 if TYPE_CHECKING:
     from chronicle.domain.turn import Turn
@@ -111,15 +111,13 @@ async def compact_steps(
         messages = [input_message(turn), *steps_note_messages(turn)]
         for step in turn.steps[first_sent_step(turn):through]:
             messages.extend(step_messages(step))
-        messages.append(Message(role="user", content=[TextBlock(text=SUMMARY_PROMPT)]))
-        request = ModelRequest(
-            model=model, system=SUMMARY_SYSTEM, messages=merge_roles(messages), tools=[], max_tokens=2048,
-            agent=spec.name, session_id=sid, turn_number=turn.number, auxiliary="summary",
+        request = summary_request(
+            merge_roles(messages), model=model, agent=spec.name, session_id=sid, turn_number=turn.number,
             # the next summary of the session, as the scripted provider counts them (older turns' first)
             call_index=session.compaction_attempts + turn.iteration_compaction_attempts,
         )
         response = await io.provider.stream(request, ignore_deltas)
-        usage, model = response.usage.model_dump(), response.model or model
+        usage, model = response.usage.model_dump(), response.model or model  # the model that answered, as titles record
         if response.stop_reason == "error" or not response.text.strip():
             reason = f"summary of turn {turn.number}'s steps failed: {response.error.message if response.error else 'the model returned no text'}"
             turn.record_iteration_compaction_failure(reason, strategy, io.clock.now(), usage=usage, model=model)

@@ -4,7 +4,8 @@ Tests point the real `anthropic` SDK at it (base_url / ANTHROPIC_BASE_URL) and s
 each request gets: a normal stream, an HTTP error with or without retry-after, an overload
 inside a 200 stream, a slow stream to cancel, a dropped connection. Every request is recorded
 (path, headers, JSON body) so tests can check what the client sent; a stream the client
-closed early is noted on its record. Runs in a thread on 127.0.0.1 with a random port.
+closed early is noted on its record. Like the real API, it refuses (400 invalid_request_error) a
+Messages request whose messages hold tool_use/tool_result blocks but which defines no tools. Runs in a thread on 127.0.0.1 with a random port.
 """
 
 from __future__ import annotations
@@ -196,6 +197,19 @@ def is_title_request(body: dict[str, Any]) -> bool:
     return not body.get("tools") and "Write a short title" in json.dumps(system)
 
 
+TOOLS_REQUIRED = "Requests which include tool_use or tool_result blocks must define tools."  # as anthropic-sdk-python#494 quotes it
+
+
+def tool_blocks_without_tools(path: str, body: dict[str, Any]) -> bool:
+    """A Messages API request the real API refuses with 400 invalid_request_error (TOOLS_REQUIRED):
+    its messages hold tool_use or tool_result blocks and it defines no tools."""
+    if not path.rstrip("/").endswith("/messages") or body.get("tools"):
+        return False
+    return any(isinstance(block, dict) and block.get("type") in ("tool_use", "tool_result")
+               for message in body.get("messages") or [] if isinstance(message.get("content"), list)
+               for block in message["content"])
+
+
 @dataclass
 class Recorded:
     path: str
@@ -210,6 +224,8 @@ class SSEServer:
         self.behaviours: "queue.Queue[Any]" = queue.Queue()
         self.requests: list[Recorded] = []
         self.title_requests: list[Recorded] = []
+        #: Requests refused as the real API would refuse them (tool blocks without tools).
+        self.refused: list[Recorded] = []
         self.release = threading.Event()
         server = self
 
@@ -223,6 +239,11 @@ class SSEServer:
                 length = int(self.headers.get("content-length") or 0)
                 raw = self.rfile.read(length)
                 record = Recorded(self.path, {k.lower(): v for k, v in self.headers.items()}, json.loads(raw or b"{}"), raw)
+                if tool_blocks_without_tools(self.path, record.body):
+                    # Refused as the real API refuses it, before any scripted behaviour is spent on it.
+                    server.refused.append(record)
+                    server._answer(self, HttpError(400, "invalid_request_error", TOOLS_REQUIRED), record)
+                    return
                 if is_title_request(record.body):
                     # Session titles are auxiliary calls made alongside the first turn; they get a
                     # canned answer so that the scripted behaviours stay the agent's own.
