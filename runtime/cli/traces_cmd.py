@@ -61,6 +61,7 @@ def export_traces(
         finally:
             sink.shutdown()
         if not sent:
-            fail(f"the exporter could not send the {len(spans)} span(s) of session {root.id}; check OTEL_EXPORTER_OTLP_ENDPOINT")
+            fail(f"{sink.endpoint} did not take the {len(spans)} span(s) of session {root.id} ({sink.failure}); "
+                 "check OTEL_EXPORTER_OTLP_ENDPOINT")
         traces = len({s.trace_id for s in spans})
         err_console.print(f"exported {len(spans)} span(s) in {traces} trace(s) for session {root.id}")

@@ -7,6 +7,11 @@ printed four SDK warnings and spent some eight seconds more at exit. Here the ex
 warnings are kept off stderr and said once, in our words, and the exit flush is given
 SHUTDOWN_S — less when the endpoint has just failed: then the exporter is shut, which ends its
 retries, and what was queued is dropped (the log keeps it; `export-traces` sends it later).
+
+`export-traces` sends synchronously, and was left to the exporter: the same warnings, then the
+exporter's whole timeout before it could exit 1. It now goes through `export_bounded`: the export
+runs beside a wait of at most EXPORT_S that ends at the first failure, whose reason the command
+says in its one error line.
 """
 
 from __future__ import annotations
@@ -22,6 +27,8 @@ log = logging.getLogger("chronicle.telemetry")
 
 #: Longest the exit flush of the live spans may take.
 SHUTDOWN_S = 2.0
+#: Longest `export-traces` waits for the endpoint to take a session's spans.
+EXPORT_S = 10.0
 #: The loggers the OTLP/HTTP span exporter (and the client it logs through) and the batch processor use.
 SDK_LOGGERS = ("opentelemetry.exporter.otlp.proto.http.trace_exporter", "opentelemetry.sdk._shared_internal")
 _ERRNO = re.compile(r"\[Errno -?\d+\] ([^'\")]+)")
@@ -49,9 +56,13 @@ class Delivery(logging.Filter):
     """Stands between the SDK's export logs and stderr: its retries, give-ups and shutdown notes are
     not printed; the first failure is said once, naming the endpoint and why."""
 
-    def __init__(self, endpoint: str) -> None:
+    def __init__(self, endpoint: str, announce: bool = True) -> None:
         super().__init__()
         self.endpoint = endpoint
+        #: False when the caller says the failure itself (export-traces: its error line).
+        self.announce = announce
+        #: Why the first export failed, in a few words.
+        self.reason: str | None = None
         self.failures = 0
         self.failed = threading.Event()
         self._said = False
@@ -70,11 +81,17 @@ class Delivery(logging.Filter):
         with self._lock:
             self.failures += 1
             first, self._said = not self._said, True
+            if first:
+                self.reason = _reason(record)
         self.failed.set()
-        if first:
+        if first and self.announce:
             log.warning("tracing: %s did not take spans (%s); they are dropped, the run goes on "
-                        "(`chronicle export-traces` can send them later)", self.endpoint, _reason(record))
+                        "(`chronicle export-traces` can send them later)", self.endpoint, self.reason)
         return False
+
+    def uninstall(self) -> None:
+        for name in SDK_LOGGERS:
+            logging.getLogger(name).removeFilter(self)
 
 
 def bounded_shutdown(processor: Any, exporter: Any, delivery: Delivery | None, limit_s: float = SHUTDOWN_S) -> bool:
@@ -99,3 +116,39 @@ def bounded_shutdown(processor: Any, exporter: Any, delivery: Delivery | None, l
     exporter.shutdown()  # ends the exporter's retry wait; the processor's own shutdown then returns
     done.wait(0.5)
     return False
+
+
+def export_bounded(exporter: Any, spans: list[Any], delivery: Delivery, limit_s: float = EXPORT_S) -> str | None:
+    """Export `spans` synchronously, waiting at most `limit_s` and no longer than the first failure
+    (the exporter would retry it with backoff until its own timeout). None when the endpoint took
+    them; else why not. On failure the exporter is shut, which ends its retries."""
+    from opentelemetry.sdk.trace.export import SpanExportResult
+
+    outcome: list[Any] = []
+    done = threading.Event()
+    failures = delivery.failures
+
+    def send() -> None:
+        try:
+            outcome.append(exporter.export(spans))
+        except Exception as exc:  # noqa: BLE001 - said as the reason, never a traceback
+            outcome.append(exc)
+        finally:
+            done.set()
+
+    threading.Thread(target=send, name="chronicle-span-export", daemon=True).start()
+    deadline = time.monotonic() + limit_s
+    while not done.wait(0.02):
+        if delivery.failures > failures or time.monotonic() >= deadline:
+            break
+    if done.is_set() and outcome and outcome[0] == SpanExportResult.SUCCESS:
+        return None
+    waiting = not done.is_set()
+    if waiting:
+        exporter.shutdown()  # ends the exporter's retry wait
+        done.wait(0.5)
+    if delivery.reason is not None:
+        return delivery.reason
+    if outcome and isinstance(outcome[0], Exception):
+        return f"{type(outcome[0]).__name__}: {outcome[0]}"
+    return f"no answer within {limit_s:g} s" if waiting else "the exporter reported a failure"

@@ -25,7 +25,7 @@ from uuid import UUID
 
 from ..hooks import Hook
 from ..live import TurnEnd
-from .delivery import Delivery, bounded_shutdown, endpoint_of
+from .delivery import Delivery, bounded_shutdown, endpoint_of, export_bounded
 from .derive import SpanRecord, derive_turn_spans
 from .records import turn_log
 
@@ -120,17 +120,27 @@ class ExporterSink:
             self.processor = BatchSpanProcessor(exporter)
             # the live path: an endpoint that does not answer is one warning, and a bounded wait at exit
             self.delivery = Delivery(endpoint_of(exporter)).install()
+        else:
+            # export-traces: the SDK's retry warnings kept off stderr; the command says the failure, once
+            self.delivery = Delivery(endpoint_of(exporter), announce=False).install()
+        #: Why the last synchronous export failed (None: it did not).
+        self.failure: str | None = None
+
+    @property
+    def endpoint(self) -> str:
+        return self.delivery.endpoint if self.delivery is not None else endpoint_of(self.exporter)
 
     def export(self, spans: Sequence[SpanRecord]) -> bool:
-        """False when a synchronous export failed (the batching path reports through the SDK's log)."""
+        """False when a synchronous export failed, within EXPORT_S (`failure` says why); the batching
+        path reports through the SDK's log."""
         sdk_spans = to_sdk_spans(spans)
         if self.processor is not None:
             for span in sdk_spans:
                 self.processor.on_end(span)
         elif sdk_spans:
-            from opentelemetry.sdk.trace.export import SpanExportResult
-
-            return self.exporter.export(sdk_spans) == SpanExportResult.SUCCESS
+            assert self.delivery is not None
+            self.failure = export_bounded(self.exporter, sdk_spans, self.delivery)
+            return self.failure is None
         return True
 
     def shutdown(self) -> None:
@@ -138,6 +148,8 @@ class ExporterSink:
             bounded_shutdown(self.processor, self.exporter, self.delivery)  # flushes what is queued, within SHUTDOWN_S
         else:
             self.exporter.shutdown()
+            if self.delivery is not None:
+                self.delivery.uninstall()
 
 
 def exporter_from_env() -> Any:

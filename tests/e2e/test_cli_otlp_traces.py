@@ -140,3 +140,28 @@ def test_an_unreachable_endpoint_costs_one_warning_and_the_spans_not_the_run(sql
     session_id = json_lines(ran.stdout)[0]["session_id"]
     printed = json_lines(cli("export-traces", session_id, "--json", db=sqlite_url).stdout)
     assert [p["name"] for p in printed] == ["invoke_agent main", "chat scripted"]
+
+
+def test_export_traces_to_an_unreachable_endpoint_is_one_line_and_exit_1_without_waiting_for_the_retries(sqlite_url, workspace, tmp_path):
+    """The synchronous export path: not the exporter's retry warnings and its whole timeout, but one error
+    line naming the endpoint and why, at the first failure."""
+    import socket
+    import time
+
+    script = write_script(tmp_path / "s.json", [response(text("Hello."))])
+    ran = cli("run", "hi", "--provider", f"scripted:{script}", "--workspace", str(workspace), "--json", db=sqlite_url)
+    assert ran.returncode == 0, ran.stderr
+    session_id = json_lines(ran.stdout)[0]["session_id"]
+    with socket.socket() as probe:  # a port nothing listens on: connections are refused
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    # With a 30 s export timeout the exporter retries for some 15 s before it gives up.
+    env = {"OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{port}", "OTEL_EXPORTER_OTLP_TIMEOUT": "30"}
+    started = time.monotonic()
+    exported = cli("export-traces", session_id, db=sqlite_url, env=env)
+    took = time.monotonic() - started
+    assert exported.returncode == 1, exported.stderr
+    lines = exported.stderr.strip().splitlines()
+    assert len(lines) == 1, exported.stderr
+    assert f"127.0.0.1:{port}" in lines[0] and "connection refused" in lines[0] and "2 span(s)" in lines[0], lines[0]
+    assert took < 5, f"export-traces waited {took:.1f} s for an endpoint that refuses connections"
