@@ -29,6 +29,7 @@ from chronicle.runtime.loop import LoopOptions, TurnOutcome
 from chronicle.runtime.routine_engine import RoutineEngine
 from chronicle.runtime.routines import Routine
 from chronicle.runtime.settings import SettingsError
+from chronicle.runtime.shred_marks import ForgottenContent
 from chronicle.runtime.store import ChronicleStore, NotFound, UnknownSession
 
 from . import runs
@@ -69,6 +70,8 @@ def _as_chronicle_errors() -> Iterator[None]:
         raise ChronicleError(str(exc), 1) from None
     except (LoopSetupError, SettingsError) as exc:
         raise ChronicleError(str(exc), 2) from None
+    except ForgottenContent as exc:  # forgotten, perhaps by another process since this one read it
+        raise ChronicleError(str(exc), 1) from None
 
 
 class Chronicle:

@@ -36,6 +36,7 @@ from eventsourcing.sqlite import SQLiteApplicationRecorder, SQLiteCursor, SQLite
 
 from chronicle.projections.sql import sqlite_synchronous
 
+from .shred_marks import refuse_forgotten_sqlite, trees_of
 from .store_rows import SQLITE_STATE, as_uuid, blob_states
 
 CHAIN_TABLE = "chronicle_chain"
@@ -153,6 +154,9 @@ class ChainedSQLiteRecorder(SQLiteApplicationRecorder):
         if not stored_events:
             return positions
         assert positions is not None
+        trees = trees_of(e.state for e in stored_events)
+        if trees:  # the write lock is held: a forget from any process is either before this or after the commit
+            refuse_forgotten_sqlite(c, sorted(trees))
         # The INSERT above holds SQLite's write lock, so this head is the latest one.
         c.execute(f"SELECT seq, digest FROM {CHAIN_TABLE} ORDER BY seq DESC LIMIT 1")
         row = c.fetchone()

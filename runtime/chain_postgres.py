@@ -19,6 +19,7 @@ from psycopg.sql import SQL, Identifier, Literal
 from chronicle.projections.sql import autocommitted
 
 from .chain import CHAIN_DOMAIN, CHAIN_TABLE, GENESIS
+from .shred_marks import HEADER, KEYS_TABLE, MAGIC, PG_REFUSAL
 
 #: The stored function that saves events with their links (one per schema).
 SAVE_FUNCTION = "chronicle_save_chained"
@@ -65,12 +66,19 @@ class ChainedPostgresRecorder(PostgresApplicationRecorder):
         self._create_function = SQL(
             "CREATE OR REPLACE FUNCTION {}.{}(ids {}[], versions bigint[], topics text[], states bytea[], relaxed boolean) "
             "RETURNS bigint[] LANGUAGE plpgsql AS $save$ "
-            "DECLARE positions bigint[]; head_seq bigint; prev bytea; topic_bytes bytea; i integer; "
+            "DECLARE positions bigint[]; head_seq bigint; prev bytea; topic_bytes bytea; i integer; trees text[]; gone record; "
             "BEGIN "
             "  IF relaxed THEN PERFORM set_config('synchronous_commit', 'off', true); END IF; "
             "  PERFORM set_config('lock_timeout', {}, true); "
             "  LOCK TABLE {}.{} IN EXCLUSIVE MODE; "
             "  LOCK TABLE {}.{} IN EXCLUSIVE MODE; "
+            # Under the lock `TreeKeys.destroy` takes too: a forget is wholly before this save or after it.
+            "  SELECT array_agg(DISTINCT CAST(CAST(encode(substring(s FROM {} FOR 16), 'hex') AS uuid) AS text)) INTO trees "
+            "    FROM unnest(states) AS s WHERE substring(s FROM 1 FOR {}) = {} AND octet_length(s) > {}; "
+            "  IF trees IS NOT NULL THEN "
+            "    SELECT k.tree_id, k.forgotten_at INTO gone FROM {}.{} k WHERE k.tree_id = ANY(trees) AND k.wrapped IS NULL LIMIT 1; "
+            "    IF FOUND THEN RAISE EXCEPTION '%', {} || gone.tree_id || ' at ' || coalesce(gone.forgotten_at, ''); END IF; "
+            "  END IF; "
             "  WITH inserted AS (INSERT INTO {}.{} (originator_id, originator_version, topic, state) "
             "    SELECT * FROM unnest(ids, versions, topics, states) RETURNING notification_id) "
             "  SELECT array_agg(notification_id ORDER BY notification_id) INTO positions FROM inserted; "
@@ -87,8 +95,9 @@ class ChainedPostgresRecorder(PostgresApplicationRecorder):
             "  RETURN positions; "
             "END $save$"
         ).format(
-            *function, id_type, Literal(f"{self.datastore.lock_timeout}s"), *events, *chain, *events, *chain,
-            Literal(GENESIS), Literal(CHAIN_DOMAIN), *chain,
+            *function, id_type, Literal(f"{self.datastore.lock_timeout}s"), *events, *chain,
+            Literal(len(MAGIC) + 1), Literal(len(MAGIC)), Literal(MAGIC), Literal(HEADER), schema, Identifier(KEYS_TABLE),
+            Literal(PG_REFUSAL), *events, *chain, Literal(GENESIS), Literal(CHAIN_DOMAIN), *chain,
         )
         self.sql_create_statements.append(self._create_function)
         self._save = SQL(

@@ -117,7 +117,7 @@ def examine(store: ChronicleStore, repair: bool = False, progress: Callable[[int
 
 
 def _snapshots(store: ChronicleStore, repair: bool) -> Iterator[Finding]:
-    from .shredding import forgotten_cause  # the cipher library: only now
+    from .shred_marks import forgotten_cause
 
     for stored in stored_snapshots(store):
         try:

@@ -25,7 +25,7 @@ from .controls import cancel_paused_turn, request_cancel
 from .leases import current_lease
 from .pending import Pending
 from .sessions import queue_scanned
-from .shredding import forgotten_cause
+from .shred_marks import forgotten_cause
 from .store import ChronicleStore, NotFound
 
 JOB_INDEX_ID = uuid5(CHRONICLE_NS, "/jobs")

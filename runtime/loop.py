@@ -38,12 +38,24 @@ from .providers.base import ModelRequest, Provider
 from .request_context import RequestContext
 from .response_checks import as_failure, unrecordable
 from .secret_scan import scan_response, scanner_for
+from .shred_marks import ForgottenContent
 from .store import ChronicleStore
 from .tool_runner import ApprovalWait, Approver, GuardStop, ToolRunner
 from .tools.base import Toolbox
 from .toolsets import agent_toolbox
 from .turn_compaction import prior_messages
-from .turn_outcome import TurnOutcome, cancel_calls, cancel_turn, crashed, finish, left_in_flight, middleware_failed, stop_turn, tools_ended
+from .turn_outcome import (
+    TurnOutcome,
+    cancel_calls,
+    cancel_turn,
+    crashed,
+    finish,
+    forgotten_under,
+    left_in_flight,
+    middleware_failed,
+    stop_turn,
+    tools_ended,
+)
 from .user_hooks import with_own_hooks
 
 DEFAULT_MAX_TOKENS = 8192
@@ -160,6 +172,8 @@ class AgentLoop:
             outcome = left_in_flight(session_id, None, exc)
             await self.emit(ErrorEvent(session_id=str(session_id), message=outcome.reason or "", kind=outcome.status))
             return outcome
+        except ForgottenContent as exc:  # forgotten by another process since this one last read it
+            return await forgotten_under(self.io, session_id, None, exc)
         await self.emit(TurnStart(session_id=str(session.id), turn_id=str(turn.id), number=turn.number, input=turn.input_text))
         await self.emit(StatusChange(session_id=str(session.id), status="busy"))
         task = asyncio.current_task()

@@ -24,6 +24,7 @@ find its tree from the header of the aggregate's first stored event (cached per 
 from __future__ import annotations
 
 import os
+import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
@@ -34,28 +35,16 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from eventsourcing.domain import Snapshot
 from eventsourcing.persistence import Mapper, StoredEvent
 
-MAGIC = b"\xffchrtk1\xff"
-HEADER = len(MAGIC) + 16
-KEYS_TABLE = "chronicle_tree_keys"
+from .shred_marks import HEADER, KEYS_TABLE, MAGIC, PG_REFUSAL, ForgottenContent, forgotten_cause, tree_of_header
+
+__all__ = ["HEADER", "KEYS_TABLE", "LEGACY", "MAGIC", "PG_REFUSAL", "ForgottenContent", "TreeKeyMapper", "TreeKeys",
+           "forgotten_cause", "tree_of_header"]
+
 LEGACY = UUID(int=0)  # a tree whose events use the master key alone (begun before tree keys)
 #: Aggregates of chronicle.domain that are not a session tree's content: a lease names a session
 #: but holds nothing of it, an attachment is shared by content hash. Every other one whose creating
 #: event names its session (Turn, ToolCall, DelegatedTask, Job, RoutineRun, Repair) joins that tree.
 SHARED = ("SessionLease", "Attachment")
-
-
-class ForgottenContent(Exception):
-    """The content of a forgotten session tree: its key was destroyed on purpose."""
-
-    forgotten = True  # projections skip such events silently (projections/engine.py)
-
-    def __init__(self, tree: UUID, at: str | None) -> None:
-        self.tree = tree
-        super().__init__(f"session tree {tree} was forgotten{f' on {at}' if at else ''}: its content is erased")
-
-
-def tree_of_header(state: bytes) -> UUID | None:
-    return UUID(bytes=state[len(MAGIC):HEADER]) if state.startswith(MAGIC) and len(state) > HEADER else None
 
 
 @dataclass
@@ -65,13 +54,27 @@ class KeyRow:
 
 
 class TreeKeys:
-    """The key table, through the store's own recorder connection (SQLite or PostgreSQL)."""
+    """The key table, through the store's own recorder connection (SQLite or PostgreSQL).
+
+    Keys are cached per process, so a forget made by another process must reach this one: a write
+    is checked in the save's own transaction (runtime/shred_marks.py), and a read trusts a cached
+    key for `fresh_for` seconds after it last saw the key's row, then reads the row again (one
+    primary-key query per tree per period, never per event). A tree seen forgotten stays so here.
+    """
+
+    #: How long a cached key is used for reading before its row is looked at again (a forget made
+    #: elsewhere stops this process's readers within this long; its writers at once).
+    fresh_for = 1.0
+    #: The clock of `fresh_for` (a test gives it one of its own).
+    clock = staticmethod(time.monotonic)
 
     def __init__(self, recorder: Any, master_key: bytes, sqlite: bool) -> None:
         self.recorder = recorder
         self.master = AESGCM(master_key)
         self.sqlite = sqlite
         self._keys: dict[UUID, bytes] = {}
+        self._seen: dict[UUID, float] = {}  # tree -> when its row last held the key
+        self._gone: dict[UUID, str | None] = {}  # trees seen forgotten -> when
         self._ready = False
 
     def _table(self) -> str:
@@ -104,21 +107,43 @@ class TreeKeys:
         return KeyRow(bytes(wrapped) if wrapped is not None else None, at)
 
     def key(self, tree: UUID) -> bytes:
-        """The tree's data key, unwrapped; ForgottenContent once destroyed."""
-        if tree in self._keys:
-            return self._keys[tree]
+        """The tree's data key, unwrapped; ForgottenContent once destroyed (here, or elsewhere and
+        seen within `fresh_for`)."""
+        key = self._keys.get(tree)
+        if key is not None and self.clock() - self._seen.get(tree, -self.fresh_for) < self.fresh_for:
+            return key
+        if tree in self._gone:
+            raise ForgottenContent(tree, self._gone[tree])
         row = self.row(tree)
         if row is None or row.wrapped is None:
+            self.drop(tree, row.forgotten_at if row else None)
             raise ForgottenContent(tree, row.forgotten_at if row else None)
-        key = self.master.decrypt(row.wrapped[:12], row.wrapped[12:], tree.bytes)
+        key = key or self.master.decrypt(row.wrapped[:12], row.wrapped[12:], tree.bytes)
         self._keys[tree] = key
+        self._seen[tree] = self.clock()
         return key
+
+    def confirm(self, tree: UUID) -> None:
+        """ForgottenContent if the tree's row no longer holds its key now, whatever the cache says."""
+        self._seen.pop(tree, None)
+        self.key(tree)
+
+    def check(self, tree: UUID) -> None:
+        """ForgottenContent if the tree is forgotten, as `key` sees it: a reader of an aggregate this
+        process has cached (decoded before the forget) asks this before handing it out."""
+        self.key(tree)
+
+    def drop(self, tree: UUID, at: str | None) -> None:
+        """Forget the key here: the tree was seen forgotten (a refused save, a row without its key)."""
+        self._keys.pop(tree, None)
+        self._seen.pop(tree, None)
+        self._gone[tree] = at
 
     def create(self, tree: UUID) -> bytes:
         """A new tree's key, stored wrapped before any of its events (an unused key left by a failed
         save is harmless; a second creator of the same tree reads the first one's key)."""
         if tree in self._keys:
-            return self._keys[tree]
+            return self.key(tree)
         self.ensure()
         key = os.urandom(32)
         nonce = os.urandom(12)
@@ -157,9 +182,12 @@ class TreeKeys:
         with self.recorder.datastore.transaction(commit=True) as cursor:
             if self.sqlite:
                 cursor.execute("PRAGMA secure_delete = ON")
+            else:  # the lock every save takes: a save in flight commits first, any later one sees the forget
+                schema = self.recorder.datastore.schema or "public"
+                cursor.execute(f'LOCK TABLE "{schema}"."{self.recorder.events_table_name}" IN EXCLUSIVE MODE')
             cursor.execute(self._sql("UPDATE {t} SET wrapped = NULL, forgotten_at = ?, forgotten_by = ? WHERE tree_id = ?"),
                            (at, actor, str(tree)))
-        self._keys.pop(tree, None)
+        self.drop(tree, at)
         return at
 
 
@@ -188,6 +216,13 @@ class TreeKeyMapper(Mapper):  # type: ignore[type-arg]
         tree = tree_of_header(rows[0].state) or LEGACY
         self._trees[aggregate_id] = tree
         return tree
+
+    def check_aggregate(self, aggregate_id: UUID) -> None:
+        """ForgottenContent if the aggregate's tree (as this process decoded or wrote it) was forgotten:
+        a cached aggregate is plaintext in memory, handed out without decoding anything again."""
+        tree = self._trees.get(aggregate_id)
+        if tree is not None and tree != LEGACY:
+            self.keys.check(tree)
 
     def _tree_of_event(self, event: Any) -> UUID | None:
         oid = event.originator_id
@@ -223,6 +258,10 @@ class TreeKeyMapper(Mapper):  # type: ignore[type-arg]
         tree = self._tree_of_event(domain_event)
         if tree is None or tree == LEGACY:
             return super().to_stored_event(domain_event)
+        if isinstance(domain_event, Snapshot):
+            # Saved through the snapshot recorder, which the save's in-transaction check does not
+            # cover: a snapshot (taken now and then, never per event) reads the key's row afresh.
+            self.keys.confirm(tree)
         plain = self._plain.to_stored_event(domain_event)
         nonce = os.urandom(12)
         sealed = AESGCM(self.keys.key(tree)).encrypt(nonce, plain.state, tree.bytes + _uuid_bytes(plain.originator_id))
@@ -232,6 +271,8 @@ class TreeKeyMapper(Mapper):  # type: ignore[type-arg]
         tree = tree_of_header(stored_event.state)
         if tree is None:
             return super().to_domain_event(stored_event)
+        if isinstance(stored_event.originator_id, UUID):  # for `check_aggregate`, on the cached copy
+            self._trees.setdefault(stored_event.originator_id, tree)
         body = stored_event.state[HEADER:]
         try:
             plain = AESGCM(self.keys.key(tree)).decrypt(body[:12], body[12:], tree.bytes + _uuid_bytes(stored_event.originator_id))
@@ -245,14 +286,3 @@ class TreeKeyMapper(Mapper):  # type: ignore[type-arg]
 
 def _uuid_bytes(value: Any) -> bytes:
     return value.bytes if isinstance(value, UUID) else UUID(str(value)).bytes
-
-
-def forgotten_cause(exc: BaseException | None) -> ForgottenContent | None:
-    """The ForgottenContent behind an error, however deeply eventsourcing wrapped it."""
-    seen = 0
-    while exc is not None and seen < 10:
-        if isinstance(exc, ForgottenContent):
-            return exc
-        exc = exc.__cause__ or exc.__context__
-        seen += 1
-    return None

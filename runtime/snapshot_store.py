@@ -32,7 +32,7 @@ def decode_snapshot(mapper: Any, stored: StoredEvent) -> Any | None:
     try:
         return mapper.to_domain_event(stored)
     except Exception as exc:
-        from .shredding import forgotten_cause
+        from .shred_marks import forgotten_cause
 
         if forgotten_cause(exc) is not None:
             raise

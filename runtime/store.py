@@ -303,11 +303,28 @@ class ChronicleStore(Application[UUID]):
             from .stored_vocabulary import refuse_misfits
 
             refuse_misfits(self.mapper, processing.events)
-        recordings = self._record(processing)
+        try:
+            recordings = self._record(processing)
+        except Exception as exc:
+            self._refused_if_forgotten(exc)
+            raise
         self._take_snapshots(processing)
         self._notify(recordings)
         self.notify(processing.events)  # eventsourcing's deprecated hook, called as its save does
         return recordings
+
+    def _refused_if_forgotten(self, exc: Exception) -> None:
+        """A save into a tree another process forgot (runtime/shred_marks.py): its key goes from this
+        process too, and the caller gets ForgottenContent ("session X was forgotten"), nothing recorded."""
+        keys = getattr(self.mapper, "keys", None)
+        if keys is None:
+            return
+        from .shred_marks import forgotten_cause
+
+        erased = forgotten_cause(exc)
+        if erased is not None:
+            keys.drop(erased.tree, erased.at)
+            raise erased from None
 
     def _notify(self, recordings: list[Any]) -> None:
         """After every save: running loops in this process learn their session changed."""
@@ -410,12 +427,14 @@ class ChronicleStore(Application[UUID]):
                 self._first(aggregate_id) if version == 1
                 else self.repository.get(aggregate_id, version=version, deepcopy_from_cache=False, projector_func=replay)
             )
+            if (check := getattr(self.mapper, "check_aggregate", None)) is not None:
+                check(aggregate_id)  # a cached aggregate of a tree forgotten elsewhere is not handed out
             if copy and version is None and self.repository.cache is not None:
                 aggregate = copy_aggregate(aggregate)
         except AggregateNotFoundError:
             raise NotFound(f"no {cls.__name__.lower()} with id {aggregate_id}") from None
         except Exception as exc:  # noqa: BLE001 - find the row that does not decode, and name it
-            from .shredding import forgotten_cause
+            from .shred_marks import forgotten_cause
 
             if (erased := forgotten_cause(exc)) is not None:
                 raise NotFound(f"{cls.__name__.lower()} {aggregate_id}: {erased}") from None
@@ -591,7 +610,7 @@ class ChronicleStore(Application[UUID]):
             try:
                 event = self.mapper.to_domain_event(stored)
             except Exception as exc:
-                from .shredding import forgotten_cause
+                from .shred_marks import forgotten_cause
 
                 if forgotten_cause(exc) is not None:
                     raise  # erased on purpose (`chronicle forget`): not damage

@@ -24,6 +24,7 @@ from .hooks import Stop
 from .live import ErrorEvent, ToolEnd
 from .loop_io import LoopIO
 from .middleware import MiddlewareFailure
+from .shred_marks import forgotten_cause
 from .tools.threads import left_running_note
 
 EXIT_CODES = {"completed": 0, "failed": 1, "awaiting_approval": 3, "stopped": 4, "cancelled": 130}
@@ -105,6 +106,8 @@ async def crashed(io: LoopIO, session: Session, turn: Turn, exc: Exception) -> T
         kind = "conflict" if outcome.status == "conflict" else "store"
         await io.emit(ErrorEvent(session_id=str(session.id), turn_id=str(turn.id), message=outcome.reason or "", kind=kind))
         return outcome
+    if (erased := forgotten_cause(exc)) is not None:
+        return await forgotten_under(io, session.id, turn.id, erased)
     reason = f"internal error: {type(exc).__name__}: {exc}"
     await io.emit(ErrorEvent(session_id=str(session.id), turn_id=str(turn.id), message=reason, kind="internal"))
     try:
@@ -115,6 +118,15 @@ async def crashed(io: LoopIO, session: Session, turn: Turn, exc: Exception) -> T
     except Exception:  # noqa: BLE001 - the store is gone too; resume will find the turn in flight
         pass
     return TurnOutcome(session.id, turn.id, "failed", reason=reason)
+
+
+async def forgotten_under(io: LoopIO, session_id: UUID, turn_id: UUID | None, erased: Exception) -> TurnOutcome:
+    """The session was forgotten (by another process) while this one ran it: the turn stops here.
+    Nothing is recorded, not even its failure: the tree's events can no longer be written, which is
+    what forgetting means (runtime/shred_marks.py); the caller and the live stream are told."""
+    reason = f"{erased}; the turn stopped and nothing more of it was recorded"
+    await io.emit(ErrorEvent(session_id=str(session_id), turn_id=str(turn_id) if turn_id else None, message=reason, kind="forgotten"))
+    return TurnOutcome(session_id, turn_id, "failed", reason=reason)
 
 
 def left_in_flight(session_id: UUID, turn_id: UUID | None, exc: Exception) -> TurnOutcome:

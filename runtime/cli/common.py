@@ -271,7 +271,8 @@ def cli_errors() -> Iterator[None]:
         if store and isinstance(exc, store.UnknownSession):  # a session id as typed is an argument: a usage error
             err_console.print(f"[red]error:[/] {escape(redact_secrets(str(exc)))}")
             raise typer.Exit(2) from None
-        if store and isinstance(exc, (store.NotFound, store.UnreadableEvent)):
+        marks = sys.modules.get("chronicle.runtime.shred_marks")
+        if store and isinstance(exc, (store.NotFound, store.UnreadableEvent)) or marks and isinstance(exc, marks.ForgottenContent):
             err_console.print(f"[red]error:[/] {escape(printable(redact_secrets(str(exc))))}")
             raise typer.Exit(1) from None
         from chronicle.runtime.store_errors import is_read_only_error
