@@ -13,15 +13,15 @@ import threading
 import time
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, Literal
+from typing import Any, Callable, Iterable, Iterator
 from uuid import UUID
 
-from eventsourcing.application import AggregateNotFoundError, Application, EventSourcedLog, LRUCache, ProcessingEvent
+from eventsourcing.application import AggregateNotFoundError, EventSourcedLog, LRUCache, ProcessingEvent
 from eventsourcing.domain import Aggregate, DomainEvent
 from eventsourcing.persistence import IntegrityError, Recording, StoredEvent
 
 from chronicle.domain.errors import DomainError
-from chronicle.domain.ids import SESSION_INDEX_ID, child_session_id, tool_call_ids
+from chronicle.domain.ids import SESSION_INDEX_ID
 from chronicle.domain.session import Session
 from chronicle.domain.tool_call import ToolCall
 from chronicle.domain.turn import Turn
@@ -33,14 +33,18 @@ from .chain_reader import topic_names
 from .compression import COMPRESSOR_TOPIC
 from .config import checking_writes, eventsourcing_env, redact, relaxed_commits
 from .encryption import check_readable, cipher_env
-from .snapshot_schedule import ended_turns, snapshot_due
+from .session_tree_reads import SessionTreeReads
 from .snapshot_store import SnapshotStore
 from .sqlite_pool import cache_statements
+from .store_errors import NotFound as NotFound  # where callers look for them
+from .store_errors import UnknownSession as UnknownSession
+from .store_errors import UnreadableEvent as UnreadableEvent
 from .store_errors import is_read_only_error as is_read_only_error  # where commands' error handlers look
+from .store_errors import unreadable_event
 from .store_identity import check_postgres, check_store, read_only_sqlite_uri
 from .store_rows import SQLiteVersionLookup, as_uuid, blob_states, event_rows, latest_version
+from .store_snapshots import SnapshotKeeping, replay
 from .transcoder import TRANSCODER_TOPIC
-from .turn_batch import load_turns
 
 #: Forks whose first head a store remembers (`first_head`); a tuple of turn ids each.
 FIRST_HEADS_KEPT = 1024
@@ -73,38 +77,7 @@ class SessionForgotten(DomainEvent):
     actor: str
 
 
-class NotFound(LookupError):
-    """An id that names nothing in this store."""
-
-
-class UnknownSession(NotFound):
-    """A session id as typed (empty, unknown or an ambiguous prefix): a bad argument, so the CLI
-    exits 2 for it like for any other usage error, while a missing aggregate found *inside* the
-    store stays a plain NotFound."""
-
-
-def replay(aggregate: Any, events: Iterable[Any]) -> Any:
-    """eventsourcing's `project_aggregate` without its `assert isinstance(event, CanMutateProtocol)`
-    per event: a runtime-checkable Protocol check costs ≈ 20 µs, more than decoding the event,
-    and every event we store is an eventsourcing event (it was decoded from its topic)."""
-    for event in events:
-        aggregate = event.mutate(aggregate)
-    return aggregate
-
-
-class UnreadableEvent(Exception):
-    """A stored event this code cannot decode: named by aggregate, version and topic, so that
-    one damaged row is reported as itself instead of failing whatever happened to read it."""
-
-
-def unreadable_event(kind: str, aggregate_id: UUID, version: int, topic: str, error: BaseException) -> UnreadableEvent:
-    """The one line every reader gives for an event that does not decode (`history`, `log`, `replay`, …)."""
-    first = str(error).splitlines()[0] if str(error) else ""
-    return UnreadableEvent(f"{kind.lower()} {aggregate_id}: event {version} ({topic}) cannot be decoded: "
-                           f"{type(error).__name__}: {first}; `chronicle doctor` lists every such event")
-
-
-class ChronicleStore(Application[UUID]):
+class ChronicleStore(SessionTreeReads, SnapshotKeeping):
     name = "chronicle"
     snapshotting_intervals = {Session: 100, Turn: 100}
 
@@ -332,73 +305,6 @@ class ChronicleStore(Application[UUID]):
 
         saved_here({r.domain_event.originator_id for r in recordings})
 
-    # -- snapshots -----------------------------------------------------------------------------
-
-    def _take_snapshots(self, processing: Any) -> None:
-        """eventsourcing's, except that a snapshot due at the version an aggregate in hand has just
-        reached is taken from that aggregate. eventsourcing reads it back first (the previous
-        snapshot and every event since, decoded and replayed: ≈ 47 ms for a turn's 100th event on
-        PostgreSQL, a seventh of a 50-step turn); the aggregate is that state already, since all it
-        holds comes from its events. `verify` re-derives every snapshot from the events."""
-        if not self.snapshots or not self.snapshotting_intervals:
-            return
-        ended = ended_turns(processing.events)
-        for event in processing.events:
-            aggregate = processing.aggregates.get(event.originator_id)
-            interval = self.snapshotting_intervals.get(type(aggregate)) if aggregate is not None else None
-            if interval is None or not snapshot_due(aggregate, event.originator_version, interval, ended):
-                continue
-            if event.originator_version == aggregate.version:
-                self._put_snapshot(aggregate)
-            else:  # due at an event in the middle of this save: that state is read back
-                self.take_snapshot(event.originator_id, version=event.originator_version)
-
-    def take_snapshot(self, aggregate_id: UUID, version: int | None = None, projector_func: Any = None) -> None:
-        """Snapshot as eventsourcing does; for a Turn, then delete its older snapshots.
-
-        A Turn snapshot holds the whole turn, so keeping one per 100 events made a long turn's
-        snapshots grow quadratically (a 1,000-step turn: 9.6 MB of snapshots for 1 MB of
-        events). Only the newest one speeds up loading it; the events keep every older state
-        (time travel rebuilds turns from events, not from their snapshots). Session snapshots
-        stay: `session(id, version=N)` uses them, and a session's state is small.
-        """
-        self._put_snapshot(self.repository.get(aggregate_id, version=version, projector_func=projector_func or replay))
-
-    def _put_snapshot(self, aggregate: Any) -> None:
-        assert self.snapshots is not None
-        aggregate_id = aggregate.id
-        snapshot_class = getattr(type(aggregate), "Snapshot", None) or type(self).snapshot_class
-        assert snapshot_class is not None
-        snapshot = snapshot_class.take(aggregate)
-        self.snapshots.put([snapshot])
-        if isinstance(aggregate, Turn):
-            self._prune_snapshots(aggregate_id, snapshot.originator_version)
-
-    def _prune_snapshots(self, aggregate_id: UUID, keep_version: int) -> None:
-        self._delete_snapshots(aggregate_id, "<", keep_version)
-
-    def delete_snapshot(self, aggregate_id: UUID, version: int) -> None:
-        """`doctor --repair` of a snapshot that does not decode: a cache, so deleting it loses
-        nothing (the aggregate is loaded from its events, and snapshotted again when one is due)."""
-        self._delete_snapshots(aggregate_id, "=", version)
-
-    def _delete_snapshots(self, aggregate_id: UUID, compare: Literal["<", "="], version: int) -> None:
-        recorder: Any = self.snapshots.recorder  # type: ignore[union-attr]
-        table = recorder.events_table_name
-        if self.backend == "sqlite":
-            with recorder.datastore.transaction(commit=True) as cursor:
-                cursor.execute(
-                    f"DELETE FROM {table} WHERE originator_id = ? AND originator_version {compare} ?", (aggregate_id.hex, version)
-                )
-            return
-        from psycopg import sql as pgsql
-
-        statement = pgsql.SQL("DELETE FROM {}.{} WHERE originator_id = %s AND originator_version " + compare + " %s").format(
-            pgsql.Identifier(recorder.datastore.schema or "public"), pgsql.Identifier(table)
-        )
-        with recorder.datastore.transaction(commit=True) as cursor:
-            cursor.execute(statement, (aggregate_id, version))
-
     # -- reading -------------------------------------------------------------------------------
 
     def session(self, session_id: UUID, version: int | None = None, copy: bool = True) -> Session:
@@ -542,49 +448,6 @@ class ChronicleStore(Application[UUID]):
             raise UnknownSession(f"no session matches {text!r}; `chronicle sessions` lists them")
         shown = ", ".join(str(sid) for sid in matches[:10]) + (f", … ({len(matches) - 10} more)" if len(matches) > 10 else "")
         raise UnknownSession(f"{text!r} matches {len(matches)} sessions: {shown}; give more of the id")
-
-    def head_turns(self, session: Session) -> list[Turn]:
-        return self.turns(session.head)
-
-    def turns(self, turn_ids: Iterable[UUID]) -> list[Turn]:
-        """Many turns as they are now, read together (runtime/turn_batch.py), in the order given."""
-        ids = list(turn_ids)
-        found = load_turns(self, ids)
-        return [found[t] for t in ids]
-
-    def tool_calls_of(self, turn: Turn) -> list[ToolCall]:
-        """The turn's calls, a completed one with its output as the turn stores it (ToolCall.Completed
-        v3 has none of its own), so each reads as it did when it ran."""
-        calls = []
-        for call_id in tool_call_ids(turn.id, turn.steps):
-            call = self.find_tool_call(call_id)
-            if call is not None:
-                if call.status == "completed" and call.output is None:
-                    call.output = turn.output_for(call.step, call.tool_use_id)
-                calls.append(call)
-        return calls
-
-    def delegated_session_ids(self, session: Session) -> Iterator[UUID]:
-        """The child session id of every task the session's `delegate` calls asked for, in order
-        (ids are derived from the call, so a child that was never started is named too)."""
-        for tid in session.turns:
-            for call in self.tool_calls_of(self.turn(tid)):
-                if call.name == "delegate":
-                    for index in range(len(call.input.get("tasks") or [])):
-                        yield child_session_id(call.id, index)
-
-    def aggregate_ids_of(self, session: Session) -> list[UUID]:
-        """The session's id, its turns' and their tool calls', for reading their events together.
-
-        A call's id is derived from its turn, step and tool_use id, so the turns are read (all
-        in one batch) and no call is: reading each one to learn an id it was named by was a
-        query and a replay per call and per turn (`log` of a 100-turn session on PostgreSQL:
-        200 round trips). A call the turn asked for but never created has no events to find."""
-        ids: list[UUID] = [session.id]
-        for turn in self.turns(session.turns):
-            ids.append(turn.id)
-            ids.extend(tool_call_ids(turn.id, turn.steps))
-        return ids
 
     def events_with_positions(
         self, originator_ids: Iterable[UUID], topic_suffix: str | None = None, version: int | None = None,

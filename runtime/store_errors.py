@@ -1,10 +1,13 @@
-"""Telling a write refused by a read-only database from other failures, by the driver's words.
+"""How the store says what went wrong: an id naming nothing, a row that does not decode, a write
+refused by a read-only database.
 
-Apart from store.py (which re-exports it) because every command's error handler asks it, and
+Apart from store.py (which re-exports them) because every command's error handler asks them, and
 importing the store imports the domain: `sessions` answered from the read models never needs it.
 """
 
 from __future__ import annotations
+
+from uuid import UUID
 
 
 def is_read_only_error(exc: BaseException) -> bool:
@@ -12,3 +15,25 @@ def is_read_only_error(exc: BaseException) -> bool:
     text = str(exc).lower()
     return any(sign in text for sign in ("readonly database", "read-only file system", "read only transaction",
                                          "read-only transaction"))
+
+
+class NotFound(LookupError):
+    """An id that names nothing in this store."""
+
+
+class UnknownSession(NotFound):
+    """A session id as typed (empty, unknown or an ambiguous prefix): a bad argument, so the CLI
+    exits 2 for it like for any other usage error, while a missing aggregate found *inside* the
+    store stays a plain NotFound."""
+
+
+class UnreadableEvent(Exception):
+    """A stored event this code cannot decode: named by aggregate, version and topic, so that
+    one damaged row is reported as itself instead of failing whatever happened to read it."""
+
+
+def unreadable_event(kind: str, aggregate_id: UUID, version: int, topic: str, error: BaseException) -> UnreadableEvent:
+    """The one line every reader gives for an event that does not decode (`history`, `log`, `replay`, …)."""
+    first = str(error).splitlines()[0] if str(error) else ""
+    return UnreadableEvent(f"{kind.lower()} {aggregate_id}: event {version} ({topic}) cannot be decoded: "
+                           f"{type(error).__name__}: {first}; `chronicle doctor` lists every such event")
