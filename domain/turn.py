@@ -17,8 +17,18 @@ from eventsourcing.domain import Aggregate, event
 from .decided import Decided
 from .errors import DomainError
 from .event_type import EventType
-from .lifecycle import Edge, Lifecycle
-from .stored_response import compact, expand
+from .stored_response import compact
+from .turn_lifecycle import TURN_LIFECYCLE as TURN_LIFECYCLE  # ops/diagrams.py and tests import it from here
+from .turn_steps import StepsView, closing_blocks, resolve_kept, step_entry
+from .turn_upcasts import (
+    error_from_reason,
+    responded_v1_v2,
+    responded_v2_v3,
+    retried_v1_v2,
+    snapshot_v1_v2,
+    snapshot_v2_v3,
+    snapshot_v3_v4,
+)
 
 if TYPE_CHECKING:  # the content models (pydantic) are imported where they are used: replaying a turn builds none
     from .content import ModelResponse, ToolResultBlock
@@ -27,64 +37,8 @@ if TYPE_CHECKING:  # the content models (pydantic) are imported where they are u
     from .payloads import ContentBlock, GuardrailMark, MiddlewareMark, RequestDelta, RetryError, StoredResponse, TurnError, Usage
     from .tool_call import ToolCall
 
-LIVE = ("pending", "running", "awaiting_approval", "interrupted")
-TURN_LIFECYCLE = Lifecycle(
-    "Turn",
-    states=["pending", "running", "awaiting_approval", "completed", "failed", "cancelled", "stopped", "interrupted"],
-    initial="pending",
-    edges=[
-        Edge("start", ("pending",), "running"),
-        Edge("await_approval", ("running",), "awaiting_approval"),
-        Edge("resume", ("awaiting_approval", "interrupted"), "running"),
-        Edge("complete", ("running",), "completed"),
-        Edge("fail", LIVE, "failed"),
-        Edge("cancel", LIVE, "cancelled"),
-        Edge("stop", LIVE, "stopped"),
-        Edge("interrupt", ("running", "pending"), "interrupted"),
-    ],
-    terminal={"completed", "failed", "cancelled", "stopped"},
-)
 
-
-def error_from_reason(reason: str) -> dict[str, Any]:
-    """A provider error as data, recovered from a v1 retry's "kind: message" text."""
-    kind, sep, message = reason.partition(": ")
-    if not sep:
-        kind, message = "error", reason
-    return {"kind": kind, "message": message, "status": None, "retry_after_s": None}
-
-
-#: What a ModelResponded keeps of the request (v3): see the event's docstring.
-REQUEST_FIELDS = ("model", "max_tokens", "message_count")
-
-
-def response_v2(response: dict[str, Any]) -> dict[str, Any]:
-    return {**response, "stop_details": response.get("stop_details")}
-
-
-def kept_ref(tool_use_id: str) -> dict[str, Any]:
-    """What a step's closing event stores for a result the turn kept earlier (Turn.ToolResultsKept)."""
-    return {"type": "tool_result", "tool_use_id": tool_use_id, "kept": True}
-
-
-def is_kept_ref(block: dict[str, Any]) -> bool:
-    return block.get("kept") is True and block.get("type") == "tool_result" and "content" not in block
-
-
-def resolve_kept(blocks: list[dict[str, Any]], kept: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
-    """The closing event's blocks with each reference replaced by the result it refers to. A
-    reference to nothing is refused: the model would otherwise read a result without content."""
-    resolved = []
-    for block in blocks:
-        if is_kept_ref(block):
-            if block["tool_use_id"] not in kept:
-                raise DomainError(f"step results refer to a kept result for {block['tool_use_id']} that was never recorded")
-            block = kept[block["tool_use_id"]]
-        resolved.append(block)
-    return resolved
-
-
-class Turn(Aggregate):
+class Turn(StepsView, Aggregate):
     #: Declared, not left to eventsourcing to make: an event class written as a subclass of it is
     #: used as it is, where one written on `Aggregate.Event` is built again as a subclass of this,
     #: and EventType makes it without compiling code (domain/event_type.py).
@@ -99,21 +53,9 @@ class Turn(Aggregate):
     #: whichever version of ModelResponded recorded it.
     class_version = 4
 
-    @staticmethod
-    def upcast_v1_v2(state: dict[str, Any]) -> None:
-        state["retries"] = [{**r, "error": r.get("error") or error_from_reason(r.get("reason", ""))} for r in state["retries"]]
-        if "steps" in state:
-            state["steps"] = [{"at": None, **step} for step in state["steps"]]
-
-    @staticmethod
-    def upcast_v2_v3(state: dict[str, Any]) -> None:
-        for step in state.get("steps", []):
-            step["response"] = response_v2(step["response"])
-
-    @staticmethod
-    def upcast_v3_v4(state: dict[str, Any]) -> None:
-        for step in state.get("steps", []):
-            step["response"] = expand(step["response"])
+    upcast_v1_v2 = staticmethod(snapshot_v1_v2)
+    upcast_v2_v3 = staticmethod(snapshot_v2_v3)
+    upcast_v3_v4 = staticmethod(snapshot_v3_v4)
 
     class Created(Aggregate.Created, Event):
         session_id: UUID
@@ -164,13 +106,6 @@ class Turn(Aggregate):
     @property
     def finished(self) -> bool:
         return self.status in TURN_LIFECYCLE.terminal
-
-    @property
-    def open_step(self) -> dict[str, Any] | None:
-        """The last step if its tool calls still wait for results."""
-        if self.steps and self.steps[-1]["results"] is None:
-            return self.steps[-1]
-        return None
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -329,14 +264,8 @@ class Turn(Aggregate):
         latency_ms: float
         attempts: int
 
-        @staticmethod
-        def upcast_v1_v2(state: dict[str, Any]) -> None:
-            state["response"] = response_v2(state["response"])
-
-        @staticmethod
-        def upcast_v2_v3(state: dict[str, Any]) -> None:
-            delta = state.get("request_delta") or {}
-            state["request_delta"] = {k: delta[k] for k in REQUEST_FIELDS if k in delta}
+        upcast_v1_v2 = staticmethod(responded_v1_v2)
+        upcast_v2_v3 = staticmethod(responded_v2_v3)
 
     @event(ModelResponded)
     def _model_responded(
@@ -349,18 +278,7 @@ class Turn(Aggregate):
         attempts: int,
         timestamp: datetime,
     ) -> None:
-        has_tools = any(b.get("type") == "tool_use" for b in response.get("content", []))
-        finished = response.get("stop_reason") not in ("error", "aborted")
-        self.steps.append(
-            {
-                "step": step,
-                "response": expand(response),
-                "fingerprint": fingerprint,
-                "message_count": request_delta.get("message_count", 0),
-                "at": timestamp.isoformat(),
-                "results": None if (has_tools and finished) else [],
-            }
-        )
+        self.steps.append(step_entry(step, response, fingerprint, request_delta, timestamp))
 
     def record_retry(self, attempt: int, reason: str, delay_s: float, now: datetime, error: dict[str, Any] | None = None) -> None:
         if self.status != "running":
@@ -380,9 +298,7 @@ class Turn(Aggregate):
         delay_s: float
         error: RetryError
 
-        @staticmethod
-        def upcast_v1_v2(state: dict[str, Any]) -> None:
-            state["error"] = error_from_reason(state.get("reason", ""))
+        upcast_v1_v2 = staticmethod(retried_v1_v2)
 
     @event(ModelCallRetried)
     def _model_call_retried(
@@ -434,12 +350,7 @@ class Turn(Aggregate):
         step = self.open_step
         if step is None:
             raise DomainError(f"turn {self.id} has no step waiting for tool results")
-        wanted = [b["id"] for b in step["response"]["content"] if b.get("type") == "tool_use"]
-        got = [r.tool_use_id for r in results]
-        if got != wanted:
-            raise DomainError(f"turn {self.id} step {step['step']}: results {got} do not answer tool uses {wanted}")
-        kept = step.get("kept") or {}
-        blocks = [kept_ref(r.tool_use_id) if r.tool_use_id in kept else r.model_dump(mode="json") for r in results]
+        blocks = closing_blocks(f"turn {self.id}", step, results)
         self._tool_results_recorded(step=step["step"], blocks=blocks + dump_blocks(list(extra)), timestamp=now)
 
     class ToolResultsRecorded(Event):
@@ -452,30 +363,6 @@ class Turn(Aggregate):
     def _tool_results_recorded(self, step: int, blocks: list[dict[str, Any]], timestamp: datetime) -> None:
         kept = self.steps[step].pop("kept", None) or {}
         self.steps[step]["results"] = resolve_kept(blocks, kept)
-
-    def result_of(self, call: ToolCall) -> ToolResultBlock:
-        """A call's result as the model read it: the block this turn holds for it, else the call's own
-        (a call loaded from the store has no output of its own since ToolCall.Completed v3)."""
-        from .content import ToolResultBlock
-
-        block = self.result_for(call.step, call.tool_use_id)
-        return ToolResultBlock.model_validate(block) if block is not None else call.result_block()
-
-    def output_for(self, step: int, tool_use_id: str) -> str:
-        """A completed call's output, which this turn stores ("" while it holds no result for it)."""
-        return str((self.result_for(step, tool_use_id) or {}).get("content", ""))
-
-    def result_for(self, step: int, tool_use_id: str) -> dict[str, Any] | None:
-        """The tool_result block this turn holds for one tool use (recorded or kept), if any."""
-        if step >= len(self.steps):
-            return None
-        entry = self.steps[step]
-        results: list[dict[str, Any]] = entry["results"] or []
-        for block in results:
-            if block.get("type") == "tool_result" and block.get("tool_use_id") == tool_use_id:
-                return block
-        kept: dict[str, dict[str, Any]] = entry.get("kept") or {}
-        return kept.get(tool_use_id)
 
     # -- guardrails that changed what passes (runtime/guardrails.py) --------------------------------
 
@@ -617,15 +504,3 @@ class Turn(Aggregate):
     ) -> None:
         """Nothing the model reads changes: the failure (and what the call cost) is the fact."""
         self.iteration_compaction_attempts += 1
-
-    # -- reading -------------------------------------------------------------------------------
-
-    @property
-    def last_response(self) -> ModelResponse | None:
-        from .content import ModelResponse
-
-        return ModelResponse.model_validate(self.steps[-1]["response"]) if self.steps else None
-
-    @property
-    def model_calls(self) -> int:
-        return len(self.steps)

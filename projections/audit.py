@@ -21,7 +21,8 @@ from chronicle.domain.session import Session
 from chronicle.domain.stored_response import expand
 from chronicle.domain.task_board import DelegatedTask
 from chronicle.domain.tool_call import ToolCall
-from chronicle.domain.turn import Turn, is_kept_ref
+from chronicle.domain.turn import Turn
+from chronicle.domain.turn_steps import is_kept_ref
 
 from .base import Projection, on
 from .sql import Tx, dumps, iso

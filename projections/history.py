@@ -16,7 +16,8 @@ from pydantic import ConfigDict, TypeAdapter
 
 from chronicle.domain.content import BlockList, sendable
 from chronicle.domain.session import Session
-from chronicle.domain.turn import Turn, is_kept_ref, resolve_kept
+from chronicle.domain.turn import Turn
+from chronicle.domain.turn_steps import is_kept_ref, resolve_kept
 from chronicle.domain.wire_blocks import FINISHED_STOP_REASONS, PARTIAL_INPUT_KEY, dumps_as_is
 
 from .base import Projection, on

@@ -12,7 +12,8 @@ from chronicle.domain.content import ModelResponse, TextBlock, ToolUseBlock
 from chronicle.domain.errors import DomainError
 from chronicle.domain.ids import tool_call_id
 from chronicle.domain.tool_call import ToolCall
-from chronicle.domain.turn import Turn, kept_ref
+from chronicle.domain.turn import Turn
+from chronicle.domain.turn_steps import kept_ref
 
 NOW = datetime(2026, 11, 27, 12, 0, tzinfo=timezone.utc)
 

@@ -8,7 +8,8 @@ from eventsourcing.utils import get_topic, resolve_topic
 from chronicle.domain.schema import AGGREGATE_VERSIONS, AGGREGATES, EVENT_VERSIONS, declared_version, event_classes
 from chronicle.domain.session import Session
 from chronicle.domain.tool_call import ToolCall
-from chronicle.domain.turn import Turn, error_from_reason
+from chronicle.domain.turn import Turn
+from chronicle.domain.turn_upcasts import error_from_reason
 
 
 def test_every_event_class_is_in_the_version_table_with_its_class_version():
