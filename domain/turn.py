@@ -45,12 +45,7 @@ class Turn(StepsView, Aggregate):
     class Event(Aggregate.Event, metaclass=EventType):
         pass
 
-    #: v2: each entry of `retries` carries `error` (see ModelCallRetried v2), and each step its
-    #: time `at`; snapshots upcast below. A v1 snapshot never recorded step times, so they come
-    #: back as None (readers such as the rate guard fall back to the turn's start).
-    #: v3: each step's response carries `stop_details` (see ModelResponded v2).
-    #: v4: each step's response is the full dump, every default present (domain/stored_response.py),
-    #: whichever version of ModelResponded recorded it.
+    #: What each version added, and how an older snapshot is read: turn_upcasts.snapshot_vN_vN+1.
     class_version = 4
 
     upcast_v1_v2 = staticmethod(snapshot_v1_v2)

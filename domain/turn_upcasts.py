@@ -30,17 +30,23 @@ def response_v2(response: dict[str, Any]) -> dict[str, Any]:
 
 
 def snapshot_v1_v2(state: dict[str, Any]) -> None:
+    """v2: each entry of `retries` carries `error` (see ModelCallRetried v2), and each step its time
+    `at`. A v1 snapshot never recorded step times, so they come back as None (readers such as the
+    rate guard fall back to the turn's start)."""
     state["retries"] = [{**r, "error": r.get("error") or error_from_reason(r.get("reason", ""))} for r in state["retries"]]
     if "steps" in state:
         state["steps"] = [{"at": None, **step} for step in state["steps"]]
 
 
 def snapshot_v2_v3(state: dict[str, Any]) -> None:
+    """v3: each step's response carries `stop_details` (see ModelResponded v2)."""
     for step in state.get("steps", []):
         step["response"] = response_v2(step["response"])
 
 
 def snapshot_v3_v4(state: dict[str, Any]) -> None:
+    """v4: each step's response is the full dump, every default present (domain/stored_response.py),
+    whichever version of ModelResponded recorded it."""
     for step in state.get("steps", []):
         step["response"] = expand(step["response"])
 
