@@ -17,6 +17,17 @@ from .decided import Decided
 from .errors import DomainError
 from .event_type import EventType
 from .session_lifecycle import SESSION_LIFECYCLE as SESSION_LIFECYCLE  # ops/diagrams.py and tests import it from here
+from .session_rules import (
+    check_archivable,
+    check_model_choice,
+    check_new_input,
+    check_pending_steering,
+    check_reply_unrecorded,
+    check_steering,
+    first_kept_after,
+    turns_to_redo,
+    turns_to_undo,
+)
 from .session_upcasts import (
     input_v1_v2,
     reply_v1_v2,
@@ -26,7 +37,9 @@ from .session_upcasts import (
     snapshot_v4_v5,
     snapshot_v5_v6,
     started_v1_v2,
+    turn_ended_v1_v2,
 )
+from .session_view import SessionView
 
 if TYPE_CHECKING:  # pydantic models are imported where they are used: replaying a session (log) builds none
     from .agent_spec import AgentSpec
@@ -35,20 +48,14 @@ if TYPE_CHECKING:  # pydantic models are imported where they are used: replaying
     from .payloads import ContentBlock, FileRestored, ForkOrigin, InputOrigin, SpecRecord, Usage
 
 
-class Session(Aggregate):
+class Session(SessionView, Aggregate):
     #: Declared, not left to eventsourcing to make: an event class written as a subclass of it is
     #: used as it is, where one written on `Aggregate.Event` is built again as a subclass of this,
     #: and EventType makes it without compiling code (domain/event_type.py).
     class Event(Aggregate.Event, metaclass=EventType):
         pass
 
-    #: v2 added `title_error` (a failed title call is recorded), steering, cancel requests,
-    #: compaction attempts and auxiliary calls; v1 snapshots gain them empty below.
-    #: v3: `forked_from` has one shape, {"session_id", "turn"} (see session_upcasts.fork_origin).
-    #: v4: `archived` (hidden from `sessions` unless --all); older snapshots were not archived.
-    #: v5: `model_changes` (each ModelChanged); older snapshots run on the model their spec recorded.
-    #: v6: `input_origins` (the channel and sender of inputs a channel queued) and `replies` (what was
-    #: sent back to the channel for a turn); older sessions had neither.
+    #: What each version added, and how an older snapshot is read: session_upcasts.snapshot_vN_vN+1.
     class_version = 6
 
     upcast_v1_v2 = staticmethod(snapshot_v1_v2)
@@ -101,8 +108,7 @@ class Session(Aggregate):
         self.aux_calls: list[dict[str, Any]] = []
         self.created_at = timestamp
         self.archived = False
-        #: Each ModelChanged: {"model", "thinking_tokens", "actor", "at", "from_turn"}, `from_turn` the index in
-        #: `turns` of the first turn it applies to (a turn running or paused when it was made keeps its model).
+        #: Each ModelChanged (session_view.py reads them).
         self.model_changes: list[dict[str, Any]] = []
         #: input id -> {"channel", "senders"} for inputs a channel queued; turn id -> reply outcome.
         self.input_origins: dict[str, dict[str, Any]] = {}
@@ -129,52 +135,13 @@ class Session(Aggregate):
             timestamp=now,
         )
 
-    @property
-    def spec(self) -> AgentSpec:
-        """The agent as its next turn runs: the spec recorded when the session started, with the model (and
-        thinking budget) of its newest ModelChanged, so every client builds its turns from one source."""
-        return self._spec_with(self.model_choice)
-
-    def spec_for(self, turn_id: UUID) -> AgentSpec:
-        """The spec a turn of this session runs with: the model changes made before it started apply, one
-        made while it ran (or waited for approval, or was left by a crash) only to the turns after it."""
-        index = self.turns.index(turn_id) if turn_id in self.turns else len(self.turns)
-        applied = [c for c in self.model_changes if c["from_turn"] <= index]
-        return self._spec_with(applied[-1] if applied else None)
-
-    def _spec_with(self, change: dict[str, Any] | None) -> AgentSpec:
-        from .agent_spec import AgentSpec
-
-        spec = AgentSpec.model_validate(self.spec_data)
-        if change:
-            spec = spec.model_copy(update={"model": change["model"], "thinking_tokens": change.get("thinking_tokens")})
-        return spec
-
-    @property
-    def model_choice(self) -> dict[str, Any] | None:
-        """The newest ModelChanged, None if the session runs on the model it started with."""
-        return self.model_changes[-1] if self.model_changes else None
-
-    @property
-    def agent_name(self) -> str:
-        """`spec.name` without validating the whole spec: `log` and listings need only the name."""
-        return str(self.spec_data["name"]) if "name" in self.spec_data else self.spec.name
-
-    @property
-    def current_model(self) -> str:
-        """`spec.model` without validating the whole spec (listings): the newest change, else the start's."""
-        return str(self.model_choice["model"] if self.model_choice else self.spec_data.get("model") or "")
-
     # -- the durable input queue -------------------------------------------------------------
 
     def queue_input(self, input_id: str, text: str, now: datetime, kind: str = "prompt",
                     attachments: list[dict[str, Any]] | None = None, origin: dict[str, Any] | None = None) -> None:
         """`attachments`: reference blocks (domain/attachment.py), recorded with the input they came with;
         `origin`: the channel and senders of an input a channel queued ({"channel", "senders"})."""
-        if any(item["input_id"] == input_id for item in self.queue):
-            raise DomainError(f"input {input_id} is already queued on session {self.id}")
-        if origin is not None and (not origin.get("channel") or not origin.get("senders")):
-            raise DomainError("an input's origin names its channel and at least one sender")
+        check_new_input(self, input_id, origin)
         if attachments:
             self._input_with_attachments_queued(input_id=input_id, text=text, kind=kind, attachments=list(attachments),
                                                 origin=origin, timestamp=now)
@@ -223,11 +190,10 @@ class Session(Aggregate):
     def record_reply(self, turn_id: UUID, channel: str, senders: list[str], receiver: str, delivered: bool,
                      attempts: int, status: int | None, error: str | None, now: datetime, routine: str | None = None) -> None:
         """What became of the answer of a turn a channel input started, posted to the channel's
-        receiver (`receiver`: its address with any secret cut out). Once per turn: a second outbox
-        finding it recorded already leaves it. `routine`: the routine whose run's findings these are
-        (a routine's `notify`; `senders` is then empty), None for a channel input's answer."""
-        if str(turn_id) in self.replies:
-            raise DomainError(f"the reply of turn {turn_id} is recorded already ({self.replies[str(turn_id)]})")
+        receiver (`receiver`: its address with any secret cut out). Once per turn. `routine`: the routine
+        whose run's findings these are (a routine's `notify`; `senders` is then empty), None for a channel
+        input's answer."""
+        check_reply_unrecorded(self, turn_id)
         if delivered:
             self._reply_delivered(turn_id=turn_id, channel=channel, senders=list(senders), receiver=receiver,
                                   attempts=attempts, status=status, routine=routine, timestamp=now)
@@ -274,10 +240,6 @@ class Session(Aggregate):
     def _reply_failed(self, turn_id: UUID, channel: str, senders: list[str], receiver: str, attempts: int,
                       status: int | None, error: str, routine: str | None, timestamp: datetime) -> None:
         self.replies[str(turn_id)] = "failed"
-
-    @property
-    def next_input(self) -> dict[str, Any] | None:
-        return self.queue[0] if self.queue else None
 
     # -- secrets cut out before recording -----------------------------------------------------
 
@@ -335,9 +297,7 @@ class Session(Aggregate):
         class_version = 2
         turn_id: UUID
 
-        @staticmethod
-        def upcast_v1_v2(state: dict[str, Any]) -> None:
-            state.pop("status", None)
+        upcast_v1_v2 = staticmethod(turn_ended_v1_v2)
 
     @event(TurnEnded)
     def _turn_ended(self, turn_id: UUID, timestamp: datetime) -> None:
@@ -348,13 +308,7 @@ class Session(Aggregate):
     # -- time travel ---------------------------------------------------------------------------
 
     def undo(self, count: int, now: datetime, actor: str | None = None) -> list[UUID]:
-        if self.status != "idle":
-            raise DomainError(f"session {self.id} is busy; cancel or wait for the running turn before undo")
-        if count < 1:
-            raise DomainError("undo needs a count of at least 1")
-        if count > len(self.head):
-            raise DomainError(f"session {self.id} has {len(self.head)} turn(s) on its branch; cannot undo {count}")
-        undone = self.head[-count:]
+        undone = turns_to_undo(self, count)
         self._turns_undone(turn_ids=undone, actor=actor, timestamp=now)
         return undone
 
@@ -367,11 +321,7 @@ class Session(Aggregate):
         self.redo_stack.append(list(turn_ids))
 
     def redo(self, now: datetime, actor: str | None = None) -> list[UUID]:
-        if self.status != "idle":
-            raise DomainError(f"session {self.id} is busy; wait for the running turn before redo")
-        if not self.redo_stack:
-            raise DomainError(f"session {self.id} has nothing to redo")
-        turn_ids = self.redo_stack[-1]
+        turn_ids = turns_to_redo(self)
         self._turns_redone(turn_ids=turn_ids, actor=actor, timestamp=now)
         return turn_ids
 
@@ -445,12 +395,8 @@ class Session(Aggregate):
 
     def archive(self, now: datetime, actor: str | None = None) -> None:
         """Hide the session from listings. Nothing is deleted: the log stays whole, `sessions --all`
-        shows it, `unarchive` brings it back. Only an idle session with nothing queued is archived,
-        so no worker is left continuing a session nobody sees."""
-        if self.archived:
-            raise DomainError(f"session {self.id} is already archived")
-        if self.status != "idle" or self.queue:
-            raise DomainError(f"session {self.id} has a turn running or inputs queued; cancel or wait for them before archiving")
+        shows it, `unarchive` brings it back (session_rules.check_archivable says which can go)."""
+        check_archivable(self)
         self._archived(actor=actor, timestamp=now)
 
     class Archived(Event):
@@ -491,10 +437,7 @@ class Session(Aggregate):
         """Run the session's next turns on `model` (`thinking_tokens`: the extended-thinking budget, 0 = off,
         None = the process's default). A running turn keeps its model; the change applies from the next one.
         Returns False, recording nothing, if the session already runs on exactly that."""
-        if not model.strip():
-            raise DomainError("the model name is empty")
-        if thinking_tokens is not None and thinking_tokens < 0:
-            raise DomainError("thinking tokens cannot be negative")
+        check_model_choice(model, thinking_tokens)
         current = self.spec
         if current.model == model and current.thinking_tokens == thinking_tokens:
             return False
@@ -528,18 +471,11 @@ class Session(Aggregate):
     def steer(self, steer_id: str, text: str, now: datetime, wait_batch: bool = False, actor: str | None = None,
               turn_id: UUID | None = None) -> str:
         """Steer the running turn; with no turn running, the text becomes a normal queued input.
-
-        `turn_id`: the turn the steerer means (chat, the one it shows). If that turn is no longer
-        the running one, nothing is recorded: a message meant for a turn that ended must not
-        become the next input unasked.
+        `turn_id`: the turn the steerer means (chat, the one it shows; see session_rules.check_steering).
 
         Returns "steering" or "queued", so the caller can say which happened.
         """
-        if not text.strip():
-            raise DomainError("the steering message is empty")
-        if turn_id is not None and self.active_turn_id != turn_id:
-            now_running = f"turn {self.active_turn_id} is running now" if self.active_turn_id else "no turn is running"
-            raise DomainError(f"turn {turn_id} has ended ({now_running}); nothing was steered")
+        check_steering(self, text, turn_id)
         if self.active_turn_id is None:
             self.queue_input(steer_id, text, now, kind="prompt")
             return "queued"
@@ -561,10 +497,7 @@ class Session(Aggregate):
         self.steering.append({"steer_id": steer_id, "text": text, "turn_id": turn_id, "wait_batch": wait_batch})
 
     def deliver_steering(self, steer_ids: list[str], turn_id: UUID, step: int, now: datetime) -> None:
-        pending = {s["steer_id"] for s in self.steering}
-        missing = [i for i in steer_ids if i not in pending]
-        if missing:
-            raise DomainError(f"steering {', '.join(missing)} is not pending on session {self.id}")
+        check_pending_steering(self, steer_ids)
         self._steering_delivered(steer_ids=steer_ids, turn_id=turn_id, step=step, timestamp=now)
 
     class SteeringDelivered(Event):
@@ -604,24 +537,12 @@ class Session(Aggregate):
 
     # -- compaction ----------------------------------------------------------------------------
 
-    def context_view(self) -> tuple[str | None, list[UUID]]:
-        """What the model reads: (summary, turn ids). The full record stays in the log."""
-        from .context_wire import compacted_view
-
-        return compacted_view(self.head, self.compaction)
-
     def compact(
         self, turn_ids: list[UUID], summary: str | None, strategy: str, now: datetime,
         usage: dict[str, Any] | None = None, model: str = "",
     ) -> None:
         """Record that ``turn_ids`` (a prefix of the head) are replaced by ``summary`` in context."""
-        if self.active_turn_id is not None and self.active_turn_id in turn_ids:
-            raise DomainError(f"session {self.id}: the running turn cannot be compacted")
-        if not turn_ids:
-            raise DomainError(f"session {self.id}: nothing to compact")
-        if self.head[: len(turn_ids)] != list(turn_ids):
-            raise DomainError(f"session {self.id}: compacted turns must be the oldest turns on the branch")
-        first_kept = self.head[len(turn_ids)] if len(self.head) > len(turn_ids) else None
+        first_kept = first_kept_after(self, turn_ids)
         self._compacted(
             turn_ids=list(turn_ids), first_kept_turn_id=first_kept, summary=summary, strategy=strategy,
             usage=usage or {}, model=model, timestamp=now,

@@ -1,8 +1,8 @@
-"""How Session records written by earlier versions are read today: its snapshots and its Started event.
+"""How Session records written by earlier versions are read today: its snapshots, Started and TurnEnded.
 
 They live apart from the aggregate because they only ever grow: each schema change adds a step,
 and no step goes while a store may still hold that shape (tests/fixtures/v1_store.db does). The
-Session and Session.Started name them as their `upcast_vN_vN+1`, which is where eventsourcing
+Session and its events name them as their `upcast_vN_vN+1`, which is where eventsourcing
 looks for them.
 """
 
@@ -22,6 +22,8 @@ def fork_origin(forked_from: dict[str, Any] | None, inherited: int) -> dict[str,
 
 
 def snapshot_v1_v2(state: dict[str, Any]) -> None:
+    """v2 added `title_error` (a failed title call is recorded), steering, cancel requests,
+    compaction attempts and auxiliary calls; v1 snapshots gain them empty."""
     state.setdefault("title_error", None)
     state.setdefault("steering", [])
     state.setdefault("cancel_requested", None)
@@ -30,6 +32,7 @@ def snapshot_v1_v2(state: dict[str, Any]) -> None:
 
 
 def snapshot_v2_v3(state: dict[str, Any]) -> None:
+    """v3: `forked_from` has one shape, {"session_id", "turn"} (see `fork_origin`)."""
     # A snapshot knows the head now, not at the fork: inherited turns are those on it that are not its own.
     own = set(state.get("turns") or [])
     inherited = [t for t in state.get("head") or [] if t not in own]
@@ -37,14 +40,18 @@ def snapshot_v2_v3(state: dict[str, Any]) -> None:
 
 
 def snapshot_v3_v4(state: dict[str, Any]) -> None:
+    """v4: `archived` (hidden from `sessions` unless --all); older snapshots were not archived."""
     state.setdefault("archived", False)
 
 
 def snapshot_v4_v5(state: dict[str, Any]) -> None:
+    """v5: `model_changes` (each ModelChanged); older snapshots run on the model their spec recorded."""
     state.setdefault("model_changes", [])
 
 
 def snapshot_v5_v6(state: dict[str, Any]) -> None:
+    """v6: `input_origins` (the channel and sender of inputs a channel queued) and `replies` (what was
+    sent back to the channel for a turn); older sessions had neither."""
     state.setdefault("input_origins", {})
     state.setdefault("replies", {})
 
@@ -57,6 +64,11 @@ def input_v1_v2(state: dict[str, Any]) -> None:
 def reply_v1_v2(state: dict[str, Any]) -> None:
     """Replies before routines could notify a channel were a channel input's answer."""
     state.setdefault("routine", None)
+
+
+def turn_ended_v1_v2(state: dict[str, Any]) -> None:
+    """TurnEnded v2 has no `status`: the turn's outcome is recorded once, on the Turn."""
+    state.pop("status", None)
 
 
 def started_v1_v2(state: dict[str, Any]) -> None:
