@@ -305,7 +305,7 @@ def turn_wire_at(store: ChronicleStore, turn_id: UUID, version: int, engine: Pro
     turn_id, version=version)])` as wire dicts), from the turn's projection rows: a turn's events up
     to a version are exactly its rows recorded at or before that event's log position, one indexed
     lookup away. Reading the Turn itself replays every event after its newest snapshot at or below
-    the version (only the newest is kept: runtime/store.py), ≈ 1,000 events in the middle of a
+    the version (only the newest is kept: runtime/store_snapshots.py), ≈ 1,000 events in the middle of a
     2,000-event turn. None when the rows cannot say: the projection has not applied the turn, or
     the turn is marked by then (attachments, a guardrail's rewrite, a refusal)."""
     text = turn_text_at(store, turn_id, version, engine)

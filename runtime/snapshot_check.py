@@ -1,7 +1,7 @@
 """Snapshots are not chained; `verify` proves them another way: each must equal its events.
 
 A snapshot is a cache taken after the events it sums up were committed, and Turn snapshots are
-pruned (runtime/store.py), so a link per snapshot would either break the chain's append-only
+pruned (runtime/store_snapshots.py), so a link per snapshot would either break the chain's append-only
 order or leave pruned links dangling. But loading trusts the newest snapshot over the events
 before it, so a forged snapshot would change what `history` and the loop read while every link
 still verifies. So `verify` re-derives each stored snapshot from the chained events up to its

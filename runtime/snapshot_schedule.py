@@ -1,7 +1,7 @@
 """When an aggregate's snapshot is due: every `interval` events for a Session, on a growing schedule
 for a Turn.
 
-A Turn snapshot holds the whole turn, and the store keeps only the newest (runtime/store.py), so
+A Turn snapshot holds the whole turn, and the store keeps only the newest (runtime/store_snapshots.py), so
 a snapshot every 100 events made a long turn encode its whole history again and again: at 1,000
 steps the snapshots were a tenth of each step's CPU (273 µs a step, the last ones 27 ms each, a
 pause every 50 steps). Due at 1, 2, 3, 4, 6, 8, 12, 16, … times the interval (from the second

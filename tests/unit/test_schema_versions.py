@@ -48,13 +48,30 @@ def test_the_version_a_class_declares_in_its_body_is_the_one_the_mapper_sees():
                 assert cls.class_version == declared == EVENT_VERSIONS[name], name
 
 
-def test_the_session_and_its_events_keep_the_topics_old_stores_name_them_by():
-    """Stored events and snapshots name their class by topic: moving the Session's helpers and upcasters
-    to other modules must leave every topic where the fixtures' records (and users' stores) look for it."""
-    assert get_topic(Session) == "chronicle.domain.session:Session"
-    for name, cls in event_classes(Session).items():
-        topic = f"chronicle.domain.session:{name}"
+#: Where each aggregate's stored topics point: the module its class (and every event class) is declared in.
+STORED_MODULES = {"Session": "session", "Turn": "turn", "ToolCall": "tool_call", "SessionLease": "lease",
+                  "Attachment": "attachment"}
+
+
+@pytest.mark.parametrize("aggregate", AGGREGATES, ids=lambda a: a.__name__)
+def test_each_aggregate_and_its_events_keep_the_topics_old_stores_name_them_by(aggregate):
+    """Stored events and snapshots name their class by topic: moving an aggregate's helpers, views,
+    rules and upcasters to other modules must leave every topic where the fixtures' records (and
+    users' stores) look for it."""
+    module = STORED_MODULES[aggregate.__name__]
+    assert get_topic(aggregate) == f"chronicle.domain.{module}:{aggregate.__name__}"
+    for name, cls in event_classes(aggregate).items():
+        topic = f"chronicle.domain.{module}:{name}"
         assert get_topic(cls) == topic and resolve_topic(topic) is cls, name
+
+
+def test_the_session_index_entries_keep_their_topics():
+    """The store's index entries are stored events too: runtime/store.py keeps them when the store is split."""
+    from chronicle.runtime import store
+
+    for cls in (store.SessionLogged, store.SessionUnlisted, store.SessionForgotten):
+        topic = f"chronicle.runtime.store:{cls.__name__}"
+        assert get_topic(cls) == topic and resolve_topic(topic) is cls
 
 
 def test_a_v1_session_snapshot_goes_through_every_upcaster_the_session_names():
