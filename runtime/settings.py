@@ -107,11 +107,14 @@ class Settings:
 
 def load_config(workspace: Path) -> dict[str, Any]:
     path = workspace / CONFIG_FILE
-    if not path.is_file():
-        return {}
+    return read_toml(path) if path.is_file() else {}
+
+
+def read_toml(path: Path) -> dict[str, Any]:
+    """A settings file as a dict; one line naming the file when it cannot be read or parsed."""
     try:
         return tomllib.loads(path.read_text(encoding="utf-8"))
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+    except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise SettingsError(f"{path} is not valid TOML: {exc}; fix it or remove it") from None
 
 
@@ -148,14 +151,17 @@ def use_tables(workspace: Path, section: str, error: type[SettingsError]) -> lis
     return found
 
 
-def _table(config: dict[str, Any], name: str, model: type[BaseModel], path: Path) -> BaseModel:
+def config_table(config: dict[str, Any], name: str, model: type[BaseModel], path: Path) -> Any:
+    """`[name]` of a settings file checked by its pydantic model; a check that words its own message
+    (a value_error) still gets the file's name in front."""
     table = config.get(name) or {}
     if not isinstance(table, dict):
         raise SettingsError(f"{path}: [{name}] must be a table")
     try:
         return model.model_validate(table)
     except ValidationError as exc:
-        raise SettingsError(explain(exc, f"{path}: [{name}] ", allowed=sorted(model.model_fields))) from None
+        raise SettingsError(f"{path}: " * (exc.errors()[0]["type"] == "value_error")
+                            + explain(exc, f"{path}: [{name}] ", allowed=sorted(model.model_fields))) from None
 
 
 def _tighter(name: str, recorded: Any, current: Any) -> Any:
@@ -185,8 +191,8 @@ def load_settings(flags: LimitFlags, workspace: Path, recorded: dict[str, Any] |
     from .secret_scan import load_privacy
 
     load_privacy(workspace)  # a bad [privacy] table is refused now, not at the first event
-    from_file = _table(config, "limits", LimitValues, path)
-    compaction = _table(config, "compaction", CompactionValues, path)
+    from_file = config_table(config, "limits", LimitValues, path)
+    compaction = config_table(config, "compaction", CompactionValues, path)
     if recorded is not None and "doom_loop" not in recorded:
         recorded = {**recorded, "doom_loop": DEFAULT_DOOM_LOOP}
     merged: dict[str, Any] = {}

@@ -16,16 +16,13 @@ aux_model=...)`), then the environment (CHRONICLE_AUX_MODEL), then the file, the
 
 from __future__ import annotations
 
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-from pydantic import BaseModel, ConfigDict, StrictBool, StrictStr, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, StrictBool, StrictStr, field_validator
 
 from .environment import environment
-from .settings import CONFIG_FILE, SettingsError
-from .validation import explain
+from .settings import CONFIG_FILE, SettingsError, config_table, read_toml
 
 
 class AgentValues(BaseModel):
@@ -58,32 +55,14 @@ class SpecOptions:
     aux_model: str = ""
 
 
-def _read(path: Path) -> dict[str, Any]:
-    try:
-        return tomllib.loads(path.read_text(encoding="utf-8"))
-    except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise SettingsError(f"{path} is not valid TOML: {exc}; fix it or remove it") from None
-
-
-def _table(config: dict[str, Any], name: str, model: type[BaseModel], path: Path) -> Any:
-    table = config.get(name) or {}
-    if not isinstance(table, dict):
-        raise SettingsError(f"{path}: [{name}] must be a table")
-    try:
-        return model.model_validate(table)
-    except ValidationError as exc:
-        raise SettingsError(f"{path}: " * (exc.errors()[0]["type"] == "value_error")
-                            + explain(exc, f"{path}: [{name}] ", allowed=sorted(model.model_fields))) from None
-
-
 def spec_options(workspace: Path, source: Path | None = None, preamble: bool | None = None, bootstrap: bool | None = None,
                  aux_model: str | None = None) -> SpecOptions:
     """The choices of `source` (the agents file the registry came from: `--agents`, else the workspace's chronicle.toml),
     each overridden by the value given in code (None: not given)."""
     path = source or workspace / CONFIG_FILE
-    config = _read(path) if path.is_file() else {}
-    agent: AgentValues = _table(config, "agent", AgentValues, path)
-    models: ModelValues = _table(config, "models", ModelValues, path)
+    config = read_toml(path) if path.is_file() else {}
+    agent: AgentValues = config_table(config, "agent", AgentValues, path)
+    models: ModelValues = config_table(config, "models", ModelValues, path)
     from_env = (environment().aux_model or "").strip()  # CHRONICLE_AUX_MODEL
     if aux_model is not None and (not aux_model.strip() or aux_model != aux_model.strip()):
         raise SettingsError(f"aux_model: expected a model name, got {aux_model!r}; leave it out (None) to use the main model")
