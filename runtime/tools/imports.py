@@ -5,6 +5,10 @@ process that defined a tool (a program using the Python API) finds it in `_DEFIN
 process (`chronicle resume`, a worker on another machine) imports it, with the workspace
 directory importable. A path that does not load is a one-line error naming it, raised before
 anything is recorded, and again when a session that needs it is resumed.
+
+A path that loads but holds no tool (an empty list) is the same error, not an entry quietly
+dropped: a session continued after its list was emptied would otherwise send its history's
+tool_use/tool_result blocks with no tools defined, which the Messages API refuses (HTTP 400).
 """
 
 from __future__ import annotations
@@ -47,7 +51,10 @@ def load_tools(entry: str, workspace: Path | None = None) -> list[Tool]:
             attribute = entry.partition(":")[2]
             raise ToolLoadError(f"cannot load tool {entry!r}: {failed.module} has no attribute {attribute!r}{failed.hint}") from None
         raise ToolLoadError(f"cannot load tool {entry!r}: {_first_line(failed.cause)}") from None
-    return as_tools(target, entry)
+    tools = as_tools(target, entry)
+    if not tools:
+        raise ToolLoadError(f"tool {entry!r} holds no tool (an empty list); name at least one, or take the path out")
+    return tools
 
 
 def as_tools(target: Any, entry: str) -> list[Tool]:
