@@ -304,6 +304,9 @@ def create_app(config: ServerConfig) -> FastAPI:
         if channel not in channels:
             known = ", ".join(sorted(channels)) or "none configured"
             raise HTTPException(status_code=404, detail=f"channel: no channel {channel!r} ([channels.NAME] in chronicle.toml: {known})")
+        if not channels[channel].takes_input:
+            raise HTTPException(status_code=409, detail=f"channel {channel} takes no input: it only sends notifications "
+                                                        '(it has a reply_url and no session = … or route = "per_sender")')
         text = body.content()
         if not text:
             raise HTTPException(status_code=422, detail="text: the webhook carries no text (send text, prompt or message)")

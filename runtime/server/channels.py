@@ -13,6 +13,10 @@ where the answers go:
     agent = "helper"            # this agent of the registry (default: main), with
     provider = "scripted:…"     # this provider and model (default: as `run` picks them)
 
+    [channels.ops]
+    reply_url = "https://…"     # only this: the channel takes no input, it only sends the findings
+                                # of routines that name it in `notify` (notify.py)
+
 Each input records its channel and sender (Session.InputQueued's `origin`), so `log`, `history`
 and `audit` say who asked.
 
@@ -32,6 +36,9 @@ from typing import Any, Callable, Literal
 from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+#: The settings that say a channel takes input; a channel with a reply_url and none of them only sends.
+INPUT_SETTINGS = frozenset({"session", "route", "agent", "provider", "model", "coalesce_s"})
 
 
 class ChannelConfig(BaseModel):
@@ -54,8 +61,15 @@ class ChannelConfig(BaseModel):
             raise ValueError("an http:// or https:// URL with a host")
         return value
 
+    @property
+    def takes_input(self) -> bool:
+        """False for an outbound-only channel: `POST /hooks/NAME` is refused, nothing recorded."""
+        return self.route == "per_sender" or self.session is not None
+
     @model_validator(mode="after")
     def _route_settings(self) -> "ChannelConfig":
+        if self.reply_url is not None and not (self.model_fields_set & INPUT_SETTINGS):
+            return self  # outbound only: no input setting was given, so no route is missing
         if self.route == "session" and self.session is None:
             raise ValueError('route = "session" (the default) needs session = "ID or prefix"; or route = "per_sender"')
         if self.route == "per_sender" and self.session is not None:

@@ -186,6 +186,9 @@ def test_bad_channel_settings_stop_serve_with_exit_2_naming_the_setting(sqlite_u
         '[channels.a]\nroute = "everyone"\nsession = "abc"\n': "route",
         '[channels.a]\nsession = "abc"\nreply_url = "ftp://host/x"\n': "reply_url",
         '[channels.a]\ncoalesce_s = 1\n': "needs session",
+        '[channels.a]\nreply_url = "https://x.example/in"\ncoalesce_s = 0\n': "needs session",  # an input setting: a route
+        '[channels.a]\nreply_url = "https://x.example/in"\nprovider = "scripted:x"\n': "needs session",
+        '[channels.a]\nroute = "per_sender"\nsession = "abc"\nreply_url = "https://x.example/in"\n': "drop session",
         '[channels.a]\nsession = "abc"\nagent = "helper"\n': "per_sender",
         f'[channels.a]\nroute = "per_sender"\nagent = "nobody"\nprovider = "scripted:{script}"\n': "unknown agent 'nobody'",
         '[channels.a]\nroute = "per_sender"\nprovider = "scripted:/no/such/script.json"\n': "cannot start a session",
