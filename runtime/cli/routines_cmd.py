@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -52,6 +53,15 @@ def list_routines(workspace: WorkspaceOption = None, as_json: JsonOption = False
                   "prompt": escape(short(r["prompt"] or "(HEARTBEAT.md)", 120))}
                  for r in rows]
         out_console.print(fit_table(columns, table, out_console.width))
+        if notifying:
+            _serve_note(ws)
+
+
+def _serve_note(ws: Path) -> None:
+    """Routines fire in `worker`/`routines run`, but only a `serve` of their workspace posts what they found:
+    said where a notifying routine is shown, since nothing else tells that none is running."""
+    out_console.print(f"[dim]notify: findings are posted by `chronicle serve --workspace {escape(str(ws))}`; "
+                      "until one runs they wait in the log[/]", soft_wrap=True)
 
 
 @app.command("run")
@@ -78,6 +88,8 @@ def run_routine(
             out_console.print(f"routine {escape(name)}: {row['status']}" + (f" — {escape(short(detail, 300))}" if detail else ""), soft_wrap=True)
             if row["session_id"]:
                 out_console.print(f"session {row['session_id']}", soft_wrap=True)
+            if row.get("notify"):
+                _serve_note(ws)
         raise typer.Exit(EXIT.get(row["status"], 1))
 
 

@@ -138,3 +138,52 @@ def test_notify_naming_an_unknown_channel_or_one_without_reply_url_exits_2_namin
         if store.exists():
             history = json_lines(cli("routines", "history", "--workspace", str(workspace), "--json", db=sqlite_url).stdout)
             assert history == [], "nothing recorded"
+
+
+def test_an_outbound_only_channel_posts_a_heartbeats_findings_once_and_refuses_input_recording_nothing(
+        db_url, workspace, tmp_path):
+    """`[channels.alerts]` with only a reply_url is a channel for notifications: no session or route is needed."""
+    script = write_script(tmp_path / "s.json", [], **{"routine-heartbeat": [[response(text("HEARTBEAT_OK"))],
+                                                                              [response(text("The queue is stuck."))]]})
+    (workspace / "HEARTBEAT.md").write_text(CHECKLIST)
+    with receiver() as (url, got):
+        (workspace / "chronicle.toml").write_text(
+            f'[channels.alerts]\nreply_url = "{url}/in"\n\n[routines.heartbeat]\nheartbeat = true\nnotify = "alerts"\n')
+        wide = {"COLUMNS": "250"}
+        listed = cli("routines", "list", "--workspace", str(workspace), env=wide)
+        assert listed.returncode == 0, listed.stderr
+        note = f"notify: findings are posted by `chronicle serve --workspace {workspace}`"
+        assert note in listed.stdout and listed.stdout.count("findings are posted by") == 1, listed.stdout
+        assert "findings are posted by" not in cli("routines", "list", "--workspace", str(workspace), "--json").stdout
+        quiet = cli("routines", "run", "heartbeat", "--provider", f"scripted:{script}", "--workspace", str(workspace),
+                    db=db_url, env=wide)
+        assert quiet.returncode == 0 and "nothing to report" in quiet.stdout, quiet.stderr
+        assert note in quiet.stdout, quiet.stdout
+        found = _run(db_url, workspace, script)
+        assert found["summary"] == "The queue is stuck." and found["notify"] == "alerts"
+        sid = found["session_id"]
+        with serving(db_url, workspace) as base:
+            _wait_for(lambda: got)
+            replies = _wait_for(lambda: _replies(base, sid))
+            assert replies[0]["status"] == "delivered" and replies[0]["detail"]["routine"] == "heartbeat"
+            sessions = httpx.get(f"{base}/sessions").json()
+            before = json_lines(cli("audit", "--json", db=db_url).stdout)
+            refused = httpx.post(f"{base}/hooks/alerts", json={"text": "hello", "sender": "bob"})
+            assert refused.status_code == 409, refused.text
+            assert refused.json()["error"].startswith("channel alerts takes no input: it only sends notifications")
+            time.sleep(1.5)  # more passes of the outbox: the findings are not posted again
+            assert httpx.get(f"{base}/sessions").json() == sessions, "no session was started or fed"
+            assert json_lines(cli("audit", "--json", db=db_url).stdout) == before, "nothing is recorded"
+        assert len(got) == 1, got
+        assert got[0]["json"]["text"] == "The queue is stuck." and got[0]["json"]["channel"] == "alerts"
+
+
+def test_a_channel_with_input_settings_but_no_route_is_still_refused_when_a_routine_notifies_it(sqlite_url, workspace):
+    """Only a bare reply_url makes a channel outbound-only: any input setting still needs its route."""
+    (workspace / "HEARTBEAT.md").write_text(CHECKLIST)
+    beat = '[routines.heartbeat]\nheartbeat = true\nnotify = "out"\n'
+    for setting in ("coalesce_s = 1", 'agent = "helper"', 'route = "session"'):
+        (workspace / "chronicle.toml").write_text(f'[channels.out]\nreply_url = "https://x.example/in"\n{setting}\n\n{beat}')
+        refused = cli("routines", "list", "--workspace", str(workspace))
+        assert refused.returncode == 2, (setting, refused.stderr)
+        assert '[channels.out] route = "session" (the default) needs session' in refused.stderr, (setting, refused.stderr)
