@@ -95,6 +95,7 @@ class AgentLoop:
         self.tools = ToolRunner(self.io)
         self._context = RequestContext([])
         self._opened: dict[UUID, ToolCall] = {}
+        self._settled: dict[UUID, str] = {}  # the statuses of the last step's calls, for the progress count
         #: Wrappers around each run of a turn (runtime/middleware.py), the first outermost. A sub-agent's
         #: runs are wrapped in its own only: they run inside its parent's run, already wrapped.
         self.middleware = list(middleware or [])
@@ -298,9 +299,13 @@ class AgentLoop:
         return outcome
 
     def _call_status(self, call_id: UUID) -> str:
-        """A tool call's status for the progress count: this step's calls are in hand, older ones are read."""
+        """A tool call's status for the progress count. The step the count closes is the one this loop
+        just ran, so its calls are in hand (a read each was two transactions a step on PostgreSQL);
+        only a step a resumed turn inherited is read."""
         call = self._opened.get(call_id)
-        return (call or self.store.tool_call(call_id)).status
+        if call is not None:
+            return call.status
+        return self._settled.get(call_id) or self.store.tool_call(call_id).status
 
     def _cancel_reason(self) -> str:
         """Why a cancelled model call or tool was cancelled: a middleware's interruption, else what the
@@ -315,7 +320,7 @@ class AgentLoop:
         spec = session.spec_for(turn.id)  # a model change made while this turn ran applies from the next one
         prior = self._prior_context(session, turn)
         self._context = RequestContext(prior)
-        self._opened = {}
+        self._opened, self._settled = {}, {}
         max_iterations = self.options.max_iterations or spec.max_iterations
         if not turn.steps and not turn.inbound_checked:
             checked = await self.hooks.check_inbound(session, turn, turn.input_text)
@@ -477,6 +482,7 @@ class AgentLoop:
         now = self.clock.now()
         extra = [*result_images(calls), *(steering.blocks() if steering else ())]  # images a tool returned, for the model
         turn.close_step(calls, now, extra=extra)
+        self._settled = {call.id: call.status for call in calls}
         if steering is None:
             # Re-runnable: the calls ended here may run again; the others' ends and results were
             # committed, flushed, when they ended (ToolResultsKept), and this only refers to them.
