@@ -95,6 +95,9 @@ class ToolCall(Aggregate):
         self.output: str | None = None
         self.is_error = False
         self.reason: str | None = None
+        #: Why a hook asked for this call's approval (the doom loop, the user's hook), as recorded; None when
+        #: the tool or the policy requires it. Such a question is a person's to answer in every process.
+        self.asked_by_hook: str | None = None
         self.duration_ms: float | None = None
         self.effects: list[dict[str, Any]] = []
         self.attempts = 0
@@ -147,6 +150,7 @@ class ToolCall(Aggregate):
     @event(ApprovalRequested)
     def _approval_requested(self, reason: str | None, timestamp: datetime) -> None:
         self.status = "awaiting_approval"
+        self.asked_by_hook = reason
 
     def approve(self, now: datetime, by: str = "user", always: bool = False, actor: str | None = None,
                 reason: str | None = None) -> None:

@@ -30,7 +30,7 @@ def waiting_for_person(store: ChronicleStore, session: Session) -> list[ToolCall
     if not pending:
         return []
     policy = session.spec.approval_policy
-    return [c for c in pending if policy.decide(c.name) is None]
+    return [c for c in pending if c.asked_by_hook or policy.decide(c.name) is None]
 
 
 def needs_work(store: ChronicleStore, session: Session, auto_approve: bool = False) -> str | None:
@@ -38,8 +38,11 @@ def needs_work(store: ChronicleStore, session: Session, auto_approve: bool = Fal
     (`auto_approve`) or the recorded approval policy can decide every call it waits for."""
     if session.active_turn_id is not None:
         turn = store.turn(session.active_turn_id)
-        if turn.status == "awaiting_approval" and not auto_approve and waiting_for_person(store, session):
-            return None
+        if turn.status == "awaiting_approval":
+            waiting = waiting_for_person(store, session)
+            # --yes answers what the tools' flags and the policy ask, never a hook's question (the doom loop)
+            if waiting and (not auto_approve or any(c.asked_by_hook for c in waiting)):
+                return None
         return "in_flight"
     if session.queue:
         return "queued"

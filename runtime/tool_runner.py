@@ -139,7 +139,7 @@ class ToolRunner:
     async def _decide(self, session: Any, call: ToolCall) -> bool:
         loop = self.loop
         now = loop.clock.now()
-        flagged = self.flagged.get(call.id)
+        flagged = self.flagged.get(call.id) or call.asked_by_hook  # recorded: a resumed turn's question stays a person's
         if loop.options.auto_approve and not flagged:
             call.approve(now, by="--yes", actor=process_actor())
             return True

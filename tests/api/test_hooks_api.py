@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from typing import Any
+from uuid import UUID
 
 import pytest
 
@@ -223,3 +224,30 @@ def test_a_sub_agent_runs_its_parents_hooks_then_its_own(db_url, workspace, tmp_
         skipped = [e["data"]["reason"] for e in app.log(result.session_id, tree=True) if e["event"] == "Skipped"]
     assert skipped == ["skipped by hook nosecretfile: secret.txt stays closed"]
     assert seen.seen == ["lead:delegate", "reader:read_file", "reader:task_complete"], "the parent's hook sees the whole tree"
+
+
+def test_a_question_a_hook_asked_stays_for_a_person_after_the_process_that_asked_it_is_gone(db_url, workspace, tmp_path):
+    """The hook's question is recorded with the call (`ApprovalRequested.reason`), so a later process, a
+    resume with --yes, the session's approval policy or a worker cannot answer it in a person's stead."""
+    agent = Agent(tools=[lookup], provider=scripted(tmp_path, two_lookups("a")), hooks=[AskFirst()],
+                  approvals={"policy": "allow"})
+    with Chronicle(db_url) as app:
+        result = app.run_sync(agent, "look", workspace=workspace)
+        assert (result.status, result.exit_code) == ("awaiting_approval", 3), "the policy does not answer a hook's question"
+    with Chronicle(db_url) as app:  # a process that did not see the hook ask
+        again = app.resume(result.session_id, auto_approve=True)
+        assert (again.status, again.exit_code) == ("awaiting_approval", 3), "--yes does not answer a hook's question"
+        assert not [e for e in app.log(result.session_id) if e["event"] == "Approved"]
+    from chronicle.runtime.session_work import needs_work
+    from chronicle.runtime.store import open_store_at
+
+    store = open_store_at(db_url)
+    try:
+        session = store.session(UUID(str(result.session_id)))
+        assert needs_work(store, session) is None and needs_work(store, session, auto_approve=True) is None, \
+            "a worker leaves a hook's question to a person, with or without --yes"
+    finally:
+        store.close()
+    with Chronicle(db_url) as app:
+        app.approve(result.session_id)
+        assert app.resume(result.session_id).status == "completed"
