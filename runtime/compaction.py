@@ -19,10 +19,9 @@ from chronicle.domain.content import Message, TextBlock
 from chronicle.domain.context import build_context
 
 from .live import CompactionEvent, ErrorEvent
-from .providers.base import ignore_deltas
 from .summary_request import SUMMARY_PROMPT as SUMMARY_PROMPT  # importers found them here
 from .summary_request import SUMMARY_SYSTEM as SUMMARY_SYSTEM
-from .summary_request import summary_request
+from .summary_request import ask_for_summary, summary_request
 
 if TYPE_CHECKING:
     from .loop_io import LoopIO
@@ -51,6 +50,12 @@ class CompactionResult:
         """`compact --json`, for the CLI, the library and the server alike."""
         return {"session_id": str(session_id), "ok": self.ok, "strategy": self.strategy, "turns_compacted": self.turns_compacted,
                 "summary": self.summary, "reason": self.reason or None}
+
+
+def reported_tokens(usage: dict[str, Any]) -> int:
+    """What a response's usage says its request and answer took: the next request carries both."""
+    return sum(int(usage.get(k) or 0) for k in (
+        "input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"))
 
 
 def estimate_tokens(messages: list[Message], system: str = "") -> int:
@@ -94,9 +99,7 @@ class Compactor:
         reported = 0
         for turn in reversed(turns):
             if turn.steps:
-                usage = turn.steps[-1]["response"].get("usage") or {}
-                reported = sum(int(usage.get(k) or 0) for k in (
-                    "input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"))
+                reported = reported_tokens(turn.steps[-1]["response"].get("usage") or {})
                 break
         return max(estimate, reported)
 
@@ -131,15 +134,15 @@ class Compactor:
         if strategy == "summary":
             request = summary_request(build_context(store.turns(chosen), summary=summary), model=model, agent=spec.name,
                                       session_id=str(session_id), call_index=session.compaction_attempts)
-            response = await io.provider.stream(request, ignore_deltas)
-            usage, model = response.usage.model_dump(), response.model or model  # the model that answered, as titles record
-            if response.stop_reason == "error" or not response.text.strip():
-                reason = f"summary failed: {response.error.message if response.error else 'the model returned no text'}"
+            answer = await ask_for_summary(io.provider, request)
+            usage, model = answer.usage, answer.model
+            if answer.text is None:
+                reason = f"summary failed: {answer.failure}"
                 now = io.clock.now()
                 store.update_session(session_id, lambda s: s.record_compaction_failure(reason, strategy, now, usage=usage, model=model))
                 await io.emit(ErrorEvent(session_id=str(session_id), message=f"compaction {reason}; history left unchanged", kind="compaction"))
                 return CompactionResult(False, strategy, reason=reason)
-            text = response.text.strip()
+            text = answer.text
         elif strategy == "workspace":
             from .workspace_log import move_to_workspace, pointer
 

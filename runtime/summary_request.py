@@ -15,6 +15,7 @@ transcript reads can change without touching any stored session.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Any
 
 from chronicle.domain.content import (
@@ -28,7 +29,7 @@ from chronicle.domain.content import (
     ToolUseBlock,
 )
 
-from .providers.base import ModelRequest
+from .providers.base import ModelRequest, Provider, ignore_deltas
 
 SUMMARY_SYSTEM = "You write summaries of conversations between a user and a coding agent, for the agent to continue from."
 SUMMARY_PROMPT = (
@@ -104,3 +105,24 @@ def summary_request(messages: list[Message], *, model: str, agent: str, session_
         model=model, system=SUMMARY_SYSTEM, messages=[Message(role="user", content=[TextBlock(text=text)])], tools=[],
         max_tokens=2048, agent=agent, session_id=session_id, turn_number=turn_number, call_index=call_index, auxiliary="summary",
     )
+
+
+@dataclass(frozen=True)
+class SummaryAnswer:
+    """What a summary call gave: its text (None when it failed, `failure` saying why), and the usage and
+    the model that answered, which are recorded either way."""
+
+    text: str | None
+    usage: dict[str, Any]
+    model: str
+    failure: str | None = None
+
+
+async def ask_for_summary(provider: Provider, request: ModelRequest) -> SummaryAnswer:
+    """The summary call both compactions make; an error or an empty answer is a failure, not a summary."""
+    response = await provider.stream(request, ignore_deltas)
+    usage, model = response.usage.model_dump(), response.model or request.model  # the model that answered, as titles record
+    if response.stop_reason == "error" or not response.text.strip():
+        return SummaryAnswer(None, usage, model, response.error.message if response.error else "the model returned no text")
+    return SummaryAnswer(response.text.strip(), usage, model)
+

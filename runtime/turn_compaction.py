@@ -19,14 +19,14 @@ from typing import TYPE_CHECKING, Any
 from chronicle.domain.content import Message
 from chronicle.domain.context import first_sent_step, input_message, merge_roles, step_messages, steps_note_messages
 
+from .compaction import CompactionResult, reported_tokens
 from .live import CompactionEvent, ErrorEvent
-from .providers.base import ignore_deltas
-from .summary_request import summary_request
+from .summary_request import ask_for_summary, summary_request
 
 if TYPE_CHECKING:
     from chronicle.domain.turn import Turn
 
-    from .compaction import CompactionResult, Compactor
+    from .compaction import Compactor
     from .loop_io import LoopIO
     from .request_context import RequestContext
 
@@ -38,10 +38,7 @@ def next_request_tokens(session: Any, turn: Turn, context: RequestContext, repor
     estimate = (context.size(turn) + len(session.spec.system_prompt)) // 4
     if not reported:
         return estimate
-    usage = (turn.steps[-1]["response"].get("usage") or {}) if turn.steps else {}
-    said = sum(int(usage.get(k) or 0) for k in (
-        "input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"))
-    return max(estimate, said)
+    return max(estimate, reported_tokens(turn.steps[-1]["response"].get("usage") or {}) if turn.steps else 0)
 
 
 async def between_iterations(compactor: Compactor, io: LoopIO, session: Any, turn: Turn, context: RequestContext) -> str | None:
@@ -97,8 +94,6 @@ async def compact_steps(
 ) -> CompactionResult:
     """Replace the turn's older steps by a summary (or leave them out: "truncate"), on the turn the loop
     drives (it is saved here, so the loop's next save of it follows on)."""
-    from .compaction import CompactionResult
-
     through = steps_to_compact(compactor, turn, keep)
     if not through or turn.open_step is not None or turn.finished:
         return CompactionResult(False, strategy, reason=f"nothing to compact in turn {turn.number}: {len(turn.steps)} step(s)")
@@ -116,17 +111,17 @@ async def compact_steps(
             # the next summary of the session, as the scripted provider counts them (older turns' first)
             call_index=session.compaction_attempts + turn.iteration_compaction_attempts,
         )
-        response = await io.provider.stream(request, ignore_deltas)
-        usage, model = response.usage.model_dump(), response.model or model  # the model that answered, as titles record
-        if response.stop_reason == "error" or not response.text.strip():
-            reason = f"summary of turn {turn.number}'s steps failed: {response.error.message if response.error else 'the model returned no text'}"
+        answer = await ask_for_summary(io.provider, request)
+        usage, model = answer.usage, answer.model
+        if answer.text is None:
+            reason = f"summary of turn {turn.number}'s steps failed: {answer.failure}"
             turn.record_iteration_compaction_failure(reason, strategy, io.clock.now(), usage=usage, model=model)
             io.save(turn)
             await io.emit(ErrorEvent(session_id=sid, turn_id=str(turn.id), message=f"compaction {reason}; context left unchanged", kind="compaction"))
             return CompactionResult(False, strategy, reason=reason)
         from .secret_scan import scanner_for  # the summary is model text: scanned like any other before it is recorded
 
-        found = scanner_for(io.workspace).text(response.text.strip())
+        found = scanner_for(io.workspace).text(answer.text)
         text = found.value
         turn.note_redactions("compaction summary", found.counts, io.clock.now())
     elif strategy != "truncate":
