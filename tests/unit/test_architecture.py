@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -47,6 +48,17 @@ def test_readme_state_diagrams_are_generated_from_the_transition_tables():
     assert result.returncode == 0, result.stderr
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     assert "awaiting_approval --> approved: approve" in readme
+
+
+def test_readme_benchmark_headline_is_generated_from_the_committed_results():
+    """README's bench table is ops/bench/RESULTS.json's judged targets: a run committed without
+    `ops/bench/readme.py --write` (or a hand edit of the table) fails here."""
+    result = subprocess.run([sys.executable, str(ROOT / "ops" / "bench" / "readme.py"), "--check"], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    results = json.loads((ROOT / "ops" / "bench" / "RESULTS.json").read_text(encoding="utf-8"))
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert f"commit {results['meta']['chronicle commit']}" in readme
+    assert all(f"| {row[0].replace('|', chr(92) + '|')} |" in readme for row in results["sections"]["targets"]["rows"])
 
 
 def _runtime_import_graph() -> dict[str, set[str]]:
