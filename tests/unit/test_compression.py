@@ -47,3 +47,27 @@ def test_a_stream_naming_an_unknown_dictionary_is_an_error_not_garbage():
     packed = packer.compress(state("x" * 300)) + packer.flush()
     with pytest.raises(ValueError, match="dictionary"):
         SizedZlib().decompress(packed)
+
+
+@pytest.mark.parametrize("window", [9, 12, 15])
+def test_a_dictionary_stream_reads_back_whatever_window_its_writer_used(window):
+    from chronicle.runtime.stored_state import ZDICT
+
+    data = state("far back " + "".join(chr(97 + i % 26) * (i % 7 + 1) for i in range(4000)) + " far back")
+    packer = zlib.compressobj(6, zlib.DEFLATED, window, 8, zlib.Z_DEFAULT_STRATEGY, ZDICT)
+    packed = packer.compress(data) + packer.flush()
+    assert SizedZlib().decompress(packed) == data
+    assert SizedZlib().decompress(packed) == data  # the primed inflater is copied, never used up
+
+
+@pytest.mark.parametrize("damage", ["truncated", "flipped", "trailer"])
+def test_a_damaged_dictionary_stream_is_an_error_not_a_different_state(damage):
+    packed = bytearray(SizedZlib().compress(state("The record you asked for holds the usual fields. " * 20)))
+    if damage == "truncated":
+        packed = packed[:-9]
+    elif damage == "flipped":
+        packed[len(packed) // 2] ^= 0x10
+    else:
+        packed[-1] ^= 0x01
+    with pytest.raises(zlib.error):
+        SizedZlib().decompress(bytes(packed))
