@@ -39,9 +39,11 @@ class SettingsError(ValueError):
 
 
 class LimitValues(BaseModel):
-    """`[limits]`, and the limit flags: every number finite, none negative."""
+    """`[limits]`, and the limit flags: every number finite, none negative. Strict: `max_tool_calls = "10"` is
+    refused (naming the key, the file and the type) rather than quietly read as 10 — a quoted value is a
+    mistake more often than a number, and a limit is a security boundary."""
 
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, strict=True)
     budget_usd: float | None = Field(None, ge=0)
     daily_budget_usd: float | None = Field(None, ge=0)
     max_calls_per_hour: int | None = Field(None, ge=1)
@@ -58,9 +60,9 @@ class LimitValues(BaseModel):
 
 
 class CompactionValues(BaseModel):
-    """`[compaction]`: ratios of the context window in 0..1, counts whole, `auto` a boolean."""
+    """`[compaction]`: ratios of the context window in 0..1, counts whole, `auto` a boolean; strict, as [limits]."""
 
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, strict=True)
     threshold: float = Field(CompactionSettings.threshold, ge=0, le=1)
     critical: float = Field(CompactionSettings.critical, ge=0, le=1)
     keep_recent: int = Field(CompactionSettings.keep_recent, ge=0)
@@ -191,6 +193,9 @@ def load_settings(flags: LimitFlags, workspace: Path, recorded: dict[str, Any] |
     from .secret_scan import load_privacy
 
     load_privacy(workspace)  # a bad [privacy] table is refused now, not at the first event
+    if isinstance(config.get("limits"), dict) and "max_iterations" in config["limits"]:
+        raise SettingsError(f"{path}: [limits] max_iterations: unknown key; model calls per turn are an agent's: "
+                            "set max_iterations in [agents.main] (or [agents.NAME]), or pass --max-iterations")
     from_file = config_table(config, "limits", LimitValues, path)
     compaction = config_table(config, "compaction", CompactionValues, path)
     if recorded is not None and "doom_loop" not in recorded:

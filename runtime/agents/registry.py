@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError, field_validator
 
 from chronicle.domain.agent_spec import AgentSpec
 from chronicle.runtime.effects import EffectsError, with_effects
@@ -37,6 +37,7 @@ from chronicle.runtime.project_files import for_subagent, with_project_files
 from chronicle.runtime.skills import SkillError, configured_dirs, with_skills
 from chronicle.runtime.skills import discover as discover_skills
 from chronicle.runtime.tools import BUILTIN_TOOLS, DEFAULT_TOOLS, READ_ONLY_TOOLS
+from chronicle.runtime.validation import EXPECTED
 
 DEFAULT_FILE = "chronicle.toml"
 MAIN = "main"
@@ -58,8 +59,9 @@ class AgentEntry(BaseModel):
     instructions: str = ""
     model: str = ""
     tools: list[str] | None = None
-    max_iterations: int = Field(20, ge=1)
-    max_depth: int = Field(1, ge=0)
+    #: Strict, as [limits]: `max_iterations = "10"` is refused, not read as 10.
+    max_iterations: StrictInt = Field(20, ge=1)
+    max_depth: StrictInt = Field(1, ge=0)
     approvals: Any = None  # checked by runtime/approval_policy.py
 
     @field_validator("tools")
@@ -229,6 +231,9 @@ def load_registry(path: Path) -> AgentRegistry:
         where = ".".join(str(p) for p in first["loc"]) or "(top level)"
         message = "unknown key (allowed: description, instructions, model, tools, max_iterations, max_depth, approvals)" \
             if first["type"] == "extra_forbidden" and len(first["loc"]) == 3 else first["msg"]
+        if first["type"] in EXPECTED and first["type"] != "extra_forbidden":  # a quoted number: name the type it needs
+            expected = EXPECTED[first["type"]].format(**(first.get("ctx") or {}))
+            message = f"expected {expected}, got {first.get('input')!r}"
         if first["type"] == "extra_forbidden" and len(first["loc"]) == 1:
             message = ("unknown top-level key; chronicle.toml holds [agents.NAME], [mcp.NAME], [limits], [compaction], [skills], "
                        "[routines.NAME], [guardrails.NAME], [middleware.NAME], [hooks.NAME], [channels.NAME], [tools], [effects], "

@@ -20,6 +20,13 @@ def toml(tmp_path, text: str):
     ("[limits]\nbudget_usd = nan\n", r"\[limits\] budget_usd: expected a finite number, got nan"),
     ("[limits]\nmax_tool_calls = 2.5\n", r"\[limits\] max_tool_calls: expected a whole number"),
     ("[limits]\nbudget = 1\n", r"\[limits\] budget: unknown key"),
+    # quoted numbers are refused, not quietly converted: the key, the file and the type it needs
+    ('[limits]\nmax_tool_calls = "10"\n', r"chronicle.toml: \[limits\] max_tool_calls: expected a whole number, got '10'"),
+    ('[limits]\nbudget_usd = "1.5"\n', r"chronicle.toml: \[limits\] budget_usd: expected a number, got '1.5'"),
+    ('[limits]\ndoom_loop = true\n', r"\[limits\] doom_loop: expected a whole number, got True"),
+    ('[compaction]\nkeep_recent = "3"\n', r"\[compaction\] keep_recent: expected a whole number, got '3'"),
+    ('[compaction]\nthreshold = "0.5"\n', r"\[compaction\] threshold: expected a number, got '0.5'"),
+    ('[limits]\nmax_iterations = "10"\n', r"\[limits\] max_iterations: unknown key; .* \[agents.main\]"),
 ])
 def test_a_bad_chronicle_toml_value_is_refused_naming_the_setting_and_type(tmp_path, text, named):
     with pytest.raises(SettingsError, match=named):

@@ -1,0 +1,41 @@
+"""Configuration that used to be accepted and then did nothing, or did something else than written: each is
+refused now with one line naming it (exit 2, nothing recorded), or said in a note where refusing would break a
+session already recorded."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from chronicle.runtime.store import ChronicleStore
+from tests.helpers import cli, response, text
+
+
+def script(path, turns):
+    path.write_text(json.dumps({"agents": {"main": turns}}), encoding="utf-8")
+    return f"scripted:{path}"
+
+
+def refused(run, *named: str) -> str:
+    assert run.returncode == 2, (run.returncode, run.stdout, run.stderr)
+    lines = [line for line in run.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "Traceback" not in run.stderr, run.stderr
+    for part in named:
+        assert part in lines[0], lines[0]
+    return lines[0]
+
+
+@pytest.mark.parametrize("toml,named", [
+    ('[limits]\nmax_tool_calls = "10"\n', ("chronicle.toml: [limits] max_tool_calls: expected a whole number, got '10'",)),
+    ('[limits]\nbudget_usd = "0.5"\n', ("chronicle.toml: [limits] budget_usd: expected a number, got '0.5'",)),
+    ('[compaction]\nkeep_recent = "3"\n', ("[compaction] keep_recent: expected a whole number, got '3'",)),
+    ('[agents.main]\nmax_iterations = "10"\n', ("chronicle.toml: agents.main.max_iterations: expected a whole number, got '10'",)),
+    ('[agents.main]\nmax_depth = "1"\n', ("agents.main.max_depth: expected a whole number, got '1'",)),
+    ('[limits]\nmax_iterations = 10\n', ("[limits] max_iterations: unknown key", "[agents.main]", "--max-iterations")),
+])
+def test_a_quoted_limit_in_chronicle_toml_exits_2_naming_key_file_and_type(sqlite_url, workspace, tmp_path, toml, named):
+    (workspace / "chronicle.toml").write_text(toml, encoding="utf-8")
+    provider = script(tmp_path / "s.json", [[response(text("hi"))]])
+    refused(cli("run", "hello", "--provider", provider, "--workspace", str(workspace), db=sqlite_url), *named)
+    assert ChronicleStore(sqlite_url).session_ids() == []
