@@ -21,13 +21,15 @@ from ..actor import process_actor
 from ..clock import SYSTEM_CLOCK, Clock
 from ..environment import EnvironmentSettingError, environment
 from ..providers.base import DEFAULT_MAX_TOKENS
-from ..providers.env_settings import MIN_THINKING_TOKENS
+from ..providers.env_settings import SettingError, in_thinking_range
 from ..store import ChronicleStore
 from .errors import AppError
 from .queries import session_id
 
 #: A model name as providers spell them (claude-sonnet-5-5, gpt-4o-mini, llama3.1:8b, org/model@rev).
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:/@+-]{0,199}")
+#: Providers whose requests carry no thinking budget: a recorded one would be silently ignored.
+NO_THINKING_BUDGET = ("openai-compatible",)
 
 
 @dataclass(frozen=True)
@@ -78,18 +80,24 @@ def check_model(name: str | None, provider: str) -> str:
     return model
 
 
-def check_thinking(tokens: int | None) -> int | None:
-    """0 turns thinking off; otherwise a budget from 1024 to below max_tokens, as CHRONICLE_THINKING_TOKENS."""
+def check_thinking(tokens: int | None, provider: str = "") -> int | None:
+    """0 turns thinking off; otherwise a budget as CHRONICLE_THINKING_TOKENS takes (env_settings.in_thinking_range).
+    A provider without a thinking budget (openai-compatible: the server decides on reasoning) is refused one, since
+    it would be recorded and then never sent."""
     if tokens is None or tokens == 0:
         return tokens
+    kind = provider.split(":", 1)[0]
+    if kind in NO_THINKING_BUDGET:
+        raise AppError(f"thinking tokens {tokens!r}: provider {kind} takes no thinking budget (the server decides on "
+                       "reasoning), so it would be recorded and never sent; leave --thinking out, or use 0", 2)
     try:
         max_tokens = environment().max_tokens or DEFAULT_MAX_TOKENS
     except EnvironmentSettingError:
         max_tokens = DEFAULT_MAX_TOKENS
-    if isinstance(tokens, bool) or not isinstance(tokens, int) or not MIN_THINKING_TOKENS <= tokens < max_tokens:
-        raise AppError(f"thinking tokens {tokens!r}: expected 0 (off) or a whole number from {MIN_THINKING_TOKENS} "
-                       f"to {max_tokens - 1} (below max_tokens {max_tokens})", 2)
-    return tokens
+    try:
+        return in_thinking_range(tokens, max_tokens, f"thinking tokens {tokens!r}", "or 0 for off")
+    except SettingError as exc:
+        raise AppError(str(exc), 2) from None
 
 
 def current(store: ChronicleStore, ref: str | UUID) -> ModelChoice:
@@ -110,7 +118,7 @@ def change_model(store: ChronicleStore, ref: str | UUID, model: str | None, thin
     sid = session_id(store, ref)
     recorded = store.session(sid).spec
     name = recorded.model if model is None else check_model(model, recorded.provider)
-    budget = recorded.thinking_tokens if thinking_tokens is None else check_thinking(thinking_tokens)
+    budget = recorded.thinking_tokens if thinking_tokens is None else check_thinking(thinking_tokens, recorded.provider)
     who = actor or process_actor()
     outcome: dict[str, Any] = {}
 

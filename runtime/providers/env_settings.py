@@ -28,18 +28,25 @@ def _shown(raw: str) -> str:
 
 
 def thinking_budget(raw: str | None, max_tokens: int) -> int | None:
-    """`CHRONICLE_THINKING_TOKENS`: unset or empty is off; else a whole number ≥ 1024 and < max_tokens
-    (the API's rules: the budget is part of max_tokens, so it must leave room for the answer)."""
+    """`CHRONICLE_THINKING_TOKENS`: unset or empty is off; else a budget `in_thinking_range`."""
     if raw is None or not raw.strip():
         return None
     try:
-        value = int(raw.strip())
+        value: int | None = int(raw.strip())
     except ValueError:
         value = None
-    if value is None or not MIN_THINKING_TOKENS <= value < max_tokens:
+    return in_thinking_range(value, max_tokens, f"CHRONICLE_THINKING_TOKENS={_shown(raw)}", "or unset for no thinking")
+
+
+def in_thinking_range(value: object, max_tokens: int, setting: str, off: str) -> int:
+    """The one check of an extended-thinking budget, wherever it comes from (the environment, `chronicle model
+    --thinking`, chat's /model, the API): a whole number ≥ 1024 and < max_tokens (the API's rules: the budget is
+    part of max_tokens, so it must leave room for the answer). `setting` says where the value came from and
+    `off` how to turn thinking off there, so the one line names both."""
+    if isinstance(value, bool) or not isinstance(value, int) or not MIN_THINKING_TOKENS <= value < max_tokens:
         raise SettingError(
-            f"CHRONICLE_THINKING_TOKENS={_shown(raw)}: expected a whole number of tokens from {MIN_THINKING_TOKENS} "
-            f"to {max_tokens - 1} (at least {MIN_THINKING_TOKENS} and below max_tokens {max_tokens}), or unset for no thinking"
+            f"{setting}: expected a whole number of tokens from {MIN_THINKING_TOKENS} "
+            f"to {max_tokens - 1} (at least {MIN_THINKING_TOKENS} and below max_tokens {max_tokens}), {off}"
         )
     return value
 

@@ -39,3 +39,16 @@ def test_a_quoted_limit_in_chronicle_toml_exits_2_naming_key_file_and_type(sqlit
     provider = script(tmp_path / "s.json", [[response(text("hi"))]])
     refused(cli("run", "hello", "--provider", provider, "--workspace", str(workspace), db=sqlite_url), *named)
     assert ChronicleStore(sqlite_url).session_ids() == []
+
+
+def test_a_thinking_budget_for_an_openai_compatible_session_is_refused_as_it_would_never_be_sent(db_url, workspace):
+    submitted = cli("submit", "hi", "--provider", "openai-compatible", "--model", "llama3", "--workspace", str(workspace),
+                    db=db_url, env={"OPENAI_BASE_URL": "http://127.0.0.1:9/v1"})
+    assert submitted.returncode == 0, submitted.stderr
+    sid = submitted.stdout.split()[-1]
+    line = refused(cli("model", sid, "--thinking", "2048", db=db_url), "provider openai-compatible takes no thinking budget",
+                   "leave --thinking out")
+    assert line.startswith("error: thinking tokens 2048")
+    shown = json.loads(cli("model", sid, "--json", db=db_url).stdout)
+    assert shown["thinking_tokens"] is None and shown["changed_by"] is None  # nothing recorded
+    assert cli("model", sid, "--thinking", "0", db=db_url).returncode == 0  # off is what it is anyway

@@ -40,3 +40,20 @@ def test_valid_settings_come_back_by_name():
     assert check_anthropic_env(8192, env) == {
         "ANTHROPIC_BASE_URL": "http://127.0.0.1:9/", "CHRONICLE_HTTP_TIMEOUT_S": 12.0, "CHRONICLE_THINKING_TOKENS": 2048,
     }
+
+
+def test_a_session_thinking_budget_is_checked_by_the_same_range_as_the_environment_one(monkeypatch):
+    """One function owns 1024 ≤ budget < max_tokens: `chronicle model --thinking` and CHRONICLE_THINKING_TOKENS say
+    the same range in the same words, each naming where its value came from and how to turn thinking off there."""
+    from chronicle.runtime.app.errors import AppError
+    from chronicle.runtime.app.model_change import check_thinking
+
+    monkeypatch.setenv("CHRONICLE_MAX_TOKENS", "4096")
+    with pytest.raises(SettingError) as from_env:
+        thinking_budget("5000", 4096)
+    with pytest.raises(AppError) as from_session:
+        check_thinking(5000)
+    shared = "expected a whole number of tokens from 1024 to 4095 (at least 1024 and below max_tokens 4096)"
+    assert str(from_env.value) == f"CHRONICLE_THINKING_TOKENS='5000': {shared}, or unset for no thinking"
+    assert str(from_session.value) == f"thinking tokens 5000: {shared}, or 0 for off"
+    assert check_thinking(4095) == 4095 and check_thinking(0) == 0
