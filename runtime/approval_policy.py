@@ -5,6 +5,13 @@ from; the session records it on its spec (domain/approval_policy.py) and the too
 every call from that record. A bad table is refused with one line naming the key (exit 2), before
 anything is recorded.
 
+A tool name in `require` or `allow` that no agent of the session has (a misspelling: `allow = ["bassh"]`)
+is refused when a new session starts (`check_tool_names`), naming it and the tools there are: that is when
+the session's tool set is known — the user's tools by import path are loaded then, and each MCP server
+named for the session is asked for its tools then and they are recorded, so an MCP tool's name
+(`SERVER__tool`) is known too, and one the server did not list can never be called in that session.
+A session already recorded keeps its policy as it is (refusing it would leave it unable to continue).
+
     [approvals]
     policy = "deny"            # ask (default) | deny | allow: a call that needs approval, unasked
     require = ["write_file"]   # need approval though the tool does not say so
@@ -14,7 +21,7 @@ anything is recorded.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Collection, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -80,3 +87,17 @@ def workspace_policy(workspace: Path) -> ApprovalPolicy | None:
     if "approvals" not in config:
         return None
     return parse_policy(config["approvals"], f"{workspace / CONFIG_FILE}: approvals", f"{CONFIG_FILE} [approvals]")
+
+
+def check_tool_names(policies: Iterable[ApprovalPolicy | None], tools: Collection[str]) -> None:
+    """Refuse a policy naming a tool that none of the session's agents has: it would match nothing, silently.
+    Checked against every agent's tools together, as `[approvals]` applies to each agent whatever its tool set."""
+    for policy in policies:
+        if policy is None:
+            continue
+        for key in ("require", "allow"):
+            unknown = [name for name in getattr(policy, key) if name not in tools]
+            if unknown:
+                raise ApprovalPolicyError(
+                    f"{policy.source or 'approvals'}: {key} names {', '.join(map(repr, unknown))}, no tool of this session's "
+                    f"agents (misspelt?); its tools are {', '.join(sorted(tools)) or 'none'}")

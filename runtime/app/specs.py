@@ -14,13 +14,15 @@ from pathlib import Path
 
 from chronicle.domain.agent_spec import AgentSpec
 
-from ..agents.registry import AgentRegistry, RegistryError, agents_directory, find_registry
-from ..approval_policy import ApprovalPolicyError, workspace_policy
+from ..agents.registry import AgentRegistry, RegistryError, agents_directory, child_spec, find_registry
+from ..approval_policy import ApprovalPolicyError, check_tool_names, workspace_policy
 from ..environment import EnvironmentSettingError
 from ..providers import default_model, default_provider_name
 from ..settings import SettingsError
 from ..skills import SkillError
 from ..spec_options import spec_options
+from ..tools.imports import ToolLoadError
+from ..toolsets import agent_toolbox
 from .errors import AppError
 
 
@@ -78,7 +80,8 @@ def new_spec(workspace: Path, provider: str | None = None, model: str | None = N
             model=model or registry.main.model or ("scripted" if provider_name.startswith("scripted:") else default_model(provider_name)),
             bootstrap=options.bootstrap,
         )
-    except (RegistryError, ApprovalPolicyError, SettingsError, SkillError, EnvironmentSettingError) as exc:
+        check_policies(spec, workspace)
+    except (RegistryError, ApprovalPolicyError, SettingsError, SkillError, EnvironmentSettingError, ToolLoadError) as exc:
         raise AppError(str(exc), 2) from None
     day = today or datetime.now(timezone.utc).date()
     # Recorded, not computed when asking: a session started before the directory existed keeps its prompt.
@@ -86,3 +89,15 @@ def new_spec(workspace: Path, provider: str | None = None, model: str | None = N
     default = default_preamble(workspace, spec.tools, day) if options.preamble else ""
     preamble = "\n\n".join(p for p in (default, agents_directory(spec)) if p)
     return spec.model_copy(update={"preamble": preamble, "aux_model": options.aux_model})
+
+
+def check_policies(spec: AgentSpec, workspace: Path) -> None:
+    """The tool names of the approval policies a new session records, against the tools its agents have (the
+    main agent's and each sub-agent's as it would be spawned, MCP tools as the servers listed them just now):
+    a misspelt name would otherwise match nothing, silently (runtime/approval_policy.py)."""
+    policies = [spec.approvals, *(a.approvals for a in spec.registry)]
+    if not any(p is not None and (p.require or p.allow) for p in policies):
+        return
+    agents = [spec, *(child_spec(spec, definition) for definition in spec.registry)]
+    tools = {name for agent in agents for name in agent_toolbox(agent, workspace).tools}
+    check_tool_names(policies, tools)

@@ -1,0 +1,71 @@
+"""Configuration given in code that used to be accepted and then did nothing: refused with one line when the
+session starts (nothing recorded), or said in a note (a ChronicleWarning and RunResult.notes) where refusing
+would break a session already recorded. Both backends."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from chronicle import Agent, Chronicle, ChronicleError, McpServer, tool
+from chronicle.runtime.tools.mcp_hub import HUB
+from tests.helpers import response, text, tool_use
+
+SERVER = Path(__file__).resolve().parents[1] / "mcp_server.py"
+
+
+@tool(requires_approval=True)
+async def launch(target: str) -> str:
+    """Launch something that needs a person's yes."""
+    return f"launched {target}"
+
+
+def scripted(tmp_path, *turns) -> str:
+    path = tmp_path / "s.json"
+    path.write_text(json.dumps({"agents": {"main": list(turns)}}), encoding="utf-8")
+    return f"scripted:{path}"
+
+
+def test_a_misspelt_tool_in_agent_approvals_is_refused_naming_it_and_the_tools_there_are(db_url, workspace, tmp_path):
+    agent = Agent(tools=[launch, "read_file"], approvals={"allow": ["lunch"]}, provider=scripted(tmp_path, response(text("hi"))))
+    with Chronicle(db_url) as app:
+        with pytest.raises(ChronicleError) as refused:
+            app.run_sync(agent, "go", workspace=workspace)
+        assert refused.value.code == 2
+        assert str(refused.value) == ("Agent(main, approvals=...): allow names 'lunch', no tool of this session's agents "
+                                      "(misspelt?); its tools are launch, read_file")
+        assert app.sessions(all=True) == []
+
+
+def test_a_sub_agent_policy_is_checked_and_a_shared_one_may_name_a_tool_only_another_agent_has(db_url, workspace, tmp_path):
+    helper = Agent(name="helper", tools=["grep"], approvals={"require": ["grpe"]})
+    with Chronicle(db_url) as app:
+        with pytest.raises(ChronicleError, match=r"Agent\(helper, approvals=\.\.\.\): require names 'grpe'.*grep"):
+            app.run_sync(Agent(tools=[launch], agents=[helper], provider=scripted(tmp_path, response(text("hi")))), "go",
+                         workspace=workspace)
+        (workspace / "chronicle.toml").write_text('[approvals]\nallow = ["launch"]\n', encoding="utf-8")
+        fine = Agent(tools=[launch], agents=[Agent(name="helper", tools=["grep"])],
+                     provider=scripted(tmp_path, response(tool_use("t1", "launch", target="moon")), response(text("done"))))
+        result = app.run_sync(fine, "go", workspace=workspace)
+        assert (result.status, result.text) == ("completed", "done")
+
+
+def test_an_mcp_tool_is_known_by_the_name_its_server_listed_when_the_session_started(db_url, workspace, tmp_path):
+    server = McpServer(name="t", command=sys.executable, args=[str(SERVER), "stdio"])
+    try:
+        with Chronicle(db_url) as app:
+            typo = Agent(mcp_servers=[server], approvals={"allow": ["t__lookp"]}, tools=[],
+                         provider=scripted(tmp_path, response(text("hi"))))
+            with pytest.raises(ChronicleError, match=r"allow names 't__lookp'.*t__lookup"):
+                app.run_sync(typo, "go", workspace=workspace)
+            listed = Agent(mcp_servers=[server], approvals={"allow": ["t__lookup"]}, tools=[],
+                           provider=scripted(tmp_path, response(tool_use("u1", "t__lookup", key="k")), response(text("done"))))
+            result = app.run_sync(listed, "look", workspace=workspace)
+            assert result.status == "completed"  # MCP tools ask for approval by default: the policy's allow said yes
+            [decided] = [r for r in app.audit(session=result.session_id) if r["kind"] == "approval"]
+            assert decided["detail"]["by"] == "policy"
+    finally:
+        HUB.close()
