@@ -27,7 +27,7 @@ _SOURCES = {
     **dict.fromkeys(["Routine"], "chronicle.runtime.routines"),
     **dict.fromkeys(["Agent"], "chronicle.agent"),
     **dict.fromkeys(["Chronicle", "RunResult"], "chronicle.client"),
-    **dict.fromkeys(["ChronicleError"], "chronicle.errors"),
+    **dict.fromkeys(["ChronicleError", "ChronicleWarning"], "chronicle.errors"),
 }
 
 
@@ -71,7 +71,7 @@ if TYPE_CHECKING:
 
     from .agent import Agent
     from .client import Chronicle, RunResult
-    from .errors import ChronicleError
+    from .errors import ChronicleError, ChronicleWarning
 
 __all__ = [
     "LIVE_EVENTS",
@@ -81,6 +81,7 @@ __all__ = [
     "ApprovalNeeded",
     "Chronicle",
     "ChronicleError",
+    "ChronicleWarning",
     "CompactionEvent",
     "ErrorEvent",
     "Guardrail",

@@ -9,6 +9,7 @@ terminal see the same facts. A failure the CLI reports with an exit code raises
 from __future__ import annotations
 
 import asyncio
+import warnings
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,7 +36,7 @@ from chronicle.runtime.store import ChronicleStore, NotFound, UnknownSession
 from . import runs
 from .agent import Agent
 from .arguments import FromOne, FromZero, ModelName, Seconds, SessionRef, blocking, checked
-from .errors import ChronicleError
+from .errors import ChronicleError, ChronicleWarning
 
 
 @dataclass(frozen=True)
@@ -49,13 +50,17 @@ class RunResult:
     exit_code: int
     reason: str | None = None
     turn_id: str | None = None
+    #: What `chronicle run` prints as notes: an Agent's tools ignored by a continued session (also a ChronicleWarning),
+    #: a model change recorded.
+    notes: tuple[str, ...] = ()
 
     @classmethod
-    def of(cls, session_id: UUID, outcome: TurnOutcome | None, status: str = "idle", reason: str | None = None) -> "RunResult":
+    def of(cls, session_id: UUID, outcome: TurnOutcome | None, status: str = "idle", reason: str | None = None,
+           notes: Sequence[str] = ()) -> "RunResult":
         if outcome is None:
-            return cls(str(session_id), status, "", 0 if status in ("idle", "queued") else 1, reason)
+            return cls(str(session_id), status, "", 0 if status in ("idle", "queued") else 1, reason, notes=tuple(notes))
         return cls(str(session_id), outcome.status, outcome.text, outcome.exit_code, outcome.reason,
-                   str(outcome.turn_id) if outcome.turn_id else None)
+                   str(outcome.turn_id) if outcome.turn_id else None, tuple(notes))
 
 
 @contextmanager
@@ -118,11 +123,13 @@ class Chronicle:
         with _as_chronicle_errors():
             conversation = runs.open_conversation(self.store, agent, prompt, session, workspace, attachments, auto_approve,
                                                   max_iterations, [on_event] if on_event else [], model=model)
+            for note in conversation.ignored:
+                warnings.warn(note, ChronicleWarning, stacklevel=2)
             driven = await conversation.drive(handle_signals=False)
         sid = conversation.session_id
         if driven.queued is not None:
-            return RunResult.of(sid, None, "queued", driven.queued.reason)
-        return RunResult.of(sid, driven.outcome)
+            return RunResult.of(sid, None, "queued", driven.queued.reason, conversation.notes)
+        return RunResult.of(sid, driven.outcome, notes=conversation.notes)
 
     def run_sync(self, agent: Agent, prompt: str, *, session: SessionRef | None = None, workspace: str | Path | None = None,
                  attachments: Sequence[Any] | None = None, auto_approve: bool = False,

@@ -8,4 +8,11 @@ from __future__ import annotations
 
 from chronicle.runtime.app.errors import AppError as ChronicleError
 
-__all__ = ["ChronicleError"]
+
+class ChronicleWarning(UserWarning):
+    """Something the program gave that Chronicle does not use, said rather than dropped silently: e.g. an Agent's
+    tools given to a continued session, which keeps the ones it recorded. The same words are on RunResult.notes;
+    the CLI prints them as `note:` lines."""
+
+
+__all__ = ["ChronicleError", "ChronicleWarning"]

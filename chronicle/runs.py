@@ -7,6 +7,7 @@ before anything is recorded, the session's lease, the loop factory — is theirs
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 from typing import Any, Callable, Sequence
 from uuid import UUID
@@ -14,9 +15,11 @@ from uuid import UUID
 from chronicle.runtime.app import resume as resuming
 from chronicle.runtime.app.errors import AppError
 from chronicle.runtime.app.running import Conversation, RunOptions
+from chronicle.runtime.app.specs import ignored_in_code
 from chronicle.runtime.store import ChronicleStore
 
 from .agent import Agent
+from .errors import ChronicleWarning
 
 
 def checked(agent: Agent) -> Agent:
@@ -53,6 +56,9 @@ def submit(store: ChronicleStore, agent: Agent, prompt: str, session: str | UUID
     checked(agent)
     if session:
         submitted = resuming.submit(store, prompt, session=session, attachments=attachments)
+        note = ignored_in_code(submitted.session_id, store.session(submitted.session_id).spec, agent.registry(workspace))
+        if note:
+            warnings.warn(note, ChronicleWarning, stacklevel=3)
     else:
         for_a_worker(agent)
         submitted = resuming.submit(store, prompt, provider=agent.provider, model=agent.model,

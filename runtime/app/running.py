@@ -33,7 +33,7 @@ from .errors import AppError
 from .loops import LoopSetupError, build_loop, loop_parts
 from .model_change import change_model, check_model
 from .queries import session_id
-from .specs import new_spec, resolve_workspace, session_workspace
+from .specs import ignored_in_code, new_spec, resolve_workspace, session_workspace
 
 
 @dataclass
@@ -124,6 +124,8 @@ class Conversation:
         self.store, self.session_id, self.loop, self.settings, self.options = store, sid, loop, settings, options
         #: Things the client should tell the person (an ignored flag), one line each.
         self.notes = notes or []
+        #: Those of the notes that say something the client gave is ignored (the library warns of them).
+        self.ignored: list[str] = []
         self.holder = holder_name()
 
     @staticmethod
@@ -166,7 +168,8 @@ class Conversation:
         recorded = store.session(sid).spec if sid else None
         workspace = resolve_workspace(options.workspace or session_workspace(recorded))
         settings = settings_for(options, workspace, recorded)
-        notes = []
+        notes: list[str] = []
+        ignored: list[str] = []  # what the client gave and the session does not use: notes too, and the library warns
         if recorded is not None:
             spec: AgentSpec = recorded
             refuse_provider_switch(sid, recorded.provider, options.provider)
@@ -175,6 +178,8 @@ class Conversation:
                 notes.append(f"note: --agents ignored; session {sid} keeps the agents recorded when it started")
             if options.tools:
                 notes.append(f"note: --tools ignored; session {sid} keeps the tools recorded when it started")
+            if options.registry is not None and (note := ignored_in_code(sid, recorded, options.registry)):
+                ignored.append(note)
             if options.model and options.model.strip() != recorded.model:
                 # Recorded (below, once the loop is built) rather than applied to this process alone.
                 spec = recorded.model_copy(update={"model": check_model(options.model, recorded.provider)})
@@ -199,7 +204,9 @@ class Conversation:
             sid = created.id
         elif first_input is not None:
             submit_input(store, sid, first_input, attachments=blocks)
-        return cls(store, sid, loop, settings, options, notes)
+        conversation = cls(store, sid, loop, settings, options, [*ignored, *notes])
+        conversation.ignored = ignored
+        return conversation
 
     def submit(self, text: str) -> str:
         """Record an input durably (before anything runs); it runs in order after those queued before it."""

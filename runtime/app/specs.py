@@ -101,3 +101,27 @@ def check_policies(spec: AgentSpec, workspace: Path) -> None:
     agents = [spec, *(child_spec(spec, definition) for definition in spec.registry)]
     tools = {name for agent in agents for name in agent_toolbox(agent, workspace).tools}
     check_tool_names(policies, tools)
+
+
+def ignored_in_code(sid: object, recorded: AgentSpec, registry: AgentRegistry) -> str | None:
+    """The note for an Agent given in code to a continued session whose recorded agent it does not match: the
+    session keeps its recorded tools, sub-agents, MCP servers and instructions (resume, a worker and replay
+    rebuild them from the record), as `--tools` and `--agents` are ignored on a continued session, with a note."""
+    from ..agents.registry import ORCHESTRATION_NAMES
+    from ..skills import LoadSkill
+
+    added = (*ORCHESTRATION_NAMES, LoadSkill.name)  # added by Chronicle when the session started, not given
+    given, kept = registry.main, recorded
+    differs = []
+    if set(given.tools) != {t for t in kept.tools if t not in added}:
+        differs.append("tools")
+    if {a.name: set(a.tools) for a in registry.agents} != {a.name: set(a.tools) for a in kept.registry}:
+        differs.append("sub-agents")
+    if set(registry.mcp) != {e.get("server") for e in kept.mcp_tools}:
+        differs.append("MCP servers")
+    if given.instructions != kept.instructions:
+        differs.append("instructions")
+    if not differs:
+        return None
+    return (f"note: the Agent's {', '.join(differs)} ignored; session {sid} keeps those recorded when it started "
+            "(start a new session to use these)")

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import json
 import sys
+import warnings
 from pathlib import Path
+from uuid import UUID
 
 import pytest
 
@@ -69,3 +71,33 @@ def test_an_mcp_tool_is_known_by_the_name_its_server_listed_when_the_session_sta
             assert decided["detail"]["by"] == "policy"
     finally:
         HUB.close()
+
+
+@tool(read_only=True)
+async def peek(key: str) -> str:
+    """Read a value."""
+    return f"value of {key}"
+
+
+def test_an_agent_whose_tools_a_continued_session_ignores_is_warned_of_as_the_cli_notes_an_ignored_flag(db_url, workspace, tmp_path):
+    from chronicle import ChronicleWarning
+
+    provider = scripted(tmp_path, [response(text("one"))], [response(text("two"))], [response(text("three"))], [response(text("four"))])
+    first = Agent(tools=[peek, "read_file"], provider=provider)
+    with Chronicle(db_url) as app:
+        sid = app.run_sync(first, "first", workspace=workspace).session_id
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            same = app.run_sync(Agent(tools=[peek, "read_file"], provider=provider), "second", session=sid)
+        assert same.notes == () and [w for w in caught if issubclass(w.category, ChronicleWarning)] == []
+        other = Agent(tools=["read_file"], agents=[Agent(name="helper")], provider=provider)
+        with pytest.warns(ChronicleWarning) as warned:
+            result = app.run_sync(other, "third", session=sid)
+        line = (f"note: the Agent's tools, sub-agents ignored; session {sid} keeps those recorded when it started "
+                "(start a new session to use these)")
+        assert [str(w.message) for w in warned] == [line]
+        assert result.status == "completed" and result.notes == (line,)
+        with pytest.warns(ChronicleWarning, match="tools, sub-agents ignored"):
+            app.submit(other, "fourth", session=sid)
+        spec = app.store.session(UUID(sid)).spec
+        assert spec.tools == (peek.import_path, "read_file") and spec.registry == ()  # as recorded, unchanged
