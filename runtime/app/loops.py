@@ -35,6 +35,7 @@ from ..store import ChronicleStore
 from ..telemetry import live_tracing
 from ..titles import TitleHook
 from ..tools.base import Toolbox, ToolError
+from ..tools.imports import is_import_path
 from ..tools.tool_env import configured_names
 from ..toolsets import agent_toolbox, toolbox_for
 from ..user_hooks import NamedHook, hooks_along, hooks_for, recorded_hooks
@@ -144,6 +145,8 @@ def build_loop(
     spec = target.spec if isinstance(target, Session) else target
     parts = loop_parts(spec, session=session, provider_name=provider_name, model=model, workspace=workspace,
                        settings=settings, limits=limits)
+    if session is not None:
+        refuse_vanished_tools(store, session, parts.toolbox)
     options = options or LoopOptions()
     options = replace(options, tool_timeout_s=parts.settings.tool_timeout_s, max_tokens=options.max_tokens or environment().max_tokens)
     # `model` picks the provider's default only: every request asks the model the session recorded
@@ -162,6 +165,36 @@ def build_loop(
         hooks.add(tracer)
     return assemble(store, parts.provider, parts.toolbox, parts.workspace, options, broker=broker, clock=clock, approver=approver,
                     hooks=hooks, compactor=parts.settings.compactor(), middleware=parts.middleware)
+
+
+def refuse_vanished_tools(store: ChronicleStore, session: Session, toolbox: Toolbox) -> None:
+    """A continued session whose history called one of the user's tools that its recorded import path no longer
+    holds (`--tools shop:TOOLS` was [a, b] when it started, the module now says [a]) is refused, naming the tool and
+    the path: continuing would quietly take away a tool the conversation used (the model would see its calls but
+    could not make another), with nothing recorded to say why. Refusing records nothing and loses nothing: put the
+    tool back, or start a new session with the new list. Built-in and MCP tools are recorded by name or whole and
+    cannot vanish so; a name the model made up (answered "unknown tool") is not one the session had."""
+    paths = [entry for entry in session.spec.tools if is_import_path(entry)]
+    if not paths:
+        return
+    gone = sorted(called_tool_names(store, session) - set(toolbox.tools))
+    if gone:
+        names = ", ".join(map(repr, gone))
+        raise LoopSetupError(
+            f"session {session.id}: its history called {names}, which {', '.join(paths)} no longer holds; put it back "
+            "there to continue this session, or start a new session to work with the tools as they are now")
+
+
+def called_tool_names(store: ChronicleStore, session: Session) -> set[str]:
+    """The tools the session's active history called that were there to run (not answered "unknown tool")."""
+    called: set[str] = set()
+    for turn_id in session.head:
+        for step in store.turn(turn_id).steps:
+            unknown = {r.get("tool_use_id") for r in step.get("results") or []
+                       if isinstance(r.get("content"), str) and r["content"].startswith("unknown tool")}
+            called |= {b["name"] for b in step["response"].get("content", [])
+                       if b.get("type") == "tool_use" and b.get("id") not in unknown}
+    return called
 
 
 def checks_under(store: ChronicleStore, session: Session, workspace: Path) -> tuple[list[Any], list[NamedHook]]:

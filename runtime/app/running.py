@@ -30,7 +30,7 @@ from ..sessions import start_session, submit_input
 from ..settings import LimitFlags, Settings, SettingsError, load_settings
 from ..store import ChronicleStore
 from .errors import AppError
-from .loops import LoopSetupError, build_loop, loop_parts
+from .loops import LoopSetupError, build_loop, loop_parts, refuse_vanished_tools
 from .model_change import change_model, check_model
 from .queries import session_id
 from .specs import ignored_in_code, new_spec, resolve_workspace, session_workspace
@@ -194,6 +194,8 @@ class Conversation:
         try:
             loop = build_loop(store, spec, provider_name=provider, model=options.model, workspace=workspace, settings=settings,
                               options=loop_options, broker=broker, approver=approver, interactive=options.interactive)
+            if sid is not None:
+                refuse_vanished_tools(store, store.session(sid), loop.toolbox)
         except LoopSetupError as exc:
             raise AppError(str(exc), 2) from None
         blocks = stored_attachments(store, attachments)

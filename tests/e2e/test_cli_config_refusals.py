@@ -5,11 +5,12 @@ session already recorded."""
 from __future__ import annotations
 
 import json
+from uuid import UUID
 
 import pytest
 
 from chronicle.runtime.store import ChronicleStore
-from tests.helpers import cli, response, text
+from tests.helpers import cli, json_lines, response, text, tool_use
 
 
 def script(path, turns):
@@ -66,3 +67,49 @@ def test_an_approvals_table_naming_no_tool_of_the_session_exits_2_and_records_no
     refused(cli("run", "hello", "--provider", provider, "--workspace", str(workspace), db=sqlite_url), *named)
     assert ChronicleStore(sqlite_url).session_ids() == []
     refused(cli("submit", "hello", "--provider", provider, "--workspace", str(workspace), db=sqlite_url), *named)
+
+
+SHOP = '''
+from chronicle import tool
+
+
+@tool(read_only=True)
+def lookup_order(order_id: str) -> str:
+    """Find an order by its id."""
+    return f"order {order_id}: shipped"
+
+
+@tool(read_only=True)
+def refund(order_id: str) -> str:
+    """Refund an order."""
+    return f"refunded {order_id}"
+
+
+TOOLS = [lookup_order, refund]
+'''
+
+
+def test_a_tool_the_history_called_that_its_import_path_no_longer_holds_is_refused_not_dropped(db_url, workspace, tmp_path):
+    (workspace / "shop_tools.py").write_text(SHOP, encoding="utf-8")
+    provider = script(tmp_path / "s.json", [
+        [response(tool_use("t1", "refund", order_id="7")), response(tool_use("t2", "made_up")), response(text("refunded"))],
+        [response(text("second"))],
+    ])
+    first = cli("run", "refund 7", "--provider", provider, "--workspace", str(workspace), "--tools", "shop_tools:TOOLS",
+                "--json", db=db_url)
+    assert first.returncode == 0, first.stderr
+    sid = json_lines(first.stdout)[0]["session_id"]
+    (workspace / "shop_tools.py").write_text(SHOP.replace("[lookup_order, refund]", "[lookup_order]"), encoding="utf-8")
+    turns_before = len(ChronicleStore(db_url).session(UUID(sid)).head)
+    line = refused(cli("run", "again", "--session", sid, db=db_url),
+                   f"session {sid}: its history called 'refund', which shop_tools:TOOLS no longer holds",
+                   "put it back there", "start a new session")
+    assert "made_up" not in line  # a name the model made up was never a tool of the session
+    assert cli("submit", "queued", "--session", sid, db=db_url).returncode == 0  # the input is kept, not run
+    refused(cli("resume", sid, db=db_url), "its history called 'refund'")
+    store = ChronicleStore(db_url)
+    session = store.session(UUID(sid))
+    assert len(session.head) == turns_before and [q["text"] for q in session.queue] == ["queued"]
+    (workspace / "shop_tools.py").write_text(SHOP, encoding="utf-8")  # put back: the session goes on
+    resumed = cli("resume", sid, db=db_url)
+    assert resumed.returncode == 0, resumed.stderr
