@@ -80,6 +80,10 @@ class Agent:
     def __post_init__(self) -> None:
         if not NAME_PATTERN.match(self.name):
             raise ValueError(f"agent name {self.name!r}: names start with a letter and use letters, digits, - and _")
+        for whole in ("max_iterations", "max_depth"):  # strict, as chronicle.toml: "10" is no number
+            value = getattr(self, whole)
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise ValueError(f"agent {self.name}: {whole} takes a whole number, got {value!r}")
         if self.max_iterations < 1:
             raise ValueError(f"agent {self.name}: max_iterations must be at least 1")
         if self.max_depth < 0:

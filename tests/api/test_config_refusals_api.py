@@ -101,3 +101,10 @@ def test_an_agent_whose_tools_a_continued_session_ignores_is_warned_of_as_the_cl
             app.submit(other, "fourth", session=sid)
         spec = app.store.session(UUID(sid)).spec
         assert spec.tools == (peek.import_path, "read_file") and spec.registry == ()  # as recorded, unchanged
+
+
+@pytest.mark.parametrize("given", [{"max_iterations": "10"}, {"max_iterations": True}, {"max_iterations": 2.5}, {"max_depth": "1"}])
+def test_an_agent_limit_given_as_anything_but_a_whole_number_is_refused_naming_it(given):
+    [(name, value)] = given.items()
+    with pytest.raises(ValueError, match=f"^agent main: {name} takes a whole number, got {value!r}$".replace(".", r"\.")):
+        Agent(**given)
