@@ -9,7 +9,6 @@ terminal see the same facts. A failure the CLI reports with an exit code raises
 from __future__ import annotations
 
 import asyncio
-import warnings
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,7 +35,7 @@ from chronicle.runtime.store import ChronicleStore, NotFound, UnknownSession
 from . import runs
 from .agent import Agent
 from .arguments import FromOne, FromZero, ModelName, Seconds, SessionRef, blocking, checked
-from .errors import ChronicleError, ChronicleWarning
+from .errors import ChronicleError, warn
 
 
 @dataclass(frozen=True)
@@ -124,7 +123,7 @@ class Chronicle:
             conversation = runs.open_conversation(self.store, agent, prompt, session, workspace, attachments, auto_approve,
                                                   max_iterations, [on_event] if on_event else [], model=model)
             for note in conversation.ignored:
-                warnings.warn(note, ChronicleWarning, stacklevel=2)
+                warn(note)
             driven = await conversation.drive(handle_signals=False)
         sid = conversation.session_id
         if driven.queued is not None:

@@ -6,7 +6,14 @@ forbids it now), so a program and the command line classify failures alike.
 
 from __future__ import annotations
 
+import sys
+import warnings
+
 from chronicle.runtime.app.errors import AppError as ChronicleError
+
+#: Packages whose frames a note is not attributed to: ours, and what runs between the program's call and
+#: where the note is found (pydantic's argument check, asyncio running `run_sync`'s coroutine).
+INTERNAL = frozenset({"chronicle", "pydantic", "pydantic_core", "asyncio", "contextlib", "functools", "concurrent", "threading"})
 
 
 class ChronicleWarning(UserWarning):
@@ -15,4 +22,14 @@ class ChronicleWarning(UserWarning):
     the CLI prints them as `note:` lines."""
 
 
-__all__ = ["ChronicleError", "ChronicleWarning"]
+def warn(note: str) -> None:
+    """A ChronicleWarning attributed to the program's own line, which a fixed `stacklevel` cannot find: the
+    call may come through `run_sync`'s event loop, `await run`, or pydantic's argument check, each with
+    frames of its own in between. (Python 3.12's `skip_file_prefixes` does this; 3.11 is supported.)"""
+    frame, level = sys._getframe(1), 2
+    while frame.f_back is not None and frame.f_globals.get("__name__", "").partition(".")[0] in INTERNAL:
+        frame, level = frame.f_back, level + 1
+    warnings.warn(note, ChronicleWarning, stacklevel=level)
+
+
+__all__ = ["ChronicleError", "ChronicleWarning", "warn"]

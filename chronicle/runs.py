@@ -7,7 +7,6 @@ before anything is recorded, the session's lease, the loop factory — is theirs
 
 from __future__ import annotations
 
-import warnings
 from pathlib import Path
 from typing import Any, Callable, Sequence
 from uuid import UUID
@@ -19,7 +18,7 @@ from chronicle.runtime.app.specs import ignored_in_code
 from chronicle.runtime.store import ChronicleStore
 
 from .agent import Agent
-from .errors import ChronicleWarning
+from .errors import warn
 
 
 def checked(agent: Agent) -> Agent:
@@ -58,7 +57,7 @@ def submit(store: ChronicleStore, agent: Agent, prompt: str, session: str | UUID
         submitted = resuming.submit(store, prompt, session=session, attachments=attachments)
         note = ignored_in_code(submitted.session_id, store.session(submitted.session_id).spec, agent.registry(workspace))
         if note:
-            warnings.warn(note, ChronicleWarning, stacklevel=3)
+            warn(note)
     else:
         for_a_worker(agent)
         submitted = resuming.submit(store, prompt, provider=agent.provider, model=agent.model,

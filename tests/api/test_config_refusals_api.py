@@ -96,9 +96,11 @@ def test_an_agent_whose_tools_a_continued_session_ignores_is_warned_of_as_the_cl
         line = (f"note: the Agent's tools, sub-agents ignored; session {sid} keeps those recorded when it started "
                 "(start a new session to use these)")
         assert [str(w.message) for w in warned] == [line]
+        assert [w.filename for w in warned] == [__file__]  # the program's line, not pydantic's or asyncio's
         assert result.status == "completed" and result.notes == (line,)
-        with pytest.warns(ChronicleWarning, match="tools, sub-agents ignored"):
+        with pytest.warns(ChronicleWarning, match="tools, sub-agents ignored") as warned:
             app.submit(other, "fourth", session=sid)
+        assert [w.filename for w in warned] == [__file__]
         spec = app.store.session(UUID(sid)).spec
         assert spec.tools == (peek.import_path, "read_file") and spec.registry == ()  # as recorded, unchanged
 
