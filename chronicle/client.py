@@ -20,6 +20,7 @@ from chronicle.runtime.app import archive as archiving
 from chronicle.runtime.app import jobs as job_cases
 from chronicle.runtime.app import resume as resuming
 from chronicle.runtime.app import routines as routine_cases
+from chronicle.runtime.app import tasks as task_cases
 from chronicle.runtime.app.loops import LoopSetupError
 from chronicle.runtime.app.specs import resolve_workspace
 from chronicle.runtime.app.worker import Overrides, worker_name
@@ -390,6 +391,21 @@ class Chronicle:
     def log(self, session: SessionRef, tree: bool = False) -> list[dict[str, Any]]:
         with _as_chronicle_errors():
             return queries.log(self.store, session, tree=tree)
+
+    @checked
+    def tasks(self, session: SessionRef) -> list[dict[str, Any]]:
+        """`tasks SESSION --json`: the session's task board, tasks added to it first, then those its delegate calls opened."""
+        with _as_chronicle_errors():
+            return task_cases.listing(self.store, session)
+
+    @checked
+    def add_task(self, session: SessionRef, task: str, agent: str | None = None) -> dict[str, Any]:
+        """`tasks add SESSION TEXT [--agent NAME] --json`: put a task on the session's board ahead of delegation; its
+        row (`task_id`, `status` pending, `child_session_id` null). A `delegate` task item naming that `task_id`
+        claims it for the child it starts. `agent`: only that agent may claim it. An empty task or an agent the
+        session may not delegate to is ChronicleError 2, nothing recorded."""
+        with _as_chronicle_errors():
+            return task_cases.add(self.store, session, task, agent)
 
     @checked
     def history(self, session: SessionRef, at: FromOne | None = None, version: FromOne | None = None,

@@ -63,6 +63,11 @@ def task_id(child_session_id_: UUID) -> UUID:
     return uuid5(child_session_id_, "task")
 
 
+def board_index_id(session_id: UUID) -> UUID:
+    """The log of tasks posted on a session's board ahead of delegation, in the order they were posted."""
+    return uuid5(session_id, "task-board")
+
+
 def attachment_id(sha256: str) -> UUID:
     """Content-addressed: the same bytes always get the same id, so they are stored once."""
     return uuid5(CHRONICLE_NS, f"/attachments/{sha256}")

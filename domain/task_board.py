@@ -6,6 +6,10 @@ child that crashes or errors rolls the task to `failed` rather than leaving it `
 The id is derived from the child session's id, so a parent resumed after a crash finds the
 task it already opened.
 
+A task can also be posted on a session's board before any delegation (`Posted`: no child
+yet, perhaps no agent): a `delegate` task item naming its id claims it for the child it
+starts (`ClaimedByChild`, which links the child), and the child's outcome settles it as above.
+
 A failed task also carries its failure reflection (what was asked, what happened, why it
 failed, and the keywords later delegations are matched on), so the lesson is an event of the
 task it came from rather than a loose file.
@@ -20,8 +24,14 @@ from uuid import UUID
 
 from eventsourcing.domain import Aggregate, event
 
+from .errors import DomainError
 from .event_type import EventType
 from .lifecycle import Edge, Lifecycle
+
+
+class TaskClaimRefused(DomainError):
+    """A delegate task item named a board task its child may not take (say why, record nothing)."""
+
 
 TASK_LIFECYCLE = Lifecycle(
     "DelegatedTask",
@@ -57,6 +67,9 @@ class DelegatedTask(Aggregate):
     class Event(Aggregate.Event, metaclass=EventType):
         pass
 
+    #: Posted on the board ahead of delegation (no child until one claims it).
+    posted = False
+
     class Opened(Aggregate.Created, Event):
         parent_session_id: UUID
         parent_tool_call_id: UUID
@@ -67,13 +80,13 @@ class DelegatedTask(Aggregate):
 
     @event(Opened)
     def __init__(
-        self, id: UUID, parent_session_id: UUID, parent_tool_call_id: UUID, child_session_id: UUID, index: int,
-        agent: str, task: str, timestamp: datetime,
+        self, id: UUID, parent_session_id: UUID, agent: str, task: str, timestamp: datetime,
+        parent_tool_call_id: UUID | None = None, child_session_id: UUID | None = None, index: int | None = None,
     ) -> None:
         self.parent_session_id = parent_session_id
-        self.parent_tool_call_id = parent_tool_call_id
-        self.child_session_id = child_session_id
-        self.index = index
+        self.parent_tool_call_id: UUID | None = parent_tool_call_id
+        self.child_session_id: UUID | None = child_session_id
+        self.index: int | None = index
         self.agent = agent
         self.task = task
         self.status = "pending"
@@ -82,6 +95,23 @@ class DelegatedTask(Aggregate):
         self.reflection: dict[str, Any] | None = None
         self.opened_at = timestamp
         self.updated_at = timestamp
+
+    @classmethod
+    def post(cls, id: UUID, parent_session_id: UUID, agent: str, task: str, timestamp: datetime) -> "DelegatedTask":
+        """A task on the session's board ahead of delegation; `agent` "" lets any agent claim it."""
+        return cls._create(cls.Posted, id=id, parent_session_id=parent_session_id, agent=agent, task=task, timestamp=timestamp)
+
+    class Posted(Aggregate.Created, Event):
+        parent_session_id: UUID
+        agent: str
+        task: str
+
+        def apply(self, aggregate: Any) -> None:
+            # No child and no delegate call yet: ClaimedByChild links them.
+            aggregate.parent_tool_call_id = None
+            aggregate.child_session_id = None
+            aggregate.index = None
+            aggregate.posted = True
 
     @property
     def finished(self) -> bool:
@@ -98,6 +128,45 @@ class DelegatedTask(Aggregate):
     def _claimed(self, agent: str, timestamp: datetime) -> None:
         self.status = "in_progress"
         self.claimed_by = agent
+        self.updated_at = timestamp
+
+    def claim_for_child(self, agent: str, child_session_id: UUID, parent_tool_call_id: UUID, index: int, now: datetime) -> None:
+        """A posted task taken by the child a delegate task item starts for it."""
+        refusal = self.claim_refusal(agent, child_session_id)
+        if refusal is not None:
+            raise TaskClaimRefused(refusal)
+        TASK_LIFECYCLE.next_state("claim", self.status, self.id)
+        self._claimed_by_child(agent=agent, child_session_id=child_session_id, parent_tool_call_id=parent_tool_call_id,
+                               index=index, timestamp=now)
+
+    def claim_refusal(self, agent: str, child_session_id: UUID) -> str | None:
+        """Why the child cannot claim this task, or None if it can."""
+        if self.child_session_id == child_session_id:
+            return None if self.status == "pending" else f"task {self.id} is already claimed by this child"
+        if not self.posted:
+            return f"task {self.id} belongs to a delegate call of its own (agent {self.agent!r}); only a task added to a board can be claimed"
+        if self.status != "pending":
+            by = f" (claimed by {self.claimed_by!r} for child session {self.child_session_id})" if self.claimed_by else ""
+            return f"task {self.id} is already {self.status}{by}; add a new task to the board for this work"
+        if self.agent and self.agent.casefold() != agent.casefold():
+            return f"task {self.id} is for agent {self.agent!r}, not {agent!r}; delegate it to {self.agent!r}"
+        return None
+
+    class ClaimedByChild(Event):
+        agent: str
+        child_session_id: UUID
+        parent_tool_call_id: UUID
+        index: int
+
+    @event(ClaimedByChild)
+    def _claimed_by_child(self, agent: str, child_session_id: UUID, parent_tool_call_id: UUID, index: int,
+                          timestamp: datetime) -> None:
+        self.status = "in_progress"
+        self.claimed_by = agent
+        self.agent = agent
+        self.child_session_id = child_session_id
+        self.parent_tool_call_id = parent_tool_call_id
+        self.index = index
         self.updated_at = timestamp
 
     def complete(self, summary: str, now: datetime) -> None:

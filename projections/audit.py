@@ -374,6 +374,25 @@ class AuditProjection(Projection):
                   detail={"task": e.task, "index": e.index, "task_id": row[0]},
                   links={"child_session_id": row[2], "parent_tool_call_id": str(e.parent_tool_call_id)})
 
+    @on(DelegatedTask.Posted)
+    def _task_posted(self, tx: Tx, e: Any, position: int) -> None:
+        """A task put on the session's board ahead of delegation: no child until one claims it."""
+        row = (str(e.originator_id), str(e.parent_session_id), None, e.agent or None)
+        tx.execute("INSERT INTO proj_audit_tasks VALUES (%s, %s, %s, %s)", row)
+        tx.memo[("audit.task", row[0])] = row[1:]
+        self._row(tx, e, position, "task", row[1], name=row[3], status="pending",
+                  detail={"task": e.task, "task_id": row[0], "posted": True})
+
+    @on(DelegatedTask.ClaimedByChild)
+    def _task_claimed_by_child(self, tx: Tx, e: Any, position: int) -> None:
+        tid, child = str(e.originator_id), str(e.child_session_id)
+        parent, _, _ = self._task(tx, tid)
+        tx.execute("UPDATE proj_audit_tasks SET child_session_id = %s, agent = %s WHERE task_id = %s", (child, e.agent, tid))
+        tx.memo[("audit.task", tid)] = (parent, child, e.agent)
+        self._row(tx, e, position, "task", parent, name=e.agent, status="in_progress",
+                  detail={"task_id": tid, "claimed_by": e.agent, "child_session_id": child, "index": e.index},
+                  links={"child_session_id": child, "parent_tool_call_id": str(e.parent_tool_call_id)})
+
     @on(*TASK_STATUS)
     def _task_status(self, tx: Tx, e: Any, position: int) -> None:
         parent, child, agent = self._task(tx, str(e.originator_id))

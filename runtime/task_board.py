@@ -5,6 +5,11 @@ child starts; `settle_task` reads the child's outcome and completes or fails the
 failed one gets its reflection, indexed so later delegations can find it. Every step is
 idempotent on the recorded state, so a parent resumed after a crash settles what it left.
 
+`post_task` puts a task on a session's board ahead of delegation (listed through the session's
+board index log, written in the task's transaction); `claimed_board_task` is how a delegate task
+item naming its `task_id` takes it for the child it starts, saved with that child session, so a
+resumed parent finds the child and never claims twice. Settling it is the same as above.
+
 Before a new child is asked, `with_prior_reflections` prepends the reflections whose keywords
 overlap the task's, best match first, at most MAX_REFLECTIONS and MAX_REFLECTION_BYTES (the
 seed's 5 files / 32 KB); the child's recorded input holds the result, so replay sees it too.
@@ -19,9 +24,9 @@ from eventsourcing.application import AggregateNotFoundError, EventSourcedLog
 from eventsourcing.domain import DomainEvent
 from eventsourcing.persistence import IntegrityError
 
-from chronicle.domain.ids import REFLECTION_INDEX_ID, task_id
+from chronicle.domain.ids import REFLECTION_INDEX_ID, board_index_id, task_id
 from chronicle.domain.session import Session
-from chronicle.domain.task_board import DelegatedTask, keywords
+from chronicle.domain.task_board import DelegatedTask, TaskClaimRefused, keywords
 
 from .store import ChronicleStore, NotFound
 
@@ -35,16 +40,81 @@ class ReflectionLogged(DomainEvent):
     task_id: UUID
 
 
+class BoardTaskPosted(DomainEvent):
+    task_id: UUID
+
+
 def reflection_index(store: ChronicleStore) -> EventSourcedLog[ReflectionLogged]:
     return EventSourcedLog(store.events, REFLECTION_INDEX_ID, ReflectionLogged)
 
 
+def board_index(store: ChronicleStore, session_id: UUID) -> EventSourcedLog[BoardTaskPosted]:
+    return EventSourcedLog(store.events, board_index_id(session_id), BoardTaskPosted)
+
+
 def find_task(store: ChronicleStore, child_id: UUID) -> DelegatedTask | None:
+    """The task a delegate call opened for this child (auto-opened, id derived from the child's)."""
+    return get_task(store, task_id(child_id))
+
+
+def get_task(store: ChronicleStore, id_: UUID) -> DelegatedTask | None:
     try:
-        aggregate: Any = store.repository.get(task_id(child_id))
-    except AggregateNotFoundError:  # a child started before the task board existed
+        aggregate: Any = store.repository.get(id_)
+    except AggregateNotFoundError:  # a child started before the task board existed, or no such task
         return None
     return aggregate if isinstance(aggregate, DelegatedTask) else None
+
+
+def post_task(store: ChronicleStore, session: Session, text: str, agent: str, id_: UUID, now: Any) -> DelegatedTask:
+    """Put a task on the session's board, with its index entry, in one transaction (another poster
+    taking the same index slot meanwhile makes this one take the next)."""
+    task = DelegatedTask.post(id_, session.id, agent, text, now)
+    events = list(task.collect_events())
+    index = board_index(store, session.id)
+    for _ in range(50):
+        try:
+            store.save(*events, index.trigger_event(task_id=task.id))
+            return task
+        except IntegrityError:
+            if get_task(store, task.id) is not None:
+                raise
+    raise RuntimeError(f"could not index task {task.id} on session {session.id}'s board: its index kept changing")
+
+
+def claimed_board_task(store: ChronicleStore, parent: Session, raw_id: str, agent: str, child_id: UUID,
+                       call_id: UUID, index: int, now: Any) -> DelegatedTask:
+    """The board task `raw_id`, claimed (not yet saved) for the child `child_id` of `parent`'s delegate
+    call; TaskClaimRefused says why not (unknown, another session's, taken, settled, for another agent)."""
+    task = _claimable(store, parent, raw_id, agent, child_id)
+    task.claim_for_child(agent, child_id, call_id, index, now)
+    return task
+
+
+def claim_refusal_now(store: ChronicleStore, parent: Session, raw_id: str, agent: str, child_id: UUID) -> str:
+    """Why a claim that lost a race to another writer is refused, as the store has it now."""
+    try:
+        _claimable(store, parent, raw_id, agent, child_id)
+    except TaskClaimRefused as exc:
+        return str(exc)
+    return f"task {raw_id} changed while it was being claimed; try again"
+
+
+def _claimable(store: ChronicleStore, parent: Session, raw_id: str, agent: str, child_id: UUID) -> DelegatedTask:
+    try:
+        id_ = UUID(raw_id.strip())
+    except ValueError:
+        raise TaskClaimRefused(
+            f"task_id {raw_id!r} is not a task id; use a task_id from this session's board, or leave task_id out"
+        ) from None
+    task = get_task(store, id_)
+    if task is None:
+        raise TaskClaimRefused(f"no task {id_} on any board; use a task_id from this session's board, or leave task_id out")
+    if task.parent_session_id != parent.id:
+        raise TaskClaimRefused(f"task {id_} is on another session's board ({task.parent_session_id}), not this session's")
+    refusal = task.claim_refusal(agent, child_id)
+    if refusal is not None:
+        raise TaskClaimRefused(refusal)
+    return task
 
 
 def open_task(parent: Session, call_id: UUID, index: int, child: Session, task: str) -> DelegatedTask:
@@ -62,10 +132,13 @@ def claim_task(store: ChronicleStore, child: Session, now: Any) -> None:
     _save(store, task)
 
 
-def settle_task(store: ChronicleStore, child_id: UUID, status: str, summary: str, now: Any, *, crashed: bool = False) -> None:
-    """Complete or fail the child's task from its result. A child paused for an approval or left
-    in flight keeps its task in_progress (resume finishes it); a crash fails it."""
-    task = find_task(store, child_id)
+def settle_task(store: ChronicleStore, child_id: UUID, status: str, summary: str, now: Any, *, crashed: bool = False,
+                board_task: UUID | None = None) -> None:
+    """Complete or fail the child's task (its auto-opened one, or the `board_task` it claimed) from its
+    result. A child paused for an approval or left in flight keeps its task in_progress (resume
+    finishes it); a crash fails it."""
+    tid = board_task or task_id(child_id)
+    task = get_task(store, tid)
     if task is None or task.finished:
         return
     if not crashed and _child_open(store, child_id):
@@ -85,7 +158,7 @@ def settle_task(store: ChronicleStore, child_id: UUID, status: str, summary: str
             return
         except IntegrityError:
             # Another process settled the task, or took the index slot: look again from the store.
-            fresh = find_task(store, child_id)
+            fresh = get_task(store, tid)
             if fresh is None or fresh.finished:
                 return
             task = fresh
@@ -123,9 +196,11 @@ def _what_happened(store: ChronicleStore, child_id: UUID, crashed: bool) -> str:
 
 
 def tasks_of(store: ChronicleStore, session: Session) -> list[DelegatedTask]:
-    """The tasks the session delegated, in the order its delegate calls asked for them."""
+    """The session's board: the tasks posted on it (in the order they were posted, claimed or not), then
+    the tasks its delegate calls opened for their children, in the order the calls asked for them."""
+    posted = (get_task(store, entry.task_id) for entry in board_index(store, session.id).get())
     found = (find_task(store, sid) for sid in store.delegated_session_ids(session))
-    return [task for task in found if task is not None]
+    return [task for task in (*posted, *found) if task is not None]
 
 
 def reflections(store: ChronicleStore) -> list[DelegatedTask]:
@@ -183,9 +258,15 @@ def with_prior_reflections(store: ChronicleStore, task: str, text: str) -> str:
 
 
 def task_row(task: DelegatedTask) -> dict[str, Any]:
-    """`chronicle tasks --json`: task_id, agent, status, summary, child_session_id are the contract."""
+    """`chronicle tasks --json`: task_id, agent, status, summary, child_session_id are the contract. A task
+    posted on the board and not claimed yet has no child (`child_session_id`, `index`,
+    `parent_tool_call_id` null) and `agent` null unless it was posted for one."""
     return {
-        "task_id": str(task.id), "agent": task.agent, "status": task.status, "summary": task.summary,
-        "child_session_id": str(task.child_session_id), "task": task.task, "index": task.index,
-        "parent_tool_call_id": str(task.parent_tool_call_id), "reflection": task.reflection,
+        "task_id": str(task.id), "agent": task.agent or None, "status": task.status, "summary": task.summary,
+        "child_session_id": _s(task.child_session_id), "task": task.task, "index": task.index,
+        "parent_tool_call_id": _s(task.parent_tool_call_id), "reflection": task.reflection, "posted": task.posted,
     }
+
+
+def _s(value: UUID | None) -> str | None:
+    return str(value) if value is not None else None

@@ -18,10 +18,11 @@ from pydantic import BaseModel, Field
 from chronicle.domain.agent_spec import AgentSpec
 from chronicle.domain.ids import child_session_id, turn_id
 from chronicle.domain.session import Session
+from chronicle.domain.task_board import TaskClaimRefused
 from chronicle.runtime.hooks import Hooks
 from chronicle.runtime.live import AgentEnd, AgentStart
 from chronicle.runtime.store import ChronicleStore, NotFound
-from chronicle.runtime.task_board import claim_task, open_task, settle_task
+from chronicle.runtime.task_board import claim_refusal_now, claim_task, claimed_board_task, open_task, settle_task
 
 from .slots import child_slot
 
@@ -32,7 +33,8 @@ class ChildResult(BaseModel):
     """What the parent reads about one child, in the one delegate result."""
 
     agent: str
-    session_id: str
+    #: None: no child was started (its task_id could not be claimed).
+    session_id: str | None
     status: Literal["completed", "failed"]
     summary: str
     files_modified: list[str] = Field(default_factory=list)
@@ -42,6 +44,12 @@ class ChildResult(BaseModel):
     reported: bool = Field(False, exclude=True)
     #: What the checks changed in the report (runtime/guardrails.py marks), for the delegate call's effects.
     marks: list[dict[str, Any]] = Field(default_factory=list, exclude=True)
+    #: The board task the item claimed (given only for an item that named a task_id).
+    task_id: str | None = None
+
+    def row(self) -> dict[str, Any]:
+        """The result as the delegate call reports it; task_id only for an item that named one."""
+        return self.model_dump(exclude={"task_id"} if self.task_id is None else None)
 
 
 def task_text(task: str, context: str) -> str:
@@ -59,9 +67,14 @@ def find_session(store: ChronicleStore, session_id: UUID) -> Session | None:
 
 def open_child(
     parent_io: Any, parent: Session, parent_call_id: UUID, index: int, spec: AgentSpec, text: str, task: str = "",
+    board_task: str | None = None,
 ) -> Session:
     """The child session for task `index` of this call: the stored one if it exists, else a new one,
-    opened together with its task-board entry (`task` is the request as the model wrote it)."""
+    opened together with its task-board entry (`task` is the request as the model wrote it).
+
+    With `board_task` (the item's task_id) the child claims that task on the parent's board instead,
+    in the same transaction, so a resumed parent that finds the child finds its claim too and never
+    claims again; a task it may not take raises TaskClaimRefused and no child is created."""
     store: ChronicleStore = parent_io.store
     sid = child_session_id(parent_call_id, index)
     existing = find_session(store, sid)
@@ -70,20 +83,35 @@ def open_child(
     now = parent_io.clock.now()
     child = Session.start(sid, spec, now, parent_session_id=parent.id, parent_tool_call_id=parent_call_id)
     child.queue_input(TASK_INPUT_ID, text, now, kind="task")
+    if board_task is None:
+        entry = open_task(parent, parent_call_id, index, child, task or text)
+    else:
+        entry = claimed_board_task(store, parent, board_task, spec.name, sid, parent_call_id, index, now)
     try:
-        store.create_session(child, open_task(parent, parent_call_id, index, child, task or text))
+        store.create_session(child, entry)
     except IntegrityError:  # another process created it a moment ago: continue that one
-        return store.session(sid)
+        existing = find_session(store, sid)
+        if existing is None and board_task is not None:  # the task was taken by another writer meanwhile
+            raise TaskClaimRefused(claim_refusal_now(store, parent, board_task, spec.name, sid)) from None
+        return existing if existing is not None else store.session(sid)
     return child
 
 
-async def run_child(parent_io: Any, child: Session) -> ChildResult:
-    """Drive the child's task turn while it holds one of the process's sub-agent slots (slots.py)."""
+def refused_result(agent: str, task_id: str, reason: str) -> ChildResult:
+    """A task item whose task_id could not be claimed: failed at once, no child started."""
+    return ChildResult(agent=agent, session_id=None, status="failed", task_id=task_id,
+                       summary=f"not started: task_id {task_id} cannot be claimed: {reason}")
+
+
+async def run_child(parent_io: Any, child: Session, board_task: UUID | None = None) -> ChildResult:
+    """Drive the child's task turn while it holds one of the process's sub-agent slots (slots.py);
+    `board_task`: the board task it claimed, settled instead of an auto-opened one."""
     async with child_slot():
-        return await _run_child(parent_io, child)
+        result = await _run_child(parent_io, child, board_task)
+    return result if board_task is None else result.model_copy(update={"task_id": str(board_task)})
 
 
-async def _run_child(parent_io: Any, child: Session) -> ChildResult:
+async def _run_child(parent_io: Any, child: Session, board_task: UUID | None) -> ChildResult:
     """Drive the child's task turn to its end (starting or continuing it) and report on it.
 
     The child's loop comes from the parent's I/O bundle (`spawn`), so this module needs no loop."""
@@ -101,7 +129,8 @@ async def _run_child(parent_io: Any, child: Session) -> ChildResult:
         result = ChildResult(agent=spec.name, session_id=str(child.id), status="failed",
                              summary=f"the sub-agent could not run: {type(exc).__name__}: {exc}")
     try:
-        settle_task(parent_io.store, child.id, result.status, result.summary, loop.clock.now(), crashed=crashed)
+        settle_task(parent_io.store, child.id, result.status, result.summary, loop.clock.now(), crashed=crashed,
+                    board_task=board_task)
     except PersistenceError:
         pass  # the store is gone: the task stays in_progress and a resumed parent settles it
     await loop.emit(

@@ -8,15 +8,16 @@ from __future__ import annotations
 
 import asyncio
 import json
-from typing import Literal
+from typing import Any, Literal
 from uuid import UUID
 
 from pydantic import BaseModel, Field
 
+from chronicle.domain.task_board import TaskClaimRefused
 from chronicle.runtime.task_board import with_prior_reflections
 from chronicle.runtime.tools.base import Tool, ToolContext, ToolError, ToolOutput
 
-from .children import ChildResult, open_child, run_child, task_text
+from .children import ChildResult, open_child, refused_result, run_child, task_text
 from .registry import child_spec, targets
 from .slots import waiting_for_children
 
@@ -25,6 +26,10 @@ class DelegatedTask(BaseModel):
     agent: str = Field(description="Name of the agent to ask (see list_agents)")
     task: str = Field(min_length=1, description="What the agent should do")
     context: str = Field("", description="What it needs to know that it cannot find itself")
+    task_id: str | None = Field(
+        None, description="Optional: the id of a task already on your session's task board; the agent claims it and "
+                          "its outcome settles it. Leave it out to open a new task for this request",
+    )
 
 
 class Delegate(Tool):
@@ -40,7 +45,9 @@ class Delegate(Tool):
     name = "delegate"
     description = (
         "Delegate one or more tasks to other agents (see list_agents). All tasks run concurrently, each agent "
-        "in its own session with its own tools; you get one result listing every agent's status and summary."
+        "in its own session with its own tools; you get one result listing every agent's status and summary. "
+        "A task may name the task_id of a task on your task board: the agent claims it (a task that cannot be "
+        "claimed fails at once with the reason, the others still run)."
     )
     idempotent = True
     unbounded = True
@@ -69,15 +76,26 @@ class Delegate(Tool):
                 raise ToolError(f"delegation refused: no agent named {task.agent!r}; available: {names}")
             specs.append(child_spec(spec, definition))
         call_id = UUID(ctx.tool_call_id)
-        children = [
-            open_child(loop, parent, call_id, index, child,
-                       with_prior_reflections(loop.store, task.task, task_text(task.task, task.context)), task.task)
-            for index, (task, child) in enumerate(zip(args.tasks, specs, strict=True))
-        ]
+        runs: list[Any] = []
+        for index, (task, child) in enumerate(zip(args.tasks, specs, strict=True)):
+            board = (task.task_id or "").strip() or None
+            try:
+                opened = open_child(loop, parent, call_id, index, child,
+                                    with_prior_reflections(loop.store, task.task, task_text(task.task, task.context)), task.task,
+                                    board_task=board)
+            except TaskClaimRefused as exc:  # this item fails now, with no child; the others still run
+                runs.append(_ready(refused_result(child.name, board or "", str(exc))))
+                continue
+            # a child exists only with its claim (one transaction), so board is a valid id here
+            runs.append(run_child(loop, opened, UUID(board) if board else None))
         async with waiting_for_children():  # a sub-agent that delegates frees its slot meanwhile (see slots.py)
-            results: list[ChildResult] = await asyncio.gather(*(run_child(loop, c) for c in children))
-        return ToolOutput(json.dumps({"results": [r.model_dump() for r in results]}, ensure_ascii=False),
+            results: list[ChildResult] = await asyncio.gather(*runs)
+        return ToolOutput(json.dumps({"results": [r.row() for r in results]}, ensure_ascii=False),
                           effects=[mark for r in results for mark in r.marks])
+
+
+async def _ready(result: ChildResult) -> ChildResult:
+    return result
 
 
 class ListAgents(Tool):

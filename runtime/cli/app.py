@@ -46,7 +46,7 @@ COMMANDS = [
     Lazy("history", "inspect_cmd:history", "Inspect"),
     Lazy("cost", "cost_cmd:cost", "Inspect"),
     Lazy("audit", "audit_cmd:audit", "Inspect"),
-    Lazy("tasks", "tasks_cmd:tasks", "Inspect"),
+    Lazy("tasks", "tasks_cmd:app", "Inspect", group=True),
     Lazy("skills", "skills_cmd:skills", "Inspect"),
     Lazy("export-traces", "traces_cmd:export_traces", "Inspect"),
     Lazy("steer", "controls_cmd:steer", "Steer a running session"),

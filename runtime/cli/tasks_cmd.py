@@ -1,13 +1,14 @@
-"""`chronicle tasks SESSION`: the task board of a session's delegations, read from the task aggregates."""
+"""`chronicle tasks SESSION`: the task board of a session, read from the task aggregates; and
+`chronicle tasks add SESSION TEXT`: a task put on the board ahead of delegation, which a `delegate`
+task item then claims by its task_id."""
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
+import typer.core
 from rich.markup import escape
-
-from chronicle.runtime.task_board import task_row, tasks_of
 
 from .common import (
     DbOption,
@@ -16,21 +17,48 @@ from .common import (
     print_json_rows,
     store_command,
 )
+from .lazy import lazy_module
 from .render import short
 from .tables import Column, fit_table
 
+if TYPE_CHECKING:  # the use cases import the store and the registry; `--help` needs neither
+    from chronicle.runtime.app import tasks as use_cases
+else:
+    use_cases = lazy_module("chronicle.runtime.app.tasks")
+
 STATUS_STYLE = {"completed": "green", "failed": "red", "in_progress": "yellow", "pending": "dim"}
+LIST = "list"
 
 
+class BoardGroup(typer.core.TyperGroup):
+    """`tasks SESSION` stays the listing it always was: anything that is not a subcommand's name (or
+    --help) is handed to the hidden `list` command. A session whose id begins with `add` is named by
+    a longer prefix."""
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        if not args or (args[0] not in self.commands and args[0] not in ctx.help_option_names):
+            args = [LIST, *args]
+        return super().parse_args(ctx, args)
+
+
+app = typer.Typer(
+    cls=BoardGroup,
+    help="The tasks a session delegated to sub-agents, each pending, in_progress, completed or failed, with the child "
+         "session that works on it. A failed task's reflection is shown by `chronicle audit` and offered to later "
+         "delegations of similar tasks.",
+)
+
+
+@app.command(LIST, hidden=True)
 def tasks(
     session: Annotated[str, typer.Argument(help="The delegating session (id or unique prefix)")],
     as_json: JsonOption = False,
     db: DbOption = None,
 ) -> None:
-    """The tasks a session delegated to sub-agents, each pending, in_progress, completed or failed, with the child session that works on it. A failed task's reflection is shown by `chronicle audit` and offered to later delegations of similar tasks."""
+    """The session's board: tasks added to it (`tasks add`), then those its delegate calls opened."""
     with store_command(db, create=False) as store:
         sid = store.resolve_session_id(session)
-        rows = [task_row(t) for t in tasks_of(store, store.session(sid))]
+        rows = use_cases.listing(store, sid)
         if as_json:
             print_json_rows(rows)
             return
@@ -40,10 +68,28 @@ def tasks(
         columns = [Column("task"), Column("agent"), Column("status"), Column("child"), Column("summary", flex=True)]
         table = [
             {
-                "task": r["task_id"][:8], "agent": escape(r["agent"]), "child": r["child_session_id"][:8],
+                "task": r["task_id"][:8], "agent": escape(r["agent"] or "(any)"), "child": (r["child_session_id"] or "-")[:8],
                 "status": f"[{STATUS_STYLE.get(r['status'], '')}]{r['status']}[/]",
                 "summary": escape(short(r["summary"] or r["task"], 200)),
             }
             for r in rows
         ]
         out_console.print(fit_table(columns, table, out_console.width))
+
+
+@app.command("add")
+def add(
+    session: Annotated[str, typer.Argument(help="The session whose board gets the task (id or unique prefix)")],
+    text: Annotated[str, typer.Argument(help="What should be done")],
+    agent: Annotated[Optional[str], typer.Option("--agent", help="Only this agent may claim it (default: any)")] = None,
+    as_json: JsonOption = False,
+    db: DbOption = None,
+) -> None:
+    """Put a task on SESSION's board ahead of delegation and print its task_id: pending with no child until a
+    `delegate` task item names that task_id, whose child then claims it."""
+    with store_command(db, create=False) as store:
+        row = use_cases.add(store, session, text, agent)
+        if as_json:
+            print_json_rows([row])
+        else:
+            print(row["task_id"])
