@@ -8,7 +8,7 @@ from uuid import uuid4
 import pytest
 
 from chronicle.domain.errors import IllegalTransition
-from chronicle.domain.task_board import DelegatedTask, keywords
+from chronicle.domain.task_board import DelegatedTask, TaskClaimRefused, keywords
 
 NOW = datetime(2026, 1, 5, tzinfo=UTC)
 
@@ -53,3 +53,40 @@ def test_a_completed_task_gets_no_reflection():
 
 def test_keywords_skip_short_words_and_stopwords_and_are_sorted():
     assert keywords("Fix the parser for the CSV files, then test it") == ["parser", "test"]
+
+
+def posted(agent: str = "") -> DelegatedTask:
+    return DelegatedTask.post(uuid4(), uuid4(), agent, "Count the widgets in inventory.csv", NOW)
+
+
+def test_a_posted_task_has_no_child_until_one_claims_it_and_replays_to_the_same_state():
+    task = posted()
+    assert (task.status, task.child_session_id, task.index, task.agent, task.posted) == ("pending", None, None, "", True)
+    child, call = uuid4(), uuid4()
+    task.claim_for_child("researcher", child, call, 2, NOW)
+    task.complete("42", NOW)
+    events = task.collect_events()
+    assert [type(e).__qualname__ for e in events] == ["DelegatedTask.Posted", "DelegatedTask.ClaimedByChild", "DelegatedTask.Completed"]
+    replayed = None
+    for e in events:
+        replayed = e.mutate(replayed)
+    assert replayed is not None
+    assert (replayed.status, replayed.agent, replayed.claimed_by, replayed.child_session_id, replayed.parent_tool_call_id,
+            replayed.index, replayed.summary, replayed.posted) == ("completed", "researcher", "researcher", child, call, 2, "42", True)
+
+
+def test_a_posted_task_refuses_another_agent_a_second_child_and_any_child_once_settled_recording_nothing():
+    named = posted("auditor")
+    with pytest.raises(TaskClaimRefused, match="is for agent 'auditor', not 'researcher'"):
+        named.claim_for_child("researcher", uuid4(), uuid4(), 0, NOW)
+    named.claim_for_child("Auditor", uuid4(), uuid4(), 0, NOW)  # names compare as the delegate tool compares them
+    with pytest.raises(TaskClaimRefused, match="already in_progress .claimed by 'Auditor'"):
+        named.claim_for_child("auditor", uuid4(), uuid4(), 1, NOW)
+    named.fail("broke", NOW)
+    assert named.claim_refusal("auditor", uuid4()) is not None and "already failed" in named.claim_refusal("auditor", uuid4())
+    assert names(named) == ["DelegatedTask.Posted", "DelegatedTask.ClaimedByChild", "DelegatedTask.Failed"]
+
+
+def test_a_task_a_delegate_call_opened_for_its_own_child_cannot_be_claimed_by_another():
+    refusal = opened().claim_refusal("researcher", uuid4())
+    assert refusal is not None and "only a task added to a board can be claimed" in refusal
