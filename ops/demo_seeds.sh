@@ -71,6 +71,25 @@ SID=$($CHRONICLE sessions --json | python3 -c "import json,sys; print([r['sessio
 say "delegation: the child runs out of iterations, its task fails and leaves a reflection"
 $CHRONICLE run "count the widgets" --session "$SID" || true
 $CHRONICLE tasks "$SID"
+say "the task board: a task added ahead of delegation, then claimed by the child a delegate item starts for it (task_id)"
+TASK=$($CHRONICLE tasks add "$SID" "recount the widgets in CHANGES.md" --agent counter)
+$CHRONICLE tasks "$SID"
+python3 - "$DIR/script.json" "$TASK" <<'EOF'
+import json, sys
+path, task = sys.argv[1], sys.argv[2]
+with open(path) as f:
+    script = json.load(f)
+script["agents"]["main"].append([
+    {"content": [{"type": "tool_use", "id": "d2", "name": "delegate", "input": {"tasks": [
+        {"agent": "counter", "task": "recount the widgets in CHANGES.md", "task_id": task}]}}],
+     "stop_reason": "tool_use", "usage": {"input_tokens": 800, "output_tokens": 30}},
+    {"content": [{"type": "text", "text": "The counter took the board task."}], "stop_reason": "end_turn",
+     "usage": {"input_tokens": 900, "output_tokens": 10}}])
+with open(path, "w") as f:
+    json.dump(script, f)
+EOF
+$CHRONICLE run "take the task on the board" --session "$SID" || true
+$CHRONICLE tasks "$SID"
 say "the heartbeat routine reads HEARTBEAT.md and reports to its own session"
 $CHRONICLE routines list --workspace "$WS"
 $CHRONICLE routines run heartbeat --provider "$P" --workspace "$WS" || true

@@ -38,7 +38,9 @@ class Delegate(Tool):
     Marked idempotent although it starts work: each child's session id is derived from this tool
     call's id and the task's index, so running the call again (a parent resumed after a crash)
     finds the children already started and continues them instead of spawning duplicates, and a
-    finished child just reports its recorded result again. Unbounded: each child has its own
+    finished child just reports its recorded result again; a child that claimed a board task
+    (`task_id`) was created with its claim, so it is found with it and the task is not claimed
+    again. Unbounded: each child has its own
     iteration limit, so the per-tool timeout would only cut children off half-way.
     """
 
