@@ -43,9 +43,11 @@ class BoardGroup(typer.core.TyperGroup):
 
 app = typer.Typer(
     cls=BoardGroup,
+    subcommand_metavar="SESSION [--json] | add SESSION TASK [--agent NAME] [--json]",
     help="The tasks a session delegated to sub-agents, each pending, in_progress, completed or failed, with the child "
-         "session that works on it. A failed task's reflection is shown by `chronicle audit` and offered to later "
-         "delegations of similar tasks.",
+         "session that works on it; `tasks add` puts one on its board ahead of delegation, for a delegate call to claim "
+         "by task_id. A failed task's reflection is shown by `chronicle audit` and offered to later delegations of "
+         "similar tasks.",
 )
 
 
