@@ -227,3 +227,12 @@ def test_adding_a_task_refuses_an_empty_text_an_unknown_agent_and_an_unknown_ses
     with pytest.raises(UnknownSession):
         board.add(main.store, "ffffffff", "x")
     assert board.listing(main.store, main.session.id) == []
+
+
+def test_the_model_sees_task_id_as_an_optional_field_of_each_delegate_task():
+    from chronicle.runtime.agents.tools import Delegate
+
+    schema = Delegate.schema()
+    item_schema = next(iter(schema["input_schema"]["$defs"].values()))
+    assert "task_id" in item_schema["properties"] and "task_id" not in item_schema.get("required", [])
+    assert "task board" in item_schema["properties"]["task_id"]["description"] and "task_id" in schema["description"]
