@@ -78,6 +78,10 @@ class AgentSpec(BaseModel):
     #: CHRONICLE_AUX_MODEL or Agent(aux_model=...) when the session started; "" = the main model.
     #: Left out of the dump when empty.
     aux_model: str = ""
+    #: Which schemas of Chronicle's own tools the session is offered (runtime/tools/editions.py): the edition
+    #: current when it started, so an upgrade that changes a built-in tool's schema changes neither what the
+    #: session is asked with nor its replay. 1 for sessions recorded before editions; left out of the dump then.
+    tool_edition: int = 1
 
     @model_serializer(mode="wrap")
     def _without_empty_mcp(self, handler: Any) -> dict[str, Any]:
@@ -88,6 +92,8 @@ class AgentSpec(BaseModel):
                     data.pop(key, None)
             if data.get("thinking_tokens") is None:
                 data.pop("thinking_tokens", None)
+            if data.get("tool_edition") == 1:
+                data.pop("tool_edition", None)
         return cast("dict[str, Any]", data)
 
     @property

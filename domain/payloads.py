@@ -207,6 +207,8 @@ class ApprovalRecord(TypedDict):
     require: list[str]
     allow: list[str]
     source: str
+
+
 class ProjectFileRecord(TypedDict):
     """AGENTS.md or TOOLS.md as a spec records it (domain/project_file.py)."""
 
@@ -246,3 +248,4 @@ class SpecRecord(TypedDict, total=False):
     approvals: ApprovalRecord  # domain/approval_policy.py; absent on specs that set none
     project_files: list[ProjectFileRecord]
     aux_model: str
+    tool_edition: int  # runtime/tools/editions.py; absent on specs recorded before editions (edition 1)

@@ -40,10 +40,11 @@ def resolve_tools(names: tuple[str, ...] | list[str], workspace: Path | None = N
 
 
 def agent_toolbox(spec: AgentSpec, workspace: Path | None = None) -> Toolbox:
-    """The spec's tools by name, and the MCP tools recorded on it (runtime/tools/mcp_tools.py)."""
-    box = toolbox_for(spec.tools, workspace)
-    if not spec.mcp_tools:
-        return box
-    from .tools.mcp_tools import mcp_tools
+    """The spec's tools by name, described in the edition it recorded (runtime/tools/editions.py), and the
+    MCP tools recorded on it (runtime/tools/mcp_tools.py)."""
+    tools = resolve_tools(spec.tools, workspace)
+    if spec.mcp_tools:
+        from .tools.mcp_tools import mcp_tools
 
-    return Toolbox([*box.tools.values(), *mcp_tools(spec.mcp_tools)])
+        tools.extend(mcp_tools(spec.mcp_tools))
+    return Toolbox(tools, edition=spec.tool_edition)

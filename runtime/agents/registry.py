@@ -209,7 +209,7 @@ def child_spec(parent: AgentSpec, definition: AgentSpec) -> AgentSpec:
             "registry": parent.registry if depth < max_depth else (),
             # a sub-agent without a policy of its own decides as the agent that asked it
             "approvals": definition.approvals or parent.approvals,
-            "project_files": for_subagent(parent), "aux_model": parent.aux_model,
+            "project_files": for_subagent(parent), "aux_model": parent.aux_model, "tool_edition": parent.tool_edition,
         }
     )
     return with_orchestration_tools(with_skills(spec, parent.skills))

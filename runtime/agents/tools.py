@@ -57,6 +57,16 @@ class Delegate(Tool):
     class Input(BaseModel):
         tasks: list[DelegatedTask] = Field(min_length=1, max_length=16)
 
+    @classmethod
+    def schema_for(cls, edition: int) -> dict[str, Any]:
+        """Edition 1 (runtime/tools/editions.py) had no task_id, and its description did not mention it; a
+        task_id the model sends anyway is still taken."""
+        schema = cls.schema()
+        if edition < 2:
+            schema["description"] = cls.description[: cls.description.index(" A task may name")]
+            del schema["input_schema"]["$defs"]["DelegatedTask"]["properties"]["task_id"]
+        return schema
+
     async def run(self, args: Input, ctx: ToolContext) -> ToolOutput:
         loop = ctx.io
         if loop is None or loop.spawn is None:

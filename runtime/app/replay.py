@@ -167,7 +167,8 @@ class Replayer:
         mcp = [wrap(tool_class(entry), reuse=True) for entry in self.session.spec.mcp_tools]
         # delegate & co. answer from the recording like any writer; the user's tools load by import path
         root = self.scratch.root if self.scratch is not None else self.workspace
-        return Toolbox([wrap(type(t)) for t in resolve_tools(self.session.spec.tools, root)] + mcp)
+        tools = [wrap(type(t)) for t in resolve_tools(self.session.spec.tools, root)] + mcp
+        return Toolbox(tools, edition=self.session.spec.tool_edition)  # asked with the schemas it was recorded with
 
     async def run_tool(self, cls: type[Tool], tool: Tool, args: Any, ctx: ToolContext) -> ToolOutput:
         if ctx.subtask is not None:

@@ -21,6 +21,7 @@ from ..providers import default_model, default_provider_name
 from ..settings import SettingsError
 from ..skills import SkillError
 from ..spec_options import spec_options
+from ..tools.editions import TOOL_EDITION
 from ..tools.imports import ToolLoadError
 from ..toolsets import agent_toolbox
 from .errors import AppError
@@ -88,7 +89,7 @@ def new_spec(workspace: Path, provider: str | None = None, model: str | None = N
     # `[agent] preamble = false` leaves the default prompt out; whom the agent may delegate to is still said.
     default = default_preamble(workspace, spec.tools, day) if options.preamble else ""
     preamble = "\n\n".join(p for p in (default, agents_directory(spec)) if p)
-    return spec.model_copy(update={"preamble": preamble, "aux_model": options.aux_model})
+    return spec.model_copy(update={"preamble": preamble, "aux_model": options.aux_model, "tool_edition": TOOL_EDITION})
 
 
 def check_policies(spec: AgentSpec, workspace: Path) -> None:

@@ -130,6 +130,12 @@ class Tool:
         return {"name": cls.name, "description": cls.description, "input_schema": copy.deepcopy(schema)}
 
     @classmethod
+    def schema_for(cls, edition: int) -> dict[str, Any]:
+        """The schema as sessions of `edition` are offered it (runtime/tools/editions.py); a tool whose
+        schema changed keeps its older ones here, most have only one."""
+        return cls.schema()
+
+    @classmethod
     def parse(cls, raw: dict[str, Any]) -> BaseModel:
         try:
             return cls.Input.model_validate(raw)
@@ -200,10 +206,13 @@ def confine(workspace: Path, relative: str, store_url: str | None = None) -> Pat
 
 
 class Toolbox:
-    """The tools one agent may call, by name."""
+    """The tools one agent may call, by name, described as the session's recorded tool edition says."""
 
-    def __init__(self, tools: list[Tool]) -> None:
+    def __init__(self, tools: list[Tool], edition: int | None = None) -> None:
+        from .editions import TOOL_EDITION
+
         self.tools = {t.name: t for t in tools}
+        self.edition = TOOL_EDITION if edition is None else edition
         self._schemas: list[dict[str, Any]] | None = None
 
     def get(self, name: str) -> Tool | None:
@@ -212,7 +221,7 @@ class Toolbox:
     def schemas(self) -> list[dict[str, Any]]:
         """Generated once per toolbox (pydantic regenerates a JSON schema on every call, ~1 ms a step)."""
         if self._schemas is None:
-            self._schemas = [t.schema() for t in self.tools.values()]
+            self._schemas = [t.schema_for(self.edition) for t in self.tools.values()]
         return [dict(s) for s in self._schemas]
 
     def names(self) -> list[str]:
