@@ -87,8 +87,7 @@ def add(
     as_json: JsonOption = False,
     db: DbOption = None,
 ) -> None:
-    """Put a task on SESSION's board ahead of delegation and print its task_id: pending with no child until a
-    `delegate` task item names that task_id, whose child then claims it."""
+    """Put a task on SESSION's board ahead of delegation and print its task_id: pending with no child until a `delegate` task item names that task_id, whose child then claims it."""  # noqa: E501
     with store_command(db, create=False) as store:
         row = use_cases.add(store, session, text, agent)
         if as_json:
