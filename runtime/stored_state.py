@@ -50,35 +50,10 @@ def decompress(data: bytes) -> bytes:
     were (small, or written before compression existed); the others are zlib streams."""
     if data[:1] == b"{":
         return data
-    if len(data) > 10 and data[1] & FDICT:
+    if len(data) > 6 and data[1] & FDICT:
         dictid = int.from_bytes(data[2:6], "big")
         if dictid not in DICTIONARIES:
             raise ValueError(f"stored state compressed with an unknown dictionary (Adler-32 {dictid:08x})")
-        return _inflate_with_dictionary(data, dictid)
+        unpacker = zlib.decompressobj(zdict=DICTIONARIES[dictid])
+        return unpacker.decompress(data) + unpacker.flush()
     return zlib.decompress(data)
-
-
-#: Raw inflaters already holding a dictionary, by (DICTID, window bits): copied for each state.
-_PRIMED: dict[tuple[int, int], "zlib._Decompress"] = {}
-
-
-def _inflate_with_dictionary(data: bytes, dictid: int) -> bytes:
-    """The stream's deflate data inflated by a copy of an inflater that already holds its dictionary.
-
-    `zlib.decompressobj(zdict=…)` builds an inflater and loads the 1.6 KB dictionary for every state,
-    which was a third of decoding a small event (a cold read of a session's turns, a projection
-    rebuild). A raw inflater takes its dictionary when it is made, so one is made per dictionary and
-    window size and copied; the header was read above, and the trailer's Adler-32 is checked here as
-    zlib checks it, so a damaged stream is still an error, never a different state."""
-    bits = (data[0] >> 4) + 8  # the window the writer used (CINFO): a smaller one could not reach back far enough
-    if data[0] & 0x0F != zlib.DEFLATED or bits > 15 or (data[0] << 8 | data[1]) % 31:
-        return zlib.decompress(data)  # not a header zlib writes: let zlib say what is wrong
-    primed = _PRIMED.get((dictid, bits))
-    if primed is None:
-        primed = _PRIMED[(dictid, bits)] = zlib.decompressobj(-bits, zdict=DICTIONARIES[dictid])
-    inflater = primed.copy()
-    out = inflater.decompress(data[6:])
-    trailer = inflater.unused_data
-    if not inflater.eof or len(trailer) != 4 or zlib.adler32(out) != int.from_bytes(trailer, "big"):
-        raise zlib.error("stored state is damaged: its zlib stream is truncated or fails its Adler-32 check")
-    return out
