@@ -378,6 +378,8 @@ class AgentLoop:
                 UsageEvent(session_id=str(session.id), turn_id=str(turn.id), step=step, model=model, usage=response.usage.model_dump(),
                            usd=price(model, response.usage, at=self.clock.now()))
             )
+            # Calls recorded as failed without running (a response cut at max_tokens, a refusal) end here.
+            await tools_ended(self.io, [call for call in self._opened.values() if call.resolved])
             await self.emit(ProgressEvent(session_id=str(session.id), **progress_of(turn, max_iterations, status_of=self._call_status)))
             if response.stop_reason == "error":
                 error = response.error

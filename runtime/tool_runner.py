@@ -69,6 +69,10 @@ class ToolRunner:
         #: cancel is stored: `cancel_calls` words their result, `record_late_ends` then watches them.
         self.left_running: dict[Any, ThreadRun] = {}
         self.policy = ApprovalPolicy()
+        #: The calls of the turn in hand whose tool_end this runner emitted: a call denied earlier
+        #: in the turn is not shown ending twice when its step goes on after an approval wait.
+        self._ended_in: Any = None
+        self._ended_ids: set[Any] = set()
 
     def needs_approval(self, call: ToolCall, always_allowed: Any) -> bool:
         """The tool's flag or the session's recorded policy (`require`) asks for it; a standing "always" does not."""
@@ -87,8 +91,15 @@ class ToolRunner:
         self.flagged: dict[Any, str] = {}
         self.steered = False
         self.left_running.clear()
+        if self._ended_in != turn.id:
+            self._ended_in, self._ended_ids = turn.id, set()
         batch: list[ToolCall] = []
         for index, call in enumerate(calls):
+            if call.status == "denied" and call.id not in self._ended_ids:
+                # Denied while the turn waited (`chronicle deny`, the HTTP API, the library): no stream
+                # has shown its end yet, and the stream resuming the turn is the one that can.
+                await self._ended(call)
+                continue
             if call.resolved and call.status != "interrupted":
                 continue
             if call.status == "interrupted":
@@ -167,8 +178,9 @@ class ToolRunner:
         now = loop.clock.now()
         if decision is None:
             return False
-        if decision == "deny":
+        if decision == "deny":  # ended here, as a policy's denial or a skip is: its tool_end follows
             call.deny(now, actor=process_actor())
+            await self._ended(call)
         else:
             call.approve(now, by="user", always=decision == "always", actor=process_actor())
             if decision == "always" and call.name not in self.always:
@@ -304,6 +316,9 @@ class ToolRunner:
         left.when_ended(record)
 
     async def _ended(self, call: ToolCall) -> None:
+        """Every way a call ends (run, failed, skipped, denied by a person, a policy or elsewhere) ends
+        here: the hooks' after_tool_call, then its tool_end."""
+        self._ended_ids.add(call.id)
         await self.loop.hooks.after_tool_call(self.session, self.turn, call)
         block = call.result_block()
         await self.loop.emit(

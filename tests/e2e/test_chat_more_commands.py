@@ -10,7 +10,7 @@ import pytest
 
 from tests.e2e.controls_helpers import log_of
 from tests.e2e.terminal import Terminal
-from tests.helpers import cli, json_lines, response, text
+from tests.helpers import cli, json_lines, response, text, tool_use
 
 
 def scripted(tmp_path, answers, **agents):
@@ -94,3 +94,14 @@ def test_stop_typed_while_a_turn_runs_cancels_it_recorded_with_who_asked(sqlite_
     [asked] = [e for e in log if e["event"] == "CancelRequested"]
     assert asked["data"]["reason"] == "stopped with /stop in chat" and asked["data"]["actor"]
     assert [e["event"] for e in log if e["event"] == "Cancelled"] == ["Cancelled"]
+
+
+def test_a_call_denied_at_the_chat_prompt_is_shown_ending_as_denied(db_url, workspace, tmp_path):
+    script = tmp_path / "s.json"
+    script.write_text(json.dumps({"agents": {"main": [[
+        response(tool_use("tu_1", "bash", command="echo never-run")), response(text("fine, not run")),
+    ]]}}), encoding="utf-8")
+    out = chat(db_url, script, workspace, ["do it", "n"])
+    assert "bash needs approval" in out and "fine, not run" in out
+    assert "⚙ bash (not run)" in out and "✗ bash denied" in out and "denied: denied by the user" in out, out
+    assert "never-run\n" not in out.replace("echo never-run", "")
