@@ -37,7 +37,8 @@ class ForgottenContent(Exception):
 
     def __init__(self, tree: UUID, at: str | None) -> None:
         self.tree, self.at = tree, at
-        super().__init__(f"session tree {tree} was forgotten{f' on {at}' if at else ''}: its content is erased")
+        super().__init__(f"session tree {tree} was forgotten{f' on {at}' if at else ''}: its content is erased "
+                         "(`chronicle forget`; `chronicle audit` shows by whom)")
 
 
 def tree_of_header(state: bytes) -> UUID | None:

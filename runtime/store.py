@@ -36,6 +36,7 @@ from .encryption import check_readable, cipher_env
 from .session_tree_reads import SessionTreeReads
 from .snapshot_store import SnapshotStore
 from .sqlite_pool import cache_statements
+from .store_errors import ForgottenSession as ForgottenSession
 from .store_errors import NotFound as NotFound  # where callers look for them
 from .store_errors import UnknownSession as UnknownSession
 from .store_errors import UnreadableEvent as UnreadableEvent
@@ -343,7 +344,8 @@ class ChronicleStore(SessionTreeReads, SnapshotKeeping):
             from .shred_marks import forgotten_cause
 
             if (erased := forgotten_cause(exc)) is not None:
-                raise NotFound(f"{cls.__name__.lower()} {aggregate_id}: {erased}") from None
+                named = "" if aggregate_id == erased.tree else f"{cls.__name__.lower()} {aggregate_id}: "
+                raise ForgottenSession(f"{named}{erased}") from None
             raise self._unreadable(aggregate_id, cls, exc) from exc
         if not isinstance(aggregate, cls):
             raise NotFound(f"{aggregate_id} is a {type(aggregate).__name__}, not a {cls.__name__}")
@@ -432,9 +434,9 @@ class ChronicleStore(SessionTreeReads, SnapshotKeeping):
         if full is not None:
             try:
                 return self._get(full, Session, copy=False).id
-            except NotFound as exc:
-                if "forgotten" in str(exc):  # erased on purpose: say so, not "no session"
-                    raise UnknownSession(f"{exc}; `chronicle audit` shows when and by whom") from None
+            except ForgottenSession:
+                raise  # erased on purpose: said so, with the one exit code every path gives it
+            except NotFound:
                 raise UnknownSession(f"no session {full}; `chronicle sessions` lists them") from None
         ids = self.session_ids()
         matches = [sid for sid in ids if str(sid).startswith(text.strip().lower())]

@@ -27,6 +27,15 @@ class UnknownSession(NotFound):
     store stays a plain NotFound."""
 
 
+class ForgottenSession(NotFound):
+    """An aggregate of a session tree that `chronicle forget` erased: the id is right, its content is
+    gone. One answer in every path, whichever process forgot it and whatever this one remembers: exit 1
+    (as a write refused in a running process), `ChronicleError` code 1, HTTP 409; never the usage
+    error (exit 2) of an id that names nothing."""
+
+    forgotten = True
+
+
 class UnreadableEvent(Exception):
     """A stored event this code cannot decode: named by aggregate, version and topic, so that
     one damaged row is reported as itself instead of failing whatever happened to read it."""

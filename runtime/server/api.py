@@ -408,10 +408,12 @@ class _errors:
     def __exit__(self, kind: Any, exc: Any, tb: Any) -> Literal[False]:
         from chronicle.runtime.app.errors import AppError
         from chronicle.runtime.shred_marks import ForgottenContent
-        from chronicle.runtime.store import NotFound
+        from chronicle.runtime.store import ForgottenSession, NotFound
 
         if isinstance(exc, AppError):
             raise ChronicleError(str(exc), exc.code) from None
+        if isinstance(exc, ForgottenSession):  # found, but erased: code 1 (409), as a refused write
+            raise ChronicleError(str(exc), 1) from None
         if isinstance(exc, NotFound):
             raise ChronicleError(str(exc), 2) from None
         if isinstance(exc, ForgottenContent):  # forgotten by another process since this server read it

@@ -20,7 +20,7 @@ from eventsourcing.persistence import IntegrityError
 from chronicle.domain.agent_spec import AgentSpec
 from chronicle.runtime.app.resume import submit
 from chronicle.runtime.sessions import start_session, submit_input
-from chronicle.runtime.store import ChronicleStore, NotFound
+from chronicle.runtime.store import ChronicleStore, ForgottenSession, NotFound
 
 from .channels import ChannelConfig, ChannelError
 
@@ -35,7 +35,7 @@ def sender_session_id(channel: str, sender: str, generation: int = 0) -> UUID:
 
 
 def _forgotten(exc: Exception) -> bool:
-    return "forgotten" in str(exc)
+    return isinstance(exc, ForgottenSession)
 
 
 @dataclass

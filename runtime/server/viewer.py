@@ -17,7 +17,7 @@ from jinja2 import Environment, FileSystemLoader, select_autoescape
 from chronicle.client import Chronicle
 from chronicle.runtime.app import queries
 from chronicle.runtime.app.errors import AppError
-from chronicle.runtime.store import NotFound
+from chronicle.runtime.store import ForgottenSession, NotFound
 
 from . import session_page as session_view
 
@@ -49,6 +49,8 @@ def mount_viewer(app: FastAPI, chronicle: Chronicle) -> None:
         """A window of turns (as of turn `at`), never the whole history: see session_page.py."""
         try:
             sid = queries.session_id(chronicle.store, session_id)
+        except ForgottenSession as exc:  # erased by `chronicle forget`: 409, as the API answers
+            raise HTTPException(status_code=409, detail=str(exc)) from None
         except (NotFound, AppError) as exc:
             raise HTTPException(status_code=404, detail=str(exc)) from None
         return page("session.html", **session_view.build(chronicle.store, sid, at, every_turn=all))
