@@ -124,12 +124,17 @@ class Listener:
             listener.counts.setdefault(session_id.hex, 0)
             return listener
 
-    def count(self, session_id: UUID) -> int:
-        """Notifications naming the session since it joined (draining what has arrived)."""
+    def count(self, session_id: UUID, wait_s: float = 0.0) -> int:
+        """Notifications naming the session since it joined (draining what has arrived); with
+        `wait_s`, blocking up to that long for the next one when none has arrived yet."""
         with self.lock:
             for note in self.conn.notifies(timeout=0):
                 if note.payload in self.counts:
                     self.counts[note.payload] += 1
+            if wait_s > 0:
+                for note in self.conn.notifies(timeout=wait_s, stop_after=1):
+                    if note.payload in self.counts:
+                        self.counts[note.payload] += 1
             return self.counts[session_id.hex]
 
     def leave(self, store: ChronicleStore) -> None:
@@ -345,6 +350,14 @@ class CancelWatcher:
             await asyncio.sleep(0.002)
         release_controls(self.store, self.session_id)
 
+    def honoured(self) -> None:
+        """The turn's end for the cancel request is recorded: wake whoever waits for it (`chronicle
+        cancel`, chat's /stop, `cancel()`; `TurnEndWait`) at once. SQLite waiters look the version up."""
+        try:
+            notify_control(self.store, self.session_id)
+        except Exception:  # noqa: BLE001 - the waiter's own look finds the end a little later
+            pass
+
     def requested(self) -> str | None:
         self._checked.clear()
         try:
@@ -367,6 +380,55 @@ class CancelWatcher:
                 self.task.cancel()
                 return
             await asyncio.sleep(self.poll_s)
+
+
+#: How often a waiter for a turn's end looks: the session's version on SQLite (a lookup in the
+#: file); on PostgreSQL the session is read this often only if no notification came.
+END_LOOK_S = 0.02
+END_FALLBACK_S = 0.25
+
+
+class TurnEndWait:
+    """Waits for a session to stop running a turn another process runs (after a cancel request),
+    waking at once on what the cancel paths already give: on PostgreSQL the NOTIFY the running loop
+    sends once its cancelled end is recorded (`CancelWatcher.honoured`), heard on a LISTEN connection
+    of the wait's own (opened before the request is recorded, so the notification cannot be missed;
+    not the store's shared one, whose lock running turns' safe points take); on SQLite the session's
+    newest version, one indexed lookup every `END_LOOK_S`. The session is read only when something
+    may have changed; the full read every 0.1 s this replaced answered no sooner and cost more."""
+
+    def __init__(self, store: ChronicleStore, session_id: UUID) -> None:
+        self.store, self.session_id = store, session_id
+        self.listener: Listener | None = None
+        if store.backend == "postgresql":
+            try:
+                self.listener = Listener(store)
+                self.listener.counts[session_id.hex] = 0
+            except Exception:  # noqa: BLE001 - no listener (connection limit): the version lookup still works
+                self.listener = None
+        self.probe = VersionProbe(store, session_id)
+
+    def ended(self, turn_id: UUID, wait_s: float) -> bool:
+        """True once the session no longer runs `turn_id`; False if it still does after `wait_s`."""
+        deadline = time.monotonic() + wait_s
+        while True:
+            if self.listener is not None or self.probe.changed():
+                if self.probe.read(lambda: self.store.session(self.session_id)).active_turn_id != turn_id:
+                    return True
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            if self.listener is not None:
+                # Woken by the notification, or a look after END_FALLBACK_S: a loop may end the turn
+                # otherwise (completed before it saw the request), or run code without the NOTIFY.
+                self.listener.count(self.session_id, wait_s=min(left, END_FALLBACK_S))
+            else:
+                time.sleep(min(left, END_LOOK_S))
+
+    def close(self) -> None:
+        if self.listener is not None:
+            self.listener.conn.close()
+            self.listener = None
 
 
 @dataclass(frozen=True)

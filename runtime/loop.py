@@ -196,6 +196,8 @@ class AgentLoop:
             else:
                 reason = (watcher.reason if watcher else None) or "cancelled by the user"
                 outcome = await cancel_turn(self.io, session, turn, reason)
+                if watcher is not None and watcher.reason:  # a cancel request: its asker may be waiting
+                    watcher.honoured()
         except MiddlewareFailure as failure:
             outcome = await middleware_failed(self.io, session, turn, failure)
         except Exception as exc:

@@ -60,6 +60,9 @@ class CancelWatch(Protocol):
 
     async def stop(self) -> None: ...
 
+    def honoured(self) -> None:
+        """The turn's end for the cancel request is recorded: wake whoever waits for it."""
+
 
 class ControlPort(Protocol):
     """How steering and cancel requests reach a running turn (recorded by other processes)."""

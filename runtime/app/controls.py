@@ -6,7 +6,6 @@ them through the port it is handed), so these work from any process or machine.
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
@@ -70,12 +69,14 @@ def cancel(store: ChronicleStore, ref: str | UUID, wait_s: float = 10.0, reason:
     paused = controls.cancel_paused_turn(store, sid, reason, actor=actor)
     if paused is not None:
         return Cancelled(sid, paused, "cancelled", paused=True)
-    turn_id = controls.request_cancel(store, sid, reason, actor=actor)
-    deadline = time.monotonic() + wait_s
-    while store.session(sid).active_turn_id == turn_id:
-        if time.monotonic() >= deadline:
+    waiting = controls.TurnEndWait(store, sid) if wait_s > 0 else None  # listening before the request is recorded
+    try:
+        turn_id = controls.request_cancel(store, sid, reason, actor=actor)
+        if waiting is None or not waiting.ended(turn_id, wait_s):
             return Cancelled(sid, turn_id, "requested")
-        time.sleep(0.1)
+    finally:
+        if waiting is not None:
+            waiting.close()
     return Cancelled(sid, turn_id, store.turn(turn_id).status)
 
 

@@ -248,12 +248,36 @@ def model(chat: Any, arg: str) -> None:
 
 def stop(chat: Any, arg: str) -> None:
     """At the prompt this chat runs no turn; another process (a worker, a `run`) may run one of this session:
-    that one is cancelled as `chronicle cancel` cancels it."""
-    result = app_controls.cancel(chat.store, chat.session_id, wait_s=10.0, reason=STOP_REASON)
+    that one is cancelled as `chronicle cancel` cancels it. The wait is short and wakes as soon as that
+    process records the end (runtime/controls.py, TurnEndWait); past it chat says so and gives the prompt
+    back, the request standing, rather than hold the person at a prompt that does not answer."""
+    result = app_controls.cancel(chat.store, chat.session_id, wait_s=STOP_WAIT_S, reason=STOP_REASON)
     if result.status == "idle":
         chat.console.print("nothing is running (type /stop while a turn runs, or press Ctrl-C)")
         return
+    if result.status == "requested":
+        chat.console.print(
+            f"[yellow]not stopped yet:[/] turn {result.turn_id} is run by {escape(_runner(chat))}, which has not "
+            f"stopped it within {STOP_WAIT_S:g} s; the cancel request stands and that process honours it at its next "
+            f"check (if it died, `chronicle resume {chat.session_id}` does). /status shows when it has", soft_wrap=True)
+        return
     chat.console.print(f"turn {result.turn_id}: {result.status}", soft_wrap=True)
+
+
+#: How long /stop at the prompt waits for another process to stop its turn (it polls every 0.25 s).
+STOP_WAIT_S = 2.0
+
+
+def _runner(chat: Any) -> str:
+    """Who runs the session's turn, as its lease names it (`host:pid:nonce`), for the person to find it."""
+    from chronicle.runtime.leases import current_lease
+
+    try:
+        lease = current_lease(chat.store, chat.session_id)
+    except Exception:  # noqa: BLE001 - only a name for the message
+        lease = None
+    holder = getattr(lease, "holder", None)
+    return f"process {holder}" if holder else "another process"
 
 
 #: The reason a /stop records (the turn's Cancelled event and the CancelRequested before it say it).

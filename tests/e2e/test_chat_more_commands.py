@@ -105,3 +105,63 @@ def test_a_call_denied_at_the_chat_prompt_is_shown_ending_as_denied(db_url, work
     assert "bash needs approval" in out and "fine, not run" in out
     assert "⚙ bash (not run)" in out and "✗ bash denied" in out and "denied: denied by the user" in out, out
     assert "never-run\n" not in out.replace("echo never-run", "")
+
+
+def running_elsewhere(db_url, workspace, tmp_path):
+    """A `run` in a process of its own, its turn waiting on a slow model; returns the process and the session id."""
+    import subprocess
+    import sys
+    import time
+
+    from tests.helpers import _base_env
+
+    script = tmp_path / "slow.json"
+    script.write_text(json.dumps({"agents": {"main": [[response(text("too slow"), delay_s=30)]]}}), encoding="utf-8")
+    runner = subprocess.Popen([sys.executable, "-m", "chronicle.runtime.cli", "run", "take your time", "--provider",
+                               f"scripted:{script}", "--workspace", str(workspace)],
+                              env={**_base_env(), "CHRONICLE_DB": db_url}, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True, start_new_session=True)
+    deadline = time.monotonic() + 30
+    while True:
+        rows = json_lines(cli("sessions", "--json", db=db_url).stdout)
+        if rows and rows[0]["status"] == "running":
+            return runner, rows[0]["session_id"], script
+        assert time.monotonic() < deadline and runner.poll() is None, runner.stderr.read() if runner.poll() is not None else "no turn"
+        time.sleep(0.1)
+
+
+def test_stop_at_the_prompt_cancels_a_turn_another_process_runs_and_says_so_at_once(db_url, workspace, tmp_path):
+    import time
+
+    runner, sid, script = running_elsewhere(db_url, workspace, tmp_path)
+    try:
+        began = time.monotonic()
+        done = cli("chat", "--session", sid, "--provider", f"scripted:{script}", db=db_url, input="/stop\n/quit\n")
+        took = time.monotonic() - began
+        assert done.returncode == 0 and "Traceback" not in done.stdout + done.stderr, done.stderr
+        assert "cancelled" in done.stdout and "not stopped yet" not in done.stdout, done.stdout
+        assert took < 8, took  # the running loop looks every 0.25 s; chat wakes when its end is recorded
+        assert runner.wait(timeout=30) == 130
+    finally:
+        runner.kill()
+
+
+def test_stop_at_the_prompt_says_when_the_other_process_has_not_stopped_instead_of_waiting_10_s(db_url, workspace, tmp_path):
+    import os
+    import signal
+    import time
+
+    runner, sid, script = running_elsewhere(db_url, workspace, tmp_path)
+    try:
+        os.kill(runner.pid, signal.SIGSTOP)  # alive (its lease holds) but answering nothing
+        began = time.monotonic()
+        done = cli("chat", "--session", sid, "--provider", f"scripted:{script}", db=db_url, input="/stop\n/quit\n")
+        took = time.monotonic() - began
+        assert done.returncode == 0 and "Traceback" not in done.stdout + done.stderr, done.stderr
+        out = " ".join(done.stdout.split())
+        assert "not stopped yet" in out and f"{runner.pid}" in out and "the cancel request stands" in out, out
+        assert took < 8, took
+        os.kill(runner.pid, signal.SIGCONT)
+        assert runner.wait(timeout=30) == 130  # the request stood: the process honours it once it runs again
+    finally:
+        runner.kill()
