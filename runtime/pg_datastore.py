@@ -29,8 +29,10 @@ from typing import Any
 
 from eventsourcing.persistence import OperationalError, PersistenceError, StoredEvent
 from eventsourcing.postgres import PostgresAggregateRecorder
-from psycopg.sql import Identifier
+from psycopg.sql import SQL, Identifier
 from psycopg.types.composite import CompositeInfo, register_composite
+
+from .shred_marks import KEYS_TABLE, refuse_forgotten_postgres, trees_of
 
 log = logging.getLogger(__name__)
 
@@ -83,7 +85,13 @@ def _not_yet() -> None:
 
 class SnapshotRecorder(PostgresAggregateRecorder):
     """eventsourcing's aggregate recorder (the snapshots table), which registers its row type the
-    first time it inserts rather than when it is built."""
+    first time it inserts rather than when it is built.
+
+    A snapshot sealed with a session tree's key is inserted only while that key is alive, checked in
+    the insert's own statement: the key's row is locked FOR SHARE, which `TreeKeys.destroy` (an UPDATE
+    of that row) waits for and which waits for it, so a snapshot and a forget are strictly ordered, as
+    an event save and a forget are (runtime/shred_marks.py). One statement, as the plain insert is: no
+    round trip more than before, and one fewer than reading the key row first."""
 
     def _insert_stored_events(self, curs: Any, stored_events: Sequence[StoredEvent], **kwargs: Any) -> None:
         datastore, name = self.datastore, self.stored_event_type_name
@@ -99,7 +107,28 @@ class SnapshotRecorder(PostgresAggregateRecorder):
                 datastore.psycopg_python_types[name] = info.python_type
         elif not conn.adapters.types.get(info.oid):
             register_composite(info, conn)
-        super()._insert_stored_events(curs, stored_events, **kwargs)
+        trees = sorted(trees_of(s.state for s in stored_events))
+        if not trees:
+            super()._insert_stored_events(curs, stored_events, **kwargs)
+            return
+        rows = [self.construct_pg_stored_event(s.originator_id, s.originator_version, s.topic, s.state) for s in stored_events]
+        curs.execute(self._guarded_insert(), ([str(t) for t in trees], rows, len(trees)))
+        if curs.rowcount == 0:
+            refuse_forgotten_postgres(curs, self._keys_table(), trees)
+
+    def _keys_table(self) -> str:
+        return f'"{self.datastore.schema or "public"}"."{KEYS_TABLE}"'
+
+    def _guarded_insert(self) -> Any:
+        schema = Identifier(self.datastore.schema or "public")
+        return SQL(
+            "WITH alive AS (SELECT count(*) AS n FROM (SELECT 1 FROM {keys} WHERE tree_id = ANY(%s) AND wrapped IS NOT NULL "
+            "FOR SHARE) AS k) "
+            "INSERT INTO {schema}.{table} (originator_id, originator_version, topic, state) "
+            "SELECT e.originator_id, e.originator_version, e.topic, e.state FROM alive, unnest(%s::{schema}.{kind}[]) AS e "
+            "WHERE alive.n = %s"
+        ).format(keys=SQL(self._keys_table()), schema=schema, table=Identifier(self.events_table_name),
+                 kind=Identifier(self.stored_event_type_name))
 
 
 #: Seconds the first client waits for the pool before the server is asked why (a login takes a few ms).

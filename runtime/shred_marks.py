@@ -12,7 +12,10 @@ PostgreSQL the events table's EXCLUSIVE lock, which `TreeKeys.destroy` takes too
 a forget are strictly ordered: a save either commits before the key is destroyed (and is erased
 with the rest of the tree) or is refused, whole, with nothing recorded. It costs one primary-key
 lookup per save that holds tree-keyed events (not per event): a few microseconds in SQLite's
-process, and no round trip on PostgreSQL, where it runs inside the save function. Watching the
+process, and no round trip on PostgreSQL, where it runs inside the save function. Snapshots go
+through a recorder of their own and are checked in their own insert the same way (SQLite: after the
+INSERT, `snapshot_store.SQLiteSnapshotRecorder`; PostgreSQL: the insert statement locks the key row
+FOR SHARE, `pg_datastore.SnapshotRecorder`), not by a read of the key row before it. Watching the
 session index's `SessionForgotten` entries or LISTEN/NOTIFY would only be as good as the watcher's
 last look, which is a race a write must not lose; reads, which cannot leak anything new into the
 store, are bounded by `TreeKeys.fresh_for` instead.
@@ -57,6 +60,18 @@ def refuse_forgotten_sqlite(cursor: Any, trees: Sequence[UUID]) -> None:
     row = cursor.fetchone()
     if row is not None:
         raise ForgottenContent(UUID(row[0]), row[1])
+
+
+def refuse_forgotten_postgres(cursor: Any, keys_table: Any, trees: Sequence[UUID]) -> None:
+    """After a guarded snapshot insert wrote nothing: ForgottenContent naming the tree (and when) that
+    stopped it. Asked only on that refusal, so a snapshot written costs no statement more."""
+    cursor.execute(f"SELECT tree_id, forgotten_at FROM {keys_table} WHERE wrapped IS NULL AND tree_id = ANY(%s)",
+                   ([str(t) for t in trees],))
+    row = cursor.fetchone()
+    if row is None:  # no row at all: a key never stored is as unusable as a destroyed one
+        raise ForgottenContent(trees[0], None)
+    tree, at = (row["tree_id"], row["forgotten_at"]) if isinstance(row, dict) else (row[0], row[1])
+    raise ForgottenContent(UUID(str(tree)), at)
 
 
 def forgotten_cause(exc: BaseException | None) -> ForgottenContent | None:

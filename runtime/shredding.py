@@ -123,11 +123,6 @@ class TreeKeys:
         self._seen[tree] = self.clock()
         return key
 
-    def confirm(self, tree: UUID) -> None:
-        """ForgottenContent if the tree's row no longer holds its key now, whatever the cache says."""
-        self._seen.pop(tree, None)
-        self.key(tree)
-
     def check(self, tree: UUID) -> None:
         """ForgottenContent if the tree is forgotten, as `key` sees it: a reader of an aggregate this
         process has cached (decoded before the forget) asks this before handing it out."""
@@ -258,10 +253,8 @@ class TreeKeyMapper(Mapper):  # type: ignore[type-arg]
         tree = self._tree_of_event(domain_event)
         if tree is None or tree == LEGACY:
             return super().to_stored_event(domain_event)
-        if isinstance(domain_event, Snapshot):
-            # Saved through the snapshot recorder, which the save's in-transaction check does not
-            # cover: a snapshot (taken now and then, never per event) reads the key's row afresh.
-            self.keys.confirm(tree)
+        # A snapshot is checked against the key table by its recorder, in its insert's transaction
+        # (runtime/snapshot_store.py, runtime/pg_datastore.py), as an event is by the save's.
         plain = self._plain.to_stored_event(domain_event)
         nonce = os.urandom(12)
         sealed = AESGCM(self.keys.key(tree)).encrypt(nonce, plain.state, tree.bytes + _uuid_bytes(plain.originator_id))

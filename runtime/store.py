@@ -34,7 +34,7 @@ from .compression import COMPRESSOR_TOPIC
 from .config import checking_writes, eventsourcing_env, redact, relaxed_commits
 from .encryption import check_readable, cipher_env
 from .session_tree_reads import SessionTreeReads
-from .snapshot_store import SnapshotStore
+from .snapshot_store import SnapshotStore, SQLiteSnapshotRecorder
 from .sqlite_pool import cache_statements
 from .store_errors import ForgottenSession as ForgottenSession
 from .store_errors import NotFound as NotFound  # where callers look for them
@@ -144,8 +144,12 @@ class ChronicleStore(SessionTreeReads, SnapshotKeeping):
             from .schema_marks import snapshot_recorder
 
             return SnapshotStore(mapper=self.mapper, recorder=snapshot_recorder(self.factory, self._schema_marks))
-        # A snapshot edited into TEXT reads as bytes (store_rows.SQLITE_STATE).
-        return SnapshotStore(mapper=self.mapper, recorder=blob_states(self.factory.aggregate_recorder(purpose="snapshots")))
+        # A snapshot edited into TEXT reads as bytes (store_rows.SQLITE_STATE); one of a forgotten tree is refused.
+        factory: Any = self.factory  # eventsourcing's SQLite factory: its datastore, its table setting
+        recorder = SQLiteSnapshotRecorder(datastore=factory.datastore, events_table_name="stored_snapshots")
+        if factory.env_create_table():
+            recorder.create_table()
+        return SnapshotStore(mapper=self.mapper, recorder=blob_states(recorder))
 
     def _is_postgres_factory(self) -> bool:
         return type(self.factory).__module__ == "eventsourcing.postgres"
@@ -282,7 +286,11 @@ class ChronicleStore(SessionTreeReads, SnapshotKeeping):
         except Exception as exc:
             self._refused_if_forgotten(exc)
             raise
-        self._take_snapshots(processing)
+        try:
+            self._take_snapshots(processing)
+        except Exception as exc:  # a snapshot of a tree forgotten since: refused in its insert (snapshot_store.py)
+            self._refused_if_forgotten(exc)
+            raise
         self._notify(recordings)
         self.notify(processing.events)  # eventsourcing's deprecated hook, called as its save does
         return recordings

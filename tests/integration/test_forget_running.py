@@ -133,3 +133,61 @@ def test_a_server_refuses_inputs_and_stops_serving_a_session_forgotten_by_anothe
     dump = dump_store(db_url)
     for marker in ("SERVED-PROMPT", "SERVED-ANSWER", "LATE-SERVED-PROMPT", "LATE-SERVED-ANSWER", "SERVED-STEER"):
         assert not holds(dump, marker), f"{marker} is in the store"
+
+
+def forget_in_flight(db_url, store, tree, hold_s):
+    """Another process's forget, caught between its start and its commit: holding what `TreeKeys.destroy`
+    holds (SQLite's write lock; on PostgreSQL the events table's lock and the key row's) for `hold_s`."""
+    import sqlite3
+    import threading
+
+    import psycopg
+
+    holding, done = threading.Event(), threading.Event()
+
+    def forget():
+        if db_url.startswith("sqlite"):
+            conn = sqlite3.connect(db_url.removeprefix("sqlite:///"), isolation_level=None)
+            conn.execute("BEGIN IMMEDIATE")
+        else:
+            from chronicle.runtime.config import eventsourcing_env
+
+            env = eventsourcing_env(db_url)
+            conn = psycopg.connect(dbname=env["POSTGRES_DBNAME"], host=env["POSTGRES_HOST"], port=env["POSTGRES_PORT"],
+                                   user=env["POSTGRES_USER"])
+            schema = store.recorder.datastore.schema or "public"
+            conn.execute(f'LOCK TABLE "{schema}"."{store.recorder.events_table_name}" IN EXCLUSIVE MODE')
+        marks = "?" if db_url.startswith("sqlite") else "%s"
+        keys = store.mapper.keys._table()
+        conn.execute(f"UPDATE {keys} SET wrapped = NULL, forgotten_at = {marks}, forgotten_by = {marks} "
+                     f"WHERE tree_id = {marks}", ("2026-01-01T00:00:00+00:00", "test", str(tree)))
+        holding.set()
+        time.sleep(hold_s)
+        conn.commit()
+        conn.close()
+        done.set()
+
+    threading.Thread(target=forget, daemon=True).start()
+    assert holding.wait(30)
+    return done
+
+
+def test_a_snapshot_taken_while_a_forget_commits_is_refused_in_its_own_transaction(db_url, workspace, tmp_path, cipher):
+    """The snapshot's key check used to read the key row before the insert, in a transaction of its own:
+    a forget committing between the two left a snapshot sealed with the destroyed key."""
+    from uuid import UUID
+
+    from chronicle.runtime.shred_marks import ForgottenContent
+
+    a, agent, text_id = started(db_url, workspace, tmp_path)
+    store, sid = a.store, UUID(text_id)
+    store.take_snapshot(sid, version=1)  # while the key is alive, the guarded insert writes it
+    before = {(r.originator_version) for r in store.snapshots.recorder.select_events(sid)}
+    assert 1 in before
+    done = forget_in_flight(db_url, store, sid, hold_s=0.5)
+    with pytest.raises(ForgottenContent):
+        store.take_snapshot(sid)
+    assert done.wait(30)
+    after = {(r.originator_version) for r in store.snapshots.recorder.select_events(sid)}
+    assert after == before, "a snapshot was stored under the destroyed key"
+    a.close()
