@@ -224,8 +224,13 @@ def worker_routines(store: ChronicleStore, overrides: working.Overrides, holder:
     from chronicle.runtime.routines import load_routines
 
     ws = overrides.workspace or specs.resolve_workspace(None)
-    if not load_routines(ws):
+    declared = load_routines(ws)
+    if not declared:
         return None
+    notifying = sorted(r.name for r in declared if r.notify)
+    if notifying:  # a worker fires them but never posts what they found: say who does, once
+        err_console.print(f"[dim]notify: this worker does not post findings ({escape(', '.join(notifying))}); "
+                          f"`chronicle serve --workspace {escape(str(ws))}` does[/]", soft_wrap=True)
     from chronicle.runtime.app import routines
 
     engine = routines.engine(store, ws, overrides.provider, overrides.model)

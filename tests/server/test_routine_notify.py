@@ -187,3 +187,14 @@ def test_a_channel_with_input_settings_but_no_route_is_still_refused_when_a_rout
         refused = cli("routines", "list", "--workspace", str(workspace))
         assert refused.returncode == 2, (setting, refused.stderr)
         assert '[channels.out] route = "session" (the default) needs session' in refused.stderr, (setting, refused.stderr)
+
+
+def test_worker_says_once_that_it_does_not_post_the_findings_of_its_notifying_routines(db_url, workspace):
+    """Only `serve` posts findings: a worker firing a notifying routine says so on stderr, one line."""
+    (workspace / "chronicle.toml").write_text(
+        '[channels.ops]\nreply_url = "http://127.0.0.1:9/in"\n\n'
+        '[routines.report]\ntrigger = "manual"\nprompt = "Report."\nnotify = "ops"\n')
+    ran = cli("worker", "--once", "--workspace", str(workspace), db=db_url)
+    assert ran.returncode == 0, ran.stderr
+    said = [line for line in ran.stderr.splitlines() if "does not post findings" in line]
+    assert len(said) == 1 and "report" in said[0] and f"serve --workspace {workspace}" in ran.stderr, ran.stderr
