@@ -9,7 +9,9 @@ session's spec by import path, so a worker or `resume` in another process applie
     on = ["tool_result", "final"]        # any of inbound, tool_result, final (default: all three)
     fail = "closed"                      # if the check itself raises: closed = reject, open = let it pass
 
-A check is `check(text, where) -> None | str` (sync or async). None passes; a string replaces
+A check is `check(text, where) -> None | str` (sync or async), or `check(text, where, origin)` to also
+get who sent the turn's input (`{"channel", "senders", "reply"}` for a channel's input, else None; None at
+`tool_result`). None passes; a string replaces
 the text; raising `Rejected(message)` rejects. Every change and every open failure is recorded
 with the check's name, the place and the SHA-256 and length of the text before and after (never
 the text it removed): on the inbound message and the final answer as a `Turn.GuardrailApplied`
@@ -98,13 +100,14 @@ class Guardrail:
         """How a session's spec records it: name, import path, places, fail mode."""
         return {"name": self.name, "check": check_path(self.check), "on": [p for p in PLACES if p in self.on], "fail": self.fail}
 
-    async def run(self, text: str, where: str) -> tuple[str | None, str | None, str | None]:
-        """(replacement, rejection, error): at most one is set."""
+    async def run(self, text: str, where: str, origin: dict[str, Any] | None = None) -> tuple[str | None, str | None, str | None]:
+        """(replacement, rejection, error): at most one is set. `origin` (who sent the turn's input, see
+        hooks.Checked) goes to a check that takes an `origin` parameter; `check(text, where)` is called as before."""
         check = self.check
         if isinstance(check, str):
             check = load_check(check, f"guardrail {self.name}", None)
         try:
-            result = check(text, where)
+            result = check(text, where, origin=origin) if takes_origin(check) else check(text, where)
             if inspect.isawaitable(result):
                 result = await result
         except Rejected as exc:
@@ -129,7 +132,7 @@ class GuardrailHook(Hook):
 
     async def _check(self, where: str, checked: Checked) -> Checked:
         for guardrail in self.at(where):
-            replacement, rejected, error = await guardrail.run(checked.text, where)
+            replacement, rejected, error = await guardrail.run(checked.text, where, checked.origin)
             if rejected is not None:
                 what = "the input" if where == "inbound" else "the final answer"
                 checked.stop = Stop(f"guardrail:{guardrail.name}", f"guardrail {guardrail.name} rejected {what}: {rejected}")
@@ -158,6 +161,15 @@ class GuardrailHook(Hook):
                 output = replace(output, content=replacement,
                                  effects=[*output.effects, mark(guardrail.name, "tool_result", output.content, replacement)])
         return output
+
+
+def takes_origin(check: Callable[..., Any]) -> bool:
+    """Whether a check has an `origin` parameter (or **kwargs): checks written before it keep `check(text, where)`."""
+    try:
+        parameters = inspect.signature(check).parameters.values()
+    except (TypeError, ValueError):  # a builtin or C callable without a signature
+        return False
+    return any(p.name == "origin" or p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters)
 
 
 #: Checks defined in this process, by the import path a spec records for them.

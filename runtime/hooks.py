@@ -64,6 +64,16 @@ class Checked:
     text: str
     marks: list[tuple[dict[str, Any], str | None]] = field(default_factory=list)
     stop: Stop | None = None
+    #: Who sent the turn's input, as its InputQueued recorded it: {"channel", "senders", "reply"} for a
+    #: channel's input, None for one typed, submitted or sent through the API. The final answer goes back to them.
+    origin: dict[str, Any] | None = None
+
+
+def origin_of(session: Any, turn: Any) -> dict[str, Any] | None:
+    """Who sent the input `turn` answers (Session.input_origins, from InputQueued v2), or None."""
+    origins = getattr(session, "input_origins", None) or {}
+    found = origins.get(getattr(turn, "input_id", None))
+    return dict(found) if found else None
 
 
 class Hook:
@@ -149,7 +159,7 @@ class Hooks:
         return None
 
     async def check_inbound(self, session: Any, turn: Any, text: str) -> Checked:
-        checked = Checked(text)
+        checked = Checked(text, origin=origin_of(session, turn))
         for hook in self.hooks:
             checked = await hook.check_inbound(session, turn, checked)
             if checked.stop is not None:
@@ -157,7 +167,7 @@ class Hooks:
         return checked
 
     async def check_final(self, session: Any, turn: Any, text: str) -> Checked:
-        checked = Checked(text)
+        checked = Checked(text, origin=origin_of(session, turn))
         for hook in self.hooks:
             checked = await hook.check_final(session, turn, checked)
             if checked.stop is not None:

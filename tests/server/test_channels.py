@@ -241,3 +241,29 @@ def test_a_turn_another_process_finished_while_no_server_ran_is_replied_to_when_
             assert got[0]["json"]["text"] == "worker answered" and got[0]["json"]["sender"] == "ci-bot"
             _wait_for(lambda: [e for e in httpx.get(f"{base}/sessions/{sid}/log").json() if e["event"] == "ReplyDelivered"])
         assert len(got) == 1
+
+
+def test_a_guardrail_that_takes_origin_is_told_who_sent_the_input_and_whom_the_answer_goes_to(db_url, workspace, tmp_path):
+    script = write_script(tmp_path / "s.json", [[response(text("first"))], [response(text("for alice"))]])
+    sid = _started(db_url, workspace, script)
+    (workspace / "checks.py").write_text(
+        "def tag(text, where, origin):\n"
+        "    if origin is None:\n"
+        "        return None\n"
+        "    return f\"{text} [{where} from {origin['senders'][0]} via {origin['channel']}]\"\n"
+        "\n"
+        "def plain(text, where):\n"
+        "    return None\n"
+    )
+    (workspace / "chronicle.toml").write_text(
+        f'[channels.signal]\nsession = "{sid[:8]}"\ncoalesce_s = 0\n\n'
+        '[guardrails.tag]\ncheck = "checks:tag"\non = ["inbound", "final"]\n\n'
+        '[guardrails.plain]\ncheck = "checks:plain"\n'
+    )
+    with serving(db_url, workspace) as base:
+        assert httpx.post(f"{base}/hooks/signal", json={"text": "hello", "from": "alice@example.com"}).status_code == 202
+        _wait_for(lambda: len([e for e in httpx.get(f"{base}/sessions/{sid}/log").json() if e["event"] == "TurnEnded"]) == 2)
+    wire = json.dumps(json_lines(cli("history", sid, "--json", db=db_url).stdout))
+    assert "hello [inbound from alice@example.com via signal]" in wire, wire
+    assert "for alice [final from alice@example.com via signal]" in wire, wire
+    assert "start [" not in wire and "first [" not in wire, "an input no channel sent has no origin: the check passes it"
