@@ -107,7 +107,7 @@ class Guardrail:
         if isinstance(check, str):
             check = load_check(check, f"guardrail {self.name}", None)
         try:
-            result = check(text, where, origin=origin) if takes_origin(check) else check(text, where)
+            result = check(text, where, origin=origin) if takes_origin(check) else check(text, where)  # type: ignore[call-arg]
             if inspect.isawaitable(result):
                 result = await result
         except Rejected as exc:
