@@ -11,11 +11,15 @@ source chain cannot be re-checked without the source's other sessions; the bundl
 anyone, with nothing else. The manifest holds the counts and the bundle chain's head, so a
 signature over the manifest (Ed25519) covers every event.
 
-Import checks everything before writing anything, then writes all events (and the session index
-entries) in one transaction: a bundle is either loaded whole or not at all. The bundle's sessions
-must be new to the target; any other aggregate it already holds with the very same events (the
-turns two forks of one session both inherit, or a parent imported before or after its fork) is
-kept and the bundle's copy skipped, and one it holds with other events refuses the import.
+Import checks everything before writing anything, then writes all events (and the index entries
+that list them: the sessions', and their tasks' on the board and reflection indexes) in one
+transaction: a bundle is either loaded whole or not at all. The bundle's sessions must be new
+to the target; any other aggregate it already holds with the very same events (the turns two
+forks of one session both inherit, or a parent imported before or after its fork) is kept and the
+bundle's copy skipped, and one it holds with other events refuses the import.
+
+A bundle carries the tree's task boards (runtime/session_scope.py) as it carries its turns; a /2
+bundle written before that has none, and imports with empty boards.
 
 Formats: chronicle-bundle/2 adds `inherited` and `inherited_from` to the manifest (and
 `counts.inherited`). A chronicle-bundle/1 bundle still imports; one of a fork carries none of the
@@ -253,13 +257,40 @@ def import_bundle(store: Any, checked: Checked) -> Imported:
         for sid in checked.manifest.get("indexed_sessions", []):
             following = index_events[-1].originator_version + 1 if index_events else None
             index_events.append(store.session_index.trigger_event(following, session_id=UUID(sid)))
+        index_events += _task_index_events(store, decoded, {UUID(str(e.originator_id)) for e in kept})
         stored = [*kept, *(store.mapper.to_stored_event(e) for e in index_events)]
         try:
             store.recorder.insert_events(stored)
             return Imported(len(kept), len(checked.events) - len(kept))
         except IntegrityError:
             continue  # another writer took the index slot, or imported an aggregate meanwhile: look again
-    raise BundleError("could not index the imported sessions after 50 attempts")
+    raise BundleError("could not index the imported sessions and tasks after 50 attempts")
+
+
+def _task_index_events(store: Any, decoded: list[Any], arriving: set[UUID]) -> list[Any]:
+    """The index entries that list the bundle's tasks where they are read from (runtime/task_board.py):
+    a posted task on its session's board, a failed task's reflection in the reflection index (which
+    later delegations search). Index logs are no session's, so a bundle carries none; they are
+    written here from the task events themselves, in the bundle's order, as the source wrote them."""
+    from .task_board import board_index, reflection_index
+
+    entries: list[Any] = []
+    following: dict[UUID, int] = {}
+
+    def append(log: Any, **fields: Any) -> None:
+        entry = log.trigger_event(following.get(log.originator_id), **fields)
+        following[log.originator_id] = entry.originator_version + 1
+        entries.append(entry)
+
+    for event in decoded:
+        if UUID(str(event.originator_id)) not in arriving:
+            continue
+        name = type(event).__qualname__
+        if name == "DelegatedTask.Posted":
+            append(board_index(store, event.parent_session_id), task_id=event.originator_id)
+        elif name == "DelegatedTask.ReflectionRecorded":
+            append(reflection_index(store), task_id=event.originator_id)
+    return entries
 
 
 def _new_events(store: Any, checked: Checked) -> list[StoredEvent]:

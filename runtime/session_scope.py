@@ -8,6 +8,11 @@
   the origin's, recorded before the fork existed and ended by then, so they are taken whole; the
   origin session itself is not (its later turns are no part of the fork, and its queue and state
   would make it a second, truncated session wherever the fork goes);
+- the task board of every session in the tree (DelegatedTask aggregates, whatever their state):
+  the tasks posted on its board (listed by its board index log) and those its delegate calls
+  opened for their children (ids derived from the child's). They are the session's record of what
+  it asked for and how that ended, so `export` carries them and `verify SESSION` checks them; the
+  index entries that list them are not (an import writes its own, runtime/bundle.py);
 - the attachments the inputs and results of all those refer to (content-addressed, shared).
 """
 
@@ -17,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
 
-from chronicle.domain.ids import tool_call_ids
+from chronicle.domain.ids import task_id, tool_call_ids
 
 from .agents.tree import session_tree
 from .store import ChronicleStore
@@ -27,12 +32,16 @@ from .store import ChronicleStore
 class Scope:
     #: The session and its sub-agents, depth-first in delegation order.
     sessions: list[UUID]
-    #: Their aggregates: sessions, turns, tool calls.
+    #: Their aggregates: sessions, turns, tool calls, and their board's tasks (the ids of `tasks`).
     own: list[UUID]
     #: The turns (and their tool calls) the forks among them inherit, less any of `own`.
     inherited: list[UUID]
     #: The sessions those inherited turns were recorded in, oldest ancestor first.
     inherited_from: list[UUID]
+    #: The DelegatedTask ids of their boards: posted ones (board index order), then auto-opened ones.
+    #: An auto-opened id is derived, so it may name a task never opened (a child started before the
+    #: task board existed): it has no events, and reading it finds none.
+    tasks: list[UUID]
 
 
 def session_scope(store: ChronicleStore, root_id: UUID) -> Scope:
@@ -40,7 +49,12 @@ def session_scope(store: ChronicleStore, root_id: UUID) -> Scope:
     own: list[UUID] = []
     for session in nodes:
         own += store.aggregate_ids_of(session)
-    own = list(dict.fromkeys(own))
+    tasks: list[UUID] = []
+    for session in nodes:
+        tasks += board_task_ids(store, session.id)
+        tasks += [task_id(child) for child in store.delegated_session_ids(session)]
+    tasks = list(dict.fromkeys(tasks))
+    own = list(dict.fromkeys([*own, *tasks]))
     mine = set(own)
     inherited: list[UUID] = []
     origins: list[UUID] = []
@@ -53,8 +67,15 @@ def session_scope(store: ChronicleStore, root_id: UUID) -> Scope:
     return Scope(
         sessions=[s.id for s in nodes], own=own,
         inherited=[i for i in dict.fromkeys(inherited) if i not in mine],
-        inherited_from=[s for s in dict.fromkeys(origins) if s not in mine],
+        inherited_from=[s for s in dict.fromkeys(origins) if s not in mine], tasks=tasks,
     )
+
+
+def board_task_ids(store: ChronicleStore, session_id: UUID) -> list[UUID]:
+    """The tasks posted on the session's board, in the order they were posted."""
+    from .task_board import board_index
+
+    return [entry.task_id for entry in board_index(store, session_id).get()]
 
 
 def attachment_ids(store: ChronicleStore, aggregate_ids: list[UUID]) -> list[UUID]:

@@ -323,3 +323,84 @@ def test_a_bundle_written_by_the_first_format_still_imports(exported, tmp_path):
     assert result.returncode == 0, result.stderr
     args = ("history", session, "--json")
     assert cli(*args, db=target).stdout == cli(*args, db=source).stdout
+
+
+# -- the task board travels with its session ------------------------------------------------------
+
+
+@pytest.fixture
+def delegating(db_url, workspace, tmp_path):  # type: ignore[no-untyped-def]
+    """A session with a task posted on its board and claimed by a researcher that fails it (so it
+    carries a reflection), a task posted and never claimed, and a task its delegate call opened
+    for an auditor that completes it."""
+    (workspace / "chronicle.toml").write_text(
+        '[agents.main]\ninstructions = "Lead."\n\n[agents.researcher]\ndescription = "Reads files"\n\n'
+        '[agents.auditor]\ndescription = "Checks"\n', encoding="utf-8")
+    first = write_script(tmp_path / "first.json", [[response(text("Ready."))]])
+    provider = ("--workspace", str(workspace))
+    run = cli("run", "get ready", "--provider", f"scripted:{first}", *provider, "--json", db=db_url)
+    assert run.returncode == 0, run.stderr
+    session = json_lines(run.stdout)[0]["session_id"]
+    posted = json.loads(cli("tasks", "add", session, "find the missing config file", "--agent", "researcher", "--json",
+                            db=db_url).stdout)["task_id"]
+    idle = cli("tasks", "add", session, "tidy the notes later", db=db_url)
+    assert idle.returncode == 0, idle.stderr
+    items = [{"agent": "researcher", "task": "find the missing config file", "task_id": posted},
+             {"agent": "auditor", "task": "check hello.txt"}]
+    second = write_script(tmp_path / "second.json",
+                          [[], [response(tool_use("d1", "delegate", tasks=items)), response(text("One failed."))]],
+                          researcher=[response(tool_use("r1", "task_complete", status="failed", summary="the config file is missing"))],
+                          auditor=[response(tool_use("a1", "task_complete", status="completed", summary="hello.txt is fine"))])
+    run = cli("run", "delegate it", "--session", session, "--provider", f"scripted:{second}", *provider, db=db_url)
+    assert run.returncode == 0, run.stderr
+    rows = json_lines(cli("tasks", session, "--json", db=db_url).stdout)
+    assert [(r["status"], r["posted"]) for r in rows] == [("failed", True), ("pending", True), ("completed", False)], rows
+    assert rows[0]["reflection"]
+    return db_url, session
+
+
+def task_rows(url: str, session: str) -> list[dict]:
+    return [e for e in json_lines(cli("audit", "--session", session, "--json", db=url).stdout) if e["kind"] in ("task", "reflection")]
+
+
+@pytest.mark.parametrize("target_backend", ["same", "postgresql"])
+def test_a_delegating_sessions_task_board_and_reflections_move_with_it(delegating, tmp_path, request, target_backend):
+    from chronicle.runtime.task_board import prior_reflections
+
+    source, session = delegating
+    if target_backend == "postgresql" and not source.startswith("sqlite"):
+        pytest.skip("SQLite to PostgreSQL: the same-backend case covers PostgreSQL to PostgreSQL")
+    target = (other_store("postgresql", tmp_path, request, "target") if target_backend == "postgresql"
+              else other_store(source, tmp_path, request, "target"))
+    bundle = export(source, session, tmp_path / "board.json")
+    assert sum(1 for e in bundle["events"] if "DelegatedTask" in e["topic"]) > 0
+    imported = cli("import", str(tmp_path / "board.json"), db=target)
+    assert imported.returncode == 0, imported.stderr
+    tasks = ("tasks", session, "--json")
+    assert cli(*tasks, db=target).stdout == cli(*tasks, db=source).stdout
+    assert len(json_lines(cli(*tasks, db=target).stdout)) == 3
+    assert without(task_rows(target, session), "position") == without(task_rows(source, session), "position")
+    assert task_rows(target, session)
+    offered = prior_reflections(ChronicleStore(target), "find the config file")
+    assert offered and offered == prior_reflections(ChronicleStore(source), "find the config file")
+    assert cli("verify", session, db=target).returncode == 0
+
+
+def test_verify_session_detects_a_tampered_task_event(delegating):
+    db_url, session = delegating
+    assert cli("verify", session, db=db_url).returncode == 0
+    task = json_lines(cli("tasks", session, "--json", db=db_url).stdout)[2]["task_id"]  # the auditor's, completed
+    tamper = Tamper(db_url)
+    position = next(p for p in reversed(tamper.positions()) if tamper.event(p)[0] == UUID(task))  # its Completed
+    state = bytearray(tamper.event(position)[3])
+    state[len(state) // 2] ^= 0x01  # a forged summary, one bit of it: stored states may be compressed
+    tamper.set_state(position, bytes(state))
+    result = cli("verify", session, db=db_url)
+    assert result.returncode != 0, result.stdout + result.stderr
+
+
+def test_a_bundle_without_tasks_imports_with_no_board(exported, tmp_path):
+    _source, session, bundle = exported
+    target = fresh(tmp_path)
+    assert cli("import", str(bundle), db=target).returncode == 0
+    assert json_lines(cli("tasks", session, "--json", db=target).stdout) == []
