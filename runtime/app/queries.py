@@ -15,6 +15,7 @@ from uuid import UUID
 
 from chronicle.domain.ids import tool_call_ids
 from chronicle.domain.session import Session
+from chronicle.domain.task_board import DelegatedTask
 from chronicle.domain.tool_call import ToolCall
 from chronicle.domain.turn import Turn
 from chronicle.projections.cost import CostReport
@@ -32,7 +33,7 @@ from .session_listing import tree_order as tree_order  # the viewer and the CLI 
 # (every projection and the price table) and the domain's content models: both import pydantic,
 # which `log` otherwise never needs.
 
-AGGREGATE_KINDS: dict[type, str] = {Session: "session", Turn: "turn", ToolCall: "tool_call"}
+AGGREGATE_KINDS: dict[type, str] = {Session: "session", Turn: "turn", ToolCall: "tool_call", DelegatedTask: "task"}
 SKIP_FIELDS = {"originator_id", "originator_version", "timestamp", "originator_topic"}
 RELATIVE = re.compile(r"^(\d+)([smhd])$")
 UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
@@ -105,7 +106,8 @@ def latest_repairs(store: ChronicleStore) -> dict[UUID, str]:
 
 
 def log(store: ChronicleStore, ref: str | UUID, tree: bool = False) -> list[dict[str, Any]]:
-    """Every stored event of the session, its turns and tool calls, in commit order (`log --json`).
+    """Every stored event of the session, its turns and tool calls, and its board's tasks, in commit
+    order (`log --json`).
 
     With `tree`, its sub-agents' events too, interleaved by position, each entry saying whose
     it is (session_id, agent, depth)."""
@@ -162,6 +164,7 @@ class LogTail:
                 if isinstance(turn, Turn):
                     calls.update(dict.fromkeys(tool_call_ids(turn_id, turn.steps), owner))
         self._replay(calls, bounds, entries, from_turn)
+        self._replay(self._tasks(members), bounds, entries, from_turn)
         entries.sort(key=lambda entry: entry["position"])
         self.after = head
         # A completed call's output is stored by its turn, in the same commit: filled in once read.
@@ -170,6 +173,28 @@ class LogTail:
             if isinstance(turn, Turn):
                 data["output"] = turn.output_for(call.step, call.tool_use_id)
         return entries
+
+    def _tasks(self, members: list[tuple[Session, dict[str, Any]]]) -> dict[UUID, dict[str, Any]]:
+        """The members' board tasks (runtime/session_scope.py): those posted on a board, read from its
+        index, and those a delegate call opened, named by the calls already replayed (a task's id is
+        derived from its child's, which is derived from the call)."""
+        from chronicle.domain.ids import child_session_id, task_id
+
+        from ..session_scope import board_task_ids
+
+        tasks: dict[UUID, dict[str, Any]] = {}
+        for member, owner in members:
+            tasks.update(dict.fromkeys(board_task_ids(self.store, member.id), owner))
+            for turn_id in member.turns:
+                turn = self.states.get(turn_id)
+                if not isinstance(turn, Turn):
+                    continue
+                for call_id in tool_call_ids(turn_id, turn.steps):
+                    call = self.states.get(call_id)
+                    if isinstance(call, ToolCall) and call.name == "delegate":
+                        children = range(len(call.input.get("tasks") or []))
+                        tasks.update(dict.fromkeys((task_id(child_session_id(call.id, i)) for i in children), owner))
+        return tasks
 
     def _replay(self, owners: dict[UUID, dict[str, Any]], bounds: tuple[int, int], entries: list[dict[str, Any]],
                 from_turn: list[tuple[dict[str, Any], ToolCall]]) -> None:

@@ -404,3 +404,15 @@ def test_a_bundle_without_tasks_imports_with_no_board(exported, tmp_path):
     target = fresh(tmp_path)
     assert cli("import", str(bundle), db=target).returncode == 0
     assert json_lines(cli("tasks", session, "--json", db=target).stdout) == []
+
+
+def test_log_shows_the_boards_task_events_in_commit_order(delegating):
+    db_url, session = delegating
+    entries = json_lines(cli("log", session, "--json", db=db_url).stdout)
+    assert [e["position"] for e in entries] == sorted(e["position"] for e in entries)
+    tasks = [e for e in entries if e["aggregate"] == "task"]
+    listed = {r["task_id"] for r in json_lines(cli("tasks", session, "--json", db=db_url).stdout)}
+    assert {e["aggregate_id"] for e in tasks} == listed
+    assert [e["event"] for e in tasks if e["event"] in ("Posted", "Opened")].count("Posted") == 2
+    failed = [e for e in tasks if e["status"] == "failed"]
+    assert failed and failed[-1]["event"] == "ReflectionRecorded"
