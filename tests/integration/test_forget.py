@@ -118,3 +118,43 @@ def test_an_imported_fork_is_forgotten_with_the_turns_it_inherited(db_url, works
     assert history.returncode == 1 and "was forgotten" in history.stderr
     assert cli("verify", db=target, env=env).returncode == 0
     assert "INHERITED-ANSWER" in cli("history", sid, db=db_url, env=env).stdout  # the source keeps it
+
+
+def test_forget_erases_the_trees_task_board_posted_failed_and_reflected(db_url, workspace, tmp_path, monkeypatch):
+    """Every DelegatedTask of the tree is sealed with its key (runtime/shredding.py): a task posted on
+    the board and never claimed, one claimed and failed with its reflection; the board index entries
+    that list them name a task id and nothing else."""
+    from uuid import UUID
+
+    from chronicle.domain.ids import board_index_id
+    from chronicle.runtime.store import ChronicleStore
+
+    env = key_env()
+    (workspace / "chronicle.toml").write_text(REGISTRY, encoding="utf-8")
+    sid = run(db_url, workspace, tmp_path, "ERASE-ME", [[response(text("Ready."))]], env)[0]["session_id"]
+    claimed = cli("tasks", "add", sid, "POSTED-TASK-OF-FORGOTTEN", "--agent", "researcher", "--json", db=db_url, env=env)
+    assert claimed.returncode == 0, claimed.stderr
+    tid = json_lines(claimed.stdout)[0]["task_id"]
+    assert cli("tasks", "add", sid, "IDLE-TASK-OF-FORGOTTEN", db=db_url, env=env).returncode == 0
+    items = [{"agent": "researcher", "task": "POSTED-TASK-OF-FORGOTTEN", "task_id": tid}]
+    script = write_script(tmp_path / "second.json", [[], [response(tool_use("d", "delegate", tasks=items)), response(text("ok"))]],
+                          researcher=[response(tool_use("c", "task_complete", status="failed", summary="FAILURE-OF-FORGOTTEN"))])
+    second = cli("run", "go", "--session", sid, "--provider", f"scripted:{script}", "--workspace", str(workspace),
+                 db=db_url, env=env)
+    assert second.returncode == 0, second.stderr
+    rows = json_lines(cli("tasks", sid, "--json", db=db_url, env=env).stdout)
+    assert [r["status"] for r in rows] == ["failed", "pending"] and rows[0]["reflection"]
+    gone = ("POSTED-TASK-OF-FORGOTTEN", "IDLE-TASK-OF-FORGOTTEN", "FAILURE-OF-FORGOTTEN")
+    assert cli("sessions", db=db_url, env=env).returncode == 0  # read models caught up: they hold plaintext until forget
+    before = dump_store(db_url)
+    assert [m for m in gone if not holds(before, m)] == [], "the check below could not fail"
+    assert cli("forget", sid, "--yes", db=db_url, env=env).returncode == 0
+    dump = dump_store(db_url)
+    for marker in gone:
+        assert not holds(dump, marker), f"{marker} is still in the store"
+    monkeypatch.setenv("CHRONICLE_CIPHER_KEY", env["CHRONICLE_CIPHER_KEY"])
+    store = ChronicleStore(db_url)
+    entries = store.recorder.select_events(board_index_id(UUID(sid)))
+    assert len(entries) == 2
+    fields = [set(vars(store.mapper.to_domain_event(e))) - {"originator_id", "originator_version", "timestamp"} for e in entries]
+    assert fields == [{"task_id"}, {"task_id"}]
