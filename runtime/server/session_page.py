@@ -36,7 +36,7 @@ NAV_SPAN = 5
 TIMELINE_LIMIT = 400
 DECISION_KINDS = ("approval", "always_allow", "undo", "redo", "fork", "cancel", "resume", "steer")
 UNFINISHED_TURN = ("failed", "cancelled", "stopped", "interrupted")
-AGGREGATE_NAMES = {"Session": "session", "Turn": "turn", "ToolCall": "tool_call"}
+AGGREGATE_NAMES = {"Session": "session", "Turn": "turn", "ToolCall": "tool_call", "DelegatedTask": "task"}
 
 
 @dataclass
@@ -209,12 +209,19 @@ def _children(store: ChronicleStore, report: CostReport, sid: str) -> list[dict[
 
 
 def _timeline(store: ChronicleStore, sid: UUID, turns: list[Turn], calls: dict[UUID, list[ToolCall]]) -> list[dict[str, Any]]:
-    """The log events of the turns shown, and the session's own events between them, by position."""
+    """The log events of the turns shown, and the session's own events and its board's tasks' between
+    them, by position (as `log SESSION` has them)."""
+    from chronicle.domain.ids import child_session_id, task_id
+
+    from ..session_scope import board_task_ids
+
     ids = [i for turn in turns for i in (turn.id, *(c.id for c in calls[turn.id]))]
+    tasks = [*board_task_ids(store, sid), *(task_id(child_session_id(c.id, i)) for cs in calls.values() for c in cs
+                                           if c.name == "delegate" for i in range(len(c.input.get("tasks") or [])))]
     events = list(store.events_with_positions(ids))
     if events:
         bounds = (events[0][0], events[-1][0])
-        events += list(store.events_with_positions([sid], positions=bounds))
+        events += list(store.events_with_positions([sid, *tasks], positions=bounds))
         events.sort(key=lambda pair: pair[0])
     names = {c.id: c.name for cs in calls.values() for c in cs}
     rows = []

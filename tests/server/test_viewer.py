@@ -51,6 +51,7 @@ def test_the_session_page_of_a_delegating_session_shows_its_sub_agent_tree_and_a
         page = httpx.get(f"{base}/ui/sessions/{sid}")
         assert page.status_code == 200
         assert "Sub-agents" in page.text and "researcher" in page.text
+        assert "task.Opened" in page.text and "task.Completed" in page.text, "the timeline has the board's task events"
         child = next(r for r in httpx.get(f"{base}/sessions").json() if r["agent"] == "researcher")
         assert f'/ui/sessions/{child["session_id"]}' in page.text
         forked = httpx.get(f"{base}/ui/sessions/{fork_id}")
