@@ -52,7 +52,10 @@ def session_scope(store: ChronicleStore, root_id: UUID) -> Scope:
     tasks: list[UUID] = []
     for session in nodes:
         tasks += board_task_ids(store, session.id)
-        tasks += [task_id(child) for child in store.delegated_session_ids(session)]
+    # A delegate call opens its child's task in the child's own creating transaction, so every
+    # auto-opened task of the tree is that of one of its sub-agents (the root's own, if it is a
+    # sub-agent, is on its parent's board, outside the tree): no turn or call is read to name them.
+    tasks += [task_id(session.id) for session in nodes[1:]]
     tasks = list(dict.fromkeys(tasks))
     own = list(dict.fromkeys([*own, *tasks]))
     mine = set(own)
