@@ -399,11 +399,35 @@ def test_verify_session_detects_a_tampered_task_event(delegating):
     assert result.returncode != 0, result.stdout + result.stderr
 
 
-def test_a_bundle_without_tasks_imports_with_no_board(exported, tmp_path):
-    _source, session, bundle = exported
-    target = fresh(tmp_path)
-    assert cli("import", str(bundle), db=target).returncode == 0
+def without_tasks(bundle: dict) -> dict:
+    """The bundle as chronicle-bundle/2 was written before bundles carried task boards: no DelegatedTask events."""
+    from chronicle.runtime.bundle import _digest
+    from chronicle.runtime.chain import GENESIS
+    from chronicle.runtime.chain_reader import RawEvent
+
+    manifest = dict(bundle["manifest"])
+    events, prev = [], GENESIS
+    for i, entry in enumerate((e for e in bundle["events"] if "DelegatedTask" not in e["topic"]), start=1):
+        raw = RawEvent(entry["position"], UUID(entry["originator_id"]), entry["version"], entry["topic"],
+                       base64.b64decode(entry["state"]))
+        prev = _digest(prev, i, raw)
+        events.append({**entry, "i": i, "digest": prev.hex()})
+    manifest["counts"] = {**manifest["counts"], "events": len(events), "aggregates": len({e["originator_id"] for e in events})}
+    manifest["head"] = prev.hex()
+    return {"manifest": manifest, "events": events, "signature": None}
+
+
+def test_a_bundle_written_before_bundles_carried_tasks_imports_with_an_empty_board(delegating, tmp_path, request):
+    source, session = delegating
+    data = export(source, session, tmp_path / "board.json")
+    old = tmp_path / "old.json"
+    old.write_text(json.dumps(without_tasks(data)))
+    target = other_store(source, tmp_path, request, "target")
+    result = cli("import", str(old), db=target)
+    assert result.returncode == 0, result.stderr
     assert json_lines(cli("tasks", session, "--json", db=target).stdout) == []
+    args = ("history", session, "--json")
+    assert cli(*args, db=target).stdout == cli(*args, db=source).stdout
 
 
 def test_log_shows_the_boards_task_events_in_commit_order(delegating):
