@@ -276,6 +276,7 @@ def _task_index_events(store: Any, decoded: list[Any], arriving: set[UUID]) -> l
 
     entries: list[Any] = []
     following: dict[UUID, int] = {}
+    sessions = {UUID(str(e.originator_id)) for e in decoded if type(e).__qualname__ == "Session.Started"}
 
     def append(log: Any, **fields: Any) -> None:
         entry = log.trigger_event(following.get(log.originator_id), **fields)
@@ -287,6 +288,9 @@ def _task_index_events(store: Any, decoded: list[Any], arriving: set[UUID]) -> l
             continue
         name = type(event).__qualname__
         if name == "DelegatedTask.Posted":
+            if event.parent_session_id not in sessions:  # a board of this store's own, which no bundle may add to
+                raise BundleError(f"task {event.originator_id} is posted on the board of session {event.parent_session_id}, "
+                                  "which is not in the bundle: the bundle was not written by `export`")
             append(board_index(store, event.parent_session_id), task_id=event.originator_id)
         elif name == "DelegatedTask.ReflectionRecorded":
             append(reflection_index(store), task_id=event.originator_id)

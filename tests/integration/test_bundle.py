@@ -440,3 +440,35 @@ def test_log_shows_the_boards_task_events_in_commit_order(delegating):
     assert [e["event"] for e in tasks if e["event"] in ("Posted", "Opened")].count("Posted") == 2
     failed = [e for e in tasks if e["status"] == "failed"]
     assert failed and failed[-1]["event"] == "ReflectionRecorded"
+
+
+def test_a_bundle_posting_a_task_on_a_board_outside_it_is_refused(delegating, tmp_path, request):
+    """Import writes board index entries from the task events: one naming a session the bundle does not
+    carry would put a task on a board of the target's own. `export` never writes one; a forged bundle is refused."""
+    from uuid import uuid4
+
+    source, session = delegating
+    data = export(source, session, tmp_path / "board.json")
+    store = ChronicleStore(source)
+    for entry in data["events"]:
+        if entry["topic"].endswith("DelegatedTask.Posted"):
+            raw = store.recorder.select_events(UUID(entry["originator_id"]), limit=1)[0]
+            event = store.mapper.to_domain_event(raw)
+            object.__setattr__(event, "parent_session_id", uuid4())
+            entry["state"] = base64.b64encode(store.mapper.to_stored_event(event).state).decode()
+    from chronicle.runtime.bundle import _digest
+    from chronicle.runtime.chain import GENESIS
+    from chronicle.runtime.chain_reader import RawEvent
+
+    prev, events = GENESIS, []  # the bundle chain redone over the edited states, as a forger would
+    for i, entry in enumerate(data["events"], start=1):
+        prev = _digest(prev, i, RawEvent(entry["position"], UUID(entry["originator_id"]), entry["version"], entry["topic"],
+                                         base64.b64decode(entry["state"])))
+        events.append({**entry, "digest": prev.hex()})
+    forged = {"manifest": {**data["manifest"], "head": prev.hex()}, "events": events, "signature": None}
+    path = tmp_path / "forged.json"
+    path.write_text(json.dumps(forged))
+    target = other_store(source, tmp_path, request, "target")
+    result = cli("import", str(path), db=target)
+    assert result.returncode == 1 and "not in the bundle" in result.stderr and "nothing recorded" in result.stderr, result.stderr
+    assert json_lines(cli("sessions", "--json", db=target).stdout) == []
