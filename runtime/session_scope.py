@@ -26,6 +26,7 @@ from chronicle.domain.ids import task_id, tool_call_ids
 
 from .agents.tree import session_tree
 from .store import ChronicleStore
+from .task_board import board_task_ids
 
 
 @dataclass(frozen=True)
@@ -72,13 +73,6 @@ def session_scope(store: ChronicleStore, root_id: UUID) -> Scope:
         inherited=[i for i in dict.fromkeys(inherited) if i not in mine],
         inherited_from=[s for s in dict.fromkeys(origins) if s not in mine], tasks=tasks,
     )
-
-
-def board_task_ids(store: ChronicleStore, session_id: UUID) -> list[UUID]:
-    """The tasks posted on the session's board, in the order they were posted."""
-    from .task_board import board_index
-
-    return [entry.task_id for entry in board_index(store, session_id).get()]
 
 
 def attachment_ids(store: ChronicleStore, aggregate_ids: list[UUID]) -> list[UUID]:

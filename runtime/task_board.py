@@ -52,6 +52,12 @@ def board_index(store: ChronicleStore, session_id: UUID) -> EventSourcedLog[Boar
     return EventSourcedLog(store.events, board_index_id(session_id), BoardTaskPosted)
 
 
+def board_task_ids(store: ChronicleStore, session_id: UUID) -> list[UUID]:
+    """The tasks posted on the session's board, in the order they were posted (`log` reads them here, not
+    through runtime/session_scope.py, whose sub-agent tree would import the loop's modules into `log`)."""
+    return [entry.task_id for entry in board_index(store, session_id).get()]
+
+
 def find_task(store: ChronicleStore, child_id: UUID) -> DelegatedTask | None:
     """The task a delegate call opened for this child (auto-opened, id derived from the child's)."""
     return get_task(store, task_id(child_id))

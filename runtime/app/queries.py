@@ -180,7 +180,7 @@ class LogTail:
         derived from its child's, which is derived from the call)."""
         from chronicle.domain.ids import child_session_id, task_id
 
-        from ..session_scope import board_task_ids
+        from ..task_board import board_task_ids
 
         tasks: dict[UUID, dict[str, Any]] = {}
         for member, owner in members:

@@ -213,7 +213,7 @@ def _timeline(store: ChronicleStore, sid: UUID, turns: list[Turn], calls: dict[U
     them, by position (as `log SESSION` has them)."""
     from chronicle.domain.ids import child_session_id, task_id
 
-    from ..session_scope import board_task_ids
+    from ..task_board import board_task_ids
 
     ids = [i for turn in turns for i in (turn.id, *(c.id for c in calls[turn.id]))]
     tasks = [*board_task_ids(store, sid), *(task_id(child_session_id(c.id, i)) for cs in calls.values() for c in cs
