@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +32,15 @@ class ScriptedResponse(BaseModel):
     stop_details: dict[str, Any] | None = None
     usage: Usage = Field(default_factory=Usage)
     delay_s: float = 0.0
+    #: Hold the response until this file exists (a path relative to the script's folder, or absolute):
+    #: a test or a demo decides when the model answers, where a fixed delay_s races a loaded machine.
+    until_file: str | None = None
     error: ProviderError | None = None
+
+
+#: Seconds a response waits for its `until_file` before the call fails, and between looks.
+UNTIL_FILE_MAX_S = 120.0
+UNTIL_FILE_POLL_S = 0.05
 
 
 class Script(BaseModel):
@@ -60,6 +69,10 @@ class ScriptedProvider:
             return ModelResponse(content=[TextBlock(text=self._stand_in(request))], stop_reason="end_turn", model=request.model)
         if scripted.delay_s:
             await asyncio.sleep(scripted.delay_s)
+        if scripted.until_file is not None and not await self._gate_opened(scripted.until_file):
+            return ModelResponse(stop_reason="error", model=request.model, error=ProviderError(
+                kind="script_gate", retryable=False,
+                message=f"{self.path}: until_file {scripted.until_file} did not appear within {UNTIL_FILE_MAX_S:.0f} s"))
         if scripted.error is not None:
             return ModelResponse(stop_reason="error", error=scripted.error, model=request.model)
         for index, block in enumerate(scripted.content):
@@ -77,6 +90,15 @@ class ScriptedProvider:
             usage=scripted.usage,
             model=request.model,
         )
+
+    async def _gate_opened(self, name: str) -> bool:
+        gate = self.path.parent / name  # an absolute name stays itself
+        deadline = time.monotonic() + UNTIL_FILE_MAX_S
+        while not gate.exists():
+            if time.monotonic() >= deadline:
+                return False
+            await asyncio.sleep(UNTIL_FILE_POLL_S)
+        return True
 
     def _pick(self, request: ModelRequest) -> ScriptedResponse | None:
         if request.auxiliary is not None:

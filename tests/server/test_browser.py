@@ -52,7 +52,7 @@ def test_approve_in_the_browser_see_the_answer_arrive_and_travel_back_in_time(db
     script = write_script(tmp_path / "s.json", [
         [response(text("I will write the file."), tool_use("tu_b", "bash", command="echo approved > out.txt")),
          response(text("Wrote it; checking."), tool_use("tu_r", "read_file", path="out.txt")),
-         response(text("Done: out.txt says approved."), delay_s=4)],
+         response(text("Done: out.txt says approved."), until_file="finish")],
         [response(text("Second turn answer."))],
     ])
     with serving(db_url, workspace, env_extra={"CHRONICLE_ACTOR": "ci-reviewer"}) as base, playwright_api.sync_playwright() as pw:
@@ -71,6 +71,7 @@ def test_approve_in_the_browser_see_the_answer_arrive_and_travel_back_in_time(db
         expect(page.locator("#action-result")).to_contain_text("approved")
         # The next step arrives over the event stream while the last model call is still running.
         expect(page.locator("#live")).to_contain_text("Wrote it; checking.", timeout=30_000)
+        (tmp_path / "finish").write_text("", encoding="utf-8")  # the last model call answers once the live step was seen
         expect(page.locator("#conversation")).to_contain_text("Done: out.txt says approved.", timeout=60_000)
         assert (workspace / "out.txt").read_text().strip() == "approved"
 
@@ -132,7 +133,7 @@ def test_a_thousand_turn_session_opens_and_time_travels_a_page_of_turns_at_a_tim
 def test_a_page_opened_while_the_turn_runs_brings_up_the_approval_when_it_is_asked_for(db_url, workspace, tmp_path):
     playwright_api = pytest.importorskip("playwright.sync_api")
     script = write_script(tmp_path / "s.json", [
-        response(text("Thinking it over."), tool_use("tu_b", "bash", command="echo late > late.txt"), delay_s=3),
+        response(text("Thinking it over."), tool_use("tu_b", "bash", command="echo late > late.txt"), until_file="ask"),
         response(text("Wrote late.txt.")),
     ])
     with serving(db_url, workspace) as base, playwright_api.sync_playwright() as pw:
@@ -144,6 +145,7 @@ def test_a_page_opened_while_the_turn_runs_brings_up_the_approval_when_it_is_ask
         page.goto(f"{base}/ui/sessions/{sid}")
         expect = playwright_api.expect
         assert page.locator("#approvals").count() == 0, "opened before the model asked for anything"
+        (tmp_path / "ask").write_text("", encoding="utf-8")  # only now does the model ask (a fixed delay raced the browser's start)
         expect(page.locator("#approvals")).to_contain_text("echo late > late.txt", timeout=30_000)
         page.locator("#approvals button[data-action=approve]").click()
         expect(page.locator("#conversation")).to_contain_text("Wrote late.txt.", timeout=60_000)
@@ -159,7 +161,7 @@ def test_with_a_token_the_browser_logs_in_once_by_url_then_lists_approves_and_fo
     script = write_script(tmp_path / "s.json", [
         response(text("I will write the file."), tool_use("tu_b", "bash", command="echo approved > out.txt")),
         response(text("Wrote it; checking."), tool_use("tu_r", "read_file", path="out.txt")),
-        response(text("Done: out.txt says approved."), delay_s=4),
+        response(text("Done: out.txt says approved."), until_file="finish"),
     ])
     token = "viewer-s3cret"
     bearer = {"Authorization": f"Bearer {token}"}
@@ -191,6 +193,7 @@ def test_with_a_token_the_browser_logs_in_once_by_url_then_lists_approves_and_fo
         page.locator("#approvals button[data-action=approve]").click()
         expect(page.locator("#action-result")).to_contain_text("approved")
         expect(page.locator("#live")).to_contain_text("Wrote it; checking.", timeout=30_000)
+        (tmp_path / "finish").write_text("", encoding="utf-8")  # the last model call answers once the live step was seen
         expect(page.locator("#conversation")).to_contain_text("Done: out.txt says approved.", timeout=60_000)
         browser.close()
     assert (workspace / "out.txt").read_text().strip() == "approved"
