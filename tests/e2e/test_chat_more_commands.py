@@ -70,7 +70,7 @@ def test_heartbeat_in_chat_runs_the_workspaces_heartbeat_routine_now(sqlite_url,
 def test_stop_typed_while_a_turn_runs_cancels_it_recorded_with_who_asked(sqlite_url, workspace, tmp_path):
     script = tmp_path / "s.json"
     script.write_text(json.dumps({"agents": {"main": [
-        [response(text("too slow"), delay_s=20)],
+        [response(text("too slow"), until_file="never-opened")],
         [response(text("after the stop"))],
     ]}}), encoding="utf-8")
     term = Terminal.chat(sqlite_url, script, workspace)
@@ -116,7 +116,7 @@ def running_elsewhere(db_url, workspace, tmp_path):
     from tests.helpers import _base_env
 
     script = tmp_path / "slow.json"
-    script.write_text(json.dumps({"agents": {"main": [[response(text("too slow"), delay_s=30)]]}}), encoding="utf-8")
+    script.write_text(json.dumps({"agents": {"main": [[response(text("too slow"), until_file="never-opened")]]}}), encoding="utf-8")
     runner = subprocess.Popen([sys.executable, "-m", "chronicle.runtime.cli", "run", "take your time", "--provider",
                                f"scripted:{script}", "--workspace", str(workspace)],
                               env={**_base_env(), "CHRONICLE_DB": db_url}, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
