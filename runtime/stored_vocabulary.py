@@ -2,7 +2,7 @@
 and the check of events about to be written (CHRONICLE_CHECK_EVENTS=1, which the test suite sets).
 
 The domain's aggregates hold most of them; the index logs of the runtime (sessions, jobs,
-routine runs, repairs, reflections) hold the rest. They are found by walking DomainEvent's
+routine runs, repairs, reflections) and their readers' checkpoints hold the rest. They are found by walking DomainEvent's
 subclasses after importing the modules that declare them, and each is taken as its topic
 resolves, so a class eventsourcing rebuilt for an `@event` method counts once. An event class
 added in a runtime module not listed below is missing from the vocabulary; the test suite, which
@@ -26,7 +26,7 @@ from .vocabulary import Misfit, Vocabulary
 OUR_TOPICS = "chronicle."
 
 #: Runtime modules that declare events of their own (the index logs).
-RUNTIME_EVENT_MODULES = ("store", "jobs", "routine_engine", "self_repair", "task_board")
+RUNTIME_EVENT_MODULES = ("store", "jobs", "routine_engine", "self_repair", "task_board", "index_checkpoints")
 
 
 @lru_cache(maxsize=1)

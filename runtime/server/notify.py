@@ -13,7 +13,10 @@ sent with status "failed" and no text. Nothing to report is neither posted nor r
 derived again from the turn whenever the outbox looks.
 
 Runs are found through the routine index (routine_engine.RoutineRunLogged), read from where the
-last look stopped; runs still waiting for their turn are kept in memory and looked at again.
+last look stopped; runs still waiting for their turn are kept in memory and looked at again. A
+checkpoint of the workspace's (runtime/index_checkpoints.py) says below which index position no run
+waits any more (posted, nothing to report, erased), advanced as they are let go: a restarted server
+reads the index from there rather than every run ever fired.
 """
 
 from __future__ import annotations
@@ -27,7 +30,8 @@ from eventsourcing.application import AggregateNotFoundError
 
 from chronicle.domain.ids import turn_id as make_turn_id
 from chronicle.domain.routine_run import RoutineRun
-from chronicle.runtime.routine_engine import RoutineEngine, routine_ok
+from chronicle.runtime.index_checkpoints import Checkpoint
+from chronicle.runtime.routine_engine import ROUTINE_RUN_INDEX_ID, RoutineEngine, routine_ok
 from chronicle.runtime.store import ChronicleStore, NotFound
 
 from .channels import ChannelConfig
@@ -45,6 +49,8 @@ class Watched:
     channel: str
     session_id: UUID
     input_id: str
+    #: Its entry's position in the routine index: the checkpoint stays below it while it waits.
+    position: int
 
 
 @dataclass
@@ -55,6 +61,7 @@ class Notices:
     workspace: Path
     cursor: int | None = None
     waiting: dict[UUID, Watched] = field(default_factory=dict)
+    checkpoint: Checkpoint | None = None  # read at the first look
 
     def due(self, channels: dict[str, ChannelConfig]) -> list[Due]:
         """Every run whose turn ended with findings not posted yet; runs with nothing to report are let go."""
@@ -87,10 +94,21 @@ class Notices:
                 "turn_id": str(tid), "status": "completed" if text is not None else "failed", "text": text,
                 "routine": watched.routine,
             }, routine=watched.routine))
+        self._advance()
         return found
+
+    def _advance(self) -> None:
+        """Record how far no run waits: below the first one still waiting, or the whole index read."""
+        if self.checkpoint is None or self.cursor is None:
+            return
+        self.checkpoint.advance(min((w.position for w in self.waiting.values()), default=self.cursor + 1) - 1)
 
     def _read_index(self) -> None:
         reader = RoutineEngine(self.store, self.workspace, spec=None, holder="")  # reading only: nothing is fired
+        if self.checkpoint is None:
+            checkpoint = Checkpoint(self.store, ROUTINE_RUN_INDEX_ID, "notices", reader.scope)
+            self.cursor = checkpoint.read()  # kept once read: a lost database tries again at the next look
+            self.checkpoint = checkpoint
         for entry in reader.index.get(gt=self.cursor):
             self.cursor = entry.originator_version
             if entry.scope != reader.scope:
@@ -100,4 +118,5 @@ class Notices:
             except AggregateNotFoundError:
                 continue
             if isinstance(run, RoutineRun) and run.notify and run.session_id is not None and run.input_id is not None:
-                self.waiting[run.id] = Watched(run.id, run.routine, run.notify, run.session_id, run.input_id)
+                self.waiting[run.id] = Watched(run.id, run.routine, run.notify, run.session_id, run.input_id,
+                                                entry.originator_version)

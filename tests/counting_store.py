@@ -1,0 +1,44 @@
+"""A real store that counts what it loads: a test of a bound says how many aggregates a read took.
+
+The store is ChronicleStore itself on the test's database; only its repository is a subclass that
+tallies each aggregate `get` hands out, by class name (`store.loads["RoutineRun"]`), and keeps their
+ids (`store.loaded`)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from eventsourcing.application import Repository
+
+from chronicle.runtime.store import ChronicleStore
+
+
+class CountingRepository(Repository):  # type: ignore[type-arg]
+    loads: Counter[str]
+    ids: set[Any]
+
+    def get(self, aggregate_id: Any, *args: Any, **kwargs: Any) -> Any:
+        aggregate = super().get(aggregate_id, *args, **kwargs)
+        self.loads[type(aggregate).__name__] += 1
+        self.ids.add(aggregate_id)
+        return aggregate
+
+
+class CountingStore(ChronicleStore):
+    name = ChronicleStore.name  # eventsourcing names an application's tables after its class otherwise
+
+    def construct_repository(self) -> Any:
+        repository = super().construct_repository()
+        repository.__class__ = CountingRepository  # the same repository, built as eventsourcing builds it
+        repository.loads = Counter()
+        repository.ids = set()
+        return repository
+
+    @property
+    def loads(self) -> Counter[str]:
+        return self.repository.loads  # type: ignore[attr-defined, no-any-return]
+
+    @property
+    def loaded(self) -> set[Any]:
+        return self.repository.ids  # type: ignore[attr-defined, no-any-return]
