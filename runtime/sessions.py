@@ -9,6 +9,8 @@ from chronicle.domain.agent_spec import AgentSpec
 from chronicle.domain.session import Session
 
 from .clock import SYSTEM_CLOCK, Clock
+from .pending import Pending
+from .reply_index import wants_reply, with_entry
 from .secret_scan import scanner_for
 from .store import ChronicleStore
 
@@ -38,22 +40,44 @@ def queue_scanned(session: Session, input_id: str, text: str, now: Any, kind: st
 def start_session(store: ChronicleStore, spec: AgentSpec, first_input: str | None = None, clock: Clock = SYSTEM_CLOCK,
                   session_id: UUID | None = None, attachments: list[dict[str, Any]] | None = None,
                   origin: dict[str, Any] | None = None) -> tuple[Session, str | None]:
-    """`attachments`: reference blocks from runtime.attachments.store_attachments, recorded with the first input."""
+    """`attachments`: reference blocks from runtime.attachments.store_attachments, recorded with the first input.
+    A first input that wants a channel's reply is indexed in the same transaction (runtime/reply_index.py)."""
     now = clock.now()
-    session = Session.start(session_id or uuid4(), spec, now)
-    input_id = None
-    if first_input is not None:
-        input_id = uuid4().hex
-        queue_scanned(session, input_id, first_input, now, attachments=attachments, origin=origin)
-    store.create_session(session)
-    return session, input_id
+    sid = session_id or uuid4()
+    input_id = uuid4().hex if first_input is not None else None
+
+    def build() -> Session:
+        session = Session.start(sid, spec, now)
+        if first_input is not None and input_id is not None:
+            queue_scanned(session, input_id, first_input, now, attachments=attachments, origin=origin)
+        return session
+
+    if input_id is None or not wants_reply(origin):
+        session = build()
+        store.create_session(session)
+        return session, input_id
+    made: list[Session] = []
+
+    def write(entry: Pending) -> None:
+        made.append(build())  # again on each attempt: a failed create has taken the new session's events
+        store.create_session(made[-1], entry)
+
+    with_entry(store, sid, input_id, write, exists=lambda: bool(store.recorder.select_events(sid, limit=1)))
+    return made[-1], input_id
 
 
 def submit_input(store: ChronicleStore, session_id: UUID, text: str, clock: Clock = SYSTEM_CLOCK, kind: str = "prompt",
                  attachments: list[dict[str, Any]] | None = None, origin: dict[str, Any] | None = None) -> str:
-    """`origin`: {"channel", "senders"} of an input a channel queued (runtime/server/channels.py)."""
+    """`origin`: {"channel", "senders", "reply"} of an input a channel queued (runtime/server/channels.py); one
+    that wants a reply is indexed in the same transaction (runtime/reply_index.py)."""
     input_id = uuid4().hex
     now = clock.now()
-    store.update_session(session_id, lambda session: queue_scanned(session, input_id, text, now, kind=kind, attachments=attachments,
-                                                                   origin=origin))
+
+    def queue(session: Session) -> None:
+        queue_scanned(session, input_id, text, now, kind=kind, attachments=attachments, origin=origin)
+
+    if not wants_reply(origin):
+        store.update_session(session_id, queue)
+    else:  # update_session retries a session that changed; what fails here is only the index's slot
+        with_entry(store, session_id, input_id, lambda entry: store.update_session(session_id, queue, entry), exists=lambda: False)
     return input_id

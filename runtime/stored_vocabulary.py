@@ -26,7 +26,7 @@ from .vocabulary import Misfit, Vocabulary
 OUR_TOPICS = "chronicle."
 
 #: Runtime modules that declare events of their own (the index logs).
-RUNTIME_EVENT_MODULES = ("store", "jobs", "routine_engine", "self_repair", "task_board", "index_checkpoints")
+RUNTIME_EVENT_MODULES = ("store", "jobs", "routine_engine", "self_repair", "task_board", "index_checkpoints", "reply_index")
 
 
 @lru_cache(maxsize=1)

@@ -10,6 +10,9 @@ case that sends it again). The receiver is tried a few times; a receiver that ke
 ReplyFailed event, and never touches the turn, which has ended already. The recorded receiver is
 the URL without its secrets: no user or password, query values and token-like path parts cut out.
 
+The sessions looked at are those of the reply index's inputs whose reply is still due, read from
+the outbox's checkpoint (pending_replies.py), and those this process routed to: not every session.
+
 Whether an input wants a reply was decided when it was queued (its origin's `reply`), so adding
 `reply_url` to a channel later does not send the answers of every turn it ever started.
 
@@ -38,6 +41,7 @@ from chronicle.runtime.store import ChronicleStore, NotFound
 
 from .channels import ChannelConfig
 from .notify import Notices
+from .pending_replies import PendingReplies
 
 log = logging.getLogger("chronicle.server")
 
@@ -46,8 +50,8 @@ ATTEMPTS = 3
 BACKOFF_S = (0.5, 2.0)
 #: Seconds one POST may take.
 TIMEOUT_S = 10.0
-#: Seconds between looks at the log; and between full scans of every session (a reply due in a
-#: session this process has not routed to, e.g. one queued before a restart).
+#: Seconds between looks at the log; and between full scans of the reply index (a reply due in a
+#: session this process has not routed to, e.g. one queued before a restart or by another server).
 POLL_S = 0.5
 FULL_SCAN_S = 60.0
 #: Statuses worth another attempt: the receiver may be better in a moment.
@@ -147,7 +151,8 @@ class Outbox:
         self.thread: threading.Thread | None = None
         self.watched: set[UUID] = set()
         self.seen_head = -1
-        self.scanned_at: float | None = None  # none yet: the first pass scans every session
+        self.scanned_at: float | None = None  # none yet: the first pass scans the reply index
+        self.pending = PendingReplies(store)
 
     @property
     def wanted(self) -> bool:
@@ -183,9 +188,9 @@ class Outbox:
         if head == self.seen_head and not full:
             return 0
         self.seen_head = head
-        if full:  # every session a channel input went to, from the log: after a restart too
+        if full:  # every session with a channel's reply due, from the log: after a restart too
             self.scanned_at = now
-            self.watched = {s.id for s in self.store.sessions() if s.input_origins}
+            self.watched = self.pending.sessions()
         self.watched |= self.touched
         sent = 0
         for sid in sorted(self.watched):
@@ -195,6 +200,7 @@ class Outbox:
         for due in self.notices.due(self.channels) if self.notices is not None else []:
             self._deliver(due)
             sent += 1
+        self.pending.let_go()
         return sent
 
     def _deliver(self, due: Due) -> None:

@@ -1,0 +1,71 @@
+"""The channel inputs whose reply the outbox has still to send, found from the reply index (runtime/reply_index.py).
+
+The outbox's full scan used to load every session of the store to find the few a channel fed. It
+reads the index instead, from its checkpoint (runtime/index_checkpoints.py): the position at or
+below which every indexed input has its reply recorded (or its session was erased). Entries above
+it are kept in memory until their reply is recorded, and the checkpoint follows the first one still
+due, so a restarted server looks at the sessions with a reply due and at no other.
+
+Inputs queued before the index existed have no entry: while the store has no checkpoint, the scan
+also looks at every session once, the old way, and keeps those with such a reply unsent. The first
+checkpoint is written only when none is left, so a restart before that looks again.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from uuid import UUID
+
+from chronicle.domain.ids import turn_id as make_turn_id
+from chronicle.domain.session import Session
+from chronicle.runtime.index_checkpoints import Checkpoint
+from chronicle.runtime.reply_index import REPLY_INDEX_ID, reply_index
+from chronicle.runtime.store import ChronicleStore, NotFound
+
+
+@dataclass
+class PendingReplies:
+    store: ChronicleStore
+    cursor: int | None = None
+    #: (session, input) -> the entry's position, for each indexed input whose reply is not recorded yet.
+    waiting: dict[tuple[UUID, str], int] = field(default_factory=dict)
+    checkpoint: Checkpoint | None = None
+    #: Sessions with a reply unsent for an input queued before the index; None: not looked for.
+    unindexed: set[UUID] | None = None
+
+    def sessions(self) -> set[UUID]:
+        """The sessions with a reply still to send, after reading the entries written since the last look."""
+        if self.checkpoint is None:
+            checkpoint = Checkpoint(self.store, REPLY_INDEX_ID, "outbox", "")
+            self.cursor = checkpoint.read()  # kept once read: a lost database tries again at the next look
+            self.checkpoint = checkpoint
+        for entry in reply_index(self.store).get(gt=self.cursor):
+            self.cursor = entry.originator_version
+            self.waiting[(entry.session_id, entry.input_id)] = entry.originator_version
+        if self.checkpoint.position is None and self.unindexed is None:
+            self.unindexed = {s.id for s in self.store.sessions() if self._unindexed_unsent(s)}
+        return {sid for sid, _ in self.waiting} | (self.unindexed or set())
+
+    def let_go(self) -> None:
+        """Forget the inputs whose reply is recorded now, and move the checkpoint up to the first one still due."""
+        if self.checkpoint is None:
+            return
+        for sid, input_id in list(self.waiting):
+            session = self._session(sid)
+            if session is None or str(make_turn_id(sid, input_id)) in session.replies:
+                del self.waiting[(sid, input_id)]
+        if self.unindexed:
+            self.unindexed = {sid for sid in self.unindexed if (s := self._session(sid)) is not None and self._unindexed_unsent(s)}
+        if not self.unindexed:
+            self.checkpoint.advance(min(self.waiting.values(), default=(self.cursor or 0) + 1) - 1)
+
+    def _session(self, sid: UUID) -> Session | None:
+        try:
+            return self.store.session(sid, copy=False)  # only read
+        except NotFound:
+            return None  # erased: nothing is sent to it
+
+    def _unindexed_unsent(self, session: Session) -> bool:
+        return any(origin.get("reply") and (session.id, input_id) not in self.waiting
+                   and str(make_turn_id(session.id, input_id)) not in session.replies
+                   for input_id, origin in list(session.input_origins.items()))
