@@ -10,6 +10,12 @@ keep one session per routine and add an input per run (their findings accumulate
 Cron slots are fired when due since the engine started (less `GRACE_S`), so a restarted
 worker neither replays old slots nor misses one due a moment ago. Event triggers watch the
 log from the engine's start; events of routine sessions themselves never trigger a routine.
+
+Settling reads only what may still need it: the engine keeps the runs it has seen fired but not
+settled, and each tick reads the index entries written since its last one (one query, empty when
+nothing fired) and the turns of the runs it keeps; a run is loaded again only once its turn has
+ended. Where it starts is a checkpoint of the workspace's in the store (index_checkpoints.py),
+advanced below the first run not settled, so a restarted worker does not read every run ever fired.
 """
 
 from __future__ import annotations
@@ -33,6 +39,7 @@ from chronicle.domain.routine_run import RoutineRun
 from chronicle.domain.session import Session
 
 from .clock import SYSTEM_CLOCK, Clock
+from .index_checkpoints import Checkpoint
 from .pending import Pending
 from .read_models import projection_engine
 from .routines import HEARTBEAT_OK, Routine, heartbeat_prompt, load_routines
@@ -70,6 +77,14 @@ class RoutineEngine:
     routines: list[Routine] = field(default_factory=list)
     started_at: datetime | None = None
     cursor: int | None = None
+    #: Settling's reading of the routine index: where it stopped, the runs seen fired and not settled
+    #: (run id -> index position, session, input), and the checkpoint it starts from.
+    settle_cursor: int | None = None
+    unsettled: dict[UUID, tuple[int, UUID, str]] = field(default_factory=dict)
+    settled_checkpoint: Checkpoint | None = None
+    #: routine -> the last run this engine knows was fired (by anyone): a cron slot is not looked up again
+    #: at every tick until the next one is due.
+    known_fired: dict[str, UUID] = field(default_factory=dict)
 
     @classmethod
     def for_workspace(cls, store: ChronicleStore, workspace: Path, spec: AgentSpec, holder: str, clock: Clock = SYSTEM_CLOCK) -> RoutineEngine:
@@ -125,6 +140,8 @@ class RoutineEngine:
 
     def guard(self, routine: Routine, now: datetime) -> str | None:
         """Why the routine may not run now, or None."""
+        if routine.max_runs_per_day is None and routine.cooldown_s is None and routine.budget_usd is None:
+            return None  # nothing to check: its past runs are not read
         ran = [r for r in self.history(routine.name) if r.status != "skipped"]
         today = [r for r in ran if r.fired_at.date() == now.date()]
         if routine.max_runs_per_day is not None and len(today) >= routine.max_runs_per_day:
@@ -144,8 +161,11 @@ class RoutineEngine:
     def fire(self, routine: Routine, due: str, detail: str | None = None) -> RoutineRun | None:
         """Record the firing of `routine` for `due`; None if that due time was fired already (by anyone)."""
         rid = run_id(self.scope, routine.name, due)
+        if self.known_fired.get(routine.name) == rid:
+            return None
         for _ in range(10):
             if self._exists(rid):
+                self.known_fired[routine.name] = rid
                 return None
             now = self.clock.now()
             reason = self.guard(routine, now)
@@ -175,6 +195,7 @@ class RoutineEngine:
                     session = Session.start(sid, self._spec(routine), now)
                     queue_scanned(session, input_id, prompt or "", now, kind="routine")
                     self.store.create_session(session, run, Pending(logged))
+                self.known_fired[routine.name] = rid
                 return run
             except IntegrityError:
                 continue  # the run was fired by someone else (checked above), or an index slot was taken: look again
@@ -182,6 +203,7 @@ class RoutineEngine:
                 # Another worker fired this slot between our look and our write, and its input is
                 # already queued on the routine's session: that firing is the one that counts.
                 if self._exists(rid):
+                    self.known_fired[routine.name] = rid
                     return None
                 raise
         return None
@@ -208,12 +230,21 @@ class RoutineEngine:
 
     def settle(self) -> list[RoutineRun]:
         """Record the end of every run whose turn has ended."""
+        self._read_unsettled()
         settled = []
-        for run in self.history():
-            if run.finished:
+        for rid, (_, sid, input_id) in sorted(self.unsettled.items(), key=lambda item: item[1][0]):
+            try:
+                turn = self.store.turn(turn_id(sid, input_id))
+            except NotFound:
+                continue  # not started yet
+            if not turn.finished:
                 continue
-            turn = self._turn(run)
-            if turn is None or not turn.finished:
+            try:
+                run: Any = self.store.repository.get(rid)
+            except AggregateNotFoundError:
+                run = None
+            if not isinstance(run, RoutineRun) or run.finished:
+                del self.unsettled[rid]  # settled by another process
                 continue
             usd = self._turn_usd(turn)
             now = self.clock.now()
@@ -227,7 +258,28 @@ class RoutineEngine:
                 settled.append(run)
             except IntegrityError:
                 pass  # settled by another process
+            del self.unsettled[rid]
+        if self.settled_checkpoint is not None and self.settle_cursor is not None:
+            first = min((position for position, _, _ in self.unsettled.values()), default=self.settle_cursor + 1)
+            self.settled_checkpoint.advance(first - 1)
         return settled
+
+    def _read_unsettled(self) -> None:
+        """The index entries since the last look: the runs among them not settled yet are kept."""
+        if self.settled_checkpoint is None:
+            checkpoint = Checkpoint(self.store, ROUTINE_RUN_INDEX_ID, "settled", self.scope)
+            self.settle_cursor = checkpoint.read()  # kept once read: a lost database tries again at the next tick
+            self.settled_checkpoint = checkpoint
+        for entry in self.index.get(gt=self.settle_cursor):
+            self.settle_cursor = entry.originator_version
+            if entry.scope != self.scope:
+                continue
+            try:
+                run: Any = self.store.repository.get(entry.run_id)
+            except AggregateNotFoundError:
+                continue
+            if isinstance(run, RoutineRun) and not run.finished and run.session_id is not None and run.input_id is not None:
+                self.unsettled[run.id] = (entry.originator_version, run.session_id, run.input_id)
 
     # -- the worker's tick ---------------------------------------------------------------------
 
