@@ -1,6 +1,6 @@
 """How far a reader of an index log need not look again: a position below which nothing waits for it.
 
-The routine index (routine_engine.RoutineRunLogged) and the reply index (server/reply_index.py)
+The routine index (routine_engine.RoutineRunLogged) and the reply index (reply_index.py)
 only grow. A reader that looks for what still waits in them (a run's findings not posted yet, a
 run not settled yet, a channel's reply not sent yet) would read all of history at every start;
 instead it records, in a log of its own, the position of the index at or below which nothing of

@@ -54,6 +54,8 @@ class PendingReplies:
             session = self._session(sid)
             if session is None or str(make_turn_id(sid, input_id)) in session.replies:
                 del self.waiting[(sid, input_id)]
+        if self.checkpoint.position is None and self.unindexed is None:
+            return  # the look for inputs queued before the index did not finish (a lost database): no checkpoint yet
         if self.unindexed:
             self.unindexed = {sid for sid in self.unindexed if (s := self._session(sid)) is not None and self._unindexed_unsent(s)}
         if not self.unindexed:

@@ -9,11 +9,15 @@ import threading
 from pathlib import Path
 from typing import Any
 
+import pytest
+from eventsourcing.persistence import OperationalError
+
 from chronicle.domain.agent_spec import AgentSpec
 from chronicle.runtime.clock import SYSTEM_CLOCK
+from chronicle.runtime.index_checkpoints import Checkpoint
 from chronicle.runtime.loop import AgentLoop, LoopOptions
 from chronicle.runtime.providers.scripted import ScriptedProvider
-from chronicle.runtime.reply_index import reply_index
+from chronicle.runtime.reply_index import REPLY_INDEX_ID, reply_index
 from chronicle.runtime.server.channels import ChannelConfig
 from chronicle.runtime.server.outbox import Outbox, Outcome
 from chronicle.runtime.server.routing import Router, sender_session_id
@@ -78,6 +82,36 @@ def test_an_input_queued_before_the_index_existed_is_still_answered_after_restar
     assert outbox.pass_once() == 1 and posted[0]["text"] == "Hi bob."
     assert outbox.pass_once() == 0
     assert _outbox(ChronicleStore(db_url), channels, posted).pass_once() == 0 and len(posted) == 1
+
+
+class LosesTheDatabaseOnce(ChronicleStore):
+    """A store whose first listing of every session fails as a lost database fails it."""
+
+    name = ChronicleStore.name
+    lost = False
+
+    def sessions(self, on_error: Any = None) -> Any:
+        if not self.lost:
+            self.lost = True
+            raise OperationalError("the connection was lost")
+        return super().sessions(on_error)
+
+
+def test_a_look_for_older_inputs_that_failed_writes_no_checkpoint_so_a_restart_looks_again(db_url, workspace, tmp_path):
+    script = write_script(tmp_path / "s.json", [response(text("Hi bob."))])
+    store = ChronicleStore(db_url)
+    fed, _ = start_session(store, _spec(workspace, script))
+    origin = {"channel": "alerts", "senders": ["bob"], "reply": True}
+    store.update_session(fed.id, lambda s: queue_scanned(s, "old-input", "hello", SYSTEM_CLOCK.now(), origin=origin))
+    channels = {"alerts": ChannelConfig(session=str(fed.id), coalesce_s=0, reply_url="http://127.0.0.1:9/in")}
+    posted: list[dict[str, Any]] = []
+    flaky = _outbox(LosesTheDatabaseOnce(db_url), channels, posted)
+    with pytest.raises(OperationalError):
+        flaky.pass_once()
+    _run_turn(store, workspace, script, fed.id)
+    assert flaky.pass_once() == 0, "not a full scan: the session is not watched"
+    assert Checkpoint(store, REPLY_INDEX_ID, "outbox", "").read() is None
+    assert _outbox(ChronicleStore(db_url), channels, posted).pass_once() == 1 and posted[0]["text"] == "Hi bob."
 
 
 def test_channel_inputs_queued_at_once_are_each_indexed_and_each_answered(db_url, workspace, tmp_path):
