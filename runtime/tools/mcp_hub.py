@@ -220,7 +220,7 @@ class McpHub:
     def close(self) -> None:
         """Stop every server (idempotent); called at exit."""
         loop = self._loop
-        if loop is None or not loop.is_running():
+        if loop is None:  # not `not loop.is_running()`: a loop whose thread has not started it yet is stopped once it does
             return
 
         async def close_all() -> None:
@@ -234,6 +234,8 @@ class McpHub:
         loop.call_soon_threadsafe(loop.stop)
         if self._thread is not None:
             self._thread.join(timeout=5)
+        if not loop.is_running():  # stopped: its selector and self-pipe go now, not whenever it is collected
+            loop.close()
         with self._lock:
             self._loop, self._thread = None, None  # a later use starts afresh (tests, long-lived hosts)
 
