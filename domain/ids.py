@@ -55,6 +55,12 @@ def lease_id(session_id: UUID) -> UUID:
     return uuid5(session_id, "lease")
 
 
+def reply_lease_id(turn_id_: UUID) -> UUID:
+    """The lease a server holds while it posts a turn's reply (or a routine run's findings): one per
+    turn, so of two servers that find the same reply due, one sends it and the other passes it by."""
+    return uuid5(turn_id_, "reply-lease")
+
+
 REFLECTION_INDEX_ID = uuid5(CHRONICLE_NS, "/reflections")
 
 

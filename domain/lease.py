@@ -6,6 +6,9 @@ The expiry is what lets another worker take over a session whose worker died; th
 renews the lease well before it runs out. A lease is liveness, not safety: even a stalled
 holder that wakes after losing its lease cannot duplicate events, because every aggregate it
 writes is version-checked too.
+
+A session has other leases under ids of their own (domain/ids.reply_lease_id): a server posting a
+turn's reply holds one, as a POST to a receiver is the one write no version check can take back.
 """
 
 from __future__ import annotations

@@ -4,6 +4,10 @@ Acquiring is a versioned write, so of two workers racing for one session exactly
 A worker renews its lease every third of its lifetime; if it dies, the lease runs out and
 another worker takes the session over. Leases keep workers from wasting work on the same
 session; what makes double execution impossible is the version check on every write.
+
+The same leases, under an id of their own (`key`), claim other work on a session that only one
+process should do at a time: a server posting a turn's reply holds the turn's reply lease
+(domain/ids.reply_lease_id; runtime/server/outbox.py).
 """
 
 from __future__ import annotations
@@ -54,9 +58,10 @@ def holder_gone(holder: str | None) -> bool:
     return False
 
 
-def current_lease(store: ChronicleStore, session_id: UUID) -> SessionLease | None:
+def current_lease(store: ChronicleStore, session_id: UUID, key: UUID | None = None) -> SessionLease | None:
+    """The session's lease, or with `key` the lease of that id (a reply's), if it was ever taken."""
     try:
-        lease: Any = store.repository.get(lease_id(session_id))
+        lease: Any = store.repository.get(lease_id(session_id) if key is None else key)
     except AggregateNotFoundError:
         return None
     return lease if isinstance(lease, SessionLease) else None
@@ -70,10 +75,12 @@ def held_elsewhere(store: ChronicleStore, session_id: UUID, holder: str, clock: 
     return lease
 
 
-def acquire(store: ChronicleStore, session_id: UUID, holder: str, ttl_s: float, clock: Clock = SYSTEM_CLOCK) -> bool:
-    """True if `holder` now holds the session's lease; False if someone else does."""
+def acquire(store: ChronicleStore, session_id: UUID, holder: str, ttl_s: float, clock: Clock = SYSTEM_CLOCK,
+            key: UUID | None = None) -> bool:
+    """True if `holder` now holds the session's lease (with `key`, the lease of that id); False if someone else does."""
     now = clock.now()
-    lease = current_lease(store, session_id) or SessionLease(id=lease_id(session_id), session_id=session_id, timestamp=now)
+    lease = current_lease(store, session_id, key) or SessionLease(
+        id=lease_id(session_id) if key is None else key, session_id=session_id, timestamp=now)
     try:
         lease.acquire(holder, now, now + timedelta(seconds=ttl_s), holder_gone=lease.status == "held" and holder_gone(lease.holder))
         store.save(lease)
@@ -95,10 +102,10 @@ def renew(store: ChronicleStore, session_id: UUID, holder: str, ttl_s: float, cl
     return True
 
 
-def release(store: ChronicleStore, session_id: UUID, holder: str, clock: Clock = SYSTEM_CLOCK) -> None:
+def release(store: ChronicleStore, session_id: UUID, holder: str, clock: Clock = SYSTEM_CLOCK, key: UUID | None = None) -> None:
     """Best effort: a lease we cannot release simply runs out."""
     try:
-        lease = current_lease(store, session_id)
+        lease = current_lease(store, session_id, key)
         if lease is not None and lease.status == "held" and lease.holder == holder:
             lease.release(holder, clock.now())
             store.save(lease)

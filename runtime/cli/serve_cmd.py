@@ -6,7 +6,7 @@ import ipaddress
 import os
 import socket
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 
@@ -61,6 +61,7 @@ def serve(
         except ImportError as exc:
             fail(f"the server needs its extra: pip install 'chronicle-agent[server]' ({exc})", 2)
         from chronicle.runtime.collector import start_up_done
+        from chronicle.runtime.routines import RoutineError
         from chronicle.runtime.server.channels import ChannelError
 
         # Nothing is said to be served until it can be: a --db that cannot work, a port in use and a
@@ -72,12 +73,14 @@ def serve(
         try:
             app = create_app(ServerConfig(db=url, workspace=workspace.resolve() if workspace else None, agents=agents, token=token,
                                           max_body_bytes=limit, run_worker=not no_worker, store=store))
-        except ChannelError as exc:
+            posted, not_here = app.state.outbox.notifying()
+        except (ChannelError, RoutineError) as exc:
             fail(str(exc), 2)
         start_up_done()  # the app and its store are built: what a server holds from here on is collected as usual
         shown = f"[{host.strip('[]')}]" if ":" in host else host
         err_console.print(f"chronicle: serving on http://{shown}:{listener.getsockname()[1]}/ (API docs at /docs)"
                           f"{' with a token' if token else ''}", soft_wrap=True)
+        notify_lines(app.state.outbox, posted, not_here)
         # A live event stream lasts as long as its session runs, and uvicorn's graceful shutdown
         # waits for open requests: told that the server is stopping (Ctrl-C, SIGTERM), streams
         # end at their next poll, and any other request still open is ended after a few seconds.
@@ -86,6 +89,22 @@ def serve(
                                                timeout_graceful_shutdown=SHUTDOWN_GRACE_S))
         app.state.stopping = lambda: server.should_exit
         server.run(sockets=[listener])
+
+
+def notify_lines(outbox: Any, posted: dict[str, list[str]], not_here: dict[str, list[str]]) -> None:
+    """Which routines' findings this server posts, and where: a person whose heartbeat notifies a channel
+    learns here that this is the process it depends on (nothing at all when no routine notifies)."""
+    from rich.markup import escape
+
+    from chronicle.runtime.server.outbox import safe_receiver
+
+    for channel, names in posted.items():
+        receiver = safe_receiver(outbox.channels[channel].reply_url)
+        err_console.print(f"chronicle: notify: posting the findings of routine{'s' if len(names) > 1 else ''} "
+                          f"{escape(', '.join(names))} to channel {escape(channel)} ({escape(receiver)})", soft_wrap=True)
+    for channel, names in not_here.items():
+        err_console.print(f"[dim]notify: not posting the findings of {escape(', '.join(names))}: channel {escape(channel)} "
+                          "has no reply_url among this server's channels[/]", soft_wrap=True)
 
 
 def listen(host: str, port: int) -> socket.socket:

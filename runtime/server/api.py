@@ -146,6 +146,7 @@ def create_app(config: ServerConfig) -> FastAPI:
                   description="An event-sourced agent runtime: every decision is an event you can audit, undo, replay and resume.")
     app.state.chronicle = chronicle
     app.state.config = config
+    app.state.outbox = outbox
 
     # Every path but /healthz needs the token, the API docs and unknown paths too (auth.py); no
     # body is read past the limit (body_limit.py).

@@ -17,6 +17,9 @@ last look stopped; runs still waiting for their turn are kept in memory and look
 checkpoint of the workspace's (runtime/index_checkpoints.py) says below which index position no run
 waits any more (posted, nothing to report, erased), advanced as they are let go: a restarted server
 reads the index from there rather than every run ever fired.
+
+`serve` says at start which routines' findings it posts, and where (`notified`): nothing else tells
+a person that this server is the one their heartbeat's findings depend on.
 """
 
 from __future__ import annotations
@@ -38,6 +41,22 @@ from .channels import ChannelConfig
 
 if TYPE_CHECKING:
     from .outbox import Due
+
+
+def notified(workspace: Path, channels: dict[str, ChannelConfig]) -> tuple[dict[str, list[str]], dict[str, list[str]]]:
+    """The workspace's routines with `notify`, by channel: (those this server posts, those it cannot:
+    their channel is not among its own, as when `serve --agents` reads another chronicle.toml).
+    A routine table that does not load raises RoutineError, as it stops `worker`."""
+    from chronicle.runtime.routines import load_routines
+
+    posted: dict[str, list[str]] = {}
+    not_here: dict[str, list[str]] = {}
+    for routine in load_routines(workspace):
+        if routine.notify:
+            config = channels.get(routine.notify)
+            mine = config is not None and config.reply_url is not None
+            (posted if mine else not_here).setdefault(routine.notify, []).append(routine.name)
+    return posted, not_here
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,14 @@ input started has a derived id (domain/ids.make_turn_id), and `replies` say whic
 turn that ended without a ReplyDelivered/ReplyFailed is due, so a reply is made after a restart
 too, and once: the event is recorded right after the POST (a crash between the two is the one
 case that sends it again). The receiver is tried a few times; a receiver that keeps failing is a
-ReplyFailed event, and never touches the turn, which has ended already. The recorded receiver is
+ReplyFailed event, and never touches the turn, which has ended already.
+
+Any number of servers may run on one database with the same channels: before it POSTs, a server
+takes the turn's reply lease (domain/ids.reply_lease_id, a SessionLease of runtime/leases.py) and
+reads the session's `replies` again, so of two that find the same reply due one sends it, and the
+other passes it by (and looks again while the lease is held elsewhere). The lease outlives one
+delivery with all its retries; a server that dies holding it leaves it to run out, and another
+server sends the reply then (the same single case: a crash between the POST and its record). The recorded receiver is
 the URL without its secrets: no user or password, query values and token-like path parts cut out.
 
 The sessions looked at are those of the reply index's inputs whose reply is still due, read from
@@ -34,13 +41,15 @@ from uuid import UUID
 import httpx
 
 from chronicle.domain.errors import DomainError
+from chronicle.domain.ids import reply_lease_id
 from chronicle.domain.ids import turn_id as make_turn_id
-from chronicle.runtime.clock import SYSTEM_CLOCK
+from chronicle.runtime.clock import SYSTEM_CLOCK, Clock
+from chronicle.runtime.leases import acquire, holder_name, release
 from chronicle.runtime.secret_scan import scanner_for
 from chronicle.runtime.store import ChronicleStore, NotFound
 
 from .channels import ChannelConfig
-from .notify import Notices
+from .notify import Notices, notified
 from .pending_replies import PendingReplies
 
 log = logging.getLogger("chronicle.server")
@@ -56,6 +65,10 @@ POLL_S = 0.5
 FULL_SCAN_S = 60.0
 #: Statuses worth another attempt: the receiver may be better in a moment.
 RETRIABLE = {408, 425, 429, 500, 502, 503, 504}
+#: Seconds a server holds a reply it is sending: longer than one delivery with every retry
+#: (ATTEMPTS × TIMEOUT_S + the backoffs, about 33 s), so no other server takes it over mid-send,
+#: and short enough that a reply whose server died goes out a minute later.
+REPLY_LEASE_S = 60.0
 
 
 def safe_receiver(url: str) -> str:
@@ -143,16 +156,28 @@ class Outbox:
     """The server's loop that sends due replies, on a thread of its own (a POST may take seconds)."""
 
     def __init__(self, store: ChronicleStore, channels: dict[str, ChannelConfig], touched: set[UUID],
-                 sender: Callable[[str, dict[str, Any]], Outcome] = post, workspace: Path | None = None) -> None:
-        """`workspace`: whose routines' findings this server posts (their `notify` names its channels)."""
+                 sender: Callable[[str, dict[str, Any]], Outcome] = post, workspace: Path | None = None,
+                 holder: str | None = None, clock: Clock = SYSTEM_CLOCK) -> None:
+        """`workspace`: whose routines' findings this server posts (their `notify` names its channels).
+        `holder`: who this server is in the reply leases it takes (`host:pid:nonce` by default);
+        `clock`: the leases' (a test's own moves past a lease's end without waiting for it)."""
         self.store, self.channels, self.touched, self.sender = store, channels, touched, sender
-        self.notices = Notices(store, workspace.resolve()) if workspace is not None else None
+        self.holder, self.clock = holder or holder_name(), clock
+        self.workspace = workspace.resolve() if workspace is not None else None
+        self.notices = Notices(store, self.workspace) if self.workspace is not None else None
+        #: A reply was passed by because another server held its lease: look again at the next poll
+        #: even if the log has not moved (that server may die, and its lease run out).
+        self.held_elsewhere = False
         self.stopping = threading.Event()
         self.thread: threading.Thread | None = None
         self.watched: set[UUID] = set()
         self.seen_head = -1
         self.scanned_at: float | None = None  # none yet: the first pass scans the reply index
         self.pending = PendingReplies(store)
+
+    def notifying(self) -> tuple[dict[str, list[str]], dict[str, list[str]]]:
+        """Which routines' findings this server posts, by channel, and which it cannot (notify.notified)."""
+        return notified(self.workspace, self.channels) if self.workspace is not None else ({}, {})
 
     @property
     def wanted(self) -> bool:
@@ -185,9 +210,10 @@ class Outbox:
         head = self.store.max_position()
         now = time.monotonic()
         full = self.scanned_at is None or now - self.scanned_at >= FULL_SCAN_S
-        if head == self.seen_head and not full:
+        if head == self.seen_head and not full and not self.held_elsewhere:
             return 0
         self.seen_head = head
+        self.held_elsewhere = False
         if full:  # every session with a channel's reply due, from the log: after a restart too
             self.scanned_at = now
             self.watched = self.pending.sessions()
@@ -195,15 +221,30 @@ class Outbox:
         sent = 0
         for sid in sorted(self.watched):
             for due in due_replies(self.store, sid, self.channels):
-                self._deliver(due)
-                sent += 1
+                sent += self.deliver(due)
         for due in self.notices.due(self.channels) if self.notices is not None else []:
-            self._deliver(due)
-            sent += 1
+            sent += self.deliver(due)
         self.pending.let_go()
         return sent
 
-    def _deliver(self, due: Due) -> None:
+    def deliver(self, due: Due) -> bool:
+        """Deliver the reply under its lease; False if another server holds it, or recorded it meanwhile."""
+        key = reply_lease_id(due.turn_id)
+        if not acquire(self.store, due.session_id, self.holder, REPLY_LEASE_S, self.clock, key=key):
+            self.held_elsewhere = True  # another server is sending it
+            return False
+        try:
+            try:
+                if str(due.turn_id) in self.store.session(due.session_id, copy=False).replies:
+                    return False  # found due before another server recorded it, and claimed after it let go
+            except NotFound:
+                return False  # erased meanwhile
+            self._send(due)
+            return True
+        finally:
+            release(self.store, due.session_id, self.holder, self.clock, key=key)
+
+    def _send(self, due: Due) -> None:
         url = self.channels[due.channel].reply_url
         assert url is not None
         outcome = self.sender(url, due.payload)
@@ -213,7 +254,11 @@ class Outbox:
                 due.turn_id, due.channel, due.senders, receiver, outcome.delivered, outcome.attempts, outcome.status,
                 outcome.error, SYSTEM_CLOCK.now(), routine=due.routine))
         except DomainError:
-            pass  # another server recorded it meanwhile
+            # Recorded by another server that took the lease after it ran out under this one (a
+            # delivery slower than REPLY_LEASE_S): the receiver got it twice, which the log cannot show.
+            log.warning("the reply of turn %s to channel %s was recorded by another server while this one sent it: "
+                        "it was sent twice", due.turn_id, due.channel)
+            return
         if not outcome.delivered:
             what = f"findings of routine {due.routine}" if due.routine else "reply"
             log.warning("%s of turn %s to channel %s failed: %s", what, due.turn_id, due.channel, outcome.error)
