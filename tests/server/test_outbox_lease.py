@@ -260,6 +260,16 @@ def test_serve_says_at_start_which_routines_findings_it_posts_and_to_which_chann
     assert "s3cret-value" not in said
     assert said.index("serving on") < said.index("notify:"), "said with the other start-up lines, after them"
 
+    other = tmp_path / "other.toml"  # `--agents FILE`: the server's channels are FILE's, which lack pager
+    other.write_text('[channels.ops]\nreply_url = "http://127.0.0.1:9/other"\n')
+    with server_process(sqlite_url, workspace, extra=("--agents", str(other))) as (_, proc):
+        pass
+    said = proc.stderr.read() if proc.stderr else ""
+    lines = [line for line in said.splitlines() if "notify" in line]
+    assert lines == ["chronicle: notify: posting the findings of routines heartbeat, report to channel ops "
+                     "(http://127.0.0.1:9/other)",
+                     "notify: not posting the findings of wake: channel pager has no reply_url among this server's channels"], said
+
     (workspace / "chronicle.toml").write_text('[channels.ops]\nreply_url = "http://127.0.0.1:9/in"\n\n'
                                               '[routines.quiet]\ntrigger = "manual"\nprompt = "Look."\n')
     with server_process(sqlite_url, workspace) as (_, proc):
