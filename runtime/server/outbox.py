@@ -7,15 +7,15 @@ input started has a derived id (domain/ids.make_turn_id), and `replies` say whic
 turn that ended without a ReplyDelivered/ReplyFailed is due, so a reply is made after a restart
 too, and once: the event is recorded right after the POST (a crash between the two is the one
 case that sends it again). The receiver is tried a few times; a receiver that keeps failing is a
-ReplyFailed event, and never touches the turn, which has ended already.
+ReplyFailed event, and never touches the turn, which has ended already. The recorded receiver is
+the URL without its secrets: no user or password, query values and token-like path parts cut out.
 
 Any number of servers may run on one database with the same channels: before it POSTs, a server
 takes the turn's reply lease (domain/ids.reply_lease_id, a SessionLease of runtime/leases.py) and
 reads the session's `replies` again, so of two that find the same reply due one sends it, and the
 other passes it by (and looks again while the lease is held elsewhere). The lease outlives one
 delivery with all its retries; a server that dies holding it leaves it to run out, and another
-server sends the reply then (the same single case: a crash between the POST and its record). The recorded receiver is
-the URL without its secrets: no user or password, query values and token-like path parts cut out.
+server sends the reply then (the same single case: a crash between the POST and its record).
 
 The sessions looked at are those of the reply index's inputs whose reply is still due, read from
 the outbox's checkpoint (pending_replies.py), and those this process routed to: not every session.
@@ -255,9 +255,9 @@ class Outbox:
                 outcome.error, SYSTEM_CLOCK.now(), routine=due.routine))
         except DomainError:
             # Recorded by another server that took the lease after it ran out under this one (a
-            # delivery slower than REPLY_LEASE_S): the receiver got it twice, which the log cannot show.
+            # delivery slower than REPLY_LEASE_S): the receiver may have had it twice, which the log cannot show.
             log.warning("the reply of turn %s to channel %s was recorded by another server while this one sent it: "
-                        "it was sent twice", due.turn_id, due.channel)
+                        "it may have been sent twice", due.turn_id, due.channel)
             return
         if not outcome.delivered:
             what = f"findings of routine {due.routine}" if due.routine else "reply"
