@@ -71,7 +71,7 @@ SID=$($CHRONICLE sessions --json | python3 -c "import json,sys; print([r['sessio
 say "delegation: the child runs out of iterations, its task fails and leaves a reflection"
 $CHRONICLE run "count the widgets" --session "$SID" || true
 $CHRONICLE tasks "$SID"
-say "the task board: a task added ahead of delegation, then claimed by the child a delegate item starts for it (task_id)"
+say "the task board: a task added ahead of delegation; the model lists its board (list_tasks), then a delegate item claims it (task_id)"
 TASK=$($CHRONICLE tasks add "$SID" "recount the widgets in CHANGES.md" --agent counter)
 $CHRONICLE tasks "$SID"
 python3 - "$DIR/script.json" "$TASK" <<'EOF'
@@ -80,6 +80,8 @@ path, task = sys.argv[1], sys.argv[2]
 with open(path) as f:
     script = json.load(f)
 script["agents"]["main"].append([
+    {"content": [{"type": "tool_use", "id": "l2", "name": "list_tasks", "input": {"status": "pending"}}],
+     "stop_reason": "tool_use", "usage": {"input_tokens": 750, "output_tokens": 15}},
     {"content": [{"type": "tool_use", "id": "d2", "name": "delegate", "input": {"tasks": [
         {"agent": "counter", "task": "recount the widgets in CHANGES.md", "task_id": task}]}}],
      "stop_reason": "tool_use", "usage": {"input_tokens": 800, "output_tokens": 30}},

@@ -37,13 +37,16 @@ from chronicle.runtime.project_files import for_subagent, with_project_files
 from chronicle.runtime.skills import SkillError, configured_dirs, with_skills
 from chronicle.runtime.skills import discover as discover_skills
 from chronicle.runtime.tools import BUILTIN_TOOLS, DEFAULT_TOOLS, READ_ONLY_TOOLS
+from chronicle.runtime.tools.editions import LIST_TASKS_EDITION, TOOL_EDITION
 from chronicle.runtime.validation import EXPECTED
 
 DEFAULT_FILE = "chronicle.toml"
 MAIN = "main"
 DELEGATION_TOOLS = ("list_agents", "delegate")
+#: The task board's tool, given with delegate from tool edition 3 (runtime/tools/editions.py).
+BOARD_TOOL = "list_tasks"
 COMPLETION_TOOL = "task_complete"
-ORCHESTRATION_NAMES = (*DELEGATION_TOOLS, COMPLETION_TOOL)
+ORCHESTRATION_NAMES = (*DELEGATION_TOOLS, BOARD_TOOL, COMPLETION_TOOL)
 NAME_PATTERN = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,63}$")
 
 
@@ -143,6 +146,7 @@ class AgentRegistry:
             update={
                 "provider": provider, "model": model, "workspace": workspace, "depth": 0, "registry": agents,
                 "max_iterations": max_iterations or self.main.max_iterations,
+                "tool_edition": TOOL_EDITION,  # before the orchestration tools, which depend on it
             }
         )
         where = Path(workspace or ".")
@@ -183,18 +187,24 @@ def agents_directory(spec: AgentSpec) -> str:
     if not spec.may_delegate or not targets(spec):
         return ""
     lines = [f"- {a.name}: {a.description or '(no description)'} [tools: {', '.join(a.tools) or 'none'}]" for a in targets(spec)]
+    board = ("\nTasks may already wait on your task board: `list_tasks` shows them, and a delegate task item naming one's "
+             "task_id has its agent claim it.") if BOARD_TOOL in spec.tools else ""
     return ("<available_agents>\nAgents you may hand tasks to with `delegate` (tasks given together run at once):\n"
-            + "\n".join(lines) + "\n</available_agents>")
+            + "\n".join(lines) + board + "\n</available_agents>")
 
 
 def with_orchestration_tools(spec: AgentSpec) -> AgentSpec:
     """Sub-agents get task_complete; an agent above its depth limit with someone to delegate to
-    gets list_agents and delegate. Everything else is exactly the tools the file names."""
+    gets list_agents and delegate, and from tool edition 3 list_tasks (so it can find the task ids
+    delegate claims). Everything else is exactly the tools the file names. The edition is the
+    spec's own: a sub-agent of a session recorded before list_tasks gets none, as its parent has none."""
     tools = [t for t in spec.tools if t not in ORCHESTRATION_NAMES]
     if spec.depth > 0:
         tools.append(COMPLETION_TOOL)
     if spec.may_delegate and targets(spec):
         tools.extend(DELEGATION_TOOLS)
+        if spec.tool_edition >= LIST_TASKS_EDITION:
+            tools.append(BOARD_TOOL)
     return spec.model_copy(update={"tools": tuple(tools)})
 
 

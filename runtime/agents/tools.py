@@ -1,4 +1,4 @@
-"""The orchestration tools: delegate, list_agents (for agents that may delegate), task_complete (children).
+"""The orchestration tools: delegate, list_agents, list_tasks (for agents that may delegate), task_complete (children).
 
 They act on the runtime itself, so they reach the running loop's I/O bundle through ToolContext.io
 and read the calling session's recorded spec (never a registry file) to know who may be asked.
@@ -13,9 +13,11 @@ from uuid import UUID
 
 from pydantic import BaseModel, Field
 
+from chronicle.domain.task_board import DelegatedTask as BoardTask
 from chronicle.domain.task_board import TaskClaimRefused
-from chronicle.runtime.task_board import with_prior_reflections
+from chronicle.runtime.task_board import tasks_of, with_prior_reflections
 from chronicle.runtime.tools.base import Tool, ToolContext, ToolError, ToolOutput
+from chronicle.runtime.tools.editions import LIST_TASKS_EDITION
 
 from .children import ChildResult, open_child, refused_result, run_child, task_text
 from .registry import child_spec, targets
@@ -27,9 +29,12 @@ class DelegatedTask(BaseModel):
     task: str = Field(min_length=1, description="What the agent should do")
     context: str = Field("", description="What it needs to know that it cannot find itself")
     task_id: str | None = Field(
-        None, description="Optional: the id of a task already on your session's task board; the agent claims it and "
-                          "its outcome settles it. Leave it out to open a new task for this request",
+        None, description="Optional: the id of a task already on your session's task board (list_tasks shows them); the "
+                          "agent claims it and its outcome settles it. Leave it out to open a new task for this request",
     )
+
+#: What edition 3 added to delegate's description and task_id (runtime/tools/editions.py).
+_LIST_TASKS_HINT = " (list_tasks shows them)"
 
 
 class Delegate(Tool):
@@ -48,8 +53,8 @@ class Delegate(Tool):
     description = (
         "Delegate one or more tasks to other agents (see list_agents). All tasks run concurrently, each agent "
         "in its own session with its own tools; you get one result listing every agent's status and summary. "
-        "A task may name the task_id of a task on your task board: the agent claims it (a task that cannot be "
-        "claimed fails at once with the reason, the others still run)."
+        "A task may name the task_id of a task on your task board (list_tasks shows them): the agent claims it (a task "
+        "that cannot be claimed fails at once with the reason, the others still run)."
     )
     idempotent = True
     unbounded = True
@@ -60,11 +65,15 @@ class Delegate(Tool):
     @classmethod
     def schema_for(cls, edition: int) -> dict[str, Any]:
         """Edition 1 (runtime/tools/editions.py) had no task_id, and its description did not mention it; a
-        task_id the model sends anyway is still taken."""
+        task_id the model sends anyway is still taken. Edition 2 had task_id, but no list_tasks to point to."""
         schema = cls.schema()
+        item = schema["input_schema"]["$defs"]["DelegatedTask"]["properties"]
+        if edition < LIST_TASKS_EDITION:
+            schema["description"] = schema["description"].replace(_LIST_TASKS_HINT, "")
+            item["task_id"]["description"] = item["task_id"]["description"].replace(_LIST_TASKS_HINT, "")
         if edition < 2:
             schema["description"] = cls.description[: cls.description.index(" A task may name")]
-            del schema["input_schema"]["$defs"]["DelegatedTask"]["properties"]["task_id"]
+            del item["task_id"]
         return schema
 
     async def run(self, args: Input, ctx: ToolContext) -> ToolOutput:
@@ -129,6 +138,44 @@ class ListAgents(Tool):
         return ToolOutput("\n".join(lines) if lines else "none: no other agents are defined")
 
 
+class ListTasks(Tool):
+    """Seed 004's board made visible to the model: `delegate` claims a task by its task_id, and a task posted
+    with `chronicle tasks add` is otherwise known only to whoever posted it. Read-only, but its result is
+    the board as it stood (other sessions and commands change it), so replay answers it from the record."""
+
+    name = "list_tasks"
+    description = (
+        "List the tasks on your session's task board: task_id, status (pending, in_progress, completed, failed), "
+        "agent (null: any agent may take it), the task, the sub-agent session working on it, and the summary of a "
+        "settled one. A pending task with posted true is waiting for you: name its task_id in a delegate task item "
+        "to have that agent claim it."
+    )
+    read_only = idempotent = parallel_safe = True
+    since_edition = LIST_TASKS_EDITION
+    reads_store = True
+
+    class Input(BaseModel):
+        status: Literal["pending", "in_progress", "completed", "failed"] | None = Field(
+            None, description="Only the tasks in this status (pending: not claimed yet); leave it out for all")
+
+    async def run(self, args: Input, ctx: ToolContext) -> ToolOutput:
+        loop = ctx.io
+        if loop is None:
+            raise ToolError("list_tasks needs the running agent loop")
+        session = loop.store.session(UUID(ctx.session_id))
+        rows = [_board_row(task) for task in tasks_of(loop.store, session) if args.status in (None, task.status)]
+        return ToolOutput(json.dumps({"tasks": rows}, ensure_ascii=False))
+
+
+def _board_row(task: BoardTask) -> dict[str, Any]:
+    """What the model needs to pick and claim a task (`chronicle tasks --json` has the rest)."""
+    row: dict[str, Any] = {"task_id": str(task.id), "status": task.status, "agent": task.agent or None, "task": task.task,
+           "posted": task.posted, "child_session_id": str(task.child_session_id) if task.child_session_id else None}
+    if task.finished:
+        row["summary"] = task.summary
+    return row
+
+
 class TaskComplete(Tool):
     """Ends the sub-agent's turn with a structured report; recorded with `ends_turn` so that a
     resumed process also ends the turn there instead of asking the model again."""
@@ -152,4 +199,4 @@ class TaskComplete(Tool):
         return ToolOutput(f"reported {args.status} to the parent agent; your turn ends here", ends_turn=True)
 
 
-ORCHESTRATION_TOOLS: dict[str, type[Tool]] = {cls.name: cls for cls in (Delegate, ListAgents, TaskComplete)}
+ORCHESTRATION_TOOLS: dict[str, type[Tool]] = {cls.name: cls for cls in (Delegate, ListAgents, ListTasks, TaskComplete)}

@@ -5,7 +5,8 @@ k-th model call of the n-th turn with what was recorded, after checking that the
 loop built has the recorded fingerprint. Read-only tools run again (they cannot change
 anything) and their results are compared in the form the run recorded them (through the session's
 tool_result guardrails, secrets cut, an error's paths relative); every other tool answers with its
-recorded result.
+recorded result, as does a read-only tool that reads the store (`reads_store`: list_tasks reads the
+task board, which other sessions and commands change and the throwaway store does not hold).
 A tool's spawn_batch subtasks are compared with their own records (replay_batch.py).
 The tools work in a scratch copy of the workspace rolled back to how it was when each turn ran
 (replay_workspace.py), so a file the session read and later edited reads as it was then.
@@ -182,7 +183,9 @@ class Replayer:
             self.diverge(number, call.step, "tool result", f"{call.name} ({call.tool_use_id}) has no recorded result")
         assert original is not None
         recorded = original_turn.result_of(original)
-        if not (cls.read_only and original.status in ("completed", "failed")) or ran_a_writer(original.effects, ctx.io.toolbox):
+        # A tool reading the store (list_tasks: the board) would read the throwaway store's, which has none of it.
+        rerun = cls.read_only and not cls.reads_store and original.status in ("completed", "failed")
+        if not rerun or ran_a_writer(original.effects, ctx.io.toolbox):
             self.report.reused += 1
             if self.scratch is not None and original.status == "completed":
                 self.scratch.apply_effects(original.effects)  # what the writer did, so later reads see it

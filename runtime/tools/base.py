@@ -105,6 +105,12 @@ class Tool:
     unbounded: ClassVar[bool] = False
     #: Seconds this tool may run, instead of the loop's per-tool timeout (None: that default).
     timeout_s: ClassVar[float | None] = None
+    #: The first tool edition that has this tool (runtime/tools/editions.py); sessions of older editions never get it.
+    since_edition: ClassVar[int] = 1
+    #: Its result reads what the event store holds beyond the session (the task board, which other sessions and
+    #: commands change): replay, whose throwaway store holds the replayed session alone, answers it from the
+    #: recording instead of running it again.
+    reads_store: ClassVar[bool] = False
 
     async def run(self, args: Any, ctx: ToolContext) -> ToolOutput:
         raise NotImplementedError

@@ -59,7 +59,8 @@ def test_a_thinking_budget_for_an_openai_compatible_session_is_refused_as_it_wou
     ('[approvals]\nallow = ["bassh"]\n', ("chronicle.toml [approvals]: allow names 'bassh'", "its tools are bash, edit_file")),
     ('[approvals]\nrequire = ["write_fil"]\n', ("require names 'write_fil'", "write_file")),
     ('[agents.main]\ntools = ["read_file"]\n[agents.reader]\ntools = ["grep"]\n[agents.reader.approvals]\nallow = ["bash"]\n',
-     ("chronicle.toml [agents.reader.approvals]: allow names 'bash'", "its tools are delegate, grep, list_agents, read_file, task_complete")),
+     ("chronicle.toml [agents.reader.approvals]: allow names 'bash'",
+      "its tools are delegate, grep, list_agents, list_tasks, read_file, task_complete")),
 ])
 def test_an_approvals_table_naming_no_tool_of_the_session_exits_2_and_records_nothing(sqlite_url, workspace, tmp_path, toml, named):
     (workspace / "chronicle.toml").write_text(toml, encoding="utf-8")

@@ -38,7 +38,7 @@ def test_main_gets_delegation_tools_only_when_other_agents_exist():
     assert "delegate" not in AgentRegistry().main_spec("p", "m", "/w").tools
     registry = AgentRegistry(agents=(AgentSpec(name="researcher", tools=READ_ONLY_TOOLS),))
     spec = registry.main_spec("p", "m", "/w")
-    assert spec.tools[-2:] == ("list_agents", "delegate") and "task_complete" not in spec.tools
+    assert spec.tools[-3:] == ("list_agents", "delegate", "list_tasks") and "task_complete" not in spec.tools
     assert [a.name for a in spec.registry] == ["researcher"]
 
 

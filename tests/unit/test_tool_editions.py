@@ -10,7 +10,7 @@ import shutil
 from pathlib import Path
 
 from chronicle.domain.agent_spec import AgentSpec
-from chronicle.runtime.agents.registry import child_spec
+from chronicle.runtime.agents.registry import AgentRegistry, agents_directory, child_spec, with_orchestration_tools
 from chronicle.runtime.agents.tools import ORCHESTRATION_TOOLS
 from chronicle.runtime.skills import LoadSkill
 from chronicle.runtime.store import ChronicleStore
@@ -25,12 +25,13 @@ FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 #: same digest as the code of commit cc3fc6f). A change to a built-in tool's description or input schema
 #: changes the newest digest: keep the old schema for the sessions that have it (`schema_for`), add an
 #: edition to runtime/tools/editions.py, and pin its digest here.
-PINNED = {1: "84c8c8e1d2dafa56", 2: "2b2b8f5a2e5e4d70"}
+PINNED = {1: "84c8c8e1d2dafa56", 2: "2b2b8f5a2e5e4d70", 3: "731d577563a4fa98"}
 
 
 def digest(edition: int) -> str:
-    schemas = sorted((c.schema_for(edition) for c in [*BUILTIN_TOOLS.values(), *ORCHESTRATION_TOOLS.values(), LoadSkill]),
-                     key=lambda s: s["name"])
+    """The schemas of the tools the edition has (a tool added later is no part of an older edition)."""
+    tools = [c for c in [*BUILTIN_TOOLS.values(), *ORCHESTRATION_TOOLS.values(), LoadSkill] if c.since_edition <= edition]
+    schemas = sorted((c.schema_for(edition) for c in tools), key=lambda s: s["name"])
     return hashlib.sha256(json.dumps(schemas, sort_keys=True, separators=(",", ":")).encode()).hexdigest()[:16]
 
 
@@ -45,6 +46,25 @@ def test_delegate_offers_task_id_from_edition_2_only():
     old, new = (agent_toolbox(AgentSpec(tools=("delegate",), tool_edition=e)).schemas()[0] for e in (1, 2))
     assert "task_id" not in old["input_schema"]["$defs"]["DelegatedTask"]["properties"] and "task_id" not in old["description"]
     assert "task_id" in new["input_schema"]["$defs"]["DelegatedTask"]["properties"] and "task_id" in new["description"]
+
+
+def test_list_tasks_is_given_with_delegate_from_edition_3_only_and_an_older_sessions_sub_agents_get_none():
+    researcher, planner = AgentSpec(name="researcher", tools=("read_file",)), AgentSpec(name="planner", max_depth=2)
+    for edition, has in ((1, False), (2, False), (3, True)):
+        parent = with_orchestration_tools(AgentSpec(name="main", tools=("read_file",), max_depth=2, tool_edition=edition,
+                                                    registry=(researcher, planner)))
+        assert ("list_tasks" in parent.tools) is has and "delegate" in parent.tools
+        assert ("list_tasks" in child_spec(parent, planner).tools) is has, "a sub-agent is given tools by its parent's edition"
+        assert ("list_tasks" in agents_directory(parent)) is has, "the recorded directory points to list_tasks when it is there"
+    assert "list_tasks" not in with_orchestration_tools(AgentSpec(name="main", tool_edition=3)).tools, "no one to delegate to"
+    assert AgentRegistry(agents=(researcher,)).main_spec("p", "m", "/w").tools[-1] == "list_tasks"
+
+
+def test_delegate_points_to_list_tasks_from_edition_3_only():
+    schemas = {e: agent_toolbox(AgentSpec(tools=("delegate",), tool_edition=e)).schemas()[0] for e in (2, 3)}
+    described = {e: (s["description"], s["input_schema"]["$defs"]["DelegatedTask"]["properties"]["task_id"]["description"])
+                 for e, s in schemas.items()}
+    assert all("list_tasks" not in d for d in described[2]) and all("list_tasks" in d for d in described[3])
 
 
 def test_a_spec_recorded_before_editions_reads_as_edition_1_and_dumps_as_it_was_recorded():
