@@ -271,12 +271,17 @@ def _task_index_events(store: Any, decoded: list[Any], arriving: set[UUID]) -> l
     """The index entries that list the bundle's tasks where they are read from (runtime/task_board.py):
     a posted task on its session's board, a failed task's reflection in the reflection index (which
     later delegations search). Index logs are no session's, so a bundle carries none; they are
-    written here from the task events themselves, in the bundle's order, as the source wrote them."""
+    written here from the task events themselves, in the bundle's order, as the source wrote them.
+    A posted task on a board outside the bundle is refused unless a sub-agent of the bundle claimed it on
+    its own parent's board (a sub-agent exported alone) and that parent is not in this store either."""
     from .task_board import board_index, reflection_index
 
     entries: list[Any] = []
     following: dict[UUID, int] = {}
-    sessions = {UUID(str(e.originator_id)) for e in decoded if type(e).__qualname__ == "Session.Started"}
+    started = {UUID(str(e.originator_id)): e for e in decoded if type(e).__qualname__ == "Session.Started"}
+    sessions = set(started)
+    # A sub-agent exported alone carries the task it claimed on its parent's board (runtime/session_scope.py).
+    claimed = {UUID(str(e.originator_id)): e.child_session_id for e in decoded if type(e).__qualname__ == "DelegatedTask.ClaimedByChild"}
 
     def append(log: Any, **fields: Any) -> None:
         entry = log.trigger_event(following.get(log.originator_id), **fields)
@@ -288,10 +293,20 @@ def _task_index_events(store: Any, decoded: list[Any], arriving: set[UUID]) -> l
             continue
         name = type(event).__qualname__
         if name == "DelegatedTask.Posted":
-            if event.parent_session_id not in sessions:  # a board of this store's own, which no bundle may add to
-                raise BundleError(f"task {event.originator_id} is posted on the board of session {event.parent_session_id}, "
-                                  "which is not in the bundle: the bundle was not written by `export`")
-            append(board_index(store, event.parent_session_id), task_id=event.originator_id)
+            board = event.parent_session_id
+            if board not in sessions:
+                # Only a sub-agent exported alone brings a task of a board outside the bundle: the one it claimed
+                # on its parent's board. Listed there, as at home, so the child finds it (runtime/task_board.py's
+                # sub_agent_task_id) while its parent is not here; a board of this store's own is no bundle's to add to.
+                claimer = claimed.get(UUID(str(event.originator_id)))
+                child = started.get(claimer) if claimer is not None else None
+                if child is None or child.parent_session_id != board:
+                    raise BundleError(f"task {event.originator_id} is posted on the board of session {board}, "
+                                      "which is not in the bundle: the bundle was not written by `export`")
+                if store.recorder.select_events(board, limit=1):
+                    raise BundleError(f"task {event.originator_id} is posted on the board of session {board}, which this "
+                                      "store holds: a bundle may not add to the board of a session it does not carry")
+            append(board_index(store, board), task_id=event.originator_id)
         elif name == "DelegatedTask.ReflectionRecorded":
             append(reflection_index(store), task_id=event.originator_id)
     return entries

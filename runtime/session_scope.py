@@ -13,6 +13,9 @@
   opened for their children (ids derived from the child's). They are the session's record of what
   it asked for and how that ended, so `export` carries them and `verify SESSION` checks them; the
   index entries that list them are not (an import writes its own, runtime/bundle.py);
+- for a sub-agent taken on its own (`export CHILD`), its own task, which sits on its parent's board
+  outside the tree: its events are the child's claim and how its work was settled, so they concern
+  the child as much as its parent (the parent's board, and its index, stay out);
 - the attachments the inputs and results of all those refer to (content-addressed, shared).
 """
 
@@ -26,7 +29,7 @@ from chronicle.domain.ids import task_id, tool_call_ids
 
 from .agents.tree import session_tree
 from .store import ChronicleStore
-from .task_board import board_task_ids
+from .task_board import board_task_ids, sub_agent_task_id
 
 
 @dataclass(frozen=True)
@@ -39,7 +42,8 @@ class Scope:
     inherited: list[UUID]
     #: The sessions those inherited turns were recorded in, oldest ancestor first.
     inherited_from: list[UUID]
-    #: The DelegatedTask ids of their boards: posted ones (board index order), then auto-opened ones.
+    #: The DelegatedTask ids of their boards: posted ones (board index order), then auto-opened ones, then
+    #: for a sub-agent root the task it works on (on its parent's board).
     #: An auto-opened id is derived, so it may name a task never opened (a child started before the
     #: task board existed): it has no events, and reading it finds none.
     tasks: list[UUID]
@@ -54,9 +58,12 @@ def session_scope(store: ChronicleStore, root_id: UUID) -> Scope:
     for session in nodes:
         tasks += board_task_ids(store, session.id)
     # A delegate call opens its child's task in the child's own creating transaction, so every
-    # auto-opened task of the tree is that of one of its sub-agents (the root's own, if it is a
-    # sub-agent, is on its parent's board, outside the tree): no turn or call is read to name them.
+    # auto-opened task of the tree is that of one of its sub-agents: no turn or call is read to name them.
     tasks += [task_id(session.id) for session in nodes[1:]]
+    # The root's own, if it is a sub-agent: on its parent's board, outside the tree, opened or claimed for it.
+    root_task = sub_agent_task_id(store, nodes[0])
+    if root_task is not None:
+        tasks.append(root_task)
     tasks = list(dict.fromkeys(tasks))
     own = list(dict.fromkeys([*own, *tasks]))
     mine = set(own)

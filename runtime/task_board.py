@@ -24,7 +24,7 @@ from eventsourcing.application import AggregateNotFoundError, EventSourcedLog
 from eventsourcing.domain import DomainEvent
 from eventsourcing.persistence import IntegrityError
 
-from chronicle.domain.ids import REFLECTION_INDEX_ID, board_index_id, task_id
+from chronicle.domain.ids import REFLECTION_INDEX_ID, board_index_id, child_session_id, task_id
 from chronicle.domain.session import Session
 from chronicle.domain.task_board import DelegatedTask, TaskClaimRefused, keywords
 
@@ -56,6 +56,31 @@ def board_task_ids(store: ChronicleStore, session_id: UUID) -> list[UUID]:
     """The tasks posted on the session's board, in the order they were posted (`log` reads them here, not
     through runtime/session_scope.py, whose sub-agent tree would import the loop's modules into `log`)."""
     return [entry.task_id for entry in board_index(store, session_id).get()]
+
+
+def sub_agent_task_id(store: ChronicleStore, child: Session) -> UUID | None:
+    """The task a sub-agent works on, which sits on its parent's board: the board task its delegate item named
+    (`task_id`: the child was created with its claim, so a child exists only for a task it claimed), else the
+    one that item opened for it (its id derived from the child's). None for a top-level session. One read:
+    the delegate call, whose input names the item; a sub-agent imported without its parent has no call
+    here, and its parent's board index lists the task it claimed instead."""
+    if child.parent_session_id is None:
+        return None
+    call = store.find_tool_call(child.parent_tool_call_id) if child.parent_tool_call_id is not None else None
+    if call is None:  # imported alone (runtime/bundle.py), its parent not here: the board lists what it claimed
+        for posted in board_task_ids(store, child.parent_session_id):
+            task = get_task(store, posted)
+            if task is not None and task.child_session_id == child.id:
+                return posted
+        return task_id(child.id)
+    items = call.input.get("tasks") if isinstance(call.input, dict) else None
+    for index, item in enumerate(items if isinstance(items, list) else []):
+        if child_session_id(call.id, index) == child.id and isinstance(item, dict):
+            try:
+                return UUID(str(item.get("task_id") or "").strip())
+            except ValueError:
+                break  # no task_id (or a blank one): the item opened a task of its own
+    return task_id(child.id)
 
 
 def find_task(store: ChronicleStore, child_id: UUID) -> DelegatedTask | None:

@@ -449,26 +449,115 @@ def test_a_bundle_posting_a_task_on_a_board_outside_it_is_refused(delegating, tm
 
     source, session = delegating
     data = export(source, session, tmp_path / "board.json")
-    store = ChronicleStore(source)
-    for entry in data["events"]:
-        if entry["topic"].endswith("DelegatedTask.Posted"):
-            raw = store.recorder.select_events(UUID(entry["originator_id"]), limit=1)[0]
-            event = store.mapper.to_domain_event(raw)
-            object.__setattr__(event, "parent_session_id", uuid4())
-            entry["state"] = base64.b64encode(store.mapper.to_stored_event(event).state).decode()
-    from chronicle.runtime.bundle import _digest
-    from chronicle.runtime.chain import GENESIS
-    from chronicle.runtime.chain_reader import RawEvent
-
-    prev, events = GENESIS, []  # the bundle chain redone over the edited states, as a forger would
-    for i, entry in enumerate(data["events"], start=1):
-        prev = _digest(prev, i, RawEvent(entry["position"], UUID(entry["originator_id"]), entry["version"], entry["topic"],
-                                         base64.b64decode(entry["state"])))
-        events.append({**entry, "digest": prev.hex()})
-    forged = {"manifest": {**data["manifest"], "head": prev.hex()}, "events": events, "signature": None}
     path = tmp_path / "forged.json"
-    path.write_text(json.dumps(forged))
+    path.write_text(json.dumps(posted_elsewhere(source, data, uuid4())))
     target = other_store(source, tmp_path, request, "target")
     result = cli("import", str(path), db=target)
     assert result.returncode == 1 and "not in the bundle" in result.stderr and "nothing recorded" in result.stderr, result.stderr
     assert json_lines(cli("sessions", "--json", db=target).stdout) == []
+
+
+def posted_elsewhere(source: str, data: dict, board: UUID) -> dict:
+    """The bundle with every posted task moved to `board`, and its chain redone over the edited states, as a forger would."""
+    from chronicle.runtime.bundle import _digest
+    from chronicle.runtime.chain import GENESIS
+    from chronicle.runtime.chain_reader import RawEvent
+
+    store = ChronicleStore(source)
+    entries = [dict(entry) for entry in data["events"]]
+    for entry in entries:
+        if entry["topic"].endswith("DelegatedTask.Posted"):
+            raw = store.recorder.select_events(UUID(entry["originator_id"]), limit=1)[0]
+            event = store.mapper.to_domain_event(raw)
+            object.__setattr__(event, "parent_session_id", board)
+            entry["state"] = base64.b64encode(store.mapper.to_stored_event(event).state).decode()
+    store.close()
+    prev, events = GENESIS, []
+    for i, entry in enumerate(entries, start=1):
+        prev = _digest(prev, i, RawEvent(entry["position"], UUID(entry["originator_id"]), entry["version"], entry["topic"],
+                                         base64.b64decode(entry["state"])))
+        events.append({**entry, "digest": prev.hex()})
+    return {"manifest": {**data["manifest"], "head": prev.hex()}, "events": events, "signature": None}
+
+
+def verified_events(url: str, session: str) -> int:
+    result = cli("verify", session, "--json", db=url)
+    assert result.returncode == 0, result.stdout + result.stderr
+    return int(json.loads(result.stdout)["events"])
+
+
+@pytest.mark.parametrize("agent", ["researcher", "auditor"])
+def test_a_sub_agent_exported_alone_carries_its_task_and_imports_without_its_parents_board(delegating, tmp_path, request, agent):
+    """The researcher claimed a task posted on its parent's board (and failed it: a reflection); the auditor's
+    task was opened by the delegate item. Either sits on the parent's board, outside the child's tree, yet it
+    is the child's record of what it was asked and how that ended: `export CHILD` carries it, `verify CHILD`
+    checks it, and import takes it without the rest of the parent's board: there the child finds its task as at
+    home (verify CHILD checks as many events), and exported again it still carries it."""
+    from chronicle.runtime.task_board import board_task_ids, get_task, prior_reflections, task_row
+
+    source, session = delegating
+    row = next(r for r in json_lines(cli("tasks", session, "--json", db=source).stdout) if r["agent"] == agent and r["child_session_id"])
+    child, task = row["child_session_id"], row["task_id"]
+    bundle = export(source, child, tmp_path / "child.json")
+    assert bundle["manifest"]["sessions"] == [child]
+    store = ChronicleStore(source)
+    held = [(e.originator_version, e.topic) for e in store.recorder.select_events(UUID(task))]
+    store.close()
+    assert [(e["version"], e["topic"]) for e in bundle["events"] if e["originator_id"] == task] == held and held
+    assert verified_events(source, child) == len(bundle["events"]), "verify CHILD checks what export CHILD carries"
+
+    target = other_store(source, tmp_path, request, "target")
+    imported = cli("import", str(tmp_path / "child.json"), db=target)
+    assert imported.returncode == 0, imported.stderr
+    assert verified_events(target, child) == verified_events(source, child)
+    assert cli("verify", db=target).returncode == 0
+    there = ChronicleStore(target)
+    assert task_row(get_task(there, UUID(task))) == row, "the task reads as it does at home"
+    posted = [UUID(task)] if agent == "researcher" else []
+    assert board_task_ids(there, UUID(session)) == posted, "the claimed task alone, on the board of a parent not here"
+    assert json_lines(cli("tasks", child, "--json", db=target).stdout) == []
+    again = export(target, child, tmp_path / "again.json")
+    assert [e["state"] for e in again["events"]] == [e["state"] for e in bundle["events"]]
+    offered = prior_reflections(there, "find the config file")
+    assert bool(offered) is (agent == "researcher"), "a failed task's reflection is offered to later delegations there too"
+    there.close()
+    twice = cli("import", str(tmp_path / "child.json"), db=target)
+    assert twice.returncode == 1 and "already holds" in twice.stderr
+
+
+def test_a_sub_agents_bundle_whose_claimed_task_names_another_board_than_its_parents_is_refused(delegating, tmp_path, request):
+    """The claimed task a sub-agent's bundle may bring is one on its own parent's board: moved to any other
+    board (one of the target's own sessions), it is refused as any forged posted task is."""
+    from uuid import uuid4
+
+    source, session = delegating
+    row = next(r for r in json_lines(cli("tasks", session, "--json", db=source).stdout) if r["agent"] == "researcher")
+    data = export(source, row["child_session_id"], tmp_path / "child.json")
+    assert any(e["topic"].endswith("DelegatedTask.Posted") for e in data["events"])
+    path = tmp_path / "forged.json"
+    path.write_text(json.dumps(posted_elsewhere(source, data, uuid4())))
+    target = other_store(source, tmp_path, request, "target")
+    result = cli("import", str(path), db=target)
+    assert result.returncode == 1 and "not in the bundle" in result.stderr and "nothing recorded" in result.stderr, result.stderr
+    assert json_lines(cli("sessions", "--json", db=target).stdout) == []
+
+
+def test_a_sub_agents_bundle_may_not_add_its_claimed_task_to_the_board_of_a_session_the_target_holds(delegating, tmp_path, request):
+    """A sub-agent's claimed task is listed on its parent's board only where that parent is not: a session of the
+    target's own under the parent's id (whoever made it) keeps its board as it is, and the import is refused."""
+    from datetime import datetime, timezone
+
+    from chronicle.domain.agent_spec import AgentSpec
+    from chronicle.domain.session import Session
+    from chronicle.runtime.task_board import board_task_ids
+
+    source, session = delegating
+    row = next(r for r in json_lines(cli("tasks", session, "--json", db=source).stdout) if r["agent"] == "researcher")
+    export(source, row["child_session_id"], tmp_path / "child.json")
+    target = other_store(source, tmp_path, request, "target")
+    store = ChronicleStore(target)
+    store.create_session(Session.start(UUID(session), AgentSpec(name="main"), datetime.now(timezone.utc)))
+    result = cli("import", str(tmp_path / "child.json"), db=target)
+    assert result.returncode == 1 and "which this store holds" in result.stderr and "nothing recorded" in result.stderr, result.stderr
+    assert board_task_ids(store, UUID(session)) == [] and store.session_ids() == [UUID(session)]
+    store.close()
