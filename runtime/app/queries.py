@@ -13,7 +13,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 from uuid import UUID
 
-from chronicle.domain.ids import tool_call_ids
+from chronicle.domain.ids import board_index_id, tool_call_ids
 from chronicle.domain.session import Session
 from chronicle.domain.task_board import DelegatedTask
 from chronicle.domain.tool_call import ToolCall
@@ -123,7 +123,12 @@ class LogTail:
     and tool_use id), so a step reads the sessions' and turns' events first, replays them, then
     reads the events of every call those turns name, and returns both in log order: each event
     is read and decoded once. Both reads stop at the log's head as it was when the step began,
-    so a call committed meanwhile is not returned before the turn event that names it."""
+    so a call committed meanwhile is not returned before the turn event that names it.
+
+    The members' board index logs (the tasks posted on their boards) are read in the first of those
+    reads, within the same bounds, and the task ids kept: a step reads only the entries posted since
+    the last one, however long the boards are and however often other sessions move the log's head
+    (`log --follow` used to read every member's whole board index at each such poll)."""
 
     def __init__(self, store: ChronicleStore, ref: str | UUID, tree: bool = False) -> None:
         self.store, self.tree = store, tree
@@ -132,6 +137,8 @@ class LogTail:
         self.after: int | None = None
         #: Sub-agents linked by `parent_session_id` alone (old stores), found at the first read (`--tree`).
         self.parents: dict[UUID, list[UUID]] | None = None
+        #: The tasks posted on each member's board, in the order posted, as far as read (its board index log).
+        self.posted: dict[UUID, list[UUID]] = {}
 
     def _members(self) -> list[tuple[Session, dict[str, Any]]]:
         """The session (with `tree`, and its sub-agents'), each with the owner its entries name."""
@@ -156,7 +163,8 @@ class LogTail:
             owners.update(dict.fromkeys([member.id, *member.turns], owner))
         entries: list[dict[str, Any]] = []
         from_turn: list[tuple[dict[str, Any], ToolCall]] = []
-        self._replay(owners, bounds, entries, from_turn)
+        boards = {board_index_id(member.id): member.id for member, _ in members}
+        self._replay(owners, bounds, entries, from_turn, boards)
         calls: dict[UUID, dict[str, Any]] = {}
         for member, owner in members:
             for turn_id in member.turns:
@@ -175,16 +183,14 @@ class LogTail:
         return entries
 
     def _tasks(self, members: list[tuple[Session, dict[str, Any]]]) -> dict[UUID, dict[str, Any]]:
-        """The members' board tasks (runtime/session_scope.py): those posted on a board, read from its
-        index, and those a delegate call opened, named by the calls already replayed (a task's id is
+        """The members' board tasks (runtime/session_scope.py): those posted on a board, as its index
+        has been read so far, and those a delegate call opened, named by the calls already replayed (a task's id is
         derived from its child's, which is derived from the call)."""
         from chronicle.domain.ids import child_session_id, task_id
 
-        from ..task_board import board_task_ids
-
         tasks: dict[UUID, dict[str, Any]] = {}
         for member, owner in members:
-            tasks.update(dict.fromkeys(board_task_ids(self.store, member.id), owner))
+            tasks.update(dict.fromkeys(self.posted.get(member.id, ()), owner))
             for turn_id in member.turns:
                 turn = self.states.get(turn_id)
                 if not isinstance(turn, Turn):
@@ -197,8 +203,14 @@ class LogTail:
         return tasks
 
     def _replay(self, owners: dict[UUID, dict[str, Any]], bounds: tuple[int, int], entries: list[dict[str, Any]],
-                from_turn: list[tuple[dict[str, Any], ToolCall]]) -> None:
-        for position, event in self.store.events_with_positions(owners, positions=bounds):
+                from_turn: list[tuple[dict[str, Any], ToolCall]], boards: dict[UUID, UUID] | None = None) -> None:
+        """`boards`: board index log ids to the member whose board each lists; their entries, read in the same
+        query, are kept in `posted` (an index entry is no event of the session's: none is shown)."""
+        boards = boards or {}
+        for position, event in self.store.events_with_positions([*owners, *boards], positions=bounds):
+            if event.originator_id in boards:
+                self.posted.setdefault(boards[event.originator_id], []).append(event.task_id)
+                continue
             aggregate = event.mutate(self.states.get(event.originator_id))
             self.states[event.originator_id] = aggregate
             entries.append(self._entry(position, event, aggregate, owners, from_turn))

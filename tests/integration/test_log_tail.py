@@ -41,3 +41,48 @@ def test_a_log_read_in_steps_gives_what_one_read_gives(db_url, workspace, tmp_pa
     assert second and min(e["position"] for e in second) > max(e["position"] for e in first)
     assert any(e["aggregate"] == "tool_call" for e in second)
     assert first + second == log(h.store, h.session_id)
+
+
+def test_a_log_read_in_steps_reads_each_board_index_entry_once_however_often_other_sessions_move_the_head(
+        db_url, workspace, tmp_path, monkeypatch):
+    """`log --follow` polls `read()`; any write to the store moves the log's head. The session's board index
+    used to be read whole at every such poll: here each of its entries is decoded once, in the read that
+    first reaches it. Counted where every stored event is decoded (the store's mapper), whatever reads it,
+    while the log reads (posting a task reads its board index's last entry too: that is the poster's)."""
+    from collections import Counter
+
+    from chronicle.domain.agent_spec import AgentSpec
+    from chronicle.domain.ids import board_index_id
+    from chronicle.runtime.app import tasks as board
+    from chronicle.runtime.sessions import start_session
+
+    h = _harness(db_url, workspace, tmp_path)
+    h.run("first")
+    other, _ = start_session(h.store, AgentSpec(name="main"), "someone else's work")
+    first = board.add(h.store, h.session_id, "count the widgets")
+    decoded: Counter = Counter()
+    real = h.store.mapper.to_domain_event
+    tail = LogTail(h.store, h.session_id)
+
+    def counted(stored):  # type: ignore[no-untyped-def]
+        decoded[stored.originator_id] += 1
+        return real(stored)
+
+    def read() -> list:
+        monkeypatch.setattr(h.store.mapper, "to_domain_event", counted)
+        try:
+            return tail.read()
+        finally:
+            monkeypatch.setattr(h.store.mapper, "to_domain_event", real)
+
+    shown = read()
+    assert [e["aggregate_id"] for e in shown if e["aggregate"] == "task"] == [first["task_id"]]
+    for i in range(6):  # the head moves, nothing of this session's changes
+        board.add(h.store, other.id, f"other work {i}")
+        assert read() == []
+    second = board.add(h.store, h.session_id, "recount them")
+    [posted] = read()
+    assert (posted["aggregate_id"], posted["event"]) == (second["task_id"], "Posted")
+    assert decoded[board_index_id(h.session_id)] == 2, "each entry of the board index read once"
+    assert decoded[board_index_id(other.id)] == 0, "another session's board is not this log's"
+    assert shown + [posted] == log(h.store, h.session_id)
