@@ -139,6 +139,8 @@ class LogTail:
         self.parents: dict[UUID, list[UUID]] | None = None
         #: The tasks posted on each member's board, in the order posted, as far as read (its board index log).
         self.posted: dict[UUID, list[UUID]] = {}
+        #: A sub-agent's own task, on its parent's board (runtime/session_scope.py): looked up at the first read.
+        self.own_task: list[UUID] | None = None
 
     def _members(self) -> list[tuple[Session, dict[str, Any]]]:
         """The session (with `tree`, and its sub-agents'), each with the owner its entries name."""
@@ -185,10 +187,17 @@ class LogTail:
     def _tasks(self, members: list[tuple[Session, dict[str, Any]]]) -> dict[UUID, dict[str, Any]]:
         """The members' board tasks (runtime/session_scope.py): those posted on a board, as its index
         has been read so far, and those a delegate call opened, named by the calls already replayed (a task's id is
-        derived from its child's, which is derived from the call)."""
+        derived from its child's, which is derived from the call); and a sub-agent's own, as `export` takes it."""
         from chronicle.domain.ids import child_session_id, task_id
 
         tasks: dict[UUID, dict[str, Any]] = {}
+        root, root_owner = members[0]
+        if self.own_task is None:  # the same for the session's life: its delegate item named it
+            from ..task_board import sub_agent_task_id
+
+            found = sub_agent_task_id(self.store, root)
+            self.own_task = [] if found is None else [found]
+        tasks.update(dict.fromkeys(self.own_task, root_owner))
         for member, owner in members:
             tasks.update(dict.fromkeys(self.posted.get(member.id, ()), owner))
             for turn_id in member.turns:

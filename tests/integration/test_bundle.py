@@ -561,3 +561,13 @@ def test_a_sub_agents_bundle_may_not_add_its_claimed_task_to_the_board_of_a_sess
     assert result.returncode == 1 and "which this store holds" in result.stderr and "nothing recorded" in result.stderr, result.stderr
     assert board_task_ids(store, UUID(session)) == [] and store.session_ids() == [UUID(session)]
     store.close()
+
+
+@pytest.mark.parametrize("agent", ["researcher", "auditor"])
+def test_log_of_a_sub_agent_shows_its_own_task_as_export_carries_it(delegating, agent):
+    db_url, session = delegating
+    row = next(r for r in json_lines(cli("tasks", session, "--json", db=db_url).stdout) if r["agent"] == agent and r["child_session_id"])
+    entries = json_lines(cli("log", row["child_session_id"], "--json", db=db_url).stdout)
+    assert [e["position"] for e in entries] == sorted(e["position"] for e in entries)
+    tasks = [e for e in entries if e["aggregate"] == "task"]
+    assert {e["aggregate_id"] for e in tasks} == {row["task_id"]} and tasks[-1]["status"] == row["status"]
