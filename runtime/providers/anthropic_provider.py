@@ -36,6 +36,7 @@ from .base import DEFAULT_MAX_TOKENS, DeltaSink, ModelRequest, attach_partial, w
 from .env_settings import base_url as checked_base_url
 from .env_settings import http_timeout_s
 from .env_settings import thinking_budget as checked_thinking
+from .loop_client import LoopClient
 
 CACHE = {"type": "ephemeral"}
 
@@ -66,26 +67,21 @@ class AnthropicProvider:
         if thinking_budget is None:
             thinking_budget = checked_thinking(os.environ.get("CHRONICLE_THINKING_TOKENS"), DEFAULT_MAX_TOKENS)
         self.thinking_budget = thinking_budget
-        self._clients: dict[int, Any] = {}
+        self._clients = LoopClient(self._new_client)
 
     def __repr__(self) -> str:  # never show the key
         return f"AnthropicProvider(model={self.model!r}, base_url={self.base_url!r})"
 
-    def _client(self) -> Any:
-        """One client per event loop: an HTTP pool cannot outlive the loop it was made in."""
+    def _new_client(self) -> Any:
+        """A client for the running loop (runtime/providers/loop_client.py closes it with the loop)."""
         from anthropic import AsyncAnthropic
 
-        loop_id = id(asyncio.get_running_loop())
-        client = self._clients.get(loop_id)
-        if client is None:
-            kwargs: dict[str, Any] = {"max_retries": 0, "timeout": self.timeout_s}
-            if self._api_key is not None:
-                kwargs["api_key"] = self._api_key
-            if self.base_url is not None:
-                kwargs["base_url"] = self.base_url
-            client = AsyncAnthropic(**kwargs)
-            self._clients = {loop_id: client}
-        return client
+        kwargs: dict[str, Any] = {"max_retries": 0, "timeout": self.timeout_s}
+        if self._api_key is not None:
+            kwargs["api_key"] = self._api_key
+        if self.base_url is not None:
+            kwargs["base_url"] = self.base_url
+        return AsyncAnthropic(**kwargs)
 
     def request_params(self, request: ModelRequest) -> dict[str, Any]:
         """The Messages API body for a request, with cache breakpoints on the wire copy."""
@@ -113,7 +109,7 @@ class AnthropicProvider:
         assembler = MessageAssembler(request.model or self.model)
         request_id: str | None = None
         try:
-            client = self._client()
+            client = await self._clients.get()
             stream = await client.post(
                 "/v1/messages", body={**self.request_params(request), "stream": True}, cast_to=object,
                 stream=True, stream_cls=AsyncStream[object],

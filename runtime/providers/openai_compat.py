@@ -12,7 +12,6 @@ OPENAI_API_KEY (a local server without auth takes any value; "none" is sent when
 
 from __future__ import annotations
 
-import asyncio
 import os
 from typing import Any
 
@@ -20,6 +19,7 @@ from chronicle.domain.content import ModelResponse, ProviderError
 
 from .anthropic_errors import PROMPT_TOO_LONG, RETRYABLE_STATUS, _is_transport_error, redact, retry_after_seconds
 from .base import DeltaSink, ModelRequest, with_request_id
+from .loop_client import LoopClient
 from .openai_chat import ChunkAssembler, ChunkStreamIncomplete, wire_messages, wire_tools
 
 DEFAULT_TIMEOUT_S = 600.0
@@ -43,25 +43,20 @@ class OpenAICompatProvider:
         self.timeout_s = (
             timeout_s if timeout_s is not None else float(os.environ.get("CHRONICLE_HTTP_TIMEOUT_S") or DEFAULT_TIMEOUT_S)
         )
-        self._clients: dict[int, Any] = {}
+        self._clients = LoopClient(self._new_client)
 
     def __repr__(self) -> str:  # never show the key
         return f"OpenAICompatProvider(model={self.model!r}, base_url={self.base_url!r})"
 
-    def _client(self) -> Any:
-        """One client per event loop: an HTTP pool cannot outlive the loop it was made in."""
+    def _new_client(self) -> Any:
+        """A client for the running loop (runtime/providers/loop_client.py closes it with the loop)."""
         from openai import AsyncOpenAI
 
-        loop_id = id(asyncio.get_running_loop())
-        client = self._clients.get(loop_id)
-        if client is None:
-            key = self._api_key or os.environ.get("OPENAI_API_KEY") or "none"
-            kwargs: dict[str, Any] = {"max_retries": 0, "timeout": self.timeout_s, "api_key": key}
-            if self.base_url is not None:
-                kwargs["base_url"] = self.base_url
-            client = AsyncOpenAI(**kwargs)
-            self._clients = {loop_id: client}
-        return client
+        key = self._api_key or os.environ.get("OPENAI_API_KEY") or "none"
+        kwargs: dict[str, Any] = {"max_retries": 0, "timeout": self.timeout_s, "api_key": key}
+        if self.base_url is not None:
+            kwargs["base_url"] = self.base_url
+        return AsyncOpenAI(**kwargs)
 
     def request_params(self, request: ModelRequest) -> dict[str, Any]:
         params: dict[str, Any] = {
@@ -80,7 +75,7 @@ class OpenAICompatProvider:
         assembler = ChunkAssembler(model)
         request_id: str | None = None
         try:
-            stream = await self._client().chat.completions.create(**self.request_params(request))
+            stream = await (await self._clients.get()).chat.completions.create(**self.request_params(request))
             request_id = stream.response.headers.get("x-request-id")
             async with stream:
                 async for chunk in stream:
