@@ -50,7 +50,8 @@ class RunResult:
     exit_code: int
     reason: str | None = None
     turn_id: str | None = None
-    #: What `chronicle run` prints as notes: an Agent's tools ignored by a continued session (also a ChronicleWarning),
+    #: What `chronicle run` (or `resume`) prints as notes: an Agent's tools ignored by a continued session, a tool its
+    #: import path no longer holds, CHRONICLE_THINKING_TOKENS for a provider that takes none (each also a ChronicleWarning),
     #: a model change recorded.
     notes: tuple[str, ...] = ()
 
@@ -181,10 +182,14 @@ class Chronicle:
             if stalled is not None:
                 return RunResult.of(sid, None, "idle", stalled)
             overrides = Overrides(workspace=Path(workspace) if workspace else None, options=LoopOptions(auto_approve=auto_approve))
-            done = await resuming.resume_one(self.store, sid, overrides, Broker(), worker_name(), auto_approve=auto_approve)
+            notes: list[str] = []
+            done = await resuming.resume_one(self.store, sid, overrides, Broker(), worker_name(), auto_approve=auto_approve,
+                                             say=notes.append)
+            for note in notes:  # resume_one builds the loop and runs it in one call: said once it returns
+                warn(note)
         if isinstance(done, resuming.Busy):
-            return RunResult.of(sid, None, "busy", done.message)
-        return RunResult.of(sid, done[-1] if done else None)
+            return RunResult.of(sid, None, "busy", done.message, notes)
+        return RunResult.of(sid, done[-1] if done else None, notes=notes)
 
     def resume(self, session: SessionRef, *, auto_approve: bool = False, workspace: str | Path | None = None) -> RunResult:
         """`resume_async`, blocking (not inside an event loop)."""

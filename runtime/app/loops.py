@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from chronicle.domain.agent_spec import AgentSpec
 from chronicle.domain.session import Session
@@ -39,6 +39,7 @@ from ..tools.imports import is_import_path
 from ..tools.tool_env import configured_names
 from ..toolsets import agent_toolbox, toolbox_for
 from ..user_hooks import NamedHook, hooks_along, hooks_for, recorded_hooks
+from .model_change import unused_thinking_budget
 from .spend import ProjectionSpend
 
 
@@ -134,12 +135,15 @@ def build_loop(
     approver: Any = None,
     interactive: bool = False,
     clock: Clock = SYSTEM_CLOCK,
+    say: Callable[[str], Any] | None = None,
 ) -> AgentLoop:
     """A loop for a stored session (or a spec about to start one), with what was recorded unless overridden.
 
     Provider and workspace default to the ones recorded in the spec; the model of every request is the
     session's recorded one (record a change with app/model_change.py). `settings` are
     used as given; otherwise they are read from `limits` plus the workspace's chronicle.toml.
+    `say` hears each `note:` line about something given that this loop does not use (a CLI prints it, the
+    library warns of it); without it they are not said.
     """
     session = target if isinstance(target, Session) else None
     spec = target.spec if isinstance(target, Session) else target
@@ -147,6 +151,10 @@ def build_loop(
                        settings=settings, limits=limits)
     if session is not None:
         refuse_vanished_tools(store, session, parts.toolbox)
+    notes = [unused_thinking_budget(provider_name or spec.provider or default_provider_name() or "")]
+    for note in notes:
+        if note and say is not None:
+            say(note)
     options = options or LoopOptions()
     options = replace(options, tool_timeout_s=parts.settings.tool_timeout_s, max_tokens=options.max_tokens or environment().max_tokens)
     # `model` picks the provider's default only: every request asks the model the session recorded

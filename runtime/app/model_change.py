@@ -100,6 +100,27 @@ def check_thinking(tokens: int | None, provider: str = "") -> int | None:
         raise AppError(str(exc), 2) from None
 
 
+def unused_thinking_budget(provider: str) -> str | None:
+    """The note for CHRONICLE_THINKING_TOKENS set where a session of a provider without a thinking budget runs.
+
+    Unlike `--thinking N` (a choice for one session, recorded, so refused for such a session), the variable is
+    the process's default for every session that records no budget of its own: a worker, a server or a shell
+    profile runs Claude and openai-compatible sessions under the same environment, so refusing these would stop
+    them for a setting meant for the others. It is said instead, once where the session's loop is built, rather
+    than dropped without a word."""
+    kind = provider.split(":", 1)[0]
+    if kind not in NO_THINKING_BUDGET:
+        return None
+    try:
+        budget = environment().thinking_tokens
+    except EnvironmentSettingError:
+        return None  # refused where the environment is checked, in its own words
+    if budget is None or not budget.strip():
+        return None
+    return (f"note: CHRONICLE_THINKING_TOKENS={budget.strip()} ignored: provider {kind} takes no thinking budget "
+            "(the server decides on reasoning); it applies to anthropic sessions only")
+
+
 def current(store: ChronicleStore, ref: str | UUID) -> ModelChoice:
     sid = session_id(store, ref)
     session = store.session(sid)

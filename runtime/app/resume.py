@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 from uuid import UUID
 
 from chronicle.domain.agent_spec import AgentSpec
@@ -93,11 +93,12 @@ def paused(store: ChronicleStore) -> list[AwaitingApproval]:
 
 
 async def resume_one(store: ChronicleStore, sid: UUID, overrides: Overrides, broker: Broker, holder: str,
-                     lease_s: float = DEFAULT_LEASE_S, auto_approve: bool = False) -> list[TurnOutcome] | Busy:
+                     lease_s: float = DEFAULT_LEASE_S, auto_approve: bool = False,
+                     say: Callable[[str], Any] | None = None) -> list[TurnOutcome] | Busy:
     """Advance one session under its lease, with agent_start/agent_end around it as `run` emits them.
 
     The loop is built before agent_start, so a session that cannot be resumed raises
-    LoopSetupError without a dangling start event."""
+    LoopSetupError without a dangling start event; `say` hears its setup notes before anything runs."""
     record = store.session(sid)
     spec = record.spec
     links = {
@@ -105,7 +106,7 @@ async def resume_one(store: ChronicleStore, sid: UUID, overrides: Overrides, bro
         "parent_tool_call_id": str(record.parent_tool_call_id) if record.parent_tool_call_id else None,
         "depth": spec.depth,
     }
-    loop = loop_for_session(store, record, overrides, broker)
+    loop = loop_for_session(store, record, overrides, broker, say=say)
     await broker.emit(AgentStart(session_id=str(sid), agent=spec.name, **links))
     outcomes = await advance_session(store, sid, lambda s: loop, holder, lease_s, auto_approve=auto_approve)
     reason: str | None

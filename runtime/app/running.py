@@ -193,7 +193,8 @@ class Conversation:
                                    retry=retry_policy(options.max_attempts), max_tokens=options.max_tokens or env.max_tokens)
         try:
             loop = build_loop(store, spec, provider_name=provider, model=options.model, workspace=workspace, settings=settings,
-                              options=loop_options, broker=broker, approver=approver, interactive=options.interactive)
+                              options=loop_options, broker=broker, approver=approver, interactive=options.interactive,
+                              say=ignored.append)
             if sid is not None:
                 refuse_vanished_tools(store, store.session(sid), loop.toolbox)
         except LoopSetupError as exc:

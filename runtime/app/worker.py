@@ -63,12 +63,14 @@ class Overrides:
     limits: LimitFlags = field(default_factory=LimitFlags)
 
 
-def loop_for_session(store: ChronicleStore, session: Session, overrides: Overrides, broker: Broker | None = None) -> AgentLoop:
+def loop_for_session(store: ChronicleStore, session: Session, overrides: Overrides, broker: Broker | None = None,
+                     say: Callable[[str], Any] | None = None) -> AgentLoop:
     """The loop for a stored session: what it recorded (provider, model, workspace) unless overridden,
-    with the same guards and compaction as `run` (limits from the flags, then the workspace's chronicle.toml)."""
+    with the same guards and compaction as `run` (limits from the flags, then the workspace's chronicle.toml).
+    `say` hears the notes of what it does not use (build_loop)."""
     return build_loop(
         store, session, provider_name=overrides.provider, model=overrides.model, workspace=overrides.workspace,
-        options=overrides.options, limits=overrides.limits, broker=broker,
+        options=overrides.options, limits=overrides.limits, broker=broker, say=say,
     )
 
 
@@ -140,6 +142,15 @@ class Worker:
         #: Left for a doubling delay instead of being picked up again at the next poll.
         self.backing_off: dict[UUID, tuple[float, int]] = {}
         self.named_unreadable: set[UUID] = set()
+        #: The setup notes already logged (`_say_once`).
+        self.said: set[str] = set()
+
+    def _say_once(self, note: str) -> None:
+        """A note about a session's setup (an ignored setting, a tool no longer offered), logged the first time only:
+        the worker builds a loop each time it takes the session up again, and the note does not change."""
+        if note not in self.said:
+            self.said.add(note)
+            self.log(f"worker {self.name}: {note}")
 
     def drain(self) -> None:
         """Finish the turns in hand, take no new ones, then exit."""
@@ -150,7 +161,7 @@ class Worker:
     async def _advance(self, sid: UUID) -> None:
         try:
             outcomes = await advance_session(
-                self.store, sid, lambda s: loop_for_session(self.store, s, self.overrides), self.name,
+                self.store, sid, lambda s: loop_for_session(self.store, s, self.overrides, say=self._say_once), self.name,
                 self.options.lease_s, should_stop=lambda: self.draining, auto_approve=self.overrides.options.auto_approve,
             )
         except ResumeError as exc:

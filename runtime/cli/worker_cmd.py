@@ -122,7 +122,7 @@ def resume(
         code, setup_failed = 0, False
         for sid in targets:
             try:
-                outcomes = asyncio.run(resuming.resume_one(store, sid, overrides, broker, holder, lease_s, yes))
+                outcomes = asyncio.run(resuming.resume_one(store, sid, overrides, broker, holder, lease_s, yes, say=say_note))
             except loops.LoopSetupError as exc:
                 # One session that cannot be resumed (its script or workspace is gone) must not
                 # hold back the others: say why on one line and go on, as the worker does.
@@ -138,6 +138,11 @@ def resume(
             for outcome in outcomes:
                 code = code or report(outcome, as_json)
         raise typer.Exit(code or (2 if setup_failed else 0))
+
+
+def say_note(note: str) -> None:
+    """A setup note of a session being resumed (an ignored setting, a tool no longer offered), as `run` prints its notes."""
+    err_console.print(f"[dim]{escape(note)}[/]", soft_wrap=True)
 
 
 def nothing(sid: object, message: str, as_json: bool) -> None:

@@ -15,6 +15,7 @@ import pytest
 
 from chronicle import Agent, Chronicle, ChronicleError, McpServer, tool
 from chronicle.runtime.tools.mcp_hub import HUB
+from tests.chat_sse_server import chat_sse  # noqa: F401 - a fixture
 from tests.helpers import response, text, tool_use
 
 SERVER = Path(__file__).resolve().parents[1] / "mcp_server.py"
@@ -120,3 +121,27 @@ def test_an_agent_limit_given_as_anything_but_a_whole_number_is_refused_naming_i
     [(name, value)] = given.items()
     with pytest.raises(ValueError, match=f"^agent main: {name} takes a whole number, got {value!r}$".replace(".", r"\.")):
         Agent(**given)
+
+
+def test_chronicle_thinking_tokens_for_an_openai_compatible_agent_is_warned_of_not_dropped(db_url, workspace, chat_sse, monkeypatch):
+    from chronicle import ChronicleWarning
+    from tests.chat_sse_server import chat_reply
+
+    chat_sse.script(chat_reply([{"type": "text", "text": "one"}]), chat_reply([{"type": "text", "text": "two"}]))
+    monkeypatch.setenv("OPENAI_BASE_URL", chat_sse.url + "/v1")
+    monkeypatch.setenv("CHRONICLE_THINKING_TOKENS", "2048")
+    line = ("note: CHRONICLE_THINKING_TOKENS=2048 ignored: provider openai-compatible takes no thinking budget "
+            "(the server decides on reasoning); it applies to anthropic sessions only")
+    agent = Agent(tools=["read_file"], provider="openai-compatible", model="llama3")
+    with Chronicle(db_url) as app:
+        with pytest.warns(ChronicleWarning) as warned:
+            first = app.run_sync(agent, "hi", workspace=workspace)
+        ours = [w for w in warned if issubclass(w.category, ChronicleWarning)]  # not a ResourceWarning the GC gave meanwhile
+        assert [str(w.message) for w in ours] == [line] and [w.filename for w in ours] == [__file__]
+        assert first.status == "completed" and first.notes == (line,)
+        app.submit(agent, "again", session=first.session_id)
+        with pytest.warns(ChronicleWarning, match="CHRONICLE_THINKING_TOKENS=2048 ignored"):
+            resumed = app.resume(first.session_id)
+        assert resumed.status == "completed" and resumed.notes == (line,)
+    assert all("thinking" not in r.body for r in chat_sse.requests)
+

@@ -10,6 +10,7 @@ from uuid import UUID
 import pytest
 
 from chronicle.runtime.store import ChronicleStore
+from tests.chat_sse_server import chat_reply, chat_sse  # noqa: F401 - chat_sse is a fixture
 from tests.helpers import cli, json_lines, response, text, tool_use
 
 
@@ -114,3 +115,26 @@ def test_a_tool_the_history_called_that_its_import_path_no_longer_holds_is_refus
     (workspace / "shop_tools.py").write_text(SHOP, encoding="utf-8")  # put back: the session goes on
     resumed = cli("resume", sid, db=db_url)
     assert resumed.returncode == 0, resumed.stderr
+
+
+def test_chronicle_thinking_tokens_is_said_to_be_ignored_where_an_openai_compatible_session_runs(db_url, workspace, chat_sse):
+    """The variable is the process's default budget (a worker's, a profile's), so it is not refused for a session
+    that cannot use it: `run` and `resume` say in one note that it is ignored there, and send none."""
+    chat_sse.script(chat_reply([{"type": "text", "text": "one"}]), chat_reply([{"type": "text", "text": "two"}]),
+                    chat_reply([{"type": "text", "text": "three"}]))
+    env = {"OPENAI_BASE_URL": chat_sse.url + "/v1", "CHRONICLE_THINKING_TOKENS": "2048"}
+    note = ("note: CHRONICLE_THINKING_TOKENS=2048 ignored: provider openai-compatible takes no thinking budget "
+            "(the server decides on reasoning); it applies to anthropic sessions only")
+    first = cli("run", "hi", "--provider", "openai-compatible", "--model", "llama3", "--workspace", str(workspace), "--json",
+                db=db_url, env=env)
+    assert first.returncode == 0, first.stderr
+    assert [line for line in first.stderr.splitlines() if line.startswith("note:")] == [note]
+    sid = json_lines(first.stdout)[0]["session_id"]
+    assert cli("submit", "again", "--session", sid, db=db_url).returncode == 0
+    resumed = cli("resume", sid, db=db_url, env=env)
+    assert resumed.returncode == 0, resumed.stderr
+    assert [line for line in resumed.stderr.splitlines() if line.startswith("note:")] == [note]
+    quiet = cli("run", "once more", "--session", sid, db=db_url, env={"OPENAI_BASE_URL": chat_sse.url + "/v1"})
+    assert quiet.returncode == 0 and "CHRONICLE_THINKING_TOKENS" not in quiet.stderr, quiet.stderr
+    assert all("thinking" not in r.body and "reasoning_effort" not in r.body for r in chat_sse.requests)
+
