@@ -35,12 +35,12 @@ from ..store import ChronicleStore
 from ..telemetry import live_tracing
 from ..titles import TitleHook
 from ..tools.base import Toolbox, ToolError
-from ..tools.imports import is_import_path
 from ..tools.tool_env import configured_names
 from ..toolsets import agent_toolbox, toolbox_for
 from ..user_hooks import NamedHook, hooks_along, hooks_for, recorded_hooks
 from .model_change import unused_thinking_budget
 from .spend import ProjectionSpend
+from .vanished_tools import VanishedTool, checked_tools
 
 
 class LoopSetupError(ValueError):
@@ -149,9 +149,8 @@ def build_loop(
     spec = target.spec if isinstance(target, Session) else target
     parts = loop_parts(spec, session=session, provider_name=provider_name, model=model, workspace=workspace,
                        settings=settings, limits=limits)
-    if session is not None:
-        refuse_vanished_tools(store, session, parts.toolbox)
-    notes = [unused_thinking_budget(provider_name or spec.provider or default_provider_name() or "")]
+    notes: list[str | None] = [] if session is None else [*refuse_vanished_tools(store, session, parts.toolbox, parts.workspace)]
+    notes.append(unused_thinking_budget(provider_name or spec.provider or default_provider_name() or ""))
     for note in notes:
         if note and say is not None:
             say(note)
@@ -175,34 +174,16 @@ def build_loop(
                     hooks=hooks, compactor=parts.settings.compactor(), middleware=parts.middleware)
 
 
-def refuse_vanished_tools(store: ChronicleStore, session: Session, toolbox: Toolbox) -> None:
-    """A continued session whose history called one of the user's tools that its recorded import path no longer
-    holds (`--tools shop:TOOLS` was [a, b] when it started, the module now says [a]) is refused, naming the tool and
-    the path: continuing would quietly take away a tool the conversation used (the model would see its calls but
-    could not make another), with nothing recorded to say why. Refusing records nothing and loses nothing: put the
-    tool back, or start a new session with the new list. Built-in and MCP tools are recorded by name or whole and
-    cannot vanish so; a name the model made up (answered "unknown tool") is not one the session had."""
-    paths = [entry for entry in session.spec.tools if is_import_path(entry)]
-    if not paths:
-        return
-    gone = sorted(called_tool_names(store, session) - set(toolbox.tools))
-    if gone:
-        names = ", ".join(map(repr, gone))
-        raise LoopSetupError(
-            f"session {session.id}: its history called {names}, which {', '.join(paths)} no longer holds; put it back "
-            "there to continue this session, or start a new session to work with the tools as they are now")
-
-
-def called_tool_names(store: ChronicleStore, session: Session) -> set[str]:
-    """The tools the session's active history called that were there to run (not answered "unknown tool")."""
-    called: set[str] = set()
-    for turn_id in session.head:
-        for step in store.turn(turn_id).steps:
-            unknown = {r.get("tool_use_id") for r in step.get("results") or []
-                       if isinstance(r.get("content"), str) and r["content"].startswith("unknown tool")}
-            called |= {b["name"] for b in step["response"].get("content", [])
-                       if b.get("type") == "tool_use" and b.get("id") not in unknown}
-    return called
+def refuse_vanished_tools(store: ChronicleStore, session: Session, toolbox: Toolbox, workspace: Path) -> list[str]:
+    """A continued session whose history (or that of a sub-agent session it goes on with) called one of the user's
+    tools that its recorded import path no longer holds is refused, naming the tool and the path: continuing would
+    quietly take away a tool the conversation used, with nothing recorded to say why. Refusing records nothing and
+    loses nothing: put the tool back, or start a new session. A tool it had and never called is a note instead
+    (returned). Built-in and MCP tools are recorded by name or whole and cannot vanish so (app/vanished_tools.py)."""
+    try:
+        return checked_tools(store, session, toolbox, workspace)
+    except VanishedTool as exc:
+        raise LoopSetupError(str(exc)) from None
 
 
 def checks_under(store: ChronicleStore, session: Session, workspace: Path) -> tuple[list[Any], list[NamedHook]]:

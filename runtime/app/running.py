@@ -196,7 +196,7 @@ class Conversation:
                               options=loop_options, broker=broker, approver=approver, interactive=options.interactive,
                               say=ignored.append)
             if sid is not None:
-                refuse_vanished_tools(store, store.session(sid), loop.toolbox)
+                ignored.extend(refuse_vanished_tools(store, store.session(sid), loop.toolbox, workspace))
         except LoopSetupError as exc:
             raise AppError(str(exc), 2) from None
         blocks = stored_attachments(store, attachments)

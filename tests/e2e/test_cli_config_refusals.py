@@ -138,3 +138,67 @@ def test_chronicle_thinking_tokens_is_said_to_be_ignored_where_an_openai_compati
     assert quiet.returncode == 0 and "CHRONICLE_THINKING_TOKENS" not in quiet.stderr, quiet.stderr
     assert all("thinking" not in r.body and "reasoning_effort" not in r.body for r in chat_sse.requests)
 
+CLERK_TOOLS = SHOP + '''
+
+@tool(read_only=True)
+def halt(reason: str) -> str:
+    """Stop here."""
+    import os
+    from pathlib import Path
+
+    if Path(__file__).with_name("halt.flag").exists():
+        os._exit(9)  # the process dies mid-delegation, as a crash would
+    return f"halted: {reason}"
+
+
+TOOLS = [lookup_order, refund, halt]
+'''
+
+CLERK_REGISTRY = """
+[agents.main]
+tools = ["read_file"]
+
+[agents.clerk]
+description = "Handles orders"
+tools = ["shop_tools:TOOLS"]
+"""
+
+
+def test_a_sub_agent_continued_with_its_parent_is_refused_for_a_tool_its_history_called_that_is_gone(db_url, workspace, tmp_path):
+    """A parent that died while its sub-agent worked goes on with that sub-agent when resumed: the sub-agent's own
+    history is checked as the parent's is, so a called tool its path no longer holds refuses the resume, naming the
+    sub-agent's session, with nothing recorded; put back, the same children finish."""
+    (workspace / "chronicle.toml").write_text(CLERK_REGISTRY, encoding="utf-8")
+    (workspace / "shop_tools.py").write_text(CLERK_TOOLS, encoding="utf-8")
+    (workspace / "halt.flag").write_text("", encoding="utf-8")
+    task = tool_use("d1", "delegate", tasks=[{"agent": "clerk", "task": "refund order 7"}])
+    provider = f"scripted:{tmp_path / 's.json'}"
+    (tmp_path / "s.json").write_text(json.dumps({"agents": {
+        "main": [[response(task), response(text("the clerk refunded it"))]],
+        "clerk": [[response(tool_use("c1", "refund", order_id="7")), response(tool_use("c2", "halt", reason="check")),
+                   response(tool_use("c3", "task_complete", status="completed", summary="refunded 7"))]],
+    }}), encoding="utf-8")
+    died = cli("run", "refund 7", "--provider", provider, "--workspace", str(workspace), db=db_url)
+    assert died.returncode == 9, (died.returncode, died.stderr)
+    store = ChronicleStore(db_url)
+    [child] = [store.session(s) for s in store.session_ids() if store.session(s).parent_session_id]
+    parent = child.parent_session_id
+    assert child.active_turn_id is not None and store.session(parent).active_turn_id is not None
+    (workspace / "halt.flag").unlink()
+    (workspace / "shop_tools.py").write_text(CLERK_TOOLS.replace("[lookup_order, refund, halt]", "[lookup_order, halt]"),
+                                             encoding="utf-8")
+    before = {sid: store.session(sid).version for sid in (parent, child.id)} | {"turn": store.turn(child.active_turn_id).version}
+    line = refused(cli("resume", str(parent), db=db_url),
+                   f"session {child.id} (sub-agent clerk of session {parent}): its history called 'refund', "
+                   "which shop_tools:TOOLS no longer holds", "put it back there")
+    assert "halt" not in line.split("put it back")[0].split("called")[1]
+    store = ChronicleStore(db_url)
+    after = {sid: store.session(sid).version for sid in (parent, child.id)} | {"turn": store.turn(child.active_turn_id).version}
+    assert after == before  # nothing recorded
+    (workspace / "shop_tools.py").write_text(CLERK_TOOLS, encoding="utf-8")  # put back: the same child finishes
+    resumed = cli("resume", str(parent), db=db_url)
+    assert resumed.returncode == 0, resumed.stderr
+    store = ChronicleStore(db_url)
+    assert [s for s in store.session_ids() if store.session(s).parent_session_id] == [child.id]
+    assert store.session(child.id).active_turn_id is None and store.session(parent).active_turn_id is None
+
