@@ -56,10 +56,11 @@ def sub_agent(session: Session) -> str:
 
 
 def called_tool_names(store: ChronicleStore, session: Session) -> set[str]:
-    """The tools the session's active history called that were there to run (not answered "unknown tool")."""
+    """The tools the session's active history called that were there to run (not answered "unknown tool"); its
+    turns read together (`store.turns`: two queries per few hundred turns, not one or two per turn)."""
     called: set[str] = set()
-    for turn_id in session.head:
-        for step in store.turn(turn_id).steps:
+    for turn in store.turns(session.head):
+        for step in turn.steps:
             unknown = {r.get("tool_use_id") for r in step.get("results") or []
                        if isinstance(r.get("content"), str) and r["content"].startswith("unknown tool")}
             called |= {b["name"] for b in step["response"].get("content", [])
