@@ -82,12 +82,18 @@ class AgentSpec(BaseModel):
     #: current when it started, so an upgrade that changes a built-in tool's schema changes neither what the
     #: session is asked with nor its replay. 1 for sessions recorded before editions; left out of the dump then.
     tool_edition: int = 1
+    #: The tool names each of the user's import paths in `tools` held when the session started (`{"shop:TOOLS":
+    #: ("lookup", "refund")}`), so a continued session can tell which of them its path no longer holds
+    #: (runtime/app/vanished_tools.py). Empty for sessions recorded before it (and those with no such path);
+    #: left out of the dump then, so older specs look the same.
+    import_tools: dict[str, tuple[str, ...]] = Field(default_factory=dict)
 
     @model_serializer(mode="wrap")
     def _without_empty_mcp(self, handler: Any) -> dict[str, Any]:
         data = handler(self)
         if isinstance(data, dict):
-            for key in ("mcp_tools", "guardrails", "middleware", "hooks", "approvals", "project_files", "aux_model", "memory_redacted"):
+            for key in ("mcp_tools", "guardrails", "middleware", "hooks", "approvals", "project_files", "aux_model", "memory_redacted",
+                        "import_tools"):
                 if not data.get(key):
                     data.pop(key, None)
             if data.get("thinking_tokens") is None:

@@ -48,3 +48,14 @@ def agent_toolbox(spec: AgentSpec, workspace: Path | None = None) -> Toolbox:
 
         tools.extend(mcp_tools(spec.mcp_tools))
     return Toolbox(tools, edition=spec.tool_edition)
+
+
+def with_tool_names(spec: AgentSpec, workspace: Path | None = None) -> AgentSpec:
+    """The spec, and each sub-agent definition of its registry, with the names its import paths hold now
+    (`AgentSpec.import_tools`): recorded when a session starts, so a continued session can say which tool its
+    path no longer holds (runtime/app/vanished_tools.py). A path that does not load is a ToolLoadError, as always."""
+    def named(agent: AgentSpec) -> AgentSpec:
+        held = {path: tuple(t.name for t in load_tools(path, workspace)) for path in agent.tools if is_import_path(path)}
+        return agent.model_copy(update={"import_tools": held})
+
+    return named(spec).model_copy(update={"registry": tuple(named(a) for a in spec.registry)})

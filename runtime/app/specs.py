@@ -23,7 +23,7 @@ from ..skills import SkillError
 from ..spec_options import spec_options
 from ..tools.editions import TOOL_EDITION
 from ..tools.imports import ToolLoadError
-from ..toolsets import agent_toolbox
+from ..toolsets import agent_toolbox, with_tool_names
 from .errors import AppError
 
 
@@ -82,6 +82,7 @@ def new_spec(workspace: Path, provider: str | None = None, model: str | None = N
             bootstrap=options.bootstrap,
         )
         check_policies(spec, workspace)
+        spec = with_tool_names(spec, workspace)
     except (RegistryError, ApprovalPolicyError, SettingsError, SkillError, EnvironmentSettingError, ToolLoadError) as exc:
         raise AppError(str(exc), 2) from None
     day = today or datetime.now(timezone.utc).date()

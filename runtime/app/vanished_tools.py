@@ -2,8 +2,13 @@
 
 A session records the user's tools as import paths (`shop:TOOLS`), and each process loads them
 again: the module may since hold fewer. A tool the history called and that is gone refuses the
-session: the model would see its calls but could not make another, with nothing recorded to say
-why.
+session (the model would see its calls but could not make another, with nothing recorded to say
+why); one it had but never called is said in a note, since the history does not need it.
+
+Since specs record the names each path held (`AgentSpec.import_tools`), nothing gone costs no
+read: only when a recorded name is missing now are the history's turns read, together, to tell
+a called tool from a never-called one. A spec recorded before that has no names to compare, so
+its turns are read whenever it has import paths, and only a called tool can be found missing.
 
 The sub-agent sessions that a continued session's turn in flight goes on with (its delegate
 call re-run after a crash continues the children it had started) are checked the same way, each
@@ -22,7 +27,7 @@ from ..agents.children import find_session
 from ..store import ChronicleStore
 from ..tools.base import Toolbox
 from ..tools.imports import is_import_path
-from ..toolsets import agent_toolbox
+from ..toolsets import agent_toolbox, toolbox_for
 
 
 class VanishedTool(ValueError):
@@ -30,11 +35,27 @@ class VanishedTool(ValueError):
 
 
 def checked_tools(store: ChronicleStore, session: Session, toolbox: Toolbox, workspace: Path) -> list[str]:
-    """VanishedTool for a tool the session's history, or that of a sub-agent session it goes on with, called and
-    its import path no longer holds; the notes to say (none yet). `toolbox`: the session's own, as built now."""
-    notes = vanished(store, session, toolbox)
+    """The notes for tools the session, or a sub-agent session it goes on with, had and no longer has and never
+    called; VanishedTool for one its history called. `toolbox`: the session's own, as built now."""
+    notes = vanished(store, session, toolbox) + shrunk_definitions(session, workspace)
     for child in continuing_children(store, session):
         notes += vanished(store, child, agent_toolbox(child.spec, workspace))
+    return notes
+
+
+def shrunk_definitions(session: Session, workspace: Path) -> list[str]:
+    """Notes for the sub-agents this session may still start whose import paths hold fewer tools than when it
+    started: a new sub-agent session has no history to need them, so it starts without them, said."""
+    notes = []
+    for definition in session.spec.registry:
+        if not definition.import_tools:
+            continue
+        held = set(toolbox_for(definition.tools, workspace).tools)  # loads, or loop_parts refused the session already
+        for path, names in definition.import_tools.items():
+            if gone := [n for n in names if n not in held]:
+                notes.append(f"note: session {session.id}: {path} of sub-agent {definition.name} no longer holds "
+                             f"{', '.join(map(repr, gone))}, which it held when the session started; the sub-agents "
+                             "it starts now go without it")
     return notes
 
 
@@ -42,13 +63,28 @@ def vanished(store: ChronicleStore, session: Session, toolbox: Toolbox) -> list[
     paths = [entry for entry in session.spec.tools if is_import_path(entry)]
     if not paths:
         return []
-    called = sorted(called_tool_names(store, session) - set(toolbox.tools))
+    have = set(toolbox.tools)
+    recorded = session.spec.import_tools
+    if recorded:
+        lost = {path: [n for n in names if n not in have] for path, names in recorded.items()}
+        lost = {path: names for path, names in lost.items() if names}
+        if not lost:
+            return []  # every tool the session started with is there: its history need not be read
+        gone = {name for names in lost.values() for name in names}
+        called = sorted(called_tool_names(store, session) & gone)
+        where = [path for path, names in lost.items() if set(names) & set(called)]
+    else:
+        lost = {}
+        called = sorted(called_tool_names(store, session) - have)
+        where = paths
     if called:
         names = ", ".join(map(repr, called))
         raise VanishedTool(
-            f"session {session.id}{sub_agent(session)}: its history called {names}, which {', '.join(paths)} no longer "
+            f"session {session.id}{sub_agent(session)}: its history called {names}, which {', '.join(where)} no longer "
             "holds; put it back there to continue this session, or start a new session to work with the tools as they are now")
-    return []
+    return [f"note: session {session.id}{sub_agent(session)}: {path} no longer holds {', '.join(map(repr, names))}, which it "
+            "held when the session started; the session goes on without it (its history never called it)"
+            for path, names in lost.items()]
 
 
 def sub_agent(session: Session) -> str:
@@ -57,7 +93,7 @@ def sub_agent(session: Session) -> str:
 
 def called_tool_names(store: ChronicleStore, session: Session) -> set[str]:
     """The tools the session's active history called that were there to run (not answered "unknown tool"); its
-    turns read together (`store.turns`: two queries per few hundred turns, not one or two per turn)."""
+    turns read together (`store.turns`: two queries per few hundred turns, not two per turn)."""
     called: set[str] = set()
     for turn in store.turns(session.head):
         for step in turn.steps:

@@ -145,3 +145,57 @@ def test_chronicle_thinking_tokens_for_an_openai_compatible_agent_is_warned_of_n
         assert resumed.status == "completed" and resumed.notes == (line,)
     assert all("thinking" not in r.body for r in chat_sse.requests)
 
+def test_a_tool_an_import_path_no_longer_holds_is_warned_of_when_never_called_and_refused_when_called(db_url, workspace, tmp_path):
+    from uuid import uuid4
+
+    from chronicle import ChronicleWarning
+
+    module = f"shop_{uuid4().hex[:8]}"  # its own module per backend: the first import is kept for the process
+    (workspace / f"{module}.py").write_text(
+        "from chronicle import tool\n\n\n@tool(read_only=True)\ndef lookup(key: str) -> str:\n    \"\"\"Look up.\"\"\"\n"
+        "    return key\n\n\n@tool(read_only=True)\ndef refund(key: str) -> str:\n    \"\"\"Refund.\"\"\"\n    return key\n\n\n"
+        "TOOLS = [lookup, refund]\n", encoding="utf-8")
+    agent = Agent(tools=[f"{module}:TOOLS"], provider=scripted(
+        tmp_path, [response(tool_use("t1", "lookup", key="k")), response(text("one"))], [response(text("two"))],
+        [response(text("three"))]))
+    with Chronicle(db_url) as app:
+        sid = app.run_sync(agent, "first", workspace=workspace).session_id
+        assert app.store.session(UUID(sid)).spec.import_tools == {f"{module}:TOOLS": ("lookup", "refund")}
+        sys.modules[module].TOOLS.remove(sys.modules[module].refund)  # the path now holds lookup alone
+        line = (f"note: session {sid}: {module}:TOOLS no longer holds 'refund', which it held when the session started; "
+                "the session goes on without it (its history never called it)")
+        with pytest.warns(ChronicleWarning) as warned:
+            result = app.run_sync(agent, "second", session=sid)
+        assert [str(w.message) for w in warned] == [line] and result.notes == (line,) and result.status == "completed"
+        sys.modules[module].TOOLS[:] = [sys.modules[module].refund]  # now the called one is gone
+        with pytest.raises(ChronicleError, match=f"its history called 'lookup', which {module}:TOOLS no longer holds") as refused:
+            app.run_sync(agent, "third", session=sid)
+        assert refused.value.code == 2
+
+
+def test_a_sub_agent_whose_import_path_holds_fewer_tools_than_recorded_is_warned_of_on_its_continued_parent(db_url, workspace,
+                                                                                                              tmp_path):
+    """A sub-agent the continued session starts from now on has no history to need the tool, so it goes without it:
+    said, not refused."""
+    from uuid import uuid4
+
+    from chronicle import ChronicleWarning
+
+    module = f"desk_{uuid4().hex[:8]}"
+    (workspace / f"{module}.py").write_text(
+        "from chronicle import tool\n\n\n@tool(read_only=True)\ndef lookup(key: str) -> str:\n    \"\"\"Look up.\"\"\"\n"
+        "    return key\n\n\n@tool(read_only=True)\ndef refund(key: str) -> str:\n    \"\"\"Refund.\"\"\"\n    return key\n\n\n"
+        "TOOLS = [lookup, refund]\n", encoding="utf-8")
+    agent = Agent(tools=["read_file"], agents=[Agent(name="clerk", tools=[f"{module}:TOOLS"])],
+                  provider=scripted(tmp_path, [response(text("one"))], [response(text("two"))]))
+    with Chronicle(db_url) as app:
+        sid = app.run_sync(agent, "first", workspace=workspace).session_id
+        [clerk] = app.store.session(UUID(sid)).spec.registry
+        assert clerk.import_tools == {f"{module}:TOOLS": ("lookup", "refund")}
+        sys.modules[module].TOOLS.remove(sys.modules[module].refund)
+        line = (f"note: session {sid}: {module}:TOOLS of sub-agent clerk no longer holds 'refund', which it held when the "
+                "session started; the sub-agents it starts now go without it")
+        with pytest.warns(ChronicleWarning) as caught:
+            result = app.run_sync(agent, "second", session=sid)
+        assert [str(w.message) for w in caught if issubclass(w.category, ChronicleWarning)] == [line]
+        assert result.status == "completed" and result.notes == (line,)

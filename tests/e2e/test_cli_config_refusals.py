@@ -202,3 +202,29 @@ def test_a_sub_agent_continued_with_its_parent_is_refused_for_a_tool_its_history
     assert [s for s in store.session_ids() if store.session(s).parent_session_id] == [child.id]
     assert store.session(child.id).active_turn_id is None and store.session(parent).active_turn_id is None
 
+def test_a_tool_the_session_had_but_never_called_that_its_path_no_longer_holds_is_a_note_not_a_refusal(db_url, workspace, tmp_path):
+    """The spec records the names each import path held; a continued session whose path now holds fewer goes on (its
+    history does not need the others) and says which are no longer offered, on run and on resume alike."""
+    (workspace / "shop_tools.py").write_text(SHOP, encoding="utf-8")
+    provider = script(tmp_path / "s.json", [
+        [response(tool_use("t1", "lookup_order", order_id="7")), response(text("shipped"))],
+        [response(text("second"))], [response(text("third"))], [response(text("fourth"))],
+    ])
+    first = cli("run", "where is 7", "--provider", provider, "--workspace", str(workspace), "--tools", "shop_tools:TOOLS",
+                "--json", db=db_url)
+    assert first.returncode == 0, first.stderr
+    sid = json_lines(first.stdout)[0]["session_id"]
+    spec = ChronicleStore(db_url).session(UUID(sid)).spec
+    assert spec.import_tools == {"shop_tools:TOOLS": ("lookup_order", "refund")}
+    again = cli("run", "again", "--session", sid, db=db_url)
+    assert again.returncode == 0 and "note:" not in again.stderr, again.stderr  # nothing gone: nothing said
+    (workspace / "shop_tools.py").write_text(SHOP.replace("[lookup_order, refund]", "[lookup_order]"), encoding="utf-8")
+    note = (f"note: session {sid}: shop_tools:TOOLS no longer holds 'refund', which it held when the session started; "
+            "the session goes on without it (its history never called it)")
+    shrunk = cli("run", "third", "--session", sid, "--json", db=db_url)
+    assert shrunk.returncode == 0, shrunk.stderr
+    assert [line for line in shrunk.stderr.splitlines() if line.strip()] == [note]
+    assert json_lines(shrunk.stdout)[-1]["status"] == "completed"
+    assert cli("submit", "queued", "--session", sid, db=db_url).returncode == 0
+    resumed = cli("resume", sid, db=db_url)
+    assert resumed.returncode == 0 and note in resumed.stderr.splitlines(), resumed.stderr

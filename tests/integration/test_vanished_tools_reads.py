@@ -65,6 +65,16 @@ def check(db_url: str, sid: str, workspace, recorded_names: bool = True) -> tupl
         store.close()
 
 
+def test_nothing_gone_reads_no_turn_and_a_tool_gone_reads_the_turns_together(db_url, workspace, tmp_path):
+    module, sid = session_of_five_turns(db_url, workspace, tmp_path)
+    assert check(db_url, sid, workspace) == ([], 0, 0)
+    tools = sys.modules[module].TOOLS
+    tools.remove(sys.modules[module].refund)  # never called: a note, after one batch of the five turns
+    notes, single, batches = check(db_url, sid, workspace)
+    assert len(notes) == 1 and "no longer holds 'refund'" in notes[0]
+    assert (single, batches) == (0, 1)
+
+
 def test_a_spec_recorded_without_tool_names_reads_its_turns_in_one_batch(db_url, workspace, tmp_path):
     """A session recorded before specs named their tools has nothing to compare: its history is read whenever it has
     import paths, but together rather than a query (or two) per turn; a tool gone that it never called cannot be told."""
