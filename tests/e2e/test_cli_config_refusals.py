@@ -228,3 +228,19 @@ def test_a_tool_the_session_had_but_never_called_that_its_path_no_longer_holds_i
     assert cli("submit", "queued", "--session", sid, db=db_url).returncode == 0
     resumed = cli("resume", sid, db=db_url)
     assert resumed.returncode == 0 and note in resumed.stderr.splitlines(), resumed.stderr
+
+
+def test_a_worker_logs_the_ignored_thinking_budget_once_whatever_the_number_of_sessions(db_url, workspace, chat_sse):
+    chat_sse.script(chat_reply([{"type": "text", "text": "one"}]), chat_reply([{"type": "text", "text": "two"}]))
+    env = {"OPENAI_BASE_URL": chat_sse.url + "/v1", "CHRONICLE_THINKING_TOKENS": "2048"}
+    for prompt in ("first", "second"):
+        submitted = cli("submit", prompt, "--provider", "openai-compatible", "--model", "llama3", "--workspace", str(workspace),
+                        db=db_url, env=env)
+        assert submitted.returncode == 0, submitted.stderr
+    worked = cli("worker", "--once", "--concurrency", "1", db=db_url, env=env)
+    assert worked.returncode == 0, worked.stderr
+    notes = [line for line in worked.stderr.splitlines() if "CHRONICLE_THINKING_TOKENS" in line]
+    assert len(notes) == 1 and notes[0].endswith("note: CHRONICLE_THINKING_TOKENS=2048 ignored: provider openai-compatible "
+                                                 "takes no thinking budget (the server decides on reasoning); it applies "
+                                                 "to anthropic sessions only"), worked.stderr
+    assert worked.stderr.count(" completed") == 2, worked.stderr
