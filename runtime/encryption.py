@@ -2,7 +2,7 @@
 
 The cipher encrypts each event's and snapshot's state; ids, versions, topics and positions stay
 readable, so `log` ordering, leases and the hash chain work as before (the chain's digests
-cover the ciphertext). Projection tables are derived read models and hold plaintext (see README).
+cover the ciphertext). Projection tables are derived read models and hold plaintext (see docs/trust.md).
 A store is either encrypted from its first event
 or not at all: opening it with a missing or wrong key, or an unencrypted store with a key, is one
 clear error at open, before anything is read or written, rather than a decoding error later.

@@ -4,7 +4,7 @@ Read once when a top-level session starts (`run`, `chat`, `submit`, routines) an
 whole on its spec, so the system prompt of a resumed or replayed session is the one its first
 turn saw, whatever the file says later. Sub-agents do not get it: they are handed a task, not
 the conversation. Chronicle has no group chats; a session is one person's conversation (and
-one thread, see README "Threads"), so nothing is excluded.
+one thread, see docs/agents.md, "Memory, threads"), so nothing is excluded.
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ Four nets, in this order:
   of at least 3.5 bits per character. Pure hex (git and
   content digests, UUIDs) is left alone: an agent that cannot read a commit id is no use.
 
-Why not `detect-secrets` (evaluated, see README): it installs, but its plugins cost ~0.26 ms per
+Why not `detect-secrets` (evaluated, see docs/trust.md): it installs, but its plugins cost ~0.26 ms per
 line (0.5 s for a 2,000-line tool output, on every such event), report a GitHub token as its
 "ghp" prefix and a private key as its header line only (so replacing what they report leaves the
 secret in place), miss Anthropic keys and unquoted high-entropy tokens, flag public IPs, and have
@@ -300,7 +300,7 @@ def scan_response(response: Any, scanner: SecretScanner) -> tuple[Any, dict[str,
     """A ModelResponse with its text, thinking and tool inputs scanned, and what was cut.
 
     A thinking block that held a secret keeps its signature over the original text; Anthropic
-    may refuse it when it is sent back (README: the price of never storing the secret)."""
+    may refuse it when it is sent back (docs/trust.md: the price of never storing the secret)."""
     counts: Counter[str] = Counter()
     blocks = []
     for block in response.content:

@@ -9,7 +9,7 @@ are applied when the replay reuses its result, and the turns that are no longer 
 (undone) are applied, with their `undo --files` restorations, where they happened between the
 turns that are replayed.
 
-What cannot be rolled back is said plainly in README: changes `bash` made (not recorded file by
+What cannot be rolled back is said plainly in docs/history.md: changes `bash` made (not recorded file by
 file), changes by other sessions or by hand to files this session never wrote, and the
 directories a walk skips (`.git`, `.venv`, `node_modules`, `__pycache__`, `.chronicle`), which are
 not copied.
