@@ -49,5 +49,18 @@ class Terminal:
             time.sleep(0.1)
         raise AssertionError(f"{needle!r} (x{count}) never appeared; the screen shows:\n{self.screen()}")
 
+    def wait_for_after(self, anchor: str, needle: str, timeout: float = 30) -> str:
+        """Wait until `needle` shows below the last `anchor` (the prompt back after an answer). Counting
+        prompts on the whole screen was not enough: while the spinner and the steering editor start
+        together, the line of the first prompt can be drawn over."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            screen = self.screen()
+            at = screen.rfind(anchor)
+            if at >= 0 and needle in screen[at + len(anchor):]:
+                return screen
+            time.sleep(0.1)
+        raise AssertionError(f"{needle!r} never appeared after {anchor!r}; the screen shows:\n{self.screen()}")
+
     def close(self) -> None:
         subprocess.run(["tmux", "-L", self.socket, "kill-server"], capture_output=True)

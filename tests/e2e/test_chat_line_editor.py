@@ -47,7 +47,7 @@ def test_chat_in_a_terminal_keeps_history_takes_multi_line_input_and_renders_mar
         screen = term.wait_for("some strong words")
         assert "**" not in screen and "# Heading" not in screen  # rendered, not shown as source
 
-        term.wait_for("you>", count=2)
+        term.wait_for_after("some strong words", "you>")
         term.tmux("send-keys", "-t", "chat", "-l", "line one")
         term.tmux("send-keys", "-t", "chat", "Escape", "Enter")  # Esc, Enter: a line break, not a send
         term.type("line two")

@@ -162,8 +162,7 @@ def test_a_line_typed_while_the_turn_runs_steers_it_and_reaches_the_model_with_t
         term.wait_for("slash commands wait for the prompt")
         term.type("be brief")
         term.wait_for("↪ steering: be brief")
-        term.wait_for("Brief, as asked.")
-        term.wait_for("you>", count=2)
+        term.wait_for_after("Brief, as asked.", "you>")
         term.type("/quit")
         screen = term.wait_for("EXITED=0")
     finally:
