@@ -49,6 +49,8 @@ from .store import ChronicleStore, NotFound
 ROUTINES_NS = uuid5(CHRONICLE_NS, "/routines")
 ROUTINE_RUN_INDEX_ID = uuid5(CHRONICLE_NS, "/routine-runs")
 GRACE_S = 60.0
+#: Index entries a guard reads at a time, newest first.
+GUARD_PAGE = 100
 SESSION_PREFIX = "routine-"
 
 
@@ -142,7 +144,7 @@ class RoutineEngine:
         """Why the routine may not run now, or None."""
         if routine.max_runs_per_day is None and routine.cooldown_s is None and routine.budget_usd is None:
             return None  # nothing to check: its past runs are not read
-        ran = [r for r in self.history(routine.name) if r.status != "skipped"]
+        ran = [r for r in self._recent_runs(routine, now) if r.status != "skipped"]
         today = [r for r in ran if r.fired_at.date() == now.date()]
         if routine.max_runs_per_day is not None and len(today) >= routine.max_runs_per_day:
             return f"max_runs_per_day reached: {len(today)} run(s) today, the limit is {routine.max_runs_per_day}"
@@ -155,6 +157,34 @@ class RoutineEngine:
             if spent >= routine.budget_usd:
                 return f"budget_usd reached: ${spent:.4f} spent today, the budget is ${routine.budget_usd:.4f}"
         return None
+
+    def _recent_runs(self, routine: Routine, now: datetime) -> list[RoutineRun]:
+        """The routine's runs a guard can need, newest first: today's, and back to the last one that was
+        not skipped or to the end of its cooldown. A guard read every run the routine ever fired at each
+        firing; the index is read a page at a time from its end, and runs are in firing order there."""
+        found: list[RoutineRun] = []
+        upper: int | None = None
+        ran = False  # a run not skipped seen: the last one the cooldown counts from
+        while True:
+            page = list(self.index.get(desc=True, lte=upper, limit=GUARD_PAGE))
+            for entry in page:
+                if entry.scope != self.scope or entry.routine != routine.name:
+                    continue
+                try:
+                    run: Any = self.store.repository.get(entry.run_id)
+                except AggregateNotFoundError:
+                    continue
+                if not isinstance(run, RoutineRun):
+                    continue
+                found.append(run)
+                ran = ran or run.status != "skipped"
+                if run.fired_at.date() < now.date():
+                    cooled = routine.cooldown_s is None or (now - run.fired_at).total_seconds() >= routine.cooldown_s
+                    if ran or cooled:
+                        return found  # older runs are neither today's nor the last one the cooldown counts from
+            if len(page) < GUARD_PAGE:
+                return found
+            upper = page[-1].originator_version - 1
 
     # -- firing --------------------------------------------------------------------------------
 
