@@ -12,15 +12,20 @@ ROOT = Path(__file__).resolve().parents[2]
 LINK = re.compile(r"\]\(([^)\s]+)\)")
 
 
-def anchors(path: Path) -> set[str]:
-    found, fenced = set(), False
+def headings(path: Path) -> list[str]:
+    """The anchor each heading makes, in order."""
+    found, fenced = [], False
     for line in path.read_text(encoding="utf-8").splitlines():
         if line.startswith("```"):
             fenced = not fenced
         if not fenced and line.startswith("#"):
             title = re.sub(r"[^\w\- ]", "", line.lstrip("#").strip().lower())
-            found.add(title.replace(" ", "-"))
+            found.append(title.replace(" ", "-"))
     return found
+
+
+def anchors(path: Path) -> set[str]:
+    return set(headings(path))
 
 
 def documents() -> list[Path]:
@@ -45,3 +50,9 @@ def test_every_relative_link_names_a_file_and_a_heading_that_exist() -> None:
             elif anchor and dest.suffix == ".md" and anchor not in anchors(dest):
                 broken.append(f"{doc.name}: {target} (no such heading)")
     assert broken == []
+
+
+def test_no_two_headings_of_a_guide_make_the_same_anchor() -> None:
+    """GitHub numbers a repeated anchor (`#tools-1`), so a link to the first would land on the other."""
+    repeated = {doc.name: sorted({a for a in headings(doc) if headings(doc).count(a) > 1}) for doc in documents()}
+    assert {name: found for name, found in repeated.items() if found} == {}
