@@ -226,14 +226,15 @@ class McpHub:
         async def close_all() -> None:
             await asyncio.gather(*(c.close() for c in list(self._connections.values())), return_exceptions=True)
 
-        try:
-            asyncio.run_coroutine_threadsafe(close_all(), loop).result(timeout=15)
-        except Exception:  # noqa: BLE001 - exiting anyway; the servers' stdin is closed with our process
-            pass
+        thread = self._thread
+        if thread is not None and thread.is_alive():  # a dead thread runs nothing: asking it would wait 15 s
+            try:
+                asyncio.run_coroutine_threadsafe(close_all(), loop).result(timeout=15)
+            except Exception:  # noqa: BLE001 - exiting anyway; the servers' stdin is closed with our process
+                pass
+            loop.call_soon_threadsafe(loop.stop)
+            thread.join(timeout=5)
         self._connections.clear()
-        loop.call_soon_threadsafe(loop.stop)
-        if self._thread is not None:
-            self._thread.join(timeout=5)
         if not loop.is_running():  # stopped: its selector and self-pipe go now, not whenever it is collected
             loop.close()
         with self._lock:

@@ -18,3 +18,19 @@ def test_close_stops_and_closes_the_hubs_loop_and_a_later_use_starts_a_new_one()
     finally:
         hub.close()
     assert second.is_closed()
+
+
+def test_close_after_the_hubs_thread_has_ended_closes_the_loop_without_asking_it_anything() -> None:
+    """A loop whose thread is gone runs nothing: a close that asked it to stop the servers waited 15 s
+    for an answer that could not come (at exit, or in a host that stopped the loop itself)."""
+    import threading
+
+    hub = McpHub()
+    loop = hub._ensure_loop()
+    loop.call_soon_threadsafe(loop.stop)
+    assert hub._thread is not None
+    hub._thread.join(timeout=10)
+    closing = threading.Thread(target=hub.close, daemon=True)
+    closing.start()
+    closing.join(timeout=10)  # far inside the 15 s a question to the dead loop waited
+    assert not closing.is_alive() and loop.is_closed()
