@@ -7,7 +7,7 @@ with a ResourceWarning in whatever code ran then. Keyed by `id(loop)`, a later l
 address could even have been handed the dead loop's client.
 
 The client is closed inside its loop as the loop shuts down: an async generator started in the
-loop is one `asyncio.run` (and any loop's `shutdown_asyncgens`) finishes, and its `finally` awaits
+loop is one that `asyncio.run` (and any loop's `shutdown_asyncgens`) finishes, and its `finally` awaits
 the client's `close()`. The loop object itself, not its id, says whose client it is.
 """
 
