@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from uuid import UUID
 
+from chronicle.domain.session import Session
 from chronicle.domain.tool_call import ToolCall
 from chronicle.domain.turn import Turn
 from chronicle.projections import audit as audit_projection
@@ -81,7 +82,7 @@ def build(store: ChronicleStore, sid: UUID, at: int | None, every_turn: bool = F
         "earlier": start - 1 if start > 1 else None,
         "later": min(total, end + TURNS_SHOWN) if end < total else None,
         "pending": _pending(store, session), "decisions": decisions, "cost_svg": _cost_svg(costs),
-        "by_model": by_model, "children": children, "log_rows": _timeline(store, sid, turns, calls),
+        "by_model": by_model, "children": children, "log_rows": _timeline(store, session, turns, calls),
         "head": store.max_position(),
         "live": row["status"] in ("busy", "queued", "running", "awaiting_approval") or bool(row.get("queued")),
     }
@@ -208,13 +209,15 @@ def _children(store: ChronicleStore, report: CostReport, sid: str) -> list[dict[
     return found
 
 
-def _timeline(store: ChronicleStore, sid: UUID, turns: list[Turn], calls: dict[UUID, list[ToolCall]]) -> list[dict[str, Any]]:
-    """The log events of the turns shown, and the session's own events and its board's tasks' between
-    them, by position (as `log SESSION` has them)."""
+def _timeline(store: ChronicleStore, session: Session, turns: list[Turn], calls: dict[UUID, list[ToolCall]]) -> list[dict[str, Any]]:
+    """The log events of the turns shown, and the session's own events and its tasks' between them, by
+    position (as `log SESSION` has them): its board's, those its delegate calls opened, and for a
+    sub-agent the task it works on, which sits on its parent's board."""
     from chronicle.domain.ids import child_session_id, task_id
 
-    from ..task_board import board_task_ids
+    from ..task_board import board_task_ids, sub_agent_task_id
 
+    sid = session.id
     ids = [i for turn in turns for i in (turn.id, *(c.id for c in calls[turn.id]))]
     tasks = [*board_task_ids(store, sid), *(task_id(child_session_id(c.id, i)) for cs in calls.values() for c in cs
                                            if c.name == "delegate" for i in range(len(c.input.get("tasks") or [])))]
@@ -222,6 +225,9 @@ def _timeline(store: ChronicleStore, sid: UUID, turns: list[Turn], calls: dict[U
     if events:
         bounds = (events[0][0], events[-1][0])
         events += list(store.events_with_positions([sid, *tasks], positions=bounds))
+        own = sub_agent_task_id(store, session)
+        if own is not None:  # opened (or claimed) before the child's first event, settled after its last: all of it
+            events += list(store.events_with_positions([own]))
         events.sort(key=lambda pair: pair[0])
     names = {c.id: c.name for cs in calls.values() for c in cs}
     rows = []
