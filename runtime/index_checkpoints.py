@@ -16,6 +16,7 @@ loser learns the higher one and loses nothing but that write.
 
 from __future__ import annotations
 
+from typing import Any, Iterable, Iterator
 from uuid import UUID
 
 from eventsourcing.application import EventSourcedLog
@@ -71,3 +72,30 @@ class Checkpoint:
             return False
         self.position, self.last_version = position, version
         return True
+
+
+class CheckpointedRead:
+    """One reader's way through an index: from its checkpoint at the first look, then from where the last
+    look stopped; and the checkpoint moved up to just below the first entry that still waits."""
+
+    def __init__(self, store: ChronicleStore, index: UUID, reader: str, scope: str) -> None:
+        self.store, self.index, self.reader, self.scope = store, index, reader, scope
+        self.checkpoint: Checkpoint | None = None  # read at the first look
+        #: The position of the last entry read; None while nothing is (no checkpoint, nothing in the index).
+        self.cursor: int | None = None
+
+    def new(self, log: EventSourcedLog[Any]) -> Iterator[Any]:
+        """The index entries written since the last look (since the checkpoint, at the first)."""
+        if self.checkpoint is None:
+            checkpoint = Checkpoint(self.store, self.index, self.reader, self.scope)
+            self.cursor = checkpoint.read()  # kept once read: a lost database tries again at the next look
+            self.checkpoint = checkpoint
+        for entry in log.get(gt=self.cursor):
+            self.cursor = entry.originator_version
+            yield entry
+
+    def advance_below(self, waiting: Iterable[int]) -> None:
+        """Record that nothing waits below the first of `waiting` (positions), or up to the last entry read."""
+        if self.checkpoint is None or self.cursor is None:
+            return
+        self.checkpoint.advance(min(waiting, default=self.cursor + 1) - 1)

@@ -39,7 +39,7 @@ from chronicle.domain.routine_run import RoutineRun
 from chronicle.domain.session import Session
 
 from .clock import SYSTEM_CLOCK, Clock
-from .index_checkpoints import Checkpoint
+from .index_checkpoints import CheckpointedRead
 from .pending import Pending
 from .read_models import projection_engine
 from .routines import HEARTBEAT_OK, Routine, heartbeat_prompt, load_routines
@@ -79,11 +79,10 @@ class RoutineEngine:
     routines: list[Routine] = field(default_factory=list)
     started_at: datetime | None = None
     cursor: int | None = None
-    #: Settling's reading of the routine index: where it stopped, the runs seen fired and not settled
-    #: (run id -> index position, session, input), and the checkpoint it starts from.
-    settle_cursor: int | None = None
+    #: Settling's reading of the routine index (from its checkpoint, then where it stopped), and the runs
+    #: seen fired and not settled (run id -> index position, session, input).
+    settle_read: CheckpointedRead | None = None
     unsettled: dict[UUID, tuple[int, UUID, str]] = field(default_factory=dict)
-    settled_checkpoint: Checkpoint | None = None
     #: routine -> the last run this engine knows was fired (by anyone): a cron slot is not looked up again
     #: at every tick until the next one is due.
     known_fired: dict[str, UUID] = field(default_factory=dict)
@@ -289,19 +288,15 @@ class RoutineEngine:
             except IntegrityError:
                 pass  # settled by another process
             del self.unsettled[rid]
-        if self.settled_checkpoint is not None and self.settle_cursor is not None:
-            first = min((position for position, _, _ in self.unsettled.values()), default=self.settle_cursor + 1)
-            self.settled_checkpoint.advance(first - 1)
+        if self.settle_read is not None:
+            self.settle_read.advance_below(position for position, _, _ in self.unsettled.values())
         return settled
 
     def _read_unsettled(self) -> None:
         """The index entries since the last look: the runs among them not settled yet are kept."""
-        if self.settled_checkpoint is None:
-            checkpoint = Checkpoint(self.store, ROUTINE_RUN_INDEX_ID, "settled", self.scope)
-            self.settle_cursor = checkpoint.read()  # kept once read: a lost database tries again at the next tick
-            self.settled_checkpoint = checkpoint
-        for entry in self.index.get(gt=self.settle_cursor):
-            self.settle_cursor = entry.originator_version
+        if self.settle_read is None:
+            self.settle_read = CheckpointedRead(self.store, ROUTINE_RUN_INDEX_ID, "settled", self.scope)
+        for entry in self.settle_read.new(self.index):
             if entry.scope != self.scope:
                 continue
             try:

@@ -33,7 +33,7 @@ from eventsourcing.application import AggregateNotFoundError
 
 from chronicle.domain.ids import turn_id as make_turn_id
 from chronicle.domain.routine_run import RoutineRun
-from chronicle.runtime.index_checkpoints import Checkpoint
+from chronicle.runtime.index_checkpoints import CheckpointedRead
 from chronicle.runtime.routine_engine import ROUTINE_RUN_INDEX_ID, RoutineEngine, routine_ok
 from chronicle.runtime.store import ChronicleStore, NotFound
 
@@ -78,9 +78,8 @@ class Notices:
 
     store: ChronicleStore
     workspace: Path
-    cursor: int | None = None
     waiting: dict[UUID, Watched] = field(default_factory=dict)
-    checkpoint: Checkpoint | None = None  # read at the first look
+    read: CheckpointedRead | None = None  # made at the first look, when the workspace's scope is known
 
     def due(self, channels: dict[str, ChannelConfig]) -> list[Due]:
         """Every run whose turn ended with findings not posted yet; runs with nothing to report are let go."""
@@ -118,18 +117,14 @@ class Notices:
 
     def _advance(self) -> None:
         """Record how far no run waits: below the first one still waiting, or the whole index read."""
-        if self.checkpoint is None or self.cursor is None:
-            return
-        self.checkpoint.advance(min((w.position for w in self.waiting.values()), default=self.cursor + 1) - 1)
+        if self.read is not None:
+            self.read.advance_below(w.position for w in self.waiting.values())
 
     def _read_index(self) -> None:
         reader = RoutineEngine(self.store, self.workspace, spec=None, holder="")  # reading only: nothing is fired
-        if self.checkpoint is None:
-            checkpoint = Checkpoint(self.store, ROUTINE_RUN_INDEX_ID, "notices", reader.scope)
-            self.cursor = checkpoint.read()  # kept once read: a lost database tries again at the next look
-            self.checkpoint = checkpoint
-        for entry in reader.index.get(gt=self.cursor):
-            self.cursor = entry.originator_version
+        if self.read is None:
+            self.read = CheckpointedRead(self.store, ROUTINE_RUN_INDEX_ID, "notices", reader.scope)
+        for entry in self.read.new(reader.index):
             if entry.scope != reader.scope:
                 continue  # another workspace's routine: its channel names are its chronicle.toml's
             try:

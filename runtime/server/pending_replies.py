@@ -18,7 +18,7 @@ from uuid import UUID
 
 from chronicle.domain.ids import turn_id as make_turn_id
 from chronicle.domain.session import Session
-from chronicle.runtime.index_checkpoints import Checkpoint
+from chronicle.runtime.index_checkpoints import CheckpointedRead
 from chronicle.runtime.reply_index import REPLY_INDEX_ID, reply_index
 from chronicle.runtime.store import ChronicleStore, NotFound
 
@@ -26,40 +26,41 @@ from chronicle.runtime.store import ChronicleStore, NotFound
 @dataclass
 class PendingReplies:
     store: ChronicleStore
-    cursor: int | None = None
     #: (session, input) -> the entry's position, for each indexed input whose reply is not recorded yet.
     waiting: dict[tuple[UUID, str], int] = field(default_factory=dict)
-    checkpoint: Checkpoint | None = None
+    read: CheckpointedRead | None = None  # made at the first look
     #: Sessions with a reply unsent for an input queued before the index; None: not looked for.
     unindexed: set[UUID] | None = None
 
     def sessions(self) -> set[UUID]:
         """The sessions with a reply still to send, after reading the entries written since the last look."""
-        if self.checkpoint is None:
-            checkpoint = Checkpoint(self.store, REPLY_INDEX_ID, "outbox", "")
-            self.cursor = checkpoint.read()  # kept once read: a lost database tries again at the next look
-            self.checkpoint = checkpoint
-        for entry in reply_index(self.store).get(gt=self.cursor):
-            self.cursor = entry.originator_version
+        if self.read is None:
+            self.read = CheckpointedRead(self.store, REPLY_INDEX_ID, "outbox", "")
+        for entry in self.read.new(reply_index(self.store)):
             self.waiting[(entry.session_id, entry.input_id)] = entry.originator_version
-        if self.checkpoint.position is None and self.unindexed is None:
+        assert self.read.checkpoint is not None  # read by `new`
+        if self.read.checkpoint.position is None and self.unindexed is None:
             self.unindexed = {s.id for s in self.store.sessions() if self._unindexed_unsent(s)}
         return {sid for sid, _ in self.waiting} | (self.unindexed or set())
 
     def let_go(self) -> None:
         """Forget the inputs whose reply is recorded now, and move the checkpoint up to the first one still due."""
-        if self.checkpoint is None:
+        read = self.read
+        if read is None or read.checkpoint is None:
             return
         for sid, input_id in list(self.waiting):
             session = self._session(sid)
             if session is None or str(make_turn_id(sid, input_id)) in session.replies:
                 del self.waiting[(sid, input_id)]
-        if self.checkpoint.position is None and self.unindexed is None:
+        if read.checkpoint.position is None and self.unindexed is None:
             return  # the look for inputs queued before the index did not finish (a lost database): no checkpoint yet
         if self.unindexed:
             self.unindexed = {sid for sid in self.unindexed if (s := self._session(sid)) is not None and self._unindexed_unsent(s)}
         if not self.unindexed:
-            self.checkpoint.advance(min(self.waiting.values(), default=(self.cursor or 0) + 1) - 1)
+            if read.cursor is None:  # an empty index: a checkpoint at 0 says the look for older inputs is done
+                read.checkpoint.advance(0)
+            else:
+                read.advance_below(self.waiting.values())
 
     def _session(self, sid: UUID) -> Session | None:
         try:
