@@ -32,6 +32,7 @@ from chronicle.runtime.routines import Routine
 from chronicle.runtime.settings import SettingsError
 from chronicle.runtime.shred_marks import ForgottenContent
 from chronicle.runtime.store import ChronicleStore, NotFound, UnknownSession
+from chronicle.runtime.store_open import open_store
 
 from . import runs
 from .agent import Agent
@@ -87,17 +88,17 @@ class Chronicle:
     """
 
     def __init__(self, url: str | None = None) -> None:
-        self.url = resolve_db_url(url)
+        try:
+            self.url = resolve_db_url(url)
+        except ValueError as exc:  # the URL's ConfigError: a setting that cannot work, as the CLI's exit 2
+            raise ChronicleError(str(exc), 2) from None
         self._store: ChronicleStore | None = None
         self._routine_engines: dict[Any, RoutineEngine] = {}
 
     @property
     def store(self) -> ChronicleStore:
         if self._store is None:
-            try:
-                self._store = ChronicleStore(self.url)
-            except ValueError as exc:
-                raise ChronicleError(str(exc), 2) from None
+            self._store = open_store(self.url)  # ChronicleError with the CLI's words when it does not open
         return self._store
 
     def close(self) -> None:

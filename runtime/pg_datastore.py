@@ -141,7 +141,7 @@ BAD_LOGIN = re.compile(r'role "[^"]*" does not exist|authentication failed|no pa
 
 def refusal(text: str) -> str | None:
     """Which refusal no wait cures the server's message names: "database", "login", or None. One
-    reading for the open (`first_connection`) and for the CLI's advice (`cli.common.postgres_advice`)."""
+    reading for the open (`first_connection`) and for the CLI's advice (`store_open.postgres_advice`)."""
     if NO_DATABASE.search(text):
         return "database"
     if BAD_LOGIN.search(text):

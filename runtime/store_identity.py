@@ -81,7 +81,7 @@ def check_postgres(datastore: Any, events_table: str, own_schema: bool) -> froze
     cost every open a second login and server process (≈ 3 ms here, more to a remote server),
     then closed. A database, role or password that does not exist fails here at once; a server
     that cannot be reached fails after the pool's timeout, which the CLI explains
-    (`cli.common.postgres_cause`)."""
+    (`store_open.postgres_cause`)."""
     from psycopg import sql
     from psycopg.rows import tuple_row
 

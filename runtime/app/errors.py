@@ -12,3 +12,9 @@ class AppError(Exception):
     def __init__(self, message: str, code: int = 1) -> None:
         super().__init__(message)
         self.code = code
+
+
+def first_line(exc: BaseException) -> str:
+    """An exception's message as one line (its type's name when it has none): what an error line shows."""
+    text = str(exc).strip() or type(exc).__name__
+    return text.splitlines()[0]

@@ -14,7 +14,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from chronicle.runtime.app.errors import AppError
+from chronicle.runtime.app.errors import AppError, first_line
 from chronicle.runtime.config import DEFAULT_DB_RELATIVE, ConfigError, resolve_db_url, root_reading, sqlite_path
 from chronicle.runtime.redaction import redact_secrets
 
@@ -133,21 +133,14 @@ def missing_store(db: str | None) -> Path | None:
 
 
 def open_located(url: str, read_only: bool = False) -> ChronicleStore:
-    """Open the store `locate_store` found; a driver's failure is one line."""
+    """Open the store `locate_store` found; a failure is one line (runtime/store_open.py says it)."""
     from chronicle.runtime.collector import start_up_done
-    from chronicle.runtime.store import open_store_at
+    from chronicle.runtime.store_open import open_store
 
     try:
-        store = open_store_at(url, read_only=read_only)
-    except ConfigError as exc:
-        fail(str(exc), 2)
-    except Exception as exc:  # noqa: BLE001 - the driver's own words, on one line
-        from chronicle.runtime.config import redact
-
-        if url.startswith("sqlite:"):
-            fail(f"cannot open the database {redact(url)}: {first_line(exc)}. Check --db / CHRONICLE_DB.")
-        cause = postgres_cause(url, exc)
-        fail(f"cannot open the database {redact(url)}: {cause}. {postgres_advice(url, cause)}")
+        store = open_store(url, read_only=read_only)
+    except AppError as exc:
+        fail(str(exc), exc.code)
     start_up_done()  # the command's own work starts here: cli/entry.py held collections back until now
     return store
 
@@ -171,47 +164,6 @@ def writable(path: Path) -> bool:
     """Whether SQLite could write this store: the file and its directory (for the WAL files).
     access() answers for root too when the file is immutable or the mount read-only."""
     return os.access(path, os.W_OK) and os.access(path.parent, os.W_OK)
-
-
-def postgres_cause(url: str, exc: BaseException) -> str:
-    """The pool says only that it got no connection in time; one direct attempt says why."""
-    text = first_line(exc)
-    if "couldn't get a connection" not in text:
-        return text
-    import psycopg
-
-    from chronicle.runtime.config import eventsourcing_env
-
-    env = eventsourcing_env(url)
-    try:
-        psycopg.connect(
-            dbname=env["POSTGRES_DBNAME"], host=env["POSTGRES_HOST"], port=env["POSTGRES_PORT"],
-            user=env["POSTGRES_USER"], password=env["POSTGRES_PASSWORD"] or None, connect_timeout=3,
-        ).close()
-    except Exception as direct:  # noqa: BLE001 - this is the cause we are looking for
-        return first_line(direct)
-    return text
-
-
-def postgres_advice(url: str, cause: str) -> str:
-    """What to do next about a PostgreSQL store that would not open, by what the server said."""
-    from chronicle.runtime.pg_datastore import refusal  # psycopg is loaded already: the open used it
-
-    refused = refusal(cause)
-    if refused == "database":
-        from chronicle.runtime.config import eventsourcing_env
-
-        env = eventsourcing_env(url)
-        return (f"Create it first (createdb -h {env['POSTGRES_HOST']} -p {env['POSTGRES_PORT']} -U {env['POSTGRES_USER']} "
-                f"{env['POSTGRES_DBNAME']}), or point --db / CHRONICLE_DB at an existing database.")
-    if refused == "login":
-        return "Check the user name and its password in the URL given by --db / CHRONICLE_DB."
-    return "Check --db / CHRONICLE_DB and that the server is running."
-
-
-def first_line(exc: BaseException) -> str:
-    text = str(exc).strip() or type(exc).__name__
-    return text.splitlines()[0]
 
 
 NoPagerOption = Annotated[bool, typer.Option("--no-pager", help="Print straight to the terminal instead of through $PAGER (less)")]

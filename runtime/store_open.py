@@ -1,0 +1,69 @@
+"""Opening a store for someone who needs one clear failure, not a driver's traceback.
+
+The CLI prints it as its one `error:` line and the library raises it as `ChronicleError`
+(`Chronicle(...)` opens its store on first use), with the same words and code: 2 for a setting
+that cannot work (a malformed URL, a wrong cipher key), 1 for a database that would not open,
+with what to do next. Before, the library raised eventsourcing's OperationalError or the pool's
+timeout for a server that was down, which a program catching `ChronicleError` let through.
+"""
+
+from __future__ import annotations
+
+from .app.errors import AppError, first_line
+from .config import ConfigError, redact
+from .store import ChronicleStore, open_store_at
+
+
+def open_store(url: str, read_only: bool = False) -> ChronicleStore:
+    """The store at `url`, or AppError with what went wrong and what to do next."""
+    try:
+        return open_store_at(url, read_only=read_only)
+    except ConfigError as exc:
+        raise AppError(str(exc), 2) from None
+    except Exception as exc:  # noqa: BLE001 - the driver's own words, on one line
+        raise AppError(open_failure(url, exc), 1) from exc
+
+
+def open_failure(url: str, exc: BaseException) -> str:
+    """Why the store at `url` did not open, and what to check."""
+    if url.startswith("sqlite:"):
+        return f"cannot open the database {redact(url)}: {first_line(exc)}. Check --db / CHRONICLE_DB."
+    cause = postgres_cause(url, exc)
+    return f"cannot open the database {redact(url)}: {cause}. {postgres_advice(url, cause)}"
+
+
+def postgres_cause(url: str, exc: BaseException) -> str:
+    """The pool says only that it got no connection in time; one direct attempt says why."""
+    text = first_line(exc)
+    if "couldn't get a connection" not in text:
+        return text
+    import psycopg
+
+    from .config import eventsourcing_env
+
+    env = eventsourcing_env(url)
+    try:
+        psycopg.connect(
+            dbname=env["POSTGRES_DBNAME"], host=env["POSTGRES_HOST"], port=env["POSTGRES_PORT"],
+            user=env["POSTGRES_USER"], password=env["POSTGRES_PASSWORD"] or None, connect_timeout=3,
+        ).close()
+    except Exception as direct:  # noqa: BLE001 - this is the cause we are looking for
+        return first_line(direct)
+    return text
+
+
+def postgres_advice(url: str, cause: str) -> str:
+    """What to do next about a PostgreSQL store that would not open, by what the server said."""
+    from .pg_datastore import refusal  # psycopg is loaded already: the open used it
+
+    refused = refusal(cause)
+    if refused == "database":
+        from .config import eventsourcing_env
+
+        env = eventsourcing_env(url)
+        return (f"Create it first (createdb -h {env['POSTGRES_HOST']} -p {env['POSTGRES_PORT']} -U {env['POSTGRES_USER']} "
+                f"{env['POSTGRES_DBNAME']}), or point --db / CHRONICLE_DB at an existing database.")
+    if refused == "login":
+        return "Check the user name and its password in the URL given by --db / CHRONICLE_DB."
+    return "Check --db / CHRONICLE_DB and that the server is running."
+

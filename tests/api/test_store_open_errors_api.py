@@ -1,0 +1,75 @@
+"""A store that does not open is a `ChronicleError` in a program, with the words and code of the CLI's
+`error:` line: a program catching ChronicleError must not meet eventsourcing's OperationalError, the
+pool's timeout or a ValueError from the URL instead."""
+
+from __future__ import annotations
+
+import socket
+from urllib.parse import urlparse, urlunparse
+
+import pytest
+
+from chronicle import Chronicle, ChronicleError
+from tests.helpers import cli
+
+
+def _error_line(stderr: str) -> str:
+    return next(line for line in stderr.splitlines() if line.startswith("error: ")).removeprefix("error: ")
+
+
+def _closed_port() -> int:
+    with socket.socket() as probe:  # a port nothing listens on once the probe is closed
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def _with(url: str, netloc: str | None = None, path: str | None = None) -> str:
+    parsed = urlparse(url)
+    return urlunparse(parsed._replace(netloc=netloc or parsed.netloc, path=path or parsed.path))
+
+
+def _library_error(url: str) -> ChronicleError:
+    with pytest.raises(ChronicleError) as raised:
+        with Chronicle(url) as app:
+            app.sessions()
+    return raised.value
+
+
+def test_a_postgresql_server_that_is_down_is_a_chronicle_error_with_the_cli_words(pg_database, monkeypatch):
+    monkeypatch.setenv("CHRONICLE_PG_CONNECT_TIMEOUT", "1")
+    parsed = urlparse(pg_database)
+    closed = _with(pg_database, netloc=f"{parsed.username or 'postgres'}@127.0.0.1:{_closed_port()}")
+    error = _library_error(closed)
+    assert error.code == 1
+    assert str(error).startswith("cannot open the database") and "Connection refused" in str(error)
+    assert str(error).endswith("Check --db / CHRONICLE_DB and that the server is running.")
+    done = cli("sessions", db=closed, env={"CHRONICLE_PG_CONNECT_TIMEOUT": "1"})
+    assert done.returncode == error.code and _error_line(done.stderr) == str(error)
+
+
+def test_a_postgresql_database_that_does_not_exist_says_how_to_create_it(pg_database):
+    missing = _with(pg_database, path="/chronicle_no_such_database")
+    error = _library_error(missing)
+    assert error.code == 1 and 'database "chronicle_no_such_database" does not exist' in str(error)
+    assert "createdb" in str(error) and "chronicle_no_such_database" in str(error).rpartition("createdb")[2]
+    done = cli("sessions", db=missing)
+    assert done.returncode == 1 and _error_line(done.stderr) == str(error)
+
+
+def test_a_file_that_is_not_a_store_is_a_chronicle_error_with_the_cli_words(tmp_path):
+    not_a_store = tmp_path / "notes.db"
+    not_a_store.write_text("these are notes, not a database\n" * 200)  # a --db pointed at the wrong file
+    url = f"sqlite:///{not_a_store}"
+    error = _library_error(url)
+    assert error.code == 2 and "is not an SQLite database Chronicle can use" in str(error)
+    done = cli("sessions", "--json", db=url)
+    assert done.returncode == error.code and _error_line(done.stderr) == str(error)
+    assert not_a_store.read_text().startswith("these are notes")  # and nothing was written to it
+
+
+@pytest.mark.parametrize("url", ["sqlite:///:memory:", "mysql://root@localhost/db", "postgresql://postgres@127.0.0.1:5432"])
+def test_a_url_that_cannot_work_is_refused_as_the_cli_refuses_it(url):
+    error = _library_error(url)
+    assert error.code == 2
+    done = cli("sessions", db=url)
+    assert done.returncode == 2 and _error_line(done.stderr) == str(error)
