@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import os
-import sqlite3
 from contextlib import closing, contextmanager
 from dataclasses import dataclass
 from typing import Any, Iterator, Sequence
@@ -65,10 +64,10 @@ def current_listing(url: str, archived: bool = False) -> Listing | None:
             if not _plain(conn, events_table, position) or not _current(conn, events_table, tracking_table, position):
                 return None
             return Listing(session_rows(conn, archived=archived), listed_ids(conn))
-    except (Deferred, ConfigError, sqlite3.Error, OSError):  # the aggregate path reports what is wrong
+    except (Deferred, ConfigError, OSError):  # the aggregate path reports what is wrong
         return None
-    except Exception as exc:  # psycopg's errors, without importing psycopg for a SQLite store
-        if type(exc).__module__.startswith("psycopg"):
+    except Exception as exc:  # the driver's errors, without importing the other backend's driver
+        if type(exc).__module__.startswith(("psycopg", "sqlite3")):
             return None
         raise
 
@@ -80,6 +79,8 @@ def _connect(url: str) -> Iterator[tuple[Connection, str, str, str]]:
     if path is not None:
         if not path.is_file():
             raise OSError(f"no store at {path}")
+        import sqlite3  # here, not at import: a PostgreSQL store's listing never loads it
+
         with closing(sqlite3.connect(path, timeout=30, isolation_level=None)) as raw:
             raw.execute("BEGIN")  # one snapshot: positions, head and rows agree
             try:

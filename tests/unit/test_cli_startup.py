@@ -81,7 +81,7 @@ try:
 except SystemExit as exc:
     assert not exc.code, exc.code
 heavy = ("anthropic", "openai", "mcp", "asyncio", "psycopg", "psycopg_pool", "pydantic", "pydantic_core", "cryptography",
-         "eventsourcing", "transitions",
+         "eventsourcing", "transitions", "sqlite3",
          "chronicle.domain", "chronicle.runtime.store", "chronicle.runtime.app.queries", "chronicle.runtime.read_models",
          "chronicle.projections.engine", "chronicle.projections.summaries", "chronicle.projections.cost",
          "chronicle.runtime.loop", "chronicle.runtime.tools", "chronicle.runtime.providers", "typer._adapters")
@@ -107,6 +107,8 @@ def test_sessions_on_current_read_models_imports_neither_the_domain_nor_the_stor
         loaded = ast.literal_eval(out.stdout.splitlines()[-1])
         if db_url.startswith("postgresql"):  # one psycopg connection, no pool; psycopg imports asyncio itself
             loaded = [m for m in loaded if m.split(".")[0] not in ("asyncio", "psycopg")]
+        else:  # and a SQLite store's listing the SQLite driver alone
+            loaded = [m for m in loaded if m.split(".")[0] != "sqlite3"]
         assert loaded == [], f"chronicle {' '.join(args)} imported {loaded}"
 
 
