@@ -35,7 +35,7 @@ class ChainedPostgresRecorder(PostgresApplicationRecorder):
     table in EXCLUSIVE mode, so commit order is notification order; the chain's own, so it stays
     right if that lock is ever relaxed) and honours its `lock_timeout`. Unlike that insert, it sends no
     NOTIFY on the events channel: nothing listens to it (cancel and steering have
-    their own channel, runtime/controls.py; workers and projections read the log by position), and
+    their own channel, runtime/control_probes.py; workers and projections read the log by position), and
     every NOTIFY woke each listening backend of the database, which then read the queue in a
     transaction of its own: xact_commit per LLM step was 4.59 with it, 2.61 without (NOTES.md).
     """

@@ -310,7 +310,7 @@ class ChronicleStore(SessionTreeReads, SnapshotKeeping):
 
     def _notify(self, recordings: list[Any]) -> None:
         """After every save: running loops in this process learn their session changed."""
-        from .controls import saved_here
+        from .control_probes import saved_here
 
         saved_here({r.domain_event.originator_id for r in recordings})
 

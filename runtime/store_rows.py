@@ -140,7 +140,7 @@ class SQLiteVersionLookup:
     """The newest version of one aggregate, on a SQLite connection kept for this one question.
 
     A running loop asks it at every safe point, two or three times an LLM step, to learn whether
-    steering or cancel arrived (runtime/controls.py). Through the pool, the checkout and check-in
+    steering or cancel arrived (runtime/control_probes.py). Through the pool, the checkout and check-in
     around the 5 µs indexed read were four fifths of each probe. The connection reads in autocommit
     (each SELECT sees the newest commit, WAL readers never wait for the writer) and is shared by the
     loop's thread and the cancel watcher's under a lock. An in-memory database (eventsourcing's

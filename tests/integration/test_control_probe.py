@@ -9,7 +9,8 @@ import pytest
 
 from chronicle.domain.agent_spec import AgentSpec
 from chronicle.domain.session import Session
-from chronicle.runtime.controls import SessionControls, notify_control, probe_for, request_cancel, steer
+from chronicle.runtime.control_probes import notify_control, probe_for
+from chronicle.runtime.controls import SessionControls, request_cancel, steer
 from chronicle.runtime.sessions import start_session
 from chronicle.runtime.store import ChronicleStore
 

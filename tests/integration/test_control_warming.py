@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 
 from chronicle.domain.agent_spec import AgentSpec
-from chronicle.runtime.controls import WarmingProbe, notify_control, steer
+from chronicle.runtime.control_probes import WarmingProbe, notify_control
+from chronicle.runtime.controls import steer
 from chronicle.runtime.hooks import Hook, Hooks
 from chronicle.runtime.live import Broker
 from chronicle.runtime.loop import AgentLoop, LoopOptions
