@@ -2,7 +2,8 @@
 
 The store is ChronicleStore itself on the test's database; only its repository is a subclass that
 tallies each aggregate `get` hands out, by class name (`store.loads["RoutineRun"]`), and keeps their
-ids (`store.loaded`)."""
+ids (`store.loaded`); and its recorder counts the stored events it selects, by aggregate id
+(`store.rows_read[session_id]`), whoever asked: a repository get or a read of the events themselves."""
 
 from __future__ import annotations
 
@@ -27,6 +28,24 @@ class CountingRepository(Repository):  # type: ignore[type-arg]
 
 class CountingStore(ChronicleStore):
     name = ChronicleStore.name  # eventsourcing names an application's tables after its class otherwise
+
+    def construct_recorder(self) -> Any:
+        recorder = super().construct_recorder()
+        rows_read: Counter[Any] = Counter()
+        select = recorder.select_events
+
+        def counted(originator_id: Any, *args: Any, **kwargs: Any) -> Any:
+            rows = select(originator_id, *args, **kwargs)
+            rows_read[originator_id] += len(rows)
+            return rows
+
+        recorder.select_events = counted
+        recorder.rows_read = rows_read
+        return recorder
+
+    @property
+    def rows_read(self) -> Counter[Any]:
+        return self.recorder.rows_read  # type: ignore[no-any-return]
 
     def construct_repository(self) -> Any:
         repository = super().construct_repository()

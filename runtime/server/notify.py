@@ -111,7 +111,7 @@ class Notices:
                 "channel": watched.channel, "sender": None, "senders": [], "session_id": str(session.id),
                 "turn_id": str(tid), "status": "completed" if text is not None else "failed", "text": text,
                 "routine": watched.routine,
-            }, routine=watched.routine))
+            }, routine=watched.routine, version=session.version))
         self._advance()
         return found
 

@@ -12,10 +12,21 @@ the URL without its secrets: no user or password, query values and token-like pa
 
 Any number of servers may run on one database with the same channels: before it POSTs, a server
 takes the turn's reply lease (domain/ids.reply_lease_id, a SessionLease of runtime/leases.py) and
-reads the session's `replies` again, so of two that find the same reply due one sends it, and the
-other passes it by (and looks again while the lease is held elsewhere). The lease outlives one
-delivery with all its retries; a server that dies holding it leaves it to run out, and another
-server sends the reply then (the same single case: a crash between the POST and its record).
+looks again for the reply's record, so of two that find the same reply due one sends it, and the
+other passes it by (and looks again while the lease is held elsewhere). That second look reads only
+the session's events appended after the version the first look saw (`settled_since`), not the
+session again. The lease outlives one delivery with all its retries; a server that dies holding it
+leaves it to run out, and another server sends the reply then (the same single case: a crash between
+the POST and its record).
+
+A reply costs two lease events, written in one transaction: the lease's Created and Acquired (its
+first version: of two servers claiming a fresh lease, the second's write collides on that slot,
+which is what makes the claim exclusive; folding the holder into Created would be a new version of
+an event every store holds, for one row). It is not released: once the reply is recorded the turn is
+settled, and a server that found it due before that either meets the held lease and looks again at
+its next pass, where the record shows, or takes the lease after it ran out and finds the record then.
+A release would be a third event guarding nothing, and after a failed record (a lost database) a
+held lease is what keeps another server from posting at once what may have been posted.
 
 The sessions looked at are those of the reply index's inputs whose reply is still due, read from
 the outbox's checkpoint (pending_replies.py), and those this process routed to: not every session.
@@ -43,9 +54,11 @@ import httpx
 from chronicle.domain.errors import DomainError
 from chronicle.domain.ids import reply_lease_id
 from chronicle.domain.ids import turn_id as make_turn_id
+from chronicle.domain.session import Session
 from chronicle.runtime.clock import SYSTEM_CLOCK, Clock
-from chronicle.runtime.leases import acquire, holder_name, release
+from chronicle.runtime.leases import acquire, holder_name
 from chronicle.runtime.secret_scan import scanner_for
+from chronicle.runtime.shred_marks import forgotten_cause
 from chronicle.runtime.store import ChronicleStore, NotFound
 
 from .channels import ChannelConfig
@@ -94,6 +107,9 @@ class Due:
     payload: dict[str, Any]
     #: The routine whose run's findings these are (notify.py); None for a channel input's answer.
     routine: str | None = None
+    #: The session's version when this was found due: the check made under the lease reads only what
+    #: was appended after it (`settled_since`); None reads the session's events from its start.
+    version: int | None = None
 
 
 @dataclass(frozen=True)
@@ -124,8 +140,24 @@ def due_replies(store: ChronicleStore, session_id: UUID, channels: dict[str, Cha
             "channel": origin["channel"], "sender": senders[0], "senders": senders, "session_id": str(session.id),
             "turn_id": str(turn_id), "status": turn.status,
             "text": turn.final_text if turn.status == "completed" else None,
-        }))
+        }, version=session.version))
     return found
+
+
+def settled_since(store: ChronicleStore, due: Due) -> bool:
+    """Whether the reply was recorded (or the session erased) after `due` was found: read from the
+    session's events appended since the version it was found at, not by loading the session again."""
+    try:
+        if (check := getattr(store.mapper, "check_aggregate", None)) is not None:
+            check(due.session_id)  # forgotten here or, as this process has seen, elsewhere
+        for event in store.events.get(due.session_id, gt=due.version):
+            if isinstance(event, (Session.ReplyDelivered, Session.ReplyFailed)) and event.turn_id == due.turn_id:
+                return True
+    except Exception as exc:  # noqa: BLE001 - an erased session's events no longer decode
+        if forgotten_cause(exc) is not None:
+            return True  # erased meanwhile: nothing is sent for it
+        raise
+    return False
 
 
 def post(url: str, payload: dict[str, Any], attempts: int = ATTEMPTS, backoff: tuple[float, ...] = BACKOFF_S,
@@ -233,16 +265,12 @@ class Outbox:
         if not acquire(self.store, due.session_id, self.holder, REPLY_LEASE_S, self.clock, key=key):
             self.held_elsewhere = True  # another server is sending it
             return False
-        try:
-            try:
-                if str(due.turn_id) in self.store.session(due.session_id, copy=False).replies:
-                    return False  # found due before another server recorded it, and claimed after it let go
-            except NotFound:
-                return False  # erased meanwhile
-            self._send(due)
-            return True
-        finally:
-            release(self.store, due.session_id, self.holder, self.clock, key=key)
+        # Not released after: the turn's reply is settled once recorded, so the lease has nothing left
+        # to guard, and it runs out by itself (see the module's docstring).
+        if settled_since(self.store, due):
+            return False  # found due before another server recorded it, and claimed after its lease ran out
+        self._send(due)
+        return True
 
     def _send(self, due: Due) -> None:
         url = self.channels[due.channel].reply_url

@@ -30,6 +30,7 @@ from chronicle.runtime.server.channels import ChannelConfig, load_channels
 from chronicle.runtime.server.outbox import REPLY_LEASE_S, Outbox, Outcome, due_replies
 from chronicle.runtime.server.routing import Router
 from chronicle.runtime.store import ChronicleStore
+from tests.counting_store import CountingStore
 from tests.helpers import cli, json_lines, response, text, write_script
 from tests.server.serving import server_process, serving
 from tests.server.test_channels import _started, _wait_for
@@ -113,16 +114,18 @@ def test_two_outboxes_on_one_database_post_a_due_reply_once_and_record_it_once(d
         assert [outbox.pass_once() for outbox in outboxes] == [0, 0] and len(posts) == 1, "recorded: due no more"
         turn = UUID(posts[0]["turn_id"])
         lease = current_lease(second, sid, reply_lease_id(turn))
-        assert lease is not None and lease.status == "free", "let go once recorded"
+        assert lease is not None and lease.status == "held", "not released: the record settles the turn, the lease runs out"
     finally:
         gate.set()
         first.close()
         second.close()
 
 
-def test_a_reply_found_due_before_another_server_recorded_it_is_not_sent_once_that_server_let_go(db_url, workspace, tmp_path):
-    """The lease is free again after the other server recorded the reply: what was found due before is read again."""
+def test_a_reply_found_due_before_another_server_recorded_it_is_not_sent_while_its_lease_holds_nor_after(db_url, workspace, tmp_path):
+    """The other server recorded the reply and keeps its lease until it runs out: what was found due before
+    is passed by while it holds, and read again, from the version it was found at, once it ran out."""
     channels, sid = _ended_channel_turn(db_url, workspace, tmp_path)
+    clock = HandClock()
     posts: list[dict[str, Any]] = []
 
     def sender(url: str, payload: dict[str, Any]) -> Outcome:
@@ -131,14 +134,70 @@ def test_a_reply_found_due_before_another_server_recorded_it_is_not_sent_once_th
 
     first, second = ChronicleStore(db_url), ChronicleStore(db_url)
     try:
-        late = Outbox(second, channels, set(), sender=sender)
+        late = Outbox(second, channels, set(), sender=sender, clock=clock)
         [due] = due_replies(second, sid, channels)  # found due here ...
-        assert Outbox(first, channels, set(), sender=sender).pass_once() == 1  # ... sent and recorded there
-        assert late.deliver(due) is False
+        assert Outbox(first, channels, set(), sender=sender, clock=clock).pass_once() == 1  # ... sent and recorded there
+        assert late.deliver(due) is False and late.held_elsewhere, "the lease is still held there"
+        clock.at += timedelta(seconds=REPLY_LEASE_S + 1)
+        assert late.deliver(due) is False, "taken over once run out, and the record read then"
         assert len(posts) == 1 and _replies_recorded(second, sid) == ["ReplyDelivered"]
     finally:
         first.close()
         second.close()
+
+
+def test_a_reply_costs_two_lease_events_in_one_write_and_no_release(db_url, workspace, tmp_path):
+    """Created and Acquired, saved together; the reply's record settles the turn, so the lease is not
+    released (a third event) but left to run out, and a second server still posts nothing."""
+    channels, sid = _ended_channel_turn(db_url, workspace, tmp_path)
+    clock = HandClock()
+    posts: list[dict[str, Any]] = []
+
+    def sender(url: str, payload: dict[str, Any]) -> Outcome:
+        posts.append(payload)
+        return DELIVERED
+
+    first, second = ChronicleStore(db_url), ChronicleStore(db_url)
+    try:
+        late = Outbox(second, channels, set(), sender=sender, clock=clock)
+        [due] = due_replies(second, sid, channels)
+        head = first.max_position()
+        assert Outbox(first, channels, set(), sender=sender, clock=clock).pass_once() == 1
+        key = reply_lease_id(due.turn_id)
+        lease_events = [type(e).__name__ for e in first.events.get(key)]
+        assert lease_events == ["Created", "Acquired"]
+        written = [n.originator_id for n in first.recorder.select_notifications(head + 1, 100)]
+        assert written.count(key) == 2 and written.count(sid) == 1, "the lease's two events and the reply's record"
+        for _ in range(2):
+            assert late.deliver(due) is False
+            clock.at += timedelta(seconds=REPLY_LEASE_S + 1)
+        assert len(posts) == 1
+    finally:
+        first.close()
+        second.close()
+
+
+def test_the_look_under_the_lease_reads_only_what_was_appended_since_the_reply_was_found_due(db_url, workspace, tmp_path):
+    """No second load of the session: not from the cache, and not from the database when the cache let
+    it go meanwhile (a cache of one aggregate here, as in a server looking at more sessions than it keeps)."""
+    channels, sid = _ended_channel_turn(db_url, workspace, tmp_path)
+    store = CountingStore(db_url, env={"AGGREGATE_CACHE_MAXSIZE": "1"})
+    at_post: dict[str, int] = {}
+
+    def sender(url: str, payload: dict[str, Any]) -> Outcome:
+        at_post.update(loads=store.loads["Session"], rows=store.rows_read[sid])
+        return DELIVERED
+
+    try:
+        [due] = due_replies(store, sid, channels)
+        assert store.rows_read[sid] > 5, "the first look read the session"
+        store.loads.clear()
+        store.rows_read.clear()
+        assert Outbox(store, channels, set(), sender=sender).deliver(due) is True
+        assert at_post == {"loads": 0, "rows": 0}, "nothing was appended since: nothing to read"
+        assert _replies_recorded(store, sid) == ["ReplyDelivered"]
+    finally:
+        store.close()
 
 
 def test_a_reply_whose_lease_another_server_holds_waits_until_the_lease_runs_out_then_is_sent_once(db_url, workspace, tmp_path):
