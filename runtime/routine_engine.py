@@ -44,6 +44,8 @@ from .pending import Pending
 from .read_models import projection_engine
 from .routines import HEARTBEAT_OK, Routine, heartbeat_prompt, load_routines
 from .sessions import queue_scanned
+from .shred_marks import forgotten_cause
+from .shredding import forgotten
 from .store import ChronicleStore, NotFound
 
 ROUTINES_NS = uuid5(CHRONICLE_NS, "/routines")
@@ -104,17 +106,26 @@ class RoutineEngine:
 
     # -- reading -------------------------------------------------------------------------------
 
+    def _run(self, run_id: UUID) -> RoutineRun | None:
+        """The run, or None if there is none, or if `chronicle forget` erased it with its session's tree."""
+        try:
+            run: Any = self.store.repository.get(run_id)
+        except AggregateNotFoundError:
+            return None
+        except Exception as exc:  # noqa: BLE001 - an erased run's events no longer decode
+            if forgotten_cause(exc) is None:
+                raise
+            return None
+        return run if isinstance(run, RoutineRun) else None
+
     def history(self, routine: str | None = None) -> list[RoutineRun]:
         """This workspace's runs in firing order."""
         runs = []
         for entry in self.index.get():
             if entry.scope != self.scope or (routine is not None and entry.routine != routine):
                 continue
-            try:
-                run: Any = self.store.repository.get(entry.run_id)
-            except AggregateNotFoundError:
-                continue
-            if isinstance(run, RoutineRun):
+            run = self._run(entry.run_id)
+            if run is not None:
                 runs.append(run)
         return runs
 
@@ -169,11 +180,8 @@ class RoutineEngine:
             for entry in page:
                 if entry.scope != self.scope or entry.routine != routine.name:
                     continue
-                try:
-                    run: Any = self.store.repository.get(entry.run_id)
-                except AggregateNotFoundError:
-                    continue
-                if not isinstance(run, RoutineRun):
+                run = self._run(entry.run_id)
+                if run is None:
                     continue
                 found.append(run)
                 ran = ran or run.status != "skipped"
@@ -258,22 +266,25 @@ class RoutineEngine:
     # -- settling ------------------------------------------------------------------------------
 
     def settle(self) -> list[RoutineRun]:
-        """Record the end of every run whose turn has ended."""
+        """Record the end of every run whose turn has ended, and let go of those `chronicle forget` erased.
+
+        An erased run is of its session's tree, so nothing can be written on it any more (the store refuses
+        a write to a forgotten tree); the erasure is its record (SessionForgotten, which `audit` shows), and
+        it counts as settled: kept waiting, it would hold the checkpoint below it for good."""
         self._read_unsettled()
         settled = []
         for rid, (_, sid, input_id) in sorted(self.unsettled.items(), key=lambda item: item[1][0]):
             try:
                 turn = self.store.turn(turn_id(sid, input_id))
-            except NotFound:
-                continue  # not started yet
+            except NotFound:  # not started yet, or erased (ForgottenSession, or a turn that never started)
+                if forgotten(self.store.mapper, sid):
+                    del self.unsettled[rid]
+                continue
             if not turn.finished:
                 continue
-            try:
-                run: Any = self.store.repository.get(rid)
-            except AggregateNotFoundError:
-                run = None
-            if not isinstance(run, RoutineRun) or run.finished:
-                del self.unsettled[rid]  # settled by another process
+            run = self._run(rid)
+            if run is None or run.finished:
+                del self.unsettled[rid]  # settled by another process, or erased
                 continue
             usd = self._turn_usd(turn)
             now = self.clock.now()
@@ -287,6 +298,9 @@ class RoutineEngine:
                 settled.append(run)
             except IntegrityError:
                 pass  # settled by another process
+            except Exception as exc:  # noqa: BLE001 - refused: erased since it was read (the key was still in memory)
+                if forgotten_cause(exc) is None:
+                    raise
             del self.unsettled[rid]
         if self.settle_read is not None:
             self.settle_read.advance_below(position for position, _, _ in self.unsettled.values())
@@ -299,11 +313,8 @@ class RoutineEngine:
         for entry in self.settle_read.new(self.index):
             if entry.scope != self.scope:
                 continue
-            try:
-                run: Any = self.store.repository.get(entry.run_id)
-            except AggregateNotFoundError:
-                continue
-            if isinstance(run, RoutineRun) and not run.finished and run.session_id is not None and run.input_id is not None:
+            run = self._run(entry.run_id)  # None: erased, so settled (see `settle`)
+            if run is not None and not run.finished and run.session_id is not None and run.input_id is not None:
                 self.unsettled[run.id] = (entry.originator_version, run.session_id, run.input_id)
 
     # -- the worker's tick ---------------------------------------------------------------------

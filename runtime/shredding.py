@@ -277,5 +277,21 @@ class TreeKeyMapper(Mapper):  # type: ignore[type-arg]
         )
 
 
+def forgotten(mapper: Any, aggregate_id: UUID) -> bool:
+    """Whether the aggregate is of a session tree `chronicle forget` erased, as this process can see
+    (a forget elsewhere within `TreeKeys.fresh_for`); False in a store without tree keys, or for an
+    aggregate with nothing stored."""
+    if not isinstance(mapper, TreeKeyMapper):
+        return False
+    tree = mapper.tree_of_aggregate(aggregate_id)
+    if tree is None or tree == LEGACY:
+        return False
+    try:
+        mapper.keys.check(tree)
+    except ForgottenContent:
+        return True
+    return False
+
+
 def _uuid_bytes(value: Any) -> bytes:
     return value.bytes if isinstance(value, UUID) else UUID(str(value)).bytes

@@ -35,6 +35,7 @@ from chronicle.domain.ids import turn_id as make_turn_id
 from chronicle.domain.routine_run import RoutineRun
 from chronicle.runtime.index_checkpoints import CheckpointedRead
 from chronicle.runtime.routine_engine import ROUTINE_RUN_INDEX_ID, RoutineEngine, routine_ok
+from chronicle.runtime.shred_marks import forgotten_cause
 from chronicle.runtime.store import ChronicleStore, NotFound
 
 from .channels import ChannelConfig
@@ -130,6 +131,10 @@ class Notices:
             try:
                 run: Any = self.store.repository.get(entry.run_id)
             except AggregateNotFoundError:
+                continue
+            except Exception as exc:  # noqa: BLE001 - erased with its session (`chronicle forget`): nothing to post
+                if forgotten_cause(exc) is None:
+                    raise
                 continue
             if isinstance(run, RoutineRun) and run.notify and run.session_id is not None and run.input_id is not None:
                 self.waiting[run.id] = Watched(run.id, run.routine, run.notify, run.session_id, run.input_id,

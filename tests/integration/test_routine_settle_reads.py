@@ -5,11 +5,16 @@ starts from the settled checkpoint instead of every run ever fired."""
 from __future__ import annotations
 
 import asyncio
+import base64
+import os
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import pytest
+
 from chronicle.domain.agent_spec import AgentSpec
 from chronicle.domain.routine_run import RoutineRun
+from chronicle.runtime.app.forget import forget
 from chronicle.runtime.loop import AgentLoop, LoopOptions
 from chronicle.runtime.providers.scripted import ScriptedProvider
 from chronicle.runtime.routine_engine import RoutineEngine
@@ -103,3 +108,48 @@ def test_a_restarted_engine_loads_no_run_settled_before(db_url, workspace, tmp_p
     again = CountingStore(db_url)
     assert _engine(again, workspace, script, Clock(SLOT)).settle() == []
     assert again.loads["RoutineRun"] == 0
+
+
+@pytest.fixture
+def cipher(monkeypatch):
+    monkeypatch.setenv("CHRONICLE_CIPHER_KEY", base64.b64encode(os.urandom(32)).decode())
+
+
+@pytest.mark.parametrize("when", ["before its turn started", "after its turn ended"])
+def test_a_run_whose_session_was_erased_before_it_settled_holds_the_checkpoint_no_more(db_url, workspace, tmp_path, cipher, when):
+    """`chronicle forget` erased the run's session, and the run with it (it is of the session's tree): it can
+    settle no more, and the erasure (SessionForgotten, in `audit`) is its record; the checkpoint moves past it,
+    so a restarted worker reads neither it nor the runs below the checkpoint."""
+    script = _setup(workspace, tmp_path)
+    store = ChronicleStore(db_url)
+    worker = _engine(store, workspace, script, Clock(SLOT - timedelta(minutes=3)))
+    erased = _report(worker, "manual/erased")
+    done = _report(worker, "manual/done")
+    assert worker.settle() == []  # both seen, neither settled
+    if when == "after its turn ended":
+        _run_turn(store, workspace, script, erased)
+    _run_turn(store, workspace, script, done)
+    forget(ChronicleStore(db_url), erased.session_id)  # elsewhere: `chronicle forget`
+    store.mapper.keys.clock = lambda: float("inf")  # past the bounded staleness of a cached key (`TreeKeys.fresh_for`)
+    assert [r.id for r in worker.settle()] == [done.id]
+    assert worker.unsettled == {}, "the erased run is let go"
+    restarted_store = CountingStore(db_url)
+    restarted = _engine(restarted_store, workspace, script, Clock(SLOT))
+    assert restarted.settle() == [] and restarted.unsettled == {}
+    assert restarted_store.loads["RoutineRun"] == 0, "the checkpoint is past both runs"
+    assert restarted_store.rows_read[erased.id] == 0
+
+
+def test_a_worker_started_after_a_runs_session_was_erased_ticks_and_moves_its_checkpoint_past_it(db_url, workspace, tmp_path, cipher):
+    """The run cannot be read any more: a worker that meets it first in the index passes it by as settled,
+    instead of failing its routine tick (and so firing no routine) at every look."""
+    script = _setup(workspace, tmp_path)
+    store = ChronicleStore(db_url)
+    erased = _report(_engine(store, workspace, script, Clock(SLOT)), "manual/erased")
+    forget(store, erased.session_id)
+    fresh = _engine(ChronicleStore(db_url), workspace, script, Clock(SLOT - timedelta(seconds=30)))
+    assert fresh.tick() == [] and fresh.unsettled == {}
+    assert fresh.history() == [], "`routines history` lists what it can read: the erasure is `audit`'s"
+    again = CountingStore(db_url)
+    assert _engine(again, workspace, script, Clock(SLOT)).settle() == []
+    assert again.rows_read[erased.id] == 0, "the checkpoint is past it"

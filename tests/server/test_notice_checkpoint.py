@@ -5,11 +5,14 @@ runs posted since is found and posted when its turn ends."""
 from __future__ import annotations
 
 import asyncio
+import base64
+import os
 from pathlib import Path
 from typing import Any
 
 from chronicle.domain.agent_spec import AgentSpec
 from chronicle.domain.routine_run import RoutineRun
+from chronicle.runtime.app.forget import forget
 from chronicle.runtime.loop import AgentLoop, LoopOptions
 from chronicle.runtime.providers.scripted import ScriptedProvider
 from chronicle.runtime.routine_engine import RoutineEngine
@@ -87,3 +90,20 @@ def test_a_run_still_waiting_below_runs_posted_since_is_found_after_a_restart(db
     again = CountingStore(db_url)
     assert _outbox(again, workspace, posted).pass_once() == 0
     assert again.loads["RoutineRun"] == 0 and len(posted) == 3
+
+
+def test_a_run_whose_session_was_erased_is_passed_by_and_the_findings_after_it_are_posted_in_the_same_pass(
+        db_url, workspace, tmp_path, monkeypatch):
+    """`chronicle forget` erased the run with its session: the outbox reading the routine index meets a run
+    it cannot read, lets it go as it lets an erased session's reply go, and goes on (it used to fail the pass)."""
+    monkeypatch.setenv("CHRONICLE_CIPHER_KEY", base64.b64encode(os.urandom(32)).decode())
+    script = _setup(workspace, tmp_path)
+    store = ChronicleStore(db_url)
+    erased, kept = _fired(store, workspace, script, 2)
+    _run_turn(store, workspace, script, kept)
+    forget(store, erased.session_id)
+    posted: list[dict[str, Any]] = []
+    outbox = _outbox(ChronicleStore(db_url), workspace, posted)
+    assert outbox.pass_once() == 1 and [p["session_id"] for p in posted] == [str(kept.session_id)]
+    outbox.scanned_at = None  # the next pass looks again though nothing was written since
+    assert outbox.pass_once() == 0 and outbox.notices is not None and outbox.notices.waiting == {}
