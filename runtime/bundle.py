@@ -12,11 +12,12 @@ anyone, with nothing else. The manifest holds the counts and the bundle chain's 
 signature over the manifest (Ed25519) covers every event.
 
 Import checks everything before writing anything, then writes all events (and the index entries
-that list them: the sessions', and their tasks' on the board and reflection indexes) in one
-transaction: a bundle is either loaded whole or not at all. The bundle's sessions must be new
-to the target; any other aggregate it already holds with the very same events (the turns two
-forks of one session both inherit, or a parent imported before or after its fork) is kept and the
-bundle's copy skipped, and one it holds with other events refuses the import.
+that list them: the sessions', and their tasks' on the board and reflection indexes; and an entry
+of the import log, runtime/import_log.py, naming the sessions) in one transaction: a bundle is
+either loaded whole or not at all. The bundle's sessions must be new to the target; any other
+aggregate it already holds with the very same events (the turns two forks of one session both
+inherit, or a parent imported before or after its fork) is kept and the bundle's copy skipped, and
+one it holds with other events refuses the import.
 
 A bundle carries the tree's task boards (runtime/session_scope.py) as it carries its turns; a /2
 bundle written before that has none, and imports with empty boards.
@@ -40,6 +41,7 @@ from eventsourcing.persistence import IntegrityError, StoredEvent
 
 from .chain import GENESIS, link_digest
 from .chain_reader import LogReader, RawEvent
+from .import_log import import_log, unanswered_turns
 from .session_scope import attachment_ids, session_scope
 from .shredding import tree_of_header
 
@@ -258,6 +260,9 @@ def import_bundle(store: Any, checked: Checked) -> Imported:
             following = index_events[-1].originator_version + 1 if index_events else None
             index_events.append(store.session_index.trigger_event(following, session_id=UUID(sid)))
         index_events += _task_index_events(store, decoded, {UUID(str(e.originator_id)) for e in kept})
+        if checked.manifest.get("indexed_sessions"):  # their channel turns' replies are the source's (import_log.py)
+            index_events.append(import_log(store).trigger_event(
+                session_ids=[UUID(sid) for sid in checked.manifest["indexed_sessions"]], unanswered_turns=unanswered_turns(decoded)))
         stored = [*kept, *(store.mapper.to_stored_event(e) for e in index_events)]
         try:
             store.recorder.insert_events(stored)

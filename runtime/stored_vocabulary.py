@@ -26,7 +26,8 @@ from .vocabulary import Misfit, Vocabulary
 OUR_TOPICS = "chronicle."
 
 #: Runtime modules that declare events of their own (the index logs).
-RUNTIME_EVENT_MODULES = ("store", "jobs", "routine_engine", "self_repair", "task_board", "index_checkpoints", "reply_index")
+RUNTIME_EVENT_MODULES = ("store", "jobs", "routine_engine", "self_repair", "task_board", "index_checkpoints", "reply_index",
+                         "import_log")
 
 
 @lru_cache(maxsize=1)

@@ -32,7 +32,9 @@ The sessions looked at are those of the reply index's inputs whose reply is stil
 the outbox's checkpoint (pending_replies.py), and those this process routed to: not every session.
 
 Whether an input wants a reply was decided when it was queued (its origin's `reply`), so adding
-`reply_url` to a channel later does not send the answers of every turn it ever started.
+`reply_url` to a channel later does not send the answers of every turn it ever started. An input
+`chronicle import` brought is not answered here at all: its reply is the source store's
+(runtime/import_log.py).
 
 The findings of routines that notify a channel go out the same way (notify.py): with the same
 payload plus `routine`, recorded by the same events.
@@ -251,9 +253,12 @@ class Outbox:
             self.watched = self.pending.sessions()
         self.watched |= self.touched
         sent = 0
-        for sid in sorted(self.watched):
-            for due in due_replies(self.store, sid, self.channels):
-                sent += self.deliver(due)
+        found = [due for sid in sorted(self.watched) for due in due_replies(self.store, sid, self.channels)]
+        if found:  # read only when something is due: the turns an import brought, whose replies are another store's
+            imported = self.pending.imports.unanswered()
+            for due in found:
+                if due.turn_id not in imported:
+                    sent += self.deliver(due)
         for due in self.notices.due(self.channels) if self.notices is not None else []:
             sent += self.deliver(due)
         self.pending.let_go()

@@ -8,7 +8,8 @@ due, so a restarted server looks at the sessions with a reply due and at no othe
 
 Inputs queued before the index existed have no entry: while the store has no checkpoint, the scan
 also looks at every session once, the old way, and keeps those with such a reply unsent. The first
-checkpoint is written only when none is left, so a restart before that looks again.
+checkpoint is written only when none is left, so a restart before that looks again. Imported inputs
+have no entry either, and are not answered here (runtime/import_log.py): that look passes them by.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from uuid import UUID
 
 from chronicle.domain.ids import turn_id as make_turn_id
 from chronicle.domain.session import Session
+from chronicle.runtime.import_log import Imports
 from chronicle.runtime.index_checkpoints import CheckpointedRead
 from chronicle.runtime.reply_index import REPLY_INDEX_ID, reply_index
 from chronicle.runtime.store import ChronicleStore, NotFound
@@ -31,6 +33,11 @@ class PendingReplies:
     read: CheckpointedRead | None = None  # made at the first look
     #: Sessions with a reply unsent for an input queued before the index; None: not looked for.
     unindexed: set[UUID] | None = None
+    #: The turns whose replies are the store's an import came from (runtime/import_log.py): never sent here.
+    imports: Imports = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.imports = Imports(self.store)
 
     def sessions(self) -> set[UUID]:
         """The sessions with a reply still to send, after reading the entries written since the last look."""
@@ -40,6 +47,7 @@ class PendingReplies:
             self.waiting[(entry.session_id, entry.input_id)] = entry.originator_version
         assert self.read.checkpoint is not None  # read by `new`
         if self.read.checkpoint.position is None and self.unindexed is None:
+            self.imports.unanswered()
             self.unindexed = {s.id for s in self.store.sessions() if self._unindexed_unsent(s)}
         return {sid for sid, _ in self.waiting} | (self.unindexed or set())
 
@@ -70,5 +78,5 @@ class PendingReplies:
 
     def _unindexed_unsent(self, session: Session) -> bool:
         return any(origin.get("reply") and (session.id, input_id) not in self.waiting
-                   and str(make_turn_id(session.id, input_id)) not in session.replies
+                   and str(tid := make_turn_id(session.id, input_id)) not in session.replies and tid not in self.imports.turns
                    for input_id, origin in list(session.input_origins.items()))

@@ -25,7 +25,7 @@ from chronicle.runtime.sessions import queue_scanned, start_session
 from chronicle.runtime.store import ChronicleStore
 from chronicle.runtime.toolsets import toolbox_for
 from tests.counting_store import CountingStore
-from tests.helpers import response, text, write_script
+from tests.helpers import cli, response, text, write_script
 
 
 def _spec(workspace: Path, script: Path) -> AgentSpec:
@@ -142,3 +142,39 @@ def test_channel_inputs_queued_at_once_are_each_indexed_and_each_answered(db_url
     assert _outbox(CountingStore(db_url), channels, posted).pass_once() == 9
     assert sorted(p["text"] for p in posted if p["channel"] == "alerts") == [f"answer {i}" for i in range(6)]
     assert sorted(p["sender"] for p in posted if p["channel"] == "people") == ["p0", "p1", "p2"]
+
+
+@pytest.mark.parametrize("target_served", [False, True], ids=["fresh-target", "served-target"])
+def test_an_imported_channel_turn_whose_reply_the_source_never_recorded_is_not_posted_here(
+        db_url, workspace, tmp_path, request, target_served):
+    """The turn ran and ended in the source store, whose server owns its reply (and may still post it): a
+    server on the store it is imported into does not, whether or not that store has a reply checkpoint yet."""
+    from tests.integration.test_bundle import other_store
+    from tests.server.test_outbox_lease import _ended_channel_turn
+
+    channels, sid = _ended_channel_turn(db_url, workspace, tmp_path)  # no server ran there: its reply is unsent
+    bundle = tmp_path / "bundle.json"
+    assert cli("export", str(sid), "--out", str(bundle), db=db_url).returncode == 0
+    target = other_store(db_url, tmp_path, request, "target")
+    posted: list[dict[str, Any]] = []
+    if target_served:
+        assert _outbox(ChronicleStore(target), channels, posted).pass_once() == 0  # its first checkpoint
+    imported = cli("import", str(bundle), db=target)
+    assert imported.returncode == 0, imported.stderr
+    store = ChronicleStore(target)
+    try:
+        assert sid in set(store.session_ids())
+        outbox = _outbox(store, channels, posted)
+        assert outbox.pass_once() == 0 and posted == []
+        assert _outbox(ChronicleStore(target), channels, posted).pass_once() == 0 and posted == [], "nor after a restart"
+        # A channel here routes a new input to the imported session: its turn is answered, the imported one still not.
+        imported_turns = {str(t) for t in store.session(sid).turns}
+        Router(store).record("alerts", channels["alerts"], ["monitor"], "and now?")
+        ran = cli("worker", "--once", "--workspace", str(workspace), db=target)
+        assert ran.returncode == 0, ran.stderr
+        outbox.touched.add(sid)
+        assert outbox.pass_once() == 1 and len(posted) == 1
+        assert posted[0]["turn_id"] not in imported_turns, posted
+    finally:
+        store.close()
+
