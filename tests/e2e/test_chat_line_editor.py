@@ -53,12 +53,12 @@ def test_chat_in_a_terminal_keeps_history_takes_multi_line_input_and_renders_mar
         term.type("line two")
         term.wait_for("two", count=2)  # "line two" as typed, then the answer
 
-        term.wait_for("you>", count=3)
+        term.wait_for_after("two", "you>")  # the answer's line, not "line two": the prompt back after it
         for _ in range(3):  # back through the history (within a multi-line entry, Up moves up a line first)
             term.key("Up")
         term.wait_for("you> hi there", count=2)
         term.key("Enter")
-        term.wait_for("three")
+        term.wait_for_after("three", "you>")
         term.type("/quit")
         screen = term.wait_for("EXITED=0")
     finally:

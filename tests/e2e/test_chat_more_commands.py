@@ -82,7 +82,7 @@ def test_stop_typed_while_a_turn_runs_cancels_it_recorded_with_who_asked(sqlite_
         term.wait_for("stopping the running turn")
         term.wait_for_after("cancelled:", "you>")
         term.type("next")
-        term.wait_for("after the stop")
+        term.wait_for_after("after the stop", "you>")
         term.type("/quit")
         screen = term.wait_for("EXITED=0")
     finally:

@@ -32,12 +32,12 @@ def test_a_chat_session_streams_answers_asks_approval_inline_cancels_on_ctrl_c_a
     try:
         term.wait_for("you>")  # a line editor draws the prompt; tmux drops its trailing blank
         term.type("hi")
-        term.wait_for("Hello from the agent")
+        term.wait_for_after("Hello from the agent", "you>")  # the answer shows while it streams: type once the prompt is back
 
         term.type("run it")
         term.wait_for("approve? [y]es / [n]o / [a]lways:")
         term.type("y")
-        term.wait_for("ran it")
+        term.wait_for_after("ran it", "you>")
         assert "approved-output" in term.screen()
 
         term.type("sleep please")
@@ -47,7 +47,7 @@ def test_a_chat_session_streams_answers_asks_approval_inline_cancels_on_ctrl_c_a
         term.wait_for(f"sleep {marker}")
         time.sleep(0.3)
         term.key("C-c")
-        term.wait_for("cancelled:")
+        term.wait_for_after("cancelled:", "you>")
         survivors = subprocess.run(["pgrep", "-f", f"sleep {marker}"], capture_output=True, text=True)
         assert survivors.stdout.strip() == ""
 
@@ -98,16 +98,17 @@ def test_new_starts_a_thread_as_a_new_session_and_thread_id_switches_back_with_i
     try:
         term.wait_for("you>")  # a line editor draws the prompt; tmux drops its trailing blank
         term.type("one")
-        term.wait_for("answer to a first turn")
+        term.wait_for_after("answer to a first turn", "you>")
         term.type("/new")
         term.wait_for("new thread: session")
         term.type("two")
         term.wait_for("answer to a first turn", count=2)
+        term.wait_for_after("answer to a first turn", "you>")
         first = json_lines(cli("sessions", "--json", db=sqlite_url).stdout)[0]["session_id"]
         term.type(f"/thread {first[:8]}")
         term.wait_for(f"switched to thread {first} (1 turn(s)")
         term.type("three")
-        term.wait_for("answer to a second turn")
+        term.wait_for_after("answer to a second turn", "you>")
         term.type("/thread nope")
         term.wait_for("error:")
         term.type("/quit")
@@ -174,3 +175,4 @@ def test_a_line_typed_while_the_turn_runs_steers_it_and_reaches_the_model_with_t
     assert "the user sent a steering message" in sent[-1]["content"][0]["content"]  # read_file had not started
     log = log_of(session["session_id"], sqlite_url)
     assert [e["event"] for e in log if e["event"].startswith("Steering")] == ["SteeringQueued", "SteeringDelivered"]
+
