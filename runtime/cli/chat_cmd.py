@@ -18,13 +18,12 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional
 import typer
 from rich.console import Console, Group
 from rich.constrain import Constrain
-from rich.live import Live
 from rich.markdown import Markdown
 from rich.markup import escape
 from rich.spinner import Spinner
-from rich.text import Text
 
 from .chat_input import LineReader
+from .chat_screen import LiveArea
 from .common import DbOption, WorkspaceOption, cli_errors, fail, missing_store, store_command
 from .limits import LimitFlags, limit_options
 from .render import HumanRenderer, printable, short, whole_input
@@ -37,11 +36,6 @@ if TYPE_CHECKING:  # the application layer (the loop, pydantic, the providers) i
 PROMPT = "you> "
 #: While a turn runs (in a terminal): a line typed here steers it.
 STEER_PROMPT = "steer> "
-#: The live display leaves sys.stdout alone: the steering editor swaps it (for output above the line being
-#: edited) while a display may start or stop, and one putting back what the other replaced lost all output after.
-KEEP_STDOUT: dict[str, Any] = {"redirect_stdout": False, "redirect_stderr": False}
-#: The live display's last line, left empty: the steering line is edited there, under the spinner.
-ROOM = Text("")
 ANSWERS = {"y": "approve", "yes": "approve", "n": "deny", "no": "deny", "a": "always", "always": "always"}
 
 
@@ -52,21 +46,18 @@ class ChatRenderer(HumanRenderer):
         super().__init__(console, show_thinking)
         #: Spinner and Markdown only on a terminal: a pipe gets the plain stream.
         self.fancy = console.is_terminal
-        self._live: Live | None = None
+        #: The spinner or the preview: drawn by the steering editor while it is open, by rich otherwise (chat_screen.py).
+        self.area = LiveArea(console)
         self._markdown = ""
         #: The top-level turn shown last: the one a line typed while it runs steers.
         self.turn_id: str | None = None
 
     def _spin(self) -> None:
-        if self.fancy and self._live is None:
-            self._live = Live(Group(Spinner("dots", text="working…", style="dim"), ROOM), console=self.console,
-                              transient=True, refresh_per_second=10, **KEEP_STDOUT)
-            self._live.start()
+        if self.fancy and not self.area.active:
+            self.area.show(Spinner("dots", text="working…", style="dim"))
 
     def _stop_live(self) -> None:
-        if self._live is not None:
-            self._live.stop()
-            self._live = None
+        self.area.clear()
 
     def _end_text(self) -> None:
         if self.fancy:
@@ -82,13 +73,9 @@ class ChatRenderer(HumanRenderer):
         self._streamed += text  # what the turn_end check compares with (a guardrail may change the answer)
         # One column short of the width: a line exactly as wide as the terminal leaves the cursor
         # where the live display cannot count it, and the preview would not be erased cleanly.
-        preview = Constrain(Group(Markdown(printable(self._markdown), hyperlinks=False), Spinner("dots", style="dim"), ROOM),
+        preview = Constrain(Group(Markdown(printable(self._markdown), hyperlinks=False), Spinner("dots", style="dim")),
                             width=max(self.console.width - 1, 20))
-        if self._live is None:
-            self._live = Live(preview, console=self.console, transient=True, refresh_per_second=8, **KEEP_STDOUT)
-            self._live.start()
-        else:
-            self._live.update(preview)
+        self.area.show(preview, refresh_per_second=8)
 
     def __call__(self, event: Any) -> None:
         kind = event.type
@@ -218,6 +205,10 @@ class Chat:
             await self._stop_steering()
 
     def _start_steering(self) -> None:
+        # The editor owns the screen from now on: the renderer's live part is drawn by it, above its line
+        # (chat_screen.py). Handed over here, before the turn can start a spinner of rich's own.
+        if self.renderer is not None:
+            self.renderer.area.host(self.reader.redraw)
         self._steering = asyncio.ensure_future(self._read_steering())
 
     async def _stop_steering(self) -> None:
@@ -225,11 +216,14 @@ class Chat:
         if task is not None:
             task.cancel()
             await asyncio.wait([task])
+        if self.renderer is not None:
+            self.renderer.area.unhost()  # the editor has erased its lines; rich draws what is still live
 
     async def _read_steering(self) -> None:
+        above = self.renderer.area.above if self.renderer is not None else None
         while True:
             try:
-                line = (await self.reader.read_async(STEER_PROMPT)).strip()
+                line = (await self.reader.read_async(STEER_PROMPT, above=above)).strip()
             except KeyboardInterrupt:
                 # The editor has the terminal, so Ctrl-C arrives as a key: send the SIGINT the
                 # terminal would have sent, which cancels the running turn (runtime/app/running.py).
@@ -238,6 +232,8 @@ class Chat:
                     signal.raise_signal(signal.SIGINT)
                 continue
             except EOFError:
+                if self.renderer is not None:
+                    self.renderer.area.unhost()
                 return  # Ctrl-D: read no more steering for this turn
             if line:
                 self.steer(line)

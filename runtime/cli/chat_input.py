@@ -55,27 +55,48 @@ class LineReader:
             lines.append(self._read(CONTINUATION))
         return "\n".join(lines)
 
-    async def read_async(self, prompt: str) -> str:
+    async def read_async(self, prompt: str, above: Callable[[], str] | None = None) -> str:
         """`read` in the line editor without holding the event loop (chat reads steering while a turn
-        runs). Output printed meanwhile appears above the line being edited. Ctrl-C is the
-        KeyboardInterrupt it is for `read` (the terminal sends no SIGINT while the editor has it)."""
+        runs). Output printed meanwhile appears above the line being edited. `above` gives lines (with
+        ANSI styles) that the editor draws above its line, asked anew at each redraw and at least ten
+        times a second: chat's spinner, drawn so by the one renderer that owns the screen while the
+        editor is open (chat_screen.py). Ctrl-C is the KeyboardInterrupt it is for `read` (the
+        terminal sends no SIGINT while the editor has it)."""
+        from prompt_toolkit.formatted_text import ANSI
         from prompt_toolkit.patch_stdout import patch_stdout
 
+        def message(text: str) -> Any:
+            if above is None:
+                return text
+
+            def with_above() -> Any:
+                lines = above()
+                return ANSI(f"{lines}\n{text}") if lines else text
+            return with_above
+
         async def one(text: str) -> str:
-            line: str = await self._session.prompt_async(text, handle_sigint=False, set_exception_handler=False)
+            line: str = await self._session.prompt_async(message(text), handle_sigint=False, set_exception_handler=False,
+                                                         refresh_interval=0.1 if above is not None else 0)
             return line
 
         app = self._session.app
         app.erase_when_done = True  # the caller shows what became of the line instead
+        refresh = self._session.refresh_interval  # the session keeps a prompt's refresh: the next `read` wants its own
         try:
-            with patch_stdout(raw=True):  # raw: rich's colours and the spinner's cursor moves pass through
+            with patch_stdout(raw=True):  # raw: rich's colours pass through
                 lines = [await one(prompt)]
                 while lines[-1].endswith("\\"):
                     lines[-1] = lines[-1][:-1]
                     lines.append(await one(CONTINUATION))
         finally:
             app.erase_when_done = False
+            self._session.refresh_interval = refresh
         return "\n".join(lines)
+
+    def redraw(self) -> None:
+        """Ask the editor to redraw now (what `above` gives has changed); nothing when it is not open."""
+        if self._session is not None:
+            self._session.app.invalidate()
 
 
 def _redacted(file_history: Any) -> Any:

@@ -30,6 +30,10 @@ class Terminal:
         assert done.returncode == 0, f"tmux {args[0]} failed: {done.stderr}"
         return done.stdout
 
+    def record(self, path: Path) -> None:
+        """From now on, append all the chat writes to the terminal (escape sequences and all) to `path`."""
+        self.tmux("pipe-pane", "-O", "-t", "chat", f"cat >> {shlex.quote(str(path))}")
+
     def screen(self) -> str:
         return self.tmux("capture-pane", "-p", "-J", "-S", "-500", "-t", "chat")
 

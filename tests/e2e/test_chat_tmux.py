@@ -176,3 +176,60 @@ def test_a_line_typed_while_the_turn_runs_steers_it_and_reaches_the_model_with_t
     log = log_of(session["session_id"], sqlite_url)
     assert [e["event"] for e in log if e["event"].startswith("Steering")] == ["SteeringQueued", "SteeringDelivered"]
 
+
+#: What rich's live display writes to move back over the lines it drew (erase the line, up one, erase it);
+#: prompt_toolkit never writes it (it moves to its first line and erases down).
+RICH_LIVE_REDRAW = "\x1b[2K\x1b[1A\x1b[2K"
+
+
+def _spinner_under_the_prompt(screen: str) -> list[str]:
+    """The lines from the prompt just sent to the steering line, as the screen shows them."""
+    lines = [line.rstrip() for line in screen.rstrip("\n").split("\n")]
+    sent = [i for i, line in enumerate(lines) if line == "you> take your time"]
+    assert sent, f"the line of the prompt just sent is gone; the screen shows:\n{screen}"
+    return lines[sent[-1]:]
+
+
+def test_while_the_editor_reads_steering_it_draws_the_spinner_itself_and_the_prompt_just_sent_stays(sqlite_url, workspace, tmp_path):
+    """The spinner and the steering editor used to draw independently (rich from its own thread, prompt_toolkit
+    at its redraws), and once the spinner drew over the line of the prompt just sent. Now the editor draws
+    the spinner: nothing else moves the cursor while it is open, and the screen stays as it should, seconds on."""
+    gate = tmp_path / "answer-now"
+    script = tmp_path / "s.json"
+    script.write_text(json.dumps({"agents": {"main": [
+        [response(text("Here it is."), until_file=str(gate))],
+        [response(text("Kept going."))],  # the steering came after the last step: it is the next turn's input
+    ]}}), encoding="utf-8")
+    raw = tmp_path / "terminal.raw"
+    term = Terminal.chat(sqlite_url, script, workspace)
+    try:
+        term.wait_for("you>")
+        term.record(raw)
+        term.type("take your time")
+        term.wait_for("working…")
+        term.wait_for("steer>")
+        frames = set()
+        for _ in range(30):  # three seconds of a spinner at ten frames a second, each look a screen of its own
+            shown = _spinner_under_the_prompt(term.screen())
+            assert len(shown) == 3 and shown[1].endswith("working…") and shown[2] == "steer>", shown
+            frames.add(shown[1])
+            time.sleep(0.1)
+        assert len(frames) > 1, "the spinner did not turn"
+        term.type("keep going")
+        term.wait_for("↪ steering: keep going")
+        time.sleep(0.5)
+        shown = _spinner_under_the_prompt(term.screen())
+        assert shown[1] == "↪ steering: keep going" and shown[2].endswith("working…") and shown[3] == "steer>", shown
+        gate.write_text("", encoding="utf-8")
+        term.wait_for_after("Kept going.", "you>")
+        shown = _spinner_under_the_prompt(term.screen())
+        assert shown[1:3] == ["↪ steering: keep going", "Here it is."] and shown[-1] == "you>", shown
+        assert "working…" not in "\n".join(shown)  # the spinner went with the turn
+        term.type("/quit")
+        screen = term.wait_for("EXITED=0")
+    finally:
+        term.close()
+    assert "Traceback" not in screen
+    written = raw.read_text(encoding="utf-8", errors="replace")
+    assert "working…" in written and "take your time" in written  # the recording holds the turn
+    assert RICH_LIVE_REDRAW not in written, "a rich live display moved the cursor while the editor owned the screen"
