@@ -129,17 +129,28 @@ def running_elsewhere(db_url, workspace, tmp_path):
         time.sleep(0.1)
 
 
-def test_stop_at_the_prompt_cancels_a_turn_another_process_runs_and_says_so_at_once(db_url, workspace, tmp_path):
+def test_stop_at_the_prompt_cancels_a_turn_another_process_runs_and_says_so_at_once(db_url, workspace, tmp_path, monkeypatch):
+    """Chat waits for the other process's stop on its recorded end, for at most STOP_WAIT_S (2 s). Held to that, this
+    test assumed the other process stops within 2 s, which a loaded machine may not give it (chat then rightly says
+    "not stopped yet"). So chat runs here in this process with the wait lengthened beyond anything the test waits:
+    "cancelled" says chat saw the end recorded, and returning long before the wait ran out says it woke on it."""
     import time
 
+    from typer.testing import CliRunner
+
+    from chronicle.runtime.cli import chat_slash
+    from chronicle.runtime.cli.app import app
+
+    monkeypatch.setattr(chat_slash, "STOP_WAIT_S", 120.0)
     runner, sid, script = running_elsewhere(db_url, workspace, tmp_path)
     try:
         began = time.monotonic()
-        done = cli("chat", "--session", sid, "--provider", f"scripted:{script}", db=db_url, input="/stop\n/quit\n")
+        done = CliRunner().invoke(app, ["chat", "--session", sid, "--provider", f"scripted:{script}"],
+                                  input="/stop\n/quit\n", env={"CHRONICLE_DB": db_url})
         took = time.monotonic() - began
-        assert done.returncode == 0 and "Traceback" not in done.stdout + done.stderr, done.stderr
-        assert "cancelled" in done.stdout and "not stopped yet" not in done.stdout, done.stdout
-        assert took < 8, took  # the running loop looks every 0.25 s; chat wakes when its end is recorded
+        assert done.exit_code == 0 and done.exception is None, (done.output, done.exception)
+        assert "cancelled" in done.output and "not stopped yet" not in done.output, done.output
+        assert took < 60, took  # woke when the end was recorded, not when the wait ran out
         assert runner.wait(timeout=30) == 130
     finally:
         runner.kill()
