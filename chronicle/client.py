@@ -317,9 +317,12 @@ class Chronicle:
     # -- time travel -----------------------------------------------------------------------------
 
     @checked
-    def undo(self, session: SessionRef, turns: FromOne = 1, files: bool = False, actor: str | None = None) -> dict[str, Any]:
+    def undo(self, session: SessionRef, turns: FromOne = 1, files: bool = False, actor: str | None = None, *,
+             workspace: str | Path | None = None) -> dict[str, Any]:
+        """`workspace`: where the session's files are now, if not where it recorded (`undo --files --workspace DIR`)."""
         with _as_chronicle_errors():
-            return timetravel.undo(self.store, session, turns, files=files, actor=actor).row()
+            return timetravel.undo(self.store, session, turns, files=files, actor=actor,
+                                   workspace=Path(workspace).expanduser() if workspace else None).row()
 
     @checked
     def redo(self, session: SessionRef, actor: str | None = None, *, files: bool = False) -> dict[str, Any]:

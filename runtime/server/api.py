@@ -122,7 +122,10 @@ def create_app(config: ServerConfig) -> FastAPI:
         worker = None
         thread = None
         if config.run_worker:
-            overrides = Overrides(workspace=config.workspace, options=LoopOptions(auto_approve=config.auto_approve))
+            # Each session runs in the workspace it recorded: `workspace` is only the default of those started here
+            # (POST /sessions records body.workspace, else this one); overriding it ran a session that asked for
+            # another directory in this one.
+            overrides = Overrides(options=LoopOptions(auto_approve=config.auto_approve))
             worker = Worker(chronicle.store, overrides, WorkerOptions(concurrency=config.worker_concurrency, poll_s=0.2),
                             log=log.info, name=None)
             # Turns run on an event loop of their own: the loop makes its store writes where it
@@ -271,7 +274,7 @@ def create_app(config: ServerConfig) -> FastAPI:
     @app.post("/sessions/{session_id}/undo")
     def undo(session_id: str, body: UndoBody | None = None, actor: str | None = Depends(caller)) -> dict[str, Any]:
         body = body or UndoBody()
-        return chronicle.undo(session_id, turns=body.turns, files=body.files, actor=actor)
+        return chronicle.undo(session_id, turns=body.turns, files=body.files, actor=actor, workspace=body.workspace)
 
     @app.post("/sessions/{session_id}/redo")
     def redo(session_id: str, body: RedoBody | None = None, actor: str | None = Depends(caller)) -> dict[str, Any]:
