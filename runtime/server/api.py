@@ -39,7 +39,7 @@ from chronicle.runtime.live_from_log import LiveFromLog
 from chronicle.runtime.loop import LoopOptions
 from chronicle.runtime.off_loop import off_the_loop
 
-from .auth import TokenGate
+from .auth import TokenGate, presents_token
 from .bodies import (
     ApproveBody,
     CancelBody,
@@ -58,6 +58,7 @@ from .body_limit import BodyLimit
 from .channels import ChannelConfig, Coalescer, load_channels
 from .outbox import Outbox
 from .routing import Router, sender_spec
+from .server_notes import input_notes, notes_of
 
 log = logging.getLogger("chronicle.server")
 
@@ -104,6 +105,7 @@ def create_app(config: ServerConfig) -> FastAPI:
     router = Router(chronicle.store, {name: sender_spec(name, c, config.workspace, config.agents, library)
                                       for name, c in channels.items() if c.route == "per_sender"})
     outbox = Outbox(chronicle.store, channels, router.touched, workspace=config.workspace or Path.cwd())
+    server_notes = notes_of(config, channels, library, outbox)  # `serve` prints them at start (notify's) or its worker logs them
 
     def record_input(channel: str, target: ChannelConfig, senders: list[str], text: str) -> None:
         try:
@@ -194,15 +196,18 @@ def create_app(config: ServerConfig) -> FastAPI:
                             status_code=422)
 
     @app.get("/healthz")
-    def healthz() -> dict[str, str]:
-        return {"status": "ok"}
+    def healthz(request: Request) -> dict[str, Any]:
+        """Never needs the token; `notes` (the server's settings it does not use) only for a caller that sends it."""
+        if config.token and not presents_token(request, config.token.strip()):
+            return {"status": "ok"}
+        return {"status": "ok", "notes": server_notes}
 
     @app.get("/sessions")
     def list_sessions() -> list[dict[str, Any]]:
         return chronicle.sessions()
 
     @app.post("/sessions", status_code=201)
-    def create_session(body: NewSession) -> dict[str, str]:
+    def create_session(body: NewSession) -> dict[str, Any]:
         workspace = Path(body.workspace) if body.workspace else config.workspace
         provider, model, registry = body.provider, body.model, None
         coded = library.get(body.agent or "")
@@ -215,7 +220,7 @@ def create_app(config: ServerConfig) -> FastAPI:
         with _errors():
             done = submit(chronicle.store, body.prompt, provider=provider, model=model, workspace=workspace,
                           agents=config.agents, registry=registry)
-        return done.row()
+        return {**done.row(), "notes": input_notes(chronicle.store, done.session_id, config.run_worker, started=True)}
 
     @app.get("/agents")
     def list_agents(workspace: str | None = None) -> list[dict[str, Any]]:
@@ -232,10 +237,10 @@ def create_app(config: ServerConfig) -> FastAPI:
         return rows + [_agent_row(a.definition(True), "code") for a in library.values()]
 
     @app.post("/sessions/{session_id}/inputs", status_code=202)
-    def add_input(session_id: str, body: NewInput) -> dict[str, str]:
+    def add_input(session_id: str, body: NewInput) -> dict[str, Any]:
         with _errors():
             done = submit(chronicle.store, body.prompt, session=session_id)
-        return done.row()
+        return {**done.row(), "notes": input_notes(chronicle.store, done.session_id, config.run_worker)}
 
     @app.get("/sessions/{session_id}/history")
     def history(session_id: str, at: int | None = None, version: int | None = None, step: int | None = None) -> list[dict[str, Any]]:

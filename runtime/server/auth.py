@@ -103,3 +103,12 @@ def _unauthorised(request: Request, why: str) -> Response:
         page = TEMPLATES.get_template("token_needed.html").render(store="", why=why.split(":")[0])
         return HTMLResponse(page, status_code=401, headers={"Cache-Control": "no-store"})
     return JSONResponse({"error": why}, status_code=401, headers={"WWW-Authenticate": "Bearer"})
+
+
+def presents_token(request: Request, token: str) -> bool:
+    """Whether a request on an open path (/healthz) carries the token, as header or login cookie: it may then be told
+    what only the token's holders are (the server's notes name its channels and routines)."""
+    scheme, _, bearer = request.headers.get("authorization", "").partition(" ")
+    if scheme.lower() == "bearer" and same(bearer.strip(), token):
+        return True
+    return same(request.cookies.get(COOKIE, ""), cookie_value(token))

@@ -31,7 +31,7 @@ def test_a_run_started_over_http_streams_its_events_and_a_reconnect_misses_nothi
         created = httpx.post(f"{base}/sessions", json={"prompt": "what is in hello.txt?", "provider": f"scripted:{script}"})
         assert created.status_code == 201, created.text
         sid = created.json()["session_id"]
-        assert set(created.json()) == {"session_id", "input_id"}
+        assert set(created.json()) == {"session_id", "input_id", "notes"} and created.json()["notes"] == []
 
         events = sse(base, f"/sessions/{sid}/events")
         types = [e["type"] for _, e in events]
