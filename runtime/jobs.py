@@ -24,7 +24,7 @@ from .clock import SYSTEM_CLOCK, Clock
 from .controls import cancel_paused_turn, request_cancel
 from .leases import current_lease
 from .pending import Pending
-from .sessions import queue_scanned
+from .sessions import queue_scanned, tool_names_now
 from .shred_marks import forgotten_cause
 from .store import ChronicleStore, NotFound
 
@@ -44,9 +44,10 @@ def index(store: ChronicleStore) -> EventSourcedLog[JobLogged]:
 
 
 def submit_job(store: ChronicleStore, spec: AgentSpec, prompt: str, origin: str = "cli", clock: Clock = SYSTEM_CLOCK) -> Job:
-    """A new session with the prompt queued, its Job and index entry: one transaction."""
+    """A new session with the prompt queued, its Job and index entry: one transaction. The spec records the names its
+    import paths hold now, as every new session's (sessions.tool_names_now)."""
     now = clock.now()
-    session = Session.start(uuid4(), spec, now)
+    session = Session.start(uuid4(), tool_names_now(spec), now)
     queue_scanned(session, uuid4().hex, prompt, now, kind="job")
     prompt = session.queue[-1]["text"]  # the Job records the prompt too: as queued, secrets cut out
     job = Job(id=job_aggregate_id(session.id), session_id=session.id, prompt=prompt, origin=origin, timestamp=now)

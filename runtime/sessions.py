@@ -37,11 +37,23 @@ def queue_scanned(session: Session, input_id: str, text: str, now: Any, kind: st
     session.note_redactions(f"input {input_id}", counts, now)
 
 
+def tool_names_now(spec: AgentSpec) -> AgentSpec:
+    """toolsets.as_started, imported only for a spec with an import path: the tools package is heavy to import."""
+    if not any(":" in tool for agent in (spec, *spec.registry) for tool in agent.tools):
+        return spec
+    from .toolsets import as_started
+
+    return as_started(spec)
+
+
 def start_session(store: ChronicleStore, spec: AgentSpec, first_input: str | None = None, clock: Clock = SYSTEM_CLOCK,
                   session_id: UUID | None = None, attachments: list[dict[str, Any]] | None = None,
                   origin: dict[str, Any] | None = None) -> tuple[Session, str | None]:
     """`attachments`: reference blocks from runtime.attachments.store_attachments, recorded with the first input.
-    A first input that wants a channel's reply is indexed in the same transaction (runtime/reply_index.py)."""
+    A first input that wants a channel's reply is indexed in the same transaction (runtime/reply_index.py).
+    The spec is recorded with the names its import paths hold now (toolsets.as_started): a path that does not
+    load is a ToolLoadError (a ValueError), nothing recorded."""
+    spec = tool_names_now(spec)
     now = clock.now()
     sid = session_id or uuid4()
     input_id = uuid4().hex if first_input is not None else None

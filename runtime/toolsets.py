@@ -59,3 +59,14 @@ def with_tool_names(spec: AgentSpec, workspace: Path | None = None) -> AgentSpec
         return agent.model_copy(update={"import_tools": held})
 
     return named(spec).model_copy(update={"registry": tuple(named(a) for a in spec.registry)})
+
+
+def as_started(spec: AgentSpec) -> AgentSpec:
+    """The spec a session starts with records the names its import paths hold now (`with_tool_names`), whoever built
+    it: `new_spec` does for `run`, `submit`, the API and the server, but a program's own spec given to
+    sessions.start_session, and chat's /new and /job (which copy a running session's, names and all, perhaps from
+    before the path changed or before names were recorded) went without, or with another time's; a continued
+    session was then not told which tool it goes on without. A spec with no import path is returned as it is."""
+    if not any(is_import_path(tool) for agent in (spec, *spec.registry) for tool in agent.tools):
+        return spec
+    return with_tool_names(spec, Path(spec.workspace) if spec.workspace else None)

@@ -11,6 +11,7 @@ from uuid import UUID
 from ..agents.registry import AgentRegistry
 from ..jobs import JobEnded, cancel_job, find_job, job_row, jobs, submit_job
 from ..store import ChronicleStore, NotFound
+from ..tools.imports import ToolLoadError
 from .errors import AppError
 from .queries import session_id
 from .resume import checked_spec
@@ -32,7 +33,10 @@ def submit_beside(store: ChronicleStore, ref: str | UUID, prompt: str, origin: s
     spec already runs there, so only the prompt is checked."""
     if not prompt.strip():
         raise AppError("say what the job should do: /job PROMPT", 2)
-    return job_row(store, submit_job(store, store.session(session_id(store, ref)).spec, prompt, origin=origin))
+    try:
+        return job_row(store, submit_job(store, store.session(session_id(store, ref)).spec, prompt, origin=origin))
+    except ToolLoadError as exc:  # a tool path of the session's that no longer loads: no worker could run the job
+        raise AppError(str(exc), 2) from None
 
 
 def listing(store: ChronicleStore) -> list[dict[str, Any]]:
