@@ -58,6 +58,9 @@ def submit(store: ChronicleStore, agent: Agent, prompt: str, session: str | UUID
         note = ignored_in_code(submitted.session_id, store.session(submitted.session_id).spec, agent.registry(workspace))
         if note:
             warn(note)
+        if workspace is not None:  # `submit --session --workspace` is refused; a program's was dropped without a word
+            warn(f"note: workspace ignored; session {submitted.session_id} is run by a worker in the workspace it recorded "
+                 "(resume(session, workspace=...) runs it elsewhere)")
     else:
         for_a_worker(agent)
         submitted = resuming.submit(store, prompt, provider=agent.provider, model=agent.model,

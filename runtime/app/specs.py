@@ -107,8 +107,9 @@ def check_policies(spec: AgentSpec, workspace: Path) -> None:
 
 def ignored_in_code(sid: object, recorded: AgentSpec, registry: AgentRegistry) -> str | None:
     """The note for an Agent given in code to a continued session whose recorded agent it does not match: the
-    session keeps its recorded tools, sub-agents, MCP servers and instructions (resume, a worker and replay
-    rebuild them from the record), as `--tools` and `--agents` are ignored on a continued session, with a note."""
+    session keeps its recorded tools, sub-agents, MCP servers, instructions, guardrails, middleware, hooks, approval
+    policy and doom-loop limit (resume, a worker and replay rebuild them from the record), as `--tools` and `--agents`
+    are ignored on a continued session, with a note."""
     from ..agents.registry import ORCHESTRATION_NAMES
     from ..skills import LoadSkill
 
@@ -123,6 +124,13 @@ def ignored_in_code(sid: object, recorded: AgentSpec, registry: AgentRegistry) -
         differs.append("MCP servers")
     if given.instructions != kept.instructions:
         differs.append("instructions")
+    # The checks and wrappers are recorded as given (import paths and options), so any difference is the program's.
+    differs += [name for name in ("guardrails", "middleware", "hooks") if getattr(given, name) != getattr(kept, name)]
+    if given.approvals is not None and given.approvals != kept.approvals:  # None: the workspace's, decided when it started
+        differs.append("approvals")
+    doom_loop = (given.limits or {}).get("doom_loop")
+    if doom_loop is not None and doom_loop != (kept.limits or {}).get("doom_loop"):
+        differs.append("doom_loop")
     if not differs:
         return None
     return (f"note: the Agent's {', '.join(differs)} ignored; session {sid} keeps those recorded when it started "

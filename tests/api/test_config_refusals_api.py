@@ -110,6 +110,60 @@ def test_an_agent_whose_tools_a_continued_session_ignores_is_warned_of_as_the_cl
         assert spec.tools == (peek.import_path, "read_file") and spec.registry == ()  # as recorded, unchanged
 
 
+def no_passwords(text: str, where: str) -> None:
+    """A guardrail: passes everything here (only its being recorded matters)."""
+
+
+def test_an_agents_checks_policy_and_doom_loop_a_continued_session_ignores_are_warned_of_not_dropped(db_url, workspace,
+                                                                                                    tmp_path):
+    """A continued session keeps the guardrails, middleware, approval policy and doom-loop limit it recorded; an Agent
+    with others was run without a word, as if they applied."""
+    from chronicle import ChronicleWarning, Timeout
+
+    provider = scripted(tmp_path, *[[response(text(f"answer {n}"))] for n in range(4)])
+    first = Agent(tools=["read_file"], provider=provider, guardrails=[no_passwords], middleware=[Timeout(seconds=30)],
+                  approvals={"policy": "ask", "require": ["read_file"]}, doom_loop=5)
+    with Chronicle(db_url) as app:
+        sid = app.run_sync(first, "first", workspace=workspace).session_id
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            same = app.run_sync(Agent(tools=["read_file"], provider=provider, guardrails=[no_passwords],
+                                      middleware=[Timeout(seconds=30)], approvals={"policy": "ask", "require": ["read_file"]},
+                                      doom_loop=5), "second", session=sid)
+        assert same.notes == () and ours(caught) == []
+        bare = Agent(tools=["read_file"], provider=provider)  # no policy and no doom_loop given: nothing said of them
+        with pytest.warns(ChronicleWarning) as recorded:
+            result = app.run_sync(bare, "third", session=sid)
+        line = (f"note: the Agent's guardrails, middleware ignored; session {sid} keeps those recorded when it started "
+                "(start a new session to use these)")
+        assert [str(w.message) for w in ours(recorded)] == [line] and result.notes == (line,)
+        stricter = Agent(tools=["read_file"], provider=provider, guardrails=[no_passwords], middleware=[Timeout(seconds=30)],
+                         approvals={"policy": "deny"}, doom_loop=2)
+        with pytest.warns(ChronicleWarning) as recorded:
+            result = app.run_sync(stricter, "fourth", session=sid)
+        line = (f"note: the Agent's approvals, doom_loop ignored; session {sid} keeps those recorded when it started "
+                "(start a new session to use these)")
+        assert [str(w.message) for w in ours(recorded)] == [line] and result.notes == (line,)
+
+
+def test_a_workspace_given_with_a_session_to_submit_is_warned_of_not_dropped(db_url, workspace, tmp_path):
+    """`submit --session --workspace` is refused (exit 2); the library's took the workspace and a worker ran the
+    session where it recorded, without a word."""
+    from chronicle import ChronicleWarning
+
+    agent = Agent(tools=["read_file"], provider=scripted(tmp_path, [response(text("one"))]))
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    with Chronicle(db_url) as app:
+        sid = app.run_sync(agent, "first", workspace=workspace).session_id
+        with pytest.warns(ChronicleWarning) as recorded:
+            app.submit(agent, "again", session=sid, workspace=elsewhere)
+        assert [str(w.message) for w in ours(recorded)] == [
+            f"note: workspace ignored; session {sid} is run by a worker in the workspace it recorded "
+            "(resume(session, workspace=...) runs it elsewhere)"]
+        assert [w.filename for w in ours(recorded)] == [__file__]
+
+
 def ours(recorded: Any) -> list[Any]:
     from chronicle import ChronicleWarning
 
