@@ -203,8 +203,9 @@ def create_app(config: ServerConfig) -> FastAPI:
         return {"status": "ok", "notes": server_notes}
 
     @app.get("/sessions")
-    def list_sessions() -> list[dict[str, Any]]:
-        return chronicle.sessions()
+    def list_sessions(all: bool = False) -> list[dict[str, Any]]:
+        """`?all=true`: archived sessions too, as `sessions --all`."""
+        return chronicle.sessions(all=all)
 
     @app.post("/sessions", status_code=201)
     def create_session(body: NewSession) -> dict[str, Any]:
@@ -251,8 +252,9 @@ def create_app(config: ServerConfig) -> FastAPI:
         return chronicle.log(session_id, tree=tree)
 
     @app.get("/sessions/{session_id}/audit")
-    def audit(session_id: str, tool: str | None = None, errors: bool = False, limit: int | None = None) -> list[dict[str, Any]]:
-        return chronicle.audit(session=session_id, tool=tool, errors=errors, limit=limit)
+    def audit(session_id: str, tool: str | None = None, errors: bool = False, since: str | None = None,
+              limit: int | None = None) -> list[dict[str, Any]]:
+        return chronicle.audit(session=session_id, tool=tool, errors=errors, since=since, limit=limit)
 
     @app.get("/sessions/{session_id}/cost")
     def cost(session_id: str, by: str | None = None) -> list[dict[str, Any]]:
