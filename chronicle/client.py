@@ -242,9 +242,13 @@ class Chronicle:
         workspace's main agent) is what its session records, renamed routine-NAME."""
         with _as_chronicle_errors():
             ws = resolve_workspace(workspace)
-            return await routine_cases.run(
+            row = await routine_cases.run(
                 self.store, ws, routine, provider=agent.provider if agent else None, model=agent.model if agent else None,
                 auto_approve=auto_approve, registry=agent.registry(ws) if agent else None)
+        note = routine_cases.unused_approval(row, auto_approve, "auto_approve")
+        if note:
+            warn(note)
+        return row
 
     def run_routine(self, routine: Routine | str, *, workspace: str | Path | None = None, agent: Agent | None = None,
                     auto_approve: bool = False) -> dict[str, Any]:

@@ -93,6 +93,16 @@ async def run(store: ChronicleStore, workspace: Path, routine: Routine | str, *,
     return run_row(fired, run_)
 
 
+def unused_approval(row: dict[str, Any], auto_approve: bool, given: str = "--yes") -> str | None:
+    """The note for auto_approve (`routines run --yes`; `given`: how the client calls it) given to a routine whose run
+    is a job: a worker runs it, and approves only if it was started with --yes, so the flag decided nothing. None when
+    it applied or nothing ran."""
+    if not auto_approve or row.get("action") != "job" or not row.get("session_id"):
+        return None
+    return (f"note: {given} ignored: routine {row['routine']} is a job, queued for a worker, which approves as it was "
+            "started (`chronicle worker --yes`)")
+
+
 def history(store: ChronicleStore, workspace: Path, routine: str | None = None) -> list[dict[str, Any]]:
     """`routines history --json`: every firing of the workspace's routines, oldest first."""
     reader = RoutineEngine(store, workspace.resolve(), spec=None, holder="")  # reading only: nothing is fired

@@ -13,6 +13,7 @@ from .common import (
     DbOption,
     JsonOption,
     WorkspaceOption,
+    err_console,
     open_store,
     out_console,
     print_json,
@@ -81,6 +82,9 @@ def run_routine(
         routines.find(ws, name)  # an unknown routine is exit 2 before the store is opened
         store = open_store(db)
         row = asyncio.run(routines.run(store, ws, name, provider=provider, model=model, auto_approve=yes))
+        note = routines.unused_approval(row, yes)
+        if note:
+            err_console.print(f"[dim]{escape(note)}[/]", soft_wrap=True)
         if as_json:
             print_json(row)
         else:

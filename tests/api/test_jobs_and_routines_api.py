@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import warnings
 
 import pytest
 
@@ -69,6 +70,30 @@ def test_a_routine_in_chronicle_toml_is_listed_and_run_by_name(db_url, workspace
         queued = app.run_routine("nightly", workspace=workspace, agent=agent)
         assert queued["status"] == "queued"
         assert app.resume(queued["session_id"]).text == "Quiet."
+
+
+def test_auto_approve_given_to_a_job_routine_is_warned_of_by_the_library_and_the_cli_not_dropped(db_url, workspace, tmp_path):
+    """A job is queued for a worker, which approves as it was started: auto_approve (`routines run --yes`) decided
+    nothing, without a word. A lightweight routine runs here, where it applies: nothing is said."""
+    from chronicle import ChronicleWarning
+
+    (workspace / "chronicle.toml").write_text('[routines.nightly]\ntrigger = "manual"\nprompt = "Report."\naction = "job"\n'
+                                              '[routines.quick]\ntrigger = "manual"\nprompt = "Look."\n', encoding="utf-8")
+    provider = scripted(tmp_path, **{"routine-quick": [[response(text("Seen."))]]})
+    agent = Agent(tools=[], provider=provider)
+    line = ("note: auto_approve ignored: routine nightly is a job, queued for a worker, which approves as it was started "
+            "(`chronicle worker --yes`)")
+    with Chronicle(db_url) as app:
+        with pytest.warns(ChronicleWarning) as caught:
+            assert app.run_routine("nightly", workspace=workspace, agent=agent, auto_approve=True)["status"] == "queued"
+        assert [str(w.message) for w in caught if issubclass(w.category, ChronicleWarning)] == [line]
+        with warnings.catch_warnings(record=True) as quiet:
+            warnings.simplefilter("always")
+            assert app.run_routine("quick", workspace=workspace, agent=agent, auto_approve=True)["status"] == "completed"
+        assert [w for w in quiet if issubclass(w.category, ChronicleWarning)] == []
+    said = cli("routines", "run", "nightly", "--yes", "--provider", provider, "--workspace", str(workspace), db=db_url)
+    assert said.returncode == 0, said.stderr
+    assert line.replace("auto_approve", "--yes") in " ".join(said.stderr.split())
 
 
 def test_a_routine_that_is_not_valid_is_refused_with_the_field_named(db_url, workspace):
