@@ -58,7 +58,7 @@ from .body_limit import BodyLimit
 from .channels import ChannelConfig, Coalescer, load_channels
 from .outbox import Outbox
 from .routing import Router, sender_spec
-from .server_notes import input_notes, notes_of
+from .server_notes import hook_notes, input_notes, notes_of
 
 log = logging.getLogger("chronicle.server")
 
@@ -125,8 +125,7 @@ def create_app(config: ServerConfig) -> FastAPI:
         thread = None
         if config.run_worker:
             # Each session runs in the workspace it recorded: `workspace` is only the default of those started here
-            # (POST /sessions records body.workspace, else this one); overriding it ran a session that asked for
-            # another directory in this one.
+            # (an override ran a session whose POST /sessions named another directory in this one).
             overrides = Overrides(options=LoopOptions(auto_approve=config.auto_approve))
             worker = Worker(chronicle.store, overrides, WorkerOptions(concurrency=config.worker_concurrency, poll_s=0.2),
                             log=log.info, name=None)
@@ -326,12 +325,13 @@ def create_app(config: ServerConfig) -> FastAPI:
             raise HTTPException(status_code=422, detail="sender: a printable id of at most 200 characters")
         target = channels[channel]
         with _errors():
-            sid, _ = await off_the_loop(router.session_for, channel, target, sender)
+            sid, existed = await off_the_loop(router.session_for, channel, target, sender)
             if target.coalesce_s == 0:  # recorded before the answer says so; a failure is the answer
                 sid = await off_the_loop(router.record, channel, target, [sender], text)
         held = 0 if target.coalesce_s == 0 else coalescer.add(channel, target, sender, text)
+        notes = await off_the_loop(hook_notes, chronicle.store, sid, existed, held == 0, target, library, config.run_worker)
         return {"channel": channel, "session_id": str(sid), "route": target.route, "sender": sender,
-                "recorded": held == 0, "coalescing": held, "coalesce_s": target.coalesce_s}
+                "recorded": held == 0, "coalescing": held, "coalesce_s": target.coalesce_s, "notes": notes}
 
     @app.get("/sessions/{session_id}/events")
     async def events(session_id: str, request: Request, last_event_id: str | None = Header(default=None),

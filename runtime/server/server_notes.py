@@ -35,6 +35,24 @@ def input_notes(store: Any, sid: UUID, run_worker: bool, started: bool = False) 
         return [f"note: the setup notes of session {sid} could not be worked out ({first}); the input is recorded"]
 
 
+def hook_notes(store: Any, sid: UUID, existed: bool, recorded: bool, channel: ChannelConfig, library: dict[str, Any],
+               run_worker: bool) -> list[str]:
+    """`POST /hooks/NAME`'s notes: its session's, as `input_notes`; for a new sender's burst still being coalesced
+    (no session yet), those its session will start with (the channel's thinking budget: nothing else can be gone)."""
+    if existed or recorded:
+        return input_notes(store, sid, run_worker, started=not existed)
+    thinking = channel_thinking(channel, library) if run_worker else None
+    return [thinking] if thinking else []
+
+
+def channel_thinking(channel: ChannelConfig, library: dict[str, Any]) -> str | None:
+    """CHRONICLE_THINKING_TOKENS's note for the sessions a per-sender channel starts (its provider, its coded agent's,
+    else the default), as routing.sender_spec picks the provider."""
+    coded = library.get(channel.agent or "")
+    provider = normalise_provider(channel.provider or (coded.provider if coded is not None else None))
+    return unused_thinking_budget(provider or default_provider_name() or "")
+
+
 def notes_of(config: Any, channels: dict[str, ChannelConfig], library: dict[str, Any], outbox: Any) -> list[str]:
     """`config`: the ServerConfig. In order: the worker's settings without a worker, the per-sender channels whose
     sessions ignore CHRONICLE_THINKING_TOKENS, the routines whose findings this server cannot post."""
@@ -46,9 +64,7 @@ def notes_of(config: Any, channels: dict[str, ChannelConfig], library: dict[str,
         for name, channel in channels.items():
             if channel.route != "per_sender":
                 continue
-            coded = library.get(channel.agent or "")
-            provider = normalise_provider(channel.provider or (coded.provider if coded is not None else None))
-            thinking = unused_thinking_budget(provider or default_provider_name() or "")
+            thinking = channel_thinking(channel, library)
             if thinking:
                 notes.append(f"note: channel {name}: {thinking.removeprefix('note: ')}")
     try:

@@ -75,3 +75,18 @@ def test_the_servers_own_ignored_settings_are_notes_on_healthz_for_a_caller_with
 def test_a_server_without_ignored_settings_says_so_with_an_empty_list(db_url, workspace):
     with serving(db_url, workspace) as base:
         assert httpx.get(f"{base}/healthz").json() == {"status": "ok", "notes": []}
+
+
+def test_a_webhooks_answer_carries_the_notes_of_the_session_its_message_goes_to(db_url, workspace, chat_sse):
+    """Recorded at once, or held in a burst for a sender whose session does not exist yet: the same note either way."""
+    chat_sse.script(chat_reply([{"type": "text", "text": "hi"}]))
+    (workspace / "chronicle.toml").write_text(
+        '[channels.signal]\nroute = "per_sender"\nprovider = "openai-compatible"\nmodel = "llama3"\ncoalesce_s = 0\n'
+        '[channels.burst]\nroute = "per_sender"\nprovider = "openai-compatible"\nmodel = "llama3"\ncoalesce_s = 60\n',
+        encoding="utf-8")
+    env = {"OPENAI_BASE_URL": chat_sse.url + "/v1", "CHRONICLE_THINKING_TOKENS": "2048"}
+    with serving(db_url, workspace, env_extra=env) as base:
+        now = httpx.post(f"{base}/hooks/signal", json={"text": "hello", "sender": "alice"})
+        assert now.status_code == 202 and now.json()["recorded"] is True and now.json()["notes"] == [THINKING]
+        held = httpx.post(f"{base}/hooks/burst", json={"text": "hello", "sender": "bob"})
+        assert held.status_code == 202 and held.json()["recorded"] is False and held.json()["notes"] == [THINKING]
