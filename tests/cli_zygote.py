@@ -196,6 +196,8 @@ def _zygote(env: dict[str, str]) -> str | None:
     def stop() -> None:
         process.kill()
         process.wait()
+        if process.stdout is not None:  # the "ready" pipe: left open, the collector closed it with a ResourceWarning
+            process.stdout.close()
         shutil.rmtree(where, ignore_errors=True)
 
     atexit.register(stop)
