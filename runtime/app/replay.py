@@ -44,6 +44,7 @@ from ..toolsets import resolve_tools
 from .loops import assemble
 from .replay_batch import difference, ran_a_writer, subtask_marks
 from .replay_compaction import RecordedCompactions
+from .replay_earlier import EARLIER_RELEASE, EXIT_EARLIER_RELEASE, earlier_schemas, explain
 from .replay_workspace import ScratchWorkspace
 
 
@@ -51,8 +52,10 @@ from .replay_workspace import ScratchWorkspace
 class Divergence:
     turn: int
     step: int | None
-    kind: str  # "request fingerprint" | "tool result" | "model calls" | "outcome"
+    kind: str  # "request fingerprint" | "tool result" | "model calls" | "outcome" | "earlier release" (replay_earlier.py)
     detail: str
+    #: At a request: which of model, system, tools, messages differ, as far as the recording tells (replay_earlier.py).
+    parts: dict[str, str] | None = None
 
     def describe(self) -> str:
         where = f"turn {self.turn}" + (f", step {self.step}" if self.step is not None else "")
@@ -68,10 +71,20 @@ class ReplayReport:
     divergence: Divergence | None = None
     #: (turn number, status) of a turn still in flight at the end of the branch: not replayed.
     in_flight: tuple[int, str] | None = None
+    #: The built-in tools' schemas of a release before editions the session was found asked with (their
+    #: `EarlierSchemas.name`, runtime/tools/editions.py); None: those of its recorded edition.
+    earlier_schemas: str | None = None
 
     @property
     def identical(self) -> bool:
         return self.divergence is None
+
+    @property
+    def exit_code(self) -> int:
+        """`chronicle replay`'s: 0 identical, 1 diverged, 4 a request an earlier release recorded that cannot be rebuilt."""
+        if self.divergence is None:
+            return 0
+        return EXIT_EARLIER_RELEASE if self.divergence.kind == EARLIER_RELEASE else 1
 
     def verdict(self) -> str:
         if self.divergence is not None:
@@ -80,6 +93,9 @@ class ReplayReport:
         if self.in_flight is not None:
             number, status = self.in_flight
             tail = f"; turn {number} is still {status} and was not replayed (finish it with `chronicle resume`)"
+        if self.earlier_schemas is not None:
+            tail += (f"; asked with Chronicle's tool schemas {self.earlier_schemas}, as the release that recorded it "
+                     "(before tool editions) offered them")
         return (
             f"identical: {self.turns} turn(s), {self.model_calls} model call(s) with matching request fingerprints, "
             f"{self.rechecked} read-only tool result(s) re-run and equal, {self.reused} recorded result(s) reused{tail}"
@@ -118,15 +134,40 @@ class Replayer:
         self.checks = GuardrailHook([])
         #: What each replayed subtask returned, by (calling tool call id, place): shown if its batch diverges.
         self.subtask_outputs: dict[tuple[str, int], str] = {}
+        #: The toolbox the replayed loop asks with, and whether a recorded fingerprint was compared yet: a
+        #: session recorded before tool editions is matched to its release's built-in schemas at the first.
+        self.box: Toolbox | None = None
+        self.compared = False
+        #: The request found asked with an earlier release's schemas, and its fingerprint with them: a retry
+        #: of that call sends the same request again, built before the toolbox was given them.
+        self.matched: tuple[ModelRequest, str] | None = None
 
     def shown(self, position: int) -> int:
         """The recorded number of the branch's `position`-th turn (1-based), as `history --at` counts."""
         return self.turns[position - 1].number
 
-    def diverge(self, turn: int, step: int | None, kind: str, detail: str) -> None:
+    def diverge(self, turn: int, step: int | None, kind: str, detail: str, parts: dict[str, str] | None = None) -> None:
         if self.report.divergence is None:
-            self.report.divergence = Divergence(self.shown(turn), step, kind, detail)
+            self.report.divergence = Divergence(self.shown(turn), step, kind, detail, parts)
         raise StopReplay(self.report.divergence.describe())
+
+    def as_recorded(self, request: ModelRequest, recorded: str, now: str) -> str:
+        """`now`, or the recorded fingerprint when the session, recorded before tool editions, was asked
+        with the built-in schemas of an earlier release (replay_earlier.py): those are asked with from here on.
+        Decided at the first recorded fingerprint only, so one session is never asked with two sets."""
+        if self.matched is not None and request is self.matched[0]:
+            return self.matched[1]
+        first, self.compared = not self.compared, True
+        if now == recorded or not first or self.session.spec.tool_edition != 1 or self.box is None:
+            return now
+        found = earlier_schemas(self.box, request, recorded)
+        if found is None:
+            return now
+        earlier, now = found
+        self.box.offer(self.box.schemas_as(earlier))
+        self.report.earlier_schemas = earlier.name
+        self.matched = (request, now)
+        return now
 
     # -- the provider side ---------------------------------------------------------------------
 
@@ -140,13 +181,12 @@ class Replayer:
                 self.diverge(number, step, "model calls", f"the loop asks for model call {step + 1}; the recording has {len(original.steps)}")
             raise StopReplay("end of the recording")
         recorded = original.steps[step]
-        now = fingerprint(request)
-        if recorded.get("fingerprint") and now != recorded["fingerprint"]:
-            self.diverge(
-                number, step, "request fingerprint",
-                f"recorded {recorded['fingerprint'][:12]}… ({recorded.get('message_count', '?')} message(s)), "
-                f"now {now[:12]}… ({len(request.messages)} message(s))",
-            )
+        if recorded.get("fingerprint"):
+            now = self.as_recorded(request, recorded["fingerprint"], fingerprint(request))
+            if now != recorded["fingerprint"]:
+                assert self.box is not None
+                why = explain(self.store, original, step, request, recorded, now, self.box, self.turns, self.session.spec.tool_edition)
+                self.diverge(number, step, why.kind, why.detail, why.parts)
         self.report.model_calls += 1
         return ModelResponse.model_validate(recorded["response"])
 
@@ -247,7 +287,8 @@ class Replayer:
             # A sub-agent's session replays under its parents' checks too, as it ran.
             guardrails = guardrails_along([s.spec.guardrails for s in lineage(self.store, self.session)], self.workspace)
             self.checks = GuardrailHook(guardrails)
-            loop = assemble(scratch, self, self.toolbox(), self.scratch.root,
+            self.box = self.toolbox()
+            loop = assemble(scratch, self, self.box, self.scratch.root,
                             LoopOptions(auto_approve=True, max_iterations=spec.max_iterations), clock=clock,
                             hooks=Hooks([InputAndAnswerChecks(guardrails)] if guardrails else []),
                             compactor=RecordedCompactions(self.store, self.session, self.turns))

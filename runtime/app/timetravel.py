@@ -129,5 +129,6 @@ def replay_row(sid: UUID, report: ReplayReport) -> dict[str, Any]:
     return {
         "session_id": str(sid), "identical": report.identical, "verdict": report.verdict(),
         "turns": report.turns, "model_calls": report.model_calls, "rechecked": report.rechecked, "reused": report.reused,
-        "divergence": None if d is None else {"turn": d.turn, "step": d.step, "kind": d.kind, "detail": d.detail},
+        "divergence": None if d is None else {"turn": d.turn, "step": d.step, "kind": d.kind, "detail": d.detail, "parts": d.parts},
+        "earlier_schemas": report.earlier_schemas,
     }

@@ -100,7 +100,7 @@ def replay(
     as_json: JsonOption = False,
     db: DbOption = None,
 ) -> None:
-    """Run the session's active branch again against its recorded model responses; exit 1 at the first divergence."""
+    """Run the session's active branch again against its recorded model responses; exit 1 at the first divergence, 4 when an earlier release recorded a request that cannot be rebuilt."""
     with store_command(db, create=False) as store:
         sid = store.resolve_session_id(session)
         report = asyncio.run(app_timetravel.replay(store, sid, workspace))
@@ -108,7 +108,7 @@ def replay(
             print_json(app_timetravel.replay_row(sid, report))
         else:
             print(report.verdict())
-        raise typer.Exit(0 if report.identical else 1)
+        raise typer.Exit(report.exit_code)
 
 
 #: Tools whose file effects `undo --files` puts back.

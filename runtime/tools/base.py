@@ -230,5 +230,18 @@ class Toolbox:
             self._schemas = [t.schema_for(self.edition) for t in self.tools.values()]
         return [dict(s) for s in self._schemas]
 
+    def schemas_as(self, earlier: Any) -> list[dict[str, Any]]:
+        """The schemas as a release before editions offered them (an `EarlierSchemas` of
+        runtime/tools/editions.py): its changes apply to Chronicle's own tools, never to a user's namesake."""
+        from .editions import builtin_tool
+
+        return [earlier.apply(s) if builtin_tool(t) else s for t, s in zip(self.tools.values(), self.schemas(), strict=True)]
+
+    def offer(self, schemas: list[dict[str, Any]]) -> None:
+        """Ask with these schemas from now on: replay's, once it found those an older release recorded."""
+        if [s["name"] for s in schemas] != list(self.tools):
+            raise ValueError("offer: the schemas must name this toolbox's tools, in its order")
+        self._schemas = [dict(s) for s in schemas]
+
     def names(self) -> list[str]:
         return list(self.tools)

@@ -16,6 +16,10 @@ fails there, naming this module.
 
 from __future__ import annotations
 
+import copy
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
 #: The edition a new session records.
 TOOL_EDITION = 3
 
@@ -30,3 +34,73 @@ EDITIONS = {
     3: "edition 2 + list_tasks (the session's task board, so the model can find the task ids delegate claims), "
        "offered with delegate; delegate's description and task_id point to it",
 }
+
+
+@dataclass(frozen=True)
+class EarlierSchemas:
+    """Chronicle's own tools as a release before editions offered them: what differs from edition 1.
+
+    Edition 1 is what the last release before editions offered (commit cc3fc6f); releases before that
+    changed a few descriptions and a schema without recording anything, so a session they recorded reads
+    as edition 1 yet was asked with other schemas. Which of these it was is not on its spec: replay finds it
+    by the recorded fingerprint of the session's first model call (runtime/app/replay.py), and a set is
+    used only when it gives exactly the recorded request. tests/unit/test_tool_editions.py pins each set.
+    """
+
+    name: str
+    #: Which releases offered them (what the verdict and the docs say).
+    releases: str
+    #: Built-in tools whose description read otherwise then: name -> description.
+    descriptions: Mapping[str, str] = field(default_factory=dict)
+    #: Input properties a built-in tool did not have yet: name -> properties.
+    without: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+
+    def apply(self, schema: dict[str, Any]) -> dict[str, Any]:
+        """A built-in tool's edition-1 schema as these releases offered it."""
+        name = schema["name"]
+        if name in self.descriptions:
+            schema = {**schema, "description": self.descriptions[name]}
+        if name in self.without:
+            inputs = copy.deepcopy(schema["input_schema"])
+            for prop in self.without[name]:
+                inputs.get("properties", {}).pop(prop, None)
+                if prop in inputs.get("required", ()):
+                    inputs["required"] = [r for r in inputs["required"] if r != prop]
+            schema = {**schema, "input_schema": inputs}
+        return schema
+
+
+#: Before the tool sandbox (merged 2026-11-23, c75033f), six tools' descriptions said less.
+_BEFORE_SANDBOX = {
+    "list_dir": "List a directory in the workspace; directories end with '/'.",
+    "glob": "Find workspace files whose relative path matches a glob pattern such as '**/*.py'.",
+    "grep": "Search workspace files for a regular expression; prints path:line:text.",
+    "write_file": "Create or overwrite a text file in the workspace.",
+    "edit_file": "Replace one exact occurrence of `old` with `new` in a workspace file.",
+    "bash": "Run a shell command in the workspace directory; returns its output and exit code.",
+}
+
+#: What releases before editions offered, newest first (the order replay tries them in).
+BEFORE_EDITIONS: tuple[EarlierSchemas, ...] = (
+    EarlierSchemas(
+        "before tests_run", "releases of 2026-11-23 to 2026-11-28, before task_complete took tests_run (d311398)",
+        without={"task_complete": ("tests_run",)},
+    ),
+    EarlierSchemas(
+        "before the tool sandbox", "releases before 2026-11-23, before the tool sandbox (c75033f) rewrote six descriptions",
+        descriptions=_BEFORE_SANDBOX, without={"task_complete": ("tests_run",)},
+    ),
+)
+
+
+def builtin_tool(tool: object) -> bool:
+    """Whether `tool` is one of Chronicle's own (or replay's stand-in for one), which editions describe;
+    a user's tool of the same name is not."""
+    from ..agents.tools import ORCHESTRATION_TOOLS
+    from ..skills import LoadSkill
+    from . import BUILTIN_TOOLS
+
+    own = BUILTIN_TOOLS.get(getattr(tool, "name", "")) or ORCHESTRATION_TOOLS.get(getattr(tool, "name", ""))
+    if getattr(tool, "name", "") == LoadSkill.name:
+        own = LoadSkill
+    return own is not None and isinstance(tool, own)

@@ -14,8 +14,8 @@ from chronicle.runtime.agents.registry import AgentRegistry, agents_directory, c
 from chronicle.runtime.agents.tools import ORCHESTRATION_TOOLS
 from chronicle.runtime.skills import LoadSkill
 from chronicle.runtime.store import ChronicleStore
-from chronicle.runtime.tools import BUILTIN_TOOLS
-from chronicle.runtime.tools.editions import EDITIONS, TOOL_EDITION
+from chronicle.runtime.tools import BUILTIN_TOOLS, DEFAULT_TOOLS
+from chronicle.runtime.tools.editions import BEFORE_EDITIONS, EDITIONS, TOOL_EDITION, EarlierSchemas
 from chronicle.runtime.toolsets import agent_toolbox
 from tests.helpers import cli
 
@@ -103,3 +103,39 @@ def test_a_delegating_session_recorded_before_task_id_still_replays_as_identical
     result = cli("replay", "f002554b", "--workspace", str(tmp_path / "ws"), db=f"sqlite:///{tmp_path / 'old.db'}")
     assert result.returncode == 0, result.stdout + result.stderr
     assert result.stdout.startswith("identical: 1 turn(s), 2 model call(s) with matching request fingerprints")
+
+
+#: Each set of BEFORE_EDITIONS applied to edition 1's tools, hashed as `digest` hashes an edition. Both equal the
+#: code of their releases: the first-parent commit before d311398 (tests_run) gives 1e2b088c904449ba, and the one
+#: before c75033f (the tool sandbox), which had no load_skill yet, gives the second set's digest without it.
+PINNED_EARLIER = {"before tests_run": "1e2b088c904449ba", "before the tool sandbox": "f52088140af1ba0d"}
+
+
+def earlier_digest(earlier: EarlierSchemas) -> str:
+    tools = [c for c in [*BUILTIN_TOOLS.values(), *ORCHESTRATION_TOOLS.values(), LoadSkill] if c.since_edition <= 1]
+    schemas = sorted((earlier.apply(c.schema_for(1)) for c in tools), key=lambda s: s["name"])
+    return hashlib.sha256(json.dumps(schemas, sort_keys=True, separators=(",", ":")).encode()).hexdigest()[:16]
+
+
+def test_the_schemas_releases_before_editions_offered_are_pinned():
+    assert {e.name: earlier_digest(e) for e in BEFORE_EDITIONS} == PINNED_EARLIER
+
+
+def test_the_schemas_before_the_tool_sandbox_are_those_the_v1_fixture_was_asked_with():
+    """tools_sha256 as every Turn.ModelResponded of tests/fixtures/v1_store.db (commit 338380d) stored it."""
+    [before_sandbox] = [e for e in BEFORE_EDITIONS if e.name == "before the tool sandbox"]
+    schemas = agent_toolbox(AgentSpec(tools=DEFAULT_TOOLS)).schemas_as(before_sandbox)
+    recorded = hashlib.sha256(json.dumps(schemas, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()).hexdigest()
+    assert recorded == "cd96e35d954e1f3c3caed53d8595a2a752a744d5cc167831d1fb7e4f7d6b7656"
+
+
+def test_earlier_schemas_change_chronicles_own_tools_only(tmp_path):
+    """A user's tool that shares a built-in's name is the user's: no release of Chronicle described it."""
+    (tmp_path / "mine.py").write_text(
+        "from chronicle import tool\n\n@tool(read_only=True)\ndef glob(pattern: str) -> str:\n    '''My own glob.'''\n    return pattern\n"
+    )
+    [before_sandbox] = [e for e in BEFORE_EDITIONS if e.name == "before the tool sandbox"]
+    box = agent_toolbox(AgentSpec(tools=("mine:glob", "list_dir")), tmp_path)
+    mine, list_dir = box.schemas_as(before_sandbox)
+    assert mine == box.schemas()[0] and mine["description"].startswith("My own glob")
+    assert list_dir["description"] == "List a directory in the workspace; directories end with '/'."
