@@ -36,6 +36,7 @@ from ..hooks import Hooks
 from ..loop import LoopOptions
 from ..model_call import fingerprint
 from ..providers.base import DeltaSink, ModelRequest
+from ..retry import RetryPolicy
 from ..secret_scan import scanner_for
 from ..store import ChronicleStore
 from ..subtasks import EFFECTS_KEY
@@ -109,6 +110,15 @@ class InputAndAnswerChecks(GuardrailHook):
 
     async def tool_output(self, call: ToolCall, output: ToolOutput) -> ToolOutput:
         return output
+
+
+class Unwaited(RetryPolicy):
+    """A replay's retries: as many attempts as the process allows, none waited for. Each is answered from the
+    recording, so the backoff and a server's retry-after (seconds to minutes for a turn that failed after its
+    retries) would be waited out for nothing."""
+
+    def delay(self, attempt: int, retry_after_s: float | None = None) -> float:
+        return 0.0
 
 
 class StopReplay(Exception):
@@ -289,7 +299,8 @@ class Replayer:
             self.checks = GuardrailHook(guardrails)
             self.box = self.toolbox()
             loop = assemble(scratch, self, self.box, self.scratch.root,
-                            LoopOptions(auto_approve=True, max_iterations=spec.max_iterations), clock=clock,
+                            LoopOptions(auto_approve=True, max_iterations=spec.max_iterations,
+                                        retry=Unwaited(max_attempts=RetryPolicy.from_env().max_attempts)), clock=clock,
                             hooks=Hooks([InputAndAnswerChecks(guardrails)] if guardrails else []),
                             compactor=RecordedCompactions(self.store, self.session, self.turns))
             for number, original in enumerate(self.turns, 1):

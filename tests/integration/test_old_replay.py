@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import shutil
+import time
 from pathlib import Path
 from uuid import NAMESPACE_URL, UUID, uuid5
 
@@ -79,6 +80,20 @@ def test_every_session_of_the_v1_fixture_replays_as_identical(v1_url, fixture_wo
             assert calls is None or report.model_calls == calls
     finally:
         store.close()
+
+
+def test_a_turn_that_failed_after_its_retries_replays_without_waiting_out_the_backoff(fixture_workspace, tmp_path):
+    """S3 of the v1 fixture: retryable errors until the policy gave up. The replay answers every attempt from the
+    recording, so the default backoff (2 s doubling to 30 s, 8 attempts: about 2 minutes) has nothing to wait for."""
+    shutil.copy(FIXTURES / "v1_store.db", tmp_path / "old.db")
+    store = ChronicleStore(f"sqlite:///{tmp_path / 'old.db'}")
+    started = time.monotonic()
+    try:
+        report = asyncio.run(Replayer(store, sid("v1", 3), fixture_workspace).run())
+    finally:
+        store.close()
+    assert report.identical, report.verdict()
+    assert time.monotonic() - started < 30
 
 
 def test_a_v2_session_offered_a_tool_its_spec_does_not_record_says_why_it_cannot_be_rebuilt(v2_url, fixture_workspace):
