@@ -126,9 +126,13 @@ async def replay(store: ChronicleStore, ref: str | UUID, workspace: Path | None 
 def replay_row(sid: UUID, report: ReplayReport) -> dict[str, Any]:
     """`replay --json`."""
     d = report.divergence
+    divergence: dict[str, Any] | None = None
+    if d is not None:
+        divergence = {"turn": d.turn, "step": d.step, "kind": d.kind, "detail": d.detail}
+        if d.parts is not None:  # at a request only: which of its parts differ (replay_earlier.py)
+            divergence["parts"] = d.parts
     return {
         "session_id": str(sid), "identical": report.identical, "verdict": report.verdict(),
         "turns": report.turns, "model_calls": report.model_calls, "rechecked": report.rechecked, "reused": report.reused,
-        "divergence": None if d is None else {"turn": d.turn, "step": d.step, "kind": d.kind, "detail": d.detail, "parts": d.parts},
-        "earlier_schemas": report.earlier_schemas,
+        "divergence": divergence, "earlier_schemas": report.earlier_schemas,
     }
