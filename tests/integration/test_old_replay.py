@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import shutil
+import sqlite3
 import time
 from pathlib import Path
 from uuid import NAMESPACE_URL, UUID, uuid5
@@ -18,6 +19,7 @@ from uuid import NAMESPACE_URL, UUID, uuid5
 import pytest
 
 from chronicle.runtime.app.replay import Replayer
+from chronicle.runtime.compression import SizedZlib
 from chronicle.runtime.store import ChronicleStore
 from tests.conftest import fresh_pg_url
 from tests.helpers import cli, json_lines
@@ -122,3 +124,25 @@ def test_a_v2_session_that_never_called_the_unrecorded_tool_names_the_tool_schem
     assert report.divergence.kind == "earlier release" and report.divergence.parts is not None
     assert report.divergence.parts["tools"] == "changed" and report.divergence.parts["system"] == "as recorded"
     assert "the tool schemas differ" in report.divergence.detail and "stamp" not in report.divergence.detail
+
+
+def test_a_session_recorded_before_editions_in_schema_v3_that_diverges_keeps_its_kind_and_says_what_was_tried(tmp_path):
+    """tests/fixtures/delegating_edition1.db (commit cc3fc6f) stores v3 events, which keep no digest of the system
+    prompt or the tools: an input edited in the store is a `request fingerprint` divergence (exit 1), as before,
+    whose detail says which built-in schemas were tried and whose parts say what the recording tells."""
+    shutil.copy(FIXTURES / "delegating_edition1.db", tmp_path / "old.db")
+    with sqlite3.connect(tmp_path / "old.db") as conn:
+        plain = SizedZlib()  # states are stored compressed (runtime/compression.py)
+        [(rowid, state)] = conn.execute("SELECT rowid, state FROM stored_events WHERE topic LIKE '%Turn.Created' "
+                                        "AND originator_id IN (SELECT originator_id FROM stored_events WHERE rowid = 7)").fetchall()
+        edited = plain.compress(plain.decompress(bytes(state)).replace(b'"count the widgets"', b'"count the gadgets"'))
+        conn.execute("UPDATE stored_events SET state = ? WHERE rowid = ?", (edited, rowid))
+    (tmp_path / "ws").mkdir()
+    (tmp_path / "ws" / "CHANGES.md").write_text("three widgets: a, b, c\n")
+    result = cli("replay", "f002554b", "--workspace", str(tmp_path / "ws"), "--json", db=f"sqlite:///{tmp_path / 'old.db'}")
+    assert result.returncode == 1, result.stdout + result.stderr
+    divergence = json_lines(result.stdout)[0]["divergence"]
+    assert (divergence["turn"], divergence["step"], divergence["kind"]) == (1, 0, "request fingerprint")
+    assert divergence["detail"].endswith("; recorded before tool editions: edition 1 and the built-in tools' schemas of the "
+                                         "releases before it (before tests_run, before the tool sandbox) were tried")
+    assert divergence["parts"] == {"model": "as recorded", "system": "not recorded", "tools": "not recorded", "messages": "same count"}
