@@ -45,7 +45,7 @@ from ..toolsets import resolve_tools
 from .loops import assemble
 from .replay_batch import difference, ran_a_writer, subtask_marks
 from .replay_compaction import RecordedCompactions
-from .replay_earlier import EARLIER_RELEASE, EXIT_EARLIER_RELEASE, earlier_schemas, explain
+from .replay_earlier import earlier_schemas, explain
 from .replay_workspace import ScratchWorkspace
 
 
@@ -82,10 +82,8 @@ class ReplayReport:
 
     @property
     def exit_code(self) -> int:
-        """`chronicle replay`'s: 0 identical, 1 diverged, 4 a request an earlier release recorded that cannot be rebuilt."""
-        if self.divergence is None:
-            return 0
-        return EXIT_EARLIER_RELEASE if self.divergence.kind == EARLIER_RELEASE else 1
+        """`chronicle replay`'s: 0 identical, 1 diverged (an `earlier release` divergence too: its kind says so)."""
+        return 0 if self.divergence is None else 1
 
     def verdict(self) -> str:
         if self.divergence is not None:

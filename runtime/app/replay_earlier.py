@@ -12,7 +12,8 @@ together, so a difference alone does not say which of them moved. Two things tel
   leaves out as nothing else reads them). Read from the stored row, they name the part that differs.
 
 When the request still cannot be rebuilt, `explain` says which part differs and why, as the divergence
-kind `earlier release` (exit 4), rather than a bare fingerprint: a release that recorded a session may have
+kind `earlier release` (exit 1, as every divergence: scripts that check for 1 keep working, and the kind
+tells the two apart), rather than a bare fingerprint: a release that recorded a session may have
 offered its loop a tool the spec does not record (tests/fixtures/v2_store.db was written so), which no later
 code can put back.
 """
@@ -38,8 +39,6 @@ from ..tools.editions import BEFORE_EDITIONS, EarlierSchemas, builtin_tool
 
 #: The divergence kind of a session recorded by an earlier release whose request cannot be rebuilt.
 EARLIER_RELEASE = "earlier release"
-#: `chronicle replay`'s exit code for it (1 stays a divergence of today's code from a recording it can rebuild).
-EXIT_EARLIER_RELEASE = 4
 
 
 def earlier_schemas(toolbox: Toolbox, request: ModelRequest, recorded: str) -> tuple[EarlierSchemas, str] | None:

@@ -27,7 +27,7 @@ HELP_LINES = {
     'undo': 'Take the last turns off the active branch (they stay in `log`); `redo` puts them back.',
     'redo': 'Put the most recently undone turns back on the active branch (with --files, their files too).',
     'fork': 'Start a new session from the conversation as it was when turn TURN had completed; prints its id.',
-    'replay': "Run the session's active branch again against its recorded model responses; exit 1 at the first divergence, 4 when an earlier release recorded a request that cannot be rebuilt.",
+    'replay': "Run the session's active branch again against its recorded model responses; exit 1 at the first divergence (kind `earlier release` when a request an earlier release recorded cannot be rebuilt).",
     'verify': 'Re-compute the hash chain: exit 0 with a one-line verdict and counts, or exit 1 naming the first broken link (position, aggregate, event, and whether a row was edited, missing, reordered or inserted).',
     'export': 'Write a self-contained bundle of the session tree (a fork with the turns it inherits): its events in order with digests, a manifest with counts and the head digest, and an Ed25519 signature with --sign.',
     'keygen': 'Make an Ed25519 key pair for `export --sign` (the same as `openssl genpkey -algorithm ed25519 -out KEYFILE`).',

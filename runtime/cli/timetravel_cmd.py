@@ -100,7 +100,7 @@ def replay(
     as_json: JsonOption = False,
     db: DbOption = None,
 ) -> None:
-    """Run the session's active branch again against its recorded model responses; exit 1 at the first divergence, 4 when an earlier release recorded a request that cannot be rebuilt."""
+    """Run the session's active branch again against its recorded model responses; exit 1 at the first divergence (kind `earlier release` when a request an earlier release recorded cannot be rebuilt)."""
     with store_command(db, create=False) as store:
         sid = store.resolve_session_id(session)
         report = asyncio.run(app_timetravel.replay(store, sid, workspace))

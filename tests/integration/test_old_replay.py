@@ -4,7 +4,7 @@ changed, and otherwise with the reason, on SQLite and on PostgreSQL (the fixture
 tests/fixtures/v1_store.db was recorded by commit 338380d, whose built-in tools had six shorter descriptions
 than edition 1 (runtime/tools/editions.py, BEFORE_EDITIONS): asked with those, each of its sessions is the
 recording. tests/fixtures/v2_store.db was recorded by ops/make_fixture_v2.py, which gave its loops a tool
-`stamp` that no spec records; its sessions cannot be re-asked, and replay says so (exit 4), naming the part.
+`stamp` that no spec records; its sessions cannot be re-asked, and replay says so (exit 1, kind `earlier release`), naming the part.
 """
 
 from __future__ import annotations
@@ -100,7 +100,7 @@ def test_a_turn_that_failed_after_its_retries_replays_without_waiting_out_the_ba
 
 def test_a_v2_session_offered_a_tool_its_spec_does_not_record_says_why_it_cannot_be_rebuilt(v2_url, fixture_workspace):
     result = cli("replay", str(sid("v2", 1)), "--workspace", str(fixture_workspace), "--json", db=v2_url)
-    assert result.returncode == 4, result.stdout + result.stderr
+    assert result.returncode == 1, result.stdout + result.stderr
     [row] = json_lines(result.stdout)
     divergence = row["divergence"]
     assert row["identical"] is False and (divergence["turn"], divergence["step"]) == (1, 0)
@@ -120,7 +120,7 @@ def test_a_v2_session_that_never_called_the_unrecorded_tool_names_the_tool_schem
         report = asyncio.run(Replayer(store, sid("v2", 4), fixture_workspace).run())
     finally:
         store.close()
-    assert report.exit_code == 4 and report.divergence is not None
+    assert report.exit_code == 1 and report.divergence is not None
     assert report.divergence.kind == "earlier release" and report.divergence.parts is not None
     assert report.divergence.parts["tools"] == "changed" and report.divergence.parts["system"] == "as recorded"
     assert "the tool schemas differ" in report.divergence.detail and "stamp" not in report.divergence.detail
