@@ -22,6 +22,15 @@ from chronicle.runtime.tools.base import Tool
 from chronicle.runtime.tools.imports import is_import_path, remember
 
 
+class _Unset(int):
+    """Agent's max_iterations when the program set none: 20 like any other, but known to be the default, so that a
+    continued session does not say it ignored a number the program never gave (run(max_iterations=) may have
+    recorded another when the session started)."""
+
+
+DEFAULT_MAX_ITERATIONS = _Unset(20)
+
+
 @dataclass
 class Agent:
     """An agent: its instructions, tools (your @tool functions and built-ins by name), provider and sub-agents.
@@ -38,7 +47,7 @@ class Agent:
     model: str | None = None
     agents: Sequence[Agent] = ()
     description: str = ""
-    max_iterations: int = 20
+    max_iterations: int = DEFAULT_MAX_ITERATIONS
     max_depth: int = 1
     #: MCP servers whose tools this agent gets: McpServer objects, or names of [mcp.NAME] tables in
     #: the workspace's chronicle.toml. Their tool lists are recorded when a session starts.
@@ -176,7 +185,8 @@ class Agent:
                 raise ValueError(f"agent {agent.name}: doom_loop is set on the top-level agent; a sub-agent runs under its guards")
         return AgentRegistry(main=self.definition(True), agents=tuple(a.definition(False) for a in descendants),
                              mcp=mcp_servers_of([self, *descendants], workspace), preamble=self.preamble,
-                             bootstrap=self.bootstrap, aux_model=self.aux_model)
+                             bootstrap=self.bootstrap, aux_model=self.aux_model,
+                             max_iterations=None if isinstance(self.max_iterations, _Unset) else self.max_iterations)
 
 
 def mcp_servers_of(agents: Sequence[Agent], workspace: str | Path | None) -> dict[str, Any]:

@@ -120,6 +120,9 @@ class AgentRegistry:
     preamble: bool | None = None
     bootstrap: bool | None = None
     aux_model: str | None = None
+    #: Agent(max_iterations=) when the program set it; None when it kept the default (`main` holds the value either
+    #: way): a continued session says it ignored only one the program gave (runtime/app/specs.py, ignored_in_code).
+    max_iterations: int | None = None
 
     def main_spec(self, provider: str, model: str, workspace: str, max_iterations: int | None = None,
                   extra_tools: tuple[str, ...] = (), bootstrap: bool = True) -> AgentSpec:

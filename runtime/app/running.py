@@ -178,7 +178,7 @@ class Conversation:
                 notes.append(f"note: --agents ignored; session {sid} keeps the agents recorded when it started")
             if options.tools:
                 notes.append(f"note: --tools ignored; session {sid} keeps the tools recorded when it started")
-            if options.registry is not None and (note := ignored_in_code(sid, recorded, options.registry)):
+            if options.registry is not None and (note := ignored_in_code(sid, recorded, options.registry, options.max_iterations)):
                 ignored.append(note)
             if options.model and options.model.strip() != recorded.model:
                 # Recorded (below, once the loop is built) rather than applied to this process alone.

@@ -48,11 +48,15 @@ def session_workspace(spec: AgentSpec | None) -> Path | None:
     return None
 
 
+#: How the default system prompt begins: a recorded preamble that starts so was given it (`[agent] preamble` on).
+PREAMBLE_OPENING = "You are an agent that works in a workspace through tools, and every step you take is recorded.\n"
+
+
 def default_preamble(workspace: Path, tools: tuple[str, ...], today: date) -> str:
     """The main agent's default system prompt; the agent's `instructions` extend it."""
     listed = ", ".join(tools) if tools else "none"
     return (
-        "You are an agent that works in a workspace through tools, and every step you take is recorded.\n"
+        PREAMBLE_OPENING +
         f"- Workspace: {workspace}. Paths you give tools are relative to it (write `src/app.py`, not an absolute path); "
         "nothing outside it can be read or changed.\n"
         f"- Today's date: {today.isoformat()}.\n"
@@ -105,11 +109,19 @@ def check_policies(spec: AgentSpec, workspace: Path) -> None:
     check_tool_names(policies, tools)
 
 
-def ignored_in_code(sid: object, recorded: AgentSpec, registry: AgentRegistry) -> str | None:
+def ignored_in_code(sid: object, recorded: AgentSpec, registry: AgentRegistry, max_iterations: int | None = None) -> str | None:
     """The note for an Agent given in code to a continued session whose recorded agent it does not match: the
-    session keeps its recorded tools, sub-agents, MCP servers, instructions, guardrails, middleware, hooks, approval
-    policy and doom-loop limit (resume, a worker and replay rebuild them from the record), as `--tools` and `--agents`
-    are ignored on a continued session, with a note."""
+    session keeps its recorded tools, sub-agents (each whole: description, instructions, model, tools, limits,
+    checks), MCP servers, instructions, guardrails, middleware, hooks, approval policy, doom-loop limit,
+    description, max_iterations, max_depth, system prompt, bootstrap files and auxiliary model (resume, a worker
+    and replay rebuild them from the record), as `--tools` and `--agents` are ignored on a continued session,
+    with a note. `max_iterations`: the run's own (`run(max_iterations=)`), which applies to this run instead.
+
+    Only what the record can show was not used is said. max_iterations is said only when the program set it on
+    the Agent (`registry.max_iterations`) and the run gave none: a session started by `run(agent, max_iterations=5)`
+    recorded 5, and the same Agent, its default 20 untouched, continuing it gave nothing that was dropped.
+    `bootstrap=True` on a session whose record holds no AGENTS.md, TOOLS.md or MEMORY.md is not said either: the
+    record cannot tell bootstrap off from a workspace that had none of them then."""
     from ..agents.registry import ORCHESTRATION_NAMES
     from ..skills import LoadSkill
 
@@ -118,7 +130,7 @@ def ignored_in_code(sid: object, recorded: AgentSpec, registry: AgentRegistry) -
     differs = []
     if set(given.tools) != {t for t in kept.tools if t not in added}:
         differs.append("tools")
-    if {a.name: set(a.tools) for a in registry.agents} != {a.name: set(a.tools) for a in kept.registry}:
+    if {a.name: sub_agent_as_given(a) for a in registry.agents} != {a.name: sub_agent_as_given(a) for a in kept.registry}:
         differs.append("sub-agents")
     if set(registry.mcp) != {e.get("server") for e in kept.mcp_tools}:
         differs.append("MCP servers")
@@ -131,7 +143,28 @@ def ignored_in_code(sid: object, recorded: AgentSpec, registry: AgentRegistry) -
     doom_loop = (given.limits or {}).get("doom_loop")
     if doom_loop is not None and doom_loop != (kept.limits or {}).get("doom_loop"):
         differs.append("doom_loop")
+    if given.description != kept.description:
+        differs.append("description")
+    if max_iterations is None and registry.max_iterations is not None and registry.max_iterations != kept.max_iterations:
+        differs.append("max_iterations")
+    if given.max_depth != kept.max_depth:
+        differs.append("max_depth")
+    # None: chronicle.toml's [agent] / [models] decided when the session started, as approvals.
+    if registry.preamble is not None and registry.preamble != kept.preamble.startswith(PREAMBLE_OPENING):
+        differs.append("preamble")
+    if registry.bootstrap is False and (kept.project_files or kept.memory):
+        differs.append("bootstrap")
+    if registry.aux_model is not None and registry.aux_model != kept.aux_model:
+        differs.append("aux_model")
     if not differs:
         return None
     return (f"note: the Agent's {', '.join(differs)} ignored; session {sid} keeps those recorded when it started "
             "(start a new session to use these)")
+
+
+def sub_agent_as_given(definition: AgentSpec) -> dict[str, object]:
+    """A sub-agent definition as a program gives it: without what the session added when it started (the MCP tools
+    its servers listed, the names its import paths held), its tools in any order."""
+    shape = definition.model_dump(exclude={"mcp_tools", "import_tools", "tools"})
+    shape["tools"] = sorted(set(definition.tools))
+    return shape

@@ -146,6 +146,46 @@ def test_an_agents_checks_policy_and_doom_loop_a_continued_session_ignores_are_w
         assert [str(w.message) for w in ours(recorded)] == [line] and result.notes == (line,)
 
 
+def test_an_agents_limits_prompt_switches_and_sub_agent_details_a_continued_session_ignores_are_warned_of(db_url, workspace,
+                                                                                                          tmp_path):
+    """A continued session keeps its recorded description, max_iterations, max_depth, system prompt, bootstrap files,
+    auxiliary model and each sub-agent whole; an Agent giving others was run without a word. The run's own
+    max_iterations applies to its run, and a session `run(max_iterations=)` started keeps that number without a note
+    for the same Agent (whose default it never used)."""
+    from chronicle import ChronicleWarning
+
+    (workspace / "AGENTS.md").write_text("Be brief.\n", encoding="utf-8")
+    provider = scripted(tmp_path, *[[response(text(f"answer {n}"))] for n in range(5)])
+
+    def agent(**given: Any) -> Agent:
+        helper = Agent(name="helper", tools=["grep"], description=given.pop("helper", "reads code"))
+        return Agent(tools=["read_file"], provider=provider, agents=[helper], **given)
+
+    first = agent(description="support desk", preamble=False, aux_model="claude-haiku-4-5")
+    with Chronicle(db_url) as app:
+        sid = app.run_sync(first, "first", workspace=workspace, max_iterations=5).session_id
+        spec = app.store.session(UUID(sid)).spec
+        assert spec.max_iterations == 5 and spec.project_files and spec.aux_model == "claude-haiku-4-5"
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            same = app.run_sync(agent(description="support desk", preamble=False, aux_model="claude-haiku-4-5"), "second",
+                                session=sid)
+        assert same.notes == () and ours(caught) == []
+        other = agent(description="sales desk", max_iterations=9, max_depth=0, preamble=True, bootstrap=False,
+                      aux_model="claude-sonnet-4-5", helper="writes code")
+        with pytest.warns(ChronicleWarning) as recorded:
+            result = app.run_sync(other, "third", session=sid)
+        line = (f"note: the Agent's sub-agents, description, max_iterations, max_depth, preamble, bootstrap, aux_model ignored; "
+                f"session {sid} keeps those recorded when it started (start a new session to use these)")
+        assert [str(w.message) for w in ours(recorded)] == [line] and result.notes == (line,)
+        with pytest.warns(ChronicleWarning) as recorded:  # the run's max_iterations is used: the Agent's is not said
+            result = app.run_sync(other, "fourth", session=sid, max_iterations=9)
+        assert [str(w.message) for w in ours(recorded)] == [line.replace(" max_iterations,", "")]
+        with pytest.warns(ChronicleWarning, match="description, max_iterations, max_depth") as recorded:
+            app.submit(other, "fifth", session=sid)
+        assert app.store.session(UUID(sid)).spec == spec  # as recorded, unchanged
+
+
 def test_a_workspace_given_with_a_session_to_submit_is_warned_of_not_dropped(db_url, workspace, tmp_path):
     """`submit --session --workspace` is refused (exit 2); the library's took the workspace and a worker ran the
     session where it recorded, without a word."""
