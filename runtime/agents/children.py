@@ -81,6 +81,7 @@ def open_child(
     if existing is not None:
         return existing
     now = parent_io.clock.now()
+    spec = tool_names_at_spawn(spec, parent_io.workspace)
     child = Session.start(sid, spec, now, parent_session_id=parent.id, parent_tool_call_id=parent_call_id)
     child.queue_input(TASK_INPUT_ID, text, now, kind="task")
     if board_task is None:
@@ -95,6 +96,24 @@ def open_child(
             raise TaskClaimRefused(claim_refusal_now(store, parent, board_task, spec.name, sid)) from None
         return existing if existing is not None else store.session(sid)
     return child
+
+
+def tool_names_at_spawn(spec: AgentSpec, workspace: Any) -> AgentSpec:
+    """The child's spec with the names its import paths hold now, when it is spawned, as its toolbox is built
+    (`AgentSpec.import_tools`). Its definition carries those of when the top-level session started: a child
+    spawned after a path changed then claimed tools it never had (a false note when it is continued) and left out
+    those it had, so a tool its history called could vanish with no refusal (runtime/app/vanished_tools.py).
+    A path that does not load keeps the definition's names: the child's loop fails to build, saying why."""
+    from chronicle.runtime.tools.imports import ToolLoadError, is_import_path, load_tools
+
+    paths = [entry for entry in spec.tools if is_import_path(entry)]
+    if not paths:
+        return spec
+    try:
+        held = {path: tuple(t.name for t in load_tools(path, workspace)) for path in paths}
+    except ToolLoadError:
+        return spec
+    return spec.model_copy(update={"import_tools": held})
 
 
 def refused_result(agent: str, task_id: str, reason: str) -> ChildResult:

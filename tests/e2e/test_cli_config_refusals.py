@@ -244,3 +244,64 @@ def test_a_worker_logs_the_ignored_thinking_budget_once_whatever_the_number_of_s
                                                  "takes no thinking budget (the server decides on reasoning); it applies "
                                                  "to anthropic sessions only"), worked.stderr
     assert worked.stderr.count(" completed") == 2, worked.stderr
+
+
+def test_a_sub_agent_records_the_tools_its_path_holds_when_it_is_spawned_so_a_called_one_gone_since_is_refused(db_url, workspace,
+                                                                                                              tmp_path):
+    """A sub-agent spawned after its import path grew ran with the new tool, but recorded the names of when its parent
+    started: that tool, called and then taken out, was not missed when the parent was resumed with the sub-agent
+    in flight (no refusal, the history's call to a tool no longer offered), and a tool taken out before the spawn
+    was claimed as one it had."""
+    (workspace / "chronicle.toml").write_text(CLERK_REGISTRY, encoding="utf-8")
+    without_refund = CLERK_TOOLS.replace("[lookup_order, refund, halt]", "[lookup_order, halt]")
+    (workspace / "shop_tools.py").write_text(without_refund, encoding="utf-8")
+    task = tool_use("d1", "delegate", tasks=[{"agent": "clerk", "task": "refund order 7"}])
+    provider = f"scripted:{tmp_path / 's.json'}"
+    (tmp_path / "s.json").write_text(json.dumps({"agents": {
+        "main": [[response(text("hello"))], [response(task), response(text("the clerk refunded it"))]],
+        "clerk": [[response(tool_use("c1", "refund", order_id="7")), response(tool_use("c2", "halt", reason="check")),
+                   response(tool_use("c3", "task_complete", status="completed", summary="refunded 7"))]],
+    }}), encoding="utf-8")
+    first = cli("run", "hello", "--provider", provider, "--workspace", str(workspace), "--json", db=db_url)
+    assert first.returncode == 0, first.stderr
+    sid = json_lines(first.stdout)[0]["session_id"]
+    [clerk] = ChronicleStore(db_url).session(UUID(sid)).spec.registry
+    assert clerk.import_tools == {"shop_tools:TOOLS": ("lookup_order", "halt")}
+    (workspace / "shop_tools.py").write_text(CLERK_TOOLS, encoding="utf-8")  # refund is there from now on
+    (workspace / "halt.flag").write_text("", encoding="utf-8")
+    died = cli("run", "refund 7", "--session", sid, db=db_url)
+    assert died.returncode == 9, (died.returncode, died.stderr)
+    store = ChronicleStore(db_url)
+    [child] = [store.session(s) for s in store.session_ids() if store.session(s).parent_session_id]
+    assert child.spec.import_tools == {"shop_tools:TOOLS": ("lookup_order", "refund", "halt")}  # what it ran with
+    (workspace / "halt.flag").unlink()
+    (workspace / "shop_tools.py").write_text(without_refund, encoding="utf-8")
+    refused(cli("resume", sid, db=db_url), f"session {child.id} (sub-agent clerk of session {sid}): its history called "
+            "'refund', which shop_tools:TOOLS no longer holds", "put it back there")
+
+
+def test_a_sub_agent_spawned_after_its_path_lost_a_tool_is_not_said_to_have_held_it(db_url, workspace, tmp_path):
+    """The sub-agent never had the tool its path had already lost when it was spawned: resuming it with its parent
+    says so of the parent's sub-agent definition (those it starts go without it), not that this one held it."""
+    (workspace / "chronicle.toml").write_text(CLERK_REGISTRY, encoding="utf-8")
+    (workspace / "shop_tools.py").write_text(CLERK_TOOLS, encoding="utf-8")
+    task = tool_use("d1", "delegate", tasks=[{"agent": "clerk", "task": "where is order 7"}])
+    provider = f"scripted:{tmp_path / 's.json'}"
+    (tmp_path / "s.json").write_text(json.dumps({"agents": {
+        "main": [[response(text("hello"))], [response(task), response(text("the clerk found it"))]],
+        "clerk": [[response(tool_use("c1", "lookup_order", order_id="7")), response(tool_use("c2", "halt", reason="check")),
+                   response(tool_use("c3", "task_complete", status="completed", summary="shipped"))]],
+    }}), encoding="utf-8")
+    first = cli("run", "hello", "--provider", provider, "--workspace", str(workspace), "--json", db=db_url)
+    assert first.returncode == 0, first.stderr
+    sid = json_lines(first.stdout)[0]["session_id"]
+    (workspace / "shop_tools.py").write_text(CLERK_TOOLS.replace("[lookup_order, refund, halt]", "[lookup_order, halt]"),
+                                             encoding="utf-8")
+    (workspace / "halt.flag").write_text("", encoding="utf-8")
+    assert cli("run", "where is 7", "--session", sid, db=db_url).returncode == 9
+    (workspace / "halt.flag").unlink()
+    resumed = cli("resume", sid, db=db_url)
+    assert resumed.returncode == 0, resumed.stderr
+    assert [line for line in resumed.stderr.splitlines() if line.startswith("note:")] == [
+        f"note: session {sid}: shop_tools:TOOLS of sub-agent clerk no longer holds 'refund', which it held when the session "
+        "started; the sub-agents it starts now go without it"]
