@@ -343,15 +343,17 @@ class Chronicle:
     # -- serving ---------------------------------------------------------------------------------
 
     def http_app(self, *agents: Agent, workspace: str | Path | None = None, token: str | None = None,
-                 run_worker: bool = True) -> Any:
+                 run_worker: bool = True, worker_concurrency: int | None = None) -> Any:
         """`chronicle serve` as an ASGI app (the `server` extra) whose `POST /sessions` can also start
-        these code-defined agents by name (`"agent": NAME`): `uvicorn.run(Chronicle().http_app(a, b))`."""
+        these code-defined agents by name (`"agent": NAME`): `uvicorn.run(Chronicle().http_app(a, b))`.
+        `worker_concurrency`: `serve --concurrency` (None: 4); with `run_worker=False` a ChronicleError (code 2)."""
         from chronicle.runtime.server.api import ServerConfig, create_app
 
         for agent in agents:
             runs.checked(agent)
         return create_app(ServerConfig(db=self.url, workspace=Path(workspace).expanduser().resolve() if workspace else None,
-                                       token=token, run_worker=run_worker, library=tuple(agents)))
+                                       token=token, run_worker=run_worker, worker_concurrency=worker_concurrency,
+                                       library=tuple(agents)))
 
     @checked
     async def replay_async(self, session: SessionRef, workspace: str | Path | None = None) -> dict[str, Any]:

@@ -34,6 +34,8 @@ def serve(
                                                       show_default=False)] = None,
     agents: Annotated[Optional[Path], typer.Option("--agents", help="Agent registry (chronicle.toml); POST /sessions may start any of its agents by name", show_default=False)] = None,
     no_worker: Annotated[bool, typer.Option("--no-worker", help="Record inputs only; leave running them to `chronicle worker`")] = False,
+    concurrency: Annotated[Optional[int], typer.Option("--concurrency", min=1, help="Sessions the server's worker advances at once (default 4)",
+                                                       show_default=False)] = None,
 ) -> None:
     """Serve the agent over HTTP: JSON routes mirroring the CLI, live events as Server-Sent Events, OpenAPI at /docs.
 
@@ -51,6 +53,9 @@ def serve(
             # It would be accepted here and then match no request: every one a 401.
             fail("CHRONICLE_SERVER_TOKEN is blank (spaces only): set a token, or unset the variable", 2)
         token = (given or "").strip() or None  # a header cannot carry surrounding spaces
+        if no_worker and concurrency is not None:  # taken, and then no worker here to use it
+            fail("--concurrency is the server's worker's, and --no-worker runs none: leave one out "
+                 "(`chronicle worker --concurrency K` sets the worker that runs the sessions)", 2)
         if not is_loopback(host) and not token:
             fail(f"refusing to serve on {host} without a token: set CHRONICLE_SERVER_TOKEN (clients send it as "
                  "Authorization: Bearer TOKEN), or bind to 127.0.0.1", 2)
@@ -72,7 +77,8 @@ def serve(
         store = open_located(url)
         try:
             app = create_app(ServerConfig(db=url, workspace=workspace.resolve() if workspace else None, agents=agents, token=token,
-                                          max_body_bytes=limit, run_worker=not no_worker, store=store))
+                                          max_body_bytes=limit, run_worker=not no_worker, worker_concurrency=concurrency,
+                                          store=store))
             posted, not_here = app.state.outbox.notifying()
         except (ChannelError, RoutineError) as exc:
             fail(str(exc), 2)

@@ -78,13 +78,34 @@ class ServerConfig:
     #: The largest request body read (None: CHRONICLE_SERVER_MAX_BODY_BYTES, 2 MiB by default).
     max_body_bytes: int | None = None
     run_worker: bool = True
-    worker_concurrency: int = 4
+    #: Sessions the server's worker advances at once (`serve --concurrency`); None: 4, as `chronicle worker`. Refused
+    #: with run_worker off: the worker that runs the sessions then is another process, with its own --concurrency.
+    worker_concurrency: int | None = None
     auto_approve: bool = False
     #: The store of `db`, opened already (`chronicle serve` opens it first, to report a failure on one line).
     store: Any = None
     #: Agents defined in code (`chronicle.Agent`), startable by name like those of the registry file.
     library: tuple[Any, ...] = ()
+    #: Read by nothing: a non-empty one is refused (ChronicleError code 2) rather than taken and dropped. Kept so
+    #: that a program passing `extra={}` still builds.
     extra: dict[str, Any] = field(default_factory=dict)
+
+
+def refused_settings(config: ServerConfig) -> str | None:
+    """What `create_app` refuses in a ServerConfig, naming the field: a setting that would be taken and then do nothing
+    (`extra`, which nothing reads; `worker_concurrency` with no worker here) or could not work (no worker slot)."""
+    if config.extra:
+        return (f"ServerConfig.extra: the server reads no extra settings ({', '.join(map(str, config.extra))}); "
+                "take it out, or use the field or chronicle.toml table that says it")
+    given = config.worker_concurrency
+    if given is None:
+        return None
+    if isinstance(given, bool) or not isinstance(given, int) or given < 1:
+        return f"worker_concurrency: takes a whole number ≥ 1 (sessions the server's worker advances at once), got {given!r}"
+    if not config.run_worker:
+        return ("worker_concurrency: this server runs no worker (run_worker is off); the worker that runs its sessions "
+                "decides (`chronicle worker --concurrency K`)")
+    return None
 
 
 # -- request bodies: checked strictly, so a typo or a loose value is a 422 naming the field -----
@@ -96,6 +117,8 @@ class ServerConfig:
 def create_app(config: ServerConfig) -> FastAPI:
     if config.token is not None and not config.token.strip():
         raise ValueError("token: blank; pass a token, or None for none")
+    if refusal := refused_settings(config):
+        raise ChronicleError(refusal, 2)
     chronicle = Chronicle(config.db)
     if config.store is not None:
         chronicle._store = config.store
@@ -127,7 +150,7 @@ def create_app(config: ServerConfig) -> FastAPI:
             # Each session runs in the workspace it recorded: `workspace` is only the default of those started here
             # (an override ran a session whose POST /sessions named another directory in this one).
             overrides = Overrides(options=LoopOptions(auto_approve=config.auto_approve))
-            worker = Worker(chronicle.store, overrides, WorkerOptions(concurrency=config.worker_concurrency, poll_s=0.2),
+            worker = Worker(chronicle.store, overrides, WorkerOptions(concurrency=config.worker_concurrency or WorkerOptions.concurrency, poll_s=0.2),
                             log=log.info, name=None)
             # Turns run on an event loop of their own: the loop makes its store writes where it
             # runs, and on this loop each would hold every request and stream while it waited
