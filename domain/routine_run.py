@@ -9,6 +9,10 @@ no (runs per day, cooldown, budget, an empty HEARTBEAT.md) is recorded too, as `
 `notify` is decided when the routine fires, as a channel input's `reply` is when it is queued: the
 channel its findings are to be posted to (runtime/server/notify.py), so naming one later in
 chronicle.toml does not send the findings of runs fired before.
+
+`replaces_session_id` is set on the run that started a lightweight routine's session anew because
+`chronicle forget` erased the one it kept: nothing can be written into an erased tree, so the
+routine goes on in a session of its own again, and this is where that is said.
 """
 
 from __future__ import annotations
@@ -43,9 +47,10 @@ class RoutineRun(Aggregate):
         pass
 
     class Fired(Aggregate.Created, Event):
-        """v2: `notify`, the channel the run's findings go to (None: none, and on older events)."""
+        """v2: `notify`, the channel the run's findings go to (None: none, and on older events).
+        v3: `replaces_session_id`, the erased session this run's new session takes the place of."""
 
-        class_version = 2
+        class_version = 3
         routine: str
         scope: str
         trigger: str
@@ -55,16 +60,23 @@ class RoutineRun(Aggregate):
         session_id: UUID | None
         input_id: str | None
         notify: str | None
+        replaces_session_id: UUID | None
 
         @staticmethod
         def upcast_v1_v2(state: dict[str, Any]) -> None:
             """Runs fired before routines could notify a channel notified none."""
             state.setdefault("notify", None)
 
+        @staticmethod
+        def upcast_v2_v3(state: dict[str, Any]) -> None:
+            """Runs fired before a routine's erased session was replaced started none in its place."""
+            state.setdefault("replaces_session_id", None)
+
     @event(Fired)
     def __init__(
         self, id: UUID, routine: str, scope: str, trigger: str, due: str, action: str, holder: str,
         session_id: UUID | None, input_id: str | None, timestamp: datetime, notify: str | None = None,
+        replaces_session_id: UUID | None = None,
     ) -> None:
         self.routine = routine
         self.scope = scope
@@ -75,6 +87,8 @@ class RoutineRun(Aggregate):
         self.session_id = session_id
         self.input_id = input_id
         self.notify = notify
+        #: A lightweight routine's session erased by `chronicle forget`, which this run's new session replaces.
+        self.replaces_session_id = replaces_session_id
         self.status = "fired"
         self.reason: str | None = None
         self.summary = ""

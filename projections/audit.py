@@ -425,7 +425,8 @@ class AuditProjection(Projection):
         tx.memo[("audit.routine", row[0])] = row[1:]
         self._row(tx, e, position, "routine", row[1], name=e.routine, status="fired",
                   detail={"run_id": row[0], "trigger": e.trigger, "due": e.due, "action": e.action, "holder": e.holder,
-                          "input_id": e.input_id, "scope": e.scope, **({"notify": e.notify} if getattr(e, "notify", None) else {})})
+                          "input_id": e.input_id, "scope": e.scope, **({"notify": e.notify} if getattr(e, "notify", None) else {}),
+                          **({"replaces_session_id": str(e.replaces_session_id)} if getattr(e, "replaces_session_id", None) else {})})
 
     @on(*ROUTINE_END)
     def _routine_end(self, tx: Tx, e: Any, position: int) -> None:

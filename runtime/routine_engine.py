@@ -5,7 +5,11 @@ second worker's identical firing collides and records nothing), its index entry,
 input queued on the session that will run it. The run itself is an ordinary turn, so workers
 execute it, resume continues it after a crash, and audit shows it. `lightweight` routines
 keep one session per routine and add an input per run (their findings accumulate there);
-`job` routines start a new session per run.
+`job` routines start a new session per run. A lightweight routine's session that `chronicle forget`
+erased can take no input any more (its tree refuses every write): the next run starts the routine's
+session anew, under the next id of the routine's sequence (`routine_session_id`, so workers that
+both see the erasure create the same one and the second write collides), and that run records the
+session it replaces (`RoutineRun.Fired`'s `replaces_session_id`).
 
 Cron slots are fired when due since the engine started (less `GRACE_S`), so a restarted
 worker neither replays old slots nor misses one due a moment ago. Event triggers watch the
@@ -66,8 +70,24 @@ def run_id(scope: str, routine: str, due: str) -> UUID:
     return uuid5(ROUTINES_NS, f"{scope}\n{routine}\n{due}")
 
 
-def routine_session_id(scope: str, routine: str) -> UUID:
-    return uuid5(ROUTINES_NS, f"{scope}\n{routine}\nsession")
+def routine_session_id(scope: str, routine: str, generation: int = 0) -> UUID:
+    """A lightweight routine's session: the first one, or the `generation`-th started after erasures."""
+    name = f"{scope}\n{routine}\nsession" + (f"\n{generation}" if generation else "")
+    return uuid5(ROUTINES_NS, name)
+
+
+@dataclass(frozen=True)
+class ErasedRun:
+    """A run `chronicle forget` erased with its session: all of it that can still be read is its routine index
+    entry (the run's id, its routine, when it was indexed: as it fired) and its tree's row in the key table (which
+    session, and when it was forgotten). What it was asked and found is gone, as the erasure meant."""
+
+    id: UUID
+    routine: str
+    #: The erased session tree's id: the routine's session (a routine session is never a sub-agent or a fork).
+    session_id: UUID
+    fired_at: datetime
+    erased_at: str | None
 
 
 @dataclass
@@ -88,6 +108,8 @@ class RoutineEngine:
     #: routine -> the last run this engine knows was fired (by anyone): a cron slot is not looked up again
     #: at every tick until the next one is due.
     known_fired: dict[str, UUID] = field(default_factory=dict)
+    #: routine -> how many of its lightweight sessions this engine has seen erased (see `kept_session`).
+    generations: dict[str, int] = field(default_factory=dict)
 
     @classmethod
     def for_workspace(cls, store: ChronicleStore, workspace: Path, spec: AgentSpec, holder: str, clock: Clock = SYSTEM_CLOCK) -> RoutineEngine:
@@ -118,14 +140,23 @@ class RoutineEngine:
             return None
         return run if isinstance(run, RoutineRun) else None
 
-    def history(self, routine: str | None = None) -> list[RoutineRun]:
-        """This workspace's runs in firing order."""
-        runs = []
+    def history(self, routine: str | None = None) -> list[RoutineRun | ErasedRun]:
+        """This workspace's runs in firing order, those `chronicle forget` erased with their session among them."""
+        runs: list[RoutineRun | ErasedRun] = []
         for entry in self.index.get():
             if entry.scope != self.scope or (routine is not None and entry.routine != routine):
                 continue
-            run = self._run(entry.run_id)
-            if run is not None:
+            try:
+                run: Any = self.store.repository.get(entry.run_id)
+            except AggregateNotFoundError:
+                continue
+            except Exception as exc:  # noqa: BLE001 - an erased run's events no longer decode
+                erased = forgotten_cause(exc)
+                if erased is None:
+                    raise
+                runs.append(ErasedRun(entry.run_id, entry.routine, erased.tree, entry.timestamp, erased.at))
+                continue
+            if isinstance(run, RoutineRun):
                 runs.append(run)
         return runs
 
@@ -213,19 +244,21 @@ class RoutineEngine:
                     reason = "HEARTBEAT.md is missing or has nothing to check"
             if prompt and detail:
                 prompt += f"\n\n<trigger>{detail}</trigger>"
-            sid = routine_session_id(self.scope, routine.name) if routine.action == "lightweight" else uuid5(rid, "session")
             input_id = f"routine-{rid.hex[:16]}"
-            run = RoutineRun(
-                id=rid, routine=routine.name, scope=self.scope, trigger=routine.trigger, due=due, action=routine.action,
-                holder=self.holder, session_id=None if reason else sid, input_id=None if reason else input_id, timestamp=now,
-                notify=None if reason else routine.notify,  # decided now: a later `notify` leaves this run's findings alone
-            )
-            logged = self.index.trigger_event(run_id=rid, routine=routine.name, scope=self.scope)
             try:
+                sid, erased = self.kept_session(routine) if routine.action == "lightweight" else (uuid5(rid, "session"), None)
+                exists = reason is None and self._session_exists(sid)
+                run = RoutineRun(
+                    id=rid, routine=routine.name, scope=self.scope, trigger=routine.trigger, due=due, action=routine.action,
+                    holder=self.holder, session_id=None if reason else sid, input_id=None if reason else input_id, timestamp=now,
+                    notify=None if reason else routine.notify,  # decided now: a later `notify` leaves this run's findings alone
+                    replaces_session_id=None if reason or exists else erased,
+                )
+                logged = self.index.trigger_event(run_id=rid, routine=routine.name, scope=self.scope)
                 if reason is not None:
                     run.skip(reason, now)
                     self.store.save(run, logged)
-                elif self._session_exists(sid):
+                elif exists:
                     queue = functools.partial(queue_scanned, input_id=input_id, text=prompt or "", now=now, kind="routine")
                     self.store.update_session(sid, queue, run, Pending(logged))
                 else:
@@ -243,7 +276,25 @@ class RoutineEngine:
                     self.known_fired[routine.name] = rid
                     return None
                 raise
+            except Exception as exc:  # noqa: BLE001 - the kept session was erased since we looked (by another process)
+                if not getattr(exc, "forgotten", False) and forgotten_cause(exc) is None:
+                    raise
+                continue  # the refused write dropped its key here: the next look starts the routine's session anew
         return None
+
+    def kept_session(self, routine: Routine) -> tuple[UUID, UUID | None]:
+        """A lightweight routine's session, and the erased one it follows (None: none was erased).
+
+        The routine's first session, unless `chronicle forget` erased it; then the next of its sequence, and so on:
+        one look per erased session, each remembered by this process (`TreeKeys` keeps a forgotten tree as such)."""
+        generation = self.generations.get(routine.name, 0)
+        sid = routine_session_id(self.scope, routine.name, generation)
+        erased = routine_session_id(self.scope, routine.name, generation - 1) if generation else None
+        while forgotten(self.store.mapper, sid):
+            generation, erased = generation + 1, sid
+            sid = routine_session_id(self.scope, routine.name, generation)
+        self.generations[routine.name] = generation
+        return sid, erased
 
     def _spec(self, routine: Routine) -> AgentSpec:
         if self.spec is None:
@@ -254,11 +305,17 @@ class RoutineEngine:
         return self.spec.model_copy(update=update)
 
     def _exists(self, aggregate_id: UUID) -> bool:
+        """Whether the id is taken: by an aggregate, or by one `chronicle forget` erased (a run of a cron slot
+        erased with its session was fired all the same, and an erased session can be written no more)."""
         try:
             self.store.repository.get(aggregate_id)
             return True
         except AggregateNotFoundError:
             return False
+        except Exception as exc:  # noqa: BLE001 - an erased aggregate's events no longer decode
+            if forgotten_cause(exc) is None:
+                raise
+            return True
 
     def _session_exists(self, sid: UUID) -> bool:
         return self._exists(sid)
@@ -372,8 +429,20 @@ def routine_ok(text: str) -> bool:
     return text.strip().strip(".").upper() == HEARTBEAT_OK
 
 
-def run_row(engine: RoutineEngine, run: RoutineRun) -> dict[str, Any]:
-    """`routines history --json` / `routines run --json`: routine, session_id, status are the contract."""
+def run_row(engine: RoutineEngine, run: RoutineRun | ErasedRun) -> dict[str, Any]:
+    """`routines history --json` / `routines run --json`: routine, session_id, status are the contract.
+
+    `erased_at`: when `chronicle forget` erased the run with its session (status `erased`; what it recorded is
+    gone, so its trigger, due, action, holder and usd are null and its summary empty). `replaces_session_id`: the
+    erased session a lightweight routine's run started the routine's session anew in place of."""
+    if isinstance(run, ErasedRun):
+        return {
+            "routine": run.routine, "run_id": str(run.id), "session_id": str(run.session_id), "status": "erased",
+            "trigger": None, "due": None, "action": None, "fired_at": run.fired_at.isoformat(), "holder": None,
+            "reason": f"erased with its session by `chronicle forget`{f' on {run.erased_at}' if run.erased_at else ''} "
+                      "(`chronicle audit` shows by whom)",
+            "summary": "", "usd": None, "notify": None, "replaces_session_id": None, "erased_at": run.erased_at,
+        }
     turn = engine._turn(run)
     status = run.status
     if status == "fired":
@@ -383,4 +452,6 @@ def run_row(engine: RoutineEngine, run: RoutineRun) -> dict[str, Any]:
         "status": status, "trigger": run.trigger, "due": run.due, "action": run.action, "fired_at": run.fired_at.isoformat(),
         "holder": run.holder, "reason": run.reason, "summary": run.summary or (turn.final_text if turn is not None and turn.finished else ""),
         "usd": round(engine.cost(run), 6), "notify": getattr(run, "notify", None),
+        "replaces_session_id": str(run.replaces_session_id) if getattr(run, "replaces_session_id", None) else None,
+        "erased_at": None,
     }

@@ -188,7 +188,9 @@ class Worker:
         try:
             for run in self.routines.tick():
                 self.log(f"worker {self.name}: routine {run.routine} fired for {run.due}: {run.status}"
-                         + (f" ({run.reason})" if run.reason else f", session {run.session_id}"))
+                         + (f" ({run.reason})" if run.reason else f", session {run.session_id}")
+                         + (f" (new: the routine's session {run.replaces_session_id} was erased)"
+                            if getattr(run, "replaces_session_id", None) else ""))
         except PersistenceError as exc:
             self.log(f"worker {self.name}: store unavailable while firing routines: {exc}; will retry")
         except Exception as exc:  # noqa: BLE001 - a routine that cannot fire must not stop the sessions' work

@@ -61,6 +61,8 @@ def _brief(e: dict[str, Any]) -> str:
         whom = f"findings of routine {d['routine']}" if d.get("routine") else f"to {', '.join(d.get('senders') or [])}"
         said = f"{whom} via {d.get('channel')}: {how}, {d.get('attempts')} attempt(s)"
         return f"{said}: {d['error']}" if d.get("error") else said
+    if e["kind"] == "routine" and d.get("replaces_session_id"):  # a lightweight routine's session started anew
+        return f"new session: the routine's session {d['replaces_session_id']} was erased"
     if d.get("channel") and d.get("senders") and d.get("text"):  # a channel's input: who sent it
         return f"from {', '.join(d['senders'])} via {d['channel']}: {d['text']}"
     if isinstance(d.get("counts"), dict) and d.get("where"):  # SecretsRedacted: what was cut out, never the secret

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.markup import escape
@@ -91,7 +91,8 @@ def run_routine(
             detail = row["reason"] or row["summary"] or ""
             out_console.print(f"routine {escape(name)}: {row['status']}" + (f" — {escape(short(detail, 300))}" if detail else ""), soft_wrap=True)
             if row["session_id"]:
-                out_console.print(f"session {row['session_id']}", soft_wrap=True)
+                anew = f" (new: the routine's session {row['replaces_session_id']} was erased)" if row.get("replaces_session_id") else ""
+                out_console.print(f"session {row['session_id']}{anew}", soft_wrap=True)
             if row.get("notify"):
                 _serve_note(ws)
         raise typer.Exit(EXIT.get(row["status"], 1))
@@ -104,7 +105,7 @@ def history(
     as_json: JsonOption = False,
     db: DbOption = None,
 ) -> None:
-    """Every firing of the workspace's routines, oldest first: `routine`, `run_id`, `session_id`, `status` (queued, running, completed, failed, skipped), `trigger`, `due`, `action`, `fired_at`, `holder`, `reason`, `summary`, `usd`."""  # noqa: E501
+    """Every firing of the workspace's routines, oldest first: `routine`, `run_id`, `session_id`, `status` (queued, running, completed, failed, skipped, or erased by `chronicle forget` with its session: then only the ids, `fired_at` and `erased_at` are left), `trigger`, `due`, `action`, `fired_at`, `holder`, `reason`, `summary`, `usd`, `notify`, `replaces_session_id` (a lightweight routine's erased session this run started anew), `erased_at`."""  # noqa: E501
     with workspace_command(workspace) as ws:
         store = open_store(db, create=False)
         rows = routines.history(store, ws, routine)
@@ -116,7 +117,16 @@ def history(
             return
         columns = [Column("fired_at"), Column("routine"), Column("due"), Column("status"), Column("session", optional=True),
                    Column("detail", flex=True)]
-        table = [{"fired_at": r["fired_at"][:19].replace("T", " "), "routine": escape(r["routine"]), "due": escape(r["due"]),
+        table = [{"fired_at": r["fired_at"][:19].replace("T", " "), "routine": escape(r["routine"]), "due": escape(r["due"] or ""),
                   "status": r["status"], "session": (r["session_id"] or "")[:8],
-                  "detail": escape(short(r["reason"] or r["summary"] or "", 160))} for r in rows]
+                  "detail": escape(short(_detail(r), 160))} for r in rows]
         out_console.print(fit_table(columns, table, out_console.width))
+
+
+def _detail(row: dict[str, Any]) -> str:
+    """The guardrail's reason, the erasure, or the findings; said first when the run started the routine's session anew."""
+    said = row["reason"] or row["summary"] or ""
+    if row.get("replaces_session_id"):
+        new = f"new session: {row['replaces_session_id'][:8]} was erased"
+        return f"{new}; {said}" if said else new
+    return said

@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
+import base64
 import json
+import os
 import warnings
 
 import pytest
@@ -168,3 +170,26 @@ def test_a_queued_or_paused_job_is_cancelled_once_and_a_second_cancel_is_refused
                 app.cancel_job(job_id)
             assert again.value.code == 1 and "already ended: cancelled (cancelled by the user)" in str(again.value)
             assert [e["status"] for e in app.audit(session=job_id) if e["kind"] == "job"] == ["submitted", "cancelled"]
+
+
+def test_a_routine_whose_session_was_erased_is_in_the_history_as_erased_and_starts_its_session_anew(db_url, workspace, tmp_path,
+                                                                                                     monkeypatch):
+    """`chronicle forget` of a lightweight routine's session: its runs stay in `routine_history` as `erased` (what
+    `routines history --json` prints), and the next `run_routine` starts the routine's session anew, naming the erased
+    one, where it raised ChronicleError on the erased session."""
+    monkeypatch.setenv("CHRONICLE_CIPHER_KEY", base64.b64encode(os.urandom(32)).decode())  # erasure needs it from the start
+    agent = Agent(tools=[], provider=scripted(tmp_path, **{"routine-todo": [[response(text("FIRST"))], [response(text("SECOND"))]]}))
+    todo = Routine("todo", trigger="manual", prompt="Check TODO.md.")
+    with Chronicle(db_url) as app:
+        first = app.run_routine(todo, workspace=workspace, agent=agent)
+    assert cli("forget", first["session_id"], "--yes", db=db_url).returncode == 0
+    with Chronicle(db_url) as app:
+        [erased] = app.routine_history(workspace=workspace)
+        assert (erased["run_id"], erased["session_id"], erased["status"]) == (first["run_id"], first["session_id"], "erased")
+        assert erased["erased_at"] and erased["summary"] == "" and "FIRST" not in json.dumps(erased)
+        second = app.run_routine(todo, workspace=workspace, agent=agent)
+        assert (second["status"], second["summary"], second["replaces_session_id"]) == ("completed", "FIRST", first["session_id"])
+        assert second["session_id"] != first["session_id"]
+        history = app.routine_history(workspace=workspace)
+        assert [(h["status"], h["session_id"]) for h in history] == [("erased", first["session_id"]), ("completed", second["session_id"])]
+        assert history == json_lines(cli("routines", "history", "--workspace", str(workspace), "--json", db=db_url).stdout)
