@@ -88,6 +88,9 @@ class ErasedRun:
     session_id: UUID
     fired_at: datetime
     erased_at: str | None
+    #: A skipped run names no session, so it is of no tree and is never erased: an erased run ran, and the
+    #: guardrails count it (max_runs_per_day, cooldown_s; its spend is erased with it).
+    status = "erased"
 
 
 @dataclass
@@ -140,23 +143,27 @@ class RoutineEngine:
             return None
         return run if isinstance(run, RoutineRun) else None
 
+    def _entry_run(self, entry: RoutineRunLogged) -> RoutineRun | ErasedRun | None:
+        """The run an index entry names; what is left of it if `chronicle forget` erased it; None if there is none."""
+        try:
+            run: Any = self.store.repository.get(entry.run_id)
+        except AggregateNotFoundError:
+            return None
+        except Exception as exc:  # noqa: BLE001 - an erased run's events no longer decode
+            erased = forgotten_cause(exc)
+            if erased is None:
+                raise
+            return ErasedRun(entry.run_id, entry.routine, erased.tree, entry.timestamp, erased.at)
+        return run if isinstance(run, RoutineRun) else None
+
     def history(self, routine: str | None = None) -> list[RoutineRun | ErasedRun]:
         """This workspace's runs in firing order, those `chronicle forget` erased with their session among them."""
         runs: list[RoutineRun | ErasedRun] = []
         for entry in self.index.get():
             if entry.scope != self.scope or (routine is not None and entry.routine != routine):
                 continue
-            try:
-                run: Any = self.store.repository.get(entry.run_id)
-            except AggregateNotFoundError:
-                continue
-            except Exception as exc:  # noqa: BLE001 - an erased run's events no longer decode
-                erased = forgotten_cause(exc)
-                if erased is None:
-                    raise
-                runs.append(ErasedRun(entry.run_id, entry.routine, erased.tree, entry.timestamp, erased.at))
-                continue
-            if isinstance(run, RoutineRun):
+            run = self._entry_run(entry)
+            if run is not None:
                 runs.append(run)
         return runs
 
@@ -168,7 +175,10 @@ class RoutineEngine:
         except NotFound:
             return None
 
-    def cost(self, run: RoutineRun) -> float:
+    def cost(self, run: RoutineRun | ErasedRun) -> float:
+        """What the run spent; 0 for an erased one, whose calls were erased from the cost projection with it."""
+        if isinstance(run, ErasedRun):
+            return 0.0
         if run.finished:
             return run.usd
         turn = self._turn(run)
@@ -199,11 +209,11 @@ class RoutineEngine:
                 return f"budget_usd reached: ${spent:.4f} spent today, the budget is ${routine.budget_usd:.4f}"
         return None
 
-    def _recent_runs(self, routine: Routine, now: datetime) -> list[RoutineRun]:
+    def _recent_runs(self, routine: Routine, now: datetime) -> list[RoutineRun | ErasedRun]:
         """The routine's runs a guard can need, newest first: today's, and back to the last one that was
         not skipped or to the end of its cooldown. A guard read every run the routine ever fired at each
         firing; the index is read a page at a time from its end, and runs are in firing order there."""
-        found: list[RoutineRun] = []
+        found: list[RoutineRun | ErasedRun] = []
         upper: int | None = None
         ran = False  # a run not skipped seen: the last one the cooldown counts from
         while True:
@@ -211,7 +221,7 @@ class RoutineEngine:
             for entry in page:
                 if entry.scope != self.scope or entry.routine != routine.name:
                     continue
-                run = self._run(entry.run_id)
+                run = self._entry_run(entry)  # an erased run ran all the same (a skipped one is of no session's tree)
                 if run is None:
                     continue
                 found.append(run)

@@ -113,3 +113,18 @@ def test_a_worker_fires_a_lightweight_routine_whose_session_was_erased_into_a_ne
     history = _history(db_url, workspace, env)
     assert [h["status"] for h in history[:2]] == ["erased", "completed"] and {h["status"] for h in history[2:]} <= {"completed"}
     assert history[1]["replaces_session_id"] == first["session_id"] and history[1]["session_id"] != first["session_id"]
+
+
+def test_an_erased_run_still_counts_for_the_daily_limit(db_url, workspace, tmp_path, env):
+    """Erasing the content does not give back the runs it used: the run ran (a skipped run names no session, so
+    none is ever erased), and max_runs_per_day counts it, where the guard passed it by and ran the routine again."""
+    (workspace / "chronicle.toml").write_text(TOML + "max_runs_per_day = 1\n", encoding="utf-8")
+    args = ("--provider", _provider(tmp_path), "--workspace", str(workspace), "--json")
+    first = json_lines(cli("routines", "run", "tick", *args, db=db_url, env=env).stdout)[0]
+    assert first["status"] == "completed"
+    assert cli("forget", first["session_id"], "--yes", db=db_url, env=env).returncode == 0
+    again = cli("routines", "run", "tick", *args, db=db_url, env=env)
+    assert again.returncode == 4, again.stdout + again.stderr
+    skipped = json_lines(again.stdout)[0]
+    assert skipped["status"] == "skipped" and skipped["reason"] == "max_runs_per_day reached: 1 run(s) today, the limit is 1"
+    assert [h["status"] for h in _history(db_url, workspace, env)] == ["erased", "skipped"]
