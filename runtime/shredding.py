@@ -212,6 +212,15 @@ class TreeKeyMapper(Mapper):  # type: ignore[type-arg]
         self._trees[aggregate_id] = tree
         return tree
 
+    def unsaved(self, events: Any) -> None:
+        """A save that recorded nothing: the trees its new aggregates (their first event among `events`) were given
+        are not theirs yet, so they are looked up again. A retry may make the same aggregate in another tree: a
+        routine's run, refused because the session it named was erased, is fired again into a new session; the tree
+        kept from the refused attempt named the erased one, and refused every retry."""
+        for event in events:
+            if event.originator_version == 1:
+                self._trees.pop(event.originator_id, None)
+
     def check_aggregate(self, aggregate_id: UUID) -> None:
         """ForgottenContent if the aggregate's tree (as this process decoded or wrote it) was forgotten:
         a cached aggregate is plaintext in memory, handed out without decoding anything again."""

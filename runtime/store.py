@@ -284,6 +284,9 @@ class ChronicleStore(SessionTreeReads, SnapshotKeeping):
         try:
             recordings = self._record(processing)
         except Exception as exc:
+            unsaved = getattr(self.mapper, "unsaved", None)  # TreeKeyMapper: the new aggregates' trees are not settled
+            if unsaved is not None:
+                unsaved(processing.events)
             self._refused_if_forgotten(exc)
             raise
         try:
