@@ -52,6 +52,13 @@ from .shred_marks import forgotten_cause
 from .shredding import forgotten
 from .store import ChronicleStore, NotFound
 
+#: Tries to record one firing, each after a write that collided with another writer's.
+FIRE_TRIES = 10
+
+
+class FiringNotRecorded(RuntimeError):
+    """A routine's firing that could not be recorded: the look that wanted it ends, and the next one tries again."""
+
 ROUTINES_NS = uuid5(CHRONICLE_NS, "/routines")
 ROUTINE_RUN_INDEX_ID = uuid5(CHRONICLE_NS, "/routine-runs")
 GRACE_S = 60.0
@@ -237,11 +244,13 @@ class RoutineEngine:
     # -- firing --------------------------------------------------------------------------------
 
     def fire(self, routine: Routine, due: str, detail: str | None = None) -> RoutineRun | None:
-        """Record the firing of `routine` for `due`; None if that due time was fired already (by anyone)."""
+        """Record the firing of `routine` for `due`; None if that due time was fired already (by anyone).
+        FiringNotRecorded when every try collided: returning None then said "fired already" of a firing that
+        never was (a cron tick moved on; an event's firing was lost for good)."""
         rid = run_id(self.scope, routine.name, due)
         if self.known_fired.get(routine.name) == rid:
             return None
-        for _ in range(10):
+        for _ in range(FIRE_TRIES):
             if self._exists(rid):
                 self.known_fired[routine.name] = rid
                 return None
@@ -290,7 +299,9 @@ class RoutineEngine:
                 if not getattr(exc, "forgotten", False) and forgotten_cause(exc) is None:
                     raise
                 continue  # the refused write dropped its key here: the next look starts the routine's session anew
-        return None
+        raise FiringNotRecorded(f"routine {routine.name}: its firing for {due} could not be recorded after {FIRE_TRIES} tries "
+                                "(each write collided with another writer's); nothing was recorded for it, and the next look "
+                                "tries again")
 
     def kept_session(self, routine: Routine) -> tuple[UUID, UUID | None]:
         """A lightweight routine's session, and the erased one it follows (None: none was erased).
@@ -406,8 +417,8 @@ class RoutineEngine:
         watching = [r for r in self.routines if r.kind == "event"]
         head = self.store.max_position()
         start = (self.cursor or 0) + 1
-        self.cursor = head
         if not watching or head < start:
+            self.cursor = head
             return []
         fired = []
         for notification in self.store.recorder.select_notifications(start, head - start + 1):
@@ -420,6 +431,10 @@ class RoutineEngine:
                 run = self.fire(routine, f"event/{notification.id}", detail)
                 if run is not None:
                     fired.append(run)
+            # Past an event once its firings are recorded: one that could not be (FiringNotRecorded ends the tick)
+            # is looked at again by the next tick, and a routine it fired already is not fired twice (run ids are its).
+            self.cursor = notification.id
+        self.cursor = head
         return fired
 
     def _from_routine(self, originator_id: Any, name: str) -> bool:

@@ -14,7 +14,7 @@ from uuid import uuid4
 from ..agents.registry import AgentRegistry
 from ..clock import SYSTEM_CLOCK, Clock
 from ..loop import LoopOptions
-from ..routine_engine import RoutineEngine, run_row
+from ..routine_engine import FiringNotRecorded, RoutineEngine, run_row
 from ..routines import Routine, RoutineError, check_notify, load_routines, parse_routine
 from ..store import ChronicleStore
 from .errors import AppError
@@ -77,7 +77,10 @@ async def run(store: ChronicleStore, workspace: Path, routine: Routine | str, *,
     in its own session, a job is queued for a worker. `routines run --json`'s row: routine, session_id, status."""
     chosen = routines_of(workspace, [routine])[0] if isinstance(routine, Routine) else find(workspace, routine, routines)
     fired = engine(store, workspace, provider, model, registry)
-    run_ = fired.fire(chosen, f"manual/{uuid4().hex}")
+    try:
+        run_ = fired.fire(chosen, f"manual/{uuid4().hex}")
+    except FiringNotRecorded as exc:
+        raise AppError(str(exc), 1) from None
     assert run_ is not None  # a fresh due key cannot have been fired before
     if run_.status == "fired" and chosen.action == "lightweight" and run_.session_id is not None:
         def make_loop(session: Any) -> Any:

@@ -7,10 +7,13 @@ import asyncio
 import json
 from datetime import UTC, datetime, timedelta
 
+import pytest
+from eventsourcing.persistence import IntegrityError
+
 from chronicle.domain.agent_spec import AgentSpec
 from chronicle.runtime.loop import AgentLoop, LoopOptions
 from chronicle.runtime.providers.scripted import ScriptedProvider
-from chronicle.runtime.routine_engine import RoutineEngine, routine_session_id
+from chronicle.runtime.routine_engine import FiringNotRecorded, RoutineEngine, routine_session_id
 from chronicle.runtime.sessions import start_session
 from chronicle.runtime.store import ChronicleStore
 from chronicle.runtime.toolsets import toolbox_for
@@ -103,3 +106,44 @@ def test_a_failed_turn_fires_the_event_routine_once_and_its_run_settles_from_the
     settled = e.settle()
     assert [(r.status, r.summary) for r in settled] == [("completed", "it was bad")]
     assert e.tick() == [], "the routine's own session finishing does not trigger it"
+
+
+class CollidingStore(ChronicleStore):
+    """A store whose session writes all collide with another writer's while `colliding`: the contention
+    `fire`'s retries ride out, made to outlast them."""
+
+    colliding = False
+
+    def create_session(self, session, *others):
+        if self.colliding:
+            raise IntegrityError("another writer took this slot")
+        return super().create_session(session, *others)
+
+
+def test_a_firing_that_cannot_be_recorded_is_an_error_not_a_firing_said_done(db_url, workspace):
+    (workspace / "chronicle.toml").write_text('[routines.tick]\ntrigger = "cron:*/5 * * * *"\nprompt = "tick"\naction = "job"\n',
+                                              encoding="utf-8")
+    store = CollidingStore(db_url)
+    clock = Clock(START + timedelta(minutes=4, seconds=40))
+    a = engine(store, workspace, clock, "a")
+    store.colliding = True
+    with pytest.raises(FiringNotRecorded, match=r"routine tick: its firing for cron/2026-03-02T09:05:00\+00:00 could not be recorded"):
+        a.tick()
+    assert a.history("tick") == []
+    store.colliding = False
+    assert [r.due for r in a.tick()] == ["cron/2026-03-02T09:05:00+00:00"], "the next look fires the slot"
+
+
+def test_an_event_whose_firing_could_not_be_recorded_is_fired_at_the_next_look_not_passed_by(db_url, workspace):
+    (workspace / "chronicle.toml").write_text(
+        '[routines.greet]\ntrigger = "event:Session.Started"\nprompt = "say hello"\naction = "job"\n', encoding="utf-8")
+    store = CollidingStore(db_url)
+    a = engine(store, workspace, Clock(START), "a")
+    started, _ = start_session(store, AgentSpec(name="main", provider="scripted:/nowhere.json", model="scripted"), "hi")
+    store.colliding = True
+    with pytest.raises(FiringNotRecorded):
+        a.tick()
+    store.colliding = False
+    fired = a.tick()
+    assert len(fired) == 1 and str(started.id) in (store.session(fired[0].session_id).queue[0]["text"])
+    assert a.tick() == [], "and only once"
