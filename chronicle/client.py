@@ -21,7 +21,7 @@ from chronicle.runtime.app import jobs as job_cases
 from chronicle.runtime.app import resume as resuming
 from chronicle.runtime.app import routines as routine_cases
 from chronicle.runtime.app import tasks as task_cases
-from chronicle.runtime.app.loops import LoopSetupError
+from chronicle.runtime.app.errors import AppError, DefinitionError, known_failure
 from chronicle.runtime.app.specs import resolve_workspace
 from chronicle.runtime.app.worker import Overrides, worker_name
 from chronicle.runtime.config import resolve_db_url
@@ -29,9 +29,7 @@ from chronicle.runtime.live import Broker
 from chronicle.runtime.loop import LoopOptions, TurnOutcome
 from chronicle.runtime.routine_engine import RoutineEngine
 from chronicle.runtime.routines import Routine
-from chronicle.runtime.settings import SettingsError
-from chronicle.runtime.shred_marks import ForgottenContent
-from chronicle.runtime.store import ChronicleStore, NotFound, UnknownSession
+from chronicle.runtime.store import ChronicleStore
 from chronicle.runtime.store_open import open_store
 
 from . import runs
@@ -67,18 +65,19 @@ class RunResult:
 
 @contextmanager
 def _as_chronicle_errors() -> Iterator[None]:
-    """An unknown session id is exit 2 in the CLI (a bad argument), another missing id exit 1 (NotFound);
-    everything else already is an AppError with its code."""
+    """What the CLI reports as an `error:` line and exit code is ChronicleError with the same words and code
+    (runtime.app.errors.known_failure decides for both): an unknown session id 2, another missing id 1, a row
+    that does not decode 1, a read-only database 1, a chronicle.toml that cannot work 2. Anything else is a bug,
+    and its traceback is kept."""
     try:
         yield
-    except UnknownSession as exc:
-        raise ChronicleError(str(exc), 2) from None
-    except NotFound as exc:
-        raise ChronicleError(str(exc), 1) from None
-    except (LoopSetupError, SettingsError) as exc:
-        raise ChronicleError(str(exc), 2) from None
-    except ForgottenContent as exc:  # forgotten, perhaps by another process since this one read it
-        raise ChronicleError(str(exc), 1) from None
+    except AppError:
+        raise
+    except Exception as exc:
+        known = known_failure(exc)
+        if known is None:
+            raise
+        raise ChronicleError(str(known), known.code) from None
 
 
 class Chronicle:
@@ -88,6 +87,9 @@ class Chronicle:
     """
 
     def __init__(self, url: str | None = None) -> None:
+        if url is not None and not isinstance(url, str):  # a Path, say: the URL says which kind of store
+            raise ChronicleError(f"Chronicle(): url: expected a database URL (str), like sqlite:////abs/path/agent.db or "
+                                 f"postgresql://user@host/db, got {type(url).__name__}", 2)
         try:
             self.url = resolve_db_url(url)
         except ValueError as exc:  # the URL's ConfigError: a setting that cannot work, as the CLI's exit 2
@@ -349,8 +351,8 @@ class Chronicle:
         `worker_concurrency`: `serve --concurrency` (None: 4); with `run_worker=False` a ChronicleError (code 2)."""
         from chronicle.runtime.server.api import ServerConfig, create_app
 
-        for agent in agents:
-            runs.checked(agent)
+        if workspace is not None and not isinstance(workspace, (str, Path)):  # the rest is checked by create_app, strictly
+            raise DefinitionError(f"http_app(): workspace: expected a directory (str or Path), got {workspace!r}")
         return create_app(ServerConfig(db=self.url, workspace=Path(workspace).expanduser().resolve() if workspace else None,
                                        token=token, run_worker=run_worker, worker_concurrency=worker_concurrency,
                                        library=tuple(agents)))

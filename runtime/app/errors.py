@@ -7,6 +7,8 @@ an approval), so every client reports the same failure the same way without re-d
 
 from __future__ import annotations
 
+import sys
+
 
 class AppError(Exception):
     def __init__(self, message: str, code: int = 1) -> None:
@@ -14,7 +16,55 @@ class AppError(Exception):
         self.code = code
 
 
+class DefinitionError(AppError, ValueError, TypeError):
+    """A definition given in code that cannot work (an Agent's field, a @tool's option, a server setting): code 2,
+    as a flag the CLI refuses. Also a ValueError and a TypeError because that is what these definitions raised
+    before they were AppErrors: a program catching either still catches it, and one catching ChronicleError
+    no longer meets a raw one (the public API's contract: only ChronicleError escapes)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, 2)
+
+    @classmethod
+    def of(cls, exc: BaseException) -> "DefinitionError":
+        """`exc` (a ValueError or TypeError of a definition check) with its words, on one line."""
+        return exc if isinstance(exc, DefinitionError) else cls(first_line(exc))
+
+
 def first_line(exc: BaseException) -> str:
     """An exception's message as one line (its type's name when it has none): what an error line shows."""
     text = str(exc).strip() or type(exc).__name__
     return text.splitlines()[0]
+
+
+#: A write refused by a read-only database, said plainly (it used to be an "internal error").
+READ_ONLY_WRITE = ("the store is read-only, so this could not be recorded; nothing was changed. "
+                   "Read commands still work; copy the store somewhere writable (or fix its permissions) to continue")
+
+
+def known_failure(exc: BaseException) -> AppError | None:
+    """The AppError a client shows for an expected failure raised below the use cases (an id that names nothing, a row
+    that does not decode, a read-only database, a chronicle.toml that cannot work), or None for an unexpected one,
+    whose traceback is wanted. The CLI's error line and the library's ChronicleError both come from here, so a
+    program and a person get the same words and code: the library let some of these through raw before.
+
+    Modules are looked up in sys.modules, not imported: one never imported raised nothing, and importing it (the
+    settings import the loop's hooks and tools) would cost a read command its start-up."""
+    if isinstance(exc, AppError):
+        return exc
+    modules = sys.modules.get
+    store, marks = modules("chronicle.runtime.store_errors"), modules("chronicle.runtime.shred_marks")
+    if store and isinstance(exc, store.UnknownSession):  # a session id as typed is an argument: a usage error
+        return AppError(str(exc), 2)
+    if store and isinstance(exc, (store.NotFound, store.UnreadableEvent)) or marks and isinstance(exc, marks.ForgottenContent):
+        return AppError(str(exc), 1)
+    if store and store.is_read_only_error(exc):
+        return AppError(f"{READ_ONLY_WRITE} ({first_line(exc)})", 1)
+    read_models = modules("chronicle.runtime.read_models")
+    if read_models and isinstance(exc, read_models.ReadModelsMissing):
+        return AppError(str(exc), 1)
+    settings, skills, loops = modules("chronicle.runtime.settings"), modules("chronicle.runtime.skills"), modules("chronicle.runtime.app.loops")
+    if (settings and isinstance(exc, settings.SettingsError) or skills and isinstance(exc, skills.SkillError)
+            or loops and isinstance(exc, loops.LoopSetupError)):
+        return AppError(str(exc), 2)
+    return None

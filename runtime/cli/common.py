@@ -14,7 +14,8 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from chronicle.runtime.app.errors import AppError, first_line
+from chronicle.runtime.app.errors import READ_ONLY_WRITE as READ_ONLY_WRITE  # where the CLI looked for it
+from chronicle.runtime.app.errors import AppError, known_failure
 from chronicle.runtime.config import DEFAULT_DB_RELATIVE, ConfigError, resolve_db_url, root_reading, sqlite_path
 from chronicle.runtime.redaction import redact_secrets
 
@@ -219,44 +220,10 @@ def cli_errors() -> Iterator[None]:
         err_console.print(f"[red]error:[/] {escape(printable(redact_secrets(str(exc))))}")
         raise typer.Exit(exc.code) from None
     except Exception as exc:
-        store = sys.modules.get("chronicle.runtime.store")  # not imported: none of its errors was raised
-        if store and isinstance(exc, store.UnknownSession):  # a session id as typed is an argument: a usage error
-            err_console.print(f"[red]error:[/] {escape(redact_secrets(str(exc)))}")
-            raise typer.Exit(2) from None
-        marks = sys.modules.get("chronicle.runtime.shred_marks")
-        if store and isinstance(exc, (store.NotFound, store.UnreadableEvent)) or marks and isinstance(exc, marks.ForgottenContent):
-            err_console.print(f"[red]error:[/] {escape(printable(redact_secrets(str(exc))))}")
-            raise typer.Exit(1) from None
-        from chronicle.runtime.store_errors import is_read_only_error
-
-        if is_read_only_error(exc):
-            err_console.print(f"[red]error:[/] {READ_ONLY_WRITE} ({escape(printable(first_line(exc)))})")
-            raise typer.Exit(1) from None
-        if is_read_models_missing(exc):
-            err_console.print(f"[red]error:[/] {escape(printable(str(exc)))}")
-            raise typer.Exit(1) from None
-        if not is_settings_error(exc):
+        known = known_failure(exc)  # the library's ChronicleError for it has the same words and code
+        if known is None:
             raise
-        err_console.print(f"[red]error:[/] {escape(printable(str(exc)))}")
-        raise typer.Exit(2) from None
+        err_console.print(f"[red]error:[/] {escape(printable(redact_secrets(str(known))))}")
+        raise typer.Exit(known.code) from None
 
 
-#: A write refused by a read-only database, said plainly (it used to be an "internal error").
-READ_ONLY_WRITE = ("the store is read-only, so this could not be recorded; nothing was changed. "
-                   "Read commands still work; copy the store somewhere writable (or fix its permissions) to continue")
-
-
-def is_read_models_missing(exc: BaseException) -> bool:
-    """A read-only store whose read models were never built (runtime/read_models.py), checked
-    without importing the projections at start-up, as is_settings_error does."""
-    read_models = sys.modules.get("chronicle.runtime.read_models")
-    return bool(read_models and isinstance(exc, read_models.ReadModelsMissing))
-
-
-def is_settings_error(exc: BaseException) -> bool:
-    """A bad chronicle.toml or SKILL.md (exit 2), without importing what reads them.
-
-    Their modules import the loop's hooks, guards and tool classes, which a read command never
-    needs: if a module was never imported, nothing raised its error."""
-    settings, skills = sys.modules.get("chronicle.runtime.settings"), sys.modules.get("chronicle.runtime.skills")
-    return bool((settings and isinstance(exc, settings.SettingsError)) or (skills and isinstance(exc, skills.SkillError)))
