@@ -17,6 +17,7 @@ from typing import Any
 from chronicle.domain.agent_spec import AgentSpec
 from chronicle.domain.approval_policy import ApprovalPolicy
 from chronicle.runtime.agents.registry import MAIN, NAME_PATTERN, ORCHESTRATION_NAMES, AgentRegistry
+from chronicle.runtime.app.errors import DefinitionError
 from chronicle.runtime.tools import BUILTIN_TOOLS, DEFAULT_TOOLS, READ_ONLY_TOOLS
 from chronicle.runtime.tools.base import Tool
 from chronicle.runtime.tools.imports import is_import_path, remember
@@ -87,8 +88,24 @@ class Agent:
     _approvals: ApprovalPolicy | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
-        if not NAME_PATTERN.match(self.name):
+        """Every field checked now, so a bad one is refused where the program wrote it, not at its first run: a
+        DefinitionError (ChronicleError code 2, and the ValueError or TypeError these raised before)."""
+        try:
+            self._check()
+        except (ValueError, TypeError) as exc:
+            raise DefinitionError.of(exc) from None
+
+    def _check(self) -> None:
+        if not isinstance(self.name, str) or not NAME_PATTERN.match(self.name):
             raise ValueError(f"agent name {self.name!r}: names start with a letter and use letters, digits, - and _")
+        for text in ("instructions", "description"):  # else the session's record refused it at the first run
+            if not isinstance(getattr(self, text), str):
+                raise TypeError(f"agent {self.name}: {text} takes text, got {type(getattr(self, text)).__name__}")
+        for named, example in (("provider", "anthropic"), ("model", "claude-sonnet-4-5")):
+            value = getattr(self, named)
+            if value is not None and (not isinstance(value, str) or (value and not value.strip())):
+                raise TypeError(f"agent {self.name}: {named} takes a name, like {named}={example!r}; got {value!r} "
+                                "(leave it out for the default)")
         for whole in ("max_iterations", "max_depth"):  # strict, as chronicle.toml: "10" is no number
             value = getattr(self, whole)
             if isinstance(value, bool) or not isinstance(value, int):
@@ -159,16 +176,17 @@ class Agent:
         return [p for p in dict.fromkeys(paths) if p.startswith("__main__:")]
 
     def descendants(self) -> list[Agent]:
-        """Every sub-agent below this one, each once (the registry is flat, as in chronicle.toml)."""
+        """Every sub-agent below this one, each once (the registry is flat, as in chronicle.toml); DefinitionError for
+        an item that is no Agent or two of one name (`submit` asks before `registry` does)."""
         found: dict[str, Agent] = {}
 
         def visit(agent: Agent) -> None:
             for child in agent.agents:
                 if not isinstance(child, Agent):
-                    raise TypeError(f"agent {agent.name}: agents= takes Agent objects, not {type(child).__name__}")
+                    raise DefinitionError(f"agent {agent.name}: agents= takes Agent objects, not {type(child).__name__}")
                 known = found.get(child.name.casefold())
                 if known is not None and known is not child:
-                    raise ValueError(f"two sub-agents are named {child.name!r}; give each its own name")
+                    raise DefinitionError(f"two sub-agents are named {child.name!r}; give each its own name")
                 if known is None and child.name.casefold() != self.name.casefold():
                     found[child.name.casefold()] = child
                     visit(child)
@@ -179,12 +197,16 @@ class Agent:
     def registry(self, workspace: str | Path | None = None) -> AgentRegistry:
         """This agent as the main one and its sub-agents, as chronicle.toml's [agents] tables would give them,
         with the MCP servers they name (`mcp_servers`; names are looked up in the workspace's chronicle.toml)."""
-        descendants = self.descendants()
-        for agent in descendants:
-            if agent.doom_loop is not None:
-                raise ValueError(f"agent {agent.name}: doom_loop is set on the top-level agent; a sub-agent runs under its guards")
+        try:
+            descendants = self.descendants()
+            for agent in descendants:
+                if agent.doom_loop is not None:
+                    raise ValueError(f"agent {agent.name}: doom_loop is set on the top-level agent; a sub-agent runs under its guards")
+            mcp = mcp_servers_of([self, *descendants], workspace)
+        except (ValueError, TypeError) as exc:  # a sub-agent or MCP server that cannot work: refused before anything is recorded
+            raise DefinitionError.of(exc) from None
         return AgentRegistry(main=self.definition(True), agents=tuple(a.definition(False) for a in descendants),
-                             mcp=mcp_servers_of([self, *descendants], workspace), preamble=self.preamble,
+                             mcp=mcp, preamble=self.preamble,
                              bootstrap=self.bootstrap, aux_model=self.aux_model,
                              max_iterations=None if isinstance(self.max_iterations, _Unset) else self.max_iterations)
 

@@ -12,7 +12,7 @@ from typing import Any, Callable, Sequence
 from uuid import UUID
 
 from chronicle.runtime.app import resume as resuming
-from chronicle.runtime.app.errors import AppError
+from chronicle.runtime.app.errors import AppError, DefinitionError
 from chronicle.runtime.app.running import Conversation, RunOptions
 from chronicle.runtime.app.specs import ignored_in_code
 from chronicle.runtime.store import ChronicleStore
@@ -23,7 +23,7 @@ from .errors import warn
 
 def checked(agent: Agent) -> Agent:
     if not isinstance(agent, Agent):
-        raise TypeError(f"expected an Agent, got {type(agent).__name__}")
+        raise DefinitionError(f"expected an Agent, got {type(agent).__name__}: define it with chronicle.Agent(...)")
     return agent
 
 

@@ -75,6 +75,9 @@ def new_spec(workspace: Path, provider: str | None = None, model: str | None = N
     auxiliary model, as `[agent]` and `[models]` (runtime/spec_options.py) or `registry` say.
     `extra_tools`: `--tools module:attr` entries."""
     provider_name = normalise_provider(provider) or default_provider_name() or ""
+    if model and not model.strip():  # recorded as the session's model, every call then refused
+        raise AppError(f"the model name is blank ({model!r}); name one, e.g. --model claude-sonnet-5-5, or leave it out "
+                       "for the provider's default", 2)
     try:
         if registry is not None and registry.main.approvals is None:  # an Agent in code without a policy: the workspace's
             registry = replace(registry, main=registry.main.model_copy(update={"approvals": workspace_policy(workspace)}))

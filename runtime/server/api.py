@@ -31,6 +31,7 @@ from chronicle.client import Chronicle
 from chronicle.errors import ChronicleError
 from chronicle.runtime.agents.registry import MAIN, AgentRegistry, RegistryError, find_registry
 from chronicle.runtime.app import queries
+from chronicle.runtime.app.errors import DefinitionError
 from chronicle.runtime.app.resume import submit
 from chronicle.runtime.app.specs import resolve_workspace
 from chronicle.runtime.app.worker import Overrides, Worker, WorkerOptions
@@ -38,6 +39,7 @@ from chronicle.runtime.environment import environment
 from chronicle.runtime.live_from_log import LiveFromLog
 from chronicle.runtime.loop import LoopOptions
 from chronicle.runtime.off_loop import off_the_loop
+from chronicle.runtime.settings import SettingsError
 
 from .auth import TokenGate, presents_token
 from .bodies import (
@@ -55,7 +57,7 @@ from .bodies import (
     WebhookBody,
 )
 from .body_limit import BodyLimit
-from .channels import ChannelConfig, Coalescer, load_channels
+from .channels import ChannelConfig, ChannelError, Coalescer, load_channels
 from .outbox import Outbox
 from .routing import Router, sender_spec
 from .server_notes import hook_notes, input_notes, notes_of
@@ -94,6 +96,15 @@ class ServerConfig:
 def refused_settings(config: ServerConfig) -> str | None:
     """What `create_app` refuses in a ServerConfig, naming the field: a setting that would be taken and then do nothing
     (`extra`, which nothing reads; `worker_concurrency` with no worker here) or could not work (no worker slot)."""
+    if config.token is not None and (not isinstance(config.token, str) or not config.token.strip()):
+        what = "blank" if isinstance(config.token, str) else f"takes text, got {type(config.token).__name__}"
+        return f"token: {what}; pass a token, or None for none"
+    if not isinstance(config.run_worker, bool):
+        return f"run_worker: takes True or False, got {config.run_worker!r}"
+    if config.workspace is not None and not Path(config.workspace).expanduser().is_dir():
+        return f"workspace {config.workspace} is not a directory; pass an existing one with --workspace"
+    if refusal := refused_agents(config):
+        return refusal
     if config.extra:
         return (f"ServerConfig.extra: the server reads no extra settings ({', '.join(map(str, config.extra))}); "
                 "take it out, or use the field or chronicle.toml table that says it")
@@ -114,11 +125,38 @@ def refused_settings(config: ServerConfig) -> str | None:
 # a number of seconds (`"wait": 5`), as JSON has one type for both.
 
 
+def refused_agents(config: ServerConfig) -> str | None:
+    """Code-defined agents POST /sessions could not start: each is checked now (its sub-agents, its MCP servers), as
+    `run` checks it, rather than as a 400 on the first request that names it; two of one name would leave one unreachable."""
+    from chronicle.agent import Agent
+
+    names: set[str] = set()
+    for agent in config.library:
+        if not isinstance(agent, Agent):
+            return f"agents: expected Agent objects, got {type(agent).__name__}: define each with chronicle.Agent(...)"
+        if agent.name in names:
+            return f"agents: two are named {agent.name!r}; give each its own name (POST /sessions names the one to start)"
+        names.add(agent.name)
+        try:
+            agent.registry(config.workspace)
+        except ValueError as exc:
+            return str(exc)
+    return None
+
+
 def create_app(config: ServerConfig) -> FastAPI:
-    if config.token is not None and not config.token.strip():
-        raise ValueError("token: blank; pass a token, or None for none")
+    """The server's app; a setting, a code-defined agent or a chronicle.toml table ([channels], [routines]) that cannot
+    work is a DefinitionError (ChronicleError code 2, also the ValueError a blank token raised before), as `serve`
+    exits 2 with the same words."""
     if refusal := refused_settings(config):
-        raise ChronicleError(refusal, 2)
+        raise DefinitionError(refusal)
+    try:
+        return _build_app(config)
+    except (ChannelError, SettingsError) as exc:  # SettingsError: a [routines] table that does not load
+        raise DefinitionError(str(exc)) from None
+
+
+def _build_app(config: ServerConfig) -> FastAPI:
     chronicle = Chronicle(config.db)
     if config.store is not None:
         chronicle._store = config.store

@@ -15,6 +15,7 @@ import base64
 import binascii
 import inspect
 import json
+import math
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -22,9 +23,10 @@ from pathlib import Path
 from typing import Any, ClassVar, get_type_hints
 
 import docstring_parser
-from pydantic import BaseModel, ConfigDict, Field, create_model
+from pydantic import BaseModel, ConfigDict, Field, PydanticUserError, create_model
 from pydantic_core import to_jsonable_python
 
+from ..app.errors import DefinitionError
 from .base import Tool, ToolError, ToolOutput, truncate
 from .base import ToolContext as RuntimeContext
 from .imports import remember
@@ -190,15 +192,18 @@ def tool(
 def make_tool(fn: Callable[..., Any], *, name: str | None = None, description: str | None = None, read_only: bool = False,
               idempotent: bool = False, parallel_safe: bool = False, requires_approval: bool = False,
               timeout_s: float | None = None) -> FunctionTool:
-    if not callable(fn):
-        raise TypeError(f"@tool decorates a function, not {type(fn).__name__}")
-    if timeout_s is not None and timeout_s <= 0:
-        raise ValueError("timeout_s must be positive")
-    doc = docstring_parser.parse(inspect.getdoc(fn) or "")
-    input_model, context_param = input_model_for(fn, doc)
+    """A DefinitionError (ChronicleError code 2, and the ValueError or TypeError this raised before) for an option
+    or a signature that cannot work, when the program defines the tool rather than when a model calls it."""
+    try:
+        check_options(fn, name, description, timeout_s, read_only=read_only, idempotent=idempotent,
+                      parallel_safe=parallel_safe, requires_approval=requires_approval)
+        doc = docstring_parser.parse(inspect.getdoc(fn) or "")
+        input_model, context_param = input_model_for(fn, doc)
+    except (ValueError, TypeError) as exc:
+        raise DefinitionError.of(exc) from None
     tool_name = name or fn.__name__
     if not TOOL_NAME.match(tool_name):
-        raise ValueError(f"tool name {tool_name!r}: the Messages API takes 1-64 letters, digits, _ and -; pass @tool(name=...)")
+        raise DefinitionError(f"tool name {tool_name!r}: the Messages API takes 1-64 letters, digits, _ and -; pass @tool(name=...)")
     text = description or "\n\n".join(p for p in (doc.short_description, doc.long_description) if p) or tool_name
     attrs: dict[str, Any] = {
         "name": tool_name, "description": text, "Input": input_model, "func": staticmethod(fn),
@@ -211,6 +216,21 @@ def make_tool(fn: Callable[..., Any], *, name: str | None = None, description: s
     instance = cls()
     remember(instance)
     return instance
+
+
+def check_options(fn: Any, name: Any, description: Any, timeout_s: Any, **flags: Any) -> None:
+    """@tool's options as their types say: a flag given "yes" or 0 was taken by its truth, silently."""
+    if not callable(fn):
+        raise TypeError(f"@tool decorates a function, not {type(fn).__name__}")
+    for option, value in (("name", name), ("description", description)):
+        if value is not None and not isinstance(value, str):
+            raise TypeError(f"@tool({option}=...) takes text, got {type(value).__name__}")
+    for flag, value in flags.items():
+        if not isinstance(value, bool):
+            raise TypeError(f"@tool({flag}=...) takes True or False, got {value!r}")
+    if timeout_s is not None:
+        if isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float)) or not math.isfinite(timeout_s) or timeout_s <= 0:
+            raise ValueError(f"@tool(timeout_s=...): timeout_s must be positive seconds, got {timeout_s!r}")
 
 
 def input_model_for(fn: Callable[..., Any], doc: docstring_parser.Docstring) -> tuple[type[BaseModel], str | None]:
@@ -234,9 +254,14 @@ def input_model_for(fn: Callable[..., Any], doc: docstring_parser.Docstring) -> 
             annotation = Any
         default = ... if param.default is inspect.Parameter.empty else param.default
         fields[param.name] = (annotation, Field(default, description=described.get(param.name)))
-    model = create_model(  # type: ignore[call-overload]
-        f"{fn.__name__}_input", __config__=ConfigDict(extra="forbid", arbitrary_types_allowed=False), **fields,
-    )
+    try:
+        model = create_model(  # type: ignore[call-overload]
+            f"{fn.__name__}_input", __config__=ConfigDict(extra="forbid", arbitrary_types_allowed=False), **fields,
+        )
+    except PydanticUserError as exc:  # its advice (arbitrary_types_allowed) is about our model, not the program's function
+        cause = str(exc).partition(". Set `arbitrary_types_allowed")[0].splitlines()[0]
+        raise TypeError(f"tool {fn.__name__}: a parameter's type cannot be described to the model as JSON ({cause}); "
+                        "use str, int, float, bool, lists, dicts or pydantic models") from None
     return model, context_param
 
 
