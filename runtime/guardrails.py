@@ -35,6 +35,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .app.errors import DefinitionError
 from .hooks import Checked, Hook, Hooks, Stop
 from .import_paths import NotLoadable, is_well_formed, load, remembered
 from .settings import SettingsError, named_tables
@@ -84,17 +85,22 @@ class Guardrail:
     fail: str | None = None
 
     def __post_init__(self) -> None:
+        """DefinitionError (ChronicleError code 2, and the ValueError or TypeError this raised before) naming the field."""
+        if not isinstance(self.name, str) or not self.name.strip():
+            raise DefinitionError(f"guardrail {self.name!r}: name takes text, like Guardrail(\"redact\", check)")
+        if isinstance(self.on, str):  # "final" is a sequence of letters, none of them a place
+            raise DefinitionError(f"guardrail {self.name}: on takes a list, like on=[{self.on!r}]")
         on = frozenset(self.on)
         if not on or any(p not in PLACES for p in on):
-            raise ValueError(f"guardrail {self.name}: on must list some of {', '.join(PLACES)} (got {sorted(on)!r})")
+            raise DefinitionError(f"guardrail {self.name}: on must list some of {', '.join(PLACES)} (got {sorted(on)!r})")
         object.__setattr__(self, "on", on)
         if self.fail is not None:
             if self.fail not in ("closed", "open"):
-                raise ValueError(f"guardrail {self.name}: fail must be closed or open (got {self.fail!r})")
+                raise DefinitionError(f"guardrail {self.name}: fail must be closed or open (got {self.fail!r})")
             object.__setattr__(self, "fail_closed", self.fail == "closed")
         object.__setattr__(self, "fail", "closed" if self.fail_closed else "open")
         if not (callable(self.check) or isinstance(self.check, str)):
-            raise TypeError(f"guardrail {self.name}: check must be a function or an import path, not {type(self.check).__name__}")
+            raise DefinitionError(f"guardrail {self.name}: check must be a function or an import path, not {type(self.check).__name__}")
 
     def record(self) -> dict[str, Any]:
         """How a session's spec records it: name, import path, places, fail mode."""

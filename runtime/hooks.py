@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
+from .app.errors import DefinitionError
+
 if TYPE_CHECKING:
     from chronicle.domain.content import ModelResponse
     from chronicle.domain.session import Session
@@ -36,7 +38,7 @@ class Stop:
 
     def __post_init__(self) -> None:
         if not self.reason:
-            raise ValueError("Stop needs a reason: Stop(reason=\"...\")")
+            raise DefinitionError("Stop needs a reason: Stop(reason=\"...\")")
 
 
 @dataclass(frozen=True)

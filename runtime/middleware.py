@@ -25,6 +25,7 @@ import asyncio
 import dataclasses
 import inspect
 import logging
+import math
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -32,6 +33,7 @@ from pathlib import Path
 from typing import Any
 from uuid import UUID
 
+from .app.errors import DefinitionError
 from .import_paths import NotLoadable, is_well_formed, remembered
 from .import_paths import load as load_path
 from .settings import CONFIG_FILE, SettingsError, use_tables
@@ -209,8 +211,9 @@ class Timeout:
     seconds: float
 
     def __post_init__(self) -> None:
-        if not isinstance(self.seconds, (int, float)) or self.seconds <= 0:
-            raise ValueError(f"Timeout: seconds must be a positive number (got {self.seconds!r})")
+        seconds = self.seconds
+        if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not math.isfinite(seconds) or seconds <= 0:
+            raise DefinitionError(f"Timeout: seconds must be a positive number (got {seconds!r})")
 
     async def __call__(self, run: Run, call_next: CallNext) -> Any:
         handle = asyncio.get_running_loop().call_later(

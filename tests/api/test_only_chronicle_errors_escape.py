@@ -15,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from chronicle import Agent, Chronicle, ChronicleError, tool
+from chronicle import Agent, Chronicle, ChronicleError, Guardrail, Stop, Timeout, tool
 from tests.helpers import cli, response, text
 from tests.tamper import Tamper
 
@@ -81,6 +81,27 @@ def test_an_agent_that_cannot_work_is_a_chronicle_error_2_and_still_the_error_it
 def test_a_tool_definition_that_cannot_work_is_a_chronicle_error_2(make, named):
     error = refused(make)
     assert named in str(error) and "arbitrary_types_allowed" not in str(error)
+    assert isinstance(error, (ValueError, TypeError))
+
+
+def _check(text, where):
+    return None
+
+
+@pytest.mark.parametrize("make, named", [
+    (lambda: Guardrail("g", _check, on=["bogus"]), "guardrail g: on must list some of inbound, tool_result, final"),
+    (lambda: Guardrail("g", _check, on="final"), "guardrail g: on takes a list, like on=['final']"),
+    (lambda: Guardrail("g", _check, fail="maybe"), "guardrail g: fail must be closed or open"),
+    (lambda: Guardrail("g", 5), "guardrail g: check must be a function or an import path, not int"),
+    (lambda: Guardrail(5, _check), "guardrail 5: name takes text"),
+    (lambda: Timeout(seconds=-1), "Timeout: seconds must be a positive number (got -1)"),
+    (lambda: Timeout(seconds=float("nan")), "Timeout: seconds must be a positive number (got nan)"),
+    (lambda: Timeout(seconds=True), "Timeout: seconds must be a positive number (got True)"),
+    (lambda: Stop(), "Stop needs a reason"),
+])
+def test_a_guardrail_middleware_or_hook_outcome_that_cannot_work_is_a_chronicle_error_2(make, named):
+    error = refused(make)
+    assert named in str(error)
     assert isinstance(error, (ValueError, TypeError))
 
 
