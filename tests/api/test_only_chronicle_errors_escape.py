@@ -6,7 +6,9 @@ through every public method with hypothesis."""
 
 from __future__ import annotations
 
+import base64
 import json
+import os
 import socket
 import uuid
 from pathlib import Path
@@ -197,10 +199,10 @@ TEXTS = st.one_of(st.text(max_size=20), st.just(""), st.just("   "), st.integers
 PATHS = st.one_of(st.none(), st.just("/nonexistent/chronicle-ws"), st.integers(), st.text(max_size=8))
 
 
-def _calls(app: Chronicle, agent: Agent, sid: str, prefix: str) -> st.SearchStrategy:
-    """(method name, a call of it with bad or odd arguments). `sid`/`prefix` name real sessions: a method that
-    takes a session meets them too, with its other arguments wrong."""
-    ref = st.one_of(SESSION_REFS, st.sampled_from([sid, prefix]))
+def _calls(app: Chronicle, agent: Agent, sids: list[str]) -> st.SearchStrategy:
+    """(method name, a call of it with bad or odd arguments). `sids` name real sessions (one, an ambiguous prefix,
+    one erased by `forget`): a method that takes a session meets them too, with its other arguments wrong."""
+    ref = st.one_of(SESSION_REFS, st.sampled_from(sids))
     calls = {
         "history": st.builds(lambda s, a, v, p: lambda: app.history(s, at=a, version=v, step=p), ref, NUMBERS, NUMBERS, NUMBERS),
         "log": st.builds(lambda s, t: lambda: app.log(s, tree=t), ref, st.one_of(st.booleans(), TEXTS)),
@@ -252,6 +254,8 @@ MAY_RECORD = {"run_sync", "submit", "submit_job", "undo", "redo", "fork", "steer
 
 def test_only_chronicle_errors_escape_the_public_api_and_a_refusal_records_nothing(db_url, workspace, tmp_path, monkeypatch):
     monkeypatch.chdir(workspace)  # where a call without workspace= works
+    key = base64.b64encode(os.urandom(32)).decode()  # encryption at rest, so that `forget` can erase a session
+    monkeypatch.setenv("CHRONICLE_CIPHER_KEY", key)
     agent = Agent(tools=[], provider=scripted(tmp_path, turns=400))
     with Chronicle(db_url) as app:
         sid = app.run_sync(agent, "hi", workspace=workspace).session_id
@@ -259,11 +263,16 @@ def test_only_chronicle_errors_escape_the_public_api_and_a_refusal_records_nothi
         firsts = [s[0] for s in [sid, *others]]
         prefix = next(c for c in firsts if firsts.count(c) > 1)
         assert "matches" in str(refused(lambda: app.log(prefix)))
+        erased = app.run_sync(agent, "to forget", workspace=workspace).session_id
+        assert cli("forget", erased, "--yes", db=db_url, env={"CHRONICLE_CIPHER_KEY": key}).returncode == 0
+        app.store.mapper.keys.clock = lambda: float("inf")  # past the cached data key's `fresh_for`, as another process
+        assert "was forgotten" in str(refused(lambda: app.history(erased), code=1))
 
-        @settings(max_examples=120, deadline=None, database=None, suppress_health_check=list(HealthCheck))
-        @given(_calls(app, agent, sid, prefix))
+        @settings(max_examples=250, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+        @given(_calls(app, agent, [sid, prefix, erased, erased[:8]]))
         def only_chronicle_errors(named_call):
             name, call = named_call
+            tried.append(name)
             before = app.store.max_position()
             try:
                 made = call()
@@ -275,4 +284,6 @@ def test_only_chronicle_errors_escape_the_public_api_and_a_refusal_records_nothi
                     made.state.chronicle.close()
                 assert name in MAY_RECORD or app.store.max_position() == before, f"{name} recorded"
 
+        tried: list[str] = []
         only_chronicle_errors()
+        assert len(tried) >= 100 and len(set(tried)) >= 25, sorted(set(tried))  # the methods were all met, or most
