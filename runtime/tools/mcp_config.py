@@ -29,6 +29,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from ..app.errors import DefinitionError
+
 SERVER_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,31}$")
 ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 SEPARATOR = "__"
@@ -125,13 +127,18 @@ def parse_servers(raw: Any, source: Path) -> dict[str, McpServerConfig]:
         try:
             servers[name] = McpServerConfig.model_validate({**table, "name": name, "source": str(source)})
         except ValidationError as exc:
-            first = exc.errors()[0]
-            where = ".".join(str(p) for p in first["loc"])
-            message = str(first["msg"]).removeprefix("Value error, ")
-            if first["type"] == "extra_forbidden":
-                message = "unknown key"
-            raise McpConfigError(f"{source}: mcp.{name}{'.' + where if where else ''}: {message}") from None
+            raise McpConfigError(f"{source}: mcp.{name}{first_problem(exc)}") from None
     return servers
+
+
+def first_problem(exc: ValidationError) -> str:
+    """The first thing wrong with a server's fields, as `.FIELD: what` (`: what` for the whole)."""
+    first = exc.errors()[0]
+    where = ".".join(str(p) for p in first["loc"])
+    message = str(first["msg"]).removeprefix("Value error, ")
+    if first["type"] == "extra_forbidden":
+        message = "unknown key"
+    return f"{'.' + where if where else ''}: {message}"
 
 
 @lru_cache(maxsize=16)
@@ -174,4 +181,13 @@ def servers_in(path: str | Path) -> dict[str, McpServerConfig]:
     return _servers_in(str(path), mtime)
 
 
-McpServer = McpServerConfig
+class McpServer(McpServerConfig):
+    """A server as a program defines it (chronicle.McpServer): a field that cannot work is a DefinitionError
+    (ChronicleError code 2, and a ValueError as pydantic's ValidationError was) naming it, where it was a
+    multi-line ValidationError; a [mcp.NAME] table says the same as McpConfigError."""
+
+    def __init__(self, **data: Any) -> None:
+        try:
+            super().__init__(**data)
+        except ValidationError as exc:
+            raise DefinitionError(f"McpServer {data.get('name', '')!r}{first_problem(exc)}") from None

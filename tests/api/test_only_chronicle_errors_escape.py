@@ -17,7 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from chronicle import Agent, Chronicle, ChronicleError, Guardrail, Stop, Timeout, tool
+from chronicle import Agent, Chronicle, ChronicleError, Guardrail, McpServer, Stop, Timeout, tool
 from tests.helpers import cli, response, text
 from tests.tamper import Tamper
 
@@ -100,8 +100,12 @@ def _check(text, where):
     (lambda: Timeout(seconds=float("nan")), "Timeout: seconds must be a positive number (got nan)"),
     (lambda: Timeout(seconds=True), "Timeout: seconds must be a positive number (got True)"),
     (lambda: Stop(), "Stop needs a reason"),
+    (lambda: McpServer(name="files"), "McpServer 'files': give either command (a stdio server) or url"),
+    (lambda: McpServer(name="files", command=5), "McpServer 'files'.command: Input should be a valid string"),
+    (lambda: McpServer(name="files", url="ftp://x"), "url must start with http:// or https://"),
+    (lambda: McpServer(name="files", command="x", startup_timeout_s=0), "McpServer 'files'.startup_timeout_s:"),
 ])
-def test_a_guardrail_middleware_or_hook_outcome_that_cannot_work_is_a_chronicle_error_2(make, named):
+def test_a_guardrail_timeout_stop_or_mcp_server_that_cannot_work_is_a_chronicle_error_2(make, named):
     error = refused(make)
     assert named in str(error)
     assert isinstance(error, (ValueError, TypeError))
