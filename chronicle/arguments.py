@@ -15,13 +15,15 @@ import inspect
 from typing import Annotated, Any, Callable, Coroutine, TypeVar
 from uuid import UUID
 
-from pydantic import ConfigDict, Field, ValidationError, validate_call
+from pydantic import AfterValidator, ConfigDict, Field, ValidationError, validate_call
 from pydantic_core import ErrorDetails
 
 from .errors import ChronicleError
 
-#: A session: its id (a UUID, or its text), or an unambiguous prefix of it, as `RunResult.session_id` holds it.
-SessionRef = str | UUID
+#: A session: its id (a UUID, or its text), or an unambiguous prefix of it, as `RunResult.session_id` holds it. A UUID
+#: is handed on as its text, so that one naming no session is the usage error (code 2) an unknown id is everywhere,
+#: not a "no session with id" NotFound (code 1) from deeper in, where the use cases take a UUID as already resolved.
+SessionRef = Annotated[str | UUID, AfterValidator(str)]
 #: A turn or event number, counted from 1 as `--at` and `--version` count.
 FromOne = Annotated[int, Field(ge=1)]
 #: A count that may be zero (`--keep`, `--step`).

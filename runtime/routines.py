@@ -103,7 +103,7 @@ class Routine:
 
 def parse_routine(name: str, table: Any, where: str) -> Routine:
     prefix = f"{where}: routines.{name}"
-    if not NAME.match(name):
+    if not isinstance(name, str) or not NAME.match(name):  # a Routine made in code may name itself with anything
         raise RoutineError(f"{prefix}: routine names start with a letter and use letters, digits, - and _")
     if not isinstance(table, dict):
         raise RoutineError(f"{prefix} must be a table")

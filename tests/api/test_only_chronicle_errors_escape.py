@@ -7,6 +7,7 @@ through every public method with hypothesis."""
 from __future__ import annotations
 
 import base64
+import functools
 import json
 import os
 import socket
@@ -17,7 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from chronicle import Agent, Chronicle, ChronicleError, Guardrail, McpServer, Stop, Timeout, tool
+from chronicle import Agent, Chronicle, ChronicleError, Guardrail, McpServer, Routine, Stop, Timeout, tool
 from tests.helpers import cli, response, text
 from tests.tamper import Tamper
 
@@ -160,6 +161,23 @@ def test_an_event_that_does_not_decode_is_a_chronicle_error_1_with_the_cli_words
     assert "cannot be decoded" in str(error)
     done = cli("history", sid, "--json", db=db_url)
     assert done.returncode == 1 and " ".join(f"error: {error}".split()) in " ".join(done.stderr.split())
+
+
+def test_a_uuid_naming_no_session_is_the_usage_error_its_text_is(db_url, workspace, tmp_path):
+    unknown = uuid.uuid4()
+    with Chronicle(db_url) as app:
+        app.run_sync(Agent(tools=[], provider=scripted(tmp_path)), "hi", workspace=workspace)
+        before = app.store.max_position()
+        for call in (app.fork, app.history, app.log, app.undo, app.archive, app.model, app.resume):
+            as_object, as_text = refused(functools.partial(call, unknown)), refused(functools.partial(call, str(unknown)))
+            assert str(as_object) == str(as_text) == f"no session {unknown}; `chronicle sessions` lists them"
+        assert app.store.max_position() == before
+
+
+def test_a_routine_made_in_code_with_a_name_that_is_no_text_is_a_chronicle_error_2(sqlite_url, workspace):
+    with Chronicle(sqlite_url) as app:
+        error = refused(lambda: app.routines(workspace=workspace, routines=[Routine(name=5, trigger="manual", prompt="x")]))
+    assert "routine names start with a letter" in str(error)
 
 
 # -- the server's app ------------------------------------------------------------------------------
