@@ -94,6 +94,17 @@ class Middleware:
     use: Any
     options: dict[str, Any] = field(default_factory=dict)
 
+    def __post_init__(self) -> None:
+        """A DefinitionError (ChronicleError code 2) naming the field: a name that is not text started a session whose
+        turns then failed, one after another, on the record it made."""
+        if not isinstance(self.name, str) or not self.name.strip():
+            raise DefinitionError(f"Middleware {self.name!r}: name takes text, like Middleware(\"audit\", around)")
+        if not (callable(self.use) or isinstance(self.use, str)):
+            raise DefinitionError(f"middleware {self.name}: use takes a function, a class or an import path, "
+                                  f"not {type(self.use).__name__}")
+        if not isinstance(self.options, dict):
+            raise DefinitionError(f"middleware {self.name}: options takes a dict, not {type(self.options).__name__}")
+
     def record(self) -> dict[str, Any]:
         return {"name": self.name, "use": use_path(self.use), "options": dict(self.options)}
 

@@ -18,7 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from chronicle import Agent, Chronicle, ChronicleError, Guardrail, McpServer, Routine, Stop, Timeout, tool
+from chronicle import Agent, Chronicle, ChronicleError, Guardrail, McpServer, Middleware, Routine, Stop, Timeout, tool
 from tests.helpers import cli, response, text
 from tests.tamper import Tamper
 
@@ -91,6 +91,10 @@ def _check(text, where):
     return None
 
 
+async def _around(run, call_next):
+    return await call_next(run)
+
+
 @pytest.mark.parametrize("make, named", [
     (lambda: Guardrail("g", _check, on=["bogus"]), "guardrail g: on must list some of inbound, tool_result, final"),
     (lambda: Guardrail("g", _check, on="final"), "guardrail g: on takes a list, like on=['final']"),
@@ -101,12 +105,15 @@ def _check(text, where):
     (lambda: Timeout(seconds=float("nan")), "Timeout: seconds must be a positive number (got nan)"),
     (lambda: Timeout(seconds=True), "Timeout: seconds must be a positive number (got True)"),
     (lambda: Stop(), "Stop needs a reason"),
+    (lambda: Middleware(5, _around), "Middleware 5: name takes text"),
+    (lambda: Middleware(" ", _around), "Middleware ' ': name takes text"),
+    (lambda: Middleware("m", 5), "middleware m: use takes a function, a class or an import path, not int"),
     (lambda: McpServer(name="files"), "McpServer 'files': give either command (a stdio server) or url"),
     (lambda: McpServer(name="files", command=5), "McpServer 'files'.command: Input should be a valid string"),
     (lambda: McpServer(name="files", url="ftp://x"), "url must start with http:// or https://"),
     (lambda: McpServer(name="files", command="x", startup_timeout_s=0), "McpServer 'files'.startup_timeout_s:"),
 ])
-def test_a_guardrail_timeout_stop_or_mcp_server_that_cannot_work_is_a_chronicle_error_2(make, named):
+def test_a_guardrail_middleware_stop_or_mcp_server_that_cannot_work_is_a_chronicle_error_2(make, named):
     error = refused(make)
     assert named in str(error)
     assert isinstance(error, (ValueError, TypeError))
