@@ -177,13 +177,16 @@ class Agent:
 
     def descendants(self) -> list[Agent]:
         """Every sub-agent below this one, each once (the registry is flat, as in chronicle.toml); DefinitionError for
-        an item that is no Agent or two of one name (`submit` asks before `registry` does)."""
+        an item that is no Agent or two of one name, the top-level agent's too (`submit` asks before `registry` does)."""
         found: dict[str, Agent] = {}
 
         def visit(agent: Agent) -> None:
             for child in agent.agents:
                 if not isinstance(child, Agent):
                     raise DefinitionError(f"agent {agent.name}: agents= takes Agent objects, not {type(child).__name__}")
+                if child.name.casefold() == self.name.casefold() and child is not self:  # was left out without a word
+                    raise DefinitionError(f"agent {agent.name}: a sub-agent is named {child.name!r}, as the top-level agent is; "
+                                          "give it its own name")
                 known = found.get(child.name.casefold())
                 if known is not None and known is not child:
                     raise DefinitionError(f"two sub-agents are named {child.name!r}; give each its own name")

@@ -131,6 +131,7 @@ def test_a_store_url_that_is_no_text_is_a_chronicle_error_2(tmp_path):
     ({"agents": [5]}, "agents= takes Agent objects, not int"),
     ({"agents": [Agent(name="helper"), Agent(name="helper")]}, "two sub-agents are named 'helper'"),
     ({"agents": [Agent(name="helper", doom_loop=2)]}, "doom_loop is set on the top-level agent"),
+    ({"agents": [Agent(name="Main", instructions="another")]}, "a sub-agent is named 'Main', as the top-level agent is"),
     ({"mcp_servers": ["nope"]}, "no [mcp.nope]"),
     ({"mcp_servers": [5]}, "mcp_servers= takes McpServer objects"),
 ])
