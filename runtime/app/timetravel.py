@@ -116,7 +116,11 @@ def fork(store: ChronicleStore, ref: str | UUID, at: int | None = None, actor: s
 
 
 async def replay(store: ChronicleStore, ref: str | UUID, workspace: Path | None = None) -> ReplayReport:
+    """`workspace`: where the session's files are now; one that is not a directory is refused (exit 2) rather than
+    copied as nothing, which replayed every file tool against an empty scratch workspace."""
     sid = session_id(store, ref)
+    if workspace is not None and not Path(workspace).expanduser().is_dir():
+        raise AppError(f"--workspace {workspace} is not a directory; pass the directory the session's files are in", 2)
     try:
         return await Replayer(store, sid, workspace).run()
     except ToolLoadError as exc:  # a tool the session recorded that this process cannot load

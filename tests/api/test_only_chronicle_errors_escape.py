@@ -182,6 +182,15 @@ def test_a_uuid_naming_no_session_is_the_usage_error_its_text_is(db_url, workspa
         assert app.store.max_position() == before
 
 
+def test_replay_in_a_workspace_that_is_not_a_directory_is_refused_as_the_cli_refuses_it(db_url, workspace, tmp_path):
+    with Chronicle(db_url) as app:
+        sid = app.run_sync(Agent(tools=[], provider=scripted(tmp_path)), "hi", workspace=workspace).session_id
+        error = refused(lambda: app.replay(sid, workspace=tmp_path / "gone"))
+    assert str(error) == f"--workspace {tmp_path / 'gone'} is not a directory; pass the directory the session's files are in"
+    done = cli("replay", sid, "--workspace", str(tmp_path / "gone"), db=db_url)
+    assert done.returncode == 2 and " ".join(f"error: {error}".split()) in " ".join(done.stderr.split())
+
+
 def test_a_routine_made_in_code_with_a_name_that_is_no_text_is_a_chronicle_error_2(sqlite_url, workspace):
     with Chronicle(sqlite_url) as app:
         error = refused(lambda: app.routines(workspace=workspace, routines=[Routine(name=5, trigger="manual", prompt="x")]))
