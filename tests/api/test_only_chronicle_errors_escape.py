@@ -280,6 +280,12 @@ def _calls(app: Chronicle, agent: Agent, sids: list[str]) -> st.SearchStrategy:
         "agent": st.builds(lambda n, i, t, m: lambda: Agent(name=n, instructions=i, tools=t, model=m),
                            st.one_of(st.just("main"), TEXTS), TEXTS, st.one_of(st.none(), st.lists(TEXTS, max_size=2), TEXTS),
                            st.one_of(st.none(), TEXTS)),
+        "guardrail": st.builds(lambda n, c, on, f: lambda: Guardrail(n, c, on=on, fail=f), TEXTS, st.one_of(st.just(_check), TEXTS),
+                               st.one_of(st.lists(TEXTS, max_size=2), TEXTS, st.just(["final"])), st.one_of(st.none(), TEXTS)),
+        "middleware": st.builds(lambda n, u: lambda: Middleware(n, u), TEXTS, st.one_of(st.just(_around), TEXTS)),
+        "timeout": st.builds(lambda n: lambda: Timeout(seconds=n), NUMBERS),
+        "mcp_server": st.builds(lambda n, c, u, t: lambda: McpServer(name=n, command=c, url=u, startup_timeout_s=t),
+                                TEXTS, st.one_of(st.none(), TEXTS), st.one_of(st.none(), TEXTS, st.just("http://127.0.0.1:9")), NUMBERS),
         "tool": st.builds(lambda n, t, r: lambda: tool(name=n, timeout_s=t, read_only=r)(_plain),
                           st.one_of(st.none(), TEXTS), st.one_of(st.none(), NUMBERS), st.one_of(st.booleans(), TEXTS)),
     }
