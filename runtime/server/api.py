@@ -15,7 +15,6 @@ import sqlite3
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, AsyncIterator, Callable, Literal, cast
 from uuid import UUID
@@ -60,6 +59,7 @@ from .body_limit import BodyLimit
 from .channels import ChannelConfig, ChannelError, Coalescer, load_channels
 from .outbox import Outbox
 from .routing import Router, sender_spec
+from .server_config import ServerConfig, refused_settings
 from .server_notes import hook_notes, input_notes, notes_of
 
 log = logging.getLogger("chronicle.server")
@@ -69,79 +69,6 @@ STREAM_POLL_S = 0.2
 #: Seconds a stopping server gives its worker to finish the turns in hand; a turn still running
 #: after that is left to recovery (its lease runs out and another worker resumes it).
 WORKER_DRAIN_S = 30
-
-
-@dataclass
-class ServerConfig:
-    db: str | None = None
-    workspace: Path | None = None
-    agents: Path | None = None
-    token: str | None = None
-    #: The largest request body read (None: CHRONICLE_SERVER_MAX_BODY_BYTES, 2 MiB by default).
-    max_body_bytes: int | None = None
-    run_worker: bool = True
-    #: Sessions the server's worker advances at once (`serve --concurrency`); None: 4, as `chronicle worker`. Refused
-    #: with run_worker off: the worker that runs the sessions then is another process, with its own --concurrency.
-    worker_concurrency: int | None = None
-    auto_approve: bool = False
-    #: The store of `db`, opened already (`chronicle serve` opens it first, to report a failure on one line).
-    store: Any = None
-    #: Agents defined in code (`chronicle.Agent`), startable by name like those of the registry file.
-    library: tuple[Any, ...] = ()
-    #: Read by nothing: a non-empty one is refused (ChronicleError code 2) rather than taken and dropped. Kept so
-    #: that a program passing `extra={}` still builds.
-    extra: dict[str, Any] = field(default_factory=dict)
-
-
-def refused_settings(config: ServerConfig) -> str | None:
-    """What `create_app` refuses in a ServerConfig, naming the field: a setting that would be taken and then do nothing
-    (`extra`, which nothing reads; `worker_concurrency` with no worker here) or could not work (no worker slot)."""
-    if config.token is not None and (not isinstance(config.token, str) or not config.token.strip()):
-        what = "blank" if isinstance(config.token, str) else f"takes text, got {type(config.token).__name__}"
-        return f"token: {what}; pass a token, or None for none"
-    if not isinstance(config.run_worker, bool):
-        return f"run_worker: takes True or False, got {config.run_worker!r}"
-    if config.workspace is not None and not Path(config.workspace).expanduser().is_dir():
-        return f"workspace {config.workspace} is not a directory; pass an existing one with --workspace"
-    if refusal := refused_agents(config):
-        return refusal
-    if config.extra:
-        return (f"ServerConfig.extra: the server reads no extra settings ({', '.join(map(str, config.extra))}); "
-                "take it out, or use the field or chronicle.toml table that says it")
-    given = config.worker_concurrency
-    if given is None:
-        return None
-    if isinstance(given, bool) or not isinstance(given, int) or given < 1:
-        return f"worker_concurrency: takes a whole number ≥ 1 (sessions the server's worker advances at once), got {given!r}"
-    if not config.run_worker:
-        return ("worker_concurrency: this server runs no worker (run_worker is off); the worker that runs its sessions "
-                "decides (`chronicle worker --concurrency K`)")
-    return None
-
-
-# -- request bodies: checked strictly, so a typo or a loose value is a 422 naming the field -----
-# Unknown fields are refused, and no value is converted: `"always": "yes"` is not true (it
-# recorded a standing always-allow) and `"turns": "2"` is not a number. A whole number is still
-# a number of seconds (`"wait": 5`), as JSON has one type for both.
-
-
-def refused_agents(config: ServerConfig) -> str | None:
-    """Code-defined agents POST /sessions could not start: each is checked now (its sub-agents, its MCP servers), as
-    `run` checks it, rather than as a 400 on the first request that names it; two of one name would leave one unreachable."""
-    from chronicle.agent import Agent
-
-    names: set[str] = set()
-    for agent in config.library:
-        if not isinstance(agent, Agent):
-            return f"agents: expected Agent objects, got {type(agent).__name__}: define each with chronicle.Agent(...)"
-        if agent.name in names:
-            return f"agents: two are named {agent.name!r}; give each its own name (POST /sessions names the one to start)"
-        names.add(agent.name)
-        try:
-            agent.registry(config.workspace)
-        except ValueError as exc:
-            return str(exc)
-    return None
 
 
 def create_app(config: ServerConfig) -> FastAPI:
