@@ -90,9 +90,14 @@ class Guardrail:
             raise DefinitionError(f"guardrail {self.name!r}: name takes text, like Guardrail(\"redact\", check)")
         if isinstance(self.on, str):  # "final" is a sequence of letters, none of them a place
             raise DefinitionError(f"guardrail {self.name}: on takes a list, like on=[{self.on!r}]")
-        on = frozenset(self.on)
+        try:
+            on = frozenset(self.on)
+        except TypeError:  # not a collection, or one holding what cannot be a place (a list, a dict)
+            raise DefinitionError(f"guardrail {self.name}: on takes a list of places, some of {', '.join(PLACES)} "
+                                  f"(got {self.on!r})") from None
         if not on or any(p not in PLACES for p in on):
-            raise DefinitionError(f"guardrail {self.name}: on must list some of {', '.join(PLACES)} (got {sorted(on)!r})")
+            got = sorted(on, key=repr)  # by repr: the places given may be of several types, which do not compare
+            raise DefinitionError(f"guardrail {self.name}: on must list some of {', '.join(PLACES)} (got {got!r})")
         object.__setattr__(self, "on", on)
         if self.fail is not None:
             if self.fail not in ("closed", "open"):

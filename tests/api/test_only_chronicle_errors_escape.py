@@ -98,6 +98,10 @@ async def _around(run, call_next):
 @pytest.mark.parametrize("make, named", [
     (lambda: Guardrail("g", _check, on=["bogus"]), "guardrail g: on must list some of inbound, tool_result, final"),
     (lambda: Guardrail("g", _check, on="final"), "guardrail g: on takes a list, like on=['final']"),
+    # found by the hypothesis run below: places of mixed types could not be sorted into the message (a TypeError)
+    (lambda: Guardrail("g", _check, on=["", 0]), "guardrail g: on must list some of inbound, tool_result, final (got ['', 0])"),
+    (lambda: Guardrail("g", _check, on=5), "guardrail g: on takes a list of places"),
+    (lambda: Guardrail("g", _check, on=[["final"]]), "guardrail g: on takes a list of places"),
     (lambda: Guardrail("g", _check, fail="maybe"), "guardrail g: fail must be closed or open"),
     (lambda: Guardrail("g", 5), "guardrail g: check must be a function or an import path, not int"),
     (lambda: Guardrail(5, _check), "guardrail 5: name takes text"),
@@ -313,7 +317,9 @@ def test_only_chronicle_errors_escape_the_public_api_and_a_refusal_records_nothi
         app.store.mapper.keys.clock = lambda: float("inf")  # past the cached data key's `fresh_for`, as another process
         assert "was forgotten" in str(refused(lambda: app.history(erased), code=1))
 
-        @settings(max_examples=250, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+        # derandomize: the same examples on every run, so CI is red only for a change (a new hole found by a
+        # random draw once failed a CI run; it is a case above now). Run with a random seed to look for more.
+        @settings(max_examples=250, deadline=None, database=None, suppress_health_check=list(HealthCheck), derandomize=True)
         @given(_calls(app, agent, [sid, prefix, erased, erased[:8]]))
         def only_chronicle_errors(named_call):
             name, call = named_call
