@@ -31,14 +31,29 @@ class Clock:
 START = datetime(2026, 3, 2, 9, 0, 30, tzinfo=UTC)
 
 
+@pytest.fixture
+def open_store(db_url):
+    """Stores for the test, closed after it: one left to the collector was once finalised on its own pool's
+    thread (eventsourcing's PostgresDatastore.__del__ joining that thread), a warning in whichever test ran then."""
+    stores: list[ChronicleStore] = []
+
+    def make(cls: type[ChronicleStore] = ChronicleStore) -> ChronicleStore:
+        stores.append(cls(db_url))
+        return stores[-1]
+
+    yield make
+    for store in stores:
+        store.close()
+
+
 def engine(store, workspace, clock, holder: str, provider: str = "scripted:/nowhere.json") -> RoutineEngine:
     spec = AgentSpec(name="main", provider=provider, model="scripted", workspace=str(workspace))
     return RoutineEngine.for_workspace(store, workspace, spec, holder, clock)
 
 
-def test_two_engines_at_the_same_slot_fire_it_once_and_an_old_slot_is_not_replayed(db_url, workspace):
+def test_two_engines_at_the_same_slot_fire_it_once_and_an_old_slot_is_not_replayed(open_store, workspace):
     (workspace / "chronicle.toml").write_text('[routines.tick]\ntrigger = "cron:*/5 * * * *"\nprompt = "tick"\n', encoding="utf-8")
-    store = ChronicleStore(db_url)
+    store = open_store()
     clock = Clock(START + timedelta(minutes=3))  # the 09:00 slot is 3.5 minutes before this engine started
     a, b = engine(store, workspace, clock, "a"), engine(store, workspace, clock, "b")
     assert a.tick() == [] and b.tick() == []
@@ -63,9 +78,9 @@ class LateLooker(RoutineEngine):
         return super()._exists(aggregate_id)
 
 
-def test_an_engine_that_loses_the_race_to_queue_the_same_slot_steps_aside(db_url, workspace):
+def test_an_engine_that_loses_the_race_to_queue_the_same_slot_steps_aside(open_store, workspace):
     (workspace / "chronicle.toml").write_text('[routines.tick]\ntrigger = "cron:*/5 * * * *"\nprompt = "tick"\n', encoding="utf-8")
-    store = ChronicleStore(db_url)
+    store = open_store()
     clock = Clock(START + timedelta(minutes=4, seconds=40))
     spec = AgentSpec(name="main", provider="scripted:/nowhere.json", model="scripted", workspace=str(workspace))
     a, late = engine(store, workspace, clock, "a"), LateLooker.for_workspace(store, workspace, spec, "late", clock)
@@ -78,14 +93,14 @@ def test_an_engine_that_loses_the_race_to_queue_the_same_slot_steps_aside(db_url
     assert len(store.session(routine_session_id(a.scope, routine.name)).queue) == 1
 
 
-def test_a_failed_turn_fires_the_event_routine_once_and_its_run_settles_from_the_turn(db_url, workspace, tmp_path):
+def test_a_failed_turn_fires_the_event_routine_once_and_its_run_settles_from_the_turn(open_store, workspace, tmp_path):
     (workspace / "chronicle.toml").write_text(
         '[routines.on_fail]\ntrigger = "event:Turn.Failed"\nprompt = "why?"\naction = "job"\ncooldown_s = 600\n', encoding="utf-8")
     script = tmp_path / "s.json"
     fatal = {"content": [], "stop_reason": "end_turn", "usage": {"input_tokens": 0, "output_tokens": 0},
              "error": {"kind": "invalid_request_error", "message": "bad", "status": 400, "retryable": False}}
     script.write_text(json.dumps({"agents": {"main": [fatal], "routine-on_fail": [response(text("it was bad"))]}}), encoding="utf-8")
-    store = ChronicleStore(db_url)
+    store = open_store()
     clock = Clock(START)
     e = engine(store, workspace, clock, "w", provider=f"scripted:{script}")
 
@@ -120,10 +135,10 @@ class CollidingStore(ChronicleStore):
         return super().create_session(session, *others)
 
 
-def test_a_firing_that_cannot_be_recorded_is_an_error_not_a_firing_said_done(db_url, workspace):
+def test_a_firing_that_cannot_be_recorded_is_an_error_not_a_firing_said_done(open_store, workspace):
     (workspace / "chronicle.toml").write_text('[routines.tick]\ntrigger = "cron:*/5 * * * *"\nprompt = "tick"\naction = "job"\n',
                                               encoding="utf-8")
-    store = CollidingStore(db_url)
+    store = open_store(CollidingStore)
     clock = Clock(START + timedelta(minutes=4, seconds=40))
     a = engine(store, workspace, clock, "a")
     store.colliding = True
@@ -134,10 +149,10 @@ def test_a_firing_that_cannot_be_recorded_is_an_error_not_a_firing_said_done(db_
     assert [r.due for r in a.tick()] == ["cron/2026-03-02T09:05:00+00:00"], "the next look fires the slot"
 
 
-def test_an_event_whose_firing_could_not_be_recorded_is_fired_at_the_next_look_not_passed_by(db_url, workspace):
+def test_an_event_whose_firing_could_not_be_recorded_is_fired_at_the_next_look_not_passed_by(open_store, workspace):
     (workspace / "chronicle.toml").write_text(
         '[routines.greet]\ntrigger = "event:Session.Started"\nprompt = "say hello"\naction = "job"\n', encoding="utf-8")
-    store = CollidingStore(db_url)
+    store = open_store(CollidingStore)
     a = engine(store, workspace, Clock(START), "a")
     started, _ = start_session(store, AgentSpec(name="main", provider="scripted:/nowhere.json", model="scripted"), "hi")
     store.colliding = True
