@@ -28,14 +28,16 @@ def _wait_for(predicate, timeout: float = 60):  # type: ignore[no-untyped-def]
 
 
 @contextmanager
-def receiver(status: int = 200) -> Iterator[tuple[str, list[dict[str, Any]]]]:
-    """A loopback HTTP receiver: every POST's JSON body (and its path) is kept; each is answered `status`."""
+def receiver(status: int = 200, delay_s: float = 0.0) -> Iterator[tuple[str, list[dict[str, Any]]]]:
+    """A loopback HTTP receiver: every POST's JSON body (and its path) is kept; each is answered `status`,
+    after `delay_s` (a delivery long enough for a second server to find the same reply due meanwhile)."""
     got: list[dict[str, Any]] = []
 
     class Handler(BaseHTTPRequestHandler):
         def do_POST(self) -> None:  # noqa: N802 - http.server's name
             body = self.rfile.read(int(self.headers.get("content-length") or 0))
             got.append({"path": self.path, "json": json.loads(body)})
+            time.sleep(delay_s)
             self.send_response(status)
             self.send_header("content-length", "0")
             self.end_headers()

@@ -7,17 +7,14 @@ routines' findings it posts, and to which channel."""
 
 from __future__ import annotations
 
-import json
 import socket
 import subprocess
 import sys
 import threading
 import time
-from contextlib import contextmanager
 from datetime import datetime, timedelta, timezone
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 from uuid import UUID
 
 import httpx
@@ -33,7 +30,7 @@ from chronicle.runtime.store import ChronicleStore
 from tests.counting_store import CountingStore
 from tests.helpers import cli, json_lines, response, text, write_script
 from tests.server.serving import server_process, serving
-from tests.server.test_channels import _started, _wait_for
+from tests.server.test_channels import _started, _wait_for, receiver
 
 CHECKLIST = "# Checklist\n- is the build green?\n"
 DELIVERED = Outcome(True, 1, 200, None)
@@ -249,33 +246,6 @@ def test_a_reply_whose_lease_a_process_of_this_machine_holds_is_sent_as_soon_as_
         store.close()
 
 
-@contextmanager
-def slow_receiver(delay_s: float) -> Iterator[tuple[str, list[dict[str, Any]]]]:
-    """A loopback receiver that answers each POST after `delay_s`: a delivery long enough for a second
-    server polling the log to find the same reply due while the first is still sending it."""
-    got: list[dict[str, Any]] = []
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:  # noqa: N802 - http.server's name
-            got.append(json.loads(self.rfile.read(int(self.headers.get("content-length") or 0))))
-            time.sleep(delay_s)
-            self.send_response(200)
-            self.send_header("content-length", "0")
-            self.end_headers()
-
-        def log_message(self, *args: Any) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}", got
-    finally:
-        server.shutdown()
-        server.server_close()
-
-
 def _log_events(base: str, sid: str, name: str) -> Callable[[], list[dict[str, Any]]]:
     return lambda: [e for e in httpx.get(f"{base}/sessions/{sid}/log").json() if e["event"] == name]
 
@@ -283,7 +253,7 @@ def _log_events(base: str, sid: str, name: str) -> Callable[[], list[dict[str, A
 def test_two_serve_processes_with_the_same_channel_post_a_turns_answer_once(db_url, workspace, tmp_path):
     script = write_script(tmp_path / "s.json", [[response(text("first"))], [response(text("deployed"))]])
     sid = _started(db_url, workspace, script)
-    with slow_receiver(1.5) as (url, got):
+    with receiver(delay_s=1.5) as (url, got):
         (workspace / "chronicle.toml").write_text(
             f'[channels.ci]\nsession = "{sid[:8]}"\ncoalesce_s = 0\nreply_url = "{url}/in"\n')
         with serving(db_url, workspace, extra=("--no-worker",)) as base:
@@ -298,7 +268,7 @@ def test_two_serve_processes_with_the_same_channel_post_a_turns_answer_once(db_u
             assert len(_log_events(one, sid, "ReplyDelivered")()) == 1
             assert len(_log_events(one, sid, "ReplyFailed")()) == 0
         assert len(got) == 1, got
-        assert got[0]["text"] == "deployed" and got[0]["sender"] == "ci-bot"
+        assert got[0]["json"]["text"] == "deployed" and got[0]["json"]["sender"] == "ci-bot"
 
 
 def test_serve_says_at_start_which_routines_findings_it_posts_and_to_which_channel(sqlite_url, workspace, tmp_path):
