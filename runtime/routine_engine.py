@@ -52,6 +52,9 @@ from .shred_marks import forgotten_cause
 from .shredding import forgotten
 from .store import ChronicleStore, NotFound
 
+#: What `RoutineEngine._lookup` gives for an aggregate `chronicle forget` erased: its id is taken, its content gone.
+ERASED = object()
+
 #: Tries to record one firing, each after a write that collided with another writer's.
 FIRE_TRIES = 10
 
@@ -138,16 +141,20 @@ class RoutineEngine:
 
     # -- reading -------------------------------------------------------------------------------
 
-    def _run(self, run_id: UUID) -> RoutineRun | None:
-        """The run, or None if there is none, or if `chronicle forget` erased it with its session's tree."""
+    def _lookup(self, aggregate_id: UUID) -> Any:
+        """The aggregate, None if there is none, or ERASED if `chronicle forget` erased it with its session's tree."""
         try:
-            run: Any = self.store.repository.get(run_id)
+            return self.store.repository.get(aggregate_id)
         except AggregateNotFoundError:
             return None
-        except Exception as exc:  # noqa: BLE001 - an erased run's events no longer decode
+        except Exception as exc:  # noqa: BLE001 - an erased aggregate's events no longer decode
             if forgotten_cause(exc) is None:
                 raise
-            return None
+            return ERASED
+
+    def _run(self, run_id: UUID) -> RoutineRun | None:
+        """The run, or None if there is none, or if `chronicle forget` erased it with its session's tree."""
+        run = self._lookup(run_id)
         return run if isinstance(run, RoutineRun) else None
 
     def _entry_run(self, entry: RoutineRunLogged) -> RoutineRun | ErasedRun | None:
@@ -328,15 +335,7 @@ class RoutineEngine:
     def _exists(self, aggregate_id: UUID) -> bool:
         """Whether the id is taken: by an aggregate, or by one `chronicle forget` erased (a run of a cron slot
         erased with its session was fired all the same, and an erased session can be written no more)."""
-        try:
-            self.store.repository.get(aggregate_id)
-            return True
-        except AggregateNotFoundError:
-            return False
-        except Exception as exc:  # noqa: BLE001 - an erased aggregate's events no longer decode
-            if forgotten_cause(exc) is None:
-                raise
-            return True
+        return self._lookup(aggregate_id) is not None
 
     def _session_exists(self, sid: UUID) -> bool:
         return self._exists(sid)
