@@ -30,7 +30,7 @@ from chronicle.client import Chronicle
 from chronicle.errors import ChronicleError
 from chronicle.runtime.agents.registry import MAIN, AgentRegistry, RegistryError, find_registry
 from chronicle.runtime.app import queries
-from chronicle.runtime.app.errors import DefinitionError
+from chronicle.runtime.app.errors import DefinitionError, first_line
 from chronicle.runtime.app.resume import submit
 from chronicle.runtime.app.specs import resolve_workspace
 from chronicle.runtime.app.worker import Overrides, Worker, WorkerOptions
@@ -162,7 +162,7 @@ def _build_app(config: ServerConfig) -> FastAPI:
     async def _store_error(request: Request, exc: Exception) -> JSONResponse:
         """The store failed (a lost database, a full disk): 503 with one line; the log keeps the traceback."""
         log.error("%s %s: the store failed", request.method, request.url.path, exc_info=exc)
-        return JSONResponse({"error": f"the store is unavailable: {_one_line(exc)}"}, status_code=503)
+        return JSONResponse({"error": f"the store is unavailable: {first_line(exc)}"}, status_code=503)
 
     @app.exception_handler(Exception)
     async def _internal_error(_: Request, exc: Exception) -> JSONResponse:
@@ -346,11 +346,6 @@ def _fails_fast_when_refused(store: Any) -> None:
         from chronicle.runtime.pg_datastore import fails_fast_when_refused
 
         fails_fast_when_refused(datastore)
-
-
-def _one_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
 
 
 def _registry_of(agent: Any, workspace: Path | None) -> AgentRegistry:
