@@ -21,6 +21,7 @@ from chronicle.runtime.app import jobs as job_cases
 from chronicle.runtime.app import resume as resuming
 from chronicle.runtime.app import routines as routine_cases
 from chronicle.runtime.app import tasks as task_cases
+from chronicle.runtime.app import why as decisions
 from chronicle.runtime.app.errors import AppError, DefinitionError, known_failure
 from chronicle.runtime.app.specs import resolve_workspace
 from chronicle.runtime.app.worker import Overrides, worker_name
@@ -442,3 +443,12 @@ class Chronicle:
               limit: FromOne | None = None) -> list[dict[str, Any]]:
         with _as_chronicle_errors():
             return queries.audit(self.store, session=session, tool=tool, errors=errors, since=since, limit=limit)
+
+    @checked
+    def why(self, session: SessionRef, call: str | None = None, turn: FromOne | None = None) -> dict[str, Any]:
+        """Why the agent made one decision (`chronicle why --json`): what it was asked, what it saw, what it
+        decided, what was checked, what it did and what came next, with the log positions that record each.
+        `call`: a tool_use id, a tool call id or prefix, or a tool's name (its last call); default the last
+        tool call. `turn` alone: that turn's last model decision."""
+        with _as_chronicle_errors():
+            return decisions.why(self.store, session, call, turn=turn)

@@ -46,6 +46,7 @@ COMMANDS = [
     Lazy("history", "inspect_cmd:history", "Inspect"),
     Lazy("cost", "cost_cmd:cost", "Inspect"),
     Lazy("audit", "audit_cmd:audit", "Inspect"),
+    Lazy("why", "why_cmd:why", "Inspect"),
     Lazy("tasks", "tasks_cmd:app", "Inspect", group=True),
     Lazy("skills", "skills_cmd:skills", "Inspect"),
     Lazy("export-traces", "traces_cmd:export_traces", "Inspect"),

@@ -102,5 +102,6 @@ def demo(
         out_console.print("\n[bold]What the model will see next[/]:")
         history(str(session.id), as_json=False, db=db_url)
         out_console.print("\n[bold]Inspect it yourself[/] (copy and paste):")
-        for command in (f"log {session.id}", f"log {session.id} --json", f"history {session.id} --json", "sessions"):
+        for command in (f"log {session.id}", f"log {session.id} --json", f"history {session.id} --json", f"why {session.id} tu_7",
+                        "sessions"):
             out_console.print(f"  chronicle {command} --db {db_url}", soft_wrap=True)

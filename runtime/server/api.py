@@ -148,7 +148,7 @@ def _build_app(config: ServerConfig) -> FastAPI:
     @app.exception_handler(ChronicleError)
     async def _chronicle_error(_: Request, exc: ChronicleError) -> JSONResponse:
         status = {2: 400, 3: 409}.get(exc.code, 409)
-        if "no session" in str(exc) or "matches no" in str(exc) or "names no session" in str(exc):
+        if "no session" in str(exc) or "matches no" in str(exc) or "names no session" in str(exc) or "no tool call" in str(exc):
             status = 404
         return JSONResponse({"error": str(exc), "code": exc.code}, status_code=status)
 
@@ -242,6 +242,10 @@ def _build_app(config: ServerConfig) -> FastAPI:
     def audit(session_id: str, tool: str | None = None, errors: bool = False, since: str | None = None,
               limit: int | None = None) -> list[dict[str, Any]]:
         return chronicle.audit(session=session_id, tool=tool, errors=errors, since=since, limit=limit)
+
+    @app.get("/sessions/{session_id}/why")
+    def why(session_id: str, call: str | None = None, turn: int | None = None) -> dict[str, Any]:
+        return chronicle.why(session_id, call, turn=turn)
 
     @app.get("/sessions/{session_id}/cost")
     def cost(session_id: str, by: str | None = None) -> list[dict[str, Any]]:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from tests.helpers import cli, json_lines, response, text, tool_use, write_script
 
 
@@ -67,10 +69,19 @@ def test_no_provider_and_no_key_is_a_usage_error_with_advice(sqlite_url, workspa
     assert "ANTHROPIC_API_KEY" in run.stderr and "scripted:" in run.stderr
 
 
-def test_demo_runs_offline(tmp_path):
+def test_demo_runs_offline_and_every_command_it_offers_works(tmp_path):
     run = cli("demo", "--dir", str(tmp_path / "demo"))
     assert run.returncode == 0, run.stderr
-    assert "chronicle log" in run.stdout
+    offered = [line.strip().split()[1:] for line in run.stdout.splitlines() if line.strip().startswith("chronicle ")]
+    assert {args[0] for args in offered} >= {"log", "history", "why", "sessions"}
+    for args in offered:
+        done = cli(*args)
+        assert done.returncode == 0, (args, done.stderr)
+    # The one `why` offered explains the agent's retry: it saw its first read fail, then read with the right argument.
+    [why] = [args for args in offered if args[0] == "why"]
+    chain = json.loads(cli(*why, "--json").stdout)
+    assert chain["saw"]["last"]["content"][0]["is_error"] is True
+    assert chain["tool_call"]["input"] == {"path": "app.py"} and chain["tool_call"]["status"] == "completed"
 
 
 def test_a_bad_script_file_is_a_one_line_usage_error_and_records_nothing(sqlite_url, workspace, tmp_path):

@@ -1,0 +1,230 @@
+"""Why the agent made one decision (`chronicle why`): the chain from what it was asked to what it did.
+
+`audit` lists every decision in commit order; answering "why did it call that tool?" from it means
+reading a turn's rows side by side with `history --at T --step S`. This puts one decision's chain
+in one answer, each part from the events that recorded it, with their log positions as evidence:
+
+- asked: the turn's input and the steering that reached the model before this step;
+- saw: what the model was sent for the step (its size, and the message just before the decision:
+  the input, a tool's result or a steering message), as `history --at T --step S` shows it all;
+- decided: the model's response at that step (text, thinking, the tool uses with their input);
+- checked: what happened to the call before it ran (approval asked, given or refused, and by whom);
+- did: the call's end (status, result as the model read it, duration, files changed);
+- then: what the model did next with that result (the next step, or how the turn ended);
+- delegated_by: for a sub-agent, the parent's call that started it.
+
+The decision is a tool call named by its tool_use id (as `history` shows it), its id or unique
+prefix, or a tool's name (its last call); by default the last tool call of the active branch. With
+`turn` and no call, the turn's last model decision (its final answer, or where it stopped).
+Only the active branch is explained: an undone turn is not in the conversation `history` shows.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from uuid import UUID
+
+from chronicle.domain.ids import tool_call_id
+from chronicle.domain.tool_call import ToolCall
+from chronicle.domain.turn import Turn
+
+from ..store import ChronicleStore
+from .errors import AppError
+from .queries import history, session_id
+
+#: The longest text of a result or a message this answer repeats; `history` and `audit` show it whole.
+SHOWN = 2000
+
+
+def why(store: ChronicleStore, ref: str | UUID, call: str | None = None, turn: int | None = None) -> dict[str, Any]:
+    """`why SESSION [CALL] [--turn N] --json`. Unknown calls and turns are AppError 1; a turn out of range 2."""
+    sid = session_id(store, ref)
+    session = store.session(sid)
+    turns = store.head_turns(session)
+    if not turns:
+        raise AppError(f"session {sid} has no turn on its active branch yet: nothing was decided", 1)
+    position, found, step, use = _decision(sid, turns, call, turn)
+    chain: dict[str, Any] = {"session_id": str(sid), "turn": position, "turn_id": str(found.id), "step": step}
+    evidence: set[int] = set()
+    turn_events = list(store.events_with_positions([found.id]))
+    chain["asked"] = _asked(store, session.id, found, step, turn_events, evidence)
+    chain["saw"] = _saw(store, sid, position, step)
+    chain["decided"] = _decided(found, step, turn_events, evidence)
+    chain["tool_call"] = _call(store, found, step, use, evidence) if use is not None else None
+    chain["then"] = _then(found, step, turn_events, evidence)
+    chain["delegated_by"] = _parent(store, session)
+    chain["evidence"] = sorted(evidence)
+    return chain
+
+
+def _decision(sid: UUID, turns: list[Turn], call: str | None, turn: int | None) -> tuple[int, Turn, int, dict[str, Any] | None]:
+    """(branch position, turn, step, tool_use block or None) of the decision asked about."""
+    if turn is not None and not 1 <= turn <= len(turns):
+        raise AppError(f"session {sid} has {len(turns)} turn(s) on its active branch; --turn takes 1 to {len(turns)}", 2)
+    places = [(i + 1, t) for i, t in enumerate(turns)] if turn is None else [(turn, turns[turn - 1])]
+    if call is None and turn is not None:
+        found = places[0][1]
+        if not found.steps:
+            raise AppError(f"turn {turn} of session {sid} made no model call", 1)
+        return turn, found, len(found.steps) - 1, None
+    wanted = (call or "").strip()
+    for position, t in reversed(places):
+        for entry in reversed(t.steps):
+            for block in reversed(entry["response"].get("content", [])):
+                if block.get("type") != "tool_use":
+                    continue
+                cid = str(tool_call_id(t.id, entry["step"], block["id"]))
+                if not wanted or wanted in (block["id"], block.get("name")) or (len(wanted) >= 4 and cid.startswith(wanted.lower())):
+                    return position, t, entry["step"], block
+    where = f"turn {turn} of session {sid}" if turn is not None else f"the active branch of session {sid}"
+    if not wanted:
+        raise AppError(f"{where} called no tool; `why {sid} --turn N` explains a turn's final answer", 1)
+    raise AppError(f"no tool call {wanted!r} on {where} (give a tool_use id as `history` shows it, a tool call id "
+                   "or its prefix, or a tool's name); `audit --session` lists every call", 1)
+
+
+def _asked(store: ChronicleStore, sid: UUID, turn: Turn, step: int, events: list[tuple[int, Any]],
+           evidence: set[int]) -> dict[str, Any]:
+    evidence.add(events[0][0])  # Turn.Created holds the input
+    steering = []
+    # Steering is recorded on the turn's session (which may be a fork's parent, for an inherited turn).
+    delivered = {}
+    for position, e in store.events_with_positions([turn.session_id], topic_suffix=".SteeringDelivered"):
+        if e.turn_id == turn.id and e.step < step:
+            for steer_id in e.steer_ids:
+                delivered[steer_id] = position
+    if delivered:
+        for position, e in store.events_with_positions([turn.session_id], topic_suffix=".SteeringQueued"):
+            if e.steer_id in delivered:
+                steering.append({"text": e.text, "actor": e.actor, "at": e.timestamp.isoformat(), "position": position})
+                evidence.update((position, delivered[e.steer_id]))
+    return {"input": turn.input_text, "input_id": turn.input_id, "agent": turn.agent, "steering": steering}
+
+
+def _saw(store: ChronicleStore, sid: UUID, position: int, step: int) -> dict[str, Any]:
+    """The request's size and the message just before the decision, as `history --at --step` shows them."""
+    messages = history(store, sid, at=position, step=step)
+    last = messages[-1] if messages else None
+    return {
+        "messages": len(messages),
+        "last": _clip_message(last) if last is not None else None,
+        "history": f"chronicle history {sid} --at {position} --step {step}",
+    }
+
+
+def _decided(turn: Turn, step: int, events: list[tuple[int, Any]], evidence: set[int]) -> dict[str, Any]:
+    entry = turn.steps[step]
+    response = entry["response"]
+    content = response.get("content", [])
+    responded = next(((p, e) for p, e in events if isinstance(e, Turn.ModelResponded) and e.step == step), None)
+    retried = [(p, e) for p, e in events if isinstance(e, Turn.ModelCallRetried) and e.step == step]
+    retries = [{"attempt": e.attempt, "reason": e.reason, "position": p} for p, e in retried]
+    evidence.update(p for p, _ in retried)
+    decided: dict[str, Any] = {
+        "at": entry.get("at"),
+        "model": response.get("model"),
+        "text": "".join(b.get("text") or "" for b in content if b.get("type") == "text"),
+        "thinking": "".join(b.get("thinking") or "" for b in content if b.get("type") == "thinking"),
+        "tool_uses": [{"id": b["id"], "name": b.get("name"), "input": b.get("input")} for b in content if b.get("type") == "tool_use"],
+        "stop_reason": response.get("stop_reason"),
+        "usage": response.get("usage"),
+        "retries": retries,
+    }
+    if responded is not None:
+        evidence.add(responded[0])
+        decided.update(latency_ms=responded[1].latency_ms, attempts=responded[1].attempts, position=responded[0])
+    return decided
+
+
+def _call(store: ChronicleStore, turn: Turn, step: int, use: dict[str, Any], evidence: set[int]) -> dict[str, Any]:
+    cid = tool_call_id(turn.id, step, use["id"])
+    checks: list[dict[str, Any]] = []
+    ends: dict[str, Any] = {}
+    requested = None
+    for position, e in store.events_with_positions([cid]):
+        evidence.add(position)
+        if isinstance(e, ToolCall.Requested):
+            requested = position
+        elif isinstance(e, ToolCall.ApprovalRequested):
+            checks.append({"kind": "approval_requested", "reason": e.reason, "at": e.timestamp.isoformat(), "position": position})
+        elif isinstance(e, ToolCall.Approved):
+            checks.append({"kind": "approved", "by": e.by, "actor": e.actor, "always": e.always, "reason": e.reason,
+                           "at": e.timestamp.isoformat(), "position": position})
+        elif isinstance(e, ToolCall.Denied):
+            checks.append({"kind": "denied", "by": e.by, "actor": e.actor, "reason": e.reason,
+                           "at": e.timestamp.isoformat(), "position": position})
+        elif isinstance(e, ToolCall.SecretsRedacted):
+            checks.append({"kind": "secrets_redacted", "where": e.where, "counts": dict(e.counts), "position": position})
+        elif isinstance(e, (ToolCall.Completed, ToolCall.Failed, ToolCall.Skipped, ToolCall.Cancelled, ToolCall.Interrupted)):
+            ends = {"ended_at": e.timestamp.isoformat(), "ended_position": position}
+    if requested is None:  # the response asked for it, but the call was never recorded (the turn ended first)
+        return {"tool_call_id": str(cid), "tool_use_id": use["id"], "name": use.get("name"), "input": use.get("input"),
+                "status": "never requested", "checks": [], "result": None}
+    found = store.tool_call(cid)
+    result = None
+    if found.resolved:
+        block = turn.result_of(found)
+        content = block.content if isinstance(block.content, str) else str(block.content)
+        result = {"content": _clip(content), "is_error": block.is_error}
+    return {
+        "tool_call_id": str(cid), "tool_use_id": found.tool_use_id, "name": found.name, "input": found.input,
+        "read_only": bool(found.flags.get("read_only")), "status": found.status, "reason": found.reason,
+        "attempts": found.attempts, "duration_ms": found.duration_ms, "effects": found.effects,
+        "checks": checks, "result": result, "requested_position": requested, **ends,
+    }
+
+
+def _then(turn: Turn, step: int, events: list[tuple[int, Any]], evidence: set[int]) -> dict[str, Any] | None:
+    """The next model decision in the turn, or how the turn ended after this one."""
+    if step + 1 < len(turn.steps):
+        nxt = turn.steps[step + 1]
+        content = nxt["response"].get("content", [])
+        for position, e in events:
+            if isinstance(e, Turn.ModelResponded) and e.step == step + 1:
+                evidence.add(position)
+        return {
+            "step": step + 1,
+            "text": "".join(b.get("text") or "" for b in content if b.get("type") == "text"),
+            "tool_uses": [{"id": b["id"], "name": b.get("name"), "input": b.get("input")} for b in content if b.get("type") == "tool_use"],
+            "stop_reason": nxt["response"].get("stop_reason"),
+        }
+    if not turn.finished:
+        return {"turn_status": turn.status}
+    end = next(((p, e) for p, e in reversed(events) if type(e).__name__ in _TURN_ENDS), None)
+    if end is not None:
+        evidence.add(end[0])
+    return {"turn_status": turn.status, "final_text": turn.final_text, "reason": turn.reason}
+
+
+_TURN_ENDS = {"Completed", "Failed", "Cancelled", "Stopped", "Interrupted"}
+
+
+def _parent(store: ChronicleStore, session: Any) -> dict[str, Any] | None:
+    if session.parent_session_id is None:
+        return None
+    out: dict[str, Any] = {"session_id": str(session.parent_session_id), "agent": session.spec.name}
+    if session.parent_tool_call_id is not None:
+        parent_call = store.find_tool_call(session.parent_tool_call_id)
+        out["tool_call_id"] = str(session.parent_tool_call_id)
+        if parent_call is not None:
+            out.update(tool_use_id=parent_call.tool_use_id, name=parent_call.name, input=parent_call.input)
+    return out
+
+
+def _clip(text: str) -> str:
+    return text if len(text) <= SHOWN else text[: SHOWN - 1] + "…"
+
+
+def _clip_message(message: dict[str, Any]) -> dict[str, Any]:
+    content = message.get("content")
+    if isinstance(content, str):
+        return {**message, "content": _clip(content)}
+    blocks = []
+    for block in content or []:
+        block = dict(block)
+        for key in ("text", "content", "thinking"):
+            if isinstance(block.get(key), str):
+                block[key] = _clip(block[key])
+        blocks.append(block)
+    return {**message, "content": blocks}
+

@@ -1,0 +1,183 @@
+"""`Chronicle.why` / `chronicle why` / `GET /sessions/{id}/why`: one decision's chain, from what the agent was
+asked to what it did next, each part as the events recorded it, with their log positions as evidence."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from chronicle import Agent, Chronicle, ChronicleError, tool
+from tests.helpers import cli, response, text, tool_use
+
+STEER_DB: list[str] = []
+
+
+@tool(read_only=True)
+async def peek(key: str) -> str:
+    """Read a value."""
+    return f"value of {key}"
+
+
+@tool(requires_approval=True)
+async def launch(target: str) -> str:
+    """Launch something that needs a person's yes."""
+    return f"launched {target}"
+
+
+@tool
+async def nudge() -> str:
+    """Steers the running session from outside, as a person would while it works."""
+    with Chronicle(STEER_DB[0]) as other:
+        [row] = [s for s in other.sessions() if s["status"] == "running"]
+        other.steer(row["session_id"], "use key b next")
+    return "nudged"
+
+
+def scripted(tmp_path, *turns, **agents) -> str:
+    path = tmp_path / "s.json"
+    path.write_text(json.dumps({"agents": {"main": list(turns), **{k: list(v) for k, v in agents.items()}}}), encoding="utf-8")
+    return f"scripted:{path}"
+
+
+def positions_of(app: Chronicle, sid: str) -> dict[int, dict]:
+    return {e["position"]: e for e in app.log(sid)}
+
+
+def test_the_last_tool_call_is_explained_from_its_input_to_what_came_next(db_url, workspace, tmp_path):
+    provider = scripted(tmp_path, response(text("I will look."), tool_use("t1", "peek", key="a")),
+                        response(tool_use("t2", "peek", key="b")), response(text("a and b read")))
+    with Chronicle(db_url) as app:
+        sid = app.run_sync(Agent(tools=[peek], provider=provider), "read a then b", workspace=workspace).session_id
+        chain = app.why(sid)
+        assert (chain["session_id"], chain["turn"], chain["step"]) == (sid, 1, 1)
+        assert chain["asked"]["input"] == "read a then b" and chain["asked"]["steering"] == []
+        # What the model saw just before deciding: the first call's result, as history --at 1 --step 1 shows it.
+        assert chain["saw"]["last"]["content"][0]["tool_use_id"] == "t1"
+        assert chain["saw"]["last"]["content"][0]["content"] == "value of a"
+        assert chain["saw"]["messages"] == len(app.history(sid, at=1, step=1))
+        assert chain["decided"]["tool_uses"] == [{"id": "t2", "name": "peek", "input": {"key": "b"}}]
+        call = chain["tool_call"]
+        assert (call["name"], call["tool_use_id"], call["status"], call["input"]) == ("peek", "t2", "completed", {"key": "b"})
+        assert call["result"] == {"content": "value of b", "is_error": False} and call["checks"] == []
+        assert chain["then"]["text"] == "a and b read" and chain["then"]["stop_reason"] == "end_turn"
+        assert chain["delegated_by"] is None
+        # Every position given as evidence is an event of this session's log, and says what the chain claims.
+        log = positions_of(app, sid)
+        assert set(chain["evidence"]) <= set(log)
+        assert log[chain["decided"]["position"]]["event"] == "ModelResponded"
+        assert log[call["requested_position"]]["event"] == "Requested"
+        assert log[call["ended_position"]]["event"] == "Completed"
+        # Named by its tool_use id, by its id's prefix, or by its tool's name (its last call): the same decision.
+        assert app.why(sid, "t2") == chain == app.why(sid, call["tool_call_id"][:8]) == app.why(sid, "peek")
+        first = app.why(sid, "t1")
+        assert first["step"] == 0 and first["decided"]["text"] == "I will look."
+        assert first["saw"]["last"] == {"role": "user", "content": [{"type": "text", "text": "read a then b"}]}
+        assert first["then"]["tool_uses"][0]["id"] == "t2"
+
+
+def test_a_turns_final_answer_is_explained_with_turn_alone(db_url, workspace, tmp_path):
+    provider = scripted(tmp_path, [response(tool_use("t1", "peek", key="a")), response(text("it is a"))],
+                        [response(text("second answer"))])
+    with Chronicle(db_url) as app:
+        agent = Agent(tools=[peek], provider=provider)
+        sid = app.run_sync(agent, "first", workspace=workspace).session_id
+        app.run_sync(agent, "second", session=sid, workspace=workspace)
+        chain = app.why(sid, turn=1)
+        assert (chain["turn"], chain["step"], chain["tool_call"]) == (1, 1, None)
+        assert chain["decided"]["text"] == "it is a" and chain["then"] == {"turn_status": "completed", "final_text": "it is a",
+                                                                        "reason": None}
+        assert app.why(sid)["turn"] == 1  # the last tool call of the branch is in turn 1: turn 2 called none
+        with pytest.raises(ChronicleError) as no_call:
+            app.why(sid, turn=2, call="peek")
+        assert no_call.value.code == 1 and "no tool call 'peek' on turn 2" in str(no_call.value)
+        with pytest.raises(ChronicleError) as out_of_range:
+            app.why(sid, turn=3)
+        assert out_of_range.value.code == 2 and "--turn takes 1 to 2" in str(out_of_range.value)
+        with pytest.raises(ChronicleError) as unknown:
+            app.why(sid, "t9")
+        assert unknown.value.code == 1 and "audit --session" in str(unknown.value)
+
+
+def test_who_approved_or_denied_a_call_is_part_of_its_chain(db_url, workspace, tmp_path):
+    provider = scripted(tmp_path, [response(tool_use("t1", "launch", target="moon")), response(text("launched"))],
+                        [response(tool_use("t2", "launch", target="sun")), response(text("not launched"))])
+    with Chronicle(db_url) as app:
+        agent = Agent(tools=[launch], provider=provider)
+        sid = app.run_sync(agent, "go", workspace=workspace).session_id
+        app.approve(sid, actor="alice@desk")
+        app.resume(sid)
+        app.run_sync(agent, "again", session=sid, workspace=workspace)
+        app.deny(sid, reason="too hot", actor="bob@desk")
+        app.resume(sid)
+        approved = app.why(sid, "t1")["tool_call"]
+        assert [c["kind"] for c in approved["checks"]] == ["approval_requested", "approved"]
+        assert approved["checks"][1]["actor"] == "alice@desk" and approved["result"]["content"] == "launched moon"
+        denied = app.why(sid, "t2")["tool_call"]
+        assert [c["kind"] for c in denied["checks"]] == ["approval_requested", "denied"]
+        assert (denied["checks"][1]["actor"], denied["checks"][1]["reason"], denied["status"]) == ("bob@desk", "too hot", "denied")
+
+
+def test_steering_that_reached_the_model_before_a_decision_is_what_it_was_asked(db_url, workspace, tmp_path):
+    STEER_DB[:] = [db_url]
+    provider = scripted(tmp_path, response(tool_use("t1", "nudge")), response(tool_use("t2", "peek", key="b")),
+                        response(text("read b as steered")))
+    with Chronicle(db_url) as app:
+        sid = app.run_sync(Agent(tools=[nudge, peek], provider=provider), "read something", workspace=workspace).session_id
+        steered = app.why(sid, "t2")["asked"]["steering"]
+        assert [s["text"] for s in steered] == ["use key b next"]
+        assert steered[0]["position"] in positions_of(app, sid)
+        assert app.why(sid, "t1")["asked"]["steering"] == []  # the first decision was made before it
+
+
+def test_a_sub_agents_decision_names_the_call_that_started_it(db_url, workspace, tmp_path):
+    delegate = tool_use("d1", "delegate", tasks=[{"agent": "helper", "task": "peek at k", "context": "k is a key"}])
+    provider = scripted(
+        tmp_path, response(delegate), response(text("helper done")),
+        helper=[response(tool_use("h1", "peek", key="k")), response(tool_use("h2", "task_complete", status="completed", summary="k read"))],
+    )
+    helper = Agent(name="helper", description="reads values", tools=[peek])
+    with Chronicle(db_url) as app:
+        sid = app.run_sync(Agent(tools=[peek], agents=[helper], provider=provider), "delegate it", workspace=workspace).session_id
+        [task] = app.tasks(sid)
+        chain = app.why(task["child_session_id"], "h1")
+        assert chain["tool_call"]["name"] == "peek" and chain["asked"]["agent"] == "helper"
+        assert "peek at k" in chain["asked"]["input"]
+        parent = chain["delegated_by"]
+        assert (parent["session_id"], parent["name"], parent["tool_use_id"], parent["agent"]) == (sid, "delegate", "d1", "helper")
+        assert app.why(task["child_session_id"])["tool_call"]["name"] == "task_complete"
+
+
+def test_an_inherited_decision_is_explained_from_a_fork(db_url, workspace, tmp_path):
+    provider = scripted(tmp_path, [response(tool_use("t1", "peek", key="a")), response(text("a"))], [response(text("b"))])
+    with Chronicle(db_url) as app:
+        agent = Agent(tools=[peek], provider=provider)
+        sid = app.run_sync(agent, "first", workspace=workspace).session_id
+        app.run_sync(agent, "second", session=sid, workspace=workspace)
+        child = app.fork(sid, at=1)
+        inherited, original = app.why(child, "t1"), app.why(sid, "t1")
+        assert inherited["session_id"] == child
+        assert {k: v for k, v in inherited.items() if k not in ("session_id", "saw")} == \
+            {k: v for k, v in original.items() if k not in ("session_id", "saw")}
+
+
+def test_the_cli_and_the_server_answer_as_the_library_does(db_url, workspace, tmp_path):
+    pytest.importorskip("fastapi")
+    from fastapi.testclient import TestClient
+
+    provider = scripted(tmp_path, response(text("Let me peek."), tool_use("t1", "peek", key="a")), response(text("it is a")))
+    with Chronicle(db_url) as app:
+        sid = app.run_sync(Agent(tools=[peek], provider=provider), "read a", workspace=workspace).session_id
+        chain = app.why(sid)
+        with TestClient(app.http_app(run_worker=False)) as client:
+            assert client.get(f"/sessions/{sid}/why").json() == chain
+            assert client.get(f"/sessions/{sid}/why", params={"call": "t9"}).status_code == 404
+    done = cli("why", sid[:8], "--json", db=db_url)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == chain
+    shown = cli("why", sid[:8], "t1", db=db_url)
+    assert shown.returncode == 0, shown.stderr
+    for part in ("Why peek (t1)", "Asked", "read a", "Decided", "Let me peek.", "Checked", "Did", "value of a", "Then", "it is a"):
+        assert part in shown.stdout, part
+    missing = cli("why", sid[:8], "nope", db=db_url)
+    assert missing.returncode == 1 and missing.stderr.startswith("error: no tool call 'nope'")
