@@ -55,4 +55,11 @@ def mount_viewer(app: FastAPI, chronicle: Chronicle) -> None:
             raise HTTPException(status_code=404, detail=str(exc)) from None
         return page("session.html", **session_view.build(chronicle.store, sid, at, every_turn=all))
 
+    @app.get("/ui/sessions/{session_id}/why", response_class=HTMLResponse, include_in_schema=False)
+    def why_page(session_id: str, call: str | None = None, turn: int | None = None) -> HTMLResponse:
+        """One decision's chain (runtime/app/why.py), linked from each tool call of the session page."""
+        chain = chronicle.why(session_id, call, turn=turn)
+        tool = chain["tool_call"]
+        return page("why.html", chain=chain, what=f"{tool['name']} ({tool['tool_use_id']})" if tool else "the answer")
+
 

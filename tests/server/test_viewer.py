@@ -59,3 +59,26 @@ def test_the_session_page_of_a_delegating_session_shows_its_sub_agent_tree_and_a
         forked = httpx.get(f"{base}/ui/sessions/{fork_id}")
         assert forked.status_code == 200 and "It says hello." in forked.text and "inherited from the parent session" in forked.text
         assert "second" not in forked.text
+
+
+def test_each_tool_call_links_to_why_it_was_made_and_that_page_escapes_what_was_recorded(db_url, workspace, tmp_path):
+    script = write_script(tmp_path / "s.json", [
+        response(text("<b>first</b> I look"), tool_use("tu_a", "read_file", path="missing.txt")),
+        response(text("that failed, so"), tool_use("tu_b", "read_file", path="hello.txt")),
+        response(text("hello world it says")),
+    ])
+    first = cli("run", "read <i>it</i>", "--provider", f"scripted:{script}", "--workspace", str(workspace), "--json", db=db_url)
+    sid = json_lines(first.stdout)[0]["session_id"]
+    with serving(db_url, workspace) as base:
+        page = httpx.get(f"{base}/ui/sessions/{sid}").text
+        assert f'href="/ui/sessions/{sid}/why?call=tu_b&amp;turn=1"' in page
+        why = httpx.get(f"{base}/ui/sessions/{sid}/why", params={"call": "tu_b", "turn": 1})
+        assert why.status_code == 200
+        assert "Why read_file (tu_b)" in why.text
+        assert "read &lt;i&gt;it&lt;/i&gt;" in why.text and "<i>it</i>" not in why.text  # escaped, as every page
+        assert "result of <code>tu_a</code> (error)" in why.text  # what it saw just before: the failed read
+        assert "that failed, so" in why.text and "hello world" in why.text and "hello world it says" in why.text
+        chain = httpx.get(f"{base}/sessions/{sid}/why", params={"call": "tu_b"}).json()
+        for position in chain["evidence"]:
+            assert f"#{position}" in why.text
+        assert httpx.get(f"{base}/ui/sessions/{sid}/why", params={"call": "tu_z"}).status_code == 404
