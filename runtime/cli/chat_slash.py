@@ -24,6 +24,7 @@ HELP = [
     ("/thread ID", "switch to another thread: a session of this agent (id or unique prefix)"),
     ("/compact [N]", "summarise older turns, keeping the N most recent (default from settings)"),
     ("/cost", "tokens and USD spent by this session"),
+    ("/why [CALL]", "why the agent made its last tool call (or CALL: a tool_use id or a tool's name): asked, saw, decided, did"),
     ("/tools", "the tools the agent may call"),
     ("/skills", "the skills recorded for this session (inline ones are in the system prompt)"),
     ("/progress", "the running (or last) turn: iterations, tokens, tools run, time"),
@@ -208,6 +209,15 @@ def cancel_job(chat: Any, arg: str) -> None:
     chat.console.print(f"job {cancelled['job_id']} cancelled")
 
 
+def why(chat: Any, arg: str) -> None:
+    """`chronicle why SESSION [CALL]` for this session, printed as the command prints it."""
+    from chronicle.runtime.app.why import why as explain
+
+    from .why_cmd import show
+
+    show(explain(chat.store, chat.session_id, arg or None), chat.console)
+
+
 def status(chat: Any, arg: str) -> None:
     session = chat.store.session(chat.session_id)
     summary, view = session.context_view()
@@ -356,7 +366,7 @@ def quit_chat(chat: Any, arg: str) -> str:
 
 COMMANDS: dict[str, Callable[[Any, str], str | None]] = {
     "/undo": undo, "/redo": redo, "/fork": fork, "/new": new_thread, "/thread": thread,
-    "/compact": compact, "/cost": cost, "/tools": tools, "/skills": skills, "/progress": progress,
+    "/compact": compact, "/cost": cost, "/why": why, "/tools": tools, "/skills": skills, "/progress": progress,
     "/job": job, "/jobs": list_jobs, "/list": list_jobs, "/cancel": cancel_job,
     "/status": status, "/model": model, "/stop": stop, "/interrupt": stop, "/heartbeat": heartbeat,
     "/summary": summary, "/summarize": summary, "/clear": new_thread, "/version": version, "/ping": ping,

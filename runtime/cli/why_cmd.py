@@ -6,6 +6,7 @@ import json
 from typing import Annotated, Any, Optional
 
 import typer
+from rich.console import Console
 from rich.markup import escape
 
 from chronicle.runtime.app.why import why as explain
@@ -31,11 +32,12 @@ def why(
         if as_json:
             print_json(chain)
             return
-        _show(chain)
+        show(chain, out_console)
 
 
-def _show(c: dict[str, Any]) -> None:
-    p = out_console.print
+def show(c: dict[str, Any], console: Console) -> None:
+    """The chain as lines under their labels: what `why` prints, and chat's `/why`."""
+    p = console.print
     d, call = c["decided"], c["tool_call"]
     what = f"{call['name']} ({call['tool_use_id']})" if call else "the answer"
     p(f"[bold]Why {escape(what)}[/] — session {c['session_id'][:8]}, turn {c['turn']}, step {c['step']}")

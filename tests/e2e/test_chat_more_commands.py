@@ -175,3 +175,18 @@ def test_stop_at_the_prompt_says_when_the_other_process_has_not_stopped_instead_
         assert runner.wait(timeout=30) == 130  # the request stood: the process honours it once it runs again
     finally:
         runner.kill()
+
+
+def test_why_in_chat_explains_the_last_tool_call_or_the_one_named(sqlite_url, workspace, tmp_path):
+    path = tmp_path / "s.json"
+    path.write_text(json.dumps({"agents": {"main": [[
+        response(text("Looking first."), tool_use("tu_1", "list_dir", path=".")),
+        response(tool_use("tu_2", "read_file", path="hello.txt")),
+        response(text("It says hello world.")),
+    ]]}}), encoding="utf-8")
+    out = " ".join(chat(sqlite_url, path, workspace, ["/why", "what is in hello.txt?", "/why", "/why tu_1", "/why nope"]).split())
+    assert "nothing was decided" in out  # before any turn: said, not a traceback
+    last, first = out.index("Why read_file (tu_2)"), out.index("Why list_dir (tu_1)")
+    assert "result of tu_1" in out[last:first] and "hello world" in out[last:first]  # saw the listing, read the file
+    assert "Looking first." in out[first:] and "what is in hello.txt?" in out[first:]
+    assert "no tool call 'nope'" in out
