@@ -50,6 +50,7 @@ def why(store: ChronicleStore, ref: str | UUID, call: str | None = None, turn: i
     chain["asked"] = _asked(store, session.id, found, step, turn_events, evidence)
     chain["saw"] = _saw(store, sid, position, step)
     chain["decided"] = _decided(found, step, turn_events, evidence)
+    chain["saw"]["shaped_by"] = _shaped_by(turn_events, chain["decided"].get("position"), evidence)
     chain["tool_call"] = _call(store, found, step, use, evidence) if use is not None else None
     chain["then"] = _then(found, step, turn_events, evidence)
     chain["delegated_by"] = _parent(store, session)
@@ -112,6 +113,21 @@ def _saw(store: ChronicleStore, sid: UUID, position: int, step: int) -> dict[str
     }
 
 
+def _shaped_by(events: list[tuple[int, Any]], decided_at: int | None, evidence: set[int]) -> list[dict[str, Any]]:
+    """The turn's guardrails and middleware recorded before the decision: what changed what the model was sent."""
+    shaped = []
+    for position, e in events:
+        if decided_at is not None and position > decided_at:
+            break
+        if isinstance(e, (Turn.GuardrailApplied, Turn.MiddlewareApplied)):
+            mark = dict(e.mark)
+            kind = "guardrail" if isinstance(e, Turn.GuardrailApplied) else "middleware"
+            shaped.append({"kind": kind, "name": mark.get(kind), "action": mark.get("action"), "where": mark.get("where"),
+                           "position": position})
+            evidence.add(position)
+    return shaped
+
+
 def _decided(turn: Turn, step: int, events: list[tuple[int, Any]], evidence: set[int]) -> dict[str, Any]:
     entry = turn.steps[step]
     response = entry["response"]
@@ -161,6 +177,9 @@ def _call(store: ChronicleStore, turn: Turn, step: int, use: dict[str, Any], evi
         return {"tool_call_id": str(cid), "tool_use_id": use["id"], "name": use.get("name"), "input": use.get("input"),
                 "status": "never requested", "checks": [], "result": None}
     found = store.tool_call(cid)
+    # A guardrail that changed (or failed open on) the result the model read is recorded among the call's effects.
+    checks += [{"kind": "guardrail", "name": m["guardrail"], "action": m.get("action"), "where": m.get("where"),
+                "error": m.get("error"), "position": ends.get("ended_position")} for m in found.effects if "guardrail" in m]
     result = None
     if found.resolved:
         block = turn.result_of(found)
@@ -169,7 +188,8 @@ def _call(store: ChronicleStore, turn: Turn, step: int, use: dict[str, Any], evi
     return {
         "tool_call_id": str(cid), "tool_use_id": found.tool_use_id, "name": found.name, "input": found.input,
         "read_only": bool(found.flags.get("read_only")), "status": found.status, "reason": found.reason,
-        "attempts": found.attempts, "duration_ms": found.duration_ms, "effects": found.effects,
+        "attempts": found.attempts, "duration_ms": found.duration_ms,
+        "effects": [m for m in found.effects if "guardrail" not in m],
         "checks": checks, "result": result, "requested_position": requested, **ends,
     }
 

@@ -51,6 +51,8 @@ def show(c: dict[str, Any], console: Console) -> None:
         p(_row("", f"then steered by {s['actor'] or 'someone'}: {short(s['text'], 140)}", position=s["position"]))
     saw = c["saw"]
     p(_row("Saw", f"{saw['messages']} message(s); the last: {short(_message_text(saw['last']), 160)}"))
+    for m in saw.get("shaped_by") or []:
+        p(_row("", f"{m['kind']} {m['name']} {m['action']}" + (f" ({m['where']})" if m.get("where") else ""), position=m["position"]))
     p(_row("", f"[dim]{escape(saw['history'])}[/]", raw=True))
     decided = [f"text: {short(d['text'], 160)}"] if d["text"] else []
     if d["thinking"]:
@@ -105,6 +107,8 @@ def _check(k: dict[str, Any]) -> str:
         how = f" ({k['by']})" if k.get("by") not in (None, "user", who) else ""
         why_ = f": {k['reason']}" if k.get("reason") else ""
         return escape(f"{k['kind']} by {who or 'someone'}{how}{why_}") + _at(k["position"])
+    if k["kind"] == "guardrail":
+        return escape(f"guardrail {k['name']} {k['action']} its result" + (f": {k['error']}" if k.get("error") else "")) + _at(k["position"])
     if k["kind"] == "secrets_redacted":
         counts = ", ".join(f"{n} {kind}" for kind, n in sorted(k["counts"].items()))
         return escape(f"secrets cut from its {k['where']}: {counts}") + _at(k["position"])

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from chronicle import Agent, Chronicle, ChronicleError, tool
+from chronicle import Agent, Chronicle, ChronicleError, Guardrail, tool
 from tests.helpers import cli, response, text, tool_use
 
 STEER_DB: list[str] = []
@@ -116,6 +116,36 @@ def test_who_approved_or_denied_a_call_is_part_of_its_chain(db_url, workspace, t
         denied = app.why(sid, "t2")["tool_call"]
         assert [c["kind"] for c in denied["checks"]] == ["approval_requested", "denied"]
         assert (denied["checks"][1]["actor"], denied["checks"][1]["reason"], denied["status"]) == ("bob@desk", "too hot", "denied")
+
+
+def hide_secret(text: str, where: str) -> str | None:
+    return text.replace("s3cret", "[hidden]") if "s3cret" in text else None
+
+
+@tool(read_only=True)
+async def vault(key: str) -> str:
+    """Read a value from the vault."""
+    return f"{key} is s3cret"
+
+
+def test_guardrails_that_changed_what_the_model_read_are_part_of_the_chain(db_url, workspace, tmp_path):
+    provider = scripted(tmp_path, response(tool_use("t1", "vault", key="door")), response(tool_use("t2", "peek", key="x")),
+                        response(text("done")))
+    agent = Agent(tools=[vault, peek], provider=provider,
+                  guardrails=[Guardrail("hide", hide_secret, on=["tool_result", "inbound"])])
+    with Chronicle(db_url) as app:
+        sid = app.run_sync(agent, "open s3cret door", workspace=workspace).session_id
+        first = app.why(sid, "t1")
+        # The input was changed before the model saw it; the call's result was changed before the model read it.
+        assert [(m["kind"], m["name"], m["action"], m["where"]) for m in first["saw"]["shaped_by"]] == \
+            [("guardrail", "hide", "modified", "inbound")]
+        assert first["saw"]["last"]["content"][0]["text"] == "open [hidden] door"
+        [check] = first["tool_call"]["checks"]
+        assert (check["kind"], check["name"], check["action"], check["where"]) == ("guardrail", "hide", "modified", "tool_result")
+        assert first["tool_call"]["result"]["content"] == "door is [hidden]" and first["tool_call"]["effects"] == []
+        assert app.why(sid, "t2")["saw"]["last"]["content"][0]["content"] == "door is [hidden]"
+        shown = cli("why", sid, "t1", db=db_url).stdout
+        assert "guardrail hide modified (inbound)" in shown and "guardrail hide modified its result" in shown
 
 
 def test_steering_that_reached_the_model_before_a_decision_is_what_it_was_asked(db_url, workspace, tmp_path):
