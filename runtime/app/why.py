@@ -34,20 +34,19 @@ from .queries import history, session_id
 
 #: The longest text of a result or a message this answer repeats; `history` and `audit` show it whole.
 SHOWN = 2000
+#: Turns read at a time while looking for the decision, from the branch's end.
+SCAN = 20
 
 
 def why(store: ChronicleStore, ref: str | UUID, call: str | None = None, turn: int | None = None) -> dict[str, Any]:
     """`why SESSION [CALL] [--turn N] --json`. Unknown calls and turns are AppError 1; a turn out of range 2."""
     sid = session_id(store, ref)
     session = store.session(sid)
-    turns = store.head_turns(session)
-    if not turns:
-        raise AppError(f"session {sid} has no turn on its active branch yet: nothing was decided", 1)
-    position, found, step, use = _decision(sid, turns, call, turn)
+    position, found, step, use = _decision(store, sid, list(session.head), call, turn)
     chain: dict[str, Any] = {"session_id": str(sid), "turn": position, "turn_id": str(found.id), "step": step}
     evidence: set[int] = set()
     turn_events = list(store.events_with_positions([found.id]))
-    chain["asked"] = _asked(store, session.id, found, step, turn_events, evidence)
+    chain["asked"] = _asked(store, found, step, turn_events, evidence)
     chain["saw"] = _saw(store, sid, position, step)
     chain["decided"] = _decided(found, step, turn_events, evidence)
     chain["saw"]["shaped_by"] = _shaped_by(turn_events, chain["decided"].get("position"), evidence)
@@ -58,25 +57,33 @@ def why(store: ChronicleStore, ref: str | UUID, call: str | None = None, turn: i
     return chain
 
 
-def _decision(sid: UUID, turns: list[Turn], call: str | None, turn: int | None) -> tuple[int, Turn, int, dict[str, Any] | None]:
-    """(branch position, turn, step, tool_use block or None) of the decision asked about."""
-    if turn is not None and not 1 <= turn <= len(turns):
-        raise AppError(f"session {sid} has {len(turns)} turn(s) on its active branch; --turn takes 1 to {len(turns)}", 2)
-    places = [(i + 1, t) for i, t in enumerate(turns)] if turn is None else [(turn, turns[turn - 1])]
+def _decision(store: ChronicleStore, sid: UUID, head: list[UUID], call: str | None,
+              turn: int | None) -> tuple[int, Turn, int, dict[str, Any] | None]:
+    """(branch position, turn, step, tool_use block or None) of the decision asked about. The branch is read
+    from its end a few turns at a time: the decision asked about is usually recent, and a session long."""
+    if not head:
+        raise AppError(f"session {sid} has no turn on its active branch yet: nothing was decided", 1)
+    if turn is not None and not 1 <= turn <= len(head):
+        raise AppError(f"session {sid} has {len(head)} turn(s) on its active branch; --turn takes 1 to {len(head)}", 2)
     if call is None and turn is not None:
-        found = places[0][1]
+        [found] = store.turns([head[turn - 1]])
         if not found.steps:
             raise AppError(f"turn {turn} of session {sid} made no model call", 1)
         return turn, found, len(found.steps) - 1, None
     wanted = (call or "").strip()
-    for position, t in reversed(places):
-        for entry in reversed(t.steps):
-            for block in reversed(entry["response"].get("content", [])):
-                if block.get("type") != "tool_use":
-                    continue
-                cid = str(tool_call_id(t.id, entry["step"], block["id"]))
-                if not wanted or wanted in (block["id"], block.get("name")) or (len(wanted) >= 4 and cid.startswith(wanted.lower())):
-                    return position, t, entry["step"], block
+    last = len(head) if turn is None else turn
+    first = 1 if turn is None else turn
+    while last >= first:
+        start = max(first, last - SCAN + 1)
+        for position, t in reversed(list(enumerate(store.turns(head[start - 1:last]), start))):
+            for entry in reversed(t.steps):
+                for block in reversed(entry["response"].get("content", [])):
+                    if block.get("type") != "tool_use":
+                        continue
+                    cid = str(tool_call_id(t.id, entry["step"], block["id"]))
+                    if not wanted or wanted in (block["id"], block.get("name")) or (len(wanted) >= 4 and cid.startswith(wanted.lower())):
+                        return position, t, entry["step"], block
+        last = start - 1
     where = f"turn {turn} of session {sid}" if turn is not None else f"the active branch of session {sid}"
     if not wanted:
         raise AppError(f"{where} called no tool; `why {sid} --turn N` explains a turn's final answer", 1)
@@ -84,8 +91,7 @@ def _decision(sid: UUID, turns: list[Turn], call: str | None, turn: int | None) 
                    "or its prefix, or a tool's name); `audit --session` lists every call", 1)
 
 
-def _asked(store: ChronicleStore, sid: UUID, turn: Turn, step: int, events: list[tuple[int, Any]],
-           evidence: set[int]) -> dict[str, Any]:
+def _asked(store: ChronicleStore, turn: Turn, step: int, events: list[tuple[int, Any]], evidence: set[int]) -> dict[str, Any]:
     evidence.add(events[0][0])  # Turn.Created holds the input
     steering = []
     # Steering is recorded on the turn's session (which may be a fork's parent, for an inherited turn).

@@ -99,6 +99,22 @@ def test_a_turns_final_answer_is_explained_with_turn_alone(db_url, workspace, tm
         assert unknown.value.code == 1 and "audit --session" in str(unknown.value)
 
 
+def test_the_branch_is_read_from_its_end_in_pieces_and_an_early_call_is_still_found(db_url, workspace, tmp_path, monkeypatch):
+    from chronicle.runtime.app import why as why_module
+
+    monkeypatch.setattr(why_module, "SCAN", 2)  # three turns: the first is in the second piece read
+    provider = scripted(tmp_path, [response(tool_use("t1", "peek", key="a")), response(text("a"))],
+                        [response(text("b"))], [response(text("c"))])
+    with Chronicle(db_url) as app:
+        agent = Agent(tools=[peek], provider=provider)
+        sid = app.run_sync(agent, "one", workspace=workspace).session_id
+        for prompt in ("two", "three"):
+            app.run_sync(agent, prompt, session=sid, workspace=workspace)
+        for chain in (app.why(sid), app.why(sid, "t1"), app.why(sid, "peek")):
+            assert (chain["turn"], chain["step"], chain["tool_call"]["tool_use_id"]) == (1, 0, "t1")
+        assert app.why(sid, turn=2)["decided"]["text"] == "b"
+
+
 def test_who_approved_or_denied_a_call_is_part_of_its_chain(db_url, workspace, tmp_path):
     provider = scripted(tmp_path, [response(tool_use("t1", "launch", target="moon")), response(text("launched"))],
                         [response(tool_use("t2", "launch", target="sun")), response(text("not launched"))])
