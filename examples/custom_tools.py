@@ -4,8 +4,8 @@
 
 `lookup_order` is read-only: replay re-runs it and it may run again after a crash. `refund`
 moves money, so it requires approval: the turn pauses (status awaiting_approval, as
-`chronicle run` exits 3), this program approves it and resumes the session, and the audit
-trail shows who decided what.
+`chronicle run` exits 3), this program approves it and resumes the session, the audit
+trail shows who decided what, and `why` shows what led to the refund.
 """
 
 from __future__ import annotations
@@ -64,6 +64,12 @@ def main() -> None:
     for decision in app.audit(session=result.session_id):
         if decision["kind"].startswith("tool") or decision["kind"] == "approval":
             print(f"audit: {decision['kind']:<10} {decision['name'] or '':<14} {decision['status'] or ''}")
+    # Why was money sent? The refund's chain: what the agent had read just before, and who let it through.
+    chain = app.why(result.session_id, "refund")
+    seen = chain["saw"]["last"]["content"][0]
+    approved = next(c for c in chain["tool_call"]["checks"] if c["kind"] == "approved")
+    print(f"why refund: after reading {seen['content']!r}, it called refund({chain['tool_call']['input']}); "
+          f"approved by {approved['actor'] or approved['by']}; evidence at log positions {chain['evidence']}")
     app.close()
 
 

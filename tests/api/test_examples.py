@@ -34,6 +34,7 @@ def test_custom_tools_pauses_for_the_refund_approves_it_in_code_and_audits_it(db
     assert "approval needed: refund" in out and "resumed: completed" in out
     assert "answer: Done: 20 euros are on their way back for order A-42." in out
     assert "audit: approval   refund" in out and "approved" in out
+    assert "why refund: after reading 'order A-42: delivered, box damaged', it called refund(" in out
 
 
 def test_sub_agents_delegates_to_two_agents_with_their_own_tools_and_rolls_their_cost_up(db_url, ws):
