@@ -25,8 +25,7 @@ def why(
     as_json: JsonOption = False,
     db: DbOption = None,
 ) -> None:
-    """Why the agent made a decision: what it was asked, what it saw, what it decided, what was checked, what it
-    did and what came next, each with the log positions that record it."""
+    """Why the agent made a decision: what it was asked, what it saw, what it decided, what was checked, what it did and what came next, each with the log positions that record it."""  # noqa: E501 - one paragraph
     with cli_errors():
         chain = explain(open_store(db, create=False), session, call, turn=turn)
         if as_json:
