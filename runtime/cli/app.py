@@ -216,13 +216,14 @@ def main() -> None:
         if os.environ.get("CHRONICLE_DEBUG"):
             raise
         first = (str(exc).strip().splitlines() or [""])[0]
-        from chronicle.runtime.store_errors import is_read_only_error
+        from chronicle.runtime.app.errors import known_failure
 
-        if is_read_only_error(exc):
-            from .common import READ_ONLY_WRITE
-
-            sys.stderr.write(f"chronicle: error: {READ_ONLY_WRITE} ({first})\n")
-            raise SystemExit(1) from None
+        # A failure the commands know (a read-only database, an id naming nothing, …) raised outside their
+        # cli_errors: the same line and code they give it, never "internal error".
+        known = known_failure(exc)
+        if known is not None:
+            sys.stderr.write(f"chronicle: error: {(str(known).strip().splitlines() or [''])[0]}\n")
+            raise SystemExit(known.code) from None
         sys.stderr.write(
             f"chronicle: internal error: {type(exc).__name__}: {first}\n"
             "Nothing recorded was lost; set CHRONICLE_DEBUG=1 to see the traceback, and please report it.\n"
