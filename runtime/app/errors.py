@@ -37,6 +37,12 @@ def first_line(exc: BaseException) -> str:
     return text.splitlines()[0]
 
 
+def cause_line(exc: BaseException) -> str:
+    """`Type: first line of its message` (the type alone when it has none): what a log line names an unexpected failure by."""
+    text = (str(exc).strip().splitlines() or [""])[0]
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
 #: A write refused by a read-only database, said plainly (it used to be an "internal error").
 READ_ONLY_WRITE = ("the store is read-only, so this could not be recorded; nothing was changed. "
                    "Read commands still work; copy the store somewhere writable (or fix its permissions) to continue")

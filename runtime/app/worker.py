@@ -28,6 +28,7 @@ from ..session_work import needs_work
 from ..settings import LimitFlags
 from ..store import ChronicleStore
 from ..work_index import WorkIndex
+from .errors import cause_line
 from .loops import LoopSetupError, build_loop
 
 #: Outcomes after which a session is left alone until something changes.
@@ -194,8 +195,7 @@ class Worker:
         except PersistenceError as exc:
             self.log(f"worker {self.name}: store unavailable while firing routines: {exc}; will retry")
         except Exception as exc:  # noqa: BLE001 - a routine that cannot fire must not stop the sessions' work
-            first = (str(exc).strip().splitlines() or [""])[0]
-            self.log(f"worker {self.name}: routines not fired this time ({type(exc).__name__}: {first}); will retry")
+            self.log(f"worker {self.name}: routines not fired this time ({cause_line(exc)}); will retry")
 
     def _self_repair(self, at: float) -> None:
         if self._repaired_at is not None and at - self._repaired_at < self.repair_every_s:
@@ -230,10 +230,9 @@ class Worker:
         failures = self.backing_off.get(sid, (0.0, 0))[1] + 1
         delay = min(BACKOFF_CAP_S, BACKOFF_BASE_S * 2 ** (failures - 1))
         self.backing_off[sid] = (asyncio.get_running_loop().time() + delay, failures)
-        first = (str(exc).strip().splitlines() or [""])[0]
-        self.log(f"worker {self.name}: session {sid} failed unexpectedly ({type(exc).__name__}: {first}); "
-                 f"failure {failures}, leaving it for {delay:g} s")
-        self.record_failure(sid, f"{type(exc).__name__}: {first}", failures, delay)
+        cause = cause_line(exc)
+        self.log(f"worker {self.name}: session {sid} failed unexpectedly ({cause}); failure {failures}, leaving it for {delay:g} s")
+        self.record_failure(sid, cause, failures, delay)
 
     def record_failure(self, sid: UUID, error: str, failures: int, retry_in_s: float | None) -> None:
         """Record on the session what went wrong (secrets masked), so `log` and `audit` show it; if

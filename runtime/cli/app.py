@@ -215,17 +215,16 @@ def main() -> None:
     except Exception as exc:  # noqa: BLE001 - the last line of defence for a person at a terminal
         if os.environ.get("CHRONICLE_DEBUG"):
             raise
-        first = (str(exc).strip().splitlines() or [""])[0]
-        from chronicle.runtime.app.errors import known_failure
+        from chronicle.runtime.app.errors import cause_line, first_line, known_failure
 
         # A failure the commands know (a read-only database, an id naming nothing, …) raised outside their
         # cli_errors: the same line and code they give it, never "internal error".
         known = known_failure(exc)
         if known is not None:
-            sys.stderr.write(f"chronicle: error: {(str(known).strip().splitlines() or [''])[0]}\n")
+            sys.stderr.write(f"chronicle: error: {first_line(known)}\n")
             raise SystemExit(known.code) from None
         sys.stderr.write(
-            f"chronicle: internal error: {type(exc).__name__}: {first}\n"
+            f"chronicle: internal error: {cause_line(exc)}\n"
             "Nothing recorded was lost; set CHRONICLE_DEBUG=1 to see the traceback, and please report it.\n"
         )
         raise SystemExit(1) from None

@@ -41,3 +41,8 @@ def test_anything_else_is_an_internal_error_on_two_lines(monkeypatch, capsys):
     assert code == 1
     assert err.splitlines() == ["chronicle: internal error: KeyError: 'surprise'",
                                 "Nothing recorded was lost; set CHRONICLE_DEBUG=1 to see the traceback, and please report it."]
+
+
+def test_a_failure_without_a_message_is_named_by_its_type_alone(monkeypatch, capsys):
+    code, err = run_main(monkeypatch, capsys, RuntimeError())
+    assert code == 1 and err.splitlines()[0] == "chronicle: internal error: RuntimeError"
