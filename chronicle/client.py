@@ -30,6 +30,7 @@ from chronicle.runtime.live import Broker
 from chronicle.runtime.loop import LoopOptions, TurnOutcome
 from chronicle.runtime.routine_engine import RoutineEngine
 from chronicle.runtime.routines import Routine
+from chronicle.runtime.self_repair import DEFAULT_STUCK_AFTER_S, DEFAULT_TOOL_FAILURES, SelfRepair, repair_row
 from chronicle.runtime.store import ChronicleStore
 from chronicle.runtime.store_open import open_store
 
@@ -281,6 +282,31 @@ class Chronicle:
                                               agent.registry(ws) if agent else None, routines)
                 self._routine_engines[key] = engine
             return routine_cases.tick(engine)
+
+    # -- skills and self-repair (`chronicle skills`, `chronicle repairs`) -------------------------
+
+    @checked
+    def skills(self, workspace: str | Path | None = None) -> list[dict[str, Any]]:
+        """`skills --json`: the skills a session started in `workspace` (default: the current directory) records, in
+        order: `name`, `description`, `mode` (inline | on_demand), `path`, `when_to_use`, `version`, `sha256`, `files`.
+        A broken SKILL.md is ChronicleError 2 naming the file, as `run` refuses it. Reads files only, no store."""
+        from chronicle.runtime import skills as skill_files
+
+        with _as_chronicle_errors():
+            return [skill_files.skill_row(s) for s in skill_files.workspace_skills(resolve_workspace(workspace))]
+
+    @checked
+    def repairs(self, check: bool = False, stuck_after_s: Seconds = DEFAULT_STUCK_AFTER_S,
+                tool_failures: FromOne = DEFAULT_TOOL_FAILURES) -> list[dict[str, Any]]:
+        """`repairs [--check] --json`: what self-repair found (stuck turns, broken tools) and did, one row per repair:
+        `repair_id`, `kind`, `target`, `session_id`, `status`, `result`, `detail`, `attempts`, `detected_at`. With
+        `check`, one pass as a worker's monitor makes it first (`stuck_after_s` seconds without an event: stuck;
+        `tool_failures` failed runs in a row: broken), each finding recorded."""
+        with _as_chronicle_errors():
+            monitor = SelfRepair(self.store, stuck_after_s=stuck_after_s, tool_failures=tool_failures)
+            if check:
+                monitor.check()
+            return [repair_row(r) for r in monitor.repairs()]
 
     # -- controls --------------------------------------------------------------------------------
 
