@@ -61,8 +61,11 @@ class RoutineError(SettingsError):
 @dataclass(frozen=True)
 class Routine:
     name: str
-    trigger: str
-    prompt: str
+    #: "cron:EXPR", "event:PATTERN" or "manual"; left empty, a heartbeat's default (every 30 minutes) and for any
+    #: other routine the error a [routines.NAME] table without one gets, as the table leaves the key out.
+    trigger: str = ""
+    #: The input of each run; a heartbeat's is HEARTBEAT.md, this text (if any) added after its preamble.
+    prompt: str = ""
     action: str = "lightweight"
     max_runs_per_day: int | None = None
     budget_usd: float | None = None

@@ -28,6 +28,8 @@ def checked(routine: Routine) -> Routine:
     table = {k: v for k, v in asdict(routine).items() if k != "name" and v is not None}
     if not routine.heartbeat:
         table.pop("heartbeat")
+    if routine.trigger == "":  # left out, as a table leaves the key out: a heartbeat's default, else "trigger is required"
+        table.pop("trigger")
     return parse_routine(routine.name, table, "Routine")
 
 
