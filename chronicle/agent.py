@@ -81,11 +81,17 @@ class Agent:
     #: The model of titles, compaction summaries and the heartbeat (e.g. "claude-haiku-4-5"); None:
     #: CHRONICLE_AUX_MODEL, then `[models] auxiliary`, then the main model. Recorded on the session.
     aux_model: str | None = None
+    #: The guards' limits, as chronicle.toml's [limits] gives them (seed 001's cost guard): a mapping of
+    #: budget_usd (this session's tree, USD), daily_budget_usd (all sessions, UTC day), max_calls_per_hour,
+    #: max_tool_calls (per turn), tool_timeout_s and doom_loop. Recorded on the session, so `resume` and workers
+    #: stop where this process would; each wins over [limits], a run's flags over it. Top-level agent only.
+    limits: Mapping[str, Any] | None = None
     _entries: tuple[str, ...] = field(default=(), init=False, repr=False)
     _guardrails: tuple[dict[str, Any], ...] = field(default=(), init=False, repr=False)
     _middleware: tuple[dict[str, Any], ...] = field(default=(), init=False, repr=False)
     _hooks: tuple[dict[str, Any], ...] = field(default=(), init=False, repr=False)
     _approvals: ApprovalPolicy | None = field(default=None, init=False, repr=False)
+    _limits: dict[str, Any] = field(default_factory=dict, init=False, repr=False)
 
     def __post_init__(self) -> None:
         """Every field checked now, so a bad one is refused where the program wrote it, not at its first run: a
@@ -116,6 +122,7 @@ class Agent:
             raise ValueError(f"agent {self.name}: max_depth cannot be negative")
         if self.doom_loop is not None and (isinstance(self.doom_loop, bool) or not isinstance(self.doom_loop, int) or self.doom_loop < 0):
             raise ValueError(f"agent {self.name}: doom_loop takes a whole number ≥ 0 (0 turns the guard off), got {self.doom_loop!r}")
+        self._limits = self._checked_limits()
         if self.approvals is not None:
             from chronicle.runtime.approval_policy import parse_policy
 
@@ -150,6 +157,30 @@ class Agent:
         if len(set(names)) != len(names):
             raise ValueError(f"agent {self.name}: two hooks have the same name; give one a `name` class attribute")
 
+    def _checked_limits(self) -> dict[str, Any]:
+        """`limits` and `doom_loop` as the spec records them (only those given), checked as [limits] is checked."""
+        given: dict[str, Any] = {}
+        if self.limits is not None:
+            if not isinstance(self.limits, Mapping):
+                raise TypeError(f"agent {self.name}: limits takes a mapping, like limits={{\"budget_usd\": 2.0}}, "
+                                f"got {type(self.limits).__name__}")
+            from pydantic import ValidationError
+
+            from chronicle.runtime.settings import LimitValues
+            from chronicle.runtime.validation import explain
+
+            try:
+                checked = LimitValues.model_validate(dict(self.limits))
+            except ValidationError as exc:
+                raise ValueError(explain(exc, f"agent {self.name}: limits ", allowed=sorted(LimitValues.model_fields))) from None
+            given = {k: v for k, v in checked.model_dump().items() if k in self.limits and v is not None}
+            if "doom_loop" in given and self.doom_loop is not None and given["doom_loop"] != self.doom_loop:
+                raise ValueError(f"agent {self.name}: doom_loop is given twice (doom_loop={self.doom_loop} and "
+                                 f"limits['doom_loop']={given['doom_loop']}); give it once")
+        if self.doom_loop is not None:
+            given["doom_loop"] = self.doom_loop
+        return given
+
     def tool_names(self, top_level: bool) -> tuple[str, ...]:
         """What the spec records: built-in names and import paths."""
         if self.tools is None:
@@ -161,7 +192,7 @@ class Agent:
             name=self.name, description=self.description, instructions=self.instructions, model=self.model or "",
             tools=self.tool_names(top_level), max_iterations=self.max_iterations, max_depth=self.max_depth,
             guardrails=self._guardrails, middleware=self._middleware, hooks=self._hooks, approvals=self._approvals,
-            limits={"doom_loop": self.doom_loop} if top_level and self.doom_loop is not None else None,
+            limits=dict(self._limits) if top_level and self._limits else None,
         )
 
     def only_here(self) -> list[str]:
@@ -205,6 +236,9 @@ class Agent:
             for agent in descendants:
                 if agent.doom_loop is not None:
                     raise ValueError(f"agent {agent.name}: doom_loop is set on the top-level agent; a sub-agent runs under its guards")
+                if agent._limits:
+                    raise ValueError(f"agent {agent.name}: limits are set on the top-level agent; a sub-agent runs under its "
+                                     "guards (the budget covers the whole tree)")
             mcp = mcp_servers_of([self, *descendants], workspace)
         except (ValueError, TypeError) as exc:  # a sub-agent or MCP server that cannot work: refused before anything is recorded
             raise DefinitionError.of(exc) from None

@@ -211,7 +211,8 @@ def load_settings(flags: LimitFlags, workspace: Path, recorded: dict[str, Any] |
             merged[name] = _tighter(name, recorded.get(name), file_value)
             sources[name] = "the session's record" if merged[name] == recorded.get(name) else in_file
         elif (in_code or {}).get(name) is not None:
-            merged[name], sources[name] = (in_code or {})[name], f"Agent({name}=...)"
+            merged[name] = (in_code or {})[name]
+            sources[name] = "Agent(doom_loop=...)" if name == "doom_loop" else f"Agent(limits={{'{name}': ...}})"
         else:
             merged[name], sources[name] = file_value, in_file
     if merged["tool_timeout_s"] is None:

@@ -146,6 +146,9 @@ def ignored_in_code(sid: object, recorded: AgentSpec, registry: AgentRegistry, m
     doom_loop = (given.limits or {}).get("doom_loop")
     if doom_loop is not None and doom_loop != (kept.limits or {}).get("doom_loop"):
         differs.append("doom_loop")
+    # Agent(limits=...): only the ones given, each against what the session recorded (flags and the file included).
+    if any(value != (kept.limits or {}).get(name) for name, value in (given.limits or {}).items() if name != "doom_loop"):
+        differs.append("limits")
     if given.description != kept.description:
         differs.append("description")
     if max_iterations is None and registry.max_iterations is not None and registry.max_iterations != kept.max_iterations:
