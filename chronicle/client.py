@@ -121,14 +121,19 @@ class Chronicle:
     @checked
     async def run(self, agent: Agent, prompt: str, *, session: SessionRef | None = None, workspace: str | Path | None = None,
                   attachments: Sequence[Any] | None = None, auto_approve: bool = False, max_iterations: FromOne | None = None,
-                  on_event: Callable[[Any], Any] | None = None, model: ModelName | None = None) -> RunResult:
+                  on_event: Callable[[Any], Any] | None = None, model: ModelName | None = None,
+                  max_attempts: FromOne | None = None) -> RunResult:
         """Record the prompt (a new session, or `session` continued) and run until the turn ends, pauses or fails.
 
         `model` (else the agent's): a new session's model; on a continued session another one is recorded as a
-        change (Session.ModelChanged, as `set_model`) before the turn, so every later turn uses it too."""
+        change (Session.ModelChanged, as `set_model`) before the turn, so every later turn uses it too.
+        `on_event`: called with each live event (what `stream` yields). `max_attempts`: tries per model call, the first
+        included, as `run --max-attempts` (default: CHRONICLE_MAX_ATTEMPTS, else 8); a retryable error (rate limit,
+        overload) is retried with backoff until then, each retry recorded."""
         with _as_chronicle_errors():
             conversation = runs.open_conversation(self.store, agent, prompt, session, workspace, attachments, auto_approve,
-                                                  max_iterations, [on_event] if on_event else [], model=model)
+                                                  max_iterations, [on_event] if on_event else [], model=model,
+                                                  max_attempts=max_attempts)
             for note in conversation.ignored:
                 warn(note)
             driven = await conversation.drive(handle_signals=False)
@@ -139,21 +144,24 @@ class Chronicle:
 
     def run_sync(self, agent: Agent, prompt: str, *, session: SessionRef | None = None, workspace: str | Path | None = None,
                  attachments: Sequence[Any] | None = None, auto_approve: bool = False,
-                 max_iterations: int | None = None, model: str | None = None) -> RunResult:
+                 max_iterations: int | None = None, model: str | None = None,
+                 max_attempts: int | None = None) -> RunResult:
         """`chronicle run PROMPT` from code: blocks until the turn completes, fails, stops or waits for approval."""
         return blocking("run_sync", "run", lambda: self.run(agent, prompt, session=session, workspace=workspace,
                                                            attachments=attachments, auto_approve=auto_approve,
-                                                           max_iterations=max_iterations, model=model))
+                                                           max_iterations=max_iterations, model=model,
+                                                           max_attempts=max_attempts))
 
     @checked
     async def stream(self, agent: Agent, prompt: str, *, session: SessionRef | None = None, workspace: str | Path | None = None,
                      attachments: Sequence[Any] | None = None, auto_approve: bool = False,
-                     max_iterations: FromOne | None = None, model: ModelName | None = None) -> AsyncIterator[Any]:
+                     max_iterations: FromOne | None = None, model: ModelName | None = None,
+                     max_attempts: FromOne | None = None) -> AsyncIterator[Any]:
         """The live events of `run --json`, as pydantic models (`event.model_dump()` is the JSON line)."""
         queue: asyncio.Queue[Any] = asyncio.Queue()
         task = asyncio.ensure_future(self.run(agent, prompt, session=session, workspace=workspace, attachments=attachments,
                                               auto_approve=auto_approve, max_iterations=max_iterations,
-                                              on_event=queue.put_nowait, model=model))
+                                              on_event=queue.put_nowait, model=model, max_attempts=max_attempts))
         try:
             while not (task.done() and queue.empty()):
                 getter = asyncio.ensure_future(queue.get())

@@ -40,12 +40,14 @@ def for_a_worker(agent: Agent) -> Agent:
 
 def open_conversation(store: ChronicleStore, agent: Agent, prompt: str, session: str | UUID | None, workspace: str | Path | None,
                       attachments: Sequence[Any] | None, auto_approve: bool, max_iterations: int | None,
-                      subscribers: list[Callable[[Any], Any]], model: str | None = None) -> Conversation:
+                      subscribers: list[Callable[[Any], Any]], model: str | None = None,
+                      max_attempts: int | None = None) -> Conversation:
     """`session` continues with what it recorded; the agent's provider and model (`model` first) still apply, like
     --provider/--model: another model than the session's is recorded as a change (Session.ModelChanged)."""
     checked(agent)
     options = RunOptions(provider=agent.provider, model=model or agent.model, workspace=Path(workspace) if workspace else None,
-                         max_iterations=max_iterations, auto_approve=auto_approve, registry=agent.registry(workspace))
+                         max_iterations=max_iterations, auto_approve=auto_approve, registry=agent.registry(workspace),
+                         max_attempts=max_attempts)
     return Conversation.open(store, session, options, subscribers, first_input=prompt, attachments=attachments)
 
 

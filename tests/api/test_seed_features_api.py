@@ -10,6 +10,7 @@ import pytest
 
 from chronicle import Agent, Chronicle, ChronicleError, ChronicleWarning, Routine, tool
 from tests.helpers import cli, json_lines, response, text, tool_use
+from tests.sse_server import HttpError, reply, sse  # noqa: F401 - the loopback Messages API fixture
 
 SKILL = "---\nname: release-notes\ndescription: Write release notes\nwhen_to_use: asked for release notes\n---\n1. Read CHANGES.md.\n"
 
@@ -119,3 +120,23 @@ def test_limits_belong_to_the_top_level_agent_and_doom_loop_is_given_once():
         Agent(doom_loop=2, limits={"doom_loop": 4})
     assert twice.value.code == 2 and "doom_loop is given twice" in str(twice.value)
     assert Agent(limits={"doom_loop": 4}).registry().main.limits == {"doom_loop": 4}
+
+
+
+def test_max_attempts_bounds_the_retries_of_a_model_call_as_run_max_attempts_does(db_url, workspace, sse, monkeypatch):
+    """Seed 000's retry loop (429/529 retried with backoff) from code: `run(max_attempts=)` as `run --max-attempts`."""
+    for name, value in {"ANTHROPIC_BASE_URL": sse.url, "ANTHROPIC_API_KEY": "sk-ant-api-dummy-123456",
+                        "CHRONICLE_RETRY_BASE_S": "0.01"}.items():
+        monkeypatch.setenv(name, value)
+    agent = Agent(tools=[], provider="anthropic", model="claude-sonnet-4-6")
+    with Chronicle(db_url) as app:
+        sse.script(*[HttpError(529, "overloaded_error", "Overloaded")] * 2)
+        gave_up = app.run_sync(agent, "hello", workspace=workspace, max_attempts=2)
+        assert gave_up.status == "failed" and "Overloaded" in (gave_up.reason or "") and len(sse.requests) == 2
+        assert len([r for r in app.audit(session=gave_up.session_id) if r["kind"] == "retry"]) == 1
+        sse.script(HttpError(529, "overloaded_error", "Overloaded"), reply([{"type": "text", "text": "at last"}]))
+        patient = app.run_sync(agent, "hello", workspace=workspace, max_attempts=2)
+        assert (patient.status, patient.text) == ("completed", "at last")
+        with pytest.raises(ChronicleError) as refused:
+            app.run_sync(agent, "hello", workspace=workspace, max_attempts=0)
+        assert refused.value.code == 2 and "max_attempts" in str(refused.value)
