@@ -27,7 +27,7 @@ from .loops import LoopSetupError, loop_parts
 from .queries import session_id
 from .running import stored_attachments
 from .specs import new_spec, normalise_provider, resolve_workspace
-from .worker import Overrides, advance_session, loop_for_session
+from .worker import Overrides, advance_session, cancelled_before_start, loop_for_session
 
 
 @dataclass(frozen=True)
@@ -72,6 +72,9 @@ def blocked(store: ChronicleStore, sid: UUID, auto_approve: bool = False) -> Awa
     """Why resuming `sid` would run nothing: a pause for approval, or a line saying there is no
     work; None when there is work. `chronicle resume SESSION` and the library's resume both ask."""
     record = store.session(sid)
+    never_started = cancelled_before_start(store, record)
+    if never_started is not None:
+        return never_started
     if needs_work(store, record, auto_approve) is not None:
         return None
     waiting = pending_approvals(store, record)

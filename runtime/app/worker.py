@@ -46,11 +46,22 @@ def worker_name() -> str:
     return holder_name()
 
 
+def cancelled_before_start(store: ChronicleStore, record: Session) -> str | None:
+    """A job cancelled while queued is never started (`jobs cancel`): its input stays in the log, visibly not run.
+    Workers skip it; `resume` (one session or --all) ran it all the same, and the job stayed listed `cancelled`."""
+    if record.active_turn_id is None and record.queue and job_cancelled(store, record.id):
+        return f"job {record.id} was cancelled before it started (jobs cancel); its queued input is not run"
+    return None
+
+
+
 def sessions_needing_work(store: ChronicleStore, auto_approve: bool = False) -> list[UUID]:
-    """Top-level sessions with something to do, oldest first (sub-agents are driven by parents)."""
+    """Top-level sessions with something to do, oldest first (sub-agents are driven by parents); a job cancelled
+    before it started has nothing to do."""
     found = []
     for session in store.sessions():
-        if session.parent_session_id is None and needs_work(store, session, auto_approve):
+        if (session.parent_session_id is None and needs_work(store, session, auto_approve)
+                and cancelled_before_start(store, session) is None):
             found.append(session.id)
     return found
 

@@ -193,3 +193,21 @@ def test_a_routine_whose_session_was_erased_is_in_the_history_as_erased_and_star
         history = app.routine_history(workspace=workspace)
         assert [(h["status"], h["session_id"]) for h in history] == [("erased", first["session_id"]), ("completed", second["session_id"])]
         assert history == json_lines(cli("routines", "history", "--workspace", str(workspace), "--json", db=db_url).stdout)
+
+
+def test_a_job_cancelled_before_it_started_is_not_run_by_resume_in_code_nor_by_the_cli(db_url, workspace, tmp_path):
+    """Workers never start a cancelled job; `resume(job_id)` (and `chronicle resume JOB` / `--all`) ran it all the same,
+    answering its prompt while `jobs` still listed it cancelled."""
+    agent = Agent(tools=[], provider=scripted(tmp_path, main=[[response(text("never"))], [response(text("never"))]]))
+    with Chronicle(db_url) as app:
+        job_id = app.submit_job(agent, "do it", workspace=workspace)["job_id"]
+        app.cancel_job(job_id)
+        resumed = app.resume(job_id)
+        assert (resumed.status, resumed.text, resumed.exit_code) == ("idle", "", 0)
+        assert "was cancelled before it started" in (resumed.reason or "")
+    one = cli("resume", job_id, db=db_url)
+    every = cli("resume", "--all", db=db_url)
+    assert (one.returncode, every.returncode) == (0, 0), one.stderr + every.stderr
+    assert "was cancelled before it started" in one.stdout + one.stderr
+    with Chronicle(db_url) as app:
+        assert (app.job(job_id)["status"], app.job(job_id)["turns"]) == ("cancelled", 0)
