@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import re
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -302,6 +302,27 @@ def load_registry(path: Path) -> AgentRegistry:
         raise RegistryError(str(exc)) from None
     return AgentRegistry(main=main, agents=tuple(agents), source=path, skill_dirs=tuple(dirs), mcp=servers,
                          effects=tuple(sorted((raw.get("effects") or {}).items())))
+
+
+def with_workspace_tables(registry: AgentRegistry, workspace: Path) -> AgentRegistry:
+    """Agents given in code with the workspace's `[skills] dirs` and `[effects]`, which the agents of its chronicle.toml
+    get: a program's session recorded neither (its own skills/ only, no trimming) while `chronicle skills` listed those
+    dirs and `run` in the same workspace recorded both. The file's [agents] tables stay the CLI's."""
+    path = workspace / "chronicle.toml"
+    if not path.is_file():
+        return registry
+    try:
+        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as exc:
+        raise RegistryError(f"cannot read {path}: {exc}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise RegistryError(f"{path} is not valid TOML: {exc}") from None
+    try:
+        dirs = configured_dirs(raw, str(path))
+        with_effects(registry.main, raw, str(path))  # checked now, as load_registry checks it
+    except (SkillError, EffectsError) as exc:
+        raise RegistryError(str(exc)) from None
+    return replace(registry, skill_dirs=tuple(dirs), effects=tuple(sorted((raw.get("effects") or {}).items())))
 
 
 def find_registry(explicit: Path | None, workspace: Path) -> AgentRegistry:

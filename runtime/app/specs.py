@@ -14,7 +14,7 @@ from pathlib import Path
 
 from chronicle.domain.agent_spec import AgentSpec
 
-from ..agents.registry import AgentRegistry, RegistryError, agents_directory, child_spec, find_registry
+from ..agents.registry import AgentRegistry, RegistryError, agents_directory, child_spec, find_registry, with_workspace_tables
 from ..approval_policy import ApprovalPolicyError, check_tool_names, workspace_policy
 from ..environment import EnvironmentSettingError
 from ..providers import default_model, default_provider_name
@@ -79,6 +79,8 @@ def new_spec(workspace: Path, provider: str | None = None, model: str | None = N
         raise AppError(f"the model name is blank ({model!r}); name one, e.g. --model claude-sonnet-5-5, or leave it out "
                        "for the provider's default", 2)
     try:
+        if registry is not None:  # an Agent in code: the workspace's [skills] dirs and [effects], as the file's agents get
+            registry = with_workspace_tables(registry, workspace)
         if registry is not None and registry.main.approvals is None:  # an Agent in code without a policy: the workspace's
             registry = replace(registry, main=registry.main.model_copy(update={"approvals": workspace_policy(workspace)}))
         registry = registry or find_registry(agents, workspace)

@@ -140,3 +140,28 @@ def test_max_attempts_bounds_the_retries_of_a_model_call_as_run_max_attempts_doe
         with pytest.raises(ChronicleError) as refused:
             app.run_sync(agent, "hello", workspace=workspace, max_attempts=0)
         assert refused.value.code == 2 and "max_attempts" in str(refused.value)
+
+
+def test_an_agent_in_code_records_the_workspace_skill_dirs_and_effects_as_run_does(db_url, workspace, tmp_path):
+    """`Chronicle.skills()` lists chronicle.toml's [skills] dirs, and `chronicle run` records them and [effects]; a
+    program's session recorded neither, silently (its own skills/ only, no trimming)."""
+    (tmp_path / "team-skills" / "deploy").mkdir(parents=True)
+    (tmp_path / "team-skills" / "deploy" / "SKILL.md").write_text("---\nname: deploy\ndescription: Ship it\n---\nSteps.\n",
+                                                                   encoding="utf-8")
+    (workspace / "chronicle.toml").write_text('[skills]\ndirs = ["../team-skills"]\n\n[effects]\n'
+                                              "trim_tool_results_after_turns = 2\ntrim_tool_results_to_chars = 50\n",
+                                              encoding="utf-8")
+    provider = scripted(tmp_path, main=[response(text("ok"))])
+    ran = cli("run", "hi", "--provider", provider, "--workspace", str(workspace), "--json", db=db_url)
+    assert ran.returncode == 0, ran.stderr
+    with Chronicle(db_url) as app:
+        assert [s["name"] for s in app.skills(workspace=workspace)] == ["deploy"]
+        by_cli = spec_of(app, json_lines(ran.stdout)[0]["session_id"])
+        in_code = spec_of(app, app.run_sync(Agent(tools=["read_file"], provider=provider), "hi", workspace=workspace).session_id)
+        for spec in (by_cli, in_code):
+            assert [s["name"] for s in spec["skills"]] == ["deploy"] and "load_skill" in spec["tools"]
+            assert (spec["trim_tool_results_after_turns"], spec["trim_tool_results_to_chars"]) == (2, 50)
+        (workspace / "chronicle.toml").write_text("[effects]\ntrim_tool_results_to_chars = -1\n", encoding="utf-8")
+        with pytest.raises(ChronicleError) as refused:
+            app.run_sync(Agent(tools=[], provider=provider), "hi", workspace=workspace)
+        assert refused.value.code == 2 and "[effects] trim_tool_results_to_chars" in str(refused.value)
