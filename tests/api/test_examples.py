@@ -53,3 +53,16 @@ def test_time_travel_undoes_a_file_change_forks_and_replays_identically(db_url, 
     assert "Added the line about undo. 8 message(s)" in out  # the fork: turn 1 inherited, plus its own turn 2
     assert "the original still has 8 message(s)" in out
     assert "replay: identical" in out
+
+
+def test_release_desk_shows_skills_guardrails_the_board_a_heartbeat_a_job_and_self_repair(db_url, ws):
+    out = run_example("release_desk.py", db_url, ws).stdout
+    assert "skills: release-notes (on_demand)" in out
+    assert "notes: completed: Release notes: v2 starts faster; the old config held the password [redacted]." in out
+    assert "read_file, as recorded and read: v2: faster startup; password=[redacted] in the old config" in out
+    assert "guardrail: redact modified the final" in out and "hunter2" not in out
+    assert "board: counter failed: Count the widgets mentioned in CHANGES.md; reflection: turn failed after 1 model call(s)" in out
+    assert "heartbeat: completed: CHANGES.md lists v2 only; add the v2.1 entry." in out
+    assert "job: completed: One entry: v2, faster startup." in out
+    assert "self-repair: 0 finding(s)" in out
+    assert "tokens with sub-agents: 2600 in, 125 out" in out  # desk 2500 + counter 100 (heartbeat and job are sessions of their own)
