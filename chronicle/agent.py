@@ -164,6 +164,9 @@ class Agent:
             if not isinstance(self.limits, Mapping):
                 raise TypeError(f"agent {self.name}: limits takes a mapping, like limits={{\"budget_usd\": 2.0}}, "
                                 f"got {type(self.limits).__name__}")
+            odd = next((k for k in self.limits if not isinstance(k, str)), None)
+            if odd is not None:
+                raise TypeError(f"agent {self.name}: limits: keys are the names of [limits]' settings, like 'budget_usd'; got {odd!r}")
             from pydantic import ValidationError
 
             from chronicle.runtime.settings import LimitValues

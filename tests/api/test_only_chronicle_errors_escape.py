@@ -271,8 +271,14 @@ def _calls(app: Chronicle, agent: Agent, sids: list[str]) -> st.SearchStrategy:
         "cancel_job": st.builds(lambda s: lambda: app.cancel_job(s), ref),
         "replay": st.builds(lambda s, w: lambda: app.replay(s, workspace=w), ref, PATHS),
         "resume": st.builds(lambda s, w: lambda: app.resume(s, workspace=w), ref, PATHS),
-        "run_sync": st.builds(lambda p, s, n, m: lambda: app.run_sync(agent, p, session=s, max_iterations=n, model=m),
-                              TEXTS, ref, NUMBERS, TEXTS),
+        "run_sync": st.builds(lambda p, s, n, m, a: lambda: app.run_sync(agent, p, session=s, max_iterations=n, model=m, max_attempts=a),
+                              TEXTS, ref, NUMBERS, TEXTS, st.one_of(st.none(), NUMBERS)),
+        "skills": st.builds(lambda w: lambda: app.skills(workspace=w), PATHS),
+        "repairs": st.builds(lambda c, s, n: lambda: app.repairs(check=c, stuck_after_s=s, tool_failures=n),
+                             st.one_of(st.booleans(), TEXTS), st.one_of(NUMBERS, st.just(-1.0)), NUMBERS),
+        "agent_limits": st.builds(lambda limits: lambda: Agent(limits=limits), st.one_of(
+            st.none(), TEXTS, NUMBERS, st.dictionaries(st.sampled_from(["budget_usd", "max_tool_calls", "doom_loop", "budget"]),
+                                                       NUMBERS, max_size=2))),
         "submit": st.builds(lambda p, s, w: lambda: app.submit(agent, p, session=s, workspace=w), TEXTS, ref, PATHS),
         "submit_job": st.builds(lambda p, w, n: lambda: app.submit_job(agent, p, workspace=w, max_iterations=n), TEXTS, PATHS, NUMBERS),
         "routines": st.builds(lambda w: lambda: app.routines(workspace=w), PATHS),
@@ -298,7 +304,7 @@ def _calls(app: Chronicle, agent: Agent, sids: list[str]) -> st.SearchStrategy:
 
 #: Methods that may record something when their arguments are good (a new session, a queued input, a change).
 MAY_RECORD = {"run_sync", "submit", "submit_job", "undo", "redo", "fork", "steer", "cancel", "approve", "deny", "compact",
-              "set_model", "archive", "unarchive", "add_task", "cancel_job", "resume", "run_routine"}
+              "set_model", "archive", "unarchive", "add_task", "cancel_job", "resume", "run_routine", "repairs"}
 
 
 def test_only_chronicle_errors_escape_the_public_api_and_a_refusal_records_nothing(db_url, workspace, tmp_path, monkeypatch):

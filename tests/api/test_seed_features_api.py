@@ -105,6 +105,8 @@ def test_agent_limits_are_the_cost_guards_recorded_on_the_session_and_kept_when_
     ({"budget": 2}, "budget: unknown key; allowed: budget_usd, daily_budget_usd"),
     ({"max_calls_per_hour": 0}, "max_calls_per_hour"),
     (3, "limits takes a mapping"),
+    ({1: 2}, "limits: keys are the names of [limits]' settings, like 'budget_usd'; got 1"),
+    ({"budget_usd": float("nan")}, "budget_usd: expected a finite number"),
 ])
 def test_agent_limits_that_cannot_work_are_refused_where_written(limits, words):
     with pytest.raises(ChronicleError) as refused:
