@@ -216,7 +216,10 @@ class HistoryProjection(Projection):
         kept = self._kept(tx, tid, e.step)
         for block in e.blocks:
             kept[block["tool_use_id"]] = block
-            tx.execute("INSERT INTO proj_history_kept VALUES (%s, %s, %s, %s)", (tid, e.step, block["tool_use_id"], dumps(block)))
+            # In the event's key order: read back by a later batch, the block must be the one a single batch holds,
+            # or the message row it becomes differs from a rebuild's (its content stored apart from its wire form).
+            tx.execute("INSERT INTO proj_history_kept VALUES (%s, %s, %s, %s)",
+                       (tid, e.step, block["tool_use_id"], dumps(block, sort_keys=False)))
 
     @staticmethod
     def _kept(tx: Tx, tid: str, step: int) -> dict[str, Any]:
