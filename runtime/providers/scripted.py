@@ -35,6 +35,9 @@ class ScriptedResponse(BaseModel):
     #: Hold the response until this file exists (a path relative to the script's folder, or absolute):
     #: a test or a demo decides when the model answers, where a fixed delay_s races a loaded machine.
     until_file: str | None = None
+    #: Created (empty) when the call begins, before `delay_s` and `until_file`: a test learns that the process has
+    #: read what it needed and is inside the model call, the moment to kill it or to change the session under it.
+    started_file: str | None = None
     error: ProviderError | None = None
 
 
@@ -67,6 +70,8 @@ class ScriptedProvider:
             )
         if scripted is None:
             return ModelResponse(content=[TextBlock(text=self._stand_in(request))], stop_reason="end_turn", model=request.model)
+        if scripted.started_file is not None:
+            (self.path.parent / scripted.started_file).touch()  # an absolute name stays itself
         if scripted.delay_s:
             await asyncio.sleep(scripted.delay_s)
         if scripted.until_file is not None and not await self._gate_opened(scripted.until_file):
