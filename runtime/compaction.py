@@ -45,6 +45,9 @@ class CompactionResult:
     turns_compacted: int = 0
     summary: str | None = None
     reason: str = ""
+    #: Not compacted, and recorded as `CompactionFailed` (a summary that failed, a branch changed meanwhile): exit 1,
+    #: where "nothing to compact" is an answer, exit 0.
+    failed: bool = False
 
     def row(self, session_id: UUID) -> dict[str, Any]:
         """`compact --json`, for the CLI, the library and the server alike."""
@@ -141,7 +144,7 @@ class Compactor:
                 now = io.clock.now()
                 store.update_session(session_id, lambda s: s.record_compaction_failure(reason, strategy, now, usage=usage, model=model))
                 await io.emit(ErrorEvent(session_id=str(session_id), message=f"compaction {reason}; history left unchanged", kind="compaction"))
-                return CompactionResult(False, strategy, reason=reason)
+                return CompactionResult(False, strategy, reason=reason, failed=True)
             text = answer.text
         elif strategy == "workspace":
             from .workspace_log import move_to_workspace, pointer
@@ -159,12 +162,25 @@ class Compactor:
         found = scanner_for(io.workspace).text(text) if text is not None else None
         text = found.value if found is not None else None
 
+        stale: list[str] = []
+
         def record(s: Any) -> None:
+            stale.clear()  # a retry on a fresh copy decides again
+            if s.head[: len(turn_ids)] != turn_ids or s.active_turn_id in turn_ids:
+                # Another process undid, redid or compacted these turns while this one summarised them: the summary
+                # no longer describes the branch. Its call (paid) is recorded as a failure; the history is left as is.
+                stale.append("the branch changed while it was compacted (undo, redo or another compaction); nothing "
+                             "compacted, run compact again")
+                s.record_compaction_failure(stale[-1], strategy, now, usage=usage, model=model)
+                return
             s.compact(turn_ids, text, strategy, now, usage=usage, model=model)
             if found is not None:
                 s.note_redactions("compaction summary", found.counts, now)
 
         store.update_session(session_id, record)
+        if stale:
+            await io.emit(ErrorEvent(session_id=str(session_id), message=f"compaction failed: {stale[-1]}", kind="compaction"))
+            return CompactionResult(False, strategy, reason=stale[-1], failed=True)
         await io.emit(CompactionEvent(session_id=str(session_id), strategy=strategy, turns_compacted=len(chosen), summary=text))
         return CompactionResult(True, strategy, turns_compacted=len(chosen), summary=text)
 

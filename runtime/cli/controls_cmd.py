@@ -103,5 +103,5 @@ def compact(
             out_console.print(f"compacted {result.turns_compacted} turn(s) of session {sid} ({result.strategy})")
         else:
             err_console.print(f"[yellow]not compacted:[/] {escape(printable(result.reason))}")
-        if not result.ok and result.reason.startswith("summary failed"):
+        if result.failed:
             raise typer.Exit(1)
