@@ -71,7 +71,12 @@ def cancel(store: ChronicleStore, ref: str | UUID, wait_s: float = 10.0, reason:
         return Cancelled(sid, paused, "cancelled", paused=True)
     waiting = controls.TurnEndWait(store, sid) if wait_s > 0 else None  # listening before the request is recorded
     try:
-        turn_id = controls.request_cancel(store, sid, reason, actor=actor)
+        try:
+            turn_id = controls.request_cancel(store, sid, reason, actor=actor)
+        except DomainError:
+            if store.session(sid).active_turn_id is None:  # the turn ended between the look above and the request
+                return Cancelled(sid, None, "idle")
+            raise
         if waiting is None or not waiting.ended(turn_id, wait_s):
             return Cancelled(sid, turn_id, "requested")
     finally:

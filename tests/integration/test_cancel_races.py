@@ -1,0 +1,49 @@
+"""`cancel` from one process while a worker ends turn after turn in another: a turn may end between
+cancel's look at the session and its request. Cancel promises exit 0 also when nothing runs, so the
+turn that ended meanwhile is "nothing running", never a DomainError (an internal error at the CLI).
+A storm of processes steering and cancelling one session found it."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+from chronicle.domain.agent_spec import AgentSpec
+from chronicle.runtime.app import controls
+from chronicle.runtime.sessions import start_session, submit_input
+from chronicle.runtime.store import ChronicleStore
+from tests.helpers import cli, response, text
+from tests.recovery import assert_log_is_whole
+
+INPUTS = 25
+
+
+def test_cancels_racing_turns_that_end_always_answer_and_every_turn_ends(db_url, tmp_path):
+    script = tmp_path / "s.json"
+    script.write_text(json.dumps({"agents": {"main": [response(text("ok"))]}}))
+    store = ChronicleStore(db_url)
+    spec = AgentSpec(provider=f"scripted:{script}", model="scripted", tools=[], workspace=str(tmp_path))
+    session, _ = start_session(store, spec, "input 0")
+    for i in range(1, INPUTS):
+        submit_input(store, session.id, f"input {i}")
+    env = {**{k: v for k, v in os.environ.items() if k != "ANTHROPIC_API_KEY"}, "CHRONICLE_DB": db_url}
+    worker = subprocess.Popen([sys.executable, "-m", "chronicle.runtime.cli", "worker", "--poll", "0.05", "--idle-exit", "1"],
+                              env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    answers = []
+    try:
+        while worker.poll() is None:
+            answers.append(controls.cancel(store, session.id, wait_s=0).status)  # raised DomainError when a turn ended meanwhile
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+        worker.wait(timeout=30)
+    assert worker.returncode == 0, worker.stderr.read() if worker.stderr else ""
+    assert set(answers) <= {"idle", "requested", "cancelled"}, answers
+    after = store.session(session.id)
+    assert after.status == "idle" and not after.queue
+    assert len(after.turns) == INPUTS and {store.turn(t).status for t in after.turns} <= {"completed", "cancelled"}
+    assert_log_is_whole(store, session.id)
+    assert cli("verify", "--all", db=db_url).returncode == 0
+    store.close()
