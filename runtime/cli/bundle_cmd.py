@@ -13,7 +13,7 @@ from rich.markup import escape
 from chronicle.runtime.bundle import BundleError, check_bundle, export_bundle, import_bundle, public_key_hex
 from chronicle.runtime.bundle import keygen as make_keys
 
-from .common import DbOption, JsonOption, cli_errors, fail, open_store, out_console, print_json
+from .common import DbOption, JsonOption, cli_errors, fail, open_store, out_console, print_json, replace_file
 
 
 def export(
@@ -41,7 +41,7 @@ def export(
             sys.stdout.write(text)
             return
         try:
-            out.write_text(text, encoding="utf-8")
+            replace_file(out, text)
         except OSError as exc:
             fail(f"cannot write {out}: {exc.strerror or exc}")
         counts = bundle["manifest"]["counts"]

@@ -182,6 +182,21 @@ def paged(no_pager: bool = False) -> Iterator[None]:
         yield
 
 
+def replace_file(path: Path, text: str) -> None:
+    """Write `text` to `path` whole or not at all: into a new file beside it, then renamed over it. A kill or a
+    full disk mid-write leaves the file that was there (an earlier export, say) as it was, never a truncated one."""
+    temp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        with open(temp, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temp, path)
+    except BaseException:
+        temp.unlink(missing_ok=True)
+        raise
+
+
 def print_json(obj: Any) -> None:
     from ..jsonable import jsonable
 
