@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from typing import Any
 from uuid import UUID, uuid4
 
+from eventsourcing.persistence import IntegrityError
+
 from chronicle.domain.content import TextBlock
 from chronicle.domain.session import Session
 
@@ -304,8 +306,23 @@ def cancel_paused_turn(store: ChronicleStore, session_id: UUID, reason: str, clo
     """A turn waiting for approval has no process running it: cancel it here and now.
 
     Every unresolved tool call of the open step gets a `cancelled` result, so the model never
-    sees a tool_use without its tool_result when the session continues.
+    sees a tool_use without its tool_result when the session continues. Another process may
+    answer the approval meanwhile (approve, deny, resume): the write then conflicts, and the
+    cancel is decided again on what it wrote (a turn that runs again is cancelled as running ones are).
     """
+    for _ in range(CANCEL_ATTEMPTS):
+        try:
+            return _cancel_paused(store, session_id, reason, clock, actor)
+        except IntegrityError:
+            continue
+    raise RuntimeError(f"session {session_id}: its paused turn kept changing under {CANCEL_ATTEMPTS} attempts to cancel it")
+
+
+#: Tries of a paused turn's cancel while other processes answer its approval.
+CANCEL_ATTEMPTS = 10
+
+
+def _cancel_paused(store: ChronicleStore, session_id: UUID, reason: str, clock: Clock, actor: str | None) -> UUID | None:
     session = store.session(session_id)
     if session.active_turn_id is None:
         return None

@@ -11,10 +11,10 @@ import subprocess
 import sys
 
 from chronicle.domain.agent_spec import AgentSpec
-from chronicle.runtime.app import controls
+from chronicle.runtime.app import approvals, controls
 from chronicle.runtime.sessions import start_session, submit_input
 from chronicle.runtime.store import ChronicleStore
-from tests.helpers import cli, response, text
+from tests.helpers import cli, response, text, tool_use
 from tests.recovery import assert_log_is_whole
 
 INPUTS = 25
@@ -45,5 +45,46 @@ def test_cancels_racing_turns_that_end_always_answer_and_every_turn_ends(db_url,
     assert after.status == "idle" and not after.queue
     assert len(after.turns) == INPUTS and {store.turn(t).status for t in after.turns} <= {"completed", "cancelled"}
     assert_log_is_whole(store, session.id)
+    assert cli("verify", "--all", db=db_url).returncode == 0
+    store.close()
+
+
+class ApprovedMeanwhile(ChronicleStore):
+    """A store whose first write of a cancel is preceded by another process approving the paused call, between
+    the cancel's reads and its write: the race of `cancel` and `approve` on a turn waiting for approval."""
+
+    name = ChronicleStore.name  # eventsourcing names an application's tables after its class otherwise
+
+    def __init__(self, url: str) -> None:
+        super().__init__(url)
+        self.given, self.raced = url, False
+
+    def update_session(self, session_id, command, *others, **kwargs):
+        if not self.raced:
+            self.raced = True
+            other = ChronicleStore(self.given)
+            try:
+                approvals.approve(other, session_id)
+            finally:
+                other.close()
+        return super().update_session(session_id, command, *others, **kwargs)
+
+
+def test_a_cancel_racing_an_approval_of_the_paused_turn_cancels_it_and_loses_nothing(db_url, workspace, tmp_path):
+    script = tmp_path / "s.json"
+    script.write_text(json.dumps({"agents": {"main": [response(tool_use("b1", "bash", command="echo hi")), response(text("no"))]}}))
+    paused = cli("run", "go", "--provider", f"scripted:{script}", "--workspace", str(workspace), db=db_url)
+    assert paused.returncode == 3, paused.stderr
+    store = ApprovedMeanwhile(db_url)
+    [sid] = store.session_ids()
+    done = controls.cancel(store, sid, wait_s=0)  # raised the store's IntegrityError: the approval moved the call on
+    assert store.raced and done.status == "cancelled"
+    session = store.session(sid)
+    turn = store.turn(session.turns[0])
+    assert turn.status == "cancelled" and session.active_turn_id is None
+    [call] = store.tool_calls_of(turn)
+    assert call.status == "cancelled"  # approved by the other process, then cancelled with its turn
+    assert not (workspace / "hi").exists()
+    assert_log_is_whole(store, sid)
     assert cli("verify", "--all", db=db_url).returncode == 0
     store.close()
