@@ -225,10 +225,18 @@ def fork(store: ChronicleStore, session_id: UUID, number: int, clock: Clock = SY
     # The spec is recorded once, when the session starts, and no event changes it: the session as of
     # the cut has the one it has now, so the parent is not loaded again as it is now (a long
     # session's snapshot and the events after it were most of a fork's own time).
+    now = clock.now()
     child = Session.start(
-        uuid4(), cut.session.spec, clock.now(),
+        uuid4(), cut.session.spec, now,
         forked_from={"session_id": str(session_id), "turn": number, "actor": actor or process_actor()},
         head=list(cut.session.head),
     )
+    # The fork continues from the conversation as `history --at` shows it: a compaction of the parent's branch that
+    # still holds at the cut holds on the fork too (recorded with it, in one save), or the fork's model would read
+    # every turn the parent's had stopped reading.
+    compaction = cut.session.compaction
+    compacted = list(compaction["compacted_turn_ids"]) if compaction else []
+    if compaction and compacted and cut.session.head[: len(compacted)] == compacted:
+        child.compact(compacted, compaction["summary"], compaction["strategy"], now)
     store.create_session(child)
     return child

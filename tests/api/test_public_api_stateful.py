@@ -219,12 +219,17 @@ class PublicApi(RuleBasedStateMachine):
         session.texts.append(words)
 
     @precondition(lambda self: self.sessions)
-    @rule(which=st.integers(0, 50), at=st.integers(1, 50))
+    @rule(which=st.integers(0, 50), at=st.none() | st.integers(1, 50))
     def fork(self, which, at):
         parent = self.pick(which)
-        at = 1 + (at - 1) % parent.turns
+        if at is None and not parent.head:
+            with pytest.raises(ChronicleError, match="no turn on its branch"):
+                self.app.fork(parent.sid)
+            return
+        given = None if at is None else 1 + (at - 1) % parent.turns
+        at = parent.head[-1] if given is None else given  # None: the end of the branch
         before = self.history(parent, at=at)
-        child = Modelled(self.app.fork(parent.sid, at=at), parent.tree, parent.branch_at(at))
+        child = Modelled(self.app.fork(parent.sid, at=given), parent.tree, parent.branch_at(at))
         child.head = list(range(1, len(child.inherited) + 1))
         child.texts = list(parent.texts)  # what it inherits is of the same tree; forget erases both
         child.compacted = parent.compacted
@@ -401,3 +406,25 @@ def test_random_public_operations_keep_every_invariant_on_postgresql(cipher, pg_
     from tests.conftest import fresh_pg_url
 
     run_state_machine_as_test(_machine(lambda root, name: fresh_pg_url(pg_database)), settings=RUN)
+
+
+# -- what the machine found, each kept as its own example --------------------------------------------------------------
+
+
+def test_a_fork_of_a_compacted_session_continues_from_the_conversation_history_at_shows(db_url, workspace, tmp_path):
+    """`fork --at TURN` continues "from the conversation as `history --at TURN` shows it" (README): a fork made after a
+    compaction read every turn the compaction had left out, where its parent, at that turn, read the compacted ones."""
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps({"agents": {"main": [response(text("noted"))]}}), encoding="utf-8")
+    agent = Agent(tools=[], provider=f"scripted:{script}")
+    with Chronicle(db_url) as app:
+        sid = app.run_sync(agent, "OLD-DETAIL", workspace=workspace).session_id
+        app.run_sync(agent, "second", session=sid, workspace=workspace)
+        assert app.compact(sid, "truncate", keep=1)["turns_compacted"] == 1
+        app.run_sync(agent, "third", session=sid, workspace=workspace)
+        parent = app.history(sid, at=3)
+        assert "OLD-DETAIL" not in json.dumps(parent)
+        child = app.fork(sid, at=3)
+        assert app.history(child) == parent
+        app.run_sync(agent, "on the fork", session=child, workspace=workspace)
+        assert "OLD-DETAIL" not in json.dumps(app.history(child))
