@@ -15,8 +15,9 @@ from pathlib import Path
 from typing import Any, AsyncIterator, Callable, Iterator, Sequence
 from uuid import UUID
 
-from chronicle.runtime.app import approvals, controls, model_change, queries, timetravel
+from chronicle.runtime.app import approvals, bundles, controls, model_change, queries, timetravel
 from chronicle.runtime.app import archive as archiving
+from chronicle.runtime.app import forget as forgetting
 from chronicle.runtime.app import jobs as job_cases
 from chronicle.runtime.app import resume as resuming
 from chronicle.runtime.app import routines as routine_cases
@@ -477,6 +478,44 @@ class Chronicle:
               limit: FromOne | None = None) -> list[dict[str, Any]]:
         with _as_chronicle_errors():
             return queries.audit(self.store, session=session, tool=tool, errors=errors, since=since, limit=limit)
+
+    # -- proof and erasure ----------------------------------------------------------------------
+
+    @checked
+    def verify(self, session: SessionRef | None = None) -> dict[str, Any]:
+        """`verify [SESSION] --json`: the hash chain re-computed over the whole log, or what one session tree's
+        conversation is read from. A broken chain is the answer (`ok` false, `broken` naming the first bad link),
+        not an error, as `replay` reports a divergence."""
+        from chronicle.runtime.verify import Verifier
+
+        with _as_chronicle_errors():
+            verifier = Verifier(self.store)
+            if session is None:
+                return verifier.verify_all(None).as_json()
+            return verifier.verify_session(queries.session_id(self.store, session), None).as_json()
+
+    @checked
+    def export(self, session: SessionRef, sign_with: bytes | None = None) -> dict[str, Any]:
+        """`export SESSION [--sign KEY]`: the session tree's bundle as data (what `export -o` writes as JSON), signed
+        with an Ed25519 private key in PEM when `sign_with` is given; `import_bundle` loads it into another store."""
+        with _as_chronicle_errors():
+            return bundles.export(self.store, session, sign_with)
+
+    @checked
+    def import_bundle(self, bundle: dict[str, Any] | str | bytes, key: bytes | None = None) -> dict[str, Any]:
+        """`import FILE [--key KEY] --json`: verify the bundle (the object `export` gave, or its JSON) and load it in one
+        transaction. `key`: an Ed25519 key in PEM (public or private); only a bundle it signed is taken. A tampered,
+        wrongly signed or already imported bundle raises ChronicleError 1 and records nothing."""
+        with _as_chronicle_errors():
+            return bundles.import_(self.store, bundle, bundles.trusted_key(key))
+
+    @checked
+    def forget(self, session: SessionRef, actor: str | None = None) -> dict[str, Any]:
+        """`forget SESSION --yes --json`: erase the session's tree (sub-agents and forks) for good by destroying its data
+        key; needs a store created with CHRONICLE_CIPHER_KEY (ChronicleError 2 otherwise). There is no confirmation
+        here: the call is the decision. The events stay, unreadable, and `verify` still passes."""
+        with _as_chronicle_errors():
+            return forgetting.forget(self.store, session, actor=actor).as_json()
 
     @checked
     def why(self, session: SessionRef, call: str | None = None, turn: FromOne | None = None) -> dict[str, Any]:

@@ -10,7 +10,7 @@ from typing import Annotated, Optional
 import typer
 from rich.markup import escape
 
-from chronicle.runtime.bundle import BundleError, check_bundle, export_bundle, import_bundle, public_key_hex
+from chronicle.runtime.app import bundles
 from chronicle.runtime.bundle import keygen as make_keys
 
 from .common import DbOption, JsonOption, cli_errors, fail, open_store, out_console, print_json, replace_file
@@ -32,10 +32,7 @@ def export(
                 fail(f"cannot read the signing key {sign_with}: {exc.strerror or exc}", 2)
         store = open_store(db, create=False)
         sid = store.resolve_session_id(session)
-        try:
-            bundle = export_bundle(store, sid, key)
-        except BundleError as exc:
-            fail(str(exc), 2)
+        bundle = bundles.export(store, sid, key)
         text = json.dumps(bundle, ensure_ascii=False, indent=1) + "\n"
         if out is None:
             sys.stdout.write(text)
@@ -63,32 +60,19 @@ def import_(
         except OSError as exc:
             fail(f"cannot read {bundle_file}: {exc.strerror or exc}", 2)
         try:
-            trusted = public_key_hex(key.read_bytes()) if key is not None else None
+            pem = key.read_bytes() if key is not None else None
         except OSError as exc:
             fail(f"cannot read the key {key}: {exc.strerror or exc}", 2)
-        except BundleError as exc:
-            fail(f"{key}: {exc}", 2)
-        try:
-            checked = check_bundle(json.loads(raw), trusted)
-        except json.JSONDecodeError as exc:
-            fail(f"refused {bundle_file}: not a Chronicle bundle (invalid JSON: {exc.msg} at line {exc.lineno}); nothing recorded")
-        except BundleError as exc:
-            fail(f"refused {bundle_file}: {exc}; nothing recorded")
-        store = open_store(db)
-        try:
-            imported = import_bundle(store, checked)
-        except BundleError as exc:
-            fail(f"refused {bundle_file}: {exc}; nothing recorded")
-        manifest = checked.manifest
-        result = {"session_id": manifest["session_id"], "events": imported.events, "already_held": imported.already_held,
-                  "sessions": len(manifest["sessions"]), "head": manifest["head"], "signed_by": checked.signer}
+        trusted = bundles.trusted_key(pem, str(key))
+        checked = bundles.check(raw, trusted, str(bundle_file))  # refused before the store is opened (or created)
+        result = bundles.import_checked(open_store(db), checked, str(bundle_file))
         if as_json:
             print_json(result)
             return
-        signer = f", signed by {checked.signer[:16]}…" if checked.signer else ", unsigned"
-        held = f" ({imported.already_held} more already here)" if imported.already_held else ""
-        out_console.print(escape(f"imported session {manifest['session_id']}: {imported.events} events{held}, "
-                                 f"{len(manifest['sessions'])} session(s){signer}"), soft_wrap=True)
+        signer = f", signed by {result['signed_by'][:16]}…" if result["signed_by"] else ", unsigned"
+        held = f" ({result['already_held']} more already here)" if result["already_held"] else ""
+        out_console.print(escape(f"imported session {result['session_id']}: {result['events']} events{held}, "
+                                 f"{result['sessions']} session(s){signer}"), soft_wrap=True)
 
 
 def keygen(

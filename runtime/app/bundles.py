@@ -1,0 +1,69 @@
+"""Export and import of a session tree as one verifiable bundle (`chronicle export` / `import`), and the
+chain's check (`chronicle verify`): the use cases the CLI and the library share.
+
+The CLI reads and writes files; these take and give the bundle as data, so a program can keep it where
+it likes (a file, an object store, a message) and gets exactly what `export` writes and `import --json`
+prints. Every refusal is an AppError with the CLI's words and code; an import refused records nothing.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+from uuid import UUID
+
+from ..bundle import BundleError, Checked, check_bundle, export_bundle, import_bundle, public_key_hex
+from ..store import ChronicleStore
+from .errors import AppError
+from .queries import session_id
+
+
+def export(store: ChronicleStore, ref: str | UUID, private_key_pem: bytes | None = None) -> dict[str, Any]:
+    """The bundle of the session's tree, signed with the Ed25519 key when one is given (code 2 if it is not one)."""
+    sid = session_id(store, ref)
+    try:
+        return export_bundle(store, sid, private_key_pem)
+    except BundleError as exc:
+        raise AppError(str(exc), 2) from None
+
+
+def trusted_key(pem: bytes | None, where: str = "the key") -> str | None:
+    """The public key (hex) an import accepts only bundles signed by, from a PEM (public or private)."""
+    if pem is None:
+        return None
+    try:
+        return public_key_hex(pem)
+    except BundleError as exc:
+        raise AppError(f"{where}: {exc}", 2) from None
+
+
+def check(bundle: Any, trusted_key_hex: str | None = None, source: str = "the bundle") -> Checked:
+    """`bundle` (its JSON text, bytes, or the parsed object) verified: its chain, counts and signature. Nothing is read
+    from or written to a store, so the CLI refuses a bundle before it opens (or creates) one. AppError 1 if refused."""
+    if isinstance(bundle, (bytes, bytearray, str)):
+        try:
+            bundle = json.loads(bundle)
+        except json.JSONDecodeError as exc:
+            raise AppError(f"refused {source}: not a Chronicle bundle (invalid JSON: {exc.msg} at line {exc.lineno}); "
+                           "nothing recorded") from None
+    try:
+        return check_bundle(bundle, trusted_key_hex)
+    except BundleError as exc:
+        raise AppError(f"refused {source}: {exc}; nothing recorded") from None
+
+
+def import_checked(store: ChronicleStore, checked: Checked, source: str = "the bundle") -> dict[str, Any]:
+    """Load a verified bundle in one transaction: `import --json`'s row. One the store cannot take (already
+    imported, an aggregate it holds with other events) is AppError 1, nothing recorded."""
+    try:
+        imported = import_bundle(store, checked)
+    except BundleError as exc:
+        raise AppError(f"refused {source}: {exc}; nothing recorded") from None
+    manifest = checked.manifest
+    return {"session_id": manifest["session_id"], "events": imported.events, "already_held": imported.already_held,
+            "sessions": len(manifest["sessions"]), "head": manifest["head"], "signed_by": checked.signer}
+
+
+def import_(store: ChronicleStore, bundle: Any, trusted_key_hex: str | None = None, source: str = "the bundle") -> dict[str, Any]:
+    """`check` then `import_checked`."""
+    return import_checked(store, check(bundle, trusted_key_hex, source), source)
