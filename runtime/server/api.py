@@ -247,6 +247,18 @@ def _build_app(config: ServerConfig) -> FastAPI:
     def why(session_id: str, call: str | None = None, turn: int | None = None) -> dict[str, Any]:
         return chronicle.why(session_id, call, turn=turn)
 
+    @app.get("/verify")
+    def verify_all() -> dict[str, Any]:
+        return chronicle.verify()
+
+    @app.get("/sessions/{session_id}/verify")
+    def verify(session_id: str) -> dict[str, Any]:
+        return chronicle.verify(session_id)
+
+    @app.get("/sessions/{session_id}/export")
+    def export(session_id: str) -> dict[str, Any]:
+        return chronicle.export(session_id)
+
     @app.get("/sessions/{session_id}/cost")
     def cost(session_id: str, by: str | None = None) -> list[dict[str, Any]]:
         return chronicle.cost(session_id, by=by)

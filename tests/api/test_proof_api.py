@@ -87,3 +87,19 @@ def test_forget_without_encryption_is_refused_and_erases_nothing(sqlite_url, wor
             app.forget(sid)
         assert refused.value.code == 2 and "CHRONICLE_CIPHER_KEY" in str(refused.value)
         assert app.history(sid)
+
+
+def test_the_server_verifies_and_exports_as_the_library_does(db_url, workspace, tmp_path):
+    pytest.importorskip("fastapi")
+    from fastapi.testclient import TestClient
+
+    with Chronicle(db_url) as app:
+        sid = app.run_sync(Agent(tools=["read_file"], provider=scripted(tmp_path)), "read it", workspace=workspace).session_id
+        with TestClient(app.http_app(run_worker=False)) as client:
+            assert client.get("/verify").json() == app.verify()
+            assert client.get(f"/sessions/{sid}/verify").json() == app.verify(sid)
+            exported = client.get(f"/sessions/{sid}/export").json()
+            assert client.get("/sessions/nope/export").status_code == 404
+    assert exported["manifest"]["session_id"] == sid and exported["signature"] is None
+    with Chronicle(other_url(db_url, tmp_path)) as target:
+        assert target.import_bundle(exported)["events"] == exported["manifest"]["counts"]["events"]
