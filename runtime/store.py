@@ -106,8 +106,17 @@ class ChronicleStore(SessionTreeReads, SnapshotKeeping):
         check_store(settings)
         if read_only and settings["PERSISTENCE_MODULE"] == "eventsourcing.sqlite":
             settings.update(SQLITE_DBNAME=read_only_sqlite_uri(Path(settings["SQLITE_DBNAME"])), CREATE_TABLE="n")
-        super().__init__(env=settings)
-        check_readable(self, encrypted="CIPHER_KEY" in settings)  # a wrong or missing key: one clear error now
+        try:
+            super().__init__(env=settings)
+            check_readable(self, encrypted="CIPHER_KEY" in settings)  # a wrong or missing key: one clear error now
+        except BaseException:
+            # The pool is open by now: closed here, not left to the collector, which finalised a PostgreSQL one on its
+            # own pool's thread (eventsourcing's __del__ cannot join it from there). open_store_at retries a creation
+            # race with a new store each time, and a wrong key is a ChronicleError a program may catch and carry on.
+            factory = self.__dict__.get("factory")
+            if factory is not None:
+                factory.close()
+            raise
         self.session_index = EventSourcedLog(self.events, SESSION_INDEX_ID, SessionLogged)
         self._first_heads: LRUCache[UUID, tuple[UUID, ...]] = LRUCache(maxsize=FIRST_HEADS_KEPT)
         #: CHRONICLE_CHECK_EVENTS=1: every event is checked against the stored vocabulary before it is
@@ -119,6 +128,14 @@ class ChronicleStore(SessionTreeReads, SnapshotKeeping):
 
     def construct_factory(self, env: Any) -> Any:
         factory: Any = super().construct_factory(env)
+        try:
+            self._prepare(factory, env)
+        except BaseException:  # a database that is not a Chronicle store, say: its pool is open already
+            factory.close()
+            raise
+        return factory
+
+    def _prepare(self, factory: Any, env: Any) -> None:
         if type(factory).__module__ == "eventsourcing.sqlite":
             cache_statements(factory.datastore)  # runtime/sqlite_pool.py: compiled once, not per transaction
         elif type(factory).__module__ == "eventsourcing.postgres":
@@ -128,7 +145,6 @@ class ChronicleStore(SessionTreeReads, SnapshotKeeping):
             logs_in_to_schema(factory.datastore)
             # Before any recorder exists: they create tables, unless the marks say they are there.
             self._schema_marks = check_postgres(factory.datastore, f"{self.name}_events", own_schema=bool(env.get("POSTGRES_SCHEMA")))
-        return factory
 
     def construct_recorder(self) -> Any:
         if self._is_postgres_factory():

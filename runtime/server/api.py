@@ -87,6 +87,16 @@ def _build_app(config: ServerConfig) -> FastAPI:
     chronicle = Chronicle(config.db)
     if config.store is not None:
         chronicle._store = config.store
+    try:
+        return _serving(config, chronicle)
+    except BaseException:
+        # The store is open by now (the router and outbox read it): a channel that cannot start a session is refused
+        # after that, and a program catching the ChronicleError must not leave the store to the collector.
+        chronicle.close()
+        raise
+
+
+def _serving(config: ServerConfig, chronicle: Chronicle) -> FastAPI:
     library = {agent.name: agent for agent in config.library}
     toml = config.agents or ((config.workspace or Path.cwd()) / "chronicle.toml")
     channels = load_channels(toml)
@@ -108,7 +118,11 @@ def _build_app(config: ServerConfig) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
-        _fails_fast_when_refused(chronicle.store)
+        try:
+            _fails_fast_when_refused(chronicle.store)
+        except BaseException:
+            chronicle.close()  # the server does not start: its store is not left open either
+            raise
         worker = None
         thread = None
         if config.run_worker:

@@ -19,6 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from chronicle import Agent, Chronicle, ChronicleError, Guardrail, McpServer, Middleware, Routine, Stop, Timeout, tool
+from tests import store_leaks
 from tests.helpers import cli, response, text
 from tests.tamper import Tamper
 
@@ -230,6 +231,16 @@ def test_a_channels_table_that_cannot_work_is_a_chronicle_error_2_as_serve_exits
     with Chronicle(sqlite_url) as app:
         error = refused(lambda: app.http_app(workspace=workspace))
     assert "[channels.team]" in str(error)
+
+
+def test_a_channel_that_could_start_no_session_is_refused_with_the_store_it_opened_closed(db_url, workspace, tmp_path):
+    """The server's store is open before its per-sender channels are checked: refused, the store is closed, not left
+    to the collector (which once finalised a PostgreSQL store on its own pool's thread, a warning in another test)."""
+    (workspace / "chronicle.toml").write_text(
+        f'[channels.a]\nroute = "per_sender"\nagent = "nobody"\nprovider = "scripted:{tmp_path / "s.json"}"\n', encoding="utf-8")
+    with Chronicle(db_url) as app:
+        assert "unknown agent 'nobody'" in str(refused(lambda: app.http_app(workspace=workspace)))
+        assert store_leaks.open_now() == []
 
 
 # -- every public method, driven by hypothesis ---------------------------------------------------------

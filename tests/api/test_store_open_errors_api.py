@@ -4,12 +4,15 @@ pool's timeout or a ValueError from the URL instead."""
 
 from __future__ import annotations
 
+import base64
+import os
 import socket
 from urllib.parse import urlparse, urlunparse
 
 import pytest
 
-from chronicle import Chronicle, ChronicleError
+from chronicle import Agent, Chronicle, ChronicleError
+from tests import store_leaks
 from tests.helpers import cli
 
 
@@ -41,6 +44,7 @@ def test_a_postgresql_server_that_is_down_is_a_chronicle_error_with_the_cli_word
     closed = _with(pg_database, netloc=f"{parsed.username or 'postgres'}@127.0.0.1:{_closed_port()}")
     error = _library_error(closed)
     assert error.code == 1
+    assert store_leaks.open_now() == [], "the pool of the store that did not open is closed, not left to the collector"
     assert str(error).startswith("cannot open the database") and "Connection refused" in str(error)
     assert str(error).endswith("Check --db / CHRONICLE_DB and that the server is running.")
     done = cli("sessions", db=closed, env={"CHRONICLE_PG_CONNECT_TIMEOUT": "1"})
@@ -51,9 +55,24 @@ def test_a_postgresql_database_that_does_not_exist_says_how_to_create_it(pg_data
     missing = _with(pg_database, path="/chronicle_no_such_database")
     error = _library_error(missing)
     assert error.code == 1 and 'database "chronicle_no_such_database" does not exist' in str(error)
+    assert store_leaks.open_now() == []
     assert "createdb" in str(error) and "chronicle_no_such_database" in str(error).rpartition("createdb")[2]
     done = cli("sessions", db=missing)
     assert done.returncode == 1 and _error_line(done.stderr) == str(error)
+
+
+def test_a_store_refused_after_its_pool_opened_closes_the_pool(db_url, workspace, tmp_path, monkeypatch):
+    """An encrypted store opened without its key is refused once its first event is read, its pool open by then: a
+    program that catches the ChronicleError and carries on must not leave that pool to the collector (which once
+    finalised a PostgreSQL one on the pool's own thread, a warning in whichever test ran then)."""
+    monkeypatch.setenv("CHRONICLE_CIPHER_KEY", base64.b64encode(os.urandom(32)).decode())
+    (tmp_path / "unused.json").write_text('{"agents": {"main": []}}', encoding="utf-8")
+    with Chronicle(db_url) as app:
+        app.submit(Agent(tools=[], provider=f"scripted:{tmp_path / 'unused.json'}"), "hi", workspace=workspace)
+    monkeypatch.delenv("CHRONICLE_CIPHER_KEY")
+    error = _library_error(db_url)
+    assert error.code == 2 and "is encrypted: set CHRONICLE_CIPHER_KEY" in str(error)
+    assert store_leaks.open_now() == []
 
 
 def test_a_file_that_is_not_a_store_is_a_chronicle_error_with_the_cli_words(tmp_path):
