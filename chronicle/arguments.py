@@ -5,6 +5,11 @@ Why: a program reaches the use cases without typer in front, so `history(sid, at
 session recorded from nonsense (`max_iterations=-1` recorded a failed turn). Every public method
 is wrapped with pydantic's `validate_call`, its bounds the CLI's (`--at` from 1, `--keep` from 0,
 …), and a bad argument is a `ChronicleError` with code 2, the exit code the CLI gives a bad flag.
+
+Strict, not coerced: a program's `approve(sid, always="yes")` became a standing always-allow, and
+`undo(sid, turns="2")` or `history(sid, at=True)` a number, where the CLI's parser and the HTTP
+server's bodies (runtime/server/bodies.py) take no such thing. A bool must be a bool and an int an
+int (not a bool); an int is still taken for a float (`cancel(sid, wait_s=5)`).
 """
 
 from __future__ import annotations
@@ -33,7 +38,7 @@ ModelName = Annotated[str, Field(min_length=1)]
 #: Seconds to wait: finite and not negative (`--wait`).
 Seconds = Annotated[float, Field(ge=0, allow_inf_nan=False)]
 
-_CONFIG = ConfigDict(arbitrary_types_allowed=True)
+_CONFIG = ConfigDict(arbitrary_types_allowed=True, strict=True)
 
 F = TypeVar("F", bound=Callable[..., Any])
 T = TypeVar("T")

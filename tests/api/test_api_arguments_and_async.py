@@ -53,6 +53,47 @@ def test_an_argument_the_cli_would_refuse_is_a_chronicle_error_2_and_records_not
         assert [s["session_id"] for s in app.sessions()] == [sid]
 
 
+#: Values pydantic would coerce, which the CLI's parser and the server's strict bodies never pass on: a program
+#: passing "yes" or "5" by mistake is told so, rather than `always="yes"` becoming a standing always-allow.
+@pytest.mark.parametrize("call, named", [
+    (lambda app, sid, agent: app.approve(sid, always="yes"), "approve(): always: input should be a valid boolean, got 'yes'"),
+    (lambda app, sid, agent: app.approve(sid, always=1), "always: input should be a valid boolean, got 1"),
+    (lambda app, sid, agent: app.log(sid, tree="yes"), "log(): tree:"),
+    (lambda app, sid, agent: app.sessions(all="true"), "sessions(): all:"),
+    (lambda app, sid, agent: app.audit(errors="no"), "audit(): errors:"),
+    (lambda app, sid, agent: app.steer(sid, "go on", wait_batch="yes"), "steer(): wait_batch:"),
+    (lambda app, sid, agent: app.undo(sid, turns="1"), "undo(): turns: input should be a valid integer, got '1'"),
+    (lambda app, sid, agent: app.undo(sid, files="no"), "undo(): files:"),
+    (lambda app, sid, agent: app.redo(sid, files=0), "redo(): files:"),
+    (lambda app, sid, agent: app.history(sid, at=True), "history(): at: input should be a valid integer, got True"),
+    (lambda app, sid, agent: app.history(sid, at="1"), "history(): at:"),
+    (lambda app, sid, agent: app.history(sid, version=1.0), "history(): version:"),
+    (lambda app, sid, agent: app.fork(sid, at="1"), "fork(): at:"),
+    (lambda app, sid, agent: app.why(sid, turn="1"), "why(): turn:"),
+    (lambda app, sid, agent: app.audit(limit="5"), "audit(): limit:"),
+    (lambda app, sid, agent: app.compact(sid, strategy="truncate", keep="0"), "compact(): keep:"),
+    (lambda app, sid, agent: app.set_model(sid, "claude-sonnet-4-5", thinking_tokens="0"), "set_model(): thinking_tokens:"),
+    (lambda app, sid, agent: app.cancel(sid, wait_s="5"), "cancel(): wait_s: input should be a valid number, got '5'"),
+    (lambda app, sid, agent: app.cancel(sid, wait_s=True), "cancel(): wait_s:"),
+    (lambda app, sid, agent: app.run_sync(agent, "again", session=sid, auto_approve="yes"), "run(): auto_approve:"),
+    (lambda app, sid, agent: app.run_sync(agent, "again", session=sid, max_iterations="5"), "run(): max_iterations:"),
+    (lambda app, sid, agent: app.resume(sid, auto_approve=1), "resume(): auto_approve:"),
+    (lambda app, sid, agent: app.submit_job(agent, "later", max_iterations=5.0), "submit_job(): max_iterations:"),
+])
+def test_a_value_of_another_type_is_not_coerced_but_a_chronicle_error_2_naming_the_argument(db_url, workspace, tmp_path,
+                                                                                            call, named):
+    test_an_argument_the_cli_would_refuse_is_a_chronicle_error_2_and_records_nothing(db_url, workspace, tmp_path, call, named)
+
+
+def test_an_int_is_taken_where_a_float_is_asked_and_a_bool_where_a_bool_is(db_url, workspace, tmp_path):
+    agent = Agent(tools=[], provider=scripted(tmp_path, [[response(text("hello"))]]))
+    with Chronicle(db_url) as app:
+        sid = app.run_sync(agent, "hi", workspace=workspace, auto_approve=True).session_id
+        assert app.cancel(sid, wait_s=0)["session_id"] == sid  # idle: nothing to cancel, and no argument error
+        assert app.cancel(sid, wait_s=2.5)["session_id"] == sid
+        assert app.log(sid, tree=True) and app.sessions(all=False)
+
+
 def test_a_session_may_be_named_by_its_uuid_object(db_url, workspace, tmp_path):
     agent = Agent(tools=[], provider=scripted(tmp_path, [[response(text("hello"))], [response(text("again"))]]))
     with Chronicle(db_url) as app:
