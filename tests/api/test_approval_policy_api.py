@@ -130,6 +130,7 @@ def test_an_old_session_keeps_asking_a_person_and_a_doom_loop_of_3_whatever_chro
         old_url, version, workspace, tmp_path):  # noqa: F811 - the fixtures imported above
     store = ChronicleStore(old_url)
     spec = store.session(S1[version]).spec
+    store.close()
     assert spec.approvals is None and spec.approval_policy == ApprovalPolicy()
     (workspace / "chronicle.toml").write_text('[approvals]\npolicy = "allow"\n\n[limits]\ndoom_loop = 5\n', encoding="utf-8")
     if spec.limits is not None:  # recorded limits (v2): the file only tightens them, and 3 was the fixed threshold then

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+from contextlib import closing
 from pathlib import Path
 from uuid import UUID
 
@@ -149,7 +150,8 @@ def test_attachments_travel_with_the_session_and_are_not_duplicated(sqlite_url, 
     from chronicle.runtime.store import ChronicleStore
 
     sha = json_lines(cli("history", first.session_id, "--json", db=target).stdout)[0]["content"][0]["source"]["sha256"]
-    assert base64.b64decode(load_data(ChronicleStore(target), sha)) == png
+    with closing(ChronicleStore(target)) as there:
+        assert base64.b64decode(load_data(there, sha)) == png
 
 
 # -- forks: a bundle carries the turns a fork inherits -------------------------------------------
@@ -382,8 +384,9 @@ def test_a_delegating_sessions_task_board_and_reflections_move_with_it(delegatin
     assert len(json_lines(cli(*tasks, db=target).stdout)) == 3
     assert without(task_rows(target, session), "position") == without(task_rows(source, session), "position")
     assert task_rows(target, session)
-    offered = prior_reflections(ChronicleStore(target), "find the config file")
-    assert offered and offered == prior_reflections(ChronicleStore(source), "find the config file")
+    with closing(ChronicleStore(target)) as there, closing(ChronicleStore(source)) as here:
+        offered = prior_reflections(there, "find the config file")
+        assert offered and offered == prior_reflections(here, "find the config file")
     assert cli("verify", session, db=target).returncode == 0
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from contextlib import closing
 from pathlib import Path
 from uuid import UUID
 
@@ -31,11 +32,11 @@ def recorded_session(db_url: str, workspace: Path, tmp_path: Path) -> str:
 
 
 def verify(db_url: str, session: str | None = None):  # type: ignore[no-untyped-def]
-    store = ChronicleStore(db_url)
-    verifier = Verifier(store)
-    if session is None:
-        return verifier.verify_all()
-    return verifier.verify_session(UUID(session))
+    with closing(ChronicleStore(db_url)) as store:
+        verifier = Verifier(store)
+        if session is None:
+            return verifier.verify_all()
+        return verifier.verify_session(UUID(session))
 
 
 @pytest.fixture
@@ -153,7 +154,8 @@ def test_a_conflicting_save_leaves_no_link_behind(db_url):
             store.save(twin)
     other = SessionLease(id=uuid4(), session_id=uuid4(), timestamp=datetime.now(timezone.utc))
     store.save(other)
-    verdict = Verifier(ChronicleStore(db_url)).verify_all()
+    store.close()
+    verdict = verify(db_url)
     assert verdict.ok and verdict.chained == verdict.events == 2
 
 
@@ -206,6 +208,7 @@ def test_a_snapshot_that_no_longer_matches_its_events_is_named_by_verify(db_url,
     turn_id = store.session(UUID(session)).turns[0]
     store.take_snapshot(turn_id)
     store.take_snapshot(UUID(session))
+    store.close()
     verdict = verify(db_url)
     assert verdict.ok and verdict.snapshots == 2, verdict.line()
 
@@ -217,7 +220,8 @@ def test_a_snapshot_that_no_longer_matches_its_events_is_named_by_verify(db_url,
     forged = plain.compress(plain.decompress(bytes(state)).replace(b"It says hello.", b"It says goodbye"))
     assert forged != bytes(state)
     tamper.run(f"UPDATE {table} SET state = %s WHERE originator_id = %s", (forged, key))
-    assert "goodbye" in ChronicleStore(db_url).turn(turn_id).final_text  # loading trusts the snapshot: hence the check
+    with closing(ChronicleStore(db_url)) as store:
+        assert "goodbye" in store.turn(turn_id).final_text  # loading trusts the snapshot: hence the check
 
     verdict = verify(db_url)
     assert not verdict.ok and verdict.broken.kind == "snapshot" and verdict.broken.aggregate_id == str(turn_id)
@@ -232,7 +236,8 @@ def test_verifying_a_fork_checks_the_turns_it_inherits_from_its_parent(recorded,
     assert cli("run", "on the fork", "--session", fork, "--provider", f"scripted:{script}", "--workspace", str(workspace),
                db=db_url).returncode == 0
     clean = json.loads(cli("verify", fork, "--json", db=db_url).stdout)
-    alone = len(ChronicleStore(db_url).aggregate_ids_of(ChronicleStore(db_url).session(UUID(fork))))
+    with closing(ChronicleStore(db_url)) as store:
+        alone = len(store.aggregate_ids_of(store.session(UUID(fork))))
     assert clean["ok"] and clean["inherited"] > 0 and clean["events"] > alone
     # The parent's answer, rewritten as plain JSON (a state may be stored uncompressed), as the fork shows it.
     plain = SizedZlib()

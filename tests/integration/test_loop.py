@@ -213,6 +213,7 @@ def test_a_postgresql_schema_named_in_the_url_is_created_on_first_use(pg_databas
     schema = f"fresh_{uuid.uuid4().hex[:8]}"
     store = ChronicleStore(f"{pg_database}?schema={schema}")
     assert store.session_ids() == []
+    store.close()
     with psycopg.connect(pg_database) as conn:
         found = conn.execute("SELECT 1 FROM information_schema.schemata WHERE schema_name = %s", (schema,)).fetchone()
     assert found is not None

@@ -15,6 +15,7 @@ import json
 import os
 import shutil
 import sqlite3
+from contextlib import closing
 from pathlib import Path
 from uuid import NAMESPACE_URL, UUID, uuid5
 
@@ -116,6 +117,7 @@ def test_every_aggregate_of_an_old_store_loads_and_its_snapshots_agree_with_its_
             for call in store.tool_calls_of(turn):
                 assert call.resolved and call.result_block().tool_use_id == call.tool_use_id
     assert snapshotted >= 2
+    store.close()
 
 
 def test_history_of_the_present_shows_what_the_content_models_give_for_every_old_session(old_url):
@@ -138,13 +140,15 @@ def test_an_old_store_rebuilds_every_projection_to_the_rows_its_own_code_gave(ol
     expected_file = FIXTURES / f"{version}_rows.json"
     store = ChronicleStore(old_url)
     rows = pinned_rows(store)
+    store.close()
     if os.environ.get("CHRONICLE_WRITE_ROWS") == "1" and old_url.startswith("sqlite"):
         expected_file.write_text(json.dumps(rows, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
     expected = json.loads(expected_file.read_text(encoding="utf-8"))
     assert rows == expected
     rebuilt = cli("projections", "rebuild", db=old_url)
     assert rebuilt.returncode == 0, rebuilt.stderr
-    assert pinned_rows(ChronicleStore(old_url)) == expected
+    with closing(ChronicleStore(old_url)) as store:
+        assert pinned_rows(store) == expected
 
 
 def test_an_old_session_continues_with_one_more_turn(old_url, version, tmp_path, workspace):
@@ -163,9 +167,9 @@ def test_an_old_session_continues_with_one_more_turn(old_url, version, tmp_path,
 def test_every_event_of_an_old_store_fits_the_vocabulary_once_upcast(old_url):
     """What rebuilding after a schema change rests on: each old event, read by today's code, has the
     fields today's readers expect (`chronicle doctor` reports any that does not)."""
-    store = ChronicleStore(old_url)
-    assert [f.as_json() for f in examine(store)] == []
-    assert store.max_position() > 500
+    with closing(ChronicleStore(old_url)) as store:
+        assert [f.as_json() for f in examine(store)] == []
+        assert store.max_position() > 500
 
 
 def test_an_old_session_exports_and_verifies_with_its_sub_agent_and_an_old_fork_with_what_it_inherits(
