@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import time
+from contextlib import closing
 
 import pytest
 
@@ -69,12 +70,14 @@ def test_a_turn_killed_anywhere_resumes_to_completion_without_losing_or_repeatin
         process.wait(timeout=10)
     assert process.returncode == -signal.SIGKILL, "the run finished before the kill point; the script is too fast"
     sid = wait_for(lambda: store.session_ids())[0]
+    store.close()
 
     resumed = cli("resume", str(sid), "--yes", db=db_url)
     assert resumed.returncode == 0, resumed.stderr
     time.sleep(0.35)  # a bash child orphaned by the kill may still be finishing its append
 
-    entries = assert_recovered(ChronicleStore(db_url), sid)
+    with closing(ChronicleStore(db_url)) as store:
+        entries = assert_recovered(store, sid)
     side = (workspace / "side.txt").read_text().splitlines() if (workspace / "side.txt").exists() else []
     assert sorted(side) == sorted(set(side)), f"a non-idempotent tool ran twice: {side}"
     interrupted = {e["aggregate_id"] for e in entries if e["aggregate"] == "tool_call" and e["event"] == "Interrupted"}
