@@ -495,19 +495,19 @@ class Chronicle:
             return verifier.verify_session(queries.session_id(self.store, session), None).as_json()
 
     @checked
-    def export(self, session: SessionRef, sign_with: bytes | None = None) -> dict[str, Any]:
+    def export(self, session: SessionRef, sign_with: bytes | str | None = None) -> dict[str, Any]:
         """`export SESSION [--sign KEY]`: the session tree's bundle as data (what `export -o` writes as JSON), signed
         with an Ed25519 private key in PEM when `sign_with` is given; `import_bundle` loads it into another store."""
         with _as_chronicle_errors():
-            return bundles.export(self.store, session, sign_with)
+            return bundles.export(self.store, session, sign_with.encode() if isinstance(sign_with, str) else sign_with)
 
     @checked
-    def import_bundle(self, bundle: dict[str, Any] | str | bytes, key: bytes | None = None) -> dict[str, Any]:
+    def import_bundle(self, bundle: dict[str, Any] | str | bytes, key: bytes | str | None = None) -> dict[str, Any]:
         """`import FILE [--key KEY] --json`: verify the bundle (the object `export` gave, or its JSON) and load it in one
         transaction. `key`: an Ed25519 key in PEM (public or private); only a bundle it signed is taken. A tampered,
         wrongly signed or already imported bundle raises ChronicleError 1 and records nothing."""
         with _as_chronicle_errors():
-            return bundles.import_(self.store, bundle, bundles.trusted_key(key))
+            return bundles.import_(self.store, bundle, bundles.trusted_key(key.encode() if isinstance(key, str) else key))
 
     @checked
     def forget(self, session: SessionRef, actor: str | None = None) -> dict[str, Any]:

@@ -41,12 +41,15 @@ def test_an_exported_tree_imports_into_another_store_signed_and_reads_the_same(d
             target.import_bundle(bundle, key=keygen(tmp_path / "other.pem").read_bytes())
         assert wrong.value.code == 1 and "nothing recorded" in str(wrong.value)
         assert target.sessions() == []
-        done = target.import_bundle(json.dumps(bundle), key=keys.read_bytes())
+        done = target.import_bundle(json.dumps(bundle), key=keys.read_text())  # a PEM as text or bytes
         assert (done["session_id"], done["sessions"], done["signed_by"]) == (sid, 1, bundle["signature"]["public_key"])
         assert target.history(sid) == history and target.verify()["ok"] is True
         with pytest.raises(ChronicleError) as again:
             target.import_bundle(bundle)
         assert again.value.code == 1
+        with pytest.raises(ChronicleError) as not_a_key:
+            target.import_bundle(bundle, key=b"not a key")
+        assert not_a_key.value.code == 2
 
 
 def test_a_tampered_bundle_and_a_tampered_log_are_found(db_url, workspace, tmp_path):
