@@ -177,7 +177,17 @@ def cut_at_step(store: ChronicleStore, session_id: UUID, number: int, step: int)
     The turn is found as `cut_at_turn` finds it; the cut is its last event before that answer,
     and the session is taken as it stood there (its branch, and a summary if one was made
     during the turn), so a long turn's middle is one indexed read away, not its replay."""
-    end = cut_at_turn(store, session_id, number)
+    try:
+        end = cut_at_turn(store, session_id, number)
+    except MomentOutOfRange:
+        raise
+    except TimeTravelError:
+        # A turn not ended yet (running, or waiting for approval): the steps it took are the past already, and
+        # what the model was sent for one of them is what a person asks before approving what it decided.
+        latest = store.session(session_id)
+        if not 1 <= number <= len(latest.head):
+            raise
+        end = Cut(latest, 0, None, latest.version)
     turn_id = end.session.head[number - 1]
     answered = step_answer(store, turn_id, step)
     if answered is None:

@@ -181,7 +181,8 @@ def _call(store: ChronicleStore, turn: Turn, step: int, use: dict[str, Any], evi
             ends = {"ended_at": e.timestamp.isoformat(), "ended_position": position}
     if requested is None:  # the response asked for it, but the call was never recorded (the turn ended first)
         return {"tool_call_id": str(cid), "tool_use_id": use["id"], "name": use.get("name"), "input": use.get("input"),
-                "status": "never requested", "checks": [], "result": None}
+                "read_only": None, "status": "never requested", "reason": None, "attempts": 0, "duration_ms": None,
+                "effects": [], "checks": [], "result": None, "requested_position": None}
     found = store.tool_call(cid)
     # A guardrail that changed (or failed open on) the result the model read is recorded among the call's effects.
     checks += [{"kind": "guardrail", "name": m["guardrail"], "action": m.get("action"), "where": m.get("where"),

@@ -164,6 +164,21 @@ def test_guardrails_that_changed_what_the_model_read_are_part_of_the_chain(db_ur
         assert "guardrail hide modified (inbound)" in shown and "guardrail hide modified its result" in shown
 
 
+def test_a_call_waiting_for_approval_is_explained_before_anyone_answers_it(db_url, workspace, tmp_path):
+    provider = scripted(tmp_path, response(text("Launching."), tool_use("t1", "launch", target="moon")), response(text("done")))
+    with Chronicle(db_url) as app:
+        result = app.run_sync(Agent(tools=[launch], provider=provider), "go to the moon", workspace=workspace)
+        assert result.status == "awaiting_approval"
+        chain = app.why(result.session_id)  # the moment a person asks: before approving what it decided
+        assert chain["saw"]["last"]["content"][0]["text"] == "go to the moon"
+        assert chain["decided"]["text"] == "Launching." and chain["tool_call"]["status"] == "awaiting_approval"
+        assert [c["kind"] for c in chain["tool_call"]["checks"]] == ["approval_requested"]
+        assert chain["then"] == {"turn_status": "awaiting_approval"}
+        assert app.history(result.session_id, at=1, step=0) == [{"role": "user", "content": [{"type": "text", "text": "go to the moon"}]}]
+    shown = cli("why", result.session_id, db=db_url)
+    assert shown.returncode == 0 and "the turn is awaiting approval" in shown.stdout, shown.stderr
+
+
 def test_steering_that_reached_the_model_before_a_decision_is_what_it_was_asked(db_url, workspace, tmp_path):
     STEER_DB[:] = [db_url]
     provider = scripted(tmp_path, response(tool_use("t1", "nudge")), response(tool_use("t2", "peek", key="b")),
