@@ -82,3 +82,18 @@ def test_each_tool_call_links_to_why_it_was_made_and_that_page_escapes_what_was_
         for position in chain["evidence"]:
             assert f"#{position}" in why.text
         assert httpx.get(f"{base}/ui/sessions/{sid}/why", params={"call": "tu_z"}).status_code == 404
+
+
+def test_a_call_waiting_for_approval_links_to_why_before_anyone_answers(db_url, workspace, tmp_path):
+    script = write_script(tmp_path / "s.json", [response(text("I will clean up."), tool_use("tu_rm", "bash", command="rm -rf build")),
+                                                response(text("cleaned"))])
+    paused = cli("run", "clean the build", "--provider", f"scripted:{script}", "--workspace", str(workspace), "--json", db=db_url)
+    assert paused.returncode == 3, paused.stderr
+    sid = json_lines(paused.stdout)[0]["session_id"]
+    with serving(db_url, workspace) as base:
+        page = httpx.get(f"{base}/ui/sessions/{sid}").text
+        [link] = [part.split('"')[0] for part in page.split('id="approvals"')[1].split('href="')[1:2]]
+        why = httpx.get(f"{base}{link.replace('&amp;', '&')}")
+        assert why.status_code == 200, why.text
+        assert "Why bash (tu_rm)" in why.text and "I will clean up." in why.text and "clean the build" in why.text
+        assert "approval requested" in why.text and 'class="status awaiting_approval"' in why.text
