@@ -63,7 +63,7 @@ def report(outcome: TurnOutcome | None, as_json: bool) -> int:
         err_console.print(f"[red]error:[/] turn failed: {reason} {see}")
     elif outcome.status == "awaiting_approval":
         err_console.print(
-            f"[yellow]paused:[/] {reason}. Approve with `chronicle approve {sid}` "
+            f"[yellow]paused:[/] {reason}. See why with `chronicle why {sid}`; approve with `chronicle approve {sid}` "
             f"(or deny), then `chronicle resume {sid}`; or re-run with --yes."
         )
     elif outcome.status == "cancelled":

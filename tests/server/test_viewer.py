@@ -90,6 +90,7 @@ def test_a_call_waiting_for_approval_links_to_why_before_anyone_answers(db_url, 
     paused = cli("run", "clean the build", "--provider", f"scripted:{script}", "--workspace", str(workspace), "--json", db=db_url)
     assert paused.returncode == 3, paused.stderr
     sid = json_lines(paused.stdout)[0]["session_id"]
+    assert f"See why with `chronicle why {sid}`" in paused.stderr  # the pause says where to look, as the page does
     with serving(db_url, workspace) as base:
         page = httpx.get(f"{base}/ui/sessions/{sid}").text
         [link] = [part.split('"')[0] for part in page.split('id="approvals"')[1].split('href="')[1:2]]
