@@ -136,10 +136,13 @@ class Chat:
             pass
         try:
             while True:
-                answer = input("  approve? [y]es / [n]o / [a]lways: ").strip().lower()
+                answer = input("  approve? [y]es / [n]o / [a]lways / [w]hy: ").strip().lower()
                 if answer in ANSWERS:
                     return ANSWERS[answer]
-                self.console.print("  answer y, n or a")
+                if answer in ("w", "why"):
+                    self._why(call)
+                    continue
+                self.console.print("  answer y, n, a, or w to see why it was asked for")
         except KeyboardInterrupt:
             self.console.print()
             raise asyncio.CancelledError from None
@@ -153,6 +156,18 @@ class Chat:
                     pass
             if steering:
                 self._start_steering()
+
+    def _why(self, call: Any) -> None:
+        """`chronicle why` for the call asked about: what the agent was asked and saw, and what it decided."""
+        from chronicle.runtime.app.errors import AppError
+        from chronicle.runtime.app.why import why as explain
+
+        from .why_cmd import show
+
+        try:
+            show(explain(self.store, self.session_id, str(call.id)), self.console)
+        except AppError as exc:
+            self.console.print(f"[red]error:[/] {escape(printable(str(exc)))}")
 
     def run(self) -> None:
         session = self.store.session(self.session_id)

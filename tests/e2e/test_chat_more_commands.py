@@ -190,3 +190,16 @@ def test_why_in_chat_explains_the_last_tool_call_or_the_one_named(sqlite_url, wo
     assert "result of tu_1" in out[last:first] and "hello world" in out[last:first]  # saw the listing, read the file
     assert "Looking first." in out[first:] and "what is in hello.txt?" in out[first:]
     assert "no tool call 'nope'" in out
+
+
+def test_w_at_an_approval_question_shows_why_it_was_asked_then_asks_again(sqlite_url, workspace, tmp_path):
+    path = tmp_path / "s.json"
+    path.write_text(json.dumps({"agents": {"main": [[
+        response(text("The build folder is stale; removing it."), tool_use("tu_rm", "bash", command="echo removed")),
+        response(text("Removed.")),
+    ]]}}), encoding="utf-8")
+    out = " ".join(chat(sqlite_url, path, workspace, ["clean the build", "w", "y"]).split())
+    shown = out.index("Why bash (tu_rm)")
+    assert "clean the build" in out[shown:] and "The build folder is stale" in out[shown:]
+    assert "approval asked" in out[shown:]
+    assert out.index("Removed.") > shown  # asked again, approved, and the turn went on

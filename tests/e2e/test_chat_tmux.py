@@ -35,7 +35,7 @@ def test_a_chat_session_streams_answers_asks_approval_inline_cancels_on_ctrl_c_a
         term.wait_for_after("Hello from the agent", "you>")  # the answer shows while it streams: type once the prompt is back
 
         term.type("run it")
-        term.wait_for("approve? [y]es / [n]o / [a]lways:")
+        term.wait_for("approve? [y]es / [n]o / [a]lways / [w]hy:")
         term.type("y")
         term.wait_for_after("ran it", "you>")
         assert "approved-output" in term.screen()
