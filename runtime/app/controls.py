@@ -74,9 +74,10 @@ def cancel(store: ChronicleStore, ref: str | UUID, wait_s: float = 10.0, reason:
         try:
             turn_id = controls.request_cancel(store, sid, reason, actor=actor)
         except DomainError:
-            if store.session(sid).active_turn_id is None:  # the turn ended between the look above and the request
-                return Cancelled(sid, None, "idle")
-            raise
+            # The only refusal: no turn running when the request was written (read afresh there). The turn ended
+            # between the look above and the request; that the next queued input may have started a turn since
+            # does not make it the one this cancel was asked for.
+            return Cancelled(sid, None, "idle")
         if waiting is None or not waiting.ended(turn_id, wait_s):
             return Cancelled(sid, turn_id, "requested")
     finally:
