@@ -145,9 +145,8 @@ def _decided(turn: Turn, step: int, events: list[tuple[int, Any]], evidence: set
     decided: dict[str, Any] = {
         "at": entry.get("at"),
         "model": response.get("model"),
-        "text": "".join(b.get("text") or "" for b in content if b.get("type") == "text"),
+        **_said(content),
         "thinking": "".join(b.get("thinking") or "" for b in content if b.get("type") == "thinking"),
-        "tool_uses": [{"id": b["id"], "name": b.get("name"), "input": b.get("input")} for b in content if b.get("type") == "tool_use"],
         "stop_reason": response.get("stop_reason"),
         "usage": response.get("usage"),
         "retries": retries,
@@ -209,18 +208,21 @@ def _then(turn: Turn, step: int, events: list[tuple[int, Any]], evidence: set[in
         for position, e in events:
             if isinstance(e, Turn.ModelResponded) and e.step == step + 1:
                 evidence.add(position)
-        return {
-            "step": step + 1,
-            "text": "".join(b.get("text") or "" for b in content if b.get("type") == "text"),
-            "tool_uses": [{"id": b["id"], "name": b.get("name"), "input": b.get("input")} for b in content if b.get("type") == "tool_use"],
-            "stop_reason": nxt["response"].get("stop_reason"),
-        }
+        return {"step": step + 1, **_said(content), "stop_reason": nxt["response"].get("stop_reason")}
     if not turn.finished:
         return {"turn_status": turn.status}
     end = next(((p, e) for p, e in reversed(events) if type(e).__name__ in _TURN_ENDS), None)
     if end is not None:
         evidence.add(end[0])
     return {"turn_status": turn.status, "final_text": turn.final_text, "reason": turn.reason}
+
+
+def _said(content: list[dict[str, Any]]) -> dict[str, Any]:
+    """A response's text and the tools it called, with their input: what a decision and the next one show."""
+    return {
+        "text": "".join(b.get("text") or "" for b in content if b.get("type") == "text"),
+        "tool_uses": [{"id": b["id"], "name": b.get("name"), "input": b.get("input")} for b in content if b.get("type") == "tool_use"],
+    }
 
 
 _TURN_ENDS = {"Completed", "Failed", "Cancelled", "Stopped", "Interrupted"}

@@ -82,11 +82,9 @@ def show(c: dict[str, Any], console: Console) -> None:
     elif "step" in then:
         nxt = [f"called {u['name']}({short(json.dumps(u['input'], ensure_ascii=False), 100)})" for u in then["tool_uses"]]
         p(_row("Then", "; ".join(([short(then["text"], 160)] if then["text"] else []) + nxt) or str(then["stop_reason"])))
+    elif "final_text" not in then:  # not ended: running, or waiting for an approval
+        p(_row("Then", f"the turn is {then['turn_status'].replace('_', ' ')}"))
     else:
-        if "final_text" not in then:  # not ended: running, or waiting for an approval
-            p(_row("Then", f"the turn is {then['turn_status'].replace('_', ' ')}"))
-            p(f"[dim]evidence: log positions {', '.join(map(str, c['evidence']))} (`chronicle log {c['session_id'][:8]}`)[/]")
-            return
         end = then.get("final_text") or then.get("reason") or ""
         said = end and not (call is None and end == d["text"])  # the answer explained is the turn's end: said above
         p(_row("Then", f"the turn {then['turn_status']}" + (f": {short(end, 160)}" if said else "")))
