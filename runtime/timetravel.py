@@ -163,11 +163,51 @@ def cut_at_turn(store: ChronicleStore, session_id: UUID, number: int) -> Cut:
     if number <= len(inherited):
         # Inherited turns had all completed before the fork, so they are as they were then.
         start = store.session(session_id, version=1)
-        start.head = inherited[:number]
         position, _ = _cut_of_event(store, session_id, 1)
+        start.compaction = _compaction_at_inherited(store, session_id, start, number)
+        start.head = inherited[:number]
         return Cut(start, position, None, 1)
     own = number - len(inherited)
     return cut_at_version(store, session_id, turn_end_version(store, session, own, shown_as=number), latest=session)
+
+
+def _held(compaction: dict[str, Any] | None, head: list[UUID]) -> dict[str, Any] | None:
+    """`compaction` if it still holds on a branch of `head` (its turns are the branch's first), else None."""
+    compacted = list(compaction["compacted_turn_ids"]) if compaction else []
+    return compaction if compacted and head[: len(compacted)] == compacted else None
+
+
+def _compaction_at_inherited(store: ChronicleStore, fork_id: UUID, start: Session, number: int) -> dict[str, Any] | None:
+    """The compaction the conversation had at a fork's inherited turn `number` (`start`: the fork's first version).
+
+    A fork records the compaction holding where it was cut in the save that starts it (`fork`); without one, none
+    held at any turn it inherited (a compaction holding at an earlier turn of a branch holds at its later turns too,
+    until a later one replaces it). At the cut itself the recorded one is the answer, as the fork's model read it;
+    at an earlier turn it is the one that held in the session that ran that turn as the turn ended, which may be
+    none: a parent compacted after that turn read it uncompacted until then."""
+    found = next(iter(store.events_with_positions([fork_id], topic_suffix=".Compacted", limit=1)), None)
+    if found is None or found[1].originator_version != 2 or found[1].timestamp != start.created_on:
+        return None  # none recorded with the start (or a fork from before forks recorded one: its model read none)
+    head = list(start.head)
+    if number == len(head):
+        return _held(store.session(fork_id, version=2).compaction, head)
+    return _compaction_when_ended(store, start, head[number - 1], head[:number])
+
+
+def _compaction_when_ended(store: ChronicleStore, fork: Session, turn_id: UUID, head: list[UUID]) -> dict[str, Any] | None:
+    """The compaction that held on `head` as `turn_id` ended, in the session that ran it: the fork's parent, or
+    further up when the parent had inherited it too (each fork's first head names the turns it did not run)."""
+    origin = fork.forked_from or {}
+    while origin.get("session_id"):
+        owner = UUID(str(origin["session_id"]))
+        first = store.session(owner, version=1)
+        if turn_id not in first.head:
+            for _, ended in store.events_with_positions([owner], topic_suffix=".TurnEnded"):
+                if getattr(ended, "turn_id", None) == turn_id:
+                    return _held(store.session(owner, version=ended.originator_version).compaction, head)
+            return None
+        origin = first.forked_from or {}
+    return None
 
 
 def cut_at_step(store: ChronicleStore, session_id: UUID, number: int, step: int) -> Cut:
@@ -226,12 +266,20 @@ def as_of_turn(store: ChronicleStore, session_id: UUID, number: int) -> PastView
     return PastView(cut.session, turns_at(store, cut), cut.position, cut.version)
 
 
-def fork(store: ChronicleStore, session_id: UUID, number: int, clock: Clock = SYSTEM_CLOCK, actor: str | None = None) -> Session:
+def fork(
+    store: ChronicleStore, session_id: UUID, number: int, clock: Clock = SYSTEM_CLOCK, actor: str | None = None,
+    present: Session | None = None,
+) -> Session:
     """A new session whose context is the parent's conversation as of turn `number`; no copying.
 
     `actor`: who forked (default: this process's user@host), recorded in `forked_from` beside the
-    origin, so the event keeps its fields and no upcaster is needed (older forks have no actor)."""
-    cut = cut_at_turn(store, session_id, number)  # the branch is all a fork needs: no turn is read
+    origin, so the event keeps its fields and no upcaster is needed (older forks have no actor).
+    `present`: the parent as loaded now, when the fork continues from the end of its branch (chat's
+    /fork, `fork` without `--at`): the fork then starts from the parent's present conversation, with a
+    compaction made since its last turn ended, not from that turn's end, which would hand the fork's model
+    every turn the parent had stopped reading."""
+    # The branch is all a fork needs: no turn is read.
+    cut = Cut(present, 0, None, present.version) if present is not None else cut_at_turn(store, session_id, number)
     # The spec is recorded once, when the session starts, and no event changes it: the session as of
     # the cut has the one it has now, so the parent is not loaded again as it is now (a long
     # session's snapshot and the events after it were most of a fork's own time).
@@ -244,9 +292,8 @@ def fork(store: ChronicleStore, session_id: UUID, number: int, clock: Clock = SY
     # The fork continues from the conversation as `history --at` shows it: a compaction of the parent's branch that
     # still holds at the cut holds on the fork too (recorded with it, in one save), or the fork's model would read
     # every turn the parent's had stopped reading.
-    compaction = cut.session.compaction
-    compacted = list(compaction["compacted_turn_ids"]) if compaction else []
-    if compaction and compacted and cut.session.head[: len(compacted)] == compacted:
-        child.compact(compacted, compaction["summary"], compaction["strategy"], now)
+    compaction = _held(cut.session.compaction, list(cut.session.head))
+    if compaction:
+        child.compact(list(compaction["compacted_turn_ids"]), compaction["summary"], compaction["strategy"], now)
     store.create_session(child)
     return child

@@ -102,15 +102,16 @@ def head_turn_number(store: ChronicleStore, session: Session) -> int:
 def fork(store: ChronicleStore, ref: str | UUID, at: int | None = None, actor: str | None = None) -> Session:
     """A new session continuing from turn `at`, or from the end of the active branch (chat's /fork)."""
     sid = session_id(store, ref)
+    present = None
     if at is None:
-        parent = store.session(sid)
-        if parent.status != "idle":
+        present = store.session(sid)
+        if present.status != "idle":
             raise AppError("the session is busy; fork it when the running turn has ended")
-        at = head_turn_number(store, parent)
+        at = head_turn_number(store, present)
         if at == 0:
             raise AppError(f"session {sid} has no turn on its branch to fork from")
     try:
-        return timetravel.fork(store, sid, at, actor=actor)
+        return timetravel.fork(store, sid, at, actor=actor, present=present)
     except timetravel.TimeTravelError as exc:
         raise AppError(str(exc), exc.exit_code) from None
 
