@@ -358,7 +358,7 @@ class ChronicleStore(SessionTreeReads, SnapshotKeeping):
             # which rebuilt every UUID of a long session (runtime/aggregate_copy.py). A version
             # read is reconstructed fresh, never cached, so it needs no copy.
             aggregate: Any = (
-                self._first(aggregate_id) if version == 1
+                self._early(aggregate_id, version) if version is not None and version < self._first_snapshot
                 else self.repository.get(aggregate_id, version=version, deepcopy_from_cache=False, projector_func=replay)
             )
             if (check := getattr(self.mapper, "check_aggregate", None)) is not None:
@@ -390,11 +390,18 @@ class ChronicleStore(SessionTreeReads, SnapshotKeeping):
             self._first_heads.put(session_id, head)
             return head
 
-    def _first(self, aggregate_id: UUID) -> Any:
-        """An aggregate as its first event made it (a fork's inherited turns are its session's first
-        head): that one event, without the repository's look for a snapshot first, which no first
-        version has (snapshots are taken every 100 events), so one query instead of two."""
-        aggregate = replay(None, self.events.get(aggregate_id, lte=1))
+    @property
+    def _first_snapshot(self) -> int:
+        """The lowest version any snapshot can be of (runtime/snapshot_schedule.py: none before an interval's
+        worth of events): a state read of an earlier version has none to look for."""
+        return min(self.snapshotting_intervals.values(), default=1 << 62)
+
+    def _early(self, aggregate_id: UUID, version: int) -> Any:
+        """An aggregate as its first `version` events made it, from those events alone, without the repository's
+        look for a snapshot first, which no version this early has: one query instead of two (a fork's cut and
+        inherited turns, `history --version`, a short session's past). A snapshot is a cache, so were an older
+        one there, the events would still give the same state."""
+        aggregate = replay(None, self.events.get(aggregate_id, lte=version))
         if aggregate is None:
             raise AggregateNotFoundError(aggregate_id)
         return aggregate
