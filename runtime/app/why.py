@@ -14,8 +14,9 @@ in one answer, each part from the events that recorded it, with their log positi
 - delegated_by: for a sub-agent, the parent's call that started it.
 
 The decision is a tool call named by its tool_use id (as `history` shows it), its id or unique
-prefix, or a tool's name (its last call); by default the last tool call of the active branch. With
-`turn` and no call, the turn's last model decision (its final answer, or where it stopped).
+prefix, or a tool's name (its last call); by default the last tool call of the active branch, or, on a
+branch that called none, its last turn's answer. With `turn` and no call, the turn's last model decision (its
+final answer, or where it stopped).
 Only the active branch is explained: an undone turn is not in the conversation `history` shows.
 """
 
@@ -66,10 +67,7 @@ def _decision(store: ChronicleStore, sid: UUID, head: list[UUID], call: str | No
     if turn is not None and not 1 <= turn <= len(head):
         raise AppError(f"session {sid} has {len(head)} turn(s) on its active branch; --turn takes 1 to {len(head)}", 2)
     if call is None and turn is not None:
-        [found] = store.turns([head[turn - 1]])
-        if not found.steps:
-            raise AppError(f"turn {turn} of session {sid} made no model call", 1)
-        return turn, found, len(found.steps) - 1, None
+        return _answer(store, sid, head, turn)
     wanted = (call or "").strip()
     last = len(head) if turn is None else turn
     first = 1 if turn is None else turn
@@ -86,9 +84,18 @@ def _decision(store: ChronicleStore, sid: UUID, head: list[UUID], call: str | No
         last = start - 1
     where = f"turn {turn} of session {sid}" if turn is not None else f"the active branch of session {sid}"
     if not wanted:
-        raise AppError(f"{where} called no tool; `why {sid} --turn N` explains a turn's final answer", 1)
+        # Nothing named and no tool ever called: the last decision there is is the last turn's answer.
+        return _answer(store, sid, head, len(head))
     raise AppError(f"no tool call {wanted!r} on {where} (give a tool_use id as `history` shows it, a tool call id "
                    "or its prefix, or a tool's name); `audit --session` lists every call", 1)
+
+
+def _answer(store: ChronicleStore, sid: UUID, head: list[UUID], turn: int) -> tuple[int, Turn, int, None]:
+    """Turn `turn`'s last model decision: its final answer, or where it stopped."""
+    [found] = store.turns([head[turn - 1]])
+    if not found.steps:
+        raise AppError(f"turn {turn} of session {sid} made no model call", 1)
+    return turn, found, len(found.steps) - 1, None
 
 
 def _asked(store: ChronicleStore, turn: Turn, step: int, events: list[tuple[int, Any]], evidence: set[int]) -> dict[str, Any]:

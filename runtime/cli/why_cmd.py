@@ -19,7 +19,7 @@ def why(
     session: Annotated[str, typer.Argument(help="Session id or unique prefix", show_default=False)],
     call: Annotated[Optional[str], typer.Argument(
         help="The tool call: its tool_use id as `history` shows it (tu_…), its id or a prefix, or a tool's name "
-             "(its last call); default: the last tool call", show_default=False)] = None,
+             "(its last call); default: the last tool call (the last answer if none was called)", show_default=False)] = None,
     turn: Annotated[Optional[int], typer.Option("--turn", min=1, help="Only in turn TURN (from 1); without CALL, "
                                                 "the turn's last model decision (its final answer)")] = None,
     as_json: JsonOption = False,
@@ -52,7 +52,7 @@ def show(c: dict[str, Any], console: Console) -> None:
     p(_row("Saw", f"{saw['messages']} message(s); the last: {short(_message_text(saw['last']), 160)}"))
     for m in saw.get("shaped_by") or []:
         p(_row("", f"{m['kind']} {m['name']} {m['action']}" + (f" ({m['where']})" if m.get("where") else ""), position=m["position"]))
-    p(_row("", f"[dim]{escape(saw['history'])}[/]", raw=True))
+    p(_row("", f"[dim]{escape(saw['history'])}[/]", raw=True), soft_wrap=True)  # a command to copy: never broken across lines
     decided = [f"text: {short(d['text'], 160)}"] if d["text"] else []
     if d["thinking"]:
         decided.insert(0, f"thinking: {short(d['thinking'], 160)}")

@@ -99,6 +99,28 @@ def test_a_turns_final_answer_is_explained_with_turn_alone(db_url, workspace, tm
         assert unknown.value.code == 1 and "audit --session" in str(unknown.value)
 
 
+def test_a_branch_that_called_no_tool_explains_its_last_answer_by_default(db_url, workspace, tmp_path):
+    """"Why did it say that?" with nothing named, on a session that only talked: its last turn's answer, not an
+    error asking for `--turn`."""
+    provider = scripted(tmp_path, [response(text("hello"))], [response(text("the second answer"))])
+    with Chronicle(db_url) as app:
+        agent = Agent(tools=[], provider=provider)
+        sid = app.run_sync(agent, "first", workspace=workspace).session_id
+        app.run_sync(agent, "second", session=sid, workspace=workspace)
+        chain = app.why(sid)
+        assert chain == app.why(sid, turn=2)
+        assert chain["tool_call"] is None and chain["decided"]["text"] == "the second answer"
+        assert chain["asked"]["input"] == "second"
+        with pytest.raises(ChronicleError) as named:
+            app.why(sid, "peek")
+        assert named.value.code == 1 and "no tool call 'peek'" in str(named.value)
+    shown = cli("why", sid[:8], db=db_url, env={"COLUMNS": "60"})
+    assert shown.returncode == 0, shown.stderr
+    assert "Why the answer" in shown.stdout and "the second answer" in shown.stdout
+    # The command that shows what the model saw is one line to copy, however narrow the terminal.
+    assert f"chronicle history {sid} --at 2 --step 0" in shown.stdout
+
+
 def test_the_branch_is_read_from_its_end_in_pieces_and_an_early_call_is_still_found(db_url, workspace, tmp_path, monkeypatch):
     from chronicle.runtime.app import why as why_module
 
