@@ -219,16 +219,20 @@ def cut_at_step(store: ChronicleStore, session_id: UUID, number: int, step: int)
     during the turn), so a long turn's middle is one indexed read away, not its replay."""
     try:
         end = cut_at_turn(store, session_id, number)
+        # Turn `number` is the one that had just ended there: the branch's last (not its `number`-th, which is
+        # another turn, or none, once an undo has taken turns off the branch before it).
+        turn_id = end.session.head[-1]
     except MomentOutOfRange:
         raise
     except TimeTravelError:
         # A turn not ended yet (running, or waiting for approval): the steps it took are the past already, and
         # what the model was sent for one of them is what a person asks before approving what it decided.
         latest = store.session(session_id)
-        if not 1 <= number <= len(latest.head):
+        numbered = [*inherited_turns(store, latest), *latest.turns]
+        if not 1 <= number <= len(numbered) or numbered[number - 1] not in latest.head:
             raise
         end = Cut(latest, 0, None, latest.version)
-    turn_id = end.session.head[number - 1]
+        turn_id = numbered[number - 1]
     answered = step_answer(store, turn_id, step)
     if answered is None:
         raise MomentOutOfRange(f"turn {number} of session {session_id} has no step {step}; `chronicle log` lists its steps")

@@ -17,7 +17,8 @@ The decision is a tool call named by its tool_use id (as `history` shows it), it
 prefix, or a tool's name (its last call); by default the last tool call of the active branch, or, on a
 branch that called none, its last turn's answer. With `turn` and no call, the turn's last model decision (its
 final answer, or where it stopped).
-Only the active branch is explained: an undone turn is not in the conversation `history` shows.
+Turns are numbered as `history --at`, `log` and `audit` number them; a call undone since is found too, after the
+active branch, and says so (`on_branch: false`).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from chronicle.domain.tool_call import ToolCall
 from chronicle.domain.turn import Turn
 
 from ..store import ChronicleStore
+from ..timetravel import inherited_turns
 from .errors import AppError
 from .queries import history, session_id
 
@@ -43,12 +45,14 @@ def why(store: ChronicleStore, ref: str | UUID, call: str | None = None, turn: i
     """`why SESSION [CALL] [--turn N] --json`. Unknown calls and turns are AppError 1; a turn out of range 2."""
     sid = session_id(store, ref)
     session = store.session(sid)
-    position, found, step, use = _decision(store, sid, list(session.head), call, turn)
-    chain: dict[str, Any] = {"session_id": str(sid), "turn": position, "turn_id": str(found.id), "step": step}
+    numbered = [*inherited_turns(store, session), *session.turns]
+    number, found, step, use = _decision(store, sid, numbered, list(session.head), call, turn)
+    chain: dict[str, Any] = {"session_id": str(sid), "turn": number, "turn_id": str(found.id), "step": step,
+                             "on_branch": found.id in session.head}
     evidence: set[int] = set()
     turn_events = list(store.events_with_positions([found.id]))
     chain["asked"] = _asked(store, found, step, turn_events, evidence)
-    chain["saw"] = _saw(store, sid, position, step)
+    chain["saw"] = _saw(store, sid, number, step)
     chain["decided"] = _decided(found, step, turn_events, evidence)
     chain["saw"]["shaped_by"] = _shaped_by(turn_events, chain["decided"].get("position"), evidence)
     chain["tool_call"] = _call(store, found, step, use, evidence) if use is not None else None
@@ -58,41 +62,61 @@ def why(store: ChronicleStore, ref: str | UUID, call: str | None = None, turn: i
     return chain
 
 
-def _decision(store: ChronicleStore, sid: UUID, head: list[UUID], call: str | None,
+def _decision(store: ChronicleStore, sid: UUID, numbered: list[UUID], head: list[UUID], call: str | None,
               turn: int | None) -> tuple[int, Turn, int, dict[str, Any] | None]:
-    """(branch position, turn, step, tool_use block or None) of the decision asked about. The branch is read
-    from its end a few turns at a time: the decision asked about is usually recent, and a session long."""
+    """(turn number, turn, step, tool_use block or None) of the decision asked about.
+
+    Turns are numbered as `history --at`, `log` and `audit` number them (a fork's inherited ones first, then the
+    session's own in the order they began, undone ones included), so the `history --at T --step S` the answer
+    prints is that turn's. A call is looked for on the active branch first, from its end a few turns at a time
+    (the decision asked about is usually recent, and a session long), then among the turns undone since: an
+    auditor's question is often about what was taken back."""
     if not head:
         raise AppError(f"session {sid} has no turn on its active branch yet: nothing was decided", 1)
-    if turn is not None and not 1 <= turn <= len(head):
-        raise AppError(f"session {sid} has {len(head)} turn(s) on its active branch; --turn takes 1 to {len(head)}", 2)
-    if call is None and turn is not None:
-        return _answer(store, sid, head, turn)
-    wanted = (call or "").strip()
-    last = len(head) if turn is None else turn
-    first = 1 if turn is None else turn
-    while last >= first:
-        start = max(first, last - SCAN + 1)
-        for position, t in reversed(list(enumerate(store.turns(head[start - 1:last]), start))):
+    if turn is not None and not 1 <= turn <= len(numbered):
+        raise AppError(f"session {sid} has {len(numbered)} turn(s); --turn takes 1 to {len(numbered)}", 2)
+    number_of = {t: n for n, t in enumerate(numbered, 1)}
+    if call is None:
+        if turn is not None:
+            return _answer(store, sid, numbered, turn)
+        if (found := _scan(store, head, number_of, "")) is not None:
+            return found
+        # Nothing named and no tool ever called: the last decision there is is the last turn's answer.
+        return _answer(store, sid, numbered, number_of[head[-1]])
+    wanted = call.strip()
+    if turn is not None:
+        found = _scan(store, [numbered[turn - 1]], number_of, wanted)
+    else:
+        on_branch = set(head)
+        found = _scan(store, head, number_of, wanted) or _scan(store, [t for t in numbered if t not in on_branch], number_of, wanted)
+    if found is not None:
+        return found
+    where = f"turn {turn} of session {sid}" if turn is not None else f"session {sid} (its active branch and undone turns)"
+    raise AppError(f"no tool call {wanted!r} on {where} (give a tool_use id as `history` shows it, a tool call id "
+                   "or its prefix, or a tool's name); `audit --session` lists every call", 1)
+
+
+def _scan(store: ChronicleStore, turns: list[UUID], number_of: dict[UUID, int],
+          wanted: str) -> tuple[int, Turn, int, dict[str, Any]] | None:
+    """The last tool call in `turns` that `wanted` names (any call when empty), read from their end."""
+    last = len(turns)
+    while last >= 1:
+        start = max(1, last - SCAN + 1)
+        for t in reversed(store.turns(turns[start - 1:last])):
             for entry in reversed(t.steps):
                 for block in reversed(entry["response"].get("content", [])):
                     if block.get("type") != "tool_use":
                         continue
                     cid = str(tool_call_id(t.id, entry["step"], block["id"]))
                     if not wanted or wanted in (block["id"], block.get("name")) or (len(wanted) >= 4 and cid.startswith(wanted.lower())):
-                        return position, t, entry["step"], block
+                        return number_of[t.id], t, entry["step"], block
         last = start - 1
-    where = f"turn {turn} of session {sid}" if turn is not None else f"the active branch of session {sid}"
-    if not wanted:
-        # Nothing named and no tool ever called: the last decision there is is the last turn's answer.
-        return _answer(store, sid, head, len(head))
-    raise AppError(f"no tool call {wanted!r} on {where} (give a tool_use id as `history` shows it, a tool call id "
-                   "or its prefix, or a tool's name); `audit --session` lists every call", 1)
+    return None
 
 
-def _answer(store: ChronicleStore, sid: UUID, head: list[UUID], turn: int) -> tuple[int, Turn, int, None]:
+def _answer(store: ChronicleStore, sid: UUID, numbered: list[UUID], turn: int) -> tuple[int, Turn, int, None]:
     """Turn `turn`'s last model decision: its final answer, or where it stopped."""
-    [found] = store.turns([head[turn - 1]])
+    [found] = store.turns([numbered[turn - 1]])
     if not found.steps:
         raise AppError(f"turn {turn} of session {sid} made no model call", 1)
     return turn, found, len(found.steps) - 1, None

@@ -20,7 +20,7 @@ def why(
     call: Annotated[Optional[str], typer.Argument(
         help="The tool call: its tool_use id as `history` shows it (tu_…), its id or a prefix, or a tool's name "
              "(its last call); default: the last tool call (the last answer if none was called)", show_default=False)] = None,
-    turn: Annotated[Optional[int], typer.Option("--turn", min=1, help="Only in turn TURN (from 1); without CALL, "
+    turn: Annotated[Optional[int], typer.Option("--turn", min=1, help="Only in turn TURN (from 1, as history --at and audit number turns); without CALL, "
                                                 "the turn's last model decision (its final answer)")] = None,
     as_json: JsonOption = False,
     db: DbOption = None,
@@ -39,7 +39,8 @@ def show(c: dict[str, Any], console: Console) -> None:
     p = console.print
     d, call = c["decided"], c["tool_call"]
     what = f"{call['name']} ({call['tool_use_id']})" if call else "the answer"
-    p(f"[bold]Why {escape(what)}[/] — session {c['session_id'][:8]}, turn {c['turn']}, step {c['step']}")
+    undone = "" if c.get("on_branch", True) else " [yellow](undone since: not on the active branch)[/]"
+    p(f"[bold]Why {escape(what)}[/] — session {c['session_id'][:8]}, turn {c['turn']}, step {c['step']}{undone}")
     if c["delegated_by"]:
         parent = c["delegated_by"]
         p(_row("Started by", f"sub-agent {parent['agent']} of session {parent['session_id'][:8]}"

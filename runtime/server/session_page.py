@@ -28,6 +28,7 @@ from chronicle.projections.summaries import summaries
 from chronicle.runtime.app import queries
 from chronicle.runtime.read_models import caught_up
 from chronicle.runtime.store import ChronicleStore
+from chronicle.runtime.timetravel import inherited_turns
 
 #: Turns on one page; the slider and the turn list move the window.
 TURNS_SHOWN = 20
@@ -48,6 +49,9 @@ class TurnView:
     started_at: str
     inherited: bool
     rows: list[dict[str, Any]] = field(default_factory=list)
+    #: The turn's number as `history --at`, `log`, `audit` and `why` count (undone turns included): `number` is its
+    #: place on the branch, which this page pages by.
+    counted: int = 0
 
 
 def build(store: ChronicleStore, sid: UUID, at: int | None, every_turn: bool = False) -> dict[str, Any]:
@@ -71,11 +75,14 @@ def build(store: ChronicleStore, sid: UUID, at: int | None, every_turn: bool = F
         row = queries.session_row(store, session, titles.get(str(sid)), report.total_usd(str(sid)))
         children = _children(store, report, str(sid))
     decided = _decisions_by_call(trail)
+    counted = {t: n for n, t in enumerate([*inherited_turns(store, session), *session.turns], 1)}
     views = [
         _turn_view(start + i, turn, calls[turn.id], decided, inherited=turn.session_id != session.id,
                    origin=session.input_origins.get(turn.input_id) if turn.session_id == session.id else None)
         for i, turn in enumerate(turns)
     ]
+    for view, turn in zip(views, turns, strict=True):
+        view.counted = counted.get(turn.id, view.number)
     return {
         "row": row, "at": at if at is None else end, "total_turns": total, "first_shown": start, "last_shown": end,
         "turns": views, "turn_nav": _turn_nav(start, end, total), "page_size": TURNS_SHOWN,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
+from uuid import UUID
 
 from fastapi import FastAPI, HTTPException
 from fastapi.responses import HTMLResponse
@@ -59,6 +60,9 @@ def mount_viewer(app: FastAPI, chronicle: Chronicle) -> None:
     def why_page(session_id: str, call: str | None = None, turn: int | None = None) -> HTMLResponse:
         """One decision's chain (runtime/app/why.py), linked from each tool call of the session page."""
         chain = chronicle.why(session_id, call, turn=turn)
+        # The session page numbers the branch's turns by their place on it; `why` numbers them as `history --at` does.
+        head = [str(t) for t in chronicle.store.session(UUID(chain["session_id"]), copy=False).head]
+        chain["branch_turn"] = head.index(chain["turn_id"]) + 1 if chain["turn_id"] in head else None
         tool = chain["tool_call"]
         return page("why.html", chain=chain, what=f"{tool['name']} ({tool['tool_use_id']})" if tool else "the answer")
 

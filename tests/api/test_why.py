@@ -121,6 +121,41 @@ def test_a_branch_that_called_no_tool_explains_its_last_answer_by_default(db_url
     assert f"chronicle history {sid} --at 2 --step 0" in shown.stdout
 
 
+def test_after_an_undo_turns_are_numbered_as_audit_numbers_them_and_an_undone_call_is_still_explained(db_url, workspace, tmp_path):
+    """An undo takes a turn off the branch but not out of the numbering `history --at`, `log` and `audit` use: `why`
+    counted branch positions, so after undo + a new turn it called that turn 3 and printed `history --at 3 --step 0`,
+    the undone turn's context. `history --at 4 --step 0` itself failed (the step's turn was taken as the branch's
+    4th). And the call an auditor asks about after an undo is the one taken back: it was "not on the branch"."""
+    turns = [[response(tool_use(f"t{i}", "peek", key=k)), response(text(f"answer {k}"))] for i, k in enumerate("abcd", 1)]
+    with Chronicle(db_url) as app:
+        agent = Agent(tools=[peek], provider=scripted(tmp_path, *turns))
+        sid = app.run_sync(agent, "one", workspace=workspace).session_id
+        for prompt in ("two", "three"):
+            app.run_sync(agent, prompt, session=sid, workspace=workspace)
+        app.undo(sid)
+        app.run_sync(agent, "four", session=sid, workspace=workspace)
+        audit_turns = {r["tool_call_id"]: r["turn"] for r in app.audit(session=sid) if r["kind"] == "tool_call"}
+
+        last = app.why(sid)
+        assert (last["turn"], last["on_branch"], last["asked"]["input"]) == (4, True, "four")
+        assert audit_turns[last["tool_call"]["tool_call_id"]] == 4
+        assert last["saw"]["history"].endswith("--at 4 --step 0")
+        seen = app.history(sid, at=4, step=0)
+        assert seen[-1]["content"][0]["text"] == "four" and last["saw"]["messages"] == len(seen) == 9
+
+        undone = app.why(sid, "t3")
+        assert (undone["turn"], undone["on_branch"], undone["asked"]["input"]) == (3, False, "three")
+        assert undone["tool_call"]["result"]["content"] == "value of c"
+        assert audit_turns[undone["tool_call"]["tool_call_id"]] == 3
+        assert app.history(sid, at=3, step=0)[-1]["content"][0]["text"] == "three"
+        answer = app.why(sid, turn=3)
+        assert (answer["on_branch"], answer["decided"]["text"]) == (False, "answer c")
+        assert app.why(sid, "t1")["on_branch"] is True  # on the branch still: found there first
+    shown = cli("why", sid[:8], "t3", db=db_url)
+    assert shown.returncode == 0, shown.stderr
+    assert "turn 3" in shown.stdout and "undone since" in shown.stdout
+
+
 def test_the_branch_is_read_from_its_end_in_pieces_and_an_early_call_is_still_found(db_url, workspace, tmp_path, monkeypatch):
     from chronicle.runtime.app import why as why_module
 

@@ -84,6 +84,26 @@ def test_each_tool_call_links_to_why_it_was_made_and_that_page_escapes_what_was_
         assert httpx.get(f"{base}/ui/sessions/{sid}/why", params={"call": "tu_z"}).status_code == 404
 
 
+def test_after_an_undo_the_why_links_name_each_call_by_the_turn_history_and_audit_give_it(db_url, workspace, tmp_path):
+    """The page numbers the branch's turns by their place on it (2 after an undo and a new turn); `why` numbers them
+    as `history --at` does (3). Its link passes the latter, and the why page of a call undone since says so."""
+    turns = [[response(tool_use(f"tu_{k}", "read_file", path="hello.txt")), response(text(f"answer {k}"))] for k in "abc"]
+    script = write_script(tmp_path / "s.json", turns)
+    run = ("--provider", f"scripted:{script}", "--workspace", str(workspace), "--json")
+    sid = json_lines(cli("run", "one", *run, db=db_url).stdout)[0]["session_id"]
+    assert cli("run", "two", "--session", sid, *run, db=db_url).returncode == 0
+    assert cli("undo", sid, db=db_url).returncode == 0
+    assert cli("run", "three", "--session", sid, *run, db=db_url).returncode == 0
+    with serving(db_url, workspace) as base:
+        page = httpx.get(f"{base}/ui/sessions/{sid}").text
+        assert f'href="/ui/sessions/{sid}/why?call=tu_c&amp;turn=3"' in page
+        latest = httpx.get(f"{base}/ui/sessions/{sid}/why", params={"call": "tu_c", "turn": 3})
+        assert latest.status_code == 200 and "three" in latest.text and "undone since" not in latest.text
+        assert f"/ui/sessions/{sid}?at=2#turn-2" in latest.text  # its place on the branch, for the session page
+        undone = httpx.get(f"{base}/ui/sessions/{sid}/why", params={"call": "tu_b"})
+        assert undone.status_code == 200 and "undone since" in undone.text and "two" in undone.text
+
+
 def test_a_call_waiting_for_approval_links_to_why_before_anyone_answers(db_url, workspace, tmp_path):
     script = write_script(tmp_path / "s.json", [response(text("I will clean up."), tool_use("tu_rm", "bash", command="rm -rf build")),
                                                 response(text("cleaned"))])
