@@ -71,3 +71,22 @@ def same_value(a: Any, b: Any) -> bool:
     if isinstance(a, float) and a != a:
         return b != b
     return bool(a == b)
+
+
+def pg_statements(run: Any) -> list[str]:
+    """The SQL text of every statement psycopg executes while `run()` runs (no result is changed)."""
+    import psycopg
+
+    seen: list[str] = []
+    real = psycopg.Cursor.execute
+
+    def spy(cursor, query, *args, **kwargs):  # noqa: ANN001
+        seen.append(query.as_string(cursor.connection) if hasattr(query, "as_string") else str(query))
+        return real(cursor, query, *args, **kwargs)
+
+    psycopg.Cursor.execute = spy  # type: ignore[method-assign]
+    try:
+        run()
+    finally:
+        psycopg.Cursor.execute = real  # type: ignore[method-assign]
+    return seen

@@ -7,33 +7,16 @@ Past the interval the snapshot is still used, and either way the state is the ev
 
 from __future__ import annotations
 
-import psycopg
-
 from chronicle.domain.agent_spec import AgentSpec
 from chronicle.runtime.sessions import start_session, submit_input
 from chronicle.runtime.store import ChronicleStore
 from tests.conftest import fresh_pg_url
+from tests.helpers import pg_statements
 
 
 class EveryThird(ChronicleStore):
     name = ChronicleStore.name
     snapshotting_intervals = {cls: 3 for cls in ChronicleStore.snapshotting_intervals}
-
-
-def _statements(run) -> list[str]:  # noqa: ANN001 - a callable
-    seen: list[str] = []
-    real = psycopg.Cursor.execute
-
-    def spy(cursor, query, *args, **kwargs):  # noqa: ANN001
-        seen.append(query.as_string(cursor.connection) if hasattr(query, "as_string") else str(query))
-        return real(cursor, query, *args, **kwargs)
-
-    psycopg.Cursor.execute = spy  # type: ignore[method-assign]
-    try:
-        run()
-    finally:
-        psycopg.Cursor.execute = real  # type: ignore[method-assign]
-    return seen
 
 
 def test_an_early_version_is_read_from_its_events_and_a_later_one_from_its_snapshot(pg_database, tmp_path):
@@ -47,10 +30,10 @@ def test_an_early_version_is_read_from_its_events_and_a_later_one_from_its_snaps
         assert latest.version >= 5
         with EveryThird(url) as cold:
             early = []
-            statements = _statements(lambda: early.append(cold.session(session.id, version=2)))
+            statements = pg_statements(lambda: early.append(cold.session(session.id, version=2)))
             assert not [s for s in statements if "snapshots" in s], statements
             later = []
-            statements = _statements(lambda: later.append(cold.session(session.id, version=4)))
+            statements = pg_statements(lambda: later.append(cold.session(session.id, version=4)))
             assert [s for s in statements if "snapshots" in s], statements  # version 3 has one: it is read first
         assert [q["text"] for q in early[0].queue] == ["one"] and [q["text"] for q in later[0].queue] == ["one", "two", "three"]
         assert early[0].version == 2 and later[0].version == 4

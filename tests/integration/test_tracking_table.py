@@ -20,28 +20,13 @@ from chronicle.projections.history import HistoryProjection
 from chronicle.projections.sql import Database
 from chronicle.runtime.store import ChronicleStore
 from tests.conftest import fresh_pg_url
-
-
-def _statements(run) -> list[str]:  # noqa: ANN001 - a callable
-    seen: list[str] = []
-    real = psycopg.Cursor.execute
-
-    def spy(cursor, query, *args, **kwargs):  # noqa: ANN001
-        seen.append(query.as_string(cursor.connection) if hasattr(query, "as_string") else str(query))
-        return real(cursor, query, *args, **kwargs)
-
-    psycopg.Cursor.execute = spy  # type: ignore[method-assign]
-    try:
-        run()
-    finally:
-        psycopg.Cursor.execute = real  # type: ignore[method-assign]
-    return seen
+from tests.helpers import pg_statements
 
 
 def test_a_second_engine_issues_no_ddl_and_a_lost_marker_is_set_up_again(pg_database):
     pg_url = fresh_pg_url(pg_database)
     store = ChronicleStore(pg_url)
-    first = _statements(lambda: ProjectionEngine(store, [HistoryProjection()]))
+    first = pg_statements(lambda: ProjectionEngine(store, [HistoryProjection()]))
     assert any(s.lstrip().upper().startswith("CREATE TABLE") for s in first)  # a fresh store: set up
     engine = ProjectionEngine(store, [HistoryProjection()])
     engine.catch_up()
@@ -49,7 +34,7 @@ def test_a_second_engine_issues_no_ddl_and_a_lost_marker_is_set_up_again(pg_data
     before = engine.db.position(key)
 
     reopened = ChronicleStore(pg_url)  # the store's own tables are not the engine's business
-    again = _statements(lambda: ProjectionEngine(reopened, [HistoryProjection()]))
+    again = pg_statements(lambda: ProjectionEngine(reopened, [HistoryProjection()]))
     assert not [s for s in again if s.lstrip().upper().startswith(("CREATE", "ALTER", "LOCK"))], again
 
     schema = pg_url.split("?schema=")[1]
