@@ -521,11 +521,22 @@ class Session(SessionView, Aggregate):
         self.steering = [s for s in self.steering if s["steer_id"] not in steer_ids]
 
     def request_cancel(self, reason: str, now: datetime, actor: str | None = None) -> UUID:
-        """Ask whichever process runs the active turn to cancel it; it polls for this."""
+        """Ask whichever process runs the active turn to cancel it; it polls for this.
+
+        A request the pending one already makes (this turn, this reason) records nothing: it would
+        change nothing the loop reads, and requests back to back (a script cancelling in a loop)
+        each took a session version, so the running loop's own session writes lost every race
+        and the turn failed. The first request stays the record of who asked and why."""
         if self.active_turn_id is None:
             raise DomainError(f"session {self.id} has no turn running; nothing to cancel")
-        self._cancel_requested(turn_id=self.active_turn_id, reason=reason, actor=actor, timestamp=now)
+        if not self.cancel_pending(reason):
+            self._cancel_requested(turn_id=self.active_turn_id, reason=reason, actor=actor, timestamp=now)
         return self.active_turn_id
+
+    def cancel_pending(self, reason: str) -> bool:
+        """Whether a cancel of the active turn, for `reason`, is already requested and not yet honoured."""
+        request = self.cancel_requested
+        return request is not None and request["turn_id"] == self.active_turn_id and request["reason"] == reason
 
     class CancelRequested(Decided, Event):
         turn_id: UUID

@@ -289,16 +289,26 @@ def steer(store: ChronicleStore, session_id: UUID, text: str, wait_batch: bool =
 
 def request_cancel(store: ChronicleStore, session_id: UUID, reason: str, clock: Clock = SYSTEM_CLOCK,
                    actor: str | None = None) -> UUID:
+    """The running turn's id; a request already pending for it records nothing (`Session.request_cancel`)."""
+    return record_cancel_request(store, session_id, reason, clock, actor)[0]
+
+
+def record_cancel_request(store: ChronicleStore, session_id: UUID, reason: str, clock: Clock = SYSTEM_CLOCK,
+                          actor: str | None = None) -> tuple[UUID, bool]:
+    """The running turn's id, and whether its cancel was already pending (then nothing is recorded
+    and no one is woken: the running loop has been told once already)."""
     now = clock.now()
     actor = actor or process_actor()
-    seen: dict[str, UUID] = {}
+    seen: dict[str, Any] = {}
 
     def command(session: Session) -> None:
+        seen["already"] = session.cancel_pending(reason)
         seen["turn_id"] = session.request_cancel(reason, now, actor=actor)
 
     store.update_session(session_id, command)
-    notify_control(store, session_id)
-    return seen["turn_id"]
+    if not seen["already"]:
+        notify_control(store, session_id)
+    return seen["turn_id"], seen["already"]
 
 
 def cancel_paused_turn(store: ChronicleStore, session_id: UUID, reason: str, clock: Clock = SYSTEM_CLOCK,

@@ -248,6 +248,8 @@ class ChronicleStore(SessionTreeReads, SnapshotKeeping):
             else:
                 session = self.session(session_id)
                 command(session)
+            if not events and not session.pending_events:
+                return session  # the command found its change made already: nothing to write, nothing to race
             try:
                 self.save(session, *events)
                 return session

@@ -54,10 +54,16 @@ class Cancelled:
     #: idle (nothing ran) | cancelled (a paused turn, here and now) | requested (no process confirmed) | the turn's end status
     status: str
     paused: bool = False
+    #: The same request (this turn, this reason) was pending already, so this one recorded nothing.
+    already_requested: bool = False
 
     def row(self) -> dict[str, Any]:
-        """`cancel --json`."""
-        return {"session_id": str(self.session_id), "turn_id": str(self.turn_id) if self.turn_id else None, "status": self.status}
+        """`cancel --json`; `already_requested` only when true, so the usual answer keeps its three fields."""
+        row: dict[str, Any] = {"session_id": str(self.session_id), "turn_id": str(self.turn_id) if self.turn_id else None,
+                               "status": self.status}
+        if self.already_requested:
+            row["already_requested"] = True
+        return row
 
 
 def cancel(store: ChronicleStore, ref: str | UUID, wait_s: float = 10.0, reason: str = CANCEL_REASON,
@@ -72,18 +78,18 @@ def cancel(store: ChronicleStore, ref: str | UUID, wait_s: float = 10.0, reason:
     waiting = controls.TurnEndWait(store, sid) if wait_s > 0 else None  # listening before the request is recorded
     try:
         try:
-            turn_id = controls.request_cancel(store, sid, reason, actor=actor)
+            turn_id, already = controls.record_cancel_request(store, sid, reason, actor=actor)
         except DomainError:
             # The only refusal: no turn running when the request was written (read afresh there). The turn ended
             # between the look above and the request; that the next queued input may have started a turn since
             # does not make it the one this cancel was asked for.
             return Cancelled(sid, None, "idle")
         if waiting is None or not waiting.ended(turn_id, wait_s):
-            return Cancelled(sid, turn_id, "requested")
+            return Cancelled(sid, turn_id, "requested", already_requested=already)
     finally:
         if waiting is not None:
             waiting.close()
-    return Cancelled(sid, turn_id, store.turn(turn_id).status)
+    return Cancelled(sid, turn_id, store.turn(turn_id).status, already_requested=already)
 
 
 async def compact(store: ChronicleStore, ref: str | UUID, strategy: str = "summary", keep: int | None = None,

@@ -1,20 +1,27 @@
 """`cancel` from one process while a worker ends turn after turn in another: a turn may end between
 cancel's look at the session and its request. Cancel promises exit 0 also when nothing runs, so the
 turn that ended meanwhile is "nothing running", never a DomainError (an internal error at the CLI).
-A storm of processes steering and cancelling one session found it."""
+A storm of processes steering and cancelling one session found it; it also found that cancels back to back
+starved the running loop's session writes, which a cancel already pending now answers without a write."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
 import sys
-import time
 
 from chronicle.domain.agent_spec import AgentSpec
+from chronicle.domain.errors import DomainError
+from chronicle.domain.session import Session
 from chronicle.runtime.app import approvals, controls
+from chronicle.runtime.controls import request_cancel
+from chronicle.runtime.loop import AgentLoop
+from chronicle.runtime.providers.scripted import ScriptedProvider
 from chronicle.runtime.sessions import start_session, submit_input
 from chronicle.runtime.store import ChronicleStore
+from chronicle.runtime.toolsets import toolbox_for
 from tests.helpers import cli, response, text, tool_use
 from tests.recovery import assert_log_is_whole
 
@@ -35,10 +42,9 @@ def test_cancels_racing_turns_that_end_always_answer_and_every_turn_ends(db_url,
     answers = []
     try:
         while worker.poll() is None:
+            # Back to back, with no breath between them: each used to record a request, and the worker's session
+            # writes lost 20 races in a row (the turn failed); a request already pending now records nothing.
             answers.append(controls.cancel(store, session.id, wait_s=0).status)  # raised DomainError when a turn ended meanwhile
-            # A breath between requests: back to back (≈ 1,000 a second) they starve the worker's session writes (its
-            # update_session loses 20 times running and the turn fails), a separate matter from the race tested here.
-            time.sleep(0.002)
     finally:
         if worker.poll() is None:
             worker.kill()
@@ -93,4 +99,77 @@ def test_a_cancel_racing_an_approval_of_the_paused_turn_cancels_it_and_loses_not
     assert not (workspace / "hi").exists()
     assert_log_is_whole(store, sid)
     assert cli("verify", "--all", db=db_url).returncode == 0
+    store.close()
+
+
+class CancelledBeforeEachSave(ChronicleStore):
+    """A store on which another process asks to cancel the running turn before every session write of the loop, between
+    its read and its save: the storm of repeated cancel requests, without depending on timing."""
+
+    name = ChronicleStore.name
+
+    def __init__(self, url: str) -> None:
+        super().__init__(url)
+        self.other = ChronicleStore(url)
+        self.asked = 0
+
+    def save(self, *objs, **kwargs):
+        for obj in objs:
+            if isinstance(obj, Session) and obj.pending_events:
+                try:
+                    request_cancel(self.other, obj.id, "cancelled by request (storm)")
+                    self.asked += 1
+                except DomainError:
+                    pass  # no turn running yet: nothing to cancel
+        return super().save(*objs, **kwargs)
+
+    def close(self) -> None:
+        self.other.close()
+        super().close()
+
+
+def cancel_requests(store: ChronicleStore, session_id) -> list:
+    return [e for e in store.events.get(session_id) if isinstance(e, Session.CancelRequested)]
+
+
+def test_repeated_cancel_requests_record_one_and_never_starve_the_loops_writes(db_url, tmp_path):
+    script = tmp_path / "s.json"
+    script.write_text(json.dumps({"agents": {"main": [response(text("ok"))]}}))
+    store = CancelledBeforeEachSave(db_url)
+    session, _ = start_session(store, AgentSpec(tools=[], workspace=str(tmp_path)), "go")
+    loop = AgentLoop(store, ScriptedProvider(script), toolbox_for([]), tmp_path)
+    outcome = asyncio.run(loop.run_next(session.id))  # failed: "kept changing under 20 attempts", each retry lost to a request
+    assert outcome.status in ("completed", "cancelled"), (outcome.status, getattr(outcome, "error", None))
+    assert store.asked >= 2  # the same request came again while the first was pending
+    [request] = cancel_requests(store, session.id)  # the first one is the record; the repeats said nothing new
+    assert request.reason == "cancelled by request (storm)"
+    after = store.session(session.id)
+    assert after.status == "idle" and after.cancel_requested is None
+    assert_log_is_whole(store, session.id)
+    store.close()
+
+
+def test_a_cancel_already_requested_answers_as_accepted_and_records_nothing_more(db_url, tmp_path):
+    script = tmp_path / "s.json"
+    script.write_text(json.dumps({"agents": {"main": [dict(response(text("ok")), until_file="never")]}}))
+    store = ChronicleStore(db_url)
+    session, _ = start_session(store, AgentSpec(provider=f"scripted:{script}", model="scripted", tools=[], workspace=str(tmp_path)), "go")
+    loop = AgentLoop(store, ScriptedProvider(script), toolbox_for([]), tmp_path)
+
+    async def run_and_cancel():
+        running = asyncio.ensure_future(loop.run_next(session.id))
+        while store.session(session.id).active_turn_id is None:
+            await asyncio.sleep(0.01)
+        first = controls.cancel(store, session.id, wait_s=0)
+        again = controls.cancel(store, session.id, wait_s=0)
+        other = controls.cancel(store, session.id, wait_s=0, reason="another reason")
+        return first, again, other, await running
+
+    first, again, other, outcome = asyncio.run(run_and_cancel())
+    assert (first.status, again.status) == ("requested", "requested")
+    assert not first.already_requested and again.already_requested and not other.already_requested
+    assert first.row() == {"session_id": str(session.id), "turn_id": str(first.turn_id), "status": "requested"}
+    assert again.row()["already_requested"] is True and again.turn_id == first.turn_id
+    assert [r.reason for r in cancel_requests(store, session.id)] == [controls.CANCEL_REASON, "another reason"]
+    assert outcome.status == "cancelled"
     store.close()
