@@ -98,6 +98,12 @@ def restore_files(workspace: Path, plan: list[FileRestore], store_url: str | Non
     Each file is acted on by its own path, under the tools' confinement: never through a link
     that replaced it (a symlink is refused; a hard link keeps its content, because the restored
     file is a new one renamed into place), never in the event store."""
+    return write_restored(workspace, plan, checked_restore(workspace, plan, store_url), store_url)
+
+
+def checked_restore(workspace: Path, plan: list[FileRestore], store_url: str | None = None) -> list[tuple[Path, FileRestore]]:
+    """Every file checked, nothing written: each one's path and what restoring it will do (its `action`),
+    or TimeTravelError naming the first file someone changed since."""
     sandbox = Sandbox.of(workspace, store_url)
     targets = []
     for target, item, current in _as_they_are(sandbox, plan, "undo"):
@@ -111,6 +117,13 @@ def restore_files(workspace: Path, plan: list[FileRestore], store_url: str | Non
                 f"Put it back by hand, or undo without --files"
             )
         targets.append((target, item))
+    return targets
+
+
+def write_restored(workspace: Path, plan: list[FileRestore], targets: list[tuple[Path, FileRestore]],
+                   store_url: str | None = None) -> list[FileRestore]:
+    """Write what `checked_restore` decided, then remove the directories the turns' writes made, if empty."""
+    sandbox = Sandbox.of(workspace, store_url)
     for target, item in targets:
         if item.action == "deleted":
             target.unlink(missing_ok=True)
@@ -166,10 +179,15 @@ def files_root(session: Session, workspace: Path | None) -> Path:
 
 def undo(store: ChronicleStore, session_id: UUID, count: int, files: bool = False, workspace: Path | None = None,
          clock: Clock = SYSTEM_CLOCK, actor: str | None = None) -> UndoResult:
-    """Move the last `count` turns off the active branch; with `files`, put their files back first.
+    """Move the last `count` turns off the active branch; with `files`, put their files back too.
 
-    Files are written before the events are recorded: if the process dies in between, running
-    the same undo again finds the files already restored and records it then.
+    The files are checked first (one changed since refuses the undo, nothing recorded), then the
+    undo of exactly these turns is recorded, and only then are the files written and the writes
+    recorded. Written first, a turn reaching the branch before the record made the undo refuse
+    ("run undo again") with the files of the turns it did not undo already put back, and the
+    undo run again took back the newer turn. If the process dies after the undo is recorded and
+    before the files are, the conversation is undone and the files are as the turns left them
+    (no FilesRestored says otherwise): `redo`, then `undo --files` again, puts both back.
     """
     session = store.session(session_id)
     if count > len(session.head):
@@ -180,18 +198,22 @@ def undo(store: ChronicleStore, session_id: UUID, count: int, files: bool = Fals
         raise TimeTravelError(str(exc)) from None
     undone = list(session.head[-count:])
     plan: list[FileRestore] = []
-    if files:
-        plan = restore_files(files_root(session, workspace), restoration_plan(store, undone), store_url=store.url)
+    checked: list[tuple[Path, FileRestore]] = []
+    root = files_root(session, workspace) if files else None
+    if root is not None:
+        plan = restoration_plan(store, undone)
+        checked = checked_restore(root, plan, store_url=store.url)
+    who = actor or process_actor()
 
     def change(s: Session) -> None:
         if list(s.head[-count:]) != undone:
-            raise TimeTravelError(f"session {session_id} changed while undoing; run undo again")
-        now = clock.now()
-        s.undo(count, now, actor=actor or process_actor())
-        if plan:
-            s.record_files_restored(undone, restored_rows(plan), now)
+            raise TimeTravelError(f"session {session_id} changed while undoing; nothing was undone, run undo again")
+        s.undo(count, clock.now(), actor=who)
 
     store.update_session(session_id, change)
+    if root is not None and plan:
+        write_restored(root, plan, checked, store_url=store.url)
+        store.update_session(session_id, lambda s: s.record_files_restored(undone, restored_rows(plan), clock.now()))
     return UndoResult(undone, plan)
 
 

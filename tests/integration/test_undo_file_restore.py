@@ -174,3 +174,45 @@ def test_a_plain_redo_after_a_plain_undo_does_not_warn(db_url, tmp_path):
     undo(h.store, h.session_id, 1)
     redone = app_redo(h.store, str(h.session_id), workspace=workspace)
     assert redone.left_undone == [] and redone.warning is None and "warning" not in redone.row()
+
+
+class TurnArrivesBeforeTheUndoIsRecorded(ChronicleStore):
+    """A store on which another process runs a turn of the session between undo's look at the branch and its
+    first write: a queued input that a worker picked up while `undo --files` checked the files."""
+
+    name = ChronicleStore.name  # eventsourcing names an application's tables after its class otherwise
+
+    def __init__(self, url: str, arrive) -> None:  # type: ignore[no-untyped-def]
+        super().__init__(url)
+        self.arrive, self.arrived = arrive, False
+
+    def update_session(self, session_id, command, *others, **kwargs):  # type: ignore[no-untyped-def]
+        if not self.arrived:
+            self.arrived = True
+            self.arrive()
+        return super().update_session(session_id, command, *others, **kwargs)
+
+
+def test_undo_files_refused_by_a_turn_arriving_meanwhile_leaves_the_files_and_undo_again_takes_that_turn(db_url, tmp_path):
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    h = Harness(db_url, workspace, tmp_path, [  # one list per turn
+        [response(tool_use("a", "write_file", path="first.txt", content="first\n")), response(text("one"))],
+        [response(tool_use("b", "write_file", path="second.txt", content="second\n")), response(text("two"))],
+    ])
+    assert h.run("first").status == "completed"
+    [first] = h.store.session(h.session_id).head
+    store = TurnArrivesBeforeTheUndoIsRecorded(db_url, lambda: h.run("second"))
+    with pytest.raises(TimeTravelError, match="changed while undoing"):
+        undo(store, h.session_id, 1, files=True, workspace=workspace)
+    assert store.arrived
+    # Nothing was undone, so nothing was put back: the first turn's file stays as it left it (it was deleted first).
+    assert (workspace / "first.txt").read_text(encoding="utf-8") == "first\n"
+    assert (workspace / "second.txt").read_text(encoding="utf-8") == "second\n"
+    session = store.session(h.session_id)
+    assert len(session.head) == 2 and session.head[0] == first and not session.redo_stack
+    again = undo(store, h.session_id, 1, files=True, workspace=workspace)  # "run undo again": the newest turn, files and all
+    assert again.turn_ids == [session.head[1]] and {f.path: f.action for f in again.files} == {"second.txt": "deleted"}
+    assert not (workspace / "second.txt").exists() and (workspace / "first.txt").exists()
+    assert store.session(h.session_id).head == [first]
+    store.close()
