@@ -134,6 +134,7 @@ class Compactor:
         model = spec.auxiliary_model(spec.model)  # the summary's model: the recorded auxiliary one, else the main one
         usage: dict[str, Any] = {}
         text = summary
+        moved = None  # the workspace strategy's block, taken back if the compaction is refused
         if strategy == "summary":
             request = summary_request(build_context(store.turns(chosen), summary=summary), model=model, agent=spec.name,
                                       session_id=str(session_id), call_index=session.compaction_attempts)
@@ -147,12 +148,12 @@ class Compactor:
                 return CompactionResult(False, strategy, reason=reason, failed=True)
             text = answer.text
         elif strategy == "workspace":
-            from .workspace_log import move_to_workspace, pointer
+            from .workspace_log import append_turns, pointer
 
             if not io.workspace.is_dir():
                 return CompactionResult(False, strategy, reason=f"workspace {io.workspace} is gone; nothing was moved")
-            relative = move_to_workspace(io.workspace, session_id, store.turns(chosen), io.clock.now())
-            text = pointer(relative, len(already) + len(chosen)) + (f"\n\nSummary of what came before: {summary}" if summary else "")
+            moved = append_turns(io.workspace, session_id, store.turns(chosen), io.clock.now())
+            text = pointer(moved.relative, len(already) + len(chosen)) + (f"\n\nSummary of what came before: {summary}" if summary else "")
         elif strategy != "truncate":
             raise ValueError(f"unknown compaction strategy {strategy!r}: use summary, truncate or workspace")
         now = io.clock.now()
@@ -179,6 +180,10 @@ class Compactor:
 
         store.update_session(session_id, record)
         if stale:
+            if moved is not None:
+                from .workspace_log import take_back
+
+                take_back(io.workspace, moved)
             await io.emit(ErrorEvent(session_id=str(session_id), message=f"compaction failed: {stale[-1]}", kind="compaction"))
             return CompactionResult(False, strategy, reason=stale[-1], failed=True)
         await io.emit(CompactionEvent(session_id=str(session_id), strategy=strategy, turns_compacted=len(chosen), summary=text))
