@@ -79,7 +79,8 @@ def eventsourcing_env(url: str) -> dict[str, str]:
     if parsed.scheme == "sqlite":
         path = sqlite_path(url) or Path()
         path.parent.mkdir(parents=True, exist_ok=True)
-        env.update(PERSISTENCE_MODULE="eventsourcing.sqlite", SQLITE_DBNAME=str(path), SQLITE_LOCK_TIMEOUT="30")
+        env.update(PERSISTENCE_MODULE="eventsourcing.sqlite", SQLITE_DBNAME=str(path),
+                   SQLITE_LOCK_TIMEOUT=str(sqlite_busy_timeout()))
         return env
     if parsed.scheme in ("postgresql", "postgres", "postgresql+psycopg"):
         dbname = (parsed.path or "/").lstrip("/")
@@ -168,3 +169,14 @@ PG_CONNECT_TIMEOUT_S = 5.0
 
 def _pg_connect_timeout() -> str:
     return f"{_setting('pg_connect_timeout', PG_CONNECT_TIMEOUT_S):g}"
+
+
+#: Seconds a SQLite write waits for another process's lock before it fails (CHRONICLE_SQLITE_BUSY_TIMEOUT).
+SQLITE_BUSY_TIMEOUT_S = 30
+
+
+def sqlite_busy_timeout() -> int:
+    """Whole seconds (eventsourcing's SQLITE_LOCK_TIMEOUT takes an integer): long enough by default for
+    another process's commit, short enough when set for a program that would rather fail at once and
+    `resume` than hold a turn behind a process that keeps the file locked."""
+    return int(_setting("sqlite_busy_timeout", SQLITE_BUSY_TIMEOUT_S))

@@ -16,7 +16,7 @@ from typing import Literal
 from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from .config import DEFAULT_DURABILITY, PG_CONNECT_TIMEOUT_S
+from .config import DEFAULT_DURABILITY, PG_CONNECT_TIMEOUT_S, SQLITE_BUSY_TIMEOUT_S
 from .providers.env_settings import DEFAULT_HTTP_TIMEOUT_S, SettingError, base_url, http_timeout_s, thinking_budget
 from .validation import explain
 
@@ -42,6 +42,8 @@ class Environment(BaseSettings):
     retry_base_s: float = Field(2.0, ge=0)
     retry_cap_s: float = Field(30.0, ge=0)
     pg_connect_timeout: float = Field(PG_CONNECT_TIMEOUT_S, gt=0)
+    #: Whole seconds a SQLite write waits for another process's lock (runtime/config.py, `sqlite_busy_timeout`).
+    sqlite_busy_timeout: int = Field(SQLITE_BUSY_TIMEOUT_S, ge=1)
     #: Which commits wait for the disk (runtime/config.py, `relaxed_commits`).
     durability: Literal["effects", "every-commit"] = DEFAULT_DURABILITY
     #: Sub-agents running at once in one process, across the whole tree (CHRONICLE_MAX_CONCURRENT_SUBAGENTS).

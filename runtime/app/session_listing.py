@@ -22,7 +22,7 @@ from chronicle.projections.cost_report import COST_KEY
 from chronicle.projections.session_listing import SUMMARIES_KEY, Deferred, listed_ids, session_rows
 from chronicle.projections.sql import NUL_ESCAPE, unescape_nul
 
-from ..config import ConfigError, eventsourcing_env, sqlite_path
+from ..config import ConfigError, eventsourcing_env, sqlite_busy_timeout, sqlite_path
 from ..stored_state import decompress
 
 #: The projections whose tables the listing reads: both must have applied the whole log.
@@ -81,7 +81,7 @@ def _connect(url: str) -> Iterator[tuple[Connection, str, str, str]]:
             raise OSError(f"no store at {path}")
         import sqlite3  # here, not at import: a PostgreSQL store's listing never loads it
 
-        with closing(sqlite3.connect(path, timeout=30, isolation_level=None)) as raw:
+        with closing(sqlite3.connect(path, timeout=sqlite_busy_timeout(), isolation_level=None)) as raw:
             raw.execute("BEGIN")  # one snapshot: positions, head and rows agree
             try:
                 yield Connection(raw, "sqlite"), "stored_events", "tracking", "rowid"
