@@ -39,7 +39,7 @@ from .request_context import RequestContext
 from .response_checks import as_failure, unrecordable
 from .secret_scan import scan_response, scanner_for
 from .shred_marks import ForgottenContent
-from .store import ChronicleStore
+from .store import TURN_ATTEMPTS, ChronicleStore
 from .tool_runner import ApprovalWait, Approver, GuardStop, ToolRunner
 from .tools.base import Toolbox
 from .toolsets import agent_toolbox
@@ -154,7 +154,7 @@ class AgentLoop:
                 if turn.finished:
                     # Finished by another writer (cancel, guard) before the session heard of it.
                     now = self.clock.now()
-                    self.store.update_session(session.id, lambda s: s.end_turn(turn.id, now))
+                    self.store.update_session(session.id, lambda s: s.end_turn(turn.id, now), attempts=TURN_ATTEMPTS)
                     return TurnOutcome(session.id, turn.id, turn.status, text=turn.final_text or "", reason=turn.reason)
                 self._reopen(turn)
             elif session.next_input is not None:
@@ -235,7 +235,7 @@ class AgentLoop:
                 raise DomainError(f"input {item['input_id']} was started by another process")
             fresh.start_turn(tid, now)
 
-        return turn, self.store.update_session(session.id, start, turn, held=session)
+        return turn, self.store.update_session(session.id, start, turn, held=session, attempts=TURN_ATTEMPTS)
 
     def _reopen(self, turn: Turn) -> None:
         """A turn found in flight: record that it was interrupted, then continue it."""
@@ -493,7 +493,8 @@ class AgentLoop:
             self.save(*calls, turn, rerunnable=True)
         else:
             ids, number = steering.steer_ids, step["step"]
-            self.store.update_session(session.id, lambda s: s.deliver_steering(ids, turn.id, number, now), *calls, turn)
+            self.store.update_session(session.id, lambda s: s.deliver_steering(ids, turn.id, number, now), *calls, turn,
+                                      attempts=TURN_ATTEMPTS)
         return None
 
     def _prior_context(self, session: Session, turn: Turn) -> list[Message]:

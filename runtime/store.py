@@ -78,6 +78,11 @@ class SessionForgotten(DomainEvent):
     actor: str
 
 
+#: Tries of a session write before it gives up: a control's, and a running turn's own (`update_session`).
+CONTROL_ATTEMPTS = 20
+TURN_ATTEMPTS = 100
+
+
 class ChronicleStore(SessionTreeReads, SnapshotKeeping):
     name = "chronicle"
     snapshotting_intervals = {Session: 100, Turn: 100}
@@ -221,7 +226,8 @@ class ChronicleStore(SessionTreeReads, SnapshotKeeping):
         raise RuntimeError(f"could not index new session {session.id}: the session index kept changing")
 
     def update_session(
-        self, session_id: UUID, command: Callable[[Session], object], *others: Any, attempts: int = 20, held: Session | None = None,
+        self, session_id: UUID, command: Callable[[Session], object], *others: Any, attempts: int = CONTROL_ATTEMPTS,
+        held: Session | None = None,
     ) -> Session:
         """Apply ``command(session)`` to a fresh copy of the session and save it with ``others``.
 
@@ -229,6 +235,10 @@ class ChronicleStore(SessionTreeReads, SnapshotKeeping):
         so a copy held across a turn is stale: saving it would conflict. The pending events of
         ``others`` are collected once and saved with the session in one transaction; on a
         version conflict the command is applied again to a fresh copy.
+
+        ``attempts``: a control (steer, cancel, queue) gives up after `CONTROL_ATTEMPTS`; a running
+        turn's own writes pass `TURN_ATTEMPTS`, so they outlast a burst of controls instead of the
+        turn failing because requests kept arriving between its read and its write.
 
         ``held``: a copy the caller read and now gives up (it is changed and must not be used
         after; never the cached object `session(..., copy=False)` hands out). The first attempt

@@ -25,6 +25,7 @@ from .live import ErrorEvent, ToolEnd
 from .loop_io import LoopIO
 from .middleware import MiddlewareFailure
 from .shred_marks import forgotten_cause
+from .store import TURN_ATTEMPTS
 from .tools.threads import left_running_note
 
 EXIT_CODES = {"completed": 0, "failed": 1, "awaiting_approval": 3, "stopped": 4, "cancelled": 130}
@@ -59,7 +60,7 @@ def finish(io: LoopIO, session: Session, turn: Turn, status: str, reason: str | 
         turn.stop((error or {}).get("guard", "guard"), reason or "stopped by a guard", now)
     else:
         turn.fail(reason or "failed", now, error=error)
-    io.store.update_session(session.id, lambda s: s.end_turn(turn.id, now), turn, held=session)
+    io.store.update_session(session.id, lambda s: s.end_turn(turn.id, now), turn, held=session, attempts=TURN_ATTEMPTS)
     return TurnOutcome(session.id, turn.id, turn.status, text=turn.final_text or "", reason=reason)
 
 
@@ -89,7 +90,7 @@ async def middleware_failed(io: LoopIO, session: Session, turn: Turn, failure: M
         io.save(turn)
         if session.active_turn_id == turn.id:
             now = io.clock.now()
-            io.store.update_session(session.id, lambda s: s.end_turn(turn.id, now))
+            io.store.update_session(session.id, lambda s: s.end_turn(turn.id, now), attempts=TURN_ATTEMPTS)
         return TurnOutcome(session.id, turn.id, turn.status, text=turn.final_text or "", reason=turn.reason)
     return finish(io, session, turn, "failed", str(failure), error={"middleware": failure.name, "kind": failure.kind})
 

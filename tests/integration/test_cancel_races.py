@@ -173,3 +173,36 @@ def test_a_cancel_already_requested_answers_as_accepted_and_records_nothing_more
     assert [r.reason for r in cancel_requests(store, session.id)] == [controls.CANCEL_REASON, "another reason"]
     assert outcome.status == "cancelled"
     store.close()
+
+
+class NewRequestBeforeEachSave(CancelledBeforeEachSave):
+    """Requests that each say something new (another reason, so each is recorded), before each of the loop's first
+    `BURST` session writes: a burst of controls longer than a control's own 20 tries."""
+
+    name = ChronicleStore.name  # set again: eventsourcing names each subclass's tables after it otherwise
+    BURST = 40
+
+    def save(self, *objs, **kwargs):
+        for obj in objs:
+            if isinstance(obj, Session) and obj.pending_events and self.asked < self.BURST:
+                try:
+                    request_cancel(self.other, obj.id, f"cancelled by request {self.asked}")
+                    self.asked += 1
+                except DomainError:
+                    pass
+        return ChronicleStore.save(self, *objs, **kwargs)
+
+
+def test_a_running_turns_own_writes_outlast_a_burst_of_new_control_requests(db_url, tmp_path):
+    script = tmp_path / "s.json"
+    script.write_text(json.dumps({"agents": {"main": [response(text("ok"))]}}))
+    store = NewRequestBeforeEachSave(db_url)
+    session, _ = start_session(store, AgentSpec(tools=[], workspace=str(tmp_path)), "go")
+    loop = AgentLoop(store, ScriptedProvider(script), toolbox_for([]), tmp_path)
+    outcome = asyncio.run(loop.run_next(session.id))  # failed after 20 lost races, as a control gives up
+    assert outcome.status in ("completed", "cancelled"), (outcome.status, outcome.reason)
+    assert store.asked == NewRequestBeforeEachSave.BURST
+    assert len(cancel_requests(store, session.id)) == NewRequestBeforeEachSave.BURST  # every new request is on the record
+    assert store.session(session.id).status == "idle"
+    assert_log_is_whole(store, session.id)
+    store.close()
