@@ -178,12 +178,15 @@ class Compactor:
             if found is not None:
                 s.note_redactions("compaction summary", found.counts, now)
 
-        store.update_session(session_id, record)
+        try:
+            store.update_session(session_id, record)
+        except Exception:
+            if moved is not None and not _recorded(store, session_id, now):
+                _take_back(io, moved)
+            raise
         if stale:
             if moved is not None:
-                from .workspace_log import take_back
-
-                take_back(io.workspace, moved)
+                _take_back(io, moved)
             await io.emit(ErrorEvent(session_id=str(session_id), message=f"compaction failed: {stale[-1]}", kind="compaction"))
             return CompactionResult(False, strategy, reason=stale[-1], failed=True)
         await io.emit(CompactionEvent(session_id=str(session_id), strategy=strategy, turns_compacted=len(chosen), summary=text))
@@ -201,3 +204,19 @@ class Compactor:
         from .turn_compaction import for_retry
 
         return await for_retry(self, io, session_id, turn)
+
+
+def _take_back(io: LoopIO, moved: Any) -> None:
+    from .workspace_log import take_back
+
+    take_back(io.workspace, moved)
+
+
+def _recorded(store: Any, session_id: UUID, now: Any) -> bool:
+    """Whether this compaction's `Compacted` is on the session although its write raised; True when the
+    store cannot say (it is gone): a block written twice is harmless, turns missing from the file are not."""
+    try:
+        done = store.session(session_id).compaction
+    except Exception:  # noqa: BLE001 - the store's own failure is what the caller raises
+        return True
+    return bool(done) and done.get("at") == now.isoformat()

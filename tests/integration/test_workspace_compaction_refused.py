@@ -7,9 +7,12 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from chronicle.domain.session import Session
 from chronicle.runtime.app import controls as app_controls
 from chronicle.runtime.clock import SYSTEM_CLOCK
+from chronicle.runtime.sessions import submit_input
 from chronicle.runtime.store import ChronicleStore
 from chronicle.runtime.undo_redo import undo
 from tests.helpers import response, text
@@ -78,4 +81,41 @@ def test_a_refused_workspace_compaction_leaves_an_existing_memory_file_as_it_was
     compact_refused(db_url, h.session_id)
     assert {p: p.read_bytes() for p in notes} == notes
     assert sorted(p.name for p in (workspace / "memory").iterdir()) == sorted(p.name for p in notes)
+    h.store.close()
+
+
+class InputBeforeEachSave(ChronicleStore):
+    """A store on which another process queues an input before every session write of the compaction: its record
+    loses every race and gives up ("kept changing"), with nothing recorded."""
+
+    name = ChronicleStore.name
+
+    def __init__(self, url: str) -> None:
+        super().__init__(url)
+        self.other = ChronicleStore(url)
+        self.queued = 0
+
+    def save(self, *objs, **kwargs):  # type: ignore[no-untyped-def]
+        for obj in objs:
+            if isinstance(obj, Session) and obj.pending_events:
+                submit_input(self.other, obj.id, f"meanwhile {self.queued}")
+                self.queued += 1
+        return super().save(*objs, **kwargs)
+
+    def close(self) -> None:
+        self.other.close()
+        super().close()
+
+
+def test_a_workspace_compaction_whose_record_fails_takes_its_block_back(db_url, workspace, tmp_path):
+    h = three_turns(db_url, workspace, tmp_path)
+    store = InputBeforeEachSave(db_url)
+    try:
+        with pytest.raises(RuntimeError, match="kept changing"):
+            asyncio.run(app_controls.compact(store, h.session_id, "workspace", keep=1))
+        assert store.queued >= 2
+        assert not [e for e in store.events.get(h.session_id) if isinstance(e, Session.Compacted)]
+    finally:
+        store.close()
+    assert not (workspace / "memory").exists()  # the block, the file and memory/ it made are gone
     h.store.close()
