@@ -71,14 +71,16 @@ def _decision(store: ChronicleStore, sid: UUID, numbered: list[UUID], head: list
     prints is that turn's. A call is looked for on the active branch first, from its end a few turns at a time
     (the decision asked about is usually recent, and a session long), then among the turns undone since: an
     auditor's question is often about what was taken back."""
-    if not head:
-        raise AppError(f"session {sid} has no turn on its active branch yet: nothing was decided", 1)
+    if not numbered:
+        raise AppError(f"session {sid} has no turn yet: nothing was decided", 1)
     if turn is not None and not 1 <= turn <= len(numbered):
         raise AppError(f"session {sid} has {len(numbered)} turn(s); --turn takes 1 to {len(numbered)}", 2)
     number_of = {t: n for n, t in enumerate(numbered, 1)}
     if call is None:
         if turn is not None:
             return _answer(store, sid, numbered, turn)
+        if not head:
+            raise AppError(f"every turn of session {sid} was undone: name a CALL or --turn N to explain one of them", 1)
         if (found := _scan(store, head, number_of, "")) is not None:
             return found
         # Nothing named and no tool ever called: the last decision there is is the last turn's answer.

@@ -358,6 +358,18 @@ class PublicApi(RuleBasedStateMachine):
                     assert now == self.history(s, at=k), (s.sid, k, "the branch is as it was at the end of that turn")
 
     @invariant()
+    def why_names_a_call_by_the_turn_audit_gives_it_and_saw_what_history_shows(self):
+        """After undo, redo and forks, `why` numbers turns as `audit` and `history --at` do (it once counted branch
+        places), and what it says the model saw is that step's request."""
+        for s in self.sessions:
+            rows = [r for r in self.app.audit(session=s.sid) if r["kind"] == "tool_call" and r["session_id"] == s.sid]
+            for row in rows[-2:]:
+                chain = self.app.why(s.sid, row["tool_call_id"])
+                assert (chain["turn"], chain["tool_call"]["tool_call_id"]) == (row["turn"], row["tool_call_id"]), (s.sid, row)
+                seen = self.app.history(s.sid, at=chain["turn"], step=chain["step"])
+                assert chain["saw"]["messages"] == len(seen), (s.sid, row)
+
+    @invariant()
     def the_listing_counts_what_the_model_counts(self):
         listed = {row["session_id"]: row for row in self.app.sessions(all=True)}
         assert set(listed) == {s.sid for s in self.sessions}

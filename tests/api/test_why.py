@@ -151,6 +151,11 @@ def test_after_an_undo_turns_are_numbered_as_audit_numbers_them_and_an_undone_ca
         answer = app.why(sid, turn=3)
         assert (answer["on_branch"], answer["decided"]["text"]) == (False, "answer c")
         assert app.why(sid, "t1")["on_branch"] is True  # on the branch still: found there first
+        app.undo(sid, turns=3)  # the model-based test's find: nothing on the branch, a call still asked about
+        assert (app.why(sid, "t1")["turn"], app.why(sid, "t1")["on_branch"]) == (1, False)
+        with pytest.raises(ChronicleError) as nothing_named:
+            app.why(sid)
+        assert nothing_named.value.code == 1 and "every turn" in str(nothing_named.value)
     shown = cli("why", sid[:8], "t3", db=db_url)
     assert shown.returncode == 0, shown.stderr
     assert "turn 3" in shown.stdout and "undone since" in shown.stdout
