@@ -38,6 +38,11 @@ ModelName = Annotated[str, Field(min_length=1)]
 #: Seconds to wait: finite and not negative (`--wait`).
 Seconds = Annotated[float, Field(ge=0, allow_inf_nan=False)]
 
+#: Seconds between a worker's looks for new work: `worker --poll`'s bound (at least 0.05, finite).
+PollSeconds = Annotated[float, Field(ge=0.05, allow_inf_nan=False)]
+#: Seconds a worker's claim on a session lasts without renewal: `worker --lease-s`'s bound (at least 0.5).
+LeaseSeconds = Annotated[float, Field(ge=0.5, allow_inf_nan=False)]
+
 _CONFIG = ConfigDict(arbitrary_types_allowed=True, strict=True)
 
 F = TypeVar("F", bound=Callable[..., Any])

@@ -9,6 +9,8 @@ terminal see the same facts. A failure the CLI reports with an exit code raises
 from __future__ import annotations
 
 import asyncio
+import logging
+import threading
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,9 +26,10 @@ from chronicle.runtime.app import routines as routine_cases
 from chronicle.runtime.app import tasks as task_cases
 from chronicle.runtime.app import why as decisions
 from chronicle.runtime.app.errors import AppError, DefinitionError, known_failure
-from chronicle.runtime.app.specs import resolve_workspace
-from chronicle.runtime.app.worker import Overrides, worker_name
+from chronicle.runtime.app.specs import normalise_provider, resolve_workspace
+from chronicle.runtime.app.worker import Overrides, WorkerOptions, compose_worker, worker_name
 from chronicle.runtime.config import resolve_db_url
+from chronicle.runtime.leases import DEFAULT_LEASE_S
 from chronicle.runtime.live import Broker
 from chronicle.runtime.loop import LoopOptions, TurnOutcome
 from chronicle.runtime.routine_engine import RoutineEngine
@@ -37,7 +40,7 @@ from chronicle.runtime.store_open import open_store
 
 from . import runs
 from .agent import Agent
-from .arguments import FromOne, FromZero, ModelName, Seconds, SessionRef, blocking, checked
+from .arguments import FromOne, FromZero, LeaseSeconds, ModelName, PollSeconds, Seconds, SessionRef, blocking, checked
 from .errors import ChronicleError, warn
 
 
@@ -238,6 +241,45 @@ class Chronicle:
         already ended (completed, failed, stopped, cancelled) raises ChronicleError 1 and nothing is recorded."""
         with _as_chronicle_errors():
             return job_cases.cancel(self.store, job_id)
+
+    @checked
+    async def work_async(self, *, once: bool = False, idle_exit: Seconds | None = None, poll: PollSeconds = 0.5,
+                         concurrency: FromOne = 4, lease_s: LeaseSeconds = DEFAULT_LEASE_S, auto_approve: bool = False,
+                         provider: str | None = None, model: ModelName | None = None, workspace: str | Path | None = None,
+                         stuck_after_s: Seconds = DEFAULT_STUCK_AFTER_S, tool_failures: FromOne = DEFAULT_TOOL_FAILURES,
+                         stop: threading.Event | None = None, log: Callable[[str], Any] | None = None) -> list[RunResult]:
+        """`chronicle worker` in this process: claim the sessions that need work (queued inputs — `submit`, `submit_job`,
+        a job routine — and turns left in flight) under their leases, beside any other workers, and run them.
+
+        The same worker as the command's (runtime.app.worker.compose_worker), its options named alike: `once` (exit
+        as soon as no session needs work), `idle_exit` (seconds idle, then exit), `poll`, `concurrency`, `lease_s`,
+        `auto_approve` (`--yes`), `provider`/`model`/`workspace` (override what sessions recorded), `stuck_after_s` and
+        `tool_failures` (self-repair). The workspace's routines fire as in the command. Without `once`, `idle_exit` or
+        `stop` it runs until cancelled, as the command does: set `stop` (a threading.Event, from any thread) to finish
+        the turns in hand and return. `log`: each line the command prints (default: the `chronicle.worker` logger).
+        Returns one RunResult per turn it ran, in the order they ended."""
+        with _as_chronicle_errors():
+            overrides = Overrides(provider=normalise_provider(provider), model=model,
+                                  workspace=resolve_workspace(workspace) if workspace else None,
+                                  options=LoopOptions(auto_approve=auto_approve))
+            worker = compose_worker(self.store, overrides, WorkerOptions(concurrency, poll, lease_s, idle_exit, once),
+                                    log=log or logging.getLogger("chronicle.worker").info,
+                                    stuck_after_s=stuck_after_s, tool_failures=tool_failures)
+            if stop is not None:
+                worker.stop_when = stop.is_set
+            await worker.run()
+        return [RunResult.of(outcome.session_id, outcome) for outcome in worker.outcomes]
+
+    def work(self, *, once: bool = False, idle_exit: float | None = None, poll: float = 0.5, concurrency: int = 4,
+             lease_s: float = DEFAULT_LEASE_S, auto_approve: bool = False, provider: str | None = None,
+             model: str | None = None, workspace: str | Path | None = None, stuck_after_s: float = DEFAULT_STUCK_AFTER_S,
+             tool_failures: int = DEFAULT_TOOL_FAILURES, stop: threading.Event | None = None,
+             log: Callable[[str], Any] | None = None) -> list[RunResult]:
+        """`work_async`, blocking (not inside an event loop; a thread of its own is fine, with `stop` to end it)."""
+        return blocking("work", "work_async", lambda: self.work_async(
+            once=once, idle_exit=idle_exit, poll=poll, concurrency=concurrency, lease_s=lease_s, auto_approve=auto_approve,
+            provider=provider, model=model, workspace=workspace, stuck_after_s=stuck_after_s, tool_failures=tool_failures,
+            stop=stop, log=log))
 
     # -- routines (`chronicle routines`) ------------------------------------------------------------
 

@@ -156,6 +156,9 @@ class Worker:
         self.named_unreadable: set[UUID] = set()
         #: The setup notes already logged (`_say_once`).
         self.said: set[str] = set()
+        #: Asked at every look for work; once it says yes the worker drains (finishes the turns in hand) and exits:
+        #: a program's threading.Event (`Chronicle.work(stop=...)`), where the CLI has its signals.
+        self.stop_when: Callable[[], bool] | None = None
 
     def _say_once(self, note: str) -> None:
         """A note about a session's setup (an ignored setting, a tool no longer offered), logged the first time only:
@@ -271,6 +274,8 @@ class Worker:
         idle_since = loop.time()
         self.log(f"worker {self.name}: started (concurrency {self.options.concurrency}, lease {self.options.lease_s:g} s)")
         while True:
+            if self.stop_when is not None and not self.draining and self.stop_when():
+                self.drain()
             for sid, task in list(self.tasks.items()):
                 if task.done():
                     del self.tasks[sid]
@@ -312,3 +317,34 @@ class Worker:
                 await asyncio.sleep(self.options.poll_s)
         self.log(f"worker {self.name}: stopped after {len(self.outcomes)} turn(s)")
         return 0
+
+
+def workspace_routines(store: ChronicleStore, overrides: Overrides, holder: str, say: Callable[[str], Any]) -> Any:
+    """The routines of the worker's workspace (its override, else the current directory), or None if it declares none.
+    `say` hears, once, that routines which notify are fired here but their findings posted only by a `serve`."""
+    from ..routines import load_routines
+    from . import routines
+    from .specs import resolve_workspace
+
+    ws = overrides.workspace or resolve_workspace(None)
+    declared = load_routines(ws)
+    if not declared:
+        return None
+    notifying = sorted(r.name for r in declared if r.notify)
+    if notifying:
+        say(f"notify: this worker does not post findings ({', '.join(notifying)}); `chronicle serve --workspace {ws}` does")
+    engine = routines.engine(store, ws, overrides.provider, overrides.model)
+    engine.holder = holder
+    return engine
+
+
+def compose_worker(store: ChronicleStore, overrides: Overrides, options: WorkerOptions, *, log: Callable[[str], Any],
+                   stuck_after_s: float, tool_failures: int, say: Callable[[str], Any] | None = None) -> Worker:
+    """The worker `chronicle worker` runs and `Chronicle.work` runs in a program: the workspace's routines fired before
+    each look for work, self-repair watching for stuck turns and broken tools. One composition, so the two cannot drift."""
+    from ..self_repair import SelfRepair
+
+    worker = Worker(store, overrides, options, log=log)
+    worker.routines = workspace_routines(store, overrides, worker.name, say or log)
+    worker.repair = SelfRepair(store, stuck_after_s=stuck_after_s, tool_failures=tool_failures, cursor=store.max_position())
+    return worker

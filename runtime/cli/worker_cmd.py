@@ -10,13 +10,13 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-from typing import TYPE_CHECKING, Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 from rich.markup import escape
 
 from chronicle.runtime.leases import DEFAULT_LEASE_S
-from chronicle.runtime.self_repair import DEFAULT_STUCK_AFTER_S, DEFAULT_TOOL_FAILURES, SelfRepair
+from chronicle.runtime.self_repair import DEFAULT_STUCK_AFTER_S, DEFAULT_TOOL_FAILURES
 
 from .common import (
     DbOption,
@@ -44,7 +44,6 @@ if TYPE_CHECKING:  # the use cases import the loop, pydantic and the providers; 
     from chronicle.runtime.app import approvals, loops, specs
     from chronicle.runtime.app import resume as resuming
     from chronicle.runtime.app import worker as working
-    from chronicle.runtime.store import ChronicleStore
 else:
     approvals = lazy_module("chronicle.runtime.app.approvals")
     loops = lazy_module("chronicle.runtime.app.loops")
@@ -224,25 +223,6 @@ def submit(
             print(submitted.session_id)
 
 
-def worker_routines(store: ChronicleStore, overrides: working.Overrides, holder: str) -> Any:
-    """The routines of the worker's workspace (--workspace, else the current directory), or None if it declares none."""
-    from chronicle.runtime.routines import load_routines
-
-    ws = overrides.workspace or specs.resolve_workspace(None)
-    declared = load_routines(ws)
-    if not declared:
-        return None
-    notifying = sorted(r.name for r in declared if r.notify)
-    if notifying:  # a worker fires them but never posts what they found: say who does, once
-        err_console.print(f"[dim]notify: this worker does not post findings ({escape(', '.join(notifying))}); "
-                          f"`chronicle serve --workspace {escape(str(ws))}` does[/]", soft_wrap=True)
-    from chronicle.runtime.app import routines
-
-    engine = routines.engine(store, ws, overrides.provider, overrides.model)
-    engine.holder = holder
-    return engine
-
-
 @limit_options
 def worker(
     concurrency: Annotated[int, typer.Option("--concurrency", min=1, help="Sessions advanced at once")] = 4,
@@ -268,10 +248,10 @@ def worker(
             provider=specs.normalise_provider(provider), model=model,
             workspace=specs.resolve_workspace(workspace) if workspace else None, options=loop.LoopOptions(auto_approve=yes), limits=limits,
         )
-        w = working.Worker(store, overrides, working.WorkerOptions(concurrency, poll, lease_s, idle_exit, once),
-                   log=lambda m: err_console.print(m, markup=False, highlight=False))
-        w.routines = worker_routines(store, overrides, w.name)
-        w.repair = SelfRepair(store, stuck_after_s=stuck_after, tool_failures=tool_failures, cursor=store.max_position())
+        w = working.compose_worker(
+            store, overrides, working.WorkerOptions(concurrency, poll, lease_s, idle_exit, once),
+            log=lambda m: err_console.print(m, markup=False, highlight=False), stuck_after_s=stuck_after, tool_failures=tool_failures,
+            say=lambda note: err_console.print(f"[dim]{escape(note)}[/]", soft_wrap=True))
 
         async def main() -> int:
             event_loop = asyncio.get_running_loop()
