@@ -83,7 +83,7 @@ def _as_chronicle_errors() -> Iterator[None]:
         known = known_failure(exc)
         if known is None:
             raise
-        raise ChronicleError(str(known), known.code) from None
+        raise known from None
 
 
 class Chronicle:

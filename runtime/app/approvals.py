@@ -19,7 +19,7 @@ from ..actor import process_actor
 from ..clock import SYSTEM_CLOCK, Clock
 from ..session_work import pending_approvals
 from ..store import ChronicleStore
-from .errors import AppError
+from .errors import NOT_FOUND, AppError
 from .queries import session_id
 
 Verdict = Literal["approve", "deny"]
@@ -50,13 +50,15 @@ def decide(store: ChronicleStore, ref: str | UUID, verdict: Verdict, tool_call: 
         record = store.session(sid)
         waiting = pending_approvals(store, record)
         if not waiting:
-            raise AppError(f"session {sid} has no tool call awaiting approval; `chronicle history {sid}` shows where it stands")
+            raise AppError(f"session {sid} has no tool call awaiting approval; `chronicle history {sid}` shows where it stands",
+                           kind=NOT_FOUND)
         chosen = waiting
         if tool_call:
             chosen = [c for c in waiting if str(c.id).startswith(tool_call.lower()) or c.tool_use_id == tool_call]
             if len(chosen) != 1:
                 listed = ", ".join(f"{c.id} ({c.name}, {c.tool_use_id})" for c in waiting)
-                raise AppError(f"{'no' if not chosen else 'more than one'} tool call awaiting approval matches {tool_call!r}; awaiting: {listed}")
+                raise AppError(f"{'no' if not chosen else 'more than one'} tool call awaiting approval matches {tool_call!r}; awaiting: {listed}",
+                               kind=None if chosen else NOT_FOUND)
         now = clock.now()
         try:
             for call in chosen:

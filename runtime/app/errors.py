@@ -10,10 +10,23 @@ from __future__ import annotations
 import sys
 
 
+#: AppError.kind of a request naming something that does not exist (a session, a tool call): HTTP 404, whatever the
+#: exit code (an unknown session id as typed is 2, a missing id found inside the store 1).
+NOT_FOUND = "not_found"
+
+
 class AppError(Exception):
-    def __init__(self, message: str, code: int = 1) -> None:
+    """`kind` says what sort of refusal it is where the exit code alone does not (NOT_FOUND, or None): a client that
+    answers in other terms (the HTTP server's status codes) decides on it, never on the message's words."""
+
+    def __init__(self, message: str, code: int = 1, *, kind: str | None = None) -> None:
         super().__init__(message)
         self.code = code
+        self.kind = kind
+
+    @property
+    def not_found(self) -> bool:
+        return self.kind == NOT_FOUND
 
 
 class DefinitionError(AppError, ValueError, TypeError):
@@ -61,7 +74,9 @@ def known_failure(exc: BaseException) -> AppError | None:
     modules = sys.modules.get
     store, marks = modules("chronicle.runtime.store_errors"), modules("chronicle.runtime.shred_marks")
     if store and isinstance(exc, store.UnknownSession):  # a session id as typed is an argument: a usage error
-        return AppError(str(exc), 2)
+        return AppError(str(exc), 2, kind=NOT_FOUND)
+    if store and isinstance(exc, store.NotFound) and not getattr(exc, "forgotten", False):  # erased is found, not missing
+        return AppError(str(exc), 1, kind=NOT_FOUND)
     if store and isinstance(exc, (store.NotFound, store.UnreadableEvent)) or marks and isinstance(exc, marks.ForgottenContent):
         return AppError(str(exc), 1)
     if store and store.is_read_only_error(exc):

@@ -32,7 +32,7 @@ from chronicle.domain.turn import Turn
 
 from ..store import ChronicleStore
 from ..timetravel import inherited_turns
-from .errors import AppError
+from .errors import NOT_FOUND, AppError
 from .queries import history, session_id
 
 #: The longest text of a result or a message this answer repeats; `history` and `audit` show it whole.
@@ -95,7 +95,7 @@ def _decision(store: ChronicleStore, sid: UUID, numbered: list[UUID], head: list
         return found
     where = f"turn {turn} of session {sid}" if turn is not None else f"session {sid} (its active branch and undone turns)"
     raise AppError(f"no tool call {wanted!r} on {where} (give a tool_use id as `history` shows it, a tool call id "
-                   "or its prefix, or a tool's name); `audit --session` lists every call", 1)
+                   "or its prefix, or a tool's name); `audit --session` lists every call", 1, kind=NOT_FOUND)
 
 
 def _scan(store: ChronicleStore, turns: list[UUID], number_of: dict[UUID, int],

@@ -161,9 +161,9 @@ def _serving(config: ServerConfig, chronicle: Chronicle) -> FastAPI:
 
     @app.exception_handler(ChronicleError)
     async def _chronicle_error(_: Request, exc: ChronicleError) -> JSONResponse:
-        status = {2: 400, 3: 409}.get(exc.code, 409)
-        if "no session" in str(exc) or "matches no" in str(exc) or "names no session" in str(exc) or "no tool call" in str(exc):
-            status = 404
+        # What is missing is said by the use case (AppError.kind), not guessed from the words: a model named
+        # "no session" was a 404, and a new message that happened not to match was not.
+        status = 404 if exc.not_found else {2: 400, 3: 409}.get(exc.code, 409)
         return JSONResponse({"error": str(exc), "code": exc.code}, status_code=status)
 
     @app.exception_handler(StarletteHTTPException)  # FastAPI's, the router's 404/405 and the body limit's 413
@@ -430,16 +430,16 @@ class _errors:
         return None
 
     def __exit__(self, kind: Any, exc: Any, tb: Any) -> Literal[False]:
-        from chronicle.runtime.app.errors import AppError
+        from chronicle.runtime.app.errors import NOT_FOUND, AppError
         from chronicle.runtime.shred_marks import ForgottenContent
         from chronicle.runtime.store import ForgottenSession, NotFound
 
         if isinstance(exc, AppError):
-            raise ChronicleError(str(exc), exc.code) from None
+            raise ChronicleError(str(exc), exc.code, kind=exc.kind) from None
         if isinstance(exc, ForgottenSession):  # found, but erased: code 1 (409), as a refused write
             raise ChronicleError(str(exc), 1) from None
         if isinstance(exc, NotFound):
-            raise ChronicleError(str(exc), 2) from None
+            raise ChronicleError(str(exc), 2, kind=NOT_FOUND) from None
         if isinstance(exc, ForgottenContent):  # forgotten by another process since this server read it
             raise ChronicleError(str(exc), 1) from None
         return False
