@@ -11,7 +11,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePath
 from typing import Any
 
 from chronicle.domain.agent_spec import AgentSpec
@@ -86,12 +86,28 @@ class Agent:
     #: max_tool_calls (per turn), tool_timeout_s and doom_loop. Recorded on the session, so `resume` and workers
     #: stop where this process would; each wins over [limits], a run's flags over it. Top-level agent only.
     limits: Mapping[str, Any] | None = None
+    #: When and how the conversation is compacted, as chronicle.toml's [compaction]: a mapping of threshold and
+    #: critical (ratios of the context window, 0..1), keep_recent (turns kept whole), context_window (tokens) and
+    #: auto (a bool). Recorded on the session, so `resume` and workers compact as this process would; each key given
+    #: wins over [compaction] of the workspace's file, which still gives the others. Top-level agent only.
+    compaction: Mapping[str, Any] | None = None
+    #: What the model reads of old tool results, as [effects]: trim_tool_results_after_turns (0: never) and
+    #: trim_tool_results_to_chars. Recorded on the session when it starts; each key given wins over [effects].
+    #: Top-level agent only.
+    effects: Mapping[str, Any] | None = None
+    #: Where skills are found besides the workspace's skills/, as [skills]: {"dirs": ["../shared-skills", ...]}
+    #: (relative to the workspace). Given, it replaces [skills] dirs of the file; the skills found are recorded on
+    #: the session when it starts. Top-level agent only.
+    skills: Mapping[str, Any] | None = None
     _entries: tuple[str, ...] = field(default=(), init=False, repr=False)
     _guardrails: tuple[dict[str, Any], ...] = field(default=(), init=False, repr=False)
     _middleware: tuple[dict[str, Any], ...] = field(default=(), init=False, repr=False)
     _hooks: tuple[dict[str, Any], ...] = field(default=(), init=False, repr=False)
     _approvals: ApprovalPolicy | None = field(default=None, init=False, repr=False)
     _limits: dict[str, Any] = field(default_factory=dict, init=False, repr=False)
+    _compaction: dict[str, Any] = field(default_factory=dict, init=False, repr=False)
+    _effects: dict[str, Any] = field(default_factory=dict, init=False, repr=False)
+    _skill_dirs: tuple[str, ...] | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
         """Every field checked now, so a bad one is refused where the program wrote it, not at its first run: a
@@ -123,6 +139,7 @@ class Agent:
         if self.doom_loop is not None and (isinstance(self.doom_loop, bool) or not isinstance(self.doom_loop, int) or self.doom_loop < 0):
             raise ValueError(f"agent {self.name}: doom_loop takes a whole number ≥ 0 (0 turns the guard off), got {self.doom_loop!r}")
         self._limits = self._checked_limits()
+        self._compaction, self._effects, self._skill_dirs = self._checked_tables()
         if self.approvals is not None:
             from chronicle.runtime.approval_policy import parse_policy
 
@@ -184,6 +201,51 @@ class Agent:
             given["doom_loop"] = self.doom_loop
         return given
 
+    def _checked_tables(self) -> tuple[dict[str, Any], dict[str, Any], tuple[str, ...] | None]:
+        """`compaction`, `effects` and `skills` as chronicle.toml's tables are checked (strict: `auto="yes"` or
+        `trim_tool_results_after_turns=True` is refused), each keeping only the keys given."""
+        from pydantic import ValidationError
+
+        from chronicle.runtime.effects import with_effects
+        from chronicle.runtime.settings import CompactionValues
+        from chronicle.runtime.skills import configured_dirs
+        from chronicle.runtime.validation import explain
+
+        tables: dict[str, dict[str, Any]] = {}
+        for name, example in (("compaction", '{"threshold": 0.6}'), ("effects", '{"trim_tool_results_after_turns": 3}'),
+                              ("skills", '{"dirs": ["../skills"]}')):
+            given = getattr(self, name)
+            if given is None:
+                continue
+            if not isinstance(given, Mapping):
+                raise TypeError(f"agent {self.name}: {name} takes a mapping, like {name}={example}, got {type(given).__name__}")
+            odd = next((k for k in given if not isinstance(k, str)), None)
+            if odd is not None:
+                raise TypeError(f"agent {self.name}: {name}: keys are the names of [{name}]'s settings; got {odd!r}")
+            tables[name] = dict(given)
+        compaction: dict[str, Any] = {}
+        if "compaction" in tables:
+            try:
+                checked = CompactionValues.model_validate(tables["compaction"])
+            except ValidationError as exc:
+                raise ValueError(explain(exc, f"agent {self.name}: compaction ", allowed=sorted(CompactionValues.model_fields))) from None
+            compaction = {k: v for k, v in checked.model_dump().items() if k in tables["compaction"]}
+        effects: dict[str, Any] = {}
+        if "effects" in tables:
+            from chronicle.domain.agent_spec import AgentSpec
+
+            checked_spec = with_effects(AgentSpec(), {"effects": tables["effects"]}, f"agent {self.name}: effects")
+            effects = {k: getattr(checked_spec, k) for k in tables["effects"]}
+        dirs: tuple[str, ...] | None = None
+        if "skills" in tables:
+            listed = tables["skills"].get("dirs", [])
+            if isinstance(listed, tuple) or (isinstance(listed, list) and all(isinstance(d, PurePath) for d in listed)):
+                listed = list(listed)
+            if isinstance(listed, list):
+                listed = [str(d) if isinstance(d, PurePath) else d for d in listed]
+            dirs = tuple(configured_dirs({"skills": {**tables["skills"], "dirs": listed}}, f"agent {self.name}: skills"))
+        return compaction, effects, dirs
+
     def tool_names(self, top_level: bool) -> tuple[str, ...]:
         """What the spec records: built-in names and import paths."""
         if self.tools is None:
@@ -196,6 +258,7 @@ class Agent:
             tools=self.tool_names(top_level), max_iterations=self.max_iterations, max_depth=self.max_depth,
             guardrails=self._guardrails, middleware=self._middleware, hooks=self._hooks, approvals=self._approvals,
             limits=dict(self._limits) if top_level and self._limits else None,
+            compaction=dict(self._compaction) if top_level and self._compaction else None,
         )
 
     def only_here(self) -> list[str]:
@@ -242,12 +305,18 @@ class Agent:
                 if agent._limits:
                     raise ValueError(f"agent {agent.name}: limits are set on the top-level agent; a sub-agent runs under its "
                                      "guards (the budget covers the whole tree)")
+                for table in ("compaction", "effects", "skills"):
+                    if getattr(agent, table) is not None:
+                        raise ValueError(f"agent {agent.name}: {table} is set on the top-level agent; a sub-agent's session "
+                                         "goes by its parent's")
             mcp = mcp_servers_of([self, *descendants], workspace)
         except (ValueError, TypeError) as exc:  # a sub-agent or MCP server that cannot work: refused before anything is recorded
             raise DefinitionError.of(exc) from None
         return AgentRegistry(main=self.definition(True), agents=tuple(a.definition(False) for a in descendants),
                              mcp=mcp, preamble=self.preamble,
                              bootstrap=self.bootstrap, aux_model=self.aux_model,
+                             effects=tuple(sorted(self._effects.items())), skill_dirs=self._skill_dirs or (),
+                             skill_dirs_in_code=self._skill_dirs is not None,
                              max_iterations=None if isinstance(self.max_iterations, _Unset) else self.max_iterations)
 
 

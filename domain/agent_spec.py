@@ -50,6 +50,9 @@ class AgentSpec(BaseModel):
     #: Effects (runtime/effects.py): tool results of turns this many turns old are trimmed in the context; 0 = never.
     trim_tool_results_after_turns: int = 0
     trim_tool_results_to_chars: int = 200
+    #: `[compaction]` keys given in code (`Agent(compaction=...)`), each winning over chronicle.toml's for this session
+    #: whichever process runs it. None (left out of the dump) when none were given: the file decides, as before.
+    compaction: dict[str, float | int | bool | None] | None = None
     #: MCP tools as the servers listed them when this session started (runtime/tools/mcp_tools.py):
     #: name, server, tool, description, input_schema, flags, config file. Left out of the dump
     #: when empty, so specs recorded before MCP look the same.
@@ -96,6 +99,8 @@ class AgentSpec(BaseModel):
                         "import_tools"):
                 if not data.get(key):
                     data.pop(key, None)
+            if data.get("compaction") is None:
+                data.pop("compaction", None)
             if data.get("thinking_tokens") is None:
                 data.pop("thinking_tokens", None)
             if data.get("tool_edition") == 1:

@@ -241,6 +241,7 @@ class SpecRecord(TypedDict, total=False):
     memory_redacted: dict[str, int]
     trim_tool_results_after_turns: int
     trim_tool_results_to_chars: int
+    compaction: dict[str, float | int | bool | None]  # Agent(compaction=...); absent when none was given
     mcp_tools: list[dict[str, Any]]
     guardrails: list[dict[str, Any]]
     middleware: list[dict[str, Any]]

@@ -179,11 +179,12 @@ def _tighter(name: str, recorded: Any, current: Any) -> Any:
 
 
 def load_settings(flags: LimitFlags, workspace: Path, recorded: dict[str, Any] | None = None,
-                  in_code: dict[str, Any] | None = None) -> Settings:
+                  in_code: dict[str, Any] | None = None, compaction: dict[str, Any] | None = None) -> Settings:
     """Flags first; then, for a session that recorded its limits, those limits (the file may only tighten
     them); for a new session (or one recorded before limits were), the limits given in code (`Agent(doom_loop=...)`,
-    `in_code`), then `[limits]` of chronicle.toml. `[compaction]` comes from the file. A session recorded before
-    its doom-loop threshold was kept the fixed 3 of its day."""
+    `in_code`), then `[limits]` of chronicle.toml. `[compaction]` comes from the file, each key of `compaction` (what
+    the session's Agent gave in code, as its spec records it) over it. A session recorded before its doom-loop
+    threshold was kept the fixed 3 of its day."""
     try:
         given = LimitValues.model_validate({f.name: getattr(flags, f.name) for f in fields(LimitFlags)})
     except ValidationError as exc:
@@ -197,7 +198,11 @@ def load_settings(flags: LimitFlags, workspace: Path, recorded: dict[str, Any] |
         raise SettingsError(f"{path}: [limits] max_iterations: unknown key; model calls per turn are an agent's: "
                             "set max_iterations in [agents.main] (or [agents.NAME]), or pass --max-iterations")
     from_file = config_table(config, "limits", LimitValues, path)
-    compaction = config_table(config, "compaction", CompactionValues, path)
+    from_toml = config_table(config, "compaction", CompactionValues, path)
+    try:  # the record's keys were checked when the Agent was defined; checked again as one table with the file's
+        merged_compaction = CompactionValues.model_validate({**from_toml.model_dump(), **(compaction or {})})
+    except ValidationError as exc:
+        raise SettingsError(explain(exc, "compaction given in code: ", allowed=sorted(CompactionValues.model_fields))) from None
     if recorded is not None and "doom_loop" not in recorded:
         recorded = {**recorded, "doom_loop": DEFAULT_DOOM_LOOP}
     merged: dict[str, Any] = {}
@@ -221,4 +226,4 @@ def load_settings(flags: LimitFlags, workspace: Path, recorded: dict[str, Any] |
         merged["doom_loop"], sources["doom_loop"] = DEFAULT_DOOM_LOOP, "the default"
     for value in merged.values():
         assert value is None or math.isfinite(value)
-    return Settings(**merged, compaction=CompactionSettings(**compaction.model_dump()), sources=sources)
+    return Settings(**merged, compaction=CompactionSettings(**merged_compaction.model_dump()), sources=sources)

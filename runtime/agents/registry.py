@@ -114,6 +114,8 @@ class AgentRegistry:
     skill_dirs: tuple[str, ...] = ()
     #: `[effects]` from the file (runtime/effects.py), recorded on the main spec.
     effects: tuple[tuple[str, Any], ...] = ()
+    #: Agent(skills={"dirs": [...]}) was given in code: `skill_dirs` are the program's, not replaced by the file's.
+    skill_dirs_in_code: bool = False
     #: `[mcp.NAME]` servers of the file (runtime/tools/mcp_config.py).
     mcp: dict[str, Any] = field(default_factory=dict)
     #: Agent(preamble=, bootstrap=, aux_model=) given in code; None: chronicle.toml's [agent] / [models] decide.
@@ -175,7 +177,7 @@ class AgentRegistry:
         others = tuple(a for a in self.agents if a.name != name)
         return AgentRegistry(main=chosen, agents=others, source=self.source, skill_dirs=self.skill_dirs,
                              effects=self.effects, mcp=self.mcp, preamble=self.preamble, bootstrap=self.bootstrap,
-                             aux_model=self.aux_model)
+                             aux_model=self.aux_model, skill_dirs_in_code=self.skill_dirs_in_code)
 
 
 def targets(spec: AgentSpec) -> list[AgentSpec]:
@@ -307,7 +309,8 @@ def load_registry(path: Path) -> AgentRegistry:
 def with_workspace_tables(registry: AgentRegistry, workspace: Path) -> AgentRegistry:
     """Agents given in code with the workspace's `[skills] dirs` and `[effects]`, which the agents of its chronicle.toml
     get: a program's session recorded neither (its own skills/ only, no trimming) while `chronicle skills` listed those
-    dirs and `run` in the same workspace recorded both. The file's [agents] tables stay the CLI's."""
+    dirs and `run` in the same workspace recorded both. The file's [agents] tables stay the CLI's. What the Agent gave
+    in code wins: its `effects` keys over the file's, its `skills` dirs instead of the file's."""
     path = workspace / "chronicle.toml"
     if not path.is_file():
         return registry
@@ -322,7 +325,9 @@ def with_workspace_tables(registry: AgentRegistry, workspace: Path) -> AgentRegi
         with_effects(registry.main, raw, str(path))  # checked now, as load_registry checks it
     except (SkillError, EffectsError) as exc:
         raise RegistryError(str(exc)) from None
-    return replace(registry, skill_dirs=tuple(dirs), effects=tuple(sorted((raw.get("effects") or {}).items())))
+    effects = {**(raw.get("effects") or {}), **dict(registry.effects)}
+    return replace(registry, skill_dirs=registry.skill_dirs if registry.skill_dirs_in_code else tuple(dirs),
+                   effects=tuple(sorted(effects.items())))
 
 
 def find_registry(explicit: Path | None, workspace: Path) -> AgentRegistry:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import sys
 
-
 #: AppError.kind of a request naming something that does not exist (a session, a tool call): HTTP 404, whatever the
 #: exit code (an unknown session id as typed is 2, a missing id found inside the store 1).
 NOT_FOUND = "not_found"

@@ -91,7 +91,7 @@ def loop_parts(
         raise LoopSetupError(f"{where}workspace {path} is gone; pass --workspace DIR")
     if settings is None:
         try:
-            settings = load_settings(limits or LimitFlags(), path, spec.limits)
+            settings = load_settings(limits or LimitFlags(), path, spec.limits, compaction=spec.compaction)
         except SettingsError as exc:
             raise LoopSetupError(f"{where}{exc}") from None
     try:

@@ -164,7 +164,7 @@ def checked_spec(provider: str | None, model: str | None, workspace: Path, max_i
     if not spec.provider:
         raise AppError("no model provider: set ANTHROPIC_API_KEY to use Claude, or pass --provider scripted:PATH", 2)
     try:
-        settings = load_settings(LimitFlags(), workspace, in_code=spec.limits)
+        settings = load_settings(LimitFlags(), workspace, in_code=spec.limits, compaction=spec.compaction)
         loop_parts(spec, provider_name=spec.provider, model=model, workspace=workspace, settings=settings)
     except SettingsError as exc:
         raise AppError(str(exc), 2) from None

@@ -100,10 +100,12 @@ def retry_policy(max_attempts: int | None) -> RetryPolicy:
 
 
 def settings_for(options: RunOptions, workspace: Path, recorded: AgentSpec | None = None,
-                 in_code: dict[str, Any] | None = None) -> Settings:
-    """`in_code`: the limits a new session's Agent gave (`Agent(doom_loop=...)`), under the flags, over chronicle.toml."""
+                 in_code: dict[str, Any] | None = None, compaction: dict[str, Any] | None = None) -> Settings:
+    """`in_code`: the limits a new session's Agent gave (`Agent(doom_loop=...)`), under the flags, over chronicle.toml;
+    `compaction`: its `[compaction]` keys, over the file's (a continued session's are those it recorded)."""
     try:
-        return load_settings(options.limits, workspace, recorded.limits if recorded is not None else None, in_code)
+        return load_settings(options.limits, workspace, recorded.limits if recorded is not None else None, in_code,
+                             recorded.compaction if recorded is not None else compaction)
     except SettingsError as exc:
         raise AppError(str(exc), 2) from None
 
@@ -112,7 +114,7 @@ def _new_session_spec(options: RunOptions, workspace: Path) -> tuple[AgentSpec, 
     """The spec a new session records, with the limits it starts under (which the spec's own, given in code, shape)."""
     spec = new_spec(workspace, options.provider, options.model, options.max_iterations, options.agents,
                     registry=options.registry, extra_tools=options.tools)
-    settings = settings_for(options, workspace, in_code=spec.limits)
+    settings = settings_for(options, workspace, in_code=spec.limits, compaction=spec.compaction)
     return spec.model_copy(update={"limits": settings.limits()}), settings
 
 

@@ -151,6 +151,11 @@ def ignored_in_code(sid: object, recorded: AgentSpec, registry: AgentRegistry, m
     # Agent(limits=...): only the ones given, each against what the session recorded (flags and the file included).
     if any(value != (kept.limits or {}).get(name) for name, value in (given.limits or {}).items() if name != "doom_loop"):
         differs.append("limits")
+    # Agent(compaction=..., effects=...): only the keys given, each against what the session recorded.
+    if any(value != (kept.compaction or {}).get(name) for name, value in (given.compaction or {}).items()):
+        differs.append("compaction")
+    if any(value != getattr(kept, name) for name, value in registry.effects):
+        differs.append("effects")
     if given.description != kept.description:
         differs.append("description")
     if max_iterations is None and registry.max_iterations is not None and registry.max_iterations != kept.max_iterations:
