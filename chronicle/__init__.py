@@ -26,7 +26,7 @@ _SOURCES = {
     **dict.fromkeys(["Hook", "NeedApproval", "Skip", "Stop"], "chronicle.runtime.hooks"),
     **dict.fromkeys(["Routine"], "chronicle.runtime.routines"),
     **dict.fromkeys(["Agent"], "chronicle.agent"),
-    **dict.fromkeys(["Chronicle", "RunResult"], "chronicle.client"),
+    **dict.fromkeys(["Answered", "Chronicle", "RunResult"], "chronicle.client"),
     **dict.fromkeys(["ChronicleError", "ChronicleWarning"], "chronicle.errors"),
 }
 
@@ -70,13 +70,14 @@ if TYPE_CHECKING:
     from chronicle.runtime.tools.mcp_config import McpServer
 
     from .agent import Agent
-    from .client import Chronicle, RunResult
+    from .client import Answered, Chronicle, RunResult
     from .errors import ChronicleError, ChronicleWarning
 
 __all__ = [
     "LIVE_EVENTS",
     "Agent",
     "AgentEnd",
+    "Answered",
     "AgentStart",
     "ApprovalNeeded",
     "Chronicle",

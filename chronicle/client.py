@@ -12,7 +12,7 @@ import asyncio
 import logging
 import threading
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, AsyncIterator, Callable, Iterator, Sequence
 from uuid import UUID
@@ -26,6 +26,7 @@ from chronicle.runtime.app import routines as routine_cases
 from chronicle.runtime.app import tasks as task_cases
 from chronicle.runtime.app import why as decisions
 from chronicle.runtime.app.errors import AppError, DefinitionError, known_failure
+from chronicle.runtime.app.running import Driven
 from chronicle.runtime.app.specs import normalise_provider, resolve_workspace
 from chronicle.runtime.app.worker import Overrides, WorkerOptions, compose_worker, worker_name
 from chronicle.runtime.config import resolve_db_url
@@ -45,9 +46,33 @@ from .errors import ChronicleError, warn
 
 
 @dataclass(frozen=True)
+class Answered:
+    """One turn a call ran: the input it answered (`input_id`, as `submit` and `steer` return it) and how it ended."""
+
+    input_id: str | None
+    turn_id: str | None
+    status: str
+    text: str
+    reason: str | None = None
+
+    @classmethod
+    def of(cls, store: ChronicleStore, outcome: TurnOutcome) -> "Answered":
+        input_id = store.turn(outcome.turn_id).input_id if outcome.turn_id else None
+        return cls(input_id, str(outcome.turn_id) if outcome.turn_id else None, outcome.status, outcome.text, outcome.reason)
+
+
+@dataclass(frozen=True)
 class RunResult:
-    """How a run ended, as `chronicle run` reports it: status completed | failed | awaiting_approval | stopped |
-    cancelled (or queued, idle, busy), and the exit code the command would give."""
+    """How a run ended: status completed | failed | awaiting_approval | stopped | cancelled (or queued, idle, busy), and
+    the exit code `chronicle run` would give for it.
+
+    A run records its prompt and then runs the session's queued inputs in order, one turn each, as long as each
+    completes (as `chronicle run` does): inputs steered or submitted before it run first, and inputs another `run`
+    queued while it works run after it. `status`, `text`, `reason`, `turn_id` and `exit_code` are the answer to this
+    call's own prompt when its turn ran (not that of an input queued after it); `answered` lists every turn the call
+    ran, in order. When its prompt did not run — a turn before it did not complete (failed, awaiting approval, …),
+    or another process holds the session (status `queued`) — they say how the last turn that ran ended and
+    `input_queued` is True: the prompt waits in the session's queue for `resume` (or that process)."""
 
     session_id: str
     status: str
@@ -59,6 +84,12 @@ class RunResult:
     #: import path no longer holds, CHRONICLE_THINKING_TOKENS for a provider that takes none (each also a ChronicleWarning),
     #: a model change recorded.
     notes: tuple[str, ...] = ()
+    #: The input this call recorded (its prompt); None for `resume`, which records none.
+    input_id: str | None = None
+    #: Every turn this call ran, in order, each with the input it answered.
+    answered: tuple[Answered, ...] = ()
+    #: This call's prompt has not run yet: it is still queued.
+    input_queued: bool = False
 
     @classmethod
     def of(cls, session_id: UUID, outcome: TurnOutcome | None, status: str = "idle", reason: str | None = None,
@@ -67,6 +98,19 @@ class RunResult:
             return cls(str(session_id), status, "", 0 if status in ("idle", "queued") else 1, reason, notes=tuple(notes))
         return cls(str(session_id), outcome.status, outcome.text, outcome.exit_code, outcome.reason,
                    str(outcome.turn_id) if outcome.turn_id else None, tuple(notes))
+
+    @classmethod
+    def of_run(cls, store: ChronicleStore, session_id: UUID, driven: Driven, input_id: str | None,
+               notes: Sequence[str] = ()) -> "RunResult":
+        """The result of a call that recorded `input_id` and drove the session (see the class's docstring)."""
+        answered = tuple(Answered.of(store, outcome) for outcome in driven.outcomes)
+        if driven.queued is not None:
+            base = cls.of(session_id, None, "queued", driven.queued.reason, notes)
+        else:
+            mine = next((o for o, a in zip(driven.outcomes, answered, strict=True) if input_id is not None and a.input_id == input_id), None)
+            base = cls.of(session_id, mine or driven.outcome, notes=notes)
+        waiting = input_id is not None and all(a.input_id != input_id for a in answered)
+        return replace(base, input_id=input_id, answered=answered, input_queued=waiting)
 
 
 @contextmanager
@@ -141,10 +185,7 @@ class Chronicle:
             for note in conversation.ignored:
                 warn(note)
             driven = await conversation.drive(handle_signals=False)
-        sid = conversation.session_id
-        if driven.queued is not None:
-            return RunResult.of(sid, None, "queued", driven.queued.reason, conversation.notes)
-        return RunResult.of(sid, driven.outcome, notes=conversation.notes)
+            return RunResult.of_run(self.store, conversation.session_id, driven, conversation.input_id, conversation.notes)
 
     def run_sync(self, agent: Agent, prompt: str, *, session: SessionRef | None = None, workspace: str | Path | None = None,
                  attachments: Sequence[Any] | None = None, auto_approve: bool = False,
@@ -206,7 +247,9 @@ class Chronicle:
                 warn(note)
         if isinstance(done, resuming.Busy):
             return RunResult.of(sid, None, "busy", done.message, notes)
-        return RunResult.of(sid, done[-1] if done else None, notes=notes)
+        with _as_chronicle_errors():
+            answered = tuple(Answered.of(self.store, outcome) for outcome in done)
+        return replace(RunResult.of(sid, done[-1] if done else None, notes=notes), answered=answered)
 
     def resume(self, session: SessionRef, *, auto_approve: bool = False, workspace: str | Path | None = None) -> RunResult:
         """`resume_async`, blocking (not inside an event loop)."""

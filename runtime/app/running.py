@@ -82,6 +82,9 @@ class Queued:
 class Driven:
     outcome: TurnOutcome | None
     queued: Queued | None = None
+    #: Every turn this drive ran, in order (`outcome` is the last): with draining, the inputs queued before and
+    #: after the caller's own, so a client can tell which of them answered its input.
+    outcomes: list[TurnOutcome] = field(default_factory=list)
 
 
 def stored_attachments(store: ChronicleStore, items: Sequence[Any] | None) -> list[dict[str, Any]] | None:
@@ -128,6 +131,8 @@ class Conversation:
         self.notes = notes or []
         #: Those of the notes that say something the client gave is ignored (the library warns of them).
         self.ignored: list[str] = []
+        #: The input `open` recorded (`first_input`), None if it recorded none: which of the turns a drive runs is its answer.
+        self.input_id: str | None = None
         self.holder = holder_name()
 
     @staticmethod
@@ -204,13 +209,15 @@ class Conversation:
         blocks = stored_attachments(store, attachments)
         if sid is not None and recorded is not None and spec.model != recorded.model:
             notes.append(change_model(store, sid, spec.model, actor=options.actor).line())
+        input_id: str | None = None
         if sid is None:
-            created, _ = start_session(store, spec, first_input, attachments=blocks)
+            created, input_id = start_session(store, spec, first_input, attachments=blocks)
             sid = created.id
         elif first_input is not None:
-            submit_input(store, sid, first_input, attachments=blocks)
+            input_id = submit_input(store, sid, first_input, attachments=blocks)
         conversation = cls(store, sid, loop, settings, options, [*ignored, *notes])
         conversation.ignored = ignored
+        conversation.input_id = input_id
         return conversation
 
     def submit(self, text: str) -> str:
@@ -269,6 +276,7 @@ async def drive(loop: AgentLoop, sid: UUID, *, holder: str | None = None, lease_
     await loop.emit(AgentStart(session_id=str(sid), agent=spec.name, depth=spec.depth, **links))
     outcome: TurnOutcome | None = None
     queued: Queued | None = None
+    outcomes: list[TurnOutcome] = []
     while True:
         async with leased(store, sid, holder, lease_s, loop.clock) as keeper:
             if keeper is None:
@@ -279,6 +287,7 @@ async def drive(loop: AgentLoop, sid: UUID, *, holder: str | None = None, lease_
                 if latest is None:
                     break
                 outcome = latest
+                outcomes.append(latest)
                 keeper.store_lost = latest.status == "interrupted"  # the loop's word for "lost the event store"
                 if not drain or latest.status != "completed":
                     break
@@ -292,7 +301,7 @@ async def drive(loop: AgentLoop, sid: UUID, *, holder: str | None = None, lease_
     else:
         status, reason = (outcome.status, outcome.reason) if outcome else ("idle", None)
     await loop.emit(AgentEnd(session_id=str(sid), agent=spec.name, status=status, reason=reason, depth=spec.depth, **links))
-    return Driven(outcome, queued)
+    return Driven(outcome, queued, outcomes)
 
 
 async def drive_session(loop: AgentLoop, sid: UUID, drain: bool = True, handle_signals: bool = False) -> TurnOutcome | None:
