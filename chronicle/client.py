@@ -300,7 +300,7 @@ class Chronicle:
         `tool_failures` (self-repair). The workspace's routines fire as in the command. Without `once`, `idle_exit` or
         `stop` it runs until cancelled, as the command does: set `stop` (a threading.Event, from any thread) to finish
         the turns in hand and return. `log`: each line the command prints (default: the `chronicle.worker` logger).
-        Returns one RunResult per turn it ran, in the order they ended."""
+        Returns one RunResult per turn it ran, in the order they ended, its `answered` naming the input it answered."""
         with _as_chronicle_errors():
             overrides = Overrides(provider=normalise_provider(provider), model=model,
                                   workspace=resolve_workspace(workspace) if workspace else None,
@@ -311,7 +311,8 @@ class Chronicle:
             if stop is not None:
                 worker.stop_when = stop.is_set
             await worker.run()
-        return [RunResult.of(outcome.session_id, outcome) for outcome in worker.outcomes]
+            return [replace(RunResult.of(outcome.session_id, outcome), answered=(Answered.of(self.store, outcome),))
+                    for outcome in worker.outcomes]
 
     def work(self, *, once: bool = False, idle_exit: float | None = None, poll: float = 0.5, concurrency: int = 4,
              lease_s: float = DEFAULT_LEASE_S, auto_approve: bool = False, provider: str | None = None,

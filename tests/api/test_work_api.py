@@ -25,13 +25,14 @@ def test_work_once_runs_every_queued_job_and_input_and_says_what_it_ran(db_url, 
     with Chronicle(db_url) as app:
         first = app.submit_job(Agent("jobber", tools=[], provider=provider), "first", workspace=workspace)["job_id"]
         agent = Agent(tools=[], provider=provider)
-        second = app.submit(agent, "second", workspace=workspace)["session_id"]
-        app.submit(agent, "follow-up", session=second)
+        second, submitted = app.submit(agent, "second", workspace=workspace).values()
+        follow_up = app.submit(agent, "follow-up", session=second)["input_id"]
         ran = app.work(once=True, concurrency=1, poll=0.05, log=lambda line: None)
         assert all(isinstance(r, RunResult) for r in ran)
         assert sorted((r.session_id, r.status, r.text) for r in ran) == sorted([
             (first, "completed", "First done."), (second, "completed", "Second done."), (second, "completed", "Follow-up done.")])
         assert [r.text for r in ran if r.session_id == second] == ["Second done.", "Follow-up done."]  # FIFO per session
+        assert [r.answered[0].input_id for r in ran if r.session_id == second] == [submitted, follow_up]
         assert app.job(first)["status"] == "completed"
         assert app.work(once=True, poll=0.05, log=lambda line: None) == []  # nothing left: nothing run twice
     # the command's worker finds nothing left either
