@@ -36,7 +36,7 @@ from chronicle.runtime.loop import LoopOptions, TurnOutcome
 from chronicle.runtime.routine_engine import RoutineEngine
 from chronicle.runtime.routines import Routine
 from chronicle.runtime.self_repair import DEFAULT_STUCK_AFTER_S, DEFAULT_TOOL_FAILURES, SelfRepair, repair_row
-from chronicle.runtime.store import ChronicleStore
+from chronicle.runtime.store import ChronicleStore, ForgottenSession, NotFound
 from chronicle.runtime.store_open import open_store
 
 from . import runs
@@ -57,7 +57,12 @@ class Answered:
 
     @classmethod
     def of(cls, store: ChronicleStore, outcome: TurnOutcome) -> "Answered":
-        input_id = store.turn(outcome.turn_id).input_id if outcome.turn_id else None
+        input_id = None
+        if outcome.turn_id:
+            try:
+                input_id = store.turn(outcome.turn_id).input_id
+            except (ForgottenSession, NotFound):
+                pass  # a turn erased while it ran (`forget` from elsewhere) answered nothing anyone can read now
         return cls(input_id, str(outcome.turn_id) if outcome.turn_id else None, outcome.status, outcome.text, outcome.reason)
 
 
