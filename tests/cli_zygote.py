@@ -37,8 +37,16 @@ from typing import Any
 PRELOAD = ("chronicle.runtime.cli.entry", "chronicle.runtime.cli.app", "chronicle.runtime.app.running",
            "chronicle.runtime.agents.registry", "chronicle.runtime.tools.mcp_tools", "chronicle.runtime.skills")
 
+#: What `chronicle serve` imports once it runs (runtime/cli/serve_cmd.py, uvicorn's protocol choices made
+#: when it starts): a second of each server's start-up, paid once by a zygote of its own (`spawn`), so the
+#: zygote of every other command holds what it held before. Skipped without the extra.
+PRELOAD_SERVE = ("uvicorn", "uvicorn.config", "uvicorn.server", "uvicorn.protocols.http.auto",
+                 "uvicorn.protocols.websockets.auto", "uvicorn.lifespan.on", "uvicorn.loops.auto",
+                 "chronicle.runtime.server.api", "chronicle.runtime.server.channels", "chronicle.runtime.routines",
+                 "chronicle.runtime.collector")
 
-def preload() -> None:
+
+def preload(server: bool = False) -> None:
     import importlib.util
 
     for name in PRELOAD:
@@ -47,6 +55,11 @@ def preload() -> None:
 
     for command in COMMANDS:
         importlib.import_module("chronicle.runtime.cli." + command.target.split(":")[0])
+    for name in PRELOAD_SERVE if server else ():
+        try:
+            importlib.import_module(name)
+        except ImportError:  # no server extra: `serve` says so itself, in its own process
+            break
     for module in list(sys.modules.values()):
         if isinstance(module, importlib.util._LazyModule):  # run here once, not in every child
             _ = module.__name__  # any attribute runs a lazy module
@@ -58,10 +71,10 @@ def preload() -> None:
         _ = stored_vocabulary()._adapter  # built as the first checked write of a child would build it
 
 
-def serve(path: str) -> None:
+def serve(path: str, server: bool = False) -> None:
     import gc
 
-    preload()
+    preload(server)
     # What the imports built goes to the permanent generation: a child's collections and its
     # exit then skip it instead of touching (and so copying) every page of it (0.6 s -> 0.08 s
     # a command).
@@ -160,6 +173,8 @@ def _reap(waiting: dict[int, socket.socket]) -> None:
 # -- the client: what tests/helpers.py's `cli` calls ------------------------------------------------
 
 _ZYGOTE: dict[str, Any] = {}
+#: The zygote of `chronicle serve` (`spawn`).
+_SERVE_ZYGOTE: dict[str, Any] = {}
 
 #: Read when modules are imported, not when a command runs: rich's consoles (runtime/cli/common.py)
 #: take the terminal's size and colours as they are built, the interpreter its PYTHON* settings and
@@ -174,23 +189,24 @@ def _same_at_import(env: dict[str, str], zygote: dict[str, str]) -> bool:
     return all(env.get(name) == zygote.get(name) for name in names)
 
 
-def _zygote(env: dict[str, str]) -> str | None:
+def _zygote(env: dict[str, str], zygote: dict[str, Any] = _ZYGOTE) -> str | None:
     """The socket of this test process's zygote, started with `env` on first use; None if it cannot start."""
-    if os.environ.get("CHRONICLE_TEST_FRESH") == "1" or _ZYGOTE.get("broken"):
+    if os.environ.get("CHRONICLE_TEST_FRESH") == "1" or zygote.get("broken"):
         return None
-    if "path" in _ZYGOTE and _ZYGOTE["process"].poll() is None:
-        return str(_ZYGOTE["path"])
+    if "path" in zygote and zygote["process"].poll() is None:
+        return str(zygote["path"])
     import atexit
     import shutil
     import tempfile
 
     where = tempfile.mkdtemp(prefix="chronicle-zygote-")
     path = os.path.join(where, "socket")
-    process = subprocess.Popen([sys.executable, "-m", "tests.cli_zygote", path], cwd=Path(__file__).parents[1], env=env,
+    kind = ["server"] if zygote is _SERVE_ZYGOTE else []
+    process = subprocess.Popen([sys.executable, "-m", "tests.cli_zygote", path, *kind], cwd=Path(__file__).parents[1], env=env,
                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, text=True)
     if process.stdout is None or process.stdout.readline().strip() != "ready":
         process.kill()
-        _ZYGOTE["broken"] = True
+        zygote["broken"] = True
         return None
 
     def stop() -> None:
@@ -201,7 +217,7 @@ def _zygote(env: dict[str, str]) -> str | None:
         shutil.rmtree(where, ignore_errors=True)
 
     atexit.register(stop)
-    _ZYGOTE.update(path=path, process=process, env=env)
+    zygote.update(path=path, process=process, env=env)
     return path
 
 
@@ -246,6 +262,98 @@ def run(command: list[str], args: list[str], cwd: Path | None, env: dict[str, st
         return subprocess.CompletedProcess(command, code, text(out), text(err))
 
 
+def spawn(command: list[str], args: list[str], cwd: Path | None, env: dict[str, str],
+          zygote_env: dict[str, str]) -> "Forked | None":
+    """`chronicle ARGS` forked from the zygote and left running, as `subprocess.Popen(command,
+    stdout=PIPE, stderr=PIPE, text=True)` would start it (stdin is /dev/null); None when it must
+    start from scratch instead. For `chronicle serve`, which spends its second of start-up importing
+    the server (PRELOAD_SERVE), not serving."""
+    path = _zygote(zygote_env, _SERVE_ZYGOTE)
+    if path is None or not _same_at_import(env, _SERVE_ZYGOTE["env"]):
+        return None
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.connect(path)
+    except OSError:
+        sock.close()
+        return None
+    out_r, out_w = os.pipe()
+    err_r, err_w = os.pipe()
+    stdin = os.open(os.devnull, os.O_RDONLY)
+    try:
+        request = {"argv": args, "env": env, "cwd": str(cwd or os.getcwd())}
+        socket.send_fds(sock, [json.dumps(request).encode()], [stdin, out_w, err_w])
+    finally:
+        for fd in (stdin, out_w, err_w):
+            os.close(fd)
+    lines = _Lines(sock)
+    pid = int(lines.next(timeout=30))
+    return Forked(command, pid, sock, lines, out_r, err_r)
+
+
+class Forked:
+    """The part of `subprocess.Popen` the tests use, for a command the zygote forked: its exit code
+    comes over the zygote's connection (the zygote is its parent), signals go to its pid."""
+
+    def __init__(self, args: list[str], pid: int, sock: socket.socket, lines: _Lines, out: int, err: int) -> None:
+        import locale
+
+        encoding = locale.getpreferredencoding(False)
+        self.args, self.pid, self.returncode = args, pid, None
+        self._sock, self._lines = sock, lines
+        self.stdin = None
+        self.stdout = open(out, encoding=encoding)  # text mode, universal newlines, as Popen(text=True)
+        self.stderr = open(err, encoding=encoding)
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            try:
+                self.wait(timeout=0.001)
+            except subprocess.TimeoutExpired:
+                pass
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        if self.returncode is None:
+            try:
+                code = self._lines.next(timeout=1e9 if timeout is None else timeout)
+            except TimeoutError:
+                raise subprocess.TimeoutExpired(self.args, timeout or 0) from None
+            self.returncode = int(code)
+            self._sock.close()
+        return self.returncode
+
+    def send_signal(self, sig: int) -> None:
+        if self.returncode is None:  # the zygote has not reaped it: the pid is still this command's
+            try:
+                os.kill(self.pid, sig)
+            except ProcessLookupError:
+                pass
+
+    def terminate(self) -> None:
+        self.send_signal(signal.SIGTERM)
+
+    def kill(self) -> None:
+        self.send_signal(signal.SIGKILL)
+
+    def communicate(self, timeout: float | None = None) -> tuple[str, str]:
+        """Both streams read to their end at once (a full pipe would stall the command), then the exit."""
+        import threading
+
+        said: dict[str, str] = {}
+        readers = [threading.Thread(target=lambda name=name, stream=stream: said.__setitem__(name, stream.read()), daemon=True)
+                   for name, stream in (("out", self.stdout), ("err", self.stderr))]
+        for reader in readers:
+            reader.start()
+        deadline = None if timeout is None else time.monotonic() + timeout
+        for reader in readers:
+            reader.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
+            if reader.is_alive():
+                raise subprocess.TimeoutExpired(self.args, timeout or 0)
+        self.wait(None if deadline is None else max(0.001, deadline - time.monotonic()))
+        return said["out"], said["err"]
+
+
 class _Lines:
     """Lines from a socket, each read with its own timeout (a socket file cannot be read after one)."""
 
@@ -258,7 +366,7 @@ class _Lines:
             left = deadline - time.monotonic()
             if left <= 0:
                 raise TimeoutError
-            self.sock.settimeout(left)
+            self.sock.settimeout(min(left, 1e6))
             chunk = self.sock.recv(4096)  # socket.timeout is TimeoutError
             if not chunk:
                 raise ConnectionError("the zygote closed the connection without an exit code")
@@ -268,4 +376,4 @@ class _Lines:
 
 
 if __name__ == "__main__":
-    serve(sys.argv[1])
+    serve(sys.argv[1], server=sys.argv[2:] == ["server"])

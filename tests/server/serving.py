@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import socket
 import subprocess
 import sys
@@ -13,6 +12,9 @@ from pathlib import Path
 from typing import Any, Iterator
 
 import httpx
+
+from tests import cli_zygote
+from tests.helpers import _base_env
 
 
 def free_port() -> int:
@@ -31,17 +33,22 @@ def serving(db: str, workspace: Path, token: str | None = None, extra: tuple[str
 @contextmanager
 def server_process(db: str, workspace: Path, token: str | None = None, extra: tuple[str, ...] = (),
                    env_extra: dict[str, str] | None = None) -> Iterator[tuple[str, subprocess.Popen[str]]]:
-    """`serving`, with the server's process too: for a test that stops it itself."""
+    """`serving`, with the server's process too: for a test that stops it itself. The process is forked
+    from the CLI zygote (tests/cli_zygote.py, `spawn`), which has imported the server already, or
+    started from scratch as `helpers.cli` would."""
     port = free_port()
-    env = {k: v for k, v in os.environ.items() if k not in ("ANTHROPIC_API_KEY", "CHRONICLE_DB", "CHRONICLE_SERVER_TOKEN")}
+    base_env = _base_env()
+    env = {k: v for k, v in base_env.items() if k != "CHRONICLE_SERVER_TOKEN"}
     env["CHRONICLE_DB"] = db
     if token:
         env["CHRONICLE_SERVER_TOKEN"] = token
     env.update(env_extra or {})
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "chronicle.runtime.cli", "serve", "--port", str(port), "--workspace", str(workspace), *extra],
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )
+    args = ["serve", "--port", str(port), "--workspace", str(workspace), *extra]
+    command = [sys.executable, "-m", "chronicle.runtime.cli", *args]
+    proc: Any = cli_zygote.spawn(command, args, None, env, zygote_env=base_env)
+    if proc is None:
+        proc = subprocess.Popen(command, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
     base = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 60
