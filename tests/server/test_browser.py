@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import shutil
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
@@ -18,6 +19,30 @@ from tests.server.serving import serving
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="!!! no chromium: `make test` installs Debian's chromium (apt-get install chromium)")
+
+
+@pytest.fixture(scope="module")
+def chromium():
+    """One Chromium for the file's tests: starting playwright and the browser is a second each time. Each test's
+    pages live in contexts of their own (`browser`), so no cookie or storage passes from one test to the next."""
+    playwright_api = pytest.importorskip("playwright.sync_api")
+    with playwright_api.sync_playwright() as pw:
+        shared = pw.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        yield shared
+        shared.close()
+
+
+@pytest.fixture
+def browser(chromium):
+    """The shared Chromium, with every context (and so every page) the test opened closed at its end."""
+    yield chromium
+    _close_pages(chromium)
+
+
+def _close_pages(browser) -> None:  # type: ignore[no-untyped-def]
+    """What closing the browser did for the test's pages: each context, with its pages, cookies and open streams."""
+    for context in browser.contexts:
+        context.close()
 
 
 def _until(predicate, timeout: float = 60):  # type: ignore[no-untyped-def]
@@ -47,7 +72,7 @@ def _goto(page, url):
             page.wait_for_load_state("load")
 
 
-def test_approve_in_the_browser_see_the_answer_arrive_and_travel_back_in_time(db_url, workspace, tmp_path):
+def test_approve_in_the_browser_see_the_answer_arrive_and_travel_back_in_time(db_url, workspace, tmp_path, browser):
     playwright_api = pytest.importorskip("playwright.sync_api")
     script = write_script(tmp_path / "s.json", [
         [response(text("I will write the file."), tool_use("tu_b", "bash", command="echo approved > out.txt")),
@@ -55,11 +80,10 @@ def test_approve_in_the_browser_see_the_answer_arrive_and_travel_back_in_time(db
          response(text("Done: out.txt says approved."), until_file="finish")],
         [response(text("Second turn answer."))],
     ])
-    with serving(db_url, workspace, env_extra={"CHRONICLE_ACTOR": "ci-reviewer"}) as base, playwright_api.sync_playwright() as pw:
+    with serving(db_url, workspace, env_extra={"CHRONICLE_ACTOR": "ci-reviewer"}) as base:
         sid = httpx.post(f"{base}/sessions", json={"prompt": "write out.txt", "provider": f"scripted:{script}"}).json()["session_id"]
         _until(lambda: any(e["event"] == "ApprovalRequested" for e in httpx.get(f"{base}/sessions/{sid}/log").json()))
 
-        browser = pw.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
         page = browser.new_page(viewport={"width": 1280, "height": 900})
         page.on("dialog", lambda dialog: dialog.accept())
         page.goto(f"{base}/ui/sessions/{sid}")
@@ -90,15 +114,15 @@ def test_approve_in_the_browser_see_the_answer_arrive_and_travel_back_in_time(db
         expect(page.locator("#conversation")).not_to_contain_text("Second turn answer.")
         expect(page.locator("#conversation")).to_contain_text("Done: out.txt says approved.")
         _shot(page, tmp_path, "viewer-time-travel.png")
-        browser.close()
+        _close_pages(browser)
     assert (tmp_path / "viewer-approval.png").stat().st_size > 10_000
 
 
-def test_a_thousand_turn_session_opens_and_time_travels_a_page_of_turns_at_a_time(db_url, workspace, tmp_path):
+def test_a_thousand_turn_session_opens_and_time_travels_a_page_of_turns_at_a_time(db_url, workspace, tmp_path, browser):
     playwright_api = pytest.importorskip("playwright.sync_api")
-    sid = str(long_session.build(db_url, workspace, tmp_path, 1000, retry_at=(500,)))
-    with serving(db_url, workspace) as base, playwright_api.sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+    with ThreadPoolExecutor(1) as thread:  # its last turn runs in asyncio.run, which the shared playwright's loop forbids here
+        sid = str(thread.submit(long_session.build, db_url, workspace, tmp_path, 1000, retry_at=(500,)).result())
+    with serving(db_url, workspace) as base:
         page = browser.new_page(viewport={"width": 1280, "height": 900})
         requested: list[str] = []
         page.on("request", lambda request: requested.append(request.url))
@@ -126,20 +150,19 @@ def test_a_thousand_turn_session_opens_and_time_travels_a_page_of_turns_at_a_tim
         page.wait_for_url("**?at=480")
         expect(page.locator("#turn-480")).to_contain_text("answer 480")
         assert page.locator("#conversation .turn").count() == session_page.TURNS_SHOWN
-        browser.close()
+        _close_pages(browser)
     assert not [u for u in requested if "/history" in u or u.endswith("/log")], "the page never fetches the whole history"
 
 
-def test_a_page_opened_while_the_turn_runs_brings_up_the_approval_when_it_is_asked_for(db_url, workspace, tmp_path):
+def test_a_page_opened_while_the_turn_runs_brings_up_the_approval_when_it_is_asked_for(db_url, workspace, tmp_path, browser):
     playwright_api = pytest.importorskip("playwright.sync_api")
     script = write_script(tmp_path / "s.json", [
         response(text("Thinking it over."), tool_use("tu_b", "bash", command="echo late > late.txt"), until_file="ask"),
         response(text("Wrote late.txt.")),
     ])
-    with serving(db_url, workspace) as base, playwright_api.sync_playwright() as pw:
+    with serving(db_url, workspace) as base:
         sid = httpx.post(f"{base}/sessions", json={"prompt": "write late.txt", "provider": f"scripted:{script}"}).json()["session_id"]
         _until(lambda: httpx.get(f"{base}/sessions").json()[0]["status"] == "running")
-        browser = pw.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
         page = browser.new_page()
         page.on("dialog", lambda dialog: dialog.accept())
         page.goto(f"{base}/ui/sessions/{sid}")
@@ -149,11 +172,11 @@ def test_a_page_opened_while_the_turn_runs_brings_up_the_approval_when_it_is_ask
         expect(page.locator("#approvals")).to_contain_text("echo late > late.txt", timeout=30_000)
         page.locator("#approvals button[data-action=approve]").click()
         expect(page.locator("#conversation")).to_contain_text("Wrote late.txt.", timeout=60_000)
-        browser.close()
+        _close_pages(browser)
     assert (workspace / "late.txt").read_text().strip() == "late"
 
 
-def test_with_a_token_the_browser_logs_in_once_by_url_then_lists_approves_and_follows_live(sqlite_url, workspace, tmp_path):
+def test_with_a_token_the_browser_logs_in_once_by_url_then_lists_approves_and_follows_live(sqlite_url, workspace, tmp_path, browser):
     """A browser cannot send `Authorization: Bearer`, nor can the page's fetch or EventSource as they
     were: `/?token=` once sets a cookie and leaves the address; the list, the Approve button and the
     live stream then work on the cookie alone. Without it, a 401 page says how to pass the token."""
@@ -165,12 +188,11 @@ def test_with_a_token_the_browser_logs_in_once_by_url_then_lists_approves_and_fo
     ])
     token = "viewer-s3cret"
     bearer = {"Authorization": f"Bearer {token}"}
-    with serving(sqlite_url, workspace, token=token) as base, playwright_api.sync_playwright() as pw:
+    with serving(sqlite_url, workspace, token=token) as base:
         sid = httpx.post(f"{base}/sessions", json={"prompt": "write out.txt", "provider": f"scripted:{script}"},
                          headers=bearer).json()["session_id"]
         _until(lambda: any(e["event"] == "ApprovalRequested"
                            for e in httpx.get(f"{base}/sessions/{sid}/log", headers=bearer).json()))
-        browser = pw.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
         expect = playwright_api.expect
 
         stranger = browser.new_page()
@@ -195,5 +217,5 @@ def test_with_a_token_the_browser_logs_in_once_by_url_then_lists_approves_and_fo
         expect(page.locator("#live")).to_contain_text("Wrote it; checking.", timeout=30_000)
         (tmp_path / "finish").write_text("", encoding="utf-8")  # the last model call answers once the live step was seen
         expect(page.locator("#conversation")).to_contain_text("Done: out.txt says approved.", timeout=60_000)
-        browser.close()
+        _close_pages(browser)
     assert (workspace / "out.txt").read_text().strip() == "approved"
