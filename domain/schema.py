@@ -18,7 +18,7 @@ from .tool_call import ToolCall
 from .turn import Turn
 
 AGGREGATES = (Session, Turn, ToolCall, SessionLease, Attachment)
-AGGREGATE_VERSIONS = {"Session": 6, "Turn": 4, "ToolCall": 1, "SessionLease": 1, "Attachment": 1}
+AGGREGATE_VERSIONS = {"Session": 7, "Turn": 4, "ToolCall": 1, "SessionLease": 1, "Attachment": 1}
 #: v2 of Session.TurnsUndone/TurnsRedone/SteeringQueued/CancelRequested, Turn.Resumed/Cancelled and
 #: ToolCall.Approved/Denied: `actor`, who decided (None on older events). v3 of ToolCall.Approved: `reason`,
 #: why a mechanism (the approval policy) approved; None on older events and for a person's answer.
@@ -30,6 +30,8 @@ EVENT_VERSIONS = {
     "Session.Compacted": 1, "Session.CompactionFailed": 1, "Session.FilesRestored": 1, "Session.InputWithAttachmentsQueued": 2,
     "Session.FilesReapplied": 1, "Session.WorkerFailed": 1, "Session.Archived": 1, "Session.Unarchived": 1,
     "Session.ModelChanged": 1,
+    # Seed 001's auth mode: asked, given (its value never recorded), cancelled by a control.
+    "Session.CredentialRequested": 1, "Session.CredentialProvided": 1, "Session.CredentialCancelled": 2,
     # v2 of Session.InputQueued/InputWithAttachmentsQueued: `origin`, the channel and senders of a channel's input.
     # v2 of Session.ReplyDelivered/ReplyFailed: `routine`, whose findings a routine's `notify` posted.
     "Session.ReplyDelivered": 2, "Session.ReplyFailed": 2,

@@ -36,6 +36,7 @@ from .session_upcasts import (
     snapshot_v3_v4,
     snapshot_v4_v5,
     snapshot_v5_v6,
+    snapshot_v6_v7,
     started_v1_v2,
     turn_ended_v1_v2,
 )
@@ -56,13 +57,14 @@ class Session(SessionView, Aggregate):
         pass
 
     #: What each version added, and how an older snapshot is read: session_upcasts.snapshot_vN_vN+1.
-    class_version = 6
+    class_version = 7
 
     upcast_v1_v2 = staticmethod(snapshot_v1_v2)
     upcast_v2_v3 = staticmethod(snapshot_v2_v3)
     upcast_v3_v4 = staticmethod(snapshot_v3_v4)
     upcast_v4_v5 = staticmethod(snapshot_v4_v5)
     upcast_v5_v6 = staticmethod(snapshot_v5_v6)
+    upcast_v6_v7 = staticmethod(snapshot_v6_v7)
 
     class Started(Aggregate.Created, Event):
         """v2: `forked_from` is {"session_id", "turn"}; v1 events of chat's /fork held "turn_id"."""
@@ -113,6 +115,8 @@ class Session(SessionView, Aggregate):
         #: input id -> {"channel", "senders"} for inputs a channel queued; turn id -> reply outcome.
         self.input_origins: dict[str, dict[str, Any]] = {}
         self.replies: dict[str, str] = {}
+        #: {"name", "prompt", "tool_call_id"} while a tool waits for a credential: the next message is the secret.
+        self.pending_auth: dict[str, Any] | None = None
 
     @classmethod
     def start(
@@ -256,6 +260,49 @@ class Session(SessionView, Aggregate):
     def _secrets_redacted(self, where: str, counts: dict[str, int], timestamp: datetime) -> None:
         """Nothing changes: the count is the fact, for the audit (the text was redacted before it was recorded)."""
 
+    # -- auth mode: a credential a tool asked for --------------------------------------------
+
+    def await_credential(self, name: str, prompt: str, tool_call_id: str, now: datetime) -> None:
+        """Enter auth mode (seed 001): the next user message is the credential, never an input."""
+        self._credential_requested(name=name, prompt=prompt, tool_call_id=tool_call_id, timestamp=now)
+
+    class CredentialRequested(Event):
+        name: str
+        prompt: str
+        tool_call_id: str
+
+    @event(CredentialRequested)
+    def _credential_requested(self, name: str, prompt: str, tool_call_id: str, timestamp: datetime) -> None:
+        self.pending_auth = {"name": name, "prompt": prompt, "tool_call_id": tool_call_id}
+
+    def credential_provided(self, now: datetime) -> str:
+        """The secret went to the credential store (runtime/credentials.py); only that it did is recorded."""
+        if self.pending_auth is None:
+            raise DomainError(f"session {self.id} is not waiting for a credential")
+        name = str(self.pending_auth["name"])
+        self._credential_provided(name=name, timestamp=now)
+        return name
+
+    class CredentialProvided(Event):
+        name: str
+
+    @event(CredentialProvided)
+    def _credential_provided(self, name: str, timestamp: datetime) -> None:
+        self.pending_auth = None
+
+    def cancel_auth(self, reason: str, now: datetime, actor: str | None = None) -> None:
+        """Any control submission (undo, cancel, ...) leaves auth mode; outside it nothing is recorded."""
+        if self.pending_auth is not None:
+            self._credential_cancelled(name=str(self.pending_auth["name"]), reason=reason, actor=actor, timestamp=now)
+
+    class CredentialCancelled(Decided, Event):
+        name: str
+        reason: str
+
+    @event(CredentialCancelled)
+    def _credential_cancelled(self, name: str, reason: str, actor: str | None, timestamp: datetime) -> None:
+        self.pending_auth = None
+
     # -- turns ---------------------------------------------------------------------------------
 
     def start_turn(self, turn_id: UUID, now: datetime) -> dict[str, Any]:
@@ -309,6 +356,7 @@ class Session(SessionView, Aggregate):
 
     def undo(self, count: int, now: datetime, actor: str | None = None) -> list[UUID]:
         undone = turns_to_undo(self, count)
+        self.cancel_auth("undo", now, actor)
         self._turns_undone(turn_ids=undone, actor=actor, timestamp=now)
         return undone
 
@@ -322,6 +370,7 @@ class Session(SessionView, Aggregate):
 
     def redo(self, now: datetime, actor: str | None = None) -> list[UUID]:
         turn_ids = turns_to_redo(self)
+        self.cancel_auth("redo", now, actor)
         self._turns_redone(turn_ids=turn_ids, actor=actor, timestamp=now)
         return turn_ids
 

@@ -56,6 +56,11 @@ def snapshot_v5_v6(state: dict[str, Any]) -> None:
     state.setdefault("replies", {})
 
 
+def snapshot_v6_v7(state: dict[str, Any]) -> None:
+    """v7: `pending_auth` (a credential a tool waits for, seed 001's auth mode); older sessions waited for none."""
+    state.setdefault("pending_auth", None)
+
+
 def input_v1_v2(state: dict[str, Any]) -> None:
     """Inputs before channels recorded where they came from: none said, so none is known."""
     state.setdefault("origin", None)

@@ -103,6 +103,9 @@ class LoopIO:
     compactor: Any = None
     #: Builds a sub-agent's runner from its spec (set by the loop that owns this bundle).
     spawn: Callable[["AgentSpec"], ChildRunner] | None = None
+    #: session id -> {"name", "prompt"}: a credential a tool asked for this turn (ToolContext.credential);
+    #: the turn's end records it on the session (runtime/credentials.py), so its next message is the secret.
+    credential_requests: dict[str, dict[str, str]] = field(default_factory=dict)
 
     async def emit(self, event: Any) -> None:
         await self.broker.emit(event)

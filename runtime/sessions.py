@@ -21,7 +21,14 @@ def queue_scanned(session: Session, input_id: str, text: str, now: Any, kind: st
 
     An origin's senders go through the same scan: a phone number or an email is kept as given
     (the scan leaves them alone), while a sender that is a credential (a webhook that puts a token
-    where the sender goes) is recorded as its marker, never in the clear."""
+    where the sender goes) is recorded as its marker, never in the clear.
+
+    In auth mode (a tool awaits a credential, seed 001) the text is that credential: it goes to the credential
+    store before anything else, and neither an input, a turn nor the text is recorded (runtime/credentials.py)."""
+    from .credentials import take_credential
+
+    if take_credential(session, text, now):
+        return
     scanner = scanner_for(session.spec.workspace)
     found = scanner.text(text)
     counts = dict(found.counts)

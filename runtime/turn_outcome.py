@@ -20,6 +20,7 @@ from chronicle.domain.tool_call import ToolCall
 from chronicle.domain.turn import Turn
 
 from .actor import process_actor
+from .credentials import record_requests
 from .hooks import Stop
 from .live import ErrorEvent, ToolEnd
 from .loop_io import LoopIO
@@ -60,7 +61,14 @@ def finish(io: LoopIO, session: Session, turn: Turn, status: str, reason: str | 
         turn.stop((error or {}).get("guard", "guard"), reason or "stopped by a guard", now)
     else:
         turn.fail(reason or "failed", now, error=error)
-    io.store.update_session(session.id, lambda s: s.end_turn(turn.id, now), turn, held=session, attempts=TURN_ATTEMPTS)
+    asked = io.credential_requests
+
+    def end(s: Session) -> None:
+        s.end_turn(turn.id, now)
+        record_requests(s, dict(asked), now)  # a copy: a retried update records it again on the fresh session
+
+    io.store.update_session(session.id, end, turn, held=session, attempts=TURN_ATTEMPTS)
+    asked.pop(str(session.id), None)
     return TurnOutcome(session.id, turn.id, turn.status, text=turn.final_text or "", reason=reason)
 
 

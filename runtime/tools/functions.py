@@ -50,6 +50,21 @@ class ToolContext:
         if self.runtime is not None:
             self.runtime.update(detail)
 
+    def credential(self, name: str, prompt: str = "") -> str:
+        """The workspace's credential `name` (runtime/credentials.py). One not stored yet raises AwaitingCredential:
+        the call fails with a note the model reads, and the session's next user message is taken as the
+        credential (seed 001's auth mode), stored outside the event log; the tool is called again after."""
+        from chronicle.runtime.credentials import AwaitingCredential, CredentialStore
+
+        value = CredentialStore(self.workspace).get(name)
+        if value is not None:
+            return value
+        io = getattr(self.runtime, "io", None)
+        if io is not None:
+            io.credential_requests[self.session_id] = {"name": name, "prompt": prompt or f"your {name}",
+                                                       "tool_call_id": self.tool_call_id}
+        raise AwaitingCredential(name, prompt or f"your {name}")
+
     async def spawn_batch(self, tasks: Sequence[tuple[str, dict[str, Any]]]) -> list[ToolOutput]:
         """Run tools of the session (read-only or idempotent ones) concurrently, as (name, input) pairs; their
         outputs (`.content`, `.is_error`) come back in the order asked, and each run is recorded on this call."""

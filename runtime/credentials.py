@@ -1,0 +1,77 @@
+"""Seed 001's auth mode: a tool asks for a credential, the user's next message is it, and the secret
+lives outside the event log.
+
+The log records only that a credential was asked for, provided or cancelled (Session.CredentialRequested,
+CredentialProvided, CredentialCancelled): an event store is append-only, copied and exported, so a
+secret written there could never be taken back. The value goes to a file per workspace, readable by
+its owner only, beside the default database (`.chronicle/credentials.json`); a tool reads it with
+`ToolContext.credential(name)`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from chronicle.domain.session import Session
+
+from .tools.base import ToolError
+
+CREDENTIALS_FILE = Path(".chronicle") / "credentials.json"
+
+
+class AwaitingCredential(ToolError):
+    """Raised by ToolContext.credential for a credential the store lacks: the call fails with a note to the model,
+    and the turn's end puts the session in auth mode."""
+
+    def __init__(self, name: str, prompt: str) -> None:
+        super().__init__(f"awaiting credential {name!r}: the user has been asked for it ({prompt}); "
+                         "tell the user, and call the tool again once they have provided it")
+        self.name = name
+        self.prompt = prompt
+
+
+class CredentialStore:
+    """Named secrets of one workspace, in a file only its owner reads (0600), never in the event store."""
+
+    def __init__(self, workspace: Path) -> None:
+        self.path = Path(workspace) / CREDENTIALS_FILE
+
+    def _all(self) -> dict[str, str]:
+        try:
+            data = json.loads(self.path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return {}
+        return {str(k): str(v) for k, v in data.items()} if isinstance(data, dict) else {}
+
+    def get(self, name: str) -> str | None:
+        return self._all().get(name)
+
+    def put(self, name: str, value: str) -> None:
+        data = self._all()
+        data[name] = value
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        temp = self.path.with_suffix(".tmp")
+        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            json.dump(data, handle)
+        os.replace(temp, self.path)
+
+
+def take_credential(session: Session, text: str, now: Any) -> bool:
+    """If the session is in auth mode, `text` is the credential: stored, recorded as provided (without its value),
+    and True — the caller queues nothing, starts no turn, logs nothing. Otherwise False."""
+    if session.pending_auth is None:
+        return False
+    CredentialStore(Path(session.spec.workspace)).put(str(session.pending_auth["name"]), text.strip())
+    session.credential_provided(now)
+    return True
+
+
+def record_requests(session: Session, requests: dict[str, dict[str, str]], now: Any) -> None:
+    """What the turn's tools asked for (LoopIO.credential_requests): the last ask puts the session in auth mode."""
+    asked = requests.pop(str(session.id), None)
+    if asked is not None:
+        session.await_credential(asked["name"], asked["prompt"], asked.get("tool_call_id", ""), now)

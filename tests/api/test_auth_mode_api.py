@@ -1,0 +1,79 @@
+"""Seed 001's auth mode through `import chronicle` and the CLI, on both backends: a tool asks for a credential,
+the session records that it waits for one, the user's next message is the credential (no input, no turn, nothing
+logged) and goes to the workspace's credential store outside the event log; undo leaves auth mode."""
+
+from __future__ import annotations
+
+import json
+import stat
+
+from chronicle import Agent, Chronicle, ToolContext, tool
+from tests.helpers import cli, response, text, tool_use
+
+SECRET = "tok-9f8e7d6c5b4a-SECRET"
+
+
+def scripted(tmp_path, **agents) -> str:
+    path = tmp_path / "s.json"
+    path.write_text(json.dumps({"agents": agents}), encoding="utf-8")
+    return f"scripted:{path}"
+
+
+@tool()
+def deploy(ctx: ToolContext) -> str:
+    """Deploy the site; needs the deploy token."""
+    token = ctx.credential("deploy_token", "the deploy token")
+    return f"deployed with a token of {len(token)} characters"
+
+
+def asks_then_deploys(tmp_path) -> Agent:
+    ask = [response(tool_use("d1", "deploy")), response(text("Please paste the deploy token."))]
+    again = [response(tool_use("d2", "deploy")), response(text("Deployed."))]
+    return Agent(tools=[deploy], provider=scripted(tmp_path, main=[ask, again]))
+
+
+def events(app: Chronicle, sid: str) -> list[dict]:
+    return [e for e in app.log(sid) if e["aggregate"] == "session"]
+
+
+def test_the_message_after_a_credential_request_is_stored_outside_the_log_and_runs_no_turn(db_url, workspace, tmp_path):
+    agent = asks_then_deploys(tmp_path)
+    with Chronicle(db_url) as app:
+        first = app.run_sync(agent, "deploy the site", workspace=workspace)
+        sid = first.session_id
+        [asked] = [e for e in events(app, sid) if e["event"] == "CredentialRequested"]
+        assert (asked["data"]["name"], asked["data"]["prompt"]) == ("deploy_token", "the deploy token")
+        turns_before = len([e for e in app.log(sid) if e["event"] == "TurnStarted"])
+
+        given = app.run_sync(agent, SECRET, session=sid)
+        assert given.status == "idle"  # intercepted: no turn ran
+        log = app.log(sid, tree=True)
+        assert len([e for e in log if e["event"] == "TurnStarted"]) == turns_before
+        assert [e["data"]["name"] for e in log if e["event"] == "CredentialProvided"] == ["deploy_token"]
+        assert SECRET not in json.dumps(log, default=str)
+        assert SECRET not in cli("log", sid, "--json", db=db_url).stdout
+        if db_url.startswith("sqlite"):
+            assert SECRET.encode() not in (tmp_path / "chronicle.db").read_bytes()
+        stored = workspace / ".chronicle" / "credentials.json"
+        assert json.loads(stored.read_text(encoding="utf-8")) == {"deploy_token": SECRET}
+        assert stat.S_IMODE(stored.stat().st_mode) == 0o600
+
+        done = app.run_sync(agent, "try again", session=sid)
+        assert done.status == "completed" and done.text == "Deployed."
+        results = [e["data"] for e in app.log(sid, tree=True) if e["event"] in ("Completed", "Failed")]
+        assert any(f"a token of {len(SECRET)} characters" in json.dumps(r, default=str) for r in results)
+        assert any("awaiting credential 'deploy_token'" in json.dumps(r, default=str) for r in results)
+
+
+def test_undo_cancels_auth_mode_so_the_next_message_is_an_ordinary_input(db_url, workspace, tmp_path):
+    ask = [response(tool_use("d1", "deploy")), response(text("Please paste the deploy token."))]
+    agent = Agent(tools=[deploy], provider=scripted(tmp_path, main=[ask, [response(text("hello again"))]]))
+    with Chronicle(db_url) as app:
+        sid = app.run_sync(agent, "deploy the site", workspace=workspace).session_id
+        app.undo(sid)
+        [cancelled] = [e for e in events(app, sid) if e["event"] == "CredentialCancelled"]
+        assert cancelled["data"]["reason"] == "undo"
+        after = app.run_sync(agent, "never mind, say hello", session=sid)
+        assert after.status == "completed" and after.text == "hello again"
+        assert "never mind, say hello" in json.dumps(app.log(sid), default=str)
+        assert not (workspace / ".chronicle" / "credentials.json").exists()
