@@ -11,8 +11,11 @@ from typing import Any
 from uuid import UUID
 
 from chronicle.domain.errors import DomainError
+from chronicle.domain.session import Session
 
 from .. import controls
+from ..actor import process_actor
+from ..clock import SYSTEM_CLOCK
 from ..compaction import CompactionResult, CompactionSettings, Compactor
 from ..live import Broker
 from ..loop import AgentLoop
@@ -66,12 +69,25 @@ class Cancelled:
         return row
 
 
+def cancel_auth(store: ChronicleStore, sid: UUID, actor: str | None = None) -> bool:
+    """A cancel with no turn running still ends auth mode (seed 001: any control submission does); whether it did."""
+    left: list[bool] = []
+    now = SYSTEM_CLOCK.now()
+
+    def command(session: Session) -> None:
+        left[:] = [session.pending_auth is not None]
+        session.cancel_auth("cancel", now, actor or process_actor())
+
+    store.update_session(sid, command)
+    return bool(left and left[0])
+
+
 def cancel(store: ChronicleStore, ref: str | UUID, wait_s: float = 10.0, reason: str = CANCEL_REASON,
            actor: str | None = None) -> Cancelled:
     """Cancel the running turn; wait up to `wait_s` for the process running it to confirm."""
     sid = session_id(store, ref)
     if store.session(sid).active_turn_id is None:
-        return Cancelled(sid, None, "idle")
+        return Cancelled(sid, None, "auth_cancelled" if cancel_auth(store, sid, actor) else "idle")
     paused = controls.cancel_paused_turn(store, sid, reason, actor=actor)
     if paused is not None:
         return Cancelled(sid, paused, "cancelled", paused=True)

@@ -214,7 +214,10 @@ class Conversation:
             created, input_id = start_session(store, spec, first_input, attachments=blocks)
             sid = created.id
         elif first_input is not None:
+            waiting = store.session(sid).pending_auth
             input_id = submit_input(store, sid, first_input, attachments=blocks)
+            if waiting is not None:
+                notes.append(credential_note(waiting))
         conversation = cls(store, sid, loop, settings, options, [*ignored, *notes])
         conversation.ignored = ignored
         conversation.input_id = input_id
@@ -256,6 +259,12 @@ class Conversation:
         """Run the session's turns under its lease, with agent_start/agent_end around them (see `drive`)."""
         return await drive(self.loop, self.session_id, holder=self.holder, lease_s=self.options.lease_s, drain=drain,
                            handle_signals=handle_signals)
+
+
+def credential_note(waiting: dict[str, Any]) -> str:
+    """What run and chat say of a message auth mode took (runtime/credentials.py): never the value."""
+    return (f"credential {waiting['name']!r} stored in the workspace's credential store (.chronicle/credentials.json), "
+            "not in the event log; no turn ran: send the next message to go on")
 
 
 async def drive(loop: AgentLoop, sid: UUID, *, holder: str | None = None, lease_s: float = DEFAULT_LEASE_S, drain: bool = True,

@@ -177,8 +177,14 @@ class Chat:
             + (", a line typed while it runs steers it" if self.reader.editor else "") + ", /quit leaves."
         )
         while True:
+            waiting = self.store.session(self.session_id).pending_auth
             try:
-                line = self.reader.read(PROMPT)
+                if waiting is None:
+                    line = self.reader.read(PROMPT)
+                else:
+                    self.console.print(f"[yellow]a tool needs {escape(str(waiting['prompt']))}[/]: type it (kept out of the "
+                                       "event log and history), or /undo to cancel")
+                    line = self.reader.read_secret(PROMPT)
             except EOFError:
                 self.console.print()
                 break
@@ -198,7 +204,13 @@ class Chat:
         self.console.print(f"[dim]bye. session {self.session_id}[/]")
 
     def send(self, text: str) -> None:
+        waiting = self.store.session(self.session_id).pending_auth
         input_id = self.conversation.submit(text)
+        if waiting is not None:  # auth mode took the message as a credential: nothing to run
+            from chronicle.runtime.app.running import credential_note
+
+            self.console.print(f"[dim]{escape(credential_note(waiting))}[/]")
+            return
         driven = asyncio.run(self._drive())
         if driven.queued is not None:
             self.console.print(f"[yellow]queued[/] ({input_id[:8]}): {escape(driven.queued.reason)}")

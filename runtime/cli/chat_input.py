@@ -55,6 +55,14 @@ class LineReader:
             lines.append(self._read(CONTINUATION))
         return "\n".join(lines)
 
+    def read_secret(self, prompt: str) -> str:
+        """A credential auth mode waits for: in a terminal not echoed and kept out of the history file."""
+        if not self.editor:
+            return self._read(prompt)
+        import getpass
+
+        return getpass.getpass(prompt)
+
     async def read_async(self, prompt: str, above: Callable[[], str] | None = None) -> str:
         """`read` in the line editor without holding the event loop (chat reads steering while a turn
         runs). Output printed meanwhile appears above the line being edited. `above` gives lines (with

@@ -67,6 +67,8 @@ def cancel(
         sid, tid = result.session_id, result.turn_id
         if result.status == "idle":
             text = f"nothing is running on session {sid}; nothing to cancel"
+        elif result.status == "auth_cancelled":
+            text = f"session {sid} no longer waits for a credential; its next message is an ordinary input"
         elif result.paused:
             text = f"cancelled turn {tid} of session {sid} (it was waiting for approval)"
         elif result.status == "requested":

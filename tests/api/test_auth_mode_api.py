@@ -77,3 +77,41 @@ def test_undo_cancels_auth_mode_so_the_next_message_is_an_ordinary_input(db_url,
         assert after.status == "completed" and after.text == "hello again"
         assert "never mind, say hello" in json.dumps(app.log(sid), default=str)
         assert not (workspace / ".chronicle" / "credentials.json").exists()
+
+
+def test_chronicle_run_on_a_session_in_auth_mode_stores_the_credential_and_says_so(db_url, workspace, tmp_path):
+    agent = asks_then_deploys(tmp_path)
+    with Chronicle(db_url) as app:
+        sid = app.run_sync(agent, "deploy the site", workspace=workspace).session_id
+    given = cli("run", "--session", sid, SECRET, db=db_url, cwd=workspace)
+    assert given.returncode == 0, given.stderr
+    assert "credential 'deploy_token' stored" in given.stderr and SECRET not in given.stdout + given.stderr
+    with Chronicle(db_url) as app:
+        assert [e["data"]["name"] for e in events(app, sid) if e["event"] == "CredentialProvided"] == ["deploy_token"]
+    assert json.loads((workspace / ".chronicle" / "credentials.json").read_text(encoding="utf-8")) == {"deploy_token": SECRET}
+
+
+def test_chronicle_chat_takes_the_credential_then_goes_on_with_the_next_message(db_url, workspace, tmp_path):
+    agent = asks_then_deploys(tmp_path)
+    with Chronicle(db_url) as app:
+        sid = app.run_sync(agent, "deploy the site", workspace=workspace).session_id
+    chat = cli("chat", "--session", sid, db=db_url, cwd=workspace, input=f"{SECRET}\ntry again\n/quit\n")
+    assert chat.returncode == 0, chat.stderr
+    assert "a tool needs the deploy token" in chat.stdout and "credential 'deploy_token' stored" in chat.stdout
+    assert "Deployed." in chat.stdout and SECRET not in chat.stdout + chat.stderr
+    with Chronicle(db_url) as app:
+        log = app.log(sid, tree=True)
+    assert [e["data"]["name"] for e in log if e["event"] == "CredentialProvided"] == ["deploy_token"]
+    assert SECRET not in json.dumps(log, default=str)
+
+
+def test_cancel_with_no_turn_running_leaves_auth_mode_from_the_cli_and_the_library(db_url, workspace, tmp_path):
+    agent = asks_then_deploys(tmp_path)
+    with Chronicle(db_url) as app:
+        sid = app.run_sync(agent, "deploy the site", workspace=workspace).session_id
+        assert app.cancel(sid)["status"] == "auth_cancelled"
+        assert app.cancel(sid)["status"] == "idle"  # nothing left to cancel
+        app.run_sync(agent, "try again", session=sid)  # the tool asks again: no credential was given
+        assert json.loads(cli("cancel", sid, "--json", db=db_url).stdout)["status"] == "auth_cancelled"
+        assert "nothing is running" in cli("cancel", sid, db=db_url).stdout
+        assert [e["data"]["reason"] for e in events(app, sid) if e["event"] == "CredentialCancelled"] == ["cancel", "cancel"]
