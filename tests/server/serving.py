@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+import re
 import socket
 import subprocess
 import sys
+import threading
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -36,22 +38,23 @@ def server_process(db: str, workspace: Path, token: str | None = None, extra: tu
     """`serving`, with the server's process too: for a test that stops it itself. The process is forked
     from the CLI zygote (tests/cli_zygote.py, `spawn`), which has imported the server already, or
     started from scratch as `helpers.cli` would."""
-    port = free_port()
     base_env = _base_env()
     env = {k: v for k, v in base_env.items() if k != "CHRONICLE_SERVER_TOKEN"}
     env["CHRONICLE_DB"] = db
     if token:
         env["CHRONICLE_SERVER_TOKEN"] = token
     env.update(env_extra or {})
-    args = ["serve", "--port", str(port), "--workspace", str(workspace), *extra]
+    # Port 0: the server binds a free port itself and says which. A port picked here and bound there could be
+    # taken between the two by another test's server, whose /healthz then answered for this one.
+    args = ["serve", "--port", "0", "--workspace", str(workspace), *extra]
     command = [sys.executable, "-m", "chronicle.runtime.cli", *args]
     proc: Any = cli_zygote.spawn(command, args, None, env, zygote_env=base_env)
     if proc is None:
         proc = subprocess.Popen(command, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True)
-    base = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 60
+        base = _served_at(proc, deadline)
         while True:
             try:
                 if httpx.get(f"{base}/healthz", timeout=1).status_code == 200:
@@ -70,6 +73,48 @@ def server_process(db: str, workspace: Path, token: str | None = None, extra: tu
         raise
     finally:
         _stop(proc)
+
+
+def _served_at(proc: Any, deadline: float) -> str:
+    """The address from the server's "serving on" line; the lines read to find it are put back in front of
+    its stderr, so a test reading the server's output whole still reads them."""
+    seen: list[str] = []
+    found: list[str] = []
+
+    def read() -> None:
+        for line in iter(proc.stderr.readline, ""):
+            seen.append(line)
+            if match := re.search(r"serving on (http://[^/\s]+)/", line):
+                found.append(match.group(1))
+                return
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    reader.join(max(0.0, deadline - time.monotonic()))
+    if reader.is_alive() or not found:
+        raise RuntimeError(f"server did not start: {''.join(seen)}")
+    proc.stderr = _Prefixed("".join(seen), proc.stderr)
+    return found[0]
+
+
+class _Prefixed:
+    """A text stream that reads `prefix` first, then `rest`."""
+
+    def __init__(self, prefix: str, rest: Any) -> None:
+        self.prefix, self.rest = prefix, rest
+
+    def read(self) -> str:
+        prefix, self.prefix = self.prefix, ""
+        return prefix + self.rest.read()
+
+    def readline(self) -> str:
+        if self.prefix:
+            line, sep, self.prefix = self.prefix.partition("\n")
+            return line + sep
+        return str(self.rest.readline())
+
+    def close(self) -> None:
+        self.rest.close()
 
 
 def _stop(proc: subprocess.Popen[str]) -> None:
