@@ -60,6 +60,16 @@ class CredentialStore:
         os.replace(temp, self.path)
 
 
+def stored_values(path: str | Path) -> list[str]:
+    """Every value the credential file at `path` holds (none if it is missing or not one): what the secret scan
+    cuts from tool output and model text (runtime/secret_scan.py)."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return []
+    return [str(v) for v in data.values()] if isinstance(data, dict) else []
+
+
 def take_credential(session: Session, text: str, now: Any) -> bool:
     """If the session is in auth mode, `text` is the credential: stored, recorded as provided (without its value),
     and True — the caller queues nothing, starts no turn, logs nothing. Otherwise False."""

@@ -36,14 +36,14 @@ import os
 import re
 import tomllib
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import Any, Mapping
 
 from pydantic import BaseModel, ConfigDict, StrictBool, ValidationError, field_validator
 
-from .redaction import URL_PASSWORD, secret_values
+from .redaction import MIN_SECRET_LEN, URL_PASSWORD, secret_values
 from .settings import SettingsError
 
 CONFIG_FILE = "chronicle.toml"
@@ -153,6 +153,9 @@ class SecretScanner:
     enabled: bool = True
     #: Configured formats: (kind, hints, pattern), hints () meaning always run.
     patterns: tuple[tuple[str, tuple[str, ...], re.Pattern[str]], ...] = ()
+    #: The workspace's stored credentials (runtime/credentials.py), longest first: a tool that prints one, or a
+    #: model that repeats it, must not put it in the log the credential store exists to keep it out of.
+    credentials: tuple[str, ...] = ()
 
     @cached_property
     def _hints(self) -> frozenset[str]:
@@ -166,6 +169,10 @@ class SecretScanner:
             if secret in text:
                 counts["environment"] += text.count(secret)
                 text = text.replace(secret, MARKER.format("environment"))
+        for secret in self.credentials:  # cut whatever [privacy] says: the user gave it to be kept out
+            if secret in text:
+                counts["credential"] += text.count(secret)
+                text = text.replace(secret, MARKER.format("credential"))
         if self.enabled:
             lower = text.lower()
             # Each distinct hint is looked for once, not once per pattern that names it (16 patterns
@@ -277,7 +284,23 @@ def scanner_for(workspace: Path | str | None) -> SecretScanner:
         stat = os.stat(path) if path else None
     except OSError:
         stat = None
-    return _scanner_of(path, stat.st_mtime_ns, stat.st_size) if stat else _scanner_of("", 0, 0)
+    scanner = _scanner_of(path, stat.st_mtime_ns, stat.st_size) if stat else _scanner_of("", 0, 0)
+    from .credentials import CREDENTIALS_FILE
+
+    kept = os.path.join(workspace, CREDENTIALS_FILE) if workspace else ""
+    try:
+        held = os.stat(kept) if kept else None
+    except OSError:
+        return scanner
+    return replace(scanner, credentials=_credentials_of(kept, held.st_mtime_ns, held.st_size)) if held else scanner
+
+
+@lru_cache(maxsize=32)
+def _credentials_of(path: str, mtime_ns: int, size: int) -> tuple[str, ...]:
+    """The credential values stored at `path` long enough to cut safely (a short one would cut ordinary words)."""
+    from .credentials import stored_values
+
+    return tuple(sorted((v for v in stored_values(path) if len(v) >= MIN_SECRET_LEN), key=len, reverse=True))
 
 
 @lru_cache(maxsize=32)

@@ -115,3 +115,28 @@ def test_cancel_with_no_turn_running_leaves_auth_mode_from_the_cli_and_the_libra
         assert json.loads(cli("cancel", sid, "--json", db=db_url).stdout)["status"] == "auth_cancelled"
         assert "nothing is running" in cli("cancel", sid, db=db_url).stdout
         assert [e["data"]["reason"] for e in events(app, sid) if e["event"] == "CredentialCancelled"] == ["cancel", "cancel"]
+
+
+@tool()
+def leaky_deploy(ctx: ToolContext) -> str:
+    """Deploy, echoing the token the careless way a real tool might."""
+    return f"deployed with --token {ctx.credential('deploy_token', 'the deploy token')}"
+
+
+def test_a_stored_credential_a_tool_prints_or_the_model_repeats_is_cut_from_the_log(db_url, workspace, tmp_path):
+    """The credential store keeps the value out of the log only if nothing carries it back in: a tool's output
+    or the model's text holding it is scanned like an environment secret, whatever [privacy] says."""
+    (workspace / "chronicle.toml").write_text("[privacy]\nredact = false\n", encoding="utf-8")
+    ask = [response(tool_use("d1", "leaky_deploy")), response(text("Please paste the deploy token."))]
+    again = [response(tool_use("d2", "leaky_deploy")), response(text(f"Deployed; I used {SECRET}."))]
+    agent = Agent(tools=[leaky_deploy], provider=scripted(tmp_path, main=[ask, again]))
+    with Chronicle(db_url) as app:
+        sid = app.run_sync(agent, "deploy the site", workspace=workspace).session_id
+        app.run_sync(agent, SECRET, session=sid)
+        done = app.run_sync(agent, "try again", session=sid)
+        assert done.status == "completed", done.reason
+        log = json.dumps(app.log(sid, tree=True), default=str) + json.dumps(app.history(sid))
+        assert SECRET not in log and SECRET not in done.text
+        assert "deployed with --token [REDACTED:credential]" in log
+        if db_url.startswith("sqlite"):
+            assert SECRET.encode() not in (tmp_path / "chronicle.db").read_bytes()
