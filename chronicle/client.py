@@ -239,6 +239,8 @@ class Chronicle:
         status `awaiting_approval` (exit code 3) while a call still waits for a decision, `idle` when nothing is left."""
         with _as_chronicle_errors():
             sid = queries.session_id(self.store, session)
+            for line in resuming.finish_owed_files(self.store, sid):  # an interrupted undo/redo --files, finished first
+                warn(line)
             stalled = resuming.blocked(self.store, sid, auto_approve)
             if isinstance(stalled, resuming.AwaitingApproval):
                 return RunResult(str(sid), "awaiting_approval", "", 3, stalled.message)

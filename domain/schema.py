@@ -18,13 +18,14 @@ from .tool_call import ToolCall
 from .turn import Turn
 
 AGGREGATES = (Session, Turn, ToolCall, SessionLease, Attachment)
-AGGREGATE_VERSIONS = {"Session": 7, "Turn": 4, "ToolCall": 1, "SessionLease": 1, "Attachment": 1}
+AGGREGATE_VERSIONS = {"Session": 8, "Turn": 4, "ToolCall": 1, "SessionLease": 1, "Attachment": 1}
 #: v2 of Session.TurnsUndone/TurnsRedone/SteeringQueued/CancelRequested, Turn.Resumed/Cancelled and
 #: ToolCall.Approved/Denied: `actor`, who decided (None on older events). v3 of ToolCall.Approved: `reason`,
 #: why a mechanism (the approval policy) approved; None on older events and for a person's answer.
+#: v3 of Session.TurnsUndone/TurnsRedone: `files` and `workspace`, the file writes owed until FilesRestored/FilesReapplied.
 EVENT_VERSIONS = {
     "Session.Created": 1, "Session.Started": 2, "Session.InputQueued": 2, "Session.TurnStarted": 1,
-    "Session.TurnEnded": 2, "Session.TurnsUndone": 2, "Session.TurnsRedone": 2, "Session.TitleSet": 1,
+    "Session.TurnEnded": 2, "Session.TurnsUndone": 3, "Session.TurnsRedone": 3, "Session.TitleSet": 1,
     "Session.TitleFailed": 1, "Session.ToolAlwaysAllowed": 1, "Session.SteeringQueued": 2,
     "Session.SteeringDelivered": 1, "Session.SteeringRequeued": 1, "Session.CancelRequested": 2,
     "Session.Compacted": 1, "Session.CompactionFailed": 1, "Session.FilesRestored": 1, "Session.InputWithAttachmentsQueued": 2,

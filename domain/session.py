@@ -29,6 +29,7 @@ from .session_rules import (
     turns_to_undo,
 )
 from .session_upcasts import (
+    files_not_asked,
     input_v1_v2,
     reply_v1_v2,
     snapshot_v1_v2,
@@ -37,6 +38,7 @@ from .session_upcasts import (
     snapshot_v4_v5,
     snapshot_v5_v6,
     snapshot_v6_v7,
+    snapshot_v7_v8,
     started_v1_v2,
     turn_ended_v1_v2,
 )
@@ -57,7 +59,7 @@ class Session(SessionView, Aggregate):
         pass
 
     #: What each version added, and how an older snapshot is read: session_upcasts.snapshot_vN_vN+1.
-    class_version = 7
+    class_version = 8
 
     upcast_v1_v2 = staticmethod(snapshot_v1_v2)
     upcast_v2_v3 = staticmethod(snapshot_v2_v3)
@@ -65,6 +67,7 @@ class Session(SessionView, Aggregate):
     upcast_v4_v5 = staticmethod(snapshot_v4_v5)
     upcast_v5_v6 = staticmethod(snapshot_v5_v6)
     upcast_v6_v7 = staticmethod(snapshot_v6_v7)
+    upcast_v7_v8 = staticmethod(snapshot_v7_v8)
 
     class Started(Aggregate.Created, Event):
         """v2: `forked_from` is {"session_id", "turn"}; v1 events of chat's /fork held "turn_id"."""
@@ -117,6 +120,9 @@ class Session(SessionView, Aggregate):
         self.replies: dict[str, str] = {}
         #: {"name", "prompt", "tool_call_id"} while a tool waits for a credential: the next message is the secret.
         self.pending_auth: dict[str, Any] | None = None
+        #: {"kind": "undo"|"redo", "turn_ids", "workspace"} between an undo/redo --files being recorded and
+        #: its FilesRestored/FilesReapplied: the file writes the log says are owed (a crash may have cut them off).
+        self.files_owed: dict[str, Any] | None = None
 
     @classmethod
     def start(
@@ -354,33 +360,54 @@ class Session(SessionView, Aggregate):
 
     # -- time travel ---------------------------------------------------------------------------
 
-    def undo(self, count: int, now: datetime, actor: str | None = None) -> list[UUID]:
+    def undo(self, count: int, now: datetime, actor: str | None = None, files: bool = False,
+             workspace: str | None = None) -> list[UUID]:
+        """`files`: the files these turns wrote are to be put back in `workspace` (owed until FilesRestored)."""
         undone = turns_to_undo(self, count)
         self.cancel_auth("undo", now, actor)
-        self._turns_undone(turn_ids=undone, actor=actor, timestamp=now)
+        self._turns_undone(turn_ids=undone, actor=actor, files=files, workspace=workspace if files else None, timestamp=now)
         return undone
 
     class TurnsUndone(Decided, Event):
+        """v3: `files` (the files are owed, FilesRestored settles it) and the `workspace` they are in."""
+
+        class_version = 3
         turn_ids: list[UUID]
+        files: bool
+        workspace: str | None
+
+        upcast_v2_v3 = staticmethod(files_not_asked)
 
     @event(TurnsUndone)
-    def _turns_undone(self, turn_ids: list[UUID], actor: str | None, timestamp: datetime) -> None:
+    def _turns_undone(self, turn_ids: list[UUID], actor: str | None, files: bool, workspace: str | None,
+                      timestamp: datetime) -> None:
         self.head = self.head[: len(self.head) - len(turn_ids)]
         self.redo_stack.append(list(turn_ids))
+        self.files_owed = {"kind": "undo", "turn_ids": list(turn_ids), "workspace": workspace} if files else None
 
-    def redo(self, now: datetime, actor: str | None = None) -> list[UUID]:
+    def redo(self, now: datetime, actor: str | None = None, files: bool = False, workspace: str | None = None) -> list[UUID]:
+        """`files`: the files these turns wrote are to be put back as they left them (owed until FilesReapplied)."""
         turn_ids = turns_to_redo(self)
         self.cancel_auth("redo", now, actor)
-        self._turns_redone(turn_ids=turn_ids, actor=actor, timestamp=now)
+        self._turns_redone(turn_ids=turn_ids, actor=actor, files=files, workspace=workspace if files else None, timestamp=now)
         return turn_ids
 
     class TurnsRedone(Decided, Event):
+        """v3: `files` and `workspace`, as TurnsUndone v3 (FilesReapplied settles them)."""
+
+        class_version = 3
         turn_ids: list[UUID]
+        files: bool
+        workspace: str | None
+
+        upcast_v2_v3 = staticmethod(files_not_asked)
 
     @event(TurnsRedone)
-    def _turns_redone(self, turn_ids: list[UUID], actor: str | None, timestamp: datetime) -> None:
+    def _turns_redone(self, turn_ids: list[UUID], actor: str | None, files: bool, workspace: str | None,
+                      timestamp: datetime) -> None:
         self.redo_stack.pop()
         self.head.extend(turn_ids)
+        self.files_owed = {"kind": "redo", "turn_ids": list(turn_ids), "workspace": workspace} if files else None
 
     def record_files_restored(self, turn_ids: list[UUID], files: list[dict[str, Any]], now: datetime) -> None:
         """The workspace files that undone turns changed were put back as they were before them."""
@@ -394,7 +421,8 @@ class Session(SessionView, Aggregate):
 
     @event(FilesRestored)
     def _files_restored(self, turn_ids: list[UUID], files: list[dict[str, Any]], timestamp: datetime) -> None:
-        pass
+        if self.files_owed and self.files_owed["kind"] == "undo" and list(self.files_owed["turn_ids"]) == list(turn_ids):
+            self.files_owed = None
 
     def record_files_reapplied(self, turn_ids: list[UUID], files: list[dict[str, Any]], now: datetime) -> None:
         """The files redone turns changed were put back as those turns left them (`redo --files`)."""
@@ -408,7 +436,8 @@ class Session(SessionView, Aggregate):
 
     @event(FilesReapplied)
     def _files_reapplied(self, turn_ids: list[UUID], files: list[dict[str, Any]], timestamp: datetime) -> None:
-        pass
+        if self.files_owed and self.files_owed["kind"] == "redo" and list(self.files_owed["turn_ids"]) == list(turn_ids):
+            self.files_owed = None
 
     # -- descriptive facts ---------------------------------------------------------------------
 

@@ -35,6 +35,7 @@ def turns_to_undo(session: Session, count: int) -> list[UUID]:
     """The newest `count` turns of the branch, of an idle session."""
     if session.status != "idle":
         raise DomainError(f"session {session.id} is busy; cancel or wait for the running turn before undo")
+    check_no_files_owed(session, "undo")
     if count < 1:
         raise DomainError("undo needs a count of at least 1")
     if count > len(session.head):
@@ -46,9 +47,19 @@ def turns_to_redo(session: Session) -> list[UUID]:
     """The turns the newest undo took off the branch, of an idle session."""
     if session.status != "idle":
         raise DomainError(f"session {session.id} is busy; wait for the running turn before redo")
+    check_no_files_owed(session, "redo")
     if not session.redo_stack:
         raise DomainError(f"session {session.id} has nothing to redo")
     return session.redo_stack[-1]
+
+
+def check_no_files_owed(session: Session, command: str) -> None:
+    """An undo or redo --files whose file writes were cut off (a crash) is finished before another
+    moves the branch: stacked on it, the owed files would be put back for the wrong turns."""
+    owed = session.files_owed
+    if owed:
+        raise DomainError(f"session {session.id}: the files of the last {owed['kind']} --files are not all written yet; "
+                          f"`chronicle resume {session.id}` finishes that before {command}")
 
 
 def check_archivable(session: Session) -> None:

@@ -61,6 +61,18 @@ def snapshot_v6_v7(state: dict[str, Any]) -> None:
     state.setdefault("pending_auth", None)
 
 
+def snapshot_v7_v8(state: dict[str, Any]) -> None:
+    """v8: `files_owed` (an undo/redo --files whose file writes are not recorded yet); none was before."""
+    state.setdefault("files_owed", None)
+
+
+def files_not_asked(state: dict[str, Any]) -> None:
+    """TurnsUndone/TurnsRedone v3 say whether the files were asked for; older ones recorded the
+    undo of the conversation only (an older undo --files recorded its FilesRestored with it)."""
+    state.setdefault("files", False)
+    state.setdefault("workspace", None)
+
+
 def input_v1_v2(state: dict[str, Any]) -> None:
     """Inputs before channels recorded where they came from: none said, so none is known."""
     state.setdefault("origin", None)

@@ -30,11 +30,14 @@ from .store import ChronicleStore
 from .stored_vocabulary import misfit
 
 SESSION_STARTED = "chronicle.domain.session:Session.Started"
+#: v3 of these say whether the files were asked for: a session with one may owe them (files_owed).
+FILES_ASKED = {"chronicle.domain.session:Session.TurnsUndone", "chronicle.domain.session:Session.TurnsRedone"}
 
 
 @dataclass
 class Finding:
     # dangling_index_entry | unindexed_session | unreadable_event | misfit_event | unreadable_snapshot | missing_save_function
+    # | files_owed
     check: str
     detail: str
     session_id: str | None = None
@@ -79,9 +82,12 @@ def examine(store: ChronicleStore, repair: bool = False, progress: Callable[[int
     findings: list[Finding] = [*_store_code(store, repair)]
     started: set[UUID] = set()
     misfits: dict[tuple[str, str], Finding] = {}
+    asked: set[UUID] = set()
     for position, row, event, error in scan_log(store, progress=progress):
         if row.topic == SESSION_STARTED:
             started.add(UUID(str(row.originator_id)))
+        if row.topic in FILES_ASKED and getattr(event, "files", False):
+            asked.add(UUID(str(row.originator_id)))
         if error is not None:
             first = str(error).splitlines()[0] if str(error) else ""
             findings.append(Finding(
@@ -113,7 +119,34 @@ def examine(store: ChronicleStore, repair: bool = False, progress: Callable[[int
             store.index_session(sid)
             finding.repaired = True
         findings.append(finding)
+    findings += _files_owed(store, asked, repair)
     return findings
+
+
+def _files_owed(store: ChronicleStore, asked: set[UUID], repair: bool) -> Iterator[Finding]:
+    """An undo/redo --files cut off between its record and its file writes (runtime/files_owed.py)."""
+    from .files_owed import finish_owed
+    from .timetravel import TimeTravelError
+
+    for sid in sorted(asked, key=str):
+        try:
+            owed = store.session(sid).files_owed
+        except Exception:  # noqa: BLE001 - an unreadable session is reported by the log scan above
+            continue
+        if not owed:
+            continue
+        finding = Finding("files_owed", f"its last {owed['kind']} --files was recorded but its files were not all "
+                          f"written (interrupted); the workspace {owed['workspace']} is as before it", session_id=str(sid))
+        if repair:
+            try:
+                done = finish_owed(store, sid)
+            except TimeTravelError as exc:
+                finding.detail += f"; not finished: {exc}"
+            else:
+                finding.repaired = True
+                if done is not None and done.refused:
+                    finding.detail += f"; refused (changed since, left as they are): {', '.join(done.refused)}"
+        yield finding
 
 
 def _snapshots(store: ChronicleStore, repair: bool) -> Iterator[Finding]:

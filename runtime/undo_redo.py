@@ -9,8 +9,10 @@ Reading the past and forking it, which need none of the tools, are runtime/timet
 
 from __future__ import annotations
 
+import hashlib
 import os
 import stat
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
@@ -40,6 +42,9 @@ class FileRestore:
     removed_dirs: list[str] = field(default_factory=list)
     #: Directories redo --files made again for the file (they were gone when it wrote it back).
     recreated_dirs: list[str] = field(default_factory=list)
+    #: The digest of the file's text when it was checked: the write step re-reads the file just
+    #: before writing it and refuses it (action "refused") if it is no longer so.
+    seen: str = ""
 
 
 @dataclass
@@ -81,6 +86,19 @@ def _current(target: Path, shown: str, command: str = "undo") -> str | None:
     return current_text(target)
 
 
+def digest(text: str | None) -> str:
+    return "absent" if text is None else hashlib.sha256(text.encode("utf-8", "surrogateescape")).hexdigest()
+
+
+def _still_as_seen(target: Path, item: FileRestore, command: str) -> bool:
+    """Re-read just before the write: a turn that started after the undo was recorded may have
+    written the file since it was checked, and that write is not overwritten."""
+    try:
+        return digest(_current(target, item.path, command)) == item.seen
+    except (TimeTravelError, OSError):
+        return False
+
+
 def _as_they_are(sandbox: Sandbox, plan: list[FileRestore], command: str) -> Iterator[tuple[Path, FileRestore, str | None]]:
     """Each planned file's own path (confined, never through a link) and its text now, for undo's or
     redo's check before anything is written."""
@@ -107,6 +125,7 @@ def checked_restore(workspace: Path, plan: list[FileRestore], store_url: str | N
     sandbox = Sandbox.of(workspace, store_url)
     targets = []
     for target, item, current in _as_they_are(sandbox, plan, "undo"):
+        item.seen = digest(current)
         if current == item.after:
             item.action = "deleted" if item.before is None else "restored"
         elif current == item.before:
@@ -125,7 +144,9 @@ def write_restored(workspace: Path, plan: list[FileRestore], targets: list[tuple
     """Write what `checked_restore` decided, then remove the directories the turns' writes made, if empty."""
     sandbox = Sandbox.of(workspace, store_url)
     for target, item in targets:
-        if item.action == "deleted":
+        if item.action in ("deleted", "restored") and not _still_as_seen(target, item, "undo"):
+            item.action = REFUSED
+        elif item.action == "deleted":
             target.unlink(missing_ok=True)
         elif item.action == "restored":
             write_exact(target, item.before or "")
@@ -133,6 +154,11 @@ def write_restored(workspace: Path, plan: list[FileRestore], targets: list[tuple
         if item.action in ("deleted", "unchanged") and item.before is None:
             item.removed_dirs = remove_empty_dirs(sandbox, item.created_dirs)
     return plan
+
+
+#: A file's action when it changed between the check and its write (or, finishing an owed restore,
+#: since the turns or the undo left it): it is left as it is, and the refusal is recorded.
+REFUSED = "refused: changed since"
 
 
 def remove_empty_dirs(sandbox: Sandbox, created: list[str]) -> list[str]:
@@ -177,18 +203,26 @@ def files_root(session: Session, workspace: Path | None) -> Path:
     return root
 
 
+def finish_owed_first(store: ChronicleStore, session_id: UUID, clock: Clock) -> None:
+    """An undo/redo is not stacked on one whose file writes a crash cut off: those are finished first."""
+    if store.session(session_id).files_owed:
+        from .files_owed import finish_owed  # it builds on this module
+
+        finish_owed(store, session_id, clock=clock)
+
+
 def undo(store: ChronicleStore, session_id: UUID, count: int, files: bool = False, workspace: Path | None = None,
          clock: Clock = SYSTEM_CLOCK, actor: str | None = None) -> UndoResult:
     """Move the last `count` turns off the active branch; with `files`, put their files back too.
 
     The files are checked first (one changed since refuses the undo, nothing recorded), then the
-    undo of exactly these turns is recorded, and only then are the files written and the writes
-    recorded. Written first, a turn reaching the branch before the record made the undo refuse
-    ("run undo again") with the files of the turns it did not undo already put back, and the
-    undo run again took back the newer turn. If the process dies after the undo is recorded and
-    before the files are, the conversation is undone and the files are as the turns left them
-    (no FilesRestored says otherwise): `redo`, then `undo --files` again, puts both back.
+    undo of exactly these turns is recorded, saying the files are owed, and only then are the files
+    written and the writes recorded. Written first, a turn reaching the branch before the record made
+    the undo refuse ("run undo again") with the files of the turns it did not undo already put back.
+    If the process dies after the undo is recorded and before FilesRestored, the session says the
+    files are owed: `resume` (or `doctor --repair`, or the next undo/redo) finishes them (`finish_owed`).
     """
+    finish_owed_first(store, session_id, clock)
     session = store.session(session_id)
     if count > len(session.head):
         raise MomentOutOfRange(f"session {session_id} has {len(session.head)} turn(s) on its branch; cannot undo {count}")
@@ -208,22 +242,43 @@ def undo(store: ChronicleStore, session_id: UUID, count: int, files: bool = Fals
     def change(s: Session) -> None:
         if list(s.head[-count:]) != undone:
             raise TimeTravelError(f"session {session_id} changed while undoing; nothing was undone, run undo again")
-        s.undo(count, clock.now(), actor=who)
+        s.undo(count, clock.now(), actor=who, files=bool(plan), workspace=str(root) if plan else None)
 
     store.update_session(session_id, change)
     if root is not None and plan:
+        test_halt_before_file_writes()
         write_restored(root, plan, checked, store_url=store.url)
         store.update_session(session_id, lambda s: s.record_files_restored(undone, restored_rows(plan), clock.now()))
     return UndoResult(undone, plan)
+
+
+#: Test-only: a path; an undo/redo --files that has recorded its TurnsUndone/TurnsRedone creates it and
+#: then waits, so a test can kill the process exactly between the record and the file writes.
+TEST_HALT_ENV = "CHRONICLE_TEST_HALT_BEFORE_FILE_WRITES"
+
+
+def test_halt_before_file_writes() -> None:
+    gate = os.environ.get(TEST_HALT_ENV)
+    if not gate:
+        return
+    Path(gate).touch()
+    while True:  # until the test kills the process
+        time.sleep(0.05)
 
 
 def reapply_files(workspace: Path, plan: list[FileRestore], store_url: str | None = None) -> list[FileRestore]:
     """The inverse of `restore_files`: put each file back as the turns left it. Check every file first,
     then write: refuse, naming the file, if it is no longer as undo left it (someone changed it
     since), and act on the path itself, never through a link, as restore does."""
+    return write_reapplied(workspace, checked_reapply(workspace, plan, store_url))
+
+
+def checked_reapply(workspace: Path, plan: list[FileRestore], store_url: str | None = None) -> list[tuple[Path, FileRestore]]:
+    """Every file checked for redo --files, nothing written; TimeTravelError names the first one changed since the undo."""
     sandbox = Sandbox.of(workspace, store_url)
     targets = []
     for target, item, current in _as_they_are(sandbox, plan, "redo"):
+        item.seen = digest(current)
         if current == item.after:
             item.action = "unchanged"  # already as the turns left it (an earlier redo was interrupted after writing)
         elif current == item.before:
@@ -234,14 +289,21 @@ def reapply_files(workspace: Path, plan: list[FileRestore], store_url: str | Non
                 "redo --files refuses to overwrite it. Put it back by hand, or redo without --files"
             )
         targets.append((target, item))
+    return targets
+
+
+def write_reapplied(workspace: Path, targets: list[tuple[Path, FileRestore]]) -> list[FileRestore]:
+    """Write what `checked_reapply` decided, each file re-read just before its write (`_still_as_seen`)."""
     for target, item in targets:
         missing = [d for d in item.created_dirs if not os.path.lexists(workspace / d)]
-        if item.action == "deleted":
+        if item.action in ("deleted", "reapplied") and not _still_as_seen(target, item, "redo"):
+            item.action = REFUSED
+        elif item.action == "deleted":
             target.unlink(missing_ok=True)
         elif item.action == "reapplied":
             write_exact(target, item.after or "")  # makes the directories the write had made
             item.recreated_dirs = missing
-    return plan
+    return [item for _, item in targets]
 
 
 def reapplied_rows(plan: list[FileRestore]) -> list[dict[str, str]]:
@@ -278,25 +340,30 @@ def redo_with_files(store: ChronicleStore, session_id: UUID, workspace: Path | N
                     actor: str | None = None) -> RedoResult:
     """Put the last undone turns back on the branch and their files back as they left them.
 
-    Files are written before the events are recorded (as undo does): a crash in between leaves
-    them re-applied, and the same redo run again finds them so and records it then."""
+    As undo does: every file checked first (one changed since refuses, nothing recorded), then the
+    redo recorded saying the files are owed, then the files written and FilesReapplied recorded; a
+    crash in between is finished by `resume` (`finish_owed`)."""
+    finish_owed_first(store, session_id, clock)
     session = store.session(session_id)
     try:
         store.session(session_id).redo(clock.now())  # validates on a copy that is never saved
     except DomainError as exc:
         raise TimeTravelError(str(exc)) from None
     redone = list(session.redo_stack[-1])
-    plan = reapply_files(files_root(session, workspace), restoration_plan(store, redone), store_url=store.url)
+    root = files_root(session, workspace)
+    plan = restoration_plan(store, redone)
+    checked = checked_reapply(root, plan, store_url=store.url)
 
     def change(s: Session) -> None:
         if not s.redo_stack or list(s.redo_stack[-1]) != redone:
             raise TimeTravelError(f"session {session_id} changed while redoing; run redo again")
-        now = clock.now()
-        s.redo(now, actor=actor or process_actor())
-        if plan:
-            s.record_files_reapplied(redone, reapplied_rows(plan), now)
+        s.redo(clock.now(), actor=actor or process_actor(), files=bool(plan), workspace=str(root) if plan else None)
 
     store.update_session(session_id, change)
+    if plan:
+        test_halt_before_file_writes()
+        write_reapplied(root, checked)
+        store.update_session(session_id, lambda s: s.record_files_reapplied(redone, reapplied_rows(plan), clock.now()))
     return RedoResult(redone, plan)
 
 

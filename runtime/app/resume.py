@@ -68,6 +68,24 @@ class AwaitingApproval:
                 "tool_calls": [{"tool_call_id": str(c.id), "name": c.name} for c in self.calls], "message": self.message}
 
 
+def finish_owed_files(store: ChronicleStore, sid: UUID | None = None) -> list[str]:
+    """Finish the file writes an interrupted undo/redo --files owes (of `sid`, or of every session), before
+    anything else runs: one line each saying what was done, and which files were refused (changed since)."""
+    from ..files_owed import finish_owed, sessions_owing
+    from ..timetravel import TimeTravelError
+
+    said = []
+    for owing in [sid] if sid is not None else sessions_owing(store):
+        try:
+            done = finish_owed(store, owing)
+        except TimeTravelError as exc:
+            said.append(f"session {owing}: {exc}")
+            continue
+        if done is not None:
+            said.append(done.message)
+    return said
+
+
 def blocked(store: ChronicleStore, sid: UUID, auto_approve: bool = False) -> AwaitingApproval | str | None:
     """Why resuming `sid` would run nothing: a pause for approval, or a line saying there is no
     work; None when there is work. `chronicle resume SESSION` and the library's resume both ask."""

@@ -147,7 +147,8 @@ def open_located(url: str, read_only: bool = False) -> ChronicleStore:
 
 
 #: Variables that are not settings of `runtime/environment.py` (each read where it is used).
-NOT_SETTINGS = frozenset({"CHRONICLE_DB", "CHRONICLE_DEBUG", "CHRONICLE_TEST_PG", "CHRONICLE_REQUIRE_PG"})
+NOT_SETTINGS = frozenset({"CHRONICLE_DB", "CHRONICLE_DEBUG", "CHRONICLE_TEST_PG", "CHRONICLE_REQUIRE_PG",
+                          "CHRONICLE_TEST_HALT_BEFORE_FILE_WRITES"})  # test-only: runtime/undo_redo.py
 
 
 def environment_is_set() -> bool:

@@ -18,6 +18,7 @@ REMEDY = {
     "unreadable_event": "restore the row from a backup, then `chronicle projections rebuild`",
     "unreadable_snapshot": "run `chronicle doctor --repair` to delete it (a cache: the events are loaded instead)",
     "missing_save_function": "run `chronicle doctor --repair` to create it again (the next save would too)",
+    "files_owed": "run `chronicle resume SESSION` (or `chronicle doctor --repair`) to finish writing them",
     "misfit_event": "add the upcaster its schema change lacks, or restore the row from a backup; then `chronicle projections rebuild`",
 }
 
@@ -25,7 +26,8 @@ REMEDY = {
 def doctor(
     repair: Annotated[bool, typer.Option("--repair", help="Mend what can be mended: withdraw index entries naming no "
                                          "session, index sessions no listing shows (each one more event), delete snapshots "
-                                         "that do not decode, create the PostgreSQL save function again.")] = False,
+                                         "that do not decode, create the PostgreSQL save function again, finish the file writes an "
+                                         "interrupted undo/redo --files owes.")] = False,
     as_json: JsonOption = False,
     db: DbOption = None,
 ) -> None:

@@ -45,6 +45,7 @@ def undo(
             if ran:
                 err_console.print(f"note: {ran} `bash` command(s) those turns ran are not reverted; --files puts back only "
                                   "what file tools wrote", soft_wrap=True)
+        refused_warning(result.files)
         if as_json:
             print_json(result.row())
             return
@@ -71,6 +72,7 @@ def redo(
                                   "what file tools wrote", soft_wrap=True)
         if result.warning:
             err_console.print(f"warning: {escape(printable(result.warning))}", soft_wrap=True)
+        refused_warning(result.files or [])
         if as_json:
             print_json(result.row())
             return
@@ -109,6 +111,14 @@ def replay(
         else:
             print(report.verdict())
         raise typer.Exit(report.exit_code)
+
+
+def refused_warning(rows: list[dict[str, str]]) -> None:
+    """A file changed between the check and its write (a turn started meanwhile) was left as it is."""
+    refused = [row["path"] for row in rows if row["action"].startswith("refused")]
+    if refused:
+        err_console.print(f"warning: changed while --files was writing, left as they are: "
+                          f"{escape(printable(', '.join(refused)))}", soft_wrap=True)
 
 
 #: Tools whose file effects `undo --files` puts back.

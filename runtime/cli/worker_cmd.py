@@ -35,7 +35,7 @@ from .common import (
 )
 from .lazy import lazy_module
 from .limits import LimitFlags, limit_options
-from .render import HumanRenderer, JsonLinesRenderer
+from .render import HumanRenderer, JsonLinesRenderer, printable
 from .repairs_cmd import FailuresOption, StuckOption
 from .run_cmd import AgentsOption, AttachOption, MaxIterationsOption, ModelOption, ProviderOption, ToolsOption, from_environment, report
 
@@ -84,6 +84,9 @@ def resume(
             nothing(None, f"no Chronicle store at {missing} yet", as_json)
             return
         store = open_store(db, create=False)
+        owed = resuming.finish_owed_files(store, store.resolve_session_id(session) if session else None)
+        for line in owed:  # an interrupted undo/redo --files is finished before any turn runs
+            err_console.print(f"note: {escape(printable(line))}", soft_wrap=True)
         if session:
             sid = store.resolve_session_id(session)
             stalled = resuming.blocked(store, sid, yes)

@@ -1,0 +1,117 @@
+"""Finishing an undo or redo --files that a crash cut off between its record and its file writes.
+
+TurnsUndone/TurnsRedone v3 say when the files were asked for; FilesRestored/FilesReapplied say they
+were written. A session with the first and not the second owes its files (Session.files_owed), and
+`resume`, `doctor --repair` and the next undo/redo finish them here. Each file is settled on its own
+rather than the whole restore refused: the conversation is already undone, so a file someone changed
+since is left as it is and recorded as refused, and the others are still put back. Run twice, the
+second run finds the files already written ("unchanged") and the restore already recorded.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from uuid import UUID
+
+from .clock import SYSTEM_CLOCK, Clock
+from .store import ChronicleStore
+from .timetravel import TimeTravelError
+from .tools.base import ToolError
+from .tools.sandbox import Sandbox
+from .undo_redo import (
+    REFUSED,
+    FileRestore,
+    WorkspaceMissing,
+    _current,
+    digest,
+    reapplied_rows,
+    restoration_plan,
+    restored_rows,
+    write_reapplied,
+    write_restored,
+)
+
+
+@dataclass(frozen=True)
+class OwedFinished:
+    session_id: UUID
+    kind: str  # "undo" | "redo"
+    files: list[dict[str, str]]
+
+    @property
+    def refused(self) -> list[str]:
+        return [row["path"] for row in self.files if row["action"] == REFUSED]
+
+    @property
+    def message(self) -> str:
+        shown = ", ".join(f"{row['action']}: {row['path']}" for row in self.files)
+        return f"session {self.session_id}: finished the files of an interrupted {self.kind} --files ({shown})"
+
+
+class _Settled(Exception):
+    """Another process recorded the restore first."""
+
+
+def _settle(sandbox: Sandbox, item: FileRestore, kind: str) -> Path | None:
+    """What finishing does to this file: its target, or None when it is refused (changed since, a link)."""
+    try:
+        target = sandbox.lexical(item.path)
+        current = _current(target, item.path, kind)
+    except (ToolError, TimeTravelError, OSError):
+        item.action = REFUSED
+        return None
+    item.seen = digest(current)
+    undone, done = (item.after, item.before) if kind == "undo" else (item.before, item.after)
+    if current == undone and current != done:
+        if kind == "undo":
+            item.action = "deleted" if item.before is None else "restored"
+        else:
+            item.action = "deleted" if item.after is None else "reapplied"
+    elif current == done:
+        item.action = "unchanged"
+    else:
+        item.action = REFUSED
+        return None
+    return target
+
+
+def finish_owed(store: ChronicleStore, session_id: UUID, clock: Clock = SYSTEM_CLOCK) -> OwedFinished | None:
+    """Write the files the session's last undo/redo --files still owes and record it; None if nothing is owed."""
+    owed: dict[str, Any] | None = store.session(session_id).files_owed
+    if not owed:
+        return None
+    kind, turn_ids = owed["kind"], [UUID(str(t)) for t in owed["turn_ids"]]
+    root = Path(owed["workspace"] or ".")
+    if not root.is_dir():
+        raise WorkspaceMissing(f"session {session_id} owes the files of an interrupted {kind} --files in {root}, "
+                               "which is not a directory any more; put it back, then resume")
+    plan = restoration_plan(store, turn_ids)
+    sandbox = Sandbox.of(root, store.url)
+    targets = [(target, item) for item in plan if (target := _settle(sandbox, item, kind)) is not None]
+    if kind == "undo":
+        write_restored(root, plan, targets, store_url=store.url)
+        rows = restored_rows(plan)
+    else:
+        write_reapplied(root, targets)
+        rows = reapplied_rows(plan)
+
+    def record(s: Any) -> None:
+        if s.files_owed != owed:
+            raise _Settled
+        if kind == "undo":
+            s.record_files_restored(turn_ids, rows, clock.now())
+        else:
+            s.record_files_reapplied(turn_ids, rows, clock.now())
+
+    try:
+        store.update_session(session_id, record)
+    except _Settled:
+        return None
+    return OwedFinished(session_id, kind, rows)
+
+
+def sessions_owing(store: ChronicleStore) -> list[UUID]:
+    """Every session whose last undo/redo --files did not finish writing its files."""
+    return [s.id for s in store.sessions() if getattr(s, "files_owed", None)]

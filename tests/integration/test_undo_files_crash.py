@@ -1,0 +1,144 @@
+"""An undo/redo --files killed between its record and its file writes is finished by resume, doctor or the next undo.
+
+The process is stopped at the test-only gate undo_redo.TEST_HALT_ENV (it touches a file, then waits)
+and killed with SIGKILL there, so the store holds TurnsUndone/TurnsRedone saying the files are owed
+and no FilesRestored/FilesReapplied, and the workspace is as the turn left it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from contextlib import closing
+from pathlib import Path
+from uuid import UUID
+
+from chronicle.runtime.store import ChronicleStore
+from chronicle.runtime.undo_redo import REFUSED, TEST_HALT_ENV, FileRestore, checked_restore, undo, write_restored
+from tests.helpers import cli
+from tests.integration.test_undo_file_restore import edit_turn
+from tests.recovery import wait_for
+
+EDITED = b"uno\ndos\n"
+
+
+def killed_at_the_gate(db_url: str, tmp_path: Path, *args: str) -> None:
+    gate = tmp_path / "gate"
+    env = {k: v for k, v in os.environ.items() if k != "ANTHROPIC_API_KEY"}
+    env.update({"CHRONICLE_DB": db_url, TEST_HALT_ENV: str(gate)})
+    process = subprocess.Popen([sys.executable, "-m", "chronicle.runtime.cli", *args], env=env,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        wait_for(lambda: gate.exists() or process.poll() is not None, timeout=60)
+        process.send_signal(signal.SIGKILL)
+    finally:
+        process.wait(timeout=10)
+    assert process.returncode == -signal.SIGKILL, process.stderr.read() if process.stderr else ""
+
+
+def session_events(db_url: str, sid: object, name: str) -> list[object]:
+    with closing(ChronicleStore(db_url)) as store:
+        return [e for _, e in store.events_with_positions([UUID(str(sid))]) if type(e).__name__ == name]
+
+
+def owed(db_url: str, sid: object) -> object:
+    with closing(ChronicleStore(db_url)) as store:
+        return store.session(UUID(str(sid))).files_owed
+
+
+def interrupted_undo(db_url: str, tmp_path: Path) -> tuple[Path, str]:
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    (workspace / "win.txt").write_bytes(b"one\ntwo\n")
+    h = edit_turn(db_url, tmp_path, workspace)
+    sid = str(h.session_id)
+    h.store.close()
+    killed_at_the_gate(db_url, tmp_path, "undo", sid, "--files", "--workspace", str(workspace))
+    assert (workspace / "win.txt").read_bytes() == EDITED and (workspace / "new.txt").exists()  # nothing written
+    debt = owed(db_url, sid)
+    assert isinstance(debt, dict) and debt["kind"] == "undo" and debt["workspace"] == str(workspace.resolve())
+    assert len(debt["turn_ids"]) == 1
+    return workspace, sid
+
+
+def test_an_undo_files_killed_before_its_writes_is_finished_by_resume_once(db_url, tmp_path):
+    workspace, sid = interrupted_undo(db_url, tmp_path)
+    assert session_events(db_url, sid, "FilesRestored") == []
+
+    resumed = cli("resume", sid, db=db_url)
+    assert resumed.returncode == 0, resumed.stderr
+    assert "finished the files of an interrupted undo --files" in resumed.stderr
+    assert (workspace / "win.txt").read_bytes() == b"one\ntwo\n" and not (workspace / "new.txt").exists()
+    assert owed(db_url, sid) is None
+    [restored] = session_events(db_url, sid, "FilesRestored")
+    assert {f["path"]: f["action"] for f in restored.files} == {"win.txt": "restored", "new.txt": "deleted"}  # type: ignore[attr-defined]
+
+    again = cli("resume", "--all", db=db_url)
+    assert again.returncode == 0, again.stderr
+    assert len(session_events(db_url, sid, "FilesRestored")) == 1  # nothing owed any more: nothing recorded twice
+
+
+def test_finishing_refuses_and_records_a_file_changed_since_the_interrupted_undo(db_url, tmp_path):
+    workspace, sid = interrupted_undo(db_url, tmp_path)
+    (workspace / "win.txt").write_bytes(b"the user's own edit\n")
+    resumed = cli("resume", "--all", db=db_url)
+    assert resumed.returncode == 0, resumed.stderr
+    assert f"{REFUSED}: win.txt" in resumed.stderr
+    assert (workspace / "win.txt").read_bytes() == b"the user's own edit\n"
+    assert not (workspace / "new.txt").exists()  # the other file is still put back
+    [restored] = session_events(db_url, sid, "FilesRestored")
+    assert {f["path"]: f["action"] for f in restored.files} == {"win.txt": REFUSED, "new.txt": "deleted"}  # type: ignore[attr-defined]
+    assert owed(db_url, sid) is None
+
+
+def test_doctor_reports_the_owed_files_and_repair_finishes_them(db_url, tmp_path):
+    workspace, sid = interrupted_undo(db_url, tmp_path)
+    found = cli("doctor", "--json", db=db_url)
+    assert found.returncode == 1
+    [finding] = [json.loads(line) for line in found.stdout.splitlines() if '"files_owed"' in line]
+    assert finding["session_id"] == sid and not finding["repaired"]
+    repaired = cli("doctor", "--repair", "--json", db=db_url)
+    assert repaired.returncode == 0, repaired.stdout + repaired.stderr
+    assert (workspace / "win.txt").read_bytes() == b"one\ntwo\n" and not (workspace / "new.txt").exists()
+    assert cli("doctor", db=db_url).returncode == 0
+
+
+def test_the_next_redo_finishes_the_owed_undo_first_rather_than_stacking_on_it(db_url, tmp_path):
+    workspace, sid = interrupted_undo(db_url, tmp_path)
+    redone = cli("redo", sid, "--files", "--workspace", str(workspace), "--json", db=db_url)
+    assert redone.returncode == 0, redone.stderr
+    assert {f["path"]: f["action"] for f in json.loads(redone.stdout)["files"]} == {"win.txt": "reapplied", "new.txt": "reapplied"}
+    assert (workspace / "win.txt").read_bytes() == EDITED and (workspace / "new.txt").exists()
+    assert len(session_events(db_url, sid, "FilesRestored")) == 1 and owed(db_url, sid) is None
+
+
+def test_a_redo_files_killed_before_its_writes_is_finished_by_resume(db_url, tmp_path):
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    (workspace / "win.txt").write_bytes(b"one\ntwo\n")
+    h = edit_turn(db_url, tmp_path, workspace)
+    undo(h.store, h.session_id, 1, files=True, workspace=workspace)
+    sid = str(h.session_id)
+    h.store.close()
+    killed_at_the_gate(db_url, tmp_path, "redo", sid, "--files", "--workspace", str(workspace))
+    assert (workspace / "win.txt").read_bytes() == b"one\ntwo\n" and owed(db_url, sid)["kind"] == "redo"  # type: ignore[index]
+    resumed = cli("resume", sid, db=db_url)
+    assert resumed.returncode == 0, resumed.stderr
+    assert (workspace / "win.txt").read_bytes() == EDITED and (workspace / "new.txt").read_text() == "brand new\n"
+    [reapplied] = session_events(db_url, sid, "FilesReapplied")
+    assert {f["path"]: f["action"] for f in reapplied.files} == {"win.txt": "reapplied", "new.txt": "reapplied"}  # type: ignore[attr-defined]
+    assert owed(db_url, sid) is None
+
+
+def test_a_file_written_between_the_check_and_its_write_is_refused_not_overwritten(tmp_path):
+    (tmp_path / "a.txt").write_text("the turn's text\n", encoding="utf-8")
+    plan = [FileRestore("a.txt", before="before the turn\n", after="the turn's text\n", turn_number=1)]
+    checked = checked_restore(tmp_path, plan)
+    assert plan[0].action == "restored"
+    (tmp_path / "a.txt").write_text("a newer turn wrote this\n", encoding="utf-8")  # after the check, before the write
+    write_restored(tmp_path, plan, checked)
+    assert plan[0].action == REFUSED
+    assert (tmp_path / "a.txt").read_text(encoding="utf-8") == "a newer turn wrote this\n"
