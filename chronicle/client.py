@@ -239,18 +239,19 @@ class Chronicle:
         status `awaiting_approval` (exit code 3) while a call still waits for a decision, `idle` when nothing is left."""
         with _as_chronicle_errors():
             sid = queries.session_id(self.store, session)
-            for line in resuming.finish_owed_files(self.store, sid):  # an interrupted undo/redo --files, finished first
-                warn(line)
+            notes: list[str] = resuming.finish_owed_files(self.store, sid)  # an interrupted undo/redo --files, finished first
+            for note in notes:
+                warn(note)
             stalled = resuming.blocked(self.store, sid, auto_approve)
             if isinstance(stalled, resuming.AwaitingApproval):
-                return RunResult(str(sid), "awaiting_approval", "", 3, stalled.message)
+                return RunResult(str(sid), "awaiting_approval", "", 3, stalled.message, notes=tuple(notes))
             if stalled is not None:
-                return RunResult.of(sid, None, "idle", stalled)
+                return RunResult.of(sid, None, "idle", stalled, notes)
             overrides = Overrides(workspace=Path(workspace) if workspace else None, options=LoopOptions(auto_approve=auto_approve))
-            notes: list[str] = []
+            finished = len(notes)
             done = await resuming.resume_one(self.store, sid, overrides, Broker(), worker_name(), auto_approve=auto_approve,
                                              say=notes.append)
-            for note in notes:  # resume_one builds the loop and runs it in one call: said once it returns
+            for note in notes[finished:]:  # resume_one builds the loop and runs it in one call: said once it returns
                 warn(note)
         if isinstance(done, resuming.Busy):
             return RunResult.of(sid, None, "busy", done.message, notes)

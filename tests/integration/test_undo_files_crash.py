@@ -142,3 +142,18 @@ def test_a_file_written_between_the_check_and_its_write_is_refused_not_overwritt
     write_restored(tmp_path, plan, checked)
     assert plan[0].action == REFUSED
     assert (tmp_path / "a.txt").read_text(encoding="utf-8") == "a newer turn wrote this\n"
+
+
+def test_the_librarys_resume_finishes_the_owed_files_and_says_so_in_its_notes(db_url, tmp_path):
+    import warnings
+
+    from chronicle import Chronicle
+
+    workspace, sid = interrupted_undo(db_url, tmp_path)
+    with Chronicle(db_url) as app, warnings.catch_warnings(record=True):
+        warnings.simplefilter("always")
+        result = app.resume(sid)
+    assert result.status == "idle" and result.exit_code == 0
+    assert any("finished the files of an interrupted undo --files" in note for note in result.notes)
+    assert (workspace / "win.txt").read_bytes() == b"one\ntwo\n" and not (workspace / "new.txt").exists()
+    assert owed(db_url, sid) is None
