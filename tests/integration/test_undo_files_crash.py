@@ -157,3 +157,14 @@ def test_the_librarys_resume_finishes_the_owed_files_and_says_so_in_its_notes(db
     assert any("finished the files of an interrupted undo --files" in note for note in result.notes)
     assert (workspace / "win.txt").read_bytes() == b"one\ntwo\n" and not (workspace / "new.txt").exists()
     assert owed(db_url, sid) is None
+
+
+def test_files_already_written_when_the_record_was_lost_are_recorded_unchanged(db_url, tmp_path):
+    workspace, sid = interrupted_undo(db_url, tmp_path)
+    (workspace / "win.txt").write_bytes(b"one\ntwo\n")  # as if the writes happened and FilesRestored was lost (disk full)
+    (workspace / "new.txt").unlink()
+    resumed = cli("resume", sid, db=db_url)
+    assert resumed.returncode == 0, resumed.stderr
+    [restored] = session_events(db_url, sid, "FilesRestored")
+    assert {f["path"]: f["action"] for f in restored.files} == {"win.txt": "unchanged", "new.txt": "unchanged"}  # type: ignore[attr-defined]
+    assert (workspace / "win.txt").read_bytes() == b"one\ntwo\n" and owed(db_url, sid) is None
