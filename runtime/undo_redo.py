@@ -51,6 +51,8 @@ class FileRestore:
 class UndoResult:
     turn_ids: list[UUID]
     files: list[FileRestore] = field(default_factory=list)
+    #: What finishing an earlier, interrupted undo/redo --files did first (runtime/files_owed.py), if it owed any.
+    finished: str | None = None
 
 
 def restoration_plan(store: ChronicleStore, turn_ids: list[UUID]) -> list[FileRestore]:
@@ -203,12 +205,14 @@ def files_root(session: Session, workspace: Path | None) -> Path:
     return root
 
 
-def finish_owed_first(store: ChronicleStore, session_id: UUID, clock: Clock) -> None:
-    """An undo/redo is not stacked on one whose file writes a crash cut off: those are finished first."""
-    if store.session(session_id).files_owed:
-        from .files_owed import finish_owed  # it builds on this module
+def finish_owed_first(store: ChronicleStore, session_id: UUID, clock: Clock) -> str | None:
+    """An undo/redo is not stacked on one whose file writes a crash cut off: those are finished first (what was done)."""
+    if not store.session(session_id).files_owed:
+        return None
+    from .files_owed import finish_owed  # it builds on this module
 
-        finish_owed(store, session_id, clock=clock)
+    done = finish_owed(store, session_id, clock=clock)
+    return done.message if done else None
 
 
 def undo(store: ChronicleStore, session_id: UUID, count: int, files: bool = False, workspace: Path | None = None,
@@ -222,7 +226,7 @@ def undo(store: ChronicleStore, session_id: UUID, count: int, files: bool = Fals
     If the process dies after the undo is recorded and before FilesRestored, the session says the
     files are owed: `resume` (or `doctor --repair`, or the next undo/redo) finishes them (`finish_owed`).
     """
-    finish_owed_first(store, session_id, clock)
+    finished = finish_owed_first(store, session_id, clock)
     session = store.session(session_id)
     if count > len(session.head):
         raise MomentOutOfRange(f"session {session_id} has {len(session.head)} turn(s) on its branch; cannot undo {count}")
@@ -249,7 +253,7 @@ def undo(store: ChronicleStore, session_id: UUID, count: int, files: bool = Fals
         test_halt_before_file_writes()
         write_restored(root, plan, checked, store_url=store.url)
         store.update_session(session_id, lambda s: s.record_files_restored(undone, restored_rows(plan), clock.now()))
-    return UndoResult(undone, plan)
+    return UndoResult(undone, plan, finished)
 
 
 #: Test-only: a path; an undo/redo --files that has recorded its TurnsUndone/TurnsRedone creates it and
@@ -334,6 +338,7 @@ def files_left_undone(store: ChronicleStore, session: Session, turn_ids: list[UU
 class RedoResult:
     turn_ids: list[UUID]
     files: list[FileRestore] = field(default_factory=list)
+    finished: str | None = None
 
 
 def redo_with_files(store: ChronicleStore, session_id: UUID, workspace: Path | None = None, clock: Clock = SYSTEM_CLOCK,
@@ -343,7 +348,7 @@ def redo_with_files(store: ChronicleStore, session_id: UUID, workspace: Path | N
     As undo does: every file checked first (one changed since refuses, nothing recorded), then the
     redo recorded saying the files are owed, then the files written and FilesReapplied recorded; a
     crash in between is finished by `resume` (`finish_owed`)."""
-    finish_owed_first(store, session_id, clock)
+    finished = finish_owed_first(store, session_id, clock)
     session = store.session(session_id)
     try:
         store.session(session_id).redo(clock.now())  # validates on a copy that is never saved
@@ -364,7 +369,7 @@ def redo_with_files(store: ChronicleStore, session_id: UUID, workspace: Path | N
         test_halt_before_file_writes()
         write_reapplied(root, checked)
         store.update_session(session_id, lambda s: s.record_files_reapplied(redone, reapplied_rows(plan), clock.now()))
-    return RedoResult(redone, plan)
+    return RedoResult(redone, plan, finished)
 
 
 def redo(store: ChronicleStore, session_id: UUID, clock: Clock = SYSTEM_CLOCK, actor: str | None = None) -> list[UUID]:

@@ -28,6 +28,8 @@ class Undone:
     turn_ids: list[UUID]
     files: list[dict[str, str]] = field(default_factory=list)
     inputs: list[str] = field(default_factory=list)
+    #: An interrupted undo/redo --files this one finished first (said as a note, not in the JSON row).
+    finished: str | None = None
 
     def row(self) -> dict[str, Any]:
         """`undo --json`."""
@@ -43,7 +45,7 @@ def undo(store: ChronicleStore, ref: str | UUID, turns: int = 1, files: bool = F
     except timetravel.TimeTravelError as exc:
         raise AppError(str(exc), exc.exit_code) from None
     restored = undo_redo.restored_rows(result.files)
-    return Undone(sid, result.turn_ids, restored, [store.turn(t).input_text for t in result.turn_ids])
+    return Undone(sid, result.turn_ids, restored, [store.turn(t).input_text for t in result.turn_ids], result.finished)
 
 
 @dataclass
@@ -54,6 +56,7 @@ class Redone:
     files: list[dict[str, str]] | None = None
     #: Without `files`: the files the redone turns wrote that are still as undo --files left them.
     left_undone: list[str] = field(default_factory=list)
+    finished: str | None = None
 
     @property
     def warning(self) -> str | None:
@@ -81,7 +84,7 @@ def redo(store: ChronicleStore, ref: str | UUID, actor: str | None = None, files
     try:
         if files:
             result = undo_redo.redo_with_files(store, sid, workspace=workspace, actor=actor)
-            return Redone(sid, result.turn_ids, undo_redo.reapplied_rows(result.files))
+            return Redone(sid, result.turn_ids, undo_redo.reapplied_rows(result.files), finished=result.finished)
         turn_ids = undo_redo.redo(store, sid, actor=actor)
     except timetravel.TimeTravelError as exc:
         raise AppError(str(exc), exc.exit_code) from None

@@ -45,7 +45,7 @@ def undo(
             if ran:
                 err_console.print(f"note: {ran} `bash` command(s) those turns ran are not reverted; --files puts back only "
                                   "what file tools wrote", soft_wrap=True)
-        refused_warning(result.files)
+        refused_warning(result.files, result.finished)
         if as_json:
             print_json(result.row())
             return
@@ -72,7 +72,7 @@ def redo(
                                   "what file tools wrote", soft_wrap=True)
         if result.warning:
             err_console.print(f"warning: {escape(printable(result.warning))}", soft_wrap=True)
-        refused_warning(result.files or [])
+        refused_warning(result.files or [], result.finished)
         if as_json:
             print_json(result.row())
             return
@@ -113,8 +113,11 @@ def replay(
         raise typer.Exit(report.exit_code)
 
 
-def refused_warning(rows: list[dict[str, str]]) -> None:
-    """A file changed between the check and its write (a turn started meanwhile) was left as it is."""
+def refused_warning(rows: list[dict[str, str]], finished: str | None = None) -> None:
+    """A file changed between the check and its write (a turn started meanwhile) was left as it is; and what
+    finishing an interrupted undo/redo --files did before this one."""
+    if finished:
+        err_console.print(f"note: {escape(printable(finished))}", soft_wrap=True)
     refused = [row["path"] for row in rows if row["action"].startswith("refused")]
     if refused:
         err_console.print(f"warning: changed while --files was writing, left as they are: "

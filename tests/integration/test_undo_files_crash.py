@@ -110,6 +110,7 @@ def test_the_next_redo_finishes_the_owed_undo_first_rather_than_stacking_on_it(d
     workspace, sid = interrupted_undo(db_url, tmp_path)
     redone = cli("redo", sid, "--files", "--workspace", str(workspace), "--json", db=db_url)
     assert redone.returncode == 0, redone.stderr
+    assert "finished the files of an interrupted undo --files" in redone.stderr
     assert {f["path"]: f["action"] for f in json.loads(redone.stdout)["files"]} == {"win.txt": "reapplied", "new.txt": "reapplied"}
     assert (workspace / "win.txt").read_bytes() == EDITED and (workspace / "new.txt").exists()
     assert len(session_events(db_url, sid, "FilesRestored")) == 1 and owed(db_url, sid) is None
