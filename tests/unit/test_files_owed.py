@@ -33,5 +33,5 @@ def test_an_undo_without_files_owes_nothing_and_older_events_and_snapshots_read_
     Session.TurnsUndone.upcast_v2_v3(state)
     assert state == {"turn_ids": [], "actor": None, "files": False, "workspace": None}
     snapshot: dict = {}
-    Session.upcast_v6_v7(snapshot)
+    Session.upcast_v7_v8(snapshot)
     assert snapshot == {"files_owed": None}
