@@ -555,6 +555,8 @@ class Session(SessionView, Aggregate):
         """
         check_steering(self, text, turn_id)
         if self.active_turn_id is None:
+            # A control, not the awaited credential: it leaves auth mode (seed 001), and its text is a message.
+            self.cancel_auth("steer", now, actor)
             self.queue_input(steer_id, text, now, kind="prompt")
             return "queued"
         self._steering_queued(

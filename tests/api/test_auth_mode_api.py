@@ -140,3 +140,16 @@ def test_a_stored_credential_a_tool_prints_or_the_model_repeats_is_cut_from_the_
         assert "deployed with --token [REDACTED:credential]" in log
         if db_url.startswith("sqlite"):
             assert SECRET.encode() not in (tmp_path / "chronicle.db").read_bytes()
+
+
+def test_steering_while_a_credential_is_awaited_leaves_auth_mode_and_is_a_message_not_the_secret(db_url, workspace, tmp_path):
+    """Seed 001: any control submission cancels auth mode. Steering with no turn running queues its text as an
+    input; it had left the session waiting, so the message after it was taken as the credential."""
+    agent = asks_then_deploys(tmp_path)
+    with Chronicle(db_url) as app:
+        sid = app.run_sync(agent, "deploy the site", workspace=workspace).session_id
+        app.steer(sid, "use the staging environment")
+        log = app.log(sid)
+        assert [e["data"]["reason"] for e in log if e["event"] == "CredentialCancelled"] == ["steer"]
+        assert [e["data"]["text"] for e in log if e["event"] == "InputQueued"][-1] == "use the staging environment"
+        assert not (workspace / ".chronicle" / "credentials.json").exists()
