@@ -75,6 +75,9 @@ class Agent:
     #: The default system prompt (workspace, date, tools) before the instructions; None: `[agent] preamble` of
     #: chronicle.toml decides (default on). A top-level agent's setting; recorded as the text it gave.
     preamble: bool | None = None
+    #: The default prompt's behavioural hints (seed 004's <behavioral_constraints>: read before answering, adapt
+    #: to a failed call, end with a summary); None: `[agent] behavioral_hints` of chronicle.toml, else True.
+    behavioral_hints: bool | None = None
     #: The workspace's AGENTS.md, TOOLS.md and MEMORY.md read into a new session's system prompt; None:
     #: `[agent] bootstrap` decides (default on). Sub-agents get their parent's AGENTS.md and TOOLS.md.
     bootstrap: bool | None = None
@@ -147,7 +150,7 @@ class Agent:
         if self.aux_model is not None and (not isinstance(self.aux_model, str) or not self.aux_model.strip()):
             raise ValueError(f"agent {self.name}: aux_model takes a model name, like aux_model=\"claude-haiku-4-5\"; "
                              "leave it out for the main model")
-        for switch in ("preamble", "bootstrap"):
+        for switch in ("preamble", "bootstrap", "behavioral_hints"):
             if getattr(self, switch) not in (None, True, False):
                 raise ValueError(f"agent {self.name}: {switch} takes True or False")
         for field_name in ("tools", "agents", "mcp_servers", "guardrails", "middleware", "hooks"):
@@ -313,7 +316,7 @@ class Agent:
         except (ValueError, TypeError) as exc:  # a sub-agent or MCP server that cannot work: refused before anything is recorded
             raise DefinitionError.of(exc) from None
         return AgentRegistry(main=self.definition(True), agents=tuple(a.definition(False) for a in descendants),
-                             mcp=mcp, preamble=self.preamble,
+                             mcp=mcp, preamble=self.preamble, behavioral_hints=self.behavioral_hints,
                              bootstrap=self.bootstrap, aux_model=self.aux_model,
                              effects=tuple(sorted(self._effects.items())), skill_dirs=self._skill_dirs or (),
                              skill_dirs_in_code=self._skill_dirs is not None,

@@ -3,6 +3,7 @@
     [agent]
     preamble = false      # no default system prompt (workspace, date, tools): your instructions alone
     bootstrap = false     # no AGENTS.md, TOOLS.md or MEMORY.md read into the system prompt
+    behavioral_hints = false   # the default prompt without its <behavioral_constraints> (how to work), facts kept
 
     [models]
     auxiliary = "claude-haiku-4-5"   # titles, compaction summaries, the heartbeat; default: the main model
@@ -31,6 +32,7 @@ class AgentValues(BaseModel):
     model_config = ConfigDict(extra="forbid")
     preamble: StrictBool = True
     bootstrap: StrictBool = True
+    behavioral_hints: StrictBool = True
 
 
 class ModelValues(BaseModel):
@@ -51,12 +53,13 @@ class ModelValues(BaseModel):
 class SpecOptions:
     preamble: bool = True
     bootstrap: bool = True
+    behavioral_hints: bool = True
     #: "" = the main model.
     aux_model: str = ""
 
 
 def spec_options(workspace: Path, source: Path | None = None, preamble: bool | None = None, bootstrap: bool | None = None,
-                 aux_model: str | None = None) -> SpecOptions:
+                 aux_model: str | None = None, behavioral_hints: bool | None = None) -> SpecOptions:
     """The choices of `source` (the agents file the registry came from: `--agents`, else the workspace's chronicle.toml),
     each overridden by the value given in code (None: not given)."""
     path = source or workspace / CONFIG_FILE
@@ -69,5 +72,6 @@ def spec_options(workspace: Path, source: Path | None = None, preamble: bool | N
     return SpecOptions(
         preamble=agent.preamble if preamble is None else preamble,
         bootstrap=agent.bootstrap if bootstrap is None else bootstrap,
+        behavioral_hints=agent.behavioral_hints if behavioral_hints is None else behavioral_hints,
         aux_model=aux_model or from_env or models.auxiliary or "",
     )

@@ -120,6 +120,7 @@ class AgentRegistry:
     mcp: dict[str, Any] = field(default_factory=dict)
     #: Agent(preamble=, bootstrap=, aux_model=) given in code; None: chronicle.toml's [agent] / [models] decide.
     preamble: bool | None = None
+    behavioral_hints: bool | None = None
     bootstrap: bool | None = None
     aux_model: str | None = None
     #: Agent(max_iterations=) when the program set it; None when it kept the default (`main` holds the value either

@@ -52,18 +52,29 @@ def session_workspace(spec: AgentSpec | None) -> Path | None:
 PREAMBLE_OPENING = "You are an agent that works in a workspace through tools, and every step you take is recorded.\n"
 
 
-def default_preamble(workspace: Path, tools: tuple[str, ...], today: date) -> str:
-    """The main agent's default system prompt; the agent's `instructions` extend it."""
+#: Seed 004's heuristic behavioural hints: how to work, not what is true of this workspace. `[agent]
+#: behavioral_hints = false` (or `Agent(behavioral_hints=False)`) leaves them out and keeps the facts above them.
+BEHAVIORAL_HINTS = (
+    "<behavioral_constraints>\n"
+    "- Look before you answer: read files rather than guess, and read a file before you edit it.\n"
+    "- A tool may fail or be denied; read its error result and adapt instead of repeating the same call.\n"
+    "- When the task is done, answer with a short summary of what you did and what you found.\n"
+    "</behavioral_constraints>"
+)
+
+
+def default_preamble(workspace: Path, tools: tuple[str, ...], today: date, hints: bool = True) -> str:
+    """The main agent's default system prompt: the facts of where it works, then (`hints`) how to work; the agent's
+    `instructions` extend it."""
     listed = ", ".join(tools) if tools else "none"
-    return (
+    facts = (
         PREAMBLE_OPENING +
         f"- Workspace: {workspace}. Paths you give tools are relative to it (write `src/app.py`, not an absolute path); "
         "nothing outside it can be read or changed.\n"
         f"- Today's date: {today.isoformat()}.\n"
-        f"- Your tools: {listed}. Look before you answer: read files rather than guess, and read a file before you edit it.\n"
-        "- A tool may fail or be denied; read its error result and adapt instead of repeating the same call.\n"
-        "- When the task is done, answer with a short summary of what you did and what you found."
+        f"- Your tools: {listed}."
     )
+    return f"{facts}\n\n{BEHAVIORAL_HINTS}" if hints else facts
 
 
 def new_spec(workspace: Path, provider: str | None = None, model: str | None = None, max_iterations: int | None = None,
@@ -84,7 +95,8 @@ def new_spec(workspace: Path, provider: str | None = None, model: str | None = N
         if registry is not None and registry.main.approvals is None:  # an Agent in code without a policy: the workspace's
             registry = replace(registry, main=registry.main.model_copy(update={"approvals": workspace_policy(workspace)}))
         registry = registry or find_registry(agents, workspace)
-        options = spec_options(workspace, registry.source, registry.preamble, registry.bootstrap, registry.aux_model)
+        options = spec_options(workspace, registry.source, registry.preamble, registry.bootstrap, registry.aux_model,
+                               behavioral_hints=registry.behavioral_hints)
         spec = registry.main_spec(  # starts the MCP servers it names, to record their tools
             provider=provider_name, workspace=str(workspace), max_iterations=max_iterations, extra_tools=extra_tools,
             model=model or registry.main.model or ("scripted" if provider_name.startswith("scripted:") else default_model(provider_name)),
@@ -97,7 +109,7 @@ def new_spec(workspace: Path, provider: str | None = None, model: str | None = N
     day = today or datetime.now(timezone.utc).date()
     # Recorded, not computed when asking: a session started before the directory existed keeps its prompt.
     # `[agent] preamble = false` leaves the default prompt out; whom the agent may delegate to is still said.
-    default = default_preamble(workspace, spec.tools, day) if options.preamble else ""
+    default = default_preamble(workspace, spec.tools, day, hints=options.behavioral_hints) if options.preamble else ""
     preamble = "\n\n".join(p for p in (default, agents_directory(spec)) if p)
     return spec.model_copy(update={"preamble": preamble, "aux_model": options.aux_model, "tool_edition": TOOL_EDITION})
 

@@ -72,7 +72,7 @@ def test_a_bad_switch_or_a_huge_agents_md_is_one_line_exit_2_and_records_nothing
     assert len(bad.stderr.strip().splitlines()) == 1
     (workspace / "chronicle.toml").write_text('[agent]\nprompt = false\n', encoding="utf-8")
     unknown = cli(*args, db=sqlite_url)
-    assert unknown.returncode == 2 and "[agent] prompt: unknown key; allowed: bootstrap, preamble" in unknown.stderr, unknown.stderr
+    assert unknown.returncode == 2 and "[agent] prompt: unknown key; allowed: behavioral_hints, bootstrap, preamble" in unknown.stderr, unknown.stderr
     (workspace / "chronicle.toml").unlink()
     (workspace / "AGENTS.md").write_text("x" * 40_000, encoding="utf-8")
     huge = cli(*args, db=sqlite_url)
