@@ -78,6 +78,9 @@ class Agent:
     #: The default prompt's behavioural hints (seed 004's <behavioral_constraints>: read before answering, adapt
     #: to a failed call, end with a summary); None: `[agent] behavioral_hints` of chronicle.toml, else True.
     behavioral_hints: bool | None = None
+    #: Seed 004's display prefix: an emoji and label run, chat and the live `agent_start` event show for this agent
+    #: (default a robot). Display only: the model is never sent it.
+    prefix: str | None = None
     #: The workspace's AGENTS.md, TOOLS.md and MEMORY.md read into a new session's system prompt; None:
     #: `[agent] bootstrap` decides (default on). Sub-agents get their parent's AGENTS.md and TOOLS.md.
     bootstrap: bool | None = None
@@ -150,6 +153,8 @@ class Agent:
         if self.aux_model is not None and (not isinstance(self.aux_model, str) or not self.aux_model.strip()):
             raise ValueError(f"agent {self.name}: aux_model takes a model name, like aux_model=\"claude-haiku-4-5\"; "
                              "leave it out for the main model")
+        if self.prefix is not None and not isinstance(self.prefix, str):
+            raise ValueError(f"agent {self.name}: prefix takes text, like prefix=\"🔎 research\"")
         for switch in ("preamble", "bootstrap", "behavioral_hints"):
             if getattr(self, switch) not in (None, True, False):
                 raise ValueError(f"agent {self.name}: {switch} takes True or False")
@@ -261,7 +266,7 @@ class Agent:
             tools=self.tool_names(top_level), max_iterations=self.max_iterations, max_depth=self.max_depth,
             guardrails=self._guardrails, middleware=self._middleware, hooks=self._hooks, approvals=self._approvals,
             limits=dict(self._limits) if top_level and self._limits else None,
-            compaction=dict(self._compaction) if top_level and self._compaction else None,
+            compaction=dict(self._compaction) if top_level and self._compaction else None, prefix=self.prefix or "",
         )
 
     def only_here(self) -> list[str]:

@@ -15,6 +15,9 @@ from .approval_policy import ApprovalPolicy
 from .project_file import ProjectFile, project_prompt
 from .skill import SkillRecord, skills_prompt
 
+#: The display prefix of an agent that set none (seed 004: a robot emoji).
+DEFAULT_PREFIX = "🤖"
+
 
 class AgentSpec(BaseModel):
     model_config = ConfigDict(frozen=True, defer_build=True)
@@ -90,13 +93,16 @@ class AgentSpec(BaseModel):
     #: (runtime/app/vanished_tools.py). Empty for sessions recorded before it (and those with no such path);
     #: left out of the dump then, so older specs look the same.
     import_tools: dict[str, tuple[str, ...]] = Field(default_factory=dict)
+    #: Seed 004's display prefix (an emoji and label, e.g. "🔎 research") that run, chat and the live events show for
+    #: this agent; "" shows DEFAULT_PREFIX. Display only: never in what the model is sent. Left out of the dump when empty.
+    prefix: str = ""
 
     @model_serializer(mode="wrap")
     def _without_empty_mcp(self, handler: Any) -> dict[str, Any]:
         data = handler(self)
         if isinstance(data, dict):
             for key in ("mcp_tools", "guardrails", "middleware", "hooks", "approvals", "project_files", "aux_model", "memory_redacted",
-                        "import_tools"):
+                        "import_tools", "prefix"):
                 if not data.get(key):
                     data.pop(key, None)
             if data.get("compaction") is None:

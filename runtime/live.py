@@ -23,6 +23,8 @@ class AgentStart(_Live):
     parent_session_id: str | None = None
     parent_tool_call_id: str | None = None
     depth: int = 0
+    #: Seed 004's display prefix (AgentEventData{Prefix, Parent}): the agent's, or the default robot.
+    prefix: str = "🤖"
 
 
 class AgentEnd(_Live):

@@ -15,7 +15,7 @@ from uuid import UUID
 from eventsourcing.persistence import IntegrityError, PersistenceError
 from pydantic import BaseModel, Field
 
-from chronicle.domain.agent_spec import AgentSpec
+from chronicle.domain.agent_spec import DEFAULT_PREFIX, AgentSpec
 from chronicle.domain.ids import child_session_id, turn_id
 from chronicle.domain.session import Session
 from chronicle.domain.task_board import TaskClaimRefused
@@ -137,7 +137,7 @@ async def _run_child(parent_io: Any, child: Session, board_task: UUID | None) ->
     spec = child.spec
     loop = parent_io.spawn(spec)
     links = {"parent_session_id": str(child.parent_session_id), "parent_tool_call_id": str(child.parent_tool_call_id)}
-    await loop.emit(AgentStart(session_id=str(child.id), agent=spec.name, depth=spec.depth, **links))
+    await loop.emit(AgentStart(session_id=str(child.id), agent=spec.name, depth=spec.depth, prefix=spec.prefix or DEFAULT_PREFIX, **links))
     crashed = False
     try:
         claim_task(parent_io.store, child, loop.clock.now())

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, ValidationError, field_validator
 
 from chronicle.domain.agent_spec import AgentSpec
 from chronicle.runtime.effects import EffectsError, with_effects
@@ -61,6 +61,8 @@ class AgentEntry(BaseModel):
     description: str = ""
     instructions: str = ""
     model: str = ""
+    #: Seed 004's display prefix (emoji and label) for run's and chat's lines about this agent.
+    prefix: StrictStr = ""
     tools: list[str] | None = None
     #: Strict, as [limits]: `max_iterations = "10"` is refused, not read as 10.
     max_iterations: StrictInt = Field(20, ge=1)
@@ -245,7 +247,7 @@ def load_registry(path: Path) -> AgentRegistry:
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"]) or "(top level)"
-        message = "unknown key (allowed: description, instructions, model, tools, max_iterations, max_depth, approvals)" \
+        message = "unknown key (allowed: description, instructions, model, prefix, tools, max_iterations, max_depth, approvals)" \
             if first["type"] == "extra_forbidden" and len(first["loc"]) == 3 else first["msg"]
         if first["type"] in EXPECTED and first["type"] != "extra_forbidden":  # a quoted number: name the type it needs
             expected = EXPECTED[first["type"]].format(**(first.get("ctx") or {}))
@@ -276,7 +278,7 @@ def load_registry(path: Path) -> AgentRegistry:
             raise RegistryError(str(exc)) from None
         spec = AgentSpec(
             name=name, description=entry.description, instructions=entry.instructions, model=entry.model,
-            tools=tools, max_iterations=entry.max_iterations, max_depth=entry.max_depth, approvals=own,
+            tools=tools, max_iterations=entry.max_iterations, max_depth=entry.max_depth, approvals=own, prefix=entry.prefix,
         )
         if is_main:
             main = spec

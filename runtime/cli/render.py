@@ -86,7 +86,7 @@ class HumanRenderer:
     def __call__(self, event: Any) -> None:
         kind = event.type
         if kind == "agent_start" and event.parent_session_id:
-            self._children[event.session_id] = f"{'  ' * (event.depth - 1)}[{event.agent}]"
+            self._children[event.session_id] = f"{'  ' * (event.depth - 1)}[{getattr(event, 'prefix', '')} {event.agent}]"
         if event.session_id in self._children and kind in ("message_update", "turn_end"):
             return
         if kind == "message_update":
@@ -132,7 +132,8 @@ class HumanRenderer:
             self.console.print(f"{self._who(event)}[red]error:[/] {escape(printable(event.message))}")
         elif kind == "agent_start" and event.parent_session_id:
             self._end_text()
-            self.console.print(f"{self._who(event)}[magenta]↳ sub-agent {escape(event.agent)} started[/] [dim]{event.session_id}[/]")
+            self.console.print(f"{self._who(event)}[magenta]↳ sub-agent {escape(getattr(event, 'prefix', ''))} {escape(event.agent)} "
+                               f"started[/] [dim]{event.session_id}[/]")
         elif kind == "agent_end" and event.parent_session_id:
             self._end_text()
             reason = f" [dim]{escape(short(event.reason, 100))}[/]" if event.reason else ""

@@ -44,7 +44,7 @@ def test_names_the_model_or_a_config_chose_are_printed_as_written_never_read_as_
     renderer(AgentEnd(session_id="child", agent="[red]helper", status="completed", parent_session_id="parent", depth=1))
     text = out.getvalue()
     assert text.count("look[/]up") == 2  # "(not run)" and its result line
-    assert "sub-agent [red]helper started" in text and "sub-agent [red]helper completed" in text
+    assert "sub-agent 🤖 [red]helper started" in text and "sub-agent [red]helper completed" in text
 
 
 def test_history_shows_a_tool_use_and_its_result_with_the_names_and_ids_the_model_wrote():
