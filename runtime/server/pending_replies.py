@@ -58,7 +58,9 @@ class PendingReplies:
             return
         for sid, input_id in list(self.waiting):
             session = self._session(sid)
-            if session is None or str(make_turn_id(sid, input_id)) in session.replies:
+            # An entry commits with its input, so an input the session never queued was never one: a message auth mode
+            # took as a credential (seed 001), which no turn will answer.
+            if session is None or str(make_turn_id(sid, input_id)) in session.replies or input_id not in session.input_origins:
                 del self.waiting[(sid, input_id)]
         if read.checkpoint.position is None and self.unindexed is None:
             return  # the look for inputs queued before the index did not finish (a lost database): no checkpoint yet

@@ -178,3 +178,22 @@ def test_an_imported_channel_turn_whose_reply_the_source_never_recorded_is_not_p
     finally:
         store.close()
 
+
+
+def test_a_channel_message_taken_as_a_credential_leaves_no_reply_waiting(db_url, workspace, tmp_path):
+    """In auth mode (seed 001) a channel's message is the credential: no input is queued and no turn will answer it.
+    Its reply-index entry (written in the same transaction) waited for a reply forever, so every outbox, restarted
+    or not, loaded that session on each pass and its checkpoint never moved past the entry."""
+    script = write_script(tmp_path / "s.json", [response(text("unused"))])
+    store = ChronicleStore(db_url)
+    fed, _ = start_session(store, _spec(workspace, script))
+    store.update_session(fed.id, lambda s: s.await_credential("deploy_token", "the deploy token", "", SYSTEM_CLOCK.now()))
+    channels = {"alerts": ChannelConfig(session=str(fed.id), coalesce_s=0, reply_url="http://127.0.0.1:9/in")}
+    Router(store).record("alerts", channels["alerts"], ["bob"], "tok-1234567890-SECRET")
+    assert store.session(fed.id).pending_auth is None and not store.session(fed.id).queue, "taken as the credential"
+    posted: list[dict[str, Any]] = []
+    outbox = _outbox(store, channels, posted)
+    assert outbox.pass_once() == 0 and outbox.pending.waiting == {}
+    again = CountingStore(db_url)
+    assert _outbox(again, channels, posted).pass_once() == 0
+    assert again.loads["Session"] == 0 and posted == [], "nothing is due: no session is looked at"
