@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 from uuid import UUID
 
-from chronicle.domain.agent_spec import AgentSpec
+from chronicle.domain.agent_spec import DEFAULT_PREFIX, AgentSpec
 from chronicle.domain.tool_call import ToolCall
 
 from ..agents.registry import AgentRegistry
@@ -128,7 +128,7 @@ async def resume_one(store: ChronicleStore, sid: UUID, overrides: Overrides, bro
         "depth": spec.depth,
     }
     loop = loop_for_session(store, record, overrides, broker, say=say)
-    await broker.emit(AgentStart(session_id=str(sid), agent=spec.name, **links))
+    await broker.emit(AgentStart(session_id=str(sid), agent=spec.name, prefix=spec.prefix or DEFAULT_PREFIX, **links))
     outcomes = await advance_session(store, sid, lambda s: loop, holder, lease_s, auto_approve=auto_approve)
     reason: str | None
     if outcomes is None:

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 from uuid import UUID
 
-from chronicle.domain.agent_spec import AgentSpec
+from chronicle.domain.agent_spec import DEFAULT_PREFIX, AgentSpec
 
 from ..agents.registry import AgentRegistry
 from ..attachments import AttachmentError, store_attachments
@@ -282,7 +282,7 @@ async def drive(loop: AgentLoop, sid: UUID, *, holder: str | None = None, lease_
         "parent_session_id": str(session.parent_session_id) if session.parent_session_id else None,
         "parent_tool_call_id": str(session.parent_tool_call_id) if session.parent_tool_call_id else None,
     }
-    await loop.emit(AgentStart(session_id=str(sid), agent=spec.name, depth=spec.depth, **links))
+    await loop.emit(AgentStart(session_id=str(sid), agent=spec.name, depth=spec.depth, prefix=spec.prefix or DEFAULT_PREFIX, **links))
     outcome: TurnOutcome | None = None
     queued: Queued | None = None
     outcomes: list[TurnOutcome] = []

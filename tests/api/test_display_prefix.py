@@ -30,11 +30,12 @@ def test_agent_start_carries_each_sub_agents_prefix_or_the_robot(db_url, workspa
     plain = Agent(name="plain", description="no prefix", tools=[peek])
     seen: list = []
     with Chronicle(db_url) as app:
-        agent = Agent(tools=[peek], agents=[researcher, plain], provider=f"scripted:{script}")
+        agent = Agent(tools=[peek], agents=[researcher, plain], provider=f"scripted:{script}", prefix="🛠 lead")
         done = asyncio.run(app.run(agent, "delegate", workspace=workspace, on_event=seen.append))
         assert done.status == "completed", done.reason
         starts = {e.agent: e.prefix for e in seen if e.type == "agent_start" and e.parent_session_id}
         assert starts == {"researcher": "🔎 research", "plain": "🤖"}
+        assert [e.prefix for e in seen if e.type == "agent_start" and not e.parent_session_id] == ["🛠 lead"]
         sent = json.dumps(app.history(done.session_id))
         for task in app.tasks(done.session_id):
             sent += json.dumps(app.history(task["child_session_id"]))
