@@ -148,7 +148,7 @@ class Compactor:
                 return CompactionResult(False, strategy, reason=reason, failed=True)
             text = answer.text
         elif strategy == "workspace":
-            from .workspace_log import append_turns, pointer
+            from .workspace_log import append_turns, pointer, take_back
 
             if not io.workspace.is_dir():
                 return CompactionResult(False, strategy, reason=f"workspace {io.workspace} is gone; nothing was moved")
@@ -182,11 +182,11 @@ class Compactor:
             store.update_session(session_id, record)
         except Exception:
             if moved is not None and not _recorded(store, session_id, now):
-                _take_back(io, moved)
+                take_back(io.workspace, moved)
             raise
         if stale:
             if moved is not None:
-                _take_back(io, moved)
+                take_back(io.workspace, moved)
             await io.emit(ErrorEvent(session_id=str(session_id), message=f"compaction failed: {stale[-1]}", kind="compaction"))
             return CompactionResult(False, strategy, reason=stale[-1], failed=True)
         await io.emit(CompactionEvent(session_id=str(session_id), strategy=strategy, turns_compacted=len(chosen), summary=text))
@@ -204,12 +204,6 @@ class Compactor:
         from .turn_compaction import for_retry
 
         return await for_retry(self, io, session_id, turn)
-
-
-def _take_back(io: LoopIO, moved: Any) -> None:
-    from .workspace_log import take_back
-
-    take_back(io.workspace, moved)
 
 
 def _recorded(store: Any, session_id: UUID, now: Any) -> bool:

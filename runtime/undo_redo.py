@@ -112,18 +112,13 @@ def _as_they_are(sandbox: Sandbox, plan: list[FileRestore], command: str) -> Ite
         yield target, item, _current(target, item.path, command)
 
 
-def restore_files(workspace: Path, plan: list[FileRestore], store_url: str | None = None) -> list[FileRestore]:
-    """Check every file first, then write: refuse, naming the file, if anyone changed it since.
+def checked_restore(workspace: Path, plan: list[FileRestore], store_url: str | None = None) -> list[tuple[Path, FileRestore]]:
+    """Every file checked, nothing written: each one's path and what restoring it will do (its `action`),
+    or TimeTravelError naming the first file someone changed since; `write_restored` then writes.
 
     Each file is acted on by its own path, under the tools' confinement: never through a link
     that replaced it (a symlink is refused; a hard link keeps its content, because the restored
     file is a new one renamed into place), never in the event store."""
-    return write_restored(workspace, plan, checked_restore(workspace, plan, store_url), store_url)
-
-
-def checked_restore(workspace: Path, plan: list[FileRestore], store_url: str | None = None) -> list[tuple[Path, FileRestore]]:
-    """Every file checked, nothing written: each one's path and what restoring it will do (its `action`),
-    or TimeTravelError naming the first file someone changed since."""
     sandbox = Sandbox.of(workspace, store_url)
     targets = []
     for target, item, current in _as_they_are(sandbox, plan, "undo"):
@@ -270,15 +265,10 @@ def test_halt_before_file_writes() -> None:
         time.sleep(0.05)
 
 
-def reapply_files(workspace: Path, plan: list[FileRestore], store_url: str | None = None) -> list[FileRestore]:
-    """The inverse of `restore_files`: put each file back as the turns left it. Check every file first,
-    then write: refuse, naming the file, if it is no longer as undo left it (someone changed it
-    since), and act on the path itself, never through a link, as restore does."""
-    return write_reapplied(workspace, checked_reapply(workspace, plan, store_url))
-
-
 def checked_reapply(workspace: Path, plan: list[FileRestore], store_url: str | None = None) -> list[tuple[Path, FileRestore]]:
-    """Every file checked for redo --files, nothing written; TimeTravelError names the first one changed since the undo."""
+    """The inverse of `checked_restore`, for redo --files: every file checked, nothing written; TimeTravelError
+    names the first one no longer as undo left it (someone changed it since). Acts on the path itself, never
+    through a link, as restore does; `write_reapplied` then writes."""
     sandbox = Sandbox.of(workspace, store_url)
     targets = []
     for target, item, current in _as_they_are(sandbox, plan, "redo"):

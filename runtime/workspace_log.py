@@ -51,11 +51,6 @@ class Moved:
     made_dir: bool
 
 
-def move_to_workspace(workspace: Path, session_id: Any, turns: list[Any], now: datetime) -> str:
-    """Append the turns to today's log; return the workspace-relative path written."""
-    return append_turns(workspace, session_id, turns, now).relative
-
-
 def append_turns(workspace: Path, session_id: Any, turns: list[Any], now: datetime) -> Moved:
     """Append the turns to today's log: what was written where, for `take_back`."""
     relative = f"{LOG_DIR}/{now.date().isoformat()}.md"
