@@ -421,8 +421,7 @@ class Session(SessionView, Aggregate):
 
     @event(FilesRestored)
     def _files_restored(self, turn_ids: list[UUID], files: list[dict[str, Any]], timestamp: datetime) -> None:
-        if self.files_owed and self.files_owed["kind"] == "undo" and list(self.files_owed["turn_ids"]) == list(turn_ids):
-            self.files_owed = None
+        self._files_written("undo", turn_ids)
 
     def record_files_reapplied(self, turn_ids: list[UUID], files: list[dict[str, Any]], now: datetime) -> None:
         """The files redone turns changed were put back as those turns left them (`redo --files`)."""
@@ -436,7 +435,11 @@ class Session(SessionView, Aggregate):
 
     @event(FilesReapplied)
     def _files_reapplied(self, turn_ids: list[UUID], files: list[dict[str, Any]], timestamp: datetime) -> None:
-        if self.files_owed and self.files_owed["kind"] == "redo" and list(self.files_owed["turn_ids"]) == list(turn_ids):
+        self._files_written("redo", turn_ids)
+
+    def _files_written(self, kind: str, turn_ids: list[UUID]) -> None:
+        """The files an undo or redo of these turns owed are written: nothing is owed any more."""
+        if self.files_owed and self.files_owed["kind"] == kind and list(self.files_owed["turn_ids"]) == list(turn_ids):
             self.files_owed = None
 
     # -- descriptive facts ---------------------------------------------------------------------

@@ -39,18 +39,11 @@ class CredentialStore:
     def __init__(self, workspace: Path) -> None:
         self.path = Path(workspace) / CREDENTIALS_FILE
 
-    def _all(self) -> dict[str, str]:
-        try:
-            data = json.loads(self.path.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            return {}
-        return {str(k): str(v) for k, v in data.items()} if isinstance(data, dict) else {}
-
     def get(self, name: str) -> str | None:
-        return self._all().get(name)
+        return _read(self.path).get(name)
 
     def put(self, name: str, value: str) -> None:
-        data = self._all()
+        data = _read(self.path)
         data[name] = value
         self.path.parent.mkdir(parents=True, exist_ok=True)
         temp = self.path.with_suffix(".tmp")
@@ -60,14 +53,22 @@ class CredentialStore:
         os.replace(temp, self.path)
 
 
+def _read(path: Path) -> dict[str, str]:
+    """The credential file's names and values; {} when there is none. One that is not JSON raises ValueError."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return {}
+    return {str(k): str(v) for k, v in data.items()} if isinstance(data, dict) else {}
+
+
 def stored_values(path: str | Path) -> list[str]:
     """Every value the credential file at `path` holds (none if it is missing or not one): what the secret scan
     cuts from tool output and model text (runtime/secret_scan.py)."""
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        return list(_read(Path(path)).values())
     except (OSError, ValueError):
         return []
-    return [str(v) for v in data.values()] if isinstance(data, dict) else []
 
 
 def take_credential(session: Session, text: str, now: Any) -> bool:

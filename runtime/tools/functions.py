@@ -59,11 +59,11 @@ class ToolContext:
         value = CredentialStore(self.workspace).get(name)
         if value is not None:
             return value
+        prompt = prompt or f"your {name}"
         io = getattr(self.runtime, "io", None)
         if io is not None:
-            io.credential_requests[self.session_id] = {"name": name, "prompt": prompt or f"your {name}",
-                                                       "tool_call_id": self.tool_call_id}
-        raise AwaitingCredential(name, prompt or f"your {name}")
+            io.credential_requests[self.session_id] = {"name": name, "prompt": prompt, "tool_call_id": self.tool_call_id}
+        raise AwaitingCredential(name, prompt)
 
     async def spawn_batch(self, tasks: Sequence[tuple[str, dict[str, Any]]]) -> list[ToolOutput]:
         """Run tools of the session (read-only or idempotent ones) concurrently, as (name, input) pairs; their
