@@ -57,8 +57,8 @@ class Answered:
 
     @classmethod
     def of(cls, store: ChronicleStore, outcome: TurnOutcome) -> "Answered":
-        input_id = None
-        if outcome.turn_id:
+        input_id = outcome.input_id
+        if input_id is None and outcome.turn_id:  # an outcome made without the turn in hand: read it
             try:
                 input_id = store.turn(outcome.turn_id).input_id
             except (ForgottenSession, NotFound):

@@ -155,7 +155,8 @@ class AgentLoop:
                     # Finished by another writer (cancel, guard) before the session heard of it.
                     now = self.clock.now()
                     self.store.update_session(session.id, lambda s: s.end_turn(turn.id, now), attempts=TURN_ATTEMPTS)
-                    return TurnOutcome(session.id, turn.id, turn.status, text=turn.final_text or "", reason=turn.reason)
+                    return TurnOutcome(session.id, turn.id, turn.status, text=turn.final_text or "", reason=turn.reason,
+                                       input_id=turn.input_id)
                 self._reopen(turn)
             elif session.next_input is not None:
                 if self.compactor is not None:
@@ -473,7 +474,7 @@ class AgentLoop:
                     ApprovalNeeded(session_id=str(session.id), turn_id=str(turn.id), tool_call_id=str(call.id), name=call.name, input=call.input)
                 )
             names = ", ".join(sorted({c.name for c in wait.calls}))
-            return TurnOutcome(session.id, turn.id, "awaiting_approval", reason=f"awaiting approval: {names}")
+            return TurnOutcome(session.id, turn.id, "awaiting_approval", reason=f"awaiting approval: {names}", input_id=turn.input_id)
         except asyncio.CancelledError:
             cancelled = cancel_calls(self.io, calls, self._cancel_reason(), left_running=self.tools.left_running)
             turn.close_step(calls, self.clock.now())

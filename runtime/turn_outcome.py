@@ -39,6 +39,8 @@ class TurnOutcome:
     status: str
     text: str = ""
     reason: str | None = None
+    #: The input the turn answered, where the turn was in hand (a run's result names it without reading the turn again).
+    input_id: str | None = None
 
     @property
     def exit_code(self) -> int:
@@ -69,7 +71,7 @@ def finish(io: LoopIO, session: Session, turn: Turn, status: str, reason: str | 
 
     io.store.update_session(session.id, end, turn, held=session, attempts=TURN_ATTEMPTS)
     asked.pop(str(session.id), None)
-    return TurnOutcome(session.id, turn.id, turn.status, text=turn.final_text or "", reason=reason)
+    return TurnOutcome(session.id, turn.id, turn.status, text=turn.final_text or "", reason=reason, input_id=turn.input_id)
 
 
 async def stop_turn(io: LoopIO, session: Session, turn: Turn, stop: Stop) -> TurnOutcome:
@@ -99,7 +101,7 @@ async def middleware_failed(io: LoopIO, session: Session, turn: Turn, failure: M
         if session.active_turn_id == turn.id:
             now = io.clock.now()
             io.store.update_session(session.id, lambda s: s.end_turn(turn.id, now), attempts=TURN_ATTEMPTS)
-        return TurnOutcome(session.id, turn.id, turn.status, text=turn.final_text or "", reason=turn.reason)
+        return TurnOutcome(session.id, turn.id, turn.status, text=turn.final_text or "", reason=turn.reason, input_id=turn.input_id)
     return finish(io, session, turn, "failed", str(failure), error={"middleware": failure.name, "kind": failure.kind})
 
 
@@ -126,7 +128,7 @@ async def crashed(io: LoopIO, session: Session, turn: Turn, exc: Exception) -> T
             return finish(io, session, turn, "failed", reason)
     except Exception:  # noqa: BLE001 - the store is gone too; resume will find the turn in flight
         pass
-    return TurnOutcome(session.id, turn.id, "failed", reason=reason)
+    return TurnOutcome(session.id, turn.id, "failed", reason=reason, input_id=turn.input_id)
 
 
 async def forgotten_under(io: LoopIO, session_id: UUID, turn_id: UUID | None, erased: Exception) -> TurnOutcome:

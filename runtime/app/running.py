@@ -214,7 +214,7 @@ class Conversation:
             created, input_id = start_session(store, spec, first_input, attachments=blocks)
             sid = created.id
         elif first_input is not None:
-            waiting = store.session(sid).pending_auth
+            waiting = store.session(sid, copy=False).pending_auth  # only read
             input_id = submit_input(store, sid, first_input, attachments=blocks)
             if waiting is not None:
                 notes.append(credential_note(waiting))

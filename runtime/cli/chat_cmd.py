@@ -177,7 +177,7 @@ class Chat:
             + (", a line typed while it runs steers it" if self.reader.editor else "") + ", /quit leaves."
         )
         while True:
-            waiting = self.store.session(self.session_id).pending_auth
+            waiting = self.store.session(self.session_id, copy=False).pending_auth  # only read
             try:
                 if waiting is None:
                     line = self.reader.read(PROMPT)
@@ -200,11 +200,11 @@ class Chat:
                 if chat_slash.handle(self, line) == "quit":
                     break
                 continue
-            self.send(line)
+            self.send(line, waiting)
         self.console.print(f"[dim]bye. session {self.session_id}[/]")
 
-    def send(self, text: str) -> None:
-        waiting = self.store.session(self.session_id).pending_auth
+    def send(self, text: str, waiting: dict[str, Any] | None = None) -> None:
+        """`waiting`: the credential the session waited for as the line was read (auth mode takes the line as it)."""
         input_id = self.conversation.submit(text)
         if waiting is not None:  # auth mode took the message as a credential: nothing to run
             from chronicle.runtime.app.running import credential_note

@@ -84,11 +84,11 @@ def resume(
             nothing(None, f"no Chronicle store at {missing} yet", as_json)
             return
         store = open_store(db, create=False)
-        owed = resuming.finish_owed_files(store, store.resolve_session_id(session) if session else None)
-        for line in owed:  # an interrupted undo/redo --files is finished before any turn runs
+        named = store.resolve_session_id(session) if session else None
+        for line in resuming.finish_owed_files(store, named):  # an interrupted undo/redo --files is finished before any turn runs
             err_console.print(f"note: {escape(printable(line))}", soft_wrap=True)
-        if session:
-            sid = store.resolve_session_id(session)
+        if named is not None:
+            sid = named
             stalled = resuming.blocked(store, sid, yes)
             if isinstance(stalled, resuming.AwaitingApproval):
                 if as_json:  # --json promises JSON on stdout, a pause included (exit 3 as in `run`)
