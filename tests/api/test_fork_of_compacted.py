@@ -23,12 +23,17 @@ def _shows_old(history) -> bool:
     return "OLD-DETAIL" in json.dumps(history)
 
 
+def _two_turns_the_first_compacted(app: Chronicle, agent: Agent, workspace) -> str:
+    sid = app.run_sync(agent, "OLD-DETAIL", workspace=workspace).session_id
+    app.run_sync(agent, "second", session=sid, workspace=workspace)
+    assert app.compact(sid, "truncate", keep=1)["turns_compacted"] == 1
+    return sid
+
+
 def test_every_inherited_turn_of_a_fork_reads_as_its_parent_did_at_that_turn(db_url, workspace, tmp_path):
     agent = _agent(tmp_path)
     with Chronicle(db_url) as app:
-        sid = app.run_sync(agent, "OLD-DETAIL", workspace=workspace).session_id
-        app.run_sync(agent, "second", session=sid, workspace=workspace)
-        assert app.compact(sid, "truncate", keep=1)["turns_compacted"] == 1
+        sid = _two_turns_the_first_compacted(app, agent, workspace)
         app.run_sync(agent, "third", session=sid, workspace=workspace)
         app.run_sync(agent, "fourth", session=sid, workspace=workspace)
         child = app.fork(sid, at=3)
@@ -45,9 +50,7 @@ def test_every_inherited_turn_of_a_fork_reads_as_its_parent_did_at_that_turn(db_
 def test_a_fork_from_the_end_of_a_branch_compacted_since_its_last_turn_continues_compacted(db_url, workspace, tmp_path):
     agent = _agent(tmp_path)
     with Chronicle(db_url) as app:
-        sid = app.run_sync(agent, "OLD-DETAIL", workspace=workspace).session_id
-        app.run_sync(agent, "second", session=sid, workspace=workspace)
-        assert app.compact(sid, "truncate", keep=1)["turns_compacted"] == 1
+        sid = _two_turns_the_first_compacted(app, agent, workspace)
         assert not _shows_old(app.history(sid))
         child = app.fork(sid)
         assert app.history(child) == app.history(sid)
