@@ -14,7 +14,7 @@ from chronicle.domain.session import Session
 from chronicle.domain.tool_call import ToolCall
 from chronicle.domain.turn import Turn
 
-from .turn_batch import load_turns
+from .aggregate_batch import load_turns
 
 
 class SessionTreeReads:
@@ -28,7 +28,7 @@ class SessionTreeReads:
         return self.turns(session.head)
 
     def turns(self, turn_ids: Iterable[UUID]) -> list[Turn]:
-        """Many turns as they are now, read together (runtime/turn_batch.py), in the order given."""
+        """Many turns as they are now, read together (runtime/aggregate_batch.py), in the order given."""
         ids = list(turn_ids)
         found = load_turns(self, ids)
         return [found[t] for t in ids]

@@ -27,6 +27,7 @@ from chronicle.domain.tool_call import ToolCall
 from chronicle.domain.turn import Turn
 from chronicle.projections.sql import retry_creation
 
+from .aggregate_batch import CHUNK, load_many
 from .aggregate_copy import copy_aggregate
 from .chain import chained_recorder_topic
 from .chain_reader import topic_names
@@ -442,13 +443,32 @@ class ChronicleStore(SessionTreeReads, SnapshotKeeping):
         Stores written before creation was made atomic can hold index entries naming no
         session, and a damaged row can make one session unreadable (see `doctor`): neither may
         make every listing, worker poll and `resume --all` fail. `on_error(session_id, error)`
-        hears of each session skipped."""
-        for sid in self.session_ids():
+        hears of each session skipped.
+
+        Read in batches (runtime/aggregate_batch.py): two queries per few hundred sessions, not two
+        each, for the scans of every session (`resume --all`, self-repair, the reply outbox). A
+        session this store has cached is brought up to date from it instead, as `session` would."""
+        cached = self.repository.cache.cache if self.repository.cache is not None else {}
+        skipped: dict[UUID, Exception] = {}
+
+        def alone(sid: UUID) -> Session | None:
             try:
-                yield self.session(sid)
+                return self.session(sid)
             except (NotFound, UnreadableEvent) as exc:
-                if on_error is not None:
-                    on_error(sid, exc)
+                skipped[sid] = exc
+                return None
+
+        ids = self.session_ids()
+        for start in range(0, len(ids), CHUNK):
+            chunk = ids[start:start + CHUNK]
+            cold = [sid for sid in chunk if sid not in cached]
+            loaded = load_many(self, cold, Session, alone) if len(cold) > 1 else {}
+            for sid in chunk:
+                session = loaded[sid] if sid in loaded else alone(sid)
+                if session is not None:
+                    yield session
+                elif on_error is not None:
+                    on_error(sid, skipped.pop(sid))
 
     def unlist_session(self, session_id: UUID, reason: str) -> None:
         self._append_to_index(SessionUnlisted, session_id=session_id, reason=reason)

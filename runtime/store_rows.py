@@ -109,17 +109,43 @@ def event_rows(
     return rows
 
 
-def snapshot_rows(store: Any, ids: list[UUID]) -> list[tuple[Any, ...]]:
-    """(originator id, version, topic, state) of the aggregates' snapshots, by id then version."""
+def newest_snapshot_rows(store: Any, ids: list[UUID]) -> list[tuple[Any, ...]]:
+    """(originator id, version, topic, state) of each aggregate's newest snapshot: a Session keeps every
+    snapshot it took (`session(id, version=N)` starts from them), and only the newest one is read now."""
     recorder: Any = store.snapshots.recorder
+    table = recorder.events_table_name
     if store.backend == "sqlite":
         marks = ",".join("?" * len(ids))
-        sql = (f"SELECT originator_id, originator_version, topic, {SQLITE_STATE} FROM {recorder.events_table_name} "
-               f"WHERE originator_id IN ({marks}) ORDER BY originator_id, originator_version")
+        sql = (f"SELECT originator_id, originator_version, topic, {SQLITE_STATE} FROM {table} AS s "
+               f"WHERE originator_id IN ({marks}) AND originator_version = "
+               f"(SELECT MAX(originator_version) FROM {table} WHERE originator_id = s.originator_id)")
         return [tuple(r) for r in sqlite_rows(store, sql, [i.hex for i in ids])]
-    rows = _pg_rows(recorder, "SELECT originator_id, originator_version, topic, state FROM {table} WHERE originator_id = ANY(%s) "
-                              "ORDER BY originator_id, originator_version", (ids,))
-    return rows
+    return _pg_rows(recorder, "SELECT DISTINCT ON (originator_id) originator_id, originator_version, topic, state FROM {table} "
+                              "WHERE originator_id = ANY(%s) ORDER BY originator_id, originator_version DESC", (ids,))
+
+
+def events_after_snapshots(store: Any, ids: list[UUID]) -> list[tuple[Any, ...]]:
+    """(position, originator id, version, topic, state) of the aggregates' events after each one's newest
+    snapshot (all of them for one with none), in log order: a long session's earlier events stay unread."""
+    snapshots = store.snapshots.recorder.events_table_name
+    if store.backend == "sqlite":
+        marks = ",".join("?" * len(ids))
+        sql = (
+            f"SELECT rowid, originator_id, originator_version, topic, {SQLITE_STATE} FROM {store.recorder.events_table_name} AS e "
+            f"WHERE originator_id IN ({marks}) AND originator_version > "
+            f"COALESCE((SELECT MAX(originator_version) FROM {snapshots} WHERE originator_id = e.originator_id), 0) ORDER BY rowid"
+        )
+        return [tuple(r) for r in sqlite_rows(store, sql, [i.hex for i in ids])]
+    from psycopg import sql as pgsql
+
+    after = pgsql.SQL("{}.{}").format(pgsql.Identifier(store.recorder.datastore.schema or "public"), pgsql.Identifier(snapshots))
+    return _pg_rows(
+        store.recorder,
+        "SELECT notification_id, originator_id, originator_version, topic, state FROM {table} AS e WHERE originator_id = ANY(%s) "
+        "AND originator_version > COALESCE((SELECT MAX(s.originator_version) FROM " + after.as_string(None)
+        + " AS s WHERE s.originator_id = e.originator_id), 0) ORDER BY notification_id",
+        (ids,),
+    )
 
 
 def latest_version(store: Any, originator_id: UUID, position: int | None = None) -> int:

@@ -68,22 +68,50 @@ class AwaitingApproval:
                 "tool_calls": [{"tool_call_id": str(c.id), "name": c.name} for c in self.calls], "message": self.message}
 
 
-def finish_owed_files(store: ChronicleStore, sid: UUID | None = None) -> list[str]:
-    """Finish the file writes an interrupted undo/redo --files owes (of `sid`, or of every session), before
-    anything else runs: one line each saying what was done, and which files were refused (changed since)."""
+def finish_owed_files(store: ChronicleStore, sid: UUID | None = None, owing: list[UUID] | None = None) -> list[str]:
+    """Finish the file writes an interrupted undo/redo --files owes (of `sid`, of `owing` as a `Census` found them, or
+    of every session), before anything else runs: one line each saying what was done, and which files were refused
+    (changed since)."""
     from ..files_owed import finish_owed, sessions_owing
     from ..timetravel import TimeTravelError
 
     said = []
-    for owing in [sid] if sid is not None else sessions_owing(store):
+    for owed in [sid] if sid is not None else owing if owing is not None else sessions_owing(store):
         try:
-            done = finish_owed(store, owing)
+            done = finish_owed(store, owed)
         except TimeTravelError as exc:
-            said.append(f"session {owing}: {exc}")
+            said.append(f"session {owed}: {exc}")
             continue
         if done is not None:
             said.append(done.message)
     return said
+
+
+@dataclass
+class Census:
+    """What `resume --all` must do, from one read of every session (it was three: each a read of every
+    session, ≈ 0.4 s apiece at 3,000 sessions on SQLite): the sessions owing file writes, the top-level
+    ones with work (oldest first), and those whose turn waits for a person."""
+
+    owing: list[UUID]
+    needing_work: list[UUID]
+    paused: list[AwaitingApproval]
+
+
+def census(store: ChronicleStore, auto_approve: bool = False) -> Census:
+    """Finishing owed files changes none of the other two answers (FilesRestored/FilesReapplied start or
+    end no turn), so they are read in the same pass, before the files are written."""
+    found = Census([], [], [])
+    for session in store.sessions():
+        if getattr(session, "files_owed", None):
+            found.owing.append(session.id)
+        if session.parent_session_id is not None:
+            continue
+        if needs_work(store, session, auto_approve) is not None and cancelled_before_start(store, session) is None:
+            found.needing_work.append(session.id)
+        if not auto_approve and session.active_turn_id is not None and (waiting := waiting_for_person(store, session)):
+            found.paused.append(AwaitingApproval(session.id, waiting))
+    return found
 
 
 def blocked(store: ChronicleStore, sid: UUID, auto_approve: bool = False) -> AwaitingApproval | str | None:
@@ -99,18 +127,6 @@ def blocked(store: ChronicleStore, sid: UUID, auto_approve: bool = False) -> Awa
     if waiting:
         return AwaitingApproval(sid, waiting)
     return f"session {sid} has no turn in flight and no queued input"
-
-
-def paused(store: ChronicleStore) -> list[AwaitingApproval]:
-    """Top-level sessions whose turn waits for a person: `resume --all` names them rather than
-    calling the store idle, since only a decision (or --yes) lets them go on."""
-    found = []
-    for session in store.sessions():
-        if session.parent_session_id is None and session.active_turn_id is not None:
-            waiting = waiting_for_person(store, session)
-            if waiting:
-                found.append(AwaitingApproval(session.id, waiting))
-    return found
 
 
 async def resume_one(store: ChronicleStore, sid: UUID, overrides: Overrides, broker: Broker, holder: str,

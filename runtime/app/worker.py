@@ -55,17 +55,6 @@ def cancelled_before_start(store: ChronicleStore, record: Session) -> str | None
 
 
 
-def sessions_needing_work(store: ChronicleStore, auto_approve: bool = False) -> list[UUID]:
-    """Top-level sessions with something to do, oldest first (sub-agents are driven by parents); a job cancelled
-    before it started has nothing to do."""
-    found = []
-    for session in store.sessions():
-        if (session.parent_session_id is None and needs_work(store, session, auto_approve)
-                and cancelled_before_start(store, session) is None):
-            found.append(session.id)
-    return found
-
-
 @dataclass
 class Overrides:
     provider: str | None = None

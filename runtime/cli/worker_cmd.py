@@ -85,7 +85,8 @@ def resume(
             return
         store = open_store(db, create=False)
         named = store.resolve_session_id(session) if session else None
-        for line in resuming.finish_owed_files(store, named):  # an interrupted undo/redo --files is finished before any turn runs
+        found = resuming.census(store, yes) if named is None else None
+        for line in resuming.finish_owed_files(store, named, found.owing if found is not None else None):  # an interrupted undo/redo --files is finished before any turn runs
             err_console.print(f"note: {escape(printable(line))}", soft_wrap=True)
         if named is not None:
             sid = named
@@ -101,8 +102,8 @@ def resume(
                 return
             targets = [sid]
         else:
-            targets = working.sessions_needing_work(store, yes)
-            waiting = [] if yes else resuming.paused(store)
+            assert found is not None
+            targets, waiting = found.needing_work, found.paused
             if not as_json:
                 for stalled in waiting:
                     err_console.print(f"[yellow]paused:[/] {escape(stalled.message)}")

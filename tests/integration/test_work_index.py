@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from chronicle.runtime.app.worker import sessions_needing_work
+from chronicle.runtime.app.resume import census
 from chronicle.runtime.session_work import pending_approvals
 from chronicle.runtime.sessions import start_session, submit_input
 from chronicle.runtime.work_index import WorkIndex
@@ -21,7 +21,7 @@ def test_the_index_follows_queued_inputs_finished_turns_approvals_and_new_sessio
 
     def agree() -> list:
         found = index.sessions()
-        assert sorted(found) == sorted(sessions_needing_work(store))
+        assert sorted(found) == sorted(census(store).needing_work)
         return found
 
     assert agree() == []
