@@ -21,14 +21,16 @@ from chronicle.domain.session import Session
 from chronicle.domain.turn import Turn
 
 from .snapshot_store import decode_snapshot
-from .store_rows import as_uuid, events_after_snapshots, newest_snapshot_rows
+from .store_rows import as_uuid, event_rows, events_after_snapshots, newest_snapshot_rows
 
 #: Ids per query: far below SQLite's parameter limit.
 CHUNK = 400
 
 
 def load_turns(store: Any, turn_ids: list[UUID]) -> dict[UUID, Turn]:
-    return load_many(store, turn_ids, Turn, store.turn)
+    """A Turn keeps only its newest snapshot and most have none, so all their events are selected: filtering by
+    snapshot in the query cost a cold PostgreSQL fork ≈ 0.25 ms more than skipping the few rows in Python."""
+    return load_many(store, turn_ids, Turn, store.turn, every_event=True)
 
 
 def load_sessions(store: Any, session_ids: list[UUID]) -> dict[UUID, Session]:
@@ -36,25 +38,26 @@ def load_sessions(store: Any, session_ids: list[UUID]) -> dict[UUID, Session]:
     return load_many(store, session_ids, Session, store.session)
 
 
-def load_many(store: Any, ids: list[UUID], cls: type, alone: Callable[[UUID], Any]) -> dict[UUID, Any]:
+def load_many(store: Any, ids: list[UUID], cls: type, alone: Callable[[UUID], Any], every_event: bool = False) -> dict[UUID, Any]:
+    """`every_event`: select each aggregate's events from its first, not only those after its newest snapshot."""
     found: dict[UUID, Any] = {}
     for start in range(0, len(ids), CHUNK):
-        found.update(_chunk(store, ids[start:start + CHUNK], cls, alone))
+        found.update(_chunk(store, ids[start:start + CHUNK], cls, alone, every_event))
     return found
 
 
-def _chunk(store: Any, ids: list[UUID], cls: type, alone: Callable[[UUID], Any]) -> dict[UUID, Any]:
+def _chunk(store: Any, ids: list[UUID], cls: type, alone: Callable[[UUID], Any], every_event: bool) -> dict[UUID, Any]:
     states: dict[UUID, Any] = {}
     failed: set[UUID] = set()
     try:
         for originator_id, version, topic, state in newest_snapshot_rows(store, ids):
             key = as_uuid(originator_id)
             snapshot = decode_snapshot(store.snapshots.mapper, _stored(key, version, topic, state))
-            if snapshot is None:  # the events after it were all that was selected: read this one alone
+            if snapshot is None:  # perhaps only the events after it are selected: read this one alone
                 failed.add(key)
             else:
                 states[key] = snapshot.mutate(None)
-        for _, originator_id, version, topic, state in events_after_snapshots(store, ids):
+        for _, originator_id, version, topic, state in (event_rows if every_event else events_after_snapshots)(store, ids):
             key = as_uuid(originator_id)
             if key in failed or (key in states and version <= states[key].version):
                 continue
