@@ -7,6 +7,8 @@ import asyncio
 import json
 from datetime import UTC, datetime, timedelta
 
+import pytest
+
 from chronicle.domain.agent_spec import AgentSpec
 from chronicle.domain.ids import turn_id
 from chronicle.domain.turn import Turn
@@ -108,3 +110,25 @@ def test_a_tool_failing_n_runs_in_a_row_is_reported_broken_and_its_next_success_
     assert row["status"] == "resolved" and "read_file completed again" in row["detail"]
     assert "failed 3 times in a row" in changed[-1].attempts[0]["detail"], "invalid arguments are not the tool's failure"
     assert monitor.check_tools() == [], "the log is read once"
+
+
+def test_a_full_pass_reads_the_calls_together_and_resolves_a_repair_an_earlier_pass_recorded(db_url, workspace, tmp_path, monkeypatch):
+    """`repairs --check` reads the whole log: each batch's calls in one read (a read per call was most of its
+    time), and the broken tools waiting for a person once a pass (they were every repair, at each success)."""
+    missing = [tool_use(f"m{i}", "read_file", path=f"missing-{i}.txt") for i in range(3)]
+    harness = Harness(db_url, workspace, tmp_path, [
+        [response(*missing), response(text("could not"))],
+        [response(tool_use("ok", "read_file", path="hello.txt")), response(text("done"))],
+    ], tools=("read_file",))
+    assert harness.run("read things").status == "completed"
+    (broken,) = SelfRepair(harness.store, clock=Clock(T0), tool_failures=3).check_tools()
+    assert broken.status == "manual_required"
+    assert harness.run("again").status == "completed"
+
+    cold = ChronicleStore(db_url)
+    monkeypatch.setattr(cold, "find_tool_call", lambda *_: pytest.fail("a tool call was read alone"))
+    monitor = SelfRepair(cold, clock=Clock(T0), tool_failures=3)
+    changed = monitor.check_tools()
+    assert [(r.id, r.attempts[-1]["result"]) for r in changed] == [(broken.id, "success")]
+    assert [repair_row(r)["status"] for r in monitor.repairs()] == ["resolved"]
+    cold.close()
