@@ -16,6 +16,8 @@ import time
 from typing import Any
 from uuid import UUID
 
+from chronicle.domain.session import Session
+
 from .session_work import needs_work, pending_approvals
 from .store import ChronicleStore, NotFound, UnreadableEvent
 
@@ -55,8 +57,10 @@ class WorkIndex:
         self.position = self.store.max_position()  # first: what is written during the scan is followed next time
         self.scanned_at = time.monotonic()
         self.order, self.with_work, self.owner, self.owned = {}, set(), {}, {}
-        for sid in self.store.session_ids():
-            self._check(sid)
+        # Every session read in batches (ChronicleStore.sessions): read one by one, a scan of 3,000 sessions took a
+        # worker 1.5 s on PostgreSQL at start and at every rescan.
+        for session in self.store.sessions(on_error=self._unreadable):
+            self._judge(session)
 
     def _follow(self) -> None:
         touched: set[UUID] = set()
@@ -83,11 +87,19 @@ class WorkIndex:
         except NotFound:
             return
         except UnreadableEvent as exc:
-            # One damaged session must not stop every worker on the store: it is left out (and
-            # named once by the worker); `chronicle doctor` lists it.
+            self._unreadable(sid, exc)
+            return
+        self._judge(session)
+
+    def _unreadable(self, sid: UUID, exc: Exception) -> None:
+        """One damaged session must not stop every worker on the store: it is left out (and named once by the
+        worker); `chronicle doctor` lists it. A session indexed but never written is passed over."""
+        if isinstance(exc, UnreadableEvent):
             self.with_work.discard(sid)
             self.unreadable.setdefault(sid, str(exc))
-            return
+
+    def _judge(self, session: Session) -> None:
+        sid = session.id
         if session.parent_session_id is not None:
             return  # sub-agents are driven by their parents
         self.order.setdefault(sid, len(self.order))
