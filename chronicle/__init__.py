@@ -26,7 +26,8 @@ _SOURCES = {
     **dict.fromkeys(["Hook", "NeedApproval", "Skip", "Stop"], "chronicle.runtime.hooks"),
     **dict.fromkeys(["Routine"], "chronicle.runtime.routines"),
     **dict.fromkeys(["Agent"], "chronicle.agent"),
-    **dict.fromkeys(["Answered", "Chronicle", "RunResult"], "chronicle.client"),
+    "Chronicle": "chronicle.client",
+    **dict.fromkeys(["Answered", "RunResult"], "chronicle.results"),
     **dict.fromkeys(["ChronicleError", "ChronicleWarning"], "chronicle.errors"),
 }
 
@@ -70,8 +71,9 @@ if TYPE_CHECKING:
     from chronicle.runtime.tools.mcp_config import McpServer
 
     from .agent import Agent
-    from .client import Answered, Chronicle, RunResult
+    from .client import Chronicle
     from .errors import ChronicleError, ChronicleWarning
+    from .results import Answered, RunResult
 
 __all__ = [
     "LIVE_EVENTS",
