@@ -67,15 +67,11 @@ class SelfRepair:
         return EventSourcedLog(self.store.events, REPAIR_INDEX_ID, RepairLogged)
 
     def repairs(self) -> list[Repair]:
-        found = []
-        for entry in self.index.get():
-            try:
-                repair: Any = self.store.repository.get(entry.repair_id)
-            except AggregateNotFoundError:
-                continue
-            if isinstance(repair, Repair):
-                found.append(repair)
-        return found
+        """Every repair, in the order detected: read together (runtime/aggregate_batch.py), since a worker lists them
+        every pass and they are never deleted (one read each grew with the store's age)."""
+        ids = list(dict.fromkeys(entry.repair_id for entry in self.index.get()))
+        loaded = load_many(self.store, ids, Repair, self.find)
+        return [repair for repair in (loaded[rid] for rid in ids) if isinstance(repair, Repair)]
 
     def find(self, repair_id: UUID) -> Repair | None:
         try:

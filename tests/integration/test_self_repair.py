@@ -128,6 +128,9 @@ def test_a_full_pass_reads_the_calls_together_and_resolves_a_repair_an_earlier_p
     cold = ChronicleStore(db_url)
     monkeypatch.setattr(cold, "find_tool_call", lambda *_: pytest.fail("a tool call was read alone"))
     monitor = SelfRepair(cold, clock=Clock(T0), tool_failures=3)
+    with monkeypatch.context() as alone:  # every repair listed in one read, as each of a worker's passes lists them
+        alone.setattr(monitor, "find", lambda *_: pytest.fail("a repair was read alone"))
+        assert [r.id for r in monitor.repairs()] == [broken.id]
     changed = monitor.check_tools()
     assert [(r.id, r.attempts[-1]["result"]) for r in changed] == [(broken.id, "success")]
     assert [repair_row(r)["status"] for r in monitor.repairs()] == ["resolved"]
