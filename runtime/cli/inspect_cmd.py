@@ -82,7 +82,7 @@ def sessions(
             {
                 "session": short[row["session_id"]], "agent": f"{'  ' * (depth - 1)}↳ {row['agent']}" if depth else row["agent"],
                 "model": escape(row.get("model") or ""),
-                "status": "archived" if row["archived"] else row["status"], "turns": row["turns"], "USD": "?" if row["cost"] is None else f"{row['cost']:.4f}",
+                "status": table_status(row), "turns": row["turns"], "USD": "?" if row["cost"] is None else f"{row['cost']:.4f}",
                 "created": row["created_at"][:19].replace("T", " "), "title": escape(row["title"] or ""),
             }
             for row, depth in tree_order(rows)
@@ -93,6 +93,16 @@ def sessions(
             origin = origin_of(row.get("forked_from"), known)
             if origin is not None and not origin.present:
                 out_console.print(escape(f"{short[row['session_id']]} {origin.line()}"), soft_wrap=True)
+
+
+def table_status(row: dict[str, Any]) -> str:
+    """The table's status: an idle session with inputs waiting for a worker says `queued` (its JSON `status` stays
+    the session's own, `idle`, beside `queued`, the count), since `idle` alone read as "nothing to do"."""
+    if row["archived"]:
+        return "archived"
+    if row["status"] == "idle" and row.get("queued"):
+        return f"queued ({row['queued']})"
+    return str(row["status"])
 
 
 def log(
