@@ -4,8 +4,9 @@ A cold process that continues, forks or shows a session reads every turn on its 
 `resume --all`, a worker's self-repair and the reply outbox read every session of the store: one
 repository get each is a snapshot query, an events query and a replay, ≈ 0.35 ms for a turn, so
 25 earlier turns were most of the first step of a fork and 3,000 sessions a second of `resume
---all`. Here the newest snapshot of each aggregate and only the events after it are selected for
-all of them together, then each is replayed as the repository would. One that does not load this
+--all`. Here the newest snapshot of each aggregate and the events after it are read for all of them
+together (a session's later events selected in the query, a turn's skipped in Python: see
+`load_turns`), then each is replayed as the repository would. One that does not load this
 way (erased by `forget`, an unreadable row, a snapshot that does not decode) is read alone, so it
 fails, or loads, exactly as `store.turn` / `store.session` does.
 """
@@ -17,7 +18,6 @@ from uuid import UUID
 
 from eventsourcing.persistence import StoredEvent
 
-from chronicle.domain.session import Session
 from chronicle.domain.turn import Turn
 
 from .snapshot_store import decode_snapshot
@@ -31,11 +31,6 @@ def load_turns(store: Any, turn_ids: list[UUID]) -> dict[UUID, Turn]:
     """A Turn keeps only its newest snapshot and most have none, so all their events are selected: filtering by
     snapshot in the query cost a cold PostgreSQL fork ≈ 0.25 ms more than skipping the few rows in Python."""
     return load_many(store, turn_ids, Turn, store.turn, every_event=True)
-
-
-def load_sessions(store: Any, session_ids: list[UUID]) -> dict[UUID, Session]:
-    """The sessions as `store.session` gives them (copies: the store's cache is left alone)."""
-    return load_many(store, session_ids, Session, store.session)
 
 
 def load_many(store: Any, ids: list[UUID], cls: type, alone: Callable[[UUID], Any], every_event: bool = False) -> dict[UUID, Any]:

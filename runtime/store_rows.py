@@ -55,7 +55,7 @@ def sqlite_rows(store: Any, sql: str, params: list[Any]) -> list[Any]:
         return list(cursor.fetchall())
 
 
-def _pg_rows(recorder: Any, template: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+def _pg_rows(recorder: Any, template: str, params: tuple[Any, ...], **tables: str) -> list[tuple[Any, ...]]:
     """One statement on a pooled PostgreSQL connection; `{table}` is the recorder's table, schema-qualified.
 
     Rows come back as tuples: eventsourcing's connections make a dict of every row (a Python call
@@ -64,10 +64,12 @@ def _pg_rows(recorder: Any, template: str, params: tuple[Any, ...]) -> list[tupl
     from psycopg import sql as pgsql
     from psycopg.rows import tuple_row
 
-    table = pgsql.SQL("{}.{}").format(pgsql.Identifier(recorder.datastore.schema or "public"), pgsql.Identifier(recorder.events_table_name))
+    schema = pgsql.Identifier(recorder.datastore.schema or "public")
+    named = {key: pgsql.SQL("{}.{}").format(schema, pgsql.Identifier(name))
+             for key, name in {"table": recorder.events_table_name, **tables}.items()}
     with recorder.datastore.cursor() as cursor:
         cursor.row_factory = tuple_row
-        cursor.execute(pgsql.SQL(template).format(table=table), params)
+        cursor.execute(pgsql.SQL(template).format(**named), params)
         return cursor.fetchall()
 
 
@@ -136,15 +138,12 @@ def events_after_snapshots(store: Any, ids: list[UUID]) -> list[tuple[Any, ...]]
             f"COALESCE((SELECT MAX(originator_version) FROM {snapshots} WHERE originator_id = e.originator_id), 0) ORDER BY rowid"
         )
         return [tuple(r) for r in sqlite_rows(store, sql, [i.hex for i in ids])]
-    from psycopg import sql as pgsql
-
-    after = pgsql.SQL("{}.{}").format(pgsql.Identifier(store.recorder.datastore.schema or "public"), pgsql.Identifier(snapshots))
     return _pg_rows(
         store.recorder,
         "SELECT notification_id, originator_id, originator_version, topic, state FROM {table} AS e WHERE originator_id = ANY(%s) "
-        "AND originator_version > COALESCE((SELECT MAX(s.originator_version) FROM " + after.as_string(None)
-        + " AS s WHERE s.originator_id = e.originator_id), 0) ORDER BY notification_id",
-        (ids,),
+        "AND originator_version > COALESCE((SELECT MAX(s.originator_version) FROM {snapshots} AS s "
+        "WHERE s.originator_id = e.originator_id), 0) ORDER BY notification_id",
+        (ids,), snapshots=snapshots,
     )
 
 
