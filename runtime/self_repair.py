@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, Callable
 from uuid import UUID, uuid5
 
 from eventsourcing.application import AggregateNotFoundError, EventSourcedLog
@@ -177,12 +177,7 @@ class SelfRepair:
         start = (self.cursor or 0) + 1
         self.cursor = head
         changed: list[Repair] = []
-        # Broken tools waiting for a person, by name: a success ends the oldest. Listed once a pass, not at
-        # every success (each listing read every repair of the store).
-        broken: dict[str, list[UUID]] = {}
-        for r in self.repairs():
-            if r.kind == "broken_tool" and r.status == "manual_required":
-                broken.setdefault(r.target, []).append(r.id)
+        broken = _BrokenTools(self.repairs)
         while start <= head:
             batch = self.store.recorder.select_notifications(start, min(500, head - start + 1))
             if not batch:
@@ -199,16 +194,16 @@ class SelfRepair:
             start = batch[-1].id + 1
         return changed
 
-    def _tool_result(self, call: ToolCall | None, position: int, failed: bool, broken: dict[str, list[UUID]]) -> Repair | None:
+    def _tool_result(self, call: ToolCall | None, position: int, failed: bool, broken: "_BrokenTools") -> Repair | None:
         if call is None or (failed and call.attempts == 0):
             return None  # never ran (unknown tool, invalid arguments): the model's mistake, not the tool's
         now = self.clock.now()
         if not failed:
             self.streaks.pop(call.name, None)
-            waiting = broken.get(call.name)
-            if not waiting:
+            oldest = broken.resolved(call.name)
+            if oldest is None:
                 return None
-            open_repair = self.find(waiting.pop(0))  # as stored now: the object a pass returned stays as it was
+            open_repair = self.find(oldest)  # as stored now: the object a pass returned stays as it was
             if open_repair is None:
                 return None
             return self._record(open_repair, "success", f"{call.name} completed again (log position {position})", now)
@@ -222,8 +217,33 @@ class SelfRepair:
                         session_id=call.session_id, detail=detail, timestamp=now)
         recorded = self._record(repair, "manual_required", f"{detail}; a tool cannot be rebuilt by the runtime", now)
         if recorded is not None:
-            broken.setdefault(call.name, []).append(recorded.id)
+            broken.reported(call.name, recorded.id)
         return recorded
+
+
+class _BrokenTools:
+    """The broken tools waiting for a person during one pass over the log, by name: listed at the pass's first
+    success (a success ends the oldest of its tool's), then kept up to date, not listed again at every success
+    (each listing read every repair of the store)."""
+
+    def __init__(self, repairs: Callable[[], list[Repair]]) -> None:
+        self._repairs = repairs
+        self._open: dict[str, list[UUID]] | None = None
+
+    def resolved(self, name: str) -> UUID | None:
+        """The oldest open repair of the tool `name`, taken off the list (its success is being recorded)."""
+        if self._open is None:
+            self._open = {}
+            for r in self._repairs():
+                if r.kind == "broken_tool" and r.status == "manual_required":
+                    self._open.setdefault(r.target, []).append(r.id)
+        waiting = self._open.get(name)
+        return waiting.pop(0) if waiting else None
+
+    def reported(self, name: str, repair_id: UUID) -> None:
+        """A repair recorded during the pass: listed already, or found by the listing still to come."""
+        if self._open is not None:
+            self._open.setdefault(name, []).append(repair_id)
 
 
 def repair_row(repair: Repair) -> dict[str, Any]:

@@ -135,3 +135,21 @@ def test_a_full_pass_reads_the_calls_together_and_resolves_a_repair_an_earlier_p
     assert [(r.id, r.attempts[-1]["result"]) for r in changed] == [(broken.id, "success")]
     assert [repair_row(r)["status"] for r in monitor.repairs()] == ["resolved"]
     cold.close()
+
+
+def test_a_tool_broken_earlier_is_resolved_in_a_pass_that_first_finds_another_tool_broken(db_url, workspace, tmp_path):
+    """The open broken tools are listed once a pass: one reported during the pass must not hide those reported
+    before it from a success later in the same pass."""
+    missing = [tool_use(f"m{i}", "read_file", path=f"missing-{i}.txt") for i in range(3)]
+    nowhere = [tool_use(f"d{i}", "list_dir", path=f"nowhere-{i}") for i in range(3)]
+    harness = Harness(db_url, workspace, tmp_path, [
+        [response(*missing), response(text("could not"))],
+        [response(*nowhere), response(tool_use("ok", "read_file", path="hello.txt")), response(text("done"))],
+    ], tools=("read_file", "list_dir"))
+    monitor = SelfRepair(harness.store, clock=Clock(T0), tool_failures=3)
+    assert harness.run("read things").status == "completed"
+    assert [(r.target, r.status) for r in monitor.check_tools()] == [("read_file", "manual_required")]
+    assert harness.run("list, then read").status == "completed"
+    assert [(r.target, r.attempts[-1]["result"]) for r in monitor.check_tools()] == [
+        ("list_dir", "manual_required"), ("read_file", "success"),
+    ]
