@@ -77,3 +77,18 @@ def board_index_id(session_id: UUID) -> UUID:
 def attachment_id(sha256: str) -> UUID:
     """Content-addressed: the same bytes always get the same id, so they are stored once."""
     return uuid5(CHRONICLE_NS, f"/attachments/{sha256}")
+
+
+_CANONICAL = "xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx"
+
+
+def prefix_bounds(prefix: str) -> tuple[UUID, UUID] | None:
+    """The lowest and highest ids a prefix of an id's canonical form (lower case, dashes where they go) can begin;
+    None for text that begins no id (every id then is "no match")."""
+    if not prefix or len(prefix) > len(_CANONICAL):
+        return None
+    for char, slot in zip(prefix, _CANONICAL, strict=False):
+        if (slot == "-") != (char == "-") or (slot == "x" and char not in "0123456789abcdef"):
+            return None
+    digits = prefix.replace("-", "")
+    return UUID(digits.ljust(32, "0")), UUID(digits.ljust(32, "f"))

@@ -19,9 +19,10 @@ from uuid import UUID
 from eventsourcing.application import EventSourcedLog, LRUCache, ProcessingEvent
 from eventsourcing.domain import Aggregate, DomainEvent
 from eventsourcing.persistence import IntegrityError, Recording, StoredEvent
+from eventsourcing.utils import get_topic
 
 from chronicle.domain.errors import DomainError
-from chronicle.domain.ids import SESSION_INDEX_ID
+from chronicle.domain.ids import SESSION_INDEX_ID, prefix_bounds
 from chronicle.domain.session import Session
 from chronicle.domain.turn import Turn
 from chronicle.projections.sql import retry_creation
@@ -43,7 +44,7 @@ from .store_errors import UnreadableEvent as UnreadableEvent
 from .store_errors import is_read_only_error as is_read_only_error  # where commands' error handlers look
 from .store_errors import unreadable_event
 from .store_identity import check_postgres, check_store, read_only_sqlite_uri
-from .store_rows import SQLiteVersionLookup, as_uuid, blob_states, event_rows, latest_version
+from .store_rows import SQLiteVersionLookup, as_uuid, blob_states, event_rows, ids_in_range, latest_version
 from .store_snapshots import SnapshotKeeping
 from .transcoder import TRANSCODER_TOPIC
 
@@ -391,13 +392,22 @@ class ChronicleStore(AggregateReads, SessionTreeReads, SnapshotKeeping):
                 raise  # erased on purpose: said so, with the one exit code every path gives it
             except NotFound:
                 raise UnknownSession(f"no session {full}; `chronicle sessions` lists them") from None
-        ids = self.session_ids()
-        matches = [sid for sid in ids if str(sid).startswith(text.strip().lower())]
+        prefix = text.strip().lower()
+        bounds = prefix_bounds(prefix)
+        # A range of the events' primary key, not a read of the whole session index (30 ms at 3,000 sessions, in every
+        # command given a prefix). The one session found is loaded, as a full id is: a forgotten one is said so here.
+        found = ids_in_range(self, *bounds, SESSION_STARTED) if bounds is not None else []
+        if len(found) == 1:
+            return self._get(found[0], Session, copy=False).id
+        if not found:
+            raise UnknownSession(f"no session matches {text!r}; `chronicle sessions` lists them")
+        ids = self.session_ids()  # several: the index says which are listed (a forgotten one is not)
+        matches = [sid for sid in ids if str(sid).startswith(prefix)]
         if len(matches) == 1:
             return matches[0]
         if not matches:
             erased = {e.session_id for e in self.session_index.get()
-                      if isinstance(e, SessionForgotten) and str(e.session_id).startswith(text.strip().lower())}
+                      if isinstance(e, SessionForgotten) and str(e.session_id).startswith(prefix)}
             if len(erased) == 1:  # the prefix `audit` shows on the forget row: say it was erased, as the full id does
                 return self.resolve_session_id(str(erased.pop()))
             raise UnknownSession(f"no session matches {text!r}; `chronicle sessions` lists them")
@@ -463,6 +473,9 @@ class ChronicleStore(AggregateReads, SessionTreeReads, SnapshotKeeping):
     def max_position(self) -> int:
         return self.recorder.max_notification_id() or 0
 
+
+#: The topic of every session's first event: the session index's own, found by a range scan (`ids_in_range`).
+SESSION_STARTED = get_topic(Session.Started)
 
 def open_store_at(url: str, attempts: int = 5, read_only: bool = False) -> ChronicleStore:
     """Open the store, riding out the creation race of several processes that start at once on a

@@ -147,6 +147,18 @@ def events_after_snapshots(store: Any, ids: list[UUID]) -> list[tuple[Any, ...]]
     )
 
 
+def ids_in_range(store: Any, low: UUID, high: UUID, first_topic: str) -> list[UUID]:
+    """The aggregates whose id lies in [low, high] and whose first event has this topic, oldest first: one range scan
+    of the events table's primary key (SQLite keeps ids as hex text, PostgreSQL as uuid; both sort as the bytes do)."""
+    if store.backend == "sqlite":
+        rows = sqlite_rows(store, f"SELECT originator_id FROM {store.recorder.events_table_name} WHERE originator_id BETWEEN ? AND ? "
+                                  "AND originator_version = 1 AND topic = ? ORDER BY rowid", [low.hex, high.hex, first_topic])
+    else:
+        rows = _pg_rows(store.recorder, "SELECT originator_id FROM {table} WHERE originator_id BETWEEN %s AND %s "
+                                        "AND originator_version = 1 AND topic = %s ORDER BY notification_id", (low, high, first_topic))
+    return [as_uuid(row[0]) for row in rows]
+
+
 def latest_version(store: Any, originator_id: UUID, position: int | None = None) -> int:
     """The newest stored version of one aggregate (0 for none), or its newest at or before a log
     position (the aggregate as it stood then): one indexed lookup, no event decoded."""
