@@ -43,9 +43,11 @@ if TYPE_CHECKING:
 def sessions(
     as_json: JsonOption = False,
     all_sessions: Annotated[bool, typer.Option("--all", help="Archived sessions too (marked archived)")] = False,
+    no_pager: NoPagerOption = False,
     db: DbOption = None,
 ) -> None:
-    """List sessions, oldest first (archived ones only with --all)."""
+    """List sessions, oldest first (archived ones only with --all). On a terminal, a table longer than the screen
+    goes through $PAGER, as `log` does."""
     with cli_errors():
         url, read_only = locate_store(db, create=False)
         # From the read models alone when they are current (no store opened, no domain imported);
@@ -87,12 +89,13 @@ def sessions(
             }
             for row, depth in tree_order(rows)
         ]
-        out_console.print(fit_table(columns, shown, out_console.width))
         known = set(all_ids)
-        for row in rows:  # a fork imported without the session it was forked from: say so, not leave it to be looked for
-            origin = origin_of(row.get("forked_from"), known)
-            if origin is not None and not origin.present:
-                out_console.print(escape(f"{short[row['session_id']]} {origin.line()}"), soft_wrap=True)
+        with paged(no_pager):
+            out_console.print(fit_table(columns, shown, out_console.width))
+            for row in rows:  # a fork imported without the session it was forked from: say so, not leave it to be looked for
+                origin = origin_of(row.get("forked_from"), known)
+                if origin is not None and not origin.present:
+                    out_console.print(escape(f"{short[row['session_id']]} {origin.line()}"), soft_wrap=True)
 
 
 def table_status(row: dict[str, Any]) -> str:
