@@ -183,13 +183,16 @@ class Chat:
                     line = self.reader.read(PROMPT)
                 else:
                     self.console.print(f"[yellow]a tool needs {escape(str(waiting['prompt']))}[/]: type it (kept out of the "
-                                       "event log and history), or /undo to cancel")
+                                       "event log and history), or Ctrl-C to cancel")
                     line = self.reader.read_secret(PROMPT)
             except EOFError:
                 self.console.print()
                 break
             except KeyboardInterrupt:
-                self.console.print("\n[dim](nothing is running; /quit leaves)[/]")
+                if waiting is not None:
+                    self.leave_auth(waiting)
+                else:
+                    self.console.print("\n[dim](nothing is running; /quit leaves)[/]")
                 continue
             line = line.strip()
             if not line:
@@ -202,6 +205,15 @@ class Chat:
                 continue
             self.send(line, waiting)
         self.console.print(f"[dim]bye. session {self.session_id}[/]")
+
+    def leave_auth(self, waiting: dict[str, Any]) -> None:
+        """Ctrl-C at the credential prompt is the person's cancel (seed 001: any control leaves auth mode): recorded
+        as `chronicle cancel` records it (CredentialCancelled, reason "cancel"), so the next line is a message again."""
+        from chronicle.runtime.app.controls import cancel_auth
+
+        cancel_auth(self.store, self.session_id)
+        self.console.print(f"\n[yellow]credential {escape(repr(str(waiting['name'])))} not given:[/] auth mode left "
+                           "(recorded as a cancel); your next message is an ordinary input")
 
     def send(self, text: str, waiting: dict[str, Any] | None = None) -> None:
         """`waiting`: the credential the session waited for as the line was read (auth mode takes the line as it)."""

@@ -153,3 +153,61 @@ def test_steering_while_a_credential_is_awaited_leaves_auth_mode_and_is_a_messag
         assert [e["data"]["reason"] for e in log if e["event"] == "CredentialCancelled"] == ["steer"]
         assert [e["data"]["text"] for e in log if e["event"] == "InputQueued"][-1] == "use the staging environment"
         assert not (workspace / ".chronicle" / "credentials.json").exists()
+
+
+def test_ctrl_c_in_chat_while_a_credential_is_awaited_leaves_auth_mode_as_a_cancel(db_url, workspace, tmp_path):
+    """Seed 001: any control submission leaves auth mode, and Ctrl-C is chat's cancel. Pressed at the credential
+    prompt it said only "nothing is running", and the session still took the next message as the secret."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import threading
+
+    from tests.helpers import _base_env
+
+    ask = [response(tool_use("d1", "deploy")), response(text("Please paste the deploy token."))]
+    agent = Agent(tools=[deploy], provider=scripted(tmp_path, main=[ask, [response(text("hello again"))]]))
+    with Chronicle(db_url) as app:
+        sid = app.run_sync(agent, "deploy the site", workspace=workspace).session_id
+    from pathlib import Path
+
+    env = {**_base_env(), "CHRONICLE_DB": db_url, "PYTHONUNBUFFERED": "1"}
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (env.get("PYTHONPATH"), str(Path(__file__).resolve().parents[2])) if p)  # the tool
+    chat = subprocess.Popen([sys.executable, "-m", "chronicle.runtime.cli", "chat", "--session", sid], cwd=workspace, env=env,
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert chat.stdin is not None and chat.stdout is not None
+    seen: list[str] = []
+    asked = threading.Event()
+
+    def read() -> None:
+        for line in chat.stdout:  # type: ignore[union-attr]
+            seen.append(line)
+            if "a tool needs the deploy token" in line:
+                asked.set()
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    try:
+        assert asked.wait(60), "".join(seen) + (chat.stderr.read() if chat.poll() is not None and chat.stderr else "")
+        import time
+
+        time.sleep(0.5)  # at the prompt, reading the credential
+        os.kill(chat.pid, signal.SIGINT)
+        time.sleep(0.5)  # the interrupt handled before the next line arrives (one read at once could lose it)
+        chat.stdin.write("never mind, say hello\n/quit\n")
+        chat.stdin.flush()
+        chat.stdin.close()
+        assert chat.wait(60) == 0, chat.stderr.read() if chat.stderr else ""
+    finally:
+        if chat.poll() is None:
+            chat.kill()
+    reader.join(10)
+    out = "".join(seen)
+    assert "credential 'deploy_token' not given: auth mode left" in out, out
+    assert "hello again" in out and "credential 'deploy_token' stored" not in out
+    with Chronicle(db_url) as app:
+        log = app.log(sid)
+    assert [e["data"]["reason"] for e in log if e["event"] == "CredentialCancelled"] == ["cancel"]
+    assert "never mind, say hello" in [e["data"]["text"] for e in log if e["event"] == "InputQueued"]
+    assert not (workspace / ".chronicle" / "credentials.json").exists()
