@@ -81,6 +81,31 @@ def take_credential(session: Session, text: str, now: Any) -> bool:
     return True
 
 
+def leave_auth(store: Any, session_id: Any, reason: str, actor: str | None = None) -> str | None:
+    """Seed 001: any control submission leaves auth mode, whether or not it can do what it asks (a cancel with nothing
+    running, an undo the branch refuses). Records CredentialCancelled with `reason` if the session waits for a
+    credential; its name, or None when it did not wait (nothing is recorded then). `store`: a ChronicleStore."""
+    from .actor import process_actor
+    from .clock import SYSTEM_CLOCK
+
+    left: list[str] = []
+    now = SYSTEM_CLOCK.now()
+
+    def command(session: Session) -> None:
+        left[:] = [str(session.pending_auth["name"])] if session.pending_auth is not None else []
+        session.cancel_auth(reason, now, actor or process_actor())
+
+    if store.session(session_id, copy=False).pending_auth is None:  # only read: most sessions are not in auth mode
+        return None
+    store.update_session(session_id, command)
+    return left[0] if left else None
+
+
+def left_auth_note(name: str | None) -> str:
+    """What a refused control adds to its error when it left auth mode (empty when it did not)."""
+    return f"; auth mode left: credential {name!r} is no longer awaited, the next message is an ordinary input" if name else ""
+
+
 def record_requests(session: Session, requests: dict[str, dict[str, str]], now: Any) -> None:
     """What the turn's tools asked for (LoopIO.credential_requests): the last ask puts the session in auth mode."""
     asked = requests.pop(str(session.id), None)

@@ -11,11 +11,8 @@ from typing import Any
 from uuid import UUID
 
 from chronicle.domain.errors import DomainError
-from chronicle.domain.session import Session
 
 from .. import controls
-from ..actor import process_actor
-from ..clock import SYSTEM_CLOCK
 from ..compaction import CompactionResult, CompactionSettings, Compactor
 from ..live import Broker
 from ..loop import AgentLoop
@@ -71,15 +68,9 @@ class Cancelled:
 
 def cancel_auth(store: ChronicleStore, sid: UUID, actor: str | None = None) -> bool:
     """A cancel with no turn running still ends auth mode (seed 001: any control submission does); whether it did."""
-    left: list[bool] = []
-    now = SYSTEM_CLOCK.now()
+    from ..credentials import leave_auth
 
-    def command(session: Session) -> None:
-        left[:] = [session.pending_auth is not None]
-        session.cancel_auth("cancel", now, actor or process_actor())
-
-    store.update_session(sid, command)
-    return bool(left and left[0])
+    return leave_auth(store, sid, "cancel", actor) is not None
 
 
 def cancel(store: ChronicleStore, ref: str | UUID, wait_s: float = 10.0, reason: str = CANCEL_REASON,

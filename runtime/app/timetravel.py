@@ -43,7 +43,7 @@ def undo(store: ChronicleStore, ref: str | UUID, turns: int = 1, files: bool = F
     try:
         result = undo_redo.undo(store, sid, turns, files=files, workspace=workspace, actor=actor)
     except timetravel.TimeTravelError as exc:
-        raise AppError(str(exc), exc.exit_code) from None
+        raise refused(store, sid, "undo", exc, actor) from None
     restored = undo_redo.restored_rows(result.files)
     return Undone(sid, result.turn_ids, restored, [store.turn(t).input_text for t in result.turn_ids], result.finished)
 
@@ -87,8 +87,16 @@ def redo(store: ChronicleStore, ref: str | UUID, actor: str | None = None, files
             return Redone(sid, result.turn_ids, undo_redo.reapplied_rows(result.files), finished=result.finished)
         turn_ids = undo_redo.redo(store, sid, actor=actor)
     except timetravel.TimeTravelError as exc:
-        raise AppError(str(exc), exc.exit_code) from None
+        raise refused(store, sid, "redo", exc, actor) from None
     return Redone(sid, turn_ids, left_undone=undo_redo.files_left_undone(store, store.session(sid), turn_ids, workspace))
+
+
+def refused(store: ChronicleStore, sid: UUID, command: str, exc: timetravel.TimeTravelError, actor: str | None) -> AppError:
+    """An undo or redo the session refuses is still a control: it leaves auth mode (seed 001), as `cancel` does with
+    nothing running, and the error says so after why it was refused."""
+    from ..credentials import leave_auth, left_auth_note
+
+    return AppError(str(exc) + left_auth_note(leave_auth(store, sid, command, actor)), exc.exit_code)
 
 
 def head_turn_number(store: ChronicleStore, session: Session) -> int:

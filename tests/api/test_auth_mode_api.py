@@ -211,3 +211,51 @@ def test_ctrl_c_in_chat_while_a_credential_is_awaited_leaves_auth_mode_as_a_canc
     assert [e["data"]["reason"] for e in log if e["event"] == "CredentialCancelled"] == ["cancel"]
     assert "never mind, say hello" in [e["data"]["text"] for e in log if e["event"] == "InputQueued"]
     assert not (workspace / ".chronicle" / "credentials.json").exists()
+
+
+def test_a_refused_redo_or_undo_still_leaves_auth_mode_and_says_why_it_was_refused(db_url, workspace, tmp_path):
+    """An undo or redo is a control whether or not it can move the branch, as `cancel` leaves auth mode with nothing
+    running: refused (nothing to redo, more turns than the branch holds) it left the session waiting for the secret."""
+    agent = asks_then_deploys(tmp_path)
+    with Chronicle(db_url) as app:
+        sid = app.run_sync(agent, "deploy the site", workspace=workspace).session_id
+    redone = cli("redo", sid, db=db_url)
+    assert redone.returncode == 1, redone.stderr
+    assert "nothing to redo" in redone.stderr and "auth mode left: credential 'deploy_token'" in redone.stderr
+    with Chronicle(db_url) as app:
+        assert [e["data"]["reason"] for e in events(app, sid) if e["event"] == "CredentialCancelled"] == ["redo"]
+        app.run_sync(agent, "try again", session=sid)  # the tool asks again
+        try:
+            app.undo(sid, turns=5)
+        except Exception as exc:  # ChronicleError, exit 2: more turns than the branch holds
+            assert getattr(exc, "code", None) == 2 and "auth mode left" in str(exc), exc
+        else:
+            raise AssertionError("undo of 5 turns on a branch of 2 was not refused")
+        assert [e["data"]["reason"] for e in events(app, sid) if e["event"] == "CredentialCancelled"] == ["redo", "undo"]
+
+
+def test_undo_on_an_empty_branch_in_auth_mode_leaves_auth_mode_then_reports_the_empty_branch(db_url, workspace):
+    from uuid import uuid4
+
+    from chronicle.domain.agent_spec import AgentSpec
+    from chronicle.domain.session import Session
+    from chronicle.runtime.clock import SYSTEM_CLOCK
+    from chronicle.runtime.store import ChronicleStore
+
+    store = ChronicleStore(db_url)
+    try:
+        session = Session.start(uuid4(), AgentSpec(name="main", model="m", workspace=str(workspace)), SYSTEM_CLOCK.now())
+        session.await_credential("deploy_token", "the deploy token", "", SYSTEM_CLOCK.now())
+        store.save(session)
+        store.index_session(session.id)
+        sid = str(session.id)
+    finally:
+        store.close()
+    undone = cli("undo", sid, db=db_url)
+    assert undone.returncode == 2, undone.stderr
+    assert "0 turn(s) on its branch" in undone.stderr and "auth mode left: credential 'deploy_token'" in undone.stderr
+    assert len(undone.stderr.strip().splitlines()) == 1
+    with Chronicle(db_url) as app:
+        assert [e["data"]["reason"] for e in events(app, sid) if e["event"] == "CredentialCancelled"] == ["undo"]
+    again = cli("undo", sid, db=db_url)  # out of auth mode now: only the empty branch is said
+    assert again.returncode == 2 and "auth mode" not in again.stderr
