@@ -53,6 +53,13 @@ class UndoResult:
     files: list[FileRestore] = field(default_factory=list)
     #: What finishing an earlier, interrupted undo/redo --files did first (runtime/files_owed.py), if it owed any.
     finished: str | None = None
+    #: The files that finishing left as they are (changed since): refused as this command's own are.
+    finished_refused: list[str] = field(default_factory=list)
+
+    @property
+    def refused(self) -> list[str]:
+        """Every file this command left as it is: its own ("refused: changed since") and the finished undo/redo's."""
+        return self.finished_refused + [item.path for item in self.files if item.action == REFUSED]
 
 
 def restoration_plan(store: ChronicleStore, turn_ids: list[UUID]) -> list[FileRestore]:
@@ -200,14 +207,15 @@ def files_root(session: Session, workspace: Path | None) -> Path:
     return root
 
 
-def finish_owed_first(store: ChronicleStore, session_id: UUID, clock: Clock) -> str | None:
-    """An undo/redo is not stacked on one whose file writes a crash cut off: those are finished first (what was done)."""
+def finish_owed_first(store: ChronicleStore, session_id: UUID, clock: Clock) -> tuple[str | None, list[str]]:
+    """An undo/redo is not stacked on one whose file writes a crash cut off: those are finished first (what was done,
+    and the files left as they are because someone changed them since)."""
     if not store.session(session_id).files_owed:
-        return None
+        return None, []
     from .files_owed import finish_owed  # it builds on this module
 
     done = finish_owed(store, session_id, clock=clock)
-    return done.message if done else None
+    return (done.message, done.refused) if done else (None, [])
 
 
 def undo(store: ChronicleStore, session_id: UUID, count: int, files: bool = False, workspace: Path | None = None,
@@ -221,7 +229,7 @@ def undo(store: ChronicleStore, session_id: UUID, count: int, files: bool = Fals
     If the process dies after the undo is recorded and before FilesRestored, the session says the
     files are owed: `resume` (or `doctor --repair`, or the next undo/redo) finishes them (`finish_owed`).
     """
-    finished = finish_owed_first(store, session_id, clock)
+    finished, finished_refused = finish_owed_first(store, session_id, clock)
     session = store.session(session_id)
     if count > len(session.head):
         raise MomentOutOfRange(f"session {session_id} has {len(session.head)} turn(s) on its branch; cannot undo {count}")
@@ -248,7 +256,7 @@ def undo(store: ChronicleStore, session_id: UUID, count: int, files: bool = Fals
         test_halt_before_file_writes()
         write_restored(root, plan, checked, store_url=store.url)
         store.update_session(session_id, lambda s: s.record_files_restored(undone, restored_rows(plan), clock.now()))
-    return UndoResult(undone, plan, finished)
+    return UndoResult(undone, plan, finished, finished_refused)
 
 
 #: Test-only: a path; an undo/redo --files that has recorded its TurnsUndone/TurnsRedone (or a finisher of owed
@@ -326,10 +334,8 @@ def files_left_undone(store: ChronicleStore, session: Session, turn_ids: list[UU
 
 
 @dataclass
-class RedoResult:
-    turn_ids: list[UUID]
-    files: list[FileRestore] = field(default_factory=list)
-    finished: str | None = None
+class RedoResult(UndoResult):
+    """What redo --files did; as UndoResult."""
 
 
 def redo_with_files(store: ChronicleStore, session_id: UUID, workspace: Path | None = None, clock: Clock = SYSTEM_CLOCK,
@@ -339,7 +345,7 @@ def redo_with_files(store: ChronicleStore, session_id: UUID, workspace: Path | N
     As undo does: every file checked first (one changed since refuses, nothing recorded), then the
     redo recorded saying the files are owed, then the files written and FilesReapplied recorded; a
     crash in between is finished by `resume` (`finish_owed`)."""
-    finished = finish_owed_first(store, session_id, clock)
+    finished, finished_refused = finish_owed_first(store, session_id, clock)
     session = store.session(session_id)
     try:
         store.session(session_id).redo(clock.now())  # validates on a copy that is never saved
@@ -360,7 +366,7 @@ def redo_with_files(store: ChronicleStore, session_id: UUID, workspace: Path | N
         test_halt_before_file_writes()
         write_reapplied(root, checked)
         store.update_session(session_id, lambda s: s.record_files_reapplied(redone, reapplied_rows(plan), clock.now()))
-    return RedoResult(redone, plan, finished)
+    return RedoResult(redone, plan, finished, finished_refused)
 
 
 def redo(store: ChronicleStore, session_id: UUID, clock: Clock = SYSTEM_CLOCK, actor: str | None = None) -> list[UUID]:

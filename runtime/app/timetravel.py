@@ -30,6 +30,8 @@ class Undone:
     inputs: list[str] = field(default_factory=list)
     #: An interrupted undo/redo --files this one finished first (said as a note, not in the JSON row).
     finished: str | None = None
+    #: The files left as they are because someone changed them since (this undo's and the finished one's).
+    refused: list[str] = field(default_factory=list)
 
     def row(self) -> dict[str, Any]:
         """`undo --json`."""
@@ -45,7 +47,8 @@ def undo(store: ChronicleStore, ref: str | UUID, turns: int = 1, files: bool = F
     except timetravel.TimeTravelError as exc:
         raise refused(store, sid, "undo", exc, actor) from None
     restored = undo_redo.restored_rows(result.files)
-    return Undone(sid, result.turn_ids, restored, [store.turn(t).input_text for t in result.turn_ids], result.finished)
+    return Undone(sid, result.turn_ids, restored, [store.turn(t).input_text for t in result.turn_ids], result.finished,
+                  result.refused)
 
 
 @dataclass
@@ -57,6 +60,7 @@ class Redone:
     #: Without `files`: the files the redone turns wrote that are still as undo --files left them.
     left_undone: list[str] = field(default_factory=list)
     finished: str | None = None
+    refused: list[str] = field(default_factory=list)
 
     @property
     def warning(self) -> str | None:
@@ -84,7 +88,8 @@ def redo(store: ChronicleStore, ref: str | UUID, actor: str | None = None, files
     try:
         if files:
             result = undo_redo.redo_with_files(store, sid, workspace=workspace, actor=actor)
-            return Redone(sid, result.turn_ids, undo_redo.reapplied_rows(result.files), finished=result.finished)
+            return Redone(sid, result.turn_ids, undo_redo.reapplied_rows(result.files), finished=result.finished,
+                          refused=result.refused)
         turn_ids = undo_redo.redo(store, sid, actor=actor)
     except timetravel.TimeTravelError as exc:
         raise refused(store, sid, "redo", exc, actor) from None

@@ -13,7 +13,18 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional
 import typer
 from rich.markup import escape
 
-from .common import DbOption, JsonOption, WorkspaceOption, cli_errors, err_console, open_store, out_console, print_json, store_command
+from .common import (
+    DbOption,
+    JsonOption,
+    WorkspaceOption,
+    cli_errors,
+    err_console,
+    fail,
+    open_store,
+    out_console,
+    print_json,
+    store_command,
+)
 from .lazy import lazy_module
 from .render import printable
 
@@ -45,13 +56,14 @@ def undo(
             if ran:
                 err_console.print(f"note: {ran} `bash` command(s) those turns ran are not reverted; --files puts back only "
                                   "what file tools wrote", soft_wrap=True)
-        refused_warning(result.files, result.finished)
+        finished_note(result.finished)
         if as_json:
             print_json(result.row())
-            return
-        out_console.print(f"undid {len(result.turn_ids)} turn(s) of session {sid}; `chronicle redo {sid}` puts them back")
-        for item in restored:
-            out_console.print(f"  {item['action']}: {escape(printable(item['path']))}")  # a name the model chose
+        else:
+            out_console.print(f"undid {len(result.turn_ids)} turn(s) of session {sid}; `chronicle redo {sid}` puts them back")
+            for item in restored:
+                out_console.print(f"  {item['action']}: {escape(printable(item['path']))}")  # a name the model chose
+        fail_refused("undo", sid, result.refused)
 
 
 def redo(
@@ -72,13 +84,14 @@ def redo(
                                   "what file tools wrote", soft_wrap=True)
         if result.warning:
             err_console.print(f"warning: {escape(printable(result.warning))}", soft_wrap=True)
-        refused_warning(result.files or [], result.finished)
+        finished_note(result.finished)
         if as_json:
             print_json(result.row())
-            return
-        out_console.print(f"redid {len(result.turn_ids)} turn(s) of session {sid}")
-        for item in result.files or []:
-            out_console.print(f"  {item['action']}: {escape(printable(item['path']))}")  # a name the model chose
+        else:
+            out_console.print(f"redid {len(result.turn_ids)} turn(s) of session {sid}")
+            for item in result.files or []:
+                out_console.print(f"  {item['action']}: {escape(printable(item['path']))}")  # a name the model chose
+        fail_refused("redo", sid, result.refused)
 
 
 def fork(
@@ -113,15 +126,21 @@ def replay(
         raise typer.Exit(report.exit_code)
 
 
-def refused_warning(rows: list[dict[str, str]], finished: str | None = None) -> None:
-    """A file changed between the check and its write (a turn started meanwhile) was left as it is; and what
-    finishing an interrupted undo/redo --files did before this one."""
+def finished_note(finished: str | None) -> None:
+    """What finishing an interrupted undo/redo --files did before this one."""
     if finished:
         err_console.print(f"note: {escape(printable(finished))}", soft_wrap=True)
-    refused = [row["path"] for row in rows if row["action"].startswith("refused")]
-    if refused:
-        err_console.print(f"warning: changed while --files was writing, left as they are: "
-                          f"{escape(printable(', '.join(refused)))}", soft_wrap=True)
+
+
+def fail_refused(command: str, sid: Any, refused: list[str]) -> None:
+    """Files left as they are because they changed since they were checked (between the check and the write, or
+    since an interrupted undo/redo): the rest were written and all of it is recorded, but a script must not read
+    exit 0 as "the workspace is as asked". Exit 1, as a refused undo/redo --files exits."""
+    if not refused:
+        return
+    shown = ", ".join(refused[:5]) + (f" and {len(refused) - 5} more" if len(refused) > 5 else "")
+    fail(f"{command} --files left {shown} as they are: changed since it checked them (the other files were written; "
+         f"`chronicle log {sid}` records which); put them back by hand if they should be as {command} would have made them", 1)
 
 
 #: Tools whose file effects `undo --files` puts back.
