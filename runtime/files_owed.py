@@ -29,6 +29,7 @@ from .undo_redo import (
     reapplied_rows,
     restoration_plan,
     restored_rows,
+    test_halt_before_file_writes,
     write_reapplied,
     write_restored,
 )
@@ -90,6 +91,7 @@ def finish_owed(store: ChronicleStore, session_id: UUID, clock: Clock = SYSTEM_C
     plan = restoration_plan(store, turn_ids)
     sandbox = Sandbox.of(root, store.url)
     targets = [(target, item) for item in plan if (target := _settle(sandbox, item, kind)) is not None]
+    test_halt_before_file_writes()
     if kind == "undo":
         write_restored(root, plan, targets, store_url=store.url)
         rows = restored_rows(plan)
