@@ -125,7 +125,7 @@ def examine(store: ChronicleStore, repair: bool = False, progress: Callable[[int
 
 def _files_owed(store: ChronicleStore, asked: set[UUID], repair: bool) -> Iterator[Finding]:
     """An undo/redo --files cut off between its record and its file writes (runtime/files_owed.py)."""
-    from .files_owed import finish_owed
+    from .files_owed import OwedHeld, finish_owed
     from .timetravel import TimeTravelError
 
     for sid in sorted(asked, key=str):
@@ -143,6 +143,10 @@ def _files_owed(store: ChronicleStore, asked: set[UUID], repair: bool) -> Iterat
             except TimeTravelError as exc:
                 finding.detail += f"; not finished: {exc}"
             else:
+                if isinstance(done, OwedHeld):
+                    finding.detail += f"; not finished: {done.holder} holds the session (it finishes them, or resume does later)"
+                    yield finding
+                    continue
                 finding.repaired = True
                 if done is not None and done.refused:
                     finding.detail += f"; refused (changed since, left as they are): {', '.join(done.refused)}"

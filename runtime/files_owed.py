@@ -16,6 +16,7 @@ from typing import Any
 from uuid import UUID
 
 from .clock import SYSTEM_CLOCK, Clock
+from .leases import DEFAULT_LEASE_S, acquire, current_lease, holder_name, release
 from .store import ChronicleStore
 from .timetravel import TimeTravelError
 from .tools.base import ToolError
@@ -51,6 +52,24 @@ class OwedFinished:
         return f"session {self.session_id}: finished the files of an interrupted {self.kind} --files ({shown})"
 
 
+@dataclass(frozen=True)
+class OwedHeld:
+    """Another process holds the session's lease (a worker running it, or another finisher): nothing was written
+    or recorded here; the holder finishes the files (a worker does before its next turn), or a later resume does."""
+
+    session_id: UUID
+    kind: str
+    holder: str
+
+    refused: tuple[str, ...] = ()
+
+    @property
+    def message(self) -> str:
+        return (f"session {self.session_id}: the files of an interrupted {self.kind} --files were left to {self.holder}, "
+                f"which holds the session; if they are still owed once it is done, `chronicle resume {self.session_id}` "
+                "finishes them")
+
+
 class _Settled(Exception):
     """Another process recorded the restore first."""
 
@@ -78,11 +97,31 @@ def _settle(sandbox: Sandbox, item: FileRestore, kind: str) -> Path | None:
     return target
 
 
-def finish_owed(store: ChronicleStore, session_id: UUID, clock: Clock = SYSTEM_CLOCK) -> OwedFinished | None:
-    """Write the files the session's last undo/redo --files still owes and record it; None if nothing is owed."""
+def finish_owed(store: ChronicleStore, session_id: UUID, clock: Clock = SYSTEM_CLOCK, holder: str | None = None,
+                held: bool = False) -> OwedFinished | OwedHeld | None:
+    """Write the files the session's last undo/redo --files still owes and record it; None if nothing is owed.
+
+    Under the session's lease (runtime/leases.py), as `holder` (default: this process): resume, doctor --repair,
+    the next undo/redo and workers may all find the debt at once, and two writing the same files could record as
+    refused a file the other had just put back. If another process holds it, OwedHeld and nothing is done.
+    `held`: the caller holds the lease already (a worker advancing the session)."""
     owed: dict[str, Any] | None = store.session(session_id).files_owed
     if not owed:
         return None
+    if held:
+        return _finish(store, session_id, owed, clock)
+    who = holder or holder_name()
+    if not acquire(store, session_id, who, DEFAULT_LEASE_S, clock):
+        lease = current_lease(store, session_id)
+        return OwedHeld(session_id, str(owed["kind"]), lease.holder if lease and lease.holder else "another process")
+    try:
+        owed = store.session(session_id).files_owed  # read again under the lease: the last holder may have finished
+        return _finish(store, session_id, owed, clock) if owed else None
+    finally:
+        release(store, session_id, who, clock)
+
+
+def _finish(store: ChronicleStore, session_id: UUID, owed: dict[str, Any], clock: Clock) -> OwedFinished | None:
     kind, turn_ids = owed["kind"], [UUID(str(t)) for t in owed["turn_ids"]]
     root = Path(owed["workspace"] or ".")
     if not root.is_dir():

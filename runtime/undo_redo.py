@@ -215,7 +215,7 @@ def finish_owed_first(store: ChronicleStore, session_id: UUID, clock: Clock) -> 
     from .files_owed import finish_owed  # it builds on this module
 
     done = finish_owed(store, session_id, clock=clock)
-    return (done.message, done.refused) if done else (None, [])
+    return (done.message, list(done.refused)) if done else (None, [])
 
 
 def undo(store: ChronicleStore, session_id: UUID, count: int, files: bool = False, workspace: Path | None = None,

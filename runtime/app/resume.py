@@ -145,7 +145,7 @@ async def resume_one(store: ChronicleStore, sid: UUID, overrides: Overrides, bro
     }
     loop = loop_for_session(store, record, overrides, broker, say=say)
     await broker.emit(AgentStart(session_id=str(sid), agent=spec.name, prefix=spec.prefix or DEFAULT_PREFIX, **links))
-    outcomes = await advance_session(store, sid, lambda s: loop, holder, lease_s, auto_approve=auto_approve)
+    outcomes = await advance_session(store, sid, lambda s: loop, holder, lease_s, auto_approve=auto_approve, say=say)
     reason: str | None
     if outcomes is None:
         held = busy(store, sid)

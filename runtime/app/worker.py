@@ -23,6 +23,7 @@ from ..jobs import cancelled as job_cancelled
 from ..leases import DEFAULT_LEASE_S, held_elsewhere, holder_name, leased
 from ..live import Broker
 from ..loop import AgentLoop, LoopOptions, TurnOutcome
+from ..off_loop import off_the_loop
 from ..redaction import redact_secrets
 from ..session_work import needs_work
 from ..settings import LimitFlags
@@ -78,15 +79,24 @@ def loop_for_session(store: ChronicleStore, session: Session, overrides: Overrid
 async def advance_session(
     store: ChronicleStore, session_id: UUID, make_loop: Callable[[Session], AgentLoop], holder: str,
     lease_s: float = DEFAULT_LEASE_S, should_stop: Callable[[], bool] = lambda: False, auto_approve: bool = False,
+    say: Callable[[str], Any] | None = None,
 ) -> list[TurnOutcome] | None:
-    """Run the session's turns until nothing is left or it pauses; None if another holder has it."""
+    """Run the session's turns until nothing is left or it pauses; None if another holder has it. The files an
+    interrupted undo/redo --files owes are finished first, under the same lease, as `resume` does (`say` hears it)."""
     outcomes: list[TurnOutcome] = []
     async with leased(store, session_id, holder, lease_s) as keeper:
         if keeper is None:
             return None
         loop: AgentLoop | None = None
+        first = True
         while not should_stop() and not keeper.lost:
             session = store.session(session_id)
+            if first and session.files_owed:
+                finished = await off_the_loop(finish_owed_files, store, session_id)
+                if finished and say is not None:
+                    say(finished)
+                session = store.session(session_id)
+            first = False
             if needs_work(store, session, auto_approve) is None:
                 break
             loop = loop or make_loop(session)
@@ -100,6 +110,19 @@ async def advance_session(
             if outcome.status in PAUSING:
                 break
     return outcomes
+
+
+def finish_owed_files(store: ChronicleStore, session_id: UUID) -> str | None:
+    """What finishing the session's owed files did (runtime/files_owed.py), by a caller holding its lease; None if
+    it owed none. One it cannot finish (its workspace is gone) is said, and its turns run all the same, as on resume."""
+    from ..files_owed import finish_owed
+    from ..timetravel import TimeTravelError
+
+    try:
+        done = finish_owed(store, session_id, held=True)
+    except TimeTravelError as exc:
+        return f"session {session_id}: {exc}"
+    return done.message if done is not None else None
 
 
 @dataclass
@@ -167,6 +190,7 @@ class Worker:
             outcomes = await advance_session(
                 self.store, sid, lambda s: loop_for_session(self.store, s, self.overrides, say=self._say_once), self.name,
                 self.options.lease_s, should_stop=lambda: self.draining, auto_approve=self.overrides.options.auto_approve,
+                say=lambda note: self.log(f"worker {self.name}: {note}"),
             )
         except ResumeError as exc:
             self.failed_sessions.add(sid)

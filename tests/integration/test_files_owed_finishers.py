@@ -1,0 +1,81 @@
+"""Who finishes the files an interrupted undo/redo --files owes: the worker before the session's next turn, and
+only one finisher at a time, under the session's lease (resume, doctor --repair and workers may all try at once).
+
+The interrupted undo is made as test_undo_files_crash makes it (killed at the test-only gate between its record
+and its writes); a finisher is held at the same gate, before its writes, while another one tries.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from contextlib import closing
+from uuid import UUID
+
+from chronicle import Chronicle
+from chronicle.runtime.store import ChronicleStore
+from chronicle.runtime.undo_redo import TEST_HALT_ENV
+from tests.helpers import _base_env, cli, response, text
+from tests.integration.test_undo_files_crash import interrupted_undo, owed, session_events
+from tests.recovery import wait_for
+
+
+def positions(db_url: str, sid: str, *names: str) -> dict[str, list[int]]:
+    with closing(ChronicleStore(db_url)) as store:
+        found: dict[str, list[int]] = {name: [] for name in names}
+        for position, event in store.events_with_positions([UUID(sid)]):
+            if type(event).__name__ in found:
+                found[type(event).__name__].append(position)
+        return found
+
+
+def test_the_worker_finishes_the_owed_files_before_the_sessions_next_turn_and_says_so(db_url, tmp_path):
+    workspace, sid = interrupted_undo(db_url, tmp_path)
+    (tmp_path / "script.json").write_text(json.dumps({"agents": {"main": [response(text("next answer"))]}}), encoding="utf-8")
+    submitted = cli("submit", "--session", sid, "what now?", db=db_url)
+    assert submitted.returncode == 0, submitted.stderr
+    said: list[str] = []
+    with Chronicle(db_url) as app:
+        done = app.work(once=True, log=said.append)
+    assert [r.status for r in done] == ["completed"]
+    assert (workspace / "win.txt").read_bytes() == b"one\ntwo\n" and not (workspace / "new.txt").exists()
+    assert owed(db_url, sid) is None
+    found = positions(db_url, sid, "FilesRestored", "TurnStarted")
+    assert len(found["FilesRestored"]) == 1 and found["FilesRestored"][0] < found["TurnStarted"][-1]
+    assert any("finished the files of an interrupted undo --files" in line and sid in line for line in said), said
+
+
+def test_a_second_finisher_leaves_the_owed_files_to_the_one_holding_the_session(db_url, tmp_path):
+    """resume holds the session's lease while it finishes (held here before its writes); doctor --repair, trying
+    meanwhile, writes nothing and records nothing, and says who has it. Without the lease both wrote the files, and
+    the one that recorded could record as refused a file the other had just put back."""
+    workspace, sid = interrupted_undo(db_url, tmp_path)
+    gate = tmp_path / "finisher-gate"
+    env = {**_base_env(), "CHRONICLE_DB": db_url, TEST_HALT_ENV: str(gate)}
+    first = subprocess.Popen([sys.executable, "-m", "chronicle.runtime.cli", "resume", sid], env=env, text=True,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        wait_for(lambda: gate.exists() or first.poll() is not None, timeout=60)
+        assert first.poll() is None, first.communicate()
+
+        second = cli("doctor", "--repair", "--json", db=db_url)
+        [finding] = [json.loads(line) for line in second.stdout.splitlines() if '"files_owed"' in line]
+        assert not finding["repaired"] and "holds the session" in finding["detail"], finding
+        assert second.returncode == 1, second.stdout + second.stderr  # found and not repaired
+        assert (workspace / "win.txt").read_bytes() == b"uno\ndos\n" and (workspace / "new.txt").exists()  # untouched
+        assert session_events(db_url, sid, "FilesRestored") == []
+
+        os.unlink(gate)
+        out, err = first.communicate(timeout=60)
+    finally:
+        if first.poll() is None:
+            first.kill()
+            first.wait()
+    assert first.returncode == 0, out + err
+    assert "finished the files of an interrupted undo --files" in err
+    [restored] = session_events(db_url, sid, "FilesRestored")
+    assert {f["path"]: f["action"] for f in restored.files} == {"win.txt": "restored", "new.txt": "deleted"}  # type: ignore[attr-defined]
+    assert (workspace / "win.txt").read_bytes() == b"one\ntwo\n" and not (workspace / "new.txt").exists()
+    assert owed(db_url, sid) is None
