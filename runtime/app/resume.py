@@ -27,7 +27,7 @@ from .loops import LoopSetupError, loop_parts
 from .queries import session_id
 from .running import stored_attachments
 from .specs import new_spec, normalise_provider, resolve_workspace
-from .worker import Overrides, advance_session, cancelled_before_start, loop_for_session
+from .worker import Overrides, advance_session, cancelled_before_start, loop_for_session, owed_files_finished
 
 
 @dataclass(frozen=True)
@@ -72,19 +72,10 @@ def finish_owed_files(store: ChronicleStore, sid: UUID | None = None, owing: lis
     """Finish the file writes an interrupted undo/redo --files owes (of `sid`, of `owing` as a `Census` found them, or
     of every session), before anything else runs: one line each saying what was done, and which files were refused
     (changed since)."""
-    from ..files_owed import finish_owed, sessions_owing
-    from ..timetravel import TimeTravelError
+    from ..files_owed import sessions_owing
 
-    said = []
-    for owed in [sid] if sid is not None else owing if owing is not None else sessions_owing(store):
-        try:
-            done = finish_owed(store, owed)
-        except TimeTravelError as exc:
-            said.append(f"session {owed}: {exc}")
-            continue
-        if done is not None:
-            said.append(done.message)
-    return said
+    owed = [sid] if sid is not None else owing if owing is not None else sessions_owing(store)
+    return [line for line in (owed_files_finished(store, s) for s in owed) if line is not None]
 
 
 @dataclass

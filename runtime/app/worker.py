@@ -92,7 +92,7 @@ async def advance_session(
         while not should_stop() and not keeper.lost:
             session = store.session(session_id)
             if first and session.files_owed:
-                finished = await off_the_loop(finish_owed_files, store, session_id)
+                finished = await off_the_loop(owed_files_finished, store, session_id, True)
                 if finished and say is not None:
                     say(finished)
                 session = store.session(session_id)
@@ -112,14 +112,15 @@ async def advance_session(
     return outcomes
 
 
-def finish_owed_files(store: ChronicleStore, session_id: UUID) -> str | None:
-    """What finishing the session's owed files did (runtime/files_owed.py), by a caller holding its lease; None if
-    it owed none. One it cannot finish (its workspace is gone) is said, and its turns run all the same, as on resume."""
+def owed_files_finished(store: ChronicleStore, session_id: UUID, held: bool = False) -> str | None:
+    """What finishing the session's owed files did (runtime/files_owed.py), as one line; None if it owed none.
+    `held`: the caller holds the session's lease (a worker), else the finish takes it. One it cannot finish (its
+    workspace is gone) is said, and the session's turns run all the same."""
     from ..files_owed import finish_owed
     from ..timetravel import TimeTravelError
 
     try:
-        done = finish_owed(store, session_id, held=True)
+        done = finish_owed(store, session_id, held=held)
     except TimeTravelError as exc:
         return f"session {session_id}: {exc}"
     return done.message if done is not None else None
