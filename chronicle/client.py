@@ -115,7 +115,7 @@ class Chronicle:
             conversation = runs.open_conversation(self.store, agent, prompt, session, workspace, attachments, auto_approve,
                                                   max_iterations, [on_event] if on_event else [], model=model,
                                                   max_attempts=max_attempts)
-            for note in conversation.ignored:
+            for note in [*conversation.ignored, *conversation.finished]:
                 warn(note)
             driven = await conversation.drive(handle_signals=False)
             return RunResult.of_run(self.store, conversation.session_id, driven, conversation.input_id, conversation.notes)

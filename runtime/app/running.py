@@ -131,6 +131,8 @@ class Conversation:
         self.notes = notes or []
         #: Those of the notes that say something the client gave is ignored (the library warns of them).
         self.ignored: list[str] = []
+        #: Those that say what finishing an interrupted undo/redo --files did before anything ran (warned of too).
+        self.finished: list[str] = []
         #: The input `open` recorded (`first_input`), None if it recorded none: which of the turns a drive runs is its answer.
         self.input_id: str | None = None
         self.holder = holder_name()
@@ -207,6 +209,15 @@ class Conversation:
         except LoopSetupError as exc:
             raise AppError(str(exc), 2) from None
         blocks = stored_attachments(store, attachments)
+        # The files an interrupted undo/redo --files owes are written before the session goes on here, as `resume`
+        # and workers do: otherwise its next turns would run on a workspace the log says was put back.
+        finished = None
+        if sid is not None and store.session(sid, copy=False).files_owed:
+            from .worker import owed_files_finished
+
+            finished = owed_files_finished(store, sid)
+        if finished is not None:
+            notes.append(f"note: {finished}")
         if sid is not None and recorded is not None and spec.model != recorded.model:
             notes.append(change_model(store, sid, spec.model, actor=options.actor).line())
         input_id: str | None = None
@@ -220,6 +231,7 @@ class Conversation:
                 notes.append(credential_note(waiting))
         conversation = cls(store, sid, loop, settings, options, [*ignored, *notes])
         conversation.ignored = ignored
+        conversation.finished = [f"note: {finished}"] if finished is not None else []
         conversation.input_id = input_id
         return conversation
 

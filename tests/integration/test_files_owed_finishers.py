@@ -11,10 +11,11 @@ import json
 import os
 import subprocess
 import sys
+import warnings
 from contextlib import closing
 from uuid import UUID
 
-from chronicle import Chronicle
+from chronicle import Agent, Chronicle
 from chronicle.runtime.store import ChronicleStore
 from chronicle.runtime.undo_redo import TEST_HALT_ENV
 from tests.helpers import _base_env, cli, response, text
@@ -79,3 +80,27 @@ def test_a_second_finisher_leaves_the_owed_files_to_the_one_holding_the_session(
     assert {f["path"]: f["action"] for f in restored.files} == {"win.txt": "restored", "new.txt": "deleted"}  # type: ignore[attr-defined]
     assert (workspace / "win.txt").read_bytes() == b"one\ntwo\n" and not (workspace / "new.txt").exists()
     assert owed(db_url, sid) is None
+
+
+def test_run_on_the_session_finishes_the_owed_files_before_its_turn_from_the_cli_and_the_library(db_url, tmp_path):
+    """`run --session` (and chat, and the library's run, which open a session the same way) went on with new turns
+    on a workspace the log said had been put back; the files are written first, and said."""
+    workspace, sid = interrupted_undo(db_url, tmp_path)
+    (tmp_path / "script.json").write_text(json.dumps({"agents": {"main": [[response(text("a"))], [response(text("b"))],
+                                                                          [response(text("c"))]]}}), encoding="utf-8")
+    ran = cli("run", "what now?", "--session", sid, db=db_url)
+    assert ran.returncode == 0, ran.stderr
+    assert "finished the files of an interrupted undo --files" in ran.stderr
+    assert (workspace / "win.txt").read_bytes() == b"one\ntwo\n" and not (workspace / "new.txt").exists()
+    found = positions(db_url, sid, "FilesRestored", "TurnStarted")
+    assert len(found["FilesRestored"]) == 1 and found["FilesRestored"][0] < found["TurnStarted"][-1]
+
+    (tmp_path / "other").mkdir()
+    other_workspace, other = interrupted_undo(db_url, tmp_path / "other")
+    (tmp_path / "other" / "script.json").write_text((tmp_path / "script.json").read_text(encoding="utf-8"), encoding="utf-8")
+    with Chronicle(db_url) as app, warnings.catch_warnings(record=True) as warned:
+        warnings.simplefilter("always")
+        result = app.run_sync(Agent(name="main"), "and now?", session=other)
+    assert any("finished the files" in note for note in result.notes), result.notes
+    assert any("finished the files" in str(w.message) for w in warned)
+    assert (other_workspace / "win.txt").read_bytes() == b"one\ntwo\n" and owed(db_url, other) is None
