@@ -46,6 +46,14 @@ from .results import Answered as Answered  # where programs imported them from
 from .results import RunResult as RunResult
 
 
+def _warn_refused(command: str, sid: Any, refused: list[str]) -> None:
+    """A file undo/redo --files left as it is (changed since): the CLI exits 1 after writing the rest; the library
+    returns the row (its `files` say `refused`) and warns with the CLI's line, since the rest was done and recorded."""
+    line = timetravel.refused_line(command, sid, refused)
+    if line is not None:
+        warn(line)
+
+
 @contextmanager
 def _as_chronicle_errors() -> Iterator[None]:
     """What the CLI reports as an `error:` line and exit code is ChronicleError with the same words and code
@@ -385,14 +393,18 @@ class Chronicle:
              workspace: str | Path | None = None) -> dict[str, Any]:
         """`workspace`: where the session's files are now, if not where it recorded (`undo --files --workspace DIR`)."""
         with _as_chronicle_errors():
-            return timetravel.undo(self.store, session, turns, files=files, actor=actor,
-                                   workspace=Path(workspace).expanduser() if workspace else None).row()
+            done = timetravel.undo(self.store, session, turns, files=files, actor=actor,
+                                   workspace=Path(workspace).expanduser() if workspace else None)
+        _warn_refused("undo", done.session_id, done.refused)
+        return done.row()
 
     @checked
     def redo(self, session: SessionRef, actor: str | None = None, *, files: bool = False) -> dict[str, Any]:
         """Put the last undone turns back; with `files`, their files too (`redo --files`)."""
         with _as_chronicle_errors():
-            return timetravel.redo(self.store, session, actor=actor, files=files).row()
+            done = timetravel.redo(self.store, session, actor=actor, files=files)
+        _warn_refused("redo", done.session_id, done.refused)
+        return done.row()
 
     @checked
     def fork(self, session: SessionRef, at: FromOne | None = None) -> str:

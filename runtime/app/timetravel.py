@@ -51,6 +51,16 @@ def undo(store: ChronicleStore, ref: str | UUID, turns: int = 1, files: bool = F
                   result.refused)
 
 
+def refused_line(command: str, sid: Any, refused: list[str]) -> str | None:
+    """What an undo/redo --files says of the files it left as they are because someone changed them since it checked
+    them (the rest were written, and all of it recorded): the CLI's error line (exit 1), the library's warning."""
+    if not refused:
+        return None
+    shown = ", ".join(refused[:5]) + (f" and {len(refused) - 5} more" if len(refused) > 5 else "")
+    return (f"{command} --files left {shown} as they are: changed since it checked them (the other files were written; "
+            f"`chronicle log {sid}` records which); put them back by hand if they should be as {command} would have made them")
+
+
 @dataclass
 class Redone:
     session_id: UUID

@@ -133,14 +133,12 @@ def finished_note(finished: str | None) -> None:
 
 
 def fail_refused(command: str, sid: Any, refused: list[str]) -> None:
-    """Files left as they are because they changed since they were checked (between the check and the write, or
-    since an interrupted undo/redo): the rest were written and all of it is recorded, but a script must not read
-    exit 0 as "the workspace is as asked". Exit 1, as a refused undo/redo --files exits."""
-    if not refused:
-        return
-    shown = ", ".join(refused[:5]) + (f" and {len(refused) - 5} more" if len(refused) > 5 else "")
-    fail(f"{command} --files left {shown} as they are: changed since it checked them (the other files were written; "
-         f"`chronicle log {sid}` records which); put them back by hand if they should be as {command} would have made them", 1)
+    """Files left as they are because they changed since they were checked: the rest were written and all of it is
+    recorded, but a script must not read exit 0 as "the workspace is as asked". Exit 1, as a refused undo/redo
+    --files exits (the library warns with the same line)."""
+    line = app_timetravel.refused_line(command, sid, refused)
+    if line is not None:
+        fail(line, 1)
 
 
 #: Tools whose file effects `undo --files` puts back.

@@ -79,3 +79,35 @@ def test_redo_files_exits_1_naming_a_file_changed_between_its_check_and_its_writ
     [reapplied] = session_events(db_url, sid, "FilesReapplied")
     assert {f["path"]: f["action"] for f in reapplied.files} == {"win.txt": "reapplied", "new.txt": REFUSED}  # type: ignore[attr-defined]
     assert (workspace / "win.txt").read_bytes() == EDITED and (workspace / "new.txt").read_text() == "written meanwhile\n"
+
+
+def test_the_librarys_undo_returns_the_rows_and_warns_with_the_clis_line(db_url, tmp_path, monkeypatch):
+    """The CLI exits 1; the library, whose undo was done and recorded all the same, returns the row (its `files`
+    say `refused`) and warns (ChronicleWarning) with the same line, rather than leaving the refusal to be found."""
+    import threading
+    import warnings
+
+    from chronicle import Chronicle, ChronicleWarning
+
+    workspace, sid, h = edited_session(db_url, tmp_path)
+    h.store.close()
+    gate = tmp_path / "gate"
+    monkeypatch.setenv(TEST_HALT_ENV, str(gate))
+    done: dict[str, object] = {}
+
+    def undo_in_the_library() -> None:
+        with Chronicle(db_url) as app, warnings.catch_warnings(record=True) as warned:
+            warnings.simplefilter("always")
+            done["row"] = app.undo(sid, files=True, workspace=workspace)
+            done["warned"] = [str(w.message) for w in warned if issubclass(w.category, ChronicleWarning)]
+
+    worker = threading.Thread(target=undo_in_the_library)
+    worker.start()
+    wait_for(lambda: gate.exists() or not worker.is_alive(), timeout=60)
+    (workspace / "win.txt").write_bytes(b"the user's own edit\n")
+    os.unlink(gate)
+    worker.join(timeout=60)
+    row = done["row"]
+    assert isinstance(row, dict) and {f["path"]: f["action"] for f in row["files"]} == {"win.txt": REFUSED, "new.txt": "deleted"}
+    [line] = done["warned"]  # type: ignore[misc]
+    assert line.startswith("undo --files left win.txt as they are") and "by hand" in line
