@@ -153,3 +153,24 @@ def test_a_tool_broken_earlier_is_resolved_in_a_pass_that_first_finds_another_to
     assert [(r.target, r.attempts[-1]["result"]) for r in monitor.check_tools()] == [
         ("list_dir", "manual_required"), ("read_file", "success"),
     ]
+
+
+def test_a_monitor_reads_every_session_once_then_only_the_sessions_whose_events_moved(db_url, workspace, monkeypatch):
+    """A worker checks for stuck turns every 10 s: after its first pass it follows the Session events logged since,
+    so a turn that starts later is still found stuck, one that ended is let go, and no pass reads every session."""
+    store = ChronicleStore(db_url)
+    clock = Clock(T0)
+    monitor = SelfRepair(store, clock=clock, stuck_after_s=600)
+    first = stuck_turn(store, workspace, T0)
+    assert monitor.check_turns() == [] and set(monitor.in_flight or {}) == {first.session_id}
+    monkeypatch.setattr(store, "sessions", lambda *_a, **_k: pytest.fail("every session was read again"))
+
+    later = stuck_turn(store, workspace, T0 + timedelta(minutes=8))
+    ended = store.turn(first.id)
+    ended.complete(T0 + timedelta(minutes=9))
+    store.update_session(first.session_id, lambda s: s.end_turn(first.id, T0 + timedelta(minutes=9)), ended)
+    clock.at = T0 + timedelta(minutes=19)
+    [repair] = monitor.check_turns()
+    assert repair.target == str(later.id) and store.turn(later.id).status == "interrupted"
+    assert set(monitor.in_flight or {}) == {later.session_id}
+    store.close()
