@@ -8,7 +8,7 @@ HELP_LINES = {
     'run': 'Run one turn: record PROMPT, let the agent work, print the answer as it streams.',
     'chat': 'Talk with an agent: streamed answers, tools shown as they run, approvals asked inline (y/n/a).',
     'demo': 'Run an offline scripted session with tools, then show how to inspect it. No API key needed.',
-    'sessions': 'List sessions, oldest first (archived ones only with --all). On a terminal, a table longer than the screen\ngoes through $PAGER, as `log` does.',
+    'sessions': 'List sessions, oldest first (archived ones only with --all).',
     'archive': 'Hide an idle session from `sessions` (records Session.Archived; its log stays whole, `sessions --all` shows it).',
     'unarchive': 'List an archived session in `sessions` again (records Session.Unarchived).',
     'log': 'Show every stored event of a session, its turns and tool calls, in commit order.',

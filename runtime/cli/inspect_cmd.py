@@ -46,8 +46,10 @@ def sessions(
     no_pager: NoPagerOption = False,
     db: DbOption = None,
 ) -> None:
-    """List sessions, oldest first (archived ones only with --all). On a terminal, a table longer than the screen
-    goes through $PAGER, as `log` does."""
+    """List sessions, oldest first (archived ones only with --all).
+
+    On a terminal, a table longer than the screen goes through $PAGER, as `log` does.
+    """
     with cli_errors():
         url, read_only = locate_store(db, create=False)
         # From the read models alone when they are current (no store opened, no domain imported);
