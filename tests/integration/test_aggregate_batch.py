@@ -138,3 +138,21 @@ def test_a_session_whose_newest_snapshot_does_not_decode_is_read_from_its_events
     (listed,) = list(cold.sessions())
     assert vars(listed) == expected
     cold.close()
+
+
+def test_the_session_index_is_read_once_then_only_its_new_entries(db_url, monkeypatch):
+    """`session_ids` (every listing, scan of all sessions and worker rescan) replayed the whole index each time; a
+    store now reads the entries after the last one it saw, and still sees what another store appended."""
+    store = ChronicleStore(db_url)
+    first = _sessions(store, 2)
+    assert store.session_ids() == first
+    reads: list[object] = []
+    real = store.session_index.get
+    monkeypatch.setattr(store.session_index, "get", lambda **kw: reads.append(kw.get("gt")) or real(**kw))
+    other = ChronicleStore(db_url)
+    later = _sessions(other, 1)
+    other.unlist_session(first[0], "a repair withdrew it")
+    other.close()
+    assert store.session_ids() == [first[1], *later]
+    assert reads == [2], "only the entries after the two already read"
+    store.close()
