@@ -296,14 +296,17 @@ class Worker:
             found: list[UUID] = []
             if not self.draining and self.routines is not None:
                 self._fire_routines()
+            # Off the event loop's thread, as the scan below: a pass that reads many sessions must not hold the turns
+            # this worker is running (their streams, tools and lease renewals).
             if not self.draining and self.repair is not None:
-                self._self_repair(loop.time())
+                await off_the_loop(self._self_repair, loop.time())
             if not self.draining:
                 try:
                     now = loop.time()
                     busy = {s for s, at in self.held_elsewhere.items() if now - at < HELD_RETRY_S}
                     busy |= {s for s, (until, _) in self.backing_off.items() if now < until}
-                    candidates = [s for s in self.index.spread(self.index.sessions(), self.name)
+                    with_work = await off_the_loop(self.index.sessions)  # a full rescan reads every session
+                    candidates = [s for s in self.index.spread(with_work, self.name)
                                   if s not in self.tasks and s not in self.failed_sessions and s not in busy]
                     self._name_unreadable()
                     # Checked only until the free slots are filled: each check reads the session's
