@@ -486,6 +486,15 @@ class Chronicle:
             return task_cases.listing(self.store, session)
 
     @checked
+    def notes(self, session: SessionRef) -> list[dict[str, Any]]:
+        """`notes SESSION --json`: the shared notes of the session's tree of agents (seed 004), each as last written:
+        `name`, `text`, `session_id` and `tool_call_id` of the write, `written_at`."""
+        from chronicle.runtime.notes import note_rows
+
+        with _as_chronicle_errors():
+            return note_rows(self.store, queries.session_id(self.store, session))
+
+    @checked
     def add_task(self, session: SessionRef, task: str, agent: str | None = None) -> dict[str, Any]:
         """`tasks add SESSION TEXT [--agent NAME] --json`: put a task on the session's board ahead of delegation; its
         row (`task_id`, `status` pending, `child_session_id` null). A `delegate` task item naming that `task_id`

@@ -92,3 +92,8 @@ def prefix_bounds(prefix: str) -> tuple[UUID, UUID] | None:
             return None
     digits = prefix.replace("-", "")
     return UUID(digits.ljust(32, "0")), UUID(digits.ljust(32, "f"))
+
+
+def notes_board_id(top_session_id: UUID) -> UUID:
+    """The shared notes of a delegation tree (domain/notes.py), kept on its top-level session."""
+    return uuid5(top_session_id, "notes")

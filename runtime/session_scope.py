@@ -16,6 +16,7 @@
 - for a sub-agent taken on its own (`export CHILD`), its own task, which sits on its parent's board
   outside the tree: its events are the child's claim and how its work was settled, so they concern
   the child as much as its parent (the parent's board, and its index, stay out);
+- the tree's shared notes (seed 004), kept on its top-level session's board;
 - the attachments the inputs and results of all those refer to (content-addressed, shared).
 """
 
@@ -25,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
 
-from chronicle.domain.ids import task_id, tool_call_ids
+from chronicle.domain.ids import notes_board_id, task_id, tool_call_ids
 
 from .agents.tree import session_tree
 from .store import ChronicleStore
@@ -65,7 +66,10 @@ def session_scope(store: ChronicleStore, root_id: UUID) -> Scope:
     if root_task is not None:
         tasks.append(root_task)
     tasks = list(dict.fromkeys(tasks))
-    own = list(dict.fromkeys([*own, *tasks]))
+    # The tree's shared notes (domain/notes.py) are its top-level session's: carried and checked with it. A board
+    # never written has no events, and reading it finds none.
+    notes = [notes_board_id(nodes[0].id)] if nodes[0].parent_session_id is None else []
+    own = list(dict.fromkeys([*own, *tasks, *notes]))
     mine = set(own)
     inherited: list[UUID] = []
     origins: list[UUID] = []

@@ -38,6 +38,7 @@ from chronicle.runtime.skills import SkillError, configured_dirs, with_skills
 from chronicle.runtime.skills import discover as discover_skills
 from chronicle.runtime.tools import BUILTIN_TOOLS, DEFAULT_TOOLS, READ_ONLY_TOOLS
 from chronicle.runtime.tools.editions import LIST_TASKS_EDITION, TOOL_EDITION
+from chronicle.runtime.tools.notes import NOTES_TOOLS, notes_protocol
 from chronicle.runtime.validation import EXPECTED
 
 DEFAULT_FILE = "chronicle.toml"
@@ -77,9 +78,9 @@ class AgentEntry(BaseModel):
                 raise ValueError(f"{name!r} is added by Chronicle when the agent may use it; remove it from the list")
             if ":" in name:
                 continue  # the user's own tool by import path: loaded (and checked) when a loop is built, before recording
-            if name not in BUILTIN_TOOLS:
-                raise ValueError(f"unknown tool {name!r}; tools are {', '.join(BUILTIN_TOOLS)}, "
-                                 "or your own by import path (package.module:attribute)")
+            if name not in BUILTIN_TOOLS and name not in NOTES_TOOLS:
+                raise ValueError(f"unknown tool {name!r}; tools are {', '.join(BUILTIN_TOOLS)}, the shared notes' "
+                                 f"{', '.join(NOTES_TOOLS)}, or your own by import path (package.module:attribute)")
         return names
 
 
@@ -228,6 +229,8 @@ def child_spec(parent: AgentSpec, definition: AgentSpec) -> AgentSpec:
             # a sub-agent without a policy of its own decides as the agent that asked it
             "approvals": definition.approvals or parent.approvals,
             "project_files": for_subagent(parent), "aux_model": parent.aux_model, "tool_edition": parent.tool_edition,
+            # seed 004's <notes_protocol> for a sub-agent given the notes tools (its only preamble)
+            "preamble": "\n\n".join(p for p in (definition.preamble, notes_protocol(definition.tools)) if p),
         }
     )
     return with_orchestration_tools(with_skills(spec, parent.skills))

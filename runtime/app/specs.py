@@ -23,6 +23,7 @@ from ..skills import SkillError
 from ..spec_options import spec_options
 from ..tools.editions import TOOL_EDITION
 from ..tools.imports import ToolLoadError
+from ..tools.notes import notes_protocol
 from ..toolsets import agent_toolbox, with_tool_names
 from .errors import AppError
 
@@ -108,9 +109,10 @@ def new_spec(workspace: Path, provider: str | None = None, model: str | None = N
         raise AppError(str(exc), 2) from None
     day = today or datetime.now(timezone.utc).date()
     # Recorded, not computed when asking: a session started before the directory existed keeps its prompt.
-    # `[agent] preamble = false` leaves the default prompt out; whom the agent may delegate to is still said.
+    # `[agent] preamble = false` leaves the default prompt out; whom the agent may delegate to is still said, and
+    # what its shared notes are for (seed 004's <notes_protocol>, when its tools include list_notes).
     default = default_preamble(workspace, spec.tools, day, hints=options.behavioral_hints) if options.preamble else ""
-    preamble = "\n\n".join(p for p in (default, agents_directory(spec)) if p)
+    preamble = "\n\n".join(p for p in (default, notes_protocol(spec.tools), agents_directory(spec)) if p)
     return spec.model_copy(update={"preamble": preamble, "aux_model": options.aux_model, "tool_edition": TOOL_EDITION})
 
 

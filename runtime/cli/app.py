@@ -48,6 +48,7 @@ COMMANDS = [
     Lazy("audit", "audit_cmd:audit", "Inspect"),
     Lazy("why", "why_cmd:why", "Inspect"),
     Lazy("tasks", "tasks_cmd:app", "Inspect", group=True),
+    Lazy("notes", "notes_cmd:notes", "Inspect"),
     Lazy("skills", "skills_cmd:skills", "Inspect"),
     Lazy("export-traces", "traces_cmd:export_traces", "Inspect"),
     Lazy("steer", "controls_cmd:steer", "Steer a running session"),

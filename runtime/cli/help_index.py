@@ -17,6 +17,7 @@ HELP_LINES = {
     'audit': 'Every decision (model call, tool call with input and result, approval, retry, undo, fork, failure).',
     'why': 'Why the agent made a decision: what it was asked, what it saw, what it decided, what was checked, what it did and what came next, each with the log positions that record it.',
     'tasks': "The tasks a session delegated to sub-agents, each pending, in_progress, completed or failed, with the child session that works on it; `tasks add` puts one on its board ahead of delegation, for a delegate call to claim by task_id. A failed task's reflection is shown by `chronicle audit` and offered to later delegations of similar tasks.",
+    'notes': "The shared notes of the session's team of agents (its top-level session and the sub-agents below it), each as last written, with the session that wrote it; their agents read and write them with list_notes, read_note, write_note and delete_note.",
     'skills': "List the skills found in the workspace's skills/NAME/SKILL.md and in chronicle.toml's \\[skills] dirs, in the order a new session records them. Inline skills go into the system prompt; on-demand ones are listed there and loaded with the load_skill tool.",
     'export-traces': "Send a session's trace (invoke_agent, chat and execute_tool spans) to the OTLP endpoint, or print it.",
     'steer': 'Steer the running turn: MESSAGE reaches the model at the next safe point (between tool calls).',
