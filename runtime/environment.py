@@ -9,12 +9,13 @@ and the defaults.
 
 from __future__ import annotations
 
+import math
 import os
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import Field, ValidationError, field_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from .config import DEFAULT_DURABILITY, PG_CONNECT_TIMEOUT_S, SQLITE_BUSY_TIMEOUT_S
 from .providers.env_settings import DEFAULT_HTTP_TIMEOUT_S, SettingError, base_url, http_timeout_s, thinking_budget
@@ -23,6 +24,8 @@ from .validation import explain
 #: 2 MiB: a prompt with a whole model context of pasted text (≈ 200k tokens, under 1 MB of English,
 #: more as JSON's \u escapes of other scripts) fits; what cannot fit a context is refused before it is read.
 DEFAULT_MAX_BODY_BYTES = 2 * 1024 * 1024
+#: Seconds `serve`'s outbox waits before a reply's second attempt, and before each later one (runtime/server/outbox.py).
+DEFAULT_REPLY_BACKOFF_S = (0.5, 2.0)
 
 
 class EnvironmentSettingError(ValueError):
@@ -50,6 +53,8 @@ class Environment(BaseSettings):
     max_concurrent_subagents: int = Field(8, ge=1)
     #: The largest request body `chronicle serve` reads (runtime/server/body_limit.py); above it, 413.
     server_max_body_bytes: int = Field(DEFAULT_MAX_BODY_BYTES, ge=1024)
+    #: The waits between `serve`'s attempts at one reply, comma-separated seconds ("0.5,2.0"): the last repeats.
+    server_reply_backoff_s: Annotated[tuple[float, ...], NoDecode] = DEFAULT_REPLY_BACKOFF_S
     #: A JSON price table that overrides and extends the bundled prices.
     prices: Path | None = None
     #: The auxiliary model a new session records (runtime/spec_options.py); wins over [models] auxiliary.
@@ -59,6 +64,23 @@ class Environment(BaseSettings):
     @classmethod
     def _blank_is_unset(cls, value: object) -> object:
         return None if isinstance(value, str) and not value.strip() else value
+
+    @field_validator("server_reply_backoff_s", mode="before")
+    @classmethod
+    def _backoff(cls, value: object) -> object:
+        if not isinstance(value, str):
+            return value
+        if not value.strip():
+            return DEFAULT_REPLY_BACKOFF_S
+        try:
+            waits = tuple(float(part) for part in value.split(","))
+        except ValueError:
+            waits = ()
+        if not waits or not all(math.isfinite(w) and 0 <= w <= 600 for w in waits):
+            raise EnvironmentSettingError(
+                f"CHRONICLE_SERVER_REPLY_BACKOFF_S={value!r}: takes seconds from 0 to 600, comma-separated "
+                "(the waits between a reply's attempts, e.g. 0.5,2.0); fix it or unset it")
+        return waits
 
     @field_validator("http_timeout_s", mode="before")
     @classmethod

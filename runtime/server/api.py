@@ -57,7 +57,7 @@ from .bodies import (
 )
 from .body_limit import BodyLimit
 from .channels import ChannelConfig, ChannelError, Coalescer, load_channels
-from .outbox import Outbox
+from .outbox import Outbox, post
 from .routing import Router, sender_spec
 from .server_config import ServerConfig, refused_settings
 from .server_notes import hook_notes, input_notes, notes_of
@@ -102,7 +102,9 @@ def _serving(config: ServerConfig, chronicle: Chronicle) -> FastAPI:
     channels = load_channels(toml)
     router = Router(chronicle.store, {name: sender_spec(name, c, config.workspace, config.agents, library)
                                       for name, c in channels.items() if c.route == "per_sender"})
-    outbox = Outbox(chronicle.store, channels, router.touched, workspace=config.workspace or Path.cwd())
+    backoff = environment().server_reply_backoff_s
+    outbox = Outbox(chronicle.store, channels, router.touched, workspace=config.workspace or Path.cwd(),
+                    sender=lambda url, payload: post(url, payload, backoff=backoff))
     server_notes = notes_of(config, channels, library, outbox)  # `serve` prints them at start (notify's) or its worker logs them
 
     def record_input(channel: str, target: ChannelConfig, senders: list[str], text: str) -> None:
@@ -198,10 +200,11 @@ def _serving(config: ServerConfig, chronicle: Chronicle) -> FastAPI:
 
     @app.get("/healthz")
     def healthz(request: Request) -> dict[str, Any]:
-        """Never needs the token; `notes` (the server's settings it does not use) only for a caller that sends it."""
+        """Never needs the token; `notes` (the server's settings it does not use) and `outbox` (how far the replies
+        owed have been looked for, outbox_progress.py) only for a caller that sends it."""
         if config.token and not presents_token(request, config.token.strip()):
             return {"status": "ok"}
-        return {"status": "ok", "notes": server_notes}
+        return {"status": "ok", "notes": server_notes, "outbox": outbox.status()}
 
     @app.get("/sessions")
     def list_sessions(all: bool = False) -> list[dict[str, Any]]:

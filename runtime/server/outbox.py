@@ -58,6 +58,7 @@ from chronicle.domain.ids import reply_lease_id
 from chronicle.domain.ids import turn_id as make_turn_id
 from chronicle.domain.session import Session
 from chronicle.runtime.clock import SYSTEM_CLOCK, Clock
+from chronicle.runtime.environment import DEFAULT_REPLY_BACKOFF_S
 from chronicle.runtime.leases import acquire, holder_name
 from chronicle.runtime.secret_scan import scanner_for
 from chronicle.runtime.shred_marks import forgotten_cause
@@ -65,13 +66,14 @@ from chronicle.runtime.store import ChronicleStore, NotFound
 
 from .channels import ChannelConfig
 from .notify import Notices, notified
+from .outbox_progress import OutboxProgress
 from .pending_replies import PendingReplies
 
 log = logging.getLogger("chronicle.server")
 
-#: Attempts per reply, and the waits between them (seconds).
+#: Attempts per reply, and the waits between them (seconds): CHRONICLE_SERVER_REPLY_BACKOFF_S sets these.
 ATTEMPTS = 3
-BACKOFF_S = (0.5, 2.0)
+BACKOFF_S = DEFAULT_REPLY_BACKOFF_S
 #: Seconds one POST may take.
 TIMEOUT_S = 10.0
 #: Seconds between looks at the log; and between full scans of the reply index (a reply due in a
@@ -208,6 +210,7 @@ class Outbox:
         self.seen_head = -1
         self.scanned_at: float | None = None  # none yet: the first pass scans the reply index
         self.pending = PendingReplies(store)
+        self.progress = OutboxProgress()  # how far it has looked: /healthz's `outbox`
 
     def notifying(self) -> tuple[dict[str, list[str]], dict[str, list[str]]]:
         """Which routines' findings this server posts, by channel, and which it cannot (notify.notified)."""
@@ -228,13 +231,20 @@ class Outbox:
         if self.thread is not None:
             self.thread.join(wait_s)
 
+    def status(self) -> dict[str, object]:
+        """/healthz's `outbox`: whether it runs, and how far it has looked (outbox_progress.py)."""
+        running = self.thread is not None and self.thread.is_alive() and not self.stopping.is_set()
+        return self.progress.row(running)
+
     def _run(self) -> None:
         while True:
             last = self.stopping.is_set()
             try:
                 self.pass_once()
-            except Exception:  # noqa: BLE001 - a lost database: try again at the next look; the log says why
+                self.progress.completed(self.seen_head)
+            except Exception as exc:  # noqa: BLE001 - a lost database: try again at the next look; the log says why
                 log.exception("the outbox could not look for replies")
+                self.progress.failed(exc)
             if last:
                 return
             self.stopping.wait(POLL_S)

@@ -18,6 +18,9 @@ import httpx
 from tests import cli_zygote
 from tests.helpers import _base_env
 
+#: The waits between a reply's attempts in the servers tests start (CHRONICLE_SERVER_REPLY_BACKOFF_S).
+REPLY_BACKOFF_S = "0.05"
+
 
 def free_port() -> int:
     with socket.socket() as s:
@@ -43,6 +46,8 @@ def server_process(db: str, workspace: Path, token: str | None = None, extra: tu
     env["CHRONICLE_DB"] = db
     if token:
         env["CHRONICLE_SERVER_TOKEN"] = token
+    # A failing receiver's retries wait 0.5 s and 2 s by default: a test's wait a moment (test_channels checks the setting).
+    env["CHRONICLE_SERVER_REPLY_BACKOFF_S"] = REPLY_BACKOFF_S
     env.update(env_extra or {})
     # Port 0: the server binds a free port itself and says which. A port picked here and bound there could be
     # taken between the two by another test's server, whose /healthz then answered for this one.
@@ -147,3 +152,24 @@ def after_id(messages: list[tuple[int | None, dict[str, Any]]], last_event_id: i
     """What a client that had received up to the message with this id has not seen yet."""
     index = max(i for i, (event_id, _) in enumerate(messages) if event_id == last_event_id)
     return messages[index + 1:]
+
+
+def outbox_status(base: str, token: str | None = None) -> dict[str, Any]:
+    """/healthz's `outbox`: how far the server's outbox has looked (runtime/server/outbox_progress.py)."""
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    answer = httpx.get(f"{base}/healthz", headers=headers, timeout=30)
+    assert answer.status_code == 200, answer.text
+    return dict(answer.json()["outbox"])
+
+
+def outbox_looked_again(*bases: str, timeout: float = 120) -> None:
+    """Wait until each server's outbox has made a whole pass that began after this call: a pass POSTs what it
+    finds due before it ends, so what was not sent by then was not due (rather than sleeping "long enough")."""
+    start = {base: outbox_status(base)["passes"] for base in bases}
+    deadline = time.monotonic() + timeout
+    for base in bases:
+        while (status := outbox_status(base))["passes"] < start[base] + 2:
+            assert status["running"], status
+            if time.monotonic() > deadline:
+                raise AssertionError(f"the outbox of {base} made no whole pass in {timeout:.0f} s: {status}")
+            time.sleep(0.05)

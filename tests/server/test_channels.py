@@ -14,7 +14,7 @@ from typing import Any, Iterator
 import httpx
 
 from tests.helpers import cli, json_lines, response, text, write_script
-from tests.server.serving import free_port, serving
+from tests.server.serving import free_port, outbox_looked_again, serving
 
 
 def _wait_for(predicate, timeout: float = 60):  # type: ignore[no-untyped-def]
@@ -36,7 +36,7 @@ def receiver(status: int = 200, delay_s: float = 0.0) -> Iterator[tuple[str, lis
     class Handler(BaseHTTPRequestHandler):
         def do_POST(self) -> None:  # noqa: N802 - http.server's name
             body = self.rfile.read(int(self.headers.get("content-length") or 0))
-            got.append({"path": self.path, "json": json.loads(body)})
+            got.append({"path": self.path, "json": json.loads(body), "at": time.monotonic()})
             time.sleep(delay_s)
             self.send_response(status)
             self.send_header("content-length", "0")
@@ -149,7 +149,7 @@ def test_a_turn_a_channel_started_posts_its_answer_to_the_receiver_once_and_reco
             log = httpx.get(f"{base}/sessions/{sid}/log").json()
         assert "s3cret-value" not in json.dumps(log) + json.dumps(replies)
         with serving(db_url, workspace) as base:  # a restart sends nothing again: the log says it was delivered
-            time.sleep(2)
+            outbox_looked_again(base)
         assert len(got) == 1
     shown = cli("audit", "--session", sid, db=db_url, env={"COLUMNS": "250"})
     assert "to monitor via alerts: HTTP 200" in shown.stdout, shown.stdout
@@ -163,7 +163,7 @@ def test_a_failing_receiver_is_recorded_and_the_turn_is_not_affected(db_url, wor
         (workspace / "chronicle.toml").write_text(
             f'[channels.down]\nsession = "{sid[:8]}"\ncoalesce_s = 0\nreply_url = "{url}/in"\n'
             f'[channels.nobody]\nsession = "{sid[:8]}"\ncoalesce_s = 0\nreply_url = "{closed}"\n')
-        with serving(db_url, workspace) as base:
+        with serving(db_url, workspace, env_extra={"CHRONICLE_SERVER_REPLY_BACKOFF_S": "0.3,1"}) as base:
             assert httpx.post(f"{base}/hooks/down", json={"text": "one", "sender": "a"}).status_code == 202
             assert httpx.post(f"{base}/hooks/nobody", json={"text": "two", "sender": "b"}).status_code == 202
             replies = _wait_for(lambda: [a for a in httpx.get(f"{base}/sessions/{sid}/audit").json() if a["kind"] == "reply"]
@@ -174,6 +174,9 @@ def test_a_failing_receiver_is_recorded_and_the_turn_is_not_affected(db_url, wor
             assert by_channel["down"]["detail"]["http_status"] == 503 and by_channel["down"]["detail"]["attempts"] == 3
             assert by_channel["nobody"]["detail"]["http_status"] is None and "no answer" in by_channel["nobody"]["detail"]["error"]
             assert len(got) == 3, "bounded: three attempts, then recorded as failed"
+            waits = [got[1]["at"] - got[0]["at"], got[2]["at"] - got[1]["at"]]
+            # CHRONICLE_SERVER_REPLY_BACKOFF_S's waits, not the defaults' (0.5 s, 2 s): a local 503 takes milliseconds.
+            assert waits[0] >= 0.3 and 1.0 <= waits[1] < 2.0, waits
             turns = [a for a in httpx.get(f"{base}/sessions/{sid}/audit").json() if a["kind"] == "turn_end"
                      or (a["kind"] == "turn" and a["status"] in ("completed", "failed"))]
             log = httpx.get(f"{base}/sessions/{sid}/log").json()

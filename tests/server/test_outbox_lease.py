@@ -11,7 +11,6 @@ import socket
 import subprocess
 import sys
 import threading
-import time
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, Callable
@@ -29,7 +28,7 @@ from chronicle.runtime.server.routing import Router
 from chronicle.runtime.store import ChronicleStore
 from tests.counting_store import CountingStore
 from tests.helpers import cli, json_lines, response, text, write_script
-from tests.server.serving import server_process, serving
+from tests.server.serving import outbox_looked_again, server_process, serving
 from tests.server.test_channels import _started, _wait_for, receiver
 
 CHECKLIST = "# Checklist\n- is the build green?\n"
@@ -260,11 +259,11 @@ def test_two_serve_processes_with_the_same_channel_post_a_turns_answer_once(db_u
             assert httpx.post(f"{base}/hooks/ci", json={"text": "deploy", "sender": "ci-bot"}).status_code == 202
             _wait_for(_log_events(base, sid, "InputQueued"))
         # Both servers watch the session from their start; the turn ends while both run, and both find it due.
-        with serving(db_url, workspace, extra=("--no-worker",)) as one, serving(db_url, workspace, extra=("--no-worker",)):
+        with serving(db_url, workspace, extra=("--no-worker",)) as one, serving(db_url, workspace, extra=("--no-worker",)) as two:
             ran = cli("worker", "--once", "--workspace", str(workspace), db=db_url)
             assert ran.returncode == 0, ran.stderr
             _wait_for(_log_events(one, sid, "ReplyDelivered"))
-            time.sleep(2)  # more passes of both outboxes, and the other's POST would have arrived by now
+            outbox_looked_again(one, two)  # a whole pass of both outboxes after the record: the other's POST would have arrived
             assert len(_log_events(one, sid, "ReplyDelivered")()) == 1
             assert len(_log_events(one, sid, "ReplyFailed")()) == 0
         assert len(got) == 1, got

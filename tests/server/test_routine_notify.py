@@ -6,14 +6,13 @@ nothing to report."""
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 from typing import Any
 
 import httpx
 
 from tests.helpers import cli, json_lines, response, text, write_script
-from tests.server.serving import serving
+from tests.server.serving import outbox_looked_again, serving
 from tests.server.test_channels import _wait_for, receiver
 
 CHECKLIST = "# Checklist\n- is the build green?\n"
@@ -53,7 +52,7 @@ def test_a_heartbeat_with_findings_posts_them_once_to_the_channel_and_records_it
         with serving(db_url, workspace) as base:
             _wait_for(lambda: got)
             replies = _wait_for(lambda: _replies(base, sid))
-            time.sleep(1.5)  # more passes of the outbox: the quiet run is still not posted
+            outbox_looked_again(base)  # a whole pass after the findings went: the quiet run is still not posted
             assert len(got) == 1, got
             payload = got[0]["json"]
             assert payload == {"channel": "ops", "sender": None, "senders": [], "session_id": sid,
@@ -65,8 +64,8 @@ def test_a_heartbeat_with_findings_posts_them_once_to_the_channel_and_records_it
             log = httpx.get(f"{base}/sessions/{sid}/log").json()
         assert [e["data"]["routine"] for e in log if e["event"] == "ReplyDelivered"] == ["heartbeat"]
         assert "s3cret-value" not in json.dumps(log) + json.dumps(replies)
-        with serving(db_url, workspace):  # a restart: the log says it was delivered
-            time.sleep(2)
+        with serving(db_url, workspace) as base:  # a restart: the log says it was delivered
+            outbox_looked_again(base)
         assert len(got) == 1
     shown = cli("audit", "--session", sid, db=db_url, env={"COLUMNS": "250"})
     assert "findings of routine heartbeat via ops: HTTP 200" in shown.stdout, shown.stdout
@@ -87,8 +86,8 @@ def test_nothing_to_report_posts_nothing_and_notify_added_later_sends_no_old_fin
         quiet = _run(db_url, workspace, script)
         assert quiet["summary"] == "nothing to report" and quiet["notify"] == "ops"
         before = json_lines(cli("audit", "--json", db=db_url).stdout)
-        with serving(db_url, workspace):
-            time.sleep(2.5)
+        with serving(db_url, workspace) as base:
+            outbox_looked_again(base)
         assert got == [], "nothing to report, and findings of a run fired before notify was set, post nothing"
         after = json_lines(cli("audit", "--json", db=db_url).stdout)
         assert [a for a in after if a["kind"] == "reply"] == []
@@ -111,8 +110,8 @@ def test_a_failed_run_is_posted_as_failed_and_a_failing_receiver_is_recorded_and
             assert len(got) == 3, "bounded: three attempts, then recorded as failed"
             assert {g["json"]["status"] for g in got} == {"failed"} and {g["json"]["text"] for g in got} == {None}
             assert httpx.get(f"{base}/healthz").status_code == 200
-        with serving(db_url, workspace):
-            time.sleep(2)
+        with serving(db_url, workspace) as base:
+            outbox_looked_again(base)
         assert len(got) == 3, "a failure is recorded once and not tried again"
     history = json_lines(cli("routines", "history", "--workspace", str(workspace), "--json", db=db_url).stdout)
     assert [h["status"] for h in history] == ["failed"], "the run is as it ended"
@@ -171,7 +170,7 @@ def test_an_outbound_only_channel_posts_a_heartbeats_findings_once_and_refuses_i
             refused = httpx.post(f"{base}/hooks/alerts", json={"text": "hello", "sender": "bob"})
             assert refused.status_code == 409, refused.text
             assert refused.json()["error"].startswith("channel alerts takes no input: it only sends notifications")
-            time.sleep(1.5)  # more passes of the outbox: the findings are not posted again
+            outbox_looked_again(base)  # a whole pass after the refusal: the findings are not posted again
             assert httpx.get(f"{base}/sessions").json() == sessions, "no session was started or fed"
             assert json_lines(cli("audit", "--json", db=db_url).stdout) == before, "nothing is recorded"
         assert len(got) == 1, got
