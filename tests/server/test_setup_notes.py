@@ -69,12 +69,14 @@ def test_the_servers_own_ignored_settings_are_notes_on_healthz_for_a_caller_with
         assert httpx.get(f"{base}/healthz", headers={"Authorization": "Bearer wrong"}).json() == {"status": "ok"}
         told = httpx.get(f"{base}/healthz", headers={"Authorization": "Bearer s3cret"})
         assert told.status_code == 200
-        assert told.json() == {"status": "ok", "notes": [f"note: channel signal: {THINKING.removeprefix('note: ')}"]}
+        assert told.json()["notes"] == [f"note: channel signal: {THINKING.removeprefix('note: ')}"]
+        assert set(told.json()) == {"status", "notes", "outbox"} and told.json()["outbox"]["running"] is False, told.json()
 
 
 def test_a_server_without_ignored_settings_says_so_with_an_empty_list(db_url, workspace):
     with serving(db_url, workspace) as base:
-        assert httpx.get(f"{base}/healthz").json() == {"status": "ok", "notes": []}
+        told = httpx.get(f"{base}/healthz").json()
+        assert told["status"] == "ok" and told["notes"] == [] and set(told) == {"status", "notes", "outbox"}, told
 
 
 def test_a_webhooks_answer_carries_the_notes_of_the_session_its_message_goes_to(db_url, workspace, chat_sse):
