@@ -86,13 +86,24 @@ def _decision(store: ChronicleStore, sid: UUID, numbered: list[UUID], head: list
         # Nothing named and no tool ever called: the last decision there is is the last turn's answer.
         return _answer(store, sid, numbered, number_of[head[-1]])
     wanted = call.strip()
-    if turn is not None:
-        found = _scan(store, [numbered[turn - 1]], number_of, wanted)
-    else:
-        on_branch = set(head)
-        found = _scan(store, head, number_of, wanted) or _scan(store, [t for t in numbered if t not in on_branch], number_of, wanted)
-    if found is not None:
-        return found
+    on_branch = set(head)
+    places = [[numbered[turn - 1]]] if turn is not None else [head, [t for t in numbered if t not in on_branch]]
+    # A tool_use id or a call's id, or a tool's name, names a call exactly (its last, if it is named more than once);
+    # only when nothing is named exactly is CALL taken as the beginning of a call's id, which must then be unique:
+    # a tool called `cafe` is its call, not a call whose id begins "cafe".
+    for place in places:
+        if (found := _scan(store, place, number_of, wanted)) is not None:
+            return found
+    if len(wanted) >= 4:
+        matches = [m for place in places for m in _prefixed(store, place, number_of, wanted.lower())]
+        if len(matches) == 1:
+            return matches[0]
+        if matches:
+            shown = "; ".join(f"turn {n} step {step} {block.get('name')} {tool_call_id(t.id, step, block['id'])}"
+                              for n, t, step, block in matches[:5])
+            more = f" and {len(matches) - 5} more" if len(matches) > 5 else ""
+            raise AppError(f"{wanted!r} begins the ids of {len(matches)} tool calls ({shown}{more}); give more of the id, "
+                           "or --turn N", 2)
     where = f"turn {turn} of session {sid}" if turn is not None else f"session {sid} (its active branch and undone turns)"
     raise AppError(f"no tool call {wanted!r} on {where} (give a tool_use id as `history` shows it, a tool call id "
                    "or its prefix, or a tool's name); `audit --session` lists every call", 1, kind=NOT_FOUND)
@@ -100,7 +111,8 @@ def _decision(store: ChronicleStore, sid: UUID, numbered: list[UUID], head: list
 
 def _scan(store: ChronicleStore, turns: list[UUID], number_of: dict[UUID, int],
           wanted: str) -> tuple[int, Turn, int, dict[str, Any]] | None:
-    """The last tool call in `turns` that `wanted` names (any call when empty), read from their end."""
+    """The last tool call in `turns` that `wanted` names exactly, by its tool_use id, its id or its tool's name (any
+    call when empty), read from their end."""
     last = len(turns)
     while last >= 1:
         start = max(1, last - SCAN + 1)
@@ -110,10 +122,22 @@ def _scan(store: ChronicleStore, turns: list[UUID], number_of: dict[UUID, int],
                     if block.get("type") != "tool_use":
                         continue
                     cid = str(tool_call_id(t.id, entry["step"], block["id"]))
-                    if not wanted or wanted in (block["id"], block.get("name")) or (len(wanted) >= 4 and cid.startswith(wanted.lower())):
+                    if not wanted or wanted in (block["id"], block.get("name")) or wanted.lower() == cid:
                         return number_of[t.id], t, entry["step"], block
         last = start - 1
     return None
+
+
+def _prefixed(store: ChronicleStore, turns: list[UUID], number_of: dict[UUID, int],
+              prefix: str) -> list[tuple[int, Turn, int, dict[str, Any]]]:
+    """Every tool call in `turns` whose id begins `prefix`, the newest first."""
+    found = []
+    for t in reversed(store.turns(turns)):
+        for entry in reversed(t.steps):
+            for block in reversed(entry["response"].get("content", [])):
+                if block.get("type") == "tool_use" and str(tool_call_id(t.id, entry["step"], block["id"])).startswith(prefix):
+                    found.append((number_of[t.id], t, entry["step"], block))
+    return found
 
 
 def _answer(store: ChronicleStore, sid: UUID, numbered: list[UUID], turn: int) -> tuple[int, Turn, int, None]:
