@@ -9,15 +9,13 @@ whichever process ran the turn, and a client that reconnects with `Last-Event-ID
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import sqlite3
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any, AsyncIterator, Callable, Literal, cast
-from uuid import UUID
+from typing import Any, AsyncIterator, Literal, cast
 
 from eventsourcing.persistence import PersistenceError
 from fastapi import Depends, FastAPI, Header, HTTPException, Request
@@ -35,7 +33,6 @@ from chronicle.runtime.app.resume import submit
 from chronicle.runtime.app.specs import resolve_workspace
 from chronicle.runtime.app.worker import Overrides, Worker, WorkerOptions
 from chronicle.runtime.environment import environment
-from chronicle.runtime.live_from_log import LiveFromLog
 from chronicle.runtime.loop import LoopOptions
 from chronicle.runtime.off_loop import off_the_loop
 from chronicle.runtime.settings import SettingsError
@@ -57,6 +54,7 @@ from .bodies import (
 )
 from .body_limit import BodyLimit
 from .channels import ChannelConfig, ChannelError, Coalescer, load_channels
+from .event_stream import event_stream
 from .outbox import Outbox, post
 from .routing import Router, sender_spec
 from .server_config import ServerConfig, refused_settings
@@ -64,8 +62,6 @@ from .server_notes import hook_notes, input_notes, notes_of
 
 log = logging.getLogger("chronicle.server")
 
-#: Seconds between looks at the log while a stream waits for the next event.
-STREAM_POLL_S = 0.2
 #: Seconds a stopping server gives its worker to finish the turns in hand; a turn still running
 #: after that is left to recovery (its lease runs out and another worker resumes it).
 WORKER_DRAIN_S = 30
@@ -361,7 +357,7 @@ def _serving(config: ServerConfig, chronicle: Chronicle) -> FastAPI:
             sid = await off_the_loop(queries.session_id, chronicle.store, session_id)
         start = after if after is not None else _position(last_event_id)
         stopping = getattr(request.app.state, "stopping", None) or (lambda: False)  # set by `chronicle serve`
-        stream = _event_stream(chronicle, str(sid), start, follow, request.is_disconnected, stopping)
+        stream = event_stream(chronicle, str(sid), start, follow, request.is_disconnected, stopping)
         return StreamingResponse(stream, media_type="text/event-stream",
                                  headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
 
@@ -446,66 +442,6 @@ class _errors:
         if isinstance(exc, ForgottenContent):  # forgotten by another process since this server read it
             raise ChronicleError(str(exc), 1) from None
         return False
-
-
-async def _event_stream(chronicle: Chronicle, sid: str, after: int, follow: bool,
-                        disconnected: Callable[[], Any], stopping: Callable[[], bool]) -> AsyncIterator[bytes]:
-    """SSE of the session's live events after log position `after`; ends after an `agent_end`
-    when nothing more is queued or running, at once (after the past) when `follow` is off, and
-    when the server is stopping (a server waits for its open requests before it stops).
-
-    Every store read runs off the event loop, which serves every other request and, with the
-    worker on, runs turns: a read waiting on the database (an outage being retried for seconds)
-    must not hold them. The log is read on from where the last read ended (`LogTail`), so each
-    new event costs the stream that event, not the whole session again."""
-    store = chronicle.store
-    session = await off_the_loop(store.session, UUID(sid))
-    spec = session.spec
-    derive = LiveFromLog(sid, spec.name, spec.depth, str(session.parent_session_id) if session.parent_session_id else None,
-                         str(session.parent_tool_call_id) if session.parent_tool_call_id else None, prefix=spec.prefix)
-    tail = await off_the_loop(queries.LogTail, store, sid)
-    seen_head = -1
-    ended_at = 0
-    late: list[dict[str, Any]] = []  # read after the session looked finished: streamed first
-    while True:
-        head = await off_the_loop(store.max_position)
-        if head != seen_head or late:
-            seen_head = head
-            entries = late + await off_the_loop(tail.read)
-            late = []
-            items = [item for item in derive.feed(entries) if item.position > after]
-            for index, item in enumerate(items):
-                # One log event may give several live events (agent_start, turn_start, status_change):
-                # only the last of them carries the position as its id, so a client that drops in
-                # between resumes from the position before and is sent the whole group again.
-                last_of_position = index + 1 == len(items) or items[index + 1].position != item.position
-                event_id = f"id: {item.position}\n" if last_of_position else ""
-                yield f"{event_id}data: {json.dumps(item.json_line(), ensure_ascii=False)}\n\n".encode()
-                if item.event.type == "agent_end":
-                    ended_at = item.position
-                # A write does not yield to the event loop: without this, a client that left during
-                # a long replay was written to for every event left in the batch, dead, with a
-                # warning from asyncio for each, while every other request waited. Here the loop
-                # learns of the lost connection, and the response stops this stream.
-                await asyncio.sleep(0)
-            after = max(after, entries[-1]["position"] if entries else after)
-        if not follow:
-            return
-        current = await off_the_loop(_current_session, store, UUID(sid))
-        if ended_at and current.active_turn_id is None and not current.queue:
-            # The session is read after its entries, and turns run beside this stream: it may have
-            # finished a turn whose last events were not streamed yet. End only if none came since.
-            late = await off_the_loop(tail.read)
-            if not late:
-                return
-            continue
-        if stopping() or await disconnected():
-            return
-        await asyncio.sleep(STREAM_POLL_S)
-
-
-def _current_session(store: Any, sid: UUID) -> Any:
-    return store.session(sid, copy=False)  # only read
 
 
 def _run_worker(worker: Worker) -> None:
