@@ -415,12 +415,12 @@ def audit(store: ChronicleStore, session: str | UUID | None = None, tool: str | 
           since: str | None = None, limit: int | None = None) -> list[dict[str, Any]]:
     """`audit --json`: every decision in commit order, filtered. `since` as `--since` takes it."""
     since_text = parse_since(since) if since else None
-    from chronicle.projections import audit as audit_projection  # `log` and `sessions` need none of the audit's events
+    from chronicle.projections import audit_queries  # `log` and `sessions` need none of the audit's reads
 
     from ..read_models import caught_up
 
     sid = str(session_id(store, session)) if session else None
     engine = caught_up(store)
     with engine.read() as tx:
-        rows = audit_projection.query(tx, session=sid, tool=tool, errors=errors, since=since_text, limit=limit)
+        rows = audit_queries.query(tx, session=sid, tool=tool, errors=errors, since=since_text, limit=limit)
     return [audit_entry(r) for r in rows]

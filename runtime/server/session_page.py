@@ -22,7 +22,7 @@ from uuid import UUID
 from chronicle.domain.session import Session
 from chronicle.domain.tool_call import ToolCall
 from chronicle.domain.turn import Turn
-from chronicle.projections import audit as audit_projection
+from chronicle.projections import audit_queries
 from chronicle.projections.cost import CostReport, call_costs
 from chronicle.projections.summaries import summaries
 from chronicle.runtime.app import queries
@@ -66,8 +66,8 @@ def build(store: ChronicleStore, sid: UUID, at: int | None, every_turn: bool = F
     owners = sorted({str(t.session_id) for t in turns} | {str(sid)})
     engine = caught_up(store)
     with engine.read() as tx:
-        trail = audit_projection.for_sessions_turns(tx, owners, [str(t.id) for t in turns])
-        decisions = [queries.audit_entry(r) for r in audit_projection.newest(tx, str(sid), DECISION_KINDS, 50)]
+        trail = audit_queries.for_sessions_turns(tx, owners, [str(t.id) for t in turns])
+        decisions = [queries.audit_entry(r) for r in audit_queries.newest(tx, str(sid), DECISION_KINDS, 50)]
         report = CostReport(tx)
         by_model = [r for r in CostReport(tx, by="model").for_session(str(sid)) if r.get("scope") == "total"]
         costs = call_costs(tx, str(sid))
