@@ -18,7 +18,7 @@ from chronicle.domain.notes import NoteBoard
 from chronicle.domain.session import Session
 
 from .agents.tree import lineage
-from .store import ChronicleStore
+from .store import ChronicleStore, NotFound
 
 #: Tries at a write that keeps meeting another writer's.
 ATTEMPTS = 20
@@ -30,14 +30,13 @@ def board_of(store: ChronicleStore, session: Session) -> UUID:
 
 
 def read_board(store: ChronicleStore, board_id: UUID) -> NoteBoard | None:
-    """The board as it is now; None before its first write."""
+    """The board as it is now (a copy the caller may change); None before its first write. Read as the store reads
+    its other aggregates, so an erased tree's board is ForgottenSession and a damaged row names itself."""
     try:
-        board: Any = store.repository.get(board_id)
-    except Exception as exc:  # noqa: BLE001 - only "nothing recorded yet" is None; the rest is the store's error
-        if type(exc).__name__ == "AggregateNotFoundError":
-            return None
-        raise
-    return board if isinstance(board, NoteBoard) else None
+        board: NoteBoard = store._get(board_id, NoteBoard)
+    except NotFound:
+        return None
+    return board
 
 
 def change_board(store: ChronicleStore, session: Session, change: Callable[[NoteBoard], None], now: datetime) -> NoteBoard:
