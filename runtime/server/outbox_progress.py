@@ -18,6 +18,7 @@ from datetime import datetime
 from typing import Any
 
 from chronicle.runtime.clock import SYSTEM_CLOCK
+from chronicle.runtime.redaction import redact_secrets
 
 
 @dataclass(frozen=True)
@@ -43,7 +44,7 @@ class OutboxProgress:
             self._looked = Looked(self._looked.passes + 1, position, SYSTEM_CLOCK.now(), None)
 
     def failed(self, exc: BaseException) -> None:
-        said = (str(exc).strip().splitlines() or [""])[0]
+        said = redact_secrets((str(exc).strip().splitlines() or [""])[0])  # a receiver's or the store's words: no secret
         with self._lock:
             self._looked = Looked(self._looked.passes, self._looked.position, self._looked.at,
                                   f"{type(exc).__name__}: {said}" if said else type(exc).__name__)
