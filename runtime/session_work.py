@@ -6,6 +6,8 @@ so none has to import another to know whether a session needs work.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from chronicle.domain.session import Session
 from chronicle.domain.tool_call import ToolCall
 
@@ -33,6 +35,10 @@ def waiting_for_person(store: ChronicleStore, session: Session) -> list[ToolCall
     return [c for c in pending if c.asked_by_hook or policy.decide(c.name) is None]
 
 
+#: needs_work's reason for a session that owes only the file writes of an interrupted undo/redo --files.
+FILES_OWED = "files_owed"
+
+
 def needs_work(store: ChronicleStore, session: Session, auto_approve: bool = False) -> str | None:
     """Why the session should be advanced now, or None. A turn paused for approval needs work when --yes
     (`auto_approve`) or the recorded approval policy can decide every call it waits for."""
@@ -46,4 +52,9 @@ def needs_work(store: ChronicleStore, session: Session, auto_approve: bool = Fal
         return "in_flight"
     if session.queue:
         return "queued"
+    owed = getattr(session, "files_owed", None)
+    if owed and Path(owed.get("workspace") or ".").is_dir():
+        # An interrupted undo/redo --files: a worker finishes the writes (advance_session) though no turn is due.
+        # One whose workspace is gone is left to `resume` and `doctor`, which say so, rather than retried each poll.
+        return FILES_OWED
     return None

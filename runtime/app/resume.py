@@ -18,7 +18,7 @@ from ..agents.registry import AgentRegistry
 from ..leases import DEFAULT_LEASE_S, current_lease
 from ..live import AgentEnd, AgentStart, Broker
 from ..loop import TurnOutcome
-from ..session_work import needs_work, pending_approvals, waiting_for_person
+from ..session_work import FILES_OWED, needs_work, pending_approvals, waiting_for_person
 from ..sessions import start_session, submit_input
 from ..settings import LimitFlags, SettingsError, load_settings
 from ..store import ChronicleStore
@@ -98,8 +98,8 @@ def census(store: ChronicleStore, auto_approve: bool = False) -> Census:
             found.owing.append(session.id)
         if session.parent_session_id is not None:
             continue
-        if needs_work(store, session, auto_approve) is not None and cancelled_before_start(store, session) is None:
-            found.needing_work.append(session.id)
+        if needs_work(store, session, auto_approve) not in (None, FILES_OWED) and cancelled_before_start(store, session) is None:
+            found.needing_work.append(session.id)  # the files owed alone are finished before any session is resumed
         if not auto_approve and session.active_turn_id is not None and (waiting := waiting_for_person(store, session)):
             found.paused.append(AwaitingApproval(session.id, waiting))
     return found

@@ -104,3 +104,18 @@ def test_run_on_the_session_finishes_the_owed_files_before_its_turn_from_the_cli
     assert any("finished the files" in note for note in result.notes), result.notes
     assert any("finished the files" in str(w.message) for w in warned)
     assert (other_workspace / "win.txt").read_bytes() == b"one\ntwo\n" and owed(db_url, other) is None
+
+
+def test_the_worker_finishes_the_owed_files_of_a_session_with_nothing_else_to_do(db_url, tmp_path):
+    """An idle session that owes only the writes of an interrupted undo --files is work for a worker: the files are
+    put back and recorded, no turn runs. (It was left for `resume` or `doctor --repair` to notice.)"""
+    workspace, sid = interrupted_undo(db_url, tmp_path)
+    said: list[str] = []
+    with Chronicle(db_url) as app:
+        done = app.work(once=True, log=said.append)
+    assert done == []  # no turn ran
+    assert (workspace / "win.txt").read_bytes() == b"one\ntwo\n" and not (workspace / "new.txt").exists()
+    assert owed(db_url, sid) is None and len(session_events(db_url, sid, "FilesRestored")) == 1
+    assert any("finished the files of an interrupted undo --files" in line for line in said), said
+    again = cli("resume", "--all", db=db_url)  # nothing left: resume --all says so, not a line per finished session
+    assert again.returncode == 0 and "no session has a turn in flight or a queued input" in again.stdout + again.stderr
