@@ -272,6 +272,10 @@ def _serving(config: ServerConfig, chronicle: Chronicle) -> FastAPI:
     def export(session_id: str) -> dict[str, Any]:
         return chronicle.export(session_id)
 
+    @app.get("/sessions/{session_id}/notes")
+    def notes(session_id: str) -> list[dict[str, Any]]:
+        return chronicle.notes(session_id)
+
     @app.get("/sessions/{session_id}/cost")
     def cost(session_id: str, by: str | None = None) -> list[dict[str, Any]]:
         return chronicle.cost(session_id, by=by)

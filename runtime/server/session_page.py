@@ -26,6 +26,7 @@ from chronicle.projections import audit_queries
 from chronicle.projections.cost import CostReport, call_costs
 from chronicle.projections.summaries import summaries
 from chronicle.runtime.app import queries
+from chronicle.runtime.notes import note_rows
 from chronicle.runtime.read_models import caught_up
 from chronicle.runtime.store import ChronicleStore
 from chronicle.runtime.timetravel import inherited_turns
@@ -89,6 +90,7 @@ def build(store: ChronicleStore, sid: UUID, at: int | None, every_turn: bool = F
         "earlier": start - 1 if start > 1 else None,
         "later": min(total, end + TURNS_SHOWN) if end < total else None,
         "pending": _pending(store, session), "decisions": decisions, "cost_svg": _cost_svg(costs),
+        "notes": note_rows(store, sid),
         "by_model": by_model, "children": children, "log_rows": _timeline(store, session, turns, calls),
         "head": store.max_position(),
         "live": row["status"] in ("busy", "queued", "running", "awaiting_approval") or bool(row.get("queued")),

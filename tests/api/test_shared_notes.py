@@ -137,3 +137,17 @@ def test_the_notes_travel_with_an_exported_session_and_verify_checks_them(db_url
     imported = cli("import", str(bundle), db=elsewhere)
     assert imported.returncode == 0, imported.stderr
     assert [(r["name"], r["text"]) for r in json_lines(cli("notes", sid, "--json", db=elsewhere).stdout)] == [("plan", "carried along")]
+
+
+def test_the_server_serves_the_notes_and_the_session_page_shows_them_escaped(db_url, workspace, tmp_path):
+    import httpx
+
+    from tests.server.serving import serving
+
+    sid = run(db_url, workspace, tmp_path, [response(use("w", "write_note", name="plan", text="<b>bold</b> plan")),
+                                            response(text("ok"))])
+    with serving(db_url, workspace) as base:
+        rows = httpx.get(f"{base}/sessions/{sid}/notes").json()
+        assert [(r["name"], r["text"]) for r in rows] == [("plan", "<b>bold</b> plan")]
+        page = httpx.get(f"{base}/ui/sessions/{sid}").text
+        assert 'id="notes"' in page and "&lt;b&gt;bold&lt;/b&gt; plan" in page and "<b>bold</b>" not in page
