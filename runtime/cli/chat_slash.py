@@ -34,6 +34,7 @@ HELP = [
     ("/stop, /interrupt", "cancel the running turn (typed while it runs; Ctrl-C too), recorded as a cancel with who asked"),
     ("/heartbeat", "run the workspace's heartbeat routine now (a \\[routines.NAME] table with heartbeat = true in chronicle.toml)"),
     ("/summary", "the session's title and its compaction summary, if it has them"),
+    ("/notes", "the shared notes this session's agents left each other (write_note), as last written"),
     ("/clear", "same as /new: a new empty thread; nothing is erased (the log keeps every turn)"),
     ("/version", "the installed Chronicle version"),
     ("/ping", "check that the event store answers, and how fast"),
@@ -341,6 +342,19 @@ def summary(chat: Any, arg: str) -> None:
         chat.console.print("[dim](no summary yet: /compact summarises older turns)[/]")
 
 
+def notes(chat: Any, arg: str) -> None:
+    from chronicle.runtime.notes import note_rows
+
+    rows = note_rows(chat.store, chat.session_id)
+    if not rows:
+        chat.console.print("no notes yet: an agent whose tools include write_note leaves them (see `chronicle notes --help`)")
+        return
+    for row in rows:
+        chat.console.print(f"[bold]{escape(row['name'])}[/] [dim]{row['written_at'][:19].replace('T', ' ')}, "
+                           f"session {row['session_id'][:8]}[/]")
+        chat.console.print(escape(printable(row["text"])), soft_wrap=True)
+
+
 def version(chat: Any, arg: str) -> None:
     from .entry import version_text
 
@@ -369,7 +383,7 @@ COMMANDS: dict[str, Callable[[Any, str], str | None]] = {
     "/compact": compact, "/cost": cost, "/why": why, "/tools": tools, "/skills": skills, "/progress": progress,
     "/job": job, "/jobs": list_jobs, "/list": list_jobs, "/cancel": cancel_job,
     "/status": status, "/model": model, "/stop": stop, "/interrupt": stop, "/heartbeat": heartbeat,
-    "/summary": summary, "/summarize": summary, "/clear": new_thread, "/version": version, "/ping": ping,
+    "/summary": summary, "/summarize": summary, "/notes": notes, "/clear": new_thread, "/version": version, "/ping": ping,
     "/help": show_help, "/?": show_help, "/quit": quit_chat, "/exit": quit_chat,
 }
 

@@ -151,3 +151,15 @@ def test_the_server_serves_the_notes_and_the_session_page_shows_them_escaped(db_
         assert [(r["name"], r["text"]) for r in rows] == [("plan", "<b>bold</b> plan")]
         page = httpx.get(f"{base}/ui/sessions/{sid}").text
         assert 'id="notes"' in page and "&lt;b&gt;bold&lt;/b&gt; plan" in page and "<b>bold</b>" not in page
+
+
+def test_chat_shows_the_notes_with_a_slash_command(sqlite_url, workspace, tmp_path):
+    (workspace / "chronicle.toml").write_text(REGISTRY, encoding="utf-8")
+    script = write_script(tmp_path / "s.json", [[response(use("w", "write_note", name="plan", text="first the tests")),
+                                                 response(text("noted"))]])
+    before = cli("chat", "--provider", f"scripted:{script}", "--workspace", str(workspace), db=sqlite_url, input="/notes\n/quit\n")
+    assert before.returncode == 0 and "no notes yet" in before.stdout, before.stdout + before.stderr
+    done = cli("chat", "--provider", f"scripted:{script}", "--workspace", str(workspace), db=sqlite_url,
+               input="plan it\n/notes\n/quit\n")
+    assert done.returncode == 0, done.stderr
+    assert "plan" in done.stdout and "first the tests" in done.stdout and "Traceback" not in done.stdout + done.stderr
