@@ -13,7 +13,8 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 from uuid import UUID
 
-from chronicle.domain.ids import board_index_id, tool_call_ids
+from chronicle.domain.ids import board_index_id, notes_board_id, tool_call_ids
+from chronicle.domain.notes import NoteBoard
 from chronicle.domain.session import Session
 from chronicle.domain.task_board import DelegatedTask
 from chronicle.domain.tool_call import ToolCall
@@ -33,7 +34,7 @@ from .session_listing import tree_order as tree_order  # the viewer and the CLI 
 # (every projection and the price table) and the domain's content models: both import pydantic,
 # which `log` otherwise never needs.
 
-AGGREGATE_KINDS: dict[type, str] = {Session: "session", Turn: "turn", ToolCall: "tool_call", DelegatedTask: "task"}
+AGGREGATE_KINDS: dict[type, str] = {Session: "session", Turn: "turn", ToolCall: "tool_call", DelegatedTask: "task", NoteBoard: "notes"}
 SKIP_FIELDS = {"originator_id", "originator_version", "timestamp", "originator_topic"}
 RELATIVE = re.compile(r"^(\d+)([smhd])$")
 UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
@@ -106,7 +107,7 @@ def latest_repairs(store: ChronicleStore) -> dict[UUID, str]:
 
 
 def log(store: ChronicleStore, ref: str | UUID, tree: bool = False) -> list[dict[str, Any]]:
-    """Every stored event of the session, its turns and tool calls, and its board's tasks, in commit
+    """Every stored event of the session, its turns and tool calls, its board's tasks and its tree's notes, in commit
     order (`log --json`).
 
     With `tree`, its sub-agents' events too, interleaved by position, each entry saying whose
@@ -174,7 +175,10 @@ class LogTail:
                 if isinstance(turn, Turn):
                     calls.update(dict.fromkeys(tool_call_ids(turn_id, turn.steps), owner))
         self._replay(calls, bounds, entries, from_turn)
-        self._replay(self._tasks(members), bounds, entries, from_turn)
+        # The tasks, and the tree's shared notes (its top-level session's board), in one read.
+        root = members[0][0]
+        notes = {notes_board_id(root.id): members[0][1]} if root.parent_session_id is None else {}
+        self._replay({**self._tasks(members), **notes}, bounds, entries, from_turn)
         entries.sort(key=lambda entry: entry["position"])
         self.after = head
         # A completed call's output is stored by its turn, in the same commit: filled in once read.

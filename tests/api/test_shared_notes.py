@@ -94,6 +94,10 @@ def test_a_parent_and_its_sub_agent_share_notes_and_each_write_names_who_wrote_i
         assert app.notes(sid) == rows
     table = cli("notes", sid, db=db_url)
     assert table.returncode == 0 and "findings" in table.stdout and "rate-limited" in table.stdout
+    # The log shows each write, as the session's (the board is its tree's top-level session's)
+    logged = [(e["event"], e["data"].get("name")) for e in json_lines(cli("log", sid, "--json", db=db_url).stdout)
+              if e["aggregate"] == "notes"]
+    assert logged == [("Opened", None), ("Written", "plan"), ("Written", "findings"), ("Written", "findings"), ("Deleted", "plan")]
 
 
 def test_a_bad_note_request_is_the_tool_s_error_and_the_turn_goes_on(db_url, workspace, tmp_path):
