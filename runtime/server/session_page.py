@@ -86,6 +86,8 @@ def build(store: ChronicleStore, sid: UUID, at: int | None, every_turn: bool = F
         view.counted = counted.get(turn.id, view.number)
     return {
         "row": row, "at": at if at is None else end, "total_turns": total, "first_shown": start, "last_shown": end,
+        # `fork --at` counts turns as the CLI does (undone ones included), not by their place on the branch
+        "last_counted": views[-1].counted if views else None,
         "turns": views, "turn_nav": _turn_nav(start, end, total), "page_size": TURNS_SHOWN,
         "earlier": start - 1 if start > 1 else None,
         "later": min(total, end + TURNS_SHOWN) if end < total else None,

@@ -99,6 +99,8 @@ def test_after_an_undo_the_why_links_name_each_call_by_the_turn_history_and_audi
         assert f'href="/ui/sessions/{sid}/why?call=tu_c&amp;turn=3"' in page
         # Each turn is headed by the number the CLI gives it (history --at, audit, why), its branch place beside it.
         assert "turn 3 (its place on this branch: 2;" in page and "turn 1 · " in page
+        # Its Fork button forks at that turn as `fork --at` counts it (it sent the branch place, 2: the undone turn)
+        assert """data-body='{"at": 3}'""" in page and "Fork at turn 3" in page
         latest = httpx.get(f"{base}/ui/sessions/{sid}/why", params={"call": "tu_c", "turn": 3})
         assert latest.status_code == 200 and "three" in latest.text and "undone since" not in latest.text
         assert f"/ui/sessions/{sid}?at=2#turn-2" in latest.text  # its place on the branch, for the session page
