@@ -37,7 +37,7 @@ from chronicle.runtime.project_files import for_subagent, with_project_files
 from chronicle.runtime.skills import SkillError, configured_dirs, with_skills
 from chronicle.runtime.skills import discover as discover_skills
 from chronicle.runtime.tools import BUILTIN_TOOLS, DEFAULT_TOOLS, READ_ONLY_TOOLS
-from chronicle.runtime.tools.editions import LIST_TASKS_EDITION, TOOL_EDITION
+from chronicle.runtime.tools.editions import COMPLETION_PROTOCOL_EDITION, LIST_TASKS_EDITION, TOOL_EDITION
 from chronicle.runtime.tools.notes import NOTES_TOOLS, notes_protocol
 from chronicle.runtime.validation import EXPECTED
 
@@ -48,6 +48,21 @@ DELEGATION_TOOLS = ("list_agents", "delegate")
 BOARD_TOOL = "list_tasks"
 COMPLETION_TOOL = "task_complete"
 ORCHESTRATION_NAMES = (*DELEGATION_TOOLS, BOARD_TOOL, COMPLETION_TOOL)
+
+#: Seed 004's `<completion_protocol>`: a sub-agent is told, in its recorded prompt, that the agent that delegated is
+#: waiting for one structured report, which task_complete makes (a final text is taken as a report only as a fallback,
+#: with a caveat saying so: runtime/agents/children.py).
+COMPLETION_PROTOCOL = (
+    "<completion_protocol>\n"
+    "You are a sub-agent: another agent delegated this task to you and is waiting for your report.\n"
+    "- When the task is done, or you find you cannot do it, call task_complete once, as your last action: status "
+    "completed or failed, a summary of what you found or did (or why it failed), the files you modified, the tests "
+    "or checks you ran and how they ended, and any caveats.\n"
+    "- Your turn ends with task_complete; do not end with a plain answer instead, and do not call it before the work "
+    "is done.\n"
+    "</completion_protocol>"
+)
+
 NAME_PATTERN = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,63}$")
 
 
@@ -217,6 +232,12 @@ def with_orchestration_tools(spec: AgentSpec) -> AgentSpec:
     return spec.model_copy(update={"tools": tuple(tools)})
 
 
+def completion_protocol(edition: int) -> str:
+    """What a new sub-agent of a session of this tool edition is told about task_complete: nothing before
+    COMPLETION_PROTOCOL_EDITION, so an older session's sub-agents are prompted as its release prompted them."""
+    return COMPLETION_PROTOCOL if edition >= COMPLETION_PROTOCOL_EDITION else ""
+
+
 def child_spec(parent: AgentSpec, definition: AgentSpec) -> AgentSpec:
     """A child one level down: the definition's own tools and limits, never a deeper limit than its parent's."""
     depth = parent.depth + 1
@@ -229,8 +250,10 @@ def child_spec(parent: AgentSpec, definition: AgentSpec) -> AgentSpec:
             # a sub-agent without a policy of its own decides as the agent that asked it
             "approvals": definition.approvals or parent.approvals,
             "project_files": for_subagent(parent), "aux_model": parent.aux_model, "tool_edition": parent.tool_edition,
-            # seed 004's <notes_protocol> for a sub-agent given the notes tools (its only preamble)
-            "preamble": "\n\n".join(p for p in (definition.preamble, notes_protocol(definition.tools)) if p),
+            # seed 004's <completion_protocol> (from its edition on) and <notes_protocol> (given the notes tools), in the
+            # seed's order, are a sub-agent's only preamble
+            "preamble": "\n\n".join(p for p in (completion_protocol(parent.tool_edition), definition.preamble,
+                                                 notes_protocol(definition.tools)) if p),
         }
     )
     return with_orchestration_tools(with_skills(spec, parent.skills))

@@ -21,11 +21,15 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 #: The edition a new session records.
-TOOL_EDITION = 3
+TOOL_EDITION = 4
 
 #: The first edition whose agents that may delegate get `list_tasks` (runtime/agents/registry.py): a session
 #: recorded before it keeps the tool list its spec recorded, and its new sub-agents get none either.
 LIST_TASKS_EDITION = 3
+
+#: The first edition whose new sub-agents' recorded prompts open with seed 004's `<completion_protocol>`
+#: (runtime/agents/registry.py `child_spec`): an older session's new sub-agents are prompted as its release did.
+COMPLETION_PROTOCOL_EDITION = 4
 
 #: What each edition changed, newest last.
 EDITIONS = {
@@ -33,6 +37,8 @@ EDITIONS = {
     2: "delegate's task items take an optional task_id (a task on the session's board, seed 004's ClaimTask)",
     3: "edition 2 + list_tasks (the session's task board, so the model can find the task ids delegate claims), "
        "offered with delegate; delegate's description and task_id point to it",
+    4: "edition 3's schemas; a new sub-agent's system prompt opens with <completion_protocol> (seed 004): "
+       "end the delegated task by calling task_complete",
 }
 
 

@@ -88,6 +88,10 @@ def test_a_parent_and_its_sub_agent_share_notes_and_each_write_names_who_wrote_i
                     {r["session_id"] for r in json_lines(cli("sessions", "--json", db=db_url).stdout)} - {sid}}
         assert "<notes_protocol>" in children["researcher"].system_prompt
         assert "<notes_protocol>" not in children["plain"].system_prompt  # no list_notes, no protocol
+        # seed 004's order: a sub-agent's <completion_protocol> before its <notes_protocol>; the top level has none
+        researcher = children["researcher"].system_prompt
+        assert researcher.index("<completion_protocol>") < researcher.index("<notes_protocol>")
+        assert "<completion_protocol>" in children["plain"].system_prompt and "<completion_protocol>" not in main_spec.system_prompt
     finally:
         store.close()
     with Chronicle(db_url) as app:

@@ -3,6 +3,7 @@ replay after the file changed, the off switches, and the refusals that record no
 
 from __future__ import annotations
 
+from chronicle.runtime.agents.registry import COMPLETION_PROTOCOL
 from tests.helpers import cli, json_lines, response, text, tool_use, write_script
 
 REGISTRY = """
@@ -17,7 +18,7 @@ def started_specs(db_url: str, sid: str, tree: bool = False) -> dict[str, dict]:
     return {r["data"]["spec"]["name"]: r["data"]["spec"] for r in rows if r["event"] == "Started" and r["data"].get("spec")}
 
 
-def test_a_sub_agent_gets_agents_md_and_tools_md_but_no_memory_and_no_preamble(db_url, workspace, tmp_path):
+def test_a_sub_agent_gets_agents_md_and_tools_md_but_no_memory_and_no_default_preamble(db_url, workspace, tmp_path):
     (workspace / "chronicle.toml").write_text(REGISTRY, encoding="utf-8")
     (workspace / "AGENTS.md").write_text("Cite file names.\n", encoding="utf-8")
     (workspace / "TOOLS.md").write_text("grep is fast.\n", encoding="utf-8")
@@ -33,7 +34,8 @@ def test_a_sub_agent_gets_agents_md_and_tools_md_but_no_memory_and_no_preamble(d
     main, child = specs["main"], specs["researcher"]
     assert [f["name"] for f in main["project_files"]] == ["AGENTS.md", "TOOLS.md"] and main["memory"] == "The user is called Ada."
     assert child["project_files"] == main["project_files"]
-    assert child["memory"] == "" and child["preamble"] == ""
+    # its preamble is seed 004's completion protocol alone: not the top level's default prompt (workspace, date, tools)
+    assert child["memory"] == "" and child["preamble"] == COMPLETION_PROTOCOL
 
 
 def test_replay_stays_identical_and_a_continued_session_keeps_the_text_after_agents_md_changes(db_url, workspace, tmp_path):

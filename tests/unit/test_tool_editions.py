@@ -25,7 +25,7 @@ FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 #: same digest as the code of commit cc3fc6f). A change to a built-in tool's description or input schema
 #: changes the newest digest: keep the old schema for the sessions that have it (`schema_for`), add an
 #: edition to runtime/tools/editions.py, and pin its digest here.
-PINNED = {1: "84c8c8e1d2dafa56", 2: "2b2b8f5a2e5e4d70", 3: "731d577563a4fa98"}
+PINNED = {1: "84c8c8e1d2dafa56", 2: "2b2b8f5a2e5e4d70", 3: "731d577563a4fa98", 4: "731d577563a4fa98"}
 
 
 def digest(edition: int) -> str:
@@ -139,3 +139,14 @@ def test_earlier_schemas_change_chronicles_own_tools_only(tmp_path):
     mine, list_dir = box.schemas_as(before_sandbox)
     assert mine == box.schemas()[0] and mine["description"].startswith("My own glob")
     assert list_dir["description"] == "List a directory in the workspace; directories end with '/'."
+
+
+def test_a_sub_agent_is_told_to_end_with_task_complete_from_edition_4_only():
+    """Seed 004's <completion_protocol> is recorded in a new sub-agent's prompt; an older session's new sub-agents
+    are prompted as its release prompted them."""
+    child = AgentSpec(name="counter", tools=("read_file",), instructions="Count the lines.")
+    prompts = {e: child_spec(AgentSpec(name="main", tools=("delegate",), max_depth=2, tool_edition=e), child).system_prompt
+               for e in (3, 4)}
+    assert "<completion_protocol>" not in prompts[3] and prompts[3].startswith("Count the lines.")
+    assert prompts[4].startswith("<completion_protocol>") and "task_complete" in prompts[4] and prompts[4].endswith("Count the lines.")
+    assert "<completion_protocol>" not in AgentRegistry(agents=(child,)).main_spec("p", "m", "/w").system_prompt
