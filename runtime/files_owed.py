@@ -16,7 +16,7 @@ from typing import Any
 from uuid import UUID
 
 from .clock import SYSTEM_CLOCK, Clock
-from .leases import DEFAULT_LEASE_S, acquire, current_lease, holder_name, release
+from .leases import DEFAULT_LEASE_S, LeaseKeeper, current_lease, holder_name, holding
 from .store import ChronicleStore
 from .timetravel import TimeTravelError
 from .tools.base import ToolError
@@ -98,30 +98,44 @@ def _settle(sandbox: Sandbox, item: FileRestore, kind: str) -> Path | None:
 
 
 def finish_owed(store: ChronicleStore, session_id: UUID, clock: Clock = SYSTEM_CLOCK, holder: str | None = None,
-                held: bool = False) -> OwedFinished | OwedHeld | None:
+                held: bool = False, lease_s: float = DEFAULT_LEASE_S) -> OwedFinished | OwedHeld | None:
     """Write the files the session's last undo/redo --files still owes and record it; None if nothing is owed.
 
     Under the session's lease (runtime/leases.py), as `holder` (default: this process): resume, doctor --repair,
     the next undo/redo and workers may all find the debt at once, and two writing the same files could record as
-    refused a file the other had just put back. If another process holds it, OwedHeld and nothing is done.
-    `held`: the caller holds the lease already (a worker advancing the session)."""
+    refused a file the other had just put back. If another process holds it, OwedHeld and nothing is done. The
+    lease is renewed while the files are written (a restore of many large files may outlast it); one lost by then
+    (refused at a renewal) is OwedHeld too, with nothing written or recorded after the loss was seen.
+    `held`: the caller holds the lease already (a worker advancing the session, which renews it)."""
     owed: dict[str, Any] | None = store.session(session_id).files_owed
     if not owed:
         return None
     if held:
         return _finish(store, session_id, owed, clock)
     who = holder or holder_name()
-    if not acquire(store, session_id, who, DEFAULT_LEASE_S, clock):
-        lease = current_lease(store, session_id)
-        return OwedHeld(session_id, str(owed["kind"]), lease.holder if lease and lease.holder else "another process")
-    try:
+    with holding(store, session_id, who, lease_s, clock) as keeper:
+        if keeper is None:
+            return _held_by(store, session_id, str(owed["kind"]))
         owed = store.session(session_id).files_owed  # read again under the lease: the last holder may have finished
-        return _finish(store, session_id, owed, clock) if owed else None
-    finally:
-        release(store, session_id, who, clock)
+        if not owed:
+            return None
+        try:
+            return _finish(store, session_id, owed, clock, keeper)
+        except _LeaseLost:
+            return _held_by(store, session_id, str(owed["kind"]))
 
 
-def _finish(store: ChronicleStore, session_id: UUID, owed: dict[str, Any], clock: Clock) -> OwedFinished | None:
+def _held_by(store: ChronicleStore, session_id: UUID, kind: str) -> OwedHeld:
+    lease = current_lease(store, session_id)
+    return OwedHeld(session_id, kind, lease.holder if lease and lease.holder else "another process")
+
+
+class _LeaseLost(Exception):
+    """A renewal of the lease was refused while the files were being written: another process took the session."""
+
+
+def _finish(store: ChronicleStore, session_id: UUID, owed: dict[str, Any], clock: Clock,
+            keeper: LeaseKeeper | None = None) -> OwedFinished | None:
     kind, turn_ids = owed["kind"], [UUID(str(t)) for t in owed["turn_ids"]]
     root = Path(owed["workspace"] or ".")
     if not root.is_dir():
@@ -131,6 +145,8 @@ def _finish(store: ChronicleStore, session_id: UUID, owed: dict[str, Any], clock
     sandbox = Sandbox.of(root, store.url)
     targets = [(target, item) for item in plan if (target := _settle(sandbox, item, kind)) is not None]
     test_halt_before_file_writes()
+    if keeper is not None and not keeper.confirm():
+        raise _LeaseLost
     if kind == "undo":
         write_restored(root, plan, targets, store_url=store.url)
         rows = restored_rows(plan)
@@ -139,6 +155,8 @@ def _finish(store: ChronicleStore, session_id: UUID, owed: dict[str, Any], clock
         rows = reapplied_rows(plan)
 
     def record(s: Any) -> None:
+        if keeper is not None and keeper.lost:
+            raise _LeaseLost
         if s.files_owed != owed:
             raise _Settled
         if kind == "undo":

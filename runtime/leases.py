@@ -18,7 +18,7 @@ import os
 import socket
 import threading
 from datetime import timedelta
-from typing import Any, AsyncIterator
+from typing import Any, AsyncIterator, Iterator
 from uuid import UUID, uuid4
 
 from eventsourcing.application import AggregateNotFoundError
@@ -131,6 +131,13 @@ class LeaseKeeper:
         with self.writing:
             return renew(self.store, self.session_id, self.holder, self.ttl_s, self.clock)
 
+    def confirm(self) -> bool:
+        """Renew now, before work another holder must not overlap (files about to be written): False, and `lost`,
+        if the lease has gone to someone else since it was last renewed."""
+        if not self.lost and not self._renew():
+            self.lost = True
+        return not self.lost
+
     async def _renew_forever(self) -> None:
         while True:
             await asyncio.sleep(self.ttl_s / 3)
@@ -161,3 +168,36 @@ async def leased(store: ChronicleStore, session_id: UUID, holder: str, ttl_s: fl
         if not keeper.store_lost:
             with keeper.writing:
                 release(store, session_id, holder, clock)
+
+
+@contextlib.contextmanager
+def holding(store: ChronicleStore, session_id: UUID, holder: str, ttl_s: float = DEFAULT_LEASE_S,
+            clock: Clock = SYSTEM_CLOCK) -> Iterator[LeaseKeeper | None]:
+    """`leased` for code that is not async (resume's and doctor's file writes): the lease is renewed every third
+    of its lifetime on a thread of its own while the block runs, so work longer than the lease (a large undo
+    --files) is not taken over halfway by a worker that saw the lease run out. `keeper.lost` turns true if a
+    renewal is refused: the block checks it before it records what it did. None if another holder has it."""
+    if not acquire(store, session_id, holder, ttl_s, clock):
+        yield None
+        return
+    keeper = LeaseKeeper(store, session_id, holder, ttl_s, clock)
+    done = threading.Event()
+
+    def renew_until_done() -> None:
+        while not done.wait(ttl_s / 3):
+            try:
+                if not keeper._renew():
+                    keeper.lost = True
+                    return
+            except PersistenceError:
+                continue  # the store is away; the next attempt may reach it before the lease runs out
+
+    thread = threading.Thread(target=renew_until_done, name=f"lease-{session_id.hex[:8]}", daemon=True)
+    thread.start()
+    try:
+        yield keeper
+    finally:
+        done.set()
+        thread.join()
+        with keeper.writing:
+            release(store, session_id, holder, clock)

@@ -9,8 +9,11 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
+import threading
+import time
 import warnings
 from contextlib import closing
 from uuid import UUID
@@ -119,3 +122,74 @@ def test_the_worker_finishes_the_owed_files_of_a_session_with_nothing_else_to_do
     assert any("finished the files of an interrupted undo --files" in line for line in said), said
     again = cli("resume", "--all", db=db_url)  # nothing left: resume --all says so, not a line per finished session
     assert again.returncode == 0 and "no session has a turn in flight or a queued input" in again.stdout + again.stderr
+
+
+def finishing_in_a_thread(db_url: str, sid: str, holder: str, lease_s: float):
+    """finish_owed on a thread of this process, as resume runs it, stopped at the gate before its writes."""
+    from chronicle.runtime.files_owed import finish_owed
+
+    outcome: dict[str, object] = {}
+
+    def finish() -> None:
+        with closing(ChronicleStore(db_url)) as store:
+            try:
+                outcome["done"] = finish_owed(store, UUID(sid), holder=holder, lease_s=lease_s)
+            except BaseException as exc:  # said by the test, not lost on the thread
+                outcome["error"] = exc
+
+    thread = threading.Thread(target=finish, daemon=True)
+    thread.start()
+    return thread, outcome
+
+
+def test_a_finisher_slower_than_its_lease_keeps_the_session(db_url, tmp_path, monkeypatch):
+    """A restore that outlasts the lease (many large files) renews it while it writes: another process finds the
+    session held all along, not free halfway through. The lease here is 0.6 s and the finisher is held at the gate
+    for over three of them."""
+    from chronicle.runtime.files_owed import OwedFinished
+    from chronicle.runtime.leases import acquire
+
+    workspace, sid = interrupted_undo(db_url, tmp_path)
+    gate = tmp_path / "finisher-gate"
+    monkeypatch.setenv(TEST_HALT_ENV, str(gate))
+    thread, outcome = finishing_in_a_thread(db_url, sid, "elsewhere:1:slow", lease_s=0.6)
+    try:
+        wait_for(lambda: gate.exists() or not thread.is_alive(), timeout=60)
+        assert thread.is_alive(), outcome
+        time.sleep(2.0)  # the work outlasting the lease is what is tested: three lifetimes and more
+        with closing(ChronicleStore(db_url)) as store:
+            assert not acquire(store, UUID(sid), "elsewhere:2:other", 30.0), "the lease ran out while the files were written"
+    finally:
+        gate.unlink(missing_ok=True)
+        thread.join(timeout=60)
+    assert "error" not in outcome, outcome
+    assert isinstance(outcome["done"], OwedFinished)
+    assert (workspace / "win.txt").read_bytes() == b"one\ntwo\n" and owed(db_url, sid) is None
+
+
+def test_a_finisher_whose_lease_was_taken_over_writes_and_records_nothing(db_url, tmp_path, monkeypatch):
+    """A lease that went to another process while the finisher waited (here: its holder's process is dead, so the
+    next one may take it at once) is confirmed before any file is written: the finisher says who holds it and
+    leaves the files and the debt to them."""
+    from chronicle.runtime.files_owed import OwedHeld
+    from chronicle.runtime.leases import acquire
+
+    workspace, sid = interrupted_undo(db_url, tmp_path)
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    gate = tmp_path / "finisher-gate"
+    monkeypatch.setenv(TEST_HALT_ENV, str(gate))
+    thread, outcome = finishing_in_a_thread(db_url, sid, f"{socket.gethostname()}:{gone.pid}:dead", lease_s=30.0)
+    try:
+        wait_for(lambda: gate.exists() or not thread.is_alive(), timeout=60)
+        assert thread.is_alive(), outcome
+        with closing(ChronicleStore(db_url)) as store:
+            assert acquire(store, UUID(sid), "elsewhere:3:taker", 30.0)
+    finally:
+        gate.unlink(missing_ok=True)
+        thread.join(timeout=60)
+    assert "error" not in outcome, outcome
+    held = outcome["done"]
+    assert isinstance(held, OwedHeld) and held.holder == "elsewhere:3:taker", held
+    assert (workspace / "win.txt").read_bytes() == b"uno\ndos\n" and (workspace / "new.txt").exists()  # untouched
+    assert session_events(db_url, sid, "FilesRestored") == [] and owed(db_url, sid) is not None
