@@ -81,11 +81,11 @@ def test_a_state_rewritten_as_sqlite_text_is_an_edit_that_verify_doctor_and_read
 # -- 2. an event that does not decode, read by `log` and the others ------------------------------
 
 def _damage_event(tamper: Tamper, position: int) -> None:
-    """One byte in the middle of the stored (compressed) state replaced, as a hand edit would."""
-    tamper.run(f"UPDATE {tamper.events} SET state = "
-               + ("cast(substr(state, 1, 40) || x'41' || substr(state, 42) AS blob)" if tamper.sqlite
-                  else "overlay(state PLACING '\\x41'::bytea FROM 41)")
-               + f" WHERE {tamper.pos} = %s", (position,))
+    """One byte in the middle of the stored (compressed) state replaced, as a hand edit would: by one it is not (an
+    'A' written over an 'A' left the event whole now and then, and the readers rightly read it)."""
+    state = tamper.event(position)[3]
+    tamper.set_state(position, state[:40] + bytes([state[40] ^ 0x5A]) + state[41:])
+    assert tamper.event(position)[3] != state
 
 
 def test_an_event_that_does_not_decode_is_named_as_itself_by_log_and_the_other_readers(db_url, workspace, tmp_path):
