@@ -96,13 +96,17 @@ class AgentSpec(BaseModel):
     #: Seed 004's display prefix (an emoji and label, e.g. "🔎 research") that run, chat and the live events show for
     #: this agent; "" shows DEFAULT_PREFIX. Display only: never in what the model is sent. Left out of the dump when empty.
     prefix: str = ""
+    #: Seed 004's instance name of a sub-agent (`researcher-parsing-2`, domain/instance_names.py), given when it is
+    #: spawned; "" for a top-level session and for sub-agents recorded before it (their name is their agent's).
+    #: Display only: never in what the model is sent. Left out of the dump when empty.
+    instance: str = ""
 
     @model_serializer(mode="wrap")
     def _without_empty_mcp(self, handler: Any) -> dict[str, Any]:
         data = handler(self)
         if isinstance(data, dict):
             for key in ("mcp_tools", "guardrails", "middleware", "hooks", "approvals", "project_files", "aux_model", "memory_redacted",
-                        "import_tools", "prefix"):
+                        "import_tools", "prefix", "instance"):
                 if not data.get(key):
                     data.pop(key, None)
             if data.get("compaction") is None:
@@ -117,6 +121,11 @@ class AgentSpec(BaseModel):
     def approval_policy(self) -> ApprovalPolicy:
         """The policy in force: the recorded one, or today's default for a session that recorded none."""
         return self.approvals or ApprovalPolicy()
+
+    @property
+    def shown_name(self) -> str:
+        """What people read for this agent: its instance name, else its agent's name."""
+        return self.instance or self.name
 
     @property
     def may_delegate(self) -> bool:

@@ -252,3 +252,4 @@ class SpecRecord(TypedDict, total=False):
     tool_edition: int  # runtime/tools/editions.py; absent on specs recorded before editions (edition 1)
     import_tools: dict[str, list[str]]  # names each import path of `tools` held; absent on older specs and when none
     prefix: str  # seed 004's display prefix (emoji and label); absent on older specs and when none was set
+    instance: str  # seed 004's instance name of a sub-agent (domain/instance_names.py); absent on older specs and top-level ones

@@ -60,6 +60,11 @@ class SessionView:
         return str(self.spec_data["name"]) if "name" in self.spec_data else self.spec.name
 
     @property
+    def agent_instance(self) -> str:
+        """`spec.instance` without validating the whole spec (`log --tree`, listings): a sub-agent's instance name."""
+        return str(self.spec_data.get("instance") or "")
+
+    @property
     def current_model(self) -> str:
         """`spec.model` without validating the whole spec (listings): the newest change, else the start's."""
         return str(self.model_choice["model"] if self.model_choice else self.spec_data.get("model") or "")

@@ -16,8 +16,9 @@ from typing import Any, Hashable, Mapping, TypeVar
 from .cost_report import CostReport, Rows
 
 #: The summaries projection's version (SummariesProjection.version): bump it when its tables change.
-#: v2: what `sessions` shows (status, turns, queue, archived, fork, index order, repairs).
-SUMMARIES_VERSION = 3
+#: v2: what `sessions` shows (status, turns, queue, archived, fork, index order, repairs); v3 the model; v4 a
+#: sub-agent's instance name.
+SUMMARIES_VERSION = 4
 SUMMARIES_KEY = f"projection:summaries:v{SUMMARIES_VERSION}"
 
 K = TypeVar("K", bound=Hashable)
@@ -57,7 +58,7 @@ def session_rows(rows: Rows, archived: bool = False) -> list[dict[str, Any]]:
         raise Deferred("an event the projections passed over")
     found = rows.dicts(
         "SELECT s.session_id, s.title, s.status, s.active_turn_id, t.status AS turn_status, s.agent, s.created_at, "
-        "s.parent_session_id, s.forked_from, s.turns, s.queue, s.archived, s.model FROM proj_summaries_index i "
+        "s.parent_session_id, s.forked_from, s.turns, s.queue, s.archived, s.model, s.instance FROM proj_summaries_index i "
         "JOIN proj_summaries s ON s.session_id = i.session_id "
         "LEFT JOIN proj_summaries_turns t ON t.turn_id = s.active_turn_id ORDER BY i.listed"
     )
@@ -92,5 +93,6 @@ def session_rows(rows: Rows, archived: bool = False) -> list[dict[str, Any]]:
             "repair": repairs.get(r["session_id"]),
             "archived": bool(r["archived"]),
             "model": r["model"] or None,
+            "instance": r["instance"] or None,
         })
     return listing

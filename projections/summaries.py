@@ -8,7 +8,7 @@ can record them without this projection having to change.
 
 v2 keeps what `sessions` reads from the aggregates (status, branch length, queue, archived,
 fork origin, the running turn's status, the session index's order, the newest self-repair; v3 the
-model it runs on, Session.ModelChanged) so
+model it runs on, Session.ModelChanged; v4 a sub-agent's instance name) so
 that the listing can be answered with plain SQL by session_listing.py, without importing the
 domain. The handlers follow the Session aggregate's `@event` bodies field for field; a test
 compares the two listings on stores with forks, sub-agents, queues, failures and repairs.
@@ -44,7 +44,8 @@ class SummariesProjection(Projection):
         "proj_summaries": "session_id TEXT PRIMARY KEY, first_input TEXT, title TEXT, title_model TEXT, titled_at TEXT, "
                           "title_error TEXT, compaction_summary TEXT, compacted_at TEXT, compactions BIGINT, "
                           "agent TEXT, created_at TEXT, parent_session_id TEXT, forked_from TEXT, status TEXT, "
-                          "active_turn_id TEXT, turns BIGINT, queue TEXT, steering TEXT, archived BIGINT, model TEXT",
+                          "active_turn_id TEXT, turns BIGINT, queue TEXT, steering TEXT, archived BIGINT, model TEXT, "
+                          "instance TEXT",
         # The session index (runtime/store.py: SessionLogged, withdrawn by SessionUnlisted/Forgotten) in its order.
         "proj_summaries_index": "session_id TEXT PRIMARY KEY, listed BIGINT",
         "proj_summaries_turns": "turn_id TEXT PRIMARY KEY, status TEXT",
@@ -58,10 +59,11 @@ class SummariesProjection(Projection):
         sid = str(e.originator_id)
         tx.execute(
             "INSERT INTO proj_summaries VALUES (%s, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 0, "
-            "%s, %s, %s, %s, 'idle', NULL, %s, '[]', '[]', 0, %s)",
+            "%s, %s, %s, %s, 'idle', NULL, %s, '[]', '[]', 0, %s, %s)",
             (sid, (e.spec or {}).get("name", "main"), e.timestamp.isoformat(),
              str(e.parent_session_id) if e.parent_session_id else None,
-             None if e.forked_from is None else dumps(e.forked_from), len(e.head), (e.spec or {}).get("model") or None),
+             None if e.forked_from is None else dumps(e.forked_from), len(e.head), (e.spec or {}).get("model") or None,
+             (e.spec or {}).get("instance") or None),
         )
         tx.memo[("summaries.queues", sid)] = ([], [])
 

@@ -20,6 +20,8 @@ class _Live(BaseModel):
 class AgentStart(_Live):
     type: Literal["agent_start"] = "agent_start"
     agent: str
+    #: The sub-agent's instance name (seed 004: `researcher-parsing-2`); None for one recorded before them.
+    instance: str | None = None
     parent_session_id: str | None = None
     parent_tool_call_id: str | None = None
     depth: int = 0
@@ -30,6 +32,7 @@ class AgentStart(_Live):
 class AgentEnd(_Live):
     type: Literal["agent_end"] = "agent_end"
     agent: str
+    instance: str | None = None
     status: str
     parent_session_id: str | None = None
     parent_tool_call_id: str | None = None

@@ -56,9 +56,10 @@ class LiveFromLog:
     the session's whole log once, then only what is new, and it answers as a live run would."""
 
     def __init__(self, session_id: str, agent: str, depth: int = 0, parent_session_id: str | None = None,
-                 parent_tool_call_id: str | None = None, prefix: str = "") -> None:
+                 parent_tool_call_id: str | None = None, prefix: str = "", instance: str = "") -> None:
         self.session_id = session_id
         self.agent = agent
+        self.instance = instance or None
         self.prefix = prefix or DEFAULT_PREFIX
         self.depth = depth
         self.links = {"parent_session_id": parent_session_id, "parent_tool_call_id": parent_tool_call_id}
@@ -76,7 +77,7 @@ class LiveFromLog:
             turn_id = entry["aggregate_id"]
             if name == "Created":
                 return [
-                    AgentStart(session_id=sid, agent=self.agent, depth=self.depth, prefix=self.prefix, **self.links),
+                    AgentStart(session_id=sid, agent=self.agent, instance=self.instance, depth=self.depth, prefix=self.prefix, **self.links),
                     TurnStart(session_id=sid, turn_id=turn_id, number=int(data.get("number") or 0),
                               input=str(data.get("input_text") or "")),
                     StatusChange(session_id=sid, status="busy"),
@@ -99,14 +100,15 @@ class LiveFromLog:
                 events += [
                     TurnEnd(session_id=sid, turn_id=turn_id, status=status, text=data.get("final_text"), reason=reason),
                     StatusChange(session_id=sid, status="idle"),
-                    AgentEnd(session_id=sid, agent=self.agent, status=status, reason=reason, depth=self.depth, **self.links),
+                    AgentEnd(session_id=sid, agent=self.agent, instance=self.instance, status=status, reason=reason, depth=self.depth, **self.links),
                 ]
                 return events
             if name == "ApprovalRequested":
                 return [StatusChange(session_id=sid, status="idle", reason="awaiting approval"),
-                        AgentEnd(session_id=sid, agent=self.agent, status="awaiting_approval", depth=self.depth, **self.links)]
+                        AgentEnd(session_id=sid, agent=self.agent, instance=self.instance, status="awaiting_approval", depth=self.depth,
+                                 **self.links)]
             if name == "Resumed":
-                return [AgentStart(session_id=sid, agent=self.agent, depth=self.depth, prefix=self.prefix, **self.links),
+                return [AgentStart(session_id=sid, agent=self.agent, instance=self.instance, depth=self.depth, prefix=self.prefix, **self.links),
                         StatusChange(session_id=sid, status="busy")]
             return []
         if kind == "tool_call":

@@ -46,10 +46,14 @@ class ChildResult(BaseModel):
     marks: list[dict[str, Any]] = Field(default_factory=list, exclude=True)
     #: The board task the item claimed (given only for an item that named a task_id).
     task_id: str | None = None
+    #: The child's instance name (seed 004, domain/instance_names.py); "" for a child recorded before them.
+    instance: str = ""
 
     def row(self) -> dict[str, Any]:
-        """The result as the delegate call reports it; task_id only for an item that named one."""
-        return self.model_dump(exclude={"task_id"} if self.task_id is None else None)
+        """The result as the delegate call reports it; task_id only for an item that named one, instance only
+        for a child that has one (a result of an older child reads as it did)."""
+        left_out = ({"task_id"} if self.task_id is None else set()) | (set() if self.instance else {"instance"})
+        return self.model_dump(exclude=left_out or None)
 
 
 def task_text(task: str, context: str) -> str:
@@ -137,7 +141,8 @@ async def _run_child(parent_io: Any, child: Session, board_task: UUID | None) ->
     spec = child.spec
     loop = parent_io.spawn(spec)
     links = {"parent_session_id": str(child.parent_session_id), "parent_tool_call_id": str(child.parent_tool_call_id)}
-    await loop.emit(AgentStart(session_id=str(child.id), agent=spec.name, depth=spec.depth, prefix=spec.prefix or DEFAULT_PREFIX, **links))
+    await loop.emit(AgentStart(session_id=str(child.id), agent=spec.name, depth=spec.depth, prefix=spec.prefix or DEFAULT_PREFIX,
+                               instance=spec.instance or None, **links))
     crashed = False
     try:
         claim_task(parent_io.store, child, loop.clock.now())
@@ -145,7 +150,7 @@ async def _run_child(parent_io: Any, child: Session, board_task: UUID | None) ->
         result = await checked_report(loop.hooks, parent_io.store, child_result(parent_io.store, child.id))
     except Exception as exc:  # noqa: BLE001 - one child's crash is that child's failed result, not the parent's
         crashed = True
-        result = ChildResult(agent=spec.name, session_id=str(child.id), status="failed",
+        result = ChildResult(agent=spec.name, session_id=str(child.id), status="failed", instance=spec.instance,
                              summary=f"the sub-agent could not run: {type(exc).__name__}: {exc}")
     try:
         settle_task(parent_io.store, child.id, result.status, result.summary, loop.clock.now(), crashed=crashed,
@@ -153,7 +158,7 @@ async def _run_child(parent_io: Any, child: Session, board_task: UUID | None) ->
     except PersistenceError:
         pass  # the store is gone: the task stays in_progress and a resumed parent settles it
     await loop.emit(
-        AgentEnd(session_id=str(child.id), agent=spec.name, status=result.status,
+        AgentEnd(session_id=str(child.id), agent=spec.name, instance=spec.instance or None, status=result.status,
                  reason=None if result.status == "completed" else result.summary, depth=spec.depth, **links)
     )
     return result
@@ -162,7 +167,7 @@ async def _run_child(parent_io: Any, child: Session, board_task: UUID | None) ->
 def child_result(store: ChronicleStore, child_id: UUID) -> ChildResult:
     """Read the child's outcome from its recorded task turn."""
     session = store.session(child_id)
-    base = {"agent": session.spec.name, "session_id": str(child_id)}
+    base = {"agent": session.spec.name, "session_id": str(child_id), "instance": session.spec.instance}
     try:
         turn = store.turn(turn_id(child_id, TASK_INPUT_ID))
     except NotFound:

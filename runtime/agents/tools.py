@@ -8,11 +8,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections import Counter
 from typing import Any, Literal
 from uuid import UUID
 
 from pydantic import BaseModel, Field
 
+from chronicle.domain.ids import tool_call_id
+from chronicle.domain.instance_names import instance_name
 from chronicle.domain.task_board import DelegatedTask as BoardTask
 from chronicle.domain.task_board import TaskClaimRefused
 from chronicle.runtime.task_board import tasks_of, with_prior_reflections
@@ -97,8 +100,11 @@ class Delegate(Tool):
                 raise ToolError(f"delegation refused: no agent named {task.agent!r}; available: {names}")
             specs.append(child_spec(spec, definition))
         call_id = UUID(ctx.tool_call_id)
+        asked = asked_before(loop.store, parent, call_id)
         runs: list[Any] = []
         for index, (task, child) in enumerate(zip(args.tasks, specs, strict=True)):
+            asked[child.name.casefold()] += 1
+            child = child.model_copy(update={"instance": instance_name(child.name, task.task, asked[child.name.casefold()])})
             board = (task.task_id or "").strip() or None
             try:
                 opened = open_child(loop, parent, call_id, index, child,
@@ -113,6 +119,25 @@ class Delegate(Tool):
             results: list[ChildResult] = await asyncio.gather(*runs)
         return ToolOutput(json.dumps({"results": [r.row() for r in results]}, ensure_ascii=False),
                           effects=[mark for r in results for mark in r.marks])
+
+
+def asked_before(store: Any, parent: Any, call_id: UUID) -> Counter[str]:
+    """How many children of each agent (casefolded) the parent's delegate calls asked for before this call, read
+    from its turns' recorded responses: the n of a new child's instance name. Read from the record, so a resumed
+    parent names a child it has yet to start as the crashed process would have; undone turns count too, as their
+    children exist. One batched read of the parent's turns, at each delegate call only."""
+    asked: Counter[str] = Counter()
+    for turn in store.turns(parent.turns):
+        for step in turn.steps:
+            for block in step["response"].get("content", []):
+                if block.get("type") != "tool_use" or block.get("name") != Delegate.name:
+                    continue
+                if tool_call_id(turn.id, step["step"], block["id"]) == call_id:
+                    return asked
+                for item in (block.get("input") or {}).get("tasks") or []:
+                    if isinstance(item, dict) and isinstance(item.get("agent"), str):
+                        asked[item["agent"].casefold()] += 1
+    return asked
 
 
 async def _ready(result: ChildResult) -> ChildResult:

@@ -66,6 +66,7 @@ def session_row(store: ChronicleStore, session: Session, summary: dict[str, Any]
         "repair": repair,
         "archived": bool(getattr(session, "archived", False)),
         "model": session.current_model or None,
+        "instance": session.agent_instance or None,
     }
 
 
@@ -153,7 +154,9 @@ class LogTail:
             if self.parents is None:  # read once: a child a delegate call names later is found from the call
                 self.parents = sub_agents_by_parent(self.store)
             nodes = [(node.session, node.depth) for node in session_tree(self.store, session, self.parents)]
-        return [(member, {"session_id": str(member.id), "agent": member.agent_name, "depth": depth}) for member, depth in nodes]
+        # a sub-agent's entries name its instance too (seed 004: two researchers of one tree told apart)
+        return [(member, {"session_id": str(member.id), "agent": member.agent_name, "depth": depth,
+                          **({"instance": member.agent_instance} if member.agent_instance else {})}) for member, depth in nodes]
 
     def read(self) -> list[dict[str, Any]]:
         head = self.store.max_position()

@@ -135,7 +135,7 @@ async def resume_one(store: ChronicleStore, sid: UUID, overrides: Overrides, bro
         "depth": spec.depth,
     }
     loop = loop_for_session(store, record, overrides, broker, say=say)
-    await broker.emit(AgentStart(session_id=str(sid), agent=spec.name, prefix=spec.prefix or DEFAULT_PREFIX, **links))
+    await broker.emit(AgentStart(session_id=str(sid), agent=spec.name, instance=spec.instance or None, prefix=spec.prefix or DEFAULT_PREFIX, **links))
     outcomes = await advance_session(store, sid, lambda s: loop, holder, lease_s, auto_approve=auto_approve, say=say)
     reason: str | None
     if outcomes is None:
@@ -145,7 +145,7 @@ async def resume_one(store: ChronicleStore, sid: UUID, overrides: Overrides, bro
         status, reason = outcomes[-1].status, outcomes[-1].reason
     else:
         status, reason = "idle", None
-    await broker.emit(AgentEnd(session_id=str(sid), agent=spec.name, status=status, reason=reason, **links))
+    await broker.emit(AgentEnd(session_id=str(sid), agent=spec.name, instance=spec.instance or None, status=status, reason=reason, **links))
     return held if outcomes is None else outcomes
 
 

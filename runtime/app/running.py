@@ -294,7 +294,8 @@ async def drive(loop: AgentLoop, sid: UUID, *, holder: str | None = None, lease_
         "parent_session_id": str(session.parent_session_id) if session.parent_session_id else None,
         "parent_tool_call_id": str(session.parent_tool_call_id) if session.parent_tool_call_id else None,
     }
-    await loop.emit(AgentStart(session_id=str(sid), agent=spec.name, depth=spec.depth, prefix=spec.prefix or DEFAULT_PREFIX, **links))
+    await loop.emit(AgentStart(session_id=str(sid), agent=spec.name, instance=spec.instance or None, depth=spec.depth,
+                               prefix=spec.prefix or DEFAULT_PREFIX, **links))
     outcome: TurnOutcome | None = None
     queued: Queued | None = None
     outcomes: list[TurnOutcome] = []
@@ -321,7 +322,8 @@ async def drive(loop: AgentLoop, sid: UUID, *, holder: str | None = None, lease_
         status, reason = "queued", queued.reason
     else:
         status, reason = (outcome.status, outcome.reason) if outcome else ("idle", None)
-    await loop.emit(AgentEnd(session_id=str(sid), agent=spec.name, status=status, reason=reason, depth=spec.depth, **links))
+    await loop.emit(AgentEnd(session_id=str(sid), agent=spec.name, instance=spec.instance or None, status=status, reason=reason,
+                             depth=spec.depth, **links))
     return Driven(outcome, queued, outcomes)
 
 

@@ -84,7 +84,8 @@ def sessions(
         short = unique_prefixes([*all_ids, *(row["session_id"] for row in rows)])
         shown = [
             {
-                "session": short[row["session_id"]], "agent": f"{'  ' * (depth - 1)}↳ {row['agent']}" if depth else row["agent"],
+                "session": short[row["session_id"]],
+                "agent": f"{'  ' * (depth - 1)}↳ {row.get('instance') or row['agent']}" if depth else row["agent"],
                 "model": escape(row.get("model") or ""),
                 "status": table_status(row), "turns": row["turns"], "USD": "?" if row["cost"] is None else f"{row['cost']:.4f}",
                 "created": row["created_at"][:19].replace("T", " "), "title": escape(row["title"] or ""),
@@ -168,7 +169,7 @@ def _log_columns(tree: bool) -> list[Column]:
 
 def _log_row(e: dict[str, Any], tree: bool) -> dict[str, Any]:
     return {
-        "pos": e["position"], "time": e["timestamp"][11:23], "agent": f"{'  ' * e['depth']}{e['agent']}" if tree else "",
+        "pos": e["position"], "time": e["timestamp"][11:23], "agent": f"{'  ' * e['depth']}{e.get('instance') or e['agent']}" if tree else "",
         "aggregate": f"{e['aggregate']} {e['aggregate_id'][:8]}", "event": e["event"], "status": e["status"] or "",
         "detail": escape(describe(e)),
     }

@@ -86,7 +86,7 @@ class HumanRenderer:
     def __call__(self, event: Any) -> None:
         kind = event.type
         if kind == "agent_start" and event.parent_session_id:
-            self._children[event.session_id] = f"{'  ' * (event.depth - 1)}[{getattr(event, 'prefix', '')} {event.agent}]"
+            self._children[event.session_id] = f"{'  ' * (event.depth - 1)}[{getattr(event, 'prefix', '')} {_shown(event)}]"
         if event.session_id in self._children and kind in ("message_update", "turn_end"):
             return
         if kind == "message_update":
@@ -132,15 +132,20 @@ class HumanRenderer:
             self.console.print(f"{self._who(event)}[red]error:[/] {escape(printable(event.message))}")
         elif kind == "agent_start" and event.parent_session_id:
             self._end_text()
-            self.console.print(f"{self._who(event)}[magenta]↳ sub-agent {escape(getattr(event, 'prefix', ''))} {escape(event.agent)} "
+            self.console.print(f"{self._who(event)}[magenta]↳ sub-agent {escape(getattr(event, 'prefix', ''))} {escape(_shown(event))} "
                                f"started[/] [dim]{event.session_id}[/]")
         elif kind == "agent_end" and event.parent_session_id:
             self._end_text()
             reason = f" [dim]{escape(short(event.reason, 100))}[/]" if event.reason else ""
-            self.console.print(f"{self._who(event)}[magenta]↳ sub-agent {escape(event.agent)} {event.status}[/]{reason}")
+            self.console.print(f"{self._who(event)}[magenta]↳ sub-agent {escape(_shown(event))} {event.status}[/]{reason}")
         elif kind == "turn_end":
             self._end_text()
             if event.status == "completed" and event.text is not None and event.text.strip() != self._streamed.strip():
                 # A final guardrail changed the answer after it streamed: show what the turn delivers.
                 self.console.print("[yellow]a guardrail changed the answer; delivered:[/]")
                 self.console.print(escape(printable(event.text)), soft_wrap=True)
+
+
+def _shown(event: Any) -> str:
+    """A sub-agent as people read it: its instance name (seed 004), else its agent's name."""
+    return getattr(event, "instance", None) or event.agent

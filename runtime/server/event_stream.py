@@ -35,7 +35,8 @@ async def event_stream(chronicle: Chronicle, sid: str, after: int, follow: bool,
     session = await off_the_loop(store.session, UUID(sid))
     spec = session.spec
     derive = LiveFromLog(sid, spec.name, spec.depth, str(session.parent_session_id) if session.parent_session_id else None,
-                         str(session.parent_tool_call_id) if session.parent_tool_call_id else None, prefix=spec.prefix)
+                         str(session.parent_tool_call_id) if session.parent_tool_call_id else None, prefix=spec.prefix,
+                         instance=spec.instance)
     tail = await off_the_loop(queries.LogTail, store, sid)
     seen_head = -1
     ended_at = 0

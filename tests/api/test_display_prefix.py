@@ -51,7 +51,7 @@ def test_run_shows_the_prefix_of_a_sub_agent_from_chronicle_toml(db_url, workspa
                       encoding="utf-8")
     done = cli("run", "delegate", "--provider", f"scripted:{script}", "--workspace", str(workspace), db=db_url)
     assert done.returncode == 0, done.stderr
-    assert "↳ sub-agent 🔎 research researcher started" in done.stdout + done.stderr
+    assert "↳ sub-agent 🔎 research researcher-peek-researcher-1 started" in done.stdout + done.stderr  # its instance name
     (workspace / "chronicle.toml").write_text('[agents.researcher]\nprefix = 7\n', encoding="utf-8")
     refused = cli("run", "hi", "--provider", f"scripted:{script}", "--workspace", str(workspace), db=db_url)
     assert refused.returncode == 2 and "prefix" in refused.stderr, refused.stderr

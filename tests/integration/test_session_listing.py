@@ -198,9 +198,11 @@ def test_an_old_store_rebuilds_the_summaries_and_lists_what_the_old_code_listed(
     second = cli("sessions", "--all", "--json", db=old_store)
     assert second.returncode == 0, second.stderr
     assert json_lines(second.stdout) == json_lines(first.stdout)
-    # The same rows as the old code listed, extended by the model each session runs on (summaries v3).
+    # The same rows as the old code listed, extended by the model each session runs on (summaries v3) and the instance
+    # name (v4), which sessions recorded before it do not have.
     assert all(row.get("model") for row in json_lines(first.stdout))
-    assert [{k: v for k, v in row.items() if k != "model"} for row in json_lines(first.stdout)] == before
+    assert all(row["instance"] is None for row in json_lines(first.stdout))
+    assert [{k: v for k, v in row.items() if k not in ("model", "instance")} for row in json_lines(first.stdout)] == before
     assert_same(old_store)
 
 
