@@ -289,6 +289,8 @@ def _parent(store: ChronicleStore, session: Any) -> dict[str, Any] | None:
     if session.parent_session_id is None:
         return None
     out: dict[str, Any] = {"session_id": str(session.parent_session_id), "agent": session.spec.name}
+    if session.spec.instance:  # seed 004: which of its agent's children this one is
+        out["instance"] = session.spec.instance
     if session.parent_tool_call_id is not None:
         parent_call = store.find_tool_call(session.parent_tool_call_id)
         out["tool_call_id"] = str(session.parent_tool_call_id)

@@ -43,7 +43,7 @@ def show(c: dict[str, Any], console: Console) -> None:
     p(f"[bold]Why {escape(what)}[/] — session {c['session_id'][:8]}, turn {c['turn']}, step {c['step']}{undone}")
     if c["delegated_by"]:
         parent = c["delegated_by"]
-        p(_row("Started by", f"sub-agent {parent['agent']} of session {parent['session_id'][:8]}"
+        p(_row("Started by", f"sub-agent {parent.get('instance') or parent['agent']} of session {parent['session_id'][:8]}"
                              + (f", via {parent.get('name')} ({parent.get('tool_use_id')})" if parent.get("name") else "")))
     asked = c["asked"]
     p(_row("Asked", f"{asked['agent']} was asked: {short(asked['input'], 160)}"))

@@ -268,6 +268,7 @@ def test_a_sub_agents_decision_names_the_call_that_started_it(db_url, workspace,
         assert "peek at k" in chain["asked"]["input"]
         parent = chain["delegated_by"]
         assert (parent["session_id"], parent["name"], parent["tool_use_id"], parent["agent"]) == (sid, "delegate", "d1", "helper")
+        assert parent["instance"] == "helper-peek-k-1"  # seed 004's instance name: which of helper's children
         assert app.why(task["child_session_id"])["tool_call"]["name"] == "task_complete"
 
 
