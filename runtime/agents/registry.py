@@ -238,8 +238,18 @@ def completion_protocol(edition: int) -> str:
     return COMPLETION_PROTOCOL if edition >= COMPLETION_PROTOCOL_EDITION else ""
 
 
-def child_spec(parent: AgentSpec, definition: AgentSpec) -> AgentSpec:
-    """A child one level down: the definition's own tools and limits, never a deeper limit than its parent's."""
+def identity(definition: AgentSpec, instance: str, edition: int) -> str:
+    """Seed 004's `<identity>`, a sub-agent's first section from COMPLETION_PROTOCOL_EDITION on: who it is (its instance
+    name, the name its work is reported under) and what its agent is for."""
+    if edition < COMPLETION_PROTOCOL_EDITION or not instance:
+        return ""
+    what = f": {definition.description.strip()}" if definition.description.strip() else ""
+    return f"<identity>\nYou are {instance}, a {definition.name} sub-agent{what}\n</identity>"
+
+
+def child_spec(parent: AgentSpec, definition: AgentSpec, instance: str = "") -> AgentSpec:
+    """A child one level down: the definition's own tools and limits, never a deeper limit than its parent's.
+    `instance`: its instance name (domain/instance_names.py), given by delegate when it spawns one."""
     depth = parent.depth + 1
     max_depth = min(definition.max_depth, parent.max_depth)
     spec = definition.model_copy(
@@ -250,10 +260,12 @@ def child_spec(parent: AgentSpec, definition: AgentSpec) -> AgentSpec:
             # a sub-agent without a policy of its own decides as the agent that asked it
             "approvals": definition.approvals or parent.approvals,
             "project_files": for_subagent(parent), "aux_model": parent.aux_model, "tool_edition": parent.tool_edition,
-            # seed 004's <completion_protocol> (from its edition on) and <notes_protocol> (given the notes tools), in the
-            # seed's order, are a sub-agent's only preamble
-            "preamble": "\n\n".join(p for p in (completion_protocol(parent.tool_edition), definition.preamble,
+            # seed 004's <identity> and <completion_protocol> (from their edition on) and <notes_protocol> (given the notes
+            # tools), in the seed's order, are a sub-agent's only preamble
+            "preamble": "\n\n".join(p for p in (identity(definition, instance, parent.tool_edition),
+                                                 completion_protocol(parent.tool_edition), definition.preamble,
                                                  notes_protocol(definition.tools)) if p),
+            "instance": instance,
         }
     )
     return with_orchestration_tools(with_skills(spec, parent.skills))

@@ -90,6 +90,7 @@ class Delegate(Tool):
                 f"delegation refused: agent {spec.name!r} is at depth {spec.depth}, the limit is {spec.max_depth}; do the work yourself"
             )
         known = {a.name.casefold(): a for a in targets(spec)}
+        asked = asked_before(loop.store, parent, UUID(ctx.tool_call_id))
         specs = []
         for task in args.tasks:
             if task.agent.casefold() == spec.name.casefold():
@@ -98,13 +99,11 @@ class Delegate(Tool):
             if definition is None:
                 names = ", ".join(sorted(a.name for a in known.values())) or "none"
                 raise ToolError(f"delegation refused: no agent named {task.agent!r}; available: {names}")
-            specs.append(child_spec(spec, definition))
+            asked[definition.name.casefold()] += 1
+            specs.append(child_spec(spec, definition, instance_name(definition.name, task.task, asked[definition.name.casefold()])))
         call_id = UUID(ctx.tool_call_id)
-        asked = asked_before(loop.store, parent, call_id)
         runs: list[Any] = []
         for index, (task, child) in enumerate(zip(args.tasks, specs, strict=True)):
-            asked[child.name.casefold()] += 1
-            child = child.model_copy(update={"instance": instance_name(child.name, task.task, asked[child.name.casefold()])})
             board = (task.task_id or "").strip() or None
             try:
                 opened = open_child(loop, parent, call_id, index, child,

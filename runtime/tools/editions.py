@@ -27,7 +27,7 @@ TOOL_EDITION = 4
 #: recorded before it keeps the tool list its spec recorded, and its new sub-agents get none either.
 LIST_TASKS_EDITION = 3
 
-#: The first edition whose new sub-agents' recorded prompts open with seed 004's `<completion_protocol>`
+#: The first edition whose new sub-agents' recorded prompts open with seed 004's `<identity>` and `<completion_protocol>`
 #: (runtime/agents/registry.py `child_spec`): an older session's new sub-agents are prompted as its release did.
 COMPLETION_PROTOCOL_EDITION = 4
 
@@ -37,8 +37,8 @@ EDITIONS = {
     2: "delegate's task items take an optional task_id (a task on the session's board, seed 004's ClaimTask)",
     3: "edition 2 + list_tasks (the session's task board, so the model can find the task ids delegate claims), "
        "offered with delegate; delegate's description and task_id point to it",
-    4: "edition 3's schemas; a new sub-agent's system prompt opens with <completion_protocol> (seed 004): "
-       "end the delegated task by calling task_complete",
+    4: "edition 3's schemas; a new sub-agent's system prompt opens with <identity> (its instance name) and "
+       "<completion_protocol> (seed 004): end the delegated task by calling task_complete",
 }
 
 

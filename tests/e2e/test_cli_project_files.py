@@ -34,8 +34,9 @@ def test_a_sub_agent_gets_agents_md_and_tools_md_but_no_memory_and_no_default_pr
     main, child = specs["main"], specs["researcher"]
     assert [f["name"] for f in main["project_files"]] == ["AGENTS.md", "TOOLS.md"] and main["memory"] == "The user is called Ada."
     assert child["project_files"] == main["project_files"]
-    # its preamble is seed 004's completion protocol alone: not the top level's default prompt (workspace, date, tools)
-    assert child["memory"] == "" and child["preamble"] == COMPLETION_PROTOCOL
+    # its preamble is seed 004's identity and completion protocol: not the top level's default prompt (workspace, date, tools)
+    identity = "<identity>\nYou are researcher-read-hello-1, a researcher sub-agent: Reads files and reports\n</identity>"
+    assert child["memory"] == "" and child["preamble"] == f"{identity}\n\n{COMPLETION_PROTOCOL}"
 
 
 def test_replay_stays_identical_and_a_continued_session_keeps_the_text_after_agents_md_changes(db_url, workspace, tmp_path):

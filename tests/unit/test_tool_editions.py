@@ -150,3 +150,10 @@ def test_a_sub_agent_is_told_to_end_with_task_complete_from_edition_4_only():
     assert "<completion_protocol>" not in prompts[3] and prompts[3].startswith("Count the lines.")
     assert prompts[4].startswith("<completion_protocol>") and "task_complete" in prompts[4] and prompts[4].endswith("Count the lines.")
     assert "<completion_protocol>" not in AgentRegistry(agents=(child,)).main_spec("p", "m", "/w").system_prompt
+    # and its <identity> first, once delegate has named it (seed 004's instance name)
+    named = {e: child_spec(AgentSpec(name="main", tools=("delegate",), max_depth=2, tool_edition=e),
+                           child.model_copy(update={"description": "Counts lines"}), "counter-count-lines-1")
+             for e in (3, 4)}
+    assert named[4].system_prompt.startswith("<identity>\nYou are counter-count-lines-1, a counter sub-agent: Counts lines\n"
+                                             "</identity>\n\n<completion_protocol>")
+    assert "<identity>" not in named[3].system_prompt and named[3].instance == named[4].instance == "counter-count-lines-1"
