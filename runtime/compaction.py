@@ -112,7 +112,8 @@ class Compactor:
             return None
         item = session.next_input
         tokens = self.estimate(io, session, item["text"] if item else "")
-        strategy = self.monitor.suggest(tokens, session.spec.model)
+        # the model the next turn asks: a recorded change's (`chronicle model`), whose window may differ
+        strategy = self.monitor.suggest(tokens, session.current_model or session.spec.model)
         if strategy is None:
             return None
         return await self.compact(io, session.id, strategy=strategy)

@@ -23,10 +23,13 @@ HELP = [
     ("/new", "start a new thread: a new session of this agent with an empty history (this one stays)"),
     ("/thread ID", "switch to another thread: a session of this agent (id or unique prefix)"),
     ("/compact [N]", "summarise older turns, keeping the N most recent (default from settings)"),
+    ("/suggest", "how full the model's context is, and what compaction would do now (nothing, summarise or truncate)"),
+    ("/resume [ID]", "continue a turn left in flight (a crash, a killed chat) and run inputs still queued: this thread's, or ID's (switching to it)"),
     ("/cost", "tokens and USD spent by this session"),
     ("/why [CALL]", "why the agent made its last tool call (or CALL: a tool_use id or a tool's name): asked, saw, decided, did"),
     ("/tools", "the tools the agent may call"),
-    ("/skills", "the skills recorded for this session (inline ones are in the system prompt)"),
+    ("/skills [search WORDS]", "the skills recorded for this session (inline ones are in the system prompt); with search, "
+                               "those whose name or description has every word"),
     ("/progress", "the running (or last) turn: iterations, tokens, tools run, time"),
     ("/job PROMPT", "hand PROMPT to a worker as a background job (its own session); /jobs (or /list) lists them, /cancel ID cancels one"),
     ("/status", "session, model, branch, queue and limits"),
@@ -39,7 +42,7 @@ HELP = [
     ("/version", "the installed Chronicle version"),
     ("/ping", "check that the event store answers, and how fast"),
     ("/help", "this list"),
-    ("/quit", "leave (the session stays; continue with --session)"),
+    ("/quit, /exit, /shutdown", "leave (the session stays; continue with --session)"),
 ]
 
 
@@ -132,6 +135,50 @@ def compact(chat: Any, arg: str) -> None:
         chat.console.print(f"[yellow]not compacted:[/] {escape(result.reason)}")
 
 
+def suggest(chat: Any, arg: str) -> None:
+    """Seed 001's /suggest: the context monitor's reading of the next request, the one automatic compaction makes
+    before a turn starts (runtime/compaction.py), said rather than done."""
+    from chronicle.runtime.compaction import Compactor
+
+    if arg:
+        raise DomainError("/suggest takes nothing")
+    settings = chat.settings.compaction
+    compactor = chat.loop.compactor or Compactor(settings)
+    session = chat.store.session(chat.session_id)
+    model = session.current_model or session.spec.model
+    tokens = compactor.estimate(chat.loop.io, session)
+    window = compactor.monitor.window(model)
+    strategy = compactor.monitor.suggest(tokens, model)
+    chat.console.print(f"context: about {tokens:,} tokens of {model or 'the model'}'s {window:,} ({tokens / window:.0%}); "
+                       f"compaction summarises from {settings.threshold:.0%} and truncates from {settings.critical:.0%}",
+                       soft_wrap=True)
+    auto = "automatic compaction does it before the next turn" if settings.auto else "automatic compaction is off"
+    if strategy is None:
+        chat.console.print("nothing to do yet" + ("" if settings.auto else f" ({auto}; /compact summarises when you choose)"))
+    elif strategy == "summary":
+        chat.console.print(f"suggested: summarise the older turns, keeping {settings.keep_recent} ({auto}; /compact does it now)")
+    else:
+        chat.console.print(f"suggested: truncate, the context is nearly full: the oldest turns are dropped without a summary "
+                           f"({auto}; /compact summarises instead, if there is room for the summary call)", soft_wrap=True)
+
+
+def resume(chat: Any, arg: str) -> None:
+    """Seed 001's /resume: continue what this thread (or thread ID) left unfinished, as `chronicle resume SESSION`.
+    A turn in flight is one a crash or a killed chat left; its finished tool calls are not run again."""
+    if arg:
+        thread(chat, arg)
+    session = chat.store.session(chat.session_id)
+    if session.active_turn_id is None and session.next_input is None:
+        chat.console.print(f"nothing to resume in session {chat.session_id}: no turn in flight and no queued input",
+                           soft_wrap=True)
+        return
+    driven = asyncio.run(chat._drive())
+    if driven.queued is not None:
+        chat.console.print(f"[yellow]not resumed[/]: {escape(driven.queued.reason)}", soft_wrap=True)
+        return
+    chat.report(driven.outcome)
+
+
 def cost(chat: Any, arg: str) -> None:
     """The session's total as `chronicle cost` reports it (the cost projection, sub-agents included)."""
     total = queries.session_total(chat.store, chat.session_id)
@@ -159,6 +206,17 @@ def skills(chat: Any, arg: str) -> None:
     if not recorded:
         chat.console.print("no skills: add skills/NAME/SKILL.md to the workspace (or \\[skills] dirs in chronicle.toml)")
         return
+    verb, _, words = arg.partition(" ")
+    if verb and verb != "search":
+        raise DomainError(f"/skills takes nothing or `search WORDS`, got {arg!r}")
+    if verb == "search":
+        if not words.strip():
+            raise DomainError("/skills search needs words to look for, e.g. /skills search pdf")
+        wanted = words.casefold().split()
+        recorded = tuple(s for s in recorded if all(w in f"{s.name} {s.description}".casefold() for w in wanted))
+        if not recorded:
+            chat.console.print(f"no skill's name or description has {escape(words.strip())!r}; /skills lists them all")
+            return
     table = Table("skill", "mode", "description", "sha256")
     for skill in recorded:
         table.add_row(escape(skill.name), skill.mode, escape(skill.description), skill.sha256[:12])
@@ -384,7 +442,8 @@ COMMANDS: dict[str, Callable[[Any, str], str | None]] = {
     "/job": job, "/jobs": list_jobs, "/list": list_jobs, "/cancel": cancel_job,
     "/status": status, "/model": model, "/stop": stop, "/interrupt": stop, "/heartbeat": heartbeat,
     "/summary": summary, "/summarize": summary, "/notes": notes, "/clear": new_thread, "/version": version, "/ping": ping,
-    "/help": show_help, "/?": show_help, "/quit": quit_chat, "/exit": quit_chat,
+    "/help": show_help, "/?": show_help, "/quit": quit_chat, "/exit": quit_chat, "/shutdown": quit_chat,
+    "/suggest": suggest, "/resume": resume,
 }
 
 #: Typed while a turn runs (chat_cmd.Chat.steer): these act on that turn; other slash commands wait for the prompt.

@@ -203,3 +203,40 @@ def test_w_at_an_approval_question_shows_why_it_was_asked_then_asks_again(sqlite
     assert "clean the build" in out[shown:] and "The build folder is stale" in out[shown:]
     assert "approval asked" in out[shown:]
     assert out.index("Removed.") > shown  # asked again, approved, and the turn went on
+
+
+def test_resume_in_chat_runs_what_the_thread_left_queued_and_then_says_there_is_nothing(sqlite_url, workspace, tmp_path):
+    """Seed 001's /resume: a prompt submitted for a worker (or left by a crash) runs in chat when asked for."""
+    s = scripted(tmp_path, ["the queued answer"])
+    queued = cli("submit", "answer me later", "--provider", f"scripted:{s}", "--workspace", str(workspace), "--json", db=sqlite_url)
+    assert queued.returncode == 0, queued.stderr
+    sid = json.loads(queued.stdout)["session_id"]
+    done = cli("chat", "--session", sid, "--provider", f"scripted:{s}", db=sqlite_url, input="/resume\n/resume\n/shutdown\n")
+    assert done.returncode == 0 and "Traceback" not in done.stdout + done.stderr, done.stderr
+    assert "the queued answer" in done.stdout
+    assert f"nothing to resume in session {sid}" in done.stdout
+    assert "bye." in done.stdout  # /shutdown left, as /quit
+    [row] = json_lines(cli("sessions", "--json", db=sqlite_url).stdout)
+    assert row["turns"] == 1 and row["queued"] == 0
+
+
+def test_suggest_reads_the_context_as_automatic_compaction_would(sqlite_url, workspace, tmp_path):
+    (workspace / "chronicle.toml").write_text("[compaction]\nauto = false\ncontext_window = 100000\n", encoding="utf-8")
+    s = scripted(tmp_path, ["one"])
+    roomy = chat(sqlite_url, s, workspace, ["hi", "/suggest"])
+    assert "of scripted's 100,000 (" in roomy and "nothing to do yet (automatic compaction is off" in roomy, roomy
+    (workspace / "chronicle.toml").write_text("[compaction]\nauto = false\ncontext_window = 120\n", encoding="utf-8")
+    full = chat(sqlite_url, s, workspace, ["/suggest", "/suggest now"])
+    assert "suggested: truncate, the context is nearly full" in full and "/suggest takes nothing" in full, full
+
+
+def test_skills_search_in_chat_lists_the_skills_whose_name_or_description_has_every_word(sqlite_url, workspace, tmp_path):
+    for name, about in (("pdf-tools", "Fill and read PDF forms"), ("git-flow", "Branch and release with git")):
+        (workspace / "skills" / name).mkdir(parents=True)
+        (workspace / "skills" / name / "SKILL.md").write_text(f"---\nname: {name}\ndescription: {about}\n---\nSteps.\n",
+                                                               encoding="utf-8")
+    out = chat(sqlite_url, scripted(tmp_path, []), workspace, ["/skills search pdf forms", "/skills search nothing-like-it",
+                                                                "/skills find pdf"])
+    assert "pdf-tools" in out and "git-flow" not in out, out
+    assert "no skill's name or description has 'nothing-like-it'" in out
+    assert "/skills takes nothing or `search WORDS`" in out
