@@ -189,8 +189,8 @@ def holding(store: ChronicleStore, session_id: UUID, holder: str, ttl_s: float =
                 if not keeper._renew():
                     keeper.lost = True
                     return
-            except PersistenceError:
-                continue  # the store is away; the next attempt may reach it before the lease runs out
+            except Exception:  # noqa: BLE001 - the store is away (or failed this once): the next attempt may reach it
+                continue       # before the lease runs out; a thread's traceback would only reach the terminal
 
     thread = threading.Thread(target=renew_until_done, name=f"lease-{session_id.hex[:8]}", daemon=True)
     thread.start()
