@@ -13,14 +13,26 @@ from chronicle.runtime.agents.registry import targets
 from chronicle.runtime.task_board import post_task, task_row, tasks_of
 
 from ..clock import SYSTEM_CLOCK, Clock
-from ..store import ChronicleStore
+from ..store import ChronicleStore, NotFound
 from .errors import AppError
 from .queries import session_id
 
 
 def listing(store: ChronicleStore, ref: str | UUID) -> list[dict[str, Any]]:
-    """`tasks SESSION --json`: the tasks posted on the session's board, then those its delegate calls opened."""
-    return [task_row(t) for t in tasks_of(store, store.session(session_id(store, ref)))]
+    """`tasks SESSION --json`: the tasks posted on the session's board, then those its delegate calls opened; each
+    with its child's instance name (seed 004, null before a child took it or for a child recorded before them)."""
+    rows = []
+    for task in tasks_of(store, store.session(session_id(store, ref))):
+        child = None if task.child_session_id is None else _child_instance(store, task.child_session_id)
+        rows.append({**task_row(task), "instance": child})
+    return rows
+
+
+def _child_instance(store: ChronicleStore, child: UUID) -> str | None:
+    try:
+        return store.session(child, copy=False).agent_instance or None
+    except NotFound:  # a board task claimed by a child that was never written (a crash between the two)
+        return None
 
 
 def add(store: ChronicleStore, ref: str | UUID, text: str, agent: str | None = None, clock: Clock = SYSTEM_CLOCK) -> dict[str, Any]:
@@ -38,4 +50,4 @@ def add(store: ChronicleStore, ref: str | UUID, text: str, agent: str | None = N
             raise AppError(f"session {sid} cannot delegate to an agent named {agent!r}; its agents: {names} "
                            "(or leave --agent out to let any of them claim the task)", 2)
         name = known[agent.strip().casefold()]
-    return task_row(post_task(store, session, text.strip(), name, uuid4(), clock.now()))
+    return {**task_row(post_task(store, session, text.strip(), name, uuid4(), clock.now())), "instance": None}

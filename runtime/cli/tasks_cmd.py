@@ -70,7 +70,8 @@ def tasks(
         columns = [Column("task"), Column("agent"), Column("status"), Column("child"), Column("summary", flex=True)]
         table = [
             {
-                "task": r["task_id"][:8], "agent": escape(r["agent"] or "(any)"), "child": (r["child_session_id"] or "-")[:8],
+                "task": r["task_id"][:8], "agent": escape(r.get("instance") or r["agent"] or "(any)"),
+                "child": (r["child_session_id"] or "-")[:8],
                 "status": f"[{STATUS_STYLE.get(r['status'], '')}]{r['status']}[/]",
                 "summary": escape(short(r["summary"] or r["task"], 200)),
             }

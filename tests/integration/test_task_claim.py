@@ -85,7 +85,8 @@ def test_a_task_added_to_the_board_is_pending_with_no_child_until_a_delegate_ite
     added = board.add(main.store, str(main.session.id)[:8], "  count the widgets  ", agent="Researcher")
     tid = added["task_id"]
     assert added == {"task_id": tid, "agent": "researcher", "status": "pending", "summary": "", "child_session_id": None,
-                     "task": "count the widgets", "index": None, "parent_tool_call_id": None, "reflection": None, "posted": True}
+                     "task": "count the widgets", "index": None, "parent_tool_call_id": None, "reflection": None, "posted": True,
+                     "instance": None}
     assert board.listing(main.store, main.session.id) == [added]
 
     assert main.run({
@@ -105,7 +106,7 @@ def test_a_task_added_to_the_board_is_pending_with_no_child_until_a_delegate_ite
 
     rows = main.rows()
     assert rows[tid] == {**added, "status": "completed", "summary": "42 widgets", "child_session_id": str(claimed_child),
-                         "index": 0, "parent_tool_call_id": str(call.id)}
+                         "index": 0, "parent_tool_call_id": str(call.id), "instance": "researcher-count-widgets-1"}
     assert list(rows)[0] == tid, "the board lists its added tasks first"
     auto = [r for r in rows.values() if not r["posted"]]
     assert [(r["agent"], r["status"], r["child_session_id"]) for r in auto] == [
