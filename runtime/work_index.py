@@ -23,6 +23,9 @@ from .store import ChronicleStore, NotFound, UnreadableEvent
 
 #: Seconds between full rescans (a safety net; the log normally says everything).
 RESCAN_S = 30.0
+#: At most this share of a worker's time goes to full rescans: a store whose scan takes longer than
+#: RESCAN_S × SCAN_SHARE (0.3 s; ≈ 3,600 sessions on PostgreSQL) is rescanned less often, not more of the time.
+SCAN_SHARE = 0.01
 BATCH = 1000
 
 
@@ -31,6 +34,8 @@ class WorkIndex:
         self.store, self.auto_approve, self.rescan_s = store, auto_approve, rescan_s
         self.position: int | None = None
         self.scanned_at = 0.0
+        #: Seconds until the next full rescan: rescan_s, or longer when a scan took more than SCAN_SHARE of it.
+        self.rescan_after = rescan_s
         self.order: dict[UUID, int] = {}  # top-level sessions, in creation order
         self.with_work: set[UUID] = set()
         self.owner: dict[str, UUID] = {}  # aggregate id (hex) -> the session whose verdict it can change
@@ -39,7 +44,7 @@ class WorkIndex:
 
     def sessions(self) -> list[UUID]:
         """Top-level sessions with something to do, oldest first."""
-        if self.position is None or time.monotonic() - self.scanned_at > self.rescan_s:
+        if self.position is None or time.monotonic() - self.scanned_at > self.rescan_after:
             self._scan()
         else:
             self._follow()
@@ -61,6 +66,7 @@ class WorkIndex:
         # worker 1.5 s on PostgreSQL at start and at every rescan.
         for session in self.store.sessions(on_error=self._unreadable):
             self._judge(session)
+        self.rescan_after = max(self.rescan_s, (time.monotonic() - self.scanned_at) / SCAN_SHARE)
 
     def _follow(self) -> None:
         touched: set[UUID] = set()

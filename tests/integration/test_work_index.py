@@ -43,3 +43,17 @@ def test_the_index_follows_queued_inputs_finished_turns_approvals_and_new_sessio
     assert agree() == [new.id]
     assert WorkIndex(store).sessions() == [new.id]  # a fresh scan agrees with the followed index
     store.close()
+
+
+def test_a_store_whose_scan_is_slow_is_rescanned_less_often_not_more_of_the_time(db_url, workspace, tmp_path):
+    """The full rescan is a safety net: at most SCAN_SHARE of a worker's time. With a 1 ms rescan interval every poll
+    would rescan every session; the interval grows to a hundred times what the scan took instead."""
+    h = Harness(db_url, workspace, tmp_path, [[response(text("one"))]])
+    assert h.run("first").status == "completed"
+    index = WorkIndex(h.store, rescan_s=0.001)
+    index.sessions()
+    scanned = index.scanned_at
+    index.sessions()
+    assert index.scanned_at == scanned, "rescanned at once: the scan's own cost did not lengthen the interval"
+    assert index.rescan_after > 0.001
+    h.store.close()
