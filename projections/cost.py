@@ -35,7 +35,8 @@ class CostProjection(Projection):
     #: Kept in cost_report.py, whose reader checks this projection's position without importing it.
     version = COST_VERSION
     tables = {
-        "proj_cost_sessions": "session_id TEXT PRIMARY KEY, parent_session_id TEXT, agent TEXT, model TEXT, created_at TEXT",
+        "proj_cost_sessions": "session_id TEXT PRIMARY KEY, parent_session_id TEXT, agent TEXT, model TEXT, created_at TEXT, "
+                              "instance TEXT",
         "proj_cost_turns": "turn_id TEXT PRIMARY KEY, session_id TEXT",
         "proj_cost_calls": "call_key TEXT PRIMARY KEY, session_id TEXT, turn_id TEXT, source TEXT, model TEXT, day TEXT, "
                            "at TEXT, input_tokens BIGINT, output_tokens BIGINT, cache_creation_input_tokens BIGINT, "
@@ -50,8 +51,8 @@ class CostProjection(Projection):
     def _started(self, tx: Tx, e: Any, position: int) -> None:
         spec = e.spec or {}
         parent = str(e.parent_session_id) if e.parent_session_id else None
-        tx.execute("INSERT INTO proj_cost_sessions VALUES (%s, %s, %s, %s, %s)",
-                   (str(e.originator_id), parent, spec.get("name"), spec.get("model"), iso(e.timestamp)))
+        tx.execute("INSERT INTO proj_cost_sessions VALUES (%s, %s, %s, %s, %s, %s)",
+                   (str(e.originator_id), parent, spec.get("name"), spec.get("model"), iso(e.timestamp), spec.get("instance") or None))
 
     @on(Turn.Created)
     def _turn(self, tx: Tx, e: Any, position: int) -> None:

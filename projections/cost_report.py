@@ -12,8 +12,8 @@ from collections import defaultdict
 from typing import Any, Mapping, Protocol, Sequence
 
 #: The cost projection's version (CostProjection.version): bump it when its tables change.
-#: v2: web_search_requests column, full usage priced, retried attempts' usage counted.
-COST_VERSION = 2
+#: v2: web_search_requests column, full usage priced, retried attempts' usage counted; v3: a sub-agent's instance name.
+COST_VERSION = 3
 COST_KEY = f"projection:cost:v{COST_VERSION}"
 
 TOKEN_KINDS = ("input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
@@ -96,7 +96,8 @@ class CostReport:
 
     def _objects(self, scope: str, sid: str, grouped: dict[Any, dict[str, Any]]) -> list[dict[str, Any]]:
         info = self.info.get(sid, {})
-        base = {"scope": scope, "session_id": sid, "parent_session_id": info.get("parent_session_id"), "agent": info.get("agent")}
+        base = {"scope": scope, "session_id": sid, "parent_session_id": info.get("parent_session_id"), "agent": info.get("agent"),
+                **({"instance": info["instance"]} if info.get("instance") else {})}  # seed 004: which of its agent's children
         return [{**base, **({self.by: key} if self.by else {}), **_finish(f)} for key, f in sorted(grouped.items(), key=lambda kv: str(kv[0]))]
 
     def for_session(self, sid: str) -> list[dict[str, Any]]:

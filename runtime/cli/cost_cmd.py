@@ -43,7 +43,7 @@ def render(objects: list[dict[str, Any]], by: str | None) -> None:
     ]
     rows = [
         {
-            "scope": o["scope"], "session": o["session_id"][:8], "agent": o.get("agent") or "", **({by: o.get(by) or ""} if by else {}),
+            "scope": o["scope"], "session": o["session_id"][:8], "agent": o.get("instance") or o.get("agent") or "", **({by: o.get(by) or ""} if by else {}),
             "input": o["input_tokens"], "output": o["output_tokens"], "cache write": o["cache_creation_input_tokens"],
             "cache read": o["cache_read_input_tokens"],
             "USD": f"? ({o['unpriced_calls']} unpriced)" if o["usd"] is None else f"{o['usd']:.6f}",

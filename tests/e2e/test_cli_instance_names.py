@@ -71,6 +71,9 @@ def test_children_of_one_agent_are_told_apart_by_instance_name_across_delegate_c
     logged = json_lines(cli("log", sid, "--tree", "--json", db=db_url).stdout)
     assert {e.get("instance") for e in logged if e["session_id"] != sid} == set(children)
     assert all("instance" not in e for e in logged if e["session_id"] == sid)
+    costs = json_lines(cli("cost", sid, "--json", db=db_url).stdout)
+    assert sorted(o["instance"] for o in costs if o["scope"] == "child") == children
+    assert all("instance" not in o for o in costs if o["scope"] != "child")
     tasks = json_lines(cli("tasks", sid, "--json", db=db_url).stdout)
     assert sorted(t["instance"] for t in tasks) == children and all(t["agent"] == "researcher" for t in tasks)
     assert "researcher-parse-log-2" in cli("tasks", sid, db=db_url, env={"COLUMNS": "200"}).stdout
