@@ -118,6 +118,14 @@ def inherited_turns(store: ChronicleStore, session: Session) -> list[UUID]:
     return list(store.first_head(session.id)) if session.forked_from else []
 
 
+def numbered_turns(store: ChronicleStore, session: Session) -> list[UUID]:
+    """Every turn of the session's conversation, numbered as `history --at N`, `fork --at N`, `log`, `audit` and
+    `why` number them: turn N is the list's N-th. A fork's inherited turns come first, then the session's own in the
+    order they began, undone ones included (an undo takes a turn off the branch, never out of the count), so after
+    an undo and a new turn the new turn is 3, not 2."""
+    return [*inherited_turns(store, session), *session.turns]
+
+
 def _nth_event(store: ChronicleStore, session_id: UUID, topic_suffix: str, n: int) -> tuple[int, Any] | None:
     """(log position, event) of the session's n-th event of this kind, if it has that many."""
     for found in store.events_with_positions([session_id], topic_suffix=topic_suffix, offset=n - 1, limit=1):
@@ -155,19 +163,19 @@ def cut_at_turn(store: ChronicleStore, session_id: UUID, number: int) -> Cut:
         if (cut := _own_turn_end(store, session_id, number - len(start.head), fork=True)) is not None:
             return cut
     session = store.session(session_id, copy=False)  # only read here
-    inherited = inherited_turns(store, session)
-    total = len(inherited) + len(session.turns)
+    numbered = numbered_turns(store, session)
+    total, inherited = len(numbered), len(numbered) - len(session.turns)
     if number < 1 or number > total:
-        from_fork = f" ({len(inherited)} inherited from the session it was forked from)" if inherited else ""
+        from_fork = f" ({inherited} inherited from the session it was forked from)" if inherited else ""
         raise MomentOutOfRange(f"session {session_id} has {total} turn(s){from_fork}; TURN must be 1..{total}")
-    if number <= len(inherited):
+    if number <= inherited:
         # Inherited turns had all completed before the fork, so they are as they were then.
         start = store.session(session_id, version=1)
         position, _ = _cut_of_event(store, session_id, 1)
         start.compaction = _compaction_at_inherited(store, session_id, start, number)
-        start.head = inherited[:number]
+        start.head = numbered[:number]
         return Cut(start, position, None, 1)
-    own = number - len(inherited)
+    own = number - inherited
     return cut_at_version(store, session_id, turn_end_version(store, session, own, shown_as=number), latest=session)
 
 
@@ -228,7 +236,7 @@ def cut_at_step(store: ChronicleStore, session_id: UUID, number: int, step: int)
         # A turn not ended yet (running, or waiting for approval): the steps it took are the past already, and
         # what the model was sent for one of them is what a person asks before approving what it decided.
         latest = store.session(session_id)
-        numbered = [*inherited_turns(store, latest), *latest.turns]
+        numbered = numbered_turns(store, latest)
         if not 1 <= number <= len(numbered) or numbered[number - 1] not in latest.head:
             raise
         end = Cut(latest, 0, None, latest.version)

@@ -31,7 +31,7 @@ from chronicle.domain.tool_call import ToolCall
 from chronicle.domain.turn import Turn
 
 from ..store import ChronicleStore
-from ..timetravel import inherited_turns
+from ..timetravel import numbered_turns
 from .errors import NOT_FOUND, AppError
 from .queries import history, session_id
 
@@ -45,7 +45,7 @@ def why(store: ChronicleStore, ref: str | UUID, call: str | None = None, turn: i
     """`why SESSION [CALL] [--turn N] --json`. Unknown calls and turns are AppError 1; a turn out of range 2."""
     sid = session_id(store, ref)
     session = store.session(sid)
-    numbered = [*inherited_turns(store, session), *session.turns]
+    numbered = numbered_turns(store, session)
     number, found, step, use = _decision(store, sid, numbered, list(session.head), call, turn)
     chain: dict[str, Any] = {"session_id": str(sid), "turn": number, "turn_id": str(found.id), "step": step,
                              "on_branch": found.id in session.head}
