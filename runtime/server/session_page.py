@@ -6,6 +6,12 @@ calls, the log events of those turns (bounded by their log positions in SQL), an
 indexed queries on the audit and cost read models (who decided each approval, the newest
 decisions, the cost of each call). Moving the time slider asks for another window.
 
+Turns are numbered and paged as the CLI counts them (`history --at N`, `fork --at N`, `audit`, `why`:
+runtime/timetravel.numbered_turns), so `?turn=3` is the turn `history --at 3` ends with. That count
+keeps the turns an undo took back, and so does the page: they are shown where the log has them,
+marked undone with the undo that took them back, and offer no Fork (the conversation they end is
+not the branch's any more; fork the turn before them, or redo them first).
+
 What a turn shows is what it recorded, step by step: the input, each retried attempt (its error
 and the wait before the next one), each response with its tool calls, who decided an approval,
 the results with file diffs, and how the turn ended if it did not complete.
@@ -29,7 +35,7 @@ from chronicle.runtime.app import queries
 from chronicle.runtime.notes import note_rows
 from chronicle.runtime.read_models import caught_up
 from chronicle.runtime.store import ChronicleStore
-from chronicle.runtime.timetravel import inherited_turns
+from chronicle.runtime.timetravel import numbered_turns
 
 #: Turns on one page; the slider and the turn list move the window.
 TURNS_SHOWN = 20
@@ -42,27 +48,48 @@ UNFINISHED_TURN = ("failed", "cancelled", "stopped", "interrupted")
 AGGREGATE_NAMES = {"Session": "session", "Turn": "turn", "ToolCall": "tool_call", "DelegatedTask": "task"}
 
 
+class NoSuchTurn(LookupError):
+    """A `?turn=` the session does not have; its words say which turns it has, in one line."""
+
+
 @dataclass
 class TurnView:
+    #: The turn's number as `history --at`, `fork --at`, `log`, `audit` and `why` count it (undone turns included):
+    #: what the page heads it with, pages by and links to.
     number: int
     turn_id: str
     status: str
     started_at: str
     inherited: bool
     rows: list[dict[str, Any]] = field(default_factory=list)
-    #: The turn's number as `history --at`, `log`, `audit` and `why` count (undone turns included): `number` is its
-    #: place on the branch, which this page pages by.
-    counted: int = 0
+    #: Taken off the branch by an undo (still in the log): {"event", "position", "actor", "at", "files"}, else None.
+    undone: dict[str, Any] | None = None
+    #: Whether Fork is offered: a turn on the branch that has ended (`fork --at` refuses a turn still running).
+    forkable: bool = False
 
 
-def build(store: ChronicleStore, sid: UUID, at: int | None, every_turn: bool = False) -> dict[str, Any]:
-    """The template's context for the session page as of turn `at` (None: now)."""
+def turn_at_place(store: ChronicleStore, sid: UUID, place: int) -> int | None:
+    """The number (as `history --at` counts) of the turn at `place` on the active branch, clamped to the branch
+    as the page's old `?at=PLACE` was; None when the branch is empty."""
     session = store.session(sid, copy=False)
     head = list(session.head)
-    total = len(head)
-    end = total if at is None else max(1, min(at, total)) if total else 0
+    if not head:
+        return None
+    number_of = {t: n for n, t in enumerate(numbered_turns(store, session), 1)}
+    return number_of[head[max(1, min(place, len(head))) - 1]]
+
+
+def build(store: ChronicleStore, sid: UUID, turn: int | None, every_turn: bool = False) -> dict[str, Any]:
+    """The template's context for the session page as of turn `turn` (as `history --at` counts; None: now)."""
+    session = store.session(sid, copy=False)
+    numbered = numbered_turns(store, session)
+    total = len(numbered)
+    if turn is not None and not 1 <= turn <= total:
+        which = f"its turns are 1 to {total}" if total else "it has no turn yet"
+        raise NoSuchTurn(f"session {sid} has no turn {turn}: {which}, numbered as `chronicle history --at N` counts them")
+    end = total if turn is None else turn
     start = 1 if every_turn else max(1, end - TURNS_SHOWN + 1)
-    turns = store.turns(head[start - 1:end]) if end else []
+    turns = store.turns(numbered[start - 1:end]) if end else []
     calls = {turn.id: store.tool_calls_of(turn) for turn in turns}
     owners = sorted({str(t.session_id) for t in turns} | {str(sid)})
     engine = caught_up(store)
@@ -76,18 +103,23 @@ def build(store: ChronicleStore, sid: UUID, at: int | None, every_turn: bool = F
         row = queries.session_row(store, session, titles.get(str(sid)), report.total_usd(str(sid)))
         children = _children(store, report, str(sid))
     decided = _decisions_by_call(trail)
-    counted = {t: n for n, t in enumerate([*inherited_turns(store, session), *session.turns], 1)}
+    on_branch = set(session.head)
+    undone = _undone_by(store, sid, [t.id for t in turns if t.id not in on_branch])
     views = [
         _turn_view(start + i, turn, calls[turn.id], decided, inherited=turn.session_id != session.id,
                    origin=session.input_origins.get(turn.input_id) if turn.session_id == session.id else None)
         for i, turn in enumerate(turns)
     ]
-    for view, turn in zip(views, turns, strict=True):
-        view.counted = counted.get(turn.id, view.number)
+    for view, shown in zip(views, turns, strict=True):
+        if shown.id not in on_branch:
+            view.undone = undone.get(shown.id, {"event": None})
+        view.forkable = shown.id in on_branch and shown.id != session.active_turn_id
+    forkable = [v.number for v in views if v.forkable]
     return {
-        "row": row, "at": at if at is None else end, "total_turns": total, "first_shown": start, "last_shown": end,
-        # `fork --at` counts turns as the CLI does (undone ones included), not by their place on the branch
-        "last_counted": views[-1].counted if views else None,
+        "row": row, "turn": turn if turn is None else end, "total_turns": total, "first_shown": start, "last_shown": end,
+        "undone_count": total - len(on_branch & set(numbered)),
+        # The actions card's Fork: the last turn shown that Fork is offered on, numbered as `fork --at` takes it
+        "fork_at": forkable[-1] if forkable else None,
         "turns": views, "turn_nav": _turn_nav(start, end, total), "page_size": TURNS_SHOWN,
         "earlier": start - 1 if start > 1 else None,
         "later": min(total, end + TURNS_SHOWN) if end < total else None,
@@ -97,6 +129,22 @@ def build(store: ChronicleStore, sid: UUID, at: int | None, every_turn: bool = F
         "head": store.max_position(),
         "live": row["status"] in ("busy", "queued", "running", "awaiting_approval") or bool(row.get("queued")),
     }
+
+
+def _undone_by(store: ChronicleStore, sid: UUID, turn_ids: list[UUID]) -> dict[UUID, dict[str, Any]]:
+    """turn id → the undo that took it off the branch (the last that named it: one redone and undone again was
+    taken back by the second), read from the session's TurnsUndone events only, and only when a turn shown is off."""
+    if not turn_ids:
+        return {}
+    wanted = set(turn_ids)
+    found: dict[UUID, dict[str, Any]] = {}
+    for position, event in store.events_with_positions([sid], topic_suffix=".TurnsUndone"):
+        for undone in event.turn_ids:
+            key = undone if isinstance(undone, UUID) else UUID(str(undone))
+            if key in wanted:
+                found[key] = {"event": "TurnsUndone", "position": position, "actor": event.actor,
+                              "at": event.timestamp.isoformat(timespec="seconds"), "files": bool(event.files)}
+    return found
 
 
 def _turn_nav(start: int, end: int, total: int) -> list[int | None]:

@@ -3,16 +3,19 @@
 No build step and no framework on the page: Jinja templates, a few lines of inline script for
 the time slider, the confirm-then-POST buttons and the live EventSource. Everything the model
 or a tool wrote is escaped by Jinja's autoescaping; nothing recorded is ever marked safe.
+
+A session page is addressed by turn as the CLI counts turns (`?turn=N` is what `history --at N` shows);
+its older `?at=PLACE`, a place on the active branch, redirects there.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
-from uuid import UUID
+from urllib.parse import parse_qsl, quote, urlencode
 
-from fastapi import FastAPI, HTTPException
-from fastapi.responses import HTMLResponse
+from fastapi import FastAPI, HTTPException, Request
+from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 
 from chronicle.client import Chronicle
@@ -46,24 +49,52 @@ def mount_viewer(app: FastAPI, chronicle: Chronicle) -> None:
                     q=q, status=status, statuses=statuses)
 
     @app.get("/ui/sessions/{session_id}", response_class=HTMLResponse, include_in_schema=False)
-    def session_page(session_id: str, at: int | None = None, all: bool = False) -> HTMLResponse:
-        """A window of turns (as of turn `at`), never the whole history: see session_page.py."""
+    def session_page(request: Request, session_id: str, turn: int | None = None, at: int | None = None,
+                     all: bool = False) -> Response:
+        """A window of turns as of turn `turn` (as `history --at` counts), never the whole history: see
+        session_page.py. The old `?at=PLACE` (a place on the active branch) is answered with a redirect to the
+        same page at that turn's `?turn=`, so a link kept from before lands where it did."""
         try:
             sid = queries.session_id(chronicle.store, session_id)
         except ForgottenSession as exc:  # erased by `chronicle forget`: 409, as the API answers
             raise HTTPException(status_code=409, detail=str(exc)) from None
         except (NotFound, AppError) as exc:
             raise HTTPException(status_code=404, detail=str(exc)) from None
-        return page("session.html", **session_view.build(chronicle.store, sid, at, every_turn=all))
+        if at is not None:
+            number = None if turn is not None else session_view.turn_at_place(chronicle.store, sid, at)
+            return RedirectResponse(_with_turn(request, number), status_code=307)
+        try:
+            context = session_view.build(chronicle.store, sid, turn, every_turn=all)
+        except session_view.NoSuchTurn as exc:
+            return not_found(request, str(exc))
+        return page("session.html", **context)
+
+    def not_found(request: Request, line: str) -> Response:
+        """404: a page with the one line for a browser's page load, the JSON error for anything else (as a 401 is)."""
+        if "text/html" in request.headers.get("accept", ""):
+            return HTMLResponse(TEMPLATES.get_template("not_found.html").render(store=chronicle.store.describe(), line=line),
+                                status_code=404)
+        return JSONResponse({"error": line}, status_code=404)
 
     @app.get("/ui/sessions/{session_id}/why", response_class=HTMLResponse, include_in_schema=False)
     def why_page(session_id: str, call: str | None = None, turn: int | None = None) -> HTMLResponse:
-        """One decision's chain (runtime/app/why.py), linked from each tool call of the session page."""
+        """One decision's chain (runtime/app/why.py), linked from each tool call of the session page; it links back
+        with the turn's number as `why` gives it, which is the session page's `?turn=` (undone turns are shown too)."""
         chain = chronicle.why(session_id, call, turn=turn)
-        # The session page numbers the branch's turns by their place on it; `why` numbers them as `history --at` does.
-        head = [str(t) for t in chronicle.store.session(UUID(chain["session_id"]), copy=False).head]
-        chain["branch_turn"] = head.index(chain["turn_id"]) + 1 if chain["turn_id"] in head else None
         tool = chain["tool_call"]
         return page("why.html", chain=chain, what=f"{tool['name']} ({tool['tool_use_id']})" if tool else "the answer")
 
 
+def _with_turn(request: Request, number: int | None) -> str:
+    """The request's own path and query with `at` replaced by `turn=number` in its place (dropped when None: a `turn`
+    given beside it wins, and an empty branch has no turn to name), every other parameter kept as it came."""
+    query = parse_qsl(request.scope.get("query_string", b"").decode("latin-1"), keep_blank_values=True)
+    kept: list[tuple[str, str]] = []
+    for key, value in query:
+        if key != "at":
+            kept.append((key, value))
+        elif number is not None and ("turn", str(number)) not in kept:
+            kept.append(("turn", str(number)))
+    raw = request.scope.get("raw_path") or quote(request.scope["path"]).encode()
+    # "//host/…" would be a redirect to another site: one leading slash, always (as auth.py's login redirect).
+    return "/" + raw.decode("latin-1").lstrip("/") + (f"?{urlencode(kept)}" if kept else "")

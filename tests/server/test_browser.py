@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from chronicle.runtime.server import session_page
-from tests.helpers import response, text, tool_use, write_script
+from tests.helpers import cli, json_lines, response, text, tool_use, write_script
 from tests.server import long_session
 from tests.server.serving import serving
 
@@ -110,7 +110,7 @@ def test_approve_in_the_browser_see_the_answer_arrive_and_travel_back_in_time(db
         expect(page.locator("#conversation")).to_contain_text("Second turn answer.")
         expect(page.locator("#turn-1 .decision")).to_contain_text("approved by ci-reviewer (user)")
         page.locator("#turn-slider").fill("1")
-        page.wait_for_url("**?at=1")
+        page.wait_for_url("**?turn=1")
         expect(page.locator("#conversation")).not_to_contain_text("Second turn answer.")
         expect(page.locator("#conversation")).to_contain_text("Done: out.txt says approved.")
         _shot(page, tmp_path, "viewer-time-travel.png")
@@ -138,7 +138,7 @@ def test_a_thousand_turn_session_opens_and_time_travels_a_page_of_turns_at_a_tim
         assert len(page.content()) < 150_000
 
         page.locator("#turn-slider").fill("500")
-        page.wait_for_url("**?at=500")
+        page.wait_for_url("**?turn=500")
         expect(page.locator("#turn-500")).to_contain_text("answer 500")
         expect(page.locator("#turn-500 .retry")).to_contain_text("overloaded")
         expect(page.locator("#turn-500 .retry")).to_contain_text("waited 2.0 s")
@@ -147,11 +147,58 @@ def test_a_thousand_turn_session_opens_and_time_travels_a_page_of_turns_at_a_tim
         _shot(page, tmp_path, "viewer-long-session.png", full_page=False)
 
         page.locator("#turn-list a[rel=prev]").click()
-        page.wait_for_url("**?at=480")
+        page.wait_for_url("**?turn=480")
         expect(page.locator("#turn-480")).to_contain_text("answer 480")
         assert page.locator("#conversation .turn").count() == session_page.TURNS_SHOWN
         _close_pages(browser)
     assert not [u for u in requested if "/history" in u or u.endswith("/log")], "the page never fetches the whole history"
+
+
+def test_after_an_undo_and_a_new_turn_the_page_numbers_turns_as_the_cli_marks_the_undone_one_and_forks_as_fork_at(
+        db_url, workspace, tmp_path, browser):
+    """Turns one, two; undo; three. The page heads them 1, 2 (undone), 3, as `history --at` counts them; the slider
+    moves by that count; turn 2 offers no Fork, and turn 3's Fork forks at what `fork --at 3` forks at."""
+    playwright_api = pytest.importorskip("playwright.sync_api")
+    script = write_script(tmp_path / "s.json", [[response(text(f"answer {k}"))] for k in "abc"])
+    run = ("--provider", f"scripted:{script}", "--workspace", str(workspace), "--json")
+    sid = json_lines(cli("run", "one", *run, db=db_url).stdout)[0]["session_id"]
+    assert cli("run", "two", "--session", sid, *run, db=db_url).returncode == 0
+    assert cli("undo", sid, db=db_url, env={"CHRONICLE_ACTOR": "undoer@ci"}).returncode == 0
+    assert cli("run", "three", "--session", sid, *run, db=db_url).returncode == 0
+    by_cli = json_lines(cli("fork", sid, "--at", "3", "--json", db=db_url).stdout)[0]
+    with serving(db_url, workspace) as base:
+        page = browser.new_page(viewport={"width": 1280, "height": 900})
+        page.on("dialog", lambda dialog: dialog.accept())
+        expect = playwright_api.expect
+        page.goto(f"{base}/ui/sessions/{sid}")
+        turns = page.locator("#conversation .turn")
+        assert [turns.nth(i).get_attribute("data-turn") for i in range(turns.count())] == ["1", "2", "3"]
+        expect(page.locator("#turn-3 .turn-head")).to_contain_text("turn 3 ·")
+        expect(page.locator("#turn-2 .undone-mark")).to_contain_text("undone by undoer@ci")
+        expect(page.locator("#turn-2")).to_contain_text("answer b")
+        assert page.locator("#turn-2").evaluate("e => getComputedStyle(e.querySelector('.bubble')).opacity") == "0.5"
+        assert page.locator("#turn-1 .undone-mark, #turn-3 .undone-mark").count() == 0
+        assert page.locator("#turn-2 button[data-action=fork]").count() == 0, "no Fork on the undone turn"
+        _shot(page, tmp_path, "viewer-undone-turn.png")
+
+        page.locator("#turn-3 button[data-action=fork]").click()
+        expect(page.locator("#action-result")).to_contain_text("open the fork")
+        forked = httpx.get(f"{base}/sessions").json()
+        fork_id = next(r["session_id"] for r in forked if (r.get("forked_from") or {}).get("turn") == 3
+                       and r["session_id"] != by_cli["session_id"])
+        assert page.locator("#action-result").inner_text().startswith("200 ")
+        # The same conversation as the CLI's fork --at 3 and history --at 3: one, three (not the undone two)
+        history = [httpx.get(f"{base}/sessions/{s}/history").json() for s in (fork_id, by_cli["session_id"])]
+        assert history[0] == history[1] == httpx.get(f"{base}/sessions/{sid}/history", params={"at": 3}).json()
+        assert "three" in str(history[0]) and "two" not in str(history[0])
+
+        page.goto(f"{base}/ui/sessions/{sid}")
+        page.locator("#turn-slider").fill("2")
+        page.wait_for_url("**?turn=2")
+        assert page.locator("#conversation .turn").last.get_attribute("data-turn") == "2"
+        expect(page.locator("#turn-2 .undone-mark")).to_contain_text("undone")
+        expect(page.locator("#actions button[data-action=fork]")).to_have_text("Fork at turn 1")
+        _close_pages(browser)
 
 
 def test_a_page_opened_while_the_turn_runs_brings_up_the_approval_when_it_is_asked_for(db_url, workspace, tmp_path, browser):

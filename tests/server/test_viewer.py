@@ -28,7 +28,7 @@ def test_the_session_page_shows_the_conversation_as_of_any_turn_and_escapes_what
         assert "second answer" in now.text and 'id="turn-slider"' in now.text
         assert "+new" in now.text, "a write_file call shows its diff"
 
-        then = httpx.get(f"{base}/ui/sessions/{sid}", params={"at": 1})
+        then = httpx.get(f"{base}/ui/sessions/{sid}", params={"turn": 1})
         assert "second answer" not in then.text and "wrote it" in then.text
         assert then.text.count('class="bubble') < now.text.count('class="bubble')
         assert httpx.get(f"{base}/ui/sessions/nonexistent").status_code == 404
@@ -85,8 +85,8 @@ def test_each_tool_call_links_to_why_it_was_made_and_that_page_escapes_what_was_
 
 
 def test_after_an_undo_the_why_links_name_each_call_by_the_turn_history_and_audit_give_it(db_url, workspace, tmp_path):
-    """The page numbers the branch's turns by their place on it (2 after an undo and a new turn); `why` numbers them
-    as `history --at` does (3). Its link passes the latter, and the why page of a call undone since says so."""
+    """The page numbers turns as `why` and `history --at` do (3 after an undo and a new turn, not its place on the
+    branch, 2); its links pass that number both ways, and the why page of a call undone since says so."""
     turns = [[response(tool_use(f"tu_{k}", "read_file", path="hello.txt")), response(text(f"answer {k}"))] for k in "abc"]
     script = write_script(tmp_path / "s.json", turns)
     run = ("--provider", f"scripted:{script}", "--workspace", str(workspace), "--json")
@@ -97,15 +97,16 @@ def test_after_an_undo_the_why_links_name_each_call_by_the_turn_history_and_audi
     with serving(db_url, workspace) as base:
         page = httpx.get(f"{base}/ui/sessions/{sid}").text
         assert f'href="/ui/sessions/{sid}/why?call=tu_c&amp;turn=3"' in page
-        # Each turn is headed by the number the CLI gives it (history --at, audit, why), its branch place beside it.
-        assert "turn 3 (its place on this branch: 2;" in page and "turn 1 · " in page
+        # Each turn is headed by the number the CLI gives it (history --at, audit, why)
+        assert 'id="turn-3" data-turn="3"' in page and "turn 3 · " in page and "turn 1 · " in page
         # Its Fork button forks at that turn as `fork --at` counts it (it sent the branch place, 2: the undone turn)
         assert """data-body='{"at": 3}'""" in page and "Fork at turn 3" in page
         latest = httpx.get(f"{base}/ui/sessions/{sid}/why", params={"call": "tu_c", "turn": 3})
         assert latest.status_code == 200 and "three" in latest.text and "undone since" not in latest.text
-        assert f"/ui/sessions/{sid}?at=2#turn-2" in latest.text  # its place on the branch, for the session page
+        assert f"/ui/sessions/{sid}?turn=3#turn-3" in latest.text  # the session page's ?turn= is the same count
         undone = httpx.get(f"{base}/ui/sessions/{sid}/why", params={"call": "tu_b"})
         assert undone.status_code == 200 and "undone since" in undone.text and "two" in undone.text
+        assert f"/ui/sessions/{sid}?turn=2#turn-2" in undone.text  # shown there too, marked undone
 
 
 def test_a_call_waiting_for_approval_links_to_why_before_anyone_answers(db_url, workspace, tmp_path):
