@@ -41,7 +41,8 @@ def mount_viewer(app: FastAPI, chronicle: Chronicle) -> None:
         needle = q.strip().lower()
         shown = [
             (row, depth) for row, depth in queries.tree_order(rows)
-            if (not needle or needle in f"{row['session_id']} {row.get('agent', '')} {row.get('title') or ''}".lower())
+            if (not needle or needle in f"{row['session_id']} {row.get('agent', '')} {row.get('instance') or ''} "
+                                       f"{row.get('title') or ''}".lower())
             and (not status or row["status"] == status)
         ]
         start = page_no * PAGE_SIZE

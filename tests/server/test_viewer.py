@@ -54,6 +54,9 @@ def test_the_session_page_of_a_delegating_session_shows_its_sub_agent_tree_and_a
         assert "task.Opened" in page.text and "task.Completed" in page.text, "the timeline has the board's task events"
         child = next(r for r in httpx.get(f"{base}/sessions").json() if r["agent"] == "researcher")
         assert f'/ui/sessions/{child["session_id"]}' in page.text
+        assert child["instance"] == "researcher-hello-txt-1" and ">researcher-hello-txt-1</a>" in page.text  # its instance name
+        listing = httpx.get(f"{base}/ui/sessions", params={"q": "hello-txt"})
+        assert "↳ researcher-hello-txt-1" in listing.text and sid not in listing.text, "the list finds a child by its instance"
         own = httpx.get(f"{base}/ui/sessions/{child['session_id']}")
         assert "task.Opened" in own.text and "task.Completed" in own.text, "a sub-agent's timeline has its own task, on its parent's board"
         forked = httpx.get(f"{base}/ui/sessions/{fork_id}")
