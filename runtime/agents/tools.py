@@ -133,7 +133,9 @@ def asked_before(store: Any, parent: Any, call_id: UUID) -> Counter[str]:
                     continue
                 if tool_call_id(turn.id, step["step"], block["id"]) == call_id:
                     return asked
-                for item in (block.get("input") or {}).get("tasks") or []:
+                given = block.get("input")
+                items = given.get("tasks") if isinstance(given, dict) else None  # malformed input ran no child
+                for item in items if isinstance(items, list) else []:
                     if isinstance(item, dict) and isinstance(item.get("agent"), str):
                         asked[item["agent"].casefold()] += 1
     return asked
