@@ -8,13 +8,15 @@ so the log says which agent said what, when; `forget` erases the board with the 
 (the board's first event names the session, which places it in that tree).
 
 Notes are not part of a branch: like a file `bash` wrote, a note an undone turn wrote stays (the log
-and `chronicle notes` show who wrote each one). A fork is a new top-level session with its own board.
+and `chronicle notes` show who wrote each one). A fork is a new top-level session with a board of its own,
+which starts with the notes of the tree it was forked from as they stood when the fork's last inherited turn
+ended (`Inherited`, saved with the fork): the turns the fork's model reads speak of those notes, so it must
+be able to read them. From there the two boards go their own ways.
 """
-
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 from eventsourcing.domain import Aggregate, event
@@ -22,12 +24,18 @@ from eventsourcing.domain import Aggregate, event
 from .errors import DomainError
 from .event_type import EventType
 
+if TYPE_CHECKING:  # the shapes are resolved by the vocabulary (runtime/vocabulary.py); decoding builds none
+    from .agent_spec import AgentSpec
+    from .payloads import InheritedNote
+
 #: A note's name: what `read_note` and `write_note` take (letters, digits, `-`, `_`, `.`, `/`).
 NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./")
 MAX_NAME = 100
 #: Characters per note and notes per board: a note is a finding, not a file store (the workspace is that).
 MAX_TEXT = 32_000
 MAX_NOTES = 200
+#: The tools that act on a board (runtime/tools/notes.py): a tree none of whose agents has one never has notes.
+TOOL_NAMES = frozenset({"list_notes", "read_note", "write_note", "delete_note"})
 
 
 class NoteRefused(DomainError):
@@ -38,6 +46,15 @@ def check_name(name: str) -> str:
     if not name or len(name) > MAX_NAME or not set(name) <= NAME_CHARS:
         raise NoteRefused(f"a note's name is 1 to {MAX_NAME} letters, digits, '-', '_', '.' or '/', got {name!r}")
     return name
+
+
+def shares_notes(spec: AgentSpec) -> bool:
+    """Whether a session of this spec, or a sub-agent it may delegate to, has a notes tool: when neither has, its
+    tree never has a board, and a fork of it need not look for one (`fork` is a benchmarked command)."""
+    for agent in (spec, *spec.registry):
+        if TOOL_NAMES.intersection(agent.tools) or any(TOOL_NAMES.intersection(n) for n in agent.import_tools.values()):
+            return True
+    return False
 
 
 class NoteBoard(Aggregate):
@@ -85,3 +102,29 @@ class NoteBoard(Aggregate):
     @event(Deleted)
     def _deleted(self, name: str, session_id: UUID, tool_call_id: UUID | None, timestamp: datetime) -> None:
         del self.notes[name]
+
+    def inherit(self, notes: dict[str, dict[str, Any]], from_session_id: UUID, turn: int, now: datetime) -> None:
+        """Start a fork's board with `notes` (name -> {"text", "session_id", "tool_call_id", "at"}, as `notes` holds
+        them), those of the board of session `from_session_id`'s tree when its turn `turn` ended. Only a board just
+        opened inherits: a board with a history of its own would have it overwritten."""
+        if self.version != 1 or self.notes:
+            raise DomainError("only a board just opened inherits notes")
+        rows: list[Any] = [  # InheritedNote each (its `__pydantic_config__` reads as a key to mypy)
+            {"name": name, "text": note["text"], "session_id": note["session_id"], "tool_call_id": note["tool_call_id"],
+             "written_at": note["at"]} for name, note in sorted(notes.items())
+        ]
+        self._inherited(notes=rows, from_session_id=from_session_id, turn=turn, timestamp=now)
+
+    class Inherited(Event):
+        """The notes a fork's board starts with, each as last written where it came from (writer and time kept), and
+        where they came from: the session forked and the turn (numbered as `history --at` numbers it)."""
+
+        notes: list[InheritedNote]
+        from_session_id: UUID
+        turn: int
+
+    @event(Inherited)
+    def _inherited(self, notes: list[InheritedNote], from_session_id: UUID, turn: int, timestamp: datetime) -> None:
+        for note in notes:
+            self.notes[note["name"]] = {"text": note["text"], "session_id": note["session_id"],
+                                        "tool_call_id": note["tool_call_id"], "at": note["written_at"]}

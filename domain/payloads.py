@@ -25,7 +25,9 @@ the vocabulary hands pydantic equivalent ones.
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any, Literal, NotRequired, TypedDict
+from uuid import UUID
 
 OURS = {"extra": "forbid"}
 THEIRS = {"extra": "allow"}
@@ -184,6 +186,18 @@ class ForkOrigin(TypedDict):
     session_id: str
     turn: int
     actor: NotRequired[str | None]
+
+
+class InheritedNote(TypedDict):
+    """A note a fork's board starts with (domain/notes.py `NoteBoard.Inherited`): as last written on the board it
+    came from, with who wrote it then (the session and tool call) and when."""
+
+    __pydantic_config__ = OURS  # type: ignore[misc]
+    name: str
+    text: str
+    session_id: UUID
+    tool_call_id: UUID | None
+    written_at: datetime
 
 
 class SkillRecord(TypedDict):
