@@ -18,7 +18,7 @@ from chronicle.domain.notes import NoteBoard
 from chronicle.domain.session import Session
 
 from .agents.tree import lineage
-from .store import ChronicleStore, NotFound
+from .store import ChronicleStore, ForgottenSession, NotFound
 
 #: Tries at a write that keeps meeting another writer's.
 ATTEMPTS = 20
@@ -34,6 +34,8 @@ def read_board(store: ChronicleStore, board_id: UUID) -> NoteBoard | None:
     its other aggregates, so an erased tree's board is ForgottenSession and a damaged row names itself."""
     try:
         board: NoteBoard = store._get(board_id, NoteBoard)
+    except ForgottenSession:
+        raise  # a NotFound too, but erased on purpose: not "no notes"
     except NotFound:
         return None
     return board
