@@ -14,6 +14,7 @@ from datetime import datetime
 from typing import Any, Callable
 from uuid import UUID, uuid4
 
+from chronicle.domain.notes import shares_notes
 from chronicle.domain.session import Session
 from chronicle.domain.turn import Turn
 
@@ -282,7 +283,8 @@ def fork(
     store: ChronicleStore, session_id: UUID, number: int, clock: Clock = SYSTEM_CLOCK, actor: str | None = None,
     present: Session | None = None,
 ) -> Session:
-    """A new session whose context is the parent's conversation as of turn `number`; no copying.
+    """A new session whose context is the parent's conversation as of turn `number`; no copying of turns. Its shared
+    notes board starts with the parent tree's notes as they stood when that turn ended (runtime/notes.py).
 
     `actor`: who forked (default: this process's user@host), recorded in `forked_from` beside the
     origin, so the event keeps its fields and no upcaster is needed (older forks have no actor).
@@ -307,5 +309,13 @@ def fork(
     compaction = _held(cut.session.compaction, list(cut.session.head))
     if compaction:
         child.compact(list(compaction["compacted_turn_ids"]), compaction["summary"], compaction["strategy"], now)
-    store.create_session(child)
+    # The turns it continues from may speak of shared notes: the fork's board starts with those of the parent's tree
+    # as they stood when turn `number` ended, saved with the fork (a crash leaves both or neither). A tree whose agents
+    # have no notes tool has no board to read: its fork runs no query more than it did before boards were inherited.
+    board = None
+    if shares_notes(cut.session.spec):
+        from .notes import inherited_board
+
+        board = inherited_board(store, session_id, number, child.id, now, cut=None if present is not None else cut)
+    store.create_session(child, *([board] if board is not None else []))
     return child
