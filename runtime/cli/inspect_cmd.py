@@ -203,7 +203,20 @@ def describe(entry: dict[str, Any]) -> str:
         return short(said, 70)
     if event in ("ReplyDelivered", "ReplyFailed"):
         return short(reply_words(data), 70)
+    if entry["aggregate"] == "notes":
+        return short(notes_words(event, data), 70)
     return short(data.get("reason") or data.get("final_text") or "", 70)
+
+
+def notes_words(event: str, data: dict[str, Any]) -> str:
+    """A shared-notes event in a line: the note written or deleted, or what a fork's board started with."""
+    if event == "Inherited":
+        names = [note["name"] for note in data.get("notes") or []]
+        return (f"{len(names)} note{'s' if len(names) != 1 else ''} from {str(data.get('from_session_id'))[:8]} "
+                f"at turn {data.get('turn')}: {', '.join(names)}")
+    if event in ("Written", "Deleted"):
+        return f"{data.get('name')} by {str(data.get('session_id'))[:8]}"
+    return ""
 
 
 def reply_words(data: dict[str, Any]) -> str:
