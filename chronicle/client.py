@@ -486,13 +486,14 @@ class Chronicle:
             return task_cases.listing(self.store, session)
 
     @checked
-    def notes(self, session: SessionRef) -> list[dict[str, Any]]:
-        """`notes SESSION --json`: the shared notes of the session's tree of agents (seed 004), each as last written:
-        `name`, `text`, `session_id` and `tool_call_id` of the write, `written_at`."""
-        from chronicle.runtime.notes import note_rows
+    def notes(self, session: SessionRef, at: FromOne | None = None) -> list[dict[str, Any]]:
+        """`notes SESSION [--at TURN] --json`: the shared notes of the session's tree of agents (seed 004), each as last
+        written: `name`, `text`, `session_id` and `tool_call_id` of the write, `written_at`. With `at`, as they stood
+        when turn `at` ended (counted as `history(at=)` counts turns; a fork's start with those of its last inherited turn)."""
+        from chronicle.runtime.app.notes import notes_of
 
         with _as_chronicle_errors():
-            return note_rows(self.store, queries.session_id(self.store, session))
+            return notes_of(self.store, session, at)
 
     @checked
     def add_task(self, session: SessionRef, task: str, agent: str | None = None) -> dict[str, Any]:

@@ -273,8 +273,8 @@ def _serving(config: ServerConfig, chronicle: Chronicle) -> FastAPI:
         return chronicle.export(session_id)
 
     @app.get("/sessions/{session_id}/notes")
-    def notes(session_id: str) -> list[dict[str, Any]]:
-        return chronicle.notes(session_id)
+    def notes(session_id: str, at: int | None = None) -> list[dict[str, Any]]:
+        return chronicle.notes(session_id, at=at)
 
     @app.get("/sessions/{session_id}/cost")
     def cost(session_id: str, by: str | None = None) -> list[dict[str, Any]]:
