@@ -16,7 +16,8 @@
 - for a sub-agent taken on its own (`export CHILD`), its own task, which sits on its parent's board
   outside the tree: its events are the child's claim and how its work was settled, so they concern
   the child as much as its parent (the parent's board, and its index, stay out);
-- the tree's shared notes (seed 004), kept on its top-level session's board;
+- the tree's shared notes (seed 004), kept on its top-level session's board (a fork's own board, which starts
+  with the notes it inherited; its parent's stays out, as the parent does);
 - the attachments the inputs and results of all those refer to (content-addressed, shared).
 """
 
