@@ -106,6 +106,7 @@ class AuditProjection(Projection):
         self._row(tx, e, position, kind, sid, name=spec.get("name"),
                   detail={"agent": spec.get("name"), "model": spec.get("model"), "tools": spec.get("tools"),
                           "depth": spec.get("depth"), "head_turns": len(e.head),
+                          **({"instance": spec["instance"]} if spec.get("instance") else {}),  # seed 004's instance name
                           **({"actor": e.forked_from["actor"]} if (e.forked_from or {}).get("actor") else {}),
                           **({"skills": [{k: s.get(k) for k in ("name", "mode", "version", "sha256")} for s in spec["skills"]]}
                              if spec.get("skills") else {})},

@@ -71,6 +71,8 @@ def test_children_of_one_agent_are_told_apart_by_instance_name_across_delegate_c
     logged = json_lines(cli("log", sid, "--tree", "--json", db=db_url).stdout)
     assert {e.get("instance") for e in logged if e["session_id"] != sid} == set(children)
     assert all("instance" not in e for e in logged if e["session_id"] == sid)
+    started = [r for r in json_lines(cli("audit", "--json", db=db_url).stdout) if r["kind"] == "subagent_start"]
+    assert sorted(r["detail"]["instance"] for r in started) == children
     costs = json_lines(cli("cost", sid, "--json", db=db_url).stdout)
     assert sorted(o["instance"] for o in costs if o["scope"] == "child") == children
     assert all("instance" not in o for o in costs if o["scope"] != "child")
