@@ -37,7 +37,8 @@ HELP = [
     ("/stop, /interrupt", "cancel the running turn (typed while it runs; Ctrl-C too), recorded as a cancel with who asked"),
     ("/heartbeat", "run the workspace's heartbeat routine now (a \\[routines.NAME] table with heartbeat = true in chronicle.toml)"),
     ("/summary", "the session's title and its compaction summary, if it has them"),
-    ("/notes", "the shared notes this session's agents left each other (write_note), as last written"),
+    ("/notes [TURN]", "the shared notes this session's agents left each other (write_note), as last written, or as they "
+                      "stood when turn TURN ended"),
     ("/clear", "same as /new: a new empty thread; nothing is erased (the log keeps every turn)"),
     ("/version", "the installed Chronicle version"),
     ("/ping", "check that the event store answers, and how fast"),
@@ -401,11 +402,14 @@ def summary(chat: Any, arg: str) -> None:
 
 
 def notes(chat: Any, arg: str) -> None:
-    from chronicle.runtime.notes import note_rows
+    """`chronicle notes SESSION [--at TURN]` in chat (runtime/app/notes.py: TURN counted and refused as /fork's)."""
+    from chronicle.runtime.app.notes import notes_of
 
-    rows = note_rows(chat.store, chat.session_id)
+    at = _count(arg, None)
+    rows = notes_of(chat.store, chat.session_id, at)
     if not rows:
-        chat.console.print("no notes yet: an agent whose tools include write_note leaves them (see `chronicle notes --help`)")
+        chat.console.print(f"no notes when turn {at} ended" if at is not None else
+                           "no notes yet: an agent whose tools include write_note leaves them (see `chronicle notes --help`)")
         return
     for row in rows:
         chat.console.print(f"[bold]{escape(row['name'])}[/] [dim]{row['written_at'][:19].replace('T', ' ')}, "

@@ -168,6 +168,8 @@ def test_chat_shows_the_notes_with_a_slash_command(sqlite_url, workspace, tmp_pa
     before = cli("chat", "--provider", f"scripted:{script}", "--workspace", str(workspace), db=sqlite_url, input="/notes\n/quit\n")
     assert before.returncode == 0 and "no notes yet" in before.stdout, before.stdout + before.stderr
     done = cli("chat", "--provider", f"scripted:{script}", "--workspace", str(workspace), db=sqlite_url,
-               input="plan it\n/notes\n/quit\n")
+               input="plan it\n/notes\n/notes 1\n/notes 2\n/quit\n")
     assert done.returncode == 0, done.stderr
-    assert "plan" in done.stdout and "first the tests" in done.stdout and "Traceback" not in done.stdout + done.stderr
+    # the write_note call as it ran, then /notes and /notes 1
+    assert done.stdout.count("first the tests") == 3 and "Traceback" not in done.stdout + done.stderr, done.stdout
+    assert "error:" in done.stdout and "TURN must be 1..1" in done.stdout, done.stdout  # refused as notes --at refuses
