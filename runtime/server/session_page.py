@@ -35,7 +35,7 @@ from chronicle.runtime.app import queries
 from chronicle.runtime.notes import note_rows
 from chronicle.runtime.read_models import caught_up
 from chronicle.runtime.store import ChronicleStore
-from chronicle.runtime.timetravel import numbered_turns
+from chronicle.runtime.timetravel import TimeTravelError, numbered_turns
 
 #: Turns on one page; the slider and the turn list move the window.
 TURNS_SHOWN = 20
@@ -124,11 +124,22 @@ def build(store: ChronicleStore, sid: UUID, turn: int | None, every_turn: bool =
         "earlier": start - 1 if start > 1 else None,
         "later": min(total, end + TURNS_SHOWN) if end < total else None,
         "pending": _pending(store, session), "decisions": decisions, "cost_svg": _cost_svg(costs),
-        "notes": note_rows(store, sid),
+        "notes": _notes(store, sid, turn), "notes_at": turn,
         "by_model": by_model, "children": children, "log_rows": _timeline(store, session, turns, calls),
         "head": store.max_position(),
         "live": row["status"] in ("busy", "queued", "running", "awaiting_approval") or bool(row.get("queued")),
     }
+
+
+def _notes(store: ChronicleStore, sid: UUID, turn: int | None) -> list[dict[str, Any]]:
+    """The shared notes as the page's moment saw them: as they stood when turn `turn` ended (`notes --at`), or now. A
+    turn not ended yet (or whose past this store cannot read) shows them as they are now."""
+    if turn is not None:
+        try:
+            return note_rows(store, sid, turn)
+        except TimeTravelError:
+            pass
+    return note_rows(store, sid)
 
 
 def _undone_by(store: ChronicleStore, sid: UUID, turn_ids: list[UUID]) -> dict[UUID, dict[str, Any]]:

@@ -231,6 +231,10 @@ def test_notes_at_a_turn_on_the_cli_the_library_and_http_and_a_bad_turn_as_histo
             answer = httpx.get(f"{base}/sessions/{sid}/notes", params={"at": bad})
             assert answer.status_code == 400 and answer.json()["code"] == 2, answer.text
         assert httpx.get(f"{base}/sessions/{sid}/notes", params={"at": "two"}).status_code == 422
+        # the viewer's page as of turn 1 shows the notes as they stood then; as of now, as they are
+        then, now = (httpx.get(f"{base}/ui/sessions/{sid}", params=p).text for p in ({"turn": 1}, {}))
+        assert "when turn 1 ended" in then and "plan v1" in then and "the API is v2" not in then
+        assert "the API is v2" in now and "when turn" not in now
 
 
 def test_forget_erases_a_fork_s_inherited_notes_with_its_tree(db_url, workspace, tmp_path, monkeypatch):
