@@ -410,7 +410,10 @@ class Chronicle:
     def fork(self, session: SessionRef, at: FromOne | None = None) -> str:
         """A new session continuing from turn `at` (default: the end of the branch); its id."""
         with _as_chronicle_errors():
-            return str(timetravel.fork(self.store, session, at).id)
+            child = timetravel.fork(self.store, session, at)
+            if (note := timetravel.undone_note(self.store, child)) is not None:
+                warn(note)  # what the CLI says in its note: line
+            return str(child.id)
 
     # -- serving ---------------------------------------------------------------------------------
 

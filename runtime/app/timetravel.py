@@ -142,6 +142,20 @@ def fork(store: ChronicleStore, ref: str | UUID, at: int | None = None, actor: s
         raise AppError(str(exc), exc.exit_code) from None
 
 
+def undone_note(store: ChronicleStore, child: Session) -> str | None:
+    """The note for a fork made at a turn an undo has taken off its parent's branch (`fork --at` counts those turns,
+    as `history --at` does): allowed, since forking what was taken back is how to carry it on without a redo, but
+    said, since the parent's branch no longer reads that way."""
+    origin = child.forked_from or {}
+    if not origin.get("session_id") or not child.head:
+        return None
+    parent = store.session(UUID(str(origin["session_id"])), copy=False)
+    if child.head[-1] in parent.head:
+        return None
+    return (f"turn {origin['turn']} of session {parent.id} was undone since (it is not on its branch); the fork "
+            f"continues from it as it was")
+
+
 async def replay(store: ChronicleStore, ref: str | UUID, workspace: Path | None = None) -> ReplayReport:
     """`workspace`: where the session's files are now; one that is not a directory is refused (exit 2) rather than
     copied as nothing, which replayed every file tool against an empty scratch workspace."""

@@ -102,7 +102,10 @@ def fork(
 ) -> None:
     """Start a new session from the conversation as it was when turn TURN had completed; prints its id."""
     with cli_errors():
-        child = app_timetravel.fork(open_store(db, create=False), session, at)
+        store = open_store(db, create=False)
+        child = app_timetravel.fork(store, session, at)
+        if (note := app_timetravel.undone_note(store, child)) is not None:
+            err_console.print(f"note: {escape(note)}", soft_wrap=True)
         if as_json:
             print_json({"session_id": str(child.id), "forked_from": child.forked_from})
             return

@@ -148,6 +148,31 @@ def test_fork_starts_a_session_from_a_past_turn_that_can_run_on_its_own(db_url, 
     assert user_texts(history(db_url, sid)) == ["one", "two"]
 
 
+def test_a_fork_at_a_turn_an_undo_took_back_is_made_and_says_so(db_url, workspace, tmp_path):
+    """`fork --at` counts undone turns as `history --at` does: forking one carries on what was taken back (no redo
+    needed), and is said, since the parent's branch no longer reads that way; a fork at a turn on the branch says nothing."""
+    import warnings
+
+    from chronicle import Chronicle, ChronicleWarning
+
+    script = three_turns(tmp_path)
+    sid = run_turns(db_url, workspace, script, ["one", "two"])
+    assert cli("undo", sid, db=db_url).returncode == 0
+    more = cli("run", "three", "--session", sid, "--workspace", str(workspace), db=db_url)
+    assert more.returncode == 0, more.stderr
+    forked = cli("fork", sid, "--at", "2", db=db_url)
+    assert forked.returncode == 0, forked.stderr
+    assert f"note: turn 2 of session {sid} was undone since" in " ".join(forked.stderr.split()), forked.stderr
+    assert user_texts(history(db_url, forked.stdout.strip())) == ["one", "two"]
+    plain = cli("fork", sid, "--at", "3", db=db_url)
+    assert plain.returncode == 0 and "note:" not in plain.stderr, plain.stderr
+    with Chronicle(db_url) as app, warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        app.fork(sid, at=2)
+        app.fork(sid, at=1)
+    assert [str(w.message)[:27] for w in caught if issubclass(w.category, ChronicleWarning)] == ["turn 2 of session " + sid[:9]]
+
+
 def test_replay_of_an_unchanged_session_is_identical_and_a_changed_read_only_result_is_named(db_url, workspace, tmp_path):
     sid = run_turns(db_url, workspace, three_turns(tmp_path), ["one", "two"])
     before = json_lines(cli("log", sid, "--json", db=db_url).stdout)
