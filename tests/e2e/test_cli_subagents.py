@@ -154,3 +154,20 @@ def test_a_bad_registry_file_is_a_usage_error_naming_the_key(sqlite_url, workspa
     run = cli("run", "go", "--workspace", str(workspace), "--agents", str(tmp_path / "missing.toml"), db=sqlite_url)
     assert run.returncode == 2 and "not found" in run.stderr
     assert cli("sessions", "--json", db=sqlite_url).stdout == "", "a refused run must record nothing"
+
+
+def test_a_second_task_complete_in_the_same_response_is_ignored_and_the_first_report_stands(db_url, workspace, tmp_path):
+    """Seed 004: duplicate task_complete calls are safely ignored. The child's turn ends at the step that reported (no
+    further model call: its script has none), and the parent reads the first report, not the second."""
+    run = run_with_agents(
+        tmp_path, workspace, db_url,
+        [response(delegate("tu_d", ("researcher", "what does hello.txt say?"))), response(text("Reported."))],
+        researcher=[response(complete("c1", "it says hello"), complete("c2", "never mind", status="failed"))],
+    )
+    assert run.returncode == 0, run.stderr
+    results = delegate_result(json_lines(run.stdout))
+    assert (results["researcher"]["status"], results["researcher"]["summary"]) == ("completed", "it says hello")
+    child = results["researcher"]["session_id"]
+    turn_ends = [e for e in json_lines(cli("log", child, "--json", db=db_url).stdout) if e["event"] == "Completed"
+                 and e["aggregate"] == "turn"]
+    assert len(turn_ends) == 1
