@@ -21,7 +21,7 @@ from chronicle.runtime.app.errors import DefinitionError
 from chronicle.runtime.tools import BUILTIN_TOOLS, DEFAULT_TOOLS, READ_ONLY_TOOLS
 from chronicle.runtime.tools.base import Tool
 from chronicle.runtime.tools.imports import is_import_path, remember
-from chronicle.runtime.tools.notes import NOTES_TOOLS
+from chronicle.runtime.tools.opt_in import OPT_IN_TOOLS, opt_in_listed
 
 
 class _Unset(int):
@@ -361,9 +361,9 @@ def tool_entry(item: Any, agent: str) -> str:
             raise ValueError(f"agent {agent}: {item!r} is added by Chronicle when the agent may use it; remove it from tools")
         if is_import_path(item):
             return item  # loaded when a session is set up (the workspace may be where it lives), before anything is recorded
-        if item not in BUILTIN_TOOLS and item not in NOTES_TOOLS:
-            raise ValueError(f"agent {agent}: unknown tool {item!r}; built-in tools are {', '.join(BUILTIN_TOOLS)}, the shared "
-                             f"notes' {', '.join(NOTES_TOOLS)}, your own are @tool functions or import paths (package.module:attribute)")
+        if item not in BUILTIN_TOOLS and item not in OPT_IN_TOOLS:
+            raise ValueError(f"agent {agent}: unknown tool {item!r}; built-in tools are {', '.join(BUILTIN_TOOLS)}, "
+                             f"{opt_in_listed()}, your own are @tool functions or import paths (package.module:attribute)")
         return item
     if isinstance(item, Tool):
         return remember(item)

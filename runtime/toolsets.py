@@ -16,7 +16,7 @@ from .skills import LoadSkill
 from .tools import BUILTIN_TOOLS
 from .tools.base import Tool, Toolbox
 from .tools.imports import ToolLoadError, is_import_path, load_tools
-from .tools.notes import NOTES_TOOLS
+from .tools.opt_in import OPT_IN_TOOLS, opt_in_listed
 
 
 def toolbox_for(names: tuple[str, ...] | list[str], workspace: Path | None = None) -> Toolbox:
@@ -25,11 +25,11 @@ def toolbox_for(names: tuple[str, ...] | list[str], workspace: Path | None = Non
 
 
 def resolve_tools(names: tuple[str, ...] | list[str], workspace: Path | None = None) -> list[Tool]:
-    known = {**BUILTIN_TOOLS, **ORCHESTRATION_TOOLS, **NOTES_TOOLS, LoadSkill.name: LoadSkill}
+    known = {**BUILTIN_TOOLS, **ORCHESTRATION_TOOLS, **OPT_IN_TOOLS, LoadSkill.name: LoadSkill}
     unknown = [n for n in names if n not in known and not is_import_path(n)]
     if unknown:
         raise ToolLoadError(f"unknown tool(s): {', '.join(unknown)}; built-in tools are {', '.join(BUILTIN_TOOLS)}, "
-                            f"the shared notes' {', '.join(NOTES_TOOLS)}, "
+                            f"{opt_in_listed()}, "
                             "and your own are named by import path (package.module:attribute)")
     tools: list[Tool] = []
     for name in names:

@@ -38,7 +38,8 @@ from chronicle.runtime.skills import SkillError, configured_dirs, with_skills
 from chronicle.runtime.skills import discover as discover_skills
 from chronicle.runtime.tools import BUILTIN_TOOLS, DEFAULT_TOOLS, READ_ONLY_TOOLS
 from chronicle.runtime.tools.editions import COMPLETION_PROTOCOL_EDITION, LIST_TASKS_EDITION, TOOL_EDITION
-from chronicle.runtime.tools.notes import NOTES_TOOLS, notes_protocol
+from chronicle.runtime.tools.notes import notes_protocol
+from chronicle.runtime.tools.opt_in import OPT_IN_TOOLS, opt_in_listed
 from chronicle.runtime.validation import EXPECTED
 
 DEFAULT_FILE = "chronicle.toml"
@@ -93,9 +94,9 @@ class AgentEntry(BaseModel):
                 raise ValueError(f"{name!r} is added by Chronicle when the agent may use it; remove it from the list")
             if ":" in name:
                 continue  # the user's own tool by import path: loaded (and checked) when a loop is built, before recording
-            if name not in BUILTIN_TOOLS and name not in NOTES_TOOLS:
-                raise ValueError(f"unknown tool {name!r}; tools are {', '.join(BUILTIN_TOOLS)}, the shared notes' "
-                                 f"{', '.join(NOTES_TOOLS)}, or your own by import path (package.module:attribute)")
+            if name not in BUILTIN_TOOLS and name not in OPT_IN_TOOLS:
+                raise ValueError(f"unknown tool {name!r}; tools are {', '.join(BUILTIN_TOOLS)}, {opt_in_listed()}, "
+                                 "or your own by import path (package.module:attribute)")
         return names
 
 
