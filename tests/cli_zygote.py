@@ -11,6 +11,9 @@ for the consoles rich builds then (terminal size, colours), so a command whose e
 changes those starts from scratch (`IMPORT_TIME_ENV`). The start-up tests (tests/unit) time and
 list imports in real fresh processes of their own.
 
+Each child leads a session and process group of its own, and the test ends the group with everything in it
+(tests/processes.py), passed or failed.
+
 Protocol, one Unix-socket connection per command: the client sends stdin/stdout/stderr as file
 descriptors (SCM_RIGHTS) with one JSON message {argv, env, cwd}; the zygote answers the child's
 pid as one line, then its exit code as another when the child ends (SIGKILL shows as -9). The
@@ -30,6 +33,8 @@ import sys
 import time
 from pathlib import Path
 from typing import Any
+
+from tests import processes
 
 #: What every child needs imported; each command module is imported as well (runtime/cli/app.py's
 #: table), so a command finds its own code loaded. The commands import their use cases only when
@@ -132,6 +137,7 @@ def _start(conn: socket.socket, listener: socket.socket, wake_r: int, wake_w: in
 
 
 def _run(request: dict, fds: list[int]) -> None:
+    os.setsid()  # a process group of its own, as tests/processes.py starts every process: the test kills it whole
     for target, fd in enumerate(fds):
         os.dup2(fd, target)
         os.close(fd)
@@ -248,11 +254,16 @@ def run(command: list[str], args: list[str], cwd: Path | None, env: dict[str, st
             try:
                 code = int(lines.next(timeout=timeout))
             except TimeoutError:
-                os.kill(pid, signal.SIGKILL)
+                try:
+                    os.killpg(pid, signal.SIGKILL)  # with whatever it started
+                except ProcessLookupError:  # not yet its own group
+                    os.kill(pid, signal.SIGKILL)
                 lines.next(timeout=30)
                 out.seek(0)
                 err.seek(0)
                 raise subprocess.TimeoutExpired(command, timeout, output=out.read(), stderr=err.read()) from None
+            finally:
+                processes.adopt(pid)  # its group: anything it left running ends with the test
         encoding = locale.getpreferredencoding(False)
 
         def text(stream: Any) -> str:
@@ -288,7 +299,7 @@ def spawn(command: list[str], args: list[str], cwd: Path | None, env: dict[str, 
             os.close(fd)
     lines = _Lines(sock)
     pid = int(lines.next(timeout=30))
-    return Forked(command, pid, sock, lines, out_r, err_r)
+    return processes.adopt(Forked(command, pid, sock, lines, out_r, err_r))
 
 
 class Forked:

@@ -127,3 +127,13 @@ def stores_closed(request):
             out.writelines(f"{request.node.nodeid}\t{line}\n" for line in left)
     elif left and STORE_LEAKS == "fail":
         pytest.fail(f"{request.node.nodeid} left {len(left)} store(s) open: " + "; ".join(left), pytrace=False)
+
+
+@pytest.fixture(autouse=True)
+def processes_ended():
+    """Every process group the test started (tests/processes.py: `start`, and the CLI zygote's commands) is killed and
+    its leader reaped when the test ends, passed or failed: a failing test left workers, servers and runs going."""
+    from tests import processes
+
+    yield
+    processes.end_all()

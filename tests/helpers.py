@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from tests import cli_zygote
+from tests import cli_zygote, processes
 
 
 def text(value: str) -> dict[str, Any]:
@@ -46,7 +46,7 @@ def cli(*args: str, db: str | None = None, cwd: Path | None = None, env: dict[st
     forked = cli_zygote.run(command, list(args), cwd, full_env, timeout, input, zygote_env=base)
     if forked is not None:
         return forked
-    return subprocess.run(command, cwd=cwd, env=full_env, capture_output=True, text=True, timeout=timeout, input=input)
+    return processes.run(command, cwd=cwd, env=full_env, timeout=timeout, input=input)
 
 
 def _base_env() -> dict[str, str]:

@@ -8,6 +8,7 @@ import json
 import stat
 
 from chronicle import Agent, Chronicle, ToolContext, tool
+from tests import processes
 from tests.helpers import cli, response, text, tool_use
 
 SECRET = "tok-9f8e7d6c5b4a-SECRET"
@@ -174,8 +175,8 @@ def test_ctrl_c_in_chat_while_a_credential_is_awaited_leaves_auth_mode_as_a_canc
 
     env = {**_base_env(), "CHRONICLE_DB": db_url, "PYTHONUNBUFFERED": "1"}
     env["PYTHONPATH"] = os.pathsep.join(p for p in (env.get("PYTHONPATH"), str(Path(__file__).resolve().parents[2])) if p)  # the tool
-    chat = subprocess.Popen([sys.executable, "-m", "chronicle.runtime.cli", "chat", "--session", sid], cwd=workspace, env=env,
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    chat = processes.start([sys.executable, "-m", "chronicle.runtime.cli", "chat", "--session", sid], cwd=workspace, env=env,
+                           stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     assert chat.stdin is not None and chat.stdout is not None
     seen: list[str] = []
     asked = threading.Event()
@@ -200,8 +201,7 @@ def test_ctrl_c_in_chat_while_a_credential_is_awaited_leaves_auth_mode_as_a_canc
         chat.stdin.close()
         assert chat.wait(60) == 0, chat.stderr.read() if chat.stderr else ""
     finally:
-        if chat.poll() is None:
-            chat.kill()
+        processes.stop(chat)
     reader.join(10)
     out = "".join(seen)
     assert "credential 'deploy_token' not given: auth mode left" in out, out

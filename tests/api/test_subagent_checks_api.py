@@ -19,6 +19,7 @@ from chronicle import Agent, Chronicle, ChronicleError, Guardrail, Middleware, R
 from chronicle.domain.ids import turn_id
 from chronicle.runtime.agents.children import TASK_INPUT_ID
 from chronicle.runtime.store import ChronicleStore, NotFound
+from tests import processes
 from tests.e2e.test_cli_subagents import complete, delegate
 from tests.helpers import cli, json_lines, response, text, tool_use
 
@@ -166,8 +167,8 @@ def test_a_sub_agent_resumed_after_a_crash_mid_task_still_runs_under_its_checks(
         sid = app.submit(agent, "what is the secret?", workspace=workspace)["session_id"]
     env = {k: v for k, v in os.environ.items() if k != "ANTHROPIC_API_KEY"}
     env["CHRONICLE_DB"] = db_url
-    proc = subprocess.Popen([sys.executable, "-m", "chronicle.runtime.cli", "resume", sid, "--json"], cwd=ROOT, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = processes.start([sys.executable, "-m", "chronicle.runtime.cli", "resume", sid, "--json"], cwd=ROOT, env=env,
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     store = ChronicleStore(db_url)
     try:
         deadline = time.monotonic() + 30

@@ -9,6 +9,7 @@ import sys
 import time
 from typing import Any, Callable
 
+from tests import processes
 from tests.helpers import cli
 
 
@@ -16,7 +17,7 @@ class Background:
     def __init__(self, *args: str, db: str) -> None:
         env = {k: v for k, v in os.environ.items() if k not in ("ANTHROPIC_API_KEY", "CHRONICLE_DB")}
         env.update(COLUMNS="200", CHRONICLE_DB=db)
-        self.proc = subprocess.Popen(
+        self.proc = processes.start(
             [sys.executable, "-m", "chronicle.runtime.cli", *args],
             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         )

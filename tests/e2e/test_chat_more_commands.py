@@ -8,6 +8,7 @@ import shutil
 
 import pytest
 
+from tests import processes
 from tests.e2e.controls_helpers import log_of
 from tests.e2e.terminal import Terminal
 from tests.helpers import cli, json_lines, response, text, tool_use
@@ -116,10 +117,10 @@ def running_elsewhere(db_url, workspace, tmp_path):
 
     script = tmp_path / "slow.json"
     script.write_text(json.dumps({"agents": {"main": [[response(text("too slow"), until_file="never-opened")]]}}), encoding="utf-8")
-    runner = subprocess.Popen([sys.executable, "-m", "chronicle.runtime.cli", "run", "take your time", "--provider",
+    runner = processes.start([sys.executable, "-m", "chronicle.runtime.cli", "run", "take your time", "--provider",
                                f"scripted:{script}", "--workspace", str(workspace)],
-                              env={**_base_env(), "CHRONICLE_DB": db_url}, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              text=True, start_new_session=True)
+                             env={**_base_env(), "CHRONICLE_DB": db_url}, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True, start_new_session=True)
     deadline = time.monotonic() + 30
     while True:
         rows = json_lines(cli("sessions", "--json", db=db_url).stdout)
@@ -153,7 +154,7 @@ def test_stop_at_the_prompt_cancels_a_turn_another_process_runs_and_says_so_at_o
         assert took < 60, took  # woke when the end was recorded, not when the wait ran out
         assert runner.wait(timeout=30) == 130
     finally:
-        runner.kill()
+        processes.stop(runner)
 
 
 def test_stop_at_the_prompt_says_when_the_other_process_has_not_stopped_instead_of_waiting_10_s(db_url, workspace, tmp_path):
@@ -174,7 +175,7 @@ def test_stop_at_the_prompt_says_when_the_other_process_has_not_stopped_instead_
         os.kill(runner.pid, signal.SIGCONT)
         assert runner.wait(timeout=30) == 130  # the request stood: the process honours it once it runs again
     finally:
-        runner.kill()
+        processes.stop(runner)
 
 
 def test_why_in_chat_explains_the_last_tool_call_or_the_one_named(sqlite_url, workspace, tmp_path):

@@ -14,6 +14,7 @@ import subprocess
 import sys
 
 from chronicle.runtime.store import ChronicleStore
+from tests import processes
 from tests.helpers import cli, json_lines, response, text
 from tests.recovery import wait_for
 
@@ -37,8 +38,8 @@ def chronicle_env(db: str) -> dict[str, str]:
 
 
 def _compact(db: str, sid: str) -> subprocess.Popen[str]:
-    return subprocess.Popen([sys.executable, "-m", "chronicle.runtime.cli", "compact", sid, "--keep", "1", "--json"],
-                            env=chronicle_env(db), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return processes.start([sys.executable, "-m", "chronicle.runtime.cli", "compact", sid, "--keep", "1", "--json"],
+                           env=chronicle_env(db), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
 def test_a_compaction_whose_turns_are_undone_while_it_summarises_records_its_failure(db_url, workspace, tmp_path):
@@ -51,8 +52,7 @@ def test_a_compaction_whose_turns_are_undone_while_it_summarises_records_its_fai
         (tmp_path / "answer").touch()
         out, err = compacting.communicate(timeout=60)
     finally:
-        if compacting.poll() is None:
-            compacting.kill()
+        processes.stop(compacting)
     assert compacting.returncode == 1 and "internal error" not in err, err
     row = json.loads(out)
     assert row["ok"] is False and "changed while" in row["reason"], row

@@ -16,6 +16,7 @@ import time
 
 import pytest
 
+from tests import processes
 from tests.e2e.terminal import Terminal
 from tests.helpers import cli, json_lines, response, text, write_script
 
@@ -50,8 +51,8 @@ def test_log_follow_prints_the_log_then_each_new_event_and_ctrl_c_exits_0(db_url
     script = write_script(tmp_path / "s.json", [[response(text("one"))], [response(text("two"))]])
     sid = start(db_url, script, workspace)
     env = {k: v for k, v in os.environ.items() if k not in ("ANTHROPIC_API_KEY",)} | {"CHRONICLE_DB": db_url}
-    proc = subprocess.Popen([sys.executable, "-m", "chronicle.runtime.cli", "log", sid, "--follow", "--json"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    proc = processes.start([sys.executable, "-m", "chronicle.runtime.cli", "log", sid, "--follow", "--json"],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     lines = Lines(proc)
     try:
         first = lines.until( lambda seen: any(e["event"] == "TurnEnded" for e in seen))
@@ -65,8 +66,7 @@ def test_log_follow_prints_the_log_then_each_new_event_and_ctrl_c_exits_0(db_url
         assert proc.wait(timeout=30) == 0
         assert "Traceback" not in proc.stderr.read()
     finally:
-        if proc.poll() is None:
-            proc.kill()
+        processes.stop(proc)
 
 
 @pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")

@@ -11,6 +11,7 @@ import sys
 import time
 from pathlib import Path
 
+from tests import processes
 from tests.helpers import cli, json_lines, response, text, tool_use, write_script
 
 SERVER = Path(__file__).resolve().parents[1] / "mcp_server.py"
@@ -56,7 +57,7 @@ def test_sigterm_during_an_mcp_call_cancels_the_turn_and_leaves_no_server_runnin
     script = write_script(tmp_path / "s.json", [response(tool_use("u1", "t__slow", seconds=120)), response(text("never"))])
     env = {**os.environ, "CHRONICLE_DB": db_url, "COLUMNS": "200"}
     env.pop("ANTHROPIC_API_KEY", None)
-    process = subprocess.Popen(
+    process = processes.start(
         [
             sys.executable,
             "-m",

@@ -10,6 +10,7 @@ import sys
 
 import pytest
 
+from tests import processes
 from tests.helpers import cli, json_lines, response, text, write_script
 
 
@@ -17,8 +18,8 @@ def _on_a_terminal(args: list[str], db: str, tmp_path) -> str:
     """`chronicle ARGS` with stdout a terminal; what reached the terminal."""
     main, side = pty.openpty()
     env = {**os.environ, "CHRONICLE_DB": db, "PAGER": "sed s/^/paged:/", "COLUMNS": "120", "TERM": "xterm"}
-    proc = subprocess.Popen([sys.executable, "-m", "chronicle.runtime.cli", *args], stdin=side, stdout=side,
-                            stderr=subprocess.PIPE, env=env, cwd=tmp_path)
+    proc = processes.start([sys.executable, "-m", "chronicle.runtime.cli", *args], stdin=side, stdout=side,
+                           stderr=subprocess.PIPE, env=env, cwd=tmp_path)
     os.close(side)
     seen = b""
     while True:

@@ -16,6 +16,7 @@ from chronicle.domain.agent_spec import AgentSpec
 from chronicle.domain.session import Session
 from chronicle.runtime.store import ChronicleStore
 from chronicle.runtime.tools import DEFAULT_TOOLS
+from tests import processes
 from tests.helpers import cli, json_lines, text, tool_use
 
 TOKENS = ("input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
@@ -133,8 +134,8 @@ def test_status_shows_zero_lag_after_rebuild_and_bad_names_are_usage_errors(sqli
 def test_run_follow_keeps_projections_current_and_stops_cleanly_on_sigterm(db_url, workspace, tmp_path):
     env = {k: v for k, v in __import__("os").environ.items() if k != "ANTHROPIC_API_KEY"}
     env["CHRONICLE_DB"] = db_url
-    follower = subprocess.Popen([sys.executable, "-m", "chronicle.runtime.cli", "projections", "run", "--follow", "--poll", "0.1"],
-                                env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    follower = processes.start([sys.executable, "-m", "chronicle.runtime.cli", "projections", "run", "--follow", "--poll", "0.1"],
+                               env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         done, _ = run("hi", script(tmp_path / "s.json", [{"content": [text("hi")], "usage": usage(1, 1)}]), workspace, db_url)
         assert done.returncode == 0, done.stderr
@@ -152,5 +153,4 @@ def test_run_follow_keeps_projections_current_and_stops_cleanly_on_sigterm(db_ur
         assert follower.returncode == 0, err
         assert "stopped" in err
     finally:
-        if follower.poll() is None:
-            follower.kill()
+        processes.stop(follower)

@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 
+from tests import processes
 from tests.helpers import cli, json_lines, response, text
 
 ROUTINES = """
@@ -121,7 +122,7 @@ def test_two_worker_processes_fire_each_cron_slot_at_most_once(db_url, workspace
     env = {k: v for k, v in os.environ.items() if k not in ("ANTHROPIC_API_KEY",)}
     env["CHRONICLE_DB"] = db_url
     command = [sys.executable, "-m", "chronicle.runtime.cli", "worker", "--once", "--provider", provider, "--workspace", str(workspace)]
-    workers = [subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    workers = [processes.start(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
     logs = [w.communicate(timeout=120)[1] for w in workers]
     assert all(w.returncode == 0 for w in workers), logs
     history = json_lines(cli("routines", "history", "--workspace", str(workspace), "--json", db=db_url).stdout)

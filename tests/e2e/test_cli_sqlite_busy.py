@@ -14,6 +14,7 @@ import time
 
 from chronicle.runtime.config import sqlite_path
 from chronicle.runtime.store import ChronicleStore
+from tests import processes
 from tests.helpers import cli, response, text, tool_use
 from tests.recovery import assert_recovered, wait_for
 
@@ -30,7 +31,7 @@ def test_a_store_locked_longer_than_the_busy_timeout_fails_the_run_in_one_line_a
     ]}}))
     env = {**{k: v for k, v in os.environ.items() if k != "ANTHROPIC_API_KEY"}, "CHRONICLE_DB": sqlite_url,
            "CHRONICLE_SQLITE_BUSY_TIMEOUT": BUSY_S}
-    run = subprocess.Popen([sys.executable, "-m", "chronicle.runtime.cli", "run", "go", "--provider", f"scripted:{script}",
+    run = processes.start([sys.executable, "-m", "chronicle.runtime.cli", "run", "go", "--provider", f"scripted:{script}",
                             "--workspace", str(workspace), "--yes"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     holder = sqlite3.connect(sqlite_path(sqlite_url), isolation_level=None)
     try:
@@ -47,9 +48,7 @@ def test_a_store_locked_longer_than_the_busy_timeout_fails_the_run_in_one_line_a
         waited = time.monotonic() - started
     finally:
         holder.close()  # releases the lock: a transaction left open is rolled back
-        if run.poll() is None:
-            run.kill()
-            run.wait()
+        processes.stop(run)
     assert run.returncode == 1, err[-2000:]
     said = err.strip().splitlines()
     assert len(said) == 1 and said[0].startswith("error: lost the event store") and "chronicle resume" in said[0], said

@@ -12,6 +12,7 @@ import time
 from chronicle.domain.ids import turn_id
 from chronicle.runtime.agents.children import TASK_INPUT_ID
 from chronicle.runtime.store import ChronicleStore, NotFound
+from tests import processes
 from tests.e2e.test_cli_subagents import REGISTRY, complete, delegate
 from tests.helpers import cli, json_lines, response, text, tool_use
 
@@ -44,7 +45,7 @@ def test_a_parent_killed_mid_delegation_resumes_its_children_without_duplicates(
     path.write_text(json.dumps(script(slow_s=60)), encoding="utf-8")
     env = {k: v for k, v in os.environ.items() if k not in ("ANTHROPIC_API_KEY",)}
     env["CHRONICLE_DB"] = db_url
-    proc = subprocess.Popen(
+    proc = processes.start(
         [sys.executable, "-m", "chronicle.runtime.cli", "run", "investigate", "--provider", f"scripted:{path}",
          "--workspace", str(workspace), "--json"],
         env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,

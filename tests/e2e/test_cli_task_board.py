@@ -12,6 +12,7 @@ import sys
 
 from chronicle.runtime.store import ChronicleStore
 from chronicle.runtime.task_board import tasks_of
+from tests import processes
 from tests.e2e.test_cli_subagents import REGISTRY, complete, delegate
 from tests.e2e.test_cli_subagents_crash import script as crash_script
 from tests.e2e.test_cli_subagents_crash import wait_for
@@ -92,7 +93,7 @@ def test_a_task_left_in_progress_by_a_killed_parent_is_settled_by_resume(db_url,
     path.write_text(json.dumps(crash_script(slow_s=60)), encoding="utf-8")
     env = {k: v for k, v in os.environ.items() if k not in ("ANTHROPIC_API_KEY",)}
     env["CHRONICLE_DB"] = db_url
-    proc = subprocess.Popen(
+    proc = processes.start(
         [sys.executable, "-m", "chronicle.runtime.cli", "run", "investigate", "--provider", f"scripted:{path}",
          "--workspace", str(workspace), "--json"],
         env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,

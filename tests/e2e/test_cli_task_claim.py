@@ -19,6 +19,7 @@ from chronicle.domain.ids import turn_id
 from chronicle.runtime.agents.children import TASK_INPUT_ID
 from chronicle.runtime.store import ChronicleStore, NotFound
 from chronicle.runtime.task_board import get_task
+from tests import processes
 from tests.e2e.test_cli_subagents import REGISTRY, complete
 from tests.e2e.test_cli_subagents_crash import wait_for
 from tests.helpers import cli, json_lines, response, text, tool_use, write_script
@@ -108,7 +109,7 @@ def test_a_parent_killed_while_its_child_works_a_claimed_task_resumes_without_cl
     write(60)
     env = {k: v for k, v in os.environ.items() if k not in ("ANTHROPIC_API_KEY",)}
     env["CHRONICLE_DB"] = db_url
-    proc = subprocess.Popen(
+    proc = processes.start(
         [sys.executable, "-m", "chronicle.runtime.cli", "run", "go", "--session", sid, "--provider", f"scripted:{path}",
          "--workspace", str(workspace), "--json"],
         env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,

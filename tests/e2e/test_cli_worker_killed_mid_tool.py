@@ -14,13 +14,14 @@ import sys
 
 from chronicle.domain.ids import lease_id
 from chronicle.runtime.store import ChronicleStore
+from tests import processes
 from tests.helpers import cli, response, text, tool_use
 from tests.recovery import assert_recovered, wait_for
 
 
 def _worker(db: str) -> subprocess.Popen[str]:
     env = {**{k: v for k, v in os.environ.items() if k != "ANTHROPIC_API_KEY"}, "CHRONICLE_DB": db}
-    return subprocess.Popen([sys.executable, "-m", "chronicle.runtime.cli", "worker", "--poll", "0.05", "--lease-s", "1",
+    return processes.start([sys.executable, "-m", "chronicle.runtime.cli", "worker", "--poll", "0.05", "--lease-s", "1",
                              "--idle-exit", "1.5", "--yes"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
 
 
@@ -45,9 +46,7 @@ def test_a_worker_killed_inside_a_tool_is_taken_over_and_the_call_is_recorded_in
         _, err = heir.communicate(timeout=120)
     finally:
         for process in (victim, *([heir] if "heir" in locals() else [])):
-            if process.poll() is None:
-                process.kill()
-                process.wait()
+            processes.stop(process)
         if inside.exists() and inside.read_text().strip():
             try:
                 os.kill(int(inside.read_text()), signal.SIGKILL)  # the killed worker's tool, orphaned, waits for a gate that never opens

@@ -15,6 +15,7 @@ import psycopg
 import pytest
 
 from chronicle.runtime.store import ChronicleStore
+from tests import processes
 from tests.conftest import fresh_pg_url
 from tests.helpers import cli, response, text, tool_use
 from tests.recovery import assert_recovered, wait_for
@@ -41,18 +42,16 @@ def test_a_run_whose_connections_the_server_ends_mid_step_completes_the_turn(pg_
     script = tmp_path / "s.json"
     script.write_text(json.dumps({"agents": {"main": steps}}))
     env = {**{k: v for k, v in os.environ.items() if k != "ANTHROPIC_API_KEY"}, "CHRONICLE_DB": db}
-    run = subprocess.Popen([sys.executable, "-m", "chronicle.runtime.cli", "run", "go", "--provider", f"scripted:{script}",
+    run = processes.start([sys.executable, "-m", "chronicle.runtime.cli", "run", "go", "--provider", f"scripted:{script}",
                             "--workspace", str(workspace), "--yes", "--json"],
-                           env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                          env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
         wait_for(lambda: started.exists() or run.poll() is not None, timeout=60)
         assert _terminate_all_but_mine(db) >= 1, "the run held no connection to end"
         gate.touch()
         _, err = run.communicate(timeout=90)
     finally:
-        if run.poll() is None:
-            run.kill()
-            run.wait()
+        processes.stop(run)
     assert run.returncode == 0, err[-2000:]
     store = ChronicleStore(db)
     sid = store.session_ids()[0]

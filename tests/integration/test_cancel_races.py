@@ -22,6 +22,7 @@ from chronicle.runtime.providers.scripted import ScriptedProvider
 from chronicle.runtime.sessions import start_session, submit_input
 from chronicle.runtime.store import ChronicleStore
 from chronicle.runtime.toolsets import toolbox_for
+from tests import processes
 from tests.helpers import cli, response, text, tool_use
 from tests.recovery import assert_log_is_whole
 
@@ -37,8 +38,8 @@ def test_cancels_racing_turns_that_end_always_answer_and_every_turn_ends(db_url,
     for i in range(1, INPUTS):
         submit_input(store, session.id, f"input {i}")
     env = {**{k: v for k, v in os.environ.items() if k != "ANTHROPIC_API_KEY"}, "CHRONICLE_DB": db_url}
-    worker = subprocess.Popen([sys.executable, "-m", "chronicle.runtime.cli", "worker", "--poll", "0.05", "--idle-exit", "1"],
-                              env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    worker = processes.start([sys.executable, "-m", "chronicle.runtime.cli", "worker", "--poll", "0.05", "--idle-exit", "1"],
+                             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     answers = []
     try:
         while worker.poll() is None:
@@ -46,9 +47,7 @@ def test_cancels_racing_turns_that_end_always_answer_and_every_turn_ends(db_url,
             # writes lost 20 races in a row (the turn failed); a request already pending now records nothing.
             answers.append(controls.cancel(store, session.id, wait_s=0).status)  # raised DomainError when a turn ended meanwhile
     finally:
-        if worker.poll() is None:
-            worker.kill()
-        worker.wait(timeout=30)
+        processes.stop(worker)
     assert worker.returncode == 0, worker.stderr.read() if worker.stderr else ""
     assert set(answers) <= {"idle", "requested", "cancelled"}, answers
     after = store.session(session.id)

@@ -20,6 +20,7 @@ from chronicle.runtime.pricing import price
 from chronicle.runtime.sessions import start_session, submit_input
 from chronicle.runtime.store import ChronicleStore, open_store_at
 from chronicle.runtime.tools import DEFAULT_TOOLS
+from tests import processes
 from tests.helpers import cli, response, text, tool_use
 from tests.recovery import assert_log_is_whole, assert_no_tool_ran_twice, wait_for
 
@@ -57,7 +58,7 @@ def test_every_acknowledged_input_steer_and_cancel_from_many_processes_is_record
     spec = AgentSpec(provider=f"scripted:{script}", model="scripted", tools=DEFAULT_TOOLS, workspace=str(workspace))
     sids = [str(start_session(store, spec, "first")[0].id) for _ in range(2)]
     env = {**{k: v for k, v in os.environ.items() if k != "ANTHROPIC_API_KEY"}, "CHRONICLE_DB": db_url}
-    worker = subprocess.Popen([sys.executable, "-m", "chronicle.runtime.cli", "worker", "--concurrency", "2", "--poll", "0.05",
+    worker = processes.start([sys.executable, "-m", "chronicle.runtime.cli", "worker", "--concurrency", "2", "--poll", "0.05",
                                "--idle-exit", "2", "--yes"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     ctx = multiprocessing.get_context("fork")
     out: multiprocessing.Queue[list[tuple[Any, ...]]] = ctx.Queue()
@@ -79,9 +80,7 @@ def test_every_acknowledged_input_steer_and_cancel_from_many_processes_is_record
         stop.set()
         for p in readers:
             p.join(timeout=60)
-        if worker.poll() is None:
-            worker.kill()
-            worker.wait()
+        processes.stop(worker)
     assert worker.returncode == 0, worker.stderr.read() if worker.stderr else ""
 
     inputs: dict[str, set[str]] = {sid: set() for sid in sids}

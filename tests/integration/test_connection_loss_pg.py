@@ -17,6 +17,7 @@ import sys
 import time
 
 from chronicle.runtime.store import ChronicleStore
+from tests import processes
 from tests.helpers import cli, response, text, tool_use
 from tests.recovery import assert_recovered, wait_for
 
@@ -39,7 +40,7 @@ def test_a_run_that_loses_the_database_fails_cleanly_and_resume_finishes_the_tur
     script = tmp_path / "s.json"
     script.write_text(json.dumps({"agents": {"main": SCRIPT}}))
     store = ChronicleStore(direct)
-    run = subprocess.Popen(
+    run = processes.start(
         [sys.executable, "-m", "chronicle.runtime.cli", "run", "go", "--provider", f"scripted:{script}",
          "--workspace", str(workspace), "--yes"], env=env_for(via_proxy), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
     )
@@ -66,7 +67,7 @@ def test_a_worker_rides_out_a_database_outage_and_finishes_the_turn(proxied, wor
     assert submitted.returncode == 0, submitted.stderr
     store = ChronicleStore(direct)
     sid = store.resolve_session_id(submitted.stdout.strip())
-    worker = subprocess.Popen(
+    worker = processes.start(
         [sys.executable, "-m", "chronicle.runtime.cli", "worker", "--yes", "--poll", "0.1", "--lease-s", "3", "--idle-exit", "1.5"],
         env=env_for(via_proxy), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
     )

@@ -19,6 +19,7 @@ from contextlib import closing
 import pytest
 
 from chronicle.runtime.store import ChronicleStore
+from tests import processes
 from tests.helpers import cli, response, text, tool_use
 from tests.recovery import assert_recovered, wait_for
 
@@ -57,7 +58,7 @@ def test_a_turn_killed_anywhere_resumes_to_completion_without_losing_or_repeatin
     script.write_text(json.dumps({"agents": {"main": SCRIPT}}))
     store = ChronicleStore(db_url)
     events, extra = KILL_POINTS[kill_point]
-    process = subprocess.Popen(
+    process = processes.start(
         [sys.executable, "-m", "chronicle.runtime.cli", "run", "go", "--provider", f"scripted:{script}",
          "--workspace", str(workspace), "--yes", "--json"],
         env=chronicle_env(db_url), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,

@@ -21,6 +21,7 @@ from uuid import UUID
 from chronicle import Agent, Chronicle
 from chronicle.runtime.store import ChronicleStore
 from chronicle.runtime.undo_redo import TEST_HALT_ENV
+from tests import processes
 from tests.helpers import _base_env, cli, response, text
 from tests.integration.test_undo_files_crash import interrupted_undo, owed, session_events
 from tests.recovery import wait_for
@@ -58,8 +59,8 @@ def test_a_second_finisher_leaves_the_owed_files_to_the_one_holding_the_session(
     workspace, sid = interrupted_undo(db_url, tmp_path)
     gate = tmp_path / "finisher-gate"
     env = {**_base_env(), "CHRONICLE_DB": db_url, TEST_HALT_ENV: str(gate)}
-    first = subprocess.Popen([sys.executable, "-m", "chronicle.runtime.cli", "resume", sid], env=env, text=True,
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    first = processes.start([sys.executable, "-m", "chronicle.runtime.cli", "resume", sid], env=env, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         wait_for(lambda: gate.exists() or first.poll() is not None, timeout=60)
         assert first.poll() is None, first.communicate()
@@ -74,9 +75,7 @@ def test_a_second_finisher_leaves_the_owed_files_to_the_one_holding_the_session(
         os.unlink(gate)
         out, err = first.communicate(timeout=60)
     finally:
-        if first.poll() is None:
-            first.kill()
-            first.wait()
+        processes.stop(first)
     assert first.returncode == 0, out + err
     assert "finished the files of an interrupted undo --files" in err
     [restored] = session_events(db_url, sid, "FilesRestored")
@@ -175,7 +174,7 @@ def test_a_finisher_whose_lease_was_taken_over_writes_and_records_nothing(db_url
     from chronicle.runtime.leases import acquire
 
     workspace, sid = interrupted_undo(db_url, tmp_path)
-    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone = processes.start([sys.executable, "-c", "pass"])
     gone.wait()
     gate = tmp_path / "finisher-gate"
     monkeypatch.setenv(TEST_HALT_ENV, str(gate))

@@ -26,6 +26,7 @@ from chronicle.runtime.retry import RetryPolicy
 from chronicle.runtime.sessions import start_session, submit_input
 from chronicle.runtime.store import ChronicleStore
 from chronicle.runtime.tools.mcp_hub import HUB
+from tests import processes
 from tests.helpers import response, text, tool_use
 from tests.mcp_server import PNG
 
@@ -237,7 +238,7 @@ def free_port() -> int:
 @pytest.fixture
 def http_server():
     port = free_port()
-    process = subprocess.Popen(
+    process = processes.start(
         [sys.executable, str(SERVER), "http", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
     )
     deadline = time.monotonic() + 30

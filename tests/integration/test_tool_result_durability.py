@@ -15,6 +15,7 @@ import sys
 
 from chronicle.domain.ids import tool_call_id
 from chronicle.runtime.store import ChronicleStore
+from tests import processes
 from tests.helpers import cli, response, text, tool_use
 from tests.recovery import assert_recovered, wait_for
 
@@ -42,7 +43,7 @@ def test_a_write_file_finished_before_a_crash_keeps_its_output_and_its_undo_afte
     script.write_text(json.dumps({"agents": {"main": SCRIPT}}))
     env = {k: v for k, v in os.environ.items() if k != "ANTHROPIC_API_KEY"}
     env["CHRONICLE_DB"] = db_url
-    process = subprocess.Popen(
+    process = processes.start(
         [sys.executable, "-m", "chronicle.runtime.cli", "run", "go", "--provider", f"scripted:{script}",
          "--workspace", str(workspace), "--yes", "--json"],
         env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True,

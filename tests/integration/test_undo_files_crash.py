@@ -18,6 +18,7 @@ from uuid import UUID
 
 from chronicle.runtime.store import ChronicleStore
 from chronicle.runtime.undo_redo import REFUSED, TEST_HALT_ENV, FileRestore, checked_restore, undo, write_restored
+from tests import processes
 from tests.helpers import cli
 from tests.integration.test_undo_file_restore import edit_turn
 from tests.recovery import wait_for
@@ -29,8 +30,8 @@ def killed_at_the_gate(db_url: str, tmp_path: Path, *args: str) -> None:
     gate = tmp_path / "gate"
     env = {k: v for k, v in os.environ.items() if k != "ANTHROPIC_API_KEY"}
     env.update({"CHRONICLE_DB": db_url, TEST_HALT_ENV: str(gate)})
-    process = subprocess.Popen([sys.executable, "-m", "chronicle.runtime.cli", *args], env=env,
-                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    process = processes.start([sys.executable, "-m", "chronicle.runtime.cli", *args], env=env,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
         wait_for(lambda: gate.exists() or process.poll() is not None, timeout=60)
         process.send_signal(signal.SIGKILL)

@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 from chronicle.runtime.undo_redo import REFUSED, TEST_HALT_ENV, undo
+from tests import processes
 from tests.helpers import _base_env
 from tests.integration.test_undo_file_restore import edit_turn
 from tests.integration.test_undo_files_crash import session_events
@@ -27,12 +28,12 @@ def held_at_the_gate(db_url: str, tmp_path: Path, *args: str) -> tuple[subproces
     """`chronicle ARGS`, waiting at the gate before its file writes (its undo/redo already recorded)."""
     gate = tmp_path / "gate"
     env = {**_base_env(), "CHRONICLE_DB": db_url, TEST_HALT_ENV: str(gate)}
-    process = subprocess.Popen([sys.executable, "-m", "chronicle.runtime.cli", *args], env=env, text=True,
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    process = processes.start([sys.executable, "-m", "chronicle.runtime.cli", *args], env=env, text=True,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         wait_for(lambda: gate.exists() or process.poll() is not None, timeout=60)
     except BaseException:
-        process.kill()
+        processes.stop(process)
         raise
     assert process.poll() is None, process.communicate()
     return process, gate

@@ -21,6 +21,7 @@ from chronicle.runtime.leases import current_lease
 from chronicle.runtime.sessions import start_session, submit_input
 from chronicle.runtime.store import ChronicleStore
 from chronicle.runtime.tools import DEFAULT_TOOLS
+from tests import processes
 from tests.conftest import fresh_pg_url
 from tests.helpers import response, text, tool_use
 from tests.recovery import assert_recovered, wait_for
@@ -50,7 +51,7 @@ def test_workers_share_postgresql_and_a_killed_workers_sessions_are_finished_by_
     env["CHRONICLE_DB"] = db
     args = [sys.executable, "-m", "chronicle.runtime.cli", "worker", "--concurrency", "2", "--lease-s", "1.5",
             "--poll", "0.1", "--idle-exit", "2.5", "--yes"]
-    workers = [subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True) for _ in range(WORKERS)]
+    workers = [processes.start(args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True) for _ in range(WORKERS)]
     try:
         def completed_turns() -> int:
             return sum(1 for sid in store.session_ids() for t in store.session(sid).turns if store.turn(t).status == "completed")
@@ -71,9 +72,7 @@ def test_workers_share_postgresql_and_a_killed_workers_sessions_are_finished_by_
             w.wait(timeout=120)
     finally:
         for w in workers:
-            if w.poll() is None:
-                w.kill()
-                w.wait()
+            processes.stop(w)
     for w in workers[1:]:
         err = w.stderr.read() if w.stderr else ""
         assert w.returncode == 0, err[-3000:]

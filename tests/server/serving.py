@@ -15,7 +15,7 @@ from typing import Any, Iterator
 
 import httpx
 
-from tests import cli_zygote
+from tests import cli_zygote, processes
 from tests.helpers import _base_env
 
 #: The waits between a reply's attempts in the servers tests start (CHRONICLE_SERVER_REPLY_BACKOFF_S).
@@ -55,8 +55,8 @@ def server_process(db: str, workspace: Path, token: str | None = None, extra: tu
     command = [sys.executable, "-m", "chronicle.runtime.cli", *args]
     proc: Any = cli_zygote.spawn(command, args, None, env, zygote_env=base_env)
     if proc is None:
-        proc = subprocess.Popen(command, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True)
+        proc = processes.start(command, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 60
         base = _served_at(proc, deadline)

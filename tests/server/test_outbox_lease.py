@@ -26,6 +26,7 @@ from chronicle.runtime.server.channels import ChannelConfig, load_channels
 from chronicle.runtime.server.outbox import REPLY_LEASE_S, Outbox, Outcome, due_replies
 from chronicle.runtime.server.routing import Router
 from chronicle.runtime.store import ChronicleStore
+from tests import processes
 from tests.counting_store import CountingStore
 from tests.helpers import cli, json_lines, response, text, write_script
 from tests.server.serving import outbox_looked_again, server_process, serving
@@ -225,7 +226,7 @@ def test_a_reply_whose_lease_another_server_holds_waits_until_the_lease_runs_out
 
 def test_a_reply_whose_lease_a_process_of_this_machine_holds_is_sent_as_soon_as_that_process_is_gone(sqlite_url, workspace, tmp_path):
     channels, sid = _ended_channel_turn(sqlite_url, workspace, tmp_path)
-    holder = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE)
+    holder = processes.start([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE)
     posts: list[dict[str, Any]] = []
     store = ChronicleStore(sqlite_url)
     try:
@@ -239,9 +240,7 @@ def test_a_reply_whose_lease_a_process_of_this_machine_holds_is_sent_as_soon_as_
         assert outbox.pass_once() == 1 and len(posts) == 1
         assert _replies_recorded(store, sid) == ["ReplyDelivered"]
     finally:
-        if holder.poll() is None:
-            holder.kill()
-            holder.wait()
+        processes.stop(holder)
         store.close()
 
 
