@@ -31,6 +31,7 @@ from ..store import ChronicleStore
 from ..work_index import WorkIndex
 from .errors import cause_line
 from .loops import LoopSetupError, build_loop
+from .worker_progress import WorkerProgress
 
 #: Outcomes after which a session is left alone until something changes.
 PAUSING = ("awaiting_approval", "interrupted", "conflict")
@@ -169,6 +170,8 @@ class Worker:
         self.named_unreadable: set[UUID] = set()
         #: The setup notes already logged (`_say_once`).
         self.said: set[str] = set()
+        #: How far it has looked for work (worker_progress.py): the server's /healthz says it.
+        self.progress = WorkerProgress()
         #: Asked at every look for work; once it says yes the worker drains (finishes the turns in hand) and exits:
         #: a program's threading.Event (`Chronicle.work(stop=...)`), where the CLI has its signals.
         self.stop_when: Callable[[], bool] | None = None
@@ -301,6 +304,7 @@ class Worker:
             if not self.draining and self.repair is not None:
                 await off_the_loop(self._self_repair, loop.time())
             if not self.draining:
+                looked: PersistenceError | None = None  # why this look for work failed, if it did
                 try:
                     now = loop.time()
                     busy = {s for s, at in self.held_elsewhere.items() if now - at < HELD_RETRY_S}
@@ -320,8 +324,13 @@ class Worker:
                             found.append(sid)
                 except PersistenceError as exc:
                     self.log(f"worker {self.name}: store unavailable: {exc}; retrying")
+                    looked = exc
                 for sid in found:
                     self.tasks[sid] = asyncio.ensure_future(self._advance(sid))
+                if looked is None:
+                    self.progress.completed(len(self.tasks))
+                else:
+                    self.progress.failed(looked)
             if self.tasks or found:
                 idle_since = loop.time()
             elif self.draining or self.options.once:

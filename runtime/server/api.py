@@ -32,6 +32,7 @@ from chronicle.runtime.app.errors import DefinitionError, first_line
 from chronicle.runtime.app.resume import submit
 from chronicle.runtime.app.specs import resolve_workspace
 from chronicle.runtime.app.worker import Overrides, Worker, WorkerOptions
+from chronicle.runtime.app.worker_progress import WorkerProgress
 from chronicle.runtime.environment import environment
 from chronicle.runtime.loop import LoopOptions
 from chronicle.runtime.off_loop import off_the_loop
@@ -54,7 +55,7 @@ from .bodies import (
 )
 from .body_limit import BodyLimit
 from .channels import ChannelConfig, ChannelError, Coalescer, load_channels
-from .event_stream import event_stream
+from .event_stream import OpenStreams, event_stream
 from .outbox import Outbox, post
 from .routing import Router, sender_spec
 from .server_config import ServerConfig, refused_settings
@@ -113,6 +114,9 @@ def _serving(config: ServerConfig, chronicle: Chronicle) -> FastAPI:
     # and never holding requests while the database is slow or being retried).
     recorder = ThreadPoolExecutor(max_workers=1, thread_name_prefix="chronicle-channel")
     coalescer = Coalescer(lambda *args: recorder.submit(record_input, *args))
+    #: The worker and its thread once the lifespan has started them (/healthz's `worker`).
+    working: list[tuple[Worker, threading.Thread]] = []
+    streams = OpenStreams()  # /healthz's `streams`
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -134,6 +138,7 @@ def _serving(config: ServerConfig, chronicle: Chronicle) -> FastAPI:
             # (for the whole retry of a lost database: /healthz timed out at 30 s).
             thread = threading.Thread(target=_run_worker, args=(worker,), name="chronicle-worker", daemon=True)
             thread.start()
+            working.append((worker, thread))
         outbox.start()  # replies of channel turns, whichever process ran them
         try:
             yield
@@ -194,13 +199,22 @@ def _serving(config: ServerConfig, chronicle: Chronicle) -> FastAPI:
         return JSONResponse({"error": f"{first['field'] or 'the body'}: {first['error']}", "problems": problems},
                             status_code=422)
 
+    def worker_status() -> dict[str, Any]:
+        """/healthz's `worker`: whether the server's worker runs, and how far it has looked (worker_progress.py)."""
+        if not working:
+            return WorkerProgress().row(False, None)
+        worker, thread = working[0]
+        return worker.progress.row(thread.is_alive() and not worker.draining, worker.options.concurrency)
+
     @app.get("/healthz")
     def healthz(request: Request) -> dict[str, Any]:
-        """Never needs the token; `notes` (the server's settings it does not use) and `outbox` (how far the replies
-        owed have been looked for, outbox_progress.py) only for a caller that sends it."""
+        """Never needs the token; `notes` (the server's settings it does not use), `outbox` (how far the replies
+        owed have been looked for, outbox_progress.py), `worker` (how far the server's worker has looked for work,
+        worker_progress.py) and `streams` (the live event streams open, event_stream.py) only for a caller that sends it."""
         if config.token and not presents_token(request, config.token.strip()):
             return {"status": "ok"}
-        return {"status": "ok", "notes": server_notes, "outbox": outbox.status()}
+        return {"status": "ok", "notes": server_notes, "outbox": outbox.status(), "worker": worker_status(),
+                "streams": streams.row()}
 
     @app.get("/sessions")
     def list_sessions(all: bool = False) -> list[dict[str, Any]]:
@@ -361,7 +375,7 @@ def _serving(config: ServerConfig, chronicle: Chronicle) -> FastAPI:
             sid = await off_the_loop(queries.session_id, chronicle.store, session_id)
         start = after if after is not None else _position(last_event_id)
         stopping = getattr(request.app.state, "stopping", None) or (lambda: False)  # set by `chronicle serve`
-        stream = event_stream(chronicle, str(sid), start, follow, request.is_disconnected, stopping)
+        stream = streams.counted(event_stream(chronicle, str(sid), start, follow, request.is_disconnected, stopping))
         return StreamingResponse(stream, media_type="text/event-stream",
                                  headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
 

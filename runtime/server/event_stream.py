@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from typing import Any, AsyncIterator, Callable
+from typing import Any, AsyncGenerator, Callable
 from uuid import UUID
 
 from chronicle.client import Chronicle
@@ -21,8 +21,33 @@ from chronicle.runtime.off_loop import off_the_loop
 STREAM_POLL_S = 0.2
 
 
+class OpenStreams:
+    """How many live event streams the server holds open: `GET /healthz`'s `streams`.
+
+    An operator sees how many clients follow sessions right now (viewers, dashboards), and a count that only grows
+    says streams are not let go when their clients leave. A stream counts from its first read of the log until it
+    ends, its client leaves (the response stops it) or the server stops, so `open` back at 0 also says that nothing
+    is being written to any client any more (a test waits on that instead of sleeping)."""
+
+    def __init__(self) -> None:
+        #: Changed on the server's event loop only; /healthz reads it on a request's thread.
+        self.open = 0
+
+    async def counted(self, stream: AsyncGenerator[bytes, None]) -> AsyncGenerator[bytes, None]:
+        self.open += 1
+        try:
+            async for chunk in stream:
+                yield chunk
+        finally:
+            self.open -= 1
+            await stream.aclose()
+
+    def row(self) -> dict[str, Any]:
+        return {"open": self.open}
+
+
 async def event_stream(chronicle: Chronicle, sid: str, after: int, follow: bool,
-                        disconnected: Callable[[], Any], stopping: Callable[[], bool]) -> AsyncIterator[bytes]:
+                        disconnected: Callable[[], Any], stopping: Callable[[], bool]) -> AsyncGenerator[bytes, None]:
     """SSE of the session's live events after log position `after`; ends after an `agent_end`
     when nothing more is queued or running, at once (after the past) when `follow` is off, and
     when the server is stopping (a server waits for its open requests before it stops).

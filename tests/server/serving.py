@@ -154,22 +154,52 @@ def after_id(messages: list[tuple[int | None, dict[str, Any]]], last_event_id: i
     return messages[index + 1:]
 
 
-def outbox_status(base: str, token: str | None = None) -> dict[str, Any]:
-    """/healthz's `outbox`: how far the server's outbox has looked (runtime/server/outbox_progress.py)."""
+def healthz(base: str, token: str | None = None) -> dict[str, Any]:
+    """/healthz as a caller with the token sees it (the server's notes, outbox, worker and streams)."""
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     answer = httpx.get(f"{base}/healthz", headers=headers, timeout=30)
     assert answer.status_code == 200, answer.text
-    return dict(answer.json()["outbox"])
+    return dict(answer.json())
+
+
+def outbox_status(base: str, token: str | None = None) -> dict[str, Any]:
+    """/healthz's `outbox`: how far the server's outbox has looked (runtime/server/outbox_progress.py)."""
+    return dict(healthz(base, token)["outbox"])
+
+
+def worker_status(base: str, token: str | None = None) -> dict[str, Any]:
+    """/healthz's `worker`: how far the server's worker has looked for work (runtime/app/worker_progress.py)."""
+    return dict(healthz(base, token)["worker"])
 
 
 def outbox_looked_again(*bases: str, timeout: float = 120) -> None:
     """Wait until each server's outbox has made a whole pass that began after this call: a pass POSTs what it
     finds due before it ends, so what was not sent by then was not due (rather than sleeping "long enough")."""
-    start = {base: outbox_status(base)["passes"] for base in bases}
+    _passed_twice("outbox", outbox_status, bases, timeout)
+
+
+def worker_looked_again(*bases: str, timeout: float = 120) -> None:
+    """Wait until each server's worker has made a whole look for work that began after this call: a look starts
+    every session it has a free slot for before it ends, so one not started by then was not taken."""
+    _passed_twice("worker", worker_status, bases, timeout)
+
+
+def _passed_twice(what: str, status_of: Any, bases: tuple[str, ...], timeout: float) -> None:
+    start = {base: status_of(base)["passes"] for base in bases}
     deadline = time.monotonic() + timeout
     for base in bases:
-        while (status := outbox_status(base))["passes"] < start[base] + 2:
+        while (status := status_of(base))["passes"] < start[base] + 2:
             assert status["running"], status
             if time.monotonic() > deadline:
-                raise AssertionError(f"the outbox of {base} made no whole pass in {timeout:.0f} s: {status}")
+                raise AssertionError(f"the {what} of {base} made no whole pass in {timeout:.0f} s: {status}")
             time.sleep(0.05)
+
+
+def streams_ended(base: str, timeout: float = 60) -> None:
+    """Wait until the server holds no live event stream open (runtime/server/event_stream.py's OpenStreams): none is
+    writing to a client any more."""
+    deadline = time.monotonic() + timeout
+    while (open_now := healthz(base)["streams"]["open"]) > 0:
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{open_now} event stream(s) of {base} still open after {timeout:.0f} s")
+        time.sleep(0.05)

@@ -70,13 +70,13 @@ def test_the_servers_own_ignored_settings_are_notes_on_healthz_for_a_caller_with
         told = httpx.get(f"{base}/healthz", headers={"Authorization": "Bearer s3cret"})
         assert told.status_code == 200
         assert told.json()["notes"] == [f"note: channel signal: {THINKING.removeprefix('note: ')}"]
-        assert set(told.json()) == {"status", "notes", "outbox"} and told.json()["outbox"]["running"] is False, told.json()
+        assert set(told.json()) == {"status", "notes", "outbox", "worker", "streams"} and told.json()["outbox"]["running"] is False, told.json()
 
 
 def test_a_server_without_ignored_settings_says_so_with_an_empty_list(db_url, workspace):
     with serving(db_url, workspace) as base:
         told = httpx.get(f"{base}/healthz").json()
-        assert told["status"] == "ok" and told["notes"] == [] and set(told) == {"status", "notes", "outbox"}, told
+        assert told["status"] == "ok" and told["notes"] == [] and set(told) == {"status", "notes", "outbox", "worker", "streams"}, told
 
 
 def test_a_webhooks_answer_carries_the_notes_of_the_session_its_message_goes_to(db_url, workspace, chat_sse):
