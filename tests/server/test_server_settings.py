@@ -4,7 +4,7 @@ the library's entry, exit 2 from `chronicle serve`), never taken and dropped. Be
 
 from __future__ import annotations
 
-import time
+from contextlib import closing
 from uuid import UUID
 
 import httpx
@@ -13,7 +13,8 @@ import pytest
 from chronicle import Chronicle, ChronicleError
 from chronicle.runtime.store import ChronicleStore
 from tests.helpers import cli, response, text, write_script
-from tests.server.serving import serving, sse
+from tests.recovery import wait_for
+from tests.server.serving import serving, sse, worker_looked_again, worker_status
 
 
 def test_serve_concurrency_is_how_many_sessions_its_worker_advances_at_once(db_url, workspace, tmp_path):
@@ -26,18 +27,15 @@ def test_serve_concurrency_is_how_many_sessions_its_worker_advances_at_once(db_u
             created = httpx.post(f"{base}/sessions", json={"prompt": prompt, "provider": f"scripted:{script}"})
             assert created.status_code == 201, created.text
             ids.append(UUID(created.json()["session_id"]))
-        store = ChronicleStore(db_url)
-        try:
+        with closing(ChronicleStore(db_url)) as store:
             def started() -> list[UUID]:
                 return [sid for sid in ids if store.session(sid).active_turn_id is not None]
 
-            deadline = time.monotonic() + 30
-            while not started() and time.monotonic() < deadline:
-                time.sleep(0.05)
-            time.sleep(1.5)  # the worker polls every 0.2 s: a second slot would have taken the other session by now
+            wait_for(started, timeout=30)
+            # Two whole looks for work after the first session started: a second slot would have taken the other.
+            worker_looked_again(base)
             assert len(started()) == 1
-        finally:
-            store.close()
+            assert worker_status(base)["in_hand"] == 1 and worker_status(base)["concurrency"] == 1
         (tmp_path / "open").write_text("", encoding="utf-8")
         for sid in ids:
             assert sse(base, f"/sessions/{sid}/events")[-1][1]["status"] == "completed"
