@@ -2,6 +2,11 @@
 
 Cutting closes every open connection and stops accepting new ones (connections are refused),
 which is what a restarted database or a broken network looks like to the client.
+
+`cut(counted=True)` closes every open connection too, but then accepts each new one and closes
+it at once, before PostgreSQL's greeting (the client's login fails as when it is refused), and
+counts it in `turned_away`: a test waits on that count to know that a client has found its
+connection lost and is trying again, instead of sleeping "long enough" for it.
 """
 
 from __future__ import annotations
@@ -20,9 +25,16 @@ class CuttableProxy:
         self._lock = threading.Lock()
         self._sockets: list[socket.socket] = []
         self._listener: socket.socket | None = None
+        #: Set by `cut(counted=True)`: new connections are closed at once and counted in `turned_away`.
+        self._counting = False
+        self.turned_away = 0
         self.restore()
 
     def restore(self) -> None:
+        with self._lock:
+            self._counting = False
+            if self._listener is not None:  # cut(counted=True) kept it listening
+                return
         listener = socket.socket()
         listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         listener.bind(("127.0.0.1", self.port))
@@ -30,9 +42,15 @@ class CuttableProxy:
         self._listener = listener
         threading.Thread(target=self._accept, args=(listener,), daemon=True).start()
 
-    def cut(self) -> None:
+    def cut(self, counted: bool = False) -> None:
+        """Close every connection and refuse new ones; `counted`: accept each new one, close it at once and count it."""
         with self._lock:
-            if self._listener is not None:
+            self._counting, self.turned_away = counted, 0
+            if self._listener is not None and not counted:
+                try:
+                    self._listener.shutdown(socket.SHUT_RDWR)  # wakes its accept: closing alone left it accepting once more
+                except OSError:
+                    pass
                 self._listener.close()
                 self._listener = None
             for sock in self._sockets:
@@ -52,6 +70,11 @@ class CuttableProxy:
                 client, _ = listener.accept()
             except OSError:
                 return
+            with self._lock:
+                if self._counting:
+                    client.close()
+                    self.turned_away += 1
+                    continue
             try:
                 upstream = socket.create_connection(self.target)
             except OSError:

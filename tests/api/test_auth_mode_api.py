@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import stat
+from typing import Any
 
 from chronicle import Agent, Chronicle, ToolContext, tool
 from tests import processes
@@ -163,9 +164,9 @@ def test_ctrl_c_in_chat_while_a_credential_is_awaited_leaves_auth_mode_as_a_canc
     import signal
     import subprocess
     import sys
-    import threading
 
     from tests.helpers import _base_env
+    from tests.recovery import wait_for
 
     ask = [response(tool_use("d1", "deploy")), response(text("Please paste the deploy token."))]
     agent = Agent(tools=[deploy], provider=scripted(tmp_path, main=[ask, [response(text("hello again"))]]))
@@ -178,32 +179,22 @@ def test_ctrl_c_in_chat_while_a_credential_is_awaited_leaves_auth_mode_as_a_canc
     chat = processes.start([sys.executable, "-m", "chronicle.runtime.cli", "chat", "--session", sid], cwd=workspace, env=env,
                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     assert chat.stdin is not None and chat.stdout is not None
-    seen: list[str] = []
-    asked = threading.Event()
-
-    def read() -> None:
-        for line in chat.stdout:  # type: ignore[union-attr]
-            seen.append(line)
-            if "a tool needs the deploy token" in line:
-                asked.set()
-
-    reader = threading.Thread(target=read, daemon=True)
-    reader.start()
+    said = Said(chat)
     try:
-        assert asked.wait(60), "".join(seen) + (chat.stderr.read() if chat.poll() is not None and chat.stderr else "")
-        import time
-
-        time.sleep(0.5)  # at the prompt, reading the credential
+        said.wait_for("a tool needs the deploy token")
+        # At the prompt, reading the credential: a SIGINT that came while input() was still on its way to its read
+        # was acted on only once the read returned, with the next line (which it then lost).
+        wait_for(lambda: processes.reading_stdin(chat.pid), timeout=60, interval=0.01)
         os.kill(chat.pid, signal.SIGINT)
-        time.sleep(0.5)  # the interrupt handled before the next line arrives (one read at once could lose it)
+        said.wait_for("not given: auth mode left")  # handled before the next line arrives
         chat.stdin.write("never mind, say hello\n/quit\n")
         chat.stdin.flush()
         chat.stdin.close()
         assert chat.wait(60) == 0, chat.stderr.read() if chat.stderr else ""
     finally:
         processes.stop(chat)
-    reader.join(10)
-    out = "".join(seen)
+    said.reader.join(10)
+    out = said.text
     assert "credential 'deploy_token' not given: auth mode left" in out, out
     assert "hello again" in out and "credential 'deploy_token' stored" not in out
     with Chronicle(db_url) as app:
@@ -259,3 +250,27 @@ def test_undo_on_an_empty_branch_in_auth_mode_leaves_auth_mode_then_reports_the_
         assert [e["data"]["reason"] for e in events(app, sid) if e["event"] == "CredentialCancelled"] == ["undo"]
     again = cli("undo", sid, db=db_url)  # out of auth mode now: only the empty branch is said
     assert again.returncode == 2 and "auth mode" not in again.stderr
+
+
+class Said:
+    """What a process writes to its stdout, as it writes it, prompts without a newline included."""
+
+    def __init__(self, process: Any) -> None:
+        import threading
+
+        self.process, self.text, self.changed = process, "", threading.Condition()
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _read(self) -> None:
+        import os
+
+        while chunk := os.read(self.process.stdout.fileno(), 4096):
+            with self.changed:
+                self.text += chunk.decode(errors="replace")
+                self.changed.notify_all()
+
+    def wait_for(self, wanted: str, timeout: float = 60) -> None:
+        with self.changed:
+            found = self.changed.wait_for(lambda: wanted in self.text, timeout)
+            assert found, f"never said {wanted!r} (exit {self.process.poll()}): {self.text!r}"

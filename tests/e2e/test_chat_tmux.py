@@ -45,7 +45,10 @@ def test_a_chat_session_streams_answers_asks_approval_inline_cancels_on_ctrl_c_a
         term.type("y")
         term.wait_for("⚙ bash")
         term.wait_for(f"sleep {marker}")
-        time.sleep(0.3)
+        deadline = time.monotonic() + 30
+        while not subprocess.run(["pgrep", "-f", f"sleep {marker}"], capture_output=True, text=True).stdout:  # it runs
+            assert time.monotonic() < deadline, "the command never started"
+            time.sleep(0.05)
         term.key("C-c")
         term.wait_for_after("cancelled:", "you>")
         survivors = subprocess.run(["pgrep", "-f", f"sleep {marker}"], capture_output=True, text=True)

@@ -14,7 +14,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 
 from chronicle.runtime.store import ChronicleStore
 from tests import processes
@@ -72,8 +71,8 @@ def test_a_worker_rides_out_a_database_outage_and_finishes_the_turn(proxied, wor
         env=env_for(via_proxy), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
     )
     wait_for(lambda: store.max_position() >= 8, timeout=30)
-    proxy.cut()
-    time.sleep(1.0)
+    proxy.cut(counted=True)
+    wait_for(lambda: proxy.turned_away >= 1, timeout=30)  # the worker lost its connection and is trying again
     proxy.restore()
     _, stderr = worker.communicate(timeout=90)
     assert worker.returncode == 0, stderr

@@ -65,7 +65,9 @@ def test_a_turn_killed_anywhere_resumes_to_completion_without_losing_or_repeatin
     )
     try:
         wait_for(lambda: store.max_position() >= events or process.poll() is not None, timeout=30, interval=0.002)
-        time.sleep(extra)
+        time.sleep(extra)  # how far into the step the kill lands (KILL_POINTS): the moment is what is tested
+        process.send_signal(signal.SIGSTOP)  # stopped, it starts nothing more: the children it leaves are these
+        orphans = processes.descendants(process.pid)
         process.send_signal(signal.SIGKILL)
     finally:
         process.wait(timeout=10)
@@ -75,7 +77,7 @@ def test_a_turn_killed_anywhere_resumes_to_completion_without_losing_or_repeatin
 
     resumed = cli("resume", str(sid), "--yes", db=db_url)
     assert resumed.returncode == 0, resumed.stderr
-    time.sleep(0.35)  # a bash child orphaned by the kill may still be finishing its append
+    processes.wait_gone(orphans)  # a bash child orphaned by the kill may still be finishing its append
 
     with closing(ChronicleStore(db_url)) as store:
         entries = assert_recovered(store, sid)

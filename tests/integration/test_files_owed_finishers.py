@@ -13,7 +13,6 @@ import socket
 import subprocess
 import sys
 import threading
-import time
 import warnings
 from contextlib import closing
 from uuid import UUID
@@ -145,8 +144,10 @@ def test_a_finisher_slower_than_its_lease_keeps_the_session(db_url, tmp_path, mo
     """A restore that outlasts the lease (many large files) renews it while it writes: another process finds the
     session held all along, not free halfway through. The lease here is 0.6 s and the finisher is held at the gate
     for over three of them."""
+    from datetime import datetime, timedelta, timezone
+
     from chronicle.runtime.files_owed import OwedFinished
-    from chronicle.runtime.leases import acquire
+    from chronicle.runtime.leases import acquire, current_lease
 
     workspace, sid = interrupted_undo(db_url, tmp_path)
     gate = tmp_path / "finisher-gate"
@@ -155,8 +156,16 @@ def test_a_finisher_slower_than_its_lease_keeps_the_session(db_url, tmp_path, mo
     try:
         wait_for(lambda: gate.exists() or not thread.is_alive(), timeout=60)
         assert thread.is_alive(), outcome
-        time.sleep(2.0)  # the work outlasting the lease is what is tested: three lifetimes and more
         with closing(ChronicleStore(db_url)) as store:
+            first_end = current_lease(store, UUID(sid)).expires_at  # type: ignore[union-attr]
+
+            def outlasted_or_lapsed() -> bool:
+                """The work outlasting the lease is what is tested: three lifetimes and more past its first end, as
+                its renewals say (or the lease ran out meanwhile: the assertion below says so)."""
+                end = current_lease(store, UUID(sid)).expires_at  # type: ignore[union-attr]
+                return end >= first_end + timedelta(seconds=3 * 0.6) or end < datetime.now(timezone.utc)
+
+            wait_for(outlasted_or_lapsed, timeout=60, interval=0.05)
             assert not acquire(store, UUID(sid), "elsewhere:2:other", 30.0), "the lease ran out while the files were written"
     finally:
         gate.unlink(missing_ok=True)

@@ -40,16 +40,17 @@ def test_an_exception_is_worded_as_the_runner_words_a_tools_and_an_unshowable_re
 
 
 def test_a_cancelled_wait_leaves_the_thread_to_finish_and_to_report_its_end():
-    release, heard = threading.Event(), []
+    running, release, heard = threading.Event(), threading.Event(), []
     ctx = ToolContext(workspace=Path("."))
 
     def slow(n: int) -> int:
+        running.set()
         release.wait(5)
         return n * 2
 
     async def scenario():
         task = asyncio.ensure_future(run_in_thread(ctx, "slow", slow, {"n": 21}, describe=str))
-        await asyncio.sleep(0.05)
+        assert await asyncio.to_thread(running.wait, 5)  # its thread took it: it cannot be stopped now
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
         left = abandoned(ctx)
