@@ -80,6 +80,8 @@ def end_all(timeout: float = 30) -> list[str]:
             item.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             left.append(f"pid {item.pid} did not die within {timeout:.0f} s of SIGKILL")
+        except OSError as exc:  # a zygote's child whose zygote is gone: its exit code with it
+            left.append(f"pid {item.pid}: {exc}")
         for stream in (item.stdin, item.stdout, item.stderr):
             if stream is not None:
                 try:
@@ -142,6 +144,8 @@ def reading_stdin(pid: int) -> bool:
 def descendants(pid: int) -> set[int]:
     """Every living process below `pid` (Linux /proc). Stop `pid` first (SIGSTOP) for a list that cannot grow."""
     children: dict[int, list[int]] = {}
+    if not Path("/proc/self/stat").exists():  # no /proc: the groups are killed all the same
+        return set()
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
