@@ -117,11 +117,14 @@ def stores_closed(request):
     """Every store a test opened is closed when it ends, on this thread, not left to the garbage collector: one
     collected later was finalised on its own pool's thread (eventsourcing's PostgresDatastore.__del__ cannot join
     that thread from itself), a warning in whichever test ran then (tests/store_leaks.py)."""
-    from tests import store_leaks
+    from tests import closed_at_end, store_leaks
 
     watch = store_leaks.start()
     yield
-    left = store_leaks.stop(watch)
+    try:
+        closed_at_end.close_all()  # what the test's harnesses and helpers opened for the whole test
+    finally:
+        left = store_leaks.stop(watch)
     if left and STORE_LEAKS.startswith("report:"):
         with open(STORE_LEAKS.removeprefix("report:"), "a", encoding="utf-8") as out:
             out.writelines(f"{request.node.nodeid}\t{line}\n" for line in left)

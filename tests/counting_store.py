@@ -13,6 +13,7 @@ from typing import Any
 from eventsourcing.application import Repository
 
 from chronicle.runtime.store import ChronicleStore
+from tests.closed_at_end import closed_at_end
 
 
 class CountingRepository(Repository):  # type: ignore[type-arg]
@@ -27,7 +28,13 @@ class CountingRepository(Repository):  # type: ignore[type-arg]
 
 
 class CountingStore(ChronicleStore):
+    """Closed when the test that opened it ends (tests/closed_at_end.py): a test opens one per "restart" it plays."""
+
     name = ChronicleStore.name  # eventsourcing names an application's tables after its class otherwise
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        closed_at_end(self)
 
     def construct_recorder(self) -> Any:
         recorder = super().construct_recorder()

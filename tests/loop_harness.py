@@ -19,6 +19,7 @@ from chronicle.runtime.sessions import start_session
 from chronicle.runtime.store import ChronicleStore
 from chronicle.runtime.tools import DEFAULT_TOOLS
 from chronicle.runtime.toolsets import toolbox_for
+from tests.closed_at_end import closed_at_end
 
 
 class LoopHarness:
@@ -26,7 +27,7 @@ class LoopHarness:
 
     def __init__(self, db_url: str, workspace: Path, provider: Any, provider_name: str, model: str,
                  max_attempts: int = 8, on_event: Callable[[Any], None] | None = None, cap_s: float = 0.05) -> None:
-        self.store = ChronicleStore(db_url)
+        self.store = closed_at_end(ChronicleStore(db_url))  # the harness's store lives as long as the test
         self.events: list[Any] = []
         broker = Broker()
         broker.subscribe(self.events.append)

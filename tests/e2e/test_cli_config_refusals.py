@@ -11,6 +11,7 @@ import pytest
 
 from chronicle.runtime.store import ChronicleStore
 from tests.chat_sse_server import chat_reply, chat_sse  # noqa: F401 - chat_sse is a fixture
+from tests.closed_at_end import closed_at_end
 from tests.helpers import cli, json_lines, response, text, tool_use
 
 
@@ -40,7 +41,7 @@ def test_a_quoted_limit_in_chronicle_toml_exits_2_naming_key_file_and_type(sqlit
     (workspace / "chronicle.toml").write_text(toml, encoding="utf-8")
     provider = script(tmp_path / "s.json", [[response(text("hi"))]])
     refused(cli("run", "hello", "--provider", provider, "--workspace", str(workspace), db=sqlite_url), *named)
-    assert ChronicleStore(sqlite_url).session_ids() == []
+    assert closed_at_end(ChronicleStore(sqlite_url)).session_ids() == []
 
 
 def test_a_thinking_budget_for_an_openai_compatible_session_is_refused_as_it_would_never_be_sent(db_url, workspace):
@@ -67,7 +68,7 @@ def test_an_approvals_table_naming_no_tool_of_the_session_exits_2_and_records_no
     (workspace / "chronicle.toml").write_text(toml, encoding="utf-8")
     provider = script(tmp_path / "s.json", [[response(text("hi"))]])
     refused(cli("run", "hello", "--provider", provider, "--workspace", str(workspace), db=sqlite_url), *named)
-    assert ChronicleStore(sqlite_url).session_ids() == []
+    assert closed_at_end(ChronicleStore(sqlite_url)).session_ids() == []
     refused(cli("submit", "hello", "--provider", provider, "--workspace", str(workspace), db=sqlite_url), *named)
 
 
@@ -102,14 +103,14 @@ def test_a_tool_the_history_called_that_its_import_path_no_longer_holds_is_refus
     assert first.returncode == 0, first.stderr
     sid = json_lines(first.stdout)[0]["session_id"]
     (workspace / "shop_tools.py").write_text(SHOP.replace("[lookup_order, refund]", "[lookup_order]"), encoding="utf-8")
-    turns_before = len(ChronicleStore(db_url).session(UUID(sid)).head)
+    turns_before = len(closed_at_end(ChronicleStore(db_url)).session(UUID(sid)).head)
     line = refused(cli("run", "again", "--session", sid, db=db_url),
                    f"session {sid}: its history called 'refund', which shop_tools:TOOLS no longer holds",
                    "put it back there", "start a new session")
     assert "made_up" not in line  # a name the model made up was never a tool of the session
     assert cli("submit", "queued", "--session", sid, db=db_url).returncode == 0  # the input is kept, not run
     refused(cli("resume", sid, db=db_url), "its history called 'refund'")
-    store = ChronicleStore(db_url)
+    store = closed_at_end(ChronicleStore(db_url))
     session = store.session(UUID(sid))
     assert len(session.head) == turns_before and [q["text"] for q in session.queue] == ["queued"]
     (workspace / "shop_tools.py").write_text(SHOP, encoding="utf-8")  # put back: the session goes on
@@ -180,7 +181,7 @@ def test_a_sub_agent_continued_with_its_parent_is_refused_for_a_tool_its_history
     }}), encoding="utf-8")
     died = cli("run", "refund 7", "--provider", provider, "--workspace", str(workspace), db=db_url)
     assert died.returncode == 9, (died.returncode, died.stderr)
-    store = ChronicleStore(db_url)
+    store = closed_at_end(ChronicleStore(db_url))
     [child] = [store.session(s) for s in store.session_ids() if store.session(s).parent_session_id]
     parent = child.parent_session_id
     assert child.active_turn_id is not None and store.session(parent).active_turn_id is not None
@@ -192,13 +193,13 @@ def test_a_sub_agent_continued_with_its_parent_is_refused_for_a_tool_its_history
                    f"session {child.id} (sub-agent clerk of session {parent}): its history called 'refund', "
                    "which shop_tools:TOOLS no longer holds", "put it back there")
     assert "halt" not in line.split("put it back")[0].split("called")[1]
-    store = ChronicleStore(db_url)
+    store = closed_at_end(ChronicleStore(db_url))
     after = {sid: store.session(sid).version for sid in (parent, child.id)} | {"turn": store.turn(child.active_turn_id).version}
     assert after == before  # nothing recorded
     (workspace / "shop_tools.py").write_text(CLERK_TOOLS, encoding="utf-8")  # put back: the same child finishes
     resumed = cli("resume", str(parent), db=db_url)
     assert resumed.returncode == 0, resumed.stderr
-    store = ChronicleStore(db_url)
+    store = closed_at_end(ChronicleStore(db_url))
     assert [s for s in store.session_ids() if store.session(s).parent_session_id] == [child.id]
     assert store.session(child.id).active_turn_id is None and store.session(parent).active_turn_id is None
 
@@ -214,7 +215,7 @@ def test_a_tool_the_session_had_but_never_called_that_its_path_no_longer_holds_i
                 "--json", db=db_url)
     assert first.returncode == 0, first.stderr
     sid = json_lines(first.stdout)[0]["session_id"]
-    spec = ChronicleStore(db_url).session(UUID(sid)).spec
+    spec = closed_at_end(ChronicleStore(db_url)).session(UUID(sid)).spec
     assert spec.import_tools == {"shop_tools:TOOLS": ("lookup_order", "refund")}
     again = cli("run", "again", "--session", sid, db=db_url)
     assert again.returncode == 0 and "note:" not in again.stderr, again.stderr  # nothing gone: nothing said
@@ -265,13 +266,13 @@ def test_a_sub_agent_records_the_tools_its_path_holds_when_it_is_spawned_so_a_ca
     first = cli("run", "hello", "--provider", provider, "--workspace", str(workspace), "--json", db=db_url)
     assert first.returncode == 0, first.stderr
     sid = json_lines(first.stdout)[0]["session_id"]
-    [clerk] = ChronicleStore(db_url).session(UUID(sid)).spec.registry
+    [clerk] = closed_at_end(ChronicleStore(db_url)).session(UUID(sid)).spec.registry
     assert clerk.import_tools == {"shop_tools:TOOLS": ("lookup_order", "halt")}
     (workspace / "shop_tools.py").write_text(CLERK_TOOLS, encoding="utf-8")  # refund is there from now on
     (workspace / "halt.flag").write_text("", encoding="utf-8")
     died = cli("run", "refund 7", "--session", sid, db=db_url)
     assert died.returncode == 9, (died.returncode, died.stderr)
-    store = ChronicleStore(db_url)
+    store = closed_at_end(ChronicleStore(db_url))
     [child] = [store.session(s) for s in store.session_ids() if store.session(s).parent_session_id]
     assert child.spec.import_tools == {"shop_tools:TOOLS": ("lookup_order", "refund", "halt")}  # what it ran with
     (workspace / "halt.flag").unlink()

@@ -16,6 +16,7 @@ from chronicle.runtime.sessions import start_session, submit_input
 from chronicle.runtime.store import ChronicleStore
 from chronicle.runtime.tools import DEFAULT_TOOLS
 from chronicle.runtime.toolsets import toolbox_for
+from tests.closed_at_end import closed_at_end
 
 
 class RecordingProvider(ScriptedProvider):
@@ -33,7 +34,7 @@ class RecordingProvider(ScriptedProvider):
 class Harness:
     def __init__(self, db_url: str, workspace: Path, script_dir: Path, main: list[Any], tools: tuple[str, ...] = DEFAULT_TOOLS,
                  **options: Any) -> None:
-        self.store = ChronicleStore(db_url)
+        self.store = closed_at_end(ChronicleStore(db_url))  # the harness's store lives as long as the test
         path = script_dir / "script.json"
         path.write_text(json.dumps({"agents": {"main": main}}), encoding="utf-8")
         self.provider = RecordingProvider(path)

@@ -20,6 +20,7 @@ from chronicle.runtime.providers.scripted import ScriptedProvider
 from chronicle.runtime.routine_engine import ErasedRun, RoutineEngine
 from chronicle.runtime.store import ChronicleStore
 from chronicle.runtime.toolsets import toolbox_for
+from tests.closed_at_end import closed_at_end
 from tests.counting_store import CountingStore
 from tests.helpers import response, text, write_script
 
@@ -78,13 +79,13 @@ def test_a_tick_with_nothing_new_loads_no_routine_run(db_url, workspace, tmp_pat
 
 def test_a_run_another_process_fired_between_ticks_is_settled(db_url, workspace, tmp_path):
     script = _setup(workspace, tmp_path)
-    store = ChronicleStore(db_url)
+    store = closed_at_end(ChronicleStore(db_url))
     worker = _engine(store, workspace, script, Clock(SLOT - timedelta(minutes=3)))
     assert worker.tick() == []
-    elsewhere = ChronicleStore(db_url)  # `routines run` or a second worker: its own process and store
+    elsewhere = closed_at_end(ChronicleStore(db_url))  # `routines run` or a second worker: its own process and store
     other = _report(_engine(elsewhere, workspace, script, Clock(SLOT), holder="other"), "manual/elsewhere")
     _run_turn(elsewhere, workspace, script, other)
-    reader = ChronicleStore(db_url)
+    reader = closed_at_end(ChronicleStore(db_url))
     assert reader.repository.get(other.id).status == "fired"
     worker.tick()
     settled = reader.repository.get(other.id)
@@ -93,7 +94,7 @@ def test_a_run_another_process_fired_between_ticks_is_settled(db_url, workspace,
 
 def test_a_restarted_engine_loads_no_run_settled_before(db_url, workspace, tmp_path):
     script = _setup(workspace, tmp_path)
-    store = ChronicleStore(db_url)
+    store = closed_at_end(ChronicleStore(db_url))
     worker = _engine(store, workspace, script, Clock(SLOT - timedelta(minutes=3)))
     runs = [_report(worker, f"manual/{i}") for i in range(4)]
     for run in runs[:3]:
@@ -121,7 +122,7 @@ def test_a_run_whose_session_was_erased_before_it_settled_holds_the_checkpoint_n
     settle no more, and the erasure (SessionForgotten, in `audit`) is its record; the checkpoint moves past it,
     so a restarted worker reads neither it nor the runs below the checkpoint."""
     script = _setup(workspace, tmp_path)
-    store = ChronicleStore(db_url)
+    store = closed_at_end(ChronicleStore(db_url))
     worker = _engine(store, workspace, script, Clock(SLOT - timedelta(minutes=3)))
     erased = _report(worker, "manual/erased")
     done = _report(worker, "manual/done")
@@ -129,7 +130,7 @@ def test_a_run_whose_session_was_erased_before_it_settled_holds_the_checkpoint_n
     if when == "after its turn ended":
         _run_turn(store, workspace, script, erased)
     _run_turn(store, workspace, script, done)
-    forget(ChronicleStore(db_url), erased.session_id)  # elsewhere: `chronicle forget`
+    forget(closed_at_end(ChronicleStore(db_url)), erased.session_id)  # elsewhere: `chronicle forget`
     store.mapper.keys.clock = lambda: float("inf")  # past the bounded staleness of a cached key (`TreeKeys.fresh_for`)
     assert [r.id for r in worker.settle()] == [done.id]
     assert worker.unsettled == {}, "the erased run is let go"
@@ -144,10 +145,10 @@ def test_a_worker_started_after_a_runs_session_was_erased_ticks_and_moves_its_ch
     """The run cannot be read any more: a worker that meets it first in the index passes it by as settled,
     instead of failing its routine tick (and so firing no routine) at every look."""
     script = _setup(workspace, tmp_path)
-    store = ChronicleStore(db_url)
+    store = closed_at_end(ChronicleStore(db_url))
     erased = _report(_engine(store, workspace, script, Clock(SLOT)), "manual/erased")
     forget(store, erased.session_id)
-    fresh = _engine(ChronicleStore(db_url), workspace, script, Clock(SLOT - timedelta(seconds=30)))
+    fresh = _engine(closed_at_end(ChronicleStore(db_url)), workspace, script, Clock(SLOT - timedelta(seconds=30)))
     assert fresh.tick() == [] and fresh.unsettled == {}
     [shown] = fresh.history()  # `routines history` shows it was there and was erased, nothing of its content
     assert isinstance(shown, ErasedRun) and (shown.id, shown.session_id) == (erased.id, erased.session_id)

@@ -22,6 +22,7 @@ from chronicle.runtime.model_call import build_messages
 from chronicle.runtime.sessions import start_session, submit_input
 from chronicle.runtime.store import ChronicleStore
 from chronicle.runtime.toolsets import toolbox_for
+from tests.closed_at_end import closed_at_end
 
 BIG = "".join(f"line {i:04d} of a large tool output\n" for i in range(30))  # ~1,000 characters a result
 
@@ -69,7 +70,7 @@ class LongTurnProvider:
 
 def make_loop(db_url, workspace, provider, settings: CompactionSettings | None = None, store: ChronicleStore | None = None):
     (workspace / "big.txt").write_text(BIG, encoding="utf-8")
-    store = store or ChronicleStore(db_url)
+    store = store or closed_at_end(ChronicleStore(db_url))
     events: list = []
     broker = Broker()
     broker.subscribe(events.append)
@@ -148,7 +149,7 @@ def test_resume_after_a_crash_mid_turn_rebuilds_the_compacted_context_and_replay
     sent_before_crash = provider.requests[-1]
     # A new process: a fresh store object and loop, the same provider script.
     again = LongTurnProvider(calls=12)
-    loop2, store2, _ = make_loop(db_url, workspace, again, store=ChronicleStore(db_url))
+    loop2, store2, _ = make_loop(db_url, workspace, again, store=closed_at_end(ChronicleStore(db_url)))
     outcome = asyncio.run(loop2.run_next(session.id))
     assert outcome.status == "completed"
     resumed = again.requests[0]

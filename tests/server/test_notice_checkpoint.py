@@ -20,6 +20,7 @@ from chronicle.runtime.server.channels import load_channels
 from chronicle.runtime.server.outbox import Outbox, Outcome
 from chronicle.runtime.store import ChronicleStore
 from chronicle.runtime.toolsets import toolbox_for
+from tests.closed_at_end import closed_at_end
 from tests.counting_store import CountingStore
 from tests.helpers import response, text, write_script
 
@@ -55,7 +56,7 @@ def _setup(workspace: Path, tmp_path: Path) -> Path:
 
 def test_a_restarted_outbox_loads_no_run_whose_findings_were_posted_before(db_url, workspace, tmp_path):
     script = _setup(workspace, tmp_path)
-    store = ChronicleStore(db_url)
+    store = closed_at_end(ChronicleStore(db_url))
     runs = _fired(store, workspace, script, 5)
     for run in runs:
         _run_turn(store, workspace, script, run)
@@ -71,7 +72,7 @@ def test_a_restarted_outbox_loads_no_run_whose_findings_were_posted_before(db_ur
 
 def test_a_run_still_waiting_below_runs_posted_since_is_found_after_a_restart(db_url, workspace, tmp_path):
     script = _setup(workspace, tmp_path)
-    store = ChronicleStore(db_url)
+    store = closed_at_end(ChronicleStore(db_url))
     early, waiting, late = _fired(store, workspace, script, 3)
     _run_turn(store, workspace, script, early)
     _run_turn(store, workspace, script, late)
@@ -98,12 +99,12 @@ def test_a_run_whose_session_was_erased_is_passed_by_and_the_findings_after_it_a
     it cannot read, lets it go as it lets an erased session's reply go, and goes on (it used to fail the pass)."""
     monkeypatch.setenv("CHRONICLE_CIPHER_KEY", base64.b64encode(os.urandom(32)).decode())
     script = _setup(workspace, tmp_path)
-    store = ChronicleStore(db_url)
+    store = closed_at_end(ChronicleStore(db_url))
     erased, kept = _fired(store, workspace, script, 2)
     _run_turn(store, workspace, script, kept)
     forget(store, erased.session_id)
     posted: list[dict[str, Any]] = []
-    outbox = _outbox(ChronicleStore(db_url), workspace, posted)
+    outbox = _outbox(closed_at_end(ChronicleStore(db_url)), workspace, posted)
     assert outbox.pass_once() == 1 and [p["session_id"] for p in posted] == [str(kept.session_id)]
     outbox.scanned_at = None  # the next pass looks again though nothing was written since
     assert outbox.pass_once() == 0 and outbox.notices is not None and outbox.notices.waiting == {}

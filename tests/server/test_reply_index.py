@@ -24,6 +24,7 @@ from chronicle.runtime.server.routing import Router, sender_session_id
 from chronicle.runtime.sessions import queue_scanned, start_session
 from chronicle.runtime.store import ChronicleStore
 from chronicle.runtime.toolsets import toolbox_for
+from tests.closed_at_end import closed_at_end
 from tests.counting_store import CountingStore
 from tests.helpers import cli, response, text, write_script
 
@@ -48,7 +49,7 @@ def _outbox(store: ChronicleStore, channels: dict[str, ChannelConfig], posted: l
 def test_a_restarted_outbox_sends_a_reply_due_from_before_and_loads_no_session_without_channel_input(
         db_url, workspace, tmp_path):
     script = write_script(tmp_path / "s.json", [response(text("Hi bob."))])
-    store = ChronicleStore(db_url)
+    store = closed_at_end(ChronicleStore(db_url))
     fed, _ = start_session(store, _spec(workspace, script))
     others = [start_session(store, _spec(workspace, script), "not from a channel")[0].id for _ in range(3)]
     channels = {"alerts": ChannelConfig(session=str(fed.id), coalesce_s=0, reply_url="http://127.0.0.1:9/in")}
@@ -69,19 +70,19 @@ def test_a_restarted_outbox_sends_a_reply_due_from_before_and_loads_no_session_w
 
 def test_an_input_queued_before_the_index_existed_is_still_answered_after_restarts(db_url, workspace, tmp_path):
     script = write_script(tmp_path / "s.json", [response(text("Hi bob."))])
-    store = ChronicleStore(db_url)
+    store = closed_at_end(ChronicleStore(db_url))
     fed, _ = start_session(store, _spec(workspace, script))
     origin = {"channel": "alerts", "senders": ["bob"], "reply": True}
     store.update_session(fed.id, lambda s: queue_scanned(s, "old-input", "hello", SYSTEM_CLOCK.now(), origin=origin))  # as before
     channels = {"alerts": ChannelConfig(session=str(fed.id), coalesce_s=0, reply_url="http://127.0.0.1:9/in")}
     posted: list[dict[str, Any]] = []
     assert _outbox(store, channels, posted).pass_once() == 0
-    assert _outbox(ChronicleStore(db_url), channels, posted).pass_once() == 0, "a restart: still not run"
+    assert _outbox(closed_at_end(ChronicleStore(db_url)), channels, posted).pass_once() == 0, "a restart: still not run"
     _run_turn(store, workspace, script, fed.id)
-    outbox = _outbox(ChronicleStore(db_url), channels, posted)
+    outbox = _outbox(closed_at_end(ChronicleStore(db_url)), channels, posted)
     assert outbox.pass_once() == 1 and posted[0]["text"] == "Hi bob."
     assert outbox.pass_once() == 0
-    assert _outbox(ChronicleStore(db_url), channels, posted).pass_once() == 0 and len(posted) == 1
+    assert _outbox(closed_at_end(ChronicleStore(db_url)), channels, posted).pass_once() == 0 and len(posted) == 1
 
 
 class LosesTheDatabaseOnce(ChronicleStore):
@@ -99,25 +100,25 @@ class LosesTheDatabaseOnce(ChronicleStore):
 
 def test_a_look_for_older_inputs_that_failed_writes_no_checkpoint_so_a_restart_looks_again(db_url, workspace, tmp_path):
     script = write_script(tmp_path / "s.json", [response(text("Hi bob."))])
-    store = ChronicleStore(db_url)
+    store = closed_at_end(ChronicleStore(db_url))
     fed, _ = start_session(store, _spec(workspace, script))
     origin = {"channel": "alerts", "senders": ["bob"], "reply": True}
     store.update_session(fed.id, lambda s: queue_scanned(s, "old-input", "hello", SYSTEM_CLOCK.now(), origin=origin))
     channels = {"alerts": ChannelConfig(session=str(fed.id), coalesce_s=0, reply_url="http://127.0.0.1:9/in")}
     posted: list[dict[str, Any]] = []
-    flaky = _outbox(LosesTheDatabaseOnce(db_url), channels, posted)
+    flaky = _outbox(closed_at_end(LosesTheDatabaseOnce(db_url)), channels, posted)
     with pytest.raises(OperationalError):
         flaky.pass_once()
     _run_turn(store, workspace, script, fed.id)
     assert flaky.pass_once() == 0, "not a full scan: the session is not watched"
     assert Checkpoint(store, REPLY_INDEX_ID, "outbox", "").read() is None
-    assert _outbox(ChronicleStore(db_url), channels, posted).pass_once() == 1 and posted[0]["text"] == "Hi bob."
+    assert _outbox(closed_at_end(ChronicleStore(db_url)), channels, posted).pass_once() == 1 and posted[0]["text"] == "Hi bob."
 
 
 def test_channel_inputs_queued_at_once_are_each_indexed_and_each_answered(db_url, workspace, tmp_path):
     """Inputs on one session and new sessions of senders, from three stores at once: they race for the index's slots."""
     script = write_script(tmp_path / "s.json", [[response(text(f"answer {i}"))] for i in range(6)])
-    store = ChronicleStore(db_url)
+    store = closed_at_end(ChronicleStore(db_url))
     fed, _ = start_session(store, _spec(workspace, script))
     channels = {"alerts": ChannelConfig(session=str(fed.id), coalesce_s=0, reply_url="http://127.0.0.1:9/in"),
                 "people": ChannelConfig(route="per_sender", coalesce_s=0, reply_url="http://127.0.0.1:9/in")}
@@ -128,7 +129,7 @@ def test_channel_inputs_queued_at_once_are_each_indexed_and_each_answered(db_url
             router.record("alerts", channels["alerts"], [f"s{i}"], f"m{i}{j}")
         router.record("people", channels["people"], [f"p{i}"], f"hello from p{i}")
 
-    threads = [threading.Thread(target=write, args=(ChronicleStore(db_url), i)) for i in range(3)]
+    threads = [threading.Thread(target=write, args=(closed_at_end(ChronicleStore(db_url)), i)) for i in range(3)]
     for t in threads:
         t.start()
     for t in threads:
@@ -158,15 +159,15 @@ def test_an_imported_channel_turn_whose_reply_the_source_never_recorded_is_not_p
     target = other_store(db_url, tmp_path, request, "target")
     posted: list[dict[str, Any]] = []
     if target_served:
-        assert _outbox(ChronicleStore(target), channels, posted).pass_once() == 0  # its first checkpoint
+        assert _outbox(closed_at_end(ChronicleStore(target)), channels, posted).pass_once() == 0  # its first checkpoint
     imported = cli("import", str(bundle), db=target)
     assert imported.returncode == 0, imported.stderr
-    store = ChronicleStore(target)
+    store = closed_at_end(ChronicleStore(target))
     try:
         assert sid in set(store.session_ids())
         outbox = _outbox(store, channels, posted)
         assert outbox.pass_once() == 0 and posted == []
-        assert _outbox(ChronicleStore(target), channels, posted).pass_once() == 0 and posted == [], "nor after a restart"
+        assert _outbox(closed_at_end(ChronicleStore(target)), channels, posted).pass_once() == 0 and posted == [], "nor after a restart"
         # A channel here routes a new input to the imported session: its turn is answered, the imported one still not.
         imported_turns = {str(t) for t in store.session(sid).turns}
         Router(store).record("alerts", channels["alerts"], ["monitor"], "and now?")
@@ -185,7 +186,7 @@ def test_a_channel_message_taken_as_a_credential_leaves_no_reply_waiting(db_url,
     Its reply-index entry (written in the same transaction) waited for a reply forever, so every outbox, restarted
     or not, loaded that session on each pass and its checkpoint never moved past the entry."""
     script = write_script(tmp_path / "s.json", [response(text("unused"))])
-    store = ChronicleStore(db_url)
+    store = closed_at_end(ChronicleStore(db_url))
     fed, _ = start_session(store, _spec(workspace, script))
     store.update_session(fed.id, lambda s: s.await_credential("deploy_token", "the deploy token", "", SYSTEM_CLOCK.now()))
     channels = {"alerts": ChannelConfig(session=str(fed.id), coalesce_s=0, reply_url="http://127.0.0.1:9/in")}
