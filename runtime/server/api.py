@@ -323,10 +323,16 @@ def _serving(config: ServerConfig, chronicle: Chronicle) -> FastAPI:
 
     @app.post("/sessions/{session_id}/fork")
     def fork(session_id: str, body: ForkBody | None = None) -> dict[str, Any]:
+        from chronicle.runtime.app import timetravel as app_timetravel
+
         body = body or ForkBody()
         with _errors():
             parent = str(queries.session_id(chronicle.store, session_id))
-        return {"session_id": chronicle.fork(session_id, at=body.at), "forked_from": {"session_id": parent, "turn": body.at}}
+            child = app_timetravel.fork(chronicle.store, parent, body.at)
+            # a turn an undo took back is forked as `fork --at` forks it, and said as its note: line says it
+            note = app_timetravel.undone_note(chronicle.store, child)
+        return {"session_id": str(child.id), "forked_from": {"session_id": parent, "turn": body.at},
+                **({"note": note} if note else {})}
 
     @app.get("/sessions/{session_id}/model")
     def model(session_id: str) -> dict[str, Any]:

@@ -171,6 +171,14 @@ def test_a_fork_at_a_turn_an_undo_took_back_is_made_and_says_so(db_url, workspac
         app.fork(sid, at=2)
         app.fork(sid, at=1)
     assert [str(w.message)[:27] for w in caught if issubclass(w.category, ChronicleWarning)] == ["turn 2 of session " + sid[:9]]
+    import httpx
+
+    from tests.server.serving import serving
+
+    with serving(db_url, workspace) as base:  # the API's fork says it in a `note` field
+        undone, kept = (httpx.post(f"{base}/sessions/{sid}/fork", json={"at": at}).json() for at in (2, 3))
+    assert undone["note"].startswith(f"turn 2 of session {sid} was undone since") and "note" not in kept
+    assert user_texts(history(db_url, undone["session_id"])) == ["one", "two"]
 
 
 def test_replay_of_an_unchanged_session_is_identical_and_a_changed_read_only_result_is_named(db_url, workspace, tmp_path):
