@@ -54,9 +54,13 @@ def main() -> None:
     result = app.run_sync(support, "Order A-42 arrived broken. Can I get 20 euros back?", workspace=workspace())
     print(f"session {result.session_id}: {result.status} (exit code {result.exit_code})")
     while result.status == "awaiting_approval":
-        waiting = [e for e in app.log(result.session_id) if e["event"] == "ApprovalRequested"]
-        for entry in waiting:
-            print(f"approval needed: {entry['data'].get('name', 'tool')} — approving")
+        # The tool call's ApprovalRequested names the tool (the turn records one too, listing the calls it waits on);
+        # a call decided already has Approved or Denied after it.
+        events = app.log(result.session_id)
+        decided = {e["aggregate_id"] for e in events if e["aggregate"] == "tool_call" and e["event"] in ("Approved", "Denied")}
+        for entry in events:
+            if entry["aggregate"] == "tool_call" and entry["event"] == "ApprovalRequested" and entry["aggregate_id"] not in decided:
+                print(f"approval needed: {entry['data']['name']} — approving")
         app.approve(result.session_id)
         result = app.resume(result.session_id)
         print(f"resumed: {result.status}")

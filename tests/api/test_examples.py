@@ -32,6 +32,8 @@ def test_custom_tools_pauses_for_the_refund_approves_it_in_code_and_audits_it(db
     out = run_example("custom_tools.py", db_url, ws).stdout
     assert "awaiting_approval (exit code 3)" in out
     assert "approval needed: refund" in out and "resumed: completed" in out
+    # One call waits, so one line names it (not also the turn's own ApprovalRequested, which names no tool).
+    assert [line for line in out.splitlines() if line.startswith("approval needed:")] == ["approval needed: refund — approving"]
     assert "answer: Done: 20 euros are on their way back for order A-42." in out
     assert "audit: approval   refund" in out and "approved" in out
     assert "why refund: after reading 'order A-42: delivered, box damaged', it called refund(" in out
