@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+import shutil
+import sys
 import tempfile
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
+from rich.markup import escape
 from rich.panel import Panel
 
 from .common import cli_errors, fail, out_console
@@ -61,6 +64,18 @@ WORKSPACE_FILES = {
 }
 
 
+def _path_hint() -> str | None:
+    """What to do first when a shell would not find `chronicle`: `make demo` runs .venv/bin/chronicle by its path, so
+    the plain `chronicle ...` lines the demo offers work only once that directory is on PATH (README's quick start
+    exports it after `make demo`)."""
+    if shutil.which("chronicle"):
+        return None
+    bindir = Path(sys.executable).parent  # a venv's bin/, as the interpreter was started (not resolved)
+    if (bindir / "chronicle").exists():
+        return f'`chronicle` is not on your PATH; first run: export PATH="{bindir}:$PATH"'
+    return "`chronicle` is not on your PATH; add the bin directory of the environment Chronicle is installed in"
+
+
 def demo(
     keep: Annotated[Optional[Path], typer.Option("--dir", help="Keep the demo's database and workspace in this directory")] = None,
 ) -> None:
@@ -102,6 +117,9 @@ def demo(
         out_console.print("\n[bold]What the model will see next[/]:")
         history(str(session.id), as_json=False, db=db_url)
         out_console.print("\n[bold]Inspect it yourself[/] (copy and paste):")
+        hint = _path_hint()
+        if hint:
+            out_console.print(f"  ({escape(hint)})", soft_wrap=True)
         for command in (f"log {session.id}", f"log {session.id} --json", f"history {session.id} --json", f"why {session.id} tu_7",
                         "sessions"):
             out_console.print(f"  chronicle {command} --db {db_url}", soft_wrap=True)

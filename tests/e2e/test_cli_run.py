@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import sys
+from pathlib import Path
 
 from tests.helpers import cli, json_lines, response, text, tool_use, write_script
 
@@ -82,6 +84,19 @@ def test_demo_runs_offline_and_every_command_it_offers_works(tmp_path):
     chain = json.loads(cli(*why, "--json").stdout)
     assert chain["saw"]["last"]["content"][0]["is_error"] is True
     assert chain["tool_call"]["input"] == {"path": "app.py"} and chain["tool_call"]["status"] == "completed"
+
+
+def test_demo_says_how_to_put_chronicle_on_path_when_a_shell_would_not_find_it(tmp_path):
+    # `make demo` runs .venv/bin/chronicle by its path: the plain `chronicle ...` lines it offers need that directory on
+    # PATH, as README's quick start exports it; said when it is missing, and only then.
+    bindir = Path(sys.executable).parent
+    assert (bindir / "chronicle").exists()
+    without = cli("demo", "--dir", str(tmp_path / "a"), env={"PATH": "/usr/bin:/bin"})
+    assert without.returncode == 0, without.stderr
+    assert f'export PATH="{bindir}:$PATH"' in without.stdout
+    with_it = cli("demo", "--dir", str(tmp_path / "b"), env={"PATH": f"{bindir}:/usr/bin:/bin"})
+    assert with_it.returncode == 0, with_it.stderr
+    assert "export PATH" not in with_it.stdout
 
 
 def test_a_bad_script_file_is_a_one_line_usage_error_and_records_nothing(sqlite_url, workspace, tmp_path):
