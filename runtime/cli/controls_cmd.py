@@ -46,10 +46,10 @@ def steer(
             print_json(result.row())
         elif result.outcome == "steering":
             out_console.print(f"steering recorded for turn {result.turn_id} of session {sid}; "
-                              "it reaches the model at the next safe point")
+                              "it reaches the model at the next safe point", soft_wrap=True)
         else:
             out_console.print(f"no turn is running on session {sid}: the message was queued as its next input. "
-                              f"Run it with `chronicle run --session {sid} ...` or `chronicle chat --session {sid}`.")
+                              f"Run it with `chronicle run --session {sid} ...` or `chronicle chat --session {sid}`.", soft_wrap=True)
 
 
 def cancel(

@@ -60,7 +60,7 @@ def undo(
         if as_json:
             print_json(result.row())
         else:
-            out_console.print(f"undid {len(result.turn_ids)} turn(s) of session {sid}; `chronicle redo {sid}` puts them back")
+            out_console.print(f"undid {len(result.turn_ids)} turn(s) of session {sid}; `chronicle redo {sid}` puts them back", soft_wrap=True)
             for item in restored:
                 out_console.print(f"  {item['action']}: {escape(printable(item['path']))}")  # a name the model chose
         fail_refused("undo", sid, result.refused)

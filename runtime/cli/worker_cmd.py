@@ -193,7 +193,7 @@ def _decided(decided: approvals.Decided, verb: str, as_json: bool) -> None:
     for call in decided.calls:
         out_console.print(f"{verb} {escape(short(call.name))} ({call.id}):")
         out_console.print(escape(whole_input(call.input)), style="dim")
-    out_console.print(f"continue the turn with `chronicle resume {sid}`")
+    out_console.print(f"continue the turn with `chronicle resume {sid}`", soft_wrap=True)
 
 
 def submit(

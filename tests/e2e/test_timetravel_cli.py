@@ -290,3 +290,15 @@ def test_replay_reads_files_as_they_were_when_the_turn_ran_through_edits_undos_a
     assert verdict["identical"] is True and verdict["turns"] == 4, verdict
     assert (workspace / "notes.txt").read_text() == "draft v2\n"  # the real workspace is left alone
     assert sorted(p.name for p in workspace.iterdir()) == sorted(["hello.txt", "notes.txt", "extra.txt", "made"])
+
+
+def test_the_commands_undo_and_steer_offer_stay_on_one_line_in_a_narrow_terminal(sqlite_url, workspace, tmp_path):
+    # A command split by rich's wrapping at the terminal's width cannot be pasted back; the shell wraps a soft line.
+    sid = run_turns(sqlite_url, workspace, three_turns(tmp_path), ["one"])
+    narrow = {"COLUMNS": "60"}
+    undone = cli("undo", sid, db=sqlite_url, env=narrow)
+    assert undone.returncode == 0, undone.stderr
+    assert f"`chronicle redo {sid}` puts them back" in undone.stdout.splitlines()[0]
+    queued = cli("steer", sid, "later", db=sqlite_url, env=narrow)
+    assert queued.returncode == 0, queued.stderr
+    assert f"`chronicle run --session {sid} ...` or `chronicle chat --session {sid}`." in queued.stdout.splitlines()[0]
