@@ -104,9 +104,9 @@ def _decision(store: ChronicleStore, sid: UUID, numbered: list[UUID], head: list
             more = f" and {len(matches) - 5} more" if len(matches) > 5 else ""
             raise AppError(f"{wanted!r} begins the ids of {len(matches)} tool calls ({shown}{more}); give more of the id, "
                            "or --turn N", 2)
-    where = f"turn {turn} of session {sid}" if turn is not None else f"session {sid} (its active branch and undone turns)"
-    raise AppError(f"no tool call {wanted!r} on {where} (give a tool_use id as `history` shows it, a tool call id "
-                   "or its prefix, or a tool's name); `audit --session` lists every call", 1, kind=NOT_FOUND)
+    where = f"turn {turn} of session {sid}" if turn is not None else f"session {sid}, its active branch or undone turns"
+    raise AppError(f"no tool call {wanted!r} on {where}; name one by its tool_use id as `history` shows it, its tool call "
+                   f"id or a prefix, or its tool's name: `chronicle audit --session {sid}` lists every call", 1, kind=NOT_FOUND)
 
 
 def _scan(store: ChronicleStore, turns: list[UUID], number_of: dict[UUID, int],

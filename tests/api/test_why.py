@@ -305,3 +305,5 @@ def test_the_cli_and_the_server_answer_as_the_library_does(db_url, workspace, tm
         assert part in shown.stdout, part
     missing = cli("why", sid[:8], "nope", db=db_url)
     assert missing.returncode == 1 and missing.stderr.startswith("error: no tool call 'nope'")
+    # One sentence, then a hint to paste: the session is named in full, where its calls are listed.
+    assert "undone turns) (give" not in missing.stderr and f"`chronicle audit --session {sid}` lists every call" in missing.stderr
