@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional
 import typer
 import typer.core
 from rich.markup import escape
+from typer._click.exceptions import UsageError  # typer's own click, whose errors it prints
 
 from .common import (
     DbOption,
@@ -36,7 +37,9 @@ class BoardGroup(typer.core.TyperGroup):
     a longer prefix."""
 
     def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
-        if not args or (args[0] not in self.commands and args[0] not in ctx.help_option_names):
+        if not args:  # said here, so the usage line is this command's rather than the hidden `tasks list`
+            raise UsageError("Missing argument 'SESSION'.", ctx)
+        if args[0] not in self.commands and args[0] not in ctx.help_option_names:
             args = [LIST, *args]
         return super().parse_args(ctx, args)
 
