@@ -187,7 +187,8 @@ def checked_spec(provider: str | None, model: str | None, workspace: Path, max_i
     needed, so a command can check it before it opens (and so creates) one."""
     spec = new_spec(workspace, normalise_provider(provider), model, max_iterations, agents, registry=registry, extra_tools=tools)
     if not spec.provider:
-        raise AppError("no model provider: set ANTHROPIC_API_KEY to use Claude, or pass --provider scripted:PATH", 2)
+        raise AppError("no model provider: set ANTHROPIC_API_KEY to use Claude, or give the scripted provider for an offline "
+                       'run: --provider scripted:PATH (in Python, Agent(provider="scripted:PATH"))', 2)
     try:
         settings = load_settings(LimitFlags(), workspace, in_code=spec.limits, compaction=spec.compaction)
         loop_parts(spec, provider_name=spec.provider, model=model, workspace=workspace, settings=settings)

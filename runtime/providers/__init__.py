@@ -33,7 +33,8 @@ def make_provider(name: str | None, model: str | None = None) -> Provider:
     name = name or default_provider_name()
     if name is None:
         raise ProviderConfigError(
-            "no model provider: set ANTHROPIC_API_KEY to use Claude, or pass --provider scripted:PATH for a scripted run"
+            "no model provider: set ANTHROPIC_API_KEY to use Claude, or give the scripted provider for an offline run: "
+            '--provider scripted:PATH (in Python, Agent(provider="scripted:PATH"))'
         )
     if name.startswith("scripted:"):
         raw = name[len("scripted:"):]

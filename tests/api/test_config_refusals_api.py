@@ -293,3 +293,15 @@ def test_a_sub_agent_whose_import_path_holds_fewer_tools_than_recorded_is_warned
             result = app.run_sync(agent, "second", session=sid)
         assert [str(w.message) for w in caught if issubclass(w.category, ChronicleWarning)] == [line]
         assert result.status == "completed" and result.notes == (line,)
+
+
+def test_no_provider_and_no_key_is_refused_with_advice_a_program_can_follow(db_url, workspace, monkeypatch):
+    # The library's words, not only the CLI's flag: a program gives the scripted provider on its Agent.
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    with Chronicle(db_url) as app:
+        for call in (app.run_sync, app.submit):
+            with pytest.raises(ChronicleError) as refused:
+                call(Agent(name="main"), "hello", workspace=workspace)
+            assert refused.value.code == 2
+            assert "ANTHROPIC_API_KEY" in str(refused.value) and 'Agent(provider="scripted:PATH")' in str(refused.value)
+        assert app.sessions() == []
