@@ -6,8 +6,9 @@ import json
 import os
 import subprocess
 import sys
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from tests import cli_zygote, processes
 
@@ -71,6 +72,28 @@ def same_value(a: Any, b: Any) -> bool:
     if isinstance(a, float) and a != a:
         return b != b
     return bool(a == b)
+
+
+@contextmanager
+def sqlite_statements() -> Iterator[list[str]]:
+    """The SQL text of every statement run on each sqlite3 connection opened inside the block, for as long as
+    that connection lives (appended as they run: a store opened inside is traced after the block too);
+    connections opened before it are not traced. `pg_statements` is PostgreSQL's counterpart."""
+    import sqlite3
+
+    seen: list[str] = []
+    real = sqlite3.connect
+
+    def traced(*args: Any, **kwargs: Any) -> sqlite3.Connection:
+        conn = real(*args, **kwargs)
+        conn.set_trace_callback(seen.append)
+        return conn
+
+    sqlite3.connect = traced  # type: ignore[assignment]
+    try:
+        yield seen
+    finally:
+        sqlite3.connect = real  # type: ignore[assignment]
 
 
 def pg_statements(run: Any) -> list[str]:

@@ -68,6 +68,7 @@ def serve(
         from chronicle.runtime.collector import start_up_done
         from chronicle.runtime.routines import RoutineError
         from chronicle.runtime.server.channels import ChannelError
+        from chronicle.runtime.stack_dumps import dump_stacks_on_signal
 
         # Nothing is said to be served until it can be: a --db that cannot work, a port in use and a
         # database that cannot be opened are each one line (the other commands' own for the store),
@@ -83,6 +84,7 @@ def serve(
         except (ChannelError, RoutineError) as exc:
             fail(str(exc), 2)
         start_up_done()  # the app and its store are built: what a server holds from here on is collected as usual
+        dump_stacks_on_signal()  # `kill -USR1 PID`: every thread's stack on stderr, for a request that never ends
         shown = f"[{host.strip('[]')}]" if ":" in host else host
         err_console.print(f"chronicle: serving on http://{shown}:{listener.getsockname()[1]}/ (API docs at /docs)"
                           f"{' with a token' if token else ''}", soft_wrap=True)

@@ -247,6 +247,9 @@ def worker(
 
     SIGTERM or Ctrl-C: finish the turns in hand, then exit; a second one exits at once (the turns stay in flight and another worker takes them over when the lease runs out).
     """
+    from chronicle.runtime.stack_dumps import dump_stacks_on_signal
+
+    dump_stacks_on_signal()  # `kill -USR1 PID`: every thread's stack on stderr, for a worker that seems stuck
     with store_command(db) as store:
         overrides = working.Overrides(
             provider=specs.normalise_provider(provider), model=model,

@@ -9,7 +9,6 @@ import base64
 import json
 import os
 import shutil
-import sqlite3
 from pathlib import Path
 from uuid import UUID
 
@@ -23,7 +22,7 @@ from chronicle.runtime import timetravel
 from chronicle.runtime.notes import read_board
 from chronicle.runtime.store import ChronicleStore, ForgottenSession, NotFound
 from tests.api.test_shared_notes import REGISTRY, use
-from tests.helpers import cli, json_lines, pg_statements, response, text, write_script
+from tests.helpers import cli, json_lines, pg_statements, response, sqlite_statements, text, write_script
 
 #: Turn 1 writes the plan, turn 2 delegates to a researcher who writes findings, turn 3 rewrites the plan and adds a
 #: note, turn 4 deletes the findings. A fork's own turns are numbered after the turns it inherits (docs/providers.md).
@@ -147,19 +146,8 @@ def test_a_fork_is_saved_with_its_notes_or_not_at_all(db_url, workspace, tmp_pat
 def _statements(db_url: str, run) -> int:  # noqa: ANN001
     """How many SQL statements `run(store)` makes on a store just opened (as a `chronicle fork` command opens one)."""
     if db_url.startswith("sqlite"):
-        seen: list[str] = []
-        real = sqlite3.connect
-
-        def traced(*args, **kwargs):  # noqa: ANN002, ANN003
-            conn = real(*args, **kwargs)
-            conn.set_trace_callback(seen.append)
-            return conn
-
-        sqlite3.connect = traced  # type: ignore[assignment]
-        try:
+        with sqlite_statements() as seen:
             store = ChronicleStore(db_url)
-        finally:
-            sqlite3.connect = real  # type: ignore[assignment]
         try:
             opened = len(seen)
             run(store)

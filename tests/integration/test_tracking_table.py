@@ -13,14 +13,13 @@ from contextlib import closing
 from pathlib import Path
 
 import psycopg
-import pytest
 
 from chronicle.projections.engine import ProjectionEngine
 from chronicle.projections.history import HistoryProjection
 from chronicle.projections.sql import Database
 from chronicle.runtime.store import ChronicleStore
 from tests.conftest import fresh_pg_url
-from tests.helpers import pg_statements
+from tests.helpers import pg_statements, sqlite_statements
 
 
 def test_a_second_engine_issues_no_ddl_and_a_lost_marker_is_set_up_again(pg_database):
@@ -83,21 +82,11 @@ def test_a_read_statement_is_one_round_trip_and_leaves_its_connection_as_it_foun
     store.close()
 
 
-def _engine_statements(monkeypatch: pytest.MonkeyPatch, url: str) -> list[str]:
+def _engine_statements(url: str) -> list[str]:
     """The SQL a new engine executes on a store just opened (sqlite3's trace of the store's connections)."""
-    seen: list[str] = []
-    real = sqlite3.connect
-
-    def traced(*args, **kwargs):  # noqa: ANN002, ANN003
-        conn = real(*args, **kwargs)
-        conn.set_trace_callback(seen.append)
-        return conn
-
-    monkeypatch.setattr(sqlite3, "connect", traced)
-    with closing(ChronicleStore(url)) as store:
+    with sqlite_statements() as seen, closing(ChronicleStore(url)) as store:
         opened = len(seen)  # the store's own tables are not the engine's business
         ProjectionEngine(store, [HistoryProjection()])
-    monkeypatch.setattr(sqlite3, "connect", real)
     return seen[opened:]
 
 
@@ -113,7 +102,7 @@ def test_sqlite_a_second_engine_reads_the_marker_with_the_positions_and_sets_up_
         return real_read(db, keys)
 
     monkeypatch.setattr(Database, "_positions", counted)
-    first = _engine_statements(monkeypatch, url)
+    first = _engine_statements(url)
     monkeypatch.setattr(Database, "_positions", real_read)
     assert any(s.lstrip().upper().startswith("CREATE TABLE IF NOT EXISTS TRACKING") for s in first)
     # A store without the table is told so by its first read (SQLite's "no such table"), not
@@ -122,7 +111,7 @@ def test_sqlite_a_second_engine_reads_the_marker_with_the_positions_and_sets_up_
     with closing(ChronicleStore(url)) as store:
         ProjectionEngine(store, [HistoryProjection()]).catch_up()
 
-    again = _engine_statements(monkeypatch, url)
+    again = _engine_statements(url)
     assert not [s for s in again if s.lstrip().upper().startswith(("CREATE", "ALTER", "INSERT"))], again
     tracking_reads = [s for s in again if "FROM tracking" in s]
     assert len(tracking_reads) == 1 and "__migration__" in tracking_reads[0] and key in tracking_reads[0], again

@@ -15,6 +15,7 @@ from typing import Any, Iterator
 
 import httpx
 
+from chronicle.runtime.stack_dumps import DUMP_SIGNAL
 from tests import cli_zygote, processes
 from tests.helpers import _base_env
 
@@ -71,10 +72,12 @@ def server_process(db: str, workspace: Path, token: str | None = None, extra: tu
             time.sleep(0.1)
         yield base, proc
     except BaseException:
-        # A failing test shows what the server said (a 500's traceback is only in its stderr).
+        # A failing test shows what the server said (a 500's traceback is only in its stderr), and what each of its
+        # threads was doing then (runtime/stack_dumps.py): a request that timed out shows where it waits.
+        _dump_stacks(proc)
         _stop(proc)
         said = proc.stderr.read() if proc.stderr else ""
-        print(f"--- chronicle serve's stderr ---\n{said[-8000:]}", file=sys.stderr)
+        print(f"--- chronicle serve's stderr ---\n{said[-20000:]}", file=sys.stderr)
         raise
     finally:
         _stop(proc)
@@ -120,6 +123,16 @@ class _Prefixed:
 
     def close(self) -> None:
         self.rest.close()
+
+
+def _dump_stacks(proc: subprocess.Popen[str]) -> None:
+    if proc.poll() is not None or DUMP_SIGNAL is None:
+        return
+    try:
+        proc.send_signal(DUMP_SIGNAL)
+    except ProcessLookupError:
+        return
+    time.sleep(0.5)  # the dump is written by the signal handler at once; this is the pipe's time to carry it
 
 
 def _stop(proc: subprocess.Popen[str]) -> None:
