@@ -20,6 +20,27 @@ REQUIRE_PG = os.environ.get("CHRONICLE_REQUIRE_PG") == "1"
 #: (runtime/stored_vocabulary.py): a misfit is refused, so the test that wrote it fails there.
 os.environ.setdefault("CHRONICLE_CHECK_EVENTS", "1")
 LOOPBACK = ("127.", "::1", "localhost", "/")
+#: Seconds a test's HTTP request to a server it started may take, where the test names none. httpx's own 5 s
+#: was passed by a viewer page (0.2-1 s here) once on a CI machine running three workers and a browser on two
+#: cores; a test checks what a server answers, not how fast (ops/ benchmarks time it). A request that waits
+#: this long fails the test with the server's thread stacks (tests/server/serving.py).
+HTTP_TIMEOUT_S = 30.0
+
+
+def _patient_httpx() -> None:
+    try:
+        import httpx
+    except ImportError:  # without the server extra no test makes a request
+        return
+    patient = httpx.Timeout(HTTP_TIMEOUT_S)
+    for function in (httpx.request, httpx.get, httpx.post, httpx.put, httpx.patch, httpx.delete, httpx.head,
+                     httpx.options, httpx.Client.__init__):
+        defaults = function.__kwdefaults__
+        if defaults and isinstance(defaults.get("timeout"), httpx.Timeout):
+            defaults["timeout"] = patient
+
+
+_patient_httpx()
 
 
 @pytest.fixture(autouse=True)
