@@ -28,7 +28,7 @@ HELP_LINES = {
     'model': 'Show the model a session runs on, or change it from the next turn (records Session.ModelChanged).',
     'undo': 'Take the last turns off the active branch (they stay in `log`); `redo` puts them back.',
     'redo': 'Put the most recently undone turns back on the active branch (with --files, their files too).',
-    'fork': 'Start a new session from the conversation as it was when turn TURN had completed; prints its id.',
+    'fork': 'Start a new session from the conversation as it was when a turn had completed (--at; default: the end of the active branch); prints its id.',
     'replay': "Run the session's active branch again against its recorded model responses; exit 1 at the first divergence (kind `earlier release` when a request an earlier release recorded cannot be rebuilt).",
     'verify': 'Re-compute the hash chain: exit 0 with a one-line verdict and counts, or exit 1 naming the first broken link (position, aggregate, event, and whether a row was edited, missing, reordered or inserted).',
     'export': 'Write a self-contained bundle of the session tree (a fork with the turns it inherits): its events in order with digests, a manifest with counts and the head digest, and an Ed25519 signature with --sign.',

@@ -96,11 +96,14 @@ def redo(
 
 def fork(
     session: SessionArg,
-    at: Annotated[int, typer.Option("--at", min=1, help="The new session continues from the end of this turn (from 1)")],
+    at: Annotated[Optional[int], typer.Option(
+        "--at", min=1, show_default=False,
+        help="The new session continues from the end of this turn (from 1, as `history --at` counts) "
+             "(default: the last turn on the active branch, as the library's Chronicle.fork does)")] = None,
     as_json: JsonOption = False,
     db: DbOption = None,
 ) -> None:
-    """Start a new session from the conversation as it was when turn TURN had completed; prints its id."""
+    """Start a new session from the conversation as it was when a turn had completed (--at; default: the end of the active branch); prints its id."""
     with cli_errors():
         store = open_store(db, create=False)
         child = app_timetravel.fork(store, session, at)

@@ -331,7 +331,8 @@ def _serving(config: ServerConfig, chronicle: Chronicle) -> FastAPI:
             child = app_timetravel.fork(chronicle.store, parent, body.at)
             # a turn an undo took back is forked as `fork --at` forks it, and said as its note: line says it
             note = app_timetravel.undone_note(chronicle.store, child)
-        return {"session_id": str(child.id), "forked_from": {"session_id": parent, "turn": body.at},
+        # without `at`, the turn the fork was made at (the end of the active branch), as `fork` without --at records it
+        return {"session_id": str(child.id), "forked_from": {"session_id": parent, "turn": (child.forked_from or {}).get("turn")},
                 **({"note": note} if note else {})}
 
     @app.get("/sessions/{session_id}/model")

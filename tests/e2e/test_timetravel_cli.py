@@ -148,6 +148,32 @@ def test_fork_starts_a_session_from_a_past_turn_that_can_run_on_its_own(db_url, 
     assert user_texts(history(db_url, sid)) == ["one", "two"]
 
 
+def test_fork_without_at_continues_from_the_end_of_the_active_branch_in_the_cli_the_library_and_the_api(db_url, workspace, tmp_path):
+    """`--at` is optional, as `Chronicle.fork(session)`'s `at` is: the default is the last turn on the active branch (an
+    undone turn is not on it), and the API's fork without `at` says which turn it forked at, as the fork records it."""
+    import httpx
+
+    from chronicle import Chronicle
+    from tests.server.serving import serving
+
+    sid = run_turns(db_url, workspace, three_turns(tmp_path), ["one", "two", "three"])
+    assert "default: the last turn on the active branch" in " ".join(cli("fork", "--help").stdout.split())
+    assert cli("undo", sid, db=db_url).returncode == 0
+    forked = cli("fork", sid, "--json", db=db_url)
+    assert forked.returncode == 0, forked.stderr
+    child = json_lines(forked.stdout)[0]
+    assert child["forked_from"] == {"session_id": sid, "turn": 2, "actor": process_actor()}
+    assert user_texts(history(db_url, child["session_id"])) == ["one", "two"]
+    with Chronicle(db_url) as app:
+        by_library = app.fork(sid)
+        assert {r["session_id"]: r for r in app.sessions()}[by_library]["forked_from"]["turn"] == 2
+    with serving(db_url, workspace) as base:
+        by_api = httpx.post(f"{base}/sessions/{sid}/fork")
+    assert by_api.status_code == 200, by_api.text
+    assert by_api.json()["forked_from"] == {"session_id": sid, "turn": 2}
+    assert user_texts(history(db_url, by_api.json()["session_id"])) == ["one", "two"]
+
+
 def test_a_fork_at_a_turn_an_undo_took_back_is_made_and_says_so(db_url, workspace, tmp_path):
     """`fork --at` counts undone turns as `history --at` does: forking one carries on what was taken back (no redo
     needed), and is said, since the parent's branch no longer reads that way; a fork at a turn on the branch says nothing."""
