@@ -36,11 +36,41 @@ class BoardGroup(typer.core.TyperGroup):
     --help) is handed to the hidden `list` command. A session whose id begins with `add` is named by
     a longer prefix."""
 
+    #: True while `tasks --help` is written: the group's params are then the listing's too (below).
+    helping = False
+
+    def format_help(self, ctx: Any, formatter: Any) -> None:
+        """`tasks --help` shows the listing's SESSION, --json and --db beside `add`: the listing is the hidden `list`
+        command, whose arguments and options the group's own help left out, so they were nowhere to be read."""
+        self.helping = True
+        try:
+            super().format_help(ctx, formatter)
+        finally:
+            self.helping = False
+
+    def get_params(self, ctx: Any) -> list[Any]:
+        params = super().get_params(ctx)
+        if not self.helping:  # parsing and completion: the group's own (--help); the listing parses its own
+            return params
+        listing = self.commands[LIST]
+        return [*listing.params, *params]  # SESSION, --json, --db, then the group's --help
+
+    def collect_usage_pieces(self, ctx: Any) -> list[str]:
+        """The usage line is the group's own (`subcommand_metavar` names SESSION already), not the listing's again."""
+        helping, self.helping = self.helping, False
+        try:
+            return super().collect_usage_pieces(ctx)  # type: ignore[no-any-return]
+        finally:
+            self.helping = helping
+
     def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
         if not args:  # said here, so the usage line is this command's rather than the hidden `tasks list`
             raise UsageError("Missing argument 'SESSION'.", ctx)
         if args[0] not in self.commands and args[0] not in ctx.help_option_names:
-            args = [LIST, *args]
+            options = args[:args.index("--")] if "--" in args else args
+            # `tasks SESSION --help` is this help, not the hidden `tasks list`'s (a name the user never typed)
+            helped = [a for a in options if a in ctx.help_option_names]
+            args = helped[:1] if helped else [LIST, *args]
         return super().parse_args(ctx, args)
 
 

@@ -97,6 +97,29 @@ def test_tasks_add_errors_are_one_line_with_the_usual_exit_codes_and_record_noth
     assert helped.returncode == 0 and "add" in helped.stdout
 
 
+def test_tasks_help_shows_the_listing_s_session_and_options_and_the_listing_still_parses(sqlite_url, workspace, tmp_path):
+    """The listing is a hidden `tasks list` command: `tasks --help` showed only `add`, none of SESSION, --json or --db.
+    `tasks SESSION --help` is that same help, not the hidden command's."""
+    sid = first_turn(tmp_path, workspace, sqlite_url)
+    helped = cli("tasks", "--help")
+    assert helped.returncode == 0, helped.stderr
+    arguments, _, rest = helped.stdout.partition("Arguments")[2].partition("Options")
+    options, _, commands = rest.partition("Commands")
+    assert "session" in arguments and "The delegating session" in arguments
+    assert "--json" in options and "--db" in options and "--help" in options
+    assert "add" in commands and "tasks list" not in helped.stdout
+    assert helped.stdout.count("SESSION [--json]") == 1  # the usage line is the group's, SESSION not said twice
+    for asked in (("tasks", sid, "--help"), ("tasks", sid, "--json", "-h")):
+        again = cli(*asked, db=sqlite_url)
+        assert again.returncode == 0 and again.stdout == helped.stdout, again.stderr
+    added = cli("tasks", "add", sid, "look it up", "--json", db=sqlite_url)
+    assert added.returncode == 0, added.stderr
+    task_id = json_lines(added.stdout)[0]["task_id"]
+    assert [row["task_id"] for row in json_lines(cli("tasks", sid, "--json", db=sqlite_url).stdout)] == [task_id]
+    table = cli("tasks", sid, db=sqlite_url)
+    assert table.returncode == 0 and task_id[:8] in table.stdout and "look it up" in table.stdout
+
+
 def test_a_parent_killed_while_its_child_works_a_claimed_task_resumes_without_claiming_it_again(db_url, workspace, tmp_path):
     sid = first_turn(tmp_path, workspace, db_url)
     tid = cli("tasks", "add", sid, "read hello.txt", "--agent", "researcher", db=db_url).stdout.strip()
