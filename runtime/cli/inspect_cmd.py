@@ -75,9 +75,13 @@ def sessions(
             out_console.print(f"no sessions shown: all {archived} are archived; `chronicle sessions --all` lists them" if archived
                               else "no sessions yet; start one with `chronicle run PROMPT` or try `chronicle demo`")
             return
+        forks = any(row.get("forked_from") for row in rows)
         columns = [
             Column("session"), Column("agent"), Column("status"), Column("turns", justify="right"),
             Column("USD", optional=True, justify="right"), Column("created", optional=True), Column("model", optional=True),
+            # only when there is a fork (a store without one reads as it did); optional, so the status still fits 80
+            # columns, but the last optional column to go (the left-most goes first)
+            *([Column("fork of", optional=True)] if forks else []),
             Column("title", flex=True),
         ]
         # unique among every session, the archived ones too: a prefix shown must resolve as typed
@@ -89,6 +93,7 @@ def sessions(
                 "model": escape(row.get("model") or ""),
                 "status": table_status(row), "turns": row["turns"], "USD": "?" if row["cost"] is None else f"{row['cost']:.4f}",
                 "created": row["created_at"][:19].replace("T", " "), "title": escape(row["title"] or ""),
+                "fork of": fork_cell(row, short),
             }
             for row, depth in tree_order(rows)
         ]
@@ -99,6 +104,16 @@ def sessions(
                 origin = origin_of(row.get("forked_from"), known)
                 if origin is not None and not origin.present:
                     out_console.print(escape(f"{short[row['session_id']]} {origin.line()}"), soft_wrap=True)
+
+
+def fork_cell(row: dict[str, Any], short: dict[str, str]) -> str:
+    """The table's `fork of` for a fork: the session it was forked from, as the table shows ids, and the turn
+    (`5f355ba9 @ turn 1`), what the JSON's `forked_from` says; without it a fork read as one more session."""
+    origin = origin_of(row.get("forked_from"), ())
+    if origin is None:
+        return ""
+    shown = short.get(origin.session_id) or origin.session_id[:8]  # an origin not in this store has no prefix here
+    return f"{shown} @ turn {origin.turn}" if origin.turn else shown
 
 
 def table_status(row: dict[str, Any]) -> str:
