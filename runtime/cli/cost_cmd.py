@@ -5,10 +5,12 @@ from __future__ import annotations
 from typing import Annotated, Any, Optional
 
 import typer
+from rich.markup import escape
 
 from chronicle.runtime.app import queries
 
 from .common import DbOption, JsonOption, cli_errors, fail, open_store, out_console, print_json_rows
+from .render import unpriced_note, usd
 from .tables import Column, fit_table
 
 
@@ -46,9 +48,11 @@ def render(objects: list[dict[str, Any]], by: str | None) -> None:
             "scope": o["scope"], "session": o["session_id"][:8], "agent": o.get("instance") or o.get("agent") or "", **({by: o.get(by) or ""} if by else {}),
             "input": o["input_tokens"], "output": o["output_tokens"], "cache write": o["cache_creation_input_tokens"],
             "cache read": o["cache_read_input_tokens"],
-            "USD": f"? ({o['unpriced_calls']} unpriced)" if o["usd"] is None else f"{o['usd']:.6f}",
+            "USD": usd(o["usd"]),
         }
         for o in objects
     ]
     table = fit_table(columns, rows, out_console.width)
     out_console.print(table)
+    if any(o["usd"] is None for o in objects):  # said once, not as `? (N unpriced)` in each row beside `$` figures
+        out_console.print(escape(unpriced_note("usd null, unpriced_calls counts them", by == "model")))

@@ -30,7 +30,7 @@ from .common import (
     print_json_rows,
     store_command,
 )
-from .render import short
+from .render import UNPRICED, short, unpriced_note, usd
 from .tables import Column, fit_table, unique_prefixes
 
 if TYPE_CHECKING:
@@ -91,15 +91,18 @@ def sessions(
                 "session": short[row["session_id"]],
                 "agent": f"{'  ' * (depth - 1)}↳ {row.get('instance') or row['agent']}" if depth else row["agent"],
                 "model": escape(row.get("model") or ""),
-                "status": table_status(row), "turns": row["turns"], "USD": "?" if row["cost"] is None else f"{row['cost']:.4f}",
+                "status": table_status(row), "turns": row["turns"], "USD": usd(row["cost"]),
                 "created": row["created_at"][:19].replace("T", " "), "title": escape(row["title"] or ""),
                 "fork of": fork_cell(row, short),
             }
             for row, depth in tree_order(rows)
         ]
         known = set(all_ids)
+        table = fit_table(columns, shown, out_console.width)
         with paged(no_pager):
-            out_console.print(fit_table(columns, shown, out_console.width))
+            out_console.print(table)
+            if any(c.name == "USD" for c in table.columns) and any(r["USD"] == UNPRICED for r in shown):
+                out_console.print(escape(unpriced_note("cost null")))  # as `cost` says it, once
             for row in rows:  # a fork imported without the session it was forked from: say so, not leave it to be looked for
                 origin = origin_of(row.get("forked_from"), known)
                 if origin is not None and not origin.present:

@@ -35,6 +35,27 @@ def whole_input(value: Any) -> str:
     return printable(text)
 
 
+#: A table's money cell for a figure with no known price (the JSON's null), explained once under the table.
+UNPRICED = "?"
+
+
+def usd(value: float | None) -> str:
+    """A table's money cell, one precision for every row: `$0.0123`; a cost under $0.0001 that is not nothing
+    `<$0.0001` (not `$0.0000`, which reads as free); None, a figure with a call of no known price, UNPRICED."""
+    if value is None:
+        return UNPRICED
+    if 0 < value < 0.00005:
+        return "<$0.0001"
+    return f"${value:,.4f}"
+
+
+def unpriced_note(in_json: str, by_model: bool = False) -> str:
+    """The footnote a table with an UNPRICED cell prints once; `in_json`: what its `--json` says instead."""
+    which = "the model column names the models" if by_model else "`chronicle cost --by model` names the models"
+    return (f"{UNPRICED}: no USD figure, since some of that row's model calls have no known price (--json: {in_json}); "
+            f"{which}, and CHRONICLE_PRICES can price them (docs/operations.md#cost)")
+
+
 class JsonLinesRenderer:
     def __init__(self, stream: Any = None) -> None:
         from chronicle.runtime.live import LIVE_EVENTS  # not at import: tables and `printable` need no pydantic models

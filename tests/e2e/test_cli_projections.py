@@ -79,6 +79,31 @@ def test_cost_equals_usage_times_price_summed_by_hand_with_the_sub_agent_rolled_
     assert sessions[parent]["cost"] == pytest.approx(own + sub, abs=1e-6)
 
 
+def test_the_cost_and_sessions_tables_show_dollars_at_one_precision_and_explain_unpriced_once(db_url, workspace, tmp_path):
+    """`cost` printed `0.000000` in one row and `? (8 unpriced)` in the next: money is `$0.0060` in every row of both
+    tables, a figure with an unpriced call `?`, said once under the table; `--json` keeps its numbers."""
+    priced_script = script(tmp_path / "p.json", [{"content": [text("priced")], "stop_reason": "end_turn", "usage": usage(1000, 200)}])
+    done, events = run("priced", priced_script, workspace, db_url, "--model", "claude-sonnet-4-5")
+    assert done.returncode == 0, done.stderr
+    priced = events[0]["session_id"]
+    unpriced_script = script(tmp_path / "u.json", [{"content": [text("free?")], "stop_reason": "end_turn", "usage": usage(10, 5)}])
+    done, events = run("unpriced", unpriced_script, workspace, db_url)  # the scripted model has no price
+    assert done.returncode == 0, done.stderr
+    unpriced = events[0]["session_id"]
+
+    figures = {r["session_id"]: r for r in json_lines(cli("cost", "--json", db=db_url).stdout)}
+    assert figures[priced]["usd"] == pytest.approx((1000 * 3 + 200 * 15) / 1e6, abs=1e-9)  # sonnet 4.5: 3 / 15 per Mtok
+    assert figures[unpriced]["usd"] is None and figures[unpriced]["unpriced_calls"] == 1
+    for command, money in ((("cost",), -1), (("sessions",), 4)):
+        shown = cli(*command, db=db_url, env={"COLUMNS": "200"})
+        assert shown.returncode == 0, shown.stderr
+        lines = shown.stdout.splitlines()
+        rows = {line.split()[1 if command == ("cost",) else 0]: line.split() for line in lines[1:] if line.strip()}
+        assert rows[priced[:8]][money] == "$0.0060" and rows[unpriced[:8]][money] == "?", shown.stdout
+        notes = [line for line in lines if line.startswith("?: no USD figure")]
+        assert len(notes) == 1 and "CHRONICLE_PRICES" in shown.stdout and "unpriced)" not in shown.stdout, shown.stdout
+
+
 def test_audit_lists_every_decision_and_filters_by_session_tool_errors_and_time(sqlite_url, workspace, tmp_path):
     steps = script(tmp_path / "s.json", [
         {"content": [tool_use("tu_1", "read_file", path="hello.txt"), tool_use("tu_2", "read_file", file="x")],
