@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import threading
 from contextlib import contextmanager
 from dataclasses import replace
@@ -27,6 +28,7 @@ from chronicle.runtime.app import tasks as task_cases
 from chronicle.runtime.app import why as decisions
 from chronicle.runtime.app.errors import AppError, DefinitionError, known_failure
 from chronicle.runtime.app.specs import normalise_provider, resolve_workspace
+from chronicle.runtime.app.store_location import missing_store
 from chronicle.runtime.app.worker import Overrides, WorkerOptions, compose_worker, worker_name
 from chronicle.runtime.config import resolve_db_url
 from chronicle.runtime.leases import DEFAULT_LEASE_S
@@ -85,14 +87,26 @@ class Chronicle:
             self.url = resolve_db_url(url)
         except ValueError as exc:  # the URL's ConfigError: a setting that cannot work, as the CLI's exit 2
             raise ChronicleError(str(exc), 2) from None
+        #: The URL as given (else CHRONICLE_DB's); None when the default store was looked for upward.
+        self._named = url or os.environ.get("CHRONICLE_DB")
         self._store: ChronicleStore | None = None
         self._routine_engines: dict[Any, RoutineEngine] = {}
 
     @property
     def store(self) -> ChronicleStore:
+        """The store, created if there is none yet: what running an agent (or submitting, importing, a worker, a
+        routine fired) needs, as the CLI's commands that record something new create one."""
         if self._store is None:
             self._store = open_store(self.url)  # ChronicleError with the CLI's words when it does not open
         return self._store
+
+    @property
+    def _existing(self) -> ChronicleStore:
+        """The store for a method that reads, or acts on what the store holds: a SQLite file that does not exist is a
+        ChronicleError (code 1) saying so, as the CLI's readers exit 1, not a new empty store left behind."""
+        if self._store is None and (missing := missing_store(self.url, self._named, "library")) is not None:
+            raise missing
+        return self.store
 
     def close(self) -> None:
         if self._store is not None:
@@ -174,25 +188,25 @@ class Chronicle:
         """Continue a session left in flight (a crash, an answered approval) or with queued input, as `chronicle resume`:
         status `awaiting_approval` (exit code 3) while a call still waits for a decision, `idle` when nothing is left."""
         with _as_chronicle_errors():
-            sid = queries.session_id(self.store, session)
-            notes: list[str] = resuming.finish_owed_files(self.store, sid)  # an interrupted undo/redo --files, finished first
+            sid = queries.session_id(self._existing, session)
+            notes: list[str] = resuming.finish_owed_files(self._existing, sid)  # an interrupted undo/redo --files, finished first
             for note in notes:
                 warn(note)
-            stalled = resuming.blocked(self.store, sid, auto_approve)
+            stalled = resuming.blocked(self._existing, sid, auto_approve)
             if isinstance(stalled, resuming.AwaitingApproval):
                 return RunResult(str(sid), "awaiting_approval", "", 3, stalled.message, notes=tuple(notes))
             if stalled is not None:
                 return RunResult.of(sid, None, "idle", stalled, notes)
             overrides = Overrides(workspace=Path(workspace) if workspace else None, options=LoopOptions(auto_approve=auto_approve))
             finished = len(notes)
-            done = await resuming.resume_one(self.store, sid, overrides, Broker(), worker_name(), auto_approve=auto_approve,
+            done = await resuming.resume_one(self._existing, sid, overrides, Broker(), worker_name(), auto_approve=auto_approve,
                                              say=notes.append)
             for note in notes[finished:]:  # resume_one builds the loop and runs it in one call: said once it returns
                 warn(note)
         if isinstance(done, resuming.Busy):
             return RunResult.of(sid, None, "busy", done.message, notes)
         with _as_chronicle_errors():
-            answered = tuple(Answered.of(self.store, outcome) for outcome in done)
+            answered = tuple(Answered.of(self._existing, outcome) for outcome in done)
         return replace(RunResult.of(sid, done[-1] if done else None, notes=notes), answered=answered)
 
     def resume(self, session: SessionRef, *, auto_approve: bool = False, workspace: str | Path | None = None) -> RunResult:
@@ -214,20 +228,20 @@ class Chronicle:
     def jobs(self) -> list[dict[str, Any]]:
         """`chronicle jobs --json`: every job, oldest first, its status read from its session."""
         with _as_chronicle_errors():
-            return job_cases.listing(self.store)
+            return job_cases.listing(self._existing)
 
     @checked
     def job(self, job_id: str) -> dict[str, Any]:
         """`jobs status ID --json`'s row (ChronicleError 1 if the session is not a job)."""
         with _as_chronicle_errors():
-            return job_cases.one(self.store, job_id)
+            return job_cases.one(self._existing, job_id)
 
     @checked
     def cancel_job(self, job_id: str) -> dict[str, Any]:
         """`jobs cancel ID --json`: a queued job never starts; a running one stops at its next safe point; one that
         already ended (completed, failed, stopped, cancelled) raises ChronicleError 1 and nothing is recorded."""
         with _as_chronicle_errors():
-            return job_cases.cancel(self.store, job_id)
+            return job_cases.cancel(self._existing, job_id)
 
     @checked
     async def work_async(self, *, once: bool = False, idle_exit: Seconds | None = None, poll: PollSeconds = 0.5,
@@ -303,7 +317,7 @@ class Chronicle:
     def routine_history(self, workspace: str | Path | None = None, routine: str | None = None) -> list[dict[str, Any]]:
         """`routines history --json`: every firing of the workspace's routines, oldest first."""
         with _as_chronicle_errors():
-            return routine_cases.history(self.store, resolve_workspace(workspace), routine)
+            return routine_cases.history(self._existing, resolve_workspace(workspace), routine)
 
     @checked
     def tick_routines(self, *, workspace: str | Path | None = None, routines: Sequence[Routine] | None = None,
@@ -342,7 +356,7 @@ class Chronicle:
         `check`, one pass as a worker's monitor makes it first (`stuck_after_s` seconds without an event: stuck;
         `tool_failures` failed runs in a row: broken), each finding recorded."""
         with _as_chronicle_errors():
-            monitor = SelfRepair(self.store, stuck_after_s=stuck_after_s, tool_failures=tool_failures)
+            monitor = SelfRepair(self._existing, stuck_after_s=stuck_after_s, tool_failures=tool_failures)
             if check:
                 monitor.check()
             return [repair_row(r) for r in monitor.repairs()]
@@ -354,13 +368,13 @@ class Chronicle:
                 actor: str | None = None) -> list[dict[str, Any]]:
         """`actor`: who decides, as recorded (default: this process's user@host or CHRONICLE_ACTOR)."""
         with _as_chronicle_errors():
-            return approvals.approve(self.store, session, tool_call=tool_call, always=always, actor=actor).rows()
+            return approvals.approve(self._existing, session, tool_call=tool_call, always=always, actor=actor).rows()
 
     @checked
     def deny(self, session: SessionRef, reason: str | None = None, tool_call: str | None = None,
              actor: str | None = None) -> list[dict[str, Any]]:
         with _as_chronicle_errors():
-            return approvals.deny(self.store, session, tool_call=tool_call, reason=reason, actor=actor).rows()
+            return approvals.deny(self._existing, session, tool_call=tool_call, reason=reason, actor=actor).rows()
 
     @checked
     def steer(self, session: SessionRef, message: str, wait_batch: bool = False, actor: str | None = None,
@@ -368,19 +382,19 @@ class Chronicle:
         """`turn`: steer only that turn (its id); if it has ended, ChronicleError code 1 and nothing is recorded,
         where without it the message would be queued as the session's next input."""
         with _as_chronicle_errors():
-            return controls.steer(self.store, session, message, wait_batch=wait_batch, actor=actor, turn_id=turn).row()
+            return controls.steer(self._existing, session, message, wait_batch=wait_batch, actor=actor, turn_id=turn).row()
 
     @checked
     def cancel(self, session: SessionRef, wait_s: Seconds = 10.0, actor: str | None = None) -> dict[str, Any]:
         with _as_chronicle_errors():
-            return controls.cancel(self.store, session, wait_s=wait_s, actor=actor).row()
+            return controls.cancel(self._existing, session, wait_s=wait_s, actor=actor).row()
 
     @checked
     async def compact_async(self, session: SessionRef, strategy: str = "summary", keep: FromZero | None = None) -> dict[str, Any]:
         """`compact --json`: older turns summarised (a model call), truncated, or moved to the workspace's memory."""
         with _as_chronicle_errors():
-            sid = queries.session_id(self.store, session)
-            return (await controls.compact(self.store, sid, strategy, keep)).row(sid)
+            sid = queries.session_id(self._existing, session)
+            return (await controls.compact(self._existing, sid, strategy, keep)).row(sid)
 
     def compact(self, session: SessionRef, strategy: str = "summary", keep: int | None = None) -> dict[str, Any]:
         """`compact_async`, blocking (not inside an event loop)."""
@@ -393,7 +407,7 @@ class Chronicle:
              workspace: str | Path | None = None) -> dict[str, Any]:
         """`workspace`: where the session's files are now, if not where it recorded (`undo --files --workspace DIR`)."""
         with _as_chronicle_errors():
-            done = timetravel.undo(self.store, session, turns, files=files, actor=actor,
+            done = timetravel.undo(self._existing, session, turns, files=files, actor=actor,
                                    workspace=Path(workspace).expanduser() if workspace else None)
         _warn_refused("undo", done.session_id, done.refused)
         return done.row()
@@ -402,7 +416,7 @@ class Chronicle:
     def redo(self, session: SessionRef, actor: str | None = None, *, files: bool = False) -> dict[str, Any]:
         """Put the last undone turns back; with `files`, their files too (`redo --files`)."""
         with _as_chronicle_errors():
-            done = timetravel.redo(self.store, session, actor=actor, files=files)
+            done = timetravel.redo(self._existing, session, actor=actor, files=files)
         _warn_refused("redo", done.session_id, done.refused)
         return done.row()
 
@@ -410,8 +424,8 @@ class Chronicle:
     def fork(self, session: SessionRef, at: FromOne | None = None) -> str:
         """A new session continuing from turn `at` (default: the end of the branch); its id."""
         with _as_chronicle_errors():
-            child = timetravel.fork(self.store, session, at)
-            if (note := timetravel.undone_note(self.store, child)) is not None:
+            child = timetravel.fork(self._existing, session, at)
+            if (note := timetravel.undone_note(self._existing, child)) is not None:
                 warn(note)  # what the CLI says in its note: line
             return str(child.id)
 
@@ -434,8 +448,8 @@ class Chronicle:
     async def replay_async(self, session: SessionRef, workspace: str | Path | None = None) -> dict[str, Any]:
         """`replay --json`: whether the session runs again exactly as recorded, and the first divergence if not."""
         with _as_chronicle_errors():
-            sid = queries.session_id(self.store, session)
-            report = await timetravel.replay(self.store, sid, Path(workspace) if workspace else None)
+            sid = queries.session_id(self._existing, session)
+            report = await timetravel.replay(self._existing, sid, Path(workspace) if workspace else None)
         return timetravel.replay_row(sid, report)
 
     def replay(self, session: SessionRef, workspace: str | Path | None = None) -> dict[str, Any]:
@@ -448,13 +462,13 @@ class Chronicle:
     def sessions(self, all: bool = False) -> list[dict[str, Any]]:
         """`sessions --json`; archived sessions (and their sub-agents) only with `all`, as `sessions --all`."""
         with _as_chronicle_errors():
-            return queries.sessions(self.store, archived=all)
+            return queries.sessions(self._existing, archived=all)
 
     @checked
     def model(self, session: SessionRef) -> dict[str, Any]:
         """`model SESSION --json`: the model (and thinking budget) the session's next turn uses, and who last changed it."""
         with _as_chronicle_errors():
-            return model_change.current(self.store, session).row()
+            return model_change.current(self._existing, session).row()
 
     @checked
     def set_model(self, session: SessionRef, model: ModelName, thinking_tokens: FromZero | None = None,
@@ -463,30 +477,30 @@ class Chronicle:
         (a running turn keeps its own: `applies_from` says "next_turn"). `thinking_tokens`: 0 off, else 1024 to
         below max_tokens; None keeps the recorded budget. A bad name or budget is ChronicleError 2, nothing recorded."""
         with _as_chronicle_errors():
-            return model_change.change_model(self.store, session, model, thinking_tokens, actor=actor).row()
+            return model_change.change_model(self._existing, session, model, thinking_tokens, actor=actor).row()
 
     @checked
     def archive(self, session: SessionRef, actor: str | None = None) -> dict[str, Any]:
         """`archive --json`: hide an idle session from `sessions()` (recorded; `sessions(all=True)` still lists it)."""
         with _as_chronicle_errors():
-            return {"session_id": str(archiving.archive(self.store, session, actor)), "archived": True}
+            return {"session_id": str(archiving.archive(self._existing, session, actor)), "archived": True}
 
     @checked
     def unarchive(self, session: SessionRef, actor: str | None = None) -> dict[str, Any]:
         """`unarchive --json`: list an archived session again."""
         with _as_chronicle_errors():
-            return {"session_id": str(archiving.unarchive(self.store, session, actor)), "archived": False}
+            return {"session_id": str(archiving.unarchive(self._existing, session, actor)), "archived": False}
 
     @checked
     def log(self, session: SessionRef, tree: bool = False) -> list[dict[str, Any]]:
         with _as_chronicle_errors():
-            return queries.log(self.store, session, tree=tree)
+            return queries.log(self._existing, session, tree=tree)
 
     @checked
     def tasks(self, session: SessionRef) -> list[dict[str, Any]]:
         """`tasks SESSION --json`: the session's task board, tasks added to it first, then those its delegate calls opened."""
         with _as_chronicle_errors():
-            return task_cases.listing(self.store, session)
+            return task_cases.listing(self._existing, session)
 
     @checked
     def notes(self, session: SessionRef, at: FromOne | None = None) -> list[dict[str, Any]]:
@@ -496,7 +510,7 @@ class Chronicle:
         from chronicle.runtime.app.notes import notes_of
 
         with _as_chronicle_errors():
-            return notes_of(self.store, session, at)
+            return notes_of(self._existing, session, at)
 
     @checked
     def add_task(self, session: SessionRef, task: str, agent: str | None = None) -> dict[str, Any]:
@@ -505,7 +519,7 @@ class Chronicle:
         claims it for the child it starts. `agent`: only that agent may claim it. An empty task or an agent the
         session may not delegate to is ChronicleError 2, nothing recorded."""
         with _as_chronicle_errors():
-            return task_cases.add(self.store, session, task, agent)
+            return task_cases.add(self._existing, session, task, agent)
 
     @checked
     def history(self, session: SessionRef, at: FromOne | None = None, version: FromOne | None = None,
@@ -513,18 +527,18 @@ class Chronicle:
         """The conversation in Anthropic's wire format: next (no moment), at the end of turn `at`, at the
         session's `version`-th event, or as the model was sent it for `step` (from 0) of turn `at`."""
         with _as_chronicle_errors():
-            return queries.history(self.store, session, at=at, version=version, step=step)
+            return queries.history(self._existing, session, at=at, version=version, step=step)
 
     @checked
     def cost(self, session: SessionRef | None = None, by: str | None = None) -> list[dict[str, Any]]:
         with _as_chronicle_errors():
-            return queries.cost(self.store, session, by=by)
+            return queries.cost(self._existing, session, by=by)
 
     @checked
     def audit(self, session: SessionRef | None = None, tool: str | None = None, errors: bool = False, since: str | None = None,
               limit: FromOne | None = None) -> list[dict[str, Any]]:
         with _as_chronicle_errors():
-            return queries.audit(self.store, session=session, tool=tool, errors=errors, since=since, limit=limit)
+            return queries.audit(self._existing, session=session, tool=tool, errors=errors, since=since, limit=limit)
 
     # -- proof and erasure ----------------------------------------------------------------------
 
@@ -536,17 +550,17 @@ class Chronicle:
         from chronicle.runtime.verify import Verifier
 
         with _as_chronicle_errors():
-            verifier = Verifier(self.store)
+            verifier = Verifier(self._existing)
             if session is None:
                 return verifier.verify_all(None).as_json()
-            return verifier.verify_session(queries.session_id(self.store, session), None).as_json()
+            return verifier.verify_session(queries.session_id(self._existing, session), None).as_json()
 
     @checked
     def export(self, session: SessionRef, sign_with: bytes | str | None = None) -> dict[str, Any]:
         """`export SESSION [--sign KEY]`: the session tree's bundle as data (what `export -o` writes as JSON), signed
         with an Ed25519 private key in PEM when `sign_with` is given; `import_bundle` loads it into another store."""
         with _as_chronicle_errors():
-            return bundles.export(self.store, session, sign_with.encode() if isinstance(sign_with, str) else sign_with)
+            return bundles.export(self._existing, session, sign_with.encode() if isinstance(sign_with, str) else sign_with)
 
     @checked
     def import_bundle(self, bundle: dict[str, Any] | str | bytes, key: bytes | str | None = None) -> dict[str, Any]:
@@ -562,7 +576,7 @@ class Chronicle:
         key; needs a store created with CHRONICLE_CIPHER_KEY (ChronicleError 2 otherwise). There is no confirmation
         here: the call is the decision. The events stay, unreadable, and `verify` still passes."""
         with _as_chronicle_errors():
-            return forgetting.forget(self.store, session, actor=actor).as_json()
+            return forgetting.forget(self._existing, session, actor=actor).as_json()
 
     @checked
     def why(self, session: SessionRef, call: str | None = None, turn: FromOne | None = None) -> dict[str, Any]:
@@ -571,4 +585,4 @@ class Chronicle:
         `call`: a tool_use id, a tool call id or prefix, or a tool's name (its last call); default the last
         tool call. `turn` alone: that turn's last model decision."""
         with _as_chronicle_errors():
-            return decisions.why(self.store, session, call, turn=turn)
+            return decisions.why(self._existing, session, call, turn=turn)

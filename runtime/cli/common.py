@@ -16,7 +16,8 @@ from rich.markup import escape
 
 from chronicle.runtime.app.errors import READ_ONLY_WRITE as READ_ONLY_WRITE  # where the CLI looked for it
 from chronicle.runtime.app.errors import AppError, known_failure
-from chronicle.runtime.config import DEFAULT_DB_RELATIVE, ConfigError, resolve_db_url, root_reading, sqlite_path
+from chronicle.runtime.app.store_location import missing_store as missing_store_error
+from chronicle.runtime.config import ConfigError, resolve_db_url, sqlite_path
 from chronicle.runtime.redaction import redact_secrets
 
 from .render import printable
@@ -112,13 +113,8 @@ def locate_store(db: str | None, create: bool = True) -> tuple[str, bool]:
             fail(f"the store {path} is read-only (the file, its directory or its mount cannot be written); "
                  "read commands (sessions, log, history) still work — copy it somewhere writable to continue")
         read_only = True
-    if not create and path is not None and not path.is_file():
-        if db or os.environ.get("CHRONICLE_DB"):
-            meant = root_reading(db or os.environ["CHRONICLE_DB"])
-            slip = f" (sqlite:/// and a path is read from the current directory: for {meant}, write sqlite:///{meant})" if meant else ""
-            fail(f"no Chronicle store at {path}{slip}; run `chronicle run …` to start one there, or pass another --db")
-        fail(f"no Chronicle store here (no {DEFAULT_DB_RELATIVE} in {Path.cwd()} or above); "
-             "run `chronicle run …` to start one, or pass --db")
+    if not create and (missing := missing_store_error(url, db or os.environ.get("CHRONICLE_DB"))) is not None:
+        raise missing  # the library's readers refuse it too, in the same words (runtime/app/store_location.py)
     return url, read_only
 
 

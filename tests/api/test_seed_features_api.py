@@ -54,8 +54,8 @@ def test_repairs_check_finds_a_broken_tool_and_lists_what_the_cli_lists(db_url, 
     calls = [response(tool_use(f"f{i}", "flaky_sensor", sensor="door")) for i in range(2)] + [response(text("The sensor is down."))]
     agent = Agent(tools=[flaky_sensor], provider=scripted(tmp_path, main=calls))
     with Chronicle(db_url) as app:
-        assert app.repairs() == []
         sid = app.run_sync(agent, "read the door sensor", workspace=workspace).session_id
+        assert app.repairs() == []  # nothing found until a check looks (a read of no store at all is refused)
         [found] = app.repairs(check=True, tool_failures=2)
         assert (found["kind"], found["status"], found["session_id"]) == ("broken_tool", "manual_required", sid)
         assert "flaky_sensor" in found["target"]

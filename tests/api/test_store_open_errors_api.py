@@ -92,3 +92,43 @@ def test_a_url_that_cannot_work_is_refused_as_the_cli_refuses_it(url):
     assert error.code == 2
     done = cli("sessions", db=url)
     assert done.returncode == 2 and _error_line(done.stderr) == str(error)
+
+
+def test_reading_a_sqlite_store_that_does_not_exist_is_a_chronicle_error_and_running_an_agent_still_creates_it(
+        tmp_path, workspace, monkeypatch):
+    """`Chronicle(url).sessions()` on a missing file used to create an empty store there, where `chronicle sessions`
+    exits 1: a read, or an act on what a store holds, now raises with the facts the CLI's line gives (the advice is
+    the library's own) and leaves nothing behind; running an agent creates the store as before."""
+    missing = tmp_path / "not-yet" / "agent.db"
+    url = f"sqlite:///{missing}"
+    readers = {
+        "sessions": lambda app: app.sessions(), "cost": lambda app: app.cost(), "audit": lambda app: app.audit(),
+        "jobs": lambda app: app.jobs(), "log": lambda app: app.log("abc"), "fork": lambda app: app.fork("abc"),
+        "undo": lambda app: app.undo("abc"), "approve": lambda app: app.approve("abc"), "verify": lambda app: app.verify(),
+    }
+    done = cli("sessions", db=url)
+    assert done.returncode == 1
+    facts = _error_line(done.stderr).partition(";")[0]
+    assert facts == f"no Chronicle store at {missing}"
+    for name, read in readers.items():
+        with Chronicle(url) as app, pytest.raises(ChronicleError) as raised:
+            read(app)
+        assert raised.value.code == done.returncode, name
+        assert str(raised.value).startswith(facts + "; running an agent there"), (name, str(raised.value))
+    assert not missing.parent.exists(), "nothing created, not even the directory"
+
+    monkeypatch.chdir(workspace)  # no store here or above, no CHRONICLE_DB: the default one is looked for upward
+    with Chronicle() as app, pytest.raises(ChronicleError) as here:
+        app.sessions()
+    assert str(here.value).startswith(f"no Chronicle store here (no .chronicle/chronicle.db in {workspace} or above)")
+    assert not (workspace / ".chronicle").exists()
+
+    script = tmp_path / "s.json"
+    script.write_text('{"agents": {"main": [{"content": [{"type": "text", "text": "hi"}], "stop_reason": "end_turn"}]}}',
+                      encoding="utf-8")
+    with Chronicle(url) as app:
+        with pytest.raises(ChronicleError):
+            app.sessions()  # refused first; the same Chronicle then runs an agent, which starts the store
+        result = app.run_sync(Agent(tools=[], provider=f"scripted:{script}"), "hello", workspace=workspace)
+        assert [row["session_id"] for row in app.sessions()] == [result.session_id]
+    assert missing.is_file()
