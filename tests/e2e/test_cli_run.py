@@ -46,8 +46,9 @@ def test_a_multi_step_run_records_every_tool_transition_and_a_consistent_history
     assert [s["session_id"] for s in sessions] == [session_id]
     assert sessions[0]["status"] == "idle" and sessions[0]["turns"] == 1
     assert sessions[0]["cost"] is None  # the scripted model has no price
-    header, row = cli("sessions", db=db_url, env={"COLUMNS": "120"}).stdout.splitlines()
+    header, row, *footnote = cli("sessions", db=db_url, env={"COLUMNS": "120"}).stdout.splitlines()
     assert row.split()[4] == "?"  # an unknown cost reads as `cost` shows it, not as a blank column
+    assert " ".join(footnote).startswith("?: no USD figure")  # and is said once, under the table, as `cost` says it
 
 
 def test_bash_without_yes_pauses_the_turn_with_exit_3(sqlite_url, workspace, tmp_path):
