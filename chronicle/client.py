@@ -421,10 +421,11 @@ class Chronicle:
         return done.row()
 
     @checked
-    def fork(self, session: SessionRef, at: FromOne | None = None) -> str:
-        """A new session continuing from turn `at` (default: the end of the branch); its id."""
+    def fork(self, session: SessionRef, at: FromOne | None = None, actor: str | None = None) -> str:
+        """A new session continuing from turn `at` (default: the end of the branch); its id. `actor`: who forked, as
+        recorded in its `forked_from` (default: this process's user@host or CHRONICLE_ACTOR)."""
         with _as_chronicle_errors():
-            child = timetravel.fork(self._existing, session, at)
+            child = timetravel.fork(self._existing, session, at, actor=actor)
             if (note := timetravel.undone_note(self._existing, child)) is not None:
                 warn(note)  # what the CLI says in its note: line
             return str(child.id)

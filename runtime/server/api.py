@@ -322,18 +322,18 @@ def _serving(config: ServerConfig, chronicle: Chronicle) -> FastAPI:
         return chronicle.redo(session_id, files=(body or RedoBody()).files, actor=actor)
 
     @app.post("/sessions/{session_id}/fork")
-    def fork(session_id: str, body: ForkBody | None = None) -> dict[str, Any]:
+    def fork(session_id: str, body: ForkBody | None = None, actor: str | None = Depends(caller)) -> dict[str, Any]:
+        """`fork --json`'s object: `forked_from` as recorded (the session, the turn it was made at, also without `at`,
+        and who forked: the caller's X-Chronicle-Actor, else the server's identity, as every other decision)."""
         from chronicle.runtime.app import timetravel as app_timetravel
 
         body = body or ForkBody()
         with _errors():
             parent = str(queries.session_id(chronicle.store, session_id))
-            child = app_timetravel.fork(chronicle.store, parent, body.at)
+            child = app_timetravel.fork(chronicle.store, parent, body.at, actor=actor)
             # a turn an undo took back is forked as `fork --at` forks it, and said as its note: line says it
             note = app_timetravel.undone_note(chronicle.store, child)
-        # without `at`, the turn the fork was made at (the end of the active branch), as `fork` without --at records it
-        return {"session_id": str(child.id), "forked_from": {"session_id": parent, "turn": (child.forked_from or {}).get("turn")},
-                **({"note": note} if note else {})}
+        return {"session_id": str(child.id), "forked_from": child.forked_from, **({"note": note} if note else {})}
 
     @app.get("/sessions/{session_id}/model")
     def model(session_id: str) -> dict[str, Any]:

@@ -37,7 +37,10 @@ def test_every_inherited_turn_of_a_fork_reads_as_its_parent_did_at_that_turn(db_
         app.run_sync(agent, "third", session=sid, workspace=workspace)
         app.run_sync(agent, "fourth", session=sid, workspace=workspace)
         child = app.fork(sid, at=3)
-        grandchild = app.fork(child, at=3)
+        grandchild = app.fork(child, at=3, actor="erin@review")
+        origins = {row["session_id"]: row["forked_from"] for row in app.sessions()}
+        assert origins[grandchild] == {"session_id": child, "turn": 3, "actor": "erin@review"}  # who forked, as given
+        assert origins[child]["actor"] not in (None, "erin@review")  # else this process's user@host
         for number in (1, 2, 3):
             parent = app.history(sid, at=number)
             assert app.history(child, at=number) == parent, number

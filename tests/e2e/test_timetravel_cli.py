@@ -175,7 +175,7 @@ def test_fork_without_at_continues_from_the_end_of_the_active_branch_in_the_cli_
     with serving(db_url, workspace) as base:
         by_api = httpx.post(f"{base}/sessions/{sid}/fork")
     assert by_api.status_code == 200, by_api.text
-    assert by_api.json()["forked_from"] == {"session_id": sid, "turn": 2}
+    assert by_api.json()["forked_from"] == {"session_id": sid, "turn": 2, "actor": process_actor()}  # `fork --json`'s
     assert user_texts(history(db_url, by_api.json()["session_id"])) == ["one", "two"]
 
 

@@ -79,9 +79,12 @@ def test_approval_fork_and_bad_requests_over_http(db_url, workspace, tmp_path):
         assert events[-1][1]["type"] == "agent_end" and events[-1][1]["status"] == "completed"
         assert (workspace / "out.txt").read_text().strip() == "approved"
 
-        forked = httpx.post(f"{base}/sessions/{sid}/fork", json={"at": 1})
+        forked = httpx.post(f"{base}/sessions/{sid}/fork", json={"at": 1}, headers={"X-Chronicle-Actor": "carol@ops"})
         assert forked.status_code == 200, forked.text
         new_id = forked.json()["session_id"]
+        # who forked is the caller, as for every other decision, and the reply is `fork --json`'s object
+        assert forked.json()["forked_from"] == {"session_id": sid, "turn": 1, "actor": "carol@ops"}
+        assert [s for s in httpx.get(f"{base}/sessions").json() if s["session_id"] == new_id][0]["forked_from"]["actor"] == "carol@ops"
         assert httpx.get(f"{base}/sessions/{new_id}/history").json() == httpx.get(f"{base}/sessions/{sid}/history?at=1").json()
         # What the model was sent for the turn's second call: the command's --json, message for message.
         step = httpx.get(f"{base}/sessions/{sid}/history?at=1&step=1").json()
