@@ -42,6 +42,11 @@ from tests import processes
 PRELOAD = ("chronicle.runtime.cli.entry", "chronicle.runtime.cli.app", "chronicle.runtime.app.running",
            "chronicle.runtime.agents.registry", "chronicle.runtime.tools.mcp_tools", "chronicle.runtime.skills")
 
+#: What a command on PostgreSQL imports when it opens its store (eventsourcing's recorders, psycopg and its pool,
+#: and the adapters psycopg registers at import): a third of the CPU of each such child when it was left to the
+#: child (py-spy over the bundle and time-travel tests); a command on SQLite never touches it.
+PRELOAD_POSTGRES = ("psycopg", "psycopg_pool", "eventsourcing.postgres")
+
 #: What `chronicle serve` imports once it runs (runtime/cli/serve_cmd.py, uvicorn's protocol choices made
 #: when it starts): a second of each server's start-up, paid once by a zygote of its own (`spawn`), so the
 #: zygote of every other command holds what it held before. Skipped without the extra.
@@ -60,6 +65,12 @@ def preload(server: bool = False) -> None:
 
     for command in COMMANDS:
         importlib.import_module("chronicle.runtime.cli." + command.target.split(":")[0])
+    for name in PRELOAD_POSTGRES:
+        importlib.import_module(name)
+    from chronicle.runtime.pricing import _warm_table
+
+    _warm_table()  # the bundled price table, built here once: a run warms it in a thread of its own otherwise (pricing.py)
+    _build_deferred()
     for name in PRELOAD_SERVE if server else ():
         try:
             importlib.import_module(name)
@@ -74,6 +85,22 @@ def preload(server: bool = False) -> None:
         from chronicle.runtime.stored_vocabulary import stored_vocabulary
 
         _ = stored_vocabulary()._adapter  # built as the first checked write of a child would build it
+
+
+def _build_deferred() -> None:
+    """Build here the validators our pydantic models and adapters defer to their first use (`defer_build`, kept so
+    that a command that never validates a message never pays for its schema): every child that ran a turn built
+    the same ones again, a twentieth of its CPU. Built, a model is what first use would have left behind."""
+    from pydantic import BaseModel, TypeAdapter
+
+    for name, module in list(sys.modules.items()):
+        if not name.startswith("chronicle.") or module is None:
+            continue
+        for value in list(vars(module).values()):
+            if isinstance(value, type) and issubclass(value, BaseModel) and value.__module__ == name:
+                value.model_rebuild()  # nothing to do for one built already
+            elif isinstance(value, TypeAdapter):
+                value.rebuild()
 
 
 def serve(path: str, server: bool = False) -> None:
