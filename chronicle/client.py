@@ -134,7 +134,9 @@ class Chronicle:
         included, as `run --max-attempts` (default: CHRONICLE_MAX_ATTEMPTS, else 8); a retryable error (rate limit,
         overload) is retried with backoff until then, each retry recorded."""
         with _as_chronicle_errors():
-            conversation = runs.open_conversation(self.store, agent, prompt, session, workspace, attachments, auto_approve,
+            # a session to continue is looked for in a store that exists: none is made only to say it is not there
+            store = self.store if session is None else self._existing
+            conversation = runs.open_conversation(store, agent, prompt, session, workspace, attachments, auto_approve,
                                                   max_iterations, [on_event] if on_event else [], model=model,
                                                   max_attempts=max_attempts)
             for note in [*conversation.ignored, *conversation.finished]:
@@ -181,7 +183,7 @@ class Chronicle:
                attachments: Sequence[Any] | None = None) -> dict[str, Any]:
         """Record the prompt for a worker (`chronicle worker`) to run: `submit --json`'s {"session_id", "input_id"}."""
         with _as_chronicle_errors():
-            return runs.submit(self.store, agent, prompt, session, workspace, attachments)
+            return runs.submit(self.store if session is None else self._existing, agent, prompt, session, workspace, attachments)
 
     @checked
     async def resume_async(self, session: SessionRef, *, auto_approve: bool = False, workspace: str | Path | None = None) -> RunResult:

@@ -105,6 +105,9 @@ def test_reading_a_sqlite_store_that_does_not_exist_is_a_chronicle_error_and_run
         "sessions": lambda app: app.sessions(), "cost": lambda app: app.cost(), "audit": lambda app: app.audit(),
         "jobs": lambda app: app.jobs(), "log": lambda app: app.log("abc"), "fork": lambda app: app.fork("abc"),
         "undo": lambda app: app.undo("abc"), "approve": lambda app: app.approve("abc"), "verify": lambda app: app.verify(),
+        # continuing a session looks for it in a store that exists, as `run --session` does
+        "run --session": lambda app: app.run_sync(Agent(tools=[], provider="scripted:/nowhere.json"), "hi", session="abc"),
+        "submit --session": lambda app: app.submit(Agent(tools=[], provider="scripted:/nowhere.json"), "hi", session="abc"),
     }
     done = cli("sessions", db=url)
     assert done.returncode == 1
