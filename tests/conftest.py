@@ -33,11 +33,17 @@ def _patient_httpx() -> None:
     except ImportError:  # without the server extra no test makes a request
         return
     patient = httpx.Timeout(HTTP_TIMEOUT_S)
+    # One TLS context for every client a test makes: httpx builds one per client (loading certifi's bundle, ≈ 20 ms
+    # of CPU), and each `httpx.get` is a client, so the tests' polls of their plain-HTTP loopback servers spent a
+    # tenth of their process's CPU building contexts (py-spy over the suite).
+    shared = httpx.create_ssl_context()
     for function in (httpx.request, httpx.get, httpx.post, httpx.put, httpx.patch, httpx.delete, httpx.head,
-                     httpx.options, httpx.Client.__init__):
-        defaults = function.__kwdefaults__
+                     httpx.options, httpx.stream, httpx.Client.__init__, httpx.AsyncClient.__init__):
+        defaults = getattr(function, "__wrapped__", function).__kwdefaults__  # httpx.stream is a context manager
         if defaults and isinstance(defaults.get("timeout"), httpx.Timeout):
             defaults["timeout"] = patient
+        if defaults and defaults.get("verify") is True:
+            defaults["verify"] = shared
 
 
 _patient_httpx()
