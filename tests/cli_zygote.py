@@ -47,6 +47,14 @@ PRELOAD = ("chronicle.runtime.cli.entry", "chronicle.runtime.cli.app", "chronicl
 #: child (py-spy over the bundle and time-travel tests); a command on SQLite never touches it.
 PRELOAD_POSTGRES = ("psycopg", "psycopg_pool", "eventsourcing.postgres")
 
+#: The model providers' SDKs, which a command imports when it first calls a model (runtime/providers): a quarter of
+#: the CPU of the children that ran a turn on the Anthropic wire (py-spy over the suite). Only the zygote of
+#: commands pointed at a model server (`MODEL_ENV`) holds them: in every other zygote they made each fork and exit
+#: dearer (33 -> 43 ms of user and 48 -> 82 ms of system CPU a command, for memory no such command touches).
+PRELOAD_PROVIDERS = ("anthropic", "openai")
+#: A command whose environment names one of these may call a provider's SDK: it runs in the "models" zygote.
+MODEL_ENV = ("ANTHROPIC_BASE_URL", "OPENAI_BASE_URL", "ANTHROPIC_API_KEY", "OPENAI_API_KEY")
+
 #: What `chronicle serve` imports once it runs (runtime/cli/serve_cmd.py, uvicorn's protocol choices made
 #: when it starts): a second of each server's start-up, paid once by a zygote of its own (`spawn`), so the
 #: zygote of every other command holds what it held before. Skipped without the extra.
@@ -56,7 +64,9 @@ PRELOAD_SERVE = ("uvicorn", "uvicorn.config", "uvicorn.server", "uvicorn.protoco
                  "chronicle.runtime.collector")
 
 
-def preload(server: bool = False) -> None:
+def preload(kind: str = "") -> None:
+    """What a zygote of `kind` holds: every command's code; "models" adds the providers' SDKs, "server" what
+    `chronicle serve` imports."""
     import importlib.util
 
     for name in PRELOAD:
@@ -67,11 +77,13 @@ def preload(server: bool = False) -> None:
         importlib.import_module("chronicle.runtime.cli." + command.target.split(":")[0])
     for name in PRELOAD_POSTGRES:
         importlib.import_module(name)
+    if kind == "models":
+        _warm_providers()
     from chronicle.runtime.pricing import _warm_table
 
     _warm_table()  # the bundled price table, built here once: a run warms it in a thread of its own otherwise (pricing.py)
     _build_deferred()
-    for name in PRELOAD_SERVE if server else ():
+    for name in PRELOAD_SERVE if kind == "server" else ():
         try:
             importlib.import_module(name)
         except ImportError:  # no server extra: `serve` says so itself, in its own process
@@ -85,6 +97,19 @@ def preload(server: bool = False) -> None:
         from chronicle.runtime.stored_vocabulary import stored_vocabulary
 
         _ = stored_vocabulary()._adapter  # built as the first checked write of a child would build it
+
+
+def _warm_providers() -> None:
+    """Import what the SDKs import only when a client is made and its messages are first reached (their HTTP
+    transports, the resources the providers call), as a command's first model call would."""
+    for name in PRELOAD_PROVIDERS:
+        importlib.import_module(name)
+    import anthropic
+    import openai
+
+    anthropic_client = anthropic.AsyncAnthropic(api_key="unused", base_url="http://127.0.0.1:9")
+    _ = anthropic_client.messages, anthropic_client.beta.messages, anthropic.AsyncStream
+    _ = openai.AsyncOpenAI(api_key="unused", base_url="http://127.0.0.1:9").chat.completions
 
 
 def _build_deferred() -> None:
@@ -103,10 +128,10 @@ def _build_deferred() -> None:
                 value.rebuild()
 
 
-def serve(path: str, server: bool = False) -> None:
+def serve(path: str, kind: str = "") -> None:
     import gc
 
-    preload(server)
+    preload(kind)
     # What the imports built goes to the permanent generation: a child's collections and its
     # exit then skip it instead of touching (and so copying) every page of it (0.6 s -> 0.08 s
     # a command).
@@ -206,6 +231,8 @@ def _reap(waiting: dict[int, socket.socket]) -> None:
 # -- the client: what tests/helpers.py's `cli` calls ------------------------------------------------
 
 _ZYGOTE: dict[str, Any] = {}
+#: The zygote of commands that may call a model's SDK (`MODEL_ENV`).
+_MODELS_ZYGOTE: dict[str, Any] = {}
 #: The zygote of `chronicle serve` (`spawn`).
 _SERVE_ZYGOTE: dict[str, Any] = {}
 
@@ -234,7 +261,7 @@ def _zygote(env: dict[str, str], zygote: dict[str, Any] = _ZYGOTE) -> str | None
 
     where = tempfile.mkdtemp(prefix="chronicle-zygote-")
     path = os.path.join(where, "socket")
-    kind = ["server"] if zygote is _SERVE_ZYGOTE else []
+    kind = ["server"] if zygote is _SERVE_ZYGOTE else ["models"] if zygote is _MODELS_ZYGOTE else []
     process = subprocess.Popen([sys.executable, "-m", "tests.cli_zygote", path, *kind], cwd=Path(__file__).parents[1], env=env,
                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, text=True)
     if process.stdout is None or process.stdout.readline().strip() != "ready":
@@ -261,8 +288,9 @@ def run(command: list[str], args: list[str], cwd: Path | None, env: dict[str, st
     import locale
     import tempfile
 
-    path = _zygote(zygote_env)
-    if path is None or not _same_at_import(env, _ZYGOTE["env"]):
+    chosen = _MODELS_ZYGOTE if any(env.get(name) for name in MODEL_ENV) else _ZYGOTE
+    path = _zygote(zygote_env, chosen)
+    if path is None or not _same_at_import(env, chosen["env"]):
         return None
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err, tempfile.TemporaryFile() as stdin:
         if input is not None:
@@ -414,4 +442,4 @@ class _Lines:
 
 
 if __name__ == "__main__":
-    serve(sys.argv[1], server=sys.argv[2:] == ["server"])
+    serve(sys.argv[1], kind=sys.argv[2] if len(sys.argv) > 2 else "")
