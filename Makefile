@@ -21,8 +21,11 @@ demo-seeds: $(STAMP)
 
 # Three workers on two cores: a third of the suite's time is waiting (CLI processes, servers, timeouts), so a
 # third worker fills it (1,767 tests: 8.5 minutes against 10.0 with two, on one idle machine, back to back).
+# Bytecode is written even where PYTHONDONTWRITEBYTECODE is set (as on our CI machines): the suite starts
+# hundreds of Python processes (CLI runs, workers, servers, MCP servers, examples), and without it each compiled
+# every module of ours it imported from source again, and each worker rewrote every test module's asserts.
 test: $(STAMP) chromium
-	$(BIN)/python -m pytest -n 3 --dist loadfile -q
+	env -u PYTHONDONTWRITEBYTECODE $(BIN)/python -m pytest -n 3 --dist loadfile -q
 
 # Lint and types (CI runs both): ruff over the tree, mypy over the whole package (strict on domain/).
 lint: $(STAMP)
