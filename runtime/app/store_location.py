@@ -12,6 +12,7 @@ from pathlib import Path
 
 from ..config import DEFAULT_DB_RELATIVE, root_reading, sqlite_path
 from .errors import AppError
+from .pasteable import pasteable_in
 
 #: What to do next, by client: (for a store named, for the default looked for upward). The facts before them are
 #: the same words for both.
@@ -35,5 +36,5 @@ def missing_store(url: str, named: str | None, client: str = "cli") -> AppError 
     if named:
         meant = root_reading(named)
         slip = f" (sqlite:/// and a path is read from the current directory: for {meant}, write sqlite:///{meant})" if meant else ""
-        return AppError(f"no Chronicle store at {path}{slip}; {named_advice}")
+        return AppError(f"no Chronicle store at {path}{slip}; {pasteable_in(named_advice, url)}")
     return AppError(f"no Chronicle store here (no {DEFAULT_DB_RELATIVE} in {Path.cwd()} or above); {here_advice}")

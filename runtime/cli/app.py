@@ -185,6 +185,7 @@ def _print_version(value: bool) -> None:
 
 @app.callback()
 def _root(
+    ctx: typer.Context,
     show_version: Annotated[
         Optional[bool], typer.Option("--version", callback=_print_version, is_eager=True, help="Print the version and exit.")
     ] = None,
@@ -200,6 +201,12 @@ def _root(
         # options are parsed: the command's own --db, when given as well, still wins.
         import os
 
+        from chronicle.runtime.app.pasteable import SHELL_DB
+
+        # The hints the command prints are for the user's shell, whose CHRONICLE_DB is not this one
+        # (runtime/app/pasteable.py); known for this command only, as CliRunner runs many in one process.
+        token = SHELL_DB.set(os.environ.get("CHRONICLE_DB", ""))
+        ctx.call_on_close(lambda: SHELL_DB.reset(token))
         os.environ["CHRONICLE_DB"] = db
 
 
