@@ -48,10 +48,10 @@ from .results import Answered as Answered  # where programs imported them from
 from .results import RunResult as RunResult
 
 
-def _warn_refused(command: str, sid: Any, refused: list[str]) -> None:
+def _warn_refused(command: str, sid: Any, refused: list[str], url: str) -> None:
     """A file undo/redo --files left as it is (changed since): the CLI exits 1 after writing the rest; the library
     returns the row (its `files` say `refused`) and warns with the CLI's line, since the rest was done and recorded."""
-    line = timetravel.refused_line(command, sid, refused)
+    line = timetravel.refused_line(command, sid, refused, url)
     if line is not None:
         warn(line)
 
@@ -411,7 +411,7 @@ class Chronicle:
         with _as_chronicle_errors():
             done = timetravel.undo(self._existing, session, turns, files=files, actor=actor,
                                    workspace=Path(workspace).expanduser() if workspace else None)
-        _warn_refused("undo", done.session_id, done.refused)
+        _warn_refused("undo", done.session_id, done.refused, self.url)
         return done.row()
 
     @checked
@@ -419,7 +419,7 @@ class Chronicle:
         """Put the last undone turns back; with `files`, their files too (`redo --files`)."""
         with _as_chronicle_errors():
             done = timetravel.redo(self._existing, session, actor=actor, files=files)
-        _warn_refused("redo", done.session_id, done.refused)
+        _warn_refused("redo", done.session_id, done.refused, self.url)
         return done.row()
 
     @checked

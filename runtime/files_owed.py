@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 from uuid import UUID
 
+from .app.pasteable import pasteable
 from .clock import SYSTEM_CLOCK, Clock
 from .leases import DEFAULT_LEASE_S, LeaseKeeper, current_lease, holder_name, holding
 from .store import ChronicleStore
@@ -60,13 +61,15 @@ class OwedHeld:
     session_id: UUID
     kind: str
     holder: str
+    #: The store's URL, for the resume the message suggests (runtime/app/pasteable.py).
+    store_url: str | None = None
 
     refused: tuple[str, ...] = ()
 
     @property
     def message(self) -> str:
         return (f"session {self.session_id}: the files of an interrupted {self.kind} --files were left to {self.holder}, "
-                f"which holds the session; if they are still owed once it is done, `chronicle resume {self.session_id}` "
+                f"which holds the session; if they are still owed once it is done, `{pasteable(f'resume {self.session_id}', self.store_url)}` "
                 "finishes them")
 
 
@@ -127,7 +130,7 @@ def finish_owed(store: ChronicleStore, session_id: UUID, clock: Clock = SYSTEM_C
 
 def _held_by(store: ChronicleStore, session_id: UUID, kind: str) -> OwedHeld:
     lease = current_lease(store, session_id)
-    return OwedHeld(session_id, kind, lease.holder if lease and lease.holder else "another process")
+    return OwedHeld(session_id, kind, lease.holder if lease and lease.holder else "another process", store_url=store.url)
 
 
 class _LeaseLost(Exception):

@@ -20,6 +20,7 @@ from chronicle.domain.ids import CHRONICLE_NS
 from chronicle.domain.job import Job
 from chronicle.domain.session import Session
 
+from .app.pasteable import pasteable
 from .clock import SYSTEM_CLOCK, Clock
 from .controls import cancel_paused_turn, request_cancel
 from .leases import current_lease
@@ -137,7 +138,7 @@ def cancel_job(store: ChronicleStore, session_id: UUID, reason: str = "cancelled
     its status is read from its session, and a Job.Cancelled after the fact would rewrite how it ended."""
     job = find_job(store, session_id)
     if job is None:
-        raise NotFound(f"session {session_id} is not a job; `chronicle jobs` lists them")
+        raise NotFound(f"session {session_id} is not a job; `{pasteable('jobs', store.url)}` lists them")
     row = job_row(store, job)
     if row["status"] in ENDED:
         raise JobEnded(session_id, row["status"], row["reason"])

@@ -171,7 +171,7 @@ class AgentLoop:
                 return None
         except PersistenceError as exc:
             # The commit may even have happened with only its acknowledgement lost: resume sorts it out.
-            outcome = left_in_flight(session_id, None, exc)
+            outcome = left_in_flight(session_id, None, exc, self.store.url)
             await self.emit(ErrorEvent(session_id=str(session_id), message=outcome.reason or "", kind=outcome.status))
             return outcome
         except ForgottenContent as exc:  # forgotten by another process since this one last read it

@@ -29,6 +29,7 @@ from chronicle.projections.sql import retry_creation
 
 from .aggregate_copy import copy_aggregate
 from .aggregate_reads import AggregateReads
+from .app.pasteable import pasteable
 from .chain import chained_recorder_topic
 from .chain_reader import topic_names
 from .compression import COMPRESSOR_TOPIC
@@ -389,7 +390,7 @@ class ChronicleStore(AggregateReads, SessionTreeReads, SnapshotKeeping):
     def resolve_session_id(self, text: str) -> UUID:
         """Accept a full id or an unambiguous prefix, as people type them (git-style)."""
         if not text.strip():
-            raise UnknownSession("an empty session id names no session; `chronicle sessions` lists them")
+            raise UnknownSession(f"an empty session id names no session; `{pasteable('sessions', self.url)}` lists them")
         try:
             full = UUID(text)
         except ValueError:
@@ -400,7 +401,7 @@ class ChronicleStore(AggregateReads, SessionTreeReads, SnapshotKeeping):
             except ForgottenSession:
                 raise  # erased on purpose: said so, with the one exit code every path gives it
             except NotFound:
-                raise UnknownSession(f"no session {full}; `chronicle sessions` lists them") from None
+                raise UnknownSession(f"no session {full}; `{pasteable('sessions', self.url)}` lists them") from None
         prefix = text.strip().lower()
         bounds = prefix_bounds(prefix)
         # A range of the events' primary key, not a read of the whole session index (30 ms at 3,000 sessions, in every
@@ -409,7 +410,7 @@ class ChronicleStore(AggregateReads, SessionTreeReads, SnapshotKeeping):
         if len(found) == 1:
             return self._get(found[0], Session, copy=False).id
         if not found:
-            raise UnknownSession(f"no session matches {text!r}; `chronicle sessions` lists them")
+            raise UnknownSession(f"no session matches {text!r}; `{pasteable('sessions', self.url)}` lists them")
         ids = self.session_ids()  # several: the index says which are listed (a forgotten one is not)
         matches = [sid for sid in ids if str(sid).startswith(prefix)]
         if len(matches) == 1:
@@ -419,7 +420,7 @@ class ChronicleStore(AggregateReads, SessionTreeReads, SnapshotKeeping):
                       if isinstance(e, SessionForgotten) and str(e.session_id).startswith(prefix)}
             if len(erased) == 1:  # the prefix `audit` shows on the forget row: say it was erased, as the full id does
                 return self.resolve_session_id(str(erased.pop()))
-            raise UnknownSession(f"no session matches {text!r}; `chronicle sessions` lists them")
+            raise UnknownSession(f"no session matches {text!r}; `{pasteable('sessions', self.url)}` lists them")
         shown = ", ".join(str(sid) for sid in matches[:10]) + (f", … ({len(matches) - 10} more)" if len(matches) > 10 else "")
         raise UnknownSession(f"{text!r} matches {len(matches)} sessions: {shown}; give more of the id")
 

@@ -20,6 +20,7 @@ from chronicle.domain.tool_call import ToolCall
 from chronicle.domain.turn import Turn
 
 from .actor import process_actor
+from .app.pasteable import pasteable
 from .credentials import record_requests
 from .hooks import Stop
 from .live import ErrorEvent, ToolEnd
@@ -113,7 +114,7 @@ async def crashed(io: LoopIO, session: Session, turn: Turn, exc: Exception) -> T
     the store (nothing half-written survives a failed transaction, so `resume` continues).
     """
     if isinstance(exc, PersistenceError):
-        outcome = left_in_flight(session.id, turn.id, exc)
+        outcome = left_in_flight(session.id, turn.id, exc, io.store.url)
         kind = "conflict" if outcome.status == "conflict" else "store"
         await io.emit(ErrorEvent(session_id=str(session.id), turn_id=str(turn.id), message=outcome.reason or "", kind=kind))
         return outcome
@@ -140,14 +141,15 @@ async def forgotten_under(io: LoopIO, session_id: UUID, turn_id: UUID | None, er
     return TurnOutcome(session_id, turn_id, "failed", reason=reason)
 
 
-def left_in_flight(session_id: UUID, turn_id: UUID | None, exc: Exception) -> TurnOutcome:
+def left_in_flight(session_id: UUID, turn_id: UUID | None, exc: Exception, url: str | None) -> TurnOutcome:
+    """`url`: the store's, for the resume it suggests (runtime/app/pasteable.py)."""
     if isinstance(exc, IntegrityError):
         reason = f"another process advanced session {session_id} at the same time; this process left the turn to it"
         return TurnOutcome(session_id, turn_id, "conflict", reason=reason)
     first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
     reason = (
         f"lost the event store ({type(exc).__name__}: {first}); the turn is still in flight and "
-        f"`chronicle resume {session_id}` continues it"
+        f"`{pasteable(f'resume {session_id}', url)}` continues it"
     )
     return TurnOutcome(session_id, turn_id, "interrupted", reason=reason)
 

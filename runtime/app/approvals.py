@@ -20,6 +20,7 @@ from ..clock import SYSTEM_CLOCK, Clock
 from ..session_work import pending_approvals
 from ..store import ChronicleStore
 from .errors import NOT_FOUND, AppError
+from .pasteable import pasteable
 from .queries import session_id
 
 Verdict = Literal["approve", "deny"]
@@ -50,7 +51,7 @@ def decide(store: ChronicleStore, ref: str | UUID, verdict: Verdict, tool_call: 
         record = store.session(sid)
         waiting = pending_approvals(store, record)
         if not waiting:
-            raise AppError(f"session {sid} has no tool call awaiting approval; `chronicle history {sid}` shows where it stands",
+            raise AppError(f"session {sid} has no tool call awaiting approval; `{pasteable(f'history {sid}', store.url)}` shows where it stands",
                            kind=NOT_FOUND)
         chosen = waiting
         if tool_call:

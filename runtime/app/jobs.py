@@ -13,6 +13,7 @@ from ..jobs import JobEnded, cancel_job, find_job, job_row, jobs, submit_job
 from ..store import ChronicleStore, NotFound
 from ..tools.imports import ToolLoadError
 from .errors import AppError
+from .pasteable import pasteable
 from .queries import session_id
 from .resume import checked_spec
 from .specs import resolve_workspace
@@ -49,7 +50,7 @@ def one(store: ChronicleStore, ref: str | UUID) -> dict[str, Any]:
     sid = session_id(store, ref)
     job = find_job(store, sid)
     if job is None:
-        raise NotFound(f"{ref} is not a job; `chronicle jobs` lists them")
+        raise NotFound(f"{ref} is not a job; `{pasteable('jobs', store.url)}` lists them")
     return job_row(store, job)
 
 

@@ -24,6 +24,7 @@ from ..settings import LimitFlags, SettingsError, load_settings
 from ..store import ChronicleStore
 from .errors import AppError
 from .loops import LoopSetupError, loop_parts
+from .pasteable import pasteable
 from .queries import session_id
 from .running import stored_attachments
 from .specs import new_spec, normalise_provider, resolve_workspace
@@ -55,12 +56,15 @@ class AwaitingApproval:
 
     session_id: UUID
     calls: list[ToolCall]
+    #: The store's URL, for the approve and deny the message suggests (runtime/app/pasteable.py).
+    store_url: str | None = None
 
     @property
     def message(self) -> str:
         names = ", ".join(sorted({c.name for c in self.calls}))
-        sid = self.session_id
-        return f"session {sid} awaits approval of {names}: `chronicle approve {sid}` or `chronicle deny {sid}` first, or resume with --yes"
+        sid, url = self.session_id, self.store_url
+        return (f"session {sid} awaits approval of {names}: `{pasteable(f'approve {sid}', url)}` or "
+                f"`{pasteable(f'deny {sid}', url)}` first, or resume with --yes")
 
     def row(self) -> dict[str, Any]:
         """`resume --json`'s object for a pause (exit 3, as `run` exits on one)."""
@@ -101,7 +105,7 @@ def census(store: ChronicleStore, auto_approve: bool = False) -> Census:
         if needs_work(store, session, auto_approve) not in (None, FILES_OWED) and cancelled_before_start(store, session) is None:
             found.needing_work.append(session.id)  # the files owed alone are finished before any session is resumed
         if not auto_approve and session.active_turn_id is not None and (waiting := waiting_for_person(store, session)):
-            found.paused.append(AwaitingApproval(session.id, waiting))
+            found.paused.append(AwaitingApproval(session.id, waiting, store.url))
     return found
 
 
@@ -116,7 +120,7 @@ def blocked(store: ChronicleStore, sid: UUID, auto_approve: bool = False) -> Awa
         return None
     waiting = pending_approvals(store, record)
     if waiting:
-        return AwaitingApproval(sid, waiting)
+        return AwaitingApproval(sid, waiting, store.url)
     return f"session {sid} has no turn in flight and no queued input"
 
 

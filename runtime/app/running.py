@@ -32,6 +32,7 @@ from ..store import ChronicleStore
 from .errors import AppError
 from .loops import LoopSetupError, build_loop, loop_parts, refuse_vanished_tools
 from .model_change import change_model, check_model
+from .pasteable import pasteable
 from .queries import session_id
 from .specs import ignored_in_code, new_spec, resolve_workspace, session_workspace
 
@@ -263,7 +264,7 @@ class Conversation:
         same = ("name", "tools", "provider", "workspace", "registry", "mcp_tools")
         differs = [k for k in same if getattr(other.spec, k) != getattr(mine.spec, k)]
         if differs:
-            raise AppError(f"session {sid} has another {', '.join(differs)}; open it with `chronicle chat --session {sid}`", 2)
+            raise AppError(f"session {sid} has another {', '.join(differs)}; open it with `{pasteable(f'chat --session {sid}', self.store.url)}`", 2)
         self.session_id = sid
         return sid
 

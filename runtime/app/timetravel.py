@@ -18,6 +18,7 @@ from .. import timetravel, undo_redo
 from ..store import ChronicleStore
 from ..tools.imports import ToolLoadError
 from .errors import AppError
+from .pasteable import pasteable
 from .queries import session_id
 from .replay import Replayer, ReplayReport
 
@@ -51,14 +52,15 @@ def undo(store: ChronicleStore, ref: str | UUID, turns: int = 1, files: bool = F
                   result.refused)
 
 
-def refused_line(command: str, sid: Any, refused: list[str]) -> str | None:
+def refused_line(command: str, sid: Any, refused: list[str], url: str | None) -> str | None:
     """What an undo/redo --files says of the files it left as they are because someone changed them since it checked
-    them (the rest were written, and all of it recorded): the CLI's error line (exit 1), the library's warning."""
+    them (the rest were written, and all of it recorded): the CLI's error line (exit 1), the library's warning. `url`: the
+    store's, for the `log` it suggests (runtime/app/pasteable.py)."""
     if not refused:
         return None
     shown = ", ".join(refused[:5]) + (f" and {len(refused) - 5} more" if len(refused) > 5 else "")
     return (f"{command} --files left {shown} as they are: changed since it checked them (the other files were written; "
-            f"`chronicle log {sid}` records which); put them back by hand if they should be as {command} would have made them")
+            f"`{pasteable(f'log {sid}', url)}` records which); put them back by hand if they should be as {command} would have made them")
 
 
 @dataclass
@@ -71,6 +73,8 @@ class Redone:
     left_undone: list[str] = field(default_factory=list)
     finished: str | None = None
     refused: list[str] = field(default_factory=list)
+    #: The store's URL, for the undo and redo the warning suggests (runtime/app/pasteable.py).
+    store_url: str | None = None
 
     @property
     def warning(self) -> str | None:
@@ -78,8 +82,8 @@ class Redone:
             return None
         shown = ", ".join(self.left_undone[:5]) + (f" and {len(self.left_undone) - 5} more" if len(self.left_undone) > 5 else "")
         return (f"the redone turns changed files that are still as undo --files left them ({shown}); "
-                f"to re-apply them, `chronicle undo {self.session_id} --turns {len(self.turn_ids)}` "
-                f"then `chronicle redo {self.session_id} --files`")
+                f"to re-apply them, `{pasteable(f'undo {self.session_id} --turns {len(self.turn_ids)}', self.store_url)}` "
+                f"then `{pasteable(f'redo {self.session_id} --files', self.store_url)}`")
 
     def row(self) -> dict[str, Any]:
         """`redo --json`: `files` with --files, `warning` when the workspace does not match the redone turns."""
@@ -99,11 +103,12 @@ def redo(store: ChronicleStore, ref: str | UUID, actor: str | None = None, files
         if files:
             result = undo_redo.redo_with_files(store, sid, workspace=workspace, actor=actor)
             return Redone(sid, result.turn_ids, undo_redo.reapplied_rows(result.files), finished=result.finished,
-                          refused=result.refused)
+                          refused=result.refused, store_url=store.url)
         turn_ids = undo_redo.redo(store, sid, actor=actor)
     except timetravel.TimeTravelError as exc:
         raise refused(store, sid, "redo", exc, actor) from None
-    return Redone(sid, turn_ids, left_undone=undo_redo.files_left_undone(store, store.session(sid), turn_ids, workspace))
+    return Redone(sid, turn_ids, left_undone=undo_redo.files_left_undone(store, store.session(sid), turn_ids, workspace),
+                  store_url=store.url)
 
 
 def refused(store: ChronicleStore, sid: UUID, command: str, exc: timetravel.TimeTravelError, actor: str | None) -> AppError:

@@ -33,6 +33,7 @@ from chronicle.domain.turn import Turn
 from ..store import ChronicleStore
 from ..timetravel import numbered_turns
 from .errors import NOT_FOUND, AppError
+from .pasteable import pasteable
 from .queries import history, session_id
 
 #: The longest text of a result or a message this answer repeats; `history` and `audit` show it whole.
@@ -106,7 +107,7 @@ def _decision(store: ChronicleStore, sid: UUID, numbered: list[UUID], head: list
                            "or --turn N", 2)
     where = f"turn {turn} of session {sid}" if turn is not None else f"session {sid}, its active branch or undone turns"
     raise AppError(f"no tool call {wanted!r} on {where}; name one by its tool_use id as `history` shows it, its tool call "
-                   f"id or a prefix, or its tool's name: `chronicle audit --session {sid}` lists every call", 1, kind=NOT_FOUND)
+                   f"id or a prefix, or its tool's name: `{pasteable(f'audit --session {sid}', store.url)}` lists every call", 1, kind=NOT_FOUND)
 
 
 def _scan(store: ChronicleStore, turns: list[UUID], number_of: dict[UUID, int],
@@ -172,7 +173,7 @@ def _saw(store: ChronicleStore, sid: UUID, position: int, step: int) -> dict[str
     return {
         "messages": len(messages),
         "last": _clip_message(last) if last is not None else None,
-        "history": f"chronicle history {sid} --at {position} --step {step}",
+        "history": pasteable(f"history {sid} --at {position} --step {step}", store.url),
     }
 
 

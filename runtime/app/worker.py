@@ -9,6 +9,7 @@ first, so inputs of one session run FIFO while different sessions run concurrent
 from __future__ import annotations
 
 import asyncio
+import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -31,6 +32,7 @@ from ..store import ChronicleStore
 from ..work_index import WorkIndex
 from .errors import cause_line
 from .loops import LoopSetupError, build_loop
+from .pasteable import pasteable
 from .worker_progress import WorkerProgress
 
 #: Outcomes after which a session is left alone until something changes.
@@ -358,7 +360,8 @@ def workspace_routines(store: ChronicleStore, overrides: Overrides, holder: str,
         return None
     notifying = sorted(r.name for r in declared if r.notify)
     if notifying:
-        say(f"notify: this worker does not post findings ({', '.join(notifying)}); `chronicle serve --workspace {ws}` does")
+        serve = pasteable(f"serve --workspace {shlex.quote(str(ws))}", store.url)
+        say(f"notify: this worker does not post findings ({', '.join(notifying)}); `{serve}` does")
     engine = routines.engine(store, ws, overrides.provider, overrides.model)
     engine.holder = holder
     return engine

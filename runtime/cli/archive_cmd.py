@@ -5,8 +5,10 @@ from __future__ import annotations
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 
 from chronicle.runtime.app import archive as app_archive
+from chronicle.runtime.app.pasteable import pasteable
 
 from .common import DbOption, JsonOption, cli_errors, open_store, out_console, print_json
 
@@ -16,11 +18,12 @@ SessionArg = Annotated[str, typer.Argument(help="Session id or unique prefix")]
 def archive(session: SessionArg, as_json: JsonOption = False, db: DbOption = None) -> None:
     """Hide an idle session from `sessions` (records Session.Archived; its log stays whole, `sessions --all` shows it)."""
     with cli_errors():
-        sid = app_archive.archive(open_store(db, create=False), session)
+        store = open_store(db, create=False)
+        sid = app_archive.archive(store, session)
         if as_json:
             print_json({"session_id": str(sid), "archived": True})
             return
-        out_console.print(f"archived session {sid}; `chronicle unarchive {sid}` lists it again")
+        out_console.print(f"archived session {sid}; `{escape(pasteable(f'unarchive {sid}', store.url))}` lists it again", soft_wrap=True)
 
 
 def unarchive(session: SessionArg, as_json: JsonOption = False, db: DbOption = None) -> None:

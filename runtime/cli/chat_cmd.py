@@ -165,7 +165,7 @@ class Chat:
         from .why_cmd import show
 
         try:
-            show(explain(self.store, self.session_id, str(call.id)), self.console)
+            show(explain(self.store, self.session_id, str(call.id)), self.console, self.store.url)
         except AppError as exc:
             self.console.print(f"[red]error:[/] {escape(printable(str(exc)))}")
 

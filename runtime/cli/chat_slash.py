@@ -12,6 +12,7 @@ from chronicle.domain.errors import DomainError
 from chronicle.runtime.app import AppError, queries
 from chronicle.runtime.app import controls as app_controls
 from chronicle.runtime.app import timetravel as app_timetravel
+from chronicle.runtime.app.pasteable import pasteable
 from chronicle.runtime.store import NotFound
 
 from .render import printable
@@ -103,7 +104,8 @@ def fork(chat: Any, arg: str) -> None:
     child = app_timetravel.fork(chat.store, parent, _count(arg, None))
     chat.conversation.switch(child.id)
     chat.console.print(f"forked session {parent} → {child.id} ({len(child.head)} turn(s) shared); now chatting in the fork", soft_wrap=True)
-    chat.console.print(f"new session {child.id}; open it later with `chronicle chat --session {child.id}`", soft_wrap=True)
+    chat.console.print(f"new session {child.id}; open it later with `{escape(pasteable(f'chat --session {child.id}', chat.store.url))}`",
+                       soft_wrap=True)
 
 
 def new_thread(chat: Any, arg: str) -> None:
@@ -275,7 +277,7 @@ def why(chat: Any, arg: str) -> None:
 
     from .why_cmd import show
 
-    show(explain(chat.store, chat.session_id, arg or None), chat.console)
+    show(explain(chat.store, chat.session_id, arg or None), chat.console, chat.store.url)
 
 
 def status(chat: Any, arg: str) -> None:
@@ -329,7 +331,8 @@ def stop(chat: Any, arg: str) -> None:
         chat.console.print(
             f"[yellow]not stopped yet:[/] turn {result.turn_id} is run by {escape(_runner(chat))}, which has not "
             f"stopped it within {STOP_WAIT_S:g} s; the cancel request stands and that process honours it at its next "
-            f"check (if it died, `chronicle resume {chat.session_id}` does). /status shows when it has", soft_wrap=True)
+            f"check (if it died, `{escape(pasteable(f'resume {chat.session_id}', chat.store.url))}` does). /status shows when it has",
+            soft_wrap=True)
         return
     chat.console.print(f"turn {result.turn_id}: {result.status}", soft_wrap=True)
 

@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING, Annotated, Optional
 import typer
 from rich.markup import escape
 
+from chronicle.runtime.app.pasteable import pasteable
+
 from .common import DbOption, JsonOption, cli_errors, err_console, fail, finite_at_least, open_store, out_console, print_json
 from .lazy import lazy_module
 from .render import printable
@@ -49,7 +51,8 @@ def steer(
                               "it reaches the model at the next safe point", soft_wrap=True)
         else:
             out_console.print(f"no turn is running on session {sid}: the message was queued as its next input. "
-                              f"Run it with `chronicle run --session {sid} ...` or `chronicle chat --session {sid}`.", soft_wrap=True)
+                              f"Run it with `{escape(pasteable(f'run --session {sid} ...', store.url))}` or "
+                              f"`{escape(pasteable(f'chat --session {sid}', store.url))}`.", soft_wrap=True)
 
 
 def cancel(
@@ -63,7 +66,8 @@ def cancel(
     The session stays usable: its next input continues it normally. Exit 0 also when nothing runs.
     """
     with cli_errors():
-        result = app_controls.cancel(open_store(db, create=False), session, wait_s=wait, reason=f"{app_controls.CANCEL_REASON} (chronicle cancel)")
+        store = open_store(db, create=False)
+        result = app_controls.cancel(store, session, wait_s=wait, reason=f"{app_controls.CANCEL_REASON} (chronicle cancel)")
         sid, tid = result.session_id, result.turn_id
         if result.status == "idle":
             text = f"nothing is running on session {sid}; nothing to cancel"
@@ -73,13 +77,13 @@ def cancel(
             text = f"cancelled turn {tid} of session {sid} (it was waiting for approval)"
         elif result.status == "requested":
             text = (f"cancel requested for turn {tid}; no process confirmed within {wait:g} s. If the process running it "
-                    f"died, `chronicle resume {sid}` will honour the request.")
+                    f"died, `{escape(pasteable(f'resume {sid}', store.url))}` will honour the request.")
         else:
             text = f"turn {tid} of session {sid}: {result.status}"
         if as_json:
             print_json(result.row())
         else:
-            out_console.print(text)
+            out_console.print(text, soft_wrap=True)
 
 
 def compact(

@@ -9,7 +9,7 @@ from rich.markup import escape
 
 from chronicle.runtime.app import queries
 
-from .common import DbOption, JsonOption, cli_errors, fail, open_store, out_console, print_json_rows
+from .common import DbOption, JsonOption, cli_errors, fail, hint, open_store, out_console, print_json_rows
 from .render import unpriced_note, usd
 from .tables import Column, fit_table
 
@@ -31,12 +31,12 @@ def cost(
         if as_json:
             print_json_rows(objects)
             return
-        render(objects, by)
+        render(objects, by, db)
 
 
-def render(objects: list[dict[str, Any]], by: str | None) -> None:
+def render(objects: list[dict[str, Any]], by: str | None, db: str | None) -> None:
     if not objects:
-        out_console.print("no sessions yet; start one with `chronicle run PROMPT`")
+        out_console.print(f"no sessions yet; start one with `{hint('run PROMPT', db)}`", soft_wrap=True)
         return
     columns = [
         Column("scope"), Column("session"), Column("agent", optional=True), *([Column(by)] if by else []),

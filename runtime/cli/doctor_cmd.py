@@ -8,6 +8,7 @@ import typer
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
+from chronicle.runtime.app.pasteable import pasteable_in
 from chronicle.runtime.doctor import examine
 
 from .common import DbOption, JsonOption, err_console, out_console, print_json, store_command
@@ -52,7 +53,7 @@ def doctor(
                 where = (f"position {f.position}" if f.position is not None
                          else f"session {f.session_id}" if f.session_id is not None
                          else f"snapshot of {f.aggregate_id} at version {f.version}" if f.version is not None else "store")
-                state = "[green]repaired[/]" if f.repaired else f"[yellow]{REMEDY[f.check]}[/]"
+                state = "[green]repaired[/]" if f.repaired else f"[yellow]{escape(pasteable_in(REMEDY[f.check], store.url))}[/]"
                 more = f" (and {f.similar} later event{'s' if f.similar != 1 else ''} like it)" if f.similar else ""
                 out_console.print(f"{f.check}: {where}: {escape(f.detail)}{more} — {state}", soft_wrap=True)
             verdict = "no problems found" if not findings else f"{len(findings) - len(remaining)} repaired, {len(remaining)} remaining"

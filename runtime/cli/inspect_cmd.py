@@ -12,6 +12,7 @@ import typer
 from rich.markup import escape
 
 from chronicle.runtime.app.fork_origin import origin_of
+from chronicle.runtime.app.pasteable import pasteable
 from chronicle.runtime.app.session_listing import current_listing, tree_order
 
 from .common import (
@@ -72,8 +73,9 @@ def sessions(
             all_ids = [str(sid) for sid in store.session_ids()]
         if not rows:
             archived = 0 if all_sessions else len(all_ids)
-            out_console.print(f"no sessions shown: all {archived} are archived; `chronicle sessions --all` lists them" if archived
-                              else "no sessions yet; start one with `chronicle run PROMPT` or try `chronicle demo`")
+            out_console.print(f"no sessions shown: all {archived} are archived; `{escape(pasteable('sessions --all', url))}` lists them"
+                              if archived else f"no sessions yet; start one with `{escape(pasteable('run PROMPT', url))}` or try "
+                              "`chronicle demo`", soft_wrap=True)
             return
         forks = any(row.get("forked_from") for row in rows)
         columns = [

@@ -13,6 +13,7 @@ from .common import (
     WorkspaceOption,
     cli_errors,
     fail,
+    hint,
     missing_store,
     open_store,
     out_console,
@@ -34,12 +35,13 @@ else:
 app = typer.Typer(help="Background jobs: sessions run by workers, apart from the chat or command that made them.")
 
 
-def _print(rows: list[dict], as_json: bool) -> None:
+def _print(rows: list[dict], as_json: bool, db: str | None = None) -> None:
     if as_json:
         print_json_rows(rows)
         return
     if not rows:
-        out_console.print("no jobs: `chronicle jobs submit PROMPT` (or /job in chat) makes one, `chronicle worker` runs them")
+        out_console.print(f"no jobs: `{hint('jobs submit PROMPT', db)}` (or /job in chat) makes one, `{hint('worker', db)}` runs them",
+                          soft_wrap=True)
         return
     columns = [Column("job"), Column("status"), Column("created", optional=True), Column("worker", optional=True),
                Column("prompt", flex=True)]
@@ -54,7 +56,7 @@ def list_jobs(ctx: typer.Context, as_json: JsonOption = False, db: DbOption = No
     if ctx.invoked_subcommand is not None:
         return
     with store_command(db, create=False) as store:
-        _print(use_cases.listing(store), as_json)
+        _print(use_cases.listing(store), as_json, db)
 
 
 @app.command("submit")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import shlex
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -14,6 +15,7 @@ from .common import (
     JsonOption,
     WorkspaceOption,
     err_console,
+    hint,
     open_store,
     out_console,
     print_json,
@@ -58,10 +60,10 @@ def list_routines(workspace: WorkspaceOption = None, as_json: JsonOption = False
             _serve_note(ws)
 
 
-def _serve_note(ws: Path) -> None:
+def _serve_note(ws: Path, db: str | None = None) -> None:
     """Routines fire in `worker`/`routines run`, but only a `serve` of their workspace posts what they found:
     said where a notifying routine is shown, since nothing else tells that none is running."""
-    out_console.print(f"[dim]notify: findings are posted by `chronicle serve --workspace {escape(str(ws))}`; "
+    out_console.print(f"[dim]notify: findings are posted by `{hint(f'serve --workspace {shlex.quote(str(ws))}', db)}`; "
                       "until one runs they wait in the log[/]", soft_wrap=True)
 
 
@@ -94,7 +96,7 @@ def run_routine(
                 anew = f" (new: the routine's session {row['replaces_session_id']} was erased)" if row.get("replaces_session_id") else ""
                 out_console.print(f"session {row['session_id']}{anew}", soft_wrap=True)
             if row.get("notify"):
-                _serve_note(ws)
+                _serve_note(ws, db)
         raise typer.Exit(EXIT.get(row["status"], 1))
 
 

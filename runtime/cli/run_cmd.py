@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING, Annotated, Optional
 import typer
 from rich.markup import escape
 
+from chronicle.runtime.app.pasteable import pasteable
+
 from .common import DbOption, JsonOption, WorkspaceOption, cli_errors, err_console, fail, missing_store, open_store, read_prompt
 from .limits import LimitFlags, limit_options
 from .render import HumanRenderer, JsonLinesRenderer, printable
@@ -48,8 +50,9 @@ MaxAttemptsOption = Annotated[
 ]
 
 
-def report(outcome: TurnOutcome | None, as_json: bool) -> int:
-    """The outcome on one stderr line, always naming the session so a person knows what to `log` or `resume`.
+def report(outcome: TurnOutcome | None, as_json: bool, url: str) -> int:
+    """The outcome on one stderr line, always naming the session so a person knows what to `log` or `resume`
+    (`url`: the store's, for those commands: runtime/app/pasteable.py).
 
     The live `error` event of the top-level turn is not rendered (HumanRenderer), so this is the
     one place a failure is told; every status that is not `completed` gets its line here.
@@ -58,13 +61,16 @@ def report(outcome: TurnOutcome | None, as_json: bool) -> int:
         return 0
     sid = outcome.session_id
     reason = escape(printable(outcome.reason or outcome.status))
-    see = f"(session {sid}; see `chronicle log {sid}`)"
+    def hint(args: str) -> str:
+        return escape(pasteable(args, url))
+
+    see = f"(session {sid}; see `{hint(f'log {sid}')}`)"
     if outcome.status == "failed":
         err_console.print(f"[red]error:[/] turn failed: {reason} {see}")
     elif outcome.status == "awaiting_approval":
         err_console.print(
-            f"[yellow]paused:[/] {reason}. See why with `chronicle why {sid}`; approve with `chronicle approve {sid}` "
-            f"(or deny), then `chronicle resume {sid}`; or re-run with --yes."
+            f"[yellow]paused:[/] {reason}. See why with `{hint(f'why {sid}')}`; approve with `{hint(f'approve {sid}')}` "
+            f"(or deny), then `{hint(f'resume {sid}')}`; or re-run with --yes."
         )
     elif outcome.status == "cancelled":
         err_console.print(f"[yellow]cancelled:[/] {reason} {see}")
@@ -121,8 +127,8 @@ def run(
             err_console.print(f"[dim]{escape(note)}[/]")
         driven = asyncio.run(conversation.drive())
         if driven.queued is not None:
-            raise typer.Exit(report_queued(driven.queued, as_json))
-        raise typer.Exit(report(driven.outcome, as_json))
+            raise typer.Exit(report_queued(driven.queued, as_json, store.url))
+        raise typer.Exit(report(driven.outcome, as_json, store.url))
 
 
 def from_environment(parameter: str) -> bool:
@@ -135,10 +141,10 @@ def from_environment(parameter: str) -> bool:
     return context is not None and context.get_parameter_source(parameter) == ParameterSource.ENVIRONMENT
 
 
-def report_queued(queued: Queued, as_json: bool) -> int:
+def report_queued(queued: Queued, as_json: bool, url: str) -> int:
     """Queued behind a live process: exit 0, the input is durable and that process runs it."""
     if not as_json:
         sid = queued.session_id
         err_console.print(f"[yellow]queued:[/] {escape(queued.reason)}. Session {sid}. If that process is gone, its lease runs out "
-                          f"at {queued.until} and `chronicle resume {sid}` continues the session.")
+                          f"at {queued.until} and `{escape(pasteable(f'resume {sid}', url))}` continues the session.")
     return 0

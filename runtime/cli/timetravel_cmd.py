@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional
 import typer
 from rich.markup import escape
 
+from chronicle.runtime.app.pasteable import pasteable
+
 from .common import (
     DbOption,
     JsonOption,
@@ -60,10 +62,11 @@ def undo(
         if as_json:
             print_json(result.row())
         else:
-            out_console.print(f"undid {len(result.turn_ids)} turn(s) of session {sid}; `chronicle redo {sid}` puts them back", soft_wrap=True)
+            redo_hint = escape(pasteable(f"redo {sid}", store.url))
+            out_console.print(f"undid {len(result.turn_ids)} turn(s) of session {sid}; `{redo_hint}` puts them back", soft_wrap=True)
             for item in restored:
                 out_console.print(f"  {item['action']}: {escape(printable(item['path']))}")  # a name the model chose
-        fail_refused("undo", sid, result.refused)
+        fail_refused("undo", sid, result.refused, store.url)
 
 
 def redo(
@@ -91,7 +94,7 @@ def redo(
             out_console.print(f"redid {len(result.turn_ids)} turn(s) of session {sid}")
             for item in result.files or []:
                 out_console.print(f"  {item['action']}: {escape(printable(item['path']))}")  # a name the model chose
-        fail_refused("redo", sid, result.refused)
+        fail_refused("redo", sid, result.refused, store.url)
 
 
 def fork(
@@ -138,11 +141,11 @@ def finished_note(finished: str | None) -> None:
         err_console.print(f"note: {escape(printable(finished))}", soft_wrap=True)
 
 
-def fail_refused(command: str, sid: Any, refused: list[str]) -> None:
+def fail_refused(command: str, sid: Any, refused: list[str], url: str) -> None:
     """Files left as they are because they changed since they were checked: the rest were written and all of it is
     recorded, but a script must not read exit 0 as "the workspace is as asked". Exit 1, as a refused undo/redo
     --files exits (the library warns with the same line)."""
-    line = app_timetravel.refused_line(command, sid, refused)
+    line = app_timetravel.refused_line(command, sid, refused, url)
     if line is not None:
         fail(line, 1)
 

@@ -9,6 +9,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
+from chronicle.runtime.app.pasteable import pasteable
 from chronicle.runtime.app.why import why as explain
 
 from .common import DbOption, JsonOption, cli_errors, open_store, out_console, print_json
@@ -27,15 +28,17 @@ def why(
 ) -> None:
     """Why the agent made a decision: what it was asked, what it saw, what it decided, what was checked, what it did and what came next, each with the log positions that record it."""  # noqa: E501 - one paragraph
     with cli_errors():
-        chain = explain(open_store(db, create=False), session, call, turn=turn)
+        store = open_store(db, create=False)
+        chain = explain(store, session, call, turn=turn)
         if as_json:
             print_json(chain)
             return
-        show(chain, out_console)
+        show(chain, out_console, store.url)
 
 
-def show(c: dict[str, Any], console: Console) -> None:
-    """The chain as lines under their labels: what `why` prints, and chat's `/why`."""
+def show(c: dict[str, Any], console: Console, url: str) -> None:
+    """The chain as lines under their labels: what `why` prints, and chat's `/why`. `url`: the store's, for the
+    `log` it suggests (runtime/app/pasteable.py)."""
     p = console.print
     d, call = c["decided"], c["tool_call"]
     what = f"{call['name']} ({call['tool_use_id']})" if call else "the answer"
@@ -89,7 +92,8 @@ def show(c: dict[str, Any], console: Console) -> None:
         end = then.get("final_text") or then.get("reason") or ""
         said = end and not (call is None and end == d["text"])  # the answer explained is the turn's end: said above
         p(_row("Then", f"the turn {then['turn_status']}" + (f": {short(end, 160)}" if said else "")))
-    p(f"[dim]evidence: log positions {', '.join(map(str, c['evidence']))} (`chronicle log {c['session_id'][:8]}`)[/]")
+    log_hint = escape(pasteable(f"log {c['session_id'][:8]}", url))
+    p(f"[dim]evidence: log positions {', '.join(map(str, c['evidence']))} (`{log_hint}`)[/]", soft_wrap=True)
 
 
 def _row(label: str, text: str, raw: bool = False, position: int | None = None) -> str:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Annotated, Optional
 import typer
 from rich.markup import escape
 
+from chronicle.runtime.app.pasteable import pasteable
 from chronicle.runtime.leases import DEFAULT_LEASE_S
 from chronicle.runtime.self_repair import DEFAULT_STUCK_AFTER_S, DEFAULT_TOOL_FAILURES
 
@@ -26,6 +27,7 @@ from .common import (
     err_console,
     fail,
     finite_at_least,
+    hint,
     missing_store,
     open_store,
     out_console,
@@ -78,8 +80,8 @@ def resume(
         if not session and not all_sessions:
             fail("name a SESSION to resume, or pass --all", 2)
         if model and not from_environment("model"):  # said, not silently dropped: a session runs on its recorded model
-            err_console.print("note: --model ignored; a session runs on its recorded model: `chronicle model SESSION NAME` "
-                              "records a change", markup=False, highlight=False, soft_wrap=True)
+            err_console.print(f"note: --model ignored; a session runs on its recorded model: `{hint('model SESSION NAME', db)}` "
+                              "records a change", highlight=False, soft_wrap=True)
         if not session and (missing := missing_store(db)) is not None:
             nothing(None, f"no Chronicle store at {missing} yet", as_json)
             return
@@ -139,7 +141,7 @@ def resume(
                 code = code or 1
                 continue
             for outcome in outcomes:
-                code = code or report(outcome, as_json)
+                code = code or report(outcome, as_json, store.url)
         raise typer.Exit(code or (2 if setup_failed else 0))
 
 
@@ -165,8 +167,9 @@ def approve(
 ) -> None:
     """Approve tool calls of a paused turn (all of them unless --tool-call); then `resume` continues it."""
     with cli_errors():
-        decided = approvals.approve(open_store(db, create=False), session, tool_call=tool_call, always=always)
-        _decided(decided, "approved", as_json)
+        store = open_store(db, create=False)
+        decided = approvals.approve(store, session, tool_call=tool_call, always=always)
+        _decided(decided, "approved", as_json, store.url)
 
 
 def deny(
@@ -178,11 +181,12 @@ def deny(
 ) -> None:
     """Deny tool calls of a paused turn; the model reads the denial when `resume` continues the turn."""
     with cli_errors():
-        decided = approvals.deny(open_store(db, create=False), session, tool_call=tool_call, reason=reason)
-        _decided(decided, "denied", as_json)
+        store = open_store(db, create=False)
+        decided = approvals.deny(store, session, tool_call=tool_call, reason=reason)
+        _decided(decided, "denied", as_json, store.url)
 
 
-def _decided(decided: approvals.Decided, verb: str, as_json: bool) -> None:
+def _decided(decided: approvals.Decided, verb: str, as_json: bool, url: str) -> None:
     if as_json:
         for row in decided.rows():
             print_json(row)
@@ -193,7 +197,7 @@ def _decided(decided: approvals.Decided, verb: str, as_json: bool) -> None:
     for call in decided.calls:
         out_console.print(f"{verb} {escape(short(call.name))} ({call.id}):")
         out_console.print(escape(whole_input(call.input)), style="dim")
-    out_console.print(f"continue the turn with `chronicle resume {sid}`", soft_wrap=True)
+    out_console.print(f"continue the turn with `{escape(pasteable(f'resume {sid}', url))}`", soft_wrap=True)
 
 
 def submit(

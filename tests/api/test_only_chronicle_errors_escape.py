@@ -10,6 +10,7 @@ import base64
 import functools
 import json
 import os
+import shlex
 import socket
 import uuid
 from pathlib import Path
@@ -183,7 +184,9 @@ def test_a_uuid_naming_no_session_is_the_usage_error_its_text_is(db_url, workspa
         before = app.store.max_position()
         for call in (app.fork, app.history, app.log, app.undo, app.archive, app.model, app.resume):
             as_object, as_text = refused(functools.partial(call, unknown)), refused(functools.partial(call, str(unknown)))
-            assert str(as_object) == str(as_text) == f"no session {unknown}; `chronicle sessions` lists them"
+            # The hint names the library's store: a plain `chronicle sessions` would list another (runtime/app/pasteable.py).
+            listing = f"chronicle --db {shlex.quote(app.url)} sessions"
+            assert str(as_object) == str(as_text) == f"no session {unknown}; `{listing}` lists them"
         assert app.store.max_position() == before
 
 

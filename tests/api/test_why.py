@@ -296,9 +296,11 @@ def test_the_cli_and_the_server_answer_as_the_library_does(db_url, workspace, tm
         with TestClient(app.http_app(run_worker=False)) as client:
             assert client.get(f"/sessions/{sid}/why").json() == chain
             assert client.get(f"/sessions/{sid}/why", params={"call": "t9"}).status_code == 404
-    done = cli("why", sid[:8], "--json", db=db_url)
+    # Named by --db, as the library names its store: `saw.history` names it too (with --db: this process has no
+    # CHRONICLE_DB, so a plain `chronicle history` would read another store).
+    done = cli("why", sid[:8], "--json", "--db", db_url)
     assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout) == chain
+    assert json.loads(done.stdout) == chain and chain["saw"]["history"].startswith("chronicle --db ")
     shown = cli("why", sid[:8], "t1", db=db_url)
     assert shown.returncode == 0, shown.stderr
     for part in ("Why peek (t1)", "Asked", "read a", "Decided", "Let me peek.", "Checked", "Did", "value of a", "Then", "it is a"):
