@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import Any
 from uuid import UUID
 
-from .app.pasteable import pasteable
 from .clock import SYSTEM_CLOCK, Clock
 from .leases import DEFAULT_LEASE_S, LeaseKeeper, current_lease, holder_name, holding
+from .pasteable import pasteable
 from .store import ChronicleStore
 from .timetravel import TimeTravelError
 from .tools.base import ToolError
@@ -61,7 +61,7 @@ class OwedHeld:
     session_id: UUID
     kind: str
     holder: str
-    #: The store's URL, for the resume the message suggests (runtime/app/pasteable.py).
+    #: The store's URL, for the resume the message suggests (runtime/pasteable.py).
     store_url: str | None = None
 
     refused: tuple[str, ...] = ()

@@ -20,10 +20,10 @@ from chronicle.domain.ids import CHRONICLE_NS
 from chronicle.domain.job import Job
 from chronicle.domain.session import Session
 
-from .app.pasteable import pasteable
 from .clock import SYSTEM_CLOCK, Clock
 from .controls import cancel_paused_turn, request_cancel
 from .leases import current_lease
+from .pasteable import pasteable
 from .pending import Pending
 from .sessions import queue_scanned, tool_names_now
 from .shred_marks import forgotten_cause

@@ -29,12 +29,12 @@ from chronicle.projections.sql import retry_creation
 
 from .aggregate_copy import copy_aggregate
 from .aggregate_reads import AggregateReads
-from .app.pasteable import pasteable
 from .chain import chained_recorder_topic
 from .chain_reader import topic_names
 from .compression import COMPRESSOR_TOPIC
 from .config import checking_writes, eventsourcing_env, redact, relaxed_commits
 from .encryption import check_readable, cipher_env
+from .pasteable import pasteable
 from .session_tree_reads import SessionTreeReads
 from .snapshot_store import SnapshotStore, SQLiteSnapshotRecorder
 from .sqlite_pool import cache_statements

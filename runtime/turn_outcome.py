@@ -20,12 +20,12 @@ from chronicle.domain.tool_call import ToolCall
 from chronicle.domain.turn import Turn
 
 from .actor import process_actor
-from .app.pasteable import pasteable
 from .credentials import record_requests
 from .hooks import Stop
 from .live import ErrorEvent, ToolEnd
 from .loop_io import LoopIO
 from .middleware import MiddlewareFailure
+from .pasteable import pasteable
 from .shred_marks import forgotten_cause
 from .store import TURN_ATTEMPTS
 from .tools.threads import left_running_note
@@ -142,7 +142,7 @@ async def forgotten_under(io: LoopIO, session_id: UUID, turn_id: UUID | None, er
 
 
 def left_in_flight(session_id: UUID, turn_id: UUID | None, exc: Exception, url: str | None) -> TurnOutcome:
-    """`url`: the store's, for the resume it suggests (runtime/app/pasteable.py)."""
+    """`url`: the store's, for the resume it suggests (runtime/pasteable.py)."""
     if isinstance(exc, IntegrityError):
         reason = f"another process advanced session {session_id} at the same time; this process left the turn to it"
         return TurnOutcome(session_id, turn_id, "conflict", reason=reason)

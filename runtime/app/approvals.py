@@ -17,10 +17,10 @@ from chronicle.domain.tool_call import ToolCall
 
 from ..actor import process_actor
 from ..clock import SYSTEM_CLOCK, Clock
+from ..pasteable import pasteable
 from ..session_work import pending_approvals
 from ..store import ChronicleStore
 from .errors import NOT_FOUND, AppError
-from .pasteable import pasteable
 from .queries import session_id
 
 Verdict = Literal["approve", "deny"]

@@ -10,10 +10,10 @@ from uuid import UUID
 
 from ..agents.registry import AgentRegistry
 from ..jobs import JobEnded, cancel_job, find_job, job_row, jobs, submit_job
+from ..pasteable import pasteable
 from ..store import ChronicleStore, NotFound
 from ..tools.imports import ToolLoadError
 from .errors import AppError
-from .pasteable import pasteable
 from .queries import session_id
 from .resume import checked_spec
 from .specs import resolve_workspace

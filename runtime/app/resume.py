@@ -18,13 +18,13 @@ from ..agents.registry import AgentRegistry
 from ..leases import DEFAULT_LEASE_S, current_lease
 from ..live import AgentEnd, AgentStart, Broker
 from ..loop import TurnOutcome
+from ..pasteable import pasteable
 from ..session_work import FILES_OWED, needs_work, pending_approvals, waiting_for_person
 from ..sessions import start_session, submit_input
 from ..settings import LimitFlags, SettingsError, load_settings
 from ..store import ChronicleStore
 from .errors import AppError
 from .loops import LoopSetupError, loop_parts
-from .pasteable import pasteable
 from .queries import session_id
 from .running import stored_attachments
 from .specs import new_spec, normalise_provider, resolve_workspace
@@ -56,7 +56,7 @@ class AwaitingApproval:
 
     session_id: UUID
     calls: list[ToolCall]
-    #: The store's URL, for the approve and deny the message suggests (runtime/app/pasteable.py).
+    #: The store's URL, for the approve and deny the message suggests (runtime/pasteable.py).
     store_url: str | None = None
 
     @property

@@ -25,6 +25,7 @@ from ..environment import EnvironmentSettingError, environment
 from ..leases import DEFAULT_LEASE_S, current_lease, holder_name, leased
 from ..live import AgentEnd, AgentStart, Broker
 from ..loop import AgentLoop, LoopOptions, TurnOutcome
+from ..pasteable import pasteable
 from ..retry import RetryPolicy, RetrySettingError
 from ..sessions import start_session, submit_input
 from ..settings import LimitFlags, Settings, SettingsError, load_settings
@@ -32,7 +33,6 @@ from ..store import ChronicleStore
 from .errors import AppError
 from .loops import LoopSetupError, build_loop, loop_parts, refuse_vanished_tools
 from .model_change import change_model, check_model
-from .pasteable import pasteable
 from .queries import session_id
 from .specs import ignored_in_code, new_spec, resolve_workspace, session_workspace
 

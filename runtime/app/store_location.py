@@ -11,8 +11,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..config import DEFAULT_DB_RELATIVE, root_reading, sqlite_path
+from ..pasteable import pasteable_in
 from .errors import AppError
-from .pasteable import pasteable_in
 
 #: What to do next, by client: (for a store named, for the default looked for upward). The facts before them are
 #: the same words for both.

@@ -15,10 +15,10 @@ from uuid import UUID
 from chronicle.domain.session import Session
 
 from .. import timetravel, undo_redo
+from ..pasteable import pasteable
 from ..store import ChronicleStore
 from ..tools.imports import ToolLoadError
 from .errors import AppError
-from .pasteable import pasteable
 from .queries import session_id
 from .replay import Replayer, ReplayReport
 
@@ -55,7 +55,7 @@ def undo(store: ChronicleStore, ref: str | UUID, turns: int = 1, files: bool = F
 def refused_line(command: str, sid: Any, refused: list[str], url: str | None) -> str | None:
     """What an undo/redo --files says of the files it left as they are because someone changed them since it checked
     them (the rest were written, and all of it recorded): the CLI's error line (exit 1), the library's warning. `url`: the
-    store's, for the `log` it suggests (runtime/app/pasteable.py)."""
+    store's, for the `log` it suggests (runtime/pasteable.py)."""
     if not refused:
         return None
     shown = ", ".join(refused[:5]) + (f" and {len(refused) - 5} more" if len(refused) > 5 else "")
@@ -73,7 +73,7 @@ class Redone:
     left_undone: list[str] = field(default_factory=list)
     finished: str | None = None
     refused: list[str] = field(default_factory=list)
-    #: The store's URL, for the undo and redo the warning suggests (runtime/app/pasteable.py).
+    #: The store's URL, for the undo and redo the warning suggests (runtime/pasteable.py).
     store_url: str | None = None
 
     @property

@@ -30,10 +30,10 @@ from chronicle.domain.ids import tool_call_id
 from chronicle.domain.tool_call import ToolCall
 from chronicle.domain.turn import Turn
 
+from ..pasteable import pasteable
 from ..store import ChronicleStore
 from ..timetravel import numbered_turns
 from .errors import NOT_FOUND, AppError
-from .pasteable import pasteable
 from .queries import history, session_id
 
 #: The longest text of a result or a message this answer repeats; `history` and `audit` show it whole.

@@ -25,6 +25,7 @@ from ..leases import DEFAULT_LEASE_S, held_elsewhere, holder_name, leased
 from ..live import Broker
 from ..loop import AgentLoop, LoopOptions, TurnOutcome
 from ..off_loop import off_the_loop
+from ..pasteable import pasteable
 from ..redaction import redact_secrets
 from ..session_work import needs_work
 from ..settings import LimitFlags
@@ -32,7 +33,6 @@ from ..store import ChronicleStore
 from ..work_index import WorkIndex
 from .errors import cause_line
 from .loops import LoopSetupError, build_loop
-from .pasteable import pasteable
 from .worker_progress import WorkerProgress
 
 #: Outcomes after which a session is left alone until something changes.

@@ -201,10 +201,10 @@ def _root(
         # options are parsed: the command's own --db, when given as well, still wins.
         import os
 
-        from chronicle.runtime.app.pasteable import SHELL_DB
+        from chronicle.runtime.pasteable import SHELL_DB
 
         # The hints the command prints are for the user's shell, whose CHRONICLE_DB is not this one
-        # (runtime/app/pasteable.py); known for this command only, as CliRunner runs many in one process.
+        # (runtime/pasteable.py); known for this command only, as CliRunner runs many in one process.
         token = SHELL_DB.set(os.environ.get("CHRONICLE_DB", ""))
         ctx.call_on_close(lambda: SHELL_DB.reset(token))
         os.environ["CHRONICLE_DB"] = db

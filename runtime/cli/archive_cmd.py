@@ -8,7 +8,7 @@ import typer
 from rich.markup import escape
 
 from chronicle.runtime.app import archive as app_archive
-from chronicle.runtime.app.pasteable import pasteable
+from chronicle.runtime.pasteable import pasteable
 
 from .common import DbOption, JsonOption, cli_errors, open_store, out_console, print_json
 

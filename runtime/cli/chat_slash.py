@@ -12,7 +12,7 @@ from chronicle.domain.errors import DomainError
 from chronicle.runtime.app import AppError, queries
 from chronicle.runtime.app import controls as app_controls
 from chronicle.runtime.app import timetravel as app_timetravel
-from chronicle.runtime.app.pasteable import pasteable
+from chronicle.runtime.pasteable import pasteable
 from chronicle.runtime.store import NotFound
 
 from .render import printable

@@ -16,9 +16,9 @@ from rich.markup import escape
 
 from chronicle.runtime.app.errors import READ_ONLY_WRITE as READ_ONLY_WRITE  # where the CLI looked for it
 from chronicle.runtime.app.errors import AppError, known_failure
-from chronicle.runtime.app.pasteable import pasteable
 from chronicle.runtime.app.store_location import missing_store as missing_store_error
 from chronicle.runtime.config import ConfigError, resolve_db_url, sqlite_path
+from chronicle.runtime.pasteable import pasteable
 from chronicle.runtime.redaction import redact_secrets
 
 from .render import printable
@@ -120,7 +120,7 @@ def locate_store(db: str | None, create: bool = True) -> tuple[str, bool]:
 
 
 def hint(args: str, db: str | None) -> str:
-    """`chronicle ARGS` to paste (runtime/app/pasteable.py), for a command that has no store open to ask its URL:
+    """`chronicle ARGS` to paste (runtime/pasteable.py), for a command that has no store open to ask its URL:
     the store `--db` / CHRONICLE_DB / the default lookup names, as `open_store` would open it. Escaped for rich."""
     try:
         url: str | None = resolve_db_url(db)

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Annotated, Optional
 import typer
 from rich.markup import escape
 
-from chronicle.runtime.app.pasteable import pasteable
+from chronicle.runtime.pasteable import pasteable
 
 from .common import DbOption, JsonOption, cli_errors, err_console, fail, finite_at_least, open_store, out_console, print_json
 from .lazy import lazy_module

@@ -8,8 +8,8 @@ import typer
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
-from chronicle.runtime.app.pasteable import pasteable_in
 from chronicle.runtime.doctor import examine
+from chronicle.runtime.pasteable import pasteable_in
 
 from .common import DbOption, JsonOption, err_console, out_console, print_json, store_command
 

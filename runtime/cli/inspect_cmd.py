@@ -12,8 +12,8 @@ import typer
 from rich.markup import escape
 
 from chronicle.runtime.app.fork_origin import origin_of
-from chronicle.runtime.app.pasteable import pasteable
 from chronicle.runtime.app.session_listing import current_listing, tree_order
+from chronicle.runtime.pasteable import pasteable
 
 from .common import (
     DbOption,

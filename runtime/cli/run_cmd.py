@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated, Optional
 import typer
 from rich.markup import escape
 
-from chronicle.runtime.app.pasteable import pasteable
+from chronicle.runtime.pasteable import pasteable
 
 from .common import DbOption, JsonOption, WorkspaceOption, cli_errors, err_console, fail, missing_store, open_store, read_prompt
 from .limits import LimitFlags, limit_options
@@ -52,7 +52,7 @@ MaxAttemptsOption = Annotated[
 
 def report(outcome: TurnOutcome | None, as_json: bool, url: str) -> int:
     """The outcome on one stderr line, always naming the session so a person knows what to `log` or `resume`
-    (`url`: the store's, for those commands: runtime/app/pasteable.py).
+    (`url`: the store's, for those commands: runtime/pasteable.py).
 
     The live `error` event of the top-level turn is not rendered (HumanRenderer), so this is the
     one place a failure is told; every status that is not `completed` gets its line here.

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional
 import typer
 from rich.markup import escape
 
-from chronicle.runtime.app.pasteable import pasteable
+from chronicle.runtime.pasteable import pasteable
 
 from .common import (
     DbOption,

@@ -9,8 +9,8 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from chronicle.runtime.app.pasteable import pasteable
 from chronicle.runtime.app.why import why as explain
+from chronicle.runtime.pasteable import pasteable
 
 from .common import DbOption, JsonOption, cli_errors, open_store, out_console, print_json
 from .render import short
@@ -38,7 +38,7 @@ def why(
 
 def show(c: dict[str, Any], console: Console, url: str) -> None:
     """The chain as lines under their labels: what `why` prints, and chat's `/why`. `url`: the store's, for the
-    `log` it suggests (runtime/app/pasteable.py)."""
+    `log` it suggests (runtime/pasteable.py)."""
     p = console.print
     d, call = c["decided"], c["tool_call"]
     what = f"{call['name']} ({call['tool_use_id']})" if call else "the answer"

@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Annotated, Optional
 import typer
 from rich.markup import escape
 
-from chronicle.runtime.app.pasteable import pasteable
 from chronicle.runtime.leases import DEFAULT_LEASE_S
+from chronicle.runtime.pasteable import pasteable
 from chronicle.runtime.self_repair import DEFAULT_STUCK_AFTER_S, DEFAULT_TOOL_FAILURES
 
 from .common import (

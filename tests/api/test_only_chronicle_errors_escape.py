@@ -184,7 +184,7 @@ def test_a_uuid_naming_no_session_is_the_usage_error_its_text_is(db_url, workspa
         before = app.store.max_position()
         for call in (app.fork, app.history, app.log, app.undo, app.archive, app.model, app.resume):
             as_object, as_text = refused(functools.partial(call, unknown)), refused(functools.partial(call, str(unknown)))
-            # The hint names the library's store: a plain `chronicle sessions` would list another (runtime/app/pasteable.py).
+            # The hint names the library's store: a plain `chronicle sessions` would list another (runtime/pasteable.py).
             listing = f"chronicle --db {shlex.quote(app.url)} sessions"
             assert str(as_object) == str(as_text) == f"no session {unknown}; `{listing}` lists them"
         assert app.store.max_position() == before

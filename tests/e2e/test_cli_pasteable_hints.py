@@ -1,5 +1,5 @@
 """A `chronicle … SID` hint printed by a command run on a store named with --db, pasted as printed, acts on that store:
-it carries `--db` where a plain command would open another store (runtime/app/pasteable.py)."""
+it carries `--db` where a plain command would open another store (runtime/pasteable.py)."""
 
 from __future__ import annotations
 

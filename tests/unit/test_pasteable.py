@@ -1,5 +1,5 @@
 """The `chronicle …` hints messages offer: plain where a plain command opens the store, else with the root `--db`,
-quoted for a POSIX shell, and never with a password (runtime/app/pasteable.py)."""
+quoted for a POSIX shell, and never with a password (runtime/pasteable.py)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from chronicle.runtime.app.pasteable import SHELL_DB, pasteable, pasteable_in
 from chronicle.runtime.cli.app import app
+from chronicle.runtime.pasteable import SHELL_DB, pasteable, pasteable_in
 
 
 @pytest.fixture

@@ -17,8 +17,8 @@ from contextvars import ContextVar
 from pathlib import Path
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-from ..config import ConfigError, absolute_sqlite_url, default_db_url, sqlite_path
-from ..redaction import URL_PASSWORD, is_secret_name, redact_secrets
+from .config import ConfigError, absolute_sqlite_url, default_db_url, sqlite_path
+from .redaction import URL_PASSWORD, is_secret_name, redact_secrets
 
 #: CHRONICLE_DB as the user's shell holds it ("" for unset), while the root `chronicle --db URL CMD` has put URL in
 #: its place for the command (runtime/cli/app.py; reset when the command ends). None: no root --db, os.environ says.
