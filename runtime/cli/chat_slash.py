@@ -15,7 +15,7 @@ from chronicle.runtime.app import timetravel as app_timetravel
 from chronicle.runtime.pasteable import pasteable
 from chronicle.runtime.store import NotFound
 
-from .render import printable
+from .render import UNPRICED, printable, usd
 
 HELP = [
     ("/undo [N] [--files]", "take the last N turns (default 1) off the branch; the log keeps them; --files puts their files back"),
@@ -185,8 +185,11 @@ def resume(chat: Any, arg: str) -> None:
 def cost(chat: Any, arg: str) -> None:
     """The session's total as `chronicle cost` reports it (the cost projection, sub-agents included)."""
     total = queries.session_total(chat.store, chat.session_id)
-    usd = total.get("usd")
-    figure = f"${usd:.4f}" if usd is not None else f"$? ({total.get('unpriced_calls', 0)} call(s) of unpriced models)"
+    # Money as `cost` and `sessions` print it (render.usd); a line, not a table, so the unpriced case says why inline.
+    figure = usd(total.get("usd"))
+    if figure == UNPRICED:
+        figure = (f"{UNPRICED} ({total.get('unpriced_calls', 0)} call(s) of models with no known price; "
+                  f"`{pasteable(f'cost {chat.session_id} --by model', chat.store.url)}` names them)")
     chat.console.print(
         f"cost: {figure} — {total.get('calls', 0)} model call(s), {total.get('input_tokens', 0)} input / "
         f"{total.get('output_tokens', 0)} output tokens (this session and its sub-agents)"
