@@ -17,7 +17,7 @@ import pytest
 from chronicle import Agent, Chronicle
 from chronicle.runtime.past_context import history_engine
 from chronicle.runtime.store import ChronicleStore
-from tests.conftest import ADMIN_DSN
+from tests.conftest import ADMIN_DSN, drop_database_later
 from tests.helpers import cli, json_lines, response, text, write_script
 from tests.pooler_proxy import OptionsPooler
 
@@ -35,8 +35,7 @@ def database(pg_database):
     try:
         yield url
     finally:
-        with psycopg.connect(ADMIN_DSN, autocommit=True) as admin:
-            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        drop_database_later(name)
 
 
 def _session(url: str, tmp_path, prompt: str) -> str:
