@@ -12,31 +12,45 @@ import pytest
 
 from chronicle.runtime.store import ChronicleStore
 from tests.helpers import cli, json_lines, response, text, tool_use, write_script
+from tests.store_copies import built_once
 from tests.tamper import Tamper
 
 
+@pytest.fixture(scope="module", params=["sqlite", "postgres"])
+def exported_source(request, tmp_path_factory):  # type: ignore[no-untyped-def]
+    """A session that read a file, and its signed bundle: built once per backend (tests/store_copies.py)."""
+    with built_once(request, tmp_path_factory, "exported") as source:
+        script = write_script(source.root / "s.json", [
+            response(text("Reading <b>it</b>."), tool_use("tu_1", "read_file", path="hello.txt")),
+            response(text("It says hello & <script>alert(1)</script>.")),
+        ])
+        run = cli("run", "what is in hello.txt?", "--provider", f"scripted:{script}", "--workspace", str(source.workspace), "--json",
+                  db=source.url)
+        assert run.returncode == 0, run.stderr
+        session = json_lines(run.stdout)[0]["session_id"]
+        assert cli("keygen", str(source.root / "key.pem")).returncode == 0
+        result = cli("export", session, "--out", str(source.root / "bundle.json"), "--sign", str(source.root / "key.pem"), db=source.url)
+        assert result.returncode == 0, result.stderr
+        source.sealed()
+        yield source, session
+
+
 @pytest.fixture
-def exported(db_url, workspace, tmp_path):  # type: ignore[no-untyped-def]
-    script = write_script(tmp_path / "s.json", [
-        response(text("Reading <b>it</b>."), tool_use("tu_1", "read_file", path="hello.txt")),
-        response(text("It says hello & <script>alert(1)</script>.")),
-    ])
-    run = cli("run", "what is in hello.txt?", "--provider", f"scripted:{script}", "--workspace", str(workspace), "--json", db=db_url)
-    assert run.returncode == 0, run.stderr
-    session = json_lines(run.stdout)[0]["session_id"]
-    assert cli("keygen", str(tmp_path / "key.pem")).returncode == 0
-    bundle = tmp_path / "bundle.json"
-    result = cli("export", session, "--out", str(bundle), "--sign", str(tmp_path / "key.pem"), db=db_url)
-    assert result.returncode == 0, result.stderr
-    return db_url, session, bundle
+def exported(exported_source, tmp_path):  # type: ignore[no-untyped-def]
+    """The exported session in a store of this test's own, the bundle and its key in `tmp_path`, and the workspace
+    it was recorded in (shared: checked untouched)."""
+    source, session = exported_source
+    url = source.copy(tmp_path, "key.pem", "key.pem.pub", "bundle.json")
+    yield url, session, tmp_path / "bundle.json", source.workspace
+    source.untouched_workspace()
 
 
 def fresh(tmp_path: Path, name: str = "target.db") -> str:
     return f"sqlite:///{tmp_path / name}"
 
 
-def test_an_imported_session_reads_the_same_in_history_replay_audit_and_cost(exported, tmp_path, workspace):
-    source, session, bundle = exported
+def test_an_imported_session_reads_the_same_in_history_replay_audit_and_cost(exported, tmp_path):
+    source, session, bundle, workspace = exported
     target = fresh(tmp_path)
     result = cli("import", str(bundle), "--key", str(tmp_path / "key.pem.pub"), "--json", db=target)
     assert result.returncode == 0, result.stderr
@@ -61,7 +75,7 @@ def event_count(url: str) -> int:
 
 @pytest.mark.parametrize("tamper", ["edit a payload", "drop an event", "swap two events", "edit the manifest"])
 def test_a_tampered_bundle_is_refused_and_nothing_is_recorded(exported, tmp_path, tamper):
-    _source, _session, bundle = exported
+    _source, _session, bundle, _workspace = exported
     data = json.loads(bundle.read_text())
     events = data["events"]
     if tamper == "edit a payload":
@@ -83,7 +97,7 @@ def test_a_tampered_bundle_is_refused_and_nothing_is_recorded(exported, tmp_path
 
 
 def test_a_bundle_signed_by_another_key_or_unsigned_is_refused_when_a_key_is_required(exported, tmp_path):
-    source, session, bundle = exported
+    source, session, bundle, _workspace = exported
     assert cli("keygen", str(tmp_path / "other.pem")).returncode == 0
     target = fresh(tmp_path)
     ChronicleStore(target).close()
@@ -97,7 +111,7 @@ def test_a_bundle_signed_by_another_key_or_unsigned_is_refused_when_a_key_is_req
 
 
 def test_history_renders_markdown_and_escaped_html(exported):
-    source, session, _bundle = exported
+    source, session, _bundle, _workspace = exported
     md = cli("history", session, "--format", "md", db=source)
     assert md.returncode == 0 and "## assistant" in md.stdout and "**tool call** `read_file`" in md.stdout
     html = cli("history", session, "--format", "html", db=source).stdout
@@ -170,27 +184,39 @@ def without(rows: list[dict], *keys: str) -> list[dict]:
     return [{k: v for k, v in row.items() if k not in keys} for row in rows]
 
 
-@pytest.fixture
-def forked(db_url, workspace, tmp_path):  # type: ignore[no-untyped-def]
+@pytest.fixture(scope="module", params=["sqlite", "postgres"])
+def forked_source(request, tmp_path_factory):  # type: ignore[no-untyped-def]
     """A three-turn session S (turn 1 reads a file), F forked from it at turn 2 with one turn of its
-    own, and G forked from S at turn 1."""
-    script = write_script(tmp_path / "s.json", [
-        [response(text("Reading."), tool_use("tu_1", "read_file", path="hello.txt")), response(text("It says hello."))],
-        [response(text("Second answer."))],
-        [response(text("Third answer, never seen by the forks."))],
-    ])
-    provider = ("--provider", f"scripted:{script}", "--workspace", str(workspace))
-    first = cli("run", "what is in hello.txt?", *provider, "--json", db=db_url)
-    assert first.returncode == 0, first.stderr
-    session = json_lines(first.stdout)[0]["session_id"]
-    for prompt in ("and then?", "and finally?"):
-        assert cli("run", prompt, "--session", session, *provider, db=db_url).returncode == 0
-    fork = cli("fork", session, "--at", "2", db=db_url).stdout.strip()
-    own = write_script(tmp_path / "f.json", [[], [], [response(text("The fork's own answer."))]])  # its turn 3
-    assert cli("run", "on the fork", "--session", fork, "--provider", f"scripted:{own}", "--workspace", str(workspace),
-               db=db_url).returncode == 0
-    other = cli("fork", session, "--at", "1", db=db_url).stdout.strip()
-    return db_url, session, fork, other, provider
+    own, and G forked from S at turn 1: built once per backend (tests/store_copies.py)."""
+    with built_once(request, tmp_path_factory, "forked") as source:
+        db_url, workspace = source.url, source.workspace
+        script = write_script(source.root / "s.json", [
+            [response(text("Reading."), tool_use("tu_1", "read_file", path="hello.txt")), response(text("It says hello."))],
+            [response(text("Second answer."))],
+            [response(text("Third answer, never seen by the forks."))],
+        ])
+        provider = ("--provider", f"scripted:{script}", "--workspace", str(workspace))
+        first = cli("run", "what is in hello.txt?", *provider, "--json", db=db_url)
+        assert first.returncode == 0, first.stderr
+        session = json_lines(first.stdout)[0]["session_id"]
+        for prompt in ("and then?", "and finally?"):
+            assert cli("run", prompt, "--session", session, *provider, db=db_url).returncode == 0
+        fork = cli("fork", session, "--at", "2", db=db_url).stdout.strip()
+        own = write_script(source.root / "f.json", [[], [], [response(text("The fork's own answer."))]])  # its turn 3
+        assert cli("run", "on the fork", "--session", fork, "--provider", f"scripted:{own}", "--workspace", str(workspace),
+                   db=db_url).returncode == 0
+        other = cli("fork", session, "--at", "1", db=db_url).stdout.strip()
+        source.sealed()
+        yield source, (session, fork, other, provider)
+
+
+@pytest.fixture
+def forked(forked_source, tmp_path):  # type: ignore[no-untyped-def]
+    """The forked sessions in a store of this test's own; `provider[-1]` is the workspace they were recorded in
+    (shared: checked untouched)."""
+    source, (session, fork, other, provider) = forked_source
+    yield source.copy(tmp_path), session, fork, other, provider
+    source.untouched_workspace()
 
 
 def export(db_url: str, session: str, path: Path) -> dict:
@@ -317,7 +343,7 @@ def as_format_1(bundle: dict) -> dict:
 
 
 def test_a_bundle_written_by_the_first_format_still_imports(exported, tmp_path):
-    source, session, bundle = exported
+    source, session, bundle, _workspace = exported
     data = json.loads(bundle.read_text())
     old = tmp_path / "old.json"
     old.write_text(json.dumps(as_format_1(data)))
@@ -331,35 +357,46 @@ def test_a_bundle_written_by_the_first_format_still_imports(exported, tmp_path):
 # -- the task board travels with its session ------------------------------------------------------
 
 
-@pytest.fixture
-def delegating(db_url, workspace, tmp_path):  # type: ignore[no-untyped-def]
+@pytest.fixture(scope="module", params=["sqlite", "postgres"])
+def delegating_source(request, tmp_path_factory):  # type: ignore[no-untyped-def]
     """A session with a task posted on its board and claimed by a researcher that fails it (so it
     carries a reflection), a task posted and never claimed, and a task its delegate call opened
-    for an auditor that completes it."""
-    (workspace / "chronicle.toml").write_text(
-        '[agents.main]\ninstructions = "Lead."\n\n[agents.researcher]\ndescription = "Reads files"\n\n'
-        '[agents.auditor]\ndescription = "Checks"\n', encoding="utf-8")
-    first = write_script(tmp_path / "first.json", [[response(text("Ready."))]])
-    provider = ("--workspace", str(workspace))
-    run = cli("run", "get ready", "--provider", f"scripted:{first}", *provider, "--json", db=db_url)
-    assert run.returncode == 0, run.stderr
-    session = json_lines(run.stdout)[0]["session_id"]
-    posted = json.loads(cli("tasks", "add", session, "find the missing config file", "--agent", "researcher", "--json",
-                            db=db_url).stdout)["task_id"]
-    idle = cli("tasks", "add", session, "tidy the notes later", db=db_url)
-    assert idle.returncode == 0, idle.stderr
-    items = [{"agent": "researcher", "task": "find the missing config file", "task_id": posted},
-             {"agent": "auditor", "task": "check hello.txt"}]
-    second = write_script(tmp_path / "second.json",
-                          [[], [response(tool_use("d1", "delegate", tasks=items)), response(text("One failed."))]],
-                          researcher=[response(tool_use("r1", "task_complete", status="failed", summary="the config file is missing"))],
-                          auditor=[response(tool_use("a1", "task_complete", status="completed", summary="hello.txt is fine"))])
-    run = cli("run", "delegate it", "--session", session, "--provider", f"scripted:{second}", *provider, db=db_url)
-    assert run.returncode == 0, run.stderr
-    rows = json_lines(cli("tasks", session, "--json", db=db_url).stdout)
-    assert [(r["status"], r["posted"]) for r in rows] == [("failed", True), ("pending", True), ("completed", False)], rows
-    assert rows[0]["reflection"]
-    return db_url, session
+    for an auditor that completes it: built once per backend (tests/store_copies.py)."""
+    with built_once(request, tmp_path_factory, "delegating") as source:
+        db_url, workspace = source.url, source.workspace
+        (workspace / "chronicle.toml").write_text(
+            '[agents.main]\ninstructions = "Lead."\n\n[agents.researcher]\ndescription = "Reads files"\n\n'
+            '[agents.auditor]\ndescription = "Checks"\n', encoding="utf-8")
+        first = write_script(source.root / "first.json", [[response(text("Ready."))]])
+        provider = ("--workspace", str(workspace))
+        run = cli("run", "get ready", "--provider", f"scripted:{first}", *provider, "--json", db=db_url)
+        assert run.returncode == 0, run.stderr
+        session = json_lines(run.stdout)[0]["session_id"]
+        posted = json.loads(cli("tasks", "add", session, "find the missing config file", "--agent", "researcher", "--json",
+                                db=db_url).stdout)["task_id"]
+        idle = cli("tasks", "add", session, "tidy the notes later", db=db_url)
+        assert idle.returncode == 0, idle.stderr
+        items = [{"agent": "researcher", "task": "find the missing config file", "task_id": posted},
+                 {"agent": "auditor", "task": "check hello.txt"}]
+        second = write_script(source.root / "second.json",
+                              [[], [response(tool_use("d1", "delegate", tasks=items)), response(text("One failed."))]],
+                              researcher=[response(tool_use("r1", "task_complete", status="failed", summary="the config file is missing"))],
+                              auditor=[response(tool_use("a1", "task_complete", status="completed", summary="hello.txt is fine"))])
+        run = cli("run", "delegate it", "--session", session, "--provider", f"scripted:{second}", *provider, db=db_url)
+        assert run.returncode == 0, run.stderr
+        rows = json_lines(cli("tasks", session, "--json", db=db_url).stdout)
+        assert [(r["status"], r["posted"]) for r in rows] == [("failed", True), ("pending", True), ("completed", False)], rows
+        assert rows[0]["reflection"]
+        source.sealed()
+        yield source, session
+
+
+@pytest.fixture
+def delegating(delegating_source, tmp_path):  # type: ignore[no-untyped-def]
+    """The delegating session in a store of this test's own."""
+    source, session = delegating_source
+    yield source.copy(tmp_path), session
+    source.untouched_workspace()
 
 
 def task_rows(url: str, session: str) -> list[dict]:
