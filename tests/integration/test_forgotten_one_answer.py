@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import base64
 import os
+from pathlib import Path
 
 import pytest
 
 from chronicle import Agent, Chronicle, ChronicleError
 from tests.helpers import cli, json_lines, response, text, write_script
+from tests.store_copies import built_once
 
 COMMANDS = [
     ["history", "{sid}"], ["log", "{sid}"], ["cost", "{sid}"], ["export", "{sid}"], ["model", "{sid}"],
@@ -23,21 +25,52 @@ COMMANDS = [
 ]
 
 
-@pytest.fixture
-def forgotten(db_url, workspace, tmp_path, monkeypatch):
-    key = base64.b64encode(os.urandom(32)).decode()
-    monkeypatch.setenv("CHRONICLE_CIPHER_KEY", key)
+def forget_one(url: str, workspace: Path, folder: Path, key: str) -> dict:
+    """A session recorded and read by a process still running (`running`, for the caller to close), then forgotten
+    by `chronicle forget`. CHRONICLE_CIPHER_KEY must be `key` in this process too."""
     env = {"CHRONICLE_CIPHER_KEY": key}
-    script = write_script(tmp_path / "s.json", [response(text("FIRST")), response(text("SECOND"))])
+    script = write_script(folder / "s.json", [response(text("FIRST")), response(text("SECOND"))])
     agent = Agent(provider=f"scripted:{script}")
-    running = Chronicle(db_url)  # a process that read the session before the forget
+    running = Chronicle(url)  # a process that read the session before the forget
     sid = running.run_sync(agent, "hello", workspace=workspace).session_id
     assert "FIRST" in str(running.history(sid))
-    done = cli("forget", sid, "--yes", "--json", db=db_url, env=env)
+    done = cli("forget", sid, "--yes", "--json", db=url, env=env)
     assert done.returncode == 0, done.stderr
     at = json_lines(done.stdout)[0]["forgotten_at"]
-    yield {"sid": sid, "at": at, "env": env, "script": script, "agent": agent, "running": running}
-    running.close()
+    return {"sid": sid, "at": at, "env": env, "script": script, "agent": agent, "running": running}
+
+
+@pytest.fixture
+def forgotten(db_url, workspace, tmp_path, monkeypatch):  # type: ignore[no-untyped-def]
+    """A forgotten session and the process that read it before: for the test of that process, built for it alone."""
+    key = base64.b64encode(os.urandom(32)).decode()
+    monkeypatch.setenv("CHRONICLE_CIPHER_KEY", key)
+    f = forget_one(db_url, workspace, tmp_path, key)
+    yield f
+    f["running"].close()
+
+
+@pytest.fixture(scope="module", params=["sqlite", "postgres"])
+def forgotten_source(request, tmp_path_factory):  # type: ignore[no-untyped-def]
+    """A forgotten session as `forgotten` makes it, built once per backend (tests/store_copies.py); the process
+    that read it is closed before any test runs."""
+    with built_once(request, tmp_path_factory, "forgotten") as source, pytest.MonkeyPatch.context() as env:
+        key = base64.b64encode(os.urandom(32)).decode()
+        env.setenv("CHRONICLE_CIPHER_KEY", key)
+        f = forget_one(source.url, source.workspace, source.root, key)
+        f.pop("running").close()
+        source.sealed()
+        yield source, f
+
+
+@pytest.fixture
+def forgotten_copy(forgotten_source, tmp_path, monkeypatch):  # type: ignore[no-untyped-def]
+    """The forgotten session in a store of this test's own (`url`), and the workspace it was recorded in, shared
+    (`workspace`, checked untouched)."""
+    source, f = forgotten_source
+    monkeypatch.setenv("CHRONICLE_CIPHER_KEY", f["env"]["CHRONICLE_CIPHER_KEY"])
+    yield {**f, "url": source.copy(tmp_path), "workspace": source.workspace}
+    source.untouched_workspace()
 
 
 def said_forgotten(message: str, at: str) -> bool:
@@ -45,8 +78,9 @@ def said_forgotten(message: str, at: str) -> bool:
 
 
 @pytest.mark.parametrize("command", COMMANDS, ids=lambda c: c[0])
-def test_every_command_on_a_forgotten_session_exits_1_with_one_line_saying_when(forgotten, db_url, workspace, command):
-    f = forgotten
+def test_every_command_on_a_forgotten_session_exits_1_with_one_line_saying_when(forgotten_copy, command):
+    f = forgotten_copy
+    db_url, workspace = f["url"], f["workspace"]
     args = [a.format(sid=f["sid"], script=f["script"]) for a in command]
     done = cli(*args, db=db_url, env=f["env"], cwd=workspace)
     lines = done.stderr.strip().splitlines()
@@ -72,10 +106,11 @@ def test_the_library_raises_code_1_whether_or_not_it_read_the_session_before(for
         fresh.close()
 
 
-def test_the_server_answers_409_to_reads_and_writes_of_a_forgotten_session(forgotten, db_url):
+def test_the_server_answers_409_to_reads_and_writes_of_a_forgotten_session(forgotten_copy):
     from starlette.testclient import TestClient
 
-    f = forgotten
+    f = forgotten_copy
+    db_url = f["url"]
     with TestClient(Chronicle(db_url).http_app(run_worker=False)) as client:
         sid = f["sid"]
         for method, path, body in (("get", f"/sessions/{sid}/history", None), ("get", f"/sessions/{sid}/log", None),
