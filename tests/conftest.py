@@ -90,22 +90,23 @@ def pg_database():
         drop_database_later(name)
 
 
-#: Run by a process of its own: drops the database its arguments name.
+#: Run by a process of its own: drops the databases its arguments name.
 _DROP = """import sys, psycopg
 with psycopg.connect(sys.argv[1], autocommit=True) as admin:
-    admin.execute(f'DROP DATABASE IF EXISTS "{sys.argv[2]}" WITH (FORCE)')
+    for name in sys.argv[2:]:
+        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 """
 
 
-def drop_database_later(name: str) -> None:
-    """Drop the database `name` in a process left to finish on its own. PostgreSQL makes every DROP DATABASE wait
+def drop_database_later(*names: str) -> None:
+    """Drop the databases `names` in a process left to finish on its own. PostgreSQL makes every DROP DATABASE wait
     for an immediate checkpoint, which writes and syncs what every test wrote since the last one: in a busy run
     that took 4-18 s for the run's own database (at the end, by its last worker) and up to 40 s for one a test
     dropped, waits that tested nothing."""
     import subprocess
     import sys
 
-    subprocess.Popen([sys.executable, "-c", _DROP, ADMIN_DSN, name], start_new_session=True,
+    subprocess.Popen([sys.executable, "-c", _DROP, ADMIN_DSN, *names], start_new_session=True,
                      stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 

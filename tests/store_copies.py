@@ -10,7 +10,7 @@ which writes) at a fraction of the cost:
   `CREATE DATABASE … TEMPLATE` of it, so the same schema with every table, sequence, function and schema mark
   exactly as built, under the same schema name (a store's DDL names its schema: a copied schema would not match its
   marks nor its save function). ≈ 0.05 s a copy here, against ≈ 1 s for one CLI run. PostgreSQL refuses a template
-  that has connections: nothing connects to the source once it is built; the copies are dropped with the module.
+  that has connections: nothing connects to the source once it is built; the copies are dropped after the module.
 
 Files made beside the store (keys, bundles) are copied into the test's own `tmp_path` under the same names. The
 workspace the sessions were recorded with stays shared at its recorded path, and each test is checked to leave it
@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import shutil
 import sqlite3
-import threading
 import uuid
 from contextlib import closing, contextmanager
 from pathlib import Path
@@ -94,22 +93,15 @@ class BuiltOnce:
         assert _contents(self.workspace) == self._seen, f"a test changed the shared workspace {self.workspace}"
 
     def close(self) -> None:
-        """Drop the PostgreSQL databases, on a thread of their own: PostgreSQL 15 checkpoints at every DROP
-        DATABASE (≈ 0.2 s each here, seconds for a module's copies), which the tests that follow need not wait for.
-        The thread is not a daemon: the process waits for it before it exits."""
+        """Drop the PostgreSQL databases, in a process of its own (conftest's `drop_database_later`): PostgreSQL
+        checkpoints at every DROP DATABASE (≈ 0.2 s each on an idle server, seconds in a busy run), which no test
+        need wait for."""
         if self._admin is None:
             return
+        from tests.conftest import drop_database_later
+
         self._admin.close()
-        names = [*self._copies, self._source]
-        threading.Thread(target=_drop, args=(self._dsn, names), name=f"drop {self._source} and its copies").start()
-
-
-def _drop(dsn: str, names: list[str]) -> None:
-    import psycopg
-
-    with psycopg.connect(dsn, autocommit=True) as admin:
-        for name in names:
-            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        drop_database_later(*self._copies, self._source)
 
 
 def _contents(root: Path) -> dict[str, bytes]:
