@@ -19,8 +19,8 @@ demo: $(STAMP)
 demo-seeds: $(STAMP)
 	CHRONICLE=$(BIN)/chronicle ops/demo_seeds.sh
 
-# Three workers on two cores: a third of the suite's time is waiting (CLI processes, servers, timeouts), so a
-# third worker fills it (1,767 tests: 8.5 minutes against 10.0 with two, on one idle machine, back to back).
+# Three workers on two cores: part of the suite's time is waiting (CLI processes, servers, timeouts), so a third
+# worker fills it (2,457 tests in 8.8 minutes on an idle 2-core machine; four workers only added contention).
 # Bytecode is written even where PYTHONDONTWRITEBYTECODE is set (as on our CI machines): the suite starts
 # hundreds of Python processes (CLI runs, workers, servers, MCP servers, examples), and without it each compiled
 # every module of ours it imported from source again, and each worker rewrote every test module's asserts.
