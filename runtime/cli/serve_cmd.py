@@ -66,6 +66,7 @@ def serve(
         except ImportError as exc:
             fail(f"the server needs its extra: pip install 'chronicle-agent[server]' ({exc})", 2)
         from chronicle.runtime.collector import start_up_done
+        from chronicle.runtime.pasteable import plain_hints
         from chronicle.runtime.routines import RoutineError
         from chronicle.runtime.server.channels import ChannelError
         from chronicle.runtime.stack_dumps import dump_stacks_on_signal
@@ -74,6 +75,7 @@ def serve(
         # database that cannot be opened are each one line (the other commands' own for the store),
         # not "serving on …" and then a traceback from the first use of the store or from the bind.
         url, _ = locate_store(db)
+        plain_hints()  # the answers' hints are read on other machines: they name no database of ours
         listener = listen(host, port)
         store = open_located(url)
         try:

@@ -102,6 +102,17 @@ def test_approval_fork_and_bad_requests_over_http(db_url, workspace, tmp_path):
         assert len(httpx.get(f"{base}/sessions").json()) == 2, "a refused request records nothing"
 
 
+def test_the_hints_in_a_servers_answers_name_no_database_of_the_servers(db_url, workspace, tmp_path):
+    """A command's hint names its store when a plain command would open another (runtime/pasteable.py); a server's
+    answers are read by clients elsewhere, to whom its database (host, user, file path) is not theirs to know."""
+    elsewhere = {"CHRONICLE_DB": f"sqlite:///{tmp_path / 'elsewhere.db'}"}  # so that a plain command would open another
+    with serving(db_url, workspace, extra=("--db", db_url), env_extra=elsewhere) as base:
+        unknown = httpx.get(f"{base}/sessions/ffffffff/history")
+        assert unknown.status_code == 404
+        said = unknown.json()["error"]
+        assert "`chronicle sessions` lists them" in said and "--db" not in said, said
+
+
 def test_a_token_guards_every_route_but_healthz(db_url, workspace):
     with serving(db_url, workspace, token="s3cret-token") as base:
         assert httpx.get(f"{base}/healthz").status_code == 200
