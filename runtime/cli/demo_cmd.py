@@ -14,6 +14,8 @@ import typer
 from rich.markup import escape
 from rich.panel import Panel
 
+from chronicle.runtime.pasteable import pasteable
+
 from .common import cli_errors, fail, out_console
 from .inspect_cmd import history, log
 from .render import HumanRenderer
@@ -122,4 +124,4 @@ def demo(
             out_console.print(f"  ({escape(hint)})", soft_wrap=True)
         for command in (f"log {session.id}", f"log {session.id} --json", f"history {session.id} --json", f"why {session.id} tu_7",
                         "sessions"):
-            out_console.print(f"  chronicle {command} --db {db_url}", soft_wrap=True)
+            out_console.print(f"  {escape(pasteable(command, db_url))}", soft_wrap=True)  # quoted: a --dir may hold spaces

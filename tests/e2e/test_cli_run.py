@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 import sys
 from pathlib import Path
 
@@ -73,15 +74,16 @@ def test_no_provider_and_no_key_is_a_usage_error_with_advice(sqlite_url, workspa
 
 
 def test_demo_runs_offline_and_every_command_it_offers_works(tmp_path):
-    run = cli("demo", "--dir", str(tmp_path / "demo"))
+    run = cli("demo", "--dir", str(tmp_path / "a demo"))  # a space: the commands offered must quote the store's path
     assert run.returncode == 0, run.stderr
-    offered = [line.strip().split()[1:] for line in run.stdout.splitlines() if line.strip().startswith("chronicle ")]
-    assert {args[0] for args in offered} >= {"log", "history", "why", "sessions"}
+    offered = [shlex.split(line)[1:] for line in run.stdout.splitlines() if line.strip().startswith("chronicle ")]
+    assert all(args[:2] == ["--db", f"sqlite:///{tmp_path / 'a demo' / 'chronicle.db'}"] for args in offered), offered
+    assert {args[2] for args in offered} >= {"log", "history", "why", "sessions"}
     for args in offered:
         done = cli(*args)
         assert done.returncode == 0, (args, done.stderr)
     # The one `why` offered explains the agent's retry: it saw its first read fail, then read with the right argument.
-    [why] = [args for args in offered if args[0] == "why"]
+    [why] = [args for args in offered if args[2] == "why"]
     chain = json.loads(cli(*why, "--json").stdout)
     assert chain["saw"]["last"]["content"][0]["is_error"] is True
     assert chain["tool_call"]["input"] == {"path": "app.py"} and chain["tool_call"]["status"] == "completed"
