@@ -27,12 +27,13 @@ SHELL_DB: ContextVar[str | None] = ContextVar("chronicle_shell_db", default=None
 QUOTED = re.compile(r"`chronicle ([^`]+)`")
 #: Whether a hint may name its store. `chronicle serve` turns it off (`plain_hints`): its answers reach clients on
 #: other machines, to whom the server's database (host, user, file path) is neither of use nor theirs to know.
-_NAMING = [True]
+_naming = True
 
 
 def plain_hints() -> None:
     """From now on this process's hints name no store: they read `chronicle ARGS`, as before there was a --db."""
-    _NAMING[0] = False
+    global _naming
+    _naming = False
 
 
 def pasteable(args: str, url: str | None) -> str:
@@ -50,7 +51,7 @@ def pasteable(args: str, url: str | None) -> str:
     is printed exactly when CHRONICLE_DB does not name this store, so it would open another one (or,
     unset, the default). Query parameters named as secrets (`sslpassword`, …) are left out the same way.
     """
-    if url is None or not _NAMING[0] or _plain_opens(url):
+    if url is None or not _naming or _plain_opens(url):
         return f"chronicle {args}"
     return f"chronicle --db {shlex.quote(_shown(url))} {args}"
 

@@ -5,12 +5,10 @@ from __future__ import annotations
 from typing import Annotated
 
 import typer
-from rich.markup import escape
 
 from chronicle.runtime.app import archive as app_archive
-from chronicle.runtime.pasteable import pasteable
 
-from .common import DbOption, JsonOption, cli_errors, open_store, out_console, print_json
+from .common import DbOption, JsonOption, cli_errors, open_store, out_console, pasted, print_json
 
 SessionArg = Annotated[str, typer.Argument(help="Session id or unique prefix")]
 
@@ -23,7 +21,7 @@ def archive(session: SessionArg, as_json: JsonOption = False, db: DbOption = Non
         if as_json:
             print_json({"session_id": str(sid), "archived": True})
             return
-        out_console.print(f"archived session {sid}; `{escape(pasteable(f'unarchive {sid}', store.url))}` lists it again", soft_wrap=True)
+        out_console.print(f"archived session {sid}; `{pasted(f'unarchive {sid}', store.url)}` lists it again", soft_wrap=True)
 
 
 def unarchive(session: SessionArg, as_json: JsonOption = False, db: DbOption = None) -> None:

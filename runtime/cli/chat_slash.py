@@ -12,9 +12,9 @@ from chronicle.domain.errors import DomainError
 from chronicle.runtime.app import AppError, queries
 from chronicle.runtime.app import controls as app_controls
 from chronicle.runtime.app import timetravel as app_timetravel
-from chronicle.runtime.pasteable import pasteable
 from chronicle.runtime.store import NotFound
 
+from .common import pasted
 from .render import UNPRICED, printable, usd
 
 HELP = [
@@ -104,7 +104,7 @@ def fork(chat: Any, arg: str) -> None:
     child = app_timetravel.fork(chat.store, parent, _count(arg, None))
     chat.conversation.switch(child.id)
     chat.console.print(f"forked session {parent} → {child.id} ({len(child.head)} turn(s) shared); now chatting in the fork", soft_wrap=True)
-    chat.console.print(f"new session {child.id}; open it later with `{escape(pasteable(f'chat --session {child.id}', chat.store.url))}`",
+    chat.console.print(f"new session {child.id}; open it later with `{pasted(f'chat --session {child.id}', chat.store.url)}`",
                        soft_wrap=True)
 
 
@@ -186,10 +186,10 @@ def cost(chat: Any, arg: str) -> None:
     """The session's total as `chronicle cost` reports it (the cost projection, sub-agents included)."""
     total = queries.session_total(chat.store, chat.session_id)
     # Money as `cost` and `sessions` print it (render.usd); a line, not a table, so the unpriced case says why inline.
-    figure = usd(total.get("usd"))
-    if figure == UNPRICED:
-        figure = (f"{UNPRICED} ({total.get('unpriced_calls', 0)} call(s) of models with no known price; "
-                  f"`{pasteable(f'cost {chat.session_id} --by model', chat.store.url)}` names them)")
+    value = total.get("usd")
+    figure = usd(value) if value is not None else (
+        f"{UNPRICED} ({total.get('unpriced_calls', 0)} call(s) of models with no known price; "
+        f"`{pasted(f'cost {chat.session_id} --by model', chat.store.url)}` names them)")
     chat.console.print(
         f"cost: {figure} — {total.get('calls', 0)} model call(s), {total.get('input_tokens', 0)} input / "
         f"{total.get('output_tokens', 0)} output tokens (this session and its sub-agents)"
@@ -334,7 +334,7 @@ def stop(chat: Any, arg: str) -> None:
         chat.console.print(
             f"[yellow]not stopped yet:[/] turn {result.turn_id} is run by {escape(_runner(chat))}, which has not "
             f"stopped it within {STOP_WAIT_S:g} s; the cancel request stands and that process honours it at its next "
-            f"check (if it died, `{escape(pasteable(f'resume {chat.session_id}', chat.store.url))}` does). /status shows when it has",
+            f"check (if it died, `{pasted(f'resume {chat.session_id}', chat.store.url)}` does). /status shows when it has",
             soft_wrap=True)
         return
     chat.console.print(f"turn {result.turn_id}: {result.status}", soft_wrap=True)

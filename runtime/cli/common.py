@@ -119,14 +119,19 @@ def locate_store(db: str | None, create: bool = True) -> tuple[str, bool]:
     return url, read_only
 
 
+def pasted(args: str, url: str | None) -> str:
+    """`chronicle ARGS` to paste for the store at `url` (runtime/pasteable.py), escaped for rich's markup."""
+    return escape(pasteable(args, url))
+
+
 def hint(args: str, db: str | None) -> str:
-    """`chronicle ARGS` to paste (runtime/pasteable.py), for a command that has no store open to ask its URL:
-    the store `--db` / CHRONICLE_DB / the default lookup names, as `open_store` would open it. Escaped for rich."""
+    """`pasted`, for a command that has no store open to ask its URL: the store `--db` / CHRONICLE_DB / the
+    default lookup names, as `open_store` would open it."""
     try:
         url: str | None = resolve_db_url(db)
     except ConfigError:
         url = None
-    return escape(pasteable(args, url))
+    return pasted(args, url)
 
 
 def missing_store(db: str | None) -> Path | None:

@@ -12,9 +12,7 @@ from typing import TYPE_CHECKING, Annotated, Optional
 import typer
 from rich.markup import escape
 
-from chronicle.runtime.pasteable import pasteable
-
-from .common import DbOption, JsonOption, cli_errors, err_console, fail, finite_at_least, open_store, out_console, print_json
+from .common import DbOption, JsonOption, cli_errors, err_console, fail, finite_at_least, open_store, out_console, pasted, print_json
 from .lazy import lazy_module
 from .render import printable
 
@@ -51,8 +49,8 @@ def steer(
                               "it reaches the model at the next safe point", soft_wrap=True)
         else:
             out_console.print(f"no turn is running on session {sid}: the message was queued as its next input. "
-                              f"Run it with `{escape(pasteable(f'run --session {sid} ...', store.url))}` or "
-                              f"`{escape(pasteable(f'chat --session {sid}', store.url))}`.", soft_wrap=True)
+                              f"Run it with `{pasted(f'run --session {sid} ...', store.url)}` or "
+                              f"`{pasted(f'chat --session {sid}', store.url)}`.", soft_wrap=True)
 
 
 def cancel(
@@ -77,7 +75,7 @@ def cancel(
             text = f"cancelled turn {tid} of session {sid} (it was waiting for approval)"
         elif result.status == "requested":
             text = (f"cancel requested for turn {tid}; no process confirmed within {wait:g} s. If the process running it "
-                    f"died, `{escape(pasteable(f'resume {sid}', store.url))}` will honour the request.")
+                    f"died, `{pasted(f'resume {sid}', store.url)}` will honour the request.")
         else:
             text = f"turn {tid} of session {sid}: {result.status}"
         if as_json:

@@ -14,9 +14,7 @@ import typer
 from rich.markup import escape
 from rich.panel import Panel
 
-from chronicle.runtime.pasteable import pasteable
-
-from .common import cli_errors, fail, out_console
+from .common import cli_errors, fail, out_console, pasted
 from .inspect_cmd import history, log
 from .render import HumanRenderer
 
@@ -124,4 +122,4 @@ def demo(
             out_console.print(f"  ({escape(hint)})", soft_wrap=True)
         for command in (f"log {session.id}", f"log {session.id} --json", f"history {session.id} --json", f"why {session.id} tu_7",
                         "sessions"):
-            out_console.print(f"  {escape(pasteable(command, db_url))}", soft_wrap=True)  # quoted: a --dir may hold spaces
+            out_console.print(f"  {pasted(command, db_url)}", soft_wrap=True)  # quoted: a --dir may hold spaces

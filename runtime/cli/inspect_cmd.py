@@ -13,7 +13,6 @@ from rich.markup import escape
 
 from chronicle.runtime.app.fork_origin import origin_of
 from chronicle.runtime.app.session_listing import current_listing, tree_order
-from chronicle.runtime.pasteable import pasteable
 
 from .common import (
     DbOption,
@@ -27,6 +26,7 @@ from .common import (
     open_store,
     out_console,
     paged,
+    pasted,
     print_json,
     print_json_rows,
     store_command,
@@ -73,8 +73,8 @@ def sessions(
             all_ids = [str(sid) for sid in store.session_ids()]
         if not rows:
             archived = 0 if all_sessions else len(all_ids)
-            out_console.print(f"no sessions shown: all {archived} are archived; `{escape(pasteable('sessions --all', url))}` lists them"
-                              if archived else f"no sessions yet; start one with `{escape(pasteable('run PROMPT', url))}` or try "
+            out_console.print(f"no sessions shown: all {archived} are archived; `{pasted('sessions --all', url)}` lists them"
+                              if archived else f"no sessions yet; start one with `{pasted('run PROMPT', url)}` or try "
                               "`chronicle demo`", soft_wrap=True)
             return
         forks = any(row.get("forked_from") for row in rows)

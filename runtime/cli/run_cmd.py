@@ -9,9 +9,7 @@ from typing import TYPE_CHECKING, Annotated, Optional
 import typer
 from rich.markup import escape
 
-from chronicle.runtime.pasteable import pasteable
-
-from .common import DbOption, JsonOption, WorkspaceOption, cli_errors, err_console, fail, missing_store, open_store, read_prompt
+from .common import DbOption, JsonOption, WorkspaceOption, cli_errors, err_console, fail, missing_store, open_store, pasted, read_prompt
 from .limits import LimitFlags, limit_options
 from .render import HumanRenderer, JsonLinesRenderer, printable
 
@@ -61,16 +59,13 @@ def report(outcome: TurnOutcome | None, as_json: bool, url: str) -> int:
         return 0
     sid = outcome.session_id
     reason = escape(printable(outcome.reason or outcome.status))
-    def hint(args: str) -> str:
-        return escape(pasteable(args, url))
-
-    see = f"(session {sid}; see `{hint(f'log {sid}')}`)"
+    see = f"(session {sid}; see `{pasted(f'log {sid}', url)}`)"
     if outcome.status == "failed":
         err_console.print(f"[red]error:[/] turn failed: {reason} {see}")
     elif outcome.status == "awaiting_approval":
         err_console.print(
-            f"[yellow]paused:[/] {reason}. See why with `{hint(f'why {sid}')}`; approve with `{hint(f'approve {sid}')}` "
-            f"(or deny), then `{hint(f'resume {sid}')}`; or re-run with --yes."
+            f"[yellow]paused:[/] {reason}. See why with `{pasted(f'why {sid}', url)}`; approve with `{pasted(f'approve {sid}', url)}` "
+            f"(or deny), then `{pasted(f'resume {sid}', url)}`; or re-run with --yes."
         )
     elif outcome.status == "cancelled":
         err_console.print(f"[yellow]cancelled:[/] {reason} {see}")
@@ -146,5 +141,5 @@ def report_queued(queued: Queued, as_json: bool, url: str) -> int:
     if not as_json:
         sid = queued.session_id
         err_console.print(f"[yellow]queued:[/] {escape(queued.reason)}. Session {sid}. If that process is gone, its lease runs out "
-                          f"at {queued.until} and `{escape(pasteable(f'resume {sid}', url))}` continues the session.")
+                          f"at {queued.until} and `{pasted(f'resume {sid}', url)}` continues the session.")
     return 0

@@ -13,8 +13,6 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional
 import typer
 from rich.markup import escape
 
-from chronicle.runtime.pasteable import pasteable
-
 from .common import (
     DbOption,
     JsonOption,
@@ -24,6 +22,7 @@ from .common import (
     fail,
     open_store,
     out_console,
+    pasted,
     print_json,
     store_command,
 )
@@ -62,7 +61,7 @@ def undo(
         if as_json:
             print_json(result.row())
         else:
-            redo_hint = escape(pasteable(f"redo {sid}", store.url))
+            redo_hint = pasted(f"redo {sid}", store.url)
             out_console.print(f"undid {len(result.turn_ids)} turn(s) of session {sid}; `{redo_hint}` puts them back", soft_wrap=True)
             for item in restored:
                 out_console.print(f"  {item['action']}: {escape(printable(item['path']))}")  # a name the model chose

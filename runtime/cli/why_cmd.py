@@ -10,9 +10,8 @@ from rich.console import Console
 from rich.markup import escape
 
 from chronicle.runtime.app.why import why as explain
-from chronicle.runtime.pasteable import pasteable
 
-from .common import DbOption, JsonOption, cli_errors, open_store, out_console, print_json
+from .common import DbOption, JsonOption, cli_errors, open_store, out_console, pasted, print_json
 from .render import short
 
 
@@ -92,7 +91,7 @@ def show(c: dict[str, Any], console: Console, url: str) -> None:
         end = then.get("final_text") or then.get("reason") or ""
         said = end and not (call is None and end == d["text"])  # the answer explained is the turn's end: said above
         p(_row("Then", f"the turn {then['turn_status']}" + (f": {short(end, 160)}" if said else "")))
-    log_hint = escape(pasteable(f"log {c['session_id'][:8]}", url))
+    log_hint = pasted(f"log {c['session_id'][:8]}", url)
     p(f"[dim]evidence: log positions {', '.join(map(str, c['evidence']))} (`{log_hint}`)[/]", soft_wrap=True)
 
 

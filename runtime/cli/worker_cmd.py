@@ -16,7 +16,6 @@ import typer
 from rich.markup import escape
 
 from chronicle.runtime.leases import DEFAULT_LEASE_S
-from chronicle.runtime.pasteable import pasteable
 from chronicle.runtime.self_repair import DEFAULT_STUCK_AFTER_S, DEFAULT_TOOL_FAILURES
 
 from .common import (
@@ -31,6 +30,7 @@ from .common import (
     missing_store,
     open_store,
     out_console,
+    pasted,
     print_json,
     read_prompt,
     store_command,
@@ -197,7 +197,7 @@ def _decided(decided: approvals.Decided, verb: str, as_json: bool, url: str) -> 
     for call in decided.calls:
         out_console.print(f"{verb} {escape(short(call.name))} ({call.id}):")
         out_console.print(escape(whole_input(call.input)), style="dim")
-    out_console.print(f"continue the turn with `{escape(pasteable(f'resume {sid}', url))}`", soft_wrap=True)
+    out_console.print(f"continue the turn with `{pasted(f'resume {sid}', url)}`", soft_wrap=True)
 
 
 def submit(
