@@ -14,17 +14,8 @@ from typing import Any, Iterator
 import httpx
 
 from tests.helpers import cli, json_lines, response, text, write_script
+from tests.recovery import wait_for
 from tests.server.serving import free_port, outbox_looked_again, serving
-
-
-def _wait_for(predicate, timeout: float = 60):  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = predicate()
-        if found:
-            return found
-        time.sleep(0.1)
-    raise AssertionError("timed out")
 
 
 @contextmanager
@@ -72,8 +63,8 @@ def test_each_input_records_its_channel_and_sender_and_log_history_and_audit_say
             accepted = httpx.post(f"{base}/hooks/signal", json={"text": said, "from": sender})
             assert accepted.status_code == 202, accepted.text
             assert accepted.json()["session_id"] == sid and accepted.json()["route"] == "session"
-        _wait_for(lambda: httpx.get(f"{base}/sessions").json()[0]["status"] == "idle"
-                  and len([e for e in httpx.get(f"{base}/sessions/{sid}/log").json() if e["event"] == "TurnStarted"]) == 4)
+        wait_for(lambda: httpx.get(f"{base}/sessions").json()[0]["status"] == "idle"
+                  and len([e for e in httpx.get(f"{base}/sessions/{sid}/log").json() if e["event"] == "TurnStarted"]) == 4, timeout=60)
         log = httpx.get(f"{base}/sessions/{sid}/log").json()
         origins = [e["data"]["origin"] for e in log if e["event"] == "InputQueued"]
         assert origins[0] is None, "an input given to the session itself has no channel"
@@ -121,8 +112,8 @@ def test_per_sender_routing_gives_each_sender_a_session_of_its_own_and_a_restart
     with serving(db_url, workspace) as base:  # a new process: nothing remembered but the store
         again = httpx.post(f"{base}/hooks/signal", json={"text": "me again", "sender": "alice"})
         assert again.status_code == 202 and again.json()["session_id"] == first
-        _wait_for(lambda: [e["data"]["text"] for e in httpx.get(f"{base}/sessions/{first}/log").json()
-                           if e["event"] == "InputQueued"] == ["hello", "me again"])
+        wait_for(lambda: [e["data"]["text"] for e in httpx.get(f"{base}/sessions/{first}/log").json()
+                           if e["event"] == "InputQueued"] == ["hello", "me again"], timeout=60)
         assert len(httpx.get(f"{base}/sessions").json()) == 2
         log = httpx.get(f"{base}/sessions/{first}/log").json()
         assert [e["data"]["origin"]["senders"] for e in log if e["event"] == "InputQueued"] == [["alice"], ["alice"]]
@@ -136,13 +127,13 @@ def test_a_turn_a_channel_started_posts_its_answer_to_the_receiver_once_and_reco
             f'[channels.alerts]\nsession = "{sid[:8]}"\ncoalesce_s = 0.5\nreply_url = "{url}/in?token=s3cret-value"\n')
         with serving(db_url, workspace) as base:
             assert httpx.post(f"{base}/hooks/alerts", json={"text": "disk 91%", "sender": "monitor"}).status_code == 202
-            _wait_for(lambda: got, timeout=60)
+            wait_for(lambda: got, timeout=60)
             payload = got[0]["json"]
             turn_id = payload["turn_id"]
             assert payload == {"channel": "alerts", "sender": "monitor", "senders": ["monitor"], "session_id": sid,
                                "turn_id": turn_id, "status": "completed", "text": "disk is fine"}
             assert got[0]["path"] == "/in?token=s3cret-value"
-            replies = _wait_for(lambda: [a for a in httpx.get(f"{base}/sessions/{sid}/audit").json() if a["kind"] == "reply"])
+            replies = wait_for(lambda: [a for a in httpx.get(f"{base}/sessions/{sid}/audit").json() if a["kind"] == "reply"], timeout=60)
             assert replies[0]["status"] == "delivered" and replies[0]["turn_id"] == turn_id
             assert replies[0]["detail"]["http_status"] == 200 and replies[0]["detail"]["attempts"] == 1
             assert replies[0]["detail"]["receiver"] == f"{url}/in?token=[REDACTED]"
@@ -166,7 +157,7 @@ def test_a_failing_receiver_is_recorded_and_the_turn_is_not_affected(db_url, wor
         with serving(db_url, workspace, env_extra={"CHRONICLE_SERVER_REPLY_BACKOFF_S": "0.3,1"}) as base:
             assert httpx.post(f"{base}/hooks/down", json={"text": "one", "sender": "a"}).status_code == 202
             assert httpx.post(f"{base}/hooks/nobody", json={"text": "two", "sender": "b"}).status_code == 202
-            replies = _wait_for(lambda: [a for a in httpx.get(f"{base}/sessions/{sid}/audit").json() if a["kind"] == "reply"]
+            replies = wait_for(lambda: [a for a in httpx.get(f"{base}/sessions/{sid}/audit").json() if a["kind"] == "reply"]
                                 if len([a for a in httpx.get(f"{base}/sessions/{sid}/audit").json() if a["kind"] == "reply"]) == 2
                                 else None, timeout=90)
             by_channel = {r["name"]: r for r in replies}
@@ -218,7 +209,7 @@ def test_a_sender_whose_session_was_erased_gets_a_fresh_one(sqlite_url, workspac
     with serving(sqlite_url, workspace, env_extra=env) as base:
         first = httpx.post(f"{base}/hooks/sms", json={"text": "hello", "sender": "alice"}).json()["session_id"]
         assert first == str(sender_session_id("sms", "alice"))
-        _wait_for(lambda: httpx.get(f"{base}/sessions").json()[0]["status"] == "idle")
+        wait_for(lambda: httpx.get(f"{base}/sessions").json()[0]["status"] == "idle", timeout=60)
     # Erased while no server runs: a running process keeps the tree's key it read (see the report).
     erased = cli("forget", first, "--yes", db=sqlite_url, env=env)
     assert erased.returncode == 0, erased.stderr
@@ -242,9 +233,9 @@ def test_a_turn_another_process_finished_while_no_server_ran_is_replied_to_when_
         assert ran.returncode == 0, ran.stderr
         assert got == [], "no server ran: nothing was sent yet"
         with serving(db_url, workspace) as base:
-            _wait_for(lambda: got)
+            wait_for(lambda: got, timeout=60)
             assert got[0]["json"]["text"] == "worker answered" and got[0]["json"]["sender"] == "ci-bot"
-            _wait_for(lambda: [e for e in httpx.get(f"{base}/sessions/{sid}/log").json() if e["event"] == "ReplyDelivered"])
+            wait_for(lambda: [e for e in httpx.get(f"{base}/sessions/{sid}/log").json() if e["event"] == "ReplyDelivered"], timeout=60)
         assert len(got) == 1
 
 
@@ -267,7 +258,7 @@ def test_a_guardrail_that_takes_origin_is_told_who_sent_the_input_and_whom_the_a
     )
     with serving(db_url, workspace) as base:
         assert httpx.post(f"{base}/hooks/signal", json={"text": "hello", "from": "alice@example.com"}).status_code == 202
-        _wait_for(lambda: len([e for e in httpx.get(f"{base}/sessions/{sid}/log").json() if e["event"] == "TurnEnded"]) == 2)
+        wait_for(lambda: len([e for e in httpx.get(f"{base}/sessions/{sid}/log").json() if e["event"] == "TurnEnded"]) == 2, timeout=60)
     wire = json.dumps(json_lines(cli("history", sid, "--json", db=db_url).stdout))
     assert "hello [inbound from alice@example.com via signal]" in wire, wire
     assert "for alice [final from alice@example.com via signal]" in wire, wire

@@ -9,17 +9,8 @@ from typing import Any
 import httpx
 
 from tests.helpers import cli, json_lines, response, text, tool_use, write_script
+from tests.recovery import wait_for
 from tests.server.serving import after_id, serving, sse
-
-
-def _wait_for(predicate, timeout: float = 60):  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = predicate()
-        if found:
-            return found
-        time.sleep(0.1)
-    raise AssertionError("timed out")
 
 
 def test_a_run_started_over_http_streams_its_events_and_a_reconnect_misses_nothing(db_url, workspace, tmp_path):
@@ -66,8 +57,8 @@ def test_approval_fork_and_bad_requests_over_http(db_url, workspace, tmp_path):
     ])
     with serving(db_url, workspace) as base:
         sid = httpx.post(f"{base}/sessions", json={"prompt": "run it", "provider": f"scripted:{script}"}).json()["session_id"]
-        _wait_for(lambda: httpx.get(f"{base}/sessions").json()[0]["status"] == "awaiting_approval"
-                  or any(e["event"] == "ApprovalRequested" for e in httpx.get(f"{base}/sessions/{sid}/log").json()))
+        wait_for(lambda: httpx.get(f"{base}/sessions").json()[0]["status"] == "awaiting_approval"
+                  or any(e["event"] == "ApprovalRequested" for e in httpx.get(f"{base}/sessions/{sid}/log").json()), timeout=60)
         nameless = httpx.post(f"{base}/sessions/{sid}/approve", json={}, headers={"X-Chronicle-Actor": "x" * 101})
         assert nameless.status_code == 422 and "X-Chronicle-Actor" in nameless.json()["error"]
         approved = httpx.post(f"{base}/sessions/{sid}/approve", json={}, headers={"X-Chronicle-Actor": "bob@ops"})
@@ -144,7 +135,7 @@ def test_a_webhook_burst_from_one_sender_becomes_one_input_behind_the_running_tu
         def inputs() -> list[str]:
             return [e["data"]["text"] for e in httpx.get(f"{base}/sessions/{sid}/log").json() if e["event"] == "InputQueued"]
 
-        _wait_for(lambda: len(inputs()) == 3, timeout=30)
+        wait_for(lambda: len(inputs()) == 3, timeout=30)
         assert inputs()[0] == "start"
         assert sorted(inputs()[1:]) == sorted(["disk 91%\ndisk 95%\ndisk 99%", "hello"])
 
@@ -209,7 +200,7 @@ def test_a_program_serves_its_own_agents_defined_in_code(sqlite_url, workspace, 
     thread.start()
     base = f"http://127.0.0.1:{port}"
     try:
-        _wait_for(lambda: server.started)
+        wait_for(lambda: server.started, timeout=60)
         assert ("helper", "code") in [(a["name"], a["source"]) for a in httpx.get(f"{base}/agents").json()]
         created = httpx.post(f"{base}/sessions", json={"prompt": "hi", "agent": "helper"})
         assert created.status_code == 201, created.text
@@ -231,7 +222,7 @@ def test_undo_and_redo_with_files_over_http_give_the_commands_rows(db_url, works
     with serving(db_url, workspace) as base:
         sid = httpx.post(f"{base}/sessions", json={"prompt": "write", "provider": f"scripted:{script}"}).json()["session_id"]
         # Both from one listing: two requests could see "idle" before the turn and one turn during it.
-        _wait_for(lambda: (lambda row: row["status"] == "idle" and row["turns"] == 1)(httpx.get(f"{base}/sessions").json()[0]))
+        wait_for(lambda: (lambda row: row["status"] == "idle" and row["turns"] == 1)(httpx.get(f"{base}/sessions").json()[0]), timeout=60)
         undone = httpx.post(f"{base}/sessions/{sid}/undo", json={"files": True})
         assert undone.status_code == 200, undone.text
         assert undone.json()["files"] == [{"path": "made/n.txt", "action": "deleted"}, {"path": "made", "action": "removed directory"}]
@@ -307,7 +298,7 @@ def test_request_bodies_are_checked_strictly_so_a_string_is_no_yes_and_no_number
                                                  response(text("Done."))])
     with serving(sqlite_url, workspace) as base:
         sid = httpx.post(f"{base}/sessions", json={"prompt": "run it", "provider": f"scripted:{script}"}).json()["session_id"]
-        _wait_for(lambda: any(e["event"] == "ApprovalRequested" for e in httpx.get(f"{base}/sessions/{sid}/log").json()))
+        wait_for(lambda: any(e["event"] == "ApprovalRequested" for e in httpx.get(f"{base}/sessions/{sid}/log").json()), timeout=60)
         for loose in ({"always": "yes"}, {"always": 1}, {"always": "true"}, {"tool_call": 5}):
             refused = httpx.post(f"{base}/sessions/{sid}/approve", json=loose)
             assert refused.status_code == 422, (loose, refused.text)
