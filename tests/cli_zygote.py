@@ -47,12 +47,8 @@ PRELOAD = ("chronicle.runtime.cli.entry", "chronicle.runtime.cli.app", "chronicl
 #: child (py-spy over the bundle and time-travel tests); a command on SQLite never touches it.
 PRELOAD_POSTGRES = ("psycopg", "psycopg_pool", "eventsourcing.postgres")
 
-#: The model providers' SDKs, which a command imports when it first calls a model (runtime/providers): a quarter of
-#: the CPU of the children that ran a turn on the Anthropic wire (py-spy over the suite). Only the zygote of
-#: commands pointed at a model server (`MODEL_ENV`) holds them: in every other zygote they made each fork and exit
-#: dearer (33 -> 43 ms of user and 48 -> 82 ms of system CPU a command, for memory no such command touches).
-PRELOAD_PROVIDERS = ("anthropic", "openai")
-#: A command whose environment names one of these may call a provider's SDK: it runs in the "models" zygote.
+#: A command whose environment names one of these may call a provider's SDK: it runs in the "models" zygote, which
+#: holds the SDKs (`_warm_providers`).
 MODEL_ENV = ("ANTHROPIC_BASE_URL", "OPENAI_BASE_URL", "ANTHROPIC_API_KEY", "OPENAI_API_KEY")
 
 #: What `chronicle serve` imports once it runs (runtime/cli/serve_cmd.py, uvicorn's protocol choices made
@@ -100,10 +96,11 @@ def preload(kind: str = "") -> None:
 
 
 def _warm_providers() -> None:
-    """Import what the SDKs import only when a client is made and its messages are first reached (their HTTP
-    transports, the resources the providers call), as a command's first model call would."""
-    for name in PRELOAD_PROVIDERS:
-        importlib.import_module(name)
+    """The model providers' SDKs, which a command imports when it first calls a model (runtime/providers), and what
+    they import only when a client is made and its messages are first reached (HTTP transports, the resources the
+    providers call): a quarter of the CPU of the children that ran a turn on the Anthropic wire (py-spy over the
+    suite). Only the "models" zygote holds them: in every other they made each fork and exit dearer (33 -> 43 ms of
+    user and 48 -> 82 ms of system CPU a command, for memory no such command touches)."""
     import anthropic
     import openai
 
