@@ -29,8 +29,9 @@ from chronicle.runtime.store import ChronicleStore
 from tests import processes
 from tests.counting_store import CountingStore
 from tests.helpers import cli, json_lines, response, text, write_script
+from tests.recovery import wait_for
 from tests.server.serving import outbox_looked_again, server_process, serving
-from tests.server.test_channels import _started, _wait_for, receiver
+from tests.server.test_channels import _started, receiver
 
 CHECKLIST = "# Checklist\n- is the build green?\n"
 DELIVERED = Outcome(True, 1, 200, None)
@@ -99,9 +100,9 @@ def test_two_outboxes_on_one_database_post_a_due_reply_once_and_record_it_once(d
         sent: dict[int, int] = {}
         runs = [threading.Thread(target=lambda i=i: sent.__setitem__(i, outboxes[i].pass_once())) for i in (0, 1)]
         runs[0].start()
-        _wait_for(lambda: posts)  # the first server is posting it
+        wait_for(lambda: posts, timeout=60)  # the first server is posting it
         runs[1].start()
-        _wait_for(lambda: len(posts) == 2 or not runs[1].is_alive())  # the second posted it too, or passed it by
+        wait_for(lambda: len(posts) == 2 or not runs[1].is_alive(), timeout=60)  # the second posted it too, or passed it by
         gate.set()
         for run in runs:
             run.join(60)
@@ -256,12 +257,12 @@ def test_two_serve_processes_with_the_same_channel_post_a_turns_answer_once(db_u
             f'[channels.ci]\nsession = "{sid[:8]}"\ncoalesce_s = 0\nreply_url = "{url}/in"\n')
         with serving(db_url, workspace, extra=("--no-worker",)) as base:
             assert httpx.post(f"{base}/hooks/ci", json={"text": "deploy", "sender": "ci-bot"}).status_code == 202
-            _wait_for(_log_events(base, sid, "InputQueued"))
+            wait_for(_log_events(base, sid, "InputQueued"), timeout=60)
         # Both servers watch the session from their start; the turn ends while both run, and both find it due.
         with serving(db_url, workspace, extra=("--no-worker",)) as one, serving(db_url, workspace, extra=("--no-worker",)) as two:
             ran = cli("worker", "--once", "--workspace", str(workspace), db=db_url)
             assert ran.returncode == 0, ran.stderr
-            _wait_for(_log_events(one, sid, "ReplyDelivered"))
+            wait_for(_log_events(one, sid, "ReplyDelivered"), timeout=60)
             outbox_looked_again(one, two)  # a whole pass of both outboxes after the record: the other's POST would have arrived
             assert len(_log_events(one, sid, "ReplyDelivered")()) == 1
             assert len(_log_events(one, sid, "ReplyFailed")()) == 0

@@ -15,8 +15,9 @@ from chronicle.runtime.server.channels import load_channels
 from chronicle.runtime.server.outbox import Outbox
 from chronicle.runtime.store import ChronicleStore
 from tests.helpers import cli, response, text, write_script
+from tests.recovery import wait_for
 from tests.server.serving import outbox_status, serving
-from tests.server.test_channels import _started, _wait_for, receiver
+from tests.server.test_channels import _started, receiver
 
 
 def test_healthz_says_how_far_the_outbox_has_looked_and_only_to_a_caller_with_the_token(db_url, workspace, tmp_path):
@@ -26,19 +27,19 @@ def test_healthz_says_how_far_the_outbox_has_looked_and_only_to_a_caller_with_th
         (workspace / "chronicle.toml").write_text(f'[channels.ci]\nsession = "{sid[:8]}"\ncoalesce_s = 0\nreply_url = "{url}/in"\n')
         with serving(db_url, workspace, token="t0ken") as base:
             assert httpx.get(f"{base}/healthz").json() == {"status": "ok"}, "nothing of the outbox without the token"
-            first = _wait_for(lambda: (s := outbox_status(base, "t0ken"))["passes"] >= 1 and s)
+            first = wait_for(lambda: (s := outbox_status(base, "t0ken"))["passes"] >= 1 and s, timeout=60)
             assert first["running"] is True and first["error"] is None and first["last_pass_at"]
             assert isinstance(first["position"], int)
             posted = httpx.post(f"{base}/hooks/ci", json={"text": "go", "sender": "bot"}, headers={"Authorization": "Bearer t0ken"})
             assert posted.status_code == 202
-            _wait_for(lambda: got)
+            wait_for(lambda: got, timeout=60)
             store = ChronicleStore(db_url)
             try:
-                head = _wait_for(lambda: [e for e in store.events.get(UUID(sid)) if type(e).__name__ == "ReplyDelivered"]
-                                 and store.max_position())
+                head = wait_for(lambda: [e for e in store.events.get(UUID(sid)) if type(e).__name__ == "ReplyDelivered"]
+                                 and store.max_position(), timeout=60)
             finally:
                 store.close()
-            later = _wait_for(lambda: (s := outbox_status(base, "t0ken"))["position"] >= head and s)
+            later = wait_for(lambda: (s := outbox_status(base, "t0ken"))["position"] >= head and s, timeout=60)
             assert later["passes"] > first["passes"] and later["position"] > first["position"]
     (workspace / "chronicle.toml").write_text("")
     with serving(db_url, workspace) as base:
@@ -54,9 +55,9 @@ def test_an_outbox_pass_that_fails_is_said_and_the_passes_stand_still(sqlite_url
     outbox = Outbox(store, load_channels(workspace / "chronicle.toml"), set(), workspace=workspace)
     outbox.start()
     try:
-        done = _wait_for(lambda: (s := outbox.status())["passes"] >= 1 and s)
+        done = wait_for(lambda: (s := outbox.status())["passes"] >= 1 and s, timeout=60)
         store.close()  # every look after this fails
-        failed = _wait_for(lambda: (s := outbox.status())["error"] and s)
+        failed = wait_for(lambda: (s := outbox.status())["error"] and s, timeout=60)
         assert failed["running"] is True and "\n" not in failed["error"], failed
         assert failed["position"] == done["position"], "the position of the last pass that completed"
     finally:

@@ -12,8 +12,9 @@ from typing import Any
 import httpx
 
 from tests.helpers import cli, json_lines, response, text, write_script
+from tests.recovery import wait_for
 from tests.server.serving import outbox_looked_again, serving
-from tests.server.test_channels import _wait_for, receiver
+from tests.server.test_channels import receiver
 
 CHECKLIST = "# Checklist\n- is the build green?\n"
 
@@ -50,8 +51,8 @@ def test_a_heartbeat_with_findings_posts_them_once_to_the_channel_and_records_it
         assert found["summary"] == "The build is red."
         sid = found["session_id"]
         with serving(db_url, workspace) as base:
-            _wait_for(lambda: got)
-            replies = _wait_for(lambda: _replies(base, sid))
+            wait_for(lambda: got, timeout=60)
+            replies = wait_for(lambda: _replies(base, sid), timeout=60)
             outbox_looked_again(base)  # a whole pass after the findings went: the quiet run is still not posted
             assert len(got) == 1, got
             payload = got[0]["json"]
@@ -103,7 +104,7 @@ def test_a_failed_run_is_posted_as_failed_and_a_failing_receiver_is_recorded_and
         assert failed["status"] == "failed"
         sid = failed["session_id"]
         with serving(db_url, workspace) as base:
-            replies = _wait_for(lambda: _replies(base, sid), timeout=60)
+            replies = wait_for(lambda: _replies(base, sid), timeout=60)
             assert replies[0]["status"] == "failed" and replies[0]["is_error"] is True
             assert replies[0]["detail"]["http_status"] == 503 and replies[0]["detail"]["attempts"] == 3
             assert replies[0]["detail"]["routine"] == "check"
@@ -162,8 +163,8 @@ def test_an_outbound_only_channel_posts_a_heartbeats_findings_once_and_refuses_i
         assert found["summary"] == "The queue is stuck." and found["notify"] == "alerts"
         sid = found["session_id"]
         with serving(db_url, workspace) as base:
-            _wait_for(lambda: got)
-            replies = _wait_for(lambda: _replies(base, sid))
+            wait_for(lambda: got, timeout=60)
+            replies = wait_for(lambda: _replies(base, sid), timeout=60)
             assert replies[0]["status"] == "delivered" and replies[0]["detail"]["routine"] == "heartbeat"
             sessions = httpx.get(f"{base}/sessions").json()
             before = json_lines(cli("audit", "--json", db=db_url).stdout)
