@@ -236,44 +236,78 @@ def fails_fast_when_refused(datastore: Any) -> None:
     and a refusal no wait cures is `DatabaseRefused` rather than a retry of the whole wait.
 
     A database dropped under `chronicle serve` held each request for ten pool timeouts (52 s),
-    then answered 500. Now the first request waits one pool timeout, learns the reason from one
-    direct login, and the requests after it are told at once (one login a second re-asks, so a
-    database created again is used again). A slow or restarting server is waited for as before."""
+    then answered 500. Now a request waits for a connection in slices of `QUICK_S`; when the pool's
+    own logins failed during one, a direct login asks why, and a refusal is told at once (to the
+    requests after it too; one login a second re-asks, so a database created again is used again).
+    A pool that is only busy, or a slow or restarting server, is waited for the pool's timeout.
+    The first request after a drop used to wait that whole timeout (5 s) whenever the pool's login
+    for a new connection had not yet failed when the request began."""
     acquire = datastore.get_connection
+    pool = datastore.pool
     lock = threading.Lock()
     known: dict[str, Any] = {"cause": "", "at": 0.0, "errors": 0}
+    waits = threading.local()  # this thread's wait for the pool, when shorter than the pool's own
+    plain_connection = pool.connection
+
+    def connection(timeout: float | None = None) -> Any:
+        return plain_connection(timeout if timeout is not None else getattr(waits, "timeout", None))
+
+    pool.connection = connection  # eventsourcing's get_connection asks `pool.connection()` with no timeout
+
+    def connection_errors() -> int:
+        return int(pool.get_stats().get("connections_errors", 0))
 
     def still_refused() -> str:
         """The refusal to report now, if any: asked of the server when one is known and old, or
         when the pool's own attempts to connect have failed since the last look (psycopg_pool's
         `connections_errors`), so a request does not first wait a pool timeout to learn it."""
         with lock:
-            errors = datastore.pool.get_stats().get("connections_errors", 0)
+            errors = connection_errors()
             failing, known["errors"] = errors > known["errors"], errors
             if (known["cause"] or failing) and time.monotonic() - known["at"] > VERDICT_S:
-                cause, final = _direct_attempt(datastore.pool.kwargs, 2)
+                cause, final = _direct_attempt(pool.kwargs, 2)
                 known.update(cause=cause if final else "", at=time.monotonic())
             return str(known["cause"])
+
+    def refused_now() -> str:
+        """The refusal a direct login is told now, if no wait cures it ("" otherwise); kept for the
+        requests after this one."""
+        cause, final = _direct_attempt(pool.kwargs, 2)
+        if not final:
+            return ""
+        with lock:
+            known.update(cause=cause, at=time.monotonic())
+        return cause
 
     @contextmanager
     def get_connection(*args: Any, **kwargs: Any) -> Iterator[Any]:
         cause = still_refused()
         if cause:
             raise DatabaseRefused(_refused(cause))
-        acquired = False
-        try:
-            with acquire(*args, **kwargs) as conn:
-                acquired = True
-                yield conn
-        except OperationalError as exc:
-            if acquired or "couldn't get a connection" not in str(exc):
-                raise
-            cause, final = _direct_attempt(datastore.pool.kwargs, 2)
-            if not final:
-                raise
-            with lock:
-                known.update(cause=cause, at=time.monotonic())
-            raise DatabaseRefused(_refused(cause)) from exc
+        patience = float(pool.timeout)
+        deadline, errors_seen = time.monotonic() + patience, connection_errors()
+        while True:  # the pool's timeout in slices of QUICK_S, looking at its logins after each
+            remaining = deadline - time.monotonic()
+            last = remaining <= QUICK_S
+            acquired = False
+            waits.timeout = max(0.1, min(QUICK_S, remaining))
+            try:
+                with acquire(*args, **kwargs) as conn:
+                    acquired, waits.timeout = True, None
+                    yield conn
+                    return
+            except OperationalError as exc:
+                if acquired or "couldn't get a connection" not in str(exc):
+                    raise
+                errors = connection_errors()
+                failing, errors_seen = errors > errors_seen, errors
+                cause = refused_now() if failing or last else ""
+                if cause:
+                    raise DatabaseRefused(_refused(cause)) from exc
+                if last:
+                    raise OperationalError(f"couldn't get a connection after {patience:.2f} sec") from exc
+            finally:
+                waits.timeout = None
 
     datastore.get_connection = get_connection
 

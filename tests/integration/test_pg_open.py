@@ -193,3 +193,47 @@ def test_a_server_that_does_not_answer_is_waited_for_and_the_wait_is_said(pg_dat
     with pytest.raises(OperationalError) as raised:  # a program using the library gets the server's reason too
         ChronicleStore(closed)
     assert "Connection refused" in str(raised.value) and "couldn't get a connection" not in str(raised.value)
+
+
+def test_a_long_lived_store_whose_database_is_lost_is_told_so_at_once_not_after_a_pool_timeout(pg_database):
+    """`chronicle serve`'s store (`fails_fast_when_refused`): a read that found the pool with no
+    free connection after its database went waited the whole pool timeout (5 s) for a new one, though the
+    pool's login had failed at once, before a direct login learned why (a flaky server test, under
+    load). It waits in slices of `QUICK_S` now, sees the pool's logins fail, and says the server's
+    reason."""
+    import time
+
+    import psycopg
+
+    from chronicle.runtime.pg_datastore import QUICK_S, DatabaseRefused, fails_fast_when_refused
+    from tests.conftest import ADMIN_DSN, drop_database_later
+
+    name = f"chronicle_gone_{uuid4().hex[:10]}"
+    with psycopg.connect(ADMIN_DSN, autocommit=True) as admin:
+        admin.execute(f'CREATE DATABASE "{name}"')
+    try:
+        url = _elsewhere(pg_database, dbname=name)
+        session_id = _store_with_a_session(url)
+        with closing(ChronicleStore(url)) as store:
+            datastore = store.recorder.datastore
+            fails_fast_when_refused(datastore)
+            assert store.session(session_id).id == session_id
+            held = datastore.pool.getconn()  # as a request streaming events holds one: the next read needs a new login
+            assert datastore.pool.timeout >= 5
+            with psycopg.connect(ADMIN_DSN, autocommit=True) as admin:
+                admin.execute(f'ALTER DATABASE "{name}" WITH ALLOW_CONNECTIONS false')
+                admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s", (name,))
+                admin.execute(f'ALTER DATABASE "{name}" RENAME TO "{name}_gone"')
+            started = time.monotonic()
+            with pytest.raises(DatabaseRefused) as refused:
+                store.session(session_id)
+            waited = time.monotonic() - started
+            assert f'database "{name}" does not exist' in str(refused.value)
+            assert waited < QUICK_S + 2, f"waited {waited:.1f} s to learn the database is gone"
+            started = time.monotonic()
+            with pytest.raises(DatabaseRefused):  # the verdict is kept: the next read is told at once
+                store.session(session_id)
+            assert time.monotonic() - started < QUICK_S
+            datastore.pool.putconn(held)
+    finally:
+        drop_database_later(f"{name}_gone", name)
