@@ -232,7 +232,7 @@ VERDICT_S = 1.0
 
 
 def fails_fast_when_refused(datastore: Any) -> None:
-    """For a long-lived process (the server): a pool that cannot connect asks the server once why,
+    """For a long-lived process (the server, a worker): a pool that cannot connect asks the server once why,
     and a refusal no wait cures is `DatabaseRefused` rather than a retry of the whole wait.
 
     A database dropped under `chronicle serve` held each request for ten pool timeouts (52 s),
@@ -242,6 +242,9 @@ def fails_fast_when_refused(datastore: Any) -> None:
     A pool that is only busy, or a slow or restarting server, is waited for the pool's timeout.
     The first request after a drop used to wait that whole timeout (5 s) whenever the pool's login
     for a new connection had not yet failed when the request began."""
+    if getattr(datastore, "fails_fast_when_refused", False):
+        return  # one wrapper is enough (a program's second `Chronicle.work` on one store)
+    datastore.fails_fast_when_refused = True
     acquire = datastore.get_connection
     pool = datastore.pool
     lock = threading.Lock()

@@ -24,6 +24,17 @@ def open_store(url: str, read_only: bool = False) -> ChronicleStore:
         raise AppError(open_failure(url, exc), 1) from exc
 
 
+def told_at_once_when_refused(store: ChronicleStore) -> None:
+    """For a process that keeps its store open (the server, a worker): on PostgreSQL, a database dropped or a login
+    refused under it is told in half a second, as `DatabaseRefused`, not after ten pool timeouts of retries (52 s)
+    that ended in the pool's "couldn't get a connection" (runtime/pg_datastore.py). Nothing on SQLite."""
+    datastore = getattr(getattr(store, "recorder", None), "datastore", None)
+    if type(datastore).__module__ == "eventsourcing.postgres":
+        from .pg_datastore import fails_fast_when_refused
+
+        fails_fast_when_refused(datastore)
+
+
 def open_failure(url: str, exc: BaseException) -> str:
     """Why the store at `url` did not open, and what to check."""
     if url.startswith("sqlite:"):

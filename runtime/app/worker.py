@@ -31,7 +31,7 @@ from ..session_work import needs_work
 from ..settings import LimitFlags
 from ..store import ChronicleStore
 from ..work_index import WorkIndex
-from .errors import cause_line
+from .errors import cause_line, first_line
 from .loops import LoopSetupError, build_loop
 from .worker_progress import WorkerProgress
 
@@ -172,6 +172,8 @@ class Worker:
         self.named_unreadable: set[UUID] = set()
         #: The setup notes already logged (`_say_once`).
         self.said: set[str] = set()
+        #: The words of the store failure last logged, until a look for work succeeds again (`_store_unavailable`).
+        self.store_down: str | None = None
         #: How far it has looked for work (worker_progress.py): the server's /healthz says it.
         self.progress = WorkerProgress()
         #: Asked at every look for work; once it says yes the worker drains (finishes the turns in hand) and exits:
@@ -184,6 +186,15 @@ class Worker:
         if note not in self.said:
             self.said.add(note)
             self.log(f"worker {self.name}: {note}")
+
+    def _store_unavailable(self, exc: PersistenceError, where: str = "") -> None:
+        """A store failure, logged when its words are new. A lost database fails every look for work alike (twice a
+        second, once its refusal is told at once: runtime/pg_datastore.py), and the log said the same line each time;
+        it now says it once (by its first line: the driver adds the statement), and then that the store answers again."""
+        words = first_line(exc)
+        if words != self.store_down:
+            self.store_down = words
+            self.log(f"worker {self.name}: store unavailable{where}: {words}; will retry")
 
     def drain(self) -> None:
         """Finish the turns in hand, take no new ones, then exit."""
@@ -204,7 +215,7 @@ class Worker:
             self.record_failure(sid, str(exc), 1, None)
             return
         except PersistenceError as exc:
-            self.log(f"worker {self.name}: store unavailable while advancing {sid}: {exc}; will retry")
+            self._store_unavailable(exc, f" while advancing {sid}")
             await asyncio.sleep(self.options.poll_s)
             return
         except (Exception, SystemExit) as exc:  # noqa: BLE001 - one session's unexpected failure must not stop or spin the worker
@@ -226,7 +237,7 @@ class Worker:
                          + (f" (new: the routine's session {run.replaces_session_id} was erased)"
                             if getattr(run, "replaces_session_id", None) else ""))
         except PersistenceError as exc:
-            self.log(f"worker {self.name}: store unavailable while firing routines: {exc}; will retry")
+            self._store_unavailable(exc, " while firing routines")
         except Exception as exc:  # noqa: BLE001 - a routine that cannot fire must not stop the sessions' work
             self.log(f"worker {self.name}: routines not fired this time ({cause_line(exc)}); will retry")
 
@@ -239,7 +250,7 @@ class Worker:
                 last = repair.attempts[-1]
                 self.log(f"worker {self.name}: self-repair {repair.kind} {repair.target}: {last['result']}: {last['detail']}")
         except PersistenceError as exc:
-            self.log(f"worker {self.name}: store unavailable during self-repair: {exc}; will retry")
+            self._store_unavailable(exc, " during self-repair")
 
     def _eligible(self, sid: UUID) -> bool:
         """Not held by a live run, not blocked by self-repair, not a cancelled job; a session whose
@@ -325,11 +336,14 @@ class Worker:
                         if self._eligible(sid):
                             found.append(sid)
                 except PersistenceError as exc:
-                    self.log(f"worker {self.name}: store unavailable: {exc}; retrying")
+                    self._store_unavailable(exc)
                     looked = exc
                 for sid in found:
                     self.tasks[sid] = asyncio.ensure_future(self._advance(sid))
                 if looked is None:
+                    if self.store_down is not None:
+                        self.store_down = None
+                        self.log(f"worker {self.name}: store available again")
                     self.progress.completed(len(self.tasks))
                 else:
                     self.progress.failed(looked)
@@ -372,7 +386,9 @@ def compose_worker(store: ChronicleStore, overrides: Overrides, options: WorkerO
     """The worker `chronicle worker` runs and `Chronicle.work` runs in a program: the workspace's routines fired before
     each look for work, self-repair watching for stuck turns and broken tools. One composition, so the two cannot drift."""
     from ..self_repair import SelfRepair
+    from ..store_open import told_at_once_when_refused
 
+    told_at_once_when_refused(store)  # a lost database named in half a second, not after ten pool timeouts
     worker = Worker(store, overrides, options, log=log)
     worker.routines = workspace_routines(store, overrides, worker.name, say or log)
     worker.repair = SelfRepair(store, stuck_after_s=stuck_after_s, tool_failures=tool_failures, cursor=store.max_position())

@@ -37,6 +37,7 @@ from chronicle.runtime.environment import environment
 from chronicle.runtime.loop import LoopOptions
 from chronicle.runtime.off_loop import off_the_loop
 from chronicle.runtime.settings import SettingsError
+from chronicle.runtime.store_open import told_at_once_when_refused
 
 from .auth import TokenGate, presents_token
 from .bodies import (
@@ -121,7 +122,7 @@ def _serving(config: ServerConfig, chronicle: Chronicle) -> FastAPI:
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         try:
-            _fails_fast_when_refused(chronicle.store)
+            told_at_once_when_refused(chronicle.store)
         except BaseException:
             chronicle.close()  # the server does not start: its store is not left open either
             raise
@@ -390,16 +391,6 @@ def _serving(config: ServerConfig, chronicle: Chronicle) -> FastAPI:
 
     mount_viewer(app, chronicle)
     return app
-
-
-def _fails_fast_when_refused(store: Any) -> None:
-    """On PostgreSQL, a database dropped (or a login refused) under the server is told at once,
-    not after ten pool timeouts (runtime/pg_datastore.py)."""
-    datastore = getattr(getattr(store, "recorder", None), "datastore", None)
-    if type(datastore).__module__ == "eventsourcing.postgres":
-        from chronicle.runtime.pg_datastore import fails_fast_when_refused
-
-        fails_fast_when_refused(datastore)
 
 
 def _registry_of(agent: Any, workspace: Path | None) -> AgentRegistry:
