@@ -38,7 +38,7 @@ from chronicle.runtime.routine_engine import RoutineEngine
 from chronicle.runtime.routines import Routine
 from chronicle.runtime.self_repair import DEFAULT_STUCK_AFTER_S, DEFAULT_TOOL_FAILURES, SelfRepair, repair_row
 from chronicle.runtime.store import ChronicleStore
-from chronicle.runtime.store_open import open_store
+from chronicle.runtime.store_open import open_store, told_at_once_when_refused
 
 from . import runs
 from .agent import Agent
@@ -98,6 +98,9 @@ class Chronicle:
         routine fired) needs, as the CLI's commands that record something new create one."""
         if self._store is None:
             self._store = open_store(self.url)  # ChronicleError with the CLI's words when it does not open
+            # Kept open for the program's life, as the server's: a database dropped under it is told in half a
+            # second (a store error, as the CLI's), not after ten pool timeouts (52 s).
+            told_at_once_when_refused(self._store)
         return self._store
 
     @property

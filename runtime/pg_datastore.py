@@ -260,6 +260,10 @@ def fails_fast_when_refused(datastore: Any) -> None:
     def connection_errors() -> int:
         return int(pool.get_stats().get("connections_errors", 0))
 
+    def at_full_size() -> bool:
+        stats = pool.get_stats()
+        return bool(stats["pool_size"] >= stats["pool_max"])
+
     def still_refused() -> str:
         """The refusal to report now, if any: asked of the server when one is known and old, or
         when the pool's own attempts to connect have failed since the last look (psycopg_pool's
@@ -291,9 +295,11 @@ def fails_fast_when_refused(datastore: Any) -> None:
         deadline, errors_seen = time.monotonic() + patience, connection_errors()
         while True:  # the pool's timeout in slices of QUICK_S, looking at its logins after each
             remaining = deadline - time.monotonic()
-            last = remaining <= QUICK_S
+            # A pool at its size makes no login a request could wait on: one wait, keeping its place in the
+            # pool's queue (a waiter that gives up and asks again goes to the back of it).
+            last = remaining <= QUICK_S or at_full_size()
             acquired = False
-            waits.timeout = max(0.1, min(QUICK_S, remaining))
+            waits.timeout = max(0.1, remaining if last else QUICK_S)
             try:
                 with acquire(*args, **kwargs) as conn:
                     acquired, waits.timeout = True, None

@@ -237,3 +237,33 @@ def test_a_long_lived_store_whose_database_is_lost_is_told_so_at_once_not_after_
             datastore.pool.putconn(held)
     finally:
         drop_database_later(f"{name}_gone", name)
+
+
+def test_a_long_lived_store_whose_pool_is_only_busy_waits_for_a_connection(pg_database):
+    """The other side of the check above: every connection in use (the pool at its size) is waited for, as long as
+    the pool's timeout allows, and told nothing about the database."""
+    import threading
+    import time
+
+    from chronicle.runtime.pg_datastore import QUICK_S, fails_fast_when_refused
+
+    url = fresh_pg_url(pg_database)
+    session_id = _store_with_a_session(url)
+    with closing(ChronicleStore(url)) as store:
+        datastore = store.recorder.datastore
+        fails_fast_when_refused(datastore)
+        fails_fast_when_refused(datastore)  # once is enough: a second call wraps nothing again
+        pool = datastore.pool
+        held = [pool.getconn() for _ in range(pool.max_size)]
+        assert pool.get_stats()["pool_size"] == pool.max_size
+        freed = threading.Timer(QUICK_S * 3, lambda: pool.putconn(held.pop()))
+        freed.start()
+        started = time.monotonic()
+        try:
+            assert store.session(session_id).id == session_id
+        finally:
+            freed.join()
+            for conn in held:
+                pool.putconn(conn)
+        assert QUICK_S * 3 <= time.monotonic() - started < pool.timeout
+        assert pool.get_stats().get("connections_errors", 0) == 0
