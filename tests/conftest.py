@@ -10,6 +10,8 @@ from __future__ import annotations
 import os
 import socket
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from urllib.parse import urlparse, urlunparse
 
 import pytest
@@ -108,6 +110,47 @@ def drop_database_later(*names: str) -> None:
 
     subprocess.Popen([sys.executable, "-c", _DROP, ADMIN_DSN, *names], start_new_session=True,
                      stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+@contextmanager
+def own_database(pg_database: str, prefix: str) -> Iterator[tuple[str, str]]:
+    """A database of the test's own, for a test that takes it away (`take_database_away`): (name, URL). Dropped
+    after the test, under its own name or the one it was taken away to (`drop_database_later`)."""
+    import psycopg
+
+    name = f"{prefix}_{uuid.uuid4().hex[:10]}"
+    with psycopg.connect(ADMIN_DSN, autocommit=True) as admin:
+        admin.execute(f'CREATE DATABASE "{name}"')
+    try:
+        yield name, pg_database.rsplit("/", 1)[0] + f"/{name}"
+    finally:
+        drop_database_later(name, f"{name}_away")
+
+
+def take_database_away(name: str) -> None:
+    """The database gone as a forced drop takes it, without the drop's wait for a checkpoint: new logins refused,
+    its sessions ended, then renamed to `{name}_away`, so a client that logs in is told `database "name" does not
+    exist`. `bring_database_back` undoes it."""
+    import time
+
+    import psycopg
+
+    with psycopg.connect(ADMIN_DSN, autocommit=True) as admin:
+        admin.execute(f'ALTER DATABASE "{name}" WITH ALLOW_CONNECTIONS false')
+        deadline = time.monotonic() + 30
+        while admin.execute("SELECT 1 FROM pg_stat_activity WHERE datname = %s", (name,)).fetchone():
+            assert time.monotonic() < deadline, f"the sessions on {name} did not end"
+            admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s", (name,))
+            time.sleep(0.02)
+        admin.execute(f'ALTER DATABASE "{name}" RENAME TO "{name}_away"')
+
+
+def bring_database_back(name: str) -> None:
+    import psycopg
+
+    with psycopg.connect(ADMIN_DSN, autocommit=True) as admin:
+        admin.execute(f'ALTER DATABASE "{name}_away" RENAME TO "{name}"')
+        admin.execute(f'ALTER DATABASE "{name}" WITH ALLOW_CONNECTIONS true')
 
 
 def fresh_pg_url(base: str) -> str:

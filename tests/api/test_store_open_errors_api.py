@@ -142,33 +142,20 @@ def test_a_database_lost_under_an_open_chronicle_is_told_at_once_and_its_return_
     refused) is a store error naming the server's reason within a second, not ten pool timeouts (52 s) of retries
     ending in the pool's "couldn't get a connection"; once the database is back, the same Chronicle uses it."""
     import time
-    import uuid
 
-    import psycopg
     from eventsourcing.persistence import PersistenceError
 
-    from tests.conftest import ADMIN_DSN, drop_database_later
+    from tests.conftest import bring_database_back, own_database, take_database_away
 
-    name = f"chronicle_lib_{uuid.uuid4().hex[:10]}"
-    with psycopg.connect(ADMIN_DSN, autocommit=True) as admin:
-        admin.execute(f'CREATE DATABASE "{name}"')
     (tmp_path / "s.json").write_text('{"agents": {"main": [{"content": [{"type": "text", "text": "hi"}]}]}}')
-    try:
-        with Chronicle(_with(pg_database, path=f"/{name}")) as app:
-            sid = app.submit(Agent(tools=[], provider=f"scripted:{tmp_path / 's.json'}"), "hello", workspace=workspace)
-            with psycopg.connect(ADMIN_DSN, autocommit=True) as admin:
-                admin.execute(f'ALTER DATABASE "{name}" WITH ALLOW_CONNECTIONS false')
-                admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s", (name,))
-                admin.execute(f'ALTER DATABASE "{name}" RENAME TO "{name}_away"')
-            started = time.monotonic()
-            with pytest.raises(PersistenceError) as lost:
-                app.sessions()
-            assert time.monotonic() - started < 3
-            assert f'database "{name}" does not exist' in str(lost.value) and "couldn't get" not in str(lost.value)
-            with psycopg.connect(ADMIN_DSN, autocommit=True) as admin:
-                admin.execute(f'ALTER DATABASE "{name}_away" RENAME TO "{name}"')
-                admin.execute(f'ALTER DATABASE "{name}" WITH ALLOW_CONNECTIONS true')
-            time.sleep(1.1)  # a refusal is believed for a second (pg_datastore.VERDICT_S), then asked again
-            assert [row["session_id"] for row in app.sessions()] == [sid["session_id"]]
-    finally:
-        drop_database_later(name, f"{name}_away")
+    with own_database(pg_database, "chronicle_lib") as (name, url), Chronicle(url) as app:
+        sid = app.submit(Agent(tools=[], provider=f"scripted:{tmp_path / 's.json'}"), "hello", workspace=workspace)
+        take_database_away(name)
+        started = time.monotonic()
+        with pytest.raises(PersistenceError) as lost:
+            app.sessions()
+        assert time.monotonic() - started < 3
+        assert f'database "{name}" does not exist' in str(lost.value) and "couldn't get" not in str(lost.value)
+        bring_database_back(name)
+        time.sleep(1.1)  # a refusal is believed for a second (pg_datastore.VERDICT_S), then asked again
+        assert [row["session_id"] for row in app.sessions()] == [sid["session_id"]]

@@ -203,16 +203,10 @@ def test_a_long_lived_store_whose_database_is_lost_is_told_so_at_once_not_after_
     reason."""
     import time
 
-    import psycopg
-
     from chronicle.runtime.pg_datastore import QUICK_S, DatabaseRefused, fails_fast_when_refused
-    from tests.conftest import ADMIN_DSN, drop_database_later
+    from tests.conftest import own_database, take_database_away
 
-    name = f"chronicle_gone_{uuid4().hex[:10]}"
-    with psycopg.connect(ADMIN_DSN, autocommit=True) as admin:
-        admin.execute(f'CREATE DATABASE "{name}"')
-    try:
-        url = _elsewhere(pg_database, dbname=name)
+    with own_database(pg_database, "chronicle_gone") as (name, url):
         session_id = _store_with_a_session(url)
         with closing(ChronicleStore(url)) as store:
             datastore = store.recorder.datastore
@@ -220,10 +214,7 @@ def test_a_long_lived_store_whose_database_is_lost_is_told_so_at_once_not_after_
             assert store.session(session_id).id == session_id
             held = datastore.pool.getconn()  # as a request streaming events holds one: the next read needs a new login
             assert datastore.pool.timeout >= 5
-            with psycopg.connect(ADMIN_DSN, autocommit=True) as admin:
-                admin.execute(f'ALTER DATABASE "{name}" WITH ALLOW_CONNECTIONS false')
-                admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s", (name,))
-                admin.execute(f'ALTER DATABASE "{name}" RENAME TO "{name}_gone"')
+            take_database_away(name)
             started = time.monotonic()
             with pytest.raises(DatabaseRefused) as refused:
                 store.session(session_id)
@@ -235,8 +226,6 @@ def test_a_long_lived_store_whose_database_is_lost_is_told_so_at_once_not_after_
                 store.session(session_id)
             assert time.monotonic() - started < QUICK_S
             datastore.pool.putconn(held)
-    finally:
-        drop_database_later(f"{name}_gone", name)
 
 
 def test_a_long_lived_store_whose_pool_is_only_busy_waits_for_a_connection(pg_database):

@@ -15,14 +15,11 @@ import signal
 import subprocess
 import sys
 import time
-import uuid
 from contextlib import closing
-
-import psycopg
 
 from chronicle.runtime.store import ChronicleStore
 from tests import processes
-from tests.conftest import ADMIN_DSN, drop_database_later
+from tests.conftest import bring_database_back, own_database, take_database_away
 from tests.helpers import cli, response, text
 from tests.recovery import wait_for
 
@@ -32,15 +29,11 @@ def _lines(path) -> list[str]:
 
 
 def test_a_worker_names_a_lost_database_at_once_and_works_again_when_it_is_back(pg_database, workspace, tmp_path):
-    name = f"chronicle_worker_{uuid.uuid4().hex[:10]}"
-    with psycopg.connect(ADMIN_DSN, autocommit=True) as admin:
-        admin.execute(f'CREATE DATABASE "{name}"')
-    url = pg_database.rsplit("/", 1)[0] + f"/{name}"
     script = tmp_path / "s.json"
     script.write_text(json.dumps({"agents": {"main": [response(text("first")), response(text("second"))]}}))
     stderr = tmp_path / "worker.err"
-    env = {**{k: v for k, v in os.environ.items() if k != "ANTHROPIC_API_KEY"}, "CHRONICLE_DB": url}
-    try:
+    with own_database(pg_database, "chronicle_worker") as (name, url):
+        env = {**{k: v for k, v in os.environ.items() if k != "ANTHROPIC_API_KEY"}, "CHRONICLE_DB": url}
         first = cli("submit", "one", "--provider", f"scripted:{script}", "--workspace", str(workspace), db=url)
         assert first.returncode == 0, first.stderr
         with closing(ChronicleStore(url)) as store:
@@ -49,11 +42,7 @@ def test_a_worker_names_a_lost_database_at_once_and_works_again_when_it_is_back(
             worker = processes.start([sys.executable, "-m", "chronicle.runtime.cli", "worker", "--poll", "0.2"],
                                      env=env, stdout=subprocess.DEVNULL, stderr=err, text=True)
         wait_for(lambda: any("turn" in line and "completed" in line for line in _lines(stderr)), timeout=60)
-        with psycopg.connect(ADMIN_DSN, autocommit=True) as admin:  # taken away, as a forced drop takes it
-            admin.execute(f'ALTER DATABASE "{name}" WITH ALLOW_CONNECTIONS false')
-            admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s", (name,))
-            wait_for(lambda: not admin.execute("SELECT 1 FROM pg_stat_activity WHERE datname = %s", (name,)).fetchone())
-            admin.execute(f'ALTER DATABASE "{name}" RENAME TO "{name}_away"')
+        take_database_away(name)
         lost = time.monotonic()
         said = wait_for(lambda: [line for line in _lines(stderr) if "store unavailable" in line], timeout=30)
         assert time.monotonic() - lost < 15, f"told after {time.monotonic() - lost:.1f} s"
@@ -61,9 +50,7 @@ def test_a_worker_names_a_lost_database_at_once_and_works_again_when_it_is_back(
         time.sleep(2)  # ten looks for work, each refused: said once
         assert len([line for line in _lines(stderr) if "store unavailable" in line]) == 1, _lines(stderr)
 
-        with psycopg.connect(ADMIN_DSN, autocommit=True) as admin:
-            admin.execute(f'ALTER DATABASE "{name}_away" RENAME TO "{name}"')
-            admin.execute(f'ALTER DATABASE "{name}" WITH ALLOW_CONNECTIONS true')
+        bring_database_back(name)
         wait_for(lambda: any("store available again" in line for line in _lines(stderr)), timeout=30)
         second = cli("submit", "two", "--session", str(sid), db=url)
         assert second.returncode == 0, second.stderr
@@ -72,5 +59,3 @@ def test_a_worker_names_a_lost_database_at_once_and_works_again_when_it_is_back(
             assert [t.status for t in store.head_turns(store.session(sid))] == ["completed", "completed"]
         worker.send_signal(signal.SIGTERM)
         assert worker.wait(timeout=30) == 0, _lines(stderr)
-    finally:
-        drop_database_later(name, f"{name}_away")

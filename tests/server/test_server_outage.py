@@ -108,42 +108,25 @@ def test_a_lost_database_is_a_json_503_naming_it_and_soon_not_after_a_minute_of_
     Error" after 52 s (the pool retried a database that no longer exists, ten times). Now a JSON 503
     with one line naming the problem, at once, and the traceback stays in the server's log.
 
-    The database goes as a forced drop takes it, without the drop's wait for a checkpoint of the whole
-    server (up to 40 s in a busy run): its sessions are ended and it is renamed away, so the server
-    finds no database of that name; it is dropped after the test (`drop_database_later`)."""
-    import uuid
+    The database goes as a forced drop takes it (`take_database_away`), without the drop's wait for a
+    checkpoint of the whole server (up to 40 s in a busy run); it is dropped after the test."""
+    from tests.conftest import own_database, take_database_away
 
-    import psycopg
-
-    from tests.conftest import ADMIN_DSN, drop_database_later
-
-    name = f"chronicle_gone_{uuid.uuid4().hex[:10]}"
-    with psycopg.connect(ADMIN_DSN, autocommit=True) as admin:
-        admin.execute(f'CREATE DATABASE "{name}"')
-    url = pg_database.rsplit("/", 1)[0] + f"/{name}"
     script = write_script(tmp_path / "s.json", [response(text("Hello."))])
-    try:
-        with server_process(url, workspace) as (base, proc):
-            created = httpx.post(f"{base}/sessions", json={"prompt": "hi", "provider": f"scripted:{script}"}, timeout=30)
-            assert created.status_code == 201, created.text
-            wait_for(lambda: httpx.get(f"{base}/sessions", timeout=30).json()[0]["status"] == "idle", timeout=30)
-            with psycopg.connect(ADMIN_DSN, autocommit=True) as admin:
-                admin.execute(f'ALTER DATABASE "{name}" WITH ALLOW_CONNECTIONS false')
-                admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s", (name,))
-                wait_for(lambda: not admin.execute("SELECT 1 FROM pg_stat_activity WHERE datname = %s", (name,)).fetchone())
-                admin.execute(f'ALTER DATABASE "{name}" RENAME TO "{name}_gone"')
-            for path in ("/sessions", f"/sessions/{created.json()['session_id']}/log", "/"):
-                started = time.monotonic()
-                lost = httpx.get(f"{base}{path}", timeout=60)
-                waited = time.monotonic() - started
-                assert lost.status_code == 503, (path, lost.status_code, lost.text[:300])
-                said = lost.json()["error"]
-                assert f'database "{name}" does not exist' in said and "\n" not in said and "Traceback" not in lost.text
-                assert waited < 3, f"{path} waited {waited:.1f} s for a database that is gone"
-            assert httpx.get(f"{base}/healthz", timeout=10).status_code == 200
-            proc.terminate()
-            proc.wait(timeout=30)
-            assert "does not exist" in (proc.stderr.read() if proc.stderr else ""), "the server's log keeps it"
-    finally:
-        drop_database_later(name)
-        drop_database_later(f"{name}_gone")
+    with own_database(pg_database, "chronicle_gone") as (name, url), server_process(url, workspace) as (base, proc):
+        created = httpx.post(f"{base}/sessions", json={"prompt": "hi", "provider": f"scripted:{script}"}, timeout=30)
+        assert created.status_code == 201, created.text
+        wait_for(lambda: httpx.get(f"{base}/sessions", timeout=30).json()[0]["status"] == "idle", timeout=30)
+        take_database_away(name)
+        for path in ("/sessions", f"/sessions/{created.json()['session_id']}/log", "/"):
+            started = time.monotonic()
+            lost = httpx.get(f"{base}{path}", timeout=60)
+            waited = time.monotonic() - started
+            assert lost.status_code == 503, (path, lost.status_code, lost.text[:300])
+            said = lost.json()["error"]
+            assert f'database "{name}" does not exist' in said and "\n" not in said and "Traceback" not in lost.text
+            assert waited < 3, f"{path} waited {waited:.1f} s for a database that is gone"
+        assert httpx.get(f"{base}/healthz", timeout=10).status_code == 200
+        proc.terminate()
+        proc.wait(timeout=30)
+        assert "does not exist" in (proc.stderr.read() if proc.stderr else ""), "the server's log keeps it"
