@@ -37,6 +37,7 @@ from eventsourcing.sqlite import SQLiteApplicationRecorder, SQLiteCursor, SQLite
 from chronicle.projections.sql import sqlite_synchronous
 
 from .shred_marks import refuse_forgotten_sqlite, trees_of
+from .sqlite_pool import still_the_file
 from .store_rows import SQLITE_STATE, as_uuid, blob_states
 
 CHAIN_TABLE = "chronicle_chain"
@@ -132,6 +133,7 @@ class ChainedSQLiteRecorder(SQLiteApplicationRecorder):
             sqlite_synchronous(conn, relaxed)
             with conn.transaction(commit=True) as c:
                 positions = self._insert_events(c, stored_events, **kwargs)
+                still_the_file(conn, self.datastore.pool.db_name)  # rolled back into a deleted file, not committed
         if not relaxed:
             self._flushed_at = self.clock()
         return positions

@@ -12,10 +12,12 @@ schema is recompiled by SQLite itself (`sqlite3_prepare_v2`), so a cached one ne
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from typing import Any
+from urllib.parse import unquote, urlsplit
 
-from eventsourcing.persistence import InterfaceError
+from eventsourcing.persistence import InterfaceError, PersistenceError
 from eventsourcing.sqlite import SQLITE3_DEFAULT_LOCK_TIMEOUT, SQLiteConnection, SQLiteConnectionPool
 
 #: Compiled statements kept per connection: the `sqlite3` module's default, several times the
@@ -46,7 +48,37 @@ class StatementCachingPool(SQLiteConnectionPool):
                 self.journal_mode_was_changed_to_wal = True
             self.is_journal_mode_wal = True
         conn.row_factory = sqlite3.Row
-        return SQLiteConnection(sqlite_conn=conn, max_age=self.max_age)
+        opened = SQLiteConnection(sqlite_conn=conn, max_age=self.max_age)
+        opened.file_identity = None if self.is_sqlite_memory_mode else file_identity(self.db_name)  # type: ignore[attr-defined]
+        return opened
+
+
+class StoreFileGone(PersistenceError):
+    """The store's file was deleted or replaced after a connection opened it. SQLite goes on writing to the
+    file the connection holds, which no path names any more: `chronicle serve` acknowledged sessions (201) into
+    a deleted store, all of them gone when it stopped. A save refuses instead, before its commit. Not an
+    OperationalError: eventsourcing would retry it, and no retry brings the file back."""
+
+
+def file_identity(db_name: str) -> tuple[int, int] | None:
+    """(device, inode) of the file at the store's path now; None when there is none."""
+    path = unquote(urlsplit(db_name).path) if db_name.startswith("file:") else db_name
+    try:
+        found = os.stat(path)
+    except OSError:
+        return None
+    return found.st_dev, found.st_ino
+
+
+def still_the_file(conn: Any, db_name: str) -> None:
+    """Raise StoreFileGone if `conn` (a pooled connection) writes to a file that is no longer at the store's path.
+    Called inside a save's transaction, after its insert took the write lock: the commit follows at once."""
+    opened = getattr(conn, "file_identity", None)
+    if opened is not None and file_identity(db_name) != opened:
+        raise StoreFileGone(
+            f"the store file {db_name} was deleted or replaced after this process opened it, so this save was not "
+            "recorded (nor will any other be); restart the process to use the file at that path now"
+        )
 
 
 def cache_statements(datastore: Any) -> None:
