@@ -263,7 +263,9 @@ class Chronicle:
         `tool_failures` (self-repair). The workspace's routines fire as in the command. Without `once`, `idle_exit` or
         `stop` it runs until cancelled, as the command does: set `stop` (a threading.Event, from any thread) to finish
         the turns in hand and return. `log`: each line the command prints (default: the `chronicle.worker` logger).
-        Returns one RunResult per turn it ran, in the order they ended, its `answered` naming the input it answered."""
+        Returns one RunResult per turn it ran, in the order they ended, its `answered` naming the input it answered.
+        Raises ChronicleError (code 1) when it stopped because its SQLite store's file was deleted or replaced under
+        it, as the command exits 1: it could record nothing more and would never see new work."""
         with _as_chronicle_errors():
             overrides = Overrides(provider=normalise_provider(provider), model=model,
                                   workspace=resolve_workspace(workspace) if workspace else None,
@@ -274,6 +276,8 @@ class Chronicle:
             if stop is not None:
                 worker.stop_when = stop.is_set
             await worker.run()
+            if worker.stopped_because:  # its store's file deleted under it: the command exits 1 with this line
+                raise ChronicleError(worker.stopped_because, 1)
             return [replace(RunResult.of(outcome.session_id, outcome), answered=(Answered.of(self.store, outcome),))
                     for outcome in worker.outcomes]
 

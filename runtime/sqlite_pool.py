@@ -36,6 +36,9 @@ def connect(db_name: str, lock_timeout: int | None) -> sqlite3.Connection:
 class StatementCachingPool(SQLiteConnectionPool):
     """eventsourcing's SQLite pool, its connections opened with a statement cache."""
 
+    #: (device, inode) of the store's file as the first connection opened it (`file_gone`).
+    opened_file: tuple[int, int] | None = None
+
     def _create_connection(self) -> SQLiteConnection:
         try:
             conn = connect(self.db_name, self.lock_timeout)
@@ -50,6 +53,8 @@ class StatementCachingPool(SQLiteConnectionPool):
         conn.row_factory = sqlite3.Row
         opened = SQLiteConnection(sqlite_conn=conn, max_age=self.max_age)
         opened.file_identity = None if self.is_sqlite_memory_mode else file_identity(self.db_name)  # type: ignore[attr-defined]
+        if self.opened_file is None:
+            self.opened_file = opened.file_identity  # type: ignore[attr-defined]
         return opened
 
 
@@ -75,10 +80,22 @@ def still_the_file(conn: Any, db_name: str) -> None:
     Called inside a save's transaction, after its insert took the write lock: the commit follows at once."""
     opened = getattr(conn, "file_identity", None)
     if opened is not None and file_identity(db_name) != opened:
-        raise StoreFileGone(
-            f"the store file {db_name} was deleted or replaced after this process opened it, so this save was not "
-            "recorded (nor will any other be); restart the process to use the file at that path now"
-        )
+        raise StoreFileGone(_gone(db_name, "so this save was not recorded (nor will any other be)"))
+
+
+def file_gone(datastore: Any) -> StoreFileGone | None:
+    """For a process that looks for work without saving (a worker's idle passes, which read the file it opened and
+    so would see no new work, ever): the error its saves will raise, if the store's file is gone from its path."""
+    pool = getattr(datastore, "pool", None)
+    opened = getattr(pool, "opened_file", None)
+    if opened is None or file_identity(pool.db_name) == opened:  # type: ignore[union-attr]
+        return None
+    return StoreFileGone(_gone(pool.db_name, "so nothing more can be recorded in it, nor new work seen"))  # type: ignore[union-attr]
+
+
+def _gone(db_name: str, so: str) -> str:
+    return (f"the store file {db_name} was deleted or replaced after this process opened it, {so}; "
+            "restart the process to use the file at that path now")
 
 
 def cache_statements(datastore: Any) -> None:

@@ -35,6 +35,17 @@ def told_at_once_when_refused(store: ChronicleStore) -> None:
         fails_fast_when_refused(datastore)
 
 
+def file_gone(store: ChronicleStore) -> Exception | None:
+    """On SQLite, the error every save will raise once the store's file was deleted or replaced under this process
+    (runtime/sqlite_pool.py), for a process that must not idle on a file no path names; None otherwise."""
+    datastore = getattr(getattr(store, "recorder", None), "datastore", None)
+    if type(datastore).__module__ != "eventsourcing.sqlite":
+        return None
+    from .sqlite_pool import file_gone as gone
+
+    return gone(datastore)
+
+
 def open_failure(url: str, exc: BaseException) -> str:
     """Why the store at `url` did not open, and what to check."""
     if url.startswith("sqlite:"):

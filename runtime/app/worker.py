@@ -30,6 +30,7 @@ from ..redaction import redact_secrets
 from ..session_work import needs_work
 from ..settings import LimitFlags
 from ..store import ChronicleStore
+from ..store_open import file_gone, told_at_once_when_refused
 from ..work_index import WorkIndex
 from .errors import cause_line, first_line
 from .loops import LoopSetupError, build_loop
@@ -174,6 +175,8 @@ class Worker:
         self.said: set[str] = set()
         #: The words of the store failure last logged, until a look for work succeeds again (`_store_unavailable`).
         self.store_down: str | None = None
+        #: Why the worker stopped on its own (an SQLite store's file deleted under it): `run` then returns 1.
+        self.stopped_because: str | None = None
         #: How far it has looked for work (worker_progress.py): the server's /healthz says it.
         self.progress = WorkerProgress()
         #: Asked at every look for work; once it says yes the worker drains (finishes the turns in hand) and exits:
@@ -306,6 +309,10 @@ class Worker:
         while True:
             if self.stop_when is not None and not self.draining and self.stop_when():
                 self.drain()
+            if not self.draining and (gone := file_gone(self.store)) is not None:
+                self.stopped_because = str(gone)  # no save can land and no new work can be seen: a restart is the cure
+                self.log(f"worker {self.name}: stopping: {gone}")
+                self.drain()
             for sid, task in list(self.tasks.items()):
                 if task.done():
                     del self.tasks[sid]
@@ -358,7 +365,7 @@ class Worker:
             else:
                 await asyncio.sleep(self.options.poll_s)
         self.log(f"worker {self.name}: stopped after {len(self.outcomes)} turn(s)")
-        return 0
+        return 1 if self.stopped_because else 0
 
 
 def workspace_routines(store: ChronicleStore, overrides: Overrides, holder: str, say: Callable[[str], Any]) -> Any:
@@ -386,7 +393,6 @@ def compose_worker(store: ChronicleStore, overrides: Overrides, options: WorkerO
     """The worker `chronicle worker` runs and `Chronicle.work` runs in a program: the workspace's routines fired before
     each look for work, self-repair watching for stuck turns and broken tools. One composition, so the two cannot drift."""
     from ..self_repair import SelfRepair
-    from ..store_open import told_at_once_when_refused
 
     told_at_once_when_refused(store)  # a lost database named in half a second, not after ten pool timeouts
     worker = Worker(store, overrides, options, log=log)

@@ -12,17 +12,23 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
+import sys
+import threading
 from contextlib import closing
 from pathlib import Path
 
 import httpx
 import pytest
 
+from chronicle import Chronicle, ChronicleError
 from chronicle.domain.agent_spec import AgentSpec
 from chronicle.runtime.sessions import start_session, submit_input
 from chronicle.runtime.sqlite_pool import StoreFileGone
 from chronicle.runtime.store import ChronicleStore
+from tests import processes
 from tests.helpers import response, text, write_script
+from tests.recovery import wait_for
 from tests.server.serving import server_process
 
 SPEC = AgentSpec(name="main", provider="fake", model="m")
@@ -72,3 +78,41 @@ def test_the_server_answers_503_not_201_for_a_session_it_could_not_keep(tmp_path
         refused = httpx.post(f"{base}/sessions", json=body, timeout=30)
         assert refused.status_code == 503, refused.text
         assert str(path) in refused.json()["error"] and "deleted or replaced" in refused.json()["error"]
+
+
+def test_a_worker_whose_store_file_is_deleted_stops_and_says_why_not_idling_on_it(tmp_path, workspace):
+    """Its passes read the file it opened, which no command writes to any more: it would have idled there for
+    ever, seeing none of the work queued in the new store at that path."""
+    path = tmp_path / "store" / "chronicle.db"
+    path.parent.mkdir()
+    env = {**{k: v for k, v in os.environ.items() if k != "ANTHROPIC_API_KEY"}, "CHRONICLE_DB": f"sqlite:///{path}"}
+    with closing(ChronicleStore(f"sqlite:///{path}")):
+        pass
+    worker = processes.start([sys.executable, "-m", "chronicle.runtime.cli", "worker", "--poll", "0.1"],
+                             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    wait_for(lambda: (path.parent / f"{path.name}-wal").exists(), timeout=30)  # it has the store open
+    shutil.rmtree(path.parent)
+    _, stderr = worker.communicate(timeout=30)
+    assert worker.returncode == 1, stderr
+    assert f"stopping: the store file {path} was deleted or replaced" in stderr and "restart" in stderr
+
+
+def test_a_programs_worker_raises_when_its_store_file_is_deleted(tmp_path):
+    path = tmp_path / "chronicle.db"
+    raised: list[BaseException] = []
+    with Chronicle(f"sqlite:///{path}") as app:
+        app.store  # noqa: B018 - opened (created) before the worker starts, as a program's first call does
+        thread = threading.Thread(target=lambda: _capture(raised, lambda: app.work(poll=0.05)))
+        thread.start()
+        wait_for(lambda: (tmp_path / "chronicle.db-wal").exists(), timeout=30)
+        _remove_store(path)
+        thread.join(timeout=30)
+    assert len(raised) == 1 and isinstance(raised[0], ChronicleError) and raised[0].code == 1
+    assert "was deleted or replaced" in str(raised[0])
+
+
+def _capture(into: list[BaseException], call) -> None:
+    try:
+        call()
+    except BaseException as exc:  # noqa: BLE001 - the test reads it
+        into.append(exc)
