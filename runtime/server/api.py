@@ -37,7 +37,7 @@ from chronicle.runtime.environment import environment
 from chronicle.runtime.loop import LoopOptions
 from chronicle.runtime.off_loop import off_the_loop
 from chronicle.runtime.settings import SettingsError
-from chronicle.runtime.store_open import told_at_once_when_refused
+from chronicle.runtime.store_open import file_gone, told_at_once_when_refused
 
 from .auth import TokenGate, presents_token
 from .bodies import (
@@ -207,12 +207,20 @@ def _serving(config: ServerConfig, chronicle: Chronicle) -> FastAPI:
         worker, thread = working[0]
         return worker.progress.row(thread.is_alive() and not worker.draining, worker.options.concurrency)
 
-    @app.get("/healthz")
-    def healthz(request: Request) -> dict[str, Any]:
+    @app.get("/healthz", response_model=None)
+    def healthz(request: Request) -> dict[str, Any] | JSONResponse:
         """Never needs the token; `notes` (the server's settings it does not use), `outbox` (how far the replies
         owed have been looked for, outbox_progress.py), `worker` (how far the server's worker has looked for work,
-        worker_progress.py) and `streams` (the live event streams open, event_stream.py) only for a caller that sends it."""
-        if config.token and not presents_token(request, config.token.strip()):
+        worker_progress.py) and `streams` (the live event streams open, event_stream.py) only for a caller that sends it.
+
+        503 `{"status": "store_file_gone"}` (and its `error` for a caller with the token) once an SQLite store's file
+        was deleted or replaced under the server: nothing can be recorded any more and only a restart cures it, so a
+        supervisor watching this restarts it. A lost database is still "ok": it may come back, and is waited for."""
+        shown = not config.token or presents_token(request, config.token.strip())
+        gone = file_gone(chronicle.store)
+        if gone is not None:
+            return JSONResponse({"status": "store_file_gone", **({"error": str(gone)} if shown else {})}, status_code=503)
+        if not shown:
             return {"status": "ok"}
         return {"status": "ok", "notes": server_notes, "outbox": outbox.status(), "worker": worker_status(),
                 "streams": streams.row()}

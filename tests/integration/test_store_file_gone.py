@@ -74,10 +74,14 @@ def test_the_server_answers_503_not_201_for_a_session_it_could_not_keep(tmp_path
     body = {"prompt": "hi", "provider": f"scripted:{script}"}
     with server_process(f"sqlite:///{path}", workspace) as (base, _):
         assert httpx.post(f"{base}/sessions", json=body, timeout=30).status_code == 201
+        assert httpx.get(f"{base}/healthz", timeout=30).json()["status"] == "ok"
         shutil.rmtree(store_dir)  # `rm -rf` of the store's directory, the server still running
         refused = httpx.post(f"{base}/sessions", json=body, timeout=30)
         assert refused.status_code == 503, refused.text
         assert str(path) in refused.json()["error"] and "deleted or replaced" in refused.json()["error"]
+        health = httpx.get(f"{base}/healthz", timeout=30)  # a supervisor restarts it: nothing else cures it
+        assert health.status_code == 503 and health.json()["status"] == "store_file_gone"
+        assert "deleted or replaced" in health.json()["error"]
 
 
 def test_a_worker_whose_store_file_is_deleted_stops_and_says_why_not_idling_on_it(tmp_path, workspace):
