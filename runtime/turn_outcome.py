@@ -9,6 +9,7 @@ none of them needs the loop.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Collection
 from dataclasses import dataclass
 from uuid import UUID
@@ -141,15 +142,21 @@ async def forgotten_under(io: LoopIO, session_id: UUID, turn_id: UUID | None, er
     return TurnOutcome(session_id, turn_id, "failed", reason=reason)
 
 
+#: A store's driver saying its disk is full (SQLite; PostgreSQL's `could not extend file … No space left on device`).
+DISK_FULL = re.compile(r"database or disk is full|No space left on device|could not extend file", re.IGNORECASE)
+
+
 def left_in_flight(session_id: UUID, turn_id: UUID | None, exc: Exception, url: str | None) -> TurnOutcome:
     """`url`: the store's, for the resume it suggests (runtime/pasteable.py)."""
     if isinstance(exc, IntegrityError):
         reason = f"another process advanced session {session_id} at the same time; this process left the turn to it"
         return TurnOutcome(session_id, turn_id, "conflict", reason=reason)
     first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+    full = DISK_FULL.search(first) is not None  # a resume at once would only fill it again
     reason = (
         f"lost the event store ({type(exc).__name__}: {first}); the turn is still in flight and "
-        f"`{pasteable(f'resume {session_id}', url)}` continues it"
+        + ("the disk holding the store is full: free some space, then " if full else "")
+        + f"`{pasteable(f'resume {session_id}', url)}` continues it"
     )
     return TurnOutcome(session_id, turn_id, "interrupted", reason=reason)
 
