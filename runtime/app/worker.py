@@ -194,7 +194,7 @@ class Worker:
         """A store failure, logged when its words are new. A lost database fails every look for work alike (twice a
         second, once its refusal is told at once: runtime/pg_datastore.py), and the log said the same line each time;
         it now says it once (by its first line: the driver adds the statement), and then that the store answers again."""
-        words = first_line(exc)
+        words = redact_secrets(first_line(exc))  # the driver's words: no secret reaches the log
         if words != self.store_down:
             self.store_down = words
             self.log(f"worker {self.name}: store unavailable{where}: {words}; will retry")
