@@ -33,6 +33,7 @@ from psycopg.sql import SQL, Identifier
 from psycopg.types.composite import CompositeInfo, register_composite
 
 from .shred_marks import KEYS_TABLE, refuse_forgotten_postgres, trees_of
+from .store_errors import StoreUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -221,7 +222,7 @@ def _short(cause: str) -> str:
     return cause.rsplit("failed: ", 1)[-1]
 
 
-class DatabaseRefused(PersistenceError):
+class DatabaseRefused(StoreUnavailable, PersistenceError):
     """The server refuses the store's logins in a way no wait cures (`refusal`: the database was
     dropped, the role removed, the password changed). Not an OperationalError, so eventsourcing's
     recorders do not retry it: the caller learns it at once."""

@@ -20,6 +20,8 @@ from urllib.parse import unquote, urlsplit
 from eventsourcing.persistence import InterfaceError, PersistenceError
 from eventsourcing.sqlite import SQLITE3_DEFAULT_LOCK_TIMEOUT, SQLiteConnection, SQLiteConnectionPool
 
+from .store_errors import StoreUnavailable
+
 #: Compiled statements kept per connection: the `sqlite3` module's default, several times the
 #: number of distinct statements a store sends.
 STATEMENT_CACHE = 128
@@ -58,7 +60,7 @@ class StatementCachingPool(SQLiteConnectionPool):
         return opened
 
 
-class StoreFileGone(PersistenceError):
+class StoreFileGone(StoreUnavailable, PersistenceError):
     """The store's file was deleted or replaced after a connection opened it. SQLite goes on writing to the
     file the connection holds, which no path names any more: `chronicle serve` acknowledged sessions (201) into
     a deleted store, all of them gone when it stopped. A save refuses instead, before its commit. Not an

@@ -17,6 +17,13 @@ def is_read_only_error(exc: BaseException) -> bool:
                                          "read-only transaction"))
 
 
+class StoreUnavailable(Exception):
+    """Mixed into a store error that says the store cannot be used now and why (its database refuses logins, its
+    file is gone from its path): every client says it as one line, "the store is unavailable: …" (exit 1,
+    ChronicleError code 1, HTTP 503), never as an internal error. A mixin, so that this module imports nothing:
+    the classes are eventsourcing PersistenceErrors too, which the loop and the worker catch as a lost store."""
+
+
 class NotFound(LookupError):
     """An id that names nothing in this store."""
 

@@ -12,6 +12,8 @@ import sys
 #: AppError.kind of a request naming something that does not exist (a session, a tool call): HTTP 404, whatever the
 #: exit code (an unknown session id as typed is 2, a missing id found inside the store 1).
 NOT_FOUND = "not_found"
+#: AppError.kind of a store that cannot be used now (store_errors.StoreUnavailable): HTTP 503.
+UNAVAILABLE = "unavailable"
 
 
 class AppError(Exception):
@@ -78,6 +80,8 @@ def known_failure(exc: BaseException) -> AppError | None:
         return AppError(str(exc), 1, kind=NOT_FOUND)
     if store and isinstance(exc, (store.NotFound, store.UnreadableEvent)) or marks and isinstance(exc, marks.ForgottenContent):
         return AppError(str(exc), 1)
+    if store and isinstance(exc, store.StoreUnavailable):
+        return AppError(f"the store is unavailable: {first_line(exc)}", 1, kind=UNAVAILABLE)
     if store and store.is_read_only_error(exc):
         return AppError(f"{READ_ONLY_WRITE} ({first_line(exc)})", 1)
     read_models = modules("chronicle.runtime.read_models")

@@ -28,7 +28,7 @@ from chronicle.client import Chronicle
 from chronicle.errors import ChronicleError
 from chronicle.runtime.agents.registry import MAIN, AgentRegistry, RegistryError, find_registry
 from chronicle.runtime.app import queries
-from chronicle.runtime.app.errors import DefinitionError, first_line
+from chronicle.runtime.app.errors import UNAVAILABLE, DefinitionError, first_line
 from chronicle.runtime.app.resume import submit
 from chronicle.runtime.app.specs import resolve_workspace
 from chronicle.runtime.app.worker import Overrides, Worker, WorkerOptions
@@ -164,10 +164,12 @@ def _serving(config: ServerConfig, chronicle: Chronicle) -> FastAPI:
     app.add_middleware(TokenGate, token=config.token.strip() if config.token else None)
 
     @app.exception_handler(ChronicleError)
-    async def _chronicle_error(_: Request, exc: ChronicleError) -> JSONResponse:
+    async def _chronicle_error(request: Request, exc: ChronicleError) -> JSONResponse:
         # What is missing is said by the use case (AppError.kind), not guessed from the words: a model named
         # "no session" was a 404, and a new message that happened not to match was not.
-        status = 404 if exc.not_found else {2: 400, 3: 409}.get(exc.code, 409)
+        status = 404 if exc.not_found else 503 if exc.kind == UNAVAILABLE else {2: 400, 3: 409}.get(exc.code, 409)
+        if status == 503:  # the operator's log says it too, as for any store failure (`_store_error`)
+            log.error("%s %s: %s", request.method, request.url.path, exc)
         return JSONResponse({"error": str(exc), "code": exc.code}, status_code=status)
 
     @app.exception_handler(StarletteHTTPException)  # FastAPI's, the router's 404/405 and the body limit's 413

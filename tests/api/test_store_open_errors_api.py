@@ -139,11 +139,10 @@ def test_reading_a_sqlite_store_that_does_not_exist_is_a_chronicle_error_and_run
 
 def test_a_database_lost_under_an_open_chronicle_is_told_at_once_and_its_return_is_used(pg_database, workspace, tmp_path):
     """A program keeps its Chronicle open, as a web app does: its database taken away (dropped, renamed, its logins
-    refused) is a store error naming the server's reason within a second, not ten pool timeouts (52 s) of retries
-    ending in the pool's "couldn't get a connection"; once the database is back, the same Chronicle uses it."""
+    refused) is a ChronicleError (code 1, "the store is unavailable: …", the CLI's words) naming the server's reason
+    within a second, not ten pool timeouts (52 s) of retries ending in the pool's "couldn't get a connection" (a raw
+    eventsourcing error); once the database is back, the same Chronicle uses it."""
     import time
-
-    from eventsourcing.persistence import PersistenceError
 
     from tests.conftest import bring_database_back, own_database, take_database_away
 
@@ -152,9 +151,10 @@ def test_a_database_lost_under_an_open_chronicle_is_told_at_once_and_its_return_
         sid = app.submit(Agent(tools=[], provider=f"scripted:{tmp_path / 's.json'}"), "hello", workspace=workspace)
         take_database_away(name)
         started = time.monotonic()
-        with pytest.raises(PersistenceError) as lost:
+        with pytest.raises(ChronicleError) as lost:
             app.sessions()
         assert time.monotonic() - started < 3
+        assert lost.value.code == 1 and str(lost.value).startswith("the store is unavailable: the database refuses")
         assert f'database "{name}" does not exist' in str(lost.value) and "couldn't get" not in str(lost.value)
         bring_database_back(name)
         time.sleep(1.1)  # a refusal is believed for a second (pg_datastore.VERDICT_S), then asked again

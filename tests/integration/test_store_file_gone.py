@@ -120,3 +120,31 @@ def _capture(into: list[BaseException], call) -> None:
         call()
     except BaseException as exc:  # noqa: BLE001 - the test reads it
         into.append(exc)
+
+
+def test_chat_says_the_store_is_unavailable_in_one_line_not_an_internal_error(tmp_path, workspace):
+    """It said `chronicle: internal error: StoreFileGone: …` and asked for a bug report."""
+    path = tmp_path / "store" / "chronicle.db"
+    path.parent.mkdir()
+    script = write_script(tmp_path / "s.json", [response(text("first answer")), response(text("second"))])
+    env = {**{k: v for k, v in os.environ.items() if k != "ANTHROPIC_API_KEY"}, "CHRONICLE_DB": f"sqlite:///{path}"}
+    chat = processes.start([sys.executable, "-m", "chronicle.runtime.cli", "chat", "--provider", f"scripted:{script}",
+                            "--workspace", str(workspace)], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True)
+    assert chat.stdin is not None
+    chat.stdin.write("hello\n")
+    chat.stdin.flush()
+
+    def answered() -> bool:
+        if not path.exists():
+            return False
+        with closing(ChronicleStore(f"sqlite:///{path}")) as store:
+            ids = store.session_ids()
+            return bool(ids) and [t.status for t in store.head_turns(store.session(ids[0]))] == ["completed"]
+
+    wait_for(answered, timeout=60)
+    shutil.rmtree(path.parent)
+    out, err = chat.communicate("again\n", timeout=60)
+    assert chat.returncode == 1, (out, err)
+    said = [line for line in (out + err).splitlines() if "unavailable" in line or "internal error" in line]
+    assert len(said) == 1 and "error: the store is unavailable: the store file" in said[0], said
