@@ -17,6 +17,25 @@ def is_read_only_error(exc: BaseException) -> bool:
                                          "read-only transaction"))
 
 
+#: The words of a PostgreSQL connection that failed or was lost (the pool's, libpq's, the server's), after
+#: eventsourcing's retries: an outage, not a bug.
+_CONNECTION_LOST = ("couldn't get a connection", "connection refused", "could not connect", "connection to server",
+                    "server closed the connection", "terminating connection", "the database system is",
+                    "connection is lost", "connection is closed", "consuming input failed")
+
+
+def is_connection_lost(exc: BaseException) -> bool:
+    """A store error that says the database server could not be reached or dropped the connection, once
+    eventsourcing's retries were spent: said as "the store is unavailable", never as an internal error (a chat
+    left open while PostgreSQL stopped said "internal error: OperationalError: couldn't get a connection")."""
+    if type(exc).__name__ not in ("OperationalError", "InterfaceError"):
+        return False
+    if not type(exc).__module__.startswith(("eventsourcing", "psycopg")):
+        return False
+    text = str(exc).lower()
+    return any(sign in text for sign in _CONNECTION_LOST)
+
+
 class StoreUnavailable(Exception):
     """Mixed into a store error that says the store cannot be used now and why (its database refuses logins, its
     file is gone from its path): every client says it as one line, "the store is unavailable: …" (exit 1,

@@ -82,6 +82,9 @@ def known_failure(exc: BaseException) -> AppError | None:
         return AppError(str(exc), 1)
     if store and isinstance(exc, store.StoreUnavailable):
         return AppError(f"the store is unavailable: {first_line(exc)}", 1, kind=UNAVAILABLE)
+    if store and store.is_connection_lost(exc):
+        return AppError(f"the store is unavailable: {first_line(exc)}; check that the database server is running and "
+                        "reachable, then try again", 1, kind=UNAVAILABLE)
     if store and store.is_read_only_error(exc):
         return AppError(f"{READ_ONLY_WRITE} ({first_line(exc)})", 1)
     read_models = modules("chronicle.runtime.read_models")
