@@ -37,6 +37,7 @@ from chronicle.runtime.environment import environment
 from chronicle.runtime.loop import LoopOptions
 from chronicle.runtime.off_loop import off_the_loop
 from chronicle.runtime.settings import SettingsError
+from chronicle.runtime.store_errors import StoreUnavailable
 from chronicle.runtime.store_open import file_gone, told_at_once_when_refused
 
 from .auth import TokenGate, presents_token
@@ -152,7 +153,13 @@ def _serving(config: ServerConfig, chronicle: Chronicle) -> FastAPI:
             await off_the_loop(outbox.stop, WORKER_DRAIN_S)  # their replies too; any left are sent after a restart
             chronicle.close()
 
-    app = FastAPI(title="Chronicle", version="1", lifespan=lifespan,
+    def store_still_there(request: Request) -> None:
+        """Every route but /healthz (which says it its own way): an SQLite store whose file was deleted or replaced
+        under the server is 503, reads included, which would answer from a file no path names any more."""
+        if request.url.path != "/healthz" and (gone := file_gone(chronicle.store)) is not None:
+            raise gone
+
+    app = FastAPI(title="Chronicle", version="1", lifespan=lifespan, dependencies=[Depends(store_still_there)],
                   description="An event-sourced agent runtime: every decision is an event you can audit, undo, replay and resume.")
     app.state.chronicle = chronicle
     app.state.config = config
@@ -180,8 +187,12 @@ def _serving(config: ServerConfig, chronicle: Chronicle) -> FastAPI:
     @app.exception_handler(DriverError)
     @app.exception_handler(sqlite3.Error)
     async def _store_error(request: Request, exc: Exception) -> JSONResponse:
-        """The store failed (a lost database, a full disk): 503 with one line; the log keeps the traceback."""
-        log.error("%s %s: the store failed", request.method, request.url.path, exc_info=exc)
+        """The store failed (a lost database, a full disk): 503 with one line; the log keeps the traceback, except
+        for a store unavailable for a reason it names (store_errors.StoreUnavailable), said in one line."""
+        if isinstance(exc, StoreUnavailable):
+            log.error("%s %s: the store is unavailable: %s", request.method, request.url.path, first_line(exc))
+        else:
+            log.error("%s %s: the store failed", request.method, request.url.path, exc_info=exc)
         return JSONResponse({"error": f"the store is unavailable: {first_line(exc)}"}, status_code=503)
 
     @app.exception_handler(Exception)
