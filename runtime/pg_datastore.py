@@ -228,6 +228,15 @@ class DatabaseRefused(StoreUnavailable, PersistenceError):
     recorders do not retry it: the caller learns it at once."""
 
 
+class DatabaseReplaced(StoreUnavailable, PersistenceError):
+    """The store's database was dropped and created again (a restore, say) after this process first used it. The
+    process holds sessions read from the old one, and their next events would land on the new log at versions
+    that do not follow what is there; nothing more is read or written until a restart reads the store as it is."""
+
+
+#: What a new connection asks to learn which database it reached (the name alone survives a drop and a create).
+DATABASE_OID = "SELECT oid FROM pg_database WHERE datname = current_database()"
+
 #: Seconds a verdict that the server refuses the store's logins holds before one login asks again.
 VERDICT_S = 1.0
 
@@ -242,14 +251,19 @@ def fails_fast_when_refused(datastore: Any) -> None:
     requests after it too; one login a second re-asks, so a database created again is used again).
     A pool that is only busy, or a slow or restarting server, is waited for the pool's timeout.
     The first request after a drop used to wait that whole timeout (5 s) whenever the pool's login
-    for a new connection had not yet failed when the request began."""
+    for a new connection had not yet failed when the request began.
+
+    Such a process also holds sessions it read, so it asks each new connection which database it
+    reached (`DATABASE_OID`, once per connection made): one dropped and created again under it (a
+    restore) is `DatabaseReplaced` from then on (`datastore.replaced()`), rather than events written
+    onto another log. Before, it wrote on once the new database had the tables."""
     if getattr(datastore, "fails_fast_when_refused", False):
         return  # one wrapper is enough (a program's second `Chronicle.work` on one store)
     datastore.fails_fast_when_refused = True
     acquire = datastore.get_connection
     pool = datastore.pool
     lock = threading.Lock()
-    known: dict[str, Any] = {"cause": "", "at": 0.0, "errors": 0}
+    known: dict[str, Any] = {"cause": "", "at": 0.0, "errors": 0, "made": -1, "oid": None, "replaced": ""}
     waits = threading.local()  # this thread's wait for the pool, when shorter than the pool's own
     plain_connection = pool.connection
 
@@ -264,6 +278,24 @@ def fails_fast_when_refused(datastore: Any) -> None:
     def at_full_size() -> bool:
         stats = pool.get_stats()
         return bool(stats["pool_size"] >= stats["pool_max"])
+
+    def same_database(conn: Any) -> None:
+        """After the pool made a connection since the last look (the only way to reach another database of the
+        same name: a drop ends every session on it), which database it reached: the first one this process used,
+        or DatabaseReplaced, kept for every request after."""
+        made = int(pool.get_stats().get("connections_num", 0))
+        if made == known["made"]:
+            return
+        row = conn.execute(DATABASE_OID).fetchone()
+        oid = row[0] if not isinstance(row, dict) else row["oid"]
+        with lock:
+            known["made"] = made
+            known["oid"] = known["oid"] if known["oid"] is not None else oid
+            if oid != known["oid"]:
+                known["replaced"] = (f"the database {pool.kwargs.get('dbname')!r} was dropped and created again after this "
+                                     "process first used it (a restore?); restart the process to use it as it is now")
+        if known["replaced"]:
+            raise DatabaseReplaced(known["replaced"])
 
     def still_refused() -> str:
         """The refusal to report now, if any: asked of the server when one is known and old, or
@@ -289,6 +321,8 @@ def fails_fast_when_refused(datastore: Any) -> None:
 
     @contextmanager
     def get_connection(*args: Any, **kwargs: Any) -> Iterator[Any]:
+        if known["replaced"]:
+            raise DatabaseReplaced(known["replaced"])
         cause = still_refused()
         if cause:
             raise DatabaseRefused(_refused(cause))
@@ -304,6 +338,7 @@ def fails_fast_when_refused(datastore: Any) -> None:
             try:
                 with acquire(*args, **kwargs) as conn:
                     acquired, waits.timeout = True, None
+                    same_database(conn)
                     yield conn
                     return
             except OperationalError as exc:
@@ -320,6 +355,7 @@ def fails_fast_when_refused(datastore: Any) -> None:
                 waits.timeout = None
 
     datastore.get_connection = get_connection
+    datastore.replaced = lambda: DatabaseReplaced(known["replaced"]) if known["replaced"] else None
 
 
 def _refused(cause: str) -> str:

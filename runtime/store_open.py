@@ -27,7 +27,8 @@ def open_store(url: str, read_only: bool = False) -> ChronicleStore:
 def told_at_once_when_refused(store: ChronicleStore) -> None:
     """For a process that keeps its store open (the server, a worker): on PostgreSQL, a database dropped or a login
     refused under it is told in half a second, as `DatabaseRefused`, not after ten pool timeouts of retries (52 s)
-    that ended in the pool's "couldn't get a connection" (runtime/pg_datastore.py). Nothing on SQLite."""
+    that ended in the pool's "couldn't get a connection"; and a database dropped and created again under it is
+    refused until a restart (`store_gone`; runtime/pg_datastore.py). Nothing on SQLite."""
     datastore = getattr(getattr(store, "recorder", None), "datastore", None)
     if type(datastore).__module__ == "eventsourcing.postgres":
         from .pg_datastore import fails_fast_when_refused
@@ -35,15 +36,18 @@ def told_at_once_when_refused(store: ChronicleStore) -> None:
         fails_fast_when_refused(datastore)
 
 
-def file_gone(store: ChronicleStore) -> Exception | None:
-    """On SQLite, the error every save will raise once the store's file was deleted or replaced under this process
-    (runtime/sqlite_pool.py), for a process that must not idle on a file no path names; None otherwise."""
+def store_gone(store: ChronicleStore) -> Exception | None:
+    """The error every use of the store raises from now on when only a restart cures it, for a process that must not
+    go on with it (a worker's idle passes, the server's routes and /healthz); None otherwise. On SQLite, its file
+    deleted or replaced under this process (runtime/sqlite_pool.py); on PostgreSQL, its database dropped and created
+    again, as a long-lived process's store finds it (`told_at_once_when_refused`, runtime/pg_datastore.py)."""
     datastore = getattr(getattr(store, "recorder", None), "datastore", None)
-    if type(datastore).__module__ != "eventsourcing.sqlite":
-        return None
-    from .sqlite_pool import file_gone as gone
+    if type(datastore).__module__ == "eventsourcing.sqlite":
+        from .sqlite_pool import file_gone
 
-    return gone(datastore)
+        return file_gone(datastore)
+    replaced = getattr(datastore, "replaced", None)
+    return replaced() if callable(replaced) else None
 
 
 def open_failure(url: str, exc: BaseException) -> str:

@@ -30,7 +30,7 @@ from ..redaction import redact_secrets
 from ..session_work import needs_work
 from ..settings import LimitFlags
 from ..store import ChronicleStore
-from ..store_open import file_gone, told_at_once_when_refused
+from ..store_open import store_gone, told_at_once_when_refused
 from ..work_index import WorkIndex
 from .errors import cause_line, first_line
 from .loops import LoopSetupError, build_loop
@@ -175,7 +175,7 @@ class Worker:
         self.said: set[str] = set()
         #: The words of the store failure last logged, until a look for work succeeds again (`_store_unavailable`).
         self.store_down: str | None = None
-        #: Why the worker stopped on its own (an SQLite store's file deleted under it): `run` then returns 1.
+        #: Why the worker stopped on its own (its store gone: `store_open.store_gone`): `run` then returns 1.
         self.stopped_because: str | None = None
         #: How far it has looked for work (worker_progress.py): the server's /healthz says it.
         self.progress = WorkerProgress()
@@ -309,7 +309,7 @@ class Worker:
         while True:
             if self.stop_when is not None and not self.draining and self.stop_when():
                 self.drain()
-            if not self.draining and (gone := file_gone(self.store)) is not None:
+            if not self.draining and (gone := store_gone(self.store)) is not None:
                 self.stopped_because = str(gone)  # no save can land and no new work can be seen: a restart is the cure
                 self.log(f"worker {self.name}: stopping: {gone}")
                 self.drain()

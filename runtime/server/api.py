@@ -38,7 +38,7 @@ from chronicle.runtime.loop import LoopOptions
 from chronicle.runtime.off_loop import off_the_loop
 from chronicle.runtime.settings import SettingsError
 from chronicle.runtime.store_errors import StoreUnavailable
-from chronicle.runtime.store_open import file_gone, told_at_once_when_refused
+from chronicle.runtime.store_open import store_gone, told_at_once_when_refused
 
 from .auth import TokenGate, presents_token
 from .bodies import (
@@ -154,9 +154,10 @@ def _serving(config: ServerConfig, chronicle: Chronicle) -> FastAPI:
             chronicle.close()
 
     def store_still_there(request: Request) -> None:
-        """Every route but /healthz (which says it its own way): an SQLite store whose file was deleted or replaced
-        under the server is 503, reads included, which would answer from a file no path names any more."""
-        if request.url.path != "/healthz" and (gone := file_gone(chronicle.store)) is not None:
+        """Every route but /healthz (which says it its own way): a store gone under the server (an SQLite file
+        deleted or replaced, a database dropped and created again: `store_gone`) is 503, reads included, which would
+        answer from a file no path names any more, or from sessions the database no longer holds."""
+        if request.url.path != "/healthz" and (gone := store_gone(chronicle.store)) is not None:
             raise gone
 
     app = FastAPI(title="Chronicle", version="1", lifespan=lifespan, dependencies=[Depends(store_still_there)],
@@ -226,13 +227,13 @@ def _serving(config: ServerConfig, chronicle: Chronicle) -> FastAPI:
         owed have been looked for, outbox_progress.py), `worker` (how far the server's worker has looked for work,
         worker_progress.py) and `streams` (the live event streams open, event_stream.py) only for a caller that sends it.
 
-        503 `{"status": "store_file_gone"}` (and its `error` for a caller with the token) once an SQLite store's file
-        was deleted or replaced under the server: nothing can be recorded any more and only a restart cures it, so a
-        supervisor watching this restarts it. A lost database is still "ok": it may come back, and is waited for."""
+        503 `{"status": "store_gone"}` (and its `error` for a caller with the token) once the store is gone under the
+        server (`store_gone`): nothing can be recorded any more and only a restart cures it, so a supervisor watching
+        this restarts it. A lost database is still "ok": it may come back, and is waited for."""
         shown = not config.token or presents_token(request, config.token.strip())
-        gone = file_gone(chronicle.store)
+        gone = store_gone(chronicle.store)
         if gone is not None:
-            return JSONResponse({"status": "store_file_gone", **({"error": str(gone)} if shown else {})}, status_code=503)
+            return JSONResponse({"status": "store_gone", **({"error": str(gone)} if shown else {})}, status_code=503)
         if not shown:
             return {"status": "ok"}
         return {"status": "ok", "notes": server_notes, "outbox": outbox.status(), "worker": worker_status(),

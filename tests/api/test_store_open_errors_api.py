@@ -159,3 +159,31 @@ def test_a_database_lost_under_an_open_chronicle_is_told_at_once_and_its_return_
         bring_database_back(name)
         time.sleep(1.1)  # a refusal is believed for a second (pg_datastore.VERDICT_S), then asked again
         assert [row["session_id"] for row in app.sessions()] == [sid["session_id"]]
+
+
+def test_a_database_dropped_and_created_again_under_an_open_chronicle_is_refused_until_a_restart(pg_database, workspace,
+                                                                                                  tmp_path):
+    """A restore by drop and create while a program runs: the program holds sessions read from the old database, and
+    their next events would land on the new log at versions that do not follow what is there. Every call is refused
+    with the reason (ChronicleError 1, `the store is unavailable: …`) until a new Chronicle reads the store as it is."""
+    import psycopg
+
+    from tests.conftest import ADMIN_DSN, own_database, take_database_away
+
+    (tmp_path / "s.json").write_text('{"agents": {"main": [{"content": [{"type": "text", "text": "hi"}]}]}}')
+    agent = Agent(tools=[], provider=f"scripted:{tmp_path / 's.json'}")
+    with own_database(pg_database, "chronicle_restored") as (name, url):
+        with Chronicle(url) as app:
+            app.submit(agent, "hello", workspace=workspace)
+            take_database_away(name)
+            with psycopg.connect(ADMIN_DSN, autocommit=True) as admin:
+                admin.execute(f'CREATE DATABASE "{name}"')
+            with Chronicle(url) as backup:  # restored from a backup that holds another session
+                restored = backup.submit(agent, "from the backup", workspace=workspace)["session_id"]
+            for _ in range(2):  # the verdict is kept: no second look lets the program write on
+                with pytest.raises(ChronicleError) as refused:
+                    app.submit(agent, "and then", workspace=workspace)
+                assert refused.value.code == 1 and "was dropped and created again" in str(refused.value)
+                assert str(refused.value).startswith("the store is unavailable: ")
+        with Chronicle(url) as restarted:  # a restart reads the store as it is now, and nothing was written onto it
+            assert [row["session_id"] for row in restarted.sessions()] == [restored]

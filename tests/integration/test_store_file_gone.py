@@ -82,7 +82,7 @@ def test_the_server_answers_503_not_201_for_a_session_it_could_not_keep(tmp_path
         stale = httpx.get(f"{base}/sessions", timeout=30)  # a read too: the old file's sessions are no answer now
         assert stale.status_code == 503 and "deleted or replaced" in stale.json()["error"], stale.text
         health = httpx.get(f"{base}/healthz", timeout=30)  # a supervisor restarts it: nothing else cures it
-        assert health.status_code == 503 and health.json()["status"] == "store_file_gone"
+        assert health.status_code == 503 and health.json()["status"] == "store_gone"
         assert "deleted or replaced" in health.json()["error"]
 
 

@@ -130,3 +130,25 @@ def test_a_lost_database_is_a_json_503_naming_it_and_soon_not_after_a_minute_of_
         proc.terminate()
         proc.wait(timeout=30)
         assert "does not exist" in (proc.stderr.read() if proc.stderr else ""), "the server's log keeps it"
+
+
+def test_a_database_dropped_and_created_again_under_the_server_is_503_and_healthz_asks_for_a_restart(
+        pg_database, workspace, tmp_path):
+    """A restore by drop and create under a running server: its sessions are of the old database, so it answers
+    503 naming that (reads too), and /healthz says `store_gone` so that a supervisor restarts it."""
+    import psycopg
+
+    from tests.conftest import ADMIN_DSN, own_database, take_database_away
+
+    script = write_script(tmp_path / "s.json", [response(text("Hello."))])
+    with own_database(pg_database, "chronicle_restored") as (name, url), server_process(url, workspace) as (base, _):
+        created = httpx.post(f"{base}/sessions", json={"prompt": "hi", "provider": f"scripted:{script}"}, timeout=30)
+        assert created.status_code == 201, created.text
+        take_database_away(name)
+        with psycopg.connect(ADMIN_DSN, autocommit=True) as admin:
+            admin.execute(f'CREATE DATABASE "{name}"')
+        ChronicleStore(url).close()  # the restore's tables
+        refused = httpx.get(f"{base}/sessions", timeout=60)
+        assert refused.status_code == 503 and "was dropped and created again" in refused.json()["error"], refused.text
+        health = httpx.get(f"{base}/healthz", timeout=30)
+        assert health.status_code == 503 and health.json()["status"] == "store_gone", health.text
