@@ -37,8 +37,8 @@ def is_connection_lost(exc: BaseException) -> bool:
 
 
 class StoreUnavailable(Exception):
-    """Mixed into a store error that says the store cannot be used now and why (its database refuses logins, its
-    file is gone from its path): every client says it as one line, "the store is unavailable: …" (exit 1,
+    """Mixed into a store error that says the store cannot be used now and why (its database refuses logins or was
+    dropped and created again, its file is gone from its path): every client says it as one line, "the store is unavailable: …" (exit 1,
     ChronicleError code 1, HTTP 503), never as an internal error. A mixin, so that this module imports nothing:
     the classes are eventsourcing PersistenceErrors too, which the loop and the worker catch as a lost store."""
 
