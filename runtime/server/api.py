@@ -194,7 +194,8 @@ def _serving(config: ServerConfig, chronicle: Chronicle) -> FastAPI:
             log.error("%s %s: the store is unavailable: %s", request.method, request.url.path, first_line(exc))
         else:
             log.error("%s %s: the store failed", request.method, request.url.path, exc_info=exc)
-        return JSONResponse({"error": f"the store is unavailable: {first_line(exc)}"}, status_code=503)
+        # `code` as the ChronicleError answers have it (runtime/app/errors.UNAVAILABLE): the CLI's exit code for it.
+        return JSONResponse({"error": f"the store is unavailable: {first_line(exc)}", "code": 1}, status_code=503)
 
     @app.exception_handler(Exception)
     async def _internal_error(_: Request, exc: Exception) -> JSONResponse:
