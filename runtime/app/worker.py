@@ -195,6 +195,8 @@ class Worker:
         second, once its refusal is told at once: runtime/pg_datastore.py), and the log said the same line each time;
         it now says it once (by its first line: the driver adds the statement), and then that the store answers again."""
         words = redact_secrets(first_line(exc))  # the driver's words: no secret reaches the log
+        if store_gone(self.store) is not None:
+            return  # no retry cures it: the next pass stops the worker and says why (`run`)
         if words != self.store_down:
             self.store_down = words
             self.log(f"worker {self.name}: store unavailable{where}: {words}; will retry")

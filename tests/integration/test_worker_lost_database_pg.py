@@ -1,5 +1,6 @@
 """A worker whose PostgreSQL database goes away (dropped, renamed, its connections refused) says so
-in seconds, once, with the server's reason, and takes up its work again when the database is back.
+in seconds, once, with the server's reason, and takes up its work again when the database is back;
+one dropped and created again (a restore) stops it with exit 1, saying why.
 
 It said nothing for 55 s (ten retries, each waiting the pool's 5 s timeout), then
 "store unavailable: couldn't get a connection after 5.00 sec", and the same again every minute.
@@ -11,15 +12,16 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
 from contextlib import closing
 
+import psycopg
+
 from chronicle.runtime.store import ChronicleStore
 from tests import processes
-from tests.conftest import bring_database_back, own_database, take_database_away
+from tests.conftest import ADMIN_DSN, bring_database_back, own_database, take_database_away
 from tests.helpers import cli, response, text
 from tests.recovery import wait_for
 
@@ -62,5 +64,11 @@ def test_a_worker_names_a_lost_database_at_once_and_works_again_when_it_is_back(
         wait_for(lambda: sum("completed" in line for line in _lines(stderr)) >= 2, timeout=60)
         with closing(ChronicleStore(url)) as store:
             assert [t.status for t in store.head_turns(store.session(sid))] == ["completed", "completed"]
-        worker.send_signal(signal.SIGTERM)
-        assert worker.wait(timeout=30) == 0, _lines(stderr)
+
+        # Dropped and created again (a restore): no retry cures that, so the worker stops and says why, once.
+        take_database_away(name)
+        with psycopg.connect(ADMIN_DSN, autocommit=True) as admin:
+            admin.execute(f'CREATE DATABASE "{name}"')
+        assert worker.wait(timeout=60) == 1, _lines(stderr)
+        replaced = [line for line in _lines(stderr) if "dropped and created again" in line]
+        assert len(replaced) == 1 and "stopping: the database" in replaced[0], _lines(stderr)
