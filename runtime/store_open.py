@@ -29,11 +29,10 @@ def told_at_once_when_refused(store: ChronicleStore) -> None:
     refused under it is told in half a second, as `DatabaseRefused`, not after ten pool timeouts of retries (52 s)
     that ended in the pool's "couldn't get a connection"; and a database dropped and created again under it is
     refused until a restart (`store_gone`; runtime/pg_datastore.py). Nothing on SQLite."""
-    datastore = getattr(getattr(store, "recorder", None), "datastore", None)
-    if type(datastore).__module__ == "eventsourcing.postgres":
+    if store.backend == "postgresql":
         from .pg_datastore import fails_fast_when_refused
 
-        fails_fast_when_refused(datastore)
+        fails_fast_when_refused(store.recorder.datastore)
 
 
 def store_gone(store: ChronicleStore) -> Exception | None:
@@ -41,8 +40,8 @@ def store_gone(store: ChronicleStore) -> Exception | None:
     go on with it (a worker's idle passes, the server's routes and /healthz); None otherwise. On SQLite, its file
     deleted or replaced under this process (runtime/sqlite_pool.py); on PostgreSQL, its database dropped and created
     again, as a long-lived process's store finds it (`told_at_once_when_refused`, runtime/pg_datastore.py)."""
-    datastore = getattr(getattr(store, "recorder", None), "datastore", None)
-    if type(datastore).__module__ == "eventsourcing.sqlite":
+    datastore = store.recorder.datastore
+    if store.backend == "sqlite":
         from .sqlite_pool import file_gone
 
         return file_gone(datastore)
