@@ -284,8 +284,32 @@ def history(
             return
         shown = queries.history(store, sid, at=at, version=version, step=step)  # wire dicts: every field a block's model has
         present = at is None and version is None and step is None
+        if not shown:
+            _say_nothing_shown(store, sid, version if not present else None)
+            return
         with paged(no_pager):
             out_console.print(transcript_lines(shown, queries.input_origin_labels(store, sid) if present else None))
+
+
+def _say_nothing_shown(store: Any, session_id: Any, version: int | None) -> None:
+    """Why the transcript is empty, on stderr: an empty screen and exit 0 read as a broken command, while
+    the session is only new, waiting for a worker, or undone back to its start."""
+    if version is not None:
+        err_console.print(f"no messages as of event {version} of session {session_id}: its first input has not run by then",
+                          soft_wrap=True)
+        return
+    session = store.session(session_id, copy=False)
+    if session.redo_stack:
+        why = f"every turn on its branch was undone; `{pasted(f'redo {session_id}', store.url)}` puts the last one back"
+    elif session.queue:
+        why = (f"{len(session.queue)} input(s) wait to run (`{pasted(f'resume {session_id}', store.url)}` runs them here, "
+               "or a `chronicle worker`)")
+    elif session.active_turn_id is not None:
+        why = "its first turn is running"
+    else:
+        why = "no turn has run yet"
+    err_console.print(f"session {session_id} has no messages yet: {why}" if not session.redo_stack
+                      else f"session {session_id} has no messages on its branch: {why}", soft_wrap=True)
 
 
 def _say_fork_origin(store: Any, session_id: Any) -> None:

@@ -333,3 +333,20 @@ def test_the_commands_undo_and_steer_offer_stay_on_one_line_in_a_narrow_terminal
     queued = cli("steer", sid, "later", db=sqlite_url, env=narrow)
     assert queued.returncode == 0, queued.stderr
     assert f"`chronicle run --session {sid} ...` or `chronicle chat --session {sid}`." in queued.stdout.splitlines()[0]
+
+
+def test_history_of_an_empty_branch_says_why_it_is_empty_instead_of_printing_nothing(db_url, workspace, tmp_path):
+    script = three_turns(tmp_path)
+    sid = run_turns(db_url, workspace, script, ["one"])
+    assert cli("undo", sid, db=db_url).returncode == 0
+    empty = cli("history", sid, db=db_url)
+    assert empty.returncode == 0 and empty.stdout == ""
+    assert "no messages on its branch" in empty.stderr and f"redo {sid}" in empty.stderr
+    assert cli("history", sid, "--json", db=db_url).stdout == ""  # JSON lines: no line, no note in the data
+    before = cli("history", sid, "--version", "1", db=db_url)
+    assert before.returncode == 0 and "no messages as of event 1" in before.stderr
+
+    submitted = cli("submit", "later", "--provider", f"scripted:{script}", "--workspace", str(workspace), db=db_url)
+    assert submitted.returncode == 0, submitted.stderr
+    waiting = cli("history", submitted.stdout.strip(), db=db_url)
+    assert "no messages yet: 1 input(s) wait to run" in waiting.stderr
