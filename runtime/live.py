@@ -45,6 +45,8 @@ class TurnStart(_Live):
     turn_id: str
     number: int
     input: str
+    #: The queued input the turn answers (`submit`, a steer, a channel): a client tells its own from others'.
+    input_id: str | None = None
 
 
 class TurnEnd(_Live):

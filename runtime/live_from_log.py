@@ -79,7 +79,7 @@ class LiveFromLog:
                 return [
                     AgentStart(session_id=sid, agent=self.agent, instance=self.instance, depth=self.depth, prefix=self.prefix, **self.links),
                     TurnStart(session_id=sid, turn_id=turn_id, number=int(data.get("number") or 0),
-                              input=str(data.get("input_text") or "")),
+                              input=str(data.get("input_text") or ""), input_id=data.get("input_id")),
                     StatusChange(session_id=sid, status="busy"),
                 ]
             if name == "ModelResponded":

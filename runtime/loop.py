@@ -176,7 +176,8 @@ class AgentLoop:
             return outcome
         except ForgottenContent as exc:  # forgotten by another process since this one last read it
             return await forgotten_under(self.io, session_id, None, exc)
-        await self.emit(TurnStart(session_id=str(session.id), turn_id=str(turn.id), number=turn.number, input=turn.input_text))
+        await self.emit(TurnStart(session_id=str(session.id), turn_id=str(turn.id), number=turn.number, input=turn.input_text,
+                                 input_id=turn.input_id))
         await self.emit(StatusChange(session_id=str(session.id), status="busy"))
         task = asyncio.current_task()
         watcher = self.controls.watch_cancel(session.id, turn.id, task, just_started=begun) if task is not None else None

@@ -176,6 +176,9 @@ class Chat:
             "/help for commands, Ctrl-C cancels a running turn"
             + (", a line typed while it runs steers it" if self.reader.editor else "") + ", /quit leaves."
         )
+        if session.queue:
+            self.console.print(f"[dim]{len(session.queue)} input(s) queued on this session run before your next message "
+                               f"(the first: {escape(short(printable(str(session.queue[0].get('text') or '')), 80))})[/]", soft_wrap=True)
         while True:
             waiting = self.store.session(self.session_id, copy=False).pending_auth  # only read
             try:
@@ -218,6 +221,8 @@ class Chat:
     def send(self, text: str, waiting: dict[str, Any] | None = None) -> None:
         """`waiting`: the credential the session waited for as the line was read (auth mode takes the line as it)."""
         input_id = self.conversation.submit(text)
+        if self.renderer is not None:
+            self.renderer.answering(input_id)
         if waiting is not None:  # auth mode took the message as a credential: nothing to run
             from chronicle.runtime.app.running import credential_note
 

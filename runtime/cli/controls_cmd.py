@@ -49,8 +49,8 @@ def steer(
                               "it reaches the model at the next safe point", soft_wrap=True)
         else:
             out_console.print(f"no turn is running on session {sid}: the message was queued as its next input. "
-                              f"Run it with `{pasted(f'run --session {sid} ...', store.url)}` or "
-                              f"`{pasted(f'chat --session {sid}', store.url)}`.", soft_wrap=True)
+                              f"`{pasted(f'resume {sid}', store.url)}` runs it now, as a worker would "
+                              f"(or `{pasted(f'chat --session {sid}', store.url)}`, before your next message).", soft_wrap=True)
 
 
 def cancel(

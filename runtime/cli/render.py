@@ -94,6 +94,10 @@ class HumanRenderer:
         self._started: set[str] = set()
         #: The text streamed since the last tool call: the final answer as the model wrote it.
         self._streamed = ""
+        #: The input this command recorded: a turn that answers another (queued before it, or while it ran)
+        #: is named, or its answer would read as a second answer to the person's own prompt.
+        self.own_input: str | None = None
+        self._named_other = False
 
     def _who(self, event: Any) -> str:
         label = self._children.get(event.session_id)
@@ -103,6 +107,21 @@ class HumanRenderer:
         if self._in_text:
             self.console.print()
             self._in_text = False
+
+    def answering(self, input_id: str | None) -> None:
+        """The input the person just gave: the turns that answer others are named from now on."""
+        self.own_input, self._named_other = input_id, False
+
+    def _name_input(self, event: Any) -> None:
+        """A queued input's turn is named; then so is the person's own, once another came before it."""
+        text = escape(short(printable(event.input), 100))
+        if event.input_id != self.own_input:
+            self._end_text()
+            self.console.print(f"[dim]↳ a queued input: {text}[/]")
+            self._named_other = True
+        elif self._named_other:
+            self._end_text()
+            self.console.print(f"[dim]↳ your input: {text}[/]")
 
     def __call__(self, event: Any) -> None:
         kind = event.type
@@ -120,6 +139,8 @@ class HumanRenderer:
                 self.console.print(f"[dim italic]{escape(printable(delta.get('thinking', '')))}[/]", end="")
         elif kind in ("tool_start", "tool_end", "turn_start"):  # a tool skipped by steering or a guard has no start
             self._streamed = ""
+        if kind == "turn_start" and self.own_input is not None and event.input_id and event.session_id not in self._children:
+            self._name_input(event)
         if kind == "tool_start":
             self._end_text()
             self._started.add(event.tool_call_id)

@@ -118,6 +118,8 @@ def run(
         store = open_store(db)
         renderer = JsonLinesRenderer() if as_json else HumanRenderer()
         conversation = Conversation.open(store, session, options, [renderer], first_input=prompt, attachments=attach)
+        if isinstance(renderer, HumanRenderer):
+            renderer.answering(conversation.input_id)
         for note in conversation.notes:
             err_console.print(f"[dim]{escape(note)}[/]")
         driven = asyncio.run(conversation.drive())

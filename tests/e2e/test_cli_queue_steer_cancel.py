@@ -125,7 +125,30 @@ def test_steering_with_no_turn_running_becomes_the_next_queued_input(sqlite_url,
     assert json_lines(steer.stdout)[0]["outcome"] == "queued"
     run = cli("run", "third", "--session", sid, "--json", db=sqlite_url)
     assert run.returncode == 0, run.stderr
-    assert [e["input"] for e in json_lines(run.stdout) if e["type"] == "turn_start"] == ["later please", "third"]
+    starts = [e for e in json_lines(run.stdout) if e["type"] == "turn_start"]
+    assert [e["input"] for e in starts] == ["later please", "third"]
+    assert starts[0]["input_id"] == json_lines(steer.stdout)[0]["steer_id"] and starts[1]["input_id"] != starts[0]["input_id"]
+
+
+def test_a_turn_that_answers_a_queued_input_is_named_in_run_and_chat_so_two_answers_do_not_read_as_one(sqlite_url, workspace, tmp_path):
+    provider = script(tmp_path / "s.json", [[response(text(f"answer {n}"))] for n in range(1, 6)])
+    sid = json_lines(cli("run", "first", "--provider", provider, "--workspace", str(workspace), "--json", db=sqlite_url).stdout)[0]["session_id"]
+    steer = cli("steer", sid, "later please", db=sqlite_url)
+    assert f"resume {sid}` runs it now" in steer.stdout
+
+    run = cli("run", "mine", "--session", sid, db=sqlite_url)
+    assert run.returncode == 0, run.stderr
+    out = run.stdout
+    assert out.index("↳ a queued input: later please") < out.index("answer 2") < out.index("↳ your input: mine") < out.index("answer 3")
+    plain = cli("run", "alone", "--session", sid, db=sqlite_url)
+    assert "answer 4" in plain.stdout and "↳" not in plain.stdout  # nothing queued: nothing named
+
+    cli("steer", sid, "queued for chat", db=sqlite_url)
+    chat = cli("chat", "--session", sid, "--workspace", str(workspace), db=sqlite_url, input="typed\n/quit\n")
+    assert chat.returncode == 0, chat.stderr
+    said = chat.stdout
+    assert "1 input(s) queued on this session run before your next message" in said
+    assert said.index("↳ a queued input: queued for chat") < said.index("answer 5") < said.index("↳ your input: typed")
 
 
 def test_cancel_from_another_process_kills_the_running_tool_and_the_session_continues(db_url, workspace, tmp_path):
