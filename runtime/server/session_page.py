@@ -118,6 +118,8 @@ def build(store: ChronicleStore, sid: UUID, turn: int | None, every_turn: bool =
     return {
         "row": row, "turn": turn if turn is None else end, "total_turns": total, "first_shown": start, "last_shown": end,
         "undone_count": total - len(on_branch & set(numbered)),
+        # Undo and Redo offered only when they can act: the branch has a turn, an undo is there to take back.
+        "can_undo": bool(session.head) and session.active_turn_id is None, "can_redo": bool(session.redo_stack),
         # The actions card's Fork: the last turn shown that Fork is offered on, numbered as `fork --at` takes it
         "fork_at": forkable[-1] if forkable else None,
         "turns": views, "turn_nav": _turn_nav(start, end, total), "page_size": TURNS_SHOWN,

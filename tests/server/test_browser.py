@@ -266,3 +266,38 @@ def test_with_a_token_the_browser_logs_in_once_by_url_then_lists_approves_and_fo
         expect(page.locator("#conversation")).to_contain_text("Done: out.txt says approved.", timeout=60_000)
         _close_pages(browser)
     assert (workspace / "out.txt").read_text().strip() == "approved"
+
+
+def test_undo_and_redo_buttons_are_offered_only_when_they_can_act_and_put_the_files_back_and_forth(
+        sqlite_url, workspace, tmp_path, browser):
+    """Redo is greyed out until something was undone; Undo takes the turn back with its files, Redo puts both back
+    (with files, as Undo took them), and each button is greyed out again once it cannot act."""
+    playwright_api = pytest.importorskip("playwright.sync_api")
+    script = write_script(tmp_path / "s.json", [[response(tool_use("w", "write_file", path="made.txt", content="v1")),
+                                                 response(text("wrote it"))]])
+    sid = json_lines(cli("run", "make it", "--provider", f"scripted:{script}", "--workspace", str(workspace), "--json",
+                         db=sqlite_url).stdout)[0]["session_id"]
+    assert (workspace / "made.txt").read_text() == "v1"
+    with serving(sqlite_url, workspace) as base:
+        page = browser.new_page(viewport={"width": 1280, "height": 900})
+        page.on("dialog", lambda dialog: dialog.accept())
+        expect = playwright_api.expect
+        undo, redo = page.locator("#actions button[data-action=undo]"), page.locator("#actions button[data-action=redo]")
+        page.goto(f"{base}/ui/sessions/{sid}")
+        expect(undo).to_be_enabled()
+        expect(redo).to_be_disabled()
+
+        undo.click()
+        expect(page.locator("#action-result")).to_contain_text("200")
+        page.wait_for_load_state("load")
+        _until(lambda: not (workspace / "made.txt").exists())
+        expect(redo).to_be_enabled(timeout=10_000)  # after the page reloaded itself
+        expect(undo).to_be_disabled()
+
+        redo.click()
+        expect(page.locator("#action-result")).to_contain_text("200")
+        _until(lambda: (workspace / "made.txt").exists())
+        assert (workspace / "made.txt").read_text() == "v1"
+        expect(redo).to_be_disabled(timeout=10_000)
+        expect(undo).to_be_enabled()
+        _close_pages(browser)

@@ -21,6 +21,7 @@ def test_the_session_page_shows_the_conversation_as_of_any_turn_and_escapes_what
         listing = httpx.get(f"{base}/ui/sessions")
         assert listing.status_code == 200 and sid[:8] in listing.text
         assert sid[:8] not in httpx.get(f"{base}/ui/sessions", params={"q": "no-such-thing"}).text
+        assert ">?</span></td>" in listing.text, "a scripted model has no price: '?' as the CLI shows it, not a blank"
 
         now = httpx.get(f"{base}/ui/sessions/{sid}")
         assert now.status_code == 200
