@@ -8,14 +8,13 @@ terminal see the same facts. A failure the CLI reports with an exit code raises
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import os
 import threading
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, AsyncIterator, Callable, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence
 from uuid import UUID
 
 from chronicle.runtime.app import approvals, bundles, controls, model_change, queries, timetravel
@@ -44,8 +43,10 @@ from . import runs
 from .agent import Agent
 from .arguments import FromOne, FromZero, LeaseSeconds, ModelName, PollSeconds, Seconds, SessionRef, blocking, checked
 from .errors import ChronicleError, warn
+from .event_stream import EventStream
 from .results import Answered as Answered  # where programs imported them from
 from .results import RunResult as RunResult
+from .running_turns import RunningTurns
 
 
 def _warn_refused(command: str, sid: Any, refused: list[str], url: str) -> None:
@@ -91,6 +92,7 @@ class Chronicle:
         self._named = url or os.environ.get("CHRONICLE_DB")
         self._store: ChronicleStore | None = None
         self._routine_engines: dict[Any, RoutineEngine] = {}
+        self._turns = RunningTurns()
 
     @property
     def store(self) -> ChronicleStore:
@@ -112,14 +114,25 @@ class Chronicle:
         return self.store
 
     def close(self) -> None:
-        if self._store is not None:
-            self._store.close()
-            self._store = None
+        """Close the store. A turn still running in one of this Chronicle's tasks (a `stream` not read to its end
+        and not yet let go of, a `run` not awaited) is cancelled, and the store closes once it has recorded that."""
+        store, self._store = self._store, None
+        if store is not None:
+            self._turns.cancel_then(store.close)
 
     def __enter__(self) -> "Chronicle":
         return self
 
     def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    async def __aenter__(self) -> "Chronicle":
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        """`async with Chronicle(...)`: as `with`, but the turns still running are cancelled and their cancels
+        recorded before the block ends."""
+        await self._turns.cancelled_and_ended()
         self.close()
 
     # -- running agents ------------------------------------------------------------------------
@@ -139,12 +152,15 @@ class Chronicle:
         with _as_chronicle_errors():
             # a session to continue is looked for in a store that exists: none is made only to say it is not there
             store = self.store if session is None else self._existing
+            if session is not None:
+                await self._turns.cancelled_ones_ended(queries.session_id(store, session))
             conversation = runs.open_conversation(store, agent, prompt, session, workspace, attachments, auto_approve,
                                                   max_iterations, [on_event] if on_event else [], model=model,
                                                   max_attempts=max_attempts)
             for note in [*conversation.ignored, *conversation.finished]:
                 warn(note)
-            driven = await conversation.drive(handle_signals=False)
+            with self._turns.running(conversation.session_id):
+                driven = await conversation.drive(handle_signals=False)
             return RunResult.of_run(self.store, conversation.session_id, driven, conversation.input_id, conversation.notes)
 
     def run_sync(self, agent: Agent, prompt: str, *, session: SessionRef | None = None, workspace: str | Path | None = None,
@@ -158,28 +174,16 @@ class Chronicle:
                                                            max_attempts=max_attempts))
 
     @checked
-    async def stream(self, agent: Agent, prompt: str, *, session: SessionRef | None = None, workspace: str | Path | None = None,
-                     attachments: Sequence[Any] | None = None, auto_approve: bool = False,
-                     max_iterations: FromOne | None = None, model: ModelName | None = None,
-                     max_attempts: FromOne | None = None) -> AsyncIterator[Any]:
-        """The live events of `run --json`, as pydantic models (`event.model_dump()` is the JSON line)."""
-        queue: asyncio.Queue[Any] = asyncio.Queue()
-        task = asyncio.ensure_future(self.run(agent, prompt, session=session, workspace=workspace, attachments=attachments,
-                                              auto_approve=auto_approve, max_iterations=max_iterations,
-                                              on_event=queue.put_nowait, model=model, max_attempts=max_attempts))
-        try:
-            while not (task.done() and queue.empty()):
-                getter = asyncio.ensure_future(queue.get())
-                await asyncio.wait({getter, task}, return_when=asyncio.FIRST_COMPLETED)
-                if getter.done():
-                    yield getter.result()
-                else:
-                    getter.cancel()
-            task.result()
-        finally:
-            if not task.done():
-                task.cancel()
-                await asyncio.gather(task, return_exceptions=True)
+    def stream(self, agent: Agent, prompt: str, *, session: SessionRef | None = None, workspace: str | Path | None = None,
+               attachments: Sequence[Any] | None = None, auto_approve: bool = False,
+               max_iterations: FromOne | None = None, model: ModelName | None = None,
+               max_attempts: FromOne | None = None) -> EventStream:
+        """The live events of `run --json`, as pydantic models (`event.model_dump()` is the JSON line). Leaving the
+        `async for` before its end (`break`, an exception) cancels the turn there and then, recorded as a cancel."""
+        return EventStream(lambda on_event: self.run(agent, prompt, session=session, workspace=workspace,
+                                                     attachments=attachments, auto_approve=auto_approve,
+                                                     max_iterations=max_iterations, on_event=on_event, model=model,
+                                                     max_attempts=max_attempts))
 
     @checked
     def submit(self, agent: Agent, prompt: str, *, session: SessionRef | None = None, workspace: str | Path | None = None,

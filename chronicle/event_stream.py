@@ -1,0 +1,75 @@
+"""What `Chronicle.stream` returns: the live events of one run, and the run's end when the reader leaves.
+
+An async generator would do the iterating, but not the leaving: a program that breaks out of
+`async for` leaves the generator to the event loop's finaliser, which cancels the run whenever it
+gets to it. Until then the turn went on holding the session, so the program's next `run` on it was
+queued behind a turn no one would finish, and a `Chronicle` closed meanwhile left the cancelled turn
+half recorded (a tool `Started`, never ended). This object cancels the run the moment the reader lets
+go of it (`break`, an exception, `aclose()`), and the run records the cancel as a Ctrl-C's is.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from typing import Any, Awaitable, Callable
+
+#: Starts the run, handing each live event to the callable it is given.
+Start = Callable[[Callable[[Any], None]], Awaitable[Any]]
+
+
+class EventStream:
+    """`async for event in chronicle.stream(...)`: each live event as a pydantic model, in order; the run's
+    error, if it ends with one, is raised after the events it produced. Nothing runs until the first event is
+    asked for."""
+
+    def __init__(self, start: Start) -> None:
+        self._start = start
+        self._events: asyncio.Queue[Any] = asyncio.Queue()
+        self._task: asyncio.Task[Any] | None = None
+        self._thread = threading.get_ident()
+
+    def __aiter__(self) -> "EventStream":
+        return self
+
+    async def __anext__(self) -> Any:
+        if self._task is None:
+            self._task = asyncio.ensure_future(self._start(self._events.put_nowait))
+            self._thread = threading.get_ident()
+        task = self._task
+        while self._events.empty():
+            if task.done():
+                task.result()  # the run's error, after every event it produced
+                raise StopAsyncIteration
+            getter = asyncio.ensure_future(self._events.get())
+            try:
+                await asyncio.wait({getter, task}, return_when=asyncio.FIRST_COMPLETED)
+            except asyncio.CancelledError:  # the reader's own task is cancelled: the run ends with it
+                getter.cancel()
+                await self.aclose()
+                raise
+            if getter.done():
+                return getter.result()
+            getter.cancel()
+        return self._events.get_nowait()
+
+    async def aclose(self) -> None:
+        """End the run now if it is still going (recorded as a cancel) and wait until it has recorded that."""
+        task = self._task
+        if task is not None and not task.done():
+            task.cancel()
+            await asyncio.wait({task})
+
+    def __del__(self) -> None:
+        # The reader let go (`break` drops the last reference at once): the run is cancelled now, not when the
+        # collector or the loop's shutdown gets to it. Cancelling is the loop thread's business.
+        task = getattr(self, "_task", None)
+        if task is None or task.done():
+            return
+        loop = task.get_loop()
+        if loop.is_closed():
+            return
+        if threading.get_ident() == self._thread:
+            task.cancel()
+        else:
+            loop.call_soon_threadsafe(task.cancel)
