@@ -121,6 +121,13 @@ def blocking(name: str, twin: str, coroutine: Callable[[], Coroutine[Any, Any, T
     try:
         asyncio.get_running_loop()
     except RuntimeError:
-        return asyncio.run(coroutine())
+        with asyncio.Runner() as runner:
+            result = runner.run(coroutine())
+            # Ctrl-C cancelled the work's task (asyncio.Runner does that); the turn recorded the cancel and answered
+            # with it, which Runner then returns as if nothing had happened. The program is stopped as Ctrl-C stops
+            # any Python call, once the cancel is recorded (a loop over prompts would otherwise go on to the next).
+            if getattr(runner, "_interrupt_count", 0):
+                raise KeyboardInterrupt from None
+            return result
     raise ChronicleError(f"{name}() blocks until the work is done and cannot run inside an event loop; "
                          f"use `await {twin}(...)` there", 2)

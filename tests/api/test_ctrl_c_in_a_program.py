@@ -1,0 +1,55 @@
+"""Ctrl-C in a program that calls `run_sync`: the turn records its cancel, then the program stops with
+KeyboardInterrupt as any Python call would. (It used to get a `cancelled` result back and go on, so a loop over
+prompts needed one Ctrl-C per prompt.)"""
+
+from __future__ import annotations
+
+import json
+import signal
+import sys
+import time
+
+from chronicle import Chronicle
+from tests.helpers import _base_env, response, text, tool_use
+from tests.processes import start
+
+PROGRAM = """
+import signal, sys
+signal.signal(signal.SIGINT, signal.default_int_handler)  # a background process starts with SIGINT ignored
+from chronicle import Agent, Chronicle
+agent = Agent(tools=["bash"], provider="scripted:" + sys.argv[2])
+with Chronicle(sys.argv[1]) as app:
+    try:
+        for prompt in ("first", "second", "third"):
+            result = app.run_sync(agent, prompt, workspace=sys.argv[3], auto_approve=True)
+            print("went on after", prompt, result.status, flush=True)
+    except KeyboardInterrupt:
+        print("KeyboardInterrupt", flush=True)
+        raise
+"""
+
+
+def test_ctrl_c_during_run_sync_records_the_cancel_and_stops_the_program(db_url, workspace, tmp_path):
+    script = tmp_path / "s.json"
+    script.write_text(json.dumps({"agents": {"main": [
+        [response(tool_use("b", "bash", command="touch started; sleep 60")), response(text("never"))],
+    ] * 3}}), encoding="utf-8")
+    program = tmp_path / "program.py"
+    program.write_text(PROGRAM, encoding="utf-8")
+    process = start([sys.executable, str(program), db_url, str(script), str(workspace)], env=_base_env(),
+                    stdout=-1, stderr=-1, text=True)
+    deadline = time.monotonic() + 60
+    while not (workspace / "started").exists():
+        assert process.poll() is None and time.monotonic() < deadline, process.communicate()
+        time.sleep(0.05)
+    process.send_signal(signal.SIGINT)
+    out, err = process.communicate(timeout=60)
+
+    assert out.splitlines() == ["KeyboardInterrupt"], (out, err)
+    assert process.returncode != 0 and "KeyboardInterrupt" in err
+    with Chronicle(db_url) as app:
+        [row] = app.sessions()  # the loop went no further than the first prompt
+        assert row["status"] == "idle"
+        ends = [(e["aggregate"], e["event"], e["data"].get("reason")) for e in app.log(row["session_id"])
+                if e["event"] == "Cancelled"]
+        assert ends == [("tool_call", "Cancelled", "cancelled by the user"), ("turn", "Cancelled", "cancelled by the user")]
