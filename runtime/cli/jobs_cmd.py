@@ -17,6 +17,7 @@ from .common import (
     missing_store,
     open_store,
     out_console,
+    pasted,
     print_json_rows,
     store_command,
 )
@@ -78,7 +79,13 @@ def submit(
             use_cases.checked_spec(provider, model, ws, max_iterations)
         store = open_store(db)
         row = use_cases.submit(store, prompt, provider=provider, model=model, workspace=ws, max_iterations=max_iterations)
-        _print([row], as_json) if as_json else out_console.print(f"job {row['job_id']} queued for a worker")
+        if as_json:
+            _print([row], as_json)
+            return
+        job = row["job_id"]
+        out_console.print(f"job {job} queued for a worker: `{pasted('worker', store.url)}` runs it, or "
+                          f"`{pasted(f'resume {job}', store.url)}` here and now; "
+                          f"`{pasted(f'jobs status {job}', store.url)}` says how it went", soft_wrap=True)
 
 
 @app.command("status")

@@ -222,13 +222,18 @@ def submit(
             fail("the prompt is empty; say what the agent should do", 2)
         if not session and missing_store(db) is not None:  # a bad flag on a first run leaves no empty store behind
             resuming.checked_spec(provider, model, specs.resolve_workspace(workspace), max_iterations, agents, None, tuple(tools or ()))
-        submitted = resuming.submit(open_store(db), prompt, session=session, provider=provider, model=model,
+        store = open_store(db)
+        submitted = resuming.submit(store, prompt, session=session, provider=provider, model=model,
                                  workspace=workspace, max_iterations=max_iterations, agents=agents, tools=tuple(tools or ()),
                                  attachments=attach)
         if as_json:
             print_json(submitted.row())
         else:
-            print(submitted.session_id)
+            print(submitted.session_id)  # alone on stdout, for `sid=$(chronicle submit ...)`
+            if err_console.is_terminal:
+                sid = submitted.session_id
+                err_console.print(f"[dim]queued for a worker: `{pasted('worker', store.url)}` runs it, or "
+                                  f"`{pasted(f'resume {sid}', store.url)}` here and now[/]", soft_wrap=True)
 
 
 @limit_options

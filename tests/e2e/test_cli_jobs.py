@@ -49,3 +49,14 @@ def test_a_session_that_is_not_a_job_is_an_error_and_a_bad_submission_records_no
     bad = cli("jobs", "submit", "x", "--provider", "scripted:/nowhere.json", "--workspace", str(workspace), db=sqlite_url)
     assert bad.returncode == 2
     assert cli("jobs", "--json", db=sqlite_url).stdout == ""
+
+
+def test_a_submitted_job_says_what_runs_it_and_the_resume_it_names_runs_it(sqlite_url, workspace, tmp_path):
+    script = write_script(tmp_path / "s.json", [response(text("Done here."))])
+    said = cli("jobs", "submit", "do it", "--provider", f"scripted:{script}", "--workspace", str(workspace), db=sqlite_url)
+    assert said.returncode == 0, said.stderr
+    job = said.stdout.split()[1]
+    assert f"`chronicle worker` runs it, or `chronicle resume {job}` here and now" in said.stdout
+    assert f"`chronicle jobs status {job}` says how it went" in said.stdout
+    assert cli("resume", job, db=sqlite_url).returncode == 0
+    assert json_lines(cli("jobs", "status", job, "--json", db=sqlite_url).stdout)[0]["status"] == "completed"
