@@ -332,7 +332,8 @@ def test_the_commands_undo_and_steer_offer_stay_on_one_line_in_a_narrow_terminal
     assert f"`chronicle redo {sid}` puts them back" in undone.stdout.splitlines()[0]
     queued = cli("steer", sid, "later", db=sqlite_url, env=narrow)
     assert queued.returncode == 0, queued.stderr
-    assert f"`chronicle run --session {sid} ...` or `chronicle chat --session {sid}`." in queued.stdout.splitlines()[0]
+    assert f"`chronicle resume {sid}` runs it now" in queued.stdout.splitlines()[0]
+    assert f"`chronicle chat --session {sid}`, before your next message)." in queued.stdout.splitlines()[0]
 
 
 def test_history_of_an_empty_branch_says_why_it_is_empty_instead_of_printing_nothing(db_url, workspace, tmp_path):
