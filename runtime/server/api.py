@@ -57,7 +57,7 @@ from .bodies import (
 )
 from .body_limit import BodyLimit
 from .channels import ChannelConfig, ChannelError, Coalescer, load_channels
-from .event_stream import OpenStreams, event_stream
+from .event_stream import LogHead, OpenStreams, event_stream
 from .outbox import Outbox, post
 from .routing import Router, sender_spec
 from .server_config import ServerConfig, refused_settings
@@ -119,6 +119,8 @@ def _serving(config: ServerConfig, chronicle: Chronicle) -> FastAPI:
     #: The worker and its thread once the lifespan has started them (/healthz's `worker`).
     working: list[tuple[Worker, threading.Thread]] = []
     streams = OpenStreams()  # /healthz's `streams`
+    # One look at the log's head for every open stream; `chronicle serve` sets app.state.stopping once the app is made.
+    log_head = LogHead(chronicle, stopping=lambda: bool(getattr(app.state, "stopping", lambda: False)()))
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -406,7 +408,7 @@ def _serving(config: ServerConfig, chronicle: Chronicle) -> FastAPI:
             sid = await off_the_loop(queries.session_id, chronicle.store, session_id)
         start = after if after is not None else _position(last_event_id)
         stopping = getattr(request.app.state, "stopping", None) or (lambda: False)  # set by `chronicle serve`
-        stream = streams.counted(event_stream(chronicle, str(sid), start, follow, request.is_disconnected, stopping))
+        stream = streams.counted(event_stream(chronicle, str(sid), start, follow, request.is_disconnected, stopping, log_head))
         return StreamingResponse(stream, media_type="text/event-stream",
                                  headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
 

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-from typing import Any, AsyncGenerator, Callable
+from contextlib import contextmanager
+from typing import Any, AsyncGenerator, Callable, Iterator
 from uuid import UUID
 
 from chronicle.client import Chronicle
@@ -19,6 +20,65 @@ from chronicle.runtime.off_loop import off_the_loop
 
 #: Seconds between looks at the log while a stream waits for the next event.
 STREAM_POLL_S = 0.2
+#: Seconds a stream waits between looks at whether its client has left, when nothing happens.
+CLIENT_CHECK_S = 1.0
+
+
+class LogHead:
+    """The log's head, looked at once every STREAM_POLL_S for all the open streams together.
+
+    Each stream used to look for itself (a thread hop and a query for the head, another for its session, five times
+    a second): a hundred viewers of sessions where nothing happened cost the server a third of a core. Now one look
+    serves them all, and a stream reads the store only when the head has moved. While no stream is open, nothing
+    looks. `stopping` (the server's): once true, every stream is woken to end."""
+
+    def __init__(self, chronicle: Chronicle, interval: float = STREAM_POLL_S,
+                 stopping: Callable[[], bool] = lambda: False) -> None:
+        self._chronicle = chronicle
+        self._interval = interval
+        self._stopping = stopping
+        self.position: int | None = None
+        #: Why the last look failed (a database outage): each waiting stream raises it, as its own read did.
+        self._error: BaseException | None = None
+        self._moved = asyncio.Event()
+        self._looking: asyncio.Task[None] | None = None
+        self._followers = 0
+
+    @contextmanager
+    def followed(self) -> Iterator[None]:
+        self._followers += 1
+        try:
+            yield
+        finally:
+            self._followers -= 1
+
+    async def past(self, seen: int, timeout: float) -> int:
+        """The head once it is past `seen`, or as it is after `timeout` (a stream then checks on its client)."""
+        if self._looking is None or self._looking.done():
+            self._looking = asyncio.ensure_future(self._look())
+        if self.position is None or self.position == seen:
+            moved = self._moved
+            try:
+                await asyncio.wait_for(moved.wait(), timeout)
+            except TimeoutError:
+                pass
+        if self._error is not None:
+            raise self._error
+        return seen if self.position is None else self.position
+
+    async def _look(self) -> None:
+        while self._followers > 0:
+            head: int | None
+            try:
+                head = await off_the_loop(self._chronicle.store.max_position)
+                error = None
+            except Exception as exc:  # noqa: BLE001 - told to every stream waiting, which raises it
+                head, error = self.position, exc
+            if head != self.position or error is not self._error or self._stopping():
+                self.position, self._error = head, error
+                self._moved.set()
+                self._moved = asyncio.Event()
+            await asyncio.sleep(self._interval)
 
 
 class OpenStreams:
@@ -47,7 +107,8 @@ class OpenStreams:
 
 
 async def event_stream(chronicle: Chronicle, sid: str, after: int, follow: bool,
-                        disconnected: Callable[[], Any], stopping: Callable[[], bool]) -> AsyncGenerator[bytes, None]:
+                        disconnected: Callable[[], Any], stopping: Callable[[], bool],
+                        log_head: LogHead | None = None) -> AsyncGenerator[bytes, None]:
     """SSE of the session's live events after log position `after`; ends after an `agent_end`
     when nothing more is queued or running, at once (after the past) when `follow` is off, and
     when the server is stopping (a server waits for its open requests before it stops).
@@ -55,7 +116,17 @@ async def event_stream(chronicle: Chronicle, sid: str, after: int, follow: bool,
     Every store read runs off the event loop, which serves every other request and, with the
     worker on, runs turns: a read waiting on the database (an outage being retried for seconds)
     must not hold them. The log is read on from where the last read ended (`LogTail`), so each
-    new event costs the stream that event, not the whole session again."""
+    new event costs the stream that event, not the whole session again; and only once `log_head` (shared by the
+    server's streams) says the log has moved. The stream still wakes every CLIENT_CHECK_S to see whether its client
+    left, which costs no read; a stopping server wakes it at once."""
+    heads = log_head or LogHead(chronicle)
+    with heads.followed():
+        async for chunk in _stream(chronicle, sid, after, follow, disconnected, stopping, heads):
+            yield chunk
+
+
+async def _stream(chronicle: Chronicle, sid: str, after: int, follow: bool, disconnected: Callable[[], Any],
+                  stopping: Callable[[], bool], heads: LogHead) -> AsyncGenerator[bytes, None]:
     store = chronicle.store
     session = await off_the_loop(store.session, UUID(sid))
     spec = session.spec
@@ -66,8 +137,9 @@ async def event_stream(chronicle: Chronicle, sid: str, after: int, follow: bool,
     seen_head = -1
     ended_at = 0
     late: list[dict[str, Any]] = []  # read after the session looked finished: streamed first
+    head = await off_the_loop(store.max_position)  # the stream's own first look: the past is sent at once
+    checked_at: int | None = None  # the head at which the session was last read: it changes only with the log
     while True:
-        head = await off_the_loop(store.max_position)
         if head != seen_head or late:
             seen_head = head
             entries = late + await off_the_loop(tail.read)
@@ -90,17 +162,20 @@ async def event_stream(chronicle: Chronicle, sid: str, after: int, follow: bool,
             after = max(after, entries[-1]["position"] if entries else after)
         if not follow:
             return
-        current = await off_the_loop(_current_session, store, UUID(sid))
-        if ended_at and current.active_turn_id is None and not current.queue:
-            # The session is read after its entries, and turns run beside this stream: it may have
-            # finished a turn whose last events were not streamed yet. End only if none came since.
-            late = await off_the_loop(tail.read)
-            if not late:
-                return
-            continue
+        if ended_at and head != checked_at:
+            checked_at = head
+            current = await off_the_loop(_current_session, store, UUID(sid))
+            if current.active_turn_id is None and not current.queue:
+                # The session is read after its entries, and turns run beside this stream: it may have
+                # finished a turn whose last events were not streamed yet. End only if none came since.
+                late = await off_the_loop(tail.read)
+                if not late:
+                    return
+                checked_at = None  # read again once those are streamed
+                continue
         if stopping() or await disconnected():
             return
-        await asyncio.sleep(STREAM_POLL_S)
+        head = await heads.past(seen_head, CLIENT_CHECK_S)
 
 
 def _current_session(store: Any, sid: UUID) -> Any:
