@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, quote, urlencode
 
-from fastapi import FastAPI, HTTPException, Request
+from fastapi import FastAPI, HTTPException, Query, Request
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 
@@ -35,7 +35,8 @@ def mount_viewer(app: FastAPI, chronicle: Chronicle) -> None:
 
     @app.get("/", response_class=HTMLResponse, include_in_schema=False)
     @app.get("/ui/sessions", response_class=HTMLResponse, include_in_schema=False)
-    def sessions_page(q: str = "", status: str = "", page_no: int = 0) -> HTMLResponse:
+    def sessions_page(q: str = "", status: str = "", page_no: int = Query(0, alias="page", ge=0)) -> HTMLResponse:
+        """PAGE_SIZE sessions a page; `?page=N` (from 0) is what the page's own links ask for."""
         rows = chronicle.sessions()
         statuses = sorted({r["status"] for r in rows})
         needle = q.strip().lower()
@@ -47,7 +48,8 @@ def mount_viewer(app: FastAPI, chronicle: Chronicle) -> None:
         ]
         start = page_no * PAGE_SIZE
         return page("sessions.html", rows=shown[start:start + PAGE_SIZE], more=len(shown) > start + PAGE_SIZE, page=page_no,
-                    q=q, status=status, statuses=statuses)
+                    q=q, status=status, statuses=statuses, first=start + 1, last=min(start + PAGE_SIZE, len(shown)),
+                    total=len(shown))
 
     @app.get("/ui/sessions/{session_id}", response_class=HTMLResponse, include_in_schema=False)
     def session_page(request: Request, session_id: str, turn: int | None = None, at: int | None = None,

@@ -127,3 +127,29 @@ def test_a_call_waiting_for_approval_links_to_why_before_anyone_answers(db_url, 
         assert why.status_code == 200, why.text
         assert "Why bash (tu_rm)" in why.text and "I will clean up." in why.text and "clean the build" in why.text
         assert "approval requested" in why.text and 'class="status awaiting_approval"' in why.text
+
+
+def test_the_session_list_pages_through_every_session_by_its_own_links(sqlite_url, workspace, tmp_path):
+    """`next page →` asked for `?page=N` while the page read `page_no`: it showed the first hundred again, so the
+    sessions after them could be reached only by searching."""
+    import re
+
+    from chronicle import Agent, Chronicle
+
+    script = write_script(tmp_path / "s.json", [response(text("hi"))])
+    with Chronicle(sqlite_url) as app:
+        made = {app.submit(Agent(provider=f"scripted:{script}"), f"task {n}", workspace=str(workspace))["session_id"]
+                for n in range(205)}
+    with serving(sqlite_url, workspace) as base:
+        seen: list[str] = []
+        url, pages = f"{base}/ui/sessions", []
+        while url:
+            html = httpx.get(url).text
+            pages.append(html)
+            seen += re.findall(r'<tr data-session="([^"]+)"', html)
+            after = re.search(r'<a rel="next" href="([^"]+)"', html)
+            url = f"{base}/ui/sessions{after.group(1).replace('&amp;', '&')}" if after else ""
+        assert len(pages) == 3 and len(seen) == len(set(seen)) == 205 and set(seen) == made
+        assert "101–200 of 205" in pages[1] and 'rel="prev" href="?page=0' in pages[1]
+        assert "201–205 of 205" in pages[2] and 'rel="next"' not in pages[2]
+        assert httpx.get(f"{base}/ui/sessions", params={"page": -1}).status_code == 422
