@@ -183,7 +183,7 @@ class Chronicle:
         return EventStream(lambda on_event: self.run(agent, prompt, session=session, workspace=workspace,
                                                      attachments=attachments, auto_approve=auto_approve,
                                                      max_iterations=max_iterations, on_event=on_event, model=model,
-                                                     max_attempts=max_attempts))
+                                                     max_attempts=max_attempts), let_go=self._turns.let_go)
 
     @checked
     def submit(self, agent: Agent, prompt: str, *, session: SessionRef | None = None, workspace: str | Path | None = None,

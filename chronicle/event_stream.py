@@ -23,8 +23,10 @@ class EventStream:
     error, if it ends with one, is raised after the events it produced. Nothing runs until the first event is
     asked for."""
 
-    def __init__(self, start: Start) -> None:
+    def __init__(self, start: Start, let_go: Callable[["asyncio.Task[Any]"], None] = lambda task: None) -> None:
         self._start = start
+        #: Told of the run's task when this stream cancels it (the Chronicle waits for such a turn to end).
+        self._let_go = let_go
         self._events: asyncio.Queue[Any] = asyncio.Queue()
         self._task: asyncio.Task[Any] | None = None
         self._thread = threading.get_ident()
@@ -57,6 +59,7 @@ class EventStream:
         """End the run now if it is still going (recorded as a cancel) and wait until it has recorded that."""
         task = self._task
         if task is not None and not task.done():
+            self._let_go(task)
             task.cancel()
             await asyncio.wait({task})
 
@@ -69,6 +72,7 @@ class EventStream:
         loop = task.get_loop()
         if loop.is_closed():
             return
+        self._let_go(task)
         if threading.get_ident() == self._thread:
             task.cancel()
         else:

@@ -9,6 +9,7 @@ the cancelled turn still holding the session, so its prompt was queued for no on
 from __future__ import annotations
 
 import asyncio
+import weakref
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator
 from uuid import UUID
@@ -26,6 +27,11 @@ class RunningTurns:
 
     def __init__(self) -> None:
         self._tasks: dict[asyncio.Task[Any], UUID] = {}
+        #: Tasks a stream cancelled as its reader let go: ending, though they may have taken the cancel in already.
+        self._let_go: weakref.WeakSet[asyncio.Task[Any]] = weakref.WeakSet()
+
+    def let_go(self, task: asyncio.Task[Any]) -> None:
+        self._let_go.add(task)
 
     @contextmanager
     def running(self, session_id: UUID) -> Iterator[None]:
@@ -48,7 +54,7 @@ class RunningTurns:
         so the session is free for the next turn rather than busy with one that is ending."""
         here, me = asyncio.get_running_loop(), asyncio.current_task()
         ending = [t for t in self._live() if self._tasks.get(t) == session_id and t is not me
-                  and t.get_loop() is here and t.cancelling()]
+                  and t.get_loop() is here and (t.cancelling() or t in self._let_go)]
         if ending:
             await asyncio.wait(ending)
 
