@@ -12,8 +12,9 @@ from .sql import Tx
 
 
 def query(tx: Tx, session: str | None = None, tool: str | None = None, errors: bool = False,
-          since: str | None = None, limit: int | None = None) -> list[dict[str, Any]]:
-    """The trail in commit order, filtered; `since` is an ISO time in the stored format."""
+          since: str | None = None, limit: int | None = None, last: int | None = None) -> list[dict[str, Any]]:
+    """The trail in commit order, filtered; `since` is an ISO time in the stored format. `limit`: the first rows
+    only; `last`: the newest rows only (read from the end, still returned oldest first)."""
     where, params = [], []
     if session:
         where.append("session_id = %s")
@@ -27,8 +28,10 @@ def query(tx: Tx, session: str | None = None, tool: str | None = None, errors: b
         where.append("at >= %s")
         params.append(since)
     sql = "SELECT * FROM proj_audit" + (" WHERE " + " AND ".join(where) if where else "") + " ORDER BY position"
+    # A limit beyond any row count means "all": clamp to a 64-bit integer both databases accept.
+    if last:
+        return tx.dicts(f"{sql} DESC LIMIT {min(int(last), 2**63 - 1)}", params)[::-1]
     if limit:
-        # A limit beyond any row count means "all": clamp to a 64-bit integer both databases accept.
         sql += f" LIMIT {min(int(limit), 2**63 - 1)}"
     return tx.dicts(sql, params)
 

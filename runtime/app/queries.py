@@ -419,8 +419,11 @@ def audit_entry(row: dict[str, Any]) -> dict[str, Any]:
 
 
 def audit(store: ChronicleStore, session: str | UUID | None = None, tool: str | None = None, errors: bool = False,
-          since: str | None = None, limit: int | None = None) -> list[dict[str, Any]]:
-    """`audit --json`: every decision in commit order, filtered. `since` as `--since` takes it."""
+          since: str | None = None, limit: int | None = None, last: int | None = None) -> list[dict[str, Any]]:
+    """`audit --json`: every decision in commit order, filtered. `since` as `--since` takes it; `limit` keeps the
+    first entries, `last` the newest (in commit order too)."""
+    if limit is not None and last is not None:
+        raise AppError("give --limit (the first entries) or --last (the newest), not both", 2)
     since_text = parse_since(since) if since else None
     from chronicle.projections import audit_queries  # `log` and `sessions` need none of the audit's reads
 
@@ -429,5 +432,5 @@ def audit(store: ChronicleStore, session: str | UUID | None = None, tool: str | 
     sid = str(session_id(store, session)) if session else None
     engine = caught_up(store)
     with engine.read() as tx:
-        rows = audit_queries.query(tx, session=sid, tool=tool, errors=errors, since=since_text, limit=limit)
+        rows = audit_queries.query(tx, session=sid, tool=tool, errors=errors, since=since_text, limit=limit, last=last)
     return [audit_entry(r) for r in rows]

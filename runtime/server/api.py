@@ -293,8 +293,8 @@ def _serving(config: ServerConfig, chronicle: Chronicle) -> FastAPI:
 
     @app.get("/sessions/{session_id}/audit")
     def audit(session_id: str, tool: str | None = None, errors: bool = False, since: str | None = None,
-              limit: int | None = None) -> list[dict[str, Any]]:
-        return chronicle.audit(session=session_id, tool=tool, errors=errors, since=since, limit=limit)
+              limit: int | None = None, last: int | None = None) -> list[dict[str, Any]]:
+        return chronicle.audit(session=session_id, tool=tool, errors=errors, since=since, limit=limit, last=last)
 
     @app.get("/sessions/{session_id}/why")
     def why(session_id: str, call: str | None = None, turn: int | None = None) -> dict[str, Any]:

@@ -32,7 +32,31 @@ def test_audit_takes_a_huge_limit_as_all_and_refuses_an_age_before_year_one(db_u
     huge = cli("audit", "--json", "--limit", "99999999999999999999", db=db_url)
     assert huge.returncode == 0, huge.stderr
     assert json_lines(huge.stdout) == everything and everything
+    assert json_lines(cli("audit", "--json", "--last", "99999999999999999999", db=db_url).stdout) == everything
     not_int = cli("audit", "--limit", "1e20", db=db_url)
     assert not_int.returncode == 2 and "Traceback" not in not_int.stderr
     ancient = cli("audit", "--since", "99999999d", db=db_url)
     assert ancient.returncode == 2 and "year 1" in ancient.stderr and "Traceback" not in ancient.stderr
+
+
+def test_audit_last_gives_the_newest_entries_in_commit_order_from_the_cli_the_library_and_the_server(db_url, workspace, tmp_path):
+    from chronicle import Chronicle
+    from tests.server.serving import serving
+
+    script = write_script(tmp_path / "s.json", [response(text("hi"))])
+    sid = json_lines(cli("run", "one", "--provider", f"scripted:{script}", "--workspace", str(workspace), "--json",
+                         db=db_url).stdout)[0]["session_id"]
+    assert cli("run", "two", "--session", sid, db=db_url).returncode == 0
+    everything = json_lines(cli("audit", "--json", db=db_url).stdout)
+    newest = json_lines(cli("audit", "--json", "--last", "3", db=db_url).stdout)
+    assert newest == everything[-3:] and [e["position"] for e in newest] == sorted(e["position"] for e in newest)
+    assert json_lines(cli("audit", "--json", "--limit", "3", db=db_url).stdout) == everything[:3]
+    both = cli("audit", "--limit", "2", "--last", "2", db=db_url)
+    assert both.returncode == 2 and "not both" in both.stderr
+    with Chronicle(db_url) as app:
+        two = app.audit(session=sid, last=2)
+    assert two == [e for e in everything if e["session_id"] == sid][-2:]
+    with serving(db_url, workspace) as base:
+        import httpx
+
+        assert httpx.get(f"{base}/sessions/{sid}/audit", params={"last": 2}).json() == two
