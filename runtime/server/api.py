@@ -40,7 +40,7 @@ from chronicle.runtime.settings import SettingsError
 from chronicle.runtime.store_errors import StoreUnavailable
 from chronicle.runtime.store_open import store_gone, told_at_once_when_refused
 
-from .auth import TokenGate, presents_token
+from .auth import TokenGate, app_path, presents_token
 from .bodies import (
     ApproveBody,
     CancelBody,
@@ -64,6 +64,11 @@ from .server_config import ServerConfig, refused_settings
 from .server_notes import hook_notes, input_notes, notes_of
 
 log = logging.getLogger("chronicle.server")
+
+#: What every route answers when the app's lifespan never ran: Starlette does not run a mounted app's.
+NO_LIFESPAN = ("this Chronicle app's lifespan never ran, so its worker and outbox did not start (a host application that "
+               "mounts it must enter it: FastAPI(lifespan=lambda _: chronicle_app.router.lifespan_context(chronicle_app)); "
+               "see docs/server.md#in-your-own-application)")
 
 #: Seconds a stopping server gives its worker to finish the turns in hand; a turn still running
 #: after that is left to recovery (its lease runs out and another worker resumes it).
@@ -144,6 +149,7 @@ def _serving(config: ServerConfig, chronicle: Chronicle) -> FastAPI:
             thread.start()
             working.append((worker, thread))
         outbox.start()  # replies of channel turns, whichever process ran them
+        app.state.lifespan_entered = True
         try:
             yield
         finally:
@@ -158,8 +164,12 @@ def _serving(config: ServerConfig, chronicle: Chronicle) -> FastAPI:
     def store_still_there(request: Request) -> None:
         """Every route but /healthz (which says it its own way): a store gone under the server (an SQLite file
         deleted or replaced, a database dropped and created again: `store_gone`) is 503, reads included, which would
-        answer from a file no path names any more, or from sessions the database no longer holds."""
-        if request.url.path != "/healthz" and (gone := store_gone(chronicle.store)) is not None:
+        answer from a file no path names any more, or from sessions the database no longer holds. And an app whose
+        lifespan never ran (mounted in a host application that does not enter it) is 503 saying so: its worker and
+        outbox never started, so a session it accepted would wait for ever."""
+        if not getattr(app.state, "lifespan_entered", False):
+            raise ChronicleError(NO_LIFESPAN, 1, kind=UNAVAILABLE)  # 503 with code 1, in the operator's log too
+        if app_path(request.scope) != "/healthz" and (gone := store_gone(chronicle.store)) is not None:
             raise gone
 
     app = FastAPI(title="Chronicle", version="1", lifespan=lifespan, dependencies=[Depends(store_still_there)],

@@ -50,7 +50,7 @@ class TokenGate:
         self.cookie = cookie_value(token) if token else ""
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        if scope["type"] != "http" or not self.token or _path(scope) in OPEN_PATHS:
+        if scope["type"] != "http" or not self.token or app_path(scope) in OPEN_PATHS:
             await self.app(scope, receive, send)
             return
         answer = self._refusal(Request(scope))
@@ -90,7 +90,8 @@ class TokenGate:
         return answer
 
 
-def _path(scope: Any) -> str:
+def app_path(scope: Any) -> str:
+    """The request's path within this app: a host application that mounts it puts its own prefix in `root_path`."""
     path, root = scope["path"], scope.get("root_path", "")
     return path[len(root):] if root and path.startswith(root) else path
 
@@ -98,9 +99,9 @@ def _path(scope: Any) -> str:
 def _unauthorised(request: Request, why: str) -> Response:
     """401: a page that says how to log in for a browser's page load, JSON for everything else."""
     if "text/html" in request.headers.get("accept", ""):
-        from .viewer import TEMPLATES
+        from .viewer import TEMPLATES, mounted_at
 
-        page = TEMPLATES.get_template("token_needed.html").render(store="", why=why.split(":")[0])
+        page = TEMPLATES.get_template("token_needed.html").render(store="", why=why.split(":")[0], root=mounted_at(request))
         return HTMLResponse(page, status_code=401, headers={"Cache-Control": "no-store"})
     return JSONResponse({"error": why}, status_code=401, headers={"WWW-Authenticate": "Bearer"})
 

@@ -30,12 +30,15 @@ PAGE_SIZE = 100
 
 
 def mount_viewer(app: FastAPI, chronicle: Chronicle) -> None:
-    def page(name: str, **context: Any) -> HTMLResponse:
-        return HTMLResponse(TEMPLATES.get_template(name).render(store=chronicle.store.describe(), **context))
+    def page(request: Request, name: str, **context: Any) -> HTMLResponse:
+        # `root`: where the app is mounted in a host application ("" when it is the whole server): every link is under it.
+        return HTMLResponse(TEMPLATES.get_template(name).render(store=chronicle.store.describe(), root=mounted_at(request),
+                                                                **context))
 
     @app.get("/", response_class=HTMLResponse, include_in_schema=False)
     @app.get("/ui/sessions", response_class=HTMLResponse, include_in_schema=False)
-    def sessions_page(q: str = "", status: str = "", page_no: int = Query(0, alias="page", ge=0)) -> HTMLResponse:
+    def sessions_page(request: Request, q: str = "", status: str = "",
+                      page_no: int = Query(0, alias="page", ge=0)) -> HTMLResponse:
         """PAGE_SIZE sessions a page; `?page=N` (from 0) is what the page's own links ask for."""
         rows = chronicle.sessions()
         statuses = sorted({r["status"] for r in rows})
@@ -47,7 +50,7 @@ def mount_viewer(app: FastAPI, chronicle: Chronicle) -> None:
             and (not status or row["status"] == status)
         ]
         start = page_no * PAGE_SIZE
-        return page("sessions.html", rows=shown[start:start + PAGE_SIZE], more=len(shown) > start + PAGE_SIZE, page=page_no,
+        return page(request, "sessions.html", rows=shown[start:start + PAGE_SIZE], more=len(shown) > start + PAGE_SIZE, page=page_no,
                     q=q, status=status, statuses=statuses, first=start + 1, last=min(start + PAGE_SIZE, len(shown)),
                     total=len(shown))
 
@@ -70,22 +73,28 @@ def mount_viewer(app: FastAPI, chronicle: Chronicle) -> None:
             context = session_view.build(chronicle.store, sid, turn, every_turn=all)
         except session_view.NoSuchTurn as exc:
             return not_found(request, str(exc))
-        return page("session.html", **context)
+        return page(request, "session.html", **context)
 
     def not_found(request: Request, line: str) -> Response:
         """404: a page with the one line for a browser's page load, the JSON error for anything else (as a 401 is)."""
         if "text/html" in request.headers.get("accept", ""):
-            return HTMLResponse(TEMPLATES.get_template("not_found.html").render(store=chronicle.store.describe(), line=line),
+            return HTMLResponse(TEMPLATES.get_template("not_found.html").render(store=chronicle.store.describe(), line=line,
+                                                                                root=mounted_at(request)),
                                 status_code=404)
         return JSONResponse({"error": line}, status_code=404)
 
     @app.get("/ui/sessions/{session_id}/why", response_class=HTMLResponse, include_in_schema=False)
-    def why_page(session_id: str, call: str | None = None, turn: int | None = None) -> HTMLResponse:
+    def why_page(request: Request, session_id: str, call: str | None = None, turn: int | None = None) -> HTMLResponse:
         """One decision's chain (runtime/app/why.py), linked from each tool call of the session page; it links back
         with the turn's number as `why` gives it, which is the session page's `?turn=` (undone turns are shown too)."""
         chain = chronicle.why(session_id, call, turn=turn)
         tool = chain["tool_call"]
-        return page("why.html", chain=chain, what=f"{tool['name']} ({tool['tool_use_id']})" if tool else "the answer")
+        return page(request, "why.html", chain=chain, what=f"{tool['name']} ({tool['tool_use_id']})" if tool else "the answer")
+
+
+def mounted_at(request: Request) -> str:
+    """The path a host application mounted this one at (ASGI's `root_path`), without a trailing slash."""
+    return str(request.scope.get("root_path") or "").rstrip("/")
 
 
 def _with_turn(request: Request, number: int | None) -> str:
