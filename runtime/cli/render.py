@@ -98,6 +98,7 @@ class HumanRenderer:
         #: is named, or its answer would read as a second answer to the person's own prompt.
         self.own_input: str | None = None
         self._named_other = False
+        self._own_started = False
 
     def _who(self, event: Any) -> str:
         label = self._children.get(event.session_id)
@@ -110,18 +111,21 @@ class HumanRenderer:
 
     def answering(self, input_id: str | None) -> None:
         """The input the person just gave: the turns that answer others are named from now on."""
-        self.own_input, self._named_other = input_id, False
+        self.own_input, self._named_other, self._own_started = input_id, False, False
 
     def _name_input(self, event: Any) -> None:
-        """A queued input's turn is named; then so is the person's own, once another came before it."""
+        """Another input's turn is named (one queued before the person's, or a turn a dead process left, runs first;
+        one queued meanwhile runs after); then so is the person's own, once another came before it."""
         text = escape(short(printable(event.input), 100))
-        if event.input_id != self.own_input:
-            self._end_text()
-            self.console.print(f"[dim]↳ a queued input: {text}[/]")
-            self._named_other = True
-        elif self._named_other:
-            self._end_text()
-            self.console.print(f"[dim]↳ your input: {text}[/]")
+        if event.input_id == self.own_input:
+            self._own_started = True
+            if self._named_other:
+                self._end_text()
+                self.console.print(f"[dim]↳ your input: {text}[/]")
+            return
+        self._end_text()
+        self.console.print(f"[dim]↳ {'a later' if self._own_started else 'an earlier'} input: {text}[/]")
+        self._named_other = True
 
     def __call__(self, event: Any) -> None:
         kind = event.type

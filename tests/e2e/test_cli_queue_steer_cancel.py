@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
+import sys
+import time
 import uuid
 
+from tests import processes
 from tests.e2e.controls_helpers import Background, history_of, log_of, tool_events
 from tests.helpers import cli, json_lines, response, text, tool_use
 
@@ -139,7 +143,7 @@ def test_a_turn_that_answers_a_queued_input_is_named_in_run_and_chat_so_two_answ
     run = cli("run", "mine", "--session", sid, db=sqlite_url)
     assert run.returncode == 0, run.stderr
     out = run.stdout
-    assert out.index("↳ a queued input: later please") < out.index("answer 2") < out.index("↳ your input: mine") < out.index("answer 3")
+    assert out.index("↳ an earlier input: later please") < out.index("answer 2") < out.index("↳ your input: mine") < out.index("answer 3")
     plain = cli("run", "alone", "--session", sid, db=sqlite_url)
     assert "answer 4" in plain.stdout and "↳" not in plain.stdout  # nothing queued: nothing named
 
@@ -148,7 +152,28 @@ def test_a_turn_that_answers_a_queued_input_is_named_in_run_and_chat_so_two_answ
     assert chat.returncode == 0, chat.stderr
     said = chat.stdout
     assert "1 input(s) queued on this session run before your next message" in said
-    assert said.index("↳ a queued input: queued for chat") < said.index("answer 5") < said.index("↳ your input: typed")
+    assert said.index("↳ an earlier input: queued for chat") < said.index("answer 5") < said.index("↳ your input: typed")
+
+
+def test_an_input_queued_while_a_run_works_is_run_after_its_own_and_named_as_later(sqlite_url, workspace, tmp_path):
+    provider = script(tmp_path / "s.json", [[response(tool_use("g", "bash", command=GATE)), response(text("mine done"))],
+                                           [response(text("extra done"))]])
+    env = {k: v for k, v in os.environ.items() if k not in ("ANTHROPIC_API_KEY", "CHRONICLE_DB")}
+    first = processes.start([sys.executable, "-m", "chronicle.runtime.cli", "run", "mine", "--provider", provider, "--workspace",
+                             str(workspace), "--yes"], env={**env, "CHRONICLE_DB": sqlite_url, "COLUMNS": "200"},
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while not (rows := json_lines(cli("sessions", "--json", db=sqlite_url).stdout)) or rows[0]["status"] != "running":
+        assert time.monotonic() < deadline, "the first run did not start"
+        time.sleep(0.1)
+    sid = rows[0]["session_id"]
+    queued = cli("run", "extra", "--session", sid, db=sqlite_url)
+    assert queued.returncode == 0 and "queued" in queued.stderr, queued.stderr
+    (workspace / "go").touch()
+    out, err = first.communicate(timeout=60)
+    assert first.returncode == 0, err
+    assert out.index("mine done") < out.index("↳ a later input: extra") < out.index("extra done")
+    assert "↳ your input" not in out  # nothing ran before its own input
 
 
 def test_cancel_from_another_process_kills_the_running_tool_and_the_session_continues(db_url, workspace, tmp_path):
