@@ -176,6 +176,11 @@ class Chat:
             "/help for commands, Ctrl-C cancels a running turn"
             + (", a line typed while it runs steers it" if self.reader.editor else "") + ", /quit leaves."
         )
+        if session.active_turn_id is not None:  # left by a crash or a killed chat, or paused for an approval
+            turn = self.store.turn(session.active_turn_id)
+            why = "waits for an approval" if turn.status == "awaiting_approval" else "was left unfinished"
+            self.console.print(f"[yellow]turn {turn.number} ({escape(short(printable(turn.input_text), 60))}) {why}[/]: "
+                               "/resume continues it now, and your next message continues it first", soft_wrap=True)
         if session.queue:
             self.console.print(f"[dim]{len(session.queue)} input(s) queued on this session run before your next message "
                                f"(the first: {escape(short(printable(str(session.queue[0].get('text') or '')), 80))})[/]", soft_wrap=True)

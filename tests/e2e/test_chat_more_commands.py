@@ -219,6 +219,22 @@ def test_resume_in_chat_runs_what_the_thread_left_queued_and_then_says_there_is_
     assert "bye." in done.stdout  # /shutdown left, as /quit
     [row] = json_lines(cli("sessions", "--json", db=sqlite_url).stdout)
     assert row["turns"] == 1 and row["queued"] == 0
+    assert "1 input(s) queued on this session run before your next message (the first: answer me later)" in done.stdout
+
+
+def test_chat_opened_on_a_turn_waiting_for_approval_says_so_and_resume_asks_for_it(sqlite_url, workspace, tmp_path):
+    path = tmp_path / "s.json"
+    path.write_text(json.dumps({"agents": {"main": [[
+        response(tool_use("tu_b", "bash", command="echo approved > out.txt")), response(text("Wrote it."))]]}}),
+        encoding="utf-8")
+    paused = cli("run", "write it", "--provider", f"scripted:{path}", "--workspace", str(workspace), "--json", db=sqlite_url)
+    assert paused.returncode == 3, paused.stderr
+    sid = json_lines(paused.stdout)[0]["session_id"]
+    done = cli("chat", "--session", sid, db=sqlite_url, input="/resume\ny\n/quit\n")
+    assert done.returncode == 0, done.stderr
+    said = done.stdout
+    assert said.index("turn 1 (write it) waits for an approval: /resume continues it now") < said.index("Wrote it.")
+    assert (workspace / "out.txt").read_text().strip() == "approved"
 
 
 def test_suggest_reads_the_context_as_automatic_compaction_would(sqlite_url, workspace, tmp_path):
