@@ -71,7 +71,7 @@ def aggregate_rows(url: str, archived: bool) -> list[dict]:  # type: ignore[type
     """Today's path, in a store of its own (a fresh aggregate cache), as the fallback runs it."""
     store = ChronicleStore(url)
     try:
-        return queries.sessions(store, archived=archived)
+        return queries.sessions_from_aggregates(store, archived=archived)
     finally:
         store.close()
 
@@ -122,6 +122,23 @@ def test_the_read_models_list_sessions_exactly_as_the_aggregates_do(db_url, tmp_
     assert by_id[s["b"]]["queued"] == 1 and s["a1"] not in by_id and s["a2x"] in by_id
     assert_same(db_url)
     store.close()
+
+
+def test_the_library_and_the_server_list_from_the_read_models_once_they_have_caught_up(sqlite_url, tmp_path, workspace):
+    """`Chronicle.sessions()` (and so `GET /sessions` and each page of the viewer) loaded every session's aggregate
+    at every call, 0.43 s at 3,000 sessions; it now catches the read models up and lists from them, as the CLI does."""
+    from chronicle import Chronicle
+    from tests.helpers import sqlite_statements
+
+    store, run = build(sqlite_url, tmp_path, workspace)
+    store.update_session(run.sessions["b"], lambda session: session.queue_input("late", "one more", run.clock.now()))
+    store.close()
+    with Chronicle(sqlite_url) as app, sqlite_statements() as seen:
+        rows = app.sessions(all=True)  # the read models were behind: caught up first, then read
+    assert rows == aggregate_rows(sqlite_url, True)
+    assert {r["session_id"]: r for r in rows}[str(run.sessions["b"])]["queued"] == 1  # the late input is listed
+    loads = [s for s in seen if "originator_id in (" in s.lower()]
+    assert not loads, f"every session's aggregate was loaded: {loads[:1]}"
 
 
 def test_the_human_table_is_the_same_from_either_path(sqlite_url, tmp_path, workspace):
