@@ -152,7 +152,7 @@ class Chronicle:
         with _as_chronicle_errors():
             # a session to continue is looked for in a store that exists: none is made only to say it is not there
             store = self.store if session is None else self._existing
-            if session is not None:
+            if session is not None and self._turns.ending():  # a stream just let go of: its turn records its cancel first
                 await self._turns.cancelled_ones_ended(queries.session_id(store, session))
             conversation = runs.open_conversation(store, agent, prompt, session, workspace, attachments, auto_approve,
                                                   max_iterations, [on_event] if on_event else [], model=model,

@@ -49,6 +49,10 @@ class RunningTurns:
         """Tasks still going on a loop that runs them (a task on a stopped loop will never record anything)."""
         return [t for t in list(self._tasks) if not t.done() and t.get_loop().is_running()]
 
+    def ending(self) -> bool:
+        """Whether a turn of this Chronicle is being cancelled (so `run` looks at which session it holds)."""
+        return any(t.cancelling() or t in self._let_go for t in self._live())
+
     async def cancelled_ones_ended(self, session_id: UUID) -> None:
         """Wait for this Chronicle's cancelled turns of `session_id` (a stream just let go of) to record their cancel,
         so the session is free for the next turn rather than busy with one that is ending."""
