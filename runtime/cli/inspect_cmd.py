@@ -300,16 +300,15 @@ def _say_nothing_shown(store: Any, session_id: Any, version: int | None) -> None
         return
     session = store.session(session_id, copy=False)
     if session.redo_stack:
-        why = f"every turn on its branch was undone; `{pasted(f'redo {session_id}', store.url)}` puts the last one back"
-    elif session.queue:
+        err_console.print(f"session {session_id} has no messages on its branch: every turn was undone; "
+                          f"`{pasted(f'redo {session_id}', store.url)}` puts the last one back", soft_wrap=True)
+        return
+    if session.queue:
         why = (f"{len(session.queue)} input(s) wait to run (`{pasted(f'resume {session_id}', store.url)}` runs them here, "
                "or a `chronicle worker`)")
-    elif session.active_turn_id is not None:
-        why = "its first turn is running"
     else:
-        why = "no turn has run yet"
-    err_console.print(f"session {session_id} has no messages yet: {why}" if not session.redo_stack
-                      else f"session {session_id} has no messages on its branch: {why}", soft_wrap=True)
+        why = "its first turn is running" if session.active_turn_id is not None else "no turn has run yet"
+    err_console.print(f"session {session_id} has no messages yet: {why}", soft_wrap=True)
 
 
 def _say_fork_origin(store: Any, session_id: Any) -> None:
