@@ -91,7 +91,7 @@ def test_approve_in_the_browser_see_the_answer_arrive_and_travel_back_in_time(db
         expect(page.locator("#approvals")).to_contain_text("echo approved > out.txt")
         _shot(page, tmp_path, "viewer-approval.png")
 
-        page.locator("#approvals button[data-action=approve]").click()
+        page.locator("#approvals button.primary[data-action=approve]").click()
         expect(page.locator("#action-result")).to_contain_text("approved")
         # The next step arrives over the event stream while the last model call is still running.
         expect(page.locator("#live")).to_contain_text("Wrote it; checking.", timeout=30_000)
@@ -217,7 +217,7 @@ def test_a_page_opened_while_the_turn_runs_brings_up_the_approval_when_it_is_ask
         assert page.locator("#approvals").count() == 0, "opened before the model asked for anything"
         (tmp_path / "ask").write_text("", encoding="utf-8")  # only now does the model ask (a fixed delay raced the browser's start)
         expect(page.locator("#approvals")).to_contain_text("echo late > late.txt", timeout=30_000)
-        page.locator("#approvals button[data-action=approve]").click()
+        page.locator("#approvals button.primary[data-action=approve]").click()
         expect(page.locator("#conversation")).to_contain_text("Wrote late.txt.", timeout=60_000)
         _close_pages(browser)
     assert (workspace / "late.txt").read_text().strip() == "late"
@@ -259,7 +259,7 @@ def test_with_a_token_the_browser_logs_in_once_by_url_then_lists_approves_and_fo
         page.locator(f"a[href='/ui/sessions/{sid}']").click()
         page.wait_for_url(f"**/ui/sessions/{sid}")
         expect(page.locator("#approvals")).to_contain_text("echo approved > out.txt")
-        page.locator("#approvals button[data-action=approve]").click()
+        page.locator("#approvals button.primary[data-action=approve]").click()
         expect(page.locator("#action-result")).to_contain_text("approved")
         expect(page.locator("#live")).to_contain_text("Wrote it; checking.", timeout=30_000)
         (tmp_path / "finish").write_text("", encoding="utf-8")  # the last model call answers once the live step was seen
@@ -300,4 +300,32 @@ def test_undo_and_redo_buttons_are_offered_only_when_they_can_act_and_put_the_fi
         assert (workspace / "made.txt").read_text() == "v1"
         expect(redo).to_be_disabled(timeout=10_000)
         expect(undo).to_be_enabled()
+        _close_pages(browser)
+
+
+def test_always_allow_in_the_browser_approves_the_call_and_the_next_one_of_that_tool_runs_unasked(
+        sqlite_url, workspace, tmp_path, browser):
+    """The page's third answer to an approval, as chat's `a`: this call, and the tool from now on in this session."""
+    playwright_api = pytest.importorskip("playwright.sync_api")
+    script = write_script(tmp_path / "s.json", [[
+        response(tool_use("b1", "bash", command="echo one >> out.txt")),
+        response(tool_use("b2", "bash", command="echo two >> out.txt")),
+        response(text("Both ran.")),
+    ]])
+    paused = cli("run", "write twice", "--provider", f"scripted:{script}", "--workspace", str(workspace), "--json",
+                 db=sqlite_url)
+    assert paused.returncode == 3, paused.stderr
+    sid = json_lines(paused.stdout)[0]["session_id"]
+    with serving(sqlite_url, workspace) as base:
+        page = browser.new_page(viewport={"width": 1280, "height": 900})
+        page.on("dialog", lambda dialog: dialog.accept())
+        page.goto(f"{base}/ui/sessions/{sid}")
+        always = page.locator("#approvals button[data-action=approve]:not(.primary)")
+        playwright_api.expect(always).to_have_text("Always allow bash")
+        always.click()
+        playwright_api.expect(page.locator("#action-result")).to_contain_text("200")
+        _until(lambda: httpx.get(f"{base}/sessions").json()[0]["status"] == "idle")
+        assert (workspace / "out.txt").read_text().split() == ["one", "two"]
+        kinds = [(e["kind"], e["name"]) for e in httpx.get(f"{base}/sessions/{sid}/audit").json()]
+        assert ("always_allow", "bash") in kinds and kinds.count(("approval_requested", "bash")) == 1
         _close_pages(browser)
