@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Literal, TypeVar
 from urllib.parse import parse_qs, unquote, urlparse
@@ -112,8 +113,17 @@ def eventsourcing_env(url: str) -> dict[str, str]:
         if schema:
             env["POSTGRES_SCHEMA"] = schema[0]
         return env
-    raise ConfigError(f"unsupported database URL {redact(url)!r}: use sqlite:///RELATIVE/PATH.db, sqlite:////ABSOLUTE/PATH.db "
-                      "or postgresql://...")
+    path = url.strip()
+    if re.fullmatch(r"[\w./~+-]+", path) and "://" not in path:  # a file's path where a URL goes: name its URL
+        path = os.path.expanduser(path)
+        named = f"sqlite:///{path.removeprefix('./')}"
+        raise ConfigError(f"{url!r} is a path, not a database URL: for that SQLite file use {named} "
+                          "(sqlite:/// then the path: three slashes for a relative one, four for an absolute one)")
+    # Without a scheme the password is not where a URL keeps it (`user:pw@host/db`, libpq's `password=pw`), so
+    # redaction cannot find it: such a value is not echoed at all.
+    shown = repr(redact(url)) if "://" in url or not re.search(r"[@=]", url) else "(not shown: it may hold a password)"
+    raise ConfigError(f"unsupported database URL {shown}: use sqlite:///RELATIVE/PATH.db, sqlite:////ABSOLUTE/PATH.db "
+                      "or postgresql://user@host:port/dbname")
 
 
 def checking_writes() -> bool:

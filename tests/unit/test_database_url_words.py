@@ -1,0 +1,33 @@
+"""A value of --db / CHRONICLE_DB that is not a database URL is refused naming what to write instead, and never echoes
+a password the redaction cannot find (a DSN without a scheme keeps it where no URL does)."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from chronicle.runtime.config import ConfigError, eventsourcing_env
+
+
+@pytest.mark.parametrize(("given", "meant"), [
+    ("./x.db", "sqlite:///x.db"), ("data/z.db", "sqlite:///data/z.db"), ("/tmp/y.db", "sqlite:////tmp/y.db"),
+    ("~/agent.db", f"sqlite:///{os.path.expanduser('~/agent.db')}"),
+])
+def test_a_file_path_is_answered_with_the_url_that_names_that_file(given, meant):
+    with pytest.raises(ConfigError) as refused:
+        eventsourcing_env(given)
+    assert f"is a path, not a database URL: for that SQLite file use {meant} " in str(refused.value)
+
+
+@pytest.mark.parametrize("given", ["user:hunter2secret@db.example/app", "host=db password=hunter2secret dbname=app"])
+def test_a_dsn_without_a_scheme_is_refused_without_its_password(given):
+    with pytest.raises(ConfigError) as refused:
+        eventsourcing_env(given)
+    assert "hunter2secret" not in str(refused.value) and "not shown: it may hold a password" in str(refused.value)
+
+
+def test_another_scheme_is_named_with_its_password_masked():
+    with pytest.raises(ConfigError) as refused:
+        eventsourcing_env("mysql://app:hunter2secret@db/app")
+    assert "hunter2secret" not in str(refused.value) and "'mysql://app:***@db/app'" in str(refused.value)
