@@ -113,10 +113,9 @@ def eventsourcing_env(url: str) -> dict[str, str]:
         if schema:
             env["POSTGRES_SCHEMA"] = schema[0]
         return env
-    path = url.strip()
-    if re.fullmatch(r"[\w./~+-]+", path) and "://" not in path:  # a file's path where a URL goes: name its URL
-        path = os.path.expanduser(path)
-        named = f"sqlite:///{path.removeprefix('./')}"
+    given = url.strip()
+    if re.fullmatch(r"[\w./~+-]+", given):  # a file's path where a URL goes: name the URL of that file
+        named = f"sqlite:///{os.path.expanduser(given).removeprefix('./')}"
         raise ConfigError(f"{url!r} is a path, not a database URL: for that SQLite file use {named} "
                           "(sqlite:/// then the path: three slashes for a relative one, four for an absolute one)")
     # Without a scheme the password is not where a URL keeps it (`user:pw@host/db`, libpq's `password=pw`), so
