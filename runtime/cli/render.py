@@ -86,8 +86,10 @@ class HumanRenderer:
     An error that ends the top-level turn is not shown: the command reports the outcome once.
     """
 
-    def __init__(self, console: Console | None = None, show_thinking: bool = False) -> None:
+    def __init__(self, console: Console | None = None, show_thinking: bool = False, name_inputs: bool = False) -> None:
         self.console = console or Console(highlight=False, emoji=False)
+        #: Name the input each turn answers (`resume`: the inputs it runs are none the person typed just now).
+        self.name_inputs = name_inputs
         self.show_thinking = show_thinking
         self._in_text = False
         self._children: dict[str, str] = {}
@@ -143,8 +145,12 @@ class HumanRenderer:
                 self.console.print(f"[dim italic]{escape(printable(delta.get('thinking', '')))}[/]", end="")
         elif kind in ("tool_start", "tool_end", "turn_start"):  # a tool skipped by steering or a guard has no start
             self._streamed = ""
-        if kind == "turn_start" and self.own_input is not None and event.input_id and event.session_id not in self._children:
-            self._name_input(event)
+        if kind == "turn_start" and event.session_id not in self._children:
+            if self.own_input is not None and event.input_id:
+                self._name_input(event)
+            elif self.name_inputs:
+                self._end_text()
+                self.console.print(f"[dim]↳ input: {escape(short(printable(event.input), 100))}[/]")
         if kind == "tool_start":
             self._end_text()
             self._started.add(event.tool_call_id)

@@ -118,7 +118,7 @@ def resume(
                 nothing(None, "no session has a turn in flight or a queued input", as_json)
                 return
         broker = live.Broker()
-        broker.subscribe(JsonLinesRenderer() if as_json else HumanRenderer())
+        broker.subscribe(JsonLinesRenderer() if as_json else HumanRenderer(name_inputs=True))
         overrides = working.Overrides(
             provider=specs.normalise_provider(provider), model=model,
             workspace=specs.resolve_workspace(workspace) if workspace else None, options=loop.LoopOptions(auto_approve=yes), limits=limits,

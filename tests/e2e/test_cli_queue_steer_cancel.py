@@ -241,3 +241,14 @@ def test_cancel_of_a_turn_waiting_for_approval_answers_its_tool_calls(sqlite_url
     after = cli("run", "again", "--session", sid, "--json", db=sqlite_url)
     assert after.returncode == 0, after.stderr
     assert tool_events(log_of(sid, sqlite_url), "tu_1")[-1] == "Cancelled"
+
+
+def test_resume_names_the_input_each_turn_it_runs_answers(sqlite_url, workspace, tmp_path):
+    provider = script(tmp_path / "s.json", [[response(text("first answer"))], [response(text("second answer"))]])
+    submitted = cli("submit", "alpha", "--provider", provider, "--workspace", str(workspace), db=sqlite_url)
+    sid = submitted.stdout.strip()
+    assert cli("steer", sid, "beta", db=sqlite_url).returncode == 0
+    resumed = cli("resume", sid, db=sqlite_url)
+    assert resumed.returncode == 0, resumed.stderr
+    out = resumed.stdout
+    assert out.index("↳ input: alpha") < out.index("first answer") < out.index("↳ input: beta") < out.index("second answer")
