@@ -53,3 +53,40 @@ def test_ctrl_c_during_run_sync_records_the_cancel_and_stops_the_program(db_url,
         ends = [(e["aggregate"], e["event"], e["data"].get("reason")) for e in app.log(row["session_id"])
                 if e["event"] == "Cancelled"]
         assert ends == [("tool_call", "Cancelled", "cancelled by the user"), ("turn", "Cancelled", "cancelled by the user")]
+
+
+WORKER = """
+import signal, sys
+signal.signal(signal.SIGINT, signal.default_int_handler)
+from chronicle import Agent, Chronicle
+agent = Agent(tools=["bash"], provider="scripted:" + sys.argv[2])
+with Chronicle(sys.argv[1]) as app:
+    app.submit(agent, "first", workspace=sys.argv[3])
+    try:
+        app.work(idle_exit=60, auto_approve=True)
+        print("returned", flush=True)
+    except KeyboardInterrupt:
+        print("KeyboardInterrupt", flush=True)
+        raise
+"""
+
+
+def test_ctrl_c_during_work_records_the_cancel_of_the_turn_in_hand_and_stops_the_program(sqlite_url, workspace, tmp_path):
+    script = tmp_path / "s.json"
+    script.write_text(json.dumps({"agents": {"main": [
+        response(tool_use("b", "bash", command="touch started; sleep 60")), response(text("never"))]}}), encoding="utf-8")
+    program = tmp_path / "worker.py"
+    program.write_text(WORKER, encoding="utf-8")
+    process = start([sys.executable, str(program), sqlite_url, str(script), str(workspace)], env=_base_env(),
+                    stdout=-1, stderr=-1, text=True)
+    deadline = time.monotonic() + 60
+    while not (workspace / "started").exists():
+        assert process.poll() is None and time.monotonic() < deadline, process.communicate()
+        time.sleep(0.05)
+    process.send_signal(signal.SIGINT)
+    out, err = process.communicate(timeout=60)
+    assert out.splitlines() == ["KeyboardInterrupt"], (out, err)
+    with Chronicle(sqlite_url) as app:
+        [row] = app.sessions()
+        assert row["status"] == "idle"
+        assert [e["aggregate"] for e in app.log(row["session_id"]) if e["event"] == "Cancelled"] == ["tool_call", "turn"]
