@@ -49,16 +49,19 @@ class RunningTurns:
         """Tasks still going on a loop that runs them (a task on a stopped loop will never record anything)."""
         return [t for t in list(self._tasks) if not t.done() and t.get_loop().is_running()]
 
+    def _ending(self, task: asyncio.Task[Any]) -> bool:
+        return bool(task.cancelling()) or task in self._let_go
+
     def ending(self) -> bool:
         """Whether a turn of this Chronicle is being cancelled (so `run` looks at which session it holds)."""
-        return any(t.cancelling() or t in self._let_go for t in self._live())
+        return any(self._ending(t) for t in self._live())
 
     async def cancelled_ones_ended(self, session_id: UUID) -> None:
         """Wait for this Chronicle's cancelled turns of `session_id` (a stream just let go of) to record their cancel,
         so the session is free for the next turn rather than busy with one that is ending."""
         here, me = asyncio.get_running_loop(), asyncio.current_task()
         ending = [t for t in self._live() if self._tasks.get(t) == session_id and t is not me
-                  and t.get_loop() is here and (t.cancelling() or t in self._let_go)]
+                  and t.get_loop() is here and self._ending(t)]
         if ending:
             await asyncio.wait(ending)
 

@@ -435,12 +435,17 @@ def audit_entry(row: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def audit_window(limit: int | None, last: int | None) -> None:
+    """`--limit` keeps the first entries, `--last` the newest: one or the other (a usage error, before any read)."""
+    if limit is not None and last is not None:
+        raise AppError("give --limit (the first entries) or --last (the newest), not both", 2)
+
+
 def audit(store: ChronicleStore, session: str | UUID | None = None, tool: str | None = None, errors: bool = False,
           since: str | None = None, limit: int | None = None, last: int | None = None) -> list[dict[str, Any]]:
     """`audit --json`: every decision in commit order, filtered. `since` as `--since` takes it; `limit` keeps the
     first entries, `last` the newest (in commit order too)."""
-    if limit is not None and last is not None:
-        raise AppError("give --limit (the first entries) or --last (the newest), not both", 2)
+    audit_window(limit, last)
     since_text = parse_since(since) if since else None
     from chronicle.projections import audit_queries  # `log` and `sessions` need none of the audit's reads
 

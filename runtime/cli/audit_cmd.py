@@ -10,7 +10,7 @@ from rich.markup import escape
 
 from chronicle.runtime.app import queries
 
-from .common import DbOption, JsonOption, cli_errors, fail, open_store, out_console, print_json_rows
+from .common import DbOption, JsonOption, cli_errors, open_store, out_console, print_json_rows
 from .render import short
 from .tables import Column, fit_table
 
@@ -29,8 +29,7 @@ def audit(
     with cli_errors():
         if since:
             queries.parse_since(since)  # a bad --since is a usage error before the store is opened
-        if limit is not None and last is not None:
-            fail("give --limit (the first entries) or --last (the newest), not both", 2)
+        queries.audit_window(limit, last)  # and both is a usage error before the store is opened
         entries = queries.audit(open_store(db, create=False), session=session, tool=tool, errors=errors, since=since,
                                 limit=limit, last=last)
         if as_json:

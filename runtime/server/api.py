@@ -124,8 +124,11 @@ def _serving(config: ServerConfig, chronicle: Chronicle) -> FastAPI:
     #: The worker and its thread once the lifespan has started them (/healthz's `worker`).
     working: list[tuple[Worker, threading.Thread]] = []
     streams = OpenStreams()  # /healthz's `streams`
-    # One look at the log's head for every open stream; `chronicle serve` sets app.state.stopping once the app is made.
-    log_head = LogHead(chronicle, stopping=lambda: bool(getattr(app.state, "stopping", lambda: False)()))
+    def stopping() -> bool:
+        """Whether the server is stopping: `chronicle serve` sets app.state.stopping once the app is made."""
+        return bool(getattr(app.state, "stopping", lambda: False)())
+
+    log_head = LogHead(chronicle, stopping=stopping)  # one look at the log's head for every open stream
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -417,7 +420,6 @@ def _serving(config: ServerConfig, chronicle: Chronicle) -> FastAPI:
         with _errors():
             sid = await off_the_loop(queries.session_id, chronicle.store, session_id)
         start = after if after is not None else _position(last_event_id)
-        stopping = getattr(request.app.state, "stopping", None) or (lambda: False)  # set by `chronicle serve`
         stream = streams.counted(event_stream(chronicle, str(sid), start, follow, request.is_disconnected, stopping, log_head))
         return StreamingResponse(stream, media_type="text/event-stream",
                                  headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})

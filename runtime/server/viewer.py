@@ -30,10 +30,10 @@ PAGE_SIZE = 100
 
 
 def mount_viewer(app: FastAPI, chronicle: Chronicle) -> None:
-    def page(request: Request, name: str, **context: Any) -> HTMLResponse:
+    def page(request: Request, name: str, status_code: int = 200, **context: Any) -> HTMLResponse:
         # `root`: where the app is mounted in a host application ("" when it is the whole server): every link is under it.
         return HTMLResponse(TEMPLATES.get_template(name).render(store=chronicle.store.describe(), root=mounted_at(request),
-                                                                **context))
+                                                                **context), status_code=status_code)
 
     @app.get("/", response_class=HTMLResponse, include_in_schema=False)
     @app.get("/ui/sessions", response_class=HTMLResponse, include_in_schema=False)
@@ -78,9 +78,7 @@ def mount_viewer(app: FastAPI, chronicle: Chronicle) -> None:
     def not_found(request: Request, line: str) -> Response:
         """404: a page with the one line for a browser's page load, the JSON error for anything else (as a 401 is)."""
         if "text/html" in request.headers.get("accept", ""):
-            return HTMLResponse(TEMPLATES.get_template("not_found.html").render(store=chronicle.store.describe(), line=line,
-                                                                                root=mounted_at(request)),
-                                status_code=404)
+            return page(request, "not_found.html", status_code=404, line=line)
         return JSONResponse({"error": line}, status_code=404)
 
     @app.get("/ui/sessions/{session_id}/why", response_class=HTMLResponse, include_in_schema=False)

@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import json
 import signal
+import subprocess
 import sys
 import time
+from pathlib import Path
 
 from chronicle import Chronicle
 from tests.helpers import _base_env, response, text, tool_use
@@ -29,14 +31,14 @@ with Chronicle(sys.argv[1]) as app:
 """
 
 
-def test_ctrl_c_during_run_sync_records_the_cancel_and_stops_the_program(db_url, workspace, tmp_path):
+def interrupted(program: str, db_url: str, workspace: Path, tmp_path: Path) -> tuple[subprocess.Popen[str], str, str]:
+    """Run `program` on a session whose bash call waits a minute; SIGINT once the call has begun; its output."""
     script = tmp_path / "s.json"
     script.write_text(json.dumps({"agents": {"main": [
-        [response(tool_use("b", "bash", command="touch started; sleep 60")), response(text("never"))],
-    ] * 3}}), encoding="utf-8")
-    program = tmp_path / "program.py"
-    program.write_text(PROGRAM, encoding="utf-8")
-    process = start([sys.executable, str(program), db_url, str(script), str(workspace)], env=_base_env(),
+        response(tool_use("b", "bash", command="touch started; sleep 60")), response(text("never"))]}}), encoding="utf-8")
+    path = tmp_path / "program.py"
+    path.write_text(program, encoding="utf-8")
+    process = start([sys.executable, str(path), db_url, str(script), str(workspace)], env=_base_env(),
                     stdout=-1, stderr=-1, text=True)
     deadline = time.monotonic() + 60
     while not (workspace / "started").exists():
@@ -44,7 +46,11 @@ def test_ctrl_c_during_run_sync_records_the_cancel_and_stops_the_program(db_url,
         time.sleep(0.05)
     process.send_signal(signal.SIGINT)
     out, err = process.communicate(timeout=60)
+    return process, out, err
 
+
+def test_ctrl_c_during_run_sync_records_the_cancel_and_stops_the_program(db_url, workspace, tmp_path):
+    process, out, err = interrupted(PROGRAM, db_url, workspace, tmp_path)
     assert out.splitlines() == ["KeyboardInterrupt"], (out, err)
     assert process.returncode != 0 and "KeyboardInterrupt" in err
     with Chronicle(db_url) as app:
@@ -72,19 +78,7 @@ with Chronicle(sys.argv[1]) as app:
 
 
 def test_ctrl_c_during_work_records_the_cancel_of_the_turn_in_hand_and_stops_the_program(sqlite_url, workspace, tmp_path):
-    script = tmp_path / "s.json"
-    script.write_text(json.dumps({"agents": {"main": [
-        response(tool_use("b", "bash", command="touch started; sleep 60")), response(text("never"))]}}), encoding="utf-8")
-    program = tmp_path / "worker.py"
-    program.write_text(WORKER, encoding="utf-8")
-    process = start([sys.executable, str(program), sqlite_url, str(script), str(workspace)], env=_base_env(),
-                    stdout=-1, stderr=-1, text=True)
-    deadline = time.monotonic() + 60
-    while not (workspace / "started").exists():
-        assert process.poll() is None and time.monotonic() < deadline, process.communicate()
-        time.sleep(0.05)
-    process.send_signal(signal.SIGINT)
-    out, err = process.communicate(timeout=60)
+    _, out, err = interrupted(WORKER, sqlite_url, workspace, tmp_path)
     assert out.splitlines() == ["KeyboardInterrupt"], (out, err)
     with Chronicle(sqlite_url) as app:
         [row] = app.sessions()
