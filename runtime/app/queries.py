@@ -75,15 +75,14 @@ def sessions(store: ChronicleStore, archived: bool = False) -> list[dict[str, An
     sub-agents of archived ones) only with `archived` (`sessions --all`). A read-only store whose
     read models were never built still lists its sessions, from their events (cost unknown).
 
-    Once the read models have caught up with the log, they hold every column (`session_listing.current_listing`, as
-    `chronicle sessions` reads them): a few indexed queries instead of loading every session (0.43 s at 3,000
+    Once the read models have caught up with the log, they hold every column (`session_listing.open_store_listing`, as
+    `chronicle sessions` reads them on a connection of its own): a few indexed queries instead of loading every session (0.43 s at 3,000
     sessions for each page of the viewer). Whatever they cannot say for certain is read from the aggregates."""
     if not store.read_only:
         from ..read_models import caught_up
-        from .session_listing import current_listing
+        from .session_listing import open_store_listing
 
-        caught_up(store)
-        listing = current_listing(store.url, archived=archived)
+        listing = open_store_listing(caught_up(store), archived=archived)
         if listing is not None:
             return listing.rows
     return sessions_from_aggregates(store, archived)

@@ -1,4 +1,5 @@
-"""`sessions` from the read models over a bare connection, when they are current.
+"""`sessions` from the read models when they are current: over a bare connection for a command
+that has not opened the store, on the open store's pooled connection for the server and library.
 
 Why: opening the store means building eventsourcing's Application and importing the domain,
 whose ~220 event classes eventsourcing turns into dataclasses; that import was about half of
@@ -16,9 +17,9 @@ import json
 import os
 from contextlib import closing, contextmanager
 from dataclasses import dataclass
-from typing import Any, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
-from chronicle.projections.cost_report import COST_KEY
+from chronicle.projections.cost_report import COST_KEY, Rows
 from chronicle.projections.session_listing import SUMMARIES_KEY, Deferred, listed_ids, session_rows
 from chronicle.projections.sql import NUL_ESCAPE, unescape_nul
 
@@ -56,20 +57,53 @@ class Connection:
 
 
 def current_listing(url: str, archived: bool = False) -> Listing | None:
-    """The listing if the read models are current and can say it all, else None (read the aggregates)."""
-    if os.environ.get("CHRONICLE_CIPHER_KEY", "").strip() or os.environ.get("CHRONICLE_CIPHER_KEY_FILE", "").strip():
+    """The listing if the read models are current and can say it all, else None (read the aggregates).
+    For a command that has not opened the store: a bare connection of its own."""
+    if _keyed():
         return None  # the key is checked against the store where the store is opened
+    return _answered(lambda: _read_bare(url, archived))
+
+
+def open_store_listing(engine: Any, archived: bool = False) -> Listing | None:
+    """`current_listing` on an open store's own pooled connection (the projection engine's database):
+    the server and library programs list sessions per page view, and a login of its own each time was
+    a new PostgreSQL backend (its connection, then every table opened afresh) per page."""
+    if _keyed():
+        return None
+    return _answered(lambda: _read_pooled(engine.db, archived))
+
+
+def _keyed() -> bool:
+    return bool(os.environ.get("CHRONICLE_CIPHER_KEY", "").strip() or os.environ.get("CHRONICLE_CIPHER_KEY_FILE", "").strip())
+
+
+def _answered(read: Callable[[], Listing | None]) -> Listing | None:
     try:
-        with _connect(url) as (conn, events_table, tracking_table, position):
-            if not _plain(conn, events_table, position) or not _current(conn, events_table, tracking_table, position):
-                return None
-            return Listing(session_rows(conn, archived=archived), listed_ids(conn))
+        return read()
     except (Deferred, ConfigError, OSError):  # the aggregate path reports what is wrong
         return None
     except Exception as exc:  # the driver's errors, without importing the other backend's driver
         if type(exc).__module__.startswith(("psycopg", "sqlite3")):
             return None
         raise
+
+
+def _read_bare(url: str, archived: bool) -> Listing | None:
+    with _connect(url) as (conn, events_table, tracking_table, position):
+        return _listing(conn, events_table, tracking_table, position, archived)
+
+
+def _read_pooled(db: Any, archived: bool) -> Listing | None:
+    with db.transaction(commit=False) as tx:
+        if db.backend != "sqlite":  # one snapshot: positions, head and rows agree (SQLite's read transaction is one)
+            tx.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+        return _listing(tx, db.events_table, db.tracking_table, db.position_column, archived)
+
+
+def _listing(conn: Rows, events_table: str, tracking_table: str, position: str, archived: bool) -> Listing | None:
+    if not _plain(conn, events_table, position) or not _current(conn, events_table, tracking_table, position):
+        return None
+    return Listing(session_rows(conn, archived=archived), listed_ids(conn))
 
 
 @contextmanager
@@ -106,7 +140,7 @@ def _connect(url: str) -> Iterator[tuple[Connection, str, str, str]]:
         raw.rollback()
 
 
-def _plain(conn: Connection, events_table: str, position: str) -> bool:
+def _plain(conn: Rows, events_table: str, position: str) -> bool:
     """Whether the store's first event reads without a key, as the store's own open checks
     (runtime/encryption.py): an encrypted store opened without its key is an error, not a listing."""
     first = conn.dicts(f"SELECT state FROM {events_table} ORDER BY {position} LIMIT 1")
@@ -119,7 +153,7 @@ def _plain(conn: Connection, events_table: str, position: str) -> bool:
     return True
 
 
-def _current(conn: Connection, events_table: str, tracking_table: str, position: str) -> bool:
+def _current(conn: Rows, events_table: str, tracking_table: str, position: str) -> bool:
     """Whether both projections have applied every event in the log."""
     head = conn.dicts(f"SELECT MAX({position}) AS head FROM {events_table}")[0]["head"] or 0
     marks = ", ".join(["%s"] * len(KEYS))

@@ -17,7 +17,7 @@ from chronicle.projections.summaries import SummariesProjection
 from chronicle.runtime.app import archive as archive_app
 from chronicle.runtime.app import queries
 from chronicle.runtime.app import timetravel as timetravel_app
-from chronicle.runtime.app.session_listing import current_listing
+from chronicle.runtime.app.session_listing import current_listing, open_store_listing
 from chronicle.runtime.read_models import caught_up
 from chronicle.runtime.self_repair import SelfRepair
 from chronicle.runtime.store import ChronicleStore
@@ -84,6 +84,7 @@ def assert_same(url: str) -> None:
         assert listing.rows == aggregate_rows(url, archived)
         store = ChronicleStore(url)
         assert listing.all_ids == [str(sid) for sid in store.session_ids()]
+        assert open_store_listing(caught_up(store), archived=archived) == listing  # the open store's own connection
         store.close()
 
 
@@ -139,6 +140,37 @@ def test_the_library_and_the_server_list_from_the_read_models_once_they_have_cau
     assert {r["session_id"]: r for r in rows}[str(run.sessions["b"])]["queued"] == 1  # the late input is listed
     loads = [s for s in seen if "originator_id in (" in s.lower()]
     assert not loads, f"every session's aggregate was loaded: {loads[:1]}"
+
+
+def test_an_open_store_lists_on_its_own_connections(db_url, tmp_path, workspace):
+    """The server and library programs list sessions per page view: the listing runs on the open store's pooled
+    connection, not on a login of its own each time (on PostgreSQL, a new server process per page)."""
+    import sqlite3
+
+    import psycopg
+
+    from chronicle import Chronicle
+
+    build(db_url, tmp_path, workspace)[0].close()
+    opened: list[object] = []
+
+    def counting(real):  # noqa: ANN001, ANN202
+        def connect(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+            opened.append(args or kwargs)
+            return real(*args, **kwargs)
+        return connect
+
+    with Chronicle(db_url) as app:
+        first = app.sessions(all=True)  # the pool's connections are made here
+        real = (sqlite3.connect, psycopg.connect, psycopg.Connection.connect)
+        sqlite3.connect, psycopg.connect = counting(real[0]), counting(real[1])  # type: ignore[assignment]
+        psycopg.Connection.connect = counting(real[2])  # type: ignore[method-assign]
+        try:
+            again = [app.sessions(all=True) for _ in range(3)]
+        finally:
+            sqlite3.connect, psycopg.connect, psycopg.Connection.connect = real  # type: ignore[assignment,method-assign]
+    assert first == aggregate_rows(db_url, True) and all(rows == first for rows in again)
+    assert not opened, f"each listing opened a connection of its own: {opened[:1]}"
 
 
 def test_the_human_table_is_the_same_from_either_path(sqlite_url, tmp_path, workspace):
