@@ -117,6 +117,13 @@ class CostReport:
         return objects
 
     def total_usd(self, sid: str) -> float | None:
+        if self.by is None:  # one group per session: only the two figures the answer needs, added in the same order
+            usd, unpriced = 0.0, 0
+            for one in (sid, *self.descendants(sid)):
+                for figures in self.own.get(one, {}).values():
+                    usd += figures["usd"]
+                    unpriced += figures["unpriced_calls"]
+            return None if unpriced else round(0.0 + usd, 6)
         figures = self._sum([sid, *self.descendants(sid)])
         merged = _blank()
         for f in figures.values():

@@ -88,7 +88,7 @@ def session_rows(rows: Rows, archived: bool = False) -> list[dict[str, Any]]:
             "parent_session_id": r["parent_session_id"],
             "forked_from": None if r["forked_from"] is None else json.loads(r["forked_from"]),
             "turns": int(r["turns"]),
-            "queued": len(json.loads(r["queue"] or "[]")),
+            "queued": 0 if r["queue"] in (None, "", "[]") else len(json.loads(r["queue"])),
             "cost": costs.total_usd(r["session_id"]),
             "repair": repairs.get(r["session_id"]),
             "archived": bool(r["archived"]),

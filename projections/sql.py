@@ -204,11 +204,16 @@ class Tx:
         return row[0] if row else None
 
     def dicts(self, sql: str, params: Sequence[Any] = ()) -> list[dict[str, Any]]:
-        self._read(sql, params)
-        fetched = self.reader.fetchall()
-        if self.db.backend == "sqlite":
-            return [{k: r[k] for k in r.keys()} for r in fetched]  # sqlite3.Row
-        return [{k: unescape_nul(v) for k, v in r.items()} for r in fetched]  # psycopg dict_row
+        # `rows`' plain tuples zipped with the column names: a dict built key by key from each
+        # sqlite3.Row (or each psycopg dict row, every value through `unescape_nul`) was a third of
+        # listing 3,000 sessions, as it was of a long `history --at` read.
+        fetched = self.rows(sql, params)
+        cursor = self.reader.sqlite_cursor if self.db.backend == "sqlite" else self.reader
+        names = [d[0] for d in cursor.description]
+        if len(set(names)) < len(names):  # a name twice (a join's `*`): the first column's value, as sqlite3.Row gave
+            firsts = {name: names.index(name) for name in names}
+            return [{name: row[i] for name, i in firsts.items()} for row in fetched]
+        return [dict(zip(names, row, strict=True)) for row in fetched]
 
 
 def creation_race(exc: BaseException) -> bool:
