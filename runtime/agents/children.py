@@ -22,7 +22,7 @@ from chronicle.domain.task_board import TaskClaimRefused
 from chronicle.runtime.hooks import Hooks
 from chronicle.runtime.live import AgentEnd, AgentStart
 from chronicle.runtime.store import ChronicleStore, NotFound
-from chronicle.runtime.task_board import claim_refusal_now, claim_task, claimed_board_task, open_task, settle_task
+from chronicle.runtime.task_board import claim_refusal_now, claim_task, claimed_board_task, open_task, settle_task, sub_agent_task_id
 
 from .slots import child_slot
 
@@ -162,6 +162,25 @@ async def _run_child(parent_io: Any, child: Session, board_task: UUID | None) ->
                  reason=None if result.status == "completed" else result.summary, depth=spec.depth, **links)
     )
     return result
+
+
+async def settle_resumed(store: ChronicleStore, child: Session, hooks: Hooks, now: Any) -> None:
+    """Settle the task of a sub-agent whose task turn finished outside its parent's delegate call: paused for an
+    approval, it was reported failed to the parent (which went on), then approved and resumed on its own session
+    (`resume`, a worker). Its report passes the checks the delegate call applies, and the board then says how the
+    task ended. Nothing for a top-level session, a task turn still open, or a task already settled."""
+    if child.parent_session_id is None:
+        return
+    try:
+        if not store.turn(turn_id(child.id, TASK_INPUT_ID)).finished:
+            return
+    except NotFound:
+        return
+    result = await checked_report(hooks, store, child_result(store, child.id))
+    try:
+        settle_task(store, child.id, result.status, result.summary, now, board_task=sub_agent_task_id(store, child))
+    except PersistenceError:
+        pass  # the store is gone: the task stays in_progress, and the next resume settles it
 
 
 def child_result(store: ChronicleStore, child_id: UUID) -> ChildResult:

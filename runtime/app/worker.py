@@ -113,6 +113,10 @@ async def advance_session(
             outcomes.append(outcome)
             if outcome.status in PAUSING:
                 break
+        if loop is not None and outcomes and session.parent_session_id is not None:
+            from ..agents.children import settle_resumed
+
+            await settle_resumed(store, session, loop.hooks, loop.clock.now())
     return outcomes
 
 
