@@ -216,7 +216,18 @@ def main() -> None:
     import os
     import sys
 
-    logging.basicConfig(format="chronicle: warning: %(message)s", level=logging.WARNING)
+    class OneLineWarnings(logging.Formatter):
+        """`chronicle: warning: …` and nothing more at a terminal: a library that logs with a traceback (the MCP SDK
+        does for each line a server writes that it cannot parse) shows it only with CHRONICLE_DEBUG=1, as errors do."""
+
+        def format(self, record: logging.LogRecord) -> str:
+            if os.environ.get("CHRONICLE_DEBUG") or not (record.exc_info or record.stack_info):
+                return super().format(record)
+            return super().format(logging.makeLogRecord({**record.__dict__, "exc_info": None, "exc_text": None, "stack_info": None}))
+
+    warnings = logging.StreamHandler()
+    warnings.setFormatter(OneLineWarnings("chronicle: warning: %(message)s"))
+    logging.basicConfig(level=logging.WARNING, handlers=[warnings])
     completion.register_if_completing()
     try:
         app(prog_name=completion.PROG)  # also under `python -m`: usage lines and the completion variable say chronicle

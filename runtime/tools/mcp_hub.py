@@ -18,6 +18,8 @@ from __future__ import annotations
 import asyncio
 import atexit
 import concurrent.futures
+import contextvars
+import logging
 import os
 import tempfile
 import threading
@@ -47,6 +49,31 @@ def _describe(exc: BaseException) -> str:
 def stderr_log(config: McpServerConfig) -> Path:
     """Where a stdio server's stderr goes: its log lines would otherwise interleave with our output."""
     return Path(tempfile.gettempdir()) / f"chronicle-mcp-{config.name}-{os.getuid() if hasattr(os, 'getuid') else 0}.log"
+
+
+#: The server whose connection task runs: the SDK's stdout reader is a task started inside it, so it reads the same.
+_SERVER: contextvars.ContextVar[str] = contextvars.ContextVar("chronicle_mcp_server", default="?")
+
+
+class _NotJsonRpc(logging.Filter):
+    """The SDK logs a whole traceback for each line a stdio server writes to stdout that is not JSON-RPC (a
+    banner, a log line printed to the wrong stream); the operator needs one line: which server, what it wrote,
+    and that stdout is the protocol's channel."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.exc_info and str(record.msg).startswith("Failed to parse JSONRPC message"):
+            errors = getattr(record.exc_info[1], "errors", None)
+            found = errors()[0].get("input") if callable(errors) and errors() else None
+            record.msg = "MCP server %r wrote a line to stdout that is not JSON-RPC (its own logs belong on stderr): %s"
+            record.args = (_SERVER.get(), repr(str(found)[:120]) if found is not None else "an unreadable line")
+            record.exc_info, record.exc_text = None, None
+        return True
+
+
+def _quiet_sdk() -> None:
+    stdio = logging.getLogger("mcp.client.stdio")
+    if not any(isinstance(f, _NotJsonRpc) for f in stdio.filters):
+        stdio.addFilter(_NotJsonRpc())
 
 
 class _Connection:
@@ -104,6 +131,8 @@ class _Connection:
     async def _run(self) -> None:
         from mcp import Client
 
+        _quiet_sdk()
+        _SERVER.set(self.config.name)  # this task's own context: the SDK's reader tasks inherit it
         try:
             async with Client(self._target()) as client:
                 self.client = client
