@@ -146,11 +146,11 @@ def test_a_server_that_writes_a_banner_to_stdout_is_named_in_one_line_not_a_trac
     """stdout is the protocol's channel: a server printing anything else there made the SDK log a whole pydantic
     traceback under `chronicle: warning:`; the operator gets one line naming the server and what it wrote."""
     (workspace / "chronicle.toml").write_text(
-        '[mcp.chatty]\ncommand = "sh"\nargs = ["-c", "echo Server ready on stdio; exec sleep 300"]\nstartup_timeout_s = 1\n',
-        encoding="utf-8",
+        # It exits after its banner, so the SDK has read that line (it reads stdout to its end) whatever the machine's load.
+        '[mcp.chatty]\ncommand = "sh"\nargs = ["-c", "echo Server ready on stdio"]\n', encoding="utf-8",
     )
     listed = cli("mcp", "list", "--workspace", str(workspace), timeout=60)
-    assert listed.returncode == 1 and "MCP server 'chatty' did not start within 1 s" in listed.stdout, listed.stdout + listed.stderr
+    assert listed.returncode == 1 and "MCP server 'chatty' is unavailable" in listed.stdout, listed.stdout + listed.stderr
     assert "Traceback" not in listed.stderr and "pydantic" not in listed.stderr, listed.stderr
     warned = [line for line in listed.stderr.splitlines() if "chatty" in line]
     assert warned == ["chronicle: warning: MCP server 'chatty' wrote a line to stdout that is not JSON-RPC "
