@@ -41,6 +41,10 @@ JsonOption = Annotated[bool, typer.Option("--json", help="Machine-readable outpu
 WorkspaceOption = Annotated[
     Optional[Path], typer.Option("--workspace", help="Directory the tools may touch (default: current directory)", show_default=False)
 ]
+#: For commands that only read the workspace's chronicle.toml (its routines), where no tool runs.
+ConfigWorkspaceOption = Annotated[
+    Optional[Path], typer.Option("--workspace", help="Directory whose chronicle.toml is read (default: current directory)", show_default=False)
+]
 
 
 def finite_at_least(minimum: float) -> Callable[[typer.CallbackParam, Optional[float]], Optional[float]]:

@@ -82,7 +82,8 @@ def list_servers(
 
 def _table(rows: list[dict[str, Any]], source: Path) -> None:
     if not rows:
-        out_console.print(f"no MCP servers in {escape(str(source))} (add \\[mcp.NAME] tables)")
+        where = f"in {escape(str(source))}" if source.is_file() else f"configured: {escape(str(source))} does not exist"
+        out_console.print(f"no MCP servers {where} (add \\[mcp.NAME] tables)")
         return
     table = Table("server", "tool", "flags", "agents", "description", box=None, pad_edge=False)
     for row in rows:

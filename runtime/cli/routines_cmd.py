@@ -11,6 +11,7 @@ import typer
 from rich.markup import escape
 
 from .common import (
+    ConfigWorkspaceOption,
     DbOption,
     JsonOption,
     WorkspaceOption,
@@ -38,7 +39,7 @@ EXIT = {"completed": 0, "queued": 0, "running": 0, "failed": 1, "skipped": 4}
 
 
 @app.command("list")
-def list_routines(workspace: WorkspaceOption = None, as_json: JsonOption = False) -> None:
+def list_routines(workspace: ConfigWorkspaceOption = None, as_json: JsonOption = False) -> None:
     """The routines in the workspace's chronicle.toml: `name`, `trigger`, `action`, `next_due` (cron only)."""
     with workspace_command(workspace) as ws:
         rows = routines.listing(ws)
@@ -71,7 +72,7 @@ def _serve_note(ws: Path, db: str | None = None) -> None:
 def run_routine(
     name: Annotated[str, typer.Argument(help="The routine (a \\[routines.NAME] table)")],
     provider: Annotated[
-        str | None, typer.Option("--provider", help="anthropic or scripted:PATH (default: anthropic when ANTHROPIC_API_KEY is set)")
+        str | None, typer.Option("--provider", help="anthropic | openai-compatible | scripted:PATH (default: anthropic when ANTHROPIC_API_KEY is set)")
     ] = None,
     model: Annotated[str | None, typer.Option("--model", help="Model for the routine's session")] = None,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Approve tools that require approval without asking")] = False,
@@ -103,7 +104,7 @@ def run_routine(
 @app.command("history")
 def history(
     routine: Annotated[str | None, typer.Option("--routine", help="Only this routine")] = None,
-    workspace: WorkspaceOption = None,
+    workspace: ConfigWorkspaceOption = None,
     as_json: JsonOption = False,
     db: DbOption = None,
 ) -> None:

@@ -155,3 +155,8 @@ def test_a_server_that_writes_a_banner_to_stdout_is_named_in_one_line_not_a_trac
     warned = [line for line in listed.stderr.splitlines() if "chatty" in line]
     assert warned == ["chronicle: warning: MCP server 'chatty' wrote a line to stdout that is not JSON-RPC "
                       "(its own logs belong on stderr): 'Server ready on stdio'"], listed.stderr
+
+
+def test_mcp_list_without_a_chronicle_toml_says_the_file_is_missing(workspace):
+    listed = cli("mcp", "list", "--workspace", str(workspace))
+    assert listed.returncode == 0 and f"{workspace / 'chronicle.toml'} does not exist" in " ".join(listed.stdout.split()), listed.stdout
