@@ -27,7 +27,9 @@ def cipher_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
     env = os.environ if environ is None else environ
     key = env.get("CHRONICLE_CIPHER_KEY", "").strip()
     key_file = env.get("CHRONICLE_CIPHER_KEY_FILE", "").strip()
-    if not key and key_file:
+    if key and key_file:  # one of them was silently ignored, perhaps the one the operator meant
+        raise ConfigError("both CHRONICLE_CIPHER_KEY and CHRONICLE_CIPHER_KEY_FILE are set: unset one of them")
+    if key_file:
         try:
             key = Path(key_file).expanduser().read_text().strip()
         except OSError as exc:

@@ -2,7 +2,7 @@
 
 Matching only the exact ANTHROPIC_API_KEY missed every other credential a process holds, so
 three nets are cast: the values of environment variables whose names say they are secret
-(`*_KEY`, `*TOKEN*`, `*SECRET*`, `*PASSWORD*`, `*PASSWD*`, `*CREDENTIAL*`), the passwords of every
+(`*_KEY`, `*TOKEN*`, `*SECRET*`, `*PASSWORD*`, `*PASSWD*`, `*CREDENTIAL*`; not `*_FILE`, a path), the passwords of every
 database URL in the environment (decoded and as written), and anything shaped like a credential
 wherever it came from (`scheme://user:password@host`, `sk-ant-…`, `Bearer …`).
 """
@@ -29,8 +29,10 @@ MIN_SECRET_LEN = 6
 
 
 def is_secret_name(name: str) -> bool:
-    """Named as a secret: its whole value is hidden. A database URL (CHRONICLE_DB) loses only its password."""
-    return bool(SECRET_NAME.search(name))
+    """Named as a secret: its whole value is hidden. A database URL (CHRONICLE_DB) loses only its password. A
+    `*_FILE` variable (CHRONICLE_CIPHER_KEY_FILE, the Docker secrets convention) names where a secret is kept, not
+    the secret: hiding that path made "cannot read … ***" impossible to act on."""
+    return bool(SECRET_NAME.search(name)) and not name.upper().endswith("_FILE")
 
 
 def secret_values(environ: Mapping[str, str] | None = None) -> list[str]:

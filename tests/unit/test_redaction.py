@@ -37,3 +37,20 @@ def test_a_dsn_password_with_unencoded_reserved_characters_is_redacted_whole():
         shown = redact(url)
         assert password not in shown and shown.startswith("postgresql://user:***@") and shown.endswith("5432/db?schema=s")
     assert redact("postgresql://postgres@127.0.0.1:5432/db") == "postgresql://postgres@127.0.0.1:5432/db"
+
+
+def test_a_variable_naming_a_key_file_is_a_path_and_stays_readable():
+    """CHRONICLE_CIPHER_KEY_FILE holds where the key is: an error about it must say which file."""
+    env = {**ENV, "CHRONICLE_CIPHER_KEY_FILE": "/etc/chronicle/cipher.key", "CHRONICLE_CIPHER_KEY": "c2VjcmV0LWtleS1ieXRlcw=="}
+    out = redact_secrets("cannot read /etc/chronicle/cipher.key; key c2VjcmV0LWtleS1ieXRlcw==", environ=env)
+    assert out == "cannot read /etc/chronicle/cipher.key; key ***"
+
+
+def test_both_ways_of_giving_the_cipher_key_at_once_are_refused():
+    import pytest
+
+    from chronicle.runtime.config import ConfigError
+    from chronicle.runtime.encryption import cipher_env
+
+    with pytest.raises(ConfigError, match="both CHRONICLE_CIPHER_KEY and CHRONICLE_CIPHER_KEY_FILE"):
+        cipher_env({"CHRONICLE_CIPHER_KEY": "a" * 44, "CHRONICLE_CIPHER_KEY_FILE": "/nonexistent"})
