@@ -15,7 +15,7 @@ from typing import Any
 from urllib.parse import parse_qsl, quote, urlencode
 
 from fastapi import FastAPI, HTTPException, Query, Request
-from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 
 from chronicle.client import Chronicle
@@ -27,6 +27,8 @@ from . import session_page as session_view
 
 TEMPLATES = Environment(loader=FileSystemLoader(Path(__file__).parent / "templates"), autoescape=select_autoescape(["html"]))
 PAGE_SIZE = 100
+#: The heading of a viewer page that failed, by HTTP status (404 has a page of its own).
+HEADINGS = {400: "Bad request", 409: "Not possible", 422: "Bad request", 500: "Internal error", 503: "Unavailable"}
 
 
 def mount_viewer(app: FastAPI, chronicle: Chronicle) -> None:
@@ -34,6 +36,14 @@ def mount_viewer(app: FastAPI, chronicle: Chronicle) -> None:
         # `root`: where the app is mounted in a host application ("" when it is the whole server): every link is under it.
         return HTMLResponse(TEMPLATES.get_template(name).render(store=chronicle.store.describe(), root=mounted_at(request),
                                                                 **context), status_code=status_code)
+
+    def error_page(request: Request, status: int, line: str) -> HTMLResponse:
+        """A viewer page load that fails (error_answers.py): the one line the API would answer, as a page."""
+        if status == 404:
+            return page(request, "not_found.html", status_code=404, line=line)
+        return page(request, "error.html", status_code=status, line=line, heading=HEADINGS.get(status, "Something went wrong"))
+
+    app.state.error_page = error_page
 
     @app.get("/", response_class=HTMLResponse, include_in_schema=False)
     @app.get("/ui/sessions", response_class=HTMLResponse, include_in_schema=False)
@@ -71,15 +81,9 @@ def mount_viewer(app: FastAPI, chronicle: Chronicle) -> None:
             return RedirectResponse(_with_turn(request, number), status_code=307)
         try:
             context = session_view.build(chronicle.store, sid, turn, every_turn=all)
-        except session_view.NoSuchTurn as exc:
-            return not_found(request, str(exc))
+        except session_view.NoSuchTurn as exc:  # a page for a browser, JSON for a program (error_answers.py)
+            raise HTTPException(status_code=404, detail=str(exc)) from None
         return page(request, "session.html", **context)
-
-    def not_found(request: Request, line: str) -> Response:
-        """404: a page with the one line for a browser's page load, the JSON error for anything else (as a 401 is)."""
-        if "text/html" in request.headers.get("accept", ""):
-            return page(request, "not_found.html", status_code=404, line=line)
-        return JSONResponse({"error": line}, status_code=404)
 
     @app.get("/ui/sessions/{session_id}/why", response_class=HTMLResponse, include_in_schema=False)
     def why_page(request: Request, session_id: str, call: str | None = None, turn: int | None = None) -> HTMLResponse:

@@ -446,16 +446,45 @@ def test_a_server_that_cannot_start_says_why_on_one_line_before_it_claims_to_ser
         assert "serving on" not in refused.stderr and len(refused.stderr.strip().splitlines()) == 1, refused.stderr
 
 
-def test_every_error_is_json_with_error_and_malformed_json_is_said_so(sqlite_url, workspace):
+def test_every_error_is_json_with_error_and_code_and_malformed_json_is_said_so(sqlite_url, workspace):
     """Malformed JSON named a character offset as the field (`1: JSON decode error`), and the
-    router's 404 and 405 answered `{"detail": …}`: every error is now `{"error": …}`."""
+    router's 404 and 405 answered `{"detail": …}`: every error is now `{"error", "code"}` (docs/server.md), the
+    code being the CLI's exit code for that kind of failure; a body that is not JSON at all is said to be so."""
     with serving(sqlite_url, workspace, extra=("--no-worker",)) as base:
         broken = httpx.post(f"{base}/sessions", content=b'{"prompt": "hi",}', headers={"Content-Type": "application/json"})
-        assert broken.status_code == 400, broken.text
+        assert broken.status_code == 400 and broken.json()["code"] == 2, broken.text
         assert broken.json()["error"].startswith("the body is not valid JSON: "), broken.text
         assert "character 16" in broken.json()["error"] and broken.json()["problems"][0]["field"] == "", broken.text
+        plain = httpx.post(f"{base}/sessions", content=b"hello", headers={"Content-Type": "text/plain"})
+        assert plain.status_code == 400 and plain.json()["code"] == 2, plain.text
+        assert plain.json()["error"] == "the body is not JSON (Content-Type: text/plain): send a JSON object as application/json"
         listed = httpx.post(f"{base}/sessions", json=["hi"])
-        assert listed.status_code == 422 and listed.json()["error"].startswith("the body: "), listed.text
+        assert listed.status_code == 422 and listed.json()["error"].startswith("the body: ") and listed.json()["code"] == 2, listed.text
+        unknown = httpx.post(f"{base}/sessions", json={"prompt": "hi", "agent": "nobody"})
+        assert unknown.status_code == 400 and unknown.json()["code"] == 2, unknown.text
         for answer, status in ((httpx.get(f"{base}/nowhere"), 404), (httpx.delete(f"{base}/sessions"), 405),
-                               (httpx.get(f"{base}/ui/sessions/ffffffff", headers={"Accept": "text/html"}), 404)):
-            assert answer.status_code == status and set(answer.json()) == {"error"}, answer.text
+                               (httpx.get(f"{base}/ui/sessions/ffffffff"), 404)):
+            assert answer.status_code == status and set(answer.json()) == {"error", "code"}, answer.text
+            assert answer.json()["code"] == 2
+
+
+def test_a_browser_gets_a_viewer_page_for_every_failure_of_a_viewer_page(sqlite_url, workspace, tmp_path):
+    """A browser following a stale link saw a raw JSON object; every failure under /ui/ (an unknown session or call,
+    a parameter that is not a number) is now a page with the same one line, with the same status."""
+    from chronicle import Agent, Chronicle
+
+    script = tmp_path / "s.json"
+    script.write_text(json.dumps({"agents": {"main": [[{"content": [{"type": "text", "text": "hi"}], "stop_reason": "end_turn",
+                                                        "usage": {"input_tokens": 1, "output_tokens": 1}}]]}}), encoding="utf-8")
+    with Chronicle(sqlite_url) as app:
+        sid = app.run_sync(Agent(provider=f"scripted:{script}"), "hello", workspace=workspace).session_id
+    html = {"Accept": "text/html"}
+    with serving(sqlite_url, workspace, extra=("--no-worker",)) as base:
+        for path, params, status, said in ((f"/ui/sessions/ffffffff", {}, 404, "no session"),
+                                           (f"/ui/sessions/{sid}/why", {"call": "zzz"}, 404, "zzz"),
+                                           (f"/ui/sessions/{sid}", {"turn": "abc"}, 422, "turn")):
+            shown = httpx.get(f"{base}{path}", params=params, headers=html)
+            assert shown.status_code == status and shown.headers["content-type"].startswith("text/html"), shown.text
+            assert said in shown.text and "<h2>" in shown.text, shown.text
+            program = httpx.get(f"{base}{path}", params=params)
+            assert program.status_code == status and said in program.json()["error"], program.text

@@ -83,7 +83,7 @@ def test_a_turn_the_session_does_not_have_is_a_404_saying_which_turns_it_has(db_
             assert page.status_code == 404 and page.headers["content-type"].startswith("text/html"), page.text
             assert f"<p>{line.format(wrong)}</p>" in page.text
         program = httpx.get(f"{base}/ui/sessions/{sid}", params={"turn": 4})
-        assert program.status_code == 404 and program.json() == {"error": line.format(4)}
+        assert program.status_code == 404 and program.json() == {"error": line.format(4), "code": 2}
 
 
 def test_undone_turns_are_shown_where_the_log_has_them_marked_with_the_undo_and_offer_no_fork(db_url, workspace, tmp_path):
