@@ -6,7 +6,7 @@ import os
 import re
 from pathlib import Path
 from typing import Literal, TypeVar
-from urllib.parse import parse_qs, unquote, urlparse
+from urllib.parse import unquote, urlparse
 
 DEFAULT_DB_RELATIVE = Path(".chronicle") / "chronicle.db"
 T = TypeVar("T")
@@ -89,6 +89,9 @@ def eventsourcing_env(url: str) -> dict[str, str]:
                    SQLITE_LOCK_TIMEOUT=str(sqlite_busy_timeout()))
         return env
     if parsed.scheme in ("postgresql", "postgres", "postgresql+psycopg"):
+        from .pg_options import url_options
+
+        options = url_options(parsed.query)  # first: a message below echoes the URL, which must hold no unchecked option
         if port == 0:  # read as "no port" below, which would have meant 5432
             raise ConfigError(f"PostgreSQL URL has port 0 (got {redact(url)!r}); give the server's port, like :5432")
         dbname = (parsed.path or "/").lstrip("/")
@@ -116,9 +119,8 @@ def eventsourcing_env(url: str) -> dict[str, str]:
             # on another one (the pool drops a broken connection when it is returned).
             POSTGRES_PRE_PING="n",
         )
-        schema = parse_qs(parsed.query).get("schema")
-        if schema:
-            env["POSTGRES_SCHEMA"] = schema[0]
+        if "schema" in options:  # the other options are libpq's, sent with every login (runtime/pg_options.py)
+            env["POSTGRES_SCHEMA"] = options["schema"]
         return env
     given = url.strip()
     if re.fullmatch(r"[\w./~+-]+", given):  # a file's path where a URL goes: name the URL of that file

@@ -151,9 +151,12 @@ class ChronicleStore(AggregateReads, SessionTreeReads, SnapshotKeeping):
             cache_statements(factory.datastore)  # runtime/sqlite_pool.py: compiled once, not per transaction
         elif type(factory).__module__ == "eventsourcing.postgres":
             from .pg_datastore import defer_composite_types, logs_in_to_schema
+            from .pg_options import libpq_options
 
             defer_composite_types(factory.datastore)
             logs_in_to_schema(factory.datastore)
+            # The URL's libpq options (sslmode, …) with every login of the pool, its first one included.
+            factory.datastore.pool.kwargs.update(libpq_options(self.url))
             # Before any recorder exists: they create tables, unless the marks say they are there.
             self._schema_marks = check_postgres(factory.datastore, f"{self.name}_events", own_schema=bool(env.get("POSTGRES_SCHEMA")))
 

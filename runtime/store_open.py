@@ -62,16 +62,10 @@ def postgres_cause(url: str, exc: BaseException) -> str:
     text = first_line(exc)
     if "couldn't get a connection" not in text:
         return text
-    import psycopg
+    from .pg_options import connect, login
 
-    from .config import eventsourcing_env
-
-    env = eventsourcing_env(url)
     try:
-        psycopg.connect(
-            dbname=env["POSTGRES_DBNAME"], host=env["POSTGRES_HOST"], port=env["POSTGRES_PORT"],
-            user=env["POSTGRES_USER"], password=env["POSTGRES_PASSWORD"] or None, connect_timeout=3,
-        ).close()
+        connect(login(url), connect_timeout=3).close()
     except Exception as direct:  # noqa: BLE001 - this is the cause we are looking for
         return first_line(direct)
     return text
@@ -90,5 +84,8 @@ def postgres_advice(url: str, cause: str) -> str:
                 f"{env['POSTGRES_DBNAME']}), or point --db / CHRONICLE_DB at an existing database.")
     if refused == "login":
         return "Check the user name and its password in the URL given by --db / CHRONICLE_DB."
+    if refused == "tls":
+        return ("Check the TLS options of the URL given by --db / CHRONICLE_DB (sslmode, sslrootcert, …) and any PGSSL* "
+                "variables against what the server offers.")
     return "Check --db / CHRONICLE_DB and that the server is running."
 
