@@ -107,11 +107,15 @@ class Chronicle:
 
     @property
     def _existing(self) -> ChronicleStore:
-        """The store for a method that reads, or acts on what the store holds: a SQLite file that does not exist is a
-        ChronicleError (code 1) saying so, as the CLI's readers exit 1, not a new empty store left behind."""
-        if self._store is None and (missing := missing_store(self.url, self._named, "library")) is not None:
-            raise missing
-        return self.store
+        """The store for a method that reads, or acts on what the store holds: a SQLite file that does not exist, or
+        a PostgreSQL database or schema with no store in it, is a ChronicleError (code 1) saying so, as the CLI's
+        readers exit 1, not a new empty store left behind."""
+        if self._store is None:
+            if (missing := missing_store(self.url, self._named, "library")) is not None:
+                raise missing
+            self._store = open_store(self.url, create=False, client="library")
+            told_at_once_when_refused(self._store)
+        return self._store
 
     def close(self) -> None:
         """Close the store. A turn still running in one of this Chronicle's tasks (a `stream` not read to its end

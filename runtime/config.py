@@ -6,7 +6,7 @@ import os
 import re
 from pathlib import Path
 from typing import Literal, TypeVar
-from urllib.parse import parse_qs, unquote, urlparse
+from urllib.parse import unquote, urlparse
 
 DEFAULT_DB_RELATIVE = Path(".chronicle") / "chronicle.db"
 T = TypeVar("T")
@@ -75,7 +75,12 @@ def sqlite_path(url: str) -> Path | None:
 
 
 def eventsourcing_env(url: str) -> dict[str, str]:
-    parsed = urlparse(url)
+    try:
+        parsed = urlparse(url)
+        port = parsed.port  # a port that is not a number or is out of range raises here, as does an unclosed "[::1"
+    except ValueError as exc:
+        raise ConfigError(f"malformed database URL {_shown(url)}: {exc}; use sqlite:///RELATIVE/PATH.db, "
+                          "sqlite:////ABSOLUTE/PATH.db or postgresql://user@host:port/dbname") from None
     env = {"AGGREGATE_CACHE_MAXSIZE": "2000", "CREATE_TABLE": "y"}
     if parsed.scheme == "sqlite":
         path = sqlite_path(url) or Path()
@@ -84,6 +89,11 @@ def eventsourcing_env(url: str) -> dict[str, str]:
                    SQLITE_LOCK_TIMEOUT=str(sqlite_busy_timeout()))
         return env
     if parsed.scheme in ("postgresql", "postgres", "postgresql+psycopg"):
+        from .pg_options import url_options
+
+        options = url_options(parsed.query)  # first: a message below echoes the URL, which must hold no unchecked option
+        if port == 0:  # read as "no port" below, which would have meant 5432
+            raise ConfigError(f"PostgreSQL URL has port 0 (got {redact(url)!r}); give the server's port, like :5432")
         dbname = (parsed.path or "/").lstrip("/")
         if not dbname:
             raise ConfigError(f"PostgreSQL URL needs a database name, like postgresql://user@host:5432/db (got {redact(url)!r})")
@@ -91,7 +101,7 @@ def eventsourcing_env(url: str) -> dict[str, str]:
             PERSISTENCE_MODULE="eventsourcing.postgres",
             POSTGRES_DBNAME=dbname,
             POSTGRES_HOST=parsed.hostname or "127.0.0.1",
-            POSTGRES_PORT=str(parsed.port or 5432),
+            POSTGRES_PORT=str(port or 5432),
             POSTGRES_USER=unquote(parsed.username or "postgres"),
             POSTGRES_PASSWORD=unquote(parsed.password or ""),
             # eventsourcing retries a lost connection 10 times, so an outage shorter than about
@@ -109,20 +119,25 @@ def eventsourcing_env(url: str) -> dict[str, str]:
             # on another one (the pool drops a broken connection when it is returned).
             POSTGRES_PRE_PING="n",
         )
-        schema = parse_qs(parsed.query).get("schema")
-        if schema:
-            env["POSTGRES_SCHEMA"] = schema[0]
+        if "schema" in options:  # the other options are libpq's, sent with every login (runtime/pg_options.py)
+            env["POSTGRES_SCHEMA"] = options["schema"]
         return env
     given = url.strip()
     if re.fullmatch(r"[\w./~+-]+", given):  # a file's path where a URL goes: name the URL of that file
         named = f"sqlite:///{os.path.expanduser(given).removeprefix('./')}"
         raise ConfigError(f"{url!r} is a path, not a database URL: for that SQLite file use {named} "
                           "(sqlite:/// then the path: three slashes for a relative one, four for an absolute one)")
-    # Without a scheme the password is not where a URL keeps it (`user:pw@host/db`, libpq's `password=pw`), so
-    # redaction cannot find it: such a value is not echoed at all.
-    shown = repr(redact(url)) if "://" in url or not re.search(r"[@=]", url) else "(not shown: it may hold a password)"
-    raise ConfigError(f"unsupported database URL {shown}: use sqlite:///RELATIVE/PATH.db, sqlite:////ABSOLUTE/PATH.db "
+    raise ConfigError(f"unsupported database URL {_shown(url)}: use sqlite:///RELATIVE/PATH.db, sqlite:////ABSOLUTE/PATH.db "
                       "or postgresql://user@host:port/dbname")
+
+
+def _shown(url: str) -> str:
+    """The URL for a message about it, its password masked. Without a scheme the password is not where a URL
+    keeps it (`user:pw@host/db`, libpq's `password=pw`), so redaction cannot find it: such a value is not
+    echoed at all; nor is a query that may name one (`?password=`)."""
+    if "://" in url and "password=" not in url.lower() or not re.search(r"[@=]", url):
+        return repr(redact(url))
+    return "(not shown: it may hold a password)"
 
 
 def checking_writes() -> bool:

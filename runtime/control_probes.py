@@ -85,16 +85,9 @@ class Listener:
     outlives the turns that use it."""
 
     def __init__(self, store: ChronicleStore) -> None:
-        import psycopg
+        from .pg_options import connect, login
 
-        from .config import eventsourcing_env
-
-        env = eventsourcing_env(store.url)
-        self.conn = psycopg.connect(
-            dbname=env["POSTGRES_DBNAME"], host=env["POSTGRES_HOST"], port=env["POSTGRES_PORT"], user=env["POSTGRES_USER"],
-            password=env["POSTGRES_PASSWORD"] or None, connect_timeout=int(float(env["POSTGRES_CONNECT_TIMEOUT"])),
-            autocommit=True,
-        )
+        self.conn = connect(login(store.url), autocommit=True)
         self.conn.execute(f"LISTEN {CHANNEL}")
         self.counts: dict[str, int] = {}
         self.users = 0

@@ -138,15 +138,24 @@ QUICK_S = 0.5
 #: these): no such database; or no such role, a wrong or missing password, no pg_hba.conf entry.
 NO_DATABASE = re.compile(r'database "[^"]*" does not exist')
 BAD_LOGIN = re.compile(r'role "[^"]*" does not exist|authentication failed|no password supplied|no pg_hba.conf entry')
+#: libpq's words for TLS (or GSSAPI) settings the server, its certificate or the client's files do not meet, as the
+#: URL's `?sslmode=` and other options (runtime/pg_options.py) or the PGSSL* variables asked: `sslmode=require` on
+#: a server without TLS waited out the whole connect timeout, said as a server "not answering", before failing.
+TLS_REFUSED = re.compile(r"server does not support (?:SSL|GSS)|certificate verify failed|root certificate file|"
+                         r"could not (?:read|load|open) (?:certificate|private key|root certificate|SSL certificate revocation)|"
+                         r"private key file|certificate present, but not private key|server certificate for .* does not match|"
+                         r"channel binding (?:is )?required|GSSAPI encryption required", re.IGNORECASE)
 
 
 def refusal(text: str) -> str | None:
-    """Which refusal no wait cures the server's message names: "database", "login", or None. One
+    """Which refusal no wait cures the server's message names: "database", "login", "tls", or None. One
     reading for the open (`first_connection`) and for the CLI's advice (`store_open.postgres_advice`)."""
     if NO_DATABASE.search(text):
         return "database"
     if BAD_LOGIN.search(text):
         return "login"
+    if TLS_REFUSED.search(text):
+        return "tls"
     return None
 
 
@@ -205,11 +214,10 @@ def _direct_attempt(kwargs: dict[str, Any], timeout: float) -> tuple[str, bool]:
     """Why one direct login fails ("" if it does not), and whether no wait cures that (`refusal`)."""
     import psycopg
 
+    from .pg_options import connect, pool_login
+
     try:
-        psycopg.connect(  # as the pool logs in, its options included
-            dbname=kwargs.get("dbname"), host=kwargs.get("host"), port=kwargs.get("port"), user=kwargs.get("user"),
-            password=kwargs.get("password") or None, connect_timeout=max(1, int(timeout)), options=kwargs.get("options"),
-        ).close()
+        connect(pool_login(kwargs), connect_timeout=max(1, int(timeout))).close()  # as the pool logs in, its options included
     except psycopg.Error as exc:
         text = str(exc).strip()
         first = text.splitlines()[0] if text else type(exc).__name__

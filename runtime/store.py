@@ -89,8 +89,11 @@ class ChronicleStore(AggregateReads, SessionTreeReads, SnapshotKeeping):
     name = "chronicle"
     snapshotting_intervals = {Session: 100, Turn: 100}
 
-    def __init__(self, url: str, env: dict[str, str] | None = None, read_only: bool = False) -> None:
+    def __init__(self, url: str, env: dict[str, str] | None = None, read_only: bool = False, create: bool = True) -> None:
         self.url = url
+        #: False for a command that reads, or acts on what a store holds: on PostgreSQL a database or schema with
+        #: no store is `NoStore`, and nothing is created there (SQLite's missing file is refused before the open).
+        self.create = create
         #: Settings given here rather than in the environment: another process opening this store
         #: (a rebuild's helper, runtime/parallel_rebuild.py) needs them too.
         self.env_overrides = dict(env or {})
@@ -151,11 +154,15 @@ class ChronicleStore(AggregateReads, SessionTreeReads, SnapshotKeeping):
             cache_statements(factory.datastore)  # runtime/sqlite_pool.py: compiled once, not per transaction
         elif type(factory).__module__ == "eventsourcing.postgres":
             from .pg_datastore import defer_composite_types, logs_in_to_schema
+            from .pg_options import libpq_options
 
             defer_composite_types(factory.datastore)
             logs_in_to_schema(factory.datastore)
+            # The URL's libpq options (sslmode, …) with every login of the pool, its first one included.
+            factory.datastore.pool.kwargs.update(libpq_options(self.url))
             # Before any recorder exists: they create tables, unless the marks say they are there.
-            self._schema_marks = check_postgres(factory.datastore, f"{self.name}_events", own_schema=bool(env.get("POSTGRES_SCHEMA")))
+            self._schema_marks = check_postgres(factory.datastore, f"{self.name}_events",
+                                                own_schema=bool(env.get("POSTGRES_SCHEMA")), create=self.create)
 
     def construct_recorder(self) -> Any:
         if self._is_postgres_factory():
@@ -487,9 +494,9 @@ class ChronicleStore(AggregateReads, SessionTreeReads, SnapshotKeeping):
 #: The topic of every session's first event: the session index's own, found by a range scan (`ids_in_range`).
 SESSION_STARTED = get_topic(Session.Started)
 
-def open_store_at(url: str, attempts: int = 5, read_only: bool = False) -> ChronicleStore:
+def open_store_at(url: str, attempts: int = 5, read_only: bool = False, create: bool = True) -> ChronicleStore:
     """Open the store, riding out the creation race of several processes that start at once on a
     fresh store: on PostgreSQL both create its tables and one sees "tuple concurrently updated";
     on SQLite one switches the new file to WAL while the other opens it, and the other's own
     switch fails at once with "database is locked" (SQLite's busy wait does not cover it)."""
-    return retry_creation(lambda: ChronicleStore(url, read_only=read_only), attempts=attempts)
+    return retry_creation(lambda: ChronicleStore(url, read_only=read_only, create=create), attempts=attempts)

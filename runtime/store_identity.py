@@ -25,6 +25,16 @@ class ForeignDatabase(ConfigError):
     """The database belongs to something else; the message says what was found and what to do."""
 
 
+class NoStore(Exception):
+    """A PostgreSQL database and schema with no Chronicle store, opened by something that only reads or acts on
+    what a store holds (`ChronicleStore(create=False)`): nothing was created there. `where` names what was looked
+    at (database, schema, server; never the password); the client says what to do (app/store_location.py)."""
+
+    def __init__(self, where: str) -> None:
+        super().__init__(f"no Chronicle store in {where}")
+        self.where = where
+
+
 def read_only_sqlite_uri(path: Path) -> str:
     """A URI that opens the file for reading only. `mode=ro` still needs the WAL's shared-memory
     file, which a read-only directory cannot hold; then `immutable=1` (nothing can write it anyway)."""
@@ -72,10 +82,12 @@ def _check_sqlite(path: Path) -> None:
         conn.close()
 
 
-def check_postgres(datastore: Any, events_table: str, own_schema: bool) -> frozenset[str]:
+def check_postgres(datastore: Any, events_table: str, own_schema: bool, create: bool = True) -> frozenset[str]:
     """Refuse another application's tables in the store's schema; create the schema on first use
     when the URL named one (`own_schema`, `?schema=NAME`); return the schema marks of the tables
-    already set up there (runtime/schema_marks.py).
+    already set up there (runtime/schema_marks.py). With `create=False` (a command that only reads),
+    a schema without tables, or none at all, is `NoStore` and nothing is created: a reader used to
+    create the whole store, so that a mistyped schema read as an empty store and `verify` passed on it.
 
     On a connection of the store's own pool, before any recorder is built: a connection of its own
     cost every open a second login and server process (≈ 3 ms here, more to a remote server),
@@ -102,6 +114,9 @@ def check_postgres(datastore: Any, events_table: str, own_schema: bool) -> froze
         keep_login_options_if_held(datastore, search_path)
         tables = set(names)
         if not tables:
+            if not create:
+                kwargs = datastore.pool.kwargs
+                raise NoStore(f"{where} on {kwargs.get('host')}:{kwargs.get('port')}")
             if own_schema:  # `?schema=NAME` names a schema of our own: made on first use
                 cursor.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(schema)))
             return frozenset()

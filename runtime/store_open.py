@@ -9,15 +9,20 @@ timeout for a server that was down, which a program catching `ChronicleError` le
 
 from __future__ import annotations
 
-from .app.errors import AppError, first_line
+from .app.errors import NO_STORE, AppError, first_line
+from .app.store_location import no_store_in
 from .config import ConfigError, redact
 from .store import ChronicleStore, open_store_at
+from .store_identity import NoStore
 
 
-def open_store(url: str, read_only: bool = False) -> ChronicleStore:
-    """The store at `url`, or AppError with what went wrong and what to do next."""
+def open_store(url: str, read_only: bool = False, create: bool = True, client: str = "cli") -> ChronicleStore:
+    """The store at `url`, or AppError with what went wrong and what to do next. `create=False` for a reader: a
+    PostgreSQL database or schema without a store is refused (code 1, in `client`'s words) and left as it was."""
     try:
-        return open_store_at(url, read_only=read_only)
+        return open_store_at(url, read_only=read_only, create=create)
+    except NoStore as exc:
+        raise AppError(no_store_in(exc.where, url, client), 1, kind=NO_STORE) from None
     except ConfigError as exc:
         raise AppError(str(exc), 2) from None
     except Exception as exc:  # noqa: BLE001 - the driver's own words, on one line
@@ -62,16 +67,10 @@ def postgres_cause(url: str, exc: BaseException) -> str:
     text = first_line(exc)
     if "couldn't get a connection" not in text:
         return text
-    import psycopg
+    from .pg_options import connect, login
 
-    from .config import eventsourcing_env
-
-    env = eventsourcing_env(url)
     try:
-        psycopg.connect(
-            dbname=env["POSTGRES_DBNAME"], host=env["POSTGRES_HOST"], port=env["POSTGRES_PORT"],
-            user=env["POSTGRES_USER"], password=env["POSTGRES_PASSWORD"] or None, connect_timeout=3,
-        ).close()
+        connect(login(url), connect_timeout=3).close()
     except Exception as direct:  # noqa: BLE001 - this is the cause we are looking for
         return first_line(direct)
     return text
@@ -90,5 +89,8 @@ def postgres_advice(url: str, cause: str) -> str:
                 f"{env['POSTGRES_DBNAME']}), or point --db / CHRONICLE_DB at an existing database.")
     if refused == "login":
         return "Check the user name and its password in the URL given by --db / CHRONICLE_DB."
+    if refused == "tls":
+        return ("Check the TLS options of the URL given by --db / CHRONICLE_DB (sslmode, sslrootcert, …) and any PGSSL* "
+                "variables against what the server offers.")
     return "Check --db / CHRONICLE_DB and that the server is running."
 

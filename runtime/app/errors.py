@@ -14,6 +14,9 @@ import sys
 NOT_FOUND = "not_found"
 #: AppError.kind of a store that cannot be used now (store_errors.StoreUnavailable): HTTP 503.
 UNAVAILABLE = "unavailable"
+#: AppError.kind of a PostgreSQL database or schema a reader found no store in (store_open.open_store): to
+#: `resume --all`, nothing to resume, as for a SQLite file that does not exist.
+NO_STORE = "no_store"
 
 
 class AppError(Exception):

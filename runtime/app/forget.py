@@ -66,13 +66,9 @@ def clear_free_space(store: ChronicleStore) -> None:
             raw.execute("VACUUM")
             raw.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         return
-    import psycopg
+    from ..pg_options import connect, login
 
-    settings = store.env
-    with psycopg.connect(
-        dbname=settings.get("POSTGRES_DBNAME"), host=settings.get("POSTGRES_HOST"), port=settings.get("POSTGRES_PORT"),
-        user=settings.get("POSTGRES_USER"), password=settings.get("POSTGRES_PASSWORD") or None, autocommit=True,
-    ) as conn:
+    with connect(login(store.url), autocommit=True) as conn:
         schema = recorder.datastore.schema or "public"
         tables = [r[0] for r in conn.execute(
             "SELECT table_name FROM information_schema.tables WHERE table_schema = %s "

@@ -122,15 +122,12 @@ def _connect(url: str) -> Iterator[tuple[Connection, str, str, str]]:
             finally:
                 raw.execute("ROLLBACK")
         return
-    import psycopg
     from psycopg import IsolationLevel, sql
 
-    env = eventsourcing_env(url)
-    schema = env.get("POSTGRES_SCHEMA") or "public"
-    with psycopg.connect(
-        dbname=env["POSTGRES_DBNAME"], host=env["POSTGRES_HOST"], port=env["POSTGRES_PORT"], user=env["POSTGRES_USER"],
-        password=env["POSTGRES_PASSWORD"] or None, connect_timeout=int(float(env["POSTGRES_CONNECT_TIMEOUT"])),
-    ) as raw:
+    from ..pg_options import connect, login
+
+    schema = eventsourcing_env(url).get("POSTGRES_SCHEMA") or "public"
+    with connect(login(url)) as raw:
         raw.isolation_level = IsolationLevel.REPEATABLE_READ  # one snapshot: positions, head and rows agree
         raw.read_only = True
         # Set after the login, not in it (libpq `options`): a pooler such as PgBouncer refuses that

@@ -22,6 +22,12 @@ ADVICE = {
                 "running an agent (Chronicle.run, run_sync or submit) starts one; or pass Chronicle() a URL or set CHRONICLE_DB"),
 }
 
+#: What to do next about a PostgreSQL database or schema with no store, by client.
+ADVICE_POSTGRES = {
+    "cli": "run `chronicle run …` to start one there, or check --db",
+    "library": "running an agent there (Chronicle.run, run_sync or submit) starts one; or check the URL given to Chronicle()",
+}
+
 
 def missing_store(url: str, named: str | None, client: str = "cli") -> AppError | None:
     """The error (exit 1) for reading the store at `url` (resolved) when it is a SQLite file that does not exist;
@@ -38,3 +44,10 @@ def missing_store(url: str, named: str | None, client: str = "cli") -> AppError 
         slip = f" (sqlite:/// and a path is read from the current directory: for {meant}, write sqlite:///{meant})" if meant else ""
         return AppError(f"no Chronicle store at {path}{slip}; {pasteable_in(named_advice, url)}")
     return AppError(f"no Chronicle store here (no {DEFAULT_DB_RELATIVE} in {Path.cwd()} or above); {here_advice}")
+
+
+def no_store_in(where: str, url: str, client: str = "cli") -> str:
+    """The line for reading a PostgreSQL database and schema (`where`, as `store_identity.NoStore` names them) that
+    hold no store: found by the open itself, on its first connection, which then creates nothing (SQLite's missing
+    file is found before, by `missing_store`). A mistyped database or schema name ends here too: hence "check"."""
+    return f"no Chronicle store in {where}; {pasteable_in(ADVICE_POSTGRES[client], url)}"

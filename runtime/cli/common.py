@@ -14,8 +14,8 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
+from chronicle.runtime.app.errors import NO_STORE, AppError, known_failure
 from chronicle.runtime.app.errors import READ_ONLY_WRITE as READ_ONLY_WRITE  # where the CLI looked for it
-from chronicle.runtime.app.errors import AppError, known_failure
 from chronicle.runtime.app.store_location import missing_store as missing_store_error
 from chronicle.runtime.config import ConfigError, resolve_db_url, sqlite_path
 from chronicle.runtime.pasteable import pasteable
@@ -93,7 +93,7 @@ def open_store(db: str | None, create: bool = True) -> ChronicleStore:
     whatever directory they happened to run in; they say where they looked instead. Only commands
     that record something new (run, chat, submit, import, a worker, a routine fired) create one.
     """
-    return open_located(*locate_store(db, create))
+    return open_located(*locate_store(db, create), create=create)
 
 
 def locate_store(db: str | None, create: bool = True) -> tuple[str, bool]:
@@ -149,14 +149,18 @@ def missing_store(db: str | None) -> Path | None:
     return path if path is not None and not path.is_file() else None
 
 
-def open_located(url: str, read_only: bool = False) -> ChronicleStore:
-    """Open the store `locate_store` found; a failure is one line (runtime/store_open.py says it)."""
+def open_located(url: str, read_only: bool = False, create: bool = True) -> ChronicleStore:
+    """Open the store `locate_store` found; a failure is one line (runtime/store_open.py says it). `create=False`
+    as `locate_store`'s: a PostgreSQL database or schema without a store is refused there, as a missing SQLite
+    file is before."""
     from chronicle.runtime.collector import start_up_done
     from chronicle.runtime.store_open import open_store
 
     try:
-        store = open_store(url, read_only=read_only)
+        store = open_store(url, read_only=read_only, create=create)
     except AppError as exc:
+        if exc.kind == NO_STORE:
+            raise  # as it is, for a command to which no store means nothing to do (`resume --all`)
         fail(str(exc), exc.code)
     start_up_done()  # the command's own work starts here: cli/entry.py held collections back until now
     return store

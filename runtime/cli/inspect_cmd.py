@@ -65,7 +65,7 @@ def sessions(
         else:
             from chronicle.runtime.app import queries
 
-            store = open_located(url, read_only)
+            store = open_located(url, read_only, create=False)
             rows = queries.sessions(store, archived=all_sessions)
             if as_json:
                 print_json_rows(rows)

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Annotated, Optional
 import typer
 from rich.markup import escape
 
+from chronicle.runtime.app.errors import NO_STORE, AppError
 from chronicle.runtime.leases import DEFAULT_LEASE_S
 from chronicle.runtime.self_repair import DEFAULT_STUCK_AFTER_S, DEFAULT_TOOL_FAILURES
 
@@ -85,7 +86,13 @@ def resume(
         if not session and (missing := missing_store(db)) is not None:
             nothing(None, f"no Chronicle store at {missing} yet", as_json)
             return
-        store = open_store(db, create=False)
+        try:
+            store = open_store(db, create=False)
+        except AppError as exc:  # a PostgreSQL database or schema without a store: as a missing SQLite file
+            if session or exc.kind != NO_STORE:
+                raise
+            nothing(None, str(exc).partition("; ")[0], as_json)
+            return
         named = store.resolve_session_id(session) if session else None
         found = resuming.census(store, yes) if named is None else None
         for line in resuming.finish_owed_files(store, named, found.owing if found is not None else None):  # an interrupted undo/redo --files is finished before any turn runs

@@ -86,7 +86,10 @@ def test_a_file_that_is_not_a_store_is_a_chronicle_error_with_the_cli_words(tmp_
     assert not_a_store.read_text().startswith("these are notes")  # and nothing was written to it
 
 
-@pytest.mark.parametrize("url", ["sqlite:///:memory:", "mysql://root@localhost/db", "postgresql://postgres@127.0.0.1:5432"])
+@pytest.mark.parametrize("url", ["sqlite:///:memory:", "mysql://root@localhost/db", "postgresql://postgres@127.0.0.1:5432",
+                                 # malformed: an internal error (ValueError, exit 1) before
+                                 "postgresql://postgres@127.0.0.1:notaport/x", "postgresql://postgres@127.0.0.1:99999/x",
+                                 "postgresql://postgres@[::1/x"])
 def test_a_url_that_cannot_work_is_refused_as_the_cli_refuses_it(url):
     error = _library_error(url)
     assert error.code == 2

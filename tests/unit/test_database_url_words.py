@@ -31,3 +31,27 @@ def test_another_scheme_is_named_with_its_password_masked():
     with pytest.raises(ConfigError) as refused:
         eventsourcing_env("mysql://app:hunter2secret@db/app")
     assert "hunter2secret" not in str(refused.value) and "'mysql://app:***@db/app'" in str(refused.value)
+
+
+@pytest.mark.parametrize(("given", "why"), [
+    ("postgresql://postgres@127.0.0.1:notaport/x", "Port could not be cast to integer value as 'notaport'"),
+    ("postgresql://postgres@127.0.0.1:99999/x", "Port out of range 0-65535"),
+    ("postgresql://postgres@[::1/x", "Invalid IPv6 URL"),
+])
+def test_a_malformed_url_is_a_usage_error_not_a_value_error(given, why):
+    """They ended in `internal error: ValueError: …` (exit 1): urllib's words, said as the URL's fault."""
+    with pytest.raises(ConfigError) as refused:
+        eventsourcing_env(given)
+    assert str(refused.value).startswith(f"malformed database URL {given!r}: {why}; use ")
+
+
+def test_a_malformed_url_keeps_its_password_masked():
+    with pytest.raises(ConfigError) as refused:
+        eventsourcing_env("postgresql://app:hunter2secret@db:notaport/app")
+    assert "hunter2secret" not in str(refused.value) and "app:***@db" in str(refused.value)
+
+
+def test_port_zero_is_refused_rather_than_read_as_the_default_port():
+    with pytest.raises(ConfigError) as refused:
+        eventsourcing_env("postgresql://postgres@127.0.0.1:0/x")
+    assert "port 0" in str(refused.value)
