@@ -480,7 +480,7 @@ def test_a_browser_gets_a_viewer_page_for_every_failure_of_a_viewer_page(sqlite_
         sid = app.run_sync(Agent(provider=f"scripted:{script}"), "hello", workspace=workspace).session_id
     html = {"Accept": "text/html"}
     with serving(sqlite_url, workspace, extra=("--no-worker",)) as base:
-        for path, params, status, said in ((f"/ui/sessions/ffffffff", {}, 404, "no session"),
+        for path, params, status, said in (("/ui/sessions/ffffffff", {}, 404, "no session"),
                                            (f"/ui/sessions/{sid}/why", {"call": "zzz"}, 404, "zzz"),
                                            (f"/ui/sessions/{sid}", {"turn": "abc"}, 422, "turn")):
             shown = httpx.get(f"{base}{path}", params=params, headers=html)
