@@ -69,3 +69,12 @@ def test_the_library_and_the_http_api_say_the_same_line(cut):
                 answer = client.get(f"/sessions/{session}/{route}")
                 assert answer.status_code == 409, (route, answer.text)
                 assert answer.json()["code"] == 1 and line in answer.json()["error"], (route, answer.text)
+
+
+def test_run_on_the_session_refuses_before_recording_its_input(cut, workspace, tmp_path):
+    db_url, session, tamper, _turn, line = cut
+    before = tamper.positions()
+    script = write_script(tmp_path / "more.json", [response(text("never"))])
+    run = cli("run", "three", "--session", session, "--provider", f"scripted:{script}", "--workspace", str(workspace), db=db_url)
+    assert run.returncode == 1 and line in run.stderr and "internal error" not in run.stderr, run.stderr
+    assert tamper.positions() == before  # no input queued that the session cannot run, no lease taken
