@@ -78,3 +78,30 @@ def test_run_on_the_session_refuses_before_recording_its_input(cut, workspace, t
     run = cli("run", "three", "--session", session, "--provider", f"scripted:{script}", "--workspace", str(workspace), db=db_url)
     assert run.returncode == 1 and line in run.stderr and "internal error" not in run.stderr, run.stderr
     assert tamper.positions() == before  # no input queued that the session cannot run, no lease taken
+
+
+def test_doctor_reports_the_hole_where_the_log_resumes(cut):
+    db_url, _session, tamper, turn, _line = cut
+    found = cli("doctor", "--json", db=db_url)
+    assert found.returncode == 1, found.stdout + found.stderr
+    (finding,) = [f for f in json_lines(found.stdout) if f["check"] == "missing_event"]
+    after = next(p for p in tamper.positions() if tamper.event(p)[0] == turn and tamper.event(p)[1] == 4)
+    assert (finding["aggregate_id"], finding["version"], finding["position"]) == (str(turn), 3, after), finding
+    assert "event 3 is missing" in finding["detail"]
+    said = cli("doctor", db=db_url)
+    assert said.returncode == 1 and f"missing_event: position {after}: event 3 is missing" in said.stdout, said.stdout
+    assert "chronicle verify" in said.stdout
+
+
+def test_doctor_names_a_deleted_first_event_and_is_quiet_on_an_untouched_store(db_url, workspace, tmp_path):
+    session = _two_turns(db_url, workspace, tmp_path)
+    assert cli("doctor", db=db_url).returncode == 0
+    tamper = Tamper(db_url)
+    first = next(p for p in tamper.positions() if tamper.event(p)[2].endswith("Turn.Created"))
+    turn = tamper.event(first)[0]
+    tamper.delete(first)
+    findings = [f for f in json_lines(cli("doctor", "--json", db=db_url).stdout) if f["check"] == "missing_event"]
+    assert [(f["aggregate_id"], f["version"]) for f in findings] == [(str(turn), 1)]
+    shown = cli("history", session, db=db_url)
+    assert shown.returncode == 1 and f"turn {turn}: event 1 is missing from the store (its first event is event 2" in shown.stderr
+    assert json.loads(cli("verify", session, "--json", db=db_url).stdout)["broken"]["kind"] == "missing"
