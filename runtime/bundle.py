@@ -61,11 +61,15 @@ def canonical(data: Any) -> bytes:
 # -- export ------------------------------------------------------------------------------------
 
 
-def export_bundle(store: Any, root_id: UUID, private_key_pem: bytes | None = None, now: datetime | None = None) -> dict[str, Any]:
+def export_bundle(store: Any, root_id: UUID, private_key_pem: bytes | None = None, now: datetime | None = None,
+                  scope: Any = None) -> dict[str, Any]:
+    """The bundle of the session's tree as the store holds it, chain unchecked: the use case
+    (runtime/app/bundles.py) verifies the chain first and refuses a broken one. `scope`: its
+    `session_scope`, when the caller has read it already."""
     from chronicle.domain.ids import SESSION_INDEX_ID
 
     reader = LogReader(store)
-    scope = session_scope(store, root_id)
+    scope = scope if scope is not None else session_scope(store, root_id)
     sessions = scope.sessions
     ids = scope.own + scope.inherited
     attachments = attachment_ids(store, ids)
