@@ -8,12 +8,16 @@ source's chain, so a bundle that older code exported from a tampered store is re
 from __future__ import annotations
 
 import json
+from contextlib import closing
+from pathlib import Path
 from uuid import UUID
 
 import pytest
 
 from chronicle import Chronicle, ChronicleError
+from chronicle.runtime.bundle import export_bundle
 from chronicle.runtime.compression import SizedZlib
+from chronicle.runtime.store import ChronicleStore
 from tests.helpers import cli, json_lines, response, text, tool_use, write_script
 from tests.tamper import Tamper
 
@@ -72,3 +76,35 @@ def test_an_untouched_session_still_exports_signed(recorded, tmp_path):
     result = cli("export", session, "--out", str(tmp_path / "t.json"), "--sign", str(tmp_path / "key.pem"), db=db_url)
     assert result.returncode == 0, result.stderr
     assert json.loads((tmp_path / "t.json").read_text())["signature"]
+
+
+def _old_export(db_url: str, session: str, key: Path) -> dict:  # type: ignore[type-arg]
+    """A bundle as export wrote it before it checked the chain: the bundle writer alone, which checks nothing."""
+    with closing(ChronicleStore(db_url)) as store:
+        return export_bundle(store, UUID(session), key.read_bytes())
+
+
+def test_import_refuses_a_bundle_older_code_exported_from_an_edited_store(recorded, tmp_path):
+    db_url, session, tamper = recorded
+    position = edit_answer(tamper)
+    bundle = _old_export(db_url, session, tmp_path / "key.pem")
+    positions = [e["position"] for e in bundle["events"]]
+    assert position in positions and position - 1 in positions  # its link's predecessor travels with it: re-checkable
+    old = tmp_path / "old.json"
+    old.write_text(json.dumps(bundle))
+    target = f"sqlite:///{tmp_path / 'target.db'}"
+    ChronicleStore(target).close()
+    result = cli("import", str(old), "--key", str(tmp_path / "key.pem.pub"), db=target)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert f"(position {position}, Turn ModelResponded" in result.stderr and "source store's chain" in result.stderr, result.stderr
+    assert "nothing recorded" in result.stderr and Tamper(target).positions() == []
+
+
+def test_a_bundle_older_code_exported_from_an_untouched_store_still_imports(recorded, tmp_path):
+    db_url, session, _tamper = recorded
+    old = tmp_path / "old.json"
+    old.write_text(json.dumps(_old_export(db_url, session, tmp_path / "key.pem")))
+    target = f"sqlite:///{tmp_path / 'target.db'}"
+    result = cli("import", str(old), "--key", str(tmp_path / "key.pem.pub"), db=target)
+    assert result.returncode == 0, result.stderr
+    assert cli("verify", session, db=target).returncode == 0
