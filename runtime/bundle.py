@@ -11,7 +11,8 @@ source chain cannot be re-checked without the source's other sessions; the bundl
 anyone, with nothing else. The manifest holds the counts and the bundle chain's head, so a
 signature over the manifest (Ed25519) covers every event.
 
-Import checks everything before writing anything, then writes all events (and the index entries
+Import checks everything before writing anything (each event's source digest too, where the bundle
+allows: runtime/bundle_source.py), then writes all events (and the index entries
 that list them: the sessions', and their tasks' on the board and reflection indexes; and an entry
 of the import log, runtime/import_log.py, naming the sessions) in one transaction: a bundle is
 either loaded whole or not at all. The bundle's sessions must be new to the target; any other
@@ -39,6 +40,7 @@ from uuid import UUID
 
 from eventsourcing.persistence import IntegrityError, StoredEvent
 
+from .bundle_source import SourceMismatch, check_source_digests
 from .chain import GENESIS, link_digest
 from .chain_reader import LogReader, RawEvent
 from .import_log import import_log, unanswered_turns
@@ -61,11 +63,15 @@ def canonical(data: Any) -> bytes:
 # -- export ------------------------------------------------------------------------------------
 
 
-def export_bundle(store: Any, root_id: UUID, private_key_pem: bytes | None = None, now: datetime | None = None) -> dict[str, Any]:
+def export_bundle(store: Any, root_id: UUID, private_key_pem: bytes | None = None, now: datetime | None = None,
+                  scope: Any = None) -> dict[str, Any]:
+    """The bundle of the session's tree as the store holds it, chain unchecked: the use case
+    (runtime/app/bundles.py) verifies the chain first and refuses a broken one. `scope`: its
+    `session_scope`, when the caller has read it already."""
     from chronicle.domain.ids import SESSION_INDEX_ID
 
     reader = LogReader(store)
-    scope = session_scope(store, root_id)
+    scope = scope if scope is not None else session_scope(store, root_id)
     sessions = scope.sessions
     ids = scope.own + scope.inherited
     attachments = attachment_ids(store, ids)
@@ -185,11 +191,13 @@ def check_bundle(bundle: Any, trusted_key_hex: str | None = None) -> Checked:
         raise BundleError(f"unknown bundle format {manifest.get('format')!r} (this Chronicle reads {' and '.join(FORMATS)})")
     signer = _check_signature(manifest, bundle.get("signature"), trusted_key_hex)
     events: list[StoredEvent] = []
+    raw: list[RawEvent] = []
     prev = GENESIS
     try:
         for i, entry in enumerate(entries, start=1):
             event = RawEvent(int(entry["position"]), UUID(entry["originator_id"]), int(entry["version"]), str(entry["topic"]),
                              base64.b64decode(entry["state"], validate=True))
+            raw.append(event)
             if int(entry["i"]) != i:
                 raise BundleError(f"bundle event {i} is numbered {entry['i']}: events were removed or reordered")
             prev = _digest(prev, i, event)
@@ -207,6 +215,10 @@ def check_bundle(bundle: Any, trusted_key_hex: str | None = None) -> Checked:
         raise BundleError(f"the manifest counts {counts.get('events')} events, the bundle holds {len(events)}")
     if manifest.get("head") != (prev.hex() if events else GENESIS.hex()):
         raise BundleError("the bundle's events do not end at the manifest's head digest: events were removed or added")
+    try:  # an edit made in the source before the export, by code that exported a broken chain (runtime/bundle_source.py)
+        check_source_digests(manifest, entries, raw)
+    except (SourceMismatch, TypeError, ValueError) as exc:
+        raise BundleError(str(exc) if isinstance(exc, SourceMismatch) else f"malformed log_digest: {exc}") from None
     return Checked(manifest, events, signer)
 
 

@@ -10,6 +10,11 @@ What it looks for, in one pass over the log:
   wrong type, missing or unknown, as the code of today reads it after upcasting. Written by a
   bug, an edit of the database or a schema change without its upcaster; some reader would
   misread it. Reported the same way; the remedy is an upcaster or restoring the row;
+- holes in an aggregate's versions (a row deleted by hand): every read of that aggregate fails
+  (runtime/store_errors.MissingEvents); reported at the event after the hole, which cannot be
+  repaired from here (restore the rows from a backup; `verify` names the cut in the chain). Each
+  aggregate's last version seen is kept while the log is read in order, so this costs a dict entry
+  per aggregate and no query. A deleted *last* event leaves no hole: only `verify` sees that;
 - snapshots that do not decode: loading passes over them (runtime/snapshot_store.py), so nothing
   fails, but each load replays the aggregate from its first event; repaired by deleting the
   snapshot (a cache: the events rebuild it);
@@ -36,8 +41,8 @@ FILES_ASKED = {"chronicle.domain.session:Session.TurnsUndone", "chronicle.domain
 
 @dataclass
 class Finding:
-    # dangling_index_entry | unindexed_session | unreadable_event | misfit_event | unreadable_snapshot | missing_save_function
-    # | files_owed
+    # dangling_index_entry | unindexed_session | unreadable_event | misfit_event | missing_event | unreadable_snapshot
+    # | missing_save_function | files_owed
     check: str
     detail: str
     session_id: str | None = None
@@ -83,7 +88,10 @@ def examine(store: ChronicleStore, repair: bool = False, progress: Callable[[int
     started: set[UUID] = set()
     misfits: dict[tuple[str, str], Finding] = {}
     asked: set[UUID] = set()
+    versions: dict[Any, int] = {}
     for position, row, event, error in scan_log(store, progress=progress):
+        if (gap := _version_gap(versions, position, row)) is not None:
+            findings.append(gap)
         if row.topic == SESSION_STARTED:
             started.add(UUID(str(row.originator_id)))
         if row.topic in FILES_ASKED and getattr(event, "files", False):
@@ -121,6 +129,20 @@ def examine(store: ChronicleStore, repair: bool = False, progress: Callable[[int
         findings.append(finding)
     findings += _files_owed(store, asked, repair)
     return findings
+
+
+def _version_gap(versions: dict[Any, int], position: int, row: Any) -> Finding | None:
+    """A hole before this row in its aggregate's versions (the log is read in commit order, and an aggregate's
+    versions are committed in order), as the readers would meet it (store_errors.missing_events)."""
+    held = versions.get(row.originator_id, 0)
+    versions[row.originator_id] = max(held, row.originator_version)
+    if row.originator_version <= held + 1:
+        return None
+    first, last = held + 1, row.originator_version - 1
+    gone = f"event {first} is" if first == last else f"events {first}-{last} are"
+    return Finding("missing_event", f"{gone} missing before {row.topic} version {row.originator_version}: "
+                   "a row was deleted, and every read of this aggregate fails on it",
+                   position=position, aggregate_id=str(row.originator_id), version=first)
 
 
 def _files_owed(store: ChronicleStore, asked: set[UUID], repair: bool) -> Iterator[Finding]:

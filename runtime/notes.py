@@ -25,6 +25,7 @@ from chronicle.domain.session import Session
 
 from .agents.tree import lineage
 from .store import ChronicleStore, ForgottenSession, NotFound
+from .store_snapshots import apply_event
 from .timetravel import Cut, TimeTravelError, cut_at_turn
 
 #: Tries at a write that keeps meeting another writer's.
@@ -68,7 +69,7 @@ def board_as_of(store: ChronicleStore, board_id: UUID, position: int) -> NoteBoa
     there, replayed. One query; a board takes no snapshots, and its events are a few short ones per note."""
     board: NoteBoard | None = None
     for _, event in store.events_with_positions([board_id], positions=(0, position)):
-        board = event.mutate(board)
+        board = apply_event(board, event)
     return board
 
 

@@ -1,5 +1,5 @@
-"""How the store says what went wrong: an id naming nothing, a row that does not decode, a write
-refused by a read-only database.
+"""How the store says what went wrong: an id naming nothing, a row that does not decode or is gone, a
+write refused by a read-only database.
 
 Apart from store.py (which re-exports them) because every command's error handler asks them, and
 importing the store imports the domain: `sessions` answered from the read models never needs it.
@@ -72,3 +72,30 @@ def unreadable_event(kind: str, aggregate_id: UUID, version: int, topic: str, er
     first = str(error).splitlines()[0] if str(error) else ""
     return UnreadableEvent(f"{kind.lower()} {aggregate_id}: event {version} ({topic}) cannot be decoded: "
                            f"{type(error).__name__}: {first}; `chronicle doctor` lists every such event")
+
+
+class MissingEvents(UnreadableEvent):
+    """Versions of an aggregate gone from the log (a row deleted by hand): the events after them cannot be
+    applied, so the aggregate cannot be read. An UnreadableEvent because every reader that reports or passes
+    over a row it cannot read (the listings, self-repair, the CLI's and the library's error line, the HTTP
+    answer) must treat a missing one alike; it used to surface as eventsourcing's bare
+    `OriginatorVersionError: (4, 3)`, an internal error naming neither the aggregate nor the cure."""
+
+
+def version_gap(aggregate: object, event: object) -> MissingEvents | None:
+    """The MissingEvents that applying `event` to `aggregate` (None: nothing applied yet) failed on, or None
+    if the failure was something else. Asked only after the apply failed, so a read that succeeds pays nothing."""
+    version = getattr(event, "originator_version", None)
+    held = getattr(aggregate, "version", 0) if aggregate is not None else 0
+    if not isinstance(version, int) or not isinstance(held, int) or version <= held + 1:
+        return None
+    kind = type(aggregate).__name__ if aggregate is not None else type(event).__qualname__.split(".")[0]
+    return missing_events(kind, getattr(event, "originator_id", "?"), held + 1, version - 1)
+
+
+def missing_events(kind: str, aggregate_id: object, first: int, last: int) -> MissingEvents:
+    """The one line every reader gives for a hole in an aggregate's versions (`history`, `log`, `export`, …)."""
+    versions = f"event {first} is" if first == last else f"events {first}-{last} are"
+    after = f"event {last + 1} follows event {first - 1}" if first > 1 else f"its first event is event {last + 1}"
+    return MissingEvents(f"{kind.lower()} {aggregate_id}: {versions} missing from the store ({after}: a row was "
+                         "deleted); `chronicle verify` names where the log was cut, `chronicle doctor` lists every such gap")

@@ -21,6 +21,7 @@ from chronicle.domain.turn import Turn
 from .actor import process_actor
 from .clock import SYSTEM_CLOCK, Clock
 from .store import ChronicleStore
+from .store_snapshots import apply_event
 
 # No tools here: reading the past (`history --at`, fork) needs none of them, and the tools package
 # (with the asyncio its tools use) was a tenth of that command's imports.
@@ -58,7 +59,7 @@ def turns_as_of(store: ChronicleStore, turn_ids: list[UUID], position: int, time
     states: dict[UUID, Any] = {}
     for pos, event in store.events_with_positions(turn_ids):
         if pos <= position or event.timestamp <= timestamp:
-            states[event.originator_id] = event.mutate(states.get(event.originator_id))
+            states[event.originator_id] = apply_event(states.get(event.originator_id), event)
     return [states[t] for t in turn_ids if t in states]
 
 

@@ -134,17 +134,18 @@ class Verifier:
                                        problem.detail)
         return verdict
 
-    def verify_session(self, session_id: UUID, anchor: dict[str, Any] | None = None) -> Verdict:
+    def verify_session(self, session_id: UUID, anchor: dict[str, Any] | None = None, scope: Any = None) -> Verdict:
         """The links of every event the session's conversation is read from: its tree's, the turns
         a fork inherits and the attachments (runtime/session_scope.py, what `export` writes, plus
         the sessions' leases); the whole log's if that no longer loads (then `notes` says why).
+        `scope`: the session's `session_scope` when the caller has read it already (`export`).
 
         Which aggregates those are is read from the events themselves, so a deleted or edited row
         can make the tree unloadable; the whole log still names the broken link."""
         from .session_scope import session_scope
 
         try:
-            scope = session_scope(self.reader.store, session_id)
+            scope = scope if scope is not None else session_scope(self.reader.store, session_id)
             ids = scope_ids(self.reader.store, scope)
         except Exception as exc:  # noqa: BLE001 - any decoding or version error of a tampered row
             verdict = self.verify_all(anchor)

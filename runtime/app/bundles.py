@@ -13,16 +13,29 @@ from typing import Any
 from uuid import UUID
 
 from ..bundle import BundleError, Checked, check_bundle, export_bundle, import_bundle, public_key_hex
+from ..pasteable import pasteable
+from ..session_scope import session_scope
 from ..store import ChronicleStore
+from ..verify import Verifier
 from .errors import AppError
 from .queries import session_id
 
 
 def export(store: ChronicleStore, ref: str | UUID, private_key_pem: bytes | None = None) -> dict[str, Any]:
-    """The bundle of the session's tree, signed with the Ed25519 key when one is given (code 2 if it is not one)."""
+    """The bundle of the session's tree, signed with the Ed25519 key when one is given (code 2 if it is not one).
+
+    The tree's chain is checked first, exactly as `verify SESSION` checks it, and a broken one refused (code 1):
+    an import writes the events with new links of the target's chain, so a bundle of an edited row would come
+    out of the target verified, the edit laundered, and a signature would vouch for it."""
     sid = session_id(store, ref)
+    scope = session_scope(store, sid)  # a row that does not decode, or is gone, says so here as every reader does
+    verdict = Verifier(store).verify_session(sid, scope=scope)
+    if verdict.broken is not None:
+        raise AppError(f"refused to export session {sid}: its hash chain is {verdict.broken.line()}; nothing written. "
+                       f"`{pasteable(f'verify {sid}', store.url)}` shows it; export from a backup that verifies (an import "
+                       "would give the damaged rows new, valid links in the target)")
     try:
-        return export_bundle(store, sid, private_key_pem)
+        return export_bundle(store, sid, private_key_pem, scope=scope)
     except BundleError as exc:
         raise AppError(str(exc), 2) from None
 

@@ -25,6 +25,7 @@ from chronicle.projections.summaries import summaries
 
 from ..jsonable import jsonable
 from ..store import ChronicleStore
+from ..store_snapshots import apply_event
 from .errors import AppError
 from .session_listing import tree_order as tree_order  # the viewer and the CLI order rows with it
 
@@ -243,7 +244,7 @@ class LogTail:
             if event.originator_id in boards:
                 self.posted.setdefault(boards[event.originator_id], []).append(event.task_id)
                 continue
-            aggregate = event.mutate(self.states.get(event.originator_id))
+            aggregate = apply_event(self.states.get(event.originator_id), event)
             self.states[event.originator_id] = aggregate
             entries.append(self._entry(position, event, aggregate, owners, from_turn))
 

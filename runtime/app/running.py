@@ -209,6 +209,11 @@ class Conversation:
                 ignored.extend(refuse_vanished_tools(store, store.session(sid), loop.toolbox, workspace))
         except LoopSetupError as exc:
             raise AppError(str(exc), 2) from None
+        if sid is not None and first_input is not None:
+            # The turns the next one is built on are read before anything is recorded (attachments, a model change,
+            # the input): one the store can no longer read (a row deleted or damaged by hand) would fail the turn
+            # anyway, after leaving an input queued that the session cannot run. One batch; the loop reads them again.
+            store.head_turns(store.session(sid, copy=False))
         blocks = stored_attachments(store, attachments)
         # The files an interrupted undo/redo --files owes are written before the session goes on here, as `resume`
         # and workers do: otherwise its next turns would run on a workspace the log says was put back.

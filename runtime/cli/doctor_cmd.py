@@ -17,6 +17,7 @@ REMEDY = {
     "dangling_index_entry": "run `chronicle doctor --repair` to withdraw the entry",
     "unindexed_session": "run `chronicle doctor --repair` to list it again",
     "unreadable_event": "restore the row from a backup, then `chronicle projections rebuild`",
+    "missing_event": "restore the deleted rows from a backup (`chronicle verify` names where the chain was cut)",
     "unreadable_snapshot": "run `chronicle doctor --repair` to delete it (a cache: the events are loaded instead)",
     "missing_save_function": "run `chronicle doctor --repair` to create it again (the next save would too)",
     "files_owed": "run `chronicle resume SESSION` (or `chronicle doctor --repair`) to finish writing them",
@@ -32,7 +33,7 @@ def doctor(
     as_json: JsonOption = False,
     db: DbOption = None,
 ) -> None:
-    """Check the store: the session index against the sessions, that every event decodes and fits its declared fields, and every snapshot decodes.
+    """Check the store: the session index against the sessions, that every event decodes and fits its declared fields, that no aggregate's versions have a hole, and every snapshot decodes.
 
     Exit 0 when nothing is wrong (or everything found was repaired), 1 when a problem remains.
     """
