@@ -33,6 +33,7 @@ from chronicle.runtime.config import resolve_db_url
 from chronicle.runtime.leases import DEFAULT_LEASE_S
 from chronicle.runtime.live import Broker
 from chronicle.runtime.loop import LoopOptions
+from chronicle.runtime.off_loop import off_the_loop
 from chronicle.runtime.routine_engine import RoutineEngine
 from chronicle.runtime.routines import Routine
 from chronicle.runtime.self_repair import DEFAULT_STUCK_AFTER_S, DEFAULT_TOOL_FAILURES, SelfRepair, repair_row
@@ -41,7 +42,19 @@ from chronicle.runtime.store_open import open_store, told_at_once_when_refused
 
 from . import runs
 from .agent import Agent
-from .arguments import FromOne, FromZero, LeaseSeconds, ModelName, PollSeconds, Seconds, SessionRef, blocking, checked
+from .arguments import (
+    FromOne,
+    FromZero,
+    LeaseSeconds,
+    ModelName,
+    PollSeconds,
+    Seconds,
+    SessionRef,
+    blocking,
+    checked,
+    in_event_loop,
+    refused_in_loop,
+)
 from .errors import ChronicleError, warn
 from .event_stream import EventStream
 from .results import Answered as Answered  # where programs imported them from
@@ -399,8 +412,23 @@ class Chronicle:
 
     @checked
     def cancel(self, session: SessionRef, wait_s: Seconds = 10.0, actor: str | None = None) -> dict[str, Any]:
+        """`cancel --json`: record a cancel of the running turn, then wait up to `wait_s` for it to end (status
+        `cancelled`, or `requested` if it runs on). Inside a running event loop that wait would block the loop, and a
+        turn running on it could not see the cancel until the wait was over: ChronicleError code 2 says to await
+        `cancel_async` there (`wait_s=0`, which only records the request, is taken)."""
+        if wait_s > 0 and in_event_loop():
+            raise refused_in_loop("cancel", "cancel_async", "waits for the turn to end",
+                                  ", or pass wait_s=0 to only record the request")
         with _as_chronicle_errors():
             return controls.cancel(self._existing, session, wait_s=wait_s, actor=actor).row()
+
+    @checked
+    async def cancel_async(self, session: SessionRef, wait_s: Seconds = 10.0, actor: str | None = None) -> dict[str, Any]:
+        """`cancel`, awaited: the wait for the turn to end runs on a thread of its own, so the event loop goes on, and
+        a turn it runs (this Chronicle's `run` in another task) sees the cancel, records it and ends."""
+        with _as_chronicle_errors():
+            store = self._existing
+            return (await off_the_loop(controls.cancel, store, session, wait_s, controls.CANCEL_REASON, actor)).row()
 
     @checked
     async def compact_async(self, session: SessionRef, strategy: str = "summary", keep: FromZero | None = None) -> dict[str, Any]:
