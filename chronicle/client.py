@@ -14,8 +14,10 @@ import threading
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence, overload
 from uuid import UUID
+
+from typing_extensions import deprecated
 
 from chronicle.runtime.app import approvals, bundles, controls, model_change, queries, timetravel
 from chronicle.runtime.app import archive as archiving
@@ -402,13 +404,30 @@ class Chronicle:
         with _as_chronicle_errors():
             return approvals.deny(self._existing, session, tool_call=tool_call, reason=reason, actor=actor).rows()
 
+    @overload
+    def steer(self, session: SessionRef, text: str, wait_batch: bool = False, actor: str | None = None,
+              turn: str | UUID | None = None) -> dict[str, Any]: ...
+
+    @overload
+    @deprecated("steer(message=...) is steer(text=...), as README documents it")
+    def steer(self, session: SessionRef, *, message: str, wait_batch: bool = False, actor: str | None = None,
+              turn: str | UUID | None = None) -> dict[str, Any]: ...
+
     @checked
-    def steer(self, session: SessionRef, message: str, wait_batch: bool = False, actor: str | None = None,
-              turn: str | UUID | None = None) -> dict[str, Any]:
-        """`turn`: steer only that turn (its id); if it has ended, ChronicleError code 1 and nothing is recorded,
-        where without it the message would be queued as the session's next input."""
+    def steer(self, session: SessionRef, text: str | None = None, wait_batch: bool = False, actor: str | None = None,
+              turn: str | UUID | None = None, *, message: str | None = None) -> dict[str, Any]:
+        """`steer --json`: `text` for the running turn to read at its next step, or the session's next input when none
+        runs. `turn`: steer only that turn (its id); if it has ended, or the session has no such turn, ChronicleError
+        code 1 and nothing is recorded, where without it the text would be queued as the session's next input.
+        `message`: the parameter's former name, still taken (keyword only)."""
+        if message is not None:
+            if text is not None:
+                raise ChronicleError("steer(): give text, or message (its former name), not both", 2)
+            text = message
+        if text is None:
+            raise ChronicleError("steer(): text is required", 2)
         with _as_chronicle_errors():
-            return controls.steer(self._existing, session, message, wait_batch=wait_batch, actor=actor, turn_id=turn).row()
+            return controls.steer(self._existing, session, text, wait_batch=wait_batch, actor=actor, turn_id=turn).row()
 
     @checked
     def cancel(self, session: SessionRef, wait_s: Seconds = 10.0, actor: str | None = None) -> dict[str, Any]:

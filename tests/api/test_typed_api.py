@@ -63,6 +63,7 @@ async def main() -> None:
             print(event.type, event.model_dump())
         result = await app.run(agent, "2 + 3?")
         assert_type(result.text, str)
+        app.steer(result.session_id, text="and then this")  # README's name for it
 '''
 
 
