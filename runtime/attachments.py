@@ -68,8 +68,13 @@ def read_item(item: Any) -> tuple[bytes, str, str]:
     if len(data) > MAX_BYTES:
         raise AttachmentError(f"attachment {name or media_type} is {len(data)} bytes; the Messages API takes at most 32 MB a request")
     found = sniff(data)
-    if found is not None and found != media_type and media_type in IMAGE_TYPES:
-        raise AttachmentError(f"attachment {name or 'bytes'} says {media_type} but holds {found}")
+    if found != media_type:
+        # The Messages API refuses an image or document whose bytes are not what its media type says (a 400 after the
+        # input is recorded); a path's kind comes from its bytes first, so only its suffix or a pair's type can be wrong.
+        label = name or f"of {len(data)} bytes"
+        holds = found or f"none of the kinds Chronicle sends (it begins {data[:8]!r})"
+        raise AttachmentError(f"attachment {label} says {media_type} but holds {holds}; Chronicle sends {ACCEPTED}, "
+                              "each starting with its format's signature")
     return data, media_type, name
 
 
