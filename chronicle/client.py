@@ -165,6 +165,9 @@ class Chronicle:
         included, as `run --max-attempts` (default: CHRONICLE_MAX_ATTEMPTS, else 8); a retryable error (rate limit,
         overload) is retried with backoff until then, each retry recorded."""
         with _as_chronicle_errors():
+            if session is None and self._store is None and missing_store(self.url, self._named, "library") is not None:
+                # a first run refused (its provider, workspace, attachments, …) leaves no empty store behind
+                runs.check_new(agent, prompt, workspace, attachments, auto_approve, max_iterations, model, max_attempts)
             # a session to continue is looked for in a store that exists: none is made only to say it is not there
             store = self.store if session is None else self._existing
             if session is not None and self._turns.ending():  # a stream just let go of: its turn records its cancel first

@@ -78,15 +78,19 @@ def read_item(item: Any) -> tuple[bytes, str, str]:
     return data, media_type, name
 
 
-def store_attachments(store: Any, items: Sequence[Any] | None, clock: Clock = SYSTEM_CLOCK) -> list[dict[str, Any]]:
-    """Check all, then store each distinct content once; the reference blocks to record with the input."""
+def checked_attachments(items: Sequence[Any] | None) -> list[tuple[bytes, str, str]]:
+    """Each attachment read and checked, none stored: (bytes, media type, name) each; AttachmentError for the first bad one."""
     if isinstance(items, (str, PurePath)):  # one path is a sequence of letters: not what was meant
         raise AttachmentError(f"attachments take a list of files: attachments=[{str(items)!r}]")
     if isinstance(items, bytes):
         raise AttachmentError("attachments take a list of files or (bytes, media type) pairs: attachments=[(data, 'application/pdf')]")
-    checked = [read_item(item) for item in items or []]
+    return [read_item(item) for item in items or []]
+
+
+def store_attachments(store: Any, items: Sequence[Any] | None, clock: Clock = SYSTEM_CLOCK) -> list[dict[str, Any]]:
+    """Check all, then store each distinct content once; the reference blocks to record with the input."""
     blocks = []
-    for data, media_type, name in checked:
+    for data, media_type, name in checked_attachments(items):
         sha = hashlib.sha256(data).hexdigest()
         aid = attachment_id(sha)
         if not _stored(store, aid):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+from pathlib import Path
 
 import pytest
 
@@ -106,6 +107,7 @@ def test_run_attach_sends_the_files_and_a_bad_one_exits_2_recording_nothing(sqli
     bad = cli("run", "look", "--provider", "anthropic", "--workspace", str(workspace), "--attach", str(workspace / "notes.txt"),
               db=sqlite_url, env=env)
     assert bad.returncode == 2 and "notes.txt" in bad.stderr
+    assert not Path(sqlite_url.removeprefix("sqlite:///")).exists()  # checked before the store is made: none left behind
     assert json_lines(cli("sessions", "--json", db=sqlite_url).stdout) == []
     run = cli("run", "look", "--provider", "anthropic", "--workspace", str(workspace), "--attach", str(workspace / "chart.png"),
               "--attach", str(workspace / "report.pdf"), db=sqlite_url, env=env)
