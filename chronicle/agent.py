@@ -38,7 +38,8 @@ class Agent:
     """An agent: its instructions, tools (your @tool functions and built-ins by name), provider and sub-agents.
 
     `tools=None` gives the built-in defaults (every built-in for a top-level agent, the read-only
-    ones for a sub-agent), as chronicle.toml does. `provider` is "anthropic" or "scripted:PATH";
+    ones for a sub-agent), as chronicle.toml does. `provider` is "anthropic",
+    "openai-compatible" or "scripted:PATH" (another name is refused here; a script is read when a run starts);
     None means anthropic when ANTHROPIC_API_KEY is set.
     """
 
@@ -135,6 +136,13 @@ class Agent:
             if value is not None and (not isinstance(value, str) or (value and not value.strip())):
                 raise TypeError(f"agent {self.name}: {named} takes a name, like {named}={example!r}; got {value!r} "
                                 "(leave it out for the default)")
+        if self.provider:  # its name only: a script is read when a run makes the provider
+            from chronicle.runtime.providers import check_provider_name
+
+            try:
+                check_provider_name(self.provider)
+            except ValueError as exc:
+                raise ValueError(f"agent {self.name}: provider: {exc}") from None
         for whole in ("max_iterations", "max_depth"):  # strict, as chronicle.toml: "10" is no number
             value = getattr(self, whole)
             if isinstance(value, bool) or not isinstance(value, int):

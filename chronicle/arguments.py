@@ -118,9 +118,7 @@ def blocking(name: str, twin: str, coroutine: Callable[[], Coroutine[Any, Any, T
     Inside a running event loop `asyncio.run` cannot start another, and waiting in a thread would
     freeze the caller's loop for a whole turn; so the async program is told to await the `_async`
     twin. The coroutine is made only when it can run, so none is left never awaited."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
+    if not in_event_loop():
         with asyncio.Runner() as runner:
             result = runner.run(coroutine())
             # Ctrl-C cancelled the work's task (asyncio.Runner does that); the turn recorded the cancel and answered
@@ -129,5 +127,18 @@ def blocking(name: str, twin: str, coroutine: Callable[[], Coroutine[Any, Any, T
             if getattr(runner, "_interrupt_count", 0):
                 raise KeyboardInterrupt from None
             return result
-    raise ChronicleError(f"{name}() blocks until the work is done and cannot run inside an event loop; "
-                         f"use `await {twin}(...)` there", 2)
+    raise refused_in_loop(name, twin, "blocks until the work is done")
+
+
+def in_event_loop() -> bool:
+    """Whether this thread is running an event loop (so a blocking call would freeze it)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
+
+
+def refused_in_loop(name: str, twin: str, does: str, otherwise: str = "") -> ChronicleError:
+    """The ChronicleError (code 2) of a blocking form called inside a running event loop: which twin to await."""
+    return ChronicleError(f"{name}() {does} and cannot run inside an event loop; use `await {twin}(...)` there{otherwise}", 2)

@@ -14,8 +14,10 @@ import threading
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence, overload
 from uuid import UUID
+
+from typing_extensions import deprecated
 
 from chronicle.runtime.app import approvals, bundles, controls, model_change, queries, timetravel
 from chronicle.runtime.app import archive as archiving
@@ -33,6 +35,7 @@ from chronicle.runtime.config import resolve_db_url
 from chronicle.runtime.leases import DEFAULT_LEASE_S
 from chronicle.runtime.live import Broker
 from chronicle.runtime.loop import LoopOptions
+from chronicle.runtime.off_loop import off_the_loop
 from chronicle.runtime.routine_engine import RoutineEngine
 from chronicle.runtime.routines import Routine
 from chronicle.runtime.self_repair import DEFAULT_STUCK_AFTER_S, DEFAULT_TOOL_FAILURES, SelfRepair, repair_row
@@ -41,7 +44,19 @@ from chronicle.runtime.store_open import open_store, told_at_once_when_refused
 
 from . import runs
 from .agent import Agent
-from .arguments import FromOne, FromZero, LeaseSeconds, ModelName, PollSeconds, Seconds, SessionRef, blocking, checked
+from .arguments import (
+    FromOne,
+    FromZero,
+    LeaseSeconds,
+    ModelName,
+    PollSeconds,
+    Seconds,
+    SessionRef,
+    blocking,
+    checked,
+    in_event_loop,
+    refused_in_loop,
+)
 from .errors import ChronicleError, warn
 from .event_stream import EventStream
 from .results import Answered as Answered  # where programs imported them from
@@ -154,6 +169,9 @@ class Chronicle:
         included, as `run --max-attempts` (default: CHRONICLE_MAX_ATTEMPTS, else 8); a retryable error (rate limit,
         overload) is retried with backoff until then, each retry recorded."""
         with _as_chronicle_errors():
+            if session is None and self._store is None and missing_store(self.url, self._named, "library") is not None:
+                # a first run refused (its provider, workspace, attachments, …) leaves no empty store behind
+                runs.check_new(agent, prompt, workspace, attachments, auto_approve, max_iterations, model, max_attempts)
             # a session to continue is looked for in a store that exists: none is made only to say it is not there
             store = self.store if session is None else self._existing
             if session is not None and self._turns.ending():  # a stream just let go of: its turn records its cancel first
@@ -393,18 +411,50 @@ class Chronicle:
         with _as_chronicle_errors():
             return approvals.deny(self._existing, session, tool_call=tool_call, reason=reason, actor=actor).rows()
 
+    @overload
+    def steer(self, session: SessionRef, text: str, wait_batch: bool = False, actor: str | None = None,
+              turn: str | UUID | None = None) -> dict[str, Any]: ...
+
+    @overload
+    @deprecated("steer(message=...) is steer(text=...), as README documents it")
+    def steer(self, session: SessionRef, *, message: str, wait_batch: bool = False, actor: str | None = None,
+              turn: str | UUID | None = None) -> dict[str, Any]: ...
+
     @checked
-    def steer(self, session: SessionRef, message: str, wait_batch: bool = False, actor: str | None = None,
-              turn: str | UUID | None = None) -> dict[str, Any]:
-        """`turn`: steer only that turn (its id); if it has ended, ChronicleError code 1 and nothing is recorded,
-        where without it the message would be queued as the session's next input."""
+    def steer(self, session: SessionRef, text: str | None = None, wait_batch: bool = False, actor: str | None = None,
+              turn: str | UUID | None = None, *, message: str | None = None) -> dict[str, Any]:
+        """`steer --json`: `text` for the running turn to read at its next step, or the session's next input when none
+        runs. `turn`: steer only that turn (its id); if it has ended, or the session has no such turn, ChronicleError
+        code 1 and nothing is recorded, where without it the text would be queued as the session's next input.
+        `message`: the parameter's former name, still taken (keyword only)."""
+        if message is not None:
+            if text is not None:
+                raise ChronicleError("steer(): give text, or message (its former name), not both", 2)
+            text = message
+        if text is None:
+            raise ChronicleError("steer(): text is required", 2)
         with _as_chronicle_errors():
-            return controls.steer(self._existing, session, message, wait_batch=wait_batch, actor=actor, turn_id=turn).row()
+            return controls.steer(self._existing, session, text, wait_batch=wait_batch, actor=actor, turn_id=turn).row()
 
     @checked
     def cancel(self, session: SessionRef, wait_s: Seconds = 10.0, actor: str | None = None) -> dict[str, Any]:
+        """`cancel --json`: record a cancel of the running turn, then wait up to `wait_s` for it to end (status
+        `cancelled`, or `requested` if it runs on). Inside a running event loop that wait would block the loop, and a
+        turn running on it could not see the cancel until the wait was over: ChronicleError code 2 says to await
+        `cancel_async` there (`wait_s=0`, which only records the request, is taken)."""
+        if wait_s > 0 and in_event_loop():
+            raise refused_in_loop("cancel", "cancel_async", "waits for the turn to end",
+                                  ", or pass wait_s=0 to only record the request")
         with _as_chronicle_errors():
             return controls.cancel(self._existing, session, wait_s=wait_s, actor=actor).row()
+
+    @checked
+    async def cancel_async(self, session: SessionRef, wait_s: Seconds = 10.0, actor: str | None = None) -> dict[str, Any]:
+        """`cancel`, awaited: the wait for the turn to end runs on a thread of its own, so the event loop goes on, and
+        a turn it runs (this Chronicle's `run` in another task) sees the cancel, records it and ends."""
+        with _as_chronicle_errors():
+            store = self._existing
+            return (await off_the_loop(controls.cancel, store, session, wait_s, controls.CANCEL_REASON, actor)).row()
 
     @checked
     async def compact_async(self, session: SessionRef, strategy: str = "summary", keep: FromZero | None = None) -> dict[str, Any]:

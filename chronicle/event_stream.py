@@ -12,7 +12,10 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from typing import Any, Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Awaitable, Callable
+
+if TYPE_CHECKING:
+    from chronicle.runtime.live import LiveEvent
 
 #: Starts the run, handing each live event to the callable it is given.
 Start = Callable[[Callable[[Any], None]], Awaitable[Any]]
@@ -27,14 +30,15 @@ class EventStream:
         self._start = start
         #: Told of the run's task when this stream cancels it (the Chronicle waits for such a turn to end).
         self._let_go = let_go
-        self._events: asyncio.Queue[Any] = asyncio.Queue()
+        self._events: asyncio.Queue[LiveEvent] = asyncio.Queue()
         self._task: asyncio.Task[Any] | None = None
         self._thread = threading.get_ident()
 
     def __aiter__(self) -> "EventStream":
         return self
 
-    async def __anext__(self) -> Any:
+    async def __anext__(self) -> LiveEvent:
+        """The next live event: one of the models of chronicle.runtime.live (`LiveEvent`, a union tagged by `type`)."""
         if self._task is None:
             self._task = asyncio.ensure_future(self._start(self._events.put_nowait))
             self._thread = threading.get_ident()

@@ -38,16 +38,29 @@ def for_a_worker(agent: Agent) -> Agent:
     return agent
 
 
+def run_options(agent: Agent, workspace: str | Path | None, auto_approve: bool, max_iterations: int | None,
+                model: str | None = None, max_attempts: int | None = None) -> RunOptions:
+    checked(agent)
+    return RunOptions(provider=agent.provider, model=model or agent.model, workspace=Path(workspace) if workspace else None,
+                      max_iterations=max_iterations, auto_approve=auto_approve, registry=agent.registry(workspace),
+                      max_attempts=max_attempts)
+
+
+def check_new(agent: Agent, prompt: str, workspace: str | Path | None, attachments: Sequence[Any] | None,
+              auto_approve: bool, max_iterations: int | None, model: str | None = None, max_attempts: int | None = None) -> None:
+    """What a new session's run would refuse (its provider, workspace, prompt, attachments, …), checked without a store:
+    a `run` that is refused before a store exists leaves none behind, as `chronicle run` leaves none."""
+    Conversation.check_new(run_options(agent, workspace, auto_approve, max_iterations, model, max_attempts),
+                           first_input=prompt, attachments=attachments)
+
+
 def open_conversation(store: ChronicleStore, agent: Agent, prompt: str, session: str | UUID | None, workspace: str | Path | None,
                       attachments: Sequence[Any] | None, auto_approve: bool, max_iterations: int | None,
                       subscribers: list[Callable[[Any], Any]], model: str | None = None,
                       max_attempts: int | None = None) -> Conversation:
     """`session` continues with what it recorded; the agent's provider and model (`model` first) still apply, like
     --provider/--model: another model than the session's is recorded as a change (Session.ModelChanged)."""
-    checked(agent)
-    options = RunOptions(provider=agent.provider, model=model or agent.model, workspace=Path(workspace) if workspace else None,
-                         max_iterations=max_iterations, auto_approve=auto_approve, registry=agent.registry(workspace),
-                         max_attempts=max_attempts)
+    options = run_options(agent, workspace, auto_approve, max_iterations, model, max_attempts)
     return Conversation.open(store, session, options, subscribers, first_input=prompt, attachments=attachments)
 
 

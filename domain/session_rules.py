@@ -85,8 +85,16 @@ def check_steering(session: Session, text: str, turn_id: UUID | None) -> None:
     if not text.strip():
         raise DomainError("the steering message is empty")
     if turn_id is not None and session.active_turn_id != turn_id:
+        if not has_turn(session, turn_id):  # a mistyped or another session's id: "has ended" would say it once ran
+            raise DomainError(f"session {session.id} has no turn {turn_id}; nothing was steered")
         now_running = f"turn {session.active_turn_id} is running now" if session.active_turn_id else "no turn is running"
         raise DomainError(f"turn {turn_id} has ended ({now_running}); nothing was steered")
+
+
+def has_turn(session: Session, turn_id: UUID) -> bool:
+    """Whether `turn_id` is one of the session's turns: one it ran, or one of its branch (a fork's head starts with
+    its parent's), undone ones included."""
+    return turn_id in session.turns or turn_id in session.head or any(turn_id in undone for undone in session.redo_stack)
 
 
 def check_pending_steering(session: Session, steer_ids: list[str]) -> None:

@@ -68,20 +68,29 @@ def read_item(item: Any) -> tuple[bytes, str, str]:
     if len(data) > MAX_BYTES:
         raise AttachmentError(f"attachment {name or media_type} is {len(data)} bytes; the Messages API takes at most 32 MB a request")
     found = sniff(data)
-    if found is not None and found != media_type and media_type in IMAGE_TYPES:
-        raise AttachmentError(f"attachment {name or 'bytes'} says {media_type} but holds {found}")
+    if found != media_type:
+        # The Messages API refuses an image or document whose bytes are not what its media type says (a 400 after the
+        # input is recorded); a path's kind comes from its bytes first, so only its suffix or a pair's type can be wrong.
+        label = name or f"of {len(data)} bytes"
+        holds = found or f"none of the kinds Chronicle sends (it begins {data[:8]!r})"
+        raise AttachmentError(f"attachment {label} says {media_type} but holds {holds}; Chronicle sends {ACCEPTED}, "
+                              "each starting with its format's signature")
     return data, media_type, name
 
 
-def store_attachments(store: Any, items: Sequence[Any] | None, clock: Clock = SYSTEM_CLOCK) -> list[dict[str, Any]]:
-    """Check all, then store each distinct content once; the reference blocks to record with the input."""
+def checked_attachments(items: Sequence[Any] | None) -> list[tuple[bytes, str, str]]:
+    """Each attachment read and checked, none stored: (bytes, media type, name) each; AttachmentError for the first bad one."""
     if isinstance(items, (str, PurePath)):  # one path is a sequence of letters: not what was meant
         raise AttachmentError(f"attachments take a list of files: attachments=[{str(items)!r}]")
     if isinstance(items, bytes):
         raise AttachmentError("attachments take a list of files or (bytes, media type) pairs: attachments=[(data, 'application/pdf')]")
-    checked = [read_item(item) for item in items or []]
+    return [read_item(item) for item in items or []]
+
+
+def store_attachments(store: Any, items: Sequence[Any] | None, clock: Clock = SYSTEM_CLOCK) -> list[dict[str, Any]]:
+    """Check all, then store each distinct content once; the reference blocks to record with the input."""
     blocks = []
-    for data, media_type, name in checked:
+    for data, media_type, name in checked_attachments(items):
         sha = hashlib.sha256(data).hexdigest()
         aid = attachment_id(sha)
         if not _stored(store, aid):

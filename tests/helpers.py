@@ -113,3 +113,16 @@ def pg_statements(run: Any) -> list[str]:
     finally:
         psycopg.Cursor.execute = real  # type: ignore[method-assign]
     return seen
+
+
+def recorded_sessions(app: Any) -> list[dict[str, Any]]:
+    """`app.sessions(all=True)`, or none when there is no store: a first run refused before it recorded anything
+    leaves no SQLite file behind (as `chronicle run` leaves none), and reading a store that is not there is an error."""
+    from chronicle import ChronicleError
+
+    try:
+        return list(app.sessions(all=True))
+    except ChronicleError as exc:
+        if exc.code == 1 and str(exc).startswith("no Chronicle store at"):
+            return []
+        raise

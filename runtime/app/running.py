@@ -20,7 +20,7 @@ from uuid import UUID
 from chronicle.domain.agent_spec import DEFAULT_PREFIX, AgentSpec
 
 from ..agents.registry import AgentRegistry
-from ..attachments import AttachmentError, store_attachments
+from ..attachments import AttachmentError, checked_attachments, store_attachments
 from ..environment import EnvironmentSettingError, environment
 from ..leases import DEFAULT_LEASE_S, current_lease, holder_name, leased
 from ..live import AgentEnd, AgentStart, Broker
@@ -139,11 +139,19 @@ class Conversation:
         self.holder = holder_name()
 
     @staticmethod
-    def check_new(options: RunOptions | None = None) -> None:
+    def check_new(options: RunOptions | None = None, first_input: str | None = None,
+                  attachments: Sequence[Any] | None = None) -> None:
         """What `open` refuses in starting a new session (no provider, a workspace that is not there,
-        a bad chronicle.toml, a tool that does not import), checked without a store: a command runs
-        this before it opens one, so a bad flag leaves no empty store behind."""
+        a bad chronicle.toml, a tool that does not import, an empty prompt, an attachment it cannot
+        send), checked without a store: a client runs this before it creates one, so a bad flag or
+        argument leaves no empty store behind."""
         options = options or RunOptions()
+        if first_input is not None and not first_input.strip():
+            raise AppError("the prompt is empty; say what the agent should do", 2)
+        try:
+            checked_attachments(attachments)
+        except AttachmentError as exc:
+            raise AppError(str(exc), 2) from None
         try:
             environment()
         except EnvironmentSettingError as exc:

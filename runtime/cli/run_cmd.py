@@ -114,7 +114,7 @@ def run(
         if (missing := missing_store(db)) is not None:
             if session is not None:  # no store holds no session: say so without creating one
                 fail(f"no session matches {session!r}: there is no Chronicle store at {missing} yet", 2)
-            Conversation.check_new(options)  # a bad flag on a first run leaves no empty store behind
+            Conversation.check_new(options, attachments=attach)  # a bad flag on a first run leaves no empty store behind
         store = open_store(db)
         renderer = JsonLinesRenderer() if as_json else HumanRenderer()
         conversation = Conversation.open(store, session, options, [renderer], first_input=prompt, attachments=attach)

@@ -29,6 +29,20 @@ def default_model(provider: str | None = None) -> str:
     return os.environ.get("CHRONICLE_MODEL") or DEFAULT_MODEL
 
 
+#: The providers by name, besides `scripted:PATH`.
+PROVIDER_NAMES = ("anthropic", "openai-compatible")
+
+
+def check_provider_name(name: str) -> None:
+    """ProviderConfigError for a name no provider has, from its shape alone: nothing is read (a script is read when
+    a run makes its provider), so an Agent is checked where the program defines it."""
+    if name.startswith("scripted:"):
+        if not name[len("scripted:"):].strip():
+            raise ProviderConfigError("the scripted provider needs a file: --provider scripted:PATH")
+    elif name not in PROVIDER_NAMES:
+        raise ProviderConfigError(f"unknown provider {name!r}: use anthropic, openai-compatible or scripted:PATH")
+
+
 def make_provider(name: str | None, model: str | None = None) -> Provider:
     name = name or default_provider_name()
     if name is None:
@@ -36,11 +50,9 @@ def make_provider(name: str | None, model: str | None = None) -> Provider:
             "no model provider: set ANTHROPIC_API_KEY to use Claude, or give the scripted provider for an offline run: "
             '--provider scripted:PATH (in Python, Agent(provider="scripted:PATH"))'
         )
+    check_provider_name(name)
     if name.startswith("scripted:"):
-        raw = name[len("scripted:"):]
-        if not raw.strip():
-            raise ProviderConfigError("the scripted provider needs a file: --provider scripted:PATH")
-        path = Path(raw).expanduser().resolve()
+        path = Path(name[len("scripted:"):]).expanduser().resolve()
         try:
             return ScriptedProvider(path, model=model or "scripted")
         except ScriptError as exc:
@@ -65,7 +77,7 @@ def make_provider(name: str | None, model: str | None = None) -> Provider:
         if not chosen or chosen == DEFAULT_MODEL:
             raise ProviderConfigError("--provider openai-compatible needs a model: pass --model NAME (or set OPENAI_MODEL)")
         return OpenAICompatProvider(model=chosen, base_url=os.environ.get("OPENAI_BASE_URL") or None)
-    raise ProviderConfigError(f"unknown provider {name!r}: use anthropic, openai-compatible or scripted:PATH")
+    raise AssertionError(f"provider {name!r} passed check_provider_name but has no maker")  # pragma: no cover
 
 
-__all__ = ["ModelRequest", "Provider", "ScriptedProvider", "ScriptError", "make_provider", "ProviderConfigError"]
+__all__ = ["ModelRequest", "Provider", "ScriptedProvider", "ScriptError", "check_provider_name", "make_provider", "ProviderConfigError"]

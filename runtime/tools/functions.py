@@ -20,7 +20,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, get_type_hints
+from typing import Any, ClassVar, Generic, ParamSpec, TypeVar, get_type_hints, overload
 
 import docstring_parser
 from pydantic import BaseModel, ConfigDict, Field, PydanticUserError, create_model
@@ -33,6 +33,11 @@ from .imports import remember
 from .threads import run_in_thread
 
 TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+
+#: The decorated function's parameters and return type, kept on its tool so that a type checker reads a call of
+#: the tool (`add(1, 2)`, which calls the function) as a call of the function.
+P = ParamSpec("P")
+R = TypeVar("R", covariant=True)
 
 
 @dataclass(frozen=True)
@@ -75,17 +80,19 @@ class ToolContext:
         return await spawn_batch(self.runtime, tasks)
 
 
-class FunctionTool(Tool):
-    """A Tool whose work is a user function; one subclass per function (see `tool`)."""
+class FunctionTool(Tool, Generic[P, R]):
+    """A Tool whose work is a user function; one subclass per function (see `tool`). What `@tool` returns: typed
+    `FunctionTool[P, R]` after the function's parameters and return type, since calling it calls the function."""
 
     func: ClassVar[Callable[..., Any]]
     context_param: ClassVar[str | None] = None
     #: "module:qualname": how another process finds this tool again (runtime/tools/imports.py).
     import_path: ClassVar[str] = ""
 
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
         """The decorated function still works as a function."""
-        return type(self).func(*args, **kwargs)
+        result: R = type(self).func(*args, **kwargs)
+        return result
 
     def __repr__(self) -> str:
         return f"<tool {self.name} ({self.import_path})>"
@@ -179,8 +186,9 @@ def _note(block: dict[str, Any]) -> str:
     return f"[{block['type']}: {source.get('media_type', 'unknown type')}, {size} bytes]"
 
 
+@overload
 def tool(
-    func: Callable[..., Any] | None = None,
+    func: Callable[P, R],
     *,
     name: str | None = None,
     description: str | None = None,
@@ -189,24 +197,53 @@ def tool(
     parallel_safe: bool = False,
     requires_approval: bool = False,
     timeout_s: float | None = None,
-) -> Any:
+) -> FunctionTool[P, R]: ...
+
+
+@overload
+def tool(
+    func: None = None,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    read_only: bool = False,
+    idempotent: bool = False,
+    parallel_safe: bool = False,
+    requires_approval: bool = False,
+    timeout_s: float | None = None,
+) -> Callable[[Callable[P, R]], FunctionTool[P, R]]: ...
+
+
+def tool(
+    func: Callable[P, R] | None = None,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    read_only: bool = False,
+    idempotent: bool = False,
+    parallel_safe: bool = False,
+    requires_approval: bool = False,
+    timeout_s: float | None = None,
+) -> FunctionTool[P, R] | Callable[[Callable[P, R]], FunctionTool[P, R]]:
     """Make a function a tool: `@tool` or `@tool(read_only=True, ...)`.
 
     `read_only` tools are re-run by replay and allowed in read-only sub-agents; a tool that is
     neither read_only nor idempotent runs at most once across crashes; `requires_approval`
     pauses the turn until someone approves; `timeout_s` replaces the per-tool default.
+    The result is a `FunctionTool` (a `Tool`) that is still called as the function is, and typed so:
+    a type checker sees `add(1, 2)` of `@tool def add(a: int, b: int) -> int` as the function's call.
     """
 
-    def build(fn: Callable[..., Any]) -> FunctionTool:
+    def build(fn: Callable[P, R]) -> FunctionTool[P, R]:
         return make_tool(fn, name=name, description=description, read_only=read_only, idempotent=idempotent,
                          parallel_safe=parallel_safe, requires_approval=requires_approval, timeout_s=timeout_s)
 
     return build(func) if func is not None else build
 
 
-def make_tool(fn: Callable[..., Any], *, name: str | None = None, description: str | None = None, read_only: bool = False,
+def make_tool(fn: Callable[P, R], *, name: str | None = None, description: str | None = None, read_only: bool = False,
               idempotent: bool = False, parallel_safe: bool = False, requires_approval: bool = False,
-              timeout_s: float | None = None) -> FunctionTool:
+              timeout_s: float | None = None) -> FunctionTool[P, R]:
     """A DefinitionError (ChronicleError code 2, and the ValueError or TypeError this raised before) for an option
     or a signature that cannot work, when the program defines the tool rather than when a model calls it."""
     try:
@@ -227,7 +264,7 @@ def make_tool(fn: Callable[..., Any], *, name: str | None = None, description: s
         "requires_approval": requires_approval, "timeout_s": timeout_s,
         "__module__": getattr(fn, "__module__", __name__), "__doc__": fn.__doc__,
     }
-    cls = type(f"{tool_name}_tool", (FunctionTool,), attrs)
+    cls: type[FunctionTool[P, R]] = type(f"{tool_name}_tool", (FunctionTool,), attrs)
     instance = cls()
     remember(instance)
     return instance

@@ -9,7 +9,7 @@ import json
 import pytest
 
 from chronicle import Agent, Chronicle, ChronicleError
-from tests.helpers import response, text
+from tests.helpers import recorded_sessions, response, text
 
 
 def scripted(tmp_path, turns):
@@ -103,7 +103,7 @@ def test_a_sub_agent_with_its_own_table_is_refused_before_anything_is_recorded(d
         with pytest.raises(ChronicleError) as refused:
             app.run_sync(agent, "hi", workspace=workspace)
         assert refused.value.code == 2 and f"helper: {next(iter(table))} is set on the top-level agent" in str(refused.value)
-        assert app.sessions() == []
+        assert recorded_sessions(app) == []
 
 
 def test_a_continued_session_says_it_keeps_its_recorded_compaction(db_url, workspace, tmp_path):

@@ -11,7 +11,7 @@ import warnings
 import pytest
 
 from chronicle import Agent, Chronicle, ChronicleError
-from tests.helpers import response, text, tool_use
+from tests.helpers import recorded_sessions, response, text, tool_use
 
 
 def scripted(tmp_path, turns, name="s.json"):
@@ -167,7 +167,7 @@ def test_a_lone_name_where_a_list_belongs_is_refused_before_anything_is_recorded
         with pytest.raises(ChronicleError) as refused:
             app.run_sync(agent, "look", workspace=workspace, attachments=str(workspace / "chart.png"))
         assert refused.value.code == 2 and "attachments take a list" in str(refused.value)
-        assert app.sessions() == []
+        assert recorded_sessions(app) == []
 
 
 SCRIPT = '''

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+from pathlib import Path
 
 import pytest
 
@@ -66,6 +67,36 @@ def test_a_file_chronicle_cannot_send_records_nothing(db_url, workspace, tmp_pat
     app.close()
 
 
+WEBP = b"RIFF\x24\x00\x00\x00WEBPVP8 " + b"\x00" * 16
+JPEG = b"\xff\xd8\xff\xe0\x00\x10JFIF\x00"
+
+
+@pytest.mark.parametrize("data, said, holds", [
+    (b"abc", "image/png", "none of the kinds Chronicle sends (it begins b'abc')"),
+    (PDF, "image/png", "application/pdf"),
+    (PNG, "application/pdf", "image/png"),  # a document's type was never checked against its bytes
+    (JPEG, "image/webp", "image/jpeg"),
+    (WEBP, "image/gif", "image/webp"),
+])
+def test_bytes_that_are_not_what_their_media_type_says_are_refused_recording_nothing(db_url, workspace, tmp_path,
+                                                                                     data, said, holds):
+    """A pair's bytes were taken on its word: `(b"abc", "image/png")` was recorded as an image, and the Messages API
+    then refused the request (400) with the input recorded. Refused as the path form refuses a file it cannot send."""
+    script = tmp_path / "s.json"
+    script.write_text(json.dumps({"agents": {"main": [{"content": [{"type": "text", "text": "x"}]}]}}), encoding="utf-8")
+    app = Chronicle(db_url)
+    agent = Agent(provider=f"scripted:{script}")
+    with pytest.raises(ChronicleError) as caught:
+        app.run_sync(agent, "look", workspace=workspace, attachments=[(PNG, "image/png"), (data, said)])
+    message = str(caught.value)
+    assert caught.value.code == 2 and "\n" not in message
+    assert message.startswith(f"attachment of {len(data)} bytes says {said} but holds {holds};"), message
+    assert json_lines(cli("sessions", "--json", db=db_url).stdout) == []
+    for good in (PNG, "image/png"), (PDF, "application/pdf"), (JPEG, "image/jpeg"), (WEBP, "image/webp"):
+        assert app.run_sync(agent, "look", workspace=workspace, attachments=[good]).status == "completed"
+    app.close()
+
+
 def test_run_attach_sends_the_files_and_a_bad_one_exits_2_recording_nothing(sqlite_url, workspace, sse, monkeypatch):
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test-attachments")
     (workspace / "chart.png").write_bytes(PNG)
@@ -76,6 +107,7 @@ def test_run_attach_sends_the_files_and_a_bad_one_exits_2_recording_nothing(sqli
     bad = cli("run", "look", "--provider", "anthropic", "--workspace", str(workspace), "--attach", str(workspace / "notes.txt"),
               db=sqlite_url, env=env)
     assert bad.returncode == 2 and "notes.txt" in bad.stderr
+    assert not Path(sqlite_url.removeprefix("sqlite:///")).exists()  # checked before the store is made: none left behind
     assert json_lines(cli("sessions", "--json", db=sqlite_url).stdout) == []
     run = cli("run", "look", "--provider", "anthropic", "--workspace", str(workspace), "--attach", str(workspace / "chart.png"),
               "--attach", str(workspace / "report.pdf"), db=sqlite_url, env=env)

@@ -16,7 +16,7 @@ import pytest
 from chronicle import Agent, Chronicle, ChronicleError, McpServer, tool
 from chronicle.runtime.tools.mcp_hub import HUB
 from tests.chat_sse_server import chat_sse  # noqa: F401 - a fixture
-from tests.helpers import response, text, tool_use
+from tests.helpers import recorded_sessions, response, text, tool_use
 
 SERVER = Path(__file__).resolve().parents[1] / "mcp_server.py"
 
@@ -41,7 +41,7 @@ def test_a_misspelt_tool_in_agent_approvals_is_refused_naming_it_and_the_tools_t
         assert refused.value.code == 2
         assert str(refused.value) == ("Agent(main, approvals=...): allow names 'lunch', no tool of this session's agents "
                                       "(misspelt?); its tools are launch, read_file")
-        assert app.sessions(all=True) == []
+        assert recorded_sessions(app) == []
 
 
 def test_a_sub_agent_policy_is_checked_and_a_shared_one_may_name_a_tool_only_another_agent_has(db_url, workspace, tmp_path):
@@ -305,3 +305,25 @@ def test_no_provider_and_no_key_is_refused_with_advice_a_program_can_follow(db_u
             assert refused.value.code == 2
             assert "ANTHROPIC_API_KEY" in str(refused.value) and 'Agent(provider="scripted:PATH")' in str(refused.value)
         assert app.sessions() == []
+
+
+@pytest.mark.parametrize("provider, said", [
+    ("openai", "agent main: provider: unknown provider 'openai': use anthropic, openai-compatible or scripted:PATH"),
+    ("Anthropic", "unknown provider 'Anthropic'"),
+    ("scripted:", "agent main: provider: the scripted provider needs a file"),
+])
+def test_a_provider_no_run_could_make_is_refused_where_the_agent_is_defined(provider, said):
+    """`Agent(provider="openai")` was accepted, and only `run_sync` said "unknown provider" (after creating the
+    store). As every other Agent field that cannot work, it is refused where the program writes it."""
+    with pytest.raises(ChronicleError) as refused:
+        Agent(provider=provider)
+    assert refused.value.code == 2 and said in str(refused.value) and "\n" not in str(refused.value)
+    assert isinstance(refused.value, ValueError)
+    with pytest.raises(ChronicleError, match="unknown provider 'openai'"):
+        Agent(name="main", agents=[Agent(name="helper", provider="openai")])
+
+
+def test_a_provider_is_checked_by_its_name_alone_so_a_script_is_read_when_a_run_starts(tmp_path):
+    later = tmp_path / "written-later.json"
+    for fine in (f"scripted:{later}", "anthropic", "openai-compatible", None):
+        assert Agent(provider=fine).provider == fine  # nothing read: the script need not exist yet

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from chronicle import Agent, Chronicle, ChronicleError, Guardrail, Rejected
-from tests.helpers import cli, json_lines, response, text, tool_use
+from tests.helpers import cli, json_lines, recorded_sessions, response, text, tool_use
 
 
 def redact_hello(text: str, where: str) -> str | None:
@@ -86,7 +86,7 @@ def test_a_check_that_does_not_load_is_refused_before_anything_is_recorded(db_ur
             app.run_sync(agent, "hi", workspace=workspace)
         assert raised.value.code == 2
         assert "cannot load check 'tests.api.nowhere:check': No module named 'tests.api.nowhere'" in str(raised.value)
-        assert app.sessions() == []
+        assert recorded_sessions(app) == []
 
 
 def test_a_final_answer_changed_in_another_process_is_audited(db_url, workspace, tmp_path):

@@ -15,7 +15,7 @@ import pytest
 
 from chronicle import Agent, Chronicle, ChronicleError, Hook, NeedApproval, Skip, Stop, tool
 from tests.e2e.test_cli_subagents import complete, delegate
-from tests.helpers import cli, json_lines, response, text, tool_use
+from tests.helpers import cli, json_lines, recorded_sessions, response, text, tool_use
 
 
 @tool(read_only=True)
@@ -183,7 +183,7 @@ def test_a_hook_that_does_not_load_is_refused_before_anything_is_recorded(db_url
         with pytest.raises(ChronicleError) as raised:
             app.run_sync(Agent(tools=[], provider=f"scripted:{script}"), "hi", workspace=workspace)
         assert raised.value.code == 2 and "cannot load hook 'nowhere_hooks:Gone'" in str(raised.value)
-        assert app.sessions() == []
+        assert recorded_sessions(app) == []
 
 
 def test_bad_hooks_are_refused_when_the_agent_is_defined():

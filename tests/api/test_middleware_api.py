@@ -11,7 +11,7 @@ import json
 import pytest
 
 from chronicle import Agent, Chronicle, ChronicleError, Middleware, RunFailed, Timeout, tool
-from tests.helpers import cli, json_lines, response, text, tool_use
+from tests.helpers import cli, json_lines, recorded_sessions, response, text, tool_use
 
 
 @tool(read_only=True)
@@ -124,7 +124,7 @@ def test_middleware_that_does_not_load_is_refused_before_anything_is_recorded(db
             app.run_sync(agent, "hi", workspace=workspace)
         assert raised.value.code == 2
         assert "cannot load middleware 'tests.api.nowhere:mw'" in str(raised.value)
-        assert app.sessions() == []
+        assert recorded_sessions(app) == []
 
 
 def test_bad_middleware_is_refused_when_the_agent_is_defined():

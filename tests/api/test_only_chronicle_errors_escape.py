@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 from chronicle import Agent, Chronicle, ChronicleError, Guardrail, McpServer, Middleware, Routine, Stop, Timeout, tool
 from tests import store_leaks
-from tests.helpers import cli, response, text
+from tests.helpers import cli, recorded_sessions, response, text
 from tests.tamper import Tamper
 
 
@@ -155,11 +155,11 @@ def test_a_blank_model_for_a_new_session_is_refused_as_the_cli_refuses_it(db_url
     provider = scripted(tmp_path)
     with Chronicle(db_url) as app:
         error = refused(lambda: app.run_sync(Agent(tools=[], provider=provider), "hi", workspace=workspace, model="  "))
-        assert app.sessions(all=True) == []
+        assert recorded_sessions(app) == []
     done = cli("run", "hi", "--provider", provider, "--model", "  ", "--workspace", str(workspace), db=db_url)
     assert done.returncode == 2 and " ".join(f"error: {error}".split()) in " ".join(done.stderr.split())
     with Chronicle(db_url) as app:
-        assert app.sessions(all=True) == []
+        assert recorded_sessions(app) == []
 
 
 def test_an_event_that_does_not_decode_is_a_chronicle_error_1_with_the_cli_words(db_url, workspace, tmp_path):

@@ -76,9 +76,10 @@ def test_queries_and_time_travel_match_their_commands(db_url, workspace, tmp_pat
     child = app.fork(sid, at=1)
     assert child != sid and app.sessions()[-1]["forked_from"] == {"session_id": sid, "turn": 1, "actor": process_actor()}
     assert app.steer(sid, "also b")["outcome"] == "queued"  # nothing runs: it becomes the next input
+    unknown = uuid.uuid4()
     with pytest.raises(ChronicleError) as ended:
-        app.steer(sid, "only for that turn", turn=uuid.uuid4())  # a turn named: refused, not queued
-    assert ended.value.code == 1 and "has ended (no turn is running)" in str(ended.value)
+        app.steer(sid, "only for that turn", turn=unknown)  # a turn named: refused, not queued
+    assert ended.value.code == 1 and f"session {sid} has no turn {unknown}" in str(ended.value)
     assert app.cancel(child)["status"] == "idle"
     compacted = app.compact(sid, strategy="truncate", keep=1)
     assert compacted["ok"] and compacted["turns_compacted"] == 1

@@ -140,6 +140,36 @@ def test_reading_a_sqlite_store_that_does_not_exist_is_a_chronicle_error_and_run
     assert missing.is_file()
 
 
+def test_a_first_run_refused_before_it_records_anything_leaves_no_new_store_behind(tmp_path, workspace, monkeypatch):
+    """A run refused for what it was given (a script that is not there, no API key, a workspace that is not a directory,
+    an attachment it cannot send, an empty prompt) created the SQLite store first and left it there empty, where
+    `chronicle run` with the same mistake leaves nothing. Checked before the store is made, it is not made."""
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    missing = tmp_path / "not-yet" / "agent.db"
+    url = f"sqlite:///{missing}"
+    script = tmp_path / "s.json"
+    script.write_text('{"agents": {"main": [{"content": [{"type": "text", "text": "hi"}], "stop_reason": "end_turn"}]}}',
+                      encoding="utf-8")
+    agent = Agent(tools=[], provider=f"scripted:{script}")
+    refused = {
+        "a script not there": lambda app: app.run_sync(Agent(tools=[], provider=f"scripted:{tmp_path / 'none.json'}"), "hi",
+                                                       workspace=workspace),
+        "no API key": lambda app: app.run_sync(Agent(tools=[], provider="anthropic"), "hi", workspace=workspace),
+        "no provider": lambda app: app.run_sync(Agent(tools=[]), "hi", workspace=workspace),
+        "no workspace": lambda app: app.run_sync(agent, "hi", workspace=tmp_path / "no-such-dir"),
+        "a bad attachment": lambda app: app.run_sync(agent, "hi", workspace=workspace, attachments=[(b"abc", "image/png")]),
+        "an empty prompt": lambda app: app.run_sync(agent, "  ", workspace=workspace),
+    }
+    for name, run in refused.items():
+        with Chronicle(url) as app, pytest.raises(ChronicleError) as raised:
+            run(app)
+        assert raised.value.code == 2, (name, str(raised.value))
+        assert not missing.parent.exists(), f"{name}: a store was left behind"
+    with Chronicle(url) as app:
+        assert app.run_sync(agent, "hello", workspace=workspace).status == "completed"
+    assert missing.is_file()
+
+
 def test_a_database_lost_under_an_open_chronicle_is_told_at_once_and_its_return_is_used(pg_database, workspace, tmp_path):
     """A program keeps its Chronicle open, as a web app does: its database taken away (dropped, renamed, its logins
     refused) is a ChronicleError (code 1, "the store is unavailable: …", the CLI's words) naming the server's reason

@@ -21,7 +21,7 @@ from chronicle.runtime.agents.children import TASK_INPUT_ID
 from chronicle.runtime.store import ChronicleStore, NotFound
 from tests import processes
 from tests.e2e.test_cli_subagents import complete, delegate
-from tests.helpers import cli, json_lines, response, text, tool_use
+from tests.helpers import cli, json_lines, recorded_sessions, response, text, tool_use
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -144,7 +144,7 @@ def test_a_sub_agents_check_or_middleware_that_does_not_load_is_refused_before_a
                 app.run_sync(lead(scripted(tmp_path), sub), "read it", workspace=workspace)
             assert raised.value.code == 2
             assert "tests.api.nowhere" in str(raised.value)
-        assert app.sessions() == []
+        assert recorded_sessions(app) == []
 
 
 def test_a_sub_agents_checks_apply_when_chronicle_resume_runs_it_in_another_process(db_url, workspace, tmp_path):

@@ -312,7 +312,7 @@ def test_request_bodies_are_checked_strictly_so_a_string_is_no_yes_and_no_number
             assert refused.status_code == 422, (path, loose, refused.text)
         assert httpx.post(f"{base}/sessions", json={"prompt": "x", "provider": 3}).status_code == 422
         stale = httpx.post(f"{base}/sessions/{sid}/steer", json={"message": "go", "turn_id": "00000000-0000-4000-8000-000000000000"})
-        assert stale.status_code == 409 and "has ended" in stale.json()["error"], stale.text  # another turn is paused
+        assert stale.status_code == 409 and "has no turn" in stale.json()["error"], stale.text  # an id it never had
         assert httpx.post(f"{base}/hooks/none", json={"text": ["a"]}).status_code == 422
         approved = httpx.post(f"{base}/sessions/{sid}/approve", json={"always": False})
         assert approved.status_code == 200, approved.text

@@ -60,6 +60,18 @@ def test_steering_a_named_turn_that_has_ended_is_refused_and_records_nothing():
     assert [s["steer_id"] for s in session.steering] == ["s3"]
 
 
+def test_steering_a_turn_the_session_never_had_says_so_rather_than_that_it_ended():
+    session, [ended] = session_with_turns(1)
+    session.collect_events()
+    stranger = uuid4()
+    with pytest.raises(DomainError, match=f"session {session.id} has no turn {stranger}; nothing was steered"):
+        session.steer("s1", "hello?", NOW, turn_id=stranger)
+    undone = session.undo(1, NOW)
+    with pytest.raises(DomainError, match=f"turn {ended} has ended"):  # an undone turn is still the session's
+        session.steer("s2", "too late", NOW, turn_id=ended)
+    assert undone == [ended] and [type(e).__name__ for e in session.collect_events()] == ["TurnsUndone"]
+
+
 def test_a_cancel_request_needs_a_running_turn_and_is_cleared_when_the_turn_ends():
     session, _ = session_with_turns(1)
     with pytest.raises(DomainError, match="nothing to cancel"):
