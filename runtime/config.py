@@ -32,7 +32,15 @@ def default_db_url(cwd: Path | None = None) -> str:
     return f"sqlite:///{find_store(here) or here / DEFAULT_DB_RELATIVE}"
 
 
+#: An empty URL given on purpose (`--db "$UNSET"`, `Chronicle("")`) is refused: it used to mean the default store, so
+#: a script whose variable was unset wrote to whatever `.chronicle/` its directory had. An empty CHRONICLE_DB is unset.
+EMPTY_URL = ("the store URL is empty (--db '' or Chronicle('')): name a store, sqlite:///PATH.db or postgresql://…, "
+             "or leave it out for the default one")
+
+
 def resolve_db_url(explicit: str | None) -> str:
+    if explicit is not None and not explicit.strip():
+        raise ConfigError(EMPTY_URL)
     return absolute_sqlite_url(explicit or os.environ.get("CHRONICLE_DB") or default_db_url())
 
 

@@ -196,6 +196,10 @@ def _root(
     _show_completion: Annotated[Optional[bool], completion.SHOW_OPTION] = None,
 ) -> None:
     """Chronicle: an event-sourced runtime for LLM agents. Every decision is an event you can audit, undo, replay and resume."""
+    if db is not None and not db.strip():
+        from chronicle.runtime.config import EMPTY_URL
+
+        raise typer.BadParameter(EMPTY_URL, param_hint="--db")
     if db is not None:
         # Every command's --db reads CHRONICLE_DB when not given, and this runs before the command's
         # options are parsed: the command's own --db, when given as well, still wins.

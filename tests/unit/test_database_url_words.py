@@ -55,3 +55,19 @@ def test_port_zero_is_refused_rather_than_read_as_the_default_port():
     with pytest.raises(ConfigError) as refused:
         eventsourcing_env("postgresql://postgres@127.0.0.1:0/x")
     assert "port 0" in str(refused.value)
+
+
+def test_an_empty_store_url_is_refused_not_taken_for_the_default_store(tmp_path):
+    """`--db "$DB"` with DB unset wrote to whatever `.chronicle/` the directory had; an empty CHRONICLE_DB is unset."""
+    from chronicle import Chronicle, ChronicleError
+    from tests.helpers import cli
+
+    for args in (("sessions", "--db", ""), ("--db", " ", "sessions"), ("run", "hi", "--db", "")):
+        refused = cli(*args, cwd=tmp_path)
+        assert refused.returncode == 2 and "the store URL is empty" in refused.stderr, (args, refused.stderr)
+    assert not (tmp_path / ".chronicle").exists()
+    with pytest.raises(ChronicleError, match="the store URL is empty") as error:
+        Chronicle("")
+    assert error.value.code == 2
+    unset = cli("sessions", cwd=tmp_path, env={"CHRONICLE_DB": ""})
+    assert "the store URL is empty" not in unset.stderr, unset.stderr
