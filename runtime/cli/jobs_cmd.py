@@ -12,6 +12,7 @@ from .common import (
     JsonOption,
     WorkspaceOption,
     cli_errors,
+    err_console,
     fail,
     hint,
     missing_store,
@@ -19,6 +20,7 @@ from .common import (
     out_console,
     pasted,
     print_json_rows,
+    read_prompt,
     store_command,
 )
 from .lazy import lazy_module
@@ -62,7 +64,7 @@ def list_jobs(ctx: typer.Context, as_json: JsonOption = False, db: DbOption = No
 
 @app.command("submit")
 def submit(
-    prompt: Annotated[str, typer.Argument(help="What the agent should do")],
+    prompt: Annotated[str, typer.Argument(help="What the agent should do (`-` reads it from stdin)")],
     provider: ProviderOption = None,
     model: ModelOption = None,
     workspace: WorkspaceOption = None,
@@ -70,8 +72,9 @@ def submit(
     as_json: JsonOption = False,
     db: DbOption = None,
 ) -> None:
-    """Record PROMPT as a new job for a worker (checked as `run` checks it; exit 2 records nothing) and print its id."""
+    """Record PROMPT as a new job for a worker (checked as `run` checks it; exit 2 records nothing) and print its id, alone on stdout (`job=$(chronicle jobs submit …)`)."""  # noqa: E501
     with cli_errors():
+        prompt = read_prompt(prompt)
         if not prompt.strip():
             fail("the prompt is empty; say what the agent should do", 2)
         ws = specs.resolve_workspace(workspace)
@@ -83,9 +86,11 @@ def submit(
             _print([row], as_json)
             return
         job = row["job_id"]
-        out_console.print(f"job {job} queued for a worker: `{pasted('worker', store.url)}` runs it, or "
-                          f"`{pasted(f'resume {job}', store.url)}` here and now; "
-                          f"`{pasted(f'jobs status {job}', store.url)}` says how it went", soft_wrap=True)
+        print(job)  # alone on stdout, as `submit` prints its session, for `job=$(chronicle jobs submit ...)`
+        if err_console.is_terminal:
+            err_console.print(f"[dim]queued for a worker: `{pasted('worker', store.url)}` runs it, or "
+                              f"`{pasted(f'resume {job}', store.url)}` here and now; "
+                              f"`{pasted(f'jobs status {job}', store.url)}` says how it went[/]", soft_wrap=True)
 
 
 @app.command("status")

@@ -4,6 +4,13 @@ read from the session, cancelled before a worker starts them (never run), record
 
 from __future__ import annotations
 
+import os
+import pty
+import subprocess
+import sys
+from pathlib import Path
+
+from tests import processes
 from tests.helpers import cli, json_lines, response, text, write_script
 
 
@@ -51,12 +58,40 @@ def test_a_session_that_is_not_a_job_is_an_error_and_a_bad_submission_records_no
     assert cli("jobs", "--json", db=sqlite_url).stdout == ""
 
 
-def test_a_submitted_job_says_what_runs_it_and_the_resume_it_names_runs_it(sqlite_url, workspace, tmp_path):
+def _stderr_on_a_terminal(args: list[str], db: str, cwd: Path, stdin: str = "") -> tuple[str, str]:
+    """`chronicle ARGS` with stderr a terminal and stdout a pipe (`job=$(chronicle jobs submit …)` at a prompt)."""
+    main, side = pty.openpty()
+    env = {**os.environ, "CHRONICLE_DB": db, "COLUMNS": "200", "TERM": "xterm"}
+    proc = processes.start([sys.executable, "-m", "chronicle.runtime.cli", *args], stdin=subprocess.PIPE,
+                           stdout=subprocess.PIPE, stderr=side, env=env, cwd=cwd)
+    os.close(side)
+    out, _ = proc.communicate(stdin.encode(), timeout=60)
+    seen = b""
+    while True:
+        try:
+            chunk = os.read(main, 65536)
+        except OSError:  # the other end closed
+            break
+        if not chunk:
+            break
+        seen += chunk
+    os.close(main)
+    assert proc.returncode == 0, seen
+    return out.decode(), " ".join(seen.decode(errors="replace").split())
+
+
+def test_a_submitted_job_prints_its_id_alone_says_what_runs_it_and_the_resume_it_names_runs_it(sqlite_url, workspace, tmp_path):
+    """`jobs submit`'s help says it prints the job's id: the next command's argument, as `submit` prints its session's.
+    The hints go to a terminal's stderr; a PROMPT of `-` is read from stdin, as for `run` and `submit`."""
     script = write_script(tmp_path / "s.json", [response(text("Done here."))])
-    said = cli("jobs", "submit", "do it", "--provider", f"scripted:{script}", "--workspace", str(workspace), db=sqlite_url)
-    assert said.returncode == 0, said.stderr
-    job = said.stdout.split()[1]
-    assert f"`chronicle worker` runs it, or `chronicle resume {job}` here and now" in said.stdout
-    assert f"`chronicle jobs status {job}` says how it went" in said.stdout
+    out, said = _stderr_on_a_terminal(["jobs", "submit", "-", "--provider", f"scripted:{script}", "--workspace", str(workspace)],
+                                      sqlite_url, tmp_path, stdin="write the report\n")
+    job = out.strip()
+    assert out == f"{job}\n" and len(job) == 36, out
+    assert f"`chronicle worker` runs it, or `chronicle resume {job}` here and now" in said, said
+    assert f"`chronicle jobs status {job}` says how it went" in said, said
+    assert json_lines(cli("jobs", "status", job, "--json", db=sqlite_url).stdout)[0]["prompt"] == "write the report\n"
+    piped = cli("jobs", "submit", "another", "--provider", f"scripted:{script}", "--workspace", str(workspace), db=sqlite_url)
+    assert piped.returncode == 0 and len(piped.stdout.strip()) == 36 and piped.stderr == "", piped.stdout + piped.stderr
     assert cli("resume", job, db=sqlite_url).returncode == 0
     assert json_lines(cli("jobs", "status", job, "--json", db=sqlite_url).stdout)[0]["status"] == "completed"
