@@ -112,8 +112,13 @@ def history(
     with workspace_command(workspace) as ws:
         store = open_store(db, create=False)
         rows = routines.history(store, ws, routine)
+        if not rows and routine is not None:
+            routines.find(ws, routine)  # a name no routine has is exit 2 listing them (a removed one keeps its history)
         if as_json:
             print_json_rows(rows)
+            return
+        if not rows and routine is not None:
+            out_console.print(f"routine {escape(routine)} has not fired yet")
             return
         if not rows:
             out_console.print("no routine has fired yet")

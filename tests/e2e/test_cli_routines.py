@@ -71,6 +71,10 @@ def test_a_manual_run_completes_in_the_routines_session_and_the_daily_limit_then
 
     history = json_lines(cli("routines", "history", "--workspace", str(workspace), "--json", db=db_url).stdout)
     assert [(h["routine"], h["status"]) for h in history] == [("todo_check", "completed"), ("todo_check", "skipped")]
+    unknown = cli("routines", "history", "--routine", "nosuch", "--workspace", str(workspace), db=db_url)
+    assert unknown.returncode == 2 and "no routine named 'nosuch'" in unknown.stderr and "todo_check" in unknown.stderr, unknown.stderr
+    never = cli("routines", "history", "--routine", "nightly", "--workspace", str(workspace), db=db_url)
+    assert never.returncode == 0 and never.stdout.strip() == "routine nightly has not fired yet", never.stdout
     audit = json_lines(cli("audit", "--session", run["session_id"], "--json", db=db_url).stdout)
     assert [e["status"] for e in audit if e["kind"] == "routine"] == ["fired", "completed"]
     assert next(e for e in audit if e["kind"] == "input")["status"] == "routine"
