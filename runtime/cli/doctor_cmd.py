@@ -8,7 +8,7 @@ import typer
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
-from chronicle.runtime.doctor import examine
+from chronicle.runtime.doctor import examine_log
 from chronicle.runtime.pasteable import pasteable_in
 
 from .common import DbOption, JsonOption, err_console, out_console, print_json, store_command
@@ -39,12 +39,13 @@ def doctor(
     """
     with store_command(db, create=False) as store:
         if as_json or not err_console.is_terminal:
-            findings = examine(store, repair=repair)
+            examined = examine_log(store, repair=repair)
         else:
             with Progress(TextColumn("checking the log"), BarColumn(), MofNCompleteColumn(), console=err_console,
                           transient=True) as bar:
                 task = bar.add_task("log", total=store.max_position() or 1)
-                findings = examine(store, repair=repair, progress=lambda done, head: bar.update(task, completed=done, total=head))
+                examined = examine_log(store, repair=repair, progress=lambda done, head: bar.update(task, completed=done, total=head))
+        findings = examined.findings
         remaining = [f for f in findings if not f.repaired]
         if as_json:
             for finding in findings:
@@ -58,6 +59,6 @@ def doctor(
                 more = f" (and {f.similar} later event{'s' if f.similar != 1 else ''} like it)" if f.similar else ""
                 out_console.print(f"{f.check}: {where}: {escape(f.detail)}{more} — {state}", soft_wrap=True)
             verdict = "no problems found" if not findings else f"{len(findings) - len(remaining)} repaired, {len(remaining)} remaining"
-            out_console.print(f"{store.describe()}: {store.max_position()} events checked; {verdict}", soft_wrap=True)
+            out_console.print(f"{store.describe()}: {examined.events} events checked; {verdict}", soft_wrap=True)
         if remaining:
             raise typer.Exit(1)
