@@ -36,18 +36,23 @@ def _child_instance(store: ChronicleStore, child: UUID) -> str | None:
 
 
 def add(store: ChronicleStore, ref: str | UUID, text: str, agent: str | None = None, clock: Clock = SYSTEM_CLOCK) -> dict[str, Any]:
-    """`tasks add SESSION TEXT [--agent NAME] --json`: the new task's row. An empty text, or an agent the
-    session may not delegate to, is AppError 2 and records nothing."""
+    """`tasks add SESSION TEXT [--agent NAME] --json`: the new task's row. An empty text, a session that cannot
+    delegate (no sub-agents, or at its depth limit), or an agent it may not delegate to, is AppError 2 and records
+    nothing."""
     sid = session_id(store, ref)
     if not text.strip():
         raise AppError("the task is empty; say what should be done", 2)
     session = store.session(sid)
+    spec = session.spec
+    known = {a.name.casefold(): a.name for a in targets(spec)} if spec.may_delegate else {}
+    if not known:  # only a delegate call claims a board task: here none ever would, so it would wait forever
+        why = f"it is at depth {spec.depth} of {spec.max_depth}" if spec.registry and not spec.may_delegate else "it has no sub-agents"
+        raise AppError(f"session {sid} cannot delegate ({why}), so no agent would ever claim a task on its board; "
+                       "add it to the session whose agent delegates", 2)
     name = ""
     if agent is not None:
-        known = {a.name.casefold(): a.name for a in targets(session.spec)}
         if agent.strip().casefold() not in known:
-            names = ", ".join(sorted(known.values())) or "none"
-            raise AppError(f"session {sid} cannot delegate to an agent named {agent!r}; its agents: {names} "
-                           "(or leave --agent out to let any of them claim the task)", 2)
+            raise AppError(f"session {sid} cannot delegate to an agent named {agent!r}; its agents: "
+                           f"{', '.join(sorted(known.values()))} (or leave --agent out to let any of them claim the task)", 2)
         name = known[agent.strip().casefold()]
     return {**task_row(post_task(store, session, text.strip(), name, uuid4(), clock.now())), "instance": None}

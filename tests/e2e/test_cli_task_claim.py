@@ -97,6 +97,23 @@ def test_tasks_add_errors_are_one_line_with_the_usual_exit_codes_and_record_noth
     assert helped.returncode == 0 and "add" in helped.stdout
 
 
+def test_a_session_that_cannot_delegate_takes_no_board_task(sqlite_url, workspace, tmp_path):
+    """Only a delegate call claims a board task: on a session with no sub-agents (or a sub-agent at its depth limit)
+    one stayed `pending (any)` for good, and `--agent` there was refused with "its agents: none (or leave --agent
+    out to let any of them claim the task)"."""
+    script = write_script(tmp_path / "script.json", [response(text("ready"))])
+    run = cli("run", "hello", "--provider", f"scripted:{script}", "--workspace", str(workspace), "--json", db=sqlite_url)
+    sid = json_lines(run.stdout)[0]["session_id"]
+    for extra in ((), ("--agent", "researcher")):
+        refused = cli("tasks", "add", sid, "count the widgets", *extra, db=sqlite_url)
+        assert refused.returncode == 2 and len(refused.stderr.strip().splitlines()) == 1, refused.stderr
+        assert "cannot delegate (it has no sub-agents), so no agent would ever claim a task on its board" in refused.stderr
+    assert cli("tasks", sid, "--json", db=sqlite_url).stdout == ""
+    with Chronicle(sqlite_url) as app, pytest.raises(ChronicleError, match="it has no sub-agents") as error:
+        app.add_task(sid, "count the widgets")
+    assert error.value.code == 2
+
+
 def test_tasks_help_shows_the_listing_s_session_and_options_and_the_listing_still_parses(sqlite_url, workspace, tmp_path):
     """The listing is a hidden `tasks list` command: `tasks --help` showed only `add`, none of SESSION, --json or --db.
     `tasks SESSION --help` is that same help, not the hidden command's."""
