@@ -61,8 +61,9 @@ def undo(
         if as_json:
             print_json(result.row())
         else:
-            redo_hint = pasted(f"redo {sid}", store.url)
-            out_console.print(f"undid {len(result.turn_ids)} turn(s) of session {sid}; `{redo_hint}` puts them back", soft_wrap=True)
+            redo_hint = pasted(f"redo {sid}" + (" --files" if files else ""), store.url)  # and the files, when they were undone
+            what = "them and their files" if files else "them"
+            out_console.print(f"undid {len(result.turn_ids)} turn(s) of session {sid}; `{redo_hint}` puts {what} back", soft_wrap=True)
             for item in restored:
                 out_console.print(f"  {item['action']}: {escape(printable(item['path']))}")  # a name the model chose
         fail_refused("undo", sid, result.refused, store.url)

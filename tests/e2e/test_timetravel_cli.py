@@ -74,6 +74,7 @@ def test_undo_files_restores_what_the_undone_turns_wrote_and_records_it(db_url, 
     one = cli("undo", sid, "--files", db=db_url)
     assert one.returncode == 0, one.stderr
     assert (workspace / "notes.txt").read_text() == "v1"
+    assert f"`chronicle redo {sid} --files` puts them and their files back" in one.stdout, one.stdout  # not the turns alone
     assert cli("redo", sid, db=db_url).returncode == 0
     (workspace / "notes.txt").write_text("v2")
     both = cli("undo", sid, "--turns", "2", "--files", db=db_url)
