@@ -91,3 +91,10 @@ def test_a_job_cancelled_before_it_started_is_listed_cancelled_everywhere_not_qu
         assert '<span class="status cancelled" id="status">cancelled</span>' in httpx.get(f"{base}/ui/sessions/{job_id}").text
     after = json_lines(cli("jobs", "--json", db=db_url).stdout)[0]
     assert (after["status"], after["turns"]) == ("cancelled", 0), "the server's worker never ran it"
+
+    # Nothing waits to run, so it can be archived as any idle session with nothing queued (it was refused: "inputs queued")
+    archived = cli("archive", job_id, db=db_url)
+    assert archived.returncode == 0, archived.stderr
+    assert json_lines(cli("sessions", "--json", db=db_url).stdout) == []
+    row = json_lines(cli("sessions", "--all", "--json", db=db_url).stdout)[0]
+    assert (row["status"], row["queued"], row["archived"]) == ("cancelled", 0, True)
