@@ -474,10 +474,10 @@ class Session(SessionView, Aggregate):
     def _title_failed(self, reason: str, usage: dict[str, Any], model: str, timestamp: datetime) -> None:
         self.title_error = reason
 
-    def archive(self, now: datetime, actor: str | None = None) -> None:
+    def archive(self, now: datetime, actor: str | None = None, queue_never_runs: bool = False) -> None:
         """Hide the session from listings. Nothing is deleted: the log stays whole, `sessions --all`
         shows it, `unarchive` brings it back (session_rules.check_archivable says which can go)."""
-        check_archivable(self)
+        check_archivable(self, queue_never_runs)
         self._archived(actor=actor, timestamp=now)
 
     class Archived(Event):

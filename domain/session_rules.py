@@ -62,12 +62,13 @@ def check_no_files_owed(session: Session, command: str) -> None:
                           f"`chronicle resume {session.id}` finishes that before {command}")
 
 
-def check_archivable(session: Session) -> None:
+def check_archivable(session: Session, queue_never_runs: bool = False) -> None:
     """Only an idle session with nothing queued is archived, so no worker is left continuing a
-    session nobody sees."""
+    session nobody sees. `queue_never_runs`: its queued inputs are a cancelled job's, which no worker
+    or resume runs (`sessions` lists it cancelled, nothing queued), so they keep nothing going."""
     if session.archived:
         raise DomainError(f"session {session.id} is already archived")
-    if session.status != "idle" or session.queue:
+    if session.status != "idle" or (session.queue and not queue_never_runs):
         raise DomainError(f"session {session.id} has a turn running or inputs queued; cancel or wait for them before archiving")
 
 

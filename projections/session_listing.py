@@ -17,8 +17,8 @@ from .cost_report import CostReport, Rows
 
 #: The summaries projection's version (SummariesProjection.version): bump it when its tables change.
 #: v2: what `sessions` shows (status, turns, queue, archived, fork, index order, repairs); v3 the model; v4 a
-#: sub-agent's instance name.
-SUMMARIES_VERSION = 4
+#: sub-agent's instance name; v5 whether the session is a cancelled job (Job.Cancelled).
+SUMMARIES_VERSION = 5
 SUMMARIES_KEY = f"projection:summaries:v{SUMMARIES_VERSION}"
 
 K = TypeVar("K", bound=Hashable)
@@ -46,6 +46,17 @@ def archived_trees(parents: Mapping[K, K | None], archived: set[K]) -> set[K]:
     return {sid for sid in parents if under_archived(sid)}
 
 
+def as_listed(status: str, queued: int, in_flight: bool, job_cancelled: bool) -> tuple[str, int]:
+    """The listing's `status` and `queued` for a session. A cancelled job (`jobs cancel`) with no turn in flight is
+    over: `cancelled`, as `jobs` says, with nothing `queued`, since no worker and no `resume` runs its inputs
+    (runtime/app/worker.py: cancelled_before_start). It was listed `idle` with its input `queued` forever, which the
+    table showed as `queued (1)`, "waiting for a worker". A turn in flight is listed by its own status until it ends.
+    Shared by the read-model listing and the aggregate one (runtime/app/queries.py), so the two cannot disagree."""
+    if job_cancelled and not in_flight:
+        return "cancelled", 0
+    return status, queued
+
+
 def listed_ids(rows: Rows) -> list[str]:
     """Every indexed session id, oldest first, archived ones too (`ChronicleStore.session_ids`)."""
     return [r["session_id"] for r in rows.dicts("SELECT session_id FROM proj_summaries_index ORDER BY listed")]
@@ -58,7 +69,7 @@ def session_rows(rows: Rows, archived: bool = False) -> list[dict[str, Any]]:
         raise Deferred("an event the projections passed over")
     found = rows.dicts(
         "SELECT s.session_id, s.title, s.status, s.active_turn_id, t.status AS turn_status, s.agent, s.created_at, "
-        "s.parent_session_id, s.forked_from, s.turns, s.queue, s.archived, s.model, s.instance FROM proj_summaries_index i "
+        "s.parent_session_id, s.forked_from, s.turns, s.queue, s.archived, s.model, s.instance, s.job_cancelled FROM proj_summaries_index i "
         "JOIN proj_summaries s ON s.session_id = i.session_id "
         "LEFT JOIN proj_summaries_turns t ON t.turn_id = s.active_turn_id ORDER BY i.listed"
     )
@@ -79,6 +90,8 @@ def session_rows(rows: Rows, archived: bool = False) -> list[dict[str, Any]]:
             if r["turn_status"] is None:
                 raise Deferred(f"session {r['session_id']}: its running turn has no recorded status")
             status = r["turn_status"]
+        status, queued = as_listed(status, 0 if r["queue"] in (None, "", "[]") else len(json.loads(r["queue"])),
+                                   r["active_turn_id"] is not None, bool(r["job_cancelled"]))
         listing.append({
             "session_id": r["session_id"],
             "title": r["title"],
@@ -88,7 +101,7 @@ def session_rows(rows: Rows, archived: bool = False) -> list[dict[str, Any]]:
             "parent_session_id": r["parent_session_id"],
             "forked_from": None if r["forked_from"] is None else json.loads(r["forked_from"]),
             "turns": int(r["turns"]),
-            "queued": 0 if r["queue"] in (None, "", "[]") else len(json.loads(r["queue"])),
+            "queued": queued,
             "cost": costs.total_usd(r["session_id"]),
             "repair": repairs.get(r["session_id"]),
             "archived": bool(r["archived"]),

@@ -8,7 +8,8 @@ can record them without this projection having to change.
 
 v2 keeps what `sessions` reads from the aggregates (status, branch length, queue, archived,
 fork origin, the running turn's status, the session index's order, the newest self-repair; v3 the
-model it runs on, Session.ModelChanged; v4 a sub-agent's instance name) so
+model it runs on, Session.ModelChanged; v4 a sub-agent's instance name; v5 whether it is a job that was
+cancelled, Job.Cancelled, which no Session event records) so
 that the listing can be answered with plain SQL by session_listing.py, without importing the
 domain. The handlers follow the Session aggregate's `@event` bodies field for field; a test
 compares the two listings on stores with forks, sub-agents, queues, failures and repairs.
@@ -19,6 +20,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from chronicle.domain.job import Job
 from chronicle.domain.session import Session
 from chronicle.domain.turn import Turn
 
@@ -45,7 +47,7 @@ class SummariesProjection(Projection):
                           "title_error TEXT, compaction_summary TEXT, compacted_at TEXT, compactions BIGINT, "
                           "agent TEXT, created_at TEXT, parent_session_id TEXT, forked_from TEXT, status TEXT, "
                           "active_turn_id TEXT, turns BIGINT, queue TEXT, steering TEXT, archived BIGINT, model TEXT, "
-                          "instance TEXT",
+                          "instance TEXT, job_cancelled BIGINT",
         # The session index (runtime/store.py: SessionLogged, withdrawn by SessionUnlisted/Forgotten) in its order.
         "proj_summaries_index": "session_id TEXT PRIMARY KEY, listed BIGINT",
         "proj_summaries_turns": "turn_id TEXT PRIMARY KEY, status TEXT",
@@ -59,7 +61,7 @@ class SummariesProjection(Projection):
         sid = str(e.originator_id)
         tx.execute(
             "INSERT INTO proj_summaries VALUES (%s, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 0, "
-            "%s, %s, %s, %s, 'idle', NULL, %s, '[]', '[]', 0, %s, %s)",
+            "%s, %s, %s, %s, 'idle', NULL, %s, '[]', '[]', 0, %s, %s, 0)",
             (sid, (e.spec or {}).get("name", "main"), e.timestamp.isoformat(),
              str(e.parent_session_id) if e.parent_session_id else None,
              None if e.forked_from is None else dumps(e.forked_from), len(e.head), (e.spec or {}).get("model") or None,
@@ -121,6 +123,11 @@ class SummariesProjection(Projection):
     @on(Session.ModelChanged)
     def _model_changed(self, tx: Tx, e: Any, position: int) -> None:
         tx.execute("UPDATE proj_summaries SET model = %s WHERE session_id = %s", (e.model, str(e.originator_id)))
+
+    @on(Job.Cancelled)
+    def _job_cancelled(self, tx: Tx, e: Any, position: int) -> None:
+        # A job and its session are created in one transaction (runtime/jobs.py: submit_job), so its row is there.
+        tx.execute("UPDATE proj_summaries SET job_cancelled = 1 WHERE session_id = %s", (str(e.session_id),))
 
     @on(Session.TitleSet)
     def _title(self, tx: Tx, e: Any, position: int) -> None:

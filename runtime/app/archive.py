@@ -19,7 +19,13 @@ from .queries import session_id
 
 
 def archive(store: ChronicleStore, ref: str | UUID, actor: str | None = None, clock: Clock = SYSTEM_CLOCK) -> UUID:
-    return _change(store, ref, lambda s, now, who: s.archive(now, actor=who), actor, clock)
+    """A cancelled job's queued input is never run (`jobs cancel`; `sessions` lists it cancelled, nothing queued),
+    so it does not keep the session from being archived as an input that waits for a worker does."""
+    from ..jobs import cancelled
+
+    sid = session_id(store, ref)
+    never_runs = cancelled(store, sid)
+    return _change(store, sid, lambda s, now, who: s.archive(now, actor=who, queue_never_runs=never_runs), actor, clock)
 
 
 def unarchive(store: ChronicleStore, ref: str | UUID, actor: str | None = None, clock: Clock = SYSTEM_CLOCK) -> UUID:

@@ -47,12 +47,21 @@ def session_id(store: ChronicleStore, ref: str | UUID) -> UUID:
 
 
 def session_row(store: ChronicleStore, session: Session, summary: dict[str, Any] | None = None,
-                cost: float | None = None, repair: str | None = None) -> dict[str, Any]:
+                cost: float | None = None, repair: str | None = None, job_cancelled: bool | None = None) -> dict[str, Any]:
     """`summary` and `cost` come from the projections (title, USD with sub-agents rolled up); `repair` is the status
-    of the session's newest self-repair (retry, success, failed, manual_required), None if it never needed one."""
+    of the session's newest self-repair (retry, success, failed, manual_required), None if it never needed one.
+    `job_cancelled`: whether the session is a job that `jobs cancel` cancelled (None: look its Job up), which lists it
+    `cancelled` with nothing `queued` once no turn is in flight (projections/session_listing.py: as_listed)."""
+    from chronicle.projections.session_listing import as_listed
+
     status = session.status
     if session.active_turn_id is not None:
         status = store.turn(session.active_turn_id).status
+    if job_cancelled is None:
+        from ..jobs import cancelled
+
+        job_cancelled = cancelled(store, session.id)
+    status, queued = as_listed(status, len(session.queue), session.active_turn_id is not None, job_cancelled)
     return {
         "session_id": str(session.id),
         "title": session.title or (summary or {}).get("title"),
@@ -62,7 +71,7 @@ def session_row(store: ChronicleStore, session: Session, summary: dict[str, Any]
         "parent_session_id": str(session.parent_session_id) if session.parent_session_id else None,
         "forked_from": session.forked_from,
         "turns": len(session.head),
-        "queued": len(session.queue),
+        "queued": queued,
         "cost": cost,
         "repair": repair,
         "archived": bool(getattr(session, "archived", False)),
@@ -100,17 +109,27 @@ def sessions_from_aggregates(store: ChronicleStore, archived: bool = False) -> l
     from ..read_models import ReadModelsMissing, caught_up
 
     repairs = latest_repairs(store)
+    cancelled = cancelled_jobs(store)
     try:
         engine = caught_up(store)
     except ReadModelsMissing:
-        return [session_row(store, session, repair=repairs.get(session.id)) for session in listed]
+        return [session_row(store, session, repair=repairs.get(session.id), job_cancelled=session.id in cancelled)
+                for session in listed]
     with engine.read() as tx:
         titles = summaries(tx)
         costs = CostReport(tx)
         return [
-            session_row(store, session, titles.get(str(session.id)), costs.total_usd(str(session.id)), repairs.get(session.id))
+            session_row(store, session, titles.get(str(session.id)), costs.total_usd(str(session.id)), repairs.get(session.id),
+                        job_cancelled=session.id in cancelled)
             for session in listed
         ]
+
+
+def cancelled_jobs(store: ChronicleStore) -> set[UUID]:
+    """The sessions of the jobs `jobs cancel` cancelled, read from the job index once (not a lookup per session)."""
+    from ..jobs import jobs
+
+    return {job.session_id for job in jobs(store) if job.status == "cancelled"}
 
 
 def latest_repairs(store: ChronicleStore) -> dict[UUID, str]:

@@ -95,3 +95,41 @@ def test_a_submitted_job_prints_its_id_alone_says_what_runs_it_and_the_resume_it
     assert piped.returncode == 0 and len(piped.stdout.strip()) == 36 and piped.stderr == "", piped.stdout + piped.stderr
     assert cli("resume", job, db=sqlite_url).returncode == 0
     assert json_lines(cli("jobs", "status", job, "--json", db=sqlite_url).stdout)[0]["status"] == "completed"
+
+
+def test_a_job_cancelled_before_it_started_is_listed_cancelled_everywhere_not_queued_forever(db_url, workspace, tmp_path):
+    """`sessions` listed it `queued (1)` (JSON: idle, queued 1), "inputs waiting for a worker", while `jobs` said
+    cancelled and `resume --all` had nothing to resume: no worker ever runs that input. Every view now agrees."""
+    import httpx
+
+    from tests.server.serving import serving
+
+    script = write_script(tmp_path / "s.json", [response(text("never"))])
+    submitted = cli("jobs", "submit", "x", "--provider", f"scripted:{script}", "--workspace", str(workspace), "--json", db=db_url)
+    assert submitted.returncode == 0, submitted.stderr
+    job_id = json_lines(submitted.stdout)[0]["job_id"]
+    assert cli("jobs", "cancel", job_id, db=db_url).returncode == 0
+
+    table = cli("sessions", db=db_url)
+    assert table.returncode == 0, table.stderr
+    line = next(row for row in table.stdout.splitlines() if row.startswith(job_id[:8]))
+    assert "cancelled" in line.split() and "queued" not in line, table.stdout
+    row = json_lines(cli("sessions", "--json", db=db_url).stdout)[0]
+    assert (row["session_id"], row["status"], row["queued"]) == (job_id, "cancelled", 0)
+    assert json_lines(cli("jobs", "--json", db=db_url).stdout)[0]["status"] == "cancelled"
+    assert "nothing to resume" in cli("resume", "--all", db=db_url).stdout
+
+    with serving(db_url, workspace) as base:
+        listed = httpx.get(f"{base}/sessions").json()
+        assert [(r["session_id"], r["status"], r["queued"]) for r in listed] == [(job_id, "cancelled", 0)]
+        assert '<span class="status cancelled">cancelled</span>' in httpx.get(f"{base}/ui/sessions").text
+        assert '<span class="status cancelled" id="status">cancelled</span>' in httpx.get(f"{base}/ui/sessions/{job_id}").text
+    after = json_lines(cli("jobs", "--json", db=db_url).stdout)[0]
+    assert (after["status"], after["turns"]) == ("cancelled", 0), "the server's worker never ran it"
+
+    # Nothing waits to run, so it can be archived as any idle session with nothing queued (it was refused: "inputs queued")
+    archived = cli("archive", job_id, db=db_url)
+    assert archived.returncode == 0, archived.stderr
+    assert json_lines(cli("sessions", "--json", db=db_url).stdout) == []
+    row = json_lines(cli("sessions", "--all", "--json", db=db_url).stdout)[0]
+    assert (row["status"], row["queued"], row["archived"]) == ("cancelled", 0, True)

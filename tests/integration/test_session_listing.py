@@ -18,6 +18,7 @@ from chronicle.runtime.app import archive as archive_app
 from chronicle.runtime.app import queries
 from chronicle.runtime.app import timetravel as timetravel_app
 from chronicle.runtime.app.session_listing import current_listing, open_store_listing
+from chronicle.runtime.jobs import cancel_job, submit_job
 from chronicle.runtime.read_models import caught_up
 from chronicle.runtime.self_repair import SelfRepair
 from chronicle.runtime.store import ChronicleStore
@@ -33,8 +34,9 @@ FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 def build(url: str, tmp_path: Path, workspace: Path) -> tuple[ChronicleStore, MixedRun]:
     """Sub-agents two deep, failed turns, a turn awaiting approval, undo/redo, a fork, an archived
     sub-agent (its child hidden with it), an archived top-level session, inputs queued with no turn
-    run, pending steering, a title with a NUL, a repair in the index, and an index entry naming no
-    session that a repair withdrew again."""
+    run, pending steering, a title with a NUL, a repair in the index, an index entry naming no
+    session that a repair withdrew again, a job cancelled before it started (its input never runs) and one
+    still queued."""
     store = ChronicleStore(url)
     run = MixedRun(store, tmp_path, workspace)
     asyncio.run(run.run())
@@ -56,6 +58,9 @@ def build(url: str, tmp_path: Path, workspace: Path) -> tuple[ChronicleStore, Mi
     store.create_session(queued)
     store.update_session(queued.id, lambda session: session.set_title("nul\x00title", now()))
     store.update_session(s["e"], lambda session: session.steer("st1", "and then this", now()))
+    s["job_cancelled"] = submit_job(store, AgentSpec(name="jobbed"), "never run", clock=run.clock).session_id
+    cancel_job(store, s["job_cancelled"], clock=run.clock)
+    s["job_queued"] = submit_job(store, AgentSpec(name="jobbed"), "run me", clock=run.clock).session_id
 
     repair = Repair(id=uuid4(), kind="stuck_turn", target="t", session_id=s["c"], detail="silent", timestamp=now())
     repair.attempt("manual_required", "gave up", now())
@@ -104,6 +109,10 @@ def test_the_read_models_list_sessions_exactly_as_the_aggregates_do(db_url, tmp_
     assert any((r["forked_from"] or {}).get("session_id") == s["a"] and r["forked_from"]["turn"] == 1 for r in rows.values())
     assert any(r["queued"] == 2 and r["title"] == "nul\x00title" for r in rows.values())
     assert rows[s["b"]]["turns"] == 1 and rows[s["a"]]["turns"] == 1
+    # a job cancelled before it started: `jobs` says cancelled and no worker or resume runs its input, so it is not
+    # "idle, 1 queued" (the table's `queued (1)`); a job still queued is
+    assert (rows[s["job_cancelled"]]["status"], rows[s["job_cancelled"]]["queued"]) == ("cancelled", 0)
+    assert (rows[s["job_queued"]]["status"], rows[s["job_queued"]]["queued"]) == ("idle", 1)
 
     cli_rows = cli("sessions", "--all", "--json", db=db_url)
     assert cli_rows.returncode == 0, cli_rows.stderr
@@ -279,3 +288,30 @@ def test_a_url_that_cannot_work_is_reported_by_the_store_path_as_before():
     assert current_listing(url) is None
     refused = cli("sessions", db=url)
     assert refused.returncode == 2 and "needs a database name" in refused.stderr and "internal error" not in refused.stderr
+
+
+def test_a_store_whose_summaries_the_code_before_left_lists_its_cancelled_job_cancelled(db_url, workspace, tmp_path):
+    """Summaries v4 had no column for a cancelled job: on a store they were current for, the listing is not taken
+    from them (their key is not v5's) but from the aggregates, which say `cancelled`, while v5 is built from the log;
+    from then on the read models answer the same."""
+    from tests.helpers import response, text, write_script
+
+    script = write_script(tmp_path / "s.json", [response(text("never"))])
+    submitted = cli("jobs", "submit", "x", "--provider", f"scripted:{script}", "--workspace", str(workspace), "--json", db=db_url)
+    job_id = json_lines(submitted.stdout)[0]["job_id"]
+    assert cli("jobs", "cancel", job_id, db=db_url).returncode == 0
+    store = ChronicleStore(db_url)
+    engine = caught_up(store)
+    with engine.db.transaction() as tx:  # as summaries v4 left them: no job_cancelled column, under the v4 key
+        tx.execute("ALTER TABLE proj_summaries DROP COLUMN job_cancelled")
+        tx.execute(f"DELETE FROM {engine.db.tracking_table} WHERE application_name = %s", (SummariesProjection().key,))
+        engine.db.advance(tx, "projection:summaries:v4", engine.head())
+    store.close()
+    assert current_listing(db_url) is None
+    first = cli("sessions", "--json", db=db_url)
+    assert first.returncode == 0, first.stderr
+    assert [(r["session_id"], r["status"], r["queued"]) for r in json_lines(first.stdout)] == [(job_id, "cancelled", 0)]
+    assert current_listing(db_url) is not None  # v5 was built by that command
+    assert json_lines(cli("sessions", "--json", db=db_url).stdout) == json_lines(first.stdout)
+    assert "queued" not in cli("sessions", db=db_url).stdout
+    assert_same(db_url)
