@@ -35,6 +35,7 @@ from .loops import LoopSetupError, build_loop, loop_parts, refuse_vanished_tools
 from .model_change import change_model, check_model
 from .queries import session_id
 from .specs import ignored_in_code, new_spec, resolve_workspace, session_workspace
+from .worker import cancelled_before_start
 
 
 @dataclass
@@ -184,6 +185,9 @@ class Conversation:
             raise AppError(str(exc), 2) from None
         sid = session_id(store, session) if session else None
         recorded = store.session(sid).spec if sid else None
+        if sid is not None and (never := cancelled_before_start(store, store.session(sid, copy=False))) is not None:
+            # Its turns run queued inputs oldest first: the cancelled one would run before the new prompt.
+            raise AppError(f"{never}, so nothing more runs on this session; start a new one (leave out --session)", 1)
         workspace = resolve_workspace(options.workspace or session_workspace(recorded))
         settings = settings_for(options, workspace, recorded)
         notes: list[str] = []

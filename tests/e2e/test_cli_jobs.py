@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests import processes
 from tests.helpers import cli, json_lines, response, text, write_script
 
@@ -133,3 +135,21 @@ def test_a_job_cancelled_before_it_started_is_listed_cancelled_everywhere_not_qu
     assert json_lines(cli("sessions", "--json", db=db_url).stdout) == []
     row = json_lines(cli("sessions", "--all", "--json", db=db_url).stdout)[0]
     assert (row["status"], row["queued"], row["archived"]) == ("cancelled", 0, True)
+
+
+def test_a_job_cancelled_before_it_started_runs_nothing_more_when_continued(sqlite_url, workspace, tmp_path):
+    """`run --session JOB` queued its prompt behind the cancelled input and ran that input first (`↳ an earlier input:
+    the job's prompt`), though a cancelled job is not run. It is refused, recording nothing, from the CLI and the library."""
+    from chronicle import Agent, Chronicle, ChronicleError
+
+    script = write_script(tmp_path / "s.json", [response(text("ran"))])
+    provider = f"scripted:{script}"
+    submitted = cli("jobs", "submit", "old job prompt", "--provider", provider, "--workspace", str(workspace), "--json", db=sqlite_url)
+    job_id = json_lines(submitted.stdout)[0]["job_id"]
+    assert cli("jobs", "cancel", job_id, db=sqlite_url).returncode == 0
+    events = len(json_lines(cli("log", job_id, "--json", db=sqlite_url).stdout))
+    refused = cli("run", "a new prompt", "--session", job_id, "--provider", provider, db=sqlite_url)
+    assert refused.returncode == 1 and "was cancelled before it started" in refused.stderr and "ran" not in refused.stdout, refused
+    with Chronicle(sqlite_url) as app, pytest.raises(ChronicleError, match="was cancelled before it started"):
+        app.run_sync(Agent(provider=provider), "again", session=job_id)
+    assert len(json_lines(cli("log", job_id, "--json", db=sqlite_url).stdout)) == events  # nothing recorded
