@@ -44,16 +44,38 @@ def with_answer(content: list[dict[str, Any]], answer: str) -> list[dict[str, An
     return out if placed else [*out, {"type": "text", "text": answer}]
 
 
-def compacted_view(head: list[UUID], compaction: dict[str, Any] | None) -> tuple[str | None, list[UUID]]:
-    """Which turns of the branch the model reads, and the summary that stands for those before them.
+def compaction_entry(compaction: dict[str, Any]) -> dict[str, Any]:
+    """How a session keeps each of its compactions: its text and the number of the branch's first turns it covers,
+    with the last of them (not every id: a long session compacts often, and its state is copied on every command).
+    A turn stands on any branch after the same turns (undo takes the newest off, redo puts them back in order, a new
+    turn ends the redo), so the branch's first `turns` are those it covered when the `turns`-th is `through`."""
+    compacted = list(compaction["compacted_turn_ids"])
+    return {"summary": compaction.get("summary"), "strategy": compaction.get("strategy"), "at": compaction.get("at"),
+            "turns": len(compacted), "through": compacted[-1] if compacted else None}
 
-    A compaction covers a prefix of the head. If undo has since cut into that prefix, the
-    compaction no longer describes the branch and the whole head is used again.
-    """
-    compacted = list(compaction["compacted_turn_ids"]) if compaction else []
-    if compacted and head[: len(compacted)] == compacted:
-        return compaction["summary"], head[len(compacted):]  # type: ignore[index]
-    return None, list(head)
+
+def holding_compaction(head: list[UUID], compactions: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The compaction that stands for the branch's first turns (`compactions`: the session's `compaction_entry`s,
+    oldest first): the newest whose turns are all still the first on `head`, with `compacted_turn_ids` those turns.
+
+    Each compaction covers a prefix of the branch as it was then. An undo that takes back a turn one covers ends it:
+    its text no longer describes the branch. An earlier one whose turns all stay on the branch still does, so it
+    holds again (undoing the turn the newest covered last leaves the one made before it holding); a redo that puts
+    the turns back makes the newer one hold again."""
+    for entry in reversed(compactions):
+        count = entry["turns"]
+        if 0 < count <= len(head) and head[count - 1] == entry["through"]:
+            return {**entry, "compacted_turn_ids": list(head[:count])}
+    return None
+
+
+def compacted_view(head: list[UUID], compactions: list[dict[str, Any]]) -> tuple[str | None, list[UUID]]:
+    """Which turns of the branch the model reads, and the summary that stands for those before them: after
+    the compaction that holds (`holding_compaction`), or the whole head when none does."""
+    compaction = holding_compaction(head, compactions)
+    if compaction is None:
+        return None, list(head)
+    return compaction["summary"], head[compaction["turns"]:]
 
 
 def steps_compaction(turn: Any) -> dict[str, Any] | None:

@@ -18,7 +18,7 @@ from .tool_call import ToolCall
 from .turn import Turn
 
 AGGREGATES = (Session, Turn, ToolCall, SessionLease, Attachment)
-AGGREGATE_VERSIONS = {"Session": 8, "Turn": 4, "ToolCall": 1, "SessionLease": 1, "Attachment": 1}
+AGGREGATE_VERSIONS = {"Session": 9, "Turn": 4, "ToolCall": 1, "SessionLease": 1, "Attachment": 1}
 #: v2 of Session.TurnsUndone/TurnsRedone/SteeringQueued/CancelRequested, Turn.Resumed/Cancelled and
 #: ToolCall.Approved/Denied: `actor`, who decided (None on older events). v3 of ToolCall.Approved: `reason`,
 #: why a mechanism (the approval policy) approved; None on older events and for a person's answer.

@@ -13,6 +13,7 @@ from uuid import UUID
 
 from eventsourcing.domain import Aggregate, event
 
+from .context_wire import compaction_entry
 from .decided import Decided
 from .errors import DomainError
 from .event_type import EventType
@@ -39,6 +40,7 @@ from .session_upcasts import (
     snapshot_v5_v6,
     snapshot_v6_v7,
     snapshot_v7_v8,
+    snapshot_v8_v9,
     started_v1_v2,
     turn_ended_v1_v2,
 )
@@ -59,7 +61,7 @@ class Session(SessionView, Aggregate):
         pass
 
     #: What each version added, and how an older snapshot is read: session_upcasts.snapshot_vN_vN+1.
-    class_version = 8
+    class_version = 9
 
     upcast_v1_v2 = staticmethod(snapshot_v1_v2)
     upcast_v2_v3 = staticmethod(snapshot_v2_v3)
@@ -68,6 +70,7 @@ class Session(SessionView, Aggregate):
     upcast_v5_v6 = staticmethod(snapshot_v5_v6)
     upcast_v6_v7 = staticmethod(snapshot_v6_v7)
     upcast_v7_v8 = staticmethod(snapshot_v7_v8)
+    upcast_v8_v9 = staticmethod(snapshot_v8_v9)
 
     class Started(Aggregate.Created, Event):
         """v2: `forked_from` is {"session_id", "turn"}; v1 events of chat's /fork held "turn_id"."""
@@ -104,7 +107,10 @@ class Session(SessionView, Aggregate):
         self.active_turn_id: UUID | None = None
         self.title: str | None = None
         self.title_error: str | None = None
+        #: The newest Compacted, and every one oldest first: after an undo the newest may no longer hold, and an
+        #: earlier one whose turns all stay on the branch does (SessionView.held_compaction).
         self.compaction: dict[str, Any] | None = None
+        self.compactions: list[dict[str, Any]] = []
         self.always_allowed: list[str] = []
         self.steering: list[dict[str, Any]] = []
         self.cancel_requested: dict[str, Any] | None = None
@@ -659,6 +665,7 @@ class Session(SessionView, Aggregate):
             "summary": summary, "compacted_turn_ids": list(turn_ids), "first_kept_turn_id": first_kept_turn_id,
             "strategy": strategy, "at": timestamp.isoformat(),
         }
+        self.compactions = [*self.compactions, compaction_entry(self.compaction)]
         self.compaction_attempts += 1
         self.aux_calls.append({"kind": "summary", "model": model, "usage": usage, "at": timestamp.isoformat()})
 

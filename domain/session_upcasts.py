@@ -66,6 +66,15 @@ def snapshot_v7_v8(state: dict[str, Any]) -> None:
     state.setdefault("files_owed", None)
 
 
+def snapshot_v8_v9(state: dict[str, Any]) -> None:
+    """v9: `compactions`, every Compacted (an undo past the newest leaves an earlier one holding). A v8 snapshot
+    kept only the newest: that one is all such a session knows of those made before the snapshot."""
+    from .context_wire import compaction_entry
+
+    compaction = state.get("compaction")
+    state.setdefault("compactions", [compaction_entry(compaction)] if compaction else [])
+
+
 def files_not_asked(state: dict[str, Any]) -> None:
     """TurnsUndone/TurnsRedone v3 say whether the files were asked for; older ones recorded the
     undo of the conversation only (an older undo --files recorded its FilesRestored with it)."""

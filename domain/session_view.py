@@ -27,6 +27,8 @@ class SessionView:
     head: list[UUID]
     queue: list[dict[str, Any]]
     compaction: dict[str, Any] | None
+    #: Every Compacted, oldest first (`compaction` is the newest); which of them holds depends on the branch.
+    compactions: list[dict[str, Any]]
 
     @property
     def spec(self) -> AgentSpec:
@@ -73,8 +75,16 @@ class SessionView:
     def next_input(self) -> dict[str, Any] | None:
         return self.queue[0] if self.queue else None
 
+    @property
+    def held_compaction(self) -> dict[str, Any] | None:
+        """The compaction the model reads the branch's first turns through: the newest whose turns are all still
+        on the branch (context_wire.holding_compaction), None when none is."""
+        from .context_wire import holding_compaction
+
+        return holding_compaction(self.head, self.compactions)
+
     def context_view(self) -> tuple[str | None, list[UUID]]:
         """What the model reads: (summary, turn ids). The full record stays in the log."""
         from .context_wire import compacted_view
 
-        return compacted_view(self.head, self.compaction)
+        return compacted_view(self.head, self.compactions)

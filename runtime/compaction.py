@@ -147,14 +147,18 @@ class Compactor:
                 store.update_session(session_id, lambda s: s.record_compaction_failure(reason, strategy, now, usage=usage, model=model))
                 await io.emit(ErrorEvent(session_id=str(session_id), message=f"compaction {reason}; history left unchanged", kind="compaction"))
                 return CompactionResult(False, strategy, reason=reason, failed=True)
-            text = answer.text
+            from .workspace_log import with_pointers
+
+            text = with_pointers(answer.text, summary)
         elif strategy == "workspace":
-            from .workspace_log import append_turns, pointer, take_back
+            from .workspace_log import append_turns, moved_note, take_back
 
             if not io.workspace.is_dir():
                 return CompactionResult(False, strategy, reason=f"workspace {io.workspace} is gone; nothing was moved")
-            moved = append_turns(io.workspace, session_id, store.turns(chosen), io.clock.now())
-            text = pointer(moved.relative, len(already) + len(chosen)) + (f"\n\nSummary of what came before: {summary}" if summary else "")
+            turns = store.turns(chosen)
+            moved = append_turns(io.workspace, session_id, turns, io.clock.now())
+            # The file holds only the turns moved now: the text says which, and what stands for the earlier ones.
+            text = moved_note(moved.relative, [t.number for t in turns], len(already), summary)
         elif strategy != "truncate":
             raise ValueError(f"unknown compaction strategy {strategy!r}: use summary, truncate or workspace")
         now = io.clock.now()

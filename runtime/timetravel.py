@@ -14,6 +14,7 @@ from datetime import datetime
 from typing import Any, Callable
 from uuid import UUID, uuid4
 
+from chronicle.domain.context_wire import compaction_entry, holding_compaction
 from chronicle.domain.notes import shares_notes
 from chronicle.domain.session import Session
 from chronicle.domain.turn import Turn
@@ -174,17 +175,17 @@ def cut_at_turn(store: ChronicleStore, session_id: UUID, number: int) -> Cut:
         # Inherited turns had all completed before the fork, so they are as they were then.
         start = store.session(session_id, version=1)
         position, _ = _cut_of_event(store, session_id, 1)
-        start.compaction = _compaction_at_inherited(store, session_id, start, number)
+        held = _compaction_at_inherited(store, session_id, start, number)
+        start.compaction, start.compactions = held, [compaction_entry(held)] if held else []
         start.head = numbered[:number]
         return Cut(start, position, None, 1)
     own = number - inherited
     return cut_at_version(store, session_id, turn_end_version(store, session, own, shown_as=number), latest=session)
 
 
-def _held(compaction: dict[str, Any] | None, head: list[UUID]) -> dict[str, Any] | None:
-    """`compaction` if it still holds on a branch of `head` (its turns are the branch's first), else None."""
-    compacted = list(compaction["compacted_turn_ids"]) if compaction else []
-    return compaction if compacted and head[: len(compacted)] == compacted else None
+def _held(session: Session, head: list[UUID]) -> dict[str, Any] | None:
+    """The session's compaction that holds on a branch of `head` (the newest whose turns are the branch's first), else None."""
+    return holding_compaction(head, session.compactions)
 
 
 def _compaction_at_inherited(store: ChronicleStore, fork_id: UUID, start: Session, number: int) -> dict[str, Any] | None:
@@ -200,7 +201,7 @@ def _compaction_at_inherited(store: ChronicleStore, fork_id: UUID, start: Sessio
         return None  # none recorded with the start (or a fork from before forks recorded one: its model read none)
     head = list(start.head)
     if number == len(head):
-        return _held(store.session(fork_id, version=2).compaction, head)
+        return _held(store.session(fork_id, version=2), head)
     return _compaction_when_ended(store, start, head[number - 1], head[:number])
 
 
@@ -214,7 +215,7 @@ def _compaction_when_ended(store: ChronicleStore, fork: Session, turn_id: UUID, 
         if turn_id not in first.head:
             for _, ended in store.events_with_positions([owner], topic_suffix=".TurnEnded"):
                 if getattr(ended, "turn_id", None) == turn_id:
-                    return _held(store.session(owner, version=ended.originator_version).compaction, head)
+                    return _held(store.session(owner, version=ended.originator_version), head)
             return None
         origin = first.forked_from or {}
     return None
@@ -307,7 +308,7 @@ def fork(
     # The fork continues from the conversation as `history --at` shows it: a compaction of the parent's branch that
     # still holds at the cut holds on the fork too (recorded with it, in one save), or the fork's model would read
     # every turn the parent's had stopped reading.
-    compaction = _held(cut.session.compaction, list(cut.session.head))
+    compaction = _held(cut.session, list(cut.session.head))
     if compaction:
         child.compact(list(compaction["compacted_turn_ids"]), compaction["summary"], compaction["strategy"], now)
     # The turns it continues from may speak of shared notes: the fork's board starts with those of the parent's tree

@@ -396,7 +396,7 @@ def heartbeat(chat: Any, arg: str) -> None:
 
 def summary(chat: Any, arg: str) -> None:
     session = chat.store.session(chat.session_id)
-    summary_text = (session.compaction or {}).get("summary")
+    summary_text = session.context_view()[0]  # the summary the model reads, as `history` shows it
     if session.title:
         chat.console.print(f"title: {escape(printable(session.title))}")
     if summary_text:
