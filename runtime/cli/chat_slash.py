@@ -65,7 +65,7 @@ def _count(arg: str, default: int | None) -> int | None:
     if not arg:
         return default
     if not arg.isdigit():
-        raise DomainError(f"expected a whole number of turns (0 or more), got {arg!r}")
+        raise DomainError(f"expected a whole number (0 or more), got {arg!r}")
     return int(arg)
 
 

@@ -91,7 +91,7 @@ def test_fork_in_chat_takes_the_turn_to_fork_at_and_refuses_one_that_is_not_ther
     done = cli("chat", "--provider", f"scripted:{s}", "--workspace", str(workspace), db=sqlite_url,
                input="first\nsecond\n/fork 9\n/fork x\n/fork 1\n/quit\n")
     assert done.returncode == 0, done.stderr
-    assert "TURN must be 1..2" in done.stdout and "expected a number, got 'x'" in done.stdout
+    assert "TURN must be 1..2" in done.stdout and "expected a whole number (0 or more), got 'x'" in done.stdout
     assert "(1 turn(s) shared)" in done.stdout
     forks = [row for row in json_lines(cli("sessions", "--json", db=sqlite_url).stdout) if row["forked_from"]]
     assert [(row["forked_from"]["turn"], row["turns"]) for row in forks] == [(1, 1)]
