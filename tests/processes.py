@@ -49,6 +49,19 @@ def run(command: list[str], input: str | None = None, timeout: float | None = No
     return subprocess.CompletedProcess(process.args, process.returncode, out, err)
 
 
+def read_terminal(main: int) -> bytes:
+    """Everything written to a pseudo-terminal (`pty.openpty()`'s `main` side) until the program's end closes it;
+    closes `main`. The other side must already be closed here, or this waits for ever."""
+    seen = b""
+    try:
+        while chunk := os.read(main, 65536):
+            seen += chunk
+    except OSError:  # the other end closed (Linux says EIO rather than an empty read)
+        pass
+    os.close(main)
+    return seen
+
+
 def adopt(process: Any) -> Any:
     """End `process` (a Popen or a zygote's Forked, leading a group of its own) or a bare group id with the test."""
     _started.append(process)

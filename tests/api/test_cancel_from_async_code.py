@@ -12,6 +12,8 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -38,16 +40,21 @@ def scripted(tmp_path):
     return f"scripted:{path}"
 
 
+async def running(app: Chronicle, agent: Agent, workspace: Path) -> tuple[asyncio.Task[Any], str]:
+    """The agent's turn started in a task of this loop, once its tool runs: (the task, its session)."""
+    STARTED["tool"] = asyncio.Event()
+    turn = asyncio.create_task(app.run(agent, "watch the queue", workspace=str(workspace)))
+    await asyncio.wait_for(STARTED["tool"].wait(), 30)
+    return turn, SESSIONS[-1]
+
+
 def test_a_turn_running_on_the_loop_is_cancelled_promptly_by_cancel_async(db_url, workspace, tmp_path):
     SESSIONS.clear()
     agent = Agent(tools=[watch_the_queue], provider=scripted(tmp_path))
 
     async def program():
-        STARTED["tool"] = asyncio.Event()
         async with Chronicle(db_url) as app:
-            turn = asyncio.create_task(app.run(agent, "watch the queue", workspace=str(workspace)))
-            await asyncio.wait_for(STARTED["tool"].wait(), 30)
-            sid = SESSIONS[-1]
+            turn, sid = await running(app, agent, workspace)
 
             # The blocking form would hold this loop for its whole wait: refused, naming the twin, nothing recorded.
             began = time.monotonic()
@@ -77,11 +84,9 @@ def test_cancel_without_a_wait_is_taken_inside_the_loop(db_url, workspace, tmp_p
     agent = Agent(tools=[watch_the_queue], provider=scripted(tmp_path))
 
     async def program():
-        STARTED["tool"] = asyncio.Event()
         async with Chronicle(db_url) as app:
-            turn = asyncio.create_task(app.run(agent, "watch the queue", workspace=str(workspace)))
-            await asyncio.wait_for(STARTED["tool"].wait(), 30)
-            requested = app.cancel(SESSIONS[-1], wait_s=0)
+            turn, sid = await running(app, agent, workspace)
+            requested = app.cancel(sid, wait_s=0)
             return requested, await asyncio.wait_for(turn, 10)
 
     requested, result = asyncio.run(program())

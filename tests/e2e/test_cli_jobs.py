@@ -68,16 +68,7 @@ def _stderr_on_a_terminal(args: list[str], db: str, cwd: Path, stdin: str = "") 
                            stdout=subprocess.PIPE, stderr=side, env=env, cwd=cwd)
     os.close(side)
     out, _ = proc.communicate(stdin.encode(), timeout=60)
-    seen = b""
-    while True:
-        try:
-            chunk = os.read(main, 65536)
-        except OSError:  # the other end closed
-            break
-        if not chunk:
-            break
-        seen += chunk
-    os.close(main)
+    seen = processes.read_terminal(main)
     assert proc.returncode == 0, seen
     return out.decode(), " ".join(seen.decode(errors="replace").split())
 

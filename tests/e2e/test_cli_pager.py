@@ -21,17 +21,8 @@ def _on_a_terminal(args: list[str], db: str, tmp_path) -> str:
     proc = processes.start([sys.executable, "-m", "chronicle.runtime.cli", *args], stdin=side, stdout=side,
                            stderr=subprocess.PIPE, env=env, cwd=tmp_path)
     os.close(side)
-    seen = b""
-    while True:
-        try:
-            chunk = os.read(main, 65536)
-        except OSError:  # the other end closed
-            break
-        if not chunk:
-            break
-        seen += chunk
+    seen = processes.read_terminal(main)
     _, err = proc.communicate(timeout=60)
-    os.close(main)
     assert proc.returncode == 0, err
     return seen.decode(errors="replace")
 
