@@ -29,8 +29,9 @@ from .errors import AppError
 
 
 def normalise_provider(name: str | None) -> str | None:
-    """Record `scripted:` paths absolute, so a resume from another directory finds the script."""
-    if name and name.startswith("scripted:"):
+    """Record `scripted:` paths absolute, so a resume from another directory finds the script. An empty one is left
+    empty (resolved, it named the current directory): the provider's own check says a file is needed."""
+    if name and name.startswith("scripted:") and name[len("scripted:"):].strip():
         return "scripted:" + str(Path(name[len("scripted:"):]).expanduser().resolve())
     return name
 

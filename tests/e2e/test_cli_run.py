@@ -173,3 +173,10 @@ def test_an_in_memory_url_is_refused_with_what_to_use_instead_and_leaves_no_file
     assert result.returncode == 2
     assert "needs a file, not an in-memory database" in result.stderr and "sqlite:////tmp/scratch.db" in result.stderr
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_scripted_provider_with_no_path_says_a_file_is_needed(tmp_path):
+    """`--provider scripted:` was resolved to the current directory first: "cannot read script DIR: Is a directory"."""
+    refused = cli("run", "hi", "--provider", "scripted:", "--db", f"sqlite:///{tmp_path / 'x.db'}", cwd=tmp_path)
+    assert refused.returncode == 2 and "the scripted provider needs a file: --provider scripted:PATH" in refused.stderr, refused.stderr
+    assert not (tmp_path / "x.db").exists()
