@@ -180,7 +180,7 @@ async def settle_resumed(store: ChronicleStore, child: Session, hooks: Hooks, no
     try:
         settle_task(store, child.id, result.status, result.summary, now, board_task=sub_agent_task_id(store, child))
     except PersistenceError:
-        pass  # the store is gone: the task stays in_progress, and the next resume settles it
+        pass  # the store is gone: the task stays in_progress (the turn is recorded; only the board lags)
 
 
 def child_result(store: ChronicleStore, child_id: UUID) -> ChildResult:
