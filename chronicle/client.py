@@ -120,6 +120,13 @@ class Chronicle:
             told_at_once_when_refused(self._store)
         return self._store
 
+    def _store_for_new(self, check: Callable[[], None]) -> ChronicleStore:
+        """`store` for a method that records a new session: when that would create the store, `check` (what the
+        method refuses, found without a store) runs first, so a refused call leaves no empty store behind."""
+        if self._store is None and missing_store(self.url, self._named, "library") is not None:
+            check()
+        return self.store
+
     @property
     def _existing(self) -> ChronicleStore:
         """The store for a method that reads, or acts on what the store holds: a SQLite file that does not exist, or
@@ -169,11 +176,9 @@ class Chronicle:
         included, as `run --max-attempts` (default: CHRONICLE_MAX_ATTEMPTS, else 8); a retryable error (rate limit,
         overload) is retried with backoff until then, each retry recorded."""
         with _as_chronicle_errors():
-            if session is None and self._store is None and missing_store(self.url, self._named, "library") is not None:
-                # a first run refused (its provider, workspace, attachments, …) leaves no empty store behind
-                runs.check_new(agent, prompt, workspace, attachments, auto_approve, max_iterations, model, max_attempts)
             # a session to continue is looked for in a store that exists: none is made only to say it is not there
-            store = self.store if session is None else self._existing
+            store = self._existing if session is not None else self._store_for_new(
+                lambda: runs.check_new(agent, prompt, workspace, attachments, auto_approve, max_iterations, model, max_attempts))
             if session is not None and self._turns.ending():  # a stream just let go of: its turn records its cancel first
                 await self._turns.cancelled_ones_ended(queries.session_id(store, session))
             conversation = runs.open_conversation(store, agent, prompt, session, workspace, attachments, auto_approve,
@@ -212,7 +217,9 @@ class Chronicle:
                attachments: Sequence[Any] | None = None) -> dict[str, Any]:
         """Record the prompt for a worker (`chronicle worker`) to run: `submit --json`'s {"session_id", "input_id"}."""
         with _as_chronicle_errors():
-            return runs.submit(self.store if session is None else self._existing, agent, prompt, session, workspace, attachments)
+            store = self._existing if session else self._store_for_new(
+                lambda: runs.check_submitted(agent, prompt, workspace, attachments))
+            return runs.submit(store, agent, prompt, session, workspace, attachments)
 
     @checked
     async def resume_async(self, session: SessionRef, *, auto_approve: bool = False, workspace: str | Path | None = None) -> RunResult:
@@ -252,7 +259,8 @@ class Chronicle:
         """`jobs submit --json`: a new session queued for a worker, checked as `run` checks it (ChronicleError 2 records nothing)."""
         with _as_chronicle_errors():
             runs.for_a_worker(runs.checked(agent))
-            return job_cases.submit(self.store, prompt, provider=agent.provider, model=agent.model,
+            store = self._store_for_new(lambda: runs.check_submitted(agent, prompt, workspace, max_iterations=max_iterations))
+            return job_cases.submit(store, prompt, provider=agent.provider, model=agent.model,
                                     workspace=Path(workspace) if workspace else None, max_iterations=max_iterations,
                                     registry=agent.registry(workspace), origin="api")
 

@@ -14,7 +14,8 @@ from uuid import UUID
 from chronicle.runtime.app import resume as resuming
 from chronicle.runtime.app.errors import AppError, DefinitionError
 from chronicle.runtime.app.running import Conversation, RunOptions
-from chronicle.runtime.app.specs import ignored_in_code
+from chronicle.runtime.app.specs import ignored_in_code, resolve_workspace
+from chronicle.runtime.attachments import AttachmentError, checked_attachments
 from chronicle.runtime.store import ChronicleStore
 
 from .agent import Agent
@@ -52,6 +53,21 @@ def check_new(agent: Agent, prompt: str, workspace: str | Path | None, attachmen
     a `run` that is refused before a store exists leaves none behind, as `chronicle run` leaves none."""
     Conversation.check_new(run_options(agent, workspace, auto_approve, max_iterations, model, max_attempts),
                            first_input=prompt, attachments=attachments)
+
+
+def check_submitted(agent: Agent, prompt: str, workspace: str | Path | None, attachments: Sequence[Any] | None = None,
+                    max_iterations: int | None = None) -> None:
+    """What `submit`/`submit_job` of a new session would refuse, checked without a store: refused before a store
+    exists, they leave none behind, as `run` leaves none."""
+    if not prompt.strip():
+        raise AppError("the prompt is empty; say what the agent should do", 2)
+    for_a_worker(checked(agent))
+    try:
+        checked_attachments(attachments)
+    except AttachmentError as exc:
+        raise AppError(str(exc), 2) from None
+    resuming.checked_spec(agent.provider, agent.model, resolve_workspace(Path(workspace) if workspace else None),
+                          max_iterations, registry=agent.registry(workspace))
 
 
 def open_conversation(store: ChronicleStore, agent: Agent, prompt: str, session: str | UUID | None, workspace: str | Path | None,

@@ -143,7 +143,8 @@ def test_reading_a_sqlite_store_that_does_not_exist_is_a_chronicle_error_and_run
 def test_a_first_run_refused_before_it_records_anything_leaves_no_new_store_behind(tmp_path, workspace, monkeypatch):
     """A run refused for what it was given (a script that is not there, no API key, a workspace that is not a directory,
     an attachment it cannot send, an empty prompt) created the SQLite store first and left it there empty, where
-    `chronicle run` with the same mistake leaves nothing. Checked before the store is made, it is not made."""
+    `chronicle run` with the same mistake leaves nothing. Checked before the store is made, it is not made; `submit`
+    and `submit_job` of a new session alike."""
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
     missing = tmp_path / "not-yet" / "agent.db"
     url = f"sqlite:///{missing}"
@@ -159,12 +160,26 @@ def test_a_first_run_refused_before_it_records_anything_leaves_no_new_store_behi
         "no workspace": lambda app: app.run_sync(agent, "hi", workspace=tmp_path / "no-such-dir"),
         "a bad attachment": lambda app: app.run_sync(agent, "hi", workspace=workspace, attachments=[(b"abc", "image/png")]),
         "an empty prompt": lambda app: app.run_sync(agent, "  ", workspace=workspace),
+        # submitting for a worker checks the same before its store is made
+        "submit: a script not there": lambda app: app.submit(Agent(tools=[], provider=f"scripted:{tmp_path / 'none.json'}"),
+                                                             "hi", workspace=workspace),
+        "submit: no workspace": lambda app: app.submit(agent, "hi", workspace=tmp_path / "no-such-dir"),
+        "submit: a bad attachment": lambda app: app.submit(agent, "hi", workspace=workspace,
+                                                           attachments=[(b"abc", "image/png")]),
+        "submit: an empty prompt": lambda app: app.submit(agent, " ", workspace=workspace),
+        "submit_job: no API key": lambda app: app.submit_job(Agent(tools=[], provider="anthropic"), "hi", workspace=workspace),
+        "submit_job: no workspace": lambda app: app.submit_job(agent, "hi", workspace=tmp_path / "no-such-dir"),
+        "submit_job: an empty prompt": lambda app: app.submit_job(agent, "", workspace=workspace),
     }
     for name, run in refused.items():
         with Chronicle(url) as app, pytest.raises(ChronicleError) as raised:
             run(app)
         assert raised.value.code == 2, (name, str(raised.value))
         assert not missing.parent.exists(), f"{name}: a store was left behind"
+    with Chronicle(url) as app:
+        assert app.submit(agent, "hello", workspace=workspace)["session_id"]
+    assert missing.is_file()
+    missing.unlink()
     with Chronicle(url) as app:
         assert app.run_sync(agent, "hello", workspace=workspace).status == "completed"
     assert missing.is_file()
