@@ -310,9 +310,10 @@ def write_reapplied(workspace: Path, targets: list[tuple[Path, FileRestore]]) ->
 
 
 def reapplied_rows(plan: list[FileRestore]) -> list[dict[str, str]]:
-    """What `redo --files` did, file by file, then the directories it re-created (as FilesReapplied records it)."""
-    rows = [{"path": p.path, "action": p.action} for p in plan]
-    return rows + [{"path": d, "action": "created directory"} for p in plan for d in p.recreated_dirs]
+    """What `redo --files` did: the directories it re-created, then file by file (as FilesReapplied records it), in
+    the order a reader expects them made; undo's rows end with the directories it removed, for the same reason."""
+    made = [{"path": d, "action": "created directory"} for p in plan for d in p.recreated_dirs]
+    return made + [{"path": p.path, "action": p.action} for p in plan]
 
 
 def files_left_undone(store: ChronicleStore, session: Session, turn_ids: list[UUID], workspace: Path | None = None) -> list[str]:

@@ -147,9 +147,9 @@ def test_redo_files_makes_again_the_directories_undo_removed(db_url, tmp_path):
     assert not (workspace / "made").exists()
     result = redo_with_files(h.store, h.session_id, workspace=workspace)
     assert (workspace / "made" / "deep" / "a.txt").read_text(encoding="utf-8") == "a\n"
-    assert reapplied_rows(result.files) == [{"path": "made/deep/a.txt", "action": "reapplied"},
-                                            {"path": "made", "action": "created directory"},
-                                            {"path": "made/deep", "action": "created directory"}]
+    assert reapplied_rows(result.files) == [{"path": "made", "action": "created directory"},
+                                            {"path": "made/deep", "action": "created directory"},
+                                            {"path": "made/deep/a.txt", "action": "reapplied"}]
 
 
 def test_a_plain_redo_names_the_files_still_as_undo_left_them(db_url, tmp_path):

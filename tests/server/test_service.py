@@ -232,7 +232,7 @@ def test_undo_and_redo_with_files_over_http_give_the_commands_rows(db_url, works
         redone = httpx.post(f"{base}/sessions/{sid}/redo", json={"files": True})
         assert redone.status_code == 200, redone.text
         assert redone.json() == {"session_id": sid, "redone": undone.json()["undone"],
-                                 "files": [{"path": "made/n.txt", "action": "reapplied"}, {"path": "made", "action": "created directory"}]}
+                                 "files": [{"path": "made", "action": "created directory"}, {"path": "made/n.txt", "action": "reapplied"}]}
         assert (workspace / "made" / "n.txt").read_text(encoding="utf-8") == "v1"
         nothing = httpx.post(f"{base}/sessions/{sid}/redo", json={"files": True})
         assert nothing.status_code == 409, nothing.text  # a state problem (exit 1 in the CLI)
