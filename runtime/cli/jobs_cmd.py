@@ -98,7 +98,28 @@ def status(job_id: Annotated[str, typer.Argument(help="The job (its session id o
            db: DbOption = None) -> None:
     """One job, as `chronicle jobs` shows it; exit 1 if it is not a job."""
     with store_command(db, create=False) as store:
-        _print([use_cases.one(store, job_id)], as_json)
+        row = use_cases.one(store, job_id)
+        if as_json:
+            print_json_rows([row])
+            return
+        _print_one(row, db)
+
+
+def _print_one(row: dict, db: str | None) -> None:
+    """`jobs status ID` answers "how did it go?": the whole id, and the answer or the reason, not only a list row."""
+    created = row["created_at"][:19].replace("T", " ")
+    lines = [f"job      {row['job_id']}", f"status   {row['status']}" + (f": {row['reason']}" if row["reason"] else ""),
+             f"agent    {row['agent']}, {row['turns']} turn{'s' if row['turns'] != 1 else ''}, from {row['origin']}",
+             f"created  {created}"]
+    if row["worker"]:
+        lines.append(f"worker   {row['worker']}")
+    lines.append(f"prompt   {short(row['prompt'], 400)}")
+    if row["final_text"]:
+        lines.append(f"answer   {short(row['final_text'], 2000)}")
+    for line in lines:
+        out_console.print(escape(line), soft_wrap=True, highlight=False)
+    short_id = row["job_id"][:8]
+    out_console.print(f"[dim]`{hint(f'log {short_id}', db)}` shows each step[/]", soft_wrap=True)
 
 
 @app.command("cancel")

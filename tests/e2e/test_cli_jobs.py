@@ -35,6 +35,12 @@ def test_a_job_is_run_by_a_worker_a_cancelled_one_never_starts_and_an_ended_one_
     assert rows[second["job_id"]] == {**rows[second["job_id"]], "status": "cancelled", "turns": 0, "reason": "cancelled by the user"}
     status = cli("jobs", "status", first["job_id"], "--json", db=db_url)
     assert json_lines(status.stdout)[0]["status"] == "completed"
+    # without --json it says how the job went: the whole id and its answer, or why it ended
+    told = {line.split(None, 1)[0]: line.split(None, 1)[1] for line in cli("jobs", "status", first["job_id"][:8], db=db_url).stdout.splitlines()
+            if line.strip() and not line.startswith("`")}
+    assert told["job"] == first["job_id"] and told["status"] == "completed" and told["answer"] == "Report written."
+    told = cli("jobs", "status", second["job_id"], db=db_url).stdout
+    assert "status   cancelled: cancelled by the user" in told and "answer" not in told
     audit = json_lines(cli("audit", "--session", second["job_id"], "--json", db=db_url).stdout)
     assert [e["status"] for e in audit if e["kind"] == "job"] == ["submitted", "cancelled"]
 
