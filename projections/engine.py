@@ -279,13 +279,17 @@ class ProjectionEngine:
 
     def dump(self, name: str) -> dict[str, list[tuple[Any, ...]]]:
         """Every row of the projection's tables, sorted: what 'identical tables' compares."""
-        projection = self.projections[name]
-        with self.db.transaction(commit=False) as tx:
-            return {table: sorted(tx.rows(f"SELECT * FROM {table}"), key=repr) for table in projection.tables}
+        return dump_tables(self.db, self.projections[name])
 
     def read(self) -> Any:
         """A read-only transaction for queries over the projection tables."""
         return self.db.transaction(commit=False)
+
+
+def dump_tables(db: Database, projection: Projection) -> dict[str, list[tuple[Any, ...]]]:
+    """Every row of `projection`'s tables in `db`, sorted, read in one transaction."""
+    with db.transaction(commit=False) as tx:
+        return {table: sorted(tx.rows(f"SELECT * FROM {table}"), key=repr) for table in projection.tables}
 
 
 class _Moved(Exception):

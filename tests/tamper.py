@@ -14,9 +14,15 @@ class Tamper:
         self.sqlite = url.startswith("sqlite:")
         if self.sqlite:
             self.events, self.chain, self.pos = "stored_events", "chronicle_chain", "rowid"
+            self.prefix = ""
         else:
             schema = parse_qs(urlparse(url).query)["schema"][0]
             self.events, self.chain, self.pos = f'"{schema}".chronicle_events', f'"{schema}".chronicle_chain', "notification_id"
+            self.prefix = f'"{schema}".'
+
+    def table(self, name: str) -> str:
+        """Another of the store's tables (a read model's), named as a query on this backend must name it."""
+        return self.prefix + name
 
     def run(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple]:
         if self.sqlite:

@@ -21,6 +21,7 @@ from .common import (
     err_console,
     fail,
     finite_at_least,
+    hint,
     open_store,
     out_console,
     print_json_rows,
@@ -29,14 +30,15 @@ from .common import (
 from .lazy import lazy_module
 
 if TYPE_CHECKING:  # the read models import the domain's content models (pydantic); `--help` needs none of it
-    from chronicle.runtime import parallel_rebuild, read_models
+    from chronicle.runtime import parallel_rebuild, read_model_check, read_models
 else:
     read_models = lazy_module("chronicle.runtime.read_models")
     parallel_rebuild = lazy_module("chronicle.runtime.parallel_rebuild")
+    read_model_check = lazy_module("chronicle.runtime.read_model_check")
 
 app = typer.Typer(
     name="projections",
-    help="Read models (history, summaries, cost, audit) built from the event log: status, rebuild, run.",
+    help="Read models (history, summaries, cost, audit) built from the event log: status, check, rebuild, run.",
     no_args_is_help=True,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
@@ -83,6 +85,53 @@ def rebuild(
         for s in engine.status():
             if s.name in {p.name for p in chosen}:
                 err_console.print(f"rebuilt [bold]{s.name}[/] to position {s.position} (lag {s.lag})")
+
+
+@app.command()
+def check(
+    name: Annotated[Optional[str], typer.Argument(help="One projection (history, summaries, cost, audit); all if omitted")] = None,
+    as_json: JsonOption = False,
+    db: DbOption = None,
+) -> None:
+    """Compare the read models with the log, row for row: exit 0 when they agree, 1 naming the rows that differ.
+
+    The hash chain (`verify`) proves the log; `audit`, `history --at`, `sessions` and `cost` read the read models, which a write to the database can change without touching the log. Each is built again from the log in a scratch database (the live tables are only read) up to the position it has reached, and the two are compared."""  # noqa: E501
+    with store_command(db, create=False) as store:
+        engine = read_models.projection_engine(store)
+        try:
+            chosen = [p.name for p in engine.select([name] if name else None)]
+        except UnknownProjection as exc:
+            fail(f"{exc}", 2)
+        try:
+            with _progress(engine, chosen) as report:
+                checked = read_model_check.check(store, chosen, progress=report)
+        except read_model_check.ReadModelsBusy as exc:
+            fail(str(exc), 1)
+        if as_json:
+            print_json_rows([c.row() for c in checked])
+        else:
+            for c in checked:
+                if c.agrees:
+                    out_console.print(f"{c.name}: agrees with the log (to position {c.position})", highlight=False)
+                    continue
+                for d in c.differences:
+                    out_console.print(f"{c.name}: {d.table} differs from the log (to position {c.position}): "
+                                      f"{len(d.missing)} row(s) the log gives are not there as it gives them, "
+                                      f"{len(d.unexpected)} row(s) there the log does not give", highlight=False, soft_wrap=True)
+                    for row in d.unexpected[:read_model_check.EXAMPLES]:
+                        out_console.print(f"  there:    {_shown(row)}", highlight=False, soft_wrap=True, markup=False)
+                    for row in d.missing[:read_model_check.EXAMPLES]:
+                        out_console.print(f"  from log: {_shown(row)}", highlight=False, soft_wrap=True, markup=False)
+        wrong = [c.name for c in checked if not c.agrees]
+        if wrong:
+            fail(f"{', '.join(wrong)} differ{'s' if len(wrong) == 1 else ''} from the log, which `verify` proves; "
+                 f"`{hint('projections rebuild' + (' ' + wrong[0] if len(wrong) == 1 else ''), db)}` builds "
+                 f"{'it' if len(wrong) == 1 else 'them'} again from it", 1)
+
+
+def _shown(row: tuple[Any, ...], width: int = 200) -> str:
+    text = " | ".join("NULL" if v is None else str(v) for v in row)
+    return text if len(text) <= width else text[: width - 1] + "…"
 
 
 @contextmanager
