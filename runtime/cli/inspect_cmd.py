@@ -201,7 +201,14 @@ def describe(entry: dict[str, Any]) -> str:
     if entry["aggregate"] == "tool_call":
         if event == "Requested":
             return f"{data['name']} {short(data.get('input'), 60)}"
+        if event == "Approved":
+            how = "always, " if data.get("always") else ""
+            return short(f"{how}{_by(data)}" + (f": {data['reason']}" if data.get("reason") else ""), 70)
+        if event == "Denied":
+            return short(f"{_by(data)}: {data.get('reason') or ''}", 70)
         return short(data.get("output") or data.get("reason") or "", 70)
+    if (decided := _decision_words(event, data)) is not None:
+        return short(decided, 70)
     if event == "ModelResponded":
         response = data["response"]
         kinds = ",".join(b["type"] for b in response.get("content", []))
@@ -226,6 +233,37 @@ def describe(entry: dict[str, Any]) -> str:
     if entry["aggregate"] == "notes":
         return short(notes_words(event, data), 70)
     return short(data.get("reason") or data.get("final_text") or "", 70)
+
+
+def _by(data: dict[str, Any]) -> str:
+    """Who decided: the actor named (`--actor`, CHRONICLE_ACTOR, X-Chronicle-Actor), else the event's own `by`."""
+    who, how = data.get("actor"), data.get("by")
+    if who and how and how not in ("user", who):
+        return f"by {who} ({how})"  # as `audit` says it: "by ci@runner (--yes)"
+    return f"by {who or how or '?'}"
+
+
+def _decision_words(event: str, data: dict[str, Any]) -> str | None:
+    """A person's or a policy's decision on a session in a line: what was decided and by whom (the log is where an
+    auditor reads who steered, undid or cancelled what); None for the other events."""
+    def turns(key: str = "turn_ids") -> str:
+        n = len(data.get(key) or [])
+        return f"{n} turn{'s' if n != 1 else ''}"
+
+    if event == "SteeringQueued":
+        return f"{_by(data)}: {data.get('text') or ''}"
+    if event == "SteeringDelivered":
+        n = len(data.get("steer_ids") or [])
+        return f"{n} message{'s' if n != 1 else ''} at step {data.get('step')}"
+    if event == "CancelRequested":
+        return f"{_by(data)}: {data.get('reason') or ''}"
+    if event in ("TurnsUndone", "TurnsRedone"):
+        return f"{turns()} {_by(data)}" + (", with their files" if data.get("files") else "")
+    if event in ("Archived", "Unarchived", "CredentialCancelled"):
+        return _by(data) + (f": {data['reason']}" if data.get("reason") else "")
+    if event == "Compacted":
+        return f"{turns()} ({data.get('strategy')})"
+    return None
 
 
 def notes_words(event: str, data: dict[str, Any]) -> str:
