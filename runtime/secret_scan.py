@@ -75,11 +75,16 @@ KNOWN_FORMATS: tuple[tuple[str, tuple[str, ...], re.Pattern[str]], ...] = tuple(
         # A value given to a secret-sounding name: quoted, or a bare token with a letter and a digit or
         # symbol in it (so `password = user_password` and `max_tokens=1_000` stay: they are code). A `pwd`
         # name given an absolute path is the shell's working directory (`PWD=/home/x`, `OLDPWD`), not a password.
-        ("assigned-secret", ("pass", "pwd", "secret", "token", "key", "credential"),
-         r"(?i:passw(?:or)?d|pwd(?![A-Za-z0-9_.-]*[\"']?[ \t]*[:=][ \t]*[\"']?/)|secret|token|key|credential)"
-         r"[A-Za-z0-9_.-]*[\"']?[ \t]*[:=][ \t]*"
+        # `pass`, `passphrase` and `auth` count only as a whole name or its last part after a separator (`pass:`,
+        # `DB_PASS=`, `smtp.auth =`): inside a word they are `bypass`, `compass`, `author`. A NUL ends a bare value
+        # as whitespace does: `/proc/PID/environ` separates its variables with it.
+        ("assigned-secret", ("pass", "pwd", "secret", "token", "key", "credential", "auth"),
+         r"(?:(?i:passw(?:or)?d|pwd(?![A-Za-z0-9_.-]*[\"']?[ \t]*[:=][ \t]*[\"']?/)|secret|token|key|credential)[A-Za-z0-9_.-]*"
+         r"|(?<![A-Za-z0-9])(?i:pass(?:phrase)?|auth)(?![A-Za-z0-9_.-]))"
+         r"[\"']?[ \t]*[:=][ \t]*"
          r"(?:(?P<q>[\"'])(?P<secret>[^\"'\s$%{}()<>]{8,})(?P=q)"
-         r"|(?P<bare>(?=[^\s\"'$%{}()<>,;]*[A-Za-z])(?=[^\s\"'$%{}()<>,;]*[0-9/+!@#^&*~])[^\s\"'$%{}()<>,;\[\]]{8,}(?=[\s,;\"']|\Z)))", 0),
+         r"|(?P<bare>(?=[^\s\x00\"'$%{}()<>,;]*[A-Za-z])(?=[^\s\x00\"'$%{}()<>,;]*[0-9/+!@#^&*~])[^\s\x00\"'$%{}()<>,;\[\]]{8,}"
+         r"(?=[\s\x00,;\"']|\Z)))", 0),
     )
 )
 MIN_TOKEN = 20
