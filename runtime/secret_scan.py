@@ -39,7 +39,7 @@ from collections import Counter
 from dataclasses import dataclass, field, replace
 from functools import cached_property, lru_cache
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, Protocol
 
 from pydantic import BaseModel, ConfigDict, StrictBool, ValidationError, field_validator
 
@@ -298,6 +298,21 @@ def scanner_for(workspace: Path | str | None) -> SecretScanner:
     except OSError:
         return scanner
     return replace(scanner, credentials=_credentials_of(kept, held.st_mtime_ns, held.st_size)) if held else scanner
+
+
+class NotesRedactions(Protocol):
+    def note_redactions(self, where: str, counts: dict[str, int], now: Any) -> None: ...
+
+
+def scanned_text(aggregate: NotesRedactions, where: str, text: str, workspace: Path | str | None, now: Any) -> str:
+    """Free text someone typed (a steering message, a denial's reason, a task posted on a board), as it may be recorded.
+
+    The one path for such text: scanned with the workspace's scanner, and the count noted on the aggregate that
+    records it, in its transaction. A command that records a new field of free text calls this, as steering does;
+    the text is shown back to the model and in history/why/audit, so what is not scanned here is stored for good."""
+    found = scanner_for(workspace).text(text)
+    aggregate.note_redactions(where, found.counts, now)
+    return str(found.value)
 
 
 @lru_cache(maxsize=32)
