@@ -215,3 +215,18 @@ class DelegatedTask(Aggregate):
             "task": task, "what_happened": what_happened, "failure": failure, "keywords": list(keywords),
             "agent": self.agent, "at": timestamp.isoformat(),
         }
+
+    # -- secrets cut out before recording -----------------------------------------------------
+
+    def note_redactions(self, where: str, counts: dict[str, int], now: datetime) -> None:
+        """How many secrets of each kind were cut out of the posted task's text before it was recorded."""
+        if counts:
+            self._secrets_redacted(where=where, counts=dict(counts), timestamp=now)
+
+    class SecretsRedacted(Event):
+        where: str
+        counts: dict[str, int]
+
+    @event(SecretsRedacted)
+    def _secrets_redacted(self, where: str, counts: dict[str, int], timestamp: datetime) -> None:
+        """Nothing changes: the count is the fact, for the audit (the text was redacted before it was recorded)."""

@@ -118,7 +118,7 @@ class ToolCall(Aggregate):
     # -- secrets cut out before recording -----------------------------------------------------
 
     def note_redactions(self, where: str, counts: dict[str, int], now: datetime) -> None:
-        """How many secrets of each kind were cut out of this call's input or output (`where`) before it was recorded."""
+        """How many secrets of each kind were cut out of this call's input, output or denial reason (`where`) before it was recorded."""
         if counts:
             self._secrets_redacted(where=where, counts=dict(counts), timestamp=now)
 

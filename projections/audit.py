@@ -402,6 +402,14 @@ class AuditProjection(Projection):
         self._row(tx, e, position, "task", parent, name=agent, status=status, is_error=status == "failed", detail=detail,
                   links={"child_session_id": child})
 
+    @on(DelegatedTask.SecretsRedacted)
+    def _task_redacted(self, tx: Tx, e: Any, position: int) -> None:
+        """Secrets cut out of a posted task's text: a row on its board's session, as a session's own count is."""
+        tid = str(e.originator_id)
+        parent, _, agent = self._task(tx, tid)
+        self._row(tx, e, position, "secrets_redacted", parent, name=agent,
+                  detail={"where": f"{e.where} {tid}", "counts": dict(e.counts), "task_id": tid})
+
     @on(DelegatedTask.ReflectionRecorded)
     def _reflection(self, tx: Tx, e: Any, position: int) -> None:
         parent, child, agent = self._task(tx, str(e.originator_id))

@@ -25,7 +25,7 @@ from eventsourcing.persistence import IntegrityError
 from chronicle.domain.content import TextBlock
 from chronicle.domain.session import Session
 
-from .actor import process_actor
+from .actor import recorded_actor
 from .clock import SYSTEM_CLOCK, Clock
 from .control_probes import ControlProbe, Listener, VersionProbe, notify_control, turn_probe
 from .off_loop import off_the_loop
@@ -270,17 +270,16 @@ def steer(store: ChronicleStore, session_id: UUID, text: str, wait_batch: bool =
     """`actor`: who steers (default: this process's user@host; a server passes its caller).
     `turn_id`: steer only that turn; DomainError (nothing recorded) if another one, or none, runs."""
     steer_id = uuid4().hex
-    actor = actor or process_actor()
+    actor = recorded_actor(actor)
     now = clock.now()
     seen: dict[str, Any] = {}
 
     def command(session: Session) -> None:
-        from .secret_scan import scanner_for  # secrets cut out before the message is recorded
+        from .secret_scan import scanned_text  # secrets cut out before the message is recorded
 
-        found = scanner_for(session.spec.workspace).text(text)
-        seen["outcome"] = session.steer(steer_id, found.value, now, wait_batch=wait_batch, actor=actor, turn_id=turn_id)
+        said = scanned_text(session, f"steering {steer_id}", text, session.spec.workspace, now)
+        seen["outcome"] = session.steer(steer_id, said, now, wait_batch=wait_batch, actor=actor, turn_id=turn_id)
         seen["turn_id"] = session.active_turn_id
-        session.note_redactions(f"steering {steer_id}", found.counts, now)
 
     store.update_session(session_id, command)
     notify_control(store, session_id)
@@ -298,7 +297,7 @@ def record_cancel_request(store: ChronicleStore, session_id: UUID, reason: str, 
     """The running turn's id, and whether its cancel was already pending (then nothing is recorded
     and no one is woken: the running loop has been told once already)."""
     now = clock.now()
-    actor = actor or process_actor()
+    actor = recorded_actor(actor)
     seen: dict[str, Any] = {}
 
     def command(session: Session) -> None:
@@ -353,6 +352,6 @@ def _cancel_paused(store: ChronicleStore, session_id: UUID, reason: str, clock: 
                 call.cancel(reason, now)
             calls.append(call)
         turn.close_step(calls, now)
-    turn.cancel(reason, now, actor=actor or process_actor())
+    turn.cancel(reason, now, actor=recorded_actor(actor))
     store.update_session(session_id, lambda s: s.end_turn(turn.id, now), turn, *calls)
     return turn.id

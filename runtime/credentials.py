@@ -85,7 +85,7 @@ def leave_auth(store: Any, session_id: Any, reason: str, actor: str | None = Non
     """Seed 001: any control submission leaves auth mode, whether or not it can do what it asks (a cancel with nothing
     running, an undo the branch refuses). Records CredentialCancelled with `reason` if the session waits for a
     credential; its name, or None when it did not wait (nothing is recorded then). `store`: a ChronicleStore."""
-    from .actor import process_actor
+    from .actor import recorded_actor
     from .clock import SYSTEM_CLOCK
 
     left: list[str] = []
@@ -93,7 +93,7 @@ def leave_auth(store: Any, session_id: Any, reason: str, actor: str | None = Non
 
     def command(session: Session) -> None:
         left[:] = [str(session.pending_auth["name"])] if session.pending_auth is not None else []
-        session.cancel_auth(reason, now, actor or process_actor())
+        session.cancel_auth(reason, now, recorded_actor(actor))
 
     if store.session(session_id, copy=False).pending_auth is None:  # only read: most sessions are not in auth mode
         return None

@@ -2,7 +2,8 @@
 
 Matching only the exact ANTHROPIC_API_KEY missed every other credential a process holds, so
 three nets are cast: the values of environment variables whose names say they are secret
-(`*_KEY`, `*TOKEN*`, `*SECRET*`, `*PASSWORD*`, `*PASSWD*`, `*CREDENTIAL*`; not `*_FILE`, a path), the passwords of every
+(`*_KEY`, `*TOKEN*`, `*SECRET*`, `*PASSWORD*`, `*PASSWD*`, `*PASSPHRASE*`, `*CREDENTIAL*`, `*_PASS`, `*_AUTH`;
+not `*_FILE`, a path), the passwords of every
 database URL in the environment (decoded and as written), and anything shaped like a credential
 wherever it came from (`scheme://user:password@host`, `sk-ant-…`, `Bearer …`).
 """
@@ -15,7 +16,8 @@ from collections.abc import Mapping
 from urllib.parse import unquote
 
 MASK = "***"
-SECRET_NAME = re.compile(r"(^|_)(API)?KEYS?($|_)|TOKEN|SECRET|PASSW(OR)?D|CREDENTIAL", re.IGNORECASE)
+#: `PASS`/`AUTH` only as a whole name or its last part (DB_PASS, SMTP_AUTH): SSH_AUTH_SOCK and GIT_ASKPASS are not secrets.
+SECRET_NAME = re.compile(r"(^|_)(API)?KEYS?($|_)|TOKEN|SECRET|PASSW(OR)?D|PASSPHRASE|CREDENTIAL|(^|_)(PASS|AUTH)$", re.IGNORECASE)
 #: The runtime's own credentials: never handed to a tool, whatever the configuration says.
 RUNTIME_SECRETS = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CHRONICLE_DB", "CHRONICLE_TEST_PG", "DATABASE_URL")
 #: A URL's userinfo password: everything between "user:" and the LAST "@" before the host, so an

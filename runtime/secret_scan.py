@@ -39,7 +39,7 @@ from collections import Counter
 from dataclasses import dataclass, field, replace
 from functools import cached_property, lru_cache
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, Protocol
 
 from pydantic import BaseModel, ConfigDict, StrictBool, ValidationError, field_validator
 
@@ -75,11 +75,16 @@ KNOWN_FORMATS: tuple[tuple[str, tuple[str, ...], re.Pattern[str]], ...] = tuple(
         # A value given to a secret-sounding name: quoted, or a bare token with a letter and a digit or
         # symbol in it (so `password = user_password` and `max_tokens=1_000` stay: they are code). A `pwd`
         # name given an absolute path is the shell's working directory (`PWD=/home/x`, `OLDPWD`), not a password.
-        ("assigned-secret", ("pass", "pwd", "secret", "token", "key", "credential"),
-         r"(?i:passw(?:or)?d|pwd(?![A-Za-z0-9_.-]*[\"']?[ \t]*[:=][ \t]*[\"']?/)|secret|token|key|credential)"
-         r"[A-Za-z0-9_.-]*[\"']?[ \t]*[:=][ \t]*"
+        # `pass`, `passphrase` and `auth` count only as a whole name or its last part after a separator (`pass:`,
+        # `DB_PASS=`, `smtp.auth =`): inside a word they are `bypass`, `compass`, `author`. A NUL ends a bare value
+        # as whitespace does: `/proc/PID/environ` separates its variables with it.
+        ("assigned-secret", ("pass", "pwd", "secret", "token", "key", "credential", "auth"),
+         r"(?:(?i:passw(?:or)?d|pwd(?![A-Za-z0-9_.-]*[\"']?[ \t]*[:=][ \t]*[\"']?/)|secret|token|key|credential)[A-Za-z0-9_.-]*"
+         r"|(?<![A-Za-z0-9])(?i:pass(?:phrase)?|auth)(?![A-Za-z0-9_.-]))"
+         r"[\"']?[ \t]*[:=][ \t]*"
          r"(?:(?P<q>[\"'])(?P<secret>[^\"'\s$%{}()<>]{8,})(?P=q)"
-         r"|(?P<bare>(?=[^\s\"'$%{}()<>,;]*[A-Za-z])(?=[^\s\"'$%{}()<>,;]*[0-9/+!@#^&*~])[^\s\"'$%{}()<>,;\[\]]{8,}(?=[\s,;\"']|\Z)))", 0),
+         r"|(?P<bare>(?=[^\s\x00\"'$%{}()<>,;]*[A-Za-z])(?=[^\s\x00\"'$%{}()<>,;]*[0-9/+!@#^&*~])[^\s\x00\"'$%{}()<>,;\[\]]{8,}"
+         r"(?=[\s\x00,;\"']|\Z)))", 0),
     )
 )
 MIN_TOKEN = 20
@@ -293,6 +298,21 @@ def scanner_for(workspace: Path | str | None) -> SecretScanner:
     except OSError:
         return scanner
     return replace(scanner, credentials=_credentials_of(kept, held.st_mtime_ns, held.st_size)) if held else scanner
+
+
+class NotesRedactions(Protocol):
+    def note_redactions(self, where: str, counts: dict[str, int], now: Any) -> None: ...
+
+
+def scanned_text(aggregate: NotesRedactions, where: str, text: str, workspace: Path | str | None, now: Any) -> str:
+    """Free text someone typed (a steering message, a denial's reason, a task posted on a board), as it may be recorded.
+
+    The one path for such text: scanned with the workspace's scanner, and the count noted on the aggregate that
+    records it, in its transaction. A command that records a new field of free text calls this, as steering does;
+    the text is shown back to the model and in history/why/audit, so what is not scanned here is stored for good."""
+    found = scanner_for(workspace).text(text)
+    aggregate.note_redactions(where, found.counts, now)
+    return str(found.value)
 
 
 @lru_cache(maxsize=32)

@@ -98,8 +98,13 @@ def get_task(store: ChronicleStore, id_: UUID) -> DelegatedTask | None:
 
 def post_task(store: ChronicleStore, session: Session, text: str, agent: str, id_: UUID, now: Any) -> DelegatedTask:
     """Put a task on the session's board, with its index entry, in one transaction (another poster
-    taking the same index slot meanwhile makes this one take the next)."""
-    task = DelegatedTask.post(id_, session.id, agent, text, now)
+    taking the same index slot meanwhile makes this one take the next). The text is what someone typed: its
+    secrets are cut before it is recorded, and counted on the task (runtime/secret_scan.py)."""
+    from .secret_scan import scanner_for
+
+    found = scanner_for(session.spec.workspace).text(text)  # scanned before the task exists to note it on
+    task = DelegatedTask.post(id_, session.id, agent, str(found.value), now)
+    task.note_redactions("task", found.counts, now)
     events = list(task.collect_events())
     index = board_index(store, session.id)
     for _ in range(50):

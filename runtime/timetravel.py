@@ -19,7 +19,7 @@ from chronicle.domain.notes import shares_notes
 from chronicle.domain.session import Session
 from chronicle.domain.turn import Turn
 
-from .actor import process_actor
+from .actor import recorded_actor
 from .clock import SYSTEM_CLOCK, Clock
 from .store import ChronicleStore
 from .store_snapshots import apply_event
@@ -302,7 +302,7 @@ def fork(
     now = clock.now()
     child = Session.start(
         uuid4(), cut.session.spec, now,
-        forked_from={"session_id": str(session_id), "turn": number, "actor": actor or process_actor()},
+        forked_from={"session_id": str(session_id), "turn": number, "actor": recorded_actor(actor)},
         head=list(cut.session.head),
     )
     # The fork continues from the conversation as `history --at` shows it: a compaction of the parent's branch that

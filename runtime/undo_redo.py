@@ -21,7 +21,7 @@ from uuid import UUID
 from chronicle.domain.errors import DomainError
 from chronicle.domain.session import Session
 
-from .actor import process_actor
+from .actor import recorded_actor
 from .clock import SYSTEM_CLOCK, Clock
 from .store import ChronicleStore
 from .timetravel import MomentOutOfRange, TimeTravelError
@@ -244,7 +244,7 @@ def undo(store: ChronicleStore, session_id: UUID, count: int, files: bool = Fals
     if root is not None:
         plan = restoration_plan(store, undone)
         checked = checked_restore(root, plan, store_url=store.url)
-    who = actor or process_actor()
+    who = recorded_actor(actor)
 
     def change(s: Session) -> None:
         if list(s.head[-count:]) != undone:
@@ -360,7 +360,7 @@ def redo_with_files(store: ChronicleStore, session_id: UUID, workspace: Path | N
     def change(s: Session) -> None:
         if not s.redo_stack or list(s.redo_stack[-1]) != redone:
             raise TimeTravelError(f"session {session_id} changed while redoing; run redo again")
-        s.redo(clock.now(), actor=actor or process_actor(), files=bool(plan), workspace=str(root) if plan else None)
+        s.redo(clock.now(), actor=recorded_actor(actor), files=bool(plan), workspace=str(root) if plan else None)
 
     store.update_session(session_id, change)
     if plan:
@@ -373,7 +373,7 @@ def redo_with_files(store: ChronicleStore, session_id: UUID, workspace: Path | N
 def redo(store: ChronicleStore, session_id: UUID, clock: Clock = SYSTEM_CLOCK, actor: str | None = None) -> list[UUID]:
     try:
         before = len(store.session(session_id).head)
-        after = store.update_session(session_id, lambda s: s.redo(clock.now(), actor=actor or process_actor()))
+        after = store.update_session(session_id, lambda s: s.redo(clock.now(), actor=recorded_actor(actor)))
         return list(after.head[before:])
     except DomainError as exc:
         raise TimeTravelError(str(exc)) from None

@@ -15,9 +15,10 @@ from eventsourcing.persistence import IntegrityError
 from chronicle.domain.errors import DomainError
 from chronicle.domain.tool_call import ToolCall
 
-from ..actor import process_actor
+from ..actor import recorded_actor
 from ..clock import SYSTEM_CLOCK, Clock
 from ..pasteable import pasteable
+from ..secret_scan import scanned_text
 from ..session_work import pending_approvals
 from ..store import ChronicleStore
 from .errors import NOT_FOUND, AppError
@@ -46,7 +47,7 @@ def decide(store: ChronicleStore, ref: str | UUID, verdict: Verdict, tool_call: 
 
     `actor`: who decides (default: this process's user@host; a server passes its caller)."""
     sid = session_id(store, ref)
-    actor = actor or process_actor()
+    actor = recorded_actor(actor)
     for _ in range(20):
         record = store.session(sid)
         waiting = pending_approvals(store, record)
@@ -67,8 +68,8 @@ def decide(store: ChronicleStore, ref: str | UUID, verdict: Verdict, tool_call: 
                     call.approve(now, by="user", always=always, actor=actor)
                     if always:
                         record.allow_always(call.name, now)
-                else:
-                    call.deny(now, reason=reason, actor=actor)
+                else:  # the reason is the tool result the model reads, and history/why/audit show it
+                    call.deny(now, reason=scanned_text(call, "denial reason", reason, record.spec.workspace, now), actor=actor)
         except DomainError as exc:
             raise AppError(str(exc)) from None
         try:

@@ -11,7 +11,7 @@ from uuid import UUID
 
 from chronicle.domain.errors import DomainError
 
-from ..actor import process_actor
+from ..actor import recorded_actor
 from ..clock import SYSTEM_CLOCK, Clock
 from ..store import ChronicleStore
 from .errors import AppError
@@ -34,7 +34,7 @@ def unarchive(store: ChronicleStore, ref: str | UUID, actor: str | None = None, 
 
 def _change(store: ChronicleStore, ref: str | UUID, command, actor: str | None, clock: Clock) -> UUID:  # type: ignore[no-untyped-def]
     sid = session_id(store, ref)
-    who = actor or process_actor()
+    who = recorded_actor(actor)
     try:
         store.update_session(sid, lambda s: command(s, clock.now(), who))
     except DomainError as exc:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
 
-from ..actor import process_actor
+from ..actor import recorded_actor
 from ..shredding import LEGACY, TreeKeyMapper
 from ..store import ChronicleStore
 from .errors import AppError
@@ -45,7 +45,7 @@ def forget(store: ChronicleStore, ref: str | UUID, actor: str | None = None) -> 
         raise AppError(f"session {sid} was written before per-session keys existed in this store; it cannot be "
                        "forgotten on its own", 2)
     members = [s for s in store.session_ids() if mapper.tree_of_aggregate(s) == tree]
-    who = actor or process_actor()
+    who = recorded_actor(actor)
     at = mapper.keys.destroy(tree, who)
     for member in members:
         store.forget_in_index(member, tree, who)

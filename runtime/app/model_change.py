@@ -17,7 +17,7 @@ from uuid import UUID
 
 from chronicle.domain.errors import DomainError
 
-from ..actor import process_actor
+from ..actor import recorded_actor
 from ..clock import SYSTEM_CLOCK, Clock
 from ..environment import EnvironmentSettingError, environment
 from ..providers.base import DEFAULT_MAX_TOKENS
@@ -140,7 +140,7 @@ def change_model(store: ChronicleStore, ref: str | UUID, model: str | None, thin
     recorded = store.session(sid).spec
     name = recorded.model if model is None else check_model(model, recorded.provider)
     budget = recorded.thinking_tokens if thinking_tokens is None else check_thinking(thinking_tokens, recorded.provider)
-    who = actor or process_actor()
+    who = recorded_actor(actor)
     outcome: dict[str, Any] = {}
 
     def command(session: Any) -> None:

@@ -222,12 +222,16 @@ def main() -> None:
 
     class OneLineWarnings(logging.Formatter):
         """`chronicle: warning: …` and nothing more at a terminal: a library that logs with a traceback (the MCP SDK
-        does for each line a server writes that it cannot parse) shows it only with CHRONICLE_DEBUG=1, as errors do."""
+        does for each line a server writes that it cannot parse) shows it only with CHRONICLE_DEBUG=1, as errors do.
+        Secrets are masked as in error lines (a URL's password as `u:***@`): a library's warning may name one."""
 
         def format(self, record: logging.LogRecord) -> str:
+            from chronicle.runtime.redaction import redact_secrets
+
             if os.environ.get("CHRONICLE_DEBUG") or not (record.exc_info or record.stack_info):
-                return super().format(record)
-            return super().format(logging.makeLogRecord({**record.__dict__, "exc_info": None, "exc_text": None, "stack_info": None}))
+                return redact_secrets(super().format(record))
+            return redact_secrets(super().format(logging.makeLogRecord({**record.__dict__, "exc_info": None, "exc_text": None,
+                                                                          "stack_info": None})))
 
     warnings = logging.StreamHandler()
     warnings.setFormatter(OneLineWarnings("chronicle: warning: %(message)s"))

@@ -193,9 +193,25 @@ class HumanRenderer:
         elif kind == "turn_end":
             self._end_text()
             if event.status == "completed" and event.text is not None and event.text.strip() != self._streamed.strip():
-                # A final guardrail changed the answer after it streamed: show what the turn delivers.
-                self.console.print("[yellow]a guardrail changed the answer; delivered:[/]")
+                # The answer changed after it streamed: show what the turn delivers, and say what changed it.
+                cut = redacted_since_streamed(self._streamed, event.text)
+                said = (f"the secret scan redacted {cut} value{'s' if cut != 1 else ''} in the answer" if cut
+                        else "a guardrail changed the answer")
+                self.console.print(f"[yellow]{said}; delivered:[/]")
                 self.console.print(escape(printable(event.text)), soft_wrap=True)
+
+
+def redacted_since_streamed(streamed: str, delivered: str) -> int:
+    """How many values the secret scan cut from the answer, when that is all that changed it since it streamed
+    (each `[REDACTED:kind]` stands where the streamed text had something); 0 when anything else changed it
+    (a final guardrail), or both did. The scan runs on every answer, guardrails or none."""
+    from chronicle.runtime.secret_scan import MARKER_RE
+
+    markers = len(MARKER_RE.findall(delivered)) - len(MARKER_RE.findall(streamed))
+    if not 0 < markers <= 64:  # more: not worth a costly match, and the general line is still true enough
+        return 0
+    pattern = r"[\s\S]+?".join(re.escape(part) for part in MARKER_RE.split(delivered.strip()))
+    return markers if re.fullmatch(pattern, streamed.strip()) else 0
 
 
 def _shown(event: Any) -> str:

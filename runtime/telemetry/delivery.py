@@ -35,7 +35,9 @@ _ERRNO = re.compile(r"\[Errno -?\d+\] ([^'\")]+)")
 
 
 def _reason(record: logging.LogRecord) -> str:
-    text = record.getMessage()
+    from ..redaction import redact_secrets
+
+    text = redact_secrets(record.getMessage())  # the SDK's message may name the endpoint, password and all
     found = _ERRNO.search(text)
     if found:
         return found.group(1).strip().lower()
@@ -46,10 +48,15 @@ def _reason(record: logging.LogRecord) -> str:
 
 
 def endpoint_of(exporter: Any) -> str:
+    """The endpoint as it may be printed (a warning of run, serve or worker, export-traces' error): a password in
+    it (`http://u:PASS@host/`) masked as every printed secret is (`u:***@`, runtime/redaction.py)."""
+    from ..redaction import redact_secrets
+
     found = getattr(exporter, "_endpoint", None)
     if isinstance(found, str):
-        return found
-    return os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") or os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT") or "the OTLP endpoint"
+        return redact_secrets(found)
+    return redact_secrets(os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") or os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT")
+                          or "the OTLP endpoint")
 
 
 class Delivery(logging.Filter):

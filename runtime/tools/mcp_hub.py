@@ -24,7 +24,7 @@ import os
 import tempfile
 import threading
 from pathlib import Path
-from typing import Any, Coroutine, TypeVar
+from typing import Any, Coroutine, TextIO, TypeVar
 
 from .mcp_config import McpServerConfig
 
@@ -49,6 +49,24 @@ def _describe(exc: BaseException) -> str:
 def stderr_log(config: McpServerConfig) -> Path:
     """Where a stdio server's stderr goes: its log lines would otherwise interleave with our output."""
     return Path(tempfile.gettempdir()) / f"chronicle-mcp-{config.name}-{os.getuid() if hasattr(os, 'getuid') else 0}.log"
+
+
+def open_stderr_log(path: Path) -> TextIO:
+    """The log, readable by this user alone: a server's traceback can hold what its chronicle.toml `env` gave it
+    (tokens), and the temporary directory is shared. Created 0600, an older file's mode tightened to it; a
+    symbolic link is not followed, and a file another user owns (made there to read what we append) is refused."""
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o600)
+    try:
+        info = os.fstat(fd)
+        if hasattr(os, "getuid") and info.st_uid != os.getuid():
+            raise PermissionError(f"{path} belongs to another user (uid {info.st_uid}); remove it: "
+                                  "a server's log may hold its secrets, so it must be this user's alone")
+        if info.st_mode & 0o077 and hasattr(os, "fchmod"):
+            os.fchmod(fd, 0o600)
+        return os.fdopen(fd, "a", encoding="utf-8")
+    except BaseException:
+        os.close(fd)
+        raise
 
 
 #: The server whose connection task runs: the SDK's stdout reader is a task started inside it, so it reads the same.
@@ -103,7 +121,7 @@ class _Connection:
             params = StdioServerParameters(
                 command=config.command, args=config.args, env=config.resolved_env() or None, cwd=config.cwd
             )
-            errlog = open(stderr_log(config), "a", encoding="utf-8")  # noqa: SIM115 - closed with the connection
+            errlog = open_stderr_log(stderr_log(config))  # closed with the connection
             self._errlog = errlog
             return stdio_client(params, errlog=errlog)
         return streamable_http_client(str(config.url), http_client=create_mcp_http_client(headers=config.resolved_headers()))

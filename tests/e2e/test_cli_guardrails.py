@@ -171,3 +171,16 @@ def test_the_terminal_shows_the_delivered_answer_when_a_check_changed_it_after_i
     assert result.returncode == 0
     streamed, _, delivered = result.stdout.partition("a guardrail changed the answer; delivered:")
     assert "Alexandra is here." in streamed and delivered.strip().startswith("Alex is here.")
+
+
+def test_an_answer_only_the_secret_scan_changed_is_said_to_be_redacted_not_guardrailed(sqlite_url, workspace, tmp_path):
+    """No guardrail is configured: the scan's markers are what changed the answer after it streamed, and the
+    terminal says so, with how many values it cut."""
+    token = "ghp_" + "abcdefghijklmnopqrstuvwxyz0123456789"
+    script = write_script(tmp_path / "s.json", [response(text(f"Use {token} and password={'Hunter22' + 'Secret!'} there."))])
+    result = cli("run", "how do I log in?", "--provider", f"scripted:{script}", "--workspace", str(workspace), db=sqlite_url)
+    assert result.returncode == 0, result.stderr
+    assert "guardrail" not in result.stdout
+    _, said, delivered = result.stdout.partition("the secret scan redacted 2 values in the answer; delivered:")
+    assert said, result.stdout
+    assert delivered.strip().startswith("Use [REDACTED:github-token] and password=[REDACTED:assigned-secret] there.")

@@ -127,7 +127,8 @@ def test_an_unreachable_endpoint_costs_one_warning_and_the_spans_not_the_run(sql
         port = probe.getsockname()[1]
     script = write_script(tmp_path / "s.json", [response(text("Hello."))])
     # With a 30 s export timeout the exporter retries for some 15 s; the exit must not wait for that.
-    env = {"OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{port}", "OTEL_EXPORTER_OTLP_TIMEOUT": "30"}
+    # The endpoint's password is never printed: masked as export-traces' error line masks it.
+    env = {"OTEL_EXPORTER_OTLP_ENDPOINT": f"http://u:0tlpPassw0rd@127.0.0.1:{port}", "OTEL_EXPORTER_OTLP_TIMEOUT": "30"}
     started = time.monotonic()
     ran = cli("run", "hi", "--provider", f"scripted:{script}", "--workspace", str(workspace), "--json", db=sqlite_url, env=env)
     took = time.monotonic() - started
@@ -135,7 +136,8 @@ def test_an_unreachable_endpoint_costs_one_warning_and_the_spans_not_the_run(sql
     assert json_lines(ran.stdout)[-1]["type"] == "agent_end"
     said = [line for line in ran.stderr.splitlines() if "warning" in line.lower() or "error" in line.lower()]
     assert len(said) == 1, ran.stderr
-    assert f"127.0.0.1:{port}" in said[0] and "connection refused" in said[0] and "dropped" in said[0]
+    assert f"http://u:***@127.0.0.1:{port}" in said[0] and "connection refused" in said[0] and "dropped" in said[0]
+    assert "0tlpPassw0rd" not in ran.stderr
     assert took < 10, f"exit waited {took:.1f} s for an endpoint that refuses connections"
     session_id = json_lines(ran.stdout)[0]["session_id"]
     printed = json_lines(cli("export-traces", session_id, "--json", db=sqlite_url).stdout)

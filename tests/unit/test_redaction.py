@@ -54,3 +54,14 @@ def test_both_ways_of_giving_the_cipher_key_at_once_are_refused():
 
     with pytest.raises(ConfigError, match="both CHRONICLE_CIPHER_KEY and CHRONICLE_CIPHER_KEY_FILE"):
         cipher_env({"CHRONICLE_CIPHER_KEY": "a" * 44, "CHRONICLE_CIPHER_KEY_FILE": "/nonexistent"})
+
+
+def test_pass_auth_and_passphrase_variables_are_secret_named_and_their_values_hidden_wherever_they_appear():
+    """A bash command can print its parent's environment (/proc/PPID/environ): the values of these names are cut
+    verbatim, whatever they look like; SSH_AUTH_SOCK and GIT_ASKPASS name a socket and a program, not secrets."""
+    env = {"DB_PASS": "plainpassword", "SMTP_AUTH": "mailuser:letmein", "KEY_PASSPHRASE": "open sesame now",
+           "SSH_AUTH_SOCK": "/tmp/ssh-agent.sock", "GIT_ASKPASS": "/usr/bin/askpass-helper"}
+    out = redact_secrets("\0".join(f"{k}={v}" for k, v in env.items()), environ=env)
+    for secret in ("plainpassword", "mailuser:letmein", "open sesame now"):
+        assert secret not in out
+    assert "/tmp/ssh-agent.sock" in out and "/usr/bin/askpass-helper" in out

@@ -74,3 +74,12 @@ def test_text_before_a_tool_that_never_started_is_not_taken_for_a_changed_answer
         renderer(MessageUpdate(session_id="s", turn_id="t", step=1, delta={"type": "text", "text": "Brief answer."}))
         renderer(TurnEnd(session_id="s", turn_id="t", status="completed", text="Brief answer."))
         assert "guardrail" not in out.getvalue() and out.getvalue().count("Brief answer.") == 1
+
+
+def test_the_answer_is_called_redacted_only_when_the_scans_markers_are_all_that_changed_it():
+    from chronicle.runtime.cli.render import redacted_since_streamed
+
+    streamed = "key AKIA" + "QX7RZ2MPL4KD9WNT and pass: hunter2hunter2."
+    assert redacted_since_streamed(streamed, "key [REDACTED:aws-access-key] and pass: [REDACTED:assigned-secret].") == 2
+    assert redacted_since_streamed(streamed, "key [REDACTED:aws-access-key] and no password.") == 0  # a guardrail too
+    assert redacted_since_streamed("Alexandra is here.", "Alex is here.") == 0  # a guardrail alone

@@ -29,3 +29,26 @@ def test_an_endpoint_that_never_answers_costs_the_bound_not_the_exporters_timeou
             exporter.shutdown()
             delivery.uninstall()
     assert reason == "no answer within 0.5 s" and took < 3, (reason, took)
+
+
+def test_the_endpoint_a_warning_names_has_its_password_masked(caplog):
+    """The live path's warning goes through whatever logging the process has (a library user's own handlers, not
+    only the CLI's): the endpoint it names is masked at the source, as every printed URL is (`u:***@`)."""
+    import logging
+
+    from chronicle.runtime.telemetry.delivery import endpoint_of
+
+    exporter = OTLPSpanExporter(endpoint="http://u:0tlpPassw0rd@127.0.0.1:9/v1/traces", timeout=1)
+    delivery = Delivery(endpoint_of(exporter)).install()
+    try:
+        with caplog.at_level(logging.WARNING, logger="chronicle.telemetry"):
+            record = logging.LogRecord("opentelemetry.sdk._shared_internal", logging.WARNING, __file__, 1,
+                                       "Failed to export to http://u:0tlpPassw0rd@127.0.0.1:9/v1/traces: [Errno 111] Connection refused",
+                                       None, None)
+            delivery.filter(record)
+    finally:
+        exporter.shutdown()
+        delivery.uninstall()
+    said = " ".join(r.getMessage() for r in caplog.records)
+    assert "http://u:***@127.0.0.1:9/v1/traces did not take spans (connection refused)" in said
+    assert "0tlpPassw0rd" not in said
