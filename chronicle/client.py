@@ -50,6 +50,7 @@ from .arguments import (
     LeaseSeconds,
     ModelName,
     PollSeconds,
+    RowCount,
     Seconds,
     SessionRef,
     blocking,
@@ -612,7 +613,7 @@ class Chronicle:
 
     @checked
     def audit(self, session: SessionRef | None = None, tool: str | None = None, errors: bool = False, since: str | None = None,
-              limit: FromOne | None = None, last: FromOne | None = None) -> list[dict[str, Any]]:
+              limit: RowCount | None = None, last: RowCount | None = None) -> list[dict[str, Any]]:
         """`audit --json`: `limit` the first entries, `last` the newest (both in commit order; not both)."""
         with _as_chronicle_errors():
             return queries.audit(self._existing, session=session, tool=tool, errors=errors, since=since, limit=limit,
