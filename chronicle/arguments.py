@@ -23,6 +23,8 @@ from uuid import UUID
 from pydantic import AfterValidator, ConfigDict, Field, ValidationError, validate_call
 from pydantic_core import ErrorDetails
 
+from chronicle.runtime.bounds import LARGEST
+
 from .errors import ChronicleError
 
 #: A session: its id (a UUID, or its text), or an unambiguous prefix of it, as `RunResult.session_id` holds it. A UUID
@@ -30,9 +32,12 @@ from .errors import ChronicleError
 #: not a "no session with id" NotFound (code 1) from deeper in, where the use cases take a UUID as already resolved.
 SessionRef = Annotated[str | UUID, AfterValidator(str)]
 #: A turn or event number, counted from 1 as `--at` and `--version` count.
-FromOne = Annotated[int, Field(ge=1)]
+FromOne = Annotated[int, Field(ge=1, le=LARGEST)]
 #: A count that may be zero (`--keep`, `--step`).
-FromZero = Annotated[int, Field(ge=0)]
+FromZero = Annotated[int, Field(ge=0, le=LARGEST)]
+#: How many rows to keep (`audit`'s `limit` and `last`): one beyond any row count means all of them, so a huge one
+#: is taken as the largest the stores hold (runtime/bounds.py), as `--limit` takes it.
+RowCount = Annotated[int, Field(ge=1), AfterValidator(lambda n: min(n, LARGEST))]
 #: A model name: not empty (the use case checks its spelling and the provider's naming).
 ModelName = Annotated[str, Field(min_length=1)]
 #: Seconds to wait: finite and not negative (`--wait`).

@@ -50,6 +50,7 @@ from .arguments import (
     LeaseSeconds,
     ModelName,
     PollSeconds,
+    RowCount,
     Seconds,
     SessionRef,
     blocking,
@@ -612,7 +613,7 @@ class Chronicle:
 
     @checked
     def audit(self, session: SessionRef | None = None, tool: str | None = None, errors: bool = False, since: str | None = None,
-              limit: FromOne | None = None, last: FromOne | None = None) -> list[dict[str, Any]]:
+              limit: RowCount | None = None, last: RowCount | None = None) -> list[dict[str, Any]]:
         """`audit --json`: `limit` the first entries, `last` the newest (both in commit order; not both)."""
         with _as_chronicle_errors():
             return queries.audit(self._existing, session=session, tool=tool, errors=errors, since=since, limit=limit,
@@ -625,13 +626,13 @@ class Chronicle:
         """`verify [SESSION] --json`: the hash chain re-computed over the whole log, or what one session tree's
         conversation is read from. A broken chain is the answer (`ok` false, `broken` naming the first bad link),
         not an error, as `replay` reports a divergence."""
-        from chronicle.runtime.verify import Verifier
+        from chronicle.runtime.verify import Verifier, session_to_verify
 
         with _as_chronicle_errors():
             verifier = Verifier(self._existing)
             if session is None:
                 return verifier.verify_all(None).as_json()
-            return verifier.verify_session(queries.session_id(self._existing, session), None).as_json()
+            return verifier.verify_session(session_to_verify(self._existing, session), None).as_json()
 
     @checked
     def export(self, session: SessionRef, sign_with: bytes | str | None = None) -> dict[str, Any]:

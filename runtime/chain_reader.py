@@ -118,6 +118,14 @@ class LogReader:
                 found[int(row[1])] = self._link(row)
         return found
 
+    def links_around(self, position: int) -> tuple[Link | None, Link | None]:
+        """The links of the nearest chained events before and after `position`."""
+        before = self._rows(f"SELECT {self._LINK_COLUMNS} FROM {self.chain} WHERE position < %s ORDER BY position DESC LIMIT 1",
+                            (position,))
+        after = self._rows(f"SELECT {self._LINK_COLUMNS} FROM {self.chain} WHERE position > %s ORDER BY position LIMIT 1",
+                           (position,))
+        return (self._link(before[0]) if before else None), (self._link(after[0]) if after else None)
+
     def head(self) -> Link | None:
         rows = self._rows(f"SELECT {self._LINK_COLUMNS} FROM {self.chain} ORDER BY seq DESC LIMIT 1")
         return self._link(rows[0]) if rows else None

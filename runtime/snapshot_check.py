@@ -15,7 +15,7 @@ a forgotten session tree (`chronicle forget`) cannot be read by anyone and is pa
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any, Iterator, Sequence
 from uuid import UUID
 
 from eventsourcing.domain import Snapshot
@@ -32,30 +32,50 @@ class SnapshotProblem:
     detail: str
 
 
-def stored_snapshots(store: Any) -> Iterator[StoredEvent]:
+#: Aggregate ids per query when only some aggregates' snapshots are read (SQLite's bound-parameter limit is far above).
+_CHUNK = 500
+
+
+def stored_snapshots(store: Any, originator_ids: Sequence[UUID] | None = None) -> Iterator[StoredEvent]:
+    """Every stored snapshot, or only those of `originator_ids` (`verify SESSION`: its tree's)."""
     if store.snapshots is None:
         return
     recorder: Any = store.snapshots.recorder
     table = recorder.events_table_name
-    if store.backend == "sqlite":
-        sql = f"SELECT originator_id, originator_version, topic, {SQLITE_STATE} FROM {table} ORDER BY originator_id, originator_version"
+    sqlite = store.backend == "sqlite"
+    if sqlite:
+        select = f"SELECT originator_id, originator_version, topic, {SQLITE_STATE} FROM {table}"
     else:
-        sql = (f'SELECT originator_id, originator_version, topic, state FROM "{recorder.datastore.schema or "public"}"."{table}" '
-               "ORDER BY originator_id, originator_version")
+        select = f'SELECT originator_id, originator_version, topic, state FROM "{recorder.datastore.schema or "public"}"."{table}"'
+    order = " ORDER BY originator_id, originator_version"
+    if originator_ids is None:
+        queries: list[tuple[str, list[Any]]] = [(select + order, [])]
+    else:
+        ids = list(dict.fromkeys(originator_ids))
+        queries = []
+        for start in range(0, len(ids), _CHUNK):
+            chunk = ids[start:start + _CHUNK]
+            if sqlite:
+                queries.append((f"{select} WHERE originator_id IN ({','.join('?' * len(chunk))}){order}", [i.hex for i in chunk]))
+            else:
+                queries.append((f"{select} WHERE originator_id = ANY(%s){order}", [chunk]))
+    rows: list[Any] = []
     with recorder.datastore.transaction(commit=False) as cursor:
-        cursor.execute(sql)
-        rows = cursor.fetchall()
+        for sql, params in queries:
+            cursor.execute(sql, params)
+            rows += cursor.fetchall()
     for row in rows:
         values = tuple(row) if store.backend == "sqlite" else tuple(row.values())
         yield StoredEvent(originator_id=UUID(str(values[0])), originator_version=int(values[1]), topic=values[2],
                           state=bytes(values[3]))
 
 
-def check_snapshots(store: Any) -> tuple[int, SnapshotProblem | None]:
-    """How many snapshots match their events, and the first one that does not."""
+def check_snapshots(store: Any, originator_ids: Sequence[UUID] | None = None) -> tuple[int, SnapshotProblem | None]:
+    """How many snapshots match their events, and the first one that does not: of the whole store, or of
+    `originator_ids` only (a session tree's, whose snapshots `history` trusts as much as the whole log's)."""
     checked = 0
     transcoder = store.mapper.transcoder
-    for stored in stored_snapshots(store):
+    for stored in stored_snapshots(store, originator_ids):
         try:
             snapshot = store.mapper.to_domain_event(stored)
         except Exception as exc:  # noqa: BLE001 - a damaged snapshot is a finding, not a crash

@@ -43,6 +43,8 @@ class Break:
     def line(self) -> str:
         if self.kind == "snapshot":  # snapshots have no position in the log
             return f"broken snapshot of {self.aggregate_id[:8]} at version {self.version}: {self.detail}"
+        if self.kind == "other_store":  # nothing of this store is broken: the anchor cannot be checked here
+            return f"not checked against the anchor: {self.detail}"
         what = f"{self.aggregate} {self.aggregate_id[:8]} {self.event}"
         version = f" v{self.version}" if self.version is not None else ""
         return f"broken at position {self.position} ({what}{version}): {self.kind}: {self.detail}"
@@ -57,7 +59,7 @@ class Verdict:
     unchained_before: int | None = None
     head: dict[str, Any] | None = None
     anchor: dict[str, Any] | None = None
-    #: Snapshots found equal to their events (runtime/snapshot_check.py); whole-log verification only.
+    #: Snapshots found equal to their events (runtime/snapshot_check.py): the whole log's, or the session tree's.
     snapshots: int = 0
     #: Of `events`, those a fork in the session's tree inherits from the session it was forked from.
     inherited: int = 0
@@ -66,22 +68,34 @@ class Verdict:
     inherited_from: list[str] = field(default_factory=list)
     origins_not_here: list[str] = field(default_factory=list)
     broken: Break | None = None
-    notes: list[str] = field(default_factory=list)
+    #: Why the session's tree could not be read from the log, in a user's words (None: it was): which rows are
+    #: its is read from its events, so it is not verified; `broken` is then the whole log's first broken link.
+    unloadable: str | None = None
+    #: The store's URL, for the commands the verdict suggests (runtime/pasteable.py); not part of the JSON.
+    url: str | None = None
 
     @property
     def ok(self) -> bool:
-        return self.broken is None
+        return self.broken is None and self.unloadable is None
 
     def as_json(self) -> dict[str, Any]:
         data = asdict(self)
         data["ok"] = self.ok
-        data.pop("notes")
+        data.pop("url")
         return data
 
     def line(self) -> str:
+        scope = "the whole log" if self.scope == "all" else f"session tree {self.scope[:8]}"
+        if self.unloadable is not None:
+            found = (f"the whole log is {self.broken.line()}" if self.broken is not None else
+                     f"the whole log's {self.chained} chained events verify, so the row was changed without breaking a link "
+                     "(or cannot be read by this version of Chronicle)")
+            from .pasteable import pasteable
+
+            return (f"{scope} not verified: {self.unloadable}; {found}; `{pasteable('doctor', self.url)}` lists the rows that "
+                    f"do not load, `{pasteable('verify', self.url)}` checks the whole log")
         if self.broken is not None:
             return self.broken.line()
-        scope = "the whole log" if self.scope == "all" else f"session tree {self.scope[:8]}"
         parts = [f"verified {scope}: {self.chained} events chained"]
         if self.inherited:
             origins = ", ".join(f"{o} (not in this store)" if o in self.origins_not_here else o for o in self.inherited_from)
@@ -97,6 +111,47 @@ class Verdict:
         return "; ".join(parts)
 
 
+def _first(breaks: list[Break]) -> Break | None:
+    """The break a reader should see: the earliest in the log; an anchor of another store only when nothing here is broken."""
+    return min(breaks, key=lambda b: (b.kind == "other_store", b.position)) if breaks else None
+
+
+def _unloadable(exc: BaseException) -> str:
+    """Why the tree does not load, as a reader of `verify` needs it: what is wrong with the stored rows, not
+    the exception the code met (a tampered state fails in whatever decodes it, e.g. a TypeError in a domain event)."""
+    from .store_errors import MissingEvents
+
+    if isinstance(exc, MissingEvents):  # what the tree shows; why (deleted, moved) is the chain's to say
+        return f"it does not load from the log ({str(exc).split(';')[0].split(' (')[0]})"
+    return "it does not load from the log: one of its stored events does not decode (it was changed or damaged)"
+
+
+def session_to_verify(store: Any, ref: str | UUID) -> UUID:
+    """The session `ref` names (a full id or a prefix, as every command takes it), even when it does not load: every
+    command loads the session it is given, so a tampered row of it (an event moved in from another session, a state
+    that does not decode) stopped `verify SESSION` with the reader's error, while verifying it is how to learn why."""
+    from chronicle.domain.ids import prefix_bounds
+
+    from .store import SESSION_STARTED
+    from .store_errors import UnreadableEvent
+    from .store_rows import ids_in_range
+
+    if isinstance(ref, UUID):
+        return ref
+    try:
+        return UUID(str(store.resolve_session_id(ref)))
+    except UnreadableEvent:
+        try:
+            found = [UUID(ref)]
+        except ValueError:
+            bounds = prefix_bounds(ref.strip().lower())
+            found = list(ids_in_range(store, *bounds, SESSION_STARTED)) if bounds is not None else []
+        first = LogReader(store).find_event(found[0], 1) if len(found) == 1 else None
+        if first is None or first.topic != SESSION_STARTED:
+            raise
+        return found[0]
+
+
 def head_of(link: Link | None) -> dict[str, Any] | None:
     return None if link is None else {"seq": link.seq, "position": link.position, "digest": link.digest.hex()}
 
@@ -107,7 +162,7 @@ class Verifier:
 
     # -- entry points --------------------------------------------------------------------------
 
-    def verify_all(self, anchor: dict[str, Any] | None = None) -> Verdict:
+    def verify_all(self, anchor: dict[str, Any] | None = None, snapshots: bool = True) -> Verdict:
         verdict = Verdict(scope="all", events=self.reader.count_events())
         first, head = self.reader.first(), self.reader.head()
         verdict.head = head_of(head)
@@ -126,12 +181,9 @@ class Verifier:
         unlinked = self.reader.unlinked_positions()
         self._count_unlinked(verdict, unlinked, first, breaks)
         self._check_anchor(verdict, anchor, head, breaks)
-        verdict.broken = min(breaks, key=lambda b: b.position) if breaks else None
-        if verdict.broken is None:  # snapshots are compared with the events once those are proven
-            verdict.snapshots, problem = check_snapshots(self.reader.store)
-            if problem is not None:
-                verdict.broken = Break("snapshot", 0, "Snapshot", str(problem.aggregate_id), "Snapshot", problem.version,
-                                       problem.detail)
+        verdict.broken = _first(breaks)
+        if snapshots:
+            self._check_snapshots(verdict)
         return verdict
 
     def verify_session(self, session_id: UUID, anchor: dict[str, Any] | None = None, scope: Any = None) -> Verdict:
@@ -143,14 +195,19 @@ class Verifier:
         Which aggregates those are is read from the events themselves, so a deleted or edited row
         can make the tree unloadable; the whole log still names the broken link."""
         from .session_scope import session_scope
+        from .store_errors import ForgottenSession, UnknownSession
 
         try:
             scope = scope if scope is not None else session_scope(self.reader.store, session_id)
             ids = scope_ids(self.reader.store, scope)
         except Exception as exc:  # noqa: BLE001 - any decoding or version error of a tampered row
-            verdict = self.verify_all(anchor)
-            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-            verdict.notes.append(f"session {session_id} does not load ({type(exc).__name__}: {first}); verified the whole log")
+            if isinstance(exc, (ForgottenSession, UnknownSession)):  # its own answer everywhere, not a damaged row
+                raise
+            # Which rows are the tree's is read from its events, so it cannot be checked alone: the whole log names the
+            # row, and the session is not verified either way.
+            verdict = self.verify_all(anchor, snapshots=False)
+            verdict.scope = str(session_id)
+            verdict.unloadable, verdict.url = _unloadable(exc), self.reader.store.url
             return verdict
         verdict = self.verify_aggregates(str(session_id), ids, anchor, scope.inherited)
         verdict.inherited_from = [str(origin) for origin in scope.inherited_from]
@@ -186,17 +243,32 @@ class Verifier:
         unlinked = [e for e in events if e.position not in linked_positions]
         # An event of this tree at a position whose link names an aggregate outside it was moved there.
         foreign = self.reader.links_at(e.position for e in unlinked)
-        moved = [self._misplaced(foreign[e.position], e) for e in unlinked if e.position in foreign]
-        breaks += moved[:1]
+        moved = [e for e in unlinked if e.position in foreign]
+        if moved:
+            link = foreign[moved[0].position]
+            before = self.reader.links_by_seq([link.seq - 1]).get(link.seq - 1) if link.seq > 1 else None
+            breaks.append(self._misplaced(link, moved[0], GENESIS if link.seq == 1 else before.digest if before else None))
         self._count_unlinked(verdict, [e.position for e in unlinked if e.position not in foreign], first, breaks)
         gap = self._version_gap(events, links)
         if gap:
             breaks.append(gap)
         self._check_anchor(verdict, anchor, head, breaks)
-        verdict.broken = min(breaks, key=lambda b: b.position) if breaks else None
+        verdict.broken = _first(breaks)
+        self._check_snapshots(verdict, originator_ids)
         return verdict
 
     # -- checks --------------------------------------------------------------------------------
+
+    def _check_snapshots(self, verdict: Verdict, originator_ids: Sequence[UUID] | None = None) -> None:
+        """Loading trusts a snapshot over the events before it, so `history` and `why` of a session read its
+        tree's snapshots: those are compared with the events (once the events are proven) for one session as for
+        the whole log."""
+        if verdict.broken is not None:
+            return
+        verdict.snapshots, problem = check_snapshots(self.reader.store, originator_ids)
+        if problem is not None:
+            verdict.broken = Break("snapshot", 0, "Snapshot", str(problem.aggregate_id), "Snapshot", problem.version,
+                                   problem.detail)
 
     def _check_links(self, batch: list[Link], verdict: Verdict) -> Break | None:
         events = self.reader.events_at(k.position for k in batch)
@@ -218,7 +290,7 @@ class Verifier:
             return self._gone_links(link, link.seq - 1)
         event = events.get(link.position)
         if event is None or (event.originator_id, event.version) != (link.originator_id, link.version):
-            return self._misplaced(link, event)
+            return self._misplaced(link, event, prev)
         digest = link_digest(prev, link.seq, link.position, event.originator_id, event.version, event.topic, event.state)
         if digest == link.digest:
             return None
@@ -241,13 +313,22 @@ class Verifier:
             return "its content (topic or state) changed since it was recorded"
         return "its content and digest changed since it was recorded"
 
-    def _misplaced(self, link: Link, there: RawEvent | None) -> Break:
+    def _misplaced(self, link: Link, there: RawEvent | None, prev: bytes | None = None) -> Break:
+        """`prev`: the digest of the link before, when known; it tells an event whose aggregate id or version
+        alone was changed (moved to another aggregate: its topic and state still hash to the link) from one replaced."""
         named = self.reader.find_event(link.originator_id, link.version)
         holds = f"; position {link.position} now holds {there.aggregate} {str(there.originator_id)[:8]} v{there.version}" if there else ""
         if named is not None:
             return self._break("reordered", link, named,
                                f"the chain has it at position {link.position}, the log at position {named.position}{holds}")
         if there is not None:
+            if prev is not None and link_digest(prev, link.seq, link.position, link.originator_id, link.version, there.topic,
+                                                there.state) == link.digest:
+                was = f"{there.aggregate} {str(link.originator_id)[:8]} v{link.version}"
+                now = f"{str(there.originator_id)[:8]} v{there.version}"
+                return Break("edited", link.position, there.aggregate, str(link.originator_id), there.event, link.version,
+                             f"this event ({was}) was moved to another aggregate: its id and version now read {now}, "
+                             "its content is as recorded", link.seq)
             return self._break("edited", link, None, f"the event the chain names is gone{holds}")
         return self._break("missing", link, None, "the event the chain names at this position was deleted")
 
@@ -271,8 +352,21 @@ class Verifier:
             verdict.unchained_before = boundary if boundary is not None else before[-1] + 1
         if after:
             event = self.reader.events_at([after[0]])[after[0]]
-            breaks.append(Break("inserted", event.position, event.aggregate, str(event.originator_id), event.event,
-                                event.version, "no chain link vouches for this event: it was added outside Chronicle"))
+            breaks.append(self._unlinked(event))
+
+    def _unlinked(self, event: RawEvent) -> Break:
+        """An event no link vouches for: slipped in, or its link was deleted. Links are written in position
+        order with gap-free seqs, so a gap in seq between the links on either side of it is where its own
+        link was: the event is as recorded (nothing says otherwise), its link is what is missing."""
+        before, after = self.reader.links_around(event.position)
+        low = before.seq if before is not None else 0
+        if after is not None and after.seq - low > 1:
+            gone = f"seq {low + 1}" if after.seq - low == 2 else f"seqs {low + 1}-{after.seq - 1}"
+            return Break("missing", event.position, event.aggregate, str(event.originator_id), event.event, event.version,
+                         f"the chain link that vouched for this event ({gone}) was deleted; the event is still in the log",
+                         low + 1)
+        return Break("inserted", event.position, event.aggregate, str(event.originator_id), event.event,
+                     event.version, "no chain link vouches for this event: it was added outside Chronicle")
 
     def _version_gap(self, events: list[RawEvent], links: list[Link]) -> Break | None:
         """A session's event deleted with its link leaves a hole in its aggregate's versions."""
@@ -289,10 +383,50 @@ class Verifier:
                          f"version {hole} of this aggregate is gone, event and link both")
         return None
 
+    def identity(self) -> dict[str, Any] | None:
+        """What tells this store from another: its backend and its chain's first link (an event's random id, its
+        position and its digest, which covers that event's time). An anchor carries it, so that one written from
+        another store is said to be that, not a chain recomputed. Derived, not stored: a row holding an identity
+        could be copied or rewritten like any other, and stores written before anchors carried one have it too."""
+        first = self.reader.first()
+        if first is None:
+            return None
+        return {"backend": self.reader.store.backend,
+                "first": {"seq": first.seq, "position": first.position, "aggregate_id": str(first.originator_id),
+                          "version": first.version, "digest": first.digest.hex()}}
+
+    def _other_store(self, anchor: dict[str, Any]) -> str | None:
+        """Why the anchor was written from another store, or None (the same store, or an anchor without an identity)."""
+        written = anchor.get("store")
+        if not isinstance(written, dict) or not isinstance(written.get("first"), dict):
+            return None
+        first = written["first"]
+        try:
+            seq = int(first["seq"])
+            named = (int(first["position"]), UUID(str(first["aggregate_id"])), int(first["version"]), str(first["digest"]))
+        except (KeyError, TypeError, ValueError):
+            return None
+        link = self.reader.links_by_seq([seq]).get(seq)
+        if link is None:  # the first link is gone: the chain check names it (missing), not the anchor's origin
+            return None
+        if named == (link.position, link.originator_id, link.version, link.digest.hex()):
+            return None
+        then = f"a {written.get('backend', '?')} store whose chain begins with {named[1].hex[:8]} v{named[2]} at position {named[0]}"
+        now = f"this {self.reader.store.backend} store's begins with {link.originator_id.hex[:8]} v{link.version} at position {link.position}"
+        if (link.position, link.originator_id, link.version) == named[:3]:
+            return (f"this anchor is from another store, or this store's chain was rewritten from its first event "
+                    f"({then} and digest {named[3][:16]}…; here its digest is {link.digest.hex()[:16]}…)")
+        return (f"this anchor is from another store (written on {then}; {now}): check it against the store it was "
+                "written from, or anchor this one with `chronicle verify --anchor FILE`")
+
     def _check_anchor(self, verdict: Verdict, anchor: dict[str, Any] | None, head: Link | None, breaks: list[Break]) -> None:
         if anchor is None:
             return
         verdict.anchor = anchor
+        elsewhere = self._other_store(anchor)
+        if elsewhere is not None:
+            breaks.append(Break("other_store", 0, "?", "?", "?", None, elsewhere))
+            return
         seq, digest = int(anchor["seq"]), str(anchor["digest"])
         link = self.reader.links_by_seq([seq]).get(seq)
         if link is None:
@@ -304,11 +438,15 @@ class Verifier:
                                 f"link seq {seq} no longer has the anchored digest {digest[:16]}…: the chain was recomputed", seq))
 
 
-def write_anchor(path: Path, verdict: Verdict, when: str) -> dict[str, Any]:
+def write_anchor(path: Path, verdict: Verdict, when: str, identity: dict[str, Any] | None = None,
+                 replace: bool = False) -> dict[str, Any]:
+    """Write the verdict's head and the store's `identity` (`Verifier.identity`) to `path`; an existing file is
+    FileExistsError unless `replace`: it holds an earlier head, the proof a later `--against` needs."""
     if verdict.head is None:
         raise ValueError("the chain is empty: nothing to anchor yet")
-    anchor = {**verdict.head, "anchored_at": when, "events": verdict.events}
-    path.write_text(json.dumps(anchor, indent=2) + "\n")
+    anchor = {**verdict.head, "anchored_at": when, "events": verdict.events, "store": identity}
+    with path.open("w" if replace else "x") as out:
+        out.write(json.dumps(anchor, indent=2) + "\n")
     return anchor
 
 

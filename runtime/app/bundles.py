@@ -31,7 +31,9 @@ def export(store: ChronicleStore, ref: str | UUID, private_key_pem: bytes | None
     scope = session_scope(store, sid)  # a row that does not decode, or is gone, says so here as every reader does
     verdict = Verifier(store).verify_session(sid, scope=scope)
     if verdict.broken is not None:
-        raise AppError(f"refused to export session {sid}: its hash chain is {verdict.broken.line()}; nothing written. "
+        # A forged snapshot is what the tree's aggregates (and so which rows the bundle takes) were read from.
+        what = "it has a " if verdict.broken.kind == "snapshot" else "its hash chain is "
+        raise AppError(f"refused to export session {sid}: {what}{verdict.broken.line()}; nothing written. "
                        f"`{pasteable(f'verify {sid}', store.url)}` shows it; export from a backup that verifies (an import "
                        "would give the damaged rows new, valid links in the target)")
     try:

@@ -31,7 +31,7 @@ from chronicle.domain.tool_call import ToolCall
 from chronicle.domain.turn import Turn
 
 from ..pasteable import pasteable
-from ..store import ChronicleStore
+from ..store import ChronicleStore, NotFound
 from ..timetravel import numbered_turns
 from .errors import NOT_FOUND, AppError
 from .queries import history, session_id
@@ -60,7 +60,23 @@ def why(store: ChronicleStore, ref: str | UUID, call: str | None = None, turn: i
     chain["then"] = _then(found, step, turn_events, evidence)
     chain["delegated_by"] = _parent(store, session)
     chain["evidence"] = sorted(evidence)
+    chain["evidence_in"] = _evidence_in(store, sid, found)
     return chain
+
+
+def _evidence_in(store: ChronicleStore, sid: UUID, turn: Turn) -> dict[str, Any]:
+    """The session whose `log` lists the evidence: the turn's own. A fork's inherited turn was recorded in the
+    session it was forked from (or that one's origin), and `log FORK` lists only what the fork recorded, so
+    pointing at the fork's log named positions it does not show. `present`: whether this store holds that
+    session (a fork imported without its origin brings the turns, not the session)."""
+    if turn.session_id == sid:
+        return {"session_id": str(sid), "inherited": False, "present": True}
+    try:
+        store.session(turn.session_id, copy=False)
+        present = True
+    except NotFound:
+        present = False
+    return {"session_id": str(turn.session_id), "inherited": True, "present": present}
 
 
 def _decision(store: ChronicleStore, sid: UUID, numbered: list[UUID], head: list[UUID], call: str | None,

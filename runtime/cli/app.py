@@ -88,7 +88,30 @@ def load(entry: Lazy) -> Command:
         holder.add_typer(target, name=entry.name, rich_help_panel=entry.panel)
     else:
         holder.command(name=entry.name, rich_help_panel=entry.panel)(target)
-    return typer.main.get_group(holder).commands[entry.name]
+    return bounded(typer.main.get_group(holder).commands[entry.name])
+
+
+def bounded(command: Command) -> Command:
+    """`command` (and its subcommands) with every integer it takes at most LARGEST, the largest the stores hold.
+
+    Here, where every command is built, so that no option is left out (`--at`, `--version`, `--step`, `--turn`,
+    `--limit`, positions, counts, and whatever is added later): a larger one reached SQL as an OverflowError
+    ("internal error") or a "datatype mismatch" said as the store being unavailable, where it is a usage
+    error (exit 2) naming the range, as the library's arguments (chronicle/arguments.py) and the server's are."""
+    from typer._click import types
+
+    from chronicle.runtime.bounds import LARGEST
+
+    for param in command.params:
+        kind = param.type
+        if isinstance(kind, types.IntRange):
+            if kind.max is None:
+                param.type = types.IntRange(kind.min, LARGEST, min_open=kind.min_open, clamp=kind.clamp)
+        elif type(kind) is types.IntParamType:  # not a subclass such as RowCount, which says what a huge one means
+            param.type = types.IntRange(-LARGEST - 1, LARGEST)
+    for sub in (getattr(command, "commands", None) or {}).values():
+        bounded(sub)
+    return command
 
 
 class LazyCommands(MutableMapping[str, "Command"]):

@@ -47,6 +47,19 @@ ConfigWorkspaceOption = Annotated[
 ]
 
 
+class RowCount(typer._click.types.IntParamType):  # type: ignore[name-defined,misc]
+    """How many rows to show (`audit --limit`/`--last`): at least 1; one beyond any row count means all of them, so
+    a huge one is taken as the largest the stores hold instead of refused (runtime/bounds.py)."""
+
+    def convert(self, value: Any, param: Any, ctx: Any) -> int:
+        from chronicle.runtime.bounds import LARGEST
+
+        number = int(super().convert(value, param, ctx))
+        if number < 1:
+            self.fail(f"{number} is not in the range x>=1.", param, ctx)
+        return min(number, LARGEST)
+
+
 def finite_at_least(minimum: float) -> Callable[[typer.CallbackParam, Optional[float]], Optional[float]]:
     """A callback for a float option: `inf`, `nan` and values below `minimum` exit 2 on one line.
 

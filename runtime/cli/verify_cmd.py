@@ -9,9 +9,9 @@ from typing import Annotated, Optional
 import typer
 from rich.markup import escape
 
-from chronicle.runtime.verify import Verifier, read_anchor, write_anchor
+from chronicle.runtime.verify import Verifier, read_anchor, session_to_verify, write_anchor
 
-from .common import DbOption, JsonOption, cli_errors, err_console, fail, open_store, out_console, print_json
+from .common import DbOption, JsonOption, cli_errors, fail, open_store, out_console, print_json
 
 
 def verify(
@@ -19,6 +19,7 @@ def verify(
     all_: Annotated[bool, typer.Option("--all", help="The whole log (the default without SESSION)")] = False,
     anchor: Annotated[Optional[Path], typer.Option("--anchor", help="Write the head (position and digest) to this anchor file")] = None,
     against: Annotated[Optional[Path], typer.Option("--against", help="Also check that the chain still holds this anchor file's head")] = None,
+    force: Annotated[bool, typer.Option("--force", help="With --anchor: replace the anchor file if it exists")] = False,
     as_json: JsonOption = False,
     db: DbOption = None,
 ) -> None:
@@ -26,6 +27,9 @@ def verify(
     with cli_errors():
         if session and all_:
             fail("give SESSION or --all, not both", 2)
+        if anchor is not None and not force and (anchor.exists() or anchor.is_symlink()):
+            # An anchor is the earlier head a later `--against` is checked with: replacing it by mistake loses that proof.
+            fail(f"{anchor} exists; not overwriting an anchor: write to another path, remove it, or add --force", 2)
         expected = None
         if against is not None:
             try:
@@ -35,15 +39,15 @@ def verify(
         store = open_store(db, create=False)
         verifier = Verifier(store)
         if session:
-            sid = store.resolve_session_id(session)
+            sid = session_to_verify(store, session)
             verdict = verifier.verify_session(sid, expected)
-            for note in verdict.notes:
-                err_console.print(escape(note), soft_wrap=True)
         else:
             verdict = verifier.verify_all(expected)
         if anchor is not None and verdict.ok:
             try:
-                write_anchor(anchor, verdict, datetime.now(timezone.utc).isoformat())
+                write_anchor(anchor, verdict, datetime.now(timezone.utc).isoformat(), verifier.identity(), replace=force)
+            except FileExistsError:
+                fail(f"{anchor} exists; not overwriting an anchor: write to another path, remove it, or add --force", 2)
             except (OSError, ValueError) as exc:
                 fail(f"cannot write the anchor {anchor}: {exc}")
         if as_json:

@@ -91,8 +91,17 @@ def show(c: dict[str, Any], console: Console, url: str) -> None:
         end = then.get("final_text") or then.get("reason") or ""
         said = end and not (call is None and end == d["text"])  # the answer explained is the turn's end: said above
         p(_row("Then", f"the turn {then['turn_status']}" + (f": {short(end, 160)}" if said else "")))
-    log_hint = pasted(f"log {c['session_id'][:8]}", url)
-    p(f"[dim]evidence: log positions {', '.join(map(str, c['evidence']))} (`{log_hint}`)[/]", soft_wrap=True)
+    positions = f"evidence: log positions {', '.join(map(str, c['evidence']))}"
+    held = c.get("evidence_in") or {"session_id": c["session_id"], "inherited": False, "present": True}
+    log_hint = pasted(f"log {held['session_id'][:8]}", url)
+    if not held["inherited"]:
+        p(f"[dim]{positions} (`{log_hint}`)[/]", soft_wrap=True)
+    elif held["present"]:  # an inherited turn: its rows are in the log of the session it was recorded in
+        p(f"[dim]{positions}, recorded in session {held['session_id'][:8]}, which this fork inherits them from "
+          f"(`{log_hint}`)[/]", soft_wrap=True)
+    else:
+        p(f"[dim]{positions}, recorded in session {held['session_id']}, which this fork inherits them from "
+          "(not in this store: no `log` lists them)[/]", soft_wrap=True)
 
 
 def _row(label: str, text: str, raw: bool = False, position: int | None = None) -> str:

@@ -16,7 +16,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, AsyncIterator, Literal, cast
 
-from fastapi import Depends, FastAPI, Header, HTTPException, Request
+from fastapi import Depends, FastAPI, Header, HTTPException, Query, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 
 from chronicle.client import Chronicle
@@ -28,6 +28,7 @@ from chronicle.runtime.app.resume import submit
 from chronicle.runtime.app.specs import resolve_workspace
 from chronicle.runtime.app.worker import Overrides, Worker, WorkerOptions
 from chronicle.runtime.app.worker_progress import WorkerProgress
+from chronicle.runtime.bounds import LARGEST
 from chronicle.runtime.environment import environment
 from chronicle.runtime.loop import LoopOptions
 from chronicle.runtime.off_loop import off_the_loop
@@ -369,7 +370,7 @@ def _serving(config: ServerConfig, chronicle: Chronicle) -> FastAPI:
 
     @app.get("/sessions/{session_id}/events")
     async def events(session_id: str, request: Request, last_event_id: str | None = Header(default=None),
-                     after: int | None = None, follow: bool = True) -> StreamingResponse:
+                     after: int | None = Query(None, ge=0, le=LARGEST), follow: bool = True) -> StreamingResponse:
         with _errors():
             sid = await off_the_loop(queries.session_id, chronicle.store, session_id)
         start = after if after is not None else _position(last_event_id)
@@ -423,9 +424,12 @@ def caller(x_chronicle_actor: str | None = Header(default=None)) -> str | None:
 
 def _position(last_event_id: str | None) -> int:
     try:
-        return max(0, int(last_event_id)) if last_event_id else 0
+        position = max(0, int(last_event_id)) if last_event_id else 0
     except ValueError:
         raise HTTPException(status_code=400, detail="Last-Event-ID: not a log position") from None
+    if position > LARGEST:
+        raise HTTPException(status_code=400, detail=f"Last-Event-ID: a log position is at most {LARGEST}")
+    return position
 
 
 class _errors:

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from chronicle.runtime.bounds import LARGEST
+
 
 class _Body(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
@@ -46,7 +48,7 @@ class CancelBody(_Body):
 
 
 class UndoBody(_Body):
-    turns: int = Field(default=1, ge=1)
+    turns: int = Field(default=1, ge=1, le=LARGEST)
     files: bool = False
     workspace: str | None = None
 
@@ -56,18 +58,18 @@ class RedoBody(_Body):
 
 
 class ForkBody(_Body):
-    at: int | None = Field(default=None, ge=1)
+    at: int | None = Field(default=None, ge=1, le=LARGEST)
 
 
 class ModelBody(_Body):
     """`POST /sessions/{id}/model`: the model its next turns use; `thinking_tokens` 0 is off, absent keeps the recorded one."""
 
     model: str = Field(min_length=1)
-    thinking_tokens: int | None = Field(default=None, ge=0)
+    thinking_tokens: int | None = Field(default=None, ge=0, le=LARGEST)
 
 
 class CompactBody(_Body):
-    keep: int | None = Field(default=None, ge=0)
+    keep: int | None = Field(default=None, ge=0, le=LARGEST)
     strategy: str = Field(default="summary", pattern="^(summary|truncate)$")
 
 

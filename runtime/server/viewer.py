@@ -21,6 +21,7 @@ from jinja2 import Environment, FileSystemLoader, select_autoescape
 from chronicle.client import Chronicle
 from chronicle.runtime.app import queries
 from chronicle.runtime.app.errors import AppError
+from chronicle.runtime.bounds import LARGEST
 from chronicle.runtime.store import ForgottenSession, NotFound
 
 from . import session_page as session_view
@@ -48,7 +49,7 @@ def mount_viewer(app: FastAPI, chronicle: Chronicle) -> None:
     @app.get("/", response_class=HTMLResponse, include_in_schema=False)
     @app.get("/ui/sessions", response_class=HTMLResponse, include_in_schema=False)
     def sessions_page(request: Request, q: str = "", status: str = "",
-                      page_no: int = Query(0, alias="page", ge=0)) -> HTMLResponse:
+                      page_no: int = Query(0, alias="page", ge=0, le=LARGEST)) -> HTMLResponse:
         """PAGE_SIZE sessions a page; `?page=N` (from 0) is what the page's own links ask for."""
         rows = chronicle.sessions()
         statuses = sorted({r["status"] for r in rows})
@@ -65,7 +66,8 @@ def mount_viewer(app: FastAPI, chronicle: Chronicle) -> None:
                     total=len(shown))
 
     @app.get("/ui/sessions/{session_id}", response_class=HTMLResponse, include_in_schema=False)
-    def session_page(request: Request, session_id: str, turn: int | None = None, at: int | None = None,
+    def session_page(request: Request, session_id: str, turn: int | None = Query(None, le=LARGEST),
+                     at: int | None = Query(None, le=LARGEST),
                      all: bool = False) -> Response:
         """A window of turns as of turn `turn` (as `history --at` counts), never the whole history: see
         session_page.py. The old `?at=PLACE` (a place on the active branch) is answered with a redirect to the

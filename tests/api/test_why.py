@@ -281,8 +281,16 @@ def test_an_inherited_decision_is_explained_from_a_fork(db_url, workspace, tmp_p
         child = app.fork(sid, at=1)
         inherited, original = app.why(child, "t1"), app.why(sid, "t1")
         assert inherited["session_id"] == child
-        assert {k: v for k, v in inherited.items() if k not in ("session_id", "saw")} == \
-            {k: v for k, v in original.items() if k not in ("session_id", "saw")}
+        assert {k: v for k, v in inherited.items() if k not in ("session_id", "saw", "evidence_in")} == \
+            {k: v for k, v in original.items() if k not in ("session_id", "saw", "evidence_in")}
+        # The evidence is in the parent's log, where the inherited turn was recorded: the fork's lists none of it.
+        assert inherited["evidence_in"] == {"session_id": sid, "inherited": True, "present": True}
+        assert original["evidence_in"] == {"session_id": sid, "inherited": False, "present": True}
+        forks_log = {e["position"] for e in app.log(child)}
+        assert not set(inherited["evidence"]) & forks_log and set(inherited["evidence"]) <= set(positions_of(app, sid))
+    shown = cli("why", child[:8], "t1", db=db_url)
+    assert shown.returncode == 0, shown.stderr
+    assert f"log {sid[:8]}`" in shown.stdout and f"log {child[:8]}" not in shown.stdout, shown.stdout
 
 
 def test_the_cli_and_the_server_answer_as_the_library_does(db_url, workspace, tmp_path):

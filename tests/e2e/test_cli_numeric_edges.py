@@ -60,3 +60,39 @@ def test_audit_last_gives_the_newest_entries_in_commit_order_from_the_cli_the_li
         import httpx
 
         assert httpx.get(f"{base}/sessions/{sid}/audit", params={"last": 2}).json() == two
+
+
+HUGE = "99999999999999999999999"  # beyond the 64-bit integers both stores hold
+
+
+def test_a_number_beyond_what_the_store_holds_is_a_usage_error_naming_the_range_everywhere(db_url, workspace, tmp_path):
+    """It reached SQL: an OverflowError said as an internal error, or a "datatype mismatch" said as the store being
+    unavailable (HTTP 503, an outage to monitoring)."""
+    from chronicle import Chronicle, ChronicleError
+    from tests.server.serving import serving
+
+    script = write_script(tmp_path / "s.json", [response(text("hi"))])
+    sid = json_lines(cli("run", "one", "--provider", f"scripted:{script}", "--workspace", str(workspace), "--json",
+                         db=db_url).stdout)[0]["session_id"]
+    for args in (("history", sid, "--at", HUGE), ("history", sid, "--version", HUGE), ("history", sid, "--at", "1", "--step", HUGE),
+                 ("notes", sid, "--at", HUGE), ("why", sid, "--turn", HUGE), ("fork", sid, "--at", HUGE),
+                 ("undo", sid, "--turns", HUGE)):
+        result = cli(*args, db=db_url)
+        assert result.returncode == 2, (args, result.stdout, result.stderr)
+        assert "9223372036854775807" in result.stderr and "internal error" not in result.stderr, (args, result.stderr)
+    with Chronicle(db_url) as app:
+        for call in (lambda: app.history(sid, at=int(HUGE)), lambda: app.history(sid, at=1, step=int(HUGE)),
+                     lambda: app.notes(sid, at=int(HUGE)), lambda: app.why(sid, turn=int(HUGE))):
+            with pytest.raises(ChronicleError) as refused:
+                call()
+            assert refused.value.code == 2 and "9223372036854775807" in str(refused.value)
+        assert app.audit(session=sid, limit=int(HUGE)) == app.audit(session=sid)  # a huge limit still means all
+    with serving(db_url, workspace) as base:
+        import httpx
+
+        for path, params in ((f"/sessions/{sid}/history", {"at": HUGE}), (f"/sessions/{sid}/history", {"at": 1, "step": HUGE}),
+                             (f"/sessions/{sid}/history", {"version": HUGE}), (f"/sessions/{sid}/notes", {"at": HUGE}),
+                             (f"/sessions/{sid}/why", {"turn": HUGE}), (f"/sessions/{sid}/events", {"after": HUGE, "follow": "false"})):
+            answer = httpx.get(f"{base}{path}", params=params)
+            assert answer.status_code in (400, 422) and answer.json()["code"] == 2, (path, params, answer.status_code, answer.text)
+        assert httpx.get(f"{base}/sessions/{sid}/audit", params={"limit": HUGE}).status_code == 200

@@ -253,3 +253,112 @@ def test_verifying_a_fork_checks_the_turns_it_inherits_from_its_parent(recorded,
         assert broken.aggregate_id == str(oid) and broken.version == version
     result = cli("verify", fork, db=db_url)
     assert result.returncode == 1 and f"broken at position {target} " in result.stdout, result.stdout
+
+
+def snapshots_table(tamper: Tamper) -> str:
+    return "stored_snapshots" if tamper.sqlite else tamper.events.replace("chronicle_events", "chronicle_snapshots")
+
+
+def test_verifying_a_session_compares_its_trees_snapshots_with_their_events(recorded):
+    """`history` and `why` of a session read its snapshots: a forged one must fail `verify SESSION` as it fails `verify`."""
+    db_url, session, tamper = recorded
+    with closing(ChronicleStore(db_url)) as store:
+        turn_id = store.session(UUID(session)).turns[0]
+        store.take_snapshot(turn_id)
+    assert verify(db_url, session).snapshots == 1
+    table, key = snapshots_table(tamper), turn_id.hex if tamper.sqlite else turn_id
+    (state,) = tamper.run(f"SELECT state FROM {table} WHERE originator_id = %s", (key,))[0]
+    plain = SizedZlib()
+    forged = plain.compress(plain.decompress(bytes(state)).replace(b'"hello.txt"', b'"/etc/shadow"'))
+    assert forged != bytes(state)
+    tamper.run(f"UPDATE {table} SET state = %s WHERE originator_id = %s", (forged, key))
+    assert "/etc/shadow" in cli("history", session, "--json", db=db_url).stdout  # what the forged snapshot shows
+
+    verdict = verify(db_url, session)
+    assert not verdict.ok and verdict.broken.kind == "snapshot" and verdict.broken.aggregate_id == str(turn_id)
+    result = cli("verify", session[:8], db=db_url)
+    assert result.returncode == 1 and result.stdout.startswith(f"broken snapshot of {str(turn_id)[:8]}"), result.stdout
+
+
+def test_an_anchor_written_from_another_store_says_so(db_url, workspace, tmp_path):
+    here = recorded_session(db_url, workspace, tmp_path)
+    anchor = tmp_path / "here.json"
+    assert cli("verify", "--anchor", str(anchor), db=db_url).returncode == 0
+    written = json.loads(anchor.read_text())
+    assert written["store"]["backend"] == ("sqlite" if db_url.startswith("sqlite") else "postgresql")
+    assert cli("verify", here, "--against", str(anchor), db=db_url).returncode == 0
+
+    other_dir = tmp_path / "other"
+    other_dir.mkdir()
+    other = f"sqlite:///{other_dir / 'other.db'}"
+    recorded_session(other, workspace, other_dir)
+    result = cli("verify", "--against", str(anchor), "--json", db=other)
+    assert result.returncode == 1, result.stdout + result.stderr
+    broken = json.loads(result.stdout)["broken"]
+    assert broken["kind"] == "other_store" and "this anchor is from another store" in broken["detail"], broken
+    said = cli("verify", "--against", str(anchor), db=other)
+    assert said.returncode == 1 and "this anchor is from another store" in said.stdout and "rewritten" not in said.stdout
+
+    # An anchor written before anchors named their store is checked as before.
+    old = tmp_path / "old.json"
+    old.write_text(json.dumps({k: v for k, v in written.items() if k != "store"}))
+    assert cli("verify", "--against", str(old), db=db_url).returncode == 0
+    assert json.loads(cli("verify", "--against", str(old), "--json", db=other).stdout)["broken"]["kind"] in ("rewritten", "missing")
+
+
+def test_a_deleted_chain_link_is_reported_missing_not_inserted(recorded):
+    db_url, session, tamper = recorded
+    seq = len(tamper.links()) // 2
+    position, _ = tamper.link(seq)
+    tamper.run(f"DELETE FROM {tamper.chain} WHERE seq = %s", (seq,))
+    for scope in (None, session):
+        broken = verify(db_url, scope).broken
+        assert broken is not None and broken.kind == "missing" and broken.position == position, (scope, broken)
+        assert f"seq {seq}" in broken.detail and "still in the log" in broken.detail
+
+
+def test_an_event_moved_to_another_session_is_named_as_moved(db_url, workspace, tmp_path):
+    first = recorded_session(db_url, workspace, tmp_path)
+    second_dir = tmp_path / "again"
+    second_dir.mkdir()
+    second = recorded_session(db_url, workspace, second_dir)
+    tamper = Tamper(db_url)
+    # The first session's last event, given to the second session at a version it does not have.
+    position = max(p for p in tamper.positions() if tamper.event(p)[0] == UUID(first))
+    oid, version, _topic, _state = tamper.event(position)
+    key = UUID(second).hex if tamper.sqlite else UUID(second)
+    tamper.run(f"UPDATE {tamper.events} SET originator_id = %s, originator_version = 99 WHERE {tamper.pos} = %s", (key, position))
+    for scope in (None, second):
+        verdict = verify(db_url, scope)
+        broken = verdict.broken
+        assert broken is not None and broken.position == position and broken.aggregate_id == str(oid), (scope, broken)
+        assert "moved to another aggregate" in broken.detail and f"{second[:8]} v99" in broken.detail
+    result = cli("verify", second, db=db_url)
+    assert result.returncode == 1 and f"broken at position {position} " in result.stdout, result.stdout + result.stderr
+    assert "moved to another aggregate" in result.stdout and result.stderr == ""
+
+
+def test_a_session_that_does_not_load_is_one_verdict_not_verified(recorded):
+    db_url, session, tamper = recorded
+    plain = SizedZlib()
+    target = next(p for p in tamper.positions() if tamper.event(p)[2].endswith("ToolCall.Completed"))
+    tamper.set_state(target, plain.compress(b'{"timestamp": "2024-01-01T00:00:00+00:00"}'))
+    result = cli("verify", session, db=db_url)
+    assert result.returncode == 1 and result.stderr == "", result.stdout + result.stderr
+    [line] = result.stdout.strip().splitlines()
+    assert line.startswith(f"session tree {session[:8]} not verified: it does not load from the log"), line
+    assert f"broken at position {target} " in line and "chronicle doctor" in line
+    assert "Error" not in line and "verified the whole log" not in line
+    verdict = json.loads(cli("verify", session, "--json", db=db_url).stdout)
+    assert not verdict["ok"] and verdict["unloadable"] and verdict["broken"]["position"] == target
+
+
+def test_an_existing_anchor_file_is_not_overwritten_without_force(recorded, tmp_path):
+    db_url, _session, _tamper = recorded
+    anchor = tmp_path / "head.json"
+    anchor.write_text("kept\n")
+    refused = cli("verify", "--anchor", str(anchor), db=db_url)
+    assert refused.returncode == 2 and "--force" in refused.stderr and "exists" in refused.stderr, refused.stderr
+    assert anchor.read_text() == "kept\n"
+    assert cli("verify", "--anchor", str(anchor), "--force", db=db_url).returncode == 0
+    assert "digest" in json.loads(anchor.read_text())
