@@ -9,6 +9,7 @@ checked against them by a test), so it imports none of them either.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator, MutableMapping
 from importlib import import_module
 from typing import TYPE_CHECKING, Annotated, Any, NamedTuple, Optional
@@ -100,18 +101,41 @@ def bounded(command: Command) -> Command:
     error (exit 2) naming the range, as the library's arguments (chronicle/arguments.py) and the server's are."""
     from typer._click import types
 
-    from chronicle.runtime.bounds import LARGEST
-
     for param in command.params:
         kind = param.type
         if isinstance(kind, types.IntRange):
             if kind.max is None:
-                param.type = types.IntRange(kind.min, LARGEST, min_open=kind.min_open, clamp=kind.clamp)
+                param.type = _stored_int()(kind.min, min_open=kind.min_open, clamp=kind.clamp)
         elif type(kind) is types.IntParamType:  # not a subclass such as RowCount, which says what a huge one means
-            param.type = types.IntRange(-LARGEST - 1, LARGEST)
+            param.type = _stored_int()(None)
     for sub in (getattr(command, "commands", None) or {}).values():
         bounded(sub)
     return command
+
+
+@functools.cache
+def _stored_int() -> type:
+    """An integer option's type with the stores' bound: `--help` states the range the option always stated (`x>=1`,
+    or none), not the bound every integer shares; a number past it is refused naming it."""
+    from typer._click import types
+
+    from chronicle.runtime.bounds import LARGEST
+
+    class StoredInt(types.IntRange):
+        def __init__(self, low: int | None, min_open: bool = False, clamp: bool = False) -> None:
+            super().__init__(-LARGEST - 1 if low is None else low, LARGEST, min_open=min_open, clamp=clamp)
+            self.stated = low is not None
+
+        def _describe_range(self) -> str:
+            return f"x{'>' if self.min_open else '>='}{self.min}" if self.stated else ""
+
+        def convert(self, value: Any, param: Any, ctx: Any) -> Any:
+            number = types.INT.convert(value, param, ctx)
+            if not -LARGEST - 1 <= number <= LARGEST:
+                self.fail(f"{number} is beyond what a store holds: at most {LARGEST}", param, ctx)
+            return super().convert(number, param, ctx)
+
+    return StoredInt
 
 
 class LazyCommands(MutableMapping[str, "Command"]):

@@ -96,3 +96,8 @@ def test_a_number_beyond_what_the_store_holds_is_a_usage_error_naming_the_range_
             answer = httpx.get(f"{base}{path}", params=params)
             assert answer.status_code in (400, 422) and answer.json()["code"] == 2, (path, params, answer.status_code, answer.text)
         assert httpx.get(f"{base}/sessions/{sid}/audit", params={"limit": HUGE}).status_code == 200
+
+
+def test_help_states_each_options_own_range_not_the_bound_every_integer_shares():
+    shown = cli("history", "--help", env={"COLUMNS": "200"}).stdout
+    assert "[x>=1]" in shown and "[x>=0]" in shown and "9223372036854775807" not in shown
