@@ -71,10 +71,11 @@ def show(c: dict[str, Any], console: Console, url: str) -> None:
             p(_row("Checked" if i == 0 else "", line, raw=True))
         result = call["result"]
         did = f"{call['status']}" + (f" in {call['duration_ms']:.0f} ms" if call.get("duration_ms") else "")
-        if result:
-            did += f": {short(result['content'], 160)}"
-        elif call.get("reason"):
-            did += f": {short(call['reason'], 160)}"
+        told = str(result["content"]) if result else call.get("reason") or ""
+        if told.lower().startswith(f"{call['status']}:"):  # a denial's result reads "denied: REASON": said once
+            told = told[len(call["status"]) + 1:].lstrip()
+        if told:
+            did += f": {short(told, 160)}"
         p(_row("Did", did, position=call.get("ended_position")))
         changed = [e.get("path") for e in call.get("effects") or [] if e.get("path")]
         if changed:

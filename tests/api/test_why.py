@@ -194,6 +194,8 @@ def test_who_approved_or_denied_a_call_is_part_of_its_chain(db_url, workspace, t
         denied = app.why(sid, "t2")["tool_call"]
         assert [c["kind"] for c in denied["checks"]] == ["approval_requested", "denied"]
         assert (denied["checks"][1]["actor"], denied["checks"][1]["reason"], denied["status"]) == ("bob@desk", "too hot", "denied")
+    shown = cli("why", sid, "t2", db=db_url, env={"COLUMNS": "200"}).stdout
+    assert [line.split(None, 1)[1] for line in shown.splitlines() if line.startswith("Did")] == ["denied: too hot"]
 
 
 def hide_secret(text: str, where: str) -> str | None:
