@@ -12,7 +12,8 @@ anyone, with nothing else. The manifest holds the counts and the bundle chain's 
 signature over the manifest (Ed25519) covers every event.
 
 Import checks everything before writing anything (each event's source digest too, where the bundle
-allows: runtime/bundle_source.py), then writes all events (and the index entries
+allows: runtime/bundle_source.py; and that every aggregate it would write is one of the bundle's sessions':
+runtime/bundle_owners.py), then writes all events (and the index entries
 that list them: the sessions', and their tasks' on the board and reflection indexes; and an entry
 of the import log, runtime/import_log.py, naming the sessions) in one transaction: a bundle is
 either loaded whole or not at all. The bundle's sessions must be new to the target; any other
@@ -40,6 +41,7 @@ from uuid import UUID
 
 from eventsourcing.persistence import IntegrityError, StoredEvent
 
+from .bundle_owners import NotTheBundles, check_owners
 from .bundle_source import SourceMismatch, check_source_digests
 from .chain import GENESIS, link_digest
 from .chain_reader import LogReader, RawEvent
@@ -266,12 +268,17 @@ def import_bundle(store: Any, checked: Checked) -> Imported:
                               "came from a store encrypted with another CHRONICLE_CIPHER_KEY (set that key to import it)") from None
     for _ in range(50):
         kept = _new_events(store, checked)
-        _check_inherited(store, decoded, {UUID(str(e.originator_id)) for e in kept})
+        arriving = {UUID(str(e.originator_id)) for e in kept}
+        _check_inherited(store, decoded, arriving)
+        try:
+            check_owners(checked.manifest, decoded, arriving, lambda oid: bool(store.recorder.select_events(oid, limit=1)))
+        except NotTheBundles as exc:
+            raise BundleError(str(exc)) from None
         index_events: list[Any] = []
         for sid in checked.manifest.get("indexed_sessions", []):
             following = index_events[-1].originator_version + 1 if index_events else None
             index_events.append(store.session_index.trigger_event(following, session_id=UUID(sid)))
-        index_events += _task_index_events(store, decoded, {UUID(str(e.originator_id)) for e in kept})
+        index_events += _task_index_events(store, decoded, arriving)
         if checked.manifest.get("indexed_sessions"):  # their channel turns' replies are the source's (import_log.py)
             index_events.append(import_log(store).trigger_event(
                 session_ids=[UUID(sid) for sid in checked.manifest["indexed_sessions"]], unanswered_turns=unanswered_turns(decoded)))

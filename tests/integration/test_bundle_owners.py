@@ -1,0 +1,123 @@
+"""An import adds only the sessions its bundle carries.
+
+A bundle's digests and signature vouch for its events, not for whose they are: a Turn (and its tool calls) of an
+unsigned bundle rewritten to name a session the target already holds, with the bundle's own chain redone, was
+imported, and the target's `audit --session`, `cost` and `history --at` then read a turn nobody had in that
+session, while `verify` and `doctor` passed (runtime/bundle_owners.py)."""
+
+from __future__ import annotations
+
+import base64
+import json
+from contextlib import closing
+from pathlib import Path
+from typing import Any, Callable
+from uuid import UUID
+
+import pytest
+from eventsourcing.persistence import StoredEvent
+
+from chronicle.runtime.store import ChronicleStore
+from tests.helpers import cli, json_lines, response, text, tool_use, write_script
+from tests.integration.test_bundle import other_store
+from tests.tamper import Tamper
+
+
+def recorded(db_url: str, workspace: Path, tmp_path: Path, name: str, *turns: Any) -> str:
+    script = write_script(tmp_path / f"{name}.json", list(turns))
+    run = cli("run", f"prompt of {name}", "--provider", f"scripted:{script}", "--workspace", str(workspace), "--json", db=db_url)
+    assert run.returncode == 0, run.stderr
+    return str(json_lines(run.stdout)[0]["session_id"])
+
+
+def reforged(url: str, data: dict[str, Any], edit: Callable[[Any], bool]) -> dict[str, Any]:
+    """The bundle with each event passed to `edit` (which changes it in place and says whether it did), every changed
+    event's state re-encoded and its source digest blanked, and the bundle's own chain redone: what anyone holding an
+    unsigned bundle can write."""
+    from chronicle.runtime.bundle import _digest
+    from chronicle.runtime.chain import GENESIS
+    from chronicle.runtime.chain_reader import RawEvent
+
+    entries = []
+    with closing(ChronicleStore(url)) as store:
+        for entry in data["events"]:
+            entry = dict(entry)
+            event = store.mapper.to_domain_event(StoredEvent(originator_id=UUID(entry["originator_id"]), originator_version=entry["version"],
+                                                             topic=entry["topic"], state=base64.b64decode(entry["state"])))
+            if edit(event):
+                entry["state"] = base64.b64encode(store.mapper.to_stored_event(event).state).decode()
+                entry["log_digest"] = None
+            entries.append(entry)
+    prev, events = GENESIS, []
+    for i, entry in enumerate(entries, start=1):
+        prev = _digest(prev, i, RawEvent(entry["position"], UUID(entry["originator_id"]), entry["version"], entry["topic"],
+                                         base64.b64decode(entry["state"])))
+        events.append({**entry, "digest": prev.hex()})
+    return {"manifest": {**data["manifest"], "head": prev.hex()}, "events": events, "signature": None}
+
+
+@pytest.mark.parametrize("listed", ["as the bundle's own", "as inherited"])
+def test_a_bundle_that_moves_a_turn_into_a_session_the_target_holds_is_refused(db_url, workspace, tmp_path, request, listed):
+    """The reviewer's attack: P's unsigned bundle, its turn and tool call rewritten to name fork F of the target, the input
+    changed, the bundle chain redone. Listing the turn among a fork's inherited ones does not help: F is here."""
+    from chronicle.domain.tool_call import ToolCall
+    from chronicle.domain.turn import Turn
+
+    session = recorded(db_url, workspace, tmp_path, "P", response(text("Reading."), tool_use("tu_1", "read_file", path="hello.txt")),
+                       response(text("It says hello.")))
+    path = tmp_path / "p.json"
+    assert cli("export", session, "--out", str(path), db=db_url).returncode == 0
+    target = other_store(db_url, tmp_path, request, "target")
+    here = recorded(target, workspace, tmp_path, "T", response(text("An answer of the target's own.")))
+    fork = cli("fork", here, "--at", "1", db=target).stdout.strip()
+    views = (("audit", "--session", fork, "--json"), ("cost", fork, "--json"), ("history", fork, "--json"))
+    before = {args: cli(*args, db=target).stdout for args in views}
+    events_before = len(Tamper(target).positions())
+
+    moved: list[str] = []
+
+    def into_fork(event: Any) -> bool:
+        if isinstance(event, (Turn.Created, ToolCall.Requested)):
+            object.__setattr__(event, "session_id", UUID(fork))
+            moved.append(str(event.originator_id))
+            if isinstance(event, Turn.Created):
+                object.__setattr__(event, "input_text", "A QUESTION NOBODY ASKED")
+            return True
+        return False
+
+    forged = reforged(db_url, json.loads(path.read_text()), into_fork)
+    assert len(moved) == 2  # the turn and its tool call
+    if listed == "as inherited":
+        forged["manifest"] = {**forged["manifest"], "inherited": moved, "inherited_from": [fork]}
+    path.write_text(json.dumps(forged))
+
+    result = cli("import", str(path), db=target)
+    line = result.stderr.strip()
+    assert result.returncode == 1 and len(line.splitlines()) == 1, result.stdout + result.stderr
+    assert f"belongs to session {fork}, which this store holds" in line and "nothing recorded" in line, line
+    assert len(Tamper(target).positions()) == events_before
+    assert {args: cli(*args, db=target).stdout for args in views} == before
+    assert "A QUESTION NOBODY ASKED" not in cli("audit", "--json", db=target).stdout
+
+
+def test_a_bundle_listing_a_session_it_does_not_carry_cannot_claim_its_turns(sqlite_url, workspace, tmp_path):
+    """Naming the target's session in the manifest's `sessions` (with none of its events) does not make it the bundle's."""
+    from chronicle.domain.turn import Turn
+
+    session = recorded(sqlite_url, workspace, tmp_path, "P", response(text("Hello.")))
+    path = tmp_path / "p.json"
+    assert cli("export", session, "--out", str(path), db=sqlite_url).returncode == 0
+    target = f"sqlite:///{tmp_path / 'target.db'}"
+    victim = recorded(target, workspace, tmp_path, "V", response(text("The target's own.")))
+
+    def into_victim(event: Any) -> bool:
+        if isinstance(event, Turn.Created):
+            object.__setattr__(event, "session_id", UUID(victim))
+            return True
+        return False
+
+    forged = reforged(sqlite_url, json.loads(path.read_text()), into_victim)
+    forged["manifest"] = {**forged["manifest"], "sessions": [session, victim]}
+    path.write_text(json.dumps(forged))
+    result = cli("import", str(path), db=target)
+    assert result.returncode == 1 and f"lists session {victim}, whose events the bundle does not carry" in result.stderr, result.stderr
