@@ -45,7 +45,7 @@ from .bundle_owners import NotTheBundles, check_owners
 from .bundle_source import SourceMismatch, check_source_digests
 from .chain import GENESIS, link_digest
 from .chain_reader import LogReader, RawEvent
-from .import_log import import_log, unanswered_turns
+from .import_log import Provenance, import_log, unanswered_turns
 from .session_scope import attachment_ids, session_scope
 from .shredding import tree_of_header
 
@@ -182,6 +182,10 @@ class Checked:
     manifest: dict[str, Any]
     events: list[StoredEvent]
     signer: str | None
+    #: Whether the caller required a signature by a given key (`import --key`): part of the import's provenance.
+    key_required: bool = False
+    #: The sha256 of the bundle as it was read (a file's bytes), when it was given as bytes or text.
+    sha256: str | None = None
 
 
 def check_bundle(bundle: Any, trusted_key_hex: str | None = None) -> Checked:
@@ -221,7 +225,7 @@ def check_bundle(bundle: Any, trusted_key_hex: str | None = None) -> Checked:
         check_source_digests(manifest, entries, raw)
     except (SourceMismatch, TypeError, ValueError) as exc:
         raise BundleError(str(exc) if isinstance(exc, SourceMismatch) else f"malformed log_digest: {exc}") from None
-    return Checked(manifest, events, signer)
+    return Checked(manifest, events, signer, key_required=trusted_key_hex is not None)
 
 
 def _check_signature(manifest: dict[str, Any], signature: Any, trusted_key_hex: str | None) -> str | None:
@@ -254,10 +258,13 @@ class Imported:
     events: int
     #: Events of the bundle the store already held, the same (attachments, inherited turns): skipped.
     already_held: int
+    #: What the import log recorded of where the bundle came from (None: the bundle lists no session to index).
+    provenance: Provenance | None = None
 
 
-def import_bundle(store: Any, checked: Checked) -> Imported:
-    """Write the bundle's events and index entries in one transaction, less what the store already holds."""
+def import_bundle(store: Any, checked: Checked, actor: str | None = None) -> Imported:
+    """Write the bundle's events and index entries in one transaction, less what the store already holds.
+    `actor`: who imports it, for the import log's provenance (default: this process's user)."""
     _install_tree_keys(store, checked.manifest.get("tree_keys") or {})
     decoded = []
     for event in checked.events:
@@ -279,16 +286,33 @@ def import_bundle(store: Any, checked: Checked) -> Imported:
             following = index_events[-1].originator_version + 1 if index_events else None
             index_events.append(store.session_index.trigger_event(following, session_id=UUID(sid)))
         index_events += _task_index_events(store, decoded, arriving)
-        if checked.manifest.get("indexed_sessions"):  # their channel turns' replies are the source's (import_log.py)
+        origin = provenance(checked, actor) if checked.manifest.get("indexed_sessions") else None
+        if origin is not None:  # their channel turns' replies are the source's (import_log.py)
             index_events.append(import_log(store).trigger_event(
-                session_ids=[UUID(sid) for sid in checked.manifest["indexed_sessions"]], unanswered_turns=unanswered_turns(decoded)))
+                session_ids=[UUID(sid) for sid in checked.manifest["indexed_sessions"]], unanswered_turns=unanswered_turns(decoded),
+                provenance=origin))
         stored = [*kept, *(store.mapper.to_stored_event(e) for e in index_events)]
         try:
             store.recorder.insert_events(stored)
-            return Imported(len(kept), len(checked.events) - len(kept))
+            return Imported(len(kept), len(checked.events) - len(kept), origin)
         except IntegrityError:
             continue  # another writer took the index slot, or imported an aggregate meanwhile: look again
     raise BundleError("could not index the imported sessions and tasks after 50 attempts")
+
+
+def provenance(checked: Checked, actor: str | None = None) -> Provenance:
+    """Where the bundle came from, as its (checked) manifest and the caller say: runtime/import_log.py."""
+    from .actor import process_actor
+
+    manifest = checked.manifest
+    head = (manifest.get("source") or {}).get("head")
+    exported_at = manifest.get("exported_at")
+    return Provenance(
+        signed_by=checked.signer, key_required=checked.key_required, bundle_head=str(manifest.get("head")),
+        source_head=({k: head.get(k) for k in ("seq", "position", "digest")} if isinstance(head, dict) else None),
+        exported_at=exported_at if isinstance(exported_at, str) else None, bundle_sha256=checked.sha256,
+        actor=actor or process_actor(),
+    )
 
 
 def _task_index_events(store: Any, decoded: list[Any], arriving: set[UUID]) -> list[Any]:

@@ -1,13 +1,15 @@
-"""An import adds only the sessions its bundle carries.
+"""An import adds only the sessions its bundle carries, and says where it came from.
 
 A bundle's digests and signature vouch for its events, not for whose they are: a Turn (and its tool calls) of an
 unsigned bundle rewritten to name a session the target already holds, with the bundle's own chain redone, was
 imported, and the target's `audit --session`, `cost` and `history --at` then read a turn nobody had in that
-session, while `verify` and `doctor` passed (runtime/bundle_owners.py)."""
+session, while `verify` and `doctor` passed (runtime/bundle_owners.py). And the import log kept only session ids:
+now each import records its provenance, shown by `audit` (runtime/import_log.py)."""
 
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 from contextlib import closing
 from pathlib import Path
@@ -121,3 +123,52 @@ def test_a_bundle_listing_a_session_it_does_not_carry_cannot_claim_its_turns(sql
     path.write_text(json.dumps(forged))
     result = cli("import", str(path), db=target)
     assert result.returncode == 1 and f"lists session {victim}, whose events the bundle does not carry" in result.stderr, result.stderr
+
+
+def test_an_import_records_and_audit_shows_where_the_bundle_came_from(db_url, workspace, tmp_path, request):
+    session = recorded(db_url, workspace, tmp_path, "P", response(text("Hello.")))
+    assert cli("keygen", str(tmp_path / "key.pem")).returncode == 0
+    signed, unsigned = tmp_path / "signed.json", tmp_path / "unsigned.json"
+    assert cli("export", session, "--out", str(signed), "--sign", str(tmp_path / "key.pem"), db=db_url).returncode == 0
+    other = recorded(db_url, workspace, tmp_path, "Q", response(text("Hi.")))
+    assert cli("export", other, "--out", str(unsigned), db=db_url).returncode == 0
+    target = other_store(db_url, tmp_path, request, "target")
+    who = {"CHRONICLE_ACTOR": "auditor@example"}
+    done = cli("import", str(signed), "--key", str(tmp_path / "key.pem.pub"), "--json", db=target, env=who)
+    assert done.returncode == 0, done.stderr
+    assert cli("import", str(unsigned), db=target, env=who).returncode == 0
+    manifest = json.loads(signed.read_text())["manifest"]
+    public = json.loads(signed.read_text())["signature"]["public_key"]
+    want = {"signed_by": public, "key_required": True, "bundle_head": manifest["head"], "source_head": manifest["source"]["head"],
+            "exported_at": manifest["exported_at"], "bundle_sha256": hashlib.sha256(signed.read_bytes()).hexdigest(),
+            "actor": "auditor@example"}
+    assert json.loads(done.stdout)["provenance"] == want
+
+    rows = [r for r in json_lines(cli("audit", "--json", db=target).stdout) if r["kind"] == "import"]
+    assert [r["session_id"] for r in rows] == [session, other]
+    assert rows[0]["detail"] == {"session_ids": [session], **want}
+    assert rows[1]["detail"]["signed_by"] is None and rows[1]["detail"]["key_required"] is False
+    assert [r["kind"] for r in json_lines(cli("audit", "--session", session, "--json", db=target).stdout)][-1] == "import"
+    table = cli("audit", "--session", other, db=target, env={"COLUMNS": "400"}).stdout
+    assert "unsigned" in table and "auditor@example" in table, table
+
+
+def test_an_import_logged_before_provenance_was_kept_still_reads(sqlite_url, workspace, tmp_path):
+    """A SessionsImported entry of class version 1 (no provenance), as older code wrote it: audit shows its row."""
+    from chronicle.runtime.import_log import import_log
+
+    session = recorded(sqlite_url, workspace, tmp_path, "P", response(text("Hello.")))
+    with closing(ChronicleStore(sqlite_url)) as store:
+        entry = import_log(store).trigger_event(session_ids=[UUID(session)], unanswered_turns=[], provenance=None)
+        stored = store.mapper.to_stored_event(entry)
+        mapper = store.mapper
+        state = mapper.transcoder.decode(mapper.compressor.decompress(stored.state) if mapper.compressor else stored.state)
+        assert state.pop("class_version") == 2 and state.pop("provenance") is None
+        encoded = mapper.transcoder.encode(state)
+        old = StoredEvent(originator_id=stored.originator_id, originator_version=stored.originator_version, topic=stored.topic,
+                          state=mapper.compressor.compress(encoded) if mapper.compressor else encoded)
+        store.recorder.insert_events([old])
+        assert [e.provenance for e in import_log(store).get()] == [None]
+    rows = [r for r in json_lines(cli("audit", "--json", db=sqlite_url).stdout) if r["kind"] == "import"]
+    assert [(r["session_id"], r["detail"]) for r in rows] == [(session, {"session_ids": [session], "provenance": None})]
+    assert "where from was not recorded" in cli("audit", db=sqlite_url, env={"COLUMNS": "400"}).stdout
