@@ -4,7 +4,8 @@ A bundle's digests and signature vouch for its events, not for whose they are: a
 unsigned bundle rewritten to name a session the target already holds, with the bundle's own chain redone, was
 imported, and the target's `audit --session`, `cost` and `history --at` then read a turn nobody had in that
 session, while `verify` and `doctor` passed (runtime/bundle_owners.py). And the import log kept only session ids:
-now each import records its provenance, shown by `audit` (runtime/import_log.py)."""
+now each import records its provenance, shown by `audit` (runtime/import_log.py). And `sessions`, oldest first, lists
+an imported session by when it was created, not when it arrived."""
 
 from __future__ import annotations
 
@@ -172,3 +173,18 @@ def test_an_import_logged_before_provenance_was_kept_still_reads(sqlite_url, wor
     rows = [r for r in json_lines(cli("audit", "--json", db=sqlite_url).stdout) if r["kind"] == "import"]
     assert [(r["session_id"], r["detail"]) for r in rows] == [(session, {"session_ids": [session], "provenance": None})]
     assert "where from was not recorded" in cli("audit", db=sqlite_url, env={"COLUMNS": "400"}).stdout
+
+
+def test_sessions_lists_an_imported_session_by_when_it_was_created_not_when_it_arrived(db_url, workspace, tmp_path, request):
+    from chronicle.runtime.app.queries import sessions_from_aggregates
+
+    older = recorded(db_url, workspace, tmp_path, "older", response(text("Made first, elsewhere.")))
+    path = tmp_path / "older.json"
+    assert cli("export", older, "--out", str(path), db=db_url).returncode == 0
+    target = other_store(db_url, tmp_path, request, "target")
+    newer = recorded(target, workspace, tmp_path, "newer", response(text("Made here, later.")))
+    assert cli("import", str(path), db=target).returncode == 0
+    assert [s["session_id"] for s in json_lines(cli("sessions", "--json", db=target).stdout)] == [older, newer]
+    assert cli("sessions", db=target).stdout.index(older[:8]) < cli("sessions", db=target).stdout.index(newer[:8])
+    with closing(ChronicleStore(target)) as store:  # the listing read from the aggregates (a read-only store's) agrees
+        assert [s["session_id"] for s in sessions_from_aggregates(store)] == [older, newer]
