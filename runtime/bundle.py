@@ -15,7 +15,7 @@ Import checks everything before writing anything (each event's source digest too
 allows: runtime/bundle_source.py; and that every aggregate it would write is one of the bundle's sessions':
 runtime/bundle_owners.py), then writes all events (and the index entries
 that list them: the sessions', and their tasks' on the board and reflection indexes; and an entry
-of the import log, runtime/import_log.py, naming the sessions) in one transaction: a bundle is
+of the import log, runtime/import_log.py, naming the sessions and where the bundle came from) in one transaction: a bundle is
 either loaded whole or not at all. The bundle's sessions must be new to the target; any other
 aggregate it already holds with the very same events (the turns two forks of one session both
 inherit, or a parent imported before or after its fork) is kept and the bundle's copy skipped, and
