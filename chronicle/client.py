@@ -642,12 +642,15 @@ class Chronicle:
             return bundles.export(self._existing, session, sign_with.encode() if isinstance(sign_with, str) else sign_with)
 
     @checked
-    def import_bundle(self, bundle: dict[str, Any] | str | bytes, key: bytes | str | None = None) -> dict[str, Any]:
+    def import_bundle(self, bundle: dict[str, Any] | str | bytes, key: bytes | str | None = None,
+                      actor: str | None = None) -> dict[str, Any]:
         """`import FILE [--key KEY] --json`: verify the bundle (the object `export` gave, or its JSON) and load it in one
         transaction. `key`: an Ed25519 key in PEM (public or private); only a bundle it signed is taken. A tampered,
-        wrongly signed or already imported bundle raises ChronicleError 1 and records nothing."""
+        wrongly signed or already imported bundle raises ChronicleError 1 and records nothing. `actor`: who imports it,
+        as the import's provenance records (default: this process's user@host or CHRONICLE_ACTOR)."""
         with _as_chronicle_errors():
-            return bundles.import_(self.store, bundle, bundles.trusted_key(key.encode() if isinstance(key, str) else key))
+            return bundles.import_(self.store, bundle, bundles.trusted_key(key.encode() if isinstance(key, str) else key),
+                                   actor=actor)
 
     @checked
     def forget(self, session: SessionRef, actor: str | None = None) -> dict[str, Any]:

@@ -59,7 +59,8 @@ class AuditProjection(Projection):
     #: (ToolCall.FinishedAfterAbandon, newer than v7, gets its own row kind, tool_finished_late, and
     #: Session.ModelChanged its row model_changed: no store held one before, so no row built earlier
     #: changes and the version stays.)
-    version = 7
+    #: v8: an `import` row per SessionsImported (the sessions an import brought in, and from where).
+    version = 8
     tables = {
         "proj_audit_sessions": "session_id TEXT PRIMARY KEY, parent_session_id TEXT, parent_tool_call_id TEXT",
         "proj_audit_turns": "turn_id TEXT PRIMARY KEY, session_id TEXT, number BIGINT",
@@ -484,6 +485,17 @@ class AuditProjection(Projection):
         """The erased session's own rows are gone with its key; this row says who erased it and when."""
         self._row(tx, e, position, "forget", str(e.session_id), status="forgotten",
                   detail={"actor": e.actor, "tree_id": str(e.tree_id)})
+
+    # -- `chronicle import` ----------------------------------------------------------------------
+
+    @on("SessionsImported")
+    def _imported(self, tx: Tx, e: Any, position: int) -> None:
+        """Which sessions came in from where (runtime/import_log.py): the bundle's signer or `unsigned`, its digests,
+        the source's head, who imported it. Filed under the bundle's first session, the one that was exported."""
+        sessions = [str(s) for s in e.session_ids]
+        origin = dict(e.provenance) if e.provenance is not None else {"provenance": None}  # an entry older than v2
+        self._row(tx, e, position, "import", sessions[0] if sessions else None, status="imported",
+                  detail={"session_ids": sessions, **origin})
 
     # -- anything newer ------------------------------------------------------------------------
 

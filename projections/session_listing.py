@@ -11,7 +11,8 @@ are current; deciding that they are is the caller's part (runtime/app/session_li
 from __future__ import annotations
 
 import json
-from typing import Any, Hashable, Mapping, TypeVar
+from datetime import datetime, timezone
+from typing import Any, Callable, Hashable, Mapping, TypeVar
 
 from .cost_report import CostReport, Rows
 
@@ -22,6 +23,7 @@ SUMMARIES_VERSION = 5
 SUMMARIES_KEY = f"projection:summaries:v{SUMMARIES_VERSION}"
 
 K = TypeVar("K", bound=Hashable)
+R = TypeVar("R")
 
 
 class Deferred(LookupError):
@@ -57,6 +59,24 @@ def as_listed(status: str, queued: int, in_flight: bool, job_cancelled: bool) ->
     return status, queued
 
 
+def oldest_first(rows: list[R], created_at: Callable[[R], Any]) -> list[R]:
+    """`rows` by their session's own creation time (ISO text or a datetime), index order among equal times.
+    The index lists a session when it arrives in this store: an imported session, created in its source
+    long before, came after every session already here, so `sessions` stopped being oldest first. Shared by
+    the read-model listing and the aggregate one (runtime/app/queries.py). A time that does not parse
+    keeps its place after the others."""
+
+    def when(row: R) -> tuple[int, datetime]:
+        value = created_at(row)
+        try:
+            at = value if isinstance(value, datetime) else datetime.fromisoformat(str(value))
+        except ValueError:
+            return 1, datetime.min.replace(tzinfo=timezone.utc)
+        return 0, at if at.tzinfo is not None else at.replace(tzinfo=timezone.utc)
+
+    return sorted(rows, key=when)
+
+
 def listed_ids(rows: Rows) -> list[str]:
     """Every indexed session id, oldest first, archived ones too (`ChronicleStore.session_ids`)."""
     return [r["session_id"] for r in rows.dicts("SELECT session_id FROM proj_summaries_index ORDER BY listed")]
@@ -77,6 +97,7 @@ def session_rows(rows: Rows, archived: bool = False) -> list[dict[str, Any]]:
         hidden = archived_trees({r["session_id"]: r["parent_session_id"] for r in found},
                                 {r["session_id"] for r in found if r["archived"]})
         found = [r for r in found if r["session_id"] not in hidden]
+    found = oldest_first(found, lambda r: r["created_at"])
     repairs = {
         r["session_id"]: r["status"]
         for r in rows.dicts("SELECT session_id, status FROM proj_summaries_repairs "

@@ -12,9 +12,10 @@ anyone, with nothing else. The manifest holds the counts and the bundle chain's 
 signature over the manifest (Ed25519) covers every event.
 
 Import checks everything before writing anything (each event's source digest too, where the bundle
-allows: runtime/bundle_source.py), then writes all events (and the index entries
+allows: runtime/bundle_source.py; and that every aggregate it would write is one of the bundle's sessions':
+runtime/bundle_owners.py), then writes all events (and the index entries
 that list them: the sessions', and their tasks' on the board and reflection indexes; and an entry
-of the import log, runtime/import_log.py, naming the sessions) in one transaction: a bundle is
+of the import log, runtime/import_log.py, naming the sessions and where the bundle came from) in one transaction: a bundle is
 either loaded whole or not at all. The bundle's sessions must be new to the target; any other
 aggregate it already holds with the very same events (the turns two forks of one session both
 inherit, or a parent imported before or after its fork) is kept and the bundle's copy skipped, and
@@ -40,10 +41,11 @@ from uuid import UUID
 
 from eventsourcing.persistence import IntegrityError, StoredEvent
 
+from .bundle_owners import NotTheBundles, check_owners
 from .bundle_source import SourceMismatch, check_source_digests
 from .chain import GENESIS, link_digest
 from .chain_reader import LogReader, RawEvent
-from .import_log import import_log, unanswered_turns
+from .import_log import Provenance, import_log, unanswered_turns
 from .session_scope import attachment_ids, session_scope
 from .shredding import tree_of_header
 
@@ -180,6 +182,10 @@ class Checked:
     manifest: dict[str, Any]
     events: list[StoredEvent]
     signer: str | None
+    #: Whether the caller required a signature by a given key (`import --key`): part of the import's provenance.
+    key_required: bool = False
+    #: The sha256 of the bundle as it was read (a file's bytes), when it was given as bytes or text.
+    sha256: str | None = None
 
 
 def check_bundle(bundle: Any, trusted_key_hex: str | None = None) -> Checked:
@@ -219,7 +225,7 @@ def check_bundle(bundle: Any, trusted_key_hex: str | None = None) -> Checked:
         check_source_digests(manifest, entries, raw)
     except (SourceMismatch, TypeError, ValueError) as exc:
         raise BundleError(str(exc) if isinstance(exc, SourceMismatch) else f"malformed log_digest: {exc}") from None
-    return Checked(manifest, events, signer)
+    return Checked(manifest, events, signer, key_required=trusted_key_hex is not None)
 
 
 def _check_signature(manifest: dict[str, Any], signature: Any, trusted_key_hex: str | None) -> str | None:
@@ -252,10 +258,13 @@ class Imported:
     events: int
     #: Events of the bundle the store already held, the same (attachments, inherited turns): skipped.
     already_held: int
+    #: What the import log recorded of where the bundle came from (None: the bundle lists no session to index).
+    provenance: Provenance | None = None
 
 
-def import_bundle(store: Any, checked: Checked) -> Imported:
-    """Write the bundle's events and index entries in one transaction, less what the store already holds."""
+def import_bundle(store: Any, checked: Checked, actor: str | None = None) -> Imported:
+    """Write the bundle's events and index entries in one transaction, less what the store already holds.
+    `actor`: who imports it, for the import log's provenance (default: this process's user)."""
     _install_tree_keys(store, checked.manifest.get("tree_keys") or {})
     decoded = []
     for event in checked.events:
@@ -266,22 +275,44 @@ def import_bundle(store: Any, checked: Checked) -> Imported:
                               "came from a store encrypted with another CHRONICLE_CIPHER_KEY (set that key to import it)") from None
     for _ in range(50):
         kept = _new_events(store, checked)
-        _check_inherited(store, decoded, {UUID(str(e.originator_id)) for e in kept})
+        arriving = {UUID(str(e.originator_id)) for e in kept}
+        _check_inherited(store, decoded, arriving)
+        try:
+            check_owners(checked.manifest, decoded, arriving, lambda oid: bool(store.recorder.select_events(oid, limit=1)))
+        except NotTheBundles as exc:
+            raise BundleError(str(exc)) from None
         index_events: list[Any] = []
         for sid in checked.manifest.get("indexed_sessions", []):
             following = index_events[-1].originator_version + 1 if index_events else None
             index_events.append(store.session_index.trigger_event(following, session_id=UUID(sid)))
-        index_events += _task_index_events(store, decoded, {UUID(str(e.originator_id)) for e in kept})
-        if checked.manifest.get("indexed_sessions"):  # their channel turns' replies are the source's (import_log.py)
+        index_events += _task_index_events(store, decoded, arriving)
+        origin = provenance(checked, actor) if checked.manifest.get("indexed_sessions") else None
+        if origin is not None:  # their channel turns' replies are the source's (import_log.py)
             index_events.append(import_log(store).trigger_event(
-                session_ids=[UUID(sid) for sid in checked.manifest["indexed_sessions"]], unanswered_turns=unanswered_turns(decoded)))
+                session_ids=[UUID(sid) for sid in checked.manifest["indexed_sessions"]], unanswered_turns=unanswered_turns(decoded),
+                provenance=origin))
         stored = [*kept, *(store.mapper.to_stored_event(e) for e in index_events)]
         try:
             store.recorder.insert_events(stored)
-            return Imported(len(kept), len(checked.events) - len(kept))
+            return Imported(len(kept), len(checked.events) - len(kept), origin)
         except IntegrityError:
             continue  # another writer took the index slot, or imported an aggregate meanwhile: look again
     raise BundleError("could not index the imported sessions and tasks after 50 attempts")
+
+
+def provenance(checked: Checked, actor: str | None = None) -> Provenance:
+    """Where the bundle came from, as its (checked) manifest and the caller say: runtime/import_log.py."""
+    from .actor import process_actor
+
+    manifest = checked.manifest
+    head = (manifest.get("source") or {}).get("head")
+    exported_at = manifest.get("exported_at")
+    return Provenance(
+        signed_by=checked.signer, key_required=checked.key_required, bundle_head=str(manifest.get("head")),
+        source_head=({k: head.get(k) for k in ("seq", "position", "digest")} if isinstance(head, dict) else None),
+        exported_at=exported_at if isinstance(exported_at, str) else None, bundle_sha256=checked.sha256,
+        actor=actor or process_actor(),
+    )
 
 
 def _task_index_events(store: Any, decoded: list[Any], arriving: set[UUID]) -> list[Any]:

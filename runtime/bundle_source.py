@@ -61,9 +61,9 @@ def check_source_digests(manifest: dict[str, Any], entries: Sequence[dict[str, A
             continue  # not found among the offsets tried, others left untried: no proof either way
         if found is None:
             raise SourceMismatch(f"bundle event {i + 1} (position {event.position}, {event.aggregate} {event.event} "
-                                 f"v{event.version}) does not match the digest it had in the source store's chain: it was "
-                                 "edited there before the export (or its log_digest was changed in the bundle); "
-                                 "`chronicle verify` on the source store names the damage")
+                                 f"v{event.version}) does not match the digest the bundle records for it from the source store's "
+                                 "chain (its log_digest): the event or that digest was changed, in the bundle after the export or "
+                                 "in the source store before it (`chronicle verify` on the source store says whether it was)")
         low = found
         checked += 1
     return checked

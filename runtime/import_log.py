@@ -14,7 +14,7 @@ is answered was decided by the source's channel. The entries name ids only, as t
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any, Iterable, TypedDict
 from uuid import UUID
 
 from eventsourcing.application import EventSourcedLog
@@ -28,12 +28,37 @@ from .store import ChronicleStore
 IMPORT_LOG_ID = uuid5(CHRONICLE_NS, "/imports")
 
 
+class Provenance(TypedDict):
+    """Where an import came from, so `audit` can say whose bundle this store took in and on what evidence: the
+    signer's Ed25519 public key (hex; None: unsigned), whether the import required it (`--key`), the bundle's
+    head digest (its manifest's `head`, which a signature covers), the source store's chain head when it was
+    exported (`{seq, position, digest}`, None for a source with no chain), `exported_at` as the manifest says
+    it, the sha256 of the bundle as given (its file's bytes; None when a program passed it parsed), and who
+    imported it. Digests and ids only, as the session index's entries: nothing of the sessions' content."""
+
+    signed_by: str | None
+    key_required: bool
+    bundle_head: str
+    source_head: dict[str, Any] | None
+    exported_at: str | None
+    bundle_sha256: str | None
+    actor: str
+
+
 class SessionsImported(DomainEvent):
-    """One import: the sessions it listed in the session index (a bundle's whole tree), and the turns of
-    their channel inputs that want a reply the bundle does not record (`unanswered_turns`)."""
+    """One import: the sessions it listed in the session index (a bundle's whole tree), the turns of
+    their channel inputs that want a reply the bundle does not record (`unanswered_turns`), and where the
+    bundle came from (`provenance`, v2; None on an entry written before it was kept)."""
 
     session_ids: list[UUID]
     unanswered_turns: list[UUID]
+    provenance: Provenance | None
+
+    class_version = 2
+
+    @staticmethod
+    def upcast_v1_v2(state: dict[str, Any]) -> None:
+        state["provenance"] = None
 
 
 def import_log(store: ChronicleStore) -> EventSourcedLog[SessionsImported]:

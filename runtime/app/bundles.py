@@ -8,7 +8,9 @@ prints. Every refusal is an AppError with the CLI's words and code; an import re
 
 from __future__ import annotations
 
+import hashlib
 import json
+from dataclasses import replace
 from typing import Any
 from uuid import UUID
 
@@ -55,30 +57,35 @@ def trusted_key(pem: bytes | None, where: str = "the key") -> str | None:
 def check(bundle: Any, trusted_key_hex: str | None = None, source: str = "the bundle") -> Checked:
     """`bundle` (its JSON text, bytes, or the parsed object) verified: its chain, counts and signature. Nothing is read
     from or written to a store, so the CLI refuses a bundle before it opens (or creates) one. AppError 1 if refused."""
+    digest = None
     if isinstance(bundle, (bytes, bytearray, str)):
+        digest = hashlib.sha256(bundle.encode() if isinstance(bundle, str) else bytes(bundle)).hexdigest()
         try:
             bundle = json.loads(bundle)
         except json.JSONDecodeError as exc:
             raise AppError(f"refused {source}: not a Chronicle bundle (invalid JSON: {exc.msg} at line {exc.lineno}); "
                            "nothing recorded") from None
     try:
-        return check_bundle(bundle, trusted_key_hex)
+        return replace(check_bundle(bundle, trusted_key_hex), sha256=digest)
     except BundleError as exc:
         raise AppError(f"refused {source}: {exc}; nothing recorded") from None
 
 
-def import_checked(store: ChronicleStore, checked: Checked, source: str = "the bundle") -> dict[str, Any]:
-    """Load a verified bundle in one transaction: `import --json`'s row. One the store cannot take (already
-    imported, an aggregate it holds with other events) is AppError 1, nothing recorded."""
+def import_checked(store: ChronicleStore, checked: Checked, source: str = "the bundle", actor: str | None = None) -> dict[str, Any]:
+    """Load a verified bundle in one transaction: `import --json`'s row, with the provenance the import log
+    records (runtime/import_log.py; `actor` defaults to this process's user). One the store cannot take (already
+    imported, an aggregate it holds with other events, or one of another session's) is AppError 1, nothing recorded."""
     try:
-        imported = import_bundle(store, checked)
+        imported = import_bundle(store, checked, actor)
     except BundleError as exc:
         raise AppError(f"refused {source}: {exc}; nothing recorded") from None
     manifest = checked.manifest
     return {"session_id": manifest["session_id"], "events": imported.events, "already_held": imported.already_held,
-            "sessions": len(manifest["sessions"]), "head": manifest["head"], "signed_by": checked.signer}
+            "sessions": len(manifest["sessions"]), "head": manifest["head"], "signed_by": checked.signer,
+            "provenance": dict(imported.provenance) if imported.provenance is not None else None}
 
 
-def import_(store: ChronicleStore, bundle: Any, trusted_key_hex: str | None = None, source: str = "the bundle") -> dict[str, Any]:
+def import_(store: ChronicleStore, bundle: Any, trusted_key_hex: str | None = None, source: str = "the bundle",
+            actor: str | None = None) -> dict[str, Any]:
     """`check` then `import_checked`."""
-    return import_checked(store, check(bundle, trusted_key_hex, source), source)
+    return import_checked(store, check(bundle, trusted_key_hex, source), source, actor)

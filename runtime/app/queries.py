@@ -81,7 +81,8 @@ def session_row(store: ChronicleStore, session: Session, summary: dict[str, Any]
 
 
 def sessions(store: ChronicleStore, archived: bool = False) -> list[dict[str, Any]]:
-    """Every session, oldest first: the rows of `sessions --json`; archived ones (and the
+    """Every session, oldest first (by its own creation time, so an imported session takes its place among
+    those already here; index order among equal times): the rows of `sessions --json`; archived ones (and the
     sub-agents of archived ones) only with `archived` (`sessions --all`). A read-only store whose
     read models were never built still lists its sessions, from their events (cost unknown).
 
@@ -100,12 +101,13 @@ def sessions(store: ChronicleStore, archived: bool = False) -> list[dict[str, An
 
 def sessions_from_aggregates(store: ChronicleStore, archived: bool = False) -> list[dict[str, Any]]:
     """`sessions`' rows from every session's events (the read models give the same: tests/integration/test_session_listing.py)."""
+    from chronicle.projections.session_listing import archived_trees, oldest_first
+
     listed = list(store.sessions())
     if not archived:
-        from chronicle.projections.session_listing import archived_trees
-
         hidden = archived_trees({s.id: s.parent_session_id for s in listed}, {s.id for s in listed if getattr(s, "archived", False)})
         listed = [s for s in listed if s.id not in hidden]
+    listed = oldest_first(listed, lambda s: s.created_at)
     from ..read_models import ReadModelsMissing, caught_up
 
     repairs = latest_repairs(store)

@@ -64,6 +64,8 @@ def _brief(e: dict[str, Any]) -> str:
         whom = f"findings of routine {d['routine']}" if d.get("routine") else f"to {', '.join(d.get('senders') or [])}"
         said = f"{whom} via {d.get('channel')}: {how}, {d.get('attempts')} attempt(s)"
         return f"{said}: {d['error']}" if d.get("error") else said
+    if e["kind"] == "import":
+        return import_brief(d)
     if e["kind"] == "routine" and d.get("replaces_session_id"):  # a lightweight routine's session started anew
         return f"new session: the routine's session {d['replaces_session_id']} was erased"
     if d.get("channel") and d.get("senders") and d.get("text"):  # a channel's input: who sent it
@@ -75,3 +77,18 @@ def _brief(e: dict[str, Any]) -> str:
             text = d[key] if isinstance(d[key], str) else json.dumps(d[key], ensure_ascii=False)
             return f"{who}: {text}" if who else text
     return who
+
+
+def import_brief(d: dict[str, Any]) -> str:
+    """An import's row: what came in, signed by whom, which bundle, exported when from which source head, by whom."""
+    sessions = f"{len(d.get('session_ids') or [])} session(s)"
+    if "actor" not in d:
+        return f"{sessions}; where from was not recorded (imported before Chronicle kept it)"
+    signer = (f"signed by {d['signed_by'][:16]}…" + (" (--key required)" if d.get("key_required") else "")
+              if d.get("signed_by") else "unsigned")
+    head = d.get("source_head") or {}
+    source = f"source head {head.get('position')}:{str(head.get('digest'))[:12]}…" if head else "source with no chain"
+    file = f", sha256 {d['bundle_sha256'][:12]}…" if d.get("bundle_sha256") else ""
+    return (f"{sessions}, {signer}; bundle head {str(d.get('bundle_head'))[:12]}…{file}, exported {d.get('exported_at')} "
+            f"at {source}; by {d['actor']}")
+

@@ -65,7 +65,7 @@ def import_(
             fail(f"cannot read the key {key}: {exc.strerror or exc}", 2)
         trusted = bundles.trusted_key(pem, str(key))
         checked = bundles.check(raw, trusted, str(bundle_file))  # refused before the store is opened (or created)
-        result = bundles.import_checked(open_store(db), checked, str(bundle_file))
+        result = bundles.import_checked(open_store(db), checked, str(bundle_file))  # actor: this process's user
         if as_json:
             print_json(result)
             return

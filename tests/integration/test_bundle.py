@@ -60,7 +60,9 @@ def test_an_imported_session_reads_the_same_in_history_replay_audit_and_cost(exp
     for args in (("history", session, "--json"), ("history", session, "--at", "1", "--json"), ("cost", session, "--json")):
         assert cli(*args, db=target).stdout == cli(*args, db=source).stdout, args
     audit = [{k: v for k, v in e.items() if k != "position"} for e in json_lines(cli("audit", "--json", db=target).stdout)]
-    assert audit == [{k: v for k, v in e.items() if k != "position"} for e in json_lines(cli("audit", "--json", db=source).stdout)]
+    # The same trail, then the import's own row: where the bundle came from (tests/integration/test_bundle_owners.py).
+    assert audit[:-1] == [{k: v for k, v in e.items() if k != "position"} for e in json_lines(cli("audit", "--json", db=source).stdout)]
+    assert audit[-1]["kind"] == "import" and audit[-1]["session_id"] == session
     assert [s["session_id"] for s in json_lines(cli("sessions", "--json", db=target).stdout)] == [session]
     replay = cli("replay", session, "--workspace", str(workspace), db=target)
     assert replay.returncode == 0 and replay.stdout.startswith("identical"), replay.stdout + replay.stderr
@@ -242,7 +244,8 @@ def test_an_imported_fork_shows_continues_and_replays_what_it_inherited(forked, 
     said = [b.get("text") for m in json_lines(cli("history", fork, "--json", db=target).stdout) for b in m["content"]]
     assert "It says hello." in said and "Third answer, never seen by the forks." not in said
     audit = without(json_lines(cli("audit", "--session", fork, "--json", db=target).stdout), "position")
-    assert audit == without(json_lines(cli("audit", "--session", fork, "--json", db=source).stdout), "position") and audit
+    assert audit[:-1] == without(json_lines(cli("audit", "--session", fork, "--json", db=source).stdout), "position") and audit
+    assert audit[-1]["kind"] == "import" and audit[-1]["detail"]["session_ids"] == [fork]
     listed = json_lines(cli("sessions", "--json", db=target).stdout)
     assert [s["session_id"] for s in listed] == [fork] and listed[0]["turns"] == 3
     replay = cli("replay", fork, "--workspace", provider[-1], db=target)

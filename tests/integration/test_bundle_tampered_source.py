@@ -108,3 +108,37 @@ def test_a_bundle_older_code_exported_from_an_untouched_store_still_imports(reco
     result = cli("import", str(old), "--key", str(tmp_path / "key.pem.pub"), db=target)
     assert result.returncode == 0, result.stderr
     assert cli("verify", session, db=target).returncode == 0
+
+
+def test_a_bundle_edited_after_the_export_is_refused_without_blaming_the_source(recorded, tmp_path):
+    """An event of a bundle changed after the export, its bundle digests redone (the source digest left as exported): the
+    refusal says what is known, that the event does not match the source digest the bundle records for it and that the
+    bundle or the source changed, not that the source store was edited (it was not: it still verifies)."""
+    import base64
+
+    from chronicle.runtime.bundle import _digest
+    from chronicle.runtime.chain import GENESIS
+    from chronicle.runtime.chain_reader import RawEvent
+
+    db_url, session, _tamper = recorded
+    out = tmp_path / "b.json"
+    assert cli("export", session, "--out", str(out), db=db_url).returncode == 0
+    data = json.loads(out.read_text())
+    plain = SizedZlib()
+    edited = next(e for e in data["events"] if b"It says hello world." in plain.decompress(base64.b64decode(e["state"])))
+    state = plain.decompress(base64.b64decode(edited["state"]))
+    edited["state"] = base64.b64encode(plain.compress(state.replace(b"hello world", b"goodbye all"))).decode()
+    prev = GENESIS
+    for i, entry in enumerate(data["events"], start=1):
+        prev = _digest(prev, i, RawEvent(entry["position"], UUID(entry["originator_id"]), entry["version"], entry["topic"],
+                                         base64.b64decode(entry["state"])))
+        entry["digest"] = prev.hex()
+    data["manifest"]["head"] = prev.hex()
+    out.write_text(json.dumps(data))
+    result = cli("import", str(out), db=f"sqlite:///{tmp_path / 'target.db'}")
+    line = result.stderr.strip()
+    assert result.returncode == 1 and len(line.splitlines()) == 1, result.stdout + result.stderr
+    assert f"(position {edited['position']}, Turn ModelResponded" in line and "nothing recorded" in line, line
+    assert "does not match the digest the bundle records for it from the source store's chain" in line, line
+    assert "in the bundle after the export or in the source store before it" in line and "edited there" not in line, line
+    assert cli("verify", db=db_url).returncode == 0  # the source was not edited

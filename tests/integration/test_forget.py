@@ -158,3 +158,20 @@ def test_forget_erases_the_trees_task_board_posted_failed_and_reflected(db_url, 
     assert len(entries) == 2
     fields = [set(vars(store.mapper.to_domain_event(e))) - {"originator_id", "originator_version", "timestamp"} for e in entries]
     assert fields == [{"task_id"}, {"task_id"}]
+
+
+def test_an_export_made_before_a_forget_is_refused_where_it_was_forgotten_but_not_in_another_store(sqlite_url, workspace, tmp_path):
+    """What docs/trust.md says of exports and forget: the store that forgot a tree keeps its key's row, emptied, so the
+    earlier bundle does not bring the tree back there; the bundle itself still carries the data key wrapped by the
+    master key, so a new store opened with the same CHRONICLE_CIPHER_KEY reads it again."""
+    env = key_env()
+    sid = run(sqlite_url, workspace, tmp_path, "EXPORTED", [response(text("EXPORTED-ANSWER"))], env)[0]["session_id"]
+    bundle = tmp_path / "before.json"
+    assert cli("export", sid, "-o", str(bundle), db=sqlite_url, env=env).returncode == 0
+    assert cli("forget", sid, "--yes", db=sqlite_url, env=env).returncode == 0
+    again = cli("import", str(bundle), db=sqlite_url, env=env)
+    assert again.returncode == 1 and "was forgotten" in again.stderr and "nothing recorded" in again.stderr, again.stderr
+    assert not holds(dump_store(sqlite_url), "EXPORTED-ANSWER")
+    elsewhere = f"sqlite:///{tmp_path / 'elsewhere.db'}"
+    assert cli("import", str(bundle), db=elsewhere, env=env).returncode == 0
+    assert "EXPORTED-ANSWER" in cli("history", sid, db=elsewhere, env=env).stdout
