@@ -32,6 +32,7 @@ from chronicle.runtime.app.specs import normalise_provider, resolve_workspace
 from chronicle.runtime.app.store_location import missing_store
 from chronicle.runtime.app.worker import Overrides, WorkerOptions, compose_worker, worker_name
 from chronicle.runtime.config import resolve_db_url
+from chronicle.runtime.import_paths import bind, using
 from chronicle.runtime.leases import DEFAULT_LEASE_S
 from chronicle.runtime.live import Broker
 from chronicle.runtime.loop import LoopOptions
@@ -175,7 +176,7 @@ class Chronicle:
         `on_event`: called with each live event (what `stream` yields). `max_attempts`: tries per model call, the first
         included, as `run --max-attempts` (default: CHRONICLE_MAX_ATTEMPTS, else 8); a retryable error (rate limit,
         overload) is retried with backoff until then, each retry recorded."""
-        with _as_chronicle_errors():
+        with _as_chronicle_errors(), using(runs.checked(agent)._live):  # this Agent's own objects, whatever shares their paths
             # a session to continue is looked for in a store that exists: none is made only to say it is not there
             store = self._existing if session is not None else self._store_for_new(
                 lambda: runs.check_new(agent, prompt, workspace, attachments, auto_approve, max_iterations, model, max_attempts))
@@ -216,7 +217,7 @@ class Chronicle:
     def submit(self, agent: Agent, prompt: str, *, session: SessionRef | None = None, workspace: str | Path | None = None,
                attachments: Sequence[Any] | None = None) -> dict[str, Any]:
         """Record the prompt for a worker (`chronicle worker`) to run: `submit --json`'s {"session_id", "input_id"}."""
-        with _as_chronicle_errors():
+        with _as_chronicle_errors(), using(runs.checked(agent)._live):
             store = self._existing if session else self._store_for_new(
                 lambda: runs.check_submitted(agent, prompt, workspace, attachments))
             return runs.submit(store, agent, prompt, session, workspace, attachments)
@@ -257,12 +258,14 @@ class Chronicle:
     def submit_job(self, agent: Agent, prompt: str, *, workspace: str | Path | None = None,
                    max_iterations: FromOne | None = None) -> dict[str, Any]:
         """`jobs submit --json`: a new session queued for a worker, checked as `run` checks it (ChronicleError 2 records nothing)."""
-        with _as_chronicle_errors():
-            runs.for_a_worker(runs.checked(agent))
+        with _as_chronicle_errors(), using(runs.checked(agent)._live):
+            runs.for_a_worker(agent)
             store = self._store_for_new(lambda: runs.check_submitted(agent, prompt, workspace, max_iterations=max_iterations))
-            return job_cases.submit(store, prompt, provider=agent.provider, model=agent.model,
-                                    workspace=Path(workspace) if workspace else None, max_iterations=max_iterations,
-                                    registry=agent.registry(workspace), origin="api")
+            row = job_cases.submit(store, prompt, provider=agent.provider, model=agent.model,
+                                   workspace=Path(workspace) if workspace else None, max_iterations=max_iterations,
+                                   registry=agent.registry(workspace), origin="api")
+            bind(row["job_id"], agent._live)  # a job's id is its session's
+            return row
 
     def jobs(self) -> list[dict[str, Any]]:
         """`chronicle jobs --json`: every job, oldest first, its status read from its session."""
