@@ -175,6 +175,11 @@ class Agent:
                 # a lone "read_file" is a sequence of letters, each then an unknown tool
                 shown = repr(given) if len(repr(given)) <= 40 else "..."
                 raise ValueError(f"agent {self.name}: {field_name} takes a list, like {field_name}=[{shown}]")
+        self.descendants()  # a sub-agent that is no Agent, or two of one name: refused here, not at the first run
+        for child in self.agents:
+            if child.provider and child.provider != self.provider:  # the registry never read it: silently another's
+                raise ValueError(f"agent {self.name}: sub-agent {child.name} has provider={child.provider!r}; sub-agents run on "
+                                 "their parent's provider (give a sub-agent model= only, or leave provider out)")
         try:
             with collecting() as self._live:
                 self._records()

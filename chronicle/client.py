@@ -42,6 +42,7 @@ from chronicle.runtime.routines import Routine
 from chronicle.runtime.self_repair import DEFAULT_STUCK_AFTER_S, DEFAULT_TOOL_FAILURES, SelfRepair, repair_row
 from chronicle.runtime.store import ChronicleStore
 from chronicle.runtime.store_open import open_store, told_at_once_when_refused
+from chronicle.runtime.tool_runner import TOOL_INTERRUPTS
 
 from . import runs
 from .agent import Agent
@@ -88,6 +89,20 @@ def _as_chronicle_errors() -> Iterator[None]:
         if known is None:
             raise
         raise known from None
+
+
+@contextmanager
+def _interrupted_by_tools() -> Iterator[None]:
+    """A tool that raised KeyboardInterrupt cancelled its turn (recorded, runtime/tool_runner.py); the program then
+    hears KeyboardInterrupt, as from Ctrl-C during the call, rather than going on to its next prompt."""
+    heard: list[str] = []
+    token = TOOL_INTERRUPTS.set(heard)
+    try:
+        yield
+    finally:
+        TOOL_INTERRUPTS.reset(token)
+    if heard:
+        raise KeyboardInterrupt(heard[0])
 
 
 class Chronicle:
@@ -187,7 +202,7 @@ class Chronicle:
                                                   max_attempts=max_attempts)
             for note in [*conversation.ignored, *conversation.finished]:
                 warn(note)
-            with self._turns.running(conversation.session_id):
+            with self._turns.running(conversation.session_id), _interrupted_by_tools():
                 driven = await conversation.drive(handle_signals=False)
             return RunResult.of_run(self.store, conversation.session_id, driven, conversation.input_id, conversation.notes)
 
@@ -238,8 +253,9 @@ class Chronicle:
                 return RunResult.of(sid, None, "idle", stalled, notes)
             overrides = Overrides(workspace=Path(workspace) if workspace else None, options=LoopOptions(auto_approve=auto_approve))
             finished = len(notes)
-            done = await resuming.resume_one(self._existing, sid, overrides, Broker(), worker_name(), auto_approve=auto_approve,
-                                             say=notes.append)
+            with _interrupted_by_tools():
+                done = await resuming.resume_one(self._existing, sid, overrides, Broker(), worker_name(),
+                                                 auto_approve=auto_approve, say=notes.append)
             for note in notes[finished:]:  # resume_one builds the loop and runs it in one call: said once it returns
                 warn(note)
         if isinstance(done, resuming.Busy):
