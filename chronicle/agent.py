@@ -18,6 +18,7 @@ from chronicle.domain.agent_spec import AgentSpec
 from chronicle.domain.approval_policy import ApprovalPolicy
 from chronicle.runtime.agents.registry import MAIN, NAME_PATTERN, ORCHESTRATION_NAMES, AgentRegistry
 from chronicle.runtime.app.errors import DefinitionError
+from chronicle.runtime.import_paths import Clash, LiveObjects, collecting, only_this_process
 from chronicle.runtime.tools import BUILTIN_TOOLS, DEFAULT_TOOLS, READ_ONLY_TOOLS
 from chronicle.runtime.tools.base import Tool
 from chronicle.runtime.tools.imports import is_import_path, remember
@@ -116,6 +117,7 @@ class Agent:
     _compaction: dict[str, Any] = field(default_factory=dict, init=False, repr=False)
     _effects: dict[str, Any] = field(default_factory=dict, init=False, repr=False)
     _skill_dirs: tuple[str, ...] | None = field(default=None, init=False, repr=False)
+    _live: LiveObjects = field(default_factory=LiveObjects, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         """Every field checked now, so a bad one is refused where the program wrote it, not at its first run: a
@@ -173,6 +175,23 @@ class Agent:
                 # a lone "read_file" is a sequence of letters, each then an unknown tool
                 shown = repr(given) if len(repr(given)) <= 40 else "..."
                 raise ValueError(f"agent {self.name}: {field_name} takes a list, like {field_name}=[{shown}]")
+        self.descendants()  # a sub-agent that is no Agent, or two of one name: refused here, not at the first run
+        for child in self.agents:
+            if child.provider and child.provider != self.provider:  # the registry never read it: silently another's
+                raise ValueError(f"agent {self.name}: sub-agent {child.name} has provider={child.provider!r}; sub-agents run on "
+                                 "their parent's provider (give a sub-agent model= only, or leave provider out)")
+        try:
+            with collecting() as self._live:
+                self._records()
+            for child in self.agents:
+                if isinstance(child, Agent):  # anything else is refused by descendants()
+                    self._live.merge(child._live)
+        except Clash as exc:
+            raise ValueError(f"agent {self.name}: {exc}") from None
+
+    def _records(self) -> None:
+        """Tools, guardrails, middleware and hooks as the spec records them: by name or import path. The objects
+        given are gathered on the way (`_live`): a run of this Agent uses them, not others of the same path."""
         self._entries = tuple(tool_entry(t, self.name) for t in self.tools) if self.tools is not None else ()
         self._guardrails = tuple(guardrail_record(g, self.name) for g in self.guardrails)
         names = [g["name"] for g in self._guardrails]
@@ -280,14 +299,15 @@ class Agent:
 
     def only_here(self) -> list[str]:
         """The code of this agent and its sub-agents that only this process can load: defined in a script
-        run directly (`__main__`). A worker or `resume` elsewhere could never run a session that needs it."""
+        run directly (`__main__`), or inside a function (`<locals>`, a factory's closure). A worker or `resume`
+        elsewhere could never run a session that needs it."""
         paths = []
         for agent in [self, *self.descendants()]:
             paths += [t for t in agent._entries if ":" in t]
             paths += [str(g.get("check")) for g in agent._guardrails]
             paths += [str(m.get("use")) for m in agent._middleware]
             paths += [str(h.get("use")) for h in agent._hooks]
-        return [p for p in dict.fromkeys(paths) if p.startswith("__main__:")]
+        return [p for p in dict.fromkeys(paths) if only_this_process(p)]
 
     def descendants(self) -> list[Agent]:
         """Every sub-agent below this one, each once (the registry is flat, as in chronicle.toml); DefinitionError for

@@ -32,6 +32,7 @@ from chronicle.runtime.app.specs import normalise_provider, resolve_workspace
 from chronicle.runtime.app.store_location import missing_store
 from chronicle.runtime.app.worker import Overrides, WorkerOptions, compose_worker, worker_name
 from chronicle.runtime.config import resolve_db_url
+from chronicle.runtime.import_paths import bind, using
 from chronicle.runtime.leases import DEFAULT_LEASE_S
 from chronicle.runtime.live import Broker
 from chronicle.runtime.loop import LoopOptions
@@ -41,6 +42,7 @@ from chronicle.runtime.routines import Routine
 from chronicle.runtime.self_repair import DEFAULT_STUCK_AFTER_S, DEFAULT_TOOL_FAILURES, SelfRepair, repair_row
 from chronicle.runtime.store import ChronicleStore
 from chronicle.runtime.store_open import open_store, told_at_once_when_refused
+from chronicle.runtime.tool_runner import TOOL_INTERRUPTS
 
 from . import runs
 from .agent import Agent
@@ -88,6 +90,20 @@ def _as_chronicle_errors() -> Iterator[None]:
         if known is None:
             raise
         raise known from None
+
+
+@contextmanager
+def _interrupted_by_tools() -> Iterator[None]:
+    """A tool that raised KeyboardInterrupt cancelled its turn (recorded, runtime/tool_runner.py); the program then
+    hears KeyboardInterrupt, as from Ctrl-C during the call, rather than going on to its next prompt."""
+    heard: list[str] = []
+    token = TOOL_INTERRUPTS.set(heard)
+    try:
+        yield
+    finally:
+        TOOL_INTERRUPTS.reset(token)
+    if heard:
+        raise KeyboardInterrupt(heard[0])
 
 
 class Chronicle:
@@ -176,7 +192,7 @@ class Chronicle:
         `on_event`: called with each live event (what `stream` yields). `max_attempts`: tries per model call, the first
         included, as `run --max-attempts` (default: CHRONICLE_MAX_ATTEMPTS, else 8); a retryable error (rate limit,
         overload) is retried with backoff until then, each retry recorded."""
-        with _as_chronicle_errors():
+        with _as_chronicle_errors(), using(runs.checked(agent)._live):  # this Agent's own objects, whatever shares their paths
             # a session to continue is looked for in a store that exists: none is made only to say it is not there
             store = self._existing if session is not None else self._store_for_new(
                 lambda: runs.check_new(agent, prompt, workspace, attachments, auto_approve, max_iterations, model, max_attempts))
@@ -187,7 +203,7 @@ class Chronicle:
                                                   max_attempts=max_attempts)
             for note in [*conversation.ignored, *conversation.finished]:
                 warn(note)
-            with self._turns.running(conversation.session_id):
+            with self._turns.running(conversation.session_id), _interrupted_by_tools():
                 driven = await conversation.drive(handle_signals=False)
             return RunResult.of_run(self.store, conversation.session_id, driven, conversation.input_id, conversation.notes)
 
@@ -217,7 +233,7 @@ class Chronicle:
     def submit(self, agent: Agent, prompt: str, *, session: SessionRef | None = None, workspace: str | Path | None = None,
                attachments: Sequence[Any] | None = None) -> dict[str, Any]:
         """Record the prompt for a worker (`chronicle worker`) to run: `submit --json`'s {"session_id", "input_id"}."""
-        with _as_chronicle_errors():
+        with _as_chronicle_errors(), using(runs.checked(agent)._live):
             store = self._existing if session else self._store_for_new(
                 lambda: runs.check_submitted(agent, prompt, workspace, attachments))
             return runs.submit(store, agent, prompt, session, workspace, attachments)
@@ -238,8 +254,9 @@ class Chronicle:
                 return RunResult.of(sid, None, "idle", stalled, notes)
             overrides = Overrides(workspace=Path(workspace) if workspace else None, options=LoopOptions(auto_approve=auto_approve))
             finished = len(notes)
-            done = await resuming.resume_one(self._existing, sid, overrides, Broker(), worker_name(), auto_approve=auto_approve,
-                                             say=notes.append)
+            with _interrupted_by_tools():
+                done = await resuming.resume_one(self._existing, sid, overrides, Broker(), worker_name(),
+                                                 auto_approve=auto_approve, say=notes.append)
             for note in notes[finished:]:  # resume_one builds the loop and runs it in one call: said once it returns
                 warn(note)
         if isinstance(done, resuming.Busy):
@@ -258,12 +275,14 @@ class Chronicle:
     def submit_job(self, agent: Agent, prompt: str, *, workspace: str | Path | None = None,
                    max_iterations: FromOne | None = None) -> dict[str, Any]:
         """`jobs submit --json`: a new session queued for a worker, checked as `run` checks it (ChronicleError 2 records nothing)."""
-        with _as_chronicle_errors():
-            runs.for_a_worker(runs.checked(agent))
+        with _as_chronicle_errors(), using(runs.checked(agent)._live):
+            runs.for_a_worker(agent)
             store = self._store_for_new(lambda: runs.check_submitted(agent, prompt, workspace, max_iterations=max_iterations))
-            return job_cases.submit(store, prompt, provider=agent.provider, model=agent.model,
-                                    workspace=Path(workspace) if workspace else None, max_iterations=max_iterations,
-                                    registry=agent.registry(workspace), origin="api")
+            row = job_cases.submit(store, prompt, provider=agent.provider, model=agent.model,
+                                   workspace=Path(workspace) if workspace else None, max_iterations=max_iterations,
+                                   registry=agent.registry(workspace), origin="api")
+            bind(row["job_id"], agent._live)  # a job's id is its session's
+            return row
 
     def jobs(self) -> list[dict[str, Any]]:
         """`chronicle jobs --json`: every job, oldest first, its status read from its session."""

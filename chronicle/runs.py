@@ -16,6 +16,7 @@ from chronicle.runtime.app.errors import AppError, DefinitionError
 from chronicle.runtime.app.running import Conversation, RunOptions
 from chronicle.runtime.app.specs import ignored_in_code, resolve_workspace
 from chronicle.runtime.attachments import AttachmentError, checked_attachments
+from chronicle.runtime.import_paths import bind
 from chronicle.runtime.store import ChronicleStore
 
 from .agent import Agent
@@ -32,10 +33,14 @@ def for_a_worker(agent: Agent) -> Agent:
     """A session submitted for a worker must be runnable in another process: refused (exit 2, nothing
     recorded) if its tools, checks or middleware were defined in the script being run."""
     here = agent.only_here()
-    if here:
-        names = ", ".join(p.partition(":")[2] for p in here)
-        raise AppError(f"{names} defined in the script being run (__main__), which a worker cannot import: "
+    script = [p.partition(":")[2] for p in here if p.startswith("__main__:")]
+    if script:
+        raise AppError(f"{', '.join(script)} defined in the script being run (__main__), which a worker cannot import: "
                        "move it into a module, or run the agent in this process with run()", 2)
+    if here:  # a factory's closure: no import path reaches it, so a worker would skip the session forever
+        raise AppError(f"{', '.join(here)} defined inside a function, which a worker cannot import: define it at a "
+                       "module's top level (a tool can read per-tenant settings from its ToolContext or the workspace), "
+                       "or run the agent in this process with run()", 2)
     return agent
 
 
@@ -77,7 +82,9 @@ def open_conversation(store: ChronicleStore, agent: Agent, prompt: str, session:
     """`session` continues with what it recorded; the agent's provider and model (`model` first) still apply, like
     --provider/--model: another model than the session's is recorded as a change (Session.ModelChanged)."""
     options = run_options(agent, workspace, auto_approve, max_iterations, model, max_attempts)
-    return Conversation.open(store, session, options, subscribers, first_input=prompt, attachments=attachments)
+    conversation = Conversation.open(store, session, options, subscribers, first_input=prompt, attachments=attachments)
+    bind(conversation.session_id, agent._live)  # resumed in this process (an approval), it runs this Agent's objects
+    return conversation
 
 
 def submit(store: ChronicleStore, agent: Agent, prompt: str, session: str | UUID | None, workspace: str | Path | None,
@@ -97,4 +104,5 @@ def submit(store: ChronicleStore, agent: Agent, prompt: str, session: str | UUID
         submitted = resuming.submit(store, prompt, provider=agent.provider, model=agent.model,
                                     workspace=Path(workspace) if workspace else None, registry=agent.registry(workspace),
                                     attachments=attachments)
+    bind(submitted.session_id, agent._live)
     return submitted.row()

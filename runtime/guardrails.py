@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 from .app.errors import DefinitionError
 from .hooks import Checked, Hook, Hooks, Stop
-from .import_paths import NotLoadable, is_well_formed, load, remembered
+from .import_paths import Ambiguous, Defined, NotLoadable, is_well_formed, load, remembered
 from .settings import SettingsError, named_tables
 from .tools.base import ToolError, ToolOutput
 
@@ -184,7 +184,7 @@ def takes_origin(check: Callable[..., Any]) -> bool:
 
 
 #: Checks defined in this process, by the import path a spec records for them.
-_DEFINED: dict[str, Callable[[str, str], Any]] = {}
+_DEFINED = Defined("guardrail", "guardrail check")
 
 
 def check_path(check: Callable[[str, str], Any] | str) -> str:
@@ -200,6 +200,8 @@ def load_check(path: str, where: str, workspace: Path | None) -> Callable[[str, 
         target = load(path, workspace, _DEFINED)
     except NotLoadable as failed:
         raise GuardrailError(f"{where}: cannot load check {path!r}: {failed.first_line}{failed.hint}") from None
+    except Ambiguous as exc:
+        raise GuardrailError(f"{where}: check {exc}") from None
     if not callable(target):
         raise GuardrailError(f"{where}: {path!r} is not callable")
     return target  # type: ignore[no-any-return]

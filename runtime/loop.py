@@ -196,7 +196,7 @@ class AgentLoop:
             if self._interrupted is not None:  # a middleware stopped the run (a timeout): the turn fails
                 outcome = await middleware_failed(self.io, session, turn, self._interrupted)
             else:
-                reason = (watcher.reason if watcher else None) or "cancelled by the user"
+                reason = self.tools.interrupted or (watcher.reason if watcher else None) or "cancelled by the user"
                 outcome = await cancel_turn(self.io, session, turn, reason)
                 if watcher is not None and watcher.reason:  # a cancel request: its asker may be waiting
                     watcher.honoured()
@@ -256,6 +256,7 @@ class AgentLoop:
         """Drive the turn inside the middleware; an error inside the run is the turn's failure before
         any middleware sees it (the seed's Recovery), so a middleware only ever gets an outcome."""
         self._interrupted = None
+        self.tools.interrupted = None
         if not self.middleware:
             return await self._drive(session, turn)
 
@@ -316,7 +317,7 @@ class AgentLoop:
         cancel request said (as the turn's end says it), else the user (Ctrl-C in this process)."""
         if self._interrupted is not None:
             return str(self._interrupted)
-        return getattr(self._cancel_watcher, "reason", None) or "cancelled by the user"
+        return self.tools.interrupted or getattr(self._cancel_watcher, "reason", None) or "cancelled by the user"
 
     # -- the loop ------------------------------------------------------------------------------
 

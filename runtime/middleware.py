@@ -34,7 +34,7 @@ from typing import Any
 from uuid import UUID
 
 from .app.errors import DefinitionError
-from .import_paths import NotLoadable, is_well_formed, remembered
+from .import_paths import Ambiguous, Defined, NotLoadable, is_well_formed, remembered
 from .import_paths import load as load_path
 from .settings import CONFIG_FILE, SettingsError, use_tables
 
@@ -125,7 +125,7 @@ def middleware_record(item: Any, agent: str = "") -> dict[str, Any]:
 
 
 #: Middleware defined in this process, by the import path a spec records for them.
-_DEFINED: dict[str, Any] = {}
+_DEFINED = Defined("middleware", "middleware")
 
 
 def use_path(target: Any) -> str:
@@ -141,6 +141,8 @@ def load(record: dict[str, Any], where: str, workspace: Path | None) -> tuple[st
         target = load_path(path, workspace, _DEFINED)
     except NotLoadable as failed:
         raise MiddlewareError(f"{where}: cannot load middleware {path!r}: {failed.first_line}{failed.hint}") from None
+    except Ambiguous as exc:
+        raise MiddlewareError(f"{where}: middleware {exc}") from None
     if inspect.isclass(target) or options:
         try:
             target = target(**options)

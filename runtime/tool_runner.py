@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import Counter
+from contextvars import ContextVar
 from time import monotonic
 from typing import Any, Awaitable, Callable, Literal
 
@@ -30,7 +31,7 @@ from .live import ApprovalNeeded, ToolEnd, ToolStart
 from .loop_io import LoopIO
 from .secret_scan import scanner_for
 from .tools.base import ToolContext, ToolError, ToolOutput, safe_error, scan_blocks, scan_output, truncate
-from .tools.threads import LateEnd, ThreadRun, abandoned, left_running_note
+from .tools.threads import LateEnd, ThreadRun, abandoned, left_running_note, raised_text
 
 Decision = Literal["approve", "deny", "always"]
 Approver = Callable[[ToolCall], Awaitable[Decision | None]]
@@ -58,6 +59,27 @@ class GuardStop(Exception):
         super().__init__(stop.reason)
 
 
+#: The cancels a tool's KeyboardInterrupt made, heard by whoever set a list here (the library's run and resume, which
+#: raise KeyboardInterrupt once the cancel is recorded, as Ctrl-C during them does).
+TOOL_INTERRUPTS: ContextVar[list[str] | None] = ContextVar("chronicle_tool_interrupts", default=None)
+
+
+class ToolInterrupted(Exception):
+    """A tool raised KeyboardInterrupt: carried as an ordinary exception, since asyncio lets a task's
+    KeyboardInterrupt (or SystemExit) out of the event loop, ending the program with nothing recorded."""
+
+
+async def contained(running: Awaitable[ToolOutput], name: str) -> ToolOutput:
+    """A tool's run, its sys.exit (argparse's, a script's) an error result like any exception, its KeyboardInterrupt
+    a ToolInterrupted: inside the task that runs it, which is its own under `wait_for` (Python 3.11)."""
+    try:
+        return await running
+    except SystemExit as exc:
+        raise ToolError(raised_text(name, exc)) from None
+    except KeyboardInterrupt:
+        raise ToolInterrupted(name) from None
+
+
 class ToolRunner:
     def __init__(self, io: LoopIO) -> None:
         self.loop = io
@@ -68,6 +90,8 @@ class ToolRunner:
         #: Calls whose sync function a cancel left running (runtime/tools/threads.py), until their
         #: cancel is stored: `cancel_calls` words their result, `record_late_ends` then watches them.
         self.left_running: dict[Any, ThreadRun] = {}
+        #: Why the turn in hand is being cancelled when a tool raised KeyboardInterrupt (the turn's cancel reason).
+        self.interrupted: str | None = None
         self.policy = ApprovalPolicy()
         #: The calls of the turn in hand whose tool_end this runner emitted: a call denied earlier
         #: in the turn is not shown ending twice when its step goes on after an approval wait.
@@ -118,6 +142,9 @@ class ToolRunner:
                     call.skip(verdict.reason, loop.clock.now())
                     await self._ended(call)
                     continue
+                if self._invalid(call):  # no one is asked to approve a call that could never run
+                    await self._ended(call)
+                    continue
                 if isinstance(verdict, NeedApproval):
                     self.flagged[call.id] = verdict.reason
                 if isinstance(verdict, NeedApproval) or self.needs_approval(call, self.always):
@@ -138,11 +165,29 @@ class ToolRunner:
             await self.execute(call)
         await self._flush_batch(batch)
 
+    def _invalid(self, call: ToolCall) -> bool:
+        """Whether the call's arguments fail its tool's schema: then failed at once with what is wrong, the error
+        result the model reads, before any approval is asked (a person approving `amount="lots"` approved nothing
+        that could run). An MCP tool's arguments are the server's to check (McpTool.parse takes them as they are)."""
+        problem = self._arguments_problem(call)
+        if problem is not None:
+            call.fail(problem, self.loop.clock.now())
+        return problem is not None
+
+    def _arguments_problem(self, call: ToolCall) -> str | None:
+        tool = self.loop.toolbox.get(call.name)
+        try:
+            if tool is not None:
+                tool.parse(call.input)
+        except ToolError as exc:
+            return str(exc)
+        return None
+
     def _queue_approvals(self, session: Any, rest: list[ToolCall]) -> list[ToolCall]:
         waiting = []
         for call in rest:
-            if call.status == "pending" and self.needs_approval(call, self.always):
-                call.request_approval(self.loop.clock.now())
+            if call.status == "pending" and self.needs_approval(call, self.always) and self._arguments_problem(call) is None:
+                call.request_approval(self.loop.clock.now())  # one with bad arguments fails when the step goes on
             if call.status == "awaiting_approval":
                 waiting.append(call)
         return waiting
@@ -244,7 +289,7 @@ class ToolRunner:
         left: ThreadRun | None = None  # a sync function the timeout could not stop
         ran: ToolOutput | None = None  # what the tool returned, before the guardrails saw it
         try:
-            output = ran = await asyncio.wait_for(tool.run(args, ctx), timeout=None if tool.unbounded else limit)
+            output = ran = await asyncio.wait_for(contained(tool.run(args, ctx), call.name), timeout=None if tool.unbounded else limit)
             output = await loop.hooks.tool_output(call, output)  # guardrails may replace it, or reject it (ToolError)
         except ToolError as exc:
             call.record_effects(ctx.extras.get("subtasks", []), loop.clock.now())  # a failed call keeps its subtasks too
@@ -261,9 +306,17 @@ class ToolRunner:
             if ran is not None:  # the tool had ended (a cancel reached its guardrails): what it changed stays on record
                 call.record_effects([*ran.effects, *ctx.extras.get("subtasks", ())], loop.clock.now())
             raise
+        except ToolInterrupted:
+            # As Ctrl-C: the turn is cancelled and that is recorded (its reason names the tool); a program using the
+            # library then hears KeyboardInterrupt (TOOL_INTERRUPTS), a worker goes on with its other sessions.
+            self.interrupted = f"{call.name} raised KeyboardInterrupt"
+            heard = TOOL_INTERRUPTS.get()
+            if heard is not None:
+                heard.append(self.interrupted)
+            raise asyncio.CancelledError(self.interrupted) from None
         except Exception as exc:  # noqa: BLE001 - a tool's bug becomes an error result the model reads
             call.record_effects(ctx.extras.get("subtasks", []), loop.clock.now())
-            call.fail(safe_error(ctx, f"{call.name} raised {type(exc).__name__}: {exc}"), loop.clock.now(), duration_ms=_ms(started), ran=True)
+            call.fail(safe_error(ctx, raised_text(call.name, exc)), loop.clock.now(), duration_ms=_ms(started), ran=True)
         else:  # a command's own output is kept as printed, secrets aside (runtime/secret_scan.py)
             scanner = scanner_for(loop.workspace)
             content = scan_output(output.content, scanner)

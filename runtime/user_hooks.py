@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from .hooks import Hook, Hooks, NeedApproval, Skip, Stop, ToolVerdict
-from .import_paths import NotLoadable, is_well_formed, remembered
+from .import_paths import Ambiguous, Defined, NotLoadable, is_well_formed, remembered
 from .import_paths import load as load_path
 from .settings import CONFIG_FILE, SettingsError, use_tables
 
@@ -56,21 +56,22 @@ def hook_record(item: Any, agent: str = "") -> dict[str, Any]:
     name = getattr(cls, "name", None)
     record = {"name": name if isinstance(name, str) and name else cls.__name__.lower(), "use": use_path(cls), "options": options}
     if not inspect.isclass(item):
-        _LIVE[_key(record)] = item
+        _LIVE.add(_key(record), item)
     return record
 
 
 #: Hook classes defined in this process, by the import path a spec records for them.
-_DEFINED: dict[str, Any] = {}
+_DEFINED = Defined("hook", "hook class")
 
 
 #: Hook instances given to an Agent in this process: this process runs the very object (its counts are
-#: yours to read); another process makes one from the recorded class and options.
-_LIVE: dict[tuple[str, str, str], Hook] = {}
+#: yours to read); another process makes one from the recorded class and options. Keyed by name, class and options:
+#: two instances alike (`Counter()` given to two Agents) are told apart by the Agent running (import_paths.using).
+_LIVE = Defined("hook_instance", "hook instance")
 
 
-def _key(record: dict[str, Any]) -> tuple[str, str, str]:
-    return str(record.get("name")), str(record.get("use")), repr(sorted(dict(record.get("options") or {}).items()))
+def _key(record: dict[str, Any]) -> str:
+    return repr((str(record.get("name")), str(record.get("use")), repr(sorted(dict(record.get("options") or {}).items()))))
 
 
 def use_path(target: Any) -> str:
@@ -80,7 +81,12 @@ def use_path(target: Any) -> str:
 def load(record: dict[str, Any], where: str, workspace: Path | None) -> NamedHook:
     """The hook a record names, made with its options; a HookError says what is wrong."""
     path, options = str(record.get("use") or ""), dict(record.get("options") or {})
-    live = _LIVE.get(_key(record))
+    try:
+        live = _LIVE.get(_key(record))
+    except Ambiguous as exc:
+        raise HookError(f"{where}: {exc.count} different instances of hook {record['name']} ({path}, with the same options) "
+                        f"were given to Agents in this process, and a session records only its class and options: "
+                        f"{exc.advice}") from None
     if live is not None:
         return NamedHook(str(record["name"]), live)
     if path not in _DEFINED and not is_well_formed(path):
@@ -89,6 +95,8 @@ def load(record: dict[str, Any], where: str, workspace: Path | None) -> NamedHoo
         target = load_path(path, workspace, _DEFINED)
     except NotLoadable as failed:
         raise HookError(f"{where}: cannot load hook {path!r}: {failed.first_line}{failed.hint}") from None
+    except Ambiguous as exc:
+        raise HookError(f"{where}: hook {exc}") from None
     if inspect.isclass(target):
         try:
             target = target(**options)

@@ -15,6 +15,7 @@ from chronicle.domain.agent_spec import DEFAULT_PREFIX, AgentSpec
 from chronicle.domain.tool_call import ToolCall
 
 from ..agents.registry import AgentRegistry
+from ..import_paths import using
 from ..leases import DEFAULT_LEASE_S, current_lease
 from ..live import AgentEnd, AgentStart, Broker
 from ..loop import TurnOutcome
@@ -28,7 +29,7 @@ from .loops import LoopSetupError, loop_parts
 from .queries import session_id
 from .running import stored_attachments
 from .specs import new_spec, normalise_provider, resolve_workspace
-from .worker import Overrides, advance_session, cancelled_before_start, loop_for_session, owed_files_finished
+from .worker import Overrides, advance_session, cancelled_before_start, loop_for_session, objects_of, owed_files_finished
 
 
 @dataclass(frozen=True)
@@ -131,6 +132,12 @@ async def resume_one(store: ChronicleStore, sid: UUID, overrides: Overrides, bro
 
     The loop is built before agent_start, so a session that cannot be resumed raises
     LoopSetupError without a dangling start event; `say` hears its setup notes before anything runs."""
+    with using(objects_of(store, sid)):  # the objects of the Agent it was run with here, if it still lives
+        return await _resume_one(store, sid, overrides, broker, holder, lease_s, auto_approve, say)
+
+
+async def _resume_one(store: ChronicleStore, sid: UUID, overrides: Overrides, broker: Broker, holder: str,
+                      lease_s: float, auto_approve: bool, say: Callable[[str], Any] | None) -> list[TurnOutcome] | Busy:
     record = store.session(sid)
     spec = record.spec
     links = {

@@ -20,6 +20,7 @@ from eventsourcing.persistence import IntegrityError, PersistenceError
 from chronicle.domain.session import Session
 
 from ..clock import SYSTEM_CLOCK, Clock
+from ..import_paths import LiveObjects, bound, has_bound, using
 from ..jobs import cancelled as job_cancelled
 from ..leases import DEFAULT_LEASE_S, held_elsewhere, holder_name, leased
 from ..live import Broker
@@ -213,11 +214,12 @@ class Worker:
 
     async def _advance(self, sid: UUID) -> None:
         try:
-            outcomes = await advance_session(
-                self.store, sid, lambda s: loop_for_session(self.store, s, self.overrides, say=self._say_once), self.name,
-                self.options.lease_s, should_stop=lambda: self.draining, auto_approve=self.overrides.options.auto_approve,
-                say=lambda note: self.log(f"worker {self.name}: {note}"),
-            )
+            with using(objects_of(self.store, sid)):
+                outcomes = await advance_session(
+                    self.store, sid, lambda s: loop_for_session(self.store, s, self.overrides, say=self._say_once), self.name,
+                    self.options.lease_s, should_stop=lambda: self.draining, auto_approve=self.overrides.options.auto_approve,
+                    say=lambda note: self.log(f"worker {self.name}: {note}"),
+                )
         except ResumeError as exc:
             self.failed_sessions.add(sid)
             self.log(f"worker {self.name}: skipping session {sid}: {exc}")
@@ -405,3 +407,20 @@ def compose_worker(store: ChronicleStore, overrides: Overrides, options: WorkerO
     worker.routines = workspace_routines(store, overrides, worker.name, say or log)
     worker.repair = SelfRepair(store, stuck_after_s=stuck_after_s, tool_failures=tool_failures, cursor=store.max_position())
     return worker
+
+
+def objects_of(store: Any, sid: UUID) -> LiveObjects | None:
+    """The objects of the Agent a session (or the session above it, for a sub-agent's) was run with in this process,
+    while that Agent lives: resuming it here, after an approval say, runs them rather than whatever else was defined
+    under their import paths since (import_paths.LiveObjects). None where no Agent ran it here (another process)."""
+    if not has_bound():
+        return None
+    from ..agents.children import find_session
+
+    ids: list[UUID] = []
+    parent: UUID | None = sid
+    while parent is not None and parent not in ids:
+        ids.append(parent)
+        found = find_session(store, parent)
+        parent = found.parent_session_id if found is not None else None
+    return bound(ids)

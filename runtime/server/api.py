@@ -30,6 +30,7 @@ from chronicle.runtime.app.worker import Overrides, Worker, WorkerOptions
 from chronicle.runtime.app.worker_progress import WorkerProgress
 from chronicle.runtime.bounds import LARGEST
 from chronicle.runtime.environment import environment
+from chronicle.runtime.import_paths import bind, using
 from chronicle.runtime.loop import LoopOptions
 from chronicle.runtime.off_loop import off_the_loop
 from chronicle.runtime.settings import SettingsError
@@ -225,9 +226,11 @@ def _serving(config: ServerConfig, chronicle: Chronicle) -> FastAPI:
                 registry = _registry_of(coded, workspace)
         elif body.agent not in (None, MAIN):
             registry = _file_registry(config.agents, workspace, body.agent or "", sorted(library))
-        with _errors():
+        with _errors(), using(coded._live if coded is not None else None):
             done = submit(chronicle.store, body.prompt, provider=provider, model=model, workspace=workspace,
                           agents=config.agents, registry=registry)
+        if coded is not None:  # its worker runs the objects this Agent was given (runtime/import_paths.py)
+            bind(done.session_id, coded._live)
         return {**done.row(), "notes": input_notes(chronicle.store, done.session_id, config.run_worker, started=True)}
 
     @app.get("/agents")

@@ -13,17 +13,19 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import inspect
 import json
 import math
 import re
+import types
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Generic, ParamSpec, TypeVar, get_type_hints, overload
 
 import docstring_parser
-from pydantic import BaseModel, ConfigDict, Field, PydanticUserError, create_model
+from pydantic import BaseModel, ConfigDict, Field, PydanticUndefinedAnnotation, PydanticUserError, create_model
 from pydantic_core import to_jsonable_python
 
 from ..app.errors import DefinitionError
@@ -86,6 +88,8 @@ class FunctionTool(Tool, Generic[P, R]):
 
     func: ClassVar[Callable[..., Any]]
     context_param: ClassVar[str | None] = None
+    #: The function's positional-only parameters, in order: passed by position.
+    positional: ClassVar[tuple[str, ...]] = ()
     #: "module:qualname": how another process finds this tool again (runtime/tools/imports.py).
     import_path: ClassVar[str] = ""
 
@@ -111,15 +115,23 @@ class FunctionTool(Tool, Generic[P, R]):
         kwargs = {name: getattr(args, name) for name in type(args).model_fields}
         if cls.context_param:
             kwargs[cls.context_param] = ToolContext(ctx.workspace, ctx.session_id, ctx.tool_call_id, ctx)
+        positional = [kwargs.pop(name) for name in cls.positional]  # `def f(a, /, b)`: a cannot be passed by name
+        func = functools.partial(cls.func, *positional) if positional else cls.func
         if inspect.iscoroutinefunction(cls.func):
-            result = await cls.func(**kwargs)
+            result = await func(**kwargs)
         else:  # in a thread, which a cancel or a timeout cannot stop: the runner records what it did (threads.py)
-            result = await run_in_thread(ctx, cls.name, cls.func, kwargs, describe=text_of)
+            result = await run_in_thread(ctx, cls.name, func, kwargs, describe=text_of)
         if inspect.isawaitable(result):
             result = await result
         if isinstance(result, ToolOutput):
             return result
-        return as_output(result)
+        try:
+            return as_output(result)
+        except ToolError:
+            raise
+        except (ValueError, TypeError) as exc:  # the tool ran and returned; its result is what cannot be recorded
+            raise ToolError(f"{cls.name} returned a {type(result).__name__} that cannot be converted to text or JSON "
+                            f"({type(exc).__name__}: {exc}); return a str, a dict, a list or a pydantic model") from None
 
 
 def text_of(result: Any) -> str:
@@ -137,24 +149,50 @@ def as_output(result: Any) -> ToolOutput:
         return ToolOutput("")
     if isinstance(result, str):
         return ToolOutput(truncate(result))
-    if isinstance(result, BaseModel) and not _is_block(result):
+    if isinstance(result, (bytes, bytearray)):
+        try:
+            return ToolOutput(truncate(bytes(result).decode("utf-8")))
+        except UnicodeDecodeError:
+            raise ToolError(f"the tool returned {len(result)} bytes that are not UTF-8 text, which cannot be recorded as its "
+                            "result; return a str (decode them), or an image or document block with the bytes in base64") from None
+    if isinstance(result, BaseModel) and _as_block(result) is None:
         return ToolOutput(truncate(result.model_dump_json()))
-    if isinstance(result, list) and result and all(_is_block(b) for b in result):
-        blocks = [b.model_dump(mode="json") if isinstance(b, BaseModel) else dict(b) for b in result]
-        for block in blocks:
+    blocks = [_as_block(b) for b in result] if isinstance(result, list) and result else []
+    if blocks and all(b is not None for b in blocks):
+        found = [b for b in blocks if b is not None]
+        for block in found:
             _check_source(block)
-        texts = [b["text"] if b["type"] == "text" else _note(b) for b in blocks]
-        rich = any(b["type"] != "text" for b in blocks)
-        return ToolOutput(truncate("\n".join(texts)), blocks=blocks if rich else None)
+        texts = [b["text"] if b["type"] == "text" else _note(b) for b in found]
+        rich = any(b["type"] != "text" for b in found)
+        return ToolOutput(truncate("\n".join(texts)), blocks=found if rich else None)
     return ToolOutput(truncate(json.dumps(to_jsonable_python(result), ensure_ascii=False)))
 
 
-def _is_block(block: Any) -> bool:
-    kind = block.get("type") if isinstance(block, dict) else getattr(block, "type", None)
-    if kind == "text":
-        text = block.get("text") if isinstance(block, dict) else getattr(block, "text", None)
-        return isinstance(text, str)
-    return kind in ("image", "document")
+#: The fields a content block may have, by its type, as the Messages API defines them. A dict with any other field
+#: (`{"type": "text", "text": "hi", "author": "bob"}`, `{"type": "image", "name": "cat.png"}`) is data, sent as JSON
+#: whole, not a block whose other fields would be dropped or that is refused as malformed.
+BLOCK_FIELDS = {
+    "text": frozenset({"type", "text", "cache_control", "citations"}),
+    "image": frozenset({"type", "source", "cache_control"}),
+    "document": frozenset({"type", "source", "title", "context", "citations", "cache_control"}),
+}
+
+
+def _as_block(item: Any) -> dict[str, Any] | None:
+    """`item` as a content block's dict, or None when it is not exactly one: its type known, its fields among that
+    type's, a text block's text a str and an image's or document's source present."""
+    if isinstance(item, BaseModel):
+        item = item.model_dump(mode="json", exclude_none=True)
+    if not isinstance(item, dict):
+        return None
+    kind = item.get("type")
+    if not isinstance(kind, str) or kind not in BLOCK_FIELDS or not set(item) <= BLOCK_FIELDS[kind]:
+        return None
+    if kind == "text" and not isinstance(item.get("text"), str):
+        return None
+    if kind != "text" and "source" not in item:
+        return None
+    return dict(item)
 
 
 #: Where an image's or a document's bytes may come from, as the Messages API names the source kinds.
@@ -260,6 +298,7 @@ def make_tool(fn: Callable[P, R], *, name: str | None = None, description: str |
     attrs: dict[str, Any] = {
         "name": tool_name, "description": text, "Input": input_model, "func": staticmethod(fn),
         "context_param": context_param, "import_path": import_path_of(fn),
+        "positional": tuple(p.name for p in inspect.signature(fn).parameters.values() if p.kind is p.POSITIONAL_ONLY),
         "read_only": read_only, "idempotent": idempotent, "parallel_safe": parallel_safe,
         "requires_approval": requires_approval, "timeout_s": timeout_s,
         "__module__": getattr(fn, "__module__", __name__), "__doc__": fn.__doc__,
@@ -274,6 +313,10 @@ def check_options(fn: Any, name: Any, description: Any, timeout_s: Any, **flags:
     """@tool's options as their types say: a flag given "yes" or 0 was taken by its truth, silently."""
     if not callable(fn):
         raise TypeError(f"@tool decorates a function, not {type(fn).__name__}")
+    if not (inspect.isfunction(fn) or inspect.ismethod(fn)):
+        # a functools.partial or a callable object has no name, docstring or import path of its own to record
+        raise TypeError(f"@tool decorates a function defined with def or async def, not {type(fn).__name__}; "
+                        "wrap it in one (def refund(order_id: str) -> str: return handler(order_id))")
     for option, value in (("name", name), ("description", description)):
         if value is not None and not isinstance(value, str):
             raise TypeError(f"@tool({option}=...) takes text, got {type(value).__name__}")
@@ -290,8 +333,10 @@ def input_model_for(fn: Callable[..., Any], doc: docstring_parser.Docstring) -> 
     signature = inspect.signature(fn)
     try:
         hints = get_type_hints(fn)
-    except (NameError, TypeError):
+    except Exception:  # noqa: BLE001 - a name it cannot resolve (NameError), or a bad annotation: found per parameter below
         hints = {}
+        for param in signature.parameters.values():
+            hints[param.name] = resolved(fn, param)
     described = {p.arg_name: p.description for p in doc.params if p.description}
     fields: dict[str, Any] = {}
     context_param = None
@@ -314,7 +359,32 @@ def input_model_for(fn: Callable[..., Any], doc: docstring_parser.Docstring) -> 
         cause = str(exc).partition(". Set `arbitrary_types_allowed")[0].splitlines()[0]
         raise TypeError(f"tool {fn.__name__}: a parameter's type cannot be described to the model as JSON ({cause}); "
                         "use str, int, float, bool, lists, dicts or pydantic models") from None
+    if not model.__pydantic_complete__:  # a model among the types names one not defined: every call would fail
+        try:
+            model.model_rebuild()
+        except PydanticUndefinedAnnotation as exc:
+            raise TypeError(f"tool {fn.__name__}: a parameter's type refers to {exc.name!r}, which cannot be resolved "
+                            f"where it is used; {RESOLVE_ADVICE}") from None
     return model, context_param
+
+
+RESOLVE_ADVICE = ("define that type at a module's top level (not inside a function, nor imported only under "
+                  "`if TYPE_CHECKING:`), so the tool can describe it to the model and check the model's arguments")
+
+
+def resolved(fn: Callable[..., Any], param: inspect.Parameter) -> Any:
+    """A parameter's annotation as a type; a TypeError naming the parameter and what cannot be resolved. Without this,
+    a string annotation (`from __future__ import annotations`) naming a class defined inside a function was left as
+    text: a `ctx: ToolContext` then became a field the model was asked to fill, and every call failed later."""
+    annotation = param.annotation
+    if not isinstance(annotation, str):
+        return annotation
+    holder = types.SimpleNamespace(__annotations__={param.name: annotation}, __globals__=getattr(fn, "__globals__", {}))
+    try:
+        return get_type_hints(holder)[param.name]
+    except Exception as exc:  # noqa: BLE001 - NameError for a name not in scope; any other failure is said alike
+        raise TypeError(f"tool {fn.__name__}: parameter {param.name!r}: cannot resolve its type {annotation!r} "
+                        f"({type(exc).__name__}: {exc}); {RESOLVE_ADVICE}") from None
 
 
 def import_path_of(obj: Any) -> str:

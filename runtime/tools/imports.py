@@ -1,7 +1,8 @@
 """Tools by import path (`package.module:attribute`), so any process can run a session's tools.
 
 A session records its tools as names: built-ins by name, the user's tools by import path. The
-process that defined a tool (a program using the Python API) finds it in `_DEFINED`; any other
+process that defined a tool (a program using the Python API) finds it in `_DEFINED` (the running Agent's own
+first, see import_paths.LiveObjects); any other
 process (`chronicle resume`, a worker on another machine) imports it, with the workspace
 directory importable. A path that does not load is a one-line error naming it, raised before
 anything is recorded, and again when a session that needs it is resumed.
@@ -17,12 +18,13 @@ import inspect
 from pathlib import Path
 from typing import Any
 
-from ..import_paths import NotLoadable, is_well_formed, load
+from ..import_paths import Ambiguous, Defined, NotLoadable, is_well_formed, load
 from ..import_paths import make_importable as make_importable
 from .base import Tool
 
-#: Tools defined in this process, by import path: `@tool` registers each one it makes.
-_DEFINED: dict[str, Tool] = {}
+#: Tools defined in this process, by import path: `@tool` registers each one it makes. Two are the same tool when
+#: they run the same function (a @tool's) or are of the same Tool class.
+_DEFINED = Defined("tool", "tool", identity=lambda t: getattr(type(t), "func", type(t)))
 
 
 class ToolLoadError(ValueError):
@@ -36,7 +38,7 @@ def is_import_path(entry: str) -> bool:
 def remember(tool: Tool, path: str | None = None) -> str:
     """Make `tool` loadable by its import path in this process, even if no other process can import it."""
     key = path or getattr(tool, "import_path", "") or f"{type(tool).__module__}:{type(tool).__qualname__}"
-    _DEFINED[key] = tool
+    _DEFINED.add(key, tool)
     return key
 
 
@@ -51,6 +53,8 @@ def load_tools(entry: str, workspace: Path | None = None) -> list[Tool]:
             attribute = entry.partition(":")[2]
             raise ToolLoadError(f"cannot load tool {entry!r}: {failed.module} has no attribute {attribute!r}{failed.hint}") from None
         raise ToolLoadError(f"cannot load tool {entry!r}: {_first_line(failed.cause)}") from None
+    except Ambiguous as exc:
+        raise ToolLoadError(f"tool {exc}") from None
     tools = as_tools(target, entry)
     if not tools:
         raise ToolLoadError(f"tool {entry!r} holds no tool (an empty list); name at least one, or take the path out")

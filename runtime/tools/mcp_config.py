@@ -36,6 +36,16 @@ ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 SEPARATOR = "__"
 
 
+def name_problem(name: str) -> str | None:
+    """What is wrong with a server's name, or None: the model sees its tools as NAME__tool, which the Messages
+    API limits to 64 characters, so a name is short, and its own words when it is too long."""
+    if len(name) > 32:
+        return f"a server name is at most 32 characters long (this one has {len(name)})"
+    if not SERVER_NAME.match(name) or SEPARATOR in name:
+        return f"server names start with a letter and use letters, digits, - and _ (no '{SEPARATOR}')"
+    return None
+
+
 class McpConfigError(ValueError):
     """An [mcp.NAME] table that cannot be used; the message names the file and the key."""
 
@@ -117,11 +127,8 @@ def parse_servers(raw: Any, source: Path) -> dict[str, McpServerConfig]:
         raise McpConfigError(f"{source}: [mcp] must hold tables [mcp.NAME]")
     servers: dict[str, McpServerConfig] = {}
     for name, table in raw.items():
-        if not SERVER_NAME.match(name) or SEPARATOR in name:
-            raise McpConfigError(
-                f"{source}: mcp.{name}: server names start with a letter, use letters, digits, - and _ "
-                f"(no '{SEPARATOR}'), at most 32 characters"
-            )
+        if (problem := name_problem(name)) is not None:
+            raise McpConfigError(f"{source}: mcp.{name}: {problem}")
         if not isinstance(table, dict):
             raise McpConfigError(f"{source}: mcp.{name} must be a table")
         try:
@@ -159,8 +166,8 @@ def code_server(config: McpServerConfig) -> McpServerConfig:
     """A server defined in code: remembered by this process, recorded by name only (its env and
     headers may hold secrets). Another process resuming the session must define it again; the
     tool list stays the recorded one either way."""
-    if not SERVER_NAME.match(config.name) or SEPARATOR in config.name:
-        raise McpConfigError(f"McpServer name {config.name!r}: start with a letter, use letters, digits, - and _ (no '{SEPARATOR}')")
+    if (problem := name_problem(config.name)) is not None:
+        raise McpConfigError(f"McpServer name {config.name!r}: {problem}")
     named = config.model_copy(update={"source": CODE_SOURCE + config.name})
     _CODE_SERVERS[config.name] = named  # the newest definition of a name is the one calls reach
     return named
@@ -191,3 +198,5 @@ class McpServer(McpServerConfig):
             super().__init__(**data)
         except ValidationError as exc:
             raise DefinitionError(f"McpServer {data.get('name', '')!r}{first_problem(exc)}") from None
+        if (problem := name_problem(self.name)) is not None:  # refused where it is written, not at the first run
+            raise DefinitionError(f"McpServer name {self.name!r}: {problem}")

@@ -93,13 +93,20 @@ class ThreadRun:
     def _late(self, raised: bool, value: Any, duration_ms: float) -> LateEnd:
         """The end as text, an exception as the runner words a tool's (ToolError: its message)."""
         if raised:
-            text = str(value) if isinstance(value, ToolError) else f"{self.name} raised {type(value).__name__}: {value}"
-            return LateEnd(True, text, duration_ms)
+            return LateEnd(True, str(value) if isinstance(value, ToolError) else raised_text(self.name, value), duration_ms)
         try:
             text = self._describe(value)
         except Exception as exc:  # noqa: BLE001 - a result the awaiting side would have refused too
             text = f"{self.name} returned a result that cannot be shown ({type(exc).__name__}: {exc})"
         return LateEnd(False, text, duration_ms)
+
+
+def raised_text(name: str, exc: BaseException) -> str:
+    """A tool's exception as its error result says it; sys.exit (argparse's too) is a call, not a crash of the program."""
+    if isinstance(exc, SystemExit):
+        return f"{name} called sys.exit({'' if exc.code is None else repr(exc.code)})"
+    return f"{name} raised {type(exc).__name__}: {exc}"
+
 
 
 async def run_in_thread(ctx: ToolContext, name: str, fn: Callable[..., Any], kwargs: dict[str, Any],

@@ -136,8 +136,17 @@ def test_a_store_url_that_is_no_text_is_a_chronicle_error_2(tmp_path):
 @pytest.mark.parametrize("parts, named", [
     ({"agents": [5]}, "agents= takes Agent objects, not int"),
     ({"agents": [Agent(name="helper"), Agent(name="helper")]}, "two sub-agents are named 'helper'"),
-    ({"agents": [Agent(name="helper", doom_loop=2)]}, "doom_loop is set on the top-level agent"),
     ({"agents": [Agent(name="Main", instructions="another")]}, "a sub-agent is named 'Main', as the top-level agent is"),
+    ({"agents": [Agent(name="helper", provider="openai-compatible")]}, "sub-agents run on their parent's provider"),
+])
+def test_sub_agents_that_cannot_work_are_refused_where_the_agent_is_written(parts, named):
+    """They were refused only by the first run or submit, though the Agent's other fields are checked where written."""
+    error = refused(lambda: Agent(tools=[], **parts))
+    assert named in str(error) and isinstance(error, ValueError)
+
+
+@pytest.mark.parametrize("parts, named", [
+    ({"agents": [Agent(name="helper", doom_loop=2)]}, "doom_loop is set on the top-level agent"),
     ({"mcp_servers": ["nope"]}, "no [mcp.nope]"),
     ({"mcp_servers": [5]}, "mcp_servers= takes McpServer objects"),
 ])
