@@ -66,6 +66,13 @@ def _brief(e: dict[str, Any]) -> str:
         return f"{said}: {d['error']}" if d.get("error") else said
     if e["kind"] == "import":
         return import_brief(d)
+    if e["kind"] in ("undo", "redo"):  # how many turns, by whom (`--json` lists their ids)
+        n = len(d.get("turn_ids") or [])
+        return f"{n} turn{'s' if n != 1 else ''}" + (f" {who}" if who else "")
+    if e["kind"] == "fork":  # where it was forked from, and by whom
+        origin = (e.get("links") or {}).get("forked_from") or {}
+        at = f" at turn {origin['turn']}" if origin.get("turn") is not None else ""
+        return f"from {str(origin.get('session_id') or '?')[:8]}{at}" + (f" {who}" if who else "")
     if e["kind"] == "routine" and d.get("replaces_session_id"):  # a lightweight routine's session started anew
         return f"new session: the routine's session {d['replaces_session_id']} was erased"
     if d.get("channel") and d.get("senders") and d.get("text"):  # a channel's input: who sent it

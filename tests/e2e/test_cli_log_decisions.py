@@ -1,5 +1,5 @@
-"""`chronicle log` in a terminal names each decision and who made it: an approval, a denial and its reason, an
-undo, a redo and an archive, each with the actor recorded, as `--json` holds them."""
+"""`chronicle log` and `audit` in a terminal name each decision and who made it: an approval, a denial and its
+reason, an undo, a redo, a fork and an archive, each with the actor recorded, as `--json` holds them."""
 
 from __future__ import annotations
 
@@ -8,13 +8,13 @@ from tests.helpers import cli, json_lines, response, text, tool_use, write_scrip
 WIDE = {"COLUMNS": "250"}
 
 
-def _detail(shown: str, event: str) -> list[str]:
-    """The detail column of each row of `event` in `log`'s table."""
+def _detail(shown: str, event: str, skip: int = 2) -> list[str]:
+    """The detail column of each row of `event` in `log`'s table (in `audit`'s, `skip` 1: no status for these)."""
     found = []
     for line in shown.splitlines():
         cells = line.split()
         if event in cells:
-            found.append(" ".join(cells[cells.index(event) + 2:]))
+            found.append(" ".join(cells[cells.index(event) + skip:]))
     return found
 
 
@@ -35,6 +35,8 @@ def test_each_decision_row_says_what_was_decided_and_by_whom(sqlite_url, workspa
     assert cli("resume", sid, "--workspace", str(workspace), db=sqlite_url).returncode == 0
     assert cli("undo", sid, db=sqlite_url, env={"CHRONICLE_ACTOR": "carol"}).returncode == 0
     assert cli("redo", sid, db=sqlite_url, env={"CHRONICLE_ACTOR": "dave"}).returncode == 0
+    forked = cli("fork", sid, "--at", "1", db=sqlite_url, env={"CHRONICLE_ACTOR": "fran"})
+    assert forked.returncode == 0, forked.stderr
     assert cli("archive", sid, db=sqlite_url, env={"CHRONICLE_ACTOR": "erin"}).returncode == 0
     again = write_script(tmp_path / "s2.json", [response(tool_use("tu_3", "bash", command="echo three")), response(text("ok"))])
     yes = cli("run", "once more", "--session", sid, "--provider", f"scripted:{again}", "--workspace", str(workspace), "--yes",
@@ -47,3 +49,7 @@ def test_each_decision_row_says_what_was_decided_and_by_whom(sqlite_url, workspa
     assert _detail(shown, "TurnsUndone") == ["1 turn by carol"]
     assert _detail(shown, "TurnsRedone") == ["1 turn by dave"]
     assert _detail(shown, "Archived") == ["by erin"]
+
+    audited = cli("audit", db=sqlite_url, env=WIDE).stdout
+    assert _detail(audited, "undo", 1) == ["1 turn by carol"] and _detail(audited, "redo", 1) == ["1 turn by dave"]
+    assert _detail(audited, "fork", 2) == [f"from {sid[:8]} at turn 1 by fran"]  # its name column: the agent
