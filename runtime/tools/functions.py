@@ -165,7 +165,22 @@ def as_output(result: Any) -> ToolOutput:
         texts = [b["text"] if b["type"] == "text" else _note(b) for b in found]
         rich = any(b["type"] != "text" for b in found)
         return ToolOutput(truncate("\n".join(texts)), blocks=found if rich else None)
-    return ToolOutput(truncate(json.dumps(to_jsonable_python(result), ensure_ascii=False)))
+    plain = to_jsonable_python(result)
+    try:
+        return ToolOutput(truncate(json.dumps(plain, ensure_ascii=False, allow_nan=False)))
+    except ValueError:  # a NaN or an infinity: `NaN` is not JSON, and the model is told the result is JSON
+        return ToolOutput(truncate(json.dumps(_finite(plain), ensure_ascii=False)))
+
+
+def _finite(value: Any) -> Any:
+    """`value` with each float JSON cannot hold as the string JavaScript names it ("NaN", "Infinity", "-Infinity")."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_finite(v) for v in value]
+    return value
 
 
 #: The fields a content block may have, by its type, as the Messages API defines them. A dict with any other field

@@ -53,6 +53,12 @@ def rows(kind: str) -> list:
     return [{"type": "image", "name": "cat.png"}]
 
 
+@tool
+def measure() -> dict:
+    """Figures a computation could not make."""
+    return {"mean": float("nan"), "range": [float("-inf"), float("inf")], "n": 0}
+
+
 @tool(requires_approval=True)
 def refund(order_id: str, amount: float) -> str:
     """Refund."""
@@ -142,6 +148,18 @@ def test_results_bytes_and_dicts_shaped_like_blocks(sqlite_url, workspace, tmp_p
     assert json.loads(found["tu_3"][1]) == [{"type": "text", "text": "hello", "id": "1", "author": "bob"}]  # nothing dropped
     assert found["tu_4"] == ("Completed", json.dumps([{"type": "image", "name": "cat.png"}]))
     app.close()
+
+
+def test_a_result_with_nan_or_infinity_is_sent_as_json_the_model_can_parse(sqlite_url, workspace, tmp_path):
+    """`json.dumps` writes NaN and Infinity as bare words, which no JSON parser reads, while the model is told a
+    dict result is JSON: they go as the strings JavaScript names them."""
+    provider = script(tmp_path / "s.json", [response(tool_use("tu_1", "measure")), response(text("ok"))])
+    with Chronicle(sqlite_url) as app:
+        done = app.run_sync(Agent(tools=[measure], provider=provider), "go", workspace=str(workspace))
+    event, output = results(sqlite_url, done.session_id)["tu_1"]
+    assert event == "Completed"
+    assert json.loads(output, parse_constant=lambda word: pytest.fail(f"not JSON: {word}")) == {
+        "mean": "NaN", "range": ["-Infinity", "Infinity"], "n": 0}
 
 
 def test_invalid_arguments_fail_at_once_without_asking_for_approval(db_url, workspace, tmp_path):
