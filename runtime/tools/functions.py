@@ -19,6 +19,7 @@ import json
 import math
 import re
 import types
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -367,9 +368,14 @@ def input_model_for(fn: Callable[..., Any], doc: docstring_parser.Docstring) -> 
         default = ... if param.default is inspect.Parameter.empty else param.default
         fields[param.name] = (annotation, Field(default, description=described.get(param.name)))
     try:
-        model = create_model(  # type: ignore[call-overload]
-            f"{fn.__name__}_input", __config__=ConfigDict(extra="forbid", arbitrary_types_allowed=False), **fields,
-        )
+        with warnings.catch_warnings():
+            # A parameter named `json`, `schema` or `copy` shadows a BaseModel method on this internal model, which
+            # nobody calls: pydantic's warning would reach the program as if its function were wrong.
+            warnings.filterwarnings("ignore", message=r'Field name ".*" .*shadows an attribute in parent "BaseModel"')
+            model = create_model(  # type: ignore[call-overload]
+                f"{fn.__name__}_input", __config__=ConfigDict(extra="forbid", arbitrary_types_allowed=False,
+                                                              protected_namespaces=()), **fields,
+            )
     except PydanticUserError as exc:  # its advice (arbitrary_types_allowed) is about our model, not the program's function
         cause = str(exc).partition(". Set `arbitrary_types_allowed")[0].splitlines()[0]
         raise TypeError(f"tool {fn.__name__}: a parameter's type cannot be described to the model as JSON ({cause}); "

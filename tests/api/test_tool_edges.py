@@ -188,3 +188,24 @@ def test_sub_agent_and_mcp_server_definitions_are_checked_where_written():
     with pytest.raises(ChronicleError) as refused:
         McpServer(name="k" * 70, command="x")
     assert "at most 32 characters long (this one has 70)" in str(refused.value)
+
+
+def test_parameters_named_like_pydantic_methods_take_their_values_without_a_warning(sqlite_url, workspace, tmp_path):
+    """`json`, `schema`, `copy`, `model_name` are fine parameter names for a program; they shadow names of the
+    pydantic model Chronicle builds for the arguments, whose warnings reached the program as if its tool were wrong."""
+    import warnings
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+
+        @tool
+        def export_rows(json: str, schema: str, copy: bool, model_name: str = "m") -> str:
+            """Export."""
+            return f"{json}|{schema}|{copy}|{model_name}"
+
+    assert [str(w.message) for w in caught] == []
+    provider = script(tmp_path / "s.json", [response(tool_use("tu_1", "export_rows", json="j", schema="s", copy=True,
+                                                              model_name="n")), response(text("ok"))])
+    with Chronicle(sqlite_url) as app:
+        done = app.run_sync(Agent(tools=[export_rows], provider=provider), "go", workspace=str(workspace))
+    assert results(sqlite_url, done.session_id)["tu_1"] == ("Completed", "j|s|True|n")
