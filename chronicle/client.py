@@ -61,7 +61,7 @@ from .errors import ChronicleError, warn
 from .event_stream import EventStream
 from .results import Answered as Answered  # where programs imported them from
 from .results import RunResult as RunResult
-from .running_turns import RunningTurns
+from .running_turns import RunningTurns, caller_cancels
 
 
 def _warn_refused(command: str, sid: Any, refused: list[str], url: str) -> None:
@@ -174,7 +174,11 @@ class Chronicle:
         change (Session.ModelChanged, as `set_model`) before the turn, so every later turn uses it too.
         `on_event`: called with each live event (what `stream` yields). `max_attempts`: tries per model call, the first
         included, as `run --max-attempts` (default: CHRONICLE_MAX_ATTEMPTS, else 8); a retryable error (rate limit,
-        overload) is retried with backoff until then, each retry recorded."""
+        overload) is retried with backoff until then, each retry recorded.
+
+        A cancel of the task awaiting it (`asyncio.wait_for`, `asyncio.timeout`, `task.cancel()`) cancels the turn,
+        which records the cancel, then raises CancelledError as any coroutine cancelled does."""
+        cancelled = caller_cancels()
         with _as_chronicle_errors():
             # a session to continue is looked for in a store that exists: none is made only to say it is not there
             store = self._existing if session is not None else self._store_for_new(
@@ -188,6 +192,7 @@ class Chronicle:
                 warn(note)
             with self._turns.running(conversation.session_id):
                 driven = await conversation.drive(handle_signals=False)
+            cancelled()  # recorded: now the caller's own cancel, if it was one
             return RunResult.of_run(self.store, conversation.session_id, driven, conversation.input_id, conversation.notes)
 
     def run_sync(self, agent: Agent, prompt: str, *, session: SessionRef | None = None, workspace: str | Path | None = None,
@@ -224,7 +229,9 @@ class Chronicle:
     @checked
     async def resume_async(self, session: SessionRef, *, auto_approve: bool = False, workspace: str | Path | None = None) -> RunResult:
         """Continue a session left in flight (a crash, an answered approval) or with queued input, as `chronicle resume`:
-        status `awaiting_approval` (exit code 3) while a call still waits for a decision, `idle` when nothing is left."""
+        status `awaiting_approval` (exit code 3) while a call still waits for a decision, `idle` when nothing is left.
+        A cancel of the task awaiting it is recorded on the turn it runs, then raised, as `run`'s."""
+        cancelled = caller_cancels()
         with _as_chronicle_errors():
             sid = queries.session_id(self._existing, session)
             notes: list[str] = resuming.finish_owed_files(self._existing, sid)  # an interrupted undo/redo --files, finished first
@@ -241,6 +248,7 @@ class Chronicle:
                                              say=notes.append)
             for note in notes[finished:]:  # resume_one builds the loop and runs it in one call: said once it returns
                 warn(note)
+            cancelled()
         if isinstance(done, resuming.Busy):
             return RunResult.of(sid, None, "busy", done.message, notes)
         with _as_chronicle_errors():

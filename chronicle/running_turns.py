@@ -22,6 +22,24 @@ def _running_loop() -> asyncio.AbstractEventLoop | None:
         return None
 
 
+def caller_cancels() -> Callable[[], None]:
+    """Called as a coroutine starts: what it calls once its turns have run, to raise its caller's cancel.
+
+    A turn runs in a task of its own (runtime/app/running.py's `run_one`), so that what cancels the turn (a signal
+    in the CLI, a `cancel` request, a middleware's timeout) ends the turn and not the caller. A cancel of the
+    caller's own task (`asyncio.wait_for`, `asyncio.timeout`, a TaskGroup, `task.cancel()`, Ctrl-C in `run_sync`)
+    reaches the turn through the await too, and the turn records it and returns, as it should; but the caller's
+    task was then never told: `wait_for` returned a `cancelled` result instead of raising TimeoutError, and the
+    code after an `asyncio.timeout` block ran on. Its cancel count says whether it was cancelled meanwhile."""
+    task = asyncio.current_task()
+    before = task.cancelling() if task is not None else 0
+
+    def propagate() -> None:
+        if task is not None and task.cancelling() > before:
+            raise asyncio.CancelledError
+    return propagate
+
+
 class RunningTurns:
     """Each task driving a turn of this Chronicle, with the session it drives."""
 
