@@ -41,6 +41,7 @@ from chronicle.runtime.routines import Routine
 from chronicle.runtime.self_repair import DEFAULT_STUCK_AFTER_S, DEFAULT_TOOL_FAILURES, SelfRepair, repair_row
 from chronicle.runtime.store import ChronicleStore
 from chronicle.runtime.store_open import open_store, told_at_once_when_refused
+from chronicle.runtime.tools.threads import given_up_line, owed_to, wait_for_late_ends
 
 from . import runs
 from .agent import Agent
@@ -62,6 +63,8 @@ from .event_stream import EventStream
 from .results import Answered as Answered  # where programs imported them from
 from .results import RunResult as RunResult
 from .running_turns import RunningTurns, caller_cancels
+
+_log = logging.getLogger("chronicle")
 
 
 def _warn_refused(command: str, sid: Any, refused: list[str], url: str) -> None:
@@ -139,12 +142,38 @@ class Chronicle:
             told_at_once_when_refused(self._store)
         return self._store
 
+    #: Seconds closing waits for the sync tool functions a cancel or a timeout left running (docs/tools.md) to end
+    #: and record their late ends; past it the store closes without them, said on one warning line.
+    late_end_wait_s: float = 30.0
+
     def close(self) -> None:
         """Close the store. A turn still running in one of this Chronicle's tasks (a `stream` not read to its end
-        and not yet let go of, a `run` not awaited) is cancelled, and the store closes once it has recorded that."""
+        and not yet let go of, a `run` not awaited) is cancelled, and the store closes once it has recorded that,
+        and once the sync tool functions left running have recorded their late ends (up to `late_end_wait_s`)."""
         store, self._store = self._store, None
         if store is not None:
-            self._turns.cancel_then(store.close)
+            self._turns.cancel_then(lambda: self._close_when_owed_nothing(store))
+
+    def _close_when_owed_nothing(self, store: ChronicleStore) -> None:
+        """Close `store` once no late end is owed to it. Inside a running event loop the wait is a thread's (the
+        store closes a little after `close` returns): it would hold the loop, which a tool function may need."""
+        if not owed_to(store):
+            store.close()
+            return
+
+        def wait_then_close() -> None:
+            self._late_ends_waited(store)
+            store.close()
+
+        if in_event_loop():
+            threading.Thread(target=wait_then_close, name="chronicle-late-ends", daemon=False).start()
+        else:
+            wait_then_close()
+
+    def _late_ends_waited(self, store: ChronicleStore) -> None:
+        given_up = wait_for_late_ends(store, self.late_end_wait_s)
+        if given_up:
+            _log.warning(given_up_line(given_up, self.late_end_wait_s))
 
     def __enter__(self) -> "Chronicle":
         return self
@@ -157,9 +186,14 @@ class Chronicle:
 
     async def __aexit__(self, *exc: object) -> None:
         """`async with Chronicle(...)`: as `with`, but the turns still running are cancelled and their cancels
-        recorded before the block ends."""
-        await self._turns.cancelled_and_ended()
-        self.close()
+        recorded, and the late ends of the tool functions left running recorded, before the block ends."""
+        try:
+            await self._turns.cancelled_and_ended()
+            store = self._store
+            if store is not None and owed_to(store):  # waited for on a thread: the loop goes on meanwhile
+                await off_the_loop(self._late_ends_waited, store)
+        finally:  # cancelled while waiting: `close` still cancels what runs, and waits on its own thread
+            self.close()
 
     # -- running agents ------------------------------------------------------------------------
 
