@@ -62,7 +62,7 @@ from .errors import ChronicleError, warn
 from .event_stream import EventStream
 from .results import Answered as Answered  # where programs imported them from
 from .results import RunResult as RunResult
-from .running_turns import RunningTurns, caller_cancels
+from .running_turns import RunningTurns, caller_cancels, in_own_task
 
 _log = logging.getLogger("chronicle")
 
@@ -278,8 +278,8 @@ class Chronicle:
                 return RunResult.of(sid, None, "idle", stalled, notes)
             overrides = Overrides(workspace=Path(workspace) if workspace else None, options=LoopOptions(auto_approve=auto_approve))
             finished = len(notes)
-            done = await resuming.resume_one(self._existing, sid, overrides, Broker(), worker_name(), auto_approve=auto_approve,
-                                             say=notes.append)
+            done = await in_own_task(resuming.resume_one(self._existing, sid, overrides, Broker(), worker_name(),
+                                                         auto_approve=auto_approve, say=notes.append))
             for note in notes[finished:]:  # resume_one builds the loop and runs it in one call: said once it returns
                 warn(note)
             cancelled()

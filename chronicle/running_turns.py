@@ -11,8 +11,10 @@ from __future__ import annotations
 import asyncio
 import weakref
 from contextlib import contextmanager
-from typing import Any, Callable, Iterator
+from typing import Any, Awaitable, Callable, Iterator, TypeVar
 from uuid import UUID
+
+T = TypeVar("T")
 
 
 def _running_loop() -> asyncio.AbstractEventLoop | None:
@@ -38,6 +40,16 @@ def caller_cancels() -> Callable[[], None]:
         if task is not None and task.cancelling() > before:
             raise asyncio.CancelledError
     return propagate
+
+
+async def in_own_task(work: Awaitable[T]) -> T:
+    """`work`, which runs turns, in a task of its own, as `run` runs its turns (runtime/app/running.py's `run_one`).
+
+    The loop takes a cancel that reaches its turn as the turn's end: it records it and un-cancels the task it runs
+    in, so the turn's outcome can be returned. Run in the caller's own task, that swallowed the caller's cancel
+    itself (`resume_async` under `wait_for` returned a `cancelled` result): in a task of its own, the caller's task
+    keeps its cancel, which `caller_cancels` then raises."""
+    return await asyncio.ensure_future(work)
 
 
 class RunningTurns:

@@ -115,3 +115,23 @@ def test_a_stream_whose_chronicle_closes_under_it_ends_after_the_cancel_it_recor
     assert ends == [("tool_end", "cancelled"), ("turn_end", "cancelled")]
     ends, status = cancels_recorded(db_url, SESSIONS[-1])
     assert ends == [("tool_call", "Cancelled"), ("turn", "Cancelled")] and status == "idle"
+
+
+def test_a_cancel_of_the_task_awaiting_resume_async_is_recorded_then_raised(db_url, workspace, tmp_path):
+    SESSIONS.clear(), ON_START.clear()
+    the_agent = agent(tmp_path)
+
+    async def program() -> str:
+        RUNNING["tool"] = asyncio.Event()
+        async with Chronicle(db_url) as app:
+            sid = app.submit(the_agent, "watch", workspace=str(workspace))["session_id"]
+            task = asyncio.ensure_future(app.resume_async(sid))
+            await asyncio.wait_for(RUNNING["tool"].wait(), 30)
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            return sid
+
+    sid = asyncio.run(program())
+    ends, status = cancels_recorded(db_url, sid)
+    assert ends == [("tool_call", "Cancelled"), ("turn", "Cancelled")] and status == "idle"
