@@ -126,9 +126,9 @@ def blocking(name: str, twin: str, coroutine: Callable[[], Coroutine[Any, Any, T
     if not in_event_loop():
         with asyncio.Runner() as runner:
             result = runner.run(coroutine())
-            # Ctrl-C cancelled the work's task (asyncio.Runner does that); the turn recorded the cancel and answered
-            # with it, which Runner then returns as if nothing had happened. The program is stopped as Ctrl-C stops
-            # any Python call, once the cancel is recorded (a loop over prompts would otherwise go on to the next).
+            # Ctrl-C cancels the work's task (asyncio.Runner does that): `run` and `resume` record the cancel, then
+            # raise it, which Runner turns into KeyboardInterrupt. A call that answers with the cancel instead is
+            # stopped the same way here, as Ctrl-C stops any Python call (a loop over prompts would go on otherwise).
             if getattr(runner, "_interrupt_count", 0):
                 raise KeyboardInterrupt from None
             return result

@@ -43,6 +43,7 @@ from chronicle.runtime.self_repair import DEFAULT_STUCK_AFTER_S, DEFAULT_TOOL_FA
 from chronicle.runtime.store import ChronicleStore
 from chronicle.runtime.store_open import open_store, told_at_once_when_refused
 from chronicle.runtime.tool_runner import TOOL_INTERRUPTS
+from chronicle.runtime.tools.threads import given_up_line, owed_to, wait_for_late_ends
 
 from . import runs
 from .agent import Agent
@@ -64,7 +65,9 @@ from .errors import ChronicleError, warn
 from .event_stream import EventStream
 from .results import Answered as Answered  # where programs imported them from
 from .results import RunResult as RunResult
-from .running_turns import RunningTurns
+from .running_turns import RunningTurns, caller_cancels, in_own_task
+
+_log = logging.getLogger("chronicle")
 
 
 def _warn_refused(command: str, sid: Any, refused: list[str], url: str) -> None:
@@ -156,12 +159,38 @@ class Chronicle:
             told_at_once_when_refused(self._store)
         return self._store
 
+    #: Seconds closing waits for the sync tool functions a cancel or a timeout left running (docs/tools.md) to end
+    #: and record their late ends; past it the store closes without them, said on one warning line.
+    late_end_wait_s: float = 30.0
+
     def close(self) -> None:
         """Close the store. A turn still running in one of this Chronicle's tasks (a `stream` not read to its end
-        and not yet let go of, a `run` not awaited) is cancelled, and the store closes once it has recorded that."""
+        and not yet let go of, a `run` not awaited) is cancelled, and the store closes once it has recorded that,
+        and once the sync tool functions left running have recorded their late ends (up to `late_end_wait_s`)."""
         store, self._store = self._store, None
         if store is not None:
-            self._turns.cancel_then(store.close)
+            self._turns.cancel_then(lambda: self._close_when_owed_nothing(store))
+
+    def _close_when_owed_nothing(self, store: ChronicleStore) -> None:
+        """Close `store` once no late end is owed to it. Inside a running event loop the wait is a thread's (the
+        store closes a little after `close` returns): it would hold the loop, which a tool function may need."""
+        if not owed_to(store):
+            store.close()
+            return
+
+        def wait_then_close() -> None:
+            self._late_ends_waited(store)
+            store.close()
+
+        if in_event_loop():
+            threading.Thread(target=wait_then_close, name="chronicle-late-ends", daemon=False).start()
+        else:
+            wait_then_close()
+
+    def _late_ends_waited(self, store: ChronicleStore) -> None:
+        given_up = wait_for_late_ends(store, self.late_end_wait_s)
+        if given_up:
+            _log.warning(given_up_line(given_up, self.late_end_wait_s))
 
     def __enter__(self) -> "Chronicle":
         return self
@@ -174,9 +203,14 @@ class Chronicle:
 
     async def __aexit__(self, *exc: object) -> None:
         """`async with Chronicle(...)`: as `with`, but the turns still running are cancelled and their cancels
-        recorded before the block ends."""
-        await self._turns.cancelled_and_ended()
-        self.close()
+        recorded, and the late ends of the tool functions left running recorded, before the block ends."""
+        try:
+            await self._turns.cancelled_and_ended()
+            store = self._store
+            if store is not None and owed_to(store):  # waited for on a thread: the loop goes on meanwhile
+                await off_the_loop(self._late_ends_waited, store)
+        finally:  # cancelled while waiting: `close` still cancels what runs, and waits on its own thread
+            self.close()
 
     # -- running agents ------------------------------------------------------------------------
 
@@ -191,7 +225,11 @@ class Chronicle:
         change (Session.ModelChanged, as `set_model`) before the turn, so every later turn uses it too.
         `on_event`: called with each live event (what `stream` yields). `max_attempts`: tries per model call, the first
         included, as `run --max-attempts` (default: CHRONICLE_MAX_ATTEMPTS, else 8); a retryable error (rate limit,
-        overload) is retried with backoff until then, each retry recorded."""
+        overload) is retried with backoff until then, each retry recorded.
+
+        A cancel of the task awaiting it (`asyncio.wait_for`, `asyncio.timeout`, `task.cancel()`) cancels the turn,
+        which records the cancel, then raises CancelledError as any coroutine cancelled does."""
+        cancelled = caller_cancels()
         with _as_chronicle_errors(), using(runs.checked(agent)._live):  # this Agent's own objects, whatever shares their paths
             # a session to continue is looked for in a store that exists: none is made only to say it is not there
             store = self._existing if session is not None else self._store_for_new(
@@ -205,6 +243,7 @@ class Chronicle:
                 warn(note)
             with self._turns.running(conversation.session_id), _interrupted_by_tools():
                 driven = await conversation.drive(handle_signals=False)
+            cancelled()  # recorded: now the caller's own cancel, if it was one
             return RunResult.of_run(self.store, conversation.session_id, driven, conversation.input_id, conversation.notes)
 
     def run_sync(self, agent: Agent, prompt: str, *, session: SessionRef | None = None, workspace: str | Path | None = None,
@@ -241,7 +280,9 @@ class Chronicle:
     @checked
     async def resume_async(self, session: SessionRef, *, auto_approve: bool = False, workspace: str | Path | None = None) -> RunResult:
         """Continue a session left in flight (a crash, an answered approval) or with queued input, as `chronicle resume`:
-        status `awaiting_approval` (exit code 3) while a call still waits for a decision, `idle` when nothing is left."""
+        status `awaiting_approval` (exit code 3) while a call still waits for a decision, `idle` when nothing is left.
+        A cancel of the task awaiting it is recorded on the turn it runs, then raised, as `run`'s."""
+        cancelled = caller_cancels()
         with _as_chronicle_errors():
             sid = queries.session_id(self._existing, session)
             notes: list[str] = resuming.finish_owed_files(self._existing, sid)  # an interrupted undo/redo --files, finished first
@@ -255,10 +296,11 @@ class Chronicle:
             overrides = Overrides(workspace=Path(workspace) if workspace else None, options=LoopOptions(auto_approve=auto_approve))
             finished = len(notes)
             with _interrupted_by_tools():
-                done = await resuming.resume_one(self._existing, sid, overrides, Broker(), worker_name(),
-                                                 auto_approve=auto_approve, say=notes.append)
+                done = await in_own_task(resuming.resume_one(self._existing, sid, overrides, Broker(), worker_name(),
+                                                             auto_approve=auto_approve, say=notes.append))
             for note in notes[finished:]:  # resume_one builds the loop and runs it in one call: said once it returns
                 warn(note)
+            cancelled()
         if isinstance(done, resuming.Busy):
             return RunResult.of(sid, None, "busy", done.message, notes)
         with _as_chronicle_errors():

@@ -45,6 +45,8 @@ class EventStream:
         task = self._task
         while self._events.empty():
             if task.done():
+                if task.cancelled():  # this stream's or its Chronicle's cancel (a close), recorded: the run is over
+                    raise StopAsyncIteration
                 task.result()  # the run's error, after every event it produced
                 raise StopAsyncIteration
             getter = asyncio.ensure_future(self._events.get())

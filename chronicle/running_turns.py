@@ -11,8 +11,10 @@ from __future__ import annotations
 import asyncio
 import weakref
 from contextlib import contextmanager
-from typing import Any, Callable, Iterator
+from typing import Any, Awaitable, Callable, Iterator, TypeVar
 from uuid import UUID
+
+T = TypeVar("T")
 
 
 def _running_loop() -> asyncio.AbstractEventLoop | None:
@@ -20,6 +22,34 @@ def _running_loop() -> asyncio.AbstractEventLoop | None:
         return asyncio.get_running_loop()
     except RuntimeError:
         return None
+
+
+def caller_cancels() -> Callable[[], None]:
+    """Called as a coroutine starts: what it calls once its turns have run, to raise its caller's cancel.
+
+    A turn runs in a task of its own (runtime/app/running.py's `run_one`), so that what cancels the turn (a signal
+    in the CLI, a `cancel` request, a middleware's timeout) ends the turn and not the caller. A cancel of the
+    caller's own task (`asyncio.wait_for`, `asyncio.timeout`, a TaskGroup, `task.cancel()`, Ctrl-C in `run_sync`)
+    reaches the turn through the await too, and the turn records it and returns, as it should; but the caller's
+    task was then never told: `wait_for` returned a `cancelled` result instead of raising TimeoutError, and the
+    code after an `asyncio.timeout` block ran on. Its cancel count says whether it was cancelled meanwhile."""
+    task = asyncio.current_task()
+    before = task.cancelling() if task is not None else 0
+
+    def propagate() -> None:
+        if task is not None and task.cancelling() > before:
+            raise asyncio.CancelledError
+    return propagate
+
+
+async def in_own_task(work: Awaitable[T]) -> T:
+    """`work`, which runs turns, in a task of its own, as `run` runs its turns (runtime/app/running.py's `run_one`).
+
+    The loop takes a cancel that reaches its turn as the turn's end: it records it and un-cancels the task it runs
+    in, so the turn's outcome can be returned. Run in the caller's own task, that swallowed the caller's cancel
+    itself (`resume_async` under `wait_for` returned a `cancelled` result): in a task of its own, the caller's task
+    keeps its cancel, which `caller_cancels` then raises."""
+    return await asyncio.ensure_future(work)
 
 
 class RunningTurns:

@@ -31,7 +31,7 @@ from .live import ApprovalNeeded, ToolEnd, ToolStart
 from .loop_io import LoopIO
 from .secret_scan import scanner_for
 from .tools.base import ToolContext, ToolError, ToolOutput, safe_error, scan_blocks, scan_output, truncate
-from .tools.threads import LateEnd, ThreadRun, abandoned, left_running_note, raised_text
+from .tools.threads import LateEnd, ThreadRun, abandoned, left_running_note, owe_late_end, raised_text, settled, start_recording
 
 Decision = Literal["approve", "deny", "always"]
 Approver = Callable[[ToolCall], Awaitable[Decision | None]]
@@ -348,11 +348,15 @@ class ToolRunner:
 
     def _record_late_end(self, call: ToolCall, left: ThreadRun, ctx: ToolContext | None) -> None:
         """When the function ends (in its thread, or now if it has): its end on a fresh copy of the call,
-        secrets cut out and trimmed. The turn has moved on, so nothing else is written; a store that
-        is gone by then is logged, never raised into a thread nobody waits for."""
+        secrets cut out and trimmed. The turn has moved on, so nothing else is written. It is owed to the
+        store, whose closer waits for it (a bounded wait, then a line saying it gave up); a store that fails
+        otherwise is logged, never raised into a thread nobody waits for."""
         store, clock, workspace, call_id, name = self.loop.store, self.loop.clock, self.loop.workspace, call.id, call.name
+        owed = owe_late_end(store, name, call_id)  # closing the store waits for it (runtime/tools/threads.py)
 
         def record(end: LateEnd) -> None:
+            if not start_recording(owed):
+                return  # the store was closed without it, and its closer said so
             try:
                 scanned = scan_output(end.output, scanner_for(workspace))
                 output = scanned.value
@@ -365,6 +369,8 @@ class ToolRunner:
                 store.save(fresh)
             except Exception:  # noqa: BLE001 - the function's thread has nobody to raise to
                 log.warning("could not record the late end of tool call %s (%s)", call_id, name, exc_info=True)
+            finally:
+                settled(owed)
 
         left.when_ended(record)
 

@@ -108,6 +108,77 @@ def raised_text(name: str, exc: BaseException) -> str:
     return f"{name} raised {type(exc).__name__}: {exc}"
 
 
+class OwedEnd:
+    """A late end owed to a store: registered once its function runs on past its call's end, gone once recorded.
+
+    Closing the store under a function still running lost its late end (the recording found the pool closed,
+    logged a traceback, and the log went on saying the effect may not have happened when it had). So whoever
+    closes a store first waits for what is owed to it (`wait_for_late_ends`); one given up on records nothing."""
+
+    def __init__(self, store: Any, name: str, call_id: Any) -> None:
+        self.store, self.name, self.call_id = store, name, call_id
+        self.state = "waiting"  # -> "recording" -> settled, or "given up"
+
+
+_owed_changed = threading.Condition()
+_owed: list[OwedEnd] = []
+
+
+def owe_late_end(store: Any, name: str, call_id: Any) -> OwedEnd:
+    with _owed_changed:
+        owed = OwedEnd(store, name, call_id)
+        _owed.append(owed)
+        return owed
+
+
+def start_recording(owed: OwedEnd) -> bool:
+    """False when the store's closer gave up on it (and said so): record nothing, log nothing."""
+    with _owed_changed:
+        if owed.state == "given up":
+            return False
+        owed.state = "recording"
+        return True
+
+
+def settled(owed: OwedEnd) -> None:
+    with _owed_changed:
+        if owed in _owed:
+            _owed.remove(owed)
+        _owed_changed.notify_all()
+
+
+def owed_to(store: Any) -> bool:
+    with _owed_changed:
+        return any(owed.store is store for owed in _owed)
+
+
+def wait_for_late_ends(store: Any, timeout_s: float) -> list[OwedEnd]:
+    """Wait up to `timeout_s` for the late ends owed to `store` to be recorded; those still waiting then are
+    given up on (returned, for one line saying so). One being recorded is waited for past the cap: its write
+    is under way, and closing the store under it is what this prevents."""
+    deadline = monotonic() + timeout_s
+    with _owed_changed:
+        while True:
+            mine = [owed for owed in _owed if owed.store is store]
+            if not mine:
+                return []
+            left = deadline - monotonic()
+            if left <= 0 and all(owed.state == "waiting" for owed in mine):
+                for owed in mine:
+                    owed.state = "given up"
+                    _owed.remove(owed)
+                return mine
+            _owed_changed.wait(left if left > 0 else 0.05)
+
+
+def given_up_line(given_up: list[OwedEnd], waited_s: float) -> str:
+    """One line for what the store closed without: no traceback, since nothing failed but the wait."""
+    calls = ", ".join(f"{owed.call_id} ({owed.name})" for owed in given_up)
+    many = len(given_up) > 1
+    return (f"store closed without the late end{'s' if many else ''} of tool call{'s' if many else ''} {calls}: "
+            f"{'their functions' if many else 'its function'}, left running by a cancel or a timeout, still ran "
+            f"{waited_s:g} s after the close began; not recorded (they may still complete their effects)")
+
 
 async def run_in_thread(ctx: ToolContext, name: str, fn: Callable[..., Any], kwargs: dict[str, Any],
                         describe: Callable[[Any], str]) -> Any:
