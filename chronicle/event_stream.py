@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable
 if TYPE_CHECKING:
     from chronicle.runtime.live import LiveEvent
 
+    from .results import RunResult
+
 #: Starts the run, handing each live event to the callable it is given.
 Start = Callable[[Callable[[Any], None]], Awaitable[Any]]
 
@@ -60,6 +62,22 @@ class EventStream:
                 return getter.result()
             getter.cancel()
         return self._events.get_nowait()
+
+    @property
+    def result(self) -> "RunResult":
+        """The run's RunResult, what `run` would have returned (its status, text, exit code, the approval it waits
+        for), once the `async for` has ended: a program reads how the run ended without parsing `turn_end`.
+        ChronicleError (code 2) before the end, or after a reader let go of the stream (the run was cancelled)."""
+        from .errors import ChronicleError
+
+        task = self._task
+        if task is None or not task.done():
+            raise ChronicleError("the stream's result is known once its `async for` has ended; read the stream to its end "
+                                 "first", 2)
+        if task.cancelled():
+            raise ChronicleError("this stream was let go of before its end (break, an exception, aclose, its Chronicle "
+                                 "closed), so its run was cancelled and returned no result", 2)
+        return task.result()  # type: ignore[no-any-return]
 
     async def aclose(self) -> None:
         """End the run now if it is still going (recorded as a cancel) and wait until it has recorded that."""
