@@ -8,6 +8,7 @@ terminal see the same facts. A failure the CLI reports with an exit code raises
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import threading
@@ -19,7 +20,7 @@ from uuid import UUID
 
 from typing_extensions import deprecated
 
-from chronicle.runtime.app import approvals, bundles, controls, model_change, queries, timetravel
+from chronicle.runtime.app import answers, approvals, bundles, controls, model_change, queries, timetravel
 from chronicle.runtime.app import archive as archiving
 from chronicle.runtime.app import forget as forgetting
 from chronicle.runtime.app import jobs as job_cases
@@ -310,6 +311,33 @@ class Chronicle:
     def resume(self, session: SessionRef, *, auto_approve: bool = False, workspace: str | Path | None = None) -> RunResult:
         """`resume_async`, blocking (not inside an event loop)."""
         return blocking("resume", "resume_async", lambda: self.resume_async(session, auto_approve=auto_approve, workspace=workspace))
+
+    @checked
+    async def answer_async(self, session: SessionRef, input_id: str, *, timeout_s: Seconds | None = None,
+                           poll: PollSeconds = 0.2) -> RunResult:
+        """The answer to one recorded input (a `RunResult`'s `input_id`, `submit`'s), once its turn has ended or waits
+        for an approval, whichever process runs it: what a caller whose `run` came back `queued` (another call or a
+        worker held the session) awaits for its own prompt. Status `queued` (`input_queued`, `reason` says why) when
+        it is still unanswered after `timeout_s`, or waits behind a turn that waits for an approval no process is
+        running; ChronicleError 2 for an input the session never had. Read every `poll` seconds off the event loop."""
+        with _as_chronicle_errors():
+            sid = queries.session_id(self._existing, session)
+            finder = answers.AnswerFinder(self._existing, sid, input_id)
+            deadline = None if timeout_s is None else asyncio.get_running_loop().time() + timeout_s
+            while True:
+                found = await off_the_loop(finder.look)
+                if not isinstance(found, answers.Waiting):
+                    return replace(RunResult.of(sid, found), input_id=input_id, answered=(Answered.of(self._existing, found),))
+                stalled = found.stalled
+                if stalled is None and deadline is not None and asyncio.get_running_loop().time() >= deadline:
+                    stalled = f"input {input_id} was not answered within {timeout_s:g} s; it stays queued"
+                if stalled is not None:
+                    return replace(RunResult.of(sid, None, "queued", stalled), input_id=input_id, input_queued=True)
+                await asyncio.sleep(poll)
+
+    def answer(self, session: SessionRef, input_id: str, *, timeout_s: float | None = None, poll: float = 0.2) -> RunResult:
+        """`answer_async`, blocking (not inside an event loop)."""
+        return blocking("answer", "answer_async", lambda: self.answer_async(session, input_id, timeout_s=timeout_s, poll=poll))
 
     # -- background jobs (`chronicle jobs`) --------------------------------------------------------
 
