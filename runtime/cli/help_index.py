@@ -41,7 +41,7 @@ HELP_LINES = {
     'repairs': 'Self-repair: stuck turns (in flight with no event for --stuck-after seconds) handed to resume, and broken tools (--tool-failures failed runs in a row). JSON per repair: `repair_id`, `kind` (stuck_turn, broken_tool), `target`, `session_id`, `status` (retrying, resolved, failed, manual_required), `result` (retry, success, failed, manual_required), `detail`, `attempts`, `detected_at`.',
     'doctor': "Check the store: the session index against the sessions, that every event decodes and fits its declared fields, that no aggregate's versions have a hole, and every snapshot decodes.",
     'import': "Verify a bundle's chain and signature, then load it into this store (all or nothing), after which history, replay, audit and cost work on it. A tampered or wrongly signed bundle exits 1 and records nothing.",
-    'projections': 'Read models (history, summaries, cost, audit) built from the event log: status, rebuild, run.',
+    'projections': 'Read models (history, summaries, cost, audit) built from the event log: status, check, rebuild, run.',
     'routines': 'Routines: prompts run on a schedule, on an event or by hand, declared as routines.NAME tables in chronicle.toml.',
     'jobs': 'Background jobs: sessions run by workers, apart from the chat or command that made them.',
     'mcp': 'MCP tool servers defined by \\[mcp.NAME] tables in chronicle.toml.',
