@@ -29,6 +29,7 @@ from .middleware import MiddlewareFailure
 from .pasteable import pasteable
 from .shred_marks import forgotten_cause
 from .store import TURN_ATTEMPTS
+from .store_errors import is_driver_connection_error
 from .tools.threads import left_running_note
 
 EXIT_CODES = {"completed": 0, "failed": 1, "awaiting_approval": 3, "stopped": 4, "cancelled": 130}
@@ -112,9 +113,11 @@ async def crashed(io: LoopIO, session: Session, turn: Turn, exc: Exception) -> T
 
     Two errors are not the turn's fault and leave it in flight instead: a version conflict
     (another process advanced the session; it owns the turn now) and a lost connection to
-    the store (nothing half-written survives a failed transaction, so `resume` continues).
+    the store (nothing half-written survives a failed transaction, so `resume` continues) —
+    eventsourcing's errors, or psycopg's own from a connection it does not wrap: one dropped
+    connection recorded a long turn as failed, which no resume could take back.
     """
-    if isinstance(exc, PersistenceError):
+    if isinstance(exc, PersistenceError) or is_driver_connection_error(exc):
         outcome = left_in_flight(session.id, turn.id, exc, io.store.url)
         kind = "conflict" if outcome.status == "conflict" else "store"
         await io.emit(ErrorEvent(session_id=str(session.id), turn_id=str(turn.id), message=outcome.reason or "", kind=kind))
