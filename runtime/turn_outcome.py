@@ -91,6 +91,41 @@ async def cancel_turn(io: LoopIO, session: Session, turn: Turn, reason: str) -> 
     return finish(io, session, turn, "cancelled", reason)
 
 
+def cancel_pending(session: Session, turn_id: UUID) -> str | None:
+    """The reason of a cancel recorded for this turn and not yet honoured; None if there is none."""
+    request = session.cancel_requested
+    return str(request["reason"]) if request and request["turn_id"] == turn_id else None
+
+
+async def cancelled_in_flight(io: LoopIO, session: Session, turn: Turn, reason: str) -> TurnOutcome:
+    """A turn found in flight with a cancel recorded while no process ran it (its process was killed, then
+    `chronicle cancel` or `jobs cancel`): it ends cancelled before anything more runs, as a live cancel ends it. The
+    cancel watcher's first check raced the resumed loop, which made its next model call and ran its tools first.
+    Calls of the open step still pending are cancelled; one found running is recorded as interrupted (it was not
+    run to its end, and is not run again)."""
+    from chronicle.domain.ids import tool_call_ids
+
+    step = turn.open_step
+    if step is not None:
+        now = io.clock.now()
+        calls = [io.store.tool_call(cid) for cid in tool_call_ids(turn.id, [step])]
+        for call in calls:
+            if call.status == "running":
+                call.interrupt("found running after the process stopped", now)
+        cancel_calls(io, calls, reason)
+        turn.close_step(calls, now)
+        io.save(*calls, turn)
+        await tools_ended(io, [c for c in calls if c.status in ("cancelled", "interrupted")])
+    outcome = await cancel_turn(io, session, turn, reason)
+    try:
+        from .control_probes import notify_control
+
+        notify_control(io.store, session.id)  # a `cancel --wait` may be waiting for this end
+    except Exception:  # noqa: BLE001 - its own look finds the end a little later
+        pass
+    return outcome
+
+
 async def middleware_failed(io: LoopIO, session: Session, turn: Turn, failure: MiddlewareFailure) -> TurnOutcome:
     """A middleware failed the run: the turn fails naming it. If the run had already ended the turn, the
     failure is a Turn.MiddlewareApplied decision (`action: failed`) on it instead."""
