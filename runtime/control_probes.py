@@ -82,16 +82,37 @@ class Listener:
     A connection per running turn meant a new PostgreSQL connection (a server process, its
     start-up and authentication) for every turn a worker ran. Notifications are counted per
     session the probes asked about; the connection closes when the last probe does, so none
-    outlives the turns that use it."""
+    outlives the turns that use it.
+
+    The connection can be lost under a running turn (pg_terminate_backend, a failover, an idle
+    reaper): the probes then look the session's version up (`count` answers None) and the
+    connection is opened again lazily, RECONNECT_S after the loss and doubling, RECONNECTS times
+    in a row at most. A lost listener failed the turn for good: psycopg's own error is not one of
+    the store's, so the loop took it for a bug. What was notified while it was down is lost, so a
+    reconnection counts as a notification for every session (each probe reads its session again)."""
 
     def __init__(self, store: ChronicleStore) -> None:
-        from .pg_options import connect, login
+        from .pg_options import login
 
-        self.conn = connect(login(store.url), autocommit=True)
-        self.conn.execute(f"LISTEN {CHANNEL}")
+        self.login = login(store.url)
+        self.conn: Any = self._connect()
         self.counts: dict[str, int] = {}
         self.users = 0
         self.lock = threading.Lock()
+        #: Lost connections in a row, and when the next one may be opened (while `conn` is None).
+        self.failures = 0
+        self.retry_at = 0.0
+
+    def _connect(self) -> Any:
+        from .pg_options import connect
+
+        conn = connect(self.login, autocommit=True)
+        try:
+            conn.execute(f"LISTEN {CHANNEL}")
+        except BaseException:
+            conn.close()
+            raise
+        return conn
 
     @classmethod
     def join(cls, store: ChronicleStore, session_id: UUID) -> "Listener":
@@ -103,25 +124,72 @@ class Listener:
             listener.counts.setdefault(session_id.hex, 0)
             return listener
 
-    def count(self, session_id: UUID, wait_s: float = 0.0) -> int:
+    def count(self, session_id: UUID, wait_s: float = 0.0) -> int | None:
         """Notifications naming the session since it joined (draining what has arrived); with
-        `wait_s`, blocking up to that long for the next one when none has arrived yet."""
+        `wait_s`, blocking up to that long for the next one when none has arrived yet. None while
+        the connection is lost: the caller must look for changes another way."""
+        import psycopg
+
         with self.lock:
-            for note in self.conn.notifies(timeout=0):
-                if note.payload in self.counts:
-                    self.counts[note.payload] += 1
-            if wait_s > 0:
-                for note in self.conn.notifies(timeout=wait_s, stop_after=1):
+            if self.conn is None and not self._reconnect():
+                return None
+            try:
+                for note in self.conn.notifies(timeout=0):
                     if note.payload in self.counts:
                         self.counts[note.payload] += 1
+                if wait_s > 0:
+                    for note in self.conn.notifies(timeout=wait_s, stop_after=1):
+                        if note.payload in self.counts:
+                            self.counts[note.payload] += 1
+            except (psycopg.OperationalError, psycopg.InterfaceError):
+                self._lost()
+                return None
             return self.counts[session_id.hex]
+
+    def _lost(self) -> None:
+        try:
+            self.conn.close()
+        except Exception:  # noqa: BLE001 - it is already gone
+            pass
+        self.conn = None
+        self.failures += 1
+        self.retry_at = time.monotonic() + min(RECONNECT_MAX_S, RECONNECT_S * 2 ** (self.failures - 1))
+
+    def _reconnect(self) -> bool:
+        """Open the connection again if its time has come (never more than RECONNECTS times in a row)."""
+        if self.failures > RECONNECTS or time.monotonic() < self.retry_at:
+            return False
+        try:
+            self.conn = self._connect()
+        except Exception:  # noqa: BLE001 - still unreachable: the version lookups go on
+            self.conn = None
+            self.failures += 1
+            self.retry_at = time.monotonic() + min(RECONNECT_MAX_S, RECONNECT_S * 2 ** (self.failures - 1))
+            return False
+        self.failures = 0
+        for key in self.counts:  # whatever was notified meanwhile went unheard: every probe reads again
+            self.counts[key] += 1
+        return True
+
+    def close(self) -> None:
+        with self.lock:
+            if self.conn is not None:
+                self.conn.close()
+                self.conn = None
 
     def leave(self, store: ChronicleStore) -> None:
         with _LISTENERS_LOCK:
             self.users -= 1
             if self.users <= 0:
                 store.__dict__.pop("_control_listener", None)
-                self.conn.close()
+                self.close()
+
+
+#: A lost LISTEN connection is opened again this long after the loss, doubling up to RECONNECT_MAX_S, at
+#: most RECONNECTS times in a row; the probes look versions up meanwhile (and for good after that).
+RECONNECT_S = 0.5
+RECONNECT_MAX_S = 8.0
+RECONNECTS = 8
 
 
 _LISTENERS_LOCK = threading.Lock()
@@ -130,29 +198,41 @@ _LISTENERS_LOCK = threading.Lock()
 class NotifyProbe:
     """PostgreSQL: notifications on CHANNEL naming the session (through the store's shared
     Listener), saves of it in this process, or a full read every FALLBACK_S. No query while
-    nothing happens."""
+    nothing happens. While the listener's connection is lost, the session's newest version
+    against the one last read answers instead, as VersionProbe does."""
 
     def __init__(self, store: ChronicleStore, session_id: UUID, fallback_s: float = FALLBACK_S) -> None:
         self.store, self.session_id, self.fallback_s = store, session_id, fallback_s
         self.listener: Listener | None = Listener.join(store, session_id)
-        self.heard = self.listener.count(session_id)
+        self.heard = self.listener.count(session_id) or 0
         self.local = -1
         self.read_at = 0.0
         self.notified = False
+        #: The version the last read found (None: not read since the mark), for when the listener is lost.
+        self.version: int | None = None
+
+    def _heard(self) -> int | None:
+        return self.listener.count(self.session_id) if self.listener is not None else None
 
     def changed(self) -> bool:
-        if self.listener is not None and self.listener.count(self.session_id) != self.heard:
+        heard = self._heard()
+        if heard is None:
+            return self.notified or self.version is None or self.store.latest_version(self.session_id) != self.version
+        if heard != self.heard:
             self.notified = True
         return self.notified or _LOCAL_SAVES[self.session_id] != self.local or time.monotonic() - self.read_at > self.fallback_s
 
     def mark(self) -> None:
-        self.changed()  # drain what arrived so far: the read that follows sees those writes
-        self.heard = self.listener.count(self.session_id) if self.listener is not None else 0
-        self.notified, self.local, self.read_at = False, _LOCAL_SAVES[self.session_id], time.monotonic()
+        heard = self._heard()  # drains what arrived so far: the read that follows sees those writes
+        if heard is not None:  # while lost, the count is left behind: the reconnection moves it on
+            self.heard = heard
+        self.notified, self.local, self.read_at, self.version = False, _LOCAL_SAVES[self.session_id], time.monotonic(), None
 
     def read(self, load: Callable[[], Session]) -> Session:
         self.mark()  # before the read: a write racing it shows as a change next time
-        return load()
+        session = load()
+        self.version = session.version
+        return session
 
     def close(self) -> None:
         if self.listener is not None:

@@ -203,8 +203,9 @@ class TurnEndWait:
     def ended(self, turn_id: UUID, wait_s: float) -> bool:
         """True once the session no longer runs `turn_id`; False if it still does after `wait_s`."""
         deadline = time.monotonic() + wait_s
+        heard = True  # the listener's connection answers (it may be lost, and is then looked past)
         while True:
-            if self.listener is not None or self.probe.changed():
+            if (self.listener is not None and heard) or self.probe.changed():
                 if self.probe.read(lambda: self.store.session(self.session_id)).active_turn_id != turn_id:
                     return True
             left = deadline - time.monotonic()
@@ -213,13 +214,13 @@ class TurnEndWait:
             if self.listener is not None:
                 # Woken by the notification, or a look after END_FALLBACK_S: a loop may end the turn
                 # otherwise (completed before it saw the request), or run code without the NOTIFY.
-                self.listener.count(self.session_id, wait_s=min(left, END_FALLBACK_S))
-            else:
+                heard = self.listener.count(self.session_id, wait_s=min(left, END_FALLBACK_S)) is not None
+            if self.listener is None or not heard:
                 time.sleep(min(left, END_LOOK_S))
 
     def close(self) -> None:
         if self.listener is not None:
-            self.listener.conn.close()
+            self.listener.close()
             self.listener = None
 
 

@@ -47,7 +47,9 @@ from .turn_compaction import prior_messages
 from .turn_outcome import (
     TurnOutcome,
     cancel_calls,
+    cancel_pending,
     cancel_turn,
+    cancelled_in_flight,
     crashed,
     finish,
     forgotten_under,
@@ -147,6 +149,7 @@ class AgentLoop:
     async def run_next(self, session_id: UUID) -> TurnOutcome | None:
         """Continue the turn in flight, or start the oldest queued input; None when idle and empty."""
         begun = False  # by this call, just now (not a turn found in flight)
+        found_cancel: str | None = None  # a cancel recorded for the turn found in flight while no process ran it
         try:
             session = self.store.session(session_id)
             if session.active_turn_id is not None:
@@ -157,7 +160,8 @@ class AgentLoop:
                     self.store.update_session(session.id, lambda s: s.end_turn(turn.id, now), attempts=TURN_ATTEMPTS)
                     return TurnOutcome(session.id, turn.id, turn.status, text=turn.final_text or "", reason=turn.reason,
                                        input_id=turn.input_id)
-                self._reopen(turn)
+                found_cancel = cancel_pending(session, turn.id)
+                self._reopen(turn, resume=found_cancel is None)
             elif session.next_input is not None:
                 if self.compactor is not None:
                     await self.compactor.maybe_compact(self.io, session)
@@ -180,16 +184,21 @@ class AgentLoop:
                                  input_id=turn.input_id))
         await self.emit(StatusChange(session_id=str(session.id), status="busy"))
         task = asyncio.current_task()
-        watcher = self.controls.watch_cancel(session.id, turn.id, task, just_started=begun) if task is not None else None
+        watcher = None
+        if found_cancel is None and task is not None:
+            watcher = self.controls.watch_cancel(session.id, turn.id, task, just_started=begun)
         self._cancel_watcher = watcher
         if watcher is not None:
             watcher.start()
         try:
-            try:
-                outcome = await self._run(session, turn, task)
-            finally:
-                if watcher is not None:
-                    await watcher.stop()
+            if found_cancel is not None:
+                outcome = await cancelled_in_flight(self.io, session, turn, found_cancel)
+            else:
+                try:
+                    outcome = await self._run(session, turn, task)
+                finally:
+                    if watcher is not None:
+                        await watcher.stop()
         except asyncio.CancelledError:
             if task is not None:
                 task.uncancel()
@@ -239,14 +248,15 @@ class AgentLoop:
 
         return turn, self.store.update_session(session.id, start, turn, held=session, attempts=TURN_ATTEMPTS)
 
-    def _reopen(self, turn: Turn) -> None:
-        """A turn found in flight: record that it was interrupted, then continue it."""
+    def _reopen(self, turn: Turn, resume: bool = True) -> None:
+        """A turn found in flight: record that it was interrupted, then continue it (unless `resume` is False:
+        a cancel recorded meanwhile ends it instead)."""
         now = self.clock.now()
         if turn.status == "running":
             turn.interrupt("found in flight: the process running it stopped", now)
-        if turn.status == "pending":
+        if resume and turn.status == "pending":
             turn.start(now)
-        elif turn.status in ("interrupted", "awaiting_approval"):
+        elif resume and turn.status in ("interrupted", "awaiting_approval"):
             turn.resume("resumed", now, actor=process_actor())
         self.save(turn)
 

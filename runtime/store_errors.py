@@ -36,6 +36,16 @@ def is_connection_lost(exc: BaseException) -> bool:
     return any(sign in text for sign in _CONNECTION_LOST)
 
 
+def is_driver_connection_error(exc: BaseException) -> bool:
+    """psycopg's own OperationalError or InterfaceError, raised by a connection of ours that eventsourcing does not
+    wrap (the control listener's): the database or the link to it failed, not the code. Looked up among the loaded
+    modules, so that asking imports nothing: if psycopg is not loaded, no error of its can have been raised."""
+    import sys
+
+    psycopg = sys.modules.get("psycopg")
+    return psycopg is not None and isinstance(exc, (psycopg.OperationalError, psycopg.InterfaceError))
+
+
 class StoreUnavailable(Exception):
     """Mixed into a store error that says the store cannot be used now and why (its database refuses logins or was
     dropped and created again, its file is gone from its path): every client says it as one line, "the store is unavailable: …" (exit 1,

@@ -29,6 +29,7 @@ from .middleware import MiddlewareFailure
 from .pasteable import pasteable
 from .shred_marks import forgotten_cause
 from .store import TURN_ATTEMPTS
+from .store_errors import is_driver_connection_error
 from .tools.threads import left_running_note
 
 EXIT_CODES = {"completed": 0, "failed": 1, "awaiting_approval": 3, "stopped": 4, "cancelled": 130}
@@ -90,6 +91,41 @@ async def cancel_turn(io: LoopIO, session: Session, turn: Turn, reason: str) -> 
     return finish(io, session, turn, "cancelled", reason)
 
 
+def cancel_pending(session: Session, turn_id: UUID) -> str | None:
+    """The reason of a cancel recorded for this turn and not yet honoured; None if there is none."""
+    request = session.cancel_requested
+    return str(request["reason"]) if request and request["turn_id"] == turn_id else None
+
+
+async def cancelled_in_flight(io: LoopIO, session: Session, turn: Turn, reason: str) -> TurnOutcome:
+    """A turn found in flight with a cancel recorded while no process ran it (its process was killed, then
+    `chronicle cancel` or `jobs cancel`): it ends cancelled before anything more runs, as a live cancel ends it. The
+    cancel watcher's first check raced the resumed loop, which made its next model call and ran its tools first.
+    Calls of the open step still pending are cancelled; one found running is recorded as interrupted (it was not
+    run to its end, and is not run again)."""
+    from chronicle.domain.ids import tool_call_ids
+
+    step = turn.open_step
+    if step is not None:
+        now = io.clock.now()
+        calls = [io.store.tool_call(cid) for cid in tool_call_ids(turn.id, [step])]
+        for call in calls:
+            if call.status == "running":
+                call.interrupt("found running after the process stopped", now)
+        cancel_calls(io, calls, reason)
+        turn.close_step(calls, now)
+        io.save(*calls, turn)
+        await tools_ended(io, [c for c in calls if c.status in ("cancelled", "interrupted")])
+    outcome = await cancel_turn(io, session, turn, reason)
+    try:
+        from .control_probes import notify_control
+
+        notify_control(io.store, session.id)  # a `cancel --wait` may be waiting for this end
+    except Exception:  # noqa: BLE001 - its own look finds the end a little later
+        pass
+    return outcome
+
+
 async def middleware_failed(io: LoopIO, session: Session, turn: Turn, failure: MiddlewareFailure) -> TurnOutcome:
     """A middleware failed the run: the turn fails naming it. If the run had already ended the turn, the
     failure is a Turn.MiddlewareApplied decision (`action: failed`) on it instead."""
@@ -112,9 +148,11 @@ async def crashed(io: LoopIO, session: Session, turn: Turn, exc: Exception) -> T
 
     Two errors are not the turn's fault and leave it in flight instead: a version conflict
     (another process advanced the session; it owns the turn now) and a lost connection to
-    the store (nothing half-written survives a failed transaction, so `resume` continues).
+    the store (nothing half-written survives a failed transaction, so `resume` continues) —
+    eventsourcing's errors, or psycopg's own from a connection it does not wrap: one dropped
+    connection recorded a long turn as failed, which no resume could take back.
     """
-    if isinstance(exc, PersistenceError):
+    if isinstance(exc, PersistenceError) or is_driver_connection_error(exc):
         outcome = left_in_flight(session.id, turn.id, exc, io.store.url)
         kind = "conflict" if outcome.status == "conflict" else "store"
         await io.emit(ErrorEvent(session_id=str(session.id), turn_id=str(turn.id), message=outcome.reason or "", kind=kind))

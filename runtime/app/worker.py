@@ -102,8 +102,8 @@ async def advance_session(
                     say(finished)
                 session = store.session(session_id)
             first = False
-            if needs_work(store, session, auto_approve) is None:
-                break
+            if needs_work(store, session, auto_approve) is None or cancelled_before_start(store, session) is not None:
+                break  # a job cancelled while its turn ran: that turn ended cancelled, its queued inputs never start
             loop = loop or make_loop(session)
             try:
                 outcome = await loop.run_next(session_id)
@@ -264,11 +264,13 @@ class Worker:
             self._store_unavailable(exc, " during self-repair")
 
     def _eligible(self, sid: UUID) -> bool:
-        """Not held by a live run, not blocked by self-repair, not a cancelled job; a session whose
-        checks raise is backed off like one whose advance raised, never fatal to the worker."""
+        """Not held by a live run, not blocked by self-repair, not a cancelled job at rest; a session whose
+        checks raise is backed off like one whose advance raised, never fatal to the worker. A cancelled job whose
+        turn is still in flight (its worker died before it saw the cancel) is taken, so that its turn ends
+        cancelled: left alone, it stayed in flight for good, listed `cancelling`."""
         try:
             return (not self._held_by_live(sid) and not (self.repair is not None and self.repair.blocked(sid))
-                    and not job_cancelled(self.store, sid))
+                    and not (job_cancelled(self.store, sid) and self.store.session(sid).active_turn_id is None))
         except PersistenceError:
             raise
         except (Exception, SystemExit) as exc:  # noqa: BLE001 - one session's failure is that session's

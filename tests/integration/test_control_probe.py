@@ -130,3 +130,46 @@ def test_an_in_memory_store_answers_the_probe_through_its_own_database():
     steer(store, session.id, "and then")
     assert store.latest_version(session.id) == store.session(session.id).version
     store.close()
+
+
+@pytest.mark.parametrize("db_url", ["postgres"], indirect=True)
+def test_on_postgresql_a_lost_listener_falls_back_to_lookups_and_is_opened_again(db_url, monkeypatch):
+    """The server ends the LISTEN connection (pg_terminate_backend): the probe raised psycopg's error, which failed the
+    running turn for good. It now looks the version up while the connection is gone, opens it again after
+    RECONNECT_S, and a reconnection counts as a change (what was notified meanwhile went unheard)."""
+    import psycopg
+
+    from chronicle.runtime import control_probes
+
+    monkeypatch.setattr(control_probes, "RECONNECT_S", 60.0)  # opened again when the test says (`retry_at`)
+    monkeypatch.setattr(control_probes, "RECONNECT_MAX_S", 60.0)
+    store = ChronicleStore(db_url)
+    session, turn_id = running_session(store)
+    controls = SessionControls(store, session.id, probe=probe_for(store, session.id))
+    assert controls.cancel_reason(turn_id) is None and not controls.probe.changed()
+    listener = controls.probe.listener
+    with psycopg.connect(db_url.split("?")[0], autocommit=True) as admin:
+        admin.execute("SELECT pg_terminate_backend(%s)", (listener.conn.info.backend_pid,))
+    deadline = time.monotonic() + 5
+    while listener.conn is not None and time.monotonic() < deadline:  # the termination reaches the listener's socket
+        assert not controls.probe.changed()  # the loss is noticed, not raised; nothing was written
+        time.sleep(0.01)
+    assert listener.conn is None
+    assert not controls.probe.changed()
+    request_cancel(ChronicleStore(db_url), session.id, "enough")  # its NOTIFY goes unheard
+    assert controls.probe.changed()  # the version moved
+    assert controls.cancel_reason(turn_id) == "enough"
+
+    assert controls.probe.listener.retry_at > time.monotonic() + 30  # not tried again at once: no busy loop
+    listener.retry_at = 0.0  # its time has come
+    assert controls.probe.changed()  # opened again: what went unheard meanwhile is read for
+    assert listener.conn is not None and not listener.conn.closed
+    controls.session()
+    assert not controls.probe.changed()
+    steer(ChronicleStore(db_url), session.id, "heard again")
+    deadline = time.monotonic() + 5
+    while not controls.probe.changed() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert controls.steering(turn_id) is not None
+    controls.close()
+    store.close()
