@@ -18,7 +18,7 @@ from chronicle.domain.agent_spec import AgentSpec
 from chronicle.domain.approval_policy import ApprovalPolicy
 from chronicle.runtime.agents.registry import MAIN, NAME_PATTERN, ORCHESTRATION_NAMES, AgentRegistry
 from chronicle.runtime.app.errors import DefinitionError
-from chronicle.runtime.import_paths import Clash, LiveObjects, collecting, only_this_process
+from chronicle.runtime.import_paths import Clash, LiveObjects, add_by_value, collecting, only_this_process
 from chronicle.runtime.tools import BUILTIN_TOOLS, DEFAULT_TOOLS, READ_ONLY_TOOLS
 from chronicle.runtime.tools.base import Tool
 from chronicle.runtime.tools.imports import is_import_path, remember
@@ -183,6 +183,12 @@ class Agent:
         try:
             with collecting() as self._live:
                 self._records()
+                if self.mcp_servers:  # recorded by name only: a run of this Agent uses these very settings
+                    from chronicle.runtime.tools.mcp_config import McpServerConfig
+
+                    for server in self.mcp_servers:
+                        if isinstance(server, McpServerConfig):
+                            add_by_value("mcp_server", server.name, server)
             for child in self.agents:
                 if isinstance(child, Agent):  # anything else is refused by descendants()
                     self._live.merge(child._live)

@@ -78,7 +78,7 @@ class LiveObjects:
     def add(self, kind: str, path: str, target: Any) -> None:
         held = self.by_kind.setdefault(kind, {})
         known = held.get(path, _MISSING)
-        if known is not _MISSING and _identity(kind, known) is not _identity(kind, target):
+        if known is not _MISSING and not _same(kind, known, target):
             raise Clash(f"two different {_NOUNS.get(kind, kind)}s have the import path {path!r} (made by one factory, or "
                         "defined twice); a session records code by that path only, so it could not tell them apart: "
                         "give this agent and its sub-agents one of them, or define each where it has a path of its own")
@@ -109,6 +109,34 @@ _SESSIONS: dict[str, weakref.ref[LiveObjects]] = {}
 
 def _identity(kind: str, target: Any) -> Any:
     return _IDENTITIES.get(kind, lambda o: o)(target)
+
+
+def _same(kind: str, a: Any, b: Any) -> bool:
+    """One object under two mentions: the same identity (a function, a class), or equal settings (an MCP server
+    defined in code twice alike, which is a value and not code)."""
+    left, right = _identity(kind, a), _identity(kind, b)
+    return left is right or (kind in _BY_VALUE and left == right)
+
+
+#: Kinds whose objects are settings compared by value (`add_by_value`), not code compared by identity.
+_BY_VALUE: set[str] = set()
+
+
+def add_by_value(kind: str, name: str, target: Any) -> None:
+    """`target` (settings, such as an McpServer) given to the Agent being defined, under `name`: a run of that Agent
+    uses it (`scoped`), whatever else this process defined under the name since; two different ones in one Agent
+    tree are a Clash."""
+    _BY_VALUE.add(kind)
+    found = _COLLECTING.get()
+    if found is not None:
+        found.add(kind, name, target)
+
+
+def scoped(kind: str, name: str) -> Any:
+    """What the running Agent was given under `name` (`add_by_value`, `using`); None outside such a run."""
+    scope = _SCOPE.get()
+    found = scope.get(kind, name) if scope is not None else _MISSING
+    return None if found is _MISSING else found
 
 
 @contextmanager

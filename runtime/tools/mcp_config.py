@@ -169,7 +169,7 @@ def code_server(config: McpServerConfig) -> McpServerConfig:
     if (problem := name_problem(config.name)) is not None:
         raise McpConfigError(f"McpServer name {config.name!r}: {problem}")
     named = config.model_copy(update={"source": CODE_SOURCE + config.name})
-    _CODE_SERVERS[config.name] = named  # the newest definition of a name is the one calls reach
+    _CODE_SERVERS[config.name] = named  # without an Agent to go by (import_paths.scoped), the newest definition
     return named
 
 
@@ -177,6 +177,11 @@ def servers_in(path: str | Path) -> dict[str, McpServerConfig]:
     """The servers a file defines now (re-read when the file changes), or a code-defined one."""
     if str(path).startswith(CODE_SOURCE):
         name = str(path)[len(CODE_SOURCE):]
+        from ..import_paths import scoped
+
+        given = scoped("mcp_server", name)  # the running Agent's own server, whatever else took the name since
+        if given is not None:
+            return {name: given.model_copy(update={"source": CODE_SOURCE + name})}
         if name not in _CODE_SERVERS:
             raise McpConfigError(f"MCP server {name!r} was defined in code by the process that started this session; "
                                  f"pass it again with Agent(mcp_servers=[...]) (or define [mcp.{name}] in chronicle.toml)")

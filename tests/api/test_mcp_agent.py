@@ -56,3 +56,29 @@ def test_a_name_refers_to_the_workspace_config_and_an_unknown_one_is_refused(db_
     broken = McpServer(name="down", command=str(tmp_path / "missing-binary"))
     with pytest.raises(ChronicleError, match="MCP server 'down'"):
         app.run_sync(Agent(provider=provider, mcp_servers=[broken]), "hi", workspace=str(workspace))
+
+
+def test_two_agents_with_a_server_of_one_name_each_reach_their_own(sqlite_url, workspace, tmp_path):
+    """A server defined in code is recorded by name only, and the newest definition of a name was the one every
+    session reached: a program making one agent per tenant, each with `McpServer(name="kb", env={token})`, resumed
+    the first tenant's approved call on the second tenant's server. A run uses the server its own Agent was given."""
+    def tenant(name: str, *answers: dict) -> Agent:  # type: ignore[type-arg]
+        env = {"MCP_TEST_EXTRA_TOOL": "1"} if name == "acme" else {}  # only acme's server has `extra`
+        server = McpServer(name="kb", command=sys.executable, args=[str(SERVER), "stdio"], trust_annotations=True, env=env)
+        return Agent(provider=script(tmp_path / f"{name}.json", *answers), mcp_servers=[server])
+
+    acme = tenant("acme", response(tool_use("u1", "kb__extra")), response(text("done")))
+    globex = tenant("globex", response(tool_use("u1", "kb__lookup", key="g")), response(text("done")))  # defined last
+    with Chronicle(sqlite_url) as app:
+        paused = app.run_sync(acme, "use the extra tool", workspace=str(workspace))
+        assert paused.status == "awaiting_approval"
+        assert app.run_sync(globex, "look it up", workspace=str(workspace)).status == "completed"
+        app.approve(paused.session_id)
+        resumed = app.resume(paused.session_id)  # acme's call, on acme's server: globex's has no `extra`
+        assert resumed.status == "completed", resumed
+        log = app.log(paused.session_id)
+        [ended] = [e for e in log if e["aggregate"] == "tool_call" and e["event"] in ("Completed", "Failed")]
+        assert (ended["event"], ended["data"].get("output")) == ("Completed", "extra")
+    with pytest.raises(ChronicleError, match="two different"):
+        Agent(provider=acme.provider, mcp_servers=[acme.mcp_servers[0]],
+              agents=[Agent(name="helper", mcp_servers=[globex.mcp_servers[0]])])
