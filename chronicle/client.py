@@ -80,17 +80,17 @@ def _warn_refused(command: str, sid: Any, refused: list[str], url: str) -> None:
 
 
 @contextmanager
-def _as_chronicle_errors() -> Iterator[None]:
+def _as_chronicle_errors(url: str | None = None) -> Iterator[None]:
     """What the CLI reports as an `error:` line and exit code is ChronicleError with the same words and code
     (runtime.app.errors.known_failure decides for both): an unknown session id 2, another missing id 1, a row
     that does not decode 1, a read-only database 1, a chronicle.toml that cannot work 2. Anything else is a bug,
-    and its traceback is kept."""
+    and its traceback is kept. `url`: the store's, named by a line about the store itself (a damaged file, a full disk)."""
     try:
         yield
     except AppError:
         raise
     except Exception as exc:
-        known = known_failure(exc)
+        known = known_failure(exc, url)
         if known is None:
             raise
         raise known from None
@@ -231,7 +231,7 @@ class Chronicle:
         A cancel of the task awaiting it (`asyncio.wait_for`, `asyncio.timeout`, `task.cancel()`) cancels the turn,
         which records the cancel, then raises CancelledError as any coroutine cancelled does."""
         cancelled = caller_cancels()
-        with _as_chronicle_errors(), using(runs.checked(agent)._live):  # this Agent's own objects, whatever shares their paths
+        with _as_chronicle_errors(self.url), using(runs.checked(agent)._live):  # this Agent's own objects, whatever shares their paths
             # a session to continue is looked for in a store that exists: none is made only to say it is not there
             store = self._existing if session is not None else self._store_for_new(
                 lambda: runs.check_new(agent, prompt, workspace, attachments, auto_approve, max_iterations, model, max_attempts))
@@ -273,7 +273,7 @@ class Chronicle:
     def submit(self, agent: Agent, prompt: str, *, session: SessionRef | None = None, workspace: str | Path | None = None,
                attachments: Sequence[Any] | None = None) -> dict[str, Any]:
         """Record the prompt for a worker (`chronicle worker`) to run: `submit --json`'s {"session_id", "input_id"}."""
-        with _as_chronicle_errors(), using(runs.checked(agent)._live):
+        with _as_chronicle_errors(self.url), using(runs.checked(agent)._live):
             store = self._existing if session else self._store_for_new(
                 lambda: runs.check_submitted(agent, prompt, workspace, attachments))
             return runs.submit(store, agent, prompt, session, workspace, attachments)
@@ -284,7 +284,7 @@ class Chronicle:
         status `awaiting_approval` (exit code 3) while a call still waits for a decision, `idle` when nothing is left.
         A cancel of the task awaiting it is recorded on the turn it runs, then raised, as `run`'s."""
         cancelled = caller_cancels()
-        with _as_chronicle_errors():
+        with _as_chronicle_errors(self.url):
             sid = queries.session_id(self._existing, session)
             notes: list[str] = resuming.finish_owed_files(self._existing, sid)  # an interrupted undo/redo --files, finished first
             for note in notes:
@@ -304,7 +304,7 @@ class Chronicle:
             cancelled()
         if isinstance(done, resuming.Busy):
             return RunResult.of(sid, None, "busy", done.message, notes)
-        with _as_chronicle_errors():
+        with _as_chronicle_errors(self.url):
             answered = tuple(Answered.of(self._existing, outcome) for outcome in done)
         return replace(RunResult.of(sid, done[-1] if done else None, notes=notes), answered=answered)
 
@@ -345,7 +345,7 @@ class Chronicle:
     def submit_job(self, agent: Agent, prompt: str, *, workspace: str | Path | None = None,
                    max_iterations: FromOne | None = None) -> dict[str, Any]:
         """`jobs submit --json`: a new session queued for a worker, checked as `run` checks it (ChronicleError 2 records nothing)."""
-        with _as_chronicle_errors(), using(runs.checked(agent)._live):
+        with _as_chronicle_errors(self.url), using(runs.checked(agent)._live):
             runs.for_a_worker(agent)
             store = self._store_for_new(lambda: runs.check_submitted(agent, prompt, workspace, max_iterations=max_iterations))
             row = job_cases.submit(store, prompt, provider=agent.provider, model=agent.model,
@@ -356,20 +356,20 @@ class Chronicle:
 
     def jobs(self) -> list[dict[str, Any]]:
         """`chronicle jobs --json`: every job, oldest first, its status read from its session."""
-        with _as_chronicle_errors():
+        with _as_chronicle_errors(self.url):
             return job_cases.listing(self._existing)
 
     @checked
     def job(self, job_id: str) -> dict[str, Any]:
         """`jobs status ID --json`'s row (ChronicleError 1 if the session is not a job)."""
-        with _as_chronicle_errors():
+        with _as_chronicle_errors(self.url):
             return job_cases.one(self._existing, job_id)
 
     @checked
     def cancel_job(self, job_id: str) -> dict[str, Any]:
         """`jobs cancel ID --json`: a queued job never starts; a running one stops at its next safe point; one that
         already ended (completed, failed, stopped, cancelled) raises ChronicleError 1 and nothing is recorded."""
-        with _as_chronicle_errors():
+        with _as_chronicle_errors(self.url):
             return job_cases.cancel(self._existing, job_id)
 
     @checked
@@ -390,7 +390,7 @@ class Chronicle:
         Returns one RunResult per turn it ran, in the order they ended, its `answered` naming the input it answered.
         Raises ChronicleError (code 1) when it stopped because its SQLite store's file was deleted or replaced under
         it, as the command exits 1: it could record nothing more and would never see new work."""
-        with _as_chronicle_errors():
+        with _as_chronicle_errors(self.url):
             overrides = Overrides(provider=normalise_provider(provider), model=model,
                                   workspace=resolve_workspace(workspace) if workspace else None,
                                   options=LoopOptions(auto_approve=auto_approve))
@@ -421,7 +421,7 @@ class Chronicle:
     @checked
     def routines(self, workspace: str | Path | None = None, routines: Sequence[Routine] | None = None) -> list[dict[str, Any]]:
         """`routines list --json`: the routines given (checked as chronicle.toml tables are), else the workspace's."""
-        with _as_chronicle_errors():
+        with _as_chronicle_errors(self.url):
             return routine_cases.listing(resolve_workspace(workspace), routines)
 
     @checked
@@ -430,7 +430,7 @@ class Chronicle:
         """`routines run NAME --json`: fire a routine (a Routine, or the name of a workspace one) now, its guardrails
         applied; a lightweight one runs to its end here, a job is queued for a worker. `agent` (default: the
         workspace's main agent) is what its session records, renamed routine-NAME."""
-        with _as_chronicle_errors():
+        with _as_chronicle_errors(self.url):
             ws = resolve_workspace(workspace)
             row = await routine_cases.run(
                 self.store, ws, routine, provider=agent.provider if agent else None, model=agent.model if agent else None,
@@ -449,7 +449,7 @@ class Chronicle:
     @checked
     def routine_history(self, workspace: str | Path | None = None, routine: str | None = None) -> list[dict[str, Any]]:
         """`routines history --json`: every firing of the workspace's routines, oldest first."""
-        with _as_chronicle_errors():
+        with _as_chronicle_errors(self.url):
             return routine_cases.history(self._existing, resolve_workspace(workspace), routine)
 
     @checked
@@ -459,7 +459,7 @@ class Chronicle:
         recorded since the last tick, each at most once per due time across every process, and settle finished runs.
         The first call starts the schedule; call it periodically (under a minute apart). `chronicle worker` (or
         `resume`) runs the sessions of what fired."""
-        with _as_chronicle_errors():
+        with _as_chronicle_errors(self.url):
             ws = resolve_workspace(workspace)
             key = (ws, tuple(routines) if routines is not None else None, id(agent))
             engine = self._routine_engines.get(key)
@@ -478,7 +478,7 @@ class Chronicle:
         A broken SKILL.md is ChronicleError 2 naming the file, as `run` refuses it. Reads files only, no store."""
         from chronicle.runtime import skills as skill_files
 
-        with _as_chronicle_errors():
+        with _as_chronicle_errors(self.url):
             return [skill_files.skill_row(s) for s in skill_files.workspace_skills(resolve_workspace(workspace))]
 
     @checked
@@ -488,7 +488,7 @@ class Chronicle:
         `repair_id`, `kind`, `target`, `session_id`, `status`, `result`, `detail`, `attempts`, `detected_at`. With
         `check`, one pass as a worker's monitor makes it first (`stuck_after_s` seconds without an event: stuck;
         `tool_failures` failed runs in a row: broken), each finding recorded."""
-        with _as_chronicle_errors():
+        with _as_chronicle_errors(self.url):
             monitor = SelfRepair(self._existing, stuck_after_s=stuck_after_s, tool_failures=tool_failures)
             if check:
                 monitor.check()
@@ -500,13 +500,13 @@ class Chronicle:
     def approve(self, session: SessionRef, tool_call: str | None = None, always: bool = False,
                 actor: str | None = None) -> list[dict[str, Any]]:
         """`actor`: who decides, as recorded (default: this process's user@host or CHRONICLE_ACTOR)."""
-        with _as_chronicle_errors():
+        with _as_chronicle_errors(self.url):
             return approvals.approve(self._existing, session, tool_call=tool_call, always=always, actor=actor).rows()
 
     @checked
     def deny(self, session: SessionRef, reason: str | None = None, tool_call: str | None = None,
              actor: str | None = None) -> list[dict[str, Any]]:
-        with _as_chronicle_errors():
+        with _as_chronicle_errors(self.url):
             return approvals.deny(self._existing, session, tool_call=tool_call, reason=reason, actor=actor).rows()
 
     @overload
@@ -531,7 +531,7 @@ class Chronicle:
             text = message
         if text is None:
             raise ChronicleError("steer(): text is required", 2)
-        with _as_chronicle_errors():
+        with _as_chronicle_errors(self.url):
             return controls.steer(self._existing, session, text, wait_batch=wait_batch, actor=actor, turn_id=turn).row()
 
     @checked
@@ -543,21 +543,21 @@ class Chronicle:
         if wait_s > 0 and in_event_loop():
             raise refused_in_loop("cancel", "cancel_async", "waits for the turn to end",
                                   ", or pass wait_s=0 to only record the request")
-        with _as_chronicle_errors():
+        with _as_chronicle_errors(self.url):
             return controls.cancel(self._existing, session, wait_s=wait_s, actor=actor).row()
 
     @checked
     async def cancel_async(self, session: SessionRef, wait_s: Seconds = 10.0, actor: str | None = None) -> dict[str, Any]:
         """`cancel`, awaited: the wait for the turn to end runs on a thread of its own, so the event loop goes on, and
         a turn it runs (this Chronicle's `run` in another task) sees the cancel, records it and ends."""
-        with _as_chronicle_errors():
+        with _as_chronicle_errors(self.url):
             store = self._existing
             return (await off_the_loop(controls.cancel, store, session, wait_s, controls.CANCEL_REASON, actor)).row()
 
     @checked
     async def compact_async(self, session: SessionRef, strategy: str = "summary", keep: FromZero | None = None) -> dict[str, Any]:
         """`compact --json`: older turns summarised (a model call), truncated, or moved to the workspace's memory."""
-        with _as_chronicle_errors():
+        with _as_chronicle_errors(self.url):
             sid = queries.session_id(self._existing, session)
             return (await controls.compact(self._existing, sid, strategy, keep)).row(sid)
 
@@ -571,7 +571,7 @@ class Chronicle:
     def undo(self, session: SessionRef, turns: FromOne = 1, files: bool = False, actor: str | None = None, *,
              workspace: str | Path | None = None) -> dict[str, Any]:
         """`workspace`: where the session's files are now, if not where it recorded (`undo --files --workspace DIR`)."""
-        with _as_chronicle_errors():
+        with _as_chronicle_errors(self.url):
             done = timetravel.undo(self._existing, session, turns, files=files, actor=actor,
                                    workspace=Path(workspace).expanduser() if workspace else None)
         _warn_refused("undo", done.session_id, done.refused, self.url)
@@ -580,7 +580,7 @@ class Chronicle:
     @checked
     def redo(self, session: SessionRef, actor: str | None = None, *, files: bool = False) -> dict[str, Any]:
         """Put the last undone turns back; with `files`, their files too (`redo --files`)."""
-        with _as_chronicle_errors():
+        with _as_chronicle_errors(self.url):
             done = timetravel.redo(self._existing, session, actor=actor, files=files)
         _warn_refused("redo", done.session_id, done.refused, self.url)
         return done.row()
@@ -589,7 +589,7 @@ class Chronicle:
     def fork(self, session: SessionRef, at: FromOne | None = None, actor: str | None = None) -> str:
         """A new session continuing from turn `at` (default: the end of the branch); its id. `actor`: who forked, as
         recorded in its `forked_from` (default: this process's user@host or CHRONICLE_ACTOR)."""
-        with _as_chronicle_errors():
+        with _as_chronicle_errors(self.url):
             child = timetravel.fork(self._existing, session, at, actor=actor)
             if (note := timetravel.undone_note(self._existing, child)) is not None:
                 warn(note)  # what the CLI says in its note: line
@@ -613,7 +613,7 @@ class Chronicle:
     @checked
     async def replay_async(self, session: SessionRef, workspace: str | Path | None = None) -> dict[str, Any]:
         """`replay --json`: whether the session runs again exactly as recorded, and the first divergence if not."""
-        with _as_chronicle_errors():
+        with _as_chronicle_errors(self.url):
             sid = queries.session_id(self._existing, session)
             report = await timetravel.replay(self._existing, sid, Path(workspace) if workspace else None)
         return timetravel.replay_row(sid, report)
@@ -627,13 +627,13 @@ class Chronicle:
     @checked
     def sessions(self, all: bool = False) -> list[dict[str, Any]]:
         """`sessions --json`; archived sessions (and their sub-agents) only with `all`, as `sessions --all`."""
-        with _as_chronicle_errors():
+        with _as_chronicle_errors(self.url):
             return queries.sessions(self._existing, archived=all)
 
     @checked
     def model(self, session: SessionRef) -> dict[str, Any]:
         """`model SESSION --json`: the model (and thinking budget) the session's next turn uses, and who last changed it."""
-        with _as_chronicle_errors():
+        with _as_chronicle_errors(self.url):
             return model_change.current(self._existing, session).row()
 
     @checked
@@ -642,30 +642,30 @@ class Chronicle:
         """`model SESSION NAME [--thinking N] --json`: record that the session runs on `model` from its next turn
         (a running turn keeps its own: `applies_from` says "next_turn"). `thinking_tokens`: 0 off, else 1024 to
         below max_tokens; None keeps the recorded budget. A bad name or budget is ChronicleError 2, nothing recorded."""
-        with _as_chronicle_errors():
+        with _as_chronicle_errors(self.url):
             return model_change.change_model(self._existing, session, model, thinking_tokens, actor=actor).row()
 
     @checked
     def archive(self, session: SessionRef, actor: str | None = None) -> dict[str, Any]:
         """`archive --json`: hide an idle session from `sessions()` (recorded; `sessions(all=True)` still lists it)."""
-        with _as_chronicle_errors():
+        with _as_chronicle_errors(self.url):
             return {"session_id": str(archiving.archive(self._existing, session, actor)), "archived": True}
 
     @checked
     def unarchive(self, session: SessionRef, actor: str | None = None) -> dict[str, Any]:
         """`unarchive --json`: list an archived session again."""
-        with _as_chronicle_errors():
+        with _as_chronicle_errors(self.url):
             return {"session_id": str(archiving.unarchive(self._existing, session, actor)), "archived": False}
 
     @checked
     def log(self, session: SessionRef, tree: bool = False) -> list[dict[str, Any]]:
-        with _as_chronicle_errors():
+        with _as_chronicle_errors(self.url):
             return queries.log(self._existing, session, tree=tree)
 
     @checked
     def tasks(self, session: SessionRef) -> list[dict[str, Any]]:
         """`tasks SESSION --json`: the session's task board, tasks added to it first, then those its delegate calls opened."""
-        with _as_chronicle_errors():
+        with _as_chronicle_errors(self.url):
             return task_cases.listing(self._existing, session)
 
     @checked
@@ -675,7 +675,7 @@ class Chronicle:
         when turn `at` ended (counted as `history(at=)` counts turns; a fork's start with those of its last inherited turn)."""
         from chronicle.runtime.app.notes import notes_of
 
-        with _as_chronicle_errors():
+        with _as_chronicle_errors(self.url):
             return notes_of(self._existing, session, at)
 
     @checked
@@ -684,7 +684,7 @@ class Chronicle:
         row (`task_id`, `status` pending, `child_session_id` null). A `delegate` task item naming that `task_id`
         claims it for the child it starts. `agent`: only that agent may claim it. An empty task or an agent the
         session may not delegate to is ChronicleError 2, nothing recorded."""
-        with _as_chronicle_errors():
+        with _as_chronicle_errors(self.url):
             return task_cases.add(self._existing, session, task, agent)
 
     @checked
@@ -692,19 +692,19 @@ class Chronicle:
                 step: FromZero | None = None) -> list[dict[str, Any]]:
         """The conversation in Anthropic's wire format: next (no moment), at the end of turn `at`, at the
         session's `version`-th event, or as the model was sent it for `step` (from 0) of turn `at`."""
-        with _as_chronicle_errors():
+        with _as_chronicle_errors(self.url):
             return queries.history(self._existing, session, at=at, version=version, step=step)
 
     @checked
     def cost(self, session: SessionRef | None = None, by: str | None = None) -> list[dict[str, Any]]:
-        with _as_chronicle_errors():
+        with _as_chronicle_errors(self.url):
             return queries.cost(self._existing, session, by=by)
 
     @checked
     def audit(self, session: SessionRef | None = None, tool: str | None = None, errors: bool = False, since: str | None = None,
               limit: RowCount | None = None, last: RowCount | None = None) -> list[dict[str, Any]]:
         """`audit --json`: `limit` the first entries, `last` the newest (both in commit order; not both)."""
-        with _as_chronicle_errors():
+        with _as_chronicle_errors(self.url):
             return queries.audit(self._existing, session=session, tool=tool, errors=errors, since=since, limit=limit,
                                  last=last)
 
@@ -717,7 +717,7 @@ class Chronicle:
         not an error, as `replay` reports a divergence."""
         from chronicle.runtime.verify import Verifier, session_to_verify
 
-        with _as_chronicle_errors():
+        with _as_chronicle_errors(self.url):
             verifier = Verifier(self._existing)
             if session is None:
                 return verifier.verify_all(None).as_json()
@@ -727,7 +727,7 @@ class Chronicle:
     def export(self, session: SessionRef, sign_with: bytes | str | None = None) -> dict[str, Any]:
         """`export SESSION [--sign KEY]`: the session tree's bundle as data (what `export -o` writes as JSON), signed
         with an Ed25519 private key in PEM when `sign_with` is given; `import_bundle` loads it into another store."""
-        with _as_chronicle_errors():
+        with _as_chronicle_errors(self.url):
             return bundles.export(self._existing, session, sign_with.encode() if isinstance(sign_with, str) else sign_with)
 
     @checked
@@ -737,7 +737,7 @@ class Chronicle:
         transaction. `key`: an Ed25519 key in PEM (public or private); only a bundle it signed is taken. A tampered,
         wrongly signed or already imported bundle raises ChronicleError 1 and records nothing. `actor`: who imports it,
         as the import's provenance records (default: this process's user@host or CHRONICLE_ACTOR)."""
-        with _as_chronicle_errors():
+        with _as_chronicle_errors(self.url):
             return bundles.import_(self.store, bundle, bundles.trusted_key(key.encode() if isinstance(key, str) else key),
                                    actor=actor)
 
@@ -746,7 +746,7 @@ class Chronicle:
         """`forget SESSION --yes --json`: erase the session's tree (sub-agents and forks) for good by destroying its data
         key; needs a store created with CHRONICLE_CIPHER_KEY (ChronicleError 2 otherwise). There is no confirmation
         here: the call is the decision. The events stay, unreadable, and `verify` still passes."""
-        with _as_chronicle_errors():
+        with _as_chronicle_errors(self.url):
             return forgetting.forget(self._existing, session, actor=actor).as_json()
 
     @checked
@@ -755,5 +755,5 @@ class Chronicle:
         decided, what was checked, what it did and what came next, with the log positions that record each.
         `call`: a tool_use id, a tool call id or prefix, or a tool's name (its last call); default the last
         tool call. `turn` alone: that turn's last model decision."""
-        with _as_chronicle_errors():
+        with _as_chronicle_errors(self.url):
             return decisions.why(self._existing, session, call, turn=turn)

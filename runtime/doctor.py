@@ -18,6 +18,11 @@ What it looks for, in one pass over the log:
 - snapshots that do not decode: loading passes over them (runtime/snapshot_store.py), so nothing
   fails, but each load replays the aggregate from its first event; repaired by deleting the
   snapshot (a cache: the events rebuild it);
+- on SQLite, a damaged file (`PRAGMA quick_check`: pages that do not hold together, after a disk error, a copy
+  taken mid-write or an edit of the file): reported with the tables it touches, and nothing else is checked, since
+  every read of those tables fails. Not repaired here: a damaged table cannot even be dropped (SQLite walks its
+  pages to free them), so `projections rebuild` cannot mend a damaged read model in place either; the file is
+  copied out with `sqlite3 FILE .recover` (store_errors.damage_advice) or restored from a backup;
 - on PostgreSQL, the stored function every save calls (runtime/chain_postgres.py), missing from a
   store restored from a dump of its tables alone: repaired by creating it again (a save that
   finds it missing does the same).
@@ -29,6 +34,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Callable, Iterator
 from uuid import UUID
 
+from .app.errors import first_line
 from .snapshot_check import stored_snapshots
 from .snapshot_store import why
 from .store import ChronicleStore
@@ -96,6 +102,9 @@ def examine(store: ChronicleStore, repair: bool = False, progress: Callable[[int
 
 
 def examine_log(store: ChronicleStore, repair: bool = False, progress: Callable[[int, int], None] | None = None) -> Examination:
+    damage = _file_damage(store)
+    if damage is not None:
+        return Examination([damage], 0)
     findings: list[Finding] = [*_store_code(store, repair)]
     started: set[UUID] = set()
     misfits: dict[tuple[str, str], Finding] = {}
@@ -217,3 +226,37 @@ def _store_code(store: ChronicleStore, repair: bool) -> Iterator[Finding]:
         recorder.create_save_function()
         finding.repaired = recorder.save_function_exists()
     yield finding
+
+
+def _file_damage(store: ChronicleStore) -> Finding | None:
+    """A damaged SQLite file, with the tables it touches: every command that read them failed on it, while `doctor`
+    (which reads only the log and the index) said "no problems found"."""
+    if store.backend != "sqlite":
+        return None
+    datastore: Any = store.recorder.datastore
+    with datastore.transaction(commit=False) as cursor:
+        try:
+            cursor.execute("PRAGMA quick_check")
+            said = [line for row in cursor.fetchall() for line in str(row[0]).splitlines() if not line.startswith("*** in database")]
+        except Exception as exc:  # noqa: BLE001 - the schema itself unreadable: damage too
+            said = [first_line(exc)]
+        if said == ["ok"]:
+            return None
+        damaged: list[str] = []
+        try:
+            cursor.execute("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")
+            for (table,) in cursor.fetchall():
+                try:
+                    cursor.execute(f'PRAGMA quick_check("{table}")')  # the table and its indexes
+                    if [str(row[0]) for row in cursor.fetchall()] != ["ok"]:
+                        damaged.append(str(table))
+                except Exception:  # noqa: BLE001 - a table its check cannot even read is damaged
+                    damaged.append(str(table))
+        except Exception:  # noqa: BLE001 - which tables cannot be said; the damage still is
+            pass
+    where = f"damaged tables: {', '.join(damaged)}" if damaged else "the tables it touches cannot be named"
+    events = "stored_events" in damaged or not damaged
+    told = ("the event log itself is damaged: events may be lost" if events
+            else "the event log is whole; the damaged tables are derived from it")
+    return Finding("damaged_file", f"the SQLite file is damaged ({said[0]}{f'; and {len(said) - 1} more' if len(said) > 1 else ''}); "
+                   f"{where}; {told}; nothing else was checked")

@@ -7,6 +7,7 @@ importing the store imports the domain: `sessions` answered from the read models
 
 from __future__ import annotations
 
+import re
 from uuid import UUID
 
 
@@ -44,6 +45,42 @@ def is_driver_connection_error(exc: BaseException) -> bool:
 
     psycopg = sys.modules.get("psycopg")
     return psycopg is not None and isinstance(exc, (psycopg.OperationalError, psycopg.InterfaceError))
+
+
+#: SQLite's words for a file whose pages do not hold together (SQLITE_CORRUPT): a disk, a copy or a crash damaged it.
+_DAMAGED = ("database disk image is malformed", "malformed database schema")
+#: A store's driver saying its disk is full (SQLite; PostgreSQL's `could not extend file … No space left on device`).
+DISK_FULL = re.compile(r"database or disk is full|No space left on device|could not extend file", re.IGNORECASE)
+
+
+def _from_driver(exc: BaseException) -> bool:
+    """Raised by the database's driver or eventsourcing's wrapper of it, not by a program with the same words."""
+    return type(exc).__module__.startswith(("eventsourcing", "sqlite3", "psycopg"))
+
+
+def is_damaged(exc: BaseException) -> bool:
+    """The store's SQLite file is damaged: every use of the damaged pages fails, whatever the command; no retry cures it."""
+    return _from_driver(exc) and any(sign in str(exc) for sign in _DAMAGED)
+
+
+def is_disk_full(exc: BaseException) -> bool:
+    return _from_driver(exc) and DISK_FULL.search(str(exc)) is not None
+
+
+def is_locked(exc: BaseException) -> bool:
+    """Another process held SQLite's write lock for the whole busy timeout (CHRONICLE_SQLITE_BUSY_TIMEOUT)."""
+    return _from_driver(exc) and "database is locked" in str(exc)
+
+
+def damage_advice(path: object) -> str:
+    """What to do about a damaged SQLite store: one wording for every command's error line, `doctor` and the open."""
+    return (f"copy out what it still holds (`sqlite3 {path} .recover | sqlite3 NEW.db`), then run `chronicle projections "
+            "rebuild` and `chronicle verify` on NEW.db (--db), or restore a backup (docs/deployment.md, Backups)")
+
+
+class StoreDamaged(Exception):
+    """A SQLite store whose file is damaged (a SQLite file by its header, whose pages do not hold together): exit 1
+    and what to do, never "not an SQLite database" (exit 2), which invited the user to point elsewhere and abandon it."""
 
 
 class StoreUnavailable(Exception):

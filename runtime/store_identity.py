@@ -15,7 +15,9 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
+from .app.errors import first_line
 from .config import ConfigError
+from .store_errors import StoreDamaged, damage_advice, is_damaged
 
 #: Every event Chronicle stores has a topic under its own package.
 OUR_TOPIC = "chronicle."
@@ -71,6 +73,8 @@ def _check_sqlite(path: Path) -> None:
         try:
             tables = {name for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
         except sqlite3.DatabaseError as exc:
+            if _has_sqlite_header(path):  # SQLite's file, damaged (truncated, overwritten): not somebody else's
+                raise StoreDamaged(f"the store {path} is damaged ({exc}): {damage_advice(path)}") from None
             raise ForeignDatabase(f"{path} is not an SQLite database Chronicle can use ({exc}); "
                                   "point --db / CHRONICLE_DB at a Chronicle store or a new file") from None
         if not tables:
@@ -80,6 +84,18 @@ def _check_sqlite(path: Path) -> None:
         _check_topics(str(path), lambda table: conn.execute(_ends(table, "rowid")).fetchall(), "stored_events")
     finally:
         conn.close()
+
+
+#: The first 16 bytes of every SQLite database file.
+SQLITE_HEADER = b"SQLite format 3\x00"
+
+
+def _has_sqlite_header(path: Path) -> bool:
+    try:
+        with open(path, "rb") as handle:
+            return handle.read(len(SQLITE_HEADER)) == SQLITE_HEADER
+    except OSError:
+        return False
 
 
 def check_postgres(datastore: Any, events_table: str, own_schema: bool, create: bool = True) -> frozenset[str]:
@@ -139,6 +155,8 @@ def _check_topics(where: str, run: Any, table: str) -> None:
     try:
         rows = run(table)
     except Exception as exc:  # noqa: BLE001 - a table of that name with other columns is not ours either
+        if is_damaged(exc):  # ours, damaged where its first or last rows are
+            raise StoreDamaged(f"the store {where} is damaged ({first_line(exc)}): {damage_advice(where)}") from None
         raise ForeignDatabase(f"{where}: table {table!r} is not a Chronicle events table ({str(exc).splitlines()[0]}); "
                               "point --db / CHRONICLE_DB at a Chronicle store or a new database") from None
     foreign = [topic for (topic,) in rows if not str(topic).startswith(OUR_TOPIC)]

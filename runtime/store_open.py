@@ -13,6 +13,7 @@ from .app.errors import NO_STORE, AppError, first_line
 from .app.store_location import no_store_in
 from .config import ConfigError, redact
 from .store import ChronicleStore, open_store_at
+from .store_errors import StoreDamaged
 from .store_identity import NoStore
 
 
@@ -23,6 +24,8 @@ def open_store(url: str, read_only: bool = False, create: bool = True, client: s
         return open_store_at(url, read_only=read_only, create=create)
     except NoStore as exc:
         raise AppError(no_store_in(exc.where, url, client), 1, kind=NO_STORE) from None
+    except StoreDamaged as exc:
+        raise AppError(str(exc), 1) from None
     except ConfigError as exc:
         raise AppError(str(exc), 2) from None
     except Exception as exc:  # noqa: BLE001 - the driver's own words, on one line

@@ -9,7 +9,6 @@ none of them needs the loop.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Collection
 from dataclasses import dataclass
 from uuid import UUID
@@ -29,7 +28,7 @@ from .middleware import MiddlewareFailure
 from .pasteable import pasteable
 from .shred_marks import forgotten_cause
 from .store import TURN_ATTEMPTS
-from .store_errors import is_driver_connection_error
+from .store_errors import DISK_FULL, is_damaged, is_driver_connection_error
 from .tools.threads import left_running_note
 
 EXIT_CODES = {"completed": 0, "failed": 1, "awaiting_approval": 3, "stopped": 4, "cancelled": 130}
@@ -180,22 +179,19 @@ async def forgotten_under(io: LoopIO, session_id: UUID, turn_id: UUID | None, er
     return TurnOutcome(session_id, turn_id, "failed", reason=reason)
 
 
-#: A store's driver saying its disk is full (SQLite; PostgreSQL's `could not extend file … No space left on device`).
-DISK_FULL = re.compile(r"database or disk is full|No space left on device|could not extend file", re.IGNORECASE)
-
-
 def left_in_flight(session_id: UUID, turn_id: UUID | None, exc: Exception, url: str | None) -> TurnOutcome:
     """`url`: the store's, for the resume it suggests (runtime/pasteable.py)."""
     if isinstance(exc, IntegrityError):
         reason = f"another process advanced session {session_id} at the same time; this process left the turn to it"
         return TurnOutcome(session_id, turn_id, "conflict", reason=reason)
     first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-    full = DISK_FULL.search(first) is not None  # a resume at once would only fill it again
-    reason = (
-        f"lost the event store ({type(exc).__name__}: {first}); the turn is still in flight and "
-        + ("the disk holding the store is full: free some space, then " if full else "")
-        + f"`{pasteable(f'resume {session_id}', url)}` continues it"
-    )
+    # What a resume at once would meet again: a full disk, a lock another process holds, a damaged file.
+    then = ("the disk holding the store is full: free some space, then " if DISK_FULL.search(first)
+            else "another process holds the store's write lock: once it is done, " if "database is locked" in first
+            else "the store's file is damaged (`chronicle doctor` says what to do); once it is mended, " if is_damaged(exc)
+            else "")
+    reason = (f"lost the event store ({type(exc).__name__}: {first}); the turn is still in flight and {then}"
+              f"`{pasteable(f'resume {session_id}', url)}` continues it")
     return TurnOutcome(session_id, turn_id, "interrupted", reason=reason)
 
 

@@ -8,6 +8,7 @@ an approval), so every client reports the same failure the same way without re-d
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 #: AppError.kind of a request naming something that does not exist (a session, a tool call): HTTP 404, whatever the
 #: exit code (an unknown session id as typed is 2, a missing id found inside the store 1).
@@ -65,11 +66,13 @@ READ_ONLY_WRITE = ("the store is read-only, so this could not be recorded; nothi
                    "Read commands still work; copy the store somewhere writable (or fix its permissions) to continue")
 
 
-def known_failure(exc: BaseException) -> AppError | None:
+def known_failure(exc: BaseException, url: str | None = None) -> AppError | None:
     """The AppError a client shows for an expected failure raised below the use cases (an id that names nothing, a row
     that does not decode, a read-only database, a chronicle.toml that cannot work), or None for an unexpected one,
     whose traceback is wanted. The CLI's error line and the library's ChronicleError both come from here, so a
     program and a person get the same words and code: the library let some of these through raw before.
+
+    `url`: the store's, to name it in a store failure (a damaged file, a full disk, a held lock).
 
     Modules are looked up in sys.modules, not imported: one never imported raised nothing, and importing it (the
     settings import the loop's hooks and tools) would cost a read command its start-up."""
@@ -83,6 +86,8 @@ def known_failure(exc: BaseException) -> AppError | None:
         return AppError(str(exc), 1, kind=NOT_FOUND)
     if store and isinstance(exc, (store.NotFound, store.UnreadableEvent)) or marks and isinstance(exc, marks.ForgottenContent):
         return AppError(str(exc), 1)
+    if store and (trouble := store_trouble(store, exc, url)) is not None:
+        return trouble
     if store and isinstance(exc, store.StoreUnavailable):
         return AppError(f"the store is unavailable: {first_line(exc)}", 1, kind=UNAVAILABLE)
     if store and store.is_connection_lost(exc):
@@ -97,4 +102,33 @@ def known_failure(exc: BaseException) -> AppError | None:
     if (settings and isinstance(exc, settings.SettingsError) or skills and isinstance(exc, skills.SkillError)
             or loops and isinstance(exc, loops.LoopSetupError)):
         return AppError(str(exc), 2)
+    return None
+
+
+def store_trouble(store: Any, exc: BaseException, url: str | None) -> AppError | None:
+    """A damaged SQLite file, a full disk or a write lock held past the busy timeout, said as what it is and what to
+    do (exit 1). Every command met them as "internal error … Nothing recorded was lost … please report it", which
+    for a damaged file was false and for the others sent a person to report a bug instead of freeing space or
+    waiting for the other process."""
+    from ..config import redact, sqlite_path  # loaded already: every command resolved its store's URL with them
+
+    path = sqlite_path(url) if url else None
+    named = str(path) if path is not None else redact(url) if url else None
+    if isinstance(exc, store.StoreDamaged):
+        return AppError(str(exc), 1)
+    if store.is_damaged(exc):
+        where = f"the store {named}" if named else "the store's file"
+        return AppError(f"{where} is damaged ({first_line(exc)}): `chronicle doctor` names what; "
+                        f"{store.damage_advice(path or 'FILE')}", 1)
+    if store.is_disk_full(exc):
+        where = f"the store {named}" if path is not None else "the database server's data" if url else "the store"
+        return AppError(f"the disk holding {where} is full ({first_line(exc)}): free some space, then run the command "
+                        "again; what was recorded before stays whole", 1, kind=UNAVAILABLE)
+    if store.is_locked(exc):
+        from ..config import sqlite_busy_timeout
+
+        where = f" of {named}" if named else ""
+        return AppError(f"the store is unavailable: another process holds the write lock{where} and kept it past "
+                        f"CHRONICLE_SQLITE_BUSY_TIMEOUT ({sqlite_busy_timeout()} s; {first_line(exc)}); "
+                        "try again once it is done", 1, kind=UNAVAILABLE)
     return None

@@ -293,7 +293,9 @@ def main() -> None:
 
         # A failure the commands know (a read-only database, an id naming nothing, …) raised outside their
         # cli_errors: the same line and code they give it, never "internal error".
-        known = known_failure(exc)
+        from .common import located_url
+
+        known = known_failure(exc, located_url())
         if known is not None:
             sys.stderr.write(f"chronicle: error: {first_line(known)}\n")
             raise SystemExit(known.code) from None

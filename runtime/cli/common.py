@@ -133,7 +133,17 @@ def locate_store(db: str | None, create: bool = True) -> tuple[str, bool]:
         read_only = True
     if not create and (missing := missing_store_error(url, db or os.environ.get("CHRONICLE_DB"))) is not None:
         raise missing  # the library's readers refuse it too, in the same words (runtime/app/store_location.py)
+    LOCATED[:] = [url]
     return url, read_only
+
+
+#: The URL of the store this process's command located last (`locate_store`): named by an error line about the store
+#: (a damaged file, a full disk, a held lock), which is raised far from the command that knows its `--db`.
+LOCATED: list[str] = []
+
+
+def located_url() -> str | None:
+    return LOCATED[-1] if LOCATED else None
 
 
 def pasted(args: str, url: str | None) -> str:
@@ -269,7 +279,7 @@ def cli_errors() -> Iterator[None]:
         err_console.print(f"[red]error:[/] {escape(printable(redact_secrets(str(exc))))}")
         raise typer.Exit(exc.code) from None
     except Exception as exc:
-        known = known_failure(exc)  # the library's ChronicleError for it has the same words and code
+        known = known_failure(exc, located_url())  # the library's ChronicleError for it has the same words and code
         if known is None:
             raise
         err_console.print(f"[red]error:[/] {escape(printable(redact_secrets(str(known))))}")

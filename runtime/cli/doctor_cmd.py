@@ -8,8 +8,10 @@ import typer
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
+from chronicle.runtime.config import sqlite_path
 from chronicle.runtime.doctor import examine_log
 from chronicle.runtime.pasteable import pasteable_in
+from chronicle.runtime.store_errors import damage_advice
 
 from .common import DbOption, JsonOption, err_console, out_console, print_json, store_command
 
@@ -21,6 +23,7 @@ REMEDY = {
     "unreadable_snapshot": "run `chronicle doctor --repair` to delete it (a cache: the events are loaded instead)",
     "missing_save_function": "run `chronicle doctor --repair` to create it again (the next save would too)",
     "files_owed": "run `chronicle resume SESSION` (or `chronicle doctor --repair`) to finish writing them",
+    "damaged_file": "",  # store_errors.damage_advice, which names the file
     "misfit_event": "add the upcaster its schema change lacks, or restore the row from a backup; then `chronicle projections rebuild`",
 }
 
@@ -55,7 +58,8 @@ def doctor(
                 where = (f"position {f.position}" if f.position is not None
                          else f"session {f.session_id}" if f.session_id is not None
                          else f"snapshot of {f.aggregate_id} at version {f.version}" if f.version is not None else "store")
-                state = "[green]repaired[/]" if f.repaired else f"[yellow]{escape(pasteable_in(REMEDY[f.check], store.url))}[/]"
+                remedy = REMEDY[f.check] or damage_advice(sqlite_path(store.url) or "FILE")
+                state = "[green]repaired[/]" if f.repaired else f"[yellow]{escape(pasteable_in(remedy, store.url))}[/]"
                 more = f" (and {f.similar} later event{'s' if f.similar != 1 else ''} like it)" if f.similar else ""
                 out_console.print(f"{f.check}: {where}: {escape(f.detail)}{more} — {state}", soft_wrap=True)
             verdict = "no problems found" if not findings else f"{len(findings) - len(remaining)} repaired, {len(remaining)} remaining"
