@@ -10,6 +10,7 @@ import logging
 
 from chronicle.projections import ProjectionEngine, ProjectionStuck, all_projections
 
+from .pasteable import pasteable
 from .pricing import price
 from .store import ChronicleStore
 
@@ -47,10 +48,9 @@ def caught_up(store: ChronicleStore) -> ProjectionEngine:
         engine.catch_up()
     except ProjectionStuck as exc:
         from .app.errors import AppError
-        from .pasteable import pasteable
 
         raise AppError(exc.said(pasteable(f"projections rebuild {exc.name}", store.url)), 1) from exc
     for position in sorted(set(engine.unreadable) - known):
         log.warning("event at position %d cannot be decoded (%s); the read models passed over it. "
-                    "`chronicle doctor` lists every such event", position, engine.unreadable[position])
+                    "`%s` lists every such event", position, engine.unreadable[position], pasteable("doctor", store.url))
     return engine
