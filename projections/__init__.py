@@ -17,14 +17,14 @@ if TYPE_CHECKING:
     from .audit import AuditProjection
     from .base import Projection
     from .cost import CostProjection, Pricer, no_prices
-    from .engine import ProjectionEngine, Status, UnknownProjection
+    from .engine import ProjectionEngine, ProjectionStuck, Status, UnknownProjection
     from .history import HistoryProjection
     from .summaries import SummariesProjection
 
 _SOURCES = {
     "AuditProjection": ".audit", "Projection": ".base", "CostProjection": ".cost", "Pricer": ".cost", "no_prices": ".cost",
-    "ProjectionEngine": ".engine", "Status": ".engine", "UnknownProjection": ".engine", "HistoryProjection": ".history",
-    "SummariesProjection": ".summaries",
+    "ProjectionEngine": ".engine", "ProjectionStuck": ".engine", "Status": ".engine", "UnknownProjection": ".engine",
+    "HistoryProjection": ".history", "SummariesProjection": ".summaries",
 }
 
 
@@ -45,5 +45,5 @@ def all_projections(pricer: Pricer | None = None) -> list[Projection]:
 
 __all__ = [
     "AuditProjection", "CostProjection", "HistoryProjection", "Projection", "ProjectionEngine", "Status",
-    "SummariesProjection", "UnknownProjection", "all_projections", "no_prices",
+    "ProjectionStuck", "SummariesProjection", "UnknownProjection", "all_projections", "no_prices",
 ]

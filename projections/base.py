@@ -13,6 +13,8 @@ from typing import Any, Callable
 from .sql import Tx
 
 Handler = Callable[[Any, Tx, Any, int], None]
+#: What every projection's tracking key starts with.
+KEY_PREFIX = "projection:"
 
 
 def on(*events: str | type) -> Callable[[Handler], Handler]:
@@ -45,7 +47,12 @@ class Projection:
 
     @property
     def key(self) -> str:
-        return f"projection:{self.name}:v{self.version}"
+        return f"{self.versions}{self.version}"
+
+    @property
+    def versions(self) -> str:
+        """What the tracking key of every version of this projection starts with."""
+        return f"{KEY_PREFIX}{self.name}:v"
 
     def process(self, tx: Tx, event: Any, position: int) -> None:
         handler = self._handlers.get(type(event).__qualname__)

@@ -15,7 +15,7 @@ from typing import Any, Callable, Iterable, Sequence
 
 from eventsourcing.persistence import IntegrityError
 
-from .base import Projection
+from .base import KEY_PREFIX, Projection
 from .sql import Database, retry_creation
 
 Progress = Callable[[str, int, int], None]  # (projection name, position, head)
@@ -40,9 +40,27 @@ class UnknownProjection(LookupError):
     pass
 
 
-def tracking_database(factory: Any, events_table: str, keys: Sequence[str] = ()) -> tuple[Database, dict[str, int | None] | None]:
+class ProjectionStuck(RuntimeError):
+    """A projection whose next batch conflicts with the rows already in its tables, every time it is
+    tried: retrying cannot help (the same events meet the same rows), only a rebuild can."""
+
+    def __init__(self, name: str, position: int, cause: BaseException) -> None:
+        self.name = name
+        self.position = position
+        self.cause = (str(cause).strip().splitlines() or [type(cause).__name__])[0]
+        super().__init__(self.said(f"chronicle projections rebuild {name}"))
+
+    def said(self, rebuild: str) -> str:
+        """The message, with `rebuild` as the command to paste (the CLI names its store in it)."""
+        return (f"the {self.name} read model cannot catch up: the events after log position {self.position} conflict with "
+                f"rows already in its tables ({self.cause}); `{rebuild}` rebuilds it from the log")
+
+
+def tracking_database(factory: Any, events_table: str, keys: Sequence[str] = (),
+                      prefix: str | None = None) -> tuple[Database, dict[str, int | None] | None]:
     """The store's database through its tracking recorder, whose table is set up only when it
-    needs to be, and the positions of `keys` when they were read on the way (None when not).
+    needs to be, and the positions of `keys` (and of every other key that starts with `prefix`)
+    when they were read on the way (None when not).
 
     eventsourcing's factory runs `create_table` on every construction: on PostgreSQL a DDL
     transaction whose commit waits for a WAL flush (≈ 4 ms), on SQLite two transactions (the
@@ -71,7 +89,7 @@ def tracking_database(factory: Any, events_table: str, keys: Sequence[str] = ())
         try:
             # SQLite's "no such table" is an OperationalError, which `positions` would wait out as
             # a blip (2 s); a locked file is a lost creation race, tried again below.
-            return db.positions([marker_key, *keys], patient=postgres)
+            return db.positions([marker_key, *keys], patient=postgres, prefix=prefix)
         except ProgrammingError:  # PostgreSQL: no table yet
             return {}
         except OperationalError as exc:
@@ -87,11 +105,16 @@ def tracking_database(factory: Any, events_table: str, keys: Sequence[str] = ())
             return None
         recorder.tracking_table_exists = True
         recorder.tracking_migration_current = recorder.tracking_migration_previous = marker
-        return {key: positions[key] for key in keys}
+        return {key: position for key, position in positions.items() if key != marker_key}
 
     # Lost to another process creating it (`lost_creation_race`: on SQLite the marker written
     # first, or the file locked while the winner sets it up): the next try finds the marker.
     return db, retry_creation(set_up)
+
+
+def other_versions(positions: dict[str, int | None], projection: Projection) -> list[str]:
+    """The tracking keys in `positions` of `projection`'s other versions."""
+    return sorted(key for key in positions if key.startswith(projection.versions) and key != projection.key)
 
 
 class ProjectionEngine:
@@ -102,7 +125,8 @@ class ProjectionEngine:
         self.recorder = app.recorder
         self.mapper = app.mapper
         self.projections = {p.name: p for p in projections}
-        self.db, positions = tracking_database(app.factory, app.recorder.events_table_name, [p.key for p in self.projections.values()])
+        self.db, positions = tracking_database(app.factory, app.recorder.events_table_name, [p.key for p in self.projections.values()],
+                                               prefix=KEY_PREFIX)
         self.batch_size = batch_size
         #: Whether the rows' commits may skip waiting for the disk (the store's durability setting:
         #: the read models are derived from the log, and a catch-up applies again what a power cut lost).
@@ -132,11 +156,18 @@ class ProjectionEngine:
         transaction, under a key that names the projection's version. So a command that opens
         the store (every CLI command does) issues no DDL: on PostgreSQL each `CREATE … IF NOT
         EXISTS` was a statement and the set of them a transaction of its own. `positions`, when
-        the caller has just read them, saves reading them again."""
-        known = positions if positions is not None else self.db.positions([p.key for p in self.projections.values()])
+        the caller has just read them (with every other version's), saves reading them again.
+
+        All versions of a projection share its table names, so the tables are the last set-up's:
+        a set-up deletes the other versions' tracking rows, which no longer describe them. A row
+        of another version found beside this one's means the tables may be that version's (an
+        upgrade, then a rollback: this version's row was left at its old position, over the newer
+        version's rows, and its next batch met rows already there, every time): the projection
+        is built again from the log, as for a new version."""
+        known = positions if positions is not None else self.db.positions([p.key for p in self.projections.values()], prefix=KEY_PREFIX)
         built = []
         for projection in self.projections.values():
-            if known[projection.key] is not None:
+            if known[projection.key] is not None and not other_versions(known, projection):
                 continue
             for attempt in range(3):
                 try:
@@ -144,10 +175,17 @@ class ProjectionEngine:
                         # Its tracking row locked first: a write before any read makes SQLite wait
                         # for another process's set-up instead of failing, then see it done.
                         fresh = self.db.lock_position(tx, projection.key) is None
-                        if fresh:
+                        others = [key for key in self.db.keys_with_prefix(tx, projection.versions) if key != projection.key]
+                        if fresh or others:
+                            if others and not fresh:
+                                log.info("the %s read model's tables may be another version's (%s tracked beside v%d): "
+                                         "building them again from the log", projection.name, ", ".join(others), projection.version)
+                            fresh = True
                             projection.drop(tx)
                             projection.create(tx)
                             self.db.reset(tx, projection.key)
+                            for key in others:
+                                self.db.forget(tx, key)
                     if fresh:
                         built.append(projection)
                     break
@@ -201,9 +239,13 @@ class ProjectionEngine:
         done: set[str] = set()
         head = self.head() if progress is not None else 0  # only a progress bar needs the end
         applied = 0
+        conflicts: set[tuple[str, int]] = set()  # (projection, position) whose batch met rows already there
+        solo: set[str] = set()  # refused in a shared batch: each applied alone, so that a refusal names its projection
         while len(done) < len(chosen):
             low = min(positions[p.name] for p in chosen if p.name not in done)
             group = [p for p in chosen if p.name not in done and positions[p.name] == low]
+            if any(p.name in solo for p in group):
+                group = group[:1]
             notifications = self.recorder.select_notifications(start=low, limit=batch_size or self.batch_size, inclusive_of_start=False)
             if not notifications:
                 done.update(p.name for p in group)
@@ -225,9 +267,19 @@ class ProjectionEngine:
             except _Moved as moved:
                 positions[moved.name] = moved.position  # another process applied this batch; continue after it
                 continue
-            except IntegrityError:
+            except IntegrityError as exc:
+                # Another process may have moved a position meanwhile: go on from where it is. The same
+                # batch refused twice at the same position is no race: its rows are already there
+                # (tables left by another version, or changed by hand), and retrying would spin forever.
                 for projection in group:
-                    positions[projection.name] = self.position(projection.name)
+                    position = self.position(projection.name)
+                    if position == low:
+                        if len(group) == 1 and (projection.name, low) in conflicts:
+                            raise ProjectionStuck(projection.name, low, exc) from exc
+                        conflicts.add((projection.name, low))
+                    positions[projection.name] = position
+                if len(group) > 1:
+                    solo.update(p.name for p in group)
                 continue
             end_position = notifications[-1].id
             for projection in group:

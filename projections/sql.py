@@ -269,6 +269,13 @@ def autocommitted(conn: Any) -> Iterator[Any]:
             conn.close()
 
 
+def like_prefix(prefix: str) -> str:
+    """A LIKE pattern for the text that starts with `prefix`; its `%` would match anything, so none may be in it."""
+    if "%" in prefix:
+        raise ValueError(f"no '%' in a prefix: {prefix!r}")
+    return prefix + "%"
+
+
 _PLAIN_NAME = re.compile(r"[a-z_][a-z0-9_]*")
 
 
@@ -387,28 +394,41 @@ class Database:
         """The last log position applied under `key`, 0 if reset, None if never tracked."""
         return self.tracking.max_tracking_id(key)
 
-    def positions(self, keys: Sequence[str], patient: bool = True) -> dict[str, int | None]:
+    def positions(self, keys: Sequence[str], patient: bool = True, prefix: str | None = None) -> dict[str, int | None]:
         """`position` of each key in one statement: an engine over four projections read them
         one round trip each, at every command that opens the read models. A connection blip is
         ridden out as eventsourcing's `max_tracking_id` does, unless not `patient` (a caller
-        that tells a blip from a missing table itself)."""
+        that tells a blip from a missing table itself). With `prefix`, every other key that
+        starts with it is read in the same statement too (the projections' other versions)."""
         if not patient:
-            return self._positions(keys)
+            return self._positions(keys, prefix)
         from eventsourcing.persistence import InterfaceError, OperationalError  # not at import: `sessions` needs none of it
         from eventsourcing.utils import retry
 
-        return retry((InterfaceError, OperationalError), max_attempts=10, wait=0.2)(self._positions)(keys)
+        return retry((InterfaceError, OperationalError), max_attempts=10, wait=0.2)(self._positions)(keys, prefix)
 
-    def _positions(self, keys: Sequence[str]) -> dict[str, int | None]:
+    def _positions(self, keys: Sequence[str], prefix: str | None = None) -> dict[str, int | None]:
         if not keys:  # `IN ()` is not SQL
             return {}
         marks = ", ".join(["%s"] * len(keys))
+        also, params = ("", tuple(keys)) if prefix is None else (" OR application_name LIKE %s", (*keys, like_prefix(prefix)))
         with self.statement() as tx:
             found = dict(tx.rows(
                 f"SELECT application_name, MAX(notification_id) FROM {self.tracking_table} "
-                f"WHERE application_name IN ({marks}) GROUP BY application_name", tuple(keys),
+                f"WHERE application_name IN ({marks}){also} GROUP BY application_name", params,
             ))
-        return {key: found.get(key) for key in keys}
+        if prefix is not None:  # LIKE's `_` matches any character (and SQLite's LIKE ignores case)
+            found = {key: value for key, value in found.items() if key in keys or key.startswith(prefix)}
+        return {**found, **{key: found.get(key) for key in keys}}
+
+    def keys_with_prefix(self, tx: Tx, prefix: str) -> list[str]:
+        """The tracking keys that start with `prefix`, read in `tx`."""
+        found = tx.rows(f"SELECT application_name FROM {self.tracking_table} WHERE application_name LIKE %s", (like_prefix(prefix),))
+        return [key for (key,) in found if key.startswith(prefix)]
+
+    def forget(self, tx: Tx, key: str) -> None:
+        """`key`'s tracking row deleted in `tx`: what it tracked is gone."""
+        tx.execute(f"DELETE FROM {self.tracking_table} WHERE application_name = %s", (key,))
 
     def lock_position(self, tx: Tx, key: str) -> int | None:
         """Take the write lock on `key`'s tracking row, then read it.
@@ -427,7 +447,7 @@ class Database:
         self.tracking._insert_tracking(tx.cursor, Tracking(key, position))  # type: ignore[attr-defined]
 
     def reset(self, tx: Tx, key: str) -> None:
-        tx.execute(f"DELETE FROM {self.tracking_table} WHERE application_name = %s", (key,))
+        self.forget(tx, key)
         self.advance(tx, key, 0)
 
     def originators_after(self, position: int, limit: int) -> list[str] | None:

@@ -36,12 +36,18 @@ from .undo_redo import (
     write_restored,
 )
 
+#: Files a finish's line names one by one; past that it counts them by action and names the first changed ones.
+SHOWN_FILES = 5
+
 
 @dataclass(frozen=True)
 class OwedFinished:
     session_id: UUID
     kind: str  # "undo" | "redo"
+    #: Every file, as FilesRestored/FilesReapplied records it (what a program and `log --json` read).
     files: list[dict[str, str]]
+    #: The store's URL, for the command the message suggests (runtime/pasteable.py).
+    store_url: str | None = None
 
     @property
     def refused(self) -> list[str]:
@@ -49,8 +55,26 @@ class OwedFinished:
 
     @property
     def message(self) -> str:
-        shown = ", ".join(f"{row['action']}: {row['path']}" for row in self.files)
-        return f"session {self.session_id}: finished the files of an interrupted {self.kind} --files ({shown})"
+        """One line. A finish of 300 files printed all 300 (mostly `unchanged`, 7 KB): past SHOWN_FILES it says how
+        many of each action, the first files it changed or refused (refused first: those are the user's to look
+        at), and the command that lists them all."""
+        said = f"session {self.session_id}: finished the files of an interrupted {self.kind} --files"
+        if len(self.files) <= SHOWN_FILES:
+            return f"{said} ({_named(self.files)})"
+        counts: dict[str, int] = {}
+        for row in self.files:
+            action = "refused" if row["action"] == REFUSED else row["action"]
+            counts[action] = counts.get(action, 0) + 1
+        tally = ", ".join(f"{n} {action}" for action, n in counts.items())
+        changed = sorted((row for row in self.files if row["action"] != "unchanged"), key=lambda row: row["action"] != REFUSED)
+        named = _named(changed[:SHOWN_FILES])
+        more = f", {len(changed) - SHOWN_FILES} more" if len(changed) > SHOWN_FILES else ""
+        listing = pasteable(f"log {self.session_id} --json", self.store_url)
+        return f"{said} ({len(self.files)} files: {tally}{'; ' + named + more if named else ''}); `{listing}` lists every file"
+
+
+def _named(rows: list[dict[str, str]]) -> str:
+    return ", ".join(f"{row['action']}: {row['path']}" for row in rows)
 
 
 @dataclass(frozen=True)
@@ -171,7 +195,7 @@ def _finish(store: ChronicleStore, session_id: UUID, owed: dict[str, Any], clock
         store.update_session(session_id, record)
     except _Settled:
         return None
-    return OwedFinished(session_id, kind, rows)
+    return OwedFinished(session_id, kind, rows, store_url=store.url)
 
 
 def sessions_owing(store: ChronicleStore) -> list[UUID]:

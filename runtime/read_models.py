@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import logging
 
-from chronicle.projections import ProjectionEngine, all_projections
+from chronicle.projections import ProjectionEngine, ProjectionStuck, all_projections
 
+from .pasteable import pasteable
 from .pricing import price
 from .store import ChronicleStore
 
@@ -43,8 +44,13 @@ def caught_up(store: ChronicleStore) -> ProjectionEngine:
                         "(sessions, cost and audit may miss the newest); log and history read the events themselves", behind)
         return engine
     known = set(engine.unreadable)
-    engine.catch_up()
+    try:
+        engine.catch_up()
+    except ProjectionStuck as exc:
+        from .app.errors import AppError
+
+        raise AppError(exc.said(pasteable(f"projections rebuild {exc.name}", store.url)), 1) from exc
     for position in sorted(set(engine.unreadable) - known):
         log.warning("event at position %d cannot be decoded (%s); the read models passed over it. "
-                    "`chronicle doctor` lists every such event", position, engine.unreadable[position])
+                    "`%s` lists every such event", position, engine.unreadable[position], pasteable("doctor", store.url))
     return engine

@@ -21,6 +21,7 @@ from chronicle.domain.turn import Turn
 
 from .actor import recorded_actor
 from .clock import SYSTEM_CLOCK, Clock
+from .pasteable import pasteable
 from .store import ChronicleStore
 from .store_snapshots import apply_event
 
@@ -112,7 +113,8 @@ def turn_end_version(store: ChronicleStore, session: Session, own_number: int, s
     if ended is not None:
         return int(ended.originator_version)
     raise TimeTravelError(
-        f"turn {shown_as or own_number} of session {session.id} has not ended yet; `chronicle resume` may finish it"
+        f"turn {shown_as or own_number} of session {session.id} has not ended yet; "
+        f"`{pasteable(f'resume {session.id}', store.url)}` may finish it"
     )
 
 
@@ -246,7 +248,8 @@ def cut_at_step(store: ChronicleStore, session_id: UUID, number: int, step: int)
         turn_id = numbered[number - 1]
     answered = step_answer(store, turn_id, step)
     if answered is None:
-        raise MomentOutOfRange(f"turn {number} of session {session_id} has no step {step}; `chronicle log` lists its steps")
+        raise MomentOutOfRange(f"turn {number} of session {session_id} has no step {step}; "
+                                f"`{pasteable(f'log {session_id}', store.url)}` lists its steps")
     before = next(iter(store.events_with_positions([turn_id], version=answered.originator_version - 1)))
     position, timestamp = before[0], before[1].timestamp
     version = store.latest_version(session_id, position)

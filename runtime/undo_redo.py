@@ -23,6 +23,7 @@ from chronicle.domain.session import Session
 
 from .actor import recorded_actor
 from .clock import SYSTEM_CLOCK, Clock
+from .pasteable import pasteable_in
 from .store import ChronicleStore
 from .timetravel import MomentOutOfRange, TimeTravelError
 from .tools.base import ToolError
@@ -236,7 +237,7 @@ def undo(store: ChronicleStore, session_id: UUID, count: int, files: bool = Fals
     try:
         store.session(session_id).undo(count, clock.now())  # validates on a copy that is never saved
     except DomainError as exc:
-        raise TimeTravelError(str(exc)) from None
+        raise TimeTravelError(pasteable_in(str(exc), store.url)) from None
     undone = list(session.head[-count:])
     plan: list[FileRestore] = []
     checked: list[tuple[Path, FileRestore]] = []
@@ -351,7 +352,7 @@ def redo_with_files(store: ChronicleStore, session_id: UUID, workspace: Path | N
     try:
         store.session(session_id).redo(clock.now())  # validates on a copy that is never saved
     except DomainError as exc:
-        raise TimeTravelError(str(exc)) from None
+        raise TimeTravelError(pasteable_in(str(exc), store.url)) from None
     redone = list(session.redo_stack[-1])
     root = files_root(session, workspace)
     plan = restoration_plan(store, redone)
@@ -376,4 +377,4 @@ def redo(store: ChronicleStore, session_id: UUID, clock: Clock = SYSTEM_CLOCK, a
         after = store.update_session(session_id, lambda s: s.redo(clock.now(), actor=recorded_actor(actor)))
         return list(after.head[before:])
     except DomainError as exc:
-        raise TimeTravelError(str(exc)) from None
+        raise TimeTravelError(pasteable_in(str(exc), store.url)) from None

@@ -24,6 +24,7 @@ from uuid import UUID
 
 from .chain import GENESIS, Link, link_digest
 from .chain_reader import LogReader, RawEvent, topic_names
+from .pasteable import pasteable
 from .snapshot_check import check_snapshots
 
 _BATCH = 2000
@@ -417,7 +418,7 @@ class Verifier:
             return (f"this anchor is from another store, or this store's chain was rewritten from its first event "
                     f"({then} and digest {named[3][:16]}…; here its digest is {link.digest.hex()[:16]}…)")
         return (f"this anchor is from another store (written on {then}; {now}): check it against the store it was "
-                "written from, or anchor this one with `chronicle verify --anchor FILE`")
+                f"written from, or anchor this one with `{pasteable('verify --anchor FILE', self.reader.store.url)}`")
 
     def _check_anchor(self, verdict: Verdict, anchor: dict[str, Any] | None, head: Link | None, breaks: list[Break]) -> None:
         if anchor is None:

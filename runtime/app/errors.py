@@ -98,6 +98,9 @@ def known_failure(exc: BaseException, url: str | None = None) -> AppError | None
     read_models = modules("chronicle.runtime.read_models")
     if read_models and isinstance(exc, read_models.ReadModelsMissing):
         return AppError(str(exc), 1)
+    engine = modules("chronicle.projections.engine")
+    if engine and isinstance(exc, engine.ProjectionStuck):  # a catch-up outside `caught_up` (`projections run`, a worker)
+        return AppError(str(exc), 1)
     settings, skills, loops = modules("chronicle.runtime.settings"), modules("chronicle.runtime.skills"), modules("chronicle.runtime.app.loops")
     if (settings and isinstance(exc, settings.SettingsError) or skills and isinstance(exc, skills.SkillError)
             or loops and isinstance(exc, loops.LoopSetupError)):

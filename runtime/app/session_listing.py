@@ -151,12 +151,15 @@ def _plain(conn: Rows, events_table: str, position: str) -> bool:
 
 
 def _current(conn: Rows, events_table: str, tracking_table: str, position: str) -> bool:
-    """Whether both projections have applied every event in the log."""
+    """Whether both projections have applied every event in the log, and their tables are this version's: a
+    tracking row of another version beside this one's (an upgrade rolled back) means the tables may be that
+    version's, which the projection engine builds again before anything reads them (projections/engine.py: ensure)."""
     head = conn.dicts(f"SELECT MAX({position}) AS head FROM {events_table}")[0]["head"] or 0
-    marks = ", ".join(["%s"] * len(KEYS))
-    found = conn.dicts(f"SELECT application_name, notification_id FROM {tracking_table} WHERE application_name IN ({marks})", KEYS)
-    positions = {r["application_name"]: r["notification_id"] for r in found}
-    return all(key in positions and positions[key] >= head for key in KEYS)
+    families = [key.rsplit(":v", 1)[0] + ":v" for key in KEYS]
+    found = conn.dicts(f"SELECT application_name, notification_id FROM {tracking_table} WHERE "
+                       + " OR ".join(["application_name LIKE %s"] * len(families)), [f"{family}%" for family in families])
+    positions = {r["application_name"]: r["notification_id"] for r in found if r["application_name"].startswith(tuple(families))}
+    return set(positions) == set(KEYS) and all(positions[key] >= head for key in KEYS)
 
 
 def tree_order(rows: list[dict[str, Any]]) -> list[tuple[dict[str, Any], int]]:

@@ -81,9 +81,9 @@ def sessions(
         columns = [
             Column("session"), Column("agent"), Column("status"), Column("turns", justify="right"),
             Column("USD", optional=True, justify="right"), Column("created", optional=True), Column("model", optional=True),
-            # only when there is a fork (a store without one reads as it did); optional, so the status still fits 80
-            # columns, but the last optional column to go (the left-most goes first)
-            *([Column("fork of", optional=True)] if forks else []),
+            # only when there is a fork (a store without one reads as it did), and the first optional column to go:
+            # a fork in the store must not shift the columns every listing has (it took created's and model's place)
+            *([Column("fork of", optional=True, first_to_go=True)] if forks else []),
             Column("title", flex=True),
         ]
         # unique among every session, the archived ones too: a prefix shown must resolve as typed

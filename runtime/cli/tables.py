@@ -2,7 +2,7 @@
 
 Rich squeezes every column when a table is too wide (ids become `3a…`, numbers `0.0003…`).
 Here the essential columns never wrap or shrink, optional ones are left out from the left
-while the table would not fit, and one flexible column takes what is left, cut with "…".
+(those marked `first_to_go` before the rest) while the table would not fit, and one flexible column takes what is left, cut with "…".
 """
 
 from __future__ import annotations
@@ -20,6 +20,9 @@ class Column:
     optional: bool = False
     flex: bool = False
     justify: str = "left"
+    #: An optional column that goes before the other optional ones, wherever it stands: one shown only for
+    #: some rows (`sessions`' `fork of`) must not push out the columns every listing has.
+    first_to_go: bool = False
 
 
 def fit_table(columns: list[Column], rows: Iterable[dict[str, Any]], width: int) -> "FittedTable":
@@ -38,10 +41,10 @@ def fit_table(columns: list[Column], rows: Iterable[dict[str, Any]], width: int)
     while True:
         fixed = sum(natural(c) for c in kept if not c.flex) + GAP * (len(kept) - 1)
         flex_room = FLEX_MIN if any(c.flex for c in kept) else 0
-        optional = [c for c in kept if c.optional]
+        optional = sorted((c for c in kept if c.optional), key=lambda c: not c.first_to_go)
         if fixed + flex_room <= width or not optional:
             break
-        kept.remove(optional[0])  # the left-most optional column goes first
+        kept.remove(optional[0])  # the left-most optional column goes first (a `first_to_go` one before it)
     return FittedTable(kept, [[row.get(c.name, "") for c in kept] for row in rows], max(FLEX_MIN, width - fixed - GAP))
 
 

@@ -136,6 +136,9 @@ def test_history_at_a_turn_and_at_a_version_shows_the_conversation_as_it_was(db_
 def test_fork_starts_a_session_from_a_past_turn_that_can_run_on_its_own(db_url, workspace, tmp_path):
     sid = run_turns(db_url, workspace, three_turns(tmp_path), ["one", "two"])
     assert "fork of" not in cli("sessions", db=db_url).stdout  # no fork, no column for one
+    narrow = {"COLUMNS": "80"}
+    before = cli("sessions", db=db_url, env=narrow).stdout.splitlines()[0].split()
+    assert "created" in before and "model" in before
     forked = cli("fork", sid, "--at", "1", db=db_url)
     assert forked.returncode == 0, forked.stderr
     child = forked.stdout.strip()
@@ -145,6 +148,8 @@ def test_fork_starts_a_session_from_a_past_turn_that_can_run_on_its_own(db_url, 
     header, *lines = cli("sessions", db=db_url).stdout.splitlines()
     table = {line.split()[0]: line for line in lines}
     assert "fork of" in header and f"{sid[:8]} @ turn 1" in table[child[:8]] and "@ turn" not in table[sid[:8]]
+    # on a narrow terminal the fork's column gives way first: the columns every listing has stay where they were
+    assert cli("sessions", db=db_url, env=narrow).stdout.splitlines()[0].split() == before
     assert user_texts(history(db_url, child)) == ["one"]
     # The fork's first own turn is turn 2 (one numbering everywhere: inherited turns first), so turn 2 of the script answers it.
     script = turns_script(tmp_path / "fork.json", [[response(text("not asked"))], [response(text("fork answer"))]])

@@ -97,9 +97,9 @@ def test_sqlite_a_second_engine_reads_the_marker_with_the_positions_and_sets_up_
     reads: list[list[str]] = []
     real_read = Database._positions
 
-    def counted(db: Database, keys):  # noqa: ANN001 - the real read, counted
+    def counted(db: Database, keys, prefix=None):  # noqa: ANN001 - the real read, counted
         reads.append(keys)
-        return real_read(db, keys)
+        return real_read(db, keys, prefix)
 
     monkeypatch.setattr(Database, "_positions", counted)
     first = _engine_statements(url)
