@@ -38,5 +38,7 @@ def _change(store: ChronicleStore, ref: str | UUID, command, actor: str | None, 
     try:
         store.update_session(sid, lambda s: command(s, clock.now(), who))
     except DomainError as exc:
-        raise AppError(str(exc), 1) from None
+        from .stalled import stalled_note
+
+        raise AppError(str(exc) + stalled_note(store, sid), 1) from None
     return sid

@@ -115,8 +115,10 @@ def refused(store: ChronicleStore, sid: UUID, command: str, exc: timetravel.Time
     """An undo or redo the session refuses is still a control: it leaves auth mode (seed 001), as `cancel` does with
     nothing running, and the error says so after why it was refused."""
     from ..credentials import leave_auth, left_auth_note
+    from .stalled import stalled_note
 
-    return AppError(str(exc) + left_auth_note(leave_auth(store, sid, command, actor)), exc.exit_code)
+    said = str(exc) + (stalled_note(store, sid) if " is busy" in str(exc) else "")
+    return AppError(said + left_auth_note(leave_auth(store, sid, command, actor)), exc.exit_code)
 
 
 def head_turn_number(store: ChronicleStore, session: Session) -> int:
@@ -137,7 +139,9 @@ def fork(store: ChronicleStore, ref: str | UUID, at: int | None = None, actor: s
     if at is None:
         present = store.session(sid)
         if present.status != "idle":
-            raise AppError("the session is busy; fork it when the running turn has ended")
+            from .stalled import stalled_note
+
+            raise AppError("the session is busy; fork it when the running turn has ended" + stalled_note(store, sid))
         at = head_turn_number(store, present)
         if at == 0:
             raise AppError(f"session {sid} has no turn on its branch to fork from")

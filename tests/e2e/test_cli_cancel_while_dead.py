@@ -79,6 +79,11 @@ def test_resume_honours_a_cancel_recorded_while_the_run_was_dead(db_url, workspa
     finally:
         processes.stop(run)
     sid = json.loads(cli("sessions", "--json", db=db_url).stdout.splitlines()[0])["session_id"]
+    if where == "model-call":  # nothing runs the turn now: the refusals say what ends it, not to wait for it
+        for command in (("undo", sid), ("fork", sid), ("archive", sid)):
+            refused = cli(*command, db=db_url)
+            assert refused.returncode != 0 and "no process is running it" in refused.stderr, (command, refused.stderr)
+            assert f"resume {sid}` continues the turn" in refused.stderr, refused.stderr
     cancelled = cli("cancel", sid, "--wait", "1", db=db_url)
     assert cancelled.returncode == 0, cancelled.stderr
 
