@@ -147,11 +147,19 @@ TLS_REFUSED = re.compile(r"server does not support (?:SSL|GSS)|certificate verif
                          r"channel binding (?:is )?required|GSSAPI encryption required", re.IGNORECASE)
 
 
+#: The database exists but takes no logins now: `ALTER DATABASE … ALLOW_CONNECTIONS false` (maintenance), or the
+#: user lacks its CONNECT privilege. Each was waited out as a server "not answering" (the whole connect timeout),
+#: then said as the pool's "couldn't get a connection", not as the server's reason.
+CLOSED_DATABASE = re.compile(r'database "[^"]*" is not currently accepting connections|permission denied for database')
+
+
 def refusal(text: str) -> str | None:
-    """Which refusal no wait cures the server's message names: "database", "login", "tls", or None. One
+    """Which refusal no wait cures the server's message names: "database", "closed", "login", "tls", or None. One
     reading for the open (`first_connection`) and for the CLI's advice (`store_open.postgres_advice`)."""
     if NO_DATABASE.search(text):
         return "database"
+    if CLOSED_DATABASE.search(text):
+        return "closed"
     if BAD_LOGIN.search(text):
         return "login"
     if TLS_REFUSED.search(text):

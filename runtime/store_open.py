@@ -90,6 +90,9 @@ def postgres_advice(url: str, cause: str) -> str:
         env = eventsourcing_env(url)
         return (f"Create it first (createdb -h {env['POSTGRES_HOST']} -p {env['POSTGRES_PORT']} -U {env['POSTGRES_USER']} "
                 f"{env['POSTGRES_DBNAME']}), or point --db / CHRONICLE_DB at an existing database.")
+    if refused == "closed":
+        return ("The database takes no logins now (ALTER DATABASE … ALLOW_CONNECTIONS, or this user's CONNECT privilege): "
+                "ask its administrator to open it, or point --db / CHRONICLE_DB at another.")
     if refused == "login":
         return "Check the user name and its password in the URL given by --db / CHRONICLE_DB."
     if refused == "tls":
