@@ -10,6 +10,7 @@ from uuid import UUID
 
 from ..agents.registry import AgentRegistry
 from ..jobs import JobEnded, cancel_job, find_job, job_row, jobs, submit_job
+from ..limit_flags import LimitFlags
 from ..pasteable import pasteable
 from ..store import ChronicleStore, NotFound
 from ..tools.imports import ToolLoadError
@@ -21,11 +22,12 @@ from .specs import resolve_workspace
 
 def submit(store: ChronicleStore, prompt: str, *, provider: str | None = None, model: str | None = None,
            workspace: Path | None = None, max_iterations: int | None = None, registry: AgentRegistry | None = None,
-           origin: str = "cli") -> dict[str, Any]:
-    """A new job (a session queued for a worker), checked as `run` checks it before anything is recorded."""
+           origin: str = "cli", limits: LimitFlags | None = None) -> dict[str, Any]:
+    """A new job (a session queued for a worker), checked as `run` checks it before anything is recorded; `limits`
+    (the limit flags) recorded with it, as `run` records them."""
     if not prompt.strip():
         raise AppError("the prompt is empty; say what the agent should do", 2)
-    spec = checked_spec(provider, model, resolve_workspace(workspace), max_iterations, registry=registry)
+    spec = checked_spec(provider, model, resolve_workspace(workspace), max_iterations, registry=registry, limits=limits)
     return job_row(store, submit_job(store, spec, prompt, origin=origin))
 
 

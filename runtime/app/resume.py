@@ -173,7 +173,8 @@ class Submitted:
 def submit(store: ChronicleStore, prompt: str, session: str | UUID | None = None, provider: str | None = None,
            model: str | None = None, workspace: Path | None = None, max_iterations: int | None = None,
            agents: Path | None = None, registry: AgentRegistry | None = None, tools: tuple[str, ...] = (),
-           attachments: Sequence[Any] | None = None, origin: dict[str, Any] | None = None) -> Submitted:
+           attachments: Sequence[Any] | None = None, origin: dict[str, Any] | None = None,
+           limits: LimitFlags | None = None) -> Submitted:
     """Record PROMPT durably for a worker: on `session`, or on a new session specified as `run` would.
 
     A worker runs it later, elsewhere: an unknown provider, a missing script or a bad chronicle.toml
@@ -182,26 +183,29 @@ def submit(store: ChronicleStore, prompt: str, session: str | UUID | None = None
     if not prompt.strip():
         raise AppError("the prompt is empty; say what the agent should do", 2)
     if session:
-        if provider or model or workspace or tools:
-            raise AppError("--provider/--model/--workspace/--tools apply to new sessions; a session keeps what it recorded", 2)
+        if provider or model or workspace or tools or (limits is not None and limits != LimitFlags()):
+            raise AppError("--provider/--model/--workspace/--tools and the limit flags apply to new sessions; a session keeps "
+                           "what it recorded", 2)
         sid = session_id(store, session)
         return Submitted(sid, submit_input(store, sid, prompt, attachments=stored_attachments(store, attachments), origin=origin))
-    spec = checked_spec(provider, model, resolve_workspace(workspace), max_iterations, agents, registry, tools)
+    spec = checked_spec(provider, model, resolve_workspace(workspace), max_iterations, agents, registry, tools, limits)
     created, input_id = start_session(store, spec, prompt, attachments=stored_attachments(store, attachments), origin=origin)
     assert input_id is not None
     return Submitted(created.id, input_id)
 
 
 def checked_spec(provider: str | None, model: str | None, workspace: Path, max_iterations: int | None = None,
-                 agents: Path | None = None, registry: AgentRegistry | None = None, tools: tuple[str, ...] = ()) -> AgentSpec:
+                 agents: Path | None = None, registry: AgentRegistry | None = None, tools: tuple[str, ...] = (),
+                 limits: LimitFlags | None = None) -> AgentSpec:
     """The spec `run` would record, checked as `run` checks it before anything is recorded; no store is
-    needed, so a command can check it before it opens (and so creates) one."""
+    needed, so a command can check it before it opens (and so creates) one. `limits`: the limit flags, recorded
+    with the spec as `run` records them (a worker then runs the session under them)."""
     spec = new_spec(workspace, normalise_provider(provider), model, max_iterations, agents, registry=registry, extra_tools=tools)
     if not spec.provider:
         raise AppError("no model provider: set ANTHROPIC_API_KEY to use Claude, or give the scripted provider for an offline "
                        'run: --provider scripted:PATH (in Python, Agent(provider="scripted:PATH"))', 2)
     try:
-        settings = load_settings(LimitFlags(), workspace, in_code=spec.limits, compaction=spec.compaction)
+        settings = load_settings(limits or LimitFlags(), workspace, in_code=spec.limits, compaction=spec.compaction)
         loop_parts(spec, provider_name=spec.provider, model=model, workspace=workspace, settings=settings)
     except SettingsError as exc:
         raise AppError(str(exc), 2) from None

@@ -24,6 +24,7 @@ from .common import (
     store_command,
 )
 from .lazy import lazy_module
+from .limits import LimitFlags, limit_options
 from .render import short
 from .run_cmd import ModelOption, ProviderOption
 from .tables import Column, fit_table
@@ -63,6 +64,7 @@ def list_jobs(ctx: typer.Context, as_json: JsonOption = False, db: DbOption = No
 
 
 @app.command("submit")
+@limit_options
 def submit(
     prompt: Annotated[str, typer.Argument(help="What the agent should do (`-` reads it from stdin)")],
     provider: ProviderOption = None,
@@ -71,6 +73,7 @@ def submit(
     max_iterations: Annotated[int, typer.Option("--max-iterations", min=1, help="Model calls allowed in one turn")] = 20,
     as_json: JsonOption = False,
     db: DbOption = None,
+    limits: LimitFlags = LimitFlags(),
 ) -> None:
     """Record PROMPT as a new job for a worker (checked as `run` checks it; exit 2 records nothing) and print its id, alone on stdout (`job=$(chronicle jobs submit …)`)."""  # noqa: E501
     with cli_errors():
@@ -79,9 +82,10 @@ def submit(
             fail("the prompt is empty; say what the agent should do", 2)
         ws = specs.resolve_workspace(workspace)
         if missing_store(db) is not None:  # a bad flag on a first run leaves no empty store behind
-            use_cases.checked_spec(provider, model, ws, max_iterations)
+            use_cases.checked_spec(provider, model, ws, max_iterations, limits=limits)
         store = open_store(db)
-        row = use_cases.submit(store, prompt, provider=provider, model=model, workspace=ws, max_iterations=max_iterations)
+        row = use_cases.submit(store, prompt, provider=provider, model=model, workspace=ws, max_iterations=max_iterations,
+                               limits=limits)
         if as_json:
             _print([row], as_json)
             return

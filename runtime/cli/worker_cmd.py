@@ -207,6 +207,7 @@ def _decided(decided: approvals.Decided, verb: str, as_json: bool, url: str) -> 
     out_console.print(f"continue the turn with `{pasted(f'resume {sid}', url)}`", soft_wrap=True)
 
 
+@limit_options
 def submit(
     prompt: Annotated[str, typer.Argument(help="What to ask the agent (`-`: read it from stdin)")],
     session: Annotated[Optional[str], typer.Option("--session", help="Queue on this session (id or unique prefix)")] = None,
@@ -219,6 +220,7 @@ def submit(
     attach: AttachOption = None,
     as_json: JsonOption = False,
     db: DbOption = None,
+    limits: LimitFlags = LimitFlags(),
 ) -> None:
     """Record PROMPT durably for a worker to run, and print the session id.
 
@@ -228,11 +230,12 @@ def submit(
         if not prompt.strip():
             fail("the prompt is empty; say what the agent should do", 2)
         if not session and missing_store(db) is not None:  # a bad flag on a first run leaves no empty store behind
-            resuming.checked_spec(provider, model, specs.resolve_workspace(workspace), max_iterations, agents, None, tuple(tools or ()))
+            resuming.checked_spec(provider, model, specs.resolve_workspace(workspace), max_iterations, agents, None, tuple(tools or ()),
+                                  limits)
         store = open_store(db)
         submitted = resuming.submit(store, prompt, session=session, provider=provider, model=model,
                                  workspace=workspace, max_iterations=max_iterations, agents=agents, tools=tuple(tools or ()),
-                                 attachments=attach)
+                                 attachments=attach, limits=limits)
         if as_json:
             print_json(submitted.row())
         else:

@@ -150,3 +150,29 @@ def test_a_job_cancelled_before_it_started_runs_nothing_more_when_continued(sqli
     with Chronicle(sqlite_url) as app, pytest.raises(ChronicleError, match="was cancelled before it started"):
         app.run_sync(Agent(provider=provider), "again", session=job_id)
     assert len(json_lines(cli("log", job_id, "--json", db=sqlite_url).stdout)) == events  # nothing recorded
+
+
+def test_submitted_sessions_record_the_limit_flags_run_takes_and_a_continued_one_refuses_them(sqlite_url, workspace, tmp_path):
+    """`run --budget-usd/--doom-loop/…` records the session's limits; `submit` and `jobs submit`, whose sessions a
+    worker runs later, took none of those flags, so such a session could only be limited by chronicle.toml."""
+    from chronicle.runtime.store import ChronicleStore
+
+    script = write_script(tmp_path / "s.json", [response(text("hi"))])
+    provider = f"scripted:{script}"
+    job = cli("jobs", "submit", "x", "--provider", provider, "--workspace", str(workspace), "--budget-usd", "0.5",
+              "--doom-loop", "5", db=sqlite_url)
+    assert job.returncode == 0, job.stderr
+    sid = cli("submit", "y", "--provider", provider, "--workspace", str(workspace), "--max-tool-calls", "7", db=sqlite_url)
+    assert sid.returncode == 0, sid.stderr
+    store = ChronicleStore(sqlite_url)
+    try:
+        limits = {name: store.session(store.resolve_session_id(ref.stdout.strip())).spec.limits for name, ref in
+                  (("job", job), ("submitted", sid))}
+    finally:
+        store.close()
+    assert (limits["job"]["budget_usd"], limits["job"]["doom_loop"]) == (0.5, 5)
+    assert limits["submitted"]["max_tool_calls"] == 7
+    refused = cli("submit", "z", "--session", sid.stdout.strip(), "--doom-loop", "2", db=sqlite_url)
+    assert refused.returncode == 2 and "the limit flags apply to new sessions" in refused.stderr
+    bad = cli("jobs", "submit", "x", "--provider", provider, "--workspace", str(workspace), "--tool-timeout", "0", db=sqlite_url)
+    assert bad.returncode == 2
