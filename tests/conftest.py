@@ -153,6 +153,18 @@ def bring_database_back(name: str) -> None:
         admin.execute(f'ALTER DATABASE "{name}" WITH ALLOW_CONNECTIONS true')
 
 
+def terminate_backends(url: str) -> int:
+    """Every backend on `url`'s database but this one's, ended by the server (as a failover or a restart ends them):
+    a process's pooled connections, idle or busy, and its LISTEN connection. How many were ended."""
+    import psycopg
+
+    dbname = url.split("?")[0].rsplit("/", 1)[1]
+    with psycopg.connect(url.split("?")[0], autocommit=True) as conn:
+        row = conn.execute("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                           "WHERE datname = %s AND pid <> pg_backend_pid()", (dbname,)).fetchone()
+    return int(row[0]) if row else 0
+
+
 def fresh_pg_url(base: str) -> str:
     import psycopg
 

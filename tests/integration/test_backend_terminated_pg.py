@@ -11,23 +11,13 @@ import os
 import subprocess
 import sys
 
-import psycopg
 import pytest
 
 from chronicle.runtime.store import ChronicleStore
 from tests import processes
-from tests.conftest import fresh_pg_url
+from tests.conftest import fresh_pg_url, terminate_backends
 from tests.helpers import cli, response, text, tool_use
 from tests.recovery import assert_recovered, wait_for
-
-
-def _terminate_all_but_mine(url: str) -> int:
-    """Every backend on the run's database but this one's: the run's pooled connections, idle or busy."""
-    dbname = url.split("?")[0].rsplit("/", 1)[1]
-    with psycopg.connect(url.split("?")[0], autocommit=True) as conn:
-        row = conn.execute("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
-                           "WHERE datname = %s AND pid <> pg_backend_pid()", (dbname,)).fetchone()
-    return int(row[0]) if row else 0
 
 
 @pytest.mark.parametrize("where", ["model-call", "tool"])
@@ -47,7 +37,7 @@ def test_a_run_whose_connections_the_server_ends_mid_step_completes_the_turn(pg_
                           env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
         wait_for(lambda: started.exists() or run.poll() is not None, timeout=60)
-        assert _terminate_all_but_mine(db) >= 1, "the run held no connection to end"
+        assert terminate_backends(db) >= 1, "the run held no connection to end"
         gate.touch()
         _, err = run.communicate(timeout=90)
     finally:

@@ -16,7 +16,7 @@ import pytest
 
 from chronicle.runtime.store import ChronicleStore
 from tests import processes
-from tests.conftest import fresh_pg_url
+from tests.conftest import fresh_pg_url, terminate_backends
 from tests.helpers import cli, response, text, tool_use
 from tests.recovery import assert_recovered, wait_for
 
@@ -30,13 +30,6 @@ def _listening(url: str) -> bool:
         return conn.execute("SELECT 1 FROM pg_stat_activity WHERE datname = %s AND query LIKE 'LISTEN chronicle_control%%'",
                             (dbname,)).fetchone() is not None
 
-
-def _terminate_all_but_mine(url: str) -> int:
-    dbname = url.split("?")[0].rsplit("/", 1)[1]
-    with psycopg.connect(url.split("?")[0], autocommit=True) as conn:
-        row = conn.execute("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
-                           "WHERE datname = %s AND pid <> pg_backend_pid()", (dbname,)).fetchone()
-    return int(row[0]) if row else 0
 
 
 @pytest.mark.parametrize("how", ["run", "worker"])
@@ -62,7 +55,7 @@ def test_a_long_turn_whose_listener_connection_is_terminated_completes(pg_databa
         wait_for(lambda: started.exists() or process.poll() is not None, timeout=90)
         assert process.poll() is None, process.communicate()[1][-2000:]
         assert _listening(db), "the turn holds no LISTEN connection: the test would test nothing"
-        assert _terminate_all_but_mine(db) >= 2
+        assert terminate_backends(db) >= 2
         sid = ChronicleStore(db).session_ids()[0]
         assert cli("steer", str(sid), "also check f0.txt", "--wait-batch", db=db).returncode == 0
         gate.touch()
