@@ -36,7 +36,10 @@ if TYPE_CHECKING:  # the application layer (the loop, pydantic, the providers) i
 PROMPT = "you> "
 #: While a turn runs (in a terminal): a line typed here steers it.
 STEER_PROMPT = "steer> "
-ANSWERS = {"y": "approve", "yes": "approve", "n": "deny", "no": "deny", "a": "always", "always": "always"}
+#: The words an approval question takes (seed 001's, and their one-letter forms).
+ANSWERS = {**dict.fromkeys(("y", "yes", "approve", "ok"), "approve"),
+           **dict.fromkeys(("n", "no", "deny", "reject", "cancel"), "deny"),
+           **dict.fromkeys(("a", "always"), "always")}
 
 
 class ChatRenderer(HumanRenderer):
@@ -142,7 +145,8 @@ class Chat:
                 if answer in ("w", "why"):
                     self._why(call)
                     continue
-                self.console.print("  answer y, n, a, or w to see why it was asked for")
+                self.console.print("  answer y (yes, approve, ok), n (no, deny, reject, cancel), a (always), "
+                                   "or w to see why it was asked for")
         except KeyboardInterrupt:
             self.console.print()
             raise asyncio.CancelledError from None

@@ -206,6 +206,20 @@ def test_w_at_an_approval_question_shows_why_it_was_asked_then_asks_again(sqlite
     assert out.index("Removed.") > shown  # asked again, approved, and the turn went on
 
 
+@pytest.mark.parametrize("word, decided", [("ok", "approved"), ("approve", "approved"), ("reject", "denied"),
+                                           ("cancel", "denied")])
+def test_an_approval_question_takes_seed_001s_words(sqlite_url, workspace, tmp_path, word, decided):
+    path = tmp_path / "s.json"
+    path.write_text(json.dumps({"agents": {"main": [[
+        response(tool_use("tu_rm", "bash", command="echo removed")), response(text("Done here.")),
+    ]]}}), encoding="utf-8")
+    out = chat(sqlite_url, path, workspace, ["clean the build", word])
+    assert "answer y (yes" not in out, out
+    sid = json_lines(cli("sessions", "--json", db=sqlite_url).stdout)[0]["session_id"]
+    calls = [e["event"] for e in json_lines(cli("log", sid, "--json", db=sqlite_url).stdout) if e["aggregate"] == "tool_call"]
+    assert calls[:3] == ["Requested", "ApprovalRequested", decided.capitalize()], calls
+
+
 def test_resume_in_chat_runs_what_the_thread_left_queued_and_then_says_there_is_nothing(sqlite_url, workspace, tmp_path):
     """Seed 001's /resume: a prompt submitted for a worker (or left by a crash) runs in chat when asked for."""
     s = scripted(tmp_path, ["the queued answer"])
