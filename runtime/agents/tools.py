@@ -222,7 +222,31 @@ class TaskComplete(Tool):
         caveats: str | None = None
 
     async def run(self, args: Input, ctx: ToolContext) -> ToolOutput:
+        first = _reported_before(ctx)
+        if first is not None:  # seed 004: a second report in one answer is ignored; the first one stands
+            return ToolOutput(f"ignored: task_complete was already called in this answer ({first}); that report stands "
+                              "and your turn ends with it")
         return ToolOutput(f"reported {args.status} to the parent agent; your turn ends here", ends_turn=True)
+
+
+#: A call in one of these ended without reporting (bad arguments, a denial, a cancel): a later call's report counts.
+_NO_REPORT = ("failed", "denied", "cancelled", "skipped", "interrupted")
+
+
+def _reported_before(ctx: ToolContext) -> str | None:
+    """What an earlier task_complete of this call's answer reports, if one does: the parent gets the first report
+    (agents/children.py), so this call's result must not say it reported anything. By the answer's order, not by
+    which ended first: read-only calls of one step run together."""
+    if ctx.io is None or not ctx.tool_call_id:
+        return None
+    store = ctx.io.store
+    me = store.tool_call(UUID(ctx.tool_call_id))
+    for call in store.tool_calls_of(store.turn(me.turn_id)):
+        if call.id == me.id:
+            return None
+        if call.step == me.step and call.name == TaskComplete.name and call.status not in _NO_REPORT:
+            return f"it reported {call.input.get('status')}"
+    return None
 
 
 ORCHESTRATION_TOOLS: dict[str, type[Tool]] = {cls.name: cls for cls in (Delegate, ListAgents, ListTasks, TaskComplete)}

@@ -168,6 +168,11 @@ def test_a_second_task_complete_in_the_same_response_is_ignored_and_the_first_re
     results = delegate_result(json_lines(run.stdout))
     assert (results["researcher"]["status"], results["researcher"]["summary"]) == ("completed", "it says hello")
     child = results["researcher"]["session_id"]
-    turn_ends = [e for e in json_lines(cli("log", child, "--json", db=db_url).stdout) if e["event"] == "Completed"
-                 and e["aggregate"] == "turn"]
+    logged = json_lines(cli("log", child, "--json", db=db_url).stdout)
+    turn_ends = [e for e in logged if e["event"] == "Completed" and e["aggregate"] == "turn"]
     assert len(turn_ends) == 1
+    # what the log (and so why, audit and the child's history) says of each call: the second reported nothing
+    said = {e["data"].get("tool_use_id"): e["data"].get("output") for e in logged
+            if e["aggregate"] == "tool_call" and e["event"] == "Completed"}
+    assert said["c1"] == "reported completed to the parent agent; your turn ends here"
+    assert said["c2"].startswith("ignored: task_complete was already called in this answer (it reported completed)")
