@@ -192,7 +192,7 @@ def _serving(config: ServerConfig, chronicle: Chronicle) -> FastAPI:
         worker, thread = working[0]
         return worker.progress.row(thread.is_alive() and not worker.draining, worker.options.concurrency)
 
-    @app.get("/healthz", response_model=None)
+    @app.api_route("/healthz", methods=["GET", "HEAD"], response_model=None)  # load balancers check with HEAD too
     def healthz(request: Request) -> dict[str, Any] | JSONResponse:
         """Never needs the token; `notes` (the server's settings it does not use), `outbox` (how far the replies
         owed have been looked for, outbox_progress.py), `worker` (how far the server's worker has looked for work,
@@ -419,7 +419,10 @@ def caller(x_chronicle_actor: str | None = Header(default=None)) -> str | None:
     without it the server's own identity (CHRONICLE_ACTOR, else user@host) is recorded, as for the CLI."""
     if x_chronicle_actor is None:
         return None
-    name = x_chronicle_actor.strip()
+    try:  # HTTP hands a header over as latin-1 text: a UTF-8 name (José) came out as JosÃ© and was recorded so
+        name = x_chronicle_actor.encode("latin-1").decode("utf-8").strip()
+    except (UnicodeEncodeError, UnicodeDecodeError):
+        raise HTTPException(status_code=422, detail="X-Chronicle-Actor: a name in UTF-8") from None
     if not name or len(name) > 100 or not name.isprintable():
         raise HTTPException(status_code=422, detail="X-Chronicle-Actor: a printable name of 1 to 100 characters")
     return name

@@ -42,7 +42,7 @@ class BodyLimit:
         declared = _content_length(scope)
         if declared is not None and declared > self.limit:
             # Connection: close, as the rest of the body is never read.
-            await JSONResponse({"error": refusal(self.limit)}, status_code=413,
+            await JSONResponse({"error": refusal(self.limit), "code": 2}, status_code=413,
                                headers={"Connection": "close"})(scope, receive, send)
             return
         seen = 0
@@ -67,7 +67,7 @@ class BodyLimit:
         except BodyTooLarge:
             if started:
                 raise
-            await JSONResponse({"error": refusal(self.limit)}, status_code=413,
+            await JSONResponse({"error": refusal(self.limit), "code": 2}, status_code=413,
                                headers={"Connection": "close"})(scope, receive, send)
 
 

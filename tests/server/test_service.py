@@ -61,11 +61,14 @@ def test_approval_fork_and_bad_requests_over_http(db_url, workspace, tmp_path):
                   or any(e["event"] == "ApprovalRequested" for e in httpx.get(f"{base}/sessions/{sid}/log").json()), timeout=60)
         nameless = httpx.post(f"{base}/sessions/{sid}/approve", json={}, headers={"X-Chronicle-Actor": "x" * 101})
         assert nameless.status_code == 422 and "X-Chronicle-Actor" in nameless.json()["error"]
-        approved = httpx.post(f"{base}/sessions/{sid}/approve", json={}, headers={"X-Chronicle-Actor": "bob@ops"})
+        garbled = httpx.post(f"{base}/sessions/{sid}/approve", json={}, headers={"X-Chronicle-Actor": b"Jos\xe9"})  # latin-1
+        assert garbled.status_code == 422 and "UTF-8" in garbled.json()["error"]
+        approved = httpx.post(f"{base}/sessions/{sid}/approve", json={},
+                              headers={"X-Chronicle-Actor": "José Müller@ops".encode()})  # as UTF-8, as clients send it
         assert approved.status_code == 200, approved.text
         assert [(r["name"], r["status"]) for r in approved.json()] == [("bash", "approved")]
         decision = next(a for a in httpx.get(f"{base}/sessions/{sid}/audit").json() if a["kind"] == "approval")
-        assert decision["detail"]["actor"] == "bob@ops", "the HTTP caller is recorded as who decided"
+        assert decision["detail"]["actor"] == "José Müller@ops", "the HTTP caller is recorded as who decided, as written"
         events = sse(base, f"/sessions/{sid}/events")
         assert events[-1][1]["type"] == "agent_end" and events[-1][1]["status"] == "completed"
         assert (workspace / "out.txt").read_text().strip() == "approved"
@@ -107,6 +110,7 @@ def test_the_hints_in_a_servers_answers_name_no_database_of_the_servers(db_url, 
 def test_a_token_guards_every_route_but_healthz(db_url, workspace):
     with serving(db_url, workspace, token="s3cret-token") as base:
         assert httpx.get(f"{base}/healthz").status_code == 200
+        assert httpx.head(f"{base}/healthz").status_code == 200  # as load balancers look
         assert httpx.get(f"{base}/sessions").status_code == 401
         assert httpx.get(f"{base}/sessions", headers={"Authorization": "Bearer wrong"}).status_code == 401
         assert httpx.get(f"{base}/sessions", headers={"Authorization": "Bearer s3cret-token"}).status_code == 200
@@ -393,10 +397,11 @@ def test_a_body_over_the_limit_is_refused_with_413_before_it_is_read(sqlite_url,
         big = httpx.post(f"{base}/sessions", json={"prompt": "x" * (limit + 1), "provider": f"scripted:{script}"})
         assert big.status_code == 413, big.text
         assert "65536" in big.json()["error"] and "CHRONICLE_SERVER_MAX_BODY_BYTES" in big.json()["error"]
+        assert big.json()["code"] == 2, "every error answer has its code, as the chunked one's has"
 
         started = time.monotonic()
         status, said = _raw_post(base, "/sessions", "Content-Length: 50000000\r\n", [b'{"prompt": "' + b"x" * 1000])
-        assert status == 413 and "error" in said and time.monotonic() - started < 5, "answered without waiting for 50 MB"
+        assert status == 413 and said["code"] == 2 and time.monotonic() - started < 5, "answered without waiting for 50 MB"
 
         piece = b"y" * 16384
         chunked = [b"%x\r\n%s\r\n" % (len(part), part) for part in [b'{"prompt": "', *[piece] * 6, b'"}']] + [b"0\r\n\r\n"]
