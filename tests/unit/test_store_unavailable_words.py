@@ -35,10 +35,18 @@ def test_a_lost_or_unreachable_server_is_the_store_unavailable(exc):
     OperationalError("no such table: stored_events"),
     ProgrammingError("column x does not exist"),
     IntegrityError("duplicate key value violates unique constraint"),
-    sqlite3.OperationalError("database is locked"),
     ValueError("couldn't get a connection"),  # the words alone, not from the store
 ])
 def test_other_store_errors_are_not_called_an_outage(exc):
     assert not is_connection_lost(exc)
     known = known_failure(exc)
     assert known is None or known.kind != UNAVAILABLE
+
+
+def test_a_write_lock_held_past_the_busy_timeout_is_unavailable_but_not_a_lost_server():
+    """Another process holding SQLite's write lock past CHRONICLE_SQLITE_BUSY_TIMEOUT: the store cannot be written now
+    (the documented "the store is unavailable" line, naming the lock), though no connection was lost."""
+    exc = sqlite3.OperationalError("database is locked")
+    assert not is_connection_lost(exc)
+    known = known_failure(exc)
+    assert known is not None and known.kind == UNAVAILABLE and "holds the write lock" in str(known)
