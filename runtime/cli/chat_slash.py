@@ -22,7 +22,7 @@ HELP = [
     ("/redo [--files]", "put the last undone turns back; --files re-applies the files they wrote"),
     ("/fork [TURN]", "continue in a new session that shares this one's history (up to turn TURN, as `fork --at`; default: all of it)"),
     ("/new", "start a new thread: a new session of this agent with an empty history (this one stays)"),
-    ("/thread ID", "switch to another thread: a session of this agent (id or unique prefix)"),
+    ("/thread [ID]", "switch to another thread: a session of this agent (id or unique prefix); without ID, name this one"),
     ("/compact [N]", "summarise older turns, keeping the N most recent (default from settings)"),
     ("/suggest", "how full the model's context is, and what compaction would do now (nothing, summarise or truncate)"),
     ("/resume [ID]", "continue a turn left in flight (a crash, a killed chat) and run inputs still queued: this thread's, or ID's (switching to it)"),
