@@ -23,7 +23,12 @@ def explain(exc: ValidationError, where: str, names: dict[str, str] | None = Non
         return str((first.get("ctx") or {}).get("error") or first["msg"].removeprefix("Value error, "))
     key = ".".join(str(p) for p in first["loc"])
     template = EXPECTED.get(first["type"])
-    expected = template.format(**(first.get("ctx") or {})) if template else first["msg"]
+    if template:
+        expected = template.format(**(first.get("ctx") or {}))
+    elif first["type"] == "literal_error":  # pydantic's "Input should be 'a' or 'b'": what it must be, as one of
+        expected = "one of " + str((first.get("ctx") or {}).get("expected", first["msg"]))
+    else:
+        expected = first["msg"][0].lower() + first["msg"][1:] if first["msg"] else "another value"
     got = first.get("input")
     setting = (names or {}).get(key) or f"{where}{key}"
     if first["type"] == "extra_forbidden":

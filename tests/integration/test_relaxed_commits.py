@@ -174,6 +174,7 @@ def test_a_bad_durability_is_one_line_naming_the_setting(tmp_path, monkeypatch):
     assert done.returncode == 2
     assert "CHRONICLE_DURABILITY" in done.stderr and "every-commit" in done.stderr
     assert "Traceback" not in done.stderr
+    assert done.stderr.strip() == "error: CHRONICLE_DURABILITY: expected one of 'effects' or 'every-commit', got 'sometimes'"
 
 
 class _LevelSeen(Projection):
