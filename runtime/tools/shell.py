@@ -134,9 +134,31 @@ class Progress:
         self.ctx.update(_clean(line.decode("utf-8", "replace")).rstrip("\r"))
 
 
+#: The commands running now, for a process that must stop at once (a worker's second SIGTERM) and so has no moment
+#: to cancel each call: their process groups are killed, as a cancel or a timeout kills them, not left orphaned.
+_RUNNING: set[subprocess.Popen[bytes]] = set()
+
+
+def kill_running_commands() -> int:
+    """Kill every running command's process group; how many there were."""
+    running = list(_RUNNING)
+    for process in running:
+        _kill_group(process)
+    return len(running)
+
+
 async def _supervise(process: subprocess.Popen[bytes], read_fd: int, output: OutputTail, timeout: float,
                      on_output: Callable[[bytes], None] | None = None) -> bool:
     """Read output until the command ends or the deadline passes; True if it was killed for time."""
+    _RUNNING.add(process)
+    try:
+        return await _read_until_done(process, read_fd, output, timeout, on_output)
+    finally:
+        _RUNNING.discard(process)
+
+
+async def _read_until_done(process: subprocess.Popen[bytes], read_fd: int, output: OutputTail, timeout: float,
+                           on_output: Callable[[bytes], None] | None) -> bool:
     loop = asyncio.get_running_loop()
     eof = asyncio.Event()
 
