@@ -222,7 +222,13 @@ class Toolbox:
         self._schemas: list[dict[str, Any]] | None = None
 
     def get(self, name: str) -> Tool | None:
-        return self.tools.get(name)
+        """The tool of that name; else the one tool whose name differs only in case (a model's `Read_File` for
+        `read_file`, repaired as seed 002's loop repairs it, rather than failed as unknown); else None."""
+        tool = self.tools.get(name)
+        if tool is None:
+            folded = [t for known, t in self.tools.items() if known.casefold() == name.casefold()]
+            tool = folded[0] if len(folded) == 1 else None
+        return tool
 
     def schemas(self) -> list[dict[str, Any]]:
         """Generated once per toolbox (pydantic regenerates a JSON schema on every call, ~1 ms a step)."""

@@ -28,6 +28,19 @@ def test_unknown_tools_invalid_arguments_and_failures_become_results_the_model_r
     assert h.provider.requests[1].messages[-1].content[0].content == "unknown tool: teleport"
 
 
+def test_a_tool_name_that_differs_only_in_case_is_repaired_and_runs(db_url, workspace, tmp_path):
+    """Seed 002's repair: a model's `Read_File` runs read_file (it was answered "unknown tool: Read_File")."""
+    (workspace / "notes.txt").write_text("hello", encoding="utf-8")
+    h = Harness(db_url, workspace, tmp_path, [
+        response(tool_use("a", "Read_File", path="notes.txt"), tool_use("b", "READ_FILE_NOW", path="notes.txt")),
+        response(text("read it")),
+    ])
+    assert h.run("read the notes").status == "completed"
+    first, second = h.results()
+    assert (first.content, first.is_error) == ("hello", False)
+    assert second.content == "unknown tool: READ_FILE_NOW" and second.is_error  # only case is repaired
+
+
 def test_paths_outside_the_workspace_are_refused_and_read_nothing(db_url, workspace, tmp_path):
     secret = tmp_path / "secret.txt"
     secret.write_text("top secret")
