@@ -37,7 +37,12 @@ from chronicle.runtime.project_files import for_subagent, with_project_files
 from chronicle.runtime.skills import SkillError, configured_dirs, with_skills
 from chronicle.runtime.skills import discover as discover_skills
 from chronicle.runtime.tools import BUILTIN_TOOLS, DEFAULT_TOOLS, READ_ONLY_TOOLS
-from chronicle.runtime.tools.editions import COMPLETION_PROTOCOL_EDITION, LIST_TASKS_EDITION, TOOL_EDITION
+from chronicle.runtime.tools.editions import (
+    COMPLETION_PROTOCOL_EDITION,
+    LIST_TASKS_EDITION,
+    SUB_AGENT_DIRECTORY_EDITION,
+    TOOL_EDITION,
+)
 from chronicle.runtime.tools.notes import notes_protocol
 from chronicle.runtime.tools.opt_in import OPT_IN_TOOLS, opt_in_listed
 from chronicle.runtime.validation import EXPECTED
@@ -269,7 +274,11 @@ def child_spec(parent: AgentSpec, definition: AgentSpec, instance: str = "") -> 
             "instance": instance,
         }
     )
-    return with_orchestration_tools(with_skills(spec, parent.skills))
+    spec = with_orchestration_tools(with_skills(spec, parent.skills))
+    directory = agents_directory(spec) if parent.tool_edition >= SUB_AGENT_DIRECTORY_EDITION else ""
+    if directory:  # seed 004: whom it may delegate to, last, as the top-level agent is told
+        spec = spec.model_copy(update={"preamble": "\n\n".join(p for p in (spec.preamble, directory) if p)})
+    return spec
 
 
 def load_registry(path: Path) -> AgentRegistry:

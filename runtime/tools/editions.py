@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 #: The edition a new session records.
-TOOL_EDITION = 4
+TOOL_EDITION = 5
 
 #: The first edition whose agents that may delegate get `list_tasks` (runtime/agents/registry.py): a session
 #: recorded before it keeps the tool list its spec recorded, and its new sub-agents get none either.
@@ -31,6 +31,10 @@ LIST_TASKS_EDITION = 3
 #: (runtime/agents/registry.py `child_spec`): an older session's new sub-agents are prompted as its release did.
 COMPLETION_PROTOCOL_EDITION = 4
 
+#: The first edition whose new sub-agents that may delegate further are told whom, as the top-level agent is
+#: (seed 004's `<available_agents>`, the last section of their recorded prompt): an older session's are not.
+SUB_AGENT_DIRECTORY_EDITION = 5
+
 #: What each edition changed, newest last.
 EDITIONS = {
     1: "the schemas of every session recorded before editions existed (a spec without tool_edition)",
@@ -39,6 +43,8 @@ EDITIONS = {
        "offered with delegate; delegate's description and task_id point to it",
     4: "edition 3's schemas; a new sub-agent's system prompt opens with <identity> (its instance name) and "
        "<completion_protocol> (seed 004): end the delegated task by calling task_complete",
+    5: "edition 4's schemas; a new sub-agent that may delegate further ends its system prompt with <available_agents>, "
+       "as the top-level agent's does (seed 004)",
 }
 
 

@@ -25,7 +25,7 @@ FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 #: same digest as the code of commit cc3fc6f). A change to a built-in tool's description or input schema
 #: changes the newest digest: keep the old schema for the sessions that have it (`schema_for`), add an
 #: edition to runtime/tools/editions.py, and pin its digest here.
-PINNED = {1: "84c8c8e1d2dafa56", 2: "2b2b8f5a2e5e4d70", 3: "731d577563a4fa98", 4: "731d577563a4fa98"}
+PINNED = {1: "84c8c8e1d2dafa56", 2: "2b2b8f5a2e5e4d70", 3: "731d577563a4fa98", 4: "731d577563a4fa98", 5: "731d577563a4fa98"}
 
 
 def digest(edition: int) -> str:
@@ -58,6 +58,20 @@ def test_list_tasks_is_given_with_delegate_from_edition_3_only_and_an_older_sess
         assert ("list_tasks" in agents_directory(parent)) is has, "the recorded directory points to list_tasks when it is there"
     assert "list_tasks" not in with_orchestration_tools(AgentSpec(name="main", tool_edition=3)).tools, "no one to delegate to"
     assert AgentRegistry(agents=(researcher,)).main_spec("p", "m", "/w").tools[-1] == "list_tasks"
+
+
+def test_a_sub_agent_that_may_delegate_is_told_whom_from_edition_5_only():
+    leaf = AgentSpec(name="leaf", tools=("read_file",), description="reads")
+    lead = AgentSpec(name="lead", tools=("read_file",), max_depth=3)
+    for edition, told in ((4, False), (5, True)):
+        parent = with_orchestration_tools(AgentSpec(name="main", max_depth=3, tool_edition=edition, registry=(lead, leaf)))
+        child = child_spec(parent, lead, "lead-1")
+        assert "delegate" in child.tools
+        assert ("<available_agents>" in child.preamble) is told and child.preamble.startswith("<identity>")
+        if told:
+            assert child.preamble.endswith("</available_agents>") and "- leaf: reads" in child.preamble
+    last = child_spec(with_orchestration_tools(AgentSpec(name="main", max_depth=1, tool_edition=5, registry=(lead, leaf))), lead)
+    assert "delegate" not in last.tools and "<available_agents>" not in last.preamble, "at its depth limit: no one to name"
 
 
 def test_delegate_points_to_list_tasks_from_edition_3_only():
