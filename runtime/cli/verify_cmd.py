@@ -11,7 +11,7 @@ from rich.markup import escape
 
 from chronicle.runtime.verify import Verifier, read_anchor, session_to_verify, write_anchor
 
-from .common import DbOption, JsonOption, cli_errors, fail, open_store, out_console, print_json
+from .common import DbOption, JsonOption, cli_errors, err_console, fail, open_store, out_console, print_json
 
 
 def verify(
@@ -50,10 +50,14 @@ def verify(
                 fail(f"{anchor} exists; not overwriting an anchor: write to another path, remove it, or add --force", 2)
             except (OSError, ValueError) as exc:
                 fail(f"cannot write the anchor {anchor}: {exc}")
+        written = str(anchor) if anchor is not None and verdict.ok else None
         if as_json:
-            print_json(verdict.as_json())
+            print_json({**verdict.as_json(), "anchor_written": written})  # `anchor`: the one checked (--against)
         else:
             style = "green" if verdict.ok else "red"
             out_console.print(f"[{style}]{escape(verdict.line())}[/]", soft_wrap=True)
+            if written:
+                err_console.print(f"anchor written to {escape(written)}: keep it where the database's writers cannot "
+                                  f"reach; `verify --against {escape(written)}` checks the chain still holds it", soft_wrap=True)
         if not verdict.ok:
             raise typer.Exit(1)

@@ -119,8 +119,11 @@ def test_an_edited_digest_is_told_apart_from_an_edited_payload(recorded):
 def test_a_rewritten_chain_passes_alone_but_not_against_an_earlier_anchor(recorded, tmp_path):
     db_url, _session, tamper = recorded
     anchor = tmp_path / "anchor.json"
-    assert cli("verify", "--anchor", str(anchor), db=db_url).returncode == 0
+    written = cli("verify", "--anchor", str(anchor), db=db_url)
+    assert written.returncode == 0 and f"anchor written to {anchor}" in " ".join(written.stderr.split())
     assert json.loads(anchor.read_text())["digest"] == tamper.links()[-1][2].hex()
+    again = cli("verify", "--anchor", str(anchor), "--force", "--json", db=db_url)
+    assert json.loads(again.stdout)["anchor_written"] == str(anchor)  # `anchor` is the one checked with --against
     # Edit an early payload, then recompute every digest from there on, as a careful forger would.
     links = tamper.links()
     target = links[2][1]
