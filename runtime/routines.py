@@ -183,7 +183,9 @@ def find_routine(workspace: Path, name: str) -> Routine:
     found = next((r for r in routines if r.name == name), None)
     if found is None:
         names = ", ".join(r.name for r in routines) or "none"
-        raise RoutineError(f"no routine named {name!r} in {workspace / CONFIG_FILE}; routines: {names}")
+        where = workspace / CONFIG_FILE if (workspace / CONFIG_FILE).is_file() else \
+            f"{workspace} (it has no {CONFIG_FILE} to define [routines.NAME] in)"
+        raise RoutineError(f"no routine named {name!r} in {where}; routines: {names}")
     return found
 
 

@@ -55,7 +55,9 @@ def find(workspace: Path, name: str, routines: Sequence[Routine] | None = None) 
     found = routines_of(workspace, routines)
     routine = next((r for r in found if r.name == name), None)
     if routine is None:
-        where = "the routines given" if routines is not None else str(workspace / "chronicle.toml")
+        config = workspace / "chronicle.toml"
+        where = ("the routines given" if routines is not None else str(config) if config.is_file()
+                 else f"{workspace} (it has no chronicle.toml to define [routines.NAME] in)")
         raise RoutineError(f"no routine named {name!r} in {where}; routines: {', '.join(r.name for r in found) or 'none'}")
     return routine
 

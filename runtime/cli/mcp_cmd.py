@@ -45,7 +45,8 @@ def list_servers(
         if server is not None:
             if server not in servers:
                 fail(
-                    f"no MCP server named {server!r} in {registry.source or ws / 'chronicle.toml'}"
+                    f"no MCP server named {server!r} in "
+                    f"{registry.source or (ws / 'chronicle.toml' if (ws / 'chronicle.toml').is_file() else str(ws) + ' (it has no chronicle.toml to define [mcp.NAME] in)')}"
                     f"{' (servers: ' + ', '.join(servers) + ')' if servers else ''}",
                     2,
                 )

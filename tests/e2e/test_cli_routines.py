@@ -135,3 +135,13 @@ def test_two_worker_processes_fire_each_cron_slot_at_most_once(db_url, workspace
     # Counted per firing, not per worker: a run that crosses a minute boundary fires two slots, and
     # one worker may fire both.
     assert sum(log.count("routine tick fired") for log in logs) == len(dues)
+
+
+def test_an_unknown_routine_or_server_in_a_workspace_without_chronicle_toml_says_there_is_none(sqlite_url, tmp_path):
+    """They named `WS/chronicle.toml` as where the name was looked for, a file that does not exist."""
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    routine = cli("routines", "run", "nope", "--workspace", str(bare), db=sqlite_url)
+    assert routine.returncode == 2 and f"in {bare} (it has no chronicle.toml to define [routines.NAME] in)" in routine.stderr
+    server = cli("mcp", "list", "--server", "nope", "--workspace", str(bare))
+    assert server.returncode == 2 and f"in {bare} (it has no chronicle.toml to define [mcp.NAME] in)" in server.stderr
