@@ -74,8 +74,14 @@ def cancel(
         elif result.paused:
             text = f"cancelled turn {tid} of session {sid} (it was waiting for approval)"
         elif result.status == "requested":
-            text = (f"cancel requested for turn {tid}; no process confirmed within {wait:g} s. If the process running it "
-                    f"died, `{pasted(f'resume {sid}', store.url)}` will honour the request.")
+            from chronicle.runtime.leases import held_elsewhere
+
+            if held_elsewhere(store, sid, "no-process") is None:  # the process that ran it stopped: nothing will confirm
+                text = (f"cancel recorded for turn {tid}; no process is running it (the one that did stopped): "
+                        f"`{pasted(f'resume {sid}', store.url)}` ends it cancelled, running nothing more")
+            else:
+                text = (f"cancel requested for turn {tid}; no process confirmed within {wait:g} s. If the process running "
+                        f"it died, `{pasted(f'resume {sid}', store.url)}` will honour the request.")
         else:
             text = f"turn {tid} of session {sid}: {result.status}"
         if as_json:

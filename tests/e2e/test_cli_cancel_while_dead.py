@@ -86,6 +86,7 @@ def test_resume_honours_a_cancel_recorded_while_the_run_was_dead(db_url, workspa
             assert f"resume {sid}` continues the turn" in refused.stderr, refused.stderr
     cancelled = cli("cancel", sid, "--wait", "1", db=db_url)
     assert cancelled.returncode == 0, cancelled.stderr
+    assert "no process is running it (the one that did stopped)" in " ".join(cancelled.stdout.split()), cancelled.stdout
 
     resumed = cli("resume", sid, "--yes", db=db_url)
 
