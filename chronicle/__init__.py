@@ -24,7 +24,7 @@ _SOURCES = {
     **dict.fromkeys(["Guardrail", "Rejected"], "chronicle.runtime.guardrails"),
     **dict.fromkeys(["Logger", "Middleware", "Run", "RunFailed", "Timeout"], "chronicle.runtime.middleware"),
     **dict.fromkeys(["Hook", "NeedApproval", "Skip", "Stop"], "chronicle.runtime.hooks"),
-    **dict.fromkeys(["Routine"], "chronicle.runtime.routines"),
+    **dict.fromkeys(["Routine"], "chronicle.routine"),
     **dict.fromkeys(["Agent"], "chronicle.agent"),
     "Chronicle": "chronicle.client",
     **dict.fromkeys(["Answered", "RunResult"], "chronicle.results"),
@@ -42,6 +42,7 @@ def __getattr__(name: str) -> Any:
 
 
 if TYPE_CHECKING:
+    from chronicle.routine import Routine
     from chronicle.runtime.guardrails import Guardrail, Rejected
     from chronicle.runtime.hooks import Hook, NeedApproval, Skip, Stop
     from chronicle.runtime.live import (
@@ -65,7 +66,6 @@ if TYPE_CHECKING:
         UsageEvent,
     )
     from chronicle.runtime.middleware import Logger, Middleware, Run, RunFailed, Timeout
-    from chronicle.runtime.routines import Routine
     from chronicle.runtime.tools.base import Tool, ToolError, ToolOutput
     from chronicle.runtime.tools.functions import ToolContext, tool
     from chronicle.runtime.tools.mcp_config import McpServer

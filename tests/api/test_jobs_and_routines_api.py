@@ -211,3 +211,17 @@ def test_a_job_cancelled_before_it_started_is_not_run_by_resume_in_code_nor_by_t
     assert "was cancelled before it started" in one.stdout + one.stderr
     with Chronicle(db_url) as app:
         assert (app.job(job_id)["status"], app.job(job_id)["turns"]) == ("cancelled", 0)
+
+
+@pytest.mark.parametrize("fields, said", [
+    ({"trigger": "bogus", "prompt": "x"}, 'trigger must be "cron:EXPR", "event:PATTERN" or "manual"'),
+    ({"trigger": "cron:61 * * * *", "prompt": "x"}, "is not a cron expression that ever fires"),
+    ({"trigger": "manual"}, "prompt is required"),
+    ({"trigger": "manual", "prompt": "x", "max_runs_per_day": -1}, "max_runs_per_day must be a non-negative number"),
+])
+def test_a_routine_is_checked_where_the_program_writes_it(fields, said):
+    """As Agent(...) is: each of these was accepted by Routine(...) and refused only at app.routines(...)."""
+    with pytest.raises(ChronicleError) as refused:
+        Routine("r1", **fields)
+    assert refused.value.code == 2 and said in str(refused.value) and isinstance(refused.value, ValueError)
+    assert Routine("hb", heartbeat=True).heartbeat and Routine("ok", trigger="manual", prompt="go").prompt == "go"
