@@ -12,16 +12,9 @@ import sys
 import time
 
 from tests import processes
+from tests.e2e.test_cli_mcp import alive
 from tests.helpers import cli, response, text, tool_use
 from tests.recovery import wait_for
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
 
 
 def test_a_second_sigterm_kills_the_running_commands_and_says_what_it_leaves(sqlite_url, workspace, tmp_path):
@@ -47,4 +40,4 @@ def test_a_second_sigterm_kills_the_running_commands_and_says_what_it_leaves(sql
     assert worker.returncode == 143, err
     assert "stopped at once by a second signal; 1 running command(s) killed" in err, err
     assert "left to their leases" in err
-    wait_for(lambda: not _alive(sleeper), timeout=10)  # the command's group went with it, not left to run on
+    wait_for(lambda: not alive(sleeper), timeout=10)  # the command's group went with it, not left to run on

@@ -503,10 +503,6 @@ def test_a_bundle_posting_a_task_on_a_board_outside_it_is_refused(delegating, tm
 
 def posted_elsewhere(source: str, data: dict, board: UUID) -> dict:
     """The bundle with every posted task moved to `board`, and its chain redone over the edited states, as a forger would."""
-    from chronicle.runtime.bundle import _digest
-    from chronicle.runtime.chain import GENESIS
-    from chronicle.runtime.chain_reader import RawEvent
-
     store = ChronicleStore(source)
     entries = [dict(entry) for entry in data["events"]]
     for entry in entries:
@@ -516,6 +512,16 @@ def posted_elsewhere(source: str, data: dict, board: UUID) -> dict:
             object.__setattr__(event, "parent_session_id", board)
             entry["state"] = base64.b64encode(store.mapper.to_stored_event(event).state).decode()
     store.close()
+    return rechained(data, entries)
+
+
+def rechained(data: dict, entries: list[dict]) -> dict:
+    """The bundle with `entries` as its events and its own chain redone over them, unsigned: what a forger holding an
+    unsigned bundle writes after editing events."""
+    from chronicle.runtime.bundle import _digest
+    from chronicle.runtime.chain import GENESIS
+    from chronicle.runtime.chain_reader import RawEvent
+
     prev, events = GENESIS, []
     for i, entry in enumerate(entries, start=1):
         prev = _digest(prev, i, RawEvent(entry["position"], UUID(entry["originator_id"]), entry["version"], entry["topic"],

@@ -22,7 +22,7 @@ from eventsourcing.persistence import StoredEvent
 
 from chronicle.runtime.store import ChronicleStore
 from tests.helpers import cli, json_lines, response, text, tool_use, write_script
-from tests.integration.test_bundle import other_store
+from tests.integration.test_bundle import other_store, rechained
 from tests.tamper import Tamper
 
 
@@ -37,10 +37,6 @@ def reforged(url: str, data: dict[str, Any], edit: Callable[[Any], bool]) -> dic
     """The bundle with each event passed to `edit` (which changes it in place and says whether it did), every changed
     event's state re-encoded and its source digest blanked, and the bundle's own chain redone: what anyone holding an
     unsigned bundle can write."""
-    from chronicle.runtime.bundle import _digest
-    from chronicle.runtime.chain import GENESIS
-    from chronicle.runtime.chain_reader import RawEvent
-
     entries = []
     with closing(ChronicleStore(url)) as store:
         for entry in data["events"]:
@@ -51,12 +47,7 @@ def reforged(url: str, data: dict[str, Any], edit: Callable[[Any], bool]) -> dic
                 entry["state"] = base64.b64encode(store.mapper.to_stored_event(event).state).decode()
                 entry["log_digest"] = None
             entries.append(entry)
-    prev, events = GENESIS, []
-    for i, entry in enumerate(entries, start=1):
-        prev = _digest(prev, i, RawEvent(entry["position"], UUID(entry["originator_id"]), entry["version"], entry["topic"],
-                                         base64.b64decode(entry["state"])))
-        events.append({**entry, "digest": prev.hex()})
-    return {"manifest": {**data["manifest"], "head": prev.hex()}, "events": events, "signature": None}
+    return rechained(data, entries)
 
 
 @pytest.mark.parametrize("listed", ["as the bundle's own", "as inherited"])
