@@ -52,7 +52,8 @@ def verify(
                 fail(f"cannot write the anchor {anchor}: {exc}")
         written = str(anchor) if anchor is not None and verdict.ok else None
         if as_json:
-            print_json({**verdict.as_json(), "anchor_written": written})  # `anchor`: the one checked (--against)
+            # `anchor` is the one checked (--against); with --anchor, the file written (the library's verify has neither)
+            print_json({**verdict.as_json(), **({"anchor_written": written} if anchor is not None else {})})
         else:
             style = "green" if verdict.ok else "red"
             out_console.print(f"[{style}]{escape(verdict.line())}[/]", soft_wrap=True)
