@@ -75,6 +75,16 @@ def held_elsewhere(store: ChronicleStore, session_id: UUID, holder: str, clock: 
     return lease
 
 
+def held_by_a_live_process(store: ChronicleStore, session_id: UUID, clock: Clock = SYSTEM_CLOCK) -> bool:
+    """Whether a live process (this one included) holds the session's lease now: a turn in flight with no such
+    holder is one whose process stopped, which nothing but a `resume` (or a worker) will continue or end."""
+    return held_elsewhere(store, session_id, _NO_PROCESS, clock) is not None
+
+
+#: A holder name no process has: every live holder is another's.
+_NO_PROCESS = "no-process"
+
+
 def acquire(store: ChronicleStore, session_id: UUID, holder: str, ttl_s: float, clock: Clock = SYSTEM_CLOCK,
             key: UUID | None = None) -> bool:
     """True if `holder` now holds the session's lease (with `key`, the lease of that id); False if someone else does."""

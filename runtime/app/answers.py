@@ -13,13 +13,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from uuid import UUID
 
-from ..leases import held_elsewhere
+from ..leases import held_by_a_live_process
 from ..store import ChronicleStore
 from ..turn_outcome import TurnOutcome
 from .errors import AppError
-
-#: A lease holder no process is named: any live holder is "elsewhere" to it.
-_ASKER = "answer-waiter"
 
 
 @dataclass(frozen=True)
@@ -53,7 +50,7 @@ class AnswerFinder:
             return Waiting(None)  # its turn is running
         if not any(item["input_id"] == self.input_id for item in session.queue):
             raise AppError(f"session {self.session_id} has no input {self.input_id!r} (a result's input_id names one)", 2)
-        if session.active_turn_id is not None and held_elsewhere(self.store, self.session_id, _ASKER) is None:
+        if session.active_turn_id is not None and not held_by_a_live_process(self.store, self.session_id):
             ahead = self.store.turn(session.active_turn_id)
             if ahead.status == "awaiting_approval":  # no worker moves it: a person decides, then a resume runs on
                 return Waiting(f"input {self.input_id} waits behind turn {ahead.number} of session {self.session_id}, which "

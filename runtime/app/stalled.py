@@ -10,19 +10,16 @@ from __future__ import annotations
 
 from uuid import UUID
 
-from ..leases import held_elsewhere
+from ..leases import held_by_a_live_process
 from ..pasteable import pasteable
 from ..store import ChronicleStore
-
-#: A lease holder no process is named: any live holder is another's.
-_NOBODY = "no-process"
 
 
 def stalled_note(store: ChronicleStore, sid: UUID) -> str:
     """"" while the session is idle or a live process holds it; else what to run, starting with "; "."""
     try:
         session = store.session(sid)
-        if session.active_turn_id is None or held_elsewhere(store, sid, _NOBODY) is not None:
+        if session.active_turn_id is None or held_by_a_live_process(store, sid):
             return ""
         turn = store.turn(session.active_turn_id)
     except Exception:  # noqa: BLE001 - a note for a refusal already being said: without it, the refusal stands

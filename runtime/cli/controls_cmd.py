@@ -74,9 +74,9 @@ def cancel(
         elif result.paused:
             text = f"cancelled turn {tid} of session {sid} (it was waiting for approval)"
         elif result.status == "requested":
-            from chronicle.runtime.leases import held_elsewhere
+            from chronicle.runtime.leases import held_by_a_live_process
 
-            if held_elsewhere(store, sid, "no-process") is None:  # the process that ran it stopped: nothing will confirm
+            if not held_by_a_live_process(store, sid):  # the process that ran it stopped: nothing will confirm
                 text = (f"cancel recorded for turn {tid}; no process is running it (the one that did stopped): "
                         f"`{pasted(f'resume {sid}', store.url)}` ends it cancelled, running nothing more")
             else:
