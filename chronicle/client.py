@@ -570,7 +570,8 @@ class Chronicle:
     @checked
     def undo(self, session: SessionRef, turns: FromOne = 1, files: bool = False, actor: str | None = None, *,
              workspace: str | Path | None = None) -> dict[str, Any]:
-        """`workspace`: where the session's files are now, if not where it recorded (`undo --files --workspace DIR`)."""
+        """`undo --json`: `session_id`, `undone`, `files` (`[]` without `files`). `workspace`: where the session's files
+        are now, if not where it recorded (`undo --files --workspace DIR`)."""
         with _as_chronicle_errors(self.url):
             done = timetravel.undo(self._existing, session, turns, files=files, actor=actor,
                                    workspace=Path(workspace).expanduser() if workspace else None)
@@ -579,7 +580,8 @@ class Chronicle:
 
     @checked
     def redo(self, session: SessionRef, actor: str | None = None, *, files: bool = False) -> dict[str, Any]:
-        """Put the last undone turns back; with `files`, their files too (`redo --files`)."""
+        """Put the last undone turns back; with `files`, their files too (`redo --files`). `redo --json`: the shape of
+        `undo`'s (`files` is `[]` without `files`), with `warning` when there is one."""
         with _as_chronicle_errors(self.url):
             done = timetravel.redo(self._existing, session, actor=actor, files=files)
         _warn_refused("redo", done.session_id, done.refused, self.url)

@@ -28,6 +28,19 @@ SHAPES = (
     re.compile(r"(?<=Bearer )[A-Za-z0-9._~+/=-]{12,}"),
 )
 MIN_SECRET_LEN = 6
+#: What a secret-named setting holds when it holds no secret: a mode or scheme (`{"auth": "required"}`,
+#: `"password_policy": "optional"`, `token_type: Bearer`). Redacting such a value loses it from the audit log for
+#: good and protects nothing, so the set is closed and small: a word not in it, or spelled otherwise, is cut.
+SETTING_WORDS = frozenset({
+    "required", "optional", "mandatory", "disabled", "enabled", "none", "null", "bearer", "basic", "digest",
+    "true", "false", "redacted", "masked", "hidden", "unset",
+})
+#: A word as written in lower case, Capitalised or UPPER case, alone or in square brackets (`[REDACTED]`);
+#: `rEquired` or `required1` is not a setting and is cut.
+_SETTING_FORMS = frozenset(
+    form for word in SETTING_WORDS for cased in (word, word.capitalize(), word.upper()) for form in (cased, f"[{cased}]"))
+#: A value already masked by whoever printed it (`********`, `•••••••`, `xxxxxxxx`): nothing is left to hide.
+MASK_ONLY = re.compile(r"[*•●xX#]+")
 
 
 def is_secret_name(name: str) -> bool:
@@ -37,16 +50,28 @@ def is_secret_name(name: str) -> bool:
     return bool(SECRET_NAME.search(name)) and not name.upper().endswith("_FILE")
 
 
+def is_mask(value: str) -> bool:
+    """Made only of mask characters: printed by something that already hid the secret."""
+    return bool(MASK_ONLY.fullmatch(value))
+
+
+def is_plain_setting(value: str) -> bool:
+    """A secret-named value that is plainly no secret: a settings word (SETTING_WORDS) or a mask. Conservative on
+    purpose: anything else, a word outside the set included, is treated as a secret."""
+    return value in _SETTING_FORMS or is_mask(value)
+
+
 def secret_values(environ: Mapping[str, str] | None = None) -> list[str]:
     """Every value worth hiding that this process holds, longest first (so no part is left over)."""
     env = os.environ if environ is None else environ
     values: set[str] = set()
     for name, value in env.items():
-        if is_secret_name(name) and len(value) >= MIN_SECRET_LEN:
+        # `SMTP_AUTH=disabled` holds a setting: cutting it would cut the word from every text.
+        if is_secret_name(name) and len(value) >= MIN_SECRET_LEN and not is_plain_setting(value):
             values.add(value)
         for match in URL_PASSWORD.finditer(value):
             password = match.group("password")
-            values.update(p for p in (password, unquote(password)) if len(p) >= 3)
+            values.update(p for p in (password, unquote(password)) if len(p) >= 3 and not is_mask(p))
     return sorted(values, key=len, reverse=True)
 
 

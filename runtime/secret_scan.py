@@ -11,7 +11,8 @@ Four nets, in this order:
   variables, database URL passwords) — always on, even with `[privacy] redact = false`;
 - well-known credential formats (cloud keys, vendor tokens, private key blocks, JWTs, URL
   passwords, bearer tokens);
-- a value assigned to a secret-sounding name (`password = "…"`, `API_KEY=…`);
+- a value assigned to a secret-sounding name (`password = "…"`, `API_KEY=…`), unless it is plainly a
+  setting or a mask (`{"auth": "required"}`, `"secret": "********"`: NOT_SECRETS);
 - high-entropy tokens: 20+ characters of the base64/url-safe alphabet mixing upper case, lower
   case and digits, switching between them at least every third character, with a Shannon entropy
   of at least 3.5 bits per character. Pure hex (git and
@@ -39,11 +40,11 @@ from collections import Counter
 from dataclasses import dataclass, field, replace
 from functools import cached_property, lru_cache
 from pathlib import Path
-from typing import Any, Mapping, Protocol
+from typing import Any, Callable, Mapping, Protocol
 
 from pydantic import BaseModel, ConfigDict, StrictBool, ValidationError, field_validator
 
-from .redaction import MIN_SECRET_LEN, URL_PASSWORD, secret_values
+from .redaction import MIN_SECRET_LEN, URL_PASSWORD, is_mask, is_plain_setting, secret_values
 from .settings import SettingsError
 
 CONFIG_FILE = "chronicle.toml"
@@ -87,6 +88,10 @@ KNOWN_FORMATS: tuple[tuple[str, tuple[str, ...], re.Pattern[str]], ...] = tuple(
          r"(?=[\s\x00,;\"']|\Z)))", 0),
     )
 )
+#: kind -> what its matched value may be and still be no secret, kept as written (docs/trust.md): a secret-sounding
+#: name given a settings word or a mask (`{"auth": "required"}`, `"secret": "********"`), a URL whose password is
+#: already masked (`postgresql://app:***@db`). Other kinds, and configured patterns, cut whatever they match.
+NOT_SECRETS: dict[str, Callable[[str], bool]] = {"assigned-secret": is_plain_setting, "url-password": is_mask}
 MIN_TOKEN = 20
 #: A maximal run: scanning left to right, a match always starts where a run starts (no lookarounds: 3x faster).
 TOKEN = re.compile(r"[A-Za-z0-9+/=_-]{20,}")
@@ -234,7 +239,7 @@ def _replace(match: re.Match[str], kind: str, counts: Counter[str]) -> str:
     groups = match.re.groupindex
     for name in ("secret", "bare"):
         if name in groups and match.group(name) is not None:
-            if MARKER_RE.fullmatch(match.group(name)):
+            if MARKER_RE.fullmatch(match.group(name)) or (kind in NOT_SECRETS and NOT_SECRETS[kind](match.group(name))):
                 return match.group(0)
             counts[kind] += 1
             start, end = (i - match.start(0) for i in match.span(name))

@@ -86,10 +86,10 @@ class Redone:
                 f"then `{pasteable(f'redo {self.session_id} --files', self.store_url)}`")
 
     def row(self) -> dict[str, Any]:
-        """`redo --json`: `files` with --files, `warning` when the workspace does not match the redone turns."""
-        row: dict[str, Any] = {"session_id": str(self.session_id), "redone": [str(t) for t in self.turn_ids]}
-        if self.files is not None:
-            row["files"] = self.files
+        """`redo --json`: `files` always, as `undo --json` has it (`[]` without --files: a caller reading `files` from
+        both must not need to know which was asked for files); `warning` when the workspace does not match the redone turns."""
+        row: dict[str, Any] = {"session_id": str(self.session_id), "redone": [str(t) for t in self.turn_ids],
+                               "files": self.files or []}
         if self.warning:
             row["warning"] = self.warning
         return row

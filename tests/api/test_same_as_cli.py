@@ -65,7 +65,10 @@ def test_queries_and_time_travel_match_their_commands(db_url, workspace, tmp_pat
     undone = app.undo(sid, turns=1)
     assert undone["session_id"] == sid and len(undone["undone"]) == 1 and undone["files"] == []
     assert len(app.history(sid)) == 4
-    assert app.redo(sid)["redone"] == undone["undone"]
+    redone = app.redo(sid)
+    assert redone == {"session_id": sid, "redone": undone["undone"], "files": []}  # undo's shape: `files` without --files too
+    assert cli("undo", sid, "--turns", "1", db=db_url).returncode == 0
+    same([redone], "redo", sid)
     files_undone = app.undo(sid, turns=2, files=True)
     assert files_undone["files"] == [{"path": "a.txt", "action": "deleted"}] and not (workspace / "a.txt").exists()
     by_code = app.redo(sid, files=True)

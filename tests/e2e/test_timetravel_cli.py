@@ -265,7 +265,7 @@ def test_undo_files_says_bash_is_not_reverted_and_redo_warns_that_files_are_not_
     redone = cli("redo", sid, "--json", db=db_url)
     assert redone.returncode == 0 and json_lines(redone.stdout)[0]["session_id"] == sid
     assert "warning: the redone turns changed files that are still as undo --files left them (n.txt)" in redone.stderr
-    assert "n.txt" in json_lines(redone.stdout)[0]["warning"]
+    assert "n.txt" in json_lines(redone.stdout)[0]["warning"] and json_lines(redone.stdout)[0]["files"] == []
     plain = cli("undo", sid, db=db_url)
     assert plain.returncode == 0 and "not reverted" not in plain.stderr
 

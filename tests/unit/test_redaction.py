@@ -65,3 +65,15 @@ def test_pass_auth_and_passphrase_variables_are_secret_named_and_their_values_hi
     for secret in ("plainpassword", "mailuser:letmein", "open sesame now"):
         assert secret not in out
     assert "/tmp/ssh-agent.sock" in out and "/usr/bin/askpass-helper" in out
+
+
+def test_a_secret_named_variable_holding_a_setting_or_a_mask_does_not_hide_that_word_everywhere():
+    """`SMTP_AUTH=disabled` configures; taking its value for a secret cut the word "disabled" from every text and log."""
+    from chronicle.runtime.secret_scan import SecretScanner
+
+    env = {"SMTP_AUTH": "disabled", "GIT_TOKEN_MODE": "Required", "MIRROR_URL": "https://app:********@mirror.example/x",
+           "MY_DB_PASSWORD": "disabled9"}
+    text = "login disabled; a key is Required; shown as ******** ; but disabled9 is the password"
+    assert redact_secrets(text, environ=env) == "login disabled; a key is Required; shown as ******** ; but *** is the password"
+    found = SecretScanner().text(text, environ=env)
+    assert found.value == text.replace("disabled9", "[REDACTED:environment]") and found.counts == {"environment": 1}

@@ -173,3 +173,110 @@ def test_a_pass_or_auth_name_given_code_keeps_it(name, value):
     """The rule's value requirements hold for the new names: a bare word, a number, a variable is code."""
     text = f"{name} = {value}"
     assert SCAN.text(text, environ={}).value == text
+
+
+# A secret-sounding name given a setting, not a secret: redacting it loses the setting from the log for good.
+SETTINGS_KEPT = [
+    '{"auth": "required"}',
+    '{"auth": "disabled", "mode": "Optional"}',
+    '"password_policy": "required"',
+    '"token_type": "Bearer", "access_token_required": "MANDATORY"',
+    '{"secret": "********"}',
+    "{'client_secret': '••••••••••', 'api_key': 'xxxxxxxxxxxxxxxx'}",
+    '{"password": "[REDACTED]", "auth": "Redacted"}',
+    '{"api_key": null, "token": "", "secret": None}',
+    "DATABASE_URL=postgresql://app:***@db:5432/x and postgresql://app:********@db/x",  # printed already masked
+]
+
+
+@pytest.mark.parametrize("text", SETTINGS_KEPT)
+def test_a_secret_name_given_a_settings_word_or_a_mask_keeps_it(text):
+    found = SCAN.text(text, environ={})
+    assert found.value == text and not found.counts
+
+
+# The other side: anything not exactly a settings word or a mask is still a secret.
+SETTINGS_LOOKALIKES_CUT = [
+    ('{"password": "rEquired"}', "rEquired"),  # not one of the word's three spellings
+    ('{"password": "required1"}', "required1"),
+    ('{"password": "Disabled!"}', "Disabled!"),
+    ('{"auth": "optionally"}', "optionally"),
+    ('{"secret": "hunter2hunter2"}', "hunter2hunter2"),
+    ('{"secret": "****1234"}', "****1234"),  # a mask that shows part of the secret: cut
+    ('{"api_key": "[required]x"}', "[required]x"),
+    ("postgresql://app:xx**xa@db/x", "xx**xa"),
+]
+
+
+@pytest.mark.parametrize(("text", "secret"), SETTINGS_LOOKALIKES_CUT)
+def test_a_value_near_a_settings_word_or_a_mask_is_still_cut(text, secret):
+    found = SCAN.text(text, environ={})
+    assert secret not in found.value and found.counts, found.value
+
+
+SECRET_NAMES = st.sampled_from(["password", "DB_PASSWORD", "passwd", "api_key", "API_KEY", "client_secret", "access_token",
+                                "credential", "pass", "passphrase", "auth", "SMTP_AUTH"])
+QUOTES = st.sampled_from(['"', "'"])
+SEPARATORS = st.sampled_from(["=", ": ", " = ", ":", '": '])
+#: What a quoted value may hold (anything else ends it or is a template: `$X`, `{x}`, `%s`).
+QUOTABLE = st.characters(codec="utf-8", exclude_categories=("C", "Z"), exclude_characters="\"'$%{}()<>")
+
+
+@settings(max_examples=300, deadline=None)
+@given(name=SECRET_NAMES, sep=SEPARATORS, quote=QUOTES, value=st.text(alphabet=QUOTABLE, min_size=8, max_size=40))
+def test_any_quoted_value_that_is_not_a_setting_or_a_mask_is_cut(name, sep, quote, value):
+    from chronicle.runtime.redaction import is_plain_setting
+    from chronicle.runtime.secret_scan import MARKER_RE
+
+    assume(not is_plain_setting(value) and not MARKER_RE.search(value))
+    text = f"{name}{sep}{quote}{value}{quote}"
+    found = SCAN.text(text, environ={})
+    assert f"{quote}{value}{quote}" not in found.value and found.counts, text
+
+
+#: A password a person picks: letters with digits and symbols somewhere in it.
+PASSWORDS = st.builds(lambda word, tail: word + tail, st.sampled_from(["Required", "disabled", "hunter", "Tr0ub4dor", "correct"]),
+                      st.text(alphabet="0123456789!@#&*~+/", min_size=2, max_size=8))
+SK_KEYS = st.builds(lambda head, body: head + body, st.sampled_from(["sk-", "sk-proj-", "sk-ant-api03-"]),
+                    st.text(alphabet="abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-", min_size=24, max_size=60))
+_B64URL = st.text(alphabet="abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-", min_size=8, max_size=60)
+JWTS = st.builds(lambda h, p, s: f"eyJ{h}.eyJ{p}.{s}", _B64URL, _B64URL, _B64URL)
+
+
+@settings(max_examples=300, deadline=None)
+@given(name=SECRET_NAMES, sep=SEPARATORS, quote=st.sampled_from(["", '"', "'"]), value=st.one_of(PASSWORDS, SK_KEYS, JWTS))
+def test_passwords_keys_and_tokens_given_a_secret_name_are_cut_quoted_or_bare(name, sep, quote, value):
+    text = f"{name}{sep}{quote}{value}{quote}\nnext line"
+    found = SCAN.text(text, environ={})
+    assert value not in found.value and found.counts and found.value.endswith("\nnext line"), text
+
+
+#: The settings words docs/trust.md lists.
+_WORDS = ["required", "optional", "mandatory", "disabled", "enabled", "none", "null", "bearer", "basic", "digest", "true", "false",
+          "redacted", "masked", "hidden", "unset"]
+SETTINGS = st.builds(lambda word, spell, brackets: (f"[{spell(word)}]" if brackets else spell(word)), st.sampled_from(_WORDS),
+                     st.sampled_from([str.lower, str.capitalize, str.upper]), st.booleans())
+MASKS = st.text(alphabet="*•●xX#", min_size=8, max_size=40)
+
+
+@settings(max_examples=300, deadline=None)
+@given(name=SECRET_NAMES, sep=SEPARATORS, quote=QUOTES, value=st.one_of(SETTINGS, MASKS))
+def test_a_settings_word_or_a_mask_given_any_secret_name_is_kept(name, sep, quote, value):
+    text = f'{{"{name}{sep}{quote}{value}{quote}, "n": 1}}'
+    found = SCAN.text(text, environ={})
+    assert found.value == text and not found.counts
+
+
+@settings(max_examples=300, deadline=None)
+@given(name=SECRET_NAMES, quote=QUOTES, word=SETTINGS,
+       change=st.one_of(st.text(alphabet="0123456789!@#&~+-_.", min_size=1, max_size=4).map(lambda t: lambda w: w + t),
+                        st.text(alphabet="0123456789!@#&~+", min_size=1, max_size=4).map(lambda t: lambda w: t + w),
+                        st.just(lambda w: w[:2] + w[2:].swapcase())))
+def test_a_settings_word_changed_by_one_digit_symbol_or_odd_case_is_cut(name, quote, word, change):
+    from chronicle.runtime.redaction import is_plain_setting
+
+    value = change(word)
+    assume(len(value) >= 8 and not is_plain_setting(value))
+    text = f"{name} = {quote}{value}{quote}"
+    found = SCAN.text(text, environ={})
+    assert f"{quote}{value}{quote}" not in found.value and found.counts.get("assigned-secret") == 1, text
