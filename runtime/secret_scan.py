@@ -72,7 +72,7 @@ KNOWN_FORMATS: tuple[tuple[str, tuple[str, ...], re.Pattern[str]], ...] = tuple(
         ("sendgrid-key", ("SG.",), r"SG\.[A-Za-z0-9_-]{16,}\.[A-Za-z0-9_-]{16,}", 0),
         ("jwt", ("eyJ",), r"eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}", 0),
         ("url-password", ("://",), URL_PASSWORD.pattern.replace("(?P<password>", "(?P<secret>"), re.IGNORECASE),
-        ("bearer-token", ("bearer",), r"(?i:bearer)\s+(?P<secret>[A-Za-z0-9._~+/=-]{12,})", 0),
+        ("bearer-token", ("bearer",), r"(?i:bearer)[ \t]+(?P<secret>[A-Za-z0-9._~+/=-]{12,})", 0),
         # A value given to a secret-sounding name: quoted, or a bare token with a letter and a digit or
         # symbol in it (so `password = user_password` and `max_tokens=1_000` stay: they are code). A `pwd`
         # name given an absolute path is the shell's working directory (`PWD=/home/x`, `OLDPWD`), not a password.

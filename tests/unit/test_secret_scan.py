@@ -195,6 +195,14 @@ def test_a_secret_name_given_a_settings_word_or_a_mask_keeps_it(text):
     assert found.value == text and not found.counts
 
 
+def test_a_bearer_scheme_ending_a_line_leaves_the_next_line_alone():
+    """An OAuth answer printed as lines: the token is on the same line as its scheme, never on the next."""
+    text = "token_type: Bearer\nrefresh_token_expires_in: 3600\nAuthorization: Bearer " + "abcdefghijklmnopqrstuvwxyz"
+    found = SCAN.text(text, environ={})
+    assert found.value == "token_type: Bearer\nrefresh_token_expires_in: 3600\nAuthorization: Bearer [REDACTED:bearer-token]"
+    assert found.counts == {"bearer-token": 1}
+
+
 # The other side: anything not exactly a settings word or a mask is still a secret.
 SETTINGS_LOOKALIKES_CUT = [
     ('{"password": "rEquired"}', "rEquired"),  # not one of the word's three spellings
