@@ -24,7 +24,7 @@ from .clock import SYSTEM_CLOCK, Clock
 from .controls import cancel_paused_turn, request_cancel
 from .leases import current_lease
 from .pasteable import pasteable
-from .pending import Pending
+from .pending import NextEntry
 from .sessions import queue_scanned, tool_names_now
 from .shred_marks import forgotten_cause
 from .store import ChronicleStore, NotFound
@@ -52,7 +52,7 @@ def submit_job(store: ChronicleStore, spec: AgentSpec, prompt: str, origin: str 
     queue_scanned(session, uuid4().hex, prompt, now, kind="job")
     prompt = session.queue[-1]["text"]  # the Job records the prompt too: as queued, secrets cut out
     job = Job(id=job_aggregate_id(session.id), session_id=session.id, prompt=prompt, origin=origin, timestamp=now)
-    store.create_session(session, job, Pending(index(store).trigger_event(job_id=job.id)))
+    store.create_session(session, job, NextEntry(lambda: index(store).trigger_event(job_id=job.id)))
     return job
 
 

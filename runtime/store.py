@@ -35,6 +35,7 @@ from .compression import COMPRESSOR_TOPIC
 from .config import checking_writes, eventsourcing_env, redact, relaxed_commits
 from .encryption import check_readable, cipher_env
 from .pasteable import pasteable
+from .pending import NextEntry
 from .session_tree_reads import SessionTreeReads
 from .snapshot_store import SnapshotStore, SQLiteSnapshotRecorder
 from .sqlite_pool import cache_statements
@@ -216,17 +217,19 @@ class ChronicleStore(AggregateReads, SessionTreeReads, SnapshotKeeping):
         """Save a new session, its index entry and ``others`` in one transaction.
 
         Concurrent creators race for the same next slot of the index log; the loser retries with
-        the next slot. The pending events are collected once, before the first attempt: saving
-        the aggregate again on a retry would find nothing pending and store the index entry
-        alone, acknowledging a session that was never written. If the session itself already
+        the next slot, and so does each `NextEntry` in ``others`` (another index log's entry). The
+        pending events are collected once, before the first attempt: saving the aggregate again on
+        a retry would find nothing pending and store the index entry alone, acknowledging a
+        session that was never written. If the session itself already
         exists (a deterministic id created by another process), IntegrityError is raised for
         the caller to continue that one.
         """
-        events = [e for aggregate in (session, *others) for e in aggregate.collect_events()]
+        entries = [o for o in others if isinstance(o, NextEntry)]
+        events = [e for aggregate in (session, *others) if not isinstance(aggregate, NextEntry) for e in aggregate.collect_events()]
         for attempt in range(200):
             logged = self.session_index.trigger_event(session_id=session.id)
             try:
-                self.save(*events, logged)
+                self.save(*events, logged, *(entry.make() for entry in entries))
                 self._keep(session)
                 self._first_heads.put(session.id, tuple(session.head))
                 return

@@ -11,6 +11,7 @@ import pytest
 from eventsourcing.domain import Aggregate
 
 from chronicle.domain.agent_spec import AgentSpec
+from chronicle.runtime.jobs import jobs, submit_job
 from chronicle.runtime.read_models import caught_up
 from chronicle.runtime.sessions import start_session
 from chronicle.runtime.store import ChronicleStore, NotFound, UnreadableEvent, open_store_at
@@ -48,6 +49,38 @@ def test_every_acknowledged_session_survives_many_concurrent_creators(db_url):
         assert session.queue and session.queue[0]["text"].startswith("prompt ")
     listed = json_lines(cli("sessions", "--json", db=db_url).stdout)
     assert len(listed) == len(acknowledged)
+
+
+def _submit_many(url: str, out: "multiprocessing.Queue[list[str]]") -> None:
+    store = open_store_at(url)
+    made = []
+    for i in range(SESSIONS_EACH):
+        try:
+            made.append(str(submit_job(store, AgentSpec(name="main"), f"job {i}").session_id))
+        except Exception as exc:  # noqa: BLE001 - named in the test's failure
+            made.append(f"{type(exc).__name__}: {exc}")
+    out.put(made)
+
+
+def test_every_acknowledged_job_survives_many_concurrent_submitters(db_url):
+    """Each job is indexed in the job index as well as the session index, and submitters race for both logs'
+    next slots: a submitter that lost the job index's slot failed with an IntegrityError (`jobs submit` from
+    twelve processes at once: a third of them)."""
+    ChronicleStore(db_url)
+    ctx = multiprocessing.get_context("fork")
+    out: multiprocessing.Queue[list[str]] = ctx.Queue()
+    procs = [ctx.Process(target=_submit_many, args=(db_url, out)) for _ in range(CREATORS)]
+    for p in procs:
+        p.start()
+    acknowledged = [sid for _ in procs for sid in out.get(timeout=120)]
+    for p in procs:
+        p.join(timeout=60)
+        assert p.exitcode == 0
+    assert [a for a in acknowledged if "Error" in a] == []
+    assert len(acknowledged) == CREATORS * SESSIONS_EACH
+    store = ChronicleStore(db_url)
+    assert sorted(str(job.session_id) for job in jobs(store)) == sorted(acknowledged)
+    assert sorted(map(str, store.session_ids())) == sorted(acknowledged)
 
 
 def _open_and_read(url: str, go: "multiprocessing.synchronize.Event", out: "multiprocessing.Queue[str]") -> None:
