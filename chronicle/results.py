@@ -10,9 +10,9 @@ from dataclasses import dataclass, replace
 from typing import Sequence
 from uuid import UUID
 
-from chronicle.runtime.app.running import Driven
+from chronicle.runtime.app.running import Driven, answered_input
 from chronicle.runtime.loop import TurnOutcome
-from chronicle.runtime.store import ChronicleStore, ForgottenSession, NotFound
+from chronicle.runtime.store import ChronicleStore
 
 
 @dataclass(frozen=True)
@@ -27,13 +27,7 @@ class Answered:
 
     @classmethod
     def of(cls, store: ChronicleStore, outcome: TurnOutcome) -> "Answered":
-        input_id = outcome.input_id
-        if input_id is None and outcome.turn_id:  # an outcome made without the turn in hand: read it
-            try:
-                input_id = store.turn(outcome.turn_id).input_id
-            except (ForgottenSession, NotFound):
-                pass  # a turn erased while it ran (`forget` from elsewhere) answered nothing anyone can read now
-        return cls(input_id, str(outcome.turn_id) if outcome.turn_id else None, outcome.status, outcome.text, outcome.reason)
+        return cls(answered_input(store, outcome), str(outcome.turn_id) if outcome.turn_id else None, outcome.status, outcome.text, outcome.reason)
 
 
 @dataclass(frozen=True)

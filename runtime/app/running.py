@@ -29,7 +29,7 @@ from ..pasteable import pasteable
 from ..retry import RetryPolicy, RetrySettingError
 from ..sessions import start_session, submit_input
 from ..settings import LimitFlags, Settings, SettingsError, load_settings
-from ..store import ChronicleStore
+from ..store import ChronicleStore, ForgottenSession, NotFound
 from .errors import AppError
 from .loops import LoopSetupError, build_loop, loop_parts, refuse_vanished_tools
 from .model_change import change_model, check_model
@@ -87,6 +87,21 @@ class Driven:
     #: Every turn this drive ran, in order (`outcome` is the last): with draining, the inputs queued before and
     #: after the caller's own, so a client can tell which of them answered its input.
     outcomes: list[TurnOutcome] = field(default_factory=list)
+
+    def answered_inputs(self, store: ChronicleStore) -> list[str | None]:
+        """The input each turn of this drive answered, in order: the rule by which a caller finds its own prompt's
+        turn (or learns it never ran: an earlier queued input's turn stopped the drive first)."""
+        return [answered_input(store, outcome) for outcome in self.outcomes]
+
+
+def answered_input(store: ChronicleStore, outcome: TurnOutcome) -> str | None:
+    """The input a turn answered; read from the turn when the outcome was made without it in hand."""
+    if outcome.input_id is not None or not outcome.turn_id:
+        return outcome.input_id
+    try:
+        return store.turn(outcome.turn_id).input_id
+    except (ForgottenSession, NotFound):
+        return None  # a turn erased while it ran (`forget` from elsewhere) answered nothing anyone can read now
 
 
 def stored_attachments(store: ChronicleStore, items: Sequence[Any] | None) -> list[dict[str, Any]] | None:

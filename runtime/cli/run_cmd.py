@@ -125,7 +125,13 @@ def run(
         driven = asyncio.run(conversation.drive())
         if driven.queued is not None:
             raise typer.Exit(report_queued(driven.queued, as_json, store.url))
-        raise typer.Exit(report(driven.outcome, as_json, store.url))
+        code = report(driven.outcome, as_json, store.url)
+        if conversation.input_id is not None and driven.outcome is not None and conversation.input_id not in driven.answered_inputs(store):
+            sid = driven.outcome.session_id
+            err_console.print(f"[yellow]note:[/] this prompt has not run: an input queued before it ran first and ended "
+                              f"{driven.outcome.status}; the prompt waits in the session's queue, and "
+                              f"`{pasted(f'resume {sid}', store.url)}` runs it")
+        raise typer.Exit(code)
 
 
 def from_environment(parameter: str) -> bool:

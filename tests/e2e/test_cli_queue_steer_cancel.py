@@ -155,6 +155,23 @@ def test_a_turn_that_answers_a_queued_input_is_named_in_run_and_chat_so_two_answ
     assert said.index("↳ an earlier input: queued for chat") < said.index("answer 5") < said.index("↳ your input: typed")
 
 
+def test_a_run_whose_prompt_never_ran_says_it_waits_in_the_queue_and_resume_runs_it(sqlite_url, workspace, tmp_path):
+    """An earlier queued input's turn stops the drive (here: paused for approval), so the run's exit code is that
+    turn's; without a line saying so, a user read the pause (or a cancel) as their own prompt's."""
+    provider = script(tmp_path / "s.json", [[response(text("one"))],
+                                           [response(tool_use("b", "bash", command="echo hi")), response(text("two"))],
+                                           [response(text("mine done"))], [response(text("last done"))]])
+    sid = json_lines(cli("run", "first", "--provider", provider, "--workspace", str(workspace), "--json", db=sqlite_url).stdout)[0]["session_id"]
+    assert cli("steer", sid, "earlier", db=sqlite_url).returncode == 0
+    run = cli("run", "mine", "--session", sid, db=sqlite_url)
+    assert run.returncode == 3, run.stderr  # the earlier input's turn waits for approval
+    assert "note: this prompt has not run" in run.stderr and f"resume {sid}" in run.stderr
+    resumed = cli("resume", sid, "--yes", db=sqlite_url)
+    assert resumed.returncode == 0 and "mine done" in resumed.stdout, resumed.stderr
+    last = cli("run", "last", "--session", sid, db=sqlite_url)
+    assert last.returncode == 0 and "note:" not in last.stderr, last.stderr  # its own prompt ran: nothing to say
+
+
 def test_an_input_queued_while_a_run_works_is_run_after_its_own_and_named_as_later(sqlite_url, workspace, tmp_path):
     provider = script(tmp_path / "s.json", [[response(tool_use("g", "bash", command=GATE)), response(text("mine done"))],
                                            [response(text("extra done"))]])
