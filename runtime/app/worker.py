@@ -155,7 +155,9 @@ class Worker:
     def __init__(self, store: ChronicleStore, overrides: Overrides, options: WorkerOptions,
                  log: Callable[[str], Any] = print, name: str | None = None, routines: Any = None,
                  clock: Clock = SYSTEM_CLOCK) -> None:
-        self.store, self.overrides, self.options, self.log, self.clock = store, overrides, options, log, clock
+        self.store, self.overrides, self.options, self.clock = store, overrides, options, clock
+        #: Where the lines go: stderr for `chronicle worker` and `chronicle serve`, a logger in a program.
+        self.sink = log
         #: A runtime.routine_engine.RoutineEngine: due routines queue their inputs before each look for work.
         self.routines = routines
         #: A runtime.self_repair.SelfRepair, run every `repair_every_s`; sessions it marks manual_required are left alone.
@@ -187,6 +189,12 @@ class Worker:
         #: Asked at every look for work; once it says yes the worker drains (finishes the turns in hand) and exits:
         #: a program's threading.Event (`Chronicle.work(stop=...)`), where the CLI has its signals.
         self.stop_when: Callable[[], bool] | None = None
+
+    def log(self, line: str) -> None:
+        """One line of the worker's log, secrets masked: a turn's reason, a failure's cause and a setup note carry words
+        from elsewhere (an exception, a provider's error, a script), and the log is read where the store's secrets must
+        not be. Tool arguments are never put in a line (a turn's outcome names its status and reason only)."""
+        self.sink(redact_secrets(line))
 
     def _say_once(self, note: str) -> None:
         """A note about a session's setup (an ignored setting, a tool no longer offered), logged the first time only:

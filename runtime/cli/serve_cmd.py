@@ -10,7 +10,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from .common import DbOption, cli_errors, err_console, fail, locate_store, open_located
+from .common import DbOption, cli_errors, err_console, fail, locate_store, log_line, open_located
 
 LOOPBACK_NAMES = {"localhost", "localhost.localdomain", "ip6-localhost"}
 #: Seconds a stopping server gives open requests (live event streams) before ending them.
@@ -81,7 +81,7 @@ def serve(
         try:
             app = create_app(ServerConfig(db=url, workspace=workspace.resolve() if workspace else None, agents=agents, token=token,
                                           max_body_bytes=limit, run_worker=not no_worker, worker_concurrency=concurrency,
-                                          store=store))
+                                          worker_log=None if no_worker else log_line, store=store))
             posted, not_here = app.state.outbox.notifying()
         except (ChannelError, RoutineError) as exc:
             fail(str(exc), 2)

@@ -28,6 +28,7 @@ from .common import (
     fail,
     finite_at_least,
     hint,
+    log_line,
     missing_store,
     open_store,
     out_console,
@@ -276,7 +277,7 @@ def worker(
         )
         w = working.compose_worker(
             store, overrides, working.WorkerOptions(concurrency, poll, lease_s, idle_exit, once),
-            log=lambda m: err_console.print(m, markup=False, highlight=False), stuck_after_s=stuck_after, tool_failures=tool_failures,
+            log=log_line, stuck_after_s=stuck_after, tool_failures=tool_failures,
             say=lambda note: err_console.print(f"[dim]{escape(note)}[/]", soft_wrap=True))
 
         async def main() -> int:

@@ -140,8 +140,10 @@ def _serving(config: ServerConfig, chronicle: Chronicle) -> FastAPI:
             # Each session runs in the workspace it recorded: `workspace` is only the default of those started here
             # (an override ran a session whose POST /sessions named another directory in this one).
             overrides = Overrides(options=LoopOptions(auto_approve=config.auto_approve))
+            # Its lines are `chronicle worker`'s, through the same Worker.log (secrets masked): `serve` prints them on
+            # stderr as the command does; a program gets them on the `chronicle.server` logger unless it says where.
             worker = Worker(chronicle.store, overrides, WorkerOptions(concurrency=config.worker_concurrency or WorkerOptions.concurrency, poll_s=0.2),
-                            log=log.info, name=None)
+                            log=config.worker_log or log.info, name=None)
             # Turns run on an event loop of their own: the loop makes its store writes where it
             # runs, and on this loop each would hold every request and stream while it waited
             # (for the whole retry of a lost database: /healthz timed out at 30 s).

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 
 @dataclass
@@ -30,6 +30,9 @@ class ServerConfig:
     store: Any = None
     #: Agents defined in code (`chronicle.Agent`), startable by name like those of the registry file.
     library: tuple[Any, ...] = ()
+    #: Where each line the server's worker logs goes (`chronicle worker`'s lines); None: the `chronicle.server` logger
+    #: at INFO. Refused with run_worker off, as there are no such lines.
+    worker_log: Callable[[str], Any] | None = None
     #: Read by nothing: a non-empty one is refused (ChronicleError code 2) rather than taken and dropped. Kept so
     #: that a program passing `extra={}` still builds.
     extra: dict[str, Any] = field(default_factory=dict)
@@ -50,6 +53,8 @@ def refused_settings(config: ServerConfig) -> str | None:
     if config.extra:
         return (f"ServerConfig.extra: the server reads no extra settings ({', '.join(map(str, config.extra))}); "
                 "take it out, or use the field or chronicle.toml table that says it")
+    if refusal := refused_worker_settings(config):
+        return refusal
     given = config.worker_concurrency
     if given is None:
         return None
@@ -58,6 +63,16 @@ def refused_settings(config: ServerConfig) -> str | None:
     if not config.run_worker:
         return ("worker_concurrency: this server runs no worker (run_worker is off); the worker that runs its sessions "
                 "decides (`chronicle worker --concurrency K`)")
+    return None
+
+
+def refused_worker_settings(config: ServerConfig) -> str | None:
+    """`worker_log`: a callable, and only for a server that runs a worker."""
+    if config.worker_log is not None and not callable(config.worker_log):
+        return f"worker_log: takes a function of one line (str), got {type(config.worker_log).__name__}"
+    if not config.run_worker and config.worker_log is not None:
+        return ("worker_log: this server runs no worker (run_worker is off), so it has no worker lines; the worker that "
+                "runs its sessions (`chronicle worker`) has its own")
     return None
 
 

@@ -67,3 +67,16 @@ def test_server_config_extra_is_refused_naming_it_as_nothing_reads_it(sqlite_url
         create_app(ServerConfig(db=sqlite_url, workspace=workspace, extra={"cors": True}))
     assert refused.value.code == 2 and str(refused.value).startswith("ServerConfig.extra: the server reads no extra settings (cors)")
     create_app(ServerConfig(db=sqlite_url, workspace=workspace, extra={}, worker_concurrency=2)).state.chronicle.close()  # builds
+
+
+@pytest.mark.parametrize("given,named", [
+    ({"run_worker": False, "worker_log": print}, "worker_log: this server runs no worker (run_worker is off)"),
+    ({"worker_log": "stderr"}, "worker_log: takes a function of one line (str), got str"),
+])
+def test_server_config_refuses_a_worker_log_it_could_not_use(sqlite_url, workspace, given, named):
+    from chronicle.runtime.server.api import ServerConfig, create_app
+
+    with pytest.raises(ChronicleError) as refused:
+        create_app(ServerConfig(db=sqlite_url, workspace=workspace, **given))
+    assert refused.value.code == 2 and str(refused.value).startswith(named)
+    create_app(ServerConfig(db=sqlite_url, workspace=workspace, worker_log=print)).state.chronicle.close()  # builds
