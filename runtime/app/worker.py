@@ -220,6 +220,16 @@ class Worker:
             self.log(f"worker {self.name}: draining (finishing {len(self.tasks)} session(s) in hand)")
         self.draining = True
 
+    def abandon(self, why: str) -> None:
+        """Before a process stops at once (a second signal, a drain that ran out of time): the commands its tools run
+        are killed with their process groups rather than left running with parent 1, and the log says what is left
+        to the sessions' leases. The turns stay in flight, recorded as far as they got; no outcome is made up."""
+        from ..tools.shell import kill_running_commands
+
+        killed = kill_running_commands()
+        self.log(f"worker {self.name}: {why}; {killed} running command(s) killed; the {len(self.tasks)} session(s) in hand "
+                 "are left to their leases (another worker, or `chronicle resume`, continues them)")
+
     async def _advance(self, sid: UUID) -> None:
         try:
             with using(objects_of(self.store, sid)):

@@ -287,12 +287,7 @@ def worker(
             def on_signal() -> None:
                 signals["count"] += 1
                 if signals["count"] > 1:  # at once: no turn ends, but no command it started outlives it either
-                    from chronicle.runtime.tools.shell import kill_running_commands
-
-                    killed = kill_running_commands()
-                    w.log(f"worker {w.name}: stopped at once by a second signal; {killed} running command(s) killed; "
-                          f"the {len(w.tasks)} session(s) in hand are left to their leases (another worker, or "
-                          "`chronicle resume`, continues them)")
+                    w.abandon("stopped at once by a second signal")
                     os._exit(143)
                 w.drain()
 

@@ -8,6 +8,7 @@ start) is refused naming the field, as a flag `serve` refuses: a server that sta
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -30,6 +31,9 @@ class ServerConfig:
     store: Any = None
     #: Agents defined in code (`chronicle.Agent`), startable by name like those of the registry file.
     library: tuple[Any, ...] = ()
+    #: Seconds a stopping server waits for its worker's turns in hand before leaving them to their leases (`serve
+    #: --drain-s`); None: 30. Refused with run_worker off: there is nothing here to wait for.
+    drain_s: float | None = None
     #: Where each line the server's worker logs goes (`chronicle worker`'s lines); None: the `chronicle.server` logger
     #: at INFO. Refused with run_worker off, as there are no such lines.
     worker_log: Callable[[str], Any] | None = None
@@ -67,12 +71,17 @@ def refused_settings(config: ServerConfig) -> str | None:
 
 
 def refused_worker_settings(config: ServerConfig) -> str | None:
-    """`worker_log`: a callable, and only for a server that runs a worker."""
+    """`drain_s` and `worker_log`: a number of seconds and a callable, and only for a server that runs a worker."""
+    drain = config.drain_s
+    if drain is not None and (isinstance(drain, bool) or not isinstance(drain, (int, float)) or not math.isfinite(drain)
+                              or drain < 0):
+        return f"drain_s: takes a number of seconds ≥ 0 (how long a stopping server waits for its turns), got {drain!r}"
     if config.worker_log is not None and not callable(config.worker_log):
         return f"worker_log: takes a function of one line (str), got {type(config.worker_log).__name__}"
-    if not config.run_worker and config.worker_log is not None:
-        return ("worker_log: this server runs no worker (run_worker is off), so it has no worker lines; the worker that "
-                "runs its sessions (`chronicle worker`) has its own")
+    if not config.run_worker and (drain is not None or config.worker_log is not None):
+        field_name = "drain_s" if drain is not None else "worker_log"
+        return (f"{field_name}: this server runs no worker (run_worker is off), so it has no turns to wait for and no "
+                "worker lines; the worker that runs its sessions (`chronicle worker`) has its own")
     return None
 
 
