@@ -56,6 +56,7 @@ from .channels import ChannelConfig, ChannelError, Coalescer, load_channels
 from .draining import DRAIN_S, Drain
 from .error_answers import answer_errors
 from .event_stream import LogHead, OpenStreams, event_stream
+from .head_requests import HeadAsGet
 from .outbox import Outbox, post
 from .routing import Router, sender_spec
 from .server_config import ServerConfig, refused_settings
@@ -189,6 +190,7 @@ def _serving(config: ServerConfig, chronicle: Chronicle) -> FastAPI:
     # body is read past the limit (body_limit.py).
     app.add_middleware(BodyLimit, limit=config.max_body_bytes or environment().server_max_body_bytes)
     app.add_middleware(TokenGate, token=config.token.strip() if config.token else None)
+    app.add_middleware(HeadAsGet)  # HEAD on every GET route, the viewer's and the docs' too (head_requests.py)
 
     answer_errors(app)  # how a failure becomes an HTTP answer (error_answers.py)
 

@@ -49,6 +49,7 @@ def test_a_sigterm_drains_with_the_port_open_and_exits_0_once_the_running_turn_i
         told = httpx.get(f"{base}/healthz", headers=token, timeout=10)
         assert told.status_code == 503 and told.json()["draining"]["in_hand"] == 1, told.json()
         assert told.json()["worker"]["running"] is False
+        assert httpx.head(f"{base}/healthz").status_code == 503
         listed = httpx.get(f"{base}/sessions", headers=token, timeout=30)  # reads go on while it drains
         assert listed.status_code == 200 and [(s["session_id"], s["status"]) for s in listed.json()] == [(sid, "running")]
         assert httpx.get(f"{base}/sessions/{sid}/log", headers=token, timeout=30).status_code == 200
