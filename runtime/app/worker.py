@@ -155,7 +155,9 @@ class Worker:
     def __init__(self, store: ChronicleStore, overrides: Overrides, options: WorkerOptions,
                  log: Callable[[str], Any] = print, name: str | None = None, routines: Any = None,
                  clock: Clock = SYSTEM_CLOCK) -> None:
-        self.store, self.overrides, self.options, self.log, self.clock = store, overrides, options, log, clock
+        self.store, self.overrides, self.options, self.clock = store, overrides, options, clock
+        #: Where the lines go: stderr for `chronicle worker` and `chronicle serve`, a logger in a program.
+        self.sink = log
         #: A runtime.routine_engine.RoutineEngine: due routines queue their inputs before each look for work.
         self.routines = routines
         #: A runtime.self_repair.SelfRepair, run every `repair_every_s`; sessions it marks manual_required are left alone.
@@ -188,6 +190,12 @@ class Worker:
         #: a program's threading.Event (`Chronicle.work(stop=...)`), where the CLI has its signals.
         self.stop_when: Callable[[], bool] | None = None
 
+    def log(self, line: str) -> None:
+        """One line of the worker's log, secrets masked: a turn's reason, a failure's cause and a setup note carry words
+        from elsewhere (an exception, a provider's error, a script), and the log is read where the store's secrets must
+        not be. Tool arguments are never put in a line (a turn's outcome names its status and reason only)."""
+        self.sink(redact_secrets(line))
+
     def _say_once(self, note: str) -> None:
         """A note about a session's setup (an ignored setting, a tool no longer offered), logged the first time only:
         the worker builds a loop each time it takes the session up again, and the note does not change."""
@@ -211,6 +219,16 @@ class Worker:
         if not self.draining:
             self.log(f"worker {self.name}: draining (finishing {len(self.tasks)} session(s) in hand)")
         self.draining = True
+
+    def abandon(self, why: str) -> None:
+        """Before a process stops at once (a second signal, a drain that ran out of time): the commands its tools run
+        are killed with their process groups rather than left running with parent 1, and the log says what is left
+        to the sessions' leases. The turns stay in flight, recorded as far as they got; no outcome is made up."""
+        from ..tools.shell import kill_running_commands
+
+        killed = kill_running_commands()
+        self.log(f"worker {self.name}: {why}; {killed} running command(s) killed; the {len(self.tasks)} session(s) in hand "
+                 "are left to their leases (another worker, or `chronicle resume`, continues them)")
 
     async def _advance(self, sid: UUID) -> None:
         try:

@@ -94,6 +94,12 @@ class CliError(Exception):
         self.code = code
 
 
+def log_line(line: str) -> None:
+    """A line of a long-running process's log (`chronicle worker`'s, `chronicle serve`'s worker's) on stderr, as it is
+    written: no markup read in it (a session's words may hold brackets), no colours, one line however long."""
+    err_console.print(line, markup=False, highlight=False)
+
+
 def fail(message: str, code: int = 1) -> NoReturn:
     raise CliError(message, code)
 

@@ -10,7 +10,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from .common import DbOption, cli_errors, err_console, fail, locate_store, open_located
+from .common import DbOption, cli_errors, err_console, fail, finite_at_least, locate_store, log_line, open_located
 
 LOOPBACK_NAMES = {"localhost", "localhost.localdomain", "ip6-localhost"}
 #: Seconds a stopping server gives open requests (live event streams) before ending them.
@@ -36,10 +36,15 @@ def serve(
     no_worker: Annotated[bool, typer.Option("--no-worker", help="Record inputs only; leave running them to `chronicle worker`")] = False,
     concurrency: Annotated[Optional[int], typer.Option("--concurrency", min=1, help="Sessions the server's worker advances at once (default 4)",
                                                        show_default=False)] = None,
+    drain_s: Annotated[Optional[float], typer.Option("--drain-s", callback=finite_at_least(0),
+                                                     help="Seconds a stopping server waits for the turns in hand (default 30)",
+                                                     show_default=False)] = None,
 ) -> None:
     """Serve the agent over HTTP: JSON routes mirroring the CLI, live events as Server-Sent Events, OpenAPI at /docs.
 
     Binds to loopback unless --host says otherwise; any other address requires CHRONICLE_SERVER_TOKEN, sent by clients as `Authorization: Bearer TOKEN` on every route but /healthz.
+
+    SIGTERM or Ctrl-C: drain (new work refused with 503, /healthz 503 draining, reads go on) until the turns in hand have ended or --drain-s has passed, then exit 0; a second one exits at once (the turns stay in flight, left to their leases).
     """
     with cli_errors():
         from chronicle.runtime.environment import EnvironmentSettingError, environment
@@ -56,6 +61,9 @@ def serve(
         if no_worker and concurrency is not None:  # taken, and then no worker here to use it
             fail("--concurrency is the server's worker's, and --no-worker runs none: leave one out "
                  "(`chronicle worker --concurrency K` sets the worker that runs the sessions)", 2)
+        if no_worker and drain_s is not None:  # nothing here would be waited for
+            fail("--drain-s is how long a stopping server waits for its worker's turns, and --no-worker runs none: "
+                 "leave one out (a `chronicle worker` finishes its own turns when told to stop)", 2)
         if not is_loopback(host) and not token:
             fail(f"refusing to serve on {host} without a token: set CHRONICLE_SERVER_TOKEN (clients send it as "
                  "Authorization: Bearer TOKEN), or bind to 127.0.0.1", 2)
@@ -81,7 +89,7 @@ def serve(
         try:
             app = create_app(ServerConfig(db=url, workspace=workspace.resolve() if workspace else None, agents=agents, token=token,
                                           max_body_bytes=limit, run_worker=not no_worker, worker_concurrency=concurrency,
-                                          store=store))
+                                          drain_s=drain_s, worker_log=None if no_worker else log_line, store=store))
             posted, not_here = app.state.outbox.notifying()
         except (ChannelError, RoutineError) as exc:
             fail(str(exc), 2)
@@ -91,12 +99,14 @@ def serve(
         err_console.print(f"chronicle: serving on http://{shown}:{listener.getsockname()[1]}/ (API docs at /docs)"
                           f"{' with a token' if token else ''}", soft_wrap=True)
         notify_lines(app.state.outbox, posted, not_here)
-        # A live event stream lasts as long as its session runs, and uvicorn's graceful shutdown
-        # waits for open requests: told that the server is stopping (Ctrl-C, SIGTERM), streams
-        # end at their next poll, and any other request still open is ended after a few seconds.
-        # A client that follows reconnects with Last-Event-ID and misses nothing.
-        server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning",
-                                               timeout_graceful_shutdown=SHUTDOWN_GRACE_S))
+        from .serve_drain import DrainingServer
+
+        # The first signal drains with the port open (serve_drain.py); the streams go on meanwhile. A live event
+        # stream lasts as long as its session runs, and uvicorn's graceful shutdown waits for open requests: told
+        # that the server is stopping, streams end at their next poll, and any other request still open is ended
+        # after a few seconds. A client that follows reconnects with Last-Event-ID and misses nothing.
+        server = DrainingServer(uvicorn.Config(app, host=host, port=port, log_level="warning",
+                                               timeout_graceful_shutdown=SHUTDOWN_GRACE_S), app.state.drain, log_line)
         app.state.stopping = lambda: server.should_exit
         server.run(sockets=[listener])
 

@@ -28,6 +28,7 @@ from .common import (
     fail,
     finite_at_least,
     hint,
+    log_line,
     missing_store,
     open_store,
     out_console,
@@ -276,7 +277,7 @@ def worker(
         )
         w = working.compose_worker(
             store, overrides, working.WorkerOptions(concurrency, poll, lease_s, idle_exit, once),
-            log=lambda m: err_console.print(m, markup=False, highlight=False), stuck_after_s=stuck_after, tool_failures=tool_failures,
+            log=log_line, stuck_after_s=stuck_after, tool_failures=tool_failures,
             say=lambda note: err_console.print(f"[dim]{escape(note)}[/]", soft_wrap=True))
 
         async def main() -> int:
@@ -286,12 +287,7 @@ def worker(
             def on_signal() -> None:
                 signals["count"] += 1
                 if signals["count"] > 1:  # at once: no turn ends, but no command it started outlives it either
-                    from chronicle.runtime.tools.shell import kill_running_commands
-
-                    killed = kill_running_commands()
-                    w.log(f"worker {w.name}: stopped at once by a second signal; {killed} running command(s) killed; "
-                          f"the {len(w.tasks)} session(s) in hand are left to their leases (another worker, or "
-                          "`chronicle resume`, continues them)")
+                    w.abandon("stopped at once by a second signal")
                     os._exit(143)
                 w.drain()
 

@@ -53,8 +53,10 @@ from .bodies import (
 )
 from .body_limit import BodyLimit
 from .channels import ChannelConfig, ChannelError, Coalescer, load_channels
+from .draining import DRAIN_S, Drain
 from .error_answers import answer_errors
 from .event_stream import LogHead, OpenStreams, event_stream
+from .head_requests import HeadAsGet
 from .outbox import Outbox, post
 from .routing import Router, sender_spec
 from .server_config import ServerConfig, refused_settings
@@ -67,8 +69,8 @@ NO_LIFESPAN = ("this Chronicle app's lifespan never ran, so its worker and outbo
                "mounts it must enter it: FastAPI(lifespan=lambda _: chronicle_app.router.lifespan_context(chronicle_app)); "
                "see docs/server.md#in-your-own-application)")
 
-#: Seconds a stopping server gives its worker to finish the turns in hand; a turn still running
-#: after that is left to recovery (its lease runs out and another worker resumes it).
+#: Seconds a stopping server gives its outbox to send the replies of the turns its worker finished (the worker's own
+#: limit is the drain's: `ServerConfig.drain_s`, draining.py); any left are sent after a restart.
 WORKER_DRAIN_S = 30
 
 
@@ -121,6 +123,8 @@ def _serving(config: ServerConfig, chronicle: Chronicle) -> FastAPI:
     #: The worker and its thread once the lifespan has started them (/healthz's `worker`).
     working: list[tuple[Worker, threading.Thread]] = []
     streams = OpenStreams()  # /healthz's `streams`
+    drain = Drain(DRAIN_S if config.drain_s is None else config.drain_s)
+    drain.on_begin = lambda: coalescer.flush_all(channels)  # a burst held in memory is recorded, not lost at the stop
     def stopping() -> bool:
         """Whether the server is stopping: `chronicle serve` sets app.state.stopping once the app is made."""
         return bool(getattr(app.state, "stopping", lambda: False)())
@@ -140,24 +144,27 @@ def _serving(config: ServerConfig, chronicle: Chronicle) -> FastAPI:
             # Each session runs in the workspace it recorded: `workspace` is only the default of those started here
             # (an override ran a session whose POST /sessions named another directory in this one).
             overrides = Overrides(options=LoopOptions(auto_approve=config.auto_approve))
+            # Its lines are `chronicle worker`'s, through the same Worker.log (secrets masked): `serve` prints them on
+            # stderr as the command does; a program gets them on the `chronicle.server` logger unless it says where.
             worker = Worker(chronicle.store, overrides, WorkerOptions(concurrency=config.worker_concurrency or WorkerOptions.concurrency, poll_s=0.2),
-                            log=log.info, name=None)
+                            log=config.worker_log or log.info, name=None)
             # Turns run on an event loop of their own: the loop makes its store writes where it
             # runs, and on this loop each would hold every request and stream while it waited
             # (for the whole retry of a lost database: /healthz timed out at 30 s).
             thread = threading.Thread(target=_run_worker, args=(worker,), name="chronicle-worker", daemon=True)
             thread.start()
             working.append((worker, thread))
+            drain.attach(worker, thread)
         outbox.start()  # replies of channel turns, whichever process ran them
         app.state.lifespan_entered = True
         try:
             yield
         finally:
+            drain.begin()  # begun already when `serve` drained before stopping (its first signal)
             coalescer.flush_all(channels)
             await off_the_loop(recorder.shutdown, True)  # every burst recorded before the store closes
-            if worker is not None and thread is not None:
-                worker.drain()
-                await off_the_loop(thread.join, WORKER_DRAIN_S)  # the turns in hand finish, or are left to recovery
+            if thread is not None:
+                await off_the_loop(thread.join, drain.left_s())  # the turns in hand finish, or are left to recovery
             await off_the_loop(outbox.stop, WORKER_DRAIN_S)  # their replies too; any left are sent after a restart
             chronicle.close()
 
@@ -177,11 +184,13 @@ def _serving(config: ServerConfig, chronicle: Chronicle) -> FastAPI:
     app.state.chronicle = chronicle
     app.state.config = config
     app.state.outbox = outbox
+    app.state.drain = drain  # `chronicle serve` begins it at its first signal (runtime/cli/serve_drain.py)
 
     # Every path but /healthz needs the token, the API docs and unknown paths too (auth.py); no
     # body is read past the limit (body_limit.py).
     app.add_middleware(BodyLimit, limit=config.max_body_bytes or environment().server_max_body_bytes)
     app.add_middleware(TokenGate, token=config.token.strip() if config.token else None)
+    app.add_middleware(HeadAsGet)  # HEAD on every GET route, the viewer's and the docs' too (head_requests.py)
 
     answer_errors(app)  # how a failure becomes an HTTP answer (error_answers.py)
 
@@ -200,22 +209,27 @@ def _serving(config: ServerConfig, chronicle: Chronicle) -> FastAPI:
 
         503 `{"status": "store_gone"}` (and its `error` for a caller with the token) once the store is gone under the
         server (`store_gone`): nothing can be recorded any more and only a restart cures it, so a supervisor watching
-        this restarts it. A lost database is still "ok": it may come back, and is waited for."""
+        this restarts it. A lost database is still "ok": it may come back, and is waited for. 503 `{"status": "draining"}`
+        while the server stops (draining.py): up, answering reads, finishing its turns, taking no new work, so a
+        load balancer sends the new work elsewhere; a caller with the token also gets `draining` (in hand, seconds left)."""
         shown = not config.token or presents_token(request, config.token.strip())
         gone = store_gone(chronicle.store)
         if gone is not None:
             return JSONResponse({"status": "store_gone", **({"error": str(gone)} if shown else {})}, status_code=503)
-        if not shown:
-            return {"status": "ok"}
-        return {"status": "ok", "notes": server_notes, "outbox": outbox.status(), "worker": worker_status(),
-                "streams": streams.row()}
+        said: dict[str, Any] = {"status": "draining" if drain.draining else "ok"}
+        if shown:
+            said |= {"notes": server_notes, "outbox": outbox.status(), "worker": worker_status(), "streams": streams.row()}
+            said |= {"draining": drain.row()} if drain.draining else {}
+        return JSONResponse(said, status_code=503) if drain.draining else said
 
     @app.get("/sessions")
     def list_sessions(all: bool = False) -> list[dict[str, Any]]:
         """`?all=true`: archived sessions too, as `sessions --all`."""
         return chronicle.sessions(all=all)
 
-    @app.post("/sessions", status_code=201)
+    starts_work = [Depends(drain.refuse_new_work)]  # refused while the server drains (draining.py)
+
+    @app.post("/sessions", status_code=201, dependencies=starts_work)
     def create_session(body: NewSession) -> dict[str, Any]:
         workspace = Path(body.workspace) if body.workspace else config.workspace
         provider, model, registry = body.provider, body.model, None
@@ -247,7 +261,7 @@ def _serving(config: ServerConfig, chronicle: Chronicle) -> FastAPI:
         rows = [r for r in rows if r["name"] not in library]
         return rows + [_agent_row(a.definition(True), "code") for a in library.values()]
 
-    @app.post("/sessions/{session_id}/inputs", status_code=202)
+    @app.post("/sessions/{session_id}/inputs", status_code=202, dependencies=starts_work)
     def add_input(session_id: str, body: NewInput) -> dict[str, Any]:
         with _errors():
             done = submit(chronicle.store, body.prompt, session=session_id)
@@ -345,7 +359,7 @@ def _serving(config: ServerConfig, chronicle: Chronicle) -> FastAPI:
         body = body or CompactBody()
         return chronicle.compact(session_id, strategy=body.strategy, keep=body.keep)
 
-    @app.post("/hooks/{channel}", status_code=202)
+    @app.post("/hooks/{channel}", status_code=202, dependencies=starts_work)
     async def webhook(channel: str, body: WebhookBody) -> dict[str, Any]:
         """Feed a channel's session (its one, or with route = "per_sender" the sender's own); a sender's
         burst within `coalesce_s` becomes one input, recorded with the channel and the sender."""

@@ -8,9 +8,10 @@ start) is refused naming the field, as a flag `serve` refuses: a server that sta
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 
 @dataclass
@@ -30,6 +31,12 @@ class ServerConfig:
     store: Any = None
     #: Agents defined in code (`chronicle.Agent`), startable by name like those of the registry file.
     library: tuple[Any, ...] = ()
+    #: Seconds a stopping server waits for its worker's turns in hand before leaving them to their leases (`serve
+    #: --drain-s`); None: 30. Refused with run_worker off: there is nothing here to wait for.
+    drain_s: float | None = None
+    #: Where each line the server's worker logs goes (`chronicle worker`'s lines); None: the `chronicle.server` logger
+    #: at INFO. Refused with run_worker off, as there are no such lines.
+    worker_log: Callable[[str], Any] | None = None
     #: Read by nothing: a non-empty one is refused (ChronicleError code 2) rather than taken and dropped. Kept so
     #: that a program passing `extra={}` still builds.
     extra: dict[str, Any] = field(default_factory=dict)
@@ -50,6 +57,8 @@ def refused_settings(config: ServerConfig) -> str | None:
     if config.extra:
         return (f"ServerConfig.extra: the server reads no extra settings ({', '.join(map(str, config.extra))}); "
                 "take it out, or use the field or chronicle.toml table that says it")
+    if refusal := refused_worker_settings(config):
+        return refusal
     given = config.worker_concurrency
     if given is None:
         return None
@@ -58,6 +67,21 @@ def refused_settings(config: ServerConfig) -> str | None:
     if not config.run_worker:
         return ("worker_concurrency: this server runs no worker (run_worker is off); the worker that runs its sessions "
                 "decides (`chronicle worker --concurrency K`)")
+    return None
+
+
+def refused_worker_settings(config: ServerConfig) -> str | None:
+    """`drain_s` and `worker_log`: a number of seconds and a callable, and only for a server that runs a worker."""
+    drain = config.drain_s
+    if drain is not None and (isinstance(drain, bool) or not isinstance(drain, (int, float)) or not math.isfinite(drain)
+                              or drain < 0):
+        return f"drain_s: takes a number of seconds ≥ 0 (how long a stopping server waits for its turns), got {drain!r}"
+    if config.worker_log is not None and not callable(config.worker_log):
+        return f"worker_log: takes a function of one line (str), got {type(config.worker_log).__name__}"
+    if not config.run_worker and (drain is not None or config.worker_log is not None):
+        field_name = "drain_s" if drain is not None else "worker_log"
+        return (f"{field_name}: this server runs no worker (run_worker is off), so it has no turns to wait for and no "
+                "worker lines; the worker that runs its sessions (`chronicle worker`) has its own")
     return None
 
 

@@ -67,3 +67,27 @@ def test_server_config_extra_is_refused_naming_it_as_nothing_reads_it(sqlite_url
         create_app(ServerConfig(db=sqlite_url, workspace=workspace, extra={"cors": True}))
     assert refused.value.code == 2 and str(refused.value).startswith("ServerConfig.extra: the server reads no extra settings (cors)")
     create_app(ServerConfig(db=sqlite_url, workspace=workspace, extra={}, worker_concurrency=2)).state.chronicle.close()  # builds
+
+
+def test_serve_drain_s_with_no_worker_exits_2_naming_both_flags(sqlite_url, workspace):
+    run = cli("serve", "--no-worker", "--drain-s", "5", "--workspace", str(workspace), db=sqlite_url)
+    assert run.returncode == 2, (run.returncode, run.stderr)
+    lines = [line for line in run.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "--drain-s" in lines[0] and "--no-worker" in lines[0], run.stderr
+
+
+@pytest.mark.parametrize("given,named", [
+    ({"run_worker": False, "drain_s": 5}, "drain_s: this server runs no worker (run_worker is off)"),
+    ({"run_worker": False, "worker_log": print}, "worker_log: this server runs no worker (run_worker is off)"),
+    ({"drain_s": -1}, "drain_s: takes a number of seconds ≥ 0"),
+    ({"drain_s": float("inf")}, "drain_s: takes a number of seconds ≥ 0"),
+    ({"drain_s": "30"}, "drain_s: takes a number of seconds ≥ 0"),
+    ({"worker_log": "stderr"}, "worker_log: takes a function of one line (str), got str"),
+])
+def test_server_config_refuses_a_drain_or_worker_log_it_could_not_use(sqlite_url, workspace, given, named):
+    from chronicle.runtime.server.api import ServerConfig, create_app
+
+    with pytest.raises(ChronicleError) as refused:
+        create_app(ServerConfig(db=sqlite_url, workspace=workspace, **given))
+    assert refused.value.code == 2 and str(refused.value).startswith(named)
+    create_app(ServerConfig(db=sqlite_url, workspace=workspace, drain_s=0, worker_log=print)).state.chronicle.close()  # builds
