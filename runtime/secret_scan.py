@@ -345,7 +345,7 @@ SCANNED_FIELDS = {"text": "text", "thinking": "thinking", "tool_use": "input"}
 
 
 def scan_response(response: Any, scanner: SecretScanner) -> tuple[Any, dict[str, int]]:
-    """A ModelResponse with its text, thinking and tool inputs scanned, and what was cut.
+    """A ModelResponse with its text, thinking, tool inputs and error message scanned, and what was cut.
 
     A thinking block that held a secret keeps its signature over the original text; Anthropic
     may refuse it when it is sent back (docs/trust.md: the price of never storing the secret)."""
@@ -366,4 +366,9 @@ def scan_response(response: Any, scanner: SecretScanner) -> tuple[Any, dict[str,
         if found:
             counts.update(found.counts)
             update["raw"] = found.value
+    if getattr(response, "error", None) is not None:  # a provider's error may repeat what it was sent, a key included
+        found = scanner.value(response.error.message)
+        if found:
+            counts.update(found.counts)
+            update["error"] = response.error.model_copy(update={"message": found.value})
     return (response.model_copy(update=update) if update else response), dict(counts)

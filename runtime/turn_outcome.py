@@ -26,6 +26,7 @@ from .live import ErrorEvent, ToolEnd
 from .loop_io import LoopIO
 from .middleware import MiddlewareFailure
 from .pasteable import pasteable
+from .secret_scan import scanner_for
 from .shred_marks import forgotten_cause
 from .store import TURN_ATTEMPTS
 from .store_errors import DISK_FULL, is_damaged, is_driver_connection_error
@@ -57,6 +58,12 @@ def finish(io: LoopIO, session: Session, turn: Turn, status: str, reason: str | 
     is raised. The caller's `session` is handed over (update_session's `held`): it is changed.
     """
     now = io.clock.now()
+    if status != "completed":
+        # A reason carries words from elsewhere (a provider's or a tool server's error, a hook's exception, a script):
+        # scanned as everything else the turn records is, since `log`, `why`, `audit` and exports show it for good.
+        found = scanner_for(io.workspace).value({"reason": reason, "error": error})
+        turn.note_redactions(f"turn {status}: reason", found.counts, now)
+        reason, error = found.value["reason"], found.value["error"]
     if status == "completed":
         turn.complete(now)
     elif status == "cancelled":

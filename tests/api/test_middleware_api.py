@@ -38,6 +38,14 @@ async def broken(run, call_next):
     raise KeyError("oops")
 
 
+#: A token a middleware's exception repeats (a client library's error often does): never recorded.
+LEAKED = "ghp_" + "Zr8Kq2Lm9Nx4Vb7Tc1Hd6Jf3Gs5Pw0Ya8Eu2"
+
+
+async def leaky(run, call_next):
+    raise PermissionError(f"vault refused token {LEAKED}")
+
+
 async def forgetful(run, call_next):
     return None
 
@@ -96,6 +104,16 @@ def test_a_broken_middleware_fails_the_turn_with_what_it_raised(db_url, workspac
         result = app.run_sync(agent, "hi", workspace=workspace)
         assert result.status == "failed"
         assert result.reason == "middleware forgetful: returned without running the turn; await call_next(), or raise RunFailed"
+
+
+def test_a_secret_in_what_a_middleware_raised_is_cut_from_the_failed_turns_reason(db_url, workspace, tmp_path):
+    agent = Agent(tools=[], provider=scripted(tmp_path, [response(text("hi"))]), middleware=[Middleware("vault", leaky)])
+    with Chronicle(db_url) as app:
+        result = app.run_sync(agent, "hi", workspace=workspace)
+        assert result.status == "failed" and LEAKED not in (result.reason or "")
+        assert result.reason == "middleware vault: raised PermissionError: vault refused token [REDACTED:github-token]"
+        logged = json.dumps(app.log(result.session_id))
+        assert LEAKED not in logged and "[REDACTED:github-token]" in logged
 
 
 def test_chronicle_toml_middleware_wraps_runs_and_a_recorded_one_applies_in_another_process(db_url, workspace, tmp_path):

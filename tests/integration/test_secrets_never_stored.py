@@ -72,3 +72,17 @@ def test_configured_patterns_are_redacted_under_their_own_name(sqlite_url, works
     assert h.run("look up EMP-123456 please").status == "completed"
     dump = dump_store(sqlite_url)
     assert not holds(dump, "EMP-123456") and holds(dump, "[REDACTED:employee-id]")
+
+
+def test_a_failed_turns_reason_is_scanned_before_it_is_recorded(db_url, workspace, tmp_path):
+    """A provider's (or a tool server's, or a hook's) error can repeat a key it was given: the reason is shown by
+    `log`, `why` and `audit` and exported, so it is scanned like everything else the turn records."""
+    h = Harness(db_url, workspace, tmp_path, [
+        {"error": {"kind": "invalid_request", "message": f"bad key {ANTHROPIC_KEY} for org", "retryable": False}},
+    ])
+    outcome = h.run("go")
+    assert outcome.status == "failed"
+    assert ANTHROPIC_KEY not in (outcome.reason or "") and "[REDACTED:anthropic-key]" in (outcome.reason or "")
+    assert not holds(dump_store(db_url), ANTHROPIC_KEY), "the failed turn's reason reached the store"
+    turn = h.store.turn(h.store.session(h.session_id).turns[-1])
+    assert "[REDACTED:anthropic-key]" in (turn.reason or "")
