@@ -28,7 +28,7 @@ from chronicle.runtime.store import ChronicleStore
 from chronicle.runtime.tools.mcp_hub import HUB
 from tests import processes
 from tests.helpers import response, text, tool_use
-from tests.mcp_server import PNG
+from tests.mcp_server import BLOB, PNG, TOKEN
 
 SERVER = Path(__file__).resolve().parents[1] / "mcp_server.py"
 
@@ -107,7 +107,9 @@ def test_stdio_tools_run_with_their_schemas_flags_and_rich_results_recorded(db_u
         ],
     )
     recorded = {e["name"]: e for e in store.session(session.id).spec.mcp_tools}
-    assert set(recorded) == {"t__echo", "t__lookup", "t__picture", "t__broken", "t__crash", "t__slow"}
+    assert set(recorded) == {
+        "t__echo", "t__lookup", "t__picture", "t__broken", "t__crash", "t__slow", "t__leak", "t__big", "t__env_value"
+    }
     assert recorded["t__lookup"]["input_schema"]["required"] == ["key"] and recorded["t__lookup"]["tool"] == "lookup"
     assert (
         recorded["t__lookup"]["flags"]["requires_approval"] is False and recorded["t__echo"]["flags"]["requires_approval"] is True
@@ -272,3 +274,29 @@ def test_streamable_http_server_tools_run_and_header_secrets_stay_out_of_the_log
         [e.__dict__ for _, e in store.events_with_positions(store.aggregate_ids_of(store.session(session.id)))], default=str
     )
     assert "web__echo" in logged and "tok-secret-123456" not in logged
+
+
+def test_a_secret_anywhere_in_a_rich_result_is_cut_before_it_is_recorded(db_url, workspace, tmp_path):
+    """Text blocks were scanned, the rest recorded as the server sent it: its structured content, an embedded
+    resource's text and a link's uri and name kept a token that `output` beside them had cut."""
+    (workspace / "chronicle.toml").write_text(stdio_table(), encoding="utf-8")
+    store, session, script = session_with(
+        db_url, workspace, tmp_path, [[response(tool_use("u1", "t__leak")), response(text("done"))]]
+    )
+    outcome, _ = run_turn(store, session.id, workspace, script)
+    assert outcome.status == "completed"
+    (call,) = calls_of(store, session.id)
+    assert TOKEN not in call.output and "[REDACTED:github-token]" in call.output
+    kinds = [b["type"] for b in call.blocks]
+    assert kinds == ["text", "resource", "resource_link", "resource", "structured"], kinds
+    assert call.blocks[1]["resource"]["text"] == "key [REDACTED:github-token]"
+    assert call.blocks[2] == {"type": "resource_link", "uri": "https://example.com/?token=[REDACTED:github-token]",
+                              "name": "key [REDACTED:github-token]"}
+    assert call.blocks[3]["resource"]["blob"] == BLOB, "bytes are not text: a binary resource is kept as given"
+    assert call.blocks[4]["content"]["result"][0] == "key [REDACTED:github-token]"
+    logged = log_entries(store, str(session.id))
+    assert TOKEN not in json.dumps(logged)
+    (noted,) = [e["data"] for e in logged if e["event"] == "SecretsRedacted" and e["aggregate"] == "tool_call"]
+    # Counted where it was cut: 3 in the text the model reads (text, resource, link), 4 in the blocks, and 4 in the
+    # server's structured copy of its result (whose copy of the blob is no binary field: the scan's to judge).
+    assert noted["where"] == "output" and noted["counts"]["github-token"] == 11, noted
