@@ -94,9 +94,9 @@ def big(size: int) -> str:
 
 
 @server.tool(annotations=READ_ONLY)
-def env_value(name: str) -> str:
-    """The server's variable NAME."""
-    return f"{name} is {os.environ.get(name)}"
+def env_value(variable: str) -> str:
+    """The server's VARIABLE."""
+    return f"{variable} is {os.environ.get(variable)}"
 
 
 if os.environ.get("MCP_TEST_EXTRA_TOOL") == "1":
