@@ -4,7 +4,8 @@ Tools: `echo` (no annotations: needs approval), `lookup` (read-only, structured 
 `picture` (read-only, an image), `broken` (reports an error), `crash` (the process dies
 mid-call), `slow` (sleeps, for cancellation and SIGTERM), `leak` (a token in text, structured content,
 an embedded resource and a link), `big` (a result of N characters, as text and structured content),
-`env_value` (a variable of the server's environment, as its env table gave it). `MCP_TEST_PIDFILE` gets the server's
+`env_value` (a variable of the server's environment, as its env table gave it), `header_value` (a header of
+the HTTP request, as its headers table gave it). `MCP_TEST_PIDFILE` gets the server's
 pid; `MCP_TEST_EXTRA_TOOL=1` adds `extra`, so a test can change the listing between runs.
 """
 
@@ -16,7 +17,7 @@ import time
 from pathlib import Path
 
 import mcp_types
-from mcp.server.mcpserver import Image, MCPServer
+from mcp.server.mcpserver import Context, Image, MCPServer
 
 READ_ONLY = mcp_types.ToolAnnotations(read_only_hint=True, idempotent_hint=True)
 # A 1x1 PNG.
@@ -97,6 +98,12 @@ def big(size: int) -> str:
 def env_value(variable: str) -> str:
     """The server's VARIABLE."""
     return f"{variable} is {os.environ.get(variable)}"
+
+
+@server.tool(annotations=READ_ONLY)
+def header_value(header: str, ctx: Context) -> str:
+    """The request's HEADER (over HTTP)."""
+    return f"{header} is {(ctx.headers or {}).get(header)}"
 
 
 if os.environ.get("MCP_TEST_EXTRA_TOOL") == "1":

@@ -53,3 +53,23 @@ def test_a_result_a_guardrail_replaced_is_recorded_without_the_originals_blocks(
     assert call["effects"][0]["guardrail"] == "scrub" and call["effects"][0]["action"] == "modified"
     assert traced_results(db_url, session_id) == ["CODEWORD is [scrubbed]"]
     assert not holds(dump_store(db_url), "swordfish-4417"), "the original result reached the store"
+
+
+def test_what_a_server_is_given_in_its_env_is_cut_from_everything_recorded(db_url, workspace, tmp_path):
+    """A secret given to a server through its env table reached the store, and the trace with content, when the server
+    printed it: only the process's own secret-named variables were cut. Now every value a `${VAR}` brings in is cut
+    (but a variable every tool gets: TZ here) and the whole value of a secret-named key, even one written in the file."""
+    (workspace / "chronicle.toml").write_text(server_table(
+        'env = { API_TOKEN = "${MCP_TEST_TOK}", NOTE = "${MCP_TEST_NOTE}", LIT_PASSWORD = "pw-in-the-file-5566", TZ = "${TZ}" }\n'
+    ), encoding="utf-8")
+    secrets = {"MCP_TEST_TOK": "tok-supersecret-123456", "MCP_TEST_NOTE": "plainvalue-7788"}
+    asked = [tool_use(f"u{i}", "t__env_value", variable=v) for i, v in enumerate(("API_TOKEN", "NOTE", "LIT_PASSWORD", "TZ"))]
+    session_id = run_calls(db_url, workspace, tmp_path, *asked, env={**secrets, "TZ": "Europe/Amsterdam"})
+    calls = completed(db_url, session_id)
+    said = ["API_TOKEN is [REDACTED:environment]", "NOTE is [REDACTED:environment]", "LIT_PASSWORD is [REDACTED:environment]",
+            "TZ is Europe/Amsterdam"]
+    assert [c["output"] for c in calls] == said
+    assert [c["blocks"][0]["text"] for c in calls] == said and [c["blocks"][1]["content"]["result"] for c in calls] == said
+    assert traced_results(db_url, session_id) == said
+    dump = dump_store(db_url)
+    assert not any(holds(dump, s) for s in (*secrets.values(), "pw-in-the-file-5566"))

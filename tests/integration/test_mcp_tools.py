@@ -108,7 +108,8 @@ def test_stdio_tools_run_with_their_schemas_flags_and_rich_results_recorded(db_u
     )
     recorded = {e["name"]: e for e in store.session(session.id).spec.mcp_tools}
     assert set(recorded) == {
-        "t__echo", "t__lookup", "t__picture", "t__broken", "t__crash", "t__slow", "t__leak", "t__big", "t__env_value"
+        "t__echo", "t__lookup", "t__picture", "t__broken", "t__crash", "t__slow", "t__leak", "t__big", "t__env_value",
+        "t__header_value",
     }
     assert recorded["t__lookup"]["input_schema"]["required"] == ["key"] and recorded["t__lookup"]["tool"] == "lookup"
     assert (
@@ -300,3 +301,23 @@ def test_a_secret_anywhere_in_a_rich_result_is_cut_before_it_is_recorded(db_url,
     # Counted where it was cut: 3 in the text the model reads (text, resource, link), 4 in the blocks, and 4 in the
     # server's structured copy of its result (whose copy of the blob is no binary field: the scan's to judge).
     assert noted["where"] == "output" and noted["counts"]["github-token"] == 11, noted
+
+
+def test_what_a_server_is_given_in_its_headers_is_cut_from_what_it_sends_back(db_url, workspace, tmp_path, http_server, monkeypatch):
+    """A header's value reached the store when the server said it back: only the process's own secret-named variables
+    were cut, and neither a variable named otherwise (`${MCP_TEST_HTTP_BEARER}`) nor a value written in the file was."""
+    monkeypatch.setenv("MCP_TEST_HTTP_BEARER", "tok-header-778899")
+    (workspace / "chronicle.toml").write_text(
+        f'[mcp.web]\nurl = "{http_server}"\ntrust_annotations = true\n'
+        'headers = { Authorization = "Bearer ${MCP_TEST_HTTP_BEARER}", X-Api-Key = "key-in-the-file-5566", Accept-Language = "fr-CH" }\n',
+        encoding="utf-8",
+    )
+    asked = [tool_use(f"u{i}", "web__header_value", header=h) for i, h in enumerate(("authorization", "x-api-key", "accept-language"))]
+    store, session, script = session_with(db_url, workspace, tmp_path, [[response(*asked), response(text("ok"))]])
+    outcome, _ = run_turn(store, session.id, workspace, script)
+    assert outcome.status == "completed"
+    outputs = [c.output for c in calls_of(store, session.id)]
+    assert outputs == ["authorization is [REDACTED:environment]", "x-api-key is [REDACTED:environment]",
+                       "accept-language is fr-CH"], outputs
+    logged = json.dumps(log_entries(store, str(session.id)))
+    assert "tok-header-778899" not in logged and "key-in-the-file-5566" not in logged
