@@ -321,3 +321,25 @@ def test_what_a_server_is_given_in_its_headers_is_cut_from_what_it_sends_back(db
                        "accept-language is fr-CH"], outputs
     logged = json.dumps(log_entries(store, str(session.id)))
     assert "tok-header-778899" not in logged and "key-in-the-file-5566" not in logged
+
+
+def test_a_huge_result_is_recorded_to_its_first_30000_characters_blocks_included(db_url, workspace, tmp_path):
+    """`output` was cut to 30,000 characters and the blocks beside it kept the whole text twice (a text block and the
+    SDK's structured copy): a 3 MB result made a 2.3 MB event. The blocks are cut as the text is, with its note."""
+    (workspace / "chronicle.toml").write_text(stdio_table(), encoding="utf-8")
+    store, session, script = session_with(
+        db_url, workspace, tmp_path, [[response(tool_use("u1", "t__big", size=200_000), tool_use("u2", "t__big", size=100)),
+                                       response(text("done"))]]
+    )
+    outcome, _ = run_turn(store, session.id, workspace, script)
+    assert outcome.status == "completed"
+    huge, small = calls_of(store, session.id)
+    digits = "0123456789" * 20_000
+    assert huge.output == digits[:30_000] + "\n[truncated: 170000 more characters not shown]"
+    whole = json.dumps({"result": digits}, ensure_ascii=False)
+    assert huge.blocks == [{"type": "text", "text": huge.output},
+                           {"type": "structured", "json": whole[:30_000] + f"\n[truncated: {len(whole) - 30_000} more characters not shown]"}]
+    assert small.blocks == [{"type": "text", "text": digits[:100]}, {"type": "structured", "content": {"result": digits[:100]}}]
+    [ended] = [e for e in log_entries(store, str(session.id)) if e["event"] == "Completed" and e["data"].get("name") == "t__big"
+               and e["data"]["tool_use_id"] == "u1"]
+    assert len(json.dumps(ended)) < 100_000, len(json.dumps(ended))  # the output, its text block, the structured copy
