@@ -17,7 +17,8 @@ with the check's name, the place and the SHA-256 and length of the text before a
 the text it removed): on the inbound message and the final answer as a `Turn.GuardrailApplied`
 event carrying the new text (the input and the response stay recorded verbatim; the model reads
 the new input, the turn delivers the new answer and later turns read it); on a tool result as an
-entry of the call's `effects` (the original never reaches the store). A rejection is recorded
+entry of the call's `effects` (the original never reaches the store: a replaced result is its text
+alone, the original's rich blocks dropped). A rejection is recorded
 too: an inbound message stops the turn before the model is asked (`guard_stop`, exit 4), a tool
 result becomes the tool's failure with the check's message (the model reads it), a final answer
 fails the turn with the check's message.
@@ -169,7 +170,9 @@ class GuardrailHook(Hook):
             if error is not None:
                 output = replace(output, effects=[*output.effects, mark(guardrail.name, "tool_result", output.content, error=error)])
             elif replacement is not None and replacement != output.content:
-                output = replace(output, content=replacement,
+                # The replacement is the whole result: the blocks (an MCP tool's structured content, resources,
+                # images) were the original's, which must not reach the store beside it, nor the model after it.
+                output = replace(output, content=replacement, blocks=None,
                                  effects=[*output.effects, mark(guardrail.name, "tool_result", output.content, replacement)])
         return output
 

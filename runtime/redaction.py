@@ -3,7 +3,7 @@
 Matching only the exact ANTHROPIC_API_KEY missed every other credential a process holds, so
 three nets are cast: the values of environment variables whose names say they are secret
 (`*_KEY`, `*TOKEN*`, `*SECRET*`, `*PASSWORD*`, `*PASSWD*`, `*PASSPHRASE*`, `*CREDENTIAL*`, `*_PASS`, `*_AUTH`;
-not `*_FILE`, a path), the passwords of every
+not `*_FILE`, a path) and the values the process gives an MCP server as secrets (`hold_secrets`), the passwords of every
 database URL in the environment (decoded and as written), and anything shaped like a credential
 wherever it came from (`scheme://user:password@host`, `sk-ant-…`, `Bearer …`).
 """
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from urllib.parse import unquote
 
 MASK = "***"
@@ -61,10 +61,30 @@ def is_plain_setting(value: str) -> bool:
     return value in _SETTING_FORMS or is_mask(value)
 
 
+#: Values this process hands on as secrets though none of its secret-named variables holds them: what an MCP server
+#: is given through its `env` or `headers` (runtime/tools/mcp_config.py), from a variable of any name or written in
+#: the file. Kept in this process's memory alone, for as long as it runs: never written, logged or recorded.
+_HELD: dict[str, None] = {}
+
+
+def hold_secrets(values: Iterable[str]) -> None:
+    """Cut these wherever they appear from now on, as a secret-named variable's value is (a settings word, a mask or
+    a value too short to cut safely aside)."""
+    for value in values:
+        if len(value) >= MIN_SECRET_LEN and not is_plain_setting(value):
+            _HELD.setdefault(value)
+
+
+def held_count() -> int:
+    """How many values `hold_secrets` was given: it only grows, so a cache of `secret_values` keys on it."""
+    return len(_HELD)
+
+
 def secret_values(environ: Mapping[str, str] | None = None) -> list[str]:
-    """Every value worth hiding that this process holds, longest first (so no part is left over)."""
+    """Every value worth hiding that this process holds, longest first (so no part is left over): its environment's
+    and those it hands on to MCP servers (`hold_secrets`)."""
     env = os.environ if environ is None else environ
-    values: set[str] = set()
+    values: set[str] = set(_HELD)
     for name, value in env.items():
         # `SMTP_AUTH=disabled` holds a setting: cutting it would cut the word from every text.
         if is_secret_name(name) and len(value) >= MIN_SECRET_LEN and not is_plain_setting(value):

@@ -8,7 +8,8 @@ the recorded events, the model only ever sees the redacted text afterwards.
 
 Four nets, in this order:
 - the values this process holds as secrets (runtime/redaction.py: secret-named environment
-  variables, database URL passwords) — always on, even with `[privacy] redact = false`;
+  variables, database URL passwords, what it gives an MCP server through its env and headers) —
+  always on, even with `[privacy] redact = false`;
 - well-known credential formats (cloud keys, vendor tokens, private key blocks, JWTs, URL
   passwords, bearer tokens);
 - a value assigned to a secret-sounding name (`password = "…"`, `API_KEY=…`), unless it is plainly a
@@ -44,7 +45,7 @@ from typing import Any, Callable, Mapping, Protocol
 
 from pydantic import BaseModel, ConfigDict, StrictBool, ValidationError, field_validator
 
-from .redaction import MIN_SECRET_LEN, URL_PASSWORD, is_mask, is_plain_setting, secret_values
+from .redaction import MIN_SECRET_LEN, URL_PASSWORD, held_count, is_mask, is_plain_setting, secret_values
 from .settings import SettingsError
 
 CONFIG_FILE = "chronicle.toml"
@@ -214,24 +215,26 @@ class SecretScanner:
         return Scan(result if counts else value, dict(counts))
 
 
-_SECRETS_CACHE: list[tuple[dict[Any, Any], list[str]]] = []
+_SECRETS_CACHE: list[tuple[dict[Any, Any], int, list[str]]] = []
 
 
 def _process_secrets(environ: Mapping[str, str]) -> list[str]:
-    """secret_values, computed once per distinct environment (it runs a regex over every variable).
+    """secret_values, computed once per distinct environment (it runs a regex over every variable) and
+    set of held values (an MCP server's env and headers, redaction.hold_secrets).
 
     The environment is compared as a plain dict copy: hashing `os.environ.items()` decoded every
     name and value on each call, three times per model step. `os.environ` is copied from its
     raw bytes (`_data`), which needs no decoding; a change to any variable still misses."""
     raw = getattr(environ, "_data", None) if environ is os.environ else None
     snapshot = dict(raw if isinstance(raw, dict) else environ)
-    for seen, found in _SECRETS_CACHE:
-        if seen == snapshot:
+    held = held_count()
+    for seen, seen_held, found in _SECRETS_CACHE:
+        if seen_held == held and seen == snapshot:
             return found
     if len(_SECRETS_CACHE) >= 16:
         _SECRETS_CACHE.pop(0)
     found = secret_values(environ)
-    _SECRETS_CACHE.append((snapshot, found))
+    _SECRETS_CACHE.append((snapshot, held, found))
     return found
 
 

@@ -2,7 +2,10 @@
 
 Tools: `echo` (no annotations: needs approval), `lookup` (read-only, structured output),
 `picture` (read-only, an image), `broken` (reports an error), `crash` (the process dies
-mid-call), `slow` (sleeps, for cancellation and SIGTERM). `MCP_TEST_PIDFILE` gets the server's
+mid-call), `slow` (sleeps, for cancellation and SIGTERM), `leak` (a token in text, structured content,
+an embedded resource and a link), `big` (a result of N characters, as text and structured content),
+`env_value` (a variable of the server's environment, as its env table gave it), `header_value` (a header of
+the HTTP request, as its headers table gave it). `MCP_TEST_PIDFILE` gets the server's
 pid; `MCP_TEST_EXTRA_TOOL=1` adds `extra`, so a test can change the listing between runs.
 """
 
@@ -14,7 +17,7 @@ import time
 from pathlib import Path
 
 import mcp_types
-from mcp.server.mcpserver import Image, MCPServer
+from mcp.server.mcpserver import Context, Image, MCPServer
 
 READ_ONLY = mcp_types.ToolAnnotations(read_only_hint=True, idempotent_hint=True)
 # A 1x1 PNG.
@@ -62,6 +65,45 @@ def slow(seconds: float = 30.0) -> str:
     """Sleeps SECONDS."""
     time.sleep(seconds)
     return "woke up"
+
+
+#: Bytes whose base64 looks like a random token to the scan: a binary resource keeps it as given.
+BLOB = "q8Zr3Lk9Xw2Vb7Nm4Tp6Jd1Hs5Gf0Yc"
+#: A token of a well-known shape (a GitHub token), cut by the secret scan wherever it is.
+TOKEN = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
+
+
+@server.tool(annotations=READ_ONLY)
+def leak() -> list[object]:
+    """A token everywhere a result can hold text."""
+    return [
+        f"key {TOKEN}",
+        mcp_types.EmbeddedResource(
+            type="resource", resource=mcp_types.TextResourceContents(uri="file:///key.txt", text=f"key {TOKEN}", mime_type="text/plain")
+        ),
+        mcp_types.ResourceLink(type="resource_link", uri=f"https://example.com/?token={TOKEN}", name=f"key {TOKEN}"),
+        mcp_types.EmbeddedResource(
+            type="resource", resource=mcp_types.BlobResourceContents(uri="file:///k.bin", blob=BLOB, mime_type="application/octet-stream")
+        ),
+    ]
+
+
+@server.tool(annotations=READ_ONLY)
+def big(size: int) -> str:
+    """SIZE characters."""
+    return ("0123456789" * (size // 10 + 1))[:size]
+
+
+@server.tool(annotations=READ_ONLY)
+def env_value(variable: str) -> str:
+    """The server's VARIABLE."""
+    return f"{variable} is {os.environ.get(variable)}"
+
+
+@server.tool(annotations=READ_ONLY)
+def header_value(header: str, ctx: Context) -> str:
+    """The request's HEADER (over HTTP)."""
+    return f"{header} is {(ctx.headers or {}).get(header)}"
 
 
 if os.environ.get("MCP_TEST_EXTRA_TOOL") == "1":

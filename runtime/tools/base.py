@@ -167,23 +167,39 @@ def scan_output(text: str, scanner: Any = None) -> Any:
 
 
 def safe_blocks(blocks: list[dict[str, Any]] | None, scanner: Any = None) -> list[dict[str, Any]] | None:
-    """Rich results (an MCP tool's) are recorded whole: their text gets the same redaction as `content`."""
+    """Rich results (an MCP tool's) are recorded whole: every text in them gets the same redaction as `content`."""
     return scan_blocks(blocks, scanner)[0]
 
 
+#: The fields of a result block that hold bytes as base64, not text: an image's or audio clip's `source.data`, a binary
+#: resource's `resource.blob`. The scan would take them for tokens and cut them, and there is no text in them to scan.
+BINARY_FIELDS = {"image": ("source", "data"), "audio": ("source", "data"), "resource": ("resource", "blob")}
+
+
 def scan_blocks(blocks: list[dict[str, Any]] | None, scanner: Any = None) -> tuple[list[dict[str, Any]] | None, dict[str, int]]:
+    """Every string of every block, whatever its kind, with how many secrets of each kind were cut. An MCP result
+    carries its text in more than text blocks (structured content, an embedded resource's text, a link's uri and
+    name) and all of it is recorded: scanning text blocks alone stored a token the `output` beside it had cut."""
     if not blocks:
         return blocks, {}
     counts: dict[str, int] = {}
-    out = []
-    for b in blocks:
-        if b.get("type") == "text" and isinstance(b.get("text"), str):
-            found = scan_output(b["text"], scanner)
+
+    def scan(value: Any, skip: tuple[str, ...] | None) -> Any:
+        if isinstance(value, str):
+            found = scan_output(value, scanner)
             for kind, n in found.counts.items():
                 counts[kind] = counts.get(kind, 0) + n
-            b = {**b, "text": found.value}
-        out.append(b)
-    return out, counts
+            return found.value
+        if isinstance(value, dict):
+            return {
+                scan(k, None) if isinstance(k, str) else k: (x if skip == (k,) else scan(x, skip[1:] if skip and skip[0] == k else None))
+                for k, x in value.items()
+            }
+        if isinstance(value, (list, tuple)):
+            return [scan(x, None) for x in value]
+        return value
+
+    return [scan(b, BINARY_FIELDS.get(b.get("type", ""))) for b in blocks], counts
 
 
 def safe_error(ctx: ToolContext, message: str) -> str:

@@ -15,7 +15,9 @@
 
 Nothing of this table is recorded (env and headers may hold secrets): each process reads it
 again from the file named in the recorded tool list, so a resumed session reaches the server
-the file describes now, and a server the file no longer defines gives an error result.
+the file describes now, and a server the file no longer defines gives an error result. What a
+server is given as a secret (`McpServerConfig.secrets`) is cut from everything recorded, as the
+process's own secrets are: a server may print what it was given.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from ..app.errors import DefinitionError
+from ..redaction import hold_secrets, is_secret_name
 
 SERVER_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,31}$")
 ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
@@ -83,6 +86,14 @@ class McpServerConfig(BaseModel):
             raise ValueError(f"url must start with http:// or https:// (got {self.url!r})")
         return self
 
+    @model_validator(mode="after")
+    def _hold_secrets(self) -> "McpServerConfig":
+        """Its secrets are cut from everything recorded from the moment the server is defined (read from the file,
+        or made in code), before any of its tools runs: a server that prints the token it was given, or a model
+        that repeats it, would otherwise put it in the log (runtime/redaction.py holds them in memory only)."""
+        hold_secrets(self.secrets())
+        return self
+
     @property
     def transport(self) -> str:
         return "stdio" if self.command is not None else "http"
@@ -101,10 +112,44 @@ class McpServerConfig(BaseModel):
         )
 
     def resolved_env(self) -> dict[str, str]:
+        hold_secrets(self.secrets())  # as the environment is now: a variable may have changed since the file was read
         return {k: expand(v, f"[mcp.{self.name}] env.{k}") for k, v in self.env.items()}
 
     def resolved_headers(self) -> dict[str, str]:
+        hold_secrets(self.secrets())
         return {k: expand(v, f"[mcp.{self.name}] headers.{k}") for k, v in self.headers.items()}
+
+    def secrets(self) -> list[str]:
+        """What this server is given as a secret, as the environment expands it now (a variable not set is no
+        value): every value a `${VAR}` brings into its env or headers (the file names the variable rather than
+        write the value, as one does with a secret), but a variable every tool gets anyway (PATH, HOME, LANG...:
+        runtime/tools/tool_env.py); and the whole value of an env key or header named as a secret holds
+        (API_TOKEN, X-Api-Key, Authorization, Cookie), with the credential after an Authorization's scheme."""
+        from .tool_env import ALLOWED, ALLOWED_PREFIXES
+
+        found: list[str] = []
+        for table, secret_key in ((self.env, is_secret_name), (self.headers, _secret_header)):
+            for key, value in table.items():
+                names = ENV_REF.findall(value)
+                found += [os.environ[n] for n in names if n in os.environ and n not in ALLOWED and not n.startswith(ALLOWED_PREFIXES)]
+                if secret_key(key) and all(n in os.environ for n in names):  # else it is never given: expand() refuses
+                    whole = ENV_REF.sub(lambda m: os.environ[m.group(1)], value)
+                    found.append(whole)
+                    if scheme := SCHEME_AND_CREDENTIAL.fullmatch(whole):  # `Bearer TOKEN`: the token may be printed alone
+                        found.append(scheme.group(1))
+        return found
+
+
+#: An Authorization-style value: a scheme, then the credential.
+SCHEME_AND_CREDENTIAL = re.compile(r"[A-Za-z][A-Za-z0-9_-]* +(\S+)")
+
+
+#: Headers that carry credentials without a secret-sounding name.
+CREDENTIAL_HEADERS = frozenset({"authorization", "proxy-authorization", "cookie"})
+
+
+def _secret_header(name: str) -> bool:
+    return name.lower() in CREDENTIAL_HEADERS or is_secret_name(name.replace("-", "_"))
 
 
 def expand(value: str, where: str) -> str:

@@ -12,6 +12,7 @@ import pytest
 from chronicle import Agent, Chronicle, ChronicleError, McpServer
 from chronicle.runtime.tools.mcp_hub import HUB
 from tests.helpers import response, text, tool_use
+from tests.store_dump import dump_store, holds
 
 SERVER = Path(__file__).resolve().parents[1] / "mcp_server.py"
 
@@ -82,3 +83,18 @@ def test_two_agents_with_a_server_of_one_name_each_reach_their_own(sqlite_url, w
     with pytest.raises(ChronicleError, match="two different"):
         Agent(provider=acme.provider, mcp_servers=[acme.mcp_servers[0]],
               agents=[Agent(name="helper", mcp_servers=[globex.mcp_servers[0]])])
+
+
+def test_what_a_server_defined_in_code_is_given_is_cut_from_everything_recorded(db_url, workspace, tmp_path):
+    """The values an McpServer's env hands the server are the process's secrets from its definition on: cut from the
+    result that prints one, and from the model's answer that repeats it, though no variable of the process holds it."""
+    server = McpServer(name="t", command=sys.executable, args=[str(SERVER), "stdio"], trust_annotations=True,
+                       env={"SERVICE_PASSWORD": "code-pass-778899"})
+    provider = script(tmp_path / "s.json", response(tool_use("u1", "t__env_value", variable="SERVICE_PASSWORD")),
+                      response(text("the password is code-pass-778899")))
+    with Chronicle(db_url) as app:
+        result = app.run_sync(Agent(provider=provider, mcp_servers=[server]), "what is it", workspace=str(workspace))
+        assert result.status == "completed" and result.text == "the password is [REDACTED:environment]", result
+        [ended] = [e for e in app.log(result.session_id) if e["aggregate"] == "tool_call" and e["event"] == "Completed"]
+        assert ended["data"]["output"] == "SERVICE_PASSWORD is [REDACTED:environment]"
+    assert not holds(dump_store(db_url), "code-pass-778899")

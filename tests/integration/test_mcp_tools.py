@@ -28,7 +28,7 @@ from chronicle.runtime.store import ChronicleStore
 from chronicle.runtime.tools.mcp_hub import HUB
 from tests import processes
 from tests.helpers import response, text, tool_use
-from tests.mcp_server import PNG
+from tests.mcp_server import BLOB, PNG, TOKEN
 
 SERVER = Path(__file__).resolve().parents[1] / "mcp_server.py"
 
@@ -107,7 +107,10 @@ def test_stdio_tools_run_with_their_schemas_flags_and_rich_results_recorded(db_u
         ],
     )
     recorded = {e["name"]: e for e in store.session(session.id).spec.mcp_tools}
-    assert set(recorded) == {"t__echo", "t__lookup", "t__picture", "t__broken", "t__crash", "t__slow"}
+    assert set(recorded) == {
+        "t__echo", "t__lookup", "t__picture", "t__broken", "t__crash", "t__slow", "t__leak", "t__big", "t__env_value",
+        "t__header_value",
+    }
     assert recorded["t__lookup"]["input_schema"]["required"] == ["key"] and recorded["t__lookup"]["tool"] == "lookup"
     assert (
         recorded["t__lookup"]["flags"]["requires_approval"] is False and recorded["t__echo"]["flags"]["requires_approval"] is True
@@ -272,3 +275,71 @@ def test_streamable_http_server_tools_run_and_header_secrets_stay_out_of_the_log
         [e.__dict__ for _, e in store.events_with_positions(store.aggregate_ids_of(store.session(session.id)))], default=str
     )
     assert "web__echo" in logged and "tok-secret-123456" not in logged
+
+
+def test_a_secret_anywhere_in_a_rich_result_is_cut_before_it_is_recorded(db_url, workspace, tmp_path):
+    """Text blocks were scanned, the rest recorded as the server sent it: its structured content, an embedded
+    resource's text and a link's uri and name kept a token that `output` beside them had cut."""
+    (workspace / "chronicle.toml").write_text(stdio_table(), encoding="utf-8")
+    store, session, script = session_with(
+        db_url, workspace, tmp_path, [[response(tool_use("u1", "t__leak")), response(text("done"))]]
+    )
+    outcome, _ = run_turn(store, session.id, workspace, script)
+    assert outcome.status == "completed"
+    (call,) = calls_of(store, session.id)
+    assert TOKEN not in call.output and "[REDACTED:github-token]" in call.output
+    kinds = [b["type"] for b in call.blocks]
+    assert kinds == ["text", "resource", "resource_link", "resource", "structured"], kinds
+    assert call.blocks[1]["resource"]["text"] == "key [REDACTED:github-token]"
+    assert call.blocks[2] == {"type": "resource_link", "uri": "https://example.com/?token=[REDACTED:github-token]",
+                              "name": "key [REDACTED:github-token]"}
+    assert call.blocks[3]["resource"]["blob"] == BLOB, "bytes are not text: a binary resource is kept as given"
+    assert call.blocks[4]["content"]["result"][0] == "key [REDACTED:github-token]"
+    logged = log_entries(store, str(session.id))
+    assert TOKEN not in json.dumps(logged)
+    (noted,) = [e["data"] for e in logged if e["event"] == "SecretsRedacted" and e["aggregate"] == "tool_call"]
+    # Counted where it was cut: 3 in the text the model reads (text, resource, link), 4 in the blocks, and 4 in the
+    # server's structured copy of its result (whose copy of the blob is no binary field: the scan's to judge).
+    assert noted["where"] == "output" and noted["counts"]["github-token"] == 11, noted
+
+
+def test_what_a_server_is_given_in_its_headers_is_cut_from_what_it_sends_back(db_url, workspace, tmp_path, http_server, monkeypatch):
+    """A header's value reached the store when the server said it back: only the process's own secret-named variables
+    were cut, and neither a variable named otherwise (`${MCP_TEST_HTTP_BEARER}`) nor a value written in the file was."""
+    monkeypatch.setenv("MCP_TEST_HTTP_BEARER", "tok-header-778899")
+    (workspace / "chronicle.toml").write_text(
+        f'[mcp.web]\nurl = "{http_server}"\ntrust_annotations = true\n'
+        'headers = { Authorization = "Bearer ${MCP_TEST_HTTP_BEARER}", X-Api-Key = "key-in-the-file-5566", Accept-Language = "fr-CH" }\n',
+        encoding="utf-8",
+    )
+    asked = [tool_use(f"u{i}", "web__header_value", header=h) for i, h in enumerate(("authorization", "x-api-key", "accept-language"))]
+    store, session, script = session_with(db_url, workspace, tmp_path, [[response(*asked), response(text("ok"))]])
+    outcome, _ = run_turn(store, session.id, workspace, script)
+    assert outcome.status == "completed"
+    outputs = [c.output for c in calls_of(store, session.id)]
+    assert outputs == ["authorization is [REDACTED:environment]", "x-api-key is [REDACTED:environment]",
+                       "accept-language is fr-CH"], outputs
+    logged = json.dumps(log_entries(store, str(session.id)))
+    assert "tok-header-778899" not in logged and "key-in-the-file-5566" not in logged
+
+
+def test_a_huge_result_is_recorded_to_its_first_30000_characters_blocks_included(db_url, workspace, tmp_path):
+    """`output` was cut to 30,000 characters and the blocks beside it kept the whole text twice (a text block and the
+    SDK's structured copy): a 3 MB result made a 2.3 MB event. The blocks are cut as the text is, with its note."""
+    (workspace / "chronicle.toml").write_text(stdio_table(), encoding="utf-8")
+    store, session, script = session_with(
+        db_url, workspace, tmp_path, [[response(tool_use("u1", "t__big", size=200_000), tool_use("u2", "t__big", size=100)),
+                                       response(text("done"))]]
+    )
+    outcome, _ = run_turn(store, session.id, workspace, script)
+    assert outcome.status == "completed"
+    huge, small = calls_of(store, session.id)
+    digits = "0123456789" * 20_000
+    assert huge.output == digits[:30_000] + "\n[truncated: 170000 more characters not shown]"
+    whole = json.dumps({"result": digits}, ensure_ascii=False)
+    assert huge.blocks == [{"type": "text", "text": huge.output},
+                           {"type": "structured", "json": whole[:30_000] + f"\n[truncated: {len(whole) - 30_000} more characters not shown]"}]
+    assert small.blocks == [{"type": "text", "text": digits[:100]}, {"type": "structured", "content": {"result": digits[:100]}}]
+    [ended] = [e for e in log_entries(store, str(session.id)) if e["event"] == "Completed" and e["data"].get("name") == "t__big"
+               and e["data"]["tool_use_id"] == "u1"]
+    assert len(json.dumps(ended)) < 100_000, len(json.dumps(ended))  # the output, its text block, the structured copy

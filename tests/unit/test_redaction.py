@@ -77,3 +77,21 @@ def test_a_secret_named_variable_holding_a_setting_or_a_mask_does_not_hide_that_
     assert redact_secrets(text, environ=env) == "login disabled; a key is Required; shown as ******** ; but *** is the password"
     found = SecretScanner().text(text, environ=env)
     assert found.value == text.replace("disabled9", "[REDACTED:environment]") and found.counts == {"environment": 1}
+
+
+def test_what_an_mcp_server_is_given_as_a_secret_and_what_it_is_not(monkeypatch):
+    """`${VAR}` values but the shell's own (PATH, HOME, TZ, LC_*), whole values of secret-named keys and credential
+    headers with an Authorization's credential alone, none of a variable that is not set (the server never gets it)."""
+    from chronicle.runtime.tools.mcp_config import McpServerConfig
+
+    monkeypatch.setenv("UNIT_REF_A", "value-from-a-ref")
+    monkeypatch.setenv("TZ", "Europe/Amsterdam")
+    monkeypatch.delenv("UNIT_UNSET", raising=False)
+    config = McpServerConfig(
+        name="s", url="https://mcp.example.com/mcp",
+        headers={"Authorization": "Bearer ${UNIT_REF_A}", "X-Api-Key": "written-key-1", "Cookie": "sid=${UNIT_UNSET}",
+                 "Accept": "application/json", "X-Zone": "${TZ}"},
+    )
+    assert sorted(config.secrets()) == sorted(["value-from-a-ref", "Bearer value-from-a-ref", "value-from-a-ref", "written-key-1"])
+    assert redact_secrets("Accept: application/json Zone: Europe/Amsterdam") == "Accept: application/json Zone: Europe/Amsterdam"
+    assert redact_secrets("sent Bearer value-from-a-ref, then written-key-1") == "sent ***, then ***"
