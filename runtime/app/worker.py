@@ -420,12 +420,20 @@ def compose_worker(store: ChronicleStore, overrides: Overrides, options: WorkerO
                    stuck_after_s: float, tool_failures: int, say: Callable[[str], Any] | None = None) -> Worker:
     """The worker `chronicle worker` runs and `Chronicle.work` runs in a program: the workspace's routines fired before
     each look for work, self-repair watching for stuck turns and broken tools. One composition, so the two cannot drift."""
-    from ..self_repair import SelfRepair
-
     told_at_once_when_refused(store)  # a lost database named in half a second, not after ten pool timeouts
     worker = Worker(store, overrides, options, log=log)
     worker.routines = workspace_routines(store, overrides, worker.name, say or log)
-    worker.repair = SelfRepair(store, stuck_after_s=stuck_after_s, tool_failures=tool_failures, cursor=store.max_position())
+    return repairing(worker, stuck_after_s=stuck_after_s, tool_failures=tool_failures)
+
+
+def repairing(worker: Worker, *, stuck_after_s: float | None = None, tool_failures: int | None = None) -> Worker:
+    """The worker with self-repair watching for stuck turns and broken tools, from the log's end on: every worker has it
+    (`chronicle worker`, `Chronicle.work`, `chronicle serve`'s), as docs/deployment.md says; defaults as the command's."""
+    from ..self_repair import DEFAULT_STUCK_AFTER_S, DEFAULT_TOOL_FAILURES, SelfRepair
+
+    worker.repair = SelfRepair(worker.store, stuck_after_s=DEFAULT_STUCK_AFTER_S if stuck_after_s is None else stuck_after_s,
+                               tool_failures=DEFAULT_TOOL_FAILURES if tool_failures is None else tool_failures,
+                               cursor=worker.store.max_position())
     return worker
 
 

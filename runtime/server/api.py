@@ -26,7 +26,7 @@ from chronicle.runtime.app import queries
 from chronicle.runtime.app.errors import UNAVAILABLE, DefinitionError
 from chronicle.runtime.app.resume import submit
 from chronicle.runtime.app.specs import resolve_workspace
-from chronicle.runtime.app.worker import Overrides, Worker, WorkerOptions
+from chronicle.runtime.app.worker import Overrides, Worker, WorkerOptions, repairing
 from chronicle.runtime.app.worker_progress import WorkerProgress
 from chronicle.runtime.bounds import LARGEST
 from chronicle.runtime.environment import environment
@@ -148,6 +148,7 @@ def _serving(config: ServerConfig, chronicle: Chronicle) -> FastAPI:
             # stderr as the command does; a program gets them on the `chronicle.server` logger unless it says where.
             worker = Worker(chronicle.store, overrides, WorkerOptions(concurrency=config.worker_concurrency or WorkerOptions.concurrency, poll_s=0.2),
                             log=config.worker_log or log.info, name=None)
+            repairing(worker)  # as every worker: stuck turns handed to resume, broken tools reported (`chronicle repairs`)
             # Turns run on an event loop of their own: the loop makes its store writes where it
             # runs, and on this loop each would hold every request and stream while it waited
             # (for the whole retry of a lost database: /healthz timed out at 30 s).

@@ -10,7 +10,7 @@ import signal
 
 import httpx
 
-from tests.helpers import cli, response, text, write_script
+from tests.helpers import cli, json_lines, response, text, tool_use, write_script
 from tests.recovery import wait_for
 from tests.server.serving import server_process
 
@@ -40,7 +40,8 @@ def test_serves_worker_logs_each_turn_as_chronicle_worker_does_and_masks_secrets
         served = server.stderr.read() if server.stderr else ""
     assert re.search(r"^worker \S+: started \(concurrency 4, lease 30 s\)$", served, re.MULTILINE), served
     assert turn_line(served, completed) == "completed"
-    assert turn_line(served, failed) == "failed: model call failed: Incorrect API key provided: ***"
+    # Cut from the reason before it was recorded (the key is this process's), and masked in the line as well.
+    assert turn_line(served, failed) == "failed: model call failed: Incorrect API key provided: [REDACTED:environment]"
     assert re.search(r"^worker \S+: stopped after 2 turn\(s\)$", served, re.MULTILINE), served
     assert SECRET not in served
 
@@ -50,3 +51,19 @@ def test_serves_worker_logs_each_turn_as_chronicle_worker_does_and_masks_secrets
     assert worked.returncode == 0, worked.stderr
     assert turn_line(worked.stderr, again.stdout.strip()) == turn_line(served, failed)
     assert SECRET not in worked.stderr
+
+
+def test_serves_worker_repairs_as_every_worker_does_a_broken_tool_is_reported(sqlite_url, workspace, tmp_path):
+    """docs/deployment.md: self-repair runs inside every worker. serve's ran none, so a tool failing run after run
+    on a server alone was never reported."""
+    missing = [tool_use(f"m{i}", "read_file", path=f"missing-{i}.txt") for i in range(5)]
+    script = write_script(tmp_path / "s.json", [response(*missing), response(text("gave up"))])
+    with server_process(sqlite_url, workspace) as (base, server):
+        httpx.post(f"{base}/sessions", json={"prompt": "read", "provider": f"scripted:{script}"}, timeout=30).raise_for_status()
+        found = wait_for(lambda: [r for r in json_lines(cli("repairs", "--json", db=sqlite_url).stdout)
+                                  if r["kind"] == "broken_tool"], timeout=60)  # the worker's next pass, within 10 s
+        server.send_signal(signal.SIGTERM)
+        server.wait(timeout=60)
+        served = server.stderr.read() if server.stderr else ""
+    assert [(r["target"], r["status"]) for r in found] == [("read_file", "manual_required")], found
+    assert re.search(r"^worker \S+: self-repair broken_tool read_file: manual_required: ", served, re.MULTILINE), served
