@@ -2,7 +2,7 @@
 
 Tools: `echo` (no annotations: needs approval), `lookup` (read-only, structured output),
 `picture` (read-only, an image), `broken` (reports an error), `crash` (the process dies
-mid-call), `slow` (sleeps, for cancellation and SIGTERM). `MCP_TEST_PIDFILE` gets the server's
+mid-call), `slow` (sleeps, for cancellation and SIGTERM), `where` (read-only, the directory it runs in). `MCP_TEST_PIDFILE` gets the server's
 pid; `MCP_TEST_EXTRA_TOOL=1` adds `extra`, so a test can change the listing between runs.
 """
 
@@ -62,6 +62,12 @@ def slow(seconds: float = 30.0) -> str:
     """Sleeps SECONDS."""
     time.sleep(seconds)
     return "woke up"
+
+
+@server.tool(annotations=READ_ONLY)
+def where() -> str:
+    """The directory the server runs in."""
+    return os.getcwd()
 
 
 if os.environ.get("MCP_TEST_EXTRA_TOOL") == "1":

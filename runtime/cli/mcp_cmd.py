@@ -55,7 +55,7 @@ def list_servers(
         failed = False
         for config in servers.values():
             try:
-                for entry in mcp_tools.list_server_tools(config):
+                for entry in mcp_tools.list_server_tools(config, ws):
                     rows.append(
                         {
                             "server": config.name,

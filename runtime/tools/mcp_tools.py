@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from pathlib import Path
 from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict
@@ -69,7 +70,7 @@ class McpTool(Tool):
         if config is None:
             raise ToolError(f"MCP server {cls.server!r} is no longer defined in {cls.config_path}")
         try:
-            result = await HUB.call_tool(config, cls.remote_name, args.values())
+            result = await HUB.call_tool(config.in_workspace(ctx.workspace), cls.remote_name, args.values())
         except (McpUnavailable, McpConfigError) as exc:
             raise ToolError(str(exc)) from None
         return convert_result(result)
@@ -118,21 +119,22 @@ def describe_tools(config: McpServerConfig, tools: list[Any]) -> list[dict[str, 
     return entries
 
 
-def list_server_tools(config: McpServerConfig) -> list[dict[str, Any]]:
+def list_server_tools(config: McpServerConfig, workspace: str | Path | None) -> list[dict[str, Any]]:
+    """The server's tools as a session in `workspace` records them (a stdio server is started there)."""
     try:
-        return describe_tools(config, HUB.list_tools(config))
+        return describe_tools(config, HUB.list_tools(config.in_workspace(workspace)))
     except McpUnavailable as exc:
         raise McpConfigError(str(exc)) from None
     except TimeoutError:
         raise McpConfigError(f"MCP server {config.name!r} did not list its tools in time") from None
 
 
-def tools_for_agent(agent: str, servers: dict[str, McpServerConfig]) -> tuple[dict[str, Any], ...]:
+def tools_for_agent(agent: str, servers: dict[str, McpServerConfig], workspace: str | Path | None) -> tuple[dict[str, Any], ...]:
     """The recorded tool list for one agent: every tool of every server that names the agent."""
     entries: list[dict[str, Any]] = []
     for config in servers.values():
         if agent in config.agents:
-            entries.extend(list_server_tools(config))
+            entries.extend(list_server_tools(config, workspace))
     return tuple(entries)
 
 

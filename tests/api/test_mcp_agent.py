@@ -82,3 +82,22 @@ def test_two_agents_with_a_server_of_one_name_each_reach_their_own(sqlite_url, w
     with pytest.raises(ChronicleError, match="two different"):
         Agent(provider=acme.provider, mcp_servers=[acme.mcp_servers[0]],
               agents=[Agent(name="helper", mcp_servers=[globex.mcp_servers[0]])])
+
+
+def test_a_stdio_server_runs_in_the_sessions_workspace_and_a_relative_cwd_is_taken_from_it(db_url, tmp_path):
+    """`args = ["--root", "."]` means the workspace: a server started from a process whose cwd is elsewhere (serve,
+    worker, a script) runs where the session's tools act, and one process serving two workspaces starts it in each."""
+    first, second = tmp_path / "first", tmp_path / "second"
+    (second / "tools").mkdir(parents=True)
+    first.mkdir()
+    server = McpServer(name="t", command=sys.executable, args=[str(SERVER), "stdio"], trust_annotations=True)
+    app = Chronicle(db_url)
+
+    def where(workspace: Path, given: McpServer) -> str:
+        provider = script(tmp_path / f"{workspace.name}-{given.cwd}.json", response(tool_use("u1", "t__where")), response(text("ok")))
+        result = app.run_sync(Agent(provider=provider, mcp_servers=[given]), "where", workspace=str(workspace))
+        return app.store.tool_calls_of(app.store.turn(app.store.session(UUID(result.session_id)).turns[0]))[0].output
+
+    assert where(first, server) == str(first.resolve())
+    assert where(second, server) == str(second.resolve()), "a server running for another workspace was reused"
+    assert where(second, McpServer(**{**server.model_dump(), "cwd": "tools"})) == str((second / "tools").resolve())

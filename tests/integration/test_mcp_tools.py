@@ -107,7 +107,7 @@ def test_stdio_tools_run_with_their_schemas_flags_and_rich_results_recorded(db_u
         ],
     )
     recorded = {e["name"]: e for e in store.session(session.id).spec.mcp_tools}
-    assert set(recorded) == {"t__echo", "t__lookup", "t__picture", "t__broken", "t__crash", "t__slow"}
+    assert set(recorded) == {"t__echo", "t__lookup", "t__picture", "t__broken", "t__crash", "t__slow", "t__where"}
     assert recorded["t__lookup"]["input_schema"]["required"] == ["key"] and recorded["t__lookup"]["tool"] == "lookup"
     assert (
         recorded["t__lookup"]["flags"]["requires_approval"] is False and recorded["t__echo"]["flags"]["requires_approval"] is True
