@@ -3,7 +3,8 @@
 Tools: `echo` (no annotations: needs approval), `lookup` (read-only, structured output),
 `picture` (read-only, an image), `broken` (reports an error), `crash` (the process dies
 mid-call), `slow` (sleeps, for cancellation and SIGTERM), `where` (read-only, the directory it runs in). `MCP_TEST_PIDFILE` gets the server's
-pid; `MCP_TEST_EXTRA_TOOL=1` adds `extra`, so a test can change the listing between runs.
+pid; `MCP_TEST_EXTRA_TOOL=1` adds `extra`, so a test can change the listing between runs; `MCP_TEST_CLASH=1` adds `a.b`
+and `a_b`, whose names clean to the same `SERVER__a_b`.
 """
 
 from __future__ import annotations
@@ -76,6 +77,19 @@ if os.environ.get("MCP_TEST_EXTRA_TOOL") == "1":
     def extra() -> str:
         """A tool that appears later."""
         return "extra"
+
+
+if os.environ.get("MCP_TEST_CLASH") == "1":
+
+    @server.tool(name="a.b")
+    def dotted() -> str:
+        """Named with a dot."""
+        return "dotted"
+
+    @server.tool(name="a_b")
+    def underscored() -> str:
+        """Named with an underscore."""
+        return "underscored"
 
 
 if __name__ == "__main__":

@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections import Counter
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -80,9 +81,35 @@ def public_name(server: str, tool: str) -> str:
     """`SERVER__tool`, within the characters and length the model APIs accept."""
     name = f"{server}{SEPARATOR}{TOOL_NAME.sub('_', tool)}"
     if len(name) > MAX_NAME:
-        digest = hashlib.sha256(tool.encode()).hexdigest()[:8]
-        name = f"{name[: MAX_NAME - 9]}_{digest}"
+        name = _with_digest(name, tool)
     return name
+
+
+def _with_digest(name: str, tool: str) -> str:
+    return f"{name[: MAX_NAME - 9]}_{hashlib.sha256(tool.encode()).hexdigest()[:8]}"
+
+
+def public_names(server: str, tools: list[str]) -> list[str]:
+    """Each tool's `SERVER__tool`, distinct: `a.b` and `a_b` both clean to `SERVER__a_b`, and one would silently
+    replace the other in the agent's toolbox. A tool whose name cleaning changed and that clashes gets the digest
+    of its own name as a suffix (`SERVER__a_b_1a2b3c4d`), the one whose name is already valid keeps it: the same
+    names whatever order the server lists them in. A clash left (a server listing one name twice) is refused."""
+    plain = [public_name(server, tool) for tool in tools]
+    counts = Counter(plain)
+    names = [_with_digest(name, tool) if counts[name] > 1 and name != f"{server}{SEPARATOR}{tool}" else name
+             for tool, name in zip(tools, plain, strict=True)]
+    seen: dict[str, str] = {}
+    for tool, name in zip(tools, names, strict=True):
+        if name in seen:
+            raise McpConfigError(f"MCP server {server!r} lists two tools the model would both see as {name!r}: "
+                                 f"{seen[name]!r} and {tool!r}")
+        seen[name] = tool
+    return names
+
+
+def renamed(entry: dict[str, Any]) -> bool:
+    """Whether a listed tool got a digest suffix because its cleaned name clashed with another tool's (`mcp list`)."""
+    return bool(entry["name"] != public_name(entry["server"], entry["tool"]))
 
 
 def flags_for(config: McpServerConfig, tool: Any) -> dict[str, bool]:
@@ -104,10 +131,10 @@ def flags_for(config: McpServerConfig, tool: Any) -> dict[str, bool]:
 def describe_tools(config: McpServerConfig, tools: list[Any]) -> list[dict[str, Any]]:
     """What gets recorded on a session for each tool of a server."""
     entries = []
-    for tool in tools:
+    for tool, name in zip(tools, public_names(config.name, [tool.name for tool in tools]), strict=True):
         entries.append(
             {
-                "name": public_name(config.name, tool.name),
+                "name": name,
                 "server": config.name,
                 "tool": tool.name,
                 "description": tool.description or tool.title or "",

@@ -165,3 +165,25 @@ def test_a_server_that_writes_a_banner_to_stdout_is_named_in_one_line_not_a_trac
 def test_mcp_list_without_a_chronicle_toml_says_the_file_is_missing(workspace):
     listed = cli("mcp", "list", "--workspace", str(workspace))
     assert listed.returncode == 0 and f"{workspace / 'chronicle.toml'} does not exist" in " ".join(listed.stdout.split()), listed.stdout
+
+
+def test_tools_whose_names_clean_to_the_same_name_stay_distinct_and_mcp_list_says_so(db_url, workspace, tmp_path):
+    """`a.b` and `a_b` both clean to `t__a_b`: one silently replaced the other in the toolbox. The one whose name
+    cleaning changed gets its name's digest as a suffix, whatever order the server lists them in; each call reaches
+    its own tool."""
+    config(workspace)
+    (workspace / "chronicle.toml").write_text((workspace / "chronicle.toml").read_text(encoding="utf-8").replace(
+        "trust_annotations = true\n", 'trust_annotations = true\nenv = { MCP_TEST_CLASH = "1" }\n'), encoding="utf-8")
+    listed = cli("mcp", "list", "--json", "--workspace", str(workspace))
+    assert listed.returncode == 0, listed.stderr
+    rows = {r["tool"]: r["name"] for r in json_lines(listed.stdout)}
+    assert rows["a_b"] == "t__a_b" and rows["a.b"].startswith("t__a_b_") and len(rows["a.b"]) == len("t__a_b_") + 8
+    assert f"tool 'a.b' is offered as {rows['a.b']}, as t__a_b would clash with 'a_b'" in " ".join(listed.stderr.split())
+
+    script = write_script(tmp_path / "s.json", [response(tool_use("u1", rows["a.b"]), tool_use("u2", "t__a_b")), response(text("ok"))])
+    ran = cli("run", "go", "--provider", f"scripted:{script}", "--workspace", str(workspace), "--yes", "--json", db=db_url)
+    assert ran.returncode == 0, ran.stderr
+    session_id = json_lines(ran.stdout)[0]["session_id"]
+    calls = [e["data"] for e in json_lines(cli("log", session_id, "--json", db=db_url).stdout)
+             if e["aggregate"] == "tool_call" and e["event"] == "Completed"]
+    assert [(c["name"], c["output"]) for c in calls] == [(rows["a.b"], "dotted"), ("t__a_b", "underscored")]
