@@ -187,3 +187,26 @@ def test_tools_whose_names_clean_to_the_same_name_stay_distinct_and_mcp_list_say
     calls = [e["data"] for e in json_lines(cli("log", session_id, "--json", db=db_url).stdout)
              if e["aggregate"] == "tool_call" and e["event"] == "Completed"]
     assert [(c["name"], c["output"]) for c in calls] == [(rows["a.b"], "dotted"), ("t__a_b", "underscored")]
+
+
+def test_undo_and_redo_files_name_the_mcp_tools_not_marked_read_only_whose_effects_they_leave(db_url, workspace, tmp_path):
+    """What an MCP tool did happened on its server: `undo --files` says so as it says it of `bash`, naming the tools
+    (a read-only one is not counted)."""
+    config(workspace)
+    script = write_script(tmp_path / "s.json", [
+        response(tool_use("u1", "t__echo", text="a"), tool_use("u2", "t__echo", text="b"), tool_use("u3", "t__lookup", key="k")),
+        response(text("done")),
+    ])
+    ran = cli("run", "go", "--provider", f"scripted:{script}", "--workspace", str(workspace), "--yes", "--json", db=db_url)
+    assert ran.returncode == 0, ran.stderr
+    sid = json_lines(ran.stdout)[0]["session_id"]
+    undone = cli("undo", sid, "--files", db=db_url)
+    assert undone.returncode == 0, undone.stderr
+    said = " ".join(undone.stderr.split())
+    assert "note: 2 MCP tool call(s) not marked read-only those turns made are not reverted (t__echo ×2)" in said, said
+    assert "t__lookup" not in said
+    redone = cli("redo", sid, "--files", db=db_url)
+    assert redone.returncode == 0 and "2 MCP tool call(s) not marked read-only those turns made are not re-run" in " ".join(
+        redone.stderr.split()), redone.stderr
+    plain = cli("undo", sid, db=db_url)
+    assert plain.returncode == 0 and "MCP" not in plain.stderr
