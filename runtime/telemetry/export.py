@@ -25,7 +25,7 @@ from uuid import UUID
 
 from ..hooks import Hook
 from ..live import TurnEnd
-from .delivery import Delivery, bounded_shutdown, endpoint_of, export_bounded
+from .delivery import Counting, Delivery, bounded_shutdown, endpoint_of, export_bounded
 from .derive import SpanRecord, derive_turn_spans
 from .records import turn_log
 
@@ -114,10 +114,13 @@ class ExporterSink:
         self.exporter = exporter
         self.processor: Any = None
         self.delivery: Delivery | None = None
+        self.counting: Counting | None = None
         if batch:
             from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
-            self.processor = BatchSpanProcessor(exporter)
+            self.counting = Counting(exporter)  # what an endpoint that never answers cost, said at exit
+            counted: Any = self.counting  # a SpanExporter by its methods (delivery.py imports no OpenTelemetry)
+            self.processor = BatchSpanProcessor(counted)
             # the live path: an endpoint that does not answer is one warning, and a bounded wait at exit
             self.delivery = Delivery(endpoint_of(exporter)).install()
         else:
@@ -135,6 +138,8 @@ class ExporterSink:
         path reports through the SDK's log."""
         sdk_spans = to_sdk_spans(spans)
         if self.processor is not None:
+            assert self.counting is not None
+            self.counting.hand(len(sdk_spans))
             for span in sdk_spans:
                 self.processor.on_end(span)
         elif sdk_spans:
@@ -145,7 +150,8 @@ class ExporterSink:
 
     def shutdown(self) -> None:
         if self.processor is not None:
-            bounded_shutdown(self.processor, self.exporter, self.delivery)  # flushes what is queued, within SHUTDOWN_S
+            # flushes what is queued, within SHUTDOWN_S
+            bounded_shutdown(self.processor, self.exporter, self.delivery, counting=self.counting)
         else:
             self.exporter.shutdown()
             if self.delivery is not None:
