@@ -210,3 +210,31 @@ def test_undo_and_redo_files_name_the_mcp_tools_not_marked_read_only_whose_effec
         redone.stderr.split()), redone.stderr
     plain = cli("undo", sid, db=db_url)
     assert plain.returncode == 0 and "MCP" not in plain.stderr
+
+
+MUTE_LISTING = """import json, sys
+for line in sys.stdin:
+    msg = json.loads(line)
+    if msg.get("method") == "initialize":
+        result = {"protocolVersion": msg["params"]["protocolVersion"], "capabilities": {"tools": {}},
+                  "serverInfo": {"name": "mute", "version": "1"}}
+        print(json.dumps({"jsonrpc": "2.0", "id": msg["id"], "result": result}), flush=True)
+    elif "id" in msg and msg.get("method") != "tools/list":
+        print(json.dumps({"jsonrpc": "2.0", "id": msg["id"], "error": {"code": -32601, "message": "no"}}), flush=True)
+"""
+
+
+def test_a_server_that_starts_but_never_lists_its_tools_is_said_to_be_that_within_its_timeout(workspace, tmp_path):
+    """The handshake completes and tools/list is never answered: not "did not start", and not 30 s more."""
+    server = tmp_path / "mute_listing.py"
+    server.write_text(MUTE_LISTING, encoding="utf-8")
+    (workspace / "chronicle.toml").write_text(
+        f"[mcp.mute]\ncommand = {json.dumps(sys.executable)}\nargs = [{json.dumps(str(server))}]\nstartup_timeout_s = 3\n",
+        encoding="utf-8")
+    started = time.monotonic()
+    listed = cli("mcp", "list", "--json", "--workspace", str(workspace), timeout=60)
+    took = time.monotonic() - started
+    assert listed.returncode == 1, listed.stderr
+    assert json_lines(listed.stdout) == [{"server": "mute", "transport": "stdio",
+                                          "error": "MCP server 'mute' started but did not list its tools within 3 s"}]
+    assert took < 15, f"giving up on the listing took {took:.1f} s"
