@@ -9,7 +9,8 @@ sends exactly the same spans for any session in the store.
 
 Tracing is on when OTEL_TRACES_EXPORTER (other than `none`) or OTEL_EXPORTER_OTLP_ENDPOINT /
 OTEL_EXPORTER_OTLP_TRACES_ENDPOINT is set. `otlp` (the default) is OTLP over HTTP/protobuf,
-configured by the SDK's own variables; `console` prints spans. Message content is recorded only
+configured by the SDK's own variables (OTEL_EXPORTER_OTLP_PROTOCOL other than http/protobuf is warned
+about, once: it is not honoured); `console` prints spans. Message content is recorded only
 with CHRONICLE_OTEL_CAPTURE_CONTENT=1. Needs the `otel` extra.
 """
 
@@ -165,6 +166,7 @@ def exporter_from_env() -> Any:
         if name == "otlp":
             from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
+            _say_protocol()
             return OTLPSpanExporter()
         if name == "console":
             from opentelemetry.sdk.trace.export import ConsoleSpanExporter
@@ -176,6 +178,26 @@ def exporter_from_env() -> Any:
             "tracing is configured (OTEL_* variables) but OpenTelemetry is not installed: pip install 'chronicle-agent[otel]'"
         ) from None
     raise TelemetrySetupError(f"OTEL_TRACES_EXPORTER={name!r} is not supported: use otlp, console or none")
+
+
+#: The OTLP protocols the exporter speaks: the SDK's HTTP exporter sends protobuf whatever the variable says.
+PROTOCOLS = ("", "http/protobuf")
+_protocol_said = False
+
+
+def _say_protocol() -> None:
+    """OTEL_EXPORTER_OTLP_(TRACES_)PROTOCOL=grpc (or http/json) is not honoured: spans still go over HTTP/protobuf,
+    which a gRPC collector's port refuses. Said once per process, rather than leaving the variable silently unread."""
+    global _protocol_said
+    for variable in ("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL"):
+        value = (os.environ.get(variable) or "").strip().lower()
+        if value:
+            break
+    if value in PROTOCOLS or _protocol_said:
+        return
+    _protocol_said = True
+    log.warning("tracing: %s=%s is not supported; spans are sent over OTLP HTTP/protobuf (the only protocol Chronicle "
+                "speaks: point the endpoint at the collector's HTTP port, 4318 by default)", variable, value)
 
 
 _live_sink: SpanSink | None = None

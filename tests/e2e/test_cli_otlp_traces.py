@@ -106,6 +106,20 @@ def test_a_run_sends_its_spans_over_otlp_http_and_export_traces_sends_the_same_o
     assert nowhere.returncode == 2 and "OTEL_EXPORTER_OTLP_ENDPOINT" in nowhere.stderr
 
 
+def test_a_protocol_other_than_http_protobuf_is_said_once_not_silently_ignored(sqlite_url, workspace, tmp_path, collector):
+    script = write_script(tmp_path / "s.json", [response(text("Hello."))])
+    env = {"OTEL_EXPORTER_OTLP_ENDPOINT": collector.url, "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"}
+    ran = cli("run", "hi", "--provider", f"scripted:{script}", "--workspace", str(workspace), "--json", db=sqlite_url, env=env)
+    assert ran.returncode == 0, ran.stderr
+    said = [line for line in ran.stderr.splitlines() if "warning" in line.lower()]
+    assert len(said) == 1 and "OTEL_EXPORTER_OTLP_PROTOCOL=grpc is not supported; spans are sent over OTLP HTTP/protobuf" in said[0], (
+        ran.stderr)
+    assert collector.spans, "the spans still went, over HTTP"
+    plain = cli("run", "hi", "--provider", f"scripted:{script}", "--workspace", str(workspace), db=sqlite_url,
+                env={**env, "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf"})
+    assert plain.returncode == 0 and "warning" not in plain.stderr.lower(), plain.stderr
+
+
 def test_console_spans_go_to_stderr_so_run_json_stays_one_json_object_per_line(sqlite_url, workspace, tmp_path):
     script = write_script(tmp_path / "s.json", [response(text("Hello."))])
     ran = cli("run", "hi", "--provider", f"scripted:{script}", "--workspace", str(workspace), "--json", db=sqlite_url,
