@@ -192,6 +192,13 @@ def mcp_tools(entries: tuple[dict[str, Any], ...] | list[dict[str, Any]]) -> lis
 # -- results --------------------------------------------------------------------------------------
 
 
+def decoded_size(data: str) -> int:
+    """The bytes base64 `data` holds, counted without decoding it: each `=` of padding is one byte fewer than
+    len*3/4 (a 71-byte PNG was said to be 72 bytes)."""
+    data = data.strip()
+    return len(data) * 3 // 4 - (len(data) - len(data.rstrip("=")))
+
+
 def convert_result(result: Any) -> ToolOutput:
     """An MCP CallToolResult as our ToolOutput: text for the model, every block for the record."""
     texts: list[str] = []
@@ -202,7 +209,7 @@ def convert_result(result: Any) -> ToolOutput:
             texts.append(item.text)
             blocks.append({"type": "text", "text": item.text})
         elif kind in ("image", "audio"):
-            size = len(item.data) * 3 // 4
+            size = decoded_size(item.data)
             texts.append(f"[{kind}: {item.mime_type}, {size} bytes]")
             blocks.append({"type": kind, "source": {"type": "base64", "media_type": item.mime_type, "data": item.data}})
         elif kind == "resource":

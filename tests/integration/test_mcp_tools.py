@@ -120,6 +120,7 @@ def test_stdio_tools_run_with_their_schemas_flags_and_rich_results_recorded(db_u
     assert json.loads(lookup.output) == {"key": "abc", "value": 3, "found": True} and not lookup.is_error
     assert lookup.flags["read_only"] is True
     assert picture.output.startswith("[image: image/png") and picture.blocks[0]["type"] == "image"
+    assert f", {len(PNG)} bytes]" in picture.output, "the size is the image's, base64 padding not counted"
     source = picture.blocks[0]["source"]
     assert source["type"] == "attachment" and source["media_type"] == "image/png", "the call records a reference"
     assert broken.is_error and "broken" in broken.output
