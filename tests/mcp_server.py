@@ -5,8 +5,9 @@ Tools: `echo` (no annotations: needs approval), `lookup` (read-only, structured 
 mid-call), `slow` (sleeps, for cancellation and SIGTERM), `leak` (a token in text, structured content,
 an embedded resource and a link), `big` (a result of N characters, as text and structured content),
 `env_value` (a variable of the server's environment, as its env table gave it), `header_value` (a header of
-the HTTP request, as its headers table gave it). `MCP_TEST_PIDFILE` gets the server's
-pid; `MCP_TEST_EXTRA_TOOL=1` adds `extra`, so a test can change the listing between runs.
+the HTTP request, as its headers table gave it), `where` (read-only, the directory it runs in). `MCP_TEST_PIDFILE`
+gets the server's pid; `MCP_TEST_EXTRA_TOOL=1` adds `extra`, so a test can change the listing between runs;
+`MCP_TEST_CLASH=1` adds `a.b` and `a_b`, whose names clean to the same `SERVER__a_b`.
 """
 
 from __future__ import annotations
@@ -104,6 +105,10 @@ def env_value(variable: str) -> str:
 def header_value(header: str, ctx: Context) -> str:
     """The request's HEADER (over HTTP)."""
     return f"{header} is {(ctx.headers or {}).get(header)}"
+@server.tool(annotations=READ_ONLY)
+def where() -> str:
+    """The directory the server runs in."""
+    return os.getcwd()
 
 
 if os.environ.get("MCP_TEST_EXTRA_TOOL") == "1":
@@ -112,6 +117,19 @@ if os.environ.get("MCP_TEST_EXTRA_TOOL") == "1":
     def extra() -> str:
         """A tool that appears later."""
         return "extra"
+
+
+if os.environ.get("MCP_TEST_CLASH") == "1":
+
+    @server.tool(name="a.b")
+    def dotted() -> str:
+        """Named with a dot."""
+        return "dotted"
+
+    @server.tool(name="a_b")
+    def underscored() -> str:
+        """Named with an underscore."""
+        return "underscored"
 
 
 if __name__ == "__main__":

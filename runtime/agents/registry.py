@@ -168,8 +168,8 @@ class AgentRegistry:
             from chronicle.runtime.tools.mcp_tools import tools_for_agent
 
             try:
-                agents = tuple(a.model_copy(update={"mcp_tools": tools_for_agent(a.name, self.mcp)}) for a in agents)
-                main = main.model_copy(update={"mcp_tools": tools_for_agent(main.name, self.mcp)})
+                agents = tuple(a.model_copy(update={"mcp_tools": tools_for_agent(a.name, self.mcp, workspace)}) for a in agents)
+                main = main.model_copy(update={"mcp_tools": tools_for_agent(main.name, self.mcp, workspace)})
             except McpConfigError as exc:
                 raise RegistryError(str(exc)) from None
         spec = main.model_copy(

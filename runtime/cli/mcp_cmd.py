@@ -9,7 +9,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from .common import JsonOption, WorkspaceOption, fail, out_console, print_json, workspace_command
+from .common import JsonOption, WorkspaceOption, err_console, fail, out_console, print_json, workspace_command
 from .run_cmd import AgentsOption
 
 app = typer.Typer(
@@ -52,10 +52,13 @@ def list_servers(
                 )
             servers = {server: servers[server]}
         rows: list[dict[str, Any]] = []
+        notes: list[str] = []
         failed = False
         for config in servers.values():
             try:
-                for entry in mcp_tools.list_server_tools(config):
+                entries = mcp_tools.list_server_tools(config, ws)
+                notes += _clashes(entries)
+                for entry in entries:
                     rows.append(
                         {
                             "server": config.name,
@@ -77,8 +80,24 @@ def list_servers(
                 print_json(row)
         else:
             _table(rows, registry.source or ws / "chronicle.toml")
+        for note in notes:
+            err_console.print(f"note: {escape(note)}", soft_wrap=True)
         if failed:
             raise typer.Exit(1)
+
+
+def _clashes(entries: list[dict[str, Any]]) -> list[str]:
+    """One line per tool offered under a suffixed name because its cleaned name clashed with another tool's."""
+    from chronicle.runtime.tools.mcp_tools import public_name, renamed
+
+    lines = []
+    for entry in entries:
+        if renamed(entry):
+            plain = public_name(entry["server"], entry["tool"])
+            others = [repr(e["tool"]) for e in entries if e is not entry and public_name(e["server"], e["tool"]) == plain]
+            lines.append(f"MCP server {entry['server']!r}: tool {entry['tool']!r} is offered as {entry['name']}, "
+                         f"as {plain} would clash with {' and '.join(others)}")
+    return lines
 
 
 def _table(rows: list[dict[str, Any]], source: Path) -> None:

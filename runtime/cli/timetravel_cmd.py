@@ -57,6 +57,7 @@ def undo(
             if ran:
                 err_console.print(f"note: {ran} `bash` command(s) those turns ran are not reverted; --files puts back only "
                                   "what file tools wrote", soft_wrap=True)
+            mcp_note(store, result.turn_ids, "not reverted")
         finished_note(result.finished)
         if as_json:
             print_json(result.row())
@@ -85,6 +86,7 @@ def redo(
             if ran:
                 err_console.print(f"note: {ran} `bash` command(s) those turns ran are not re-run; --files puts back only "
                                   "what file tools wrote", soft_wrap=True)
+            mcp_note(store, result.turn_ids, "not re-run")
         if result.warning:
             err_console.print(f"warning: {escape(printable(result.warning))}", soft_wrap=True)
         finished_note(result.finished)
@@ -158,3 +160,24 @@ def effects_of(store: Any, turn_ids: Any, names: set[str] | frozenset[str]) -> i
     """How many calls of these tools the turns made (what undo/redo --files does not revert or re-run)."""
     return sum(1 for t in turn_ids for call in store.tool_calls_of(store.turn(t)) if call.name in names)
 
+
+
+def mcp_effects(store: Any, turn_ids: Any) -> dict[str, int]:
+    """The MCP tools the turns called that the session does not hold read-only, and how many times: what they did
+    happened on their server, which neither undo nor redo --files reaches."""
+    counts: dict[str, int] = {}
+    for t in turn_ids:
+        turn = store.turn(t)
+        mcp = {entry["name"] for entry in store.session(turn.session_id).spec.mcp_tools}
+        for call in store.tool_calls_of(turn):
+            if call.name in mcp and not call.flags.get("read_only"):
+                counts[call.name] = counts.get(call.name, 0) + 1
+    return counts
+
+
+def mcp_note(store: Any, turn_ids: Any, what: str) -> None:
+    called = mcp_effects(store, turn_ids)
+    if called:
+        names = ", ".join(f"{name} ×{n}" if n > 1 else name for name, n in sorted(called.items()))
+        err_console.print(f"note: {sum(called.values())} MCP tool call(s) not marked read-only those turns made are {what} "
+                          f"({escape(printable(names))}); --files puts back only what file tools wrote", soft_wrap=True)

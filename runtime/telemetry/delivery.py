@@ -6,7 +6,9 @@ export before the process may exit. Against an endpoint that does not answer, a 
 printed four SDK warnings and spent some eight seconds more at exit. Here the exporter's export
 warnings are kept off stderr and said once, in our words, and the exit flush is given
 SHUTDOWN_S — less when the endpoint has just failed: then the exporter is shut, which ends its
-retries, and what was queued is dropped (the log keeps it; `export-traces` sends it later).
+retries, and what was queued is dropped (the log keeps it; `export-traces` sends it later). An endpoint
+that takes the connection and never answers logs no failure before the process leaves: the spans
+still unsent at the deadline are then said once, with their count.
 
 `export-traces` sends synchronously, and was left to the exporter: the same warnings, then the
 exporter's whole timeout before it could exit 1. It now goes through `export_bounded`: the export
@@ -96,14 +98,63 @@ class Delivery(logging.Filter):
                         "(`chronicle export-traces` can send them later)", self.endpoint, self.reason)
         return False
 
+    def silent(self, waited_s: float, unsent: int) -> None:
+        """The endpoint took the connection and never answered: said once, as a failure is."""
+        with self._lock:
+            first, self._said = not self._said, True
+            if first:
+                self.reason = f"no answer within {waited_s:g} s"
+        if first and self.announce:
+            log.warning("tracing: no answer from %s within %g s; %d span(s) dropped, the run went on "
+                        "(`chronicle export-traces` can send them later)", self.endpoint, waited_s, unsent)
+
     def uninstall(self) -> None:
         for name in SDK_LOGGERS:
             logging.getLogger(name).removeFilter(self)
 
 
-def bounded_shutdown(processor: Any, exporter: Any, delivery: Delivery | None, limit_s: float = SHUTDOWN_S) -> bool:
+class Counting:
+    """The exporter the batch processor is given: it counts the spans handed over and those the endpoint took,
+    so the exit flush can say how many an endpoint that never answered cost (no failure is logged then: the
+    export is still waiting when the process leaves)."""
+
+    def __init__(self, exporter: Any) -> None:
+        self.exporter = exporter
+        self.handed = 0
+        self.taken = 0
+        self._lock = threading.Lock()
+
+    def hand(self, count: int) -> None:
+        with self._lock:
+            self.handed += count
+
+    def export(self, spans: Any) -> Any:
+        from opentelemetry.sdk.trace.export import SpanExportResult
+
+        result = self.exporter.export(spans)
+        if result == SpanExportResult.SUCCESS:
+            with self._lock:
+                self.taken += len(spans)
+        return result
+
+    @property
+    def unsent(self) -> int:
+        with self._lock:
+            return self.handed - self.taken
+
+    def shutdown(self) -> None:
+        self.exporter.shutdown()
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        return bool(self.exporter.force_flush(timeout_millis))
+
+
+def bounded_shutdown(processor: Any, exporter: Any, delivery: Delivery | None, limit_s: float = SHUTDOWN_S,
+                     counting: Counting | None = None) -> bool:
     """Flush and shut the batch processor within `limit_s`; at once once an export fails meanwhile.
-    True if it finished in time (everything queued was handed over or given up by the exporter)."""
+    True if it finished in time (everything queued was handed over or given up by the exporter).
+    Spans left unsent at the deadline with no failure said (an endpoint that took the connection and never
+    answered) are said once too: otherwise they were dropped without a word."""
     done = threading.Event()
     failures = delivery.failures if delivery is not None else 0
 
@@ -122,6 +173,8 @@ def bounded_shutdown(processor: Any, exporter: Any, delivery: Delivery | None, l
         return True
     exporter.shutdown()  # ends the exporter's retry wait; the processor's own shutdown then returns
     done.wait(0.5)
+    if delivery is not None and delivery.reason is None and counting is not None and counting.unsent:
+        delivery.silent(limit_s, counting.unsent)
     return False
 
 

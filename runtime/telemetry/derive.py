@@ -121,7 +121,9 @@ def derive_turn_spans(log: TurnLog, capture_content: bool = False) -> list[SpanR
         agent.error = str(end_event.data.get("reason") or status)
         agent.attributes["error.type"] = _turn_error_type(end_event)
     spans = [agent]
-    usage_total = {"input": 0, "output": 0}
+    #: Every gen_ai.usage.* of the turn's chat spans, summed (docs/operations.md): cached input tokens too.
+    usage_keys = ("input_tokens", "output_tokens", "cache_read.input_tokens", "cache_creation.input_tokens")
+    usage_total = dict.fromkeys(usage_keys, 0)
     for event in log.events:
         if event.kind in ("Interrupted", "Resumed", "ApprovalRequested"):
             attributes: Attributes = {"chronicle.reason": str(event.data["reason"])} if event.data.get("reason") else {}
@@ -131,11 +133,11 @@ def derive_turn_spans(log: TurnLog, capture_content: bool = False) -> list[SpanR
             chat.events = [
                 _retry_event(r) for r in log.events if r.kind == "ModelCallRetried" and r.data.get("step") == event.data["step"]
             ]
-            usage_total["input"] += int(chat.attributes.get("gen_ai.usage.input_tokens", 0))  # type: ignore[arg-type]
-            usage_total["output"] += int(chat.attributes.get("gen_ai.usage.output_tokens", 0))  # type: ignore[arg-type]
+            for key in usage_keys:
+                usage_total[key] += int(chat.attributes.get(f"gen_ai.usage.{key}", 0))  # type: ignore[arg-type]
             spans.append(chat)
-    agent.attributes["gen_ai.usage.input_tokens"] = usage_total["input"]
-    agent.attributes["gen_ai.usage.output_tokens"] = usage_total["output"]
+    for key in usage_keys:
+        agent.attributes[f"gen_ai.usage.{key}"] = usage_total[key]
     for call_id, events in log.tool_calls.items():
         spans.append(_tool_span(call_id, events, trace_id, root, common, capture_content))
     if capture_content:

@@ -9,7 +9,8 @@ sends exactly the same spans for any session in the store.
 
 Tracing is on when OTEL_TRACES_EXPORTER (other than `none`) or OTEL_EXPORTER_OTLP_ENDPOINT /
 OTEL_EXPORTER_OTLP_TRACES_ENDPOINT is set. `otlp` (the default) is OTLP over HTTP/protobuf,
-configured by the SDK's own variables; `console` prints spans. Message content is recorded only
+configured by the SDK's own variables (OTEL_EXPORTER_OTLP_PROTOCOL other than http/protobuf is warned
+about, once: it is not honoured); `console` prints spans. Message content is recorded only
 with CHRONICLE_OTEL_CAPTURE_CONTENT=1. Needs the `otel` extra.
 """
 
@@ -25,7 +26,7 @@ from uuid import UUID
 
 from ..hooks import Hook
 from ..live import TurnEnd
-from .delivery import Delivery, bounded_shutdown, endpoint_of, export_bounded
+from .delivery import Counting, Delivery, bounded_shutdown, endpoint_of, export_bounded
 from .derive import SpanRecord, derive_turn_spans
 from .records import turn_log
 
@@ -114,10 +115,13 @@ class ExporterSink:
         self.exporter = exporter
         self.processor: Any = None
         self.delivery: Delivery | None = None
+        self.counting: Counting | None = None
         if batch:
             from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
-            self.processor = BatchSpanProcessor(exporter)
+            self.counting = Counting(exporter)  # what an endpoint that never answers cost, said at exit
+            counted: Any = self.counting  # a SpanExporter by its methods (delivery.py imports no OpenTelemetry)
+            self.processor = BatchSpanProcessor(counted)
             # the live path: an endpoint that does not answer is one warning, and a bounded wait at exit
             self.delivery = Delivery(endpoint_of(exporter)).install()
         else:
@@ -135,6 +139,8 @@ class ExporterSink:
         path reports through the SDK's log."""
         sdk_spans = to_sdk_spans(spans)
         if self.processor is not None:
+            assert self.counting is not None
+            self.counting.hand(len(sdk_spans))
             for span in sdk_spans:
                 self.processor.on_end(span)
         elif sdk_spans:
@@ -145,7 +151,8 @@ class ExporterSink:
 
     def shutdown(self) -> None:
         if self.processor is not None:
-            bounded_shutdown(self.processor, self.exporter, self.delivery)  # flushes what is queued, within SHUTDOWN_S
+            # flushes what is queued, within SHUTDOWN_S
+            bounded_shutdown(self.processor, self.exporter, self.delivery, counting=self.counting)
         else:
             self.exporter.shutdown()
             if self.delivery is not None:
@@ -159,6 +166,7 @@ def exporter_from_env() -> Any:
         if name == "otlp":
             from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
+            _say_protocol()
             return OTLPSpanExporter()
         if name == "console":
             from opentelemetry.sdk.trace.export import ConsoleSpanExporter
@@ -170,6 +178,26 @@ def exporter_from_env() -> Any:
             "tracing is configured (OTEL_* variables) but OpenTelemetry is not installed: pip install 'chronicle-agent[otel]'"
         ) from None
     raise TelemetrySetupError(f"OTEL_TRACES_EXPORTER={name!r} is not supported: use otlp, console or none")
+
+
+#: The OTLP protocols the exporter speaks: the SDK's HTTP exporter sends protobuf whatever the variable says.
+PROTOCOLS = ("", "http/protobuf")
+_protocol_said = False
+
+
+def _say_protocol() -> None:
+    """OTEL_EXPORTER_OTLP_(TRACES_)PROTOCOL=grpc (or http/json) is not honoured: spans still go over HTTP/protobuf,
+    which a gRPC collector's port refuses. Said once per process, rather than leaving the variable silently unread."""
+    global _protocol_said
+    for variable in ("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL"):
+        value = (os.environ.get(variable) or "").strip().lower()
+        if value:
+            break
+    if value in PROTOCOLS or _protocol_said:
+        return
+    _protocol_said = True
+    log.warning("tracing: %s=%s is not supported; spans are sent over OTLP HTTP/protobuf (the only protocol Chronicle "
+                "speaks: point the endpoint at the collector's HTTP port, 4318 by default)", variable, value)
 
 
 _live_sink: SpanSink | None = None

@@ -70,7 +70,7 @@ def root_turn_of(store: ChronicleStore, session: Session, turn_id: UUID) -> UUID
 
 def turn_log(store: ChronicleStore, turn: Turn, session: Session | None = None) -> TurnLog:
     session = session or store.session(turn.session_id)
-    spec = session.spec
+    spec = session.spec_for(turn.id)  # the model in effect for this turn: a later ModelChanged applies to later turns only
     uses = {tool_call_id(turn.id, step["step"], block["id"]): (step["step"], block["id"])
             for step in turn.steps for block in step["response"].get("content", []) if block.get("type") == "tool_use"}
     call_ids = list(uses)

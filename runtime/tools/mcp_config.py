@@ -6,6 +6,7 @@
     env = { API_TOKEN = "${MY_TOKEN}" }  # ${VAR} is read from the environment
     agents = ["main", "researcher"]      # default: ["main"]
     trust_annotations = true             # believe the server's readOnlyHint / idempotentHint
+    cwd = "tools"                        # where it runs: default the session's workspace; relative to it
     [mcp.files.tools.search]             # per-tool flags win over everything else
     requires_approval = false
 
@@ -110,6 +111,17 @@ class McpServerConfig(BaseModel):
             self.url,
             tuple(sorted(self.headers.items())),
         )
+
+    def in_workspace(self, workspace: str | Path | None) -> "McpServerConfig":
+        """This server as a session in `workspace` starts it: a stdio server runs in the workspace (or in `cwd`,
+        relative to it), as a tool the model calls would, so `args = ["--root", "."]` means the workspace and
+        not wherever Chronicle was started. The resolved cwd is part of `identity()`: a process running
+        sessions of several workspaces (serve, worker) starts one server per workspace."""
+        if self.command is None:
+            return self
+        base = Path(workspace).expanduser().resolve() if workspace else Path.cwd()
+        where = base / Path(self.cwd).expanduser() if self.cwd else base  # an absolute cwd stays as it is
+        return self.model_copy(update={"cwd": str(where)})
 
     def resolved_env(self) -> dict[str, str]:
         hold_secrets(self.secrets())  # as the environment is now: a variable may have changed since the file was read

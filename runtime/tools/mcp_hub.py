@@ -188,15 +188,26 @@ class _Connection:
         raise McpUnavailable(f"MCP server {self.config.name!r} stopped during the call ({reason})")
 
     async def list_tools(self) -> list[Any]:
+        """The server's tools, all pages. A server that completes the handshake but never answers tools/list is
+        given `startup_timeout_s` for it too, then stopped, and said to be that, not a server that did not start."""
         client = await self.open()
         tools: list[Any] = []
-        cursor: str | None = None
-        while True:
-            page = await client.list_tools(cursor=cursor)
-            tools.extend(page.tools)
-            cursor = page.next_cursor
-            if not cursor:
-                return tools
+
+        async def pages() -> list[Any]:
+            cursor: str | None = None
+            while True:
+                page = await client.list_tools(cursor=cursor)
+                tools.extend(page.tools)
+                cursor = page.next_cursor
+                if not cursor:
+                    return tools
+
+        try:
+            return await asyncio.wait_for(pages(), self.config.startup_timeout_s)
+        except asyncio.TimeoutError:
+            await self.close()
+            raise McpUnavailable(f"MCP server {self.config.name!r} started but did not list its tools within "
+                                 f"{self.config.startup_timeout_s:g} s") from None
 
     async def close(self) -> None:
         """End the connection. One that is up ends its session politely (up to CLOSE_S); one still
@@ -259,7 +270,7 @@ class McpHub:
         async def listing() -> list[Any]:
             return await self._connection(config).list_tools()
 
-        return self._submit(listing()).result(timeout=config.startup_timeout_s + 30)
+        return self._submit(listing()).result(timeout=2 * config.startup_timeout_s + 30)  # starting, then listing
 
     def running(self) -> list[str]:
         return sorted(c.config.name for c in self._connections.values() if c.alive)

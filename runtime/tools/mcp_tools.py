@@ -21,6 +21,8 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections import Counter
+from pathlib import Path
 from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict
@@ -70,7 +72,7 @@ class McpTool(Tool):
         if config is None:
             raise ToolError(f"MCP server {cls.server!r} is no longer defined in {cls.config_path}")
         try:
-            result = await HUB.call_tool(config, cls.remote_name, args.values())
+            result = await HUB.call_tool(config.in_workspace(ctx.workspace), cls.remote_name, args.values())
         except (McpUnavailable, McpConfigError) as exc:
             raise ToolError(str(exc)) from None
         return convert_result(result)
@@ -80,9 +82,35 @@ def public_name(server: str, tool: str) -> str:
     """`SERVER__tool`, within the characters and length the model APIs accept."""
     name = f"{server}{SEPARATOR}{TOOL_NAME.sub('_', tool)}"
     if len(name) > MAX_NAME:
-        digest = hashlib.sha256(tool.encode()).hexdigest()[:8]
-        name = f"{name[: MAX_NAME - 9]}_{digest}"
+        name = _with_digest(name, tool)
     return name
+
+
+def _with_digest(name: str, tool: str) -> str:
+    return f"{name[: MAX_NAME - 9]}_{hashlib.sha256(tool.encode()).hexdigest()[:8]}"
+
+
+def public_names(server: str, tools: list[str]) -> list[str]:
+    """Each tool's `SERVER__tool`, distinct: `a.b` and `a_b` both clean to `SERVER__a_b`, and one would silently
+    replace the other in the agent's toolbox. A tool whose name cleaning changed and that clashes gets the digest
+    of its own name as a suffix (`SERVER__a_b_1a2b3c4d`), the one whose name is already valid keeps it: the same
+    names whatever order the server lists them in. A clash left (a server listing one name twice) is refused."""
+    plain = [public_name(server, tool) for tool in tools]
+    counts = Counter(plain)
+    names = [_with_digest(name, tool) if counts[name] > 1 and name != f"{server}{SEPARATOR}{tool}" else name
+             for tool, name in zip(tools, plain, strict=True)]
+    seen: dict[str, str] = {}
+    for tool, name in zip(tools, names, strict=True):
+        if name in seen:
+            raise McpConfigError(f"MCP server {server!r} lists two tools the model would both see as {name!r}: "
+                                 f"{seen[name]!r} and {tool!r}")
+        seen[name] = tool
+    return names
+
+
+def renamed(entry: dict[str, Any]) -> bool:
+    """Whether a listed tool got a digest suffix because its cleaned name clashed with another tool's (`mcp list`)."""
+    return bool(entry["name"] != public_name(entry["server"], entry["tool"]))
 
 
 def flags_for(config: McpServerConfig, tool: Any) -> dict[str, bool]:
@@ -104,10 +132,10 @@ def flags_for(config: McpServerConfig, tool: Any) -> dict[str, bool]:
 def describe_tools(config: McpServerConfig, tools: list[Any]) -> list[dict[str, Any]]:
     """What gets recorded on a session for each tool of a server."""
     entries = []
-    for tool in tools:
+    for tool, name in zip(tools, public_names(config.name, [tool.name for tool in tools]), strict=True):
         entries.append(
             {
-                "name": public_name(config.name, tool.name),
+                "name": name,
                 "server": config.name,
                 "tool": tool.name,
                 "description": tool.description or tool.title or "",
@@ -119,21 +147,22 @@ def describe_tools(config: McpServerConfig, tools: list[Any]) -> list[dict[str, 
     return entries
 
 
-def list_server_tools(config: McpServerConfig) -> list[dict[str, Any]]:
+def list_server_tools(config: McpServerConfig, workspace: str | Path | None) -> list[dict[str, Any]]:
+    """The server's tools as a session in `workspace` records them (a stdio server is started there)."""
     try:
-        return describe_tools(config, HUB.list_tools(config))
+        return describe_tools(config, HUB.list_tools(config.in_workspace(workspace)))
     except McpUnavailable as exc:
         raise McpConfigError(str(exc)) from None
     except TimeoutError:
         raise McpConfigError(f"MCP server {config.name!r} did not list its tools in time") from None
 
 
-def tools_for_agent(agent: str, servers: dict[str, McpServerConfig]) -> tuple[dict[str, Any], ...]:
+def tools_for_agent(agent: str, servers: dict[str, McpServerConfig], workspace: str | Path | None) -> tuple[dict[str, Any], ...]:
     """The recorded tool list for one agent: every tool of every server that names the agent."""
     entries: list[dict[str, Any]] = []
     for config in servers.values():
         if agent in config.agents:
-            entries.extend(list_server_tools(config))
+            entries.extend(list_server_tools(config, workspace))
     return tuple(entries)
 
 
@@ -164,6 +193,13 @@ def mcp_tools(entries: tuple[dict[str, Any], ...] | list[dict[str, Any]]) -> lis
 # -- results --------------------------------------------------------------------------------------
 
 
+def decoded_size(data: str) -> int:
+    """The bytes base64 `data` holds, counted without decoding it: each `=` of padding is one byte fewer than
+    len*3/4 (a 71-byte PNG was said to be 72 bytes)."""
+    data = data.strip()
+    return len(data) * 3 // 4 - (len(data) - len(data.rstrip("=")))
+
+
 def convert_result(result: Any) -> ToolOutput:
     """An MCP CallToolResult as our ToolOutput: text for the model, every block for the record, bounded as the text is."""
     texts: list[str] = []
@@ -175,7 +211,7 @@ def convert_result(result: Any) -> ToolOutput:
             texts.append(item.text)
             blocks.append({"type": "text", "text": budget.cut(item.text)})
         elif kind in ("image", "audio"):
-            size = len(item.data) * 3 // 4
+            size = decoded_size(item.data)
             texts.append(f"[{kind}: {item.mime_type}, {size} bytes]")
             blocks.append({"type": kind, "source": {"type": "base64", "media_type": item.mime_type, "data": item.data}})
         elif kind == "resource":

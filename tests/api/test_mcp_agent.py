@@ -98,3 +98,22 @@ def test_what_a_server_defined_in_code_is_given_is_cut_from_everything_recorded(
         [ended] = [e for e in app.log(result.session_id) if e["aggregate"] == "tool_call" and e["event"] == "Completed"]
         assert ended["data"]["output"] == "SERVICE_PASSWORD is [REDACTED:environment]"
     assert not holds(dump_store(db_url), "code-pass-778899")
+
+
+def test_a_stdio_server_runs_in_the_sessions_workspace_and_a_relative_cwd_is_taken_from_it(db_url, tmp_path):
+    """`args = ["--root", "."]` means the workspace: a server started from a process whose cwd is elsewhere (serve,
+    worker, a script) runs where the session's tools act, and one process serving two workspaces starts it in each."""
+    first, second = tmp_path / "first", tmp_path / "second"
+    (second / "tools").mkdir(parents=True)
+    first.mkdir()
+    server = McpServer(name="t", command=sys.executable, args=[str(SERVER), "stdio"], trust_annotations=True)
+    app = Chronicle(db_url)
+
+    def where(workspace: Path, given: McpServer) -> str:
+        provider = script(tmp_path / f"{workspace.name}-{given.cwd}.json", response(tool_use("u1", "t__where")), response(text("ok")))
+        result = app.run_sync(Agent(provider=provider, mcp_servers=[given]), "where", workspace=str(workspace))
+        return app.store.tool_calls_of(app.store.turn(app.store.session(UUID(result.session_id)).turns[0]))[0].output
+
+    assert where(first, server) == str(first.resolve())
+    assert where(second, server) == str(second.resolve()), "a server running for another workspace was reused"
+    assert where(second, McpServer(**{**server.model_dump(), "cwd": "tools"})) == str((second / "tools").resolve())

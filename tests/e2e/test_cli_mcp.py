@@ -165,3 +165,76 @@ def test_a_server_that_writes_a_banner_to_stdout_is_named_in_one_line_not_a_trac
 def test_mcp_list_without_a_chronicle_toml_says_the_file_is_missing(workspace):
     listed = cli("mcp", "list", "--workspace", str(workspace))
     assert listed.returncode == 0 and f"{workspace / 'chronicle.toml'} does not exist" in " ".join(listed.stdout.split()), listed.stdout
+
+
+def test_tools_whose_names_clean_to_the_same_name_stay_distinct_and_mcp_list_says_so(db_url, workspace, tmp_path):
+    """`a.b` and `a_b` both clean to `t__a_b`: one silently replaced the other in the toolbox. The one whose name
+    cleaning changed gets its name's digest as a suffix, whatever order the server lists them in; each call reaches
+    its own tool."""
+    config(workspace)
+    (workspace / "chronicle.toml").write_text((workspace / "chronicle.toml").read_text(encoding="utf-8").replace(
+        "trust_annotations = true\n", 'trust_annotations = true\nenv = { MCP_TEST_CLASH = "1" }\n'), encoding="utf-8")
+    listed = cli("mcp", "list", "--json", "--workspace", str(workspace))
+    assert listed.returncode == 0, listed.stderr
+    rows = {r["tool"]: r["name"] for r in json_lines(listed.stdout)}
+    assert rows["a_b"] == "t__a_b" and rows["a.b"].startswith("t__a_b_") and len(rows["a.b"]) == len("t__a_b_") + 8
+    assert f"tool 'a.b' is offered as {rows['a.b']}, as t__a_b would clash with 'a_b'" in " ".join(listed.stderr.split())
+
+    script = write_script(tmp_path / "s.json", [response(tool_use("u1", rows["a.b"]), tool_use("u2", "t__a_b")), response(text("ok"))])
+    ran = cli("run", "go", "--provider", f"scripted:{script}", "--workspace", str(workspace), "--yes", "--json", db=db_url)
+    assert ran.returncode == 0, ran.stderr
+    session_id = json_lines(ran.stdout)[0]["session_id"]
+    calls = [e["data"] for e in json_lines(cli("log", session_id, "--json", db=db_url).stdout)
+             if e["aggregate"] == "tool_call" and e["event"] == "Completed"]
+    assert [(c["name"], c["output"]) for c in calls] == [(rows["a.b"], "dotted"), ("t__a_b", "underscored")]
+
+
+def test_undo_and_redo_files_name_the_mcp_tools_not_marked_read_only_whose_effects_they_leave(db_url, workspace, tmp_path):
+    """What an MCP tool did happened on its server: `undo --files` says so as it says it of `bash`, naming the tools
+    (a read-only one is not counted)."""
+    config(workspace)
+    script = write_script(tmp_path / "s.json", [
+        response(tool_use("u1", "t__echo", text="a"), tool_use("u2", "t__echo", text="b"), tool_use("u3", "t__lookup", key="k")),
+        response(text("done")),
+    ])
+    ran = cli("run", "go", "--provider", f"scripted:{script}", "--workspace", str(workspace), "--yes", "--json", db=db_url)
+    assert ran.returncode == 0, ran.stderr
+    sid = json_lines(ran.stdout)[0]["session_id"]
+    undone = cli("undo", sid, "--files", db=db_url)
+    assert undone.returncode == 0, undone.stderr
+    said = " ".join(undone.stderr.split())
+    assert "note: 2 MCP tool call(s) not marked read-only those turns made are not reverted (t__echo ×2)" in said, said
+    assert "t__lookup" not in said
+    redone = cli("redo", sid, "--files", db=db_url)
+    assert redone.returncode == 0 and "2 MCP tool call(s) not marked read-only those turns made are not re-run" in " ".join(
+        redone.stderr.split()), redone.stderr
+    plain = cli("undo", sid, db=db_url)
+    assert plain.returncode == 0 and "MCP" not in plain.stderr
+
+
+MUTE_LISTING = """import json, sys
+for line in sys.stdin:
+    msg = json.loads(line)
+    if msg.get("method") == "initialize":
+        result = {"protocolVersion": msg["params"]["protocolVersion"], "capabilities": {"tools": {}},
+                  "serverInfo": {"name": "mute", "version": "1"}}
+        print(json.dumps({"jsonrpc": "2.0", "id": msg["id"], "result": result}), flush=True)
+    elif "id" in msg and msg.get("method") != "tools/list":
+        print(json.dumps({"jsonrpc": "2.0", "id": msg["id"], "error": {"code": -32601, "message": "no"}}), flush=True)
+"""
+
+
+def test_a_server_that_starts_but_never_lists_its_tools_is_said_to_be_that_within_its_timeout(workspace, tmp_path):
+    """The handshake completes and tools/list is never answered: not "did not start", and not 30 s more."""
+    server = tmp_path / "mute_listing.py"
+    server.write_text(MUTE_LISTING, encoding="utf-8")
+    (workspace / "chronicle.toml").write_text(
+        f"[mcp.mute]\ncommand = {json.dumps(sys.executable)}\nargs = [{json.dumps(str(server))}]\nstartup_timeout_s = 3\n",
+        encoding="utf-8")
+    started = time.monotonic()
+    listed = cli("mcp", "list", "--json", "--workspace", str(workspace), timeout=60)
+    took = time.monotonic() - started
+    assert listed.returncode == 1, listed.stderr
+    assert json_lines(listed.stdout) == [{"server": "mute", "transport": "stdio",
+                                          "error": "MCP server 'mute' started but did not list its tools within 3 s"}]
+    assert took < 15, f"giving up on the listing took {took:.1f} s"

@@ -106,6 +106,20 @@ def test_a_run_sends_its_spans_over_otlp_http_and_export_traces_sends_the_same_o
     assert nowhere.returncode == 2 and "OTEL_EXPORTER_OTLP_ENDPOINT" in nowhere.stderr
 
 
+def test_a_protocol_other_than_http_protobuf_is_said_once_not_silently_ignored(sqlite_url, workspace, tmp_path, collector):
+    script = write_script(tmp_path / "s.json", [response(text("Hello."))])
+    env = {"OTEL_EXPORTER_OTLP_ENDPOINT": collector.url, "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"}
+    ran = cli("run", "hi", "--provider", f"scripted:{script}", "--workspace", str(workspace), "--json", db=sqlite_url, env=env)
+    assert ran.returncode == 0, ran.stderr
+    said = [line for line in ran.stderr.splitlines() if "warning" in line.lower()]
+    assert len(said) == 1 and "OTEL_EXPORTER_OTLP_PROTOCOL=grpc is not supported; spans are sent over OTLP HTTP/protobuf" in said[0], (
+        ran.stderr)
+    assert collector.spans, "the spans still went, over HTTP"
+    plain = cli("run", "hi", "--provider", f"scripted:{script}", "--workspace", str(workspace), db=sqlite_url,
+                env={**env, "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf"})
+    assert plain.returncode == 0 and "warning" not in plain.stderr.lower(), plain.stderr
+
+
 def test_console_spans_go_to_stderr_so_run_json_stays_one_json_object_per_line(sqlite_url, workspace, tmp_path):
     script = write_script(tmp_path / "s.json", [response(text("Hello."))])
     ran = cli("run", "hi", "--provider", f"scripted:{script}", "--workspace", str(workspace), "--json", db=sqlite_url,
@@ -142,6 +156,27 @@ def test_an_unreachable_endpoint_costs_one_warning_and_the_spans_not_the_run(sql
     session_id = json_lines(ran.stdout)[0]["session_id"]
     printed = json_lines(cli("export-traces", session_id, "--json", db=sqlite_url).stdout)
     assert [p["name"] for p in printed] == ["invoke_agent main", "chat scripted"]
+
+
+def test_an_endpoint_that_never_answers_costs_one_warning_with_the_spans_it_dropped(sqlite_url, workspace, tmp_path):
+    """The collector takes the connection and never answers: no export fails before the exit flush's 2 s are up,
+    so the SDK logs nothing, and the spans were dropped without a word. Now one line says so, with their count."""
+    import socket
+    import time
+
+    script = write_script(tmp_path / "s.json", [response(text("Hello."))])
+    with socket.socket() as silent:  # listens (the kernel completes the handshake) but never reads or answers
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)
+        env = {"OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{silent.getsockname()[1]}", "OTEL_EXPORTER_OTLP_TIMEOUT": "30"}
+        started = time.monotonic()
+        ran = cli("run", "hi", "--provider", f"scripted:{script}", "--workspace", str(workspace), "--json", db=sqlite_url, env=env)
+        took = time.monotonic() - started
+    assert ran.returncode == 0, ran.stderr
+    said = [line for line in ran.stderr.splitlines() if "warning" in line.lower() or "error" in line.lower()]
+    assert len(said) == 1, ran.stderr
+    assert f"no answer from {env['OTEL_EXPORTER_OTLP_ENDPOINT']}/v1/traces within 2 s; 2 span(s) dropped" in said[0], said[0]
+    assert took < 10, f"exit waited {took:.1f} s for an endpoint that never answers"
 
 
 def test_export_traces_to_an_unreachable_endpoint_is_one_line_and_exit_1_without_waiting_for_the_retries(sqlite_url, workspace, tmp_path):

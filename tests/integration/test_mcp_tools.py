@@ -109,7 +109,7 @@ def test_stdio_tools_run_with_their_schemas_flags_and_rich_results_recorded(db_u
     recorded = {e["name"]: e for e in store.session(session.id).spec.mcp_tools}
     assert set(recorded) == {
         "t__echo", "t__lookup", "t__picture", "t__broken", "t__crash", "t__slow", "t__leak", "t__big", "t__env_value",
-        "t__header_value",
+        "t__header_value", "t__where",
     }
     assert recorded["t__lookup"]["input_schema"]["required"] == ["key"] and recorded["t__lookup"]["tool"] == "lookup"
     assert (
@@ -123,6 +123,7 @@ def test_stdio_tools_run_with_their_schemas_flags_and_rich_results_recorded(db_u
     assert json.loads(lookup.output) == {"key": "abc", "value": 3, "found": True} and not lookup.is_error
     assert lookup.flags["read_only"] is True
     assert picture.output.startswith("[image: image/png") and picture.blocks[0]["type"] == "image"
+    assert f", {len(PNG)} bytes]" in picture.output, "the size is the image's, base64 padding not counted"
     source = picture.blocks[0]["source"]
     assert source["type"] == "attachment" and source["media_type"] == "image/png", "the call records a reference"
     assert broken.is_error and "broken" in broken.output

@@ -171,3 +171,29 @@ def test_retries_are_events_on_the_chat_span_with_the_providers_ids_and_cache_us
     assert json.loads(agent.attributes["gen_ai.input.messages"])[0]["parts"][0]["content"] == "say hello"
     assert json.loads(agent.attributes["gen_ai.system_instructions"])[0]["content"] == "Be brief."
     assert json.loads(chat.attributes["gen_ai.output.messages"])[0]["parts"] == [{"type": "text", "content": "hello"}]
+
+
+def test_a_turn_keeps_the_model_it_ran_on_after_the_session_changes_model(db_url, workspace, tmp_path):
+    """`chronicle model SID other` applies from the next turn: an export after it labels the earlier turns with the
+    model they ran on, as the live spans did, not with the session's current model."""
+    from chronicle.runtime.app.model_change import change_model
+    from chronicle.runtime.sessions import submit_input
+
+    path = tmp_path / "script.json"
+    path.write_text(json.dumps({"agents": {"main": [[response(text("one"))], [response(text("two"))]]}}), encoding="utf-8")
+    store = ChronicleStore(db_url)
+    spec = AgentSpec(name="main", provider=f"scripted:{path}", model="scripted", tools=(), workspace=str(workspace))
+    exporter = InMemorySpanExporter()
+    session, _ = start_session(store, spec, "first")
+    assert asyncio.run(traced_loop(store, ScriptedProvider(path), (), workspace, exporter).run_next(session.id)).status == "completed"
+    assert change_model(store, session.id, "other").changed
+    submit_input(store, session.id, "second")
+    assert asyncio.run(traced_loop(store, ScriptedProvider(path), (), workspace, exporter).run_next(session.id)).status == "completed"
+
+    live = exporter.get_finished_spans()
+    agents = sorted((s for s in live if s.name == "invoke_agent main"), key=lambda s: s.attributes["chronicle.turn.number"])
+    assert [s.attributes["gen_ai.request.model"] for s in agents] == ["scripted", "other"]
+    derived = [s for log in session_logs(store, store.session(session.id)) for s in derive_turn_spans(log)]
+    replayed = InMemorySpanExporter()
+    ExporterSink(replayed).export(derived)
+    assert sorted(map(comparable, replayed.get_finished_spans())) == sorted(map(comparable, live))

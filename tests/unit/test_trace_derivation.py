@@ -46,6 +46,9 @@ def test_a_failed_model_call_fails_its_chat_span_and_the_turn_with_the_providers
     assert chat.error == "Overloaded (HTTP 529)" and chat.attributes["error.type"] == "overloaded_error"
     assert chat.start == at(2.5) and chat.end == at(3)
     assert chat.attributes["gen_ai.usage.input_tokens"] == 45 and chat.attributes["gen_ai.usage.cache_read.input_tokens"] == 30
+    summed = {k: v for k, v in agent.attributes.items() if k.startswith("gen_ai.usage.")}
+    assert summed == {"gen_ai.usage.input_tokens": 45, "gen_ai.usage.output_tokens": 2,
+                      "gen_ai.usage.cache_read.input_tokens": 30, "gen_ai.usage.cache_creation.input_tokens": 5}
     assert [e.attributes["http.response.status_code"] for e in chat.events] == [529]
     assert "gen_ai.input.messages" not in agent.attributes
 
