@@ -132,10 +132,20 @@ def test_a_session_with_a_sub_agent_moves_with_its_child(sqlite_url, workspace, 
     assert run.returncode == 0, run.stderr
     session = json_lines(run.stdout)[0]["session_id"]
     bundle = tmp_path / "tree.json"
-    assert cli("export", session, "-o", str(bundle), db=sqlite_url).returncode == 0  # -o: --out's short form
-    assert json.loads(bundle.read_text())["manifest"]["counts"]["sessions"] == 2
+    exported = cli("export", session, "-o", str(bundle), db=sqlite_url)  # -o: --out's short form
+    counts = json.loads(bundle.read_text())["manifest"]["counts"]
+    assert counts["sessions"] == 2
+    assert exported.returncode == 0 and f": {counts['events']} events of 2 session(s), their leases left out, to " in exported.stdout
+    # `verify SESSION` checks the sessions' leases too, and says how many of its events they are: the rest is the bundle.
+    checked = json.loads(cli("verify", session, "--json", db=sqlite_url).stdout)
+    assert checked["leases"] > 0 and checked["events"] - checked["leases"] == counts["events"], checked
+    said = cli("verify", session, db=sqlite_url).stdout
+    assert (f"{checked['leases']} of its {checked['events']} events are its sessions' leases, which `export` leaves out "
+            f"(it carries {counts['events']})") in said, said
     target = fresh(tmp_path)
     assert cli("import", str(bundle), db=target).returncode == 0
+    there = json.loads(cli("verify", session, "--json", db=target).stdout)
+    assert (there["events"], there["leases"]) == (counts["events"], 0)
     for args in (("sessions", "--json"), ("cost", session, "--json"), ("log", session, "--tree", "--json")):
         source_out = [{k: v for k, v in e.items() if k != "position"} for e in json_lines(cli(*args, db=sqlite_url).stdout)]
         target_out = [{k: v for k, v in e.items() if k != "position"} for e in json_lines(cli(*args, db=target).stdout)]
