@@ -154,3 +154,57 @@ def test_a_sub_agent_in_flight_that_called_a_single_path_deleted_since_refuses_i
     resumed = cli("resume", str(parent), db=db_url)
     assert resumed.returncode == 0, resumed.stderr
     assert closed_at_end(ChronicleStore(db_url)).session(parent).active_turn_id is None
+
+
+GATED = '''
+from chronicle import tool
+
+
+@tool(requires_approval=True)
+def refund(order_id: str) -> str:
+    """Refund an order."""
+    return f"refunded {order_id}"
+'''
+
+
+def test_a_session_awaiting_approval_whose_tools_no_longer_load_says_so_before_anyone_approves(db_url, workspace, tmp_path):
+    """`resume` said `awaiting approval`; only after `approve` did it say the session cannot go on (the approval recorded
+    for nothing). It now checks the session's tools first, and the library's resume too, recording nothing."""
+    from chronicle import Chronicle, ChronicleError
+
+    (workspace / "shop_tools.py").write_text(GATED, encoding="utf-8")
+    script = tmp_path / "s.json"
+    script.write_text(json.dumps({"agents": {"main": [[response(tool_use("t1", "refund", order_id="7")),
+                                                       response(text("refunded"))]]}}), encoding="utf-8")
+    paused = cli("run", "refund 7", "--provider", f"scripted:{script}", "--workspace", str(workspace), "--tools",
+                 "shop_tools:refund", "--json", db=db_url)
+    assert paused.returncode == 3, paused.stderr
+    sid = json_lines(paused.stdout)[0]["session_id"]
+    (workspace / "shop_tools.py").write_text(GATED.replace("def refund(", "def refund_order("), encoding="utf-8")
+    said = (f"session {sid} (agent main): its history called 'refund', which shop_tools:refund no longer holds (shop_tools has "
+            "no attribute 'refund'); put it back there")
+    line = refused(cli("resume", sid, db=db_url), said, "(it awaits approval of refund, but neither approving nor denying "
+                                                         "lets it go on until then)")
+    every = cli("resume", "--all", db=db_url)
+    assert every.returncode == 2 and said in every.stderr and "paused:" not in every.stderr, every.stderr
+    import sys
+
+    sys.path.insert(0, str(workspace))  # the workspace's module, as this process would load it (renamed there)
+    try:
+        with Chronicle(db_url) as app:
+            try:
+                app.resume(sid)
+            except ChronicleError as exc:
+                assert exc.code == 2 and str(exc) == line.removeprefix("error: ")
+            else:
+                raise AssertionError("the library's resume said nothing of the tool gone")
+    finally:
+        sys.path.remove(str(workspace))
+        sys.modules.pop("shop_tools", None)
+    from chronicle.runtime.session_work import pending_approvals
+
+    store = closed_at_end(ChronicleStore(db_url))
+    assert [c.name for c in pending_approvals(store, store.session(UUID(sid)))] == ["refund"]  # nothing decided or recorded
+    (workspace / "shop_tools.py").write_text(GATED, encoding="utf-8")  # put back: the pause is what resume says again
+    again = cli("resume", sid, db=db_url)
+    assert again.returncode == 3 and f"session {sid} awaits approval of refund" in again.stderr, again.stderr
