@@ -290,11 +290,13 @@ class Chronicle:
             for note in notes:
                 warn(note)
             stalled = resuming.blocked(self._existing, sid, auto_approve)
+            overrides = Overrides(workspace=Path(workspace) if workspace else None, options=LoopOptions(auto_approve=auto_approve))
+            if isinstance(stalled, resuming.AwaitingApproval) and (why := resuming.cannot_go_on(self._existing, stalled, overrides)):
+                raise AppError(why, 2)  # said before anyone approves: the approval would only lead to this refusal
             if isinstance(stalled, resuming.AwaitingApproval):
                 return RunResult(str(sid), "awaiting_approval", "", 3, stalled.message, notes=tuple(notes))
             if stalled is not None:
                 return RunResult.of(sid, None, "idle", stalled, notes)
-            overrides = Overrides(workspace=Path(workspace) if workspace else None, options=LoopOptions(auto_approve=auto_approve))
             finished = len(notes)
             with _interrupted_by_tools():
                 done = await in_own_task(resuming.resume_one(self._existing, sid, overrides, Broker(), worker_name(),

@@ -16,10 +16,11 @@ allows: runtime/bundle_source.py; and that every aggregate it would write is one
 runtime/bundle_owners.py), then writes all events (and the index entries
 that list them: the sessions', and their tasks' on the board and reflection indexes; and an entry
 of the import log, runtime/import_log.py, naming the sessions and where the bundle came from) in one transaction: a bundle is
-either loaded whole or not at all. The bundle's sessions must be new to the target; any other
-aggregate it already holds with the very same events (the turns two forks of one session both
-inherit, or a parent imported before or after its fork) is kept and the bundle's copy skipped, and
-one it holds with other events refuses the import.
+either loaded whole or not at all. The bundle's own session must be new to the target; any other
+aggregate it already holds with the very same events, byte for byte (the turns two forks of one session
+both inherit, a parent imported before or after its fork, a sub-agent's session imported alone before
+its parent's tree), is kept and the bundle's copy skipped, and one it holds with other events refuses
+the import.
 
 A bundle carries the tree's task boards (runtime/session_scope.py) as it carries its turns; a /2
 bundle written before that has none, and imports with empty boards.
@@ -282,15 +283,17 @@ def import_bundle(store: Any, checked: Checked, actor: str | None = None) -> Imp
         except NotTheBundles as exc:
             raise BundleError(str(exc)) from None
         index_events: list[Any] = []
-        for sid in checked.manifest.get("indexed_sessions", []):
+        # A session already here (a sub-agent imported alone before) was listed and logged by that import.
+        listed = [UUID(sid) for sid in checked.manifest.get("indexed_sessions", []) if UUID(sid) in arriving]
+        for sid in listed:
             following = index_events[-1].originator_version + 1 if index_events else None
-            index_events.append(store.session_index.trigger_event(following, session_id=UUID(sid)))
+            index_events.append(store.session_index.trigger_event(following, session_id=sid))
         index_events += _task_index_events(store, decoded, arriving)
-        origin = provenance(checked, actor) if checked.manifest.get("indexed_sessions") else None
+        origin = provenance(checked, actor) if listed else None
         if origin is not None:  # their channel turns' replies are the source's (import_log.py)
+            new = [e for e in decoded if UUID(str(e.originator_id)) in arriving]
             index_events.append(import_log(store).trigger_event(
-                session_ids=[UUID(sid) for sid in checked.manifest["indexed_sessions"]], unanswered_turns=unanswered_turns(decoded),
-                provenance=origin))
+                session_ids=listed, unanswered_turns=unanswered_turns(new), provenance=origin))
         stored = [*kept, *(store.mapper.to_stored_event(e) for e in index_events)]
         try:
             store.recorder.insert_events(stored)
@@ -363,10 +366,13 @@ def _task_index_events(store: Any, decoded: list[Any], arriving: set[UUID]) -> l
 def _new_events(store: Any, checked: Checked) -> list[StoredEvent]:
     """The bundle's events less those of aggregates the store already holds as the bundle does.
 
-    The bundle's sessions must be new: one already here means the bundle (or another export of
+    The bundle's own session must be new: one already here means the bundle (or another export of
     the session) was imported before. An attachment already here is the same bytes (its id is its
-    content hash). Any other aggregate already here (a turn a fork inherits) is skipped only if
-    the store holds exactly the bundle's events for it."""
+    content hash). Any other aggregate already here is skipped only if the store holds exactly the
+    bundle's events for it, byte for byte: a turn a fork inherits, or a sub-agent's session (with its
+    turns and tool calls) imported alone before its parent's tree was. Refused otherwise, saying what
+    to do."""
+    root = UUID(checked.manifest["session_id"])
     sessions = {UUID(s) for s in checked.manifest.get("sessions", [])}
     shared = {UUID(a) for a in checked.manifest.get("attachments", [])}
     by_aggregate: dict[UUID, list[StoredEvent]] = {}
@@ -374,16 +380,18 @@ def _new_events(store: Any, checked: Checked) -> list[StoredEvent]:
         by_aggregate.setdefault(UUID(str(event.originator_id)), []).append(event)
     held = {oid: store.recorder.select_events(oid) for oid in by_aggregate}
     held = {oid: rows for oid, rows in held.items() if rows}
-    again = sorted(held.keys() & sessions, key=str)
-    if again:
-        raise BundleError(f"this store already holds aggregate {again[0]}: the session was imported or recorded here before")
+    if root in held:
+        raise BundleError(f"this store already holds aggregate {root}: the session was imported or recorded here before")
     for oid, rows in held.items():
         if oid in shared:
             continue
         ours = [(e.originator_version, e.topic, e.state) for e in by_aggregate[oid]]
         if [(r.originator_version, r.topic, bytes(r.state)) for r in rows] != ours:
-            raise BundleError(f"this store already holds aggregate {oid} with other events than the bundle's "
-                              f"({len(rows)} here, {len(ours)} in the bundle)")
+            what = f"session {oid} of the bundle's tree" if oid in sessions else f"aggregate {oid}"
+            raise BundleError(f"this store already holds {what} with other events than the bundle's ({len(rows)} here, "
+                              f"{len(ours)} in the bundle): it went on here or in the source after one of them was exported, "
+                              "and a store holds one copy of it; import this tree into a store that does not hold it (a "
+                              "tree's top session's bundle carries its sub-agents: import that one alone)")
     return [e for e in checked.events if UUID(str(e.originator_id)) not in held]
 
 

@@ -5,7 +5,8 @@ What it looks for, in one pass over the log:
   creation was made atomic): repaired by withdrawing the entry, as one more index event;
 - sessions with events but no index entry: repaired by indexing them;
 - events that cannot be decoded: reported by position, aggregate and topic (they cannot be
-  repaired from here: restore the row from a backup, then `projections rebuild`);
+  repaired from here: restore the row from a backup, then `projections rebuild`), those a newer
+  Chronicle wrote among them (runtime/event_versions.py: a sound row that this release is too old to read);
 - events that decode but do not fit the stored vocabulary (runtime/vocabulary.py): a field of the
   wrong type, missing or unknown, as the code of today reads it after upcasting. Written by a
   bug, an edit of the database or a schema change without its upcaster; some reader would

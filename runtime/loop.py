@@ -131,10 +131,11 @@ class AgentLoop:
         """A sub-agent's loop: this loop's store, provider, workspace, broker, clock, approver, hooks
         (guards, guardrails and the user's hooks included), compactor and controls; from its spec, its own
         toolbox, max_iterations, guardrails and hooks (after this loop's) and middleware (around its runs,
-        which run inside this loop's run)."""
+        which run inside this loop's run). A path of its spec whose tool was deleted or renamed since the session
+        started is left out: said when this loop was built (app/vanished_tools.py), as a list that lost a tool."""
         io, options = self.io, self.io.options
         return AgentLoop(
-            io.store, io.provider, agent_toolbox(spec, io.workspace), io.workspace, broker=io.broker, clock=io.clock, approver=io.approver,
+            io.store, io.provider, agent_toolbox(spec, io.workspace, []), io.workspace, broker=io.broker, clock=io.clock, approver=io.approver,
             hooks=with_own_hooks(with_own_checks(io.hooks, spec.guardrails, io.workspace), spec.hooks, io.workspace),
             compactor=io.compactor, controls=io.controls,
             options=LoopOptions(

@@ -123,6 +123,9 @@ class RoutineEngine:
     known_fired: dict[str, UUID] = field(default_factory=dict)
     #: routine -> how many of its lightweight sessions this engine has seen erased (see `kept_session`).
     generations: dict[str, int] = field(default_factory=dict)
+    #: Why a session started with `spec` could not run here (no model provider, say), or None: a firing that would
+    #: start one is skipped with this reason instead, since the session would wait for good (app/routines.engine).
+    unstartable: str | None = None
 
     @classmethod
     def for_workspace(cls, store: ChronicleStore, workspace: Path, spec: AgentSpec, holder: str, clock: Clock = SYSTEM_CLOCK) -> RoutineEngine:
@@ -274,6 +277,8 @@ class RoutineEngine:
             try:
                 sid, erased = self.kept_session(routine) if routine.action == "lightweight" else (uuid5(rid, "session"), None)
                 exists = reason is None and self._session_exists(sid)
+                if reason is None and not exists and self.unstartable is not None:
+                    reason = f"its session could not run: {self.unstartable}"
                 run = RoutineRun(
                     id=rid, routine=routine.name, scope=self.scope, trigger=routine.trigger, due=due, action=routine.action,
                     holder=self.holder, session_id=None if reason else sid, input_id=None if reason else input_id, timestamp=now,
@@ -309,6 +314,15 @@ class RoutineEngine:
         raise FiringNotRecorded(f"routine {routine.name}: its firing for {due} could not be recorded after {FIRE_TRIES} tries "
                                 "(each write collided with another writer's); nothing was recorded for it, and the next look "
                                 "tries again")
+
+    def session_to_continue(self, routine: Routine) -> Session | None:
+        """The session a firing of `routine` now would queue its input on (a lightweight routine's, once started), or None
+        when it would start one."""
+        if routine.action != "lightweight":
+            return None
+        sid, _ = self.kept_session(routine)
+        found = self._lookup(sid)
+        return found if isinstance(found, Session) else None
 
     def kept_session(self, routine: Routine) -> tuple[UUID, UUID | None]:
         """A lightweight routine's session, and the erased one it follows (None: none was erased).

@@ -35,6 +35,7 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from eventsourcing.domain import Snapshot
 from eventsourcing.persistence import Mapper, StoredEvent
 
+from .event_versions import VersionedMapper
 from .shred_marks import HEADER, KEYS_TABLE, MAGIC, PG_REFUSAL, ForgottenContent, forgotten_cause, tree_of_header
 
 __all__ = ["HEADER", "KEYS_TABLE", "LEGACY", "MAGIC", "PG_REFUSAL", "ForgottenContent", "TreeKeyMapper", "TreeKeys",
@@ -190,12 +191,12 @@ def _now() -> str:
     return datetime.now(timezone.utc).isoformat()
 
 
-class TreeKeyMapper(Mapper):  # type: ignore[type-arg]
-    """eventsourcing's Mapper with the master-key cipher, plus tree keys for session trees."""
+class TreeKeyMapper(VersionedMapper):
+    """The store's Mapper (runtime/event_versions.py) with the master-key cipher, plus tree keys for session trees."""
 
     def __init__(self, mapper: Mapper, keys: TreeKeys) -> None:  # type: ignore[type-arg]
         super().__init__(mapper.transcoder, mapper.compressor, mapper.cipher)
-        self._plain: Mapper = Mapper(mapper.transcoder, mapper.compressor, None)  # type: ignore[type-arg]
+        self._plain: Mapper = VersionedMapper(mapper.transcoder, mapper.compressor, None)  # type: ignore[type-arg]
         self.keys = keys
         self._trees: dict[UUID, UUID] = {}  # aggregate id -> tree id (LEGACY: master key only)
 

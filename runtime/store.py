@@ -34,6 +34,7 @@ from .chain_reader import topic_names
 from .compression import COMPRESSOR_TOPIC
 from .config import checking_writes, eventsourcing_env, redact, relaxed_commits
 from .encryption import check_readable, cipher_env
+from .event_versions import MAPPER_TOPIC
 from .pasteable import pasteable
 from .pending import NextEntry
 from .session_tree_reads import SessionTreeReads
@@ -109,6 +110,8 @@ class ChronicleStore(AggregateReads, SessionTreeReads, SnapshotKeeping):
         settings.setdefault("COMPRESSOR_TOPIC", COMPRESSOR_TOPIC)
         # Stored states decoded by pydantic-core's parser, encoded exactly as before (runtime/transcoder.py).
         settings.setdefault("TRANSCODER_TOPIC", TRANSCODER_TOPIC)
+        # An event a newer Chronicle wrote (a class_version above this code's) is refused, not misread (runtime/event_versions.py).
+        settings.setdefault("MAPPER_TOPIC", MAPPER_TOPIC)
         # Encryption at rest (runtime/encryption.py): CHRONICLE_CIPHER_KEY turns on eventsourcing's AES-GCM cipher.
         settings.update(cipher_env())
         #: PostgreSQL: which recorders' tables are set up already (runtime/schema_marks.py), read

@@ -15,16 +15,21 @@ from .agents.tools import ORCHESTRATION_TOOLS
 from .skills import LoadSkill
 from .tools import BUILTIN_TOOLS
 from .tools.base import Tool, Toolbox
-from .tools.imports import ToolLoadError, is_import_path, load_tools
+from .tools.imports import ToolGone, ToolLoadError, is_import_path, load_tools
 from .tools.opt_in import OPT_IN_TOOLS, opt_in_listed
 
 
-def toolbox_for(names: tuple[str, ...] | list[str], workspace: Path | None = None) -> Toolbox:
+def toolbox_for(names: tuple[str, ...] | list[str], workspace: Path | None = None,
+                gone: list[ToolGone] | None = None) -> Toolbox:
     """Built-ins by name, the user's tools by import path (runtime/tools/imports.py); a ToolLoadError (a ValueError) names what is wrong."""
-    return Toolbox(resolve_tools(names, workspace))
+    return Toolbox(resolve_tools(names, workspace, gone))
 
 
-def resolve_tools(names: tuple[str, ...] | list[str], workspace: Path | None = None) -> list[Tool]:
+def resolve_tools(names: tuple[str, ...] | list[str], workspace: Path | None = None,
+                  gone: list[ToolGone] | None = None) -> list[Tool]:
+    """`gone`: for a session recorded already, whose paths may have lost their tool since (app/vanished_tools.py
+    decides whether it may go on without it): each path whose module no longer has its attribute is left out and
+    appended to it, instead of raised. A new session is given none, so such a path refuses it."""
     known = {**BUILTIN_TOOLS, **ORCHESTRATION_TOOLS, **OPT_IN_TOOLS, LoadSkill.name: LoadSkill}
     unknown = [n for n in names if n not in known and not is_import_path(n)]
     if unknown:
@@ -33,7 +38,15 @@ def resolve_tools(names: tuple[str, ...] | list[str], workspace: Path | None = N
                             "and your own are named by import path (package.module:attribute)")
     tools: list[Tool] = []
     for name in names:
-        tools.extend(load_tools(name, workspace) if is_import_path(name) else [known[name]()])
+        if not is_import_path(name):
+            tools.append(known[name]())
+            continue
+        try:
+            tools.extend(load_tools(name, workspace))
+        except ToolGone as exc:
+            if gone is None:
+                raise
+            gone.append(exc)
     names_seen = [t.name for t in tools]
     clash = next((n for n in names_seen if names_seen.count(n) > 1), None)
     if clash:
@@ -41,10 +54,10 @@ def resolve_tools(names: tuple[str, ...] | list[str], workspace: Path | None = N
     return tools
 
 
-def agent_toolbox(spec: AgentSpec, workspace: Path | None = None) -> Toolbox:
+def agent_toolbox(spec: AgentSpec, workspace: Path | None = None, gone: list[ToolGone] | None = None) -> Toolbox:
     """The spec's tools by name, described in the edition it recorded (runtime/tools/editions.py), and the
-    MCP tools recorded on it (runtime/tools/mcp_tools.py)."""
-    tools = resolve_tools(spec.tools, workspace)
+    MCP tools recorded on it (runtime/tools/mcp_tools.py). `gone`: as for `resolve_tools`."""
+    tools = resolve_tools(spec.tools, workspace, gone)
     if spec.mcp_tools:
         from .tools.mcp_tools import mcp_tools
 

@@ -72,6 +72,9 @@ class Verdict:
     #: Why the session's tree could not be read from the log, in a user's words (None: it was): which rows are
     #: its is read from its events, so it is not verified; `broken` is then the whole log's first broken link.
     unloadable: str | None = None
+    #: Of `events`, those of the session tree's leases (which process ran a session when): checked here, left out of
+    #: what `export` carries (a lease is this store's), so a tree's bundle holds `events - leases` of them.
+    leases: int = 0
     #: The store's URL, for the commands the verdict suggests (runtime/pasteable.py); not part of the JSON.
     url: str | None = None
 
@@ -98,6 +101,9 @@ class Verdict:
         if self.broken is not None:
             return self.broken.line()
         parts = [f"verified {scope}: {self.chained} events chained"]
+        if self.leases:
+            parts.append(f"{self.leases} of its {self.events} events are its sessions' leases, which `export` leaves out "
+                         f"(it carries {self.events - self.leases})")
         if self.inherited:
             origins = ", ".join(f"{o} (not in this store)" if o in self.origins_not_here else o for o in self.inherited_from)
             parts.append(f"{self.inherited} of its events are inherited from the session it was forked from"
@@ -210,7 +216,7 @@ class Verifier:
             verdict.scope = str(session_id)
             verdict.unloadable, verdict.url = _unloadable(exc), self.reader.store.url
             return verdict
-        verdict = self.verify_aggregates(str(session_id), ids, anchor, scope.inherited)
+        verdict = self.verify_aggregates(str(session_id), ids, anchor, scope.inherited, leases=lease_ids(scope))
         verdict.inherited_from = [str(origin) for origin in scope.inherited_from]
         verdict.origins_not_here = [str(origin) for origin in scope.inherited_from if not self._holds_session(origin)]
         return verdict
@@ -225,7 +231,7 @@ class Verifier:
         return True
 
     def verify_aggregates(self, scope: str, originator_ids: Sequence[UUID], anchor: dict[str, Any] | None = None,
-                          inherited: Sequence[UUID] = ()) -> Verdict:
+                          inherited: Sequence[UUID] = (), leases: Sequence[UUID] = ()) -> Verdict:
         verdict = Verdict(scope=scope)
         first, head = self.reader.first(), self.reader.head()
         verdict.head = head_of(head)
@@ -240,6 +246,8 @@ class Verifier:
         verdict.events = len(events)
         inherited_ids = set(inherited)
         verdict.inherited = sum(1 for e in events if e.originator_id in inherited_ids)
+        lease_set = set(leases)
+        verdict.leases = sum(1 for e in events if e.originator_id in lease_set)
         linked_positions = {k.position for k in links}
         unlinked = [e for e in events if e.position not in linked_positions]
         # An event of this tree at a position whose link names an aggregate outside it was moved there.
@@ -467,13 +475,18 @@ def session_tree_ids(store: Any, root_id: UUID, leases: bool = True) -> list[UUI
     return scope_ids(store, session_scope(store, root_id), leases)
 
 
+def lease_ids(scope: Any) -> list[UUID]:
+    """The leases of a session scope's sessions (chronicle.domain.ids.lease_id)."""
+    from chronicle.domain.ids import lease_id
+
+    return [lease_id(s) for s in scope.sessions]
+
+
 def scope_ids(store: Any, scope: Any, leases: bool = True) -> list[UUID]:
     """A session scope's aggregates: its tree's sessions, turns and tool calls (and leases), the
     turns and tool calls a fork among them inherits, and the attachments (runtime/session_scope.py)."""
-    from chronicle.domain.ids import lease_id
-
     from .session_scope import attachment_ids
 
-    ids = [*scope.own, *([lease_id(s) for s in scope.sessions] if leases else []), *scope.inherited]
+    ids = [*scope.own, *(lease_ids(scope) if leases else []), *scope.inherited]
     ids += attachment_ids(store, [*scope.own, *scope.inherited])
     return list(dict.fromkeys(ids))

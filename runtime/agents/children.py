@@ -107,14 +107,22 @@ def tool_names_at_spawn(spec: AgentSpec, workspace: Any) -> AgentSpec:
     (`AgentSpec.import_tools`). Its definition carries those of when the top-level session started: a child
     spawned after a path changed then claimed tools it never had (a false note when it is continued) and left out
     those it had, so a tool its history called could vanish with no refusal (runtime/app/vanished_tools.py).
-    A path that does not load keeps the definition's names: the child's loop fails to build, saying why."""
-    from chronicle.runtime.tools.imports import ToolLoadError, is_import_path, load_tools
+    A path whose tool was deleted or renamed since holds none (the child goes without it, as its loop does); one
+    that does not load otherwise keeps the definition's names: the child's loop fails to build, saying why."""
+    from chronicle.runtime.tools.imports import ToolGone, ToolLoadError, is_import_path, load_tools
 
     paths = [entry for entry in spec.tools if is_import_path(entry)]
     if not paths:
         return spec
+
+    def names(path: str) -> tuple[str, ...]:
+        try:
+            return tuple(t.name for t in load_tools(path, workspace))
+        except ToolGone:
+            return ()
+
     try:
-        held = {path: tuple(t.name for t in load_tools(path, workspace)) for path in paths}
+        held = {path: names(path) for path in paths}
     except ToolLoadError:
         return spec
     return spec.model_copy(update={"import_tools": held})

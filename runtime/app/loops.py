@@ -35,6 +35,7 @@ from ..store import ChronicleStore
 from ..telemetry import live_tracing
 from ..titles import TitleHook
 from ..tools.base import Toolbox, ToolError
+from ..tools.imports import ToolGone
 from ..tools.tool_env import configured_names
 from ..toolsets import agent_toolbox, toolbox_for
 from ..user_hooks import NamedHook, hooks_along, hooks_for, recorded_hooks
@@ -78,10 +79,12 @@ def loop_parts(
     workspace: Path | None = None,
     settings: Settings | None = None,
     limits: LimitFlags | None = None,
+    recorded: bool = False,
 ) -> LoopParts:
     """The provider, workspace, settings, tools, guardrails, middleware and hooks `spec` asks for, or the
     LoopSetupError that says what to pass. No store is touched: a command checks a new session's
-    setup with this before it opens (and so creates) a store."""
+    setup with this before it opens (and so creates) a store. `recorded`: `spec` is a stored session's, given
+    without the session (`session` says so too)."""
     where = f"session {session.id}: " if session is not None else ""
     if session is not None and not (provider_name or spec.provider or default_provider_name()):
         raise LoopSetupError(f"session {session.id} has no recorded provider; pass --provider anthropic or scripted:PATH")
@@ -94,10 +97,13 @@ def loop_parts(
             settings = load_settings(limits or LimitFlags(), path, spec.limits, compaction=spec.compaction)
         except SettingsError as exc:
             raise LoopSetupError(f"{where}{exc}") from None
+    # A recorded session's path whose tool was deleted or renamed since is left out here and checked against its
+    # history (refuse_vanished_tools), as a list path that holds fewer tools is; a new session's is refused here.
+    lenient: Callable[[], list[ToolGone] | None] = (lambda: []) if session is not None or recorded else (lambda: None)
     try:
-        toolbox = agent_toolbox(spec, path)
+        toolbox = agent_toolbox(spec, path, lenient())
         for sub_agent in spec.registry:  # a sub-agent's tools fail now, before anything is recorded, not when it is asked
-            toolbox_for(sub_agent.tools, path)
+            toolbox_for(sub_agent.tools, path, lenient())
     except ValueError as exc:
         raise LoopSetupError(f"{where}{exc}") from None
     try:
@@ -136,6 +142,7 @@ def build_loop(
     interactive: bool = False,
     clock: Clock = SYSTEM_CLOCK,
     say: Callable[[str], Any] | None = None,
+    recorded: bool = False,
 ) -> AgentLoop:
     """A loop for a stored session (or a spec about to start one), with what was recorded unless overridden.
 
@@ -143,12 +150,13 @@ def build_loop(
     session's recorded one (record a change with app/model_change.py). `settings` are
     used as given; otherwise they are read from `limits` plus the workspace's chronicle.toml.
     `say` hears each `note:` line about something given that this loop does not use (a CLI prints it, the
-    library warns of it); without it they are not said.
+    library warns of it); without it they are not said. `recorded`: a spec given is a stored session's (which the
+    caller checks with refuse_vanished_tools), so a path whose tool is gone since is left out rather than refused.
     """
     session = target if isinstance(target, Session) else None
     spec = target.spec if isinstance(target, Session) else target
     parts = loop_parts(spec, session=session, provider_name=provider_name, model=model, workspace=workspace,
-                       settings=settings, limits=limits)
+                       settings=settings, limits=limits, recorded=recorded)
     notes: list[str | None] = [] if session is None else [*refuse_vanished_tools(store, session, parts.toolbox, parts.workspace)]
     notes.append(unused_thinking_budget(provider_name or spec.provider or default_provider_name() or ""))
     for note in notes:
@@ -179,7 +187,8 @@ def refuse_vanished_tools(store: ChronicleStore, session: Session, toolbox: Tool
     tools that its recorded import path no longer holds is refused, naming the tool and the path: continuing would
     quietly take away a tool the conversation used, with nothing recorded to say why. Refusing records nothing and
     loses nothing: put the tool back, or start a new session. A tool it had and never called is a note instead
-    (returned). Built-in and MCP tools are recorded by name or whole and cannot vanish so (app/vanished_tools.py)."""
+    (returned), and so is a path whose tool was deleted or renamed. Built-in and MCP tools are recorded by name or
+    whole and cannot vanish so (app/vanished_tools.py)."""
     try:
         return checked_tools(store, session, toolbox, workspace)
     except VanishedTool as exc:

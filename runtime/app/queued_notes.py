@@ -35,7 +35,7 @@ def queued_notes(store: ChronicleStore, sid: UUID, workspace: Path | None = None
     where = (workspace or Path(spec.workspace or ".")).expanduser().resolve()
     if paths and not started and where.is_dir():
         try:
-            notes += checked_tools(store, session, toolbox_for(spec.tools, where), where)
+            notes += checked_tools(store, session, toolbox_for(spec.tools, where, []), where)
         except ValueError as exc:  # a called tool gone (VanishedTool), or a path that no longer loads
             notes.append(f"note: {exc} (the input is recorded; no worker can run it until then)")
     if environment_applies:

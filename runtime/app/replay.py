@@ -214,9 +214,10 @@ class Replayer:
 
         # MCP tools answer from the recording too: a replay must not depend on a server being up or unchanged.
         mcp = [wrap(tool_class(entry), reuse=True) for entry in self.session.spec.mcp_tools]
-        # delegate & co. answer from the recording like any writer; the user's tools load by import path
+        # delegate & co. answer from the recording like any writer; the user's tools load by import path, one deleted
+        # or renamed since left out as a list's lost tool is (the requests then differ, and the replay says so)
         root = self.scratch.root if self.scratch is not None else self.workspace
-        tools = [wrap(type(t)) for t in resolve_tools(self.session.spec.tools, root)] + mcp
+        tools = [wrap(type(t)) for t in resolve_tools(self.session.spec.tools, root, [])] + mcp
         return Toolbox(tools, edition=self.session.spec.tool_edition)  # asked with the schemas it was recorded with
 
     async def run_tool(self, cls: type[Tool], tool: Tool, args: Any, ctx: ToolContext) -> ToolOutput:

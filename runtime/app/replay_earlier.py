@@ -56,9 +56,10 @@ def earlier_schemas(toolbox: Toolbox, request: ModelRequest, recorded: str) -> t
 
 class RecordedState:
     """Any stored event's state as it was stored: eventsourcing decodes (and decrypts) it for this class,
-    whose class_version 1 has no upcaster to run."""
+    whose class_version 1 has no upcaster to run, and the store's mapper lets it read a state of any class_version."""
 
     originator_id: UUID
+    reads_as_stored = True
 
 
 def recorded_request(store: ChronicleStore, turn_id: UUID, step: int) -> dict[str, Any]:

@@ -25,7 +25,7 @@ from ..sessions import start_session, submit_input
 from ..settings import LimitFlags, SettingsError, load_settings
 from ..store import ChronicleStore
 from .errors import AppError
-from .loops import LoopSetupError, loop_parts
+from .loops import LoopSetupError, loop_parts, refuse_vanished_tools
 from .queries import session_id
 from .running import stored_attachments
 from .specs import new_spec, normalise_provider, resolve_workspace
@@ -108,6 +108,22 @@ def census(store: ChronicleStore, auto_approve: bool = False) -> Census:
         if not auto_approve and session.active_turn_id is not None and (waiting := waiting_for_person(store, session)):
             found.paused.append(AwaitingApproval(session.id, waiting, store.url))
     return found
+
+
+def cannot_go_on(store: ChronicleStore, paused: AwaitingApproval, overrides: Overrides) -> str | None:
+    """Why a session paused for approval could not go on once the calls are decided (a tool its history called no
+    longer loads, its workspace is gone, no provider), or None: checked as building its loop checks, so `resume` says
+    it before anyone approves, rather than after (the approval recorded, then the refusal). Nothing is recorded."""
+    session = store.session(paused.session_id)
+    with using(objects_of(store, session.id)):
+        try:
+            parts = loop_parts(session.spec, session=session, provider_name=overrides.provider, model=overrides.model,
+                               workspace=overrides.workspace, limits=overrides.limits)
+            refuse_vanished_tools(store, session, parts.toolbox, parts.workspace)
+        except LoopSetupError as exc:
+            names = ", ".join(sorted({c.name for c in paused.calls}))
+            return f"{exc} (it awaits approval of {names}, but neither approving nor denying lets it go on until then)"
+    return None
 
 
 def blocked(store: ChronicleStore, sid: UUID, auto_approve: bool = False) -> AwaitingApproval | str | None:

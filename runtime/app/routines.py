@@ -18,7 +18,7 @@ from ..routine_engine import FiringNotRecorded, RoutineEngine, run_row
 from ..routines import Routine, RoutineError, check_notify, load_routines, parse_routine
 from ..store import ChronicleStore
 from .errors import AppError
-from .loops import LoopSetupError, build_loop
+from .loops import LoopSetupError, build_loop, loop_parts
 from .specs import new_spec, normalise_provider
 from .worker import advance_session, worker_name
 
@@ -71,7 +71,26 @@ def engine(store: ChronicleStore, workspace: Path, provider: str | None = None, 
     fired = RoutineEngine.for_workspace(store, workspace, spec, worker_name(), clock)
     if routines is not None:
         fired.routines = routines_of(workspace, routines)
+    try:  # as `run` checks a new session (no provider, a script that is not there), once, not per firing
+        loop_parts(spec, provider_name=spec.provider or None, model=model, workspace=workspace)
+    except LoopSetupError as exc:
+        fired.unstartable = str(exc)
     return fired
+
+
+def refuse_unrunnable(store: ChronicleStore, fired: RoutineEngine, routine: Routine, provider: str | None, model: str | None,
+                      workspace: Path) -> None:
+    """A manual firing whose session could not run here is refused (exit 2) before anything is recorded, as `run`
+    refuses a new session: recorded, its input would wait for good, and `resume --all` would fail on it every time
+    (a worker's tick records such a firing as skipped instead, saying why: RoutineEngine.unstartable)."""
+    session = fired.session_to_continue(routine)
+    if session is None and fired.unstartable is not None:
+        raise AppError(f"routine {routine.name}: nothing recorded, its session could not run: {fired.unstartable}", 2)
+    if session is not None:
+        try:
+            loop_parts(session.spec, session=session, provider_name=normalise_provider(provider), model=model, workspace=workspace)
+        except LoopSetupError as exc:
+            raise AppError(f"routine {routine.name}: nothing recorded: {exc}", 2) from None
 
 
 async def run(store: ChronicleStore, workspace: Path, routine: Routine | str, *, provider: str | None = None,
@@ -81,6 +100,7 @@ async def run(store: ChronicleStore, workspace: Path, routine: Routine | str, *,
     in its own session, a job is queued for a worker. `routines run --json`'s row: routine, session_id, status."""
     chosen = routines_of(workspace, [routine])[0] if isinstance(routine, Routine) else find(workspace, routine, routines)
     fired = engine(store, workspace, provider, model, registry)
+    refuse_unrunnable(store, fired, chosen, provider, model, workspace)
     try:
         run_ = fired.fire(chosen, f"manual/{uuid4().hex}")
     except FiringNotRecorded as exc:

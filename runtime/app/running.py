@@ -231,7 +231,7 @@ class Conversation:
         try:
             loop = build_loop(store, spec, provider_name=provider, model=options.model, workspace=workspace, settings=settings,
                               options=loop_options, broker=broker, approver=approver, interactive=options.interactive,
-                              say=ignored.append)
+                              say=ignored.append, recorded=recorded is not None)
             if sid is not None:
                 ignored.extend(refuse_vanished_tools(store, store.session(sid), loop.toolbox, workspace))
         except LoopSetupError as exc:

@@ -10,6 +10,10 @@ read: only when a recorded name is missing now are the history's turns read, tog
 a called tool from a never-called one. A spec recorded before that has no names to compare, so
 its turns are read whenever it has import paths, and only a called tool can be found missing.
 
+A single path (`shop:refund`) whose tool was deleted or renamed since no longer loads at all (`ToolGone`): the
+loop is built without it, and it is checked here like a list that lost that tool, for the main agent and for
+each sub-agent (a definition the session may still start, a sub-agent session it goes on with).
+
 The sub-agent sessions that a continued session's turn in flight goes on with (its delegate
 call re-run after a crash continues the children it had started) are checked the same way, each
 with its own recorded tools; a child resumed on its own is a session continued like any other.
@@ -26,7 +30,7 @@ from chronicle.domain.session import Session
 from ..agents.children import find_session
 from ..store import ChronicleStore
 from ..tools.base import Toolbox
-from ..tools.imports import is_import_path
+from ..tools.imports import ToolGone, ToolLoadError, is_import_path, load_tools
 from ..toolsets import agent_toolbox, toolbox_for
 
 
@@ -37,10 +41,26 @@ class VanishedTool(ValueError):
 def checked_tools(store: ChronicleStore, session: Session, toolbox: Toolbox, workspace: Path) -> list[str]:
     """The notes for tools the session, or a sub-agent session it goes on with, had and no longer has and never
     called; VanishedTool for one its history called. `toolbox`: the session's own, as built now."""
-    notes = vanished(store, session, toolbox) + shrunk_definitions(session, workspace)
+    notes = vanished(store, session, toolbox, workspace) + shrunk_definitions(session, workspace)
     for child in continuing_children(store, session):
-        notes += vanished(store, child, agent_toolbox(child.spec, workspace))
+        notes += vanished(store, child, agent_toolbox(child.spec, workspace, []), workspace)
     return notes
+
+
+def gone_paths(paths: list[str] | tuple[str, ...], workspace: Path) -> dict[str, str]:
+    """The import paths whose module no longer has their attribute (a tool deleted or renamed), with what is missing.
+    Another load failure is not one: building the loop refused it already, or will, saying why."""
+    gone = {}
+    for path in paths:
+        if not is_import_path(path):
+            continue
+        try:
+            load_tools(path, workspace)
+        except ToolGone as exc:
+            gone[path] = exc.why
+        except ToolLoadError:
+            pass
+    return gone
 
 
 def shrunk_definitions(session: Session, workspace: Path) -> list[str]:
@@ -48,27 +68,35 @@ def shrunk_definitions(session: Session, workspace: Path) -> list[str]:
     started: a new sub-agent session has no history to need them, so it starts without them, said."""
     notes = []
     for definition in session.spec.registry:
-        if not definition.import_tools:
+        missing = gone_paths(definition.tools, workspace)
+        if not definition.import_tools and not missing:
             continue
-        held = set(toolbox_for(definition.tools, workspace).tools)  # loads, or loop_parts refused the session already
-        for path, names in definition.import_tools.items():
-            if gone := [n for n in names if n not in held]:
+        held = set(toolbox_for(definition.tools, workspace, []).tools)  # loads, or loop_parts refused the session already
+        for path in [p for p in definition.tools if is_import_path(p)]:
+            names = definition.import_tools.get(path)
+            lost = [n for n in names if n not in held] if names is not None else []
+            if path in missing:
+                what = f", which held {', '.join(map(repr, lost))} when the session started" if lost else ""
+                notes.append(f"note: session {session.id}: {path} of sub-agent {definition.name} no longer loads "
+                             f"({missing[path]}){what}; the sub-agents it starts now go without it")
+            elif lost:
                 notes.append(f"note: session {session.id}: {path} of sub-agent {definition.name} no longer holds "
-                             f"{', '.join(map(repr, gone))}, which it held when the session started; the sub-agents "
+                             f"{', '.join(map(repr, lost))}, which it held when the session started; the sub-agents "
                              "it starts now go without it")
     return notes
 
 
-def vanished(store: ChronicleStore, session: Session, toolbox: Toolbox) -> list[str]:
+def vanished(store: ChronicleStore, session: Session, toolbox: Toolbox, workspace: Path) -> list[str]:
     paths = [entry for entry in session.spec.tools if is_import_path(entry)]
     if not paths:
         return []
     have = set(toolbox.tools)
+    missing = gone_paths(paths, workspace)  # a single path whose tool was deleted or renamed: left out of `toolbox`
     recorded = session.spec.import_tools
     if recorded:
         lost = {path: [n for n in names if n not in have] for path, names in recorded.items()}
         lost = {path: names for path, names in lost.items() if names}
-        if not lost:
+        if not lost and not missing:
             return []  # every tool the session started with is there: its history need not be read
         gone = {name for names in lost.values() for name in names}
         called = sorted(called_tool_names(store, session) & gone)
@@ -79,16 +107,31 @@ def vanished(store: ChronicleStore, session: Session, toolbox: Toolbox) -> list[
         where = paths
     if called:
         names = ", ".join(map(repr, called))
+        why = "; ".join(missing[path] for path in where if path in missing)
         raise VanishedTool(
-            f"session {session.id}{sub_agent(session)}: its history called {names}, which {', '.join(where)} no longer "
-            "holds; put it back there to continue this session, or start a new session to work with the tools as they are now")
-    return [f"note: session {session.id}{sub_agent(session)}: {path} no longer holds {', '.join(map(repr, names))}, which it "
-            "held when the session started; the session goes on without it (its history never called it)"
-            for path, names in lost.items()]
+            f"session {session.id}{agent_of(session)}: its history called {names}, which {', '.join(where)} no longer holds"
+            f"{f' ({why})' if why else ''}; put it back there to continue this session, or start a new session to work "
+            "with the tools as they are now")
+    notes = []
+    for path in dict.fromkeys([*lost, *missing]):
+        if path in missing:
+            what = f"; it held {', '.join(map(repr, lost[path]))} when the session started" if lost.get(path) else ""
+            notes.append(f"note: session {session.id}{sub_agent(session)}: {path} no longer loads ({missing[path]}){what}; "
+                         "the session goes on without it (its history never called it)")
+        else:
+            notes.append(f"note: session {session.id}{sub_agent(session)}: {path} no longer holds "
+                         f"{', '.join(map(repr, lost[path]))}, which it held when the session started; the session goes on "
+                         "without it (its history never called it)")
+    return notes
 
 
 def sub_agent(session: Session) -> str:
     return "" if session.parent_session_id is None else f" (sub-agent {session.spec.name} of session {session.parent_session_id})"
+
+
+def agent_of(session: Session) -> str:
+    """Which agent a refusal is about: the top-level one by its name, a sub-agent with the session that started it."""
+    return sub_agent(session) or f" (agent {session.spec.name})"
 
 
 def called_tool_names(store: ChronicleStore, session: Session) -> set[str]:

@@ -43,8 +43,9 @@ def export(
             fail(f"cannot write {out}: {exc.strerror or exc}")
         counts = bundle["manifest"]["counts"]
         signed = " (signed)" if bundle["signature"] else ""
-        out_console.print(escape(f"exported session {sid}: {counts['events']} events of {counts['sessions']} session(s) "
-                                 f"to {out}{signed}; head {bundle['manifest']['head']}"), soft_wrap=True)
+        # `verify SESSION` counts the sessions' leases too (a lease is this store's, never exported): said, as it says it.
+        out_console.print(escape(f"exported session {sid}: {counts['events']} events of {counts['sessions']} session(s), "
+                                 f"their leases left out, to {out}{signed}; head {bundle['manifest']['head']}"), soft_wrap=True)
 
 
 def import_(

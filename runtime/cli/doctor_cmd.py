@@ -26,6 +26,8 @@ REMEDY = {
     "damaged_file": "",  # store_errors.damage_advice, which names the file
     "misfit_event": "add the upcaster its schema change lacks, or restore the row from a backup; then `chronicle projections rebuild`",
 }
+#: An unreadable event a newer Chronicle wrote (runtime/event_versions.py): the row is sound, this release too old.
+NEWER_REMEDY = "run a Chronicle at least as new as the one that wrote it; the row itself is sound"
 
 
 def doctor(
@@ -58,7 +60,8 @@ def doctor(
                 where = (f"position {f.position}" if f.position is not None
                          else f"session {f.session_id}" if f.session_id is not None
                          else f"snapshot of {f.aggregate_id} at version {f.version}" if f.version is not None else "store")
-                remedy = REMEDY[f.check] or damage_advice(sqlite_path(store.url) or "FILE")
+                newer = f.check == "unreadable_event" and "NewerEvent:" in f.detail
+                remedy = NEWER_REMEDY if newer else REMEDY[f.check] or damage_advice(sqlite_path(store.url) or "FILE")
                 state = "[green]repaired[/]" if f.repaired else f"[yellow]{escape(pasteable_in(remedy, store.url))}[/]"
                 more = f" (and {f.similar} later event{'s' if f.similar != 1 else ''} like it)" if f.similar else ""
                 out_console.print(f"{f.check}: {where}: {escape(f.detail)}{more} — {state}", soft_wrap=True)

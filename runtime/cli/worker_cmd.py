@@ -98,9 +98,16 @@ def resume(
         found = resuming.census(store, yes) if named is None else None
         for line in resuming.finish_owed_files(store, named, found.owing if found is not None else None):  # an interrupted undo/redo --files is finished before any turn runs
             err_console.print(f"note: {escape(printable(line))}", soft_wrap=True)
+        overrides = working.Overrides(
+            provider=specs.normalise_provider(provider), model=model,
+            workspace=specs.resolve_workspace(workspace) if workspace else None, options=loop.LoopOptions(auto_approve=yes), limits=limits,
+        )
+        code, setup_failed = 0, False
         if named is not None:
             sid = named
             stalled = resuming.blocked(store, sid, yes)
+            if isinstance(stalled, resuming.AwaitingApproval) and (why := resuming.cannot_go_on(store, stalled, overrides)):
+                fail(why, 2)  # said before anyone approves: the approval would only lead to this refusal
             if isinstance(stalled, resuming.AwaitingApproval):
                 if as_json:  # --json promises JSON on stdout, a pause included (exit 3 as in `run`)
                     print_json(stalled.row())
@@ -113,7 +120,13 @@ def resume(
             targets = [sid]
         else:
             assert found is not None
-            targets, waiting = found.needing_work, found.paused
+            targets, waiting = found.needing_work, []
+            for stalled in found.paused:  # one that could not go on once approved says why instead
+                if why := resuming.cannot_go_on(store, stalled, overrides):
+                    err_console.print(f"[red]error:[/] {escape(why)}")
+                    setup_failed = True
+                else:
+                    waiting.append(stalled)
             if not as_json:
                 for stalled in waiting:
                     err_console.print(f"[yellow]paused:[/] {escape(stalled.message)}")
@@ -123,16 +136,13 @@ def resume(
                         for stalled in waiting:
                             print_json(stalled.row())
                     raise typer.Exit(3)
+                if setup_failed:
+                    raise typer.Exit(2)
                 nothing(None, "no session has a turn in flight or a queued input", as_json)
                 return
         broker = live.Broker()
         broker.subscribe(JsonLinesRenderer() if as_json else HumanRenderer(name_inputs=True))
-        overrides = working.Overrides(
-            provider=specs.normalise_provider(provider), model=model,
-            workspace=specs.resolve_workspace(workspace) if workspace else None, options=loop.LoopOptions(auto_approve=yes), limits=limits,
-        )
         holder = working.worker_name()
-        code, setup_failed = 0, False
         for sid in targets:
             try:
                 outcomes = asyncio.run(resuming.resume_one(store, sid, overrides, broker, holder, lease_s, yes, say=say_note))

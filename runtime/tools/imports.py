@@ -31,6 +31,18 @@ class ToolLoadError(ValueError):
     """A tool entry that names nothing loadable, or something that is not a tool."""
 
 
+class ToolGone(ToolLoadError):
+    """A path whose module imports but no longer has the attribute: the tool was deleted or renamed. A new session
+    refuses it like any ToolLoadError; a continued one whose history never called what the path held goes on
+    without it, said in a note, as when a list path holds fewer tools (runtime/app/vanished_tools.py).
+    Code of a script run directly (`__main__`) is not gone but loads only in its own process: not this."""
+
+    def __init__(self, message: str, path: str, why: str) -> None:
+        super().__init__(message)
+        #: The import path, and what is missing (`shop has no attribute 'refund'`).
+        self.path, self.why = path, why
+
+
 def is_import_path(entry: str) -> bool:
     return ":" in entry
 
@@ -50,8 +62,9 @@ def load_tools(entry: str, workspace: Path | None = None) -> list[Tool]:
         target = load(entry, workspace, _DEFINED)
     except NotLoadable as failed:
         if failed.missing_attribute:
-            attribute = entry.partition(":")[2]
-            raise ToolLoadError(f"cannot load tool {entry!r}: {failed.module} has no attribute {attribute!r}{failed.hint}") from None
+            why = f"{failed.module} has no attribute {entry.partition(':')[2]!r}"
+            message = f"cannot load tool {entry!r}: {why}{failed.hint}"
+            raise (ToolLoadError(message) if failed.hint else ToolGone(message, entry, why)) from None
         raise ToolLoadError(f"cannot load tool {entry!r}: {_first_line(failed.cause)}") from None
     except Ambiguous as exc:
         raise ToolLoadError(f"tool {exc}") from None

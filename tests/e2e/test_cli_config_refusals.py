@@ -105,7 +105,7 @@ def test_a_tool_the_history_called_that_its_import_path_no_longer_holds_is_refus
     (workspace / "shop_tools.py").write_text(SHOP.replace("[lookup_order, refund]", "[lookup_order]"), encoding="utf-8")
     turns_before = len(closed_at_end(ChronicleStore(db_url)).session(UUID(sid)).head)
     line = refused(cli("run", "again", "--session", sid, db=db_url),
-                   f"session {sid}: its history called 'refund', which shop_tools:TOOLS no longer holds",
+                   f"session {sid} (agent main): its history called 'refund', which shop_tools:TOOLS no longer holds",
                    "put it back there", "start a new session")
     assert "made_up" not in line  # a name the model made up was never a tool of the session
     assert cli("submit", "queued", "--session", sid, db=db_url).returncode == 0  # the input is kept, not run

@@ -132,10 +132,20 @@ def test_a_session_with_a_sub_agent_moves_with_its_child(sqlite_url, workspace, 
     assert run.returncode == 0, run.stderr
     session = json_lines(run.stdout)[0]["session_id"]
     bundle = tmp_path / "tree.json"
-    assert cli("export", session, "-o", str(bundle), db=sqlite_url).returncode == 0  # -o: --out's short form
-    assert json.loads(bundle.read_text())["manifest"]["counts"]["sessions"] == 2
+    exported = cli("export", session, "-o", str(bundle), db=sqlite_url)  # -o: --out's short form
+    counts = json.loads(bundle.read_text())["manifest"]["counts"]
+    assert counts["sessions"] == 2
+    assert exported.returncode == 0 and f": {counts['events']} events of 2 session(s), their leases left out, to " in exported.stdout
+    # `verify SESSION` checks the sessions' leases too, and says how many of its events they are: the rest is the bundle.
+    checked = json.loads(cli("verify", session, "--json", db=sqlite_url).stdout)
+    assert checked["leases"] > 0 and checked["events"] - checked["leases"] == counts["events"], checked
+    said = cli("verify", session, db=sqlite_url).stdout
+    assert (f"{checked['leases']} of its {checked['events']} events are its sessions' leases, which `export` leaves out "
+            f"(it carries {counts['events']})") in said, said
     target = fresh(tmp_path)
     assert cli("import", str(bundle), db=target).returncode == 0
+    there = json.loads(cli("verify", session, "--json", db=target).stdout)
+    assert (there["events"], there["leases"]) == (counts["events"], 0)
     for args in (("sessions", "--json"), ("cost", session, "--json"), ("log", session, "--tree", "--json")):
         source_out = [{k: v for k, v in e.items() if k != "position"} for e in json_lines(cli(*args, db=sqlite_url).stdout)]
         target_out = [{k: v for k, v in e.items() if k != "position"} for e in json_lines(cli(*args, db=target).stdout)]
@@ -573,6 +583,43 @@ def test_a_sub_agent_exported_alone_carries_its_task_and_imports_without_its_par
     there.close()
     twice = cli("import", str(tmp_path / "child.json"), db=target)
     assert twice.returncode == 1 and "already holds" in twice.stderr
+
+
+def test_a_sub_agent_imported_alone_first_merges_into_its_parents_tree_imported_after(delegating, tmp_path, request):
+    """As a fork imported before its parent: the parent's bundle carries the children already here, byte for byte the
+    same events (their sessions, turns and claimed tasks), so they are kept, the rest written, and every event, index
+    entry and board entry is there once. A child that went on here since is refused, saying what to do."""
+    source, session = delegating
+    children = [r["child_session_id"] for r in json_lines(cli("tasks", session, "--json", db=source).stdout) if r["child_session_id"]]
+    for child in children:
+        export(source, child, tmp_path / f"{child}.json")
+    parent = export(source, session, tmp_path / "parent.json")
+    target = other_store(source, tmp_path, request, "target")
+    for child in children:
+        assert cli("import", str(tmp_path / f"{child}.json"), db=target).returncode == 0
+    imported = cli("import", str(tmp_path / "parent.json"), "--json", db=target)
+    assert imported.returncode == 0, imported.stderr
+    row = json.loads(imported.stdout)
+    held = sum(len(json.loads((tmp_path / f"{c}.json").read_text())["events"]) for c in children)
+    assert (row["events"] + row["already_held"], row["already_held"]) == (len(parent["events"]), held)
+    for args in (("tasks", session, "--json"), ("history", session, "--json"), *(("history", c, "--json") for c in children)):
+        assert cli(*args, db=target).stdout == cli(*args, db=source).stdout, args
+    assert sorted(s["session_id"] for s in json_lines(cli("sessions", "--all", "--json", db=target).stdout)) == sorted(
+        [session, *children])
+    tamper = Tamper(target)
+    stored = [(oid, version) for oid, version, _topic, _state in (tamper.event(p) for p in tamper.positions())]
+    assert len(stored) == len(set(stored))
+    assert cli("verify", db=target).returncode == 0 and cli("doctor", db=target).returncode == 0
+    again = cli("import", str(tmp_path / "parent.json"), db=target)
+    assert again.returncode == 1 and f"already holds aggregate {session}" in again.stderr, again.stderr
+
+    went_on = other_store(source, tmp_path, request, "went-on")
+    assert cli("import", str(tmp_path / f"{children[0]}.json"), db=went_on).returncode == 0
+    assert cli("archive", children[0], db=went_on).returncode == 0  # one event more here than in the parent's bundle
+    refused = cli("import", str(tmp_path / "parent.json"), db=went_on)
+    assert refused.returncode == 1, refused.stderr
+    assert f"this store already holds session {children[0]} of the bundle's tree with other events than the bundle's" in refused.stderr
+    assert "import this tree into a store that does not hold it" in refused.stderr and "nothing recorded" in refused.stderr
 
 
 def test_a_sub_agents_bundle_whose_claimed_task_names_another_board_than_its_parents_is_refused(delegating, tmp_path, request):
