@@ -20,7 +20,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 SOURCES = ("chronicle", "domain", "projections", "runtime")
 #: Modules that belong to an extra's feature, by path prefix: they may import that extra's packages.
-EXTRA_OF = {"runtime/server/": "server", "runtime/cli/serve_cmd.py": "server", "runtime/telemetry/": "otel"}
+EXTRA_OF = {"runtime/server/": "server", "runtime/cli/serve_cmd.py": "server", "runtime/cli/serve_drain.py": "server",
+            "runtime/telemetry/": "otel"}
 #: Packages that are a declared requirement's own part, pinned by it (not a dependency that may change).
 PART_OF = {"pydantic-core": "pydantic", "typing-extensions": "pydantic", "starlette": "fastapi"}
 
