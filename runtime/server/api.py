@@ -53,6 +53,7 @@ from .bodies import (
 )
 from .body_limit import BodyLimit
 from .channels import ChannelConfig, ChannelError, Coalescer, load_channels
+from .cross_site import CrossSiteGuard
 from .draining import DRAIN_S, Drain
 from .error_answers import answer_errors
 from .event_stream import LogHead, OpenStreams, event_stream
@@ -188,10 +189,12 @@ def _serving(config: ServerConfig, chronicle: Chronicle) -> FastAPI:
     app.state.drain = drain  # `chronicle serve` begins it at its first signal (runtime/cli/serve_drain.py)
 
     # Every path but /healthz needs the token, the API docs and unknown paths too (auth.py); no
-    # body is read past the limit (body_limit.py).
+    # body is read past the limit (body_limit.py); before either, a request a web page could have made
+    # unasked is refused, token or not (cross_site.py). The last added runs first.
     app.add_middleware(BodyLimit, limit=config.max_body_bytes or environment().server_max_body_bytes)
     app.add_middleware(TokenGate, token=config.token.strip() if config.token else None)
     app.add_middleware(HeadAsGet)  # HEAD on every GET route, the viewer's and the docs' too (head_requests.py)
+    app.add_middleware(CrossSiteGuard, allowed_hosts=environment().server_allowed_hosts)
 
     answer_errors(app)  # how a failure becomes an HTTP answer (error_answers.py)
 

@@ -264,7 +264,7 @@ def test_a_client_that_leaves_mid_replay_is_let_go_without_a_warning_per_event(s
         address = urlparse(base)
         for _ in range(3):
             with socket.create_connection((address.hostname, address.port), timeout=10) as client:
-                client.sendall(f"GET /sessions/{sid}/events HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+                client.sendall(f"GET /sessions/{sid}/events HTTP/1.1\r\nHost: localhost\r\n\r\n".encode())
                 received = b""
                 try:
                     while b"agent_start" not in received:  # the replay has begun; then the client leaves
@@ -373,7 +373,7 @@ def _raw_post(base: str, path: str, head: str, chunks: list[bytes]) -> tuple[int
 
     address = urlparse(base)
     with socket.create_connection((address.hostname, address.port), timeout=20) as client:
-        client.sendall(f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n{head}\r\n".encode())
+        client.sendall(f"POST {path} HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n{head}\r\n".encode())
         for chunk in chunks:
             client.sendall(chunk)
         received = b""
@@ -461,13 +461,18 @@ def test_every_error_is_json_with_error_and_code_and_malformed_json_is_said_so(s
         assert broken.json()["error"].startswith("the body is not valid JSON: "), broken.text
         assert "character 16" in broken.json()["error"] and broken.json()["problems"][0]["field"] == "", broken.text
         plain = httpx.post(f"{base}/sessions", content=b"hello", headers={"Content-Type": "text/plain"})
-        assert plain.status_code == 400 and plain.json()["code"] == 2, plain.text
-        assert plain.json()["error"] == "the body is not JSON (Content-Type: text/plain): send a JSON object as application/json"
+        assert plain.status_code == 415 and plain.json()["code"] == 2, plain.text  # the type a web page may send (cross_site.py)
+        assert plain.json()["error"].startswith("Content-Type: text/plain: a request that changes something must send "
+                                                "Content-Type: application/json"), plain.text
+        viewer = httpx.post(f"{base}/sessions", content=b"hello", headers={"Content-Type": "text/plain", "X-Chronicle-Viewer": "1"})
+        assert viewer.status_code == 400, viewer.text
+        assert viewer.json()["error"] == "the body is not JSON (Content-Type: text/plain): send a JSON object as application/json"
         listed = httpx.post(f"{base}/sessions", json=["hi"])
         assert listed.status_code == 422 and listed.json()["error"].startswith("the body: ") and listed.json()["code"] == 2, listed.text
         unknown = httpx.post(f"{base}/sessions", json={"prompt": "hi", "agent": "nobody"})
         assert unknown.status_code == 400 and unknown.json()["code"] == 2, unknown.text
-        for answer, status in ((httpx.get(f"{base}/nowhere"), 404), (httpx.delete(f"{base}/sessions"), 405),
+        json_type = {"Content-Type": "application/json"}
+        for answer, status in ((httpx.get(f"{base}/nowhere"), 404), (httpx.delete(f"{base}/sessions", headers=json_type), 405),
                                (httpx.get(f"{base}/ui/sessions/ffffffff"), 404)):
             assert answer.status_code == status and set(answer.json()) == {"error", "code"}, answer.text
             assert answer.json()["code"] == 2
