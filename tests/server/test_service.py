@@ -334,7 +334,9 @@ def test_a_browser_logs_in_once_with_the_token_in_the_url_and_a_cookie_carries_i
         asked = httpx.get(f"{base}/", headers=page)
         assert asked.status_code == 401 and asked.headers["content-type"].startswith("text/html")
         assert "?token=" in asked.text and "Authorization: Bearer" in asked.text
-        assert httpx.get(f"{base}/sessions").json()["error"].startswith("missing or wrong token")
+        missing = httpx.get(f"{base}/sessions").json()
+        assert missing["error"].startswith("missing or wrong token") and missing["code"] == 2, "every error has its code"
+        assert set(httpx.get(f"{base}/ui/sessions?token=nope").json()) == {"error", "code"}
         wrong = httpx.get(f"{base}/ui/sessions?token=nope", headers=page)
         assert wrong.status_code == 401 and "set-cookie" not in wrong.headers
 
@@ -354,7 +356,7 @@ def test_a_browser_logs_in_once_with_the_token_in_the_url_and_a_cookie_carries_i
             assert browser.get("/", headers=page).status_code == 200
             assert browser.get("/sessions").status_code == 200
             forged = browser.post("/sessions", json={"prompt": "hi", "provider": f"scripted:{script}"})
-            assert forged.status_code == 403 and "X-Chronicle-Viewer" in forged.json()["error"]
+            assert forged.status_code == 403 and "X-Chronicle-Viewer" in forged.json()["error"] and forged.json()["code"] == 2
             assert browser.get("/sessions").json() == [], "a refused request records nothing"
             created = browser.post("/sessions", json={"prompt": "hi", "provider": f"scripted:{script}"},
                                    headers={"X-Chronicle-Viewer": "1"})
