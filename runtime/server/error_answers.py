@@ -67,6 +67,9 @@ def answer_errors(app: FastAPI) -> None:
 
     @app.exception_handler(StarletteHTTPException)  # FastAPI's, the router's 404/405 and the body limit's 413
     async def _http_error(request: Request, exc: StarletteHTTPException) -> Response:
+        said = _unreadable(exc)
+        if said is not None:
+            return answer(request, {"error": said, "code": 2, "problems": [{"field": "", "error": said}]}, 400)
         return answer(request, {"error": exc.detail, "code": http_code(exc.status_code)}, exc.status_code, exc.headers)
 
     @app.exception_handler(PersistenceError)
@@ -96,6 +99,25 @@ def answer_errors(app: FastAPI) -> None:
         problems = [{"field": ".".join(str(p) for p in e["loc"] if p != "body"), "error": e["msg"]} for e in errors]
         first = problems[0] if problems else {"field": "", "error": "invalid request"}
         return answer(request, {"error": f"{first['field'] or 'the body'}: {first['error']}", "code": 2, "problems": problems}, 422)
+
+
+#: What FastAPI answers for a JSON body it failed to read other than as malformed JSON (its words, matched exactly).
+_FASTAPI_UNREADABLE = "There was an error parsing the body"
+
+
+def _unreadable(exc: StarletteHTTPException) -> str | None:
+    """What to say of a JSON body FastAPI could not read for a reason other than malformed JSON: bytes that are not
+    UTF-8 (`{"prompt": "\xe9"}` in Latin-1), or arrays nested deeper than the parser goes. FastAPI answered its own
+    `There was an error parsing the body`, in no words of ours and without `problems`; the cause it kept says why."""
+    if exc.status_code != 400 or exc.detail != _FASTAPI_UNREADABLE:
+        return None
+    cause = exc.__cause__
+    if isinstance(cause, UnicodeDecodeError):
+        return (f"the body is not valid JSON: it is not UTF-8 text (byte 0x{cause.object[cause.start]:02x} at "
+                f"position {cause.start}); send the JSON encoded as UTF-8")
+    if isinstance(cause, RecursionError):
+        return "the body is not valid JSON: it is nested too deep to read; send a flatter object"
+    return f"the body is not valid JSON: it could not be read ({type(cause).__name__ if cause else 'unknown error'})"
 
 
 def _not_json(request: Request, errors: Any) -> str | None:

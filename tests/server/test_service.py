@@ -469,6 +469,13 @@ def test_every_error_is_json_with_error_and_code_and_malformed_json_is_said_so(s
         viewer = httpx.post(f"{base}/sessions", content=b"hello", headers={"Content-Type": "text/plain", "X-Chronicle-Viewer": "1"})
         assert viewer.status_code == 400, viewer.text
         assert viewer.json()["error"] == "the body is not JSON (Content-Type: text/plain): send a JSON object as application/json"
+        # Bodies FastAPI could not read other than as malformed JSON answered its own words, without `problems`.
+        for body, said in (('{"prompt": "\xe9"}'.encode("latin-1"), "it is not UTF-8 text (byte 0xe9 at position 12)"),
+                           (b"[" * 100_000 + b"]" * 100_000, "it is nested too deep to read")):
+            unread = httpx.post(f"{base}/sessions", content=body, headers={"Content-Type": "application/json"})
+            assert unread.status_code == 400 and set(unread.json()) == {"error", "code", "problems"}, unread.text
+            assert unread.json()["error"].startswith(f"the body is not valid JSON: {said}"), unread.text
+            assert unread.json()["code"] == 2 and unread.json()["problems"] == [{"field": "", "error": unread.json()["error"]}]
         listed = httpx.post(f"{base}/sessions", json=["hi"])
         assert listed.status_code == 422 and listed.json()["error"].startswith("the body: ") and listed.json()["code"] == 2, listed.text
         unknown = httpx.post(f"{base}/sessions", json={"prompt": "hi", "agent": "nobody"})
