@@ -383,3 +383,31 @@ def test_another_sites_page_open_in_the_browser_cannot_approve_start_or_read_any
     finally:
         other.shutdown()
         other.server_close()
+
+
+def test_a_page_of_an_idle_session_shows_a_turn_started_elsewhere_as_it_runs(sqlite_url, workspace, tmp_path, browser):
+    """A session page opened while the session was idle followed nothing: a turn started after (by the CLI, a worker,
+    a channel) never appeared until the page was reloaded by hand. Now a page of the present follows the session's
+    event stream while idle too: the new turn's prompt shows up as it starts, and its answer when it ends."""
+    playwright_api = pytest.importorskip("playwright.sync_api")
+    script = write_script(tmp_path / "s.json", [
+        [response(text("First answer."))],
+        [response(text("Second answer, from a turn started elsewhere."), until_file="finish")],
+    ])
+    first = cli("run", "first question", "--provider", f"scripted:{script}", "--workspace", str(workspace), "--json",
+                db=sqlite_url)
+    assert first.returncode == 0, first.stderr
+    sid = json_lines(first.stdout)[0]["session_id"]
+    with serving(sqlite_url, workspace) as base:
+        page = browser.new_page()
+        page.goto(f"{base}/ui/sessions/{sid}")
+        expect = playwright_api.expect
+        expect(page.locator("#status")).to_have_text("idle")
+        with ThreadPoolExecutor(1) as pool:  # another process runs the next turn, as a terminal beside the browser would
+            elsewhere = pool.submit(cli, "run", "second question", "--session", sid, "--json", db=sqlite_url)
+            expect(page.locator("#live")).to_contain_text("second question", timeout=30_000)
+            expect(page.locator("#status")).to_have_text("busy")
+            (tmp_path / "finish").write_text("", encoding="utf-8")
+            assert elsewhere.result(timeout=60).returncode == 0
+        expect(page.locator("#conversation")).to_contain_text("Second answer, from a turn started elsewhere.", timeout=30_000)
+        _close_pages(browser)
