@@ -56,7 +56,7 @@ from .channels import ChannelConfig, ChannelError, Coalescer, load_channels
 from .cross_site import CrossSiteGuard
 from .draining import DRAIN_S, Drain
 from .error_answers import answer_errors
-from .event_stream import LogHead, OpenStreams, event_stream
+from .event_stream import LogHead, OpenStreams, event_stream, past_the_head, resume_position
 from .head_requests import HeadAsGet
 from .outbox import Outbox, post
 from .routing import Router, sender_spec
@@ -392,9 +392,12 @@ def _serving(config: ServerConfig, chronicle: Chronicle) -> FastAPI:
     @app.get("/sessions/{session_id}/events")
     async def events(session_id: str, request: Request, last_event_id: str | None = Header(default=None),
                      after: int | None = Query(None, ge=0, le=LARGEST), follow: bool = True) -> StreamingResponse:
+        start, named = (after, "after") if after is not None else (resume_position(last_event_id), "Last-Event-ID")
         with _errors():
             sid = await off_the_loop(queries.session_id, chronicle.store, session_id)
-        start = after if after is not None else _position(last_event_id)
+        head = await off_the_loop(chronicle.store.max_position)
+        if start > (head or 0):
+            raise HTTPException(status_code=400, detail=past_the_head(named, start, head or 0))
         stream = streams.counted(event_stream(chronicle, str(sid), start, follow, request.is_disconnected, stopping, log_head))
         return StreamingResponse(stream, media_type="text/event-stream",
                                  headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
@@ -444,16 +447,6 @@ def caller(x_chronicle_actor: str | None = Header(default=None)) -> str | None:
     if not name or len(name) > 100 or not name.isprintable():
         raise HTTPException(status_code=422, detail="X-Chronicle-Actor: a printable name of 1 to 100 characters")
     return name
-
-
-def _position(last_event_id: str | None) -> int:
-    try:
-        position = max(0, int(last_event_id)) if last_event_id else 0
-    except ValueError:
-        raise HTTPException(status_code=400, detail="Last-Event-ID: not a log position") from None
-    if position > LARGEST:
-        raise HTTPException(status_code=400, detail=f"Last-Event-ID: a log position is at most {LARGEST}")
-    return position
 
 
 class _errors:

@@ -9,12 +9,16 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from contextlib import contextmanager
 from typing import Any, AsyncGenerator, Callable, Iterator
 from uuid import UUID
 
+from fastapi.exceptions import RequestValidationError
+
 from chronicle.client import Chronicle
 from chronicle.runtime.app import queries
+from chronicle.runtime.bounds import LARGEST
 from chronicle.runtime.live_from_log import LiveFromLog
 from chronicle.runtime.off_loop import off_the_loop
 
@@ -22,6 +26,34 @@ from chronicle.runtime.off_loop import off_the_loop
 STREAM_POLL_S = 0.2
 #: Seconds a stream waits between looks at whether its client has left, when nothing happens.
 CLIENT_CHECK_S = 1.0
+
+
+def resume_position(last_event_id: str | None) -> int:
+    """The log position a reconnecting client's `Last-Event-ID` names (0 without one), checked as `?after=` is: a value
+    that is not a whole number from 0 to LARGEST is a 422 naming the header. `-5` was taken as 0 (the whole past sent
+    again) while `?after=-3` was refused."""
+    if last_event_id is None or not last_event_id.strip():
+        return 0
+    text = last_event_id.strip()
+    why = None
+    if not re.fullmatch(r"-?[0-9]{1,30}", text):
+        why = "not a log position (a whole number, the id: of the last message received)"
+    elif int(text) < 0:
+        why = "a log position is 0 or more"
+    elif int(text) > LARGEST:
+        why = f"a log position is at most {LARGEST}"
+    if why is not None:
+        raise RequestValidationError([{"type": "value_error", "loc": ("header", "Last-Event-ID"), "msg": why,
+                                       "input": last_event_id}])
+    return int(text)
+
+
+def past_the_head(named: str, position: int, head: int) -> str:
+    """What a stream asked to start after a position the log has not reached is told (400): such an id was never sent
+    by this store (it comes from another, or from before a restore), and the stream used to wait in silence for the
+    log to grow past it, dropping every event before."""
+    return (f"{named}: log position {position} is past the end of this store's log (its last position is {head}): it "
+            "is no id this server sent; reconnect without it (or with ?after=0) to read the session from the start")
 
 
 class LogHead:

@@ -38,6 +38,21 @@ def test_a_run_started_over_http_streams_its_events_and_a_reconnect_misses_nothi
         # A client that dropped in the middle of a group resumes from the position before it and misses nothing.
         before_group = sse(base, f"/sessions/{sid}/events", headers={"Last-Event-ID": str(ids[0] - 1)})
         assert before_group == events
+        # A Last-Event-ID is checked as ?after= is: `-5` was taken as 0 and sent the whole past again.
+        for bad, said in (("-5", "a log position is 0 or more"), ("x", "not a log position"), ("1.5", "not a log position"),
+                          (str(2**63), "a log position is at most")):
+            refused = httpx.get(f"{base}/sessions/{sid}/events", headers={"Last-Event-ID": bad})
+            assert refused.status_code == 422 and refused.json()["code"] == 2, (bad, refused.text)
+            assert refused.json()["problems"][0]["field"] == "header.Last-Event-ID", refused.text
+            assert said in refused.json()["error"], refused.text
+        assert httpx.get(f"{base}/sessions/{sid}/events", params={"after": -3}).status_code == 422
+        # One past the log's end is no id this store sent (another store's, a restored one's): said, not waited on.
+        head = max(i for i, _ in events if i is not None)
+        for beyond in ({"headers": {"Last-Event-ID": str(head + 1000)}}, {"params": {"after": head + 1000}}):
+            refused = httpx.get(f"{base}/sessions/{sid}/events", timeout=10, **beyond)  # type: ignore[arg-type]
+            assert refused.status_code == 400 and refused.json()["code"] == 2, refused.text
+            assert f"log position {head + 1000} is past the end of this store's log" in refused.json()["error"]
+        assert sse(base, f"/sessions/{sid}/events?follow=false", headers={"Last-Event-ID": str(head)}) == [], "the head: nothing more"
 
         history = httpx.get(f"{base}/sessions/{sid}/history").json()
         assert history == json_lines(cli("history", sid, "--json", db=db_url).stdout)
