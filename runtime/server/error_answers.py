@@ -19,6 +19,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from psycopg import Error as DriverError
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match, Route
 
 from chronicle.errors import ChronicleError
 from chronicle.runtime.app.errors import UNAVAILABLE, first_line
@@ -70,6 +71,9 @@ def answer_errors(app: FastAPI) -> None:
         said = _unreadable(exc)
         if said is not None:
             return answer(request, {"error": said, "code": 2, "problems": [{"field": "", "error": said}]}, 400)
+        if exc.status_code == 405 and (allowed := _methods_of(request)):
+            line = f"method {request.method} not allowed on {request.url.path}: it takes {', '.join(allowed)}"
+            return answer(request, {"error": line, "code": 2}, 405, {**(exc.headers or {}), "Allow": ", ".join(allowed)})
         return answer(request, {"error": exc.detail, "code": http_code(exc.status_code)}, exc.status_code, exc.headers)
 
     @app.exception_handler(PersistenceError)
@@ -99,6 +103,17 @@ def answer_errors(app: FastAPI) -> None:
         problems = [{"field": ".".join(str(p) for p in e["loc"] if p != "body"), "error": e["msg"]} for e in errors]
         first = problems[0] if problems else {"field": "", "error": "invalid request"}
         return answer(request, {"error": f"{first['field'] or 'the body'}: {first['error']}", "code": 2, "problems": problems}, 422)
+
+
+def _methods_of(request: Request) -> list[str]:
+    """Every method the request's path takes: the router's 405 named the first route of the path only (`Allow: GET`
+    on /sessions, which POST creates sessions on)."""
+    scope = {**request.scope, "method": ""}  # no route matches an empty method fully: each of the path's matches partly
+    methods: set[str] = set()
+    for route in request.app.router.routes:
+        if isinstance(route, Route) and route.matches(scope)[0] != Match.NONE:
+            methods |= set(route.methods or ())
+    return sorted(methods)
 
 
 #: What FastAPI answers for a JSON body it failed to read other than as malformed JSON (its words, matched exactly).

@@ -500,6 +500,10 @@ def test_every_error_is_json_with_error_and_code_and_malformed_json_is_said_so(s
                                (httpx.get(f"{base}/ui/sessions/ffffffff"), 404)):
             assert answer.status_code == status and set(answer.json()) == {"error", "code"}, answer.text
             assert answer.json()["code"] == 2
+        # The 405 named the first route of the path only: `Allow: GET` on /sessions, which POST creates sessions on.
+        put = httpx.put(f"{base}/sessions", headers=json_type)
+        assert put.status_code == 405 and put.headers["allow"] == "GET, POST", put.headers
+        assert put.json() == {"error": "method PUT not allowed on /sessions: it takes GET, POST", "code": 2}
 
 
 def test_a_browser_gets_a_viewer_page_for_every_failure_of_a_viewer_page(sqlite_url, workspace, tmp_path):
