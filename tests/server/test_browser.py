@@ -411,3 +411,22 @@ def test_a_page_of_an_idle_session_shows_a_turn_started_elsewhere_as_it_runs(sql
             assert elsewhere.result(timeout=60).returncode == 0
         expect(page.locator("#conversation")).to_contain_text("Second answer, from a turn started elsewhere.", timeout=30_000)
         _close_pages(browser)
+
+
+def test_viewer_pages_ask_for_no_favicon_and_log_no_error_in_the_console(sqlite_url, workspace, tmp_path, browser):
+    """Every viewer page logged `Failed to load resource: … 404` for the /favicon.ico the browser asked for."""
+    script = write_script(tmp_path / "s.json", [response(text("hi"))])
+    ran = cli("run", "hello", "--provider", f"scripted:{script}", "--workspace", str(workspace), "--json", db=sqlite_url)
+    sid = json_lines(ran.stdout)[0]["session_id"]
+    with serving(sqlite_url, workspace) as base:
+        page = browser.new_page()
+        asked: list[str] = []
+        errors: list[str] = []
+        page.on("request", lambda request: asked.append(request.url))
+        page.on("console", lambda message: errors.append(message.text) if message.type == "error" else None)
+        for path in ("/", f"/ui/sessions/{sid}", f"/ui/sessions/{sid}/why"):
+            page.goto(f"{base}{path}")
+            page.wait_for_timeout(500)  # the browser asks for its icon after the page has loaded
+        assert not [url for url in asked if "favicon" in url], asked
+        assert errors == []
+        _close_pages(browser)
