@@ -58,6 +58,7 @@ from .draining import DRAIN_S, Drain
 from .error_answers import answer_errors
 from .event_stream import LogHead, OpenStreams, event_stream, past_the_head, resume_position
 from .head_requests import HeadAsGet
+from .openapi_errors import document_errors
 from .outbox import Outbox, post
 from .routing import Router, sender_spec
 from .server_config import ServerConfig, refused_settings
@@ -197,6 +198,7 @@ def _serving(config: ServerConfig, chronicle: Chronicle) -> FastAPI:
     app.add_middleware(CrossSiteGuard, allowed_hosts=environment().server_allowed_hosts)
 
     answer_errors(app)  # how a failure becomes an HTTP answer (error_answers.py)
+    document_errors(app)  # and /openapi.json says so (openapi_errors.py)
 
     def worker_status() -> dict[str, Any]:
         """/healthz's `worker`: whether the server's worker runs, and how far it has looked (worker_progress.py)."""

@@ -500,6 +500,19 @@ def test_every_error_is_json_with_error_and_code_and_malformed_json_is_said_so(s
                                (httpx.get(f"{base}/ui/sessions/ffffffff"), 404)):
             assert answer.status_code == status and set(answer.json()) == {"error", "code"}, answer.text
             assert answer.json()["code"] == 2
+        # /openapi.json said a 422 was FastAPI's {"detail": [...]}: a generated client parsed no refusal. It says ours now.
+        document = httpx.get(f"{base}/openapi.json").json()
+        schemas = document["components"]["schemas"]
+        assert "HTTPValidationError" not in schemas and "detail" not in json.dumps(schemas), "FastAPI's error body is gone"
+        error, problem = schemas["Error"], schemas["Problem"]
+        ours = {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}
+        operations = [op for item in document["paths"].values() for op in item.values()]
+        assert all(op["responses"]["default"]["content"] == ours for op in operations)
+        assert document["paths"]["/sessions"]["post"]["responses"]["422"]["content"] == ours
+        for answer in (listed, broken, unknown, plain):
+            assert set(error["required"]) <= set(answer.json()) <= set(error["properties"]), answer.text
+            for each in answer.json().get("problems", []):
+                assert set(each) == set(problem["properties"]) == set(problem["required"])
         # The 405 named the first route of the path only: `Allow: GET` on /sessions, which POST creates sessions on.
         put = httpx.put(f"{base}/sessions", headers=json_type)
         assert put.status_code == 405 and put.headers["allow"] == "GET, POST", put.headers
