@@ -113,6 +113,8 @@ def _methods_of(request: Request) -> list[str]:
     for route in request.app.router.routes:
         if isinstance(route, Route) and route.matches(scope)[0] != Match.NONE:
             methods |= set(route.methods or ())
+    if "GET" in methods:  # answered wherever GET is (head_requests.py)
+        methods.add("HEAD")
     return sorted(methods)
 
 

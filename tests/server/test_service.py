@@ -515,8 +515,8 @@ def test_every_error_is_json_with_error_and_code_and_malformed_json_is_said_so(s
                 assert set(each) == set(problem["properties"]) == set(problem["required"])
         # The 405 named the first route of the path only: `Allow: GET` on /sessions, which POST creates sessions on.
         put = httpx.put(f"{base}/sessions", headers=json_type)
-        assert put.status_code == 405 and put.headers["allow"] == "GET, POST", put.headers
-        assert put.json() == {"error": "method PUT not allowed on /sessions: it takes GET, POST", "code": 2}
+        assert put.status_code == 405 and put.headers["allow"] == "GET, HEAD, POST", put.headers
+        assert put.json() == {"error": "method PUT not allowed on /sessions: it takes GET, HEAD, POST", "code": 2}
 
 
 def test_a_browser_gets_a_viewer_page_for_every_failure_of_a_viewer_page(sqlite_url, workspace, tmp_path):
