@@ -55,6 +55,9 @@ class Environment(BaseSettings):
     server_max_body_bytes: int = Field(DEFAULT_MAX_BODY_BYTES, ge=1024)
     #: The waits between `serve`'s attempts at one reply, comma-separated seconds ("0.5,2.0"): the last repeats.
     server_reply_backoff_s: Annotated[tuple[float, ...], NoDecode] = DEFAULT_REPLY_BACKOFF_S
+    #: Host names besides loopback ones a server reached on loopback answers to, and whose pages may make changes
+    #: (runtime/server/cross_site.py), comma-separated: a reverse proxy's public name.
+    server_allowed_hosts: Annotated[tuple[str, ...], NoDecode] = ()
     #: A JSON price table that overrides and extends the bundled prices.
     prices: Path | None = None
     #: The auxiliary model a new session records (runtime/spec_options.py); wins over [models] auxiliary.
@@ -81,6 +84,19 @@ class Environment(BaseSettings):
                 f"CHRONICLE_SERVER_REPLY_BACKOFF_S={value!r}: takes seconds from 0 to 600, comma-separated "
                 "(the waits between a reply's attempts, e.g. 0.5,2.0); fix it or unset it")
         return waits
+
+    @field_validator("server_allowed_hosts", mode="before")
+    @classmethod
+    def _hosts(cls, value: object) -> object:
+        if not isinstance(value, str):
+            return value
+        names = tuple(part.strip().lower().rstrip(".") for part in value.split(",") if part.strip())
+        bad = [name for name in names if not name or any(c in name for c in "/:@[] ") or not name.isprintable()]
+        if bad:
+            raise EnvironmentSettingError(
+                f"CHRONICLE_SERVER_ALLOWED_HOSTS={value!r}: takes host names without scheme or port, comma-separated "
+                f"(e.g. chronicle.example.com), not {bad[0]!r}; fix it or unset it")
+        return names
 
     @field_validator("http_timeout_s", mode="before")
     @classmethod

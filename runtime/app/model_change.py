@@ -71,13 +71,19 @@ def check_model(name: str | None, provider: str) -> str:
     model = (name or "").strip()
     if not model:
         raise AppError("the model name is empty; name one, e.g. `chronicle model SESSION claude-sonnet-5-5`", 2)
-    if not _NAME.fullmatch(model):
-        raise AppError(f"not a model name: {model!r} (letters, digits and . _ : / @ + -, up to 200 characters)", 2)
+    check_model_name(model)
     kind = provider.split(":", 1)[0]
     if kind == "anthropic" and not model.startswith("claude-"):
         raise AppError(f"unknown model {model!r} for provider anthropic: Claude models are named claude-… "
                        "(e.g. claude-sonnet-5-5)", 2)
     return model
+
+
+def check_model_name(model: str) -> None:
+    """AppError (exit 2) for a name no provider spells so (a control character, markup, a space): a new session's
+    model (`run --model`, `POST /sessions`, an Agent's or chronicle.toml's) as much as a change of one."""
+    if not _NAME.fullmatch(model):
+        raise AppError(f"not a model name: {model!r} (letters, digits and . _ : / @ + -, up to 200 characters)", 2)
 
 
 def check_thinking(tokens: int | None, provider: str = "") -> int | None:

@@ -26,6 +26,7 @@ from ..tools.imports import ToolLoadError
 from ..tools.notes import notes_protocol
 from ..toolsets import agent_toolbox, with_tool_names
 from .errors import AppError
+from .model_change import check_model_name
 
 
 def normalise_provider(name: str | None) -> str | None:
@@ -99,10 +100,13 @@ def new_spec(workspace: Path, provider: str | None = None, model: str | None = N
         registry = registry or find_registry(agents, workspace)
         options = spec_options(workspace, registry.source, registry.preamble, registry.bootstrap, registry.aux_model,
                                behavioral_hints=registry.behavioral_hints)
+        chosen = ((model or "").strip() or registry.main.model
+                  or ("scripted" if provider_name.startswith("scripted:") else default_model(provider_name)))
+        if chosen:  # as a change of model is checked (model_change.py): "m\x01" or "<img src=x>" was recorded
+            check_model_name(chosen)
         spec = registry.main_spec(  # starts the MCP servers it names, to record their tools
             provider=provider_name, workspace=str(workspace), max_iterations=max_iterations, extra_tools=extra_tools,
-            model=model or registry.main.model or ("scripted" if provider_name.startswith("scripted:") else default_model(provider_name)),
-            bootstrap=options.bootstrap,
+            model=chosen, bootstrap=options.bootstrap,
         )
         check_policies(spec, workspace)
         spec = with_tool_names(spec, workspace)

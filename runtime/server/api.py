@@ -53,10 +53,12 @@ from .bodies import (
 )
 from .body_limit import BodyLimit
 from .channels import ChannelConfig, ChannelError, Coalescer, load_channels
+from .cross_site import CrossSiteGuard
 from .draining import DRAIN_S, Drain
 from .error_answers import answer_errors
-from .event_stream import LogHead, OpenStreams, event_stream
+from .event_stream import LogHead, OpenStreams, event_stream, past_the_head, resume_position
 from .head_requests import HeadAsGet
+from .openapi_errors import document_errors
 from .outbox import Outbox, post
 from .routing import Router, sender_spec
 from .server_config import ServerConfig, refused_settings
@@ -188,12 +190,15 @@ def _serving(config: ServerConfig, chronicle: Chronicle) -> FastAPI:
     app.state.drain = drain  # `chronicle serve` begins it at its first signal (runtime/cli/serve_drain.py)
 
     # Every path but /healthz needs the token, the API docs and unknown paths too (auth.py); no
-    # body is read past the limit (body_limit.py).
+    # body is read past the limit (body_limit.py); before either, a request a web page could have made
+    # unasked is refused, token or not (cross_site.py). The last added runs first.
     app.add_middleware(BodyLimit, limit=config.max_body_bytes or environment().server_max_body_bytes)
     app.add_middleware(TokenGate, token=config.token.strip() if config.token else None)
     app.add_middleware(HeadAsGet)  # HEAD on every GET route, the viewer's and the docs' too (head_requests.py)
+    app.add_middleware(CrossSiteGuard, allowed_hosts=environment().server_allowed_hosts)
 
     answer_errors(app)  # how a failure becomes an HTTP answer (error_answers.py)
+    document_errors(app)  # and /openapi.json says so (openapi_errors.py)
 
     def worker_status() -> dict[str, Any]:
         """/healthz's `worker`: whether the server's worker runs, and how far it has looked (worker_progress.py)."""
@@ -389,9 +394,12 @@ def _serving(config: ServerConfig, chronicle: Chronicle) -> FastAPI:
     @app.get("/sessions/{session_id}/events")
     async def events(session_id: str, request: Request, last_event_id: str | None = Header(default=None),
                      after: int | None = Query(None, ge=0, le=LARGEST), follow: bool = True) -> StreamingResponse:
+        start, named = (after, "after") if after is not None else (resume_position(last_event_id), "Last-Event-ID")
         with _errors():
             sid = await off_the_loop(queries.session_id, chronicle.store, session_id)
-        start = after if after is not None else _position(last_event_id)
+        head = await off_the_loop(chronicle.store.max_position)
+        if start > (head or 0):
+            raise HTTPException(status_code=400, detail=past_the_head(named, start, head or 0))
         stream = streams.counted(event_stream(chronicle, str(sid), start, follow, request.is_disconnected, stopping, log_head))
         return StreamingResponse(stream, media_type="text/event-stream",
                                  headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
@@ -441,16 +449,6 @@ def caller(x_chronicle_actor: str | None = Header(default=None)) -> str | None:
     if not name or len(name) > 100 or not name.isprintable():
         raise HTTPException(status_code=422, detail="X-Chronicle-Actor: a printable name of 1 to 100 characters")
     return name
-
-
-def _position(last_event_id: str | None) -> int:
-    try:
-        position = max(0, int(last_event_id)) if last_event_id else 0
-    except ValueError:
-        raise HTTPException(status_code=400, detail="Last-Event-ID: not a log position") from None
-    if position > LARGEST:
-        raise HTTPException(status_code=400, detail=f"Last-Event-ID: a log position is at most {LARGEST}")
-    return position
 
 
 class _errors:

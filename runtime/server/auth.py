@@ -29,6 +29,8 @@ COOKIE = "chronicle_token"
 VIEWER_HEADER = "X-Chronicle-Viewer"
 OPEN_PATHS = frozenset({"/healthz"})
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+#: The `code` of a refusal here, as every error answer has one (error_answers.http_code): the request, as asked, is refused.
+REFUSED = 2
 MISSING = "missing or wrong token: send Authorization: Bearer TOKEN (a browser: open /?token=TOKEN once)"
 
 
@@ -76,7 +78,8 @@ class TokenGate:
                 return None
             return JSONResponse({"error": f"{VIEWER_HEADER}: a state-changing request authenticated by the viewer's "
                                           f"cookie must send this header (it guards against cross-site requests); "
-                                          f"a program sends Authorization: Bearer TOKEN instead"}, status_code=403)
+                                          f"a program sends Authorization: Bearer TOKEN instead", "code": REFUSED},
+                                status_code=403)
         return _unauthorised(request, MISSING)
 
     def _login(self, request: Request, rest: list[tuple[str, str]]) -> Response:
@@ -103,7 +106,7 @@ def _unauthorised(request: Request, why: str) -> Response:
 
         page = TEMPLATES.get_template("token_needed.html").render(store="", why=why.split(":")[0], root=mounted_at(request))
         return HTMLResponse(page, status_code=401, headers={"Cache-Control": "no-store"})
-    return JSONResponse({"error": why}, status_code=401, headers={"WWW-Authenticate": "Bearer"})
+    return JSONResponse({"error": why, "code": REFUSED}, status_code=401, headers={"WWW-Authenticate": "Bearer"})
 
 
 def presents_token(request: Request, token: str) -> bool:

@@ -19,6 +19,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from psycopg import Error as DriverError
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match, Route
 
 from chronicle.errors import ChronicleError
 from chronicle.runtime.app.errors import UNAVAILABLE, first_line
@@ -67,6 +68,12 @@ def answer_errors(app: FastAPI) -> None:
 
     @app.exception_handler(StarletteHTTPException)  # FastAPI's, the router's 404/405 and the body limit's 413
     async def _http_error(request: Request, exc: StarletteHTTPException) -> Response:
+        said = _unreadable(exc)
+        if said is not None:
+            return answer(request, {"error": said, "code": 2, "problems": [{"field": "", "error": said}]}, 400)
+        if exc.status_code == 405 and (allowed := _methods_of(request)):
+            line = f"method {request.method} not allowed on {request.url.path}: it takes {', '.join(allowed)}"
+            return answer(request, {"error": line, "code": 2}, 405, {**(exc.headers or {}), "Allow": ", ".join(allowed)})
         return answer(request, {"error": exc.detail, "code": http_code(exc.status_code)}, exc.status_code, exc.headers)
 
     @app.exception_handler(PersistenceError)
@@ -96,6 +103,38 @@ def answer_errors(app: FastAPI) -> None:
         problems = [{"field": ".".join(str(p) for p in e["loc"] if p != "body"), "error": e["msg"]} for e in errors]
         first = problems[0] if problems else {"field": "", "error": "invalid request"}
         return answer(request, {"error": f"{first['field'] or 'the body'}: {first['error']}", "code": 2, "problems": problems}, 422)
+
+
+def _methods_of(request: Request) -> list[str]:
+    """Every method the request's path takes: the router's 405 named the first route of the path only (`Allow: GET`
+    on /sessions, which POST creates sessions on)."""
+    scope = {**request.scope, "method": ""}  # no route matches an empty method fully: each of the path's matches partly
+    methods: set[str] = set()
+    for route in request.app.router.routes:
+        if isinstance(route, Route) and route.matches(scope)[0] != Match.NONE:
+            methods |= set(route.methods or ())
+    if "GET" in methods:  # answered wherever GET is (head_requests.py)
+        methods.add("HEAD")
+    return sorted(methods)
+
+
+#: What FastAPI answers for a JSON body it failed to read other than as malformed JSON (its words, matched exactly).
+_FASTAPI_UNREADABLE = "There was an error parsing the body"
+
+
+def _unreadable(exc: StarletteHTTPException) -> str | None:
+    """What to say of a JSON body FastAPI could not read for a reason other than malformed JSON: bytes that are not
+    UTF-8 (`{"prompt": "\xe9"}` in Latin-1), or arrays nested deeper than the parser goes. FastAPI answered its own
+    `There was an error parsing the body`, in no words of ours and without `problems`; the cause it kept says why."""
+    if exc.status_code != 400 or exc.detail != _FASTAPI_UNREADABLE:
+        return None
+    cause = exc.__cause__
+    if isinstance(cause, UnicodeDecodeError):
+        return (f"the body is not valid JSON: it is not UTF-8 text (byte 0x{cause.object[cause.start]:02x} at "
+                f"position {cause.start}); send the JSON encoded as UTF-8")
+    if isinstance(cause, RecursionError):
+        return "the body is not valid JSON: it is nested too deep to read; send a flatter object"
+    return f"the body is not valid JSON: it could not be read ({type(cause).__name__ if cause else 'unknown error'})"
 
 
 def _not_json(request: Request, errors: Any) -> str | None:

@@ -9,12 +9,17 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
+import time
 from contextlib import contextmanager
 from typing import Any, AsyncGenerator, Callable, Iterator
 from uuid import UUID
 
+from fastapi.exceptions import RequestValidationError
+
 from chronicle.client import Chronicle
 from chronicle.runtime.app import queries
+from chronicle.runtime.bounds import LARGEST
 from chronicle.runtime.live_from_log import LiveFromLog
 from chronicle.runtime.off_loop import off_the_loop
 
@@ -22,6 +27,39 @@ from chronicle.runtime.off_loop import off_the_loop
 STREAM_POLL_S = 0.2
 #: Seconds a stream waits between looks at whether its client has left, when nothing happens.
 CLIENT_CHECK_S = 1.0
+#: Seconds of silence after which a stream sends an SSE comment (`: keep-alive`): a proxy or load balancer that
+#: closes a connection idle for 30-60 s (nginx's proxy_read_timeout is 60 s) then keeps a quiet session's stream open.
+KEEPALIVE_S = 15.0
+#: What it sends: a comment line, which every SSE client ignores (EventSource fires no event for it).
+KEEPALIVE = b": keep-alive\n\n"
+
+
+def resume_position(last_event_id: str | None) -> int:
+    """The log position a reconnecting client's `Last-Event-ID` names (0 without one), checked as `?after=` is: a value
+    that is not a whole number from 0 to LARGEST is a 422 naming the header. `-5` was taken as 0 (the whole past sent
+    again) while `?after=-3` was refused."""
+    if last_event_id is None or not last_event_id.strip():
+        return 0
+    text = last_event_id.strip()
+    why = None
+    if not re.fullmatch(r"-?[0-9]{1,30}", text):
+        why = "not a log position (a whole number, the id: of the last message received)"
+    elif int(text) < 0:
+        why = "a log position is 0 or more"
+    elif int(text) > LARGEST:
+        why = f"a log position is at most {LARGEST}"
+    if why is not None:
+        raise RequestValidationError([{"type": "value_error", "loc": ("header", "Last-Event-ID"), "msg": why,
+                                       "input": last_event_id}])
+    return int(text)
+
+
+def past_the_head(named: str, position: int, head: int) -> str:
+    """What a stream asked to start after a position the log has not reached is told (400): such an id was never sent
+    by this store (it comes from another, or from before a restore), and the stream used to wait in silence for the
+    log to grow past it, dropping every event before."""
+    return (f"{named}: log position {position} is past the end of this store's log (its last position is {head}): it "
+            "is no id this server sent; reconnect without it (or with ?after=0) to read the session from the start")
 
 
 class LogHead:
@@ -108,7 +146,7 @@ class OpenStreams:
 
 async def event_stream(chronicle: Chronicle, sid: str, after: int, follow: bool,
                         disconnected: Callable[[], Any], stopping: Callable[[], bool],
-                        log_head: LogHead | None = None) -> AsyncGenerator[bytes, None]:
+                        log_head: LogHead | None = None, keepalive_s: float = KEEPALIVE_S) -> AsyncGenerator[bytes, None]:
     """SSE of the session's live events after log position `after`; ends after an `agent_end`
     when nothing more is queued or running, at once (after the past) when `follow` is off, and
     when the server is stopping (a server waits for its open requests before it stops).
@@ -118,15 +156,16 @@ async def event_stream(chronicle: Chronicle, sid: str, after: int, follow: bool,
     must not hold them. The log is read on from where the last read ended (`LogTail`), so each
     new event costs the stream that event, not the whole session again; and only once `log_head` (shared by the
     server's streams) says the log has moved. The stream still wakes every CLIENT_CHECK_S to see whether its client
-    left, which costs no read; a stopping server wakes it at once."""
+    left, which costs no read; a stopping server wakes it at once. After `keepalive_s` with nothing sent, it sends
+    KEEPALIVE, so that a quiet stream is not cut by a proxy as an idle connection."""
     heads = log_head or LogHead(chronicle)
     with heads.followed():
-        async for chunk in _stream(chronicle, sid, after, follow, disconnected, stopping, heads):
+        async for chunk in _stream(chronicle, sid, after, follow, disconnected, stopping, heads, keepalive_s):
             yield chunk
 
 
 async def _stream(chronicle: Chronicle, sid: str, after: int, follow: bool, disconnected: Callable[[], Any],
-                  stopping: Callable[[], bool], heads: LogHead) -> AsyncGenerator[bytes, None]:
+                  stopping: Callable[[], bool], heads: LogHead, keepalive_s: float) -> AsyncGenerator[bytes, None]:
     store = chronicle.store
     session = await off_the_loop(store.session, UUID(sid))
     spec = session.spec
@@ -139,6 +178,7 @@ async def _stream(chronicle: Chronicle, sid: str, after: int, follow: bool, disc
     late: list[dict[str, Any]] = []  # read after the session looked finished: streamed first
     head = await off_the_loop(store.max_position)  # the stream's own first look: the past is sent at once
     checked_at: int | None = None  # the head at which the session was last read: it changes only with the log
+    sent_at = time.monotonic()  # when the stream last sent anything (an event or KEEPALIVE)
     while True:
         if head != seen_head or late:
             seen_head = head
@@ -152,6 +192,7 @@ async def _stream(chronicle: Chronicle, sid: str, after: int, follow: bool, disc
                 last_of_position = index + 1 == len(items) or items[index + 1].position != item.position
                 event_id = f"id: {item.position}\n" if last_of_position else ""
                 yield f"{event_id}data: {json.dumps(item.json_line(), ensure_ascii=False)}\n\n".encode()
+                sent_at = time.monotonic()
                 if item.event.type == "agent_end":
                     ended_at = item.position
                 # A write does not yield to the event loop: without this, a client that left during
@@ -175,7 +216,10 @@ async def _stream(chronicle: Chronicle, sid: str, after: int, follow: bool, disc
                 continue
         if stopping() or await disconnected():
             return
-        head = await heads.past(seen_head, CLIENT_CHECK_S)
+        if time.monotonic() - sent_at >= keepalive_s:
+            yield KEEPALIVE
+            sent_at = time.monotonic()
+        head = await heads.past(seen_head, min(CLIENT_CHECK_S, keepalive_s))
 
 
 def _current_session(store: Any, sid: UUID) -> Any:

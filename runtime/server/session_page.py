@@ -129,7 +129,9 @@ def build(store: ChronicleStore, sid: UUID, turn: int | None, every_turn: bool =
         "notes": _notes(store, sid, turn), "notes_at": turn,
         "by_model": by_model, "children": children, "log_rows": _timeline(store, session, turns, calls),
         "head": store.max_position(),
-        "live": row["status"] in ("busy", "queued", "running", "awaiting_approval") or bool(row.get("queued")),
+        # Followed over the event stream while a turn runs, and on a page of the present (no ?turn=) while idle too:
+        # a turn started elsewhere (the CLI, a worker, a channel) then shows up on it rather than never.
+        "live": turn is None or row["status"] in ("busy", "queued", "running", "awaiting_approval") or bool(row.get("queued")),
     }
 
 

@@ -63,7 +63,7 @@ def mount_viewer(app: FastAPI, chronicle: Chronicle) -> None:
         start = page_no * PAGE_SIZE
         return page(request, "sessions.html", rows=shown[start:start + PAGE_SIZE], more=len(shown) > start + PAGE_SIZE, page=page_no,
                     q=q, status=status, statuses=statuses, first=start + 1, last=min(start + PAGE_SIZE, len(shown)),
-                    total=len(shown))
+                    total=len(shown), last_page=max(0, (len(shown) - 1) // PAGE_SIZE))
 
     @app.get("/ui/sessions/{session_id}", response_class=HTMLResponse, include_in_schema=False)
     def session_page(request: Request, session_id: str, turn: int | None = Query(None, le=LARGEST),

@@ -92,3 +92,30 @@ def test_a_change_while_a_turn_waits_for_approval_applies_from_the_next_turn(db_
         assert app.run_sync(agent, "again", session=paused.session_id).status == "completed"
         assert asked(app, paused.session_id) == ["scripted", "scripted", "later-model"]
         assert "identical" in app.replay(paused.session_id)["verdict"]
+
+
+def test_a_new_session_refuses_a_model_name_a_change_refuses_over_http_the_cli_and_the_library(sqlite_url, workspace, tmp_path):
+    """`POST /sessions {"model": "m\\u0000"}` (or "<img src=x>") was a 201, and `run --model $'m\\x01'` recorded it,
+    while `POST /sessions/{id}/model` refused the same name: a new session's model is now checked as a change is."""
+    from tests.helpers import cli
+
+    provider = scripted(tmp_path)
+    bad_names = ("m\u0000", "<img src=x>", "m\x01", "two words")
+    with serving(sqlite_url, workspace, extra=("--no-worker",)) as base:
+        for name in bad_names:
+            refused = httpx.post(f"{base}/sessions", json={"prompt": "hi", "provider": provider, "model": name})
+            assert refused.status_code == 400, (name, refused.text)
+            assert refused.json()["error"].startswith("not a model name: ") and refused.json()["code"] == 2, refused.text
+            changed = httpx.post(f"{base}/sessions/no-such/model", json={"model": name})
+            assert changed.status_code in (400, 404)
+        assert httpx.get(f"{base}/sessions").json() == [], "nothing was recorded"
+        kept = httpx.post(f"{base}/sessions", json={"prompt": "hi", "provider": provider, "model": " org/model@rev "})
+        assert kept.status_code == 201, kept.text
+        assert httpx.get(f"{base}/sessions/{kept.json()['session_id']}/model").json()["model"] == "org/model@rev"
+    refused_cli = cli("run", "hi", "--provider", provider, "--model", "m\x01", "--workspace", str(workspace), db=sqlite_url)
+    assert refused_cli.returncode == 2 and "not a model name: 'm\\x01'" in refused_cli.stderr, refused_cli.stderr
+    with Chronicle(sqlite_url) as app:
+        with pytest.raises(ChronicleError) as caught:
+            app.run_sync(Agent(provider=provider, model="<img src=x>"), "hi", workspace=workspace)
+        assert caught.value.code == 2 and str(caught.value).startswith("not a model name: '<img src=x>'")
+        assert [s["session_id"] for s in app.sessions()] == [kept.json()["session_id"]]

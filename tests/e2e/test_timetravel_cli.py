@@ -179,7 +179,7 @@ def test_fork_without_at_continues_from_the_end_of_the_active_branch_in_the_cli_
         by_library = app.fork(sid)
         assert {r["session_id"]: r for r in app.sessions()}[by_library]["forked_from"]["turn"] == 2
     with serving(db_url, workspace) as base:
-        by_api = httpx.post(f"{base}/sessions/{sid}/fork")
+        by_api = httpx.post(f"{base}/sessions/{sid}/fork", headers={"Content-Type": "application/json"})  # no body: as `fork`
     assert by_api.status_code == 200, by_api.text
     assert by_api.json()["forked_from"] == {"session_id": sid, "turn": 2, "actor": process_actor()}  # `fork --json`'s
     assert user_texts(history(db_url, by_api.json()["session_id"])) == ["one", "two"]

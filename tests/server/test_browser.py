@@ -3,6 +3,7 @@ paused call, watch the answer arrive live, and move the time slider."""
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import time
@@ -328,4 +329,104 @@ def test_always_allow_in_the_browser_approves_the_call_and_the_next_one_of_that_
         assert (workspace / "out.txt").read_text().split() == ["one", "two"]
         kinds = [(e["kind"], e["name"]) for e in httpx.get(f"{base}/sessions/{sid}/audit").json()]
         assert ("always_allow", "bash") in kinds and kinds.count(("approval_requested", "bash")) == 1
+        _close_pages(browser)
+
+
+def test_another_sites_page_open_in_the_browser_cannot_approve_start_or_read_anything(sqlite_url, workspace, tmp_path, browser):
+    """What a page of any site could do to a server on loopback with no token: its `fetch(…, {mode: "no-cors"})`
+    needs no answer from the server to be sent, with no body, a text/plain one or a Blob (no Content-Type), and a
+    form posts too. Before, the first approved the pending bash call (by a two-character prefix of the session's
+    id) and the Blob started a session with the page's prompt. The page here is served from another port, so it is
+    another origin of this same machine, as a local dev server or an opened HTML file would be."""
+    import http.server
+    import threading
+
+    script = write_script(tmp_path / "s.json", [response(tool_use("tu_b", "bash", command="echo pwned > out.txt")),
+                                                 response(text("Done."))])
+    (tmp_path / "site").mkdir()
+    (tmp_path / "site" / "index.html").write_text("<!doctype html><title>some other site</title><p>hello</p>", encoding="utf-8")
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(tmp_path / "site"))
+    other = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=other.serve_forever, daemon=True).start()
+    try:
+        with serving(sqlite_url, workspace) as base:
+            sid = httpx.post(f"{base}/sessions", json={"prompt": "run it", "provider": f"scripted:{script}"}).json()["session_id"]
+            _until(lambda: any(e["event"] == "ApprovalRequested" for e in httpx.get(f"{base}/sessions/{sid}/log").json()))
+            page = browser.new_page()
+            page.goto(f"http://127.0.0.1:{other.server_address[1]}/index.html")
+            read = page.evaluate("""async ([target, sid, provider]) => {
+                const sent = [
+                    fetch(`${target}/sessions/${sid.slice(0, 2)}/approve`, {method: "POST", mode: "no-cors"}),
+                    fetch(`${target}/sessions/${sid}/approve`, {method: "POST", mode: "no-cors", body: '{"always": true}'}),
+                    fetch(`${target}/sessions`, {method: "POST", mode: "no-cors",
+                                                 body: new Blob([JSON.stringify({prompt: "from the page", provider})])}),
+                ];
+                await Promise.allSettled(sent);
+                try { return await (await fetch(`${target}/sessions`)).text(); } catch (e) { return "not read: " + e; }
+            }""", [base, sid, f"scripted:{script}"])
+            assert read.startswith("not read"), "the browser gives another site no answer to read"
+            log = httpx.get(f"{base}/sessions/{sid}/log").json()
+            assert not [e for e in log if e["event"] in ("Approved", "ToolAlwaysAllowed")], "the call still waits"
+            with page.expect_navigation():
+                page.evaluate("""([target, sid]) => {
+                const form = document.createElement("form");
+                form.method = "POST"; form.enctype = "text/plain"; form.action = `${target}/sessions/${sid}/approve`;
+                const field = document.createElement("input"); field.name = '{"always": true, "x": "'; field.value = '"}';
+                form.appendChild(field); document.body.appendChild(form); form.submit();
+            }""", [base, sid])
+            assert "is not this server's origin" in page.content(), "the form's answer is the refusal"
+            log = httpx.get(f"{base}/sessions/{sid}/log").json()
+            assert not [e for e in log if e["event"] in ("Approved", "ToolAlwaysAllowed")], "the call still waits"
+            assert [s["session_id"] for s in httpx.get(f"{base}/sessions").json()] == [sid], "no session was started"
+            assert not (workspace / "out.txt").exists()
+            _close_pages(browser)
+    finally:
+        other.shutdown()
+        other.server_close()
+
+
+def test_a_page_of_an_idle_session_shows_a_turn_started_elsewhere_as_it_runs(sqlite_url, workspace, tmp_path, browser):
+    """A session page opened while the session was idle followed nothing: a turn started after (by the CLI, a worker,
+    a channel) never appeared until the page was reloaded by hand. Now a page of the present follows the session's
+    event stream while idle too: the new turn's prompt shows up as it starts, and its answer when it ends."""
+    playwright_api = pytest.importorskip("playwright.sync_api")
+    script = write_script(tmp_path / "s.json", [
+        [response(text("First answer."))],
+        [response(text("Second answer, from a turn started elsewhere."), until_file="finish")],
+    ])
+    first = cli("run", "first question", "--provider", f"scripted:{script}", "--workspace", str(workspace), "--json",
+                db=sqlite_url)
+    assert first.returncode == 0, first.stderr
+    sid = json_lines(first.stdout)[0]["session_id"]
+    with serving(sqlite_url, workspace) as base:
+        page = browser.new_page()
+        page.goto(f"{base}/ui/sessions/{sid}")
+        expect = playwright_api.expect
+        expect(page.locator("#status")).to_have_text("idle")
+        with ThreadPoolExecutor(1) as pool:  # another process runs the next turn, as a terminal beside the browser would
+            elsewhere = pool.submit(cli, "run", "second question", "--session", sid, "--json", db=sqlite_url)
+            expect(page.locator("#live")).to_contain_text("second question", timeout=30_000)
+            expect(page.locator("#status")).to_have_text("busy")
+            (tmp_path / "finish").write_text("", encoding="utf-8")
+            assert elsewhere.result(timeout=60).returncode == 0
+        expect(page.locator("#conversation")).to_contain_text("Second answer, from a turn started elsewhere.", timeout=30_000)
+        _close_pages(browser)
+
+
+def test_viewer_pages_ask_for_no_favicon_and_log_no_error_in_the_console(sqlite_url, workspace, tmp_path, browser):
+    """Every viewer page logged `Failed to load resource: … 404` for the /favicon.ico the browser asked for."""
+    script = write_script(tmp_path / "s.json", [response(text("hi"))])
+    ran = cli("run", "hello", "--provider", f"scripted:{script}", "--workspace", str(workspace), "--json", db=sqlite_url)
+    sid = json_lines(ran.stdout)[0]["session_id"]
+    with serving(sqlite_url, workspace) as base:
+        page = browser.new_page()
+        asked: list[str] = []
+        errors: list[str] = []
+        page.on("request", lambda request: asked.append(request.url))
+        page.on("console", lambda message: errors.append(message.text) if message.type == "error" else None)
+        for path in ("/", f"/ui/sessions/{sid}", f"/ui/sessions/{sid}/why"):
+            page.goto(f"{base}{path}")
+            page.wait_for_timeout(500)  # the browser asks for its icon after the page has loaded
+        assert not [url for url in asked if "favicon" in url], asked
+        assert errors == []
         _close_pages(browser)

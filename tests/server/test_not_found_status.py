@@ -14,6 +14,9 @@ from tests.helpers import response, text, tool_use
 pytest.importorskip("fastapi")
 from fastapi.testclient import TestClient  # noqa: E402
 
+#: What a body-less POST sends (runtime/server/cross_site.py): no body is every field's default.
+JSON = {"Content-Type": "application/json"}
+
 
 def scripted(tmp_path, turns):
     path = tmp_path / "s.json"
@@ -37,7 +40,7 @@ def test_a_session_call_or_pending_approval_that_does_not_exist_is_404(paused):
     with TestClient(app.http_app(run_worker=False)) as client:
         for answer in (client.get(f"/sessions/{nobody}/history"), client.get("/sessions/ffffffff/why"),
                        client.get(f"/sessions/{nobody}/model"), client.post(f"/sessions/{nobody}/steer", json={"message": "hi"}),
-                       client.post(f"/sessions/{nobody}/undo"), client.post(f"/sessions/{nobody}/approve"),
+                       client.post(f"/sessions/{nobody}/undo", headers=JSON), client.post(f"/sessions/{nobody}/approve", headers=JSON),
                        client.post(f"/sessions/{nobody}/inputs", json={"prompt": "hi"})):
             assert answer.status_code == 404, (answer.request.url, answer.text)
             assert answer.json()["code"] == 2  # the exit code the CLI gives an unknown id, unchanged
@@ -45,8 +48,8 @@ def test_a_session_call_or_pending_approval_that_does_not_exist_is_404(paused):
         assert call.status_code == 404 and "no tool call 'tu_9'" in call.json()["error"]
         approval = client.post(f"/sessions/{sid}/approve", json={"tool_call": "tu_9"})
         assert approval.status_code == 404 and approval.json()["code"] == 1
-        assert client.post(f"/sessions/{sid}/approve").status_code == 200
-        nothing_pending = client.post(f"/sessions/{sid}/deny")
+        assert client.post(f"/sessions/{sid}/approve", headers=JSON).status_code == 200
+        nothing_pending = client.post(f"/sessions/{sid}/deny", headers=JSON)
         assert nothing_pending.status_code == 404 and "no tool call awaiting approval" in nothing_pending.json()["error"]
 
 

@@ -38,6 +38,21 @@ def test_a_run_started_over_http_streams_its_events_and_a_reconnect_misses_nothi
         # A client that dropped in the middle of a group resumes from the position before it and misses nothing.
         before_group = sse(base, f"/sessions/{sid}/events", headers={"Last-Event-ID": str(ids[0] - 1)})
         assert before_group == events
+        # A Last-Event-ID is checked as ?after= is: `-5` was taken as 0 and sent the whole past again.
+        for bad, said in (("-5", "a log position is 0 or more"), ("x", "not a log position"), ("1.5", "not a log position"),
+                          (str(2**63), "a log position is at most")):
+            refused = httpx.get(f"{base}/sessions/{sid}/events", headers={"Last-Event-ID": bad})
+            assert refused.status_code == 422 and refused.json()["code"] == 2, (bad, refused.text)
+            assert refused.json()["problems"][0]["field"] == "header.Last-Event-ID", refused.text
+            assert said in refused.json()["error"], refused.text
+        assert httpx.get(f"{base}/sessions/{sid}/events", params={"after": -3}).status_code == 422
+        # One past the log's end is no id this store sent (another store's, a restored one's): said, not waited on.
+        head = max(i for i, _ in events if i is not None)
+        for beyond in ({"headers": {"Last-Event-ID": str(head + 1000)}}, {"params": {"after": head + 1000}}):
+            refused = httpx.get(f"{base}/sessions/{sid}/events", timeout=10, **beyond)  # type: ignore[arg-type]
+            assert refused.status_code == 400 and refused.json()["code"] == 2, refused.text
+            assert f"log position {head + 1000} is past the end of this store's log" in refused.json()["error"]
+        assert sse(base, f"/sessions/{sid}/events?follow=false", headers={"Last-Event-ID": str(head)}) == [], "the head: nothing more"
 
         history = httpx.get(f"{base}/sessions/{sid}/history").json()
         assert history == json_lines(cli("history", sid, "--json", db=db_url).stdout)
@@ -264,7 +279,7 @@ def test_a_client_that_leaves_mid_replay_is_let_go_without_a_warning_per_event(s
         address = urlparse(base)
         for _ in range(3):
             with socket.create_connection((address.hostname, address.port), timeout=10) as client:
-                client.sendall(f"GET /sessions/{sid}/events HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+                client.sendall(f"GET /sessions/{sid}/events HTTP/1.1\r\nHost: localhost\r\n\r\n".encode())
                 received = b""
                 try:
                     while b"agent_start" not in received:  # the replay has begun; then the client leaves
@@ -334,7 +349,9 @@ def test_a_browser_logs_in_once_with_the_token_in_the_url_and_a_cookie_carries_i
         asked = httpx.get(f"{base}/", headers=page)
         assert asked.status_code == 401 and asked.headers["content-type"].startswith("text/html")
         assert "?token=" in asked.text and "Authorization: Bearer" in asked.text
-        assert httpx.get(f"{base}/sessions").json()["error"].startswith("missing or wrong token")
+        missing = httpx.get(f"{base}/sessions").json()
+        assert missing["error"].startswith("missing or wrong token") and missing["code"] == 2, "every error has its code"
+        assert set(httpx.get(f"{base}/ui/sessions?token=nope").json()) == {"error", "code"}
         wrong = httpx.get(f"{base}/ui/sessions?token=nope", headers=page)
         assert wrong.status_code == 401 and "set-cookie" not in wrong.headers
 
@@ -354,7 +371,7 @@ def test_a_browser_logs_in_once_with_the_token_in_the_url_and_a_cookie_carries_i
             assert browser.get("/", headers=page).status_code == 200
             assert browser.get("/sessions").status_code == 200
             forged = browser.post("/sessions", json={"prompt": "hi", "provider": f"scripted:{script}"})
-            assert forged.status_code == 403 and "X-Chronicle-Viewer" in forged.json()["error"]
+            assert forged.status_code == 403 and "X-Chronicle-Viewer" in forged.json()["error"] and forged.json()["code"] == 2
             assert browser.get("/sessions").json() == [], "a refused request records nothing"
             created = browser.post("/sessions", json={"prompt": "hi", "provider": f"scripted:{script}"},
                                    headers={"X-Chronicle-Viewer": "1"})
@@ -373,7 +390,7 @@ def _raw_post(base: str, path: str, head: str, chunks: list[bytes]) -> tuple[int
 
     address = urlparse(base)
     with socket.create_connection((address.hostname, address.port), timeout=20) as client:
-        client.sendall(f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n{head}\r\n".encode())
+        client.sendall(f"POST {path} HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n{head}\r\n".encode())
         for chunk in chunks:
             client.sendall(chunk)
         received = b""
@@ -461,16 +478,45 @@ def test_every_error_is_json_with_error_and_code_and_malformed_json_is_said_so(s
         assert broken.json()["error"].startswith("the body is not valid JSON: "), broken.text
         assert "character 16" in broken.json()["error"] and broken.json()["problems"][0]["field"] == "", broken.text
         plain = httpx.post(f"{base}/sessions", content=b"hello", headers={"Content-Type": "text/plain"})
-        assert plain.status_code == 400 and plain.json()["code"] == 2, plain.text
-        assert plain.json()["error"] == "the body is not JSON (Content-Type: text/plain): send a JSON object as application/json"
+        assert plain.status_code == 415 and plain.json()["code"] == 2, plain.text  # the type a web page may send (cross_site.py)
+        assert plain.json()["error"].startswith("Content-Type: text/plain: a request that changes something must send "
+                                                "Content-Type: application/json"), plain.text
+        viewer = httpx.post(f"{base}/sessions", content=b"hello", headers={"Content-Type": "text/plain", "X-Chronicle-Viewer": "1"})
+        assert viewer.status_code == 400, viewer.text
+        assert viewer.json()["error"] == "the body is not JSON (Content-Type: text/plain): send a JSON object as application/json"
+        # Bodies FastAPI could not read other than as malformed JSON answered its own words, without `problems`.
+        for body, said in (('{"prompt": "\xe9"}'.encode("latin-1"), "it is not UTF-8 text (byte 0xe9 at position 12)"),
+                           (b"[" * 100_000 + b"]" * 100_000, "it is nested too deep to read")):
+            unread = httpx.post(f"{base}/sessions", content=body, headers={"Content-Type": "application/json"})
+            assert unread.status_code == 400 and set(unread.json()) == {"error", "code", "problems"}, unread.text
+            assert unread.json()["error"].startswith(f"the body is not valid JSON: {said}"), unread.text
+            assert unread.json()["code"] == 2 and unread.json()["problems"] == [{"field": "", "error": unread.json()["error"]}]
         listed = httpx.post(f"{base}/sessions", json=["hi"])
         assert listed.status_code == 422 and listed.json()["error"].startswith("the body: ") and listed.json()["code"] == 2, listed.text
         unknown = httpx.post(f"{base}/sessions", json={"prompt": "hi", "agent": "nobody"})
         assert unknown.status_code == 400 and unknown.json()["code"] == 2, unknown.text
-        for answer, status in ((httpx.get(f"{base}/nowhere"), 404), (httpx.delete(f"{base}/sessions"), 405),
+        json_type = {"Content-Type": "application/json"}
+        for answer, status in ((httpx.get(f"{base}/nowhere"), 404), (httpx.delete(f"{base}/sessions", headers=json_type), 405),
                                (httpx.get(f"{base}/ui/sessions/ffffffff"), 404)):
             assert answer.status_code == status and set(answer.json()) == {"error", "code"}, answer.text
             assert answer.json()["code"] == 2
+        # /openapi.json said a 422 was FastAPI's {"detail": [...]}: a generated client parsed no refusal. It says ours now.
+        document = httpx.get(f"{base}/openapi.json").json()
+        schemas = document["components"]["schemas"]
+        assert "HTTPValidationError" not in schemas and "detail" not in json.dumps(schemas), "FastAPI's error body is gone"
+        error, problem = schemas["Error"], schemas["Problem"]
+        ours = {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}
+        operations = [op for item in document["paths"].values() for op in item.values()]
+        assert all(op["responses"]["default"]["content"] == ours for op in operations)
+        assert document["paths"]["/sessions"]["post"]["responses"]["422"]["content"] == ours
+        for answer in (listed, broken, unknown, plain):
+            assert set(error["required"]) <= set(answer.json()) <= set(error["properties"]), answer.text
+            for each in answer.json().get("problems", []):
+                assert set(each) == set(problem["properties"]) == set(problem["required"])
+        # The 405 named the first route of the path only: `Allow: GET` on /sessions, which POST creates sessions on.
+        put = httpx.put(f"{base}/sessions", headers=json_type)
+        assert put.status_code == 405 and put.headers["allow"] == "GET, HEAD, POST", put.headers
+        assert put.json() == {"error": "method PUT not allowed on /sessions: it takes GET, HEAD, POST", "code": 2}
 
 
 def test_a_browser_gets_a_viewer_page_for_every_failure_of_a_viewer_page(sqlite_url, workspace, tmp_path):

@@ -153,3 +153,9 @@ def test_the_session_list_pages_through_every_session_by_its_own_links(sqlite_ur
         assert "101–200 of 205" in pages[1] and 'rel="prev" href="?page=0' in pages[1]
         assert "201–205 of 205" in pages[2] and 'rel="next"' not in pages[2]
         assert httpx.get(f"{base}/ui/sessions", params={"page": -1}).status_code == 422
+        # Past the end, the page said "no sessions yet: start one with …" of a store with 205.
+        past = httpx.get(f"{base}/", params={"page": 7}).text
+        assert "no sessions" not in past and "page 7 is past the end of the list: 205 session(s), on pages 0 to 2" in past
+        assert 'href="?page=2&q=&status="' in past and 'rel="prev" href="?page=2&' in past, "links to the last page"
+        filtered = httpx.get(f"{base}/", params={"page": 1, "q": "nothing has this"}).text
+        assert "no sessions match" in filtered, "a search that matches nothing says so, on any page"
