@@ -12,6 +12,7 @@ import pytest
 from chronicle.runtime.store import ChronicleStore
 from tests.chat_sse_server import chat_reply, chat_sse  # noqa: F401 - chat_sse is a fixture
 from tests.closed_at_end import closed_at_end
+from tests.e2e.delegation_helpers import died_while_the_clerk_worked
 from tests.helpers import cli, json_lines, response, text, tool_use
 
 
@@ -169,23 +170,8 @@ def test_a_sub_agent_continued_with_its_parent_is_refused_for_a_tool_its_history
     """A parent that died while its sub-agent worked goes on with that sub-agent when resumed: the sub-agent's own
     history is checked as the parent's is, so a called tool its path no longer holds refuses the resume, naming the
     sub-agent's session, with nothing recorded; put back, the same children finish."""
-    (workspace / "chronicle.toml").write_text(CLERK_REGISTRY, encoding="utf-8")
-    (workspace / "shop_tools.py").write_text(CLERK_TOOLS, encoding="utf-8")
-    (workspace / "halt.flag").write_text("", encoding="utf-8")
-    task = tool_use("d1", "delegate", tasks=[{"agent": "clerk", "task": "refund order 7"}])
-    provider = f"scripted:{tmp_path / 's.json'}"
-    (tmp_path / "s.json").write_text(json.dumps({"agents": {
-        "main": [[response(task), response(text("the clerk refunded it"))]],
-        "clerk": [[response(tool_use("c1", "refund", order_id="7")), response(tool_use("c2", "halt", reason="check")),
-                   response(tool_use("c3", "task_complete", status="completed", summary="refunded 7"))]],
-    }}), encoding="utf-8")
-    died = cli("run", "refund 7", "--provider", provider, "--workspace", str(workspace), db=db_url)
-    assert died.returncode == 9, (died.returncode, died.stderr)
-    store = closed_at_end(ChronicleStore(db_url))
-    [child] = [store.session(s) for s in store.session_ids() if store.session(s).parent_session_id]
-    parent = child.parent_session_id
+    store, child, parent = died_while_the_clerk_worked(db_url, workspace, tmp_path, CLERK_REGISTRY, CLERK_TOOLS)
     assert child.active_turn_id is not None and store.session(parent).active_turn_id is not None
-    (workspace / "halt.flag").unlink()
     (workspace / "shop_tools.py").write_text(CLERK_TOOLS.replace("[lookup_order, refund, halt]", "[lookup_order, halt]"),
                                              encoding="utf-8")
     before = {sid: store.session(sid).version for sid in (parent, child.id)} | {"turn": store.turn(child.active_turn_id).version}

@@ -11,6 +11,7 @@ from uuid import UUID
 
 from chronicle.runtime.store import ChronicleStore
 from tests.closed_at_end import closed_at_end
+from tests.e2e.delegation_helpers import died_while_the_clerk_worked
 from tests.helpers import cli, json_lines, response, text, tool_use
 
 SHOP = '''
@@ -127,22 +128,7 @@ def test_a_main_agents_single_path_renamed_since_is_a_note_if_never_called_and_a
 
 def test_a_sub_agent_in_flight_that_called_a_single_path_deleted_since_refuses_its_parent_naming_both(db_url, workspace,
                                                                                                        tmp_path):
-    (workspace / "chronicle.toml").write_text(CLERK, encoding="utf-8")
-    (workspace / "shop_tools.py").write_text(SHOP, encoding="utf-8")
-    (workspace / "halt.flag").write_text("", encoding="utf-8")
-    task = tool_use("d1", "delegate", tasks=[{"agent": "clerk", "task": "refund order 7"}])
-    provider = f"scripted:{tmp_path / 's.json'}"
-    (tmp_path / "s.json").write_text(json.dumps({"agents": {
-        "main": [[response(task), response(text("the clerk refunded it"))]],
-        "clerk": [[response(tool_use("c1", "refund", order_id="7")), response(tool_use("c2", "halt", reason="check")),
-                   response(tool_use("c3", "task_complete", status="completed", summary="refunded 7"))]],
-    }}), encoding="utf-8")
-    died = cli("run", "refund 7", "--provider", provider, "--workspace", str(workspace), db=db_url)
-    assert died.returncode == 9, (died.returncode, died.stderr)
-    store = closed_at_end(ChronicleStore(db_url))
-    [child] = [store.session(s) for s in store.session_ids() if store.session(s).parent_session_id]
-    parent = child.parent_session_id
-    (workspace / "halt.flag").unlink()
+    store, child, parent = died_while_the_clerk_worked(db_url, workspace, tmp_path, CLERK, SHOP)
     (workspace / "shop_tools.py").write_text(WITHOUT_REFUND, encoding="utf-8")
     before = {sid: store.session(sid).version for sid in (parent, child.id)}
     refused(cli("resume", str(parent), db=db_url),

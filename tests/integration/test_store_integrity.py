@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import multiprocessing
 import sqlite3
+from typing import Any
 from uuid import uuid4
 
 import pytest
@@ -21,6 +22,21 @@ CREATORS = 8
 SESSIONS_EACH = 6
 
 
+def _race(url: str, create: Any) -> list[str]:
+    """What CREATORS processes running `create(url, out)` at once acknowledged, each a list of ids it put on `out`."""
+    ChronicleStore(url)  # tables exist before the race, as after any first command
+    ctx = multiprocessing.get_context("fork")
+    out: multiprocessing.Queue[list[str]] = ctx.Queue()
+    procs = [ctx.Process(target=create, args=(url, out)) for _ in range(CREATORS)]
+    for p in procs:
+        p.start()
+    acknowledged = [sid for _ in procs for sid in out.get(timeout=120)]
+    for p in procs:
+        p.join(timeout=60)
+        assert p.exitcode == 0
+    return acknowledged
+
+
 def _create_many(url: str, out: "multiprocessing.Queue[list[str]]") -> None:
     store = open_store_at(url)
     made = []
@@ -31,16 +47,7 @@ def _create_many(url: str, out: "multiprocessing.Queue[list[str]]") -> None:
 
 
 def test_every_acknowledged_session_survives_many_concurrent_creators(db_url):
-    ChronicleStore(db_url)  # tables exist before the race, as after any first command
-    ctx = multiprocessing.get_context("fork")
-    out: multiprocessing.Queue[list[str]] = ctx.Queue()
-    procs = [ctx.Process(target=_create_many, args=(db_url, out)) for _ in range(CREATORS)]
-    for p in procs:
-        p.start()
-    acknowledged = [sid for _ in procs for sid in out.get(timeout=120)]
-    for p in procs:
-        p.join(timeout=60)
-        assert p.exitcode == 0
+    acknowledged = _race(db_url, _create_many)
     store = ChronicleStore(db_url)
     assert len(acknowledged) == CREATORS * SESSIONS_EACH
     assert sorted(map(str, store.session_ids())) == sorted(acknowledged)
@@ -66,16 +73,7 @@ def test_every_acknowledged_job_survives_many_concurrent_submitters(db_url):
     """Each job is indexed in the job index as well as the session index, and submitters race for both logs'
     next slots: a submitter that lost the job index's slot failed with an IntegrityError (`jobs submit` from
     twelve processes at once: a third of them)."""
-    ChronicleStore(db_url)
-    ctx = multiprocessing.get_context("fork")
-    out: multiprocessing.Queue[list[str]] = ctx.Queue()
-    procs = [ctx.Process(target=_submit_many, args=(db_url, out)) for _ in range(CREATORS)]
-    for p in procs:
-        p.start()
-    acknowledged = [sid for _ in procs for sid in out.get(timeout=120)]
-    for p in procs:
-        p.join(timeout=60)
-        assert p.exitcode == 0
+    acknowledged = _race(db_url, _submit_many)
     assert [a for a in acknowledged if "Error" in a] == []
     assert len(acknowledged) == CREATORS * SESSIONS_EACH
     store = ChronicleStore(db_url)
