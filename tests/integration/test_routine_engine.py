@@ -17,16 +17,8 @@ from chronicle.runtime.routine_engine import FiringNotRecorded, RoutineEngine, r
 from chronicle.runtime.sessions import start_session
 from chronicle.runtime.store import ChronicleStore
 from chronicle.runtime.toolsets import toolbox_for
+from tests.fixed_clock import Clock
 from tests.helpers import response, text
-
-
-class Clock:
-    def __init__(self, at: datetime) -> None:
-        self.at = at
-
-    def now(self) -> datetime:
-        return self.at
-
 
 START = datetime(2026, 3, 2, 9, 0, 30, tzinfo=UTC)
 

@@ -11,16 +11,9 @@ from pathlib import Path
 from chronicle.domain.agent_spec import AgentSpec
 from chronicle.runtime.routine_engine import RoutineEngine
 from tests.counting_store import CountingStore
+from tests.fixed_clock import Clock
 
 TODAY = datetime(2026, 3, 5, 12, 0, tzinfo=UTC)
-
-
-class Clock:
-    def __init__(self, at: datetime) -> None:
-        self.at = at
-
-    def now(self) -> datetime:
-        return self.at
 
 
 def _engine(store: CountingStore, workspace: Path, toml: str, clock: Clock) -> RoutineEngine:

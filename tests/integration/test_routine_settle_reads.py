@@ -22,19 +22,12 @@ from chronicle.runtime.store import ChronicleStore
 from chronicle.runtime.toolsets import toolbox_for
 from tests.closed_at_end import closed_at_end
 from tests.counting_store import CountingStore
+from tests.fixed_clock import Clock
 from tests.helpers import response, text, write_script
 
 TOML = ('[routines.tick]\ntrigger = "cron:*/5 * * * *"\nprompt = "tick"\naction = "job"\n\n'
         '[routines.report]\ntrigger = "manual"\nprompt = "Report."\naction = "job"\n')
 SLOT = datetime(2026, 3, 2, 9, 5, 10, tzinfo=UTC)  # 09:05:10: the 09:05 slot is due
-
-
-class Clock:
-    def __init__(self, at: datetime) -> None:
-        self.at = at
-
-    def now(self) -> datetime:
-        return self.at
 
 
 def _setup(workspace: Path, tmp_path: Path) -> Path:

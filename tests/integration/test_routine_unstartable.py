@@ -11,16 +11,8 @@ from datetime import UTC, datetime, timedelta
 from chronicle.runtime.app import routines as routine_cases
 from chronicle.runtime.store import ChronicleStore
 from tests.closed_at_end import closed_at_end
+from tests.fixed_clock import Clock
 from tests.helpers import response, text
-
-
-class Clock:
-    def __init__(self, at: datetime) -> None:
-        self.at = at
-
-    def now(self) -> datetime:
-        return self.at
-
 
 START = datetime(2026, 3, 2, 9, 0, 30, tzinfo=UTC)
 CRON = '[routines.tick]\ntrigger = "cron:*/5 * * * *"\nprompt = "tick"\n'

@@ -18,18 +18,11 @@ from chronicle.runtime.self_repair import SelfRepair, repair_row
 from chronicle.runtime.sessions import start_session
 from chronicle.runtime.store import ChronicleStore
 from chronicle.runtime.toolsets import toolbox_for
+from tests.fixed_clock import Clock
 from tests.helpers import cli, json_lines, response, text, tool_use
 from tests.integration.loop_harness import Harness
 
 T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
-
-
-class Clock:
-    def __init__(self, at: datetime) -> None:
-        self.at = at
-
-    def now(self) -> datetime:
-        return self.at
 
 
 def stuck_turn(store: ChronicleStore, workspace, at: datetime) -> Turn:
