@@ -23,6 +23,14 @@ from tests.helpers import cli, response, text, tool_use
 from tests.recovery import assert_log_is_whole, wait_for
 
 
+@pytest.fixture(autouse=True)
+def _left_shells_end(tmp_path: Path) -> Any:
+    """The tool's shell runs in a process group of its own, which the SIGKILL of the run does not reach (as a user's
+    would not): the gate it waits on opens when the test ends, or every run of the suite left two shells polling."""
+    yield
+    (tmp_path / "never").touch()
+
+
 def _script(tmp_path: Path, where: str) -> tuple[Path, Path]:
     started, gate = tmp_path / "started", tmp_path / "never"
     first: dict[str, Any]
@@ -45,7 +53,7 @@ def _env(db: str) -> dict[str, str]:
 def _killed_when(process: subprocess.Popen[str], started: Path) -> None:
     wait_for(lambda: started.exists() or process.poll() is not None, timeout=60)
     assert process.poll() is None, process.communicate()[1][-2000:]
-    os.killpg(process.pid, signal.SIGKILL)  # the run and the tool's shell with it
+    os.killpg(process.pid, signal.SIGKILL)  # the run (its tool's shell has a process group of its own)
     process.wait(timeout=10)
 
 
