@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ipaddress
 import os
 import socket
 from pathlib import Path
@@ -12,18 +11,8 @@ import typer
 
 from .common import DbOption, cli_errors, err_console, fail, finite_at_least, locate_store, log_line, open_located
 
-LOOPBACK_NAMES = {"localhost", "localhost.localdomain", "ip6-localhost"}
 #: Seconds a stopping server gives open requests (live event streams) before ending them.
 SHUTDOWN_GRACE_S = 3
-
-
-def is_loopback(host: str) -> bool:
-    if host in LOOPBACK_NAMES:
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
 
 
 def serve(
@@ -64,7 +53,9 @@ def serve(
         if no_worker and drain_s is not None:  # nothing here would be waited for
             fail("--drain-s is how long a stopping server waits for its worker's turns, and --no-worker runs none: "
                  "leave one out (a `chronicle worker` finishes its own turns when told to stop)", 2)
-        if not is_loopback(host) and not token:
+        from chronicle.runtime.server.loopback import loopback_name
+
+        if not loopback_name(host.strip().lower().rstrip(".")) and not token:
             fail(f"refusing to serve on {host} without a token: set CHRONICLE_SERVER_TOKEN (clients send it as "
                  "Authorization: Bearer TOKEN), or bind to 127.0.0.1", 2)
         try:

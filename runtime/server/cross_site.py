@@ -18,16 +18,14 @@ public name on). Requests to another address (a server bound off loopback) need 
 
 from __future__ import annotations
 
-import ipaddress
 from typing import Any, Iterable
 from urllib.parse import urlsplit
 
 from starlette.responses import JSONResponse
 
 from .auth import SAFE_METHODS, VIEWER_HEADER
+from .loopback import loopback_ip, loopback_name
 
-#: Host names that always mean this machine; any loopback IP address does too.
-LOOPBACK_NAMES = frozenset({"localhost", "localhost.localdomain", "ip6-localhost"})
 #: What a program adds to a request that changes something (said in the refusal).
 JSON_HEADER = "Content-Type: application/json"
 
@@ -74,7 +72,7 @@ class CrossSiteGuard:
                      "web pages of other sites, which cannot send it, from making changes")
 
     def _trusted(self, name: str) -> bool:
-        return _loopback_name(name) or name in self.allowed
+        return loopback_name(name) or name in self.allowed
 
     def _own_origin(self, origin: str, host: str) -> bool:
         """Whether `Origin` is the server's own: the same host and port the request was sent to (the scheme is not
@@ -104,7 +102,7 @@ def _reached_on_loopback(scope: Any) -> bool:
     server = scope.get("server")
     if not server:
         return False
-    return _loopback_ip(str(server[0]))  # not an address: a Unix socket's path, or a test client's name
+    return loopback_ip(str(server[0]))  # not an address: a Unix socket's path, or a test client's name
 
 
 def _host_name(host: str) -> str:
@@ -115,21 +113,6 @@ def _host_name(host: str) -> str:
     if host.count(":") == 1:
         host = host.split(":", 1)[0]
     return host.rstrip(".")
-
-
-def _loopback_name(name: str) -> bool:
-    # *.localhost always resolves to loopback (RFC 6761): no other site's page can be served from such a name.
-    return name in LOOPBACK_NAMES or name.endswith(".localhost") or _loopback_ip(name)
-
-
-def _loopback_ip(text: str) -> bool:
-    """Whether `text` is a loopback address, an IPv4 one seen on a dual-stack socket (::ffff:127.0.0.1) too."""
-    try:
-        address = ipaddress.ip_address(text.strip("[]").split("%")[0])
-    except ValueError:
-        return False
-    mapped = getattr(address, "ipv4_mapped", None)
-    return bool(address.is_loopback or (mapped is not None and mapped.is_loopback))
 
 
 def _is_json(media: str) -> bool:
