@@ -18,6 +18,7 @@ and version, upcast), with the stored version compared before it is dropped from
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Any
 
 from eventsourcing.domain import Snapshot
@@ -39,10 +40,10 @@ class VersionedMapper(Mapper):  # type: ignore[type-arg]
         cls = resolve_topic(stored_event.topic)
         state = self.decoded_state(stored_event)
         stored = state.pop("class_version", 1)
-        reads = getattr(cls, "class_version", 1)
-        if stored > reads and not getattr(cls, "reads_as_stored", False):
+        reads, as_stored, snapshot = _reading(cls)
+        if stored > reads and not as_stored:
             raise NewerEvent(newer_message(cls.__qualname__, stored, reads, stored_event))
-        if cls is Snapshot or (isinstance(cls, type) and issubclass(cls, Snapshot)):
+        if snapshot:
             check_snapshot(state, stored_event)
         convert = find_id_convertor(cls, type(stored_event.originator_id))  # type: ignore[arg-type]  # as eventsourcing casts
         state["originator_id"] = convert(stored_event.originator_id)
@@ -68,6 +69,14 @@ class VersionedMapper(Mapper):  # type: ignore[type-arg]
                 f"'{stored_event.originator_id}' and originator_version {stored_event.originator_version}: {exc}"
             ) from exc
         return state
+
+
+@lru_cache(maxsize=None)
+def _reading(cls: Any) -> tuple[int, bool, bool]:
+    """What this code reads of an event class: its class_version, whether it takes any stored state as it stands, and
+    whether it is a snapshot. Asked once per class rather than for each of a rebuild's 100k events."""
+    snapshot = cls is Snapshot or (isinstance(cls, type) and issubclass(cls, Snapshot))
+    return getattr(cls, "class_version", 1), bool(getattr(cls, "reads_as_stored", False)), snapshot
 
 
 def check_snapshot(state: dict[str, Any], stored_event: StoredEvent) -> None:
