@@ -1,4 +1,5 @@
-"""A parent session that died while its sub-agent `clerk` worked: the setup of tests that change the tools in between."""
+"""A shop's tools written into a workspace, and a parent session that died while its sub-agent `clerk` used them: the
+setup of tests that change a session's tools between runs and expect one refusal line."""
 
 from __future__ import annotations
 
@@ -10,6 +11,47 @@ from chronicle.domain.session import Session
 from chronicle.runtime.store import ChronicleStore
 from tests.closed_at_end import closed_at_end
 from tests.helpers import cli, response, text, tool_use
+
+#: shop_tools.py's tools, as a workspace's own module; each test adds its TOOLS list or changes a tool.
+SHOP_TOOLS = '''
+from chronicle import tool
+
+
+@tool(read_only=True)
+def lookup_order(order_id: str) -> str:
+    """Find an order by its id."""
+    return f"order {order_id}: shipped"
+
+
+@tool(read_only=True)
+def refund(order_id: str) -> str:
+    """Refund an order."""
+    return f"refunded {order_id}"
+'''
+
+#: A tool that ends the process (exit 9) while `halt.flag` is beside its module: a crash mid-delegation.
+HALT_TOOL = '''
+
+@tool(read_only=True)
+def halt(reason: str) -> str:
+    """Stop here."""
+    import os
+    from pathlib import Path
+
+    if Path(__file__).with_name("halt.flag").exists():
+        os._exit(9)  # the process dies mid-delegation, as a crash would
+    return f"halted: {reason}"
+'''
+
+
+def refused(run: Any, *named: str) -> str:
+    """The one stderr line of a refusal (exit 2, no traceback), holding each of `named`."""
+    assert run.returncode == 2, (run.returncode, run.stdout, run.stderr)
+    lines = [line for line in run.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "Traceback" not in run.stderr, run.stderr
+    for part in named:
+        assert part in lines[0], lines[0]
+    return lines[0]
 
 
 def died_while_the_clerk_worked(db_url: str, workspace: Path, tmp_path: Path, config: str, tools: str) -> tuple[ChronicleStore, Session, Any]:

@@ -12,22 +12,13 @@ import pytest
 from chronicle.runtime.store import ChronicleStore
 from tests.chat_sse_server import chat_reply, chat_sse  # noqa: F401 - chat_sse is a fixture
 from tests.closed_at_end import closed_at_end
-from tests.e2e.delegation_helpers import died_while_the_clerk_worked
+from tests.e2e.delegation_helpers import HALT_TOOL, SHOP_TOOLS, died_while_the_clerk_worked, refused
 from tests.helpers import cli, json_lines, response, text, tool_use
 
 
 def script(path, turns):
     path.write_text(json.dumps({"agents": {"main": turns}}), encoding="utf-8")
     return f"scripted:{path}"
-
-
-def refused(run, *named: str) -> str:
-    assert run.returncode == 2, (run.returncode, run.stdout, run.stderr)
-    lines = [line for line in run.stderr.splitlines() if line.strip()]
-    assert len(lines) == 1 and "Traceback" not in run.stderr, run.stderr
-    for part in named:
-        assert part in lines[0], lines[0]
-    return lines[0]
 
 
 @pytest.mark.parametrize("toml,named", [
@@ -73,24 +64,7 @@ def test_an_approvals_table_naming_no_tool_of_the_session_exits_2_and_records_no
     refused(cli("submit", "hello", "--provider", provider, "--workspace", str(workspace), db=sqlite_url), *named)
 
 
-SHOP = '''
-from chronicle import tool
-
-
-@tool(read_only=True)
-def lookup_order(order_id: str) -> str:
-    """Find an order by its id."""
-    return f"order {order_id}: shipped"
-
-
-@tool(read_only=True)
-def refund(order_id: str) -> str:
-    """Refund an order."""
-    return f"refunded {order_id}"
-
-
-TOOLS = [lookup_order, refund]
-'''
+SHOP = SHOP_TOOLS + "\n\nTOOLS = [lookup_order, refund]\n"
 
 
 def test_a_tool_the_history_called_that_its_import_path_no_longer_holds_is_refused_not_dropped(db_url, workspace, tmp_path):
@@ -140,21 +114,7 @@ def test_chronicle_thinking_tokens_is_said_to_be_ignored_where_an_openai_compati
     assert quiet.returncode == 0 and "CHRONICLE_THINKING_TOKENS" not in quiet.stderr, quiet.stderr
     assert all("thinking" not in r.body and "reasoning_effort" not in r.body for r in chat_sse.requests)
 
-CLERK_TOOLS = SHOP + '''
-
-@tool(read_only=True)
-def halt(reason: str) -> str:
-    """Stop here."""
-    import os
-    from pathlib import Path
-
-    if Path(__file__).with_name("halt.flag").exists():
-        os._exit(9)  # the process dies mid-delegation, as a crash would
-    return f"halted: {reason}"
-
-
-TOOLS = [lookup_order, refund, halt]
-'''
+CLERK_TOOLS = SHOP + HALT_TOOL + "\n\nTOOLS = [lookup_order, refund, halt]\n"
 
 CLERK_REGISTRY = """
 [agents.main]

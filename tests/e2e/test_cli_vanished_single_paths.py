@@ -11,35 +11,10 @@ from uuid import UUID
 
 from chronicle.runtime.store import ChronicleStore
 from tests.closed_at_end import closed_at_end
-from tests.e2e.delegation_helpers import died_while_the_clerk_worked
+from tests.e2e.delegation_helpers import HALT_TOOL, SHOP_TOOLS, died_while_the_clerk_worked, refused
 from tests.helpers import cli, json_lines, response, text, tool_use
 
-SHOP = '''
-from chronicle import tool
-
-
-@tool(read_only=True)
-def lookup_order(order_id: str) -> str:
-    """Find an order by its id."""
-    return f"order {order_id}: shipped"
-
-
-@tool(read_only=True)
-def refund(order_id: str) -> str:
-    """Refund an order."""
-    return f"refunded {order_id}"
-
-
-@tool(read_only=True)
-def halt(reason: str) -> str:
-    """Stop here."""
-    import os
-    from pathlib import Path
-
-    if Path(__file__).with_name("halt.flag").exists():
-        os._exit(9)  # the process dies mid-delegation, as a crash would
-    return f"halted: {reason}"
-'''
+SHOP = SHOP_TOOLS + HALT_TOOL
 WITHOUT_REFUND = SHOP.replace("def refund(", "def refund_order(")  # renamed: shop_tools:refund names nothing now
 
 CLERK = """
@@ -50,15 +25,6 @@ tools = ["read_file"]
 description = "Handles orders"
 tools = ["shop_tools:lookup_order", "shop_tools:refund", "shop_tools:halt"]
 """
-
-
-def refused(run, *named: str) -> str:
-    assert run.returncode == 2, (run.returncode, run.stdout, run.stderr)
-    lines = [line for line in run.stderr.splitlines() if line.strip()]
-    assert len(lines) == 1 and "Traceback" not in run.stderr, run.stderr
-    for part in named:
-        assert part in lines[0], lines[0]
-    return lines[0]
 
 
 def notes(run) -> list[str]:
