@@ -207,7 +207,7 @@ def _serving(config: ServerConfig, chronicle: Chronicle) -> FastAPI:
         worker, thread = working[0]
         return worker.progress.row(thread.is_alive() and not worker.draining, worker.options.concurrency)
 
-    @app.api_route("/healthz", methods=["GET", "HEAD"], response_model=None)  # load balancers check with HEAD too
+    @app.get("/healthz", response_model=None)  # HEAD too, as load balancers check, as on every GET route (head_requests.py)
     def healthz(request: Request) -> dict[str, Any] | JSONResponse:
         """Never needs the token; `notes` (the server's settings it does not use), `outbox` (how far the replies
         owed have been looked for, outbox_progress.py), `worker` (how far the server's worker has looked for work,
