@@ -19,6 +19,26 @@ Four nets, in this order:
   of at least 3.5 bits per character. Pure hex (git and
   content digests, UUIDs) is left alone: an agent that cannot read a commit id is no use.
 
+  Nor are values public by their form, because a tool's input is scanned before the tool runs and a
+  cut one corrupts the user's file (a lockfile's `"integrity": "[REDACTED:…]"`), and a thinking block
+  changed under its signature is refused by the API. Each form is checked exactly, on the token alone
+  or with a few characters looked behind, and only once the token has already been judged random
+  (ordinary text pays nothing):
+  - a Subresource Integrity digest, `sha256-`/`sha384-`/`sha512-` (and npm's older `sha1-`) + the
+    canonical base64 of a digest of exactly that size; a go.sum `h1:` + base64 of a SHA-256;
+  - an OpenSSH public key blob (length-prefixed fields to its last byte, the first a key type);
+  - an id the model APIs return: Anthropic `toolu_`, `srvtoolu_`, `msg_` (also `_bdrk_`/`_vrtx_`),
+    `req_`, `msgbatch_`, `file_` + `01` + 18-28 base62; OpenAI `call_`, `chatcmpl-` + 20-40 base62
+    (alone, as `name=ID`, or as the random segments of a path). Each names a message, call, request,
+    batch or file; reading it takes the API key. A key glued to a prefix is no id (`-`/`_` in the
+    body, or too long) and is cut, as is a random `name=` before an id;
+  - a `data:…;base64,` payload: decoded, text (UTF-8, an SVG, JSON) is scanned like any text and the
+    payload cut whole, with the kind found inside, when it holds anything; bytes are kept only when
+    they begin as media do (PNG, JPEG, GIF, ICO, WebP, AVIF, fonts, PDF, WebAssembly, audio, video),
+    other bytes (a DER key, a keystore) are cut as before.
+  Still cut: capability ids (a Google Docs or unlisted YouTube playlist id, a webhook path) are
+  secrets to whoever holds them and have no form that tells them from a key.
+
 Why not `detect-secrets` (evaluated, see docs/trust.md): it installs, but its plugins cost ~0.26 ms per
 line (0.5 s for a 2,000-line tool output, on every such event), report a GitHub token as its
 "ghp" prefix and a private key as its header line only (so replacing what they report leaves the
@@ -33,13 +53,15 @@ Tools cannot write chronicle.toml (runtime/tools/sandbox.py); `bash` could, but 
 
 from __future__ import annotations
 
+import base64
+import binascii
 import math
 import os
 import re
 import tomllib
 from collections import Counter
 from dataclasses import dataclass, field, replace
-from functools import cached_property, lru_cache
+from functools import cached_property, lru_cache, partial
 from pathlib import Path
 from typing import Any, Callable, Mapping, Protocol
 
@@ -193,7 +215,8 @@ class SecretScanner:
                 if hints and present.isdisjoint(hints):
                     continue
                 text = pattern.sub(lambda m, kind=kind: _replace(m, kind, counts), text)  # type: ignore[misc]
-            text = TOKEN.sub(lambda m: _entropy_replace(m, counts), text)
+            inner = partial(self.text, environ=environ)
+            text = TOKEN.sub(lambda m: _entropy_replace(m, counts, inner), text)
         return Scan(text, dict(counts))
 
     def value(self, value: Any, environ: Mapping[str, str] | None = None) -> Scan:
@@ -253,11 +276,125 @@ def _replace(match: re.Match[str], kind: str, counts: Counter[str]) -> str:
     return MARKER.format(kind)
 
 
-def _entropy_replace(match: re.Match[str], counts: Counter[str]) -> str:
-    if not high_entropy(match.group(0)):
-        return match.group(0)
+def _entropy_replace(match: re.Match[str], counts: Counter[str], inner: Callable[[str], Scan]) -> str:
+    """A high-entropy token cut, unless its form says it is public (module docstring); `inner` scans a data URL's text."""
+    token = match.group(0)
+    if not high_entropy(token):
+        return token
+    data = _data_url_payload(token, match.string, match.start())
+    if data is not None:
+        if isinstance(data, str):  # text: what it holds is judged as any text is
+            found = inner(data)
+            if not found.counts:
+                return token
+            counts.update(found.counts)
+            return MARKER.format(next(iter(found.counts)))
+        if data.startswith(MEDIA_MAGIC) or data[8:12] in (b"WEBP", b"WAVE") or data[4:8] == b"ftyp":
+            return token
+    elif _public(token, match.string, match.start()):
+        return token
     counts["high-entropy"] += 1
     return MARKER.format("high-entropy")
+
+
+#: Subresource Integrity (HTML `integrity=`, npm/yarn/pnpm lockfiles, Nix): the algorithm, then the standard base64
+#: of a digest of exactly that algorithm's size. sha1 is npm's older lockfiles' form, not SRI's, but the same shape.
+SRI = re.compile(r"sha(1|256|384|512)-([A-Za-z0-9+/]+={0,2})")
+SRI_BYTES = {"1": 20, "256": 32, "384": 48, "512": 64}
+#: Ids the model APIs an agent talks to return, by prefix and exact shape: Anthropic's (`01` then base62, directly or
+#: through Bedrock/Vertex) and OpenAI chat's. Each names a message, tool call, request, batch or file; none is a
+#: credential (reading what it names takes the API key). The body is base62 only, of the ids' own length, so a key
+#: glued to a prefix (`toolu_sk-proj-…`, `call_ghp_…`, `toolu_01` + a 40-character AWS secret) is no id and is cut.
+PUBLIC_ID = re.compile(r"(?:(?:srv)?toolu_(?:bdrk_|vrtx_)?|msg_(?:bdrk_|vrtx_)?|req_|msgbatch_|file_)01[A-Za-z0-9]{18,28}"
+                       r"|(?:call_|chatcmpl-)[A-Za-z0-9]{20,40}")
+#: `name=` before a value in the same token (`list=…`, `tool_use_id=toolu_…`): `=` is in the token alphabet.
+NAMED = re.compile(r"([A-Za-z][A-Za-z0-9_-]{0,63})=([^=].*)", re.DOTALL)
+#: An OpenSSH public key blob (`ssh-ed25519 AAAAC3Nz…`, authorized_keys, known_hosts): public by definition.
+SSH_KEY_TYPES = frozenset({b"ssh-rsa", b"ssh-dss", b"ssh-ed25519", b"ssh-ed448", b"ecdsa-sha2-nistp256", b"ecdsa-sha2-nistp384",
+                           b"ecdsa-sha2-nistp521", b"sk-ssh-ed25519@openssh.com", b"sk-ecdsa-sha2-nistp256@openssh.com"})
+#: `data:[type][;param=value]*;base64,` ending where the payload token starts.
+DATA_URL = re.compile(r"data:(?:[A-Za-z0-9!#$&^_.+-]+/[A-Za-z0-9!#$&^_.+-]+)?(?:;[A-Za-z0-9!#$&^_.+-]+=[^;,\s\"'()<>]*)*;base64,",
+                      re.IGNORECASE)
+#: The first bytes of media an HTML/CSS/JS file embeds (images, fonts, audio, video, PDF, WebAssembly); RIFF-based
+#: (WebP, WAV) and ISO media (MP4, MOV, AVIF, HEIC) are told by their bytes 8-12 and 4-8.
+MEDIA_MAGIC = (b"\x89PNG\r\n\x1a\n", b"\xff\xd8\xff", b"GIF87a", b"GIF89a", b"\x00\x00\x01\x00", b"wOFF", b"wOF2",
+               b"\x00\x01\x00\x00", b"OTTO", b"true", b"%PDF-", b"\x00asm", b"ID3", b"OggS", b"fLaC", b"\x1aE\xdf\xa3")
+
+
+def _public(token: str, text: str, start: int) -> bool:
+    """A token of a form that is public by what it is: an SRI digest, an API id (alone, as `name=ID`, or as the
+    high-entropy segments of a path), a go.sum `h1:` hash, an SSH public key."""
+    if _public_value(token):
+        return True
+    named = NAMED.fullmatch(token) if "=" in token.rstrip("=") else None
+    if named and not high_entropy(named.group(1)) and _public_value(named.group(2)):
+        return True
+    if "/" in token and all(PUBLIC_ID.fullmatch(part) for part in token.split("/") if len(part) >= MIN_TOKEN and high_entropy(part)):
+        return True
+    # go.sum: `module version h1:` + base64 of a SHA-256 (`:` ends the token, so the prefix is looked behind for)
+    go_sum = start >= 3 and text.startswith("h1:", start - 3) and (start == 3 or not text[start - 4].isalnum())
+    return go_sum and _b64_bytes(token) == 32
+
+
+def _public_value(token: str) -> bool:
+    if PUBLIC_ID.fullmatch(token):
+        return True
+    sri = SRI.fullmatch(token)
+    if sri:
+        return _b64_bytes(sri.group(2)) == SRI_BYTES[sri.group(1)]
+    return token.startswith("AAAA") and _ssh_public_key(token)
+
+
+def _b64_bytes(value: str) -> int:
+    """How many bytes `value` is the canonical, padded standard base64 of; -1 when it is not."""
+    try:
+        raw = base64.b64decode(value, validate=True)
+    except (binascii.Error, ValueError):
+        return -1
+    return len(raw) if base64.b64encode(raw).decode() == value else -1
+
+
+def _ssh_public_key(token: str) -> bool:
+    """The blob is length-prefixed strings to its last byte, the first a public key type."""
+    try:
+        blob = base64.b64decode(token, validate=True)
+    except (binascii.Error, ValueError):
+        return False
+    at, first = 0, None
+    while at < len(blob):
+        size = int.from_bytes(blob[at:at + 4], "big")
+        if at + 4 + size > len(blob):
+            return False
+        first = blob[at + 4:at + 4 + size] if first is None else first
+        at += 4 + size
+    return first in SSH_KEY_TYPES
+
+
+def _data_url_payload(token: str, text: str, start: int) -> str | bytes | None:
+    """The decoded payload when the token is a `data:…;base64,` URL's: text (UTF-8) as str, anything else as bytes.
+
+    None when no data URL precedes it or it is not base64 (then it is judged as any token). A payload cut short
+    (a tool that shows the first N characters) is decoded as far as it goes."""
+    at = text.rfind("data:", max(0, start - 256), start)
+    if at < 0 or not DATA_URL.fullmatch(text, at, start):
+        return None
+    body = token.rstrip("=")
+    if "-" in body or "_" in body:
+        body = body.translate(URLSAFE)
+    body = body[:len(body) - 1] if len(body) % 4 == 1 else body
+    try:
+        raw = base64.b64decode(body + "=" * (-len(body) % 4), validate=True)
+    except (binascii.Error, ValueError):
+        return None
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        if exc.reason == "unexpected end of data" and exc.start >= len(raw) - 3:
+            return raw[:exc.start].decode("utf-8")
+        return raw
+
+
+URLSAFE = str.maketrans("-_", "+/")
 
 
 def load_privacy(workspace: Path | None) -> PrivacyValues:

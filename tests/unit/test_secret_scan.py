@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import json
 import re
 
 import pytest
@@ -288,3 +291,131 @@ def test_a_settings_word_changed_by_one_digit_symbol_or_odd_case_is_cut(name, qu
     text = f"{name} = {quote}{value}{quote}"
     found = SCAN.text(text, environ={})
     assert f"{quote}{value}{quote}" not in found.value and found.counts.get("assigned-secret") == 1, text
+
+
+# Public by their form: what the high-entropy net leaves, and the near misses it still cuts (docs/trust.md).
+# Built from digests of fixed strings, so they are real base64 of the right size and the same on every run.
+def _b64(data: bytes) -> str:
+    return base64.b64encode(data).decode()
+
+
+def _digest(algorithm: str, seed: str) -> bytes:
+    return hashlib.new(algorithm, seed.encode()).digest()
+
+
+def _ssh_key(kind: str) -> str:
+    from cryptography.hazmat.primitives.asymmetric import ec, ed25519
+    from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
+
+    key = (ed25519.Ed25519PrivateKey.from_private_bytes(bytes(range(32))) if kind == "ed25519"
+           else ec.derive_private_key(123456789, ec.SECP256R1()))
+    return key.public_key().public_bytes(Encoding.OpenSSH, PublicFormat.OpenSSH).decode()
+
+
+PNG = b"\x89PNG\r\n\x1a\n" + b"".join(_digest("sha512", f"png{i}") for i in range(8))
+WOFF2 = b"wOF2" + b"".join(_digest("sha512", f"font{i}") for i in range(8))
+
+PUBLIC_KEPT = [
+    # Subresource Integrity: lockfiles (npm, yarn, pnpm, npm's older sha1) and HTML.
+    '"integrity": "sha512-' + _b64(_digest("sha512", "left-pad")) + '"',
+    '  integrity: sha512-' + _b64(_digest("sha512", "react")) + "\n  resolution: {integrity: sha1-" + _b64(_digest("sha1", "x")) + "}",
+    '<script src="a.js" integrity="sha384-' + _b64(_digest("sha384", "a.js")) + '" crossorigin></script>',
+    "<link integrity=sha256-" + _b64(_digest("sha256", "b.css")) + ">",
+    # go.sum
+    "golang.org/x/text v0.14.0 h1:" + _b64(_digest("sha256", "text")) + "\ngolang.org/x/text v0.14.0/go.mod h1:"
+    + _b64(_digest("sha256", "mod")) + "\n",
+    # The model APIs' ids: Anthropic's (and through Bedrock, Vertex), OpenAI chat's; alone, as name=ID, in a path.
+    '{"type": "tool_use", "id": "toolu_01T1x1fJ34qAmk2tNTrN7Up6"}, {"tool_use_id": "srvtoolu_014hJH82Qum7Td6UV8gDXThB"}',
+    "message msg_013Zva2CMHLNnXjNJJKqJ2EF (request-id: req_011CSHoEeqs5C35K2UUqR7Fy)",
+    "GET /v1/messages/batches/msgbatch_01HkcTjaV5uDC8jWR4ZsDV8d/results and file_011CNha8iCJcU1wXNR6q4V8w",
+    "toolu_bdrk_01RZ6Dr5SfJdEgmWfhCsQzTa msg_vrtx_01AbCdEfGhIjKlMnOpQrStUv",
+    "?tool_use_id=toolu_01T1x1fJ34qAmk2tNTrN7Up6&x=1",
+    '{"id": "chatcmpl-B9MHDbslfkBeAs8l4bebGdFOJ6PeG", "tool_calls": [{"id": "call_8mTqXsLyTdxPb0a3N7Xd0Bwn"}]}',
+    # OpenSSH public keys: authorized_keys, known_hosts.
+    _ssh_key("ed25519") + " dev@laptop",
+    "github.com " + _ssh_key("ecdsa"),
+    # data: URLs of media, by their bytes: CSS, HTML, a payload with parameters, one cut short by a tool.
+    ".logo { background: url(data:image/png;base64," + _b64(PNG) + ") }",
+    '<img src="data:image/png;base64,' + _b64(PNG) + '">',
+    "@font-face { src: url('data:font/woff2;charset=utf-8;base64," + _b64(WOFF2) + "') }",
+    "src: url(data:application/octet-stream;base64," + _b64(WOFF2)[:150] + "… (truncated)",
+    # A data URL of text whose text holds nothing to cut.
+    "data:image/svg+xml;base64," + _b64(b'<svg xmlns="http://www.w3.org/2000/svg"><path d="M0 0h24v24H0z"/></svg>' * 3),
+]
+
+
+@pytest.mark.parametrize("text", PUBLIC_KEPT)
+def test_public_forms_are_left_alone(text):
+    found = SCAN.text(text, environ={})
+    assert found.value == text and not found.counts
+
+
+def test_a_tool_that_edits_a_lockfile_writes_its_hashes_and_a_thinking_block_quoting_an_id_is_unchanged():
+    lock = {"packages": {"node_modules/a": {"integrity": "sha512-" + _b64(_digest("sha512", "a"))}}}
+    assert not SCAN.value({"path": "package-lock.json", "content": json.dumps(lock)}, environ={})
+    response = ModelResponse.model_validate({"content": [
+        {"type": "thinking", "thinking": "toolu_01T1x1fJ34qAmk2tNTrN7Up6 failed; retry", "signature": "Zm9vYmFy"},
+        {"type": "text", "text": "done"}], "stop_reason": "end_turn"})
+    assert scan_response(response, SCAN)[0] is response  # sent back under its signature as written
+
+
+RANDOM = "Qm7Zx2Rt9Lp4Vw8Ks1Nd6Hf3Jb5Gc0Ty"  # the cookie FOUND cuts
+PUBLIC_NEAR_MISSES = [
+    ("sha512-" + _b64(_digest("sha256", "x")), "wrong digest size for the algorithm"),
+    ("sha256-" + _b64(_digest("sha512", "x")), "wrong digest size for the algorithm"),
+    ("sha256-" + _b64(_digest("sha256", "x"))[:-2] + "Z=", "not canonical base64: the unused bits are set"),
+    ("sha512-" + _b64(_digest("sha512", "x")).replace("+", "-").replace("/", "_").rstrip("="), "url-safe, unpadded"),
+    ("sha512-" + RANDOM, "a random token behind the prefix"),
+    ("sha256-" + _b64(_digest("sha256", "x")) + RANDOM, "a digest with more glued on"),
+    ("toolu_" + RANDOM, "no version after the prefix"),
+    ("toolu_01" + RANDOM + "Ab3dE5gH9", "longer than an id"),
+    ("toolu_01" + "sk-proj-" + RANDOM, "a key glued to the prefix"),
+    ("call_" + "ghp_" + RANDOM, "a key glued to the prefix (its own format cuts it)"),
+    ("xtoolu_01T1x1fJ34qAmk2tNTrN7Up6", "a prefix inside a longer word"),
+    (RANDOM + "=toolu_01T1x1fJ34qAmk2tNTrN7Up6", "a random name before an id"),
+    ("msgbatch_01HkcTjaV5uDC8jWR4ZsDV8d/" + RANDOM, "a random segment beside an id"),
+    ("h1:" + _b64(_digest("sha384", "x")), "go.sum prefix, wrong size"),
+    ("xh1:" + _b64(_digest("sha256", "x")), "h1: inside a longer word"),
+    ("AAAAC3NzaC1lZDI1NTE5" + RANDOM, "an SSH key type heading a blob that does not parse"),
+    ("data:image/png;base64," + _b64(b"0\x82\x04\xbd" + _digest("sha512", "der")), "a binary payload of no media format (a DER key)"),
+    ("data:image/png;" + RANDOM, "no base64 payload"),
+    ("url(" + _b64(PNG), "base64 media with no data: URL before it"),
+]
+
+
+@pytest.mark.parametrize(("text", "why"), PUBLIC_NEAR_MISSES)
+def test_near_misses_of_public_forms_are_still_cut(text, why):
+    found = SCAN.text(f"see {text} here", environ={})
+    assert sum(found.counts.values()) == 1 and text not in found.value and found.value.startswith("see "), (why, found.value)
+
+
+def test_the_go_sum_prefix_is_looked_for_before_the_token_only():
+    digest = _b64(_digest("sha256", "x"))
+    assert not SCAN.text("h1:" + digest, environ={})
+    assert SCAN.text(digest + " h1:", environ={}).counts == {"high-entropy": 1}  # the text's end is not before its start
+
+
+@pytest.mark.parametrize(("inner", "kind"), [
+    (b"AWS_ACCESS_KEY_ID=" + b"AKIA" + b"QX7RZ2MPL4KD9WNT\n", "aws-access-key"),
+    (b'{"session": "' + RANDOM.encode() + b'"}', "high-entropy"),
+    (b"-----BEGIN " + b"PRIVATE KEY-----\nMIIEv" + b"QIBADANBgkqhkiG9w0BAQEFAASC\n-----END PRIVATE KEY-----\n", "private-key"),
+])
+def test_a_data_url_of_text_is_read_and_cut_whole_when_its_text_holds_a_secret(inner, kind):
+    text = "fetch('data:application/json;base64," + _b64(inner * 2) + "')"
+    found = SCAN.text(text, environ={})
+    assert found.value == f"fetch('data:application/json;base64,[REDACTED:{kind}]')" and found.counts == {kind: 2}
+
+
+def test_a_data_url_of_text_holding_a_process_secret_is_cut():
+    found = SCAN.text("data:text/plain;base64," + _b64(b"token: svc-Tq4Wm8Rz2Xk6-longer-value\n"),
+                      environ={"MY_SERVICE_TOKEN": "svc-Tq4Wm8Rz2Xk6-longer-value"})
+    assert found.value == "data:text/plain;base64,[REDACTED:environment]" and found.counts == {"environment": 1}
+
+
+@settings(max_examples=200, deadline=None)
+@given(algorithm=st.sampled_from(["sha1", "sha256", "sha384", "sha512"]), data=st.binary(min_size=16, max_size=80))
+def test_an_sri_digest_is_kept_exactly_when_its_size_is_the_algorithms(algorithm, data):
+    token = f"{algorithm}-{_b64(data)}"
+    assume(SCAN.text(_b64(data) + "x", environ={}).counts)  # a body the net would cut on its own
+    found = SCAN.text(f'"integrity": "{token}"', environ={})
+    assert (not found.counts) == (len(data) == hashlib.new(algorithm).digest_size), token
