@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional
 import typer
 import typer.core
 from rich.markup import escape
-from typer._click.exceptions import UsageError  # typer's own click, whose errors it prints
 
 from .common import (
     DbOption,
@@ -65,7 +64,7 @@ class BoardGroup(typer.core.TyperGroup):
 
     def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
         if not args:  # said here, so the usage line is this command's rather than the hidden `tasks list`
-            raise UsageError("Missing argument 'SESSION'.", ctx)
+            ctx.fail("Missing argument 'SESSION'.")  # a usage error in typer's own click, which typer prints
         if args[0] not in self.commands and args[0] not in ctx.help_option_names:
             options = args[:args.index("--")] if "--" in args else args
             # `tasks SESSION --help` is this help, not the hidden `tasks list`'s (a name the user never typed)

@@ -78,3 +78,31 @@ def test_the_check_finds_an_undeclared_import(tmp_path, monkeypatch):
     monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
     wrong = _undeclared()
     assert len(wrong) == 1 and wrong[0].startswith("runtime/server/poster.py imports requests"), wrong
+
+
+#: The lowest version of a requirement that the code runs on, where an older one that pyproject once allowed does
+#: not: each was found by installing the floors (`uv pip compile --resolution lowest-direct`) and running the CLI.
+NEEDS = {
+    "typer": ((0, 26), "`typer._click`, typer's own click, which the CLI's option types subclass"),
+    "mcp": ((2, 0), "`from mcp import Client` (runtime/tools/mcp_hub.py)"),
+    "pydantic-settings": ((2, 7), "`NoDecode` (runtime/environment.py)"),
+    "openai": ((1, 55, 3), "httpx 0.28 (older clients pass it the `proxies` argument it removed)"),
+}
+
+
+def _floors() -> dict[str, tuple[int, ...]]:
+    floors = {}
+    for requirement in tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]:
+        floor = re.search(r"(?:>=|==)\s*([\d.]+)", requirement)
+        if floor:
+            floors[_normal(re.split(r"[\s\[<>=!~;]", requirement, maxsplit=1)[0])] = tuple(int(p) for p in floor.group(1).split("."))
+    return floors
+
+
+def test_no_floor_is_below_what_the_code_needs():
+    """A lower floor installs (pip picks the newest it can, so the dev environment never sees it) and then fails on
+    a user's machine that has the older version: `chronicle sessions` died on typer 0.25 (no `typer._click`)."""
+    floors = _floors()
+    low = [f"{name} >= {'.'.join(map(str, floors.get(name, (0,))))} allows what lacks {why}; needs {'.'.join(map(str, need))}"
+           for name, (need, why) in NEEDS.items() if floors.get(name, (0,)) < need]
+    assert low == []
