@@ -33,6 +33,8 @@ _SOURCES = {
 
 
 def __getattr__(name: str) -> Any:
+    if name == "__version__":
+        return _version()
     source = _SOURCES.get(name)
     if source is None:
         raise AttributeError(f"module 'chronicle' has no attribute {name!r}")
@@ -41,7 +43,26 @@ def __getattr__(name: str) -> Any:
     return value
 
 
+def __dir__() -> list[str]:
+    """The names above as well as those imported on first use (`dir(chronicle)`, a REPL's completion)."""
+    return sorted({*globals(), *__all__, "__version__"})
+
+
+def _version() -> str:
+    """The installed distribution's version (`chronicle --version` prints it); read once, on first use."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        found = version("chronicle-agent")
+    except PackageNotFoundError:  # a checkout on sys.path, never installed
+        found = "0+unknown"
+    globals()["__version__"] = found
+    return found
+
+
 if TYPE_CHECKING:
+    __version__: str
+
     from chronicle.routine import Routine
     from chronicle.runtime.guardrails import Guardrail, Rejected
     from chronicle.runtime.hooks import Hook, NeedApproval, Skip, Stop

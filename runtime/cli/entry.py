@@ -50,3 +50,7 @@ def main() -> None:
     from .app import main as run
 
     run()
+
+
+if __name__ == "__main__":  # `python -m chronicle.runtime.cli.entry`; `python -m chronicle` is the name to use
+    main()

@@ -38,6 +38,38 @@ def test_the_library_names_still_import_from_the_package():
     assert callable(tool) and Agent and Chronicle and TurnEnd and issubclass(ToolError, Exception)
 
 
+def test_python_dash_m_chronicle_is_the_chronicle_command(tmp_path):
+    """`python -m chronicle` runs the command (for an environment whose scripts are not on PATH): the same version line,
+    usage under the command's name, the same errors and exit codes. `python -m chronicle` printed "No module named
+    chronicle.__main__", and `python -m chronicle.runtime.cli.entry --version` printed nothing."""
+    from importlib.metadata import version
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, *args], capture_output=True, text=True, timeout=60, cwd=tmp_path)
+
+    expected = f"chronicle {version('chronicle-agent')}\n"
+    assert run("-m", "chronicle", "--version").stdout == expected
+    assert run("-m", "chronicle.runtime.cli.entry", "--version").stdout == expected
+    helped = run("-m", "chronicle", "--help")
+    assert helped.returncode == 0 and "Usage: chronicle [OPTIONS] COMMAND" in helped.stdout, helped.stderr
+    missing = ["sessions", "--db", f"sqlite:///{tmp_path}/none.db"]
+    command = subprocess.run([str(Path(sys.executable).with_name("chronicle")), *missing], capture_output=True, text=True,
+                             timeout=60, cwd=tmp_path)
+    module = run("-m", "chronicle", *missing)
+    assert command.stderr.startswith("error: no Chronicle store at "), command.stderr
+    assert (module.returncode, module.stdout, module.stderr) == (command.returncode, command.stdout, command.stderr)
+
+
+def test_the_package_has_a_version_and_lists_its_names_without_importing_them():
+    """`chronicle.__version__` was an AttributeError, and `dir(chronicle)` left out every name imported on first use."""
+    probe = ("import sys, chronicle; print(chronicle.__version__); print(sorted(set(chronicle.__all__) - set(dir(chronicle))));"
+             "print('__version__' in dir(chronicle)); print(sorted(m for m in sys.modules if m.startswith(('chronicle.', 'pydantic'))))")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
+    from importlib.metadata import version
+
+    assert out.stdout.splitlines() == [version("chronicle-agent"), "[]", "True", "[]"], out.stderr
+
+
 READ = """
 import sys
 sys.argv = ["chronicle", *sys.argv[1:]]
