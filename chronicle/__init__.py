@@ -24,6 +24,12 @@ _SOURCES = {
     **dict.fromkeys(["Guardrail", "Rejected"], "chronicle.runtime.guardrails"),
     **dict.fromkeys(["Logger", "Middleware", "Run", "RunFailed", "Timeout"], "chronicle.runtime.middleware"),
     **dict.fromkeys(["Hook", "NeedApproval", "Skip", "Stop"], "chronicle.runtime.hooks"),
+    # What a Hook's methods are given, to annotate a subclass's (docs/controls.md, *Hooks*).
+    "Session": "chronicle.domain.session",
+    "Turn": "chronicle.domain.turn",
+    "ToolCall": "chronicle.domain.tool_call",
+    "ModelRequest": "chronicle.runtime.providers.base",
+    "ModelResponse": "chronicle.domain.content",
     **dict.fromkeys(["Routine"], "chronicle.routine"),
     **dict.fromkeys(["Agent"], "chronicle.agent"),
     "Chronicle": "chronicle.client",
@@ -63,6 +69,10 @@ def _version() -> str:
 if TYPE_CHECKING:
     __version__: str
 
+    from chronicle.domain.content import ModelResponse
+    from chronicle.domain.session import Session
+    from chronicle.domain.tool_call import ToolCall
+    from chronicle.domain.turn import Turn
     from chronicle.routine import Routine
     from chronicle.runtime.guardrails import Guardrail, Rejected
     from chronicle.runtime.hooks import Hook, NeedApproval, Skip, Stop
@@ -87,6 +97,7 @@ if TYPE_CHECKING:
         UsageEvent,
     )
     from chronicle.runtime.middleware import Logger, Middleware, Run, RunFailed, Timeout
+    from chronicle.runtime.providers.base import ModelRequest
     from chronicle.runtime.tools.base import Tool, ToolError, ToolOutput
     from chronicle.runtime.tools.functions import ToolContext, tool
     from chronicle.runtime.tools.mcp_config import McpServer
@@ -117,6 +128,8 @@ __all__ = [
     "MessageStart",
     "MessageUpdate",
     "Middleware",
+    "ModelRequest",
+    "ModelResponse",
     "NeedApproval",
     "ProgressEvent",
     "Rejected",
@@ -124,17 +137,20 @@ __all__ = [
     "Run",
     "RunFailed",
     "RunResult",
+    "Session",
     "Skip",
     "StatusChange",
     "Stop",
     "Timeout",
     "Tool",
+    "ToolCall",
     "ToolContext",
     "ToolEnd",
     "ToolError",
     "ToolOutput",
     "ToolStart",
     "ToolUpdate",
+    "Turn",
     "TurnEnd",
     "TurnStart",
     "UsageEvent",

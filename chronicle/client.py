@@ -15,7 +15,7 @@ import threading
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence, overload
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence, overload
 from uuid import UUID
 
 from typing_extensions import deprecated
@@ -67,6 +67,9 @@ from .event_stream import EventStream
 from .results import Answered as Answered  # where programs imported them from
 from .results import RunResult as RunResult
 from .running_turns import RunningTurns, caller_cancels, in_own_task
+
+if TYPE_CHECKING:  # the `server` extra's; imported by http_app() alone, when it is called
+    from fastapi import FastAPI
 
 _log = logging.getLogger("chronicle")
 
@@ -315,13 +318,19 @@ class Chronicle:
         return blocking("resume", "resume_async", lambda: self.resume_async(session, auto_approve=auto_approve, workspace=workspace))
 
     @checked
-    async def answer_async(self, session: SessionRef, input_id: str, *, timeout_s: Seconds | None = None,
+    async def answer_async(self, session: SessionRef, input_id: str | None, *, timeout_s: Seconds | None = None,
                            poll: PollSeconds = 0.2) -> RunResult:
         """The answer to one recorded input (a `RunResult`'s `input_id`, `submit`'s), once its turn has ended or waits
         for an approval, whichever process runs it: what a caller whose `run` came back `queued` (another call or a
         worker held the session) awaits for its own prompt. Status `queued` (`input_queued`, `reason` says why) when
         it is still unanswered after `timeout_s`, or waits behind a turn that waits for an approval no process is
-        running; ChronicleError 2 for an input the session never had. Read every `poll` seconds off the event loop."""
+        running; ChronicleError 2 for an input the session never had. Read every `poll` seconds off the event loop.
+
+        `input_id` may be None so that a `RunResult`'s is taken as it is typed (`run`'s always names its prompt);
+        None, the `input_id` of a result that recorded no input (`resume`'s), is ChronicleError 2."""
+        if input_id is None:
+            raise ChronicleError("answer(): input_id is None: that result recorded no input (`resume` records none); "
+                                 "pass the input_id that run, submit or steer returned", 2)
         with _as_chronicle_errors():
             sid = queries.session_id(self._existing, session)
             finder = answers.AnswerFinder(self._existing, sid, input_id)
@@ -337,7 +346,7 @@ class Chronicle:
                     return replace(RunResult.of(sid, None, "queued", stalled), input_id=input_id, input_queued=True)
                 await asyncio.sleep(poll)
 
-    def answer(self, session: SessionRef, input_id: str, *, timeout_s: float | None = None, poll: float = 0.2) -> RunResult:
+    def answer(self, session: SessionRef, input_id: str | None, *, timeout_s: float | None = None, poll: float = 0.2) -> RunResult:
         """`answer_async`, blocking (not inside an event loop)."""
         return blocking("answer", "answer_async", lambda: self.answer_async(session, input_id, timeout_s=timeout_s, poll=poll))
 
@@ -602,7 +611,7 @@ class Chronicle:
     # -- serving ---------------------------------------------------------------------------------
 
     def http_app(self, *agents: Agent, workspace: str | Path | None = None, token: str | None = None,
-                 run_worker: bool = True, worker_concurrency: int | None = None) -> Any:
+                 run_worker: bool = True, worker_concurrency: int | None = None) -> FastAPI:
         """`chronicle serve` as an ASGI app (the `server` extra) whose `POST /sessions` can also start
         these code-defined agents by name (`"agent": NAME`): `uvicorn.run(Chronicle().http_app(a, b))`.
         `worker_concurrency`: `serve --concurrency` (None: 4); with `run_worker=False` a ChronicleError (code 2)."""

@@ -69,3 +69,8 @@ def test_an_input_behind_an_approval_or_past_its_wait_is_said_queued_and_an_unkn
         with pytest.raises(ChronicleError) as unknown:
             app.answer(paused.session_id, "no-such-input")
         assert unknown.value.code == 2 and "has no input 'no-such-input'" in str(unknown.value)
+        resumed = app.resume(paused.session_id)  # records no input: its result's input_id is None, as typed
+        assert resumed.input_id is None
+        with pytest.raises(ChronicleError) as none:
+            app.answer(paused.session_id, resumed.input_id)
+        assert none.value.code == 2 and str(none.value).startswith("answer(): input_id is None: that result recorded no input")

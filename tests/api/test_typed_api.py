@@ -21,9 +21,14 @@ from tests import processes
 ROOT = Path(__file__).resolve().parents[2]
 
 PROGRAM = '''
+from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, assert_type
 
-from chronicle import Agent, Chronicle, LiveEvent, Tool, ToolContext, tool
+from fastapi import FastAPI
+
+import chronicle
+from chronicle import (Agent, Chronicle, Hook, LiveEvent, ModelRequest, ModelResponse, NeedApproval, RunResult, Session, Skip,
+                       Stop, Tool, ToolCall, ToolContext, Turn, tool)
 
 
 @tool(read_only=True)
@@ -52,8 +57,33 @@ assert_type(greet("ann", loud=True), str)
 add("1", 2)  # type: ignore[arg-type]
 greet(name=3)  # type: ignore[arg-type]
 
+
+@dataclass
+class Quota(Hook):  # docs/controls.md's example: a hook annotated with what it is given, all of it from `chronicle`
+    tools: int = 10
+    name = "quota"
+
+    async def before_tool_call(self, session: Session, turn: Turn, call: ToolCall) -> Stop | Skip | NeedApproval | None:
+        assert_type(call.name, str)  # the real classes, not Any (which the lazy `__getattr__` alone would give)
+        assert_type(turn.model_calls, int)
+        if call.name == "bash" and "rm -rf" in call.input.get("command", ""):
+            return NeedApproval("a recursive delete")
+        if call.name == "write_file" and call.input.get("path", "").startswith(".git/"):
+            return Skip(".git is not written by hand")
+        if turn.model_calls > self.tools:
+            return Stop(reason=f"more than {self.tools} model calls")
+        return None
+
+    async def before_model_call(self, session: Session, turn: Turn, request: ModelRequest) -> Stop | None:
+        return Stop(reason="a long turn") if request.call_index > self.tools else None
+
+    async def after_model_call(self, session: Session, turn: Turn, response: ModelResponse) -> None:
+        print(session.id, response.model_dump())
+
+
 agent = Agent(name="support", instructions="Add.", tools=[add, greet, fetch, "read_file"],
-              provider="scripted:/nowhere/script.json")
+              provider="scripted:/nowhere/script.json", hooks=[Quota(tools=5)])
+assert_type(chronicle.__version__, str)
 
 
 async def main() -> None:
@@ -64,6 +94,11 @@ async def main() -> None:
         result = await app.run(agent, "2 + 3?")
         assert_type(result.text, str)
         app.steer(result.session_id, text="and then this")  # README's name for it
+        # README's call: a result's input_id (None only for resume's, which the call refuses) is what answer takes
+        answer = await app.answer_async(result.session_id, result.input_id)
+        assert_type(answer, RunResult)
+        served = app.http_app(agent)  # the `server` extra's app, as its type: routes and middleware can be added
+        assert_type(served, FastAPI)
 '''
 
 
