@@ -61,5 +61,7 @@ bench-quick: $(BENCH_STAMP)
 diagrams: $(STAMP)
 	$(BIN)/python ops/diagrams.py --write
 
+# build/ too: setuptools copies the package there and never removes a file, so a module deleted since the last
+# build or install would be shipped again (and a stale domain module's events registered: stored_vocabulary.py).
 clean:
-	rm -rf $(VENV) .pytest_cache .hypothesis
+	rm -rf $(VENV) .pytest_cache .hypothesis build dist *.egg-info
