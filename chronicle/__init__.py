@@ -10,6 +10,27 @@ from __future__ import annotations
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
+
+def _from_the_checkout() -> None:
+    """In the source tree, `chronicle.domain`, `.projections` and `.runtime` are found beside this folder.
+
+    Installed, they are inside it (pyproject.toml's package-dir maps the top-level folders there). A program run in
+    the repository's root imports this folder as `chronicle`, ahead of any installed copy, and then found no
+    `chronicle.domain` ("No module named 'chronicle.domain'") unless the install was editable. So here, and only
+    here, the checkout's root is searched for them too: the whole package is then the checkout's, as one shadowed
+    package is. An editable install finds the same folders this way, and an installed package is left alone."""
+    import os
+
+    here = os.path.dirname(__file__)
+    root = os.path.dirname(here)
+    if os.path.isdir(os.path.join(here, "domain")):
+        return
+    if all(os.path.isfile(os.path.join(root, part, "__init__.py")) for part in ("domain", "projections", "runtime")):
+        __path__.append(root)
+
+
+_from_the_checkout()
+
 # Every name is imported on first use (PEP 562): `chronicle.runtime.cli` is a subpackage of this
 # one, so importing the library eagerly here made every command, even `chronicle --version`,
 # import the whole runtime (providers, SDKs) before parsing its arguments.
