@@ -122,7 +122,10 @@ def blocking(name: str, twin: str, coroutine: Callable[[], Coroutine[Any, Any, T
 
     Inside a running event loop `asyncio.run` cannot start another, and waiting in a thread would
     freeze the caller's loop for a whole turn; so the async program is told to await the `_async`
-    twin. The coroutine is made only when it can run, so none is left never awaited."""
+    twin. The coroutine is made only when it can run, so none is left never awaited.
+
+    Closing the runner joins its loop's default executor; a sync tool function a timeout or Ctrl-C left running
+    is on a thread of its own (runtime/tools/threads.py), so this returns when the turn has ended, not when it has."""
     if not in_event_loop():
         with asyncio.Runner() as runner:
             result = runner.run(coroutine())

@@ -82,8 +82,12 @@ class ToolContext:
             task = here.create_task(self.io.emit(event))
             _UPDATES.add(task)  # held until sent: the loop keeps only weak references to its tasks
             task.add_done_callback(_UPDATES.discard)
-        else:
-            asyncio.run_coroutine_threadsafe(self.io.emit(event), self.event_loop)
+        else:  # a function its turn gave up on runs on after that turn's loop has closed: nobody listens then
+            sending = self.io.emit(event)
+            try:
+                asyncio.run_coroutine_threadsafe(sending, self.event_loop)
+            except RuntimeError:
+                sending.close()
 
     @cached_property
     def sandbox(self) -> Any:

@@ -15,6 +15,8 @@ killed with its process group (runtime/tools/shell.py): neither goes through her
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import contextvars
 import threading
 from dataclasses import dataclass
 from time import monotonic
@@ -24,6 +26,8 @@ from .base import ToolContext, ToolError
 
 #: Where a tool's ThreadRun is kept in its context's extras while it runs.
 THREAD_KEY = "thread"
+#: A sync tool function's thread is named this, then the tool's name (what a stack dump shows).
+TOOL_THREAD_PREFIX = "chronicle-tool:"
 
 
 def left_running_note(name: str) -> str:
@@ -182,24 +186,41 @@ def given_up_line(given_up: list[OwedEnd], waited_s: float) -> str:
 
 async def run_in_thread(ctx: ToolContext, name: str, fn: Callable[..., Any], kwargs: dict[str, Any],
                         describe: Callable[[Any], str]) -> Any:
-    """`fn(**kwargs)` in a thread of the event loop's executor, awaited, as `asyncio.to_thread` runs it;
-    its ThreadRun is kept in `ctx.extras` for the runner. `describe` turns the result into the text
-    a late end records."""
+    """`fn(**kwargs)` in a thread of its own, awaited, in a copy of the caller's context (as `asyncio.to_thread`
+    runs it); its ThreadRun is kept in `ctx.extras` for the runner. `describe` turns the result into the text
+    a late end records.
+
+    Not in the event loop's executor: closing a loop joins that executor's threads (`asyncio.run`, and the
+    `asyncio.Runner` of every blocking library call), so `run_sync` returned, and Ctrl-C's KeyboardInterrupt
+    came, only once a function its turn had given up on ended, however long after the turn. The thread is not
+    a daemon: a process still waits for its tool threads before it exits, and their late ends are recorded."""
     run = ThreadRun(name, describe)
     ctx.extras[THREAD_KEY] = run
+    loop = asyncio.get_running_loop()
+    done: asyncio.Future[Any] = loop.create_future()
+    context = contextvars.copy_context()
 
-    def work() -> Any:
+    def settle(deliver: Callable[[], None]) -> None:
+        if not done.done():  # the turn gave up waiting (a cancel): nobody reads it
+            deliver()
+
+    def work() -> None:
         if not run.begin():
-            return None  # nobody waits for it any more, and it never started: it never runs
+            return  # nobody waits for it any more, and it never started: it never runs
         try:
-            result = fn(**kwargs)
-        except BaseException as exc:
+            result = context.run(fn, **kwargs)
+        except BaseException as exc:  # noqa: BLE001 - handed to the awaiting coroutine, as to_thread hands it
             run.end(True, exc)
-            raise
-        run.end(False, result)
-        return result
+            failure = exc
+            deliver: Callable[[], None] = lambda: done.set_exception(failure)  # noqa: E731
+        else:
+            run.end(False, result)
+            deliver = lambda: done.set_result(result)  # noqa: E731
+        with contextlib.suppress(RuntimeError):  # its loop closed once its turn ended: nobody is waiting
+            loop.call_soon_threadsafe(settle, deliver)
 
-    return await asyncio.to_thread(work)
+    threading.Thread(target=work, name=f"{TOOL_THREAD_PREFIX}{name}", daemon=False).start()
+    return await done
 
 
 def abandoned(ctx: ToolContext) -> ThreadRun | None:

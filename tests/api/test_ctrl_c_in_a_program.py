@@ -84,3 +84,60 @@ def test_ctrl_c_during_work_records_the_cancel_of_the_turn_in_hand_and_stops_the
         [row] = app.sessions()
         assert row["status"] == "idle"
         assert [e["aggregate"] for e in app.log(row["session_id"]) if e["event"] == "Cancelled"] == ["tool_call", "turn"]
+
+
+SYNC_TOOL_PROGRAM = """
+import pathlib, signal, sys, time
+signal.signal(signal.SIGINT, signal.default_int_handler)
+from chronicle import Agent, Chronicle, tool
+workspace = pathlib.Path(sys.argv[3])
+ended = []
+
+@tool()
+def send_mail() -> str:
+    \"\"\"Send a mail: a sync function, which Ctrl-C cannot stop.\"\"\"
+    (workspace / "started").touch()
+    deadline = time.monotonic() + 30
+    while not (workspace / "release").exists() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    ended.append(True)
+    return "sent"
+
+agent = Agent(tools=[send_mail], provider="scripted:" + sys.argv[2])
+with Chronicle(sys.argv[1]) as app:
+    try:
+        app.run_sync(agent, "mail", workspace=sys.argv[3])
+        print("returned", flush=True)
+    except KeyboardInterrupt:
+        print("KeyboardInterrupt", "after the function ended" if ended else "while the function runs", flush=True)
+        raise
+"""
+
+
+def test_ctrl_c_during_a_sync_tool_raises_at_once_and_closing_records_its_late_end(db_url, workspace, tmp_path):
+    """KeyboardInterrupt reaches the program as soon as the cancel is recorded, while the function Ctrl-C could not
+    stop still runs (it came only once the function ended: the blocking call's event loop joined its thread); the
+    `with` block's close then waits for the function and records its late end."""
+    script = tmp_path / "s.json"
+    script.write_text(json.dumps({"agents": {"main": [response(tool_use("m", "send_mail")), response(text("never"))]}}),
+                      encoding="utf-8")
+    path = tmp_path / "program.py"
+    path.write_text(SYNC_TOOL_PROGRAM, encoding="utf-8")
+    process = start([sys.executable, str(path), db_url, str(script), str(workspace)], env=_base_env(),
+                    stdout=-1, stderr=-1, text=True)
+    deadline = time.monotonic() + 60
+    while not (workspace / "started").exists():
+        assert process.poll() is None and time.monotonic() < deadline, process.communicate()
+        time.sleep(0.05)
+    process.send_signal(signal.SIGINT)
+    assert process.stdout is not None
+    said = process.stdout.readline().strip()  # the function runs until the release file exists (or 30 s)
+    (workspace / "release").touch()
+    out, err = process.communicate(timeout=60)
+    assert said == "KeyboardInterrupt while the function runs", (said, out, err)
+    assert process.returncode != 0 and "KeyboardInterrupt" in err
+    with Chronicle(db_url) as app:
+        [row] = app.sessions()
+        ends = [(e["aggregate"], e["event"]) for e in app.log(row["session_id"])
+                if e["event"] in ("Cancelled", "FinishedAfterAbandon")]
+        assert ends == [("tool_call", "Cancelled"), ("turn", "Cancelled"), ("tool_call", "FinishedAfterAbandon")]

@@ -1,10 +1,10 @@
 """Closing a Chronicle waits for the sync tool functions a timeout or a cancel left running to end, so their late ends
 (ToolCall.FinishedAfterAbandon) are recorded before the store closes, as docs/tools.md promises.
 
-`run_sync` in a `with` block got that for free (its event loop's runner waits for its threads), but in async code the
-store closed at the end of `async with` while the function still ran: it charged the card, then its late end found
-the pool closed, and the log went on saying the charge may not have happened, with a traceback on stderr. The wait is
-bounded (`Chronicle.late_end_wait_s`); past it the store closes without the late end, said on one warning line."""
+In async code the store closed at the end of `async with` while the function still ran: it charged the card, then its
+late end found the pool closed, and the log went on saying the charge may not have happened, with a traceback on
+stderr. The wait is bounded (`Chronicle.late_end_wait_s`); past it the store closes without the late end, said on one
+warning line."""
 
 from __future__ import annotations
 
@@ -131,7 +131,8 @@ def test_past_the_wait_the_store_closes_without_the_late_end_and_says_so_on_one_
         with caplog.at_level(logging.WARNING):
             app.close()
             took = time.monotonic() - began
-            loop.run_until_complete(loop.shutdown_default_executor())  # the function ends, after the store closed
+            for running in [t for t in threading.enumerate() if t.name == "chronicle-tool:charge_card"]:
+                running.join(30)  # the function ends, after the store closed
     finally:
         loop.close()
     assert CHARGED == [42] and took < 1.5

@@ -103,6 +103,7 @@ def test_a_cancelled_sync_tool_is_recorded_as_left_running_and_its_late_end_is_r
     result = app.run_sync(agent, "charge 42", workspace=str(workspace))
     canceller.join(20)
     assert result.status == "cancelled" and seen["cancel"]["status"] == "cancelled"
+    app.close()  # waits for the function left running to end and record its late end
 
     # When the turn ended, the function had not finished: the record says it may still complete its effects.
     assert seen["charged"] == []
@@ -154,6 +155,7 @@ def test_a_sync_tool_that_times_out_is_recorded_as_left_running_and_its_late_end
     app = Chronicle(db_url)
     result = app.run_sync(agent, "look up", workspace=str(workspace))
     assert result.status == "completed"
+    app.close()  # waits for the functions left running to end and record their late ends
     events = tool_events(app, result.session_id)
     failed = {e["data"]["name"]: e["data"]["error"] for e in events if e["event"] == "Failed"}
     for name in ("slow_lookup", "slow_failure"):
