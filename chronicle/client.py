@@ -35,7 +35,7 @@ from chronicle.runtime.app.worker import Overrides, WorkerOptions, compose_worke
 from chronicle.runtime.config import resolve_db_url
 from chronicle.runtime.import_paths import bind, using
 from chronicle.runtime.leases import DEFAULT_LEASE_S
-from chronicle.runtime.live import Broker
+from chronicle.runtime.live import Broker, Guarded
 from chronicle.runtime.loop import LoopOptions
 from chronicle.runtime.off_loop import off_the_loop
 from chronicle.runtime.routine_engine import RoutineEngine
@@ -62,7 +62,7 @@ from .arguments import (
     in_event_loop,
     refused_in_loop,
 )
-from .errors import ChronicleError, warn
+from .errors import ChronicleError, warn, warn_at
 from .event_stream import EventStream
 from .results import Answered as Answered  # where programs imported them from
 from .results import RunResult as RunResult
@@ -227,13 +227,22 @@ class Chronicle:
 
         `model` (else the agent's): a new session's model; on a continued session another one is recorded as a
         change (Session.ModelChanged, as `set_model`) before the turn, so every later turn uses it too.
-        `on_event`: called with each live event (what `stream` yields). `max_attempts`: tries per model call, the first
-        included, as `run --max-attempts` (default: CHRONICLE_MAX_ATTEMPTS, else 8); a retryable error (rate limit,
-        overload) is retried with backoff until then, each retry recorded.
+        `on_event`: called with each live event (what `stream` yields); one that raises does not stop the turn, and
+        its first failure is said (a ChronicleWarning at the line that raised, and a note on the result).
+        `max_attempts`: tries per model call, the first included, as `run --max-attempts` (default:
+        CHRONICLE_MAX_ATTEMPTS, else 8); a retryable error (rate limit, overload) is retried with backoff until then,
+        each retry recorded.
 
         A cancel of the task awaiting it (`asyncio.wait_for`, `asyncio.timeout`, `task.cancel()`) cancels the turn,
         which records the cancel, then raises CancelledError as any coroutine cancelled does."""
         cancelled = caller_cancels()
+        failed: list[str] = []  # the callback's first failure, said as it happens and noted on the result
+
+        def said(line: str, exc: BaseException) -> None:
+            failed.append(f"note: {line}")
+            warn_at(failed[-1], exc)
+
+        callbacks: list[Callable[[Any], Any]] = [Guarded(on_event, said)] if on_event else []
         with _as_chronicle_errors(self.url), using(runs.checked(agent)._live):  # this Agent's own objects, whatever shares their paths
             # a session to continue is looked for in a store that exists: none is made only to say it is not there
             store = self._existing if session is not None else self._store_for_new(
@@ -241,14 +250,14 @@ class Chronicle:
             if session is not None and self._turns.ending():  # a stream just let go of: its turn records its cancel first
                 await self._turns.cancelled_ones_ended(queries.session_id(store, session))
             conversation = runs.open_conversation(store, agent, prompt, session, workspace, attachments, auto_approve,
-                                                  max_iterations, [on_event] if on_event else [], model=model,
+                                                  max_iterations, callbacks, model=model,
                                                   max_attempts=max_attempts)
             for note in [*conversation.ignored, *conversation.finished]:
                 warn(note)
             with self._turns.running(conversation.session_id), _interrupted_by_tools():
                 driven = await conversation.drive(handle_signals=False)
             cancelled()  # recorded: now the caller's own cancel, if it was one
-            return RunResult.of_run(self.store, conversation.session_id, driven, conversation.input_id, conversation.notes)
+            return RunResult.of_run(self.store, conversation.session_id, driven, conversation.input_id, [*conversation.notes, *failed])
 
     def run_sync(self, agent: Agent, prompt: str, *, session: SessionRef | None = None, workspace: str | Path | None = None,
                  attachments: Sequence[Any] | None = None, auto_approve: bool = False,

@@ -32,4 +32,18 @@ def warn(note: str) -> None:
     warnings.warn(note, ChronicleWarning, stacklevel=level)
 
 
+def warn_at(note: str, exc: BaseException) -> None:
+    """A ChronicleWarning attributed to the line that raised `exc` (the deepest frame of its traceback): a program's
+    callback that failed inside a run, whose own line says more than the call that started the run."""
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    if tb is None:
+        warn(note)
+        return
+    frame = tb.tb_frame
+    warnings.warn_explicit(note, ChronicleWarning, frame.f_code.co_filename, tb.tb_lineno,
+                           module=frame.f_globals.get("__name__"), module_globals=frame.f_globals)
+
+
 __all__ = ["ChronicleError", "ChronicleWarning", "warn"]

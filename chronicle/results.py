@@ -51,7 +51,7 @@ class RunResult:
     turn_id: str | None = None
     #: What `chronicle run` (or `resume`) prints as notes: an Agent's tools ignored by a continued session, a tool its
     #: import path no longer holds, CHRONICLE_THINKING_TOKENS for a provider that takes none (each also a ChronicleWarning),
-    #: a model change recorded.
+    #: a model change recorded, the first failure of `run(on_event=)`'s callback (also a ChronicleWarning).
     notes: tuple[str, ...] = ()
     #: The input this call recorded (its prompt); None for `resume`, which records none.
     input_id: str | None = None

@@ -10,6 +10,7 @@ are current; deciding that they are is the caller's part (runtime/app/session_li
 
 from __future__ import annotations
 
+import functools
 import json
 from datetime import datetime, timezone
 from typing import Any, Callable, Hashable, Mapping, TypeVar
@@ -18,8 +19,9 @@ from .cost_report import CostReport, Rows
 
 #: The summaries projection's version (SummariesProjection.version): bump it when its tables change.
 #: v2: what `sessions` shows (status, turns, queue, archived, fork, index order, repairs); v3 the model; v4 a
-#: sub-agent's instance name; v5 whether the session is a cancelled job (Job.Cancelled).
-SUMMARIES_VERSION = 5
+#: sub-agent's instance name; v5 whether the session is a cancelled job (Job.Cancelled); v6 its last turn, whose status
+#: the listing's `last_turn_status` is.
+SUMMARIES_VERSION = 6
 SUMMARIES_KEY = f"projection:summaries:v{SUMMARIES_VERSION}"
 
 K = TypeVar("K", bound=Hashable)
@@ -59,6 +61,21 @@ def as_listed(status: str, queued: int, in_flight: bool, job_cancelled: bool) ->
     return status, queued
 
 
+#: The statuses of a turn in flight that a process should be running now (not one paused for a person's decision).
+RUN_BY_A_PROCESS = frozenset({"pending", "running"})
+
+
+def unless_nobody_runs_it(status: str, in_flight: bool, held: Callable[[], bool]) -> str:
+    """A turn in flight `running` (or `pending`) whose session's lease no live process holds — its process was killed
+    (`kill -9`, a crash, a machine lost) and the lease expired, or its holder is a process of this machine that is gone —
+    is listed `interrupted`: nothing will end it but `resume` (or a worker), as the refusals of a busy session say
+    (runtime/app/stalled.py). `held` is asked only then: the listing looks up no lease for a session at rest. Shared by
+    the read-model listing and the aggregate one, so the two cannot disagree."""
+    if in_flight and status in RUN_BY_A_PROCESS and not held():
+        return "interrupted"
+    return status
+
+
 def oldest_first(rows: list[R], created_at: Callable[[R], Any]) -> list[R]:
     """`rows` by their session's own creation time (ISO text or a datetime), index order among equal times.
     The index lists a session when it arrives in this store: an imported session, created in its source
@@ -82,16 +99,20 @@ def listed_ids(rows: Rows) -> list[str]:
     return [r["session_id"] for r in rows.dicts("SELECT session_id FROM proj_summaries_index ORDER BY listed")]
 
 
-def session_rows(rows: Rows, archived: bool = False) -> list[dict[str, Any]]:
+def session_rows(rows: Rows, archived: bool = False, held: Callable[[str], bool] = lambda sid: True) -> list[dict[str, Any]]:
     """The objects `sessions --json` prints, oldest first; archived sessions (and sub-agents of
-    archived ones) only with `archived`. Raises Deferred when only the aggregates can answer."""
+    archived ones) only with `archived`. Raises Deferred when only the aggregates can answer.
+    `held(session_id)`: whether a live process holds the session's lease (asked only of a turn in flight that a process
+    should be running: unless_nobody_runs_it)."""
     if rows.dicts("SELECT position FROM proj_summaries_unreadable LIMIT 1"):
         raise Deferred("an event the projections passed over")
     found = rows.dicts(
         "SELECT s.session_id, s.title, s.status, s.active_turn_id, t.status AS turn_status, s.agent, s.created_at, "
-        "s.parent_session_id, s.forked_from, s.turns, s.queue, s.archived, s.model, s.instance, s.job_cancelled FROM proj_summaries_index i "
+        "s.parent_session_id, s.forked_from, s.turns, s.queue, s.archived, s.model, s.instance, s.job_cancelled, "
+        "s.last_turn_id, lt.status AS last_turn_status FROM proj_summaries_index i "
         "JOIN proj_summaries s ON s.session_id = i.session_id "
-        "LEFT JOIN proj_summaries_turns t ON t.turn_id = s.active_turn_id ORDER BY i.listed"
+        "LEFT JOIN proj_summaries_turns t ON t.turn_id = s.active_turn_id "
+        "LEFT JOIN proj_summaries_turns lt ON lt.turn_id = s.last_turn_id ORDER BY i.listed"
     )
     if not archived:
         hidden = archived_trees({r["session_id"]: r["parent_session_id"] for r in found},
@@ -106,11 +127,14 @@ def session_rows(rows: Rows, archived: bool = False) -> list[dict[str, Any]]:
     costs = CostReport(rows)
     listing = []
     for r in found:
-        status = r["status"]
+        status, last = r["status"], r["last_turn_status"]  # None: no turn yet (or a fork's inherited one not here)
         if r["active_turn_id"] is not None:
             if r["turn_status"] is None:
                 raise Deferred(f"session {r['session_id']}: its running turn has no recorded status")
-            status = r["turn_status"]
+            sid: str = r["session_id"]
+            status = unless_nobody_runs_it(r["turn_status"], True, functools.partial(held, sid))
+            if r["last_turn_id"] == r["active_turn_id"]:
+                last = status
         status, queued = as_listed(status, 0 if r["queue"] in (None, "", "[]") else len(json.loads(r["queue"])),
                                    r["active_turn_id"] is not None, bool(r["job_cancelled"]))
         listing.append({
@@ -128,5 +152,6 @@ def session_rows(rows: Rows, archived: bool = False) -> list[dict[str, Any]]:
             "archived": bool(r["archived"]),
             "model": r["model"] or None,
             "instance": r["instance"] or None,
+            "last_turn_status": last,
         })
     return listing

@@ -9,7 +9,8 @@ can record them without this projection having to change.
 v2 keeps what `sessions` reads from the aggregates (status, branch length, queue, archived,
 fork origin, the running turn's status, the session index's order, the newest self-repair; v3 the
 model it runs on, Session.ModelChanged; v4 a sub-agent's instance name; v5 whether it is a job that was
-cancelled, Job.Cancelled, which no Session event records) so
+cancelled, Job.Cancelled, which no Session event records; v6 its last turn: the last it started, else a fork's last
+inherited one) so
 that the listing can be answered with plain SQL by session_listing.py, without importing the
 domain. The handlers follow the Session aggregate's `@event` bodies field for field; a test
 compares the two listings on stores with forks, sub-agents, queues, failures and repairs.
@@ -47,7 +48,7 @@ class SummariesProjection(Projection):
                           "title_error TEXT, compaction_summary TEXT, compacted_at TEXT, compactions BIGINT, "
                           "agent TEXT, created_at TEXT, parent_session_id TEXT, forked_from TEXT, status TEXT, "
                           "active_turn_id TEXT, turns BIGINT, queue TEXT, steering TEXT, archived BIGINT, model TEXT, "
-                          "instance TEXT, job_cancelled BIGINT",
+                          "instance TEXT, job_cancelled BIGINT, last_turn_id TEXT",
         # The session index (runtime/store.py: SessionLogged, withdrawn by SessionUnlisted/Forgotten) in its order.
         "proj_summaries_index": "session_id TEXT PRIMARY KEY, listed BIGINT",
         "proj_summaries_turns": "turn_id TEXT PRIMARY KEY, status TEXT",
@@ -61,11 +62,11 @@ class SummariesProjection(Projection):
         sid = str(e.originator_id)
         tx.execute(
             "INSERT INTO proj_summaries VALUES (%s, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 0, "
-            "%s, %s, %s, %s, 'idle', NULL, %s, '[]', '[]', 0, %s, %s, 0)",
+            "%s, %s, %s, %s, 'idle', NULL, %s, '[]', '[]', 0, %s, %s, 0, %s)",
             (sid, (e.spec or {}).get("name", "main"), e.timestamp.isoformat(),
              str(e.parent_session_id) if e.parent_session_id else None,
              None if e.forked_from is None else dumps(e.forked_from), len(e.head), (e.spec or {}).get("model") or None,
-             (e.spec or {}).get("instance") or None),
+             (e.spec or {}).get("instance") or None, str(e.head[-1]) if e.head else None),
         )
         tx.memo[("summaries.queues", sid)] = ([], [])
 
@@ -81,8 +82,8 @@ class SummariesProjection(Projection):
         sid = str(e.originator_id)
         queue, steering = self._queues(tx, sid)
         self._save_queues(tx, sid, [q for q in queue if q != e.input_id], steering)
-        tx.execute("UPDATE proj_summaries SET status = 'busy', active_turn_id = %s, turns = turns + 1 WHERE session_id = %s",
-                   (str(e.turn_id), sid))
+        tx.execute("UPDATE proj_summaries SET status = 'busy', active_turn_id = %s, last_turn_id = %s, turns = turns + 1 "
+                   "WHERE session_id = %s", (str(e.turn_id), str(e.turn_id), sid))
 
     @on(Session.TurnEnded)
     def _turn_ended(self, tx: Tx, e: Any, position: int) -> None:

@@ -41,7 +41,21 @@ EMPTY_URL = ("the store URL is empty (--db '' or Chronicle('')): name a store, s
 def resolve_db_url(explicit: str | None) -> str:
     if explicit is not None and not explicit.strip():
         raise ConfigError(EMPTY_URL)
-    return absolute_sqlite_url(explicit or os.environ.get("CHRONICLE_DB") or default_db_url())
+    url = explicit or os.environ.get("CHRONICLE_DB") or default_db_url()
+    try:  # said where the URL is read (`Chronicle(...)`, --db), not at the first call that opens the store
+        refuse_path(url)
+    except ConfigError as exc:
+        raise ConfigError(str(exc) if explicit else f"CHRONICLE_DB: {exc}") from None
+    return absolute_sqlite_url(url)
+
+
+def refuse_path(url: str) -> None:
+    """A file's path where a URL goes (`plain.db`, `./x.db`, `~/x.db`): ConfigError naming the URL of that file."""
+    given = url.strip()
+    if re.fullmatch(r"[\w./~+-]+", given):
+        named = f"sqlite:///{os.path.expanduser(given).removeprefix('./')}"
+        raise ConfigError(f"{url!r} is a path, not a database URL: for that SQLite file use {named} "
+                          "(sqlite:/// then the path: three slashes for a relative one, four for an absolute one)")
 
 
 def absolute_sqlite_url(url: str, cwd: Path | None = None) -> str:
@@ -130,11 +144,7 @@ def eventsourcing_env(url: str) -> dict[str, str]:
         if "schema" in options:  # the other options are libpq's, sent with every login (runtime/pg_options.py)
             env["POSTGRES_SCHEMA"] = options["schema"]
         return env
-    given = url.strip()
-    if re.fullmatch(r"[\w./~+-]+", given):  # a file's path where a URL goes: name the URL of that file
-        named = f"sqlite:///{os.path.expanduser(given).removeprefix('./')}"
-        raise ConfigError(f"{url!r} is a path, not a database URL: for that SQLite file use {named} "
-                          "(sqlite:/// then the path: three slashes for a relative one, four for an absolute one)")
+    refuse_path(url)  # a file's path where a URL goes: name the URL of that file
     raise ConfigError(f"unsupported database URL {_shown(url)}: use sqlite:///RELATIVE/PATH.db, sqlite:////ABSOLUTE/PATH.db "
                       "or postgresql://user@host:port/dbname")
 

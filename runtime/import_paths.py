@@ -38,7 +38,8 @@ class NotLoadable(Exception):
     def hint(self) -> str:
         if self.module != "__main__":
             return ""
-        return "; code defined in a script run directly loads only in that process: move it into a module"
+        return ("; code defined in a script run directly loads only in that process: move it into a module, or continue "
+                "the session from a program that defines it (Chronicle.resume)")
 
 
 def path_of(target: Any) -> str:

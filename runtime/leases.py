@@ -28,6 +28,7 @@ from chronicle.domain.ids import lease_id
 from chronicle.domain.lease import LeaseHeld, SessionLease
 
 from .clock import SYSTEM_CLOCK, Clock
+from .lease_holders import holder_gone as holder_gone  # here before it had a module of its own
 from .off_loop import off_the_loop
 from .store import ChronicleStore
 
@@ -37,25 +38,6 @@ DEFAULT_LEASE_S = 30.0
 def holder_name() -> str:
     """Who holds a lease, as `host:pid:nonce`: enough for a person (and this module) to find the process."""
     return f"{socket.gethostname()}:{os.getpid()}:{uuid4().hex[:6]}"
-
-
-def holder_gone(holder: str | None) -> bool:
-    """True only when the holder is certainly dead: a process of this machine that no longer exists.
-
-    A holder on another machine is never presumed dead; its lease runs out instead."""
-    parts = (holder or "").split(":")
-    if len(parts) < 3 or parts[0] != socket.gethostname() or not parts[1].isdigit():
-        return False
-    pid = int(parts[1])
-    if pid == os.getpid():
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    except OSError:
-        return False
-    return False
 
 
 def current_lease(store: ChronicleStore, session_id: UUID, key: UUID | None = None) -> SessionLease | None:

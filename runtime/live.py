@@ -7,9 +7,13 @@ go to subscribers only, never one store write per token.
 from __future__ import annotations
 
 import inspect
+import logging
+import traceback
 from typing import Annotated, Any, Awaitable, Callable, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+
+from .redaction import redact_secrets
 
 
 class _Live(BaseModel):
@@ -176,24 +180,59 @@ LiveEvent = Annotated[
 ]
 LIVE_EVENTS = TypeAdapter(LiveEvent)
 
+log = logging.getLogger("chronicle")
+
 Subscriber = Callable[[Any], Union[None, Awaitable[None]]]
 
 
+def failure_line(subscriber: Any, event: Any, exc: BaseException) -> str:
+    """What a subscriber's failure is said as: which callable, what it raised on which event, and where (the
+    line that raised, the deepest frame of its traceback), secrets masked as in any log line."""
+    target = getattr(subscriber, "callback", subscriber)
+    name = getattr(target, "__qualname__", None) or type(target).__qualname__
+    frames = traceback.extract_tb(exc.__traceback__)
+    where = f" at {frames[-1].filename}:{frames[-1].lineno}" if frames else ""
+    kind = getattr(event, "type", type(event).__name__)
+    return redact_secrets(f"live-event callback {name} raised {type(exc).__name__}: {exc} on a {kind} event{where}; the "
+                          "run went on (its later failures in this run are not said again)")
+
+
+class Guarded:
+    """A subscriber whose failure is said, not raised: the first one (`said`, with the line failure_line makes;
+    default the `chronicle` logger's warning), each one's traceback at DEBUG. The turn and its log go on as if it had
+    returned: a metrics callback's bug must not fail the agent's work, nor go unnoticed."""
+
+    def __init__(self, callback: Subscriber, said: Callable[[str, BaseException], None] | None = None) -> None:
+        self.callback = callback
+        self.said = said or (lambda line, exc: log.warning("%s", line))
+        self.failures = 0
+
+    async def __call__(self, event: Any) -> None:
+        try:
+            result = self.callback(event)
+            if inspect.isawaitable(result):
+                await result
+        except Exception as exc:  # noqa: BLE001 - said below; a callback's bug must not stop the agent
+            self.failures += 1
+            if log.isEnabledFor(logging.DEBUG):  # its traceback, secrets masked as in the warning
+                log.debug("live-event callback %r raised on a %s event:\n%s", self.callback, getattr(event, "type", event),
+                          redact_secrets("".join(traceback.format_exception(exc))).rstrip())
+            if self.failures == 1:
+                self.said(failure_line(self, event, exc), exc)
+
+
 class Broker:
-    """Fans live events out to subscribers; a failing subscriber never breaks the loop."""
+    """Fans live events out to subscribers; a failing subscriber never breaks the loop, and its failure is said
+    (Guarded: the first one as a warning, each traceback at DEBUG)."""
 
     def __init__(self) -> None:
-        self._subscribers: list[Subscriber] = []
+        self._subscribers: list[Guarded] = []
 
     def subscribe(self, subscriber: Subscriber) -> Callable[[], None]:
-        self._subscribers.append(subscriber)
-        return lambda: self._subscribers.remove(subscriber)
+        guarded = subscriber if isinstance(subscriber, Guarded) else Guarded(subscriber)
+        self._subscribers.append(guarded)
+        return lambda: self._subscribers.remove(guarded)
 
     async def emit(self, event: Any) -> None:
         for subscriber in list(self._subscribers):
-            try:
-                result = subscriber(event)
-                if inspect.isawaitable(result):
-                    await result
-            except Exception:  # noqa: BLE001 - a renderer bug must not stop the agent
-                pass
+            await subscriber(event)

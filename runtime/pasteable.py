@@ -6,6 +6,11 @@ opened another store, or found none. Every hint is now built here from the URL o
 the root `--db` (`chronicle --db URL redo SID`, which every command takes) when a plain command would open
 another store, plain otherwise. The CLI, chat, the worker, the library's errors and the server's answers
 (`why`'s `saw.history`) all say it the same way, because each passes the URL of the store it has open.
+
+A hint that is a field of an answer rather than words of a message (`why`'s `saw.history`) is data: the CLI's --json,
+the library and the HTTP API return the same value for the same question, so it cannot depend on a CHRONICLE_DB the
+process asking may not share (the library's caller's shell is not known). Such a field (`shell=False`) names the store
+unless the default lookup from the current directory finds it, whatever CHRONICLE_DB says.
 """
 
 from __future__ import annotations
@@ -36,7 +41,7 @@ def plain_hints() -> None:
     _naming = False
 
 
-def pasteable(args: str, url: str | None) -> str:
+def pasteable(args: str, url: str | None, *, shell: bool = True) -> str:
     """`chronicle ARGS` as the user can paste it to act on the store at `url` (the store the hint is about;
     None when none is known: the plain command).
 
@@ -50,8 +55,11 @@ def pasteable(args: str, url: str | None) -> str:
     alternatives fail quietly instead: a plain hint opens the default store, and `--db "$CHRONICLE_DB"`
     is printed exactly when CHRONICLE_DB does not name this store, so it would open another one (or,
     unset, the default). Query parameters named as secrets (`sslpassword`, …) are left out the same way.
+
+    `shell=False`: a field of an answer (see the module's docstring): CHRONICLE_DB is not read, so the plain command
+    stands only for the store the default lookup from the current directory finds.
     """
-    if url is None or not _naming or _plain_opens(url):
+    if url is None or not _naming or _plain_opens(url, shell):
         return f"chronicle {args}"
     return f"chronicle --db {shlex.quote(_shown(url))} {args}"
 
@@ -62,10 +70,11 @@ def pasteable_in(text: str, url: str | None) -> str:
     return QUOTED.sub(lambda m: f"`{pasteable(m.group(1), url)}`", text)
 
 
-def _plain_opens(url: str) -> bool:
-    """Whether `chronicle CMD` without --db, typed in the user's shell here, opens the store at `url`."""
-    shell = SHELL_DB.get()
-    named = os.environ.get("CHRONICLE_DB") if shell is None else shell
+def _plain_opens(url: str, shell: bool = True) -> bool:
+    """Whether `chronicle CMD` without --db, typed in the user's shell here, opens the store at `url` (`shell=False`: typed
+    where CHRONICLE_DB is unset)."""
+    held = SHELL_DB.get()
+    named = None if not shell else os.environ.get("CHRONICLE_DB") if held is None else held
     try:
         plain = absolute_sqlite_url(named or default_db_url())
         url = absolute_sqlite_url(url)

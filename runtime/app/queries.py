@@ -52,11 +52,16 @@ def session_row(store: ChronicleStore, session: Session, summary: dict[str, Any]
     of the session's newest self-repair (retry, success, failed, manual_required), None if it never needed one.
     `job_cancelled`: whether the session is a job that `jobs cancel` cancelled (None: look its Job up), which lists it
     `cancelled` with nothing `queued` once no turn is in flight (projections/session_listing.py: as_listed)."""
-    from chronicle.projections.session_listing import as_listed
+    from chronicle.projections.session_listing import as_listed, unless_nobody_runs_it
+
+    from ..leases import held_by_a_live_process
 
     status = session.status
     if session.active_turn_id is not None:
-        status = store.turn(session.active_turn_id).status
+        status = unless_nobody_runs_it(store.turn(session.active_turn_id).status, True,
+                                       lambda: held_by_a_live_process(store, session.id))
+    last_id = last_turn_id(session)
+    last = status if last_id is not None and last_id == session.active_turn_id else _turn_status(store, last_id)
     if job_cancelled is None:
         from ..jobs import cancelled
 
@@ -77,7 +82,27 @@ def session_row(store: ChronicleStore, session: Session, summary: dict[str, Any]
         "archived": bool(getattr(session, "archived", False)),
         "model": session.current_model or None,
         "instance": session.agent_instance or None,
+        "last_turn_status": last,
     }
+
+
+def last_turn_id(session: Session) -> UUID | None:
+    """The session's last turn: the last it started (one undone since too), else a fork's last inherited one."""
+    turns = getattr(session, "turns", None) or []
+    return turns[-1] if turns else session.head[-1] if session.head else None
+
+
+def _turn_status(store: ChronicleStore, turn_id: UUID | None) -> str | None:
+    """How the turn ended (or stands), None for no turn or one this store does not hold (a fork's inherited turn imported
+    without its session)."""
+    if turn_id is None:
+        return None
+    from ..store_errors import NotFound
+
+    try:
+        return str(store.turn(turn_id).status)
+    except NotFound:
+        return None
 
 
 def sessions(store: ChronicleStore, archived: bool = False) -> list[dict[str, Any]]:

@@ -114,15 +114,26 @@ def cannot_go_on(store: ChronicleStore, paused: AwaitingApproval, overrides: Ove
     """Why a session paused for approval could not go on once the calls are decided (a tool its history called no
     longer loads, its workspace is gone, no provider), or None: checked as building its loop checks, so `resume` says
     it before anyone approves, rather than after (the approval recorded, then the refusal). Nothing is recorded."""
-    session = store.session(paused.session_id)
+    why = cannot_run_here(store, paused.session_id, overrides)
+    if why is None:
+        return None
+    names = ", ".join(sorted({c.name for c in paused.calls}))
+    return f"{why} (it awaits approval of {names}, but neither approving nor denying lets it go on until then)"
+
+
+def cannot_run_here(store: ChronicleStore, sid: UUID, overrides: Overrides | None = None) -> str | None:
+    """Why `resume` in this process would refuse to build `sid`'s loop (a tool its history called no longer loads,
+    its workspace is gone, no provider), or None. `approve`/`deny` ask it once the decision is recorded, so they do not
+    send a person to a `resume` that would refuse. Nothing is recorded."""
+    overrides = overrides or Overrides()
+    session = store.session(sid)
     with using(objects_of(store, session.id)):
         try:
             parts = loop_parts(session.spec, session=session, provider_name=overrides.provider, model=overrides.model,
                                workspace=overrides.workspace, limits=overrides.limits)
             refuse_vanished_tools(store, session, parts.toolbox, parts.workspace)
         except LoopSetupError as exc:
-            names = ", ".join(sorted({c.name for c in paused.calls}))
-            return f"{exc} (it awaits approval of {names}, but neither approving nor denying lets it go on until then)"
+            return str(exc)
     return None
 
 

@@ -17,13 +17,16 @@ import json
 import os
 from contextlib import closing, contextmanager
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from typing import Any, Callable, Iterator, Sequence
+from uuid import UUID, uuid5
 
 from chronicle.projections.cost_report import COST_KEY, Rows
 from chronicle.projections.session_listing import SUMMARIES_KEY, Deferred, listed_ids, session_rows
 from chronicle.projections.sql import NUL_ESCAPE, unescape_nul
 
 from ..config import ConfigError, eventsourcing_env, sqlite_busy_timeout, sqlite_path
+from ..lease_holders import holder_gone
 from ..stored_state import decompress
 
 #: The projections whose tables the listing reads: both must have applied the whole log.
@@ -90,20 +93,56 @@ def _answered(read: Callable[[], Listing | None]) -> Listing | None:
 
 def _read_bare(url: str, archived: bool) -> Listing | None:
     with _connect(url) as (conn, events_table, tracking_table, position):
-        return _listing(conn, events_table, tracking_table, position, archived)
+        return _listing(conn, events_table, tracking_table, position, archived, conn.backend)
 
 
 def _read_pooled(db: Any, archived: bool) -> Listing | None:
     with db.transaction(commit=False) as tx:
         if db.backend != "sqlite":  # one snapshot: positions, head and rows agree (SQLite's read transaction is one)
             tx.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-        return _listing(tx, db.events_table, db.tracking_table, db.position_column, archived)
+        return _listing(tx, db.events_table, db.tracking_table, db.position_column, archived, db.backend)
 
 
-def _listing(conn: Rows, events_table: str, tracking_table: str, position: str, archived: bool) -> Listing | None:
+def _listing(conn: Rows, events_table: str, tracking_table: str, position: str, archived: bool, backend: str) -> Listing | None:
     if not _plain(conn, events_table, position) or not _current(conn, events_table, tracking_table, position):
         return None
-    return Listing(session_rows(conn, archived=archived), listed_ids(conn))
+    now = datetime.now(timezone.utc)
+    return Listing(session_rows(conn, archived=archived, held=lambda sid: _held(conn, events_table, backend, sid, now)),
+                   listed_ids(conn))
+
+
+#: The session lease's events (domain/lease.py), by the topics they are stored under.
+LEASE_TOPIC = "chronicle.domain.lease:SessionLease."
+
+
+def _held(conn: Rows, events_table: str, backend: str, sid: str, now: datetime) -> bool:
+    """Whether a live process holds the session's lease now, read from its stored events as runtime/leases.py's
+    `held_by_a_live_process` reads the aggregate (which this module does not import): its last event is an Acquired or
+    a Renewed whose expiry is still ahead, and the holder that acquired it is not a process of this machine that is
+    gone. Asked only of a turn in flight that a process should be running: one or two indexed reads of one lease."""
+    lease = uuid5(UUID(sid), "lease")  # domain/ids.py: lease_id
+    key: Any = lease.hex if backend == "sqlite" else lease
+    where = f"FROM {events_table} WHERE originator_id = %s"
+    last = conn.dicts(f"SELECT topic, state {where} ORDER BY originator_version DESC LIMIT 1", [key])
+    if not last or last[0]["topic"] not in (LEASE_TOPIC + "Acquired", LEASE_TOPIC + "Renewed"):
+        return False  # never taken, or released
+    state = _state(last[0]["state"])
+    if last[0]["topic"] == LEASE_TOPIC + "Renewed":
+        acquired = conn.dicts(f"SELECT state {where} AND topic = %s ORDER BY originator_version DESC LIMIT 1",
+                              [key, LEASE_TOPIC + "Acquired"])
+        holder = _state(acquired[0]["state"]).get("holder") if acquired else None
+    else:
+        holder = state.get("holder")
+    expires = (state.get("expires_at") or {}).get("_data_")
+    if expires is None:
+        return False
+    until = datetime.fromisoformat(expires)
+    return (until if until.tzinfo else until.replace(tzinfo=timezone.utc)) > now and not holder_gone(holder)
+
+
+def _state(stored: Any) -> dict[str, Any]:
+    found = json.loads(decompress(bytes(stored)))
+    return found if isinstance(found, dict) else {}
 
 
 @contextmanager

@@ -189,7 +189,8 @@ def _saw(store: ChronicleStore, sid: UUID, position: int, step: int) -> dict[str
     return {
         "messages": len(messages),
         "last": _clip_message(last) if last is not None else None,
-        "history": pasteable(f"history {sid} --at {position} --step {step}", store.url),
+        # data, the same from the CLI, the library and HTTP: not shaped by the CHRONICLE_DB of the process asking
+        "history": pasteable(f"history {sid} --at {position} --step {step}", store.url, shell=False),
     }
 
 

@@ -123,11 +123,15 @@ def fork_cell(row: dict[str, Any], short: dict[str, str]) -> str:
 
 def table_status(row: dict[str, Any]) -> str:
     """The table's status: an idle session with inputs waiting for a worker says `queued` (its JSON `status` stays
-    the session's own, `idle`, beside `queued`, the count), since `idle` alone read as "nothing to do"."""
+    the session's own, `idle`, beside `queued`, the count), since `idle` alone read as "nothing to do"; an idle one
+    whose last turn did not complete says how it ended (`idle (last: failed)`: the JSON's `last_turn_status`)."""
     if row["archived"]:
         return "archived"
     if row["status"] == "idle" and row.get("queued"):
         return f"queued ({row['queued']})"
+    last = row.get("last_turn_status")
+    if row["status"] == "idle" and last not in (None, "completed"):
+        return f"idle (last: {last})"
     return str(row["status"])
 
 

@@ -55,7 +55,10 @@ def show(c: dict[str, Any], console: Console, url: str) -> None:
     p(_row("Saw", f"{saw['messages']} message(s); the last: {short(_message_text(saw['last']), 160)}"))
     for m in saw.get("shaped_by") or []:
         p(_row("", f"{m['kind']} {m['name']} {m['action']}" + (f" ({m['where']})" if m.get("where") else ""), position=m["position"]))
-    p(_row("", f"[dim]{escape(saw['history'])}[/]", raw=True), soft_wrap=True)  # a command to copy: never broken across lines
+    # A command to copy, never broken across lines: saw.history's, for the shell it is printed in (the field, data the
+    # library returns too, reads no CHRONICLE_DB; this line, like the others' hints, does).
+    history = pasted(f"history {c['session_id']} --at {c['turn']} --step {c['step']}", url)
+    p(_row("", f"[dim]{history}[/]", raw=True), soft_wrap=True)
     decided = [f"text: {short(d['text'], 160)}"] if d["text"] else []
     if d["thinking"]:
         decided.insert(0, f"thinking: {short(d['thinking'], 160)}")

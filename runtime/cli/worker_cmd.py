@@ -48,6 +48,7 @@ if TYPE_CHECKING:  # the use cases import the loop, pydantic and the providers; 
     from chronicle.runtime.app import approvals, loops, specs
     from chronicle.runtime.app import resume as resuming
     from chronicle.runtime.app import worker as working
+    from chronicle.runtime.store import ChronicleStore
 else:
     approvals = lazy_module("chronicle.runtime.app.approvals")
     loops = lazy_module("chronicle.runtime.app.loops")
@@ -187,7 +188,7 @@ def approve(
     with cli_errors():
         store = open_store(db, create=False)
         decided = approvals.approve(store, session, tool_call=tool_call, always=always)
-        _decided(decided, "approved", as_json, store.url)
+        _decided(decided, "approved", as_json, store)
 
 
 def deny(
@@ -201,21 +202,28 @@ def deny(
     with cli_errors():
         store = open_store(db, create=False)
         decided = approvals.deny(store, session, tool_call=tool_call, reason=reason)
-        _decided(decided, "denied", as_json, store.url)
+        _decided(decided, "denied", as_json, store)
 
 
-def _decided(decided: approvals.Decided, verb: str, as_json: bool, url: str) -> None:
+def _decided(decided: approvals.Decided, verb: str, as_json: bool, store: ChronicleStore) -> None:
+    """The decision (exit 0: it is recorded and valid), then how the turn goes on: `resume`, or, when `resume` here would
+    refuse (a tool defined in the program that paused, a workspace gone), why, as `resume` says it."""
+    sid = decided.session_id
+    why = resuming.cannot_run_here(store, sid)
     if as_json:
         for row in decided.rows():
             print_json(row)
-        return
-    from .render import short, whole_input
+    else:
+        from .render import short, whole_input
 
-    sid = decided.session_id
-    for call in decided.calls:
-        out_console.print(f"{verb} {escape(short(call.name))} ({call.id}):")
-        out_console.print(escape(whole_input(call.input)), style="dim")
-    out_console.print(f"continue the turn with `{pasted(f'resume {sid}', url)}`", soft_wrap=True)
+        for call in decided.calls:
+            out_console.print(f"{verb} {escape(short(call.name))} ({call.id}):")
+            out_console.print(escape(whole_input(call.input)), style="dim")
+        if why is None:
+            out_console.print(f"continue the turn with `{pasted(f'resume {sid}', store.url)}`", soft_wrap=True)
+    if why is not None:
+        err_console.print(f"[yellow]note:[/] {verb} and recorded, but `{escape(pasted(f'resume {sid}', store.url))}` cannot go on from "
+                          f"here: {escape(why)}", soft_wrap=True, highlight=False)
 
 
 @limit_options

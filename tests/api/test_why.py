@@ -311,6 +311,10 @@ def test_the_cli_and_the_server_answer_as_the_library_does(db_url, workspace, tm
     done = cli("why", sid[:8], "--json", "--db", db_url)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout) == chain and chain["saw"]["history"].startswith("chronicle --db ")
+    # The same answer from a shell whose CHRONICLE_DB names the store: a field of the answer is not shaped by the
+    # environment of the process asking (the library's caller's is not known), as a message's hint is.
+    from_env = cli("why", sid[:8], "--json", db=db_url)
+    assert from_env.returncode == 0 and json.loads(from_env.stdout) == chain, from_env.stderr
     shown = cli("why", sid[:8], "t1", db=db_url)
     assert shown.returncode == 0, shown.stderr
     for part in ("Why peek (t1)", "Asked", "read a", "Decided", "Let me peek.", "Checked", "Did", "value of a", "Then", "it is a"):

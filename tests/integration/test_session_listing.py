@@ -106,6 +106,11 @@ def test_the_read_models_list_sessions_exactly_as_the_aggregates_do(db_url, tmp_
     assert rows[s["a2x"]]["parent_session_id"] == s["a2"]
     assert rows[s["c"]]["status"] == "idle" and rows[s["c"]]["repair"] == "manual_required"
     assert rows[s["e"]]["status"] == "awaiting_approval"
+    # how each session's last turn ended, beside its status (idle whatever the ending): the same from both paths
+    assert (rows[s["c"]]["last_turn_status"], rows[s["d"]]["last_turn_status"]) == ("failed", "failed")
+    assert rows[s["e"]]["last_turn_status"] == "awaiting_approval" and rows[s["f"]]["last_turn_status"] == "completed"
+    assert rows[s["b"]]["last_turn_status"] == "completed"  # its undone turn's, the last it ran
+    assert all(r["last_turn_status"] is None for r in rows.values() if r["title"] == "nul\x00title")  # no turn yet
     assert any((r["forked_from"] or {}).get("session_id") == s["a"] and r["forked_from"]["turn"] == 1 for r in rows.values())
     assert any(r["queued"] == 2 and r["title"] == "nul\x00title" for r in rows.values())
     assert rows[s["b"]]["turns"] == 1 and rows[s["a"]]["turns"] == 1
@@ -256,14 +261,18 @@ def test_an_old_store_rebuilds_the_summaries_and_lists_what_the_old_code_listed(
     second = cli("sessions", "--all", "--json", db=old_store)
     assert second.returncode == 0, second.stderr
     assert json_lines(second.stdout) == json_lines(first.stdout)
-    # The same rows as the old code listed, extended by the model each session runs on (summaries v3) and the instance
-    # name (v4), which sessions recorded before it do not have; by creation time, where the old code listed them in
-    # index order (the v2 fixture's fork was made after sessions its frozen clock dates later).
+    # The same rows as the old code listed, extended by the model each session runs on (summaries v3), the instance
+    # name (v4), which sessions recorded before it do not have, and how the last turn ended (v6); by creation time, where
+    # the old code listed them in index order (the v2 fixture's fork was made after sessions its frozen clock dates later).
     from chronicle.projections.session_listing import oldest_first
 
     assert all(row.get("model") for row in json_lines(first.stdout))
     assert all(row["instance"] is None for row in json_lines(first.stdout))
-    listed = [{k: v for k, v in row.items() if k not in ("model", "instance")} for row in json_lines(first.stdout)]
+    assert all(row["last_turn_status"] in ("completed", "failed", "awaiting_approval", "cancelled", None)
+               for row in json_lines(first.stdout))
+    assert any(row["last_turn_status"] == "completed" for row in json_lines(first.stdout))
+    listed = [{k: v for k, v in row.items() if k not in ("model", "instance", "last_turn_status")}
+              for row in json_lines(first.stdout)]
     assert listed == oldest_first(before, lambda row: row["created_at"])
     assert_same(old_store)
 

@@ -71,3 +71,34 @@ def test_an_empty_store_url_is_refused_not_taken_for_the_default_store(tmp_path)
     assert error.value.code == 2
     unset = cli("sessions", cwd=tmp_path, env={"CHRONICLE_DB": ""})
     assert "the store URL is empty" not in unset.stderr, unset.stderr
+
+
+@pytest.mark.parametrize(("given", "meant"), [("plain.db", "sqlite:///plain.db"), ("./x.db", "sqlite:///x.db"),
+                                              ("~/x.db", f"sqlite:///{os.path.expanduser('~/x.db')}")])
+def test_chronicle_refuses_a_path_when_it_is_made_not_at_its_first_call(given, meant, tmp_path, monkeypatch):
+    """`Chronicle("plain.db")` was taken, then its first call raised the same words through a traceback of its own."""
+    from chronicle import Chronicle, ChronicleError
+
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ChronicleError) as refused:
+        Chronicle(given)
+    assert refused.value.code == 2 and f"{given!r} is a path, not a database URL: for that SQLite file use {meant} " in str(refused.value)
+    monkeypatch.setenv("CHRONICLE_DB", given)  # from the environment: said so
+    with pytest.raises(ChronicleError) as refused:
+        Chronicle()
+    assert refused.value.code == 2 and str(refused.value).startswith(f"CHRONICLE_DB: {given!r} is a path"), refused.value
+    assert list(tmp_path.iterdir()) == []  # no store made anywhere
+
+
+def test_chronicle_db_and_the_default_still_name_a_store(tmp_path, monkeypatch):
+    from chronicle import Chronicle
+    from tests.helpers import cli
+
+    monkeypatch.chdir(tmp_path)
+    assert Chronicle().url == f"sqlite:///{tmp_path / '.chronicle' / 'chronicle.db'}"
+    monkeypatch.setenv("CHRONICLE_DB", "sqlite:///named.db")
+    assert Chronicle().url == f"sqlite:///{tmp_path / 'named.db'}"
+    assert Chronicle("sqlite:///other.db").url == f"sqlite:///{tmp_path / 'other.db'}"
+    refused = cli("sessions", cwd=tmp_path, env={"CHRONICLE_DB": "plain.db"})
+    assert refused.returncode == 2 and "'plain.db' is a path, not a database URL" in refused.stderr, refused.stderr
+    assert list(tmp_path.iterdir()) == []

@@ -84,6 +84,22 @@ def test_the_root_db_is_not_the_shells_chronicle_db(here, tmp_path, monkeypatch)
         SHELL_DB.reset(token)
 
 
+def test_a_field_of_an_answer_does_not_read_chronicle_db(here, tmp_path, monkeypatch):
+    """`why`'s saw.history is the same from the CLI (whose shell has CHRONICLE_DB) and the library (whose caller's
+    environment is not known): only the default lookup from the current directory makes it plain."""
+    other = f"sqlite:///{tmp_path / 'elsewhere.db'}"
+    default = f"sqlite:///{here / '.chronicle' / 'chronicle.db'}"
+    for shell in ("", other):
+        monkeypatch.setenv("CHRONICLE_DB", shell)
+        token = SHELL_DB.set(shell)
+        try:
+            assert pasteable("log abc", other, shell=False) == f"chronicle --db {other} log abc"
+            assert pasteable("log abc", default, shell=False) == "chronicle log abc"
+        finally:
+            SHELL_DB.reset(token)
+    assert pasteable("log abc", other) == "chronicle log abc"  # a message's hint still reads the shell's
+
+
 def test_a_password_never_reaches_the_hint(here):
     url = "postgresql://alice:s3cr%40t-pw@db.example:5433/agents?schema=team&sslpassword=k3y-pass&sslmode=require"
     hint = pasteable("log abc", url)
