@@ -17,7 +17,7 @@ from typing import Any
 
 from chronicle.domain.content import ModelResponse, ProviderError
 
-from .anthropic_errors import PROMPT_TOO_LONG, RETRYABLE_STATUS, _is_transport_error, redact, retry_after_seconds
+from .anthropic_errors import RETRYABLE_STATUS, _is_transport_error, is_prompt_too_long, redact, retry_after_seconds
 from .base import DeltaSink, ModelRequest, with_request_id
 from .loop_client import LoopClient
 from .openai_chat import ChunkAssembler, ChunkStreamIncomplete, wire_messages, wire_tools
@@ -112,7 +112,7 @@ def openai_error(exc: BaseException, secrets: tuple[str | None, ...] = ()) -> Pr
         kind, message = _error_fields(exc.body)
         message = message or exc.message or str(exc)
         retryable = status in RETRYABLE_STATUS
-        if status == 400 and PROMPT_TOO_LONG.search(message):
+        if status == 400 and (is_prompt_too_long(message) or kind == "context_length_exceeded"):
             kind, retryable = "prompt_too_long", False
         return ProviderError(
             kind=kind or f"http_{status}",
