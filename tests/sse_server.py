@@ -2,7 +2,7 @@
 
 Tests point the real `anthropic` SDK at it (base_url / ANTHROPIC_BASE_URL) and script what
 each request gets: a normal stream, an HTTP error with or without retry-after, an overload
-inside a 200 stream, a slow stream to cancel, a dropped connection. Every request is recorded
+inside a 200 stream, a slow stream to cancel, a stream that stalls with only pings, a dropped connection. Every request is recorded
 (path, headers, JSON body) so tests can check what the client sent; a stream the client
 closed early is noted on its record. Like the real API, it refuses (400 invalid_request_error) a
 Messages request whose messages hold tool_use/tool_result blocks but which defines no tools. Runs in a thread on 127.0.0.1 with a random port.
@@ -154,12 +154,15 @@ def error_event(error_type: str = "overloaded_error", message: str = "Overloaded
 
 @dataclass
 class Stream:
-    """HTTP 200 with these SSE events; `delay_s` between events; `hang_after` events then wait."""
+    """HTTP 200 with these SSE events; `delay_s` between events; `hang_after` events then wait,
+    sending keep-alive comments, or with `ping_every_s` a `ping` event that often (the API's own
+    keep-alive: the connection is never silent, yet no content comes)."""
 
     events: list[tuple[str, dict[str, Any]]]
     delay_s: float = 0.0
     hang_after: int | None = None
     drop_after: int | None = None
+    ping_every_s: float | None = None
 
 
 @dataclass
@@ -330,8 +333,9 @@ class SSEServer:
                 handler.wfile.flush()
                 if behaviour.hang_after is not None and number + 1 >= behaviour.hang_after:
                     # Wait for the client to go away (or the test to end), probing the socket.
-                    while not self.release.wait(0.02):
-                        handler.wfile.write(b": keep-alive\n\n")
+                    probe = self.sse_frame("ping", {"type": "ping"}) if behaviour.ping_every_s else b": keep-alive\n\n"
+                    while not self.release.wait(behaviour.ping_every_s or 0.02):
+                        handler.wfile.write(probe)
                         handler.wfile.flush()
                 if behaviour.delay_s:
                     time.sleep(behaviour.delay_s)

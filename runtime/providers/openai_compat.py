@@ -18,7 +18,7 @@ from typing import Any
 from chronicle.domain.content import ModelResponse, ProviderError
 
 from .anthropic_errors import RETRYABLE_STATUS, _is_transport_error, is_prompt_too_long, redact, retry_after_seconds
-from .base import DeltaSink, ModelRequest, with_request_id
+from .base import DeltaSink, IdleTimeout, ModelRequest, with_request_id
 from .loop_client import LoopClient
 from .openai_chat import ChunkAssembler, ChunkStreamIncomplete, wire_messages, wire_tools
 
@@ -74,19 +74,23 @@ class OpenAICompatProvider:
         model = request.model or self.model
         assembler = ChunkAssembler(model)
         request_id: str | None = None
+        idle = IdleTimeout(self.timeout_s)
         try:
-            stream = await (await self._clients.get()).chat.completions.create(**self.request_params(request))
-            request_id = stream.response.headers.get("x-request-id")
-            async with stream:
-                async for chunk in stream:
-                    for delta in assembler.feed(chunk.to_dict(mode="json")):
-                        await on_delta(delta)
+            async with idle:
+                stream = await (await self._clients.get()).chat.completions.create(**self.request_params(request))
+                request_id = stream.response.headers.get("x-request-id")
+                async with stream:
+                    async for chunk in stream:
+                        idle.progress()  # keep-alive comments never become chunks
+                        for delta in assembler.feed(chunk.to_dict(mode="json")):
+                            await on_delta(delta)
             return with_request_id(assembler.response(), request_id)
         except ChunkStreamIncomplete as exc:
             failed = self._failed(model, ProviderError(kind="connection_error", message=str(exc), retryable=True))
             return with_request_id(failed, request_id)
         except Exception as exc:  # noqa: BLE001 - provider failures are data; CancelledError passes
-            failed = self._failed(model, openai_error(exc, secrets=(self._api_key, os.environ.get("OPENAI_API_KEY"))))
+            error = idle.error() if idle.expired() else openai_error(exc, secrets=(self._api_key, os.environ.get("OPENAI_API_KEY")))
+            failed = self._failed(model, error)
             return with_request_id(failed, request_id or getattr(exc, "request_id", None))
 
     @staticmethod
