@@ -258,8 +258,18 @@ class ModelResponse(BaseModel):
         return self.stop_reason in FINISHED_STOP_REASONS
 
     @property
-    def cut_tool_uses(self) -> list[ToolUseBlock]:
-        return [b for b in self.tool_uses if b.cut]
+    def cut_tool_uses(self) -> list[ToolUseBlock | OtherBlock]:
+        """Every block whose input was cut mid-JSON: our tool_use calls and the API's server_tool_use /
+        mcp_tool_use alike (`cut_block_ref` names them)."""
+        return [b for b in self.content if isinstance(b, (ToolUseBlock, OtherBlock)) and PARTIAL_INPUT_KEY in (b.model_extra or {})]
+
+
+def cut_block_ref(block: ToolUseBlock | OtherBlock) -> tuple[str, str]:
+    """(id, name) of a tool-use-like block, of our model or not."""
+    if isinstance(block, ToolUseBlock):
+        return block.id, block.name
+    extra = block.model_extra or {}
+    return str(extra.get("id", "")), str(extra.get("name", block.type))
 
 
 class Message(BaseModel):

@@ -14,7 +14,7 @@ from datetime import timedelta
 from time import monotonic
 from typing import Any
 
-from chronicle.domain.content import Message, ModelResponse, TextBlock, ToolUseBlock
+from chronicle.domain.content import Message, ModelResponse, TextBlock, ToolUseBlock, cut_block_ref
 from chronicle.domain.context import merge_roles, turn_messages
 from chronicle.domain.turn import Turn
 
@@ -93,14 +93,14 @@ def unfinished_outcome(response: ModelResponse) -> tuple[str, dict[str, Any]] | 
             "and left out of later context"
         )
         return reason, {"kind": "refusal", "stop_details": response.stop_details}
-    cut = response.cut_tool_uses
+    cut = [cut_block_ref(b) for b in response.cut_tool_uses]
     if cut:
-        names = ", ".join(dict.fromkeys(b.name for b in cut))
+        names = ", ".join(dict.fromkeys(name for _, name in cut))
         reason = (
             f"the response was cut at max_tokens while writing the input of {names}; the call was not run "
             "and nothing was invented: ask for smaller steps, or raise max_tokens"
         )
-        return reason, {"kind": "max_tokens_tool_input", "tool_use_ids": [b.id for b in cut]}
+        return reason, {"kind": "max_tokens_tool_input", "tool_use_ids": [id_ for id_, _ in cut]}
     return None
 
 

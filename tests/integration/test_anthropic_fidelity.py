@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import pytest
+
 from chronicle.domain.content import Message, TextBlock
 from chronicle.runtime.providers.anthropic_provider import AnthropicProvider
 from chronicle.runtime.providers.base import ModelRequest, ignore_deltas
@@ -97,6 +99,27 @@ def test_tool_input_cut_by_max_tokens_is_kept_raw_never_run_and_the_turn_says_so
     second_turn(harness, "try again")
     sent = sse.requests[1].body["messages"]
     assert all(b.get("id") != "toolu_cut" and b.get("tool_use_id") != "toolu_cut" for m in sent for b in m["content"])
+
+
+@pytest.mark.parametrize("kind,name,extra", [
+    ("server_tool_use", "web_search", {}),
+    ("mcp_tool_use", "search_docs", {"server_name": "docs"}),
+], ids=["server_tool_use", "mcp_tool_use"])
+def test_a_server_tool_input_cut_by_max_tokens_is_kept_raw_and_never_sent_back(db_url, workspace, sse, kind, name, extra):
+    raw = '{"query": "event sourc'
+    cut = {"type": kind, "id": "srvtoolu_cut", "name": name, "input": {}, "raw_json": raw, **extra}
+    sse.script(reply([text("Let me search."), cut], stop_reason="max_tokens"), reply([text("Searched.")]))
+    harness = AnthropicHarness(db_url, workspace, sse)
+    outcome = harness.run("search it")
+    assert outcome.status == "failed" and "cut at max_tokens" in outcome.reason and name in outcome.reason
+    turn = harness.turn()
+    assert turn.error == {"kind": "max_tokens_tool_input", "tool_use_ids": ["srvtoolu_cut"]}
+    block = turn.steps[0]["response"]["content"][1]
+    assert block["type"] == kind and block["input"] == {} and block["partial_input_json"] == raw  # recorded as it came
+    assert second_turn(harness, "and?").status == "completed"
+    assert not sse.refused, [r.body for r in sse.refused]  # the API would refuse partial_input_json on any block
+    sent = sse.requests[1].body["messages"]
+    assert all(b.get("id") != "srvtoolu_cut" for m in sent for b in m["content"]), sent
 
 
 def test_text_cut_by_max_tokens_completes_but_the_outcome_says_it_is_cut(db_url, workspace, sse):
