@@ -230,7 +230,8 @@ class ModelResponse(BaseModel):
     stop_sequence: str | None = None
     #: Why the model stopped, in detail, as the API sent it (a refusal's category and explanation).
     stop_details: dict[str, Any] | None = None
-    #: The provider's own message when its shape is not ours (chat-completions), kept as it came.
+    #: The provider's own message when its shape is not ours (chat-completions), kept as it came; for
+    #: the Messages API, `{"stop_reason": …}` when the API's stop reason is not one of ours.
     #: Left out of the dump when absent, so responses recorded before it existed look the same.
     raw: dict[str, Any] | None = None
     #: The provider's id of the HTTP request (Anthropic's `request-id`, OpenAI's `x-request-id` header),
@@ -256,6 +257,14 @@ class ModelResponse(BaseModel):
     @property
     def finished(self) -> bool:
         return self.stop_reason in FINISHED_STOP_REASONS
+
+    @property
+    def provider_stop_reason(self) -> str:
+        """The stop reason as the provider sent it: `stop_reason` holds ours (the loop decides by it),
+        and a value outside our vocabulary (`model_context_window_exceeded`, one newer than this code)
+        is kept as it came under `raw`."""
+        said = (self.raw or {}).get("stop_reason")
+        return said if isinstance(said, str) and said else self.stop_reason
 
     @property
     def cut_tool_uses(self) -> list[ToolUseBlock | OtherBlock]:
