@@ -230,7 +230,8 @@ class ModelResponse(BaseModel):
     stop_sequence: str | None = None
     #: Why the model stopped, in detail, as the API sent it (a refusal's category and explanation).
     stop_details: dict[str, Any] | None = None
-    #: The provider's own message when its shape is not ours (chat-completions), kept as it came.
+    #: The provider's own message when its shape is not ours (chat-completions), kept as it came; for
+    #: the Messages API, `{"stop_reason": …}` when the API's stop reason is not one of ours.
     #: Left out of the dump when absent, so responses recorded before it existed look the same.
     raw: dict[str, Any] | None = None
     #: The provider's id of the HTTP request (Anthropic's `request-id`, OpenAI's `x-request-id` header),
@@ -258,8 +259,26 @@ class ModelResponse(BaseModel):
         return self.stop_reason in FINISHED_STOP_REASONS
 
     @property
-    def cut_tool_uses(self) -> list[ToolUseBlock]:
-        return [b for b in self.tool_uses if b.cut]
+    def provider_stop_reason(self) -> str:
+        """The stop reason as the provider sent it: `stop_reason` holds ours (the loop decides by it),
+        and a value outside our vocabulary (`model_context_window_exceeded`, one newer than this code)
+        is kept as it came under `raw`."""
+        said = (self.raw or {}).get("stop_reason")
+        return said if isinstance(said, str) and said else self.stop_reason
+
+    @property
+    def cut_tool_uses(self) -> list[ToolUseBlock | OtherBlock]:
+        """Every block whose input was cut mid-JSON: our tool_use calls and the API's server_tool_use /
+        mcp_tool_use alike (`cut_block_ref` names them)."""
+        return [b for b in self.content if isinstance(b, (ToolUseBlock, OtherBlock)) and PARTIAL_INPUT_KEY in (b.model_extra or {})]
+
+
+def cut_block_ref(block: ToolUseBlock | OtherBlock) -> tuple[str, str]:
+    """(id, name) of a tool-use-like block, of our model or not."""
+    if isinstance(block, ToolUseBlock):
+        return block.id, block.name
+    extra = block.model_extra or {}
+    return str(extra.get("id", "")), str(extra.get("name", block.type))
 
 
 class Message(BaseModel):

@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from typing import Any
 from uuid import UUID
 
-from .wire_blocks import FINISHED_STOP_REASONS, PARTIAL_INPUT_KEY, plain_blocks
+from .wire_blocks import FINISHED_STOP_REASONS, has_cut_input, plain_blocks
 
 
 def refused(turn: Any) -> bool:
@@ -127,15 +127,17 @@ def turn_wire(turn: Any) -> list[dict[str, Any]]:
 def sent_content(step: dict[str, Any], answer: str | None = None) -> list[dict[str, Any]] | None:
     """The step's response blocks as they are sent back (`answer`: the turn's final text as a final
     guardrail changed it, on the last step only), or None when the step sends nothing, its tool
-    results included: a response that did not finish, or whose tool input was cut (its results would
-    answer blocks the model never sees), and a refusal (its turn is left out whole)."""
+    results included: a response that did not finish, or whose tool input was cut (a tool_use, or a
+    server_tool_use / mcp_tool_use the API ran: the block cannot go back without `partial_input_json`,
+    which the API refuses, or an invented input; its results would answer blocks the model never sees),
+    and a refusal (its turn is left out whole)."""
     response = step["response"]
     content = response.get("content") or []
     if answer is not None:
         content = with_answer(content, answer)
     if response.get("stop_reason") not in FINISHED_STOP_REASONS or response.get("stop_reason") == "refusal":
         return None
-    if any(PARTIAL_INPUT_KEY in block for block in content if block.get("type") == "tool_use"):
+    if has_cut_input(content):
         return None
     return content
 

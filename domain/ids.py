@@ -38,12 +38,19 @@ def tool_call_id(turn_id_: UUID, step: int, tool_use_id: str) -> UUID:
     return uuid5(turn_id_, f"tool/{step}/{tool_use_id}")
 
 
+#: Stop reasons of a response that opens no tool call whatever its blocks (domain/turn_steps.py
+#: `step_entry`): it did not finish. A stream broken after a tool_use block, or a response refused
+#: for duplicate tool_use ids (runtime/response_checks.py), keeps its blocks and has no calls.
+OPENS_NO_CALLS = ("error", "aborted")
+
+
 def tool_call_ids(turn_id_: UUID, steps: list[dict[str, Any]]) -> list[UUID]:
-    """The ids of the tool calls a turn's recorded responses asked for, in order: derived from
+    """The ids of the tool calls a turn's recorded responses opened, in order: derived from
     the turn alone, so listing a session's aggregates reads no tool call."""
     return [
         tool_call_id(turn_id_, step["step"], block["id"])
-        for step in steps for block in step["response"].get("content", []) if block.get("type") == "tool_use"
+        for step in steps if step["response"].get("stop_reason") not in OPENS_NO_CALLS
+        for block in step["response"].get("content", []) if block.get("type") == "tool_use"
     ]
 
 

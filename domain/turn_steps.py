@@ -15,6 +15,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Sequence
 
 from .errors import DomainError
+from .ids import OPENS_NO_CALLS
 from .stored_response import expand
 
 if TYPE_CHECKING:  # the content models (pydantic) are imported where they are used: replaying a turn builds none
@@ -60,7 +61,7 @@ def step_entry(step: int, response: dict[str, Any], fingerprint: str, request_de
     """The state a ModelResponded adds: a step whose tool calls wait for results (`results` None) if
     the response asks for tools and finished; an errored or aborted response's calls never run."""
     has_tools = any(b.get("type") == "tool_use" for b in response.get("content", []))
-    finished = response.get("stop_reason") not in ("error", "aborted")
+    finished = response.get("stop_reason") not in OPENS_NO_CALLS
     return {
         "step": step,
         "response": expand(response),

@@ -13,9 +13,16 @@ from __future__ import annotations
 import math
 from typing import Any
 
-#: Set by the stream assembler on a tool_use whose input JSON never completed: the raw text the
-#: model produced, kept instead of a guessed completion. Such a block is never sent back.
+#: Set by the stream assembler on a block whose streamed input JSON never completed (`tool_use`,
+#: and the API's own `server_tool_use`, `mcp_tool_use`, any block that streams input_json_delta):
+#: the raw text the model produced, kept instead of a guessed completion. Not an API field: such a
+#: block is never sent back, nor is the response holding it (`has_cut_input`).
 PARTIAL_INPUT_KEY = "partial_input_json"
+
+
+def has_cut_input(content: Any) -> bool:
+    """Whether any block of a recorded response's content (dicts) had its input cut, whatever its type."""
+    return any(isinstance(block, dict) and PARTIAL_INPUT_KEY in block for block in content or ())
 
 #: Stop reasons of a response that the model actually finished and may be sent back.
 FINISHED_STOP_REASONS = frozenset({"end_turn", "tool_use", "max_tokens", "stop_sequence", "pause_turn", "refusal"})

@@ -18,7 +18,7 @@ from chronicle.domain.content import BlockList, sendable
 from chronicle.domain.session import Session
 from chronicle.domain.turn import Turn
 from chronicle.domain.turn_steps import is_kept_ref, resolve_kept
-from chronicle.domain.wire_blocks import FINISHED_STOP_REASONS, PARTIAL_INPUT_KEY, dumps_as_is
+from chronicle.domain.wire_blocks import FINISHED_STOP_REASONS, dumps_as_is, has_cut_input
 
 from .base import Projection, on
 from .sql import Tx, dumps, iso
@@ -342,7 +342,7 @@ def is_sent(content: list[Any], stop: str | None) -> bool:
     whole turn, as `turn_messages` does."""
     if stop not in FINISHED_STOP_REASONS:
         return False
-    return not any(PARTIAL_INPUT_KEY in block for block in content if isinstance(block, dict) and block.get("type") == "tool_use")
+    return not has_cut_input(content)
 
 
 def sent_response(content: list[Any], stop: str | None) -> str | None:

@@ -14,7 +14,7 @@ from datetime import timedelta
 from time import monotonic
 from typing import Any
 
-from chronicle.domain.content import Message, ModelResponse, TextBlock, ToolUseBlock
+from chronicle.domain.content import Message, ModelResponse, TextBlock, ToolUseBlock, cut_block_ref
 from chronicle.domain.context import merge_roles, turn_messages
 from chronicle.domain.turn import Turn
 
@@ -64,15 +64,40 @@ def runs_no_tools(response: ModelResponse) -> bool:
     return response.stop_reason in NOT_RUN_STOP_REASONS or bool(response.cut_tool_uses)
 
 
+#: The API's stop reason when the answer filled the model's context window (recorded as max_tokens for the loop).
+CONTEXT_WINDOW_FULL = "model_context_window_exceeded"
+
+
+def cut_at(response: ModelResponse) -> str:
+    """The limit that cut a response short, as the user is told it: max_tokens, or the context window."""
+    if response.provider_stop_reason == CONTEXT_WINDOW_FULL:
+        return f"the context window's limit ({CONTEXT_WINDOW_FULL})"
+    return "max_tokens"
+
+
+def input_not_object(response: ModelResponse) -> bool:
+    """A tool input that is not a JSON object although the response was not cut (stop reason
+    tool_use or end_turn): the model (or the server) wrote JSON that does not parse, or parses to a
+    list, a string, a number. Kept raw like a cut input, but it is not a max_tokens matter."""
+    return response.stop_reason != "max_tokens" and bool(response.cut_tool_uses)
+
+
 def not_run_reason(response: ModelResponse, block: ToolUseBlock) -> str | None:
     """Why a tool call of this response is recorded as failed without running, or None to run it."""
+    if block.cut and input_not_object(response):
+        return (
+            f"this call's input is not a JSON object (the model wrote {len(block.partial_input_json or '')} characters "
+            "that do not parse to one), so it was not run; the text is kept on the recorded response, never repaired by guessing"
+        )
     if block.cut:
         return (
-            f"the response was cut at max_tokens inside this call's input, so it was not run; the partial input "
+            f"the response was cut at {cut_at(response)} inside this call's input, so it was not run; the partial input "
             f"({len(block.partial_input_json or '')} characters) is kept on the recorded response, never completed by guessing"
         )
+    if input_not_object(response):
+        return "not run: another call of this response has an input that is not a JSON object, so the response is not sent back"
     if response.stop_reason == "max_tokens" or response.cut_tool_uses:
-        return CUT_AT_MAX_TOKENS
+        return CUT_AT_MAX_TOKENS.replace("max_tokens", cut_at(response), 1)
     if response.stop_reason == "refusal":
         return "not run: the model refused this request"
     return None
@@ -82,8 +107,9 @@ def unfinished_outcome(response: ModelResponse) -> tuple[str, dict[str, Any]] | 
     """A recorded response that ends the turn as failed although the call itself worked.
 
     A refusal: the turn is left out of every later request (domain/context.py), as the API
-    documentation asks. A tool input cut by max_tokens: the call cannot be run or sent back
-    without inventing input, so the turn stops and says so.
+    documentation asks. A tool input cut by max_tokens (or the context window), or one that is
+    not a JSON object although nothing cut it: the call cannot be run or sent back without
+    inventing input, so the turn stops and says which of the two happened.
     """
     if response.stop_reason == "refusal":
         details = response.stop_details or {}
@@ -93,21 +119,37 @@ def unfinished_outcome(response: ModelResponse) -> tuple[str, dict[str, Any]] | 
             "and left out of later context"
         )
         return reason, {"kind": "refusal", "stop_details": response.stop_details}
-    cut = response.cut_tool_uses
-    if cut:
-        names = ", ".join(dict.fromkeys(b.name for b in cut))
+    cut = [cut_block_ref(b) for b in response.cut_tool_uses]
+    if cut and input_not_object(response):
+        names = ", ".join(dict.fromkeys(name for _, name in cut))
         reason = (
-            f"the response was cut at max_tokens while writing the input of {names}; the call was not run "
-            "and nothing was invented: ask for smaller steps, or raise max_tokens"
+            f"the model wrote an input for {names} that is not a JSON object (stop reason {response.provider_stop_reason!r}, "
+            "not a cut); the call was not run and nothing was repaired: the raw text is on the recorded response. "
+            "Ask again; if it repeats, the model or the server sends malformed tool input"
         )
-        return reason, {"kind": "max_tokens_tool_input", "tool_use_ids": [b.id for b in cut]}
+        return reason, {"kind": "invalid_tool_input", "tool_use_ids": [id_ for id_, _ in cut]}
+    if cut:
+        names = ", ".join(dict.fromkeys(name for _, name in cut))
+        limit = cut_at(response)
+        remedy = "raise max_tokens" if limit == "max_tokens" else "shorten the conversation (compact it, or start a new session)"
+        reason = (
+            f"the response was cut at {limit} while writing the input of {names}; the call was not run "
+            f"and nothing was invented: ask for smaller steps, or {remedy}"
+        )
+        return reason, {"kind": "max_tokens_tool_input", "tool_use_ids": [id_ for id_, _ in cut]}
     return None
 
 
 def completion_note(response: ModelResponse) -> str | None:
-    """Said with a completed turn whose final answer is not whole."""
+    """Said with a completed turn whose final answer is not whole, or that ended for a reason this
+    version does not know (read as the nearest of ours; the API's own value is recorded)."""
+    said = response.provider_stop_reason
+    if said == CONTEXT_WINDOW_FULL:
+        return f"the answer was cut because the model's context window is full ({CONTEXT_WINDOW_FULL}): it may be incomplete"
     if response.stop_reason == "max_tokens":
         return "the answer was cut at max_tokens: it may be incomplete"
+    if said != response.stop_reason:
+        return f"the model stopped with stop reason {said!r}, which this version does not know; it was read as {response.stop_reason!r}"
     return None
 
 

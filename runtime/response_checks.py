@@ -27,11 +27,11 @@ def unrecordable(response: ModelResponse) -> str | None:
 
 
 def as_failure(response: ModelResponse, problem: str) -> ModelResponse:
-    """The response as a failed call: usage and model kept (it was paid for), no tool calls opened."""
-    kept = [block.model_dump(mode="json") for block in response.tool_uses]
-    detail = f"{problem}; the response was recorded as a failure and none of its {len(kept)} tool call(s) ran"
-    return response.model_copy(update={
-        "stop_reason": "error",
-        "content": [],
-        "error": ProviderError(kind="invalid_response", message=detail),
-    })
+    """The response as a failed call: content, usage and model kept as the model sent them (it was
+    paid for, and the record shows what was wrong). Its stop reason `error` opens no tool call
+    (domain/turn_steps.py) and is never sent back (domain/context_wire.py sends finished responses only)."""
+    detail = f"{problem}; the response was recorded as a failure and none of its {len(response.tool_uses)} tool call(s) ran"
+    update: dict[str, object] = {"stop_reason": "error", "error": ProviderError(kind="invalid_response", message=detail)}
+    if response.raw is None:  # the stop reason the API sent is kept where every other one of its own is
+        update["raw"] = {"stop_reason": response.stop_reason}
+    return response.model_copy(update=update)

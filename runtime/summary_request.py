@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from chronicle.domain.content import (
+    PARTIAL_INPUT_KEY,
     DocumentBlock,
     ImageBlock,
     Message,
@@ -80,7 +81,7 @@ def render_block(block: Any, tool_names: dict[str, str]) -> str | None:
     # A block this version does not model (server tool calls and their results): named, not sent as a block.
     extra = getattr(block, "model_extra", None) or {}
     if "name" in extra and "input" in extra:
-        arguments = json.dumps(extra["input"], ensure_ascii=False, sort_keys=True)
+        arguments = extra.get(PARTIAL_INPUT_KEY) or json.dumps(extra["input"], ensure_ascii=False, sort_keys=True)
         return f"[{block.type} {extra['name']} {shorten(arguments, MAX_INPUT_CHARS, tail=False)}]"
     return f"[{block.type}]"
 

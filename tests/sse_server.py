@@ -2,10 +2,11 @@
 
 Tests point the real `anthropic` SDK at it (base_url / ANTHROPIC_BASE_URL) and script what
 each request gets: a normal stream, an HTTP error with or without retry-after, an overload
-inside a 200 stream, a slow stream to cancel, a dropped connection. Every request is recorded
+inside a 200 stream, a slow stream to cancel, a stream that stalls with only pings, a dropped connection. Every request is recorded
 (path, headers, JSON body) so tests can check what the client sent; a stream the client
 closed early is noted on its record. Like the real API, it refuses (400 invalid_request_error) a
-Messages request whose messages hold tool_use/tool_result blocks but which defines no tools. Runs in a thread on 127.0.0.1 with a random port.
+Messages request whose messages hold tool_use/tool_result blocks but which defines no tools, and one
+that sends a block back with a field the API does not define (`partial_input_json`). Runs in a thread on 127.0.0.1 with a random port.
 """
 
 from __future__ import annotations
@@ -74,7 +75,7 @@ def message_events(
             deltas.append({"type": "signature_delta", "signature": block["signature"]})
         elif kind == "redacted_thinking":
             start, deltas = dict(block), []
-        elif kind in ("tool_use", "server_tool_use"):
+        elif kind in ("tool_use", "server_tool_use", "mcp_tool_use"):
             start = {k: v for k, v in block.items() if k not in ("input", "raw_json", "split")} | {"input": {}}
             raw = block.get("raw_json", json.dumps(block["input"], ensure_ascii=False))
             deltas = [{"type": "input_json_delta", "partial_json": c} for c in _chunks(raw, block.get("split", split))]
@@ -154,12 +155,15 @@ def error_event(error_type: str = "overloaded_error", message: str = "Overloaded
 
 @dataclass
 class Stream:
-    """HTTP 200 with these SSE events; `delay_s` between events; `hang_after` events then wait."""
+    """HTTP 200 with these SSE events; `delay_s` between events; `hang_after` events then wait,
+    sending keep-alive comments, or with `ping_every_s` a `ping` event that often (the API's own
+    keep-alive: the connection is never silent, yet no content comes)."""
 
     events: list[tuple[str, dict[str, Any]]]
     delay_s: float = 0.0
     hang_after: int | None = None
     drop_after: int | None = None
+    ping_every_s: float | None = None
 
 
 @dataclass
@@ -210,6 +214,19 @@ def tool_blocks_without_tools(path: str, body: dict[str, Any]) -> bool:
                for block in message["content"])
 
 
+def unknown_block_field(path: str, body: dict[str, Any]) -> str | None:
+    """The real API's 400 for a Messages request that sends a block back with a field the API does not
+    define: Chronicle's own record-keeping key `partial_input_json` (a tool input cut mid-JSON) must
+    never reach it, whatever the block's type."""
+    if not path.rstrip("/").endswith("/messages"):
+        return None
+    for number, message in enumerate(body.get("messages") or []):
+        for index, block in enumerate(message.get("content") if isinstance(message.get("content"), list) else []):
+            if isinstance(block, dict) and "partial_input_json" in block:
+                return f"messages.{number}.content.{index}.{block.get('type')}.partial_input_json: Extra inputs are not permitted"
+    return None
+
+
 @dataclass
 class Recorded:
     path: str
@@ -239,10 +256,11 @@ class SSEServer:
                 length = int(self.headers.get("content-length") or 0)
                 raw = self.rfile.read(length)
                 record = Recorded(self.path, {k.lower(): v for k, v in self.headers.items()}, json.loads(raw or b"{}"), raw)
-                if tool_blocks_without_tools(self.path, record.body):
+                refusal = TOOLS_REQUIRED if tool_blocks_without_tools(self.path, record.body) else unknown_block_field(self.path, record.body)
+                if refusal:
                     # Refused as the real API refuses it, before any scripted behaviour is spent on it.
                     server.refused.append(record)
-                    server._answer(self, HttpError(400, "invalid_request_error", TOOLS_REQUIRED), record)
+                    server._answer(self, HttpError(400, "invalid_request_error", refusal), record)
                     return
                 if is_title_request(record.body):
                     # Session titles are auxiliary calls made alongside the first turn; they get a
@@ -330,8 +348,9 @@ class SSEServer:
                 handler.wfile.flush()
                 if behaviour.hang_after is not None and number + 1 >= behaviour.hang_after:
                     # Wait for the client to go away (or the test to end), probing the socket.
-                    while not self.release.wait(0.02):
-                        handler.wfile.write(b": keep-alive\n\n")
+                    probe = self.sse_frame("ping", {"type": "ping"}) if behaviour.ping_every_s else b": keep-alive\n\n"
+                    while not self.release.wait(behaviour.ping_every_s or 0.02):
+                        handler.wfile.write(probe)
                         handler.wfile.flush()
                 if behaviour.delay_s:
                     time.sleep(behaviour.delay_s)

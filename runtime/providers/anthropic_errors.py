@@ -22,7 +22,30 @@ from chronicle.domain.content import ProviderError
 RETRYABLE_STATUS = frozenset({408, 429, 500, 501, 502, 503, 504, 529})
 #: Error types that mean "try again later" whatever the HTTP status says (SSE errors come as 200).
 RETRYABLE_TYPES = frozenset({"overloaded_error", "api_error", "rate_limit_error", "timeout_error"})
-PROMPT_TOO_LONG = re.compile(r"prompt is too long|context.{0,20}(window|length).{0,40}exceed|too many (input )?tokens", re.I)
+#: The request does not fit the model's context window, in the wordings servers use:
+#: "prompt is too long: 212000 tokens > 200000 maximum" and "input length and `max_tokens` exceed
+#: context limit: 199759 + 8192 > 200000, decrease input length or `max_tokens` and try again"
+#: (Anthropic); "This model's maximum context length is 8192 tokens. However, your messages resulted
+#: in …" / code context_length_exceeded (OpenAI and vLLM); "Input length (160062 tokens) exceeds the
+#: maximum allowed length" (SGLang). Not "max_tokens: 250000 > 64000, which is the maximum allowed
+#: number of output tokens": no compaction makes that request fit.
+PROMPT_TOO_LONG = re.compile(
+    r"prompt is too long|exceeds? (the )?context (limit|window)|context.{0,20}(window|length).{0,40}exceed"
+    r"|maximum context length is|context length is only|input length.{0,40}exceeds? the maximum|too many (input )?tokens",
+    re.I,
+)
+#: "… exceed context limit: <input> + <max_tokens> > <limit>": when max_tokens alone fills the window,
+#: shortening the input cannot help.
+_INPUT_PLUS_OUTPUT = re.compile(r"(\d+)\s*\+\s*(\d+)\s*>\s*(\d+)")
+
+
+def is_prompt_too_long(message: str) -> bool:
+    """Whether a 400's message says the request does not fit the context window in a way that a
+    shorter input (compacting older turns) can fix."""
+    if not PROMPT_TOO_LONG.search(message):
+        return False
+    numbers = _INPUT_PLUS_OUTPUT.search(message)
+    return numbers is None or int(numbers.group(2)) < int(numbers.group(3))
 
 
 def redact(text: str, secrets: tuple[str | None, ...] = ()) -> str:
@@ -79,7 +102,7 @@ def provider_error(exc: BaseException, secrets: tuple[str | None, ...] = ()) -> 
         if not in_stream and error_type in RETRYABLE_TYPES and status >= 500:
             retryable = True
         kind = error_type or f"http_{status}"
-        if status == 400 and PROMPT_TOO_LONG.search(api_message or ""):
+        if status == 400 and is_prompt_too_long(api_message or ""):
             kind, retryable = "prompt_too_long", False
         where = "in the response stream" if in_stream else f"HTTP {status}"
         return ProviderError(

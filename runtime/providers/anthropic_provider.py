@@ -32,7 +32,7 @@ from chronicle.domain.content import Message, ModelResponse, ProviderError, dump
 
 from .anthropic_errors import provider_error
 from .assembler import MessageAssembler, StreamIncomplete
-from .base import DEFAULT_MAX_TOKENS, DeltaSink, ModelRequest, attach_partial, with_request_id
+from .base import DEFAULT_MAX_TOKENS, DeltaSink, IdleTimeout, ModelRequest, attach_partial, with_request_id
 from .env_settings import base_url as checked_base_url
 from .env_settings import http_timeout_s
 from .env_settings import thinking_budget as checked_thinking
@@ -108,18 +108,22 @@ class AnthropicProvider:
 
         assembler = MessageAssembler(request.model or self.model)
         request_id: str | None = None
+        idle = IdleTimeout(self.timeout_s)
         try:
-            client = await self._clients.get()
-            stream = await client.post(
-                "/v1/messages", body={**self.request_params(request), "stream": True}, cast_to=object,
-                stream=True, stream_cls=AsyncStream[object],
-            )
-            request_id = stream.response.headers.get("request-id")
-            async with stream:
-                async for event in stream:
-                    if isinstance(event, dict):
-                        for delta in assembler.feed(event):
-                            await on_delta(delta)
+            async with idle:
+                client = await self._clients.get()
+                stream = await client.post(
+                    "/v1/messages", body={**self.request_params(request), "stream": True}, cast_to=object,
+                    stream=True, stream_cls=AsyncStream[object],
+                )
+                request_id = stream.response.headers.get("request-id")
+                async with stream:
+                    async for event in stream:
+                        if isinstance(event, dict):
+                            if event.get("type") != "ping":  # a ping says the connection lives, not that the answer moves
+                                idle.progress()
+                            for delta in assembler.feed(event):
+                                await on_delta(delta)
             return with_request_id(assembler.response(), request_id)
         except asyncio.CancelledError as exc:
             attach_partial(exc, with_request_id(assembler.partial("aborted"), request_id))
@@ -128,7 +132,8 @@ class AnthropicProvider:
             failed = assembler.partial("error", ProviderError(kind="connection_error", message=str(exc), retryable=True))
             return with_request_id(failed, request_id)
         except Exception as exc:  # noqa: BLE001 - provider failures are data; CancelledError passes
-            failed = assembler.partial("error", provider_error(exc, secrets=(self._api_key,)))
+            error = idle.error() if idle.expired() else provider_error(exc, secrets=(self._api_key,))
+            failed = assembler.partial("error", error)
             return with_request_id(failed, request_id or getattr(exc, "request_id", None))
 
 

@@ -16,7 +16,8 @@ from pydantic import ValidationError
 
 from chronicle.domain.content import PARTIAL_INPUT_KEY, ModelResponse, ProviderError, Usage
 
-#: Stop reasons our domain knows; anything newer is mapped by `_stop_reason`.
+#: Stop reasons our domain knows; anything newer is mapped by `_stop_reason` for the loop, and the
+#: API's own value is kept on the response as `raw: {"stop_reason": …}` (ModelResponse.provider_stop_reason).
 KNOWN_STOP_REASONS = {"end_turn", "tool_use", "max_tokens", "stop_sequence", "pause_turn", "refusal"}
 #: Newer API stop reasons with a known meaning in our terms.
 STOP_REASON_ALIASES = {"model_context_window_exceeded": "max_tokens"}
@@ -149,7 +150,9 @@ class MessageAssembler:
         return self._build(self.content(), stop_reason, error)
 
     def _build(self, content: list[dict[str, Any]], stop_reason: str, error: ProviderError | None = None) -> ModelResponse:
+        unknown = self.stop_reason is not None and self.stop_reason not in KNOWN_STOP_REASONS
         return ModelResponse(
+            raw={"stop_reason": self.stop_reason} if unknown else None,  # what the API said, where ours is not it
             id=self.id,
             content=content,  # type: ignore[arg-type]
             stop_reason=stop_reason,  # type: ignore[arg-type]

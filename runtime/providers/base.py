@@ -7,11 +7,12 @@ Cancellation is the one exception: asyncio.CancelledError propagates so the stre
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any, Awaitable, Callable, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from chronicle.domain.content import Message, ModelResponse
+from chronicle.domain.content import Message, ModelResponse, ProviderError
 
 DeltaSink = Callable[[dict[str, Any]], Awaitable[None]]
 #: max_tokens of the agent's own model calls unless a caller says otherwise.
@@ -61,3 +62,41 @@ async def ignore_deltas(_: dict[str, Any]) -> None:
 def with_request_id(response: ModelResponse, request_id: Any) -> ModelResponse:
     """The response with the provider's id of the request that produced it, when the server gave one."""
     return response.model_copy(update={"request_id": request_id}) if isinstance(request_id, str) and request_id else response
+
+
+class IdleTimeout:
+    """How long a streamed call may go without content: the HTTP client's timeout is per read, and
+    a server that keeps a stalled stream alive (the Messages API's `ping` events, SSE comments)
+    resets it forever. Wrap the request and the reading in `async with`; call `progress()` on every
+    event that carries content. When `seconds` pass without one the body is cancelled and leaves
+    with TimeoutError, and `expired()` says it was this bound (not the caller's cancellation, which
+    passes through as CancelledError). It bounds silence, not the whole call: a long answer that
+    keeps streaming is never cut."""
+
+    def __init__(self, seconds: float, setting: str = "CHRONICLE_HTTP_TIMEOUT_S") -> None:
+        self.seconds = seconds
+        self.setting = setting
+        self._scope: asyncio.Timeout | None = None
+
+    async def __aenter__(self) -> "IdleTimeout":
+        self._scope = asyncio.timeout(None)
+        await self._scope.__aenter__()
+        self.progress()
+        return self
+
+    async def __aexit__(self, *exc_info: Any) -> None:
+        assert self._scope is not None
+        await self._scope.__aexit__(*exc_info)
+
+    def progress(self) -> None:
+        if self._scope is not None:
+            self._scope.reschedule(asyncio.get_running_loop().time() + self.seconds)
+
+    def expired(self) -> bool:
+        return self._scope is not None and self._scope.expired()
+
+    def error(self) -> ProviderError:
+        return ProviderError(
+            kind="timeout", retryable=True,
+            message=f"no content from the model for {self.seconds:g} s (the stream stalled; {self.setting} sets this bound)",
+        )

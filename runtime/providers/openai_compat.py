@@ -17,8 +17,8 @@ from typing import Any
 
 from chronicle.domain.content import ModelResponse, ProviderError
 
-from .anthropic_errors import PROMPT_TOO_LONG, RETRYABLE_STATUS, _is_transport_error, redact, retry_after_seconds
-from .base import DeltaSink, ModelRequest, with_request_id
+from .anthropic_errors import RETRYABLE_STATUS, _is_transport_error, is_prompt_too_long, redact, retry_after_seconds
+from .base import DeltaSink, IdleTimeout, ModelRequest, with_request_id
 from .loop_client import LoopClient
 from .openai_chat import ChunkAssembler, ChunkStreamIncomplete, wire_messages, wire_tools
 
@@ -74,19 +74,23 @@ class OpenAICompatProvider:
         model = request.model or self.model
         assembler = ChunkAssembler(model)
         request_id: str | None = None
+        idle = IdleTimeout(self.timeout_s)
         try:
-            stream = await (await self._clients.get()).chat.completions.create(**self.request_params(request))
-            request_id = stream.response.headers.get("x-request-id")
-            async with stream:
-                async for chunk in stream:
-                    for delta in assembler.feed(chunk.to_dict(mode="json")):
-                        await on_delta(delta)
+            async with idle:
+                stream = await (await self._clients.get()).chat.completions.create(**self.request_params(request))
+                request_id = stream.response.headers.get("x-request-id")
+                async with stream:
+                    async for chunk in stream:
+                        idle.progress()  # keep-alive comments never become chunks
+                        for delta in assembler.feed(chunk.to_dict(mode="json")):
+                            await on_delta(delta)
             return with_request_id(assembler.response(), request_id)
         except ChunkStreamIncomplete as exc:
             failed = self._failed(model, ProviderError(kind="connection_error", message=str(exc), retryable=True))
             return with_request_id(failed, request_id)
         except Exception as exc:  # noqa: BLE001 - provider failures are data; CancelledError passes
-            failed = self._failed(model, openai_error(exc, secrets=(self._api_key, os.environ.get("OPENAI_API_KEY"))))
+            error = idle.error() if idle.expired() else openai_error(exc, secrets=(self._api_key, os.environ.get("OPENAI_API_KEY")))
+            failed = self._failed(model, error)
             return with_request_id(failed, request_id or getattr(exc, "request_id", None))
 
     @staticmethod
@@ -112,7 +116,7 @@ def openai_error(exc: BaseException, secrets: tuple[str | None, ...] = ()) -> Pr
         kind, message = _error_fields(exc.body)
         message = message or exc.message or str(exc)
         retryable = status in RETRYABLE_STATUS
-        if status == 400 and PROMPT_TOO_LONG.search(message):
+        if status == 400 and (is_prompt_too_long(message) or kind == "context_length_exceeded"):
             kind, retryable = "prompt_too_long", False
         return ProviderError(
             kind=kind or f"http_{status}",

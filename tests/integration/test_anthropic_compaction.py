@@ -9,6 +9,8 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from chronicle.domain.agent_spec import AgentSpec
 from chronicle.runtime.app import queries
 from chronicle.runtime.app.replay import replay
@@ -19,7 +21,7 @@ from chronicle.runtime.providers.anthropic_provider import AnthropicProvider
 from chronicle.runtime.sessions import start_session, submit_input
 from chronicle.runtime.store import ChronicleStore
 from chronicle.runtime.toolsets import toolbox_for
-from tests.sse_server import reply, sse  # noqa: F401
+from tests.sse_server import HttpError, reply, sse  # noqa: F401
 
 KEY = "sk-ant-test-0123456789-secret"
 MAIN, AUX, AUX_ANSWERED = "claude-sonnet-4-6", "claude-haiku-4-5", "claude-haiku-4-5-20251001"
@@ -127,3 +129,27 @@ def test_a_long_turn_that_used_tools_summarises_its_own_older_steps(db_url, work
     assert [b["id"] for m in after["messages"] for b in m["content"] if b["type"] == "tool_use"] == ["tu_3"]
     report = asyncio.run(replay(store, session.id, workspace))
     assert report.identical, report.verdict()
+
+
+@pytest.mark.parametrize("message", [
+    "prompt is too long: 212000 tokens > 200000 maximum",
+    # The API's other wording when the input plus max_tokens overflow the window (continuedev/continue#6080).
+    "input length and `max_tokens` exceed context limit: 199759 + 8192 > 200000, decrease input length or `max_tokens` and try again",
+], ids=["prompt-is-too-long", "exceed-context-limit"])
+def test_a_context_limit_400_compacts_the_older_turns_and_retries_once(db_url, workspace, sse, message):
+    loop, store, events, spec = setup(db_url, workspace, sse)
+    sse.script(
+        reply([text("First answer.")], usage=SMALL, model=MAIN),
+        HttpError(400, "invalid_request_error", message),
+        summary_reply("The user asked a first question; it was answered."),
+        reply([text("Second answer.")], usage=SMALL, model=MAIN),
+    )
+    session, _ = start_session(store, spec, "first question")
+    assert asyncio.run(loop.run_next(session.id)).status == "completed"
+    submit_input(store, session.id, "second question")
+    outcome = asyncio.run(loop.run_next(session.id))
+    assert outcome.status == "completed" and outcome.text == "Second answer."
+    log = queries.log(store, session.id)
+    [retried] = [e["data"] for e in log if e["event"] == "ModelCallRetried"]
+    assert retried["reason"].startswith("prompt_too_long")
+    assert "The user asked a first question" in str(sse.requests[-1].body["messages"])

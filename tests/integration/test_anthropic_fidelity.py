@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import pytest
+
 from chronicle.domain.content import Message, TextBlock
 from chronicle.runtime.providers.anthropic_provider import AnthropicProvider
 from chronicle.runtime.providers.base import ModelRequest, ignore_deltas
@@ -99,6 +101,27 @@ def test_tool_input_cut_by_max_tokens_is_kept_raw_never_run_and_the_turn_says_so
     assert all(b.get("id") != "toolu_cut" and b.get("tool_use_id") != "toolu_cut" for m in sent for b in m["content"])
 
 
+@pytest.mark.parametrize("kind,name,extra", [
+    ("server_tool_use", "web_search", {}),
+    ("mcp_tool_use", "search_docs", {"server_name": "docs"}),
+], ids=["server_tool_use", "mcp_tool_use"])
+def test_a_server_tool_input_cut_by_max_tokens_is_kept_raw_and_never_sent_back(db_url, workspace, sse, kind, name, extra):
+    raw = '{"query": "event sourc'
+    cut = {"type": kind, "id": "srvtoolu_cut", "name": name, "input": {}, "raw_json": raw, **extra}
+    sse.script(reply([text("Let me search."), cut], stop_reason="max_tokens"), reply([text("Searched.")]))
+    harness = AnthropicHarness(db_url, workspace, sse)
+    outcome = harness.run("search it")
+    assert outcome.status == "failed" and "cut at max_tokens" in outcome.reason and name in outcome.reason
+    turn = harness.turn()
+    assert turn.error == {"kind": "max_tokens_tool_input", "tool_use_ids": ["srvtoolu_cut"]}
+    block = turn.steps[0]["response"]["content"][1]
+    assert block["type"] == kind and block["input"] == {} and block["partial_input_json"] == raw  # recorded as it came
+    assert second_turn(harness, "and?").status == "completed"
+    assert not sse.refused, [r.body for r in sse.refused]  # the API would refuse partial_input_json on any block
+    sent = sse.requests[1].body["messages"]
+    assert all(b.get("id") != "srvtoolu_cut" for m in sent for b in m["content"]), sent
+
+
 def test_text_cut_by_max_tokens_completes_but_the_outcome_says_it_is_cut(db_url, workspace, sse):
     sse.script(reply([text("The answer is long and")], stop_reason="max_tokens"))
     harness = AnthropicHarness(db_url, workspace, sse)
@@ -167,3 +190,78 @@ def test_a_paused_server_tool_turn_is_continued_by_sending_the_response_back(db_
     assert outcome.status == "completed" and outcome.text == "Found it."
     sent = sse.requests[1].body["messages"]
     assert sent[-1]["role"] == "assistant" and [b["type"] for b in sent[-1]["content"]] == ["text", "server_tool_use"]
+
+
+def test_a_full_context_window_is_recorded_as_the_api_said_it_and_the_user_is_told_so(db_url, workspace, sse):
+    sse.script(reply([text("The answer is long and")], stop_reason="model_context_window_exceeded"))
+    harness = AnthropicHarness(db_url, workspace, sse)
+    outcome = harness.run("explain")
+    assert outcome.status == "completed" and outcome.text == "The answer is long and"
+    assert "context window is full" in outcome.reason and "max_tokens" not in outcome.reason
+    response = harness.turn().steps[0]["response"]
+    assert response["stop_reason"] == "max_tokens"  # what the loop decides by
+    assert response["raw"] == {"stop_reason": "model_context_window_exceeded"}  # what the API sent
+
+
+def test_a_tool_input_cut_by_the_context_window_says_so(db_url, workspace, sse):
+    cut = {"type": "tool_use", "id": "toolu_cut", "name": "write_file", "input": {}, "raw_json": '{"path": "notes.t'}
+    sse.script(reply([text("Writing."), cut], stop_reason="model_context_window_exceeded"))
+    harness = AnthropicHarness(db_url, workspace, sse)
+    outcome = harness.run("write notes")
+    assert outcome.status == "failed" and "model_context_window_exceeded" in outcome.reason, outcome.reason
+    assert "max_tokens" not in outcome.reason
+    assert harness.turn().error == {"kind": "max_tokens_tool_input", "tool_use_ids": ["toolu_cut"]}
+
+
+def test_an_unknown_stop_reason_is_kept_and_named_to_the_user(db_url, workspace, sse):
+    sse.script(reply([text("Done, I think.")], stop_reason="brand_new_reason"))
+    harness = AnthropicHarness(db_url, workspace, sse)
+    outcome = harness.run("do it")
+    assert outcome.status == "completed" and "'brand_new_reason'" in outcome.reason
+    response = harness.turn().steps[0]["response"]
+    assert response["stop_reason"] == "end_turn" and response["raw"] == {"stop_reason": "brand_new_reason"}
+
+
+@pytest.mark.parametrize("raw_json", ['{"path": "hello.txt"', '["hello.txt"]'], ids=["does-not-parse", "not-an-object"])
+def test_a_tool_input_that_is_not_an_object_under_tool_use_is_not_called_a_max_tokens_cut(db_url, workspace, sse, raw_json):
+    bad = {"type": "tool_use", "id": "toolu_bad", "name": "read_file", "input": {}, "raw_json": raw_json}
+    sse.script(reply([text("Reading."), bad], stop_reason="tool_use"), reply([text("ok")]))
+    harness = AnthropicHarness(db_url, workspace, sse)
+    outcome = harness.run("read it")
+    assert outcome.status == "failed" and "not a JSON object" in outcome.reason and "read_file" in outcome.reason
+    assert "max_tokens" not in outcome.reason, outcome.reason
+    turn = harness.turn()
+    assert turn.error == {"kind": "invalid_tool_input", "tool_use_ids": ["toolu_bad"]}
+    assert turn.steps[0]["response"]["content"][1]["partial_input_json"] == raw_json
+    [call] = harness.store.tool_calls_of(turn)
+    assert call.status == "failed" and "max_tokens" not in turn.steps[0]["results"][0]["content"]
+    assert second_turn(harness, "again").status == "completed"
+    assert not sse.refused and "toolu_bad" not in str(sse.requests[1].body["messages"])
+
+
+def test_duplicate_tool_use_ids_fail_the_turn_and_keep_the_response_which_is_never_sent_back(db_url, workspace, sse):
+    sse.script(reply([text("Two reads."), tool("tu_dup", "read_file", path="a"), tool("tu_dup", "read_file", path="b")]),
+               reply([text("Sorry.")]))
+    harness = AnthropicHarness(db_url, workspace, sse)
+    outcome = harness.run("read both")
+    assert outcome.status == "failed" and "more than once" in outcome.reason
+    turn = harness.turn()
+    response = turn.steps[0]["response"]
+    assert response["stop_reason"] == "error" and response["error"]["kind"] == "invalid_response"
+    assert [b.get("input") for b in response["content"]] == [None, {"path": "a"}, {"path": "b"}]  # as the model sent it
+    assert response["raw"] == {"stop_reason": "tool_use"}
+    assert harness.store.tool_calls_of(turn) == []
+    assert second_turn(harness, "again").status == "completed"
+    assert "tu_dup" not in str(sse.requests[1].body["messages"])
+
+
+def test_a_stream_broken_after_a_whole_tool_use_block_fails_the_turn_with_the_break(db_url, workspace, sse):
+    events = message_events([text("Reading."), tool("tu_1", "read_file", path="hello.txt")])
+    whole_block = max(i for i, (name, _) in enumerate(events) if name == "content_block_stop") + 1
+    sse.script(Stream(events, drop_after=whole_block))
+    harness = AnthropicHarness(db_url, workspace, sse, max_attempts=1)
+    outcome = harness.run("read it")
+    assert outcome.status == "failed" and "connection_error" == harness.turn().error["kind"], outcome.reason
+    response = harness.turn().steps[0]["response"]
+    assert response["stop_reason"] == "error" and [b["type"] for b in response["content"]] == ["text", "tool_use"]
+    assert harness.store.tool_calls_of(harness.turn()) == []

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
@@ -26,8 +27,9 @@ def text(value: str) -> dict[str, Any]:
 
 
 class AnthropicHarness(LoopHarness):
-    def __init__(self, db_url: str, workspace: Path, server: Any, max_attempts: int = 8, on_event: Any = None, cap_s: float = 0.05) -> None:
-        provider = AnthropicProvider(MODEL, api_key=KEY, base_url=server.url)
+    def __init__(self, db_url: str, workspace: Path, server: Any, max_attempts: int = 8, on_event: Any = None, cap_s: float = 0.05,
+                 timeout_s: float | None = None) -> None:
+        provider = AnthropicProvider(MODEL, api_key=KEY, base_url=server.url, timeout_s=timeout_s)
         super().__init__(db_url, workspace, provider, "anthropic", MODEL, max_attempts=max_attempts, on_event=on_event, cap_s=cap_s)
 
 
@@ -156,6 +158,32 @@ def test_cancelling_mid_stream_closes_the_http_stream_and_records_the_partial_an
     step = harness.turn().steps[0]["response"]
     assert step["stop_reason"] == "aborted" and step["content"] == [text("The first words,")]
     assert sse.wait_for(lambda: sse.requests[0].closed_early), "the server never saw the stream closed"
+
+
+@pytest.mark.timeout(60)
+def test_a_stream_that_sends_only_pings_times_out_and_is_retried(db_url, workspace, sse):
+    """The API keeps a stalled stream alive with `ping` events: each read gets bytes, so the SDK's
+    per-read timeout never fires. The timeout bounds the time without content instead."""
+    events = message_events([text("The first words, then only pings")], split=16, usage={"input_tokens": 900})
+    sse.script(Stream(events, hang_after=4, ping_every_s=0.2), reply([text("Finally.")]))
+    harness = AnthropicHarness(db_url, workspace, sse, timeout_s=1.0)
+    started = time.monotonic()
+    outcome = harness.run("hi")
+    assert outcome.status == "completed" and outcome.text == "Finally."
+    assert time.monotonic() - started < 10
+    [retry] = harness.turn().retries
+    assert retry["reason"].startswith("timeout: ") and "no content" in retry["reason"], retry
+    assert retry["error"]["usage"]["input_tokens"] == 900  # the stalled attempt was billed for its input
+    assert sse.wait_for(lambda: sse.requests[0].closed_early), "the stalled stream was never closed"
+
+
+def test_a_slow_stream_that_keeps_sending_content_is_not_timed_out(db_url, workspace, sse):
+    events = message_events([text("Slow but steady words")], split=7)  # 10 events, 0.2 s apart: 2 s in all
+    sse.script(Stream(events, delay_s=0.2))
+    harness = AnthropicHarness(db_url, workspace, sse, timeout_s=1.0)
+    outcome = harness.run("hi")
+    assert outcome.status == "completed" and outcome.text == "Slow but steady words"
+    assert harness.turn().retries == []
 
 
 def test_the_wait_between_retries_can_be_cancelled(db_url, workspace, sse):

@@ -13,7 +13,7 @@ from chronicle.runtime.providers import ProviderConfigError, make_provider
 from chronicle.runtime.providers.openai_compat import OpenAICompatProvider
 from tests.chat_sse_server import chat_reply, chat_sse, error_in_stream  # noqa: F401
 from tests.loop_harness import LoopHarness
-from tests.sse_server import DropConnection, HttpError
+from tests.sse_server import DropConnection, HttpError, Stream
 
 KEY = "sk-openai-test-0123456789-secret"
 MODEL = "local-model"
@@ -28,8 +28,9 @@ def text(value: str) -> dict[str, Any]:
 
 
 class Harness(LoopHarness):
-    def __init__(self, db_url: str, workspace: Path, server: Any, max_attempts: int = 8, model: str = MODEL) -> None:
-        provider = OpenAICompatProvider(model, api_key=KEY, base_url=server.url + "/v1")
+    def __init__(self, db_url: str, workspace: Path, server: Any, max_attempts: int = 8, model: str = MODEL,
+                 timeout_s: float | None = None) -> None:
+        provider = OpenAICompatProvider(model, api_key=KEY, base_url=server.url + "/v1", timeout_s=timeout_s)
         super().__init__(db_url, workspace, provider, "openai-compatible", model, max_attempts=max_attempts)
 
 
@@ -102,6 +103,19 @@ def test_retryable_failures_are_retried_with_the_loops_policy_and_recorded(db_ur
     assert turn.steps[0]["response"]["content"] == [{"type": "text", "text": "Finally."}]
     retries = [e for e in harness.events if isinstance(e, StatusChange) and e.status == "retry"]
     assert [e.attempt for e in retries] == [2, 3, 4]
+
+
+@pytest.mark.timeout(60)
+def test_a_stream_kept_alive_by_comments_alone_times_out_and_is_retried(db_url, workspace, chat_sse):
+    """Keep-alive comments reset the HTTP client's per-read timeout; the stall is bounded by the time without a chunk."""
+    stalled = chat_reply([text("The first words, then nothing")])
+    chat_sse.script(Stream(stalled.events, hang_after=2), chat_reply([text("Finally.")]))
+    harness = Harness(db_url, workspace, chat_sse, timeout_s=1.0)
+    outcome = harness.run("hi")
+    assert outcome.status == "completed" and outcome.text == "Finally."
+    [retry] = harness.turn().retries
+    assert retry["error"]["kind"] == "timeout" and "no content" in retry["reason"], retry
+    assert chat_sse.wait_for(lambda: chat_sse.requests[0].closed_early), "the stalled stream was never closed"
 
 
 def test_a_bad_request_fails_the_turn_once_with_the_servers_message_and_no_key(db_url, workspace, chat_sse):

@@ -66,9 +66,26 @@ def test_every_stop_reason_of_the_api_is_recorded_as_sent(stop):
     assert response.stop_sequence == ("END" if stop == "stop_sequence" else None)
 
 
-def test_a_newer_context_window_stop_reason_counts_as_max_tokens():
+def test_a_newer_context_window_stop_reason_counts_as_max_tokens_and_is_kept_as_sent():
     assembler, _ = assemble(message_events([{"type": "text", "text": "x"}], stop_reason="model_context_window_exceeded"))
-    assert assembler.response().stop_reason == "max_tokens"
+    response = assembler.response()
+    assert response.stop_reason == "max_tokens"
+    assert response.raw == {"stop_reason": "model_context_window_exceeded"}
+    assert response.provider_stop_reason == "model_context_window_exceeded"
+
+
+def test_an_unknown_stop_reason_is_read_as_the_nearest_of_ours_and_kept_as_sent():
+    tool = {"type": "tool_use", "id": "tu_1", "name": "read_file", "input": {"path": "a"}}
+    for content, ours in (([{"type": "text", "text": "x"}], "end_turn"), ([tool], "tool_use")):
+        response = assemble(message_events(content, stop_reason="brand_new_reason"))[0].response()
+        assert response.stop_reason == ours and response.provider_stop_reason == "brand_new_reason"
+        assert response.model_dump(mode="json")["raw"] == {"stop_reason": "brand_new_reason"}
+
+
+@pytest.mark.parametrize("stop", ["end_turn", "tool_use", "max_tokens"])
+def test_a_known_stop_reason_adds_nothing_to_the_record(stop):
+    response = assemble(message_events([{"type": "text", "text": "x"}], stop_reason=stop))[0].response()
+    assert "raw" not in response.model_dump(mode="json") and response.provider_stop_reason == stop
 
 
 def test_usage_keeps_cache_tokens_from_message_start_and_output_from_message_delta():

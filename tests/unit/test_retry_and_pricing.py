@@ -11,7 +11,7 @@ import pytest
 
 from chronicle.domain.content import Usage
 from chronicle.runtime import pricing
-from chronicle.runtime.providers.anthropic_errors import redact, retry_after_seconds
+from chronicle.runtime.providers.anthropic_errors import is_prompt_too_long, redact, retry_after_seconds
 from chronicle.runtime.retry import RetryPolicy, RetrySettingError
 
 
@@ -20,6 +20,21 @@ def test_retry_after_ms_wins_over_retry_after_seconds():
     assert retry_after_seconds({"retry-after": "7"}) == 7.0
     assert retry_after_seconds({}) is None
     assert retry_after_seconds({"retry-after": "soon"}) is None
+
+
+@pytest.mark.parametrize("message,fits_after_compaction", [
+    ("prompt is too long: 212000 tokens > 200000 maximum", True),
+    ("input length and `max_tokens` exceed context limit: 199759 + 8192 > 200000, decrease input length or `max_tokens` and try again", True),
+    ("input length and max_tokens exceed context limit: 90402 + 116650 > 204648, decrease input length or max_tokens and try again", True),
+    ("This model's maximum context length is 8192 tokens. However, your messages resulted in 8202 tokens.", True),
+    ("Input length (160062 tokens) exceeds the maximum allowed length (59862 tokens).", True),
+    # max_tokens alone fills the window: no shorter input helps.
+    ("input length and `max_tokens` exceed context limit: 1000 + 250000 > 200000, decrease input length or `max_tokens` and try again", False),
+    ("max_tokens: 250000 > 64000, which is the maximum allowed number of output tokens for claude-sonnet-4-5", False),
+    ("messages.1.content.0: unexpected `tool_use_id` found in `tool_result` blocks", False),
+])
+def test_a_context_window_overflow_is_told_apart_in_every_wording(message, fits_after_compaction):
+    assert is_prompt_too_long(message) is fits_after_compaction
 
 
 def test_retry_after_as_an_http_date_counts_from_now():
