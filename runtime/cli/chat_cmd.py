@@ -26,7 +26,7 @@ from .chat_input import LineReader
 from .chat_screen import LiveArea
 from .common import DbOption, WorkspaceOption, cli_errors, fail, missing_store, store_command
 from .limits import LimitFlags, limit_options
-from .render import HumanRenderer, printable, short, whole_input
+from .render import HumanRenderer, SafeConsole, printable, short, whole_input
 from .run_cmd import AgentsOption, MaxIterationsOption, ModelOption, ProviderOption, ToolsOption, from_environment
 
 if TYPE_CHECKING:  # the application layer (the loop, pydantic, the providers) is imported when chat starts, not for --help
@@ -352,7 +352,7 @@ def chat(
                 fail(f"no session matches {session!r}: there is no Chronicle store at {missing} yet", 2)
             Conversation.check_new(options)  # a bad flag on a first run leaves no empty store behind
     with store_command(db) as store:
-        console = Console(highlight=False, emoji=False)
+        console = SafeConsole(highlight=False, emoji=False)
         holder: dict[str, Chat] = {}
 
         async def approve(call: Any) -> str | None:

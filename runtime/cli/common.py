@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Callable, Iterable, Iterator, NoReturn, Optional
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 
 from chronicle.runtime.app.errors import NO_STORE, AppError, known_failure
@@ -21,15 +20,16 @@ from chronicle.runtime.config import ConfigError, resolve_db_url, sqlite_path
 from chronicle.runtime.pasteable import pasteable
 from chronicle.runtime.redaction import redact_secrets
 
-from .render import printable
+from .render import SafeConsole, printable
 
 if TYPE_CHECKING:  # imported where a store is opened: it imports the domain, which `sessions` may not need
     from chronicle.runtime.store import ChronicleStore
 
 # soft_wrap: an error is one line on stderr, however narrow the terminal or pipe. emoji=False: a
 # ":smile:" in a message or a tool's output is shown as written, not as the emoji rich would put there.
-err_console = Console(stderr=True, highlight=False, soft_wrap=True, emoji=False)
-out_console = Console(highlight=False, emoji=False)
+# SafeConsole: no control character a model or a tool wrote reaches the terminal (render.py).
+err_console = SafeConsole(stderr=True, highlight=False, soft_wrap=True, emoji=False)
+out_console = SafeConsole(highlight=False, emoji=False)
 
 DbOption = Annotated[
     Optional[str],

@@ -22,6 +22,16 @@ def printable(text: str) -> str:
     return CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100 else f"\\u{ord(m.group()):04x}", text)
 
 
+class SafeConsole(Console):
+    """Every console the CLI prints with: each string it renders (a line, a table cell, a rule's title) goes through
+    `printable` first, so a name, title, path or reason that a model or a tool chose (a tool named
+    `evil\\x1b]0;PWN\\x07`) cannot drive the terminal, whichever call site forgot to clean it. Markup is untouched:
+    it holds no control character, and `printable` adds none (nor a backslash before a `[`)."""
+
+    def render_str(self, text: str, *args: Any, **kwargs: Any) -> Any:
+        return super().render_str(printable(text), *args, **kwargs)
+
+
 def short(value: Any, limit: int = 80) -> str:
     text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
     text = printable(text.replace("\n", " ⏎ "))
@@ -87,7 +97,7 @@ class HumanRenderer:
     """
 
     def __init__(self, console: Console | None = None, show_thinking: bool = False, name_inputs: bool = False) -> None:
-        self.console = console or Console(highlight=False, emoji=False)
+        self.console = console or SafeConsole(highlight=False, emoji=False)
         #: Name the input each turn answers (`resume`: the inputs it runs are none the person typed just now).
         self.name_inputs = name_inputs
         self.show_thinking = show_thinking

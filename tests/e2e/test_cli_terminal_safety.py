@@ -80,3 +80,25 @@ def test_transcripts_show_control_characters_instead_of_obeying_them(sqlite_url,
     exact = cli("history", sid, "--json", db=sqlite_url)  # what the model reads: as recorded
     assert f"bye \u202eevil {HIDDEN}" in [block["text"] for line in exact.stdout.splitlines() for block in json.loads(line)["content"]
                                           if block["type"] == "text"]
+
+
+def test_names_and_paths_the_model_chose_cannot_drive_the_terminal(sqlite_url, workspace, tmp_path):
+    """A tool name is the model's choice: `run` printed `⚙ evil<ESC>]0;PWN…` raw, and `why` did too. Every console the CLI
+    prints with now shows control characters (render.py SafeConsole), whatever the call site forgot."""
+    evil = "evil\x1b]0;PWNTOOL\x07\x1b[2J"
+    path = "f\x1b[2J.txt"
+    script = write_script(tmp_path / "s.json", [
+        response(tool_use("x1", evil, a=OSC52)),
+        response(tool_use("w1", "write_file", path=path, content="data")),
+        response(text("bye")),
+    ])
+    run = cli("run", "go", "--provider", f"scripted:{script}", "--workspace", str(workspace), "--yes", db=sqlite_url)
+    assert run.returncode == 0, run.stderr
+    assert not CONTROL.search(run.stdout + run.stderr), run.stdout + run.stderr
+    assert "evil\\x1b]0;PWNTOOL\\x07\\x1b[2J" in run.stdout
+    sid = SESSION.search(run.stderr + run.stdout).group(0)
+    for command in (("why", sid, "x1"), ("why", sid, "w1"), ("history", sid), ("log", sid), ("audit",), ("undo", sid)):
+        shown = cli(*command, db=sqlite_url, env={"COLUMNS": "400"})
+        assert shown.returncode == 0, (command, shown.stderr)
+        assert not CONTROL.search(shown.stdout + shown.stderr), (command, shown.stdout + shown.stderr)
+    assert "\\x1b[2J" in cli("why", sid, "w1", db=sqlite_url).stdout
