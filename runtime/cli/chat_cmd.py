@@ -26,6 +26,7 @@ from .chat_input import LineReader
 from .chat_screen import LiveArea
 from .common import DbOption, WorkspaceOption, cli_errors, fail, missing_store, store_command
 from .limits import LimitFlags, limit_options
+from .pipes import keep_going
 from .render import HumanRenderer, SafeConsole, printable, short, whole_input
 from .run_cmd import AgentsOption, MaxIterationsOption, ModelOption, ProviderOption, ToolsOption, from_environment
 
@@ -340,6 +341,7 @@ def chat(
 
     A new session is specified as `run` specifies it (the agents table of chronicle.toml, --max-iterations); a continued one keeps what it recorded. While a turn runs, chat holds the session as `run` does.
     """
+    keep_going()  # a reader of stdout going away must not abandon a turn (cli/pipes.py)
     from chronicle.runtime.app.running import Conversation, RunOptions
 
     if session is not None and from_environment("model"):

@@ -36,6 +36,13 @@ def completion_asked(args: list[str]) -> tuple[str, str | None] | None:
 
 
 def main() -> None:
+    from .pipes import reader_may_go
+
+    with reader_may_go():  # `chronicle … | head -1`: a reader gone is a quiet exit, or no exit at all mid-turn
+        command()
+
+
+def command() -> None:
     if sys.argv[1:] in (["--version"], ["-V"]):
         sys.stdout.write(version_text() + "\n")
         return

@@ -31,6 +31,14 @@ class SafeConsole(Console):
     def render_str(self, text: str, *args: Any, **kwargs: Any) -> Any:
         return super().render_str(printable(text), *args, **kwargs)
 
+    def on_broken_pipe(self) -> None:
+        """Nobody reads this console any more (`| head -1`): rich raised SystemExit(1) from whatever printed, in
+        the middle of a turn too. cli/pipes.py decides instead: write to /dev/null and go on, or exit quietly."""
+        from .pipes import reader_gone
+
+        self.quiet = True
+        reader_gone(self.file)
+
 
 def short(value: Any, limit: int = 80) -> str:
     text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
@@ -74,8 +82,13 @@ class JsonLinesRenderer:
         self.events = LIVE_EVENTS
 
     def __call__(self, event: Any) -> None:
-        self.stream.write(self.events.dump_json(event).decode() + "\n")
-        self.stream.flush()
+        try:
+            self.stream.write(self.events.dump_json(event).decode() + "\n")
+            self.stream.flush()
+        except BrokenPipeError:  # the reader went away: the turn goes on (cli/pipes.py)
+            from .pipes import reader_gone
+
+            reader_gone(self.stream)
 
 
 def retry_when(next_attempt_at: str | None) -> str:
