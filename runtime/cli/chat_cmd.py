@@ -24,7 +24,7 @@ from rich.spinner import Spinner
 
 from .chat_input import LineReader
 from .chat_screen import LiveArea
-from .common import DbOption, WorkspaceOption, cli_errors, fail, missing_store, store_command
+from .common import DbOption, WorkspaceOption, cli_errors, fail, missing_store, store_command, utf8_text
 from .limits import LimitFlags, limit_options
 from .pipes import keep_going
 from .render import HumanRenderer, SafeConsole, printable, short, whole_input
@@ -207,7 +207,7 @@ class Chat:
                 else:
                     self.console.print("\n[dim](nothing is running; /quit leaves)[/]")
                 continue
-            line = line.strip()
+            line = utf8_text(line, "the line").strip()
             if not line:
                 continue
             if line.startswith("/"):

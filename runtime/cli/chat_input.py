@@ -47,6 +47,10 @@ class LineReader:
         if self.editor:
             self._session = _editor(history_path(store_url))
             self._read = self._session.prompt
+        else:
+            from .common import lenient
+
+            lenient(sys.stdin)  # a line that is not UTF-8 is cleaned (chat_cmd.py `utf8_text`), not a crash
 
     def read(self, prompt: str) -> str:
         lines = [self._read(prompt)]
