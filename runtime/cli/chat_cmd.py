@@ -22,9 +22,9 @@ from rich.markdown import Markdown
 from rich.markup import escape
 from rich.spinner import Spinner
 
-from .chat_input import LineReader
+from .chat_input import LineReader, interactive
 from .chat_screen import LiveArea
-from .common import DbOption, WorkspaceOption, cli_errors, fail, missing_store, store_command, utf8_text
+from .common import DbOption, WorkspaceOption, cli_errors, err_console, fail, missing_store, store_command, utf8_text
 from .limits import LimitFlags, limit_options
 from .pipes import keep_going
 from .render import HumanRenderer, SafeConsole, printable, short, whole_input
@@ -121,6 +121,8 @@ class Chat:
         self.console = console
         self.renderer = renderer
         self.reader = LineReader(self.store.url)
+        #: The first line from a pipe, read before the session was started (`first_piped_line`).
+        self.pending: str | None = None
         #: In a terminal, while a turn runs: the line editor reading steering (stopped for an approval).
         self._steering: asyncio.Task[None] | None = None
 
@@ -192,7 +194,10 @@ class Chat:
         while True:
             waiting = self.store.session(self.session_id, copy=False).pending_auth  # only read
             try:
-                if waiting is None:
+                if waiting is None and self.pending is not None:
+                    line, self.pending = self.pending, None
+                    self.console.print(PROMPT, end="", markup=False)  # as input() would have shown it
+                elif waiting is None:
                     line = self.reader.read(PROMPT)
                 else:
                     self.console.print(f"[yellow]a tool needs {escape(str(waiting['prompt']))}[/]: type it (kept out of the "
@@ -353,6 +358,12 @@ def chat(
             if session is not None:  # no store holds no session: say so without creating one
                 fail(f"no session matches {session!r}: there is no Chronicle store at {missing} yet", 2)
             Conversation.check_new(options)  # a bad flag on a first run leaves no empty store behind
+    first: str | None = None
+    if session is None and not interactive():  # from a pipe: a new session only once there is something to say
+        first = first_piped_line()
+        if first is None:
+            err_console.print("note: no input came (stdin is empty or closed), so no session was started")
+            return
     with store_command(db) as store:
         console = SafeConsole(highlight=False, emoji=False)
         holder: dict[str, Chat] = {}
@@ -365,7 +376,21 @@ def chat(
         for note in conversation.notes:
             console.print(f"[dim]{escape(note)}[/]")
         holder["chat"] = Chat(conversation, console, renderer)
+        holder["chat"].pending = first
         holder["chat"].run()
+
+
+def first_piped_line() -> str | None:
+    """The first message a pipe gives (blank lines skipped, as chat skips them), or None when it ends first:
+    `chat < /dev/null` started an empty session each time."""
+    reader = LineReader(editor=False)
+    while True:
+        try:
+            line = reader.read("")
+        except EOFError:
+            return None
+        if line.strip():
+            return line
 
 
 __all__ = ["chat", "Chat"]

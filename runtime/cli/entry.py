@@ -36,8 +36,9 @@ def completion_asked(args: list[str]) -> tuple[str, str | None] | None:
 
 
 def main() -> None:
-    from .pipes import reader_may_go
+    from .pipes import closed_streams_opened, reader_may_go
 
+    closed_streams_opened()  # `<&-`: an empty stdin, not a crash on `sys.stdin.isatty()`
     with reader_may_go():  # `chronicle … | head -1`: a reader gone is a quiet exit, or no exit at all mid-turn
         command()
 

@@ -28,6 +28,24 @@ READER_GONE = 141
 _state = {"keep_going": False, "gone": False}
 
 
+def closed_streams_opened() -> None:
+    """A standard stream that was closed (`chronicle forget S <&-`, a daemon's `>&-`) is /dev/null instead: Python gave
+    None for it, and every command crashed on `sys.stdin.isatty()`. And a file the command opens next (the store) no
+    longer takes the free descriptor 0, 1 or 2, which a tool's process would inherit as its stdin or stdout."""
+    for fd, name, mode in ((0, "stdin", "r"), (1, "stdout", "w"), (2, "stderr", "w")):
+        try:
+            os.fstat(fd)
+            continue
+        except OSError:
+            pass
+        opened = os.open(os.devnull, os.O_RDONLY if mode == "r" else os.O_WRONLY)
+        if opened != fd:  # the lowest free descriptor is taken: this one, unless a lower one was closed as well
+            os.dup2(opened, fd)
+            os.close(opened)
+        if getattr(sys, name) is None:
+            setattr(sys, name, open(fd, mode, encoding="utf-8", errors="surrogateescape", closefd=False))
+
+
 def keep_going() -> None:
     """This command drives turns: a reader going away must not abandon one (see the module's docstring)."""
     _state["keep_going"] = True

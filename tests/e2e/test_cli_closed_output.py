@@ -69,3 +69,33 @@ def test_a_command_that_reads_exits_141_quietly_when_its_reader_went_away(sqlite
                  ["--version"]):
         code, err = _into_a_closed_pipe(args, sqlite_url, tmp_path)
         assert (code, err) == (141, ""), args
+
+
+def _with_stdin_closed(args: list[str], db: str, cwd: Path) -> subprocess.CompletedProcess[bytes]:
+    """`chronicle ARGS <&-`: Python gives sys.stdin None, and each of these crashed on `sys.stdin.isatty()`."""
+    process = processes.start([sys.executable, "-m", "chronicle.runtime.cli", *args], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, cwd=cwd, env={**os.environ, "CHRONICLE_DB": db, "COLUMNS": "200"},
+                              preexec_fn=lambda: os.close(0))
+    out, err = process.communicate(timeout=60)
+    return subprocess.CompletedProcess(process.args, process.returncode, out, err)
+
+
+def test_a_closed_stdin_reads_as_empty_and_chat_starts_no_session_without_a_first_input(sqlite_url, workspace, tmp_path):
+    script = write_script(tmp_path / "s.json", [response(text("hello"))])
+    provider = ["--provider", f"scripted:{script}", "--workspace", str(workspace)]
+    store = Path(sqlite_url.removeprefix("sqlite:///"))
+    for _ in range(2):  # each `chat < /dev/null` left an empty 0-turn session (the first, a new store too)
+        chat = _with_stdin_closed(["chat", *provider], sqlite_url, tmp_path)
+        assert chat.returncode == 0, chat.stderr
+        assert b"no input came (stdin is empty or closed), so no session was started" in chat.stderr
+        assert not store.exists()
+    prompt = _with_stdin_closed(["run", "-", *provider], sqlite_url, tmp_path)
+    assert prompt.returncode == 2 and prompt.stderr == b"error: the prompt is empty; say what the agent should do\n", prompt.stderr
+    assert not store.exists()
+    ran = cli("run", "go", *provider, db=sqlite_url)
+    assert ran.returncode == 0, ran.stderr
+    forget = _with_stdin_closed(["forget", ran.stderr.split()[-1]], sqlite_url, tmp_path)
+    assert forget.returncode == 2 and b"add --yes to confirm" in forget.stderr, forget.stderr
+    assert b"internal error" not in forget.stderr + prompt.stderr + chat.stderr
+    piped = cli("chat", *provider, db=sqlite_url, input="")  # an empty pipe: no session either
+    assert piped.returncode == 0 and len(json_lines(cli("sessions", "--json", db=sqlite_url).stdout)) == 1, piped.stderr
