@@ -21,7 +21,7 @@ from chronicle.runtime.config import ConfigError, resolve_db_url, sqlite_path
 from chronicle.runtime.pasteable import pasteable
 from chronicle.runtime.redaction import redact_secrets
 
-from .render import SafeConsole, printable
+from .render import SafeConsole, ascii_json, printable
 
 if TYPE_CHECKING:  # imported where a store is opened: it imports the domain, which `sessions` may not need
     from chronicle.runtime.store import ChronicleStore
@@ -277,7 +277,7 @@ def replace_file(path: Path, text: str) -> None:
 def print_json(obj: Any) -> None:
     from ..jsonable import jsonable
 
-    sys.stdout.write(json.dumps(jsonable(obj), ensure_ascii=False) + "\n")
+    sys.stdout.write(json.dumps(jsonable(obj), ensure_ascii=ascii_json()) + "\n")
 
 
 def print_json_rows(rows: Iterable[Any]) -> None:

@@ -40,6 +40,14 @@ class SafeConsole(Console):
         reader_gone(self.file)
 
 
+def ascii_json(stream: Any = None) -> bool:
+    """Whether JSON written to `stream` (stdout) must escape every character outside ASCII (`ensure_ascii`): when the
+    stream's encoding is not UTF-8 (`PYTHONIOENCODING=latin-1`, LC_ALL=C without UTF-8 mode), where cli/entry.py makes
+    what it cannot encode `\\u2026`, `\\xe9` or `\\U0001f600`, of which JSON reads only the first."""
+    encoding = getattr(stream or sys.stdout, "encoding", None) or "utf-8"
+    return encoding.lower().replace("-", "").replace("_", "") not in ("utf8", "utf8sig")
+
+
 def short(value: Any, limit: int = 80) -> str:
     text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
     text = printable(text.replace("\n", " ⏎ "))
@@ -83,7 +91,10 @@ class JsonLinesRenderer:
 
     def __call__(self, event: Any) -> None:
         try:
-            self.stream.write(self.events.dump_json(event).decode() + "\n")
+            line = self.events.dump_json(event).decode()
+            if ascii_json(self.stream):
+                line = json.dumps(json.loads(line), ensure_ascii=True, separators=(",", ":"))
+            self.stream.write(line + "\n")
             self.stream.flush()
         except BrokenPipeError:  # the reader went away: the turn goes on (cli/pipes.py)
             from .pipes import reader_gone

@@ -5,6 +5,7 @@ is not UTF-8 is refused before anything is recorded; a response is mended where 
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -92,3 +93,39 @@ def test_a_surrogate_no_client_cleaned_is_a_usage_error_naming_it_not_an_interna
     assert known is not None and known.code == 2
     assert str(known) == ("a text given holds a byte that is not UTF-8 ('\\udce9' at 3); Chronicle records text as UTF-8: "
                           "give it as UTF-8")
+
+
+
+def _raw(args: list[str], db: str, env: dict[str, str]) -> tuple[int, str, str]:
+    """`chronicle ARGS` in `env`, its output read as latin-1 (every byte is a character: what it wrote, undecoded)."""
+    process = processes.start([sys.executable, "-m", "chronicle.runtime.cli", *args], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, env={**os.environ, "CHRONICLE_DB": db, "COLUMNS": "200", **env})
+    out, err = process.communicate(timeout=60)
+    return process.returncode, out.decode("latin-1"), err.decode("latin-1")
+
+
+def test_a_terminal_whose_encoding_is_not_utf8_gets_escapes_and_json_that_is_still_json(sqlite_url, workspace, tmp_path):
+    """`PYTHONIOENCODING=latin-1 chronicle sessions` (or LC_ALL=C without UTF-8 mode) failed nearly every command with
+    UnicodeEncodeError on the CLI's own `…` and `—`, and `--json` on any character the encoding lacks."""
+    said = "caf\u00e9 \u65e5\u672c \U0001f680 \u2026"
+    script = tmp_path / "s.json"
+    script.write_text(json.dumps({"agents": {"main": [[response(text(said))], [response(text("more"))]]},
+                                  "title": ["T\u00eates \u2014 " + "long " * 10]}))
+    ran = cli("run", f"go {said}", "--provider", f"scripted:{script}", "--workspace", str(workspace), db=sqlite_url)
+    assert ran.returncode == 0, ran.stderr
+    sid = _session(sqlite_url)
+    for env in ({"PYTHONIOENCODING": "latin-1"}, {"PYTHONIOENCODING": "ascii"},
+                {"PYTHONUTF8": "0", "PYTHONCOERCECLOCALE": "0", "LC_ALL": "C", "LANG": "C"}):
+        for args in (["sessions"], ["log", sid], ["history", sid, "--no-pager"], ["audit"], ["why", sid], ["nonsense"]):
+            code, out, err = _raw(args, sqlite_url, env)
+            assert code == (2 if args == ["nonsense"] else 0), (env, args, err)
+            assert "UnicodeEncodeError" not in err and "internal error" not in err, (env, args, err)
+        assert "\\u65e5\\u672c \\U0001f680" in _raw(["history", sid], sqlite_url, env)[1], env
+        for args in (["sessions", "--json"], ["log", sid, "--json"], ["history", sid, "--json"], ["audit", "--json"]):
+            code, out, err = _raw(args, sqlite_url, env)
+            assert code == 0 and out.isascii(), (env, args, err)
+            assert json_lines(out)  # JSON, whatever it holds
+        assert said in json.dumps(json_lines(_raw(["history", sid, "--json"], sqlite_url, env)[1]), ensure_ascii=False)
+    code, out, err = _raw(["run", "more \u2014", "--session", sid, "--provider", f"scripted:{script}", "--json"], sqlite_url,
+                          {"PYTHONIOENCODING": "ascii"})
+    assert code == 0 and out.isascii() and json_lines(out)[-1]["type"] == "agent_end", err
