@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import re
 from datetime import timedelta
 from time import monotonic
 from typing import Any
@@ -153,6 +154,30 @@ def completion_note(response: ModelResponse) -> str | None:
     return None
 
 
+#: A lone surrogate: what `"\\udce9"` in a response's JSON decodes to (a model echoing a file name it was shown
+#: undecoded, say). It is not text: UTF-8 cannot hold it, so recording the response failed the turn as an internal
+#: error. The API should never send one; each becomes U+FFFD where the response is taken in (`well_formed`).
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _mended(value: Any) -> Any:
+    if isinstance(value, str):
+        return _SURROGATE.sub("\ufffd", value)
+    if isinstance(value, dict):
+        return {_mended(k): _mended(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_mended(v) for v in value]
+    return value
+
+
+def well_formed(response: ModelResponse) -> ModelResponse:
+    """`response` with every lone surrogate in it (text, thinking, a tool call's input or name) replaced by U+FFFD,
+    so that it can be recorded and sent back; the same object when it has none, as nearly every one."""
+    data = response.model_dump()
+    mended = _mended(data)
+    return response if mended == data else ModelResponse.model_validate(mended)
+
+
 def build_messages(prior: list[Message], turn: Turn) -> list[Message]:
     """The request's messages built from scratch: the specification that RequestContext's
     incremental build is tested against (the loop itself uses RequestContext)."""
@@ -183,14 +208,16 @@ class ModelCaller:
             await loop.emit(MessageStart(session_id=sid, turn_id=str(turn.id), step=step, model=request.model))
 
             async def on_delta(delta: dict[str, Any]) -> None:
+                delta = _mended(delta)  # as the response will be (well_formed): the live text is what is recorded
                 if delta.get("type") == "text":
                     self.partial_text.append(delta.get("text", ""))
                 await loop.emit(MessageUpdate(session_id=sid, turn_id=str(turn.id), step=step, delta=delta))
 
             try:
-                response = await loop.provider.stream(sent, on_delta)
+                response = well_formed(await loop.provider.stream(sent, on_delta))
             except asyncio.CancelledError as exc:
-                self.partial = partial_of(exc)
+                partial = partial_of(exc)
+                self.partial = well_formed(partial) if partial is not None else None
                 raise
             error = response.error
             if response.stop_reason == "error" and error and error.retryable and attempt < loop.options.retry.max_attempts:

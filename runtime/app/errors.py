@@ -78,6 +78,10 @@ def known_failure(exc: BaseException, url: str | None = None) -> AppError | None
     settings import the loop's hooks and tools) would cost a read command its start-up."""
     if isinstance(exc, AppError):
         return exc
+    if isinstance(exc, UnicodeEncodeError) and "surrogates not allowed" in str(exc):
+        # A byte that is not UTF-8 (Python's lone surrogate for it), given where no client cleaned it first
+        return AppError(f"a text given holds a byte that is not UTF-8 ({exc.object[exc.start:exc.end]!r} at {exc.start}); "
+                        "Chronicle records text as UTF-8: give it as UTF-8", 2)
     modules = sys.modules.get
     store, marks = modules("chronicle.runtime.store_errors"), modules("chronicle.runtime.shred_marks")
     if store and isinstance(exc, store.UnknownSession):  # a session id as typed is an argument: a usage error

@@ -41,6 +41,13 @@ def resolve_workspace(workspace: Path | str | None) -> Path:
     path = Path(workspace or Path.cwd()).expanduser().resolve()
     if not path.is_dir():
         raise AppError(f"workspace {path} is not a directory; pass an existing one with --workspace", 2)
+    try:
+        str(path).encode("utf-8")
+    except UnicodeEncodeError:  # a byte that is not UTF-8 in a name (a latin-1 directory): Python holds it as a surrogate
+        shown = str(bytes(path))[2:-1]
+        raise AppError(f"workspace {shown} is not a UTF-8 path, and a session records its workspace as UTF-8 text (the tools "
+                       "and the model see it so too); rename the directory to a UTF-8 name (`convmv -f latin1 -t utf8`), "
+                       "or work from one that has one", 2) from None
     return path
 
 

@@ -275,10 +275,12 @@ def main() -> None:
         def format(self, record: logging.LogRecord) -> str:
             from chronicle.runtime.redaction import redact_secrets
 
+            from .render import printable  # a line an MCP server wrote: it must not drive the terminal either
+
             if os.environ.get("CHRONICLE_DEBUG") or not (record.exc_info or record.stack_info):
-                return redact_secrets(super().format(record))
-            return redact_secrets(super().format(logging.makeLogRecord({**record.__dict__, "exc_info": None, "exc_text": None,
-                                                                          "stack_info": None})))
+                return printable(redact_secrets(super().format(record)))
+            return printable(redact_secrets(super().format(logging.makeLogRecord({**record.__dict__, "exc_info": None, "exc_text": None,
+                                                                                    "stack_info": None}))))
 
     warnings = logging.StreamHandler()
     warnings.setFormatter(OneLineWarnings("chronicle: warning: %(message)s"))
@@ -294,13 +296,14 @@ def main() -> None:
         # A failure the commands know (a read-only database, an id naming nothing, …) raised outside their
         # cli_errors: the same line and code they give it, never "internal error".
         from .common import located_url
+        from .render import printable
 
         known = known_failure(exc, located_url())
         if known is not None:
-            sys.stderr.write(f"chronicle: error: {first_line(known)}\n")
+            sys.stderr.write(f"chronicle: error: {printable(first_line(known))}\n")
             raise SystemExit(known.code) from None
         sys.stderr.write(
-            f"chronicle: internal error: {cause_line(exc)}\n"
+            f"chronicle: internal error: {printable(cause_line(exc))}\n"
             "Nothing recorded was lost; set CHRONICLE_DEBUG=1 to see the traceback, and please report it.\n"
         )
         raise SystemExit(1) from None

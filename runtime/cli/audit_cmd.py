@@ -10,7 +10,7 @@ from rich.markup import escape
 
 from chronicle.runtime.app import queries
 
-from .common import DbOption, JsonOption, RowCount, cli_errors, open_store, out_console, print_json_rows
+from .common import DbOption, JsonOption, RowCount, cli_errors, open_store, out_console, print_json_rows, utf8_text
 from .render import short
 from .tables import Column, fit_table
 
@@ -30,6 +30,7 @@ def audit(
         if since:
             queries.parse_since(since)  # a bad --since is a usage error before the store is opened
         queries.audit_window(limit, last)  # and both is a usage error before the store is opened
+        tool = utf8_text(tool, "--tool") if tool else tool  # a name is stored as UTF-8: as a prompt would be
         entries = queries.audit(open_store(db, create=False), session=session, tool=tool, errors=errors, since=since,
                                 limit=limit, last=last)
         if as_json:

@@ -14,6 +14,7 @@ from chronicle.runtime.app import bundles
 from chronicle.runtime.bundle import keygen as make_keys
 
 from .common import DbOption, JsonOption, cli_errors, fail, open_store, out_console, print_json, replace_file
+from .render import ascii_json
 
 
 def export(
@@ -35,7 +36,7 @@ def export(
         bundle = bundles.export(store, sid, key)
         text = json.dumps(bundle, ensure_ascii=False, indent=1) + "\n"
         if out is None:
-            sys.stdout.write(text)
+            sys.stdout.write(json.dumps(bundle, ensure_ascii=True, indent=1) + "\n" if ascii_json() else text)
             return
         try:
             replace_file(out, text)

@@ -22,11 +22,12 @@ from rich.markdown import Markdown
 from rich.markup import escape
 from rich.spinner import Spinner
 
-from .chat_input import LineReader
+from .chat_input import LineReader, interactive
 from .chat_screen import LiveArea
-from .common import DbOption, WorkspaceOption, cli_errors, fail, missing_store, store_command
+from .common import DbOption, WorkspaceOption, cli_errors, err_console, fail, missing_store, store_command, utf8_text
 from .limits import LimitFlags, limit_options
-from .render import HumanRenderer, printable, short, whole_input
+from .pipes import keep_going
+from .render import HumanRenderer, SafeConsole, printable, short, whole_input
 from .run_cmd import AgentsOption, MaxIterationsOption, ModelOption, ProviderOption, ToolsOption, from_environment
 
 if TYPE_CHECKING:  # the application layer (the loop, pydantic, the providers) is imported when chat starts, not for --help
@@ -120,6 +121,8 @@ class Chat:
         self.console = console
         self.renderer = renderer
         self.reader = LineReader(self.store.url)
+        #: The first line from a pipe, read before the session was started (`first_piped_line`).
+        self.pending: str | None = None
         #: In a terminal, while a turn runs: the line editor reading steering (stopped for an approval).
         self._steering: asyncio.Task[None] | None = None
 
@@ -191,7 +194,10 @@ class Chat:
         while True:
             waiting = self.store.session(self.session_id, copy=False).pending_auth  # only read
             try:
-                if waiting is None:
+                if waiting is None and self.pending is not None:
+                    line, self.pending = self.pending, None
+                    self.console.print(PROMPT, end="", markup=False)  # as input() would have shown it
+                elif waiting is None:
                     line = self.reader.read(PROMPT)
                 else:
                     self.console.print(f"[yellow]a tool needs {escape(str(waiting['prompt']))}[/]: type it (kept out of the "
@@ -206,7 +212,7 @@ class Chat:
                 else:
                     self.console.print("\n[dim](nothing is running; /quit leaves)[/]")
                 continue
-            line = line.strip()
+            line = utf8_text(line, "the line").strip()
             if not line:
                 continue
             if line.startswith("/"):
@@ -340,6 +346,7 @@ def chat(
 
     A new session is specified as `run` specifies it (the agents table of chronicle.toml, --max-iterations); a continued one keeps what it recorded. While a turn runs, chat holds the session as `run` does.
     """
+    keep_going()  # a reader of stdout going away must not abandon a turn (cli/pipes.py)
     from chronicle.runtime.app.running import Conversation, RunOptions
 
     if session is not None and from_environment("model"):
@@ -351,8 +358,14 @@ def chat(
             if session is not None:  # no store holds no session: say so without creating one
                 fail(f"no session matches {session!r}: there is no Chronicle store at {missing} yet", 2)
             Conversation.check_new(options)  # a bad flag on a first run leaves no empty store behind
+    first: str | None = None
+    if session is None and not interactive():  # from a pipe: a new session only once there is something to say
+        first = first_piped_line()
+        if first is None:
+            err_console.print("note: no input came (stdin is empty or closed), so no session was started")
+            return
     with store_command(db) as store:
-        console = Console(highlight=False, emoji=False)
+        console = SafeConsole(highlight=False, emoji=False)
         holder: dict[str, Chat] = {}
 
         async def approve(call: Any) -> str | None:
@@ -363,7 +376,21 @@ def chat(
         for note in conversation.notes:
             console.print(f"[dim]{escape(note)}[/]")
         holder["chat"] = Chat(conversation, console, renderer)
+        holder["chat"].pending = first
         holder["chat"].run()
+
+
+def first_piped_line() -> str | None:
+    """The first message a pipe gives (blank lines skipped, as chat skips them), or None when it ends first:
+    `chat < /dev/null` started an empty session each time."""
+    reader = LineReader(editor=False)
+    while True:
+        try:
+            line = reader.read("")
+        except EOFError:
+            return None
+        if line.strip():
+            return line
 
 
 __all__ = ["chat", "Chat"]

@@ -40,13 +40,17 @@ class LineReader:
     KeyboardInterrupt on Ctrl-C, as `input()` raises them."""
 
     def __init__(self, store_url: str | None = None, editor: bool | None = None) -> None:
-        self._read: Callable[[str], str] = input
+        self._read: Callable[[str], str] = _piped_input
         self._session: Any = None
         #: A line editor (a terminal); only then can a line be read while a turn runs (`read_async`).
         self.editor = bool(editor if editor is not None else interactive())
         if self.editor:
             self._session = _editor(history_path(store_url))
             self._read = self._session.prompt
+        else:
+            from .common import lenient
+
+            lenient(sys.stdin)  # a line that is not UTF-8 is cleaned (chat_cmd.py `utf8_text`), not a crash
 
     def read(self, prompt: str) -> str:
         lines = [self._read(prompt)]
@@ -105,6 +109,18 @@ class LineReader:
         """Ask the editor to redraw now (what `above` gives has changed); nothing when it is not open."""
         if self._session is not None:
             self._session.app.invalidate()
+
+
+def _piped_input(prompt: str) -> str:
+    """`input(prompt)` from a pipe, whose prompt goes to stdout: when stdout's reader has gone (`chat < script | head`),
+    chat goes on reading and running its inputs, as `run` goes on (cli/pipes.py), instead of dying on the prompt."""
+    try:
+        return input(prompt)
+    except BrokenPipeError:  # raised writing the prompt, before a line was read
+        from .pipes import reader_gone
+
+        reader_gone(sys.stdout)
+        return input(prompt)
 
 
 def _redacted(file_history: Any) -> Any:

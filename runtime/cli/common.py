@@ -5,13 +5,13 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import sys
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Callable, Iterable, Iterator, NoReturn, Optional
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 
 from chronicle.runtime.app.errors import NO_STORE, AppError, known_failure
@@ -21,15 +21,16 @@ from chronicle.runtime.config import ConfigError, resolve_db_url, sqlite_path
 from chronicle.runtime.pasteable import pasteable
 from chronicle.runtime.redaction import redact_secrets
 
-from .render import printable
+from .render import SafeConsole, ascii_json, printable
 
 if TYPE_CHECKING:  # imported where a store is opened: it imports the domain, which `sessions` may not need
     from chronicle.runtime.store import ChronicleStore
 
 # soft_wrap: an error is one line on stderr, however narrow the terminal or pipe. emoji=False: a
 # ":smile:" in a message or a tool's output is shown as written, not as the emoji rich would put there.
-err_console = Console(stderr=True, highlight=False, soft_wrap=True, emoji=False)
-out_console = Console(highlight=False, emoji=False)
+# SafeConsole: no control character a model or a tool wrote reaches the terminal (render.py).
+err_console = SafeConsole(stderr=True, highlight=False, soft_wrap=True, emoji=False)
+out_console = SafeConsole(highlight=False, emoji=False)
 
 DbOption = Annotated[
     Optional[str],
@@ -79,13 +80,39 @@ def finite_at_least(minimum: float) -> Callable[[typer.CallbackParam, Optional[f
     return check
 
 
+#: What Python makes of a byte that is not UTF-8 in an argument, a path or stdin (surrogateescape): a lone surrogate.
+SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def utf8_text(text: str, what: str) -> str:
+    """`text` as the model and the store take it, UTF-8: each byte that was not UTF-8 (`chronicle run $'caf\\xe9'`, a
+    latin-1 file piped in) becomes U+FFFD, said once on stderr naming `what`. Recording it as it came failed with an
+    internal error after the store was created; refusing it would refuse every `git diff` that touches a latin-1 file."""
+    if text.isascii() or not SURROGATE.search(text):
+        return text
+    count = len(SURROGATE.findall(text))
+    err_console.print(f"note: {escape(what)} held {count} byte{'s that are' if count != 1 else ' that is'} not UTF-8: "
+                      f"{'each is' if count != 1 else 'it is'} taken as U+FFFD (\ufffd)", soft_wrap=True)
+    return SURROGATE.sub("\ufffd", text)
+
+
 def read_prompt(prompt: str) -> str:
-    """`-` reads the prompt from stdin (`git diff | chronicle run -`), as Unix tools do."""
+    """`-` reads the prompt from stdin (`git diff | chronicle run -`), as Unix tools do; either way, as UTF-8 text."""
     if prompt != "-":
-        return prompt
+        return utf8_text(prompt, "the prompt")
     if sys.stdin.isatty():
         fail("the prompt is `-` but stdin is a terminal; pipe the prompt in, or give it as an argument", 2)
-    return sys.stdin.read()
+    lenient(sys.stdin)
+    return utf8_text(sys.stdin.read(), "the prompt read from stdin")
+
+
+def lenient(stream: Any) -> None:
+    """Read bytes that are not UTF-8 as lone surrogates (for `utf8_text`), not as a UnicodeDecodeError, which a UTF-8
+    locale other than C.UTF-8 gives: `errors` is `strict` there."""
+    try:
+        stream.reconfigure(errors="surrogateescape")
+    except (AttributeError, ValueError, OSError):  # not a TextIOWrapper (a test's), or read from already: as it is
+        pass
 
 
 class CliError(Exception):
@@ -250,7 +277,7 @@ def replace_file(path: Path, text: str) -> None:
 def print_json(obj: Any) -> None:
     from ..jsonable import jsonable
 
-    sys.stdout.write(json.dumps(jsonable(obj), ensure_ascii=False) + "\n")
+    sys.stdout.write(json.dumps(jsonable(obj), ensure_ascii=ascii_json()) + "\n")
 
 
 def print_json_rows(rows: Iterable[Any]) -> None:

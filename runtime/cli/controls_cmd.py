@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Annotated, Optional
 import typer
 from rich.markup import escape
 
-from .common import DbOption, JsonOption, cli_errors, err_console, fail, finite_at_least, open_store, out_console, pasted, print_json
+from .common import DbOption, JsonOption, cli_errors, err_console, fail, finite_at_least, open_store, out_console, pasted, print_json, utf8_text
 from .lazy import lazy_module
 from .render import printable
 
@@ -39,6 +39,7 @@ def steer(
     with cli_errors():
         if not message.strip():
             fail("the steering message is empty; say what the agent should do", 2)
+        message = utf8_text(message, "MESSAGE")
         store = open_store(db, create=False)
         sid = store.resolve_session_id(session)
         result = app_controls.steer(store, sid, message, wait_batch=wait_batch, turn_id=turn)

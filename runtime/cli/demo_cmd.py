@@ -16,6 +16,7 @@ from rich.panel import Panel
 
 from .common import cli_errors, fail, out_console, pasted
 from .inspect_cmd import history, log
+from .pipes import keep_going
 from .render import HumanRenderer
 
 
@@ -80,6 +81,7 @@ def demo(
     keep: Annotated[Optional[Path], typer.Option("--dir", help="Keep the demo's database and workspace in this directory")] = None,
 ) -> None:
     """Run an offline scripted session with tools, then show how to inspect it. No API key needed."""
+    keep_going()  # a reader of stdout going away must not abandon a turn (cli/pipes.py)
     from chronicle.runtime.app.running import Conversation, RunOptions  # when it runs: `demo --help` needs neither
     from chronicle.runtime.collector import start_up_done
     from chronicle.runtime.store import ChronicleStore

@@ -36,6 +36,29 @@ def completion_asked(args: list[str]) -> tuple[str, str | None] | None:
 
 
 def main() -> None:
+    from .pipes import closed_streams_opened, reader_may_go
+
+    closed_streams_opened()  # `<&-`: an empty stdin, not a crash on `sys.stdin.isatty()`
+    output_encodes_anything()
+    with reader_may_go():  # `chronicle … | head -1`: a reader gone is a quiet exit, or no exit at all mid-turn
+        command()
+
+
+def output_encodes_anything() -> None:
+    """On a terminal or pipe whose encoding is not UTF-8 (`PYTHONIOENCODING=latin-1`, LC_ALL=C without UTF-8 mode),
+    what it cannot encode is written as `\\u2026` instead of failing the command with UnicodeEncodeError: the CLI's
+    own `…` and `—` did that to nearly every command. `--json` escapes every character outside ASCII there instead
+    (render.py `ascii_json`), so that it stays JSON."""
+    for stream in (sys.stdout, sys.stderr):
+        encoding = (getattr(stream, "encoding", None) or "utf-8").lower().replace("-", "").replace("_", "")
+        if encoding not in ("utf8", "utf8sig"):
+            try:
+                stream.reconfigure(errors="backslashreplace")  # type: ignore[union-attr]
+            except (AttributeError, ValueError):  # not a TextIOWrapper: as it is
+                pass
+
+
+def command() -> None:
     if sys.argv[1:] in (["--version"], ["-V"]):
         sys.stdout.write(version_text() + "\n")
         return

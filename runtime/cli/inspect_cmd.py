@@ -31,7 +31,7 @@ from .common import (
     print_json_rows,
     store_command,
 )
-from .render import UNPRICED, short, unpriced_note, usd
+from .render import UNPRICED, ascii_json, short, unpriced_note, usd
 from .tables import Column, fit_table, unique_prefixes
 
 if TYPE_CHECKING:
@@ -60,7 +60,7 @@ def sessions(
             rows, all_ids = listing.rows, listing.all_ids
             if as_json:
                 for row in rows:  # plain JSON values from SQL: no conversion needed
-                    sys.stdout.write(json.dumps(row, ensure_ascii=False) + "\n")
+                    sys.stdout.write(json.dumps(row, ensure_ascii=ascii_json()) + "\n")
                 return
         else:
             from chronicle.runtime.app import queries

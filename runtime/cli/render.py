@@ -22,6 +22,32 @@ def printable(text: str) -> str:
     return CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100 else f"\\u{ord(m.group()):04x}", text)
 
 
+class SafeConsole(Console):
+    """Every console the CLI prints with: each string it renders (a line, a table cell, a rule's title) goes through
+    `printable` first, so a name, title, path or reason that a model or a tool chose (a tool named
+    `evil\\x1b]0;PWN\\x07`) cannot drive the terminal, whichever call site forgot to clean it. Markup is untouched:
+    it holds no control character, and `printable` adds none (nor a backslash before a `[`)."""
+
+    def render_str(self, text: str, *args: Any, **kwargs: Any) -> Any:
+        return super().render_str(printable(text), *args, **kwargs)
+
+    def on_broken_pipe(self) -> None:
+        """Nobody reads this console any more (`| head -1`): rich raised SystemExit(1) from whatever printed, in
+        the middle of a turn too. cli/pipes.py decides instead: write to /dev/null and go on, or exit quietly."""
+        from .pipes import reader_gone
+
+        self.quiet = True
+        reader_gone(self.file)
+
+
+def ascii_json(stream: Any = None) -> bool:
+    """Whether JSON written to `stream` (stdout) must escape every character outside ASCII (`ensure_ascii`): when the
+    stream's encoding is not UTF-8 (`PYTHONIOENCODING=latin-1`, LC_ALL=C without UTF-8 mode), where cli/entry.py makes
+    what it cannot encode `\\u2026`, `\\xe9` or `\\U0001f600`, of which JSON reads only the first."""
+    encoding = getattr(stream or sys.stdout, "encoding", None) or "utf-8"
+    return encoding.lower().replace("-", "").replace("_", "") not in ("utf8", "utf8sig")
+
+
 def short(value: Any, limit: int = 80) -> str:
     text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
     text = printable(text.replace("\n", " ⏎ "))
@@ -64,8 +90,16 @@ class JsonLinesRenderer:
         self.events = LIVE_EVENTS
 
     def __call__(self, event: Any) -> None:
-        self.stream.write(self.events.dump_json(event).decode() + "\n")
-        self.stream.flush()
+        try:
+            line = self.events.dump_json(event).decode()
+            if ascii_json(self.stream):
+                line = json.dumps(json.loads(line), ensure_ascii=True, separators=(",", ":"))
+            self.stream.write(line + "\n")
+            self.stream.flush()
+        except BrokenPipeError:  # the reader went away: the turn goes on (cli/pipes.py)
+            from .pipes import reader_gone
+
+            reader_gone(self.stream)
 
 
 def retry_when(next_attempt_at: str | None) -> str:
@@ -87,7 +121,7 @@ class HumanRenderer:
     """
 
     def __init__(self, console: Console | None = None, show_thinking: bool = False, name_inputs: bool = False) -> None:
-        self.console = console or Console(highlight=False, emoji=False)
+        self.console = console or SafeConsole(highlight=False, emoji=False)
         #: Name the input each turn answers (`resume`: the inputs it runs are none the person typed just now).
         self.name_inputs = name_inputs
         self.show_thinking = show_thinking

@@ -11,6 +11,7 @@ from rich.markup import escape
 
 from .common import DbOption, JsonOption, WorkspaceOption, cli_errors, err_console, fail, missing_store, open_store, pasted, read_prompt
 from .limits import LimitFlags, limit_options
+from .pipes import keep_going
 from .render import HumanRenderer, JsonLinesRenderer, printable
 
 if TYPE_CHECKING:  # the application layer (the loop, pydantic, the providers) is imported when a turn runs, not for --help
@@ -101,6 +102,7 @@ def run(
 
     On a busy session the prompt is queued (durably, before anything else) and runs after the turn in flight; if another live process holds the session, this one exits (status queued) and that process picks the prompt up. A turn left by a process that died is continued here. Inputs queued while this process works run before it exits.
     """
+    keep_going()  # a reader of stdout going away must not abandon a turn (cli/pipes.py)
     from chronicle.runtime.app.running import Conversation, RunOptions
 
     with cli_errors():

@@ -10,6 +10,7 @@ from typing import Annotated, Any, Optional
 import typer
 
 from .common import DbOption, cli_errors, err_console, fail, finite_at_least, locate_store, log_line, open_located
+from .pipes import keep_going
 
 #: Seconds a stopping server gives open requests (live event streams) before ending them.
 SHUTDOWN_GRACE_S = 3
@@ -35,6 +36,7 @@ def serve(
 
     SIGTERM or Ctrl-C: drain (new work refused with 503, /healthz 503 draining, reads go on) until the turns in hand have ended or --drain-s has passed, then exit 0; a second one exits at once (the turns stay in flight, left to their leases).
     """
+    keep_going()  # a reader of stdout going away must not abandon a turn (cli/pipes.py)
     with cli_errors():
         from chronicle.runtime.environment import EnvironmentSettingError, environment
 

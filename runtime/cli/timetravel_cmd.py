@@ -133,7 +133,7 @@ def replay(
         if as_json:
             print_json(app_timetravel.replay_row(sid, report))
         else:
-            print(report.verdict())
+            out_console.print(report.verdict(), markup=False, soft_wrap=True)  # a divergence names what the model chose
         raise typer.Exit(report.exit_code)
 
 

@@ -1,7 +1,11 @@
 """`history --format md|html`: the conversation as a document a person reads or hands on.
 
 HTML escapes every piece of recorded text: model output and tool results are untrusted input,
-and a transcript opened in a browser must not run what an agent printed.
+and a transcript opened in a browser must not run what an agent printed. Both forms show every
+control character as `\\x1b` (render.py `printable`), whether they go to a terminal, a pipe or a file,
+as every human form does: a transcript `cat`-ed later would drive the terminal that shows it (a
+title change, a cleared screen, a clipboard write), and such characters are never valid HTML text.
+`history --json` has the text exactly as recorded.
 """
 
 from __future__ import annotations
@@ -9,6 +13,8 @@ from __future__ import annotations
 import json
 from html import escape
 from typing import Any, Sequence
+
+from .render import printable
 
 
 def _text_of(content: Any) -> str:
@@ -44,7 +50,7 @@ def markdown(session_id: str, title: str | None, messages: Sequence[Any], labels
                 lines += [f"**tool {mark}** ({block.tool_use_id})", "", _fence(_text_of(block.content)), ""]
             else:
                 lines += [f"*[{block.type}]*", ""]
-    return "\n".join(lines).rstrip() + "\n"
+    return printable("\n".join(lines).rstrip()) + "\n"  # the whole document: title, names, text, results
 
 
 _STYLE = (
@@ -79,4 +85,4 @@ def html(session_id: str, title: str | None, messages: Sequence[Any], labels: di
                 parts.append(f"<p><em>[{escape(block.type)}]</em></p>")
         parts.append("</section>")
     parts.append("</body></html>")
-    return "\n".join(parts) + "\n"
+    return printable("\n".join(parts)) + "\n"  # after escaping: `\\x1b` holds nothing HTML reads

@@ -39,6 +39,7 @@ from .common import (
 )
 from .lazy import lazy_module
 from .limits import LimitFlags, limit_options
+from .pipes import keep_going
 from .render import HumanRenderer, JsonLinesRenderer, printable
 from .repairs_cmd import FailuresOption, StuckOption
 from .run_cmd import AgentsOption, AttachOption, MaxIterationsOption, ModelOption, ProviderOption, ToolsOption, from_environment, report
@@ -79,6 +80,7 @@ def resume(
 
     Limits apply as in `run` (flags first, then the limits table in the session workspace's chronicle.toml); a guard stop exits 4.
     """
+    keep_going()  # a reader of stdout going away must not abandon a turn (cli/pipes.py)
     with cli_errors():
         if not session and not all_sessions:
             fail("name a SESSION to resume, or pass --all", 2)
@@ -285,6 +287,7 @@ def worker(
 
     SIGTERM or Ctrl-C: finish the turns in hand, then exit; a second one exits at once (the turns stay in flight and another worker takes them over when the lease runs out).
     """
+    keep_going()  # a reader of stdout going away must not abandon a turn (cli/pipes.py)
     from chronicle.runtime.stack_dumps import dump_stacks_on_signal
 
     dump_stacks_on_signal()  # `kill -USR1 PID`: every thread's stack on stderr, for a worker that seems stuck
