@@ -210,6 +210,14 @@ class LazyGroup(typer.core.TyperGroup):
         finally:
             commands.listing = False
 
+    def invoke(self, ctx: Any) -> Any:
+        try:
+            return super().invoke(ctx)
+        except KeyboardInterrupt as exc:  # typer would exit 130 saying nothing (cli/interrupts.py)
+            from .interrupts import report_interrupt
+
+            report_interrupt(exc)
+
 
 app = typer.Typer(
     name="chronicle",

@@ -13,7 +13,9 @@ from rich.markup import escape
 from chronicle.runtime.app import bundles
 from chronicle.runtime.bundle import keygen as make_keys
 
+from .bars import progress_bar
 from .common import DbOption, JsonOption, cli_errors, fail, open_store, out_console, print_json, replace_file
+from .interrupts import noted
 
 
 def export(
@@ -32,8 +34,10 @@ def export(
                 fail(f"cannot read the signing key {sign_with}: {exc.strerror or exc}", 2)
         store = open_store(db, create=False)
         sid = store.resolve_session_id(session)
-        bundle = bundles.export(store, sid, key)
-        text = json.dumps(bundle, ensure_ascii=False, indent=1) + "\n"
+        nothing = f"nothing was written to {out}" if out is not None else "nothing was written"
+        with progress_bar() as tracker, noted(lambda: f"export stopped before the bundle was complete; {nothing}"):
+            bundle = bundles.export(store, sid, key, progress=tracker)
+            text = json.dumps(bundle, ensure_ascii=False, indent=1) + "\n"
         if out is None:
             sys.stdout.write(text)
             return

@@ -13,7 +13,9 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from chronicle.projections import ProjectionEngine, UnknownProjection
+from chronicle.runtime.pasteable import pasteable
 
+from .bars import bars_shown
 from .common import (
     DbOption,
     JsonOption,
@@ -27,6 +29,7 @@ from .common import (
     print_json_rows,
     store_command,
 )
+from .interrupts import noted
 from .lazy import lazy_module
 
 if TYPE_CHECKING:  # the read models import the domain's content models (pydantic); `--help` needs none of it
@@ -80,7 +83,7 @@ def rebuild(
             chosen = engine.select(names)
         except UnknownProjection as exc:
             fail(f"{exc}", 2)
-        with _progress(engine, [p.name for p in chosen]) as report:
+        with noted(lambda: _left(engine, [p.name for p in chosen], store.url)), _progress(engine, [p.name for p in chosen]) as report:
             parallel_rebuild.rebuild(store, names, progress=report)
         for s in engine.status():
             if s.name in {p.name for p in chosen}:
@@ -103,7 +106,9 @@ def check(
         except UnknownProjection as exc:
             fail(f"{exc}", 2)
         try:
-            with _progress(engine, chosen) as report:
+            with noted(lambda: "projections check stopped before comparing every row; nothing was changed (the live "
+                               "read models are only read, the scratch copy is removed)"), \
+                    _progress(engine, chosen, as_json) as report:
                 checked = read_model_check.check(store, chosen, progress=report)
         except read_model_check.ReadModelsBusy as exc:
             fail(str(exc), 1)
@@ -129,13 +134,26 @@ def check(
                  f"{'it' if len(wrong) == 1 else 'them'} again from it", 1)
 
 
+def _left(engine: ProjectionEngine, names: list[str], url: str) -> str:
+    """What an interrupted rebuild leaves: the read models at the lowest position one reached (each batch commits
+    with its position), finished by the next command that reads them."""
+    rows = [s for s in engine.status() if s.name in names]
+    low, head = min((s.position for s in rows), default=0), max((s.head for s in rows), default=0)
+    return (f"read models at position {low:,} of {head:,}; they catch up at the next command that reads them, "
+            f"or `{pasteable('projections rebuild', url)}`")
+
+
 def _shown(row: tuple[Any, ...], width: int = 200) -> str:
     text = " | ".join("NULL" if v is None else str(v) for v in row)
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
 @contextmanager
-def _progress(engine: ProjectionEngine, names: list[str]) -> Iterator[Any]:
+def _progress(engine: ProjectionEngine, names: list[str], as_json: bool = False) -> Iterator[Any]:
+    """A bar per projection at a terminal (bars.py: none where stderr is a file or a pipe, or with --json)."""
+    if not bars_shown(as_json):
+        yield lambda name, position, top: None
+        return
     head = engine.head()
     with Progress(
         TextColumn("{task.description:<10}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
