@@ -54,18 +54,22 @@ def interrupted_line(exc: KeyboardInterrupt, command: Optional[str]) -> str:
            "written whole or not at all)"
 
 
-def interrupted_command(exc: BaseException) -> Optional[str]:
-    """The command (`projections rebuild`) the interrupt ended: the innermost command invoked on its way up (the
-    root group's context knows only the first word of it)."""
+def command_path_of(exc: BaseException) -> Optional[str]:
+    """`chronicle projections rebuild`: the innermost command an exception passed through on its way up (the root
+    group's context knows only the first word; a parser's error may carry no context at all)."""
     path = None
     tb = exc.__traceback__
     while tb is not None:
-        ctx = tb.tb_frame.f_locals.get("ctx") if tb.tb_frame.f_code.co_name == "invoke" else None
-        if ctx is not None and hasattr(ctx, "command_path"):
+        ctx = tb.tb_frame.f_locals.get("ctx")
+        if ctx is not None and isinstance(getattr(ctx, "command_path", None), str):
             path = ctx.command_path
         tb = tb.tb_next
-    words = (path or "").split()[1:]
-    return " ".join(words) or None
+    return path
+
+
+def interrupted_command(exc: BaseException) -> Optional[str]:
+    """The command (`projections rebuild`) the interrupt ended."""
+    return " ".join((command_path_of(exc) or "").split()[1:]) or None
 
 
 def report_interrupt(exc: KeyboardInterrupt) -> NoReturn:
