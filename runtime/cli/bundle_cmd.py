@@ -32,6 +32,8 @@ def export(
                 key = sign_with.read_bytes()
             except OSError as exc:
                 fail(f"cannot read the signing key {sign_with}: {exc.strerror or exc}", 2)
+        if out is not None:
+            _writable_path(out)  # before the export's seconds of work
         store = open_store(db, create=False)
         sid = store.resolve_session_id(session)
         nothing = f"nothing was written to {out}" if out is not None else "nothing was written"
@@ -50,6 +52,14 @@ def export(
         # `verify SESSION` counts the sessions' leases too (a lease is this store's, never exported): said, as it says it.
         out_console.print(escape(f"exported session {sid}: {counts['events']} events of {counts['sessions']} session(s), "
                                  f"their leases left out, to {out}{signed}; head {bundle['manifest']['head']}"), soft_wrap=True)
+
+
+def _writable_path(out: Path) -> None:
+    """A path a file can be written at, or a usage error (exit 2, as `--sign DIR`, `import DIR` and `keygen DIR`)."""
+    if out.is_dir():
+        fail(f"cannot write {out}: it is a directory; give the bundle's file name (`-o {out / 'bundle.json'}`)", 2)
+    if not out.parent.is_dir():
+        fail(f"cannot write {out}: {out.parent} is not a directory", 2)
 
 
 def import_(

@@ -41,3 +41,21 @@ def test_a_failure_outside_a_commands_own_handling_has_the_same_prefix(sqlite_ur
 def test_no_command_still_shows_the_help():
     result = cli()
     assert "Usage: chronicle" in result.stdout + result.stderr and "error:" not in result.stderr
+
+
+def test_a_path_that_cannot_take_the_bundle_is_a_usage_error_before_any_work(sqlite_url, workspace, tmp_path):
+    """As `export --sign DIR`, `import DIR` and `keygen DIR` are (README's exit codes): it was exit 1, after the
+    export's work, as if the store had failed."""
+    from tests.helpers import json_lines, response, text, write_script
+
+    script = write_script(tmp_path / "s.json", [response(text("hi"))])
+    sid = json_lines(cli("run", "hi", "--provider", f"scripted:{script}", "--workspace", str(workspace), "--json",
+                         db=sqlite_url).stdout)[0]["session_id"]
+    into_dir = cli("export", sid, "-o", str(tmp_path), db=sqlite_url)
+    assert into_dir.returncode == 2 and into_dir.stderr.splitlines() == [
+        f"error: cannot write {tmp_path}: it is a directory; give the bundle's file name (`-o {tmp_path / 'bundle.json'}`)"]
+    nowhere = cli("export", sid, "-o", str(tmp_path / "no" / "b.json"), db=sqlite_url)
+    assert nowhere.returncode == 2 and f"{tmp_path / 'no'} is not a directory" in nowhere.stderr
+    for args in (("export", sid, "--sign", str(tmp_path)), ("import", str(tmp_path)), ("keygen", str(tmp_path))):
+        assert cli(*args, db=sqlite_url).returncode == 2, args
+    assert cli("export", sid, "-o", str(tmp_path / "b.json"), db=sqlite_url).returncode == 0
