@@ -91,10 +91,15 @@ def import_(
 
 
 def keygen(
-    out: Annotated[Path, typer.Argument(metavar="KEYFILE", help="Where to write the private key; the public key goes to KEYFILE.pub")],
+    keyfile: Annotated[str, typer.Argument(metavar="KEYFILE", help="Where to write the private key; the public key goes to KEYFILE.pub")],
 ) -> None:
     """Make an Ed25519 key pair for `export --sign` (the same as `openssl genpkey -algorithm ed25519 -out KEYFILE`)."""
     with cli_errors():
+        if not keyfile.strip():  # as a Path, '' was '.', refused as "exists"
+            fail("KEYFILE is empty: name the file to write the private key to", 2)
+        out = Path(keyfile)
+        if out.is_dir():
+            fail(f"{out} is a directory: name the file to write the private key to (`{out / 'signing.pem'}`)", 2)
         try:
             public = make_keys(out)
         except FileExistsError:
