@@ -26,6 +26,7 @@ from .common import (
     hint,
     open_store,
     out_console,
+    pasted,
     print_json_rows,
     store_command,
 )
@@ -48,7 +49,8 @@ app = typer.Typer(
 
 
 def _engine(db: str | None) -> ProjectionEngine:
-    return read_models.projection_engine(open_store(db, create=False))
+    """For a report: no warning that a read model is being built (ProjectionEngine `announce`), as nothing is."""
+    return read_models.projection_engine(open_store(db, create=False), announce=False)
 
 
 @app.command()
@@ -65,6 +67,15 @@ def status(as_json: JsonOption = False, db: DbOption = None) -> None:
             lag = f"[green]{row['lag']}[/]" if row["lag"] == 0 else f"[yellow]{row['lag']}[/]"
             table.add_row(row["name"], str(row["position"]), lag, str(row["head"]))
         out_console.print(table)
+        unbuilt = [row["name"] for row in rows if row["position"] == 0 and row["lag"]]
+        behind = [row["name"] for row in rows if row["position"] and row["lag"]]
+        rebuild = pasted("projections rebuild", engine.app.url)
+        if unbuilt:
+            err_console.print(f"not built yet: {', '.join(unbuilt)}; built at the next command that reads them "
+                              f"(sessions, audit, cost, history --at), or `{rebuild}` with progress", highlight=False)
+        if behind:
+            err_console.print(f"behind the log: {', '.join(behind)}; they catch up at the next command that reads them, or "
+                              f"`{pasted('projections run', engine.app.url)}`", highlight=False)
 
 
 @app.command()
@@ -77,7 +88,7 @@ def rebuild(
     On PostgreSQL, a long log's read models are rebuilt in two processes (two halves at once)."""
     with cli_errors():
         store = open_store(db, create=False)
-        engine = read_models.projection_engine(store)
+        engine = read_models.projection_engine(store, announce=False)  # its bars and lines say what it builds
         names = [name] if name else None
         try:
             chosen = engine.select(names)

@@ -233,3 +233,20 @@ def test_verify_and_export_show_a_bar_at_a_terminal(store, tmp_path):
         assert process.wait(timeout=120) == 0, shown
         assert label in shown and re.search(r"\d+/\d+", shown), shown
     assert (tmp_path / "b.json").exists()
+
+
+def test_status_of_read_models_never_built_reports_and_promises_nothing(store):
+    """It warned four times that each read model was being built "once" from the log, and built none of them: a
+    second status said the same lag (and nothing more)."""
+    url, _ = store
+    for _ in range(2):
+        shown = cli("projections", "status", db=url)
+        assert shown.returncode == 0 and "warning" not in shown.stderr and "building" not in shown.stderr, shown.stderr
+        assert shown.stderr.splitlines() == [
+            "not built yet: history, summaries, cost, audit; built at the next command that reads them (sessions, audit, "
+            "cost, history --at), or `chronicle projections rebuild` with progress"]
+        assert {row["position"] for row in json_lines(cli("projections", "status", "--json", db=url).stdout)} == {0}
+    rebuilt = cli("projections", "rebuild", db=url)  # says what it builds; no warning that it is about to
+    assert rebuilt.returncode == 0 and "warning" not in rebuilt.stderr and len(rebuilt.stderr.splitlines()) == 4
+    after = cli("projections", "status", db=url)
+    assert after.returncode == 0 and after.stderr == ""
