@@ -109,6 +109,10 @@ def bounded(command: Command) -> Command:
                 param.type = _stored_int()(kind.min, min_open=kind.min_open, clamp=kind.clamp)
         elif type(kind) is types.IntParamType:  # not a subclass such as RowCount, which says what a huge one means
             param.type = _stored_int()(None)
+        if isinstance(param.type, types._NumberRangeBase) and param.metavar is None and not param.param_type_name == "argument":
+            # `<int>` and `<float>`, the range beside them as before: `<float range> [x>=0.001]` took a third of an
+            # 80-column help's width from the help text, which then cut words with `…`
+            param.metavar = "<int>" if isinstance(param.type, types.IntRange) else "<float>"
     for sub in (getattr(command, "commands", None) or {}).values():
         bounded(sub)
     return command
