@@ -118,9 +118,13 @@ def other_versions(positions: dict[str, int | None], projection: Projection) -> 
 
 
 class ProjectionEngine:
-    def __init__(self, app: Any, projections: Iterable[Projection], batch_size: int = 500, ensure: bool = True) -> None:
+    def __init__(self, app: Any, projections: Iterable[Projection], batch_size: int = 500, ensure: bool = True,
+                 announce: bool = True) -> None:
         """`app` is the store's eventsourcing Application: its recorder, mapper and factory.
-        `ensure=False` for a read-only store: its tables are read as they stand, never created."""
+        `ensure=False` for a read-only store: its tables are read as they stand, never created.
+        `announce=False` where no catch-up follows the set-up (`projections status` only reports; `rebuild`
+        says what it builds): no warning that a read model is being built from the log."""
+        self.announce = announce
         self.app = app
         self.recorder = app.recorder
         self.mapper = app.mapper
@@ -198,6 +202,8 @@ class ProjectionEngine:
     def _announce(self, built: list[Projection]) -> None:
         """Say why the command is about to take a while: the first command to read a read model
         that is new to the store (or changed by an upgrade) builds it from the whole log."""
+        if not self.announce:
+            return
         head = self.head()
         if head < ANNOUNCE_FROM:
             return

@@ -21,10 +21,12 @@ class ReadModelsMissing(LookupError):
     """A read-only store whose projections were never built: they cannot be built now."""
 
 
-def projection_engine(store: ChronicleStore) -> ProjectionEngine:
+def projection_engine(store: ChronicleStore, announce: bool = True) -> ProjectionEngine:
+    """The store's engine (made once per store); `announce`: ProjectionEngine's, when it is made."""
     engine = getattr(store, "_projection_engine", None)
     if engine is None:
-        engine = ProjectionEngine(store, all_projections(pricer=price), ensure=not getattr(store, "read_only", False))
+        engine = ProjectionEngine(store, all_projections(pricer=price), ensure=not getattr(store, "read_only", False),
+                                  announce=announce)
         store._projection_engine = engine  # type: ignore[attr-defined]
     return engine
 

@@ -15,7 +15,7 @@ a forgotten session tree (`chronicle forget`) cannot be read by anyone and is pa
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence
 from uuid import UUID
 
 from eventsourcing.domain import Snapshot
@@ -70,12 +70,17 @@ def stored_snapshots(store: Any, originator_ids: Sequence[UUID] | None = None) -
                           state=bytes(values[3]))
 
 
-def check_snapshots(store: Any, originator_ids: Sequence[UUID] | None = None) -> tuple[int, SnapshotProblem | None]:
+def check_snapshots(store: Any, originator_ids: Sequence[UUID] | None = None,
+                    progress: Callable[[int, int], None] | None = None) -> tuple[int, SnapshotProblem | None]:
     """How many snapshots match their events, and the first one that does not: of the whole store, or of
-    `originator_ids` only (a session tree's, whose snapshots `history` trusts as much as the whole log's)."""
+    `originator_ids` only (a session tree's, whose snapshots `history` trusts as much as the whole log's).
+    `progress(done, total)` after each snapshot."""
     checked = 0
     transcoder = store.mapper.transcoder
-    for stored in stored_snapshots(store, originator_ids):
+    stored_all = list(stored_snapshots(store, originator_ids))  # read at once by stored_snapshots anyway
+    for done, stored in enumerate(stored_all):
+        if progress is not None:
+            progress(done, len(stored_all))
         try:
             snapshot = store.mapper.to_domain_event(stored)
         except Exception as exc:  # noqa: BLE001 - a damaged snapshot is a finding, not a crash
@@ -96,6 +101,8 @@ def check_snapshots(store: Any, originator_ids: Sequence[UUID] | None = None) ->
         if not (agrees(found, expected) if older else found == expected):
             return checked, _problem(stored, "it differs from what its events say: it was edited")
         checked += 1
+    if progress is not None:
+        progress(len(stored_all), len(stored_all))
     return checked, None
 
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Optional, Sequence
 from uuid import UUID
 
 from .chain import GENESIS, Link, link_digest
@@ -28,6 +28,14 @@ from .pasteable import pasteable
 from .snapshot_check import check_snapshots
 
 _BATCH = 2000
+
+#: `progress(phase, done, total)` as a check goes: phase "chain" (links checked of the links there are), then
+#: "snapshots" (snapshots compared with their events). For a bar (runtime/cli/bars.py) and an interrupt's line.
+Progress = Callable[[str, int, Optional[int]], None]
+
+
+def _quiet(phase: str, done: int, total: Optional[int]) -> None:
+    return None
 
 
 @dataclass(frozen=True)
@@ -169,14 +177,18 @@ class Verifier:
 
     # -- entry points --------------------------------------------------------------------------
 
-    def verify_all(self, anchor: dict[str, Any] | None = None, snapshots: bool = True) -> Verdict:
+    def verify_all(self, anchor: dict[str, Any] | None = None, snapshots: bool = True,
+                   progress: Progress | None = None) -> Verdict:
         verdict = Verdict(scope="all", events=self.reader.count_events())
         first, head = self.reader.first(), self.reader.head()
         verdict.head = head_of(head)
+        report = progress or _quiet
         breaks: list[Break] = []
         if first is not None and first.seq != 1:
             breaks.append(self._gone_links(first, 1))
         seq = 0
+        links = head.seq if head is not None else 0
+        report("chain", 0, links)
         while not breaks:
             batch = self.reader.links_after(seq, _BATCH)
             if not batch:
@@ -185,15 +197,17 @@ class Verifier:
             if found:
                 breaks.append(found)
             seq = batch[-1].seq
+            report("chain", verdict.chained, links)
         unlinked = self.reader.unlinked_positions()
         self._count_unlinked(verdict, unlinked, first, breaks)
         self._check_anchor(verdict, anchor, head, breaks)
         verdict.broken = _first(breaks)
         if snapshots:
-            self._check_snapshots(verdict)
+            self._check_snapshots(verdict, progress=progress)
         return verdict
 
-    def verify_session(self, session_id: UUID, anchor: dict[str, Any] | None = None, scope: Any = None) -> Verdict:
+    def verify_session(self, session_id: UUID, anchor: dict[str, Any] | None = None, scope: Any = None,
+                       progress: Progress | None = None) -> Verdict:
         """The links of every event the session's conversation is read from: its tree's, the turns
         a fork inherits and the attachments (runtime/session_scope.py, what `export` writes, plus
         the sessions' leases); the whole log's if that no longer loads (then `notes` says why).
@@ -212,11 +226,12 @@ class Verifier:
                 raise
             # Which rows are the tree's is read from its events, so it cannot be checked alone: the whole log names the
             # row, and the session is not verified either way.
-            verdict = self.verify_all(anchor, snapshots=False)
+            verdict = self.verify_all(anchor, snapshots=False, progress=progress)
             verdict.scope = str(session_id)
             verdict.unloadable, verdict.url = _unloadable(exc), self.reader.store.url
             return verdict
-        verdict = self.verify_aggregates(str(session_id), ids, anchor, scope.inherited, leases=lease_ids(scope))
+        verdict = self.verify_aggregates(str(session_id), ids, anchor, scope.inherited, leases=lease_ids(scope),
+                                         progress=progress)
         verdict.inherited_from = [str(origin) for origin in scope.inherited_from]
         verdict.origins_not_here = [str(origin) for origin in scope.inherited_from if not self._holds_session(origin)]
         return verdict
@@ -231,17 +246,21 @@ class Verifier:
         return True
 
     def verify_aggregates(self, scope: str, originator_ids: Sequence[UUID], anchor: dict[str, Any] | None = None,
-                          inherited: Sequence[UUID] = (), leases: Sequence[UUID] = ()) -> Verdict:
+                          inherited: Sequence[UUID] = (), leases: Sequence[UUID] = (),
+                          progress: Progress | None = None) -> Verdict:
         verdict = Verdict(scope=scope)
         first, head = self.reader.first(), self.reader.head()
         verdict.head = head_of(head)
+        report = progress or _quiet
         breaks: list[Break] = []
         links = self.reader.links_of(originator_ids)
+        report("chain", 0, len(links))
         for start in range(0, len(links), _BATCH):
             found = self._check_links(links[start:start + _BATCH], verdict)
             if found:
                 breaks.append(found)
                 break
+            report("chain", verdict.chained, len(links))
         events = self.reader.events_of(originator_ids)
         verdict.events = len(events)
         inherited_ids = set(inherited)
@@ -263,18 +282,21 @@ class Verifier:
             breaks.append(gap)
         self._check_anchor(verdict, anchor, head, breaks)
         verdict.broken = _first(breaks)
-        self._check_snapshots(verdict, originator_ids)
+        self._check_snapshots(verdict, originator_ids, progress)
         return verdict
 
     # -- checks --------------------------------------------------------------------------------
 
-    def _check_snapshots(self, verdict: Verdict, originator_ids: Sequence[UUID] | None = None) -> None:
+    def _check_snapshots(self, verdict: Verdict, originator_ids: Sequence[UUID] | None = None,
+                         progress: Progress | None = None) -> None:
         """Loading trusts a snapshot over the events before it, so `history` and `why` of a session read its
         tree's snapshots: those are compared with the events (once the events are proven) for one session as for
         the whole log."""
         if verdict.broken is not None:
             return
-        verdict.snapshots, problem = check_snapshots(self.reader.store, originator_ids)
+        verdict.snapshots, problem = check_snapshots(
+            self.reader.store, originator_ids,
+            progress=None if progress is None else lambda done, total: progress("snapshots", done, total))
         if problem is not None:
             verdict.broken = Break("snapshot", 0, "Snapshot", str(problem.aggregate_id), "Snapshot", problem.version,
                                    problem.detail)

@@ -18,26 +18,33 @@ from ..bundle import BundleError, Checked, check_bundle, export_bundle, import_b
 from ..pasteable import pasteable
 from ..session_scope import session_scope
 from ..store import ChronicleStore
-from ..verify import Verifier
+from ..verify import Progress, Verifier
 from .errors import AppError
 from .queries import session_id
 
 
-def export(store: ChronicleStore, ref: str | UUID, private_key_pem: bytes | None = None) -> dict[str, Any]:
+def export(store: ChronicleStore, ref: str | UUID, private_key_pem: bytes | None = None,
+           progress: Progress | None = None) -> dict[str, Any]:
     """The bundle of the session's tree, signed with the Ed25519 key when one is given (code 2 if it is not one).
 
     The tree's chain is checked first, exactly as `verify SESSION` checks it, and a broken one refused (code 1):
     an import writes the events with new links of the target's chain, so a bundle of an edited row would come
-    out of the target verified, the edit laundered, and a signature would vouch for it."""
+    out of the target verified, the edit laundered, and a signature would vouch for it.
+
+    `progress(phase, done, total)` as it goes (runtime/verify.py's, with the phases "reading" before and
+    "writing" after the check)."""
+    report = progress or (lambda phase, done, total: None)
     sid = session_id(store, ref)
+    report("reading", 0, None)
     scope = session_scope(store, sid)  # a row that does not decode, or is gone, says so here as every reader does
-    verdict = Verifier(store).verify_session(sid, scope=scope)
+    verdict = Verifier(store).verify_session(sid, scope=scope, progress=progress)
     if verdict.broken is not None:
         # A forged snapshot is what the tree's aggregates (and so which rows the bundle takes) were read from.
         what = "it has a " if verdict.broken.kind == "snapshot" else "its hash chain is "
         raise AppError(f"refused to export session {sid}: {what}{verdict.broken.line()}; nothing written. "
                        f"`{pasteable(f'verify {sid}', store.url)}` shows it; export from a backup that verifies (an import "
                        "would give the damaged rows new, valid links in the target)")
+    report("writing", 0, None)
     try:
         return export_bundle(store, sid, private_key_pem, scope=scope)
     except BundleError as exc:

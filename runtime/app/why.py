@@ -122,8 +122,9 @@ def _decision(store: ChronicleStore, sid: UUID, numbered: list[UUID], head: list
             raise AppError(f"{wanted!r} begins the ids of {len(matches)} tool calls ({shown}{more}); give more of the id, "
                            "or --turn N", 2)
     where = f"turn {turn} of session {sid}" if turn is not None else f"session {sid}, its active branch or undone turns"
+    # Code 2, as a --turn out of range and a session id that names nothing: CALL is an argument as typed.
     raise AppError(f"no tool call {wanted!r} on {where}; name one by its tool_use id as `history` shows it, its tool call "
-                   f"id or a prefix, or its tool's name: `{pasteable(f'audit --session {sid}', store.url)}` lists every call", 1, kind=NOT_FOUND)
+                   f"id or a prefix, or its tool's name: `{pasteable(f'audit --session {sid}', store.url)}` lists every call", 2, kind=NOT_FOUND)
 
 
 def _scan(store: ChronicleStore, turns: list[UUID], number_of: dict[UUID, int],

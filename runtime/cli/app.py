@@ -12,11 +12,12 @@ from __future__ import annotations
 import functools
 from collections.abc import Iterator, MutableMapping
 from importlib import import_module
-from typing import TYPE_CHECKING, Annotated, Any, NamedTuple, Optional
+from typing import TYPE_CHECKING, Annotated, Any, NamedTuple, NoReturn, Optional
 
 import typer
 import typer.core
 import typer.main
+from typer._click.exceptions import ClickException, UsageError
 
 from . import completion
 
@@ -108,6 +109,10 @@ def bounded(command: Command) -> Command:
                 param.type = _stored_int()(kind.min, min_open=kind.min_open, clamp=kind.clamp)
         elif type(kind) is types.IntParamType:  # not a subclass such as RowCount, which says what a huge one means
             param.type = _stored_int()(None)
+        if isinstance(param.type, types._NumberRangeBase) and param.metavar is None and not param.param_type_name == "argument":
+            # `<int>` and `<float>`, the range beside them as before: `<float range> [x>=0.001]` took a third of an
+            # 80-column help's width from the help text, which then cut words with `…`
+            param.metavar = "<int>" if isinstance(param.type, types.IntRange) else "<float>"
     for sub in (getattr(command, "commands", None) or {}).values():
         bounded(sub)
     return command
@@ -210,6 +215,42 @@ class LazyGroup(typer.core.TyperGroup):
         finally:
             commands.listing = False
 
+    def make_context(self, info_name: Optional[str], args: list[str], parent: Any = None, **extra: Any) -> Any:
+        try:
+            return super().make_context(info_name, args, parent, **extra)
+        except ClickException as exc:  # the root's own options: `chronicle --bogus`
+            usage_error(exc)
+
+    def invoke(self, ctx: Any) -> Any:
+        try:
+            return super().invoke(ctx)
+        except KeyboardInterrupt as exc:  # typer would exit 130 saying nothing (cli/interrupts.py)
+            from .interrupts import report_interrupt
+
+            report_interrupt(exc)
+        except ClickException as exc:  # a command's arguments, or a command that does not exist
+            usage_error(exc)
+
+
+def usage_error(exc: Any) -> NoReturn:
+    """A usage error as every other error is said: one `error:` line, here naming the option and what it takes
+    and where to read more, with click's code (2). typer drew a five-line panel (usage, a hint, a boxed message),
+    while the commands' own refusals are one line; `chronicle` with no command still shows the help."""
+    if type(exc).__name__ == "NoArgsIsHelpError":
+        raise exc
+    from rich.markup import escape
+
+    from .common import err_console
+    from .interrupts import command_path_of
+
+    message = exc.format_message().strip().rstrip(".")
+    message = message[:1].lower() + message[1:] if message[1:2].islower() else message  # "No such …", not "URL"
+    ctx = getattr(exc, "ctx", None)
+    path = ctx.command_path if ctx is not None else command_path_of(exc)
+    see = f"; see `{path} --help`" if path and isinstance(exc, UsageError) else ""
+    err_console.print(f"[red]error:[/] {escape(message)}{escape(see)}")
+    raise typer.Exit(exc.exit_code)
+
 
 app = typer.Typer(
     name="chronicle",
@@ -300,7 +341,7 @@ def main() -> None:
 
         known = known_failure(exc, located_url())
         if known is not None:
-            sys.stderr.write(f"chronicle: error: {printable(first_line(known))}\n")
+            sys.stderr.write(f"error: {printable(first_line(known))}\n")  # as the commands' cli_errors say it
             raise SystemExit(known.code) from None
         sys.stderr.write(
             f"chronicle: internal error: {printable(cause_line(exc))}\n"

@@ -10,16 +10,16 @@ from rich.markup import escape
 
 from chronicle.runtime.app import queries
 
-from .common import DbOption, JsonOption, RowCount, cli_errors, open_store, out_console, print_json_rows, utf8_text
+from .common import DbOption, JsonOption, RowCount, cli_errors, not_empty, open_store, out_console, print_json_rows, utf8_text
 from .render import short
 from .tables import Column, fit_table
 
 
 def audit(
-    session: Annotated[Optional[str], typer.Option("--session", help="Only this session (id or unique prefix)")] = None,
-    tool: Annotated[Optional[str], typer.Option("--tool", help="Only calls of this tool (and their approvals)")] = None,
+    session: Annotated[Optional[str], typer.Option("--session", callback=not_empty, help="Only this session (id or unique prefix)")] = None,
+    tool: Annotated[Optional[str], typer.Option("--tool", callback=not_empty, help="Only calls of this tool (and their approvals)")] = None,
     errors: Annotated[bool, typer.Option("--errors", help="Only failures: model errors, retries, failed tools, failed turns")] = False,
-    since: Annotated[Optional[str], typer.Option("--since", help="From this time on: ISO (2026-01-05T09:00Z) or an age (30m, 2h, 7d)")] = None,
+    since: Annotated[Optional[str], typer.Option("--since", callback=not_empty, help="From this time on: ISO (2026-01-05T09:00Z) or an age (30m, 2h, 7d)")] = None,
     limit: Annotated[Optional[int], typer.Option("--limit", click_type=RowCount(), help="At most this many entries: the first ones")] = None,
     last: Annotated[Optional[int], typer.Option("--last", click_type=RowCount(), help="Only the newest N entries (still oldest first)")] = None,
     as_json: JsonOption = False,

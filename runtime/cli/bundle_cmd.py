@@ -13,7 +13,9 @@ from rich.markup import escape
 from chronicle.runtime.app import bundles
 from chronicle.runtime.bundle import keygen as make_keys
 
+from .bars import progress_bar
 from .common import DbOption, JsonOption, cli_errors, fail, open_store, out_console, print_json, replace_file
+from .interrupts import noted
 from .render import ascii_json
 
 
@@ -31,10 +33,14 @@ def export(
                 key = sign_with.read_bytes()
             except OSError as exc:
                 fail(f"cannot read the signing key {sign_with}: {exc.strerror or exc}", 2)
+        if out is not None:
+            _writable_path(out)  # before the export's seconds of work
         store = open_store(db, create=False)
         sid = store.resolve_session_id(session)
-        bundle = bundles.export(store, sid, key)
-        text = json.dumps(bundle, ensure_ascii=False, indent=1) + "\n"
+        nothing = f"nothing was written to {out}" if out is not None else "nothing was written"
+        with progress_bar() as tracker, noted(lambda: f"export stopped before the bundle was complete; {nothing}"):
+            bundle = bundles.export(store, sid, key, progress=tracker)
+            text = json.dumps(bundle, ensure_ascii=False, indent=1) + "\n"
         if out is None:
             sys.stdout.write(json.dumps(bundle, ensure_ascii=True, indent=1) + "\n" if ascii_json() else text)
             return
@@ -47,6 +53,14 @@ def export(
         # `verify SESSION` counts the sessions' leases too (a lease is this store's, never exported): said, as it says it.
         out_console.print(escape(f"exported session {sid}: {counts['events']} events of {counts['sessions']} session(s), "
                                  f"their leases left out, to {out}{signed}; head {bundle['manifest']['head']}"), soft_wrap=True)
+
+
+def _writable_path(out: Path) -> None:
+    """A path a file can be written at, or a usage error (exit 2, as `--sign DIR`, `import DIR` and `keygen DIR`)."""
+    if out.is_dir():
+        fail(f"cannot write {out}: it is a directory; give the bundle's file name (`-o {out / 'bundle.json'}`)", 2)
+    if not out.parent.is_dir():
+        fail(f"cannot write {out}: {out.parent} is not a directory", 2)
 
 
 def import_(
@@ -78,10 +92,15 @@ def import_(
 
 
 def keygen(
-    out: Annotated[Path, typer.Argument(metavar="KEYFILE", help="Where to write the private key; the public key goes to KEYFILE.pub")],
+    keyfile: Annotated[str, typer.Argument(metavar="KEYFILE", help="Where to write the private key; the public key goes to KEYFILE.pub")],
 ) -> None:
     """Make an Ed25519 key pair for `export --sign` (the same as `openssl genpkey -algorithm ed25519 -out KEYFILE`)."""
     with cli_errors():
+        if not keyfile.strip():  # as a Path, '' was '.', refused as "exists"
+            fail("KEYFILE is empty: name the file to write the private key to", 2)
+        out = Path(keyfile)
+        if out.is_dir():
+            fail(f"{out} is a directory: name the file to write the private key to (`{out / 'signing.pem'}`)", 2)
         try:
             public = make_keys(out)
         except FileExistsError:

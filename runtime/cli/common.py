@@ -61,19 +61,22 @@ class RowCount(typer._click.types.IntParamType):  # type: ignore[name-defined,mi
         return min(number, LARGEST)
 
 
-def finite_at_least(minimum: float) -> Callable[[typer.CallbackParam, Optional[float]], Optional[float]]:
-    """A callback for a float option: `inf`, `nan` and values below `minimum` exit 2 on one line.
+def finite_at_least(minimum: float, maximum: float | None = None,
+                    said: str = "") -> Callable[[typer.CallbackParam, Optional[float]], Optional[float]]:
+    """A callback for a float option: `inf`, `nan` and values below `minimum` (or above `maximum`) exit 2 on one line.
 
     click's `min=` lets `inf` and `nan` through (nan compares false with everything), and a lease
     or poll of `inf` then breaks arithmetic deep inside the worker; refuse them where they are typed.
+    `said`: what the maximum is, for the error line (`a day`).
     """
 
     def check(param: typer.CallbackParam, value: Optional[float]) -> Optional[float]:
         if value is None:
             return value
-        if not math.isfinite(value) or value < minimum:
+        if not math.isfinite(value) or value < minimum or (maximum is not None and value > maximum):
             flag = (param.opts or [param.name or "value"])[0]
-            err_console.print(f"[red]error:[/] {flag} takes a finite number ≥ {minimum:g} (got {value!r})")
+            most = f" and ≤ {maximum:g}{f' ({said})' if said else ''}" if maximum is not None else ""
+            err_console.print(f"[red]error:[/] {flag} takes a finite number ≥ {minimum:g}{most} (got {value!r})")
             raise typer.Exit(2)
         return value
 
@@ -94,6 +97,16 @@ def utf8_text(text: str, what: str) -> str:
     err_console.print(f"note: {escape(what)} held {count} byte{'s that are' if count != 1 else ' that is'} not UTF-8: "
                       f"{'each is' if count != 1 else 'it is'} taken as U+FFFD (\ufffd)", soft_wrap=True)
     return SURROGATE.sub("\ufffd", text)
+
+
+def not_empty(param: typer.CallbackParam, value: Optional[str]) -> Optional[str]:
+    """A callback for a text option that filters or names something: an empty one (`--tool ''`, which a script
+    gives when its variable is unset) is refused, exit 2, not taken as no filter at all."""
+    if value is not None and not value.strip():
+        flag = (param.opts or [param.name or "value"])[0]
+        err_console.print(f"[red]error:[/] {flag} is empty: give a value, or leave {flag} out")
+        raise typer.Exit(2)
+    return value
 
 
 def read_prompt(prompt: str) -> str:

@@ -78,7 +78,7 @@ def run(option: str, value: str | None) -> int:
     try:
         shell = shell_named(DETECT if value is None else value)
     except UnknownShell as exc:
-        typer.echo(f"chronicle: error: {option}: {exc}", err=True)
+        typer.echo(f"error: {option}: {exc}", err=True)
         return 2
     if option == SHOW:
         from typer._completion_shared import get_completion_script

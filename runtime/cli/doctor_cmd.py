@@ -6,14 +6,15 @@ from typing import Annotated
 
 import typer
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
 from chronicle.runtime.config import sqlite_path
 from chronicle.runtime.doctor import examine_log
 from chronicle.runtime.pasteable import pasteable_in
 from chronicle.runtime.store_errors import damage_advice
 
-from .common import DbOption, JsonOption, err_console, out_console, print_json, store_command
+from .bars import Tracker, progress_bar
+from .common import DbOption, JsonOption, out_console, print_json, store_command
+from .interrupts import noted
 
 REMEDY = {
     "dangling_index_entry": "run `chronicle doctor --repair` to withdraw the entry",
@@ -43,13 +44,8 @@ def doctor(
     Exit 0 when nothing is wrong (or everything found was repaired), 1 when a problem remains.
     """
     with store_command(db, create=False) as store:
-        if as_json or not err_console.is_terminal:
-            examined = examine_log(store, repair=repair)
-        else:
-            with Progress(TextColumn("checking the log"), BarColumn(), MofNCompleteColumn(), console=err_console,
-                          transient=True) as bar:
-                task = bar.add_task("log", total=store.max_position() or 1)
-                examined = examine_log(store, repair=repair, progress=lambda done, head: bar.update(task, completed=done, total=head))
+        with progress_bar(as_json) as tracker, noted(lambda: _where(tracker, repair)):
+            examined = examine_log(store, repair=repair, progress=lambda done, head: tracker("log", done, head))
         findings = examined.findings
         remaining = [f for f in findings if not f.repaired]
         if as_json:
@@ -69,3 +65,11 @@ def doctor(
             out_console.print(f"{store.describe()}: {examined.events} events checked; {verdict}", soft_wrap=True)
         if remaining:
             raise typer.Exit(1)
+
+
+def _where(tracker: Tracker, repair: bool) -> str:
+    """Where an interrupted doctor stopped: how far it read, and what it changed (only --repair changes anything)."""
+    read = f"after {tracker.done:,} of {tracker.total or 0:,} events" if tracker.phase else "before reading the log"
+    changed = ("repairs made before it stay made; run it again to finish" if repair
+               else "nothing was changed")
+    return f"doctor stopped {read}; {changed}"

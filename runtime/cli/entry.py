@@ -35,7 +35,19 @@ def completion_asked(args: list[str]) -> tuple[str, str | None] | None:
     return option, named if equals else (args[1] if len(args) == 2 else None)
 
 
+def unset_nonsense_width() -> None:
+    """COLUMNS=0 (or LINES=0) is taken as not set: rich took it as a width of 0 and `sessions` or `log` printed
+    nothing at all, exit 0. Before any console is made (they read it once)."""
+    import os
+
+    for name in ("COLUMNS", "LINES"):
+        value = os.environ.get(name, "")
+        if value.strip().isdigit() and int(value) == 0:
+            del os.environ[name]
+
+
 def main() -> None:
+    unset_nonsense_width()
     from .pipes import closed_streams_opened, reader_may_go
 
     closed_streams_opened()  # `<&-`: an empty stdin, not a crash on `sys.stdin.isatty()`

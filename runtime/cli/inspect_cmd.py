@@ -306,6 +306,8 @@ def history(
     from chronicle.runtime.app import queries
 
     with store_command(db, create=False) as store:
+        if as_json and fmt != "text":  # --json is the model's messages; --format a transcript: two outputs
+            fail(f"--json and --format {fmt} are two outputs: give one", 2)
         sid = store.resolve_session_id(session)
         if not as_json:
             _say_fork_origin(store, sid)

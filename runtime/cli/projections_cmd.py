@@ -13,7 +13,9 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from chronicle.projections import ProjectionEngine, UnknownProjection
+from chronicle.runtime.pasteable import pasteable
 
+from .bars import bars_shown
 from .common import (
     DbOption,
     JsonOption,
@@ -24,9 +26,11 @@ from .common import (
     hint,
     open_store,
     out_console,
+    pasted,
     print_json_rows,
     store_command,
 )
+from .interrupts import noted
 from .lazy import lazy_module
 
 if TYPE_CHECKING:  # the read models import the domain's content models (pydantic); `--help` needs none of it
@@ -45,7 +49,8 @@ app = typer.Typer(
 
 
 def _engine(db: str | None) -> ProjectionEngine:
-    return read_models.projection_engine(open_store(db, create=False))
+    """For a report: no warning that a read model is being built (ProjectionEngine `announce`), as nothing is."""
+    return read_models.projection_engine(open_store(db, create=False), announce=False)
 
 
 @app.command()
@@ -62,6 +67,15 @@ def status(as_json: JsonOption = False, db: DbOption = None) -> None:
             lag = f"[green]{row['lag']}[/]" if row["lag"] == 0 else f"[yellow]{row['lag']}[/]"
             table.add_row(row["name"], str(row["position"]), lag, str(row["head"]))
         out_console.print(table)
+        unbuilt = [row["name"] for row in rows if row["position"] == 0 and row["lag"]]
+        behind = [row["name"] for row in rows if row["position"] and row["lag"]]
+        rebuild = pasted("projections rebuild", engine.app.url)
+        if unbuilt:
+            err_console.print(f"not built yet: {', '.join(unbuilt)}; built at the next command that reads them "
+                              f"(sessions, audit, cost, history --at), or `{rebuild}` with progress", highlight=False)
+        if behind:
+            err_console.print(f"behind the log: {', '.join(behind)}; they catch up at the next command that reads them, or "
+                              f"`{pasted('projections run', engine.app.url)}`", highlight=False)
 
 
 @app.command()
@@ -74,13 +88,13 @@ def rebuild(
     On PostgreSQL, a long log's read models are rebuilt in two processes (two halves at once)."""
     with cli_errors():
         store = open_store(db, create=False)
-        engine = read_models.projection_engine(store)
+        engine = read_models.projection_engine(store, announce=False)  # its bars and lines say what it builds
         names = [name] if name else None
         try:
             chosen = engine.select(names)
         except UnknownProjection as exc:
             fail(f"{exc}", 2)
-        with _progress(engine, [p.name for p in chosen]) as report:
+        with noted(lambda: _left(engine, [p.name for p in chosen], store.url)), _progress(engine, [p.name for p in chosen]) as report:
             parallel_rebuild.rebuild(store, names, progress=report)
         for s in engine.status():
             if s.name in {p.name for p in chosen}:
@@ -103,7 +117,9 @@ def check(
         except UnknownProjection as exc:
             fail(f"{exc}", 2)
         try:
-            with _progress(engine, chosen) as report:
+            with noted(lambda: "projections check stopped before comparing every row; nothing was changed (the live "
+                               "read models are only read, the scratch copy is removed)"), \
+                    _progress(engine, chosen, as_json) as report:
                 checked = read_model_check.check(store, chosen, progress=report)
         except read_model_check.ReadModelsBusy as exc:
             fail(str(exc), 1)
@@ -129,13 +145,26 @@ def check(
                  f"{'it' if len(wrong) == 1 else 'them'} again from it", 1)
 
 
+def _left(engine: ProjectionEngine, names: list[str], url: str) -> str:
+    """What an interrupted rebuild leaves: the read models at the lowest position one reached (each batch commits
+    with its position), finished by the next command that reads them."""
+    rows = [s for s in engine.status() if s.name in names]
+    low, head = min((s.position for s in rows), default=0), max((s.head for s in rows), default=0)
+    return (f"read models at position {low:,} of {head:,}; they catch up at the next command that reads them, "
+            f"or `{pasteable('projections rebuild', url)}`")
+
+
 def _shown(row: tuple[Any, ...], width: int = 200) -> str:
     text = " | ".join("NULL" if v is None else str(v) for v in row)
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
 @contextmanager
-def _progress(engine: ProjectionEngine, names: list[str]) -> Iterator[Any]:
+def _progress(engine: ProjectionEngine, names: list[str], as_json: bool = False) -> Iterator[Any]:
+    """A bar per projection at a terminal (bars.py: none where stderr is a file or a pipe, or with --json)."""
+    if not bars_shown(as_json):
+        yield lambda name, position, top: None
+        return
     head = engine.head()
     with Progress(
         TextColumn("{task.description:<10}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),

@@ -11,7 +11,9 @@ from rich.markup import escape
 
 from chronicle.runtime.verify import Verifier, read_anchor, session_to_verify, write_anchor
 
+from .bars import Tracker, progress_bar
 from .common import DbOption, JsonOption, cli_errors, err_console, fail, open_store, out_console, print_json
+from .interrupts import noted
 
 
 def verify(
@@ -38,11 +40,12 @@ def verify(
                 fail(str(exc), 2)
         store = open_store(db, create=False)
         verifier = Verifier(store)
-        if session:
-            sid = session_to_verify(store, session)
-            verdict = verifier.verify_session(sid, expected)
-        else:
-            verdict = verifier.verify_all(expected)
+        with progress_bar(as_json) as tracker, noted(lambda: _where(tracker)):
+            if session:
+                sid = session_to_verify(store, session)
+                verdict = verifier.verify_session(sid, expected, progress=tracker)
+            else:
+                verdict = verifier.verify_all(expected, progress=tracker)
         if anchor is not None and verdict.ok:
             try:
                 write_anchor(anchor, verdict, datetime.now(timezone.utc).isoformat(), verifier.identity(), replace=force)
@@ -62,3 +65,14 @@ def verify(
                                   f"reach; `verify --against {escape(written)}` checks the chain still holds it", soft_wrap=True)
         if not verdict.ok:
             raise typer.Exit(1)
+
+
+def _where(tracker: Tracker) -> str:
+    """Where an interrupted verify stopped: how far the check had come; nothing was changed."""
+    if tracker.phase == "chain":
+        so_far = f"after {tracker.done:,} of {tracker.total or 0:,} links, no break among them"
+    elif tracker.phase == "snapshots":
+        so_far = f"with the chain sound, after {tracker.done:,} of {tracker.total or 0:,} snapshots"
+    else:
+        so_far = "before checking a link"
+    return f"verify stopped {so_far}; nothing was changed, and nothing is proven until a run reaches the end"

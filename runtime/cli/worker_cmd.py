@@ -59,7 +59,11 @@ else:
     live = lazy_module("chronicle.runtime.live")
     loop = lazy_module("chronicle.runtime.loop")
 
-LeaseOption = Annotated[float, typer.Option("--lease-s", callback=finite_at_least(0.5), help="Seconds a session stays claimed without renewal")]
+#: A lease is renewed while its holder lives; this long is how long a dead holder's sessions wait for another. Far
+#: beyond it (1e20) the claim's expiry overflowed a datetime inside the worker.
+MAX_LEASE_S = 86_400.0
+LeaseOption = Annotated[float, typer.Option(
+    "--lease-s", callback=finite_at_least(0.5, MAX_LEASE_S, "a day"), help="Seconds a session stays claimed without renewal")]
 YesOption = Annotated[bool, typer.Option("--yes", "-y", help="Approve tools that require approval (bash)")]
 
 

@@ -90,13 +90,13 @@ def test_a_turns_final_answer_is_explained_with_turn_alone(db_url, workspace, tm
         assert app.why(sid)["turn"] == 1  # the last tool call of the branch is in turn 1: turn 2 called none
         with pytest.raises(ChronicleError) as no_call:
             app.why(sid, turn=2, call="peek")
-        assert no_call.value.code == 1 and "no tool call 'peek' on turn 2" in str(no_call.value)
+        assert no_call.value.code == 2 and "no tool call 'peek' on turn 2" in str(no_call.value)
         with pytest.raises(ChronicleError) as out_of_range:
             app.why(sid, turn=3)
         assert out_of_range.value.code == 2 and "--turn takes 1 to 2" in str(out_of_range.value)
         with pytest.raises(ChronicleError) as unknown:
             app.why(sid, "t9")
-        assert unknown.value.code == 1 and "audit --session" in str(unknown.value)
+        assert unknown.value.code == 2 and "audit --session" in str(unknown.value)
 
 
 def test_a_branch_that_called_no_tool_explains_its_last_answer_by_default(db_url, workspace, tmp_path):
@@ -113,7 +113,7 @@ def test_a_branch_that_called_no_tool_explains_its_last_answer_by_default(db_url
         assert chain["asked"]["input"] == "second"
         with pytest.raises(ChronicleError) as named:
             app.why(sid, "peek")
-        assert named.value.code == 1 and "no tool call 'peek'" in str(named.value)
+        assert named.value.code == 2 and "no tool call 'peek'" in str(named.value)
     shown = cli("why", sid[:8], db=db_url, env={"COLUMNS": "60"})
     assert shown.returncode == 0, shown.stderr
     assert "Why the answer" in shown.stdout and "the second answer" in shown.stdout
@@ -320,6 +320,6 @@ def test_the_cli_and_the_server_answer_as_the_library_does(db_url, workspace, tm
     for part in ("Why peek (t1)", "Asked", "read a", "Decided", "Let me peek.", "Checked", "Did", "value of a", "Then", "it is a"):
         assert part in shown.stdout, part
     missing = cli("why", sid[:8], "nope", db=db_url)
-    assert missing.returncode == 1 and missing.stderr.startswith("error: no tool call 'nope'")
+    assert missing.returncode == 2 and missing.stderr.startswith("error: no tool call 'nope'")
     # One sentence, then a hint to paste: the session is named in full, where its calls are listed.
     assert "undone turns) (give" not in missing.stderr and f"`chronicle audit --session {sid}` lists every call" in missing.stderr

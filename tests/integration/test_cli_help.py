@@ -110,7 +110,7 @@ def test_an_unknown_shell_is_one_line_naming_the_shells():
     shown = cli("--show-completion", "tcsh")
     assert shown.returncode == 2 and shown.stdout == ""
     assert shown.stderr.strip().splitlines() == [
-        "chronicle: error: --show-completion: 'tcsh' is not a shell Chronicle completes; "
+        "error: --show-completion: 'tcsh' is not a shell Chronicle completes; "
         "give one of bash, zsh, fish, powershell, pwsh"
     ]
 

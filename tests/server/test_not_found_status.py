@@ -76,7 +76,7 @@ def test_the_library_says_not_found_on_the_error_as_the_server_reads_it(paused):
     assert unknown.value.code == 2 and unknown.value.not_found
     with pytest.raises(ChronicleError) as no_call:
         app.why(sid, "tu_9")
-    assert no_call.value.code == 1 and no_call.value.not_found
+    assert no_call.value.code == 2 and no_call.value.not_found  # CALL names nothing: an argument, as a session id
     with pytest.raises(ChronicleError) as bad_model:
         app.set_model(sid, "no session")
     assert bad_model.value.code == 2 and not bad_model.value.not_found

@@ -22,8 +22,8 @@ def run_main(monkeypatch, capsys, raised: Exception) -> tuple[int, str]:
 
 
 @pytest.mark.parametrize(("raised", "code", "line"), [
-    (NotFound("tool call 1234 names nothing in this store"), 1, "chronicle: error: tool call 1234 names nothing in this store\n"),
-    (UnknownSession("no session matches 'zz'"), 2, "chronicle: error: no session matches 'zz'\n"),
+    (NotFound("tool call 1234 names nothing in this store"), 1, "error: tool call 1234 names nothing in this store\n"),
+    (UnknownSession("no session matches 'zz'"), 2, "error: no session matches 'zz'\n"),
 ])
 def test_a_known_failure_is_the_commands_error_line_and_code(monkeypatch, capsys, raised, code, line):
     assert run_main(monkeypatch, capsys, raised) == (code, line)
@@ -33,7 +33,7 @@ def test_a_read_only_database_says_so(monkeypatch, capsys):
     import sqlite3
 
     code, err = run_main(monkeypatch, capsys, sqlite3.OperationalError("attempt to write a readonly database"))
-    assert code == 1 and err.startswith("chronicle: error: ") and "read-only" in err and "internal error" not in err
+    assert code == 1 and err.startswith("error: ") and "read-only" in err and "internal error" not in err
 
 
 def test_anything_else_is_an_internal_error_on_two_lines(monkeypatch, capsys):
