@@ -22,7 +22,7 @@ from chronicle.domain.turn import Turn
 from .actor import recorded_actor
 from .clock import SYSTEM_CLOCK, Clock
 from .pasteable import pasteable
-from .store import ChronicleStore
+from .store import ChronicleStore, NotFound
 from .store_snapshots import apply_event
 
 # No tools here: reading the past (`history --at`, fork) needs none of them, and the tools package
@@ -228,8 +228,9 @@ def cut_at_step(store: ChronicleStore, session_id: UUID, number: int, step: int)
     `log` shows them, from 0) was recorded: what the model had been sent for that call.
 
     The turn is found as `cut_at_turn` finds it; the cut is its last event before that answer,
-    and the session is taken as it stood there (its branch, and a summary if one was made
-    during the turn), so a long turn's middle is one indexed read away, not its replay."""
+    and the session is taken as it stood just before the answer (its branch, and a summary if one
+    was made during the turn, before that call included), so a long turn's middle is one indexed
+    read away, not its replay. An inherited turn's step: the session that ran it, as it stood then."""
     try:
         end = cut_at_turn(store, session_id, number)
         # Turn `number` is the one that had just ended there: the branch's last (not its `number`-th, which is
@@ -252,10 +253,32 @@ def cut_at_step(store: ChronicleStore, session_id: UUID, number: int, step: int)
                                 f"`{pasteable(f'log {session_id}', store.url)}` lists its steps")
     before = next(iter(store.events_with_positions([turn_id], version=answered.originator_version - 1)))
     position, timestamp = before[0], before[1].timestamp
-    version = store.latest_version(session_id, position)
-    # An inherited turn's steps were taken before the fork existed: its first state stands for it.
-    session = store.session(session_id, version=version) if version else end.session
-    return Cut(session, position, timestamp, version or end.version)
+    # The session as it stood just before the answer, not as of the turn's last event before it: the loop compacts
+    # between a step's results and the next call (runtime/turn_compaction.py), and that `Session.Compacted` is
+    # recorded after the turn's last event and read by the call (replay places it there too: replay_compaction.py).
+    answered_at = next(iter(store.events_with_positions([turn_id], version=answered.originator_version)))[0]
+    version = store.latest_version(session_id, answered_at - 1)
+    if not version:
+        # An inherited turn's steps were taken before the fork existed: the session that ran it, as it stood then.
+        session = _owner_at(store, turn_id, answered_at - 1, end.session)
+        return Cut(session, position, timestamp, end.version)
+    return Cut(store.session(session_id, version=version), position, timestamp, version)
+
+
+def _owner_at(store: ChronicleStore, turn_id: UUID, position: int, fallback: Session) -> Session:
+    """The session that ran `turn_id` (a fork's parent, or further up) as it stood at `position`: what that turn's
+    model calls read, a compaction made inside the turn included. `fallback` when that session is not in this store
+    (a fork imported without its origin) or did not exist then."""
+
+    created = next(iter(store.events_with_positions([turn_id], version=1)), None)
+    owner = getattr(created[1], "session_id", None) if created is not None else None
+    if owner is None:
+        return fallback
+    try:
+        version = store.latest_version(owner, position)
+        return store.session(owner, version=version) if version else fallback
+    except NotFound:
+        return fallback
 
 
 def step_answer(store: ChronicleStore, turn_id: UUID, step: int) -> Any:

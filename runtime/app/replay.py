@@ -53,7 +53,7 @@ from .replay_workspace import ScratchWorkspace
 class Divergence:
     turn: int
     step: int | None
-    kind: str  # "request fingerprint" | "tool result" | "model calls" | "outcome" | "earlier release" (replay_earlier.py)
+    kind: str  # "request fingerprint" | "tool result" | "model calls" | "outcome" | "compaction" | "earlier release" (replay_earlier.py)
     detail: str
     #: At a request: which of model, system, tools, messages differ, as far as the recording tells (replay_earlier.py).
     parts: dict[str, str] | None = None
@@ -158,6 +158,13 @@ class Replayer:
         if self.report.divergence is None:
             self.report.divergence = Divergence(self.shown(turn), step, kind, detail, parts)
         raise StopReplay(self.report.divergence.describe())
+
+    def unplaced(self, turn: int, step: int | None, detail: str) -> None:
+        """A recorded compaction the replay cannot make again (replay_compaction.py): the requests after it could not
+        be what was recorded, so that is the divergence, not the first request that differs for it. Recorded, not
+        raised: it may be told before a turn begins, outside the loop's handling; the next model call stops there."""
+        if self.report.divergence is None:
+            self.report.divergence = Divergence(self.shown(turn), step, "compaction", detail)
 
     def as_recorded(self, request: ModelRequest, recorded: str, now: str) -> str:
         """`now`, or the recorded fingerprint when the session, recorded before tool editions, was asked
@@ -301,7 +308,7 @@ class Replayer:
                             LoopOptions(auto_approve=True, max_iterations=spec.max_iterations,
                                         retry=Unwaited(max_attempts=RetryPolicy.from_env().max_attempts)), clock=clock,
                             hooks=Hooks([InputAndAnswerChecks(guardrails)] if guardrails else []),
-                            compactor=RecordedCompactions(self.store, self.session, self.turns))
+                            compactor=RecordedCompactions(self.store, self.session, self.turns, self.unplaced))
             for number, original in enumerate(self.turns, 1):
                 if not original.finished:
                     # Only what was decided can be compared: a turn in flight has no outcome yet.
