@@ -15,8 +15,7 @@ from typing import Any
 
 from chronicle.domain.agent_spec import AgentSpec
 from chronicle.runtime.app import queries
-from chronicle.runtime.app.replay import Replayer, replay
-from chronicle.runtime.app.replay_compaction import session_compactions
+from chronicle.runtime.app.replay import replay
 from chronicle.runtime.app.why import why
 from chronicle.runtime.compaction import CompactionSettings
 from chronicle.runtime.past_context import context_at, history_engine, wire_at
@@ -99,29 +98,3 @@ def test_replay_of_a_fork_places_the_parents_compaction_and_its_own(db_url, work
         report = asyncio.run(replay(store, session_id, workspace))
         assert report.identical, (session_id, report.verdict())
         assert report.model_calls == {sid: 5, early.id: 5, late.id: 6}[session_id]
-
-
-def test_a_compaction_replay_cannot_make_again_is_the_divergence(db_url, workspace):
-    """Told as itself (kind "compaction", where it was read), never skipped into a request that differs later."""
-    loop, store, provider, sid = _compacting_session(db_url, workspace)
-    replayer = Replayer(store, sid, workspace)
-    placed = session_compactions(store, replayer.session, replayer.turns)
-    assert list(placed) == [("inside", 2, 2)]
-    # The same recording with the compaction read before turn 1 began: nothing is on the branch to compact yet.
-    replayer_run = replayer.run
-
-    async def run_misplaced() -> Any:
-        from chronicle.runtime.app import replay_compaction
-
-        original = replay_compaction.session_compactions
-        replay_compaction.session_compactions = lambda *a: {("before", 1): placed[("inside", 2, 2)]}
-        try:
-            return await replayer_run()
-        finally:
-            replay_compaction.session_compactions = original
-
-    report = asyncio.run(run_misplaced())
-    assert not report.identical and report.divergence is not None
-    assert (report.divergence.turn, report.divergence.kind) == (1, "compaction")
-    assert "cannot be made again on the replayed branch" in report.divergence.detail
-    assert report.model_calls == 0
