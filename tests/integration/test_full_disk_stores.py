@@ -64,8 +64,6 @@ def test_a_store_on_a_disk_already_full_is_said_as_the_full_disk_not_as_a_disk_i
         said = f"error: cannot open the database {url}: the disk holding it is full (0 bytes free; SQLite said: "
         assert shown.returncode == 1 and shown.stderr.startswith(said), shown.stderr
         assert "free some space" in shown.stderr and "Check --db" not in shown.stderr
-    with pytest.raises(ChronicleError, match="full"):
-        Chronicle(url).sessions()
     (small_disk / "filler").unlink()  # space again: the store opens, with everything it held
     with Chronicle(url) as app:
         assert [s["session_id"] for s in app.sessions()] == [sid]
@@ -77,3 +75,24 @@ def test_a_store_that_does_not_open_on_a_disk_with_room_keeps_the_drivers_words(
     url = f"sqlite:///{tmp_path / 'chronicle.db'}"
     said = open_failure(url, sqlite3.OperationalError("disk I/O error"))
     assert said == f"cannot open the database {url}: disk I/O error. Check --db / CHRONICLE_DB."
+
+
+def test_a_full_disk_under_an_open_store_lists_and_explains_its_sessions_from_their_events(small_disk, tmp_path, caplog):
+    url, sid = a_session(small_disk, tmp_path)
+    with Chronicle(url) as app:
+        app.log(sid)  # the store open (its -wal and -shm made), the read models not caught up
+        fill(small_disk)
+        listed = app.sessions()
+        assert [(s["session_id"], s["title"], s["turns"], s["cost"]) for s in listed] == [(sid, "Hi", 1, None)]
+        assert "the read models cannot catch up (database or disk is full)" in caplog.text
+        assert app.why(sid)["decided"]["position"] > 0
+        assert app.history(sid, at=1) == [{"role": "user", "content": [{"type": "text", "text": "hello"}]},
+                                          {"role": "assistant", "content": [{"type": "text", "text": "Ok."}]}]
+        with pytest.raises(ChronicleError, match="is full"):  # cost has no other source than its read model: said
+            app.cost(sid)
+        shown = cli("sessions", "--json", db=url)  # another process, while this one holds the store open
+        assert shown.returncode == 0 and json.loads(shown.stdout)["session_id"] == sid, shown.stderr
+        assert "cannot catch up" in shown.stderr
+    (small_disk / "filler").unlink()  # space again: the read models catch up, and cost answers
+    with Chronicle(url) as app:
+        assert [s["session_id"] for s in app.sessions()] == [sid] and app.cost(sid)
