@@ -56,3 +56,23 @@ def caught_up(store: ChronicleStore) -> ProjectionEngine:
         log.warning("event at position %d cannot be decoded (%s); the read models passed over it. "
                     "`%s` lists every such event", position, engine.unreadable[position], pasteable("doctor", store.url))
     return engine
+
+
+def caught_up_or_none(store: ChronicleStore) -> ProjectionEngine | None:
+    """`caught_up`, or None with a warning when the read models cannot be written now: the disk holding the store is
+    full or the database refuses writes (a writable store, so `caught_up` would try). Catching up writes their
+    tables, so `sessions`, `why` and the past in `history` failed while `log` read on; their callers read the
+    events instead (without cost figures), as for a read-only store whose read models were never built."""
+    from .store_errors import is_disk_full, is_read_only_error
+
+    try:
+        return caught_up(store)
+    except ReadModelsMissing:
+        raise
+    except Exception as exc:
+        if not (is_disk_full(exc) or is_read_only_error(exc)):
+            raise
+        log.warning("the read models cannot catch up (%s): read from the events instead, without cost figures; "
+                    "free some space for them to catch up", str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+        return None
+

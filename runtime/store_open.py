@@ -60,9 +60,35 @@ def store_gone(store: ChronicleStore) -> Exception | None:
 def open_failure(url: str, exc: BaseException) -> str:
     """Why the store at `url` did not open, and what to check."""
     if url.startswith("sqlite:"):
+        if (free := free_bytes_if_full(url)) is not None:
+            # SQLite says only "disk I/O error" when it cannot grow its -shm file (it leaves 3 bytes of it)
+            return (f"cannot open the database {redact(url)}: the disk holding it is full ({free} bytes free; SQLite said: "
+                    f"{first_line(exc)}); free some space, then run the command again. What was recorded stays whole.")
         return f"cannot open the database {redact(url)}: {first_line(exc)}. Check --db / CHRONICLE_DB."
     cause = postgres_cause(url, exc)
     return f"cannot open the database {redact(url)}: {cause}. {postgres_advice(url, cause)}"
+
+
+#: Free bytes under which a SQLite store's disk counts as full: less than SQLite needs for its shared-memory file.
+FULL_BELOW = 64 * 1024
+
+
+def free_bytes_if_full(url: str) -> int | None:
+    """The bytes free on the disk holding a SQLite store's file when they are fewer than `FULL_BELOW`, else None
+    (enough room, not SQLite, or a directory that cannot be asked)."""
+    import os
+
+    from .config import sqlite_path
+
+    try:
+        path = sqlite_path(url)
+        stats = os.statvfs(path.parent) if path is not None else None
+    except (OSError, ValueError):
+        return None
+    if stats is None:
+        return None
+    free = stats.f_bavail * stats.f_frsize
+    return free if free < FULL_BELOW else None
 
 
 def postgres_cause(url: str, exc: BaseException) -> str:

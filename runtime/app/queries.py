@@ -115,17 +115,24 @@ def sessions(store: ChronicleStore, archived: bool = False) -> list[dict[str, An
     `chronicle sessions` reads them on a connection of its own): a few indexed queries instead of loading every session (0.43 s at 3,000
     sessions for each page of the viewer). Whatever they cannot say for certain is read from the aggregates."""
     if not store.read_only:
-        from ..read_models import caught_up
+        from ..read_models import caught_up_or_none
         from .session_listing import open_store_listing
 
-        listing = open_store_listing(caught_up(store), archived=archived)
+        engine = caught_up_or_none(store)  # None: they cannot be written now (a full disk)
+        listing = open_store_listing(engine, archived=archived) if engine is not None else None
         if listing is not None:
             return listing.rows
+        if engine is None:
+            return sessions_from_aggregates(store, archived, engine=None)
     return sessions_from_aggregates(store, archived)
 
 
-def sessions_from_aggregates(store: ChronicleStore, archived: bool = False) -> list[dict[str, Any]]:
-    """`sessions`' rows from every session's events (the read models give the same: tests/integration/test_session_listing.py)."""
+_CATCH_UP: Any = object()
+
+
+def sessions_from_aggregates(store: ChronicleStore, archived: bool = False, engine: Any = _CATCH_UP) -> list[dict[str, Any]]:
+    """`sessions`' rows from every session's events (the read models give the same: tests/integration/test_session_listing.py).
+    `engine=None`: the read models cannot be read (costs unknown)."""
     from chronicle.projections.session_listing import archived_trees, oldest_first
 
     listed = list(store.sessions())
@@ -133,13 +140,15 @@ def sessions_from_aggregates(store: ChronicleStore, archived: bool = False) -> l
         hidden = archived_trees({s.id: s.parent_session_id for s in listed}, {s.id for s in listed if getattr(s, "archived", False)})
         listed = [s for s in listed if s.id not in hidden]
     listed = oldest_first(listed, lambda s: s.created_at)
-    from ..read_models import ReadModelsMissing, caught_up
+    from ..read_models import ReadModelsMissing, caught_up_or_none
 
     repairs = latest_repairs(store)
     cancelled = cancelled_jobs(store)
     try:
-        engine = caught_up(store)
+        engine = caught_up_or_none(store) if engine is _CATCH_UP else engine
     except ReadModelsMissing:
+        engine = None
+    if engine is None:
         return [session_row(store, session, repair=repairs.get(session.id), job_cancelled=session.id in cancelled)
                 for session in listed]
     with engine.read() as tx:
@@ -344,14 +353,12 @@ def history_messages(
         summary, view = store.session(sid).context_view()
         return build_context(store.turns(view), summary=summary)
     # Time travel imports the tools and asyncio (timetravel restores files); the present does not.
-    from ..past_context import context_at, history_engine
+    from ..past_context import context_at
 
     cut = _cut(store, sid, at, version, step)
     # The past is read from the history projection by log position once it is current;
-    # `context_at` rebuilds it from events if it is not.
-    engine = history_engine(store)
-    engine.catch_up()
-    return context_at(store, cut, engine)
+    # `context_at` rebuilds it from events if it is not, or if it cannot catch up (None).
+    return context_at(store, cut, _history_caught_up(store))
 
 
 def history(
@@ -370,16 +377,31 @@ def history(
         return wire_context(store.turns(view), summary=summary)
     sid = session_id(store, ref)
     _moment(at, version, step)
-    from ..past_context import history_engine, wire_at
+    from ..past_context import wire_at
     from ..past_wire import wire_at_step, wire_at_turn
 
-    engine = history_engine(store)
-    engine.catch_up()
-    if at is not None:
+    engine = _history_caught_up(store)
+    if at is not None and engine is not None:
         shown = wire_at_turn(store, sid, at, engine) if step is None else wire_at_step(store, sid, at, step, engine)
         if shown is not None:
             return shown
     return wire_at(store, _cut(store, sid, at, version, step), engine)
+
+
+def _history_caught_up(store: ChronicleStore) -> Any:
+    """The history projection caught up, or None when it cannot be written now (the disk holding the store is
+    full, or the database refuses writes): the past is then rebuilt from events (`context_at`, `wire_at`)."""
+    from ..past_context import history_engine
+    from ..store_errors import is_disk_full, is_read_only_error
+
+    try:
+        engine = history_engine(store)
+        engine.catch_up()
+    except Exception as exc:
+        if not (is_disk_full(exc) or is_read_only_error(exc)):
+            raise
+        return None
+    return engine
 
 
 def origin_words(origin: dict[str, Any] | None) -> str:

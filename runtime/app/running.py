@@ -30,6 +30,7 @@ from ..retry import RetryPolicy, RetrySettingError
 from ..sessions import start_session, submit_input
 from ..settings import LimitFlags, Settings, SettingsError, load_settings
 from ..store import ChronicleStore, ForgottenSession, NotFound
+from ..turn_messages import turn_messages_cache
 from .errors import AppError
 from .loops import LoopSetupError, build_loop, loop_parts, refuse_vanished_tools
 from .model_change import change_model, check_model
@@ -239,8 +240,9 @@ class Conversation:
         if sid is not None and first_input is not None:
             # The turns the next one is built on are read before anything is recorded (attachments, a model change,
             # the input): one the store can no longer read (a row deleted or damaged by hand) would fail the turn
-            # anyway, after leaving an input queued that the session cannot run. One batch; the loop reads them again.
-            store.head_turns(store.session(sid, copy=False))
+            # anyway, after leaving an input queued that the session cannot run. Read as the loop's context reads them
+            # (one batch, each ended turn's messages kept for the process), so the turn's run reads none of them again.
+            turn_messages_cache(store).many(store.session(sid, copy=False).head)
         blocks = stored_attachments(store, attachments)
         # The files an interrupted undo/redo --files owes are written before the session goes on here, as `resume`
         # and workers do: otherwise its next turns would run on a workspace the log says was put back.

@@ -386,8 +386,33 @@ def transcript_lines(messages: list[dict[str, Any]], labels: dict[int, str] | No
             rules[role] = Rule(title, align="left")
         if not (labels and index in labels):
             items.append(rules[role])
-        items.extend(out_console.render_str(render_block(SimpleNamespace(**block)), highlight=False) for block in message["content"])
+        for block in message["content"]:
+            items.extend(_pieces(out_console.render_str(render_block(SimpleNamespace(**block)), highlight=False)))
     return Group(*items)
+
+
+#: Characters of a block printed as one rich Text at most. rich splits a Text's rendered lines with a
+#: `str.partition` per line of what is left, quadratic in a block's length: a 5 MB prompt took `history` 55 s.
+PIECE = 16_384
+
+
+def _pieces(text: Any) -> list[Any]:
+    """A long block as consecutive Texts cut at newlines (the newline itself dropped: each piece ends a line
+    as it did), so printing is linear and shows the same lines; a block without a newline to cut at stays whole."""
+    plain = text.plain
+    if len(plain) <= PIECE:
+        return [text]
+    offsets: list[int] = []
+    start = 0
+    while len(plain) - start > PIECE:
+        cut = plain.rfind("\n", start, start + PIECE)
+        if cut < 0:
+            cut = plain.find("\n", start + PIECE)
+            if cut < 0:
+                break
+        offsets += [cut, cut + 1]
+        start = cut + 1
+    return list(text.divide(offsets))[::2] if offsets else [text]
 
 
 def render_block(block: Any) -> str:

@@ -44,3 +44,30 @@ def test_one_print_of_the_transcript_shows_what_a_print_per_block_showed():
         shown = after.export_text(styles=True, clear=False)
         assert shown == before.export_text(styles=True), width
         assert "日本語" in shown and ":smile:" in shown and "\x1b[" in shown  # styled, as a terminal shows it
+
+
+def test_a_long_block_prints_in_pieces_with_the_same_lines():
+    """A block is printed as Texts of at most PIECE characters cut at newlines: one 5 MB Text took rich 50 s
+    (a `str.partition` per line of what is left). The lines, styles and blank lines are those of one Text."""
+    from chronicle.runtime.cli import inspect_cmd
+
+    lines = [f"line {n} [b]not markup[/b] \x1b[31m" + "word " * (n % 40) for n in range(3000)]
+    lines[700:703] = ["", "", ""]  # blank lines around a cut
+    long = "\n".join(lines) + "\n\nend"
+    messages = [{"role": "user", "content": [{"type": "text", "text": long}]},
+                {"role": "assistant", "content": [{"type": "thinking", "thinking": long, "signature": "s"}]}]
+    pieces = transcript_lines(messages).renderables
+    texts = [p for p in pieces if hasattr(p, "plain")]
+    assert len(texts) > 2 * len(long) / inspect_cmd.PIECE and all(len(p.plain) <= inspect_cmd.PIECE for p in texts)
+    for width in (40, 120):
+        whole = _console(width)
+        for message in messages:
+            colour = "green" if message["role"] == "user" else "cyan"
+            whole.rule(f"[{colour}]{message['role']}[/]", align="left")
+            for block in message["content"]:
+                whole.print(render_block(SimpleNamespace(**block)), highlight=False)
+        cut = _console(width)
+        cut.print(transcript_lines(messages))
+        shown = cut.export_text(styles=True)
+        assert shown == whole.export_text(styles=True), width
+        assert "\\x1b[31m" in shown and "[b]not markup[/b]" in shown
