@@ -19,12 +19,15 @@ from typing import Iterator
 from uuid import UUID
 
 from chronicle.domain.errors import DomainError
+from chronicle.domain.ids import child_session_id
 from chronicle.domain.session import Session
+from chronicle.domain.tool_call import ToolCall
+from chronicle.domain.turn import Turn
 
 from .actor import recorded_actor
 from .clock import SYSTEM_CLOCK, Clock
 from .pasteable import pasteable_in
-from .store import ChronicleStore
+from .store import ChronicleStore, NotFound
 from .timetravel import MomentOutOfRange, TimeTravelError
 from .tools.base import ToolError
 from .tools.fileio import current_text, write_exact
@@ -63,21 +66,54 @@ class UndoResult:
         return self.finished_refused + [item.path for item in self.files if item.action == REFUSED]
 
 
-def restoration_plan(store: ChronicleStore, turn_ids: list[UUID]) -> list[FileRestore]:
-    """Per file: its content before the first of these turns touched it, and after the last."""
-    plan: dict[str, FileRestore] = {}
+def calls_of_turns(store: ChronicleStore, turn_ids: list[UUID]) -> Iterator[tuple[Turn, ToolCall]]:
+    """Every tool call these turns made, in order, each with the turn of `turn_ids` it belongs to: a `delegate`
+    call is followed by the calls of the sub-agent sessions it started (their turns, recursively for nested
+    delegation), since what a sub-agent wrote the turn that asked for it wrote. Sub-agents run in their parent's
+    loop and so in its workspace (runtime/loop.py `_spawn`): their paths are relative to the same directory."""
     for tid in turn_ids:
         turn = store.turn(tid)
-        for call in store.tool_calls_of(turn):
-            for effect in call.effects:  # a cancelled or failed call keeps the writes it made before it ended
-                if effect.get("kind") != "file":
+        for call in _calls_with_children(store, turn, set()):
+            yield turn, call
+
+
+def _calls_with_children(store: ChronicleStore, turn: Turn, seen: set[UUID]) -> Iterator[ToolCall]:
+    for call in store.tool_calls_of(turn):
+        yield call
+        if call.name != "delegate":
+            continue
+        for index in range(len(call.input.get("tasks") or [])):
+            child_id = child_session_id(call.id, index)
+            if child_id in seen:
+                continue
+            seen.add(child_id)
+            try:
+                child = store.session(child_id)
+            except NotFound:
+                continue  # never started (a task_id it could not claim, a crash before it was created)
+            if child.parent_tool_call_id != call.id:
+                continue
+            for child_turn in child.turns:
+                try:
+                    yield from _calls_with_children(store, store.turn(child_turn), seen)
+                except NotFound:
                     continue
-                path = effect["path"]
-                if path in plan:
-                    plan[path].after = effect.get("after")
-                else:
-                    plan[path] = FileRestore(path, effect.get("before"), effect.get("after"), turn.number,
-                                             created_dirs=list(effect.get("created_dirs") or []))
+
+
+def restoration_plan(store: ChronicleStore, turn_ids: list[UUID]) -> list[FileRestore]:
+    """Per file: its content before the first of these turns touched it, and after the last (the writes of the
+    sub-agents their delegate calls started included, `calls_of_turns`)."""
+    plan: dict[str, FileRestore] = {}
+    for turn, call in calls_of_turns(store, turn_ids):
+        for effect in call.effects:  # a cancelled or failed call keeps the writes it made before it ended
+            if effect.get("kind") != "file":
+                continue
+            path = effect["path"]
+            if path in plan:
+                plan[path].after = effect.get("after")
+            else:
+                plan[path] = FileRestore(path, effect.get("before"), effect.get("after"), turn.number,
+                                         created_dirs=list(effect.get("created_dirs") or []))
     return list(plan.values())
 
 
