@@ -9,6 +9,7 @@ Reading the past and forking it, which need none of the tools, are runtime/timet
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import stat
@@ -26,7 +27,8 @@ from chronicle.domain.turn import Turn
 
 from .actor import recorded_actor
 from .clock import SYSTEM_CLOCK, Clock
-from .pasteable import pasteable_in
+from .leases import DEFAULT_LEASE_S, LeaseKeeper, current_lease, holder_name, holding
+from .pasteable import pasteable, pasteable_in
 from .store import ChronicleStore, NotFound
 from .timetravel import MomentOutOfRange, TimeTravelError
 from .tools.base import ToolError
@@ -244,14 +246,15 @@ def files_root(session: Session, workspace: Path | None) -> Path:
     return root
 
 
-def finish_owed_first(store: ChronicleStore, session_id: UUID, clock: Clock) -> tuple[str | None, list[str]]:
+def finish_owed_first(store: ChronicleStore, session_id: UUID, clock: Clock, held: bool = False) -> tuple[str | None, list[str]]:
     """An undo/redo is not stacked on one whose file writes a crash cut off: those are finished first (what was done,
-    and the files left as they are because someone changed them since)."""
+    and the files left as they are because someone changed them since). `held`: this process holds the session's
+    lease already (an undo/redo --files)."""
     if not store.session(session_id).files_owed:
         return None, []
     from .files_owed import finish_owed  # it builds on this module
 
-    done = finish_owed(store, session_id, clock=clock)
+    done = finish_owed(store, session_id, clock=clock, held=held)
     return (done.message, list(done.refused)) if done else (None, [])
 
 
@@ -265,8 +268,47 @@ def undo(store: ChronicleStore, session_id: UUID, count: int, files: bool = Fals
     the undo refuse ("run undo again") with the files of the turns it did not undo already put back.
     If the process dies after the undo is recorded and before FilesRestored, the session says the
     files are owed: `resume` (or `doctor --repair`, or the next undo/redo) finishes them (`finish_owed`).
+    With `files`, the whole of it runs under the session's lease (`_files_lease`): another process's undo, redo or
+    resume meanwhile is refused as busy rather than taking these owed files for an interrupted undo's.
     """
-    finished, finished_refused = finish_owed_first(store, session_id, clock)
+    if not files:
+        return _undo(store, session_id, count, None, clock, actor, None)
+    with _files_lease(store, session_id, "undo", clock) as keeper:
+        return _undo(store, session_id, count, workspace, clock, actor, keeper)
+
+
+class SessionHeld(TimeTravelError):
+    """Another live process holds the session's lease (a turn running, another undo/redo --files writing its files,
+    a finisher): undo/redo --files writes nothing and records nothing (exit 1; run it again once that is done)."""
+
+
+@contextlib.contextmanager
+def _files_lease(store: ChronicleStore, session_id: UUID, command: str, clock: Clock) -> Iterator[LeaseKeeper]:
+    """The session's lease, held from the check of the files to the record that they were written, as a turn holds
+    it: without it another process's undo (or resume) took this one's files, recorded as owed, for an interrupted
+    undo's and finished them under its feet, and this one then recorded them a second time, as refused."""
+    with holding(store, session_id, holder_name(), DEFAULT_LEASE_S, clock) as keeper:
+        if keeper is None:
+            lease = current_lease(store, session_id)
+            holder = lease.holder if lease is not None and lease.holder else "another process"
+            raise SessionHeld(f"session {session_id} is busy: {holder} holds it (a turn running, or another undo/redo "
+                              f"--files writing its files); nothing was done, try {command} --files again once it is done")
+        yield keeper
+
+
+def _lost(session_id: UUID, command: str, keeper: LeaseKeeper | None, store: ChronicleStore) -> None:
+    """The lease went to another process while the files were checked (the store was away longer than the lease):
+    the undo/redo is recorded and its files are owed; they are left to that process, or to `resume`."""
+    if keeper is not None and not keeper.confirm():
+        raise SessionHeld(f"session {session_id}: the {command} is recorded but another process took the session before "
+                          f"its files were written; they are owed, and `{pasteable(f'resume {session_id}', store.url)}` "
+                          "finishes them once that process is done")
+
+
+def _undo(store: ChronicleStore, session_id: UUID, count: int, workspace: Path | None, clock: Clock, actor: str | None,
+          keeper: LeaseKeeper | None) -> UndoResult:
+    files = keeper is not None
+    finished, finished_refused = finish_owed_first(store, session_id, clock, held=files)
     session = store.session(session_id)
     if count > len(session.head):
         raise MomentOutOfRange(f"session {session_id} has {len(session.head)} turn(s) on its branch; cannot undo {count}")
@@ -291,6 +333,7 @@ def undo(store: ChronicleStore, session_id: UUID, count: int, files: bool = Fals
     store.update_session(session_id, change)
     if root is not None and plan:
         test_halt_before_file_writes()
+        _lost(session_id, "undo", keeper, store)
         write_restored(root, plan, checked, store_url=store.url)
         store.update_session(session_id, lambda s: s.record_files_restored(undone, restored_rows(plan), clock.now()))
     return UndoResult(undone, plan, finished, finished_refused)
@@ -382,8 +425,14 @@ def redo_with_files(store: ChronicleStore, session_id: UUID, workspace: Path | N
 
     As undo does: every file checked first (one changed since refuses, nothing recorded), then the
     redo recorded saying the files are owed, then the files written and FilesReapplied recorded; a
-    crash in between is finished by `resume` (`finish_owed`)."""
-    finished, finished_refused = finish_owed_first(store, session_id, clock)
+    crash in between is finished by `resume` (`finish_owed`). Under the session's lease, as undo --files is."""
+    with _files_lease(store, session_id, "redo", clock) as keeper:
+        return _redo_with_files(store, session_id, workspace, clock, actor, keeper)
+
+
+def _redo_with_files(store: ChronicleStore, session_id: UUID, workspace: Path | None, clock: Clock, actor: str | None,
+                     keeper: LeaseKeeper) -> RedoResult:
+    finished, finished_refused = finish_owed_first(store, session_id, clock, held=True)
     session = store.session(session_id)
     try:
         store.session(session_id).redo(clock.now())  # validates on a copy that is never saved
@@ -402,6 +451,7 @@ def redo_with_files(store: ChronicleStore, session_id: UUID, workspace: Path | N
     store.update_session(session_id, change)
     if plan:
         test_halt_before_file_writes()
+        _lost(session_id, "redo", keeper, store)
         write_reapplied(root, checked)
         store.update_session(session_id, lambda s: s.record_files_reapplied(redone, reapplied_rows(plan), clock.now()))
     return RedoResult(redone, plan, finished, finished_refused)
