@@ -398,8 +398,10 @@ def reapplied_rows(plan: list[FileRestore]) -> list[dict[str, str]]:
 
 def files_left_undone(store: ChronicleStore, session: Session, turn_ids: list[UUID], workspace: Path | None = None) -> list[str]:
     """The files these turns wrote that the workspace still holds as they were before them (as
-    `undo --files` left them), so a plain redo can say the conversation and the files disagree."""
-    root = (workspace or Path(session.spec.workspace or ".")).expanduser()
+    `undo --files` left them), so a plain redo can say the conversation and the files disagree. Looked for where that
+    undo wrote them (its TurnsUndone's `workspace`, an `undo --files --workspace DIR` one elsewhere than the session's),
+    unless `workspace` is given."""
+    root = (workspace or undone_in(store, session.id, turn_ids) or Path(session.spec.workspace or ".")).expanduser()
     if not root.is_dir():
         return []
     sandbox = Sandbox.of(root.resolve(), store.url)
@@ -412,6 +414,15 @@ def files_left_undone(store: ChronicleStore, session: Session, turn_ids: list[UU
         if current == item.before and current != item.after:
             left.append(item.path)
     return left
+
+
+def undone_in(store: ChronicleStore, session_id: UUID, turn_ids: list[UUID]) -> Path | None:
+    """The workspace the last undo of exactly these turns put their files back in; None if it was a plain undo."""
+    last = None
+    for _, event in store.events_with_positions([session_id], topic_suffix=".TurnsUndone"):
+        if list(event.turn_ids) == list(turn_ids):
+            last = event
+    return Path(last.workspace) if last is not None and getattr(last, "workspace", None) else None
 
 
 @dataclass
