@@ -419,6 +419,7 @@ class Session(SessionView, Aggregate):
         """The workspace files that undone turns changed were put back as they were before them."""
         if not files:
             raise DomainError("a file restoration needs at least one file")
+        self._refuse_unowed("undo", turn_ids)
         self._files_restored(turn_ids=list(turn_ids), files=list(files), timestamp=now)
 
     class FilesRestored(Event):
@@ -433,6 +434,7 @@ class Session(SessionView, Aggregate):
         """The files redone turns changed were put back as those turns left them (`redo --files`)."""
         if not files:
             raise DomainError("a file re-application needs at least one file")
+        self._refuse_unowed("redo", turn_ids)
         self._files_reapplied(turn_ids=list(turn_ids), files=list(files), timestamp=now)
 
     class FilesReapplied(Event):
@@ -443,9 +445,20 @@ class Session(SessionView, Aggregate):
     def _files_reapplied(self, turn_ids: list[UUID], files: list[dict[str, Any]], timestamp: datetime) -> None:
         self._files_written("redo", turn_ids)
 
+    def _owes(self, kind: str, turn_ids: list[UUID]) -> bool:
+        owed = self.files_owed
+        return owed is not None and owed["kind"] == kind and list(owed["turn_ids"]) == list(turn_ids)
+
+    def _refuse_unowed(self, kind: str, turn_ids: list[UUID]) -> None:
+        """Files are recorded written once per undo/redo --files that owes them: a second record for the same one
+        (another process finished them meanwhile) would say twice, differently, what happened to them."""
+        if not self._owes(kind, turn_ids):
+            raise DomainError(f"no {kind} --files of these turns owes its files (they were recorded written already); "
+                              "nothing to record")
+
     def _files_written(self, kind: str, turn_ids: list[UUID]) -> None:
         """The files an undo or redo of these turns owed are written: nothing is owed any more."""
-        if self.files_owed and self.files_owed["kind"] == kind and list(self.files_owed["turn_ids"]) == list(turn_ids):
+        if self._owes(kind, turn_ids):
             self.files_owed = None
 
     # -- descriptive facts ---------------------------------------------------------------------

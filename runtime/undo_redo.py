@@ -9,6 +9,7 @@ Reading the past and forking it, which need none of the tools, are runtime/timet
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import stat
@@ -19,12 +20,16 @@ from typing import Iterator
 from uuid import UUID
 
 from chronicle.domain.errors import DomainError
+from chronicle.domain.ids import child_session_id
 from chronicle.domain.session import Session
+from chronicle.domain.tool_call import ToolCall
+from chronicle.domain.turn import Turn
 
 from .actor import recorded_actor
 from .clock import SYSTEM_CLOCK, Clock
-from .pasteable import pasteable_in
-from .store import ChronicleStore
+from .leases import DEFAULT_LEASE_S, LeaseKeeper, current_lease, holder_name, holding
+from .pasteable import pasteable, pasteable_in
+from .store import ChronicleStore, NotFound
 from .timetravel import MomentOutOfRange, TimeTravelError
 from .tools.base import ToolError
 from .tools.fileio import current_text, write_exact
@@ -63,21 +68,54 @@ class UndoResult:
         return self.finished_refused + [item.path for item in self.files if item.action == REFUSED]
 
 
-def restoration_plan(store: ChronicleStore, turn_ids: list[UUID]) -> list[FileRestore]:
-    """Per file: its content before the first of these turns touched it, and after the last."""
-    plan: dict[str, FileRestore] = {}
+def calls_of_turns(store: ChronicleStore, turn_ids: list[UUID]) -> Iterator[tuple[Turn, ToolCall]]:
+    """Every tool call these turns made, in order, each with the turn of `turn_ids` it belongs to: a `delegate`
+    call is followed by the calls of the sub-agent sessions it started (their turns, recursively for nested
+    delegation), since what a sub-agent wrote the turn that asked for it wrote. Sub-agents run in their parent's
+    loop and so in its workspace (runtime/loop.py `_spawn`): their paths are relative to the same directory."""
     for tid in turn_ids:
         turn = store.turn(tid)
-        for call in store.tool_calls_of(turn):
-            for effect in call.effects:  # a cancelled or failed call keeps the writes it made before it ended
-                if effect.get("kind") != "file":
+        for call in _calls_with_children(store, turn, set()):
+            yield turn, call
+
+
+def _calls_with_children(store: ChronicleStore, turn: Turn, seen: set[UUID]) -> Iterator[ToolCall]:
+    for call in store.tool_calls_of(turn):
+        yield call
+        if call.name != "delegate":
+            continue
+        for index in range(len(call.input.get("tasks") or [])):
+            child_id = child_session_id(call.id, index)
+            if child_id in seen:
+                continue
+            seen.add(child_id)
+            try:
+                child = store.session(child_id)
+            except NotFound:
+                continue  # never started (a task_id it could not claim, a crash before it was created)
+            if child.parent_tool_call_id != call.id:
+                continue
+            for child_turn in child.turns:
+                try:
+                    yield from _calls_with_children(store, store.turn(child_turn), seen)
+                except NotFound:
                     continue
-                path = effect["path"]
-                if path in plan:
-                    plan[path].after = effect.get("after")
-                else:
-                    plan[path] = FileRestore(path, effect.get("before"), effect.get("after"), turn.number,
-                                             created_dirs=list(effect.get("created_dirs") or []))
+
+
+def restoration_plan(store: ChronicleStore, turn_ids: list[UUID]) -> list[FileRestore]:
+    """Per file: its content before the first of these turns touched it, and after the last (the writes of the
+    sub-agents their delegate calls started included, `calls_of_turns`)."""
+    plan: dict[str, FileRestore] = {}
+    for turn, call in calls_of_turns(store, turn_ids):
+        for effect in call.effects:  # a cancelled or failed call keeps the writes it made before it ended
+            if effect.get("kind") != "file":
+                continue
+            path = effect["path"]
+            if path in plan:
+                plan[path].after = effect.get("after")
+            else:
+                plan[path] = FileRestore(path, effect.get("before"), effect.get("after"), turn.number,
+                                         created_dirs=list(effect.get("created_dirs") or []))
     return list(plan.values())
 
 
@@ -208,14 +246,15 @@ def files_root(session: Session, workspace: Path | None) -> Path:
     return root
 
 
-def finish_owed_first(store: ChronicleStore, session_id: UUID, clock: Clock) -> tuple[str | None, list[str]]:
+def finish_owed_first(store: ChronicleStore, session_id: UUID, clock: Clock, held: bool = False) -> tuple[str | None, list[str]]:
     """An undo/redo is not stacked on one whose file writes a crash cut off: those are finished first (what was done,
-    and the files left as they are because someone changed them since)."""
+    and the files left as they are because someone changed them since). `held`: this process holds the session's
+    lease already (an undo/redo --files)."""
     if not store.session(session_id).files_owed:
         return None, []
     from .files_owed import finish_owed  # it builds on this module
 
-    done = finish_owed(store, session_id, clock=clock)
+    done = finish_owed(store, session_id, clock=clock, held=held)
     return (done.message, list(done.refused)) if done else (None, [])
 
 
@@ -229,8 +268,47 @@ def undo(store: ChronicleStore, session_id: UUID, count: int, files: bool = Fals
     the undo refuse ("run undo again") with the files of the turns it did not undo already put back.
     If the process dies after the undo is recorded and before FilesRestored, the session says the
     files are owed: `resume` (or `doctor --repair`, or the next undo/redo) finishes them (`finish_owed`).
+    With `files`, the whole of it runs under the session's lease (`_files_lease`): another process's undo, redo or
+    resume meanwhile is refused as busy rather than taking these owed files for an interrupted undo's.
     """
-    finished, finished_refused = finish_owed_first(store, session_id, clock)
+    if not files:
+        return _undo(store, session_id, count, None, clock, actor, None)
+    with _files_lease(store, session_id, "undo", clock) as keeper:
+        return _undo(store, session_id, count, workspace, clock, actor, keeper)
+
+
+class SessionHeld(TimeTravelError):
+    """Another live process holds the session's lease (a turn running, another undo/redo --files writing its files,
+    a finisher): undo/redo --files writes nothing and records nothing (exit 1; run it again once that is done)."""
+
+
+@contextlib.contextmanager
+def _files_lease(store: ChronicleStore, session_id: UUID, command: str, clock: Clock) -> Iterator[LeaseKeeper]:
+    """The session's lease, held from the check of the files to the record that they were written, as a turn holds
+    it: without it another process's undo (or resume) took this one's files, recorded as owed, for an interrupted
+    undo's and finished them under its feet, and this one then recorded them a second time, as refused."""
+    with holding(store, session_id, holder_name(), DEFAULT_LEASE_S, clock) as keeper:
+        if keeper is None:
+            lease = current_lease(store, session_id)
+            holder = lease.holder if lease is not None and lease.holder else "another process"
+            raise SessionHeld(f"session {session_id} is busy: {holder} holds it (a turn running, or another undo/redo "
+                              f"--files writing its files); nothing was done, try {command} --files again once it is done")
+        yield keeper
+
+
+def _lost(session_id: UUID, command: str, keeper: LeaseKeeper | None, store: ChronicleStore) -> None:
+    """The lease went to another process while the files were checked (the store was away longer than the lease):
+    the undo/redo is recorded and its files are owed; they are left to that process, or to `resume`."""
+    if keeper is not None and not keeper.confirm():
+        raise SessionHeld(f"session {session_id}: the {command} is recorded but another process took the session before "
+                          f"its files were written; they are owed, and `{pasteable(f'resume {session_id}', store.url)}` "
+                          "finishes them once that process is done")
+
+
+def _undo(store: ChronicleStore, session_id: UUID, count: int, workspace: Path | None, clock: Clock, actor: str | None,
+          keeper: LeaseKeeper | None) -> UndoResult:
+    files = keeper is not None
+    finished, finished_refused = finish_owed_first(store, session_id, clock, held=files)
     session = store.session(session_id)
     if count > len(session.head):
         raise MomentOutOfRange(f"session {session_id} has {len(session.head)} turn(s) on its branch; cannot undo {count}")
@@ -255,6 +333,7 @@ def undo(store: ChronicleStore, session_id: UUID, count: int, files: bool = Fals
     store.update_session(session_id, change)
     if root is not None and plan:
         test_halt_before_file_writes()
+        _lost(session_id, "undo", keeper, store)
         write_restored(root, plan, checked, store_url=store.url)
         store.update_session(session_id, lambda s: s.record_files_restored(undone, restored_rows(plan), clock.now()))
     return UndoResult(undone, plan, finished, finished_refused)
@@ -319,8 +398,10 @@ def reapplied_rows(plan: list[FileRestore]) -> list[dict[str, str]]:
 
 def files_left_undone(store: ChronicleStore, session: Session, turn_ids: list[UUID], workspace: Path | None = None) -> list[str]:
     """The files these turns wrote that the workspace still holds as they were before them (as
-    `undo --files` left them), so a plain redo can say the conversation and the files disagree."""
-    root = (workspace or Path(session.spec.workspace or ".")).expanduser()
+    `undo --files` left them), so a plain redo can say the conversation and the files disagree. Looked for where that
+    undo wrote them (its TurnsUndone's `workspace`, an `undo --files --workspace DIR` one elsewhere than the session's),
+    unless `workspace` is given."""
+    root = (workspace or undone_in(store, session.id, turn_ids) or Path(session.spec.workspace or ".")).expanduser()
     if not root.is_dir():
         return []
     sandbox = Sandbox.of(root.resolve(), store.url)
@@ -335,6 +416,15 @@ def files_left_undone(store: ChronicleStore, session: Session, turn_ids: list[UU
     return left
 
 
+def undone_in(store: ChronicleStore, session_id: UUID, turn_ids: list[UUID]) -> Path | None:
+    """The workspace the last undo of exactly these turns put their files back in; None if it was a plain undo."""
+    last = None
+    for _, event in store.events_with_positions([session_id], topic_suffix=".TurnsUndone"):
+        if list(event.turn_ids) == list(turn_ids):
+            last = event
+    return Path(last.workspace) if last is not None and getattr(last, "workspace", None) else None
+
+
 @dataclass
 class RedoResult(UndoResult):
     """What redo --files did; as UndoResult."""
@@ -346,8 +436,14 @@ def redo_with_files(store: ChronicleStore, session_id: UUID, workspace: Path | N
 
     As undo does: every file checked first (one changed since refuses, nothing recorded), then the
     redo recorded saying the files are owed, then the files written and FilesReapplied recorded; a
-    crash in between is finished by `resume` (`finish_owed`)."""
-    finished, finished_refused = finish_owed_first(store, session_id, clock)
+    crash in between is finished by `resume` (`finish_owed`). Under the session's lease, as undo --files is."""
+    with _files_lease(store, session_id, "redo", clock) as keeper:
+        return _redo_with_files(store, session_id, workspace, clock, actor, keeper)
+
+
+def _redo_with_files(store: ChronicleStore, session_id: UUID, workspace: Path | None, clock: Clock, actor: str | None,
+                     keeper: LeaseKeeper) -> RedoResult:
+    finished, finished_refused = finish_owed_first(store, session_id, clock, held=True)
     session = store.session(session_id)
     try:
         store.session(session_id).redo(clock.now())  # validates on a copy that is never saved
@@ -366,6 +462,7 @@ def redo_with_files(store: ChronicleStore, session_id: UUID, workspace: Path | N
     store.update_session(session_id, change)
     if plan:
         test_halt_before_file_writes()
+        _lost(session_id, "redo", keeper, store)
         write_reapplied(root, checked)
         store.update_session(session_id, lambda s: s.record_files_reapplied(redone, reapplied_rows(plan), clock.now()))
     return RedoResult(redone, plan, finished, finished_refused)

@@ -157,21 +157,27 @@ FILE_TOOLS = frozenset({"write_file", "edit_file"})
 
 
 def effects_of(store: Any, turn_ids: Any, names: set[str] | frozenset[str]) -> int:
-    """How many calls of these tools the turns made (what undo/redo --files does not revert or re-run)."""
-    return sum(1 for t in turn_ids for call in store.tool_calls_of(store.turn(t)) if call.name in names)
+    """How many calls of these tools the turns ran (what undo/redo --files does not revert or re-run): those of the
+    sub-agents their delegate calls started included, and only calls that started (one denied, or cancelled while it
+    awaited approval, never ran)."""
+    from chronicle.runtime.undo_redo import calls_of_turns
 
+    return sum(1 for _, call in calls_of_turns(store, list(turn_ids)) if call.name in names and call.attempts > 0)
 
 
 def mcp_effects(store: Any, turn_ids: Any) -> dict[str, int]:
     """The MCP tools the turns called that the session does not hold read-only, and how many times: what they did
-    happened on their server, which neither undo nor redo --files reaches."""
+    happened on their server, which neither undo nor redo --files reaches. A sub-agent's calls count (each read
+    against its own session's MCP tools)."""
+    from chronicle.runtime.undo_redo import calls_of_turns
+
     counts: dict[str, int] = {}
-    for t in turn_ids:
-        turn = store.turn(t)
-        mcp = {entry["name"] for entry in store.session(turn.session_id).spec.mcp_tools}
-        for call in store.tool_calls_of(turn):
-            if call.name in mcp and not call.flags.get("read_only"):
-                counts[call.name] = counts.get(call.name, 0) + 1
+    mcp_of: dict[Any, set[str]] = {}
+    for _, call in calls_of_turns(store, list(turn_ids)):
+        if call.session_id not in mcp_of:
+            mcp_of[call.session_id] = {entry["name"] for entry in store.session(call.session_id).spec.mcp_tools}
+        if call.name in mcp_of[call.session_id] and not call.flags.get("read_only") and call.attempts > 0:
+            counts[call.name] = counts.get(call.name, 0) + 1
     return counts
 
 

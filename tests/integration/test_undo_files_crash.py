@@ -170,3 +170,44 @@ def test_files_already_written_when_the_record_was_lost_are_recorded_unchanged(d
     [restored] = session_events(db_url, sid, "FilesRestored")
     assert {f["path"]: f["action"] for f in restored.files} == {"win.txt": "unchanged", "new.txt": "unchanged"}  # type: ignore[attr-defined]
     assert (workspace / "win.txt").read_bytes() == b"one\ntwo\n" and owed(db_url, sid) is None
+
+
+def held_at_the_gate(db_url: str, tmp_path: Path, *args: str) -> tuple[subprocess.Popen, Path]:
+    """A real `chronicle ARGS` stopped at the gate, alive: it has recorded its undo/redo and not written the files."""
+    gate = tmp_path / "gate"
+    env = {k: v for k, v in os.environ.items() if k != "ANTHROPIC_API_KEY"}
+    env.update({"CHRONICLE_DB": db_url, TEST_HALT_ENV: str(gate)})
+    process = processes.start([sys.executable, "-m", "chronicle.runtime.cli", *args], env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    wait_for(lambda: gate.exists() or process.poll() is not None, timeout=60)
+    assert process.poll() is None, process.stderr.read() if process.stderr else ""
+    return process, gate
+
+
+def test_an_undo_files_while_another_is_writing_its_files_is_refused_as_busy_and_takes_none_of_them(db_url, tmp_path):
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    (workspace / "win.txt").write_bytes(b"one\ntwo\n")
+    h = edit_turn(db_url, tmp_path, workspace)
+    sid = str(h.session_id)
+    h.store.close()
+    first, gate = held_at_the_gate(db_url, tmp_path, "undo", sid, "--files", "--workspace", str(workspace))
+    try:
+        for second in (cli("undo", sid, "--files", "--workspace", str(workspace), db=db_url),
+                       cli("redo", sid, "--files", "--workspace", str(workspace), db=db_url)):
+            assert second.returncode == 1
+            assert f"session {sid} is busy" in second.stderr and "nothing was done" in second.stderr, second.stderr
+            assert "finished the files of an interrupted" not in second.stderr
+        assert (workspace / "win.txt").read_bytes() == EDITED, "the live undo's files are its own to write"
+        assert session_events(db_url, sid, "FilesRestored") == []
+    finally:
+        gate.unlink(missing_ok=True)
+        out, err = first.communicate(timeout=60)
+    assert first.returncode == 0, err
+    assert "restored: win.txt" in out and "deleted: new.txt" in out
+    assert (workspace / "win.txt").read_bytes() == b"one\ntwo\n" and not (workspace / "new.txt").exists()
+    [restored] = session_events(db_url, sid, "FilesRestored")  # once, by the undo that owed it
+    assert {f["path"]: f["action"] for f in restored.files} == {"win.txt": "restored", "new.txt": "deleted"}  # type: ignore[attr-defined]
+    assert owed(db_url, sid) is None
+    again = cli("undo", sid, "--files", "--workspace", str(workspace), db=db_url)
+    assert "is busy" not in again.stderr, "the lease is released when the undo is done"

@@ -35,3 +35,16 @@ def test_an_undo_without_files_owes_nothing_and_older_events_and_snapshots_read_
     snapshot: dict = {}
     Session.upcast_v7_v8(snapshot)
     assert snapshot == {"files_owed": None}
+
+
+def test_files_are_recorded_written_once_per_undo_or_redo_that_owes_them():
+    session, ids = session_with_turns(2)
+    with pytest.raises(DomainError, match="no undo --files of these turns owes its files"):
+        session.record_files_restored(ids[1:], [{"path": "a.txt", "action": "restored"}], NOW)
+    session.undo(1, NOW, files=True, workspace="/ws")
+    with pytest.raises(DomainError, match="no redo --files"):
+        session.record_files_reapplied(ids[1:], [{"path": "a.txt", "action": "reapplied"}], NOW)
+    session.record_files_restored(ids[1:], [{"path": "a.txt", "action": "restored"}], NOW)
+    with pytest.raises(DomainError, match="recorded written already"):
+        session.record_files_restored(ids[1:], [{"path": "a.txt", "action": "refused: changed since"}], NOW)
+    assert session.files_owed is None
