@@ -191,6 +191,10 @@ class Worker:
         self.said: set[str] = set()
         #: The words of the store failure last logged, until a look for work succeeds again (`_store_unavailable`).
         self.store_down: str | None = None
+        #: The failure said was a write's (advancing a session): a look for work, a read, does not show it is over. A full
+        #: disk fails every write and no read, and the log said "available again" at each look, then the failure again:
+        #: nine lines a second for as long as the disk stayed full. Only a write that succeeds says so now.
+        self.down_writing = False
         #: Why the worker stopped on its own (its store gone: `store_open.store_gone`): `run` then returns 1.
         self.stopped_because: str | None = None
         #: How far it has looked for work (worker_progress.py): the server's /healthz says it.
@@ -212,16 +216,24 @@ class Worker:
             self.said.add(note)
             self.log(f"worker {self.name}: {note}")
 
-    def _store_unavailable(self, exc: BaseException, where: str = "") -> None:
+    def _store_unavailable(self, exc: BaseException, where: str = "", writing: bool = False) -> None:
         """A store failure, logged when its words are new. A lost database fails every look for work alike (twice a
         second, once its refusal is told at once: runtime/pg_datastore.py), and the log said the same line each time;
         it now says it once (by its first line: the driver adds the statement), and then that the store answers again."""
         words = redact_secrets(first_line(exc))  # the driver's words: no secret reaches the log
         if store_gone(self.store) is not None:
             return  # no retry cures it: the next pass stops the worker and says why (`run`)
+        self.down_writing = self.down_writing or writing
         if words != self.store_down:
             self.store_down = words
             self.log(f"worker {self.name}: store unavailable{where}: {words}; will retry")
+
+    def _store_back(self, wrote: bool) -> None:
+        """The store answered again: said once, and after a write if what failed was one (`down_writing`)."""
+        if self.store_down is None or (self.down_writing and not wrote):
+            return
+        self.store_down, self.down_writing = None, False
+        self.log(f"worker {self.name}: store available again")
 
     def drain(self) -> None:
         """Finish the turns in hand, take no new ones, then exit."""
@@ -253,13 +265,16 @@ class Worker:
             self.record_failure(sid, str(exc), 1, None)
             return
         except STORE_FAILURES as exc:
-            self._store_unavailable(exc, f" while advancing {sid}")
+            self._store_unavailable(exc, f" while advancing {sid}", writing=True)
             await asyncio.sleep(self.options.poll_s)
             return
         except (Exception, SystemExit) as exc:  # noqa: BLE001 - one session's unexpected failure must not stop or spin the worker
             self._back_off(sid, exc)
             return
         self.backing_off.pop(sid, None)
+        # Its lease was written and its turns' events: the store takes writes again, unless a turn lost it on the way
+        # (`interrupted`: left in flight, runtime/turn_outcome.py), which says so in its own line.
+        self._store_back(wrote=outcomes is not None and all(o.status != "interrupted" for o in outcomes))
         if outcomes is None:
             self.held_elsewhere[sid] = asyncio.get_running_loop().time()
         for outcome in outcomes or []:
@@ -408,9 +423,7 @@ class Worker:
                 for sid in found:
                     self.tasks[sid] = asyncio.ensure_future(self._advance(sid))
                 if looked is None:
-                    if self.store_down is not None:
-                        self.store_down = None
-                        self.log(f"worker {self.name}: store available again")
+                    self._store_back(wrote=False)
                     self.progress.completed(len(self.tasks))
                 else:
                     self.progress.failed(looked)
