@@ -53,6 +53,9 @@ class Environment(BaseSettings):
     max_concurrent_subagents: int = Field(8, ge=1)
     #: The largest request body `chronicle serve` reads (runtime/server/body_limit.py); above it, 413.
     server_max_body_bytes: int = Field(DEFAULT_MAX_BODY_BYTES, ge=1024)
+    #: Live event streams `chronicle serve` holds open at once (runtime/server/event_stream.py); one more is 503. None:
+    #: half the process's file descriptor limit, so that /healthz and the API can still be reached.
+    server_max_streams: int | None = Field(None, ge=1)
     #: The waits between `serve`'s attempts at one reply, comma-separated seconds ("0.5,2.0"): the last repeats.
     server_reply_backoff_s: Annotated[tuple[float, ...], NoDecode] = DEFAULT_REPLY_BACKOFF_S
     #: Host names besides loopback ones a server reached on loopback answers to, and whose pages may make changes
@@ -63,7 +66,7 @@ class Environment(BaseSettings):
     #: The auxiliary model a new session records (runtime/spec_options.py); wins over [models] auxiliary.
     aux_model: str | None = None
 
-    @field_validator("thinking_tokens", "max_attempts", "prices", "aux_model", mode="before")
+    @field_validator("thinking_tokens", "max_attempts", "prices", "aux_model", "server_max_streams", mode="before")
     @classmethod
     def _blank_is_unset(cls, value: object) -> object:
         return None if isinstance(value, str) and not value.strip() else value

@@ -8,6 +8,7 @@ turns recorded for the session, so a fresh process continues exactly where a dea
 from __future__ import annotations
 
 import asyncio
+import sys
 from pathlib import Path
 from typing import Any
 from uuid import UUID
@@ -33,6 +34,7 @@ from .loop_io import ControlPort, LoopIO, LoopOptions
 from .middleware import Around, MiddlewareFailure, Run, chain, recorded_middleware
 from .model_call import ModelCaller, completion_note, not_run_reason, request_delta, runs_no_tools, unfinished_outcome
 from .pricing import price
+from .process_stop import stopped_by_process
 from .progress import progress_of
 from .providers.base import ModelRequest, Provider
 from .request_context import RequestContext
@@ -200,7 +202,9 @@ class AgentLoop:
                 finally:
                     if watcher is not None:
                         await watcher.stop()
-        except asyncio.CancelledError:
+        except asyncio.CancelledError as exc:
+            if stopped_by_process(exc) is not None:  # the process stops (Worker.run's crash): nobody cancelled this turn
+                raise
             if task is not None:
                 task.uncancel()
             if self._interrupted is not None:  # a middleware stopped the run (a timeout): the turn fails
@@ -328,7 +332,8 @@ class AgentLoop:
         cancel request said (as the turn's end says it), else the user (Ctrl-C in this process)."""
         if self._interrupted is not None:
             return str(self._interrupted)
-        return self.tools.interrupted or getattr(self._cancel_watcher, "reason", None) or "cancelled by the user"
+        return (self.tools.interrupted or getattr(self._cancel_watcher, "reason", None)
+                or stopped_by_process(sys.exception()) or "cancelled by the user")
 
     # -- the loop ------------------------------------------------------------------------------
 

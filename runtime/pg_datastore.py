@@ -153,13 +153,25 @@ TLS_REFUSED = re.compile(r"server does not support (?:SSL|GSS)|certificate verif
 CLOSED_DATABASE = re.compile(r'database "[^"]*" is not currently accepting connections|permission denied for database')
 
 
+#: The server is at a connection limit (SQLSTATE 53300, which libpq's login error does not carry): its own
+#: max_connections, the slots it keeps for superusers, or the role's or the database's CONNECTION LIMIT. The pool
+#: retried it until its timeout, so `serve` held each request 52 s, then answered "couldn't get a connection", and the
+#: CLI waited 5 s to call a server that answers "not answering". Told at once now, in the server's words: a freed
+#: connection cures it, which the one direct login a second asks (`fails_fast_when_refused`) sees.
+TOO_MANY = re.compile(r"too many clients already|too many connections for (?:role|database)|"
+                      r"remaining connection slots are reserved|connection limit exceeded", re.IGNORECASE)
+
+
 def refusal(text: str) -> str | None:
-    """Which refusal no wait cures the server's message names: "database", "closed", "login", "tls", or None. One
-    reading for the open (`first_connection`) and for the CLI's advice (`store_open.postgres_advice`)."""
+    """Which refusal no wait cures the server's message names: "database", "closed", "full", "login", "tls", or None.
+    One reading for the open (`first_connection`) and for the CLI's advice (`store_open.postgres_advice`). "full" (a
+    connection limit) may pass as others disconnect, but not within the client's wait, which only hid the reason."""
     if NO_DATABASE.search(text):
         return "database"
     if CLOSED_DATABASE.search(text):
         return "closed"
+    if TOO_MANY.search(text):
+        return "full"
     if BAD_LOGIN.search(text):
         return "login"
     if TLS_REFUSED.search(text):

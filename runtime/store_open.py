@@ -119,6 +119,9 @@ def postgres_advice(url: str, cause: str) -> str:
     if refused == "closed":
         return ("The database takes no logins now (ALTER DATABASE … ALLOW_CONNECTIONS, or this user's CONNECT privilege): "
                 "ask its administrator to open it, or point --db / CHRONICLE_DB at another.")
+    if refused == "full":
+        return ("PostgreSQL refuses connections at its limit: free connections (other clients, idle sessions), or raise "
+                "max_connections / the role's or database's CONNECTION LIMIT.")
     if refused == "login":
         return "Check the user name and its password in the URL given by --db / CHRONICLE_DB."
     if refused == "tls":

@@ -27,6 +27,7 @@ from ..live import Broker
 from ..loop import AgentLoop, LoopOptions, TurnOutcome
 from ..off_loop import off_the_loop
 from ..pasteable import pasteable
+from ..process_stop import stopping_message
 from ..redaction import redact_secrets
 from ..session_work import needs_work
 from ..settings import LimitFlags
@@ -40,6 +41,14 @@ from .worker_progress import WorkerProgress
 #: Outcomes after which a session is left alone until something changes.
 PAUSING = ("awaiting_approval", "interrupted", "conflict")
 
+
+#: What a look for work, a lease or a self-repair pass can fail with when the store cannot be reached: the store's own
+#: errors, and the system's (out of file descriptors: EMFILE from the driver's login, a SQLite file that cannot be
+#: opened). Either is logged, backed off and retried; an OSError escaped the worker and stopped it, with every turn it ran.
+STORE_FAILURES = (PersistenceError, OSError)
+
+#: Seconds a crashing worker gives its turns to record that they are left in flight (`Worker.run`).
+LEAVE_S = 5.0
 
 #: Seconds before a worker tries again a session whose lease another worker held.
 HELD_RETRY_S = 1.0
@@ -182,6 +191,10 @@ class Worker:
         self.said: set[str] = set()
         #: The words of the store failure last logged, until a look for work succeeds again (`_store_unavailable`).
         self.store_down: str | None = None
+        #: The failure said was a write's (advancing a session): a look for work, a read, does not show it is over. A full
+        #: disk fails every write and no read, and the log said "available again" at each look, then the failure again:
+        #: nine lines a second for as long as the disk stayed full. Only a write that succeeds says so now.
+        self.down_writing = False
         #: Why the worker stopped on its own (its store gone: `store_open.store_gone`): `run` then returns 1.
         self.stopped_because: str | None = None
         #: How far it has looked for work (worker_progress.py): the server's /healthz says it.
@@ -203,16 +216,24 @@ class Worker:
             self.said.add(note)
             self.log(f"worker {self.name}: {note}")
 
-    def _store_unavailable(self, exc: PersistenceError, where: str = "") -> None:
+    def _store_unavailable(self, exc: BaseException, where: str = "", writing: bool = False) -> None:
         """A store failure, logged when its words are new. A lost database fails every look for work alike (twice a
         second, once its refusal is told at once: runtime/pg_datastore.py), and the log said the same line each time;
         it now says it once (by its first line: the driver adds the statement), and then that the store answers again."""
         words = redact_secrets(first_line(exc))  # the driver's words: no secret reaches the log
         if store_gone(self.store) is not None:
             return  # no retry cures it: the next pass stops the worker and says why (`run`)
+        self.down_writing = self.down_writing or writing
         if words != self.store_down:
             self.store_down = words
             self.log(f"worker {self.name}: store unavailable{where}: {words}; will retry")
+
+    def _store_back(self, wrote: bool) -> None:
+        """The store answered again: said once, and after a write if what failed was one (`down_writing`)."""
+        if self.store_down is None or (self.down_writing and not wrote):
+            return
+        self.store_down, self.down_writing = None, False
+        self.log(f"worker {self.name}: store available again")
 
     def drain(self) -> None:
         """Finish the turns in hand, take no new ones, then exit."""
@@ -243,14 +264,17 @@ class Worker:
             self.log(f"worker {self.name}: skipping session {sid}: {exc}")
             self.record_failure(sid, str(exc), 1, None)
             return
-        except PersistenceError as exc:
-            self._store_unavailable(exc, f" while advancing {sid}")
+        except STORE_FAILURES as exc:
+            self._store_unavailable(exc, f" while advancing {sid}", writing=True)
             await asyncio.sleep(self.options.poll_s)
             return
         except (Exception, SystemExit) as exc:  # noqa: BLE001 - one session's unexpected failure must not stop or spin the worker
             self._back_off(sid, exc)
             return
         self.backing_off.pop(sid, None)
+        # Its lease was written and its turns' events: the store takes writes again, unless a turn lost it on the way
+        # (`interrupted`: left in flight, runtime/turn_outcome.py), which says so in its own line.
+        self._store_back(wrote=outcomes is not None and all(o.status != "interrupted" for o in outcomes))
         if outcomes is None:
             self.held_elsewhere[sid] = asyncio.get_running_loop().time()
         for outcome in outcomes or []:
@@ -265,7 +289,7 @@ class Worker:
                          + (f" ({run.reason})" if run.reason else f", session {run.session_id}")
                          + (f" (new: the routine's session {run.replaces_session_id} was erased)"
                             if getattr(run, "replaces_session_id", None) else ""))
-        except PersistenceError as exc:
+        except STORE_FAILURES as exc:
             self._store_unavailable(exc, " while firing routines")
         except Exception as exc:  # noqa: BLE001 - a routine that cannot fire must not stop the sessions' work
             self.log(f"worker {self.name}: routines not fired this time ({cause_line(exc)}); will retry")
@@ -278,7 +302,7 @@ class Worker:
             for repair in self.repair.check():
                 last = repair.attempts[-1]
                 self.log(f"worker {self.name}: self-repair {repair.kind} {repair.target}: {last['result']}: {last['detail']}")
-        except PersistenceError as exc:
+        except STORE_FAILURES as exc:
             self._store_unavailable(exc, " during self-repair")
 
     def _eligible(self, sid: UUID) -> bool:
@@ -289,7 +313,7 @@ class Worker:
         try:
             return (not self._held_by_live(sid) and not (self.repair is not None and self.repair.blocked(sid))
                     and not (job_cancelled(self.store, sid) and self.store.session(sid).active_turn_id is None))
-        except PersistenceError:
+        except STORE_FAILURES:
             raise
         except (Exception, SystemExit) as exc:  # noqa: BLE001 - one session's failure is that session's
             self._back_off(sid, exc)
@@ -331,6 +355,29 @@ class Worker:
         return True
 
     async def run(self) -> int:
+        """Look for work and advance it until told to stop (or idle, or `--once` done); 1 if the store went for good.
+        Should it fail all the same, its turns are left in flight (`_leave_in_flight`), never ended as cancelled."""
+        try:
+            return await self._run()
+        except BaseException as exc:
+            await self._leave_in_flight(exc)
+            raise
+
+    async def _leave_in_flight(self, exc: BaseException) -> None:
+        """The worker stops on a failure of its own: the turns it runs are cancelled with a message that says so
+        (runtime/process_stop.py), so that each stays in flight, recorded as far as it got, for its lease, as after
+        a second SIGTERM (`abandon`). Left to `asyncio.run`, they were cancelled with no reason, which the loop records
+        as the user's cancel: every turn of a worker that ran out of file descriptors ended "cancelled by the user"."""
+        running = [task for task in self.tasks.values() if not task.done()]
+        if not running:
+            return
+        why = "the worker was cancelled" if isinstance(exc, asyncio.CancelledError) else f"the worker failed: {cause_line(exc)}"
+        self.abandon(why)
+        for task in running:
+            task.cancel(stopping_message(why))
+        await asyncio.wait(running, timeout=LEAVE_S)
+
+    async def _run(self) -> int:
         loop = asyncio.get_running_loop()
         idle_since = loop.time()
         self.log(f"worker {self.name}: started (concurrency {self.options.concurrency}, lease {self.options.lease_s:g} s)")
@@ -352,7 +399,7 @@ class Worker:
             if not self.draining and self.repair is not None:
                 await off_the_loop(self._self_repair, loop.time())
             if not self.draining:
-                looked: PersistenceError | None = None  # why this look for work failed, if it did
+                looked: BaseException | None = None  # why this look for work failed, if it did
                 try:
                     now = loop.time()
                     busy = {s for s, at in self.held_elsewhere.items() if now - at < HELD_RETRY_S}
@@ -370,15 +417,13 @@ class Worker:
                             break
                         if self._eligible(sid):
                             found.append(sid)
-                except PersistenceError as exc:
+                except STORE_FAILURES as exc:
                     self._store_unavailable(exc)
                     looked = exc
                 for sid in found:
                     self.tasks[sid] = asyncio.ensure_future(self._advance(sid))
                 if looked is None:
-                    if self.store_down is not None:
-                        self.store_down = None
-                        self.log(f"worker {self.name}: store available again")
+                    self._store_back(wrote=False)
                     self.progress.completed(len(self.tasks))
                 else:
                     self.progress.failed(looked)

@@ -88,6 +88,9 @@ def serve(
             fail(str(exc), 2)
         start_up_done()  # the app and its store are built: what a server holds from here on is collected as usual
         dump_stacks_on_signal()  # `kill -USR1 PID`: every thread's stack on stderr, for a request that never ends
+        from chronicle.runtime.server.accept_flood import quiet_accept_failures
+
+        quiet_accept_failures()  # at its descriptor limit, asyncio's accept failure once in 30 s, not 1,000 times a second
         shown = f"[{host.strip('[]')}]" if ":" in host else host
         err_console.print(f"chronicle: serving on http://{shown}:{listener.getsockname()[1]}/ (API docs at /docs)"
                           f"{' with a token' if token else ''}", soft_wrap=True)

@@ -56,7 +56,16 @@ from .channels import ChannelConfig, ChannelError, Coalescer, load_channels
 from .cross_site import CrossSiteGuard
 from .draining import DRAIN_S, Drain
 from .error_answers import answer_errors
-from .event_stream import LogHead, OpenStreams, event_stream, past_the_head, resume_position
+from .event_stream import (
+    STREAM_RETRY_S,
+    TOO_MANY_STREAMS,
+    LogHead,
+    OpenStreams,
+    event_stream,
+    past_the_head,
+    resume_position,
+    stream_limit,
+)
 from .head_requests import HeadAsGet
 from .openapi_errors import document_errors
 from .outbox import Outbox, post
@@ -124,7 +133,7 @@ def _serving(config: ServerConfig, chronicle: Chronicle) -> FastAPI:
     coalescer = Coalescer(lambda *args: recorder.submit(record_input, *args))
     #: The worker and its thread once the lifespan has started them (/healthz's `worker`).
     working: list[tuple[Worker, threading.Thread]] = []
-    streams = OpenStreams()  # /healthz's `streams`
+    streams = OpenStreams(stream_limit(environment().server_max_streams))  # /healthz's `streams`
     drain = Drain(DRAIN_S if config.drain_s is None else config.drain_s)
     drain.on_begin = lambda: coalescer.flush_all(channels)  # a burst held in memory is recorded, not lost at the stop
     def stopping() -> bool:
@@ -400,6 +409,9 @@ def _serving(config: ServerConfig, chronicle: Chronicle) -> FastAPI:
         head = await off_the_loop(chronicle.store.max_position)
         if start > (head or 0):
             raise HTTPException(status_code=400, detail=past_the_head(named, start, head or 0))
+        if streams.full():  # the descriptors left are kept for /healthz and the API (event_stream.stream_limit)
+            raise HTTPException(status_code=503, detail=TOO_MANY_STREAMS.format(limit=streams.limit),
+                                headers={"Retry-After": str(STREAM_RETRY_S)})
         stream = streams.counted(event_stream(chronicle, str(sid), start, follow, request.is_disconnected, stopping, log_head))
         return StreamingResponse(stream, media_type="text/event-stream",
                                  headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})

@@ -119,6 +119,33 @@ class LogHead:
             await asyncio.sleep(self._interval)
 
 
+#: The answer to one stream more than the limit (503): what it is and what to do.
+TOO_MANY_STREAMS = ("the server holds {limit} live event streams already (CHRONICLE_SERVER_MAX_STREAMS); try again later, "
+                    "or close a stream that follows a session no one watches")
+#: Seconds a client refused a stream is told to wait (`Retry-After`).
+STREAM_RETRY_S = 5
+#: The fewest streams the default limit allows, however low the descriptor limit.
+FEWEST_STREAMS = 8
+
+
+def stream_limit(setting: int | None) -> int:
+    """How many live event streams the server holds open at once: CHRONICLE_SERVER_MAX_STREAMS, else half the soft
+    file descriptor limit (`ulimit -n`). Each stream holds a socket for as long as it follows its session; a server
+    whose every descriptor was held by streams could accept no connection at all, /healthz's included (asyncio then
+    logged `socket.accept() out of system resource` a thousand times a second: runtime/server/accept_flood.py)."""
+    if setting is not None:
+        return setting
+    try:
+        import resource
+
+        soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    except (ImportError, OSError, ValueError):
+        return 512
+    if soft == resource.RLIM_INFINITY or soft <= 0:
+        return 512
+    return max(FEWEST_STREAMS, soft // 2)
+
+
 class OpenStreams:
     """How many live event streams the server holds open: `GET /healthz`'s `streams`.
 
@@ -127,9 +154,15 @@ class OpenStreams:
     ends, its client leaves (the response stops it) or the server stops, so `open` back at 0 also says that nothing
     is being written to any client any more (a test waits on that instead of sleeping)."""
 
-    def __init__(self) -> None:
+    def __init__(self, limit: int | None = None) -> None:
         #: Changed on the server's event loop only; /healthz reads it on a request's thread.
         self.open = 0
+        #: Streams held at once (`stream_limit`); None: no limit (an app mounted elsewhere sets its own).
+        self.limit = limit
+
+    def full(self) -> bool:
+        """Whether a new stream would pass the limit: the route answers 503 with Retry-After instead."""
+        return self.limit is not None and self.open >= self.limit
 
     async def counted(self, stream: AsyncGenerator[bytes, None]) -> AsyncGenerator[bytes, None]:
         self.open += 1
@@ -141,7 +174,7 @@ class OpenStreams:
             await stream.aclose()
 
     def row(self) -> dict[str, Any]:
-        return {"open": self.open}
+        return {"open": self.open, "limit": self.limit}
 
 
 async def event_stream(chronicle: Chronicle, sid: str, after: int, follow: bool,
