@@ -93,15 +93,15 @@ def last_turn_id(session: Session) -> UUID | None:
 
 
 def _turn_status(store: ChronicleStore, turn_id: UUID | None) -> str | None:
-    """How the turn ended (or stands), None for no turn or one this store does not hold (a fork's inherited turn imported
-    without its session)."""
+    """How the turn ended (or stands), None for no turn, one this store does not hold (a fork's inherited turn imported
+    without its session) or one with an event that does not decode (the listing goes on; `doctor` names the event)."""
     if turn_id is None:
         return None
-    from ..store_errors import NotFound
+    from ..store_errors import NotFound, UnreadableEvent
 
     try:
         return str(store.turn(turn_id).status)
-    except NotFound:
+    except (NotFound, UnreadableEvent):
         return None
 
 

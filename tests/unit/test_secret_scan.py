@@ -12,7 +12,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from chronicle.domain.content import ModelResponse
-from chronicle.runtime.secret_scan import PrivacyError, SecretScanner, load_privacy, scan_response, scanner_for
+from chronicle.runtime.secret_scan import PrivacyError, SecretScanner, high_entropy, load_privacy, scan_response, scanner_for
 
 SCAN = SecretScanner()
 
@@ -416,6 +416,6 @@ def test_a_data_url_of_text_holding_a_process_secret_is_cut():
 @given(algorithm=st.sampled_from(["sha1", "sha256", "sha384", "sha512"]), data=st.binary(min_size=16, max_size=80))
 def test_an_sri_digest_is_kept_exactly_when_its_size_is_the_algorithms(algorithm, data):
     token = f"{algorithm}-{_b64(data)}"
-    assume(SCAN.text(_b64(data) + "x", environ={}).counts)  # a body the net would cut on its own
+    assume(high_entropy(token))  # a token the net judges random (a `/` can split it into segments too short to be)
     found = SCAN.text(f'"integrity": "{token}"', environ={})
     assert (not found.counts) == (len(data) == hashlib.new(algorithm).digest_size), token
