@@ -356,14 +356,16 @@ class Worker:
 
     async def run(self) -> int:
         """Look for work and advance it until told to stop (or idle, or `--once` done); 1 if the store went for good.
-        Should it fail all the same, its turns are left in flight (`_leave_in_flight`), never ended as cancelled."""
+        Should it fail all the same, its turns are left in flight (`_leave_in_flight`), never ended as cancelled.
+        A cancel of the worker itself (Ctrl-C during `Chronicle.work()`, a task cancelled by its program) is a person's
+        or a program's: its turns record that cancel, as every blocking call's do (README)."""
         try:
             return await self._run()
-        except BaseException as exc:
+        except Exception as exc:
             await self._leave_in_flight(exc)
             raise
 
-    async def _leave_in_flight(self, exc: BaseException) -> None:
+    async def _leave_in_flight(self, exc: Exception) -> None:
         """The worker stops on a failure of its own: the turns it runs are cancelled with a message that says so
         (runtime/process_stop.py), so that each stays in flight, recorded as far as it got, for its lease, as after
         a second SIGTERM (`abandon`). Left to `asyncio.run`, they were cancelled with no reason, which the loop records
@@ -371,7 +373,7 @@ class Worker:
         running = [task for task in self.tasks.values() if not task.done()]
         if not running:
             return
-        why = "the worker was cancelled" if isinstance(exc, asyncio.CancelledError) else f"the worker failed: {cause_line(exc)}"
+        why = f"the worker failed: {cause_line(exc)}"
         self.abandon(why)
         for task in running:
             task.cancel(stopping_message(why))

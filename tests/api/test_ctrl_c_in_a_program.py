@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from chronicle import Chronicle
 from tests.helpers import _base_env, response, text, tool_use
@@ -33,9 +34,17 @@ with Chronicle(sys.argv[1]) as app:
 
 def interrupted(program: str, db_url: str, workspace: Path, tmp_path: Path) -> tuple[subprocess.Popen[str], str, str]:
     """Run `program` on a session whose bash call waits a minute; SIGINT once the call has begun; its output."""
+    process = sent_sigint(program, [response(tool_use("b", "bash", command="touch started; sleep 60")), response(text("never"))],
+                          db_url, workspace, tmp_path)
+    out, err = process.communicate(timeout=60)
+    return process, out, err
+
+
+def sent_sigint(program: str, responses: list[Any], db_url: str, workspace: Path, tmp_path: Path) -> subprocess.Popen[str]:
+    """`program` run on a scripted session answering `responses`, sent SIGINT once its tool call has begun (it touches
+    `started` in the workspace)."""
     script = tmp_path / "s.json"
-    script.write_text(json.dumps({"agents": {"main": [
-        response(tool_use("b", "bash", command="touch started; sleep 60")), response(text("never"))]}}), encoding="utf-8")
+    script.write_text(json.dumps({"agents": {"main": responses}}), encoding="utf-8")
     path = tmp_path / "program.py"
     path.write_text(program, encoding="utf-8")
     process = start([sys.executable, str(path), db_url, str(script), str(workspace)], env=_base_env(),
@@ -45,8 +54,7 @@ def interrupted(program: str, db_url: str, workspace: Path, tmp_path: Path) -> t
         assert process.poll() is None and time.monotonic() < deadline, process.communicate()
         time.sleep(0.05)
     process.send_signal(signal.SIGINT)
-    out, err = process.communicate(timeout=60)
-    return process, out, err
+    return process
 
 
 def test_ctrl_c_during_run_sync_records_the_cancel_and_stops_the_program(db_url, workspace, tmp_path):
@@ -118,18 +126,8 @@ def test_ctrl_c_during_a_sync_tool_raises_at_once_and_closing_records_its_late_e
     """KeyboardInterrupt reaches the program as soon as the cancel is recorded, while the function Ctrl-C could not
     stop still runs (it came only once the function ended: the blocking call's event loop joined its thread); the
     `with` block's close then waits for the function and records its late end."""
-    script = tmp_path / "s.json"
-    script.write_text(json.dumps({"agents": {"main": [response(tool_use("m", "send_mail")), response(text("never"))]}}),
-                      encoding="utf-8")
-    path = tmp_path / "program.py"
-    path.write_text(SYNC_TOOL_PROGRAM, encoding="utf-8")
-    process = start([sys.executable, str(path), db_url, str(script), str(workspace)], env=_base_env(),
-                    stdout=-1, stderr=-1, text=True)
-    deadline = time.monotonic() + 60
-    while not (workspace / "started").exists():
-        assert process.poll() is None and time.monotonic() < deadline, process.communicate()
-        time.sleep(0.05)
-    process.send_signal(signal.SIGINT)
+    process = sent_sigint(SYNC_TOOL_PROGRAM, [response(tool_use("m", "send_mail")), response(text("never"))], db_url,
+                          workspace, tmp_path)
     assert process.stdout is not None
     said = process.stdout.readline().strip()  # the function runs until the release file exists (or 30 s)
     (workspace / "release").touch()

@@ -17,47 +17,29 @@ import sys
 import threading
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from uuid import uuid4
 
 import pytest
 
 from tests import processes
 from tests.helpers import cli, json_lines
+from tests.written_sessions import lookup_session, tool_turn
 
 EVENTS = 30_000
 
 
 def _build(url: str, workspace: Path) -> str:
     """One session of turns of 50 tool steps, written through the domain (as the bench builds its stores)."""
-    from chronicle.domain.agent_spec import AgentSpec
-    from chronicle.domain.content import ModelResponse, TextBlock, ToolResultBlock, ToolUseBlock
-    from chronicle.domain.ids import turn_id
-    from chronicle.domain.session import Session
-    from chronicle.domain.turn import Turn
     from chronicle.runtime.store import ChronicleStore
 
     store = ChronicleStore(url)
     now = datetime(2026, 1, 1, tzinfo=timezone.utc)
-    session = Session.start(uuid4(), AgentSpec(name="main", provider="bench", model="m", tools=("lookup",),
-                                               workspace=str(workspace)), now)
+    session = lookup_session(workspace, now)
     store.create_session(session)
     written, number, batch = 1, 0, []
     while written < EVENTS:
         number += 1
         now += timedelta(seconds=1)
-        session.queue_input(f"in{number}", "look things up", now)
-        tid = turn_id(session.id, f"in{number}")
-        session.start_turn(tid, now)
-        turn = Turn(id=tid, session_id=session.id, input_id=f"in{number}", number=number, input_text="look things up",
-                    agent="main", timestamp=now)
-        turn.start(now)
-        for k in range(50):
-            use = ToolUseBlock(id=f"toolu_{number}_{k}", name="lookup", input={"key": k})
-            turn.record_response(ModelResponse(content=[TextBlock(text="Looking."), use], stop_reason="tool_use"), now)
-            turn.record_tool_results([ToolResultBlock(tool_use_id=use.id, content=f"value {k}")], now)
-        turn.record_response(ModelResponse(content=[TextBlock(text="Done.")], stop_reason="end_turn"), now)
-        turn.complete(now)
-        session.end_turn(tid, now)
+        turn = tool_turn(session, number, 50, now)
         written += 3 + len(turn.pending_events)
         batch.append(turn)
         if len(batch) >= 20:

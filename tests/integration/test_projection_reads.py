@@ -9,18 +9,13 @@ to ops/bench."""
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
-from uuid import uuid4
+from datetime import datetime, timezone
 
-from chronicle.domain.agent_spec import AgentSpec
-from chronicle.domain.content import ModelResponse, TextBlock, ToolResultBlock, ToolUseBlock
-from chronicle.domain.ids import turn_id
-from chronicle.domain.session import Session
-from chronicle.domain.turn import Turn
 from chronicle.projections import sql
 from chronicle.runtime.read_models import projection_engine
 from chronicle.runtime.store import ChronicleStore
 from tests.helpers import cli, response, text, tool_use, write_script
+from tests.written_sessions import lookup_session, tool_turn
 
 
 def _run(db_url, workspace, tmp_path, name: str, steps: int) -> None:  # noqa: ANN001
@@ -36,22 +31,9 @@ def _written(db_url, workspace, steps: int) -> None:  # noqa: ANN001
     """A session whose turn has tool results and no ToolCall aggregates, saved in one commit."""
     store = ChronicleStore(db_url)
     now = datetime(2026, 1, 1, tzinfo=timezone.utc)
-    session = Session.start(uuid4(), AgentSpec(name="main", provider="bench", model="m", tools=("lookup",), workspace=str(workspace)), now)
+    session = lookup_session(workspace, now)
     store.create_session(session)
-    session.queue_input("in1", "look things up", now)
-    tid = turn_id(session.id, "in1")
-    session.start_turn(tid, now)
-    turn = Turn(id=tid, session_id=session.id, input_id="in1", number=1, input_text="look things up", agent="main", timestamp=now)
-    turn.start(now)
-    for k in range(steps):
-        now += timedelta(seconds=1)
-        use = ToolUseBlock(id=f"toolu_{k}", name="lookup", input={"key": k})
-        turn.record_response(ModelResponse(content=[TextBlock(text="Looking."), use], stop_reason="tool_use"), now)
-        turn.record_tool_results([ToolResultBlock(tool_use_id=use.id, content=f"value {k}")], now)
-    turn.record_response(ModelResponse(content=[TextBlock(text="Done.")], stop_reason="end_turn"), now)
-    turn.complete(now)
-    session.end_turn(tid, now)
-    store.save(session, turn)
+    store.save(session, tool_turn(session, 1, steps, now, step_s=1))
     store.close()
 
 
