@@ -23,7 +23,7 @@ from uuid import UUID
 from pydantic import AfterValidator, ConfigDict, Field, ValidationError, validate_call
 from pydantic_core import ErrorDetails
 
-from chronicle.runtime.bounds import LARGEST
+from chronicle.runtime.bounds import LARGEST, MAX_IDLE_EXIT_S, MAX_LEASE_S, MAX_POLL_S
 
 from .errors import ChronicleError
 
@@ -43,10 +43,13 @@ ModelName = Annotated[str, Field(min_length=1)]
 #: Seconds to wait: finite and not negative (`--wait`).
 Seconds = Annotated[float, Field(ge=0, allow_inf_nan=False)]
 
-#: Seconds between a worker's looks for new work: `worker --poll`'s bound (at least 0.05, finite).
-PollSeconds = Annotated[float, Field(ge=0.05, allow_inf_nan=False)]
-#: Seconds a worker's claim on a session lasts without renewal: `worker --lease-s`'s bound (at least 0.5).
-LeaseSeconds = Annotated[float, Field(ge=0.5, allow_inf_nan=False)]
+#: Seconds between a worker's looks for new work: `worker --poll`'s bound (at least 0.05, at most a day).
+PollSeconds = Annotated[float, Field(ge=0.05, le=MAX_POLL_S, allow_inf_nan=False)]
+#: Seconds a worker's claim on a session lasts without renewal: `worker --lease-s`'s bound (at least 0.5, at most a
+#: day: far beyond it the claim's expiry overflowed a datetime at the first claim).
+LeaseSeconds = Annotated[float, Field(ge=0.5, le=MAX_LEASE_S, allow_inf_nan=False)]
+#: Seconds idle before a worker exits: `worker --idle-exit`'s bound (not negative, at most a week).
+IdleSeconds = Annotated[float, Field(ge=0, le=MAX_IDLE_EXIT_S, allow_inf_nan=False)]
 
 _CONFIG = ConfigDict(arbitrary_types_allowed=True, strict=True)
 

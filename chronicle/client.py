@@ -51,6 +51,7 @@ from .agent import Agent
 from .arguments import (
     FromOne,
     FromZero,
+    IdleSeconds,
     LeaseSeconds,
     ModelName,
     PollSeconds,
@@ -393,7 +394,7 @@ class Chronicle:
             return job_cases.cancel(self._existing, job_id)
 
     @checked
-    async def work_async(self, *, once: bool = False, idle_exit: Seconds | None = None, poll: PollSeconds = 0.5,
+    async def work_async(self, *, once: bool = False, idle_exit: IdleSeconds | None = None, poll: PollSeconds = 0.5,
                          concurrency: FromOne = 4, lease_s: LeaseSeconds = DEFAULT_LEASE_S, auto_approve: bool = False,
                          provider: str | None = None, model: ModelName | None = None, workspace: str | Path | None = None,
                          stuck_after_s: Seconds = DEFAULT_STUCK_AFTER_S, tool_failures: FromOne = DEFAULT_TOOL_FAILURES,

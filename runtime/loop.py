@@ -32,7 +32,16 @@ from .hooks import Checked, Hooks
 from .live import ApprovalNeeded, Broker, ErrorEvent, ProgressEvent, StatusChange, TurnEnd, TurnStart, UsageEvent
 from .loop_io import ControlPort, LoopIO, LoopOptions
 from .middleware import Around, MiddlewareFailure, Run, chain, recorded_middleware
-from .model_call import ModelCaller, completion_note, not_run_reason, request_delta, runs_no_tools, unfinished_outcome
+from .model_call import (
+    CONTEXT_WINDOW_FULL,
+    ModelCaller,
+    completion_note,
+    not_run_reason,
+    request_delta,
+    runs_no_tools,
+    unfinished_outcome,
+    window_full_reason,
+)
 from .pricing import price
 from .process_stop import stopped_by_process
 from .progress import progress_of
@@ -63,6 +72,8 @@ from .turn_outcome import (
 from .user_hooks import with_own_hooks
 
 DEFAULT_MAX_TOKENS = 8192
+#: How the retry that compacts after a response filled the model's context window begins its reason.
+WINDOW_FULL_RETRY = "context_window_full"
 
 
 def _part(name: str) -> Any:
@@ -107,6 +118,8 @@ class AgentLoop:
         self._interrupted: MiddlewareFailure | None = None
         #: The running turn's cancel watcher: its `reason` is what the cancel request said.
         self._cancel_watcher: Any = None
+        #: Said with a completed turn whose answer the full context window cut (see `_window_full`).
+        self._window_note: str | None = None
 
     # The bundle's parts, for the loop's own code and its builders (reading or replacing one acts on the bundle).
     store = _part("store")
@@ -342,6 +355,7 @@ class AgentLoop:
         prior = self._prior_context(session, turn)
         self._context = RequestContext(prior)
         self._opened, self._settled = {}, {}
+        self._window_note = None
         max_iterations = self.options.max_iterations or spec.max_iterations
         if not turn.steps and not turn.inbound_checked:
             checked = await self.hooks.check_inbound(session, turn, turn.input_text)
@@ -362,7 +376,7 @@ class AgentLoop:
                 rejected = checked.stop or await self.hooks.before_finish(session, turn, last)
                 if rejected is not None:  # an output guardrail or a hook: the turn fails with the check's message
                     return finish(self.io, session, turn, "failed", rejected.reason, error=rejected.error or {"guardrail": rejected.guard})
-                return finish(self.io, session, turn, "completed", completion_note(last))
+                return finish(self.io, session, turn, "completed", self._window_note or completion_note(last))
             if last is not None and self._ended_by_tool(turn):
                 return finish(self.io, session, turn, "completed")
             if turn.model_calls >= max_iterations:
@@ -412,6 +426,48 @@ class AgentLoop:
                 reason, error_data = unfinished
                 await self.emit(ErrorEvent(session_id=str(session.id), turn_id=str(turn.id), message=reason, kind=error_data["kind"]))
                 return finish(self.io, session, turn, "failed", reason, error=error_data)
+            if response.provider_stop_reason == CONTEXT_WINDOW_FULL:
+                ended = await self._window_full(session, turn, response, attempts)
+                if ended is not None:
+                    return ended
+                session = self.store.session(session.id)  # older turns (or the turn's own steps) were compacted
+                self._context = RequestContext(self._prior_context(session, turn))
+
+    async def _window_full(self, session: Session, turn: Turn, response: Any, attempts: int) -> TurnOutcome | None:
+        """The model filled its context window while answering (`model_context_window_exceeded`); the
+        response is recorded, its tool calls failed without running (their results could not be read).
+
+        Asking again as it stands would hit the same full window on every call until max_iterations.
+        So, as after "prompt too long": compact the older turns (else the turn's own older steps) and
+        go on once; a window still full after that, or nothing left to compact, fails the turn saying
+        what to do. A text answer the window cut ends the turn as before (completed, with a note);
+        the older turns are compacted first where they can be, so that the next turn fits.
+        """
+        now = self.clock.now()
+        if not response.tool_uses:
+            compacted = self.compactor is not None and bool(await self.compactor.for_retry(self.io, session.id, turn))
+            room = ("older turns were compacted to make room: ask again for the rest" if compacted
+                    else "to go on, run `chronicle compact SESSION` or use a model with a larger context window")
+            self._window_note = (
+                f"the answer was cut because the model's context window is full ({CONTEXT_WINDOW_FULL}): "
+                f"it may be incomplete; {room}"
+            )
+            return None
+        done: bool | None = None  # automatic compaction off
+        if self.compactor is not None:
+            done = any(r["reason"].startswith(WINDOW_FULL_RETRY) for r in turn.retries)
+            if not done:
+                turn.record_retry(
+                    attempt=attempts, delay_s=0.0, now=now,
+                    reason=f"{WINDOW_FULL_RETRY}: the model's context window filled while it answered; compacting older turns and going on once",
+                )
+                self.save(turn)
+                if await self.compactor.for_retry(self.io, session.id, turn):
+                    return None
+        reason = window_full_reason(response, done)
+        ids = [b.id for b in response.tool_uses]
+        await self.emit(ErrorEvent(session_id=str(session.id), turn_id=str(turn.id), message=reason, kind=WINDOW_FULL_RETRY))
+        return finish(self.io, session, turn, "failed", reason, error={"kind": WINDOW_FULL_RETRY, "tool_use_ids": ids})
 
     def _mark(self, turn: Turn, checked: Checked) -> None:
         """Record each check that changed the inbound message or final answer, or failed open."""

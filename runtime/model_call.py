@@ -141,6 +141,28 @@ def unfinished_outcome(response: ModelResponse) -> tuple[str, dict[str, Any]] | 
     return None
 
 
+WINDOW_FULL_REMEDY = (
+    "run `chronicle compact SESSION`, ask for smaller tool outputs (a narrower read or search), "
+    "or use a model with a larger context window"
+)
+
+
+def window_full_reason(response: ModelResponse, compacted: bool | None) -> str:
+    """Why a turn whose tool calls the full context window stopped ends failed. `compacted`: True when
+    older turns were compacted once already in this turn, False when nothing was left to compact, None
+    when automatic compaction is off."""
+    names = ", ".join(dict.fromkeys(b.name for b in response.tool_uses)) or "its tool calls"
+    why = {
+        True: "even after compacting the older turns once",
+        False: "and nothing is left to compact",
+        None: "and automatic compaction is off",
+    }[compacted]
+    return (
+        f"the model's context window is full ({CONTEXT_WINDOW_FULL}) {why}: {names} was not run, "
+        f"since its result could not be read; {WINDOW_FULL_REMEDY}"
+    )
+
+
 def completion_note(response: ModelResponse) -> str | None:
     """Said with a completed turn whose final answer is not whole, or that ended for a reason this
     version does not know (read as the nearest of ours; the API's own value is recorded)."""

@@ -13,6 +13,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from chronicle.projections import ProjectionEngine, UnknownProjection
+from chronicle.runtime.bounds import MAX_POLL_S
 from chronicle.runtime.pasteable import pasteable
 
 from .bars import bars_shown
@@ -208,7 +209,7 @@ def catch_up_step(engine: Any) -> CatchUpStep:
 def run(
     follow: Annotated[bool, typer.Option("--follow", help="Keep running: apply new events as they are committed")] = False,
     poll: Annotated[float, typer.Option(
-        "--poll", callback=finite_at_least(0.01), help="Seconds between looks at the log for new events")] = 0.5,
+        "--poll", callback=finite_at_least(0.01, MAX_POLL_S, "a day"), help="Seconds between looks at the log for new events")] = 0.5,
     db: DbOption = None,
 ) -> None:
     """Bring every projection up to date; with --follow, keep them current until SIGINT/SIGTERM."""

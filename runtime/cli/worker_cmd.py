@@ -16,6 +16,7 @@ import typer
 from rich.markup import escape
 
 from chronicle.runtime.app.errors import NO_STORE, AppError
+from chronicle.runtime.bounds import MAX_IDLE_EXIT_S, MAX_LEASE_S, MAX_POLL_S  # the library's bounds too (chronicle/arguments.py)
 from chronicle.runtime.leases import DEFAULT_LEASE_S
 from chronicle.runtime.self_repair import DEFAULT_STUCK_AFTER_S, DEFAULT_TOOL_FAILURES
 
@@ -59,9 +60,6 @@ else:
     live = lazy_module("chronicle.runtime.live")
     loop = lazy_module("chronicle.runtime.loop")
 
-#: A lease is renewed while its holder lives; this long is how long a dead holder's sessions wait for another. Far
-#: beyond it (1e20) the claim's expiry overflowed a datetime inside the worker.
-MAX_LEASE_S = 86_400.0
 LeaseOption = Annotated[float, typer.Option(
     "--lease-s", callback=finite_at_least(0.5, MAX_LEASE_S, "a day"), help="Seconds a session stays claimed without renewal")]
 YesOption = Annotated[bool, typer.Option("--yes", "-y", help="Approve tools that require approval (bash)")]
@@ -275,8 +273,8 @@ def submit(
 def worker(
     concurrency: Annotated[int, typer.Option("--concurrency", min=1, help="Sessions advanced at once")] = 4,
     once: Annotated[bool, typer.Option("--once", help="Exit as soon as no session needs work")] = False,
-    idle_exit: Annotated[Optional[float], typer.Option("--idle-exit", callback=finite_at_least(0), help="Exit after this many idle seconds")] = None,
-    poll: Annotated[float, typer.Option("--poll", callback=finite_at_least(0.05), help="Seconds between looks for new work")] = 0.5,
+    idle_exit: Annotated[Optional[float], typer.Option("--idle-exit", callback=finite_at_least(0, MAX_IDLE_EXIT_S, "a week"), help="Exit after this many idle seconds")] = None,
+    poll: Annotated[float, typer.Option("--poll", callback=finite_at_least(0.05, MAX_POLL_S, "a day"), help="Seconds between looks for new work")] = 0.5,
     lease_s: LeaseOption = DEFAULT_LEASE_S,
     yes: YesOption = False,
     provider: ProviderOption = None,

@@ -33,7 +33,7 @@ from chronicle.projections.cost import CostReport, call_costs
 from chronicle.projections.summaries import summaries
 from chronicle.runtime.app import queries
 from chronicle.runtime.notes import note_rows
-from chronicle.runtime.read_models import caught_up
+from chronicle.runtime.read_models import ReadModelsMissing, caught_up_or_none
 from chronicle.runtime.store import ChronicleStore
 from chronicle.runtime.timetravel import TimeTravelError, numbered_turns
 
@@ -46,6 +46,28 @@ TIMELINE_LIMIT = 400
 DECISION_KINDS = ("approval", "always_allow", "undo", "redo", "fork", "cancel", "resume", "steer")
 UNFINISHED_TURN = ("failed", "cancelled", "stopped", "interrupted")
 AGGREGATE_NAMES = {"Session": "session", "Turn": "turn", "ToolCall": "tool_call", "DelegatedTask": "task"}
+
+
+#: What the page says when it is read from the events because the read models cannot catch up (caught_up_or_none).
+READ_MODELS_NOTE = ("cost figures and approval decisions are not shown: the read models cannot catch up "
+                    "(the disk holding the store is full, or the store refuses writes); free some space and reload")
+
+
+def _read_models(store: ChronicleStore) -> Any:
+    """The caught-up read models, or None when they cannot be written now (a full disk) or were never built for a
+    read-only store: the page is then read from the events alone, as `GET /sessions` is (queries.sessions)."""
+    try:
+        return caught_up_or_none(store)
+    except ReadModelsMissing:
+        return None
+
+
+def _children_from_events(store: ChronicleStore, session: Session) -> list[dict[str, Any]]:
+    """The sub-agent tree below the session, read from its sessions' events (cost unknown)."""
+    from chronicle.runtime.agents.tree import session_tree
+
+    return [{**queries.session_row(store, node.session, None, None), "depth": node.depth}
+            for node in session_tree(store, session) if node.depth > 0]
 
 
 class NoSuchTurn(LookupError):
@@ -92,16 +114,21 @@ def build(store: ChronicleStore, sid: UUID, turn: int | None, every_turn: bool =
     turns = store.turns(numbered[start - 1:end]) if end else []
     calls = {turn.id: store.tool_calls_of(turn) for turn in turns}
     owners = sorted({str(t.session_id) for t in turns} | {str(sid)})
-    engine = caught_up(store)
-    with engine.read() as tx:
-        trail = audit_queries.for_sessions_turns(tx, owners, [str(t.id) for t in turns])
-        decisions = [queries.audit_entry(r) for r in audit_queries.newest(tx, str(sid), DECISION_KINDS, 50)]
-        report = CostReport(tx)
-        by_model = [r for r in CostReport(tx, by="model").for_session(str(sid)) if r.get("scope") == "total"]
-        costs = call_costs(tx, str(sid))
-        titles = summaries(tx, [str(sid)])
-        row = queries.session_row(store, session, titles.get(str(sid)), report.total_usd(str(sid)))
-        children = _children(store, report, str(sid))
+    engine = _read_models(store)
+    if engine is None:  # they cannot be written now (a full disk): the page is read from the events, without them
+        trail, decisions, by_model, costs = [], [], [], []
+        row = queries.session_row(store, session, None, None)
+        children = _children_from_events(store, session)
+    else:
+        with engine.read() as tx:
+            trail = audit_queries.for_sessions_turns(tx, owners, [str(t.id) for t in turns])
+            decisions = [queries.audit_entry(r) for r in audit_queries.newest(tx, str(sid), DECISION_KINDS, 50)]
+            report = CostReport(tx)
+            by_model = [r for r in CostReport(tx, by="model").for_session(str(sid)) if r.get("scope") == "total"]
+            costs = call_costs(tx, str(sid))
+            titles = summaries(tx, [str(sid)])
+            row = queries.session_row(store, session, titles.get(str(sid)), report.total_usd(str(sid)))
+            children = _children(store, report, str(sid))
     decided = _decisions_by_call(trail)
     on_branch = set(session.head)
     undone = _undone_by(store, sid, [t.id for t in turns if t.id not in on_branch])
@@ -129,6 +156,8 @@ def build(store: ChronicleStore, sid: UUID, turn: int | None, every_turn: bool =
         "notes": _notes(store, sid, turn), "notes_at": turn,
         "by_model": by_model, "children": children, "log_rows": _timeline(store, session, turns, calls),
         "head": store.max_position(),
+        # Said on the page when the read models could not be read: what it lacks, and why.
+        "read_models_note": READ_MODELS_NOTE if engine is None else None,
         # Followed over the event stream while a turn runs, and on a page of the present (no ?turn=) while idle too:
         # a turn started elsewhere (the CLI, a worker, a channel) then shows up on it rather than never.
         "live": turn is None or row["status"] in ("busy", "queued", "running", "awaiting_approval") or bool(row.get("queued")),

@@ -168,6 +168,13 @@ def _turn_error_type(event: LogEvent) -> str:
     return TURN_END_KINDS.get(event.kind, "error")
 
 
+def _finish_reason(response: dict[str, Any]) -> str:
+    """The stop reason as the provider sent it (ModelResponse.provider_stop_reason): a trace says
+    `model_context_window_exceeded` where our own `stop_reason`, which the loop decides by, says max_tokens."""
+    said = (response.get("raw") or {}).get("stop_reason")
+    return said if isinstance(said, str) and said else str(response.get("stop_reason", ""))
+
+
 def _chat_span(log: TurnLog, event: LogEvent, trace_id: int, parent: int, common: Attributes, capture: bool) -> SpanRecord:
     response: dict[str, Any] = expand(event.data.get("response") or {})
     delta: dict[str, Any] = event.data.get("request_delta") or {}
@@ -184,7 +191,7 @@ def _chat_span(log: TurnLog, event: LogEvent, trace_id: int, parent: int, common
         "gen_ai.usage.output_tokens": int(usage.get("output_tokens", 0)),
         "gen_ai.usage.cache_read.input_tokens": cache_read,
         "gen_ai.usage.cache_creation.input_tokens": cache_write,
-        "gen_ai.response.finish_reasons": [str(response.get("stop_reason", ""))],
+        "gen_ai.response.finish_reasons": [_finish_reason(response)],
         "chronicle.step": step,
         "chronicle.attempts": int(event.data.get("attempts", 1)),
     }
@@ -218,7 +225,7 @@ def _chat_span(log: TurnLog, event: LogEvent, trace_id: int, parent: int, common
                 {
                     "role": "assistant",
                     "parts": _parts(response.get("content") or []),
-                    "finish_reason": str(response.get("stop_reason", "")),
+                    "finish_reason": _finish_reason(response),
                 }
             ]
         )

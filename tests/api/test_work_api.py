@@ -66,3 +66,20 @@ def test_work_refuses_what_the_worker_command_refuses(sqlite_url, bad):
         with pytest.raises(ChronicleError) as refused:
             app.work(**bad)
         assert refused.value.code == 2 and next(iter(bad)) in str(refused.value)
+
+
+@pytest.mark.parametrize("name, flag, most, value", [
+    ("lease_s", "--lease-s", "86400", 1e20),  # overflowed timedelta at the first claim
+    ("poll", "--poll", "86400", 1e20),  # a wait that overflows (threading.Event.wait) or never ends
+    ("idle_exit", "--idle-exit", "604800", 1e20),
+])
+def test_work_refuses_a_wait_beyond_the_commands_bound_naming_the_argument_and_its_range(sqlite_url, name, flag, most, value):
+    with Chronicle(sqlite_url) as app:
+        with pytest.raises(ChronicleError) as refused:
+            app.work(once=True, **{name: value})
+        assert refused.value.code == 2
+        said = str(refused.value)
+        assert said.startswith(f"work(): {name}: ") and most in said and "1e+20" in said, said
+        assert app.work(once=True, **{name: float(most)}) == []  # the bound itself is taken
+    refused_cli = cli("worker", "--once", flag, str(float(most) + 1), db=sqlite_url, timeout=30)
+    assert refused_cli.returncode == 2 and f"≤ {most}" in refused_cli.stderr, refused_cli.stderr

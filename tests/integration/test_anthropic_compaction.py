@@ -153,3 +153,76 @@ def test_a_context_limit_400_compacts_the_older_turns_and_retries_once(db_url, w
     [retried] = [e["data"] for e in log if e["event"] == "ModelCallRetried"]
     assert retried["reason"].startswith("prompt_too_long")
     assert "The user asked a first question" in str(sse.requests[-1].body["messages"])
+
+
+FULL = "model_context_window_exceeded"
+
+
+def second_turn_window_full(db_url: str, workspace: Path, server: Any, *second: Any) -> tuple[Any, ChronicleStore, Any]:
+    """A first turn answered, then a second whose replies are `second` (the first of them filled the window)."""
+    loop, store, events, spec = setup(db_url, workspace, server)
+    server.script(reply([text("First answer.")], usage=SMALL, model=MAIN), *second)
+    session, _ = start_session(store, spec, "first question")
+    assert asyncio.run(loop.run_next(session.id)).status == "completed"
+    submit_input(store, session.id, "second question")
+    return asyncio.run(loop.run_next(session.id)), store, session
+
+
+def test_a_tool_use_that_fills_the_context_window_compacts_the_older_turns_and_goes_on_once(db_url, workspace, sse):
+    outcome, store, session = second_turn_window_full(
+        db_url, workspace, sse,
+        reply([text("Reading."), read("tu_1", "notes.txt")], usage=NEAR_FULL, model=MAIN, stop_reason=FULL),
+        summary_reply("The user asked a first question; it was answered."),
+        reply([text("Second answer.")], usage=SMALL, model=MAIN),
+    )
+    assert outcome.status == "completed" and outcome.text == "Second answer."
+    assert len(sse.requests) == 4 and len(summary_requests(sse)) == 1
+    log = queries.log(store, session.id)
+    [retried] = [e["data"] for e in log if e["event"] == "ModelCallRetried"]
+    assert retried["reason"].startswith("context_window_full")
+    turn = store.turn(outcome.turn_id)
+    [call] = store.tool_calls_of(turn)
+    assert call.status == "failed" and FULL in turn.steps[0]["results"][0]["content"]  # never run, and the model is told why
+    after = sse.requests[-1].body["messages"]
+    assert "The user asked a first question" in str(after) and "First answer." not in str(after)
+
+
+def test_a_context_window_still_full_after_compacting_fails_the_turn_instead_of_calling_again(db_url, workspace, sse):
+    full = reply([text("Reading."), read("tu_1", "notes.txt")], usage=NEAR_FULL, model=MAIN, stop_reason=FULL)
+    again = reply([text("Reading again."), read("tu_2", "notes.txt")], usage=NEAR_FULL, model=MAIN, stop_reason=FULL)
+    outcome, store, session = second_turn_window_full(
+        db_url, workspace, sse, full, summary_reply("The first question was answered."), again,
+        reply([text("never asked")], usage=SMALL, model=MAIN),
+    )
+    assert outcome.status == "failed", outcome
+    assert FULL in outcome.reason and "even after compacting" in outcome.reason and "chronicle compact" in outcome.reason
+    assert "larger context window" in outcome.reason and "read_file" in outcome.reason
+    assert len(sse.requests) == 4 and len(summary_requests(sse)) == 1  # one compaction, one call after it: no more
+    turn = store.turn(outcome.turn_id)
+    assert turn.error == {"kind": "context_window_full", "tool_use_ids": ["tu_2"]}
+    assert [e["event"] for e in queries.log(store, session.id)].count("ModelCallRetried") == 1
+
+
+def test_a_full_context_window_with_nothing_to_compact_fails_the_turn_at_once(db_url, workspace, sse):
+    loop, store, events, spec = setup(db_url, workspace, sse)
+    sse.script(
+        reply([text("Reading."), read("tu_1", "notes.txt")], usage=NEAR_FULL, model=MAIN, stop_reason=FULL),
+        reply([text("never asked")], usage=SMALL, model=MAIN),
+    )
+    session, _ = start_session(store, spec, "only question")
+    outcome = asyncio.run(loop.run_next(session.id))
+    assert outcome.status == "failed" and "nothing is left to compact" in outcome.reason and FULL in outcome.reason
+    assert len(sse.requests) == 1
+    assert any(getattr(e, "kind", None) == "context_window_full" for e in events)  # said live too
+
+
+def test_a_text_answer_cut_by_the_context_window_compacts_the_older_turns_so_the_next_turn_fits(db_url, workspace, sse):
+    outcome, store, session = second_turn_window_full(
+        db_url, workspace, sse,
+        reply([text("The second answer is long and")], usage=NEAR_FULL, model=MAIN, stop_reason=FULL),
+        summary_reply("The user asked a first question; it was answered."),
+    )
+    assert outcome.status == "completed" and outcome.text == "The second answer is long and"
+    assert FULL in outcome.reason and "compacted to make room" in outcome.reason
+    assert len(sse.requests) == 3 and len(summary_requests(sse)) == 1
+    assert store.session(session.id).compaction

@@ -265,3 +265,18 @@ def test_a_stream_broken_after_a_whole_tool_use_block_fails_the_turn_with_the_br
     response = harness.turn().steps[0]["response"]
     assert response["stop_reason"] == "error" and [b["type"] for b in response["content"]] == ["text", "tool_use"]
     assert harness.store.tool_calls_of(harness.turn()) == []
+
+
+def test_a_complete_tool_use_that_fills_the_context_window_fails_the_turn_without_calling_again(db_url, workspace, sse):
+    """Without automatic compaction, nothing can make room: every further call would hit the same full window."""
+    sse.script(*[reply([text("Reading."), tool(f"tu_{n}", "read_file", path="hello.txt")], stop_reason="model_context_window_exceeded")
+                 for n in range(5)])
+    harness = AnthropicHarness(db_url, workspace, sse)
+    outcome = harness.run("read it")
+    assert outcome.status == "failed", outcome
+    assert "model_context_window_exceeded" in outcome.reason and "automatic compaction is off" in outcome.reason
+    assert "chronicle compact" in outcome.reason and "max_iterations" not in outcome.reason
+    assert len(sse.requests) == 1
+    assert harness.turn().error == {"kind": "context_window_full", "tool_use_ids": ["tu_0"]}
+    [call] = harness.store.tool_calls_of(harness.turn())
+    assert call.status == "failed"  # never run: its result could not have been read

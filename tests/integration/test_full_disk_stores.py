@@ -96,3 +96,25 @@ def test_a_full_disk_under_an_open_store_lists_and_explains_its_sessions_from_th
     (small_disk / "filler").unlink()  # space again: the read models catch up, and cost answers
     with Chronicle(url) as app:
         assert [s["session_id"] for s in app.sessions()] == [sid] and app.cost(sid)
+
+
+def test_a_full_disk_under_an_open_store_still_shows_the_viewers_session_page_from_its_events(small_disk, tmp_path, caplog):
+    """`GET /sessions` read the events when the read models could not catch up; the session page failed (503)."""
+    from fastapi.testclient import TestClient
+
+    url, sid = a_session(small_disk, tmp_path)
+    with Chronicle(url) as app:
+        app.log(sid)  # the store open (its -wal and -shm made), the read models not caught up
+        fill(small_disk)
+        with TestClient(app.http_app(workspace=tmp_path)) as client:
+            assert [r["session_id"] for r in client.get("/sessions").json()] == [sid]
+            page = client.get(f"/ui/sessions/{sid}")
+            assert page.status_code == 200, page.text
+            assert "hello" in page.text and "Ok." in page.text and "Hi" in page.text  # the turn and the title, from events
+            assert 'id="read-models-note"' in page.text and "the read models cannot catch up" in page.text
+            assert "free some space" in page.text
+        assert "the read models cannot catch up (database or disk is full)" in caplog.text
+    (small_disk / "filler").unlink()  # space again: the page has its read models back, and says nothing of them
+    with Chronicle(url) as app, TestClient(app.http_app(workspace=tmp_path)) as client:
+        page = client.get(f"/ui/sessions/{sid}")
+        assert page.status_code == 200 and 'id="read-models-note"' not in page.text

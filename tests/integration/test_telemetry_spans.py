@@ -26,7 +26,7 @@ from chronicle.runtime.tools import DEFAULT_TOOLS, READ_ONLY_TOOLS
 from chronicle.runtime.toolsets import toolbox_for
 from tests.chat_sse_server import chat_reply, chat_sse  # noqa: F401
 from tests.helpers import response, text, tool_use
-from tests.sse_server import HttpError
+from tests.sse_server import HttpError, sse  # noqa: F401
 
 RESEARCHER = AgentSpec(name="researcher", description="reads files", tools=READ_ONLY_TOOLS)
 
@@ -197,3 +197,27 @@ def test_a_turn_keeps_the_model_it_ran_on_after_the_session_changes_model(db_url
     replayed = InMemorySpanExporter()
     ExporterSink(replayed).export(derived)
     assert sorted(map(comparable, replayed.get_finished_spans())) == sorted(map(comparable, live))
+
+
+def test_a_chat_span_reports_the_providers_own_stop_reason_not_ours(db_url, workspace, sse):
+    """model_context_window_exceeded through the real SDK: the loop reads it as max_tokens, a trace says what the API said."""
+    from chronicle.runtime.providers.anthropic_provider import AnthropicProvider
+    from tests.sse_server import reply
+
+    model = "claude-sonnet-4-6"
+    sse.script(reply([{"type": "text", "text": "The answer is long and"}], stop_reason="model_context_window_exceeded"))
+    store = ChronicleStore(db_url)
+    spec = AgentSpec(provider="anthropic", model=model, tools=(), workspace=str(workspace))
+    session, _ = start_session(store, spec, "explain")
+    exporter = InMemorySpanExporter()
+    provider = AnthropicProvider(model, api_key="sk-ant-test-0123456789-secret", base_url=sse.url)
+    outcome = asyncio.run(traced_loop(store, provider, (), workspace, exporter).run_next(session.id))
+    assert outcome is not None and outcome.status == "completed"
+    turn = store.turn(outcome.turn_id)
+    assert turn.steps[0]["response"]["stop_reason"] == "max_tokens"  # ours, still what the loop decides by
+    [live] = [s for s in exporter.get_finished_spans() if s.name.startswith("chat ")]
+    assert list(live.attributes["gen_ai.response.finish_reasons"]) == ["model_context_window_exceeded"]
+    [log] = list(session_logs(store, store.session(session.id)))
+    [chat] = [s for s in derive_turn_spans(log, capture_content=True) if s.name.startswith("chat ")]
+    assert chat.attributes["gen_ai.response.finish_reasons"] == ["model_context_window_exceeded"]
+    assert json.loads(str(chat.attributes["gen_ai.output.messages"]))[0]["finish_reason"] == "model_context_window_exceeded"
