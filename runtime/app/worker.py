@@ -9,6 +9,7 @@ first, so inputs of one session run FIFO while different sessions run concurrent
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -175,6 +176,8 @@ class Worker:
         self._repaired_at: float | None = None
         self.name = name or worker_name()
         self.draining = False
+        #: The running loop and the event `drain` sets: it ends the idle wait between looks for work (`_run`).
+        self._woken: tuple[asyncio.AbstractEventLoop, asyncio.Event] | None = None
         self.tasks: dict[UUID, asyncio.Task] = {}
         self.outcomes: list[TurnOutcome] = []
         self.failed_sessions: set[UUID] = set()
@@ -240,6 +243,10 @@ class Worker:
         if not self.draining:
             self.log(f"worker {self.name}: draining (finishing {len(self.tasks)} session(s) in hand)")
         self.draining = True
+        if self._woken is not None:  # an idle worker sleeps a whole --poll between looks (up to a day): wake it now
+            loop, woken = self._woken
+            with contextlib.suppress(RuntimeError):  # its loop has closed: it has stopped already
+                loop.call_soon_threadsafe(woken.set)
 
     def abandon(self, why: str) -> None:
         """Before a process stops at once (a second signal, a drain that ran out of time): the commands its tools run
@@ -379,8 +386,18 @@ class Worker:
             task.cancel(stopping_message(why))
         await asyncio.wait(running, timeout=LEAVE_S)
 
+    async def _idle(self, seconds: float) -> None:
+        """Wait `seconds` for the next look, or until `drain`: a drained idle worker with `--poll 600` stayed asleep
+        for the rest of its poll after saying "draining", and only a second signal stopped it."""
+        assert self._woken is not None
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._woken[1].wait(), timeout=seconds)
+
     async def _run(self) -> int:
         loop = asyncio.get_running_loop()
+        self._woken = (loop, asyncio.Event())
+        if self.draining:
+            self._woken[1].set()
         idle_since = loop.time()
         self.log(f"worker {self.name}: started (concurrency {self.options.concurrency}, lease {self.options.lease_s:g} s)")
         while True:
@@ -438,7 +455,7 @@ class Worker:
             if self.tasks:
                 await asyncio.wait(list(self.tasks.values()), timeout=self.options.poll_s, return_when=asyncio.FIRST_COMPLETED)
             else:
-                await asyncio.sleep(self.options.poll_s)
+                await self._idle(self.options.poll_s)
         self.log(f"worker {self.name}: stopped after {len(self.outcomes)} turn(s)")
         return 1 if self.stopped_because else 0
 
