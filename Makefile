@@ -20,7 +20,7 @@ demo-seeds: $(STAMP)
 	CHRONICLE=$(BIN)/chronicle ops/demo_seeds.sh
 
 # Three workers on two cores: part of the suite's time is waiting (CLI processes, servers, timeouts), so a third
-# worker fills it (2,457 tests in 8.8 minutes on an idle 2-core machine; four workers only added contention).
+# worker fills it (3,097 tests in 8.9 minutes on an idle 2-core machine; four workers only added contention when last tried).
 # Bytecode is written even where PYTHONDONTWRITEBYTECODE is set (as on our CI machines): the suite starts
 # hundreds of Python processes (CLI runs, workers, servers, MCP servers, examples), and without it each compiled
 # every module of ours it imported from source again, and each worker rewrote every test module's asserts.

@@ -50,13 +50,18 @@ def owed(db_url: str, sid: object) -> object:
         return store.session(UUID(str(sid))).files_owed
 
 
-def interrupted_undo(db_url: str, tmp_path: Path) -> tuple[Path, str]:
+def edited_workspace(db_url: str, tmp_path: Path) -> tuple[Path, str]:
+    """A workspace whose win.txt one turn edited, and that turn's session id."""
     workspace = tmp_path / "ws"
     workspace.mkdir()
     (workspace / "win.txt").write_bytes(b"one\ntwo\n")
     h = edit_turn(db_url, tmp_path, workspace)
-    sid = str(h.session_id)
     h.store.close()
+    return workspace, str(h.session_id)
+
+
+def interrupted_undo(db_url: str, tmp_path: Path) -> tuple[Path, str]:
+    workspace, sid = edited_workspace(db_url, tmp_path)
     killed_at_the_gate(db_url, tmp_path, "undo", sid, "--files", "--workspace", str(workspace))
     assert (workspace / "win.txt").read_bytes() == EDITED and (workspace / "new.txt").exists()  # nothing written
     debt = owed(db_url, sid)
@@ -185,12 +190,7 @@ def held_at_the_gate(db_url: str, tmp_path: Path, *args: str) -> tuple[subproces
 
 
 def test_an_undo_files_while_another_is_writing_its_files_is_refused_as_busy_and_takes_none_of_them(db_url, tmp_path):
-    workspace = tmp_path / "ws"
-    workspace.mkdir()
-    (workspace / "win.txt").write_bytes(b"one\ntwo\n")
-    h = edit_turn(db_url, tmp_path, workspace)
-    sid = str(h.session_id)
-    h.store.close()
+    workspace, sid = edited_workspace(db_url, tmp_path)
     first, gate = held_at_the_gate(db_url, tmp_path, "undo", sid, "--files", "--workspace", str(workspace))
     try:
         for second in (cli("undo", sid, "--files", "--workspace", str(workspace), db=db_url),

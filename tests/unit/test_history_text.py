@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 from types import SimpleNamespace
+from typing import Any
 
 from rich.console import Console
 
@@ -31,14 +32,20 @@ def _console(width: int) -> Console:
                    highlight=False, emoji=False)
 
 
+def _block_by_block(messages: list[dict[str, Any]], width: int) -> Console:
+    """The transcript as it was printed before: a rule per message, a print per block (the reference)."""
+    console = _console(width)
+    for message in messages:
+        colour = "green" if message["role"] == "user" else "cyan"
+        console.rule(f"[{colour}]{message['role']}[/]", align="left")
+        for block in message["content"]:
+            console.print(render_block(SimpleNamespace(**block)), highlight=False)
+    return console
+
+
 def test_one_print_of_the_transcript_shows_what_a_print_per_block_showed():
     for width in (30, 80, 140):
-        before = _console(width)
-        for message in MESSAGES:
-            colour = "green" if message["role"] == "user" else "cyan"
-            before.rule(f"[{colour}]{message['role']}[/]", align="left")
-            for block in message["content"]:
-                before.print(render_block(SimpleNamespace(**block)), highlight=False)
+        before = _block_by_block(MESSAGES, width)
         after = _console(width)
         after.print(transcript_lines(MESSAGES))
         shown = after.export_text(styles=True, clear=False)
@@ -60,12 +67,7 @@ def test_a_long_block_prints_in_pieces_with_the_same_lines():
     texts = [p for p in pieces if hasattr(p, "plain")]
     assert len(texts) > 2 * len(long) / inspect_cmd.PIECE and all(len(p.plain) <= inspect_cmd.PIECE for p in texts)
     for width in (40, 120):
-        whole = _console(width)
-        for message in messages:
-            colour = "green" if message["role"] == "user" else "cyan"
-            whole.rule(f"[{colour}]{message['role']}[/]", align="left")
-            for block in message["content"]:
-                whole.print(render_block(SimpleNamespace(**block)), highlight=False)
+        whole = _block_by_block(messages, width)
         cut = _console(width)
         cut.print(transcript_lines(messages))
         shown = cut.export_text(styles=True)
