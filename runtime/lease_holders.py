@@ -8,13 +8,14 @@ of a busy session (runtime/app/stalled.py) and the answers use.
 from __future__ import annotations
 
 import os
-import socket
 
 
 def holder_gone(holder: str | None) -> bool:
     """True only when the holder is certainly dead: a process of this machine that no longer exists.
 
     A holder on another machine is never presumed dead; its lease runs out instead."""
+    import socket  # here: 1.8 ms of every `sessions` and `log` start-up, for the few rows with a turn in flight
+
     parts = (holder or "").split(":")
     if len(parts) < 3 or parts[0] != socket.gethostname() or not parts[1].isdigit():
         return False
