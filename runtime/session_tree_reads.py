@@ -17,6 +17,14 @@ from chronicle.domain.turn import Turn
 from .aggregate_batch import load_turns
 
 
+def delegated_ids(call: ToolCall) -> list[UUID]:
+    """The child session id of each task a `delegate` call asked for, in task order (none for any other call); derived
+    from the call, so a child that was never started is named too."""
+    if call.name != "delegate":
+        return []
+    return [child_session_id(call.id, index) for index in range(len(call.input.get("tasks") or []))]
+
+
 class SessionTreeReads:
     """What ChronicleStore reads of a session's tree (it inherits these, and gives `turn` and `find_tool_call`)."""
 
@@ -50,9 +58,7 @@ class SessionTreeReads:
         (ids are derived from the call, so a child that was never started is named too)."""
         for tid in session.turns:
             for call in self.tool_calls_of(self.turn(tid)):
-                if call.name == "delegate":
-                    for index in range(len(call.input.get("tasks") or [])):
-                        yield child_session_id(call.id, index)
+                yield from delegated_ids(call)
 
     def aggregate_ids_of(self, session: Session) -> list[UUID]:
         """The session's id, its turns' and their tool calls', for reading their events together.

@@ -20,7 +20,6 @@ from typing import Iterator
 from uuid import UUID
 
 from chronicle.domain.errors import DomainError
-from chronicle.domain.ids import child_session_id
 from chronicle.domain.session import Session
 from chronicle.domain.tool_call import ToolCall
 from chronicle.domain.turn import Turn
@@ -29,6 +28,7 @@ from .actor import recorded_actor
 from .clock import SYSTEM_CLOCK, Clock
 from .leases import DEFAULT_LEASE_S, LeaseKeeper, current_lease, holder_name, holding
 from .pasteable import pasteable, pasteable_in
+from .session_tree_reads import delegated_ids
 from .store import ChronicleStore, NotFound
 from .timetravel import MomentOutOfRange, TimeTravelError
 from .tools.base import ToolError
@@ -82,10 +82,7 @@ def calls_of_turns(store: ChronicleStore, turn_ids: list[UUID]) -> Iterator[tupl
 def _calls_with_children(store: ChronicleStore, turn: Turn, seen: set[UUID]) -> Iterator[ToolCall]:
     for call in store.tool_calls_of(turn):
         yield call
-        if call.name != "delegate":
-            continue
-        for index in range(len(call.input.get("tasks") or [])):
-            child_id = child_session_id(call.id, index)
+        for child_id in delegated_ids(call):
             if child_id in seen:
                 continue
             seen.add(child_id)
